@@ -1,0 +1,1 @@
+//! kubectl-vap library
