@@ -1,1 +1,10 @@
-//! kubectl-vap library
+//! kubectl-vap: Gatekeeper ConstraintTemplates as ValidatingAdmissionPolicies.
+//!
+//! Layout: `model` (typed views of what we read), `core` (pure decisions, generation,
+//! analysis), `load` (files → snapshot), `cli` (commands and output).
+
+pub mod cli;
+pub mod core;
+pub mod load;
+pub mod model;
+pub mod snapshot;

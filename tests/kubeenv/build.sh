@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver, etcd and kubectl from the Go modules pinned in this folder
-# into target/kubeenv/bin (or $KUBEENV_BIN), and prints that folder on stdout.
+# Builds kube-apiserver, etcd and kubectl from the Go modules pinned in this folder and
+# prints the folder that holds them on stdout. The folder is a per-machine cache keyed by
+# the pins (~/.cache/kubectl-vap/kubeenv/<version>-<hash>/bin, or $KUBEENV_BIN), so a fresh
+# clone on the same machine reuses the binaries instead of relinking them.
 #
 # - If KUBEBUILDER_ASSETS already holds the three binaries (setup-envtest), they are used
 #   and nothing is built.
-# - A stamp records the hash of go.mod, go.sum and this script: when it matches and the
-#   binaries exist, nothing is run at all (a warm check costs milliseconds, not a go build).
+# - When the three binaries for these pins exist, nothing is run at all (a warm check costs
+#   milliseconds, not a go build).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-root=$(cd "$here/../.." && pwd)
-bin=${KUBEENV_BIN:-$root/target/kubeenv/bin}
 names=(kube-apiserver etcd kubectl)
 
 log() { printf 'kubeenv: %s\n' "$*" >&2; }
@@ -27,7 +27,9 @@ if [ -n "${KUBEBUILDER_ASSETS:-}" ]; then
 fi
 
 k8s_version=$(awk '$1=="k8s.io/kubernetes" {print $2; exit}' "$here/go.mod")
-stamp_want=$(cat "$here/go.mod" "$here/go.sum" "$0" | sha256sum | cut -c1-16)
+stamp_want=$(cat "$here/go.mod" "$here/go.sum" | sha256sum | cut -c1-16)
+cache=${KUBEENV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kubectl-vap/kubeenv}
+bin=${KUBEENV_BIN:-$cache/$k8s_version-$stamp_want/bin}
 stamp_file=$bin/.stamp
 if [ -f "$stamp_file" ] && [ "$(cat "$stamp_file")" = "$stamp_want" ]; then
   ok=1

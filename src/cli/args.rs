@@ -1,0 +1,208 @@
+//! The command line: the design's CLI contract. Connection flags mirror kubectl's.
+
+use crate::core::{FailurePolicy, Options};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::time::Duration;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "kubectl-vap",
+    bin_name = "kubectl vap",
+    version,
+    about = "Gatekeeper ConstraintTemplates as ValidatingAdmissionPolicies: a race-free generator, a TUI and CI checks",
+    long_about = None,
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    #[command(flatten)]
+    pub input: InputArgs,
+    #[command(flatten)]
+    pub conn: ConnectionArgs,
+    #[command(flatten)]
+    pub gen_flags: GenerationArgs,
+    /// TUI: no write actions (replay, reconcile).
+    #[arg(long, global = true)]
+    pub readonly: bool,
+    /// TUI: run the embedded reconciler (it competes for the lease like any copy).
+    #[arg(long, global = true)]
+    pub reconcile: bool,
+    /// Log filter (tracing syntax), e.g. `info`, `kubectl_vap=debug`. Default: warn (info for `run`).
+    #[arg(long, global = true, env = "KUBECTL_VAP_LOG")]
+    pub log: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Report findings: exit 0 when clean, 1 on any warning or error, 2 on bad input.
+    Check(OutputArgs),
+    /// Show the writes the reconciler would make now, each with a diff.
+    Plan(OutputArgs),
+    /// Run the shared-cache reconciler (leader-elected).
+    Run(RunArgs),
+    /// Re-enqueue every constraint of TEMPLATE's kind (the TUI's `p`).
+    Replay {
+        /// The ConstraintTemplate name.
+        template: String,
+    },
+    /// Reconcile TEMPLATE (its VAP and bindings), or everything with --all (the TUI's `r`/`R`).
+    Reconcile {
+        /// The ConstraintTemplate name.
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        template: Option<String>,
+        #[arg(long)]
+        all: bool,
+    },
+    /// Print the in-cluster manifests (Deployment, ServiceAccount, least-privilege RBAC).
+    Install {
+        /// Print the manifests to stdout (the only mode: apply them with kubectl).
+        #[arg(long, required = true)]
+        print: bool,
+        /// Namespace to run in (and hold the lease in).
+        #[arg(long, default_value = "gatekeeper-system")]
+        namespace: String,
+        /// Container image.
+        #[arg(long, default_value = "ghcr.io/kubectl-vap/kubectl-vap:latest")]
+        image: String,
+    },
+    /// Print the version.
+    Version,
+}
+
+#[derive(Debug, Args, Clone, Default)]
+pub struct InputArgs {
+    /// Analyse files instead of a cluster: files, folders (recursive) or `-` for stdin. Repeatable.
+    #[arg(short = 'f', long = "filename", global = true, value_name = "PATH")]
+    pub filenames: Vec<String>,
+}
+
+#[derive(Debug, Args, Clone, Default)]
+pub struct ConnectionArgs {
+    /// Path to the kubeconfig file.
+    #[arg(long, global = true, env = "KUBECONFIG")]
+    pub kubeconfig: Option<String>,
+    /// The kubeconfig context to use.
+    #[arg(long, global = true)]
+    pub context: Option<String>,
+    /// The kubeconfig cluster to use.
+    #[arg(long, global = true)]
+    pub cluster: Option<String>,
+    /// The kubeconfig user to use.
+    #[arg(long, global = true)]
+    pub user: Option<String>,
+    /// Username to impersonate.
+    #[arg(long = "as", global = true)]
+    pub as_user: Option<String>,
+    /// Timeout of a single API request, e.g. 10s, 1m (0: none).
+    #[arg(long, global = true, value_parser = parse_duration)]
+    pub request_timeout: Option<Duration>,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct GenerationArgs {
+    /// Generate a VAP for templates that leave generateVAP unset.
+    #[arg(long, global = true, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub default_create_vap_for_templates: bool,
+    /// Bind deny/warn/dryrun constraints (scoped ones decide by vap.k8s.io).
+    #[arg(long, global = true, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub default_create_vap_binding_for_constraints: bool,
+    /// failurePolicy when the template's source sets none.
+    #[arg(long, global = true, default_value = "Fail", value_parser = ["Fail", "Ignore"])]
+    pub default_failure_policy: String,
+    /// Wait after a constraint CRD is Established before its first binding (e.g. 30s, 0s).
+    #[arg(long, global = true, default_value = "30s", value_parser = parse_duration)]
+    pub binding_wait: Duration,
+}
+
+impl GenerationArgs {
+    pub fn options(&self) -> Options {
+        Options {
+            default_create_vap_for_templates: self.default_create_vap_for_templates,
+            default_create_vap_binding_for_constraints: self
+                .default_create_vap_binding_for_constraints,
+            default_failure_policy: FailurePolicy::parse(&self.default_failure_policy)
+                .unwrap_or(FailurePolicy::Fail),
+            binding_wait: self.binding_wait,
+        }
+    }
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct OutputArgs {
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Table)]
+    pub output: Format,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Table,
+    Json,
+    Yaml,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct RunArgs {
+    /// Use the in-cluster config (service account), JSON logs, and serve metrics.
+    #[arg(long)]
+    pub in_cluster: bool,
+    /// Namespace of the leader-election Lease.
+    #[arg(long, default_value = "gatekeeper-system")]
+    pub lease_namespace: String,
+    /// Name of the leader-election Lease.
+    #[arg(long, default_value = "kubectl-vap")]
+    pub lease_name: String,
+    /// Write even though Gatekeeper's own generator looks active.
+    #[arg(long)]
+    pub take_over: bool,
+    /// Converge once, then exit 0 (or non-zero if it could not).
+    #[arg(long)]
+    pub once: bool,
+    /// Serve /metrics, /healthz and /readyz here (e.g. 0.0.0.0:8080).
+    #[arg(long)]
+    pub metrics_addr: Option<std::net::SocketAddr>,
+}
+
+/// Parses `30s`, `2m`, `1h`, `500ms` or a bare number of seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, unit) = match s.find(|c: char| !c.is_ascii_digit() && c != '.') {
+        Some(i) => s.split_at(i),
+        None => (s, "s"),
+    };
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration (e.g. 30s, 2m, 500ms)"))?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "s" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return Err(format!("{s:?}: unknown unit {unit:?} (use ms, s, m or h)")),
+    };
+    if !secs.is_finite() || secs < 0.0 {
+        return Err(format!("{s:?} is not a duration"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("7"), Ok(Duration::from_secs(7)));
+        assert!(parse_duration("3d").is_err());
+        assert!(parse_duration("x").is_err());
+    }
+}

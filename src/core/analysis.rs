@@ -1,0 +1,718 @@
+//! Whole-snapshot analysis: desired vs observed, giving findings, the plan (the minimal writes)
+//! and the tree. Pure: the same snapshot and options give the same result.
+
+use super::decide::{TemplateVerdict, decide_template};
+use super::desired::{BindingDecision, CrdState, Opinion, binding_decision};
+use super::findings::{Code, Finding};
+use super::generate;
+use super::names;
+use super::normalize;
+use super::options::Options;
+use super::ownership::{Control, OwnerId, control, gatekeeper_controller};
+use super::plan::{PlannedWrite, Verb};
+use super::tree::{Node, NodeKind, State};
+use crate::model::{
+    Binding, CONSTRAINTS_GROUP, Constraint, ConstraintTemplate, ObjectRef, Policy, TEMPLATES_GROUP,
+};
+use crate::snapshot::Snapshot;
+use k8s_openapi::api::admissionregistration::v1::{
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+};
+use std::collections::{BTreeMap, BTreeSet};
+
+const AR_V1: &str = "admissionregistration.k8s.io/v1";
+
+#[derive(Debug, Clone, Default)]
+pub struct Analysis {
+    pub findings: Vec<Finding>,
+    pub plan: Vec<PlannedWrite>,
+    pub tree: Vec<Node>,
+}
+
+pub fn policy_ref(name: &str) -> ObjectRef {
+    ObjectRef::new(AR_V1, "ValidatingAdmissionPolicy", name)
+}
+pub fn binding_ref(name: &str) -> ObjectRef {
+    ObjectRef::new(AR_V1, "ValidatingAdmissionPolicyBinding", name)
+}
+pub fn template_ref(t: &ConstraintTemplate) -> ObjectRef {
+    let v = if t.api_version.is_empty() {
+        "templates.gatekeeper.sh/v1"
+    } else {
+        &t.api_version
+    };
+    ObjectRef::new(v, "ConstraintTemplate", t.name())
+}
+pub fn constraint_ref(c: &Constraint) -> ObjectRef {
+    let v = if c.api_version.is_empty() {
+        "constraints.gatekeeper.sh/v1beta1"
+    } else {
+        &c.api_version
+    };
+    ObjectRef::new(v, &c.kind, c.name())
+}
+
+/// The opinion each kind gets from its template, as the template side would publish it,
+/// assuming (for a plan) that the VAP is written before any binding.
+pub fn opinions(
+    templates: &[ConstraintTemplate],
+    opts: &Options,
+) -> BTreeMap<String, (Opinion, TemplateVerdict)> {
+    let mut out = BTreeMap::new();
+    for t in templates {
+        let verdict = decide_template(t, opts);
+        let Some(kind) = &t.kind else { continue };
+        let opinion = Opinion {
+            template: t.name().to_string(),
+            generate: verdict.generates(),
+            policy_ready: verdict.generates(),
+            frozen: matches!(verdict, TemplateVerdict::Invalid { .. }),
+            reason: verdict.reason().to_string(),
+        };
+        out.insert(kind.clone(), (opinion, verdict));
+    }
+    out
+}
+
+pub fn crd_state(snapshot: &Snapshot, kind: &str) -> CrdState {
+    match snapshot
+        .crds
+        .iter()
+        .find(|c| c.group == CONSTRAINTS_GROUP && c.kind == kind)
+    {
+        None => CrdState::Unknown,
+        Some(c) if c.established => CrdState::Established(c.established_since),
+        Some(_) => CrdState::NotEstablished,
+    }
+}
+
+/// How an observed object compares with the desired one.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Comparison {
+    InSync,
+    /// Differs in these fields (or its ownerReference / label): one update fixes it.
+    OutOfSync(Vec<&'static str>),
+    Foreign(String),
+}
+
+pub fn compare_policy(
+    desired: &ValidatingAdmissionPolicy,
+    observed: &Policy,
+    owner: &OwnerId<'_>,
+) -> Comparison {
+    let ctl = control(&observed.meta, owner);
+    if let Control::Other(why) = ctl {
+        return Comparison::Foreign(why);
+    }
+    let d = normalize::policy_spec(desired.spec.clone());
+    let o = normalize::policy_spec(observed.object.spec.clone());
+    let ours = observed.meta.managed_by_us();
+    let mut diff = if ours {
+        normalize::policy_diff(&d, &o)
+    } else {
+        normalize::policy_diff_semantic(&d, &o)
+    };
+    if ctl == Control::StaleOwner {
+        diff.push("metadata.ownerReferences");
+    }
+    if diff.is_empty() {
+        Comparison::InSync
+    } else {
+        Comparison::OutOfSync(diff)
+    }
+}
+
+pub fn compare_binding(
+    desired: &ValidatingAdmissionPolicyBinding,
+    observed: &Binding,
+    owner: &OwnerId<'_>,
+) -> Comparison {
+    let ctl = control(&observed.meta, owner);
+    if let Control::Other(why) = ctl {
+        return Comparison::Foreign(why);
+    }
+    let d = normalize::binding_spec(desired.spec.clone());
+    let o = normalize::binding_spec(observed.object.spec.clone());
+    let mut diff = normalize::binding_diff(&d, &o, !observed.meta.managed_by_us());
+    if ctl == Control::StaleOwner {
+        diff.push("metadata.ownerReferences");
+    }
+    if diff.is_empty() {
+        Comparison::InSync
+    } else {
+        Comparison::OutOfSync(diff)
+    }
+}
+
+struct Builder<'a> {
+    snap: &'a Snapshot,
+    findings: Vec<Finding>,
+    policy_deletes: Vec<PlannedWrite>,
+}
+
+impl Builder<'_> {
+    fn find(&mut self, node: &mut Node, f: Finding) {
+        node.findings.push(self.findings.len());
+        self.findings.push(f);
+    }
+}
+
+pub fn analyze(snap: &Snapshot, opts: &Options) -> Analysis {
+    let now = snap.now.unwrap_or_else(chrono::Utc::now);
+    let mut b = Builder {
+        snap,
+        findings: Vec::new(),
+        policy_deletes: Vec::new(),
+    };
+    let opinions = opinions(&snap.templates, opts);
+
+    let policies_by_name: BTreeMap<&str, &Policy> =
+        snap.policies.iter().map(|p| (p.name(), p)).collect();
+    let bindings_by_name: BTreeMap<&str, &Binding> =
+        snap.bindings.iter().map(|x| (x.name(), x)).collect();
+    let mut constraints_by_kind: BTreeMap<&str, Vec<&Constraint>> = BTreeMap::new();
+    for c in &snap.constraints {
+        constraints_by_kind
+            .entry(c.kind.as_str())
+            .or_default()
+            .push(c);
+    }
+    // Observed objects that the desired state accounts for (kept, updated or foreign).
+    let mut seen_policies: BTreeSet<&str> = BTreeSet::new();
+    let mut seen_bindings: BTreeSet<&str> = BTreeSet::new();
+    // Constraints whose bindings must not be touched (invalid constraint or template).
+    let mut frozen_constraints: BTreeSet<(&str, &str)> = BTreeSet::new();
+    let mut policy_writes = Vec::new();
+    let mut binding_writes = Vec::new();
+    let mut tree = Vec::new();
+
+    let mut templates: Vec<&ConstraintTemplate> = snap.templates.iter().collect();
+    templates.sort_by(|a, b| a.name().cmp(b.name()));
+    for t in templates {
+        let verdict = decide_template(t, opts);
+        let tref = template_ref(t);
+        let (state, reason) = match &verdict {
+            TemplateVerdict::Generate { reason, .. } => (State::Generate, reason.clone()),
+            TemplateVerdict::Skip { reason } => (State::NoVap, reason.clone()),
+            TemplateVerdict::Invalid { reason } => (State::Error, reason.clone()),
+        };
+        let mut tnode = Node::new(
+            format!("template/{}", t.name()),
+            NodeKind::Template,
+            t.name(),
+            state,
+            reason,
+        );
+        tnode.object = Some(tref.clone());
+        if let TemplateVerdict::Invalid { reason } = &verdict {
+            let f = Finding::new(
+                Code::TemplateError,
+                tref.clone(),
+                format!("{reason}; fix the template (its VAP and bindings are left as they are)"),
+            )
+            .at(&t.source);
+            b.find(&mut tnode, f);
+        }
+
+        // The policy.
+        let pname = names::policy_name(t.name());
+        let observed = policies_by_name.get(pname.as_str()).copied();
+        let owner = OwnerId::template(t.name(), &t.meta.uid);
+        let mut pnode = Node::new(
+            format!("policy/{pname}"),
+            NodeKind::Policy,
+            &pname,
+            State::NotBound,
+            "",
+        );
+        pnode.object = Some(policy_ref(&pname));
+        match (&verdict, observed) {
+            (
+                TemplateVerdict::Generate {
+                    source,
+                    failure_policy,
+                    ..
+                },
+                obs,
+            ) => {
+                let kind = t.kind.as_deref().unwrap_or_default();
+                let desired = generate::policy(t, kind, source, *failure_policy);
+                match obs {
+                    None => {
+                        pnode.state = State::Missing;
+                        pnode.reason = "not written yet".into();
+                        let f = Finding::new(
+                            Code::PolicyMissing,
+                            policy_ref(&pname),
+                            format!("template {} generates a VAP but {pname} does not exist; run `kubectl vap reconcile {}`", t.name(), t.name()),
+                        )
+                        .related(tref.clone());
+                        b.find(&mut pnode, f);
+                        policy_writes.push(PlannedWrite::create_policy(
+                            &desired,
+                            Code::PolicyMissing,
+                            "the template generates a VAP",
+                        ));
+                    }
+                    Some(o) => {
+                        seen_policies.insert(o.name());
+                        match compare_policy(&desired, o, &owner) {
+                            Comparison::InSync => {
+                                pnode.state = State::InSync;
+                            }
+                            Comparison::OutOfSync(fields) => {
+                                pnode.state = State::OutOfSync;
+                                pnode.reason = format!("differs in {}", fields.join(", "));
+                                let f = Finding::new(
+                                    Code::PolicyOutOfSync,
+                                    policy_ref(&pname),
+                                    format!("{pname} differs from template {} in {}; reconcile to rewrite it", t.name(), fields.join(", ")),
+                                )
+                                .related(tref.clone())
+                                .at(&o.source);
+                                b.find(&mut pnode, f);
+                                policy_writes.push(PlannedWrite::update_policy(
+                                    &desired,
+                                    o,
+                                    Code::PolicyOutOfSync,
+                                    &pnode.reason,
+                                ));
+                            }
+                            Comparison::Foreign(why) => {
+                                pnode.state = State::Foreign;
+                                pnode.reason = why.clone();
+                                let f = Finding::new(
+                                    Code::PolicyForeign,
+                                    policy_ref(&pname),
+                                    format!("{pname} has the name template {} needs, but {why}; it is left alone: rename or delete it", t.name()),
+                                )
+                                .related(tref.clone())
+                                .at(&o.source);
+                                b.find(&mut pnode, f);
+                            }
+                        }
+                    }
+                }
+            }
+            (_, Some(o)) => {
+                // Not generating (or invalid): an owned VAP is dangling unless the template is invalid.
+                seen_policies.insert(o.name());
+                match control(&o.meta, &owner) {
+                    Control::Other(why) => {
+                        pnode.state = State::Foreign;
+                        pnode.reason = why;
+                    }
+                    _ if matches!(verdict, TemplateVerdict::Invalid { .. }) => {
+                        pnode.state = State::Error;
+                        pnode.reason = "kept while the template is invalid".into();
+                    }
+                    _ => {
+                        pnode.state = State::Dangling;
+                        pnode.reason = format!("template does not generate ({})", verdict.reason());
+                        let f = Finding::new(
+                            Code::PolicyDangling,
+                            policy_ref(&pname),
+                            format!("{pname} exists but template {} does not generate a VAP ({}); reconcile deletes it", t.name(), verdict.reason()),
+                        )
+                        .related(tref.clone())
+                        .at(&o.source);
+                        b.find(&mut pnode, f);
+                        b.policy_deletes.push(PlannedWrite::delete_policy(
+                            o,
+                            Code::PolicyDangling,
+                            &pnode.reason,
+                        ));
+                    }
+                }
+            }
+            (_, None) => {
+                pnode.state = State::NotBound;
+                pnode.reason = "no VAP wanted".into();
+            }
+        }
+        tnode.children.push(pnode);
+
+        // The constraints of this template's kind.
+        let opinion = t
+            .kind
+            .as_ref()
+            .and_then(|k| opinions.get(k))
+            .map(|(o, _)| o);
+        let kind_constraints = t
+            .kind
+            .as_deref()
+            .and_then(|k| constraints_by_kind.remove(k))
+            .unwrap_or_default();
+        for c in kind_constraints {
+            let node = constraint_node(
+                &mut b,
+                c,
+                opinion,
+                opts,
+                now,
+                &bindings_by_name,
+                &mut seen_bindings,
+                &mut frozen_constraints,
+                &mut binding_writes,
+            );
+            tnode.children.push(node);
+        }
+        tree.push(tnode);
+    }
+
+    // Orphans: constraints without a template, dangling and foreign leftovers.
+    let mut orphans = Node::new(
+        "group/orphans".into(),
+        NodeKind::Group,
+        "orphans",
+        State::Group,
+        "objects without a generating template",
+    );
+    for (_, cs) in constraints_by_kind {
+        for c in cs {
+            let node = constraint_node(
+                &mut b,
+                c,
+                None,
+                opts,
+                now,
+                &bindings_by_name,
+                &mut seen_bindings,
+                &mut frozen_constraints,
+                &mut binding_writes,
+            );
+            orphans.children.push(node);
+        }
+    }
+    for p in &snap.policies {
+        if seen_policies.contains(p.name()) {
+            continue;
+        }
+        let Some(ctl) = gatekeeper_controller(&p.meta) else {
+            continue;
+        };
+        if ctl.group() != TEMPLATES_GROUP
+            || ctl.kind != "ConstraintTemplate"
+            || p.name() != names::policy_name(&ctl.name)
+        {
+            continue;
+        }
+        // Controlled by a template that is not in the snapshot: the template is gone.
+        let mut node = Node::new(
+            format!("policy/{}", p.name()),
+            NodeKind::Policy,
+            p.name(),
+            State::Dangling,
+            format!("template {} is gone", ctl.name),
+        );
+        node.object = Some(policy_ref(p.name()));
+        let f = Finding::new(
+            Code::PolicyDangling,
+            policy_ref(p.name()),
+            format!(
+                "{} is controlled by template {}, which does not exist; reconcile deletes it",
+                p.name(),
+                ctl.name
+            ),
+        )
+        .at(&p.source);
+        b.find(&mut node, f);
+        b.policy_deletes.push(PlannedWrite::delete_policy(
+            p,
+            Code::PolicyDangling,
+            &node.reason,
+        ));
+        orphans.children.push(node);
+    }
+    let constraints: BTreeMap<(&str, &str), &Constraint> = snap
+        .constraints
+        .iter()
+        .map(|c| ((c.kind.as_str(), c.name()), c))
+        .collect();
+    let mut binding_deletes = Vec::new();
+    for x in &snap.bindings {
+        if seen_bindings.contains(x.name()) {
+            continue;
+        }
+        let Some(ctl) = gatekeeper_controller(&x.meta) else {
+            continue;
+        };
+        if ctl.group() != CONSTRAINTS_GROUP {
+            continue;
+        }
+        let legacy = x.name() == names::legacy_binding_name(&ctl.name)
+            && x.name() != names::binding_name(&ctl.kind, &ctl.name);
+        if !legacy && x.name() != names::binding_name(&ctl.kind, &ctl.name) {
+            continue;
+        }
+        let constraint = constraints.get(&(ctl.kind.as_str(), ctl.name.as_str()));
+        if constraint.is_some_and(|c| frozen_constraints.contains(&(c.kind.as_str(), c.name())))
+            && !legacy
+        {
+            continue;
+        }
+        let reason = match constraint {
+            None => format!("constraint {} {} is gone", ctl.kind, ctl.name),
+            Some(_) if legacy => "legacy name from Gatekeeper v3.16–v3.22".to_string(),
+            Some(_) => "its constraint wants no binding".to_string(),
+        };
+        let mut node = Node::new(
+            format!("binding/{}", x.name()),
+            NodeKind::Binding,
+            x.name(),
+            State::Dangling,
+            reason.clone(),
+        );
+        node.object = Some(binding_ref(x.name()));
+        let mut f = Finding::new(
+            Code::BindingDangling,
+            binding_ref(x.name()),
+            format!("{}: {reason}; reconcile deletes it", x.name()),
+        )
+        .at(&x.source);
+        if let Some(c) = constraint {
+            f = f.related(constraint_ref(c));
+        }
+        b.find(&mut node, f);
+        binding_deletes.push(PlannedWrite::delete_binding(
+            x,
+            Code::BindingDangling,
+            &reason,
+        ));
+        orphans.children.push(node);
+    }
+    if !orphans.children.is_empty() {
+        tree.push(orphans);
+    }
+
+    // Order of writes: I1 (policy before binding) and I2 (bindings deleted before their policy).
+    let policy_deletes = std::mem::take(&mut b.policy_deletes);
+    let mut plan = policy_writes;
+    plan.extend(
+        binding_deletes.into_iter().chain(
+            binding_writes
+                .iter()
+                .filter(|w| w.verb == Verb::Delete)
+                .cloned(),
+        ),
+    );
+    plan.extend(
+        binding_writes
+            .into_iter()
+            .filter(|w| w.verb != Verb::Delete),
+    );
+    plan.extend(policy_deletes);
+    Analysis {
+        findings: b.findings,
+        plan,
+        tree,
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn constraint_node<'a>(
+    b: &mut Builder<'a>,
+    c: &'a Constraint,
+    opinion: Option<&Opinion>,
+    opts: &Options,
+    now: chrono::DateTime<chrono::Utc>,
+    bindings_by_name: &BTreeMap<&str, &'a Binding>,
+    seen: &mut BTreeSet<&'a str>,
+    frozen: &mut BTreeSet<(&'a str, &'a str)>,
+    writes: &mut Vec<PlannedWrite>,
+) -> Node {
+    let cref = constraint_ref(c);
+    let crd = crd_state(b.snap, &c.kind);
+    let decision = binding_decision(c, opinion, crd, opts, now);
+    let bname = names::binding_name(&c.kind, c.name());
+    let observed = bindings_by_name.get(bname.as_str()).copied();
+    let owner = OwnerId::constraint(&c.kind, c.name(), &c.meta.uid);
+    let mut node = Node::new(
+        format!("constraint/{}/{}", c.kind, c.name()),
+        NodeKind::Constraint,
+        format!("{}/{}", c.kind, c.name()),
+        State::InSync,
+        "",
+    );
+    node.object = Some(cref.clone());
+    let mut bnode = Node::new(
+        format!("binding/{bname}"),
+        NodeKind::Binding,
+        &bname,
+        State::NotBound,
+        "",
+    );
+    bnode.object = Some(binding_ref(&bname));
+
+    // A binding with our name that another controller holds is foreign whatever we decide.
+    if let Some(o) = observed
+        && let Control::Other(why) = control(&o.meta, &owner)
+    {
+        seen.insert(o.name());
+        bnode.state = State::Foreign;
+        bnode.reason = why.clone();
+        let f = Finding::new(
+            Code::BindingForeign,
+            binding_ref(&bname),
+            format!("{bname} has the name constraint {} {} needs, but {why}; it is left alone: rename or delete it", c.kind, c.name()),
+        )
+        .related(cref.clone())
+        .at(&o.source);
+        b.find(&mut bnode, f);
+        node.state = State::Error;
+        node.reason = "its binding name is taken".into();
+        node.children.push(bnode);
+        return node;
+    }
+
+    match decision {
+        BindingDecision::Want(desired) => {
+            node.state = State::InSync;
+            node.reason = "bound".into();
+            match observed {
+                None => {
+                    bnode.state = State::Missing;
+                    bnode.reason = "not written yet".into();
+                    let f = Finding::new(
+                        Code::BindingMissing,
+                        binding_ref(&bname),
+                        format!("constraint {} {} should be bound to VAP but {bname} does not exist; reconcile creates it", c.kind, c.name()),
+                    )
+                    .related(cref.clone())
+                    .at(&c.source);
+                    b.find(&mut bnode, f);
+                    writes.push(PlannedWrite::create_binding(
+                        &desired,
+                        Code::BindingMissing,
+                        "the constraint targets vap.k8s.io",
+                    ));
+                }
+                Some(o) => {
+                    seen.insert(o.name());
+                    match compare_binding(&desired, o, &owner) {
+                        Comparison::InSync => bnode.state = State::InSync,
+                        Comparison::OutOfSync(fields) => {
+                            bnode.state = State::OutOfSync;
+                            bnode.reason = format!("differs in {}", fields.join(", "));
+                            let f = Finding::new(
+                                Code::BindingOutOfSync,
+                                binding_ref(&bname),
+                                format!("{bname} differs from constraint {} {} in {}; reconcile rewrites it", c.kind, c.name(), fields.join(", ")),
+                            )
+                            .related(cref.clone())
+                            .at(&o.source);
+                            b.find(&mut bnode, f);
+                            writes.push(PlannedWrite::update_binding(
+                                &desired,
+                                o,
+                                Code::BindingOutOfSync,
+                                &bnode.reason,
+                            ));
+                        }
+                        Comparison::Foreign(_) => {} // handled above
+                    }
+                }
+            }
+        }
+        BindingDecision::Waiting { reason, .. } => {
+            node.state = State::Waiting;
+            node.reason = reason.clone();
+            match observed {
+                // Already written: waiting is only about the first binding; keep it.
+                Some(o) => {
+                    seen.insert(o.name());
+                    bnode.state = State::InSync;
+                    bnode.reason = "kept while the CRD settles".into();
+                }
+                None => {
+                    bnode.state = State::Waiting;
+                    bnode.reason = reason.clone();
+                    let f = Finding::new(
+                        Code::BindingWaiting,
+                        binding_ref(&bname),
+                        format!("{bname} is not written yet: {reason}"),
+                    )
+                    .related(cref.clone());
+                    b.find(&mut bnode, f);
+                }
+            }
+        }
+        BindingDecision::NotWanted { reason } => {
+            node.state = State::NotBound;
+            node.reason = reason.clone();
+            if let Some(o) = observed {
+                seen.insert(o.name());
+                bnode.state = State::Dangling;
+                bnode.reason = reason.clone();
+                let f = Finding::new(
+                    Code::BindingDangling,
+                    binding_ref(&bname),
+                    format!("{bname} should not exist: {reason}; reconcile deletes it"),
+                )
+                .related(cref.clone())
+                .at(&o.source);
+                b.find(&mut bnode, f);
+                writes.push(PlannedWrite::delete_binding(
+                    o,
+                    Code::BindingDangling,
+                    &reason,
+                ));
+            }
+        }
+        BindingDecision::Orphan => {
+            node.state = State::Orphan;
+            node.reason = format!("no template defines kind {}", c.kind);
+            let f = Finding::new(
+                Code::ConstraintOrphan,
+                cref.clone(),
+                format!("no ConstraintTemplate defines kind {}; apply its template or delete the constraint", c.kind),
+            )
+            .at(&c.source);
+            b.find(&mut node, f);
+            if let Some(o) = observed {
+                seen.insert(o.name());
+                bnode.state = State::Dangling;
+                bnode.reason = "its kind has no template".into();
+                let f = Finding::new(
+                    Code::BindingDangling,
+                    binding_ref(&bname),
+                    format!("{bname} binds a kind without template; reconcile deletes it"),
+                )
+                .related(cref.clone())
+                .at(&o.source);
+                b.find(&mut bnode, f);
+                writes.push(PlannedWrite::delete_binding(
+                    o,
+                    Code::BindingDangling,
+                    &bnode.reason,
+                ));
+            }
+        }
+        BindingDecision::Frozen {
+            reason,
+            constraint_error,
+        } => {
+            frozen.insert((c.kind.as_str(), c.name()));
+            node.state = State::Error;
+            node.reason = reason.clone();
+            if constraint_error {
+                let f = Finding::new(
+                    Code::ConstraintError,
+                    cref.clone(),
+                    format!("{reason}; its binding is left as it is until fixed"),
+                )
+                .at(&c.source);
+                b.find(&mut node, f);
+            }
+            if let Some(o) = observed {
+                seen.insert(o.name());
+                bnode.state = State::Error;
+                bnode.reason = "kept while the constraint or template is invalid".into();
+            }
+        }
+    }
+    if observed.is_some() || bnode.state != State::NotBound {
+        node.children.push(bnode);
+    }
+    node
+}

@@ -1,0 +1,66 @@
+//! Our own CEL for Gatekeeper's `spec.match` matchers, evaluated by the API server from the
+//! constraint (the policy's param). The names are Gatekeeper's, so either generator recognises
+//! the other's policies; the expressions are ours. The e2e tests are the judge that they work.
+//!
+//! Globs follow Gatekeeper's wildcard type: one `*` at the start or at the end.
+
+/// Names of the four matchers, in the order they are generated.
+pub const EXCLUDED_NAMESPACES: &str = "gatekeeper_internal_match_excluded_namespaces";
+pub const NAMESPACES: &str = "gatekeeper_internal_match_namespaces";
+pub const NAME: &str = "gatekeeper_internal_match_name";
+pub const KINDS: &str = "gatekeeper_internal_match_kinds";
+pub const MATCHER_NAMES: [&str; 4] = [EXCLUDED_NAMESPACES, NAMESPACES, NAME, KINDS];
+
+/// The namespace a request is about: the request's, or a Namespace's own name, or "" when
+/// cluster-scoped (namespace matchers pass for cluster-scoped objects, as in Gatekeeper).
+const NS: &str = r#"(request.namespace != "" ? request.namespace : ((request.kind.group == "" && request.kind.kind == "Namespace") ? request.name : ""))"#;
+
+fn glob(pattern: &str, subject: &str) -> String {
+    format!(
+        r#"({p} == {s} || ({p}.endsWith("*") && {s}.startsWith({p}.substring(0, size({p}) - 1))) || ({p}.startsWith("*") && {s}.endsWith({p}.substring(1))))"#,
+        p = pattern,
+        s = subject
+    )
+}
+
+fn absent(field: &str) -> String {
+    format!("!has(params.spec) || !has(params.spec.match) || !has(params.spec.match.{field})")
+}
+
+/// The four matchers as (name, expression), in generation order.
+pub fn matchers() -> Vec<(&'static str, String)> {
+    let excluded = format!(
+        "{} || {NS} == \"\" || !params.spec.match.excludedNamespaces.exists(p, {})",
+        absent("excludedNamespaces"),
+        glob("p", NS)
+    );
+    let namespaces = format!(
+        "{} || size(params.spec.match.namespaces) == 0 || {NS} == \"\" || params.spec.match.namespaces.exists(p, {})",
+        absent("namespaces"),
+        glob("p", NS)
+    );
+    let n = "params.spec.match.name";
+    let name = format!(
+        "{} || {n} == \"\" || {} || ({n}.endsWith(\"*\") && request.name == \"\" && object != null && has(object.metadata.generateName) && object.metadata.generateName.startsWith({n}.substring(0, size({n}) - 1)))",
+        absent("name"),
+        glob(n, "request.name")
+    );
+    let kinds = format!(
+        "{} || size(params.spec.match.kinds) == 0 || params.spec.match.kinds.exists(k, \
+(!has(k.apiGroups) || size(k.apiGroups) == 0 || k.apiGroups.exists(g, g == \"*\" || g == request.kind.group)) && \
+(!has(k.kinds) || size(k.kinds) == 0 || k.kinds.exists(x, x == \"*\" || x == request.kind.kind)))",
+        absent("kinds")
+    );
+    vec![
+        (EXCLUDED_NAMESPACES, excluded),
+        (NAMESPACES, namespaces),
+        (NAME, name),
+        (KINDS, kinds),
+    ]
+}
+
+/// `variables.anyObject`: the old object on a DELETE, else the object.
+pub const ANY_OBJECT: &str = r#"has(request.operation) && request.operation == "DELETE" && object == null ? oldObject : object"#;
+/// `variables.params`: the constraint's `spec.parameters`, or null.
+pub const PARAMS: &str =
+    "!has(params.spec) ? null : !has(params.spec.parameters) ? null : params.spec.parameters";

@@ -1,0 +1,209 @@
+//! Desired objects: template → VAP, constraint → binding. Pure: the same inputs give the same
+//! bytes (sorted, de-duplicated), so steady state compares equal and sends no writes.
+
+use super::cel;
+use super::decide::Action;
+use super::names;
+use super::options::FailurePolicy;
+use crate::model::{
+    CONSTRAINT_API_VERSION, Constraint, ConstraintTemplate, MANAGED_BY_LABEL, MANAGED_BY_VALUE,
+    NativeSource, TEMPLATE_OWNER_API_VERSION,
+};
+use k8s_openapi::api::admissionregistration::v1 as ar;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
+use std::collections::BTreeMap;
+
+/// Operations a policy matches when the template does not restrict them.
+const DEFAULT_OPERATIONS: [&str; 2] = ["CREATE", "UPDATE"];
+const ALL_OPERATIONS: [&str; 4] = ["CREATE", "UPDATE", "DELETE", "CONNECT"];
+
+fn labels() -> Option<BTreeMap<String, String>> {
+    Some(BTreeMap::from([(
+        MANAGED_BY_LABEL.to_string(),
+        MANAGED_BY_VALUE.to_string(),
+    )]))
+}
+
+fn controller_ref(api_version: &str, kind: &str, name: &str, uid: &str) -> OwnerReference {
+    OwnerReference {
+        api_version: api_version.to_string(),
+        kind: kind.to_string(),
+        name: name.to_string(),
+        uid: uid.to_string(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+/// The operations of the template's target, `*` expanded, in canonical order.
+fn operations(t: &ConstraintTemplate) -> Vec<String> {
+    let wanted = t
+        .targets
+        .first()
+        .map(|t| t.operations.as_slice())
+        .unwrap_or_default();
+    if wanted.is_empty() {
+        return DEFAULT_OPERATIONS.iter().map(|s| s.to_string()).collect();
+    }
+    ALL_OPERATIONS
+        .iter()
+        .filter(|op| {
+            wanted
+                .iter()
+                .any(|w| w == "*" || w.eq_ignore_ascii_case(op))
+        })
+        .map(|s| s.to_string())
+        .collect()
+}
+
+/// The VAP for a template whose verdict is Generate. `kind` is the template's constraint kind.
+pub fn policy(
+    t: &ConstraintTemplate,
+    kind: &str,
+    source: &NativeSource,
+    failure_policy: FailurePolicy,
+) -> ar::ValidatingAdmissionPolicy {
+    let mut match_conditions: Vec<ar::MatchCondition> = source
+        .match_conditions
+        .iter()
+        .map(|m| ar::MatchCondition {
+            name: m.name.clone(),
+            expression: m.expression.clone(),
+        })
+        .collect();
+    match_conditions.extend(cel::matchers().into_iter().map(|(name, expression)| {
+        ar::MatchCondition {
+            name: name.to_string(),
+            expression,
+        }
+    }));
+    let mut variables = vec![
+        ar::Variable {
+            name: "anyObject".into(),
+            expression: cel::ANY_OBJECT.into(),
+        },
+        ar::Variable {
+            name: "params".into(),
+            expression: cel::PARAMS.into(),
+        },
+    ];
+    variables.extend(source.variables.iter().map(|v| ar::Variable {
+        name: v.name.clone(),
+        expression: v.expression.clone(),
+    }));
+    ar::ValidatingAdmissionPolicy {
+        metadata: ObjectMeta {
+            name: Some(names::policy_name(t.name())),
+            labels: labels(),
+            owner_references: Some(vec![controller_ref(
+                TEMPLATE_OWNER_API_VERSION,
+                "ConstraintTemplate",
+                t.name(),
+                &t.meta.uid,
+            )]),
+            ..Default::default()
+        },
+        spec: Some(ar::ValidatingAdmissionPolicySpec {
+            param_kind: Some(ar::ParamKind {
+                api_version: Some(CONSTRAINT_API_VERSION.into()),
+                kind: Some(kind.to_string()),
+            }),
+            match_constraints: Some(ar::MatchResources {
+                resource_rules: Some(vec![ar::NamedRuleWithOperations {
+                    api_groups: Some(vec!["*".into()]),
+                    api_versions: Some(vec!["*".into()]),
+                    resources: Some(vec!["*".into()]),
+                    operations: Some(operations(t)),
+                    scope: Some("*".into()),
+                    resource_names: None,
+                }]),
+                match_policy: Some("Equivalent".into()),
+                namespace_selector: Some(LabelSelector::default()),
+                object_selector: Some(LabelSelector::default()),
+                exclude_resource_rules: None,
+            }),
+            match_conditions: Some(match_conditions),
+            validations: Some(
+                source
+                    .validations
+                    .iter()
+                    .map(|v| ar::Validation {
+                        expression: v.expression.clone(),
+                        message: v.message.clone().filter(|m| !m.is_empty()),
+                        message_expression: v.message_expression.clone().filter(|m| !m.is_empty()),
+                        reason: None,
+                    })
+                    .collect(),
+            ),
+            failure_policy: Some(failure_policy.as_str().into()),
+            variables: Some(variables),
+            audit_annotations: None,
+        }),
+        status: None,
+    }
+}
+
+fn selector(v: &Option<serde_json::Value>) -> Result<LabelSelector, String> {
+    match v {
+        None | Some(serde_json::Value::Null) => Ok(LabelSelector::default()),
+        Some(v) => {
+            serde_json::from_value(v.clone()).map_err(|e| format!("not a label selector: {e}"))
+        }
+    }
+}
+
+/// The binding for a constraint whose kind's opinion is generate.
+pub fn binding(
+    c: &Constraint,
+    actions: &[Action],
+) -> Result<ar::ValidatingAdmissionPolicyBinding, String> {
+    let object_selector = selector(&c.matcher.label_selector)
+        .map_err(|e| format!("spec.match.labelSelector: {e}"))?;
+    let namespace_selector = selector(&c.matcher.namespace_selector)
+        .map_err(|e| format!("spec.match.namespaceSelector: {e}"))?;
+    // Gatekeeper ignores spec.match.scope; we honour it with a binding rule on the scope.
+    let resource_rules = match c.matcher.scope.as_deref() {
+        Some(scope @ ("Cluster" | "Namespaced")) => Some(vec![ar::NamedRuleWithOperations {
+            api_groups: Some(vec!["*".into()]),
+            api_versions: Some(vec!["*".into()]),
+            resources: Some(vec!["*".into()]),
+            operations: Some(vec!["*".into()]),
+            scope: Some(scope.into()),
+            resource_names: None,
+        }]),
+        _ => None,
+    };
+    let mut actions: Vec<Action> = actions.to_vec();
+    actions.sort();
+    actions.dedup();
+    Ok(ar::ValidatingAdmissionPolicyBinding {
+        metadata: ObjectMeta {
+            name: Some(names::binding_name(&c.kind, c.name())),
+            labels: labels(),
+            owner_references: Some(vec![controller_ref(
+                CONSTRAINT_API_VERSION,
+                &c.kind,
+                c.name(),
+                &c.meta.uid,
+            )]),
+            ..Default::default()
+        },
+        spec: Some(ar::ValidatingAdmissionPolicyBindingSpec {
+            policy_name: Some(names::policy_name_for_kind(&c.kind)),
+            param_ref: Some(ar::ParamRef {
+                name: Some(c.name().to_string()),
+                namespace: None,
+                parameter_not_found_action: Some("Allow".into()),
+                selector: None,
+            }),
+            validation_actions: Some(actions.iter().map(|a| a.as_str().to_string()).collect()),
+            match_resources: Some(ar::MatchResources {
+                object_selector: Some(object_selector),
+                namespace_selector: Some(namespace_selector),
+                match_policy: Some("Equivalent".into()),
+                resource_rules,
+                exclude_resource_rules: None,
+            }),
+        }),
+    })
+}

@@ -1,0 +1,19 @@
+//! The pure core: decisions, generation, normalization, analysis. No IO here.
+
+pub mod analysis;
+pub mod cel;
+pub mod decide;
+pub mod desired;
+pub mod findings;
+pub mod generate;
+pub mod names;
+pub mod normalize;
+pub mod options;
+pub mod ownership;
+pub mod plan;
+pub mod tree;
+
+pub use analysis::{Analysis, analyze};
+pub use findings::{Code, Finding, Severity, Summary};
+pub use options::{FailurePolicy, Options};
+pub use plan::{PlannedWrite, Verb};

@@ -1,0 +1,303 @@
+//! Planned writes: what the reconciler would send now, each with a readable diff. The live
+//! reconciler sends exactly these objects, so `plan` never promises what `run` would not do.
+
+use super::findings::Code;
+use super::normalize;
+use crate::model::{Binding, ObjectRef, Policy};
+use k8s_openapi::api::admissionregistration::v1::{
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verb {
+    Create,
+    Update,
+    Delete,
+}
+
+impl Verb {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verb::Create => "create",
+            Verb::Update => "update",
+            Verb::Delete => "delete",
+        }
+    }
+}
+
+/// One write. The JSON shape is a contract of `plan -o json`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlannedWrite {
+    pub verb: Verb,
+    pub object: ObjectRef,
+    /// The finding this write resolves.
+    pub code: Code,
+    pub reason: String,
+    /// The object to send (create, update). Updates carry the observed resourceVersion.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub body: Option<Value>,
+    /// Delete preconditions: only this exact object is deleted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resource_version: Option<String>,
+    /// A unified diff of the observed and desired metadata and spec, as YAML.
+    pub diff: String,
+}
+
+fn to_value<T: Serialize>(obj: &T) -> Value {
+    // Serializing k8s-openapi types to JSON cannot fail (no non-string map keys).
+    serde_json::to_value(obj).unwrap_or(Value::Null)
+}
+
+/// The part of an object a diff shows: identity, ownership, labels, spec.
+fn view(name: &str, labels: &Value, owners: &Value, spec: Value) -> Value {
+    let mut meta = serde_json::Map::new();
+    meta.insert("name".into(), json!(name));
+    if !labels.is_null() {
+        meta.insert("labels".into(), labels.clone());
+    }
+    if !owners.is_null() {
+        meta.insert("ownerReferences".into(), owners.clone());
+    }
+    json!({ "metadata": meta, "spec": spec })
+}
+
+fn yaml(v: &Value) -> String {
+    if v.is_null() {
+        return String::new();
+    }
+    serde_norway::to_string(v).unwrap_or_else(|e| format!("<unprintable: {e}>\n"))
+}
+
+/// A unified diff between two YAML texts, `---`/`+++` labelled.
+pub fn unified_diff(old: &str, new: &str, old_label: &str, new_label: &str) -> String {
+    similar::TextDiff::from_lines(old, new)
+        .unified_diff()
+        .context_radius(3)
+        .header(old_label, new_label)
+        .to_string()
+}
+
+fn policy_view_desired(d: &ValidatingAdmissionPolicy) -> Value {
+    view(
+        d.metadata.name.as_deref().unwrap_or_default(),
+        &to_value(&d.metadata.labels),
+        &to_value(&d.metadata.owner_references),
+        to_value(&normalize::policy_spec(d.spec.clone())),
+    )
+}
+
+fn policy_view_observed(p: &Policy) -> Value {
+    view(
+        p.name(),
+        &p.raw["metadata"]["labels"],
+        &p.raw["metadata"]["ownerReferences"],
+        to_value(&normalize::policy_spec(p.object.spec.clone())),
+    )
+}
+
+fn binding_view_desired(d: &ValidatingAdmissionPolicyBinding) -> Value {
+    view(
+        d.metadata.name.as_deref().unwrap_or_default(),
+        &to_value(&d.metadata.labels),
+        &to_value(&d.metadata.owner_references),
+        to_value(&normalize::binding_spec(d.spec.clone())),
+    )
+}
+
+fn binding_view_observed(b: &Binding) -> Value {
+    view(
+        b.name(),
+        &b.raw["metadata"]["labels"],
+        &b.raw["metadata"]["ownerReferences"],
+        to_value(&normalize::binding_spec(b.object.spec.clone())),
+    )
+}
+
+/// The body of an update: the observed object's metadata kept (annotations, other labels,
+/// non-controller ownerReferences), our label and controller reference set, the spec replaced.
+pub fn update_body(observed_raw: &Value, desired: &Value) -> Value {
+    let mut body = desired.clone();
+    let observed_meta = &observed_raw["metadata"];
+    let mut meta = serde_json::Map::new();
+    for key in ["name", "resourceVersion", "annotations", "labels"] {
+        if let Some(v) = observed_meta.get(key).filter(|v| !v.is_null()) {
+            meta.insert(key.into(), v.clone());
+        }
+    }
+    let labels = meta.entry("labels").or_insert_with(|| json!({}));
+    if let Some(l) = labels.as_object_mut() {
+        for (k, v) in desired["metadata"]["labels"]
+            .as_object()
+            .into_iter()
+            .flatten()
+        {
+            l.insert(k.clone(), v.clone());
+        }
+    }
+    let mut owners: Vec<Value> = observed_meta["ownerReferences"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| r["controller"] != json!(true))
+        .cloned()
+        .collect();
+    owners.extend(
+        desired["metadata"]["ownerReferences"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .cloned(),
+    );
+    meta.insert("ownerReferences".into(), Value::Array(owners));
+    body["metadata"] = Value::Object(meta);
+    body
+}
+
+fn with_type(mut v: Value, kind: &str) -> Value {
+    if let Some(o) = v.as_object_mut() {
+        o.insert(
+            "apiVersion".into(),
+            json!("admissionregistration.k8s.io/v1"),
+        );
+        o.insert("kind".into(), json!(kind));
+        o.remove("status");
+    }
+    v
+}
+
+const VAP: &str = "ValidatingAdmissionPolicy";
+const VAPB: &str = "ValidatingAdmissionPolicyBinding";
+
+impl PlannedWrite {
+    pub fn create_policy(d: &ValidatingAdmissionPolicy, code: Code, reason: &str) -> Self {
+        let name = d.metadata.name.clone().unwrap_or_default();
+        PlannedWrite {
+            verb: Verb::Create,
+            object: ObjectRef::new("admissionregistration.k8s.io/v1", VAP, &name),
+            code,
+            reason: reason.into(),
+            body: Some(with_type(to_value(d), VAP)),
+            uid: None,
+            resource_version: None,
+            diff: unified_diff(
+                "",
+                &yaml(&policy_view_desired(d)),
+                "/dev/null",
+                &format!("{VAP}/{name}"),
+            ),
+        }
+    }
+
+    pub fn update_policy(
+        d: &ValidatingAdmissionPolicy,
+        o: &Policy,
+        code: Code,
+        reason: &str,
+    ) -> Self {
+        let name = o.name().to_string();
+        let label = format!("{VAP}/{name}");
+        PlannedWrite {
+            verb: Verb::Update,
+            object: ObjectRef::new("admissionregistration.k8s.io/v1", VAP, &name),
+            code,
+            reason: reason.into(),
+            body: Some(update_body(&o.raw, &with_type(to_value(d), VAP))),
+            uid: Some(o.meta.uid.clone()).filter(|u| !u.is_empty()),
+            resource_version: Some(o.meta.resource_version.clone()).filter(|v| !v.is_empty()),
+            diff: unified_diff(
+                &yaml(&policy_view_observed(o)),
+                &yaml(&policy_view_desired(d)),
+                &format!("{label} (live)"),
+                &format!("{label} (desired)"),
+            ),
+        }
+    }
+
+    pub fn delete_policy(o: &Policy, code: Code, reason: &str) -> Self {
+        let name = o.name().to_string();
+        PlannedWrite {
+            verb: Verb::Delete,
+            object: ObjectRef::new("admissionregistration.k8s.io/v1", VAP, &name),
+            code,
+            reason: reason.into(),
+            body: None,
+            uid: Some(o.meta.uid.clone()).filter(|u| !u.is_empty()),
+            resource_version: Some(o.meta.resource_version.clone()).filter(|v| !v.is_empty()),
+            diff: unified_diff(
+                &yaml(&policy_view_observed(o)),
+                "",
+                &format!("{VAP}/{name}"),
+                "/dev/null",
+            ),
+        }
+    }
+
+    pub fn create_binding(d: &ValidatingAdmissionPolicyBinding, code: Code, reason: &str) -> Self {
+        let name = d.metadata.name.clone().unwrap_or_default();
+        PlannedWrite {
+            verb: Verb::Create,
+            object: ObjectRef::new("admissionregistration.k8s.io/v1", VAPB, &name),
+            code,
+            reason: reason.into(),
+            body: Some(with_type(to_value(d), VAPB)),
+            uid: None,
+            resource_version: None,
+            diff: unified_diff(
+                "",
+                &yaml(&binding_view_desired(d)),
+                "/dev/null",
+                &format!("{VAPB}/{name}"),
+            ),
+        }
+    }
+
+    pub fn update_binding(
+        d: &ValidatingAdmissionPolicyBinding,
+        o: &Binding,
+        code: Code,
+        reason: &str,
+    ) -> Self {
+        let name = o.name().to_string();
+        let label = format!("{VAPB}/{name}");
+        PlannedWrite {
+            verb: Verb::Update,
+            object: ObjectRef::new("admissionregistration.k8s.io/v1", VAPB, &name),
+            code,
+            reason: reason.into(),
+            body: Some(update_body(&o.raw, &with_type(to_value(d), VAPB))),
+            uid: Some(o.meta.uid.clone()).filter(|u| !u.is_empty()),
+            resource_version: Some(o.meta.resource_version.clone()).filter(|v| !v.is_empty()),
+            diff: unified_diff(
+                &yaml(&binding_view_observed(o)),
+                &yaml(&binding_view_desired(d)),
+                &format!("{label} (live)"),
+                &format!("{label} (desired)"),
+            ),
+        }
+    }
+
+    pub fn delete_binding(o: &Binding, code: Code, reason: &str) -> Self {
+        let name = o.name().to_string();
+        PlannedWrite {
+            verb: Verb::Delete,
+            object: ObjectRef::new("admissionregistration.k8s.io/v1", VAPB, &name),
+            code,
+            reason: reason.into(),
+            body: None,
+            uid: Some(o.meta.uid.clone()).filter(|u| !u.is_empty()),
+            resource_version: Some(o.meta.resource_version.clone()).filter(|v| !v.is_empty()),
+            diff: unified_diff(
+                &yaml(&binding_view_observed(o)),
+                "",
+                &format!("{VAPB}/{name}"),
+                "/dev/null",
+            ),
+        }
+    }
+}

@@ -1,0 +1,131 @@
+//! The view model the TUI draws and `check -o tree` could print: template → policy and
+//! constraints → bindings, plus an orphans branch. Ids are stable across refreshes, so
+//! selection and expansion survive live updates.
+
+use crate::model::ObjectRef;
+use serde::Serialize;
+
+/// A node's state: one table gives its label and glyph everywhere it is shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum State {
+    /// Template: generates a VAP.
+    Generate,
+    /// Template: does not generate (generateVAP false, Rego only, flags).
+    NoVap,
+    /// Template or constraint cannot be handled as written.
+    Error,
+    /// Object exists and equals the desired one.
+    InSync,
+    Missing,
+    OutOfSync,
+    Dangling,
+    Foreign,
+    Waiting,
+    /// Constraint: no binding is wanted (e.g. not scoped to vap.k8s.io).
+    NotBound,
+    /// Constraint whose kind has no template.
+    Orphan,
+    /// A grouping node (the orphans branch).
+    Group,
+}
+
+impl State {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Generate => "generate",
+            State::NoVap => "no-vap",
+            State::Error => "error",
+            State::InSync => "in-sync",
+            State::Missing => "missing",
+            State::OutOfSync => "out-of-sync",
+            State::Dangling => "dangling",
+            State::Foreign => "foreign",
+            State::Waiting => "waiting",
+            State::NotBound => "not-bound",
+            State::Orphan => "orphan",
+            State::Group => "group",
+        }
+    }
+    pub fn glyph(self) -> &'static str {
+        match self {
+            State::Generate | State::InSync => "✔",
+            State::NoVap | State::NotBound => "·",
+            State::Error => "✖",
+            State::Missing => "∅",
+            State::OutOfSync => "≠",
+            State::Dangling => "⚠",
+            State::Foreign => "⊘",
+            State::Waiting => "…",
+            State::Orphan => "?",
+            State::Group => "▸",
+        }
+    }
+    /// A fault is what `f` (faults only) keeps.
+    pub fn is_fault(self) -> bool {
+        matches!(
+            self,
+            State::Error | State::Missing | State::OutOfSync | State::Dangling | State::Foreign
+        )
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NodeKind {
+    Template,
+    Policy,
+    Constraint,
+    Binding,
+    Group,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Node {
+    /// Stable: `<kind>/<name>` (constraints: `constraint/<Kind>/<name>`).
+    pub id: String,
+    pub kind: NodeKind,
+    pub label: String,
+    pub state: State,
+    pub reason: String,
+    /// The object the node stands for, if any (groups and missing objects have the wanted ref).
+    pub object: Option<ObjectRef>,
+    /// Indices into `Analysis::findings` about this node's object.
+    pub findings: Vec<usize>,
+    pub children: Vec<Node>,
+}
+
+impl Node {
+    pub fn new(
+        id: String,
+        kind: NodeKind,
+        label: impl Into<String>,
+        state: State,
+        reason: impl Into<String>,
+    ) -> Self {
+        Node {
+            id,
+            kind,
+            label: label.into(),
+            state,
+            reason: reason.into(),
+            object: None,
+            findings: Vec::new(),
+            children: Vec::new(),
+        }
+    }
+
+    /// This node and every descendant, depth first.
+    pub fn walk(&self) -> Vec<&Node> {
+        let mut out = vec![self];
+        for c in &self.children {
+            out.extend(c.walk());
+        }
+        out
+    }
+
+    /// Whether this node or any descendant is a fault.
+    pub fn has_fault(&self) -> bool {
+        self.state.is_fault() || self.children.iter().any(Node::has_fault)
+    }
+}

@@ -1,0 +1,29 @@
+//! Typed views of the objects kubectl-vap reads. Each keeps the raw JSON it was read from,
+//! so the TUI can show YAML and the plan can show diffs of exactly what the server holds.
+
+pub mod constraint;
+pub mod meta;
+pub mod policy;
+pub mod template;
+
+pub use constraint::{Constraint, EnforcementPoint, Match, ScopedAction};
+pub use meta::{ObjectRef, OwnerRef, Source};
+pub use policy::{Binding, CrdInfo, PodStatus, Policy};
+pub use template::{ConstraintTemplate, NamedExpression, NativeSource, Target, Validation};
+
+/// Group of ConstraintTemplates.
+pub const TEMPLATES_GROUP: &str = "templates.gatekeeper.sh";
+/// Group of constraints (one CRD per template kind).
+pub const CONSTRAINTS_GROUP: &str = "constraints.gatekeeper.sh";
+/// The apiVersion Gatekeeper uses in ownerReferences and paramKind.
+pub const TEMPLATE_OWNER_API_VERSION: &str = "templates.gatekeeper.sh/v1beta1";
+pub const CONSTRAINT_API_VERSION: &str = "constraints.gatekeeper.sh/v1beta1";
+pub const ADMISSION_GROUP: &str = "admissionregistration.k8s.io";
+pub const STATUS_GROUP: &str = "status.gatekeeper.sh";
+/// The label we put on everything we write.
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+pub const MANAGED_BY_VALUE: &str = "kubectl-vap";
+/// The engine name of Gatekeeper's CEL driver.
+pub const CEL_ENGINE: &str = "K8sNativeValidation";
+/// The enforcement point of VAP in scopedEnforcementActions.
+pub const VAP_ENFORCEMENT_POINT: &str = "vap.k8s.io";

@@ -1,0 +1,160 @@
+//! Observed admission objects (VAP, VAPB), constraint CRDs and Gatekeeper's per-pod status.
+
+use super::meta::{Meta, Source};
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::admissionregistration::v1::{
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+};
+use serde_json::Value;
+
+/// A ValidatingAdmissionPolicy as observed. v1beta1 objects are read into the v1 type: the
+/// fields differ only in version.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Policy {
+    pub meta: Meta,
+    pub api_version: String,
+    pub object: ValidatingAdmissionPolicy,
+    pub source: Source,
+    pub raw: Value,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Binding {
+    pub meta: Meta,
+    pub api_version: String,
+    pub object: ValidatingAdmissionPolicyBinding,
+    pub source: Source,
+    pub raw: Value,
+}
+
+/// Reads a VAP or VAPB of either served version into the v1 type.
+fn read_as_v1<T: serde::de::DeserializeOwned>(raw: &Value, kind: &str) -> Result<T, String> {
+    let mut v1 = raw.clone();
+    if let Some(obj) = v1.as_object_mut() {
+        obj.insert(
+            "apiVersion".into(),
+            Value::String("admissionregistration.k8s.io/v1".into()),
+        );
+        // Status is never compared, and v1beta1 status shapes may differ.
+        obj.remove("status");
+    }
+    serde_json::from_value(v1).map_err(|e| format!("{kind} is not readable: {e}"))
+}
+
+impl Policy {
+    pub fn from_value(raw: Value, source: Source) -> Result<Self, String> {
+        Ok(Policy {
+            meta: Meta::from_value(&raw),
+            api_version: raw["apiVersion"].as_str().unwrap_or_default().to_string(),
+            object: read_as_v1(&raw, "ValidatingAdmissionPolicy")?,
+            source,
+            raw,
+        })
+    }
+    pub fn name(&self) -> &str {
+        &self.meta.name
+    }
+}
+
+impl Binding {
+    pub fn from_value(raw: Value, source: Source) -> Result<Self, String> {
+        Ok(Binding {
+            meta: Meta::from_value(&raw),
+            api_version: raw["apiVersion"].as_str().unwrap_or_default().to_string(),
+            object: read_as_v1(&raw, "ValidatingAdmissionPolicyBinding")?,
+            source,
+            raw,
+        })
+    }
+    pub fn name(&self) -> &str {
+        &self.meta.name
+    }
+    pub fn policy_name(&self) -> &str {
+        self.object
+            .spec
+            .as_ref()
+            .and_then(|s| s.policy_name.as_deref())
+            .unwrap_or_default()
+    }
+}
+
+/// What we need of a constraint CRD: whether its kind is served, and since when.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CrdInfo {
+    pub name: String,
+    pub group: String,
+    pub kind: String,
+    pub established: bool,
+    /// `lastTransitionTime` of the `Established` condition, when it is true.
+    pub established_since: Option<DateTime<Utc>>,
+    pub source: Source,
+}
+
+impl CrdInfo {
+    pub fn from_value(raw: &Value, source: Source) -> Self {
+        let established = raw["status"]["conditions"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["type"] == "Established"));
+        let is_true = established.is_some_and(|c| c["status"] == "True");
+        let since = established
+            .filter(|_| is_true)
+            .and_then(|c| c["lastTransitionTime"].as_str())
+            .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+            .map(|t| t.with_timezone(&Utc));
+        CrdInfo {
+            name: raw["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+            group: raw["spec"]["group"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+            kind: raw["spec"]["names"]["kind"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+            established: is_true,
+            established_since: since,
+            source,
+        }
+    }
+}
+
+/// Gatekeeper's `ConstraintTemplatePodStatus` / `ConstraintPodStatus`: shown, never decided on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodStatus {
+    pub kind: String,
+    pub name: String,
+    /// The template name or constraint `Kind/name` the status is about (from Gatekeeper's labels).
+    pub about: String,
+    pub pod: String,
+    pub status: Value,
+}
+
+impl PodStatus {
+    pub fn from_value(raw: &Value) -> Self {
+        let labels = &raw["metadata"]["labels"];
+        let label = |k: &str| labels[k].as_str().unwrap_or_default().to_string();
+        let kind = raw["kind"].as_str().unwrap_or_default().to_string();
+        let about = if kind == "ConstraintTemplatePodStatus" {
+            label("internal.gatekeeper.sh/constrainttemplate-name")
+        } else {
+            format!(
+                "{}/{}",
+                label("internal.gatekeeper.sh/constraint-kind"),
+                label("internal.gatekeeper.sh/constraint-name")
+            )
+        };
+        PodStatus {
+            name: raw["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+            pod: label("internal.gatekeeper.sh/pod"),
+            about,
+            kind,
+            status: raw["status"].clone(),
+        }
+    }
+}
