@@ -6,5 +6,6 @@
 pub mod cli;
 pub mod core;
 pub mod load;
+pub mod logging;
 pub mod model;
 pub mod snapshot;

@@ -29,3 +29,94 @@ impl Snapshot {
             + self.pod_statuses.len()
     }
 }
+
+/// What kind of object a raw document is, by group and kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ObjectClass {
+    Template,
+    Constraint,
+    ConstraintCrd,
+    Policy,
+    Binding,
+    PodStatus,
+    /// A List (`kubectl get -o yaml`): its items are classified one by one.
+    List,
+    Other,
+}
+
+pub fn classify(raw: &serde_json::Value) -> ObjectClass {
+    use crate::model::{
+        ADMISSION_GROUP, CONSTRAINTS_GROUP, STATUS_GROUP, TEMPLATES_GROUP, meta::group_of,
+    };
+    let (api_version, kind) = crate::model::meta::type_of(raw);
+    let group = group_of(api_version);
+    match (group, kind) {
+        (_, "List") | (_, "ConstraintTemplateList") if raw.get("items").is_some() => {
+            ObjectClass::List
+        }
+        (g, "ConstraintTemplate") if g == TEMPLATES_GROUP => ObjectClass::Template,
+        (g, k) if g == CONSTRAINTS_GROUP && !k.ends_with("List") => ObjectClass::Constraint,
+        ("apiextensions.k8s.io", "CustomResourceDefinition")
+            if raw["spec"]["group"].as_str() == Some(CONSTRAINTS_GROUP) =>
+        {
+            ObjectClass::ConstraintCrd
+        }
+        (g, "ValidatingAdmissionPolicy") if g == ADMISSION_GROUP => ObjectClass::Policy,
+        (g, "ValidatingAdmissionPolicyBinding") if g == ADMISSION_GROUP => ObjectClass::Binding,
+        (g, "ConstraintTemplatePodStatus" | "ConstraintPodStatus") if g == STATUS_GROUP => {
+            ObjectClass::PodStatus
+        }
+        (_, k) if k.ends_with("List") && raw.get("items").is_some_and(|i| i.is_array()) => {
+            ObjectClass::List
+        }
+        _ => ObjectClass::Other,
+    }
+}
+
+impl Snapshot {
+    /// Adds one raw object (a List adds its items). Errors say what is wrong with the object;
+    /// the caller adds where it was read from.
+    pub fn insert(
+        &mut self,
+        raw: serde_json::Value,
+        source: crate::model::Source,
+    ) -> Result<(), String> {
+        use crate::model::{Binding, Constraint, ConstraintTemplate, CrdInfo, PodStatus, Policy};
+        let (api_version, kind) = crate::model::meta::type_of(&raw);
+        if api_version.is_empty() || kind.is_empty() {
+            return Err("the object has no apiVersion or kind".into());
+        }
+        let class = classify(&raw);
+        if class != ObjectClass::List
+            && class != ObjectClass::Other
+            && raw["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .is_empty()
+        {
+            return Err(format!("{kind} has no metadata.name"));
+        }
+        match class {
+            ObjectClass::List => {
+                let items = match raw.get("items") {
+                    Some(serde_json::Value::Array(items)) => items.clone(),
+                    _ => return Err("a List without an items array".into()),
+                };
+                for (i, item) in items.into_iter().enumerate() {
+                    self.insert(item, source.clone())
+                        .map_err(|e| format!("items[{i}]: {e}"))?;
+                }
+            }
+            ObjectClass::Template => self
+                .templates
+                .push(ConstraintTemplate::from_value(raw, source)),
+            ObjectClass::Constraint => self.constraints.push(Constraint::from_value(raw, source)),
+            ObjectClass::ConstraintCrd => self.crds.push(CrdInfo::from_value(&raw, source)),
+            ObjectClass::Policy => self.policies.push(Policy::from_value(raw, source)?),
+            ObjectClass::Binding => self.bindings.push(Binding::from_value(raw, source)?),
+            ObjectClass::PodStatus => self.pod_statuses.push(PodStatus::from_value(&raw)),
+            ObjectClass::Other => *self.ignored.entry(kind.to_string()).or_default() += 1,
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,173 @@
+//! `check` and `plan`: the analysis of a snapshot, printed. The snapshot comes from files here
+//! or from the cluster (live), and everything after loading is one code path.
+
+use super::args::{Cli, Format, OutputArgs};
+use super::output;
+use crate::core::{Analysis, Options, PlannedWrite, Summary, Verb, analyze};
+use crate::load::files::load_paths;
+use crate::snapshot::Snapshot;
+use anyhow::Context;
+use serde::Serialize;
+use std::process::ExitCode;
+
+#[derive(Serialize)]
+struct CheckReport<'a> {
+    findings: &'a [crate::core::Finding],
+    summary: CheckSummary<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CheckSummary<'a> {
+    #[serde(flatten)]
+    counts: &'a Summary,
+    templates: usize,
+    constraints: usize,
+    policies: usize,
+    bindings: usize,
+    ignored: usize,
+}
+
+#[derive(Serialize)]
+struct PlanReport<'a> {
+    actions: &'a [PlannedWrite],
+    summary: PlanSummary,
+}
+
+#[derive(Serialize, Default)]
+struct PlanSummary {
+    create: usize,
+    update: usize,
+    delete: usize,
+}
+
+pub fn load_files(cli: &Cli) -> anyhow::Result<Snapshot> {
+    let mut snap =
+        load_paths(&cli.input.filenames, &mut std::io::stdin().lock()).context("reading input")?;
+    snap.now.get_or_insert_with(chrono::Utc::now);
+    Ok(snap)
+}
+
+pub fn check_files(cli: &Cli, out: &OutputArgs) -> anyhow::Result<ExitCode> {
+    let snap = load_files(cli)?;
+    let (text, code) = check_report(&snap, &cli.gen_flags.options(), out.output)?;
+    print!("{text}");
+    Ok(code)
+}
+
+pub fn plan_files(cli: &Cli, out: &OutputArgs) -> anyhow::Result<ExitCode> {
+    let snap = load_files(cli)?;
+    print!(
+        "{}",
+        plan_report(&snap, &cli.gen_flags.options(), out.output)?
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The `check` report and its exit code (1 when any warning or error is found).
+pub fn check_report(
+    snap: &Snapshot,
+    opts: &Options,
+    format: Format,
+) -> anyhow::Result<(String, ExitCode)> {
+    let Analysis { findings, .. } = analyze(snap, opts);
+    let counts = Summary::of(&findings);
+    let code = if counts.has_problems() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    };
+    let summary = CheckSummary {
+        counts: &counts,
+        templates: snap.templates.len(),
+        constraints: snap.constraints.len(),
+        policies: snap.policies.len(),
+        bindings: snap.bindings.len(),
+        ignored: snap.ignored.values().sum(),
+    };
+    let report = CheckReport {
+        findings: &findings,
+        summary,
+    };
+    if let Some(text) = output::structured(&report, format)? {
+        return Ok((text, code));
+    }
+    let mut sorted: Vec<_> = findings.iter().collect();
+    sorted.sort_by(|a, b| {
+        b.severity
+            .cmp(&a.severity)
+            .then(a.code.cmp(&b.code))
+            .then(a.object.cmp(&b.object))
+    });
+    let rows: Vec<Vec<String>> = sorted
+        .iter()
+        .map(|f| {
+            vec![
+                f.severity.as_str().to_uppercase(),
+                f.code.as_str().to_string(),
+                f.object.to_string(),
+                f.message.clone(),
+            ]
+        })
+        .collect();
+    let mut text = if rows.is_empty() {
+        String::from("No findings.\n")
+    } else {
+        output::table(&["SEVERITY", "CODE", "OBJECT", "MESSAGE"], &rows)
+    };
+    text.push_str(&format!(
+        "\n{} error(s), {} warning(s), {} info in {} templates, {} constraints, {} policies, {} bindings\n",
+        counts.errors,
+        counts.warnings,
+        counts.infos,
+        snap.templates.len(),
+        snap.constraints.len(),
+        snap.policies.len(),
+        snap.bindings.len()
+    ));
+    Ok((text, code))
+}
+
+pub fn plan_report(snap: &Snapshot, opts: &Options, format: Format) -> anyhow::Result<String> {
+    let Analysis { plan, .. } = analyze(snap, opts);
+    let mut summary = PlanSummary::default();
+    for w in &plan {
+        match w.verb {
+            Verb::Create => summary.create += 1,
+            Verb::Update => summary.update += 1,
+            Verb::Delete => summary.delete += 1,
+        }
+    }
+    let report = PlanReport {
+        actions: &plan,
+        summary,
+    };
+    if let Some(text) = output::structured(&report, format)? {
+        return Ok(text);
+    }
+    let summary = &report.summary;
+    if plan.is_empty() {
+        return Ok("No changes: the cluster matches the desired state.\n".into());
+    }
+    let mut text = String::new();
+    for w in &plan {
+        text.push_str(&format!(
+            "{} {}  # {}: {}\n",
+            w.verb.as_str(),
+            w.object,
+            w.code,
+            w.reason
+        ));
+        for line in w.diff.lines() {
+            text.push_str("    ");
+            text.push_str(line);
+            text.push('\n');
+        }
+        text.push('\n');
+    }
+    text.push_str(&format!(
+        "Plan: {} to create, {} to update, {} to delete.\n",
+        summary.create, summary.update, summary.delete
+    ));
+    Ok(text)
+}
