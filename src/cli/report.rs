@@ -105,7 +105,7 @@ pub fn check_report(
             vec![
                 f.severity.as_str().to_uppercase(),
                 f.code.as_str().to_string(),
-                f.object.to_string(),
+                short_ref(&f.object),
                 f.message.clone(),
             ]
         })
@@ -170,4 +170,15 @@ pub fn plan_report(snap: &Snapshot, opts: &Options, format: Format) -> anyhow::R
         summary.create, summary.update, summary.delete
     ));
     Ok(text)
+}
+
+/// `vap/NAME`, `vapb/NAME`, `template/NAME`, `Kind/NAME`: table cells people can read.
+fn short_ref(o: &crate::model::ObjectRef) -> String {
+    let kind = match o.kind.as_str() {
+        "ValidatingAdmissionPolicy" => "vap",
+        "ValidatingAdmissionPolicyBinding" => "vapb",
+        "ConstraintTemplate" => "template",
+        k => k,
+    };
+    format!("{kind}/{}", o.name)
 }
