@@ -27,23 +27,23 @@ fn absent(field: &str) -> String {
     format!("!has(params.spec) || !has(params.spec.match) || !has(params.spec.match.{field})")
 }
 
-/// The four matchers as (name, expression), in generation order.
+/// The four matchers as (name, expression), in generation order. `[x].all(v, …)` binds a
+/// value once, which keeps the expressions short without needing `cel.bind`.
 pub fn matchers() -> Vec<(&'static str, String)> {
     let excluded = format!(
-        "{} || {NS} == \"\" || !params.spec.match.excludedNamespaces.exists(p, {})",
+        "{} || [{NS}].all(ns, ns == \"\" || !params.spec.match.excludedNamespaces.exists(p, {}))",
         absent("excludedNamespaces"),
-        glob("p", NS)
+        glob("p", "ns")
     );
     let namespaces = format!(
-        "{} || size(params.spec.match.namespaces) == 0 || {NS} == \"\" || params.spec.match.namespaces.exists(p, {})",
+        "{} || size(params.spec.match.namespaces) == 0 || [{NS}].all(ns, ns == \"\" || params.spec.match.namespaces.exists(p, {}))",
         absent("namespaces"),
-        glob("p", NS)
+        glob("p", "ns")
     );
-    let n = "params.spec.match.name";
     let name = format!(
-        "{} || {n} == \"\" || {} || ({n}.endsWith(\"*\") && request.name == \"\" && object != null && has(object.metadata.generateName) && object.metadata.generateName.startsWith({n}.substring(0, size({n}) - 1)))",
+        "{} || [params.spec.match.name].all(n, n == \"\" || {} || (n.endsWith(\"*\") && request.name == \"\" && object != null && has(object.metadata.generateName) && object.metadata.generateName.startsWith(n.substring(0, size(n) - 1))))",
         absent("name"),
-        glob(n, "request.name")
+        glob("n", "request.name")
     );
     let kinds = format!(
         "{} || size(params.spec.match.kinds) == 0 || params.spec.match.kinds.exists(k, \

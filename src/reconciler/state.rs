@@ -1,0 +1,190 @@
+//! What the reconciler shows the outside world (the TUI, `run`, the one-shot commands): a
+//! [`LiveState`] published on a `tokio::sync::watch` channel, and [`Command`]s sent back.
+//! These types are a contract with `src/tui/`: extend them, do not reshape them.
+
+use crate::model::ObjectRef;
+use crate::snapshot::Snapshot;
+use chrono::{DateTime, Utc};
+use std::collections::VecDeque;
+use std::sync::Arc;
+use tokio::sync::{mpsc, watch};
+
+/// How many reconcile events the log keeps (oldest dropped first).
+pub const EVENT_LOG_CAPACITY: usize = 500;
+
+/// Everything a view needs about the live cluster and this copy of the reconciler.
+#[derive(Debug, Clone, Default)]
+pub struct LiveState {
+    /// The objects in the local stores (templates, constraints, CRDs, VAPs, bindings), with
+    /// `now` set to when the snapshot was taken. Analyse it with `core::analyze`.
+    pub snapshot: Snapshot,
+    /// True once every watch has listed its resource once (before that the snapshot is partial).
+    pub synced: bool,
+    pub lease: LeaseInfo,
+    /// The served VAP API, e.g. `admissionregistration.k8s.io/v1`; `None` if not discovered (yet).
+    pub vap_api: Option<String>,
+    /// The API server's `gitVersion`, e.g. `v1.36.3`.
+    pub server_version: Option<String>,
+    /// Resources this copy cannot read (403, missing CRD, disabled API): shown, never as an empty list.
+    pub access_errors: Vec<AccessError>,
+    /// If Gatekeeper's own generator looks active: what was seen (this copy then refuses to write
+    /// unless `--take-over`).
+    pub gatekeeper_generator: Option<String>,
+    /// Whether this copy may write at all (`false`: read-only TUI, or refused because of Gatekeeper).
+    pub writes_enabled: bool,
+    /// Work items queued or being processed.
+    pub queue_depth: usize,
+    /// Reconcile actions, oldest first, at most [`EVENT_LOG_CAPACITY`].
+    pub events: VecDeque<ReconcileEvent>,
+}
+
+/// Leader election as this copy sees it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LeaseInfo {
+    /// `namespace/name` of the Lease.
+    pub lease: String,
+    /// This copy's identity (`holderIdentity` when it leads).
+    pub identity: String,
+    /// The current `holderIdentity` of the Lease, if anyone holds it.
+    pub holder: Option<String>,
+    /// True while this copy holds the lease (and so is the only writer).
+    pub leading: bool,
+    /// False when this copy does not take part in the election (read-only).
+    pub participating: bool,
+}
+
+/// A resource the reconciler cannot read or watch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccessError {
+    /// e.g. `constrainttemplates.templates.gatekeeper.sh`, `validatingadmissionpolicies.admissionregistration.k8s.io`.
+    pub resource: String,
+    pub kind: AccessErrorKind,
+    /// What happened and what fixes it.
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AccessErrorKind {
+    /// 401/403: the user lacks a right.
+    Forbidden,
+    /// The resource is not served (CRD not installed, API disabled).
+    NotServed,
+    /// Anything else (network, timeouts): retried.
+    Other,
+}
+
+impl AccessErrorKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AccessErrorKind::Forbidden => "forbidden",
+            AccessErrorKind::NotServed => "not-served",
+            AccessErrorKind::Other => "error",
+        }
+    }
+}
+
+/// One line of the event log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReconcileEvent {
+    pub time: DateTime<Utc>,
+    pub verb: EventVerb,
+    pub object: ObjectRef,
+    pub result: EventResult,
+    /// Why (the reason of the write, or the command's effect).
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventVerb {
+    Create,
+    Update,
+    Delete,
+    /// A command was handled (replay, reconcile).
+    Replay,
+    Reconcile,
+    ReconcileAll,
+    /// Leadership changed (object: the Lease).
+    Lease,
+}
+
+impl EventVerb {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventVerb::Create => "create",
+            EventVerb::Update => "update",
+            EventVerb::Delete => "delete",
+            EventVerb::Replay => "replay",
+            EventVerb::Reconcile => "reconcile",
+            EventVerb::ReconcileAll => "reconcile-all",
+            EventVerb::Lease => "lease",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EventResult {
+    Ok,
+    /// Not done, and why (not the leader, foreign object, Gatekeeper's generator active).
+    Skipped(String),
+    Failed(String),
+}
+
+impl EventResult {
+    pub fn as_str(&self) -> &str {
+        match self {
+            EventResult::Ok => "ok",
+            EventResult::Skipped(_) => "skipped",
+            EventResult::Failed(_) => "failed",
+        }
+    }
+}
+
+/// What a view (or a one-shot command) asks the reconciler to do. Results land in the event log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// Re-enqueue every constraint of this template's kind (the TUI's `p`).
+    Replay(String),
+    /// Reconcile this template: its VAP, then its constraints' bindings (the TUI's `r`).
+    Reconcile(String),
+    /// Reconcile everything, sweeping orphans (the TUI's `R`).
+    ReconcileAll,
+}
+
+/// The running reconciler, as seen from outside. Dropping every clone does not stop it; call
+/// [`ReconcilerHandle::shutdown`] (which releases the lease) and await the join handle.
+#[derive(Debug, Clone)]
+pub struct ReconcilerHandle {
+    pub state: watch::Receiver<Arc<LiveState>>,
+    pub commands: mpsc::Sender<Command>,
+    pub shutdown: watch::Sender<bool>,
+}
+
+impl ReconcilerHandle {
+    /// Sends a command; an error means the reconciler has stopped.
+    pub async fn send(&self, cmd: Command) -> Result<(), super::Error> {
+        self.commands
+            .send(cmd)
+            .await
+            .map_err(|_| super::Error::Stopped)
+    }
+
+    /// Asks the reconciler to stop gracefully (release the lease, stop watches).
+    pub fn shutdown(&self) {
+        let _ = self.shutdown.send(true);
+    }
+
+    /// The latest published state.
+    pub fn current(&self) -> Arc<LiveState> {
+        self.state.borrow().clone()
+    }
+}
+
+impl LiveState {
+    /// Appends to the bounded event log.
+    pub fn push_event(&mut self, event: ReconcileEvent) {
+        if self.events.len() >= EVENT_LOG_CAPACITY {
+            self.events.pop_front();
+        }
+        self.events.push_back(event);
+    }
+}
