@@ -1,1 +1,778 @@
-pub fn placeholder() {}
+//! A real kube-apiserver + etcd on loopback, for kubectl-vap's integration tests and benchmarks.
+//!
+//! Binaries are found the envtest way (`KUBEBUILDER_ASSETS`, or `TEST_ASSET_KUBE_APISERVER`,
+//! `TEST_ASSET_ETCD`, `TEST_ASSET_KUBECTL`); `tests/kubeenv/build.sh` builds them and `scripts/test`
+//! wires it all up. See `docs/testing.md`.
+//!
+//! ```no_run
+//! # async fn demo() {
+//! let env = testenv::TestEnv::shared();
+//! let client = env.client_admin().await; // a fresh client for *this* runtime
+//! let ns = env.create_namespace("demo").await;
+//! # let _ = (client, ns);
+//! # }
+//! ```
+
+pub mod gatekeeper;
+mod process;
+
+pub use process::rss_kib;
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Mutex, Once, OnceLock};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+/// How long kube-apiserver may take to answer `/readyz` with 200 (2 shared cores, cold caches).
+const READY_TIMEOUT: Duration = Duration::from_secs(90);
+const ETCD_READY_TIMEOUT: Duration = Duration::from_secs(30);
+/// Grace period between SIGTERM and SIGKILL when stopping a process.
+const STOP_GRACE: Duration = Duration::from_secs(15);
+/// Name of the non-admin user in the token file: only `system:authenticated`, no RBAC grants.
+pub const USER_NAME: &str = "vap-user";
+/// Name of the admin user in the token file: member of `system:masters`.
+pub const ADMIN_NAME: &str = "vap-admin";
+
+const HOW_TO_GET_BINARIES: &str = "run the tests with `scripts/test` (it builds them), or export \
+     KUBEBUILDER_ASSETS=$(tests/kubeenv/build.sh) before `cargo test -- --include-ignored`; \
+     setup-envtest's folders work too";
+
+/// Paths of the three binaries, found the envtest way.
+#[derive(Debug, Clone)]
+pub struct Binaries {
+    pub kube_apiserver: PathBuf,
+    pub etcd: PathBuf,
+    pub kubectl: PathBuf,
+}
+
+impl Binaries {
+    /// `TEST_ASSET_<NAME>` wins per binary; otherwise `$KUBEBUILDER_ASSETS/<name>`.
+    pub fn discover() -> anyhow::Result<Binaries> {
+        Binaries::discover_with(|var| std::env::var_os(var))
+    }
+
+    fn discover_with(env: impl Fn(&str) -> Option<std::ffi::OsString>) -> anyhow::Result<Binaries> {
+        let assets = env("KUBEBUILDER_ASSETS").map(PathBuf::from);
+        let find = |var: &str, name: &str| -> anyhow::Result<PathBuf> {
+            let path = match (env(var), &assets) {
+                (Some(p), _) => PathBuf::from(p),
+                (None, Some(dir)) => dir.join(name),
+                (None, None) => bail!(
+                    "no {name} binary: neither {var} nor KUBEBUILDER_ASSETS is set; {HOW_TO_GET_BINARIES}"
+                ),
+            };
+            if !is_executable(&path) {
+                bail!(
+                    "{name} not found or not executable at {}; {HOW_TO_GET_BINARIES}",
+                    path.display()
+                );
+            }
+            Ok(path)
+        };
+        Ok(Binaries {
+            kube_apiserver: find("TEST_ASSET_KUBE_APISERVER", "kube-apiserver")?,
+            etcd: find("TEST_ASSET_ETCD", "etcd")?,
+            kubectl: find("TEST_ASSET_KUBECTL", "kubectl")?,
+        })
+    }
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// One etcd and one kube-apiserver, each on a free loopback port, with RBAC and two token users.
+pub struct TestEnv {
+    dir: PathBuf,
+    /// `None` for the shared env, whose folder is removed by an exit hook instead.
+    tempdir: Mutex<Option<tempfile::TempDir>>,
+    bins: Binaries,
+    etcd_url: String,
+    apiserver_port: u16,
+    etcd: Mutex<Option<Child>>,
+    apiserver: Mutex<Option<Child>>,
+    // Pids kept outside the mutexes so the exit hook never blocks on a lock.
+    etcd_pid: AtomicU32,
+    apiserver_pid: AtomicU32,
+    admin_token: String,
+    startup: Duration,
+}
+
+static SHARED: OnceLock<TestEnv> = OnceLock::new();
+/// Set by the panic hook: keep the shared env's folder (and logs) for inspection.
+static SAW_PANIC: AtomicBool = AtomicBool::new(false);
+/// Folders of the envs alive in this process, for the panic hook.
+static LIVE_DIRS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+impl TestEnv {
+    /// The env shared by every test of this test binary, started on first use (and blocking
+    /// the caller until `/readyz` answers). Its processes die with the test binary.
+    ///
+    /// Panics with instructions when the binaries are missing: a test that needs a cluster
+    /// must never pass by skipping.
+    pub fn shared() -> &'static TestEnv {
+        SHARED.get_or_init(|| {
+            let env = TestEnv::try_start().unwrap_or_else(|e| panic!("testenv: {e:#}"));
+            // SAFETY: registering a plain extern "C" fn; it runs once at process exit.
+            unsafe {
+                libc::atexit(cleanup_shared_at_exit);
+            }
+            env
+        })
+    }
+
+    /// A private env (e.g. for tests that restart or break it); stopped and removed on drop,
+    /// except that its folder is kept when the dropping thread is panicking.
+    pub fn start() -> TestEnv {
+        TestEnv::try_start().unwrap_or_else(|e| panic!("testenv: {e:#}"))
+    }
+
+    /// Like [`TestEnv::start`], but returns the error instead of panicking.
+    pub fn try_start() -> anyhow::Result<TestEnv> {
+        install_panic_hook();
+        let bins = Binaries::discover()?;
+        remove_stale_dirs();
+        let tempdir = tempfile::Builder::new()
+            .prefix(DIR_PREFIX)
+            .tempdir()
+            .context("creating the env's temp dir")?;
+        let dir = tempdir.path().to_path_buf();
+        std::fs::write(dir.join(OWNER_FILE), std::process::id().to_string())
+            .context("writing the owner pid")?;
+        std::fs::create_dir_all(dir.join("certs")).context("creating certs dir")?;
+
+        generate_service_account_key(&dir.join("sa.key"))?;
+        let admin_token = random_hex(16);
+        let user_token = random_hex(16);
+        // Format: token,user,uid,"group1,group2". The user gets no group: only
+        // system:authenticated, which the apiserver adds to every authenticated user.
+        std::fs::write(
+            dir.join("tokens.csv"),
+            format!(
+                "{admin_token},{ADMIN_NAME},{ADMIN_NAME}-uid,\"system:masters\"\n\
+                 {user_token},{USER_NAME},{USER_NAME}-uid\n"
+            ),
+        )
+        .context("writing tokens.csv")?;
+
+        let [etcd_port, etcd_peer_port, apiserver_port] = free_ports()?;
+        let mut env = TestEnv {
+            dir: dir.clone(),
+            tempdir: Mutex::new(Some(tempdir)),
+            bins,
+            etcd_url: format!("http://127.0.0.1:{etcd_port}"),
+            apiserver_port,
+            etcd: Mutex::new(None),
+            apiserver: Mutex::new(None),
+            etcd_pid: AtomicU32::new(0),
+            apiserver_pid: AtomicU32::new(0),
+            admin_token,
+            startup: Duration::ZERO,
+        };
+        // From here on, dropping `env` on an error path kills whatever was started.
+        lock(&LIVE_DIRS).push(dir.clone());
+
+        let started = Instant::now();
+        env.spawn_etcd(etcd_peer_port)?;
+        env.wait_etcd_healthy(etcd_port)?;
+        env.spawn_apiserver()?;
+        block_on_fresh_runtime(env.wait_apiserver_ready())?;
+        env.startup = started.elapsed();
+
+        let ca = dir.join("certs").join("apiserver.crt");
+        if !ca.exists() {
+            bail!("kube-apiserver is ready but wrote no {}", ca.display());
+        }
+        for (file, user, token) in [
+            ("kubeconfig-admin", ADMIN_NAME, &env.admin_token),
+            ("kubeconfig-user", USER_NAME, &user_token),
+        ] {
+            let yaml = kubeconfig_yaml(&env.server_url(), Some(&ca), user, token)?;
+            std::fs::write(dir.join(file), yaml).with_context(|| format!("writing {file}"))?;
+        }
+        tracing::info!(dir = %dir.display(), startup = ?env.startup, "testenv ready");
+        Ok(env)
+    }
+
+    fn spawn_etcd(&self, peer_port: u16) -> anyhow::Result<()> {
+        let peer = format!("http://127.0.0.1:{peer_port}");
+        let mut cmd = Command::new(&self.bins.etcd);
+        cmd.arg("--name=testenv")
+            .arg(format!("--data-dir={}", self.dir.join("etcd").display()))
+            .arg(format!("--listen-client-urls={}", self.etcd_url))
+            .arg(format!("--advertise-client-urls={}", self.etcd_url))
+            .arg(format!("--listen-peer-urls={peer}"))
+            .arg(format!("--initial-advertise-peer-urls={peer}"))
+            .arg(format!("--initial-cluster=testenv={peer}"))
+            // Test data is disposable; fsync dominates etcd latency on shared disks.
+            .arg("--unsafe-no-fsync=true")
+            .arg("--log-level=warn");
+        let child = self.spawn_logged(cmd, "etcd.log")?;
+        self.etcd_pid.store(child.id(), Ordering::SeqCst);
+        *lock(&self.etcd) = Some(child);
+        Ok(())
+    }
+
+    fn wait_etcd_healthy(&self, port: u16) -> anyhow::Result<()> {
+        let deadline = Instant::now() + ETCD_READY_TIMEOUT;
+        loop {
+            if let Some(status) = try_wait(&self.etcd) {
+                bail!("etcd exited early ({status}):\n{}", self.logs_tail());
+            }
+            if etcd_health(port) {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "etcd not healthy after {ETCD_READY_TIMEOUT:?}:\n{}",
+                    self.logs_tail()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn spawn_apiserver(&self) -> anyhow::Result<()> {
+        let port = self.apiserver_port;
+        let key = self.dir.join("sa.key");
+        let mut cmd = Command::new(&self.bins.kube_apiserver);
+        // envtest's flag set, plus static tokens instead of client certs.
+        cmd.arg(format!("--etcd-servers={}", self.etcd_url))
+            .arg(format!("--cert-dir={}", self.dir.join("certs").display()))
+            .arg(format!("--secure-port={port}"))
+            .arg("--bind-address=127.0.0.1")
+            .arg("--advertise-address=127.0.0.1")
+            .arg("--service-cluster-ip-range=10.0.0.0/24")
+            .arg("--allow-privileged=true")
+            // No controller-manager creates ServiceAccounts, so the plugin would reject pods.
+            .arg("--disable-admission-plugins=ServiceAccount")
+            .arg("--authorization-mode=RBAC")
+            // Endpoints reject loopback IPs, so the default reconciler would log an error
+            // every 10 s forever; nothing here needs the `kubernetes` service's endpoints.
+            .arg("--endpoint-reconciler-type=none")
+            .arg(format!(
+                "--service-account-issuer=https://127.0.0.1:{port}/"
+            ))
+            .arg(format!("--service-account-key-file={}", key.display()))
+            .arg(format!(
+                "--service-account-signing-key-file={}",
+                key.display()
+            ))
+            .arg(format!(
+                "--token-auth-file={}",
+                self.dir.join("tokens.csv").display()
+            ));
+        let child = self.spawn_logged(cmd, "kube-apiserver.log")?;
+        self.apiserver_pid.store(child.id(), Ordering::SeqCst);
+        *lock(&self.apiserver) = Some(child);
+        Ok(())
+    }
+
+    fn spawn_logged(&self, mut cmd: Command, log_name: &str) -> anyhow::Result<Child> {
+        let log_path = self.dir.join(log_name);
+        let log = File::options()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .with_context(|| format!("opening {}", log_path.display()))?;
+        let log2 = log.try_clone().context("duplicating the log file handle")?;
+        cmd.stdin(Stdio::null()).stdout(log).stderr(log2);
+        let program = cmd.get_program().to_string_lossy().into_owned();
+        process::spawn_tied_to_process(cmd).with_context(|| format!("starting {program}"))
+    }
+
+    /// Polls `/readyz` as the admin until 200, the deadline, or the process dying.
+    async fn wait_apiserver_ready(&self) -> anyhow::Result<()> {
+        // The CA file does not exist before the first start, so probe without verification.
+        let yaml = kubeconfig_yaml(&self.server_url(), None, ADMIN_NAME, &self.admin_token)?;
+        let client = client_from_kubeconfig(Kubeconfig::from_yaml(&yaml)?).await?;
+        let deadline = Instant::now() + READY_TIMEOUT;
+        loop {
+            if let Some(status) = try_wait(&self.apiserver) {
+                bail!(
+                    "kube-apiserver exited early ({status}):\n{}",
+                    self.logs_tail()
+                );
+            }
+            let req = http::Request::get("/readyz")
+                .body(Vec::new())
+                .context("building the /readyz request")?;
+            let last_err = match client.request_text(req).await {
+                Ok(_) => return Ok(()),
+                Err(e) => e.to_string(),
+            };
+            if Instant::now() > deadline {
+                bail!(
+                    "kube-apiserver not ready after {READY_TIMEOUT:?} (last: {last_err}):\n{}",
+                    self.logs_tail()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Stops kube-apiserver (SIGTERM, then SIGKILL after a grace period); etcd keeps running.
+    pub async fn stop_apiserver(&self) {
+        let child = lock(&self.apiserver).take();
+        if let Some(mut child) = child {
+            // `terminate` sleeps; keep it off the caller's runtime threads.
+            tokio::task::spawn_blocking(move || process::terminate(&mut child, STOP_GRACE))
+                .await
+                .expect("the stop task panicked");
+            self.apiserver_pid.store(0, Ordering::SeqCst);
+        }
+    }
+
+    /// Starts kube-apiserver again on the same port, certs and etcd, and waits for `/readyz`.
+    /// Clients and kubeconfigs handed out before stay valid.
+    pub async fn start_apiserver(&self) -> anyhow::Result<()> {
+        if lock(&self.apiserver).is_some() {
+            bail!("kube-apiserver is already running");
+        }
+        self.spawn_apiserver()?;
+        self.wait_apiserver_ready().await
+    }
+
+    /// A new client as the admin (`system:masters`). Call it per test: a client belongs to the
+    /// tokio runtime it was built on.
+    pub async fn client_admin(&self) -> kube::Client {
+        self.client_from(&self.kubeconfig_admin()).await
+    }
+
+    /// A new client as the non-admin user [`USER_NAME`] (no RBAC grants by default).
+    pub async fn client_user(&self) -> kube::Client {
+        self.client_from(&self.kubeconfig_user()).await
+    }
+
+    async fn client_from(&self, path: &Path) -> kube::Client {
+        let kubeconfig = Kubeconfig::read_from(path)
+            .unwrap_or_else(|e| panic!("testenv: reading {}: {e}", path.display()));
+        client_from_kubeconfig(kubeconfig)
+            .await
+            .unwrap_or_else(|e| panic!("testenv: client from {}: {e:#}", path.display()))
+    }
+
+    /// Kubeconfig file for the admin user (CA from the apiserver's cert dir, bearer token).
+    pub fn kubeconfig_admin(&self) -> PathBuf {
+        self.dir.join("kubeconfig-admin")
+    }
+
+    /// Kubeconfig file for the non-admin user [`USER_NAME`].
+    pub fn kubeconfig_user(&self) -> PathBuf {
+        self.dir.join("kubeconfig-user")
+    }
+
+    /// `https://127.0.0.1:<port>`
+    pub fn server_url(&self) -> String {
+        format!("https://127.0.0.1:{}", self.apiserver_port)
+    }
+
+    /// The binaries this env runs; `kubectl` is the matching real kubectl.
+    pub fn binaries(&self) -> &Binaries {
+        &self.bins
+    }
+
+    /// The env's folder: logs, kubeconfigs, certs, etcd data.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Time from spawning etcd to kube-apiserver's first 200 on `/readyz`.
+    pub fn startup_time(&self) -> Duration {
+        self.startup
+    }
+
+    /// Pid of the running kube-apiserver, if any (e.g. for [`rss_kib`]).
+    pub fn apiserver_pid(&self) -> Option<u32> {
+        Some(self.apiserver_pid.load(Ordering::SeqCst)).filter(|&p| p != 0)
+    }
+
+    /// Pid of etcd.
+    pub fn etcd_pid(&self) -> Option<u32> {
+        Some(self.etcd_pid.load(Ordering::SeqCst)).filter(|&p| p != 0)
+    }
+
+    /// A name no other test in this process gets: `<prefix>-<n><random>`, DNS-1123, ≤ 63 chars.
+    /// All tests of a binary share one apiserver, so every object a test creates needs one.
+    pub fn unique_name(&self, prefix: &str) -> String {
+        unique_name(prefix)
+    }
+
+    /// Like [`TestEnv::unique_name`] but usable as a CRD kind: `<Prefix>X<n><random>`.
+    pub fn unique_kind(&self, prefix: &str) -> String {
+        let id = unique_suffix();
+        let prefix: String = prefix.chars().filter(char::is_ascii_alphanumeric).collect();
+        format!("{prefix}X{id}")
+    }
+
+    /// Creates a namespace with a unique name (as the admin) and returns its name.
+    /// Without kube-controller-manager a deleted namespace stays Terminating, so tests
+    /// usually leave it behind; the whole etcd is thrown away with the env.
+    pub async fn create_namespace(&self, prefix: &str) -> String {
+        let name = self.unique_name(prefix);
+        let ns: Namespace = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": { "name": name },
+        }))
+        .expect("static Namespace JSON");
+        Api::<Namespace>::all(self.client_admin().await)
+            .create(&PostParams::default(), &ns)
+            .await
+            .unwrap_or_else(|e| panic!("testenv: creating namespace {name}: {e}"));
+        name
+    }
+
+    /// Raw Prometheus text of kube-apiserver's `/metrics`, fetched as the admin.
+    pub async fn apiserver_metrics(&self) -> anyhow::Result<String> {
+        let req = http::Request::get("/metrics")
+            .body(Vec::new())
+            .context("building the /metrics request")?;
+        self.client_admin()
+            .await
+            .request_text(req)
+            .await
+            .context("GET /metrics")
+    }
+
+    /// The last lines of the etcd and kube-apiserver logs, with their paths.
+    pub fn logs_tail(&self) -> String {
+        logs_tail_of(&self.dir, 40)
+    }
+}
+
+impl Drop for TestEnv {
+    fn drop(&mut self) {
+        if let Some(mut c) = lock(&self.apiserver).take() {
+            process::terminate(&mut c, STOP_GRACE);
+        }
+        if let Some(mut c) = lock(&self.etcd).take() {
+            process::terminate(&mut c, STOP_GRACE);
+        }
+        lock(&LIVE_DIRS).retain(|d| d != &self.dir);
+        if let Some(tempdir) = lock(&self.tempdir).take()
+            && (std::thread::panicking() || keep_requested())
+        {
+            eprintln!("testenv: kept {}", keep_dir(tempdir).display());
+        }
+    }
+}
+
+/// `atexit` hook for the shared env: statics are never dropped, so kill and clean up here.
+extern "C" fn cleanup_shared_at_exit() {
+    let Some(env) = SHARED.get() else { return };
+    for pid in [
+        env.apiserver_pid.load(Ordering::SeqCst),
+        env.etcd_pid.load(Ordering::SeqCst),
+    ] {
+        if pid != 0 {
+            // SAFETY: signalling and reaping our own children; the test threads are done.
+            unsafe {
+                libc::kill(pid as libc::pid_t, libc::SIGKILL);
+                libc::waitpid(pid as libc::pid_t, std::ptr::null_mut(), 0);
+            }
+        }
+    }
+    let Ok(mut guard) = env.tempdir.try_lock() else {
+        return;
+    };
+    if let Some(tempdir) = guard.take() {
+        if SAW_PANIC.load(Ordering::SeqCst) || keep_requested() {
+            eprintln!(
+                "testenv: kept {} (logs, kubeconfigs, etcd data)",
+                keep_dir(tempdir).display()
+            );
+        } else {
+            drop(tempdir);
+        }
+    }
+}
+
+const DIR_PREFIX: &str = "kubectl-vap-testenv-";
+/// Pid of the test process that owns a folder, to find folders left by killed runs.
+const OWNER_FILE: &str = "owner.pid";
+/// Present in folders kept on purpose (failure or `TESTENV_KEEP`): never removed automatically.
+const KEPT_FILE: &str = "kept";
+
+/// Removes folders of earlier runs that were killed (Ctrl-C, SIGKILL) before cleaning up:
+/// etcd preallocates a 64 MB WAL, so they add up quickly.
+fn remove_stale_dirs() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let is_ours = entry.file_name().to_string_lossy().starts_with(DIR_PREFIX);
+        if !is_ours || path.join(KEPT_FILE).exists() {
+            continue;
+        }
+        let owner = std::fs::read_to_string(path.join(OWNER_FILE))
+            .ok()
+            .and_then(|p| p.trim().parse::<libc::pid_t>().ok());
+        // SAFETY: signal 0 only checks whether the pid exists.
+        let dead = owner.is_some_and(|pid| unsafe { libc::kill(pid, 0) } != 0);
+        if dead {
+            let _ = std::fs::remove_dir_all(&path);
+        }
+    }
+}
+
+/// Keeps a folder for inspection and marks it so that later runs leave it alone.
+fn keep_dir(tempdir: tempfile::TempDir) -> PathBuf {
+    let path = tempdir.keep();
+    let _ = std::fs::write(path.join(KEPT_FILE), "");
+    path
+}
+
+/// Set `TESTENV_KEEP=1` to keep every env's folder.
+fn keep_requested() -> bool {
+    std::env::var_os("TESTENV_KEEP").is_some_and(|v| !v.is_empty() && v != "0")
+}
+
+/// On any panic, print where the logs are and their last lines (CI loses the files).
+fn install_panic_hook() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            previous(info);
+            SAW_PANIC.store(true, Ordering::SeqCst);
+            let dirs = match LIVE_DIRS.try_lock() {
+                Ok(d) => d.clone(),
+                Err(_) => return,
+            };
+            for dir in dirs {
+                eprintln!("{}", logs_tail_of(&dir, 20));
+            }
+        }));
+    });
+}
+
+fn logs_tail_of(dir: &Path, lines: usize) -> String {
+    let mut out = String::new();
+    for name in ["etcd.log", "kube-apiserver.log"] {
+        let path = dir.join(name);
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        let tail = &all[all.len().saturating_sub(lines)..];
+        out.push_str(&format!(
+            "---- testenv: last {} lines of {}\n",
+            tail.len(),
+            path.display()
+        ));
+        for l in tail {
+            out.push_str(l);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A test that panicked while holding a lock must not cascade into every other test.
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn try_wait(child: &Mutex<Option<Child>>) -> Option<std::process::ExitStatus> {
+    lock(child)
+        .as_mut()
+        .and_then(|c| c.try_wait().ok().flatten())
+}
+
+/// Runs a future on a new current-thread runtime on a scoped thread, so it works whether or
+/// not the caller is inside a runtime (nested `block_on` panics).
+fn block_on_fresh_runtime<F: Future + Send>(fut: F) -> F::Output
+where
+    F::Output: Send,
+{
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("cannot build a tokio runtime")
+                .block_on(fut)
+        })
+        .join()
+        .expect("testenv readiness thread panicked")
+    })
+}
+
+async fn client_from_kubeconfig(kubeconfig: Kubeconfig) -> anyhow::Result<kube::Client> {
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .context("loading kubeconfig")?;
+    kube::Client::try_from(config).context("building kube client")
+}
+
+fn kubeconfig_yaml(
+    server: &str,
+    ca: Option<&Path>,
+    user: &str,
+    token: &str,
+) -> anyhow::Result<String> {
+    let mut cluster = serde_json::json!({ "server": server });
+    match ca {
+        Some(ca) => cluster["certificate-authority"] = ca.display().to_string().into(),
+        None => cluster["insecure-skip-tls-verify"] = true.into(),
+    }
+    let doc = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{ "name": "testenv", "cluster": cluster }],
+        "users": [{ "name": user, "user": { "token": token } }],
+        "contexts": [{
+            "name": user,
+            "context": { "cluster": "testenv", "user": user, "namespace": "default" },
+        }],
+        "current-context": user,
+    });
+    serde_norway::to_string(&doc).context("serializing kubeconfig")
+}
+
+/// `GET /health` on etcd's client port, with a bare HTTP/1.0 request (no TLS, no runtime).
+fn etcd_health(port: u16) -> bool {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    if s.write_all(b"GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+        .is_err()
+    {
+        return false;
+    }
+    let mut body = String::new();
+    let _ = s.read_to_string(&mut body);
+    body.contains("\"health\":\"true\"")
+}
+
+/// Three distinct free loopback ports (held together while choosing, so they differ).
+fn free_ports() -> anyhow::Result<[u16; 3]> {
+    let listeners = [
+        TcpListener::bind("127.0.0.1:0"),
+        TcpListener::bind("127.0.0.1:0"),
+        TcpListener::bind("127.0.0.1:0"),
+    ];
+    let mut ports = [0u16; 3];
+    for (port, l) in ports.iter_mut().zip(listeners) {
+        *port = l
+            .and_then(|l| l.local_addr())
+            .context("binding a free loopback port")?
+            .port();
+    }
+    Ok(ports)
+}
+
+/// The service-account signing key kube-apiserver requires; one PEM key serves both flags.
+fn generate_service_account_key(path: &Path) -> anyhow::Result<()> {
+    let p = path.display().to_string();
+    let attempts: [(&str, Vec<&str>); 2] = [
+        ("openssl", vec!["genrsa", "-out", &p, "2048"]),
+        // Fallback where openssl is missing: ssh-keygen writes the same PKCS#1 PEM with -m PEM.
+        (
+            "ssh-keygen",
+            vec![
+                "-q", "-t", "rsa", "-b", "2048", "-m", "PEM", "-N", "", "-f", &p,
+            ],
+        ),
+    ];
+    let mut errors = Vec::new();
+    for (program, args) in attempts {
+        match Command::new(program).args(&args).output() {
+            Ok(out) if out.status.success() && path.exists() => return Ok(()),
+            Ok(out) => errors.push(format!(
+                "{program}: {}: {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            )),
+            Err(e) => errors.push(format!("{program}: {e}")),
+        }
+    }
+    bail!(
+        "cannot generate the service-account key (need openssl or ssh-keygen): {}",
+        errors.join("; ")
+    )
+}
+
+fn random_hex(bytes: usize) -> String {
+    let mut buf = vec![0u8; bytes];
+    File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut buf))
+        .expect("reading /dev/urandom");
+    buf.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Per-process counter plus a random tag, so names also differ across reruns on a kept etcd.
+fn unique_suffix() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    static TAG: OnceLock<String> = OnceLock::new();
+    let tag = TAG.get_or_init(|| random_hex(2));
+    format!("{}{}", tag, COUNTER.fetch_add(1, Ordering::SeqCst))
+}
+
+fn unique_name(prefix: &str) -> String {
+    let suffix = unique_suffix();
+    let mut prefix: String = prefix
+        .to_ascii_lowercase()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    prefix.truncate(62 - suffix.len());
+    let prefix = prefix.trim_matches('-');
+    if prefix.is_empty() {
+        format!("t{suffix}")
+    } else {
+        format!("{prefix}-{suffix}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unique_names_are_dns_labels_and_differ() {
+        let a = unique_name("My_Test.Name");
+        let b = unique_name("My_Test.Name");
+        assert_ne!(a, b);
+        for n in [&a, &b, &unique_name(&"x".repeat(100)), &unique_name("--")] {
+            assert!(n.len() <= 63, "{n}");
+            assert!(
+                n.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'),
+                "{n}"
+            );
+            assert!(!n.starts_with('-') && !n.ends_with('-'), "{n}");
+        }
+    }
+
+    #[test]
+    fn kubeconfig_parses_with_kube() {
+        let yaml = kubeconfig_yaml("https://127.0.0.1:1", None, "u", "t").expect("yaml");
+        let kc = Kubeconfig::from_yaml(&yaml).expect("kube parses our kubeconfig");
+        assert_eq!(kc.current_context.as_deref(), Some("u"));
+    }
+
+    #[test]
+    fn missing_binaries_give_instructions() {
+        let err = Binaries::discover_with(|_| None).expect_err("nothing configured");
+        assert!(format!("{err}").contains("scripts/test"), "{err}");
+        let err =
+            Binaries::discover_with(|v| (v == "KUBEBUILDER_ASSETS").then(|| "/nonexistent".into()))
+                .expect_err("empty assets folder");
+        assert!(
+            format!("{err}").contains("/nonexistent/kube-apiserver"),
+            "{err}"
+        );
+    }
+}

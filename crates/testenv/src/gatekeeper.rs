@@ -1,0 +1,385 @@
+//! Gatekeeper's CRDs, as a real cluster with Gatekeeper installed would serve them.
+//!
+//! Written for these tests from Gatekeeper's documented API (not copied from its charts): the
+//! ConstraintTemplate CRD, and constraint CRDs shaped the way Gatekeeper generates them from a
+//! template, so VAPs can use them as `paramKind` without running Gatekeeper.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, Patch, PatchParams};
+use kube::discovery::ApiResource;
+use serde_json::{Value, json};
+
+pub const TEMPLATES_GROUP: &str = "templates.gatekeeper.sh";
+pub const CONSTRAINTS_GROUP: &str = "constraints.gatekeeper.sh";
+/// The version Gatekeeper stores constraints in and names in generated `paramKind`s.
+pub const CONSTRAINTS_VERSION: &str = "v1beta1";
+
+const ESTABLISH_TIMEOUT: Duration = Duration::from_secs(30);
+const FIELD_MANAGER: &str = "testenv";
+
+/// The `constrainttemplates.templates.gatekeeper.sh` CRD: v1 (storage), v1beta1 and v1alpha1
+/// served, cluster-scoped, status subresource.
+pub fn constraint_template_crd() -> CustomResourceDefinition {
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "apiVersion": { "type": "string" },
+            "kind": { "type": "string" },
+            "metadata": {
+                "type": "object",
+                // Gatekeeper requires name == lower(kind), which is at most a DNS label.
+                "properties": { "name": { "type": "string", "maxLength": 63 } }
+            },
+            "spec": {
+                "type": "object",
+                "properties": {
+                    "crd": {
+                        "type": "object",
+                        "properties": {
+                            "spec": {
+                                "type": "object",
+                                "properties": {
+                                    "names": {
+                                        "type": "object",
+                                        "properties": {
+                                            "kind": { "type": "string" },
+                                            "shortNames": {
+                                                "type": "array",
+                                                "items": { "type": "string" }
+                                            }
+                                        }
+                                    },
+                                    "validation": {
+                                        "type": "object",
+                                        "default": { "legacySchema": false },
+                                        "properties": {
+                                            "legacySchema": { "type": "boolean", "default": false },
+                                            // A user-written schema: any shape.
+                                            "openAPIV3Schema": {
+                                                "type": "object",
+                                                "x-kubernetes-preserve-unknown-fields": true
+                                            }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    },
+                    "targets": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "target": { "type": "string" },
+                                "rego": { "type": "string" },
+                                "libs": { "type": "array", "items": { "type": "string" } },
+                                "operations": { "type": "array", "items": { "type": "string" } },
+                                "code": {
+                                    "type": "array",
+                                    "items": {
+                                        "type": "object",
+                                        "required": ["engine", "source"],
+                                        "properties": {
+                                            "engine": { "type": "string" },
+                                            // Engine-specific (Rego, K8sNativeValidation): no schema.
+                                            "source": { "x-kubernetes-preserve-unknown-fields": true }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            },
+            "status": {
+                "type": "object",
+                "properties": {
+                    "created": { "type": "boolean" },
+                    "byPod": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            // Gatekeeper keeps growing per-pod fields (vapGenerationStatus, ...).
+                            "x-kubernetes-preserve-unknown-fields": true
+                        }
+                    }
+                }
+            }
+        }
+    });
+    let version = |name: &str, storage: bool| {
+        json!({
+            "name": name,
+            "served": true,
+            "storage": storage,
+            "schema": { "openAPIV3Schema": schema },
+            "subresources": { "status": {} }
+        })
+    };
+    serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": format!("constrainttemplates.{TEMPLATES_GROUP}"),
+            "labels": { "gatekeeper.sh/system": "yes" }
+        },
+        "spec": {
+            "group": TEMPLATES_GROUP,
+            "scope": "Cluster",
+            "names": {
+                "kind": "ConstraintTemplate",
+                "listKind": "ConstraintTemplateList",
+                "plural": "constrainttemplates",
+                "singular": "constrainttemplate",
+                "categories": ["all-constraint-templates"]
+            },
+            "versions": [
+                version("v1", true),
+                version("v1beta1", false),
+                version("v1alpha1", false)
+            ]
+        }
+    }))
+    .expect("the ConstraintTemplate CRD literal matches the CRD type")
+}
+
+/// The constraint CRD Gatekeeper generates for `template` (a ConstraintTemplate as JSON):
+/// `<lower(kind)>.constraints.gatekeeper.sh`, v1beta1 (storage) and v1alpha1 served,
+/// cluster-scoped, categories `constraint`/`constraints`, `spec.parameters` typed by the
+/// template's schema, everything else in `spec` kept as unknown fields.
+pub fn constraint_crd(template: &Value) -> anyhow::Result<CustomResourceDefinition> {
+    let names = &template["spec"]["crd"]["spec"]["names"];
+    let kind = names["kind"]
+        .as_str()
+        .filter(|k| !k.is_empty())
+        .context("template has no spec.crd.spec.names.kind")?;
+    let plural = kind.to_ascii_lowercase();
+    let validation = &template["spec"]["crd"]["spec"]["validation"];
+    let parameters = match validation.get("openAPIV3Schema") {
+        Some(Value::Object(schema)) if !schema.is_empty() => {
+            let mut schema = schema.clone();
+            // A structural schema needs a type at the root; Gatekeeper's templates imply object.
+            schema.entry("type").or_insert_with(|| json!("object"));
+            if validation["legacySchema"].as_bool() == Some(true) {
+                schema.insert("x-kubernetes-preserve-unknown-fields".into(), json!(true));
+            }
+            Value::Object(schema)
+        }
+        _ => json!({ "x-kubernetes-preserve-unknown-fields": true }),
+    };
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "metadata": {
+                "type": "object",
+                "properties": { "name": { "type": "string", "maxLength": 63 } }
+            },
+            "spec": {
+                "type": "object",
+                "properties": {
+                    "parameters": parameters,
+                    // Match and enforcement fields are interpreted by Gatekeeper, not validated
+                    // here; kubectl-vap must cope with whatever users put in them.
+                    "match": { "type": "object", "x-kubernetes-preserve-unknown-fields": true },
+                    "enforcementAction": { "type": "string" },
+                    "scopedEnforcementActions": {
+                        "type": "array",
+                        "items": { "type": "object", "x-kubernetes-preserve-unknown-fields": true }
+                    }
+                },
+                "x-kubernetes-preserve-unknown-fields": true
+            },
+            "status": { "type": "object", "x-kubernetes-preserve-unknown-fields": true }
+        }
+    });
+    let version = |name: &str, storage: bool| {
+        json!({
+            "name": name,
+            "served": true,
+            "storage": storage,
+            "schema": { "openAPIV3Schema": schema },
+            "subresources": { "status": {} }
+        })
+    };
+    let short_names = names.get("shortNames").cloned().unwrap_or(json!([]));
+    serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": format!("{plural}.{CONSTRAINTS_GROUP}"),
+            "labels": { "gatekeeper.sh/constraint": "yes" }
+        },
+        "spec": {
+            "group": CONSTRAINTS_GROUP,
+            "scope": "Cluster",
+            "names": {
+                "kind": kind,
+                "listKind": format!("{kind}List"),
+                "plural": plural,
+                "singular": plural,
+                "shortNames": short_names,
+                "categories": ["constraint", "constraints"]
+            },
+            "versions": [version(CONSTRAINTS_VERSION, true), version("v1alpha1", false)]
+        }
+    }))
+    .context("building the constraint CRD")
+}
+
+/// How to address constraints of `kind` with a `DynamicObject` API.
+pub fn constraint_api_resource(kind: &str) -> ApiResource {
+    ApiResource {
+        group: CONSTRAINTS_GROUP.into(),
+        version: CONSTRAINTS_VERSION.into(),
+        api_version: format!("{CONSTRAINTS_GROUP}/{CONSTRAINTS_VERSION}"),
+        kind: kind.into(),
+        plural: kind.to_ascii_lowercase(),
+    }
+}
+
+/// How to address ConstraintTemplates (v1) with a `DynamicObject` API.
+pub fn template_api_resource() -> ApiResource {
+    ApiResource {
+        group: TEMPLATES_GROUP.into(),
+        version: "v1".into(),
+        api_version: format!("{TEMPLATES_GROUP}/v1"),
+        kind: "ConstraintTemplate".into(),
+        plural: "constrainttemplates".into(),
+    }
+}
+
+/// Installs (server-side applies) the ConstraintTemplate CRD and waits until it is Established.
+/// Idempotent, so every test may call it on the shared apiserver.
+pub async fn install_gatekeeper_crds(client: &kube::Client) -> anyhow::Result<()> {
+    apply_and_establish(client, &constraint_template_crd()).await?;
+    Ok(())
+}
+
+/// Creates (server-side applies) the constraint CRD for `template` and waits until it is
+/// Established; returns the CRD as the server has it.
+pub async fn create_constraint_crd(
+    client: &kube::Client,
+    template: &Value,
+) -> anyhow::Result<CustomResourceDefinition> {
+    apply_and_establish(client, &constraint_crd(template)?).await
+}
+
+async fn apply_and_establish(
+    client: &kube::Client,
+    crd: &CustomResourceDefinition,
+) -> anyhow::Result<CustomResourceDefinition> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let name = crd.metadata.name.clone().context("CRD without a name")?;
+    api.patch(
+        &name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(crd),
+    )
+    .await
+    .with_context(|| format!("applying CRD {name}"))?;
+    wait_established(&api, &name).await
+}
+
+async fn wait_established(
+    api: &Api<CustomResourceDefinition>,
+    name: &str,
+) -> anyhow::Result<CustomResourceDefinition> {
+    let deadline = Instant::now() + ESTABLISH_TIMEOUT;
+    loop {
+        let crd = api
+            .get(name)
+            .await
+            .with_context(|| format!("reading CRD {name}"))?;
+        let established = crd
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c.type_ == "Established" && c.status == "True")
+            });
+        if established {
+            return Ok(crd);
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "CRD {name} not Established after {ESTABLISH_TIMEOUT:?}: {:?}",
+                crd.status
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn template() -> Value {
+        json!({
+            "apiVersion": "templates.gatekeeper.sh/v1",
+            "kind": "ConstraintTemplate",
+            "metadata": { "name": "k8srequiredlabels" },
+            "spec": {
+                "crd": { "spec": {
+                    "names": { "kind": "K8sRequiredLabels" },
+                    "validation": { "openAPIV3Schema": {
+                        "properties": { "labels": { "type": "array", "items": { "type": "string" } } }
+                    } }
+                } },
+                "targets": [{ "target": "admission.k8s.gatekeeper.sh", "rego": "package x" }]
+            }
+        })
+    }
+
+    #[test]
+    fn constraint_crd_follows_gatekeeper_conventions() {
+        let crd = constraint_crd(&template()).expect("valid template");
+        assert_eq!(
+            crd.metadata.name.as_deref(),
+            Some("k8srequiredlabels.constraints.gatekeeper.sh")
+        );
+        let spec = &crd.spec;
+        assert_eq!(spec.scope, "Cluster");
+        assert_eq!(spec.names.plural, "k8srequiredlabels");
+        assert_eq!(
+            spec.names.categories.as_deref(),
+            Some(&["constraint".to_string(), "constraints".to_string()][..])
+        );
+        let storage: Vec<_> = spec
+            .versions
+            .iter()
+            .filter(|v| v.storage)
+            .map(|v| &v.name)
+            .collect();
+        assert_eq!(storage, ["v1beta1"]);
+        let v = serde_json::to_value(&spec.versions[0]).expect("serializable");
+        let params =
+            &v["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["parameters"];
+        assert_eq!(params["type"], "object", "root type added");
+        assert_eq!(params["properties"]["labels"]["type"], "array");
+    }
+
+    #[test]
+    fn template_without_kind_is_an_error() {
+        assert!(constraint_crd(&json!({ "spec": {} })).is_err());
+    }
+
+    #[test]
+    fn template_crd_serves_three_versions_stores_v1() {
+        let crd = constraint_template_crd();
+        let served: Vec<_> = crd
+            .spec
+            .versions
+            .iter()
+            .map(|v| (v.name.as_str(), v.storage))
+            .collect();
+        assert_eq!(
+            served,
+            [("v1", true), ("v1beta1", false), ("v1alpha1", false)]
+        );
+    }
+}

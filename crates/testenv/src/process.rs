@@ -1,0 +1,89 @@
+//! Child processes that cannot outlive the test binary.
+//!
+//! `PR_SET_PDEATHSIG` fires when the *thread* that forked the child exits, not the process.
+//! cargo's test harness runs every test on its own short-lived thread, so children are forked
+//! by one dedicated thread that lives as long as the process.
+
+use std::io;
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command};
+use std::sync::OnceLock;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+type SpawnRequest = (Command, mpsc::Sender<io::Result<Child>>);
+
+/// Spawns `cmd` from the long-lived spawner thread with `SIGKILL` as its parent-death signal.
+pub(crate) fn spawn_tied_to_process(mut cmd: Command) -> io::Result<Child> {
+    let parent = std::process::id();
+    // SAFETY: the closure runs between fork and exec and only makes async-signal-safe calls
+    // (prctl, getppid, _exit).
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // The parent may have died before prctl took effect: then nobody would kill us.
+            if libc::getppid() as u32 != parent {
+                libc::_exit(1);
+            }
+            Ok(())
+        });
+    }
+    let (reply_tx, reply_rx) = mpsc::channel();
+    spawner()
+        .send((cmd, reply_tx))
+        .map_err(|_| io::Error::other("testenv spawner thread is gone"))?;
+    reply_rx
+        .recv()
+        .map_err(|_| io::Error::other("testenv spawner thread dropped the request"))?
+}
+
+fn spawner() -> &'static mpsc::Sender<SpawnRequest> {
+    static SPAWNER: OnceLock<mpsc::Sender<SpawnRequest>> = OnceLock::new();
+    SPAWNER.get_or_init(|| {
+        let (tx, rx) = mpsc::channel::<SpawnRequest>();
+        std::thread::Builder::new()
+            .name("testenv-spawner".into())
+            .spawn(move || {
+                // The sender lives in a static, so this loop (and the thread) never ends
+                // before the process does.
+                for (mut cmd, reply) in rx {
+                    let _ = reply.send(cmd.spawn());
+                }
+            })
+            .expect("cannot start the testenv spawner thread");
+        tx
+    })
+}
+
+/// Sends SIGTERM, waits up to `grace`, then SIGKILLs. Always reaps the child.
+pub(crate) fn terminate(child: &mut Child, grace: Duration) {
+    if let Ok(Some(_)) = child.try_wait() {
+        return;
+    }
+    let pid = child.id() as libc::pid_t;
+    // SAFETY: plain kill(2) on our own un-reaped child, so the pid cannot have been reused.
+    unsafe {
+        libc::kill(pid, libc::SIGTERM);
+    }
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Resident memory of a process in KiB, from `/proc/<pid>/status`.
+pub fn rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+}

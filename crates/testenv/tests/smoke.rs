@@ -1,0 +1,218 @@
+//! The harness itself against the real binaries: users, RBAC, restarts, metrics, fixtures.
+
+use std::time::Instant;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::{Api, DynamicObject, PostParams};
+use serde_json::json;
+use testenv::{TestEnv, gatekeeper, rss_kib};
+
+fn status_code(err: &kube::Error) -> Option<u16> {
+    match err {
+        kube::Error::Api(s) => Some(s.code),
+        _ => None,
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn shared_env_survives_the_thread_that_started_it() {
+    // PDEATHSIG is per thread: start the env from a thread that then exits, and check the
+    // processes are still there (they would be SIGKILLed if forked from that thread).
+    std::thread::spawn(TestEnv::shared)
+        .join()
+        .expect("starting the shared env");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let env = TestEnv::shared();
+    eprintln!(
+        "startup to /readyz: {:?}; RSS apiserver {:?} KiB, etcd {:?} KiB",
+        env.startup_time(),
+        env.apiserver_pid().and_then(rss_kib),
+        env.etcd_pid().and_then(rss_kib),
+    );
+    let nss = Api::<Namespace>::all(env.client_admin().await)
+        .list(&Default::default())
+        .await
+        .unwrap_or_else(|e| panic!("admin lists namespaces: {e}\n{}", env.logs_tail()));
+    assert!(
+        nss.items
+            .iter()
+            .any(|n| n.metadata.name.as_deref() == Some("default"))
+    );
+}
+
+#[tokio::test]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn non_admin_user_is_denied_until_granted() {
+    let env = TestEnv::shared();
+    let ns = env.create_namespace("smoke-rbac").await;
+    let as_user = Api::<ConfigMap>::namespaced(env.client_user().await, &ns);
+    let err = as_user
+        .list(&Default::default())
+        .await
+        .expect_err("vap-user has no RBAC grants");
+    assert_eq!(status_code(&err), Some(403), "{err}");
+
+    // Grant read access in this namespace only, as the admin.
+    let admin = env.client_admin().await;
+    let role = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": { "name": "cm-reader", "namespace": ns },
+        "rules": [{ "apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"] }]
+    });
+    let binding = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": { "name": "cm-reader", "namespace": ns },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "cm-reader" },
+        "subjects": [{ "kind": "User", "name": testenv::USER_NAME, "apiGroup": "rbac.authorization.k8s.io" }]
+    });
+    for obj in [role, binding] {
+        let ar = kube::discovery::ApiResource {
+            group: "rbac.authorization.k8s.io".into(),
+            version: "v1".into(),
+            api_version: "rbac.authorization.k8s.io/v1".into(),
+            kind: obj["kind"].as_str().expect("kind").into(),
+            plural: format!(
+                "{}s",
+                obj["kind"].as_str().expect("kind").to_ascii_lowercase()
+            ),
+        };
+        let obj: DynamicObject = serde_json::from_value(obj).expect("valid object");
+        Api::<DynamicObject>::namespaced_with(admin.clone(), &ns, &ar)
+            .create(&PostParams::default(), &obj)
+            .await
+            .expect("admin creates RBAC");
+    }
+    as_user
+        .list(&Default::default())
+        .await
+        .expect("granted list works (RBAC takes effect at once)");
+}
+
+#[tokio::test]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn kubectl_and_metrics_work_with_the_written_kubeconfigs() {
+    let env = TestEnv::shared();
+    let out = std::process::Command::new(&env.binaries().kubectl)
+        .arg("--kubeconfig")
+        .arg(env.kubeconfig_user())
+        .args([
+            "auth",
+            "whoami",
+            "-o",
+            "jsonpath={.status.userInfo.username}",
+        ])
+        .output()
+        .expect("running kubectl");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), testenv::USER_NAME);
+
+    let metrics = env.apiserver_metrics().await.expect("metrics as admin");
+    assert!(
+        metrics.contains("apiserver_request_total"),
+        "{metrics:.200}"
+    );
+}
+
+#[tokio::test]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn gatekeeper_crds_serve_templates_and_constraints() {
+    let env = TestEnv::shared();
+    let client = env.client_admin().await;
+    gatekeeper::install_gatekeeper_crds(&client)
+        .await
+        .expect("template CRD");
+    // Twice: shared-env tests all call it.
+    gatekeeper::install_gatekeeper_crds(&client)
+        .await
+        .expect("idempotent");
+
+    let kind = env.unique_kind("SmokeLabels");
+    let template = json!({
+        "apiVersion": "templates.gatekeeper.sh/v1",
+        "kind": "ConstraintTemplate",
+        "metadata": { "name": kind.to_ascii_lowercase() },
+        "spec": {
+            "crd": { "spec": {
+                "names": { "kind": kind },
+                "validation": { "openAPIV3Schema": { "type": "object", "properties": {
+                    "labels": { "type": "array", "items": { "type": "string" } }
+                } } }
+            } },
+            "targets": [{ "target": "admission.k8s.gatekeeper.sh", "code": [{
+                "engine": "K8sNativeValidation",
+                "source": { "validations": [{ "expression": "true" }] }
+            }] }]
+        }
+    });
+    let ct: DynamicObject = serde_json::from_value(template.clone()).expect("template object");
+    Api::<DynamicObject>::all_with(client.clone(), &gatekeeper::template_api_resource())
+        .create(&PostParams::default(), &ct)
+        .await
+        .expect("the CRD accepts a CEL template");
+
+    gatekeeper::create_constraint_crd(&client, &template)
+        .await
+        .expect("constraint CRD established");
+    let constraints =
+        Api::<DynamicObject>::all_with(client, &gatekeeper::constraint_api_resource(&kind));
+    let good: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "constraints.gatekeeper.sh/v1beta1", "kind": kind,
+        "metadata": { "name": "ok" },
+        "spec": { "enforcementAction": "deny", "match": { "kinds": [{ "apiGroups": [""], "kinds": ["Namespace"] }] },
+                  "parameters": { "labels": ["owner"] } }
+    }))
+    .expect("constraint object");
+    let created = constraints
+        .create(&PostParams::default(), &good)
+        .await
+        .expect("valid constraint");
+    assert_eq!(
+        created.data["spec"]["match"]["kinds"][0]["kinds"][0], "Namespace",
+        "spec.match kept as unknown fields"
+    );
+    let mut bad = good.clone();
+    bad.metadata.name = Some("bad".into());
+    bad.data["spec"]["parameters"]["labels"] = json!("not-a-list");
+    let err = constraints
+        .create(&PostParams::default(), &bad)
+        .await
+        .expect_err("parameters are typed by the template schema");
+    assert_eq!(status_code(&err), Some(422), "{err}");
+}
+
+#[tokio::test]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn private_env_restarts_apiserver_and_keeps_etcd_data() {
+    let env = TestEnv::start();
+    let client = env.client_admin().await;
+    let ns = env.create_namespace("restart").await;
+
+    let t = Instant::now();
+    env.stop_apiserver().await;
+    eprintln!("apiserver stop took {:?}", t.elapsed());
+    let err = Api::<Namespace>::all(client.clone())
+        .get(&ns)
+        .await
+        .expect_err("apiserver is down");
+    eprintln!("while down: {err}");
+
+    let t = Instant::now();
+    env.start_apiserver()
+        .await
+        .unwrap_or_else(|e| panic!("restart: {e:#}"));
+    eprintln!("apiserver restart to /readyz took {:?}", t.elapsed());
+    // The client from before the restart still works: same port, same CA.
+    Api::<Namespace>::all(client)
+        .get(&ns)
+        .await
+        .expect("namespace survived in etcd");
+    assert!(
+        env.start_apiserver().await.is_err(),
+        "double start is refused"
+    );
+}
