@@ -1,0 +1,325 @@
+//! Every finding code from a minimal snapshot, the plan's order and preconditions, and the
+//! steady state: a cluster that matches gives no finding and no write.
+
+mod support;
+
+use kubectl_vap::core::findings::Code;
+use kubectl_vap::core::{Options, Verb, analyze};
+use kubectl_vap::snapshot::Snapshot;
+use serde_json::{Value, json};
+use support::*;
+
+fn codes(s: &Snapshot) -> Vec<Code> {
+    let mut c: Vec<Code> = analyze(s, &Options::default())
+        .findings
+        .iter()
+        .map(|f| f.code)
+        .collect();
+    c.sort();
+    c
+}
+
+fn base() -> Vec<Value> {
+    vec![
+        template("k8sx", "K8sX", cel_source(Some(true))),
+        constraint("K8sX", "a", json!({"parameters": {"labels": ["owner"]}})),
+    ]
+}
+
+/// The objects the plan would create, as the API server would return them (defaults filled,
+/// uid and resourceVersion set): what a converged cluster holds.
+fn converged(objects: Vec<Value>) -> Vec<Value> {
+    let s = snapshot(objects.clone());
+    let mut out = objects;
+    for (i, w) in analyze(&s, &Options::default())
+        .plan
+        .into_iter()
+        .enumerate()
+    {
+        assert_eq!(w.verb, Verb::Create);
+        let mut body = w.body.expect("creates carry a body");
+        body["metadata"]["uid"] = json!(format!("uid-{i}"));
+        body["metadata"]["resourceVersion"] = json!("1");
+        // Server defaults written back explicitly, as a GET returns them.
+        if body["kind"] == "ValidatingAdmissionPolicyBinding" {
+            body["spec"]["matchResources"]["objectSelector"] = json!({});
+            body["spec"]["matchResources"]["namespaceSelector"] = json!({});
+        }
+        out.push(body);
+    }
+    out
+}
+
+fn replace(objects: &mut [Value], name: &str, f: impl Fn(&mut Value)) {
+    let o = objects
+        .iter_mut()
+        .find(|o| o["metadata"]["name"] == name)
+        .expect("object present");
+    f(o);
+}
+
+#[test]
+fn converged_cluster_has_no_findings_and_no_writes() {
+    let s = snapshot(converged(base()));
+    let a = analyze(&s, &Options::default());
+    assert!(a.findings.is_empty(), "{:#?}", a.findings);
+    assert!(a.plan.is_empty(), "{:#?}", a.plan);
+}
+
+#[test]
+fn missing_policy_and_binding_are_created_policy_first() {
+    let a = analyze(&snapshot(base()), &Options::default());
+    assert_eq!(
+        codes(&snapshot(base())),
+        vec![Code::PolicyMissing, Code::BindingMissing]
+    );
+    let order: Vec<(&str, &str)> = a
+        .plan
+        .iter()
+        .map(|w| (w.verb.as_str(), w.object.kind.as_str()))
+        .collect();
+    assert_eq!(
+        order,
+        vec![
+            ("create", "ValidatingAdmissionPolicy"),
+            ("create", "ValidatingAdmissionPolicyBinding")
+        ]
+    );
+}
+
+#[test]
+fn out_of_sync_objects_are_updated_once_with_their_resource_version() {
+    let mut objs = converged(base());
+    replace(&mut objs, "gatekeeper-k8sx", |p| {
+        p["spec"]["failurePolicy"] = json!("Ignore")
+    });
+    replace(&mut objs, "gatekeeper-k8sx-a", |b| {
+        b["spec"]["validationActions"] = json!(["Warn"])
+    });
+    let s = snapshot(objs);
+    assert_eq!(
+        codes(&s),
+        vec![Code::PolicyOutOfSync, Code::BindingOutOfSync]
+    );
+    let plan = analyze(&s, &Options::default()).plan;
+    assert_eq!(plan.len(), 2);
+    assert!(
+        plan.iter()
+            .all(|w| w.verb == Verb::Update && w.resource_version.as_deref() == Some("1"))
+    );
+    assert!(
+        plan[0].diff.contains("-  failurePolicy: Ignore")
+            && plan[0].diff.contains("+  failurePolicy: Fail"),
+        "{}",
+        plan[0].diff
+    );
+}
+
+#[test]
+fn turning_generation_off_deletes_bindings_before_the_policy() {
+    let mut objs = converged(base());
+    replace(&mut objs, "k8sx", |t| {
+        t["spec"]["targets"][0]["code"][0]["source"]["generateVAP"] = json!(false)
+    });
+    let s = snapshot(objs);
+    assert_eq!(codes(&s), vec![Code::PolicyDangling, Code::BindingDangling]);
+    let plan = analyze(&s, &Options::default()).plan;
+    let order: Vec<(&str, &str)> = plan
+        .iter()
+        .map(|w| (w.verb.as_str(), w.object.kind.as_str()))
+        .collect();
+    assert_eq!(
+        order,
+        vec![
+            ("delete", "ValidatingAdmissionPolicyBinding"),
+            ("delete", "ValidatingAdmissionPolicy")
+        ]
+    );
+    assert!(
+        plan.iter().all(|w| w.uid.is_some()),
+        "deletes carry a uid precondition"
+    );
+}
+
+#[test]
+fn gone_owners_and_legacy_names_dangle() {
+    let mut objs = converged(base());
+    let legacy = {
+        let mut b = objs
+            .iter()
+            .find(|o| o["metadata"]["name"] == "gatekeeper-k8sx-a")
+            .expect("binding")
+            .clone();
+        b["metadata"]["name"] = json!("gatekeeper-a");
+        b
+    };
+    objs.push(legacy);
+    let s = snapshot(objs.clone());
+    assert_eq!(codes(&s), vec![Code::BindingDangling]);
+    // Constraint and template deleted: everything they controlled dangles.
+    objs.retain(|o| o["kind"] != "K8sX" && o["kind"] != "ConstraintTemplate");
+    let s = snapshot(objs);
+    assert_eq!(
+        codes(&s),
+        vec![
+            Code::PolicyDangling,
+            Code::BindingDangling,
+            Code::BindingDangling
+        ]
+    );
+}
+
+#[test]
+fn foreign_objects_are_reported_and_never_written() {
+    let mut objs = converged(base());
+    for name in ["gatekeeper-k8sx", "gatekeeper-k8sx-a"] {
+        replace(&mut objs, name, |o| {
+            o["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": "Deployment", "name": "someone", "uid": "x", "controller": true}]);
+            o["spec"]["failurePolicy"] = json!("Ignore");
+        });
+    }
+    let s = snapshot(objs);
+    assert_eq!(codes(&s), vec![Code::PolicyForeign, Code::BindingForeign]);
+    assert!(analyze(&s, &Options::default()).plan.is_empty());
+}
+
+#[test]
+fn an_unlabelled_object_without_controller_is_foreign_not_ours() {
+    let mut objs = converged(base());
+    replace(&mut objs, "gatekeeper-k8sx-a", |o| {
+        o["metadata"]
+            .as_object_mut()
+            .expect("meta")
+            .remove("ownerReferences");
+    });
+    assert_eq!(codes(&snapshot(objs)), vec![Code::BindingForeign]);
+}
+
+#[test]
+fn a_recreated_owner_is_adopted_with_one_update() {
+    let mut objs = converged(base());
+    replace(&mut objs, "a", |c| {
+        c["metadata"]["uid"] = json!("uid-c-a-recreated")
+    });
+    let s = snapshot(objs);
+    let a = analyze(&s, &Options::default());
+    assert_eq!(
+        a.findings.iter().map(|f| f.code).collect::<Vec<_>>(),
+        vec![Code::BindingOutOfSync]
+    );
+    assert_eq!(a.plan.len(), 1);
+    let body = a.plan[0].body.as_ref().expect("body");
+    assert_eq!(
+        body["metadata"]["ownerReferences"][0]["uid"],
+        "uid-c-a-recreated"
+    );
+}
+
+#[test]
+fn gatekeeper_written_objects_are_judged_on_intent() {
+    let mut objs = converged(base());
+    // As Gatekeeper writes them: no label, its own CEL text, no explicit defaults.
+    replace(&mut objs, "gatekeeper-k8sx", |p| {
+        p["metadata"]
+            .as_object_mut()
+            .expect("meta")
+            .remove("labels");
+        for m in p["spec"]["matchConditions"]
+            .as_array_mut()
+            .expect("conditions")
+        {
+            m["expression"] = json!("true /* gatekeeper's text */");
+        }
+        p["spec"]["variables"][0]["expression"] = json!("object");
+        p["spec"]["matchConstraints"] = json!({"resourceRules": [{"apiGroups": ["*"], "apiVersions": ["*"], "resources": ["*"], "operations": ["CREATE", "UPDATE"]}]});
+    });
+    replace(&mut objs, "gatekeeper-k8sx-a", |b| {
+        b["metadata"]
+            .as_object_mut()
+            .expect("meta")
+            .remove("labels");
+        b["spec"]["matchResources"] = json!({});
+    });
+    let s = snapshot(objs.clone());
+    assert_eq!(codes(&s), Vec::<Code>::new());
+    // But a changed validation or a missing matcher is a real difference.
+    replace(&mut objs, "gatekeeper-k8sx", |p| {
+        p["spec"]["matchConditions"]
+            .as_array_mut()
+            .expect("conditions")
+            .pop();
+    });
+    assert_eq!(codes(&snapshot(objs)), vec![Code::PolicyOutOfSync]);
+}
+
+#[test]
+fn template_and_constraint_errors_freeze_what_exists() {
+    let mut objs = converged(base());
+    replace(&mut objs, "k8sx", |t| {
+        t["spec"]["targets"][0]["code"][0]["source"]["failurePolicy"] = json!("Maybe")
+    });
+    let s = snapshot(objs.clone());
+    assert_eq!(codes(&s), vec![Code::TemplateError]);
+    assert!(
+        analyze(&s, &Options::default()).plan.is_empty(),
+        "an invalid template deletes nothing"
+    );
+
+    let mut objs = converged(base());
+    replace(&mut objs, "a", |c| {
+        c["spec"]["enforcementAction"] = json!("block")
+    });
+    let s = snapshot(objs);
+    assert_eq!(codes(&s), vec![Code::ConstraintError]);
+    assert!(analyze(&s, &Options::default()).plan.is_empty());
+}
+
+#[test]
+fn orphan_constraints_and_waiting_bindings_are_info() {
+    let mut objs = base();
+    objs.push(constraint("K8sNoTemplate", "lost", json!({})));
+    objs.push(json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "k8sx.constraints.gatekeeper.sh"},
+        "spec": {"group": "constraints.gatekeeper.sh", "names": {"kind": "K8sX"}},
+        "status": {"conditions": [{"type": "Established", "status": "True", "lastTransitionTime": chrono::Utc::now().to_rfc3339()}]}
+    }));
+    let s = snapshot(objs);
+    let a = analyze(&s, &Options::default());
+    let got: Vec<(Code, &str)> = a
+        .findings
+        .iter()
+        .map(|f| (f.code, f.severity.as_str()))
+        .collect();
+    assert!(got.contains(&(Code::BindingWaiting, "info")), "{got:?}");
+    assert!(got.contains(&(Code::ConstraintOrphan, "info")), "{got:?}");
+    assert!(
+        a.plan
+            .iter()
+            .all(|w| w.object.kind != "ValidatingAdmissionPolicyBinding"),
+        "no binding within --binding-wait"
+    );
+    let no_wait = Options {
+        binding_wait: std::time::Duration::ZERO,
+        ..Options::default()
+    };
+    assert!(
+        analyze(&s, &no_wait)
+            .plan
+            .iter()
+            .any(|w| w.object.kind == "ValidatingAdmissionPolicyBinding")
+    );
+}
+
+#[test]
+fn every_code_has_a_title_and_a_stable_name() {
+    let names: Vec<&str> = Code::ALL.iter().map(|c| c.as_str()).collect();
+    assert_eq!(names.len(), 12);
+    for c in Code::ALL {
+        assert!(!c.title().is_empty());
+        assert_eq!(
+            serde_json::to_value(c).expect("serializes"),
+            json!(c.as_str())
+        );
+    }
+}

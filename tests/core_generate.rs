@@ -1,0 +1,277 @@
+//! The generated objects for the spec's representative template and constraint (§7), field by
+//! field, plus a golden snapshot of the whole YAML.
+
+mod support;
+
+use kubectl_vap::core::decide::{Action, TemplateVerdict, decide_template};
+use kubectl_vap::core::{Options, cel, generate};
+use kubectl_vap::model::{Constraint, ConstraintTemplate, Source};
+use serde_json::json;
+
+fn spec_template() -> ConstraintTemplate {
+    let v = serde_norway::from_str(
+        r#"
+apiVersion: templates.gatekeeper.sh/v1
+kind: ConstraintTemplate
+metadata: {name: k8srequiredlabels, uid: ct-uid}
+spec:
+  crd:
+    spec:
+      names: {kind: K8sRequiredLabels}
+  targets:
+  - target: admission.k8s.gatekeeper.sh
+    code:
+    - engine: K8sNativeValidation
+      source:
+        generateVAP: true
+        matchCondition: [{name: only-labelled, expression: "has(object.metadata.labels)"}]
+        variables: [{name: labels, expression: "variables.anyObject.metadata.labels"}]
+        validations:
+        - expression: "variables.params.labels.all(l, l in variables.labels)"
+          message: "missing required labels"
+"#,
+    )
+    .expect("fixture parses");
+    ConstraintTemplate::from_value(v, Source::default())
+}
+
+fn spec_constraint(extra: serde_json::Value) -> Constraint {
+    let mut v = support::constraint(
+        "K8sRequiredLabels",
+        "ns-must-have-owner",
+        json!({
+            "enforcementAction": "deny",
+            "match": {"kinds": [{"apiGroups": [""], "kinds": ["Namespace"]}], "labelSelector": {"matchLabels": {"team": "payments"}}},
+            "parameters": {"labels": ["owner"]}
+        }),
+    );
+    v["metadata"]["uid"] = json!("constraint-uid");
+    if let Some(m) = extra.as_object() {
+        for (k, x) in m {
+            v["spec"]["match"][k] = x.clone();
+        }
+    }
+    Constraint::from_value(v, Source::default())
+}
+
+#[test]
+fn policy_matches_the_spec_field_by_field() {
+    let t = spec_template();
+    let TemplateVerdict::Generate {
+        source,
+        failure_policy,
+        ..
+    } = decide_template(&t, &Options::default())
+    else {
+        panic!("generates")
+    };
+    let p = generate::policy(&t, "K8sRequiredLabels", &source, failure_policy);
+    assert_eq!(
+        p.metadata.name.as_deref(),
+        Some("gatekeeper-k8srequiredlabels")
+    );
+    assert_eq!(
+        p.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("app.kubernetes.io/managed-by"))
+            .map(String::as_str),
+        Some("kubectl-vap")
+    );
+    let owner = &p.metadata.owner_references.as_ref().expect("owner")[0];
+    assert_eq!(
+        (
+            owner.api_version.as_str(),
+            owner.kind.as_str(),
+            owner.name.as_str(),
+            owner.uid.as_str()
+        ),
+        (
+            "templates.gatekeeper.sh/v1beta1",
+            "ConstraintTemplate",
+            "k8srequiredlabels",
+            "ct-uid"
+        )
+    );
+    assert_eq!(
+        (owner.controller, owner.block_owner_deletion),
+        (Some(true), Some(true))
+    );
+    let spec = p.spec.expect("spec");
+    let pk = spec.param_kind.expect("paramKind");
+    assert_eq!(
+        pk.api_version.as_deref(),
+        Some("constraints.gatekeeper.sh/v1beta1")
+    );
+    assert_eq!(pk.kind.as_deref(), Some("K8sRequiredLabels"));
+    let mc = spec.match_constraints.expect("matchConstraints");
+    let rule = &mc.resource_rules.expect("rules")[0];
+    assert_eq!(
+        rule.operations.as_deref(),
+        Some(&["CREATE".to_string(), "UPDATE".to_string()][..])
+    );
+    assert_eq!(rule.scope.as_deref(), Some("*"));
+    assert_eq!(mc.match_policy.as_deref(), Some("Equivalent"));
+    let names: Vec<&str> = spec
+        .match_conditions
+        .as_ref()
+        .expect("conditions")
+        .iter()
+        .map(|m| m.name.as_str())
+        .collect();
+    assert_eq!(
+        names,
+        [&["only-labelled"][..], &cel::MATCHER_NAMES[..]].concat(),
+        "template's own conditions first"
+    );
+    let vars: Vec<&str> = spec
+        .variables
+        .as_ref()
+        .expect("variables")
+        .iter()
+        .map(|v| v.name.as_str())
+        .collect();
+    assert_eq!(vars, ["anyObject", "params", "labels"]);
+    assert_eq!(spec.failure_policy.as_deref(), Some("Fail"));
+    let v = &spec.validations.expect("validations")[0];
+    assert_eq!(v.message.as_deref(), Some("missing required labels"));
+    assert!(spec.audit_annotations.is_none());
+}
+
+#[test]
+fn template_operations_restrict_the_policy() {
+    let mut t = spec_template();
+    t.targets[0].operations = vec!["*".into()];
+    let TemplateVerdict::Generate {
+        source,
+        failure_policy,
+        ..
+    } = decide_template(&t, &Options::default())
+    else {
+        panic!("generates")
+    };
+    let p = generate::policy(&t, "K8sRequiredLabels", &source, failure_policy);
+    let ops = p
+        .spec
+        .and_then(|s| s.match_constraints)
+        .and_then(|m| m.resource_rules)
+        .expect("rules")[0]
+        .operations
+        .clone();
+    assert_eq!(
+        ops,
+        Some(vec![
+            "CREATE".into(),
+            "UPDATE".into(),
+            "DELETE".into(),
+            "CONNECT".into()
+        ])
+    );
+}
+
+#[test]
+fn binding_matches_the_spec_field_by_field() {
+    let b = generate::binding(&spec_constraint(json!({})), &[Action::Deny]).expect("binds");
+    assert_eq!(
+        b.metadata.name.as_deref(),
+        Some("gatekeeper-k8srequiredlabels-ns-must-have-owner")
+    );
+    let owner = &b.metadata.owner_references.as_ref().expect("owner")[0];
+    assert_eq!(
+        (
+            owner.api_version.as_str(),
+            owner.kind.as_str(),
+            owner.name.as_str(),
+            owner.uid.as_str(),
+            owner.controller
+        ),
+        (
+            "constraints.gatekeeper.sh/v1beta1",
+            "K8sRequiredLabels",
+            "ns-must-have-owner",
+            "constraint-uid",
+            Some(true)
+        )
+    );
+    let spec = b.spec.expect("spec");
+    assert_eq!(
+        spec.policy_name.as_deref(),
+        Some("gatekeeper-k8srequiredlabels")
+    );
+    let pr = spec.param_ref.expect("paramRef");
+    assert_eq!(
+        (
+            pr.name.as_deref(),
+            pr.namespace.as_deref(),
+            pr.parameter_not_found_action.as_deref()
+        ),
+        (Some("ns-must-have-owner"), None, Some("Allow"))
+    );
+    assert_eq!(spec.validation_actions, Some(vec!["Deny".to_string()]));
+    let m = spec.match_resources.expect("matchResources");
+    assert_eq!(
+        m.object_selector
+            .and_then(|s| s.match_labels)
+            .and_then(|l| l.get("team").cloned())
+            .as_deref(),
+        Some("payments")
+    );
+    assert!(m.resource_rules.is_none(), "no scope, no rules");
+}
+
+#[test]
+fn scope_is_honoured_with_a_binding_rule() {
+    for scope in ["Cluster", "Namespaced"] {
+        let b = generate::binding(&spec_constraint(json!({"scope": scope})), &[Action::Warn])
+            .expect("binds");
+        let rules = b
+            .spec
+            .and_then(|s| s.match_resources)
+            .and_then(|m| m.resource_rules)
+            .expect("rules");
+        assert_eq!(rules[0].scope.as_deref(), Some(scope));
+    }
+    let b =
+        generate::binding(&spec_constraint(json!({"scope": "*"})), &[Action::Warn]).expect("binds");
+    assert!(
+        b.spec
+            .and_then(|s| s.match_resources)
+            .and_then(|m| m.resource_rules)
+            .is_none()
+    );
+}
+
+#[test]
+fn a_bad_selector_is_an_error_not_a_panic() {
+    let err = generate::binding(
+        &spec_constraint(json!({"labelSelector": {"matchLabels": "team"}})),
+        &[Action::Deny],
+    )
+    .unwrap_err();
+    assert!(err.contains("spec.match.labelSelector"), "{err}");
+}
+
+#[test]
+fn golden_policy_and_binding() {
+    let t = spec_template();
+    let TemplateVerdict::Generate {
+        source,
+        failure_policy,
+        ..
+    } = decide_template(&t, &Options::default())
+    else {
+        panic!("generates")
+    };
+    insta::assert_yaml_snapshot!(
+        "policy",
+        generate::policy(&t, "K8sRequiredLabels", &source, failure_policy)
+    );
+    insta::assert_yaml_snapshot!(
+        "binding",
+        generate::binding(
+            &spec_constraint(json!({"scope": "Namespaced"})),
+            &[Action::Audit, Action::Deny, Action::Audit]
+        )
+        .expect("binds")
+    );
+}
