@@ -1,0 +1,181 @@
+//! The real binary on files: `check`, `plan`, `version`, bad input. No cluster.
+
+use serde_json::Value;
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+fn vap(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .output()
+        .expect("the binary runs")
+}
+
+fn demo() -> String {
+    format!("{}/assets/demo", env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn check_on_the_demo_lists_every_finding_code_and_exits_1() {
+    let out = vap(&["check", "-f", &demo(), "-o", "json"]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).expect("JSON report");
+    let mut codes: Vec<&str> = report["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .map(|f| f["code"].as_str().expect("code"))
+        .collect();
+    codes.sort();
+    codes.dedup();
+    let mut all: Vec<&str> = kubectl_vap::core::Code::ALL
+        .iter()
+        .map(|c| c.as_str())
+        .collect();
+    all.sort();
+    assert_eq!(codes, all);
+    let f = &report["findings"][0];
+    for key in ["code", "severity", "object", "message"] {
+        assert!(!f[key].is_null(), "finding has {key}: {f}");
+    }
+    for key in ["apiVersion", "kind", "name"] {
+        assert!(f["object"][key].is_string(), "object has {key}");
+    }
+    assert!(report["summary"]["errors"].as_u64().expect("errors") > 0);
+}
+
+#[test]
+fn check_table_and_yaml_agree_with_json() {
+    let json: Value =
+        serde_json::from_slice(&vap(&["check", "-f", &demo(), "-o", "json"]).stdout).expect("json");
+    let yaml: Value =
+        serde_norway::from_slice(&vap(&["check", "-f", &demo(), "-o", "yaml"]).stdout)
+            .expect("yaml");
+    assert_eq!(json, yaml);
+    let table = String::from_utf8(vap(&["check", "-f", &demo()]).stdout).expect("utf8");
+    assert!(table.starts_with("SEVERITY"), "{table}");
+    let n = json["findings"].as_array().expect("findings").len();
+    assert_eq!(
+        table
+            .lines()
+            .filter(|l| l.starts_with("ERROR") || l.starts_with("WARNING") || l.starts_with("INFO"))
+            .count(),
+        n
+    );
+}
+
+#[test]
+fn plan_on_the_demo_lists_writes_with_diffs() {
+    let out = vap(&["plan", "-f", &demo(), "-o", "json"]);
+    assert_eq!(out.status.code(), Some(0));
+    let plan: Value = serde_json::from_slice(&out.stdout).expect("JSON plan");
+    let actions = plan["actions"].as_array().expect("actions");
+    for verb in ["create", "update", "delete"] {
+        assert!(
+            actions.iter().any(|a| a["verb"] == verb),
+            "plan has a {verb}"
+        );
+    }
+    assert!(
+        actions
+            .iter()
+            .all(|a| a["diff"].as_str().is_some_and(|d| d.contains("@@")))
+    );
+    // Foreign objects are never in the plan.
+    assert!(
+        !actions
+            .iter()
+            .any(|a| a["object"]["name"] == "gatekeeper-k8shttpsonly")
+    );
+    let text = String::from_utf8(vap(&["plan", "-f", &demo()]).stdout).expect("utf8");
+    assert!(
+        text.contains("Plan: ")
+            && text.contains(
+                "delete ValidatingAdmissionPolicyBinding/gatekeeper-search-ns-must-have-owner"
+            ),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_clean_input_exits_0() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let p = dir.path().join("t.yaml");
+    std::fs::write(
+        &p,
+        "apiVersion: templates.gatekeeper.sh/v1\nkind: ConstraintTemplate\nmetadata: {name: k8sx}\nspec:\n  crd: {spec: {names: {kind: K8sX}}}\n  targets:\n  - target: admission.k8s.gatekeeper.sh\n    code: [{engine: Rego, source: {rego: package x}}]\n",
+    )
+    .expect("write");
+    let out = vap(&["check", "-f", p.to_str().expect("utf8 path")]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("No findings"));
+}
+
+#[test]
+fn stdin_is_read_for_dash() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
+        .args(["check", "-f", "-", "-o", "json"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawns");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(
+            b"apiVersion: constraints.gatekeeper.sh/v1beta1\nkind: K8sLost\nmetadata: {name: x}\n",
+        )
+        .expect("writes");
+    let out = child.wait_with_output().expect("waits");
+    let report: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(report["findings"][0]["code"], "constraint-orphan");
+    assert_eq!(out.status.code(), Some(0), "info only");
+}
+
+#[test]
+fn bad_input_names_file_and_line_and_exits_2() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let p = dir.path().join("broken.yaml");
+    std::fs::write(
+        &p,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ok}\n---\napiVersion: v1\nkind: [oops\n",
+    )
+    .expect("write");
+    let out = vap(&["check", "-f", p.to_str().expect("utf8")]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("broken.yaml:6") || err.contains("broken.yaml:7"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+
+    let out = vap(&["check", "-f", "/no/such/path"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/no/such/path: no such file"));
+
+    let out = vap(&["check", "-o", "xml", "-f", &demo()]);
+    assert_eq!(out.status.code(), Some(2), "usage errors exit 2");
+}
+
+#[test]
+fn version_prints_the_crate_version() {
+    let out = vap(&["version"]);
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        format!("kubectl-vap {}", env!("CARGO_PKG_VERSION"))
+    );
+}
