@@ -5,7 +5,9 @@
 
 pub mod cli;
 pub mod core;
+pub mod kube;
 pub mod load;
 pub mod logging;
 pub mod model;
+pub mod reconciler;
 pub mod snapshot;

@@ -1,0 +1,128 @@
+//! Sends one [`PlannedWrite`]: create, replace with the observed resourceVersion, or delete
+//! with uid + resourceVersion preconditions, so we never delete an object we did not read
+//! (and so never anyone else's object that took the name meanwhile).
+
+use super::discovery::AdmissionApi;
+use crate::core::{PlannedWrite, Verb};
+use kube::api::{Api, DeleteParams, DynamicObject, PostParams, Preconditions};
+
+/// The field manager of every write.
+pub const FIELD_MANAGER: &str = "kubectl-vap";
+
+/// What the server did.
+#[derive(Debug, Clone)]
+pub enum Applied {
+    /// The object as the server returned it.
+    Written(serde_json::Value),
+    Deleted,
+    /// A delete found nothing: someone else deleted it first.
+    AlreadyGone,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// The object changed since it was read (409, failed precondition, already exists, or
+    /// gone before an update): read again and retry.
+    #[error("{0}: the object changed on the server; it will be read again and retried")]
+    Conflict(String),
+    #[error("{what}: {source}")]
+    Failed {
+        what: String,
+        #[source]
+        source: Box<kube::Error>,
+    },
+    #[error("{0}")]
+    Body(String),
+    #[error("{0}: the write carries no body (a bug in the plan)")]
+    NoBody(String),
+}
+
+impl ApplyError {
+    /// The API status code, if the server answered.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            ApplyError::Failed { source, .. } => super::status_code(source),
+            _ => None,
+        }
+    }
+}
+
+fn to_dynamic(body: &serde_json::Value, api_version: &str) -> Result<DynamicObject, String> {
+    let mut body = body.clone();
+    body["apiVersion"] = api_version.into();
+    serde_json::from_value(body).map_err(|e| e.to_string())
+}
+
+/// Sends `w`. VAP and VAPB bodies are built as v1 and sent as the served version.
+pub async fn apply_write(
+    client: &kube::Client,
+    api: &AdmissionApi,
+    w: &PlannedWrite,
+) -> Result<Applied, ApplyError> {
+    let ar = if w.object.kind == super::discovery::VAP_KIND {
+        api.policy()
+    } else {
+        api.binding()
+    };
+    let target: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+    let what = format!("{} {}", w.verb.as_str(), w.object);
+    let pp = PostParams {
+        dry_run: false,
+        field_manager: Some(FIELD_MANAGER.into()),
+    };
+    let classify = |e: kube::Error, conflict_codes: &[u16]| -> ApplyError {
+        match super::status_code(&e) {
+            Some(code) if conflict_codes.contains(&code) => ApplyError::Conflict(what.clone()),
+            _ => ApplyError::Failed {
+                what: what.clone(),
+                source: Box::new(e),
+            },
+        }
+    };
+    match w.verb {
+        Verb::Create => {
+            let body = w
+                .body
+                .as_ref()
+                .ok_or_else(|| ApplyError::NoBody(what.clone()))?;
+            let obj = to_dynamic(body, &ar.api_version)
+                .map_err(|e| ApplyError::Body(format!("{what}: {e}")))?;
+            let created = target
+                .create(&pp, &obj)
+                .await
+                .map_err(|e| classify(e, &[409]))?;
+            Ok(Applied::Written(
+                serde_json::to_value(created).unwrap_or_default(),
+            ))
+        }
+        Verb::Update => {
+            let body = w
+                .body
+                .as_ref()
+                .ok_or_else(|| ApplyError::NoBody(what.clone()))?;
+            let obj = to_dynamic(body, &ar.api_version)
+                .map_err(|e| ApplyError::Body(format!("{what}: {e}")))?;
+            let updated = target
+                .replace(&w.object.name, &pp, &obj)
+                .await
+                .map_err(|e| classify(e, &[404, 409]))?;
+            Ok(Applied::Written(
+                serde_json::to_value(updated).unwrap_or_default(),
+            ))
+        }
+        Verb::Delete => {
+            let dp = DeleteParams {
+                preconditions: Some(Preconditions {
+                    uid: w.uid.clone(),
+                    resource_version: w.resource_version.clone(),
+                }),
+                ..DeleteParams::default()
+            };
+            match target.delete(&w.object.name, &dp).await {
+                Ok(_) => Ok(Applied::Deleted),
+                Err(e) if super::status_code(&e) == Some(404) => Ok(Applied::AlreadyGone),
+                Err(e) => Err(classify(e, &[409])),
+            }
+        }
+    }
+}

@@ -1,0 +1,362 @@
+//! The two reconcilers. Each reads the local stores, compares desired with observed
+//! (`compare_policy` / `compare_binding`: normalized, so steady state sends nothing), and sends
+//! at most the one write each object needs.
+//!
+//! Ordering (design I1/I2):
+//! - turning on: write the VAP, then publish the opinion with `policy_ready`, then fan out;
+//! - turning off: publish first (fan-out deletes the bindings), then delete the VAP once no
+//!   binding of the kind is left (requeued until then).
+
+use super::cache::OpinionCache;
+use super::queue::Key;
+use super::world::{ConstraintStore, Enqueue, TemplateStore, WriteOutcome, Writer};
+use crate::core::analysis::{Comparison, compare_binding, compare_policy};
+use crate::core::decide::{TemplateVerdict, decide_template};
+use crate::core::desired::{BindingDecision, Opinion, binding_decision};
+use crate::core::findings::Code;
+use crate::core::ownership::{Control, OwnerId, control};
+use crate::core::{Options, PlannedWrite, generate, names};
+use std::time::Duration;
+
+/// How long the template side waits before looking again for bindings to be gone (I2).
+pub const BINDINGS_GONE_RECHECK: Duration = Duration::from_secs(1);
+
+/// What a reconcile concluded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Converged (or nothing this copy may do).
+    Done,
+    /// Come back after this long (binding wait, bindings not yet gone).
+    RequeueAfter(Duration),
+    /// A write must be retried (conflict or failure), with backoff.
+    Retry(String),
+}
+
+impl Outcome {
+    fn merge(self, other: Outcome) -> Outcome {
+        match (self, other) {
+            (Outcome::Retry(a), _) => Outcome::Retry(a),
+            (_, Outcome::Retry(b)) => Outcome::Retry(b),
+            (Outcome::RequeueAfter(a), Outcome::RequeueAfter(b)) => Outcome::RequeueAfter(a.min(b)),
+            (Outcome::RequeueAfter(a), _) | (_, Outcome::RequeueAfter(a)) => {
+                Outcome::RequeueAfter(a)
+            }
+            _ => Outcome::Done,
+        }
+    }
+}
+
+/// Everything a reconcile needs besides the world.
+pub struct Ctx<'a, Q: Enqueue> {
+    pub cache: &'a OpinionCache,
+    pub queue: &'a Q,
+    pub opts: &'a Options,
+}
+
+fn from_write(o: WriteOutcome) -> (bool, Outcome) {
+    match o {
+        WriteOutcome::Done => (true, Outcome::Done),
+        WriteOutcome::Skipped(_) => (false, Outcome::Done),
+        WriteOutcome::Retry(r) | WriteOutcome::Failed(r) => (false, Outcome::Retry(r)),
+    }
+}
+
+/// Reconciles one key.
+pub async fn reconcile<W, Q>(key: &Key, world: &W, ctx: &Ctx<'_, Q>) -> Outcome
+where
+    W: TemplateStore + Writer + Sync,
+    Q: Enqueue + Sync,
+{
+    match key {
+        Key::Template(name) => reconcile_template(name, world, ctx).await,
+        Key::Constraint { kind, name } => reconcile_constraint(kind, name, world, ctx).await,
+    }
+}
+
+/// The template side: the VAP of template `name` and the opinion of its kind.
+pub async fn reconcile_template<W, Q>(name: &str, world: &W, ctx: &Ctx<'_, Q>) -> Outcome
+where
+    W: TemplateStore + Writer + Sync,
+    Q: Enqueue + Sync,
+{
+    let template = world.template(name);
+    let kind = template.as_ref().and_then(|t| t.kind.clone());
+    // Kinds this template published before but no longer holds (deleted, or kind changed).
+    for old in ctx.cache.kinds_of_template(name) {
+        if Some(&old) != kind.as_ref() {
+            ctx.cache.should_generate_vap(&old, None, world, ctx.queue);
+        }
+    }
+    let pname = names::policy_name(name);
+    let observed = world.policy(&pname);
+    let Some(t) = template else {
+        // Template gone: its VAP (if we would own it) goes, after its kind's bindings.
+        let Some(o) = observed else {
+            return Outcome::Done;
+        };
+        if let Control::Other(_) = control(&o.meta, &OwnerId::template(name, "")) {
+            return Outcome::Done;
+        }
+        let kind = o
+            .object
+            .spec
+            .as_ref()
+            .and_then(|s| s.param_kind.as_ref())
+            .and_then(|p| p.kind.clone());
+        return delete_policy_after_bindings(world, &o, kind.as_deref(), "its template is gone")
+            .await;
+    };
+    let verdict = decide_template(&t, ctx.opts);
+    let Some(kind) = kind else {
+        // Invalid (no kind): no opinion to publish, nothing to write.
+        return Outcome::Done;
+    };
+    let owner = OwnerId::template(t.name(), &t.meta.uid);
+    match verdict {
+        TemplateVerdict::Invalid { reason } => {
+            // Frozen: keep what exists, write nothing new for the kind.
+            let opinion = Opinion {
+                template: name.to_string(),
+                generate: false,
+                policy_ready: false,
+                frozen: true,
+                reason,
+            };
+            ctx.cache
+                .should_generate_vap(&kind, Some(opinion), world, ctx.queue);
+            Outcome::Done
+        }
+        TemplateVerdict::Generate {
+            source,
+            failure_policy,
+            reason,
+        } => {
+            let desired = generate::policy(&t, &kind, &source, failure_policy);
+            let (ready, outcome) = match &observed {
+                None => {
+                    let w = PlannedWrite::create_policy(
+                        &desired,
+                        Code::PolicyMissing,
+                        "the template generates a VAP",
+                    );
+                    from_write(world.write(&w).await)
+                }
+                Some(o) => match compare_policy(&desired, o, &owner) {
+                    Comparison::InSync => (true, Outcome::Done),
+                    Comparison::OutOfSync(fields) => {
+                        let w = PlannedWrite::update_policy(
+                            &desired,
+                            o,
+                            Code::PolicyOutOfSync,
+                            &format!("differs in {}", fields.join(", ")),
+                        );
+                        // An existing VAP of ours is usable by bindings while it is being fixed.
+                        let (_, outcome) = from_write(world.write(&w).await);
+                        (true, outcome)
+                    }
+                    Comparison::Foreign(why) => {
+                        tracing::warn!(
+                            policy = %pname,
+                            "not writing {pname}: {why}; bindings of kind {kind} wait until it is renamed or deleted"
+                        );
+                        (false, Outcome::Done)
+                    }
+                },
+            };
+            // I1: the opinion says ready only once the VAP is written; then fan out.
+            let opinion = Opinion {
+                template: name.to_string(),
+                generate: true,
+                policy_ready: ready,
+                frozen: false,
+                reason,
+            };
+            ctx.cache
+                .should_generate_vap(&kind, Some(opinion), world, ctx.queue);
+            outcome
+        }
+        TemplateVerdict::Skip { reason } => {
+            // I2: publish first (the fan-out deletes the bindings) ...
+            let opinion = Opinion {
+                template: name.to_string(),
+                generate: false,
+                policy_ready: false,
+                frozen: false,
+                reason: reason.clone(),
+            };
+            ctx.cache
+                .should_generate_vap(&kind, Some(opinion), world, ctx.queue);
+            // ... then delete the VAP once the kind's bindings are gone.
+            match observed {
+                Some(o) if !matches!(control(&o.meta, &owner), Control::Other(_)) => {
+                    delete_policy_after_bindings(
+                        world,
+                        &o,
+                        Some(&kind),
+                        &format!("template does not generate ({reason})"),
+                    )
+                    .await
+                }
+                _ => Outcome::Done,
+            }
+        }
+    }
+}
+
+async fn delete_policy_after_bindings<W: TemplateStore + Writer + Sync>(
+    world: &W,
+    o: &crate::model::Policy,
+    kind: Option<&str>,
+    reason: &str,
+) -> Outcome {
+    if let Some(kind) = kind {
+        let left = world.bindings_of_kind(kind);
+        if !left.is_empty() {
+            tracing::debug!(
+                policy = o.name(),
+                "waiting for {} binding(s) of kind {kind} to be deleted first",
+                left.len()
+            );
+            return Outcome::RequeueAfter(BINDINGS_GONE_RECHECK);
+        }
+    }
+    let w = PlannedWrite::delete_policy(o, Code::PolicyDangling, reason);
+    from_write(world.write(&w).await).1
+}
+
+/// The constraint side: the binding of constraint `kind/name`, decided from the opinion cache,
+/// the constraint, its CRD's readiness and the observed binding. Never the template.
+pub async fn reconcile_constraint<W, Q>(
+    kind: &str,
+    name: &str,
+    world: &W,
+    ctx: &Ctx<'_, Q>,
+) -> Outcome
+where
+    W: ConstraintStore + Writer + Sync,
+    Q: Enqueue + Sync,
+{
+    let bname = names::binding_name(kind, name);
+    let legacy = names::legacy_binding_name(name);
+    let any_uid = OwnerId::constraint(kind, name, "");
+    let mut outcome = Outcome::Done;
+
+    // The legacy name is cleaned up whenever this constraint controls it.
+    if legacy != bname
+        && let Some(o) = world.binding(&legacy)
+        && !matches!(control(&o.meta, &any_uid), Control::Other(_))
+    {
+        let w = PlannedWrite::delete_binding(
+            &o,
+            Code::BindingDangling,
+            "legacy name from Gatekeeper v3.16–v3.22",
+        );
+        outcome = outcome.merge(from_write(world.write(&w).await).1);
+    }
+
+    let observed = world.binding(&bname);
+    let Some(c) = world.constraint(kind, name) else {
+        // Constraint gone: delete its binding if it controls it (no reliance on GC).
+        if let Some(o) = observed
+            && !matches!(control(&o.meta, &any_uid), Control::Other(_))
+        {
+            let w = PlannedWrite::delete_binding(
+                &o,
+                Code::BindingDangling,
+                &format!("constraint {kind} {name} is gone"),
+            );
+            outcome = outcome.merge(from_write(world.write(&w).await).1);
+        }
+        return outcome;
+    };
+    let owner = OwnerId::constraint(kind, name, &c.meta.uid);
+    if let Some(o) = &observed
+        && let Control::Other(why) = control(&o.meta, &owner)
+    {
+        tracing::warn!(binding = %bname, "not touching {bname}: {why}");
+        return outcome;
+    }
+    let opinion = ctx.cache.get(kind);
+    let now = world.now();
+    let decision = binding_decision(&c, opinion.as_ref(), world.crd_state(kind), ctx.opts, now);
+    let step = match decision {
+        BindingDecision::Want(desired) => match &observed {
+            None => {
+                let w = PlannedWrite::create_binding(
+                    &desired,
+                    Code::BindingMissing,
+                    "the constraint targets vap.k8s.io",
+                );
+                from_write(world.write(&w).await).1
+            }
+            Some(o) => match compare_binding(&desired, o, &owner) {
+                Comparison::InSync | Comparison::Foreign(_) => Outcome::Done,
+                Comparison::OutOfSync(fields) => {
+                    let w = PlannedWrite::update_binding(
+                        &desired,
+                        o,
+                        Code::BindingOutOfSync,
+                        &format!("differs in {}", fields.join(", ")),
+                    );
+                    from_write(world.write(&w).await).1
+                }
+            },
+        },
+        BindingDecision::Waiting { until, .. } => match until {
+            Some(until) => {
+                let left = (until - now).to_std().unwrap_or_default();
+                // Never a zero delay: come back just after the deadline.
+                Outcome::RequeueAfter(left.max(Duration::from_millis(10)))
+            }
+            // Waiting for the CRD or the policy: their events (CRD watch, fan-out) bring us back.
+            None => Outcome::Done,
+        },
+        BindingDecision::NotWanted { reason } => match &observed {
+            Some(o) => {
+                let w = PlannedWrite::delete_binding(o, Code::BindingDangling, &reason);
+                from_write(world.write(&w).await).1
+            }
+            None => Outcome::Done,
+        },
+        BindingDecision::Orphan => match &observed {
+            Some(o) => {
+                let w = PlannedWrite::delete_binding(
+                    o,
+                    Code::BindingDangling,
+                    "its kind has no template",
+                );
+                from_write(world.write(&w).await).1
+            }
+            None => Outcome::Done,
+        },
+        BindingDecision::Frozen { .. } => Outcome::Done,
+    };
+    outcome.merge(step)
+}
+
+/// Turns an outcome into queue operations: requeue after a delay, or retry with backoff.
+pub fn schedule<Q: Enqueue>(
+    queue: &Q,
+    key: &Key,
+    outcome: &Outcome,
+    now: chrono::DateTime<chrono::Utc>,
+    attempt: u32,
+) {
+    match outcome {
+        Outcome::Done => {}
+        Outcome::RequeueAfter(d) => queue.enqueue_at(
+            key.clone(),
+            now + chrono::Duration::from_std(*d).unwrap_or_default(),
+        ),
+        Outcome::Retry(_) => queue.enqueue_at(
+            key.clone(),
+            now + chrono::Duration::from_std(backoff(attempt)).unwrap_or_default(),
+        ),
+    }
+}
+
+/// Exponential backoff for retries: 100ms, 200ms, … capped at 30s.
+pub fn backoff(attempt: u32) -> Duration {
+    let ms = 100u64.saturating_mul(1u64 << attempt.min(9));
+    Duration::from_millis(ms.min(30_000))
+}

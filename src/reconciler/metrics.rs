@@ -1,0 +1,1 @@
+//! Counters for `/metrics` (Prometheus text format).

@@ -1,0 +1,196 @@
+//! A de-duplicating work queue with delayed items, in the manner of client-go's workqueue:
+//! a key is queued at most once; a key being processed is not handed out again, and if it is
+//! pushed meanwhile it is queued once more when its processing is done. Time is passed in,
+//! so tests run it on a virtual clock.
+
+use chrono::{DateTime, Utc};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+
+/// A unit of work: one template (its VAP and opinion) or one constraint (its binding).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Key {
+    Template(String),
+    Constraint { kind: String, name: String },
+}
+
+impl Key {
+    pub fn constraint(kind: impl Into<String>, name: impl Into<String>) -> Self {
+        Key::Constraint {
+            kind: kind.into(),
+            name: name.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Key::Template(n) => write!(f, "ConstraintTemplate/{n}"),
+            Key::Constraint { kind, name } => write!(f, "{kind}/{name}"),
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct WorkQueue {
+    ready: VecDeque<Key>,
+    queued: HashSet<Key>,
+    processing: HashSet<Key>,
+    dirty: HashSet<Key>,
+    delayed: BTreeMap<(DateTime<Utc>, u64), Key>,
+    delayed_at: HashMap<Key, (DateTime<Utc>, u64)>,
+    seq: u64,
+}
+
+impl WorkQueue {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Queues `key` now (a no-op if it is already queued).
+    pub fn push(&mut self, key: Key) {
+        if self.processing.contains(&key) {
+            self.dirty.insert(key);
+            return;
+        }
+        if let Some(at) = self.delayed_at.remove(&key) {
+            self.delayed.remove(&at);
+        }
+        if self.queued.insert(key.clone()) {
+            self.ready.push_back(key);
+        }
+    }
+
+    /// Queues `key` at `at` (kept at the earlier time if it is already delayed; a no-op if it
+    /// is already ready).
+    pub fn push_at(&mut self, key: Key, at: DateTime<Utc>) {
+        if self.queued.contains(&key) {
+            return;
+        }
+        if let Some(&(existing, _)) = self.delayed_at.get(&key)
+            && existing <= at
+        {
+            return;
+        }
+        if let Some(old) = self.delayed_at.remove(&key) {
+            self.delayed.remove(&old);
+        }
+        self.seq += 1;
+        let slot = (at, self.seq);
+        self.delayed.insert(slot, key.clone());
+        self.delayed_at.insert(key, slot);
+    }
+
+    /// Moves delayed keys that are due to the ready list.
+    fn promote(&mut self, now: DateTime<Utc>) {
+        while let Some((&slot, _)) = self.delayed.iter().next() {
+            if slot.0 > now {
+                break;
+            }
+            if let Some(key) = self.delayed.remove(&slot) {
+                self.delayed_at.remove(&key);
+                if self.processing.contains(&key) {
+                    self.dirty.insert(key);
+                } else if self.queued.insert(key.clone()) {
+                    self.ready.push_back(key);
+                }
+            }
+        }
+    }
+
+    /// The next ready key, marked as processing. Call [`WorkQueue::done`] when finished.
+    pub fn pop(&mut self, now: DateTime<Utc>) -> Option<Key> {
+        self.promote(now);
+        let key = self.ready.pop_front()?;
+        self.queued.remove(&key);
+        self.processing.insert(key.clone());
+        Some(key)
+    }
+
+    /// Removes a specific ready key (tests use it to choose the schedule).
+    pub fn take(&mut self, key: &Key) -> bool {
+        if !self.queued.remove(key) {
+            return false;
+        }
+        self.ready.retain(|k| k != key);
+        self.processing.insert(key.clone());
+        true
+    }
+
+    /// Ends the processing of `key`; re-queues it if it was pushed meanwhile.
+    pub fn done(&mut self, key: &Key) {
+        self.processing.remove(key);
+        if self.dirty.remove(key) {
+            self.push(key.clone());
+        }
+    }
+
+    /// When the earliest delayed key is due.
+    pub fn next_due(&self) -> Option<DateTime<Utc>> {
+        self.delayed.keys().next().map(|(at, _)| *at)
+    }
+
+    /// Nothing ready and nothing being processed (delayed keys may remain).
+    pub fn is_idle(&self) -> bool {
+        self.ready.is_empty() && self.processing.is_empty()
+    }
+
+    /// Ready + processing + delayed.
+    pub fn len(&self) -> usize {
+        self.ready.len() + self.processing.len() + self.delayed.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The ready keys, in order.
+    pub fn ready_keys(&self) -> Vec<Key> {
+        self.ready.iter().cloned().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t0() -> DateTime<Utc> {
+        DateTime::from_timestamp(1_700_000_000, 0).unwrap_or_default()
+    }
+
+    #[test]
+    fn dedups_and_requeues_dirty_keys() {
+        let mut q = WorkQueue::new();
+        let k = Key::Template("a".into());
+        q.push(k.clone());
+        q.push(k.clone());
+        assert_eq!(q.len(), 1);
+        assert_eq!(q.pop(t0()), Some(k.clone()));
+        assert_eq!(q.pop(t0()), None);
+        q.push(k.clone()); // while processing
+        assert_eq!(q.pop(t0()), None, "not handed out twice");
+        q.done(&k);
+        assert_eq!(q.pop(t0()), Some(k.clone()));
+        q.done(&k);
+        assert!(q.is_empty());
+    }
+
+    #[test]
+    fn delayed_keys_come_due() {
+        let mut q = WorkQueue::new();
+        let k = Key::constraint("K", "c");
+        q.push_at(k.clone(), t0() + chrono::Duration::seconds(10));
+        q.push_at(k.clone(), t0() + chrono::Duration::seconds(5));
+        assert_eq!(q.pop(t0()), None);
+        assert!(q.is_idle());
+        assert_eq!(q.next_due(), Some(t0() + chrono::Duration::seconds(5)));
+        assert_eq!(q.pop(t0() + chrono::Duration::seconds(5)), Some(k.clone()));
+        q.done(&k);
+        assert!(q.is_empty());
+        // A push now overrides a delay.
+        q.push_at(k.clone(), t0() + chrono::Duration::seconds(5));
+        q.push(k.clone());
+        assert_eq!(q.len(), 1);
+        assert_eq!(q.pop(t0()), Some(k));
+    }
+}
