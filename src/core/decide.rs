@@ -197,8 +197,7 @@ pub fn decide_constraint(c: &Constraint, opts: &Options) -> ConstraintIntent {
         .filter(|a| !a.is_empty())
         .unwrap_or("deny");
     let mut actions = Vec::new();
-    let reason;
-    if action == "scoped" {
+    let reason = if action == "scoped" {
         for (i, scoped) in c.scoped_actions.iter().enumerate() {
             let targets_vap = scoped
                 .enforcement_points
@@ -222,7 +221,7 @@ pub fn decide_constraint(c: &Constraint, opts: &Options) -> ConstraintIntent {
                 reason: format!("scoped, and no action lists {VAP_ENFORCEMENT_POINT} or *"),
             };
         }
-        reason = format!("scoped to {VAP_ENFORCEMENT_POINT}");
+        format!("scoped to {VAP_ENFORCEMENT_POINT}")
     } else {
         let Some(a) = Action::from_enforcement(action) else {
             return invalid(format!(
@@ -235,8 +234,8 @@ pub fn decide_constraint(c: &Constraint, opts: &Options) -> ConstraintIntent {
             };
         }
         actions.push(a);
-        reason = format!("{action}; --default-create-vap-binding-for-constraints=true");
-    }
+        format!("{action}; --default-create-vap-binding-for-constraints=true")
+    };
     actions.sort();
     actions.dedup();
     if actions.contains(&Action::Deny) && actions.contains(&Action::Warn) {
