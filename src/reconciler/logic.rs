@@ -134,6 +134,13 @@ where
             let desired = generate::policy(&t, &kind, &source, failure_policy);
             let (ready, outcome) = match &observed {
                 None => {
+                    // The VAP vanished under a ready opinion (deleted by someone): withdraw
+                    // readiness before re-creating it, so no new binding is written meanwhile.
+                    if let Some(mut o) = ctx.cache.get(&kind).filter(|o| o.policy_ready) {
+                        o.policy_ready = false;
+                        ctx.cache
+                            .should_generate_vap(&kind, Some(o), world, ctx.queue);
+                    }
                     let w = PlannedWrite::create_policy(
                         &desired,
                         Code::PolicyMissing,

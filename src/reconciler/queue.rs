@@ -31,7 +31,7 @@ impl std::fmt::Display for Key {
     }
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct WorkQueue {
     ready: VecDeque<Key>,
     queued: HashSet<Key>,

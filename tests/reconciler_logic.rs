@@ -1,0 +1,1169 @@
+//! Tier 2: the reconciler logic under adversarial schedules, without a server.
+//!
+//! The same `reconciler::logic` code that runs live runs here against an in-memory world
+//! (stores + writes + a virtual clock). Every write is checked against I1/I2 as it happens;
+//! every quiescent point is checked against I3 with the pure analysis as the oracle
+//! (`analyze(snapshot).plan` empty, no unexpected warning/error finding); I4 by a full resync
+//! that must send zero writes.
+
+use chrono::{DateTime, Utc};
+use kubectl_vap::core::analysis::analyze;
+use kubectl_vap::core::desired::CrdState;
+use kubectl_vap::core::{Code, Options, PlannedWrite, Severity, Verb};
+use kubectl_vap::model::{Binding, Constraint, ConstraintTemplate, Policy, Source};
+use kubectl_vap::reconciler::cache::OpinionCache;
+use kubectl_vap::reconciler::logic::{Ctx, Outcome, reconcile, schedule};
+use kubectl_vap::reconciler::queue::{Key, WorkQueue};
+use kubectl_vap::reconciler::world::{
+    ConstraintStore, Enqueue, TemplateStore, WriteOutcome, Writer,
+};
+use kubectl_vap::snapshot::Snapshot;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+// ---------------------------------------------------------------------------------------------
+// The in-memory world
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Clone, Default)]
+struct State {
+    templates: BTreeMap<String, Value>,
+    constraints: BTreeMap<(String, String), Value>,
+    /// kind → CRD
+    crds: BTreeMap<String, Value>,
+    policies: BTreeMap<String, Value>,
+    bindings: BTreeMap<String, Value>,
+    now: DateTime<Utc>,
+    counter: u64,
+    /// Writes that reached the "server": `verb kind/name`.
+    writes: Vec<String>,
+    /// I1/I2 violations seen at write time.
+    violations: Vec<String>,
+    /// Policies deleted by someone else and not re-created yet: a binding written in that
+    /// window (before the VAP watch event reaches the template side) is not an I1 violation.
+    externally_deleted: std::collections::BTreeSet<String>,
+}
+
+struct MemQueue(Mutex<WorkQueue>);
+
+impl Enqueue for MemQueue {
+    fn enqueue(&self, key: Key) {
+        self.0.lock().unwrap().push(key);
+    }
+    fn enqueue_at(&self, key: Key, at: DateTime<Utc>) {
+        self.0.lock().unwrap().push_at(key, at);
+    }
+}
+
+struct World {
+    st: Mutex<State>,
+    cache: Arc<OpinionCache>,
+    queue: Arc<MemQueue>,
+    opts: Options,
+}
+
+fn t0() -> DateTime<Utc> {
+    DateTime::from_timestamp(1_800_000_000, 0).unwrap()
+}
+
+fn controller_of(v: &Value) -> Option<(String, String, String)> {
+    v["metadata"]["ownerReferences"]
+        .as_array()?
+        .iter()
+        .find(|r| r["controller"] == json!(true))
+        .map(|r| {
+            (
+                r["apiVersion"].as_str().unwrap_or_default().to_string(),
+                r["kind"].as_str().unwrap_or_default().to_string(),
+                r["name"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+}
+
+impl World {
+    fn new(opts: Options) -> World {
+        let mut st = State::default();
+        st.now = t0();
+        World {
+            st: Mutex::new(st),
+            cache: Arc::new(OpinionCache::new()),
+            queue: Arc::new(MemQueue(Mutex::new(WorkQueue::new()))),
+            opts,
+        }
+    }
+
+    fn next(&self, st: &mut State) -> u64 {
+        st.counter += 1;
+        st.counter
+    }
+
+    // --- user / Gatekeeper actions (each is a watch event) ---
+
+    fn set_template(&self, name: &str, generate: Option<bool>) {
+        let kind = kind_of(name);
+        let mut st = self.st.lock().unwrap();
+        let n = self.next(&mut st);
+        let uid = st
+            .templates
+            .get(name)
+            .map(|t| t["metadata"]["uid"].clone())
+            .unwrap_or(json!(format!("uid-t-{n}")));
+        let mut source = json!({
+            "validations": [{ "expression": "has(object.metadata.labels)", "message": "labels" }]
+        });
+        if let Some(g) = generate {
+            source["generateVAP"] = json!(g);
+        }
+        st.templates.insert(
+            name.into(),
+            json!({
+                "apiVersion": "templates.gatekeeper.sh/v1",
+                "kind": "ConstraintTemplate",
+                "metadata": { "name": name, "uid": uid, "resourceVersion": n.to_string() },
+                "spec": {
+                    "crd": { "spec": { "names": { "kind": kind } } },
+                    "targets": [{ "target": "admission.k8s.gatekeeper.sh",
+                                  "code": [{ "engine": "K8sNativeValidation", "source": source }] }]
+                }
+            }),
+        );
+        // Gatekeeper creates the constraint CRD with the template.
+        if !st.crds.contains_key(&kind) {
+            let since = st.now;
+            st.crds.insert(kind.clone(), crd_json(&kind, since));
+            drop(st);
+            self.crd_event(&kind);
+        } else {
+            drop(st);
+        }
+        self.queue.enqueue(Key::Template(name.into()));
+    }
+
+    fn set_invalid_template(&self, name: &str) {
+        let kind = kind_of(name);
+        let mut st = self.st.lock().unwrap();
+        let n = self.next(&mut st);
+        let uid = st
+            .templates
+            .get(name)
+            .map(|t| t["metadata"]["uid"].clone())
+            .unwrap_or(json!(format!("uid-t-{n}")));
+        st.templates.insert(
+            name.into(),
+            json!({
+                "apiVersion": "templates.gatekeeper.sh/v1",
+                "kind": "ConstraintTemplate",
+                "metadata": { "name": name, "uid": uid, "resourceVersion": n.to_string() },
+                "spec": {
+                    "crd": { "spec": { "names": { "kind": kind } } },
+                    "targets": [{ "target": "admission.k8s.gatekeeper.sh",
+                                  "code": [{ "engine": "K8sNativeValidation",
+                                             "source": { "failurePolicy": "Sometimes",
+                                                         "validations": [{ "expression": "true" }] } }] }]
+                }
+            }),
+        );
+        drop(st);
+        self.queue.enqueue(Key::Template(name.into()));
+    }
+
+    /// Deletes the template; the API server's GC (modelled) deletes its CRD and constraints.
+    fn delete_template(&self, name: &str) {
+        let kind = kind_of(name);
+        let mut st = self.st.lock().unwrap();
+        st.templates.remove(name);
+        st.crds.remove(&kind);
+        let gone: Vec<(String, String)> = st
+            .constraints
+            .keys()
+            .filter(|(k, _)| *k == kind)
+            .cloned()
+            .collect();
+        for key in &gone {
+            st.constraints.remove(key);
+        }
+        drop(st);
+        self.queue.enqueue(Key::Template(name.into()));
+        for (k, n) in gone {
+            self.queue.enqueue(Key::constraint(k, n));
+        }
+    }
+
+    fn set_constraint(&self, kind: &str, name: &str, action: &str) {
+        let mut st = self.st.lock().unwrap();
+        let n = self.next(&mut st);
+        let uid = st
+            .constraints
+            .get(&(kind.to_string(), name.to_string()))
+            .map(|c| c["metadata"]["uid"].clone())
+            .unwrap_or(json!(format!("uid-c-{n}")));
+        let spec = if action == "scoped-audit" {
+            json!({ "enforcementAction": "scoped",
+                    "scopedEnforcementActions": [{ "action": "deny", "enforcementPoints": [{ "name": "validation.gatekeeper.sh" }] }] })
+        } else {
+            json!({ "enforcementAction": action })
+        };
+        st.constraints.insert(
+            (kind.into(), name.into()),
+            json!({
+                "apiVersion": "constraints.gatekeeper.sh/v1beta1",
+                "kind": kind,
+                "metadata": { "name": name, "uid": uid, "resourceVersion": n.to_string() },
+                "spec": spec
+            }),
+        );
+        drop(st);
+        self.queue.enqueue(Key::constraint(kind, name));
+    }
+
+    fn delete_constraint(&self, kind: &str, name: &str) {
+        self.st
+            .lock()
+            .unwrap()
+            .constraints
+            .remove(&(kind.to_string(), name.to_string()));
+        self.queue.enqueue(Key::constraint(kind, name));
+    }
+
+    fn crd_event(&self, kind: &str) {
+        for n in self.constraint_names(kind) {
+            self.queue.enqueue(Key::constraint(kind, n));
+        }
+    }
+
+    /// Someone deletes an object we own (drift): the watch maps it to its owner.
+    fn external_delete_policy(&self, name: &str) {
+        let v = {
+            let mut st = self.st.lock().unwrap();
+            st.externally_deleted.insert(name.to_string());
+            st.policies.remove(name)
+        };
+        if let Some(v) = v {
+            self.owner_event(&v);
+        }
+    }
+    fn external_delete_binding(&self, name: &str) {
+        let v = self.st.lock().unwrap().bindings.remove(name);
+        if let Some(v) = v {
+            self.owner_event(&v);
+        }
+    }
+    fn external_edit_binding(&self, name: &str) {
+        let mut st = self.st.lock().unwrap();
+        let n = self.next(&mut st);
+        let v = st.bindings.get_mut(name).map(|b| {
+            b["spec"]["validationActions"] = json!(["Audit"]);
+            b["metadata"]["resourceVersion"] = json!(n.to_string());
+            b.clone()
+        });
+        drop(st);
+        if let Some(v) = v {
+            self.owner_event(&v);
+        }
+    }
+    fn external_edit_policy(&self, name: &str) {
+        let mut st = self.st.lock().unwrap();
+        let n = self.next(&mut st);
+        let v = st.policies.get_mut(name).map(|p| {
+            p["spec"]["validations"] = json!([{ "expression": "true" }]);
+            p["metadata"]["resourceVersion"] = json!(n.to_string());
+            p.clone()
+        });
+        drop(st);
+        if let Some(v) = v {
+            self.owner_event(&v);
+        }
+    }
+    /// An object created by someone else (foreign, legacy, orphan).
+    fn put_binding(&self, v: Value) {
+        let name = v["metadata"]["name"].as_str().unwrap().to_string();
+        self.st.lock().unwrap().bindings.insert(name, v.clone());
+        self.owner_event(&v);
+    }
+    fn put_policy(&self, v: Value) {
+        let name = v["metadata"]["name"].as_str().unwrap().to_string();
+        self.st.lock().unwrap().policies.insert(name, v.clone());
+        self.owner_event(&v);
+    }
+
+    /// The VAP/VAPB watches map an event to the controller owner (the live mapping).
+    fn owner_event(&self, v: &Value) {
+        if let Some((api_version, kind, name)) = controller_of(v) {
+            if api_version.starts_with("templates.gatekeeper.sh/") {
+                self.queue.enqueue(Key::Template(name));
+            } else if api_version.starts_with("constraints.gatekeeper.sh/") {
+                self.queue.enqueue(Key::constraint(kind, name));
+            }
+        }
+    }
+
+    // --- observation ---
+
+    fn snapshot(&self) -> Snapshot {
+        let st = self.st.lock().unwrap();
+        let mut s = Snapshot::default();
+        let all = st
+            .templates
+            .values()
+            .chain(st.constraints.values())
+            .chain(st.crds.values())
+            .chain(st.policies.values())
+            .chain(st.bindings.values());
+        for v in all {
+            s.insert(v.clone(), Source::default()).unwrap();
+        }
+        s.now = Some(st.now);
+        s
+    }
+
+    fn writes(&self) -> Vec<String> {
+        self.st.lock().unwrap().writes.clone()
+    }
+    fn violations(&self) -> Vec<String> {
+        self.st.lock().unwrap().violations.clone()
+    }
+    fn now_(&self) -> DateTime<Utc> {
+        self.st.lock().unwrap().now
+    }
+
+    // --- the driver ---
+
+    fn run_key(&self, key: &Key) {
+        let ctx = Ctx {
+            cache: &self.cache,
+            queue: &*self.queue,
+            opts: &self.opts,
+        };
+        let outcome = futures::executor::block_on(reconcile(key, self, &ctx));
+        let now = self.now_();
+        schedule(&*self.queue, key, &outcome, now, 0);
+        self.queue.0.lock().unwrap().done(key);
+        if let Outcome::Retry(r) = outcome {
+            panic!("unexpected retry in the in-memory world: {r}");
+        }
+    }
+
+    /// Processes `key` if it is ready; returns whether it ran.
+    fn step(&self, key: &Key) -> bool {
+        let taken = self.queue.0.lock().unwrap().take(key);
+        if taken {
+            self.run_key(key);
+        }
+        taken
+    }
+
+    /// Processes the first ready key matching `pred`.
+    fn step_where(&self, pred: impl Fn(&Key) -> bool) -> bool {
+        let ready = self.queue.0.lock().unwrap().ready_keys();
+        match ready.into_iter().find(|k| pred(k)) {
+            Some(k) => self.step(&k),
+            None => false,
+        }
+    }
+
+    /// Runs until nothing is queued, advancing the virtual clock to delayed keys. Returns
+    /// `Err` if the world does not quiesce (a requeue loop).
+    fn drain(&self) -> Result<(), String> {
+        for _ in 0..20_000 {
+            let now = self.now_();
+            let key = self.queue.0.lock().unwrap().pop(now);
+            match key {
+                Some(k) => self.run_key(&k),
+                None => {
+                    let due = self.queue.0.lock().unwrap().next_due();
+                    match due {
+                        Some(at) => {
+                            if at - t0() > chrono::Duration::hours(1) {
+                                return Err("requeued for more than an hour of virtual time: the world does not converge".into());
+                            }
+                            let mut st = self.st.lock().unwrap();
+                            st.now = st.now.max(at);
+                        }
+                        None => return Ok(()),
+                    }
+                }
+            }
+        }
+        Err("more than 20000 reconciles: the world does not quiesce".into())
+    }
+
+    fn advance(&self, secs: i64) {
+        let mut st = self.st.lock().unwrap();
+        st.now += chrono::Duration::seconds(secs);
+    }
+
+    /// Every key the watches would list on a resync.
+    fn enqueue_all(&self) {
+        let st = self.st.lock().unwrap();
+        let mut keys: Vec<Key> = st
+            .templates
+            .keys()
+            .map(|t| Key::Template(t.clone()))
+            .collect();
+        keys.extend(st.constraints.keys().map(|(k, n)| Key::constraint(k, n)));
+        for v in st.policies.values().chain(st.bindings.values()) {
+            if let Some((api_version, kind, name)) = controller_of(v) {
+                if api_version.starts_with("templates.") {
+                    keys.push(Key::Template(name));
+                } else {
+                    keys.push(Key::constraint(kind, name));
+                }
+            }
+        }
+        drop(st);
+        for k in keys {
+            self.queue.enqueue(k);
+        }
+    }
+
+    /// A copy of the world with the same objects, cache and queue.
+    fn fork(&self) -> World {
+        let st = self.st.lock().unwrap().clone();
+        let w = World {
+            st: Mutex::new(st),
+            cache: Arc::new(OpinionCache::new()),
+            queue: Arc::new(MemQueue(Mutex::new(WorkQueue::new()))),
+            opts: self.opts.clone(),
+        };
+        let sink = MemQueue(Mutex::new(WorkQueue::new()));
+        for (kind, opinion) in self.cache.all() {
+            w.cache.should_generate_vap(&kind, Some(opinion), &w, &sink);
+        }
+        *w.queue.0.lock().unwrap() = self.queue.0.lock().unwrap().clone();
+        w
+    }
+}
+
+fn kind_of(template: &str) -> String {
+    // Template names are lower(kind); kinds here are `K` + the rest.
+    let mut k = template.to_string();
+    k.replace_range(0..1, &template[0..1].to_uppercase());
+    k
+}
+
+fn crd_json(kind: &str, since: DateTime<Utc>) -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": { "name": format!("{}.constraints.gatekeeper.sh", kind.to_lowercase()) },
+        "spec": { "group": "constraints.gatekeeper.sh", "names": { "kind": kind, "plural": kind.to_lowercase() } },
+        "status": { "conditions": [{ "type": "Established", "status": "True",
+                                     "lastTransitionTime": since.to_rfc3339_opts(chrono::SecondsFormat::Secs, true) }] }
+    })
+}
+
+impl ConstraintStore for World {
+    fn constraint(&self, kind: &str, name: &str) -> Option<Constraint> {
+        let st = self.st.lock().unwrap();
+        st.constraints
+            .get(&(kind.to_string(), name.to_string()))
+            .map(|v| Constraint::from_value(v.clone(), Source::default()))
+    }
+    fn constraint_names(&self, kind: &str) -> Vec<String> {
+        let st = self.st.lock().unwrap();
+        st.constraints
+            .keys()
+            .filter(|(k, _)| k == kind)
+            .map(|(_, n)| n.clone())
+            .collect()
+    }
+    fn crd_state(&self, kind: &str) -> CrdState {
+        let st = self.st.lock().unwrap();
+        match st.crds.get(kind) {
+            Some(v) => {
+                let info = kubectl_vap::model::CrdInfo::from_value(v, Source::default());
+                if info.established {
+                    CrdState::Established(info.established_since)
+                } else {
+                    CrdState::NotEstablished
+                }
+            }
+            None => CrdState::NotEstablished,
+        }
+    }
+    fn binding(&self, name: &str) -> Option<Binding> {
+        let st = self.st.lock().unwrap();
+        st.bindings
+            .get(name)
+            .map(|v| Binding::from_value(v.clone(), Source::default()).unwrap())
+    }
+    fn now(&self) -> DateTime<Utc> {
+        self.st.lock().unwrap().now
+    }
+}
+
+impl TemplateStore for World {
+    fn template(&self, name: &str) -> Option<ConstraintTemplate> {
+        let st = self.st.lock().unwrap();
+        st.templates
+            .get(name)
+            .map(|v| ConstraintTemplate::from_value(v.clone(), Source::default()))
+    }
+    fn policy(&self, name: &str) -> Option<Policy> {
+        let st = self.st.lock().unwrap();
+        st.policies
+            .get(name)
+            .map(|v| Policy::from_value(v.clone(), Source::default()).unwrap())
+    }
+    fn bindings_of_kind(&self, kind: &str) -> Vec<Binding> {
+        let st = self.st.lock().unwrap();
+        st.bindings
+            .values()
+            .filter(|v| {
+                controller_of(v).is_some_and(|(av, k, _)| {
+                    av.starts_with("constraints.gatekeeper.sh/") && k == kind
+                })
+            })
+            .map(|v| Binding::from_value(v.clone(), Source::default()).unwrap())
+            .collect()
+    }
+}
+
+impl Writer for World {
+    fn write(&self, w: &PlannedWrite) -> impl std::future::Future<Output = WriteOutcome> + Send {
+        let outcome = self.apply(w);
+        if outcome == WriteOutcome::Done {
+            // Our own write comes back as a watch event on its owner.
+            if let Some(body) = &w.body {
+                self.owner_event(body);
+            }
+        }
+        std::future::ready(outcome)
+    }
+}
+
+impl World {
+    fn apply(&self, w: &PlannedWrite) -> WriteOutcome {
+        let mut st = self.st.lock().unwrap();
+        let is_policy = w.object.kind == "ValidatingAdmissionPolicy";
+        let name = w.object.name.clone();
+        st.writes
+            .push(format!("{} {}/{}", w.verb.as_str(), w.object.kind, name));
+        // I1: a binding is written only while its kind's opinion is generate + policy ready,
+        // and its policy exists.
+        if !is_policy && w.verb != Verb::Delete {
+            let body = w.body.as_ref().unwrap();
+            let policy = body["spec"]["policyName"].as_str().unwrap_or_default();
+            let kind = controller_of(body).map(|c| c.1).unwrap_or_default();
+            let opinion = self.cache.get(&kind);
+            if !st.policies.contains_key(policy) && !st.externally_deleted.contains(policy) {
+                st.violations.push(format!(
+                    "I1: {name} written while its policy {policy} does not exist"
+                ));
+            }
+            if !opinion
+                .as_ref()
+                .is_some_and(|o| o.generate && o.policy_ready)
+            {
+                st.violations.push(format!(
+                    "I1: {name} written while the opinion of {kind} is {opinion:?}"
+                ));
+            }
+        }
+        // I2: a VAP is deleted only after the opinion is off and its kind's bindings are gone.
+        if is_policy && w.verb == Verb::Delete {
+            let kind = st
+                .policies
+                .get(&name)
+                .and_then(|p| p["spec"]["paramKind"]["kind"].as_str().map(str::to_string));
+            if let Some(kind) = kind {
+                let left: Vec<String> = st
+                    .bindings
+                    .iter()
+                    .filter(|(_, v)| controller_of(v).is_some_and(|c| c.1 == kind))
+                    .map(|(n, _)| n.clone())
+                    .collect();
+                if !left.is_empty() {
+                    st.violations
+                        .push(format!("I2: {name} deleted while bindings {left:?} remain"));
+                }
+                if self.cache.get(&kind).is_some_and(|o| o.generate) {
+                    st.violations.push(format!(
+                        "I2: {name} deleted while the opinion of {kind} is generate"
+                    ));
+                }
+            }
+        }
+        let n = self.next(&mut st);
+        if is_policy && w.verb == Verb::Create {
+            st.externally_deleted.remove(&name);
+        }
+        let map = if is_policy {
+            &mut st.policies
+        } else {
+            &mut st.bindings
+        };
+        match w.verb {
+            Verb::Create => {
+                if map.contains_key(&name) {
+                    return WriteOutcome::Retry(format!("{name} already exists"));
+                }
+                let mut body = w.body.clone().unwrap();
+                body["metadata"]["uid"] = json!(format!("uid-{n}"));
+                body["metadata"]["resourceVersion"] = json!(n.to_string());
+                map.insert(name, body);
+            }
+            Verb::Update => {
+                let Some(cur) = map.get(&name) else {
+                    return WriteOutcome::Retry(format!("{name} is gone"));
+                };
+                let body = w.body.clone().unwrap();
+                if body["metadata"]["resourceVersion"] != cur["metadata"]["resourceVersion"] {
+                    return WriteOutcome::Retry(format!("{name}: resourceVersion conflict"));
+                }
+                let mut body = body;
+                body["metadata"]["uid"] = cur["metadata"]["uid"].clone();
+                body["metadata"]["resourceVersion"] = json!(n.to_string());
+                map.insert(name, body);
+            }
+            Verb::Delete => {
+                let Some(cur) = map.get(&name) else {
+                    return WriteOutcome::Done;
+                };
+                if w.uid.as_deref() != cur["metadata"]["uid"].as_str()
+                    || w.resource_version.as_deref() != cur["metadata"]["resourceVersion"].as_str()
+                {
+                    return WriteOutcome::Retry(format!("{name}: precondition failed"));
+                }
+                map.remove(&name);
+            }
+        }
+        WriteOutcome::Done
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Checks
+// ---------------------------------------------------------------------------------------------
+
+/// I3: the analysis of the world proposes no write and finds nothing unexpected.
+fn check_i3(w: &World, context: &str, allowed: &[Code]) {
+    let snap = w.snapshot();
+    let a = analyze(&snap, &w.opts);
+    let plan: Vec<String> = a
+        .plan
+        .iter()
+        .map(|p| format!("{} {} ({})", p.verb.as_str(), p.object, p.reason))
+        .collect();
+    assert!(
+        plan.is_empty(),
+        "{context}: I3: at quiescence the plan is not empty: {plan:#?}"
+    );
+    let bad: Vec<String> = a
+        .findings
+        .iter()
+        .filter(|f| f.severity != Severity::Info && !allowed.contains(&f.code))
+        .map(|f| format!("{} {}: {}", f.code, f.object, f.message))
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "{context}: I3: unexpected findings: {bad:#?}"
+    );
+}
+
+fn check_i1_i2(w: &World, context: &str) {
+    let v = w.violations();
+    assert!(v.is_empty(), "{context}: {v:#?}");
+}
+
+/// I4: a full resync sends no write.
+fn check_i4(w: &World, context: &str) {
+    let before = w.writes().len();
+    w.enqueue_all();
+    w.drain().unwrap_or_else(|e| panic!("{context}: {e}"));
+    let after = w.writes();
+    assert_eq!(
+        after.len(),
+        before,
+        "{context}: I4: steady state sent writes: {:?}",
+        &after[before..]
+    );
+}
+
+fn quiesce(w: &World, context: &str, allowed: &[Code]) {
+    w.drain().unwrap_or_else(|e| panic!("{context}: {e}"));
+    check_i1_i2(w, context);
+    check_i3(w, context, allowed);
+}
+
+fn opts(wait_secs: u64) -> Options {
+    Options {
+        binding_wait: Duration::from_secs(wait_secs),
+        ..Options::default()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// gatekeeper#3287, every interleaving
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Step {
+    /// A template event: the user sets generateVAP.
+    Set(bool),
+    /// The (slow) template reconciler runs once, if its key is queued.
+    ReconcileTemplate,
+    /// A constraint event (the user touches the constraint).
+    Touch,
+    /// The (fast) constraint reconciler runs once, if its key is queued.
+    ReconcileConstraint,
+}
+
+const T: &str = "k8srace";
+const K: &str = "K8srace";
+const C: &str = "c1";
+
+fn interleavings(a: &[Step], b: &[Step]) -> Vec<Vec<Step>> {
+    if a.is_empty() {
+        return vec![b.to_vec()];
+    }
+    if b.is_empty() {
+        return vec![a.to_vec()];
+    }
+    let mut out = Vec::new();
+    for mut rest in interleavings(&a[1..], b) {
+        rest.insert(0, a[0]);
+        out.push(rest);
+    }
+    for mut rest in interleavings(a, &b[1..]) {
+        rest.insert(0, b[0]);
+        out.push(rest);
+    }
+    out
+}
+
+/// The template side's chains: events e1 e2 e3 with exactly two template reconciles placed
+/// anywhere after e1 (the coalescing of a slow reconciler).
+fn template_chains(events: [bool; 3]) -> Vec<Vec<Step>> {
+    let mut out = Vec::new();
+    for first in 0..3 {
+        for second in first..3 {
+            let mut chain = Vec::new();
+            for (i, e) in events.iter().enumerate() {
+                chain.push(Step::Set(*e));
+                if i == first {
+                    chain.push(Step::ReconcileTemplate);
+                }
+                if i == second {
+                    chain.push(Step::ReconcileTemplate);
+                }
+            }
+            out.push(chain);
+        }
+    }
+    out
+}
+
+fn apply_step(w: &World, s: Step) {
+    match s {
+        Step::Set(g) => w.set_template(T, Some(g)),
+        Step::ReconcileTemplate => {
+            w.step(&Key::Template(T.into()));
+        }
+        Step::Touch => w.set_constraint(K, C, "deny"),
+        Step::ReconcileConstraint => {
+            w.step_where(|k| matches!(k, Key::Constraint { .. }));
+        }
+    }
+}
+
+fn race_world(initial: bool) -> World {
+    let w = World::new(opts(0));
+    w.set_template(T, Some(initial));
+    w.set_constraint(K, C, "deny");
+    w.advance(60);
+    quiesce(&w, "initial steady state", &[]);
+    let snap = w.snapshot();
+    assert_eq!(snap.policies.len(), usize::from(initial));
+    assert_eq!(snap.bindings.len(), usize::from(initial));
+    w
+}
+
+fn run_race(initial: bool, events: [bool; 3]) -> usize {
+    let constraint_chain = [
+        Step::Touch,
+        Step::ReconcileConstraint,
+        Step::Touch,
+        Step::ReconcileConstraint,
+    ];
+    let mut runs = 0;
+    for chain in template_chains(events) {
+        for schedule in interleavings(&chain, &constraint_chain) {
+            let w = race_world(initial);
+            for (i, s) in schedule.iter().enumerate() {
+                apply_step(&w, *s);
+                let ctx = format!("initial={initial} schedule={schedule:?} after step {i}");
+                check_i1_i2(&w, &ctx);
+                // Every prefix, run to quiescence, must satisfy I1–I3.
+                let f = w.fork();
+                quiesce(&f, &ctx, &[]);
+            }
+            let ctx = format!("initial={initial} schedule={schedule:?} at the end");
+            quiesce(&w, &ctx, &[]);
+            check_i4(&w, &ctx);
+            // The final state follows the last event.
+            let snap = w.snapshot();
+            assert_eq!(snap.policies.len(), usize::from(events[2]), "{ctx}");
+            assert_eq!(snap.bindings.len(), usize::from(events[2]), "{ctx}");
+            runs += 1;
+        }
+    }
+    runs
+}
+
+/// gatekeeper#3287 exactly: generateVAP no → yes → no on the slow template side (only two
+/// reconciles), a fast constraint side; no binding may ever be written without its VAP.
+#[test]
+fn race_3287_off_on_off_every_interleaving() {
+    let runs = run_race(false, [false, true, false]);
+    assert_eq!(runs, 6 * 126);
+}
+
+/// The mirror: yes → no → yes from a bound steady state (turning off must delete bindings
+/// before the VAP, turning on must write the VAP before bindings).
+#[test]
+fn race_3287_on_off_on_every_interleaving() {
+    let runs = run_race(true, [true, false, true]);
+    assert_eq!(runs, 6 * 126);
+}
+
+/// Turning off from a bound steady state, every interleaving.
+#[test]
+fn race_turn_off_every_interleaving() {
+    run_race(true, [true, true, false]);
+    run_race(false, [true, false, false]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Focused behaviours
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn turning_on_writes_the_policy_then_the_binding_then_nothing() {
+    let w = World::new(opts(0));
+    w.set_constraint(K, C, "deny");
+    w.set_template(T, Some(true));
+    w.advance(1);
+    quiesce(&w, "on", &[]);
+    assert_eq!(
+        w.writes(),
+        vec![
+            "create ValidatingAdmissionPolicy/gatekeeper-k8srace".to_string(),
+            "create ValidatingAdmissionPolicyBinding/gatekeeper-k8srace-c1".to_string(),
+        ]
+    );
+    check_i4(&w, "steady");
+}
+
+#[test]
+fn turning_off_deletes_bindings_then_the_policy() {
+    let w = World::new(opts(0));
+    w.set_template(T, Some(true));
+    w.set_constraint(K, C, "deny");
+    w.set_constraint(K, "c2", "warn");
+    quiesce(&w, "on", &[]);
+    let before = w.writes().len();
+    w.set_template(T, Some(false));
+    quiesce(&w, "off", &[]);
+    let writes = w.writes()[before..].to_vec();
+    assert_eq!(writes.len(), 3, "{writes:?}");
+    assert_eq!(
+        writes.last().map(String::as_str),
+        Some("delete ValidatingAdmissionPolicy/gatekeeper-k8srace")
+    );
+}
+
+#[test]
+fn one_change_is_one_write() {
+    let w = World::new(opts(0));
+    w.set_template(T, Some(true));
+    w.set_constraint(K, C, "deny");
+    quiesce(&w, "on", &[]);
+    let before = w.writes().len();
+    w.set_constraint(K, C, "warn");
+    quiesce(&w, "warn", &[]);
+    assert_eq!(
+        w.writes()[before..].to_vec(),
+        vec!["update ValidatingAdmissionPolicyBinding/gatekeeper-k8srace-c1".to_string()]
+    );
+    let before = w.writes().len();
+    w.set_constraint(K, C, "scoped-audit");
+    quiesce(&w, "not vap", &[]);
+    assert_eq!(
+        w.writes()[before..].to_vec(),
+        vec!["delete ValidatingAdmissionPolicyBinding/gatekeeper-k8srace-c1".to_string()]
+    );
+}
+
+#[test]
+fn binding_waits_for_the_crd_then_is_written_once() {
+    let w = World::new(opts(30));
+    w.set_template(T, Some(true)); // CRD established now
+    w.set_constraint(K, C, "deny");
+    // Run what is ready without advancing time: the policy, but no binding yet.
+    loop {
+        let now = w.now_();
+        let k = w.queue.0.lock().unwrap().pop(now);
+        match k {
+            Some(k) => w.run_key(&k),
+            None => break,
+        }
+    }
+    assert_eq!(
+        w.snapshot().bindings.len(),
+        0,
+        "no binding within --binding-wait"
+    );
+    let a = analyze(&w.snapshot(), &w.opts);
+    assert!(a.findings.iter().any(|f| f.code == Code::BindingWaiting));
+    // The requeue lands after the wait; draining advances the clock to it.
+    quiesce(&w, "after the wait", &[]);
+    assert_eq!(w.snapshot().bindings.len(), 1);
+    assert!(w.now_() >= t0() + chrono::Duration::seconds(30));
+}
+
+#[test]
+fn crd_not_established_means_no_binding_until_it_is() {
+    let w = World::new(opts(0));
+    w.set_template(T, Some(true));
+    {
+        let mut st = w.st.lock().unwrap();
+        st.crds.get_mut(K).unwrap()["status"]["conditions"][0]["status"] = json!("False");
+    }
+    w.set_constraint(K, C, "deny");
+    w.drain().unwrap();
+    assert_eq!(w.snapshot().bindings.len(), 0);
+    {
+        let mut st = w.st.lock().unwrap();
+        let now = st.now;
+        st.crds.insert(K.into(), crd_json(K, now));
+    }
+    w.crd_event(K);
+    quiesce(&w, "established", &[]);
+    assert_eq!(w.snapshot().bindings.len(), 1);
+}
+
+#[test]
+fn drift_is_repaired_at_once() {
+    let w = World::new(opts(0));
+    w.set_template(T, Some(true));
+    w.set_constraint(K, C, "deny");
+    quiesce(&w, "on", &[]);
+    let n = w.writes().len();
+    w.external_edit_binding("gatekeeper-k8srace-c1");
+    quiesce(&w, "binding edited", &[]);
+    w.external_edit_policy("gatekeeper-k8srace");
+    quiesce(&w, "policy edited", &[]);
+    w.external_delete_binding("gatekeeper-k8srace-c1");
+    quiesce(&w, "binding deleted", &[]);
+    w.external_delete_policy("gatekeeper-k8srace");
+    quiesce(&w, "policy deleted", &[]);
+    assert_eq!(
+        w.writes()[n..].to_vec(),
+        vec![
+            "update ValidatingAdmissionPolicyBinding/gatekeeper-k8srace-c1",
+            "update ValidatingAdmissionPolicy/gatekeeper-k8srace",
+            "create ValidatingAdmissionPolicyBinding/gatekeeper-k8srace-c1",
+            "create ValidatingAdmissionPolicy/gatekeeper-k8srace",
+        ]
+    );
+}
+
+#[test]
+fn foreign_objects_are_never_touched_and_orphans_and_legacy_names_are_swept() {
+    let w = World::new(opts(0));
+    w.set_template(T, Some(true));
+    w.set_constraint(K, C, "deny");
+    quiesce(&w, "on", &[]);
+    // A foreign binding with the name another constraint needs.
+    w.put_binding(json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": { "name": "gatekeeper-k8srace-c2", "uid": "f1", "resourceVersion": "1",
+                      "ownerReferences": [{ "apiVersion": "apps/v1", "kind": "Deployment", "name": "x", "uid": "d", "controller": true }] },
+        "spec": { "policyName": "gatekeeper-k8srace", "validationActions": ["Deny"] }
+    }));
+    w.set_constraint(K, "c2", "deny");
+    // A legacy-named binding controlled by c1, and an orphan VAP of a deleted template.
+    let c1_uid = w.constraint(K, C).unwrap().meta.uid;
+    w.put_binding(json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": { "name": "gatekeeper-c1", "uid": "l1", "resourceVersion": "1",
+                      "ownerReferences": [{ "apiVersion": "constraints.gatekeeper.sh/v1beta1", "kind": K, "name": C, "uid": c1_uid, "controller": true }] },
+        "spec": { "policyName": "gatekeeper-k8srace", "validationActions": ["Deny"] }
+    }));
+    w.put_policy(json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+        "metadata": { "name": "gatekeeper-k8sgone", "uid": "o1", "resourceVersion": "1",
+                      "ownerReferences": [{ "apiVersion": "templates.gatekeeper.sh/v1beta1", "kind": "ConstraintTemplate", "name": "k8sgone", "uid": "x", "controller": true }] },
+        "spec": { "paramKind": { "apiVersion": "constraints.gatekeeper.sh/v1beta1", "kind": "K8sgone" },
+                  "validations": [{ "expression": "true" }] }
+    }));
+    quiesce(&w, "swept", &[Code::BindingForeign]);
+    let snap = w.snapshot();
+    let names: Vec<&str> = snap.bindings.iter().map(|b| b.name()).collect();
+    assert_eq!(names, ["gatekeeper-k8srace-c1", "gatekeeper-k8srace-c2"]);
+    assert_eq!(
+        snap.bindings[1].meta.uid, "f1",
+        "the foreign binding is untouched"
+    );
+    assert_eq!(snap.policies.len(), 1, "the orphan VAP is deleted");
+}
+
+#[test]
+fn invalid_template_freezes_what_exists() {
+    let w = World::new(opts(0));
+    w.set_template(T, Some(true));
+    w.set_constraint(K, C, "deny");
+    quiesce(&w, "on", &[]);
+    let n = w.writes().len();
+    w.set_invalid_template(T);
+    w.set_constraint(K, C, "warn");
+    quiesce(&w, "frozen", &[Code::TemplateError]);
+    assert_eq!(
+        w.writes().len(),
+        n,
+        "nothing is written while the template is invalid"
+    );
+}
+
+#[test]
+fn template_and_constraint_deletion_clean_up_without_gc() {
+    let w = World::new(opts(0));
+    w.set_template(T, Some(true));
+    w.set_constraint(K, C, "deny");
+    w.set_constraint(K, "c2", "deny");
+    quiesce(&w, "on", &[]);
+    w.delete_constraint(K, "c2");
+    quiesce(&w, "constraint deleted", &[]);
+    assert_eq!(w.snapshot().bindings.len(), 1);
+    w.delete_template(T);
+    quiesce(&w, "template deleted", &[]);
+    let snap = w.snapshot();
+    assert!(snap.bindings.is_empty() && snap.policies.is_empty());
+}
+
+#[test]
+fn a_copy_that_may_not_write_keeps_the_cache_warm_and_writes_nothing() {
+    // The constraint side reads only the cache; a non-leader computes the same opinions.
+    let w = World::new(opts(0));
+    w.set_template(T, Some(true));
+    w.set_constraint(K, C, "deny");
+    quiesce(&w, "on", &[]);
+    let opinion = w.cache.get(K).unwrap();
+    assert!(opinion.generate && opinion.policy_ready);
+    w.set_template(T, None);
+    quiesce(&w, "unset generateVAP with the default flag on", &[]);
+    assert!(w.cache.get(K).unwrap().generate);
+}
+
+// ---------------------------------------------------------------------------------------------
+// A randomized storm
+// ---------------------------------------------------------------------------------------------
+
+mod storm {
+    use super::*;
+    use proptest::prelude::*;
+
+    const TEMPLATES: [&str; 3] = ["k8sa", "k8sb", "k8sc"];
+    const CONSTRAINTS: [&str; 3] = ["x", "y", "z"];
+    const ACTIONS: [&str; 4] = ["deny", "warn", "dryrun", "scoped-audit"];
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        SetTemplate(usize, Option<bool>),
+        InvalidTemplate(usize),
+        DeleteTemplate(usize),
+        SetConstraint(usize, usize, usize),
+        DeleteConstraint(usize, usize),
+        /// Process the n-th ready key (a random schedule).
+        Process(usize),
+        Advance(u8),
+        DeleteOwnedObject(usize),
+        /// Run to quiescence and check I1–I4.
+        Quiesce,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            3 => (0..3usize, prop_oneof![Just(None), Just(Some(true)), Just(Some(false))])
+                .prop_map(|(t, g)| Op::SetTemplate(t, g)),
+            1 => (0..3usize).prop_map(Op::InvalidTemplate),
+            1 => (0..3usize).prop_map(Op::DeleteTemplate),
+            3 => (0..3usize, 0..3usize, 0..4usize).prop_map(|(t, c, a)| Op::SetConstraint(t, c, a)),
+            1 => (0..3usize, 0..3usize).prop_map(|(t, c)| Op::DeleteConstraint(t, c)),
+            8 => (0..16usize).prop_map(Op::Process),
+            1 => (0..40u8).prop_map(Op::Advance),
+            1 => (0..8usize).prop_map(Op::DeleteOwnedObject),
+            1 => Just(Op::Quiesce),
+        ]
+    }
+
+    fn run(ops: &[Op], wait: u64, default_create: bool) {
+        let mut o = opts(wait);
+        o.default_create_vap_for_templates = default_create;
+        let w = World::new(o);
+        for (i, op) in ops.iter().enumerate() {
+            let ctx = format!("op {i} {op:?}");
+            match op {
+                Op::SetTemplate(t, g) => w.set_template(TEMPLATES[*t], *g),
+                Op::InvalidTemplate(t) => w.set_invalid_template(TEMPLATES[*t]),
+                Op::DeleteTemplate(t) => w.delete_template(TEMPLATES[*t]),
+                Op::SetConstraint(t, c, a) => {
+                    let kind = kind_of(TEMPLATES[*t]);
+                    // Constraints exist only while their CRD does.
+                    if w.st.lock().unwrap().crds.contains_key(&kind) {
+                        w.set_constraint(&kind, CONSTRAINTS[*c], ACTIONS[*a]);
+                    }
+                }
+                Op::DeleteConstraint(t, c) => {
+                    w.delete_constraint(&kind_of(TEMPLATES[*t]), CONSTRAINTS[*c])
+                }
+                Op::Process(n) => {
+                    let ready = w.queue.0.lock().unwrap().ready_keys();
+                    if !ready.is_empty() {
+                        let k = ready[n % ready.len()].clone();
+                        w.step(&k);
+                    }
+                }
+                Op::Advance(s) => w.advance(i64::from(*s)),
+                Op::DeleteOwnedObject(n) => {
+                    let (ps, bs): (Vec<String>, Vec<String>) = {
+                        let st = w.st.lock().unwrap();
+                        (
+                            st.policies.keys().cloned().collect(),
+                            st.bindings.keys().cloned().collect(),
+                        )
+                    };
+                    if n % 2 == 0 && !ps.is_empty() {
+                        w.external_delete_policy(&ps[n / 2 % ps.len()]);
+                    } else if !bs.is_empty() {
+                        w.external_delete_binding(&bs[n / 2 % bs.len()]);
+                    }
+                }
+                Op::Quiesce => {
+                    quiesce(&w, &ctx, &[Code::TemplateError]);
+                    check_i4(&w, &ctx);
+                }
+            }
+            check_i1_i2(&w, &ctx);
+        }
+        quiesce(&w, "end", &[Code::TemplateError]);
+        check_i4(&w, "end");
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 300, failure_persistence: None, rng_seed: proptest::test_runner::RngSeed::Fixed(3287), ..ProptestConfig::default() })]
+
+        #[test]
+        fn storm_of_template_flips_and_constraint_churn(ops in proptest::collection::vec(op(), 1..80)) {
+            run(&ops, 0, true);
+        }
+
+        #[test]
+        fn storm_with_binding_wait_and_default_off(ops in proptest::collection::vec(op(), 1..80)) {
+            run(&ops, 30, false);
+        }
+    }
+}
