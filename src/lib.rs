@@ -11,3 +11,4 @@ pub mod logging;
 pub mod model;
 pub mod reconciler;
 pub mod snapshot;
+pub mod tui;

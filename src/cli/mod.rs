@@ -31,6 +31,6 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             anyhow::bail!("the live reconciler is not built yet")
         }
         Some(Command::Install { .. }) => anyhow::bail!("install --print is not built yet"),
-        None => anyhow::bail!("the TUI is not built yet; try `kubectl vap check -f assets/demo`"),
+        None => crate::tui::run(&cli),
     }
 }

@@ -1,0 +1,86 @@
+//! Everything that can happen to the UI is one `Action`; `update` turns an action into the next
+//! one (or none). Keys map to actions through the keymap; data and timers arrive as actions too.
+
+use super::data::Data;
+use std::sync::Arc;
+
+/// A write the user asked for. The source carries it out (live) or refuses it (offline).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteCommand {
+    /// Re-enqueue every constraint of the template's kind (`kubectl vap replay TEMPLATE`).
+    Replay(String),
+    /// Reconcile the template's VAP and bindings (`kubectl vap reconcile TEMPLATE`).
+    Reconcile(String),
+    /// Reconcile everything (`kubectl vap reconcile --all`).
+    ReconcileAll,
+}
+
+impl WriteCommand {
+    /// The question the confirmation asks.
+    pub fn prompt(&self) -> String {
+        match self {
+            WriteCommand::Replay(t) => format!("Replay every constraint of template {t}?"),
+            WriteCommand::Reconcile(t) => {
+                format!("Reconcile template {t} (its VAP and bindings)?")
+            }
+            WriteCommand::ReconcileAll => "Reconcile everything (all templates, orphans)?".into(),
+        }
+    }
+    /// The one-shot command line that does the same.
+    pub fn cli(&self) -> String {
+        match self {
+            WriteCommand::Replay(t) => format!("kubectl vap replay {t}"),
+            WriteCommand::Reconcile(t) => format!("kubectl vap reconcile {t}"),
+            WriteCommand::ReconcileAll => "kubectl vap reconcile --all".into(),
+        }
+    }
+}
+
+/// How a flash message is coloured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    Info,
+    Warn,
+    Error,
+}
+
+#[derive(Debug, Clone)]
+pub enum Action {
+    // Keys (the keymap's actions).
+    Quit,
+    Help,
+    Back,
+    StartFilter,
+    Enter,
+    Yaml,
+    Diff,
+    FaultsOnly,
+    Replay,
+    Reconcile,
+    ReconcileAll,
+    Up,
+    Down,
+    Left,
+    Right,
+    PageUp,
+    PageDown,
+    First,
+    Last,
+    // Filter input.
+    FilterPush(char),
+    FilterPop,
+    FilterDone,
+    FilterCancel,
+    // The one confirmation path for writes.
+    Ask(WriteCommand),
+    ConfirmYes,
+    ConfirmNo,
+    /// Carry out a confirmed write: handled by the runtime (it talks to the source), never by
+    /// `update`.
+    Execute(WriteCommand),
+    // From the outside.
+    Data(Arc<Data>),
+    Flash(Level, String),
+    Resize(u16, u16),
+    Tick,
+}

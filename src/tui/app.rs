@@ -1,0 +1,439 @@
+//! The UI state and `update`: the only place that changes it. `update` does no IO; a confirmed
+//! write comes back as `Action::Execute`, which the runtime hands to the data source.
+
+use super::action::{Action, Level, WriteCommand};
+use super::data::{Data, EventLine};
+use super::detail;
+use super::keymap::{Key, Keymap, Screen};
+use super::tree_view::{Filter, TreeView, node_at};
+use crate::core::tree::{Node, NodeKind};
+use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use ratatui::text::Line;
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long an info flash stays (errors stay until the next key).
+pub const FLASH_TTL: Duration = Duration::from_secs(6);
+/// Lines kept in the event log.
+pub const LOG_CAP: usize = 500;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DocKind {
+    Yaml,
+    Diff,
+}
+
+/// A full-screen document (YAML or diff) of one node.
+pub struct Doc {
+    pub kind: DocKind,
+    pub title: String,
+    pub lines: Vec<Line<'static>>,
+    pub scroll: usize,
+}
+
+pub struct Flash {
+    pub level: Level,
+    pub text: String,
+    pub at: Instant,
+}
+
+pub struct App {
+    pub keymap: Keymap,
+    pub data: Option<Arc<Data>>,
+    pub tree: TreeView,
+    pub filter: Filter,
+    /// The filter is being typed (`/`).
+    pub editing_filter: bool,
+    pub screen: Screen,
+    pub help_scroll: usize,
+    pub doc: Option<Doc>,
+    /// A write waiting for y/n.
+    pub confirm: Option<WriteCommand>,
+    pub flash: Option<Flash>,
+    /// The event log pane: reconcile actions (live) and command outcomes.
+    pub log: VecDeque<EventLine>,
+    last_seq: Option<u64>,
+    local_seq: u64,
+    /// Rows of the tree pane, for page up/down (kept up to date by the view's size).
+    pub page: usize,
+    pub quit: bool,
+}
+
+impl App {
+    pub fn new(readonly: bool) -> Self {
+        App {
+            keymap: Keymap::new(readonly),
+            data: None,
+            tree: TreeView::default(),
+            filter: Filter::default(),
+            editing_filter: false,
+            screen: Screen::Main,
+            help_scroll: 0,
+            doc: None,
+            confirm: None,
+            flash: None,
+            log: VecDeque::new(),
+            last_seq: None,
+            local_seq: 0,
+            page: 20,
+            quit: false,
+        }
+    }
+
+    /// What a key means right now: filter typing and confirmation first, then the keymap.
+    pub fn key_action(&self, ev: &KeyEvent) -> Option<Action> {
+        if ev.kind == KeyEventKind::Release {
+            return None;
+        }
+        let ctrl_c = ev.modifiers.contains(KeyModifiers::CONTROL) && ev.code == KeyCode::Char('c');
+        if ctrl_c {
+            return Some(Action::Quit);
+        }
+        if self.editing_filter {
+            return match ev.code {
+                KeyCode::Char(c) if !ev.modifiers.contains(KeyModifiers::CONTROL) => {
+                    Some(Action::FilterPush(c))
+                }
+                KeyCode::Backspace => Some(Action::FilterPop),
+                KeyCode::Enter => Some(Action::FilterDone),
+                KeyCode::Esc => Some(Action::FilterCancel),
+                _ => None,
+            };
+        }
+        if self.confirm.is_some() {
+            return match ev.code {
+                KeyCode::Char('y') | KeyCode::Enter => Some(Action::ConfirmYes),
+                KeyCode::Char('n') | KeyCode::Esc => Some(Action::ConfirmNo),
+                _ => None,
+            };
+        }
+        self.keymap.lookup(self.screen, Key::from_event(ev)?)
+    }
+
+    pub fn selected_node(&self) -> Option<&Node> {
+        let data = self.data.as_ref()?;
+        let key = *self.tree.state.selected().last()?;
+        node_at(&data.analysis.tree, self.tree.path_of(key)?)
+    }
+
+    /// The top-level node of the selection (a template, or the orphans group).
+    fn selected_root(&self) -> Option<&Node> {
+        let data = self.data.as_ref()?;
+        let key = *self.tree.state.selected().first()?;
+        node_at(&data.analysis.tree, self.tree.path_of(key)?)
+    }
+
+    fn flash(&mut self, level: Level, text: impl Into<String>) {
+        let text = text.into();
+        self.log_local(level == Level::Error, text.clone());
+        self.flash = Some(Flash {
+            level,
+            text,
+            at: Instant::now(),
+        });
+    }
+
+    fn log_local(&mut self, error: bool, text: String) {
+        self.local_seq += 1;
+        self.push_log(EventLine {
+            seq: self.local_seq,
+            time: chrono::Local::now().format("%H:%M:%S").to_string(),
+            error,
+            text,
+        });
+    }
+
+    fn push_log(&mut self, line: EventLine) {
+        self.log.push_back(line);
+        while self.log.len() > LOG_CAP {
+            self.log.pop_front();
+        }
+    }
+
+    fn rebuild(&mut self) {
+        if let Some(data) = &self.data {
+            self.tree.rebuild(&data.analysis.tree, &self.filter);
+        }
+    }
+
+    fn open_doc(&mut self, kind: DocKind) {
+        let Some(node) = self.selected_node() else {
+            self.flash(Level::Warn, "nothing selected");
+            return;
+        };
+        let Some(data) = self.data.clone() else {
+            return;
+        };
+        let (title, lines) = match kind {
+            DocKind::Yaml => detail::yaml(&data, node),
+            DocKind::Diff => detail::diff(&data, node),
+        };
+        self.doc = Some(Doc {
+            kind,
+            title,
+            lines,
+            scroll: 0,
+        });
+        self.screen = Screen::Doc;
+    }
+
+    fn set_data(&mut self, data: Arc<Data>) {
+        let first = self.data.is_none();
+        // Reconciler events not shown yet.
+        for e in &data.events {
+            if self.last_seq.is_none_or(|s| e.seq > s) {
+                self.push_log(e.clone());
+            }
+        }
+        if let Some(last) = data.events.last() {
+            self.last_seq = Some(last.seq);
+        }
+        self.tree
+            .set_tree(&data.analysis.tree, &data.analysis.findings, &self.filter);
+        self.data = Some(data.clone());
+        if first {
+            let s = &data.summary;
+            self.log_local(
+                false,
+                format!(
+                    "loaded {} objects: {} errors, {} warnings, {} infos, {} planned writes",
+                    data.snapshot.object_count(),
+                    s.errors,
+                    s.warnings,
+                    s.infos,
+                    data.analysis.plan.len()
+                ),
+            );
+        }
+        // A document on screen follows the data.
+        if let Some(kind) = self.doc.as_ref().map(|d| d.kind) {
+            let scroll = self.doc.as_ref().map_or(0, |d| d.scroll);
+            self.open_doc(kind);
+            if let Some(d) = &mut self.doc {
+                d.scroll = scroll;
+            }
+        }
+    }
+
+    /// The write `p`/`r`/`R` stand for, or why there is none.
+    fn write_for(&self, action: &Action) -> Result<WriteCommand, String> {
+        if let Action::ReconcileAll = action {
+            return Ok(WriteCommand::ReconcileAll);
+        }
+        let root = self.selected_root().ok_or("nothing selected")?;
+        if root.kind != NodeKind::Template {
+            return Err(match action {
+                Action::Replay => "replay works on a template: select one".into(),
+                _ => "orphans belong to no template: R (reconcile all) sweeps them".into(),
+            });
+        }
+        Ok(match action {
+            Action::Replay => WriteCommand::Replay(root.label.clone()),
+            _ => WriteCommand::Reconcile(root.label.clone()),
+        })
+    }
+
+    fn scroll(&mut self, f: impl Fn(usize, usize) -> usize) {
+        match self.screen {
+            Screen::Doc => {
+                if let Some(d) = &mut self.doc {
+                    let max = d.lines.len().saturating_sub(1);
+                    d.scroll = f(d.scroll, self.page).min(max);
+                }
+            }
+            Screen::Help => self.help_scroll = f(self.help_scroll, self.page).min(200),
+            Screen::Main => {}
+        }
+    }
+}
+
+/// The one place the state changes.
+pub fn update(app: &mut App, action: Action) -> Option<Action> {
+    // Any key clears a stale flash (errors stay until then).
+    match &action {
+        Action::Tick | Action::Data(_) | Action::Resize(..) | Action::Flash(..) => {}
+        _ => app.flash = None,
+    }
+    match action {
+        Action::Quit => app.quit = true,
+        Action::Help => {
+            app.screen = if app.screen == Screen::Help {
+                Screen::Main
+            } else {
+                Screen::Help
+            };
+            app.help_scroll = 0;
+        }
+        Action::Back => match app.screen {
+            Screen::Doc | Screen::Help => {
+                app.screen = Screen::Main;
+                app.doc = None;
+            }
+            Screen::Main if app.filter.is_active() => {
+                app.filter = Filter::default();
+                app.rebuild();
+                app.flash(Level::Info, "filter cleared");
+            }
+            Screen::Main => {}
+        },
+        Action::StartFilter => app.editing_filter = true,
+        Action::FilterPush(c) => {
+            app.filter.text.push(c);
+            app.rebuild();
+        }
+        Action::FilterPop => {
+            app.filter.text.pop();
+            app.rebuild();
+        }
+        Action::FilterDone => {
+            app.editing_filter = false;
+            if app.filter.is_active() && app.tree.shown == 0 {
+                app.flash(
+                    Level::Warn,
+                    format!("nothing matches {:?}", app.filter.text),
+                );
+            }
+        }
+        Action::FilterCancel => {
+            app.editing_filter = false;
+            app.filter.text.clear();
+            app.rebuild();
+        }
+        Action::Enter => {
+            app.tree.state.toggle_selected();
+        }
+        Action::Yaml | Action::Diff => {
+            let kind = if matches!(action, Action::Yaml) {
+                DocKind::Yaml
+            } else {
+                DocKind::Diff
+            };
+            if app.screen == Screen::Doc && app.doc.as_ref().is_some_and(|d| d.kind == kind) {
+                app.screen = Screen::Main;
+                app.doc = None;
+            } else {
+                app.open_doc(kind);
+            }
+        }
+        Action::FaultsOnly => {
+            app.filter.faults_only = !app.filter.faults_only;
+            app.rebuild();
+            let text = if app.filter.faults_only {
+                format!("faults only: {} nodes shown", app.tree.shown)
+            } else {
+                "showing everything".to_string()
+            };
+            app.flash(Level::Info, text);
+        }
+        Action::Replay | Action::Reconcile | Action::ReconcileAll => match app.write_for(&action) {
+            Ok(cmd) => return Some(Action::Ask(cmd)),
+            Err(why) => app.flash(Level::Warn, why),
+        },
+        Action::Ask(cmd) => {
+            let refusal = if app.keymap.readonly() {
+                Some("read-only: write actions are off (--readonly)".to_string())
+            } else {
+                match &app.data {
+                    None => Some("no data yet".to_string()),
+                    Some(d) => d.write_refusal(),
+                }
+            };
+            match refusal {
+                Some(why) => app.flash(Level::Error, why),
+                None => app.confirm = Some(cmd),
+            }
+        }
+        Action::ConfirmYes => {
+            if let Some(cmd) = app.confirm.take() {
+                return Some(Action::Execute(cmd));
+            }
+        }
+        Action::ConfirmNo => {
+            if app.confirm.take().is_some() {
+                app.flash(Level::Info, "cancelled");
+            }
+        }
+        Action::Execute(cmd) => {
+            // Reaches `update` only when no source can carry it out.
+            app.flash(Level::Error, format!("cannot run `{}` here", cmd.cli()));
+        }
+        Action::Data(d) => app.set_data(d),
+        Action::Flash(level, text) => app.flash(level, text),
+        Action::Resize(_, h) => app.page = usize::from(h.saturating_sub(12)).max(1),
+        Action::Tick => {
+            if app
+                .flash
+                .as_ref()
+                .is_some_and(|f| f.level != Level::Error && f.at.elapsed() > FLASH_TTL)
+            {
+                app.flash = None;
+            }
+        }
+        Action::Up => match app.screen {
+            Screen::Main => {
+                app.tree.state.key_up();
+            }
+            _ => app.scroll(|s, _| s.saturating_sub(1)),
+        },
+        Action::Down => match app.screen {
+            Screen::Main => {
+                app.tree.state.key_down();
+            }
+            _ => app.scroll(|s, _| s + 1),
+        },
+        Action::Left => {
+            app.tree.state.key_left();
+        }
+        Action::Right => {
+            app.tree.state.key_right();
+        }
+        Action::PageUp => match app.screen {
+            Screen::Main => {
+                let page = app.page;
+                app.tree
+                    .state
+                    .select_relative(|c| c.unwrap_or(0).saturating_sub(page));
+            }
+            _ => app.scroll(|s, p| s.saturating_sub(p)),
+        },
+        Action::PageDown => match app.screen {
+            Screen::Main => {
+                let page = app.page;
+                app.tree.state.select_relative(|c| c.unwrap_or(0) + page);
+            }
+            _ => app.scroll(|s, p| s + p),
+        },
+        Action::First => match app.screen {
+            Screen::Main => {
+                app.tree.state.select_first();
+            }
+            _ => app.scroll(|_, _| 0),
+        },
+        Action::Last => match app.screen {
+            Screen::Main => {
+                app.tree.state.select_last();
+            }
+            _ => app.scroll(|_, _| usize::MAX),
+        },
+    }
+    None
+}
+
+/// Runs an action and everything it leads to. `execute` carries out confirmed writes (the
+/// runtime passes the source; tests may pass a recorder).
+pub fn dispatch(
+    app: &mut App,
+    action: Action,
+    execute: &mut dyn FnMut(WriteCommand) -> Option<Action>,
+) {
+    let mut next = Some(action);
+    // A chain is short (key → ask → confirm → execute → flash); the bound is a safety net.
+    for _ in 0..16 {
+        let Some(a) = next.take() else { break };
+        next = match a {
+            Action::Execute(cmd) => execute(cmd),
+            a => update(app, a),
+        };
+    }
+}

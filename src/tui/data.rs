@@ -1,0 +1,218 @@
+//! What the UI shows, as the data source hands it over: a snapshot, its analysis (computed off
+//! the UI thread, once per change), and what is known about the cluster and the reconciler.
+
+use crate::core::{Analysis, Options, Summary, analyze};
+use crate::snapshot::Snapshot;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Where the data comes from, which decides whether write actions can run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// `-f`: files or stdin. Nothing to reconcile.
+    Offline { paths: Vec<String> },
+    /// A cluster. `reconciling`: this copy runs the embedded reconciler and holds the lease.
+    Live { reconciling: bool },
+}
+
+/// Why a resource could not be read, shown as such (never as an empty list).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AccessKind {
+    /// 403: RBAC does not allow it.
+    Forbidden,
+    /// The CRD (or resource) is not installed.
+    Missing,
+    /// The API group/version is not served (e.g. VAP disabled).
+    Disabled,
+    Other,
+}
+
+impl AccessKind {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            AccessKind::Forbidden => "restricted (403)",
+            AccessKind::Missing => "not installed",
+            AccessKind::Disabled => "API disabled",
+            AccessKind::Other => "unreadable",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccessError {
+    /// e.g. `validatingadmissionpolicybindings.admissionregistration.k8s.io`.
+    pub resource: String,
+    pub kind: AccessKind,
+    pub message: String,
+}
+
+/// One line of the event log (reconcile actions, command outcomes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventLine {
+    /// Increasing: lines already shown are not shown twice.
+    pub seq: u64,
+    /// `HH:MM:SS`.
+    pub time: String,
+    pub error: bool,
+    pub text: String,
+}
+
+/// What the header shows about the cluster.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClusterInfo {
+    pub context: String,
+    pub server_version: Option<String>,
+    /// The served VAP API version (`v1`, `v1beta1`), `None` when unknown.
+    pub vap_api: Option<String>,
+    pub lease_holder: Option<String>,
+    /// Whether this copy holds the lease.
+    pub leading: bool,
+    pub access_errors: Vec<AccessError>,
+}
+
+/// One consistent state to draw: analysis and snapshot always belong together.
+#[derive(Debug, Clone)]
+pub struct Data {
+    pub origin: Origin,
+    pub info: ClusterInfo,
+    pub snapshot: Arc<Snapshot>,
+    pub analysis: Arc<Analysis>,
+    pub summary: Summary,
+    /// Gatekeeper's pod statuses by what they are about (template name, `Kind/name`).
+    pub pod_status_index: HashMap<String, Vec<usize>>,
+    pub events: Vec<EventLine>,
+    /// Observed objects by `(kind, name)`.
+    pub objects: HashMap<(String, String), Observed>,
+    /// Planned writes (indices into `analysis.plan`) by `(kind, name)`.
+    pub plan_index: HashMap<(String, String), Vec<usize>>,
+}
+
+/// Where an observed object sits in the snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Observed {
+    Template(usize),
+    Constraint(usize),
+    Policy(usize),
+    Binding(usize),
+}
+
+impl Data {
+    /// The raw object (as read) for a `(kind, name)`.
+    pub fn raw(&self, kind: &str, name: &str) -> Option<&serde_json::Value> {
+        let s = &self.snapshot;
+        Some(
+            match self.objects.get(&(kind.to_string(), name.to_string()))? {
+                Observed::Template(i) => &s.templates.get(*i)?.raw,
+                Observed::Constraint(i) => &s.constraints.get(*i)?.raw,
+                Observed::Policy(i) => &s.policies.get(*i)?.raw,
+                Observed::Binding(i) => &s.bindings.get(*i)?.raw,
+            },
+        )
+    }
+
+    /// Where the object was read from (`file:line` or `cluster`).
+    pub fn source_of(&self, kind: &str, name: &str) -> Option<String> {
+        let s = &self.snapshot;
+        Some(
+            match self.objects.get(&(kind.to_string(), name.to_string()))? {
+                Observed::Template(i) => s.templates.get(*i)?.source.to_string(),
+                Observed::Constraint(i) => s.constraints.get(*i)?.source.to_string(),
+                Observed::Policy(i) => s.policies.get(*i)?.source.to_string(),
+                Observed::Binding(i) => s.bindings.get(*i)?.source.to_string(),
+            },
+        )
+    }
+
+    /// The planned writes about an object.
+    pub fn plan_for(
+        &self,
+        kind: &str,
+        name: &str,
+    ) -> impl Iterator<Item = &crate::core::PlannedWrite> {
+        self.plan_index
+            .get(&(kind.to_string(), name.to_string()))
+            .into_iter()
+            .flatten()
+            .filter_map(|i| self.analysis.plan.get(*i))
+    }
+
+    /// Analyses the snapshot. Call it off the UI thread for big snapshots.
+    pub fn prepare(
+        origin: Origin,
+        info: ClusterInfo,
+        snapshot: Arc<Snapshot>,
+        opts: &Options,
+        events: Vec<EventLine>,
+    ) -> Data {
+        let analysis = analyze(&snapshot, opts);
+        let summary = Summary::of(&analysis.findings);
+        let mut pod_status_index: HashMap<String, Vec<usize>> = HashMap::new();
+        for (i, p) in snapshot.pod_statuses.iter().enumerate() {
+            pod_status_index.entry(p.about.clone()).or_default().push(i);
+        }
+        let mut objects = HashMap::new();
+        for (i, t) in snapshot.templates.iter().enumerate() {
+            objects.insert(
+                ("ConstraintTemplate".to_string(), t.name().to_string()),
+                Observed::Template(i),
+            );
+        }
+        for (i, c) in snapshot.constraints.iter().enumerate() {
+            objects.insert(
+                (c.kind.clone(), c.name().to_string()),
+                Observed::Constraint(i),
+            );
+        }
+        for (i, p) in snapshot.policies.iter().enumerate() {
+            objects.insert(
+                (
+                    "ValidatingAdmissionPolicy".to_string(),
+                    p.name().to_string(),
+                ),
+                Observed::Policy(i),
+            );
+        }
+        for (i, b) in snapshot.bindings.iter().enumerate() {
+            objects.insert(
+                (
+                    "ValidatingAdmissionPolicyBinding".to_string(),
+                    b.name().to_string(),
+                ),
+                Observed::Binding(i),
+            );
+        }
+        let mut plan_index: HashMap<(String, String), Vec<usize>> = HashMap::new();
+        for (i, w) in analysis.plan.iter().enumerate() {
+            plan_index
+                .entry((w.object.kind.clone(), w.object.name.clone()))
+                .or_default()
+                .push(i);
+        }
+        Data {
+            objects,
+            plan_index,
+            origin,
+            info,
+            snapshot,
+            analysis: Arc::new(analysis),
+            summary,
+            pod_status_index,
+            events,
+        }
+    }
+
+    /// Why write actions cannot run on this data, if they cannot.
+    pub fn write_refusal(&self) -> Option<String> {
+        match &self.origin {
+            Origin::Offline { paths } => Some(format!(
+                "offline snapshot: nothing to reconcile; run `kubectl vap plan -f {}` to see the writes",
+                if paths.is_empty() {
+                    "…".to_string()
+                } else {
+                    paths.join(" -f ")
+                }
+            )),
+            Origin::Live { .. } => None,
+        }
+    }
+}

@@ -1,0 +1,33 @@
+//! The UI's logs go to a file: the screen belongs to the UI. `KUBECTL_VAP_LOG_FILE` chooses
+//! the file (default: `kubectl-vap-tui.log` in the temp directory).
+
+use std::path::PathBuf;
+use tracing::Dispatch;
+use tracing_subscriber::EnvFilter;
+
+pub fn log_path() -> PathBuf {
+    std::env::var_os("KUBECTL_VAP_LOG_FILE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| std::env::temp_dir().join("kubectl-vap-tui.log"))
+}
+
+/// A dispatcher writing to the log file, or `None` when the file cannot be opened (then logs
+/// are dropped, never drawn over the UI).
+pub fn file_dispatch(filter: Option<&str>) -> Dispatch {
+    let filter =
+        EnvFilter::try_new(filter.unwrap_or("info")).unwrap_or_else(|_| EnvFilter::new("info"));
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log_path());
+    match file {
+        Ok(file) => Dispatch::new(
+            tracing_subscriber::fmt()
+                .with_env_filter(filter)
+                .with_ansi(false)
+                .with_writer(std::sync::Mutex::new(file))
+                .finish(),
+        ),
+        Err(_) => Dispatch::none(),
+    }
+}

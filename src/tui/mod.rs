@@ -1,0 +1,130 @@
+//! The terminal UI (`kubectl vap` with no subcommand), in the Elm style: one `Action` enum,
+//! `app::update` the only place state changes, `view::draw` a function of the state, the
+//! terminal owned by `terminal`, data from a `source` thread so IO never blocks drawing, and
+//! logs in a file.
+//!
+//! Files: `action` (what can happen), `keymap` (the one key table: hints, help, handling),
+//! `states` (colours and meanings of node states), `data` (what a source delivers),
+//! `tree_view` (cached tree items, stable ids), `detail` (detail pane, YAML, diff),
+//! `app` (state + update), `view` (drawing), `terminal` (setup, teardown, panic hook),
+//! `source` (offline and live data), `log` (file logging).
+
+pub mod action;
+pub mod app;
+pub mod data;
+pub mod detail;
+pub mod keymap;
+pub mod log;
+pub mod source;
+pub mod states;
+pub mod terminal;
+pub mod tree_view;
+pub mod view;
+
+pub use action::{Action, Level, WriteCommand};
+pub use app::{App, dispatch, update};
+pub use data::Data;
+pub use source::{Msg, Notify, Offline, Source};
+
+use crate::cli::args::Cli;
+use crossterm::event::{self, Event};
+use std::process::ExitCode;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::time::Duration;
+
+/// How often the loop wakes without input (flash expiry).
+const TICK: Duration = Duration::from_millis(250);
+
+/// `kubectl vap`: the TUI on files (`-f`) or on the current context.
+pub fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
+    if cli.input.filenames.is_empty() {
+        anyhow::bail!(
+            "the TUI on a live cluster needs the live reconciler, which is not built yet; \
+             open a snapshot instead: `kubectl get constrainttemplates,constraints,\
+             validatingadmissionpolicies,validatingadmissionpolicybindings -A -o yaml > snap.yaml; \
+             kubectl vap -f snap.yaml`"
+        );
+    }
+    // Bad input fails here (file and line, exit 2), before the screen is taken.
+    let snapshot = crate::cli::report::load_files(cli)?;
+    let source = Offline::new(
+        snapshot,
+        cli.input.filenames.clone(),
+        cli.gen_flags.options(),
+    );
+    run_with(Box::new(source), cli.readonly, cli.log.as_deref())
+}
+
+/// The UI loop on any source.
+pub fn run_with(
+    mut source: Box<dyn Source>,
+    readonly: bool,
+    log_filter: Option<&str>,
+) -> anyhow::Result<ExitCode> {
+    let dispatcher = log::file_dispatch(log_filter);
+    let _log = tracing::dispatcher::set_default(&dispatcher);
+    tracing::info!("TUI starting");
+
+    let mut guard = terminal::Guard::enter()?;
+    let (tx, rx) = mpsc::channel();
+    let input = tx.clone();
+    std::thread::spawn(move || {
+        // Blocking reads live here, so the UI thread only ever waits on the channel.
+        loop {
+            let msg = match event::read() {
+                Ok(Event::Key(k)) => Msg::Key(k),
+                Ok(Event::Resize(w, h)) => Msg::Action(Action::Resize(w, h)),
+                Ok(_) => continue,
+                Err(e) => Msg::Action(Action::Flash(Level::Error, format!("input: {e}"))),
+            };
+            if input.send(msg).is_err() {
+                break;
+            }
+        }
+    });
+
+    let mut app = App::new(readonly);
+    let size = guard.terminal.size()?;
+    update(&mut app, Action::Resize(size.width, size.height));
+    guard.terminal.draw(|f| view::draw(f, &mut app))?;
+    source.start(Notify(tx));
+
+    let result = (|| -> anyhow::Result<()> {
+        loop {
+            let first = match rx.recv_timeout(TICK) {
+                Ok(m) => m,
+                Err(RecvTimeoutError::Timeout) => Msg::Action(Action::Tick),
+                Err(RecvTimeoutError::Disconnected) => break,
+            };
+            let had_flash = app.flash.is_some();
+            let mut changed = false;
+            // Handle everything pending, then draw once.
+            let mut next = Some(first);
+            while let Some(msg) = next.take() {
+                let action = match msg {
+                    Msg::Key(k) => app.key_action(&k),
+                    Msg::Action(a) => Some(a),
+                };
+                if let Some(action) = action {
+                    changed |= !matches!(action, Action::Tick);
+                    dispatch(&mut app, action, &mut |cmd| {
+                        tracing::info!(command = %cmd.cli(), "executing");
+                        source.execute(cmd)
+                    });
+                }
+                if app.quit {
+                    return Ok(());
+                }
+                next = rx.try_recv().ok();
+            }
+            if changed || had_flash != app.flash.is_some() {
+                guard.terminal.draw(|f| view::draw(f, &mut app))?;
+            }
+        }
+        Ok(())
+    })();
+    source.stop();
+    drop(guard);
+    tracing::info!("TUI stopped");
+    result.map(|()| ExitCode::SUCCESS)
+}

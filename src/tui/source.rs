@@ -1,0 +1,101 @@
+//! Where the UI's data comes from. A source delivers `Data` from its own thread (analysis is
+//! done there, never on the UI thread) and carries out confirmed writes. `Offline` reads a
+//! snapshot from files; the live source adapts the reconciler's watch channel.
+
+use super::action::{Action, Level, WriteCommand};
+use super::data::{ClusterInfo, Data, Origin};
+use crate::core::Options;
+use crate::snapshot::Snapshot;
+use crossterm::event::KeyEvent;
+use std::sync::Arc;
+use std::sync::mpsc::Sender;
+
+/// What reaches the UI loop: keys (mapped there, as their meaning depends on the state) and
+/// actions from sources and timers.
+#[derive(Debug)]
+pub enum Msg {
+    Key(KeyEvent),
+    Action(Action),
+}
+
+/// A handle sources use to wake the UI.
+#[derive(Clone)]
+pub struct Notify(pub Sender<Msg>);
+
+impl Notify {
+    /// False once the UI has gone: the source should stop.
+    pub fn send(&self, a: Action) -> bool {
+        self.0.send(Msg::Action(a)).is_ok()
+    }
+}
+
+pub trait Source: Send {
+    /// Starts delivering data through `notify`; returns at once.
+    fn start(&mut self, notify: Notify);
+    /// Carries out a confirmed write. The returned action (usually a flash) says what happened
+    /// now; later effects show up in the data's event log.
+    fn execute(&mut self, cmd: WriteCommand) -> Option<Action>;
+    /// Quit: stop background work (the reconciler stops and releases its lease).
+    fn stop(&mut self);
+}
+
+/// `-f`: one snapshot, analysed once.
+pub struct Offline {
+    snapshot: Option<Snapshot>,
+    paths: Vec<String>,
+    opts: Options,
+}
+
+impl Offline {
+    pub fn new(snapshot: Snapshot, paths: Vec<String>, opts: Options) -> Self {
+        Offline {
+            snapshot: Some(snapshot),
+            paths,
+            opts,
+        }
+    }
+
+    /// The data this source delivers (for tests and benchmarks: same code path, no thread).
+    pub fn data(snapshot: Snapshot, paths: Vec<String>, opts: &Options) -> Data {
+        let info = ClusterInfo {
+            context: format!("files: {}", paths.join(", ")),
+            ..ClusterInfo::default()
+        };
+        Data::prepare(
+            Origin::Offline { paths },
+            info,
+            Arc::new(snapshot),
+            opts,
+            Vec::new(),
+        )
+    }
+}
+
+impl Source for Offline {
+    fn start(&mut self, notify: Notify) {
+        let Some(snapshot) = self.snapshot.take() else {
+            return;
+        };
+        let paths = self.paths.clone();
+        let opts = self.opts.clone();
+        let dispatch = tracing::dispatcher::get_default(Clone::clone);
+        std::thread::spawn(move || {
+            tracing::dispatcher::with_default(&dispatch, || {
+                let started = std::time::Instant::now();
+                let data = Offline::data(snapshot, paths, &opts);
+                tracing::info!(elapsed = ?started.elapsed(), "analysed the snapshot");
+                notify.send(Action::Data(Arc::new(data)));
+            })
+        });
+    }
+
+    fn execute(&mut self, _cmd: WriteCommand) -> Option<Action> {
+        // The UI refuses before asking; this is the backstop.
+        Some(Action::Flash(
+            Level::Error,
+            "offline snapshot: nothing to reconcile".to_string(),
+        ))
+    }
+
+    fn stop(&mut self) {}
+}

@@ -1,0 +1,296 @@
+//! The tree pane's model: tree-widget items built from the analysis tree, once per data or
+//! filter change (never per frame), keyed by stable ids so expansion and selection survive
+//! refreshes.
+
+use super::states;
+use crate::core::tree::{Node, NodeKind, State};
+use crate::core::{Finding, Severity};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use std::collections::HashMap;
+use tui_tree_widget::{TreeItem, TreeState};
+
+/// A node's identifier in the widget: a hash of its stable id (cheap to clone and compare).
+pub type Key = u64;
+
+/// FNV-1a of the node id: stable across runs and refreshes.
+pub fn key_of(id: &str) -> Key {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in id.as_bytes() {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// What the tree shows: a text filter (names and states) and faults only.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Filter {
+    pub text: String,
+    pub faults_only: bool,
+}
+
+impl Filter {
+    pub fn is_active(&self) -> bool {
+        !self.text.is_empty() || self.faults_only
+    }
+    fn text_matches(&self, node: &Node) -> bool {
+        if self.text.is_empty() {
+            return true;
+        }
+        let q = self.text.to_lowercase();
+        node.label.to_lowercase().contains(&q) || node.state.as_str().contains(&q)
+    }
+}
+
+/// Findings in a subtree, by severity.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub errors: usize,
+    pub warnings: usize,
+    pub infos: usize,
+}
+
+impl Counts {
+    fn add(&mut self, o: Counts) {
+        self.errors += o.errors;
+        self.warnings += o.warnings;
+        self.infos += o.infos;
+    }
+    pub fn total(&self) -> usize {
+        self.errors + self.warnings + self.infos
+    }
+}
+
+#[derive(Default)]
+pub struct TreeView {
+    pub items: Vec<TreeItem<'static, Key>>,
+    pub state: TreeState<Key>,
+    /// Node key → index path into the analysis tree.
+    index: HashMap<Key, Vec<usize>>,
+    counts: HashMap<Key, Counts>,
+    /// Nodes in `items` (all levels).
+    pub shown: usize,
+    /// Nodes in the analysis tree.
+    pub total: usize,
+    initialized: bool,
+}
+
+impl TreeView {
+    /// New data: re-index, rebuild, keep selection and expansion (ids are stable).
+    pub fn set_tree(&mut self, tree: &[Node], findings: &[Finding], filter: &Filter) {
+        self.index.clear();
+        self.counts.clear();
+        let mut path = Vec::new();
+        for (i, n) in tree.iter().enumerate() {
+            path.push(i);
+            self.index_node(n, findings, &mut path);
+            path.pop();
+        }
+        self.total = self.index.len();
+        if !self.initialized {
+            self.initialized = true;
+            // Small trees open fully; big ones open the way to every fault.
+            let small = self.total <= 1000;
+            let mut open = Vec::new();
+            collect_open(tree, &mut Vec::new(), &mut open, &|n: &Node| {
+                small || n.has_fault()
+            });
+            for p in open {
+                self.state.open(p);
+            }
+        }
+        self.rebuild(tree, filter);
+    }
+
+    fn index_node(&mut self, n: &Node, findings: &[Finding], path: &mut Vec<usize>) -> Counts {
+        let mut c = Counts::default();
+        for &f in &n.findings {
+            match findings.get(f).map(|f| f.severity) {
+                Some(Severity::Error) => c.errors += 1,
+                Some(Severity::Warning) => c.warnings += 1,
+                Some(Severity::Info) => c.infos += 1,
+                None => {}
+            }
+        }
+        for (i, ch) in n.children.iter().enumerate() {
+            path.push(i);
+            c.add(self.index_node(ch, findings, path));
+            path.pop();
+        }
+        let key = key_of(&n.id);
+        self.index.entry(key).or_insert_with(|| path.clone());
+        if matches!(n.kind, NodeKind::Template | NodeKind::Group) {
+            self.counts.insert(key, c);
+        }
+        c
+    }
+
+    /// Filter changed (or data): rebuild the items; with a filter, open the way to every match.
+    pub fn rebuild(&mut self, tree: &[Node], filter: &Filter) {
+        let mut open = Vec::new();
+        let mut path = Vec::new();
+        let mut shown = 0;
+        self.items = tree
+            .iter()
+            .filter_map(|n| self.build(n, filter, false, &mut path, &mut open, &mut shown))
+            .collect();
+        self.shown = shown;
+        if filter.is_active() {
+            for p in open {
+                self.state.open(p);
+            }
+        }
+        self.fix_selection();
+    }
+
+    fn build(
+        &self,
+        n: &Node,
+        filter: &Filter,
+        ancestor_matched: bool,
+        path: &mut Vec<Key>,
+        open: &mut Vec<Vec<Key>>,
+        shown: &mut usize,
+    ) -> Option<TreeItem<'static, Key>> {
+        let key = key_of(&n.id);
+        let text_here = !filter.text.is_empty() && filter.text_matches(n);
+        let text_ok = ancestor_matched || filter.text_matches(n);
+        path.push(key);
+        let mut seen = std::collections::HashSet::new();
+        let children: Vec<_> = n
+            .children
+            .iter()
+            .filter_map(|c| self.build(c, filter, ancestor_matched || text_here, path, open, shown))
+            // Ids are unique among siblings by construction; drop a duplicate rather than fail.
+            .filter(|item| seen.insert(*item.identifier()))
+            .collect();
+        let self_ok = text_ok && (!filter.faults_only || n.state.is_fault());
+        let keep = self_ok || !children.is_empty();
+        if keep && !children.is_empty() {
+            open.push(path.clone());
+        }
+        path.pop();
+        if !keep {
+            return None;
+        }
+        *shown += 1;
+        let line = node_line(n, self.counts.get(&key).copied());
+        Some(
+            TreeItem::new(key, line, children)
+                .unwrap_or_else(|_| TreeItem::new_leaf(key, n.label.clone())),
+        )
+    }
+
+    /// Keeps the selection on the same node, or the nearest shown ancestor, or the first node.
+    pub fn fix_selection(&mut self) {
+        let selected = self.state.selected().to_vec();
+        let mut level: &[TreeItem<'static, Key>] = &self.items;
+        let mut keep = Vec::new();
+        for k in &selected {
+            match level.iter().find(|i| i.identifier() == k) {
+                Some(item) => {
+                    keep.push(*k);
+                    level = item.children();
+                }
+                None => break,
+            }
+        }
+        if keep.is_empty()
+            && let Some(first) = self.items.first()
+        {
+            keep.push(*first.identifier());
+        }
+        if keep != selected {
+            self.state.select(keep);
+        }
+    }
+
+    /// The index path (into the analysis tree) of a node key.
+    pub fn path_of(&self, key: Key) -> Option<&[usize]> {
+        self.index.get(&key).map(Vec::as_slice)
+    }
+
+    pub fn counts_of(&self, key: Key) -> Option<Counts> {
+        self.counts.get(&key).copied()
+    }
+}
+
+fn collect_open(
+    nodes: &[Node],
+    path: &mut Vec<Key>,
+    out: &mut Vec<Vec<Key>>,
+    want: &dyn Fn(&Node) -> bool,
+) {
+    for n in nodes {
+        if n.children.is_empty() || !want(n) {
+            continue;
+        }
+        path.push(key_of(&n.id));
+        out.push(path.clone());
+        collect_open(&n.children, path, out, want);
+        path.pop();
+    }
+}
+
+/// Resolves an index path.
+pub fn node_at<'a>(tree: &'a [Node], path: &[usize]) -> Option<&'a Node> {
+    let (first, rest) = path.split_first()?;
+    let mut n = tree.get(*first)?;
+    for i in rest {
+        n = n.children.get(*i)?;
+    }
+    Some(n)
+}
+
+pub fn kind_tag(kind: NodeKind) -> &'static str {
+    match kind {
+        NodeKind::Template => "",
+        NodeKind::Policy => "VAP ",
+        NodeKind::Constraint => "",
+        NodeKind::Binding => "VAPB ",
+        NodeKind::Group => "",
+    }
+}
+
+/// One tree line: glyph, label, state, reason, and the findings of a template's subtree.
+pub fn node_line(n: &Node, counts: Option<Counts>) -> Line<'static> {
+    let st = states::style(n.state);
+    let mut spans = vec![Span::styled(n.state.glyph(), st), Span::raw(" ")];
+    let tag = kind_tag(n.kind);
+    if !tag.is_empty() {
+        spans.push(Span::styled(tag, Style::new().fg(Color::DarkGray)));
+    }
+    let label_style = match n.kind {
+        NodeKind::Template | NodeKind::Group => Style::new().add_modifier(Modifier::BOLD),
+        _ => Style::new(),
+    };
+    spans.push(Span::styled(n.label.clone(), label_style));
+    if n.state != State::Group {
+        spans.push(Span::raw("  "));
+        spans.push(Span::styled(n.state.as_str(), st));
+    }
+    if !n.reason.is_empty() {
+        spans.push(Span::raw("  "));
+        spans.push(Span::styled(
+            n.reason.clone(),
+            Style::new().fg(Color::DarkGray),
+        ));
+    }
+    if let Some(c) = counts.filter(|c| c.total() > 0) {
+        spans.push(Span::raw("  "));
+        for (n, sev) in [
+            (c.errors, Severity::Error),
+            (c.warnings, Severity::Warning),
+            (c.infos, Severity::Info),
+        ] {
+            if n > 0 {
+                spans.push(Span::styled(
+                    format!("{}{n} ", states::severity_glyph(sev)),
+                    states::severity_style(sev),
+                ));
+            }
+        }
+    }
+    Line::from(spans)
+}
