@@ -179,14 +179,17 @@ impl TestEnv {
             admin_token,
             startup: Duration::ZERO,
         };
-        // From here on, dropping `env` on an error path kills whatever was started.
         lock(&LIVE_DIRS).push(dir.clone());
 
         let started = Instant::now();
-        env.spawn_etcd(etcd_peer_port)?;
-        env.wait_etcd_healthy(etcd_port)?;
-        env.spawn_apiserver()?;
-        block_on_fresh_runtime(env.wait_apiserver_ready())?;
+        if let Err(e) = env.boot(etcd_port, etcd_peer_port) {
+            // Dropping `env` kills what was started; keep the logs for the reader of `e`.
+            if let Some(tempdir) = lock(&env.tempdir).take() {
+                let kept = keep_dir(tempdir);
+                return Err(e.context(format!("env folder kept at {}", kept.display())));
+            }
+            return Err(e);
+        }
         env.startup = started.elapsed();
 
         let ca = dir.join("certs").join("apiserver.crt");
@@ -202,6 +205,13 @@ impl TestEnv {
         }
         tracing::info!(dir = %dir.display(), startup = ?env.startup, "testenv ready");
         Ok(env)
+    }
+
+    fn boot(&self, etcd_port: u16, etcd_peer_port: u16) -> anyhow::Result<()> {
+        self.spawn_etcd(etcd_peer_port)?;
+        self.wait_etcd_healthy(etcd_port)?;
+        self.spawn_apiserver()?;
+        block_on_fresh_runtime(self.wait_apiserver_ready())
     }
 
     fn spawn_etcd(&self, peer_port: u16) -> anyhow::Result<()> {
