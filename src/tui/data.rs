@@ -11,8 +11,13 @@ use std::sync::Arc;
 pub enum Origin {
     /// `-f`: files or stdin. Nothing to reconcile.
     Offline { paths: Vec<String> },
-    /// A cluster. `reconciling`: this copy runs the embedded reconciler and holds the lease.
-    Live { reconciling: bool },
+    /// A cluster. `reconciling`: this copy runs the embedded reconciler (`--reconcile`);
+    /// `refusal`: why writes cannot run now (observing, not the lease holder, Gatekeeper's
+    /// generator active), if they cannot.
+    Live {
+        reconciling: bool,
+        refusal: Option<String>,
+    },
 }
 
 /// Why a resource could not be read, shown as such (never as an empty list).
@@ -68,6 +73,8 @@ pub struct ClusterInfo {
     /// Whether this copy holds the lease.
     pub leading: bool,
     pub access_errors: Vec<AccessError>,
+    /// Live: not every watch has listed yet, so the tree may be partial.
+    pub syncing: bool,
 }
 
 /// One consistent state to draw: analysis and snapshot always belong together.
@@ -212,7 +219,7 @@ impl Data {
                     paths.join(" -f ")
                 }
             )),
-            Origin::Live { .. } => None,
+            Origin::Live { refusal, .. } => refusal.clone(),
         }
     }
 }

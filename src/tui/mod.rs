@@ -7,13 +7,15 @@
 //! `states` (colours and meanings of node states), `data` (what a source delivers),
 //! `tree_view` (cached tree items, stable ids), `detail` (detail pane, YAML, diff),
 //! `app` (state + update), `view` (drawing), `terminal` (setup, teardown, panic hook),
-//! `source` (offline and live data), `log` (file logging).
+//! `source` (the data-source trait, offline snapshots), `live` (the reconciler adapter),
+//! `log` (file logging).
 
 pub mod action;
 pub mod app;
 pub mod data;
 pub mod detail;
 pub mod keymap;
+pub mod live;
 pub mod log;
 pub mod source;
 pub mod states;
@@ -38,12 +40,12 @@ const TICK: Duration = Duration::from_millis(250);
 /// `kubectl vap`: the TUI on files (`-f`) or on the current context.
 pub fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
     if cli.input.filenames.is_empty() {
-        anyhow::bail!(
-            "the TUI on a live cluster needs the live reconciler, which is not built yet; \
-             open a snapshot instead: `kubectl get constrainttemplates,constraints,\
-             validatingadmissionpolicies,validatingadmissionpolicybindings -A -o yaml > snap.yaml; \
-             kubectl vap -f snap.yaml`"
+        let source = live::Live::new(
+            cli.conn.clone(),
+            cli.gen_flags.options(),
+            cli.reconcile && !cli.readonly,
         );
+        return run_with(Box::new(source), cli.readonly, cli.log.as_deref());
     }
     // Bad input fails here (file and line, exit 2), before the screen is taken.
     let snapshot = crate::cli::report::load_files(cli)?;

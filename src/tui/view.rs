@@ -61,8 +61,18 @@ pub fn mode_label(app: &App, data: Option<&Data>) -> String {
     let origin = match data.map(|d| (&d.origin, d.info.leading)) {
         None => "loading",
         Some((Origin::Offline { .. }, _)) => "offline snapshot",
-        Some((Origin::Live { reconciling: true }, true)) => "reconciling",
-        Some((Origin::Live { reconciling: true }, false)) => "observing (standby for the lease)",
+        Some((
+            Origin::Live {
+                reconciling: true, ..
+            },
+            true,
+        )) => "reconciling",
+        Some((
+            Origin::Live {
+                reconciling: true, ..
+            },
+            false,
+        )) => "observing (standby for the lease)",
         Some((Origin::Live { .. }, _)) => "observing",
     };
     if app.keymap.readonly() {
@@ -136,6 +146,13 @@ fn draw_header(frame: &mut Frame, app: &App, area: Rect) {
             "{} planned writes",
             d.analysis.plan.len()
         )));
+    }
+    if data.is_some_and(|d| d.info.syncing) {
+        l2.push(sep.clone());
+        l2.push(Span::styled(
+            "syncing: the tree may be partial",
+            Style::new().fg(Color::Yellow),
+        ));
     }
     if app.filter.faults_only {
         l2.push(sep.clone());

@@ -1,0 +1,345 @@
+//! The live source: a thin adapter over the reconciler's handle. It runs the reconciler on its
+//! own tokio runtime (on a background thread), turns each published `LiveState` into `Data`
+//! (analysis included, off the UI thread), forwards confirmed writes as `Command`s, and on
+//! quit asks the reconciler to stop and waits (bounded) for it to release the lease.
+
+use super::action::{Action, Level, WriteCommand};
+use super::data::{AccessError, AccessKind, ClusterInfo, Data, EventLine, Origin};
+use super::source::{Notify, Source};
+use crate::cli::args::ConnectionArgs;
+use crate::core::Options;
+use crate::reconciler::{
+    self, AccessErrorKind, Command, Config, EventResult, LiveState, ReconcileEvent,
+    ReconcilerHandle,
+};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::Duration;
+
+/// How long quitting waits for the reconciler to release the lease.
+const STOP_WAIT: Duration = Duration::from_secs(5);
+/// Bursts of changes are drawn once per this interval at most.
+const COALESCE: Duration = Duration::from_millis(100);
+
+pub struct Live {
+    conn: ConnectionArgs,
+    opts: Options,
+    /// `--reconcile` (and not `--readonly`): compete for the lease and write.
+    reconcile: bool,
+    handle: Arc<Mutex<Option<ReconcilerHandle>>>,
+    stop: Option<tokio::sync::watch::Sender<bool>>,
+    done: Option<mpsc::Receiver<()>>,
+}
+
+impl Live {
+    pub fn new(conn: ConnectionArgs, opts: Options, reconcile: bool) -> Self {
+        Live {
+            conn,
+            opts,
+            reconcile,
+            handle: Arc::new(Mutex::new(None)),
+            stop: None,
+            done: None,
+        }
+    }
+}
+
+/// The kubeconfig context the header shows.
+fn context_name(conn: &ConnectionArgs) -> String {
+    if let Some(c) = &conn.context {
+        return c.clone();
+    }
+    let first = conn
+        .kubeconfig
+        .as_deref()
+        .and_then(|p| std::env::split_paths(p).find(|p| !p.as_os_str().is_empty()));
+    let kc = match first {
+        Some(path) => kube::config::Kubeconfig::read_from(path).ok(),
+        None => kube::config::Kubeconfig::read().ok(),
+    };
+    kc.and_then(|k| k.current_context)
+        .unwrap_or_else(|| "(current context)".to_string())
+}
+
+/// Data that says the cluster cannot be shown, and why.
+fn unavailable(context: &str, reconcile: bool, resource: &str, message: String) -> Data {
+    let info = ClusterInfo {
+        context: context.to_string(),
+        access_errors: vec![AccessError {
+            resource: resource.to_string(),
+            kind: AccessKind::Other,
+            message,
+        }],
+        ..ClusterInfo::default()
+    };
+    Data::prepare(
+        Origin::Live {
+            reconciling: reconcile,
+            refusal: Some("not connected".to_string()),
+        },
+        info,
+        Arc::default(),
+        &Options::default(),
+        Vec::new(),
+    )
+}
+
+/// Assigns stable sequence numbers to the reconciler's bounded event log, so each event is
+/// shown once.
+#[derive(Default)]
+pub struct EventCursor {
+    last: Option<ReconcileEvent>,
+    seq: u64,
+}
+
+impl EventCursor {
+    pub fn new_events(&mut self, state: &LiveState) -> Vec<EventLine> {
+        let start = match &self.last {
+            Some(last) => state
+                .events
+                .iter()
+                .rposition(|e| e == last)
+                .map_or(0, |i| i + 1),
+            None => 0,
+        };
+        let mut out = Vec::new();
+        for e in state.events.iter().skip(start) {
+            self.seq += 1;
+            let (error, result) = match &e.result {
+                EventResult::Ok => (false, String::new()),
+                EventResult::Skipped(why) => (false, format!(" skipped: {why}")),
+                EventResult::Failed(why) => (true, format!(" FAILED: {why}")),
+            };
+            let message = if e.message.is_empty() {
+                String::new()
+            } else {
+                format!(" — {}", e.message)
+            };
+            out.push(EventLine {
+                seq: self.seq,
+                time: e
+                    .time
+                    .with_timezone(&chrono::Local)
+                    .format("%H:%M:%S")
+                    .to_string(),
+                error,
+                text: format!("{} {}{result}{message}", e.verb.as_str(), e.object),
+            });
+        }
+        if let Some(last) = state.events.back() {
+            self.last = Some(last.clone());
+        }
+        out
+    }
+}
+
+/// One published state as the UI's data. Pure (analysis included): tested without a cluster.
+pub fn data_from_live(
+    state: &LiveState,
+    context: &str,
+    reconcile: bool,
+    opts: &Options,
+    events: Vec<EventLine>,
+) -> Data {
+    let lease = &state.lease;
+    let refusal = if !reconcile {
+        Some(
+            "observing: this TUI does not reconcile; start it with --reconcile, or run `kubectl vap reconcile …`"
+                .to_string(),
+        )
+    } else if !state.writes_enabled {
+        Some(match &state.gatekeeper_generator {
+            Some(seen) => format!(
+                "writes are off: Gatekeeper's own VAP generator looks active ({seen}); turn it off or use `kubectl vap run --take-over`"
+            ),
+            None => "writes are off for this copy".to_string(),
+        })
+    } else if !lease.leading {
+        Some(format!(
+            "this copy does not hold the lease ({} does): only the holder writes",
+            lease.holder.as_deref().unwrap_or("nobody yet")
+        ))
+    } else {
+        None
+    };
+    let access_errors = state
+        .access_errors
+        .iter()
+        .map(|e| AccessError {
+            resource: e.resource.clone(),
+            kind: match e.kind {
+                AccessErrorKind::Forbidden => AccessKind::Forbidden,
+                AccessErrorKind::NotServed if e.resource.contains("admissionregistration") => {
+                    AccessKind::Disabled
+                }
+                AccessErrorKind::NotServed => AccessKind::Missing,
+                AccessErrorKind::Other => AccessKind::Other,
+            },
+            message: e.message.clone(),
+        })
+        .collect();
+    let info = ClusterInfo {
+        context: context.to_string(),
+        server_version: state.server_version.clone(),
+        vap_api: state.vap_api.clone(),
+        lease_holder: lease.holder.clone(),
+        leading: lease.leading,
+        access_errors,
+        syncing: !state.synced,
+    };
+    Data::prepare(
+        Origin::Live {
+            reconciling: reconcile,
+            refusal,
+        },
+        info,
+        Arc::new(state.snapshot.clone()),
+        opts,
+        events,
+    )
+}
+
+fn to_command(cmd: WriteCommand) -> Command {
+    match cmd {
+        WriteCommand::Replay(t) => Command::Replay(t),
+        WriteCommand::Reconcile(t) => Command::Reconcile(t),
+        WriteCommand::ReconcileAll => Command::ReconcileAll,
+    }
+}
+
+impl Source for Live {
+    fn start(&mut self, notify: Notify) {
+        let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
+        let (done_tx, done_rx) = mpsc::channel();
+        self.stop = Some(stop_tx);
+        self.done = Some(done_rx);
+        let conn = self.conn.clone();
+        let opts = self.opts.clone();
+        let reconcile = self.reconcile;
+        let slot = self.handle.clone();
+        let dispatch = tracing::dispatcher::get_default(Clone::clone);
+        std::thread::spawn(move || {
+            let _log = tracing::dispatcher::set_default(&dispatch);
+            let thread_dispatch = dispatch.clone();
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                // The reconciler's logs go to the TUI's log file, never the screen.
+                .on_thread_start(move || {
+                    std::mem::forget(tracing::dispatcher::set_default(&thread_dispatch));
+                })
+                .build();
+            let context = context_name(&conn);
+            let rt = match rt {
+                Ok(rt) => rt,
+                Err(e) => {
+                    notify.send(Action::Data(Arc::new(unavailable(
+                        &context,
+                        reconcile,
+                        "runtime",
+                        format!("cannot start the async runtime: {e}"),
+                    ))));
+                    let _ = done_tx.send(());
+                    return;
+                }
+            };
+            rt.block_on(async move {
+                let client = match crate::kube::client_from(&conn, false).await {
+                    Ok(c) => c,
+                    Err(e) => {
+                        notify.send(Action::Data(Arc::new(unavailable(
+                            &context,
+                            reconcile,
+                            "kubeconfig",
+                            e.to_string(),
+                        ))));
+                        return;
+                    }
+                };
+                let mode = if reconcile {
+                    reconciler::Mode::Elect {
+                        lease_namespace: "gatekeeper-system".into(),
+                        lease_name: "kubectl-vap".into(),
+                        take_over: false,
+                    }
+                } else {
+                    reconciler::Mode::ReadOnly
+                };
+                let config = Config {
+                    options: opts.clone(),
+                    mode,
+                    workers: 2,
+                    identity: None,
+                    metrics_addr: None,
+                };
+                let (handle, join) = match reconciler::start(client, config).await {
+                    Ok(x) => x,
+                    Err(e) => {
+                        notify.send(Action::Data(Arc::new(unavailable(
+                            &context,
+                            reconcile,
+                            "reconciler",
+                            format!("the live view could not start: {e}"),
+                        ))));
+                        return;
+                    }
+                };
+                if let Ok(mut s) = slot.lock() {
+                    *s = Some(handle.clone());
+                }
+                let mut state_rx = handle.state.clone();
+                let mut cursor = EventCursor::default();
+                loop {
+                    let state = state_rx.borrow_and_update().clone();
+                    let events = cursor.new_events(&state);
+                    let data = data_from_live(&state, &context, reconcile, &opts, events);
+                    if !notify.send(Action::Data(Arc::new(data))) {
+                        break;
+                    }
+                    tokio::time::sleep(COALESCE).await;
+                    tokio::select! {
+                        changed = state_rx.changed() => if changed.is_err() {
+                            notify.send(Action::Flash(Level::Error, "the reconciler stopped".into()));
+                            break;
+                        },
+                        _ = stop_rx.changed() => break,
+                    }
+                }
+                handle.shutdown();
+                match tokio::time::timeout(STOP_WAIT, join).await {
+                    Ok(Ok(Ok(()))) => tracing::info!("reconciler stopped"),
+                    Ok(Ok(Err(e))) => tracing::warn!(error = %e, "reconciler stopped with an error"),
+                    Ok(Err(e)) => tracing::warn!(error = %e, "reconciler task failed"),
+                    Err(_) => tracing::warn!("reconciler did not stop in time"),
+                }
+            });
+            let _ = done_tx.send(());
+        });
+    }
+
+    fn execute(&mut self, cmd: WriteCommand) -> Option<Action> {
+        let cli = cmd.cli();
+        let handle = self.handle.lock().ok().and_then(|h| h.clone());
+        let Some(handle) = handle else {
+            return Some(Action::Flash(
+                Level::Error,
+                "not connected: nothing to send the command to".into(),
+            ));
+        };
+        Some(match handle.commands.try_send(to_command(cmd)) {
+            Ok(()) => Action::Flash(
+                Level::Info,
+                format!("sent `{cli}`: its writes show in the event log"),
+            ),
+            Err(e) => Action::Flash(Level::Error, format!("`{cli}` not sent: {e}")),
+        })
+    }
+
+    fn stop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(true);
+        }
+        if let Some(done) = self.done.take() {
+            let _ = done.recv_timeout(STOP_WAIT + Duration::from_secs(1));
+        }
+    }
+}
