@@ -1,1 +1,133 @@
-//! Counters for `/metrics` (Prometheus text format).
+//! Counters and gauges for `/metrics` (Prometheus text format), and the small HTTP server
+//! that serves them next to `/healthz` and `/readyz`.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+#[derive(Debug, Default)]
+pub struct Metrics {
+    writes: Mutex<BTreeMap<(String, String), u64>>,
+    errors: Mutex<BTreeMap<String, u64>>,
+    pub reconciles: AtomicU64,
+    pub queue_depth: AtomicU64,
+    pub leader: AtomicBool,
+    pub ready: AtomicBool,
+}
+
+impl Metrics {
+    pub fn write(&self, verb: &str, resource: &str) {
+        *self
+            .writes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry((verb.to_string(), resource.to_string()))
+            .or_default() += 1;
+    }
+
+    pub fn error(&self, kind: &str) {
+        *self
+            .errors
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(kind.to_string())
+            .or_default() += 1;
+    }
+
+    /// All writes sent so far.
+    pub fn writes_total(&self) -> u64 {
+        self.writes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .sum()
+    }
+
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        out.push_str("# HELP kubectl_vap_writes_total Writes sent to the API server.\n");
+        out.push_str("# TYPE kubectl_vap_writes_total counter\n");
+        for ((verb, resource), n) in self.writes.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            out.push_str(&format!(
+                "kubectl_vap_writes_total{{verb=\"{verb}\",resource=\"{resource}\"}} {n}\n"
+            ));
+        }
+        out.push_str("# HELP kubectl_vap_write_errors_total Writes that failed, by reason.\n");
+        out.push_str("# TYPE kubectl_vap_write_errors_total counter\n");
+        for (kind, n) in self.errors.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            out.push_str(&format!(
+                "kubectl_vap_write_errors_total{{reason=\"{kind}\"}} {n}\n"
+            ));
+        }
+        out.push_str("# HELP kubectl_vap_reconciles_total Reconciles run.\n");
+        out.push_str("# TYPE kubectl_vap_reconciles_total counter\n");
+        out.push_str(&format!(
+            "kubectl_vap_reconciles_total {}\n",
+            self.reconciles.load(Ordering::Relaxed)
+        ));
+        out.push_str("# HELP kubectl_vap_queue_depth Work items queued, delayed or in progress.\n");
+        out.push_str("# TYPE kubectl_vap_queue_depth gauge\n");
+        out.push_str(&format!(
+            "kubectl_vap_queue_depth {}\n",
+            self.queue_depth.load(Ordering::Relaxed)
+        ));
+        out.push_str("# HELP kubectl_vap_leader 1 while this copy holds the lease.\n");
+        out.push_str("# TYPE kubectl_vap_leader gauge\n");
+        out.push_str(&format!(
+            "kubectl_vap_leader {}\n",
+            u8::from(self.leader.load(Ordering::Relaxed))
+        ));
+        out
+    }
+}
+
+/// Serves `/metrics`, `/healthz` (200 while running) and `/readyz` (200 once every watch has
+/// synced) on `addr` until `shutdown` turns true.
+pub async fn serve(
+    addr: std::net::SocketAddr,
+    metrics: std::sync::Arc<Metrics>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    use http_body_util::Full;
+    use hyper::body::Bytes;
+    use hyper::{Response, StatusCode};
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    tracing::info!("serving /metrics, /healthz, /readyz on {addr}");
+    loop {
+        let (stream, _) = tokio::select! {
+            r = listener.accept() => r?,
+            _ = shutdown.changed() => return Ok(()),
+        };
+        let metrics = metrics.clone();
+        tokio::spawn(async move {
+            let service =
+                hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                    let metrics = metrics.clone();
+                    async move {
+                        let (status, body) = match req.uri().path() {
+                            "/metrics" => (StatusCode::OK, metrics.render()),
+                            "/healthz" => (StatusCode::OK, "ok\n".to_string()),
+                            "/readyz" if metrics.ready.load(Ordering::Relaxed) => {
+                                (StatusCode::OK, "ok\n".to_string())
+                            }
+                            "/readyz" => (
+                                StatusCode::SERVICE_UNAVAILABLE,
+                                "watches not synced yet\n".to_string(),
+                            ),
+                            _ => (StatusCode::NOT_FOUND, "not found\n".to_string()),
+                        };
+                        let mut resp = Response::new(Full::new(Bytes::from(body)));
+                        *resp.status_mut() = status;
+                        Ok::<_, std::convert::Infallible>(resp)
+                    }
+                });
+            let io = hyper_util::rt::TokioIo::new(stream);
+            if let Err(e) = hyper::server::conn::http1::Builder::new()
+                .serve_connection(io, service)
+                .await
+            {
+                tracing::debug!("metrics connection: {e}");
+            }
+        });
+    }
+}

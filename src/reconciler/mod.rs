@@ -10,14 +10,18 @@
 //!   leader election, metrics; publishes [`state::LiveState`] for the TUI.
 
 pub mod cache;
+pub mod gatekeeper;
+pub mod lease;
+pub mod live;
 pub mod logic;
 pub mod metrics;
 pub mod queue;
 pub mod runtime;
 pub mod state;
+pub mod watches;
 pub mod world;
 
-pub use runtime::{Config, Mode, start};
+pub use runtime::{Config, Mode, Tuning, start};
 pub use state::{
     AccessError, AccessErrorKind, Command, EventResult, EventVerb, LeaseInfo, LiveState,
     ReconcileEvent, ReconcilerHandle,

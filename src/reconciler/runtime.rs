@@ -1,12 +1,32 @@
-//! The live world: reflectors, dynamic constraint watches, workers, leader election.
+//! Wiring of the live reconciler: discovery, watches, workers, leader election, commands,
+//! the published [`LiveState`], the metrics server, graceful shutdown.
 
-use super::state::ReconcilerHandle;
+use super::Error;
+use super::cache::OpinionCache;
+use super::live::{LiveQueue, LiveWorld};
+use super::logic::{Ctx, Outcome, reconcile, schedule};
+use super::metrics::Metrics;
+use super::queue::Key;
+use super::state::{Command, EventResult, EventVerb, LeaseInfo, LiveState, ReconcilerHandle};
+use super::watches;
+use super::world::{ConstraintStore, Enqueue, TemplateStore};
 use crate::core::Options;
+use crate::kube::discovery::{discover_admission_api, resource_name, templates_resource};
+use crate::model::ObjectRef;
+use chrono::Utc;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DynamicObject};
+use kube::runtime::reflector::store::Writer;
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{mpsc, watch};
 
 /// Whether this copy takes part in the lease election (and so may write).
 #[derive(Debug, Clone)]
 pub enum Mode {
-    /// Watch only: the TUI without `--reconcile`, `check`.
+    /// Watch only: the TUI without `--reconcile`.
     ReadOnly,
     /// Compete for the lease; write while holding it.
     Elect {
@@ -21,7 +41,7 @@ pub enum Mode {
 pub struct Config {
     pub options: Options,
     pub mode: Mode,
-    /// Concurrent reconciles (keys are never processed twice at once).
+    /// Concurrent reconciles (a key is never processed twice at once).
     pub workers: usize,
     /// The identity in the Lease; default `<hostname>-<pid>-<random>`.
     pub identity: Option<String>,
@@ -29,19 +49,535 @@ pub struct Config {
     pub metrics_addr: Option<std::net::SocketAddr>,
 }
 
-/// Starts the reconciler on `client`. Returns the handle and the task that ends when it stops.
+impl Config {
+    pub fn new(options: Options, mode: Mode) -> Self {
+        Config {
+            options,
+            mode,
+            workers: 8,
+            identity: None,
+            metrics_addr: None,
+        }
+    }
+}
+
+/// Settings views do not need (kept out of [`Config`], whose shape the TUI relies on).
+#[derive(Debug, Clone)]
+pub struct Tuning {
+    /// Publish the store snapshot in [`LiveState`] (the TUI needs it; a headless `run` does not).
+    pub publish_snapshot: bool,
+    /// Enqueue everything this often, to catch what no event reports.
+    pub resync_every: Duration,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Tuning {
+            publish_snapshot: true,
+            resync_every: Duration::from_secs(600),
+        }
+    }
+}
+
+/// A started reconciler: the handle views use, the task that ends when it stops, and the
+/// world itself (for the one-shot commands and tests).
+pub struct Running {
+    pub handle: ReconcilerHandle,
+    pub join: tokio::task::JoinHandle<Result<(), Error>>,
+    pub world: Arc<LiveWorld>,
+    pub cache: Arc<OpinionCache>,
+    pub identity: String,
+}
+
+/// Starts the reconciler on `client` (the TUI's entry point).
 pub async fn start(
     client: kube::Client,
     config: Config,
-) -> Result<
-    (
-        ReconcilerHandle,
-        tokio::task::JoinHandle<Result<(), super::Error>>,
-    ),
-    super::Error,
-> {
-    let _ = (client, config);
-    Err(super::Error::Other(
-        "the live reconciler is not built yet".into(),
-    ))
+) -> Result<(ReconcilerHandle, tokio::task::JoinHandle<Result<(), Error>>), Error> {
+    let r = launch(client, config, Tuning::default()).await?;
+    Ok((r.handle, r.join))
+}
+
+/// How long start-up waits for the first list of every watch.
+const SYNC_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Starts the reconciler and returns everything about it.
+pub async fn launch(
+    client: kube::Client,
+    config: Config,
+    tuning: Tuning,
+) -> Result<Running, Error> {
+    let admission = discover_admission_api(&client).await?;
+    let server_version = client.apiserver_version().await.map(|v| v.git_version).ok();
+    let identity = config
+        .identity
+        .clone()
+        .unwrap_or_else(super::lease::default_identity);
+
+    let tar = templates_resource();
+    let twriter: Writer<DynamicObject> = Writer::new(tar.clone());
+    let cwriter: Writer<CustomResourceDefinition> = Writer::default();
+    let pwriter: Writer<DynamicObject> = Writer::new(admission.policy());
+    let bwriter: Writer<DynamicObject> = Writer::new(admission.binding());
+    let queue = Arc::new(LiveQueue::default());
+    let metrics = Arc::new(Metrics::default());
+    let world = Arc::new(LiveWorld::new(
+        client.clone(),
+        admission.clone(),
+        twriter.as_reader(),
+        cwriter.as_reader(),
+        pwriter.as_reader(),
+        bwriter.as_reader(),
+        queue.clone(),
+        metrics.clone(),
+    ));
+    let cache = Arc::new(OpinionCache::new());
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let mut tasks = Vec::new();
+
+    // Watches.
+    tasks.push(watches::spawn_watch_with(
+        Api::all_with(client.clone(), &tar),
+        twriter,
+        resource_name(&tar),
+        world.clone(),
+        watches::on_template,
+    ));
+    tasks.push(watches::spawn_watch(
+        Api::<CustomResourceDefinition>::all(client.clone()),
+        cwriter,
+        "customresourcedefinitions.apiextensions.k8s.io".into(),
+        world.clone(),
+        watches::on_crd,
+    ));
+    tasks.push(watches::spawn_watch_with(
+        Api::all_with(client.clone(), &admission.policy()),
+        pwriter,
+        resource_name(&admission.policy()),
+        world.clone(),
+        watches::on_policy,
+    ));
+    tasks.push(watches::spawn_watch_with(
+        Api::all_with(client.clone(), &admission.binding()),
+        bwriter,
+        resource_name(&admission.binding()),
+        world.clone(),
+        watches::on_binding,
+    ));
+
+    // Gatekeeper's generator.
+    let mut gatekeeper_generator = None;
+    let mut writes_enabled = false;
+    if let Mode::Elect { take_over, .. } = &config.mode {
+        match super::gatekeeper::detect(&client).await {
+            Ok(Some(found)) => {
+                if *take_over {
+                    tracing::warn!(
+                        "Gatekeeper's generator looks active ({found}); writing anyway (--take-over)"
+                    );
+                    writes_enabled = true;
+                } else {
+                    tracing::error!(
+                        "Gatekeeper's generator looks active: {found}. Not writing: {}",
+                        super::gatekeeper::HOW_TO_DISABLE
+                    );
+                }
+                gatekeeper_generator = Some(found);
+            }
+            Ok(None) => writes_enabled = true,
+            Err(e) => {
+                tracing::warn!(
+                    "{e}; cannot tell whether Gatekeeper's generator is active, assuming it is not"
+                );
+                writes_enabled = true;
+            }
+        }
+    }
+    world.writes_enabled.store(writes_enabled, Ordering::SeqCst);
+
+    // Wait for the first lists (or for a definite read error on each).
+    wait_synced(&world, SYNC_TIMEOUT).await;
+    metrics.ready.store(true, Ordering::Relaxed);
+    for k in world.all_keys() {
+        queue.enqueue(k);
+    }
+
+    // Workers.
+    let attempts: Arc<Mutex<HashMap<Key, u32>>> = Arc::default();
+    for _ in 0..config.workers.max(1) {
+        tasks.push(tokio::spawn(worker(
+            world.clone(),
+            cache.clone(),
+            config.options.clone(),
+            attempts.clone(),
+            shutdown_rx.clone(),
+        )));
+    }
+
+    // Leader election.
+    let (holder_tx, holder_rx) = watch::channel(None);
+    let mut lease_task = None;
+    let mut lease_info = LeaseInfo {
+        identity: identity.clone(),
+        ..LeaseInfo::default()
+    };
+    if let Mode::Elect {
+        lease_namespace,
+        lease_name,
+        ..
+    } = &config.mode
+    {
+        lease_info.lease = format!("{lease_namespace}/{lease_name}");
+        lease_info.participating = true;
+        lease_task = Some(tokio::spawn(super::lease::run(
+            world.clone(),
+            lease_namespace.clone(),
+            lease_name.clone(),
+            identity.clone(),
+            holder_tx,
+            shutdown_rx.clone(),
+        )));
+    }
+
+    // Commands.
+    let (cmd_tx, cmd_rx) = mpsc::channel(32);
+    tasks.push(tokio::spawn(commands(
+        world.clone(),
+        cmd_rx,
+        holder_rx.clone(),
+    )));
+
+    // Periodic resync.
+    {
+        let world = world.clone();
+        let every = tuning.resync_every;
+        tasks.push(tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                for k in world.all_keys() {
+                    world.queue.enqueue(k);
+                }
+            }
+        }));
+    }
+
+    // Published state.
+    let initial = LiveState {
+        synced: true,
+        lease: lease_info.clone(),
+        vap_api: Some(admission.api_version()),
+        server_version,
+        gatekeeper_generator,
+        writes_enabled,
+        ..LiveState::default()
+    };
+    let (state_tx, state_rx) = watch::channel(Arc::new(initial.clone()));
+    tasks.push(tokio::spawn(publish(
+        world.clone(),
+        initial,
+        state_tx,
+        holder_rx,
+        tuning.publish_snapshot,
+    )));
+
+    // Metrics.
+    if let Some(addr) = config.metrics_addr {
+        let metrics = metrics.clone();
+        let rx = shutdown_rx.clone();
+        tasks.push(tokio::spawn(async move {
+            if let Err(e) = super::metrics::serve(addr, metrics, rx).await {
+                tracing::error!("metrics server on {addr}: {e}");
+            }
+        }));
+    }
+
+    let handle = ReconcilerHandle {
+        state: state_rx,
+        commands: cmd_tx,
+        shutdown: shutdown_tx,
+    };
+    let mut stop = shutdown_rx.clone();
+    let join = tokio::spawn(async move {
+        while !*stop.borrow() {
+            if stop.changed().await.is_err() {
+                break;
+            }
+        }
+        // Stop writing first, then release the lease, then stop watching.
+        let result = match lease_task {
+            Some(t) => t.await.unwrap_or(Ok(())),
+            None => Ok(()),
+        };
+        for t in tasks {
+            t.abort();
+        }
+        result
+    });
+    Ok(Running {
+        handle,
+        join,
+        world,
+        cache,
+        identity,
+    })
+}
+
+/// Whether a store has listed once (without waiting).
+fn ready<K>(store: &kube::runtime::reflector::Store<K>) -> bool
+where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    futures::FutureExt::now_or_never(store.wait_until_ready()).is_some()
+}
+
+async fn wait_synced(world: &Arc<LiveWorld>, timeout: Duration) {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let stores_ready = |w: &LiveWorld| {
+        let errs = w.access.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let ready_or_failed = |ready: bool, res: String| ready || errs.contains_key(&res);
+        ready_or_failed(ready(&w.templates), resource_name(&templates_resource()))
+            && ready_or_failed(
+                ready(&w.crds),
+                "customresourcedefinitions.apiextensions.k8s.io".into(),
+            )
+            && ready_or_failed(ready(&w.policies), resource_name(&w.admission.policy()))
+            && ready_or_failed(ready(&w.bindings), resource_name(&w.admission.binding()))
+    };
+    while tokio::time::Instant::now() < deadline {
+        if stores_ready(world) {
+            // CRDs listed: the constraint watches they started must list too.
+            let _ = tokio::time::timeout(
+                deadline - tokio::time::Instant::now(),
+                watches::constraint_watches_ready(world),
+            )
+            .await;
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tracing::warn!("not every watch listed within {timeout:?}; continuing");
+}
+
+async fn worker(
+    world: Arc<LiveWorld>,
+    cache: Arc<OpinionCache>,
+    opts: Options,
+    attempts: Arc<Mutex<HashMap<Key, u32>>>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        if *shutdown.borrow() {
+            return;
+        }
+        let (key, due) = {
+            let mut q = world.queue.inner.lock().unwrap_or_else(|p| p.into_inner());
+            (q.pop(Utc::now()), q.next_due())
+        };
+        let Some(key) = key else {
+            let wait = due
+                .and_then(|d| (d - Utc::now()).to_std().ok())
+                .unwrap_or(Duration::from_secs(1))
+                .min(Duration::from_secs(1));
+            tokio::select! {
+                _ = world.queue.notify.notified() => {}
+                _ = tokio::time::sleep(wait) => {}
+                _ = shutdown.changed() => return,
+            }
+            continue;
+        };
+        let ctx = Ctx {
+            cache: &cache,
+            queue: &*world.queue,
+            opts: &opts,
+        };
+        let outcome = reconcile(&key, &*world, &ctx).await;
+        world.metrics.reconciles.fetch_add(1, Ordering::Relaxed);
+        let attempt = {
+            let mut a = attempts.lock().unwrap_or_else(|p| p.into_inner());
+            match &outcome {
+                Outcome::Retry(_) => {
+                    let n = a.entry(key.clone()).or_default();
+                    *n += 1;
+                    *n
+                }
+                _ => {
+                    a.remove(&key);
+                    0
+                }
+            }
+        };
+        if let Outcome::Retry(why) = &outcome {
+            tracing::debug!(%key, attempt, "retrying: {why}");
+        }
+        schedule(
+            &*world.queue,
+            &key,
+            &outcome,
+            Utc::now(),
+            attempt.saturating_sub(1),
+        );
+        world
+            .queue
+            .inner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .done(&key);
+        world
+            .metrics
+            .queue_depth
+            .store(world.queue.len() as u64, Ordering::Relaxed);
+        world.dirty.store(true, Ordering::Relaxed);
+    }
+}
+
+fn template_ref(name: &str) -> ObjectRef {
+    ObjectRef::new("templates.gatekeeper.sh/v1", "ConstraintTemplate", name)
+}
+
+/// Handles one command: enqueue its keys and log what happened.
+pub fn handle_command(world: &LiveWorld, cmd: &Command, holder: Option<&str>) {
+    let leading = world.leading.load(Ordering::SeqCst);
+    let result = |n: usize| {
+        if !world.writes_enabled.load(Ordering::SeqCst) {
+            EventResult::Skipped(format!("{n} item(s) re-checked; this copy does not write"))
+        } else if leading {
+            EventResult::Ok
+        } else {
+            EventResult::Skipped(format!(
+                "{n} item(s) re-checked; this copy does not hold the lease{}",
+                holder
+                    .map(|h| format!(" ({h} does and reconciles)"))
+                    .unwrap_or_default()
+            ))
+        }
+    };
+    match cmd {
+        Command::Replay(t) | Command::Reconcile(t) => {
+            let verb = if matches!(cmd, Command::Replay(_)) {
+                EventVerb::Replay
+            } else {
+                EventVerb::Reconcile
+            };
+            let kind = world.template(t).and_then(|t| t.kind);
+            let mut n = 0;
+            if verb == EventVerb::Reconcile {
+                world.queue.enqueue(Key::Template(t.clone()));
+                n += 1;
+            }
+            let Some(kind) = kind else {
+                if verb == EventVerb::Replay {
+                    world.log(
+                        verb,
+                        template_ref(t),
+                        EventResult::Failed(format!("template {t} not found (or has no kind)")),
+                        String::new(),
+                    );
+                } else {
+                    world.log(
+                        verb,
+                        template_ref(t),
+                        result(n),
+                        "template gone: its VAP is swept".into(),
+                    );
+                }
+                return;
+            };
+            for name in world.constraint_names(&kind) {
+                world.queue.enqueue(Key::constraint(&kind, name));
+                n += 1;
+            }
+            world.log(
+                verb,
+                template_ref(t),
+                result(n),
+                format!("enqueued {n} item(s) of kind {kind}"),
+            );
+        }
+        Command::ReconcileAll => {
+            let keys = world.all_keys();
+            let n = keys.len();
+            for k in keys {
+                world.queue.enqueue(k);
+            }
+            world.log(
+                EventVerb::ReconcileAll,
+                ObjectRef::new("", "All", "*"),
+                result(n),
+                format!("enqueued {n} item(s)"),
+            );
+        }
+    }
+}
+
+async fn commands(
+    world: Arc<LiveWorld>,
+    mut rx: mpsc::Receiver<Command>,
+    holder: watch::Receiver<Option<String>>,
+) {
+    while let Some(cmd) = rx.recv().await {
+        let h = holder.borrow().clone();
+        handle_command(&world, &cmd, h.as_deref());
+    }
+}
+
+async fn publish(
+    world: Arc<LiveWorld>,
+    mut state: LiveState,
+    tx: watch::Sender<Arc<LiveState>>,
+    holder: watch::Receiver<Option<String>>,
+    with_snapshot: bool,
+) {
+    loop {
+        let h = holder.borrow().clone();
+        let depth = world.queue.len();
+        let dirty = world.dirty.swap(false, Ordering::Relaxed);
+        if dirty || h != state.lease.holder || depth != state.queue_depth {
+            state.lease.holder = h;
+            world.fill_state(&mut state, with_snapshot);
+            world
+                .metrics
+                .queue_depth
+                .store(state.queue_depth as u64, Ordering::Relaxed);
+            if tx.send(Arc::new(state.clone())).is_err() {
+                return;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Waits until this copy leads, or `timeout` passes; returns the holder when another copy
+/// holds the lease.
+pub async fn wait_for_lease(running: &Running, timeout: Duration) -> Result<(), Option<String>> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if running.world.leading.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            let holder = running.handle.current().lease.holder.clone();
+            return Err(holder.filter(|h| *h != running.identity));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits until the queue has been empty for a moment (everything reconciled, including
+/// delayed items such as the binding wait), or `timeout` passes.
+pub async fn wait_idle(world: &LiveWorld, timeout: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut quiet = 0;
+    while tokio::time::Instant::now() < deadline {
+        if world.queue.is_empty() {
+            quiet += 1;
+            if quiet >= 5 {
+                return true;
+            }
+        } else {
+            quiet = 0;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    false
 }

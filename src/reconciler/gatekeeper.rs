@@ -1,0 +1,141 @@
+//! Coexistence with Gatekeeper's own generator (spec §6): if a Gatekeeper Deployment runs the
+//! `generate` operation (or no `--operation` at all, which enables every operation), both would
+//! write the same objects and thrash. `run` then refuses to write unless `--take-over`.
+
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::api::{Api, ListParams};
+
+/// How to switch Gatekeeper's generation off: the message users see.
+pub const HOW_TO_DISABLE: &str = "switch Gatekeeper's generator off (Helm: --set audit.disableGenerateOperation=true, and keep controllerManager.disableGenerateOperation=true; plain manifests: remove --operation=generate from the gatekeeper-audit container, and give every Gatekeeper container explicit --operation flags), or pass --take-over to write anyway";
+
+/// The `--operation` values of a container's command line, or `None` when it sets none.
+fn operations(tokens: &[String]) -> Option<Vec<String>> {
+    let mut ops = Vec::new();
+    let mut seen = false;
+    let mut iter = tokens.iter().peekable();
+    while let Some(t) = iter.next() {
+        let t = t.trim();
+        let value = if let Some(v) = t
+            .strip_prefix("--operation=")
+            .or_else(|| t.strip_prefix("-operation="))
+        {
+            Some(v.to_string())
+        } else if t == "--operation" || t == "-operation" {
+            iter.next().map(|v| v.to_string())
+        } else {
+            None
+        };
+        if let Some(v) = value {
+            seen = true;
+            ops.extend(v.split(',').map(|s| s.trim().to_string()));
+        }
+    }
+    seen.then_some(ops)
+}
+
+/// What in these Deployments looks like an active Gatekeeper generator, if anything.
+pub fn generator_active(deployments: &[Deployment]) -> Option<String> {
+    let mut found = Vec::new();
+    for d in deployments {
+        let name = d.metadata.name.clone().unwrap_or_default();
+        let ns = d.metadata.namespace.clone().unwrap_or_default();
+        let Some(spec) = &d.spec else { continue };
+        if spec.replicas == Some(0) {
+            continue;
+        }
+        let Some(pod) = &spec.template.spec else {
+            continue;
+        };
+        for c in &pod.containers {
+            let image = c.image.clone().unwrap_or_default();
+            let is_gatekeeper = image.contains("gatekeeper")
+                && !image.contains("kubectl-vap")
+                && !image.contains("gatekeeper-crds");
+            if !is_gatekeeper {
+                continue;
+            }
+            let tokens: Vec<String> = c
+                .command
+                .iter()
+                .flatten()
+                .chain(c.args.iter().flatten())
+                .cloned()
+                .collect();
+            match operations(&tokens) {
+                None => found.push(format!(
+                    "Deployment {ns}/{name} container {} sets no --operation (all operations, including generate, are on)",
+                    c.name
+                )),
+                Some(ops) if ops.iter().any(|o| o == "generate") => found.push(format!(
+                    "Deployment {ns}/{name} container {} runs --operation=generate",
+                    c.name
+                )),
+                Some(_) => {}
+            }
+        }
+    }
+    (!found.is_empty()).then(|| found.join("; "))
+}
+
+/// Lists Deployments in every namespace and applies [`generator_active`].
+pub async fn detect(client: &kube::Client) -> Result<Option<String>, crate::kube::KubeError> {
+    let api: Api<Deployment> = Api::all(client.clone());
+    let list = api.list(&ListParams::default()).await.map_err(|e| {
+        crate::kube::KubeError::request("listing Deployments to detect Gatekeeper's generator", e)
+    })?;
+    Ok(generator_active(&list.items))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn deployment(args: serde_json::Value, replicas: i32) -> Deployment {
+        serde_json::from_value(json!({
+            "metadata": { "name": "gatekeeper-audit", "namespace": "gatekeeper-system" },
+            "spec": {
+                "replicas": replicas,
+                "selector": {},
+                "template": { "spec": { "containers": [{
+                    "name": "manager",
+                    "image": "openpolicyagent/gatekeeper:v3.23.0",
+                    "args": args
+                }] } }
+            }
+        }))
+        .expect("deployment literal")
+    }
+
+    #[test]
+    fn generate_operation_is_detected_in_every_spelling() {
+        for args in [
+            json!(["--operation=audit", "--operation=generate"]),
+            json!(["--operation", "generate"]),
+            json!(["--operation=audit,generate,status"]),
+        ] {
+            assert!(
+                generator_active(&[deployment(args.clone(), 1)]).is_some(),
+                "{args}"
+            );
+        }
+    }
+
+    #[test]
+    fn no_operation_flag_means_every_operation() {
+        let found = generator_active(&[deployment(json!(["--port=8443"]), 1)]);
+        assert!(found.is_some_and(|m| m.contains("no --operation")));
+    }
+
+    #[test]
+    fn other_operations_or_scaled_down_are_fine() {
+        assert_eq!(
+            generator_active(&[deployment(
+                json!(["--operation=webhook", "--operation=audit"]),
+                1
+            )]),
+            None
+        );
+        assert_eq!(generator_active(&[deployment(json!([]), 0)]), None);
+    }
+}

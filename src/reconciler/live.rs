@@ -1,0 +1,500 @@
+//! The live world: the reflector stores as [`ConstraintStore`]/[`TemplateStore`], writes to the
+//! API server as [`Writer`] (only while this copy holds the lease), the shared work queue.
+//!
+//! Read-your-writes: a store lags our own writes by one watch event. A write's result is kept
+//! in a short-lived overlay and preferred until the store has caught up (by resourceVersion),
+//! so a reconcile that runs in between neither creates twice nor updates from a stale version
+//! (I4: one needed change = one write).
+
+use super::metrics::Metrics;
+use super::queue::{Key, WorkQueue};
+use super::state::{EventResult, EventVerb, LiveState, ReconcileEvent};
+use super::world::{ConstraintStore, Enqueue, TemplateStore, WriteOutcome, Writer};
+use crate::core::desired::CrdState;
+use crate::core::{PlannedWrite, Verb};
+use crate::kube::apply::{Applied, ApplyError, apply_write};
+use crate::kube::discovery::AdmissionApi;
+use crate::model::{
+    Binding, CONSTRAINTS_GROUP, Constraint, ConstraintTemplate, CrdInfo, ObjectRef, Policy, Source,
+};
+use chrono::{DateTime, Utc};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::DynamicObject;
+use kube::core::ApiResource;
+use kube::runtime::reflector::{ObjectRef as StoreRef, Store};
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+use tokio::sync::Notify;
+
+/// How long a write's result is preferred over a store that has not seen it yet.
+const OVERLAY_TTL: Duration = Duration::from_secs(10);
+
+/// The constraint watch of one kind.
+pub struct KindWatch {
+    pub plural: String,
+    pub store: Store<DynamicObject>,
+    pub task: tokio::task::AbortHandle,
+}
+
+#[derive(Clone)]
+struct Recent {
+    /// The object as written, or `None` after a delete.
+    object: Option<serde_json::Value>,
+    /// Its resourceVersion (or that of the deleted object).
+    rv: u64,
+    at: Instant,
+}
+
+/// The shared, de-duplicating queue with a wake-up for workers.
+#[derive(Default)]
+pub struct LiveQueue {
+    pub inner: Mutex<WorkQueue>,
+    pub notify: Notify,
+}
+
+impl Enqueue for LiveQueue {
+    fn enqueue(&self, key: Key) {
+        self.inner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(key);
+        self.notify.notify_waiters();
+        self.notify.notify_one();
+    }
+    fn enqueue_at(&self, key: Key, at: DateTime<Utc>) {
+        self.inner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push_at(key, at);
+        self.notify.notify_one();
+    }
+}
+
+impl LiveQueue {
+    pub fn len(&self) -> usize {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+pub struct LiveWorld {
+    pub client: kube::Client,
+    pub admission: AdmissionApi,
+    pub templates: Store<DynamicObject>,
+    pub crds: Store<CustomResourceDefinition>,
+    pub policies: Store<DynamicObject>,
+    pub bindings: Store<DynamicObject>,
+    pub constraints: RwLock<HashMap<String, KindWatch>>,
+    pub queue: Arc<LiveQueue>,
+    pub metrics: Arc<Metrics>,
+    /// This copy holds the lease.
+    pub leading: AtomicBool,
+    /// Writes are allowed at all (false: read-only, or refused because of Gatekeeper).
+    pub writes_enabled: AtomicBool,
+    pub events: Mutex<VecDeque<ReconcileEvent>>,
+    /// Bumped on every store change, so the publisher knows to rebuild the snapshot.
+    pub dirty: AtomicBool,
+    /// Resources this copy cannot read, by resource name.
+    pub access: Mutex<std::collections::BTreeMap<String, super::state::AccessError>>,
+    overlay: Mutex<HashMap<(bool, String), Recent>>,
+}
+
+fn rv_of(v: &serde_json::Value) -> u64 {
+    v["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
+/// A store object as JSON with its type set (list items may lack it).
+pub fn dyn_to_value(obj: &DynamicObject, ar: &ApiResource) -> serde_json::Value {
+    let mut v = serde_json::to_value(obj).unwrap_or_default();
+    if let Some(o) = v.as_object_mut() {
+        o.insert("apiVersion".into(), ar.api_version.clone().into());
+        o.insert("kind".into(), ar.kind.clone().into());
+    }
+    v
+}
+
+pub fn crd_to_value(crd: &CustomResourceDefinition) -> serde_json::Value {
+    let mut v = serde_json::to_value(crd).unwrap_or_default();
+    if let Some(o) = v.as_object_mut() {
+        o.insert("apiVersion".into(), "apiextensions.k8s.io/v1".into());
+        o.insert("kind".into(), "CustomResourceDefinition".into());
+    }
+    v
+}
+
+impl LiveWorld {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        client: kube::Client,
+        admission: AdmissionApi,
+        templates: Store<DynamicObject>,
+        crds: Store<CustomResourceDefinition>,
+        policies: Store<DynamicObject>,
+        bindings: Store<DynamicObject>,
+        queue: Arc<LiveQueue>,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        LiveWorld {
+            client,
+            admission,
+            templates,
+            crds,
+            policies,
+            bindings,
+            constraints: RwLock::new(HashMap::new()),
+            queue,
+            metrics,
+            leading: AtomicBool::new(false),
+            writes_enabled: AtomicBool::new(false),
+            events: Mutex::new(VecDeque::new()),
+            dirty: AtomicBool::new(true),
+            access: Mutex::new(std::collections::BTreeMap::new()),
+            overlay: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn may_write(&self) -> bool {
+        self.leading.load(Ordering::SeqCst) && self.writes_enabled.load(Ordering::SeqCst)
+    }
+
+    pub fn log(&self, verb: EventVerb, object: ObjectRef, result: EventResult, message: String) {
+        let mut events = self.events.lock().unwrap_or_else(|p| p.into_inner());
+        if events.len() >= super::state::EVENT_LOG_CAPACITY {
+            events.pop_front();
+        }
+        events.push_back(ReconcileEvent {
+            time: Utc::now(),
+            verb,
+            object,
+            result,
+            message,
+        });
+        self.dirty.store(true, Ordering::Relaxed);
+    }
+
+    /// A store object, or our newer write of it.
+    fn read(&self, is_policy: bool, name: &str) -> Option<serde_json::Value> {
+        let (store, ar) = if is_policy {
+            (&self.policies, self.admission.policy())
+        } else {
+            (&self.bindings, self.admission.binding())
+        };
+        let stored = store
+            .get(&StoreRef::new_with(name, ar.clone()))
+            .map(|o| dyn_to_value(&o, &ar));
+        let key = (is_policy, name.to_string());
+        let mut overlay = self.overlay.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(recent) = overlay.get(&key).cloned() else {
+            return stored;
+        };
+        let fresh = recent.at.elapsed() < OVERLAY_TTL;
+        let caught_up = match (&recent.object, &stored) {
+            // Our write is in the store (or something newer is).
+            (Some(_), Some(s)) => rv_of(s) >= recent.rv,
+            // Our delete is in the store.
+            (None, None) => true,
+            // Recreated after our delete.
+            (None, Some(s)) => rv_of(s) > recent.rv,
+            (Some(_), None) => false,
+        };
+        if caught_up || !fresh {
+            overlay.remove(&key);
+            stored
+        } else {
+            recent.object
+        }
+    }
+
+    fn remember(&self, w: &PlannedWrite, applied: &Applied) {
+        let is_policy = w.object.kind == crate::kube::discovery::VAP_KIND;
+        let recent = match applied {
+            Applied::Written(v) => Recent {
+                object: Some(v.clone()),
+                rv: rv_of(v),
+                at: Instant::now(),
+            },
+            Applied::Deleted | Applied::AlreadyGone => Recent {
+                object: None,
+                rv: w
+                    .resource_version
+                    .as_deref()
+                    .and_then(|r| r.parse().ok())
+                    .unwrap_or(0),
+                at: Instant::now(),
+            },
+        };
+        self.overlay
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert((is_policy, w.object.name.clone()), recent);
+    }
+
+    pub fn constraint_resource(&self, kind: &str) -> Option<(ApiResource, Store<DynamicObject>)> {
+        let watches = self.constraints.read().unwrap_or_else(|p| p.into_inner());
+        watches.get(kind).map(|w| {
+            (
+                crate::kube::discovery::constraint_resource(kind, &w.plural),
+                w.store.clone(),
+            )
+        })
+    }
+
+    /// Every key a resync visits: templates, constraints, and the owners of VAPs/bindings.
+    pub fn all_keys(&self) -> Vec<Key> {
+        let mut keys: Vec<Key> = self
+            .templates
+            .state()
+            .iter()
+            .filter_map(|t| t.metadata.name.clone())
+            .map(Key::Template)
+            .collect();
+        {
+            let watches = self.constraints.read().unwrap_or_else(|p| p.into_inner());
+            for (kind, w) in watches.iter() {
+                keys.extend(
+                    w.store
+                        .state()
+                        .iter()
+                        .filter_map(|c| c.metadata.name.clone())
+                        .map(|n| Key::constraint(kind, n)),
+                );
+            }
+        }
+        for p in self.policies.state() {
+            keys.extend(super::watches::policy_keys(&p));
+        }
+        for b in self.bindings.state() {
+            keys.extend(super::watches::binding_keys(&b));
+        }
+        keys.sort();
+        keys.dedup();
+        keys
+    }
+
+    /// The snapshot of the stores, for views and `--once`'s final check.
+    pub fn snapshot(&self) -> crate::snapshot::Snapshot {
+        let mut snap = crate::snapshot::Snapshot::default();
+        let cluster = Source::default();
+        let mut add = |v: serde_json::Value| {
+            if let Err(e) = snap.insert(v, cluster.clone()) {
+                tracing::debug!("skipping an unreadable object: {e}");
+            }
+        };
+        let tar = crate::kube::discovery::templates_resource();
+        self.templates
+            .state()
+            .iter()
+            .for_each(|o| add(dyn_to_value(o, &tar)));
+        self.crds
+            .state()
+            .iter()
+            .filter(|c| c.spec.group == CONSTRAINTS_GROUP)
+            .for_each(|c| add(crd_to_value(c)));
+        {
+            let watches = self.constraints.read().unwrap_or_else(|p| p.into_inner());
+            for (kind, w) in watches.iter() {
+                let ar = crate::kube::discovery::constraint_resource(kind, &w.plural);
+                w.store
+                    .state()
+                    .iter()
+                    .for_each(|o| add(dyn_to_value(o, &ar)));
+            }
+        }
+        let par = self.admission.policy();
+        self.policies
+            .state()
+            .iter()
+            .for_each(|o| add(dyn_to_value(o, &par)));
+        let bar = self.admission.binding();
+        self.bindings
+            .state()
+            .iter()
+            .for_each(|o| add(dyn_to_value(o, &bar)));
+        snap.now = Some(Utc::now());
+        snap
+    }
+
+    pub fn fill_state(&self, state: &mut LiveState, with_snapshot: bool) {
+        if with_snapshot {
+            state.snapshot = self.snapshot();
+        }
+        state.events = self
+            .events
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        state.queue_depth = self.queue.len();
+        state.access_errors = self
+            .access
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        state.lease.leading = self.leading.load(Ordering::SeqCst);
+        state.writes_enabled = self.writes_enabled.load(Ordering::SeqCst);
+    }
+}
+
+impl ConstraintStore for LiveWorld {
+    fn constraint(&self, kind: &str, name: &str) -> Option<Constraint> {
+        let (ar, store) = self.constraint_resource(kind)?;
+        store
+            .get(&StoreRef::new_with(name, ar.clone()))
+            .map(|o| Constraint::from_value(dyn_to_value(&o, &ar), Source::default()))
+    }
+
+    fn constraint_names(&self, kind: &str) -> Vec<String> {
+        match self.constraint_resource(kind) {
+            Some((_, store)) => store
+                .state()
+                .iter()
+                .filter_map(|o| o.metadata.name.clone())
+                .collect(),
+            None => Vec::new(),
+        }
+    }
+
+    fn crd_state(&self, kind: &str) -> CrdState {
+        let crd = self
+            .crds
+            .find(|c| c.spec.group == CONSTRAINTS_GROUP && c.spec.names.kind == kind);
+        match crd {
+            None => CrdState::NotEstablished,
+            Some(c) => {
+                let info = CrdInfo::from_value(&crd_to_value(&c), Source::default());
+                if info.established {
+                    CrdState::Established(info.established_since)
+                } else {
+                    CrdState::NotEstablished
+                }
+            }
+        }
+    }
+
+    fn binding(&self, name: &str) -> Option<Binding> {
+        let v = self.read(false, name)?;
+        Binding::from_value(v, Source::default())
+            .map_err(|e| tracing::warn!(binding = name, "{e}"))
+            .ok()
+    }
+
+    fn now(&self) -> DateTime<Utc> {
+        Utc::now()
+    }
+}
+
+impl TemplateStore for LiveWorld {
+    fn template(&self, name: &str) -> Option<ConstraintTemplate> {
+        let ar = crate::kube::discovery::templates_resource();
+        self.templates
+            .get(&StoreRef::new_with(name, ar.clone()))
+            .map(|o| ConstraintTemplate::from_value(dyn_to_value(&o, &ar), Source::default()))
+    }
+
+    fn policy(&self, name: &str) -> Option<Policy> {
+        let v = self.read(true, name)?;
+        Policy::from_value(v, Source::default())
+            .map_err(|e| tracing::warn!(policy = name, "{e}"))
+            .ok()
+    }
+
+    fn bindings_of_kind(&self, kind: &str) -> Vec<Binding> {
+        let names: Vec<String> = self
+            .bindings
+            .state()
+            .iter()
+            .filter(|b| {
+                b.metadata.owner_references.iter().flatten().any(|r| {
+                    r.controller == Some(true)
+                        && r.api_version.starts_with("constraints.gatekeeper.sh/")
+                        && r.kind == kind
+                })
+            })
+            .filter_map(|b| b.metadata.name.clone())
+            .collect();
+        // Through the overlay: a binding we just deleted is gone.
+        names.iter().filter_map(|n| self.binding(n)).collect()
+    }
+}
+
+impl Writer for LiveWorld {
+    fn write(&self, w: &PlannedWrite) -> impl std::future::Future<Output = WriteOutcome> + Send {
+        async move {
+            let verb = match w.verb {
+                Verb::Create => EventVerb::Create,
+                Verb::Update => EventVerb::Update,
+                Verb::Delete => EventVerb::Delete,
+            };
+            if !self.writes_enabled.load(Ordering::SeqCst) {
+                return WriteOutcome::Skipped("writes are disabled".into());
+            }
+            // Checked right before sending: a copy that just lost the lease sends nothing more.
+            if !self.leading.load(Ordering::SeqCst) {
+                return WriteOutcome::Skipped("not the lease holder".into());
+            }
+            let resource = if w.object.kind == crate::kube::discovery::VAP_KIND {
+                "validatingadmissionpolicies"
+            } else {
+                "validatingadmissionpolicybindings"
+            };
+            match apply_write(&self.client, &self.admission, w).await {
+                Ok(applied) => {
+                    self.remember(w, &applied);
+                    self.metrics.write(w.verb.as_str(), resource);
+                    tracing::info!(
+                        verb = w.verb.as_str(),
+                        object = %w.object,
+                        "{} {}: {}",
+                        w.verb.as_str(),
+                        w.object,
+                        w.reason
+                    );
+                    self.log(verb, w.object.clone(), EventResult::Ok, w.reason.clone());
+                    self.dirty.store(true, Ordering::Relaxed);
+                    WriteOutcome::Done
+                }
+                Err(ApplyError::Conflict(msg)) => {
+                    self.metrics.error("conflict");
+                    tracing::debug!("{msg}");
+                    self.log(
+                        verb,
+                        w.object.clone(),
+                        EventResult::Failed("conflict; retried".into()),
+                        w.reason.clone(),
+                    );
+                    WriteOutcome::Retry(msg)
+                }
+                Err(e) => {
+                    let label = match e.status() {
+                        Some(401 | 403) => "forbidden",
+                        Some(422) => "invalid",
+                        _ => "failed",
+                    };
+                    self.metrics.error(label);
+                    let msg = match e.status() {
+                        Some(401 | 403) => format!(
+                            "{e} (grant the ClusterRole from `kubectl vap install --print`)"
+                        ),
+                        _ => e.to_string(),
+                    };
+                    tracing::warn!("{msg}");
+                    self.log(
+                        verb,
+                        w.object.clone(),
+                        EventResult::Failed(msg.clone()),
+                        w.reason.clone(),
+                    );
+                    WriteOutcome::Failed(msg)
+                }
+            }
+        }
+    }
+}
