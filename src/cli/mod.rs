@@ -1,6 +1,7 @@
 //! Commands: each one gathers input (files or cluster), calls the pure core, prints.
 
 pub mod args;
+pub mod live;
 pub mod output;
 pub mod report;
 
@@ -9,10 +10,13 @@ use std::process::ExitCode;
 
 /// Runs the parsed command line. `Ok` carries the exit code; `Err` exits 2 with its context.
 pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
-    crate::logging::init_cli(
-        cli.log.as_deref(),
-        matches!(cli.command, Some(Command::Run(_))),
-    );
+    match &cli.command {
+        Some(Command::Run(r)) if r.in_cluster => crate::logging::init_json(cli.log.as_deref()),
+        _ => crate::logging::init_cli(
+            cli.log.as_deref(),
+            matches!(cli.command, Some(Command::Run(_))),
+        ),
+    }
     match &cli.command {
         Some(Command::Version) => {
             println!("kubectl-vap {}", env!("CARGO_PKG_VERSION"));
@@ -24,13 +28,24 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Plan(out)) if !cli.input.filenames.is_empty() => {
             report::plan_files(&cli, out)
         }
-        Some(Command::Check(_)) | Some(Command::Plan(_)) => {
-            anyhow::bail!("check/plan against a live cluster is not built yet; use -f PATH")
+        Some(Command::Check(out)) => live::check_or_plan(&cli, out, false),
+        Some(Command::Plan(out)) => live::check_or_plan(&cli, out, true),
+        Some(Command::Run(args)) => live::run(&cli, args),
+        Some(Command::Replay { template }) => {
+            live::one_shot(&cli, crate::reconciler::Command::Replay(template.clone()))
         }
-        Some(Command::Run(_)) | Some(Command::Replay { .. }) | Some(Command::Reconcile { .. }) => {
-            anyhow::bail!("the live reconciler is not built yet")
+        Some(Command::Reconcile { template, all }) => {
+            let cmd = match (template, all) {
+                (Some(t), false) => crate::reconciler::Command::Reconcile(t.clone()),
+                _ => crate::reconciler::Command::ReconcileAll,
+            };
+            live::one_shot(&cli, cmd)
         }
-        Some(Command::Install { .. }) => anyhow::bail!("install --print is not built yet"),
+        Some(Command::Install {
+            print: _,
+            namespace,
+            image,
+        }) => live::install(namespace, image),
         None => crate::tui::run(&cli),
     }
 }

@@ -1,0 +1,393 @@
+//! The commands that talk to a live cluster: `run`, `replay`, `reconcile`, `install --print`,
+//! and `check`/`plan` without `-f`. Each builds a client from kubectl's connection flags; the
+//! one-shot commands go through the same reconciler and lease as `run` and the TUI.
+
+use super::args::{Cli, OutputArgs, RunArgs};
+use super::report;
+use crate::core::analyze;
+use crate::kube::{client_from, discover_admission_api, list_snapshot};
+use crate::reconciler::runtime::{Running, Tuning, launch, wait_for_lease, wait_idle};
+use crate::reconciler::state::{AccessErrorKind, EventResult};
+use crate::reconciler::{Command, Config, Mode};
+use anyhow::{Context, bail};
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// The Lease the one-shot commands join (the `run` defaults).
+const DEFAULT_LEASE_NAMESPACE: &str = "gatekeeper-system";
+const DEFAULT_LEASE_NAME: &str = "kubectl-vap";
+/// How long a one-shot command waits to acquire a free (or expired) lease.
+const LEASE_WAIT: Duration = Duration::from_secs(20);
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn terminated() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+async fn stop(running: Running) {
+    running.handle.shutdown();
+    match tokio::time::timeout(Duration::from_secs(10), running.join).await {
+        Ok(Ok(Err(e))) => tracing::warn!("stopping: {e}"),
+        Ok(Err(e)) => tracing::warn!("stopping: {e}"),
+        Err(_) => tracing::warn!("stopping: timed out releasing the lease"),
+        Ok(Ok(Ok(()))) => {}
+    }
+}
+
+/// Refuses when Gatekeeper's generator is active and writes are off; says how to fix it.
+fn gatekeeper_refusal(running: &Running) -> Option<String> {
+    let state = running.handle.current();
+    match (&state.gatekeeper_generator, state.writes_enabled) {
+        (Some(found), false) => Some(format!(
+            "Gatekeeper's own VAP generator looks active ({found}); two generators would fight over the same objects. Not writing: {}",
+            crate::reconciler::gatekeeper::HOW_TO_DISABLE
+        )),
+        _ => None,
+    }
+}
+
+/// Writes and failures from the event log, as lines.
+fn event_lines(running: &Running, since: usize) -> (Vec<String>, usize) {
+    let state = running.handle.current();
+    let mut failures = 0;
+    let lines = state
+        .events
+        .iter()
+        .skip(since)
+        .map(|e| {
+            if matches!(e.result, EventResult::Failed(_)) {
+                failures += 1;
+            }
+            let result = match &e.result {
+                EventResult::Ok => String::new(),
+                EventResult::Skipped(why) => format!(" (skipped: {why})"),
+                EventResult::Failed(why) => format!(" (FAILED: {why})"),
+            };
+            format!("{} {}: {}{result}", e.verb.as_str(), e.object, e.message)
+        })
+        .collect();
+    (lines, failures)
+}
+
+/// Checks the stores against the analysis (the I3 oracle): the remaining plan.
+async fn remaining_plan(running: &Running, opts: &crate::core::Options) -> Vec<String> {
+    // The stores may lag the last writes by a watch event: look a few times.
+    let mut left = Vec::new();
+    for _ in 0..20 {
+        let snap = running.world.snapshot();
+        left = analyze(&snap, opts)
+            .plan
+            .iter()
+            .map(|w| format!("{} {} ({})", w.verb.as_str(), w.object, w.reason))
+            .collect();
+        if left.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    left
+}
+
+pub fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<ExitCode> {
+    let rt = runtime()?;
+    rt.block_on(async {
+        let client = client_from(&cli.conn, args.in_cluster)
+            .await
+            .context("connecting to the cluster")?;
+        let opts = cli.gen_flags.options();
+        let mut config = Config::new(
+            opts.clone(),
+            Mode::Elect {
+                lease_namespace: args.lease_namespace.clone(),
+                lease_name: args.lease_name.clone(),
+                take_over: args.take_over,
+            },
+        );
+        config.metrics_addr = args.metrics_addr;
+        let tuning = Tuning {
+            publish_snapshot: false,
+            ..Tuning::default()
+        };
+        let running = launch(client, config, tuning)
+            .await
+            .context("starting the reconciler")?;
+        if let Some(msg) = gatekeeper_refusal(&running) {
+            stop(running).await;
+            bail!(msg);
+        }
+        for e in &running.handle.current().access_errors {
+            tracing::warn!("{}", e.message);
+        }
+        tracing::info!(
+            identity = %running.identity,
+            "reconciler started; competing for Lease {}/{}",
+            args.lease_namespace,
+            args.lease_name
+        );
+        if !args.once {
+            terminated().await;
+            tracing::info!("stopping: releasing the lease");
+            stop(running).await;
+            return Ok(ExitCode::SUCCESS);
+        }
+        // --once: lead, converge, verify, release.
+        if let Err(holder) = wait_for_lease(&running, LEASE_WAIT).await {
+            stop(running).await;
+            eprintln!(
+                "error: Lease {}/{} is held by {}; that copy reconciles. Not converging from here.",
+                args.lease_namespace,
+                args.lease_name,
+                holder.unwrap_or_else(|| "another copy".into())
+            );
+            return Ok(ExitCode::from(1));
+        }
+        let limit = opts.binding_wait + Duration::from_secs(90);
+        let idle = wait_idle(&running.world, limit).await;
+        let left = remaining_plan(&running, &opts).await;
+        let (lines, failures) = event_lines(&running, 0);
+        for l in &lines {
+            eprintln!("{l}");
+        }
+        let writes = running.world.metrics.writes_total();
+        stop(running).await;
+        if idle && left.is_empty() && failures == 0 {
+            eprintln!("converged: {writes} write(s)");
+            Ok(ExitCode::SUCCESS)
+        } else {
+            eprintln!(
+                "error: did not converge{}; {} write(s) still needed:",
+                if idle {
+                    ""
+                } else {
+                    " (work still queued: writes keep failing?)"
+                },
+                left.len()
+            );
+            for l in left {
+                eprintln!("  {l}");
+            }
+            Ok(ExitCode::from(1))
+        }
+    })
+}
+
+/// `replay TEMPLATE`, `reconcile TEMPLATE`, `reconcile --all`: join the election briefly,
+/// send the command, wait for the queue to drain, print what was done.
+pub fn one_shot(cli: &Cli, cmd: Command) -> anyhow::Result<ExitCode> {
+    let rt = runtime()?;
+    rt.block_on(async {
+        let client = client_from(&cli.conn, false)
+            .await
+            .context("connecting to the cluster")?;
+        let opts = cli.gen_flags.options();
+        let config = Config::new(
+            opts.clone(),
+            Mode::Elect {
+                lease_namespace: DEFAULT_LEASE_NAMESPACE.into(),
+                lease_name: DEFAULT_LEASE_NAME.into(),
+                take_over: false,
+            },
+        );
+        let tuning = Tuning {
+            publish_snapshot: false,
+            ..Tuning::default()
+        };
+        let running = launch(client, config, tuning)
+            .await
+            .context("starting the reconciler")?;
+        if let Some(msg) = gatekeeper_refusal(&running) {
+            stop(running).await;
+            bail!(msg);
+        }
+        if let Err(holder) = wait_for_lease(&running, LEASE_WAIT).await {
+            stop(running).await;
+            eprintln!(
+                "error: Lease {DEFAULT_LEASE_NAMESPACE}/{DEFAULT_LEASE_NAME} is held by {}; that copy is the one that writes and it reconciles on its own. Refusing to write from here.",
+                holder.unwrap_or_else(|| "another copy".into())
+            );
+            return Ok(ExitCode::from(1));
+        }
+        running
+            .handle
+            .send(cmd)
+            .await
+            .context("sending the command")?;
+        // Let the command be handled, then drain.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let idle = wait_idle(&running.world, opts.binding_wait + Duration::from_secs(90)).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        // Everything since joining: gaining the lease resyncs, so writes may precede the command.
+        let (lines, failures) = event_lines(&running, 0);
+        for l in &lines {
+            println!("{l}");
+        }
+        stop(running).await;
+        if idle && failures == 0 {
+            Ok(ExitCode::SUCCESS)
+        } else {
+            Ok(ExitCode::from(1))
+        }
+    })
+}
+
+/// `check`/`plan` against the live cluster: one listing, then the same report as for files.
+pub fn check_or_plan(cli: &Cli, out: &OutputArgs, plan: bool) -> anyhow::Result<ExitCode> {
+    let rt = runtime()?;
+    rt.block_on(async {
+        let client = client_from(&cli.conn, false)
+            .await
+            .context("connecting to the cluster")?;
+        let api = discover_admission_api(&client)
+            .await
+            .context("discovering the VAP API")?;
+        let (snap, errors) = list_snapshot(&client, &api)
+            .await
+            .context("reading the cluster")?;
+        let forbidden: Vec<String> = errors
+            .iter()
+            .filter(|e| e.kind != AccessErrorKind::NotServed)
+            .map(|e| e.message.clone())
+            .collect();
+        for e in errors.iter().filter(|e| e.kind == AccessErrorKind::NotServed) {
+            eprintln!("warning: {}", e.message);
+        }
+        if !forbidden.is_empty() {
+            bail!(
+                "cannot read everything the report needs (a partial report would hide problems):\n  {}",
+                forbidden.join("\n  ")
+            );
+        }
+        let opts = cli.gen_flags.options();
+        if plan {
+            print!("{}", report::plan_report(&snap, &opts, out.output)?);
+            Ok(ExitCode::SUCCESS)
+        } else {
+            let (text, code) = report::check_report(&snap, &opts, out.output)?;
+            print!("{text}");
+            Ok(code)
+        }
+    })
+}
+
+/// `install --print`: the in-cluster manifests with least-privilege RBAC.
+pub fn install(namespace: &str, image: &str) -> anyhow::Result<ExitCode> {
+    print!("{}", install_manifests(namespace, image));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The ClusterRole `run` needs: exactly the verbs and resources it uses.
+pub fn cluster_role_rules() -> serde_json::Value {
+    serde_json::json!([
+        { "apiGroups": ["templates.gatekeeper.sh"], "resources": ["constrainttemplates"], "verbs": ["list", "watch"] },
+        { "apiGroups": ["constraints.gatekeeper.sh"], "resources": ["*"], "verbs": ["list", "watch"] },
+        { "apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": ["list", "watch"] },
+        { "apiGroups": ["admissionregistration.k8s.io"],
+          "resources": ["validatingadmissionpolicies", "validatingadmissionpolicybindings"],
+          "verbs": ["list", "watch", "create", "update", "delete"] },
+        { "apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["list"] }
+    ])
+}
+
+/// The Role for the Lease, in the lease namespace only.
+pub fn lease_role_rules() -> serde_json::Value {
+    serde_json::json!([
+        { "apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update", "patch"] }
+    ])
+}
+
+pub fn install_manifests(namespace: &str, image: &str) -> String {
+    use serde_json::json;
+    let name = "kubectl-vap";
+    let labels = json!({ "app.kubernetes.io/name": name, "app.kubernetes.io/managed-by": name });
+    let docs = vec![
+        json!({
+            "apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": { "name": name, "namespace": namespace, "labels": labels }
+        }),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": { "name": name, "labels": labels },
+            "rules": cluster_role_rules()
+        }),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": { "name": name, "labels": labels },
+            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name },
+            "subjects": [{ "kind": "ServiceAccount", "name": name, "namespace": namespace }]
+        }),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": { "name": format!("{name}-lease"), "namespace": namespace, "labels": labels },
+            "rules": lease_role_rules()
+        }),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": { "name": format!("{name}-lease"), "namespace": namespace, "labels": labels },
+            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": format!("{name}-lease") },
+            "subjects": [{ "kind": "ServiceAccount", "name": name, "namespace": namespace }]
+        }),
+        json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": { "name": name, "namespace": namespace, "labels": labels },
+            "spec": {
+                "replicas": 2,
+                "selector": { "matchLabels": { "app.kubernetes.io/name": name } },
+                "template": {
+                    "metadata": { "labels": { "app.kubernetes.io/name": name } },
+                    "spec": {
+                        "serviceAccountName": name,
+                        "securityContext": { "runAsNonRoot": true, "seccompProfile": { "type": "RuntimeDefault" } },
+                        "containers": [{
+                            "name": name,
+                            "image": image,
+                            "args": ["run", "--in-cluster",
+                                     format!("--lease-namespace={namespace}"),
+                                     "--metrics-addr=0.0.0.0:8080"],
+                            "ports": [{ "name": "metrics", "containerPort": 8080 }],
+                            "livenessProbe": { "httpGet": { "path": "/healthz", "port": "metrics" } },
+                            "readinessProbe": { "httpGet": { "path": "/readyz", "port": "metrics" } },
+                            "resources": { "requests": { "cpu": "50m", "memory": "64Mi" },
+                                           "limits": { "memory": "256Mi" } },
+                            "securityContext": { "allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true,
+                                                 "capabilities": { "drop": ["ALL"] } }
+                        }]
+                    }
+                }
+            }
+        }),
+    ];
+    let mut out = String::from(
+        "# kubectl-vap in-cluster reconciler. The namespace must exist (it is not created here).\n",
+    );
+    for d in docs {
+        out.push_str("---\n");
+        out.push_str(&serde_norway::to_string(&d).unwrap_or_default());
+    }
+    out
+}
