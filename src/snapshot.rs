@@ -120,3 +120,31 @@ impl Snapshot {
         Ok(())
     }
 }
+
+impl Snapshot {
+    /// Keeps the last of objects that share an identity (the same file given twice, or an
+    /// object in two files), as applying them in order would. Returns how many were dropped.
+    pub fn dedupe(&mut self) -> usize {
+        fn keep_last<T>(items: &mut Vec<T>, key: impl Fn(&T) -> String) -> usize {
+            let mut seen = std::collections::HashSet::new();
+            let before = items.len();
+            let mut kept: Vec<T> = Vec::with_capacity(before);
+            for item in std::mem::take(items).into_iter().rev() {
+                if seen.insert(key(&item)) {
+                    kept.push(item);
+                }
+            }
+            kept.reverse();
+            *items = kept;
+            before - items.len()
+        }
+        keep_last(&mut self.templates, |t| t.meta.name.clone())
+            + keep_last(&mut self.constraints, |c| {
+                format!("{}/{}", c.kind, c.meta.name)
+            })
+            + keep_last(&mut self.crds, |c| c.name.clone())
+            + keep_last(&mut self.policies, |p| p.meta.name.clone())
+            + keep_last(&mut self.bindings, |b| b.meta.name.clone())
+            + keep_last(&mut self.pod_statuses, |s| format!("{}/{}", s.kind, s.name))
+    }
+}

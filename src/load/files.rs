@@ -74,6 +74,12 @@ pub fn load_paths(paths: &[String], stdin: &mut dyn std::io::Read) -> Result<Sna
             load_text(&mut snapshot, &name, &text)?;
         }
     }
+    let dropped = snapshot.dedupe();
+    if dropped > 0 {
+        tracing::warn!(
+            "{dropped} object(s) appeared more than once in the input; the last one of each was used"
+        );
+    }
     Ok(snapshot)
 }
 
@@ -284,6 +290,17 @@ mod tests {
     fn missing_kind_is_an_error_with_line() {
         let err = load("---\nfoo: bar\n").unwrap_err().to_string();
         assert_eq!(err, "t.yaml:2: the object has no apiVersion or kind");
+    }
+
+    #[test]
+    fn duplicates_keep_the_last() {
+        let doc = "apiVersion: templates.gatekeeper.sh/v1\nkind: ConstraintTemplate\nmetadata: {name: k8sx, uid: A}\n";
+        let mut s = Snapshot::default();
+        load_text(&mut s, "a.yaml", doc).expect("loads");
+        load_text(&mut s, "b.yaml", &doc.replace("uid: A", "uid: B")).expect("loads");
+        assert_eq!(s.dedupe(), 1);
+        assert_eq!(s.templates.len(), 1);
+        assert_eq!(s.templates[0].meta.uid, "B");
     }
 
     #[test]
