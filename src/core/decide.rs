@@ -53,6 +53,15 @@ pub fn decide_template(t: &ConstraintTemplate, opts: &Options) -> TemplateVerdic
             t.name()
         ));
     }
+    let policy = super::names::policy_name(t.name());
+    if policy.len() > super::names::MAX_NAME {
+        return invalid(format!(
+            "the policy name {}… would be {} characters, over the limit of {}",
+            &policy[..40],
+            policy.len(),
+            super::names::MAX_NAME
+        ));
+    }
     match t.targets.len() {
         0 => return invalid("spec.targets is empty".into()),
         1 => {}
