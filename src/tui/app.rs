@@ -124,9 +124,12 @@ impl App {
         node_at(&data.analysis.tree, self.tree.path_of(key)?)
     }
 
+    /// A flash from the UI itself: only errors go to the event log.
     fn flash(&mut self, level: Level, text: impl Into<String>) {
         let text = text.into();
-        self.log_local(level == Level::Error, text.clone());
+        if level == Level::Error {
+            self.log_local(true, text.clone());
+        }
         self.flash = Some(Flash {
             level,
             text,
@@ -189,6 +192,7 @@ impl App {
         if let Some(last) = data.events.last() {
             self.last_seq = Some(last.seq);
         }
+        self.tree.unreadable = data.unreadable_kinds();
         self.tree
             .set_tree(&data.analysis.tree, &data.analysis.findings, &self.filter);
         self.data = Some(data.clone());
@@ -359,7 +363,13 @@ pub fn update(app: &mut App, action: Action) -> Option<Action> {
             app.flash(Level::Error, format!("cannot run `{}` here", cmd.cli()));
         }
         Action::Data(d) => app.set_data(d),
-        Action::Flash(level, text) => app.flash(level, text),
+        Action::Flash(level, text) => {
+            // From a source or a command: an outcome worth keeping in the log.
+            if level != Level::Error {
+                app.log_local(false, text.clone());
+            }
+            app.flash(level, text);
+        }
         Action::Resize(_, h) => app.page = usize::from(h.saturating_sub(12)).max(1),
         Action::Tick => {
             if app

@@ -264,13 +264,8 @@ impl Source for Live {
                 } else {
                     reconciler::Mode::ReadOnly
                 };
-                let config = Config {
-                    options: opts.clone(),
-                    mode,
-                    workers: 2,
-                    identity: None,
-                    metrics_addr: None,
-                };
+                let mut config = Config::new(opts.clone(), mode);
+                config.workers = 2;
                 let (handle, join) = match reconciler::start(client, config).await {
                     Ok(x) => x,
                     Err(e) => {

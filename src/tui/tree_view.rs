@@ -69,6 +69,8 @@ pub struct TreeView {
     /// Node key → index path into the analysis tree.
     index: HashMap<Key, Vec<usize>>,
     counts: HashMap<Key, Counts>,
+    /// Kinds that could not be read (403, not served): their "missing" shows as unknown.
+    pub unreadable: Vec<NodeKind>,
     /// Nodes in `items` (all levels).
     pub shown: usize,
     /// Nodes in the analysis tree.
@@ -175,7 +177,12 @@ impl TreeView {
             return None;
         }
         *shown += 1;
-        let line = node_line(n, self.counts.get(&key).copied());
+        let unknown = n.state == State::Missing && self.unreadable.contains(&n.kind);
+        let line = if unknown {
+            unknown_line(n)
+        } else {
+            node_line(n, self.counts.get(&key).copied())
+        };
         Some(
             TreeItem::new(key, line, children)
                 .unwrap_or_else(|_| TreeItem::new_leaf(key, n.label.clone())),
@@ -251,6 +258,21 @@ pub fn kind_tag(kind: NodeKind) -> &'static str {
         NodeKind::Binding => "VAPB ",
         NodeKind::Group => "",
     }
+}
+
+/// A node whose kind could not be read: not "missing", unknown.
+pub fn unknown_line(n: &Node) -> Line<'static> {
+    let dim = Style::new().fg(Color::DarkGray);
+    Line::from(vec![
+        Span::styled("?", dim),
+        Span::raw(" "),
+        Span::styled(kind_tag(n.kind), dim),
+        Span::raw(n.label.clone()),
+        Span::raw("  "),
+        Span::styled("unknown", Style::new().fg(Color::Red)),
+        Span::raw("  "),
+        Span::styled("cannot be read (see above)", dim),
+    ])
 }
 
 /// One tree line: glyph, label, state, reason, and the findings of a template's subtree.

@@ -72,7 +72,7 @@ pub fn mode_label(app: &App, data: Option<&Data>) -> String {
                 reconciling: true, ..
             },
             false,
-        )) => "observing (standby for the lease)",
+        )) => "observing (standby)",
         Some((Origin::Live { .. }, _)) => "observing",
     };
     if app.keymap.readonly() {
@@ -100,7 +100,12 @@ fn draw_header(frame: &mut Frame, app: &App, area: Rect) {
         ),
         (
             "VAP API",
-            info.and_then(|i| i.vap_api.clone()).unwrap_or_else(unknown),
+            info.and_then(|i| i.vap_api.as_deref())
+                .map(|v| {
+                    v.trim_start_matches("admissionregistration.k8s.io/")
+                        .to_string()
+                })
+                .unwrap_or_else(unknown),
         ),
         (
             "lease",

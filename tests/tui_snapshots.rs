@@ -1,0 +1,483 @@
+//! The TUI on ratatui's TestBackend: whole-screen snapshots of each view and state, driven by
+//! the same key handling and `update` as the real terminal. The fixture is
+//! tests/fixtures/tui/snapshot.yaml (every node state in a few objects).
+
+use chrono::TimeZone;
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use kubectl_vap::core::Options;
+use kubectl_vap::model::ObjectRef;
+use kubectl_vap::reconciler::{
+    AccessError, AccessErrorKind, EventResult, EventVerb, LeaseInfo, LiveState, ReconcileEvent,
+};
+use kubectl_vap::tui::keymap::Screen;
+use kubectl_vap::tui::live::{EventCursor, data_from_live};
+use kubectl_vap::tui::tree_view::key_of;
+use kubectl_vap::tui::{Action, App, Data, Offline, WriteCommand, dispatch, view};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::style::Color;
+use std::sync::Arc;
+
+#[path = "fixtures/tui/fixture.rs"]
+mod fixture;
+
+use fixture::{FIXTURE, snapshot};
+
+fn offline_data() -> Arc<Data> {
+    Arc::new(Offline::data(
+        snapshot(),
+        vec![FIXTURE.to_string()],
+        &Options::default(),
+    ))
+}
+
+/// A live state from the fixture: this copy reconciles and holds the lease.
+fn live_state() -> LiveState {
+    LiveState {
+        snapshot: snapshot(),
+        synced: true,
+        lease: LeaseInfo {
+            lease: "gatekeeper-system/kubectl-vap".into(),
+            identity: "laptop-1".into(),
+            holder: Some("laptop-1".into()),
+            leading: true,
+            participating: true,
+        },
+        vap_api: Some("admissionregistration.k8s.io/v1".into()),
+        server_version: Some("v1.36.3".into()),
+        writes_enabled: true,
+        ..LiveState::default()
+    }
+}
+
+fn live_data(state: &LiveState, reconcile: bool) -> Arc<Data> {
+    let events = EventCursor::default().new_events(state);
+    Arc::new(data_from_live(
+        state,
+        "kind-payments",
+        reconcile,
+        &Options::default(),
+        events,
+    ))
+}
+
+struct Ui {
+    app: App,
+    term: Terminal<TestBackend>,
+    executed: Vec<WriteCommand>,
+}
+
+impl Ui {
+    fn new(readonly: bool, data: Arc<Data>, w: u16, h: u16) -> Ui {
+        let mut ui = Ui {
+            app: App::new(readonly),
+            term: Terminal::new(TestBackend::new(w, h)).unwrap(),
+            executed: Vec::new(),
+        };
+        ui.act(Action::Resize(w, h));
+        ui.act(Action::Data(data));
+        ui
+    }
+
+    fn draw(&mut self) {
+        self.term.draw(|f| view::draw(f, &mut self.app)).unwrap();
+    }
+
+    /// Like the runtime: dispatch, record executed writes, draw.
+    fn act(&mut self, a: Action) {
+        let executed = &mut self.executed;
+        dispatch(&mut self.app, a, &mut |cmd| {
+            executed.push(cmd.clone());
+            Some(Action::Flash(
+                kubectl_vap::tui::Level::Info,
+                format!("sent `{}`", cmd.cli()),
+            ))
+        });
+        self.draw();
+    }
+
+    fn key(&mut self, code: KeyCode) {
+        let ev = KeyEvent::new(code, KeyModifiers::NONE);
+        if let Some(a) = self.app.key_action(&ev) {
+            self.act(a);
+        } else {
+            self.draw();
+        }
+    }
+
+    fn chars(&mut self, s: &str) {
+        for c in s.chars() {
+            self.key(KeyCode::Char(c));
+        }
+    }
+
+    fn select(&mut self, ids: &[&str]) {
+        self.app
+            .tree
+            .state
+            .select(ids.iter().map(|i| key_of(i)).collect());
+        self.draw();
+    }
+
+    /// The screen as text, with clock times masked (the event log stamps local time).
+    fn screen(&self) -> String {
+        mask_times(&self.term.backend().to_string())
+    }
+
+    fn find(&self, text: &str) -> Option<(u16, u16)> {
+        let buf = self.term.backend().buffer();
+        for y in 0..buf.area.height {
+            let line: String = (0..buf.area.width)
+                .map(|x| buf[(x, y)].symbol().to_string())
+                .collect();
+            if let Some(i) = line.find(text) {
+                let x = line[..i].chars().count() as u16;
+                return Some((x, y));
+            }
+        }
+        None
+    }
+}
+
+fn mask_times(s: &str) -> String {
+    let chars: Vec<char> = s.chars().collect();
+    let mut out = String::with_capacity(s.len());
+    let mut i = 0;
+    while i < chars.len() {
+        let is_time = i + 8 <= chars.len()
+            && chars[i..i + 8].iter().enumerate().all(|(k, c)| {
+                if k == 2 || k == 5 {
+                    *c == ':'
+                } else {
+                    c.is_ascii_digit()
+                }
+            });
+        if is_time {
+            out.push_str("HH:MM:SS");
+            i += 8;
+        } else {
+            out.push(chars[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+#[test]
+fn tui_tree() {
+    let ui = Ui::new(false, offline_data(), 150, 36);
+    insta::assert_snapshot!("tree", ui.screen());
+}
+
+#[test]
+fn tui_tree_colours_follow_state() {
+    let ui = Ui::new(false, offline_data(), 150, 36);
+    let (x, y) = ui
+        .find("∅ VAP gatekeeper-k8sallowedrepos")
+        .expect("missing VAP shown");
+    assert_eq!(ui.term.backend().buffer()[(x, y)].fg, Color::Red);
+    let (x, y) = ui.find("≠ VAPB").expect("out-of-sync binding shown");
+    assert_eq!(ui.term.backend().buffer()[(x, y)].fg, Color::Yellow);
+    let (x, y) = ui
+        .find("✔ VAP gatekeeper-k8srequiredlabels")
+        .expect("in-sync VAP shown");
+    assert_eq!(ui.term.backend().buffer()[(x, y)].fg, Color::Green);
+}
+
+#[test]
+fn tui_filtered() {
+    let mut ui = Ui::new(false, offline_data(), 150, 36);
+    ui.key(KeyCode::Char('/'));
+    ui.chars("missing");
+    let typing = ui.screen();
+    assert!(typing.contains("/missing█"), "{typing}");
+    ui.key(KeyCode::Enter);
+    assert!(!ui.app.editing_filter);
+    insta::assert_snapshot!("filtered", ui.screen());
+    // Names match too.
+    ui.key(KeyCode::Esc);
+    ui.key(KeyCode::Char('/'));
+    ui.chars("no-latest");
+    ui.key(KeyCode::Enter);
+    let s = ui.screen();
+    assert!(s.contains("K8sDisallowedTags/no-latest"), "{s}");
+    assert!(!s.contains("k8sallowedrepos "), "{s}");
+    // esc clears the filter.
+    ui.key(KeyCode::Esc);
+    assert!(!ui.app.filter.is_active());
+    assert!(ui.screen().contains("k8sallowedrepos"));
+}
+
+#[test]
+fn tui_faults_only() {
+    let mut ui = Ui::new(false, offline_data(), 150, 36);
+    ui.key(KeyCode::Char('f'));
+    insta::assert_snapshot!("faults_only", ui.screen());
+}
+
+#[test]
+fn tui_help() {
+    let mut ui = Ui::new(false, offline_data(), 120, 60);
+    ui.key(KeyCode::Char('?'));
+    assert_eq!(ui.app.screen, Screen::Help);
+    insta::assert_snapshot!("help", ui.screen());
+    ui.key(KeyCode::Esc);
+    assert_eq!(ui.app.screen, Screen::Main);
+}
+
+#[test]
+fn tui_yaml() {
+    let mut ui = Ui::new(false, offline_data(), 120, 40);
+    // A constraint: its YAML is the fixture's own text, stable whatever generation does.
+    ui.select(&[
+        "template/k8srequiredlabels",
+        "constraint/K8sRequiredLabels/ns-must-have-owner",
+    ]);
+    ui.key(KeyCode::Char('y'));
+    insta::assert_snapshot!("yaml", ui.screen());
+    ui.key(KeyCode::Esc);
+    assert_eq!(ui.app.screen, Screen::Main);
+    // Observed objects hide managedFields.
+    ui.select(&[
+        "template/k8srequiredlabels",
+        "policy/gatekeeper-k8srequiredlabels",
+    ]);
+    ui.key(KeyCode::Char('y'));
+    let s = ui.screen();
+    assert!(
+        s.contains("uid: 33333333-0000-4000-8000-000000000001"),
+        "{s}"
+    );
+    assert!(!s.contains("managedFields"), "managedFields are hidden");
+    // y again closes the view.
+    ui.key(KeyCode::Char('y'));
+    assert_eq!(ui.app.screen, Screen::Main);
+}
+
+#[test]
+fn tui_diff() {
+    let mut ui = Ui::new(false, offline_data(), 120, 36);
+    ui.select(&[
+        "template/k8srequiredlabels",
+        "constraint/K8sRequiredLabels/pods-must-have-app",
+        "binding/gatekeeper-k8srequiredlabels-pods-must-have-app",
+    ]);
+    ui.key(KeyCode::Char('d'));
+    insta::assert_snapshot!("diff", ui.screen());
+    // An in-sync object says so.
+    ui.key(KeyCode::Esc);
+    ui.select(&[
+        "template/k8srequiredlabels",
+        "constraint/K8sRequiredLabels/ns-must-have-owner",
+    ]);
+    ui.key(KeyCode::Char('d'));
+    assert!(
+        ui.screen()
+            .contains("in sync: nothing to write for K8sRequiredLabels/ns-must-have-owner")
+    );
+}
+
+#[test]
+fn tui_detail_shows_findings_and_pod_status() {
+    let mut ui = Ui::new(false, offline_data(), 150, 36);
+    ui.select(&["template/k8srequiredlabels"]);
+    let s = ui.screen();
+    assert!(s.contains("Gatekeeper pod status"), "{s}");
+    assert!(
+        s.contains("vapGenerationStatus: observedGeneration=2 state=generated"),
+        "{s}"
+    );
+    ui.select(&[
+        "template/k8sallowedrepos",
+        "policy/gatekeeper-k8sallowedrepos",
+    ]);
+    insta::assert_snapshot!("detail_missing_policy", ui.screen());
+}
+
+#[test]
+fn tui_access_errors() {
+    let mut state = live_state();
+    state.snapshot.bindings.clear();
+    state.access_errors = vec![
+        AccessError {
+            resource: "validatingadmissionpolicybindings.admissionregistration.k8s.io".into(),
+            kind: AccessErrorKind::Forbidden,
+            message: "forbidden: the user may not list/watch validatingadmissionpolicybindings.admissionregistration.k8s.io".into(),
+        },
+        AccessError {
+            resource: "k8sunknownkinds.constraints.gatekeeper.sh".into(),
+            kind: AccessErrorKind::NotServed,
+            message: "k8sunknownkinds.constraints.gatekeeper.sh is not served (CRD not installed)".into(),
+        },
+    ];
+    state.lease.holder = Some("gatekeeper-vap-7c9d".into());
+    state.lease.leading = false;
+    let ui = Ui::new(false, live_data(&state, true), 150, 36);
+    insta::assert_snapshot!("access_errors", ui.screen());
+}
+
+#[test]
+fn tui_nothing_readable_is_explained_not_empty() {
+    let state = LiveState {
+        access_errors: vec![AccessError {
+            resource: "validatingadmissionpolicies.admissionregistration.k8s.io".into(),
+            kind: AccessErrorKind::NotServed,
+            message: "the API server serves no ValidatingAdmissionPolicy API".into(),
+        }],
+        ..LiveState::default()
+    };
+    let ui = Ui::new(false, live_data(&state, false), 120, 24);
+    let s = ui.screen();
+    assert!(s.contains("API disabled"), "{s}");
+    assert!(s.contains("nothing can be shown"), "{s}");
+}
+
+#[test]
+fn tui_readonly() {
+    let mut ui = Ui::new(true, offline_data(), 150, 36);
+    insta::assert_snapshot!("readonly", ui.screen());
+    for k in ['p', 'r', 'R'] {
+        ui.key(KeyCode::Char(k));
+        assert!(ui.app.confirm.is_none());
+        assert!(ui.app.flash.is_none(), "{k} is not handled in read-only");
+    }
+    ui.key(KeyCode::Char('?'));
+    let help = ui.screen();
+    assert!(!help.contains("reconcile the selected"), "{help}");
+}
+
+#[test]
+fn tui_refused_action_offline() {
+    let mut ui = Ui::new(false, offline_data(), 150, 36);
+    ui.select(&["template/k8srequiredlabels"]);
+    ui.key(KeyCode::Char('r'));
+    assert!(ui.app.confirm.is_none(), "refused before asking");
+    assert!(ui.executed.is_empty());
+    insta::assert_snapshot!("refused_action", ui.screen());
+}
+
+#[test]
+fn tui_write_asks_then_sends() {
+    let state = live_state();
+    let mut ui = Ui::new(false, live_data(&state, true), 150, 36);
+    ui.select(&[
+        "template/k8srequiredlabels",
+        "constraint/K8sRequiredLabels/pods-must-have-app",
+    ]);
+    ui.key(KeyCode::Char('p'));
+    assert_eq!(
+        ui.app.confirm,
+        Some(WriteCommand::Replay("k8srequiredlabels".into()))
+    );
+    insta::assert_snapshot!("confirm", ui.screen());
+    ui.key(KeyCode::Char('n'));
+    assert!(ui.executed.is_empty());
+    ui.key(KeyCode::Char('R'));
+    ui.key(KeyCode::Char('y'));
+    assert_eq!(ui.executed, vec![WriteCommand::ReconcileAll]);
+    assert!(ui.screen().contains("sent `kubectl vap reconcile --all`"));
+}
+
+#[test]
+fn tui_observing_refuses_writes() {
+    let state = live_state();
+    let mut ui = Ui::new(false, live_data(&state, false), 150, 36);
+    ui.key(KeyCode::Char('R'));
+    assert!(ui.app.confirm.is_none());
+    assert!(
+        ui.screen()
+            .contains("observing: this TUI does not reconcile")
+    );
+}
+
+#[test]
+fn tui_selection_and_expansion_survive_refresh() {
+    let mut state = live_state();
+    let mut ui = Ui::new(false, live_data(&state, true), 150, 36);
+    let sel = [
+        "template/k8srequiredlabels",
+        "constraint/K8sRequiredLabels/pods-must-have-app",
+    ];
+    ui.select(&sel);
+    ui.key(KeyCode::Enter); // collapse the constraint
+    let before_opened = ui.app.tree.state.opened().clone();
+    // The cluster changes: the out-of-sync binding is fixed, a template disappears.
+    state
+        .snapshot
+        .templates
+        .retain(|t| t.name() != "k8sallowedrepos");
+    state.events.push_back(ReconcileEvent {
+        time: chrono::Utc.with_ymd_and_hms(2026, 11, 30, 9, 1, 0).unwrap(),
+        verb: EventVerb::Update,
+        object: ObjectRef::new(
+            "admissionregistration.k8s.io/v1",
+            "ValidatingAdmissionPolicyBinding",
+            "gatekeeper-k8srequiredlabels-pods-must-have-app",
+        ),
+        result: EventResult::Ok,
+        message: "binding-out-of-sync".into(),
+    });
+    ui.act(Action::Data(live_data(&state, true)));
+    let want: Vec<u64> = sel.iter().map(|i| key_of(i)).collect();
+    assert_eq!(ui.app.tree.state.selected(), want.as_slice());
+    assert_eq!(ui.app.tree.state.opened(), &before_opened);
+    assert!(ui.screen().contains(
+        "update ValidatingAdmissionPolicyBinding/gatekeeper-k8srequiredlabels-pods-must-have-app"
+    ));
+    // The selected node vanishes: the selection falls back to its nearest ancestor.
+    ui.select(&[
+        "template/k8sdisallowedtags",
+        "constraint/K8sDisallowedTags/no-latest",
+    ]);
+    state
+        .snapshot
+        .constraints
+        .retain(|c| c.name() != "no-latest");
+    ui.act(Action::Data(live_data(&state, true)));
+    assert_eq!(
+        ui.app.tree.state.selected(),
+        &[key_of("template/k8sdisallowedtags")]
+    );
+}
+
+#[test]
+fn tui_resize() {
+    let mut ui = Ui::new(false, offline_data(), 150, 36);
+    for (w, h) in [(80, 24), (60, 12), (20, 5), (1, 1), (200, 60)] {
+        ui.term.backend_mut().resize(w, h);
+        ui.act(Action::Resize(w, h));
+    }
+    ui.term.backend_mut().resize(90, 30);
+    ui.act(Action::Resize(90, 30));
+    insta::assert_snapshot!("narrow", ui.screen());
+}
+
+#[test]
+fn tui_navigation_keys() {
+    let mut ui = Ui::new(false, offline_data(), 150, 36);
+    ui.key(KeyCode::Down);
+    assert_eq!(
+        ui.app.tree.state.selected(),
+        &[
+            key_of("template/k8sallowedrepos"),
+            key_of("policy/gatekeeper-k8sallowedrepos")
+        ]
+    );
+    ui.key(KeyCode::Left); // to the parent
+    ui.key(KeyCode::Left); // collapse it
+    ui.key(KeyCode::Down);
+    assert_eq!(
+        ui.app.tree.state.selected(),
+        &[key_of("template/k8sdisallowedtags")]
+    );
+    ui.key(KeyCode::End);
+    ui.key(KeyCode::Home);
+    assert_eq!(
+        ui.app.tree.state.selected(),
+        &[key_of("template/k8sallowedrepos")]
+    );
+    let q = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
+    let a = ui.app.key_action(&q).unwrap();
+    ui.act(a);
+    assert!(ui.app.quit);
+}
