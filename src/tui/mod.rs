@@ -89,6 +89,10 @@ pub fn run_with(
     let size = guard.terminal.size()?;
     update(&mut app, Action::Resize(size.width, size.height));
     guard.terminal.draw(|f| view::draw(f, &mut app))?;
+    // Test hook (tests/tmux_tui.rs): a panic inside the UI must restore the terminal.
+    if std::env::var_os("KUBECTL_VAP_TUI_TEST_PANIC").is_some() {
+        panic!("KUBECTL_VAP_TUI_TEST_PANIC is set: panicking on purpose after the first frame");
+    }
     source.start(Notify(tx));
 
     let result = (|| -> anyhow::Result<()> {

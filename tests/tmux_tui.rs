@@ -1,0 +1,239 @@
+//! The real binary in a real terminal: `kubectl-vap -f <fixture>` inside tmux, driven with
+//! send-keys and read with capture-pane. Checks the tree, the filter, help, the YAML view, a
+//! refused write, a resize, a clean quit (exit 0, alternate screen left), and that a panic
+//! restores the terminal.
+//!
+//! Needs tmux. Outside CI it is skipped (with a message) when tmux is missing; with `CI=true`
+//! a missing tmux fails the test, so CI never passes without running it.
+
+#[path = "fixtures/tui/fixture.rs"]
+mod fixture;
+
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+const WAIT: Duration = Duration::from_secs(15);
+
+fn tmux_available() -> bool {
+    Command::new("tmux")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
+}
+
+/// A private tmux server (its own socket), killed on drop.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn start(name: &str, width: u16, height: u16) -> Tmux {
+        let t = Tmux {
+            socket: format!("kubectl-vap-{name}-{}", std::process::id()),
+        };
+        let out = t.run(&[
+            "new-session",
+            "-d",
+            "-s",
+            "t",
+            "-x",
+            &width.to_string(),
+            "-y",
+            &height.to_string(),
+            "env PS1='shell$ ' sh",
+        ]);
+        assert!(out.status.success(), "tmux new-session: {out:?}");
+        t
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .arg("-f")
+            .arg("/dev/null")
+            .args(args)
+            .output()
+            .expect("tmux runs")
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", "t"];
+        args.extend_from_slice(keys);
+        assert!(self.run(&args).status.success());
+    }
+
+    fn text(&self, text: &str) {
+        assert!(
+            self.run(&["send-keys", "-t", "t", "-l", text])
+                .status
+                .success()
+        );
+    }
+
+    fn screen(&self) -> String {
+        String::from_utf8_lossy(&self.run(&["capture-pane", "-t", "t", "-p"]).stdout).into_owned()
+    }
+
+    fn alternate_on(&self) -> bool {
+        let out = self.run(&["display-message", "-p", "-t", "t", "#{alternate_on}"]);
+        String::from_utf8_lossy(&out.stdout).trim() == "1"
+    }
+
+    /// Waits until the screen satisfies `ok`; fails with the last screen.
+    fn wait_for(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
+        let start = Instant::now();
+        loop {
+            let s = self.screen();
+            if ok(&s) {
+                return s;
+            }
+            if start.elapsed() > WAIT {
+                panic!("timed out waiting for {what}; the screen:\n{s}");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn wait_text(&self, text: &str) -> String {
+        self.wait_for(&format!("{text:?}"), |s| s.contains(text))
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.run(&["kill-server"]);
+    }
+}
+
+fn require_tmux() -> bool {
+    if tmux_available() {
+        return true;
+    }
+    if in_ci() {
+        panic!(
+            "tmux is required for the real-terminal TUI test in CI (CI=true): install it (e.g. `apt-get install tmux`)"
+        );
+    }
+    eprintln!("SKIPPED: tmux is not installed (in CI this test fails instead)");
+    false
+}
+
+#[test]
+fn tmux_tui_real_terminal() {
+    if !require_tmux() {
+        return;
+    }
+    let bin = env!("CARGO_BIN_EXE_kubectl-vap");
+    let dir = tempfile::tempdir().unwrap();
+    let generated = fixture::write_file(dir.path());
+    let t = Tmux::start("tui", 160, 45);
+    t.wait_text("shell$");
+    t.text(&format!(
+        "KUBECTL_VAP_LOG_FILE={} {bin} -f {} -f {}; echo EXIT=$?",
+        dir.path().join("tui.log").display(),
+        fixture::FIXTURE,
+        generated.display()
+    ));
+    t.keys(&["Enter"]);
+
+    // The tree, with glyphs, states and reasons.
+    let s = t.wait_text("Tree (19)");
+    assert!(t.alternate_on(), "the UI runs on the alternate screen");
+    for want in [
+        "mode: offline snapshot",
+        "✔ k8srequiredlabels  generate",
+        "∅ VAP gatekeeper-k8sallowedrepos  missing",
+        "≠ VAPB gatekeeper-k8srequiredlabels-pods-must-have-app  out-of-sync",
+        "orphans",
+        "? help",
+    ] {
+        assert!(s.contains(want), "{want:?} not on screen:\n{s}");
+    }
+
+    // Filter by state.
+    t.text("/missing");
+    t.keys(&["Enter"]);
+    let s = t.wait_text("Tree (4 of 19)");
+    assert!(s.contains("filter: missing"), "{s}");
+    assert!(!s.contains("k8sdisallowedtags"), "{s}");
+    t.keys(&["Escape"]);
+    t.wait_text("Tree (19)");
+
+    // Help.
+    t.text("?");
+    let s = t.wait_text("Help (esc or ? to close)");
+    assert!(s.contains("reconcile everything"), "{s}");
+    assert!(s.contains("out-of-sync"), "{s}");
+    t.keys(&["Escape"]);
+    t.wait_text("Tree (19)");
+
+    // The YAML of a constraint: filter to it, move onto it, y.
+    t.text("/ns-must-have-owner");
+    t.keys(&["Enter"]);
+    t.wait_text("Tree (3 of 19)");
+    t.text("j");
+    t.wait_text("Constraint K8sRequiredLabels/ns-must-have-owner");
+    t.text("y");
+    let s = t.wait_text("K8sRequiredLabels/ns-must-have-owner (YAML)");
+    assert!(s.contains("enforcementAction: deny"), "{s}");
+    t.keys(&["Escape"]);
+    t.keys(&["Escape"]);
+    t.wait_text("Tree (19)");
+
+    // A write is refused offline, with the reason.
+    t.text("r");
+    t.wait_text("offline snapshot: nothing to reconcile");
+
+    // Resize: the layout follows.
+    assert!(
+        t.run(&["resize-window", "-t", "t", "-x", "90", "-y", "30"])
+            .status
+            .success()
+    );
+    let s = t.wait_for("the narrow layout", |s| {
+        s.lines().any(|l| l.starts_with("┌ Detail"))
+    });
+    assert!(s.contains("Tree (19)"), "{s}");
+
+    // Quit: exit 0, the shell is back, the alternate screen is gone.
+    t.text("q");
+    let s = t.wait_text("EXIT=0");
+    assert!(!t.alternate_on(), "the alternate screen is left");
+    assert!(
+        !s.contains("Tree (19)"),
+        "the UI is gone from the screen:\n{s}"
+    );
+    assert!(s.contains("shell$"), "{s}");
+}
+
+#[test]
+fn tmux_tui_panic_restores_terminal() {
+    if !require_tmux() {
+        return;
+    }
+    let bin = env!("CARGO_BIN_EXE_kubectl-vap");
+    let dir = tempfile::tempdir().unwrap();
+    let t = Tmux::start("panic", 120, 30);
+    t.wait_text("shell$");
+    t.text(&format!(
+        "KUBECTL_VAP_LOG_FILE={} KUBECTL_VAP_TUI_TEST_PANIC=1 {bin} -f {}; echo EXIT=$?",
+        dir.path().join("tui.log").display(),
+        fixture::FIXTURE
+    ));
+    t.keys(&["Enter"]);
+    let s = t.wait_text("EXIT=101");
+    assert!(!t.alternate_on(), "a panic leaves the alternate screen");
+    assert!(
+        s.contains("panicked"),
+        "the panic message is readable:\n{s}"
+    );
+    // Raw mode is off again: typed text is echoed and a command runs.
+    t.text("echo typed-$((1+1))");
+    t.keys(&["Enter"]);
+    t.wait_text("typed-2");
+}
