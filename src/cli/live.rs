@@ -72,27 +72,54 @@ fn gatekeeper_refusal(running: &Running) -> Option<String> {
     }
 }
 
-/// Writes and failures from the event log, as lines.
-fn event_lines(running: &Running, since: usize) -> (Vec<String>, usize) {
-    let state = running.handle.current();
-    let mut failures = 0;
-    let lines = state
+/// The event log as lines, and how many entries are failures that were not retried away.
+fn event_lines(running: &Running) -> (Vec<String>, usize) {
+    let events = running
+        .world
         .events
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    let mut failures = 0;
+    let lines = events
         .iter()
-        .skip(since)
         .map(|e| {
-            if matches!(e.result, EventResult::Failed(_)) {
-                failures += 1;
-            }
             let result = match &e.result {
                 EventResult::Ok => String::new(),
                 EventResult::Skipped(why) => format!(" (skipped: {why})"),
-                EventResult::Failed(why) => format!(" (FAILED: {why})"),
+                EventResult::Failed(why) => {
+                    if !why.starts_with("conflict") {
+                        failures += 1;
+                    }
+                    format!(" (FAILED: {why})")
+                }
             };
             format!("{} {}: {}{result}", e.verb.as_str(), e.object, e.message)
         })
         .collect();
     (lines, failures)
+}
+
+/// Waits until the queue drains; gives up early when a write was forbidden (a missing right
+/// does not fix itself by retrying).
+async fn wait_idle_or_forbidden(running: &Running, limit: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        let slice = Duration::from_secs(1).min(deadline - tokio::time::Instant::now());
+        if wait_idle(&running.world, slice).await {
+            return true;
+        }
+        let forbidden = running
+            .world
+            .events
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .any(|e| matches!(&e.result, EventResult::Failed(m) if m.contains("forbidden")));
+        if forbidden || tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+    }
 }
 
 /// Checks the stores against the analysis (the I3 oracle): the remaining plan.
@@ -168,15 +195,18 @@ pub fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(1));
         }
         let limit = opts.binding_wait + Duration::from_secs(90);
-        let idle = wait_idle(&running.world, limit).await;
+        let idle = wait_idle_or_forbidden(&running, limit).await;
         let left = remaining_plan(&running, &opts).await;
-        let (lines, failures) = event_lines(&running, 0);
+        let (lines, failures) = event_lines(&running);
         for l in &lines {
             eprintln!("{l}");
         }
+        if failures > 0 {
+            eprintln!("{failures} write(s) failed (see above)");
+        }
         let writes = running.world.metrics.writes_total();
         stop(running).await;
-        if idle && left.is_empty() && failures == 0 {
+        if idle && left.is_empty() {
             eprintln!("converged: {writes} write(s)");
             Ok(ExitCode::SUCCESS)
         } else {
@@ -240,10 +270,11 @@ pub fn one_shot(cli: &Cli, cmd: Command) -> anyhow::Result<ExitCode> {
             .context("sending the command")?;
         // Let the command be handled, then drain.
         tokio::time::sleep(Duration::from_millis(300)).await;
-        let idle = wait_idle(&running.world, opts.binding_wait + Duration::from_secs(90)).await;
+        let idle =
+            wait_idle_or_forbidden(&running, opts.binding_wait + Duration::from_secs(90)).await;
         tokio::time::sleep(Duration::from_millis(300)).await;
         // Everything since joining: gaining the lease resyncs, so writes may precede the command.
-        let (lines, failures) = event_lines(&running, 0);
+        let (lines, failures) = event_lines(&running);
         for l in &lines {
             println!("{l}");
         }

@@ -1,0 +1,1151 @@
+//! Tier 3: the reconciler against a real kube-apiserver + etcd (`testenv`).
+//!
+//! Every reconciler watches the whole cluster, so the tests of this binary run one at a time
+//! (`serial()`), each with its own kinds and its own Lease, and each removes what it created.
+//! The pure analysis is the oracle: at quiescence `analyze(list_snapshot())` plans nothing.
+
+use k8s_openapi::api::admissionregistration::v1::{
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
+use kubectl_vap::core::{Options, analyze};
+use kubectl_vap::kube::{AdmissionApi, list_snapshot};
+use kubectl_vap::reconciler::runtime::{Running, Tuning, launch, wait_for_lease, wait_idle};
+use kubectl_vap::reconciler::{Config, Mode};
+use serde_json::{Value, json};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use testenv::{TestEnv, gatekeeper};
+
+const LEASE_NS: &str = "kubectl-vap-e2e";
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn opts(wait_secs: u64) -> Options {
+    Options {
+        binding_wait: Duration::from_secs(wait_secs),
+        ..Options::default()
+    }
+}
+
+fn template(kind: &str, generate: Option<bool>) -> Value {
+    let mut source = json!({
+        // Ignore: a policy whose paramKind the admission plugin has not discovered yet must
+        // not deny the requests of the rest of the suite (Gatekeeper #4530).
+        "failurePolicy": "Ignore",
+        "validations": [{
+            "expression": "variables.params.labels.all(l, has(variables.anyObject.metadata.labels) && l in variables.anyObject.metadata.labels)",
+            "messageExpression": "'missing required labels: ' + variables.params.labels.join(', ')"
+        }]
+    });
+    if let Some(g) = generate {
+        source["generateVAP"] = json!(g);
+    }
+    json!({
+        "apiVersion": "templates.gatekeeper.sh/v1",
+        "kind": "ConstraintTemplate",
+        "metadata": { "name": kind.to_lowercase() },
+        "spec": {
+            "crd": { "spec": { "names": { "kind": kind }, "validation": { "openAPIV3Schema": {
+                "type": "object", "properties": { "labels": { "type": "array", "items": { "type": "string" } } } } } } },
+            "targets": [{ "target": "admission.k8s.gatekeeper.sh",
+                          "code": [{ "engine": "K8sNativeValidation", "source": source }] }]
+        }
+    })
+}
+
+struct Env {
+    env: &'static TestEnv,
+    client: kube::Client,
+}
+
+impl Env {
+    async fn new() -> Env {
+        let env = TestEnv::shared();
+        Env::with(env).await
+    }
+
+    async fn with(env: &'static TestEnv) -> Env {
+        let client = env.client_admin().await;
+        gatekeeper::install_gatekeeper_crds(&client)
+            .await
+            .expect("ConstraintTemplate CRD");
+        let ns: Namespace = serde_json::from_value(json!({ "metadata": { "name": LEASE_NS } }))
+            .expect("namespace literal");
+        let _ = Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &ns)
+            .await;
+        Env { env, client }
+    }
+
+    fn templates(&self) -> Api<DynamicObject> {
+        Api::all_with(self.client.clone(), &gatekeeper::template_api_resource())
+    }
+
+    fn constraints(&self, kind: &str) -> Api<DynamicObject> {
+        Api::all_with(
+            self.client.clone(),
+            &gatekeeper::constraint_api_resource(kind),
+        )
+    }
+
+    /// Creates (or replaces) the template and its constraint CRD, as Gatekeeper would.
+    async fn put_template(&self, t: &Value) {
+        let name = t["metadata"]["name"].as_str().expect("name");
+        let mut obj: DynamicObject = serde_json::from_value(t.clone()).expect("template");
+        match self.templates().get_opt(name).await.expect("get template") {
+            Some(cur) => {
+                obj.metadata.resource_version = cur.metadata.resource_version;
+                self.templates()
+                    .replace(name, &PostParams::default(), &obj)
+                    .await
+                    .expect("replace template");
+            }
+            None => {
+                self.templates()
+                    .create(&PostParams::default(), &obj)
+                    .await
+                    .expect("create template");
+            }
+        }
+        gatekeeper::create_constraint_crd(&self.client, t)
+            .await
+            .expect("constraint CRD");
+    }
+
+    /// Creates or replaces a constraint. Unless the spec selects objects itself, it selects
+    /// only objects labelled `e2e-reconciler: inert` (none exist), so test policies never deny
+    /// anything else on the shared server.
+    async fn put_constraint(&self, kind: &str, name: &str, mut spec: Value) {
+        if spec["match"]["labelSelector"].is_null() {
+            spec["match"]["labelSelector"] = json!({ "matchLabels": { "e2e-reconciler": "inert" } });
+        }
+        let obj: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "constraints.gatekeeper.sh/v1beta1", "kind": kind,
+            "metadata": { "name": name }, "spec": spec
+        }))
+        .expect("constraint");
+        let api = self.constraints(kind);
+        match api.get_opt(name).await.expect("get constraint") {
+            Some(cur) => {
+                let mut obj = obj;
+                obj.metadata.resource_version = cur.metadata.resource_version;
+                api.replace(name, &PostParams::default(), &obj)
+                    .await
+                    .expect("replace constraint");
+            }
+            None => {
+                api.create(&PostParams::default(), &obj)
+                    .await
+                    .expect("create constraint");
+            }
+        }
+    }
+
+    async fn vap(&self, name: &str) -> Option<ValidatingAdmissionPolicy> {
+        Api::<ValidatingAdmissionPolicy>::all(self.client.clone())
+            .get_opt(name)
+            .await
+            .expect("get VAP")
+    }
+
+    async fn vapb(&self, name: &str) -> Option<ValidatingAdmissionPolicyBinding> {
+        Api::<ValidatingAdmissionPolicyBinding>::all(self.client.clone())
+            .get_opt(name)
+            .await
+            .expect("get VAPB")
+    }
+
+    async fn actions(&self, binding: &str) -> Option<Vec<String>> {
+        self.vapb(binding)
+            .await
+            .and_then(|b| b.spec)
+            .and_then(|s| s.validation_actions)
+    }
+
+    /// The oracle: the analysis of the live cluster plans nothing.
+    async fn assert_converged(&self, o: &Options, context: &str) {
+        let start = Instant::now();
+        loop {
+            let (snap, errors) = list_snapshot(&self.client, &AdmissionApi::v1())
+                .await
+                .expect("list");
+            assert!(errors.is_empty(), "{context}: {errors:?}");
+            let plan: Vec<String> = analyze(&snap, o)
+                .plan
+                .iter()
+                .map(|w| format!("{} {} ({})", w.verb.as_str(), w.object, w.reason))
+                .collect();
+            if plan.is_empty() {
+                return;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "{context}: I3: the cluster is not converged: {plan:#?}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    async fn reconciler(&self, lease: &str, o: Options) -> Running {
+        let mut config = Config::new(
+            o,
+            Mode::Elect {
+                lease_namespace: LEASE_NS.into(),
+                lease_name: lease.into(),
+                take_over: false,
+            },
+        );
+        config.workers = 4;
+        launch(self.env_client().await, config, Tuning::default())
+            .await
+            .expect("reconciler starts")
+    }
+
+    async fn env_client(&self) -> kube::Client {
+        self.env.client_admin().await
+    }
+
+    /// Deletes templates and constraints of `kinds` (their CRDs stay: no GC here).
+    async fn cleanup(&self, kinds: &[&str]) {
+        for kind in kinds {
+            let api = self.constraints(kind);
+            if let Ok(list) = api.list(&Default::default()).await {
+                for c in list.items {
+                    if let Some(n) = c.metadata.name {
+                        let _ = api.delete(&n, &DeleteParams::default()).await;
+                    }
+                }
+            }
+            let _ = self
+                .templates()
+                .delete(&kind.to_lowercase(), &DeleteParams::default())
+                .await;
+        }
+    }
+}
+
+async fn eventually<F, Fut>(what: &str, mut probe: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = Instant::now();
+    while !probe().await {
+        assert!(start.elapsed() < TIMEOUT, "{what}: not within {TIMEOUT:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn stop(r: Running) {
+    r.handle.shutdown();
+    let _ = tokio::time::timeout(Duration::from_secs(15), r.join).await;
+}
+
+fn bname(kind: &str, c: &str) -> String {
+    format!("gatekeeper-{}-{c}", kind.to_lowercase())
+}
+fn pname(kind: &str) -> String {
+    format!("gatekeeper-{}", kind.to_lowercase())
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// generateVAP on/off/unset; deny/warn/dryrun/scoped with and without vap.k8s.io; then
+/// enforcement change, constraint delete, template off and template delete — with the
+/// analysis of the live cluster as the oracle after each step, and one write per change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_generation_flows_default_flags() {
+    let _s = serial();
+    let e = Env::new().await;
+    let on = e.env.unique_kind("On");
+    let off = e.env.unique_kind("Off");
+    let unset = e.env.unique_kind("Unset");
+    e.put_template(&template(&on, Some(true))).await;
+    e.put_template(&template(&off, Some(false))).await;
+    e.put_template(&template(&unset, None)).await;
+    let labels = json!({ "labels": ["owner"] });
+    for kind in [&on, &off, &unset] {
+        e.put_constraint(
+            kind,
+            "deny",
+            json!({ "enforcementAction": "deny", "parameters": labels }),
+        )
+        .await;
+    }
+    e.put_constraint(
+        &on,
+        "warn",
+        json!({ "enforcementAction": "warn", "parameters": labels }),
+    )
+    .await;
+    e.put_constraint(
+        &on,
+        "dryrun",
+        json!({ "enforcementAction": "dryrun", "parameters": labels }),
+    )
+    .await;
+    e.put_constraint(&on, "scoped", json!({ "enforcementAction": "scoped", "parameters": labels,
+        "scopedEnforcementActions": [{ "action": "warn", "enforcementPoints": [{ "name": "vap.k8s.io" }, { "name": "validation.gatekeeper.sh" }] }] })).await;
+    e.put_constraint(&on, "notvap", json!({ "enforcementAction": "scoped", "parameters": labels,
+        "scopedEnforcementActions": [{ "action": "deny", "enforcementPoints": [{ "name": "validation.gatekeeper.sh" }] }] })).await;
+
+    let o = opts(0);
+    let r = e.reconciler(&e.env.unique_name("flows"), o.clone()).await;
+    wait_for_lease(&r, Duration::from_secs(20))
+        .await
+        .expect("leads");
+    assert!(wait_idle(&r.world, TIMEOUT).await);
+    e.assert_converged(&o, "initial").await;
+    assert!(e.vap(&pname(&on)).await.is_some());
+    assert!(
+        e.vap(&pname(&unset)).await.is_some(),
+        "unset + default flag true"
+    );
+    assert!(e.vap(&pname(&off)).await.is_none());
+    assert_eq!(
+        e.actions(&bname(&on, "deny")).await,
+        Some(vec!["Deny".into()])
+    );
+    assert_eq!(
+        e.actions(&bname(&on, "warn")).await,
+        Some(vec!["Warn".into()])
+    );
+    assert_eq!(
+        e.actions(&bname(&on, "dryrun")).await,
+        Some(vec!["Audit".into()])
+    );
+    assert_eq!(
+        e.actions(&bname(&on, "scoped")).await,
+        Some(vec!["Warn".into()])
+    );
+    assert!(e.vapb(&bname(&on, "notvap")).await.is_none());
+    assert!(e.vapb(&bname(&off, "deny")).await.is_none());
+    assert!(e.vapb(&bname(&unset, "deny")).await.is_some());
+    let vap = e.vap(&pname(&on)).await.expect("vap");
+    let owner = &vap.metadata.owner_references.expect("owner")[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.controller),
+        ("ConstraintTemplate", Some(true))
+    );
+
+    // I4: a full resync sends nothing.
+    let w0 = r.world.metrics.writes_total();
+    r.handle
+        .send(kubectl_vap::reconciler::Command::ReconcileAll)
+        .await
+        .expect("command");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(wait_idle(&r.world, TIMEOUT).await);
+    assert_eq!(
+        r.world.metrics.writes_total(),
+        w0,
+        "I4: steady state writes nothing"
+    );
+
+    // One change, one write: deny → warn.
+    e.put_constraint(
+        &on,
+        "deny",
+        json!({ "enforcementAction": "warn", "parameters": labels }),
+    )
+    .await;
+    let b = bname(&on, "deny");
+    eventually("binding updated to Warn", || async {
+        e.actions(&b).await == Some(vec!["Warn".into()])
+    })
+    .await;
+    assert!(wait_idle(&r.world, TIMEOUT).await);
+    assert_eq!(
+        r.world.metrics.writes_total(),
+        w0 + 1,
+        "one change = one write"
+    );
+    e.assert_converged(&o, "after deny→warn").await;
+
+    // Constraint deleted → its binding goes (no GC here).
+    e.constraints(&on)
+        .delete("dryrun", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let b = bname(&on, "dryrun");
+    eventually("binding of a deleted constraint removed", || async {
+        e.vapb(&b).await.is_none()
+    })
+    .await;
+
+    // Template off → bindings first, then the VAP.
+    e.put_template(&template(&on, Some(false))).await;
+    let p = pname(&on);
+    eventually("VAP removed after generateVAP: false", || async {
+        e.vap(&p).await.is_none()
+    })
+    .await;
+    assert!(e.vapb(&bname(&on, "warn")).await.is_none());
+    assert!(wait_idle(&r.world, TIMEOUT).await);
+    e.assert_converged(&o, "after off").await;
+
+    // Template deleted → its VAP and bindings go.
+    e.templates()
+        .delete(&unset.to_lowercase(), &DeleteParams::default())
+        .await
+        .expect("delete template");
+    let p = pname(&unset);
+    eventually("VAP of a deleted template removed", || async {
+        e.vap(&p).await.is_none()
+    })
+    .await;
+    assert!(e.vapb(&bname(&unset, "deny")).await.is_none());
+    e.cleanup(&[&on, &off, &unset]).await;
+    assert!(wait_idle(&r.world, TIMEOUT).await);
+    stop(r).await;
+}
+
+/// The two default-create flags off: unset templates do not generate, deny/warn/dryrun
+/// constraints are not bound, scoped vap.k8s.io ones are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_generation_flows_flags_off() {
+    let _s = serial();
+    let e = Env::new().await;
+    let on = e.env.unique_kind("FOn");
+    let unset = e.env.unique_kind("FUnset");
+    e.put_template(&template(&on, Some(true))).await;
+    e.put_template(&template(&unset, None)).await;
+    let labels = json!({ "labels": ["owner"] });
+    e.put_constraint(
+        &on,
+        "deny",
+        json!({ "enforcementAction": "deny", "parameters": labels }),
+    )
+    .await;
+    e.put_constraint(&on, "scoped", json!({ "enforcementAction": "scoped", "parameters": labels,
+        "scopedEnforcementActions": [{ "action": "dryrun", "enforcementPoints": [{ "name": "*" }] }] })).await;
+    e.put_constraint(&unset, "scoped", json!({ "enforcementAction": "scoped", "parameters": labels,
+        "scopedEnforcementActions": [{ "action": "deny", "enforcementPoints": [{ "name": "vap.k8s.io" }] }] })).await;
+    let o = Options {
+        default_create_vap_for_templates: false,
+        default_create_vap_binding_for_constraints: false,
+        ..opts(0)
+    };
+    let r = e.reconciler(&e.env.unique_name("flags"), o.clone()).await;
+    wait_for_lease(&r, Duration::from_secs(20))
+        .await
+        .expect("leads");
+    assert!(wait_idle(&r.world, TIMEOUT).await);
+    e.assert_converged(&o, "flags off").await;
+    assert!(e.vap(&pname(&on)).await.is_some());
+    assert!(e.vap(&pname(&unset)).await.is_none(), "unset + flag false");
+    assert!(
+        e.vapb(&bname(&on, "deny")).await.is_none(),
+        "deny + binding flag false"
+    );
+    assert_eq!(
+        e.actions(&bname(&on, "scoped")).await,
+        Some(vec!["Audit".into()])
+    );
+    assert!(
+        e.vapb(&bname(&unset, "scoped")).await.is_none(),
+        "no VAP, no binding"
+    );
+    e.cleanup(&[&on, &unset]).await;
+    assert!(wait_idle(&r.world, TIMEOUT).await);
+    stop(r).await;
+}
+
+/// `--binding-wait`: the first binding of a kind waits for the CRD's Established time + wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_binding_waits_for_the_crd() {
+    let _s = serial();
+    let e = Env::new().await;
+    let o = opts(6);
+    let r = e.reconciler(&e.env.unique_name("wait"), o.clone()).await;
+    wait_for_lease(&r, Duration::from_secs(20))
+        .await
+        .expect("leads");
+    let kind = e.env.unique_kind("Wait");
+    let start = Instant::now();
+    e.put_template(&template(&kind, Some(true))).await;
+    e.put_constraint(&kind, "c", json!({ "parameters": { "labels": ["a"] } }))
+        .await;
+    let p = pname(&kind);
+    eventually("VAP written at once", || async {
+        e.vap(&p).await.is_some()
+    })
+    .await;
+    assert!(
+        e.vapb(&bname(&kind, "c")).await.is_none(),
+        "no binding within the wait"
+    );
+    let b = bname(&kind, "c");
+    eventually("binding after the wait", || async {
+        e.vapb(&b).await.is_some()
+    })
+    .await;
+    // lastTransitionTime has a 1 s resolution.
+    assert!(
+        start.elapsed() >= Duration::from_secs(5),
+        "{:?}",
+        start.elapsed()
+    );
+    e.cleanup(&[&kind]).await;
+    assert!(wait_idle(&r.world, TIMEOUT).await);
+    stop(r).await;
+}
+
+/// Edited and deleted owned objects are restored at once; a foreign object with our name is
+/// never touched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_drift_repair_and_foreign_objects() {
+    let _s = serial();
+    let e = Env::new().await;
+    let kind = e.env.unique_kind("Drift");
+    e.put_template(&template(&kind, Some(true))).await;
+    let labels = json!({ "labels": ["owner"] });
+    e.put_constraint(&kind, "c", json!({ "parameters": labels }))
+        .await;
+    // A foreign binding holding the name constraint "f" needs.
+    let foreign: ValidatingAdmissionPolicyBinding = serde_json::from_value(json!({
+        "metadata": { "name": bname(&kind, "f") },
+        "spec": { "policyName": pname(&kind), "validationActions": ["Audit"] }
+    }))
+    .expect("binding");
+    let bapi = Api::<ValidatingAdmissionPolicyBinding>::all(e.client.clone());
+    bapi.create(&PostParams::default(), &foreign)
+        .await
+        .expect("foreign binding");
+    e.put_constraint(&kind, "f", json!({ "parameters": labels }))
+        .await;
+
+    let o = opts(0);
+    let r = e.reconciler(&e.env.unique_name("drift"), o.clone()).await;
+    wait_for_lease(&r, Duration::from_secs(20))
+        .await
+        .expect("leads");
+    assert!(wait_idle(&r.world, TIMEOUT).await);
+    let b = bname(&kind, "c");
+    let p = pname(&kind);
+    assert!(e.vapb(&b).await.is_some());
+
+    // Edit the binding.
+    let mut cur = e.vapb(&b).await.expect("binding");
+    cur.spec.as_mut().expect("spec").validation_actions = Some(vec!["Audit".into()]);
+    bapi.replace(&b, &PostParams::default(), &cur)
+        .await
+        .expect("edit");
+    eventually("edited binding restored", || async {
+        e.actions(&b).await == Some(vec!["Deny".into()])
+    })
+    .await;
+    // Delete the binding.
+    bapi.delete(&b, &DeleteParams::default())
+        .await
+        .expect("delete binding");
+    eventually("deleted binding restored", || async {
+        e.vapb(&b).await.is_some()
+    })
+    .await;
+    // Edit the VAP.
+    let papi = Api::<ValidatingAdmissionPolicy>::all(e.client.clone());
+    let mut vap = e.vap(&p).await.expect("vap");
+    vap.spec.as_mut().expect("spec").failure_policy = Some("Fail".into());
+    papi.replace(&p, &PostParams::default(), &vap)
+        .await
+        .expect("edit vap");
+    eventually("edited VAP restored", || async {
+        e.vap(&p)
+            .await
+            .and_then(|v| v.spec)
+            .and_then(|s| s.failure_policy)
+            == Some("Ignore".into())
+    })
+    .await;
+    // Delete the VAP.
+    papi.delete(&p, &DeleteParams::default())
+        .await
+        .expect("delete vap");
+    eventually("deleted VAP restored", || async {
+        e.vap(&p).await.is_some()
+    })
+    .await;
+    assert!(wait_idle(&r.world, TIMEOUT).await);
+
+    let f = e
+        .vapb(&bname(&kind, "f"))
+        .await
+        .expect("foreign binding still there");
+    assert_eq!(f.metadata.uid, foreign_uid(&e, &kind).await);
+    assert_eq!(
+        f.spec.and_then(|s| s.validation_actions),
+        Some(vec!["Audit".into()]),
+        "the foreign binding is untouched"
+    );
+    bapi.delete(&bname(&kind, "f"), &DeleteParams::default())
+        .await
+        .expect("cleanup");
+    e.cleanup(&[&kind]).await;
+    assert!(wait_idle(&r.world, TIMEOUT).await);
+    stop(r).await;
+}
+
+async fn foreign_uid(e: &Env, kind: &str) -> Option<String> {
+    e.vapb(&bname(kind, "f")).await.and_then(|b| b.metadata.uid)
+}
+
+/// Two copies on one Lease: both watch, only the holder writes; the other takes over when the
+/// holder stops (graceful release), and again when a holder process is killed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_two_copies_one_writer_and_handover() {
+    let _s = serial();
+    let e = Env::new().await;
+    let lease = e.env.unique_name("pair");
+    let o = opts(0);
+    let a = e.reconciler(&lease, o.clone()).await;
+    wait_for_lease(&a, Duration::from_secs(20))
+        .await
+        .expect("a leads");
+    let b = e.reconciler(&lease, o.clone()).await;
+    let kind = e.env.unique_kind("Pair");
+    e.put_template(&template(&kind, Some(true))).await;
+    for c in ["c1", "c2", "c3"] {
+        e.put_constraint(&kind, c, json!({ "parameters": { "labels": ["x"] } }))
+            .await;
+    }
+    let bn = bname(&kind, "c3");
+    eventually("bindings written", || async { e.vapb(&bn).await.is_some() }).await;
+    assert!(wait_idle(&a.world, TIMEOUT).await && wait_idle(&b.world, TIMEOUT).await);
+    assert!(a.world.metrics.writes_total() >= 4, "the holder wrote");
+    assert_eq!(
+        b.world.metrics.writes_total(),
+        0,
+        "the other copy never writes"
+    );
+    // Both caches are warm: the follower reached the same opinion.
+    assert_eq!(a.cache.get(&kind), b.cache.get(&kind));
+
+    // Graceful stop releases the lease: b takes over at once.
+    let t = Instant::now();
+    stop(a).await;
+    wait_for_lease(&b, Duration::from_secs(10))
+        .await
+        .expect("b takes over after a release");
+    eprintln!("takeover after release: {:?}", t.elapsed());
+    e.put_constraint(&kind, "c4", json!({ "parameters": { "labels": ["x"] } }))
+        .await;
+    let bn = bname(&kind, "c4");
+    eventually("new leader writes", || async {
+        e.vapb(&bn).await.is_some()
+    })
+    .await;
+    stop(b).await;
+
+    // A holder that dies without releasing: its lease expires, the other copy takes over.
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
+        .args([
+            "run",
+            "--binding-wait=0s",
+            "--lease-namespace",
+            LEASE_NS,
+            "--lease-name",
+            &lease,
+        ])
+        .arg("--kubeconfig")
+        .arg(e.env.kubeconfig_admin())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn kubectl-vap run");
+    eventually("the process holds the lease", || async {
+        kubectl_vap::reconciler::lease::holder(&e.client, LEASE_NS, &lease)
+            .await
+            .ok()
+            .flatten()
+            .is_some_and(|h| h.contains(&child.id().to_string()))
+    })
+    .await;
+    let c = e.reconciler(&lease, o.clone()).await;
+    assert!(
+        wait_for_lease(&c, Duration::from_secs(3)).await.is_err(),
+        "c waits"
+    );
+    // SIGKILL: no release.
+    child.kill().expect("kill");
+    let _ = child.wait();
+    let t = Instant::now();
+    wait_for_lease(&c, Duration::from_secs(40))
+        .await
+        .expect("c takes over after expiry");
+    eprintln!("takeover after kill: {:?}", t.elapsed());
+    e.put_constraint(&kind, "c5", json!({ "parameters": { "labels": ["x"] } }))
+        .await;
+    let bn = bname(&kind, "c5");
+    eventually("the new leader writes", || async {
+        e.vapb(&bn).await.is_some()
+    })
+    .await;
+    e.cleanup(&[&kind]).await;
+    assert!(wait_idle(&c.world, TIMEOUT).await);
+    stop(c).await;
+}
+
+/// `run --once` with the real binary, then real admission: a violating object is denied and
+/// a compliant one admitted, for parameters, namespaces, excludedNamespaces, kinds and name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_run_once_then_real_admission() {
+    let _s = serial();
+    let e = Env::new().await;
+    let kind = e.env.unique_kind("Adm");
+    let ns_in = e.env.create_namespace("adm-in").await;
+    let ns_out = e.env.create_namespace("adm-out").await;
+    let id = e.env.unique_name("adm");
+    e.put_template(&template(&kind, Some(true))).await;
+    let sel = json!({ "matchLabels": { "e2e-id": id } });
+    e.put_constraint(&kind, "params", json!({ "parameters": { "labels": ["owner"] },
+        "match": { "labelSelector": sel, "namespaces": [ns_in], "kinds": [{ "apiGroups": [""], "kinds": ["ConfigMap"] }], "name": "cm-*" } })).await;
+    e.put_constraint(&kind, "excluded", json!({ "parameters": { "labels": ["team"] },
+        "match": { "labelSelector": sel, "excludedNamespaces": [ns_in], "kinds": [{ "apiGroups": [""], "kinds": ["ConfigMap"] }] } })).await;
+    let lease = e.env.unique_name("once");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
+        .args([
+            "run",
+            "--once",
+            "--binding-wait=0s",
+            "--lease-namespace",
+            LEASE_NS,
+            "--lease-name",
+            &lease,
+        ])
+        .arg("--kubeconfig")
+        .arg(e.env.kubeconfig_admin())
+        .output()
+        .expect("run --once");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "run --once failed: {stderr}");
+    assert!(stderr.contains("converged"), "{stderr}");
+    e.assert_converged(&opts(0), "after run --once").await;
+
+    let cm = |name: &str, labels: Value| -> ConfigMap {
+        let mut l = labels;
+        l["e2e-id"] = json!(id);
+        serde_json::from_value(json!({ "metadata": { "name": name, "labels": l } })).expect("cm")
+    };
+    let create = |ns: String, c: ConfigMap| {
+        let client = e.client.clone();
+        async move {
+            Api::<ConfigMap>::namespaced(client, &ns)
+                .create(&PostParams::default(), &c)
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        }
+    };
+    // params + namespaces + kinds + name: cm-* in ns_in without owner → denied.
+    let start = Instant::now();
+    let mut n = 0;
+    loop {
+        n += 1;
+        let r = create(
+            ns_in.clone(),
+            cm(&format!("cm-bad-{n}"), json!({ "team": "t" })),
+        )
+        .await;
+        match r {
+            Err(msg) if msg.contains("missing required labels: owner") => break,
+            other => {
+                assert!(start.elapsed() < TIMEOUT, "not denied: {other:?}");
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+        }
+    }
+    eprintln!("denied after {:?}", start.elapsed());
+    // Compliant.
+    create(
+        ns_in.clone(),
+        cm("cm-good", json!({ "owner": "me", "team": "t" })),
+    )
+    .await
+    .expect("compliant admitted");
+    // name does not match cm-*: the "params" constraint does not apply.
+    create(ns_in.clone(), cm("other-name", json!({ "team": "t" })))
+        .await
+        .expect("name not matched → admitted");
+    // excludedNamespaces: ns_in is excluded from "excluded" (labels: team) → admitted above;
+    // in ns_out (not in namespaces of "params") a missing team label is denied by "excluded".
+    let r = create(ns_out.clone(), cm("cm-x", json!({ "owner": "me" }))).await;
+    assert!(
+        r.as_ref()
+            .is_err_and(|m| m.contains("missing required labels: team")),
+        "{r:?}"
+    );
+    create(
+        ns_out.clone(),
+        cm("cm-y", json!({ "owner": "me", "team": "t" })),
+    )
+    .await
+    .expect("admitted");
+    // kinds: a Secret is not matched.
+    let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(
+        json!({ "metadata": { "name": "cm-secret", "labels": { "e2e-id": id } } }),
+    )
+    .expect("secret");
+    Api::<k8s_openapi::api::core::v1::Secret>::namespaced(e.client.clone(), &ns_in)
+        .create(&PostParams::default(), &secret)
+        .await
+        .expect("kind not matched → admitted");
+
+    // Clean up through the reconciler again.
+    e.cleanup(&[&kind]).await;
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
+        .args([
+            "run",
+            "--once",
+            "--binding-wait=0s",
+            "--lease-namespace",
+            LEASE_NS,
+            "--lease-name",
+            &lease,
+        ])
+        .arg("--kubeconfig")
+        .arg(e.env.kubeconfig_admin())
+        .output()
+        .expect("run --once");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(e.vap(&pname(&kind)).await.is_none());
+}
+
+/// `replay`/`reconcile` refuse while another copy holds the lease, naming the holder; and
+/// `reconcile --all` converges when the lease is free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_one_shot_commands_and_the_lease() {
+    let _s = serial();
+    let e = Env::new().await;
+    let kind = e.env.unique_kind("Shot");
+    e.put_template(&template(&kind, Some(true))).await;
+    e.put_constraint(&kind, "c", json!({ "parameters": { "labels": ["x"] } }))
+        .await;
+    // The one-shot commands use the default Lease gatekeeper-system/kubectl-vap.
+    let ns: Namespace =
+        serde_json::from_value(json!({ "metadata": { "name": "gatekeeper-system" } })).expect("ns");
+    let _ = Api::<Namespace>::all(e.client.clone())
+        .create(&PostParams::default(), &ns)
+        .await;
+    let holder = e.reconciler_on("gatekeeper-system", "kubectl-vap").await;
+    wait_for_lease(&holder, Duration::from_secs(30))
+        .await
+        .expect("holder leads");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
+        .args(["replay", &kind.to_lowercase(), "--binding-wait=0s"])
+        .arg("--kubeconfig")
+        .arg(e.env.kubeconfig_admin())
+        .output()
+        .expect("replay");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("is held by") && stderr.contains(&holder.identity),
+        "{stderr}"
+    );
+    stop(holder).await;
+    // Lease free (released): reconcile --all takes it, converges and releases it.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
+        .args(["reconcile", "--all", "--binding-wait=0s"])
+        .arg("--kubeconfig")
+        .arg(e.env.kubeconfig_admin())
+        .output()
+        .expect("reconcile --all");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("reconcile-all"), "{stdout}");
+    assert!(e.vapb(&bname(&kind, "c")).await.is_some());
+    e.cleanup(&[&kind]).await;
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
+        .args(["reconcile", "--all", "--binding-wait=0s"])
+        .arg("--kubeconfig")
+        .arg(e.env.kubeconfig_admin())
+        .output()
+        .expect("reconcile --all");
+    assert!(out.status.success());
+}
+
+impl Env {
+    async fn reconciler_on(&self, ns: &str, lease: &str) -> Running {
+        let config = Config::new(
+            opts(0),
+            Mode::Elect {
+                lease_namespace: ns.into(),
+                lease_name: lease.into(),
+                take_over: false,
+            },
+        );
+        launch(self.env_client().await, config, Tuning::default())
+            .await
+            .expect("reconciler starts")
+    }
+}
+
+/// A Deployment that looks like Gatekeeper's generator makes `run` refuse (with how to turn
+/// it off), unless `--take-over`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_refuses_next_to_gatekeepers_generator() {
+    let _s = serial();
+    let e = Env::new().await;
+    let ns = e.env.create_namespace("gk").await;
+    let d: k8s_openapi::api::apps::v1::Deployment = serde_json::from_value(json!({
+        "metadata": { "name": "gatekeeper-audit" },
+        "spec": { "replicas": 1, "selector": { "matchLabels": { "app": "gk" } },
+                  "template": { "metadata": { "labels": { "app": "gk" } },
+                                "spec": { "containers": [{ "name": "manager", "image": "openpolicyagent/gatekeeper:v3.23.0",
+                                                           "args": ["--operation=audit", "--operation=generate"] }] } } }
+    }))
+    .expect("deployment");
+    let dapi = Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(e.client.clone(), &ns);
+    dapi.create(&PostParams::default(), &d)
+        .await
+        .expect("deployment");
+    let lease = e.env.unique_name("gk");
+    let run = |extra: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
+            .args([
+                "run",
+                "--once",
+                "--binding-wait=0s",
+                "--lease-namespace",
+                LEASE_NS,
+                "--lease-name",
+                &lease,
+            ])
+            .args(extra)
+            .arg("--kubeconfig")
+            .arg(e.env.kubeconfig_admin())
+            .output()
+            .expect("run")
+    };
+    let out = run(&[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("audit.disableGenerateOperation=true") && stderr.contains("--take-over"),
+        "{stderr}"
+    );
+    let out = run(&["--take-over"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    dapi.delete("gatekeeper-audit", &DeleteParams::default())
+        .await
+        .expect("cleanup");
+}
+
+/// The ClusterRole and lease Role of `install --print`, bound to the non-admin user, are
+/// enough to converge; without the binding-write verbs the run fails with a clear error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_rbac_least_privilege() {
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+    let _s = serial();
+    let e = Env::new().await;
+    let kind = e.env.unique_kind("Rbac");
+    e.put_template(&template(&kind, Some(true))).await;
+    e.put_constraint(&kind, "c", json!({ "parameters": { "labels": ["x"] } }))
+        .await;
+    let role_name = e.env.unique_name("vap-rbac");
+    // The manifests `install --print` prints, bound to the test user instead of the SA.
+    let manifests = kubectl_vap::cli::live::install_manifests(LEASE_NS, "img");
+    let mut cluster_role: Option<ClusterRole> = None;
+    let mut role: Option<Role> = None;
+    for doc in manifests.split("\n---\n") {
+        let v: Value = match serde_norway::from_str(doc) {
+            Ok(v) => v,
+            Err(_) => continue,
+        };
+        match v["kind"].as_str() {
+            Some("ClusterRole") => cluster_role = serde_json::from_value(v).ok(),
+            Some("Role") => role = serde_json::from_value(v).ok(),
+            _ => {}
+        }
+    }
+    let mut cluster_role = cluster_role.expect("ClusterRole in install --print");
+    let mut role = role.expect("Role in install --print");
+    cluster_role.metadata.name = Some(role_name.clone());
+    role.metadata.name = Some(role_name.clone());
+    role.metadata.namespace = Some(LEASE_NS.into());
+    let user = json!([{ "kind": "User", "name": testenv::USER_NAME, "apiGroup": "rbac.authorization.k8s.io" }]);
+    let crb: ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": { "name": role_name },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role_name },
+        "subjects": user
+    }))
+    .expect("crb");
+    let rb: RoleBinding = serde_json::from_value(json!({
+        "metadata": { "name": role_name, "namespace": LEASE_NS },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role_name },
+        "subjects": user
+    }))
+    .expect("rb");
+    let pp = PostParams::default();
+    let crapi = Api::<ClusterRole>::all(e.client.clone());
+    crapi
+        .create(&pp, &cluster_role)
+        .await
+        .expect("cluster role");
+    Api::<Role>::namespaced(e.client.clone(), LEASE_NS)
+        .create(&pp, &role)
+        .await
+        .expect("role");
+    Api::<ClusterRoleBinding>::all(e.client.clone())
+        .create(&pp, &crb)
+        .await
+        .expect("crb");
+    Api::<RoleBinding>::namespaced(e.client.clone(), LEASE_NS)
+        .create(&pp, &rb)
+        .await
+        .expect("rb");
+    let lease = e.env.unique_name("rbac");
+    let run = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
+            .args([
+                "run",
+                "--once",
+                "--binding-wait=0s",
+                "--lease-namespace",
+                LEASE_NS,
+                "--lease-name",
+                &lease,
+            ])
+            .arg("--kubeconfig")
+            .arg(e.env.kubeconfig_user())
+            .output()
+            .expect("run as the user")
+    };
+    // RBAC caches: give the authorizer a moment.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let out = run();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "the install --print role is enough: {stderr}"
+    );
+    assert!(e.vapb(&bname(&kind, "c")).await.is_some());
+
+    // Narrower: no create/update/delete on bindings.
+    let mut narrow = crapi.get(&role_name).await.expect("role");
+    for rule in narrow.rules.iter_mut().flatten() {
+        if rule
+            .resources
+            .iter()
+            .flatten()
+            .any(|r| r == "validatingadmissionpolicybindings")
+        {
+            rule.resources = Some(vec!["validatingadmissionpolicies".into()]);
+        }
+    }
+    narrow.rules.get_or_insert_with(Vec::new).push(
+        serde_json::from_value(json!({ "apiGroups": ["admissionregistration.k8s.io"],
+            "resources": ["validatingadmissionpolicybindings"], "verbs": ["list", "watch"] }))
+        .expect("rule"),
+    );
+    crapi
+        .replace(&role_name, &pp, &narrow)
+        .await
+        .expect("narrow role");
+    e.put_constraint(&kind, "c2", json!({ "parameters": { "labels": ["x"] } }))
+        .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
+        .args([
+            "run",
+            "--once",
+            "--binding-wait=0s",
+            "--lease-namespace",
+            LEASE_NS,
+            "--lease-name",
+            &lease,
+        ])
+        .arg("--kubeconfig")
+        .arg(e.env.kubeconfig_user())
+        .output()
+        .expect("run as the user");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("forbidden") && stderr.contains("install --print"),
+        "{stderr}"
+    );
+    e.cleanup(&[&kind]).await;
+    let r = e
+        .reconciler(&e.env.unique_name("rbac-clean"), opts(0))
+        .await;
+    wait_for_lease(&r, Duration::from_secs(20))
+        .await
+        .expect("leads");
+    assert!(wait_idle(&r.world, TIMEOUT).await);
+    stop(r).await;
+}
+
+/// The API server restarts in the middle of convergence: the reconciler resumes (watches
+/// re-list, writes retried) and converges exactly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_apiserver_restart_mid_convergence() {
+    let _s = serial();
+    let env: &'static TestEnv = Box::leak(Box::new(TestEnv::start()));
+    let e = Env::with(env).await;
+    let kinds: Vec<String> = (0..10)
+        .map(|i| env.unique_kind(&format!("Restart{i}")))
+        .collect();
+    for k in &kinds {
+        e.put_template(&template(k, Some(true))).await;
+        for c in 0..10 {
+            e.put_constraint(
+                k,
+                &format!("c{c}"),
+                json!({ "parameters": { "labels": ["x"] } }),
+            )
+            .await;
+        }
+    }
+    let o = opts(0);
+    let r = e.reconciler(&env.unique_name("restart"), o.clone()).await;
+    wait_for_lease(&r, Duration::from_secs(20))
+        .await
+        .expect("leads");
+    // Let some writes through, then pull the server away.
+    let start = Instant::now();
+    while r.world.metrics.writes_total() < 10 && start.elapsed() < TIMEOUT {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    env.stop_apiserver().await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    env.start_apiserver().await.expect("apiserver back");
+    // The lease may have been lost meanwhile; the copy re-acquires it.
+    wait_for_lease(&r, Duration::from_secs(60))
+        .await
+        .expect("leads again");
+    assert!(wait_idle(&r.world, Duration::from_secs(120)).await);
+    let client = env.client_admin().await;
+    let e2 = Env { env, client };
+    e2.assert_converged(&o, "after the restart").await;
+    stop(r).await;
+}
