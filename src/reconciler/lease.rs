@@ -107,6 +107,9 @@ pub async fn run(
         }
     };
     super::watches::set_access(&world, "leases.coordination.k8s.io", None);
+    // A follower otherwise sleeps until the holder's lease would expire: watching the holder
+    // lets it take a released lease at once.
+    let mut holder_rx = holder_tx.subscribe();
     // Poll the holder for views (cheap: one GET every few seconds).
     let poll = {
         let client = world.client.clone();
@@ -158,6 +161,17 @@ pub async fn run(
                     }
                 }
             },
+            released = holder_rx.changed() => {
+                // The manager caches the Lease until the old holder's expiry. `release()` is a
+                // no-op for a follower apart from re-reading the Lease (documented as safe for
+                // non-holders); the restarted `changed()` then sees it free and takes it.
+                if released.is_ok() && holder_rx.borrow().is_none() && !world.leading.load(Ordering::SeqCst) {
+                    tracing::debug!("Lease {lease_name} was released; trying to acquire it");
+                    if let Err(e) = manager.release().await {
+                        tracing::debug!("re-reading Lease {lease_name}: {e}");
+                    }
+                }
+            }
             _ = shutdown.changed() => break Ok(()),
         }
     };
