@@ -421,7 +421,13 @@ impl TestEnv {
     /// Like [`TestEnv::unique_name`] but usable as a CRD kind: `<Prefix>X<n><random>`.
     pub fn unique_kind(&self, prefix: &str) -> String {
         let id = unique_suffix();
-        let prefix: String = prefix.chars().filter(char::is_ascii_alphanumeric).collect();
+        // lower(kind) is the plural, a DNS-1035 label: ≤ 63 chars, starting with a letter.
+        let prefix: String = prefix
+            .chars()
+            .filter(char::is_ascii_alphanumeric)
+            .skip_while(char::is_ascii_digit)
+            .take(40)
+            .collect();
         format!("{prefix}X{id}")
     }
 
