@@ -481,3 +481,21 @@ fn tui_navigation_keys() {
     ui.act(a);
     assert!(ui.app.quit);
 }
+
+#[test]
+fn tui_docs_cover_every_key_and_state() {
+    let doc = std::fs::read_to_string("docs/tui.md").expect("docs/tui.md");
+    for e in kubectl_vap::tui::keymap::TABLE {
+        for k in e.keys {
+            let label = format!("`{}`", k.label());
+            assert!(
+                doc.contains(&label),
+                "docs/tui.md does not mention key {label}"
+            );
+        }
+    }
+    for (s, _, _) in kubectl_vap::tui::states::STATES {
+        let row = format!("| {} | `{}` |", s.glyph(), s.as_str());
+        assert!(doc.contains(&row), "docs/tui.md has no row {row:?}");
+    }
+}

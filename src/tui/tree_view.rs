@@ -34,12 +34,37 @@ impl Filter {
     pub fn is_active(&self) -> bool {
         !self.text.is_empty() || self.faults_only
     }
-    fn text_matches(&self, node: &Node) -> bool {
-        if self.text.is_empty() {
-            return true;
-        }
-        let q = self.text.to_lowercase();
-        node.label.to_lowercase().contains(&q) || node.state.as_str().contains(&q)
+    /// Whether a node's name or state contains `query` (already lowercased).
+    fn matches(node: &Node, query: &str) -> bool {
+        query.is_empty()
+            || contains_ignore_case(&node.label, query)
+            || node.state.as_str().contains(query)
+    }
+}
+
+/// State of one rebuild walk.
+struct Walk<'a> {
+    filter: &'a Filter,
+    /// The filter text, lowercased once.
+    query: &'a str,
+    path: Vec<Key>,
+    /// Nodes with shown children: opened when a filter is active.
+    open: Vec<Vec<Key>>,
+    shown: usize,
+}
+
+/// `hay` contains `needle` (lowercase), ignoring case; no allocation for ASCII.
+fn contains_ignore_case(hay: &str, needle: &str) -> bool {
+    if hay.is_ascii() && needle.is_ascii() {
+        let n = needle.as_bytes();
+        n.is_empty()
+            || n.len() <= hay.len()
+                && hay
+                    .as_bytes()
+                    .windows(n.len())
+                    .any(|w| w.eq_ignore_ascii_case(n))
+    } else {
+        hay.to_lowercase().contains(needle)
     }
 }
 
@@ -130,16 +155,21 @@ impl TreeView {
 
     /// Filter changed (or data): rebuild the items; with a filter, open the way to every match.
     pub fn rebuild(&mut self, tree: &[Node], filter: &Filter) {
-        let mut open = Vec::new();
-        let mut path = Vec::new();
-        let mut shown = 0;
+        let query = filter.text.to_lowercase();
+        let mut walk = Walk {
+            filter,
+            query: &query,
+            path: Vec::new(),
+            open: Vec::new(),
+            shown: 0,
+        };
         self.items = tree
             .iter()
-            .filter_map(|n| self.build(n, filter, false, &mut path, &mut open, &mut shown))
+            .filter_map(|n| self.build(n, false, &mut walk))
             .collect();
-        self.shown = shown;
+        self.shown = walk.shown;
         if filter.is_active() {
-            for p in open {
+            for p in walk.open {
                 self.state.open(p);
             }
         }
@@ -149,34 +179,32 @@ impl TreeView {
     fn build(
         &self,
         n: &Node,
-        filter: &Filter,
         ancestor_matched: bool,
-        path: &mut Vec<Key>,
-        open: &mut Vec<Vec<Key>>,
-        shown: &mut usize,
+        walk: &mut Walk<'_>,
     ) -> Option<TreeItem<'static, Key>> {
         let key = key_of(&n.id);
-        let text_here = !filter.text.is_empty() && filter.text_matches(n);
-        let text_ok = ancestor_matched || filter.text_matches(n);
-        path.push(key);
+        let self_match = Filter::matches(n, walk.query);
+        let text_here = !walk.query.is_empty() && self_match;
+        let text_ok = ancestor_matched || self_match;
+        walk.path.push(key);
         let mut seen = std::collections::HashSet::new();
         let children: Vec<_> = n
             .children
             .iter()
-            .filter_map(|c| self.build(c, filter, ancestor_matched || text_here, path, open, shown))
+            .filter_map(|c| self.build(c, ancestor_matched || text_here, walk))
             // Ids are unique among siblings by construction; drop a duplicate rather than fail.
             .filter(|item| seen.insert(*item.identifier()))
             .collect();
-        let self_ok = text_ok && (!filter.faults_only || n.state.is_fault());
+        let self_ok = text_ok && (!walk.filter.faults_only || n.state.is_fault());
         let keep = self_ok || !children.is_empty();
         if keep && !children.is_empty() {
-            open.push(path.clone());
+            walk.open.push(walk.path.clone());
         }
-        path.pop();
+        walk.path.pop();
         if !keep {
             return None;
         }
-        *shown += 1;
+        walk.shown += 1;
         let unknown = n.state == State::Missing && self.unreadable.contains(&n.kind);
         let line = if unknown {
             unknown_line(n)
