@@ -336,7 +336,8 @@ pub fn install(namespace: &str, image: &str) -> anyhow::Result<ExitCode> {
 pub fn cluster_role_rules() -> serde_json::Value {
     serde_json::json!([
         { "apiGroups": ["templates.gatekeeper.sh"], "resources": ["constrainttemplates"], "verbs": ["list", "watch"] },
-        { "apiGroups": ["constraints.gatekeeper.sh"], "resources": ["*"], "verbs": ["list", "watch"] },
+        // get: the API server requires it on a VAP's paramKind from whoever writes the VAP.
+        { "apiGroups": ["constraints.gatekeeper.sh"], "resources": ["*"], "verbs": ["get", "list", "watch"] },
         { "apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": ["list", "watch"] },
         { "apiGroups": ["admissionregistration.k8s.io"],
           "resources": ["validatingadmissionpolicies", "validatingadmissionpolicybindings"],

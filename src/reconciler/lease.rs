@@ -151,13 +151,33 @@ pub async fn run(
                     }
                 }
                 Err(e) => {
-                    // Unsure whether we still hold it: stop writing until we know.
-                    world.leading.store(false, Ordering::SeqCst);
+                    // Unsure whether we still hold it: stop writing at once. The manager still
+                    // believes it leads and would silently renew without ever reporting a
+                    // change, so give the lease up cleanly (once the server answers) and
+                    // compete again from scratch.
+                    if world.leading.swap(false, Ordering::SeqCst) {
+                        world.log(
+                            EventVerb::Lease,
+                            lease_ref(&namespace, &name),
+                            EventResult::Failed(e.to_string()),
+                            format!("{identity} cannot renew the lease; writes stop"),
+                        );
+                    }
                     world.metrics.leader.store(false, Ordering::Relaxed);
+                    world.dirty.store(true, Ordering::Relaxed);
                     tracing::warn!("{}", lease_err(&e));
-                    tokio::select! {
-                        _ = tokio::time::sleep(Duration::from_secs(2)) => {}
-                        _ = shutdown.changed() => break Ok(()),
+                    loop {
+                        tokio::select! {
+                            _ = tokio::time::sleep(Duration::from_secs(2)) => {}
+                            _ = shutdown.changed() => break,
+                        }
+                        match manager.release().await {
+                            Ok(()) => break,
+                            Err(e) => tracing::debug!("releasing Lease {lease_name} after an error: {e}"),
+                        }
+                    }
+                    if *shutdown.borrow() {
+                        break Ok(());
                     }
                 }
             },

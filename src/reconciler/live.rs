@@ -473,17 +473,23 @@ impl Writer for LiveWorld {
                     WriteOutcome::Retry(msg)
                 }
                 Err(e) => {
+                    let text = e.to_string();
+                    // A VAP with a paramKind needs `get` on that kind: the server answers 422
+                    // with a Forbidden cause.
+                    let forbidden = matches!(e.status(), Some(401 | 403))
+                        || (e.status() == Some(422) && text.contains("Forbidden"));
                     let label = match e.status() {
-                        Some(401 | 403) => "forbidden",
+                        _ if forbidden => "forbidden",
                         Some(422) => "invalid",
                         _ => "failed",
                     };
                     self.metrics.error(label);
-                    let msg = match e.status() {
-                        Some(401 | 403) => format!(
-                            "{e} (grant the ClusterRole from `kubectl vap install --print`)"
-                        ),
-                        _ => e.to_string(),
+                    let msg = if forbidden {
+                        format!(
+                            "forbidden: {text} (grant the ClusterRole from `kubectl vap install --print`)"
+                        )
+                    } else {
+                        text
                     };
                     tracing::warn!("{msg}");
                     self.log(
