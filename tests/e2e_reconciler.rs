@@ -4,6 +4,10 @@
 //! (`serial()`), each with its own kinds and its own Lease, and each removes what it created.
 //! The pure analysis is the oracle: at quiescence `analyze(list_snapshot())` plans nothing.
 
+// The serializing guard is held for a whole test on purpose; each test has its own runtime,
+// so the lock is never contended within one runtime.
+#![allow(clippy::await_holding_lock)]
+
 use k8s_openapi::api::admissionregistration::v1::{
     ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
 };
@@ -124,7 +128,8 @@ impl Env {
     /// anything else on the shared server.
     async fn put_constraint(&self, kind: &str, name: &str, mut spec: Value) {
         if spec["match"]["labelSelector"].is_null() {
-            spec["match"]["labelSelector"] = json!({ "matchLabels": { "e2e-reconciler": "inert" } });
+            spec["match"]["labelSelector"] =
+                json!({ "matchLabels": { "e2e-reconciler": "inert" } });
         }
         let obj: DynamicObject = serde_json::from_value(json!({
             "apiVersion": "constraints.gatekeeper.sh/v1beta1", "kind": kind,

@@ -84,8 +84,10 @@ fn controller_of(v: &Value) -> Option<(String, String, String)> {
 
 impl World {
     fn new(opts: Options) -> World {
-        let mut st = State::default();
-        st.now = t0();
+        let st = State {
+            now: t0(),
+            ..State::default()
+        };
         World {
             st: Mutex::new(st),
             cache: Arc::new(OpinionCache::new()),

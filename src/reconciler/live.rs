@@ -426,8 +426,8 @@ impl TemplateStore for LiveWorld {
 }
 
 impl Writer for LiveWorld {
-    fn write(&self, w: &PlannedWrite) -> impl std::future::Future<Output = WriteOutcome> + Send {
-        async move {
+    async fn write(&self, w: &PlannedWrite) -> WriteOutcome {
+        {
             let verb = match w.verb {
                 Verb::Create => EventVerb::Create,
                 Verb::Update => EventVerb::Update,

@@ -133,37 +133,37 @@ pub async fn launch(
     ));
     let cache = Arc::new(OpinionCache::new());
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
-    let mut tasks = Vec::new();
-
     // Watches.
-    tasks.push(watches::spawn_watch_with(
-        Api::all_with(client.clone(), &tar),
-        twriter,
-        resource_name(&tar),
-        world.clone(),
-        watches::on_template,
-    ));
-    tasks.push(watches::spawn_watch(
-        Api::<CustomResourceDefinition>::all(client.clone()),
-        cwriter,
-        "customresourcedefinitions.apiextensions.k8s.io".into(),
-        world.clone(),
-        watches::on_crd,
-    ));
-    tasks.push(watches::spawn_watch_with(
-        Api::all_with(client.clone(), &admission.policy()),
-        pwriter,
-        resource_name(&admission.policy()),
-        world.clone(),
-        watches::on_policy,
-    ));
-    tasks.push(watches::spawn_watch_with(
-        Api::all_with(client.clone(), &admission.binding()),
-        bwriter,
-        resource_name(&admission.binding()),
-        world.clone(),
-        watches::on_binding,
-    ));
+    let mut tasks = vec![
+        watches::spawn_watch_with(
+            Api::all_with(client.clone(), &tar),
+            twriter,
+            resource_name(&tar),
+            world.clone(),
+            watches::on_template,
+        ),
+        watches::spawn_watch(
+            Api::<CustomResourceDefinition>::all(client.clone()),
+            cwriter,
+            "customresourcedefinitions.apiextensions.k8s.io".into(),
+            world.clone(),
+            watches::on_crd,
+        ),
+        watches::spawn_watch_with(
+            Api::all_with(client.clone(), &admission.policy()),
+            pwriter,
+            resource_name(&admission.policy()),
+            world.clone(),
+            watches::on_policy,
+        ),
+        watches::spawn_watch_with(
+            Api::all_with(client.clone(), &admission.binding()),
+            bwriter,
+            resource_name(&admission.binding()),
+            world.clone(),
+            watches::on_binding,
+        ),
+    ];
 
     // Gatekeeper's generator.
     let mut gatekeeper_generator = None;
