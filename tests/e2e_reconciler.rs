@@ -977,7 +977,12 @@ async fn e2e_rbac_least_privilege() {
         .await;
     let role_name = e.env.unique_name("vap-rbac");
     // The manifests `install --print` prints, bound to the test user instead of the SA.
-    let manifests = kubectl_vap::cli::live::install_manifests(LEASE_NS, "img");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
+        .args(["install", "--print", "--namespace", LEASE_NS])
+        .output()
+        .expect("install --print");
+    assert!(out.status.success());
+    let manifests = String::from_utf8(out.stdout).expect("utf-8");
     let mut cluster_role: Option<ClusterRole> = None;
     let mut role: Option<Role> = None;
     for doc in manifests.split("\n---\n") {
@@ -1153,4 +1158,88 @@ async fn e2e_apiserver_restart_mid_convergence() {
     let e2 = Env { env, client };
     e2.assert_converged(&o, "after the restart").await;
     stop(r).await;
+}
+
+fn http_get(port: u16, path: &str) -> String {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return String::new();
+    };
+    let _ = write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    );
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
+}
+
+/// `run --metrics-addr`: `/healthz`, `/readyz` and `/metrics` (writes, errors, queue depth,
+/// leader gauge) next to a running reconciler; SIGTERM releases the lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_run_serves_metrics_and_releases_on_sigterm() {
+    let _s = serial();
+    let e = Env::new().await;
+    let kind = e.env.unique_kind("Metrics");
+    e.put_template(&template(&kind, Some(true))).await;
+    e.put_constraint(&kind, "c", json!({ "parameters": { "labels": ["x"] } }))
+        .await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port");
+    let lease = e.env.unique_name("metrics");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
+        .args([
+            "run",
+            "--binding-wait=0s",
+            "--lease-namespace",
+            LEASE_NS,
+            "--lease-name",
+            &lease,
+        ])
+        .arg(format!("--metrics-addr=127.0.0.1:{port}"))
+        .arg("--kubeconfig")
+        .arg(e.env.kubeconfig_admin())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn run");
+    eventually("/readyz answers 200", || async {
+        http_get(port, "/readyz").starts_with("HTTP/1.1 200")
+    })
+    .await;
+    assert!(http_get(port, "/healthz").starts_with("HTTP/1.1 200"));
+    eventually("/metrics shows the leader and the writes", || async {
+        let m = http_get(port, "/metrics");
+        m.contains("kubectl_vap_leader 1")
+            && m.contains("kubectl_vap_writes_total{verb=\"create\",resource=\"validatingadmissionpolicybindings\"}")
+            && m.contains("kubectl_vap_queue_depth")
+    })
+    .await;
+    // SIGTERM: the lease is released (holder cleared), the process exits 0.
+    // SAFETY: plain kill(2) on our own child.
+    unsafe {
+        libc_kill(child.id() as i32, 15);
+    }
+    let status = child.wait().expect("wait");
+    assert!(status.success(), "{status:?}");
+    let holder = kubectl_vap::reconciler::lease::holder(&e.client, LEASE_NS, &lease)
+        .await
+        .expect("lease");
+    assert_eq!(holder, None, "the lease is released on SIGTERM");
+    e.cleanup(&[&kind]).await;
+    let r = e
+        .reconciler(&e.env.unique_name("metrics-clean"), opts(0))
+        .await;
+    wait_for_lease(&r, Duration::from_secs(20))
+        .await
+        .expect("leads");
+    assert!(wait_idle(&r.world, TIMEOUT).await);
+    stop(r).await;
+}
+
+unsafe extern "C" {
+    #[link_name = "kill"]
+    fn libc_kill(pid: i32, sig: i32) -> i32;
 }
