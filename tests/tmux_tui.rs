@@ -237,3 +237,143 @@ fn tmux_tui_panic_restores_terminal() {
     t.keys(&["Enter"]);
     t.wait_text("typed-2");
 }
+
+/// The live TUI on a real kube-apiserver (testenv): the embedded reconciler writes the VAP and
+/// binding and the tree shows them in sync; `R` asks, then sends; quitting exits 0 and releases
+/// the lease (a one-shot `reconcile --all` gets it at once); a user without RBAC sees
+/// "restricted (403)", not an empty tree.
+#[test]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+fn tmux_tui_live_cluster() {
+    use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
+    use serde_json::json;
+    use testenv::{TestEnv, gatekeeper};
+
+    if !require_tmux() {
+        return;
+    }
+    let bin = env!("CARGO_BIN_EXE_kubectl-vap");
+    let env = TestEnv::shared();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let template = json!({
+        "apiVersion": "templates.gatekeeper.sh/v1",
+        "kind": "ConstraintTemplate",
+        "metadata": {"name": "k8stuilive"},
+        "spec": {
+            "crd": {"spec": {"names": {"kind": "K8sTuiLive"}}},
+            "targets": [{"target": "admission.k8s.gatekeeper.sh", "code": [{"engine": "K8sNativeValidation", "source": {
+                "generateVAP": true,
+                "failurePolicy": "Ignore",
+                "validations": [{"expression": "true", "message": "never denies"}]
+            }}]}]
+        }
+    });
+    let constraint = json!({
+        "apiVersion": "constraints.gatekeeper.sh/v1beta1",
+        "kind": "K8sTuiLive",
+        "metadata": {"name": "tui-inert"},
+        "spec": {"enforcementAction": "deny", "match": {"labelSelector": {"matchLabels": {"tui-live": "inert"}}}}
+    });
+    let client = rt.block_on(async {
+        let client = env.client_admin().await;
+        gatekeeper::install_gatekeeper_crds(&client).await.unwrap();
+        let ns: k8s_openapi::api::core::v1::Namespace =
+            serde_json::from_value(json!({"metadata": {"name": "gatekeeper-system"}})).unwrap();
+        let _ = Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+            .create(&PostParams::default(), &ns)
+            .await;
+        let templates: Api<DynamicObject> =
+            Api::all_with(client.clone(), &gatekeeper::template_api_resource());
+        let _ = templates
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(template.clone()).unwrap(),
+            )
+            .await;
+        gatekeeper::create_constraint_crd(&client, &template)
+            .await
+            .unwrap();
+        let constraints: Api<DynamicObject> = Api::all_with(
+            client.clone(),
+            &gatekeeper::constraint_api_resource("K8sTuiLive"),
+        );
+        let _ = constraints
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(constraint.clone()).unwrap(),
+            )
+            .await;
+        client
+    });
+
+    let dir = tempfile::tempdir().unwrap();
+    let t = Tmux::start("live", 170, 45);
+    t.wait_text("shell$");
+    t.text(&format!(
+        "KUBECTL_VAP_LOG_FILE={} {bin} --kubeconfig {} --reconcile --binding-wait=0s; echo EXIT=$?",
+        dir.path().join("tui.log").display(),
+        env.kubeconfig_admin().display()
+    ));
+    t.keys(&["Enter"]);
+    let s = t.wait_for("the binding written and in sync", |s| {
+        s.contains("mode: reconciling")
+            && s.contains("✔ VAP gatekeeper-k8stuilive  in-sync")
+            && s.contains("✔ VAPB gatekeeper-k8stuilive-tui-inert  in-sync")
+    });
+    assert!(s.contains("server: v1."), "{s}");
+    assert!(s.contains("VAP API: v1"), "{s}");
+    assert!(
+        s.contains("create ValidatingAdmissionPolicy"),
+        "the event log shows the writes:\n{s}"
+    );
+
+    // A write: asks, then sends; its effect lands in the event log.
+    t.text("R");
+    t.wait_text("Reconcile everything");
+    t.text("y");
+    t.wait_text("sent `kubectl vap reconcile --all`");
+    t.wait_text("reconcile-all");
+
+    t.text("q");
+    t.wait_text("EXIT=0");
+    assert!(!t.alternate_on());
+    // The lease was released: a one-shot command gets it at once.
+    let out = Command::new(bin)
+        .args(["reconcile", "--all", "--binding-wait=0s", "--kubeconfig"])
+        .arg(env.kubeconfig_admin())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "the TUI released the lease: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // A user without RBAC: every resource is restricted, and the screen says so.
+    t.text(&format!(
+        "clear; KUBECTL_VAP_LOG_FILE={} {bin} --kubeconfig {}; echo EXIT=$?",
+        dir.path().join("tui-user.log").display(),
+        env.kubeconfig_user().display()
+    ));
+    t.keys(&["Enter"]);
+    let s = t.wait_text("restricted (403)");
+    eprintln!("the screen of a user without RBAC:\n{s}");
+    assert!(s.contains("mode: observing"), "{s}");
+    t.text("q");
+    t.wait_text("EXIT=0");
+
+    rt.block_on(async {
+        let constraints: Api<DynamicObject> = Api::all_with(
+            client.clone(),
+            &gatekeeper::constraint_api_resource("K8sTuiLive"),
+        );
+        let _ = constraints
+            .delete("tui-inert", &DeleteParams::default())
+            .await;
+        let templates: Api<DynamicObject> =
+            Api::all_with(client.clone(), &gatekeeper::template_api_resource());
+        let _ = templates
+            .delete("k8stuilive", &DeleteParams::default())
+            .await;
+    });
+}

@@ -55,6 +55,8 @@ pub struct App {
     pub log: VecDeque<EventLine>,
     last_seq: Option<u64>,
     local_seq: u64,
+    /// The first non-empty data was summed up in the log.
+    announced: bool,
     /// Rows of the tree pane, for page up/down (kept up to date by the view's size).
     pub page: usize,
     pub quit: bool,
@@ -76,6 +78,7 @@ impl App {
             log: VecDeque::new(),
             last_seq: None,
             local_seq: 0,
+            announced: false,
             page: 20,
             quit: false,
         }
@@ -182,7 +185,7 @@ impl App {
     }
 
     fn set_data(&mut self, data: Arc<Data>) {
-        let first = self.data.is_none();
+        let first = !self.announced && data.snapshot.object_count() > 0;
         // Reconciler events not shown yet.
         for e in &data.events {
             if self.last_seq.is_none_or(|s| e.seq > s) {
@@ -197,6 +200,7 @@ impl App {
             .set_tree(&data.analysis.tree, &data.analysis.findings, &self.filter);
         self.data = Some(data.clone());
         if first {
+            self.announced = true;
             let s = &data.summary;
             self.log_local(
                 false,

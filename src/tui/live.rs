@@ -62,11 +62,36 @@ fn context_name(conn: &ConnectionArgs) -> String {
 
 /// Data that says the cluster cannot be shown, and why.
 fn unavailable(context: &str, reconcile: bool, resource: &str, message: String) -> Data {
+    unavailable_as(context, reconcile, resource, AccessKind::Other, message)
+}
+
+/// What a failed start means on screen: a 403 is "restricted", a missing VAP API "disabled".
+pub fn start_error_kind(e: &reconciler::Error) -> (String, AccessKind) {
+    use crate::kube::KubeError;
+    match e {
+        reconciler::Error::Kube(KubeError::Forbidden { what, .. }) => {
+            (what.clone(), AccessKind::Forbidden)
+        }
+        reconciler::Error::Kube(KubeError::VapApiMissing) => (
+            "validatingadmissionpolicies.admissionregistration.k8s.io".to_string(),
+            AccessKind::Disabled,
+        ),
+        _ => ("cluster".to_string(), AccessKind::Other),
+    }
+}
+
+fn unavailable_as(
+    context: &str,
+    reconcile: bool,
+    resource: &str,
+    kind: AccessKind,
+    message: String,
+) -> Data {
     let info = ClusterInfo {
         context: context.to_string(),
         access_errors: vec![AccessError {
             resource: resource.to_string(),
-            kind: AccessKind::Other,
+            kind,
             message,
         }],
         ..ClusterInfo::default()
@@ -269,10 +294,12 @@ impl Source for Live {
                 let (handle, join) = match reconciler::start(client, config).await {
                     Ok(x) => x,
                     Err(e) => {
-                        notify.send(Action::Data(Arc::new(unavailable(
+                        let (resource, kind) = start_error_kind(&e);
+                        notify.send(Action::Data(Arc::new(unavailable_as(
                             &context,
                             reconcile,
-                            "reconciler",
+                            &resource,
+                            kind,
                             format!("the live view could not start: {e}"),
                         ))));
                         return;

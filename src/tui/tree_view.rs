@@ -100,7 +100,9 @@ pub struct TreeView {
     pub shown: usize,
     /// Nodes in the analysis tree.
     pub total: usize,
-    initialized: bool,
+    /// Nodes with children seen in earlier data: only nodes new to the tree are auto-opened,
+    /// so what the user collapsed stays collapsed.
+    known: std::collections::HashSet<Key>,
 }
 
 impl TreeView {
@@ -115,18 +117,22 @@ impl TreeView {
             path.pop();
         }
         self.total = self.index.len();
-        if !self.initialized {
-            self.initialized = true;
-            // Small trees open fully; big ones open the way to every fault.
-            let small = self.total <= 1000;
-            let mut open = Vec::new();
-            collect_open(tree, &mut Vec::new(), &mut open, &|n: &Node| {
-                small || n.has_fault()
-            });
-            for p in open {
-                self.state.open(p);
-            }
+        // New nodes open: all of them in small trees, the way to every fault in big ones.
+        let small = self.total <= 1000;
+        let mut open = Vec::new();
+        let mut known = std::collections::HashSet::new();
+        collect_open(
+            tree,
+            &mut Vec::new(),
+            &mut open,
+            &mut known,
+            &self.known,
+            &|n: &Node| small || n.has_fault(),
+        );
+        for p in open {
+            self.state.open(p);
         }
+        self.known = known;
         self.rebuild(tree, filter);
     }
 
@@ -255,15 +261,21 @@ fn collect_open(
     nodes: &[Node],
     path: &mut Vec<Key>,
     out: &mut Vec<Vec<Key>>,
+    now_known: &mut std::collections::HashSet<Key>,
+    known: &std::collections::HashSet<Key>,
     want: &dyn Fn(&Node) -> bool,
 ) {
     for n in nodes {
-        if n.children.is_empty() || !want(n) {
+        if n.children.is_empty() {
             continue;
         }
-        path.push(key_of(&n.id));
-        out.push(path.clone());
-        collect_open(&n.children, path, out, want);
+        let key = key_of(&n.id);
+        now_known.insert(key);
+        path.push(key);
+        if !known.contains(&key) && want(n) {
+            out.push(path.clone());
+        }
+        collect_open(&n.children, path, out, now_known, known, want);
         path.pop();
     }
 }
