@@ -224,6 +224,17 @@ impl App {
         }
     }
 
+    /// Why no write can run now (read-only, offline, observing, not the lease holder).
+    fn write_refusal(&self) -> Option<String> {
+        if self.keymap.readonly() {
+            return Some("read-only: write actions are off (--readonly)".to_string());
+        }
+        match &self.data {
+            None => Some("no data yet".to_string()),
+            Some(d) => d.write_refusal(),
+        }
+    }
+
     /// The write `p`/`r`/`R` stand for, or why there is none.
     fn write_for(&self, action: &Action) -> Result<WriteCommand, String> {
         if let Action::ReconcileAll = action {
@@ -334,24 +345,21 @@ pub fn update(app: &mut App, action: Action) -> Option<Action> {
             };
             app.flash(Level::Info, text);
         }
-        Action::Replay | Action::Reconcile | Action::ReconcileAll => match app.write_for(&action) {
-            Ok(cmd) => return Some(Action::Ask(cmd)),
-            Err(why) => app.flash(Level::Warn, why),
-        },
-        Action::Ask(cmd) => {
-            let refusal = if app.keymap.readonly() {
-                Some("read-only: write actions are off (--readonly)".to_string())
+        Action::Replay | Action::Reconcile | Action::ReconcileAll => {
+            // Why it cannot run at all comes first, then what the selection allows.
+            if let Some(why) = app.write_refusal() {
+                app.flash(Level::Error, why);
             } else {
-                match &app.data {
-                    None => Some("no data yet".to_string()),
-                    Some(d) => d.write_refusal(),
+                match app.write_for(&action) {
+                    Ok(cmd) => return Some(Action::Ask(cmd)),
+                    Err(why) => app.flash(Level::Warn, why),
                 }
-            };
-            match refusal {
-                Some(why) => app.flash(Level::Error, why),
-                None => app.confirm = Some(cmd),
             }
         }
+        Action::Ask(cmd) => match app.write_refusal() {
+            Some(why) => app.flash(Level::Error, why),
+            None => app.confirm = Some(cmd),
+        },
         Action::ConfirmYes => {
             if let Some(cmd) = app.confirm.take() {
                 return Some(Action::Execute(cmd));

@@ -129,6 +129,15 @@ pub fn run_with(
         }
         Ok(())
     })();
+    // Stopping may take a moment (the reconciler releases its lease): say so on screen.
+    update(
+        &mut app,
+        Action::Flash(
+            Level::Info,
+            "quitting: stopping the data source (the reconciler releases its lease)…".into(),
+        ),
+    );
+    let _ = guard.terminal.draw(|f| view::draw(f, &mut app));
     source.stop();
     drop(guard);
     tracing::info!("TUI stopped");
