@@ -14,8 +14,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 /// The Lease the one-shot commands join (the `run` defaults).
-const DEFAULT_LEASE_NAMESPACE: &str = "gatekeeper-system";
-const DEFAULT_LEASE_NAME: &str = "kubectl-vap";
+use crate::reconciler::runtime::{DEFAULT_LEASE_NAME, DEFAULT_LEASE_NAMESPACE};
 /// How long a one-shot command waits to acquire a free (or expired) lease.
 const LEASE_WAIT: Duration = Duration::from_secs(20);
 

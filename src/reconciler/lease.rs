@@ -205,3 +205,43 @@ pub async fn run(
     }
     result
 }
+
+/// Polls the holder of a Lease this copy does not compete for (read-only views).
+pub async fn watch_holder(
+    world: Arc<LiveWorld>,
+    namespace: String,
+    name: String,
+    holder_tx: watch::Sender<Option<String>>,
+) {
+    let resource = "leases.coordination.k8s.io";
+    loop {
+        match holder(&world.client, &namespace, &name).await {
+            Ok(h) => {
+                super::watches::set_access(&world, resource, None);
+                holder_tx.send_if_modified(|cur| {
+                    let changed = *cur != h;
+                    *cur = h.clone();
+                    changed
+                });
+            }
+            Err(e) => {
+                let kind = match crate::kube::status_code(&e) {
+                    Some(401 | 403) => super::state::AccessErrorKind::Forbidden,
+                    _ => super::state::AccessErrorKind::Other,
+                };
+                super::watches::set_access(
+                    &world,
+                    resource,
+                    Some(super::state::AccessError {
+                        resource: resource.into(),
+                        kind,
+                        message: format!(
+                            "cannot read Lease {namespace}/{name} to show who reconciles: {e}"
+                        ),
+                    }),
+                );
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(3)).await;
+    }
+}

@@ -98,6 +98,10 @@ pub async fn start(
     Ok((r.handle, r.join))
 }
 
+/// The Lease `run` competes for by default (and the one read-only views report on).
+pub const DEFAULT_LEASE_NAMESPACE: &str = "gatekeeper-system";
+pub const DEFAULT_LEASE_NAME: &str = "kubectl-vap";
+
 /// How long start-up waits for the first list of every watch.
 const SYNC_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -236,6 +240,16 @@ pub async fn launch(
             identity.clone(),
             holder_tx,
             shutdown_rx.clone(),
+        )));
+    } else {
+        // Read-only: not competing, but show who holds the default Lease.
+        let (ns, name) = (DEFAULT_LEASE_NAMESPACE, DEFAULT_LEASE_NAME);
+        lease_info.lease = format!("{ns}/{name}");
+        tasks.push(tokio::spawn(super::lease::watch_holder(
+            world.clone(),
+            ns.to_string(),
+            name.to_string(),
+            holder_tx,
         )));
     }
 
