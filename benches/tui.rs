@@ -242,13 +242,29 @@ fn main() {
         term.draw(|f| view::draw(f, &mut app)).unwrap();
         typing.push(t.elapsed());
     }
-    // A refresh with new data (what a live update costs on the UI thread).
+    update(&mut app, Action::FilterCancel);
+    // A live update: one binding disappears, then comes back (analysed off the UI thread, as
+    // the source does); the UI re-indexes and rebuilds only the template that changed.
+    let mut changed = (*data.snapshot).clone();
+    let gone = changed
+        .bindings
+        .remove(changed.bindings.len() / 2)
+        .meta
+        .name;
+    let data2 = Arc::new(Offline::data(
+        changed,
+        vec!["bench".into()],
+        &Options::default(),
+    ));
     let mut refresh = Vec::new();
-    for _ in 0..5 {
+    let mut rebuilt = 0;
+    for i in 0..20 {
+        let next = if i % 2 == 0 { &data2 } else { &data };
         let t = Instant::now();
-        update(&mut app, Action::Data(data.clone()));
+        update(&mut app, Action::Data(next.clone()));
         term.draw(|f| view::draw(f, &mut app)).unwrap();
         refresh.push(t.elapsed());
+        rebuilt = rebuilt.max(app.tree.rebuilt);
     }
     let rss_tui = peak_rss_mib();
 
@@ -287,7 +303,7 @@ fn main() {
         ms(median(typing))
     );
     println!(
-        "  new data on the UI thread (median):             {}",
+        "  live update, binding {gone} gone/back (UI thread, median; {rebuilt} of {templates} templates rebuilt): {}",
         ms(median(refresh))
     );
     if let (Some(a), Some(b), Some(c)) = (rss_start, rss_baseline, rss_tui) {

@@ -499,3 +499,31 @@ fn tui_docs_cover_every_key_and_state() {
         assert!(doc.contains(&row), "docs/tui.md has no row {row:?}");
     }
 }
+
+#[test]
+fn tui_refresh_rebuilds_only_what_changed() {
+    let mut state = live_state();
+    let mut ui = Ui::new(false, live_data(&state, true), 150, 36);
+    assert_eq!(
+        ui.app.tree.rebuilt, 5,
+        "first data: every top-level subtree is built"
+    );
+    ui.act(Action::Data(live_data(&state, true)));
+    assert_eq!(ui.app.tree.rebuilt, 0, "same data: everything reused");
+    // One binding disappears: only its template's subtree is rebuilt.
+    state
+        .snapshot
+        .bindings
+        .retain(|b| b.name() != "gatekeeper-k8srequiredlabels-pods-must-have-app");
+    ui.act(Action::Data(live_data(&state, true)));
+    assert_eq!(ui.app.tree.rebuilt, 1);
+    let s = ui.screen();
+    assert!(
+        s.contains("∅ VAPB gatekeeper-k8srequiredlabels-pods-must-have-app  missing"),
+        "{s}"
+    );
+    assert_eq!(ui.app.tree.shown, 19);
+    // A filter change rebuilds everything it shows.
+    ui.key(KeyCode::Char('f'));
+    assert_eq!(ui.app.tree.rebuilt, 5);
+}

@@ -158,9 +158,7 @@ impl App {
     }
 
     fn rebuild(&mut self) {
-        if let Some(data) = &self.data {
-            self.tree.rebuild(&data.analysis.tree, &self.filter);
-        }
+        self.tree.rebuild(&self.filter);
     }
 
     fn open_doc(&mut self, kind: DocKind) {
@@ -196,8 +194,7 @@ impl App {
             self.last_seq = Some(last.seq);
         }
         self.tree.unreadable = data.unreadable_kinds();
-        self.tree
-            .set_tree(&data.analysis.tree, &data.analysis.findings, &self.filter);
+        self.tree.set_tree(&data.analysis, &self.filter);
         self.data = Some(data.clone());
         if first {
             self.announced = true;

@@ -3,11 +3,13 @@
 //! refreshes.
 
 use super::states;
+use crate::core::Analysis;
 use crate::core::tree::{Node, NodeKind, State};
 use crate::core::{Finding, Severity};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use std::collections::HashMap;
+use std::sync::Arc;
 use tui_tree_widget::{TreeItem, TreeState};
 
 /// A node's identifier in the widget: a hash of its stable id (cheap to clone and compare).
@@ -103,13 +105,39 @@ pub struct TreeView {
     /// Nodes with children seen in earlier data: only nodes new to the tree are auto-opened,
     /// so what the user collapsed stays collapsed.
     known: std::collections::HashSet<Key>,
+    /// The analysis the items were built from.
+    analysis: Option<Arc<Analysis>>,
+    /// What the items were built with: reuse needs the same filter and unreadable kinds.
+    built_with: Option<(Filter, Vec<NodeKind>)>,
+    /// Nodes shown under each top-level item.
+    shown_top: HashMap<Key, usize>,
+    /// Top-level items rebuilt by the last `set_tree` (the rest were reused).
+    pub rebuilt: usize,
+}
+
+/// Whether two nodes look the same on screen (finding indices aside: they shift when other
+/// templates' findings change; the counts are compared separately).
+fn same_view(a: &Node, b: &Node) -> bool {
+    a.id == b.id
+        && a.kind == b.kind
+        && a.state == b.state
+        && a.label == b.label
+        && a.reason == b.reason
+        && a.children.len() == b.children.len()
+        && a.children
+            .iter()
+            .zip(&b.children)
+            .all(|(x, y)| same_view(x, y))
 }
 
 impl TreeView {
-    /// New data: re-index, rebuild, keep selection and expansion (ids are stable).
-    pub fn set_tree(&mut self, tree: &[Node], findings: &[Finding], filter: &Filter) {
+    /// New data: re-index, rebuild what changed (a top-level subtree that looks the same keeps
+    /// its items), keep selection and expansion (ids are stable).
+    pub fn set_tree(&mut self, analysis: &Arc<Analysis>, filter: &Filter) {
+        let tree = &analysis.tree;
+        let findings = &analysis.findings;
+        let old_counts = std::mem::take(&mut self.counts);
         self.index.clear();
-        self.counts.clear();
         let mut path = Vec::new();
         for (i, n) in tree.iter().enumerate() {
             path.push(i);
@@ -133,7 +161,30 @@ impl TreeView {
             self.state.open(p);
         }
         self.known = known;
-        self.rebuild(tree, filter);
+
+        // Reuse the items of unchanged top-level subtrees (same filter, same unreadable kinds).
+        let previous = self.analysis.replace(analysis.clone());
+        let same_build =
+            self.built_with.as_ref() == Some(&(filter.clone(), self.unreadable.clone()));
+        let mut reusable: HashMap<Key, (TreeItem<'static, Key>, usize)> = HashMap::new();
+        if let (Some(prev), true) = (previous, same_build) {
+            let old_nodes: HashMap<Key, &Node> =
+                prev.tree.iter().map(|n| (key_of(&n.id), n)).collect();
+            let old_shown = std::mem::take(&mut self.shown_top);
+            let new_nodes: HashMap<Key, &Node> = tree.iter().map(|n| (key_of(&n.id), n)).collect();
+            for item in std::mem::take(&mut self.items) {
+                let key = *item.identifier();
+                let unchanged = new_nodes.get(&key).is_some_and(|n| {
+                    old_nodes.get(&key).is_some_and(|o| same_view(o, n))
+                        && old_counts.get(&key) == self.counts.get(&key)
+                });
+                if unchanged {
+                    let shown = old_shown.get(&key).copied().unwrap_or(0);
+                    reusable.insert(key, (item, shown));
+                }
+            }
+        }
+        self.build_items(filter, reusable);
     }
 
     fn index_node(&mut self, n: &Node, findings: &[Finding], path: &mut Vec<usize>) -> Counts {
@@ -159,8 +210,20 @@ impl TreeView {
         c
     }
 
-    /// Filter changed (or data): rebuild the items; with a filter, open the way to every match.
-    pub fn rebuild(&mut self, tree: &[Node], filter: &Filter) {
+    /// Filter changed: rebuild every item; with a filter, open the way to every match.
+    pub fn rebuild(&mut self, filter: &Filter) {
+        self.build_items(filter, HashMap::new());
+    }
+
+    fn build_items(
+        &mut self,
+        filter: &Filter,
+        mut reusable: HashMap<Key, (TreeItem<'static, Key>, usize)>,
+    ) {
+        let Some(analysis) = self.analysis.clone() else {
+            return;
+        };
+        let tree = &analysis.tree;
         let query = filter.text.to_lowercase();
         let mut walk = Walk {
             filter,
@@ -169,11 +232,32 @@ impl TreeView {
             open: Vec::new(),
             shown: 0,
         };
-        self.items = tree
-            .iter()
-            .filter_map(|n| self.build(n, false, &mut walk))
-            .collect();
+        let mut items = Vec::with_capacity(tree.len());
+        let mut shown_top = HashMap::new();
+        let mut rebuilt = 0;
+        for n in tree {
+            let key = key_of(&n.id);
+            let before = walk.shown;
+            let item = match reusable.remove(&key) {
+                Some((item, shown)) => {
+                    walk.shown += shown;
+                    Some(item)
+                }
+                None => {
+                    rebuilt += 1;
+                    self.build(n, false, &mut walk)
+                }
+            };
+            if let Some(item) = item {
+                shown_top.insert(key, walk.shown - before);
+                items.push(item);
+            }
+        }
+        self.items = items;
+        self.shown_top = shown_top;
+        self.rebuilt = rebuilt;
         self.shown = walk.shown;
+        self.built_with = Some((filter.clone(), self.unreadable.clone()));
         if filter.is_active() {
             for p in walk.open {
                 self.state.open(p);
