@@ -59,6 +59,17 @@ async fn stop(running: Running) {
     }
 }
 
+/// Why the lease could not be used (RBAC, missing namespace), if that is the problem.
+fn lease_problem(running: &Running) -> Option<String> {
+    running
+        .world
+        .access
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get("leases.coordination.k8s.io")
+        .map(|e| e.message.clone())
+}
+
 /// Refuses when Gatekeeper's generator is active and writes are off; says how to fix it.
 fn gatekeeper_refusal(running: &Running) -> Option<String> {
     let state = running.handle.current();
@@ -184,13 +195,17 @@ pub fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<ExitCode> {
         }
         // --once: lead, converge, verify, release.
         if let Err(holder) = wait_for_lease(&running, LEASE_WAIT).await {
+            let why = lease_problem(&running);
             stop(running).await;
-            eprintln!(
-                "error: Lease {}/{} is held by {}; that copy reconciles. Not converging from here.",
-                args.lease_namespace,
-                args.lease_name,
-                holder.unwrap_or_else(|| "another copy".into())
-            );
+            match (holder, why) {
+                (None, Some(why)) => eprintln!("error: {why}"),
+                (holder, _) => eprintln!(
+                    "error: Lease {}/{} is held by {}; that copy reconciles. Not converging from here.",
+                    args.lease_namespace,
+                    args.lease_name,
+                    holder.unwrap_or_else(|| "another copy".into())
+                ),
+            }
             return Ok(ExitCode::from(1));
         }
         let limit = opts.binding_wait + Duration::from_secs(90);
@@ -255,7 +270,12 @@ pub fn one_shot(cli: &Cli, cmd: Command) -> anyhow::Result<ExitCode> {
             bail!(msg);
         }
         if let Err(holder) = wait_for_lease(&running, LEASE_WAIT).await {
+            let why = lease_problem(&running);
             stop(running).await;
+            if let (None, Some(why)) = (&holder, why) {
+                eprintln!("error: {why}");
+                return Ok(ExitCode::from(1));
+            }
             eprintln!(
                 "error: Lease {DEFAULT_LEASE_NAMESPACE}/{DEFAULT_LEASE_NAME} is held by {}; that copy is the one that writes and it reconciles on its own. Refusing to write from here.",
                 holder.unwrap_or_else(|| "another copy".into())

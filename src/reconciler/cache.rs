@@ -11,6 +11,10 @@ use std::sync::RwLock;
 #[derive(Debug, Default)]
 pub struct OpinionCache {
     map: RwLock<BTreeMap<String, Opinion>>,
+    /// Per kind: constraint reconciles hold it shared while they decide and write; the template
+    /// side holds it exclusively while it checks that no binding is left and deletes the VAP,
+    /// so a binding write that read an old opinion cannot land after the VAP is gone (I2).
+    kind_locks: std::sync::Mutex<BTreeMap<String, std::sync::Arc<tokio::sync::RwLock<()>>>>,
 }
 
 impl OpinionCache {
@@ -25,6 +29,16 @@ impl OpinionCache {
             .unwrap_or_else(|p| p.into_inner())
             .get(kind)
             .cloned()
+    }
+
+    /// The lock of `kind` (see the field's documentation).
+    pub fn kind_lock(&self, kind: &str) -> std::sync::Arc<tokio::sync::RwLock<()>> {
+        self.kind_locks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(kind.to_string())
+            .or_default()
+            .clone()
     }
 
     /// The kinds whose opinion template `template` published.

@@ -181,34 +181,70 @@ impl LiveWorld {
 
     /// A store object, or our newer write of it.
     fn read(&self, is_policy: bool, name: &str) -> Option<serde_json::Value> {
-        let (store, ar) = if is_policy {
+        let (store, ar) = self.store_of(is_policy);
+        let stored = store.get(&StoreRef::new_with(name, ar.clone()));
+        match self.overlay_says(is_policy, name, stored.as_deref()) {
+            Some(ours) => ours,
+            None => stored.map(|o| dyn_to_value(&o, &ar)),
+        }
+    }
+
+    fn store_of(&self, is_policy: bool) -> (&Store<DynamicObject>, ApiResource) {
+        if is_policy {
             (&self.policies, self.admission.policy())
         } else {
             (&self.bindings, self.admission.binding())
-        };
-        let stored = store
-            .get(&StoreRef::new_with(name, ar.clone()))
-            .map(|o| dyn_to_value(&o, &ar));
+        }
+    }
+
+    /// `Some(ours)` while our write is newer than the store; `None` once the store has caught
+    /// up (or the entry expired), removing the entry.
+    fn overlay_says(
+        &self,
+        is_policy: bool,
+        name: &str,
+        stored: Option<&DynamicObject>,
+    ) -> Option<Option<serde_json::Value>> {
         let key = (is_policy, name.to_string());
         let mut overlay = self.overlay.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(recent) = overlay.get(&key).cloned() else {
-            return stored;
-        };
-        let fresh = recent.at.elapsed() < OVERLAY_TTL;
-        let caught_up = match (&recent.object, &stored) {
+        let recent = overlay.get(&key)?;
+        let stored_rv = stored.map(|o| {
+            o.metadata
+                .resource_version
+                .as_deref()
+                .and_then(|r| r.parse::<u64>().ok())
+                .unwrap_or(0)
+        });
+        let caught_up = match (&recent.object, stored_rv) {
             // Our write is in the store (or something newer is).
-            (Some(_), Some(s)) => rv_of(s) >= recent.rv,
+            (Some(_), Some(rv)) => rv >= recent.rv,
             // Our delete is in the store.
             (None, None) => true,
             // Recreated after our delete.
-            (None, Some(s)) => rv_of(s) > recent.rv,
+            (None, Some(rv)) => rv > recent.rv,
             (Some(_), None) => false,
         };
-        if caught_up || !fresh {
+        if caught_up || recent.at.elapsed() >= OVERLAY_TTL {
             overlay.remove(&key);
-            stored
+            None
         } else {
-            recent.object
+            Some(recent.object.clone())
+        }
+    }
+
+    /// Drops overlay entries the stores have caught up with, or that are too old to matter.
+    pub fn sweep_overlay(&self) {
+        let keys: Vec<(bool, String)> = self
+            .overlay
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .cloned()
+            .collect();
+        for (is_policy, name) in keys {
+            let (store, ar) = self.store_of(is_policy);
+            let stored = store.get(&StoreRef::new_with(&name, ar));
+            let _ = self.overlay_says(is_policy, &name, stored.as_deref());
         }
     }
 
@@ -420,6 +456,25 @@ impl TemplateStore for LiveWorld {
             })
             .filter_map(|b| b.metadata.name.clone())
             .collect();
+        // Bindings we just created that the store has not seen yet count too.
+        let mut names = names;
+        for ((is_policy, name), recent) in self
+            .overlay
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            let controlled = recent.object.as_ref().is_some_and(|o| {
+                o["metadata"]["ownerReferences"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|r| r["controller"] == true && r["kind"] == kind)
+            });
+            if !is_policy && controlled && !names.contains(name) {
+                names.push(name.clone());
+            }
+        }
         // Through the overlay: a binding we just deleted is gone.
         names.iter().filter_map(|n| self.binding(n)).collect()
     }

@@ -103,8 +103,14 @@ where
             .as_ref()
             .and_then(|s| s.param_kind.as_ref())
             .and_then(|p| p.kind.clone());
-        return delete_policy_after_bindings(world, &o, kind.as_deref(), "its template is gone")
-            .await;
+        return delete_policy_after_bindings(
+            world,
+            ctx.cache,
+            &o,
+            kind.as_deref(),
+            "its template is gone",
+        )
+        .await;
     };
     let verdict = decide_template(&t, ctx.opts);
     let Some(kind) = kind else {
@@ -198,6 +204,7 @@ where
                 Some(o) if !matches!(control(&o.meta, &owner), Control::Other(_)) => {
                     delete_policy_after_bindings(
                         world,
+                        ctx.cache,
                         &o,
                         Some(&kind),
                         &format!("template does not generate ({reason})"),
@@ -212,10 +219,17 @@ where
 
 async fn delete_policy_after_bindings<W: TemplateStore + Writer + Sync>(
     world: &W,
+    cache: &OpinionCache,
     o: &crate::model::Policy,
     kind: Option<&str>,
     reason: &str,
 ) -> Outcome {
+    // Wait for constraint reconciles of the kind that are deciding or writing right now.
+    let lock = kind.map(|k| cache.kind_lock(k));
+    let _exclusive = match &lock {
+        Some(l) => Some(l.write().await),
+        None => None,
+    };
     if let Some(kind) = kind {
         let left = world.bindings_of_kind(kind);
         if !left.is_empty() {
@@ -243,6 +257,9 @@ where
     W: ConstraintStore + Writer + Sync,
     Q: Enqueue + Sync,
 {
+    // Shared with other constraints of the kind; excludes the template side's VAP delete.
+    let lock = ctx.cache.kind_lock(kind);
+    let _shared = lock.read().await;
     let bname = names::binding_name(kind, name);
     let legacy = names::legacy_binding_name(name);
     let any_uid = OwnerId::constraint(kind, name, "");

@@ -230,6 +230,7 @@ pub async fn launch(
         lease_name,
         ..
     } = &config.mode
+        && writes_enabled
     {
         lease_info.lease = format!("{lease_namespace}/{lease_name}");
         lease_info.participating = true;
@@ -242,8 +243,17 @@ pub async fn launch(
             shutdown_rx.clone(),
         )));
     } else {
-        // Read-only: not competing, but show who holds the default Lease.
-        let (ns, name) = (DEFAULT_LEASE_NAMESPACE, DEFAULT_LEASE_NAME);
+        // Read-only (or refusing to write next to Gatekeeper's generator: holding the lease
+        // without writing would only block the copies that do write): not competing, but
+        // show who holds the Lease.
+        let (ns, name) = match &config.mode {
+            Mode::Elect {
+                lease_namespace,
+                lease_name,
+                ..
+            } => (lease_namespace.as_str(), lease_name.as_str()),
+            Mode::ReadOnly => (DEFAULT_LEASE_NAMESPACE, DEFAULT_LEASE_NAME),
+        };
         lease_info.lease = format!("{ns}/{name}");
         tasks.push(tokio::spawn(super::lease::watch_holder(
             world.clone(),
@@ -543,6 +553,7 @@ async fn publish(
     with_snapshot: bool,
 ) {
     loop {
+        world.sweep_overlay();
         let h = holder.borrow().clone();
         let depth = world.queue.len();
         let dirty = world.dirty.swap(false, Ordering::Relaxed);
