@@ -183,7 +183,8 @@ impl TestEnv {
 
         let started = Instant::now();
         if let Err(e) = env.boot(etcd_port, etcd_peer_port) {
-            // Dropping `env` kills what was started; keep the logs for the reader of `e`.
+            // Keep the logs for the reader of `e` (processes first: etcd owns its data dir).
+            env.stop_all();
             if let Some(tempdir) = lock(&env.tempdir).take() {
                 let kept = keep_dir(tempdir);
                 return Err(e.context(format!("env folder kept at {}", kept.display())));
@@ -467,14 +468,20 @@ impl TestEnv {
     }
 }
 
-impl Drop for TestEnv {
-    fn drop(&mut self) {
+impl TestEnv {
+    fn stop_all(&self) {
         if let Some(mut c) = lock(&self.apiserver).take() {
             process::terminate(&mut c, STOP_GRACE);
         }
         if let Some(mut c) = lock(&self.etcd).take() {
             process::terminate(&mut c, STOP_GRACE);
         }
+    }
+}
+
+impl Drop for TestEnv {
+    fn drop(&mut self) {
+        self.stop_all();
         lock(&LIVE_DIRS).retain(|d| d != &self.dir);
         if let Some(tempdir) = lock(&self.tempdir).take()
             && (std::thread::panicking() || keep_requested())
@@ -505,7 +512,7 @@ extern "C" fn cleanup_shared_at_exit() {
     if let Some(tempdir) = guard.take() {
         if SAW_PANIC.load(Ordering::SeqCst) || keep_requested() {
             eprintln!(
-                "testenv: kept {} (logs, kubeconfigs, etcd data)",
+                "testenv: kept {} (logs, kubeconfigs; etcd data with TESTENV_KEEP=1)",
                 keep_dir(tempdir).display()
             );
         } else {
@@ -544,8 +551,14 @@ fn remove_stale_dirs() {
 }
 
 /// Keeps a folder for inspection and marks it so that later runs leave it alone.
+/// Call only after etcd has stopped. Without `TESTENV_KEEP`, etcd's data (≈ 120 MB, mostly the
+/// preallocated WAL) is dropped: kept folders are never removed automatically, and the logs and
+/// kubeconfigs are what a failure needs.
 fn keep_dir(tempdir: tempfile::TempDir) -> PathBuf {
     let path = tempdir.keep();
+    if !keep_requested() {
+        let _ = std::fs::remove_dir_all(path.join("etcd"));
+    }
     let _ = std::fs::write(path.join(KEPT_FILE), "");
     path
 }

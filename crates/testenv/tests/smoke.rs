@@ -1,6 +1,6 @@
 //! The harness itself against the real binaries: users, RBAC, restarts, metrics, fixtures.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, DynamicObject, PostParams};
@@ -83,10 +83,18 @@ async fn non_admin_user_is_denied_until_granted() {
             .await
             .expect("admin creates RBAC");
     }
-    as_user
-        .list(&Default::default())
-        .await
-        .expect("granted list works (RBAC takes effect at once)");
+    // The RBAC authorizer reads informer caches: a new grant takes effect after a moment.
+    let start = Instant::now();
+    loop {
+        match as_user.list(&Default::default()).await {
+            Ok(_) => break,
+            Err(e) if status_code(&e) == Some(403) && start.elapsed() < Duration::from_secs(10) => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("the granted list still fails: {e}"),
+        }
+    }
+    eprintln!("RBAC grant effective after {:?}", start.elapsed());
 }
 
 #[tokio::test]
