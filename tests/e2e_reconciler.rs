@@ -1243,3 +1243,82 @@ unsafe extern "C" {
     #[link_name = "kill"]
     fn libc_kill(pid: i32, sig: i32) -> i32;
 }
+
+/// `check` and `plan` against the live cluster (the real binary): nothing to report for a
+/// converged kind; a deleted binding is `binding-missing` (exit 1) and planned as a create;
+/// a user without rights (`--as`, impersonated) gets exit 2 naming what it cannot read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_live_check_and_plan() {
+    let _s = serial();
+    let e = Env::new().await;
+    let kind = e.env.unique_kind("Check");
+    e.put_template(&template(&kind, Some(true))).await;
+    e.put_constraint(&kind, "c", json!({ "parameters": { "labels": ["x"] } }))
+        .await;
+    let r = e.reconciler(&e.env.unique_name("check"), opts(0)).await;
+    wait_for_lease(&r, Duration::from_secs(20))
+        .await
+        .expect("leads");
+    assert!(wait_idle(&r.world, TIMEOUT).await);
+    stop(r).await;
+    let cli = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
+            .args(args)
+            .arg("--binding-wait=0s")
+            .arg("--kubeconfig")
+            .arg(e.env.kubeconfig_admin())
+            .output()
+            .expect("kubectl-vap")
+    };
+    let mine = |out: &std::process::Output, key: &str| -> Vec<Value> {
+        let v: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|err| panic!("{err}: {}", String::from_utf8_lossy(&out.stdout)));
+        v[key]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|f| {
+                f["object"]["name"]
+                    .as_str()
+                    .is_some_and(|n| n.contains(&kind.to_lowercase()))
+            })
+            .cloned()
+            .collect()
+    };
+    let out = cli(&["check", "-o", "json"]);
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{out:?}");
+    assert!(mine(&out, "findings").is_empty(), "converged: {out:?}");
+
+    Api::<ValidatingAdmissionPolicyBinding>::all(e.client.clone())
+        .delete(&bname(&kind, "c"), &DeleteParams::default())
+        .await
+        .expect("delete binding");
+    let out = cli(&["check", "-o", "json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let findings = mine(&out, "findings");
+    assert!(
+        findings.iter().any(|f| f["code"] == "binding-missing"),
+        "{findings:?}"
+    );
+    let out = cli(&["plan", "-o", "json"]);
+    assert!(out.status.success());
+    let actions = mine(&out, "actions");
+    assert_eq!(actions.len(), 1, "{actions:?}");
+    assert_eq!(actions[0]["verb"], "create");
+
+    let out = cli(&["check", "--as", "nobody-e2e"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("forbidden"), "{stderr}");
+
+    e.cleanup(&[&kind]).await;
+    let r = e
+        .reconciler(&e.env.unique_name("check-clean"), opts(0))
+        .await;
+    wait_for_lease(&r, Duration::from_secs(20))
+        .await
+        .expect("leads");
+    assert!(wait_idle(&r.world, TIMEOUT).await);
+    stop(r).await;
+}
