@@ -719,6 +719,14 @@ async fn e2e_run_once_then_real_admission() {
         "match": { "labelSelector": sel, "namespaces": [ns_in], "kinds": [{ "apiGroups": [""], "kinds": ["ConfigMap"] }], "name": "cm-*" } })).await;
     e.put_constraint(&kind, "excluded", json!({ "parameters": { "labels": ["team"] },
         "match": { "labelSelector": sel, "excludedNamespaces": [ns_in], "kinds": [{ "apiGroups": [""], "kinds": ["ConfigMap"] }] } })).await;
+    // scope: Cluster (Gatekeeper ignores spec.match.scope; kubectl-vap honours it).
+    e.put_constraint(
+        &kind,
+        "cluster",
+        json!({ "parameters": { "labels": ["zone"] },
+        "match": { "labelSelector": sel, "scope": "Cluster" } }),
+    )
+    .await;
     let lease = e.env.unique_name("once");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
         .args([
@@ -807,6 +815,32 @@ async fn e2e_run_once_then_real_admission() {
         .create(&PostParams::default(), &secret)
         .await
         .expect("kind not matched → admitted");
+    // scope: Cluster — namespaced objects without `zone` were admitted above; a Namespace
+    // (cluster-scoped) without it is denied, with it admitted.
+    let nsapi = Api::<Namespace>::all(e.client.clone());
+    let ns_obj = |name: &str, labels: Value| -> Namespace {
+        let mut l = labels;
+        l["e2e-id"] = json!(id);
+        serde_json::from_value(json!({ "metadata": { "name": name, "labels": l } })).expect("ns")
+    };
+    let r = nsapi
+        .create(
+            &PostParams::default(),
+            &ns_obj(&e.env.unique_name("scope-bad"), json!({})),
+        )
+        .await;
+    assert!(
+        r.as_ref()
+            .is_err_and(|m| m.to_string().contains("missing required labels: zone")),
+        "a cluster-scoped object is in scope: {r:?}"
+    );
+    nsapi
+        .create(
+            &PostParams::default(),
+            &ns_obj(&e.env.unique_name("scope-ok"), json!({ "zone": "a" })),
+        )
+        .await
+        .expect("compliant Namespace admitted");
 
     // Clean up through the reconciler again.
     e.cleanup(&[&kind]).await;

@@ -442,3 +442,60 @@ pub fn install_manifests(namespace: &str, image: &str) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn docs(text: &str) -> Vec<serde_json::Value> {
+        text.split("\n---\n")
+            .filter_map(|d| serde_norway::from_str::<serde_json::Value>(d).ok())
+            .filter(|v| v.is_object())
+            .collect()
+    }
+
+    #[test]
+    fn install_prints_least_privilege_manifests_without_a_namespace() {
+        let out = install_manifests("vap-system", "example/img:1");
+        let docs = docs(&out);
+        let kinds: Vec<&str> = docs.iter().filter_map(|d| d["kind"].as_str()).collect();
+        assert_eq!(
+            kinds,
+            [
+                "ServiceAccount",
+                "ClusterRole",
+                "ClusterRoleBinding",
+                "Role",
+                "RoleBinding",
+                "Deployment"
+            ]
+        );
+        // The lease rights live only in the Role, in the lease namespace.
+        let role = &docs[3];
+        assert_eq!(role["metadata"]["namespace"], "vap-system");
+        assert_eq!(role["rules"], lease_role_rules());
+        let cluster = serde_json::to_string(&docs[1]["rules"]).unwrap_or_default();
+        assert!(!cluster.contains("leases"));
+        // No wildcard verbs, no write verbs outside the admission objects.
+        for rule in docs[1]["rules"].as_array().into_iter().flatten() {
+            let verbs: Vec<&str> = rule["verbs"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|v| v.as_str())
+                .collect();
+            assert!(!verbs.contains(&"*"));
+            if rule["apiGroups"][0] != "admissionregistration.k8s.io" {
+                assert!(
+                    verbs.iter().all(|v| ["get", "list", "watch"].contains(v)),
+                    "{rule}"
+                );
+            }
+        }
+        let args = &docs[5]["spec"]["template"]["spec"]["containers"][0]["args"];
+        assert_eq!(args[0], "run");
+        assert_eq!(args[1], "--in-cluster");
+        assert_eq!(args[2], "--lease-namespace=vap-system");
+        assert!(!out.contains("kind: Namespace"));
+    }
+}
