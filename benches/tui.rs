@@ -243,6 +243,8 @@ fn main() {
         typing.push(t.elapsed());
     }
     update(&mut app, Action::FilterCancel);
+    // Peak RSS before the live-update part, which analyses a second snapshot.
+    let rss_tui = peak_rss_mib();
     // A live update: one binding disappears, then comes back (analysed off the UI thread, as
     // the source does); the UI re-indexes and rebuilds only the template that changed.
     let mut changed = (*data.snapshot).clone();
@@ -262,11 +264,14 @@ fn main() {
         let next = if i % 2 == 0 { &data2 } else { &data };
         let t = Instant::now();
         update(&mut app, Action::Data(next.clone()));
+        let u = t.elapsed();
         term.draw(|f| view::draw(f, &mut app)).unwrap();
         refresh.push(t.elapsed());
+        if std::env::var_os("TUI_BENCH_DEBUG").is_some() {
+            eprintln!("update {:?} total {:?}", u, t.elapsed());
+        }
         rebuilt = rebuilt.max(app.tree.rebuilt);
     }
-    let rss_tui = peak_rss_mib();
 
     let nav_max = nav.iter().max().copied().unwrap_or_default();
     let exp_max = expanded.iter().max().copied().unwrap_or_default();

@@ -5,7 +5,7 @@ use super::action::{Action, Level, WriteCommand};
 use super::data::{Data, EventLine};
 use super::detail;
 use super::keymap::{Key, Keymap, Screen};
-use super::tree_view::{Filter, TreeView, node_at};
+use super::tree_view::{Filter, TreeView, find};
 use crate::core::tree::{Node, NodeKind};
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use ratatui::text::Line;
@@ -116,15 +116,14 @@ impl App {
 
     pub fn selected_node(&self) -> Option<&Node> {
         let data = self.data.as_ref()?;
-        let key = *self.tree.state.selected().last()?;
-        node_at(&data.analysis.tree, self.tree.path_of(key)?)
+        find(&data.analysis.tree, self.tree.state.selected())
     }
 
     /// The top-level node of the selection (a template, or the orphans group).
     fn selected_root(&self) -> Option<&Node> {
         let data = self.data.as_ref()?;
-        let key = *self.tree.state.selected().first()?;
-        node_at(&data.analysis.tree, self.tree.path_of(key)?)
+        let first = self.tree.state.selected().first()?;
+        find(&data.analysis.tree, std::slice::from_ref(first))
     }
 
     /// A flash from the UI itself: only errors go to the event log.

@@ -77,7 +77,15 @@ pub fn run_with(
                 Ok(Event::Key(k)) => Msg::Key(k),
                 Ok(Event::Resize(w, h)) => Msg::Action(Action::Resize(w, h)),
                 Ok(_) => continue,
-                Err(e) => Msg::Action(Action::Flash(Level::Error, format!("input: {e}"))),
+                Err(e) => {
+                    // The terminal is gone or unreadable: say so once and stop reading.
+                    tracing::error!(error = %e, "reading the terminal");
+                    let _ = input.send(Msg::Action(Action::Flash(
+                        Level::Error,
+                        format!("cannot read keys: {e} (ctrl-c or closing the terminal ends it)"),
+                    )));
+                    break;
+                }
             };
             if input.send(msg).is_err() {
                 break;
@@ -129,15 +137,21 @@ pub fn run_with(
         }
         Ok(())
     })();
-    // Stopping may take a moment (the reconciler releases its lease): say so on screen.
-    update(
-        &mut app,
-        Action::Flash(
-            Level::Info,
-            "quitting: stopping the data source (the reconciler releases its lease)…".into(),
-        ),
-    );
-    let _ = guard.terminal.draw(|f| view::draw(f, &mut app));
+    // Stopping a live source may take a moment (the reconciler releases its lease): say so.
+    if app
+        .data
+        .as_ref()
+        .is_some_and(|d| matches!(d.origin, data::Origin::Live { .. }))
+    {
+        update(
+            &mut app,
+            Action::Flash(
+                Level::Info,
+                "quitting: stopping the reconciler (it releases its lease)…".into(),
+            ),
+        );
+        let _ = guard.terminal.draw(|f| view::draw(f, &mut app));
+    }
     source.stop();
     drop(guard);
     tracing::info!("TUI stopped");

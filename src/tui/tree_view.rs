@@ -93,8 +93,6 @@ impl Counts {
 pub struct TreeView {
     pub items: Vec<TreeItem<'static, Key>>,
     pub state: TreeState<Key>,
-    /// Node key → index path into the analysis tree.
-    index: HashMap<Key, Vec<usize>>,
     counts: HashMap<Key, Counts>,
     /// Kinds that could not be read (403, not served): their "missing" shows as unknown.
     pub unreadable: Vec<NodeKind>,
@@ -137,14 +135,13 @@ impl TreeView {
         let tree = &analysis.tree;
         let findings = &analysis.findings;
         let old_counts = std::mem::take(&mut self.counts);
-        self.index.clear();
-        let mut path = Vec::new();
-        for (i, n) in tree.iter().enumerate() {
-            path.push(i);
-            self.index_node(n, findings, &mut path);
-            path.pop();
-        }
-        self.total = self.index.len();
+        // Findings by severity for each top-level subtree (the badge on templates and groups).
+        self.counts = tree
+            .iter()
+            .filter(|n| matches!(n.kind, NodeKind::Template | NodeKind::Group))
+            .map(|n| (key_of(&n.id), subtree_counts(n, findings)))
+            .collect();
+        self.total = tree.iter().map(|n| n.walk().len()).sum();
         // New nodes open: all of them in small trees, the way to every fault in big ones.
         let small = self.total <= 1000;
         let mut open = Vec::new();
@@ -185,29 +182,6 @@ impl TreeView {
             }
         }
         self.build_items(filter, reusable);
-    }
-
-    fn index_node(&mut self, n: &Node, findings: &[Finding], path: &mut Vec<usize>) -> Counts {
-        let mut c = Counts::default();
-        for &f in &n.findings {
-            match findings.get(f).map(|f| f.severity) {
-                Some(Severity::Error) => c.errors += 1,
-                Some(Severity::Warning) => c.warnings += 1,
-                Some(Severity::Info) => c.infos += 1,
-                None => {}
-            }
-        }
-        for (i, ch) in n.children.iter().enumerate() {
-            path.push(i);
-            c.add(self.index_node(ch, findings, path));
-            path.pop();
-        }
-        let key = key_of(&n.id);
-        self.index.entry(key).or_insert_with(|| path.clone());
-        if matches!(n.kind, NodeKind::Template | NodeKind::Group) {
-            self.counts.insert(key, c);
-        }
-        c
     }
 
     /// Filter changed: rebuild every item; with a filter, open the way to every match.
@@ -331,11 +305,6 @@ impl TreeView {
         }
     }
 
-    /// The index path (into the analysis tree) of a node key.
-    pub fn path_of(&self, key: Key) -> Option<&[usize]> {
-        self.index.get(&key).map(Vec::as_slice)
-    }
-
     pub fn counts_of(&self, key: Key) -> Option<Counts> {
         self.counts.get(&key).copied()
     }
@@ -364,14 +333,31 @@ fn collect_open(
     }
 }
 
-/// Resolves an index path.
-pub fn node_at<'a>(tree: &'a [Node], path: &[usize]) -> Option<&'a Node> {
-    let (first, rest) = path.split_first()?;
-    let mut n = tree.get(*first)?;
-    for i in rest {
-        n = n.children.get(*i)?;
+/// The node at a widget path (keys from the root), found by walking the tree: no index to
+/// rebuild on every data change.
+pub fn find<'a>(tree: &'a [Node], keys: &[Key]) -> Option<&'a Node> {
+    let (first, rest) = keys.split_first()?;
+    let mut n = tree.iter().find(|n| key_of(&n.id) == *first)?;
+    for k in rest {
+        n = n.children.iter().find(|c| key_of(&c.id) == *k)?;
     }
     Some(n)
+}
+
+fn subtree_counts(n: &Node, findings: &[Finding]) -> Counts {
+    let mut c = Counts::default();
+    for &f in &n.findings {
+        match findings.get(f).map(|f| f.severity) {
+            Some(Severity::Error) => c.errors += 1,
+            Some(Severity::Warning) => c.warnings += 1,
+            Some(Severity::Info) => c.infos += 1,
+            None => {}
+        }
+    }
+    for ch in &n.children {
+        c.add(subtree_counts(ch, findings));
+    }
+    c
 }
 
 pub fn kind_tag(kind: NodeKind) -> &'static str {
