@@ -365,3 +365,118 @@ impl Source for Live {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ObjectRef;
+    use crate::reconciler::{EventVerb, LeaseInfo};
+
+    fn event(i: u32) -> ReconcileEvent {
+        ReconcileEvent {
+            time: chrono::DateTime::from_timestamp(1_700_000_000 + i64::from(i), 0).unwrap(),
+            verb: EventVerb::Update,
+            object: ObjectRef::new("v1", "K", format!("o{i}")),
+            result: if i % 2 == 0 {
+                EventResult::Ok
+            } else {
+                EventResult::Failed("boom".into())
+            },
+            message: String::new(),
+        }
+    }
+
+    #[test]
+    fn each_event_is_shown_once_even_when_the_log_wraps() {
+        let mut state = LiveState::default();
+        let mut cursor = EventCursor::default();
+        state.push_event(event(0));
+        state.push_event(event(1));
+        let first = cursor.new_events(&state);
+        assert_eq!(first.len(), 2);
+        assert!(first[1].error && first[1].text.contains("FAILED: boom"));
+        assert!(cursor.new_events(&state).is_empty());
+        // The bounded log drops its oldest entries: only the new ones come out, in order.
+        for i in 2..(2 + crate::reconciler::state::EVENT_LOG_CAPACITY as u32) {
+            state.push_event(event(i));
+        }
+        let more = cursor.new_events(&state);
+        assert_eq!(more.len(), crate::reconciler::state::EVENT_LOG_CAPACITY);
+        assert!(more.windows(2).all(|w| w[0].seq < w[1].seq));
+        assert!(more[0].seq > first[1].seq);
+    }
+
+    #[test]
+    fn writes_are_refused_with_the_reason() {
+        let opts = Options::default();
+        let refusal = |state: &LiveState, reconcile: bool| {
+            data_from_live(state, "ctx", reconcile, &opts, Vec::new()).write_refusal()
+        };
+        let mut state = LiveState {
+            writes_enabled: true,
+            lease: LeaseInfo {
+                holder: Some("other".into()),
+                ..LeaseInfo::default()
+            },
+            ..LiveState::default()
+        };
+        assert!(refusal(&state, false).unwrap().starts_with("observing"));
+        assert!(refusal(&state, true).unwrap().contains("(other does)"));
+        state.lease.leading = true;
+        assert_eq!(refusal(&state, true), None);
+        state.writes_enabled = false;
+        state.gatekeeper_generator = Some("gatekeeper-controller --default-create-vap".into());
+        assert!(
+            refusal(&state, true)
+                .unwrap()
+                .contains("Gatekeeper's own VAP generator")
+        );
+    }
+
+    #[test]
+    fn access_errors_keep_their_meaning() {
+        let state = LiveState {
+            access_errors: vec![
+                crate::reconciler::AccessError {
+                    resource: "validatingadmissionpolicies.admissionregistration.k8s.io".into(),
+                    kind: AccessErrorKind::NotServed,
+                    message: "not served".into(),
+                },
+                crate::reconciler::AccessError {
+                    resource: "constrainttemplates.templates.gatekeeper.sh".into(),
+                    kind: AccessErrorKind::NotServed,
+                    message: "CRD missing".into(),
+                },
+                crate::reconciler::AccessError {
+                    resource: "validatingadmissionpolicybindings.admissionregistration.k8s.io"
+                        .into(),
+                    kind: AccessErrorKind::Forbidden,
+                    message: "403".into(),
+                },
+            ],
+            synced: false,
+            ..LiveState::default()
+        };
+        let data = data_from_live(&state, "ctx", false, &Options::default(), Vec::new());
+        let kinds: Vec<_> = data
+            .info
+            .access_errors
+            .iter()
+            .map(|e| e.kind.clone())
+            .collect();
+        assert_eq!(
+            kinds,
+            vec![
+                AccessKind::Disabled,
+                AccessKind::Missing,
+                AccessKind::Forbidden
+            ]
+        );
+        assert!(data.info.syncing);
+        use crate::core::tree::NodeKind;
+        assert_eq!(
+            data.unreadable_kinds(),
+            vec![NodeKind::Policy, NodeKind::Template, NodeKind::Binding]
+        );
+    }
+}
