@@ -377,7 +377,7 @@ mod tests {
             time: chrono::DateTime::from_timestamp(1_700_000_000 + i64::from(i), 0).unwrap(),
             verb: EventVerb::Update,
             object: ObjectRef::new("v1", "K", format!("o{i}")),
-            result: if i % 2 == 0 {
+            result: if i.is_multiple_of(2) {
                 EventResult::Ok
             } else {
                 EventResult::Failed("boom".into())
