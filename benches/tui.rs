@@ -260,7 +260,7 @@ fn main() {
     ));
     let mut refresh = Vec::new();
     let mut rebuilt = 0;
-    for i in 0..20 {
+    for i in 0..20u32 {
         let next = if i.is_multiple_of(2) { &data2 } else { &data };
         let t = Instant::now();
         update(&mut app, Action::Data(next.clone()));
