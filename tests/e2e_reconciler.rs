@@ -1356,3 +1356,36 @@ async fn e2e_live_check_and_plan() {
     assert!(wait_idle(&r.world, TIMEOUT).await);
     stop(r).await;
 }
+
+/// A Lease that cannot be used (its namespace does not exist) fails `run --once` quickly with
+/// a message saying why, instead of waiting or claiming another copy holds it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_unusable_lease_is_explained() {
+    let _s = serial();
+    let e = Env::new().await;
+    let start = Instant::now();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
+        .args([
+            "run",
+            "--once",
+            "--lease-namespace",
+            "no-such-namespace-e2e",
+        ])
+        .arg("--kubeconfig")
+        .arg(e.env.kubeconfig_admin())
+        .output()
+        .expect("run --once");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("cannot use Lease no-such-namespace-e2e/kubectl-vap")
+            && stderr.contains("namespace must exist"),
+        "{stderr}"
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        start.elapsed()
+    );
+}
