@@ -530,6 +530,45 @@ async fn e2e_drift_repair_and_foreign_objects() {
         .expect("foreign binding");
     e.put_constraint(&kind, "f", json!({ "parameters": labels }))
         .await;
+    // A legacy-named binding (Gatekeeper v3.16–v3.22) controlled by a constraint, and an orphan
+    // VAP whose template does not exist: both are ours to sweep (no GC here).
+    let legacy_c = e.env.unique_name("legacy");
+    e.put_constraint(&kind, &legacy_c, json!({ "parameters": labels }))
+        .await;
+    let legacy_uid = e
+        .constraints(&kind)
+        .get(&legacy_c)
+        .await
+        .expect("constraint")
+        .metadata
+        .uid
+        .expect("uid");
+    let legacy: ValidatingAdmissionPolicyBinding = serde_json::from_value(json!({
+        "metadata": { "name": format!("gatekeeper-{legacy_c}"),
+                      "ownerReferences": [{ "apiVersion": "constraints.gatekeeper.sh/v1beta1", "kind": kind,
+                                            "name": legacy_c, "uid": legacy_uid, "controller": true }] },
+        "spec": { "policyName": pname(&kind), "validationActions": ["Deny"],
+                  "paramRef": { "name": legacy_c, "parameterNotFoundAction": "Allow" } }
+    }))
+    .expect("legacy binding");
+    bapi.create(&PostParams::default(), &legacy)
+        .await
+        .expect("legacy binding");
+    let ghost = e.env.unique_name("ghost");
+    let orphan: ValidatingAdmissionPolicy = serde_json::from_value(json!({
+        "metadata": { "name": format!("gatekeeper-{ghost}"),
+                      "ownerReferences": [{ "apiVersion": "templates.gatekeeper.sh/v1beta1", "kind": "ConstraintTemplate",
+                                            "name": ghost, "uid": "00000000-0000-4000-8000-000000000000", "controller": true }] },
+        "spec": { "failurePolicy": "Ignore",
+                  "matchConstraints": { "resourceRules": [{ "apiGroups": [""], "apiVersions": ["v1"],
+                                                            "resources": ["configmaps"], "operations": ["CREATE"] }] },
+                  "validations": [{ "expression": "true" }] }
+    }))
+    .expect("orphan VAP");
+    Api::<ValidatingAdmissionPolicy>::all(e.client.clone())
+        .create(&PostParams::default(), &orphan)
+        .await
+        .expect("orphan VAP");
 
     let o = opts(0);
     let r = e.reconciler(&e.env.unique_name("drift"), o.clone()).await;
@@ -540,6 +579,20 @@ async fn e2e_drift_repair_and_foreign_objects() {
     let b = bname(&kind, "c");
     let p = pname(&kind);
     assert!(e.vapb(&b).await.is_some());
+    let legacy_name = format!("gatekeeper-{legacy_c}");
+    eventually("legacy-named binding swept", || async {
+        e.vapb(&legacy_name).await.is_none()
+    })
+    .await;
+    assert!(
+        e.vapb(&bname(&kind, &legacy_c)).await.is_some(),
+        "new name written"
+    );
+    let orphan_name = format!("gatekeeper-{ghost}");
+    eventually("orphan VAP swept", || async {
+        e.vap(&orphan_name).await.is_none()
+    })
+    .await;
 
     // Edit the binding.
     let mut cur = e.vapb(&b).await.expect("binding");
