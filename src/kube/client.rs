@@ -67,3 +67,93 @@ pub async fn client_from(
     let config = config_from(conn, in_cluster).await?;
     kube::Client::try_from(config).map_err(|e| KubeError::Client(Box::new(e)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    const A: &str = r#"
+apiVersion: v1
+kind: Config
+current-context: a
+clusters:
+- name: cluster-a
+  cluster: { server: "https://a.example:6443", insecure-skip-tls-verify: true }
+- name: cluster-c
+  cluster: { server: "https://c.example:6443", insecure-skip-tls-verify: true }
+users:
+- name: user-a
+  user: { token: token-a }
+contexts:
+- name: a
+  context: { cluster: cluster-a, user: user-a }
+"#;
+    const B: &str = r#"
+apiVersion: v1
+kind: Config
+clusters:
+- name: cluster-b
+  cluster: { server: "https://b.example:6443", insecure-skip-tls-verify: true }
+users:
+- name: user-b
+  user: { token: token-b }
+contexts:
+- name: b
+  context: { cluster: cluster-b, user: user-b }
+"#;
+
+    fn files() -> (tempfile::TempDir, String) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let a = dir.path().join("a.yaml");
+        let b = dir.path().join("b.yaml");
+        std::fs::write(&a, A).expect("write");
+        std::fs::write(&b, B).expect("write");
+        let joined = std::env::join_paths([a, b]).expect("join");
+        (dir, joined.to_string_lossy().into_owned())
+    }
+
+    fn args(kubeconfig: &str) -> ConnectionArgs {
+        ConnectionArgs {
+            kubeconfig: Some(kubeconfig.to_string()),
+            ..ConnectionArgs::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn kubectl_connection_flags_are_honoured() {
+        let (_dir, paths) = files();
+        let c = config_from(&args(&paths), false).await.expect("config");
+        assert_eq!(c.cluster_url.host(), Some("a.example"), "current-context");
+
+        // A context from the second file of a KUBECONFIG list.
+        let mut a = args(&paths);
+        a.context = Some("b".into());
+        let c = config_from(&a, false).await.expect("config");
+        assert_eq!(c.cluster_url.host(), Some("b.example"));
+
+        // --cluster overrides the context's cluster; --as impersonates; --request-timeout.
+        let mut a = args(&paths);
+        a.cluster = Some("cluster-c".into());
+        a.as_user = Some("alice".into());
+        a.request_timeout = Some(Duration::from_secs(5));
+        let c = config_from(&a, false).await.expect("config");
+        assert_eq!(c.cluster_url.host(), Some("c.example"));
+        assert_eq!(c.auth_info.impersonate.as_deref(), Some("alice"));
+        assert_eq!(c.connect_timeout, Some(Duration::from_secs(5)));
+        assert_eq!(c.read_timeout, None, "watches must not be cut");
+    }
+
+    #[tokio::test]
+    async fn unknown_context_and_missing_file_are_clear_errors() {
+        let (_dir, paths) = files();
+        let mut a = args(&paths);
+        a.context = Some("nope".into());
+        let e = config_from(&a, false).await.expect_err("unknown context");
+        assert!(e.to_string().contains("kubeconfig"), "{e}");
+        let e = config_from(&args("/nonexistent/kubeconfig"), false)
+            .await
+            .expect_err("missing file");
+        assert!(e.to_string().contains("/nonexistent/kubeconfig"), "{e}");
+    }
+}

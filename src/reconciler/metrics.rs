@@ -131,3 +131,25 @@ pub async fn serve(
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_prometheus_text() {
+        let m = Metrics::default();
+        m.write("create", "validatingadmissionpolicies");
+        m.write("create", "validatingadmissionpolicies");
+        m.error("conflict");
+        m.leader.store(true, Ordering::Relaxed);
+        let text = m.render();
+        assert!(text.contains(
+            "kubectl_vap_writes_total{verb=\"create\",resource=\"validatingadmissionpolicies\"} 2"
+        ));
+        assert!(text.contains("kubectl_vap_write_errors_total{reason=\"conflict\"} 1"));
+        assert!(text.contains("kubectl_vap_leader 1"));
+        assert!(text.contains("# TYPE kubectl_vap_queue_depth gauge"));
+        assert_eq!(m.writes_total(), 2);
+    }
+}
