@@ -254,6 +254,10 @@ impl Source for Live {
                 })
                 .build();
             let context = context_name(&conn);
+            notify.send(Action::Flash(
+                Level::Info,
+                format!("connecting to {context}: listing and watching…"),
+            ));
             let rt = match rt {
                 Ok(rt) => rt,
                 Err(e) => {
