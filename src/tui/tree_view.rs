@@ -251,17 +251,19 @@ impl TreeView {
         let text_here = !walk.query.is_empty() && self_match;
         let text_ok = ancestor_matched || self_match;
         walk.path.push(key);
-        let mut seen = std::collections::HashSet::new();
-        let children: Vec<_> = n
+        let mut children: Vec<_> = n
             .children
             .iter()
             .filter_map(|c| self.build(c, ancestor_matched || text_here, walk))
-            // Ids are unique among siblings by construction; drop a duplicate rather than fail.
-            .filter(|item| seen.insert(*item.identifier()))
             .collect();
+        if children.len() > 1 {
+            // Ids are unique among siblings by construction; drop a duplicate rather than fail.
+            let mut seen = std::collections::HashSet::with_capacity(children.len());
+            children.retain(|item| seen.insert(*item.identifier()));
+        }
         let self_ok = text_ok && (!walk.filter.faults_only || n.state.is_fault());
         let keep = self_ok || !children.is_empty();
-        if keep && !children.is_empty() {
+        if keep && !children.is_empty() && walk.filter.is_active() {
             walk.open.push(walk.path.clone());
         }
         walk.path.pop();
