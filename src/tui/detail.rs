@@ -109,6 +109,25 @@ pub fn summary(data: &Data, node: &Node) -> Vec<Line<'static>> {
         }
     }
 
+    // Writes planned further down (a template's VAP and bindings, the orphans' deletes).
+    let below: usize = node
+        .walk()
+        .into_iter()
+        .skip(1)
+        .filter_map(|n| n.object.as_ref())
+        .map(|o| data.plan_for(&o.kind, &o.name).count())
+        .sum();
+    if below > 0 {
+        out.push(Line::default());
+        out.push(Line::from(vec![
+            Span::styled("Below    ", dim()),
+            Span::raw(format!(
+                "{below} planned write{} (d: diff)",
+                if below == 1 { "" } else { "s" }
+            )),
+        ]));
+    }
+
     // Gatekeeper's own per-pod status, when the snapshot has it.
     let about = match node.kind {
         NodeKind::Template => Some(node.label.clone()),
