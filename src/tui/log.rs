@@ -11,8 +11,8 @@ pub fn log_path() -> PathBuf {
         .unwrap_or_else(|| std::env::temp_dir().join("kubectl-vap-tui.log"))
 }
 
-/// A dispatcher writing to the log file, or `None` when the file cannot be opened (then logs
-/// are dropped, never drawn over the UI).
+/// A dispatcher writing to the log file; when the file cannot be opened, one that drops
+/// everything (logs are never drawn over the UI).
 pub fn file_dispatch(filter: Option<&str>) -> Dispatch {
     let filter =
         EnvFilter::try_new(filter.unwrap_or("info")).unwrap_or_else(|_| EnvFilter::new("info"));

@@ -306,10 +306,6 @@ impl TreeView {
             self.state.select(keep);
         }
     }
-
-    pub fn counts_of(&self, key: Key) -> Option<Counts> {
-        self.counts.get(&key).copied()
-    }
 }
 
 fn collect_open(
