@@ -1442,3 +1442,101 @@ async fn e2e_unusable_lease_is_explained() {
         start.elapsed()
     );
 }
+
+/// Taking over from Gatekeeper: objects Gatekeeper wrote (no managed-by label, its own CEL
+/// text for the four matchers) that carry the same intent are left as they are — zero writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_takes_over_gatekeeper_objects_without_rewriting() {
+    use kubectl_vap::core::decide::{Action, TemplateVerdict, decide_template};
+    use kubectl_vap::core::generate;
+    use kubectl_vap::model::{Constraint, ConstraintTemplate, Source};
+    let _s = serial();
+    let e = Env::new().await;
+    let kind = e.env.unique_kind("Gk");
+    e.put_template(&template(&kind, Some(true))).await;
+    e.put_constraint(&kind, "c", json!({ "parameters": { "labels": ["x"] } }))
+        .await;
+    let t = e
+        .templates()
+        .get(&kind.to_lowercase())
+        .await
+        .expect("template");
+    let t =
+        ConstraintTemplate::from_value(serde_json::to_value(&t).expect("json"), Source::default());
+    let TemplateVerdict::Generate {
+        source,
+        failure_policy,
+        ..
+    } = decide_template(&t, &opts(0))
+    else {
+        panic!("generates")
+    };
+    // What Gatekeeper writes: no labels, its own matcher CEL.
+    let mut vap = generate::policy(&t, &kind, &source, failure_policy);
+    vap.metadata.labels = None;
+    for m in vap
+        .spec
+        .as_mut()
+        .and_then(|s| s.match_conditions.as_mut())
+        .into_iter()
+        .flatten()
+    {
+        if m.name.starts_with("gatekeeper_internal_") {
+            m.expression = "true".into();
+        }
+    }
+    let c = e.constraints(&kind).get("c").await.expect("constraint");
+    let mut c_json = serde_json::to_value(&c).expect("json");
+    c_json["apiVersion"] = json!("constraints.gatekeeper.sh/v1beta1");
+    c_json["kind"] = json!(kind);
+    let c = Constraint::from_value(c_json, Source::default());
+    let mut vapb = generate::binding(&c, &[Action::Deny]).expect("binding");
+    vapb.metadata.labels = None;
+    let pp = PostParams::default();
+    let papi = Api::<ValidatingAdmissionPolicy>::all(e.client.clone());
+    let bapi = Api::<ValidatingAdmissionPolicyBinding>::all(e.client.clone());
+    let vap = papi.create(&pp, &vap).await.expect("Gatekeeper-style VAP");
+    let vapb = bapi
+        .create(&pp, &vapb)
+        .await
+        .expect("Gatekeeper-style VAPB");
+
+    let r = e.reconciler(&e.env.unique_name("gk"), opts(0)).await;
+    wait_for_lease(&r, Duration::from_secs(20))
+        .await
+        .expect("leads");
+    assert!(wait_idle(&r.world, TIMEOUT).await);
+    assert_eq!(
+        r.world.metrics.writes_total(),
+        0,
+        "Gatekeeper's equivalent objects are not rewritten"
+    );
+    let now_vap = e.vap(&pname(&kind)).await.expect("vap");
+    let now_vapb = e.vapb(&bname(&kind, "c")).await.expect("vapb");
+    assert_eq!(
+        now_vap.metadata.resource_version,
+        vap.metadata.resource_version
+    );
+    assert_eq!(
+        now_vapb.metadata.resource_version,
+        vapb.metadata.resource_version
+    );
+    // An intent change is still applied (one write), and then the object is ours.
+    e.put_constraint(
+        &kind,
+        "c",
+        json!({ "enforcementAction": "warn", "parameters": { "labels": ["x"] } }),
+    )
+    .await;
+    let b = bname(&kind, "c");
+    eventually("intent change applied", || async {
+        e.actions(&b).await == Some(vec!["Warn".into()])
+    })
+    .await;
+    assert!(wait_idle(&r.world, TIMEOUT).await);
+    assert_eq!(r.world.metrics.writes_total(), 1);
+    e.cleanup(&[&kind]).await;
+    assert!(wait_idle(&r.world, TIMEOUT).await);
+    stop(r).await;
+}
