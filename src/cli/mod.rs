@@ -11,6 +11,8 @@ use std::process::ExitCode;
 /// Runs the parsed command line. `Ok` carries the exit code; `Err` exits 2 with its context.
 pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match &cli.command {
+        // The TUI owns the screen and sets up its own file logger.
+        None => {}
         Some(Command::Run(r)) if r.in_cluster => crate::logging::init_json(cli.log.as_deref()),
         _ => crate::logging::init_cli(
             cli.log.as_deref(),

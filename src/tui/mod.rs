@@ -64,6 +64,8 @@ pub fn run_with(
     log_filter: Option<&str>,
 ) -> anyhow::Result<ExitCode> {
     let dispatcher = log::file_dispatch(log_filter);
+    // Global too, so a thread the UI did not start (a library's) logs to the file, not the screen.
+    let _ = tracing::dispatcher::set_global_default(dispatcher.clone());
     let _log = tracing::dispatcher::set_default(&dispatcher);
     tracing::info!("TUI starting");
 
