@@ -17,6 +17,9 @@ pub struct Snapshot {
     pub ignored: BTreeMap<String, usize>,
     /// When the snapshot was taken: the clock that `--binding-wait` is measured against.
     pub now: Option<DateTime<Utc>>,
+    /// Resources (`plural.group`) that could not be read (403, not served): their absence
+    /// proves nothing, so the analysis reports nothing that rests on it.
+    pub unreadable: std::collections::BTreeSet<String>,
 }
 
 impl Snapshot {

@@ -323,3 +323,62 @@ fn every_code_has_a_title_and_a_stable_name() {
         );
     }
 }
+
+#[test]
+fn a_foreign_policy_keeps_the_kinds_bindings_waiting() {
+    let mut objs = converged(base());
+    objs.retain(|o| o["metadata"]["name"] != "gatekeeper-k8sx-a");
+    replace(&mut objs, "gatekeeper-k8sx", |o| {
+        o["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": "Deployment", "name": "someone", "uid": "x", "controller": true}]);
+    });
+    let s = snapshot(objs);
+    assert_eq!(codes(&s), vec![Code::PolicyForeign, Code::BindingWaiting]);
+    assert!(
+        analyze(&s, &Options::default()).plan.is_empty(),
+        "I1: no binding without our policy"
+    );
+}
+
+#[test]
+fn what_cannot_be_read_proves_nothing() {
+    // Bindings unreadable (403): no binding-missing, no creates.
+    let mut s = snapshot(base());
+    s.unreadable
+        .insert("validatingadmissionpolicybindings.admissionregistration.k8s.io".into());
+    assert_eq!(codes(&s), vec![Code::PolicyMissing]);
+    let a = analyze(&s, &Options::default());
+    assert!(
+        a.plan
+            .iter()
+            .all(|w| w.object.kind == "ValidatingAdmissionPolicy")
+    );
+    let attached: usize = a
+        .tree
+        .iter()
+        .flat_map(|n| n.walk())
+        .map(|n| n.findings.len())
+        .sum();
+    assert_eq!(attached, a.findings.len(), "tree indices stay valid");
+
+    // A constraint kind unreadable: its bindings are not dangling, and never deleted.
+    let mut objs = converged(base());
+    objs.retain(|o| o["kind"] != "K8sX");
+    let mut s = snapshot(objs);
+    assert_eq!(
+        codes(&s),
+        vec![Code::BindingDangling],
+        "readable: the constraint is gone"
+    );
+    s.unreadable.insert("k8sx.constraints.gatekeeper.sh".into());
+    assert_eq!(codes(&s), Vec::<Code>::new());
+    assert!(analyze(&s, &Options::default()).plan.is_empty());
+
+    // Templates unreadable: nothing dangles, nothing is deleted.
+    let mut objs = converged(base());
+    objs.retain(|o| o["kind"] != "ConstraintTemplate");
+    let mut s = snapshot(objs);
+    s.unreadable
+        .insert("constrainttemplates.templates.gatekeeper.sh".into());
+    assert_eq!(codes(&s), Vec::<Code>::new());
+    assert!(analyze(&s, &Options::default()).plan.is_empty());
+}

@@ -84,13 +84,19 @@ impl Tmux {
         String::from_utf8_lossy(&out.stdout).trim() == "1"
     }
 
-    /// Waits until the screen satisfies `ok`; fails with the last screen.
+    /// Waits until the screen satisfies `ok` and has settled (two captures 50 ms apart agree:
+    /// a capture can land in the middle of a frame being written); fails with the last screen.
     fn wait_for(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
         let start = Instant::now();
         loop {
             let s = self.screen();
             if ok(&s) {
-                return s;
+                std::thread::sleep(Duration::from_millis(50));
+                let again = self.screen();
+                if again == s {
+                    return s;
+                }
+                continue;
             }
             if start.elapsed() > WAIT {
                 panic!("timed out waiting for {what}; the screen:\n{s}");

@@ -164,7 +164,23 @@ pub fn analyze(snap: &Snapshot, opts: &Options) -> Analysis {
         findings: Vec::new(),
         policy_deletes: Vec::new(),
     };
-    let opinions = opinions(&snap.templates, opts);
+    let mut opinions = opinions(&snap.templates, opts);
+    // I1: a binding needs its VAP written. A foreign object holding the VAP's name means we never
+    // write it, so the kind's bindings wait (as the live reconciler does).
+    for (opinion, _) in opinions.values_mut() {
+        let name = names::policy_name(&opinion.template);
+        let foreign = snap
+            .policies
+            .iter()
+            .find(|p| p.name() == name)
+            .is_some_and(|p| {
+                let owner = OwnerId::template(&opinion.template, "");
+                matches!(control(&p.meta, &owner), Control::Other(_))
+            });
+        if foreign {
+            opinion.policy_ready = false;
+        }
+    }
 
     let policies_by_name: BTreeMap<&str, &Policy> =
         snap.policies.iter().map(|p| (p.name(), p)).collect();
@@ -502,10 +518,66 @@ pub fn analyze(snap: &Snapshot, opts: &Options) -> Analysis {
             .filter(|w| w.verb != Verb::Delete),
     );
     plan.extend(policy_deletes);
-    Analysis {
+    let mut analysis = Analysis {
         findings: b.findings,
         plan,
         tree,
+    };
+    if !snap.unreadable.is_empty() {
+        drop_unobservable(&mut analysis, snap);
+    }
+    analysis
+}
+
+/// Without the right to read a resource, its absence proves nothing: drop the findings and
+/// writes that rest on observing it (a 403 on bindings must not plan 5,000 creates, and a 403
+/// on a constraint kind must not make its bindings look dangling).
+fn drop_unobservable(a: &mut Analysis, snap: &Snapshot) {
+    const POLICIES: &str = "validatingadmissionpolicies.admissionregistration.k8s.io";
+    const BINDINGS: &str = "validatingadmissionpolicybindings.admissionregistration.k8s.io";
+    const TEMPLATES: &str = "constrainttemplates.templates.gatekeeper.sh";
+    let unreadable = |r: &str| snap.unreadable.contains(r);
+    let kind_unreadable =
+        |kind: &str| unreadable(&format!("{}.{CONSTRAINTS_GROUP}", kind.to_lowercase()));
+    let bindings_by_name: BTreeMap<&str, &Binding> =
+        snap.bindings.iter().map(|x| (x.name(), x)).collect();
+    let blind = |f: &Finding| -> bool {
+        let is_policy = f.object.kind == "ValidatingAdmissionPolicy";
+        let is_binding = f.object.kind == "ValidatingAdmissionPolicyBinding";
+        (is_policy && unreadable(POLICIES))
+            || (is_binding && unreadable(BINDINGS))
+            || (f.code == Code::PolicyDangling && unreadable(TEMPLATES))
+            || (f.code == Code::BindingMissing && unreadable(POLICIES))
+            || (matches!(f.code, Code::BindingDangling | Code::ConstraintOrphan)
+                && unreadable(TEMPLATES))
+            || (f.code == Code::BindingDangling
+                && bindings_by_name
+                    .get(f.object.name.as_str())
+                    .and_then(|x| gatekeeper_controller(&x.meta))
+                    .is_some_and(|c| kind_unreadable(&c.kind)))
+    };
+    let mut remap = Vec::with_capacity(a.findings.len());
+    let mut kept = Vec::new();
+    let mut dropped_objects = BTreeSet::new();
+    for f in std::mem::take(&mut a.findings) {
+        if blind(&f) {
+            dropped_objects.insert(f.object.clone());
+            remap.push(None);
+        } else {
+            remap.push(Some(kept.len()));
+            kept.push(f);
+        }
+    }
+    a.findings = kept;
+    a.plan.retain(|w| !dropped_objects.contains(&w.object));
+    fn fix(node: &mut Node, remap: &[Option<usize>]) {
+        node.findings = node.findings.iter().filter_map(|i| remap[*i]).collect();
+        for c in &mut node.children {
+            fix(c, remap);
+        }
+    }
+    for n in &mut a.tree {
+        fix(n, &remap);
     }
 }
 

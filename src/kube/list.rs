@@ -124,5 +124,6 @@ pub async fn list_snapshot(
         }
     }
     snap.now = Some(chrono::Utc::now());
+    snap.unreadable = crate::reconciler::live::unreadable(&errors);
     Ok((snap, errors))
 }

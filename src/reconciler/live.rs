@@ -354,6 +354,12 @@ impl LiveWorld {
             .iter()
             .for_each(|o| add(dyn_to_value(o, &bar)));
         snap.now = Some(Utc::now());
+        snap.unreadable = unreadable(
+            self.access
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .values(),
+        );
         snap
     }
 
@@ -558,4 +564,15 @@ impl Writer for LiveWorld {
             }
         }
     }
+}
+
+/// Resources whose stores prove nothing (forbidden or not served), for `Snapshot::unreadable`.
+pub fn unreadable<'a>(
+    errors: impl IntoIterator<Item = &'a super::state::AccessError>,
+) -> std::collections::BTreeSet<String> {
+    errors
+        .into_iter()
+        .filter(|e| e.kind != super::state::AccessErrorKind::Other)
+        .map(|e| e.resource.clone())
+        .collect()
 }
