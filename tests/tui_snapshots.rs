@@ -322,6 +322,8 @@ fn tui_access_errors() {
             message: "k8sunknownkinds.constraints.gatekeeper.sh is not served (CRD not installed)".into(),
         },
     ];
+    // As the reconciler publishes it: the snapshot names what it could not read.
+    state.snapshot.unreadable = kubectl_vap::reconciler::live::unreadable(&state.access_errors);
     state.lease.holder = Some("gatekeeper-vap-7c9d".into());
     state.lease.leading = false;
     let ui = Ui::new(false, live_data(&state, true), 150, 36);

@@ -570,14 +570,28 @@ fn drop_unobservable(a: &mut Analysis, snap: &Snapshot) {
     }
     a.findings = kept;
     a.plan.retain(|w| !dropped_objects.contains(&w.object));
-    fn fix(node: &mut Node, remap: &[Option<usize>]) {
+    fn fix(node: &mut Node, remap: &[Option<usize>], dropped: &BTreeSet<ObjectRef>) {
         node.findings = node.findings.iter().filter_map(|i| remap[*i]).collect();
+        if node.object.as_ref().is_some_and(|o| dropped.contains(o)) {
+            node.state = State::Unknown;
+            node.reason = "its resource cannot be read".into();
+        }
         for c in &mut node.children {
-            fix(c, remap);
+            fix(c, remap, dropped);
+        }
+        // A constraint shows its binding's state; an unknown binding makes it unknown too.
+        if node.kind == NodeKind::Constraint
+            && matches!(
+                node.state,
+                State::Missing | State::OutOfSync | State::Dangling
+            )
+            && node.children.iter().any(|c| c.state == State::Unknown)
+        {
+            node.state = State::Unknown;
         }
     }
     for n in &mut a.tree {
-        fix(n, &remap);
+        fix(n, &remap, &dropped_objects);
     }
 }
 
@@ -639,8 +653,13 @@ fn constraint_node<'a>(
 
     match decision {
         BindingDecision::Want(desired) => {
-            node.state = State::InSync;
-            node.reason = "bound".into();
+            let actions = desired
+                .spec
+                .as_ref()
+                .and_then(|s| s.validation_actions.as_ref())
+                .map(|a| a.join(", "))
+                .unwrap_or_default();
+            node.reason = format!("binds with {actions}");
             match observed {
                 None => {
                     bnode.state = State::Missing;
@@ -782,6 +801,10 @@ fn constraint_node<'a>(
                 bnode.reason = "kept while the constraint or template is invalid".into();
             }
         }
+    }
+    // A wanted binding's state is the constraint's: "missing" shows on both lines.
+    if matches!(node.state, State::InSync) {
+        node.state = bnode.state;
     }
     if observed.is_some() || bnode.state != State::NotBound {
         node.children.push(bnode);

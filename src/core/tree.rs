@@ -28,6 +28,8 @@ pub enum State {
     Orphan,
     /// A grouping node (the orphans branch).
     Group,
+    /// Its resource cannot be read (403, not served): whether it exists is not known.
+    Unknown,
 }
 
 impl State {
@@ -45,6 +47,7 @@ impl State {
             State::NotBound => "not-bound",
             State::Orphan => "orphan",
             State::Group => "group",
+            State::Unknown => "unknown",
         }
     }
     pub fn glyph(self) -> &'static str {
@@ -59,6 +62,7 @@ impl State {
             State::Waiting => "…",
             State::Orphan => "?",
             State::Group => "▸",
+            State::Unknown => "◌",
         }
     }
     /// A fault is what `f` (faults only) keeps.

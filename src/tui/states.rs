@@ -51,6 +51,11 @@ pub static STATES: &[(State, Color, &str)] = &[
         "constraint whose kind has no template",
     ),
     (State::Group, Color::White, "a group (the orphans branch)"),
+    (
+        State::Unknown,
+        Color::Red,
+        "its resource cannot be read (403, not served): existence not known",
+    ),
 ];
 
 pub fn color(state: State) -> Color {
