@@ -174,24 +174,104 @@ fn with_type(mut v: Value, kind: &str) -> Value {
 const VAP: &str = "ValidatingAdmissionPolicy";
 const VAPB: &str = "ValidatingAdmissionPolicyBinding";
 
+/// An observed object as a write needs it: identity, preconditions, raw body, diff view.
+struct Observed<'a> {
+    name: &'a str,
+    meta: &'a crate::model::meta::Meta,
+    raw: &'a Value,
+    view: Value,
+}
+
+impl<'a> From<&'a Policy> for Observed<'a> {
+    fn from(p: &'a Policy) -> Self {
+        Observed {
+            name: p.name(),
+            meta: &p.meta,
+            raw: &p.raw,
+            view: policy_view_observed(p),
+        }
+    }
+}
+
+impl<'a> From<&'a Binding> for Observed<'a> {
+    fn from(b: &'a Binding) -> Self {
+        Observed {
+            name: b.name(),
+            meta: &b.meta,
+            raw: &b.raw,
+            view: binding_view_observed(b),
+        }
+    }
+}
+
 impl PlannedWrite {
-    pub fn create_policy(d: &ValidatingAdmissionPolicy, code: Code, reason: &str) -> Self {
-        let name = d.metadata.name.clone().unwrap_or_default();
+    fn new(verb: Verb, kind: &str, name: &str, code: Code, reason: &str, diff: String) -> Self {
         PlannedWrite {
-            verb: Verb::Create,
-            object: ObjectRef::new("admissionregistration.k8s.io/v1", VAP, &name),
+            verb,
+            object: ObjectRef::new("admissionregistration.k8s.io/v1", kind, name),
             code,
             reason: reason.into(),
-            body: Some(with_type(to_value(d), VAP)),
+            body: None,
             uid: None,
             resource_version: None,
-            diff: unified_diff(
-                "",
-                &yaml(&policy_view_desired(d)),
-                "/dev/null",
-                &format!("{VAP}/{name}"),
-            ),
+            diff,
         }
+    }
+
+    fn with_preconditions(mut self, meta: &crate::model::meta::Meta) -> Self {
+        self.uid = Some(meta.uid.clone()).filter(|u| !u.is_empty());
+        self.resource_version = Some(meta.resource_version.clone()).filter(|v| !v.is_empty());
+        self
+    }
+
+    fn create(kind: &str, name: &str, body: Value, view: &Value, code: Code, reason: &str) -> Self {
+        let diff = unified_diff("", &yaml(view), "/dev/null", &format!("{kind}/{name}"));
+        let mut w = Self::new(Verb::Create, kind, name, code, reason, diff);
+        w.body = Some(with_type(body, kind));
+        w
+    }
+
+    fn update(
+        kind: &str,
+        o: Observed<'_>,
+        body: Value,
+        view: &Value,
+        code: Code,
+        reason: &str,
+    ) -> Self {
+        let label = format!("{kind}/{}", o.name);
+        let diff = unified_diff(
+            &yaml(&o.view),
+            &yaml(view),
+            &format!("{label} (live)"),
+            &format!("{label} (desired)"),
+        );
+        let mut w =
+            Self::new(Verb::Update, kind, o.name, code, reason, diff).with_preconditions(o.meta);
+        w.body = Some(update_body(o.raw, &with_type(body, kind)));
+        w
+    }
+
+    fn delete(kind: &str, o: Observed<'_>, code: Code, reason: &str) -> Self {
+        let diff = unified_diff(
+            &yaml(&o.view),
+            "",
+            &format!("{kind}/{}", o.name),
+            "/dev/null",
+        );
+        Self::new(Verb::Delete, kind, o.name, code, reason, diff).with_preconditions(o.meta)
+    }
+
+    pub fn create_policy(d: &ValidatingAdmissionPolicy, code: Code, reason: &str) -> Self {
+        let name = d.metadata.name.clone().unwrap_or_default();
+        Self::create(
+            VAP,
+            &name,
+            to_value(d),
+            &policy_view_desired(d),
+            code,
+            reason,
+        )
     }
 
     pub fn update_policy(
@@ -200,61 +280,30 @@ impl PlannedWrite {
         code: Code,
         reason: &str,
     ) -> Self {
-        let name = o.name().to_string();
-        let label = format!("{VAP}/{name}");
-        PlannedWrite {
-            verb: Verb::Update,
-            object: ObjectRef::new("admissionregistration.k8s.io/v1", VAP, &name),
+        Self::update(
+            VAP,
+            o.into(),
+            to_value(d),
+            &policy_view_desired(d),
             code,
-            reason: reason.into(),
-            body: Some(update_body(&o.raw, &with_type(to_value(d), VAP))),
-            uid: Some(o.meta.uid.clone()).filter(|u| !u.is_empty()),
-            resource_version: Some(o.meta.resource_version.clone()).filter(|v| !v.is_empty()),
-            diff: unified_diff(
-                &yaml(&policy_view_observed(o)),
-                &yaml(&policy_view_desired(d)),
-                &format!("{label} (live)"),
-                &format!("{label} (desired)"),
-            ),
-        }
+            reason,
+        )
     }
 
     pub fn delete_policy(o: &Policy, code: Code, reason: &str) -> Self {
-        let name = o.name().to_string();
-        PlannedWrite {
-            verb: Verb::Delete,
-            object: ObjectRef::new("admissionregistration.k8s.io/v1", VAP, &name),
-            code,
-            reason: reason.into(),
-            body: None,
-            uid: Some(o.meta.uid.clone()).filter(|u| !u.is_empty()),
-            resource_version: Some(o.meta.resource_version.clone()).filter(|v| !v.is_empty()),
-            diff: unified_diff(
-                &yaml(&policy_view_observed(o)),
-                "",
-                &format!("{VAP}/{name}"),
-                "/dev/null",
-            ),
-        }
+        Self::delete(VAP, o.into(), code, reason)
     }
 
     pub fn create_binding(d: &ValidatingAdmissionPolicyBinding, code: Code, reason: &str) -> Self {
         let name = d.metadata.name.clone().unwrap_or_default();
-        PlannedWrite {
-            verb: Verb::Create,
-            object: ObjectRef::new("admissionregistration.k8s.io/v1", VAPB, &name),
+        Self::create(
+            VAPB,
+            &name,
+            to_value(d),
+            &binding_view_desired(d),
             code,
-            reason: reason.into(),
-            body: Some(with_type(to_value(d), VAPB)),
-            uid: None,
-            resource_version: None,
-            diff: unified_diff(
-                "",
-                &yaml(&binding_view_desired(d)),
-                "/dev/null",
-                &format!("{VAPB}/{name}"),
-            ),
-        }
+            reason,
+        )
     }
 
     pub fn update_binding(
@@ -263,41 +312,17 @@ impl PlannedWrite {
         code: Code,
         reason: &str,
     ) -> Self {
-        let name = o.name().to_string();
-        let label = format!("{VAPB}/{name}");
-        PlannedWrite {
-            verb: Verb::Update,
-            object: ObjectRef::new("admissionregistration.k8s.io/v1", VAPB, &name),
+        Self::update(
+            VAPB,
+            o.into(),
+            to_value(d),
+            &binding_view_desired(d),
             code,
-            reason: reason.into(),
-            body: Some(update_body(&o.raw, &with_type(to_value(d), VAPB))),
-            uid: Some(o.meta.uid.clone()).filter(|u| !u.is_empty()),
-            resource_version: Some(o.meta.resource_version.clone()).filter(|v| !v.is_empty()),
-            diff: unified_diff(
-                &yaml(&binding_view_observed(o)),
-                &yaml(&binding_view_desired(d)),
-                &format!("{label} (live)"),
-                &format!("{label} (desired)"),
-            ),
-        }
+            reason,
+        )
     }
 
     pub fn delete_binding(o: &Binding, code: Code, reason: &str) -> Self {
-        let name = o.name().to_string();
-        PlannedWrite {
-            verb: Verb::Delete,
-            object: ObjectRef::new("admissionregistration.k8s.io/v1", VAPB, &name),
-            code,
-            reason: reason.into(),
-            body: None,
-            uid: Some(o.meta.uid.clone()).filter(|u| !u.is_empty()),
-            resource_version: Some(o.meta.resource_version.clone()).filter(|v| !v.is_empty()),
-            diff: unified_diff(
-                &yaml(&binding_view_observed(o)),
-                "",
-                &format!("{VAPB}/{name}"),
-                "/dev/null",
-            ),
-        }
+        Self::delete(VAPB, o.into(), code, reason)
     }
 }

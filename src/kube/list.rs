@@ -7,7 +7,7 @@ use super::discovery::{
 };
 use super::{KubeError, status_code};
 use crate::model::{CONSTRAINTS_GROUP, Source};
-use crate::reconciler::state::{AccessError, AccessErrorKind};
+use crate::reconciler::state::AccessError;
 use crate::snapshot::Snapshot;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DynamicObject, ListParams};
@@ -15,25 +15,7 @@ use kube::core::ApiResource;
 
 /// What a failed read of one resource means for the user.
 pub fn access_error(resource: &str, e: &kube::Error) -> AccessError {
-    match status_code(e) {
-        Some(401 | 403) => AccessError {
-            resource: resource.to_string(),
-            kind: AccessErrorKind::Forbidden,
-            message: format!(
-                "forbidden: the user may not list/watch {resource}; grant the read-only ClusterRole from docs/reconciler.md"
-            ),
-        },
-        Some(404) => AccessError {
-            resource: resource.to_string(),
-            kind: AccessErrorKind::NotServed,
-            message: format!("{resource} is not served (CRD not installed or API disabled)"),
-        },
-        _ => AccessError {
-            resource: resource.to_string(),
-            kind: AccessErrorKind::Other,
-            message: format!("reading {resource}: {e}"),
-        },
-    }
+    AccessError::from_status(resource, status_code(e), "reading", e)
 }
 
 async fn list_dynamic(

@@ -73,6 +73,38 @@ pub enum AccessErrorKind {
     Other,
 }
 
+impl AccessError {
+    /// What a failed read of `resource` means for the user, from the HTTP status (if any) and
+    /// the error text for anything else. `verb` says what was being done ("reading", "watching").
+    pub fn from_status(
+        resource: &str,
+        status: Option<u16>,
+        verb: &str,
+        error: &dyn std::fmt::Display,
+    ) -> Self {
+        let resource = resource.to_string();
+        match status {
+            Some(401 | 403) => AccessError {
+                message: format!(
+                    "forbidden: cannot list/watch {resource}; grant the ClusterRole from `kubectl vap install --print` (or the read-only one in docs/reconciler.md)"
+                ),
+                resource,
+                kind: AccessErrorKind::Forbidden,
+            },
+            Some(404) => AccessError {
+                message: format!("{resource} is not served (CRD not installed or API disabled)"),
+                resource,
+                kind: AccessErrorKind::NotServed,
+            },
+            _ => AccessError {
+                message: format!("{verb} {resource}: {error}"),
+                resource,
+                kind: AccessErrorKind::Other,
+            },
+        }
+    }
+}
+
 impl AccessErrorKind {
     pub fn as_str(self) -> &'static str {
         match self {

@@ -5,7 +5,7 @@
 
 use super::live::{KindWatch, LiveWorld};
 use super::queue::Key;
-use super::state::{AccessError, AccessErrorKind};
+use super::state::AccessError;
 use super::world::Enqueue;
 use crate::kube::discovery::constraint_resource;
 use crate::model::CONSTRAINTS_GROUP;
@@ -74,25 +74,7 @@ fn watch_error(resource: &str, e: &watcher::Error) -> AccessError {
         watcher::Error::WatchError(s) => Some(s.code),
         watcher::Error::NoResourceVersion => None,
     };
-    match status {
-        Some(401 | 403) => AccessError {
-            resource: resource.to_string(),
-            kind: AccessErrorKind::Forbidden,
-            message: format!(
-                "forbidden: cannot list/watch {resource}; grant the ClusterRole from `kubectl vap install --print` (or the read-only one in docs/reconciler.md)"
-            ),
-        },
-        Some(404) => AccessError {
-            resource: resource.to_string(),
-            kind: AccessErrorKind::NotServed,
-            message: format!("{resource} is not served (CRD not installed or API disabled)"),
-        },
-        _ => AccessError {
-            resource: resource.to_string(),
-            kind: AccessErrorKind::Other,
-            message: format!("watching {resource}: {e}; retrying"),
-        },
-    }
+    AccessError::from_status(resource, status, "watching", &format!("{e}; retrying"))
 }
 
 /// Runs a reflector for `api` into `writer`, calling `on_event(world, object, deleted)`.
