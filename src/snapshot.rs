@@ -81,10 +81,17 @@ impl Snapshot {
     /// the caller adds where it was read from.
     pub fn insert(
         &mut self,
-        raw: serde_json::Value,
+        mut raw: serde_json::Value,
         source: crate::model::Source,
     ) -> Result<(), String> {
         use crate::model::{Binding, Constraint, ConstraintTemplate, CrdInfo, PodStatus, Policy};
+        // Server-side apply bookkeeping: large on live objects, never read, never shown.
+        if let Some(meta) = raw
+            .get_mut("metadata")
+            .and_then(serde_json::Value::as_object_mut)
+        {
+            meta.remove("managedFields");
+        }
         let (api_version, kind) = crate::model::meta::type_of(&raw);
         if api_version.is_empty() || kind.is_empty() {
             return Err("the object has no apiVersion or kind".into());
@@ -101,8 +108,10 @@ impl Snapshot {
         }
         match class {
             ObjectClass::List => {
-                let items = match raw.get("items") {
-                    Some(serde_json::Value::Array(items)) => items.clone(),
+                // Take the items rather than clone them: a List can be most of a large input.
+                let mut raw = raw;
+                let items = match raw.get_mut("items").map(serde_json::Value::take) {
+                    Some(serde_json::Value::Array(items)) => items,
                     _ => return Err("a List without an items array".into()),
                 };
                 for (i, item) in items.into_iter().enumerate() {
@@ -125,6 +134,20 @@ impl Snapshot {
 }
 
 impl Snapshot {
+    /// Appends everything of `other` (a List's items, read on their own).
+    pub fn extend(&mut self, other: Snapshot) {
+        self.templates.extend(other.templates);
+        self.constraints.extend(other.constraints);
+        self.crds.extend(other.crds);
+        self.policies.extend(other.policies);
+        self.bindings.extend(other.bindings);
+        self.pod_statuses.extend(other.pod_statuses);
+        for (kind, n) in other.ignored {
+            *self.ignored.entry(kind).or_default() += n;
+        }
+        self.unreadable.extend(other.unreadable);
+    }
+
     /// Keeps the last of objects that share an identity (the same file given twice, or an
     /// object in two files), as applying them in order would. Returns how many were dropped.
     pub fn dedupe(&mut self) -> usize {

@@ -95,8 +95,8 @@ fn policy_view_desired(d: &ValidatingAdmissionPolicy) -> Value {
 fn policy_view_observed(p: &Policy) -> Value {
     view(
         p.name(),
-        &p.raw["metadata"]["labels"],
-        &p.raw["metadata"]["ownerReferences"],
+        &to_value(&p.object.metadata.labels),
+        &to_value(&p.object.metadata.owner_references),
         to_value(&normalize::policy_spec(p.object.spec.clone())),
     )
 }
@@ -113,8 +113,8 @@ fn binding_view_desired(d: &ValidatingAdmissionPolicyBinding) -> Value {
 fn binding_view_observed(b: &Binding) -> Value {
     view(
         b.name(),
-        &b.raw["metadata"]["labels"],
-        &b.raw["metadata"]["ownerReferences"],
+        &to_value(&b.object.metadata.labels),
+        &to_value(&b.object.metadata.owner_references),
         to_value(&normalize::binding_spec(b.object.spec.clone())),
     )
 }
@@ -178,7 +178,7 @@ const VAPB: &str = "ValidatingAdmissionPolicyBinding";
 struct Observed<'a> {
     name: &'a str,
     meta: &'a crate::model::meta::Meta,
-    raw: &'a Value,
+    raw: Value,
     view: Value,
 }
 
@@ -187,7 +187,7 @@ impl<'a> From<&'a Policy> for Observed<'a> {
         Observed {
             name: p.name(),
             meta: &p.meta,
-            raw: &p.raw,
+            raw: p.raw(),
             view: policy_view_observed(p),
         }
     }
@@ -198,7 +198,7 @@ impl<'a> From<&'a Binding> for Observed<'a> {
         Observed {
             name: b.name(),
             meta: &b.meta,
-            raw: &b.raw,
+            raw: b.raw(),
             view: binding_view_observed(b),
         }
     }
@@ -248,7 +248,7 @@ impl PlannedWrite {
         );
         let mut w =
             Self::new(Verb::Update, kind, o.name, code, reason, diff).with_preconditions(o.meta);
-        w.body = Some(update_body(o.raw, &with_type(body, kind)));
+        w.body = Some(update_body(&o.raw, &with_type(body, kind)));
         w
     }
 

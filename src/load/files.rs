@@ -3,6 +3,7 @@
 
 use crate::model::Source;
 use crate::snapshot::Snapshot;
+use serde::de::DeserializeSeed;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
@@ -105,22 +106,197 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Parses one file's text (any number of documents) into the snapshot.
+/// Parses one file's text (any number of documents) into the snapshot. A `List`'s items are
+/// turned into typed objects one by one while parsing (see [`DocSeed`]), so a large
+/// `kubectl get -o json` never exists as one JSON tree in memory.
 pub fn load_text(snapshot: &mut Snapshot, path: &str, text: &str) -> Result<(), LoadError> {
-    for (line, value) in parse_documents(path, text)? {
-        let source = Source {
-            file: Some(path.to_string()),
-            line: Some(line),
-        };
-        snapshot
-            .insert(value, source)
-            .map_err(|message| LoadError::Parse {
-                path: path.to_string(),
-                line,
-                message,
-            })?;
+    let at = |line: usize| Source {
+        file: Some(path.to_string()),
+        line: Some(line),
+    };
+    let parse_err = |line: usize, message: String| LoadError::Parse {
+        path: path.to_string(),
+        line,
+        message,
+    };
+    let trimmed = text.trim_start();
+    let mut docs: Vec<(usize, Doc)> = Vec::new();
+    if trimmed.starts_with('{') || trimmed.starts_with('[') {
+        let line = 1 + text[..text.len() - trimmed.len()].matches('\n').count();
+        let mut de = serde_json::Deserializer::from_str(text);
+        let single = DocSeed { source: at(line) }
+            .deserialize(&mut de)
+            .and_then(|doc| de.end().map(|()| doc));
+        match single {
+            Ok(doc) => docs.push((line, doc)),
+            // Several JSON values in a row: rare, read them whole.
+            Err(e) if e.is_syntax() && e.to_string().contains("trailing characters") => {
+                for (line, v) in parse_documents(path, text)? {
+                    docs.push((line, Doc::Object(v)));
+                }
+            }
+            Err(e) => return Err(parse_err(e.line(), format!("invalid JSON: {e}"))),
+        }
+    } else {
+        for (start, chunk) in split_yaml(text) {
+            if chunk
+                .lines()
+                .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'))
+            {
+                continue;
+            }
+            let line = start + leading_newlines(&chunk);
+            let doc = DocSeed { source: at(line) }
+                .deserialize(serde_norway::Deserializer::from_str(&chunk))
+                .map_err(|e| {
+                    let l = e.location().map(|l| l.line()).unwrap_or(1);
+                    parse_err(
+                        start + l - 1,
+                        format!("invalid YAML: {}", strip_location(&e.to_string())),
+                    )
+                })?;
+            docs.push((line, doc));
+        }
+    }
+    for (line, doc) in docs {
+        match doc {
+            Doc::Empty => {}
+            Doc::Object(value) => snapshot
+                .insert(value, at(line))
+                .map_err(|m| parse_err(line, m))?,
+            Doc::Items { items, error } => {
+                if let Some(m) = error {
+                    return Err(parse_err(line, m));
+                }
+                snapshot.extend(items);
+            }
+            Doc::Scalar(what) => {
+                return Err(parse_err(
+                    line,
+                    format!("a document must be an object, not {what}"),
+                ));
+            }
+        }
     }
     Ok(())
+}
+
+/// One document, parsed.
+enum Doc {
+    Empty,
+    Object(Value),
+    /// A List (or a top-level JSON array): its items, already typed, and the first bad item.
+    Items {
+        items: Snapshot,
+        error: Option<String>,
+    },
+    Scalar(&'static str),
+}
+
+/// Parses a document; a top-level `items` array is turned into typed objects element by
+/// element instead of being kept as JSON.
+struct DocSeed {
+    source: Source,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for DocSeed {
+    type Value = Doc;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Doc, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for DocSeed {
+    type Value = Doc;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a Kubernetes object or List")
+    }
+    fn visit_unit<E>(self) -> Result<Doc, E> {
+        Ok(Doc::Empty)
+    }
+    fn visit_none<E>(self) -> Result<Doc, E> {
+        Ok(Doc::Empty)
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Doc, E> {
+        Ok(Doc::Scalar("a boolean"))
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Doc, E> {
+        Ok(Doc::Scalar("a number"))
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Doc, E> {
+        Ok(Doc::Scalar("a number"))
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Doc, E> {
+        Ok(Doc::Scalar("a number"))
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Doc, E> {
+        Ok(Doc::Scalar("a string"))
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, seq: A) -> Result<Doc, A::Error> {
+        let (items, error) = ItemsSeed {
+            source: self.source,
+        }
+        .visit_seq(seq)?;
+        Ok(Doc::Items { items, error })
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Doc, A::Error> {
+        let mut obj = serde_json::Map::new();
+        let mut streamed = None;
+        while let Some(key) = map.next_key::<String>()? {
+            if key == "items" && streamed.is_none() {
+                streamed = Some(map.next_value_seed(ItemsSeed {
+                    source: self.source.clone(),
+                })?);
+            } else {
+                obj.insert(key, map.next_value()?);
+            }
+        }
+        let is_list = obj
+            .get("kind")
+            .and_then(Value::as_str)
+            .is_some_and(|k| k.ends_with("List"));
+        match streamed {
+            Some((items, error)) if is_list => Ok(Doc::Items { items, error }),
+            // Not a List: its `items` mean nothing to us (no kind we read has them).
+            _ => Ok(Doc::Object(Value::Object(obj))),
+        }
+    }
+}
+
+/// The elements of `items`, each inserted into a snapshot of its own as soon as it is parsed.
+struct ItemsSeed {
+    source: Source,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for ItemsSeed {
+    type Value = (Snapshot, Option<String>);
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for ItemsSeed {
+    type Value = (Snapshot, Option<String>);
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a list of objects")
+    }
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok((Snapshot::default(), None))
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut items = Snapshot::default();
+        let mut error = None;
+        let mut i = 0;
+        while let Some(item) = seq.next_element::<Value>()? {
+            if error.is_none()
+                && let Err(e) = items.insert(item, self.source.clone())
+            {
+                error = Some(format!("items[{i}]: {e}"));
+            }
+            i += 1;
+        }
+        Ok((items, error))
+    }
 }
 
 /// The documents of a text with the line each starts on. JSON is read as JSON (exact
@@ -284,6 +460,28 @@ mod tests {
         .expect("loads");
         assert_eq!(s.templates.len(), 1);
         assert_eq!(s.ignored.get("ConfigMap"), Some(&1));
+    }
+
+    #[test]
+    fn a_bad_list_item_is_named_by_index_and_document_line() {
+        let err = load("# header\napiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: ConfigMap, metadata: {name: a}}\n- {foo: bar}\n")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "t.yaml:2: items[1]: the object has no apiVersion or kind"
+        );
+        // `items` first (as `kubectl get -o json` prints it), `kind: List` after.
+        let mut s = Snapshot::default();
+        load_text(&mut s, "l.json", r#"{"apiVersion":"v1","items":[{"apiVersion":"templates.gatekeeper.sh/v1","kind":"ConstraintTemplate","metadata":{"name":"a"}}],"kind":"List"}"#)
+            .expect("loads");
+        assert_eq!(s.templates.len(), 1);
+        // An object that is not a List keeps its own kind; its `items` are not objects of ours.
+        let mut s = Snapshot::default();
+        load_text(&mut s, "o.yaml", "apiVersion: example.com/v1\nkind: Shelf\nmetadata: {name: s}\nitems: [{apiVersion: templates.gatekeeper.sh/v1, kind: ConstraintTemplate, metadata: {name: a}}]\n")
+            .expect("loads");
+        assert!(s.templates.is_empty());
+        assert_eq!(s.ignored.get("Shelf"), Some(&1));
     }
 
     #[test]

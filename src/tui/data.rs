@@ -105,14 +105,14 @@ pub enum Observed {
 
 impl Data {
     /// The raw object (as read) for a `(kind, name)`.
-    pub fn raw(&self, kind: &str, name: &str) -> Option<&serde_json::Value> {
+    pub fn raw(&self, kind: &str, name: &str) -> Option<serde_json::Value> {
         let s = &self.snapshot;
         Some(
             match self.objects.get(&(kind.to_string(), name.to_string()))? {
-                Observed::Template(i) => &s.templates.get(*i)?.raw,
-                Observed::Constraint(i) => &s.constraints.get(*i)?.raw,
-                Observed::Policy(i) => &s.policies.get(*i)?.raw,
-                Observed::Binding(i) => &s.bindings.get(*i)?.raw,
+                Observed::Template(i) => s.templates.get(*i)?.raw.clone(),
+                Observed::Constraint(i) => s.constraints.get(*i)?.raw.clone(),
+                Observed::Policy(i) => s.policies.get(*i)?.raw(),
+                Observed::Binding(i) => s.bindings.get(*i)?.raw(),
             },
         )
     }

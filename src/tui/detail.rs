@@ -218,8 +218,7 @@ pub fn yaml(data: &Data, node: &Node) -> (String, Vec<Line<'static>>) {
         );
     };
     let title = format!("{}{} (YAML)", kind_tag(node.kind), node.label);
-    if let Some(raw) = data.raw(&obj.kind, &obj.name) {
-        let mut v = raw.clone();
+    if let Some(mut v) = data.raw(&obj.kind, &obj.name) {
         if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
             m.remove("managedFields");
         }
