@@ -1540,3 +1540,119 @@ async fn e2e_takes_over_gatekeeper_objects_without_rewriting() {
     assert!(wait_idle(&r.world, TIMEOUT).await);
     stop(r).await;
 }
+
+/// The #3287 race on the real API server: a template flipped off → on → off faster than a
+/// reconcile, while its constraints exist; then a seeded storm of template flips and
+/// constraint churn (create, delete, change action) sent without waiting. At quiescence the
+/// analysis of the live cluster plans nothing and finds nothing dangling or missing (I3), and
+/// no binding ever outlives its policy once things settle.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_race_3287_and_a_storm_of_flips_and_churn() {
+    use kubectl_vap::core::Code;
+    let _s = serial();
+    let e = Env::new().await;
+    let kinds: Vec<String> = (0..3)
+        .map(|i| e.env.unique_kind(&format!("Storm{i}")))
+        .collect();
+    let labels = json!({ "labels": ["owner"] });
+    for k in &kinds {
+        e.put_template(&template(k, Some(false))).await;
+        for c in 0..4 {
+            e.put_constraint(k, &format!("c{c}"), json!({ "parameters": labels }))
+                .await;
+        }
+    }
+    let o = opts(0);
+    let r = e.reconciler(&e.env.unique_name("storm"), o.clone()).await;
+    wait_for_lease(&r, Duration::from_secs(20))
+        .await
+        .expect("leads");
+    assert!(wait_idle(&r.world, TIMEOUT).await);
+    e.assert_converged(&o, "before the race").await;
+
+    // The exact #3287 sequence: no-generate / generate / no-generate, back to back.
+    let k = &kinds[0];
+    e.put_template(&template(k, Some(true))).await;
+    e.put_template(&template(k, Some(false))).await;
+    assert!(wait_idle(&r.world, TIMEOUT).await);
+    e.assert_converged(&o, "after off/on/off").await;
+    assert!(e.vap(&pname(k)).await.is_none(), "the last word was off");
+    for c in 0..4 {
+        assert!(
+            e.vapb(&bname(k, &format!("c{c}"))).await.is_none(),
+            "no dangling binding c{c}"
+        );
+    }
+
+    // A seeded storm (a small LCG: reproducible, no extra dependency).
+    let mut seed: u64 = 0x3287;
+    let mut next = |n: u64| {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (seed >> 33) % n
+    };
+    let actions = ["deny", "warn", "dryrun"];
+    for _ in 0..60 {
+        let k = &kinds[next(kinds.len() as u64) as usize];
+        let c = format!("c{}", next(6));
+        match next(4) {
+            0 => e.put_template(&template(k, Some(next(2) == 0))).await,
+            1 => {
+                let action = actions[next(3) as usize];
+                e.put_constraint(
+                    k,
+                    &c,
+                    json!({ "enforcementAction": action, "parameters": labels }),
+                )
+                .await
+            }
+            2 => {
+                let _ = e.constraints(k).delete(&c, &DeleteParams::default()).await;
+            }
+            _ => {
+                e.put_constraint(k, &c, json!({ "parameters": labels }))
+                    .await
+            }
+        }
+    }
+    assert!(wait_idle(&r.world, TIMEOUT).await, "the storm settles");
+    e.assert_converged(&o, "after the storm").await;
+    let (snap, _) = list_snapshot(&e.client, &AdmissionApi::v1())
+        .await
+        .expect("list");
+    let faults: Vec<String> = analyze(&snap, &o)
+        .findings
+        .iter()
+        .filter(|f| {
+            matches!(
+                f.code,
+                Code::BindingDangling
+                    | Code::BindingMissing
+                    | Code::PolicyMissing
+                    | Code::PolicyDangling
+                    | Code::BindingOutOfSync
+                    | Code::PolicyOutOfSync
+            )
+        })
+        .filter(|f| kinds.iter().any(|k| f.object.name.starts_with(&pname(k))))
+        .map(|f| format!("{} {}", f.code, f.object))
+        .collect();
+    assert!(faults.is_empty(), "after the storm: {faults:#?}");
+    // Every binding of these kinds points at a policy that exists.
+    for b in snap
+        .bindings
+        .iter()
+        .filter(|b| kinds.iter().any(|k| b.name().starts_with(&pname(k))))
+    {
+        assert!(
+            snap.policies.iter().any(|p| p.name() == b.policy_name()),
+            "{} dangles",
+            b.name()
+        );
+    }
+    stop(r).await;
+    let refs: Vec<&str> = kinds.iter().map(String::as_str).collect();
+    e.cleanup(&refs).await;
+}
