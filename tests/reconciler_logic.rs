@@ -551,9 +551,9 @@ impl Writer for World {
         {
             let mut st = self.st.lock().unwrap();
             st.attempts += 1;
-            if st.fail_every > 0 && st.attempts % st.fail_every == 0 {
+            if st.fail_every > 0 && st.attempts.is_multiple_of(st.fail_every) {
                 let n = st.attempts / st.fail_every;
-                return if n % 2 == 0 {
+                return if n.is_multiple_of(2) {
                     WriteOutcome::Retry(format!("injected: 409 Conflict on {}", w.object))
                 } else {
                     WriteOutcome::Failed(format!(
