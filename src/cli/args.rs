@@ -27,6 +27,12 @@ pub struct Cli {
     /// TUI: run the embedded reconciler (it competes for the lease like any copy).
     #[arg(long, global = true)]
     pub reconcile: bool,
+    /// Namespace of the leader-election Lease (run, replay, reconcile, the TUI).
+    #[arg(long, global = true, default_value = crate::reconciler::runtime::DEFAULT_LEASE_NAMESPACE)]
+    pub lease_namespace: String,
+    /// Name of the leader-election Lease (run, replay, reconcile, the TUI).
+    #[arg(long, global = true, default_value = crate::reconciler::runtime::DEFAULT_LEASE_NAME)]
+    pub lease_name: String,
     /// Log filter (tracing syntax), e.g. `info`, `kubectl_vap=debug`. Default: warn (info for `run`).
     #[arg(long, global = true, env = "KUBECTL_VAP_LOG")]
     pub log: Option<String>,
@@ -146,12 +152,6 @@ pub struct RunArgs {
     /// Use the in-cluster config (service account), JSON logs, and serve metrics.
     #[arg(long)]
     pub in_cluster: bool,
-    /// Namespace of the leader-election Lease.
-    #[arg(long, default_value = "gatekeeper-system")]
-    pub lease_namespace: String,
-    /// Name of the leader-election Lease.
-    #[arg(long, default_value = "kubectl-vap")]
-    pub lease_name: String,
     /// Write even though Gatekeeper's own generator looks active.
     #[arg(long)]
     pub take_over: bool,

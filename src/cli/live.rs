@@ -14,7 +14,6 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 /// The Lease the one-shot commands join (the `run` defaults).
-use crate::reconciler::runtime::{DEFAULT_LEASE_NAME, DEFAULT_LEASE_NAMESPACE};
 /// How long a one-shot command waits to acquire a free (or expired) lease.
 const LEASE_WAIT: Duration = Duration::from_secs(20);
 
@@ -161,8 +160,8 @@ pub fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<ExitCode> {
         let mut config = Config::new(
             opts.clone(),
             Mode::Elect {
-                lease_namespace: args.lease_namespace.clone(),
-                lease_name: args.lease_name.clone(),
+                lease_namespace: cli.lease_namespace.clone(),
+                lease_name: cli.lease_name.clone(),
                 take_over: args.take_over,
             },
         );
@@ -184,8 +183,8 @@ pub fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<ExitCode> {
         tracing::info!(
             identity = %running.identity,
             "reconciler started; competing for Lease {}/{}",
-            args.lease_namespace,
-            args.lease_name
+            cli.lease_namespace,
+            cli.lease_name
         );
         if !args.once {
             terminated().await;
@@ -201,8 +200,8 @@ pub fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<ExitCode> {
                 (None, Some(why)) => eprintln!("error: {why}"),
                 (holder, _) => eprintln!(
                     "error: Lease {}/{} is held by {}; that copy reconciles. Not converging from here.",
-                    args.lease_namespace,
-                    args.lease_name,
+                    cli.lease_namespace,
+                    cli.lease_name,
                     holder.unwrap_or_else(|| "another copy".into())
                 ),
             }
@@ -253,8 +252,8 @@ pub fn one_shot(cli: &Cli, cmd: Command) -> anyhow::Result<ExitCode> {
         let config = Config::new(
             opts.clone(),
             Mode::Elect {
-                lease_namespace: DEFAULT_LEASE_NAMESPACE.into(),
-                lease_name: DEFAULT_LEASE_NAME.into(),
+                lease_namespace: cli.lease_namespace.clone(),
+                lease_name: cli.lease_name.clone(),
                 take_over: false,
             },
         );
@@ -277,7 +276,9 @@ pub fn one_shot(cli: &Cli, cmd: Command) -> anyhow::Result<ExitCode> {
                 return Ok(ExitCode::from(1));
             }
             eprintln!(
-                "error: Lease {DEFAULT_LEASE_NAMESPACE}/{DEFAULT_LEASE_NAME} is held by {}; that copy is the one that writes and it reconciles on its own. Refusing to write from here.",
+                "error: Lease {}/{} is held by {}; that copy is the one that writes and it reconciles on its own. Refusing to write from here.",
+                cli.lease_namespace,
+                cli.lease_name,
                 holder.unwrap_or_else(|| "another copy".into())
             );
             return Ok(ExitCode::from(1));

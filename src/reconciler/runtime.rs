@@ -26,8 +26,11 @@ use tokio::sync::{mpsc, watch};
 /// Whether this copy takes part in the lease election (and so may write).
 #[derive(Debug, Clone)]
 pub enum Mode {
-    /// Watch only: the TUI without `--reconcile`.
-    ReadOnly,
+    /// Watch only: the TUI without `--reconcile` (the Lease is read to show its holder).
+    ReadOnly {
+        lease_namespace: String,
+        lease_name: String,
+    },
     /// Compete for the lease; write while holding it.
     Elect {
         lease_namespace: String,
@@ -252,7 +255,10 @@ pub async fn launch(
                 lease_name,
                 ..
             } => (lease_namespace.as_str(), lease_name.as_str()),
-            Mode::ReadOnly => (DEFAULT_LEASE_NAMESPACE, DEFAULT_LEASE_NAME),
+            Mode::ReadOnly {
+                lease_namespace,
+                lease_name,
+            } => (lease_namespace.as_str(), lease_name.as_str()),
         };
         lease_info.lease = format!("{ns}/{name}");
         tasks.push(tokio::spawn(super::lease::watch_holder(

@@ -25,17 +25,25 @@ pub struct Live {
     opts: Options,
     /// `--reconcile` (and not `--readonly`): compete for the lease and write.
     reconcile: bool,
+    /// `--lease-namespace`, `--lease-name`: the Lease to compete for, or to read the holder of.
+    lease: (String, String),
     handle: Arc<Mutex<Option<ReconcilerHandle>>>,
     stop: Option<tokio::sync::watch::Sender<bool>>,
     done: Option<mpsc::Receiver<()>>,
 }
 
 impl Live {
-    pub fn new(conn: ConnectionArgs, opts: Options, reconcile: bool) -> Self {
+    pub fn new(
+        conn: ConnectionArgs,
+        opts: Options,
+        reconcile: bool,
+        lease: (String, String),
+    ) -> Self {
         Live {
             conn,
             opts,
             reconcile,
+            lease,
             handle: Arc::new(Mutex::new(None)),
             stop: None,
             done: None,
@@ -240,6 +248,7 @@ impl Source for Live {
         let conn = self.conn.clone();
         let opts = self.opts.clone();
         let reconcile = self.reconcile;
+        let lease = self.lease.clone();
         let slot = self.handle.clone();
         let dispatch = tracing::dispatcher::get_default(Clone::clone);
         std::thread::spawn(move || {
@@ -284,14 +293,18 @@ impl Source for Live {
                         return;
                     }
                 };
+                let (lease_namespace, lease_name) = lease.clone();
                 let mode = if reconcile {
                     reconciler::Mode::Elect {
-                        lease_namespace: "gatekeeper-system".into(),
-                        lease_name: "kubectl-vap".into(),
+                        lease_namespace,
+                        lease_name,
                         take_over: false,
                     }
                 } else {
-                    reconciler::Mode::ReadOnly
+                    reconciler::Mode::ReadOnly {
+                        lease_namespace,
+                        lease_name,
+                    }
                 };
                 let mut config = Config::new(opts.clone(), mode);
                 config.workers = 2;

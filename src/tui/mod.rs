@@ -44,6 +44,7 @@ pub fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
             cli.conn.clone(),
             cli.gen_flags.options(),
             cli.reconcile && !cli.readonly,
+            (cli.lease_namespace.clone(), cli.lease_name.clone()),
         );
         return run_with(Box::new(source), cli.readonly, cli.log.as_deref());
     }
