@@ -95,23 +95,18 @@ pub enum Comparison {
     Foreign(String),
 }
 
-pub fn compare_policy(
-    desired: &ValidatingAdmissionPolicy,
-    observed: &Policy,
+/// The comparison both kinds share: ownership first, then the spec difference (`spec_diff`
+/// gets whether the object carries our label), plus a stale owner reference.
+fn compare(
+    meta: &crate::model::meta::Meta,
     owner: &OwnerId<'_>,
+    spec_diff: impl FnOnce(bool) -> Vec<&'static str>,
 ) -> Comparison {
-    let ctl = control(&observed.meta, owner);
+    let ctl = control(meta, owner);
     if let Control::Other(why) = ctl {
         return Comparison::Foreign(why);
     }
-    let d = normalize::policy_spec(desired.spec.clone());
-    let o = normalize::policy_spec(observed.object.spec.clone());
-    let ours = observed.meta.managed_by_us();
-    let mut diff = if ours {
-        normalize::policy_diff(&d, &o)
-    } else {
-        normalize::policy_diff_semantic(&d, &o)
-    };
+    let mut diff = spec_diff(meta.managed_by_us());
     if ctl == Control::StaleOwner {
         diff.push("metadata.ownerReferences");
     }
@@ -122,26 +117,32 @@ pub fn compare_policy(
     }
 }
 
+pub fn compare_policy(
+    desired: &ValidatingAdmissionPolicy,
+    observed: &Policy,
+    owner: &OwnerId<'_>,
+) -> Comparison {
+    compare(&observed.meta, owner, |ours| {
+        let d = normalize::policy_spec(desired.spec.clone());
+        let o = normalize::policy_spec(observed.object.spec.clone());
+        if ours {
+            normalize::policy_diff(&d, &o)
+        } else {
+            normalize::policy_diff_semantic(&d, &o)
+        }
+    })
+}
+
 pub fn compare_binding(
     desired: &ValidatingAdmissionPolicyBinding,
     observed: &Binding,
     owner: &OwnerId<'_>,
 ) -> Comparison {
-    let ctl = control(&observed.meta, owner);
-    if let Control::Other(why) = ctl {
-        return Comparison::Foreign(why);
-    }
-    let d = normalize::binding_spec(desired.spec.clone());
-    let o = normalize::binding_spec(observed.object.spec.clone());
-    let mut diff = normalize::binding_diff(&d, &o, !observed.meta.managed_by_us());
-    if ctl == Control::StaleOwner {
-        diff.push("metadata.ownerReferences");
-    }
-    if diff.is_empty() {
-        Comparison::InSync
-    } else {
-        Comparison::OutOfSync(diff)
-    }
+    compare(&observed.meta, owner, |ours| {
+        let d = normalize::binding_spec(desired.spec.clone());
+        let o = normalize::binding_spec(observed.object.spec.clone());
+        normalize::binding_diff(&d, &o, !ours)
+    })
 }
 
 struct Builder<'a> {
