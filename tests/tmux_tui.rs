@@ -340,6 +340,25 @@ fn tmux_tui_live_cluster() {
     t.wait_text("sent `kubectl vap reconcile --all`");
     t.wait_text("reconcile-all");
 
+    // Replay and reconcile the selected template (the first row): each asks, is sent, and its
+    // outcome lands in the event log.
+    t.text("p");
+    t.wait_text("kubectl vap replay k8stuilive");
+    t.text("y");
+    t.wait_text("sent `kubectl vap replay k8stuilive`");
+    t.wait_for("a replay line in the event log", |s| {
+        s.lines()
+            .any(|l| l.contains("replay") && l.contains("k8stuilive") && !l.contains("sent"))
+    });
+    t.text("r");
+    t.wait_text("kubectl vap reconcile k8stuilive");
+    t.text("y");
+    t.wait_text("sent `kubectl vap reconcile k8stuilive`");
+    t.wait_for("a reconcile line in the event log", |s| {
+        s.lines()
+            .any(|l| l.contains(" reconcile ") && l.contains("k8stuilive") && !l.contains("sent"))
+    });
+
     t.text("q");
     t.wait_text("EXIT=0");
     assert!(!t.alternate_on());
