@@ -150,33 +150,46 @@ async fn remaining_plan(running: &Running, opts: &crate::core::Options) -> Vec<S
     left
 }
 
+/// Connects and starts a headless reconciler that competes for the Lease; refuses (and stops
+/// it) when Gatekeeper's own generator is active and `take_over` is not set.
+async fn start_electing(
+    cli: &Cli,
+    in_cluster: bool,
+    take_over: bool,
+    metrics_addr: Option<std::net::SocketAddr>,
+) -> anyhow::Result<Running> {
+    let client = client_from(&cli.conn, in_cluster)
+        .await
+        .context("connecting to the cluster")?;
+    let mut config = Config::new(
+        cli.gen_flags.options(),
+        Mode::Elect {
+            lease_namespace: cli.lease_namespace.clone(),
+            lease_name: cli.lease_name.clone(),
+            take_over,
+        },
+    );
+    config.metrics_addr = metrics_addr;
+    let tuning = Tuning {
+        publish_snapshot: false,
+        ..Tuning::default()
+    };
+    let running = launch(client, config, tuning)
+        .await
+        .context("starting the reconciler")?;
+    if let Some(msg) = gatekeeper_refusal(&running) {
+        stop(running).await;
+        bail!(msg);
+    }
+    Ok(running)
+}
+
 pub fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<ExitCode> {
     let rt = runtime()?;
     rt.block_on(async {
-        let client = client_from(&cli.conn, args.in_cluster)
-            .await
-            .context("connecting to the cluster")?;
         let opts = cli.gen_flags.options();
-        let mut config = Config::new(
-            opts.clone(),
-            Mode::Elect {
-                lease_namespace: cli.lease_namespace.clone(),
-                lease_name: cli.lease_name.clone(),
-                take_over: args.take_over,
-            },
-        );
-        config.metrics_addr = args.metrics_addr;
-        let tuning = Tuning {
-            publish_snapshot: false,
-            ..Tuning::default()
-        };
-        let running = launch(client, config, tuning)
-            .await
-            .context("starting the reconciler")?;
-        if let Some(msg) = gatekeeper_refusal(&running) {
-            stop(running).await;
-            bail!(msg);
-        }
+        let running =
+            start_electing(cli, args.in_cluster, args.take_over, args.metrics_addr).await?;
         for e in &running.handle.current().access_errors {
             tracing::warn!("{}", e.message);
         }
@@ -245,29 +258,8 @@ pub fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<ExitCode> {
 pub fn one_shot(cli: &Cli, cmd: Command) -> anyhow::Result<ExitCode> {
     let rt = runtime()?;
     rt.block_on(async {
-        let client = client_from(&cli.conn, false)
-            .await
-            .context("connecting to the cluster")?;
         let opts = cli.gen_flags.options();
-        let config = Config::new(
-            opts.clone(),
-            Mode::Elect {
-                lease_namespace: cli.lease_namespace.clone(),
-                lease_name: cli.lease_name.clone(),
-                take_over: false,
-            },
-        );
-        let tuning = Tuning {
-            publish_snapshot: false,
-            ..Tuning::default()
-        };
-        let running = launch(client, config, tuning)
-            .await
-            .context("starting the reconciler")?;
-        if let Some(msg) = gatekeeper_refusal(&running) {
-            stop(running).await;
-            bail!(msg);
-        }
+        let running = start_electing(cli, false, false, None).await?;
         if let Err(holder) = wait_for_lease(&running, LEASE_WAIT).await {
             let why = lease_problem(&running);
             stop(running).await;

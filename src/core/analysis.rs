@@ -596,6 +596,35 @@ fn drop_unobservable(a: &mut Analysis, snap: &Snapshot) {
     }
 }
 
+/// An observed binding of a constraint that should not exist: state, finding, delete.
+fn dangling_binding(
+    b: &mut Builder<'_>,
+    bnode: &mut Node,
+    o: &Binding,
+    cref: &ObjectRef,
+    reason: &str,
+    writes: &mut Vec<PlannedWrite>,
+) {
+    bnode.state = State::Dangling;
+    bnode.reason = reason.to_string();
+    let f = Finding::new(
+        Code::BindingDangling,
+        binding_ref(o.name()),
+        format!(
+            "{} should not exist: {reason}; reconcile deletes it",
+            o.name()
+        ),
+    )
+    .related(cref.clone())
+    .at(&o.source);
+    b.find(bnode, f);
+    writes.push(PlannedWrite::delete_binding(
+        o,
+        Code::BindingDangling,
+        reason,
+    ));
+}
+
 #[allow(clippy::too_many_arguments)]
 fn constraint_node<'a>(
     b: &mut Builder<'a>,
@@ -734,21 +763,7 @@ fn constraint_node<'a>(
             node.reason = reason.clone();
             if let Some(o) = observed {
                 seen.insert(o.name());
-                bnode.state = State::Dangling;
-                bnode.reason = reason.clone();
-                let f = Finding::new(
-                    Code::BindingDangling,
-                    binding_ref(&bname),
-                    format!("{bname} should not exist: {reason}; reconcile deletes it"),
-                )
-                .related(cref.clone())
-                .at(&o.source);
-                b.find(&mut bnode, f);
-                writes.push(PlannedWrite::delete_binding(
-                    o,
-                    Code::BindingDangling,
-                    &reason,
-                ));
+                dangling_binding(b, &mut bnode, o, &cref, &reason, writes);
             }
         }
         BindingDecision::Orphan => {
@@ -763,21 +778,8 @@ fn constraint_node<'a>(
             b.find(&mut node, f);
             if let Some(o) = observed {
                 seen.insert(o.name());
-                bnode.state = State::Dangling;
-                bnode.reason = "its kind has no template".into();
-                let f = Finding::new(
-                    Code::BindingDangling,
-                    binding_ref(&bname),
-                    format!("{bname} binds a kind without template; reconcile deletes it"),
-                )
-                .related(cref.clone())
-                .at(&o.source);
-                b.find(&mut bnode, f);
-                writes.push(PlannedWrite::delete_binding(
-                    o,
-                    Code::BindingDangling,
-                    &bnode.reason,
-                ));
+                let reason = "its kind has no template";
+                dangling_binding(b, &mut bnode, o, &cref, reason, writes);
             }
         }
         BindingDecision::Frozen {
