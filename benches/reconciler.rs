@@ -190,6 +190,8 @@ struct Phase {
     requests: BTreeMap<String, f64>,
     /// Spawn → first write (convergence only).
     startup: Option<Duration>,
+    /// CPU of the API server, etcd and kubectl-vap during that startup.
+    startup_cpu: f64,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -199,6 +201,24 @@ fn median(mut v: Vec<f64>) -> f64 {
         n if n % 2 == 1 => v[n / 2],
         n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
     }
+}
+
+/// Waits until the API server and etcd are quiet (under 10% of a core for half a second), so
+/// that neither phase pays for the tail of the one before it (the admission plugin compiling
+/// or dropping 5,000 bindings keeps the server busy after the last response).
+async fn settle(env: &TestEnv) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut before = Cpu::now(env);
+    while Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = Cpu::now(env);
+        let used = now.since(before);
+        if used.apiserver + used.etcd < 0.05 {
+            return;
+        }
+        before = now;
+    }
+    println!("(the server did not settle within 60 s; measuring anyway)");
 }
 
 /// Deletes every VAP and binding: back to cold.
@@ -262,6 +282,7 @@ async fn lower_bound(env: &TestEnv, client: &kube::Client, plan: &[PlannedWrite]
             &before,
         ),
         startup: None,
+        startup_cpu: 0.0,
     }
 }
 
@@ -284,6 +305,33 @@ impl Reconciler {
     }
 }
 
+/// With `BENCH_PPROF=<dir>`, a CPU profile of kube-apiserver over the next `secs` seconds,
+/// written to `<dir>/<name>.pb.gz` (read with `go tool pprof -top`).
+fn apiserver_profile(
+    client: &kube::Client,
+    name: &str,
+    secs: u64,
+) -> Option<tokio::task::JoinHandle<()>> {
+    let dir = std::env::var("BENCH_PPROF").ok()?;
+    let client = client.clone();
+    let path = std::path::Path::new(&dir).join(format!("{name}.pb.gz"));
+    Some(tokio::spawn(async move {
+        let req = hyper::Request::get(format!("/debug/pprof/profile?seconds={secs}"))
+            .body(kube::client::Body::empty())
+            .expect("request");
+        match client.send(req).await {
+            Ok(resp) => match resp.into_body().collect_bytes().await {
+                Ok(bytes) => {
+                    let _ = std::fs::create_dir_all(&dir);
+                    let _ = std::fs::write(&path, &bytes);
+                }
+                Err(e) => println!("pprof {}: {e}", path.display()),
+            },
+            Err(e) => println!("pprof {}: {e}", path.display()),
+        }
+    }))
+}
+
 /// Cold convergence of the real binary: spawn → every write done and the queue empty.
 async fn converge(env: &TestEnv, expected: usize) -> (Phase, Reconciler) {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -293,8 +341,23 @@ async fn converge(env: &TestEnv, expected: usize) -> (Phase, Reconciler) {
     let before = requests(&env.apiserver_metrics().await.expect("metrics"));
     let cpu = Cpu::now(env);
     let t = Instant::now();
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
-        .args(["run", "--binding-wait=0s", "--log=warn"])
+    // BENCH_WRAP="perf record -o /tmp/perf.data --" profiles the reconciler (its CPU figure
+    // is then the wrapper's).
+    let wrap: Vec<String> = std::env::var("BENCH_WRAP")
+        .map(|w| w.split_whitespace().map(String::from).collect())
+        .unwrap_or_default();
+    let bin = env!("CARGO_BIN_EXE_kubectl-vap").to_string();
+    let (program, pre) = match wrap.split_first() {
+        Some((p, rest)) => (p.clone(), [rest, std::slice::from_ref(&bin)].concat()),
+        None => (bin, Vec::new()),
+    };
+    let child = std::process::Command::new(program)
+        .args(pre)
+        .args(["run", "--binding-wait=0s"])
+        .arg(format!(
+            "--log={}",
+            std::env::var("BENCH_LOG").unwrap_or_else(|_| "warn".into())
+        ))
         .arg(format!("--metrics-addr=127.0.0.1:{port}"))
         .arg("--kubeconfig")
         .arg(env.kubeconfig_admin())
@@ -305,11 +368,14 @@ async fn converge(env: &TestEnv, expected: usize) -> (Phase, Reconciler) {
     let mut converged = None;
     let mut client_cpu = 0.0;
     let mut first_write = None;
+    let mut startup_cpu = 0.0;
     while t.elapsed() < Duration::from_secs(900) {
         let m = http_get(port, "/metrics");
         let writes = metric(&m, "kubectl_vap_writes_total");
         if first_write.is_none() && writes > 0.0 {
             first_write = Some(t.elapsed());
+            let c = Cpu::now(env).since(cpu);
+            startup_cpu = c.apiserver + c.etcd + cpu_secs(&pid);
         }
         if writes >= expected as f64 && metric(&m, "kubectl_vap_queue_depth") == 0.0 {
             converged = Some(t.elapsed());
@@ -330,6 +396,7 @@ async fn converge(env: &TestEnv, expected: usize) -> (Phase, Reconciler) {
             &before,
         ),
         startup: first_write,
+        startup_cpu,
     };
     (phase, rec)
 }
@@ -425,17 +492,28 @@ async fn run() {
     let mut convs = Vec::new();
     let mut last = None;
     for round in 1..=rounds {
+        settle(env).await;
+        let prof = apiserver_profile(&client, &format!("lower-{round}"), 3);
         let low = lower_bound(env, &client, &plan).await;
+        if let Some(p) = prof {
+            let _ = p.await;
+        }
         delete_generated(&client, &opts).await;
+        settle(env).await;
+        let prof = apiserver_profile(&client, &format!("kubectl-vap-{round}"), 4);
         let (conv, rec) = converge(env, plan.len()).await;
+        if let Some(p) = prof {
+            let _ = p.await;
+        }
         let (left, p, b) = plan_len(&client, &opts).await;
         assert_eq!(left, 0, "converged: the analysis plans nothing more");
         println!(
-            "round {round}: lower bound {:.2?}, kubectl-vap {:.2?} ({:.2}×; startup {:.2?}; {p} VAPs, {b} bindings)",
+            "round {round}: lower bound {:.2?}, kubectl-vap {:.2?} ({:.2}×; startup {:.2?} using {:.2} s CPU; {p} VAPs, {b} bindings)",
             low.wall,
             conv.wall,
             conv.wall.as_secs_f64() / low.wall.as_secs_f64(),
             conv.startup.unwrap_or_default(),
+            conv.startup_cpu,
         );
         lows.push(low);
         convs.push(conv);
@@ -510,13 +588,21 @@ async fn run() {
         secs(&lows, &|p| p.client_cpu),
         secs(&convs, &|p| p.client_cpu)
     );
-    println!("| writes by kubectl-vap during convergence (last round) | {} | {writes_conv:.0} |", plan.len());
-    println!("| writes by kubectl-vap during {steady} s of steady state | — | {writes_steady:.0} |");
+    println!(
+        "| writes by kubectl-vap during convergence (last round) | {} | {writes_conv:.0} |",
+        plan.len()
+    );
+    println!(
+        "| writes by kubectl-vap during {steady} s of steady state | — | {writes_steady:.0} |"
+    );
     println!(
         "| peak RSS of kubectl-vap (VmHWM) | — | {} MiB |",
         rss.map(|k| k / 1024).unwrap_or_default()
     );
-    print_requests("API requests, lower bound, last round (by verb):", &lows[lows.len() - 1].requests);
+    print_requests(
+        "API requests, lower bound, last round (by verb):",
+        &lows[lows.len() - 1].requests,
+    );
     print_requests(
         "API requests during kubectl-vap's convergence, last round (by verb):",
         &convs[convs.len() - 1].requests,

@@ -9,7 +9,7 @@ use super::names;
 use super::normalize;
 use super::options::Options;
 use super::ownership::{Control, OwnerId, control, gatekeeper_controller};
-use super::plan::{PlannedWrite, Verb};
+use super::plan::{Diff, PlannedWrite, Verb};
 use super::tree::{Node, NodeKind, State};
 use crate::model::{
     Binding, CONSTRAINTS_GROUP, Constraint, ConstraintTemplate, ObjectRef, Policy, TEMPLATES_GROUP,
@@ -269,6 +269,7 @@ pub fn analyze(snap: &Snapshot, opts: &Options) -> Analysis {
                             &desired,
                             Code::PolicyMissing,
                             "the template generates a VAP",
+                            Diff::Render,
                         ));
                     }
                     Some(o) => {
@@ -293,6 +294,7 @@ pub fn analyze(snap: &Snapshot, opts: &Options) -> Analysis {
                                     o,
                                     Code::PolicyOutOfSync,
                                     &pnode.reason,
+                                    Diff::Render,
                                 ));
                             }
                             Comparison::Foreign(why) => {
@@ -338,6 +340,7 @@ pub fn analyze(snap: &Snapshot, opts: &Options) -> Analysis {
                             o,
                             Code::PolicyDangling,
                             &pnode.reason,
+                            Diff::Render,
                         ));
                     }
                 }
@@ -438,6 +441,7 @@ pub fn analyze(snap: &Snapshot, opts: &Options) -> Analysis {
             p,
             Code::PolicyDangling,
             &node.reason,
+            Diff::Render,
         ));
         orphans.children.push(node);
     }
@@ -495,6 +499,7 @@ pub fn analyze(snap: &Snapshot, opts: &Options) -> Analysis {
             x,
             Code::BindingDangling,
             &reason,
+            Diff::Render,
         ));
         orphans.children.push(node);
     }
@@ -622,6 +627,7 @@ fn dangling_binding(
         o,
         Code::BindingDangling,
         reason,
+        Diff::Render,
     ));
 }
 
@@ -706,6 +712,7 @@ fn constraint_node<'a>(
                         &desired,
                         Code::BindingMissing,
                         "the constraint targets vap.k8s.io",
+                        Diff::Render,
                     ));
                 }
                 Some(o) => {
@@ -728,6 +735,7 @@ fn constraint_node<'a>(
                                 o,
                                 Code::BindingOutOfSync,
                                 &bnode.reason,
+                                Diff::Render,
                             ));
                         }
                         Comparison::Foreign(_) => {} // handled above

@@ -174,33 +174,56 @@ fn with_type(mut v: Value, kind: &str) -> Value {
 const VAP: &str = "ValidatingAdmissionPolicy";
 const VAPB: &str = "ValidatingAdmissionPolicyBinding";
 
-/// An observed object as a write needs it: identity, preconditions, raw body, diff view.
-struct Observed<'a> {
-    name: &'a str,
-    meta: &'a crate::model::meta::Meta,
-    raw: Value,
-    view: Value,
+/// Whether a write carries its readable diff. `plan` and the TUI show it; the reconciler sends
+/// only the body, and rendering YAML for every write was a large part of its CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Diff {
+    Render,
+    Skip,
+}
+
+/// An observed object as a write needs it; its raw body and diff view are built on demand.
+enum Observed<'a> {
+    Policy(&'a Policy),
+    Binding(&'a Binding),
+}
+
+impl Observed<'_> {
+    fn name(&self) -> &str {
+        match self {
+            Observed::Policy(p) => p.name(),
+            Observed::Binding(b) => b.name(),
+        }
+    }
+    fn meta(&self) -> &crate::model::meta::Meta {
+        match self {
+            Observed::Policy(p) => &p.meta,
+            Observed::Binding(b) => &b.meta,
+        }
+    }
+    fn raw(&self) -> Value {
+        match self {
+            Observed::Policy(p) => p.raw(),
+            Observed::Binding(b) => b.raw(),
+        }
+    }
+    fn view(&self) -> Value {
+        match self {
+            Observed::Policy(p) => policy_view_observed(p),
+            Observed::Binding(b) => binding_view_observed(b),
+        }
+    }
 }
 
 impl<'a> From<&'a Policy> for Observed<'a> {
     fn from(p: &'a Policy) -> Self {
-        Observed {
-            name: p.name(),
-            meta: &p.meta,
-            raw: p.raw(),
-            view: policy_view_observed(p),
-        }
+        Observed::Policy(p)
     }
 }
 
 impl<'a> From<&'a Binding> for Observed<'a> {
     fn from(b: &'a Binding) -> Self {
-        Observed {
-            name: b.name(),
-            meta: &b.meta,
-            raw: b.raw(),
-            view: binding_view_observed(b),
-        }
+        Observed::Binding(b)
     }
 }
 
@@ -224,8 +247,18 @@ impl PlannedWrite {
         self
     }
 
-    fn create(kind: &str, name: &str, body: Value, view: &Value, code: Code, reason: &str) -> Self {
-        let diff = unified_diff("", &yaml(view), "/dev/null", &format!("{kind}/{name}"));
+    /// `view` is the desired object's diff view, present when the diff is rendered.
+    fn create(
+        kind: &str,
+        name: &str,
+        body: Value,
+        view: Option<Value>,
+        code: Code,
+        reason: &str,
+    ) -> Self {
+        let diff = view
+            .map(|v| unified_diff("", &yaml(&v), "/dev/null", &format!("{kind}/{name}")))
+            .unwrap_or_default();
         let mut w = Self::new(Verb::Create, kind, name, code, reason, diff);
         w.body = Some(with_type(body, kind));
         w
@@ -235,43 +268,49 @@ impl PlannedWrite {
         kind: &str,
         o: Observed<'_>,
         body: Value,
-        view: &Value,
+        view: Option<Value>,
         code: Code,
         reason: &str,
     ) -> Self {
-        let label = format!("{kind}/{}", o.name);
-        let diff = unified_diff(
-            &yaml(&o.view),
-            &yaml(view),
-            &format!("{label} (live)"),
-            &format!("{label} (desired)"),
-        );
-        let mut w =
-            Self::new(Verb::Update, kind, o.name, code, reason, diff).with_preconditions(o.meta);
-        w.body = Some(update_body(&o.raw, &with_type(body, kind)));
+        let diff = view
+            .map(|v| {
+                let label = format!("{kind}/{}", o.name());
+                unified_diff(
+                    &yaml(&o.view()),
+                    &yaml(&v),
+                    &format!("{label} (live)"),
+                    &format!("{label} (desired)"),
+                )
+            })
+            .unwrap_or_default();
+        let mut w = Self::new(Verb::Update, kind, o.name(), code, reason, diff)
+            .with_preconditions(o.meta());
+        w.body = Some(update_body(&o.raw(), &with_type(body, kind)));
         w
     }
 
-    fn delete(kind: &str, o: Observed<'_>, code: Code, reason: &str) -> Self {
-        let diff = unified_diff(
-            &yaml(&o.view),
-            "",
-            &format!("{kind}/{}", o.name),
-            "/dev/null",
-        );
-        Self::new(Verb::Delete, kind, o.name, code, reason, diff).with_preconditions(o.meta)
+    fn delete(kind: &str, o: Observed<'_>, code: Code, reason: &str, diff: Diff) -> Self {
+        let diff = match diff {
+            Diff::Render => unified_diff(
+                &yaml(&o.view()),
+                "",
+                &format!("{kind}/{}", o.name()),
+                "/dev/null",
+            ),
+            Diff::Skip => String::new(),
+        };
+        Self::new(Verb::Delete, kind, o.name(), code, reason, diff).with_preconditions(o.meta())
     }
 
-    pub fn create_policy(d: &ValidatingAdmissionPolicy, code: Code, reason: &str) -> Self {
+    pub fn create_policy(
+        d: &ValidatingAdmissionPolicy,
+        code: Code,
+        reason: &str,
+        diff: Diff,
+    ) -> Self {
         let name = d.metadata.name.clone().unwrap_or_default();
-        Self::create(
-            VAP,
-            &name,
-            to_value(d),
-            &policy_view_desired(d),
-            code,
-            reason,
-        )
+        let view = (diff == Diff::Render).then(|| policy_view_desired(d));
+        Self::create(VAP, &name, to_value(d), view, code, reason)
     }
 
     pub fn update_policy(
@@ -279,31 +318,25 @@ impl PlannedWrite {
         o: &Policy,
         code: Code,
         reason: &str,
+        diff: Diff,
     ) -> Self {
-        Self::update(
-            VAP,
-            o.into(),
-            to_value(d),
-            &policy_view_desired(d),
-            code,
-            reason,
-        )
+        let view = (diff == Diff::Render).then(|| policy_view_desired(d));
+        Self::update(VAP, o.into(), to_value(d), view, code, reason)
     }
 
-    pub fn delete_policy(o: &Policy, code: Code, reason: &str) -> Self {
-        Self::delete(VAP, o.into(), code, reason)
+    pub fn delete_policy(o: &Policy, code: Code, reason: &str, diff: Diff) -> Self {
+        Self::delete(VAP, o.into(), code, reason, diff)
     }
 
-    pub fn create_binding(d: &ValidatingAdmissionPolicyBinding, code: Code, reason: &str) -> Self {
+    pub fn create_binding(
+        d: &ValidatingAdmissionPolicyBinding,
+        code: Code,
+        reason: &str,
+        diff: Diff,
+    ) -> Self {
         let name = d.metadata.name.clone().unwrap_or_default();
-        Self::create(
-            VAPB,
-            &name,
-            to_value(d),
-            &binding_view_desired(d),
-            code,
-            reason,
-        )
+        let view = (diff == Diff::Render).then(|| binding_view_desired(d));
+        Self::create(VAPB, &name, to_value(d), view, code, reason)
     }
 
     pub fn update_binding(
@@ -311,18 +344,72 @@ impl PlannedWrite {
         o: &Binding,
         code: Code,
         reason: &str,
+        diff: Diff,
     ) -> Self {
-        Self::update(
-            VAPB,
-            o.into(),
-            to_value(d),
-            &binding_view_desired(d),
-            code,
-            reason,
-        )
+        let view = (diff == Diff::Render).then(|| binding_view_desired(d));
+        Self::update(VAPB, o.into(), to_value(d), view, code, reason)
     }
 
-    pub fn delete_binding(o: &Binding, code: Code, reason: &str) -> Self {
-        Self::delete(VAPB, o.into(), code, reason)
+    pub fn delete_binding(o: &Binding, code: Code, reason: &str, diff: Diff) -> Self {
+        Self::delete(VAPB, o.into(), code, reason, diff)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Source;
+
+    fn desired_binding(action: &str) -> ValidatingAdmissionPolicyBinding {
+        serde_json::from_value(json!({
+            "metadata": { "name": "gatekeeper-k8sx-c1", "labels": { "a": "b" } },
+            "spec": { "policyName": "gatekeeper-k8sx", "validationActions": [action] }
+        }))
+        .expect("binding")
+    }
+
+    fn observed_binding() -> Binding {
+        Binding::from_value(
+            json!({
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingAdmissionPolicyBinding",
+                "metadata": { "name": "gatekeeper-k8sx-c1", "uid": "u1", "resourceVersion": "7" },
+                "spec": { "policyName": "gatekeeper-k8sx", "validationActions": ["Warn"] }
+            }),
+            Source::default(),
+        )
+        .expect("observed")
+    }
+
+    /// The reconciler skips the diff; what it sends must be exactly what `plan` shows.
+    #[test]
+    fn skipping_the_diff_changes_nothing_that_is_sent() {
+        let d = desired_binding("Deny");
+        let o = observed_binding();
+        let pairs = [
+            (
+                PlannedWrite::create_binding(&d, Code::BindingMissing, "r", Diff::Render),
+                PlannedWrite::create_binding(&d, Code::BindingMissing, "r", Diff::Skip),
+            ),
+            (
+                PlannedWrite::update_binding(&d, &o, Code::BindingOutOfSync, "r", Diff::Render),
+                PlannedWrite::update_binding(&d, &o, Code::BindingOutOfSync, "r", Diff::Skip),
+            ),
+            (
+                PlannedWrite::delete_binding(&o, Code::BindingDangling, "r", Diff::Render),
+                PlannedWrite::delete_binding(&o, Code::BindingDangling, "r", Diff::Skip),
+            ),
+        ];
+        for (rendered, skipped) in pairs {
+            assert!(!rendered.diff.is_empty(), "{rendered:?}");
+            assert!(skipped.diff.is_empty(), "{skipped:?}");
+            assert_eq!(
+                PlannedWrite {
+                    diff: String::new(),
+                    ..rendered
+                },
+                skipped
+            );
+        }
     }
 }

@@ -47,10 +47,24 @@ impl ApplyError {
     }
 }
 
-fn to_dynamic(body: &serde_json::Value, api_version: &str) -> Result<DynamicObject, String> {
-    let mut body = body.clone();
-    body["apiVersion"] = api_version.into();
-    serde_json::from_value(body).map_err(|e| e.to_string())
+/// The body as sent: the served apiVersion set (bodies are built as v1).
+fn request_body(body: &serde_json::Value, api_version: &str) -> Result<Vec<u8>, String> {
+    let bytes = if body["apiVersion"] == api_version {
+        serde_json::to_vec(body)
+    } else {
+        let mut body = body.clone();
+        body["apiVersion"] = api_version.into();
+        serde_json::to_vec(&body)
+    };
+    bytes.map_err(|e| e.to_string())
+}
+
+/// The server's answer to a create or replace, without managedFields (never read).
+fn written(mut v: serde_json::Value) -> Applied {
+    if let Some(meta) = v["metadata"].as_object_mut() {
+        meta.remove("managedFields");
+    }
+    Applied::Written(v)
 }
 
 /// Sends `w`. VAP and VAPB bodies are built as v1 and sent as the served version.
@@ -79,36 +93,27 @@ pub async fn apply_write(
             },
         }
     };
+    // Creates and replaces go as bytes and come back as JSON values: no typed round trip.
+    let request = kube::core::Request::new(<DynamicObject as kube::Resource>::url_path(&ar, None));
     match w.verb {
-        Verb::Create => {
+        Verb::Create | Verb::Update => {
             let body = w
                 .body
                 .as_ref()
                 .ok_or_else(|| ApplyError::NoBody(what.clone()))?;
-            let obj = to_dynamic(body, &ar.api_version)
+            let bytes = request_body(body, &ar.api_version)
                 .map_err(|e| ApplyError::Body(format!("{what}: {e}")))?;
-            let created = target
-                .create(&pp, &obj)
+            let (req, conflict_codes): (_, &[u16]) = if w.verb == Verb::Create {
+                (request.create(&pp, bytes), &[409])
+            } else {
+                (request.replace(&w.object.name, &pp, bytes), &[404, 409])
+            };
+            let req = req.map_err(|e| ApplyError::Body(format!("{what}: {e}")))?;
+            let v: serde_json::Value = client
+                .request(req)
                 .await
-                .map_err(|e| classify(e, &[409]))?;
-            Ok(Applied::Written(
-                serde_json::to_value(created).unwrap_or_default(),
-            ))
-        }
-        Verb::Update => {
-            let body = w
-                .body
-                .as_ref()
-                .ok_or_else(|| ApplyError::NoBody(what.clone()))?;
-            let obj = to_dynamic(body, &ar.api_version)
-                .map_err(|e| ApplyError::Body(format!("{what}: {e}")))?;
-            let updated = target
-                .replace(&w.object.name, &pp, &obj)
-                .await
-                .map_err(|e| classify(e, &[404, 409]))?;
-            Ok(Applied::Written(
-                serde_json::to_value(updated).unwrap_or_default(),
-            ))
+                .map_err(|e| classify(e, conflict_codes))?;
+            Ok(written(v))
         }
         Verb::Delete => {
             let dp = DeleteParams {

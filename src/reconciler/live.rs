@@ -15,7 +15,7 @@ use crate::core::{PlannedWrite, Verb};
 use crate::kube::apply::{Applied, ApplyError, apply_write};
 use crate::kube::discovery::AdmissionApi;
 use crate::model::{
-    Binding, CONSTRAINTS_GROUP, Constraint, ConstraintTemplate, CrdInfo, ObjectRef, Policy, Source,
+    Binding, CONSTRAINTS_GROUP, Constraint, ConstraintTemplate, ObjectRef, Policy, Source,
 };
 use chrono::{DateTime, Utc};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -232,6 +232,31 @@ impl LiveWorld {
         }
     }
 
+    /// Whether `obj` is exactly what this copy just wrote (same resourceVersion): the watch
+    /// echoing our own write, which needs no reconcile. The store now holds the write, so the
+    /// overlay entry is dropped. Anyone else's change has a newer resourceVersion and is
+    /// reconciled as usual.
+    pub fn take_own_write(&self, is_policy: bool, obj: &DynamicObject) -> bool {
+        let (Some(name), Some(rv)) = (
+            obj.metadata.name.as_deref(),
+            obj.metadata.resource_version.as_deref(),
+        ) else {
+            return false;
+        };
+        let Ok(rv) = rv.parse::<u64>() else {
+            return false;
+        };
+        let key = (is_policy, name.to_string());
+        let mut overlay = self.overlay.lock().unwrap_or_else(|p| p.into_inner());
+        let echo = overlay
+            .get(&key)
+            .is_some_and(|r| r.object.is_some() && r.rv == rv);
+        if echo {
+            overlay.remove(&key);
+        }
+        echo
+    }
+
     /// Drops overlay entries the stores have caught up with, or that are too old to matter.
     pub fn sweep_overlay(&self) {
         let keys: Vec<(bool, String)> = self
@@ -405,20 +430,25 @@ impl ConstraintStore for LiveWorld {
     }
 
     fn crd_state(&self, kind: &str) -> CrdState {
-        let crd = self
-            .crds
-            .find(|c| c.spec.group == CONSTRAINTS_GROUP && c.spec.names.kind == kind);
-        match crd {
-            None => CrdState::NotEstablished,
-            Some(c) => {
-                let info = CrdInfo::from_value(&crd_to_value(&c), Source::default());
-                if info.established {
-                    CrdState::Established(info.established_since)
-                } else {
-                    CrdState::NotEstablished
-                }
-            }
-        }
+        let of_kind = |c: &CustomResourceDefinition| {
+            c.spec.group == CONSTRAINTS_GROUP && c.spec.names.kind == kind
+        };
+        // By name when the kind is watched (its plural is known); a scan otherwise.
+        let plural = self
+            .constraints
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(kind)
+            .map(|w| w.plural.clone());
+        let crd = plural
+            .and_then(|p| {
+                self.crds
+                    .get(&StoreRef::new(&format!("{p}.{CONSTRAINTS_GROUP}")))
+            })
+            .filter(|c| of_kind(c))
+            .or_else(|| self.crds.find(of_kind));
+        crd.map(|c| super::watches::crd_state(&c))
+            .unwrap_or(CrdState::NotEstablished)
     }
 
     fn binding(&self, name: &str) -> Option<Binding> {

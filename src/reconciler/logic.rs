@@ -15,6 +15,7 @@ use crate::core::decide::{TemplateVerdict, decide_template};
 use crate::core::desired::{BindingDecision, Opinion, binding_decision};
 use crate::core::findings::Code;
 use crate::core::ownership::{Control, OwnerId, control};
+use crate::core::plan::Diff;
 use crate::core::{Options, PlannedWrite, generate, names};
 use std::time::Duration;
 
@@ -151,6 +152,7 @@ where
                         &desired,
                         Code::PolicyMissing,
                         "the template generates a VAP",
+                        Diff::Skip,
                     );
                     from_write(world.write(&w).await)
                 }
@@ -162,6 +164,7 @@ where
                             o,
                             Code::PolicyOutOfSync,
                             &format!("differs in {}", fields.join(", ")),
+                            Diff::Skip,
                         );
                         // An existing VAP of ours is usable by bindings while it is being fixed.
                         let (_, outcome) = from_write(world.write(&w).await);
@@ -241,7 +244,7 @@ async fn delete_policy_after_bindings<W: TemplateStore + Writer + Sync>(
             return Outcome::RequeueAfter(BINDINGS_GONE_RECHECK);
         }
     }
-    let w = PlannedWrite::delete_policy(o, Code::PolicyDangling, reason);
+    let w = PlannedWrite::delete_policy(o, Code::PolicyDangling, reason, Diff::Skip);
     from_write(world.write(&w).await).1
 }
 
@@ -274,6 +277,7 @@ where
             &o,
             Code::BindingDangling,
             "legacy name from Gatekeeper v3.16–v3.22",
+            Diff::Skip,
         );
         outcome = outcome.merge(from_write(world.write(&w).await).1);
     }
@@ -288,6 +292,7 @@ where
                 &o,
                 Code::BindingDangling,
                 &format!("constraint {kind} {name} is gone"),
+                Diff::Skip,
             );
             outcome = outcome.merge(from_write(world.write(&w).await).1);
         }
@@ -310,6 +315,7 @@ where
                     &desired,
                     Code::BindingMissing,
                     "the constraint targets vap.k8s.io",
+                    Diff::Skip,
                 );
                 from_write(world.write(&w).await).1
             }
@@ -321,6 +327,7 @@ where
                         o,
                         Code::BindingOutOfSync,
                         &format!("differs in {}", fields.join(", ")),
+                        Diff::Skip,
                     );
                     from_write(world.write(&w).await).1
                 }
@@ -337,7 +344,7 @@ where
         },
         BindingDecision::NotWanted { reason } => match &observed {
             Some(o) => {
-                let w = PlannedWrite::delete_binding(o, Code::BindingDangling, &reason);
+                let w = PlannedWrite::delete_binding(o, Code::BindingDangling, &reason, Diff::Skip);
                 from_write(world.write(&w).await).1
             }
             None => Outcome::Done,
@@ -348,6 +355,7 @@ where
                     o,
                     Code::BindingDangling,
                     "its kind has no template",
+                    Diff::Skip,
                 );
                 from_write(world.write(&w).await).1
             }

@@ -114,6 +114,7 @@ pub async fn launch(
     config: Config,
     tuning: Tuning,
 ) -> Result<Running, Error> {
+    let started = std::time::Instant::now();
     let admission = discover_admission_api(&client).await?;
     let server_version = client.apiserver_version().await.map(|v| v.git_version).ok();
     let identity = config
@@ -204,6 +205,15 @@ pub async fn launch(
 
     // Wait for the first lists (or for a definite read error on each).
     wait_synced(&world, SYNC_TIMEOUT).await;
+    tracing::info!(
+        constraint_kinds = world
+            .constraints
+            .read()
+            .map(|w| w.len())
+            .unwrap_or_default(),
+        "caches synced in {:?}",
+        started.elapsed()
+    );
     metrics.ready.store(true, Ordering::Relaxed);
     for k in world.all_keys() {
         queue.enqueue(k);

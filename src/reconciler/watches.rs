@@ -7,6 +7,7 @@ use super::live::{KindWatch, LiveWorld};
 use super::queue::Key;
 use super::state::AccessError;
 use super::world::Enqueue;
+use crate::core::desired::CrdState;
 use crate::kube::discovery::constraint_resource;
 use crate::model::CONSTRAINTS_GROUP;
 use futures::StreamExt;
@@ -107,8 +108,14 @@ where
     F: Fn(&Arc<LiveWorld>, &K, bool) + Send + Sync + 'static,
 {
     tokio::spawn(async move {
-        let stream = watcher(api, watcher::Config::default())
+        // managedFields are never read and are most of a small object's size: dropped before
+        // the store, they cost neither memory nor the serialization of every read.
+        // Initial lists from the API server's watch cache (resourceVersion=0), as client-go's
+        // reflectors do: a quorum read of etcd per resource buys nothing a watch that follows
+        // does not correct.
+        let stream = watcher(api, watcher::Config::default().any_semantic())
             .default_backoff()
+            .modify(|o: &mut K| o.meta_mut().managed_fields = None)
             .reflect(writer);
         futures::pin_mut!(stream);
         while let Some(event) = stream.next().await {
@@ -140,26 +147,43 @@ pub fn on_template(world: &Arc<LiveWorld>, t: &DynamicObject, _deleted: bool) {
     }
 }
 
-pub fn on_policy(world: &Arc<LiveWorld>, p: &DynamicObject, _deleted: bool) {
+pub fn on_policy(world: &Arc<LiveWorld>, p: &DynamicObject, deleted: bool) {
+    if !deleted && world.take_own_write(true, p) {
+        return;
+    }
     for k in policy_keys(p) {
         world.queue.enqueue(k);
     }
 }
 
-pub fn on_binding(world: &Arc<LiveWorld>, b: &DynamicObject, _deleted: bool) {
+pub fn on_binding(world: &Arc<LiveWorld>, b: &DynamicObject, deleted: bool) {
+    if !deleted && world.take_own_write(false, b) {
+        return;
+    }
     for k in binding_keys(b) {
         world.queue.enqueue(k);
     }
 }
 
 fn established(crd: &CustomResourceDefinition) -> bool {
-    crd.status
+    crd_state(crd) != CrdState::NotEstablished
+}
+
+/// Whether a CRD serves its kind, and since when (the `Established` condition's transition).
+pub fn crd_state(crd: &CustomResourceDefinition) -> CrdState {
+    let condition = crd
+        .status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| {
-            cs.iter()
-                .any(|c| c.type_ == "Established" && c.status == "True")
-        })
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Established"));
+    match condition {
+        Some(c) if c.status == "True" => {
+            CrdState::Established(c.last_transition_time.as_ref().and_then(|t| {
+                chrono::DateTime::from_timestamp(t.0.as_second(), t.0.subsec_nanosecond() as u32)
+            }))
+        }
+        _ => CrdState::NotEstablished,
+    }
 }
 
 /// A constraint CRD changed: start (or stop) the kind's watch; its constraints' readiness changed.
