@@ -101,6 +101,10 @@ pub struct LiveWorld {
     /// Resources this copy cannot read, by resource name.
     pub access: Mutex<std::collections::BTreeMap<String, super::state::AccessError>>,
     overlay: Mutex<HashMap<(bool, String), Recent>>,
+    /// Resources (by resource name) whose watch has completed a list and acted on it.
+    listed: Mutex<std::collections::HashSet<String>>,
+    /// Every watch, including every constraint kind's, has listed once.
+    pub synced: AtomicBool,
 }
 
 fn rv_of(v: &serde_json::Value) -> u64 {
@@ -157,7 +161,59 @@ impl LiveWorld {
             dirty: AtomicBool::new(true),
             access: Mutex::new(std::collections::BTreeMap::new()),
             overlay: Mutex::new(HashMap::new()),
+            listed: Mutex::new(std::collections::HashSet::new()),
+            synced: AtomicBool::new(false),
         }
+    }
+
+    /// Records that the watch of `resource` listed and its handler acted on the list
+    /// (`false`: the watch stopped).
+    pub fn set_listed(&self, resource: &str, listed: bool) {
+        let mut set = self.listed.lock().unwrap_or_else(|p| p.into_inner());
+        if listed {
+            set.insert(resource.to_string());
+        } else {
+            set.remove(resource);
+        }
+    }
+
+    pub fn is_listed(&self, resource: &str) -> bool {
+        self.listed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(resource)
+    }
+
+    /// The resource name of a watched constraint kind.
+    fn kind_resource(&self, kind: &str) -> Option<String> {
+        let watches = self.constraints.read().unwrap_or_else(|p| p.into_inner());
+        watches.get(kind).map(|w| {
+            crate::kube::discovery::resource_name(&crate::kube::discovery::constraint_resource(
+                kind, &w.plural,
+            ))
+        })
+    }
+
+    /// Whether the constraints of `kind` can be trusted: its watch has listed (or there is no
+    /// watch, so there are no constraints of the kind to wait for). A constraint reconciled
+    /// before its kind has listed would look deleted.
+    pub fn kind_listed(&self, kind: &str) -> bool {
+        self.kind_resource(kind)
+            .is_none_or(|resource| self.is_listed(&resource))
+    }
+
+    /// Constraint kinds whose watch runs but has not listed yet.
+    pub fn unlisted_kinds(&self) -> Vec<String> {
+        let watches = self.constraints.read().unwrap_or_else(|p| p.into_inner());
+        watches
+            .iter()
+            .map(|(kind, w)| {
+                crate::kube::discovery::resource_name(
+                    &crate::kube::discovery::constraint_resource(kind, &w.plural),
+                )
+            })
+            .filter(|r| !self.is_listed(r))
+            .collect()
     }
 
     pub fn may_write(&self) -> bool {
@@ -385,6 +441,8 @@ impl LiveWorld {
                 .unwrap_or_else(|p| p.into_inner())
                 .values(),
         );
+        // Kinds still listing prove nothing yet either.
+        snap.unreadable.extend(self.unlisted_kinds());
         snap
     }
 
@@ -405,6 +463,7 @@ impl LiveWorld {
             .values()
             .cloned()
             .collect();
+        state.synced = self.synced.load(Ordering::SeqCst);
         state.lease.leading = self.leading.load(Ordering::SeqCst);
         state.writes_enabled = self.writes_enabled.load(Ordering::SeqCst);
     }

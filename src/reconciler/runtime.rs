@@ -115,8 +115,20 @@ pub async fn launch(
     tuning: Tuning,
 ) -> Result<Running, Error> {
     let started = std::time::Instant::now();
-    let admission = discover_admission_api(&client).await?;
-    let server_version = client.apiserver_version().await.map(|v| v.git_version).ok();
+    // Independent round trips, in parallel: start-up latency is time nothing is written.
+    let detect_gatekeeper = async {
+        match &config.mode {
+            Mode::Elect { .. } => Some(super::gatekeeper::detect(&client).await),
+            Mode::ReadOnly { .. } => None,
+        }
+    };
+    let (admission, server_version, detected) = tokio::join!(
+        discover_admission_api(&client),
+        client.apiserver_version(),
+        detect_gatekeeper
+    );
+    let admission = admission?;
+    let server_version = server_version.map(|v| v.git_version).ok();
     let identity = config
         .identity
         .clone()
@@ -176,8 +188,8 @@ pub async fn launch(
     // Gatekeeper's generator.
     let mut gatekeeper_generator = None;
     let mut writes_enabled = false;
-    if let Mode::Elect { take_over, .. } = &config.mode {
-        match super::gatekeeper::detect(&client).await {
+    if let (Mode::Elect { take_over, .. }, Some(detected)) = (&config.mode, detected) {
+        match detected {
             Ok(Some(found)) => {
                 if *take_over {
                     tracing::warn!(
@@ -202,34 +214,6 @@ pub async fn launch(
         }
     }
     world.writes_enabled.store(writes_enabled, Ordering::SeqCst);
-
-    // Wait for the first lists (or for a definite read error on each).
-    wait_synced(&world, SYNC_TIMEOUT).await;
-    tracing::info!(
-        constraint_kinds = world
-            .constraints
-            .read()
-            .map(|w| w.len())
-            .unwrap_or_default(),
-        "caches synced in {:?}",
-        started.elapsed()
-    );
-    metrics.ready.store(true, Ordering::Relaxed);
-    for k in world.all_keys() {
-        queue.enqueue(k);
-    }
-
-    // Workers.
-    let attempts: Arc<Mutex<HashMap<Key, u32>>> = Arc::default();
-    for _ in 0..config.workers.max(1) {
-        tasks.push(tokio::spawn(worker(
-            world.clone(),
-            cache.clone(),
-            config.options.clone(),
-            attempts.clone(),
-            shutdown_rx.clone(),
-        )));
-    }
 
     // Leader election.
     let (holder_tx, holder_rx) = watch::channel(None);
@@ -279,6 +263,50 @@ pub async fn launch(
         )));
     }
 
+    // Wait for the first lists of templates, CRDs, VAPs and bindings (or a definite read
+    // error on each). Constraint kinds keep listing meanwhile: the workers start now and a
+    // kind's constraints are reconciled once that kind has listed.
+    wait_synced(&world, SYNC_TIMEOUT).await;
+    tracing::info!("templates, CRDs, VAPs and bindings listed in {:?}", started.elapsed());
+    for k in world.all_keys() {
+        queue.enqueue(k);
+    }
+    {
+        let world = world.clone();
+        tasks.push(tokio::spawn(async move {
+            let _ = tokio::time::timeout(SYNC_TIMEOUT, watches::constraint_watches_ready(&world))
+                .await;
+            let kinds = world.constraints.read().map(|w| w.len()).unwrap_or_default();
+            let unlisted = world.unlisted_kinds();
+            if unlisted.is_empty() {
+                tracing::info!(
+                    constraint_kinds = kinds,
+                    "every watch listed in {:?}",
+                    started.elapsed()
+                );
+            } else {
+                tracing::warn!(
+                    "not every constraint kind listed within {SYNC_TIMEOUT:?}: {}; continuing",
+                    unlisted.join(", ")
+                );
+            }
+            world.synced.store(true, Ordering::SeqCst);
+            world.metrics.ready.store(true, Ordering::Relaxed);
+        }));
+    }
+
+    // Workers.
+    let attempts: Arc<Mutex<HashMap<Key, u32>>> = Arc::default();
+    for _ in 0..config.workers.max(1) {
+        tasks.push(tokio::spawn(worker(
+            world.clone(),
+            cache.clone(),
+            config.options.clone(),
+            attempts.clone(),
+            shutdown_rx.clone(),
+        )));
+    }
+
     // Commands.
     let (cmd_tx, cmd_rx) = mpsc::channel(32);
     tasks.push(tokio::spawn(commands(
@@ -303,7 +331,7 @@ pub async fn launch(
 
     // Published state.
     let initial = LiveState {
-        synced: true,
+        synced: world.synced.load(Ordering::SeqCst),
         lease: lease_info.clone(),
         vap_api: Some(admission.api_version()),
         server_version,
@@ -362,39 +390,26 @@ pub async fn launch(
     })
 }
 
-/// Whether a store has listed once (without waiting).
-fn ready<K>(store: &kube::runtime::reflector::Store<K>) -> bool
-where
-    K: kube::Resource + Clone + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone,
-{
-    futures::FutureExt::now_or_never(store.wait_until_ready()).is_some()
-}
-
+/// Waits until templates, CRDs, VAPs and bindings have listed (or failed with a definite read
+/// error), or `timeout` passes.
 async fn wait_synced(world: &Arc<LiveWorld>, timeout: Duration) {
     let deadline = tokio::time::Instant::now() + timeout;
-    let stores_ready = |w: &LiveWorld| {
-        let errs = w.access.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        let ready_or_failed = |ready: bool, res: String| ready || errs.contains_key(&res);
-        ready_or_failed(ready(&w.templates), resource_name(&templates_resource()))
-            && ready_or_failed(
-                ready(&w.crds),
-                "customresourcedefinitions.apiextensions.k8s.io".into(),
-            )
-            && ready_or_failed(ready(&w.policies), resource_name(&w.admission.policy()))
-            && ready_or_failed(ready(&w.bindings), resource_name(&w.admission.binding()))
-    };
+    let resources = [
+        resource_name(&templates_resource()),
+        "customresourcedefinitions.apiextensions.k8s.io".to_string(),
+        resource_name(&world.admission.policy()),
+        resource_name(&world.admission.binding()),
+    ];
     while tokio::time::Instant::now() < deadline {
-        if stores_ready(world) {
-            // CRDs listed: the constraint watches they started must list too.
-            let _ = tokio::time::timeout(
-                deadline - tokio::time::Instant::now(),
-                watches::constraint_watches_ready(world),
-            )
-            .await;
+        let errs = world.access.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if resources
+            .iter()
+            .all(|r| world.is_listed(r) || errs.contains_key(r))
+        {
             return;
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        // Short: every millisecond here is a millisecond nothing is written.
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
     tracing::warn!("not every watch listed within {timeout:?}; continuing");
 }
@@ -426,6 +441,18 @@ async fn worker(
             }
             continue;
         };
+        // A kind still listing: its list brings every constraint of the kind back.
+        if let Key::Constraint { kind, .. } = &key
+            && !world.kind_listed(kind)
+        {
+            world
+                .queue
+                .inner
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .done(&key);
+            continue;
+        }
         let ctx = Ctx {
             cache: &cache,
             queue: &*world.queue,
@@ -615,13 +642,14 @@ pub async fn wait_for_lease(running: &Running, timeout: Duration) -> Result<(), 
     }
 }
 
-/// Waits until the queue has been empty for a moment (everything reconciled, including
-/// delayed items such as the binding wait), or `timeout` passes.
+/// Waits until every watch has listed and the queue has been empty for a moment (everything
+/// reconciled, including delayed items such as the binding wait), or `timeout` passes.
 pub async fn wait_idle(world: &LiveWorld, timeout: Duration) -> bool {
     let deadline = tokio::time::Instant::now() + timeout;
     let mut quiet = 0;
     while tokio::time::Instant::now() < deadline {
-        if world.queue.is_empty() {
+        // Not idle while a constraint kind is still listing: its constraints are not queued yet.
+        if world.queue.is_empty() && world.synced.load(Ordering::SeqCst) {
             quiet += 1;
             if quiet >= 5 {
                 return true;

@@ -2,6 +2,11 @@
 //! the keys it concerns: a template → its key; a constraint → its key; a VAP/VAPB → its
 //! controller owner (so an edited or deleted object is repaired at once); a constraint CRD →
 //! start/stop that kind's constraint watch and re-enqueue its constraints.
+//!
+//! A (re)list is acted on once it is complete ([`Change::Listed`]): the reflector swaps the
+//! store only then, so a reconcile started from an item of an unfinished list would read the
+//! old store. After a list, everything the store concerns is enqueued again, which also
+//! covers objects deleted while the watch was down (a relist drops them without an event).
 
 use super::live::{KindWatch, LiveWorld};
 use super::queue::Key;
@@ -14,6 +19,7 @@ use futures::StreamExt;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Resource;
 use kube::api::{Api, DynamicObject};
+use kube::runtime::reflector::Store;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::{WatchStreamExt, watcher};
 use serde::de::DeserializeOwned;
@@ -78,20 +84,28 @@ fn watch_error(resource: &str, e: &watcher::Error) -> AccessError {
     AccessError::from_status(resource, status, "watching", &format!("{e}; retrying"))
 }
 
-/// Runs a reflector for `api` into `writer`, calling `on_event(world, object, deleted)`.
+/// What a watch reports to its handler.
+pub enum Change<'a, K> {
+    Applied(&'a K),
+    Deleted(&'a K),
+    /// A full list finished and is in the store (start-up, or a relist after a gap).
+    Listed,
+}
+
+/// Runs a reflector for `api` into `writer`, calling `on_change` for every change.
 pub fn spawn_watch<K, F>(
     api: Api<K>,
     writer: Writer<K>,
     resource: String,
     world: Arc<LiveWorld>,
-    on_event: F,
+    on_change: F,
 ) -> tokio::task::JoinHandle<()>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Clone + Eq + std::hash::Hash + Default + Send + Sync,
-    F: Fn(&Arc<LiveWorld>, &K, bool) + Send + Sync + 'static,
+    F: Fn(&Arc<LiveWorld>, Change<'_, K>) + Send + Sync + 'static,
 {
-    spawn_watch_with(api, writer, resource, world, on_event)
+    spawn_watch_with(api, writer, resource, world, on_change)
 }
 
 /// As [`spawn_watch`], for resources whose dynamic type has no default (DynamicObject).
@@ -100,19 +114,18 @@ pub fn spawn_watch_with<K, F>(
     writer: Writer<K>,
     resource: String,
     world: Arc<LiveWorld>,
-    on_event: F,
+    on_change: F,
 ) -> tokio::task::JoinHandle<()>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync,
-    F: Fn(&Arc<LiveWorld>, &K, bool) + Send + Sync + 'static,
+    F: Fn(&Arc<LiveWorld>, Change<'_, K>) + Send + Sync + 'static,
 {
     tokio::spawn(async move {
-        // managedFields are never read and are most of a small object's size: dropped before
-        // the store, they cost neither memory nor the serialization of every read.
         // Initial lists from the API server's watch cache (resourceVersion=0), as client-go's
         // reflectors do: a quorum read of etcd per resource buys nothing a watch that follows
-        // does not correct.
+        // does not correct. managedFields are never read and are most of a small object's
+        // size: dropped before the store, they cost neither memory nor every read.
         let stream = watcher(api, watcher::Config::default().any_semantic())
             .default_backoff()
             .modify(|o: &mut K| o.meta_mut().managed_fields = None)
@@ -123,12 +136,14 @@ where
                 Ok(ev) => {
                     world.dirty.store(true, Ordering::Relaxed);
                     match ev {
-                        watcher::Event::Apply(o) | watcher::Event::InitApply(o) => {
-                            on_event(&world, &o, false)
+                        watcher::Event::Apply(o) => on_change(&world, Change::Applied(&o)),
+                        watcher::Event::Delete(o) => on_change(&world, Change::Deleted(&o)),
+                        watcher::Event::InitDone => {
+                            set_access(&world, &resource, None);
+                            on_change(&world, Change::Listed);
+                            world.set_listed(&resource, true);
                         }
-                        watcher::Event::Delete(o) => on_event(&world, &o, true),
-                        watcher::Event::InitDone => set_access(&world, &resource, None),
-                        watcher::Event::Init => {}
+                        watcher::Event::Init | watcher::Event::InitApply(_) => {}
                     }
                 }
                 Err(e) => {
@@ -141,27 +156,52 @@ where
     })
 }
 
-pub fn on_template(world: &Arc<LiveWorld>, t: &DynamicObject, _deleted: bool) {
-    if let Some(name) = &t.metadata.name {
-        world.queue.enqueue(Key::Template(name.clone()));
+pub fn on_template(world: &Arc<LiveWorld>, change: Change<'_, DynamicObject>) {
+    match change {
+        Change::Applied(t) | Change::Deleted(t) => {
+            if let Some(name) = &t.metadata.name {
+                world.queue.enqueue(Key::Template(name.clone()));
+            }
+        }
+        Change::Listed => {
+            for t in world.templates.state() {
+                if let Some(name) = &t.metadata.name {
+                    world.queue.enqueue(Key::Template(name.clone()));
+                }
+            }
+            // Templates deleted while the watch was down: their VAPs name them.
+            for p in world.policies.state() {
+                policy_keys(&p).into_iter().for_each(|k| world.queue.enqueue(k));
+            }
+        }
     }
 }
 
-pub fn on_policy(world: &Arc<LiveWorld>, p: &DynamicObject, deleted: bool) {
-    if !deleted && world.take_own_write(true, p) {
-        return;
-    }
-    for k in policy_keys(p) {
-        world.queue.enqueue(k);
+pub fn on_policy(world: &Arc<LiveWorld>, change: Change<'_, DynamicObject>) {
+    match change {
+        Change::Applied(p) if world.take_own_write(true, p) => {}
+        Change::Applied(p) | Change::Deleted(p) => {
+            policy_keys(p).into_iter().for_each(|k| world.queue.enqueue(k));
+        }
+        // VAPs deleted while the watch was down: every template looks again.
+        Change::Listed => on_template(world, Change::Listed),
     }
 }
 
-pub fn on_binding(world: &Arc<LiveWorld>, b: &DynamicObject, deleted: bool) {
-    if !deleted && world.take_own_write(false, b) {
-        return;
-    }
-    for k in binding_keys(b) {
-        world.queue.enqueue(k);
+pub fn on_binding(world: &Arc<LiveWorld>, change: Change<'_, DynamicObject>) {
+    match change {
+        Change::Applied(b) if world.take_own_write(false, b) => {}
+        Change::Applied(b) | Change::Deleted(b) => {
+            binding_keys(b).into_iter().for_each(|k| world.queue.enqueue(k));
+        }
+        // Bindings deleted while the watch was down: every constraint looks again.
+        Change::Listed => {
+            for k in world.all_keys() {
+                if matches!(k, Key::Constraint { .. }) {
+                    world.queue.enqueue(k);
+                }
+            }
+        }
     }
 }
 
@@ -187,7 +227,36 @@ pub fn crd_state(crd: &CustomResourceDefinition) -> CrdState {
 }
 
 /// A constraint CRD changed: start (or stop) the kind's watch; its constraints' readiness changed.
-pub fn on_crd(world: &Arc<LiveWorld>, crd: &CustomResourceDefinition, deleted: bool) {
+pub fn on_crd(world: &Arc<LiveWorld>, change: Change<'_, CustomResourceDefinition>) {
+    match change {
+        Change::Applied(crd) => crd_changed(world, crd, false),
+        Change::Deleted(crd) => crd_changed(world, crd, true),
+        Change::Listed => {
+            let crds = world.crds.state();
+            for crd in &crds {
+                crd_changed(world, crd, false);
+            }
+            // Kinds whose CRD went away while the watch was down.
+            let running: Vec<String> = world
+                .constraints
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .keys()
+                .cloned()
+                .collect();
+            for kind in running {
+                if !crds
+                    .iter()
+                    .any(|c| c.spec.group == CONSTRAINTS_GROUP && c.spec.names.kind == kind)
+                {
+                    stop_kind(world, &kind);
+                }
+            }
+        }
+    }
+}
+
+fn crd_changed(world: &Arc<LiveWorld>, crd: &CustomResourceDefinition, deleted: bool) {
     if crd.spec.group != CONSTRAINTS_GROUP {
         return;
     }
@@ -216,9 +285,16 @@ pub fn start_kind(world: &Arc<LiveWorld>, kind: &str, plural: &str) {
     let api: Api<DynamicObject> = Api::all_with(world.client.clone(), &ar);
     let resource = crate::kube::discovery::resource_name(&ar);
     let kind_owned = kind.to_string();
-    let task = spawn_watch_with(api, writer, resource, world.clone(), move |w, c, _| {
-        if let Some(name) = &c.metadata.name {
-            w.queue.enqueue(Key::constraint(&kind_owned, name));
+    let task = spawn_watch_with(api, writer, resource, world.clone(), move |w, change| {
+        match change {
+            Change::Applied(c) | Change::Deleted(c) => {
+                if let Some(name) = &c.metadata.name {
+                    w.queue.enqueue(Key::constraint(&kind_owned, name));
+                }
+            }
+            // The kind's constraints, and the owners of its bindings (constraints deleted
+            // while the watch was down, or before this copy started).
+            Change::Listed => enqueue_kind(w, &kind_owned, None),
         }
     });
     tracing::info!(kind, "watching constraints of kind {kind}");
@@ -241,16 +317,28 @@ pub fn stop_kind(world: &Arc<LiveWorld>, kind: &str) {
         .remove(kind);
     let Some(w) = removed else { return };
     w.task.abort();
+    world.set_listed(
+        &crate::kube::discovery::resource_name(&constraint_resource(kind, &w.plural)),
+        false,
+    );
     tracing::info!(
         kind,
         "stopped watching constraints of kind {kind} (CRD deleted)"
     );
-    let names: Vec<String> = w
-        .store
-        .state()
-        .iter()
-        .filter_map(|c| c.metadata.name.clone())
-        .collect();
+    enqueue_kind(world, kind, Some(&w.store));
+}
+
+/// Enqueues the constraints of `kind` (from `store`, or the kind's watch) and the owners of
+/// the kind's bindings.
+fn enqueue_kind(world: &LiveWorld, kind: &str, store: Option<&Store<DynamicObject>>) {
+    let names = match store {
+        Some(s) => s
+            .state()
+            .iter()
+            .filter_map(|c| c.metadata.name.clone())
+            .collect(),
+        None => super::world::ConstraintStore::constraint_names(world, kind),
+    };
     for n in names {
         world.queue.enqueue(Key::constraint(kind, n));
     }
@@ -263,16 +351,16 @@ pub fn stop_kind(world: &Arc<LiveWorld>, kind: &str) {
     }
 }
 
-/// Waits until every constraint watch started so far has listed once.
+/// Waits until every constraint watch started so far has listed once (and its handler has
+/// enqueued what the list concerns).
 pub async fn constraint_watches_ready(world: &LiveWorld) {
-    let stores: Vec<_> = world
-        .constraints
-        .read()
-        .unwrap_or_else(|p| p.into_inner())
-        .values()
-        .map(|w| w.store.clone())
-        .collect();
-    for s in stores {
-        let _ = s.wait_until_ready().await;
+    // A kind this copy may not read will not list: it is reported, not waited for.
+    let waiting = || {
+        let unlisted = world.unlisted_kinds();
+        let access = world.access.lock().unwrap_or_else(|p| p.into_inner());
+        unlisted.iter().any(|r| !access.contains_key(r))
+    };
+    while waiting() {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
 }
