@@ -1656,3 +1656,52 @@ async fn e2e_race_3287_and_a_storm_of_flips_and_churn() {
     let refs: Vec<&str> = kinds.iter().map(String::as_str).collect();
     e.cleanup(&refs).await;
 }
+
+/// A copy started on a converged cluster writes nothing, even while its constraint kinds are
+/// still listing: a binding whose constraint is not listed yet must not look orphaned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_restart_on_a_converged_cluster_writes_nothing() {
+    let _s = serial();
+    let e = Env::new().await;
+    let lease = e.env.unique_name("restart");
+    let kinds: Vec<String> = (0..24).map(|_| e.env.unique_kind("Restart")).collect();
+    futures::future::join_all(kinds.iter().map(|kind| async {
+        e.put_template(&template(kind, Some(true))).await;
+        for c in ["c1", "c2"] {
+            e.put_constraint(kind, c, json!({ "parameters": { "labels": ["x"] } }))
+                .await;
+        }
+    }))
+    .await;
+    let a = e.reconciler(&lease, opts(0)).await;
+    wait_for_lease(&a, Duration::from_secs(20))
+        .await
+        .expect("a leads");
+    for kind in &kinds {
+        let bn = bname(kind, "c2");
+        eventually("bindings written", || async { e.vapb(&bn).await.is_some() }).await;
+    }
+    assert!(wait_idle(&a.world, TIMEOUT).await);
+    stop(a).await;
+
+    let b = e.reconciler(&lease, opts(0)).await;
+    wait_for_lease(&b, Duration::from_secs(20))
+        .await
+        .expect("b leads");
+    assert!(wait_idle(&b.world, TIMEOUT).await);
+    assert_eq!(
+        b.world.metrics.writes_total(),
+        0,
+        "a restart on a converged cluster writes nothing"
+    );
+    for kind in &kinds {
+        for c in ["c1", "c2"] {
+            assert!(e.vapb(&bname(kind, c)).await.is_some(), "{kind}/{c} kept");
+        }
+    }
+    let refs: Vec<&str> = kinds.iter().map(String::as_str).collect();
+    e.cleanup(&refs).await;
+    assert!(wait_idle(&b.world, TIMEOUT).await);
+    stop(b).await;
+}

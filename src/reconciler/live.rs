@@ -208,9 +208,9 @@ impl LiveWorld {
         watches
             .iter()
             .map(|(kind, w)| {
-                crate::kube::discovery::resource_name(
-                    &crate::kube::discovery::constraint_resource(kind, &w.plural),
-                )
+                crate::kube::discovery::resource_name(&crate::kube::discovery::constraint_resource(
+                    kind, &w.plural,
+                ))
             })
             .filter(|r| !self.is_listed(r))
             .collect()

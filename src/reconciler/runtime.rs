@@ -267,16 +267,23 @@ pub async fn launch(
     // error on each). Constraint kinds keep listing meanwhile: the workers start now and a
     // kind's constraints are reconciled once that kind has listed.
     wait_synced(&world, SYNC_TIMEOUT).await;
-    tracing::info!("templates, CRDs, VAPs and bindings listed in {:?}", started.elapsed());
+    tracing::info!(
+        "templates, CRDs, VAPs and bindings listed in {:?}",
+        started.elapsed()
+    );
     for k in world.all_keys() {
         queue.enqueue(k);
     }
     {
         let world = world.clone();
         tasks.push(tokio::spawn(async move {
-            let _ = tokio::time::timeout(SYNC_TIMEOUT, watches::constraint_watches_ready(&world))
-                .await;
-            let kinds = world.constraints.read().map(|w| w.len()).unwrap_or_default();
+            let _ =
+                tokio::time::timeout(SYNC_TIMEOUT, watches::constraint_watches_ready(&world)).await;
+            let kinds = world
+                .constraints
+                .read()
+                .map(|w| w.len())
+                .unwrap_or_default();
             let unlisted = world.unlisted_kinds();
             if unlisted.is_empty() {
                 tracing::info!(
@@ -401,7 +408,11 @@ async fn wait_synced(world: &Arc<LiveWorld>, timeout: Duration) {
         resource_name(&world.admission.binding()),
     ];
     while tokio::time::Instant::now() < deadline {
-        let errs = world.access.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let errs = world
+            .access
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         if resources
             .iter()
             .all(|r| world.is_listed(r) || errs.contains_key(r))

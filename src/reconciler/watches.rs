@@ -171,7 +171,9 @@ pub fn on_template(world: &Arc<LiveWorld>, change: Change<'_, DynamicObject>) {
             }
             // Templates deleted while the watch was down: their VAPs name them.
             for p in world.policies.state() {
-                policy_keys(&p).into_iter().for_each(|k| world.queue.enqueue(k));
+                policy_keys(&p)
+                    .into_iter()
+                    .for_each(|k| world.queue.enqueue(k));
             }
         }
     }
@@ -181,7 +183,9 @@ pub fn on_policy(world: &Arc<LiveWorld>, change: Change<'_, DynamicObject>) {
     match change {
         Change::Applied(p) if world.take_own_write(true, p) => {}
         Change::Applied(p) | Change::Deleted(p) => {
-            policy_keys(p).into_iter().for_each(|k| world.queue.enqueue(k));
+            policy_keys(p)
+                .into_iter()
+                .for_each(|k| world.queue.enqueue(k));
         }
         // VAPs deleted while the watch was down: every template looks again.
         Change::Listed => on_template(world, Change::Listed),
@@ -192,7 +196,9 @@ pub fn on_binding(world: &Arc<LiveWorld>, change: Change<'_, DynamicObject>) {
     match change {
         Change::Applied(b) if world.take_own_write(false, b) => {}
         Change::Applied(b) | Change::Deleted(b) => {
-            binding_keys(b).into_iter().for_each(|k| world.queue.enqueue(k));
+            binding_keys(b)
+                .into_iter()
+                .for_each(|k| world.queue.enqueue(k));
         }
         // Bindings deleted while the watch was down: every constraint looks again.
         Change::Listed => {
