@@ -207,13 +207,15 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// that neither phase pays for the tail of the one before it (the admission plugin compiling
 /// or dropping 5,000 bindings keeps the server busy after the last response).
 async fn settle(env: &TestEnv) {
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs(60);
     let mut before = Cpu::now(env);
     while Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(500)).await;
         let now = Cpu::now(env);
         let used = now.since(before);
         if used.apiserver + used.etcd < 0.05 {
+            println!("  (server quiet after {:.1?})", start.elapsed());
             return;
         }
         before = now;
@@ -354,6 +356,7 @@ async fn converge(env: &TestEnv, expected: usize) -> (Phase, Reconciler) {
     let child = std::process::Command::new(program)
         .args(pre)
         .args(["run", "--binding-wait=0s"])
+        .args(std::env::var("BENCH_WORKERS").map(|w| format!("--workers={w}")))
         .arg(format!(
             "--log={}",
             std::env::var("BENCH_LOG").unwrap_or_else(|_| "warn".into())

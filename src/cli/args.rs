@@ -161,6 +161,10 @@ pub struct RunArgs {
     /// Serve /metrics, /healthz and /readyz here (e.g. 0.0.0.0:8080).
     #[arg(long)]
     pub metrics_addr: Option<std::net::SocketAddr>,
+    /// Reconciles (and so writes) in flight at once; a key is never processed twice at once.
+    #[arg(long, default_value_t = crate::reconciler::runtime::DEFAULT_WORKERS as u16,
+          value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub workers: u16,
 }
 
 /// Parses `30s`, `2m`, `1h`, `500ms` or a bare number of seconds.

@@ -157,6 +157,7 @@ async fn start_electing(
     in_cluster: bool,
     take_over: bool,
     metrics_addr: Option<std::net::SocketAddr>,
+    workers: Option<u16>,
 ) -> anyhow::Result<Running> {
     let client = client_from(&cli.conn, in_cluster)
         .await
@@ -170,6 +171,9 @@ async fn start_electing(
         },
     );
     config.metrics_addr = metrics_addr;
+    if let Some(w) = workers {
+        config.workers = usize::from(w);
+    }
     let tuning = Tuning {
         publish_snapshot: false,
         ..Tuning::default()
@@ -189,7 +193,14 @@ pub fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<ExitCode> {
     rt.block_on(async {
         let opts = cli.gen_flags.options();
         let running =
-            start_electing(cli, args.in_cluster, args.take_over, args.metrics_addr).await?;
+            start_electing(
+                cli,
+                args.in_cluster,
+                args.take_over,
+                args.metrics_addr,
+                Some(args.workers),
+            )
+            .await?;
         for e in &running.handle.current().access_errors {
             tracing::warn!("{}", e.message);
         }
@@ -259,7 +270,7 @@ pub fn one_shot(cli: &Cli, cmd: Command) -> anyhow::Result<ExitCode> {
     let rt = runtime()?;
     rt.block_on(async {
         let opts = cli.gen_flags.options();
-        let running = start_electing(cli, false, false, None).await?;
+        let running = start_electing(cli, false, false, None, None).await?;
         if let Err(holder) = wait_for_lease(&running, LEASE_WAIT).await {
             let why = lease_problem(&running);
             stop(running).await;

@@ -57,12 +57,16 @@ impl Config {
         Config {
             options,
             mode,
-            workers: 8,
+            workers: DEFAULT_WORKERS,
             identity: None,
             metrics_addr: None,
         }
     }
 }
+
+/// Concurrent reconciles by default: enough requests in flight to keep a busy API server
+/// working between responses (measured in docs/benchmarks.md).
+pub const DEFAULT_WORKERS: usize = 16;
 
 /// Settings views do not need (kept out of [`Config`], whose shape the TUI relies on).
 #[derive(Debug, Clone)]

@@ -192,7 +192,6 @@ impl App {
         if let Some(last) = data.events.last() {
             self.last_seq = Some(last.seq);
         }
-        self.tree.unreadable = data.unreadable_kinds();
         self.tree.set_tree(&data.analysis, &self.filter);
         self.data = Some(data.clone());
         if first {

@@ -208,24 +208,6 @@ impl Data {
         }
     }
 
-    /// Node kinds whose objects could not be read: their "missing" is really "unknown".
-    pub fn unreadable_kinds(&self) -> Vec<crate::core::tree::NodeKind> {
-        use crate::core::tree::NodeKind;
-        let mut out = Vec::new();
-        for e in &self.info.access_errors {
-            let kind = match e.resource.split('.').next().unwrap_or_default() {
-                "validatingadmissionpolicybindings" => NodeKind::Binding,
-                "validatingadmissionpolicies" => NodeKind::Policy,
-                "constrainttemplates" => NodeKind::Template,
-                _ => continue,
-            };
-            if !out.contains(&kind) {
-                out.push(kind);
-            }
-        }
-        out
-    }
-
     /// Why write actions cannot run on this data, if they cannot.
     pub fn write_refusal(&self) -> Option<String> {
         match &self.origin {

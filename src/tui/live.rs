@@ -490,10 +490,5 @@ mod tests {
             ]
         );
         assert!(data.info.syncing);
-        use crate::core::tree::NodeKind;
-        assert_eq!(
-            data.unreadable_kinds(),
-            vec![NodeKind::Policy, NodeKind::Template, NodeKind::Binding]
-        );
     }
 }

@@ -94,8 +94,6 @@ pub struct TreeView {
     pub items: Vec<TreeItem<'static, Key>>,
     pub state: TreeState<Key>,
     counts: HashMap<Key, Counts>,
-    /// Kinds that could not be read (403, not served): their "missing" shows as unknown.
-    pub unreadable: Vec<NodeKind>,
     /// Nodes in `items` (all levels).
     pub shown: usize,
     /// Nodes in the analysis tree.
@@ -105,8 +103,8 @@ pub struct TreeView {
     known: std::collections::HashSet<Key>,
     /// The analysis the items were built from.
     analysis: Option<Arc<Analysis>>,
-    /// What the items were built with: reuse needs the same filter and unreadable kinds.
-    built_with: Option<(Filter, Vec<NodeKind>)>,
+    /// The filter the items were built with: reuse needs the same one.
+    built_with: Option<Filter>,
     /// Nodes shown under each top-level item.
     shown_top: HashMap<Key, usize>,
     /// Top-level items rebuilt by the last `set_tree` (the rest were reused).
@@ -159,10 +157,9 @@ impl TreeView {
         }
         self.known = known;
 
-        // Reuse the items of unchanged top-level subtrees (same filter, same unreadable kinds).
+        // Reuse the items of unchanged top-level subtrees (same filter).
         let previous = self.analysis.replace(analysis.clone());
-        let same_build =
-            self.built_with.as_ref() == Some(&(filter.clone(), self.unreadable.clone()));
+        let same_build = self.built_with.as_ref() == Some(filter);
         let mut reusable: HashMap<Key, (TreeItem<'static, Key>, usize)> = HashMap::new();
         if let (Some(prev), true) = (previous, same_build) {
             let old_nodes: HashMap<Key, &Node> =
@@ -231,7 +228,7 @@ impl TreeView {
         self.shown_top = shown_top;
         self.rebuilt = rebuilt;
         self.shown = walk.shown;
-        self.built_with = Some((filter.clone(), self.unreadable.clone()));
+        self.built_with = Some(filter.clone());
         if filter.is_active() {
             for p in walk.open {
                 self.state.open(p);
@@ -271,12 +268,7 @@ impl TreeView {
             return None;
         }
         walk.shown += 1;
-        let unknown = n.state == State::Missing && self.unreadable.contains(&n.kind);
-        let line = if unknown {
-            unknown_line(n)
-        } else {
-            node_line(n, self.counts.get(&key).copied())
-        };
+        let line = node_line(n, self.counts.get(&key).copied());
         Some(
             TreeItem::new(key, line, children)
                 .unwrap_or_else(|_| TreeItem::new_leaf(key, n.label.clone())),
@@ -366,21 +358,6 @@ pub fn kind_tag(kind: NodeKind) -> &'static str {
         NodeKind::Binding => "VAPB ",
         NodeKind::Group => "",
     }
-}
-
-/// A node whose kind could not be read: not "missing", unknown.
-pub fn unknown_line(n: &Node) -> Line<'static> {
-    let dim = Style::new().fg(Color::DarkGray);
-    Line::from(vec![
-        Span::styled("?", dim),
-        Span::raw(" "),
-        Span::styled(kind_tag(n.kind), dim),
-        Span::raw(n.label.clone()),
-        Span::raw("  "),
-        Span::styled("unknown", Style::new().fg(Color::Red)),
-        Span::raw("  "),
-        Span::styled("cannot be read (see above)", dim),
-    ])
 }
 
 /// One tree line: glyph, label, state, reason, and the findings of a template's subtree.
