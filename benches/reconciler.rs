@@ -1,17 +1,21 @@
 //! Reconciler benchmark on a real kube-apiserver + etcd (a private `testenv`):
 //! T templates × C constraints (default 200 × 25 = 5,000 bindings).
 //!
-//! 1. Lower bound, same run, same server: the exact objects the reconciler would write (the
-//!    plan of the pure analysis), created by a plain concurrent client (VAPs, then bindings),
+//! Each round, on the same server, after it has gone quiet:
+//! 1. Lower bound: the exact objects the reconciler would write (the plan of the pure
+//!    analysis), created by a plain client with 16 requests in flight (VAPs, then bindings);
 //!    then deleted again.
-//! 2. Cold convergence of the real binary (`kubectl-vap run --binding-wait=0s`): from spawn to
-//!    the analysis of the live cluster planning nothing.
-//! 3. API requests by verb during convergence and during 60 s of steady state, from the API
-//!    server's own `apiserver_request_total`; the reconciler's own write counter.
-//! 4. Peak RSS (VmHWM) of the reconciler process.
+//! 2. Cold convergence of the real binary (`kubectl-vap run --binding-wait=0s`): from spawn
+//!    until its `/metrics` shows every write done and an empty queue; the analysis of the live
+//!    cluster must then plan nothing.
+//!
+//! Per round: wall time, the ratio, CPU seconds of kube-apiserver, etcd and the client; medians
+//! are reported. After the last round: API requests by verb (the API server's own
+//! `apiserver_request_total`), writes in steady state, peak RSS (VmHWM) of the reconciler.
 //!
 //! Run: `KUBEBUILDER_ASSETS=$(bash tests/kubeenv/build.sh) cargo bench --bench reconciler`
-//! (`BENCH_TEMPLATES`, `BENCH_CONSTRAINTS`, `BENCH_STEADY_SECS` override the sizes). Under
+//! (`BENCH_TEMPLATES`, `BENCH_CONSTRAINTS`, `BENCH_ROUNDS`, `BENCH_STEADY_SECS`,
+//! `BENCH_WORKERS`, `BENCH_LOG`, `BENCH_PPROF`, `BENCH_WRAP`: see docs/benchmarks.md). Under
 //! `cargo test --all-targets` (no `--bench` argument) it returns at once.
 
 use futures::StreamExt;
