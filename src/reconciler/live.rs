@@ -73,6 +73,13 @@ impl Enqueue for LiveQueue {
 }
 
 impl LiveQueue {
+    /// A worker finished `key` (it may now be taken again).
+    pub fn done(&self, key: &Key) {
+        self.inner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .done(key);
+    }
     pub fn len(&self) -> usize {
         self.inner.lock().unwrap_or_else(|p| p.into_inner()).len()
     }

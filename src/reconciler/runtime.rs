@@ -460,12 +460,7 @@ async fn worker(
         if let Key::Constraint { kind, .. } = &key
             && !world.kind_listed(kind)
         {
-            world
-                .queue
-                .inner
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .done(&key);
+            world.queue.done(&key);
             continue;
         }
         let ctx = Ctx {
@@ -499,12 +494,7 @@ async fn worker(
             Utc::now(),
             attempt.saturating_sub(1),
         );
-        world
-            .queue
-            .inner
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .done(&key);
+        world.queue.done(&key);
         world
             .metrics
             .queue_depth
