@@ -15,7 +15,8 @@ pub struct Snapshot {
     pub pod_statuses: Vec<PodStatus>,
     /// Objects of other kinds: counted, not used (`kind` → count).
     pub ignored: BTreeMap<String, usize>,
-    /// When the snapshot was taken: the clock that `--binding-wait` is measured against.
+    /// When the snapshot was taken: the clock that `--binding-wait` is measured against. Set
+    /// by every loader (files, lists, the live stores); `None` counts every wait as elapsed.
     pub now: Option<DateTime<Utc>>,
     /// Resources (`plural.group`) that could not be read (403, not served): their absence
     /// proves nothing, so the analysis reports nothing that rests on it.

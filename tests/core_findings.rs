@@ -311,6 +311,34 @@ fn orphan_constraints_and_waiting_bindings_are_info() {
     );
 }
 
+/// The core never reads the clock: the same CRD, established a moment ago, makes the binding
+/// wait against the snapshot's clock, and counts as long established without one.
+#[test]
+fn the_binding_wait_is_measured_against_the_snapshot_clock_only() {
+    let mut objs = base();
+    objs.push(json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "k8sx.constraints.gatekeeper.sh"},
+        "spec": {"group": "constraints.gatekeeper.sh", "names": {"kind": "K8sX"}},
+        "status": {"conditions": [{"type": "Established", "status": "True", "lastTransitionTime": chrono::Utc::now().to_rfc3339()}]}
+    }));
+    let binding_writes = |s: &Snapshot| {
+        analyze(s, &Options::default())
+            .plan
+            .iter()
+            .filter(|w| w.object.kind == "ValidatingAdmissionPolicyBinding")
+            .count()
+    };
+    let mut s = snapshot(objs);
+    assert!(s.now.is_some());
+    assert_eq!(binding_writes(&s), 0, "within --binding-wait of the clock");
+    s.now = None;
+    assert!(
+        binding_writes(&s) > 0,
+        "no clock: the wait counts as elapsed"
+    );
+}
+
 #[test]
 fn every_code_has_a_title_and_a_stable_name() {
     let names: Vec<&str> = Code::ALL.iter().map(|c| c.as_str()).collect();
