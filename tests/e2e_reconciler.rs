@@ -217,6 +217,26 @@ impl Env {
         self.env.client_admin().await
     }
 
+    /// A reconciler on Lease `lease` that holds it (within 20 s).
+    async fn leader(&self, lease: &str, o: Options) -> Running {
+        let r = self.reconciler(lease, o).await;
+        wait_for_lease(&r, Duration::from_secs(20))
+            .await
+            .expect("the new reconciler leads");
+        r
+    }
+
+    /// Deletes what `kinds` left ([`Env::cleanup`]) and lets a fresh reconciler sweep the
+    /// VAPs and bindings of a test that ran none of its own at the end.
+    async fn sweep(&self, kinds: &[&str], lease_prefix: &str) {
+        self.cleanup(kinds).await;
+        let r = self
+            .leader(&self.env.unique_name(lease_prefix), opts(0))
+            .await;
+        assert!(wait_idle(&r.world, TIMEOUT).await);
+        stop(r).await;
+    }
+
     /// Deletes templates and constraints of `kinds` (their CRDs stay: no GC here).
     async fn cleanup(&self, kinds: &[&str]) {
         for kind in kinds {
@@ -303,10 +323,7 @@ async fn e2e_generation_flows_default_flags() {
         "scopedEnforcementActions": [{ "action": "deny", "enforcementPoints": [{ "name": "validation.gatekeeper.sh" }] }] })).await;
 
     let o = opts(0);
-    let r = e.reconciler(&e.env.unique_name("flows"), o.clone()).await;
-    wait_for_lease(&r, Duration::from_secs(20))
-        .await
-        .expect("leads");
+    let r = e.leader(&e.env.unique_name("flows"), o.clone()).await;
     assert!(wait_idle(&r.world, TIMEOUT).await);
     e.assert_converged(&o, "initial").await;
     assert!(e.vap(&pname(&on)).await.is_some());
@@ -440,10 +457,7 @@ async fn e2e_generation_flows_flags_off() {
         default_create_vap_binding_for_constraints: false,
         ..opts(0)
     };
-    let r = e.reconciler(&e.env.unique_name("flags"), o.clone()).await;
-    wait_for_lease(&r, Duration::from_secs(20))
-        .await
-        .expect("leads");
+    let r = e.leader(&e.env.unique_name("flags"), o.clone()).await;
     assert!(wait_idle(&r.world, TIMEOUT).await);
     e.assert_converged(&o, "flags off").await;
     assert!(e.vap(&pname(&on)).await.is_some());
@@ -472,10 +486,7 @@ async fn e2e_binding_waits_for_the_crd() {
     let _s = serial();
     let e = Env::new().await;
     let o = opts(6);
-    let r = e.reconciler(&e.env.unique_name("wait"), o.clone()).await;
-    wait_for_lease(&r, Duration::from_secs(20))
-        .await
-        .expect("leads");
+    let r = e.leader(&e.env.unique_name("wait"), o.clone()).await;
     let kind = e.env.unique_kind("Wait");
     let start = Instant::now();
     e.put_template(&template(&kind, Some(true))).await;
@@ -571,10 +582,7 @@ async fn e2e_drift_repair_and_foreign_objects() {
         .expect("orphan VAP");
 
     let o = opts(0);
-    let r = e.reconciler(&e.env.unique_name("drift"), o.clone()).await;
-    wait_for_lease(&r, Duration::from_secs(20))
-        .await
-        .expect("leads");
+    let r = e.leader(&e.env.unique_name("drift"), o.clone()).await;
     assert!(wait_idle(&r.world, TIMEOUT).await);
     let b = bname(&kind, "c");
     let p = pname(&kind);
@@ -668,10 +676,7 @@ async fn e2e_two_copies_one_writer_and_handover() {
     let e = Env::new().await;
     let lease = e.env.unique_name("pair");
     let o = opts(0);
-    let a = e.reconciler(&lease, o.clone()).await;
-    wait_for_lease(&a, Duration::from_secs(20))
-        .await
-        .expect("a leads");
+    let a = e.leader(&lease, o.clone()).await;
     let b = e.reconciler(&lease, o.clone()).await;
     let kind = e.env.unique_kind("Pair");
     e.put_template(&template(&kind, Some(true))).await;
@@ -1190,15 +1195,7 @@ async fn e2e_rbac_least_privilege() {
         stderr.contains("forbidden") && stderr.contains("install --print"),
         "{stderr}"
     );
-    e.cleanup(&[&kind]).await;
-    let r = e
-        .reconciler(&e.env.unique_name("rbac-clean"), opts(0))
-        .await;
-    wait_for_lease(&r, Duration::from_secs(20))
-        .await
-        .expect("leads");
-    assert!(wait_idle(&r.world, TIMEOUT).await);
-    stop(r).await;
+    e.sweep(&[&kind], "rbac-clean").await;
 }
 
 /// The API server restarts in the middle of convergence: the reconciler resumes (watches
@@ -1224,10 +1221,7 @@ async fn e2e_apiserver_restart_mid_convergence() {
         }
     }
     let o = opts(0);
-    let r = e.reconciler(&env.unique_name("restart"), o.clone()).await;
-    wait_for_lease(&r, Duration::from_secs(20))
-        .await
-        .expect("leads");
+    let r = e.leader(&env.unique_name("restart"), o.clone()).await;
     // Let some writes through, then pull the server away.
     let start = Instant::now();
     while r.world.metrics.writes_total() < 10 && start.elapsed() < TIMEOUT {
@@ -1315,15 +1309,7 @@ async fn e2e_run_serves_metrics_and_releases_on_sigterm() {
         .await
         .expect("lease");
     assert_eq!(holder, None, "the lease is released on SIGTERM");
-    e.cleanup(&[&kind]).await;
-    let r = e
-        .reconciler(&e.env.unique_name("metrics-clean"), opts(0))
-        .await;
-    wait_for_lease(&r, Duration::from_secs(20))
-        .await
-        .expect("leads");
-    assert!(wait_idle(&r.world, TIMEOUT).await);
-    stop(r).await;
+    e.sweep(&[&kind], "metrics-clean").await;
 }
 
 unsafe extern "C" {
@@ -1343,10 +1329,7 @@ async fn e2e_live_check_and_plan() {
     e.put_template(&template(&kind, Some(true))).await;
     e.put_constraint(&kind, "c", json!({ "parameters": { "labels": ["x"] } }))
         .await;
-    let r = e.reconciler(&e.env.unique_name("check"), opts(0)).await;
-    wait_for_lease(&r, Duration::from_secs(20))
-        .await
-        .expect("leads");
+    let r = e.leader(&e.env.unique_name("check"), opts(0)).await;
     assert!(wait_idle(&r.world, TIMEOUT).await);
     stop(r).await;
     let cli = |args: &[&str]| {
@@ -1399,15 +1382,7 @@ async fn e2e_live_check_and_plan() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("forbidden"), "{stderr}");
 
-    e.cleanup(&[&kind]).await;
-    let r = e
-        .reconciler(&e.env.unique_name("check-clean"), opts(0))
-        .await;
-    wait_for_lease(&r, Duration::from_secs(20))
-        .await
-        .expect("leads");
-    assert!(wait_idle(&r.world, TIMEOUT).await);
-    stop(r).await;
+    e.sweep(&[&kind], "check-clean").await;
 }
 
 /// A Lease that cannot be used (its namespace does not exist) fails `run --once` quickly with
@@ -1502,10 +1477,7 @@ async fn e2e_takes_over_gatekeeper_objects_without_rewriting() {
         .await
         .expect("Gatekeeper-style VAPB");
 
-    let r = e.reconciler(&e.env.unique_name("gk"), opts(0)).await;
-    wait_for_lease(&r, Duration::from_secs(20))
-        .await
-        .expect("leads");
+    let r = e.leader(&e.env.unique_name("gk"), opts(0)).await;
     assert!(wait_idle(&r.world, TIMEOUT).await);
     assert_eq!(
         r.world.metrics.writes_total(),
@@ -1564,10 +1536,7 @@ async fn e2e_race_3287_and_a_storm_of_flips_and_churn() {
         }
     }
     let o = opts(0);
-    let r = e.reconciler(&e.env.unique_name("storm"), o.clone()).await;
-    wait_for_lease(&r, Duration::from_secs(20))
-        .await
-        .expect("leads");
+    let r = e.leader(&e.env.unique_name("storm"), o.clone()).await;
     assert!(wait_idle(&r.world, TIMEOUT).await);
     e.assert_converged(&o, "before the race").await;
 
@@ -1674,10 +1643,7 @@ async fn e2e_restart_on_a_converged_cluster_writes_nothing() {
         }
     }))
     .await;
-    let a = e.reconciler(&lease, opts(0)).await;
-    wait_for_lease(&a, Duration::from_secs(20))
-        .await
-        .expect("a leads");
+    let a = e.leader(&lease, opts(0)).await;
     for kind in &kinds {
         let bn = bname(kind, "c2");
         eventually("bindings written", || async { e.vapb(&bn).await.is_some() }).await;
@@ -1685,10 +1651,7 @@ async fn e2e_restart_on_a_converged_cluster_writes_nothing() {
     assert!(wait_idle(&a.world, TIMEOUT).await);
     stop(a).await;
 
-    let b = e.reconciler(&lease, opts(0)).await;
-    wait_for_lease(&b, Duration::from_secs(20))
-        .await
-        .expect("b leads");
+    let b = e.leader(&lease, opts(0)).await;
     assert!(wait_idle(&b.world, TIMEOUT).await);
     assert_eq!(
         b.world.metrics.writes_total(),
