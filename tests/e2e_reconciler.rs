@@ -273,6 +273,25 @@ async fn stop(r: Running) {
     let _ = tokio::time::timeout(Duration::from_secs(15), r.join).await;
 }
 
+/// `kubectl-vap run --once --binding-wait=0s` on Lease `lease` (in the test namespace) as
+/// the user of `kubeconfig`, with `extra` arguments.
+fn run_once(kubeconfig: &std::path::Path, lease: &str, extra: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
+        .args([
+            "run",
+            "--once",
+            "--binding-wait=0s",
+            "--lease-namespace",
+            LEASE_NS,
+        ])
+        .args(["--lease-name", lease])
+        .args(extra)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .output()
+        .expect("run kubectl-vap run --once")
+}
+
 fn bname(kind: &str, c: &str) -> String {
     format!("gatekeeper-{}-{c}", kind.to_lowercase())
 }
@@ -786,20 +805,7 @@ async fn e2e_run_once_then_real_admission() {
     )
     .await;
     let lease = e.env.unique_name("once");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
-        .args([
-            "run",
-            "--once",
-            "--binding-wait=0s",
-            "--lease-namespace",
-            LEASE_NS,
-            "--lease-name",
-            &lease,
-        ])
-        .arg("--kubeconfig")
-        .arg(e.env.kubeconfig_admin())
-        .output()
-        .expect("run --once");
+    let out = run_once(&e.env.kubeconfig_admin(), &lease, &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "run --once failed: {stderr}");
     assert!(stderr.contains("converged"), "{stderr}");
@@ -902,20 +908,7 @@ async fn e2e_run_once_then_real_admission() {
 
     // Clean up through the reconciler again.
     e.cleanup(&[&kind]).await;
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
-        .args([
-            "run",
-            "--once",
-            "--binding-wait=0s",
-            "--lease-namespace",
-            LEASE_NS,
-            "--lease-name",
-            &lease,
-        ])
-        .arg("--kubeconfig")
-        .arg(e.env.kubeconfig_admin())
-        .output()
-        .expect("run --once");
+    let out = run_once(&e.env.kubeconfig_admin(), &lease, &[]);
     assert!(
         out.status.success(),
         "{}",
@@ -1020,23 +1013,7 @@ async fn e2e_refuses_next_to_gatekeepers_generator() {
         .await
         .expect("deployment");
     let lease = e.env.unique_name("gk");
-    let run = |extra: &[&str]| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
-            .args([
-                "run",
-                "--once",
-                "--binding-wait=0s",
-                "--lease-namespace",
-                LEASE_NS,
-                "--lease-name",
-                &lease,
-            ])
-            .args(extra)
-            .arg("--kubeconfig")
-            .arg(e.env.kubeconfig_admin())
-            .output()
-            .expect("run")
-    };
+    let run = |extra: &[&str]| run_once(&e.env.kubeconfig_admin(), &lease, extra);
     let out = run(&[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
@@ -1125,22 +1102,7 @@ async fn e2e_rbac_least_privilege() {
         .await
         .expect("rb");
     let lease = e.env.unique_name("rbac");
-    let run = || {
-        std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
-            .args([
-                "run",
-                "--once",
-                "--binding-wait=0s",
-                "--lease-namespace",
-                LEASE_NS,
-                "--lease-name",
-                &lease,
-            ])
-            .arg("--kubeconfig")
-            .arg(e.env.kubeconfig_user())
-            .output()
-            .expect("run as the user")
-    };
+    let run = || run_once(&e.env.kubeconfig_user(), &lease, &[]);
     // RBAC caches: give the authorizer a moment.
     tokio::time::sleep(Duration::from_secs(1)).await;
     let out = run();
@@ -1175,20 +1137,7 @@ async fn e2e_rbac_least_privilege() {
     e.put_constraint(&kind, "c2", json!({ "parameters": { "labels": ["x"] } }))
         .await;
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
-        .args([
-            "run",
-            "--once",
-            "--binding-wait=0s",
-            "--lease-namespace",
-            LEASE_NS,
-            "--lease-name",
-            &lease,
-        ])
-        .arg("--kubeconfig")
-        .arg(e.env.kubeconfig_user())
-        .output()
-        .expect("run as the user");
+    let out = run_once(&e.env.kubeconfig_user(), &lease, &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
     assert!(
