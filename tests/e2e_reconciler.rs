@@ -199,6 +199,10 @@ impl Env {
     }
 
     async fn reconciler(&self, lease: &str, o: Options) -> Running {
+        self.reconciler_with(lease, o, Tuning::default()).await
+    }
+
+    async fn reconciler_with(&self, lease: &str, o: Options, tuning: Tuning) -> Running {
         let mut config = Config::new(
             o,
             Mode::Elect {
@@ -208,7 +212,7 @@ impl Env {
             },
         );
         config.workers = 4;
-        launch(self.env_client().await, config, Tuning::default())
+        launch(self.env_client().await, config, tuning)
             .await
             .expect("reconciler starts")
     }
@@ -1030,6 +1034,65 @@ async fn e2e_refuses_next_to_gatekeepers_generator() {
     dapi.delete("gatekeeper-audit", &DeleteParams::default())
         .await
         .expect("cleanup");
+}
+
+/// Gatekeeper's generator switched on while `run` writes: writing stops, and says why, until
+/// it is off again; then everything is reconciled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_stops_writing_while_gatekeepers_generator_is_on() {
+    use std::sync::atomic::Ordering;
+    let _s = serial();
+    let e = Env::new().await;
+    let tuning = Tuning {
+        gatekeeper_recheck: Duration::from_millis(300),
+        ..Tuning::default()
+    };
+    let r = e
+        .reconciler_with(&e.env.unique_name("gk-later"), opts(0), tuning)
+        .await;
+    wait_for_lease(&r, Duration::from_secs(20))
+        .await
+        .expect("leads");
+    let ns = e.env.create_namespace("gk-later").await;
+    let d: k8s_openapi::api::apps::v1::Deployment = serde_json::from_value(json!({
+        "metadata": { "name": "gatekeeper-controller-manager" },
+        "spec": { "replicas": 1, "selector": { "matchLabels": { "app": "gk" } },
+                  "template": { "metadata": { "labels": { "app": "gk" } },
+                                "spec": { "containers": [{ "name": "manager", "image": "openpolicyagent/gatekeeper:v3.23.0",
+                                                           "args": ["--port=8443"] }] } } }
+    }))
+    .expect("deployment");
+    let dapi = Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(e.client.clone(), &ns);
+    dapi.create(&PostParams::default(), &d)
+        .await
+        .expect("deployment");
+    eventually("writes stop", || async {
+        !r.world.writes_enabled.load(Ordering::SeqCst)
+            && r.handle.current().gatekeeper_generator.is_some()
+    })
+    .await;
+    let writes = r.world.metrics.writes_total();
+    let kind = e.env.unique_kind("GkLater");
+    e.put_template(&template(&kind, Some(true))).await;
+    e.put_constraint(&kind, "c", json!({ "parameters": { "labels": ["x"] } }))
+        .await;
+    assert!(wait_idle(&r.world, TIMEOUT).await);
+    assert!(e.vap(&pname(&kind)).await.is_none(), "nothing written");
+    assert_eq!(r.world.metrics.writes_total(), writes);
+
+    dapi.delete("gatekeeper-controller-manager", &DeleteParams::default())
+        .await
+        .expect("delete deployment");
+    let bn = bname(&kind, "c");
+    eventually("written once the generator is off", || async {
+        e.vap(&pname(&kind)).await.is_some() && e.vapb(&bn).await.is_some()
+    })
+    .await;
+    assert!(r.world.writes_enabled.load(Ordering::SeqCst));
+    e.cleanup(&[&kind]).await;
+    assert!(wait_idle(&r.world, TIMEOUT).await);
+    stop(r).await;
 }
 
 /// The ClusterRole and lease Role of `install --print`, bound to the non-admin user, are

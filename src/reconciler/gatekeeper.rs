@@ -1,6 +1,7 @@
 //! Coexistence with Gatekeeper's own generator (spec §6): if a Gatekeeper Deployment runs the
 //! `generate` operation (or no `--operation` at all, which enables every operation), both would
-//! write the same objects and thrash. `run` then refuses to write unless `--take-over`.
+//! write the same objects and thrash. `run` then refuses to write unless `--take-over` — at
+//! start, and whenever a periodic re-check finds the generator switched on later.
 
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, ListParams};
@@ -77,13 +78,26 @@ pub fn generator_active(deployments: &[Deployment]) -> Option<String> {
     (!found.is_empty()).then(|| found.join("; "))
 }
 
-/// Lists Deployments in every namespace and applies [`generator_active`].
+/// Lists Deployments in every namespace, a page at a time (a large cluster's Deployments are
+/// never all in memory), and applies [`generator_active`].
 pub async fn detect(client: &kube::Client) -> Result<Option<String>, crate::kube::KubeError> {
     let api: Api<Deployment> = Api::all(client.clone());
-    let list = api.list(&ListParams::default()).await.map_err(|e| {
-        crate::kube::KubeError::request("listing Deployments to detect Gatekeeper's generator", e)
-    })?;
-    Ok(generator_active(&list.items))
+    let mut found: Vec<String> = Vec::new();
+    let mut params = ListParams::default().limit(500);
+    loop {
+        let page = api.list(&params).await.map_err(|e| {
+            crate::kube::KubeError::request(
+                "listing Deployments to detect Gatekeeper's generator",
+                e,
+            )
+        })?;
+        found.extend(generator_active(&page.items));
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => break,
+        }
+    }
+    Ok((!found.is_empty()).then(|| found.join("; ")))
 }
 
 #[cfg(test)]

@@ -112,6 +112,8 @@ pub struct LiveWorld {
     listed: Mutex<std::collections::HashSet<String>>,
     /// Every watch, including every constraint kind's, has listed once.
     pub synced: AtomicBool,
+    /// What looks like Gatekeeper's own generator, as last detected.
+    pub gatekeeper_generator: Mutex<Option<String>>,
 }
 
 fn rv_of(v: &serde_json::Value) -> u64 {
@@ -170,6 +172,7 @@ impl LiveWorld {
             overlay: Mutex::new(HashMap::new()),
             listed: Mutex::new(std::collections::HashSet::new()),
             synced: AtomicBool::new(false),
+            gatekeeper_generator: Mutex::new(None),
         }
     }
 
@@ -471,6 +474,11 @@ impl LiveWorld {
             .cloned()
             .collect();
         state.synced = self.synced.load(Ordering::SeqCst);
+        state.gatekeeper_generator = self
+            .gatekeeper_generator
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         state.lease.leading = self.leading.load(Ordering::SeqCst);
         state.writes_enabled = self.writes_enabled.load(Ordering::SeqCst);
     }

@@ -75,6 +75,8 @@ pub struct Tuning {
     pub publish_snapshot: bool,
     /// Enqueue everything this often, to catch what no event reports.
     pub resync_every: Duration,
+    /// Look for Gatekeeper's own generator again this often (it may be switched on later).
+    pub gatekeeper_recheck: Duration,
 }
 
 impl Default for Tuning {
@@ -82,6 +84,7 @@ impl Default for Tuning {
         Tuning {
             publish_snapshot: true,
             resync_every: Duration::from_secs(600),
+            gatekeeper_recheck: Duration::from_secs(60),
         }
     }
 }
@@ -218,6 +221,20 @@ pub async fn launch(
         }
     }
     world.writes_enabled.store(writes_enabled, Ordering::SeqCst);
+    *world
+        .gatekeeper_generator
+        .lock()
+        .unwrap_or_else(|p| p.into_inner()) = gatekeeper_generator.clone();
+    if let Mode::Elect {
+        take_over: false, ..
+    } = &config.mode
+        && writes_enabled
+    {
+        tasks.push(tokio::spawn(recheck_gatekeeper(
+            world.clone(),
+            tuning.gatekeeper_recheck,
+        )));
+    }
 
     // Leader election.
     let (holder_tx, holder_rx) = watch::channel(None);
@@ -399,6 +416,65 @@ pub async fn launch(
         cache,
         identity,
     })
+}
+
+/// Stops writing while Gatekeeper's own generator is active, and resumes (with a resync) once
+/// it is off again. Only for a copy that was allowed to write at start.
+async fn recheck_gatekeeper(world: Arc<LiveWorld>, every: Duration) {
+    let generator = |w: &LiveWorld| {
+        w.gatekeeper_generator
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    };
+    loop {
+        tokio::time::sleep(every).await;
+        let found = match super::gatekeeper::detect(&world.client).await {
+            Ok(found) => found,
+            Err(e) => {
+                tracing::debug!("{e}; keeping the last answer");
+                continue;
+            }
+        };
+        if found == generator(&world) {
+            continue;
+        }
+        let deployments = ObjectRef::new("apps/v1", "Deployment", "*");
+        match &found {
+            Some(what) => {
+                world.writes_enabled.store(false, Ordering::SeqCst);
+                let msg = format!(
+                    "Gatekeeper's generator looks active: {what}. Not writing until it is off: {}",
+                    super::gatekeeper::HOW_TO_DISABLE
+                );
+                tracing::error!("{msg}");
+                world.log(
+                    EventVerb::Gatekeeper,
+                    deployments,
+                    EventResult::Skipped(msg),
+                    String::new(),
+                );
+            }
+            None => {
+                world.writes_enabled.store(true, Ordering::SeqCst);
+                tracing::info!("Gatekeeper's generator is off again: writing (resync)");
+                world.log(
+                    EventVerb::Gatekeeper,
+                    deployments,
+                    EventResult::Ok,
+                    "Gatekeeper's generator is off again; resync".into(),
+                );
+                for k in world.all_keys() {
+                    world.queue.enqueue(k);
+                }
+            }
+        }
+        *world
+            .gatekeeper_generator
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = found;
+        world.dirty.store(true, Ordering::Relaxed);
+    }
 }
 
 /// Waits until templates, CRDs, VAPs and bindings have listed (or failed with a definite read

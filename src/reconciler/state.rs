@@ -137,6 +137,8 @@ pub enum EventVerb {
     ReconcileAll,
     /// Leadership changed (object: the Lease).
     Lease,
+    /// Gatekeeper's own generator was found switched on (writes stop) or off (writes resume).
+    Gatekeeper,
 }
 
 impl EventVerb {
@@ -149,6 +151,7 @@ impl EventVerb {
             EventVerb::Reconcile => "reconcile",
             EventVerb::ReconcileAll => "reconcile-all",
             EventVerb::Lease => "lease",
+            EventVerb::Gatekeeper => "gatekeeper",
         }
     }
 }
