@@ -313,8 +313,10 @@ pub async fn launch(
                     started.elapsed()
                 );
             } else {
+                // Unreadable (reported with its reason by the watch) or still failing after
+                // SYNC_TIMEOUT: their constraints wait until they list.
                 tracing::warn!(
-                    "not every constraint kind listed within {SYNC_TIMEOUT:?}: {}; continuing",
+                    "constraint kinds not listed yet: {}; their constraints are reconciled once they are",
                     unlisted.join(", ")
                 );
             }
