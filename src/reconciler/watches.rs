@@ -84,6 +84,34 @@ fn watch_error(resource: &str, e: &watcher::Error) -> AccessError {
     AccessError::from_status(resource, status, "watching", &format!("{e}; retrying"))
 }
 
+/// What a store keeps of an object: what the reconciler and the views read, nothing more.
+pub trait Trim: Resource {
+    /// managedFields are never read and are most of a small object's bytes: dropped, they cost
+    /// neither memory nor the serialization of every read.
+    fn trim(&mut self) {
+        self.meta_mut().managed_fields = None;
+    }
+}
+
+impl Trim for DynamicObject {}
+
+impl Trim for CustomResourceDefinition {
+    /// Every CRD in the cluster is watched (there is no server-side filter by group), and some
+    /// carry megabytes of schema. Only the group, the names and the `Established` condition are
+    /// read, so schemas, printer columns, conversion and annotations (a `kubectl apply`-ed CRD
+    /// keeps a second copy of itself there) are dropped.
+    fn trim(&mut self) {
+        self.metadata.managed_fields = None;
+        self.metadata.annotations = None;
+        self.spec.conversion = None;
+        for v in &mut self.spec.versions {
+            v.schema = None;
+            v.additional_printer_columns = None;
+            v.selectable_fields = None;
+        }
+    }
+}
+
 /// What a watch reports to its handler.
 pub enum Change<'a, K> {
     Applied(&'a K),
@@ -101,7 +129,7 @@ pub fn spawn_watch<K, F>(
     on_change: F,
 ) -> tokio::task::JoinHandle<()>
 where
-    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K: Trim + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Clone + Eq + std::hash::Hash + Default + Send + Sync,
     F: Fn(&Arc<LiveWorld>, Change<'_, K>) + Send + Sync + 'static,
 {
@@ -117,18 +145,17 @@ pub fn spawn_watch_with<K, F>(
     on_change: F,
 ) -> tokio::task::JoinHandle<()>
 where
-    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K: Trim + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync,
     F: Fn(&Arc<LiveWorld>, Change<'_, K>) + Send + Sync + 'static,
 {
     tokio::spawn(async move {
         // Initial lists from the API server's watch cache (resourceVersion=0), as client-go's
         // reflectors do: a quorum read of etcd per resource buys nothing a watch that follows
-        // does not correct. managedFields are never read and are most of a small object's
-        // size: dropped before the store, they cost neither memory nor every read.
+        // does not correct. Objects are trimmed before the store (see `Trim`).
         let stream = watcher(api, watcher::Config::default().any_semantic())
             .default_backoff()
-            .modify(|o: &mut K| o.meta_mut().managed_fields = None)
+            .modify(|o: &mut K| o.trim())
             .reflect(writer);
         futures::pin_mut!(stream);
         while let Some(event) = stream.next().await {
@@ -368,5 +395,47 @@ pub async fn constraint_watches_ready(world: &LiveWorld) {
     };
     while waiting() {
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{CrdInfo, Source};
+
+    #[test]
+    fn a_trimmed_crd_keeps_everything_that_is_read() {
+        let crd: CustomResourceDefinition = serde_json::from_value(serde_json::json!({
+            "metadata": {
+                "name": "k8sx.constraints.gatekeeper.sh",
+                "annotations": { "kubectl.kubernetes.io/last-applied-configuration": "{…}" },
+                "managedFields": [{ "manager": "gatekeeper", "operation": "Apply" }]
+            },
+            "spec": {
+                "group": "constraints.gatekeeper.sh",
+                "names": { "kind": "K8sX", "plural": "k8sx" },
+                "scope": "Cluster",
+                "versions": [{ "name": "v1beta1", "served": true, "storage": true,
+                               "schema": { "openAPIV3Schema": { "type": "object" } } }]
+            },
+            "status": { "conditions": [{ "type": "Established", "status": "True",
+                                         "lastTransitionTime": "2026-11-30T09:00:00Z" }] }
+        }))
+        .expect("crd");
+        let mut trimmed = crd.clone();
+        trimmed.trim();
+        assert_eq!(crd_state(&trimmed), crd_state(&crd));
+        assert!(matches!(
+            crd_state(&trimmed),
+            CrdState::Established(Some(_))
+        ));
+        let info = |c: &CustomResourceDefinition| {
+            CrdInfo::from_value(&super::super::live::crd_to_value(c), Source::default())
+        };
+        assert_eq!(info(&trimmed), info(&crd));
+        assert!(trimmed.spec.versions[0].schema.is_none());
+        assert!(trimmed.metadata.annotations.is_none());
+        assert!(trimmed.metadata.managed_fields.is_none());
+        assert_eq!(trimmed.spec.names.plural, "k8sx");
     }
 }
