@@ -296,6 +296,18 @@ fn run_once(kubeconfig: &std::path::Path, lease: &str, extra: &[&str]) -> std::p
         .expect("run kubectl-vap run --once")
 }
 
+/// A Deployment that looks like Gatekeeper's, running with `args`.
+fn gatekeeper_deployment(name: &str, args: &[&str]) -> k8s_openapi::api::apps::v1::Deployment {
+    serde_json::from_value(json!({
+        "metadata": { "name": name },
+        "spec": { "replicas": 1, "selector": { "matchLabels": { "app": "gk" } },
+                  "template": { "metadata": { "labels": { "app": "gk" } },
+                                "spec": { "containers": [{ "name": "manager", "image": "openpolicyagent/gatekeeper:v3.23.0",
+                                                           "args": args }] } } }
+    }))
+    .expect("deployment")
+}
+
 fn bname(kind: &str, c: &str) -> String {
     format!("gatekeeper-{}-{c}", kind.to_lowercase())
 }
@@ -1004,14 +1016,10 @@ async fn e2e_refuses_next_to_gatekeepers_generator() {
     let _s = serial();
     let e = Env::new().await;
     let ns = e.env.create_namespace("gk").await;
-    let d: k8s_openapi::api::apps::v1::Deployment = serde_json::from_value(json!({
-        "metadata": { "name": "gatekeeper-audit" },
-        "spec": { "replicas": 1, "selector": { "matchLabels": { "app": "gk" } },
-                  "template": { "metadata": { "labels": { "app": "gk" } },
-                                "spec": { "containers": [{ "name": "manager", "image": "openpolicyagent/gatekeeper:v3.23.0",
-                                                           "args": ["--operation=audit", "--operation=generate"] }] } } }
-    }))
-    .expect("deployment");
+    let d = gatekeeper_deployment(
+        "gatekeeper-audit",
+        &["--operation=audit", "--operation=generate"],
+    );
     let dapi = Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(e.client.clone(), &ns);
     dapi.create(&PostParams::default(), &d)
         .await
@@ -1055,14 +1063,7 @@ async fn e2e_stops_writing_while_gatekeepers_generator_is_on() {
         .await
         .expect("leads");
     let ns = e.env.create_namespace("gk-later").await;
-    let d: k8s_openapi::api::apps::v1::Deployment = serde_json::from_value(json!({
-        "metadata": { "name": "gatekeeper-controller-manager" },
-        "spec": { "replicas": 1, "selector": { "matchLabels": { "app": "gk" } },
-                  "template": { "metadata": { "labels": { "app": "gk" } },
-                                "spec": { "containers": [{ "name": "manager", "image": "openpolicyagent/gatekeeper:v3.23.0",
-                                                           "args": ["--port=8443"] }] } } }
-    }))
-    .expect("deployment");
+    let d = gatekeeper_deployment("gatekeeper-controller-manager", &["--port=8443"]);
     let dapi = Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(e.client.clone(), &ns);
     dapi.create(&PostParams::default(), &d)
         .await
