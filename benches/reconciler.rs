@@ -25,7 +25,7 @@ use kubectl_vap::kube::{AdmissionApi, list_snapshot};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
-use testenv::{TestEnv, gatekeeper};
+use testenv::{TestEnv, gatekeeper, http_get};
 
 fn env_num(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -93,20 +93,6 @@ fn peak_rss_kib(pid: u32) -> Option<u64> {
         .find_map(|l| l.strip_prefix("VmHWM:"))
         .and_then(|v| v.split_whitespace().next())
         .and_then(|n| n.parse().ok())
-}
-
-fn http_get(port: u16, path: &str) -> String {
-    use std::io::{Read, Write};
-    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
-        return String::new();
-    };
-    let _ = write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-    );
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
-    out
 }
 
 fn metric(text: &str, name: &str) -> f64 {

@@ -20,7 +20,7 @@ use kubectl_vap::reconciler::{Config, Mode};
 use serde_json::{Value, json};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
-use testenv::{TestEnv, gatekeeper};
+use testenv::{TestEnv, gatekeeper, http_get};
 
 const LEASE_NS: &str = "kubectl-vap-e2e";
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -237,7 +237,7 @@ impl Env {
         let r = self
             .leader(&self.env.unique_name(lease_prefix), opts(0))
             .await;
-        assert!(wait_idle(&r.world, TIMEOUT).await);
+        assert_idle(&r.world, TIMEOUT).await;
         stop(r).await;
     }
 
@@ -308,6 +308,35 @@ fn gatekeeper_deployment(name: &str, args: &[&str]) -> k8s_openapi::api::apps::v
     .expect("deployment")
 }
 
+/// Waits for the reconciler to be idle ([`wait_idle`]); if it is not, fails with what it is
+/// still doing, so a slow or stuck run says why.
+async fn assert_idle(world: &kubectl_vap::reconciler::live::LiveWorld, timeout: Duration) {
+    if wait_idle(world, timeout).await {
+        return;
+    }
+    let queue = world
+        .queue
+        .inner
+        .lock()
+        .map(|q| format!("{q:?}"))
+        .unwrap_or_default();
+    let events: Vec<String> = world
+        .events
+        .lock()
+        .map(|e| e.iter().rev().take(10).map(|e| format!("{e:?}")).collect())
+        .unwrap_or_default();
+    let access: Vec<String> = world
+        .access
+        .lock()
+        .map(|a| a.values().map(|e| e.message.clone()).collect())
+        .unwrap_or_default();
+    panic!(
+        "not idle within {timeout:?}: synced={}, unlisted kinds={:?}, access errors={access:?}, queue={queue}, last events (newest first)={events:#?}",
+        world.synced.load(std::sync::atomic::Ordering::SeqCst),
+        world.unlisted_kinds(),
+    );
+}
+
 fn bname(kind: &str, c: &str) -> String {
     format!("gatekeeper-{}-{c}", kind.to_lowercase())
 }
@@ -359,7 +388,7 @@ async fn e2e_generation_flows_default_flags() {
 
     let o = opts(0);
     let r = e.leader(&e.env.unique_name("flows"), o.clone()).await;
-    assert!(wait_idle(&r.world, TIMEOUT).await);
+    assert_idle(&r.world, TIMEOUT).await;
     e.assert_converged(&o, "initial").await;
     assert!(e.vap(&pname(&on)).await.is_some());
     assert!(
@@ -400,7 +429,7 @@ async fn e2e_generation_flows_default_flags() {
         .await
         .expect("command");
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(wait_idle(&r.world, TIMEOUT).await);
+    assert_idle(&r.world, TIMEOUT).await;
     assert_eq!(
         r.world.metrics.writes_total(),
         w0,
@@ -419,7 +448,7 @@ async fn e2e_generation_flows_default_flags() {
         e.actions(&b).await == Some(vec!["Warn".into()])
     })
     .await;
-    assert!(wait_idle(&r.world, TIMEOUT).await);
+    assert_idle(&r.world, TIMEOUT).await;
     assert_eq!(
         r.world.metrics.writes_total(),
         w0 + 1,
@@ -446,7 +475,7 @@ async fn e2e_generation_flows_default_flags() {
     })
     .await;
     assert!(e.vapb(&bname(&on, "warn")).await.is_none());
-    assert!(wait_idle(&r.world, TIMEOUT).await);
+    assert_idle(&r.world, TIMEOUT).await;
     e.assert_converged(&o, "after off").await;
 
     // Template deleted → its VAP and bindings go.
@@ -461,7 +490,7 @@ async fn e2e_generation_flows_default_flags() {
     .await;
     assert!(e.vapb(&bname(&unset, "deny")).await.is_none());
     e.cleanup(&[&on, &off, &unset]).await;
-    assert!(wait_idle(&r.world, TIMEOUT).await);
+    assert_idle(&r.world, TIMEOUT).await;
     stop(r).await;
 }
 
@@ -493,7 +522,7 @@ async fn e2e_generation_flows_flags_off() {
         ..opts(0)
     };
     let r = e.leader(&e.env.unique_name("flags"), o.clone()).await;
-    assert!(wait_idle(&r.world, TIMEOUT).await);
+    assert_idle(&r.world, TIMEOUT).await;
     e.assert_converged(&o, "flags off").await;
     assert!(e.vap(&pname(&on)).await.is_some());
     assert!(e.vap(&pname(&unset)).await.is_none(), "unset + flag false");
@@ -510,7 +539,7 @@ async fn e2e_generation_flows_flags_off() {
         "no VAP, no binding"
     );
     e.cleanup(&[&on, &unset]).await;
-    assert!(wait_idle(&r.world, TIMEOUT).await);
+    assert_idle(&r.world, TIMEOUT).await;
     stop(r).await;
 }
 
@@ -548,7 +577,7 @@ async fn e2e_binding_waits_for_the_crd() {
         start.elapsed()
     );
     e.cleanup(&[&kind]).await;
-    assert!(wait_idle(&r.world, TIMEOUT).await);
+    assert_idle(&r.world, TIMEOUT).await;
     stop(r).await;
 }
 
@@ -618,7 +647,7 @@ async fn e2e_drift_repair_and_foreign_objects() {
 
     let o = opts(0);
     let r = e.leader(&e.env.unique_name("drift"), o.clone()).await;
-    assert!(wait_idle(&r.world, TIMEOUT).await);
+    assert_idle(&r.world, TIMEOUT).await;
     let b = bname(&kind, "c");
     let p = pname(&kind);
     assert!(e.vapb(&b).await.is_some());
@@ -678,7 +707,7 @@ async fn e2e_drift_repair_and_foreign_objects() {
         e.vap(&p).await.is_some()
     })
     .await;
-    assert!(wait_idle(&r.world, TIMEOUT).await);
+    assert_idle(&r.world, TIMEOUT).await;
 
     let f = e
         .vapb(&bname(&kind, "f"))
@@ -694,7 +723,7 @@ async fn e2e_drift_repair_and_foreign_objects() {
         .await
         .expect("cleanup");
     e.cleanup(&[&kind]).await;
-    assert!(wait_idle(&r.world, TIMEOUT).await);
+    assert_idle(&r.world, TIMEOUT).await;
     stop(r).await;
 }
 
@@ -721,7 +750,8 @@ async fn e2e_two_copies_one_writer_and_handover() {
     }
     let bn = bname(&kind, "c3");
     eventually("bindings written", || async { e.vapb(&bn).await.is_some() }).await;
-    assert!(wait_idle(&a.world, TIMEOUT).await && wait_idle(&b.world, TIMEOUT).await);
+    assert_idle(&a.world, TIMEOUT).await;
+    assert_idle(&b.world, TIMEOUT).await;
     assert!(a.world.metrics.writes_total() >= 4, "the holder wrote");
     assert_eq!(
         b.world.metrics.writes_total(),
@@ -791,7 +821,7 @@ async fn e2e_two_copies_one_writer_and_handover() {
     })
     .await;
     e.cleanup(&[&kind]).await;
-    assert!(wait_idle(&c.world, TIMEOUT).await);
+    assert_idle(&c.world, TIMEOUT).await;
     stop(c).await;
 }
 
@@ -1078,7 +1108,7 @@ async fn e2e_stops_writing_while_gatekeepers_generator_is_on() {
     e.put_template(&template(&kind, Some(true))).await;
     e.put_constraint(&kind, "c", json!({ "parameters": { "labels": ["x"] } }))
         .await;
-    assert!(wait_idle(&r.world, TIMEOUT).await);
+    assert_idle(&r.world, TIMEOUT).await;
     assert!(e.vap(&pname(&kind)).await.is_none(), "nothing written");
     assert_eq!(r.world.metrics.writes_total(), writes);
 
@@ -1092,7 +1122,7 @@ async fn e2e_stops_writing_while_gatekeepers_generator_is_on() {
     .await;
     assert!(r.world.writes_enabled.load(Ordering::SeqCst));
     e.cleanup(&[&kind]).await;
-    assert!(wait_idle(&r.world, TIMEOUT).await);
+    assert_idle(&r.world, TIMEOUT).await;
     stop(r).await;
 }
 
@@ -1247,25 +1277,11 @@ async fn e2e_apiserver_restart_mid_convergence() {
     wait_for_lease(&r, Duration::from_secs(60))
         .await
         .expect("leads again");
-    assert!(wait_idle(&r.world, Duration::from_secs(120)).await);
+    assert_idle(&r.world, Duration::from_secs(120)).await;
     let client = env.client_admin().await;
     let e2 = Env { env, client };
     e2.assert_converged(&o, "after the restart").await;
     stop(r).await;
-}
-
-fn http_get(port: u16, path: &str) -> String {
-    use std::io::{Read, Write};
-    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
-        return String::new();
-    };
-    let _ = write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-    );
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
-    out
 }
 
 /// `run --metrics-addr`: `/healthz`, `/readyz` and `/metrics` (writes, errors, queue depth,
@@ -1343,7 +1359,7 @@ async fn e2e_live_check_and_plan() {
     e.put_constraint(&kind, "c", json!({ "parameters": { "labels": ["x"] } }))
         .await;
     let r = e.leader(&e.env.unique_name("check"), opts(0)).await;
-    assert!(wait_idle(&r.world, TIMEOUT).await);
+    assert_idle(&r.world, TIMEOUT).await;
     stop(r).await;
     let cli = |args: &[&str]| {
         std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
@@ -1491,7 +1507,7 @@ async fn e2e_takes_over_gatekeeper_objects_without_rewriting() {
         .expect("Gatekeeper-style VAPB");
 
     let r = e.leader(&e.env.unique_name("gk"), opts(0)).await;
-    assert!(wait_idle(&r.world, TIMEOUT).await);
+    assert_idle(&r.world, TIMEOUT).await;
     assert_eq!(
         r.world.metrics.writes_total(),
         0,
@@ -1519,10 +1535,10 @@ async fn e2e_takes_over_gatekeeper_objects_without_rewriting() {
         e.actions(&b).await == Some(vec!["Warn".into()])
     })
     .await;
-    assert!(wait_idle(&r.world, TIMEOUT).await);
+    assert_idle(&r.world, TIMEOUT).await;
     assert_eq!(r.world.metrics.writes_total(), 1);
     e.cleanup(&[&kind]).await;
-    assert!(wait_idle(&r.world, TIMEOUT).await);
+    assert_idle(&r.world, TIMEOUT).await;
     stop(r).await;
 }
 
@@ -1550,14 +1566,14 @@ async fn e2e_race_3287_and_a_storm_of_flips_and_churn() {
     }
     let o = opts(0);
     let r = e.leader(&e.env.unique_name("storm"), o.clone()).await;
-    assert!(wait_idle(&r.world, TIMEOUT).await);
+    assert_idle(&r.world, TIMEOUT).await;
     e.assert_converged(&o, "before the race").await;
 
     // The exact #3287 sequence: no-generate / generate / no-generate, back to back.
     let k = &kinds[0];
     e.put_template(&template(k, Some(true))).await;
     e.put_template(&template(k, Some(false))).await;
-    assert!(wait_idle(&r.world, TIMEOUT).await);
+    assert_idle(&r.world, TIMEOUT).await;
     e.assert_converged(&o, "after off/on/off").await;
     assert!(e.vap(&pname(k)).await.is_none(), "the last word was off");
     for c in 0..4 {
@@ -1599,7 +1615,7 @@ async fn e2e_race_3287_and_a_storm_of_flips_and_churn() {
             }
         }
     }
-    assert!(wait_idle(&r.world, TIMEOUT).await, "the storm settles");
+    assert_idle(&r.world, TIMEOUT).await; // the storm settles
     e.assert_converged(&o, "after the storm").await;
     let (snap, _) = list_snapshot(&e.client, &AdmissionApi::v1())
         .await
@@ -1661,11 +1677,11 @@ async fn e2e_restart_on_a_converged_cluster_writes_nothing() {
         let bn = bname(kind, "c2");
         eventually("bindings written", || async { e.vapb(&bn).await.is_some() }).await;
     }
-    assert!(wait_idle(&a.world, TIMEOUT).await);
+    assert_idle(&a.world, TIMEOUT).await;
     stop(a).await;
 
     let b = e.leader(&lease, opts(0)).await;
-    assert!(wait_idle(&b.world, TIMEOUT).await);
+    assert_idle(&b.world, TIMEOUT).await;
     assert_eq!(
         b.world.metrics.writes_total(),
         0,
@@ -1678,6 +1694,6 @@ async fn e2e_restart_on_a_converged_cluster_writes_nothing() {
     }
     let refs: Vec<&str> = kinds.iter().map(String::as_str).collect();
     e.cleanup(&refs).await;
-    assert!(wait_idle(&b.world, TIMEOUT).await);
+    assert_idle(&b.world, TIMEOUT).await;
     stop(b).await;
 }

@@ -292,9 +292,7 @@ pub async fn launch(
         "templates, CRDs, VAPs and bindings listed in {:?}",
         started.elapsed()
     );
-    for k in world.all_keys() {
-        queue.enqueue(k);
-    }
+    // No enqueue here: each watch's `Listed` handler has queued what its list concerns.
     {
         let world = world.clone();
         tasks.push(tokio::spawn(async move {

@@ -18,6 +18,22 @@ mod process;
 
 pub use process::rss_kib;
 
+/// A plain `GET http://127.0.0.1:<port><path>` (status line, headers and body), or an empty
+/// string when nothing answers: for the reconciler's own `/metrics` and probes.
+pub fn http_get(port: u16, path: &str) -> String {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return String::new();
+    };
+    let _ = write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    );
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
+}
+
 use std::fs::File;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
