@@ -337,6 +337,26 @@ async fn assert_idle(world: &kubectl_vap::reconciler::live::LiveWorld, timeout: 
     );
 }
 
+/// The writes a reconciler logged (for failure messages).
+fn writes_of(world: &kubectl_vap::reconciler::live::LiveWorld) -> Vec<String> {
+    use kubectl_vap::reconciler::state::EventVerb;
+    world
+        .events
+        .lock()
+        .map(|e| {
+            e.iter()
+                .filter(|e| {
+                    matches!(
+                        e.verb,
+                        EventVerb::Create | EventVerb::Update | EventVerb::Delete
+                    )
+                })
+                .map(|e| format!("{} {}: {}", e.verb.as_str(), e.object, e.message))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 fn bname(kind: &str, c: &str) -> String {
     format!("gatekeeper-{}-{c}", kind.to_lowercase())
 }
@@ -1685,7 +1705,8 @@ async fn e2e_restart_on_a_converged_cluster_writes_nothing() {
     assert_eq!(
         b.world.metrics.writes_total(),
         0,
-        "a restart on a converged cluster writes nothing"
+        "a restart on a converged cluster writes nothing: {:#?}",
+        writes_of(&b.world)
     );
     for kind in &kinds {
         for c in ["c1", "c2"] {

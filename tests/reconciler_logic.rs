@@ -97,14 +97,32 @@ impl World {
             now: t0(),
             ..State::default()
         };
-        World {
+        let w = World {
             st: Mutex::new(st),
             cache: Arc::new(OpinionCache::new()),
             queue: Arc::new(MemQueue(Mutex::new(WorkQueue::new()))),
             opts,
             concurrent: Default::default(),
             yields: Default::default(),
-        }
+        };
+        // The template watch listed an empty store.
+        assert!(w.cache.prime_if_ready(true, &[], &*w.queue));
+        w
+    }
+
+    /// A new copy started on the same cluster: the same objects, a cold cache, every key
+    /// queued (the watches' first lists).
+    fn restart(&self) -> World {
+        let w = World {
+            st: Mutex::new(self.st.lock().unwrap().clone()),
+            cache: Arc::new(OpinionCache::new()),
+            queue: Arc::new(MemQueue(Mutex::new(WorkQueue::new()))),
+            opts: self.opts.clone(),
+            concurrent: Default::default(),
+            yields: Default::default(),
+        };
+        w.enqueue_all();
+        w
     }
 
     fn next(&self, st: &mut State) -> u64 {
@@ -445,6 +463,9 @@ impl World {
             yields: Default::default(),
         };
         let sink = MemQueue(Mutex::new(WorkQueue::new()));
+        if self.cache.is_primed() {
+            w.cache.prime_if_ready(true, &[], &sink);
+        }
         for (kind, opinion) in self.cache.all() {
             w.cache.should_generate_vap(&kind, Some(opinion), &w, &sink);
         }
@@ -517,6 +538,12 @@ impl TemplateStore for World {
         st.templates
             .get(name)
             .map(|v| ConstraintTemplate::from_value(v.clone(), Source::default()))
+    }
+    fn template_names(&self) -> Vec<String> {
+        self.st.lock().unwrap().templates.keys().cloned().collect()
+    }
+    fn templates_listed(&self) -> bool {
+        true
     }
     fn policy(&self, name: &str) -> Option<Policy> {
         let st = self.st.lock().unwrap();
@@ -1097,6 +1124,79 @@ fn a_copy_that_may_not_write_keeps_the_cache_warm_and_writes_nothing() {
     w.set_template(T, None);
     quiesce(&w, "unset generateVAP with the default flag on", &[]);
     assert!(w.cache.get(K).unwrap().generate);
+}
+
+/// A binding controlled by constraint `kind/name` whose kind no template holds.
+fn orphan_binding(kind: &str, name: &str, uid: &str) -> Value {
+    json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": { "name": format!("gatekeeper-{}-{name}", kind.to_lowercase()), "uid": "o-b", "resourceVersion": "1",
+                      "ownerReferences": [{ "apiVersion": "constraints.gatekeeper.sh/v1beta1", "kind": kind, "name": name, "uid": uid, "controller": true }] },
+        "spec": { "policyName": format!("gatekeeper-{}", kind.to_lowercase()), "validationActions": ["Deny"] }
+    })
+}
+
+#[test]
+fn a_restart_on_a_converged_world_writes_nothing_even_if_constraints_run_first() {
+    // A fresh copy's cache is cold: a kind without an opinion is not yet a kind without a
+    // template. Constraint keys that run before their template must not delete bindings.
+    let w = World::new(opts(0));
+    for (t, generate) in [(T, Some(true)), ("k8sother", None), ("k8soff", Some(false))] {
+        w.set_template(t, generate);
+        for c in ["c1", "c2"] {
+            w.set_constraint(&kind_of(t), c, "deny");
+        }
+    }
+    quiesce(&w, "converged", &[]);
+    let before = w.writes().len();
+    assert_eq!(w.snapshot().bindings.len(), 4, "two kinds generate");
+
+    let r = w.restart();
+    assert!(!r.cache.is_primed());
+    while r.step_where(|k| matches!(k, Key::Constraint { .. })) {}
+    assert_eq!(r.writes().len(), before, "constraints ran before templates");
+    quiesce(&r, "restarted", &[]);
+    assert!(r.cache.is_primed());
+    assert_eq!(
+        r.writes()[before..],
+        [] as [String; 0],
+        "a restart on a converged world writes nothing"
+    );
+}
+
+#[test]
+fn a_cold_cache_defers_orphans_until_every_template_is_reconciled() {
+    let w = World::new(opts(0));
+    w.set_template(T, Some(true));
+    w.set_constraint(K, C, "deny");
+    quiesce(&w, "converged", &[]);
+    // While no copy ran, a constraint kind lost its template but kept a constraint and its
+    // binding (an orphan).
+    w.set_constraint("K8sgone", "x", "deny");
+    let uid = w.constraint("K8sgone", "x").unwrap().meta.uid;
+    w.st.lock().unwrap().bindings.insert(
+        "gatekeeper-k8sgone-x".into(),
+        orphan_binding("K8sgone", "x", &uid),
+    );
+    let before = w.writes().len();
+
+    let r = w.restart();
+    while r.step_where(|k| matches!(k, Key::Constraint { .. })) {}
+    assert_eq!(r.writes().len(), before, "deferred while the cache is cold");
+    r.drain().unwrap();
+    let writes = &r.writes()[before..];
+    assert_eq!(
+        writes.len(),
+        1,
+        "one write: the orphan's delete: {writes:?}"
+    );
+    assert!(writes[0].contains("gatekeeper-k8sgone-x"), "{writes:?}");
+    assert!(
+        r.snapshot()
+            .bindings
+            .iter()
+            .all(|b| b.name() != "gatekeeper-k8sgone-x")
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,12 +1,19 @@
 //! The opinion cache of gatekeeper#3287: `constraint kind → Opinion`. The template side is its
 //! only writer, through [`OpinionCache::should_generate_vap`]; the constraint side only reads
 //! it, and never reads a ConstraintTemplate.
+//!
+//! A fresh cache is *cold*: a kind without an opinion may be one whose template the template
+//! side has not reached yet, not one without a template. Taking it for the latter makes a copy
+//! that starts on a converged cluster delete bindings as orphans and write them again. So the
+//! constraint side defers such keys ([`OpinionCache::defer_if_cold`]) until the cache is primed:
+//! every template of a complete list reconciled once ([`OpinionCache::prime_if_ready`]).
 
 use super::queue::Key;
 use super::world::{ConstraintStore, Enqueue};
 use crate::core::desired::Opinion;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::RwLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 #[derive(Debug, Default)]
 pub struct OpinionCache {
@@ -15,6 +22,17 @@ pub struct OpinionCache {
     /// side holds it exclusively while it checks that no binding is left and deletes the VAP,
     /// so a binding write that read an old opinion cannot land after the VAP is gone (I2).
     kind_locks: std::sync::Mutex<BTreeMap<String, std::sync::Arc<tokio::sync::RwLock<()>>>>,
+    primed: AtomicBool,
+    priming: std::sync::Mutex<Priming>,
+}
+
+/// What the cache tracks until it is primed.
+#[derive(Debug, Default)]
+struct Priming {
+    /// Templates the template side has reconciled at least once.
+    reconciled: BTreeSet<String>,
+    /// Constraint keys that found no opinion while the cache was cold.
+    deferred: BTreeSet<Key>,
 }
 
 impl OpinionCache {
@@ -50,6 +68,62 @@ impl OpinionCache {
             .filter(|(_, o)| o.template == template)
             .map(|(k, _)| k.clone())
             .collect()
+    }
+
+    /// Whether a missing opinion now means "no template holds the kind".
+    pub fn is_primed(&self) -> bool {
+        self.primed.load(Ordering::SeqCst)
+    }
+
+    /// The constraint side, finding no opinion for `key`'s kind: while the cache is cold,
+    /// remembers `key` for the priming to enqueue and returns true (decide nothing now).
+    pub fn defer_if_cold(&self, key: &Key) -> bool {
+        if self.is_primed() {
+            return false;
+        }
+        // Checked again under the lock the priming takes: a key is either deferred before the
+        // priming drains the set, or sees the cache primed.
+        let mut p = self.priming.lock().unwrap_or_else(|p| p.into_inner());
+        if self.is_primed() {
+            return false;
+        }
+        p.deferred.insert(key.clone());
+        true
+    }
+
+    /// The template side has reconciled `template` (whatever it concluded).
+    pub fn template_reconciled(&self, template: &str) {
+        if !self.is_primed() {
+            self.priming
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .reconciled
+                .insert(template.to_string());
+        }
+    }
+
+    /// Primes the cache once the template store has `listed` and every template in it has
+    /// been reconciled; then enqueues the constraint keys that were deferred. Returns whether
+    /// the cache is primed.
+    pub fn prime_if_ready(&self, listed: bool, templates: &[String], queue: &impl Enqueue) -> bool {
+        if self.is_primed() {
+            return true;
+        }
+        if !listed {
+            return false;
+        }
+        let deferred = {
+            let mut p = self.priming.lock().unwrap_or_else(|p| p.into_inner());
+            if !templates.iter().all(|t| p.reconciled.contains(t)) {
+                return false;
+            }
+            self.primed.store(true, Ordering::SeqCst);
+            std::mem::take(&mut *p).deferred
+        };
+        for key in deferred {
+            queue.enqueue(key);
+        }
+        true
     }
 
     /// A copy of the whole cache (for views and tests).

@@ -545,6 +545,20 @@ impl TemplateStore for LiveWorld {
             .map(|o| ConstraintTemplate::from_value(dyn_to_value(&o, &ar), Source::default()))
     }
 
+    fn template_names(&self) -> Vec<String> {
+        self.templates
+            .state()
+            .iter()
+            .filter_map(|t| t.metadata.name.clone())
+            .collect()
+    }
+
+    fn templates_listed(&self) -> bool {
+        self.is_listed(&crate::kube::discovery::resource_name(
+            &crate::kube::discovery::templates_resource(),
+        ))
+    }
+
     fn policy(&self, name: &str) -> Option<Policy> {
         let v = self.read(true, name)?;
         Policy::from_value(v, Source::default())

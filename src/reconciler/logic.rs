@@ -69,7 +69,18 @@ where
     Q: Enqueue + Sync,
 {
     match key {
-        Key::Template(name) => reconcile_template(name, world, ctx).await,
+        Key::Template(name) => {
+            let outcome = reconcile_template(name, world, ctx).await;
+            ctx.cache.template_reconciled(name);
+            if !ctx.cache.is_primed() {
+                ctx.cache.prime_if_ready(
+                    world.templates_listed(),
+                    &world.template_names(),
+                    ctx.queue,
+                );
+            }
+            outcome
+        }
         Key::Constraint { kind, name } => reconcile_constraint(kind, name, world, ctx).await,
     }
 }
@@ -306,6 +317,10 @@ where
         return outcome;
     }
     let opinion = ctx.cache.get(kind);
+    if opinion.is_none() && ctx.cache.defer_if_cold(&Key::constraint(kind, name)) {
+        // The template side may not have reached this kind's template yet: not an orphan.
+        return outcome;
+    }
     let now = world.now();
     let decision = binding_decision(&c, opinion.as_ref(), world.crd_state(kind), ctx.opts, now);
     let step = match decision {

@@ -293,6 +293,13 @@ pub async fn launch(
         started.elapsed()
     );
     // No enqueue here: each watch's `Listed` handler has queued what its list concerns.
+    // No template listed: the opinion cache is primed at once (otherwise by the template side,
+    // once it has reconciled every listed template).
+    cache.prime_if_ready(
+        world.templates_listed(),
+        &world.template_names(),
+        &*world.queue,
+    );
     {
         let world = world.clone();
         tasks.push(tokio::spawn(async move {
@@ -346,10 +353,17 @@ pub async fn launch(
     // Periodic resync.
     {
         let world = world.clone();
+        let cache = cache.clone();
         let every = tuning.resync_every;
         tasks.push(tokio::spawn(async move {
             loop {
                 tokio::time::sleep(every).await;
+                // A template store that listed empty only after start-up primes here.
+                cache.prime_if_ready(
+                    world.templates_listed(),
+                    &world.template_names(),
+                    &*world.queue,
+                );
                 for k in world.all_keys() {
                     world.queue.enqueue(k);
                 }

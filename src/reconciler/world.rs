@@ -23,6 +23,10 @@ pub trait ConstraintStore {
 /// What the template side reads in addition.
 pub trait TemplateStore: ConstraintStore {
     fn template(&self, name: &str) -> Option<ConstraintTemplate>;
+    /// Names of the templates in the local store.
+    fn template_names(&self) -> Vec<String>;
+    /// Whether the template store holds a complete list (the opinion cache primes on it).
+    fn templates_listed(&self) -> bool;
     fn policy(&self, name: &str) -> Option<Policy>;
     /// Bindings controlled by a constraint of `kind` (I2: the VAP is deleted only after these).
     fn bindings_of_kind(&self, kind: &str) -> Vec<Binding>;
