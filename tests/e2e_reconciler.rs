@@ -1304,6 +1304,119 @@ async fn e2e_apiserver_restart_mid_convergence() {
     stop(r).await;
 }
 
+/// A watch gap: while this copy's API server is away, another API server on the same etcd
+/// deletes a constraint, adds one, turns a template off, deletes a binding by hand and adds a
+/// template with a constraint. The server comes back with a fresh watch cache, so the watches
+/// learn of all that only by relisting (no delete event for what vanished). The copy keeps the
+/// lease throughout (a long lease: no resync-on-gain to hide behind) and converges exactly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_changes_during_a_watch_gap_are_reconciled_after_the_relist() {
+    let _s = serial();
+    let env: &'static TestEnv = Box::leak(Box::new(TestEnv::start()));
+    let e = Env::with(env).await;
+    let [k1, k2, k3] = ["GapA", "GapB", "GapC"].map(|p| env.unique_kind(p));
+    for k in [&k1, &k2] {
+        e.put_template(&template(k, Some(true))).await;
+    }
+    for c in ["a", "b"] {
+        e.put_constraint(&k1, c, json!({ "parameters": { "labels": ["x"] } }))
+            .await;
+    }
+    e.put_constraint(&k2, "c", json!({ "parameters": { "labels": ["x"] } }))
+        .await;
+    let o = opts(0);
+    let tuning = Tuning {
+        lease_duration: Duration::from_secs(600),
+        ..Tuning::default()
+    };
+    let r = e
+        .reconciler_with(&env.unique_name("gap"), o.clone(), tuning)
+        .await;
+    wait_for_lease(&r, Duration::from_secs(20))
+        .await
+        .expect("leads");
+    eventually("converged before the gap", || async {
+        e.vapb(&bname(&k2, "c")).await.is_some() && e.vapb(&bname(&k1, "b")).await.is_some()
+    })
+    .await;
+    assert_idle(&r.world, TIMEOUT).await;
+
+    env.stop_apiserver().await;
+    let other = Env {
+        env,
+        client: env
+            .start_apiserver_elsewhere()
+            .await
+            .expect("second server"),
+    };
+    other
+        .constraints(&k1)
+        .delete("a", &DeleteParams::default())
+        .await
+        .expect("delete constraint a");
+    other
+        .put_constraint(&k1, "new", json!({ "parameters": { "labels": ["x"] } }))
+        .await;
+    other.put_template(&template(&k2, Some(false))).await;
+    Api::<ValidatingAdmissionPolicyBinding>::all(other.client.clone())
+        .delete(&bname(&k1, "b"), &DeleteParams::default())
+        .await
+        .expect("delete binding b by hand");
+    other.put_template(&template(&k3, Some(true))).await;
+    eventually("the new kind is served", || async {
+        other
+            .constraints(&k3)
+            .list(&Default::default())
+            .await
+            .is_ok()
+    })
+    .await;
+    other
+        .put_constraint(&k3, "d", json!({ "parameters": { "labels": ["x"] } }))
+        .await;
+    env.stop_apiserver().await;
+    env.start_apiserver().await.expect("apiserver back");
+
+    // The watches reconnect with backoff; then every change above is acted on.
+    for (what, binding, present) in [
+        ("constraint a deleted", bname(&k1, "a"), false),
+        ("constraint new added", bname(&k1, "new"), true),
+        ("binding b restored", bname(&k1, "b"), true),
+        ("template B off", bname(&k2, "c"), false),
+        ("template C added", bname(&k3, "d"), true),
+    ] {
+        let start = Instant::now();
+        while e.vapb(&binding).await.is_some() != present {
+            assert!(
+                start.elapsed() < Duration::from_secs(120),
+                "{what}: {binding} {} after the gap; writes: {:#?}",
+                if present { "missing" } else { "still there" },
+                writes_of(&r.world)
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    eventually("the VAP of template B deleted", || async {
+        e.vap(&pname(&k2)).await.is_none()
+    })
+    .await;
+    assert_idle(&r.world, TIMEOUT).await;
+    e.assert_converged(&o, "after the watch gap").await;
+    let lease_events = r
+        .world
+        .events
+        .lock()
+        .map(|ev| {
+            ev.iter()
+                .filter(|e| matches!(e.verb, kubectl_vap::reconciler::state::EventVerb::Lease))
+                .count()
+        })
+        .unwrap_or_default();
+    assert_eq!(lease_events, 1, "the copy kept the lease across the gap");
+    stop(r).await;
+}
+
 /// `run --metrics-addr`: `/healthz`, `/readyz` and `/metrics` (writes, errors, queue depth,
 /// leader gauge) next to a running reconciler; SIGTERM releases the lease.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -14,9 +14,9 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tokio::sync::watch;
 
-/// Lease duration (seconds): a crashed holder is replaced after at most this long.
+/// Default lease duration (seconds): a crashed holder is replaced after at most this long.
 pub const LEASE_DURATION: u64 = 15;
-/// Renew this long before expiry.
+/// Renew this long before expiry (a third of the duration when that is shorter).
 pub const LEASE_GRACE: u64 = 5;
 
 /// A unique identity for this copy: `<hostname>-<pid>-<random>`.
@@ -65,6 +65,7 @@ pub async fn run(
     namespace: String,
     name: String,
     identity: String,
+    duration: Duration,
     holder_tx: watch::Sender<Option<String>>,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), super::Error> {
@@ -74,13 +75,15 @@ pub async fn run(
         message: e.to_string(),
     };
     // The manager needs the Lease to exist (it creates it); retry while that fails (RBAC, network).
+    let duration = duration.as_secs().max(3);
+    let grace = LEASE_GRACE.min(duration / 3);
     let manager: LeaseManager = loop {
         let built = LeaseManagerBuilder::new(world.client.clone(), &name)
             .with_namespace(&namespace)
             .with_identity(&identity)
             .with_field_manager("kubectl-vap")
-            .with_duration(LEASE_DURATION)
-            .with_grace(LEASE_GRACE)
+            .with_duration(duration)
+            .with_grace(grace)
             .build()
             .await;
         match built {

@@ -77,6 +77,8 @@ pub struct Tuning {
     pub resync_every: Duration,
     /// Look for Gatekeeper's own generator again this often (it may be switched on later).
     pub gatekeeper_recheck: Duration,
+    /// The Lease's duration: a crashed holder is replaced after at most this long.
+    pub lease_duration: Duration,
 }
 
 impl Default for Tuning {
@@ -85,6 +87,7 @@ impl Default for Tuning {
             publish_snapshot: true,
             resync_every: Duration::from_secs(600),
             gatekeeper_recheck: Duration::from_secs(60),
+            lease_duration: Duration::from_secs(super::lease::LEASE_DURATION),
         }
     }
 }
@@ -257,6 +260,7 @@ pub async fn launch(
             lease_namespace.clone(),
             lease_name.clone(),
             identity.clone(),
+            tuning.lease_duration,
             holder_tx,
             shutdown_rx.clone(),
         )));

@@ -227,8 +227,8 @@ impl TestEnv {
     fn boot(&self, etcd_port: u16, etcd_peer_port: u16) -> anyhow::Result<()> {
         self.spawn_etcd(etcd_peer_port)?;
         self.wait_etcd_healthy(etcd_port)?;
-        self.spawn_apiserver()?;
-        block_on_fresh_runtime(self.wait_apiserver_ready())
+        self.spawn_apiserver(self.apiserver_port)?;
+        block_on_fresh_runtime(self.wait_apiserver_ready(&self.server_url()))
     }
 
     fn spawn_etcd(&self, peer_port: u16) -> anyhow::Result<()> {
@@ -269,8 +269,7 @@ impl TestEnv {
         }
     }
 
-    fn spawn_apiserver(&self) -> anyhow::Result<()> {
-        let port = self.apiserver_port;
+    fn spawn_apiserver(&self, port: u16) -> anyhow::Result<()> {
         let key = self.dir.join("sa.key");
         let mut cmd = Command::new(&self.bins.kube_apiserver);
         // envtest's flag set, plus static tokens instead of client certs.
@@ -319,9 +318,9 @@ impl TestEnv {
     }
 
     /// Polls `/readyz` as the admin until 200, the deadline, or the process dying.
-    async fn wait_apiserver_ready(&self) -> anyhow::Result<()> {
+    async fn wait_apiserver_ready(&self, url: &str) -> anyhow::Result<()> {
         // The CA file does not exist before the first start, so probe without verification.
-        let yaml = kubeconfig_yaml(&self.server_url(), None, ADMIN_NAME, &self.admin_token)?;
+        let yaml = kubeconfig_yaml(url, None, ADMIN_NAME, &self.admin_token)?;
         let client = client_from_kubeconfig(Kubeconfig::from_yaml(&yaml)?).await?;
         let deadline = Instant::now() + READY_TIMEOUT;
         loop {
@@ -366,8 +365,27 @@ impl TestEnv {
         if lock(&self.apiserver).is_some() {
             bail!("kube-apiserver is already running");
         }
-        self.spawn_apiserver()?;
-        self.wait_apiserver_ready().await
+        self.spawn_apiserver(self.apiserver_port)?;
+        self.wait_apiserver_ready(&self.server_url()).await
+    }
+
+    /// Starts kube-apiserver on another free port (same etcd, certs and tokens) while the main
+    /// one is stopped, and returns an admin client for it. Clients of [`TestEnv::server_url`]
+    /// cannot reach it: what changes through it, they see only once the main server is back
+    /// ([`TestEnv::stop_apiserver`], then [`TestEnv::start_apiserver`]) — and since that server
+    /// starts with a fresh watch cache, a watch resuming from before learns of it only by a
+    /// relist.
+    pub async fn start_apiserver_elsewhere(&self) -> anyhow::Result<kube::Client> {
+        if lock(&self.apiserver).is_some() {
+            bail!("kube-apiserver is already running");
+        }
+        let [port, ..] = free_ports()?;
+        let url = format!("https://127.0.0.1:{port}");
+        self.spawn_apiserver(port)?;
+        self.wait_apiserver_ready(&url).await?;
+        let ca = self.dir.join("certs").join("apiserver.crt");
+        let yaml = kubeconfig_yaml(&url, Some(&ca), ADMIN_NAME, &self.admin_token)?;
+        client_from_kubeconfig(Kubeconfig::from_yaml(&yaml)?).await
     }
 
     /// A new client as the admin (`system:masters`). Call it per test: a client belongs to the
