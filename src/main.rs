@@ -7,10 +7,16 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // In-cluster, logs are JSON lines and so is the last word.
+    let json = matches!(&cli.command, Some(cli::args::Command::Run(r)) if r.in_cluster);
     match cli::dispatch(cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            if json {
+                tracing::error!("{e:#}");
+            } else {
+                eprintln!("error: {e:#}");
+            }
             ExitCode::from(2)
         }
     }

@@ -179,3 +179,23 @@ fn version_prints_the_crate_version() {
         format!("kubectl-vap {}", env!("CARGO_PKG_VERSION"))
     );
 }
+
+#[test]
+fn run_in_cluster_outside_a_pod_says_so_in_a_json_line_and_exits_2() {
+    let out = Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
+        .args(["run", "--in-cluster", "--once"])
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env_remove("KUBERNETES_SERVICE_PORT")
+        .output()
+        .expect("the binary runs");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let last = stderr.lines().last().unwrap_or_default();
+    let v: Value = serde_json::from_str(last).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    assert_eq!(v["level"], "ERROR", "{last}");
+    let msg = v["fields"]["message"].as_str().unwrap_or_default();
+    assert!(
+        msg.contains("in-cluster configuration is not available") && msg.contains("--kubeconfig"),
+        "{msg}"
+    );
+}

@@ -1227,6 +1227,35 @@ async fn e2e_rbac_least_privilege() {
     );
     assert!(e.vapb(&bname(&kind, "c")).await.is_some());
 
+    // The same grants in a pod's shoes: `run --in-cluster` reads the service-account token,
+    // CA and namespace from their files and logs JSON.
+    e.put_constraint(&kind, "pod", json!({ "parameters": { "labels": ["x"] } }))
+        .await;
+    let out = e
+        .env
+        .in_pod_command(
+            std::path::Path::new(env!("CARGO_BIN_EXE_kubectl-vap")),
+            LEASE_NS,
+        )
+        .expect("in-pod command")
+        .args(["run", "--in-cluster", "--once", "--binding-wait=0s"])
+        .args(["--lease-namespace", LEASE_NS, "--lease-name", &lease])
+        .output()
+        .expect("run --in-cluster");
+    let logs =
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "run --in-cluster --once: {logs}");
+    assert!(e.vapb(&bname(&kind, "pod")).await.is_some(), "{logs}");
+    // Logs (stderr) are JSON; stdout is the report of what `--once` did.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert!(!lines.is_empty(), "in-cluster mode logs: {logs}");
+    for line in lines {
+        let v: Value = serde_json::from_str(line)
+            .unwrap_or_else(|err| panic!("not a JSON log line ({err}): {line}"));
+        assert!(v["level"].is_string(), "no level: {line}");
+    }
+
     // Narrower: no create/update/delete on bindings.
     let mut narrow = crapi.get(&role_name).await.expect("role");
     for rule in narrow.rules.iter_mut().flatten() {

@@ -188,19 +188,49 @@ async fn start_electing(
     Ok(running)
 }
 
+/// Where `run`'s own report lines go: stderr for a person; JSON log lines in-cluster, where
+/// a log collector parses every line.
+#[derive(Debug, Clone, Copy)]
+enum Say {
+    Human,
+    Log,
+}
+
+impl Say {
+    fn for_run(args: &RunArgs) -> Say {
+        if args.in_cluster {
+            Say::Log
+        } else {
+            Say::Human
+        }
+    }
+    fn info(self, line: &str) {
+        match self {
+            Say::Human => eprintln!("{line}"),
+            Say::Log => tracing::info!("{line}"),
+        }
+    }
+    fn error(self, line: &str) {
+        match self {
+            Say::Human => eprintln!("error: {line}"),
+            Say::Log => tracing::error!("{line}"),
+        }
+    }
+}
+
 pub fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<ExitCode> {
     let rt = runtime()?;
+    let say = Say::for_run(args);
     rt.block_on(async {
         let opts = cli.gen_flags.options();
-        let running =
-            start_electing(
-                cli,
-                args.in_cluster,
-                args.take_over,
-                args.metrics_addr,
-                Some(args.workers),
-            )
-            .await?;
+        let running = start_electing(
+            cli,
+            args.in_cluster,
+            args.take_over,
+            args.metrics_addr,
+            Some(args.workers),
+        )
+        .await?;
         for e in &running.handle.current().access_errors {
             tracing::warn!("{}", e.message);
         }
@@ -221,13 +251,13 @@ pub fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<ExitCode> {
             let why = lease_problem(&running);
             stop(running).await;
             match (holder, why) {
-                (None, Some(why)) => eprintln!("error: {why}"),
-                (holder, _) => eprintln!(
-                    "error: Lease {}/{} is held by {}; that copy reconciles. Not converging from here.",
+                (None, Some(why)) => say.error(&why),
+                (holder, _) => say.error(&format!(
+                    "Lease {}/{} is held by {}; that copy reconciles. Not converging from here.",
                     cli.lease_namespace,
                     cli.lease_name,
                     holder.unwrap_or_else(|| "another copy".into())
-                ),
+                )),
             }
             return Ok(ExitCode::from(1));
         }
@@ -236,28 +266,28 @@ pub fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<ExitCode> {
         let left = remaining_plan(&running, &opts).await;
         let (lines, failures) = event_lines(&running);
         for l in &lines {
-            eprintln!("{l}");
+            say.info(l);
         }
         if failures > 0 {
-            eprintln!("{failures} write(s) failed (see above)");
+            say.error(&format!("{failures} write(s) failed (see above)"));
         }
         let writes = running.world.metrics.writes_total();
         stop(running).await;
         if idle && left.is_empty() {
-            eprintln!("converged: {writes} write(s)");
+            say.info(&format!("converged: {writes} write(s)"));
             Ok(ExitCode::SUCCESS)
         } else {
-            eprintln!(
-                "error: did not converge{}; {} write(s) still needed:",
+            say.error(&format!(
+                "did not converge{}; {} write(s) still needed:",
                 if idle {
                     ""
                 } else {
                     " (work still queued: writes keep failing?)"
                 },
                 left.len()
-            );
+            ));
             for l in left {
-                eprintln!("  {l}");
+                say.info(&format!("  {l}"));
             }
             Ok(ExitCode::from(1))
         }

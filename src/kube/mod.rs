@@ -17,7 +17,9 @@ pub use list::list_snapshot;
 pub enum KubeError {
     #[error("loading the kubeconfig: {0}")]
     Config(String),
-    #[error("the in-cluster configuration is not available: {0}")]
+    #[error(
+        "the in-cluster configuration is not available: {0} (--in-cluster is for a pod with a service account; elsewhere use --kubeconfig/--context)"
+    )]
     InCluster(String),
     #[error("creating the Kubernetes client: {0}")]
     Client(#[source] Box<kube::Error>),

@@ -121,6 +121,7 @@ pub struct TestEnv {
     etcd_pid: AtomicU32,
     apiserver_pid: AtomicU32,
     admin_token: String,
+    user_token: String,
     startup: Duration,
 }
 
@@ -193,6 +194,7 @@ impl TestEnv {
             etcd_pid: AtomicU32::new(0),
             apiserver_pid: AtomicU32::new(0),
             admin_token,
+            user_token: user_token.clone(),
             startup: Duration::ZERO,
         };
         lock(&LIVE_DIRS).push(dir.clone());
@@ -386,6 +388,46 @@ impl TestEnv {
         let ca = self.dir.join("certs").join("apiserver.crt");
         let yaml = kubeconfig_yaml(&url, Some(&ca), ADMIN_NAME, &self.admin_token)?;
         client_from_kubeconfig(Kubeconfig::from_yaml(&yaml)?).await
+    }
+
+    /// A command that runs `program` the way a pod sees the cluster, as the non-admin user
+    /// [`USER_NAME`]: `KUBERNETES_SERVICE_HOST`/`_PORT` set, no `KUBECONFIG`, and the
+    /// service-account token, CA and `namespace` in `/var/run/secrets/kubernetes.io/serviceaccount`.
+    /// Those files live in a tmpfs over `/var/run` in a private mount namespace (`unshare`, as
+    /// root), so nothing on the host changes. Add the program's arguments to the command.
+    pub fn in_pod_command(&self, program: &Path, namespace: &str) -> anyhow::Result<Command> {
+        let sa = self.dir.join(format!("serviceaccount-{}", unique_suffix()));
+        std::fs::create_dir_all(&sa).with_context(|| format!("creating {}", sa.display()))?;
+        std::fs::write(sa.join("token"), &self.user_token).context("writing the token")?;
+        std::fs::write(sa.join("namespace"), namespace).context("writing the namespace")?;
+        std::fs::copy(
+            self.dir.join("certs").join("apiserver.crt"),
+            sa.join("ca.crt"),
+        )
+        .context("copying the CA")?;
+        // $0: the service-account folder; $1: the program; then its arguments.
+        const SCRIPT: &str = r#"set -e
+run=$(readlink -f /var/run)
+mount -t tmpfs tmpfs "$run"
+mkdir -p /var/run/secrets/kubernetes.io
+cp -r "$0" /var/run/secrets/kubernetes.io/serviceaccount
+exec "$@""#;
+        let mut cmd = Command::new("unshare");
+        cmd.args([
+            "--mount",
+            "--propagation",
+            "private",
+            "--",
+            "sh",
+            "-c",
+            SCRIPT,
+        ])
+        .arg(&sa)
+        .arg(program)
+        .env("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+        .env("KUBERNETES_SERVICE_PORT", self.apiserver_port.to_string())
+        .env_remove("KUBECONFIG");
+        Ok(cmd)
     }
 
     /// A new client as the admin (`system:masters`). Call it per test: a client belongs to the
