@@ -163,3 +163,63 @@ impl OpinionCache {
         changed
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::{DateTime, Utc};
+    use std::sync::Mutex;
+
+    #[derive(Default)]
+    struct Keys(Mutex<Vec<Key>>);
+    impl Enqueue for Keys {
+        fn enqueue(&self, key: Key) {
+            self.0.lock().unwrap_or_else(|p| p.into_inner()).push(key);
+        }
+        fn enqueue_at(&self, key: Key, _: DateTime<Utc>) {
+            self.enqueue(key);
+        }
+    }
+    impl Keys {
+        fn take(&self) -> Vec<Key> {
+            std::mem::take(&mut *self.0.lock().unwrap_or_else(|p| p.into_inner()))
+        }
+    }
+
+    #[test]
+    fn cold_until_every_listed_template_is_reconciled_then_deferred_keys_come_back_once() {
+        let cache = OpinionCache::new();
+        let q = Keys::default();
+        let templates = ["a".to_string(), "b".to_string()];
+        let k1 = Key::constraint("KA", "x");
+        let k2 = Key::constraint("KB", "y");
+        assert!(cache.defer_if_cold(&k1));
+        assert!(cache.defer_if_cold(&k2));
+        assert!(cache.defer_if_cold(&k1), "deferring twice is harmless");
+        // No complete list yet: never primed, whatever was reconciled.
+        cache.template_reconciled("a");
+        cache.template_reconciled("b");
+        assert!(!cache.prime_if_ready(false, &templates, &q));
+        assert!(q.take().is_empty());
+        // Listed, one template short.
+        let three = ["a".to_string(), "b".to_string(), "c".to_string()];
+        assert!(!cache.prime_if_ready(true, &three, &q));
+        assert!(!cache.is_primed() && q.take().is_empty());
+        // Every listed template reconciled: primed, each deferred key enqueued once.
+        assert!(cache.prime_if_ready(true, &templates, &q));
+        assert!(cache.is_primed());
+        assert_eq!(q.take(), vec![k1.clone(), k2]);
+        // Primed: nothing is deferred any more, and priming again enqueues nothing.
+        assert!(!cache.defer_if_cold(&k1));
+        assert!(cache.prime_if_ready(true, &three, &q));
+        assert!(q.take().is_empty());
+    }
+
+    #[test]
+    fn an_empty_complete_list_primes_at_once() {
+        let cache = OpinionCache::new();
+        let q = Keys::default();
+        assert!(cache.prime_if_ready(true, &[], &q));
+        assert!(!cache.defer_if_cold(&Key::constraint("K", "c")));
+    }
+}
