@@ -75,6 +75,11 @@ impl Env {
         Env::with(env).await
     }
 
+    /// An API server of this test's own, for tests that stop it (it lives until the process ends).
+    async fn private() -> Env {
+        Env::with(Box::leak(Box::new(TestEnv::start()))).await
+    }
+
     async fn with(env: &'static TestEnv) -> Env {
         let client = env.client_admin().await;
         gatekeeper::install_gatekeeper_crds(&client)
@@ -1296,8 +1301,8 @@ async fn e2e_rbac_least_privilege() {
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn e2e_apiserver_restart_mid_convergence() {
     let _s = serial();
-    let env: &'static TestEnv = Box::leak(Box::new(TestEnv::start()));
-    let e = Env::with(env).await;
+    let e = Env::private().await;
+    let env = e.env;
     let kinds: Vec<String> = (0..10)
         .map(|i| env.unique_kind(&format!("Restart{i}")))
         .collect();
@@ -1342,8 +1347,8 @@ async fn e2e_apiserver_restart_mid_convergence() {
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn e2e_changes_during_a_watch_gap_are_reconciled_after_the_relist() {
     let _s = serial();
-    let env: &'static TestEnv = Box::leak(Box::new(TestEnv::start()));
-    let e = Env::with(env).await;
+    let e = Env::private().await;
+    let env = e.env;
     let [k1, k2, k3] = ["GapA", "GapB", "GapC"].map(|p| env.unique_kind(p));
     for k in [&k1, &k2] {
         e.put_template(&template(k, Some(true))).await;
