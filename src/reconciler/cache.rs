@@ -103,8 +103,9 @@ impl OpinionCache {
     }
 
     /// Primes the cache once the template store has `listed` and every template in it has
-    /// been reconciled; then enqueues the constraint keys that were deferred. Returns whether
-    /// the cache is primed.
+    /// been reconciled; then enqueues the deferred constraint keys whose kind still has no
+    /// opinion (a kind that got one after a key was deferred has fanned out to it already).
+    /// Returns whether the cache is primed.
     pub fn prime_if_ready(&self, listed: bool, templates: &[String], queue: &impl Enqueue) -> bool {
         if self.is_primed() {
             return true;
@@ -120,7 +121,13 @@ impl OpinionCache {
             self.primed.store(true, Ordering::SeqCst);
             std::mem::take(&mut *p).deferred
         };
+        let map = self.map.read().unwrap_or_else(|p| p.into_inner());
         for key in deferred {
+            if let Key::Constraint { kind, .. } = &key
+                && map.contains_key(kind)
+            {
+                continue;
+            }
             queue.enqueue(key);
         }
         true
@@ -186,6 +193,36 @@ mod tests {
         }
     }
 
+    /// Constraint names of every kind.
+    struct Store(Vec<&'static str>);
+    impl ConstraintStore for Store {
+        fn constraint(&self, _: &str, _: &str) -> Option<crate::model::Constraint> {
+            None
+        }
+        fn constraint_names(&self, _: &str) -> Vec<String> {
+            self.0.iter().map(|n| n.to_string()).collect()
+        }
+        fn crd_state(&self, _: &str) -> crate::core::desired::CrdState {
+            crate::core::desired::CrdState::NotEstablished
+        }
+        fn binding(&self, _: &str) -> Option<crate::model::Binding> {
+            None
+        }
+        fn now(&self) -> DateTime<Utc> {
+            DateTime::UNIX_EPOCH
+        }
+    }
+
+    fn opinion(template: &str) -> Opinion {
+        Opinion {
+            template: template.into(),
+            generate: true,
+            policy_ready: true,
+            frozen: false,
+            reason: String::new(),
+        }
+    }
+
     #[test]
     fn cold_until_every_listed_template_is_reconciled_then_deferred_keys_come_back_once() {
         let cache = OpinionCache::new();
@@ -205,10 +242,14 @@ mod tests {
         let three = ["a".to_string(), "b".to_string(), "c".to_string()];
         assert!(!cache.prime_if_ready(true, &three, &q));
         assert!(!cache.is_primed() && q.take().is_empty());
-        // Every listed template reconciled: primed, each deferred key enqueued once.
+        // KA gets an opinion meanwhile: its fan-out re-enqueues k1 (from the store).
+        cache.should_generate_vap("KA", Some(opinion("a")), &Store(vec!["x"]), &q);
+        assert_eq!(q.take(), vec![k1.clone()]);
+        // Every listed template reconciled: primed, each deferred key whose kind still has
+        // no opinion enqueued once.
         assert!(cache.prime_if_ready(true, &templates, &q));
         assert!(cache.is_primed());
-        assert_eq!(q.take(), vec![k1.clone(), k2]);
+        assert_eq!(q.take(), vec![k2]);
         // Primed: nothing is deferred any more, and priming again enqueues nothing.
         assert!(!cache.defer_if_cold(&k1));
         assert!(cache.prime_if_ready(true, &three, &q));

@@ -393,8 +393,8 @@ impl TestEnv {
     /// A command that runs `program` the way a pod sees the cluster, as the non-admin user
     /// [`USER_NAME`]: `KUBERNETES_SERVICE_HOST`/`_PORT` set, no `KUBECONFIG`, and the
     /// service-account token, CA and `namespace` in `/var/run/secrets/kubernetes.io/serviceaccount`.
-    /// Those files live in a tmpfs over `/var/run` in a private mount namespace (`unshare`, as
-    /// root), so nothing on the host changes. Add the program's arguments to the command.
+    /// Those files live in a tmpfs over `/var/run` in a private mount namespace (`unshare`; not
+    /// as root, inside a user namespace too), so nothing on the host changes. Add the program's arguments to the command.
     pub fn in_pod_command(&self, program: &Path, namespace: &str) -> anyhow::Result<Command> {
         let sa = self.dir.join(format!("serviceaccount-{}", unique_suffix()));
         std::fs::create_dir_all(&sa).with_context(|| format!("creating {}", sa.display()))?;
@@ -413,6 +413,11 @@ mkdir -p /var/run/secrets/kubernetes.io
 cp -r "$0" /var/run/secrets/kubernetes.io/serviceaccount
 exec "$@""#;
         let mut cmd = Command::new("unshare");
+        // Not root: a user namespace of its own makes the mount allowed (tmpfs is mountable there).
+        use std::os::unix::fs::MetadataExt;
+        if std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() != 0) {
+            cmd.args(["--user", "--map-root-user"]);
+        }
         cmd.args([
             "--mount",
             "--propagation",
