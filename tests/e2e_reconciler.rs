@@ -128,6 +128,19 @@ impl Env {
             .expect("constraint CRD");
     }
 
+    /// A new kind: a template that generates a VAP, and one constraint `constraint` of it.
+    async fn generating_kind(&self, prefix: &str, constraint: &str) -> String {
+        let kind = self.env.unique_kind(prefix);
+        self.put_template(&template(&kind, Some(true))).await;
+        self.put_constraint(
+            &kind,
+            constraint,
+            json!({ "parameters": { "labels": ["x"] } }),
+        )
+        .await;
+        kind
+    }
+
     /// Creates or replaces a constraint. Unless the spec selects objects itself, it selects
     /// only objects labelled `e2e-reconciler: inert` (none exist), so test policies never deny
     /// anything else on the shared server.
@@ -995,10 +1008,7 @@ async fn e2e_run_once_then_real_admission() {
 async fn e2e_one_shot_commands_and_the_lease() {
     let _s = serial();
     let e = Env::new().await;
-    let kind = e.env.unique_kind("Shot");
-    e.put_template(&template(&kind, Some(true))).await;
-    e.put_constraint(&kind, "c", json!({ "parameters": { "labels": ["x"] } }))
-        .await;
+    let kind = e.generating_kind("Shot", "c").await;
     // The one-shot commands use the default Lease gatekeeper-system/kubectl-vap.
     let ns: Namespace =
         serde_json::from_value(json!({ "metadata": { "name": "gatekeeper-system" } })).expect("ns");
@@ -1129,10 +1139,7 @@ async fn e2e_stops_writing_while_gatekeepers_generator_is_on() {
     })
     .await;
     let writes = r.world.metrics.writes_total();
-    let kind = e.env.unique_kind("GkLater");
-    e.put_template(&template(&kind, Some(true))).await;
-    e.put_constraint(&kind, "c", json!({ "parameters": { "labels": ["x"] } }))
-        .await;
+    let kind = e.generating_kind("GkLater", "c").await;
     assert_idle(&r.world, TIMEOUT).await;
     assert!(e.vap(&pname(&kind)).await.is_none(), "nothing written");
     assert_eq!(r.world.metrics.writes_total(), writes);
@@ -1159,10 +1166,7 @@ async fn e2e_rbac_least_privilege() {
     use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
     let _s = serial();
     let e = Env::new().await;
-    let kind = e.env.unique_kind("Rbac");
-    e.put_template(&template(&kind, Some(true))).await;
-    e.put_constraint(&kind, "c", json!({ "parameters": { "labels": ["x"] } }))
-        .await;
+    let kind = e.generating_kind("Rbac", "c").await;
     let role_name = e.env.unique_name("vap-rbac");
     // The manifests `install --print` prints, bound to the test user instead of the SA.
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
@@ -1458,10 +1462,7 @@ async fn e2e_changes_during_a_watch_gap_are_reconciled_after_the_relist() {
 async fn e2e_run_serves_metrics_and_releases_on_sigterm() {
     let _s = serial();
     let e = Env::new().await;
-    let kind = e.env.unique_kind("Metrics");
-    e.put_template(&template(&kind, Some(true))).await;
-    e.put_constraint(&kind, "c", json!({ "parameters": { "labels": ["x"] } }))
-        .await;
+    let kind = e.generating_kind("Metrics", "c").await;
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
@@ -1521,10 +1522,7 @@ unsafe extern "C" {
 async fn e2e_live_check_and_plan() {
     let _s = serial();
     let e = Env::new().await;
-    let kind = e.env.unique_kind("Check");
-    e.put_template(&template(&kind, Some(true))).await;
-    e.put_constraint(&kind, "c", json!({ "parameters": { "labels": ["x"] } }))
-        .await;
+    let kind = e.generating_kind("Check", "c").await;
     let r = e.leader(&e.env.unique_name("check"), opts(0)).await;
     assert_idle(&r.world, TIMEOUT).await;
     stop(r).await;
@@ -1624,10 +1622,7 @@ async fn e2e_takes_over_gatekeeper_objects_without_rewriting() {
     use kubectl_vap::model::{Constraint, ConstraintTemplate, Source};
     let _s = serial();
     let e = Env::new().await;
-    let kind = e.env.unique_kind("Gk");
-    e.put_template(&template(&kind, Some(true))).await;
-    e.put_constraint(&kind, "c", json!({ "parameters": { "labels": ["x"] } }))
-        .await;
+    let kind = e.generating_kind("Gk", "c").await;
     let t = e
         .templates()
         .get(&kind.to_lowercase())
