@@ -219,7 +219,7 @@ pub fn data_from_live(
         access_errors,
         syncing: !state.synced,
     };
-    Data::prepare(
+    let mut data = Data::prepare(
         Origin::Live {
             reconciling: reconcile,
             refusal,
@@ -228,7 +228,46 @@ pub fn data_from_live(
         Arc::new(state.snapshot.clone()),
         opts,
         events,
-    )
+    );
+    note_write_failures(Arc::make_mut(&mut data.analysis), &state.events);
+    data
+}
+
+/// Adds to each finding the failure of the last write of its object, if that write failed: a
+/// node that stays missing or out of sync says why, after the event log has scrolled on.
+fn note_write_failures(
+    analysis: &mut crate::core::analysis::Analysis,
+    events: &std::collections::VecDeque<ReconcileEvent>,
+) {
+    use crate::reconciler::EventVerb;
+    let mut failed: std::collections::HashMap<(&str, &str), &str> =
+        std::collections::HashMap::new();
+    for e in events {
+        if !matches!(
+            e.verb,
+            EventVerb::Create | EventVerb::Update | EventVerb::Delete
+        ) {
+            continue;
+        }
+        let key = (e.object.kind.as_str(), e.object.name.as_str());
+        match &e.result {
+            EventResult::Failed(why) => {
+                failed.insert(key, why);
+            }
+            EventResult::Ok => {
+                failed.remove(&key);
+            }
+            EventResult::Skipped(_) => {}
+        }
+    }
+    if failed.is_empty() {
+        return;
+    }
+    for f in &mut analysis.findings {
+        if let Some(why) = failed.get(&(f.object.kind.as_str(), f.object.name.as_str())) {
+            f.message = format!("{} — the last write failed: {why}", f.message);
+        }
+    }
 }
 
 fn to_command(cmd: WriteCommand) -> Command {
@@ -421,6 +460,60 @@ mod tests {
         assert_eq!(more.len(), crate::reconciler::state::EVENT_LOG_CAPACITY);
         assert!(more.windows(2).all(|w| w[0].seq < w[1].seq));
         assert!(more[0].seq > first[1].seq);
+    }
+
+    #[test]
+    fn a_failed_write_shows_on_its_objects_finding_until_a_write_succeeds() {
+        use crate::core::findings::Code;
+        // A template that generates, no VAP yet: the analysis finds the VAP missing.
+        let mut snapshot = crate::snapshot::Snapshot::default();
+        snapshot
+            .insert(
+                serde_json::json!({
+                    "apiVersion": "templates.gatekeeper.sh/v1", "kind": "ConstraintTemplate",
+                    "metadata": { "name": "k8sx", "uid": "u1" },
+                    "spec": { "crd": { "spec": { "names": { "kind": "K8sX" } } },
+                              "targets": [{ "target": "admission.k8s.gatekeeper.sh",
+                                            "code": [{ "engine": "K8sNativeValidation",
+                                                       "source": { "generateVAP": true,
+                                                                   "validations": [{ "expression": "true" }] } }] }] }
+                }),
+                crate::model::Source::default(),
+            )
+            .unwrap();
+        let mut state = LiveState {
+            snapshot,
+            ..LiveState::default()
+        };
+        let write = |result| ReconcileEvent {
+            time: chrono::DateTime::from_timestamp(1_700_000_000, 0).unwrap(),
+            verb: EventVerb::Create,
+            object: ObjectRef::new(
+                "admissionregistration.k8s.io/v1",
+                "ValidatingAdmissionPolicy",
+                "gatekeeper-k8sx",
+            ),
+            result,
+            message: "the template generates a VAP".into(),
+        };
+        let message = |state: &LiveState| {
+            let data = data_from_live(state, "ctx", true, &Options::default(), Vec::new());
+            data.analysis
+                .findings
+                .iter()
+                .find(|f| f.code == Code::PolicyMissing)
+                .map(|f| f.message.clone())
+                .unwrap()
+        };
+        assert!(!message(&state).contains("last write failed"));
+        state.push_event(write(EventResult::Failed("forbidden: no create".into())));
+        assert!(
+            message(&state).ends_with("the last write failed: forbidden: no create"),
+            "{}",
+            message(&state)
+        );
+        state.push_event(write(EventResult::Ok));
+        assert!(!message(&state).contains("last write failed"));
     }
 
     #[test]
