@@ -670,7 +670,7 @@ impl Writer for LiveWorld {
                     } else {
                         text
                     };
-                    tracing::warn!("{msg}");
+                    tracing::warn!(object = %w.object, "{msg}");
                     self.log(
                         verb,
                         w.object.clone(),
