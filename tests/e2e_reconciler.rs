@@ -369,7 +369,15 @@ fn writes_of(world: &kubectl_vap::reconciler::live::LiveWorld) -> Vec<String> {
                         EventVerb::Create | EventVerb::Update | EventVerb::Delete
                     )
                 })
-                .map(|e| format!("{} {}: {}", e.verb.as_str(), e.object, e.message))
+                .map(|e| {
+                    format!(
+                        "{} {}: {} ({:?})",
+                        e.verb.as_str(),
+                        e.object,
+                        e.message,
+                        e.result
+                    )
+                })
                 .collect()
         })
         .unwrap_or_default()
@@ -1266,7 +1274,8 @@ async fn e2e_rbac_least_privilege() {
     }
 
     // Narrower: no create/update/delete on bindings.
-    let mut narrow = crapi.get(&role_name).await.expect("role");
+    let full = crapi.get(&role_name).await.expect("role");
+    let mut narrow = full.clone();
     for rule in narrow.rules.iter_mut().flatten() {
         if rule
             .resources
@@ -1296,6 +1305,52 @@ async fn e2e_rbac_least_privilege() {
         stderr.contains("forbidden") && stderr.contains("install --print"),
         "{stderr}"
     );
+
+    // A copy that keeps running keeps retrying (with backoff): the refusal is counted and
+    // logged, and once the grant is back the binding is written without a restart.
+    let mut config = Config::new(
+        opts(0),
+        Mode::Elect {
+            lease_namespace: LEASE_NS.into(),
+            lease_name: lease.clone(),
+            take_over: false,
+        },
+    );
+    config.workers = 4;
+    let r = launch(e.env.client_user().await, config, Tuning::default())
+        .await
+        .expect("reconciler starts as the user");
+    wait_for_lease(&r, Duration::from_secs(20))
+        .await
+        .expect("leads");
+    eventually("the forbidden write is reported", || async {
+        r.world
+            .metrics
+            .render()
+            .lines()
+            .any(|l| l.starts_with("kubectl_vap_write_errors_total{reason=\"forbidden\"}"))
+    })
+    .await;
+    let failed = writes_of(&r.world);
+    assert!(
+        failed
+            .iter()
+            .any(|w| w.contains(&bname(&kind, "c2")) && w.contains("Failed(\"forbidden")),
+        "the failed create is in the event log: {failed:#?}"
+    );
+    assert!(e.vapb(&bname(&kind, "c2")).await.is_none());
+    let mut full = full;
+    full.metadata.resource_version = None;
+    crapi
+        .replace(&role_name, &pp, &full)
+        .await
+        .expect("role granted again");
+    eventually("written once the grant is back", || async {
+        e.vapb(&bname(&kind, "c2")).await.is_some()
+    })
+    .await;
+    assert_idle(&r.world, TIMEOUT).await;
+    stop(r).await;
     e.sweep(&[&kind], "rbac-clean").await;
 }
 
