@@ -1510,6 +1510,68 @@ async fn e2e_changes_during_a_watch_gap_are_reconciled_after_the_relist() {
     stop(r).await;
 }
 
+/// Constraint kinds come and go with their CRDs at run time: deleting a constraint CRD (the API
+/// server deletes its constraints) stops the kind's watch and deletes its bindings; creating it
+/// again starts a new watch and the binding is written again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_constraint_kinds_come_and_go_with_their_crds() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let _s = serial();
+    let e = Env::new().await;
+    let kind = e.generating_kind("Crd", "c").await;
+    let r = e.leader(&e.env.unique_name("crd"), opts(0)).await;
+    let bn = bname(&kind, "c");
+    eventually("bound", || async { e.vapb(&bn).await.is_some() }).await;
+    let watching = |r: &Running| {
+        r.world
+            .constraints
+            .read()
+            .map(|w| w.contains_key(&kind))
+            .unwrap_or_default()
+    };
+    assert!(watching(&r));
+
+    let crd = format!("{}.constraints.gatekeeper.sh", kind.to_lowercase());
+    let crds: Api<CustomResourceDefinition> = Api::all(e.client.clone());
+    crds.delete(&crd, &DeleteParams::default())
+        .await
+        .expect("delete the constraint CRD");
+    eventually("the CRD and its constraints gone", || async {
+        crds.get_opt(&crd).await.ok().flatten().is_none()
+    })
+    .await;
+    eventually("the binding deleted", || async {
+        e.vapb(&bn).await.is_none()
+    })
+    .await;
+    eventually("the kind's watch stopped", || async { !watching(&r) }).await;
+    assert_idle(&r.world, TIMEOUT).await;
+    assert!(
+        r.world
+            .access
+            .lock()
+            .map(|a| a.is_empty())
+            .unwrap_or_default(),
+        "a stopped watch leaves no access error"
+    );
+    assert!(
+        e.vap(&pname(&kind)).await.is_some(),
+        "the template's VAP stays"
+    );
+
+    // Back: the template is still there; Gatekeeper would create the CRD again.
+    e.put_template(&template(&kind, Some(true))).await;
+    e.put_constraint(&kind, "c", json!({ "parameters": { "labels": ["x"] } }))
+        .await;
+    eventually("bound again", || async { e.vapb(&bn).await.is_some() }).await;
+    assert!(watching(&r));
+    assert_idle(&r.world, TIMEOUT).await;
+    e.cleanup(&[&kind]).await;
+    assert_idle(&r.world, TIMEOUT).await;
+    stop(r).await;
+}
+
 /// `run --metrics-addr`: `/healthz`, `/readyz` and `/metrics` (writes, errors, queue depth,
 /// leader gauge) next to a running reconciler; SIGTERM releases the lease.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
