@@ -3,25 +3,69 @@
 
 use tracing_subscriber::{EnvFilter, fmt};
 
+/// kube-client logs every failed request at error level ("failed with error …"); each of those
+/// failures also reaches the user through our own error or warning, with what was being done.
+const QUIET: &str = "kube_client::client=off";
+
+/// The filter for `--log` (or `default` plus [`QUIET`]); a bad `--log` falls back to the
+/// default and says why once logging is up.
+pub(crate) fn filter(user: Option<&str>, default: &str) -> (EnvFilter, Option<String>) {
+    let fallback = || EnvFilter::new(format!("{default},{QUIET}"));
+    match user {
+        None => (fallback(), None),
+        Some(f) => match EnvFilter::try_new(f) {
+            Ok(filter) => (filter, None),
+            Err(e) => (
+                fallback(),
+                Some(format!(
+                    "--log {f:?} is not a log filter ({e}); using {default:?} (e.g. --log debug, --log kubectl_vap=debug)"
+                )),
+            ),
+        },
+    }
+}
+
 /// Human logs on stderr. `verbose` raises the default level to info (for `run`).
-pub fn init_cli(filter: Option<&str>, verbose: bool) {
-    let default = if verbose { "info" } else { "warn" };
-    let filter =
-        EnvFilter::try_new(filter.unwrap_or(default)).unwrap_or_else(|_| EnvFilter::new(default));
+pub fn init_cli(user: Option<&str>, verbose: bool) {
+    let (filter, problem) = filter(user, if verbose { "info" } else { "warn" });
     let _ = fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_target(false)
         .try_init();
+    if let Some(p) = problem {
+        tracing::warn!("{p}");
+    }
 }
 
 /// JSON logs on stderr (in-cluster).
-pub fn init_json(filter: Option<&str>) {
-    let filter =
-        EnvFilter::try_new(filter.unwrap_or("info")).unwrap_or_else(|_| EnvFilter::new("info"));
+pub fn init_json(user: Option<&str>) {
+    let (filter, problem) = filter(user, "info");
     let _ = fmt()
         .json()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .try_init();
+    if let Some(p) = problem {
+        tracing::warn!("{p}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bad_filter_falls_back_and_says_why() {
+        let (_, problem) = filter(Some("kubectl_vap=loud[["), "warn");
+        let p = problem.expect("reported");
+        assert!(
+            p.contains("kubectl_vap=loud[[") && p.contains("\"warn\""),
+            "{p}"
+        );
+        assert!(filter(Some("debug"), "warn").1.is_none());
+        // The default silences kube-client's duplicate request errors; a user filter is theirs.
+        assert!(filter(None, "warn").0.to_string().contains(QUIET));
+        assert!(!filter(Some("debug"), "warn").0.to_string().contains(QUIET));
+    }
 }

@@ -12,10 +12,11 @@ fn main() -> ExitCode {
     match cli::dispatch(cli) {
         Ok(code) => code,
         Err(e) => {
+            let text = cli::error_text(&e);
             if json {
-                tracing::error!("{e:#}");
+                tracing::error!("{text}");
             } else {
-                eprintln!("error: {e:#}");
+                eprintln!("error: {text}");
             }
             ExitCode::from(2)
         }

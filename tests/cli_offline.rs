@@ -199,3 +199,46 @@ fn run_in_cluster_outside_a_pod_says_so_in_a_json_line_and_exits_2() {
         "{msg}"
     );
 }
+
+#[test]
+fn a_dead_api_server_is_named_once_with_the_cause_and_exits_2() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = dir.path().join("kubeconfig");
+    // Port 1 on loopback: nothing listens, the connection is refused at once.
+    std::fs::write(
+        &kubeconfig,
+        r#"apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+"#,
+    )
+    .expect("write kubeconfig");
+    for args in [&["check"][..], &["run", "--once"][..]] {
+        let out = Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
+            .args(args)
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .output()
+            .expect("the binary runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+        assert_eq!(
+            lines.len(),
+            1,
+            "{args:?}: one line, no duplicate client logs: {stderr}"
+        );
+        let line = lines[0];
+        assert!(line.starts_with("error: "), "{line}");
+        assert!(line.contains("https://127.0.0.1:1"), "says where: {line}");
+        assert!(line.contains("Connection refused"), "says why: {line}");
+        assert_eq!(
+            line.matches("(Connect)").count(),
+            1,
+            "each cause once: {line}"
+        );
+    }
+}

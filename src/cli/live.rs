@@ -5,7 +5,7 @@
 use super::args::{Cli, OutputArgs, RunArgs};
 use super::report;
 use crate::core::analyze;
-use crate::kube::{client_from, discover_admission_api, list_snapshot};
+use crate::kube::{discover_admission_api, list_snapshot};
 use crate::reconciler::runtime::{Running, Tuning, launch, wait_for_lease, wait_idle};
 use crate::reconciler::state::{AccessErrorKind, EventResult};
 use crate::reconciler::{Command, Config, Mode};
@@ -159,7 +159,7 @@ async fn start_electing(
     metrics_addr: Option<std::net::SocketAddr>,
     workers: Option<u16>,
 ) -> anyhow::Result<Running> {
-    let client = client_from(&cli.conn, in_cluster)
+    let (client, url) = crate::kube::client::connect(&cli.conn, in_cluster)
         .await
         .context("connecting to the cluster")?;
     let mut config = Config::new(
@@ -180,7 +180,7 @@ async fn start_electing(
     };
     let running = launch(client, config, tuning)
         .await
-        .context("starting the reconciler")?;
+        .with_context(|| format!("starting the reconciler against {url}"))?;
     if let Some(msg) = gatekeeper_refusal(&running) {
         stop(running).await;
         bail!(msg);
@@ -344,15 +344,15 @@ pub fn one_shot(cli: &Cli, cmd: Command) -> anyhow::Result<ExitCode> {
 pub fn check_or_plan(cli: &Cli, out: &OutputArgs, plan: bool) -> anyhow::Result<ExitCode> {
     let rt = runtime()?;
     rt.block_on(async {
-        let client = client_from(&cli.conn, false)
+        let (client, url) = crate::kube::client::connect(&cli.conn, false)
             .await
             .context("connecting to the cluster")?;
         let api = discover_admission_api(&client)
             .await
-            .context("discovering the VAP API")?;
+            .with_context(|| format!("discovering the VAP API of {url}"))?;
         let (snap, errors) = list_snapshot(&client, &api)
             .await
-            .context("reading the cluster")?;
+            .with_context(|| format!("reading {url}"))?;
         let forbidden: Vec<String> = errors
             .iter()
             .filter(|e| e.kind != AccessErrorKind::NotServed)

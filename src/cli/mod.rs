@@ -51,3 +51,75 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         None => crate::tui::run(&cli),
     }
 }
+
+/// An error as one line, each cause once. Some errors print their source inside their own
+/// message (kube's do), so `{:#}` would repeat it at every level of the chain.
+pub fn error_text(e: &anyhow::Error) -> String {
+    // kube wraps transport errors as "ServiceError: <the cause>"; the cause follows anyway.
+    let clean = |s: &str| s.replace("ServiceError: ", "");
+    let segments: Vec<String> = e.chain().map(|c| clean(&c.to_string())).collect();
+    let mut out: Vec<String> = Vec::new();
+    for (i, seg) in segments.iter().enumerate() {
+        let next = segments.get(i + 1).map(String::as_str);
+        if next == Some(seg.as_str()) {
+            // A transparent wrapper: its source says the same.
+            continue;
+        }
+        let mut seg = seg.as_str();
+        if let Some(head) = next
+            .and_then(|next| seg.strip_suffix(next))
+            .and_then(|h| h.strip_suffix(": "))
+        {
+            seg = head;
+        }
+        if seg.is_empty() || out.last().is_some_and(|l| l == seg) {
+            continue;
+        }
+        out.push(seg.to_string());
+    }
+    out.join(": ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("{what}: {source}")]
+    struct Repeats {
+        what: &'static str,
+        #[source]
+        source: std::io::Error,
+    }
+
+    /// Wraps an error and displays exactly what it wraps.
+    #[derive(Debug, thiserror::Error)]
+    #[error("{0}")]
+    struct Same(#[source] Repeats);
+
+    #[test]
+    fn a_wrapper_that_repeats_its_source_is_said_once() {
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+        let e = anyhow::Error::new(Same(Repeats {
+            what: "discovering",
+            source: io,
+        }))
+        .context("starting");
+        assert_eq!(error_text(&e), "starting: discovering: refused");
+    }
+
+    #[test]
+    fn each_cause_is_said_once() {
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused");
+        let e = anyhow::Error::new(Repeats {
+            what: "discovering admissionregistration.k8s.io/v1",
+            source: io,
+        })
+        .context("starting the reconciler against https://127.0.0.1:1");
+        assert_eq!(
+            error_text(&e),
+            "starting the reconciler against https://127.0.0.1:1: discovering admissionregistration.k8s.io/v1: connection refused"
+        );
+        assert_eq!(format!("{e:#}").matches("connection refused").count(), 2);
+    }
+}

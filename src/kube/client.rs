@@ -64,8 +64,18 @@ pub async fn client_from(
     conn: &ConnectionArgs,
     in_cluster: bool,
 ) -> Result<kube::Client, KubeError> {
+    Ok(connect(conn, in_cluster).await?.0)
+}
+
+/// A client for the flags, and the API server's URL (to say where, when it cannot be reached).
+pub async fn connect(
+    conn: &ConnectionArgs,
+    in_cluster: bool,
+) -> Result<(kube::Client, String), KubeError> {
     let config = config_from(conn, in_cluster).await?;
-    kube::Client::try_from(config).map_err(|e| KubeError::Client(Box::new(e)))
+    let url = config.cluster_url.to_string();
+    let client = kube::Client::try_from(config).map_err(|e| KubeError::Client(Box::new(e)))?;
+    Ok((client, url.trim_end_matches('/').to_string()))
 }
 
 #[cfg(test)]

@@ -3,7 +3,6 @@
 
 use std::path::PathBuf;
 use tracing::Dispatch;
-use tracing_subscriber::EnvFilter;
 
 pub fn log_path() -> PathBuf {
     std::env::var_os("KUBECTL_VAP_LOG_FILE")
@@ -14,20 +13,25 @@ pub fn log_path() -> PathBuf {
 /// A dispatcher writing to the log file; when the file cannot be opened, one that drops
 /// everything (logs are never drawn over the UI).
 pub fn file_dispatch(filter: Option<&str>) -> Dispatch {
-    let filter =
-        EnvFilter::try_new(filter.unwrap_or("info")).unwrap_or_else(|_| EnvFilter::new("info"));
+    let (filter, problem) = crate::logging::filter(filter, "info");
     let file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(log_path());
     match file {
-        Ok(file) => Dispatch::new(
-            tracing_subscriber::fmt()
-                .with_env_filter(filter)
-                .with_ansi(false)
-                .with_writer(std::sync::Mutex::new(file))
-                .finish(),
-        ),
+        Ok(file) => {
+            let dispatch = Dispatch::new(
+                tracing_subscriber::fmt()
+                    .with_env_filter(filter)
+                    .with_ansi(false)
+                    .with_writer(std::sync::Mutex::new(file))
+                    .finish(),
+            );
+            if let Some(p) = problem {
+                tracing::dispatcher::with_default(&dispatch, || tracing::warn!("{p}"));
+            }
+            dispatch
+        }
         Err(_) => Dispatch::none(),
     }
 }
