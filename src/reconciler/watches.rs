@@ -350,10 +350,10 @@ pub fn stop_kind(world: &Arc<LiveWorld>, kind: &str) {
         .remove(kind);
     let Some(w) = removed else { return };
     w.task.abort();
-    world.set_listed(
-        &crate::kube::discovery::resource_name(&constraint_resource(kind, &w.plural)),
-        false,
-    );
+    let resource = crate::kube::discovery::resource_name(&constraint_resource(kind, &w.plural));
+    world.set_listed(&resource, false);
+    // The watch may have failed on the vanishing resource first: moot once it is stopped.
+    set_access(world, &resource, None);
     tracing::info!(
         kind,
         "stopped watching constraints of kind {kind} (CRD deleted)"
