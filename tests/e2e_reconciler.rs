@@ -259,6 +259,14 @@ impl Env {
         stop(r).await;
     }
 
+    /// [`Env::cleanup`] with `r` still running, so it deletes the VAPs and bindings of `kinds`
+    /// too; then stops it.
+    async fn clean_up_with(&self, r: Running, kinds: &[&str]) {
+        self.cleanup(kinds).await;
+        assert_idle(&r.world, TIMEOUT).await;
+        stop(r).await;
+    }
+
     /// Deletes templates and constraints of `kinds` (their CRDs stay: no GC here).
     async fn cleanup(&self, kinds: &[&str]) {
         for kind in kinds {
@@ -535,9 +543,7 @@ async fn e2e_generation_flows_default_flags() {
     })
     .await;
     assert!(e.vapb(&bname(&unset, "deny")).await.is_none());
-    e.cleanup(&[&on, &off, &unset]).await;
-    assert_idle(&r.world, TIMEOUT).await;
-    stop(r).await;
+    e.clean_up_with(r, &[&on, &off, &unset]).await;
 }
 
 /// The two default-create flags off: unset templates do not generate, deny/warn/dryrun
@@ -584,9 +590,7 @@ async fn e2e_generation_flows_flags_off() {
         e.vapb(&bname(&unset, "scoped")).await.is_none(),
         "no VAP, no binding"
     );
-    e.cleanup(&[&on, &unset]).await;
-    assert_idle(&r.world, TIMEOUT).await;
-    stop(r).await;
+    e.clean_up_with(r, &[&on, &unset]).await;
 }
 
 /// `--binding-wait`: the first binding of a kind waits for the CRD's Established time + wait.
@@ -622,9 +626,7 @@ async fn e2e_binding_waits_for_the_crd() {
         "{:?}",
         start.elapsed()
     );
-    e.cleanup(&[&kind]).await;
-    assert_idle(&r.world, TIMEOUT).await;
-    stop(r).await;
+    e.clean_up_with(r, &[&kind]).await;
 }
 
 /// Edited and deleted owned objects are restored at once; a foreign object with our name is
@@ -768,9 +770,7 @@ async fn e2e_drift_repair_and_foreign_objects() {
     bapi.delete(&bname(&kind, "f"), &DeleteParams::default())
         .await
         .expect("cleanup");
-    e.cleanup(&[&kind]).await;
-    assert_idle(&r.world, TIMEOUT).await;
-    stop(r).await;
+    e.clean_up_with(r, &[&kind]).await;
 }
 
 async fn foreign_uid(e: &Env, kind: &str) -> Option<String> {
@@ -866,9 +866,7 @@ async fn e2e_two_copies_one_writer_and_handover() {
         e.vapb(&bn).await.is_some()
     })
     .await;
-    e.cleanup(&[&kind]).await;
-    assert_idle(&c.world, TIMEOUT).await;
-    stop(c).await;
+    e.clean_up_with(c, &[&kind]).await;
 }
 
 /// `run --once` with the real binary, then real admission: a violating object is denied and
@@ -1161,9 +1159,7 @@ async fn e2e_stops_writing_while_gatekeepers_generator_is_on() {
     })
     .await;
     assert!(r.world.writes_enabled.load(Ordering::SeqCst));
-    e.cleanup(&[&kind]).await;
-    assert_idle(&r.world, TIMEOUT).await;
-    stop(r).await;
+    e.clean_up_with(r, &[&kind]).await;
 }
 
 /// The ClusterRole and lease Role of `install --print`, bound to the non-admin user, are
@@ -1567,9 +1563,7 @@ async fn e2e_constraint_kinds_come_and_go_with_their_crds() {
     eventually("bound again", || async { e.vapb(&bn).await.is_some() }).await;
     assert!(watching(&r));
     assert_idle(&r.world, TIMEOUT).await;
-    e.cleanup(&[&kind]).await;
-    assert_idle(&r.world, TIMEOUT).await;
-    stop(r).await;
+    e.clean_up_with(r, &[&kind]).await;
 }
 
 /// `run --metrics-addr`: `/healthz`, `/readyz` and `/metrics` (writes, errors, queue depth,
@@ -1816,9 +1810,7 @@ async fn e2e_takes_over_gatekeeper_objects_without_rewriting() {
     .await;
     assert_idle(&r.world, TIMEOUT).await;
     assert_eq!(r.world.metrics.writes_total(), 1);
-    e.cleanup(&[&kind]).await;
-    assert_idle(&r.world, TIMEOUT).await;
-    stop(r).await;
+    e.clean_up_with(r, &[&kind]).await;
 }
 
 /// The #3287 race on the real API server: a template flipped off → on → off faster than a
@@ -1973,7 +1965,5 @@ async fn e2e_restart_on_a_converged_cluster_writes_nothing() {
         }
     }
     let refs: Vec<&str> = kinds.iter().map(String::as_str).collect();
-    e.cleanup(&refs).await;
-    assert_idle(&b.world, TIMEOUT).await;
-    stop(b).await;
+    e.clean_up_with(b, &refs).await;
 }
