@@ -1927,7 +1927,8 @@ async fn e2e_race_3287_and_a_storm_of_flips_and_churn() {
 }
 
 /// A copy started on a converged cluster writes nothing, even while its constraint kinds are
-/// still listing: a binding whose constraint is not listed yet must not look orphaned.
+/// still listing: a binding whose constraint is not listed yet must not look orphaned. And a
+/// copy started after every constraint was deleted deletes every binding, one write each.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn e2e_restart_on_a_converged_cluster_writes_nothing() {
@@ -1964,6 +1965,35 @@ async fn e2e_restart_on_a_converged_cluster_writes_nothing() {
             assert!(e.vapb(&bname(kind, c)).await.is_some(), "{kind}/{c} kept");
         }
     }
+    stop(b).await;
+
+    // While no copy runs, every constraint is deleted. The next copy learns of it only from
+    // its lists (no delete events): each binding's owner key must survive the start-up, when
+    // keys of a kind whose list is just completing race with that kind's handler.
+    for kind in &kinds {
+        for c in ["c1", "c2"] {
+            e.constraints(kind)
+                .delete(c, &DeleteParams::default())
+                .await
+                .expect("delete constraint");
+        }
+    }
+    let c = e.leader(&lease, opts(0)).await;
+    assert_idle(&c.world, TIMEOUT).await;
+    let mut kept = Vec::new();
+    for kind in &kinds {
+        for n in ["c1", "c2"] {
+            if e.vapb(&bname(kind, n)).await.is_some() {
+                kept.push(bname(kind, n));
+            }
+        }
+    }
+    assert!(
+        kept.is_empty(),
+        "bindings of deleted constraints left behind: {kept:?}; writes: {:#?}",
+        writes_of(&c.world)
+    );
+    assert_eq!(c.world.metrics.writes_total(), 48, "one delete per binding");
     let refs: Vec<&str> = kinds.iter().map(String::as_str).collect();
-    e.clean_up_with(b, &refs).await;
+    e.clean_up_with(c, &refs).await;
 }

@@ -110,6 +110,10 @@ pub struct LiveWorld {
     overlay: Mutex<HashMap<(bool, String), Recent>>,
     /// Resources (by resource name) whose watch has completed a list and acted on it.
     listed: Mutex<std::collections::HashSet<String>>,
+    /// Resources whose store holds a complete list: set *before* the list's handler enqueues
+    /// (a key popped in between must not be dropped as "still listing"), `listed` after it (so
+    /// "synced" never precedes the keys the list concerns).
+    complete: Mutex<std::collections::HashSet<String>>,
     /// Every watch, including every constraint kind's, has listed once.
     pub synced: AtomicBool,
     /// What looks like Gatekeeper's own generator, as last detected.
@@ -171,6 +175,7 @@ impl LiveWorld {
             access: Mutex::new(std::collections::BTreeMap::new()),
             overlay: Mutex::new(HashMap::new()),
             listed: Mutex::new(std::collections::HashSet::new()),
+            complete: Mutex::new(std::collections::HashSet::new()),
             synced: AtomicBool::new(false),
             gatekeeper_generator: Mutex::new(None),
         }
@@ -181,6 +186,16 @@ impl LiveWorld {
     pub fn set_listed(&self, resource: &str, listed: bool) {
         let mut set = self.listed.lock().unwrap_or_else(|p| p.into_inner());
         if listed {
+            set.insert(resource.to_string());
+        } else {
+            set.remove(resource);
+        }
+    }
+
+    /// Records that the store of `resource` holds a complete list (`false`: the watch stopped).
+    pub fn set_complete(&self, resource: &str, complete: bool) {
+        let mut set = self.complete.lock().unwrap_or_else(|p| p.into_inner());
+        if complete {
             set.insert(resource.to_string());
         } else {
             set.remove(resource);
@@ -204,12 +219,16 @@ impl LiveWorld {
         })
     }
 
-    /// Whether the constraints of `kind` can be trusted: its watch has listed (or there is no
-    /// watch, so there are no constraints of the kind to wait for). A constraint reconciled
-    /// before its kind has listed would look deleted.
+    /// Whether the constraints of `kind` can be trusted: its store holds a complete list (or
+    /// there is no watch, so there are no constraints of the kind to wait for). A constraint
+    /// reconciled before its kind has listed would look deleted.
     pub fn kind_listed(&self, kind: &str) -> bool {
-        self.kind_resource(kind)
-            .is_none_or(|resource| self.is_listed(&resource))
+        self.kind_resource(kind).is_none_or(|resource| {
+            self.complete
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .contains(&resource)
+        })
     }
 
     /// Constraint kinds whose watch runs but has not listed yet.

@@ -136,6 +136,20 @@ where
     spawn_watch_with(api, writer, resource, world, on_change)
 }
 
+/// A (re)list is complete: the reflector has swapped the store in. The store is marked
+/// complete *before* the handler enqueues what the list concerns (a worker may pop such a key
+/// at once, and must not drop it as "still listing"), and the resource listed only *after*
+/// (so "synced" never precedes those keys).
+fn list_done<K, F>(world: &Arc<LiveWorld>, resource: &str, on_change: &F)
+where
+    F: Fn(&Arc<LiveWorld>, Change<'_, K>),
+{
+    world.set_complete(resource, true);
+    set_access(world, resource, None);
+    on_change(world, Change::Listed);
+    world.set_listed(resource, true);
+}
+
 /// As [`spawn_watch`], for resources whose dynamic type has no default (DynamicObject).
 pub fn spawn_watch_with<K, F>(
     api: Api<K>,
@@ -165,11 +179,7 @@ where
                     match ev {
                         watcher::Event::Apply(o) => on_change(&world, Change::Applied(&o)),
                         watcher::Event::Delete(o) => on_change(&world, Change::Deleted(&o)),
-                        watcher::Event::InitDone => {
-                            set_access(&world, &resource, None);
-                            on_change(&world, Change::Listed);
-                            world.set_listed(&resource, true);
-                        }
+                        watcher::Event::InitDone => list_done(&world, &resource, &on_change),
                         watcher::Event::Init | watcher::Event::InitApply(_) => {}
                     }
                 }
@@ -352,6 +362,7 @@ pub fn stop_kind(world: &Arc<LiveWorld>, kind: &str) {
     w.task.abort();
     let resource = crate::kube::discovery::resource_name(&constraint_resource(kind, &w.plural));
     world.set_listed(&resource, false);
+    world.set_complete(&resource, false);
     // The watch may have failed on the vanishing resource first: moot once it is stopped.
     set_access(world, &resource, None);
     tracing::info!(
@@ -402,6 +413,60 @@ pub async fn constraint_watches_ready(world: &LiveWorld) {
 mod tests {
     use super::*;
     use crate::model::{CrdInfo, Source};
+
+    #[tokio::test]
+    async fn a_listed_kind_is_trusted_before_its_handler_enqueues_and_synced_only_after() {
+        // A world that never connects (the client is only built).
+        let config = kube::Config::new("http://127.0.0.1:1".parse().expect("url"));
+        let client = kube::Client::try_from(config).expect("client");
+        let admission = crate::kube::AdmissionApi::v1();
+        let dynamic = |ar: kube::core::ApiResource| Writer::<DynamicObject>::new(ar).as_reader();
+        let world = Arc::new(LiveWorld::new(
+            client,
+            admission.clone(),
+            dynamic(crate::kube::discovery::templates_resource()),
+            Writer::<CustomResourceDefinition>::default().as_reader(),
+            dynamic(admission.policy()),
+            dynamic(admission.binding()),
+            Arc::default(),
+            Arc::default(),
+        ));
+        let ar = constraint_resource("K8sX", "k8sx");
+        let resource = crate::kube::discovery::resource_name(&ar);
+        let task = tokio::spawn(std::future::pending::<()>());
+        world
+            .constraints
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(
+                "K8sX".into(),
+                KindWatch {
+                    plural: "k8sx".into(),
+                    store: dynamic(ar),
+                    task: task.abort_handle(),
+                },
+            );
+        assert!(!world.kind_listed("K8sX"), "still listing");
+        let ran = std::sync::atomic::AtomicBool::new(false);
+        list_done(
+            &world,
+            &resource,
+            &|w: &Arc<LiveWorld>, c: Change<'_, DynamicObject>| {
+                assert!(matches!(c, Change::Listed));
+                // A key this handler queues may be popped at once: the kind must be trusted.
+                assert!(w.kind_listed("K8sX"), "the gate would drop the key");
+                // ... but not synced before the keys are queued.
+                assert!(!w.is_listed(&resource));
+                assert!(w.unlisted_kinds().contains(&resource));
+                ran.store(true, Ordering::SeqCst);
+            },
+        );
+        assert!(ran.load(Ordering::SeqCst));
+        assert!(world.is_listed(&resource) && world.unlisted_kinds().is_empty());
+        stop_kind(&world, "K8sX");
+        assert!(!world.is_listed(&resource));
+        task.abort();
+    }
 
     #[test]
     fn a_trimmed_crd_keeps_everything_that_is_read() {
