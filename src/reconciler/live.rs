@@ -120,6 +120,15 @@ pub struct LiveWorld {
     pub gatekeeper_generator: Mutex<Option<String>>,
 }
 
+fn mark(set: &Mutex<std::collections::HashSet<String>>, resource: &str, on: bool) {
+    let mut set = set.lock().unwrap_or_else(|p| p.into_inner());
+    if on {
+        set.insert(resource.to_string());
+    } else {
+        set.remove(resource);
+    }
+}
+
 fn rv_of(v: &serde_json::Value) -> u64 {
     v["metadata"]["resourceVersion"]
         .as_str()
@@ -184,22 +193,12 @@ impl LiveWorld {
     /// Records that the watch of `resource` listed and its handler acted on the list
     /// (`false`: the watch stopped).
     pub fn set_listed(&self, resource: &str, listed: bool) {
-        let mut set = self.listed.lock().unwrap_or_else(|p| p.into_inner());
-        if listed {
-            set.insert(resource.to_string());
-        } else {
-            set.remove(resource);
-        }
+        mark(&self.listed, resource, listed);
     }
 
     /// Records that the store of `resource` holds a complete list (`false`: the watch stopped).
     pub fn set_complete(&self, resource: &str, complete: bool) {
-        let mut set = self.complete.lock().unwrap_or_else(|p| p.into_inner());
-        if complete {
-            set.insert(resource.to_string());
-        } else {
-            set.remove(resource);
-        }
+        mark(&self.complete, resource, complete);
     }
 
     pub fn is_listed(&self, resource: &str) -> bool {
