@@ -34,6 +34,8 @@ const OVERLAY_TTL: Duration = Duration::from_secs(10);
 /// The constraint watch of one kind.
 pub struct KindWatch {
     pub plural: String,
+    /// The resource name (`<plural>.constraints.gatekeeper.sh`) its listing state is kept under.
+    pub resource: String,
     pub store: Store<DynamicObject>,
     pub task: tokio::task::AbortHandle,
 }
@@ -211,11 +213,7 @@ impl LiveWorld {
     /// The resource name of a watched constraint kind.
     fn kind_resource(&self, kind: &str) -> Option<String> {
         let watches = self.constraints.read().unwrap_or_else(|p| p.into_inner());
-        watches.get(kind).map(|w| {
-            crate::kube::discovery::resource_name(&crate::kube::discovery::constraint_resource(
-                kind, &w.plural,
-            ))
-        })
+        watches.get(kind).map(|w| w.resource.clone())
     }
 
     /// Whether the constraints of `kind` can be trusted: its store holds a complete list (or
@@ -234,12 +232,8 @@ impl LiveWorld {
     pub fn unlisted_kinds(&self) -> Vec<String> {
         let watches = self.constraints.read().unwrap_or_else(|p| p.into_inner());
         watches
-            .iter()
-            .map(|(kind, w)| {
-                crate::kube::discovery::resource_name(&crate::kube::discovery::constraint_resource(
-                    kind, &w.plural,
-                ))
-            })
+            .values()
+            .map(|w| w.resource.clone())
             .filter(|r| !self.is_listed(r))
             .collect()
     }

@@ -357,17 +357,10 @@ pub async fn launch(
     // Periodic resync.
     {
         let world = world.clone();
-        let cache = cache.clone();
         let every = tuning.resync_every;
         tasks.push(tokio::spawn(async move {
             loop {
                 tokio::time::sleep(every).await;
-                // A template store that listed empty only after start-up primes here.
-                cache.prime_if_ready(
-                    world.templates_listed(),
-                    &world.template_names(),
-                    &*world.queue,
-                );
                 for k in world.all_keys() {
                     world.queue.enqueue(k);
                 }
@@ -539,6 +532,11 @@ async fn worker(
             (q.pop(Utc::now()), q.next_due())
         };
         let Some(key) = key else {
+            // Idle and still cold: a template list that completed after start-up, with no
+            // template to reconcile, primes the cache here.
+            if !cache.is_primed() && world.templates_listed() {
+                cache.prime_if_ready(true, &world.template_names(), &*world.queue);
+            }
             let wait = due
                 .and_then(|d| (d - Utc::now()).to_std().ok())
                 .unwrap_or(Duration::from_secs(1))

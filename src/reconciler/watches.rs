@@ -328,23 +328,30 @@ pub fn start_kind(world: &Arc<LiveWorld>, kind: &str, plural: &str) {
     let api: Api<DynamicObject> = Api::all_with(world.client.clone(), &ar);
     let resource = crate::kube::discovery::resource_name(&ar);
     let kind_owned = kind.to_string();
-    let task = spawn_watch_with(api, writer, resource, world.clone(), move |w, change| {
-        match change {
-            Change::Applied(c) | Change::Deleted(c) => {
-                if let Some(name) = &c.metadata.name {
-                    w.queue.enqueue(Key::constraint(&kind_owned, name));
+    let task = spawn_watch_with(
+        api,
+        writer,
+        resource.clone(),
+        world.clone(),
+        move |w, change| {
+            match change {
+                Change::Applied(c) | Change::Deleted(c) => {
+                    if let Some(name) = &c.metadata.name {
+                        w.queue.enqueue(Key::constraint(&kind_owned, name));
+                    }
                 }
+                // The kind's constraints, and the owners of its bindings (constraints deleted
+                // while the watch was down, or before this copy started).
+                Change::Listed => enqueue_kind(w, &kind_owned, None),
             }
-            // The kind's constraints, and the owners of its bindings (constraints deleted
-            // while the watch was down, or before this copy started).
-            Change::Listed => enqueue_kind(w, &kind_owned, None),
-        }
-    });
+        },
+    );
     tracing::info!(kind, "watching constraints of kind {kind}");
     watches.insert(
         kind.to_string(),
         KindWatch {
             plural: plural.to_string(),
+            resource,
             store,
             task: task.abort_handle(),
         },
@@ -360,11 +367,10 @@ pub fn stop_kind(world: &Arc<LiveWorld>, kind: &str) {
         .remove(kind);
     let Some(w) = removed else { return };
     w.task.abort();
-    let resource = crate::kube::discovery::resource_name(&constraint_resource(kind, &w.plural));
-    world.set_listed(&resource, false);
-    world.set_complete(&resource, false);
+    world.set_listed(&w.resource, false);
+    world.set_complete(&w.resource, false);
     // The watch may have failed on the vanishing resource first: moot once it is stopped.
-    set_access(world, &resource, None);
+    set_access(world, &w.resource, None);
     tracing::info!(
         kind,
         "stopped watching constraints of kind {kind} (CRD deleted)"
@@ -442,6 +448,7 @@ mod tests {
                 "K8sX".into(),
                 KindWatch {
                     plural: "k8sx".into(),
+                    resource: resource.clone(),
                     store: dynamic(ar),
                     task: task.abort_handle(),
                 },
