@@ -1,6 +1,7 @@
 //! Whole-snapshot analysis: desired vs observed, giving findings, the plan (the minimal writes)
 //! and the tree. Pure: the same snapshot and options give the same result.
 
+use super::crd;
 use super::decide::{TemplateVerdict, decide_template};
 use super::desired::{BindingDecision, CrdState, Opinion, binding_decision};
 use super::findings::{Code, Finding};
@@ -12,7 +13,8 @@ use super::ownership::{Control, OwnerId, control, gatekeeper_controller};
 use super::plan::{Diff, PlannedWrite, Verb};
 use super::tree::{Node, NodeKind, State};
 use crate::model::{
-    Binding, CONSTRAINTS_GROUP, Constraint, ConstraintTemplate, ObjectRef, Policy, TEMPLATES_GROUP,
+    Binding, CONSTRAINTS_GROUP, Constraint, ConstraintTemplate, CrdInfo, ObjectRef, Policy,
+    TEMPLATES_GROUP,
 };
 use crate::snapshot::Snapshot;
 use k8s_openapi::api::admissionregistration::v1::{
@@ -133,6 +135,27 @@ pub fn compare_policy(
     })
 }
 
+/// A constraint CRD against the one its template defines. A CRD without a controller is
+/// adopted as Gatekeeper adopts it: without a write when it is already what the template
+/// defines, with one update (spec and controller reference) when it is not.
+pub fn compare_crd(desired: &serde_json::Value, observed: &CrdInfo, owner: &OwnerId<'_>) -> Comparison {
+    if observed.meta.controller().is_none() {
+        let mut diff = crd::spec_diff(&desired["spec"], &observed.spec, true);
+        if !diff.is_empty() {
+            diff.push("metadata.ownerReferences");
+            return Comparison::OutOfSync(diff);
+        }
+        return Comparison::InSync;
+    }
+    compare(&observed.meta, owner, |ours| {
+        crd::spec_diff(&desired["spec"], &observed.spec, !ours)
+    })
+}
+
+pub fn crd_ref(name: &str) -> ObjectRef {
+    ObjectRef::new(crd::CRD_API_VERSION, crd::CRD_KIND, name)
+}
+
 pub fn compare_binding(
     desired: &ValidatingAdmissionPolicyBinding,
     observed: &Binding,
@@ -201,6 +224,13 @@ pub fn analyze(snap: &Snapshot, opts: &Options) -> Analysis {
     let mut seen_bindings: BTreeSet<&str> = BTreeSet::new();
     // Constraints whose bindings must not be touched (invalid constraint or template).
     let mut frozen_constraints: BTreeSet<(&str, &str)> = BTreeSet::new();
+    let crds_by_name: BTreeMap<&str, &CrdInfo> = snap
+        .crds
+        .iter()
+        .map(|c| (c.name.as_str(), c))
+        .collect();
+    let mut seen_crds: BTreeSet<&str> = BTreeSet::new();
+    let mut crd_writes = Vec::new();
     let mut policy_writes = Vec::new();
     let mut binding_writes = Vec::new();
     let mut tree = Vec::new();
@@ -231,6 +261,17 @@ pub fn analyze(snap: &Snapshot, opts: &Options) -> Analysis {
             )
             .at(&t.source);
             b.find(&mut tnode, f);
+        }
+
+        // The constraint CRD: first, as everything else of the kind rests on it.
+        if let Some(kind) = t.kind.as_deref() {
+            let name = crd::crd_name(kind);
+            let observed = crds_by_name.get(name.as_str()).copied();
+            if let Some(o) = observed {
+                seen_crds.insert(&o.name);
+            }
+            let node = crd_node(&mut b, t, kind, &verdict, observed, &tref, &mut crd_writes);
+            tnode.children.push(node);
         }
 
         // The policy.
@@ -505,13 +546,47 @@ pub fn analyze(snap: &Snapshot, opts: &Options) -> Analysis {
         ));
         orphans.children.push(node);
     }
+
+    // CRDs without a template: reported, never deleted (deleting a CRD deletes every
+    // constraint of its kind; only a template deletion this copy observed justifies that).
+    for c in &snap.crds {
+        if seen_crds.contains(c.name.as_str()) {
+            continue;
+        }
+        let held_by = match gatekeeper_controller(&c.meta) {
+            Some(ctl) => format!("its controller, template {}, does not exist", ctl.name),
+            None => format!("no template defines kind {}", c.kind),
+        };
+        let mut node = Node::new(
+            format!("crd/{}", c.name),
+            NodeKind::Crd,
+            &c.name,
+            State::Orphan,
+            held_by.clone(),
+        );
+        node.object = Some(crd_ref(&c.name));
+        let f = Finding::new(
+            Code::CrdOrphan,
+            crd_ref(&c.name),
+            format!(
+                "{}: {held_by}; it is left alone (deleting it would delete every {} constraint): delete it by hand if its constraints are no longer wanted",
+                c.name, c.kind
+            ),
+        )
+        .at(&c.source);
+        b.find(&mut node, f);
+        orphans.children.push(node);
+    }
+
     if !orphans.children.is_empty() {
         tree.push(orphans);
     }
 
-    // Order of writes: I1 (policy before binding) and I2 (bindings deleted before their policy).
+    // Order of writes: CRDs first, then I1 (policy before binding) and I2 (bindings deleted
+    // before their policy).
     let policy_deletes = std::mem::take(&mut b.policy_deletes);
-    let mut plan = policy_writes;
+    let mut plan = crd_writes;
+    plan.extend(policy_writes);
     plan.extend(
         binding_deletes.into_iter().chain(
             binding_writes
@@ -601,6 +676,104 @@ fn drop_unobservable(a: &mut Analysis, snap: &Snapshot) {
     for n in &mut a.tree {
         fix(n, &remap, &dropped_objects);
     }
+}
+
+/// The CRD node of a template with `kind`: its state, finding and write.
+fn crd_node(
+    b: &mut Builder<'_>,
+    t: &ConstraintTemplate,
+    kind: &str,
+    verdict: &TemplateVerdict,
+    observed: Option<&CrdInfo>,
+    tref: &ObjectRef,
+    writes: &mut Vec<PlannedWrite>,
+) -> Node {
+    let name = crd::crd_name(kind);
+    let mut node = Node::new(
+        format!("crd/{name}"),
+        NodeKind::Crd,
+        &name,
+        State::InSync,
+        "",
+    );
+    node.object = Some(crd_ref(&name));
+    let established = |o: &CrdInfo| {
+        if o.established {
+            String::new()
+        } else {
+            "; not Established yet".into()
+        }
+    };
+    if let TemplateVerdict::Invalid { .. } = verdict {
+        (node.state, node.reason) = match observed {
+            Some(_) => (State::Error, "kept while the template is invalid".into()),
+            None => (State::NotBound, "not created while the template is invalid".into()),
+        };
+        return node;
+    }
+    let desired = match crd::desired_crd(t, kind) {
+        Ok(d) => d,
+        // decide_template validated the template: unreachable but not worth a panic.
+        Err(reason) => {
+            node.state = State::Error;
+            node.reason = reason;
+            return node;
+        }
+    };
+    let owner = OwnerId::template(t.name(), &t.meta.uid);
+    let Some(o) = observed else {
+        node.state = State::Missing;
+        node.reason = "not created yet".into();
+        let f = Finding::new(
+            Code::CrdMissing,
+            crd_ref(&name),
+            format!("template {} defines kind {kind} but {name} does not exist, so no {kind} constraint can be created; reconcile creates it", t.name()),
+        )
+        .related(tref.clone());
+        b.find(&mut node, f);
+        writes.push(PlannedWrite::create_crd(
+            &desired,
+            Code::CrdMissing,
+            "the template defines the kind",
+            Diff::Render,
+        ));
+        return node;
+    };
+    match compare_crd(&desired, o, &owner) {
+        Comparison::InSync => node.reason = established(o).trim_start_matches("; ").into(),
+        Comparison::OutOfSync(fields) => {
+            node.state = State::OutOfSync;
+            node.reason = format!("differs in {}{}", fields.join(", "), established(o));
+            let f = Finding::new(
+                Code::CrdOutOfSync,
+                crd_ref(&name),
+                format!("{name} differs from what template {} defines in {}; reconcile rewrites it", t.name(), fields.join(", ")),
+            )
+            .related(tref.clone())
+            .at(&o.source);
+            b.find(&mut node, f);
+            writes.push(PlannedWrite::update_crd(
+                &desired,
+                o,
+                Code::CrdOutOfSync,
+                &node.reason,
+                Diff::Render,
+            ));
+        }
+        Comparison::Foreign(why) => {
+            node.state = State::Foreign;
+            node.reason = why.clone();
+            let f = Finding::new(
+                Code::CrdForeign,
+                crd_ref(&name),
+                format!("{name} is the CRD of template {}'s kind, but {why}; it is used as it is and never modified or deleted", t.name()),
+            )
+            .related(tref.clone())
+            .at(&o.source);
+            b.find(&mut node, f);
+        }
+    }
+    node
 }
 
 /// An observed binding of a constraint that should not exist: state, finding, delete.

@@ -6,6 +6,8 @@ use crate::model::{
     CEL_ENGINE, Constraint, ConstraintTemplate, NativeSource, VAP_ENFORCEMENT_POINT,
 };
 
+/// The one target Gatekeeper's validation handles.
+pub const ADMISSION_TARGET: &str = "admission.k8s.gatekeeper.sh";
 const RESERVED_PREFIX: &str = "gatekeeper_internal_";
 const RESERVED_VARIABLES: [&str; 2] = ["params", "anyObject"];
 
@@ -66,6 +68,17 @@ pub fn decide_template(t: &ConstraintTemplate, opts: &Options) -> TemplateVerdic
         0 => return invalid("spec.targets is empty".into()),
         1 => {}
         n => return invalid(format!("{n} targets: exactly one target is allowed")),
+    }
+    if t.targets[0].target != ADMISSION_TARGET {
+        return invalid(format!(
+            "target {:?}: Gatekeeper knows only {ADMISSION_TARGET:?}",
+            t.targets[0].target
+        ));
+    }
+    // The constraint CRD comes first (CRD → VAP → bindings): a template whose CRD cannot be
+    // built as written is invalid as a whole.
+    if let Err(reason) = super::crd::validate(t) {
+        return invalid(reason);
     }
     let Some(raw_source) = t.native_code() else {
         return TemplateVerdict::Skip {

@@ -40,6 +40,10 @@ macro_rules! codes {
 }
 
 codes! {
+    CrdMissing = "crd-missing", Error, "the template defines a constraint kind, but its CRD does not exist";
+    CrdOutOfSync = "crd-out-of-sync", Warning, "the constraint CRD differs from the one its template defines";
+    CrdOrphan = "crd-orphan", Warning, "a constraint CRD whose template is gone (reported, never deleted)";
+    CrdForeign = "crd-foreign", Warning, "a constraint CRD with our name whose controller is not the template";
     PolicyMissing = "policy-missing", Error, "the template generates, but its VAP does not exist";
     PolicyOutOfSync = "policy-out-of-sync", Warning, "the VAP differs from the desired one";
     PolicyDangling = "policy-dangling", Warning, "a VAP whose template is gone or no longer generates";

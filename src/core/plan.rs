@@ -3,7 +3,8 @@
 
 use super::findings::Code;
 use super::normalize;
-use crate::model::{Binding, ObjectRef, Policy};
+use super::crd::{CRD_API_VERSION, CRD_KIND, normalize_spec};
+use crate::model::{Binding, CrdInfo, ObjectRef, Policy};
 use k8s_openapi::api::admissionregistration::v1::{
     ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
 };
@@ -159,12 +160,19 @@ pub fn update_body(observed_raw: &Value, desired: &Value) -> Value {
     body
 }
 
+/// The apiVersion writes of `kind` are built and sent as (CRDs: v1; VAPs and bindings: v1,
+/// sent as the served version).
+fn api_version_of(kind: &str) -> &'static str {
+    if kind == CRD_KIND {
+        CRD_API_VERSION
+    } else {
+        "admissionregistration.k8s.io/v1"
+    }
+}
+
 fn with_type(mut v: Value, kind: &str) -> Value {
     if let Some(o) = v.as_object_mut() {
-        o.insert(
-            "apiVersion".into(),
-            json!("admissionregistration.k8s.io/v1"),
-        );
+        o.insert("apiVersion".into(), json!(api_version_of(kind)));
         o.insert("kind".into(), json!(kind));
         o.remove("status");
     }
@@ -186,6 +194,7 @@ pub enum Diff {
 enum Observed<'a> {
     Policy(&'a Policy),
     Binding(&'a Binding),
+    Crd(&'a CrdInfo),
 }
 
 impl Observed<'_> {
@@ -193,24 +202,28 @@ impl Observed<'_> {
         match self {
             Observed::Policy(p) => p.name(),
             Observed::Binding(b) => b.name(),
+            Observed::Crd(c) => &c.name,
         }
     }
     fn meta(&self) -> &crate::model::meta::Meta {
         match self {
             Observed::Policy(p) => &p.meta,
             Observed::Binding(b) => &b.meta,
+            Observed::Crd(c) => &c.meta,
         }
     }
     fn raw(&self) -> Value {
         match self {
             Observed::Policy(p) => p.raw(),
             Observed::Binding(b) => b.raw(),
+            Observed::Crd(c) => c.raw(),
         }
     }
     fn view(&self) -> Value {
         match self {
             Observed::Policy(p) => policy_view_observed(p),
             Observed::Binding(b) => binding_view_observed(b),
+            Observed::Crd(c) => crd_view(&c.raw()),
         }
     }
 }
@@ -219,6 +232,22 @@ impl<'a> From<&'a Policy> for Observed<'a> {
     fn from(p: &'a Policy) -> Self {
         Observed::Policy(p)
     }
+}
+
+impl<'a> From<&'a CrdInfo> for Observed<'a> {
+    fn from(c: &'a CrdInfo) -> Self {
+        Observed::Crd(c)
+    }
+}
+
+/// A CRD's diff view: identity, ownership, labels and the spec as the server stores it.
+fn crd_view(v: &Value) -> Value {
+    view(
+        v["metadata"]["name"].as_str().unwrap_or_default(),
+        &v["metadata"]["labels"],
+        &v["metadata"]["ownerReferences"],
+        normalize_spec(&v["spec"]),
+    )
 }
 
 impl<'a> From<&'a Binding> for Observed<'a> {
@@ -231,7 +260,7 @@ impl PlannedWrite {
     fn new(verb: Verb, kind: &str, name: &str, code: Code, reason: &str, diff: String) -> Self {
         PlannedWrite {
             verb,
-            object: ObjectRef::new("admissionregistration.k8s.io/v1", kind, name),
+            object: ObjectRef::new(api_version_of(kind), kind, name),
             code,
             reason: reason.into(),
             body: None,
@@ -352,6 +381,22 @@ impl PlannedWrite {
 
     pub fn delete_binding(o: &Binding, code: Code, reason: &str, diff: Diff) -> Self {
         Self::delete(VAPB, o.into(), code, reason, diff)
+    }
+
+    /// `d` is a CRD as [`super::crd::desired_crd`] builds it.
+    pub fn create_crd(d: &Value, code: Code, reason: &str, diff: Diff) -> Self {
+        let name = d["metadata"]["name"].as_str().unwrap_or_default();
+        let view = (diff == Diff::Render).then(|| crd_view(d));
+        Self::create(CRD_KIND, name, d.clone(), view, code, reason)
+    }
+
+    pub fn update_crd(d: &Value, o: &CrdInfo, code: Code, reason: &str, diff: Diff) -> Self {
+        let view = (diff == Diff::Render).then(|| crd_view(d));
+        Self::update(CRD_KIND, o.into(), d.clone(), view, code, reason)
+    }
+
+    pub fn delete_crd(o: &CrdInfo, code: Code, reason: &str, diff: Diff) -> Self {
+        Self::delete(CRD_KIND, o.into(), code, reason, diff)
     }
 }
 

@@ -78,6 +78,8 @@ impl State {
 #[serde(rename_all = "lowercase")]
 pub enum NodeKind {
     Template,
+    /// The constraint CRD a template defines.
+    Crd,
     Policy,
     Constraint,
     Binding,

@@ -94,7 +94,8 @@ impl Binding {
     }
 }
 
-/// What we need of a constraint CRD: whether its kind is served, and since when.
+/// A constraint CRD as observed: whether its kind is served and since when, and (to compare it
+/// with the CRD its template defines) its metadata and spec.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CrdInfo {
     pub name: String,
@@ -103,6 +104,11 @@ pub struct CrdInfo {
     pub established: bool,
     /// `lastTransitionTime` of the `Established` condition, when it is true.
     pub established_since: Option<DateTime<Utc>>,
+    pub meta: Meta,
+    /// `metadata` as read (an update keeps its annotations, labels and other owners).
+    pub metadata: Value,
+    /// `spec` as read.
+    pub spec: Value,
     pub source: Source,
 }
 
@@ -132,8 +138,21 @@ impl CrdInfo {
                 .to_string(),
             established: is_true,
             established_since: since,
+            meta: Meta::from_value(raw),
+            metadata: raw["metadata"].clone(),
+            spec: raw["spec"].clone(),
             source,
         }
+    }
+
+    /// The object as read, without its status (what a diff and an update start from).
+    pub fn raw(&self) -> Value {
+        serde_json::json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": self.metadata,
+            "spec": self.spec,
+        })
     }
 }
 

@@ -97,11 +97,15 @@ impl Trim for DynamicObject {}
 
 impl Trim for CustomResourceDefinition {
     /// Every CRD in the cluster is watched (there is no server-side filter by group), and some
-    /// carry megabytes of schema. Only the group, the names and the `Established` condition are
-    /// read, so schemas, printer columns, conversion and annotations (a `kubectl apply`-ed CRD
-    /// keeps a second copy of itself there) are dropped.
+    /// carry megabytes of schema. Of other groups' CRDs only the group, the names and the
+    /// `Established` condition are read, so schemas, printer columns, conversion and
+    /// annotations (a `kubectl apply`-ed CRD keeps a second copy of itself there) are dropped.
+    /// Constraint CRDs are ours to compare and update: they are kept whole.
     fn trim(&mut self) {
         self.metadata.managed_fields = None;
+        if self.spec.group == CONSTRAINTS_GROUP {
+            return;
+        }
         self.metadata.annotations = None;
         self.spec.conversion = None;
         for v in &mut self.spec.versions {
@@ -475,16 +479,15 @@ mod tests {
         task.abort();
     }
 
-    #[test]
-    fn a_trimmed_crd_keeps_everything_that_is_read() {
-        let crd: CustomResourceDefinition = serde_json::from_value(serde_json::json!({
+    fn crd_of_group(group: &str) -> CustomResourceDefinition {
+        serde_json::from_value(serde_json::json!({
             "metadata": {
-                "name": "k8sx.constraints.gatekeeper.sh",
+                "name": format!("k8sx.{group}"),
                 "annotations": { "kubectl.kubernetes.io/last-applied-configuration": "{…}" },
                 "managedFields": [{ "manager": "gatekeeper", "operation": "Apply" }]
             },
             "spec": {
-                "group": "constraints.gatekeeper.sh",
+                "group": group,
                 "names": { "kind": "K8sX", "plural": "k8sx" },
                 "scope": "Cluster",
                 "versions": [{ "name": "v1beta1", "served": true, "storage": true,
@@ -493,7 +496,12 @@ mod tests {
             "status": { "conditions": [{ "type": "Established", "status": "True",
                                          "lastTransitionTime": "2026-11-30T09:00:00Z" }] }
         }))
-        .expect("crd");
+        .expect("crd")
+    }
+
+    #[test]
+    fn a_trimmed_crd_of_another_group_keeps_only_what_is_read() {
+        let crd = crd_of_group("example.com");
         let mut trimmed = crd.clone();
         trimmed.trim();
         assert_eq!(crd_state(&trimmed), crd_state(&crd));
@@ -502,12 +510,26 @@ mod tests {
             CrdState::Established(Some(_))
         ));
         let info = |c: &CustomResourceDefinition| {
-            CrdInfo::from_value(&super::super::live::crd_to_value(c), Source::default())
+            let i = CrdInfo::from_value(&super::super::live::crd_to_value(c), Source::default());
+            (i.name, i.group, i.kind, i.established, i.established_since)
         };
         assert_eq!(info(&trimmed), info(&crd));
         assert!(trimmed.spec.versions[0].schema.is_none());
         assert!(trimmed.metadata.annotations.is_none());
         assert!(trimmed.metadata.managed_fields.is_none());
         assert_eq!(trimmed.spec.names.plural, "k8sx");
+    }
+
+    /// A constraint CRD is compared with its template's and updated in place: its spec and
+    /// annotations must survive (an update without them would drop them on the server).
+    #[test]
+    fn a_trimmed_constraint_crd_keeps_spec_and_annotations() {
+        let crd = crd_of_group(CONSTRAINTS_GROUP);
+        let mut trimmed = crd.clone();
+        trimmed.trim();
+        assert!(trimmed.metadata.managed_fields.is_none());
+        let mut expected = crd.clone();
+        expected.metadata.managed_fields = None;
+        assert_eq!(trimmed, expected);
     }
 }

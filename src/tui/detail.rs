@@ -29,6 +29,7 @@ pub fn summary(data: &Data, node: &Node) -> Vec<Line<'static>> {
     let mut out = Vec::new();
     let kind_word = match node.kind {
         NodeKind::Template => "ConstraintTemplate",
+        NodeKind::Crd => "CustomResourceDefinition",
         NodeKind::Policy => "ValidatingAdmissionPolicy",
         NodeKind::Constraint => "Constraint",
         NodeKind::Binding => "ValidatingAdmissionPolicyBinding",

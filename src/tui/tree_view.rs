@@ -353,6 +353,7 @@ fn subtree_counts(n: &Node, findings: &[Finding]) -> Counts {
 pub fn kind_tag(kind: NodeKind) -> &'static str {
     match kind {
         NodeKind::Template => "",
+        NodeKind::Crd => "CRD ",
         NodeKind::Policy => "VAP ",
         NodeKind::Constraint => "",
         NodeKind::Binding => "VAPB ",
