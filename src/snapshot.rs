@@ -10,6 +10,10 @@ pub struct Snapshot {
     pub constraints: Vec<Constraint>,
     /// Constraint CRDs only (group `constraints.gatekeeper.sh`).
     pub crds: Vec<CrdInfo>,
+    /// Whether CRDs were read at all: always from a cluster, from files only when they hold a
+    /// CustomResourceDefinition. Templates and constraints kept in Git without their
+    /// generated CRDs are not missing CRDs.
+    pub crds_listed: bool,
     pub policies: Vec<Policy>,
     pub bindings: Vec<Binding>,
     pub pod_statuses: Vec<PodStatus>,
@@ -98,6 +102,9 @@ impl Snapshot {
             return Err("the object has no apiVersion or kind".into());
         }
         let class = classify(&raw);
+        if kind == "CustomResourceDefinition" {
+            self.crds_listed = true;
+        }
         if class != ObjectClass::List
             && class != ObjectClass::Other
             && raw["metadata"]["name"]
@@ -140,6 +147,7 @@ impl Snapshot {
         self.templates.extend(other.templates);
         self.constraints.extend(other.constraints);
         self.crds.extend(other.crds);
+        self.crds_listed |= other.crds_listed;
         self.policies.extend(other.policies);
         self.bindings.extend(other.bindings);
         self.pod_statuses.extend(other.pod_statuses);

@@ -264,7 +264,7 @@ pub fn analyze(snap: &Snapshot, opts: &Options) -> Analysis {
         }
 
         // The constraint CRD: first, as everything else of the kind rests on it.
-        if let Some(kind) = t.kind.as_deref() {
+        if let Some(kind) = t.kind.as_deref().filter(|_| snap.crds_listed) {
             let name = crd::crd_name(kind);
             let observed = crds_by_name.get(name.as_str()).copied();
             if let Some(o) = observed {
@@ -619,6 +619,7 @@ fn drop_unobservable(a: &mut Analysis, snap: &Snapshot) {
     const POLICIES: &str = "validatingadmissionpolicies.admissionregistration.k8s.io";
     const BINDINGS: &str = "validatingadmissionpolicybindings.admissionregistration.k8s.io";
     const TEMPLATES: &str = "constrainttemplates.templates.gatekeeper.sh";
+    const CRDS: &str = "customresourcedefinitions.apiextensions.k8s.io";
     let unreadable = |r: &str| snap.unreadable.contains(r);
     let kind_unreadable =
         |kind: &str| unreadable(&format!("{}.{CONSTRAINTS_GROUP}", kind.to_lowercase()));
@@ -627,7 +628,10 @@ fn drop_unobservable(a: &mut Analysis, snap: &Snapshot) {
     let blind = |f: &Finding| -> bool {
         let is_policy = f.object.kind == "ValidatingAdmissionPolicy";
         let is_binding = f.object.kind == "ValidatingAdmissionPolicyBinding";
-        (is_policy && unreadable(POLICIES))
+        let is_crd = f.object.kind == crd::CRD_KIND;
+        (is_crd && unreadable(CRDS))
+            || (f.code == Code::CrdOrphan && unreadable(TEMPLATES))
+            || (is_policy && unreadable(POLICIES))
             || (is_binding && unreadable(BINDINGS))
             || (f.code == Code::PolicyDangling && unreadable(TEMPLATES))
             || (f.code == Code::BindingMissing && unreadable(POLICIES))

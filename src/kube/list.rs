@@ -106,6 +106,7 @@ pub async fn list_snapshot(
         }
     }
     snap.now = Some(chrono::Utc::now());
+    snap.crds_listed = true;
     snap.unreadable = crate::reconciler::live::unreadable(&errors);
     Ok((snap, errors))
 }

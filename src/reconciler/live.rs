@@ -457,6 +457,7 @@ impl LiveWorld {
             .iter()
             .for_each(|o| add(dyn_to_value(o, &bar)));
         snap.now = Some(Utc::now());
+        snap.crds_listed = true;
         snap.unreadable = unreadable(
             self.access
                 .lock()
