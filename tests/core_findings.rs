@@ -342,7 +342,7 @@ fn the_binding_wait_is_measured_against_the_snapshot_clock_only() {
 #[test]
 fn every_code_has_a_title_and_a_stable_name() {
     let names: Vec<&str> = Code::ALL.iter().map(|c| c.as_str()).collect();
-    assert_eq!(names.len(), 12);
+    assert_eq!(names.len(), 16);
     for c in Code::ALL {
         assert!(!c.title().is_empty());
         assert_eq!(
@@ -409,4 +409,163 @@ fn what_cannot_be_read_proves_nothing() {
         .insert("constrainttemplates.templates.gatekeeper.sh".into());
     assert_eq!(codes(&s), Vec::<Code>::new());
     assert!(analyze(&s, &Options::default()).plan.is_empty());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Constraint CRDs
+// ---------------------------------------------------------------------------------------------
+
+/// Another group's CRD: the input holds CRDs, so the constraint CRDs are checked.
+fn other_crd() -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": { "name": "widgets.example.com" },
+        "spec": { "group": "example.com", "names": { "kind": "Widget", "plural": "widgets" }, "scope": "Cluster" }
+    })
+}
+
+/// The CRD the template of `base()` defines, as the server returns it (Established).
+fn desired_crd() -> Value {
+    let s = snapshot(base());
+    let t = &s.templates[0];
+    let mut crd = kubectl_vap::core::crd::desired_crd(t, "K8sX").expect("crd");
+    crd["metadata"]["uid"] = json!("uid-crd");
+    crd["metadata"]["resourceVersion"] = json!("5");
+    crd["status"] = json!({ "conditions": [{ "type": "Established", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z" }] });
+    crd
+}
+
+fn crd_codes(objects: Vec<Value>) -> (Vec<Code>, Vec<(String, String)>) {
+    let s = snapshot(objects);
+    let a = analyze(&s, &Options::default());
+    let mut codes: Vec<Code> = a
+        .findings
+        .iter()
+        .map(|f| f.code)
+        .filter(|c| c.as_str().starts_with("crd-"))
+        .collect();
+    codes.sort();
+    let writes = a
+        .plan
+        .iter()
+        .filter(|w| w.object.kind == "CustomResourceDefinition")
+        .map(|w| (w.verb.as_str().to_string(), w.object.name.clone()))
+        .collect();
+    (codes, writes)
+}
+
+#[test]
+fn files_without_crds_are_not_missing_crds() {
+    let (codes, writes) = crd_codes(base());
+    assert!(codes.is_empty() && writes.is_empty(), "{codes:?} {writes:?}");
+}
+
+#[test]
+fn a_missing_crd_is_created_before_anything_else() {
+    let mut objs = base();
+    objs.push(other_crd());
+    let a = analyze(&snapshot(objs.clone()), &Options::default());
+    assert_eq!(a.plan[0].object.kind, "CustomResourceDefinition");
+    assert_eq!(a.plan[0].verb, Verb::Create);
+    assert_eq!(a.plan[0].object.name, "k8sx.constraints.gatekeeper.sh");
+    assert_eq!(a.plan[1].object.kind, "ValidatingAdmissionPolicy");
+    assert_eq!(
+        crd_codes(objs).0,
+        vec![Code::CrdMissing],
+        "a Rego-only template needs its CRD as much as a CEL one"
+    );
+}
+
+#[test]
+fn a_crd_that_matches_is_in_sync_whoever_wrote_it() {
+    let mut ours = converged(base());
+    ours.push(desired_crd());
+    assert_eq!(crd_codes(ours.clone()), (vec![], vec![]));
+    // Gatekeeper writes no managed-by label; an ownerless CRD is adopted without a write.
+    let mut gk = converged(base());
+    let mut crd = desired_crd();
+    crd["metadata"]["labels"] = json!({ "gatekeeper.sh/constraint": "yes" });
+    gk.push(crd.clone());
+    assert_eq!(crd_codes(gk.clone()), (vec![], vec![]));
+    crd["metadata"]
+        .as_object_mut()
+        .expect("metadata")
+        .remove("ownerReferences");
+    let mut ownerless = converged(base());
+    ownerless.push(crd);
+    assert_eq!(crd_codes(ownerless), (vec![], vec![]));
+}
+
+#[test]
+fn a_crd_that_differs_is_updated_once_and_adopted() {
+    let mut objs = converged(base());
+    let mut crd = desired_crd();
+    crd["metadata"]
+        .as_object_mut()
+        .expect("metadata")
+        .remove("ownerReferences");
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+        ["parameters"] = json!({ "type": "object", "x-kubernetes-preserve-unknown-fields": true });
+    objs.push(crd);
+    let s = snapshot(objs.clone());
+    let a = analyze(&s, &Options::default());
+    let w = a
+        .plan
+        .iter()
+        .find(|w| w.object.kind == "CustomResourceDefinition")
+        .expect("a CRD write");
+    assert_eq!(w.verb, Verb::Update);
+    assert_eq!(w.resource_version.as_deref(), Some("5"));
+    let body = w.body.as_ref().expect("body");
+    assert_eq!(body["metadata"]["ownerReferences"][0]["name"], "k8sx");
+    assert_eq!(body["metadata"]["ownerReferences"][0]["controller"], true);
+    assert!(w.diff.contains("parameters"), "{}", w.diff);
+    assert_eq!(crd_codes(objs).0, vec![Code::CrdOutOfSync]);
+}
+
+#[test]
+fn a_foreign_crd_and_an_orphan_crd_are_reported_never_written() {
+    let mut objs = converged(base());
+    let mut crd = desired_crd();
+    crd["metadata"]["ownerReferences"] = json!([{ "apiVersion": "apps/v1", "kind": "Deployment", "name": "op", "uid": "d", "controller": true }]);
+    crd["spec"]["scope"] = json!("Namespaced");
+    objs.push(crd);
+    // The CRD of a template that is gone.
+    let mut orphan = desired_crd();
+    let text = orphan.to_string().replace("K8sX", "K8sGone").replace("k8sx", "k8sgone");
+    orphan = serde_json::from_str(&text).expect("json");
+    objs.push(orphan);
+    let (codes, writes) = crd_codes(objs);
+    assert_eq!(codes, vec![Code::CrdOrphan, Code::CrdForeign]);
+    assert!(writes.is_empty(), "never written, never deleted: {writes:?}");
+}
+
+#[test]
+fn an_invalid_template_freezes_its_crd() {
+    let mut objs = vec![
+        template("k8sx", "K8sX", json!({ "failurePolicy": "Sometimes", "validations": [{ "expression": "true" }] })),
+        constraint("K8sX", "a", json!({})),
+    ];
+    let mut crd = desired_crd();
+    crd["spec"]["scope"] = json!("Namespaced");
+    objs.push(crd);
+    let (codes, writes) = crd_codes(objs);
+    assert!(codes.is_empty() && writes.is_empty(), "{codes:?} {writes:?}");
+}
+
+#[test]
+fn unreadable_crds_prove_nothing() {
+    let mut objs = base();
+    objs.push(other_crd());
+    let mut s = snapshot(objs);
+    s.unreadable
+        .insert("customresourcedefinitions.apiextensions.k8s.io".into());
+    let a = analyze(&s, &Options::default());
+    assert!(
+        a.findings.iter().all(|f| !f.code.as_str().starts_with("crd-")),
+        "{:#?}",
+        a.findings
+    );
+    assert!(a.plan.iter().all(|w| w.object.kind != "CustomResourceDefinition"));
 }
