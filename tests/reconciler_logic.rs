@@ -160,10 +160,12 @@ impl World {
                 }
             }),
         );
-        // Gatekeeper creates the constraint CRD with the template.
+        // The constraint CRD exists with the template (created by an earlier run, exactly as
+        // the template defines it).
         if !st.crds.contains_key(&kind) {
             let since = st.now;
-            st.crds.insert(kind.clone(), crd_json(&kind, since));
+            let crd = crd_json(&st.templates[name], &kind, since);
+            st.crds.insert(kind.clone(), crd);
             drop(st);
             self.crd_event(&kind);
         } else {
@@ -259,6 +261,7 @@ impl World {
     }
 
     fn crd_event(&self, kind: &str) {
+        self.queue.enqueue(Key::Template(kind.to_lowercase()));
         for n in self.constraint_names(kind) {
             self.queue.enqueue(Key::constraint(kind, n));
         }
@@ -481,15 +484,19 @@ fn kind_of(template: &str) -> String {
     k
 }
 
-fn crd_json(kind: &str, since: DateTime<Utc>) -> Value {
-    json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": { "name": format!("{}.constraints.gatekeeper.sh", kind.to_lowercase()) },
-        "spec": { "group": "constraints.gatekeeper.sh", "names": { "kind": kind, "plural": kind.to_lowercase() } },
-        "status": { "conditions": [{ "type": "Established", "status": "True",
-                                     "lastTransitionTime": since.to_rfc3339_opts(chrono::SecondsFormat::Secs, true) }] }
-    })
+/// The CRD `template` defines, Established since `since`.
+fn crd_json(template: &Value, kind: &str, since: DateTime<Utc>) -> Value {
+    let t = ConstraintTemplate::from_value(template.clone(), Source::default());
+    let mut crd = kubectl_vap::core::crd::desired_crd(&t, kind).unwrap();
+    crd["metadata"]["uid"] = json!(format!("uid-crd-{kind}"));
+    crd["metadata"]["resourceVersion"] = json!("1");
+    established(&mut crd, since);
+    crd
+}
+
+fn established(crd: &mut Value, since: DateTime<Utc>) {
+    crd["status"] = json!({ "conditions": [{ "type": "Established", "status": "True",
+        "lastTransitionTime": since.to_rfc3339_opts(chrono::SecondsFormat::Secs, true) }] });
 }
 
 impl ConstraintStore for World {
@@ -551,6 +558,13 @@ impl TemplateStore for World {
             .get(name)
             .map(|v| Policy::from_value(v.clone(), Source::default()).unwrap())
     }
+    fn crd(&self, name: &str) -> Option<kubectl_vap::model::CrdInfo> {
+        let st = self.st.lock().unwrap();
+        st.crds
+            .values()
+            .find(|c| c["metadata"]["name"] == name)
+            .map(|c| kubectl_vap::model::CrdInfo::from_value(c, Source::default()))
+    }
     fn bindings_of_kind(&self, kind: &str) -> Vec<Binding> {
         let st = self.st.lock().unwrap();
         st.bindings
@@ -602,7 +616,49 @@ impl Writer for World {
 }
 
 impl World {
+    /// A CRD write; the modelled server establishes a created CRD at once.
+    fn apply_crd(&self, w: &PlannedWrite) -> WriteOutcome {
+        let mut st = self.st.lock().unwrap();
+        st.writes
+            .push(format!("{} {}/{}", w.verb.as_str(), w.object.kind, w.object.name));
+        let n = self.next(&mut st);
+        let now = st.now;
+        let kind = st
+            .crds
+            .iter()
+            .find(|(_, c)| c["metadata"]["name"] == w.object.name.as_str())
+            .map(|(k, _)| k.clone());
+        match w.verb {
+            Verb::Create | Verb::Update => {
+                let mut body = w.body.clone().unwrap();
+                let k = body["spec"]["names"]["kind"].as_str().unwrap().to_string();
+                match (w.verb, &kind) {
+                    (Verb::Create, Some(_)) => {
+                        return WriteOutcome::Retry(format!("{} already exists", w.object.name));
+                    }
+                    (Verb::Update, None) => {
+                        return WriteOutcome::Retry(format!("{} is gone", w.object.name));
+                    }
+                    _ => {}
+                }
+                body["metadata"]["uid"] = json!(format!("uid-{n}"));
+                body["metadata"]["resourceVersion"] = json!(n.to_string());
+                established(&mut body, now);
+                st.crds.insert(k, body);
+            }
+            Verb::Delete => {
+                if let Some(k) = kind {
+                    st.crds.remove(&k);
+                }
+            }
+        }
+        WriteOutcome::Done
+    }
+
     fn apply(&self, w: &PlannedWrite) -> WriteOutcome {
+        if w.object.kind == "CustomResourceDefinition" {
+            return self.apply_crd(w);
+        }
         let mut st = self.st.lock().unwrap();
         let is_policy = w.object.kind == "ValidatingAdmissionPolicy";
         let name = w.object.name.clone();
@@ -1006,7 +1062,8 @@ fn crd_not_established_means_no_binding_until_it_is() {
     {
         let mut st = w.st.lock().unwrap();
         let now = st.now;
-        st.crds.insert(K.into(), crd_json(K, now));
+        let crd = crd_json(&st.templates[T], K, now);
+        st.crds.insert(K.into(), crd);
     }
     w.crd_event(K);
     quiesce(&w, "established", &[]);
@@ -1403,4 +1460,106 @@ mod concurrent {
             check_i4(&w, &ctx);
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Constraint CRDs
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn a_new_template_gets_its_crd_then_its_vap_then_its_bindings() {
+    let w = World::new(opts(0));
+    w.set_template(T, Some(true));
+    // Nothing created the CRD yet (Gatekeeper's generate operation is off); the modelled
+    // server establishes it at once.
+    w.st.lock().unwrap().crds.clear();
+    w.drain().unwrap();
+    w.set_constraint(K, C, "deny");
+    quiesce(&w, "on", &[]);
+    assert_eq!(
+        w.writes(),
+        [
+            "create CustomResourceDefinition/k8srace.constraints.gatekeeper.sh".to_string(),
+            "create ValidatingAdmissionPolicy/gatekeeper-k8srace".to_string(),
+            "create ValidatingAdmissionPolicyBinding/gatekeeper-k8srace-c1".to_string(),
+        ]
+    );
+    check_i4(&w, "steady");
+}
+
+#[test]
+fn the_vap_waits_until_the_crd_is_established() {
+    let w = World::new(opts(0));
+    w.set_template(T, Some(true));
+    w.st.lock().unwrap().crds.get_mut(K).unwrap()["status"]["conditions"][0]["status"] =
+        json!("False");
+    w.drain().unwrap();
+    assert!(w.writes().is_empty(), "{:?}", w.writes());
+    let now = w.now_();
+    established(w.st.lock().unwrap().crds.get_mut(K).unwrap(), now);
+    w.crd_event(K);
+    quiesce(&w, "established", &[]);
+    assert_eq!(
+        w.writes(),
+        ["create ValidatingAdmissionPolicy/gatekeeper-k8srace".to_string()]
+    );
+}
+
+#[test]
+fn a_rego_only_template_gets_its_crd_too() {
+    let w = World::new(opts(0));
+    w.set_template(T, Some(true));
+    {
+        let mut st = w.st.lock().unwrap();
+        st.crds.clear();
+        let t = st.templates.get_mut(T).unwrap();
+        t["spec"]["targets"][0] = json!({ "target": "admission.k8s.gatekeeper.sh", "rego": "package x" });
+    }
+    quiesce(&w, "rego", &[]);
+    assert_eq!(
+        w.writes(),
+        vec!["create CustomResourceDefinition/k8srace.constraints.gatekeeper.sh".to_string()]
+    );
+}
+
+/// Deleting a CRD deletes every constraint of its kind: only a template deletion this copy
+/// saw justifies it, and only after the bindings and the VAP (no GC modelled here).
+#[test]
+fn a_deleted_template_takes_its_crd_last_and_only_if_this_copy_saw_it() {
+    let w = World::new(opts(0));
+    w.set_template(T, Some(true));
+    w.set_constraint(K, C, "deny");
+    quiesce(&w, "on", &[]);
+    // A copy that starts now never saw the template: it must not delete the CRD.
+    let fresh = w.fork();
+    let fresh = World {
+        cache: Arc::new(OpinionCache::new()),
+        ..fresh
+    };
+    for world in [&w, &fresh] {
+        world.st.lock().unwrap().templates.remove(T);
+        world.queue.enqueue(Key::Template(T.into()));
+        world.queue.enqueue(Key::constraint(K, C));
+    }
+    let before = w.writes().len();
+    w.drain().unwrap();
+    assert_eq!(
+        w.writes()[before..],
+        [
+            "delete ValidatingAdmissionPolicyBinding/gatekeeper-k8srace-c1".to_string(),
+            "delete ValidatingAdmissionPolicy/gatekeeper-k8srace".to_string(),
+            "delete CustomResourceDefinition/k8srace.constraints.gatekeeper.sh".to_string(),
+        ]
+    );
+    check_i1_i2(&w, "deleted");
+    let before = fresh.writes().len();
+    fresh.cache.prime_if_ready(true, &[], &*fresh.queue);
+    fresh.drain().unwrap();
+    assert!(
+        !fresh.writes()[before..]
+            .iter()
+            .any(|w| w.contains("CustomResourceDefinition")),
+        "a CRD found without its template is never deleted: {:?}",
+        &fresh.writes()[before..]
+    );
 }

@@ -67,7 +67,7 @@ fn written(mut v: serde_json::Value) -> Applied {
     Applied::Written(v)
 }
 
-/// Sends `w`. VAP and VAPB bodies are built as v1 and sent as the served version.
+/// Sends `w`. VAP and VAPB bodies are built as v1 and sent as the served version; CRDs as v1.
 pub async fn apply_write(
     client: &kube::Client,
     api: &AdmissionApi,
@@ -75,6 +75,8 @@ pub async fn apply_write(
 ) -> Result<Applied, ApplyError> {
     let ar = if w.object.kind == super::discovery::VAP_KIND {
         api.policy()
+    } else if w.object.kind == crate::core::crd::CRD_KIND {
+        super::discovery::crds_resource()
     } else {
         api.binding()
     };

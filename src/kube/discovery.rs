@@ -69,6 +69,14 @@ pub fn templates_resource() -> ApiResource {
     )
 }
 
+/// CustomResourceDefinitions (constraint CRDs are written as v1).
+pub fn crds_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
+        "customresourcedefinitions",
+    )
+}
+
 /// Constraints of one kind, at v1beta1 (Gatekeeper's storage version), `plural` from the CRD.
 pub fn constraint_resource(kind: &str, plural: &str) -> ApiResource {
     ApiResource::from_gvk_with_plural(

@@ -24,6 +24,10 @@ pub struct OpinionCache {
     kind_locks: std::sync::Mutex<BTreeMap<String, std::sync::Arc<tokio::sync::RwLock<()>>>>,
     primed: AtomicBool,
     priming: std::sync::Mutex<Priming>,
+    /// Templates the template side has seen in its store: name → (uid, kind). Only a template
+    /// this copy saw go away may take its constraint CRD with it (deleting a CRD deletes every
+    /// constraint of its kind); a CRD found without its template is reported, never deleted.
+    seen: std::sync::Mutex<BTreeMap<String, (String, String)>>,
 }
 
 /// What the cache tracks until it is primed.
@@ -131,6 +135,31 @@ impl OpinionCache {
             queue.enqueue(key);
         }
         true
+    }
+
+    /// The template side saw `template` (uid, kind) in its store.
+    pub fn saw_template(&self, template: &str, uid: &str, kind: &str) {
+        self.seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(template.to_string(), (uid.to_string(), kind.to_string()));
+    }
+
+    /// The uid and kind of `template` if this copy saw it before it went away.
+    pub fn seen_template(&self, template: &str) -> Option<(String, String)> {
+        self.seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(template)
+            .cloned()
+    }
+
+    /// The template's deletion is complete (its CRD is gone): nothing more to remember.
+    pub fn forget_template(&self, template: &str) {
+        self.seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(template);
     }
 
     /// A copy of the whole cache (for views and tests).

@@ -15,10 +15,11 @@ use crate::core::{PlannedWrite, Verb};
 use crate::kube::apply::{Applied, ApplyError, apply_write};
 use crate::kube::discovery::AdmissionApi;
 use crate::model::{
-    Binding, CONSTRAINTS_GROUP, Constraint, ConstraintTemplate, ObjectRef, Policy, Source,
+    Binding, CONSTRAINTS_GROUP, Constraint, ConstraintTemplate, CrdInfo, ObjectRef, Policy, Source,
 };
 use chrono::{DateTime, Utc};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::DynamicObject;
 use kube::core::ApiResource;
 use kube::runtime::reflector::{ObjectRef as StoreRef, Store};
@@ -38,6 +39,24 @@ pub struct KindWatch {
     pub resource: String,
     pub store: Store<DynamicObject>,
     pub task: tokio::task::AbortHandle,
+}
+
+/// The kinds of object this copy writes (the overlay's key).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Obj {
+    Policy,
+    Binding,
+    Crd,
+}
+
+impl Obj {
+    pub fn of(kind: &str) -> Obj {
+        match kind {
+            crate::kube::discovery::VAP_KIND => Obj::Policy,
+            crate::core::crd::CRD_KIND => Obj::Crd,
+            _ => Obj::Binding,
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -109,7 +128,7 @@ pub struct LiveWorld {
     pub dirty: AtomicBool,
     /// Resources this copy cannot read, by resource name.
     pub access: Mutex<std::collections::BTreeMap<String, super::state::AccessError>>,
-    overlay: Mutex<HashMap<(bool, String), Recent>>,
+    overlay: Mutex<HashMap<(Obj, String), Recent>>,
     /// Resources (by resource name) whose watch has completed a list and acted on it.
     listed: Mutex<std::collections::HashSet<String>>,
     /// Resources whose store holds a complete list: set *before* the list's handler enqueues
@@ -129,6 +148,13 @@ fn mark(set: &Mutex<std::collections::HashSet<String>>, resource: &str, on: bool
     } else {
         set.remove(resource);
     }
+}
+
+fn stored_rv(meta: &ObjectMeta) -> u64 {
+    meta.resource_version
+        .as_deref()
+        .and_then(|r| r.parse::<u64>().ok())
+        .unwrap_or(0)
 }
 
 fn rv_of(v: &serde_json::Value) -> u64 {
@@ -261,7 +287,8 @@ impl LiveWorld {
     fn read(&self, is_policy: bool, name: &str) -> Option<serde_json::Value> {
         let (store, ar) = self.store_of(is_policy);
         let stored = store.get(&StoreRef::new_with(name, ar.clone()));
-        match self.overlay_says(is_policy, name, stored.as_deref()) {
+        let obj = if is_policy { Obj::Policy } else { Obj::Binding };
+        match self.overlay_says(obj, name, stored.as_deref().map(|o| stored_rv(&o.metadata))) {
             Some(ours) => ours,
             None => stored.map(|o| dyn_to_value(&o, &ar)),
         }
@@ -279,20 +306,13 @@ impl LiveWorld {
     /// up (or the entry expired), removing the entry.
     fn overlay_says(
         &self,
-        is_policy: bool,
+        obj: Obj,
         name: &str,
-        stored: Option<&DynamicObject>,
+        stored_rv: Option<u64>,
     ) -> Option<Option<serde_json::Value>> {
-        let key = (is_policy, name.to_string());
+        let key = (obj, name.to_string());
         let mut overlay = self.overlay.lock().unwrap_or_else(|p| p.into_inner());
         let recent = overlay.get(&key)?;
-        let stored_rv = stored.map(|o| {
-            o.metadata
-                .resource_version
-                .as_deref()
-                .and_then(|r| r.parse::<u64>().ok())
-                .unwrap_or(0)
-        });
         let caught_up = match (&recent.object, stored_rv) {
             // Our write is in the store (or something newer is).
             (Some(_), Some(rv)) => rv >= recent.rv,
@@ -314,17 +334,15 @@ impl LiveWorld {
     /// echoing our own write, which needs no reconcile. The store now holds the write, so the
     /// overlay entry is dropped. Anyone else's change has a newer resourceVersion and is
     /// reconciled as usual.
-    pub fn take_own_write(&self, is_policy: bool, obj: &DynamicObject) -> bool {
-        let (Some(name), Some(rv)) = (
-            obj.metadata.name.as_deref(),
-            obj.metadata.resource_version.as_deref(),
-        ) else {
+    pub fn take_own_write(&self, kind: Obj, meta: &ObjectMeta) -> bool {
+        let (Some(name), Some(rv)) = (meta.name.as_deref(), meta.resource_version.as_deref())
+        else {
             return false;
         };
         let Ok(rv) = rv.parse::<u64>() else {
             return false;
         };
-        let key = (is_policy, name.to_string());
+        let key = (kind, name.to_string());
         let mut overlay = self.overlay.lock().unwrap_or_else(|p| p.into_inner());
         let echo = overlay
             .get(&key)
@@ -337,22 +355,33 @@ impl LiveWorld {
 
     /// Drops overlay entries the stores have caught up with, or that are too old to matter.
     pub fn sweep_overlay(&self) {
-        let keys: Vec<(bool, String)> = self
+        let keys: Vec<(Obj, String)> = self
             .overlay
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .keys()
             .cloned()
             .collect();
-        for (is_policy, name) in keys {
-            let (store, ar) = self.store_of(is_policy);
-            let stored = store.get(&StoreRef::new_with(&name, ar));
-            let _ = self.overlay_says(is_policy, &name, stored.as_deref());
+        for (obj, name) in keys {
+            let _ = self.overlay_says(obj, &name, self.stored_rv(obj, &name));
+        }
+    }
+
+    /// The resourceVersion of `name` in its store, if it is there.
+    fn stored_rv(&self, obj: Obj, name: &str) -> Option<u64> {
+        match obj {
+            Obj::Crd => self.crds.get(&StoreRef::new(name)).map(|c| stored_rv(&c.metadata)),
+            Obj::Policy | Obj::Binding => {
+                let (store, ar) = self.store_of(obj == Obj::Policy);
+                store
+                    .get(&StoreRef::new_with(name, ar))
+                    .map(|o| stored_rv(&o.metadata))
+            }
         }
     }
 
     fn remember(&self, w: &PlannedWrite, applied: &Applied) {
-        let is_policy = w.object.kind == crate::kube::discovery::VAP_KIND;
+        let obj = Obj::of(&w.object.kind);
         let recent = match applied {
             Applied::Written(v) => Recent {
                 object: Some(v.clone()),
@@ -372,7 +401,7 @@ impl LiveWorld {
         self.overlay
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert((is_policy, w.object.name.clone()), recent);
+            .insert((obj, w.object.name.clone()), recent);
     }
 
     pub fn constraint_resource(&self, kind: &str) -> Option<(ApiResource, Store<DynamicObject>)> {
@@ -579,6 +608,15 @@ impl TemplateStore for LiveWorld {
             .ok()
     }
 
+    fn crd(&self, name: &str) -> Option<CrdInfo> {
+        let stored = self.crds.get(&StoreRef::new(name));
+        let v = match self.overlay_says(Obj::Crd, name, stored.as_deref().map(|c| stored_rv(&c.metadata))) {
+            Some(ours) => ours?,
+            None => crd_to_value(stored.as_deref()?),
+        };
+        Some(CrdInfo::from_value(&v, Source::default()))
+    }
+
     fn bindings_of_kind(&self, kind: &str) -> Vec<Binding> {
         let names: Vec<String> = self
             .bindings
@@ -595,7 +633,7 @@ impl TemplateStore for LiveWorld {
             .collect();
         // Bindings we just created that the store has not seen yet count too.
         let mut names = names;
-        for ((is_policy, name), recent) in self
+        for ((obj, name), recent) in self
             .overlay
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -608,7 +646,7 @@ impl TemplateStore for LiveWorld {
                     .flatten()
                     .any(|r| r["controller"] == true && r["kind"] == kind)
             });
-            if !is_policy && controlled && !names.contains(name) {
+            if *obj == Obj::Binding && controlled && !names.contains(name) {
                 names.push(name.clone());
             }
         }
@@ -632,10 +670,10 @@ impl Writer for LiveWorld {
             if !self.leading.load(Ordering::SeqCst) {
                 return WriteOutcome::Skipped("not the lease holder".into());
             }
-            let resource = if w.object.kind == crate::kube::discovery::VAP_KIND {
-                "validatingadmissionpolicies"
-            } else {
-                "validatingadmissionpolicybindings"
+            let resource = match Obj::of(&w.object.kind) {
+                Obj::Policy => "validatingadmissionpolicies",
+                Obj::Binding => "validatingadmissionpolicybindings",
+                Obj::Crd => "customresourcedefinitions",
             };
             match apply_write(&self.client, &self.admission, w).await {
                 Ok(applied) => {

@@ -10,7 +10,8 @@
 use super::cache::OpinionCache;
 use super::queue::Key;
 use super::world::{ConstraintStore, Enqueue, TemplateStore, WriteOutcome, Writer};
-use crate::core::analysis::{Comparison, compare_binding, compare_policy};
+use crate::core::analysis::{Comparison, compare_binding, compare_crd, compare_policy};
+use crate::core::crd;
 use crate::core::decide::{TemplateVerdict, decide_template};
 use crate::core::desired::{BindingDecision, Opinion, binding_decision};
 use crate::core::findings::Code;
@@ -102,27 +103,33 @@ where
     let pname = names::policy_name(name);
     let observed = world.policy(&pname);
     let Some(t) = template else {
-        // Template gone: its VAP (if we would own it) goes, after its kind's bindings.
-        let Some(o) = observed else {
-            return Outcome::Done;
-        };
-        if let Control::Other(_) = control(&o.meta, &OwnerId::template(name, "")) {
-            return Outcome::Done;
+        // Template gone: its VAP (if we would own it) goes, after its kind's bindings; then
+        // its CRD, if this copy saw the template go.
+        if let Some(o) = observed
+            && !matches!(
+                control(&o.meta, &OwnerId::template(name, "")),
+                Control::Other(_)
+            )
+        {
+            let kind = o
+                .object
+                .spec
+                .as_ref()
+                .and_then(|s| s.param_kind.as_ref())
+                .and_then(|p| p.kind.clone());
+            let outcome = delete_policy_after_bindings(
+                world,
+                ctx.cache,
+                &o,
+                kind.as_deref(),
+                "its template is gone",
+            )
+            .await;
+            if outcome != Outcome::Done {
+                return outcome;
+            }
         }
-        let kind = o
-            .object
-            .spec
-            .as_ref()
-            .and_then(|s| s.param_kind.as_ref())
-            .and_then(|p| p.kind.clone());
-        return delete_policy_after_bindings(
-            world,
-            ctx.cache,
-            &o,
-            kind.as_deref(),
-            "its template is gone",
-        )
-        .await;
+        return delete_crd_of_gone_template(name, world, ctx.cache).await;
     };
     let verdict = decide_template(&t, ctx.opts);
     let Some(kind) = kind else {
@@ -130,6 +137,9 @@ where
         return Outcome::Done;
     };
     let owner = OwnerId::template(t.name(), &t.meta.uid);
+    if !matches!(verdict, TemplateVerdict::Invalid { .. }) {
+        ctx.cache.saw_template(name, &t.meta.uid, &kind);
+    }
     match verdict {
         TemplateVerdict::Invalid { reason } => {
             // Frozen: keep what exists, write nothing new for the kind.
@@ -149,6 +159,22 @@ where
             failure_policy,
             reason,
         } => {
+            // CRD → Established → VAP: the VAP's paramKind must be served before it exists
+            // (a policy whose paramKind is unknown denies everything under failurePolicy Fail).
+            let (served, crd_outcome) = ensure_crd(&t, &kind, world).await;
+            if !served {
+                let opinion = Opinion {
+                    template: name.to_string(),
+                    generate: true,
+                    policy_ready: false,
+                    frozen: false,
+                    reason,
+                };
+                ctx.cache
+                    .should_generate_vap(&kind, Some(opinion), world, ctx.queue);
+                // The CRD's watch brings the template back once it is Established.
+                return crd_outcome;
+            }
             let desired = generate::policy(&t, &kind, &source, failure_policy);
             let (ready, outcome) = match &observed {
                 None => {
@@ -200,9 +226,11 @@ where
             };
             ctx.cache
                 .should_generate_vap(&kind, Some(opinion), world, ctx.queue);
-            outcome
+            crd_outcome.merge(outcome)
         }
         TemplateVerdict::Skip { reason } => {
+            // Rego-only templates too: nothing else creates their constraint CRD.
+            let (_, crd_outcome) = ensure_crd(&t, &kind, world).await;
             // I2: publish first (the fan-out deletes the bindings) ...
             let opinion = Opinion {
                 template: name.to_string(),
@@ -214,7 +242,7 @@ where
             ctx.cache
                 .should_generate_vap(&kind, Some(opinion), world, ctx.queue);
             // ... then delete the VAP once the kind's bindings are gone.
-            match observed {
+            let outcome = match observed {
                 Some(o) if !matches!(control(&o.meta, &owner), Control::Other(_)) => {
                     delete_policy_after_bindings(
                         world,
@@ -226,9 +254,90 @@ where
                     .await
                 }
                 _ => Outcome::Done,
-            }
+            };
+            crd_outcome.merge(outcome)
         }
     }
+}
+
+/// The template's constraint CRD: created, or updated to what the template defines (a CRD
+/// another controller holds is used as it is). Returns whether the kind is served now (the
+/// CRD exists and is Established) and the outcome of the write, if one was needed.
+async fn ensure_crd<W: TemplateStore + Writer + Sync>(
+    t: &crate::model::ConstraintTemplate,
+    kind: &str,
+    world: &W,
+) -> (bool, Outcome) {
+    // decide_template validated what the CRD is built from.
+    let Ok(desired) = crd::desired_crd(t, kind) else {
+        return (false, Outcome::Done);
+    };
+    let name = crd::crd_name(kind);
+    let Some(o) = world.crd(&name) else {
+        let w = PlannedWrite::create_crd(
+            &desired,
+            Code::CrdMissing,
+            "the template defines the kind",
+            Diff::Skip,
+        );
+        return (false, from_write(world.write(&w).await).1);
+    };
+    let owner = OwnerId::template(t.name(), &t.meta.uid);
+    let outcome = match compare_crd(&desired, &o, &owner) {
+        Comparison::InSync => Outcome::Done,
+        Comparison::OutOfSync(fields) => {
+            let w = PlannedWrite::update_crd(
+                &desired,
+                &o,
+                Code::CrdOutOfSync,
+                &format!("differs in {}", fields.join(", ")),
+                Diff::Skip,
+            );
+            from_write(world.write(&w).await).1
+        }
+        Comparison::Foreign(why) => {
+            tracing::warn!(crd = %name, "not writing {name}: {why}; it is used as it is");
+            Outcome::Done
+        }
+    };
+    // An update keeps a CRD Established: the kind stays served.
+    (o.established, outcome)
+}
+
+/// Deletes the constraint CRD of template `name`, which is gone, once its VAP is gone (I2:
+/// bindings, VAP, then CRD). Only when this copy saw the template (a CRD found without its
+/// template is reported, never deleted) and the CRD's controller is that template, same uid:
+/// deleting a CRD deletes every constraint of its kind.
+async fn delete_crd_of_gone_template<W: TemplateStore + Writer + Sync>(
+    name: &str,
+    world: &W,
+    cache: &OpinionCache,
+) -> Outcome {
+    let Some((uid, kind)) = cache.seen_template(name) else {
+        return Outcome::Done;
+    };
+    let Some(o) = world.crd(&crd::crd_name(&kind)) else {
+        cache.forget_template(name);
+        return Outcome::Done;
+    };
+    let controlled = !uid.is_empty()
+        && o.meta.controller().is_some_and(|c| c.uid == uid)
+        && control(&o.meta, &OwnerId::template(name, &uid)) == Control::Owner;
+    if !controlled {
+        cache.forget_template(name);
+        return Outcome::Done;
+    }
+    let w = PlannedWrite::delete_crd(
+        &o,
+        Code::CrdOrphan,
+        &format!("its template {name} was deleted"),
+        Diff::Skip,
+    );
+    let (done, outcome) = from_write(world.write(&w).await);
+    if done {
+        cache.forget_template(name);
+    }
+    outcome
 }
 
 async fn delete_policy_after_bindings<W: TemplateStore + Writer + Sync>(

@@ -8,7 +8,7 @@
 //! old store. After a list, everything the store concerns is enqueued again, which also
 //! covers objects deleted while the watch was down (a relist drops them without an event).
 
-use super::live::{KindWatch, LiveWorld};
+use super::live::{KindWatch, LiveWorld, Obj};
 use super::queue::Key;
 use super::state::AccessError;
 use super::world::Enqueue;
@@ -222,7 +222,7 @@ pub fn on_template(world: &Arc<LiveWorld>, change: Change<'_, DynamicObject>) {
 
 pub fn on_policy(world: &Arc<LiveWorld>, change: Change<'_, DynamicObject>) {
     match change {
-        Change::Applied(p) if world.take_own_write(true, p) => {}
+        Change::Applied(p) if world.take_own_write(Obj::Policy, &p.metadata) => {}
         Change::Applied(p) | Change::Deleted(p) => {
             policy_keys(p)
                 .into_iter()
@@ -235,7 +235,7 @@ pub fn on_policy(world: &Arc<LiveWorld>, change: Change<'_, DynamicObject>) {
 
 pub fn on_binding(world: &Arc<LiveWorld>, change: Change<'_, DynamicObject>) {
     match change {
-        Change::Applied(b) if world.take_own_write(false, b) => {}
+        Change::Applied(b) if world.take_own_write(Obj::Binding, &b.metadata) => {}
         Change::Applied(b) | Change::Deleted(b) => {
             binding_keys(b)
                 .into_iter()
@@ -308,6 +308,25 @@ fn crd_changed(world: &Arc<LiveWorld>, crd: &CustomResourceDefinition, deleted: 
         return;
     }
     let kind = crd.spec.names.kind.clone();
+    // The template side waits for its CRD (created, Established, deleted by someone): the
+    // template that controls it, and the one its kind belongs to, look again.
+    if !(!deleted && world.take_own_write(Obj::Crd, &crd.metadata)) {
+        let mut templates: Vec<String> = crd
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .filter(|r| {
+                r.controller == Some(true) && r.api_version.starts_with("templates.gatekeeper.sh/")
+            })
+            .map(|r| r.name.clone())
+            .collect();
+        templates.push(kind.to_lowercase());
+        templates.dedup();
+        for t in templates {
+            world.queue.enqueue(Key::Template(t));
+        }
+    }
     if deleted {
         stop_kind(world, &kind);
         return;

@@ -7,7 +7,7 @@
 use super::queue::Key;
 use crate::core::PlannedWrite;
 use crate::core::desired::CrdState;
-use crate::model::{Binding, Constraint, ConstraintTemplate, Policy};
+use crate::model::{Binding, Constraint, ConstraintTemplate, CrdInfo, Policy};
 use chrono::{DateTime, Utc};
 
 /// What the constraint side may read: constraints, their CRD's readiness, observed bindings.
@@ -28,6 +28,9 @@ pub trait TemplateStore: ConstraintStore {
     /// Whether the template store holds a complete list (the opinion cache primes on it).
     fn templates_listed(&self) -> bool;
     fn policy(&self, name: &str) -> Option<Policy>;
+    /// The constraint CRD `name` (`<plural>.constraints.gatekeeper.sh`), as last observed or
+    /// written.
+    fn crd(&self, name: &str) -> Option<CrdInfo>;
     /// Bindings controlled by a constraint of `kind` (I2: the VAP is deleted only after these).
     fn bindings_of_kind(&self, kind: &str) -> Vec<Binding>;
 }
