@@ -458,7 +458,10 @@ fn crd_codes(objects: Vec<Value>) -> (Vec<Code>, Vec<(String, String)>) {
 #[test]
 fn files_without_crds_are_not_missing_crds() {
     let (codes, writes) = crd_codes(base());
-    assert!(codes.is_empty() && writes.is_empty(), "{codes:?} {writes:?}");
+    assert!(
+        codes.is_empty() && writes.is_empty(),
+        "{codes:?} {writes:?}"
+    );
 }
 
 #[test]
@@ -505,8 +508,8 @@ fn a_crd_that_differs_is_updated_once_and_adopted() {
         .as_object_mut()
         .expect("metadata")
         .remove("ownerReferences");
-    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
-        ["parameters"] = json!({ "type": "object", "x-kubernetes-preserve-unknown-fields": true });
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["parameters"] =
+        json!({ "type": "object", "x-kubernetes-preserve-unknown-fields": true });
     objs.push(crd);
     let s = snapshot(objs.clone());
     let a = analyze(&s, &Options::default());
@@ -533,25 +536,38 @@ fn a_foreign_crd_and_an_orphan_crd_are_reported_never_written() {
     objs.push(crd);
     // The CRD of a template that is gone.
     let mut orphan = desired_crd();
-    let text = orphan.to_string().replace("K8sX", "K8sGone").replace("k8sx", "k8sgone");
+    let text = orphan
+        .to_string()
+        .replace("K8sX", "K8sGone")
+        .replace("k8sx", "k8sgone");
     orphan = serde_json::from_str(&text).expect("json");
     objs.push(orphan);
     let (codes, writes) = crd_codes(objs);
     assert_eq!(codes, vec![Code::CrdOrphan, Code::CrdForeign]);
-    assert!(writes.is_empty(), "never written, never deleted: {writes:?}");
+    assert!(
+        writes.is_empty(),
+        "never written, never deleted: {writes:?}"
+    );
 }
 
 #[test]
 fn an_invalid_template_freezes_its_crd() {
     let mut objs = vec![
-        template("k8sx", "K8sX", json!({ "failurePolicy": "Sometimes", "validations": [{ "expression": "true" }] })),
+        template(
+            "k8sx",
+            "K8sX",
+            json!({ "failurePolicy": "Sometimes", "validations": [{ "expression": "true" }] }),
+        ),
         constraint("K8sX", "a", json!({})),
     ];
     let mut crd = desired_crd();
     crd["spec"]["scope"] = json!("Namespaced");
     objs.push(crd);
     let (codes, writes) = crd_codes(objs);
-    assert!(codes.is_empty() && writes.is_empty(), "{codes:?} {writes:?}");
+    assert!(
+        codes.is_empty() && writes.is_empty(),
+        "{codes:?} {writes:?}"
+    );
 }
 
 #[test]
@@ -563,9 +579,15 @@ fn unreadable_crds_prove_nothing() {
         .insert("customresourcedefinitions.apiextensions.k8s.io".into());
     let a = analyze(&s, &Options::default());
     assert!(
-        a.findings.iter().all(|f| !f.code.as_str().starts_with("crd-")),
+        a.findings
+            .iter()
+            .all(|f| !f.code.as_str().starts_with("crd-")),
         "{:#?}",
         a.findings
     );
-    assert!(a.plan.iter().all(|w| w.object.kind != "CustomResourceDefinition"));
+    assert!(
+        a.plan
+            .iter()
+            .all(|w| w.object.kind != "CustomResourceDefinition")
+    );
 }

@@ -108,22 +108,33 @@ impl Env {
     async fn put_template(&self, t: &Value) {
         let name = t["metadata"]["name"].as_str().expect("name");
         let mut obj: DynamicObject = serde_json::from_value(t.clone()).expect("template");
-        match self.templates().get_opt(name).await.expect("get template") {
+        let written = match self.templates().get_opt(name).await.expect("get template") {
             Some(cur) => {
                 obj.metadata.resource_version = cur.metadata.resource_version;
                 self.templates()
                     .replace(name, &PostParams::default(), &obj)
                     .await
-                    .expect("replace template");
+                    .expect("replace template")
             }
-            None => {
-                self.templates()
-                    .create(&PostParams::default(), &obj)
-                    .await
-                    .expect("create template");
-            }
-        }
-        gatekeeper::create_constraint_crd(&self.client, t)
+            None => self
+                .templates()
+                .create(&PostParams::default(), &obj)
+                .await
+                .expect("create template"),
+        };
+        Self::exact_crd(&self.client, &written).await;
+    }
+
+    /// The constraint CRD exactly as kubectl-vap builds it for `template` (as the server has it:
+    /// with its uid), Established: what an earlier run left, so a test's writes are its own.
+    async fn exact_crd(client: &kube::Client, template: &DynamicObject) {
+        let mut v = serde_json::to_value(template).expect("template json");
+        v["apiVersion"] = json!("templates.gatekeeper.sh/v1");
+        v["kind"] = json!("ConstraintTemplate");
+        let t = kubectl_vap::model::ConstraintTemplate::from_value(v, Default::default());
+        let kind = t.kind.clone().expect("kind");
+        let crd = kubectl_vap::core::crd::desired_crd(&t, &kind).expect("crd");
+        gatekeeper::apply_crd(client, &crd)
             .await
             .expect("constraint CRD");
     }

@@ -619,8 +619,12 @@ impl World {
     /// A CRD write; the modelled server establishes a created CRD at once.
     fn apply_crd(&self, w: &PlannedWrite) -> WriteOutcome {
         let mut st = self.st.lock().unwrap();
-        st.writes
-            .push(format!("{} {}/{}", w.verb.as_str(), w.object.kind, w.object.name));
+        st.writes.push(format!(
+            "{} {}/{}",
+            w.verb.as_str(),
+            w.object.kind,
+            w.object.name
+        ));
         let n = self.next(&mut st);
         let now = st.now;
         let kind = st
@@ -1513,7 +1517,8 @@ fn a_rego_only_template_gets_its_crd_too() {
         let mut st = w.st.lock().unwrap();
         st.crds.clear();
         let t = st.templates.get_mut(T).unwrap();
-        t["spec"]["targets"][0] = json!({ "target": "admission.k8s.gatekeeper.sh", "rego": "package x" });
+        t["spec"]["targets"][0] =
+            json!({ "target": "admission.k8s.gatekeeper.sh", "rego": "package x" });
     }
     quiesce(&w, "rego", &[]);
     assert_eq!(

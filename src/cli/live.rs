@@ -391,7 +391,8 @@ pub fn cluster_role_rules() -> serde_json::Value {
         { "apiGroups": ["templates.gatekeeper.sh"], "resources": ["constrainttemplates"], "verbs": ["list", "watch"] },
         // get: the API server requires it on a VAP's paramKind from whoever writes the VAP.
         { "apiGroups": ["constraints.gatekeeper.sh"], "resources": ["*"], "verbs": ["get", "list", "watch"] },
-        { "apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": ["list", "watch"] },
+        // create/update/delete: constraint CRDs are ours (Gatekeeper's generate operation is off).
+        { "apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": ["list", "watch", "create", "update", "delete"] },
         { "apiGroups": ["admissionregistration.k8s.io"],
           "resources": ["validatingadmissionpolicies", "validatingadmissionpolicybindings"],
           "verbs": ["list", "watch", "create", "update", "delete"] },
@@ -510,7 +511,7 @@ mod tests {
         assert_eq!(role["rules"], lease_role_rules());
         let cluster = serde_json::to_string(&docs[1]["rules"]).unwrap_or_default();
         assert!(!cluster.contains("leases"));
-        // No wildcard verbs, no write verbs outside the admission objects.
+        // No wildcard verbs, no write verbs outside the admission objects and CRDs.
         for rule in docs[1]["rules"].as_array().into_iter().flatten() {
             let verbs: Vec<&str> = rule["verbs"]
                 .as_array()
@@ -519,7 +520,8 @@ mod tests {
                 .filter_map(|v| v.as_str())
                 .collect();
             assert!(!verbs.contains(&"*"));
-            if rule["apiGroups"][0] != "admissionregistration.k8s.io" {
+            let writes_allowed = ["admissionregistration.k8s.io", "apiextensions.k8s.io"];
+            if !writes_allowed.iter().any(|g| rule["apiGroups"][0] == *g) {
                 assert!(
                     verbs.iter().all(|v| ["get", "list", "watch"].contains(v)),
                     "{rule}"

@@ -138,7 +138,11 @@ pub fn compare_policy(
 /// A constraint CRD against the one its template defines. A CRD without a controller is
 /// adopted as Gatekeeper adopts it: without a write when it is already what the template
 /// defines, with one update (spec and controller reference) when it is not.
-pub fn compare_crd(desired: &serde_json::Value, observed: &CrdInfo, owner: &OwnerId<'_>) -> Comparison {
+pub fn compare_crd(
+    desired: &serde_json::Value,
+    observed: &CrdInfo,
+    owner: &OwnerId<'_>,
+) -> Comparison {
     if observed.meta.controller().is_none() {
         let mut diff = crd::spec_diff(&desired["spec"], &observed.spec, true);
         if !diff.is_empty() {
@@ -224,11 +228,8 @@ pub fn analyze(snap: &Snapshot, opts: &Options) -> Analysis {
     let mut seen_bindings: BTreeSet<&str> = BTreeSet::new();
     // Constraints whose bindings must not be touched (invalid constraint or template).
     let mut frozen_constraints: BTreeSet<(&str, &str)> = BTreeSet::new();
-    let crds_by_name: BTreeMap<&str, &CrdInfo> = snap
-        .crds
-        .iter()
-        .map(|c| (c.name.as_str(), c))
-        .collect();
+    let crds_by_name: BTreeMap<&str, &CrdInfo> =
+        snap.crds.iter().map(|c| (c.name.as_str(), c)).collect();
     let mut seen_crds: BTreeSet<&str> = BTreeSet::new();
     let mut crd_writes = Vec::new();
     let mut policy_writes = Vec::new();
@@ -711,7 +712,10 @@ fn crd_node(
     if let TemplateVerdict::Invalid { .. } = verdict {
         (node.state, node.reason) = match observed {
             Some(_) => (State::Error, "kept while the template is invalid".into()),
-            None => (State::NotBound, "not created while the template is invalid".into()),
+            None => (
+                State::NotBound,
+                "not created while the template is invalid".into(),
+            ),
         };
         return node;
     }
@@ -751,7 +755,11 @@ fn crd_node(
             let f = Finding::new(
                 Code::CrdOutOfSync,
                 crd_ref(&name),
-                format!("{name} differs from what template {} defines in {}; reconcile rewrites it", t.name(), fields.join(", ")),
+                format!(
+                    "{name} differs from what template {} defines in {}; reconcile rewrites it",
+                    t.name(),
+                    fields.join(", ")
+                ),
             )
             .related(tref.clone())
             .at(&o.source);

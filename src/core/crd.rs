@@ -207,7 +207,11 @@ fn add_preserve_unknown_fields(s: &mut Value) -> Result<(), String> {
         "" | "object" => {
             o.insert("x-kubernetes-preserve-unknown-fields".into(), json!(true));
         }
-        "array" if !o.get("items").is_some_and(|i| i.is_object() || i.is_array()) => {
+        "array"
+            if !o
+                .get("items")
+                .is_some_and(|i| i.is_object() || i.is_array()) =>
+        {
             o.insert(
                 "items".into(),
                 json!({ "x-kubernetes-preserve-unknown-fields": true }),
@@ -408,7 +412,14 @@ fn without_descriptions(v: &mut Value) {
 /// The top-level spec fields in which `observed` differs from `desired`, after normalizing
 /// both. `semantic` (a CRD another writer made) ignores description texts.
 pub fn spec_diff(desired: &Value, observed: &Value, semantic: bool) -> Vec<&'static str> {
-    const FIELDS: [&str; 6] = ["group", "names", "scope", "versions", "conversion", "preserveUnknownFields"];
+    const FIELDS: [&str; 6] = [
+        "group",
+        "names",
+        "scope",
+        "versions",
+        "conversion",
+        "preserveUnknownFields",
+    ];
     let (mut d, mut o) = (normalize_spec(desired), normalize_spec(observed));
     if semantic {
         without_descriptions(&mut d);
@@ -472,7 +483,10 @@ mod tests {
         let crd = desired_crd(&t, "K8sDemo").expect("crd");
         assert_eq!(crd["metadata"]["name"], "k8sdemo.constraints.gatekeeper.sh");
         assert_eq!(crd["metadata"]["labels"]["gatekeeper.sh/constraint"], "yes");
-        assert_eq!(crd["metadata"]["labels"]["team"], "a", "template labels are copied");
+        assert_eq!(
+            crd["metadata"]["labels"]["team"], "a",
+            "template labels are copied"
+        );
         let owner = &crd["metadata"]["ownerReferences"][0];
         assert_eq!(owner["apiVersion"], "templates.gatekeeper.sh/v1beta1");
         assert_eq!(owner["uid"], "u-1");
@@ -482,7 +496,10 @@ mod tests {
         assert_eq!(spec["names"]["plural"], "k8sdemo");
         assert_eq!(spec["names"]["listKind"], "K8sDemoList");
         assert_eq!(spec["names"]["shortNames"], json!(["kd"]));
-        assert_eq!(spec["names"]["categories"], json!(["constraint", "constraints"]));
+        assert_eq!(
+            spec["names"]["categories"],
+            json!(["constraint", "constraints"])
+        );
         let versions: Vec<(&str, bool)> = spec["versions"]
             .as_array()
             .expect("versions")
@@ -491,11 +508,17 @@ mod tests {
             .collect();
         assert_eq!(versions, [("v1beta1", true), ("v1alpha1", false)]);
         let schema = &spec["versions"][1]["schema"]["openAPIV3Schema"];
-        assert_eq!(schema["properties"]["status"]["x-kubernetes-preserve-unknown-fields"], true);
+        assert_eq!(
+            schema["properties"]["status"]["x-kubernetes-preserve-unknown-fields"],
+            true
+        );
         let sp = &schema["properties"]["spec"]["properties"];
         assert_eq!(sp["enforcementAction"]["default"], "deny");
         assert!(sp["match"]["properties"]["kinds"].is_object());
-        assert!(sp.get("parameters").is_none(), "v1 without a schema has no parameters");
+        assert!(
+            sp.get("parameters").is_none(),
+            "v1 without a schema has no parameters"
+        );
     }
 
     #[test]
@@ -516,7 +539,11 @@ mod tests {
             beta["properties"]["labels"]["items"]["x-kubernetes-preserve-unknown-fields"],
             true
         );
-        assert!(beta["properties"]["labels"].get("x-kubernetes-preserve-unknown-fields").is_none());
+        assert!(
+            beta["properties"]["labels"]
+                .get("x-kubernetes-preserve-unknown-fields")
+                .is_none()
+        );
         assert_eq!(
             beta["properties"]["any"]["items"],
             json!({ "x-kubernetes-preserve-unknown-fields": true })
@@ -529,7 +556,10 @@ mod tests {
 
     #[test]
     fn legacy_schema_without_a_schema_takes_any_parameters() {
-        let t = template("templates.gatekeeper.sh/v1", json!({ "legacySchema": true }));
+        let t = template(
+            "templates.gatekeeper.sh/v1",
+            json!({ "legacySchema": true }),
+        );
         assert_eq!(
             parameters(&t),
             json!({ "x-kubernetes-preserve-unknown-fields": true })
@@ -550,7 +580,10 @@ mod tests {
 
     #[test]
     fn bad_shapes_are_errors_not_panics() {
-        let t = template("templates.gatekeeper.sh/v1", json!({ "openAPIV3Schema": "x" }));
+        let t = template(
+            "templates.gatekeeper.sh/v1",
+            json!({ "openAPIV3Schema": "x" }),
+        );
         assert!(desired_crd(&t, "K8sDemo").is_err());
         let t = template(
             "templates.gatekeeper.sh/v1",
@@ -569,7 +602,10 @@ mod tests {
         let mut reworded = desired["spec"].clone();
         reworded["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
             ["match"]["description"] = json!("other words");
-        assert_eq!(spec_diff(&desired["spec"], &reworded, false), ["spec.versions"]);
+        assert_eq!(
+            spec_diff(&desired["spec"], &reworded, false),
+            ["spec.versions"]
+        );
         assert!(spec_diff(&desired["spec"], &reworded, true).is_empty());
         let mut scoped = desired["spec"].clone();
         scoped["scope"] = json!("Namespaced");

@@ -1,9 +1,9 @@
 //! Planned writes: what the reconciler would send now, each with a readable diff. The live
 //! reconciler sends exactly these objects, so `plan` never promises what `run` would not do.
 
+use super::crd::{CRD_API_VERSION, CRD_KIND, normalize_spec};
 use super::findings::Code;
 use super::normalize;
-use super::crd::{CRD_API_VERSION, CRD_KIND, normalize_spec};
 use crate::model::{Binding, CrdInfo, ObjectRef, Policy};
 use k8s_openapi::api::admissionregistration::v1::{
     ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,

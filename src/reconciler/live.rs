@@ -370,7 +370,10 @@ impl LiveWorld {
     /// The resourceVersion of `name` in its store, if it is there.
     fn stored_rv(&self, obj: Obj, name: &str) -> Option<u64> {
         match obj {
-            Obj::Crd => self.crds.get(&StoreRef::new(name)).map(|c| stored_rv(&c.metadata)),
+            Obj::Crd => self
+                .crds
+                .get(&StoreRef::new(name))
+                .map(|c| stored_rv(&c.metadata)),
             Obj::Policy | Obj::Binding => {
                 let (store, ar) = self.store_of(obj == Obj::Policy);
                 store
@@ -610,7 +613,11 @@ impl TemplateStore for LiveWorld {
 
     fn crd(&self, name: &str) -> Option<CrdInfo> {
         let stored = self.crds.get(&StoreRef::new(name));
-        let v = match self.overlay_says(Obj::Crd, name, stored.as_deref().map(|c| stored_rv(&c.metadata))) {
+        let v = match self.overlay_says(
+            Obj::Crd,
+            name,
+            stored.as_deref().map(|c| stored_rv(&c.metadata)),
+        ) {
             Some(ours) => ours?,
             None => crd_to_value(stored.as_deref()?),
         };

@@ -267,6 +267,17 @@ pub async fn create_constraint_crd(
     apply_and_establish(client, &constraint_crd(template)?).await
 }
 
+/// Creates (server-side applies) the CRD `crd` (JSON) and waits until it is Established:
+/// for tests that want exactly the CRD kubectl-vap builds for a template.
+pub async fn apply_crd(
+    client: &kube::Client,
+    crd: &Value,
+) -> anyhow::Result<CustomResourceDefinition> {
+    let crd: CustomResourceDefinition =
+        serde_json::from_value(crd.clone()).context("the CRD does not parse")?;
+    apply_and_establish(client, &crd).await
+}
+
 async fn apply_and_establish(
     client: &kube::Client,
     crd: &CustomResourceDefinition,
