@@ -312,9 +312,7 @@ pub fn normalize_schema(v: &Value) -> Value {
     let mut out = Map::new();
     for (k, val) in o {
         let key = k.as_str();
-        let kept = if OMITTED_WHEN_ZERO.contains(&key) {
-            !is_zero(val)
-        } else if SCHEMA_MAPS.contains(&key) {
+        let kept = if OMITTED_WHEN_ZERO.contains(&key) || SCHEMA_MAPS.contains(&key) {
             !is_zero(val)
         } else {
             KEPT.contains(&key) && !val.is_null()

@@ -310,7 +310,7 @@ fn crd_changed(world: &Arc<LiveWorld>, crd: &CustomResourceDefinition, deleted: 
     let kind = crd.spec.names.kind.clone();
     // The template side waits for its CRD (created, Established, deleted by someone): the
     // template that controls it, and the one its kind belongs to, look again.
-    if !(!deleted && world.take_own_write(Obj::Crd, &crd.metadata)) {
+    if deleted || !world.take_own_write(Obj::Crd, &crd.metadata) {
         let mut templates: Vec<String> = crd
             .metadata
             .owner_references
