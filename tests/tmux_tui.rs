@@ -148,7 +148,7 @@ fn tmux_tui_real_terminal() {
     t.keys(&["Enter"]);
 
     // The tree, with glyphs, states and reasons.
-    let s = t.wait_text("Tree (25)");
+    let s = t.wait_text("Tree (30)");
     assert!(t.alternate_on(), "the UI runs on the alternate screen");
     for want in [
         "mode: offline snapshot",
@@ -164,11 +164,12 @@ fn tmux_tui_real_terminal() {
     // Filter by state.
     t.text("/missing");
     t.keys(&["Enter"]);
-    let s = t.wait_text("Tree (6 of 25)");
+    let s = t.wait_text("Tree (11 of 30)");
     assert!(s.contains("filter: missing"), "{s}");
-    assert!(!s.contains("k8sdisallowedtags"), "{s}");
+    // Only what is missing and its ancestors: not the dangling VAP beside a missing CRD.
+    assert!(!s.contains("VAP gatekeeper-k8sdisallowedtags"), "{s}");
     t.keys(&["Escape"]);
-    t.wait_text("Tree (25)");
+    t.wait_text("Tree (30)");
 
     // Help.
     t.text("?");
@@ -176,12 +177,12 @@ fn tmux_tui_real_terminal() {
     assert!(s.contains("reconcile everything"), "{s}");
     assert!(s.contains("out-of-sync"), "{s}");
     t.keys(&["Escape"]);
-    t.wait_text("Tree (25)");
+    t.wait_text("Tree (30)");
 
     // The YAML of a constraint: filter to it, move onto it, y.
     t.text("/ns-must-have-owner");
     t.keys(&["Enter"]);
-    t.wait_text("Tree (3 of 25)");
+    t.wait_text("Tree (3 of 30)");
     t.text("j");
     t.wait_text("Constraint K8sRequiredLabels/ns-must-have-owner");
     t.text("y");
@@ -189,7 +190,7 @@ fn tmux_tui_real_terminal() {
     assert!(s.contains("enforcementAction: deny"), "{s}");
     t.keys(&["Escape"]);
     t.keys(&["Escape"]);
-    t.wait_text("Tree (25)");
+    t.wait_text("Tree (30)");
 
     // A write is refused offline, with the reason.
     t.text("r");
@@ -204,14 +205,14 @@ fn tmux_tui_real_terminal() {
     let s = t.wait_for("the narrow layout", |s| {
         s.lines().any(|l| l.starts_with("┌ Detail"))
     });
-    assert!(s.contains("Tree (25)"), "{s}");
+    assert!(s.contains("Tree (30)"), "{s}");
 
     // Quit: exit 0, the shell is back, the alternate screen is gone.
     t.text("q");
     let s = t.wait_text("EXIT=0");
     assert!(!t.alternate_on(), "the alternate screen is left");
     assert!(
-        !s.contains("Tree (25)"),
+        !s.contains("Tree (30)"),
         "the UI is gone from the screen:\n{s}"
     );
     assert!(s.contains("shell$"), "{s}");
