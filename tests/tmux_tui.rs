@@ -164,10 +164,10 @@ fn tmux_tui_real_terminal() {
     // Filter by state.
     t.text("/missing");
     t.keys(&["Enter"]);
-    let s = t.wait_text("Tree (11 of 30)");
+    let s = t.wait_text("Tree (7 of 30)");
     assert!(s.contains("filter: missing"), "{s}");
-    // Only what is missing and its ancestors: not the dangling VAP beside a missing CRD.
-    assert!(!s.contains("VAP gatekeeper-k8sdisallowedtags"), "{s}");
+    assert!(!s.contains("k8sdisallowedtags"), "{s}");
+    assert!(s.contains("∅ CRD k8sallowedrepos"), "a missing CRD is missing too:\n{s}");
     t.keys(&["Escape"]);
     t.wait_text("Tree (30)");
 

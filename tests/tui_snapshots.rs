@@ -171,7 +171,8 @@ fn tui_tree() {
 
 #[test]
 fn tui_tree_colours_follow_state() {
-    let ui = Ui::new(false, offline_data(), 150, 36);
+    // Tall enough for every row of the fixture's tree.
+    let ui = Ui::new(false, offline_data(), 150, 48);
     let (x, y) = ui
         .find("∅ VAP gatekeeper-k8sallowedrepos")
         .expect("missing VAP shown");
@@ -474,7 +475,7 @@ fn tui_navigation_keys() {
         ui.app.tree.state.selected(),
         &[
             key_of("template/k8sallowedrepos"),
-            key_of("policy/gatekeeper-k8sallowedrepos")
+            key_of("crd/k8sallowedrepos.constraints.gatekeeper.sh")
         ]
     );
     ui.key(KeyCode::Left); // to the parent
