@@ -44,10 +44,23 @@ k8s_version=$(awk '$1=="k8s.io/kubernetes" {print $2; exit}' "$here/go.mod")
 stamp_want=$(cat "$here/go.mod" "$here/go.sum" | sha256sum | cut -c1-16)
 cache=${KUBEENV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kubectl-vap/kubeenv}
 bin=${KUBEENV_BIN:-$cache/$k8s_version-$stamp_want/bin}
-# .stamp holds the hash of the pins every binary in $bin was built from (or verified against).
+minor=$(echo "$k8s_version" | cut -d. -f2)
+ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$k8s_version \
+ -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor \
+ -X k8s.io/component-base/version.gitTreeState=clean"
+# How this script builds (flags `go version -m` cannot show: -trimpath hides -ldflags), kept
+# beside the binaries. Folders from before .recipe existed were built with the one recipe
+# build.sh had then, spelled out here so that changing the flags stops their reuse.
+recipe="go build -trimpath -ldflags=$ldflags CGO_ENABLED=0"
+legacy_recipe="go build -trimpath -ldflags=-s -w -X k8s.io/component-base/version.gitVersion=$k8s_version \
+ -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor \
+ -X k8s.io/component-base/version.gitTreeState=clean CGO_ENABLED=0"
+# .stamp holds the hash of the pins, .recipe the way, every binary in $bin was built with (or
+# verified against).
 stamp_file=$bin/.stamp
 stamp_ok=0
-if [ -f "$stamp_file" ] && [ "$(cat "$stamp_file")" = "$stamp_want" ]; then
+if [ -f "$stamp_file" ] && [ "$(cat "$stamp_file")" = "$stamp_want" ] &&
+  [ "$(cat "$bin/.recipe" 2>/dev/null || printf '%s\n' "$legacy_recipe")" = "$recipe" ]; then
   stamp_ok=1
   ok=1
   for t in "${targets[@]}"; do [ -x "$bin/${t%%:*}" ] || ok=0; done
@@ -60,35 +73,33 @@ fi
 
 command -v go >/dev/null || { log "go is not on PATH; install Go >= 1.26 or set KUBEBUILDER_ASSETS"; exit 1; }
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=readonly
-minor=$(echo "$k8s_version" | cut -d. -f2)
-ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$k8s_version \
- -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor \
- -X k8s.io/component-base/version.gitTreeState=clean"
 mkdir -p "$bin"
 cd "$here"
 if [ "$stamp_ok" = 0 ]; then
-  # Binaries from other pins (a reused $KUBEENV_BIN) must not pass for these.
+  # Binaries from other pins or flags (a reused $KUBEENV_BIN) must not pass for these.
   for t in "${targets[@]}"; do rm -f "$bin/${t%%:*}"; done
   printf '%s\n' "$stamp_want" >"$stamp_file"
+  printf '%s\n' "$recipe" >"$bin/.recipe"
 fi
 
 # The modules (path version, after replacements) a binary embeds, and those these pins select
-# for its package: equal sets, same Go, same flags = the binary a build would produce.
+# for its package: equal sets, same Go, same recipe = the binary a build would produce
+# (the build is reproducible: byte-identical binaries).
 embedded_modules() {
   go version -m "$1" | awk -F'\t' '
-    $2=="dep" { if (p != "") print p; p = $3 " " $4 }
-    $2=="=>"  { p = $3 " " $4 }
-    END       { if (p != "") print p }' | sort -u
+    $2=="mod" || $2=="dep" { if (p != "") print p; p = $3 " " $4 }
+    $2=="=>"               { p = $3 " " $4 }
+    END                    { if (p != "") print p }' | sort -u
 }
 selected_modules() {
   go list -deps -f '{{with .Module}}{{if not .Main}}{{with .Replace}}{{.Path}} {{.Version}}{{else}}{{.Path}} {{.Version}}{{end}}{{end}}{{end}}' "$1" | awk NF | sort -u
 }
 reusable() { # <binary> <package>
-  local info
+  local info old_recipe
+  old_recipe=$(cat "$(dirname "$1")/.recipe" 2>/dev/null || printf '%s\n' "$legacy_recipe")
+  [ "$old_recipe" = "$recipe" ] || return 1
   info=$(go version -m "$1" 2>/dev/null) || return 1
   [ "$(head -1 <<<"$info" | awk '{print $2}')" = "$(go env GOVERSION)" ] || return 1
-  grep -qxF "$(printf '\tbuild\t-ldflags="%s"' "$ldflags")" <<<"$info" || return 1
-  grep -qxF "$(printf '\tbuild\tCGO_ENABLED=0')" <<<"$info" || return 1
   grep -qxF "$(printf '\tbuild\tGOOS=%s' "$(go env GOOS)")" <<<"$info" || return 1
   grep -qxF "$(printf '\tbuild\tGOARCH=%s' "$(go env GOARCH)")" <<<"$info" || return 1
   [ "$(embedded_modules "$1")" = "$(selected_modules "$2")" ]
