@@ -69,12 +69,14 @@ impl TestEnv {
         let kubeconfig = self.kubeconfig_admin();
         let mut cmd = Command::new(binary);
         cmd.arg(format!("--kubeconfig={}", kubeconfig.display()))
-            // Delegated authn/authz of its own /metrics etc. asks the apiserver as the admin;
-            // /healthz is always allowed.
+            // Delegated authn/authz of its own endpoints (/healthz is always allowed) asks the
+            // apiserver as the admin. Skip the client-CA lookup: the apiserver has no client
+            // CA, so there is no extension-apiserver-authentication ConfigMap to read.
             .arg(format!(
                 "--authentication-kubeconfig={}",
                 kubeconfig.display()
             ))
+            .arg("--authentication-skip-lookup=true")
             .arg(format!(
                 "--authorization-kubeconfig={}",
                 kubeconfig.display()
