@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
 use testenv::TestEnv;
@@ -19,6 +19,12 @@ const CRD_TIMEOUT: Duration = Duration::from_secs(60);
 /// Gatekeeper waits `--default-wait-for-vapb-generation` (30 s) after a template's CRD exists
 /// before it binds constraints.
 const VAPB_TIMEOUT: Duration = Duration::from_secs(120);
+
+const UNKNOWN_FIELDS_KINDS: [&str; 3] = [
+    "K8sObservedRegoLegacy",
+    "K8sObservedRegoStructural",
+    "K8sObservedNoSchema",
+];
 
 fn observed_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/gatekeeper-observed")
@@ -96,6 +102,13 @@ async fn list(client: &kube::Client, ar: &ApiResource) -> Vec<Value> {
         .collect()
 }
 
+/// The first object of a kind, read by name: items of a list of built-in types carry no
+/// apiVersion/kind.
+async fn first(client: &kube::Client, ar: &ApiResource) -> Option<Value> {
+    let item = list(client, ar).await.into_iter().next()?;
+    get(client, ar, item["metadata"]["name"].as_str()?).await
+}
+
 fn established(crd: &Value) -> bool {
     crd["status"]["conditions"].as_array().is_some_and(|cs| {
         cs.iter()
@@ -137,7 +150,10 @@ fn normalize(mut v: Value) -> Value {
             m.remove(k);
         }
     }
-    if let Some(owners) = meta["ownerReferences"].as_array_mut() {
+    if let Some(owners) = meta
+        .get_mut("ownerReferences")
+        .and_then(Value::as_array_mut)
+    {
         for o in owners {
             o["uid"] = json!("<uid>");
         }
@@ -154,6 +170,7 @@ fn scrub_times(v: &mut Value) {
                     k.as_str(),
                     "lastTransitionTime" | "observedGeneration" | "lastCacheUpdateTime"
                 ) || k.ends_with("Timestamp")
+                    || k.ends_with("UID")
                     || k == "blockVAPBGenerationUntil"
                     || k == "gatekeeper.sh/block-vapb-generation-until"
                 {
@@ -274,17 +291,35 @@ fn rego_template(kind: &str, legacy_schema: bool) -> Value {
     )
 }
 
-fn interesting_log_lines(log: &str) -> String {
-    log.lines()
-        .filter(|l| {
-            let l = l.to_ascii_lowercase();
-            l.contains("vap")
-                || l.contains("validatingadmissionpolicy")
-                || l.contains("webhook")
-                || l.contains("crd")
-                || l.contains("\"level\":\"error\"")
-        })
-        .map(|l| l.chars().take(400).collect::<String>())
+/// Gatekeeper's JSON log, condensed: each distinct (level, msg, error) once with its count, in
+/// order of first appearance; lines about VAPs or webhooks in full (without ts, stacktrace).
+fn log_summary(log: &str) -> String {
+    let mut seen: Vec<(String, usize)> = Vec::new();
+    for line in log.lines() {
+        let key = match serde_json::from_str::<Value>(line) {
+            Ok(Value::Object(mut m)) => {
+                m.remove("ts");
+                m.remove("stacktrace");
+                let text = Value::Object(m.clone()).to_string();
+                let lower = text.to_ascii_lowercase();
+                if lower.contains("vap") || lower.contains("webhook") {
+                    text
+                } else {
+                    let field =
+                        |k: &str| m.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+                    let error: String = field("error").chars().take(200).collect();
+                    format!("{} {:?} {error}", field("level"), field("msg"))
+                }
+            }
+            _ => line.chars().take(200).collect(),
+        };
+        match seen.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, n)) => *n += 1,
+            None => seen.push((key, 1)),
+        }
+    }
+    seen.iter()
+        .map(|(k, n)| format!("{n:>3} × {k}"))
         .collect::<Vec<_>>()
         .join("\n")
 }
@@ -334,7 +369,7 @@ async fn generate_makes_constraint_crds_a_vap_and_a_binding() {
     // constraint.
     let cel = "k8sobservedcel";
     let vap = wait_for(&gk, CRD_TIMEOUT, "a ValidatingAdmissionPolicy", || async {
-        list(&client, &vaps()).await.into_iter().next()
+        first(&client, &vaps()).await
     })
     .await;
     let vap_yaml = check_observed(&format!("vap-{cel}.yaml"), vap);
@@ -363,12 +398,55 @@ async fn generate_makes_constraint_crds_a_vap_and_a_binding() {
         &gk,
         VAPB_TIMEOUT,
         "a ValidatingAdmissionPolicyBinding",
-        || async { list(&client, &vapbs()).await.into_iter().next() },
+        || async { first(&client, &vapbs()).await },
     )
     .await;
     eprintln!("constraint created → binding after {:?}", created.elapsed());
     let vapb_yaml = check_observed(&format!("vapb-{cel}-observed-labels.yaml"), vapb);
     eprintln!("---- VAPB\n{vapb_yaml}");
+
+    // What the server keeps of parameters outside the schema: a constraint per Rego kind with
+    // an undeclared field at the root and in a nested object.
+    for kind in UNKNOWN_FIELDS_KINDS {
+        let c = json!({
+            "apiVersion": "constraints.gatekeeper.sh/v1beta1",
+            "kind": kind,
+            "metadata": { "name": "unknown-fields" },
+            "spec": {
+                "parameters": {
+                    "message": "declared",
+                    "undeclared": "kept?",
+                    "options": { "strict": true, "undeclaredNested": 1 }
+                }
+            }
+        });
+        // Server-side apply refuses undeclared fields outright; a plain create prunes them
+        // (with a warning) unless the schema preserves unknown fields.
+        let api = Api::<DynamicObject>::all_with(
+            client.clone(),
+            &gatekeeper::constraint_api_resource(kind),
+        );
+        let obj: DynamicObject = serde_json::from_value(c).expect("valid constraint");
+        let ssa = api
+            .patch(
+                "unknown-fields",
+                &PatchParams::apply("gatekeeper-test").force(),
+                &Patch::Apply(&obj),
+            )
+            .await;
+        eprintln!(
+            "server-side apply of undeclared parameters to {kind}: {}",
+            match &ssa {
+                Ok(_) => "accepted".to_string(),
+                Err(e) => format!("refused: {e}"),
+            }
+        );
+        if ssa.is_err() {
+            api.create(&PostParams::default(), &obj)
+                .await
+                .unwrap_or_else(|e| panic!("creating a {kind}: {e}"));
+        }
+    }
 
     // What Gatekeeper wrote back: template and constraint status (byPod, VAP status).
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -381,11 +459,17 @@ async fn generate_makes_constraint_crds_a_vap_and_a_binding() {
         .await
         .expect("constraint");
     check_observed("constraint-k8sobservedcel-observed-labels.yaml", observed);
+    for kind in UNKNOWN_FIELDS_KINDS {
+        let ar = gatekeeper::constraint_api_resource(kind);
+        let observed = get(&client, &ar, "unknown-fields")
+            .await
+            .expect("constraint");
+        let file = format!("constraint-{}-unknown-fields.yaml", ar.plural);
+        let yaml = check_observed(&file, observed);
+        eprintln!("---- {file}\n{yaml}");
+    }
 
-    eprintln!(
-        "---- gatekeeper log (VAP, webhook, CRD, errors)\n{}",
-        interesting_log_lines(&gk.log_text())
-    );
+    eprintln!("---- gatekeeper log\n{}", log_summary(&gk.log_text()));
     let status = gk.stop();
     eprintln!("gatekeeper stopped: {status:?}");
 }
@@ -427,13 +511,6 @@ async fn without_generate_no_constraint_crd_appears() {
         "template status without generate: {}",
         serde_json::to_string(&template["status"]).expect("json")
     );
-    eprintln!(
-        "---- gatekeeper log mentioning the template\n{}",
-        gk.log_text()
-            .lines()
-            .filter(|l| l.contains("k8snotgenerated") || l.contains("generate"))
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
+    eprintln!("---- gatekeeper log\n{}", log_summary(&gk.log_text()));
     assert!(gk.exit_status().is_none(), "gatekeeper exited");
 }

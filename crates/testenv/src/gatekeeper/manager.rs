@@ -130,7 +130,8 @@ pub struct GatekeeperOptions {
     /// One `--operation=` each. Default: `generate`, `audit`, `status` (no webhook: nothing
     /// calls back into it, the apiserver has no route to it).
     pub operations: Vec<String>,
-    /// Appended after the harness's flags (for a repeated flag, Go's `flag` keeps the last).
+    /// Appended after the harness's flags (for a repeated flag, Go's `flag` keeps the last),
+    /// then the words of `$GATEKEEPER_EXTRA_ARGS` (e.g. `--log-level=DEBUG` while debugging).
     pub extra_args: Vec<String>,
     /// Wait for 200 on `/readyz` before returning (default). Without it, `start` returns once
     /// the process runs, e.g. to watch a configuration that never becomes ready.
@@ -210,6 +211,12 @@ impl Gatekeeper {
         // Nothing routes traffic to it: no endpoint to drain before stopping.
         .arg("--shutdown-delay=0")
         .args(&options.extra_args)
+        // For debugging a run without editing the test, e.g. `--log-level=DEBUG`.
+        .args(
+            std::env::var("GATEKEEPER_EXTRA_ARGS")
+                .unwrap_or_default()
+                .split_whitespace(),
+        )
         .env("KUBECONFIG", &kubeconfig)
         .env("POD_NAMESPACE", GATEKEEPER_NAMESPACE)
         .env("POD_NAME", format!("gatekeeper-testenv-{id}"))
