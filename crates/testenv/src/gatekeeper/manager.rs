@@ -164,6 +164,7 @@ pub struct Gatekeeper {
     child: Option<Child>,
     pid: u32,
     log: PathBuf,
+    certs: PathBuf,
     health_port: u16,
     webhook_port: u16,
     prometheus_port: u16,
@@ -187,6 +188,14 @@ impl Gatekeeper {
         let audit_cache = env.dir().join(format!("gatekeeper-{id}-audit"));
         for d in [&certs, &audit_cache] {
             std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+        }
+        let serves_webhooks = options
+            .operations
+            .iter()
+            .any(|o| o == "webhook" || o == "mutation-webhook");
+        if serves_webhooks {
+            // Without cert rotation, the webhook server needs tls.crt/tls.key in --cert-dir.
+            self_signed_cert(&certs)?;
         }
         let [webhook_port, health_port, prometheus_port] = free_ports()?;
         let kubeconfig = env.kubeconfig_admin();
@@ -230,6 +239,7 @@ impl Gatekeeper {
             pid: child.id(),
             child: Some(child),
             log: env.dir().join(log_name),
+            certs,
             health_port,
             webhook_port,
             prometheus_port,
@@ -288,9 +298,17 @@ impl Gatekeeper {
         self.health_port
     }
 
-    /// `--port`: the webhook server's port (listening only with `--operation=webhook`).
+    /// `--port`: the webhook server's port (listening only with `--operation=webhook` or
+    /// `mutation-webhook`; its self-signed certificate is [`Gatekeeper::webhook_ca`]).
     pub fn webhook_port(&self) -> u16 {
         self.webhook_port
+    }
+
+    /// The webhook server's self-signed certificate (PEM; a `caBundle` for a webhook
+    /// configuration pointing at `https://127.0.0.1:<webhook_port>`); written only when a
+    /// webhook operation runs.
+    pub fn webhook_ca(&self) -> PathBuf {
+        self.certs.join("tls.crt")
     }
 
     /// `--prometheus-port`: Gatekeeper's own `/metrics`.
@@ -334,6 +352,30 @@ impl Drop for Gatekeeper {
     fn drop(&mut self) {
         self.terminate();
     }
+}
+
+/// A self-signed serving certificate for 127.0.0.1 (`tls.crt`, also its own CA, and `tls.key`).
+fn self_signed_cert(dir: &Path) -> anyhow::Result<()> {
+    let out = Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+        ])
+        .args(["-subj", "/CN=gatekeeper-testenv"])
+        .args(["-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"])
+        .arg("-keyout")
+        .arg(dir.join("tls.key"))
+        .arg("-out")
+        .arg(dir.join("tls.crt"))
+        .output()
+        .context("running openssl for Gatekeeper's webhook certificate")?;
+    if !out.status.success() {
+        bail!(
+            "openssl req failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(())
 }
 
 async fn create_namespace_if_missing(client: &kube::Client, name: &str) -> anyhow::Result<()> {
