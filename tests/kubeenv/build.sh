@@ -124,8 +124,10 @@ for t in "${targets[@]}"; do
   done
   [ -n "$reused" ] && continue
   log "building $out ($pkg)"
+  t0=$(date +%s)
   go build -trimpath -ldflags "$ldflags" -o "$bin/$out.tmp" "$pkg"
   mv "$bin/$out.tmp" "$bin/$out"
+  log "built $out in $(( $(date +%s) - t0 ))s"
   built+=("$out")
 done
 log "built in $(( $(date +%s) - start ))s into $bin (${built[*]:-nothing: all reused})"
