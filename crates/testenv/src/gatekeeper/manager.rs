@@ -228,6 +228,8 @@ impl Gatekeeper {
         )
         .env("KUBECONFIG", &kubeconfig)
         .env("POD_NAMESPACE", GATEKEEPER_NAMESPACE)
+        // --debug-use-fake-pod overrides it with `no-pod` (status objects are `no--pod-…`, so
+        // two Gatekeepers on one env share them); set for any flag set without that one.
         .env("POD_NAME", format!("gatekeeper-testenv-{id}"))
         // Never the in-cluster config of a CI runner that happens to be a pod.
         .env_remove("KUBERNETES_SERVICE_HOST")
