@@ -38,7 +38,10 @@ impl GatekeeperAssets {
     fn discover_with(
         env: impl Fn(&str) -> Option<std::ffi::OsString>,
     ) -> anyhow::Result<GatekeeperAssets> {
-        let Some(dir) = env("GATEKEEPER_ASSETS").map(PathBuf::from) else {
+        let Some(dir) = env("GATEKEEPER_ASSETS")
+            .filter(|d| !d.is_empty())
+            .map(PathBuf::from)
+        else {
             bail!("no Gatekeeper: GATEKEEPER_ASSETS is not set; {HOW_TO_GET_GATEKEEPER}");
         };
         let assets = GatekeeperAssets {
