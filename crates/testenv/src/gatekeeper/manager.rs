@@ -416,5 +416,7 @@ mod tests {
         })
         .expect_err("empty folder");
         assert!(format!("{err}").contains("/nonexistent/manager"), "{err}");
+        let err = GatekeeperAssets::discover_with(|_| Some("".into())).expect_err("empty value");
+        assert!(format!("{err}").contains("is not set"), "{err}");
     }
 }
