@@ -1,39 +1,69 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver, etcd and kubectl from the Go modules pinned in this folder and
-# prints the folder that holds them on stdout. The folder is a per-machine cache keyed by
-# the pins (~/.cache/kubectl-vap/kubeenv/<version>-<hash>/bin, or $KUBEENV_BIN), so a fresh
-# clone on the same machine reuses the binaries instead of relinking them.
+# Builds kube-apiserver, etcd, kubectl and kube-controller-manager from the Go modules pinned
+# in this folder and prints the folder that holds them on stdout. The folder is a per-machine
+# cache keyed by the pins (~/.cache/kubectl-vap/kubeenv/<version>-<hash>/bin, or $KUBEENV_BIN),
+# so a fresh clone on the same machine reuses the binaries instead of relinking them.
 #
-# - If KUBEBUILDER_ASSETS already holds the three binaries (setup-envtest), they are used
-#   and nothing is built.
-# - When the three binaries for these pins exist, nothing is run at all (a warm check costs
+# - If KUBEBUILDER_ASSETS already holds kube-apiserver, etcd and kubectl (setup-envtest), they
+#   are used and nothing is built. setup-envtest ships no kube-controller-manager: the tests
+#   that need one fail with instructions unless TEST_ASSET_KUBE_CONTROLLER_MANAGER is set.
+# - When every binary for these pins exists, nothing is run at all (a warm check costs
 #   milliseconds, not a go build).
+# - Only missing binaries are built. A binary from another cache folder (older pins) is
+#   reused when `go version -m` shows it was built by this Go, with these flags, from exactly
+#   the modules these pins select for it: adding a binary to go.mod relinks nothing else.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-names=(kube-apiserver etcd kubectl)
+# name:package, in build order (kube-controller-manager last: the others are needed more often).
+targets=(
+  kube-apiserver:k8s.io/kubernetes/cmd/kube-apiserver
+  etcd:go.etcd.io/etcd/server/v3
+  kubectl:k8s.io/kubernetes/cmd/kubectl
+  kube-controller-manager:k8s.io/kubernetes/cmd/kube-controller-manager
+)
+envtest_names=(kube-apiserver etcd kubectl)
 
 log() { printf 'kubeenv: %s\n' "$*" >&2; }
 
 if [ -n "${KUBEBUILDER_ASSETS:-}" ]; then
   missing=0
-  for n in "${names[@]}"; do [ -x "$KUBEBUILDER_ASSETS/$n" ] || missing=1; done
+  for n in "${envtest_names[@]}"; do [ -x "$KUBEBUILDER_ASSETS/$n" ] || missing=1; done
   if [ "$missing" = 0 ]; then
     log "using KUBEBUILDER_ASSETS=$KUBEBUILDER_ASSETS"
+    if [ ! -x "$KUBEBUILDER_ASSETS/kube-controller-manager" ] && [ -z "${TEST_ASSET_KUBE_CONTROLLER_MANAGER:-}" ]; then
+      log "it has no kube-controller-manager: tests that need one will fail (unset KUBEBUILDER_ASSETS to build it, or set TEST_ASSET_KUBE_CONTROLLER_MANAGER)"
+    fi
     printf '%s\n' "$KUBEBUILDER_ASSETS"
     exit 0
   fi
-  log "KUBEBUILDER_ASSETS=$KUBEBUILDER_ASSETS lacks one of ${names[*]}; building instead"
+  log "KUBEBUILDER_ASSETS=$KUBEBUILDER_ASSETS lacks one of ${envtest_names[*]}; building instead"
 fi
 
 k8s_version=$(awk '$1=="k8s.io/kubernetes" {print $2; exit}' "$here/go.mod")
 stamp_want=$(cat "$here/go.mod" "$here/go.sum" | sha256sum | cut -c1-16)
 cache=${KUBEENV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kubectl-vap/kubeenv}
 bin=${KUBEENV_BIN:-$cache/$k8s_version-$stamp_want/bin}
+minor=$(echo "$k8s_version" | cut -d. -f2)
+ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$k8s_version \
+ -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor \
+ -X k8s.io/component-base/version.gitTreeState=clean"
+# How this script builds (flags `go version -m` cannot show: -trimpath hides -ldflags), kept
+# beside the binaries. Folders from before .recipe existed were built with the one recipe
+# build.sh had then, spelled out here so that changing the flags stops their reuse.
+recipe="go build -trimpath -ldflags=$ldflags CGO_ENABLED=0"
+legacy_recipe="go build -trimpath -ldflags=-s -w -X k8s.io/component-base/version.gitVersion=$k8s_version \
+ -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor \
+ -X k8s.io/component-base/version.gitTreeState=clean CGO_ENABLED=0"
+# .stamp holds the hash of the pins, .recipe the way, every binary in $bin was built with (or
+# verified against).
 stamp_file=$bin/.stamp
-if [ -f "$stamp_file" ] && [ "$(cat "$stamp_file")" = "$stamp_want" ]; then
+stamp_ok=0
+if [ -f "$stamp_file" ] && [ "$(cat "$stamp_file")" = "$stamp_want" ] &&
+  [ "$(cat "$bin/.recipe" 2>/dev/null || printf '%s\n' "$legacy_recipe")" = "$recipe" ]; then
+  stamp_ok=1
   ok=1
-  for n in "${names[@]}"; do [ -x "$bin/$n" ] || ok=0; done
+  for t in "${targets[@]}"; do [ -x "$bin/${t%%:*}" ] || ok=0; done
   if [ "$ok" = 1 ]; then
     log "up to date in $bin ($k8s_version)"
     printf '%s\n' "$bin"
@@ -43,23 +73,62 @@ fi
 
 command -v go >/dev/null || { log "go is not on PATH; install Go >= 1.26 or set KUBEBUILDER_ASSETS"; exit 1; }
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=readonly
-minor=$(echo "$k8s_version" | cut -d. -f2)
-ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$k8s_version \
- -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor \
- -X k8s.io/component-base/version.gitTreeState=clean"
 mkdir -p "$bin"
 cd "$here"
+if [ "$stamp_ok" = 0 ]; then
+  # Binaries from other pins or flags (a reused $KUBEENV_BIN) must not pass for these.
+  for t in "${targets[@]}"; do rm -f "$bin/${t%%:*}"; done
+  printf '%s\n' "$stamp_want" >"$stamp_file"
+  printf '%s\n' "$recipe" >"$bin/.recipe"
+fi
+
+# The modules (path version, after replacements) a binary embeds, and those these pins select
+# for its package: equal sets, same Go, same recipe = the binary a build would produce
+# (the build is reproducible: byte-identical binaries).
+embedded_modules() {
+  go version -m "$1" | awk -F'\t' '
+    $2=="mod" || $2=="dep" { if (p != "") print p; p = $3 " " $4 }
+    $2=="=>"               { p = $3 " " $4 }
+    END                    { if (p != "") print p }' | sort -u
+}
+selected_modules() {
+  go list -deps -f '{{with .Module}}{{if not .Main}}{{with .Replace}}{{.Path}} {{.Version}}{{else}}{{.Path}} {{.Version}}{{end}}{{end}}{{end}}' "$1" | awk NF | sort -u
+}
+reusable() { # <binary> <package>
+  local info old_recipe
+  old_recipe=$(cat "$(dirname "$1")/.recipe" 2>/dev/null || printf '%s\n' "$legacy_recipe")
+  [ "$old_recipe" = "$recipe" ] || return 1
+  info=$(go version -m "$1" 2>/dev/null) || return 1
+  [ "$(head -1 <<<"$info" | awk '{print $2}')" = "$(go env GOVERSION)" ] || return 1
+  grep -qxF "$(printf '\tbuild\tGOOS=%s' "$(go env GOOS)")" <<<"$info" || return 1
+  grep -qxF "$(printf '\tbuild\tGOARCH=%s' "$(go env GOARCH)")" <<<"$info" || return 1
+  [ "$(embedded_modules "$1")" = "$(selected_modules "$2")" ]
+}
+
 start=$(date +%s)
-for pkg in k8s.io/kubernetes/cmd/kube-apiserver go.etcd.io/etcd/server/v3 k8s.io/kubernetes/cmd/kubectl; do
-  case $pkg in
-    */kube-apiserver) out=kube-apiserver ;;
-    */kubectl) out=kubectl ;;
-    *) out=etcd ;;
-  esac
+built=()
+for t in "${targets[@]}"; do
+  out=${t%%:*} pkg=${t#*:}
+  [ -x "$bin/$out" ] && continue
+  reused=
+  for old in "$cache"/*/bin/"$out"; do
+    [ -x "$old" ] && [ "$old" != "$bin/$out" ] || continue
+    if reusable "$old" "$pkg"; then
+      # A hard link where possible: removing the old folder later leaves this one intact.
+      ln -f "$old" "$bin/$out.tmp" 2>/dev/null || cp "$old" "$bin/$out.tmp"
+      mv "$bin/$out.tmp" "$bin/$out"
+      log "reused $out from $old (same Go, flags and modules)"
+      reused=1
+      break
+    fi
+  done
+  [ -n "$reused" ] && continue
   log "building $out ($pkg)"
+  t0=$(date +%s)
   go build -trimpath -ldflags "$ldflags" -o "$bin/$out.tmp" "$pkg"
   mv "$bin/$out.tmp" "$bin/$out"
+  log "built $out in $(( $(date +%s) - t0 ))s"
+  built+=("$out")
 done
-printf '%s\n' "$stamp_want" >"$stamp_file"
-log "built in $(( $(date +%s) - start ))s into $bin"
+log "built in $(( $(date +%s) - start ))s into $bin (${built[*]:-nothing: all reused})"
 printf '%s\n' "$bin"

@@ -1,8 +1,20 @@
-//! Gatekeeper's CRDs, as a real cluster with Gatekeeper installed would serve them.
+//! Gatekeeper in the test environment, two ways.
 //!
-//! Written for these tests from Gatekeeper's documented API (not copied from its charts): the
-//! ConstraintTemplate CRD, and constraint CRDs shaped the way Gatekeeper generates them from a
-//! template, so VAPs can use them as `paramKind` without running Gatekeeper.
+//! - Without running it: CRDs written for these tests from Gatekeeper's documented API (not
+//!   copied from its charts): the ConstraintTemplate CRD ([`install_gatekeeper_crds`]), and
+//!   constraint CRDs shaped the way Gatekeeper generates them from a template
+//!   ([`create_constraint_crd`]), so VAPs can use them as `paramKind`. Cheap, fine on the shared
+//!   env.
+//! - The real manager ([`Gatekeeper::start`]), built with its own chart CRDs by
+//!   `tests/gatekeeper/build.sh` and found through `GATEKEEPER_ASSETS`. It replaces the
+//!   hand-written ConstraintTemplate CRD with the real one and generates constraint CRDs (and
+//!   VAPs) itself: run it on a private env ([`crate::TestEnv::start`]).
+
+mod manager;
+
+pub use manager::{
+    GATEKEEPER_NAMESPACE, Gatekeeper, GatekeeperAssets, GatekeeperOptions, install_chart_crds,
+};
 
 use std::time::{Duration, Instant};
 

@@ -13,8 +13,11 @@
 //! # }
 //! ```
 
+mod controller_manager;
 pub mod gatekeeper;
 mod process;
+
+pub use controller_manager::{ControllerManager, ControllerManagerOptions};
 
 pub use process::rss_kib;
 
@@ -52,7 +55,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 const READY_TIMEOUT: Duration = Duration::from_secs(90);
 const ETCD_READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Grace period between SIGTERM and SIGKILL when stopping a process.
-const STOP_GRACE: Duration = Duration::from_secs(15);
+pub(crate) const STOP_GRACE: Duration = Duration::from_secs(15);
 /// Name of the non-admin user in the token file: only `system:authenticated`, no RBAC grants.
 pub const USER_NAME: &str = "vap-user";
 /// Name of the admin user in the token file: member of `system:masters`.
@@ -77,32 +80,59 @@ impl Binaries {
     }
 
     fn discover_with(env: impl Fn(&str) -> Option<std::ffi::OsString>) -> anyhow::Result<Binaries> {
-        let assets = env("KUBEBUILDER_ASSETS").map(PathBuf::from);
-        let find = |var: &str, name: &str| -> anyhow::Result<PathBuf> {
-            let path = match (env(var), &assets) {
-                (Some(p), _) => PathBuf::from(p),
-                (None, Some(dir)) => dir.join(name),
-                (None, None) => bail!(
-                    "no {name} binary: neither {var} nor KUBEBUILDER_ASSETS is set; {HOW_TO_GET_BINARIES}"
-                ),
-            };
-            if !is_executable(&path) {
-                bail!(
-                    "{name} not found or not executable at {}; {HOW_TO_GET_BINARIES}",
-                    path.display()
-                );
-            }
-            Ok(path)
-        };
+        let find = |var, name| find_binary(&env, var, name, HOW_TO_GET_BINARIES);
         Ok(Binaries {
             kube_apiserver: find("TEST_ASSET_KUBE_APISERVER", "kube-apiserver")?,
             etcd: find("TEST_ASSET_ETCD", "etcd")?,
             kubectl: find("TEST_ASSET_KUBECTL", "kubectl")?,
         })
     }
+
+    /// kube-controller-manager, found like the others (`TEST_ASSET_KUBE_CONTROLLER_MANAGER`, or
+    /// `$KUBEBUILDER_ASSETS/kube-controller-manager`). Looked up only by the tests that start
+    /// one: setup-envtest's folders do not have it.
+    pub fn kube_controller_manager() -> anyhow::Result<PathBuf> {
+        Binaries::kube_controller_manager_with(|var| std::env::var_os(var))
+    }
+
+    fn kube_controller_manager_with(
+        env: impl Fn(&str) -> Option<std::ffi::OsString>,
+    ) -> anyhow::Result<PathBuf> {
+        find_binary(
+            &env,
+            "TEST_ASSET_KUBE_CONTROLLER_MANAGER",
+            "kube-controller-manager",
+            "tests/kubeenv/build.sh builds it (setup-envtest does not ship one): run the tests with \
+             `scripts/test`, or export KUBEBUILDER_ASSETS=$(tests/kubeenv/build.sh), or point \
+             TEST_ASSET_KUBE_CONTROLLER_MANAGER at a kube-controller-manager 1.36",
+        )
+    }
 }
 
-fn is_executable(path: &Path) -> bool {
+/// `$<var>` wins; otherwise `$KUBEBUILDER_ASSETS/<name>`; it must be an executable file.
+fn find_binary(
+    env: &impl Fn(&str) -> Option<std::ffi::OsString>,
+    var: &str,
+    name: &str,
+    how: &str,
+) -> anyhow::Result<PathBuf> {
+    let path = match (env(var), env("KUBEBUILDER_ASSETS")) {
+        (Some(p), _) => PathBuf::from(p),
+        (None, Some(dir)) => PathBuf::from(dir).join(name),
+        (None, None) => {
+            bail!("no {name} binary: neither {var} nor KUBEBUILDER_ASSETS is set; {how}")
+        }
+    };
+    if !is_executable(&path) {
+        bail!(
+            "{name} not found or not executable at {}; {how}",
+            path.display()
+        );
+    }
+    Ok(path)
+}
+
+pub(crate) fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
@@ -306,7 +336,9 @@ impl TestEnv {
         Ok(())
     }
 
-    fn spawn_logged(&self, mut cmd: Command, log_name: &str) -> anyhow::Result<Child> {
+    /// Spawns `cmd` tied to this process (PDEATHSIG), stdout and stderr appended to
+    /// `<dir>/<log_name>`.
+    pub(crate) fn spawn_logged(&self, mut cmd: Command, log_name: &str) -> anyhow::Result<Child> {
         let log_path = self.dir.join(log_name);
         let log = File::options()
             .create(true)
@@ -494,6 +526,11 @@ exec "$@""#;
         Some(self.etcd_pid.load(Ordering::SeqCst)).filter(|&p| p != 0)
     }
 
+    /// The admin's bearer token (for kubeconfigs pointing elsewhere, e.g. at a probe).
+    pub(crate) fn admin_token(&self) -> &str {
+        &self.admin_token
+    }
+
     /// A name no other test in this process gets: `<prefix>-<n><random>`, DNS-1123, ≤ 63 chars.
     /// All tests of a binary share one apiserver, so every object a test creates needs one.
     pub fn unique_name(&self, prefix: &str) -> String {
@@ -668,27 +705,48 @@ fn install_panic_hook() {
     });
 }
 
+/// etcd's and kube-apiserver's logs, then every other `*.log` in the folder (controller
+/// manager, Gatekeeper), sorted.
 fn logs_tail_of(dir: &Path, lines: usize) -> String {
+    let mut others: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|e| e == "log"))
+                .filter(|p| !p.ends_with("etcd.log") && !p.ends_with("kube-apiserver.log"))
+                .collect()
+        })
+        .unwrap_or_default();
+    others.sort();
     let mut out = String::new();
-    for name in ["etcd.log", "kube-apiserver.log"] {
-        let path = dir.join(name);
-        let text = std::fs::read_to_string(&path).unwrap_or_default();
-        let all: Vec<&str> = text.lines().collect();
-        let tail = &all[all.len().saturating_sub(lines)..];
-        out.push_str(&format!(
-            "---- testenv: last {} lines of {}\n",
-            tail.len(),
-            path.display()
-        ));
-        for l in tail {
-            out.push_str(l);
-            out.push('\n');
-        }
+    for path in [dir.join("etcd.log"), dir.join("kube-apiserver.log")]
+        .into_iter()
+        .chain(others)
+    {
+        out.push_str(&log_tail(&path, lines));
     }
     out
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+/// The last `lines` lines of one log file, under a header with its path.
+pub(crate) fn log_tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    let tail = &all[all.len().saturating_sub(lines)..];
+    let mut out = format!(
+        "---- testenv: last {} lines of {}\n",
+        tail.len(),
+        path.display()
+    );
+    for l in tail {
+        out.push_str(l);
+        out.push('\n');
+    }
+    out
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // A test that panicked while holding a lock must not cascade into every other test.
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
@@ -701,7 +759,7 @@ fn try_wait(child: &Mutex<Option<Child>>) -> Option<std::process::ExitStatus> {
 
 /// Runs a future on a new current-thread runtime on a scoped thread, so it works whether or
 /// not the caller is inside a runtime (nested `block_on` panics).
-fn block_on_fresh_runtime<F: Future + Send>(fut: F) -> F::Output
+pub(crate) fn block_on_fresh_runtime<F: Future + Send>(fut: F) -> F::Output
 where
     F::Output: Send,
 {
@@ -718,14 +776,14 @@ where
     })
 }
 
-async fn client_from_kubeconfig(kubeconfig: Kubeconfig) -> anyhow::Result<kube::Client> {
+pub(crate) async fn client_from_kubeconfig(kubeconfig: Kubeconfig) -> anyhow::Result<kube::Client> {
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
         .context("loading kubeconfig")?;
     kube::Client::try_from(config).context("building kube client")
 }
 
-fn kubeconfig_yaml(
+pub(crate) fn kubeconfig_yaml(
     server: &str,
     ca: Option<&Path>,
     user: &str,
@@ -767,7 +825,7 @@ fn etcd_health(port: u16) -> bool {
 }
 
 /// Three distinct free loopback ports (held together while choosing, so they differ).
-fn free_ports() -> anyhow::Result<[u16; 3]> {
+pub(crate) fn free_ports() -> anyhow::Result<[u16; 3]> {
     let listeners = [
         TcpListener::bind("127.0.0.1:0"),
         TcpListener::bind("127.0.0.1:0"),
@@ -823,7 +881,7 @@ fn random_hex(bytes: usize) -> String {
 }
 
 /// Per-process counter plus a random tag, so names also differ across reruns on a kept etcd.
-fn unique_suffix() -> String {
+pub(crate) fn unique_suffix() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     static TAG: OnceLock<String> = OnceLock::new();
     let tag = TAG.get_or_init(|| random_hex(2));
@@ -884,5 +942,21 @@ mod tests {
             format!("{err}").contains("/nonexistent/kube-apiserver"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn missing_controller_manager_says_how_to_build_it() {
+        // setup-envtest's folder: the three binaries, no kube-controller-manager.
+        let err = Binaries::kube_controller_manager_with(|v| {
+            (v == "KUBEBUILDER_ASSETS").then(|| "/nonexistent".into())
+        })
+        .expect_err("no kube-controller-manager there");
+        let msg = format!("{err}");
+        assert!(
+            msg.contains("/nonexistent/kube-controller-manager"),
+            "{msg}"
+        );
+        assert!(msg.contains("tests/kubeenv/build.sh"), "{msg}");
+        assert!(msg.contains("TEST_ASSET_KUBE_CONTROLLER_MANAGER"), "{msg}");
     }
 }
