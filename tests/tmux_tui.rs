@@ -167,7 +167,10 @@ fn tmux_tui_real_terminal() {
     let s = t.wait_text("Tree (7 of 30)");
     assert!(s.contains("filter: missing"), "{s}");
     assert!(!s.contains("k8sdisallowedtags"), "{s}");
-    assert!(s.contains("∅ CRD k8sallowedrepos"), "a missing CRD is missing too:\n{s}");
+    assert!(
+        s.contains("∅ CRD k8sallowedrepos"),
+        "a missing CRD is missing too:\n{s}"
+    );
     t.keys(&["Escape"]);
     t.wait_text("Tree (30)");
 
