@@ -1568,3 +1568,41 @@ fn a_deleted_template_takes_its_crd_last_and_only_if_this_copy_saw_it() {
         &fresh.writes()[before..]
     );
 }
+
+/// On → off → on within `TURN_OFF_SETTLE` costs nothing (it cost a delete and a create of the
+/// VAP and of every binding); an off that stays off goes through once the moment has passed.
+#[test]
+fn a_quick_flip_back_on_costs_no_write() {
+    let w = World::new(opts(0));
+    w.set_template(T, Some(true));
+    for c in ["c1", "c2", "c3", "c4"] {
+        w.set_constraint(K, c, "deny");
+    }
+    quiesce(&w, "on", &[]);
+    let before = w.writes().len();
+    w.set_template(T, Some(false));
+    // The off is seen, and is not acted on yet.
+    while w.step_where(|k| *k == Key::Template(T.into())) {}
+    w.advance(1);
+    w.set_template(T, Some(true));
+    quiesce(&w, "back on", &[]);
+    assert_eq!(
+        w.writes()[before..],
+        [] as [String; 0],
+        "on → off → on wrote"
+    );
+    check_i4(&w, "steady");
+
+    w.set_template(T, Some(false));
+    quiesce(&w, "off for good", &[]);
+    assert!(
+        w.now_() >= t0() + chrono::Duration::seconds(3),
+        "the off waited for the settle time"
+    );
+    let after: Vec<String> = w.writes()[before..].to_vec();
+    assert_eq!(after.len(), 5, "4 binding deletes and the VAP: {after:?}");
+    assert!(
+        after[4].starts_with("delete ValidatingAdmissionPolicy/"),
+        "{after:?}"
+    );
+}

@@ -28,6 +28,9 @@ pub struct OpinionCache {
     /// this copy saw go away may take its constraint CRD with it (deleting a CRD deletes every
     /// constraint of its kind); a CRD found without its template is reported, never deleted.
     seen: std::sync::Mutex<BTreeMap<String, (String, String)>>,
+    /// Templates that stopped generating, and since when: the turn-off waits a moment for a
+    /// flip back (see `logic::TURN_OFF_SETTLE`).
+    turning_off: std::sync::Mutex<BTreeMap<String, chrono::DateTime<chrono::Utc>>>,
 }
 
 /// What the cache tracks until it is primed.
@@ -157,6 +160,29 @@ impl OpinionCache {
     /// The template's deletion is complete (its CRD is gone): nothing more to remember.
     pub fn forget_template(&self, template: &str) {
         self.seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(template);
+    }
+
+    /// When template `template` was first seen not generating since it last did (`now` on
+    /// the first call).
+    pub fn turning_off_since(
+        &self,
+        template: &str,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> chrono::DateTime<chrono::Utc> {
+        *self
+            .turning_off
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(template.to_string())
+            .or_insert(now)
+    }
+
+    /// The template generates again, or its turn-off went through.
+    pub fn settled(&self, template: &str) {
+        self.turning_off
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(template);

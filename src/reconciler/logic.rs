@@ -23,6 +23,11 @@ use std::time::Duration;
 /// How long the template side waits before looking again for bindings to be gone (I2).
 pub const BINDINGS_GONE_RECHECK: Duration = Duration::from_secs(1);
 
+/// How long a template that stopped generating is given to flip back before its bindings and
+/// VAP are deleted: on → off → on within this costs no write (it cost a delete and a create
+/// of every binding and of the VAP). Enforcement stays meanwhile: the safe direction.
+pub const TURN_OFF_SETTLE: Duration = Duration::from_secs(2);
+
 /// What a reconcile concluded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
@@ -140,6 +145,9 @@ where
     if !matches!(verdict, TemplateVerdict::Invalid { .. }) {
         ctx.cache.saw_template(name, &t.meta.uid, &kind);
     }
+    if !matches!(verdict, TemplateVerdict::Skip { .. }) {
+        ctx.cache.settled(name);
+    }
     match verdict {
         TemplateVerdict::Invalid { reason } => {
             // Frozen: keep what exists, write nothing new for the kind.
@@ -231,6 +239,22 @@ where
         TemplateVerdict::Skip { reason } => {
             // Rego-only templates too: nothing else creates their constraint CRD.
             let (_, crd_outcome) = ensure_crd(&t, &kind, world).await;
+            // It generated until now: give a quick flip back a moment to arrive.
+            if ctx
+                .cache
+                .get(&kind)
+                .is_some_and(|o| o.generate && o.template == name)
+            {
+                let now = world.now();
+                let settle = chrono::Duration::from_std(TURN_OFF_SETTLE).unwrap_or_default();
+                let until = ctx.cache.turning_off_since(name, now) + settle;
+                if now < until {
+                    let left = (until - now).to_std().unwrap_or_default();
+                    return crd_outcome
+                        .merge(Outcome::RequeueAfter(left.max(Duration::from_millis(10))));
+                }
+            }
+            ctx.cache.settled(name);
             // I2: publish first (the fan-out deletes the bindings) ...
             let opinion = Opinion {
                 template: name.to_string(),
