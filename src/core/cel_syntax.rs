@@ -2,10 +2,11 @@
 //! or evaluated), so a template the API server would refuse is an error finding here instead of
 //! a planned create. The parser is cel-rust's port of cel-go's grammar, set up as Kubernetes
 //! sets up cel-go: the standard macros, optional syntax (`?.`, `[?…]`, `.orValue()`, served
-//! since Kubernetes 1.29), cel-go's default recursion limit. Functions and macros of
-//! Kubernetes' libraries (`cel.bind`, `optMap`, two-variable `all`, …) are calls to the parser,
-//! so it accepts them; whether they exist is the type checker's question, which stays the
-//! server's.
+//! since Kubernetes 1.29), cel-go's default recursion limit; backquoted field names too.
+//! Functions and macros of Kubernetes' libraries (`cel.bind`, `optMap`, two-variable `all`, …)
+//! are calls to the parser, so it accepts them; whether they exist is the type checker's
+//! question, which stays the server's. Where in doubt, it accepts: a false error would block a
+//! valid template.
 
 /// cel-go's default parser recursion limit, which Kubernetes keeps.
 const MAX_RECURSION: u16 = 250;
@@ -32,6 +33,8 @@ pub fn parse(expression: &str) -> Result<(), SyntaxError> {
     }
     let parsed = cel::parser::Parser::new()
         .enable_optional_syntax(true)
+        // `` a.`b.c` ``: newer cel-go parses it; accepting more is never a false error.
+        .enable_ident_escape_syntax(true)
         .max_recursion_depth(MAX_RECURSION)
         .parse(expression);
     let Err(errors) = parsed else {
@@ -349,6 +352,7 @@ mod tests {
             "!has(params.spec) ? null : params.spec.parameters",
             "request.kind.kind in ['Pod', 'Deployment'] && !(object.metadata.name in [])",
             "object.metadata.name.split('-')[0] == 'a'",
+            "object.metadata.annotations.`example.com/x` == 'y'",
         ] {
             assert_eq!(parse(e), Ok(()), "{e}");
         }
