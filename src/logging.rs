@@ -32,6 +32,8 @@ pub fn init_cli(user: Option<&str>, verbose: bool) {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_target(false)
+        // Colours only for a terminal: a CI log shows escape codes as noise.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
     if let Some(p) = problem {
         tracing::warn!("{p}");

@@ -16,7 +16,8 @@ fn main() -> ExitCode {
             if json {
                 tracing::error!("{text}");
             } else {
-                eprintln!("error: {text}");
+                // File names and messages can hold what the input put there.
+                eprintln!("error: {}", cli::terminal::printable(&text));
             }
             ExitCode::from(2)
         }

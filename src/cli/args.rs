@@ -75,11 +75,15 @@ pub enum Command {
     Version,
 }
 
-#[derive(Debug, Args, Clone, Default)]
+#[derive(Debug, Args, Clone)]
 pub struct InputArgs {
     /// Analyse files instead of a cluster: files, folders (recursive) or `-` for stdin. Repeatable.
     #[arg(short = 'f', long = "filename", global = true, value_name = "PATH")]
     pub filenames: Vec<String>,
+    /// With -f: bytes read at most from each file or stdin (e.g. 64Mi, 1Gi); more is an error.
+    #[arg(long, global = true, value_name = "SIZE", default_value = "64Mi",
+          value_parser = crate::load::input::parse_size)]
+    pub max_input_bytes: u64,
 }
 
 #[derive(Debug, Args, Clone, Default)]

@@ -4,6 +4,7 @@ pub mod args;
 pub mod live;
 pub mod output;
 pub mod report;
+pub mod terminal;
 
 use args::{Cli, Command};
 use std::process::ExitCode;

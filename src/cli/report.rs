@@ -3,8 +3,10 @@
 
 use super::args::{Cli, Format, OutputArgs};
 use super::output;
+use super::terminal::{printable, printable_lines};
 use crate::core::{Analysis, Options, PlannedWrite, Summary, Verb, analyze};
-use crate::load::files::load_paths;
+use crate::load::files::load_paths_with;
+use crate::load::input::ReadOptions;
 use crate::snapshot::Snapshot;
 use anyhow::Context;
 use serde::Serialize;
@@ -42,8 +44,11 @@ struct PlanSummary {
 }
 
 pub fn load_files(cli: &Cli) -> anyhow::Result<Snapshot> {
-    let mut snap =
-        load_paths(&cli.input.filenames, &mut std::io::stdin().lock()).context("reading input")?;
+    let opts = ReadOptions {
+        max_input_bytes: cli.input.max_input_bytes,
+    };
+    let mut snap = load_paths_with(&cli.input.filenames, &mut std::io::stdin().lock(), opts)
+        .context("reading input")?;
     snap.now.get_or_insert_with(chrono::Utc::now);
     Ok(snap)
 }
@@ -105,8 +110,8 @@ pub fn check_report(
             vec![
                 f.severity.as_str().to_uppercase(),
                 f.code.as_str().to_string(),
-                short_ref(&f.object),
-                f.message.clone(),
+                printable(&short_ref(&f.object)).into_owned(),
+                printable(&f.message).into_owned(),
             ]
         })
         .collect();
@@ -125,7 +130,7 @@ pub fn check_report(
         snap.policies.len(),
         snap.bindings.len()
     ));
-    Ok((text, code))
+    Ok((printable_lines(&text).into_owned(), code))
 }
 
 pub fn plan_report(snap: &Snapshot, opts: &Options, format: Format) -> anyhow::Result<String> {
@@ -154,13 +159,13 @@ pub fn plan_report(snap: &Snapshot, opts: &Options, format: Format) -> anyhow::R
         text.push_str(&format!(
             "{} {}  # {}: {}\n",
             w.verb.as_str(),
-            w.object,
+            printable(&w.object.to_string()),
             w.code,
-            w.reason
+            printable(&w.reason)
         ));
         for line in w.diff.lines() {
             text.push_str("    ");
-            text.push_str(line);
+            text.push_str(&printable(line));
             text.push('\n');
         }
         text.push('\n');
@@ -169,7 +174,7 @@ pub fn plan_report(snap: &Snapshot, opts: &Options, format: Format) -> anyhow::R
         "Plan: {} to create, {} to update, {} to delete.\n",
         summary.create, summary.update, summary.delete
     ));
-    Ok(text)
+    Ok(printable_lines(&text).into_owned())
 }
 
 /// `vap/NAME`, `vapb/NAME`, `template/NAME`, `Kind/NAME`: table cells people can read.

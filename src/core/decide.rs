@@ -162,7 +162,8 @@ fn validate_source(s: &NativeSource) -> Result<(), String> {
             return Err(format!("variable {:?} is defined twice", v.name));
         }
     }
-    Ok(())
+    // Last: the structural errors above are cheaper to find and to read.
+    super::cel_syntax::check_source(s)
 }
 
 /// `validationActions` of a binding.

@@ -2,6 +2,7 @@
 
 pub mod analysis;
 pub mod cel;
+pub mod cel_syntax;
 pub mod crd;
 pub mod decide;
 pub mod desired;

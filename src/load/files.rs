@@ -1,16 +1,19 @@
 //! Snapshot input from files: YAML or JSON, multi-document, `kind: List`, folders read
-//! recursively, `-` for stdin. Every error names the file and the line.
+//! recursively, `-` for stdin. Every error names the file and the line. What is read, and
+//! within which bounds, is [`super::input`]'s; what the text must be before a parser sees it,
+//! [`super::scan`]'s (see docs/input.md for the guarantees).
 
+use super::input::{self, ReadOptions, Seen};
+use super::scan;
+use super::strict::{self, Strict, StrictValue};
 use crate::model::Source;
 use crate::snapshot::Snapshot;
 use serde::de::DeserializeSeed;
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use thiserror::Error;
 
-#[derive(Debug, Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum LoadError {
-    #[error("{path}: {source}")]
+    #[error("{path}: cannot read: {source}")]
     Read {
         path: String,
         source: std::io::Error,
@@ -25,54 +28,55 @@ pub enum LoadError {
     NotFound(String),
     #[error("{0}: no YAML or JSON files in this folder")]
     EmptyFolder(String),
+    #[error(
+        "{path}: is {what}; only regular files and folders are read (`-f -` reads standard input)"
+    )]
+    NotRegular { path: String, what: &'static str },
+    #[error(
+        "{path}: more than {}, the limit per input; raise it with --max-input-bytes",
+        input::human(*max)
+    )]
+    TooLarge { path: String, max: u64 },
+    #[error("no Kubernetes objects in {0}: an empty input proves nothing, so it is an error")]
+    NoObjects(String),
 }
 
-const EXTENSIONS: [&str; 3] = ["yaml", "yml", "json"];
+const STDIN: &str = "<stdin>";
 
-/// Reads every path into one snapshot. `stdin` is read for `-`.
+/// Reads every path into one snapshot, with the default [`ReadOptions`]. `stdin` is read for `-`.
 pub fn load_paths(paths: &[String], stdin: &mut dyn std::io::Read) -> Result<Snapshot, LoadError> {
+    load_paths_with(paths, stdin, ReadOptions::default())
+}
+
+/// Reads every path into one snapshot. `stdin` is read for `-`. Each path must hold at least
+/// one Kubernetes object (an empty `kind: List` counts: it is an answer) unless all its files
+/// were read for an earlier path already.
+pub fn load_paths_with(
+    paths: &[String],
+    stdin: &mut dyn std::io::Read,
+    opts: ReadOptions,
+) -> Result<Snapshot, LoadError> {
     let mut snapshot = Snapshot::default();
+    let mut seen = Seen::default();
     for p in paths {
         if p == "-" {
-            let mut text = String::new();
-            stdin
-                .read_to_string(&mut text)
-                .map_err(|source| LoadError::Read {
-                    path: "<stdin>".into(),
-                    source,
-                })?;
-            load_text(&mut snapshot, "<stdin>", &text)?;
+            let bytes = input::read_capped(&mut *stdin, STDIN, opts.max_input_bytes, 0)?;
+            if load_bytes(&mut snapshot, STDIN, bytes)? == 0 {
+                return Err(LoadError::NoObjects(STDIN.into()));
+            }
             continue;
         }
-        let path = Path::new(p);
-        if !path.exists() {
-            return Err(LoadError::NotFound(p.clone()));
+        let files = input::files_of(p, &mut seen)?;
+        if files.is_empty() {
+            continue;
         }
-        let files = if path.is_dir() {
-            let mut files = Vec::new();
-            walk(path, &mut files).map_err(|source| LoadError::Read {
-                path: p.clone(),
-                source,
-            })?;
-            if files.is_empty() {
-                return Err(LoadError::EmptyFolder(p.clone()));
-            }
-            files
-        } else {
-            vec![path.to_path_buf()]
-        };
+        let mut objects = 0;
         for file in files {
-            let name = file.display().to_string();
-            let bytes = std::fs::read(&file).map_err(|source| LoadError::Read {
-                path: name.clone(),
-                source,
-            })?;
-            let text = String::from_utf8(bytes).map_err(|e| LoadError::Parse {
-                path: name.clone(),
-                line: 1,
-                message: format!("not UTF-8 text: {e}"),
-            })?;
-            load_text(&mut snapshot, &name, &text)?;
+            let bytes = input::read_file(&file, opts.max_input_bytes)?;
+            objects += load_bytes(&mut snapshot, &file.display().to_string(), bytes)?;
+        }
+        if objects == 0 {
+            return Err(LoadError::NoObjects(p.clone()));
         }
     }
     let dropped = snapshot.dedupe();
@@ -84,32 +88,23 @@ pub fn load_paths(paths: &[String], stdin: &mut dyn std::io::Read) -> Result<Sna
     Ok(snapshot)
 }
 
-/// Files below `dir` with a YAML/JSON extension, sorted so output is stable. Hidden entries are skipped.
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
-    let mut entries: Vec<_> = std::fs::read_dir(dir)?.collect::<Result<_, _>>()?;
-    entries.sort_by_key(|e| e.file_name());
-    for e in entries {
-        let path = e.path();
-        if e.file_name().to_string_lossy().starts_with('.') {
-            continue;
-        }
-        if path.is_dir() {
-            walk(&path, out)?;
-        } else if path
-            .extension()
-            .and_then(|x| x.to_str())
-            .is_some_and(|x| EXTENSIONS.contains(&x.to_ascii_lowercase().as_str()))
-        {
-            out.push(path);
-        }
-    }
-    Ok(())
+/// An input's bytes into the snapshot; how many objects it held.
+fn load_bytes(snapshot: &mut Snapshot, path: &str, bytes: Vec<u8>) -> Result<usize, LoadError> {
+    let text = scan::decode(bytes).map_err(|e| LoadError::Parse {
+        path: path.to_string(),
+        line: e.line,
+        message: e.message,
+    })?;
+    load_text(snapshot, path, &text)
 }
 
-/// Parses one file's text (any number of documents) into the snapshot. A `List`'s items are
+/// Parses one file's text (any number of documents) into the snapshot and returns how many
+/// Kubernetes objects it held (a List counts as one, plus its items). A `List`'s items are
 /// turned into typed objects one by one while parsing (see [`DocSeed`]), so a large
-/// `kubectl get -o json` never exists as one JSON tree in memory.
-pub fn load_text(snapshot: &mut Snapshot, path: &str, text: &str) -> Result<(), LoadError> {
+/// `kubectl get -o json` never exists as one JSON tree in memory. Text that starts like JSON
+/// is read as JSON, and as YAML if it is not JSON (`{a: 1}` is YAML's flow style).
+pub fn load_text(snapshot: &mut Snapshot, path: &str, text: &str) -> Result<usize, LoadError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let at = |line: usize| Source {
         file: Some(path.to_string()),
         line: Some(line),
@@ -119,56 +114,39 @@ pub fn load_text(snapshot: &mut Snapshot, path: &str, text: &str) -> Result<(), 
         line,
         message,
     };
+    scan::check(text).map_err(|e| parse_err(e.line, e.message))?;
     let trimmed = text.trim_start();
-    let mut docs: Vec<(usize, Doc)> = Vec::new();
-    if trimmed.starts_with('{') || trimmed.starts_with('[') {
-        let line = 1 + text[..text.len() - trimmed.len()].matches('\n').count();
-        let mut de = serde_json::Deserializer::from_str(text);
-        let single = DocSeed { source: at(line) }
-            .deserialize(&mut de)
-            .and_then(|doc| de.end().map(|()| doc));
-        match single {
-            Ok(doc) => docs.push((line, doc)),
-            // Several JSON values in a row: rare, read them whole.
-            Err(e) if e.is_syntax() && e.to_string().contains("trailing characters") => {
-                for (line, v) in parse_documents(path, text)? {
-                    docs.push((line, Doc::Object(v)));
-                }
-            }
-            Err(e) => return Err(parse_err(e.line(), format!("invalid JSON: {e}"))),
+    let docs = if trimmed.starts_with('{') || trimmed.starts_with('[') {
+        match json_docs(path, text, &at) {
+            Ok(docs) => docs,
+            // A `.json` file is JSON: its errors are JSON's, at their exact place.
+            Err((_, true)) if !path.ends_with(".json") => yaml_docs(path, text, &at)?,
+            Err((e, _)) => return Err(e),
         }
     } else {
-        for (start, chunk) in split_yaml(text) {
-            if chunk
-                .lines()
-                .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'))
-            {
-                continue;
-            }
-            let line = start + leading_newlines(&chunk);
-            let doc = DocSeed { source: at(line) }
-                .deserialize(serde_norway::Deserializer::from_str(&chunk))
-                .map_err(|e| {
-                    let l = e.location().map(|l| l.line()).unwrap_or(1);
-                    parse_err(
-                        start + l - 1,
-                        format!("invalid YAML: {}", strip_location(&e.to_string())),
-                    )
-                })?;
-            docs.push((line, doc));
-        }
-    }
+        yaml_docs(path, text, &at)?
+    };
+    let mut objects = 0;
     for (line, doc) in docs {
         match doc {
             Doc::Empty => {}
-            Doc::Object(value) => snapshot
-                .insert(value, at(line))
-                .map_err(|m| parse_err(line, m))?,
-            Doc::Items { items, error } => {
+            Doc::Object(value) => {
+                super::versions::check(&value).map_err(|m| parse_err(line, m))?;
+                snapshot
+                    .insert(value, at(line))
+                    .map_err(|m| parse_err(line, m))?;
+                objects += 1;
+            }
+            Doc::Items {
+                items,
+                error,
+                count,
+            } => {
                 if let Some(m) = error {
                     return Err(parse_err(line, m));
                 }
-                snapshot.extend(items);
+                snapshot.extend(*items);
+                objects += count;
             }
             Doc::Scalar(what) => {
                 return Err(parse_err(
@@ -178,23 +156,215 @@ pub fn load_text(snapshot: &mut Snapshot, path: &str, text: &str) -> Result<(), 
             }
         }
     }
-    Ok(())
+    Ok(objects)
+}
+
+/// The text as JSON: one value (streamed, see [`DocSeed`]) or several in a row. `Err` says
+/// whether the text may still be YAML (a syntax error, not an error in what it holds).
+fn json_docs(
+    path: &str,
+    text: &str,
+    at: &dyn Fn(usize) -> Source,
+) -> Result<Vec<(usize, Doc)>, (LoadError, bool)> {
+    let trimmed = text.trim_start();
+    let line = 1 + text[..text.len() - trimmed.len()].matches('\n').count();
+    let mut de = serde_json::Deserializer::from_str(text);
+    let single = DocSeed { source: at(line) }
+        .deserialize(&mut de)
+        .and_then(|doc| de.end().map(|()| doc));
+    let json_err = |e: serde_json::Error| {
+        let syntax = matches!(
+            e.classify(),
+            serde_json::error::Category::Syntax | serde_json::error::Category::Eof
+        );
+        (
+            LoadError::Parse {
+                path: path.into(),
+                line: e.line().max(1),
+                message: json_message(&e),
+            },
+            syntax,
+        )
+    };
+    match single {
+        Ok(doc) => Ok(vec![(line, doc)]),
+        // Several JSON values in a row: rare, read them whole.
+        Err(e) if e.is_syntax() && e.to_string().contains("trailing characters") => {
+            let values = json_stream(text).map_err(json_err)?;
+            Ok(values
+                .into_iter()
+                .map(|(line, v)| (line, Doc::Object(v)))
+                .collect())
+        }
+        Err(e) => Err(json_err(e)),
+    }
+}
+
+fn json_message(e: &serde_json::Error) -> String {
+    if e.to_string().contains("recursion limit exceeded") {
+        format!("nested deeper than {} levels", scan::MAX_DEPTH)
+    } else {
+        format!("invalid JSON: {e}")
+    }
+}
+
+/// Several JSON values in a row, with the line each starts on; a top-level array's elements
+/// are values of their own.
+fn json_stream(text: &str) -> Result<Vec<(usize, Value)>, serde_json::Error> {
+    let mut out = Vec::new();
+    let mut stream = serde_json::Deserializer::from_str(text).into_iter::<StrictValue>();
+    loop {
+        let before = stream.byte_offset();
+        match stream.next() {
+            None => break,
+            Some(Ok(StrictValue(v))) => {
+                let rest = &text[before..];
+                let skipped = rest.len() - rest.trim_start().len();
+                let line = 1 + text[..before + skipped].matches('\n').count();
+                match v {
+                    Value::Array(items) => out.extend(items.into_iter().map(|i| (line, i))),
+                    v => out.push((line, v)),
+                }
+            }
+            Some(Err(e)) => return Err(e),
+        }
+    }
+    Ok(out)
+}
+
+/// The text as YAML documents (split at `---` lines), with the line each starts on.
+fn yaml_docs(
+    path: &str,
+    text: &str,
+    at: &dyn Fn(usize) -> Source,
+) -> Result<Vec<(usize, Doc)>, LoadError> {
+    let mut docs = Vec::new();
+    for (start, chunk) in split_yaml(text) {
+        if chunk
+            .lines()
+            .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'))
+        {
+            continue;
+        }
+        let line = start + leading_newlines(&chunk);
+        let doc = DocSeed { source: at(line) }
+            .deserialize(serde_norway::Deserializer::from_str(&chunk))
+            .map_err(|e| yaml_error(path, start, &chunk, &e))?;
+        docs.push((line, doc));
+    }
+    Ok(docs)
+}
+
+/// serde_norway's error at its line in the file: from its location, or from the byte
+/// position some of its errors (control characters) give instead.
+fn yaml_error(path: &str, start: usize, chunk: &str, e: &serde_norway::Error) -> LoadError {
+    let full = e.to_string();
+    let (line, message) = match e.location() {
+        Some(l) => (start + l.line().max(1) - 1, strip_location(&full)),
+        None => match full
+            .rsplit_once(" at position ")
+            .map(|(m, p)| (m, p.parse::<usize>()))
+        {
+            Some((m, Ok(pos))) => {
+                let upto = &chunk.as_bytes()[..pos.min(chunk.len())];
+                (
+                    start + upto.iter().filter(|&&b| b == b'\n').count(),
+                    m.to_string(),
+                )
+            }
+            _ => (start, full),
+        },
+    };
+    // serde_norway places a duplicate key at its mapping's first entry: find the duplicate.
+    let line = duplicate_key(&message)
+        .and_then(|key| duplicate_line(chunk, line + 1 - start, &key))
+        .map_or(line, |l| start + l - 1);
+    let message = if message.contains("recursion limit exceeded") {
+        format!("nested deeper than {} levels", scan::MAX_DEPTH)
+    } else {
+        format!("invalid YAML: {message}")
+    };
+    LoadError::Parse {
+        path: path.to_string(),
+        line,
+        message,
+    }
+}
+
+/// The key of a [`strict::duplicate`] error, when it needs no unescaping.
+fn duplicate_key(message: &str) -> Option<String> {
+    let rest = message.split_once("duplicate key \"")?.1;
+    let key = rest.split_once('"')?.0;
+    (!key.contains('\\')).then(|| key.to_string())
+}
+
+/// The line (1-based, in `chunk`) of the second `key:` of the block mapping whose first entry
+/// is on line `first`; `None` when the mapping is not laid out that way (flow style).
+fn duplicate_line(chunk: &str, first: usize, key: &str) -> Option<usize> {
+    let lines: Vec<&str> = chunk.lines().collect();
+    let head = lines.get(first.checked_sub(1)?)?;
+    // The mapping's column: past the indentation and any `- ` of the first entry's line.
+    let mut col = 0;
+    let bytes = head.as_bytes();
+    loop {
+        while bytes.get(col) == Some(&b' ') {
+            col += 1;
+        }
+        if bytes.get(col) == Some(&b'-') && matches!(bytes.get(col + 1), Some(b' ') | None) {
+            col += 1;
+            continue;
+        }
+        break;
+    }
+    let is_key = |text: &str| {
+        [
+            format!("{key}:"),
+            format!("\"{key}\":"),
+            format!("'{key}':"),
+        ]
+        .iter()
+        .any(|k| {
+            text.strip_prefix(k.as_str())
+                .is_some_and(|r| r.is_empty() || r.starts_with([' ', '\t']))
+        })
+    };
+    let mut seen = 0;
+    for (i, l) in lines.iter().enumerate().skip(first - 1) {
+        let indent = if i + 1 == first {
+            col
+        } else {
+            l.len() - l.trim_start_matches(' ').len()
+        };
+        let text = l.get(indent..).unwrap_or("");
+        if i + 1 > first && indent < col && !text.trim().is_empty() && !text.starts_with('#') {
+            return None;
+        }
+        if indent == col && is_key(text.trim_end()) {
+            seen += 1;
+            if seen == 2 {
+                return Some(i + 1);
+            }
+        }
+    }
+    None
 }
 
 /// One document, parsed.
 enum Doc {
     Empty,
     Object(Value),
-    /// A List (or a top-level JSON array): its items, already typed, and the first bad item.
+    /// A List (or a top-level JSON array): its items, already typed, the first bad item, and
+    /// how many objects it held (the List itself and its items).
     Items {
-        items: Snapshot,
+        items: Box<Snapshot>,
         error: Option<String>,
+        count: usize,
     },
     Scalar(&'static str),
 }
 
 /// Parses a document; a top-level `items` array is turned into typed objects element by
-/// element instead of being kept as JSON.
+/// element instead of being kept as JSON. Values are read strictly ([`Strict`]).
 struct DocSeed {
     source: Source,
 }
@@ -233,22 +403,29 @@ impl<'de> serde::de::Visitor<'de> for DocSeed {
         Ok(Doc::Scalar("a string"))
     }
     fn visit_seq<A: serde::de::SeqAccess<'de>>(self, seq: A) -> Result<Doc, A::Error> {
-        let (items, error) = ItemsSeed {
+        let (items, error, count) = ItemsSeed {
             source: self.source,
         }
         .visit_seq(seq)?;
-        Ok(Doc::Items { items, error })
+        Ok(Doc::Items {
+            items: Box::new(items),
+            error,
+            count,
+        })
     }
     fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Doc, A::Error> {
         let mut obj = serde_json::Map::new();
         let mut streamed = None;
         while let Some(key) = map.next_key::<String>()? {
-            if key == "items" && streamed.is_none() {
+            if obj.contains_key(&key) || (key == "items" && streamed.is_some()) {
+                return Err(strict::duplicate(&key));
+            }
+            if key == "items" {
                 streamed = Some(map.next_value_seed(ItemsSeed {
                     source: self.source.clone(),
                 })?);
             } else {
-                obj.insert(key, map.next_value()?);
+                obj.insert(key, map.next_value_seed(Strict)?);
             }
         }
         let is_list = obj
@@ -256,7 +433,11 @@ impl<'de> serde::de::Visitor<'de> for DocSeed {
             .and_then(Value::as_str)
             .is_some_and(|k| k.ends_with("List"));
         match streamed {
-            Some((items, error)) if is_list => Ok(Doc::Items { items, error }),
+            Some((items, error, count)) if is_list => Ok(Doc::Items {
+                items: Box::new(items),
+                error,
+                count: count + 1,
+            }),
             // Not a List: its `items` mean nothing to us (no kind we read has them).
             _ => Ok(Doc::Object(Value::Object(obj))),
         }
@@ -269,70 +450,48 @@ struct ItemsSeed {
 }
 
 impl<'de> serde::de::DeserializeSeed<'de> for ItemsSeed {
-    type Value = (Snapshot, Option<String>);
+    type Value = (Snapshot, Option<String>, usize);
     fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
         d.deserialize_seq(self)
     }
 }
 
 impl<'de> serde::de::Visitor<'de> for ItemsSeed {
-    type Value = (Snapshot, Option<String>);
+    type Value = (Snapshot, Option<String>, usize);
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         f.write_str("a list of objects")
     }
     fn visit_unit<E>(self) -> Result<Self::Value, E> {
-        Ok((Snapshot::default(), None))
+        Ok((Snapshot::default(), None, 0))
     }
     fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         let mut items = Snapshot::default();
         let mut error = None;
         let mut i = 0;
-        while let Some(item) = seq.next_element::<Value>()? {
+        while let Some(item) = seq.next_element_seed(Strict)? {
             if error.is_none()
-                && let Err(e) = items.insert(item, self.source.clone())
+                && let Err(e) = super::versions::check(&item)
+                    .and_then(|()| items.insert(item, self.source.clone()))
             {
                 error = Some(format!("items[{i}]: {e}"));
             }
             i += 1;
         }
-        Ok((items, error))
+        Ok((items, error, i))
     }
 }
 
 /// The documents of a text with the line each starts on. JSON is read as JSON (exact
-/// positions; tabs are fine), everything else as YAML split at `---` lines.
+/// positions; tabs are fine), everything else as YAML split at `---` lines. Values are read
+/// strictly (duplicate keys are errors).
 pub fn parse_documents(path: &str, text: &str) -> Result<Vec<(usize, Value)>, LoadError> {
     let trimmed = text.trim_start();
     if trimmed.starts_with('{') || trimmed.starts_with('[') {
-        let mut out = Vec::new();
-        let mut stream = serde_json::Deserializer::from_str(text).into_iter::<Value>();
-        loop {
-            let before = stream.byte_offset();
-            match stream.next() {
-                None => break,
-                Some(Ok(v)) => {
-                    let rest = &text[before..];
-                    let skipped = rest.len() - rest.trim_start().len();
-                    let line = 1 + text[..before + skipped].matches('\n').count();
-                    out.push((line, v));
-                }
-                Some(Err(e)) => {
-                    return Err(LoadError::Parse {
-                        path: path.into(),
-                        line: e.line(),
-                        message: format!("invalid JSON: {e}"),
-                    });
-                }
-            }
-        }
-        // A JSON array at top level is a list of objects.
-        return Ok(out
-            .into_iter()
-            .flat_map(|(line, v)| match v {
-                Value::Array(items) => items.into_iter().map(|i| (line, i)).collect::<Vec<_>>(),
-                v => vec![(line, v)],
-            })
-            .collect());
+        return json_stream(text).map_err(|e| LoadError::Parse {
+            path: path.into(),
+            line: e.line().max(1),
+            message: json_message(&e),
+        });
     }
     let mut out = Vec::new();
     for (start, chunk) in split_yaml(text) {
@@ -343,14 +502,8 @@ pub fn parse_documents(path: &str, text: &str) -> Result<Vec<(usize, Value)>, Lo
         {
             continue;
         }
-        let value: Value = serde_norway::from_str(&chunk).map_err(|e| {
-            let line = e.location().map(|l| l.line()).unwrap_or(1);
-            LoadError::Parse {
-                path: path.into(),
-                line: start + line - 1,
-                message: format!("invalid YAML: {}", strip_location(&e.to_string())),
-            }
-        })?;
+        let StrictValue(value) =
+            serde_norway::from_str(&chunk).map_err(|e| yaml_error(path, start, &chunk, &e))?;
         match value {
             Value::Null => {}
             Value::Object(_) => out.push((start + leading_newlines(&chunk), value)),

@@ -1,1 +1,9 @@
+//! Input from files: which files, read within which bounds ([`input`]), what their text must
+//! be ([`scan`]), how values are read ([`strict`]) and which versions of our kinds are
+//! accepted ([`versions`]); [`files`] puts them together.
+
 pub mod files;
+pub mod input;
+pub mod scan;
+pub mod strict;
+pub mod versions;

@@ -1,0 +1,434 @@
+//! CEL syntax, checked offline: every expression of a template is parsed (never type-checked
+//! or evaluated), so a template the API server would refuse is an error finding here instead of
+//! a planned create. The parser is cel-rust's port of cel-go's grammar, set up as Kubernetes
+//! sets up cel-go: the standard macros, optional syntax (`?.`, `[?…]`, `.orValue()`, served
+//! since Kubernetes 1.29), cel-go's default recursion limit; backquoted field names too.
+//! Functions and macros of Kubernetes' libraries (`cel.bind`, `optMap`, two-variable `all`, …)
+//! are calls to the parser, so it accepts them; whether they exist is the type checker's
+//! question, which stays the server's. Where in doubt, it accepts: a false error would block a
+//! valid template.
+
+/// cel-go's default parser recursion limit, which Kubernetes keeps.
+const MAX_RECURSION: u16 = 250;
+
+/// One syntax error: where (1-based line and column within the expression) and what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyntaxError {
+    pub line: usize,
+    pub column: usize,
+    pub message: String,
+}
+
+impl std::fmt::Display for SyntaxError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}: {}", self.line, self.column, self.message)
+    }
+}
+
+/// Parses `expression`; the first error (by position) if it is not CEL. Runs on the calling
+/// thread: see [`check_source`] for the stack it needs.
+pub fn parse(expression: &str) -> Result<(), SyntaxError> {
+    if let Some(e) = too_deep(expression) {
+        return Err(e);
+    }
+    let parsed = cel::parser::Parser::new()
+        .enable_optional_syntax(true)
+        // `` a.`b.c` ``: newer cel-go parses it; accepting more is never a false error.
+        .enable_ident_escape_syntax(true)
+        .max_recursion_depth(MAX_RECURSION)
+        .parse(expression);
+    let Err(errors) = parsed else {
+        return Ok(());
+    };
+    let Some(e) = errors.errors.into_iter().next() else {
+        return Err(SyntaxError {
+            line: 1,
+            column: 1,
+            message: "not a CEL expression".into(),
+        });
+    };
+    let message = if e.msg.contains("Recursion limit") {
+        // cel's own limit: its message is a debug dump of the inner error.
+        format!("nested deeper than {MAX_RECURSION} levels (CEL's recursion limit)")
+    } else {
+        e.msg.trim_start_matches("Syntax error: ").to_string()
+    };
+    Err(SyntaxError {
+        // cel's positions are 1-based.
+        line: usize::try_from(e.pos.0).unwrap_or(1).max(1),
+        column: usize::try_from(e.pos.1).unwrap_or(1).max(1),
+        message,
+    })
+}
+
+/// The parser's stack: cel's ANTLR parser takes ~130 KiB of stack per bracket level in a
+/// debug build, so the 250 levels CEL allows need ~33 MiB, far more than the 2 MiB of a
+/// worker thread. Reserved, not used, until a deep expression needs it.
+const PARSER_STACK: usize = 64 << 20;
+
+/// Parses every `(field, expression)`; the first error as
+/// `field: CEL syntax error at line:column: what`. Results are remembered per process.
+pub fn check_all<'a>(
+    expressions: impl IntoIterator<Item = (String, &'a str)>,
+) -> Result<(), String> {
+    let expressions: Vec<(String, &str)> = expressions.into_iter().collect();
+    if expressions.is_empty() {
+        return Ok(());
+    }
+    // The reconciler decides a template again on every event of its kind: the same
+    // expressions, parsed once per process.
+    let key = {
+        use sha2::{Digest, Sha256};
+        let mut h = Sha256::new();
+        for (field, e) in &expressions {
+            h.update(field.as_bytes());
+            h.update([0]);
+            h.update(e.as_bytes());
+            h.update([0]);
+        }
+        <[u8; 32]>::from(h.finalize())
+    };
+    if let Some(known) = cache().lock().ok().and_then(|c| c.get(&key).cloned()) {
+        return known;
+    }
+    let result = parse_on_big_stack(&expressions);
+    if let Ok(mut c) = cache().lock() {
+        if c.len() >= CACHE_ENTRIES {
+            c.clear();
+        }
+        c.insert(key, result.clone());
+    }
+    result
+}
+
+/// Results of [`check_all`] by the hash of what was checked. Cleared when full: the working
+/// set is one entry per template, far below the bound.
+type Cache = std::collections::HashMap<[u8; 32], Result<(), String>>;
+const CACHE_ENTRIES: usize = 4096;
+
+fn cache() -> &'static std::sync::Mutex<Cache> {
+    static CACHE: std::sync::OnceLock<std::sync::Mutex<Cache>> = std::sync::OnceLock::new();
+    CACHE.get_or_init(Default::default)
+}
+
+/// Parses on a thread of its own with [`PARSER_STACK`].
+fn parse_on_big_stack(expressions: &[(String, &str)]) -> Result<(), String> {
+    let run = || {
+        for (field, e) in expressions {
+            if let Err(err) = parse(e) {
+                return Err(format!("{field}: CEL syntax error at {err}"));
+            }
+        }
+        Ok(())
+    };
+    std::thread::scope(|s| {
+        match std::thread::Builder::new()
+            .name("cel-syntax".into())
+            .stack_size(PARSER_STACK)
+            .spawn_scoped(s, run)
+        {
+            Ok(handle) => handle
+                .join()
+                .unwrap_or_else(|_| Err("the CEL parser failed on this template".into())),
+            // Fail closed: an unchecked template is not declared valid.
+            Err(e) => Err(format!("cannot check the CEL syntax: {e}")),
+        }
+    })
+}
+
+/// Every expression of a `K8sNativeValidation` source, named by its field: validations'
+/// `expression` and `messageExpression`, `matchConditions`, `variables`.
+pub fn check_source(s: &crate::model::NativeSource) -> Result<(), String> {
+    let mut all: Vec<(String, &str)> = Vec::new();
+    for (i, v) in s.validations.iter().enumerate() {
+        all.push((format!("validations[{i}].expression"), &v.expression));
+        if let Some(m) = &v.message_expression {
+            all.push((format!("validations[{i}].messageExpression"), m));
+        }
+    }
+    for (i, m) in s.match_conditions.iter().enumerate() {
+        all.push((
+            format!("matchConditions[{i}] ({:?}).expression", m.name),
+            &m.expression,
+        ));
+    }
+    for (i, v) in s.variables.iter().enumerate() {
+        all.push((
+            format!("variables[{i}] ({:?}).expression", v.name),
+            &v.expression,
+        ));
+    }
+    check_all(all)
+}
+
+/// Nesting cel-go refuses, found before cel-rust's parser sees it: that parser counts only
+/// bracket nesting, and recurses (on the stack) once per operator of a `+`, `==` or `.field`
+/// chain, where cel-go counts each chain against the same limit. The counts here are lower
+/// bounds of cel-go's, so what is refused here cel-go refuses too.
+fn too_deep(expression: &str) -> Option<SyntaxError> {
+    /// Open chains of one bracket level: relation (`==`, `<`, `in`, …), arithmetic (`+`, `*`,
+    /// …, since the last relation) and member (`.f`, `[i]`, since the last arithmetic).
+    #[derive(Clone, Copy, Default)]
+    struct Chains {
+        relation: usize,
+        calc: usize,
+        member: usize,
+    }
+    let limit = MAX_RECURSION as usize;
+    let chars: Vec<char> = expression.chars().collect();
+    // Totals of the enclosing levels (their chains stay open while a bracket is parsed).
+    let mut outer: Vec<Chains> = Vec::new();
+    let (mut base, mut here) = (Chains::default(), Chains::default());
+    let (mut line, mut line_start) = (1usize, 0usize);
+    // Whether the last token ends an operand (so `-` is binary and `[` indexes).
+    let mut after_operand = false;
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        let at = |line: usize, line_start: usize, i: usize| SyntaxError {
+            line,
+            column: i - line_start + 1,
+            message: format!("nested deeper than {limit} levels (CEL's recursion limit)"),
+        };
+        let next = chars.get(i + 1).copied();
+        let mut operand = false;
+        let mut width = 1;
+        match c {
+            '\n' => {
+                line += 1;
+                line_start = i + 1;
+                i += 1;
+                continue;
+            }
+            c if c.is_whitespace() => {
+                i += 1;
+                continue;
+            }
+            '"' | '\'' => {
+                // r'…', R'…', rb'…', br'…': backslashes are literal.
+                let raw = chars[i.saturating_sub(2)..i]
+                    .iter()
+                    .any(|p| matches!(p, 'r' | 'R'));
+                let triple = next == Some(c) && chars.get(i + 2) == Some(&c);
+                let quote_len = if triple { 3 } else { 1 };
+                let mut j = i + quote_len;
+                while j < chars.len() {
+                    if chars[j] == '\n' {
+                        line += 1;
+                        line_start = j + 1;
+                    }
+                    if !raw && chars[j] == '\\' {
+                        j += 2;
+                        continue;
+                    }
+                    if chars[j] == c && (!triple || chars[j..].starts_with(&[c, c, c])) {
+                        break;
+                    }
+                    j += 1;
+                }
+                i = j + quote_len;
+                after_operand = true;
+                continue;
+            }
+            c if c.is_ascii_digit() => {
+                // Numbers, with their `.5`, `e-3`, `0x1F`, `u`: no `.` inside one is a member.
+                let mut j = i + 1;
+                while j < chars.len() {
+                    let d = chars[j];
+                    let sign = matches!(d, '+' | '-') && matches!(chars[j - 1], 'e' | 'E');
+                    let point = d == '.' && chars.get(j + 1).is_some_and(char::is_ascii_digit);
+                    if d.is_ascii_alphanumeric() || point || sign {
+                        j += 1;
+                    } else {
+                        break;
+                    }
+                }
+                width = j - i;
+                operand = true;
+            }
+            c if c.is_alphabetic() || c == '_' => {
+                let mut j = i + 1;
+                while j < chars.len() && (chars[j].is_alphanumeric() || chars[j] == '_') {
+                    j += 1;
+                }
+                let word: String = chars[i..j].iter().collect();
+                width = j - i;
+                if word == "in" {
+                    here.relation += 1;
+                    here.calc = 0;
+                    here.member = 0;
+                } else {
+                    operand = true;
+                }
+            }
+            '(' | '[' | '{' => {
+                if c == '[' && after_operand {
+                    here.member += 1;
+                }
+                outer.push(base);
+                base = Chains {
+                    relation: base.relation + here.relation,
+                    calc: base.calc + here.calc,
+                    member: base.member + here.member,
+                };
+                outer.push(here);
+                here = Chains::default();
+                // `(((…)))`: one level of cel-go's `expr` rule each (the innermost may be empty).
+                if outer.len() / 2 > limit + 1 {
+                    return Some(at(line, line_start, i));
+                }
+            }
+            ')' | ']' | '}' => {
+                here = outer.pop().unwrap_or_default();
+                base = outer.pop().unwrap_or_default();
+                operand = true;
+            }
+            '.' if after_operand => here.member += 1,
+            '=' | '!' | '<' | '>' if next == Some('=') => {
+                width = 2;
+                here.relation += 1;
+                here.calc = 0;
+                here.member = 0;
+            }
+            '<' | '>' => {
+                here.relation += 1;
+                here.calc = 0;
+                here.member = 0;
+            }
+            '+' | '*' | '/' | '%' => {
+                here.calc += 1;
+                here.member = 0;
+            }
+            '-' if after_operand => {
+                here.calc += 1;
+                here.member = 0;
+            }
+            '&' | '|' | ',' | ':' => here = Chains::default(),
+            // A ternary's `?`; after `[`, `{`, `,` or `.` it marks an optional element.
+            '?' if after_operand => here = Chains::default(),
+            _ => {}
+        }
+        if base.relation + here.relation > limit
+            || base.calc + here.calc > limit
+            || base.member + here.member > limit
+        {
+            return Some(at(line, line_start, i));
+        }
+        after_operand = operand;
+        i += width;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kubernetes_cel_parses() {
+        for e in [
+            "object.metadata.name == 'a'",
+            "has(object.spec) && object.spec.containers.all(c, c.image.startsWith('r/'))",
+            "object.spec.containers.exists(c, c.name == 'x')",
+            "object.spec.containers.exists_one(c, c.name == 'x')",
+            "object.spec.containers.map(c, c.name)",
+            "object.spec.containers.map(c, c.name != '', c.name)",
+            "object.spec.containers.filter(c, c.name == 'x').size() > 0",
+            "object.metadata.?labels.orValue({}).size() >= 0",
+            "object.?spec.?replicas.orValue(1) <= 5",
+            "[?object.?metadata.name].size() == 1",
+            "{?'a': object.?metadata.name}.size() >= 0",
+            "cel.bind(x, object.metadata.name, x == 'a')",
+            "object.spec.containers.all(i, c, i >= 0 && c.name != '')",
+            "object.metadata.labels.transformMap(k, v, v + 'x').size() >= 0",
+            "optional.of(1).optMap(x, x + 1).orValue(0) == 2",
+            "object.metadata.name.matches('^[a-z]+$') && 'a'.lowerAscii() == 'a'",
+            "quantity('1Gi').isGreaterThan(quantity('1Mi'))",
+            "url('https://x').getHost() == 'x'",
+            "int(object.spec.replicas) < 3 ? 'few' : 'many'",
+            "duration('1s') < duration('2s') && timestamp('2020-01-01T00:00:00Z') > timestamp('2019-01-01T00:00:00Z')",
+            "b'abc'.size() == 3 && r'\\d' == '\\\\d' && '''multi\nline''' != ''",
+            "0x1F == 31 && 1u == uint(1) && 1.5e3 > 0.0 && -1 < 0",
+            "!has(params.spec) ? null : params.spec.parameters",
+            "request.kind.kind in ['Pod', 'Deployment'] && !(object.metadata.name in [])",
+            "object.metadata.name.split('-')[0] == 'a'",
+            "object.metadata.annotations.`example.com/x` == 'y'",
+        ] {
+            assert_eq!(parse(e), Ok(()), "{e}");
+        }
+    }
+
+    #[test]
+    fn our_matchers_and_variables_parse() {
+        for (name, e) in crate::core::cel::matchers() {
+            assert_eq!(parse(&e), Ok(()), "{name}: {e}");
+        }
+        assert_eq!(parse(crate::core::cel::ANY_OBJECT), Ok(()));
+        assert_eq!(parse(crate::core::cel::PARAMS), Ok(()));
+    }
+
+    #[test]
+    fn errors_say_where() {
+        let e = parse("object.metadata.name.startsWith(").unwrap_err();
+        assert_eq!((e.line, e.column), (1, 33), "{e}");
+        assert!(e.message.starts_with("mismatched input '<EOF>'"), "{e}");
+        let e = parse("a &&\n  || b").unwrap_err();
+        assert_eq!(e.line, 2, "{e}");
+        assert!(
+            parse("a.all(1, true)").is_err(),
+            "a macro's variable must be a name"
+        );
+        assert!(parse("").is_err());
+        assert!(parse("a ==").is_err());
+    }
+
+    #[test]
+    fn deep_or_long_input_fails_without_exhausting_the_stack() {
+        let nest =
+            |open: &str, close: &str, n: usize| format!("{}1{}", open.repeat(n), close.repeat(n));
+        let chain = |sep: &str, n: usize| vec!["a"; n + 1].join(sep);
+        // Within CEL's limit: parses. One past it: refused. Far past it: refused at once.
+        let cases: Vec<(String, bool)> = vec![
+            (nest("(", ")", 250), true),
+            (nest("[", "]", 250), true),
+            (nest("f(", ")", 250), true),
+            (nest("(", ")", 252), false),
+            (nest("(", ")", 100_000), false),
+            (nest("a[", "]", 100_000), false),
+            (chain(" + ", 250), true),
+            (chain(" + ", 251), false),
+            (chain(" == ", 250), true),
+            (chain(" == ", 100_000), false),
+            (chain(".b", 250), true),
+            (chain(".f()", 100_000), false),
+            (chain("[0]", 100_000), false),
+            ("a ? b : ".repeat(100_000) + "c", false),
+            // `&&` and `||` chains are loops in CEL's grammar, not nesting: no limit.
+            (chain(" && ", 5_000), true),
+            (format!("{}a", "!".repeat(20_000)), true),
+            (format!("{}a", "-".repeat(20_000)), true),
+            // Strings are not counted, whatever brackets or quotes they hold.
+            (
+                format!(
+                    r#"'{}' == r'\' && '''{}''' != "\"" "#,
+                    "(".repeat(1000),
+                    "[".repeat(1000)
+                ),
+                true,
+            ),
+        ];
+        // From a thread with a worker's 2 MiB stack, as the reconciler and the TUI call it.
+        std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(move || {
+                for (e, ok) in &cases {
+                    let got = check_all([("e".to_string(), e.as_str())]);
+                    let short: String = e.chars().take(40).collect();
+                    assert_eq!(got.is_ok(), *ok, "{short}…: {got:?}");
+                }
+            })
+            .expect("thread")
+            .join()
+            .expect("no stack overflow");
+    }
+}
