@@ -210,6 +210,11 @@ impl Container {
         http_get(self.port, "/metrics")
     }
 
+    /// The gauge's sample line (its HELP text contains "kubectl_vap_leader 1" too).
+    fn leads(&self) -> bool {
+        self.metrics().lines().any(|l| l == "kubectl_vap_leader 1")
+    }
+
     fn terminate(&mut self) -> std::process::ExitStatus {
         run(self.runc().args(["kill", &self.id, "TERM"]));
         let mut child = self.child.take().expect("running");
@@ -596,9 +601,7 @@ async fn e2e_the_image_runs_the_install_manifests() {
     })
     .await;
     eprintln!("converged {:?} after both were ready", start.elapsed());
-    let leaders: Vec<usize> = (0..2)
-        .filter(|&i| containers[i].metrics().contains("kubectl_vap_leader 1"))
-        .collect();
+    let leaders: Vec<usize> = (0..2).filter(|&i| containers[i].leads()).collect();
     assert_eq!(leaders.len(), 1, "exactly one leader");
     let (leader, follower) = (leaders[0], 1 - leaders[0]);
     let holder = kubectl_vap::reconciler::lease::holder(&client, &ns, "kubectl-vap")
@@ -634,9 +637,7 @@ async fn e2e_the_image_runs_the_install_manifests() {
         "the leader exits 0 on SIGTERM: {status:?}"
     );
     eventually("the follower leads", || async {
-        containers[follower]
-            .metrics()
-            .contains("kubectl_vap_leader 1")
+        containers[follower].leads()
     })
     .await;
     let handover = term.elapsed();
@@ -664,4 +665,11 @@ async fn e2e_the_image_runs_the_install_manifests() {
         }
     }
     eprintln!("hand-over after SIGTERM: {handover:?}");
+}
+
+/// The static-linking check itself: this test binary is dynamically linked.
+#[test]
+fn a_dynamic_binary_has_an_interpreter() {
+    let me = std::fs::read("/proc/self/exe").expect("this test binary");
+    assert!(has_interpreter(&me));
 }
