@@ -273,89 +273,9 @@ async fn e2e_the_image_runs_the_install_manifests() {
         .tempdir()
         .expect("temp dir");
 
-    // The image is what the recipe and the Dockerfile say, and what install --print expects.
-    assert_matches_install(&facts, "the built image");
-    let script = ImageFacts::from_config(&script_config());
-    let docker = dockerfile();
-    for (what, other) in [
-        ("scripts/image", &script),
-        ("the Dockerfile", &docker.facts),
-    ] {
-        assert_eq!(
-            (&facts.user, &facts.entrypoint, &facts.cmd, &facts.ports),
-            (&other.user, &other.entrypoint, &other.cmd, &other.ports),
-            "the built image vs {what}"
-        );
-        assert_eq!(
-            facts.fixed_labels(),
-            other.fixed_labels(),
-            "labels vs {what}"
-        );
-    }
-    let layers = layout.manifest["layers"].as_array().expect("layers");
-    assert_eq!(layers.len(), 1, "one layer");
-    let layer = layout.blob_path(layers[0]["digest"].as_str().expect("digest"));
-    let listing = run(Command::new("tar").arg("-tvzf").arg(&layer));
-    let entries: Vec<&str> = listing
-        .lines()
-        .filter_map(|l| l.split_whitespace().last())
-        .collect();
-    assert_eq!(
-        entries,
-        ["LICENSE", "kubectl-vap"],
-        "no shell, nothing else"
-    );
-    assert!(
-        listing.lines().all(|l| l.contains(" 0/0 ")),
-        "root-owned:\n{listing}"
-    );
-
-    // umoci turns the image into a runtime bundle, as a container runtime would.
-    let bundle0 = work.path().join("unpacked");
-    run(Command::new("umoci")
-        .arg("unpack")
-        .arg("--image")
-        .arg(format!("{}:{}", layout.dir.display(), layout.reference))
-        .arg(&bundle0));
-    let rootfs = bundle0.join("rootfs");
-    let binary = std::fs::read(rootfs.join("kubectl-vap")).expect("the binary in the image");
-    assert!(!has_interpreter(&binary), "statically linked");
-    let base: Value = serde_json::from_slice(
-        &std::fs::read(bundle0.join("config.json")).expect("umoci's config.json"),
-    )
-    .expect("config.json");
-    assert_eq!(
-        base["process"]["user"]["uid"], IMAGE_UID,
-        "the image's user"
-    );
-    assert_eq!(base["process"]["user"]["gid"], IMAGE_UID);
-    assert_eq!(
-        strings(&base["process"]["args"]),
-        [&facts.entrypoint[..], &facts.cmd[..]].concat()
-    );
-
-    // Reproducible: the same binary and inputs assemble the same image, digest for digest.
-    let created = layout.config["created"].as_str().expect("created");
-    let epoch = chrono::DateTime::parse_from_rfc3339(created)
-        .expect("RFC 3339 created")
-        .timestamp();
-    let again = work.path().join("again");
-    run(Command::new("bash")
-        .arg(Path::new(ROOT).join("scripts/image"))
-        .arg("--binary")
-        .arg(rootfs.join("kubectl-vap"))
-        .arg("--out")
-        .arg(&again)
-        .env("SOURCE_DATE_EPOCH", epoch.to_string()));
-    let digest = std::fs::read_to_string(again.join("digest")).expect("digest");
-    assert_eq!(
-        digest.trim(),
-        layout.manifest_digest,
-        "scripts/image is not reproducible (or the image was built from another commit)"
-    );
-
     // The cluster: Gatekeeper's CRDs, a template that generates and a constraint; the CRD is
-    // established now, so the default 30 s binding wait runs while the containers start.
+    // established first, so the default 30 s binding wait runs while the image is checked and
+    // the containers start.
     let env = TestEnv::shared();
     let client = env.client_admin().await;
     let ns = env.create_namespace("vap-image").await;
@@ -396,6 +316,93 @@ async fn e2e_the_image_runs_the_install_manifests() {
         )
         .await
         .expect("create constraint");
+
+    // The image is what the recipe and the Dockerfile say, and what install --print expects.
+    assert_matches_install(&facts, "the built image");
+    let script = ImageFacts::from_config(&script_config());
+    let docker = dockerfile();
+    for (what, other) in [
+        ("scripts/image", &script),
+        ("the Dockerfile", &docker.facts),
+    ] {
+        assert_eq!(
+            (&facts.user, &facts.entrypoint, &facts.cmd, &facts.ports),
+            (&other.user, &other.entrypoint, &other.cmd, &other.ports),
+            "the built image vs {what}"
+        );
+        assert_eq!(
+            facts.fixed_labels(),
+            other.fixed_labels(),
+            "labels vs {what}"
+        );
+    }
+    let layers = layout.manifest["layers"].as_array().expect("layers");
+    assert_eq!(layers.len(), 1, "one layer");
+    let layer = layout.blob_path(layers[0]["digest"].as_str().expect("digest"));
+    let listing = run(Command::new("tar").arg("-tvzf").arg(&layer));
+    let entries: Vec<&str> = listing
+        .lines()
+        .filter_map(|l| l.split_whitespace().last())
+        .collect();
+    assert_eq!(
+        entries,
+        ["LICENSE", "kubectl-vap"],
+        "no shell, nothing else"
+    );
+    // The entrypoint is the binary; nothing sits where the kubelet mounts the service account.
+    assert_eq!(facts.entrypoint[0], "/kubectl-vap");
+    assert!(!entries.iter().any(|e| e.starts_with("var/")));
+    assert!(
+        listing.lines().all(|l| l.contains(" 0/0 ")),
+        "root-owned:\n{listing}"
+    );
+
+    // umoci turns the image into a runtime bundle, as a container runtime would.
+    let bundle0 = work.path().join("unpacked");
+    run(Command::new("umoci")
+        .arg("unpack")
+        .arg("--image")
+        .arg(format!("{}:{}", layout.dir.display(), layout.reference))
+        .arg(&bundle0));
+    let rootfs = bundle0.join("rootfs");
+    let binary = std::fs::read(rootfs.join("kubectl-vap")).expect("the binary in the image");
+    assert!(!has_interpreter(&binary), "statically linked");
+    let base: Value = serde_json::from_slice(
+        &std::fs::read(bundle0.join("config.json")).expect("umoci's config.json"),
+    )
+    .expect("config.json");
+    assert_eq!(
+        base["process"]["user"]["uid"], IMAGE_UID,
+        "the image's user"
+    );
+    assert_eq!(base["process"]["user"]["gid"], IMAGE_UID);
+    assert_eq!(
+        strings(&base["process"]["args"]),
+        [&facts.entrypoint[..], &facts.cmd[..]].concat()
+    );
+
+    // Reproducible: the same binary and inputs (time and revision pinned to the image's, so a
+    // tree edited since the build does not matter) assemble the same image, digest for digest.
+    let revision = &facts.labels["org.opencontainers.image.revision"];
+    let created = layout.config["created"].as_str().expect("created");
+    let epoch = chrono::DateTime::parse_from_rfc3339(created)
+        .expect("RFC 3339 created")
+        .timestamp();
+    let again = work.path().join("again");
+    run(Command::new("bash")
+        .arg(Path::new(ROOT).join("scripts/image"))
+        .arg("--binary")
+        .arg(rootfs.join("kubectl-vap"))
+        .arg("--out")
+        .arg(&again)
+        .env("SOURCE_DATE_EPOCH", epoch.to_string())
+        .env("IMAGE_REVISION", revision));
+    let digest = std::fs::read_to_string(again.join("digest")).expect("digest");
+    assert_eq!(
+        digest.trim(),
+        layout.manifest_digest,
+        "scripts/image is not reproducible (or the image was built by another scripts/image)"
+    );
 
     // install --print for this image: validated by the API server, then applied for real.
     let image = format!("ghcr.io/kubectl-vap/kubectl-vap:{}", layout.reference);
