@@ -169,9 +169,53 @@ fn runtime_default_seccomp() -> Value {
     spec
 }
 
+const WORK_PREFIX: &str = "kubectl-vap-image-";
+/// The pid of the test process that owns a work folder.
+const OWNER_FILE: &str = "owner.pid";
+
+/// Kills the containers of earlier runs that were killed themselves (Ctrl-C, SIGKILL) before
+/// their clean-up, and removes their folders: a container outlives its runc.
+fn remove_stale_containers() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let dir = entry.path();
+        if !entry.file_name().to_string_lossy().starts_with(WORK_PREFIX) {
+            continue;
+        }
+        let owner = std::fs::read_to_string(dir.join(OWNER_FILE)).unwrap_or_default();
+        let alive = Path::new("/proc").join(owner.trim()).exists() && !owner.trim().is_empty();
+        if alive {
+            continue;
+        }
+        let state = dir.join("runc");
+        let list = Command::new("runc")
+            .arg("--root")
+            .arg(&state)
+            .args(["list", "-q"])
+            .output();
+        for id in list
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default()
+            .lines()
+        {
+            eprintln!("removing container {id} of a killed run");
+            let _ = Command::new("runc")
+                .arg("--root")
+                .arg(&state)
+                .args(["delete", "-f", id])
+                .output();
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
 /// One container of the Deployment, run by runc in the foreground (its stdio is the log).
 struct Container {
     id: String,
+    /// The pod's name and hostname.
+    name: &'static str,
     state: PathBuf,
     child: Option<Child>,
     log: PathBuf,
@@ -268,10 +312,13 @@ async fn e2e_the_image_runs_the_install_manifests() {
     require_container_tools();
     let layout = Layout::open(&image_layout());
     let facts = ImageFacts::from_config(&layout.config);
+    remove_stale_containers();
     let work = tempfile::Builder::new()
-        .prefix("kubectl-vap-image-")
+        .prefix(WORK_PREFIX)
         .tempdir()
         .expect("temp dir");
+    std::fs::write(work.path().join(OWNER_FILE), std::process::id().to_string())
+        .expect("owner file");
 
     // The cluster: Gatekeeper's CRDs, a template that generates and a constraint; the CRD is
     // established first, so the default 30 s binding wait runs while the image is checked and
@@ -488,6 +535,8 @@ async fn e2e_the_image_runs_the_install_manifests() {
     let state = work.path().join("runc");
     let mut containers: Vec<Container> = Vec::new();
     for name in ["kubectl-vap-a", "kubectl-vap-b"] {
+        // The pod name is the hostname; the runtime's id is unique to this run (cgroups).
+        let id = format!("{name}-{}", std::process::id());
         let port = free_port();
         let args: Vec<String> = strings(&c["args"])
             .into_iter()
@@ -546,14 +595,15 @@ async fn e2e_the_image_runs_the_install_manifests() {
             .arg(&state)
             .args(["run", "--bundle"])
             .arg(&bundle)
-            .arg(name)
+            .arg(&id)
             .stdin(Stdio::null())
             .stdout(out.try_clone().expect("log fd"))
             .stderr(out)
             .spawn()
             .expect("runc run");
         let container = Container {
-            id: name.to_string(),
+            id,
+            name,
             state: state.clone(),
             child: Some(child),
             log,
@@ -616,7 +666,7 @@ async fn e2e_the_image_runs_the_install_manifests() {
         .expect("lease")
         .expect("a holder");
     assert!(
-        holder.starts_with(&containers[leader].id),
+        holder.starts_with(containers[leader].name),
         "the Lease names the leader's pod: {holder}"
     );
     let writes = |m: &str| -> u64 {
