@@ -261,10 +261,12 @@ impl Container {
 
     fn terminate(&mut self) -> std::process::ExitStatus {
         run(self.runc().args(["kill", &self.id, "TERM"]));
-        let mut child = self.child.take().expect("running");
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
+            // The child stays in `self` until it exits, so a timeout still kills it on drop.
+            let child = self.child.as_mut().expect("running");
             if let Some(status) = child.try_wait().expect("wait runc") {
+                self.child = None;
                 let _ = self.runc().args(["delete", "-f", &self.id]).output();
                 return status;
             }
