@@ -287,12 +287,12 @@ async fn grant_install_rbac(client: &kube::Client) {
     let user = json!([{ "kind": "User", "name": testenv::USER_NAME, "apiGroup": "rbac.authorization.k8s.io" }]);
     let name = "kubectl-vap-test";
     let cr: ClusterRole = serde_json::from_value(json!({
-        "metadata": { "name": name }, "rules": kubectl_vap::cli::live::cluster_role_rules()
+        "metadata": { "name": name }, "rules": kubectl_vap::cli::install::cluster_role_rules()
     }))
     .expect("cluster role");
     let role: Role = serde_json::from_value(json!({
         "metadata": { "name": name, "namespace": GATEKEEPER_NAMESPACE },
-        "rules": kubectl_vap::cli::live::lease_role_rules()
+        "rules": kubectl_vap::cli::install::lease_role_rules()
     }))
     .expect("role");
     let crb: ClusterRoleBinding = serde_json::from_value(json!({

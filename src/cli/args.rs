@@ -59,7 +59,8 @@ pub enum Command {
         #[arg(long)]
         all: bool,
     },
-    /// Print the in-cluster manifests (Deployment, ServiceAccount, least-privilege RBAC).
+    /// Print the in-cluster manifests (Deployment, PodDisruptionBudget, ServiceAccount,
+    /// least-privilege RBAC).
     Install {
         /// Print the manifests to stdout (the only mode: apply them with kubectl).
         #[arg(long, required = true)]
@@ -67,9 +68,12 @@ pub enum Command {
         /// Namespace to run in (and hold the lease in).
         #[arg(long, default_value = "gatekeeper-system")]
         namespace: String,
-        /// Container image.
-        #[arg(long, default_value = "ghcr.io/kubectl-vap/kubectl-vap:latest")]
+        /// Container image (`scripts/image` builds it; the default is this version's tag).
+        #[arg(long, default_value = super::install::DEFAULT_IMAGE)]
         image: String,
+        /// Also print a Service for the metrics port (/metrics, /healthz, /readyz).
+        #[arg(long)]
+        metrics_service: bool,
     },
     /// Print the version.
     Version,

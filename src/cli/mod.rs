@@ -1,6 +1,7 @@
 //! Commands: each one gathers input (files or cluster), calls the pure core, prints.
 
 pub mod args;
+pub mod install;
 pub mod live;
 pub mod output;
 pub mod report;
@@ -48,7 +49,12 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             print: _,
             namespace,
             image,
-        }) => live::install(namespace, image),
+            metrics_service,
+        }) => install::install(&install::InstallOptions {
+            namespace: namespace.clone(),
+            image: image.clone(),
+            metrics_service: *metrics_service,
+        }),
         None => crate::tui::run(&cli),
     }
 }
