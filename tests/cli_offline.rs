@@ -242,3 +242,59 @@ current-context: c
         );
     }
 }
+
+/// `plan --exit-code`: 1 when writes are planned (as `git diff --exit-code`), 0 when none;
+/// without the flag `plan` exits 0 either way.
+#[test]
+fn plan_exit_code_says_whether_writes_are_planned() {
+    assert_eq!(vap(&["plan", "-f", &demo()]).status.code(), Some(0));
+    let out = vap(&["plan", "--exit-code", "-f", &demo()]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A Rego-only template, no CRDs in the input: nothing to write.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("t.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: templates.gatekeeper.sh/v1\nkind: ConstraintTemplate\nmetadata: {name: k8sa}\nspec: {crd: {spec: {names: {kind: K8sA}}}, targets: [{target: admission.k8s.gatekeeper.sh, rego: package a}]}\n",
+    )
+    .expect("write");
+    let out = vap(&["plan", "--exit-code", "-f", &file.to_string_lossy()]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("No changes"));
+}
+
+/// Flags that would be ignored are refused: TUI flags on subcommands, files for commands
+/// that act on a cluster; `reconcile` says what it needs.
+#[test]
+fn flags_that_would_be_ignored_are_refused() {
+    let out = vap(&["check", "--readonly", "-f", &demo()]);
+    assert_eq!(out.status.code(), Some(2));
+    let help = vap(&["check", "--help"]);
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        !help.contains("--readonly") && !help.contains("--reconcile"),
+        "{help}"
+    );
+    let out = vap(&["replay", "k8sx", "-f", &demo()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("-f/--filename is for check"));
+    let out = vap(&["reconcile"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--all"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let help = vap(&["reconcile", "--help"]);
+    assert!(String::from_utf8_lossy(&help.stdout).contains("Reconcile every template"));
+}

@@ -22,10 +22,10 @@ pub struct Cli {
     #[command(flatten)]
     pub gen_flags: GenerationArgs,
     /// TUI: no write actions (replay, reconcile).
-    #[arg(long, global = true)]
+    #[arg(long)]
     pub readonly: bool,
     /// TUI: run the embedded reconciler (it competes for the lease like any copy).
-    #[arg(long, global = true)]
+    #[arg(long)]
     pub reconcile: bool,
     /// Namespace of the leader-election Lease (run, replay, reconcile, the TUI).
     #[arg(long, global = true, default_value = crate::reconciler::runtime::DEFAULT_LEASE_NAMESPACE)]
@@ -43,7 +43,7 @@ pub enum Command {
     /// Report findings: exit 0 when clean, 1 on any warning or error, 2 on bad input.
     Check(OutputArgs),
     /// Show the writes the reconciler would make now, each with a diff.
-    Plan(OutputArgs),
+    Plan(PlanArgs),
     /// Run the shared-cache reconciler (leader-elected).
     Run(RunArgs),
     /// Re-enqueue every constraint of TEMPLATE's kind (the TUI's `p`).
@@ -51,11 +51,13 @@ pub enum Command {
         /// The ConstraintTemplate name.
         template: String,
     },
-    /// Reconcile TEMPLATE (its VAP and bindings), or everything with --all (the TUI's `r`/`R`).
+    /// Reconcile TEMPLATE (its CRD, VAP and bindings), or everything with --all (the TUI's
+    /// `r`/`R`).
+    #[command(group(clap::ArgGroup::new("what").required(true).args(["template", "all"])))]
     Reconcile {
         /// The ConstraintTemplate name.
-        #[arg(required_unless_present = "all", conflicts_with = "all")]
         template: Option<String>,
+        /// Reconcile every template and constraint (a full resync).
         #[arg(long)]
         all: bool,
     },
@@ -146,6 +148,15 @@ pub struct OutputArgs {
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Table)]
     pub output: Format,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    pub out: OutputArgs,
+    /// Exit 1 when writes are planned (as `git diff --exit-code` does), 0 when none.
+    #[arg(long)]
+    pub exit_code: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

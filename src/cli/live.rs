@@ -2,7 +2,7 @@
 //! without `-f`. Each builds a client from kubectl's connection flags; the
 //! one-shot commands go through the same reconciler and lease as `run` and the TUI.
 
-use super::args::{Cli, OutputArgs, RunArgs};
+use super::args::{Cli, OutputArgs, PlanArgs, RunArgs};
 use super::report;
 use crate::core::analyze;
 use crate::kube::{discover_admission_api, list_snapshot};
@@ -341,7 +341,25 @@ pub fn one_shot(cli: &Cli, cmd: Command) -> anyhow::Result<ExitCode> {
 }
 
 /// `check`/`plan` against the live cluster: one listing, then the same report as for files.
-pub fn check_or_plan(cli: &Cli, out: &OutputArgs, plan: bool) -> anyhow::Result<ExitCode> {
+/// `check` on the current context.
+pub fn check(cli: &Cli, out: &OutputArgs) -> anyhow::Result<ExitCode> {
+    let snap = read_cluster(cli)?;
+    let (text, code) = report::check_report(&snap, &cli.gen_flags.options(), out.output)?;
+    print!("{text}");
+    Ok(code)
+}
+
+/// `plan` on the current context.
+pub fn plan(cli: &Cli, args: &PlanArgs) -> anyhow::Result<ExitCode> {
+    let snap = read_cluster(cli)?;
+    let (text, writes) = report::plan_report(&snap, &cli.gen_flags.options(), args.out.output)?;
+    print!("{text}");
+    Ok(report::plan_exit_code(args, writes))
+}
+
+/// Everything `check` and `plan` read, or an error naming what could not be read (a partial
+/// report would hide problems).
+fn read_cluster(cli: &Cli) -> anyhow::Result<crate::snapshot::Snapshot> {
     let rt = runtime()?;
     rt.block_on(async {
         let (client, url) = crate::kube::client::connect(&cli.conn, false)
@@ -367,14 +385,6 @@ pub fn check_or_plan(cli: &Cli, out: &OutputArgs, plan: bool) -> anyhow::Result<
                 forbidden.join("\n  ")
             );
         }
-        let opts = cli.gen_flags.options();
-        if plan {
-            print!("{}", report::plan_report(&snap, &opts, out.output)?);
-            Ok(ExitCode::SUCCESS)
-        } else {
-            let (text, code) = report::check_report(&snap, &opts, out.output)?;
-            print!("{text}");
-            Ok(code)
-        }
+        Ok(snap)
     })
 }

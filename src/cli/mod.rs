@@ -29,11 +29,17 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Check(out)) if !cli.input.filenames.is_empty() => {
             report::check_files(&cli, out)
         }
-        Some(Command::Plan(out)) if !cli.input.filenames.is_empty() => {
-            report::plan_files(&cli, out)
+        Some(Command::Plan(p)) if !cli.input.filenames.is_empty() => report::plan_files(&cli, p),
+        Some(Command::Check(out)) => live::check(&cli, out),
+        Some(Command::Plan(p)) => live::plan(&cli, p),
+        // What acts on a cluster takes no files: a `-f` there would be silently ignored.
+        Some(Command::Run(_) | Command::Replay { .. } | Command::Reconcile { .. })
+            if !cli.input.filenames.is_empty() =>
+        {
+            anyhow::bail!(
+                "-f/--filename is for check, plan and the TUI; run, replay and reconcile act on the cluster of the current context"
+            )
         }
-        Some(Command::Check(out)) => live::check_or_plan(&cli, out, false),
-        Some(Command::Plan(out)) => live::check_or_plan(&cli, out, true),
         Some(Command::Run(args)) => live::run(&cli, args),
         Some(Command::Replay { template }) => {
             live::one_shot(&cli, crate::reconciler::Command::Replay(template.clone()))

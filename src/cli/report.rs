@@ -1,7 +1,7 @@
 //! `check` and `plan`: the analysis of a snapshot, printed. The snapshot comes from files here
 //! or from the cluster (live), and everything after loading is one code path.
 
-use super::args::{Cli, Format, OutputArgs};
+use super::args::{Cli, Format, OutputArgs, PlanArgs};
 use super::output;
 use super::terminal::{printable, printable_lines};
 use crate::core::{Analysis, Options, PlannedWrite, Summary, Verb, analyze};
@@ -60,13 +60,20 @@ pub fn check_files(cli: &Cli, out: &OutputArgs) -> anyhow::Result<ExitCode> {
     Ok(code)
 }
 
-pub fn plan_files(cli: &Cli, out: &OutputArgs) -> anyhow::Result<ExitCode> {
+pub fn plan_files(cli: &Cli, args: &PlanArgs) -> anyhow::Result<ExitCode> {
     let snap = load_files(cli)?;
-    print!(
-        "{}",
-        plan_report(&snap, &cli.gen_flags.options(), out.output)?
-    );
-    Ok(ExitCode::SUCCESS)
+    let (text, writes) = plan_report(&snap, &cli.gen_flags.options(), args.out.output)?;
+    print!("{text}");
+    Ok(plan_exit_code(args, writes))
+}
+
+/// `plan`'s exit code: 0, or with `--exit-code` 1 when writes are planned.
+pub fn plan_exit_code(args: &PlanArgs, writes: usize) -> ExitCode {
+    if args.exit_code && writes > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
 /// The `check` report and its exit code (1 when any warning or error is found).
@@ -133,8 +140,14 @@ pub fn check_report(
     Ok((printable_lines(&text).into_owned(), code))
 }
 
-pub fn plan_report(snap: &Snapshot, opts: &Options, format: Format) -> anyhow::Result<String> {
+/// The `plan` report and how many writes it plans.
+pub fn plan_report(
+    snap: &Snapshot,
+    opts: &Options,
+    format: Format,
+) -> anyhow::Result<(String, usize)> {
     let Analysis { plan, .. } = analyze(snap, opts);
+    let writes = plan.len();
     let mut summary = PlanSummary::default();
     for w in &plan {
         match w.verb {
@@ -148,11 +161,14 @@ pub fn plan_report(snap: &Snapshot, opts: &Options, format: Format) -> anyhow::R
         summary,
     };
     if let Some(text) = output::structured(&report, format)? {
-        return Ok(text);
+        return Ok((text, writes));
     }
     let summary = &report.summary;
     if plan.is_empty() {
-        return Ok("No changes: the cluster matches the desired state.\n".into());
+        return Ok((
+            "No changes: the cluster matches the desired state.\n".into(),
+            writes,
+        ));
     }
     let mut text = String::new();
     for w in &plan {
@@ -174,7 +190,7 @@ pub fn plan_report(snap: &Snapshot, opts: &Options, format: Format) -> anyhow::R
         "Plan: {} to create, {} to update, {} to delete.\n",
         summary.create, summary.update, summary.delete
     ));
-    Ok(printable_lines(&text).into_owned())
+    Ok((printable_lines(&text).into_owned(), writes))
 }
 
 /// `vap/NAME`, `vapb/NAME`, `template/NAME`, `Kind/NAME`: table cells people can read.
