@@ -346,7 +346,7 @@ pub async fn run(
             Err(e) => {
                 // The fence keeps its deadline: writes go on until it passes, no longer.
                 let msg = format!(
-                    "Lease {lease_name}: {e} (needs get/create/update on leases in namespace {namespace}, and the namespace must exist)"
+                    "cannot use Lease {lease_name}: {e} (needs get/create/update on leases in namespace {namespace}, and the namespace must exist)"
                 );
                 if failing_since.is_none() {
                     failing_since = Some(mono_now());
@@ -375,10 +375,12 @@ pub async fn run(
         }
     }
     world.fence.revoke();
-    world.leading.store(false, Ordering::SeqCst);
+    let held = world.leading.swap(false, Ordering::SeqCst);
     world.metrics.leader.store(false, Ordering::Relaxed);
+    // Released even if this copy believes it lost it: `release` checks the holder first.
     match elector.release().await {
-        Ok(()) => tracing::info!("released Lease {lease_name}"),
+        Ok(()) if held => tracing::info!("released Lease {lease_name}"),
+        Ok(()) => {}
         Err(e) => tracing::warn!("releasing Lease {lease_name}: {e}"),
     }
     Ok(())
