@@ -292,7 +292,7 @@ async fn grant_install_rbac(client: &kube::Client) {
     .expect("cluster role");
     let role: Role = serde_json::from_value(json!({
         "metadata": { "name": name, "namespace": GATEKEEPER_NAMESPACE },
-        "rules": kubectl_vap::cli::install::lease_role_rules()
+        "rules": kubectl_vap::cli::install::lease_role_rules("kubectl-vap")
     }))
     .expect("role");
     let crb: ClusterRoleBinding = serde_json::from_value(json!({

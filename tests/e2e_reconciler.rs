@@ -1208,6 +1208,10 @@ async fn e2e_rbac_least_privilege() {
     cluster_role.metadata.name = Some(role_name.clone());
     role.metadata.name = Some(role_name.clone());
     role.metadata.namespace = Some(LEASE_NS.into());
+    let lease = e.env.unique_name("rbac");
+    // install --print names the default Lease; this test uses its own.
+    role.rules = serde_json::from_value(kubectl_vap::cli::install::lease_role_rules(&lease))
+        .expect("lease rules");
     let user = json!([{ "kind": "User", "name": testenv::USER_NAME, "apiGroup": "rbac.authorization.k8s.io" }]);
     let crb: ClusterRoleBinding = serde_json::from_value(json!({
         "metadata": { "name": role_name },
@@ -1239,7 +1243,6 @@ async fn e2e_rbac_least_privilege() {
         .create(&pp, &rb)
         .await
         .expect("rb");
-    let lease = e.env.unique_name("rbac");
     let run = || run_once(&e.env.kubeconfig_user(), &lease, &[]);
     // RBAC caches: give the authorizer a moment.
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -2014,4 +2017,423 @@ async fn e2e_restart_on_a_converged_cluster_writes_nothing() {
     assert_eq!(c.world.metrics.writes_total(), 48, "one delete per binding");
     let refs: Vec<&str> = kinds.iter().map(String::as_str).collect();
     e.clean_up_with(c, &refs).await;
+}
+
+/// Grants `rules` cluster-wide and the Lease rules for `lease` to user `user` (impersonated
+/// with `--as`: a user of its own, so no grant another test left applies); returns what to
+/// delete afterwards.
+async fn grant(e: &Env, user: &str, rules: Value, lease: &str) -> String {
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+    let name = e.env.unique_name("vap-grant");
+    let subjects =
+        json!([{ "kind": "User", "name": user, "apiGroup": "rbac.authorization.k8s.io" }]);
+    let pp = PostParams::default();
+    let cr: ClusterRole =
+        serde_json::from_value(json!({ "metadata": { "name": name }, "rules": rules }))
+            .expect("cluster role");
+    Api::<ClusterRole>::all(e.client.clone())
+        .create(&pp, &cr)
+        .await
+        .expect("create cluster role");
+    let crb: ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": { "name": name },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name },
+        "subjects": subjects
+    }))
+    .expect("crb");
+    Api::<ClusterRoleBinding>::all(e.client.clone())
+        .create(&pp, &crb)
+        .await
+        .expect("create crb");
+    let role: Role = serde_json::from_value(json!({
+        "metadata": { "name": name, "namespace": LEASE_NS },
+        "rules": kubectl_vap::cli::install::lease_role_rules(lease)
+    }))
+    .expect("role");
+    Api::<Role>::namespaced(e.client.clone(), LEASE_NS)
+        .create(&pp, &role)
+        .await
+        .expect("create role");
+    let rb: RoleBinding = serde_json::from_value(json!({
+        "metadata": { "name": name, "namespace": LEASE_NS },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name },
+        "subjects": subjects
+    }))
+    .expect("rb");
+    Api::<RoleBinding>::namespaced(e.client.clone(), LEASE_NS)
+        .create(&pp, &rb)
+        .await
+        .expect("create rb");
+    name
+}
+
+async fn revoke(e: &Env, name: &str) {
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+    let dp = DeleteParams::default();
+    let _ = Api::<ClusterRoleBinding>::all(e.client.clone())
+        .delete(name, &dp)
+        .await;
+    let _ = Api::<ClusterRole>::all(e.client.clone())
+        .delete(name, &dp)
+        .await;
+    let _ = Api::<RoleBinding>::namespaced(e.client.clone(), LEASE_NS)
+        .delete(name, &dp)
+        .await;
+    let _ = Api::<Role>::namespaced(e.client.clone(), LEASE_NS)
+        .delete(name, &dp)
+        .await;
+}
+
+/// The ClusterRole rules of `install --print` with `verbs` removed on `resource` (a rule
+/// naming other resources too is split, so only `resource` loses them).
+fn rules_without(resource: &str, verbs: &[&str]) -> Value {
+    let mut out = Vec::new();
+    for rule in kubectl_vap::cli::install::cluster_role_rules()
+        .as_array()
+        .expect("rules")
+    {
+        let resources: Vec<&str> = rule["resources"]
+            .as_array()
+            .expect("resources")
+            .iter()
+            .filter_map(|r| r.as_str())
+            .collect();
+        if !resources.contains(&resource) {
+            out.push(rule.clone());
+            continue;
+        }
+        let others: Vec<&str> = resources
+            .iter()
+            .copied()
+            .filter(|r| *r != resource)
+            .collect();
+        if !others.is_empty() {
+            let mut r = rule.clone();
+            r["resources"] = json!(others);
+            out.push(r);
+        }
+        let kept: Vec<&str> = rule["verbs"]
+            .as_array()
+            .expect("verbs")
+            .iter()
+            .filter_map(|v| v.as_str())
+            .filter(|v| !verbs.contains(v))
+            .collect();
+        if !kept.is_empty() {
+            let mut r = rule.clone();
+            r["resources"] = json!([resource]);
+            r["verbs"] = json!(kept);
+            out.push(r);
+        }
+    }
+    json!(out)
+}
+
+/// name → resourceVersion of the kind's VAP, bindings and CRD: any write changes one.
+async fn versions_of(e: &Env, kind: &str) -> std::collections::BTreeMap<String, String> {
+    let mut out = std::collections::BTreeMap::new();
+    let prefix = bname(kind, "");
+    for b in Api::<ValidatingAdmissionPolicyBinding>::all(e.client.clone())
+        .list(&Default::default())
+        .await
+        .expect("list bindings")
+    {
+        let n = b.metadata.name.clone().unwrap_or_default();
+        if n.starts_with(&prefix) {
+            out.insert(n, b.metadata.resource_version.unwrap_or_default());
+        }
+    }
+    if let Some(p) = e.vap(&pname(kind)).await {
+        out.insert(pname(kind), p.metadata.resource_version.unwrap_or_default());
+    }
+    let crd = format!("{}.constraints.gatekeeper.sh", kind.to_lowercase());
+    if let Some(c) = Api::<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>::all(e.client.clone())
+        .get_opt(&crd)
+        .await
+        .expect("get crd")
+    {
+        out.insert(crd, c.metadata.resource_version.unwrap_or_default());
+    }
+    out
+}
+
+/// Knowledge before action, on the real API server: from a converged kind (VAP, 3 bindings),
+/// `run --once` as a user whose ClusterRole is `install --print`'s minus one right. Each time:
+/// no write at all (every resourceVersion unchanged, no write in the report), exit 2, and the
+/// message names what could not be read. Before: without `list` on CRDs every binding was
+/// deleted ("constraint … is gone") with exit 0; without `watch` on CRDs or list/watch on
+/// constraints, exit 0 "converged"; without list/watch on bindings, blind creates (409).
+/// A continuous `run` without `list` on CRDs answers `/readyz` 503 naming them, and writes
+/// nothing either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_unreadable_stores_mean_no_writes() {
+    let _s = serial();
+    let e = Env::new().await;
+    let kind = e.generating_kind("Unread", "c0").await;
+    for c in ["c1", "c2"] {
+        e.put_constraint(&kind, c, json!({ "parameters": { "labels": ["x"] } }))
+            .await;
+    }
+    let r = e.leader(&e.env.unique_name("unread-setup"), opts(0)).await;
+    assert_idle(&r.world, TIMEOUT).await;
+    stop(r).await;
+    let converged = versions_of(&e, &kind).await;
+    assert_eq!(converged.len(), 5, "VAP, 3 bindings, CRD: {converged:?}");
+
+    let cases: [(&str, &[&str], &str); 7] = [
+        (
+            "customresourcedefinitions",
+            &["list"],
+            "customresourcedefinitions",
+        ),
+        (
+            "customresourcedefinitions",
+            &["list", "watch"],
+            "customresourcedefinitions",
+        ),
+        (
+            "customresourcedefinitions",
+            &["watch"],
+            "customresourcedefinitions",
+        ),
+        ("*", &["list", "watch"], ".constraints.gatekeeper.sh"),
+        (
+            "constrainttemplates",
+            &["list", "watch"],
+            "constrainttemplates",
+        ),
+        (
+            "validatingadmissionpolicybindings",
+            &["list", "watch"],
+            "validatingadmissionpolicybindings",
+        ),
+        (
+            "validatingadmissionpolicies",
+            &["list", "watch"],
+            "validatingadmissionpolicies.",
+        ),
+    ];
+    for (resource, verbs, named) in cases {
+        let user = e.env.unique_name("vap-unread");
+        let lease = e.env.unique_name("unread");
+        let grant_name = grant(&e, &user, rules_without(resource, verbs), &lease).await;
+        // RBAC caches: give the authorizer a moment.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let out = run_once(&e.env.kubeconfig_admin(), &lease, &["--as", &user]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let case = format!("without {verbs:?} on {resource}");
+        assert_eq!(out.status.code(), Some(2), "{case}: exit code: {stderr}");
+        assert!(
+            stderr.contains("cannot read everything") && stderr.contains(named),
+            "{case}: the message names what could not be read: {stderr}"
+        );
+        assert!(
+            !stderr.lines().any(|l| ["create ", "update ", "delete "]
+                .iter()
+                .any(|v| l.starts_with(v))),
+            "{case}: no write was even attempted: {stderr}"
+        );
+        assert_eq!(versions_of(&e, &kind).await, converged, "{case}: {stderr}");
+        revoke(&e, &grant_name).await;
+    }
+
+    // A continuous run without `list` on CRDs: not ready, and says why; writes nothing.
+    let user = e.env.unique_name("vap-unread");
+    let lease = e.env.unique_name("unread");
+    let grant_name = grant(
+        &e,
+        &user,
+        rules_without("customresourcedefinitions", &["list"]),
+        &lease,
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
+        .args([
+            "run",
+            "--binding-wait=0s",
+            "--lease-namespace",
+            LEASE_NS,
+            "--lease-name",
+            &lease,
+        ])
+        .arg(format!("--metrics-addr=127.0.0.1:{port}"))
+        .arg("--kubeconfig")
+        .arg(e.env.kubeconfig_admin())
+        .args(["--as", &user])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn run");
+    eventually("the copy leads", || async {
+        http_get(port, "/metrics").contains("kubectl_vap_leader 1")
+    })
+    .await;
+    eventually("/readyz is 503 and names the CRDs", || async {
+        let r = http_get(port, "/readyz");
+        r.starts_with("HTTP/1.1 503") && r.contains("customresourcedefinitions")
+    })
+    .await;
+    // Leading for a while, with everything queued reconciled: still nothing written.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let metrics = http_get(port, "/metrics");
+    assert!(!metrics.contains("kubectl_vap_writes_total{"), "{metrics}");
+    assert!(http_get(port, "/readyz").starts_with("HTTP/1.1 503"));
+    // SAFETY: plain kill(2) on our own child.
+    unsafe {
+        libc_kill(child.id() as i32, 15);
+    }
+    let _ = child.wait();
+    revoke(&e, &grant_name).await;
+    assert_eq!(versions_of(&e, &kind).await, converged, "continuous run");
+    e.sweep(&[&kind], "unread-clean").await;
+}
+
+/// Fencing, with the real binary and the API server's audit log. Copy A leads, converges, and
+/// is stopped (SIGSTOP) past its lease; copy B takes over; constraints are deleted and added,
+/// and a binding is deleted by hand, while A sleeps. After SIGCONT, A must not send a single
+/// create, update, patch or delete to anything but its Lease: its renew deadline has passed,
+/// so it re-checks the Lease (held by B), drops its queue and relists. Before, A sent 13
+/// writes within 22 ms, some of them binding creates for constraints already deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_a_paused_leader_writes_nothing_after_it_resumes() {
+    let _s = serial();
+    let e = Env::with(Box::leak(Box::new(TestEnv::start_audited()))).await;
+    let kind = e.env.unique_kind("Fence");
+    e.put_template(&template(&kind, Some(true))).await;
+    for i in 0..6 {
+        e.put_constraint(
+            &kind,
+            &format!("c{i}"),
+            json!({ "parameters": { "labels": ["x"] } }),
+        )
+        .await;
+    }
+    let lease = e.env.unique_name("fence");
+    let old = "vap-old-leader";
+    let grant_name = grant(
+        &e,
+        old,
+        kubectl_vap::cli::install::cluster_role_rules(),
+        &lease,
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port");
+    let log = e.env.dir().join("old-leader.log");
+    let mut a = std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
+        .args(["run", "--binding-wait=0s", "--lease-duration=3s"])
+        .args(["--lease-namespace", LEASE_NS, "--lease-name", &lease])
+        .arg(format!("--metrics-addr=127.0.0.1:{port}"))
+        .arg("--kubeconfig")
+        .arg(e.env.kubeconfig_admin())
+        .args(["--as", old])
+        .stderr(std::fs::File::create(&log).expect("log file"))
+        .spawn()
+        .expect("spawn the old leader");
+    for i in 0..6 {
+        let b = bname(&kind, &format!("c{i}"));
+        eventually("A converges", || async { e.vapb(&b).await.is_some() }).await;
+    }
+    let writes_by_old = || {
+        e.env
+            .audit_events()
+            .into_iter()
+            .filter(|ev| {
+                ev["impersonatedUser"]["username"] == old
+                    && ev["stage"] == "ResponseComplete"
+                    && ev["objectRef"]["resource"] != "leases"
+            })
+            .map(|ev| {
+                format!(
+                    "{} {}/{} → {}",
+                    ev["verb"],
+                    ev["objectRef"]["resource"],
+                    ev["objectRef"]["name"],
+                    ev["responseStatus"]["code"]
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    // SAFETY: plain kill(2) on our own child. 19: SIGSTOP.
+    unsafe {
+        libc_kill(a.id() as i32, 19);
+    }
+    let before = writes_by_old();
+    assert!(!before.is_empty(), "A wrote while it led");
+
+    // B takes over once A's lease has expired (it has seen no renewal for a whole duration).
+    let tuning = Tuning {
+        lease_duration: Duration::from_secs(3),
+        ..Tuning::default()
+    };
+    let b = e.reconciler_with(&lease, opts(0), tuning).await;
+    wait_for_lease(&b, Duration::from_secs(30))
+        .await
+        .expect("B takes the expired lease");
+    for i in 0..3 {
+        let _ = e
+            .constraints(&kind)
+            .delete(&format!("c{i}"), &DeleteParams::default())
+            .await;
+    }
+    for i in 6..9 {
+        e.put_constraint(
+            &kind,
+            &format!("c{i}"),
+            json!({ "parameters": { "labels": ["x"] } }),
+        )
+        .await;
+    }
+    let _ = Api::<ValidatingAdmissionPolicyBinding>::all(e.client.clone())
+        .delete(&bname(&kind, "c3"), &DeleteParams::default())
+        .await;
+    eventually("B converges", || async {
+        e.vapb(&bname(&kind, "c0")).await.is_none()
+            && e.vapb(&bname(&kind, "c3")).await.is_some()
+            && e.vapb(&bname(&kind, "c8")).await.is_some()
+    })
+    .await;
+    assert_idle(&b.world, TIMEOUT).await;
+
+    // SIGCONT: A wakes up with a stale queue and stale stores.
+    unsafe {
+        libc_kill(a.id() as i32, 18);
+    }
+    // A is running again (it serves), has found the Lease taken, and has relisted.
+    eventually("A answers again and knows it does not lead", || async {
+        let m = http_get(port, "/metrics");
+        m.contains("kubectl_vap_leader 0")
+    })
+    .await;
+    eventually("A has relisted", || async {
+        http_get(port, "/readyz").starts_with("HTTP/1.1 200")
+    })
+    .await;
+    // Let anything A might still send arrive.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = writes_by_old();
+    let logs = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(
+        after[before.len()..],
+        [] as [String; 0],
+        "writes by the old leader after it resumed; its log:\n{logs}"
+    );
+    assert!(logs.contains("lost Lease"), "{logs}");
+    e.assert_converged(&opts(0), "B's state stands").await;
+    unsafe {
+        libc_kill(a.id() as i32, 15);
+    }
+    let _ = a.wait();
+    revoke(&e, &grant_name).await;
+    let kinds = [kind.as_str()];
+    e.clean_up_with(b, &kinds).await;
 }

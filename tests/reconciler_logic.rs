@@ -15,7 +15,7 @@ use kubectl_vap::reconciler::cache::OpinionCache;
 use kubectl_vap::reconciler::logic::{Ctx, Outcome, reconcile, schedule};
 use kubectl_vap::reconciler::queue::{Key, WorkQueue};
 use kubectl_vap::reconciler::world::{
-    ConstraintStore, Enqueue, TemplateStore, WriteOutcome, Writer,
+    ConstraintStore, Enqueue, Read, TemplateStore, Unreadable, WriteOutcome, Writer,
 };
 use kubectl_vap::snapshot::Snapshot;
 use serde_json::{Value, json};
@@ -48,6 +48,19 @@ struct State {
     /// Policies deleted by someone else and not re-created yet: a binding written in that
     /// window (before the VAP watch event reaches the template side) is not an I1 violation.
     externally_deleted: std::collections::BTreeSet<String>,
+    /// Stores that cannot be read now ("templates", "crds", "policies", "bindings", or a
+    /// constraint kind): every read of them is `Unknown`.
+    unknown: std::collections::BTreeSet<String>,
+}
+
+impl State {
+    fn read<T>(&self, store: &str, f: impl FnOnce() -> T) -> Read<T> {
+        if self.unknown.contains(store) {
+            Read::Unknown(Unreadable(store.to_string()))
+        } else {
+            Read::Known(f())
+        }
+    }
 }
 
 struct MemQueue(Mutex<WorkQueue>);
@@ -500,11 +513,16 @@ fn established(crd: &mut Value, since: DateTime<Utc>) {
 }
 
 impl ConstraintStore for World {
-    fn constraint(&self, kind: &str, name: &str) -> Option<Constraint> {
+    fn constraint(&self, kind: &str, name: &str) -> Read<Option<Constraint>> {
         let st = self.st.lock().unwrap();
-        st.constraints
-            .get(&(kind.to_string(), name.to_string()))
-            .map(|v| Constraint::from_value(v.clone(), Source::default()))
+        if let Read::Unknown(u) = st.read("crds", || ()) {
+            return Read::Unknown(u);
+        }
+        st.read(kind, || {
+            st.constraints
+                .get(&(kind.to_string(), name.to_string()))
+                .map(|v| Constraint::from_value(v.clone(), Source::default()))
+        })
     }
     fn constraint_names(&self, kind: &str) -> Vec<String> {
         let st = self.st.lock().unwrap();
@@ -514,9 +532,9 @@ impl ConstraintStore for World {
             .map(|(_, n)| n.clone())
             .collect()
     }
-    fn crd_state(&self, kind: &str) -> CrdState {
+    fn crd_state(&self, kind: &str) -> Read<CrdState> {
         let st = self.st.lock().unwrap();
-        match st.crds.get(kind) {
+        st.read("crds", || match st.crds.get(kind) {
             Some(v) => {
                 let info = kubectl_vap::model::CrdInfo::from_value(v, Source::default());
                 if info.established {
@@ -526,13 +544,22 @@ impl ConstraintStore for World {
                 }
             }
             None => CrdState::NotEstablished,
-        }
+        })
     }
-    fn binding(&self, name: &str) -> Option<Binding> {
+    fn binding(&self, name: &str) -> Read<Option<Binding>> {
         let st = self.st.lock().unwrap();
-        st.bindings
-            .get(name)
-            .map(|v| Binding::from_value(v.clone(), Source::default()).unwrap())
+        st.read("bindings", || {
+            st.bindings
+                .get(name)
+                .map(|v| Binding::from_value(v.clone(), Source::default()).unwrap())
+        })
+    }
+    fn opinions_known(&self) -> Read<()> {
+        let st = self.st.lock().unwrap();
+        match st.read("templates", || ()) {
+            Read::Known(()) => st.read("policies", || ()),
+            u => u,
+        }
     }
     fn now(&self) -> DateTime<Utc> {
         self.st.lock().unwrap().now
@@ -540,42 +567,50 @@ impl ConstraintStore for World {
 }
 
 impl TemplateStore for World {
-    fn template(&self, name: &str) -> Option<ConstraintTemplate> {
+    fn template(&self, name: &str) -> Read<Option<ConstraintTemplate>> {
         let st = self.st.lock().unwrap();
-        st.templates
-            .get(name)
-            .map(|v| ConstraintTemplate::from_value(v.clone(), Source::default()))
+        st.read("templates", || {
+            st.templates
+                .get(name)
+                .map(|v| ConstraintTemplate::from_value(v.clone(), Source::default()))
+        })
     }
     fn template_names(&self) -> Vec<String> {
         self.st.lock().unwrap().templates.keys().cloned().collect()
     }
     fn templates_listed(&self) -> bool {
-        true
+        !self.st.lock().unwrap().unknown.contains("templates")
     }
-    fn policy(&self, name: &str) -> Option<Policy> {
+    fn policy(&self, name: &str) -> Read<Option<Policy>> {
         let st = self.st.lock().unwrap();
-        st.policies
-            .get(name)
-            .map(|v| Policy::from_value(v.clone(), Source::default()).unwrap())
+        st.read("policies", || {
+            st.policies
+                .get(name)
+                .map(|v| Policy::from_value(v.clone(), Source::default()).unwrap())
+        })
     }
-    fn crd(&self, name: &str) -> Option<kubectl_vap::model::CrdInfo> {
+    fn crd(&self, name: &str) -> Read<Option<kubectl_vap::model::CrdInfo>> {
         let st = self.st.lock().unwrap();
-        st.crds
-            .values()
-            .find(|c| c["metadata"]["name"] == name)
-            .map(|c| kubectl_vap::model::CrdInfo::from_value(c, Source::default()))
+        st.read("crds", || {
+            st.crds
+                .values()
+                .find(|c| c["metadata"]["name"] == name)
+                .map(|c| kubectl_vap::model::CrdInfo::from_value(c, Source::default()))
+        })
     }
-    fn bindings_of_kind(&self, kind: &str) -> Vec<Binding> {
+    fn bindings_of_kind(&self, kind: &str) -> Read<Vec<Binding>> {
         let st = self.st.lock().unwrap();
-        st.bindings
-            .values()
-            .filter(|v| {
-                controller_of(v).is_some_and(|(av, k, _)| {
-                    av.starts_with("constraints.gatekeeper.sh/") && k == kind
+        st.read("bindings", || {
+            st.bindings
+                .values()
+                .filter(|v| {
+                    controller_of(v).is_some_and(|(av, k, _)| {
+                        av.starts_with("constraints.gatekeeper.sh/") && k == kind
+                    })
                 })
-            })
-            .map(|v| Binding::from_value(v.clone(), Source::default()).unwrap())
-            .collect()
+                .map(|v| Binding::from_value(v.clone(), Source::default()).unwrap())
+                .collect()
+        })
     }
 }
 
@@ -1115,7 +1150,7 @@ fn foreign_objects_are_never_touched_and_orphans_and_legacy_names_are_swept() {
     }));
     w.set_constraint(K, "c2", "deny");
     // A legacy-named binding controlled by c1, and an orphan VAP of a deleted template.
-    let c1_uid = w.constraint(K, C).unwrap().meta.uid;
+    let c1_uid = w.constraint(K, C).known().unwrap().unwrap().meta.uid;
     w.put_binding(json!({
         "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
         "metadata": { "name": "gatekeeper-c1", "uid": "l1", "resourceVersion": "1",
@@ -1234,7 +1269,13 @@ fn a_cold_cache_defers_orphans_until_every_template_is_reconciled() {
     // While no copy ran, a constraint kind lost its template but kept a constraint and its
     // binding (an orphan).
     w.set_constraint("K8sgone", "x", "deny");
-    let uid = w.constraint("K8sgone", "x").unwrap().meta.uid;
+    let uid = w
+        .constraint("K8sgone", "x")
+        .known()
+        .unwrap()
+        .unwrap()
+        .meta
+        .uid;
     w.st.lock().unwrap().bindings.insert(
         "gatekeeper-k8sgone-x".into(),
         orphan_binding("K8sgone", "x", &uid),
@@ -1605,4 +1646,57 @@ fn a_quick_flip_back_on_costs_no_write() {
         after[4].starts_with("delete ValidatingAdmissionPolicy/"),
         "{after:?}"
     );
+}
+
+/// Knowledge before action: a store that cannot be read (never listed, forbidden, failed,
+/// relisting) is never taken for an empty one. For each store, a change that needs a write
+/// resting on it is made while it is unknown: nothing is written; once it is known again,
+/// the world converges. (Fails with the reads answering "absent" for an unknown store: the
+/// binding, VAP and CRD are written blind, the template's deletion deletes its CRD.)
+#[test]
+fn nothing_is_written_on_what_could_not_be_read() {
+    type Change = fn(&World);
+    let changes: [(&str, Change); 5] = [
+        ("bindings", |w| {
+            w.st.lock()
+                .unwrap()
+                .bindings
+                .remove(&format!("gatekeeper-k8srace-{C}"));
+        }),
+        ("policies", |w| {
+            let mut st = w.st.lock().unwrap();
+            st.policies.remove(&format!("gatekeeper-{T}"));
+            st.externally_deleted.insert(format!("gatekeeper-{T}"));
+        }),
+        ("crds", |w| {
+            let mut st = w.st.lock().unwrap();
+            st.crds.remove(K);
+            st.constraints.retain(|(k, _), _| k != K);
+        }),
+        ("templates", |w| w.delete_template(T)),
+        (K, |w| w.delete_constraint(K, C)),
+    ];
+    for (store, change) in changes {
+        let w = World::new(opts(0));
+        w.set_template(T, Some(true));
+        w.set_constraint(K, C, "deny");
+        quiesce(&w, "converged", &[]);
+        let before = w.writes().len();
+        w.st.lock().unwrap().unknown.insert(store.to_string());
+        change(&w);
+        w.enqueue_all();
+        w.drain().unwrap();
+        assert_eq!(
+            w.writes()[before..],
+            [] as [String; 0],
+            "{store} unknown: no write may rest on it"
+        );
+        w.st.lock().unwrap().unknown.remove(store);
+        w.enqueue_all();
+        quiesce(&w, &format!("{store} known again"), &[]);
+        assert!(
+            w.writes().len() > before,
+            "{store}: the change is acted on once known"
+        );
+    }
 }

@@ -184,6 +184,10 @@ pub struct RunArgs {
     #[arg(long, default_value_t = crate::reconciler::runtime::DEFAULT_WORKERS as u16,
           value_parser = clap::value_parser!(u16).range(1..=256))]
     pub workers: u16,
+    /// The Lease's duration (tests: a short one makes hand-overs quick). Writes stop two thirds
+    /// of it after the last successful renewal.
+    #[arg(long, hide = true, value_parser = parse_duration)]
+    pub lease_duration: Option<Duration>,
 }
 
 /// Parses `30s`, `2m`, `1h`, `500ms` or a bare number of seconds.

@@ -51,10 +51,13 @@ pub fn cluster_role_rules() -> serde_json::Value {
     ])
 }
 
-/// The Role for the Lease, in the lease namespace only.
-pub fn lease_role_rules() -> serde_json::Value {
+/// The Role for the Lease `lease_name`, in the lease namespace only: get and update on that
+/// Lease alone (`resourceNames`); create cannot be narrowed to a name (the API server
+/// authorizes a create before the object, and so its name, is known), so it has its own rule.
+pub fn lease_role_rules(lease_name: &str) -> serde_json::Value {
     serde_json::json!([
-        { "apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update", "patch"] }
+        { "apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [lease_name], "verbs": ["get", "update"] },
+        { "apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"] }
     ])
 }
 
@@ -95,7 +98,7 @@ pub fn install_objects(opts: &InstallOptions) -> Vec<serde_json::Value> {
         json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
             "metadata": { "name": format!("{NAME}-lease"), "namespace": ns, "labels": labels },
-            "rules": lease_role_rules()
+            "rules": lease_role_rules(crate::reconciler::runtime::DEFAULT_LEASE_NAME)
         }),
         json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
@@ -217,7 +220,20 @@ mod tests {
         // The lease rights live only in the Role, in the lease namespace.
         let role = &docs[3];
         assert_eq!(role["metadata"]["namespace"], "vap-system");
-        assert_eq!(role["rules"], lease_role_rules());
+        assert_eq!(
+            role["rules"],
+            lease_role_rules(crate::reconciler::runtime::DEFAULT_LEASE_NAME)
+        );
+        // Only create, which cannot be narrowed, names no Lease.
+        for rule in role["rules"].as_array().into_iter().flatten() {
+            if rule["verbs"] != serde_json::json!(["create"]) {
+                assert_eq!(
+                    rule["resourceNames"],
+                    serde_json::json!(["kubectl-vap"]),
+                    "{rule}"
+                );
+            }
+        }
         let cluster = serde_json::to_string(&docs[1]["rules"]).unwrap_or_default();
         assert!(!cluster.contains("leases"));
         // No wildcard verbs, no write verbs outside the admission objects.

@@ -109,14 +109,44 @@ fn event_lines(running: &Running) -> (Vec<String>, usize) {
     (lines, failures)
 }
 
-/// Waits until the queue drains; gives up early when a write was forbidden (a missing right
-/// does not fix itself by retrying).
+/// How long a store may stay forbidden (or not served) before `--once` gives up on it: the
+/// authorizer's caches take a moment to see a new grant.
+const UNREADABLE_GRACE: Duration = Duration::from_secs(3);
+
+/// Stores that cannot be read for a reason retrying does not fix (forbidden, not served).
+fn definitely_unreadable(running: &Running) -> bool {
+    let unknown = running.world.unknown_stores();
+    let access = running
+        .world
+        .access
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    !unknown.is_empty()
+        && unknown.iter().all(|(r, _)| {
+            access
+                .get(r)
+                .is_some_and(|e| e.kind != AccessErrorKind::Other)
+        })
+}
+
+/// Waits until the queue drains with every store known; gives up early when a write was
+/// forbidden or a store stays forbidden (a missing right does not fix itself by retrying).
 async fn wait_idle_or_forbidden(running: &Running, limit: Duration) -> bool {
     let deadline = tokio::time::Instant::now() + limit;
+    let mut unreadable_since: Option<tokio::time::Instant> = None;
     loop {
         let slice = Duration::from_secs(1).min(deadline - tokio::time::Instant::now());
-        if wait_idle(&running.world, slice).await {
+        if wait_idle(&running.world, slice).await && running.world.unknown_stores().is_empty() {
             return true;
+        }
+        if definitely_unreadable(running) {
+            let since = *unreadable_since.get_or_insert_with(tokio::time::Instant::now);
+            if since.elapsed() >= UNREADABLE_GRACE {
+                return false;
+            }
+        } else {
+            unreadable_since = None;
         }
         let forbidden = running
             .world
@@ -158,6 +188,7 @@ async fn start_electing(
     take_over: bool,
     metrics_addr: Option<std::net::SocketAddr>,
     workers: Option<u16>,
+    lease_duration: Option<Duration>,
 ) -> anyhow::Result<Running> {
     let (client, url) = crate::kube::client::connect(&cli.conn, in_cluster)
         .await
@@ -174,9 +205,11 @@ async fn start_electing(
     if let Some(w) = workers {
         config.workers = usize::from(w);
     }
+    let defaults = Tuning::default();
     let tuning = Tuning {
         publish_snapshot: false,
-        ..Tuning::default()
+        lease_duration: lease_duration.unwrap_or(defaults.lease_duration),
+        ..defaults
     };
     let running = launch(client, config, tuning)
         .await
@@ -229,6 +262,7 @@ pub fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<ExitCode> {
             args.take_over,
             args.metrics_addr,
             Some(args.workers),
+            args.lease_duration,
         )
         .await?;
         for e in &running.handle.current().access_errors {
@@ -263,6 +297,26 @@ pub fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<ExitCode> {
         }
         let limit = opts.binding_wait + Duration::from_secs(90);
         let idle = wait_idle_or_forbidden(&running, limit).await;
+        let unknown = running.world.unknown_stores();
+        if !unknown.is_empty() {
+            // Knowledge before action: what rests on these stores was neither written nor
+            // deleted, so "converged" cannot be claimed.
+            let (lines, _) = event_lines(&running);
+            for l in &lines {
+                say.info(l);
+            }
+            let writes = running.world.metrics.writes_total();
+            stop(running).await;
+            say.error(&format!(
+                "cannot read everything the reconciler needs; nothing that rests on it was written or deleted ({writes} other write(s)):\n  {}",
+                unknown
+                    .iter()
+                    .map(|(_, why)| why.as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n  ")
+            ));
+            return Ok(ExitCode::from(2));
+        }
         let left = remaining_plan(&running, &opts).await;
         let (lines, failures) = event_lines(&running);
         for l in &lines {
@@ -300,7 +354,7 @@ pub fn one_shot(cli: &Cli, cmd: Command) -> anyhow::Result<ExitCode> {
     let rt = runtime()?;
     rt.block_on(async {
         let opts = cli.gen_flags.options();
-        let running = start_electing(cli, false, false, None, None).await?;
+        let running = start_electing(cli, false, false, None, None, None).await?;
         if let Err(holder) = wait_for_lease(&running, LEASE_WAIT).await {
             let why = lease_problem(&running);
             stop(running).await;

@@ -229,6 +229,7 @@ impl OpinionCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::reconciler::world::Read;
     use chrono::{DateTime, Utc};
     use std::sync::Mutex;
 
@@ -251,17 +252,20 @@ mod tests {
     /// Constraint names of every kind.
     struct Store(Vec<&'static str>);
     impl ConstraintStore for Store {
-        fn constraint(&self, _: &str, _: &str) -> Option<crate::model::Constraint> {
-            None
+        fn constraint(&self, _: &str, _: &str) -> Read<Option<crate::model::Constraint>> {
+            Read::Known(None)
         }
         fn constraint_names(&self, _: &str) -> Vec<String> {
             self.0.iter().map(|n| n.to_string()).collect()
         }
-        fn crd_state(&self, _: &str) -> crate::core::desired::CrdState {
-            crate::core::desired::CrdState::NotEstablished
+        fn crd_state(&self, _: &str) -> Read<crate::core::desired::CrdState> {
+            Read::Known(crate::core::desired::CrdState::NotEstablished)
         }
-        fn binding(&self, _: &str) -> Option<crate::model::Binding> {
-            None
+        fn binding(&self, _: &str) -> Read<Option<crate::model::Binding>> {
+            Read::Known(None)
+        }
+        fn opinions_known(&self) -> Read<()> {
+            Read::Known(())
         }
         fn now(&self) -> DateTime<Utc> {
             DateTime::UNIX_EPOCH

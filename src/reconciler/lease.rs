@@ -1,23 +1,114 @@
-//! Leader election on a `coordination.k8s.io/v1` Lease (kube-lease-manager): only the holder
-//! writes. Gaining the lease → resync everything; losing it → stop writing at once; shutdown →
-//! release it.
+//! Leader election on a `coordination.k8s.io/v1` Lease, with fenced writes: only the holder
+//! writes, and only before a monotonic deadline from its last successful renewal.
+//!
+//! The election is client-go's (`tools/leaderelection`): the holder renews every retry period;
+//! a follower takes the Lease once it has seen the same record (resourceVersion) for a whole
+//! lease duration *by its own clock*, so wall-clock skew between copies does not matter; every
+//! write to the Lease carries the resourceVersion read, so two copies cannot both win.
+//!
+//! The fence is client-go's renew deadline: a renewal sent at `t` lets this copy write until
+//! `t + renew_deadline`, shorter than the lease duration, so by the time any other copy can
+//! consider the Lease expired (a full duration after *it* saw that renewal, which is after `t`)
+//! this copy has stopped writing, with `duration - renew_deadline` to spare for a request in
+//! flight. The deadline is checked right before every write ([`Fence::may_write`]). A copy
+//! that was paused (SIGSTOP, a long GC-like stall, a suspended laptop), or cannot renew, finds
+//! its deadline passed: it writes nothing more, drops its queue, relists every store, and only
+//! writes again after it holds the Lease again, confirmed by the server.
 
 use super::live::LiveWorld;
 use super::state::{EventResult, EventVerb};
 use super::world::Enqueue;
 use crate::model::ObjectRef;
 use k8s_openapi::api::coordination::v1::Lease;
-use kube::api::Api;
-use kube_lease_manager::{LeaseManager, LeaseManagerBuilder};
-use std::sync::Arc;
+use kube::api::{Api, PostParams};
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::watch;
 
 /// Default lease duration (seconds): a crashed holder is replaced after at most this long.
 pub const LEASE_DURATION: u64 = 15;
-/// Renew this long before expiry (a third of the duration when that is shorter).
-pub const LEASE_GRACE: u64 = 5;
+
+/// The timings derived from the lease duration (client-go's 15 s / 10 s / 2 s, scaled).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timing {
+    pub duration: Duration,
+    /// Writes stop this long after a renewal was sent, unless another renewal succeeded.
+    pub renew_deadline: Duration,
+    /// How often the holder renews and a follower looks.
+    pub retry: Duration,
+}
+
+impl Timing {
+    pub fn new(duration: Duration) -> Timing {
+        // At least 1 s: the Lease stores whole seconds.
+        let duration = duration.max(Duration::from_secs(1));
+        Timing {
+            duration,
+            renew_deadline: duration * 2 / 3,
+            retry: (duration / 7).max(Duration::from_millis(100)),
+        }
+    }
+}
+
+/// A monotonic clock that keeps counting while the machine is suspended (Linux
+/// `CLOCK_BOOTTIME`): a laptop that slept must not wake up believing its deadline is ahead.
+/// Elsewhere, `std::time::Instant`.
+pub fn mono_now() -> Duration {
+    #[cfg(target_os = "linux")]
+    {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime writes into the timespec we own.
+        if unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) } == 0 {
+            return Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32);
+        }
+    }
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    START.get_or_init(std::time::Instant::now).elapsed()
+}
+
+/// Whether this copy may write now: a deadline on [`mono_now`], set from each successful
+/// renewal and cleared when leadership is lost.
+#[derive(Debug, Default)]
+pub struct Fence {
+    deadline: Mutex<Option<Duration>>,
+}
+
+impl Fence {
+    /// True only before the deadline of the last successful renewal.
+    pub fn may_write(&self) -> bool {
+        self.deadline
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some_and(|d| mono_now() < d)
+    }
+
+    /// A renewal sent at `sent` succeeded.
+    pub fn renewed(&self, sent: Duration, timing: &Timing) {
+        *self.deadline.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some(sent + timing.renew_deadline);
+    }
+
+    /// Set, and passed: leadership is no longer confirmed.
+    pub fn expired(&self) -> bool {
+        self.deadline
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some_and(|d| mono_now() >= d)
+    }
+
+    /// No more writes; returns whether there was a deadline.
+    pub fn revoke(&self) -> bool {
+        self.deadline
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .is_some()
+    }
+}
 
 /// A unique identity for this copy: `<hostname>-<pid>-<random>`.
 pub fn default_identity() -> String {
@@ -49,17 +140,133 @@ pub async fn holder(
     name: &str,
 ) -> Result<Option<String>, kube::Error> {
     let api: Api<Lease> = Api::namespaced(client.clone(), namespace);
-    match api.get_opt(name).await? {
-        Some(l) => Ok(l
-            .spec
-            .and_then(|s| s.holder_identity)
-            .filter(|h| !h.is_empty())),
-        None => Ok(None),
+    Ok(api.get_opt(name).await?.and_then(|l| holder_of(&l)))
+}
+
+fn holder_of(l: &Lease) -> Option<String> {
+    l.spec
+        .as_ref()
+        .and_then(|s| s.holder_identity.clone())
+        .filter(|h| !h.is_empty())
+}
+
+fn now_micro() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+}
+
+/// One election step's view of the Lease.
+struct Elector {
+    api: Api<Lease>,
+    name: String,
+    identity: String,
+    timing: Timing,
+    /// The Lease record last seen (resourceVersion) and when, on [`mono_now`].
+    observed: Option<(String, Duration)>,
+}
+
+/// What one attempt concluded.
+enum Attempt {
+    /// This copy holds the Lease (acquired or renewed).
+    Holds,
+    /// Another copy holds it (named, if any).
+    Other(Option<String>),
+}
+
+impl Elector {
+    /// Acquires or renews the Lease (client-go's `tryAcquireOrRenew`).
+    async fn try_acquire_or_renew(&mut self) -> Result<Attempt, kube::Error> {
+        let now = mono_now();
+        let seconds = i32::try_from(self.timing.duration.as_secs()).unwrap_or(i32::MAX);
+        let pp = PostParams {
+            field_manager: Some(crate::kube::apply::FIELD_MANAGER.into()),
+            ..PostParams::default()
+        };
+        let Some(current) = self.api.get_opt(&self.name).await? else {
+            let lease: Lease = serde_json::from_value(serde_json::json!({
+                "metadata": { "name": self.name },
+                "spec": { "holderIdentity": self.identity, "leaseDurationSeconds": seconds,
+                          "acquireTime": now_micro(), "renewTime": now_micro(), "leaseTransitions": 0 }
+            }))
+            .map_err(kube::Error::SerdeError)?;
+            return match self.api.create(&pp, &lease).await {
+                Ok(l) => {
+                    self.observed = l.metadata.resource_version.clone().map(|rv| (rv, now));
+                    Ok(Attempt::Holds)
+                }
+                Err(e) if crate::kube::status_code(&e) == Some(409) => Ok(Attempt::Other(None)),
+                Err(e) => Err(e),
+            };
+        };
+        let rv = current
+            .metadata
+            .resource_version
+            .clone()
+            .unwrap_or_default();
+        if self.observed.as_ref().map(|(r, _)| r) != Some(&rv) {
+            self.observed = Some((rv.clone(), now));
+        }
+        let holder = holder_of(&current);
+        let ours = holder.as_deref() == Some(self.identity.as_str());
+        let spec = current.spec.clone().unwrap_or_default();
+        if !ours && holder.is_some() {
+            // Expired only once this copy has seen the same record for the holder's whole
+            // duration, on its own clock.
+            let their = spec
+                .lease_duration_seconds
+                .and_then(|s| u64::try_from(s).ok())
+                .map(Duration::from_secs)
+                .unwrap_or(self.timing.duration);
+            let seen_at = self.observed.as_ref().map(|(_, t)| *t).unwrap_or(now);
+            if now < seen_at + their {
+                return Ok(Attempt::Other(holder));
+            }
+        }
+        let mut next = current.clone();
+        let mut s = spec.clone();
+        s.holder_identity = Some(self.identity.clone());
+        s.lease_duration_seconds = Some(seconds);
+        let stamp: serde_json::Value = now_micro().into();
+        s.renew_time = serde_json::from_value(stamp.clone()).ok();
+        if !ours {
+            s.acquire_time = serde_json::from_value(stamp).ok();
+            s.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+        }
+        next.spec = Some(s);
+        next.metadata.managed_fields = None;
+        // The resourceVersion read: if anyone wrote the Lease since, this fails (409).
+        match self.api.replace(&self.name, &pp, &next).await {
+            Ok(l) => {
+                self.observed = l.metadata.resource_version.clone().map(|rv| (rv, now));
+                Ok(Attempt::Holds)
+            }
+            Err(e) if crate::kube::status_code(&e) == Some(409) => Ok(Attempt::Other(holder)),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Gives the Lease up if this copy holds it (a waiting copy takes it at once).
+    async fn release(&self) -> Result<(), kube::Error> {
+        let Some(current) = self.api.get_opt(&self.name).await? else {
+            return Ok(());
+        };
+        if holder_of(&current).as_deref() != Some(self.identity.as_str()) {
+            return Ok(());
+        }
+        let mut next = current.clone();
+        let mut s = current.spec.clone().unwrap_or_default();
+        s.holder_identity = None;
+        s.renew_time = None;
+        next.spec = Some(s);
+        next.metadata.managed_fields = None;
+        self.api
+            .replace(&self.name, &PostParams::default(), &next)
+            .await
+            .map(|_| ())
     }
 }
 
-/// Runs the election until `shutdown`, flipping `world.leading`; releases the lease at the end.
-/// `holder_tx` receives the observed holder identity.
+/// Runs the election until `shutdown`: keeps `world.fence` (and `world.leading`, for views)
+/// up to date; releases the lease at the end. `holder_tx` receives the observed holder.
 pub async fn run(
     world: Arc<LiveWorld>,
     namespace: String,
@@ -70,143 +277,143 @@ pub async fn run(
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), super::Error> {
     let lease_name = format!("{namespace}/{name}");
-    let lease_err = |e: &dyn std::fmt::Display| super::Error::Lease {
-        lease: lease_name.clone(),
-        message: e.to_string(),
+    let timing = Timing::new(duration);
+    let mut elector = Elector {
+        api: Api::namespaced(world.client.clone(), &namespace),
+        name: name.clone(),
+        identity: identity.clone(),
+        timing,
+        observed: None,
     };
-    // The manager needs the Lease to exist (it creates it); retry while that fails (RBAC, network).
-    let duration = duration.as_secs().max(3);
-    let grace = LEASE_GRACE.min(duration / 3);
-    let manager: LeaseManager = loop {
-        let built = LeaseManagerBuilder::new(world.client.clone(), &name)
-            .with_namespace(&namespace)
-            .with_identity(&identity)
-            .with_field_manager("kubectl-vap")
-            .with_duration(duration)
-            .with_grace(grace)
-            .build()
-            .await;
-        match built {
-            Ok(m) => break m,
+    let lease = lease_ref(&namespace, &name);
+    let mut failing_since: Option<Duration> = None;
+    loop {
+        // A deadline passed while leading (paused, or renewals failed for too long): nothing
+        // decided before counts. Checked before asking the server, so even a renewal that
+        // succeeds now starts from fresh lists.
+        if world.fence.expired() {
+            lose(
+                &world,
+                &lease,
+                &identity,
+                "the renew deadline passed (this copy was paused, or could not renew)",
+            );
+        }
+        let sent = mono_now();
+        match elector.try_acquire_or_renew().await {
+            Ok(Attempt::Holds) => {
+                super::watches::set_access(&world, "leases.coordination.k8s.io", None);
+                if let Some(since) = failing_since.take() {
+                    tracing::info!(
+                        "Lease {lease_name} reachable again after {}s",
+                        (mono_now() - since).as_secs()
+                    );
+                }
+                world.fence.renewed(sent, &timing);
+                // A renewal that took longer than the deadline confirms nothing.
+                if !world.fence.may_write() {
+                    lose(&world, &lease, &identity, "the renewal came back too late");
+                } else if !world.leading.swap(true, Ordering::SeqCst) {
+                    world.metrics.leader.store(true, Ordering::Relaxed);
+                    world.dirty.store(true, Ordering::Relaxed);
+                    tracing::info!(
+                        "acquired Lease {lease_name} as {identity}: resyncing everything"
+                    );
+                    world.log(
+                        EventVerb::Lease,
+                        lease.clone(),
+                        EventResult::Ok,
+                        format!("{identity} acquired the lease; resync"),
+                    );
+                    for k in world.all_keys() {
+                        world.queue.enqueue(k);
+                    }
+                }
+                send_holder(&holder_tx, Some(identity.clone()));
+            }
+            Ok(Attempt::Other(holder)) => {
+                if world.leading.load(Ordering::SeqCst) {
+                    let by = holder.clone().unwrap_or_else(|| "another copy".into());
+                    lose(
+                        &world,
+                        &lease,
+                        &identity,
+                        &format!("{by} holds the Lease now"),
+                    );
+                }
+                send_holder(&holder_tx, holder);
+            }
             Err(e) => {
+                // The fence keeps its deadline: writes go on until it passes, no longer.
                 let msg = format!(
-                    "cannot use Lease {lease_name}: {e} (needs get/create/update/patch on leases in namespace {namespace}, and the namespace must exist)"
+                    "cannot use Lease {lease_name}: {e} (needs get/create/update on leases in namespace {namespace}, and the namespace must exist)"
                 );
-                tracing::warn!("{msg}");
+                if failing_since.is_none() {
+                    failing_since = Some(mono_now());
+                    tracing::warn!("{msg}");
+                } else {
+                    tracing::debug!("{msg}");
+                }
+                let kind = match crate::kube::status_code(&e) {
+                    Some(401 | 403) => super::state::AccessErrorKind::Forbidden,
+                    _ => super::state::AccessErrorKind::Other,
+                };
                 super::watches::set_access(
                     &world,
                     "leases.coordination.k8s.io",
                     Some(super::state::AccessError {
                         resource: "leases.coordination.k8s.io".into(),
-                        kind: super::state::AccessErrorKind::Other,
+                        kind,
                         message: msg,
                     }),
                 );
-                tokio::select! {
-                    _ = tokio::time::sleep(Duration::from_secs(3)) => continue,
-                    _ = shutdown.changed() => return Ok(()),
-                }
             }
         }
-    };
-    super::watches::set_access(&world, "leases.coordination.k8s.io", None);
-    // A follower otherwise sleeps until the holder's lease would expire: watching the holder
-    // lets it take a released lease at once.
-    let mut holder_rx = holder_tx.subscribe();
-    // Poll the holder for views (cheap: one GET every few seconds).
-    let poll = {
-        let client = world.client.clone();
-        let (ns, n) = (namespace.clone(), name.clone());
-        let mut shutdown = shutdown.clone();
-        tokio::spawn(async move {
-            loop {
-                if let Ok(h) = holder(&client, &ns, &n).await {
-                    holder_tx.send_if_modified(|cur| {
-                        let changed = *cur != h;
-                        *cur = h.clone();
-                        changed
-                    });
-                }
-                tokio::select! {
-                    _ = tokio::time::sleep(Duration::from_secs(2)) => {}
-                    _ = shutdown.changed() => return,
-                }
-            }
-        })
-    };
-    let result = loop {
         tokio::select! {
-            changed = manager.changed() => match changed {
-                Ok(leading) => {
-                    world.leading.store(leading, Ordering::SeqCst);
-                    world.metrics.leader.store(leading, Ordering::Relaxed);
-                    world.dirty.store(true, Ordering::Relaxed);
-                    let lease = lease_ref(&namespace, &name);
-                    if leading {
-                        tracing::info!("acquired Lease {lease_name} as {identity}: resyncing everything");
-                        world.log(EventVerb::Lease, lease, EventResult::Ok, format!("{identity} acquired the lease; resync"));
-                        for k in world.all_keys() {
-                            world.queue.enqueue(k);
-                        }
-                    } else {
-                        tracing::warn!("lost Lease {lease_name}: not writing any more");
-                        world.log(EventVerb::Lease, lease, EventResult::Ok, format!("{identity} lost the lease; writes stop"));
-                    }
-                }
-                Err(e) => {
-                    // Unsure whether we still hold it: stop writing at once. The manager still
-                    // believes it leads and would silently renew without ever reporting a
-                    // change, so give the lease up cleanly (once the server answers) and
-                    // compete again from scratch.
-                    if world.leading.swap(false, Ordering::SeqCst) {
-                        world.log(
-                            EventVerb::Lease,
-                            lease_ref(&namespace, &name),
-                            EventResult::Failed(e.to_string()),
-                            format!("{identity} cannot renew the lease; writes stop"),
-                        );
-                    }
-                    world.metrics.leader.store(false, Ordering::Relaxed);
-                    world.dirty.store(true, Ordering::Relaxed);
-                    tracing::warn!("{}", lease_err(&e));
-                    loop {
-                        tokio::select! {
-                            _ = tokio::time::sleep(Duration::from_secs(2)) => {}
-                            _ = shutdown.changed() => break,
-                        }
-                        match manager.release().await {
-                            Ok(()) => break,
-                            Err(e) => tracing::debug!("releasing Lease {lease_name} after an error: {e}"),
-                        }
-                    }
-                    if *shutdown.borrow() {
-                        break Ok(());
-                    }
-                }
-            },
-            released = holder_rx.changed() => {
-                // The manager caches the Lease until the old holder's expiry. `release()` is a
-                // no-op for a follower apart from re-reading the Lease (documented as safe for
-                // non-holders); the restarted `changed()` then sees it free and takes it.
-                if released.is_ok() && holder_rx.borrow().is_none() && !world.leading.load(Ordering::SeqCst) {
-                    tracing::debug!("Lease {lease_name} was released; trying to acquire it");
-                    if let Err(e) = manager.release().await {
-                        tracing::debug!("re-reading Lease {lease_name}: {e}");
-                    }
-                }
-            }
-            _ = shutdown.changed() => break Ok(()),
+            _ = tokio::time::sleep(timing.retry) => {}
+            _ = shutdown.changed() => break,
         }
-    };
-    world.leading.store(false, Ordering::SeqCst);
-    world.metrics.leader.store(false, Ordering::Relaxed);
-    poll.abort();
-    if let Err(e) = manager.release().await {
-        tracing::warn!("releasing Lease {lease_name}: {e}");
-    } else {
-        tracing::info!("released Lease {lease_name}");
     }
-    result
+    world.fence.revoke();
+    let held = world.leading.swap(false, Ordering::SeqCst);
+    world.metrics.leader.store(false, Ordering::Relaxed);
+    // Released even if this copy believes it lost it: `release` checks the holder first.
+    match elector.release().await {
+        Ok(()) if held => tracing::info!("released Lease {lease_name}"),
+        Ok(()) => {}
+        Err(e) => tracing::warn!("releasing Lease {lease_name}: {e}"),
+    }
+    Ok(())
+}
+
+fn send_holder(tx: &watch::Sender<Option<String>>, h: Option<String>) {
+    tx.send_if_modified(|cur| {
+        let changed = *cur != h;
+        *cur = h;
+        changed
+    });
+}
+
+/// Leadership is not confirmed any more: writes stop at once, and the queue and the stores
+/// built while leading are dropped (the stores list again) before this copy writes again.
+fn lose(world: &LiveWorld, lease: &ObjectRef, identity: &str, why: &str) {
+    let had = world.fence.revoke();
+    let was = world.leading.swap(false, Ordering::SeqCst);
+    world.metrics.leader.store(false, Ordering::Relaxed);
+    if !had && !was {
+        return;
+    }
+    tracing::warn!(
+        "lost Lease {}: {why}; not writing; dropping the queue and relisting everything before writing again",
+        lease.name
+    );
+    world.log(
+        EventVerb::Lease,
+        lease.clone(),
+        EventResult::Ok,
+        format!("{identity} lost the lease ({why}); writes stop, queue dropped, relisting"),
+    );
+    world.forget_everything();
 }
 
 /// Polls the holder of a Lease this copy does not compete for (read-only views).
@@ -221,11 +428,7 @@ pub async fn watch_holder(
         match holder(&world.client, &namespace, &name).await {
             Ok(h) => {
                 super::watches::set_access(&world, resource, None);
-                holder_tx.send_if_modified(|cur| {
-                    let changed = *cur != h;
-                    *cur = h.clone();
-                    changed
-                });
+                send_holder(&holder_tx, h);
             }
             Err(e) => {
                 let kind = match crate::kube::status_code(&e) {
@@ -246,5 +449,26 @@ pub async fn watch_holder(
             }
         }
         tokio::time::sleep(Duration::from_secs(3)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fence_closes_at_the_deadline_and_stays_closed_once_revoked() {
+        let timing = Timing::new(Duration::from_secs(15));
+        assert_eq!(timing.renew_deadline, Duration::from_secs(10));
+        assert!(timing.renew_deadline < timing.duration);
+        let fence = Fence::default();
+        assert!(!fence.may_write(), "never renewed");
+        fence.renewed(mono_now(), &timing);
+        assert!(fence.may_write() && !fence.expired());
+        // A renewal sent long ago (as after a pause) confirms nothing now.
+        fence.renewed(mono_now().saturating_sub(timing.renew_deadline), &timing);
+        assert!(!fence.may_write() && fence.expired());
+        assert!(fence.revoke());
+        assert!(!fence.may_write() && !fence.expired() && !fence.revoke());
     }
 }

@@ -9,7 +9,9 @@
 use super::metrics::Metrics;
 use super::queue::{Key, WorkQueue};
 use super::state::{EventResult, EventVerb, LiveState, ReconcileEvent};
-use super::world::{ConstraintStore, Enqueue, TemplateStore, WriteOutcome, Writer};
+use super::world::{
+    ConstraintStore, Enqueue, Read, TemplateStore, Unreadable, WriteOutcome, Writer,
+};
 use crate::core::desired::CrdState;
 use crate::core::{PlannedWrite, Verb};
 use crate::kube::apply::{Applied, ApplyError, apply_write};
@@ -28,6 +30,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
+
+/// The resource name of the CRD store.
+pub const CRDS_RESOURCE: &str = "customresourcedefinitions.apiextensions.k8s.io";
 
 /// How long a write's result is preferred over a store that has not seen it yet.
 const OVERLAY_TTL: Duration = Duration::from_secs(10);
@@ -107,6 +112,14 @@ impl LiveQueue {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    /// Drops every queued and delayed key (keys being processed finish, then are not requeued
+    /// unless pushed again): what was queued rests on knowledge this copy no longer trusts.
+    pub fn discard(&self) {
+        self.inner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .discard();
+    }
 }
 
 pub struct LiveWorld {
@@ -119,8 +132,19 @@ pub struct LiveWorld {
     pub constraints: RwLock<HashMap<String, KindWatch>>,
     pub queue: Arc<LiveQueue>,
     pub metrics: Arc<Metrics>,
-    /// This copy holds the lease.
+    /// This copy holds the lease (for views and metrics; writes check [`LiveWorld::fence`]).
     pub leading: AtomicBool,
+    /// Writes are allowed only before its deadline (from the last successful renewal).
+    pub fence: super::lease::Fence,
+    /// Bumped to make every watch drop its store and list again (after the fence was lost).
+    pub relist: tokio::sync::watch::Sender<u64>,
+    /// Keys whose reconcile found a store unknown: enqueued again whenever a store lists.
+    parked: Mutex<std::collections::BTreeSet<Key>>,
+    /// Resource names of the four fixed stores.
+    pub res_templates: String,
+    pub res_crds: String,
+    pub res_policies: String,
+    pub res_bindings: String,
     /// Writes are allowed at all (false: read-only, or refused because of Gatekeeper).
     pub writes_enabled: AtomicBool,
     pub events: Mutex<VecDeque<ReconcileEvent>>,
@@ -139,6 +163,66 @@ pub struct LiveWorld {
     pub synced: AtomicBool,
     /// What looks like Gatekeeper's own generator, as last detected.
     pub gatekeeper_generator: Mutex<Option<String>>,
+    /// Rate limiting of the logs of failed writes.
+    write_failures: FailureLog,
+}
+
+/// Failed writes that will be retried, logged without flooding: the first failure at once,
+/// then at most one summary per [`FAILURE_SUMMARY_EVERY`] with how many failed meanwhile, and
+/// one line when writes pass again. (A 10 s outage printed 2,300 lines before.)
+#[derive(Default)]
+struct FailureLog(Mutex<FailureState>);
+
+#[derive(Default)]
+struct FailureState {
+    since: Option<Instant>,
+    last_line: Option<Instant>,
+    count: u64,
+    unlogged: u64,
+}
+
+const FAILURE_SUMMARY_EVERY: Duration = Duration::from_secs(10);
+
+impl FailureLog {
+    fn failed(&self, label: &str, object: &str, msg: &str) {
+        let mut st = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        st.count += 1;
+        let since = *st.since.get_or_insert(now);
+        if st
+            .last_line
+            .is_none_or(|t| now - t >= FAILURE_SUMMARY_EVERY)
+        {
+            let more = std::mem::take(&mut st.unlogged);
+            st.last_line = Some(now);
+            if more == 0 {
+                tracing::warn!(object, reason = label, "{msg}; retried with backoff");
+            } else {
+                tracing::warn!(
+                    object,
+                    reason = label,
+                    "writes failing for {}s, {} failure(s), {more} not logged; latest: {msg}",
+                    (now - since).as_secs(),
+                    st.count
+                );
+            }
+        } else {
+            st.unlogged += 1;
+            tracing::debug!(object, reason = label, "{msg}");
+        }
+    }
+
+    fn succeeded(&self) {
+        let mut st = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(since) = st.since.take() {
+            tracing::info!(
+                "writes pass again after {}s and {} failure(s)",
+                since.elapsed().as_secs(),
+                st.count
+            );
+            *st = FailureState::default();
+        }
+    }
 }
 
 fn mark(set: &Mutex<std::collections::HashSet<String>>, resource: &str, on: bool) {
@@ -197,7 +281,7 @@ impl LiveWorld {
     ) -> Self {
         LiveWorld {
             client,
-            admission,
+            admission: admission.clone(),
             templates,
             crds,
             policies,
@@ -206,6 +290,15 @@ impl LiveWorld {
             queue,
             metrics,
             leading: AtomicBool::new(false),
+            fence: super::lease::Fence::default(),
+            relist: tokio::sync::watch::Sender::new(0),
+            parked: Mutex::new(std::collections::BTreeSet::new()),
+            res_templates: crate::kube::discovery::resource_name(
+                &crate::kube::discovery::templates_resource(),
+            ),
+            res_crds: CRDS_RESOURCE.to_string(),
+            res_policies: crate::kube::discovery::resource_name(&admission.policy()),
+            res_bindings: crate::kube::discovery::resource_name(&admission.binding()),
             writes_enabled: AtomicBool::new(false),
             events: Mutex::new(VecDeque::new()),
             dirty: AtomicBool::new(true),
@@ -215,6 +308,7 @@ impl LiveWorld {
             complete: Mutex::new(std::collections::HashSet::new()),
             synced: AtomicBool::new(false),
             gatekeeper_generator: Mutex::new(None),
+            write_failures: FailureLog::default(),
         }
     }
 
@@ -265,7 +359,90 @@ impl LiveWorld {
     }
 
     pub fn may_write(&self) -> bool {
-        self.leading.load(Ordering::SeqCst) && self.writes_enabled.load(Ordering::SeqCst)
+        self.fence.may_write() && self.writes_enabled.load(Ordering::SeqCst)
+    }
+
+    /// `Known` while the store of `resource` holds a complete list and its watch runs.
+    pub fn store_known(&self, resource: &str) -> Read<()> {
+        let complete = self
+            .complete
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(resource);
+        if complete {
+            Read::Known(())
+        } else {
+            Read::Unknown(Unreadable(resource.to_string()))
+        }
+    }
+
+    /// A reconcile found `resource` unknown: `key` comes back when a store lists.
+    pub fn park(&self, key: Key) {
+        self.parked
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key);
+    }
+
+    /// Enqueues every parked key.
+    pub fn unpark(&self) {
+        let keys = std::mem::take(&mut *self.parked.lock().unwrap_or_else(|p| p.into_inner()));
+        for k in keys {
+            self.queue.enqueue(k);
+        }
+    }
+
+    /// Every store that is not known now, with why: the fixed four and every watched kind.
+    pub fn unknown_stores(&self) -> Vec<(String, String)> {
+        let mut resources = vec![
+            self.res_templates.clone(),
+            self.res_crds.clone(),
+            self.res_policies.clone(),
+            self.res_bindings.clone(),
+        ];
+        resources.extend(
+            self.constraints
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .values()
+                .map(|w| w.resource.clone()),
+        );
+        let access = self.access.lock().unwrap_or_else(|p| p.into_inner());
+        resources
+            .into_iter()
+            .filter(|r| matches!(self.store_known(r), Read::Unknown(_)))
+            .map(|r| {
+                let why = access
+                    .get(&r)
+                    .map(|e| e.message.clone())
+                    .unwrap_or_else(|| format!("{r}: not listed and watched yet"));
+                (r, why)
+            })
+            .collect()
+    }
+
+    /// The fence is gone (lease lost, renewal deadline passed): what was queued is dropped and
+    /// every store lists again, so nothing decided before is acted on after.
+    pub fn forget_everything(&self) {
+        {
+            let mut complete = self.complete.lock().unwrap_or_else(|p| p.into_inner());
+            complete.clear();
+        }
+        self.listed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+        self.queue.discard();
+        self.parked
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+        self.overlay
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+        self.relist.send_modify(|n| *n += 1);
+        self.dirty.store(true, Ordering::Relaxed);
     }
 
     pub fn log(&self, verb: EventVerb, object: ObjectRef, result: EventResult, message: String) {
@@ -496,8 +673,9 @@ impl LiveWorld {
                 .unwrap_or_else(|p| p.into_inner())
                 .values(),
         );
-        // Kinds still listing prove nothing yet either.
-        snap.unreadable.extend(self.unlisted_kinds());
+        // Every store not known now (still listing, relisting, failing) proves nothing either.
+        snap.unreadable
+            .extend(self.unknown_stores().into_iter().map(|(r, _)| r));
         snap
     }
 
@@ -530,11 +708,30 @@ impl LiveWorld {
 }
 
 impl ConstraintStore for LiveWorld {
-    fn constraint(&self, kind: &str, name: &str) -> Option<Constraint> {
-        let (ar, store) = self.constraint_resource(kind)?;
-        store
-            .get(&StoreRef::new_with(name, ar.clone()))
-            .map(|o| Constraint::from_value(dyn_to_value(&o, &ar), Source::default()))
+    fn constraint(&self, kind: &str, name: &str) -> Read<Option<Constraint>> {
+        // Which kinds exist comes from the CRD store.
+        if let Read::Unknown(u) = self.store_known(&self.res_crds) {
+            return Read::Unknown(u);
+        }
+        let Some((ar, store)) = self.constraint_resource(kind) else {
+            // No watch: no constraint of the kind exists, unless its CRD serves the kind and
+            // the watch is only about to start.
+            let served = self.crds.find(|c| {
+                c.spec.group == CONSTRAINTS_GROUP
+                    && c.spec.names.kind == kind
+                    && super::watches::crd_state(c) != CrdState::NotEstablished
+            });
+            return match served {
+                Some(c) => Read::Unknown(Unreadable(c.metadata.name.clone().unwrap_or_default())),
+                None => Read::Known(None),
+            };
+        };
+        let resource = crate::kube::discovery::resource_name(&ar);
+        self.store_known(&resource).map(|()| {
+            store
+                .get(&StoreRef::new_with(name, ar.clone()))
+                .map(|o| Constraint::from_value(dyn_to_value(&o, &ar), Source::default()))
+        })
     }
 
     fn constraint_names(&self, kind: &str) -> Vec<String> {
@@ -548,7 +745,10 @@ impl ConstraintStore for LiveWorld {
         }
     }
 
-    fn crd_state(&self, kind: &str) -> CrdState {
+    fn crd_state(&self, kind: &str) -> Read<CrdState> {
+        if let Read::Unknown(u) = self.store_known(&self.res_crds) {
+            return Read::Unknown(u);
+        }
         let of_kind = |c: &CustomResourceDefinition| {
             c.spec.group == CONSTRAINTS_GROUP && c.spec.names.kind == kind
         };
@@ -566,15 +766,26 @@ impl ConstraintStore for LiveWorld {
             })
             .filter(|c| of_kind(c))
             .or_else(|| self.crds.find(of_kind));
-        crd.map(|c| super::watches::crd_state(&c))
-            .unwrap_or(CrdState::NotEstablished)
+        Read::Known(
+            crd.map(|c| super::watches::crd_state(&c))
+                .unwrap_or(CrdState::NotEstablished),
+        )
     }
 
-    fn binding(&self, name: &str) -> Option<Binding> {
-        let v = self.read(false, name)?;
-        Binding::from_value(v, Source::default())
-            .map_err(|e| tracing::warn!(binding = name, "{e}"))
-            .ok()
+    fn binding(&self, name: &str) -> Read<Option<Binding>> {
+        self.store_known(&self.res_bindings).map(|()| {
+            let v = self.read(false, name)?;
+            Binding::from_value(v, Source::default())
+                .map_err(|e| tracing::warn!(binding = name, "{e}"))
+                .ok()
+        })
+    }
+
+    fn opinions_known(&self) -> Read<()> {
+        match self.store_known(&self.res_templates) {
+            Read::Known(()) => self.store_known(&self.res_policies),
+            unknown => unknown,
+        }
     }
 
     fn now(&self) -> DateTime<Utc> {
@@ -583,11 +794,13 @@ impl ConstraintStore for LiveWorld {
 }
 
 impl TemplateStore for LiveWorld {
-    fn template(&self, name: &str) -> Option<ConstraintTemplate> {
+    fn template(&self, name: &str) -> Read<Option<ConstraintTemplate>> {
         let ar = crate::kube::discovery::templates_resource();
-        self.templates
-            .get(&StoreRef::new_with(name, ar.clone()))
-            .map(|o| ConstraintTemplate::from_value(dyn_to_value(&o, &ar), Source::default()))
+        self.store_known(&self.res_templates).map(|()| {
+            self.templates
+                .get(&StoreRef::new_with(name, ar.clone()))
+                .map(|o| ConstraintTemplate::from_value(dyn_to_value(&o, &ar), Source::default()))
+        })
     }
 
     fn template_names(&self) -> Vec<String> {
@@ -604,14 +817,28 @@ impl TemplateStore for LiveWorld {
         ))
     }
 
-    fn policy(&self, name: &str) -> Option<Policy> {
-        let v = self.read(true, name)?;
-        Policy::from_value(v, Source::default())
-            .map_err(|e| tracing::warn!(policy = name, "{e}"))
-            .ok()
+    fn policy(&self, name: &str) -> Read<Option<Policy>> {
+        self.store_known(&self.res_policies).map(|()| {
+            let v = self.read(true, name)?;
+            Policy::from_value(v, Source::default())
+                .map_err(|e| tracing::warn!(policy = name, "{e}"))
+                .ok()
+        })
     }
 
-    fn crd(&self, name: &str) -> Option<CrdInfo> {
+    fn crd(&self, name: &str) -> Read<Option<CrdInfo>> {
+        self.store_known(&self.res_crds)
+            .map(|()| self.crd_unchecked(name))
+    }
+
+    fn bindings_of_kind(&self, kind: &str) -> Read<Vec<Binding>> {
+        self.store_known(&self.res_bindings)
+            .map(|()| self.bindings_of_kind_unchecked(kind))
+    }
+}
+
+impl LiveWorld {
+    fn crd_unchecked(&self, name: &str) -> Option<CrdInfo> {
         let stored = self.crds.get(&StoreRef::new(name));
         let v = match self.overlay_says(
             Obj::Crd,
@@ -624,7 +851,7 @@ impl TemplateStore for LiveWorld {
         Some(CrdInfo::from_value(&v, Source::default()))
     }
 
-    fn bindings_of_kind(&self, kind: &str) -> Vec<Binding> {
+    fn bindings_of_kind_unchecked(&self, kind: &str) -> Vec<Binding> {
         let names: Vec<String> = self
             .bindings
             .state()
@@ -658,7 +885,11 @@ impl TemplateStore for LiveWorld {
             }
         }
         // Through the overlay: a binding we just deleted is gone.
-        names.iter().filter_map(|n| self.binding(n)).collect()
+        names
+            .iter()
+            .filter_map(|n| self.read(false, n))
+            .filter_map(|v| Binding::from_value(v, Source::default()).ok())
+            .collect()
     }
 }
 
@@ -673,9 +904,11 @@ impl Writer for LiveWorld {
             if !self.writes_enabled.load(Ordering::SeqCst) {
                 return WriteOutcome::Skipped("writes are disabled".into());
             }
-            // Checked right before sending: a copy that just lost the lease sends nothing more.
-            if !self.leading.load(Ordering::SeqCst) {
-                return WriteOutcome::Skipped("not the lease holder".into());
+            // Checked right before sending, against a monotonic deadline from the last
+            // successful renewal: a copy that was paused, or cannot renew, sends nothing more,
+            // whatever it still believes about the Lease.
+            if !self.fence.may_write() {
+                return WriteOutcome::Skipped("leadership not confirmed (Lease)".into());
             }
             let resource = match Obj::of(&w.object.kind) {
                 Obj::Policy => "validatingadmissionpolicies",
@@ -685,7 +918,13 @@ impl Writer for LiveWorld {
             match apply_write(&self.client, &self.admission, w).await {
                 Ok(applied) => {
                     self.remember(w, &applied);
-                    self.metrics.write(w.verb.as_str(), resource);
+                    self.write_failures.succeeded();
+                    // A delete that found nothing changed nothing: not a write.
+                    if matches!(applied, Applied::AlreadyGone) {
+                        self.metrics.error("already_gone");
+                    } else {
+                        self.metrics.write(w.verb.as_str(), resource);
+                    }
                     tracing::info!(
                         verb = w.verb.as_str(),
                         object = %w.object,
@@ -718,7 +957,8 @@ impl Writer for LiveWorld {
                     let label = match e.status() {
                         _ if forbidden => "forbidden",
                         Some(422) => "invalid",
-                        _ => "failed",
+                        Some(_) => "failed",
+                        None => "unreachable",
                     };
                     self.metrics.error(label);
                     let msg = if forbidden {
@@ -728,14 +968,24 @@ impl Writer for LiveWorld {
                     } else {
                         text
                     };
-                    tracing::warn!(object = %w.object, "{msg}");
                     self.log(
                         verb,
                         w.object.clone(),
                         EventResult::Failed(msg.clone()),
                         w.reason.clone(),
                     );
-                    WriteOutcome::Failed(msg)
+                    if label == "invalid" {
+                        // The server refuses this body whatever happens around it: one report,
+                        // no retry (the next change of its source tries again).
+                        tracing::warn!(object = %w.object, "{msg} (not retried)");
+                        WriteOutcome::Refused(msg)
+                    } else {
+                        // May pass later (a grant, the server back): retried with backoff,
+                        // logged at most once per interval with a count.
+                        self.write_failures
+                            .failed(label, &w.object.to_string(), &msg);
+                        WriteOutcome::Failed(msg)
+                    }
                 }
             }
         }

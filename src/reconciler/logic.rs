@@ -9,7 +9,9 @@
 
 use super::cache::OpinionCache;
 use super::queue::Key;
-use super::world::{ConstraintStore, Enqueue, TemplateStore, WriteOutcome, Writer};
+use super::world::{
+    ConstraintStore, Enqueue, Read, TemplateStore, Unreadable, WriteOutcome, Writer,
+};
 use crate::core::analysis::{Comparison, compare_binding, compare_crd, compare_policy};
 use crate::core::crd;
 use crate::core::decide::{TemplateVerdict, decide_template};
@@ -37,6 +39,24 @@ pub enum Outcome {
     RequeueAfter(Duration),
     /// A write must be retried (conflict or failure), with backoff.
     Retry(String),
+    /// A decision rests on a store that is not known now (never listed, forbidden, failed,
+    /// relisting): nothing was written. The key is parked until that store lists again.
+    Unknown(Unreadable),
+    /// A write the server will refuse however often it is sent (422 invalid, 403 on a create
+    /// RBAC does not allow): reported once, not retried; the next change of the object (or a
+    /// resync) tries again.
+    Refused(String),
+}
+
+/// The value of a [`Read`], or return [`Outcome::Unknown`]: nothing is decided, so nothing is
+/// written, on what could not be read.
+macro_rules! known {
+    ($read:expr) => {
+        match $read {
+            Read::Known(v) => v,
+            Read::Unknown(u) => return Outcome::Unknown(u),
+        }
+    };
 }
 
 impl Outcome {
@@ -44,6 +64,10 @@ impl Outcome {
         match (self, other) {
             (Outcome::Retry(a), _) => Outcome::Retry(a),
             (_, Outcome::Retry(b)) => Outcome::Retry(b),
+            (Outcome::Unknown(a), _) => Outcome::Unknown(a),
+            (_, Outcome::Unknown(b)) => Outcome::Unknown(b),
+            (Outcome::Refused(a), _) => Outcome::Refused(a),
+            (_, Outcome::Refused(b)) => Outcome::Refused(b),
             (Outcome::RequeueAfter(a), Outcome::RequeueAfter(b)) => Outcome::RequeueAfter(a.min(b)),
             (Outcome::RequeueAfter(a), _) | (_, Outcome::RequeueAfter(a)) => {
                 Outcome::RequeueAfter(a)
@@ -65,6 +89,7 @@ fn from_write(o: WriteOutcome) -> (bool, Outcome) {
         WriteOutcome::Done => (true, Outcome::Done),
         WriteOutcome::Skipped(_) => (false, Outcome::Done),
         WriteOutcome::Retry(r) | WriteOutcome::Failed(r) => (false, Outcome::Retry(r)),
+        WriteOutcome::Refused(r) => (false, Outcome::Refused(r)),
     }
 }
 
@@ -77,7 +102,12 @@ where
     match key {
         Key::Template(name) => {
             let outcome = reconcile_template(name, world, ctx).await;
-            ctx.cache.template_reconciled(name);
+            // A template whose reconcile could not read what it needs has published nothing:
+            // it must not count towards priming (a primed cache takes a missing opinion for
+            // "no template", and the constraint side would delete the kind's bindings).
+            if !matches!(outcome, Outcome::Unknown(_)) {
+                ctx.cache.template_reconciled(name);
+            }
             if !ctx.cache.is_primed() {
                 ctx.cache.prime_if_ready(
                     world.templates_listed(),
@@ -97,16 +127,16 @@ where
     W: TemplateStore + Writer + Sync,
     Q: Enqueue + Sync,
 {
-    let template = world.template(name);
+    let template = known!(world.template(name));
     let kind = template.as_ref().and_then(|t| t.kind.clone());
+    let pname = names::policy_name(name);
+    let observed = known!(world.policy(&pname));
     // Kinds this template published before but no longer holds (deleted, or kind changed).
     for old in ctx.cache.kinds_of_template(name) {
         if Some(&old) != kind.as_ref() {
             ctx.cache.should_generate_vap(&old, None, world, ctx.queue);
         }
     }
-    let pname = names::policy_name(name);
-    let observed = world.policy(&pname);
     let Some(t) = template else {
         // Template gone: its VAP (if we would own it) goes, after its kind's bindings; then
         // its CRD, if this copy saw the template go.
@@ -141,6 +171,8 @@ where
         // Invalid (no kind): no opinion to publish, nothing to write.
         return Outcome::Done;
     };
+    // The CRD store decides a CRD create; unknown, nothing about the kind is concluded.
+    let crd_observed = known!(world.crd(&crd::crd_name(&kind)));
     let owner = OwnerId::template(t.name(), &t.meta.uid);
     if !matches!(verdict, TemplateVerdict::Invalid { .. }) {
         ctx.cache.saw_template(name, &t.meta.uid, &kind);
@@ -169,7 +201,7 @@ where
         } => {
             // CRD → Established → VAP: the VAP's paramKind must be served before it exists
             // (a policy whose paramKind is unknown denies everything under failurePolicy Fail).
-            let (served, crd_outcome) = ensure_crd(&t, &kind, world).await;
+            let (served, crd_outcome) = ensure_crd(&t, &kind, crd_observed, world).await;
             if !served {
                 let opinion = Opinion {
                     template: name.to_string(),
@@ -238,7 +270,7 @@ where
         }
         TemplateVerdict::Skip { reason } => {
             // Rego-only templates too: nothing else creates their constraint CRD.
-            let (_, crd_outcome) = ensure_crd(&t, &kind, world).await;
+            let (_, crd_outcome) = ensure_crd(&t, &kind, crd_observed, world).await;
             // It generated until now: give a quick flip back a moment to arrive.
             if ctx
                 .cache
@@ -290,6 +322,7 @@ where
 async fn ensure_crd<W: TemplateStore + Writer + Sync>(
     t: &crate::model::ConstraintTemplate,
     kind: &str,
+    observed: Option<crate::model::CrdInfo>,
     world: &W,
 ) -> (bool, Outcome) {
     // decide_template validated what the CRD is built from.
@@ -297,7 +330,7 @@ async fn ensure_crd<W: TemplateStore + Writer + Sync>(
         return (false, Outcome::Done);
     };
     let name = crd::crd_name(kind);
-    let Some(o) = world.crd(&name) else {
+    let Some(o) = observed else {
         let w = PlannedWrite::create_crd(
             &desired,
             Code::CrdMissing,
@@ -340,7 +373,7 @@ async fn delete_crd_of_gone_template<W: TemplateStore + Writer + Sync>(
     let Some((uid, kind)) = cache.seen_template(name) else {
         return Outcome::Done;
     };
-    let Some(o) = world.crd(&crd::crd_name(&kind)) else {
+    let Some(o) = known!(world.crd(&crd::crd_name(&kind))) else {
         cache.forget_template(name);
         return Outcome::Done;
     };
@@ -378,7 +411,7 @@ async fn delete_policy_after_bindings<W: TemplateStore + Writer + Sync>(
         None => None,
     };
     if let Some(kind) = kind {
-        let left = world.bindings_of_kind(kind);
+        let left = known!(world.bindings_of_kind(kind));
         if !left.is_empty() {
             tracing::debug!(
                 policy = o.name(),
@@ -411,10 +444,20 @@ where
     let legacy = names::legacy_binding_name(name);
     let any_uid = OwnerId::constraint(kind, name, "");
     let mut outcome = Outcome::Done;
+    // Everything a decision below rests on, read first: if any of it is unknown, nothing is
+    // written for this constraint.
+    let legacy_observed = if legacy != bname {
+        known!(world.binding(&legacy))
+    } else {
+        None
+    };
+    let observed = known!(world.binding(&bname));
+    let constraint = known!(world.constraint(kind, name));
+    known!(world.opinions_known());
+    let crd_state = known!(world.crd_state(kind));
 
     // The legacy name is cleaned up whenever this constraint controls it.
-    if legacy != bname
-        && let Some(o) = world.binding(&legacy)
+    if let Some(o) = legacy_observed
         && !matches!(control(&o.meta, &any_uid), Control::Other(_))
     {
         let w = PlannedWrite::delete_binding(
@@ -426,8 +469,7 @@ where
         outcome = outcome.merge(from_write(world.write(&w).await).1);
     }
 
-    let observed = world.binding(&bname);
-    let Some(c) = world.constraint(kind, name) else {
+    let Some(c) = constraint else {
         // Constraint gone: delete its binding if it controls it (no reliance on GC).
         if let Some(o) = observed
             && !matches!(control(&o.meta, &any_uid), Control::Other(_))
@@ -455,7 +497,7 @@ where
         return outcome;
     }
     let now = world.now();
-    let decision = binding_decision(&c, opinion.as_ref(), world.crd_state(kind), ctx.opts, now);
+    let decision = binding_decision(&c, opinion.as_ref(), crd_state, ctx.opts, now);
     let step = match decision {
         BindingDecision::Want(desired) => match &observed {
             None => {
@@ -523,7 +565,8 @@ pub fn schedule<Q: Enqueue>(
     attempt: u32,
 ) {
     match outcome {
-        Outcome::Done => {}
+        // Unknown: parked until the store lists again; refused: the next change tries again.
+        Outcome::Done | Outcome::Unknown(_) | Outcome::Refused(_) => {}
         Outcome::RequeueAfter(d) => queue.enqueue_at(
             key.clone(),
             now + chrono::Duration::from_std(*d).unwrap_or_default(),

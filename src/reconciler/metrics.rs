@@ -13,6 +13,8 @@ pub struct Metrics {
     pub queue_depth: AtomicU64,
     pub leader: AtomicBool,
     pub ready: AtomicBool,
+    /// Why `/readyz` fails (what cannot be read).
+    not_ready: Mutex<String>,
 }
 
 impl Metrics {
@@ -34,7 +36,22 @@ impl Metrics {
             .or_default() += 1;
     }
 
-    /// All writes sent so far.
+    /// Ready, or why not.
+    pub fn set_ready(&self, ready: Result<(), String>) {
+        let mut why = self.not_ready.lock().unwrap_or_else(|p| p.into_inner());
+        match ready {
+            Ok(()) => {
+                self.ready.store(true, Ordering::Relaxed);
+                why.clear();
+            }
+            Err(w) => {
+                self.ready.store(false, Ordering::Relaxed);
+                *why = w;
+            }
+        }
+    }
+
+    /// All writes the API server accepted so far.
     pub fn writes_total(&self) -> u64 {
         self.writes
             .lock()
@@ -45,14 +62,14 @@ impl Metrics {
 
     pub fn render(&self) -> String {
         let mut out = String::new();
-        out.push_str("# HELP kubectl_vap_writes_total Writes sent to the API server.\n");
+        out.push_str("# HELP kubectl_vap_writes_total Writes the API server accepted.\n");
         out.push_str("# TYPE kubectl_vap_writes_total counter\n");
         for ((verb, resource), n) in self.writes.lock().unwrap_or_else(|p| p.into_inner()).iter() {
             out.push_str(&format!(
                 "kubectl_vap_writes_total{{verb=\"{verb}\",resource=\"{resource}\"}} {n}\n"
             ));
         }
-        out.push_str("# HELP kubectl_vap_write_errors_total Writes that failed, by reason.\n");
+        out.push_str("# HELP kubectl_vap_write_errors_total Writes that changed nothing, by reason (already_gone: a delete found nothing).\n");
         out.push_str("# TYPE kubectl_vap_write_errors_total counter\n");
         for (kind, n) in self.errors.lock().unwrap_or_else(|p| p.into_inner()).iter() {
             out.push_str(&format!(
@@ -112,7 +129,10 @@ pub async fn serve(
                             }
                             "/readyz" => (
                                 StatusCode::SERVICE_UNAVAILABLE,
-                                "watches not synced yet\n".to_string(),
+                                format!(
+                                    "{}\n",
+                                    metrics.not_ready.lock().unwrap_or_else(|p| p.into_inner())
+                                ),
                             ),
                             _ => (StatusCode::NOT_FOUND, "not found\n".to_string()),
                         };

@@ -144,6 +144,16 @@ impl WorkQueue {
         self.len() == 0
     }
 
+    /// Drops every ready and delayed key, and forgets that keys in progress were pushed again
+    /// meanwhile (they are not requeued when done).
+    pub fn discard(&mut self) {
+        self.ready.clear();
+        self.queued.clear();
+        self.dirty.clear();
+        self.delayed.clear();
+        self.delayed_at.clear();
+    }
+
     /// The ready keys, in order.
     pub fn ready_keys(&self) -> Vec<Key> {
         self.ready.iter().cloned().collect()

@@ -330,7 +330,7 @@ pub async fn launch(
                 );
             }
             world.synced.store(true, Ordering::SeqCst);
-            world.metrics.ready.store(true, Ordering::Relaxed);
+            world.dirty.store(true, Ordering::Relaxed);
         }));
     }
 
@@ -548,13 +548,6 @@ async fn worker(
             }
             continue;
         };
-        // A kind still listing: its list brings every constraint of the kind back.
-        if let Key::Constraint { kind, .. } = &key
-            && !world.kind_listed(kind)
-        {
-            world.queue.done(&key);
-            continue;
-        }
         let ctx = Ctx {
             cache: &cache,
             queue: &*world.queue,
@@ -576,8 +569,15 @@ async fn worker(
                 }
             }
         };
-        if let Outcome::Retry(why) = &outcome {
-            tracing::debug!(%key, attempt, "retrying: {why}");
+        match &outcome {
+            Outcome::Retry(why) => tracing::debug!(%key, attempt, "retrying: {why}"),
+            // The store's own watch reports why it is unknown (once, not per key); the key
+            // comes back when a store lists.
+            Outcome::Unknown(what) => {
+                tracing::debug!(%key, "nothing decided: {what} is not listed and watched");
+                world.park(key.clone());
+            }
+            _ => {}
         }
         schedule(
             &*world.queue,
@@ -623,7 +623,11 @@ pub fn handle_command(world: &LiveWorld, cmd: &Command, holder: Option<&str>) {
             } else {
                 EventVerb::Reconcile
             };
-            let kind = world.template(t).and_then(|t| t.kind);
+            // A command only enqueues: an unknown store just means no constraint keys here.
+            let kind = match world.template(t) {
+                super::world::Read::Known(t) => t.and_then(|t| t.kind),
+                super::world::Read::Unknown(_) => None,
+            };
             let mut n = 0;
             if verb == EventVerb::Reconcile {
                 world.queue.enqueue(Key::Template(t.clone()));
@@ -694,6 +698,21 @@ async fn publish(
 ) {
     loop {
         world.sweep_overlay();
+        // Ready only while every store is listed and watched: a copy that cannot read
+        // something decides nothing that rests on it, and says so.
+        let unknown = world.unknown_stores();
+        let ready = world.synced.load(Ordering::SeqCst) && unknown.is_empty();
+        world.metrics.set_ready(if ready {
+            Ok(())
+        } else if unknown.is_empty() {
+            Err("watches not synced yet".into())
+        } else {
+            Err(unknown
+                .iter()
+                .map(|(_, why)| why.clone())
+                .collect::<Vec<_>>()
+                .join("\n"))
+        });
         let h = holder.borrow().clone();
         let depth = world.queue.len();
         let dirty = world.dirty.swap(false, Ordering::Relaxed);

@@ -18,10 +18,10 @@ use crate::model::CONSTRAINTS_GROUP;
 use futures::StreamExt;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Resource;
-use kube::api::{Api, DynamicObject};
+use kube::api::{Api, DynamicObject, ListParams, WatchEvent, WatchParams};
 use kube::runtime::reflector::Store;
 use kube::runtime::reflector::store::Writer;
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use serde::de::DeserializeOwned;
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -71,17 +71,6 @@ pub fn set_access(world: &LiveWorld, resource: &str, error: Option<AccessError>)
     if changed {
         world.dirty.store(true, Ordering::Relaxed);
     }
-}
-
-fn watch_error(resource: &str, e: &watcher::Error) -> AccessError {
-    let status = match e {
-        watcher::Error::InitialListFailed(k)
-        | watcher::Error::WatchStartFailed(k)
-        | watcher::Error::WatchFailed(k) => crate::kube::status_code(k),
-        watcher::Error::WatchError(s) => Some(s.code),
-        watcher::Error::NoResourceVersion => None,
-    };
-    AccessError::from_status(resource, status, "watching", &format!("{e}; retrying"))
 }
 
 /// What a store keeps of an object: what the reconciler and the views read, nothing more.
@@ -151,13 +140,23 @@ where
     world.set_complete(resource, true);
     set_access(world, resource, None);
     on_change(world, Change::Listed);
+    // Keys that found some store unknown come back: this one may have been it.
+    world.unpark();
     world.set_listed(resource, true);
 }
 
 /// As [`spawn_watch`], for resources whose dynamic type has no default (DynamicObject).
+///
+/// A reflector of our own (list, then watch from the list's resourceVersion), rather than
+/// kube-runtime's: its store is swapped in only once the watch that follows the list has
+/// *started*, so "known" means listed completely **and** watched. kube-runtime's watcher
+/// reports a list as done before it starts the watch, and a watch that cannot start (no
+/// `watch` verb) leaves a store that looks complete and never changes. Any error makes the
+/// store unknown until a fresh list and watch succeed; a watch the server ends normally (its
+/// timeout) is resumed from the last resourceVersion without a relist.
 pub fn spawn_watch_with<K, F>(
     api: Api<K>,
-    writer: Writer<K>,
+    mut writer: Writer<K>,
     resource: String,
     world: Arc<LiveWorld>,
     on_change: F,
@@ -171,30 +170,182 @@ where
         // Initial lists from the API server's watch cache (resourceVersion=0), as client-go's
         // reflectors do: a quorum read of etcd per resource buys nothing a watch that follows
         // does not correct. Objects are trimmed before the store (see `Trim`).
-        let stream = watcher(api, watcher::Config::default().any_semantic())
-            .default_backoff()
-            .modify(|o: &mut K| o.trim())
-            .reflect(writer);
-        futures::pin_mut!(stream);
-        while let Some(event) = stream.next().await {
-            match event {
-                Ok(ev) => {
-                    world.dirty.store(true, Ordering::Relaxed);
-                    match ev {
-                        watcher::Event::Apply(o) => on_change(&world, Change::Applied(&o)),
-                        watcher::Event::Delete(o) => on_change(&world, Change::Deleted(&o)),
-                        watcher::Event::InitDone => list_done(&world, &resource, &on_change),
-                        watcher::Event::Init | watcher::Event::InitApply(_) => {}
+        let lp = ListParams::default().match_any();
+        let wp = WatchParams::default().timeout(WATCH_TIMEOUT_SECS);
+        let mut relist = world.relist.subscribe();
+        let mut health = Health::default();
+        let mut backoff = RETRY_MIN;
+        loop {
+            relist.borrow_and_update();
+            let failure = match api.list(&lp).await {
+                Err(e) => Some(failure_of(&resource, "listing", &e)),
+                Ok(list) => {
+                    let rv = list.metadata.resource_version.clone().unwrap_or_default();
+                    match api.watch(&wp, &rv).await {
+                        Err(e) => Some(failure_of(&resource, "watching", &e)),
+                        // A relist was asked for while listing: this list may predate it.
+                        Ok(_) if relist.has_changed().unwrap_or(false) => None,
+                        Ok(stream) => {
+                            writer.apply_watcher_event(&watcher::Event::Init);
+                            for mut o in list.items {
+                                o.trim();
+                                writer.apply_watcher_event(&watcher::Event::InitApply(o));
+                            }
+                            writer.apply_watcher_event(&watcher::Event::InitDone);
+                            world.dirty.store(true, Ordering::Relaxed);
+                            health.recovered(&resource);
+                            backoff = RETRY_MIN;
+                            list_done(&world, &resource, &on_change);
+                            let ended = follow(
+                                &api,
+                                &wp,
+                                rv,
+                                stream.boxed(),
+                                &mut writer,
+                                &world,
+                                &resource,
+                                &on_change,
+                                &mut relist,
+                            )
+                            .await;
+                            // Not watched any more: unknown until the next list and watch.
+                            world.set_complete(&resource, false);
+                            world.set_listed(&resource, false);
+                            world.dirty.store(true, Ordering::Relaxed);
+                            ended
+                        }
                     }
                 }
-                Err(e) => {
-                    let err = watch_error(&resource, &e);
-                    tracing::warn!("{}", err.message);
-                    set_access(&world, &resource, Some(err));
-                }
+            };
+            let Some(failure) = failure else {
+                // A relist (fence lost): at once, no backoff.
+                continue;
+            };
+            health.failed(&resource, &failure.message);
+            set_access(&world, &resource, Some(failure));
+            tokio::select! {
+                _ = tokio::time::sleep(backoff) => {}
+                _ = relist.changed() => {}
             }
+            backoff = (backoff * 2).min(RETRY_MAX);
         }
     })
+}
+
+/// Server-side timeout of one watch request (kube-runtime's default): the watch is then
+/// resumed from the last resourceVersion.
+const WATCH_TIMEOUT_SECS: u32 = 290;
+const RETRY_MIN: std::time::Duration = std::time::Duration::from_millis(500);
+const RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(30);
+/// While a resource stays unreadable, one summary line this often (not one per retry).
+const SUMMARY_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Rate-limited logging of one watch's failures: the first failure, then a summary at most
+/// every [`SUMMARY_EVERY`], then one line when it is readable again.
+#[derive(Default)]
+struct Health {
+    since: Option<std::time::Instant>,
+    last_summary: Option<std::time::Instant>,
+    retries: u64,
+}
+
+impl Health {
+    fn failed(&mut self, resource: &str, message: &str) {
+        let now = std::time::Instant::now();
+        self.retries += 1;
+        match self.since {
+            None => {
+                self.since = Some(now);
+                self.last_summary = Some(now);
+                tracing::warn!(
+                    "{message}; decisions that rest on {resource} wait until it is read again"
+                );
+            }
+            Some(since) if self.last_summary.is_none_or(|t| now - t >= SUMMARY_EVERY) => {
+                self.last_summary = Some(now);
+                tracing::warn!(
+                    "{resource} unreadable for {}s, {} retries: {message}",
+                    (now - since).as_secs(),
+                    self.retries
+                );
+            }
+            Some(_) => tracing::debug!("{message}"),
+        }
+    }
+
+    fn recovered(&mut self, resource: &str) {
+        if let Some(since) = self.since.take() {
+            tracing::info!(
+                "{resource} listed and watched again after {}s, {} retries",
+                since.elapsed().as_secs(),
+                self.retries
+            );
+        }
+        self.retries = 0;
+        self.last_summary = None;
+    }
+}
+
+fn failure_of(resource: &str, verb: &str, e: &kube::Error) -> AccessError {
+    AccessError::from_status(resource, crate::kube::status_code(e), verb, e)
+}
+
+/// Applies a watch's events to the store until it breaks; resumes it when the server ends it.
+/// Returns the failure that broke it, or `None` when a relist was asked for.
+#[allow(clippy::too_many_arguments)]
+async fn follow<K, F>(
+    api: &Api<K>,
+    wp: &WatchParams,
+    mut rv: String,
+    mut stream: futures::stream::BoxStream<'static, kube::Result<WatchEvent<K>>>,
+    writer: &mut Writer<K>,
+    world: &Arc<LiveWorld>,
+    resource: &str,
+    on_change: &F,
+    relist: &mut tokio::sync::watch::Receiver<u64>,
+) -> Option<AccessError>
+where
+    K: Trim + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync,
+    F: Fn(&Arc<LiveWorld>, Change<'_, K>),
+{
+    loop {
+        let event = tokio::select! {
+            e = stream.next() => e,
+            _ = relist.changed() => return None,
+        };
+        match event {
+            Some(Ok(WatchEvent::Added(mut o) | WatchEvent::Modified(mut o))) => {
+                o.trim();
+                rv = o.meta().resource_version.clone().unwrap_or(rv);
+                writer.apply_watcher_event(&watcher::Event::Apply(o.clone()));
+                world.dirty.store(true, Ordering::Relaxed);
+                on_change(world, Change::Applied(&o));
+            }
+            Some(Ok(WatchEvent::Deleted(mut o))) => {
+                o.trim();
+                rv = o.meta().resource_version.clone().unwrap_or(rv);
+                writer.apply_watcher_event(&watcher::Event::Delete(o.clone()));
+                world.dirty.store(true, Ordering::Relaxed);
+                on_change(world, Change::Deleted(&o));
+            }
+            Some(Ok(WatchEvent::Bookmark(b))) => rv = b.metadata.resource_version,
+            // 410 Gone (our resourceVersion is too old) and the like: relist.
+            Some(Ok(WatchEvent::Error(e))) => {
+                return Some(AccessError::from_status(
+                    resource,
+                    Some(e.code),
+                    "watching",
+                    &e.message,
+                ));
+            }
+            Some(Err(e)) => return Some(failure_of(resource, "watching", &e)),
+            None => match api.watch(wp, &rv).await {
+                Ok(s) => stream = s.boxed(),
+                Err(e) => return Some(failure_of(resource, "watching", &e)),
+            },
+        }
+    }
 }
 
 pub fn on_template(world: &Arc<LiveWorld>, change: Change<'_, DynamicObject>) {

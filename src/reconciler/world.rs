@@ -10,29 +10,73 @@ use crate::core::desired::CrdState;
 use crate::model::{Binding, Constraint, ConstraintTemplate, CrdInfo, Policy};
 use chrono::{DateTime, Utc};
 
+/// What a store says about an object. `Known` only when the store holds a complete list and
+/// its watch is running: then `Known(None)` means the object does not exist. Anything else
+/// (never listed, forbidden, failed, relisting after a broken watch) is `Unknown`, so "absent"
+/// cannot be confused with "unreadable": a create or delete can only be decided on `Known`.
+#[must_use]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Read<T> {
+    Known(T),
+    Unknown(Unreadable),
+}
+
+/// The resource whose store could not be trusted (e.g.
+/// `customresourcedefinitions.apiextensions.k8s.io`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Unreadable(pub String);
+
+impl std::fmt::Display for Unreadable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl<T> Read<T> {
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Read<U> {
+        match self {
+            Read::Known(t) => Read::Known(f(t)),
+            Read::Unknown(u) => Read::Unknown(u),
+        }
+    }
+    /// The value, or what could not be read (for `?`-like early returns).
+    pub fn known(self) -> Result<T, Unreadable> {
+        match self {
+            Read::Known(t) => Ok(t),
+            Read::Unknown(u) => Err(u),
+        }
+    }
+}
+
 /// What the constraint side may read: constraints, their CRD's readiness, observed bindings.
 pub trait ConstraintStore {
-    fn constraint(&self, kind: &str, name: &str) -> Option<Constraint>;
+    fn constraint(&self, kind: &str, name: &str) -> Read<Option<Constraint>>;
     /// Names of the constraints of `kind` in the local store (the fan-out's source: no list call).
+    /// Only ever used to enqueue keys, never to decide a write.
     fn constraint_names(&self, kind: &str) -> Vec<String>;
-    fn crd_state(&self, kind: &str) -> CrdState;
-    fn binding(&self, name: &str) -> Option<Binding>;
+    fn crd_state(&self, kind: &str) -> Read<CrdState>;
+    fn binding(&self, name: &str) -> Read<Option<Binding>>;
+    /// Whether the stores the template side concludes its opinions from (templates, VAPs) are
+    /// known now: an opinion concluded from a store that has since broken may be outdated. (The
+    /// state of those stores, not their objects: the constraint side still never reads a
+    /// template.)
+    fn opinions_known(&self) -> Read<()>;
     fn now(&self) -> DateTime<Utc>;
 }
 
 /// What the template side reads in addition.
 pub trait TemplateStore: ConstraintStore {
-    fn template(&self, name: &str) -> Option<ConstraintTemplate>;
+    fn template(&self, name: &str) -> Read<Option<ConstraintTemplate>>;
     /// Names of the templates in the local store.
     fn template_names(&self) -> Vec<String>;
     /// Whether the template store holds a complete list (the opinion cache primes on it).
     fn templates_listed(&self) -> bool;
-    fn policy(&self, name: &str) -> Option<Policy>;
+    fn policy(&self, name: &str) -> Read<Option<Policy>>;
     /// The constraint CRD `name` (`<plural>.constraints.gatekeeper.sh`), as last observed or
     /// written.
-    fn crd(&self, name: &str) -> Option<CrdInfo>;
+    fn crd(&self, name: &str) -> Read<Option<CrdInfo>>;
     /// Bindings controlled by a constraint of `kind` (I2: the VAP is deleted only after these).
-    fn bindings_of_kind(&self, kind: &str) -> Vec<Binding>;
+    fn bindings_of_kind(&self, kind: &str) -> Read<Vec<Binding>>;
 }
 
 /// How a write went.
@@ -44,8 +88,11 @@ pub enum WriteOutcome {
     Skipped(String),
     /// The object changed meanwhile (conflict, failed precondition): read again and retry.
     Retry(String),
-    /// Failed for another reason (forbidden, invalid): retried with backoff.
+    /// Failed for a reason that may pass (server unavailable, timeout): retried with backoff.
     Failed(String),
+    /// Refused for a reason that will not pass by sending again (422 invalid, 403 forbidden):
+    /// reported once, not retried.
+    Refused(String),
 }
 
 /// Sends writes. Implementations record every attempt in their event log.

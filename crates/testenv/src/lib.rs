@@ -137,6 +137,16 @@ pub(crate) fn is_executable(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
+/// Writes only, at metadata level, once each request completes.
+const AUDIT_POLICY: &str = r#"apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived", "ResponseStarted"]
+rules:
+- level: Metadata
+  verbs: ["create", "update", "patch", "delete", "deletecollection"]
+- level: None
+"#;
+
 /// One etcd and one kube-apiserver, each on a free loopback port, with RBAC and two token users.
 pub struct TestEnv {
     dir: PathBuf,
@@ -153,6 +163,8 @@ pub struct TestEnv {
     admin_token: String,
     user_token: String,
     startup: Duration,
+    /// The audit log kube-apiserver writes, if started with [`TestEnv::start_audited`].
+    audit_log: Option<PathBuf>,
 }
 
 static SHARED: OnceLock<TestEnv> = OnceLock::new();
@@ -184,8 +196,31 @@ impl TestEnv {
         TestEnv::try_start().unwrap_or_else(|e| panic!("testenv: {e:#}"))
     }
 
+    /// A private env whose kube-apiserver writes an audit log of every create, update, patch
+    /// and delete (metadata level: who, verb, object, response code); read it with
+    /// [`TestEnv::audit_events`].
+    pub fn start_audited() -> TestEnv {
+        TestEnv::try_start_with(true).unwrap_or_else(|e| panic!("testenv: {e:#}"))
+    }
+
+    /// The audit events written so far (JSON objects), oldest first; empty without an audit log.
+    pub fn audit_events(&self) -> Vec<serde_json::Value> {
+        let Some(path) = &self.audit_log else {
+            return Vec::new();
+        };
+        std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
     /// Like [`TestEnv::start`], but returns the error instead of panicking.
     pub fn try_start() -> anyhow::Result<TestEnv> {
+        TestEnv::try_start_with(false)
+    }
+
+    fn try_start_with(audit: bool) -> anyhow::Result<TestEnv> {
         install_panic_hook();
         let bins = Binaries::discover()?;
         remove_stale_dirs();
@@ -212,6 +247,13 @@ impl TestEnv {
         )
         .context("writing tokens.csv")?;
 
+        let audit_log = if audit {
+            std::fs::write(dir.join("audit-policy.yaml"), AUDIT_POLICY)
+                .context("writing the audit policy")?;
+            Some(dir.join("audit.log"))
+        } else {
+            None
+        };
         let [etcd_port, etcd_peer_port, apiserver_port] = free_ports()?;
         let mut env = TestEnv {
             dir: dir.clone(),
@@ -226,6 +268,7 @@ impl TestEnv {
             admin_token,
             user_token: user_token.clone(),
             startup: Duration::ZERO,
+            audit_log,
         };
         lock(&LIVE_DIRS).push(dir.clone());
 
@@ -330,6 +373,14 @@ impl TestEnv {
                 "--token-auth-file={}",
                 self.dir.join("tokens.csv").display()
             ));
+        if let Some(log) = &self.audit_log {
+            cmd.arg(format!(
+                "--audit-policy-file={}",
+                self.dir.join("audit-policy.yaml").display()
+            ))
+            .arg(format!("--audit-log-path={}", log.display()))
+            .arg("--audit-log-format=json");
+        }
         let child = self.spawn_logged(cmd, "kube-apiserver.log")?;
         self.apiserver_pid.store(child.id(), Ordering::SeqCst);
         *lock(&self.apiserver) = Some(child);
