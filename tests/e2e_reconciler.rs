@@ -2437,3 +2437,161 @@ async fn e2e_a_paused_leader_writes_nothing_after_it_resumes() {
     let kinds = [kind.as_str()];
     e.clean_up_with(b, &kinds).await;
 }
+
+/// `kubectl_vap_write_errors_total{reason="<reason>"}` of a running copy (0 when absent).
+fn write_errors(world: &kubectl_vap::reconciler::live::LiveWorld, reason: &str) -> u64 {
+    let prefix = format!("kubectl_vap_write_errors_total{{reason=\"{reason}\"}} ");
+    world
+        .metrics
+        .render()
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix).and_then(|n| n.parse().ok()))
+        .unwrap_or(0)
+}
+
+/// The create attempts of `object` in the event log that the server refused, with why.
+fn refused_creates(world: &kubectl_vap::reconciler::live::LiveWorld, object: &str) -> Vec<String> {
+    use kubectl_vap::reconciler::state::{EventResult, EventVerb};
+    world
+        .events
+        .lock()
+        .map(|e| {
+            e.iter()
+                .filter(|e| e.verb == EventVerb::Create && e.object.name == object)
+                .filter_map(|e| match &e.result {
+                    EventResult::Failed(why) => Some(why.clone()),
+                    _ => None,
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A template whose CEL parses (so the offline check lets it through and `run` plans the VAP)
+/// but that the API server refuses (422: a type error): the create is sent once, reported with
+/// the server's message, and not sent again until the template changes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_an_invalid_policy_is_sent_once_until_its_template_changes() {
+    let _s = serial();
+    let e = Env::new().await;
+    let kind = e.env.unique_kind("Invalid");
+    let with_expression = |expr: &str| {
+        let mut t = template(&kind, Some(true));
+        t["spec"]["targets"][0]["code"][0]["source"]["validations"][0]["expression"] = json!(expr);
+        t
+    };
+    // Parses; the server's type checker refuses it: no '+' for (string, int).
+    let bad = "'a' + 1 == 2";
+    assert_eq!(
+        kubectl_vap::core::cel_syntax::parse(bad),
+        Ok(()),
+        "the offline check accepts it (else nothing would be sent)"
+    );
+    e.put_template(&with_expression(bad)).await;
+    e.put_constraint(&kind, "c", json!({ "parameters": { "labels": ["x"] } }))
+        .await;
+    let r = e.leader(&e.env.unique_name("invalid"), opts(0)).await;
+    let policy = pname(&kind);
+    eventually("the refused create is reported", || async {
+        write_errors(&r.world, "invalid") >= 1
+    })
+    .await;
+    // Longer than the first five steps of the retry backoff (0.1 + 0.2 + 0.4 + 0.8 + 1.6 s):
+    // a copy that retried a 422 would have sent it again several times by now.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let refused = refused_creates(&r.world, &policy);
+    assert_eq!(
+        (write_errors(&r.world, "invalid"), refused.len()),
+        (1, 1),
+        "one attempt, not retried: {refused:#?}"
+    );
+    assert!(
+        refused[0].contains("no matching overload") || refused[0].contains("Invalid value"),
+        "the server's message is reported: {}",
+        refused[0]
+    );
+    assert!(e.vap(&policy).await.is_none());
+    assert!(
+        e.vapb(&bname(&kind, "c")).await.is_none(),
+        "I1: no binding without its VAP"
+    );
+
+    // An edit of the template (still invalid) is a new attempt: exactly one more.
+    e.put_template(&with_expression("'b' + 1 == 2")).await;
+    eventually("the edited template is tried again", || async {
+        write_errors(&r.world, "invalid") >= 2
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(write_errors(&r.world, "invalid"), 2);
+    // Fixed: the VAP, then the binding.
+    e.put_template(&template(&kind, Some(true))).await;
+    eventually("the fixed template gets its VAP and binding", || async {
+        e.vap(&policy).await.is_some() && e.vapb(&bname(&kind, "c")).await.is_some()
+    })
+    .await;
+    assert_eq!(write_errors(&r.world, "invalid"), 2);
+    e.clean_up_with(r, &[&kind]).await;
+}
+
+/// `run` (the real binary) through a 10 s API server outage: a handful of log lines — the
+/// first failure, a summary "API server unreachable for …s, N retries", one line on recovery —
+/// not one per retry; and it converges afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_an_outage_is_logged_in_a_few_lines_and_converges_after() {
+    let _s = serial();
+    let e = Env::private().await;
+    let kind = e.env.unique_kind("Outage");
+    e.put_template(&template(&kind, Some(true))).await;
+    e.put_constraint(&kind, "c", json!({ "parameters": { "labels": ["x"] } }))
+        .await;
+    let lease = e.env.unique_name("outage");
+    let log = e.env.dir().join("outage.log");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
+        .args(["run", "--binding-wait=0s"])
+        .args(["--lease-namespace", LEASE_NS, "--lease-name", &lease])
+        .arg("--kubeconfig")
+        .arg(e.env.kubeconfig_admin())
+        .stderr(std::fs::File::create(&log).expect("log file"))
+        .spawn()
+        .expect("spawn run");
+    eventually("converged before the outage", || async {
+        e.vapb(&bname(&kind, "c")).await.is_some()
+    })
+    .await;
+    let before = std::fs::read_to_string(&log).unwrap_or_default().len();
+    e.env.stop_apiserver().await;
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    e.env.start_apiserver().await.expect("apiserver back");
+    e.put_constraint(&kind, "after", json!({ "parameters": { "labels": ["x"] } }))
+        .await;
+    eventually("a constraint created after the outage is bound", || async {
+        e.vapb(&bname(&kind, "after")).await.is_some()
+    })
+    .await;
+    let logs = std::fs::read_to_string(&log).unwrap_or_default();
+    let outage = &logs[before..];
+    let loud: Vec<&str> = outage
+        .lines()
+        .filter(|l| l.contains(" WARN ") || l.contains(" ERROR "))
+        .collect();
+    assert!(
+        !loud.is_empty() && loud.len() <= 20,
+        "{} WARN/ERROR lines for one outage:\n{outage}",
+        loud.len()
+    );
+    let summary = loud
+        .iter()
+        .any(|l| l.contains("API server unreachable for") && l.contains("retries"));
+    assert!(summary, "no outage summary with a retry count:\n{outage}");
+    assert!(
+        outage.contains("API server reachable again"),
+        "no recovery line:\n{outage}"
+    );
+    unsafe {
+        libc_kill(child.id() as i32, 15);
+    }
+    let _ = child.wait();
+}
