@@ -302,6 +302,7 @@ pub async fn run(
         let sent = mono_now();
         match elector.try_acquire_or_renew().await {
             Ok(Attempt::Holds) => {
+                world.outage.reachable();
                 super::watches::set_access(&world, "leases.coordination.k8s.io", None);
                 if let Some(since) = failing_since.take() {
                     tracing::info!(
@@ -332,6 +333,7 @@ pub async fn run(
                 send_holder(&holder_tx, Some(identity.clone()));
             }
             Ok(Attempt::Other(holder)) => {
+                world.outage.reachable();
                 if world.leading.load(Ordering::SeqCst) {
                     let by = holder.clone().unwrap_or_else(|| "another copy".into());
                     lose(
@@ -348,7 +350,12 @@ pub async fn run(
                 let msg = format!(
                     "cannot use Lease {lease_name}: {e} (needs get/create/update on leases in namespace {namespace}, and the namespace must exist)"
                 );
-                if failing_since.is_none() {
+                if crate::kube::status_code(&e).is_none() {
+                    // No answer at all: part of the copy's one outage log.
+                    world
+                        .outage
+                        .failed(&format!("Lease {lease_name}"), &e.to_string());
+                } else if failing_since.is_none() {
                     failing_since = Some(mono_now());
                     tracing::warn!("{msg}");
                 } else {

@@ -165,6 +165,10 @@ pub struct LiveWorld {
     pub gatekeeper_generator: Mutex<Option<String>>,
     /// Rate limiting of the logs of failed writes.
     write_failures: FailureLog,
+    /// The one log of an API server that does not answer (watches, Lease, writes).
+    pub outage: super::outage::Outage,
+    /// Objects whose write was refused as forbidden (logged once each, until one passes).
+    forbidden: Mutex<std::collections::HashSet<String>>,
 }
 
 /// Failed writes that will be retried, logged without flooding: the first failure at once,
@@ -309,6 +313,8 @@ impl LiveWorld {
             synced: AtomicBool::new(false),
             gatekeeper_generator: Mutex::new(None),
             write_failures: FailureLog::default(),
+            outage: super::outage::Outage::default(),
+            forbidden: Mutex::new(std::collections::HashSet::new()),
         }
     }
 
@@ -893,6 +899,38 @@ impl LiveWorld {
     }
 }
 
+impl LiveWorld {
+    /// Logs a forbidden write of `object` the first time only.
+    fn forbidden_once(&self, object: &str, msg: &str) {
+        let first = self
+            .forbidden
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(object.to_string());
+        if first {
+            tracing::warn!(
+                object,
+                "{msg}; retried with a backoff up to {}s until the RBAC allows it (not logged again; counted in kubectl_vap_write_errors_total{{reason=\"forbidden\"}})",
+                super::logic::FORBIDDEN_BACKOFF_MAX.as_secs()
+            );
+        } else {
+            tracing::debug!(object, "{msg}");
+        }
+    }
+
+    /// A write of `object` passed: if it was forbidden before, say it is allowed now.
+    fn allowed_again(&self, object: &str) {
+        let was = self
+            .forbidden
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(object);
+        if was {
+            tracing::info!(object, "{object}: allowed now (it was forbidden)");
+        }
+    }
+}
+
 impl Writer for LiveWorld {
     async fn write(&self, w: &PlannedWrite) -> WriteOutcome {
         {
@@ -919,6 +957,8 @@ impl Writer for LiveWorld {
                 Ok(applied) => {
                     self.remember(w, &applied);
                     self.write_failures.succeeded();
+                    self.outage.reachable();
+                    self.allowed_again(&w.object.to_string());
                     // A delete that found nothing changed nothing: not a write.
                     if matches!(applied, Applied::AlreadyGone) {
                         self.metrics.error("already_gone");
@@ -938,6 +978,7 @@ impl Writer for LiveWorld {
                     WriteOutcome::Done
                 }
                 Err(ApplyError::Conflict(msg)) => {
+                    self.outage.reachable();
                     self.metrics.error("conflict");
                     tracing::debug!("{msg}");
                     self.log(
@@ -974,11 +1015,23 @@ impl Writer for LiveWorld {
                         EventResult::Failed(msg.clone()),
                         w.reason.clone(),
                     );
+                    if label != "unreachable" {
+                        self.outage.reachable();
+                    }
                     if label == "invalid" {
                         // The server refuses this body whatever happens around it: one report,
                         // no retry (the next change of its source tries again).
                         tracing::warn!(object = %w.object, "{msg} (not retried)");
                         WriteOutcome::Refused(msg)
+                    } else if forbidden {
+                        // RBAC may allow it later, and no event says when: retried slowly
+                        // (backoff up to 5 min), logged once per object until it passes.
+                        self.forbidden_once(&w.object.to_string(), &msg);
+                        WriteOutcome::Forbidden(msg)
+                    } else if label == "unreachable" {
+                        // No answer: the copy's one outage log, not a line per write.
+                        self.outage.failed(&w.object.to_string(), &msg);
+                        WriteOutcome::Failed(msg)
                     } else {
                         // May pass later (a grant, the server back): retried with backoff,
                         // logged at most once per interval with a count.

@@ -42,10 +42,12 @@ pub enum Outcome {
     /// A decision rests on a store that is not known now (never listed, forbidden, failed,
     /// relisting): nothing was written. The key is parked until that store lists again.
     Unknown(Unreadable),
-    /// A write the server will refuse however often it is sent (422 invalid, 403 on a create
-    /// RBAC does not allow): reported once, not retried; the next change of the object (or a
-    /// resync) tries again.
+    /// A write the server will refuse however often it is sent (422 invalid): reported once,
+    /// not retried; the next change of the object (or a resync) tries again.
     Refused(String),
+    /// A write the RBAC does not allow now. A grant can come at any time and no watched event
+    /// says so, so it is retried, but slowly: [`forbidden_backoff`], up to 5 minutes.
+    Forbidden(String),
 }
 
 /// The value of a [`Read`], or return [`Outcome::Unknown`]: nothing is decided, so nothing is
@@ -66,6 +68,8 @@ impl Outcome {
             (_, Outcome::Retry(b)) => Outcome::Retry(b),
             (Outcome::Unknown(a), _) => Outcome::Unknown(a),
             (_, Outcome::Unknown(b)) => Outcome::Unknown(b),
+            (Outcome::Forbidden(a), _) => Outcome::Forbidden(a),
+            (_, Outcome::Forbidden(b)) => Outcome::Forbidden(b),
             (Outcome::Refused(a), _) => Outcome::Refused(a),
             (_, Outcome::Refused(b)) => Outcome::Refused(b),
             (Outcome::RequeueAfter(a), Outcome::RequeueAfter(b)) => Outcome::RequeueAfter(a.min(b)),
@@ -90,6 +94,7 @@ fn from_write(o: WriteOutcome) -> (bool, Outcome) {
         WriteOutcome::Skipped(_) => (false, Outcome::Done),
         WriteOutcome::Retry(r) | WriteOutcome::Failed(r) => (false, Outcome::Retry(r)),
         WriteOutcome::Refused(r) => (false, Outcome::Refused(r)),
+        WriteOutcome::Forbidden(r) => (false, Outcome::Forbidden(r)),
     }
 }
 
@@ -575,11 +580,80 @@ pub fn schedule<Q: Enqueue>(
             key.clone(),
             now + chrono::Duration::from_std(backoff(attempt)).unwrap_or_default(),
         ),
+        Outcome::Forbidden(_) => queue.enqueue_at(
+            key.clone(),
+            now + chrono::Duration::from_std(forbidden_backoff(attempt)).unwrap_or_default(),
+        ),
     }
+}
+
+/// The longest wait between two attempts of a forbidden write.
+pub const FORBIDDEN_BACKOFF_MAX: Duration = Duration::from_secs(300);
+
+/// Backoff for forbidden writes: 1 s, 2 s, 4 s, … capped at [`FORBIDDEN_BACKOFF_MAX`]. A grant
+/// made right after the refusal is picked up within seconds; one that never comes costs one
+/// request per object every 5 minutes.
+pub fn forbidden_backoff(attempt: u32) -> Duration {
+    let secs = 1u64.saturating_mul(1u64 << attempt.min(9));
+    Duration::from_secs(secs).min(FORBIDDEN_BACKOFF_MAX)
 }
 
 /// Exponential backoff for retries: 100ms, 200ms, … capped at 30s.
 pub fn backoff(attempt: u32) -> Duration {
     let ms = 100u64.saturating_mul(1u64 << attempt.min(9));
     Duration::from_millis(ms.min(30_000))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    #[derive(Default)]
+    struct Recorded(Mutex<Vec<(Key, Option<chrono::DateTime<chrono::Utc>>)>>);
+    impl Enqueue for Recorded {
+        fn enqueue(&self, key: Key) {
+            self.0.lock().unwrap().push((key, None));
+        }
+        fn enqueue_at(&self, key: Key, at: chrono::DateTime<chrono::Utc>) {
+            self.0.lock().unwrap().push((key, Some(at)));
+        }
+    }
+
+    /// When `outcome` at `attempt` brings the key back (None: not at all).
+    fn next(outcome: Outcome, attempt: u32) -> Option<Duration> {
+        let q = Recorded::default();
+        let now = chrono::Utc::now();
+        let key = Key::Template("t".into());
+        schedule(&q, &key, &outcome, now, attempt);
+        let got = q.0.lock().unwrap().clone();
+        assert!(got.len() <= 1, "{got:?}");
+        got.first().map(|(_, at)| {
+            (at.expect("delayed") - now)
+                .to_std()
+                .expect("in the future")
+        })
+    }
+
+    #[test]
+    fn an_invalid_write_is_not_retried_and_a_forbidden_one_slowly() {
+        // 422: the server refuses this body whatever happens: only a change brings it back.
+        assert_eq!(next(Outcome::Refused("422".into()), 0), None);
+        // 403: a grant may come, unannounced: retried from 1 s, doubling, at most every 5 min.
+        let forbidden = |n| next(Outcome::Forbidden("403".into()), n);
+        assert_eq!(forbidden(0), Some(Duration::from_secs(1)));
+        assert_eq!(forbidden(3), Some(Duration::from_secs(8)));
+        assert_eq!(forbidden(30), Some(FORBIDDEN_BACKOFF_MAX));
+        assert_eq!(FORBIDDEN_BACKOFF_MAX, Duration::from_secs(300));
+        // What may pass soon (conflict, server away) keeps the fast backoff, capped at 30 s.
+        assert_eq!(
+            next(Outcome::Retry("503".into()), 30),
+            Some(Duration::from_secs(30))
+        );
+        // A forbidden step of a reconcile is not lost behind one that is done.
+        assert_eq!(
+            Outcome::Done.merge(Outcome::Forbidden("403".into())),
+            Outcome::Forbidden("403".into())
+        );
+    }
 }

@@ -15,6 +15,7 @@ pub mod lease;
 pub mod live;
 pub mod logic;
 pub mod metrics;
+pub mod outage;
 pub mod queue;
 pub mod runtime;
 pub mod state;

@@ -558,7 +558,7 @@ async fn worker(
         let attempt = {
             let mut a = attempts.lock().unwrap_or_else(|p| p.into_inner());
             match &outcome {
-                Outcome::Retry(_) => {
+                Outcome::Retry(_) | Outcome::Forbidden(_) => {
                     let n = a.entry(key.clone()).or_default();
                     *n += 1;
                     *n
@@ -570,7 +570,9 @@ async fn worker(
             }
         };
         match &outcome {
-            Outcome::Retry(why) => tracing::debug!(%key, attempt, "retrying: {why}"),
+            Outcome::Retry(why) | Outcome::Forbidden(why) => {
+                tracing::debug!(%key, attempt, "retrying: {why}")
+            }
             // The store's own watch reports why it is unknown (once, not per key); the key
             // comes back when a store lists.
             Outcome::Unknown(what) => {

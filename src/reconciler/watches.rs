@@ -193,7 +193,7 @@ where
                             }
                             writer.apply_watcher_event(&watcher::Event::InitDone);
                             world.dirty.store(true, Ordering::Relaxed);
-                            health.recovered(&resource);
+                            health.recovered(&world, &resource);
                             backoff = RETRY_MIN;
                             list_done(&world, &resource, &on_change);
                             let ended = follow(
@@ -221,8 +221,8 @@ where
                 // A relist (fence lost): at once, no backoff.
                 continue;
             };
-            health.failed(&resource, &failure.message);
-            set_access(&world, &resource, Some(failure));
+            health.failed(&world, &resource, &failure);
+            set_access(&world, &resource, Some(failure.error));
             tokio::select! {
                 _ = tokio::time::sleep(backoff) => {}
                 _ = relist.changed() => {}
@@ -240,28 +240,43 @@ const RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(30);
 /// While a resource stays unreadable, one summary line this often (not one per retry).
 const SUMMARY_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// Why a list or watch failed, and whether the server answered at all.
+struct Failure {
+    error: AccessError,
+    /// No HTTP status (connection refused or reset, timeout): logged as an API server outage
+    /// ([`super::outage`]), once for every watch, not per resource.
+    unreachable: bool,
+}
+
 /// Rate-limited logging of one watch's failures: the first failure, then a summary at most
-/// every [`SUMMARY_EVERY`], then one line when it is readable again.
+/// every [`SUMMARY_EVERY`], then one line when it is readable again. Failures without an
+/// answer go to the copy's one outage log instead.
 #[derive(Default)]
 struct Health {
     since: Option<std::time::Instant>,
+    /// When this resource last logged a line of its own (`None`: not yet in this failure).
     last_summary: Option<std::time::Instant>,
     retries: u64,
 }
 
 impl Health {
-    fn failed(&mut self, resource: &str, message: &str) {
+    fn failed(&mut self, world: &LiveWorld, resource: &str, failure: &Failure) {
         let now = std::time::Instant::now();
+        let message = &failure.error.message;
         self.retries += 1;
-        match self.since {
+        let since = *self.since.get_or_insert(now);
+        if failure.unreachable {
+            world.outage.failed(resource, message);
+            return;
+        }
+        match self.last_summary {
             None => {
-                self.since = Some(now);
                 self.last_summary = Some(now);
                 tracing::warn!(
                     "{message}; decisions that rest on {resource} wait until it is read again"
                 );
             }
-            Some(since) if self.last_summary.is_none_or(|t| now - t >= SUMMARY_EVERY) => {
+            Some(t) if now - t >= SUMMARY_EVERY => {
                 self.last_summary = Some(now);
                 tracing::warn!(
                     "{resource} unreadable for {}s, {} retries: {message}",
@@ -273,8 +288,10 @@ impl Health {
         }
     }
 
-    fn recovered(&mut self, resource: &str) {
-        if let Some(since) = self.since.take() {
+    fn recovered(&mut self, world: &LiveWorld, resource: &str) {
+        world.outage.reachable();
+        // Only a resource that logged its failure logs its recovery (an outage has its own).
+        if let (Some(since), Some(_)) = (self.since.take(), self.last_summary) {
             tracing::info!(
                 "{resource} listed and watched again after {}s, {} retries",
                 since.elapsed().as_secs(),
@@ -286,8 +303,12 @@ impl Health {
     }
 }
 
-fn failure_of(resource: &str, verb: &str, e: &kube::Error) -> AccessError {
-    AccessError::from_status(resource, crate::kube::status_code(e), verb, e)
+fn failure_of(resource: &str, verb: &str, e: &kube::Error) -> Failure {
+    let status = crate::kube::status_code(e);
+    Failure {
+        error: AccessError::from_status(resource, status, verb, e),
+        unreachable: status.is_none(),
+    }
 }
 
 /// Applies a watch's events to the store until it breaks; resumes it when the server ends it.
@@ -303,7 +324,7 @@ async fn follow<K, F>(
     resource: &str,
     on_change: &F,
     relist: &mut tokio::sync::watch::Receiver<u64>,
-) -> Option<AccessError>
+) -> Option<Failure>
 where
     K: Trim + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync,
@@ -332,12 +353,10 @@ where
             Some(Ok(WatchEvent::Bookmark(b))) => rv = b.metadata.resource_version,
             // 410 Gone (our resourceVersion is too old) and the like: relist.
             Some(Ok(WatchEvent::Error(e))) => {
-                return Some(AccessError::from_status(
-                    resource,
-                    Some(e.code),
-                    "watching",
-                    &e.message,
-                ));
+                return Some(Failure {
+                    error: AccessError::from_status(resource, Some(e.code), "watching", &e.message),
+                    unreachable: false,
+                });
             }
             Some(Err(e)) => return Some(failure_of(resource, "watching", &e)),
             None => match api.watch(wp, &rv).await {

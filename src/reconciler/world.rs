@@ -90,9 +90,12 @@ pub enum WriteOutcome {
     Retry(String),
     /// Failed for a reason that may pass (server unavailable, timeout): retried with backoff.
     Failed(String),
-    /// Refused for a reason that will not pass by sending again (422 invalid, 403 forbidden):
-    /// reported once, not retried.
+    /// Refused for a reason that will not pass by sending again (422 invalid): reported once,
+    /// not retried.
     Refused(String),
+    /// Forbidden (403, or a 422 whose cause is an authorization check): may pass once the
+    /// RBAC allows it, which no event reports; retried slowly.
+    Forbidden(String),
 }
 
 /// Sends writes. Implementations record every attempt in their event log.
