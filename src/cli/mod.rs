@@ -1,5 +1,6 @@
 //! Commands: each one gathers input (files or cluster), calls the pure core, prints.
 
+pub mod admission;
 pub mod args;
 pub mod install;
 pub mod live;
@@ -22,6 +23,8 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         ),
     }
     match &cli.command {
+        Some(Command::Test(args)) => admission::test(&cli, args),
+        Some(Command::Audit(args)) => admission::audit(&cli, args),
         Some(Command::Version) => {
             println!("kubectl-vap {}", env!("CARGO_PKG_VERSION"));
             Ok(ExitCode::SUCCESS)
