@@ -312,6 +312,26 @@ async fn audit_finds_exactly_the_violators_per_action_and_test_attributes_verdic
     assert!(table.contains("deny-bad") && table.contains("LBL: missing required labels: owner"), "{table}");
     assert!(!table.contains("deny-good"), "{table}");
 
+    // check --audit: an info finding per constraint with violations, none for the others.
+    let out = w.vap(&["check", "--audit", "-o", "json"]);
+    let findings = json_of(&out)["findings"].clone();
+    let about = |name: &str| -> Vec<Value> {
+        findings
+            .as_array()
+            .expect("findings")
+            .iter()
+            .filter(|f| f["code"] == json!("constraint-violations") && f["object"]["name"] == json!(name))
+            .cloned()
+            .collect()
+    };
+    let fd = about(deny.name());
+    assert_eq!(fd.len(), 1, "{findings}");
+    assert_eq!(fd[0]["severity"], json!("info"));
+    let msg = fd[0]["message"].as_str().unwrap_or_default();
+    assert!(msg.starts_with("1 of 2 existing object(s)") && msg.contains("deny-bad"), "{msg}");
+    assert_eq!(about(warn.name()).len(), 1);
+    assert!(about(dry.name()).is_empty(), "dryrun: not observable, no finding");
+
     // test: a violating manifest (exists: an update), a new compliant one, a warned one.
     let dir = tempfile::tempdir().expect("tempdir");
     let bad = w.manifest(dir.path(), "bad", &cm("deny-bad", &w.ns, false));

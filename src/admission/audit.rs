@@ -482,6 +482,48 @@ async fn gather(
     Ok(work.into_values().collect())
 }
 
+/// `check --audit`: an info finding per constraint with violations (what flipping it to deny
+/// would break), and per constraint whose verdicts could not all be seen.
+pub fn findings(report: &AuditReport) -> Vec<crate::core::Finding> {
+    use crate::core::{Code, Finding};
+    use crate::model::ObjectRef;
+    let mut out = Vec::new();
+    for c in &report.constraints {
+        if c.violations.is_empty() && c.hidden.is_empty() {
+            continue;
+        }
+        let object = ObjectRef::new(
+            crate::model::CONSTRAINT_API_VERSION,
+            c.constraint.kind.clone(),
+            c.constraint.name.clone(),
+        );
+        let mut message = format!(
+            "{} of {} existing object(s) in its scope violate it",
+            c.violations.len(),
+            c.in_scope
+        );
+        if let Some(v) = c.violations.first() {
+            message.push_str(&format!(" (e.g. {}: {})", v.object, v.message));
+        }
+        if !c.hidden.is_empty() {
+            message.push_str(&format!(
+                "; {} more denied by another binding first, so not observable",
+                c.hidden.len()
+            ));
+        }
+        let mut f = Finding::new(Code::ConstraintViolations, object, message);
+        if let Some(b) = &c.binding {
+            f = f.related(ObjectRef::new(
+                "admissionregistration.k8s.io/v1",
+                "ValidatingAdmissionPolicyBinding",
+                b.clone(),
+            ));
+        }
+        out.push(f);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

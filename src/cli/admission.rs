@@ -155,3 +155,49 @@ pub fn audit_text(report: &AuditReport, format: Format) -> anyhow::Result<String
     ));
     Ok(printable_lines(&text).into_owned())
 }
+
+/// `check --audit`: the live `check` report plus an info finding per constraint with
+/// violations. Info findings do not change the exit code: the report is for reading.
+pub fn check_audit(cli: &Cli, out: &super::args::OutputArgs) -> anyhow::Result<ExitCode> {
+    if !cli.input.filenames.is_empty() {
+        anyhow::bail!("check --audit needs a cluster: existing objects are audited there, not in files");
+    }
+    let opts = AuditOptions {
+        qps: 50.0,
+        burst: 100,
+        concurrency: 16,
+        progress: std::io::stderr().is_terminal(),
+    };
+    let (snap, report) = runtime()?.block_on(async {
+        let (reader, actor, url) = clients(&cli.conn).await?;
+        // As `check` does: what is not served is said, what may not be read ends it.
+        let api = crate::kube::discover_admission_api(&reader)
+            .await
+            .with_context(|| format!("discovering the VAP API of {url}"))?;
+        let (snap, errors) = crate::kube::list_snapshot(&reader, &api)
+            .await
+            .with_context(|| format!("reading {url}"))?;
+        let (not_served, forbidden): (Vec<_>, Vec<_>) = errors
+            .iter()
+            .partition(|e| e.kind == crate::reconciler::state::AccessErrorKind::NotServed);
+        for e in not_served {
+            eprintln!("warning: {}", e.message);
+        }
+        if !forbidden.is_empty() {
+            let m: Vec<&str> = forbidden.iter().map(|e| e.message.as_str()).collect();
+            anyhow::bail!(
+                "cannot read everything the report needs (a partial report would hide problems):\n  {}",
+                m.join("\n  ")
+            );
+        }
+        let report = audit_mod::audit(&reader, &actor, &snap, None, &opts, std::future::pending())
+            .await
+            .with_context(|| format!("auditing on {url}"))?;
+        anyhow::Ok((snap, report))
+    })?;
+    let extra = audit_mod::findings(&report);
+    let (text, code) =
+        super::report::check_report_with(&snap, &cli.gen_flags.options(), out.output, extra)?;
+    print!("{text}");
+    Ok(code)
+}

@@ -41,7 +41,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Report findings: exit 0 when clean, 1 on any warning or error, 2 on bad input.
-    Check(OutputArgs),
+    Check(CheckArgs),
     /// Show the writes the reconciler would make now, each with a diff.
     Plan(OutputArgs),
     /// Run the shared-cache reconciler (leader-elected).
@@ -83,6 +83,16 @@ pub enum Command {
     Audit(AuditArgs),
     /// Print the version.
     Version,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct CheckArgs {
+    #[command(flatten)]
+    pub out: OutputArgs,
+    /// Also audit existing objects (as `audit` does): an info finding per constraint with
+    /// violations, so CI sees what flipping it to deny would break. Needs a cluster.
+    #[arg(long)]
+    pub audit: bool,
 }
 
 #[derive(Debug, Args, Clone)]

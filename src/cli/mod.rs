@@ -29,13 +29,14 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             println!("kubectl-vap {}", env!("CARGO_PKG_VERSION"));
             Ok(ExitCode::SUCCESS)
         }
-        Some(Command::Check(out)) if !cli.input.filenames.is_empty() => {
-            report::check_files(&cli, out)
+        Some(Command::Check(c)) if c.audit => admission::check_audit(&cli, &c.out),
+        Some(Command::Check(c)) if !cli.input.filenames.is_empty() => {
+            report::check_files(&cli, &c.out)
         }
         Some(Command::Plan(out)) if !cli.input.filenames.is_empty() => {
             report::plan_files(&cli, out)
         }
-        Some(Command::Check(out)) => live::check_or_plan(&cli, out, false),
+        Some(Command::Check(c)) => live::check_or_plan(&cli, &c.out, false),
         Some(Command::Plan(out)) => live::check_or_plan(&cli, out, true),
         Some(Command::Run(args)) => live::run(&cli, args),
         Some(Command::Replay { template }) => {
