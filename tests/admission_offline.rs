@@ -95,7 +95,10 @@ fn offline_test_says_which_constraints_select_each_object() {
     let policies = dir.path().join("policies.yaml");
     std::fs::write(&policies, POLICIES).expect("write");
     let p = policies.display().to_string();
-    let out = vap(&["test", "--offline", "-f", &p, "-f", "-", "-o", "json"], OBJECTS);
+    let out = vap(
+        &["test", "--offline", "-f", &p, "-f", "-", "-o", "json"],
+        OBJECTS,
+    );
     assert_eq!(out.status.code(), Some(0), "offline explains: exit 0");
     let rows = verdicts(&out);
     let get = |obj: &str, binding: &str| -> String {
@@ -104,12 +107,27 @@ fn offline_test_says_which_constraints_select_each_object() {
             .map(|r| r.2.clone())
             .unwrap_or_else(|| panic!("{obj}/{binding} in {rows:?}"))
     };
-    assert_eq!(get("settings", "gatekeeper-k8srequiredlabels-cms-in-prod"), "yes");
-    assert_eq!(get("proxy", "gatekeeper-k8srequiredlabels-cms-in-prod"), "no");
-    assert_eq!(get("settings", "gatekeeper-k8srequiredlabels-not-kube"), "yes");
+    assert_eq!(
+        get("settings", "gatekeeper-k8srequiredlabels-cms-in-prod"),
+        "yes"
+    );
+    assert_eq!(
+        get("proxy", "gatekeeper-k8srequiredlabels-cms-in-prod"),
+        "no"
+    );
+    assert_eq!(
+        get("settings", "gatekeeper-k8srequiredlabels-not-kube"),
+        "yes"
+    );
     assert_eq!(get("proxy", "gatekeeper-k8srequiredlabels-not-kube"), "no");
     // A namespace's labels are not in the files: said, not guessed.
-    assert_eq!(get("settings", "gatekeeper-k8srequiredlabels-by-namespace-label"), "unknown");
+    assert_eq!(
+        get(
+            "settings",
+            "gatekeeper-k8srequiredlabels-by-namespace-label"
+        ),
+        "unknown"
+    );
     // Someone else's binding, judged on its own matchResources.
     assert_eq!(get("settings", "team-binding"), "no");
 
@@ -125,7 +143,10 @@ fn offline_test_says_which_constraints_select_each_object() {
 fn bad_input_and_no_input_exit_2() {
     let out = vap(&["test", "--offline", "-f", "-"], "kind: ConfigMap\n");
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("<stdin>:1"), "names the place");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("<stdin>:1"),
+        "names the place"
+    );
     let out = vap(&["test", "--offline"], "");
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("needs -f"));

@@ -115,7 +115,10 @@ impl AuditReport {
 
 /// The constraints `target` names: a template (every constraint of its kind), `Kind/name`, or a
 /// constraint name; all when `None`.
-pub fn select<'a>(snap: &'a Snapshot, target: Option<&str>) -> Result<Vec<&'a Constraint>, AdmissionError> {
+pub fn select<'a>(
+    snap: &'a Snapshot,
+    target: Option<&str>,
+) -> Result<Vec<&'a Constraint>, AdmissionError> {
     let Some(t) = target else {
         return Ok(snap.constraints.iter().collect());
     };
@@ -182,7 +185,8 @@ fn resources_for(c: &Constraint, discovery: &kube::Discovery) -> Vec<Resolved> {
             let kinds = &c.matcher.kinds;
             let listed = kinds.is_empty()
                 || kinds.iter().any(|k| {
-                    (k.api_groups.is_empty() || k.api_groups.iter().any(|g| g == "*" || *g == ar.group))
+                    (k.api_groups.is_empty()
+                        || k.api_groups.iter().any(|g| g == "*" || *g == ar.group))
                         && (k.kinds.is_empty() || k.kinds.iter().any(|x| x == "*" || *x == ar.kind))
                 });
             if listed {
@@ -214,7 +218,10 @@ async fn list_all(
         bucket.acquire().await;
         let page = api.list(&lp).await.map_err(|e| {
             AdmissionError::request(
-                format!("listing {}", crate::kube::discovery::resource_name(&r.resource)),
+                format!(
+                    "listing {}",
+                    crate::kube::discovery::resource_name(&r.resource)
+                ),
                 e,
             )
         })?;
@@ -322,8 +329,12 @@ pub async fn audit(
         let bucket = bucket.clone();
         async move {
             bucket.acquire().await;
-            let name = w.raw["metadata"]["name"].as_str().unwrap_or_default().to_string();
-            let reply = dryrun::update(actor, &w.resolved, w.id.namespace.as_deref(), &name, &w.raw).await;
+            let name = w.raw["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let reply =
+                dryrun::update(actor, &w.resolved, w.id.namespace.as_deref(), &name, &w.raw).await;
             (w, reply)
         }
     }))
@@ -362,18 +373,30 @@ pub async fn audit(
             a.checked += 1;
             let mine = |b: &Option<String>| b.as_deref() == Some(binding.as_str());
             if let Some(d) = reading.denial.as_ref().filter(|d| mine(&d.binding)) {
-                a.violations.push(Violation { object: w.id.clone(), action: "Deny", message: d.message.clone() });
+                a.violations.push(Violation {
+                    object: w.id.clone(),
+                    action: "Deny",
+                    message: d.message.clone(),
+                });
                 continue;
             }
             if let Some(wn) = reading.warnings.iter().find(|x| mine(&x.binding)) {
-                a.violations.push(Violation { object: w.id.clone(), action: "Warn", message: wn.message.clone() });
+                a.violations.push(Violation {
+                    object: w.id.clone(),
+                    action: "Warn",
+                    message: wn.message.clone(),
+                });
                 continue;
             }
             match reading.outcome {
                 Outcome::Admitted | Outcome::Warned => {}
                 Outcome::Denied => a.hidden.push(Hidden {
                     object: w.id.clone(),
-                    denied_by: reading.denial.as_ref().map(|d| d.chain()).unwrap_or_default(),
+                    denied_by: reading
+                        .denial
+                        .as_ref()
+                        .map(|d| d.chain())
+                        .unwrap_or_default(),
                 }),
                 other => a.errors.push(ObjectError {
                     object: w.id.clone(),
@@ -425,14 +448,24 @@ async fn gather(
         resource: kube::core::ApiResource::erase::<k8s_openapi::api::core::v1::Namespace>(&()),
         namespaced: false,
     };
-    let namespaces: BTreeMap<String, BTreeMap<String, String>> = list_all(reader, &ns_list, None, None, bucket)
-        .await?
-        .into_iter()
-        .map(|n| (n["metadata"]["name"].as_str().unwrap_or_default().to_string(), labels_of(&n["metadata"]["labels"])))
-        .collect();
+    let namespaces: BTreeMap<String, BTreeMap<String, String>> =
+        list_all(reader, &ns_list, None, None, bucket)
+            .await?
+            .into_iter()
+            .map(|n| {
+                (
+                    n["metadata"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                    labels_of(&n["metadata"]["labels"]),
+                )
+            })
+            .collect();
 
     let mut work: BTreeMap<ObjectId, Work> = BTreeMap::new();
-    let mut listed: BTreeMap<(String, Option<String>, Option<String>), Vec<serde_json::Value>> = BTreeMap::new();
+    let mut listed: BTreeMap<(String, Option<String>, Option<String>), Vec<serde_json::Value>> =
+        BTreeMap::new();
     for (i, c, b) in bound {
         let selector = selector_string(&c.matcher.label_selector);
         // Literal namespaces are listed one by one; globs need every namespace.
@@ -445,18 +478,28 @@ async fn gather(
                 _ => vec![None],
             };
             for ns in scopes {
-                let key = (crate::kube::discovery::resource_name(&r.resource), ns.clone(), selector.clone());
+                let key = (
+                    crate::kube::discovery::resource_name(&r.resource),
+                    ns.clone(),
+                    selector.clone(),
+                );
                 if !listed.contains_key(&key) {
-                    let items = list_all(reader, &r, ns.as_deref(), selector.as_deref(), bucket).await?;
+                    let items =
+                        list_all(reader, &r, ns.as_deref(), selector.as_deref(), bucket).await?;
                     listed.insert(key.clone(), items);
                 }
                 for raw in listed.get(&key).into_iter().flatten() {
                     let mut s = Subject::from_manifest(raw);
                     s.namespaced = Some(r.namespaced);
                     if s.namespace_labels.is_none() {
-                        s.namespace_labels = s.namespace.as_ref().and_then(|n| namespaces.get(n).cloned());
+                        s.namespace_labels = s
+                            .namespace
+                            .as_ref()
+                            .and_then(|n| namespaces.get(n).cloned());
                     }
-                    if binding_selects(&b.object, &s).is_no() || constraint_selects(&c.matcher, &s).is_no() {
+                    if binding_selects(&b.object, &s).is_no()
+                        || constraint_selects(&c.matcher, &s).is_no()
+                    {
                         continue;
                     }
                     let id = ObjectId {
@@ -532,13 +575,20 @@ mod tests {
     #[test]
     fn selectors_become_list_selectors() {
         assert_eq!(
-            selector_string(&Some(json!({"matchLabels": {"a": "1"}, "matchExpressions": [
+            selector_string(&Some(
+                json!({"matchLabels": {"a": "1"}, "matchExpressions": [
                 {"key": "b", "operator": "In", "values": ["x", "y"]},
-                {"key": "c", "operator": "DoesNotExist"}]}))),
+                {"key": "c", "operator": "DoesNotExist"}]})
+            )),
             Some("a=1,b in (x,y),!c".into())
         );
         assert_eq!(selector_string(&None), None);
-        assert_eq!(selector_string(&Some(json!({"matchExpressions": [{"key": "b", "operator": "Odd"}]}))), None);
+        assert_eq!(
+            selector_string(&Some(
+                json!({"matchExpressions": [{"key": "b", "operator": "Odd"}]})
+            )),
+            None
+        );
     }
 
     #[test]
@@ -549,7 +599,11 @@ mod tests {
                 .expect("insert");
         }
         let names = |t: Option<&str>| -> Vec<String> {
-            select(&snap, t).expect("selects").iter().map(|c| format!("{}/{}", c.kind, c.name())).collect()
+            select(&snap, t)
+                .expect("selects")
+                .iter()
+                .map(|c| format!("{}/{}", c.kind, c.name()))
+                .collect()
         };
         assert_eq!(names(None).len(), 3);
         assert_eq!(names(Some("k8sa")), ["K8sA/one", "K8sA/two"]);

@@ -29,7 +29,10 @@ impl Reply {
 }
 
 /// Sends a request and keeps the whole reply. `Err` only below HTTP (connection, TLS).
-pub async fn send(client: &kube::Client, req: http::Request<Vec<u8>>) -> Result<Reply, kube::Error> {
+pub async fn send(
+    client: &kube::Client,
+    req: http::Request<Vec<u8>>,
+) -> Result<Reply, kube::Error> {
     let res = client.send(req.map(kube::client::Body::from)).await?;
     let code = res.status().as_u16();
     let warnings = res
@@ -40,9 +43,8 @@ pub async fn send(client: &kube::Client, req: http::Request<Vec<u8>>) -> Result<
         .collect();
     let bytes = res.into_body().collect_bytes().await?;
     // A body that is not JSON (a proxy's HTML page) is kept as text in the message.
-    let body = serde_json::from_slice(&bytes).unwrap_or_else(|_| {
-        serde_json::json!({"message": String::from_utf8_lossy(&bytes)})
-    });
+    let body = serde_json::from_slice(&bytes)
+        .unwrap_or_else(|_| serde_json::json!({"message": String::from_utf8_lossy(&bytes)}));
     Ok(Reply {
         code,
         warnings,
@@ -109,7 +111,10 @@ fn dry_run() -> PostParams {
     }
 }
 
-fn build(what: &str, r: Result<http::Request<Vec<u8>>, kube::core::request::Error>) -> Result<http::Request<Vec<u8>>, AdmissionError> {
+fn build(
+    what: &str,
+    r: Result<http::Request<Vec<u8>>, kube::core::request::Error>,
+) -> Result<http::Request<Vec<u8>>, AdmissionError> {
     r.map_err(|e| AdmissionError::Input(format!("{what}: {e}")))
 }
 
@@ -120,7 +125,10 @@ pub async fn get(
     namespace: Option<&str>,
     name: &str,
 ) -> Result<Reply, AdmissionError> {
-    let req = build("get", request(r, namespace).get(name, &GetParams::default()))?;
+    let req = build(
+        "get",
+        request(r, namespace).get(name, &GetParams::default()),
+    )?;
     send(client, req)
         .await
         .map_err(|e| AdmissionError::request(format!("reading {} {name}", r.resource.kind), e))
@@ -149,8 +157,11 @@ pub async fn update(
     obj: &Value,
 ) -> Result<Reply, AdmissionError> {
     let body = serde_json::to_vec(obj).map_err(|e| AdmissionError::Input(e.to_string()))?;
-    let req = build("update", request(r, namespace).replace(name, &dry_run(), body))?;
-    send(client, req)
-        .await
-        .map_err(|e| AdmissionError::request(format!("dry-run update of {} {name}", r.resource.kind), e))
+    let req = build(
+        "update",
+        request(r, namespace).replace(name, &dry_run(), body),
+    )?;
+    send(client, req).await.map_err(|e| {
+        AdmissionError::request(format!("dry-run update of {} {name}", r.resource.kind), e)
+    })
 }

@@ -29,12 +29,22 @@ fn push(out: &mut Vec<Manifest>, path: &str, line: usize, mut raw: Value) -> Res
     versions::check(&raw).map_err(|m| parse_err(path, line, m))?;
     let (api_version, kind) = crate::model::meta::type_of(&raw);
     if api_version.is_empty() || kind.is_empty() {
-        return Err(parse_err(path, line, "the object has no apiVersion or kind".into()));
+        return Err(parse_err(
+            path,
+            line,
+            "the object has no apiVersion or kind".into(),
+        ));
     }
     if kind == "List" || (kind.ends_with("List") && raw.get("items").is_some()) {
         let items = match raw.get_mut("items").map(Value::take) {
             Some(Value::Array(items)) => items,
-            _ => return Err(parse_err(path, line, "a List without an items array".into())),
+            _ => {
+                return Err(parse_err(
+                    path,
+                    line,
+                    "a List without an items array".into(),
+                ));
+            }
         };
         for (i, item) in items.into_iter().enumerate() {
             push(out, path, line, item)
@@ -104,16 +114,25 @@ mod tests {
     fn lists_are_flattened_and_errors_name_the_line() {
         let text = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\napiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Secret, metadata: {name: b}}\n";
         let got = read(&["-".into()], &mut text.as_bytes(), ReadOptions::default()).expect("reads");
-        let kinds: Vec<_> = got.iter().map(|m| m.raw["kind"].as_str().unwrap_or("")).collect();
+        let kinds: Vec<_> = got
+            .iter()
+            .map(|m| m.raw["kind"].as_str().unwrap_or(""))
+            .collect();
         assert_eq!(kinds, ["ConfigMap", "Secret"]);
         assert_eq!(got[1].source.line, Some(5));
 
         let bad = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, name: b}\n";
-        let e = read(&["-".into()], &mut bad.as_bytes(), ReadOptions::default()).expect_err("duplicate key");
+        let e = read(&["-".into()], &mut bad.as_bytes(), ReadOptions::default())
+            .expect_err("duplicate key");
         assert!(e.to_string().starts_with("<stdin>:"), "{e}");
         let e = read(&["-".into()], &mut "".as_bytes(), ReadOptions::default()).expect_err("empty");
         assert!(e.to_string().contains("no Kubernetes objects"), "{e}");
-        let e = read(&["-".into()], &mut "kind: ConfigMap\n".as_bytes(), ReadOptions::default()).expect_err("no apiVersion");
+        let e = read(
+            &["-".into()],
+            &mut "kind: ConfigMap\n".as_bytes(),
+            ReadOptions::default(),
+        )
+        .expect_err("no apiVersion");
         assert!(e.to_string().contains("no apiVersion"), "{e}");
     }
 }

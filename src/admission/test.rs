@@ -5,9 +5,9 @@
 
 use super::dryrun::{self, Resolver};
 use super::objects::Manifest;
+use crate::core::Options;
 use crate::core::matching::{Selection, Subject, Tri, selections};
 use crate::core::verdict::{Outcome, Reading, read_reply};
-use crate::core::Options;
 use crate::snapshot::{ObjectClass, Snapshot, classify};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -64,7 +64,10 @@ impl TestReport {
     fn new(mode: &'static str, objects: Vec<ObjectResult>) -> Self {
         let mut summary = BTreeMap::new();
         for o in &objects {
-            let key = o.reading.as_ref().map_or("explained", |r| r.outcome.as_str());
+            let key = o
+                .reading
+                .as_ref()
+                .map_or("explained", |r| r.outcome.as_str());
             *summary.entry(key).or_default() += 1;
         }
         TestReport {
@@ -170,7 +173,10 @@ impl NamespaceLabels {
 
 fn error_result(m: &Manifest, message: String) -> ObjectResult {
     ObjectResult {
-        object: id_of(&m.raw, m.raw["metadata"]["namespace"].as_str().map(str::to_string)),
+        object: id_of(
+            &m.raw,
+            m.raw["metadata"]["namespace"].as_str().map(str::to_string),
+        ),
         source: m.source.to_string(),
         operation: None,
         reading: Some(Reading {
@@ -298,7 +304,11 @@ pub fn table(report: &TestReport) -> String {
                     o.operation.unwrap_or("not sent")
                 ));
                 if let Some(d) = &r.denial {
-                    out.push_str(&format!("  denied by {}: {}\n", p(&d.chain()), p(&d.message)));
+                    out.push_str(&format!(
+                        "  denied by {}: {}\n",
+                        p(&d.chain()),
+                        p(&d.message)
+                    ));
                 }
                 if !o.may_also_deny.is_empty() {
                     out.push_str(&format!(
@@ -307,7 +317,11 @@ pub fn table(report: &TestReport) -> String {
                     ));
                 }
                 for w in &r.warnings {
-                    out.push_str(&format!("  warned by {}: {}\n", p(&w.chain()), p(&w.message)));
+                    out.push_str(&format!(
+                        "  warned by {}: {}\n",
+                        p(&w.chain()),
+                        p(&w.message)
+                    ));
                 }
                 for w in &r.other_warnings {
                     out.push_str(&format!("  warning: {}\n", p(w)));
@@ -327,7 +341,11 @@ pub fn table(report: &TestReport) -> String {
                 }
             }
             None => {
-                out.push_str(&format!("{} ({})\n", p(&o.object.to_string()), p(&o.source)));
+                out.push_str(&format!(
+                    "{} ({})\n",
+                    p(&o.object.to_string()),
+                    p(&o.source)
+                ));
                 if o.selected_by.is_empty() {
                     out.push_str("  no binding or constraint in the input\n");
                 }
@@ -359,6 +377,10 @@ pub fn table(report: &TestReport) -> String {
         .iter()
         .map(|(k, v)| format!("{v} {k}"))
         .collect();
-    out.push_str(&format!("\n{} object(s): {}\n", report.objects.len(), summary.join(", ")));
+    out.push_str(&format!(
+        "\n{} object(s): {}\n",
+        report.objects.len(),
+        summary.join(", ")
+    ));
     out
 }

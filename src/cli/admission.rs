@@ -44,7 +44,10 @@ async fn live_snapshot(reader: &kube::Client, url: &str) -> anyhow::Result<Snaps
         .await
         .with_context(|| format!("reading {url}"))?;
     for e in &errors {
-        eprintln!("warning: {} (attribution falls back to binding names)", e.message);
+        eprintln!(
+            "warning: {} (attribution falls back to binding names)",
+            e.message
+        );
     }
     Ok(snap)
 }
@@ -92,9 +95,16 @@ pub fn audit(cli: &Cli, args: &AuditArgs) -> anyhow::Result<ExitCode> {
                 std::future::pending::<()>().await;
             }
         };
-        audit_mod::audit(&reader, &actor, &snap, args.target.as_deref(), &opts, interrupt)
-            .await
-            .with_context(|| format!("auditing on {url}"))
+        audit_mod::audit(
+            &reader,
+            &actor,
+            &snap,
+            args.target.as_deref(),
+            &opts,
+            interrupt,
+        )
+        .await
+        .with_context(|| format!("auditing on {url}"))
     })?;
     print!("{}", audit_text(&report, args.out.output)?);
     if !report.complete {
@@ -123,18 +133,31 @@ pub fn audit_text(report: &AuditReport, format: Format) -> anyhow::Result<String
             }
         }
         for v in &c.violations {
-            rows.push(vec![who.clone(), v.action.to_string(), p(&v.object.to_string()), p(&v.message)]);
+            rows.push(vec![
+                who.clone(),
+                v.action.to_string(),
+                p(&v.object.to_string()),
+                p(&v.message),
+            ]);
         }
         for h in &c.hidden {
             rows.push(vec![
                 who.clone(),
                 "hidden".into(),
                 p(&h.object.to_string()),
-                p(&format!("not observable: the server reported only its first denial, by {}", h.denied_by)),
+                p(&format!(
+                    "not observable: the server reported only its first denial, by {}",
+                    h.denied_by
+                )),
             ]);
         }
         for e in &c.errors {
-            rows.push(vec![who.clone(), e.outcome.to_string(), p(&e.object.to_string()), p(&e.message)]);
+            rows.push(vec![
+                who.clone(),
+                e.outcome.to_string(),
+                p(&e.object.to_string()),
+                p(&e.message),
+            ]);
         }
     }
     let mut text = if rows.is_empty() {
@@ -147,11 +170,19 @@ pub fn audit_text(report: &AuditReport, format: Format) -> anyhow::Result<String
         text.push_str(&notes);
     }
     let violations: usize = report.constraints.iter().map(|c| c.violations.len()).sum();
-    let audited = report.constraints.iter().filter(|c| c.status == Status::Audited).count();
+    let audited = report
+        .constraints
+        .iter()
+        .filter(|c| c.status == Status::Audited)
+        .count();
     text.push_str(&format!(
         "\n{violations} violation(s) in {audited} audited constraint(s); {} dry-run request(s){}\n",
         report.requests,
-        if report.complete { "" } else { "; INTERRUPTED: partial" }
+        if report.complete {
+            ""
+        } else {
+            "; INTERRUPTED: partial"
+        }
     ));
     Ok(printable_lines(&text).into_owned())
 }
@@ -160,7 +191,9 @@ pub fn audit_text(report: &AuditReport, format: Format) -> anyhow::Result<String
 /// violations. Info findings do not change the exit code: the report is for reading.
 pub fn check_audit(cli: &Cli, out: &super::args::OutputArgs) -> anyhow::Result<ExitCode> {
     if !cli.input.filenames.is_empty() {
-        anyhow::bail!("check --audit needs a cluster: existing objects are audited there, not in files");
+        anyhow::bail!(
+            "check --audit needs a cluster: existing objects are audited there, not in files"
+        );
     }
     let opts = AuditOptions {
         qps: 50.0,

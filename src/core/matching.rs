@@ -91,8 +91,9 @@ impl Subject {
             None
         };
         let labels = labels_of(&m["labels"]);
-        let namespace_labels = (kind == "Namespace" && crate::model::meta::group_of(api_version).is_empty())
-            .then(|| labels.clone());
+        let namespace_labels = (kind == "Namespace"
+            && crate::model::meta::group_of(api_version).is_empty())
+        .then(|| labels.clone());
         Subject {
             group: crate::model::meta::group_of(api_version).to_string(),
             kind: kind.to_string(),
@@ -374,7 +375,9 @@ pub fn constraint_selects(m: &Match, s: &Subject) -> Tri {
         }
         Some(p) => match p.strip_suffix('*') {
             Some(prefix) if s.generate_name.starts_with(prefix) => Tri::Yes,
-            _ => Tri::No(format!("spec.match.name {p} does not match a generated name")),
+            _ => Tri::No(format!(
+                "spec.match.name {p} does not match a generated name"
+            )),
         },
     };
     let selector = |what: &str, v: &Option<serde_json::Value>, ns: bool| -> Tri {
@@ -475,7 +478,10 @@ pub fn selections(s: &Subject, snap: &Snapshot, opts: &super::Options) -> Vec<Se
                 .and_then(|s| s.validation_actions.clone())
                 .unwrap_or_default(),
             planned: false,
-            note: selects.is_yes().then(|| note_for(b.policy_name(), snap)).flatten(),
+            note: selects
+                .is_yes()
+                .then(|| note_for(b.policy_name(), snap))
+                .flatten(),
             selects,
         });
     }
@@ -536,14 +542,18 @@ mod tests {
     fn constraint_match_kinds_namespaces_name() {
         let cm = subject(json!({"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": "deny-me-1", "namespace": "team-a", "labels": {"app": "x"}}}));
-        let m = matcher(json!({"kinds": [{"apiGroups": [""], "kinds": ["ConfigMap"]}],
-            "namespaces": ["team-*"], "name": "deny-me-*"}));
+        let m = matcher(
+            json!({"kinds": [{"apiGroups": [""], "kinds": ["ConfigMap"]}],
+            "namespaces": ["team-*"], "name": "deny-me-*"}),
+        );
         assert_eq!(constraint_selects(&m, &cm), Tri::Yes);
         let m = matcher(json!({"kinds": [{"apiGroups": ["apps"], "kinds": ["Deployment"]}]}));
         assert!(constraint_selects(&m, &cm).is_no());
         let m = matcher(json!({"excludedNamespaces": ["*-a"]}));
         assert!(constraint_selects(&m, &cm).is_no());
-        let m = matcher(json!({"labelSelector": {"matchExpressions": [{"key": "app", "operator": "NotIn", "values": ["x"]}]}}));
+        let m = matcher(
+            json!({"labelSelector": {"matchExpressions": [{"key": "app", "operator": "NotIn", "values": ["x"]}]}}),
+        );
         assert!(constraint_selects(&m, &cm).is_no());
         let m = matcher(json!({"scope": "Cluster"}));
         assert!(constraint_selects(&m, &cm).is_no());
@@ -552,7 +562,8 @@ mod tests {
     #[test]
     fn what_is_not_known_offline_is_unknown() {
         // A ConfigMap without a namespace: which one is the context's business.
-        let cm = subject(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}));
+        let cm =
+            subject(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}));
         let m = matcher(json!({"namespaces": ["prod"]}));
         assert!(matches!(constraint_selects(&m, &cm), Tri::Unknown(_)));
         let m = matcher(json!({"namespaceSelector": {"matchLabels": {"env": "prod"}}}));
@@ -561,19 +572,46 @@ mod tests {
         let m = matcher(json!({"namespaces": ["prod"], "kinds": [{"kinds": ["Secret"]}]}));
         assert!(constraint_selects(&m, &cm).is_no());
         // An unknown kind without a namespace: scope cannot be judged.
-        let x = subject(json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}));
-        assert!(matches!(constraint_selects(&matcher(json!({"scope": "Namespaced"})), &x), Tri::Unknown(_)));
+        let x = subject(
+            json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}),
+        );
+        assert!(matches!(
+            constraint_selects(&matcher(json!({"scope": "Namespaced"})), &x),
+            Tri::Unknown(_)
+        ));
     }
 
     #[test]
     fn a_namespace_is_matched_by_its_own_name_and_labels() {
         let ns = subject(json!({"apiVersion": "v1", "kind": "Namespace",
             "metadata": {"name": "prod", "labels": {"env": "prod"}}}));
-        assert_eq!(constraint_selects(&matcher(json!({"namespaces": ["prod"], "namespaceSelector": {"matchLabels": {"env": "prod"}}})), &ns), Tri::Yes);
-        assert!(constraint_selects(&matcher(json!({"namespaceSelector": {"matchLabels": {"env": "dev"}}})), &ns).is_no());
+        assert_eq!(
+            constraint_selects(
+                &matcher(
+                    json!({"namespaces": ["prod"], "namespaceSelector": {"matchLabels": {"env": "prod"}}})
+                ),
+                &ns
+            ),
+            Tri::Yes
+        );
+        assert!(
+            constraint_selects(
+                &matcher(json!({"namespaceSelector": {"matchLabels": {"env": "dev"}}})),
+                &ns
+            )
+            .is_no()
+        );
         // Other cluster-scoped objects pass namespace matchers.
         let node = subject(json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"}}));
-        assert_eq!(constraint_selects(&matcher(json!({"namespaces": ["prod"], "namespaceSelector": {"matchLabels": {"env": "dev"}}})), &node), Tri::Yes);
+        assert_eq!(
+            constraint_selects(
+                &matcher(
+                    json!({"namespaces": ["prod"], "namespaceSelector": {"matchLabels": {"env": "dev"}}})
+                ),
+                &node
+            ),
+            Tri::Yes
+        );
     }
 
     #[test]
@@ -590,12 +628,17 @@ mod tests {
         ] {
             snap.insert(o, Default::default()).expect("insert");
         }
-        let cm = subject(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "n", "labels": {"team": "a"}}}));
+        let cm = subject(
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "n", "labels": {"team": "a"}}}),
+        );
         let sel = selections(&cm, &snap, &Default::default());
         let by: BTreeMap<_, _> = sel.iter().map(|s| (s.binding.as_str(), s)).collect();
         assert!(by["gatekeeper-k8sa-cms"].selects.is_yes());
         assert!(by["gatekeeper-k8sa-cms"].planned);
-        assert_eq!(by["gatekeeper-k8sa-secrets"].validation_actions, vec!["Warn"]);
+        assert_eq!(
+            by["gatekeeper-k8sa-secrets"].validation_actions,
+            vec!["Warn"]
+        );
         assert!(by["gatekeeper-k8sa-secrets"].selects.is_no());
         assert!(by["team-binding"].selects.is_yes());
         assert!(by["team-binding"].constraint.is_none());

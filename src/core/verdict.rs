@@ -358,7 +358,10 @@ mod tests {
             vec!["a \"quoted\" text".to_string(), "second".to_string()]
         );
         assert_eq!(warning_texts("garbage"), vec!["garbage".to_string()]);
-        assert_eq!(warning_texts(r#"299 - "unterminated"#), vec!["unterminated".to_string()]);
+        assert_eq!(
+            warning_texts(r#"299 - "unterminated"#),
+            vec!["unterminated".to_string()]
+        );
     }
 
     fn snap(objects: Vec<serde_json::Value>) -> Snapshot {
@@ -379,7 +382,11 @@ mod tests {
     #[test]
     fn attribution_reads_the_binding_and_falls_back_to_the_name() {
         // A hash-truncated name cannot be parsed back: the binding's controller says who it is.
-        let s = snap(vec![binding("gatekeeper-k8sa-trunc-1234abcd", "K8sA", "a-very-long-name")]);
+        let s = snap(vec![binding(
+            "gatekeeper-k8sa-trunc-1234abcd",
+            "K8sA",
+            "a-very-long-name",
+        )]);
         let pm = PolicyMessage {
             policy: "gatekeeper-k8sa".into(),
             binding: Some("gatekeeper-k8sa-trunc-1234abcd".into()),
@@ -388,11 +395,17 @@ mod tests {
         let a = attribute(&pm, &s);
         assert_eq!(
             a.constraint,
-            Some(ConstraintRef { kind: "K8sA".into(), name: "a-very-long-name".into() })
+            Some(ConstraintRef {
+                kind: "K8sA".into(),
+                name: "a-very-long-name".into()
+            })
         );
         assert_eq!(a.attributed_by, Some("binding"));
         assert_eq!(a.template.as_deref(), Some("k8sa"));
-        assert_eq!(a.chain(), "binding gatekeeper-k8sa-trunc-1234abcd → K8sA/a-very-long-name → template k8sa");
+        assert_eq!(
+            a.chain(),
+            "binding gatekeeper-k8sa-trunc-1234abcd → K8sA/a-very-long-name → template k8sa"
+        );
 
         // Unreadable binding: our naming scheme, said to be an inference.
         let a = attribute(&pm, &Snapshot::default());
@@ -400,7 +413,11 @@ mod tests {
         assert_eq!(a.constraint.map(|c| c.name), Some("trunc-1234abcd".into()));
 
         // Someone else's policy and binding: shown as they are.
-        let other = PolicyMessage { policy: "team-policy".into(), binding: Some("team-binding".into()), message: "m".into() };
+        let other = PolicyMessage {
+            policy: "team-policy".into(),
+            binding: Some("team-binding".into()),
+            message: "m".into(),
+        };
         let a = attribute(&other, &Snapshot::default());
         assert_eq!((a.constraint, a.template), (None, None));
     }
@@ -409,16 +426,48 @@ mod tests {
     fn replies_are_classified() {
         let s = Snapshot::default();
         assert_eq!(read_reply(201, None, &[], &s).outcome, Outcome::Admitted);
-        let w = read_reply(201, None, &["Validation failed for ValidatingAdmissionPolicy 'p' with binding 'b': m".into()], &s);
+        let w = read_reply(
+            201,
+            None,
+            &["Validation failed for ValidatingAdmissionPolicy 'p' with binding 'b': m".into()],
+            &s,
+        );
         assert_eq!(w.outcome, Outcome::Warned);
         assert_eq!(w.warnings.len(), 1);
-        let d = read_reply(403, Some("configmaps \"x\" is forbidden: ValidatingAdmissionPolicy 'p' with binding 'b' denied request: m"), &[], &s);
+        let d = read_reply(
+            403,
+            Some(
+                "configmaps \"x\" is forbidden: ValidatingAdmissionPolicy 'p' with binding 'b' denied request: m",
+            ),
+            &[],
+            &s,
+        );
         assert_eq!(d.outcome, Outcome::Denied);
-        let f = read_reply(403, Some("configmaps \"x\" is forbidden: User \"bob\" cannot create resource \"configmaps\" in API group \"\" in the namespace \"n\""), &[], &s);
+        let f = read_reply(
+            403,
+            Some(
+                "configmaps \"x\" is forbidden: User \"bob\" cannot create resource \"configmaps\" in API group \"\" in the namespace \"n\"",
+            ),
+            &[],
+            &s,
+        );
         assert_eq!(f.outcome, Outcome::Forbidden);
-        let h = read_reply(400, Some("admission webhook \"validation.gatekeeper.sh\" denied the request: [x] no"), &[], &s);
-        assert_eq!((h.outcome, h.webhook.as_deref()), (Outcome::RejectedByWebhook, Some("validation.gatekeeper.sh")));
-        let q = read_reply(403, Some("pods \"p\" is forbidden: exceeded quota: q"), &[], &s);
+        let h = read_reply(
+            400,
+            Some("admission webhook \"validation.gatekeeper.sh\" denied the request: [x] no"),
+            &[],
+            &s,
+        );
+        assert_eq!(
+            (h.outcome, h.webhook.as_deref()),
+            (Outcome::RejectedByWebhook, Some("validation.gatekeeper.sh"))
+        );
+        let q = read_reply(
+            403,
+            Some("pods \"p\" is forbidden: exceeded quota: q"),
+            &[],
+            &s,
+        );
         assert_eq!(q.outcome, Outcome::Rejected);
     }
 }
