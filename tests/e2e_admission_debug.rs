@@ -662,3 +662,73 @@ async fn as_an_unauthorized_user_the_error_is_authorization() {
     assert_eq!(a["violations"], json!([]), "{a}");
     assert_eq!(a["errors"][0]["outcome"], json!("forbidden"), "{a}");
 }
+
+/// Ctrl-C during an audit: what was found so far is printed, marked incomplete, exit 130.
+#[tokio::test]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn an_interrupted_audit_prints_what_it_found() {
+    use std::io::{BufRead, BufReader};
+    let w = World::new().await;
+    let kind = w.template("AdmStop", "STP").await;
+    let c = w
+        .constraint(&kind, &w.env.unique_name("deny"), "deny", json!({}))
+        .await;
+    const N: usize = 15;
+    for i in 0..N {
+        w.create(cm(&format!("bad-{i}"), &w.ns, false)).await;
+    }
+    w.bind(&c).await;
+    w.until_effective(&cm("probe", &w.ns, false), "STP: missing")
+        .await;
+
+    // One request a second: the audit takes N seconds, so it is still running when stopped.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
+        .arg("--kubeconfig")
+        .arg(w.env.kubeconfig_admin())
+        .args([
+            "audit",
+            &kind.to_lowercase(),
+            "-o",
+            "json",
+            "--qps",
+            "1",
+            "--burst",
+            "1",
+            "--concurrency",
+            "1",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let stderr = child.stderr.take().expect("stderr");
+    let mut lines = BufReader::new(stderr).lines();
+    let first = lines.next().expect("a line").expect("stderr");
+    assert_eq!(first, format!("dry-running {N} object(s) in scope"));
+    // Let a few dry-runs go, then Ctrl-C.
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    // SAFETY: sending a signal to our own child, by its pid.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(out.status.code(), Some(130), "{rest:?}");
+    assert!(rest.iter().any(|l| l.contains("interrupted")), "{rest:?}");
+    let report = json_of(&out);
+    assert_eq!(report["complete"], json!(false));
+    let a = &report["constraints"][0];
+    assert_eq!(a["inScope"], json!(N));
+    let checked = a["checked"].as_u64().expect("checked") as usize;
+    assert!(checked >= 1 && checked < N, "partial: {a}");
+    // Every object answered so far is reported, with its message.
+    assert_eq!(
+        a["violations"].as_array().map(Vec::len),
+        Some(checked),
+        "{a}"
+    );
+    assert_eq!(
+        a["violations"][0]["message"],
+        json!("STP: missing required labels: owner")
+    );
+}

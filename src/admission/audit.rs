@@ -248,14 +248,16 @@ struct Work {
     constraints: Vec<usize>,
 }
 
-/// Runs the audit. `interrupt` resolving stops it: the report then holds what was found so
-/// far and says it is incomplete.
+/// Runs the audit. `listed` is told how many objects will be dry-run, once they are listed;
+/// `interrupt` resolving stops it: the report then holds what was found so far and says it is
+/// incomplete.
 pub async fn audit(
     reader: &kube::Client,
     actor: &kube::Client,
     snap: &Snapshot,
     target: Option<&str>,
     opts: &AuditOptions,
+    listed: impl FnOnce(usize),
     interrupt: impl std::future::Future<Output = ()>,
 ) -> Result<AuditReport, AdmissionError> {
     let picked = select(snap, target)?;
@@ -317,6 +319,7 @@ pub async fn audit(
     };
 
     // Phase 2: one dry-run per object, answers attributed to every constraint that selects it.
+    listed(work.len());
     let progress = progress_bar(opts.progress, work.len() as u64);
     let binding_names: Vec<(usize, String, bool)> = bound
         .iter()
@@ -439,7 +442,24 @@ async fn gather(
         return Ok(Vec::new());
     }
     let _ = snap;
-    let discovery = kube::Discovery::new(reader.clone())
+    // Only the groups the constraints name, when they all name some: one broken aggregated
+    // API elsewhere in the cluster must not stop an audit of ConfigMaps.
+    let mut groups: BTreeSet<String> = BTreeSet::new();
+    let mut every_group = false;
+    for (_, c, _) in bound {
+        let kinds = &c.matcher.kinds;
+        every_group |= kinds.is_empty()
+            || kinds
+                .iter()
+                .any(|k| k.api_groups.is_empty() || k.api_groups.iter().any(|g| g == "*"));
+        groups.extend(kinds.iter().flat_map(|k| k.api_groups.iter().cloned()));
+    }
+    let mut discovery = kube::Discovery::new(reader.clone());
+    if !every_group {
+        let names: Vec<&str> = groups.iter().map(String::as_str).collect();
+        discovery = discovery.filter(&names);
+    }
+    let discovery = discovery
         .run()
         .await
         .map_err(|e| AdmissionError::request("discovering the cluster's resources", e))?;

@@ -95,12 +95,15 @@ pub fn audit(cli: &Cli, args: &AuditArgs) -> anyhow::Result<ExitCode> {
                 std::future::pending::<()>().await;
             }
         };
+        // Said on stderr so a script (or a person without a terminal) knows the listing is done.
+        let listed = |n: usize| eprintln!("dry-running {n} object(s) in scope");
         audit_mod::audit(
             &reader,
             &actor,
             &snap,
             args.target.as_deref(),
             &opts,
+            listed,
             interrupt,
         )
         .await
@@ -223,7 +226,7 @@ pub fn check_audit(cli: &Cli, out: &super::args::OutputArgs) -> anyhow::Result<E
                 m.join("\n  ")
             );
         }
-        let report = audit_mod::audit(&reader, &actor, &snap, None, &opts, std::future::pending())
+        let report = audit_mod::audit(&reader, &actor, &snap, None, &opts, |_| {}, std::future::pending())
             .await
             .with_context(|| format!("auditing on {url}"))?;
         anyhow::Ok((snap, report))
