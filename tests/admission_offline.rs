@@ -151,3 +151,32 @@ fn bad_input_and_no_input_exit_2() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("needs -f"));
 }
+
+#[test]
+fn as_group_needs_as() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = dir.path().join("config");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\ncurrent-context: a\nclusters: [{name: a, cluster: {server: \"https://127.0.0.1:1\"}}]\nusers: [{name: a, user: {token: t}}]\ncontexts: [{name: a, context: {cluster: a, user: a}}]\n",
+    )
+    .expect("write");
+    let out = Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["test", "-f", "-", "--as-group", "admins"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            c.stdin
+                .take()
+                .expect("stdin")
+                .write_all(OBJECTS.as_bytes())?;
+            c.wait_with_output()
+        })
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--as-group needs --as"));
+}

@@ -641,6 +641,20 @@ async fn as_an_unauthorized_user_the_error_is_authorization() {
         "{o}"
     );
 
+    // The same user in a group that may: the policy's verdict, so the group was passed on.
+    let out = w.vap(&[
+        "test",
+        "-f",
+        &f,
+        "-o",
+        "json",
+        "--as",
+        "nobody-in-particular",
+        "--as-group",
+        "system:masters",
+    ]);
+    assert_eq!(json_of(&out)["objects"][0]["outcome"], json!("denied"));
+
     // The admin: the policy's verdict on the same manifest.
     let out = w.vap(&["test", "-f", &f, "-o", "json"]);
     assert_eq!(json_of(&out)["objects"][0]["outcome"], json!("denied"));
