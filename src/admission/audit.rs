@@ -307,7 +307,7 @@ pub async fn audit(
     tokio::pin!(interrupt);
 
     // Phase 1: what to dry-run. Interruptible too: listing a large cluster takes a while.
-    let gather = gather(reader, snap, &bound, &mut audits, &bucket);
+    let gather = gather(reader, &bound, &mut audits, &bucket);
     let work = tokio::select! {
         biased;
         () = &mut interrupt => {
@@ -321,12 +321,10 @@ pub async fn audit(
     // Phase 2: one dry-run per object, answers attributed to every constraint that selects it.
     listed(work.len());
     let progress = progress_bar(opts.progress, work.len() as u64);
-    let binding_names: Vec<(usize, String, bool)> = bound
+    // Which binding each audited constraint answers through.
+    let binding_names: BTreeMap<usize, String> = bound
         .iter()
-        .map(|(i, _, b)| {
-            let deny = audits[*i].validation_actions.iter().any(|a| a == "Deny");
-            (*i, b.name().to_string(), deny)
-        })
+        .map(|(i, _, b)| (*i, b.name().to_string()))
         .collect();
     let mut replies = futures::stream::iter(work.into_iter().map(|w| {
         let bucket = bucket.clone();
@@ -369,7 +367,7 @@ pub async fn audit(
             }
         };
         for i in &w.constraints {
-            let Some((_, binding, _deny)) = binding_names.iter().find(|(j, _, _)| j == i) else {
+            let Some(binding) = binding_names.get(i) else {
                 continue;
             };
             let a = &mut audits[*i];
@@ -433,7 +431,6 @@ fn progress_bar(on: bool, len: u64) -> Option<indicatif::ProgressBar> {
 /// Lists what each bound constraint selects; one work item per object.
 async fn gather(
     reader: &kube::Client,
-    snap: &Snapshot,
     bound: &[(usize, &Constraint, &Binding)],
     audits: &mut [ConstraintAudit],
     bucket: &TokenBucket,
@@ -441,7 +438,6 @@ async fn gather(
     if bound.is_empty() {
         return Ok(Vec::new());
     }
-    let _ = snap;
     // Only the groups the constraints name, when they all name some: one broken aggregated
     // API elsewhere in the cluster must not stop an audit of ConfigMaps.
     let mut groups: BTreeSet<String> = BTreeSet::new();
