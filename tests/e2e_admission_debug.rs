@@ -746,3 +746,81 @@ async fn an_interrupted_audit_prints_what_it_found() {
         json!("STP: missing required labels: owner")
     );
 }
+
+/// Another webhook (here one that cannot be called, under `failurePolicy: Fail`) rejects the
+/// object: reported as the webhook's doing, not a policy verdict; audit counts it as an object
+/// it could not check.
+#[tokio::test]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn a_webhook_rejection_is_reported_as_such() {
+    use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+    let w = World::new().await;
+    let kind = w.template("AdmHook", "HKK").await;
+    let c = w
+        .constraint(&kind, &w.env.unique_name("warn"), "warn", json!({}))
+        .await;
+    w.create(cm("existing", &w.ns, false)).await;
+    w.bind(&c).await;
+    w.until_effective(&cm("probe", &w.ns, false), "HKK: missing")
+        .await;
+    let hook = format!("{}.hooks.example.com", w.env.unique_name("down"));
+    let cfg: ValidatingWebhookConfiguration = serde_json::from_value(json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": w.env.unique_name("down-hook")},
+        "webhooks": [{
+            "name": hook, "admissionReviewVersions": ["v1"], "sideEffects": "None",
+            "failurePolicy": "Fail", "timeoutSeconds": 2,
+            // Nothing listens there: every call fails, and Fail rejects the request.
+            "clientConfig": {"url": "https://127.0.0.1:1/validate"},
+            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"], "operations": ["CREATE", "UPDATE"]}],
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": w.ns}}
+        }]
+    }))
+    .expect("webhook literal");
+    Api::<ValidatingWebhookConfiguration>::all(w.client.clone())
+        .create(&PostParams::default(), &cfg)
+        .await
+        .expect("webhook configuration");
+    // Wait until the webhook is in force.
+    let start = Instant::now();
+    loop {
+        let r = w
+            .dry_create(&cm(&w.env.unique_name("hp"), &w.ns, true))
+            .await;
+        if r.body["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(&hook)
+        {
+            break;
+        }
+        assert!(
+            start.elapsed() < TIMEOUT,
+            "the webhook never took effect: {}",
+            r.body
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let f = w.manifest(dir.path(), "hooked", &cm("hooked", &w.ns, true));
+    let out = w.vap(&["test", "-f", &f, "-o", "json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let o = json_of(&out)["objects"][0].clone();
+    assert_eq!(o["outcome"], json!("rejected-by-webhook"), "{o}");
+    assert_eq!(o["webhook"], json!(hook));
+    assert!(o.get("denial").is_none());
+
+    let out = w.vap(&["audit", &kind.to_lowercase(), "-o", "json"]);
+    assert_eq!(out.status.code(), Some(2), "an object could not be checked");
+    let a = &json_of(&out)["constraints"][0];
+    // The policy ran before the webhook: its warning is a verdict, the rejection is not.
+    assert_eq!(names(&a["violations"]), set(&["existing"]), "{a}");
+    assert_eq!(a["violations"][0]["action"], json!("Warn"));
+    assert_eq!(
+        a["errors"][0]["outcome"],
+        json!("rejected-by-webhook"),
+        "{a}"
+    );
+    assert_eq!(a["errors"][0]["object"]["name"], json!("existing"));
+}

@@ -373,24 +373,27 @@ pub async fn audit(
             let a = &mut audits[*i];
             a.checked += 1;
             let mine = |b: &Option<String>| b.as_deref() == Some(binding.as_str());
+            let mut violated = false;
             if let Some(d) = reading.denial.as_ref().filter(|d| mine(&d.binding)) {
                 a.violations.push(Violation {
                     object: w.id.clone(),
                     action: "Deny",
                     message: d.message.clone(),
                 });
-                continue;
-            }
-            if let Some(wn) = reading.warnings.iter().find(|x| mine(&x.binding)) {
+                violated = true;
+            } else if let Some(wn) = reading.warnings.iter().find(|x| mine(&x.binding)) {
+                // Policies run before webhooks: a Warn verdict is there even when a webhook
+                // then rejects the request, which is reported below as well.
                 a.violations.push(Violation {
                     object: w.id.clone(),
                     action: "Warn",
                     message: wn.message.clone(),
                 });
-                continue;
+                violated = true;
             }
             match reading.outcome {
                 Outcome::Admitted | Outcome::Warned => {}
+                Outcome::Denied if violated => {}
                 Outcome::Denied => a.hidden.push(Hidden {
                     object: w.id.clone(),
                     denied_by: reading

@@ -96,15 +96,22 @@ pub fn warning_texts(header: &str) -> Vec<String> {
     out
 }
 
-/// `admission webhook "W" denied the request: M` → (W, M).
+/// `admission webhook "W" denied the request: M` → (W, M); also a webhook that could not be
+/// called under `failurePolicy: Fail` (`failed calling webhook "W": …`): the request is
+/// rejected because of that webhook all the same.
 pub fn parse_webhook_denial(status_message: &str) -> Option<(String, String)> {
-    const HOOK: &str = "admission webhook \"";
-    let at = status_message.find(HOOK)?;
-    let (hook, rest) = status_message[at + HOOK.len()..].split_once('"')?;
-    let message = rest
-        .strip_prefix(" denied the request: ")
-        .unwrap_or(rest.trim_start());
-    Some((hook.to_string(), message.to_string()))
+    for hook_prefix in ["admission webhook \"", "failed calling webhook \""] {
+        let Some(at) = status_message.find(hook_prefix) else {
+            continue;
+        };
+        let (hook, rest) = status_message[at + hook_prefix.len()..].split_once('"')?;
+        let message = rest
+            .strip_prefix(" denied the request: ")
+            .or_else(|| rest.strip_prefix(": "))
+            .unwrap_or(rest.trim_start());
+        return Some((hook.to_string(), message.to_string()));
+    }
+    None
 }
 
 /// RBAC's words for a request the user may not make (`User "u" cannot create resource …`).
@@ -461,6 +468,18 @@ mod tests {
         assert_eq!(
             (h.outcome, h.webhook.as_deref()),
             (Outcome::RejectedByWebhook, Some("validation.gatekeeper.sh"))
+        );
+        let down = read_reply(
+            500,
+            Some(
+                "Internal error occurred: failed calling webhook \"deny.example.com\": failed to call webhook: connection refused",
+            ),
+            &[],
+            &s,
+        );
+        assert_eq!(
+            (down.outcome, down.webhook.as_deref()),
+            (Outcome::RejectedByWebhook, Some("deny.example.com"))
         );
         let q = read_reply(
             403,
