@@ -824,3 +824,52 @@ async fn a_webhook_rejection_is_reported_as_such() {
     );
     assert_eq!(a["errors"][0]["object"]["name"], json!("existing"));
 }
+
+/// The TUI's `a` runs this: the same audit, nothing printed, progress counted, the result as
+/// event-log lines.
+#[tokio::test]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn the_tuis_audit_reports_violations_as_event_lines() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let w = World::new().await;
+    let kind = w.template("AdmTui", "TUI").await;
+    let c = w
+        .constraint(&kind, &w.env.unique_name("deny"), "deny", json!({}))
+        .await;
+    w.create(cm("bad", &w.ns, false)).await;
+    w.create(cm("good", &w.ns, true)).await;
+    w.bind(&c).await;
+    w.until_effective(&cm("probe", &w.ns, false), "TUI: missing")
+        .await;
+
+    let conn = kubectl_vap::cli::args::ConnectionArgs {
+        kubeconfig: Some(w.env.kubeconfig_admin().display().to_string()),
+        ..Default::default()
+    };
+    let done = Arc::new(AtomicUsize::new(0));
+    let mut listed = 0;
+    let report = kubectl_vap::cli::admission::audit_quietly(
+        &conn,
+        &format!("{kind}/{}", c.name()),
+        |n| listed = n,
+        done.clone(),
+    )
+    .await
+    .expect("audit");
+    assert_eq!((listed, done.load(Ordering::Relaxed)), (2, 2));
+    let lines = kubectl_vap::admission::audit::event_lines(&report);
+    let text: Vec<&str> = lines.iter().map(|(_, l)| l.as_str()).collect();
+    assert_eq!(
+        text,
+        [
+            format!(
+                "audit {kind}/{}: Deny ConfigMap {}/bad: TUI: missing required labels: owner",
+                c.name(),
+                w.ns
+            )
+            .as_str(),
+            "audit done: 1 violation(s) in 1 audited constraint(s), 2 dry-run(s)",
+        ]
+    );
+}

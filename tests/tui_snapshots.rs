@@ -543,3 +543,36 @@ fn tui_refresh_rebuilds_only_what_changed() {
     ui.key(KeyCode::Char('f'));
     assert_eq!(ui.app.tree.rebuilt, top);
 }
+
+#[test]
+fn tui_audit_key_audits_the_selection_live_only() {
+    // Offline: refused, nothing sent.
+    let mut ui = Ui::new(true, offline_data(), 150, 36);
+    ui.select(&["template/k8srequiredlabels"]);
+    ui.key(KeyCode::Char('a'));
+    assert!(ui.executed.is_empty());
+    assert!(
+        ui.screen().contains("audit needs a cluster"),
+        "{}",
+        ui.screen()
+    );
+
+    // Live, even read-only (an audit writes nothing): the constraint, else its template.
+    let state = live_state();
+    let mut ui = Ui::new(true, live_data(&state, false), 150, 36);
+    ui.select(&[
+        "template/k8srequiredlabels",
+        "constraint/K8sRequiredLabels/pods-must-have-app",
+    ]);
+    ui.key(KeyCode::Char('a'));
+    ui.select(&["template/k8srequiredlabels"]);
+    ui.key(KeyCode::Char('a'));
+    assert_eq!(
+        ui.executed,
+        vec![
+            WriteCommand::Audit("K8sRequiredLabels/pods-must-have-app".into()),
+            WriteCommand::Audit("k8srequiredlabels".into()),
+        ]
+    );
+    assert!(ui.app.confirm.is_none(), "a read is not asked about");
+}

@@ -29,6 +29,8 @@ pub struct AuditOptions {
     pub concurrency: usize,
     /// Show a progress bar (on a terminal).
     pub progress: bool,
+    /// Counts the answered dry-runs, for a caller that shows progress itself (the TUI).
+    pub done: Option<Arc<std::sync::atomic::AtomicUsize>>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -351,6 +353,9 @@ pub async fn audit(
         if let Some(p) = &progress {
             p.inc(1);
         }
+        if let Some(d) = &opts.done {
+            d.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
         let reading = match reply {
             Ok(r) => read_reply(r.code, r.status_message(), &r.warnings, snap),
             Err(e) => {
@@ -583,6 +588,54 @@ pub fn findings(report: &AuditReport) -> Vec<crate::core::Finding> {
         }
         out.push(f);
     }
+    out
+}
+
+/// The report as event-log lines (`true`: an error line), for the TUI: one per violation,
+/// hidden verdict and unchecked object, then the summary.
+pub fn event_lines(report: &AuditReport) -> Vec<(bool, String)> {
+    let mut out = Vec::new();
+    let (mut violations, mut audited) = (0, 0);
+    for c in &report.constraints {
+        if c.status != Status::Audited {
+            out.push((
+                false,
+                format!(
+                    "audit {}: {}",
+                    c.constraint,
+                    c.note.as_deref().unwrap_or_default()
+                ),
+            ));
+            continue;
+        }
+        audited += 1;
+        violations += c.violations.len();
+        for v in &c.violations {
+            out.push((
+                false,
+                format!(
+                    "audit {}: {} {}: {}",
+                    c.constraint, v.action, v.object, v.message
+                ),
+            ));
+        }
+        for h in &c.hidden {
+            out.push((false, format!("audit {}: {} not observable (the server reported only the first denial, by {})", c.constraint, h.object, h.denied_by)));
+        }
+        for e in &c.errors {
+            out.push((
+                true,
+                format!(
+                    "audit {}: {} not checked ({}): {}",
+                    c.constraint, e.object, e.outcome, e.message
+                ),
+            ));
+        }
+    }
+    out.push((false, format!(
+        "audit done: {violations} violation(s) in {audited} audited constraint(s), {} dry-run(s)",
+        report.requests
+    )));
     out
 }
 

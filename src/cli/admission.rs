@@ -85,6 +85,7 @@ pub fn audit(cli: &Cli, args: &AuditArgs) -> anyhow::Result<ExitCode> {
         burst: args.burst,
         concurrency: usize::from(args.concurrency),
         progress: std::io::stderr().is_terminal(),
+        done: None,
     };
     let report = runtime()?.block_on(async {
         let (reader, actor, url) = clients(&cli.conn).await?;
@@ -203,6 +204,7 @@ pub fn check_audit(cli: &Cli, out: &super::args::OutputArgs) -> anyhow::Result<E
         burst: 100,
         concurrency: 16,
         progress: std::io::stderr().is_terminal(),
+        done: None,
     };
     let (snap, report) = runtime()?.block_on(async {
         let (reader, actor, url) = clients(&cli.conn).await?;
@@ -236,4 +238,39 @@ pub fn check_audit(cli: &Cli, out: &super::args::OutputArgs) -> anyhow::Result<E
         super::report::check_report_with(&snap, &cli.gen_flags.options(), out.output, extra)?;
     print!("{text}");
     Ok(code)
+}
+
+/// The TUI's `a`: an audit of `target` with the default rate, nothing printed (the screen is
+/// the TUI's); `listed` is told how many objects will be dry-run, `done` counts the answers.
+pub async fn audit_quietly(
+    conn: &ConnectionArgs,
+    target: &str,
+    listed: impl FnOnce(usize),
+    done: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) -> anyhow::Result<AuditReport> {
+    let opts = AuditOptions {
+        qps: 50.0,
+        burst: 100,
+        concurrency: 16,
+        progress: false,
+        done: Some(done),
+    };
+    let (reader, actor, url) = clients(conn).await?;
+    let api = crate::kube::discover_admission_api(&reader)
+        .await
+        .with_context(|| format!("discovering the VAP API of {url}"))?;
+    let (snap, _) = crate::kube::list_snapshot(&reader, &api)
+        .await
+        .with_context(|| format!("reading {url}"))?;
+    audit_mod::audit(
+        &reader,
+        &actor,
+        &snap,
+        Some(target),
+        &opts,
+        listed,
+        std::future::pending(),
+    )
+    .await
+    .with_context(|| format!("auditing {target} on {url}"))
 }

@@ -230,6 +230,24 @@ impl App {
         }
     }
 
+    /// What `a` audits: the selected constraint (`Kind/name`), else the selection's template.
+    fn audit_target(&self) -> Result<String, String> {
+        match self.data.as_ref().map(|d| &d.origin) {
+            Some(super::data::Origin::Live { .. }) => {}
+            _ => return Err("audit needs a cluster: it dry-runs existing objects".into()),
+        }
+        if let Some(kind_name) = self
+            .selected_node()
+            .and_then(|n| n.id.strip_prefix("constraint/"))
+        {
+            return Ok(kind_name.to_string());
+        }
+        match self.selected_root() {
+            Some(root) if root.kind == NodeKind::Template => Ok(root.label.clone()),
+            _ => Err("audit works on a template or a constraint: select one".into()),
+        }
+    }
+
     /// The write `p`/`r`/`R` stand for, or why there is none.
     fn write_for(&self, action: &Action) -> Result<WriteCommand, String> {
         if let Action::ReconcileAll = action {
@@ -340,6 +358,10 @@ pub fn update(app: &mut App, action: Action) -> Option<Action> {
             };
             app.flash(Level::Info, text);
         }
+        Action::Audit => match app.audit_target() {
+            Ok(target) => return Some(Action::Execute(WriteCommand::Audit(target))),
+            Err(why) => app.flash(Level::Error, why),
+        },
         Action::Replay | Action::Reconcile | Action::ReconcileAll => {
             // Why it cannot run at all comes first, then what the selection allows.
             if let Some(why) = app.write_refusal() {
