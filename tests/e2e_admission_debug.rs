@@ -873,3 +873,46 @@ async fn the_tuis_audit_reports_violations_as_event_lines() {
         ]
     );
 }
+
+/// The TUI's `t` runs this: `test -f PATH`, nothing printed, verdicts as event-log lines.
+#[tokio::test]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn the_tuis_test_reports_verdicts_as_event_lines() {
+    let w = World::new().await;
+    let kind = w.template("AdmTuiTest", "TT").await;
+    let c = w
+        .constraint(&kind, &w.env.unique_name("deny"), "deny", json!({}))
+        .await;
+    let binding = w.bind(&c).await;
+    w.until_effective(&cm("probe", &w.ns, false), "TT: missing")
+        .await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let f = w.manifest(dir.path(), "bad", &cm("bad", &w.ns, false));
+    let conn = kubectl_vap::cli::args::ConnectionArgs {
+        kubeconfig: Some(w.env.kubeconfig_admin().display().to_string()),
+        ..Default::default()
+    };
+    let report = kubectl_vap::cli::admission::test_quietly(&conn, &f, &Options::default())
+        .await
+        .expect("test");
+    let lines: Vec<String> = kubectl_vap::admission::test::event_lines(&report)
+        .into_iter()
+        .map(|(_, l)| l)
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            format!(
+                "test ConfigMap {}/bad: denied (dry-run create) by binding {binding} → {kind}/{} → template {}: TT: missing required labels: owner",
+                w.ns,
+                c.name(),
+                kind.to_lowercase()
+            ),
+            "test done: 1 object(s): 1 denied".to_string(),
+        ]
+    );
+    let e = kubectl_vap::cli::admission::test_quietly(&conn, "-", &Options::default())
+        .await
+        .expect_err("stdin is the terminal in the TUI");
+    assert!(e.to_string().contains("standard input"), "{e}");
+}

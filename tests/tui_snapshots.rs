@@ -576,3 +576,41 @@ fn tui_audit_key_audits_the_selection_live_only() {
     );
     assert!(ui.app.confirm.is_none(), "a read is not asked about");
 }
+
+#[test]
+fn tui_test_key_asks_for_a_path_then_tests_it() {
+    let mut ui = Ui::new(false, offline_data(), 150, 36);
+    ui.key(KeyCode::Char('t'));
+    assert!(ui.app.test_path.is_none());
+    assert!(
+        ui.screen().contains("test needs a cluster"),
+        "{}",
+        ui.screen()
+    );
+
+    let state = live_state();
+    let mut ui = Ui::new(true, live_data(&state, false), 150, 36);
+    ui.key(KeyCode::Char('t'));
+    ui.chars("deploy/q.yamx");
+    ui.key(KeyCode::Backspace);
+    ui.chars("l");
+    assert!(
+        ui.screen().contains(" test file: deploy/q.yaml█"),
+        "{}",
+        ui.screen()
+    );
+    // Keys are the path's while typing: `q` did not quit, `d`, `y`, `a` did nothing else.
+    assert!(!ui.app.quit);
+    assert!(ui.executed.is_empty());
+    ui.key(KeyCode::Enter);
+    assert_eq!(
+        ui.executed,
+        vec![WriteCommand::Test("deploy/q.yaml".into())]
+    );
+    assert!(ui.app.test_path.is_none());
+
+    ui.key(KeyCode::Char('t'));
+    ui.chars("other.yaml");
+    ui.key(KeyCode::Esc);
+    assert_eq!(ui.executed.len(), 1, "esc cancels");
+}

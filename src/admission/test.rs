@@ -384,3 +384,56 @@ pub fn table(report: &TestReport) -> String {
     ));
     out
 }
+
+/// The report as event-log lines (`true`: an error line), for the TUI.
+pub fn event_lines(report: &TestReport) -> Vec<(bool, String)> {
+    let mut out = Vec::new();
+    for o in &report.objects {
+        let Some(r) = &o.reading else { continue };
+        let head = format!(
+            "test {}: {} (dry-run {})",
+            o.object,
+            r.outcome.as_str(),
+            o.operation.unwrap_or("not sent")
+        );
+        match (&r.denial, r.outcome, &r.message) {
+            (Some(d), _, _) => out.push((false, format!("{head} by {}: {}", d.chain(), d.message))),
+            (None, Outcome::Admitted | Outcome::Warned, _) | (None, _, None) => {
+                out.push((false, head))
+            }
+            (None, outcome, Some(m)) => {
+                out.push((outcome == Outcome::Error, format!("{head}: {m}")))
+            }
+        }
+        if !o.may_also_deny.is_empty() {
+            out.push((
+                false,
+                format!(
+                    "test {}: the server reports only its first denial; may also deny: {}",
+                    o.object,
+                    o.may_also_deny.join(", ")
+                ),
+            ));
+        }
+        for w in &r.warnings {
+            out.push((
+                false,
+                format!("test {}: warned by {}: {}", o.object, w.chain(), w.message),
+            ));
+        }
+    }
+    out.push((
+        false,
+        format!(
+            "test done: {} object(s): {}",
+            report.objects.len(),
+            report
+                .summary
+                .iter()
+                .map(|(k, v)| format!("{v} {k}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    ));
+    out
+}

@@ -274,3 +274,29 @@ pub async fn audit_quietly(
     .await
     .with_context(|| format!("auditing {target} on {url}"))
 }
+
+/// The TUI's `t`: `test -f PATH` against the cluster, nothing printed. Standard input is the
+/// terminal there, so `-` is refused.
+pub async fn test_quietly(
+    conn: &ConnectionArgs,
+    path: &str,
+    opts: &crate::core::Options,
+) -> anyhow::Result<test_mod::TestReport> {
+    if path == "-" {
+        anyhow::bail!("standard input is the terminal here: give a file or folder");
+    }
+    let manifests = objects::read(
+        &[path.to_string()],
+        &mut std::io::empty(),
+        ReadOptions::default(),
+    )
+    .context("reading input")?;
+    let (reader, actor, url) = clients(conn).await?;
+    let api = crate::kube::discover_admission_api(&reader)
+        .await
+        .with_context(|| format!("discovering the VAP API of {url}"))?;
+    let (snap, _) = crate::kube::list_snapshot(&reader, &api)
+        .await
+        .with_context(|| format!("reading {url}"))?;
+    Ok(test_mod::live(&reader, &actor, &snap, &manifests, opts).await)
+}

@@ -10,6 +10,8 @@ use std::sync::Arc;
 pub enum WriteCommand {
     /// Audit a template's or a constraint's scope (`kubectl vap audit TARGET`).
     Audit(String),
+    /// Dry-run a file's objects (`kubectl vap test -f PATH`).
+    Test(String),
     /// Re-enqueue every constraint of the template's kind (`kubectl vap replay TEMPLATE`).
     Replay(String),
     /// Reconcile the template's VAP and bindings (`kubectl vap reconcile TEMPLATE`).
@@ -23,6 +25,7 @@ impl WriteCommand {
     pub fn prompt(&self) -> String {
         match self {
             WriteCommand::Audit(t) => format!("Audit {t}?"),
+            WriteCommand::Test(p) => format!("Test {p}?"),
             WriteCommand::Replay(t) => format!("Replay every constraint of template {t}?"),
             WriteCommand::Reconcile(t) => {
                 format!("Reconcile template {t} (its VAP and bindings)?")
@@ -34,6 +37,7 @@ impl WriteCommand {
     pub fn cli(&self) -> String {
         match self {
             WriteCommand::Audit(t) => format!("kubectl vap audit {t}"),
+            WriteCommand::Test(p) => format!("kubectl vap test -f {p}"),
             WriteCommand::Replay(t) => format!("kubectl vap replay {t}"),
             WriteCommand::Reconcile(t) => format!("kubectl vap reconcile {t}"),
             WriteCommand::ReconcileAll => "kubectl vap reconcile --all".into(),
@@ -61,6 +65,7 @@ pub enum Action {
     Diff,
     FaultsOnly,
     Audit,
+    TestFile,
     Replay,
     Reconcile,
     ReconcileAll,
@@ -77,6 +82,11 @@ pub enum Action {
     FilterPop,
     FilterDone,
     FilterCancel,
+    // The path `t` asks for.
+    PathPush(char),
+    PathPop,
+    PathDone,
+    PathCancel,
     // The one confirmation path for writes.
     Ask(WriteCommand),
     ConfirmYes,

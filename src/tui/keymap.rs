@@ -156,6 +156,14 @@ pub static TABLE: &[Entry] = &[
         screens: MAIN,
     },
     Entry {
+        keys: &[Key::Char('t')],
+        action: Action::TestFile,
+        hint: None,
+        help: "test a file: its objects dry-run through admission, verdicts in the event log (live)",
+        write: false,
+        screens: MAIN,
+    },
+    Entry {
         keys: &[Key::Char('p')],
         action: Action::Replay,
         hint: Some("replay"),

@@ -276,7 +276,7 @@ fn note_write_failures(
 /// The reconciler's command for a write; audits are not the reconciler's (`None`).
 fn to_command(cmd: WriteCommand) -> Option<Command> {
     Some(match cmd {
-        WriteCommand::Audit(_) => return None,
+        WriteCommand::Audit(_) | WriteCommand::Test(_) => return None,
         WriteCommand::Replay(t) => Command::Replay(t),
         WriteCommand::Reconcile(t) => Command::Reconcile(t),
         WriteCommand::ReconcileAll => Command::ReconcileAll,
@@ -350,6 +350,49 @@ impl Live {
             }
         });
         Action::Flash(Level::Info, format!("auditing {label}…"))
+    }
+}
+
+impl Live {
+    /// Runs `kubectl vap test -f PATH` on a thread of its own; one event-log line per verdict.
+    fn test(&mut self, path: String) -> Action {
+        let Some(notify) = self.notify.clone() else {
+            return Action::Flash(
+                Level::Error,
+                "not connected: nothing to test against".into(),
+            );
+        };
+        let conn = self.conn.clone();
+        let opts = self.opts.clone();
+        let dispatch = tracing::dispatcher::get_default(Clone::clone);
+        let label = path.clone();
+        std::thread::spawn(move || {
+            let _log = tracing::dispatcher::set_default(&dispatch);
+            let result = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(anyhow::Error::from)
+                .and_then(|rt| {
+                    rt.block_on(crate::cli::admission::test_quietly(&conn, &path, &opts))
+                });
+            match result {
+                Ok(report) => {
+                    for (error, line) in crate::admission::test::event_lines(&report) {
+                        let level = if error { Level::Error } else { Level::Info };
+                        if !notify.send(Action::Flash(level, line)) {
+                            return;
+                        }
+                    }
+                }
+                Err(e) => {
+                    notify.send(Action::Flash(
+                        Level::Error,
+                        format!("test {path}: {}", crate::cli::error_text(&e)),
+                    ));
+                }
+            }
+        });
+        Action::Flash(Level::Info, format!("testing {label}…"))
     }
 }
 
@@ -475,6 +518,7 @@ impl Source for Live {
         let command = match (to_command(cmd.clone()), cmd) {
             (Some(command), _) => command,
             (None, WriteCommand::Audit(target)) => return Some(self.audit(target)),
+            (None, WriteCommand::Test(path)) => return Some(self.test(path)),
             (None, _) => return None,
         };
         let handle = self.handle.lock().ok().and_then(|h| h.clone());
