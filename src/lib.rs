@@ -3,6 +3,7 @@
 //! Layout: `model` (typed views of what we read), `core` (pure decisions, generation,
 //! analysis), `load` (files → snapshot), `cli` (commands and output).
 
+pub mod admission;
 pub mod cli;
 pub mod core;
 pub mod kube;

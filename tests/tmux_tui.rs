@@ -363,6 +363,22 @@ fn tmux_tui_live_cluster() {
             .any(|l| l.contains(" reconcile ") && l.contains("k8stuilive") && !l.contains("sent"))
     });
 
+    // `a` audits the selected template's constraint (its label selector matches nothing
+    // here), `t` dry-runs a file typed in: both report in the event log.
+    t.text("a");
+    t.wait_text("audit done: 0 violation(s) in 1 audited constraint(s), 0 dry-run(s)");
+    let manifest = dir.path().join("cm.yaml");
+    std::fs::write(
+        &manifest,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: tui-tested, namespace: default}\n",
+    )
+    .unwrap();
+    t.text("t");
+    t.wait_text("test file:");
+    t.text(&manifest.display().to_string());
+    t.keys(&["Enter"]);
+    t.wait_text("test done: 1 object(s): 1 admitted");
+
     t.text("q");
     t.wait_text("EXIT=0");
     assert!(!t.alternate_on());

@@ -543,3 +543,74 @@ fn tui_refresh_rebuilds_only_what_changed() {
     ui.key(KeyCode::Char('f'));
     assert_eq!(ui.app.tree.rebuilt, top);
 }
+
+#[test]
+fn tui_audit_key_audits_the_selection_live_only() {
+    // Offline: refused, nothing sent.
+    let mut ui = Ui::new(true, offline_data(), 150, 36);
+    ui.select(&["template/k8srequiredlabels"]);
+    ui.key(KeyCode::Char('a'));
+    assert!(ui.executed.is_empty());
+    assert!(
+        ui.screen().contains("audit needs a cluster"),
+        "{}",
+        ui.screen()
+    );
+
+    // Live, even read-only (an audit writes nothing): the constraint, else its template.
+    let state = live_state();
+    let mut ui = Ui::new(true, live_data(&state, false), 150, 36);
+    ui.select(&[
+        "template/k8srequiredlabels",
+        "constraint/K8sRequiredLabels/pods-must-have-app",
+    ]);
+    ui.key(KeyCode::Char('a'));
+    ui.select(&["template/k8srequiredlabels"]);
+    ui.key(KeyCode::Char('a'));
+    assert_eq!(
+        ui.executed,
+        vec![
+            WriteCommand::Audit("K8sRequiredLabels/pods-must-have-app".into()),
+            WriteCommand::Audit("k8srequiredlabels".into()),
+        ]
+    );
+    assert!(ui.app.confirm.is_none(), "a read is not asked about");
+}
+
+#[test]
+fn tui_test_key_asks_for_a_path_then_tests_it() {
+    let mut ui = Ui::new(false, offline_data(), 150, 36);
+    ui.key(KeyCode::Char('t'));
+    assert!(ui.app.test_path.is_none());
+    assert!(
+        ui.screen().contains("test needs a cluster"),
+        "{}",
+        ui.screen()
+    );
+
+    let state = live_state();
+    let mut ui = Ui::new(true, live_data(&state, false), 150, 36);
+    ui.key(KeyCode::Char('t'));
+    ui.chars("deploy/q.yamx");
+    ui.key(KeyCode::Backspace);
+    ui.chars("l");
+    assert!(
+        ui.screen().contains(" test file: deploy/q.yaml█"),
+        "{}",
+        ui.screen()
+    );
+    // Keys are the path's while typing: `q` did not quit, `d`, `y`, `a` did nothing else.
+    assert!(!ui.app.quit);
+    assert!(ui.executed.is_empty());
+    ui.key(KeyCode::Enter);
+    assert_eq!(
+        ui.executed,
+        vec![WriteCommand::Test("deploy/q.yaml".into())]
+    );
+    assert!(ui.app.test_path.is_none());
+
+    ui.key(KeyCode::Char('t'));
+    ui.chars("other.yaml");
+    ui.key(KeyCode::Esc);
+    assert_eq!(ui.executed.len(), 1, "esc cancels");
+}

@@ -41,7 +41,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Report findings: exit 0 when clean, 1 on any warning or error, 2 on bad input.
-    Check(OutputArgs),
+    Check(CheckArgs),
     /// Show the writes the reconciler would make now, each with a diff.
     Plan(PlanArgs),
     /// Run the shared-cache reconciler (leader-elected).
@@ -77,8 +77,50 @@ pub enum Command {
         #[arg(long)]
         metrics_service: bool,
     },
+    /// Dry-run manifests (-f) through the cluster's admission chain; every verdict attributed
+    /// binding → constraint → template. Exit 0 admitted, 1 denied or warned, 2 bad input.
+    Test(TestArgs),
+    /// Dry-run a no-op update of every existing object in each binding's scope; violations per
+    /// constraint. Exit 0 none, 1 violations, 2 errors, 130 interrupted (partial report).
+    Audit(AuditArgs),
     /// Print the version.
     Version,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct CheckArgs {
+    #[command(flatten)]
+    pub out: OutputArgs,
+    /// Also audit existing objects (as `audit` does): an info finding per constraint with
+    /// violations, so CI sees what flipping it to deny would break. Needs a cluster.
+    #[arg(long)]
+    pub audit: bool,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct TestArgs {
+    #[command(flatten)]
+    pub out: OutputArgs,
+    /// Send nothing: say which bindings and constraints in the files select each object.
+    #[arg(long)]
+    pub offline: bool,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct AuditArgs {
+    /// A ConstraintTemplate name, or a constraint (`NAME` or `Kind/NAME`); all when absent.
+    pub target: Option<String>,
+    #[command(flatten)]
+    pub out: OutputArgs,
+    /// Requests per second, sustained (0: unlimited).
+    #[arg(long, default_value_t = 50.0)]
+    pub qps: f32,
+    /// Requests allowed at once above --qps.
+    #[arg(long, default_value_t = 100)]
+    pub burst: u32,
+    /// Dry-runs in flight at once.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub concurrency: u16,
 }
 
 #[derive(Debug, Args, Clone)]
@@ -109,6 +151,9 @@ pub struct ConnectionArgs {
     /// Username to impersonate.
     #[arg(long = "as", global = true)]
     pub as_user: Option<String>,
+    /// Group to impersonate (repeatable; needs --as).
+    #[arg(long = "as-group", global = true, value_name = "GROUP")]
+    pub as_group: Vec<String>,
     /// Timeout of a single API request, e.g. 10s, 1m (0: none).
     #[arg(long, global = true, value_parser = parse_duration)]
     pub request_timeout: Option<Duration>,

@@ -1,5 +1,6 @@
 //! Commands: each one gathers input (files or cluster), calls the pure core, prints.
 
+pub mod admission;
 pub mod args;
 pub mod install;
 pub mod live;
@@ -22,15 +23,18 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         ),
     }
     match &cli.command {
+        Some(Command::Test(args)) => admission::test(&cli, args),
+        Some(Command::Audit(args)) => admission::audit(&cli, args),
         Some(Command::Version) => {
             println!("kubectl-vap {}", env!("CARGO_PKG_VERSION"));
             Ok(ExitCode::SUCCESS)
         }
-        Some(Command::Check(out)) if !cli.input.filenames.is_empty() => {
-            report::check_files(&cli, out)
+        Some(Command::Check(c)) if c.audit => admission::check_audit(&cli, &c.out),
+        Some(Command::Check(c)) if !cli.input.filenames.is_empty() => {
+            report::check_files(&cli, &c.out)
         }
         Some(Command::Plan(p)) if !cli.input.filenames.is_empty() => report::plan_files(&cli, p),
-        Some(Command::Check(out)) => live::check(&cli, out),
+        Some(Command::Check(c)) => live::check(&cli, &c.out),
         Some(Command::Plan(p)) => live::plan(&cli, p),
         // What acts on a cluster takes no files: a `-f` there would be silently ignored.
         Some(Command::Run(_) | Command::Replay { .. } | Command::Reconcile { .. })

@@ -82,7 +82,18 @@ pub fn check_report(
     opts: &Options,
     format: Format,
 ) -> anyhow::Result<(String, ExitCode)> {
-    let Analysis { findings, .. } = analyze(snap, opts);
+    check_report_with(snap, opts, format, Vec::new())
+}
+
+/// [`check_report`] with findings from elsewhere added (`check --audit`'s).
+pub fn check_report_with(
+    snap: &Snapshot,
+    opts: &Options,
+    format: Format,
+    extra: Vec<crate::core::Finding>,
+) -> anyhow::Result<(String, ExitCode)> {
+    let Analysis { mut findings, .. } = analyze(snap, opts);
+    findings.extend(extra);
     let counts = Summary::of(&findings);
     let code = if counts.has_problems() {
         ExitCode::from(1)

@@ -8,12 +8,14 @@ pub mod decide;
 pub mod desired;
 pub mod findings;
 pub mod generate;
+pub mod matching;
 pub mod names;
 pub mod normalize;
 pub mod options;
 pub mod ownership;
 pub mod plan;
 pub mod tree;
+pub mod verdict;
 
 pub use analysis::{Analysis, analyze};
 pub use findings::{Code, Finding, Severity, Summary};

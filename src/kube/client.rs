@@ -50,6 +50,13 @@ pub async fn config_from(
     if let Some(user) = &conn.as_user {
         config.auth_info.impersonate = Some(user.clone());
     }
+    if !conn.as_group.is_empty() {
+        // The API server refuses groups without a user to impersonate; say so first.
+        if conn.as_user.is_none() {
+            return Err(KubeError::Config("--as-group needs --as".into()));
+        }
+        config.auth_info.impersonate_groups = Some(conn.as_group.clone());
+    }
     if let Some(timeout) = conn.request_timeout.filter(|t| !t.is_zero()) {
         // kubectl's --request-timeout bounds one request. Watches are long requests: the
         // watcher asks the server for a shorter timeout than this (see runtime).

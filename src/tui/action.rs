@@ -4,9 +4,14 @@
 use super::data::Data;
 use std::sync::Arc;
 
-/// A write the user asked for. The source carries it out (live) or refuses it (offline).
+/// A command the user asked for: the writes (asked first, off with `--readonly`) and the
+/// audit (a read: dry-runs only). The source carries it out (live) or refuses it (offline).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WriteCommand {
+    /// Audit a template's or a constraint's scope (`kubectl vap audit TARGET`).
+    Audit(String),
+    /// Dry-run a file's objects (`kubectl vap test -f PATH`).
+    Test(String),
     /// Re-enqueue every constraint of the template's kind (`kubectl vap replay TEMPLATE`).
     Replay(String),
     /// Reconcile the template's VAP and bindings (`kubectl vap reconcile TEMPLATE`).
@@ -19,6 +24,8 @@ impl WriteCommand {
     /// The question the confirmation asks.
     pub fn prompt(&self) -> String {
         match self {
+            WriteCommand::Audit(t) => format!("Audit {t}?"),
+            WriteCommand::Test(p) => format!("Test {p}?"),
             WriteCommand::Replay(t) => format!("Replay every constraint of template {t}?"),
             WriteCommand::Reconcile(t) => {
                 format!("Reconcile template {t} (its VAP and bindings)?")
@@ -29,6 +36,8 @@ impl WriteCommand {
     /// The one-shot command line that does the same.
     pub fn cli(&self) -> String {
         match self {
+            WriteCommand::Audit(t) => format!("kubectl vap audit {t}"),
+            WriteCommand::Test(p) => format!("kubectl vap test -f {p}"),
             WriteCommand::Replay(t) => format!("kubectl vap replay {t}"),
             WriteCommand::Reconcile(t) => format!("kubectl vap reconcile {t}"),
             WriteCommand::ReconcileAll => "kubectl vap reconcile --all".into(),
@@ -55,6 +64,8 @@ pub enum Action {
     Yaml,
     Diff,
     FaultsOnly,
+    Audit,
+    TestFile,
     Replay,
     Reconcile,
     ReconcileAll,
@@ -71,6 +82,11 @@ pub enum Action {
     FilterPop,
     FilterDone,
     FilterCancel,
+    // The path `t` asks for.
+    PathPush(char),
+    PathPop,
+    PathDone,
+    PathCancel,
     // The one confirmation path for writes.
     Ask(WriteCommand),
     ConfirmYes,

@@ -45,6 +45,8 @@ pub struct App {
     pub filter: Filter,
     /// The filter is being typed (`/`).
     pub editing_filter: bool,
+    /// The path `t` tests is being typed.
+    pub test_path: Option<String>,
     pub screen: Screen,
     pub help_scroll: usize,
     pub doc: Option<Doc>,
@@ -70,6 +72,7 @@ impl App {
             tree: TreeView::default(),
             filter: Filter::default(),
             editing_filter: false,
+            test_path: None,
             screen: Screen::Main,
             help_scroll: 0,
             doc: None,
@@ -92,6 +95,17 @@ impl App {
         let ctrl_c = ev.modifiers.contains(KeyModifiers::CONTROL) && ev.code == KeyCode::Char('c');
         if ctrl_c {
             return Some(Action::Quit);
+        }
+        if self.test_path.is_some() {
+            return match ev.code {
+                KeyCode::Char(c) if !ev.modifiers.contains(KeyModifiers::CONTROL) => {
+                    Some(Action::PathPush(c))
+                }
+                KeyCode::Backspace => Some(Action::PathPop),
+                KeyCode::Enter => Some(Action::PathDone),
+                KeyCode::Esc => Some(Action::PathCancel),
+                _ => None,
+            };
         }
         if self.editing_filter {
             return match ev.code {
@@ -230,6 +244,24 @@ impl App {
         }
     }
 
+    /// What `a` audits: the selected constraint (`Kind/name`), else the selection's template.
+    fn audit_target(&self) -> Result<String, String> {
+        match self.data.as_ref().map(|d| &d.origin) {
+            Some(super::data::Origin::Live { .. }) => {}
+            _ => return Err("audit needs a cluster: it dry-runs existing objects".into()),
+        }
+        if let Some(kind_name) = self
+            .selected_node()
+            .and_then(|n| n.id.strip_prefix("constraint/"))
+        {
+            return Ok(kind_name.to_string());
+        }
+        match self.selected_root() {
+            Some(root) if root.kind == NodeKind::Template => Ok(root.label.clone()),
+            _ => Err("audit works on a template or a constraint: select one".into()),
+        }
+    }
+
     /// The write `p`/`r`/`R` stand for, or why there is none.
     fn write_for(&self, action: &Action) -> Result<WriteCommand, String> {
         if let Action::ReconcileAll = action {
@@ -340,6 +372,34 @@ pub fn update(app: &mut App, action: Action) -> Option<Action> {
             };
             app.flash(Level::Info, text);
         }
+        Action::TestFile => match app.data.as_ref().map(|d| &d.origin) {
+            Some(super::data::Origin::Live { .. }) => app.test_path = Some(String::new()),
+            _ => app.flash(
+                Level::Error,
+                "test needs a cluster: kubectl vap test --offline -f explains offline",
+            ),
+        },
+        Action::PathPush(c) => {
+            if let Some(p) = &mut app.test_path {
+                p.push(c);
+            }
+        }
+        Action::PathPop => {
+            if let Some(p) = &mut app.test_path {
+                p.pop();
+            }
+        }
+        Action::PathCancel => app.test_path = None,
+        Action::PathDone => match app.test_path.take().filter(|p| !p.trim().is_empty()) {
+            Some(path) => {
+                return Some(Action::Execute(WriteCommand::Test(path.trim().to_string())));
+            }
+            None => app.flash(Level::Info, "no file given: nothing tested"),
+        },
+        Action::Audit => match app.audit_target() {
+            Ok(target) => return Some(Action::Execute(WriteCommand::Audit(target))),
+            Err(why) => app.flash(Level::Error, why),
+        },
         Action::Replay | Action::Reconcile | Action::ReconcileAll => {
             // Why it cannot run at all comes first, then what the selection allows.
             if let Some(why) = app.write_refusal() {

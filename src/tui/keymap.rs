@@ -148,6 +148,22 @@ pub static TABLE: &[Entry] = &[
         screens: MAIN,
     },
     Entry {
+        keys: &[Key::Char('a')],
+        action: Action::Audit,
+        hint: None,
+        help: "audit the selected template or constraint: dry-runs, violations in the event log (live)",
+        write: false,
+        screens: MAIN,
+    },
+    Entry {
+        keys: &[Key::Char('t')],
+        action: Action::TestFile,
+        hint: None,
+        help: "test a file: its objects dry-run through admission, verdicts in the event log (live)",
+        write: false,
+        screens: MAIN,
+    },
+    Entry {
         keys: &[Key::Char('p')],
         action: Action::Replay,
         hint: Some("replay"),

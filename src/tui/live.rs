@@ -28,6 +28,8 @@ pub struct Live {
     /// `--lease-namespace`, `--lease-name`: the Lease to compete for, or to read the holder of.
     lease: (String, String),
     handle: Arc<Mutex<Option<ReconcilerHandle>>>,
+    /// To report audits (`a`), which run beside the reconciler.
+    notify: Option<Notify>,
     stop: Option<tokio::sync::watch::Sender<bool>>,
     done: Option<mpsc::Receiver<()>>,
 }
@@ -45,6 +47,7 @@ impl Live {
             reconcile,
             lease,
             handle: Arc::new(Mutex::new(None)),
+            notify: None,
             stop: None,
             done: None,
         }
@@ -270,16 +273,132 @@ fn note_write_failures(
     }
 }
 
-fn to_command(cmd: WriteCommand) -> Command {
-    match cmd {
+/// The reconciler's command for a write; audits are not the reconciler's (`None`).
+fn to_command(cmd: WriteCommand) -> Option<Command> {
+    Some(match cmd {
+        WriteCommand::Audit(_) | WriteCommand::Test(_) => return None,
         WriteCommand::Replay(t) => Command::Replay(t),
         WriteCommand::Reconcile(t) => Command::Reconcile(t),
         WriteCommand::ReconcileAll => Command::ReconcileAll,
+    })
+}
+
+impl Live {
+    /// Runs `kubectl vap audit TARGET` on a thread of its own: progress as flashes, then one
+    /// event-log line per violation and a summary. The UI never waits for it.
+    fn audit(&mut self, target: String) -> Action {
+        let Some(notify) = self.notify.clone() else {
+            return Action::Flash(Level::Error, "not connected: nothing to audit".into());
+        };
+        let conn = self.conn.clone();
+        let dispatch = tracing::dispatcher::get_default(Clone::clone);
+        let label = target.clone();
+        std::thread::spawn(move || {
+            let _log = tracing::dispatcher::set_default(&dispatch);
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    notify.send(Action::Flash(Level::Error, format!("audit: {e}")));
+                    return;
+                }
+            };
+            let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            let total = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            let result = rt.block_on(async {
+                let progress = {
+                    let (notify, done, total, target) =
+                        (notify.clone(), done.clone(), total.clone(), target.clone());
+                    async move {
+                        loop {
+                            tokio::time::sleep(Duration::from_millis(500)).await;
+                            let n = total.load(std::sync::atomic::Ordering::Relaxed);
+                            if n > 0 {
+                                let d = done.load(std::sync::atomic::Ordering::Relaxed);
+                                notify.send(Action::Flash(
+                                    Level::Info,
+                                    format!("auditing {target}: {d}/{n} dry-runs"),
+                                ));
+                            }
+                        }
+                    }
+                };
+                let listed = |n: usize| total.store(n, std::sync::atomic::Ordering::Relaxed);
+                let ticker = tokio::spawn(progress);
+                let r = crate::cli::admission::audit_quietly(&conn, &target, listed, done.clone())
+                    .await;
+                ticker.abort();
+                r
+            });
+            match result {
+                Ok(report) => {
+                    for (error, line) in crate::admission::audit::event_lines(&report) {
+                        let level = if error { Level::Error } else { Level::Info };
+                        if !notify.send(Action::Flash(level, line)) {
+                            return;
+                        }
+                    }
+                }
+                Err(e) => {
+                    notify.send(Action::Flash(
+                        Level::Error,
+                        format!("audit {target}: {}", crate::cli::error_text(&e)),
+                    ));
+                }
+            }
+        });
+        Action::Flash(Level::Info, format!("auditing {label}…"))
+    }
+}
+
+impl Live {
+    /// Runs `kubectl vap test -f PATH` on a thread of its own; one event-log line per verdict.
+    fn test(&mut self, path: String) -> Action {
+        let Some(notify) = self.notify.clone() else {
+            return Action::Flash(
+                Level::Error,
+                "not connected: nothing to test against".into(),
+            );
+        };
+        let conn = self.conn.clone();
+        let opts = self.opts.clone();
+        let dispatch = tracing::dispatcher::get_default(Clone::clone);
+        let label = path.clone();
+        std::thread::spawn(move || {
+            let _log = tracing::dispatcher::set_default(&dispatch);
+            let result = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(anyhow::Error::from)
+                .and_then(|rt| {
+                    rt.block_on(crate::cli::admission::test_quietly(&conn, &path, &opts))
+                });
+            match result {
+                Ok(report) => {
+                    for (error, line) in crate::admission::test::event_lines(&report) {
+                        let level = if error { Level::Error } else { Level::Info };
+                        if !notify.send(Action::Flash(level, line)) {
+                            return;
+                        }
+                    }
+                }
+                Err(e) => {
+                    notify.send(Action::Flash(
+                        Level::Error,
+                        format!("test {path}: {}", crate::cli::error_text(&e)),
+                    ));
+                }
+            }
+        });
+        Action::Flash(Level::Info, format!("testing {label}…"))
     }
 }
 
 impl Source for Live {
     fn start(&mut self, notify: Notify) {
+        self.notify = Some(notify.clone());
         let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
         let (done_tx, done_rx) = mpsc::channel();
         self.stop = Some(stop_tx);
@@ -396,6 +515,12 @@ impl Source for Live {
 
     fn execute(&mut self, cmd: WriteCommand) -> Option<Action> {
         let cli = cmd.cli();
+        let command = match (to_command(cmd.clone()), cmd) {
+            (Some(command), _) => command,
+            (None, WriteCommand::Audit(target)) => return Some(self.audit(target)),
+            (None, WriteCommand::Test(path)) => return Some(self.test(path)),
+            (None, _) => return None,
+        };
         let handle = self.handle.lock().ok().and_then(|h| h.clone());
         let Some(handle) = handle else {
             return Some(Action::Flash(
@@ -403,7 +528,7 @@ impl Source for Live {
                 "not connected: nothing to send the command to".into(),
             ));
         };
-        Some(match handle.commands.try_send(to_command(cmd)) {
+        Some(match handle.commands.try_send(command) {
             Ok(()) => Action::Flash(
                 Level::Info,
                 format!("sent `{cli}`: its writes show in the event log"),

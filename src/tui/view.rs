@@ -380,7 +380,14 @@ fn draw_events(frame: &mut Frame, app: &App, area: Rect) {
 }
 
 fn draw_status(frame: &mut Frame, app: &App, area: Rect) {
-    let line = if app.editing_filter {
+    let line = if let Some(path) = &app.test_path {
+        Line::from(vec![
+            Span::styled(" test file: ", Style::new().fg(Color::Yellow)),
+            Span::raw(path.clone()),
+            Span::styled("█", Style::new().fg(Color::Yellow)),
+            Span::styled("  (enter dry-runs its objects, esc cancels)", dim()),
+        ])
+    } else if app.editing_filter {
         Line::from(vec![
             Span::styled(" /", Style::new().fg(Color::Yellow)),
             Span::raw(app.filter.text.clone()),

@@ -1,0 +1,686 @@
+//! `audit`: for each constraint's binding, list the existing objects it selects (only the
+//! resources its `spec.match.kinds` names, label selectors and literal namespaces applied by
+//! the server, the rest by the pure matcher) and dry-run a no-op update of each: the API
+//! server runs its admission policies on it and writes nothing. One request per object, shared
+//! by every constraint that selects it; bounded concurrency and a token bucket.
+//!
+//! What cannot be seen is reported as such: `dryrun` constraints (binding action `Audit`) only
+//! reach the audit log; when an object is denied, the server names only the first denying
+//! binding, so other constraints' verdicts on that object are `hidden`, not "compliant".
+
+use super::AdmissionError;
+use super::dryrun::{self, Resolved};
+use super::rate::TokenBucket;
+use super::test::ObjectId;
+use crate::core::matching::{Subject, binding_selects, constraint_selects, labels_of};
+use crate::core::verdict::{ConstraintRef, Outcome, read_reply};
+use crate::model::{Binding, CONSTRAINTS_GROUP, Constraint};
+use crate::snapshot::Snapshot;
+use futures::StreamExt;
+use kube::api::{Api, DynamicObject, ListParams};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+#[derive(Debug, Clone)]
+pub struct AuditOptions {
+    pub qps: f64,
+    pub burst: u32,
+    pub concurrency: usize,
+    /// Show a progress bar (on a terminal).
+    pub progress: bool,
+    /// Counts the answered dry-runs, for a caller that shows progress itself (the TUI).
+    pub done: Option<Arc<std::sync::atomic::AtomicUsize>>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Violation {
+    pub object: ObjectId,
+    /// `Deny` or `Warn`: the binding's action that reported it.
+    pub action: &'static str,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Hidden {
+    pub object: ObjectId,
+    /// The binding the server named instead (it reports its first denial only).
+    pub denied_by: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectError {
+    pub object: ObjectId,
+    pub outcome: &'static str,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Status {
+    Audited,
+    /// No binding: nothing enforces it through VAP.
+    NotBound,
+    /// Bound with `Audit` only (`dryrun`): the verdicts go to the audit log, not to us.
+    NotObservable,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConstraintAudit {
+    pub constraint: ConstraintRef,
+    pub template: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub binding: Option<String>,
+    pub validation_actions: Vec<String>,
+    pub status: Status,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// Objects the binding and `spec.match` select.
+    pub in_scope: usize,
+    /// Of those, answered by the server (less when interrupted).
+    pub checked: usize,
+    pub violations: Vec<Violation>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hidden: Vec<Hidden>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<ObjectError>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditReport {
+    /// False when interrupted: what was found so far.
+    pub complete: bool,
+    pub constraints: Vec<ConstraintAudit>,
+    /// Dry-run requests sent (one per object in any audited scope).
+    pub requests: usize,
+}
+
+impl AuditReport {
+    /// 130 interrupted, 2 objects that could not be checked, 1 violations, 0 clean.
+    pub fn exit_code(&self) -> u8 {
+        if !self.complete {
+            130
+        } else if self.constraints.iter().any(|c| !c.errors.is_empty()) {
+            2
+        } else if self.constraints.iter().any(|c| !c.violations.is_empty()) {
+            1
+        } else {
+            0
+        }
+    }
+}
+
+/// The constraints `target` names: a template (every constraint of its kind), `Kind/name`, or a
+/// constraint name; all when `None`.
+pub fn select<'a>(
+    snap: &'a Snapshot,
+    target: Option<&str>,
+) -> Result<Vec<&'a Constraint>, AdmissionError> {
+    let Some(t) = target else {
+        return Ok(snap.constraints.iter().collect());
+    };
+    let picked: Vec<&Constraint> = snap
+        .constraints
+        .iter()
+        .filter(|c| match t.split_once('/') {
+            Some((kind, name)) => c.kind.eq_ignore_ascii_case(kind) && c.name() == name,
+            None => c.kind.to_lowercase() == t || c.name() == t,
+        })
+        .collect();
+    if picked.is_empty() {
+        let known = snap.templates.iter().any(|tp| tp.name() == t);
+        return Err(AdmissionError::Input(if known {
+            format!("template {t} has no constraints to audit")
+        } else {
+            format!("no template or constraint named {t}")
+        }));
+    }
+    Ok(picked)
+}
+
+fn binding_of<'a>(c: &Constraint, snap: &'a Snapshot) -> Option<&'a Binding> {
+    snap.bindings.iter().find(|b| {
+        b.meta.controller().is_some_and(|o| {
+            o.group() == CONSTRAINTS_GROUP && o.kind == c.kind && o.name == c.name()
+        })
+    })
+}
+
+/// A label selector as a list's `labelSelector` string; `None` when it cannot be said that way
+/// (the pure matcher still applies it afterwards).
+fn selector_string(v: &Option<serde_json::Value>) -> Option<String> {
+    let sel: k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector =
+        serde_json::from_value(v.clone()?).ok()?;
+    let mut parts: Vec<String> = sel
+        .match_labels
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    for e in sel.match_expressions.unwrap_or_default() {
+        let values = e.values.unwrap_or_default().join(",");
+        parts.push(match e.operator.as_str() {
+            "In" => format!("{} in ({values})", e.key),
+            "NotIn" => format!("{} notin ({values})", e.key),
+            "Exists" => e.key.clone(),
+            "DoesNotExist" => format!("!{}", e.key),
+            _ => return None,
+        });
+    }
+    (!parts.is_empty()).then(|| parts.join(","))
+}
+
+/// The resources a constraint's `spec.match.kinds` names (every listable, updatable one when
+/// it names none), from discovery.
+fn resources_for(c: &Constraint, discovery: &kube::Discovery) -> Vec<Resolved> {
+    let mut out = Vec::new();
+    for group in discovery.groups() {
+        for (ar, caps) in group.recommended_resources() {
+            if !caps.supports_operation("list") || !caps.supports_operation("update") {
+                continue;
+            }
+            let kinds = &c.matcher.kinds;
+            let listed = kinds.is_empty()
+                || kinds.iter().any(|k| {
+                    (k.api_groups.is_empty()
+                        || k.api_groups.iter().any(|g| g == "*" || *g == ar.group))
+                        && (k.kinds.is_empty() || k.kinds.iter().any(|x| x == "*" || *x == ar.kind))
+                });
+            if listed {
+                out.push(dryrun::resolved(ar, &caps));
+            }
+        }
+    }
+    out
+}
+
+/// Every page of a list.
+async fn list_all(
+    client: &kube::Client,
+    r: &Resolved,
+    namespace: Option<&str>,
+    selector: Option<&str>,
+    bucket: &TokenBucket,
+) -> Result<Vec<serde_json::Value>, AdmissionError> {
+    let api: Api<DynamicObject> = match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &r.resource),
+        None => Api::all_with(client.clone(), &r.resource),
+    };
+    let mut lp = ListParams::default().limit(500);
+    if let Some(s) = selector {
+        lp = lp.labels(s);
+    }
+    let mut out = Vec::new();
+    loop {
+        bucket.acquire().await;
+        let page = api.list(&lp).await.map_err(|e| {
+            AdmissionError::request(
+                format!(
+                    "listing {}",
+                    crate::kube::discovery::resource_name(&r.resource)
+                ),
+                e,
+            )
+        })?;
+        for mut o in page.items {
+            o.types = Some(kube::core::TypeMeta {
+                api_version: r.resource.api_version.clone(),
+                kind: r.resource.kind.clone(),
+            });
+            o.metadata.managed_fields = None;
+            out.push(serde_json::to_value(o).map_err(|e| AdmissionError::Input(e.to_string()))?);
+        }
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => lp = lp.continue_token(&token),
+            None => return Ok(out),
+        }
+    }
+}
+
+/// One object to dry-run and the constraints (indices) that select it.
+struct Work {
+    resolved: Resolved,
+    raw: serde_json::Value,
+    id: ObjectId,
+    constraints: Vec<usize>,
+}
+
+/// Runs the audit. `listed` is told how many objects will be dry-run, once they are listed;
+/// `interrupt` resolving stops it: the report then holds what was found so far and says it is
+/// incomplete.
+pub async fn audit(
+    reader: &kube::Client,
+    actor: &kube::Client,
+    snap: &Snapshot,
+    target: Option<&str>,
+    opts: &AuditOptions,
+    listed: impl FnOnce(usize),
+    interrupt: impl std::future::Future<Output = ()>,
+) -> Result<AuditReport, AdmissionError> {
+    let picked = select(snap, target)?;
+    let mut audits: Vec<ConstraintAudit> = Vec::new();
+    let mut bound: Vec<(usize, &Constraint, &Binding)> = Vec::new();
+    for c in picked {
+        let binding = binding_of(c, snap);
+        let actions: Vec<String> = binding
+            .and_then(|b| b.object.spec.as_ref())
+            .and_then(|s| s.validation_actions.clone())
+            .unwrap_or_default();
+        let observable = actions.iter().any(|a| a == "Deny" || a == "Warn");
+        let (status, note) = match binding {
+            None => (Status::NotBound, Some("no binding: VAP does not enforce it".to_string())),
+            Some(_) if !observable => (
+                Status::NotObservable,
+                Some("bound with Audit only (dryrun): its verdicts go to the API server's audit log, which a dry-run does not return".to_string()),
+            ),
+            Some(_) => (Status::Audited, None),
+        };
+        if let (Some(b), Status::Audited) = (binding, status) {
+            bound.push((audits.len(), c, b));
+        }
+        audits.push(ConstraintAudit {
+            constraint: ConstraintRef {
+                kind: c.kind.clone(),
+                name: c.name().to_string(),
+            },
+            template: c.kind.to_lowercase(),
+            binding: binding.map(|b| b.name().to_string()),
+            validation_actions: actions,
+            status,
+            note,
+            in_scope: 0,
+            checked: 0,
+            violations: Vec::new(),
+            hidden: Vec::new(),
+            errors: Vec::new(),
+        });
+    }
+    let mut report = AuditReport {
+        complete: true,
+        constraints: Vec::new(),
+        requests: 0,
+    };
+    let bucket = Arc::new(TokenBucket::new(opts.qps, opts.burst));
+    tokio::pin!(interrupt);
+
+    // Phase 1: what to dry-run. Interruptible too: listing a large cluster takes a while.
+    let gather = gather(reader, &bound, &mut audits, &bucket);
+    let work = tokio::select! {
+        biased;
+        () = &mut interrupt => {
+            report.complete = false;
+            report.constraints = audits;
+            return Ok(report);
+        }
+        w = gather => w?,
+    };
+
+    // Phase 2: one dry-run per object, answers attributed to every constraint that selects it.
+    listed(work.len());
+    let progress = progress_bar(opts.progress, work.len() as u64);
+    // Which binding each audited constraint answers through.
+    let binding_names: BTreeMap<usize, String> = bound
+        .iter()
+        .map(|(i, _, b)| (*i, b.name().to_string()))
+        .collect();
+    let mut replies = futures::stream::iter(work.into_iter().map(|w| {
+        let bucket = bucket.clone();
+        async move {
+            bucket.acquire().await;
+            let name = w.raw["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let reply =
+                dryrun::update(actor, &w.resolved, w.id.namespace.as_deref(), &name, &w.raw).await;
+            (w, reply)
+        }
+    }))
+    .buffer_unordered(opts.concurrency.max(1));
+    loop {
+        let next = tokio::select! {
+            biased;
+            () = &mut interrupt => { report.complete = false; break; }
+            n = replies.next() => n,
+        };
+        let Some((w, reply)) = next else { break };
+        report.requests += 1;
+        if let Some(p) = &progress {
+            p.inc(1);
+        }
+        if let Some(d) = &opts.done {
+            d.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        let reading = match reply {
+            Ok(r) => read_reply(r.code, r.status_message(), &r.warnings, snap),
+            Err(e) => {
+                let message = crate::cli::error_text(&e.into());
+                for i in &w.constraints {
+                    audits[*i].checked += 1;
+                    audits[*i].errors.push(ObjectError {
+                        object: w.id.clone(),
+                        outcome: Outcome::Error.as_str(),
+                        message: message.clone(),
+                    });
+                }
+                continue;
+            }
+        };
+        for i in &w.constraints {
+            let Some(binding) = binding_names.get(i) else {
+                continue;
+            };
+            let a = &mut audits[*i];
+            a.checked += 1;
+            let mine = |b: &Option<String>| b.as_deref() == Some(binding.as_str());
+            let mut violated = false;
+            if let Some(d) = reading.denial.as_ref().filter(|d| mine(&d.binding)) {
+                a.violations.push(Violation {
+                    object: w.id.clone(),
+                    action: "Deny",
+                    message: d.message.clone(),
+                });
+                violated = true;
+            } else if let Some(wn) = reading.warnings.iter().find(|x| mine(&x.binding)) {
+                // Policies run before webhooks: a Warn verdict is there even when a webhook
+                // then rejects the request, which is reported below as well.
+                a.violations.push(Violation {
+                    object: w.id.clone(),
+                    action: "Warn",
+                    message: wn.message.clone(),
+                });
+                violated = true;
+            }
+            match reading.outcome {
+                Outcome::Admitted | Outcome::Warned => {}
+                Outcome::Denied if violated => {}
+                Outcome::Denied => a.hidden.push(Hidden {
+                    object: w.id.clone(),
+                    denied_by: reading
+                        .denial
+                        .as_ref()
+                        .map(|d| d.chain())
+                        .unwrap_or_default(),
+                }),
+                other => a.errors.push(ObjectError {
+                    object: w.id.clone(),
+                    outcome: other.as_str(),
+                    message: reading.message.clone().unwrap_or_default(),
+                }),
+            }
+        }
+    }
+    drop(replies);
+    if let Some(p) = progress {
+        p.finish_and_clear();
+    }
+    report.constraints = audits;
+    Ok(report)
+}
+
+fn progress_bar(on: bool, len: u64) -> Option<indicatif::ProgressBar> {
+    if !on {
+        return None;
+    }
+    let p = indicatif::ProgressBar::new(len);
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "{spinner} dry-runs {pos}/{len} [{bar:30}] {per_sec} eta {eta}",
+    ) {
+        p.set_style(style.progress_chars("=> "));
+    }
+    Some(p)
+}
+
+/// Lists what each bound constraint selects; one work item per object.
+async fn gather(
+    reader: &kube::Client,
+    bound: &[(usize, &Constraint, &Binding)],
+    audits: &mut [ConstraintAudit],
+    bucket: &TokenBucket,
+) -> Result<Vec<Work>, AdmissionError> {
+    if bound.is_empty() {
+        return Ok(Vec::new());
+    }
+    // Only the groups the constraints name, when they all name some: one broken aggregated
+    // API elsewhere in the cluster must not stop an audit of ConfigMaps.
+    let mut groups: BTreeSet<String> = BTreeSet::new();
+    let mut every_group = false;
+    for (_, c, _) in bound {
+        let kinds = &c.matcher.kinds;
+        every_group |= kinds.is_empty()
+            || kinds
+                .iter()
+                .any(|k| k.api_groups.is_empty() || k.api_groups.iter().any(|g| g == "*"));
+        groups.extend(kinds.iter().flat_map(|k| k.api_groups.iter().cloned()));
+    }
+    let mut discovery = kube::Discovery::new(reader.clone());
+    if !every_group {
+        let names: Vec<&str> = groups.iter().map(String::as_str).collect();
+        discovery = discovery.filter(&names);
+    }
+    let discovery = discovery
+        .run()
+        .await
+        .map_err(|e| AdmissionError::request("discovering the cluster's resources", e))?;
+    // Namespace labels, for namespace selectors (binding's or constraint's).
+    let ns_list = Resolved {
+        resource: kube::core::ApiResource::erase::<k8s_openapi::api::core::v1::Namespace>(&()),
+        namespaced: false,
+    };
+    let namespaces: BTreeMap<String, BTreeMap<String, String>> =
+        list_all(reader, &ns_list, None, None, bucket)
+            .await?
+            .into_iter()
+            .map(|n| {
+                (
+                    n["metadata"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                    labels_of(&n["metadata"]["labels"]),
+                )
+            })
+            .collect();
+
+    let mut work: BTreeMap<ObjectId, Work> = BTreeMap::new();
+    let mut listed: BTreeMap<(String, Option<String>, Option<String>), Vec<serde_json::Value>> =
+        BTreeMap::new();
+    for (i, c, b) in bound {
+        let selector = selector_string(&c.matcher.label_selector);
+        // Literal namespaces are listed one by one; globs need every namespace.
+        let literal: Option<BTreeSet<String>> = (!c.matcher.namespaces.is_empty()
+            && c.matcher.namespaces.iter().all(|n| !n.contains('*')))
+        .then(|| c.matcher.namespaces.iter().cloned().collect());
+        for r in resources_for(c, &discovery) {
+            let scopes: Vec<Option<String>> = match (&literal, r.namespaced) {
+                (Some(ns), true) => ns.iter().cloned().map(Some).collect(),
+                _ => vec![None],
+            };
+            for ns in scopes {
+                let key = (
+                    crate::kube::discovery::resource_name(&r.resource),
+                    ns.clone(),
+                    selector.clone(),
+                );
+                if !listed.contains_key(&key) {
+                    let items =
+                        list_all(reader, &r, ns.as_deref(), selector.as_deref(), bucket).await?;
+                    listed.insert(key.clone(), items);
+                }
+                for raw in listed.get(&key).into_iter().flatten() {
+                    let mut s = Subject::from_manifest(raw);
+                    s.namespaced = Some(r.namespaced);
+                    if s.namespace_labels.is_none() {
+                        s.namespace_labels = s
+                            .namespace
+                            .as_ref()
+                            .and_then(|n| namespaces.get(n).cloned());
+                    }
+                    if binding_selects(&b.object, &s).is_no()
+                        || constraint_selects(&c.matcher, &s).is_no()
+                    {
+                        continue;
+                    }
+                    let id = ObjectId {
+                        api_version: r.resource.api_version.clone(),
+                        kind: r.resource.kind.clone(),
+                        namespace: s.namespace.clone(),
+                        name: s.name.clone(),
+                    };
+                    let w = work.entry(id.clone()).or_insert_with(|| Work {
+                        resolved: r.clone(),
+                        raw: raw.clone(),
+                        id,
+                        constraints: Vec::new(),
+                    });
+                    if !w.constraints.contains(i) {
+                        w.constraints.push(*i);
+                        audits[*i].in_scope += 1;
+                    }
+                }
+            }
+        }
+    }
+    Ok(work.into_values().collect())
+}
+
+/// `check --audit`: an info finding per constraint with violations (what flipping it to deny
+/// would break), and per constraint whose verdicts could not all be seen.
+pub fn findings(report: &AuditReport) -> Vec<crate::core::Finding> {
+    use crate::core::{Code, Finding};
+    use crate::model::ObjectRef;
+    let mut out = Vec::new();
+    for c in &report.constraints {
+        if c.violations.is_empty() && c.hidden.is_empty() {
+            continue;
+        }
+        let object = ObjectRef::new(
+            crate::model::CONSTRAINT_API_VERSION,
+            c.constraint.kind.clone(),
+            c.constraint.name.clone(),
+        );
+        let mut message = format!(
+            "{} of {} existing object(s) in its scope violate it",
+            c.violations.len(),
+            c.in_scope
+        );
+        if let Some(v) = c.violations.first() {
+            message.push_str(&format!(" (e.g. {}: {})", v.object, v.message));
+        }
+        if !c.hidden.is_empty() {
+            message.push_str(&format!(
+                "; {} more denied by another binding first, so not observable",
+                c.hidden.len()
+            ));
+        }
+        let mut f = Finding::new(Code::ConstraintViolations, object, message);
+        if let Some(b) = &c.binding {
+            f = f.related(ObjectRef::new(
+                "admissionregistration.k8s.io/v1",
+                "ValidatingAdmissionPolicyBinding",
+                b.clone(),
+            ));
+        }
+        out.push(f);
+    }
+    out
+}
+
+/// The report as event-log lines (`true`: an error line), for the TUI: one per violation,
+/// hidden verdict and unchecked object, then the summary.
+pub fn event_lines(report: &AuditReport) -> Vec<(bool, String)> {
+    let mut out = Vec::new();
+    let (mut violations, mut audited) = (0, 0);
+    for c in &report.constraints {
+        if c.status != Status::Audited {
+            out.push((
+                false,
+                format!(
+                    "audit {}: {}",
+                    c.constraint,
+                    c.note.as_deref().unwrap_or_default()
+                ),
+            ));
+            continue;
+        }
+        audited += 1;
+        violations += c.violations.len();
+        for v in &c.violations {
+            out.push((
+                false,
+                format!(
+                    "audit {}: {} {}: {}",
+                    c.constraint, v.action, v.object, v.message
+                ),
+            ));
+        }
+        for h in &c.hidden {
+            out.push((false, format!("audit {}: {} not observable (the server reported only the first denial, by {})", c.constraint, h.object, h.denied_by)));
+        }
+        for e in &c.errors {
+            out.push((
+                true,
+                format!(
+                    "audit {}: {} not checked ({}): {}",
+                    c.constraint, e.object, e.outcome, e.message
+                ),
+            ));
+        }
+    }
+    out.push((false, format!(
+        "audit done: {violations} violation(s) in {audited} audited constraint(s), {} dry-run(s)",
+        report.requests
+    )));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn selectors_become_list_selectors() {
+        assert_eq!(
+            selector_string(&Some(
+                json!({"matchLabels": {"a": "1"}, "matchExpressions": [
+                {"key": "b", "operator": "In", "values": ["x", "y"]},
+                {"key": "c", "operator": "DoesNotExist"}]})
+            )),
+            Some("a=1,b in (x,y),!c".into())
+        );
+        assert_eq!(selector_string(&None), None);
+        assert_eq!(
+            selector_string(&Some(
+                json!({"matchExpressions": [{"key": "b", "operator": "Odd"}]})
+            )),
+            None
+        );
+    }
+
+    #[test]
+    fn targets_pick_templates_and_constraints() {
+        let mut snap = Snapshot::default();
+        for (kind, name) in [("K8sA", "one"), ("K8sA", "two"), ("K8sB", "one")] {
+            snap.insert(json!({"apiVersion": "constraints.gatekeeper.sh/v1beta1", "kind": kind, "metadata": {"name": name}}), Default::default())
+                .expect("insert");
+        }
+        let names = |t: Option<&str>| -> Vec<String> {
+            select(&snap, t)
+                .expect("selects")
+                .iter()
+                .map(|c| format!("{}/{}", c.kind, c.name()))
+                .collect()
+        };
+        assert_eq!(names(None).len(), 3);
+        assert_eq!(names(Some("k8sa")), ["K8sA/one", "K8sA/two"]);
+        assert_eq!(names(Some("one")), ["K8sA/one", "K8sB/one"]);
+        assert_eq!(names(Some("K8sB/one")), ["K8sB/one"]);
+        assert!(select(&snap, Some("nope")).is_err());
+    }
+}

@@ -1,0 +1,33 @@
+//! Admission debugging against the real API server: `test` (a manifest dry-run through the
+//! admission chain) and `audit` (a no-op dry-run update of every existing object a constraint
+//! selects). The server decides; the pure core reads its replies (`core::verdict`) and says
+//! which bindings select an object (`core::matching`). Nothing here writes: every mutating
+//! request carries `dryRun=All`.
+
+pub mod audit;
+pub mod dryrun;
+pub mod objects;
+pub mod rate;
+pub mod test;
+
+/// Errors of the admission commands. Each says what was being done.
+#[derive(Debug, thiserror::Error)]
+pub enum AdmissionError {
+    #[error("{what}: {source}")]
+    Request {
+        what: String,
+        #[source]
+        source: Box<kube::Error>,
+    },
+    #[error("{0}")]
+    Input(String),
+}
+
+impl AdmissionError {
+    pub fn request(what: impl Into<String>, source: kube::Error) -> Self {
+        AdmissionError::Request {
+            what: what.into(),
+            source: Box::new(source),
+        }
+    }
+}

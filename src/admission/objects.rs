@@ -1,0 +1,138 @@
+//! The manifests `test -f` sends: every object of every kind, read with the same bounds and
+//! checks as the snapshot loader (`load::input` for which files and how much, `load::scan`
+//! for the text, strict values, known versions of our kinds), Lists flattened.
+
+use crate::load::files::{LoadError, parse_documents};
+use crate::load::input::{self, ReadOptions, Seen};
+use crate::load::{scan, versions};
+use crate::model::Source;
+use serde_json::Value;
+
+const STDIN: &str = "<stdin>";
+
+/// One manifest and where it was read.
+#[derive(Debug, Clone)]
+pub struct Manifest {
+    pub source: Source,
+    pub raw: Value,
+}
+
+fn parse_err(path: &str, line: usize, message: String) -> LoadError {
+    LoadError::Parse {
+        path: path.to_string(),
+        line,
+        message,
+    }
+}
+
+fn push(out: &mut Vec<Manifest>, path: &str, line: usize, mut raw: Value) -> Result<(), LoadError> {
+    versions::check(&raw).map_err(|m| parse_err(path, line, m))?;
+    let (api_version, kind) = crate::model::meta::type_of(&raw);
+    if api_version.is_empty() || kind.is_empty() {
+        return Err(parse_err(
+            path,
+            line,
+            "the object has no apiVersion or kind".into(),
+        ));
+    }
+    if kind == "List" || (kind.ends_with("List") && raw.get("items").is_some()) {
+        let items = match raw.get_mut("items").map(Value::take) {
+            Some(Value::Array(items)) => items,
+            _ => {
+                return Err(parse_err(
+                    path,
+                    line,
+                    "a List without an items array".into(),
+                ));
+            }
+        };
+        for (i, item) in items.into_iter().enumerate() {
+            push(out, path, line, item)
+                .map_err(|e| parse_err(path, line, format!("items[{i}]: {e}")))?;
+        }
+        return Ok(());
+    }
+    out.push(Manifest {
+        source: Source {
+            file: Some(path.to_string()),
+            line: Some(line),
+        },
+        raw,
+    });
+    Ok(())
+}
+
+fn from_bytes(out: &mut Vec<Manifest>, path: &str, bytes: Vec<u8>) -> Result<usize, LoadError> {
+    let text = scan::decode(bytes).map_err(|e| parse_err(path, e.line, e.message))?;
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+    scan::check(text).map_err(|e| parse_err(path, e.line, e.message))?;
+    let before = out.len();
+    for (line, doc) in parse_documents(path, text)? {
+        push(out, path, line, doc)?;
+    }
+    Ok(out.len() - before)
+}
+
+/// Reads every path (`-` is `stdin`). A path holding no object is an error, as for `-f`
+/// elsewhere: an empty input tests nothing.
+pub fn read(
+    paths: &[String],
+    stdin: &mut dyn std::io::Read,
+    opts: ReadOptions,
+) -> Result<Vec<Manifest>, LoadError> {
+    let mut out = Vec::new();
+    let mut seen = Seen::default();
+    for p in paths {
+        if p == "-" {
+            let bytes = input::read_capped(&mut *stdin, STDIN, opts.max_input_bytes, 0)?;
+            if from_bytes(&mut out, STDIN, bytes)? == 0 {
+                return Err(LoadError::NoObjects(STDIN.into()));
+            }
+            continue;
+        }
+        let files = input::files_of(p, &mut seen)?;
+        if files.is_empty() {
+            continue;
+        }
+        let mut n = 0;
+        for file in files {
+            let bytes = input::read_file(&file, opts.max_input_bytes)?;
+            n += from_bytes(&mut out, &file.display().to_string(), bytes)?;
+        }
+        if n == 0 {
+            return Err(LoadError::NoObjects(p.clone()));
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_are_flattened_and_errors_name_the_line() {
+        let text = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\napiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Secret, metadata: {name: b}}\n";
+        let got = read(&["-".into()], &mut text.as_bytes(), ReadOptions::default()).expect("reads");
+        let kinds: Vec<_> = got
+            .iter()
+            .map(|m| m.raw["kind"].as_str().unwrap_or(""))
+            .collect();
+        assert_eq!(kinds, ["ConfigMap", "Secret"]);
+        assert_eq!(got[1].source.line, Some(5));
+
+        let bad = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, name: b}\n";
+        let e = read(&["-".into()], &mut bad.as_bytes(), ReadOptions::default())
+            .expect_err("duplicate key");
+        assert!(e.to_string().starts_with("<stdin>:"), "{e}");
+        let e = read(&["-".into()], &mut "".as_bytes(), ReadOptions::default()).expect_err("empty");
+        assert!(e.to_string().contains("no Kubernetes objects"), "{e}");
+        let e = read(
+            &["-".into()],
+            &mut "kind: ConfigMap\n".as_bytes(),
+            ReadOptions::default(),
+        )
+        .expect_err("no apiVersion");
+        assert!(e.to_string().contains("no apiVersion"), "{e}");
+    }
+}

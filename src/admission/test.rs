@@ -1,0 +1,439 @@
+//! `test -f`: each manifest sent as a server-side dry-run (create, or update of the live object
+//! when it exists) through the cluster's admission chain, the reply attributed binding →
+//! constraint → template. Offline (`--offline`), the same manifests are matched against the
+//! bindings and constraints in the files by the pure core: which would select each object.
+
+use super::dryrun::{self, Resolver};
+use super::objects::Manifest;
+use crate::core::Options;
+use crate::core::matching::{Selection, Subject, Tri, selections};
+use crate::core::verdict::{Outcome, Reading, read_reply};
+use crate::snapshot::{ObjectClass, Snapshot, classify};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Which object, as the report names it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectId {
+    pub api_version: String,
+    pub kind: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+impl std::fmt::Display for ObjectId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.namespace {
+            Some(ns) => write!(f, "{} {ns}/{}", self.kind, self.name),
+            None => write!(f, "{} {}", self.kind, self.name),
+        }
+    }
+}
+
+/// One manifest's result.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectResult {
+    pub object: ObjectId,
+    pub source: String,
+    /// `create` or `update` (live only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub operation: Option<&'static str>,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub reading: Option<Reading>,
+    /// Bindings that select the object, or may (offline: all of them, with the reason).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub selected_by: Vec<Selection>,
+    /// Deny bindings that select the object besides the one the server named: the server
+    /// reports only its first denial, so these may deny it too.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub may_also_deny: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TestReport {
+    pub mode: &'static str,
+    pub objects: Vec<ObjectResult>,
+    pub summary: BTreeMap<&'static str, usize>,
+}
+
+impl TestReport {
+    fn new(mode: &'static str, objects: Vec<ObjectResult>) -> Self {
+        let mut summary = BTreeMap::new();
+        for o in &objects {
+            let key = o
+                .reading
+                .as_ref()
+                .map_or("explained", |r| r.outcome.as_str());
+            *summary.entry(key).or_default() += 1;
+        }
+        TestReport {
+            mode,
+            objects,
+            summary,
+        }
+    }
+
+    /// 0 all admitted without warnings (or offline), 2 when an object could not be sent at
+    /// all, else 1.
+    pub fn exit_code(&self) -> u8 {
+        let outcomes: Vec<Outcome> = self
+            .objects
+            .iter()
+            .filter_map(|o| o.reading.as_ref().map(|r| r.outcome))
+            .collect();
+        if outcomes.contains(&Outcome::Error) {
+            2
+        } else if outcomes.iter().all(|o| *o == Outcome::Admitted) {
+            0
+        } else {
+            1
+        }
+    }
+}
+
+fn id_of(raw: &serde_json::Value, namespace: Option<String>) -> ObjectId {
+    let (api_version, kind) = crate::model::meta::type_of(raw);
+    let m = &raw["metadata"];
+    let name = m["name"]
+        .as_str()
+        .map(str::to_string)
+        .or_else(|| m["generateName"].as_str().map(|g| format!("{g}*")))
+        .unwrap_or_default();
+    ObjectId {
+        api_version: api_version.to_string(),
+        kind: kind.to_string(),
+        namespace,
+        name,
+    }
+}
+
+/// Whether a manifest is policy machinery (a template, constraint, VAP, binding, CRD) rather
+/// than an object to test: offline, those make up the snapshot the others are matched against.
+fn is_policy_object(raw: &serde_json::Value) -> bool {
+    !matches!(classify(raw), ObjectClass::Other | ObjectClass::List)
+}
+
+/// The snapshot of the policy objects among the manifests (offline).
+pub fn policy_snapshot(manifests: &[Manifest]) -> Snapshot {
+    let mut snap = Snapshot::default();
+    for m in manifests.iter().filter(|m| is_policy_object(&m.raw)) {
+        if let Err(e) = snap.insert(m.raw.clone(), m.source.clone()) {
+            tracing::warn!("{}: {e}", m.source);
+        }
+    }
+    snap
+}
+
+/// Offline: which bindings (in the files, or the ones their constraints would get) select
+/// each object that is not itself policy machinery.
+pub fn offline(manifests: &[Manifest], opts: &Options) -> TestReport {
+    let snap = policy_snapshot(manifests);
+    let objects = manifests
+        .iter()
+        .filter(|m| !is_policy_object(&m.raw))
+        .map(|m| {
+            let subject = Subject::from_manifest(&m.raw);
+            ObjectResult {
+                object: id_of(&m.raw, subject.namespace.clone()),
+                source: m.source.to_string(),
+                operation: None,
+                reading: None,
+                selected_by: selections(&subject, &snap, opts),
+                may_also_deny: Vec::new(),
+            }
+        })
+        .collect();
+    TestReport::new("offline", objects)
+}
+
+/// Labels of namespaces, read once each (`None`: could not be read).
+#[derive(Default)]
+struct NamespaceLabels(BTreeMap<String, Option<BTreeMap<String, String>>>);
+
+impl NamespaceLabels {
+    async fn get(&mut self, client: &kube::Client, ns: &str) -> Option<BTreeMap<String, String>> {
+        if let Some(l) = self.0.get(ns) {
+            return l.clone();
+        }
+        let api: kube::Api<k8s_openapi::api::core::v1::Namespace> = kube::Api::all(client.clone());
+        let labels = api
+            .get_opt(ns)
+            .await
+            .ok()
+            .flatten()
+            .map(|n| n.metadata.labels.unwrap_or_default());
+        self.0.insert(ns.to_string(), labels.clone());
+        labels
+    }
+}
+
+fn error_result(m: &Manifest, message: String) -> ObjectResult {
+    ObjectResult {
+        object: id_of(
+            &m.raw,
+            m.raw["metadata"]["namespace"].as_str().map(str::to_string),
+        ),
+        source: m.source.to_string(),
+        operation: None,
+        reading: Some(Reading {
+            outcome: Outcome::Error,
+            denial: None,
+            warnings: Vec::new(),
+            other_warnings: Vec::new(),
+            webhook: None,
+            message: Some(message),
+        }),
+        selected_by: Vec::new(),
+        may_also_deny: Vec::new(),
+    }
+}
+
+/// Live: every manifest dry-run by `actor` (who may be impersonated); `reader` reads what
+/// attribution needs (discovery, namespaces); `snap` holds the cluster's bindings and policies.
+pub async fn live(
+    reader: &kube::Client,
+    actor: &kube::Client,
+    snap: &Snapshot,
+    manifests: &[Manifest],
+    opts: &Options,
+) -> TestReport {
+    let mut resolver = Resolver::default();
+    let mut ns_labels = NamespaceLabels::default();
+    let mut objects = Vec::new();
+    for m in manifests {
+        let (api_version, kind) = crate::model::meta::type_of(&m.raw);
+        let r = match resolver.resolve(reader, api_version, kind).await {
+            Ok(r) => r,
+            Err(e) => {
+                objects.push(error_result(m, e));
+                continue;
+            }
+        };
+        let namespace = r.namespaced.then(|| {
+            m.raw["metadata"]["namespace"]
+                .as_str()
+                .filter(|n| !n.is_empty())
+                .unwrap_or(actor.default_namespace())
+                .to_string()
+        });
+        let mut body = m.raw.clone();
+        if let (Some(ns), Some(meta)) = (&namespace, body["metadata"].as_object_mut()) {
+            meta.insert("namespace".into(), ns.clone().into());
+        }
+        let name = m.raw["metadata"]["name"].as_str().unwrap_or_default();
+        let ns = namespace.as_deref();
+        // Update when the object exists (with its resourceVersion, so the server compares
+        // against what is live); create otherwise, or when it cannot be read.
+        let mut operation = "create";
+        let sent = async {
+            if !name.is_empty() {
+                let live = dryrun::get(actor, &r, ns, name).await?;
+                if live.ok() {
+                    operation = "update";
+                    if let Some(meta) = body["metadata"].as_object_mut() {
+                        meta.insert(
+                            "resourceVersion".into(),
+                            live.body["metadata"]["resourceVersion"].clone(),
+                        );
+                    }
+                    return dryrun::update(actor, &r, ns, name, &body).await;
+                }
+            }
+            dryrun::create(actor, &r, ns, &body).await
+        }
+        .await;
+        let reply = match sent {
+            Ok(reply) => reply,
+            Err(e) => {
+                objects.push(error_result(m, crate::cli::error_text(&e.into())));
+                continue;
+            }
+        };
+        let reading = read_reply(reply.code, reply.status_message(), &reply.warnings, snap);
+
+        let mut subject = Subject::from_manifest(&body);
+        subject.namespaced = Some(r.namespaced);
+        if let Some(ns) = ns {
+            subject.namespace_labels = ns_labels.get(reader, ns).await;
+        }
+        let selected_by: Vec<Selection> = selections(&subject, snap, opts)
+            .into_iter()
+            .filter(|s| !s.selects.is_no() && !s.planned)
+            .collect();
+        let may_also_deny = match &reading.denial {
+            Some(d) => selected_by
+                .iter()
+                .filter(|s| Some(&s.binding) != d.binding.as_ref())
+                .filter(|s| s.validation_actions.iter().any(|a| a == "Deny"))
+                .map(|s| match &s.constraint {
+                    Some(c) => format!("binding {} → {c}", s.binding),
+                    None => format!("binding {}", s.binding),
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        objects.push(ObjectResult {
+            object: id_of(&body, namespace.clone()),
+            source: m.source.to_string(),
+            operation: Some(operation),
+            reading: Some(reading),
+            selected_by,
+            may_also_deny,
+        });
+    }
+    TestReport::new("live", objects)
+}
+
+/// The table form.
+pub fn table(report: &TestReport) -> String {
+    use crate::cli::terminal::printable;
+    let mut out = String::new();
+    for o in &report.objects {
+        let p = |s: &str| printable(s).into_owned();
+        match &o.reading {
+            Some(r) => {
+                out.push_str(&format!(
+                    "{} ({}): {} (dry-run {})\n",
+                    p(&o.object.to_string()),
+                    p(&o.source),
+                    r.outcome.as_str().to_uppercase(),
+                    o.operation.unwrap_or("not sent")
+                ));
+                if let Some(d) = &r.denial {
+                    out.push_str(&format!(
+                        "  denied by {}: {}\n",
+                        p(&d.chain()),
+                        p(&d.message)
+                    ));
+                }
+                if !o.may_also_deny.is_empty() {
+                    out.push_str(&format!(
+                        "  the server reports only its first denial; these Deny bindings also select the object and may deny it too: {}\n",
+                        p(&o.may_also_deny.join(", "))
+                    ));
+                }
+                for w in &r.warnings {
+                    out.push_str(&format!(
+                        "  warned by {}: {}\n",
+                        p(&w.chain()),
+                        p(&w.message)
+                    ));
+                }
+                for w in &r.other_warnings {
+                    out.push_str(&format!("  warning: {}\n", p(w)));
+                }
+                match (r.outcome, &r.message) {
+                    (Outcome::Denied, _) | (_, None) => {}
+                    (Outcome::RejectedByWebhook, Some(m)) => out.push_str(&format!(
+                        "  rejected by webhook {}: {}\n",
+                        p(r.webhook.as_deref().unwrap_or("?")),
+                        p(m)
+                    )),
+                    (Outcome::Forbidden, Some(m)) => out.push_str(&format!(
+                        "  not authorized (no policy was asked): {}\n",
+                        p(m)
+                    )),
+                    (_, Some(m)) => out.push_str(&format!("  {}\n", p(m))),
+                }
+            }
+            None => {
+                out.push_str(&format!(
+                    "{} ({})\n",
+                    p(&o.object.to_string()),
+                    p(&o.source)
+                ));
+                if o.selected_by.is_empty() {
+                    out.push_str("  no binding or constraint in the input\n");
+                }
+                for s in &o.selected_by {
+                    let who = match &s.constraint {
+                        Some(c) => format!("{} ({c})", s.binding),
+                        None => s.binding.clone(),
+                    };
+                    let planned = if s.planned { ", planned" } else { "" };
+                    let why = match (&s.selects, &s.note) {
+                        (Tri::Yes, Some(n)) => format!(": {n}"),
+                        (t, _) if !t.reason().is_empty() => format!(": {}", t.reason()),
+                        _ => String::new(),
+                    };
+                    out.push_str(&format!(
+                        "  {:<7} {} [{}{}]{}\n",
+                        s.selects.as_str(),
+                        p(&who),
+                        s.validation_actions.join(","),
+                        planned,
+                        p(&why)
+                    ));
+                }
+            }
+        }
+    }
+    let summary: Vec<String> = report
+        .summary
+        .iter()
+        .map(|(k, v)| format!("{v} {k}"))
+        .collect();
+    out.push_str(&format!(
+        "\n{} object(s): {}\n",
+        report.objects.len(),
+        summary.join(", ")
+    ));
+    out
+}
+
+/// The report as event-log lines (`true`: an error line), for the TUI.
+pub fn event_lines(report: &TestReport) -> Vec<(bool, String)> {
+    let mut out = Vec::new();
+    for o in &report.objects {
+        let Some(r) = &o.reading else { continue };
+        let head = format!(
+            "test {}: {} (dry-run {})",
+            o.object,
+            r.outcome.as_str(),
+            o.operation.unwrap_or("not sent")
+        );
+        match (&r.denial, r.outcome, &r.message) {
+            (Some(d), _, _) => out.push((false, format!("{head} by {}: {}", d.chain(), d.message))),
+            (None, Outcome::Admitted | Outcome::Warned, _) | (None, _, None) => {
+                out.push((false, head))
+            }
+            (None, outcome, Some(m)) => {
+                out.push((outcome == Outcome::Error, format!("{head}: {m}")))
+            }
+        }
+        if !o.may_also_deny.is_empty() {
+            out.push((
+                false,
+                format!(
+                    "test {}: the server reports only its first denial; may also deny: {}",
+                    o.object,
+                    o.may_also_deny.join(", ")
+                ),
+            ));
+        }
+        for w in &r.warnings {
+            out.push((
+                false,
+                format!("test {}: warned by {}: {}", o.object, w.chain(), w.message),
+            ));
+        }
+    }
+    out.push((
+        false,
+        format!(
+            "test done: {} object(s): {}",
+            report.objects.len(),
+            report
+                .summary
+                .iter()
+                .map(|(k, v)| format!("{v} {k}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    ));
+    out
+}

@@ -1,0 +1,302 @@
+//! `test` and `audit`: argument handling and printing; the work is in `crate::admission`.
+
+use super::args::{AuditArgs, Cli, ConnectionArgs, Format, TestArgs};
+use super::output;
+use super::terminal::{printable, printable_lines};
+use crate::admission::audit::{AuditOptions, AuditReport, Status};
+use crate::admission::{audit as audit_mod, objects, test as test_mod};
+use crate::load::input::ReadOptions;
+use crate::snapshot::Snapshot;
+use anyhow::Context;
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+/// Two clients: `reader` as the user's own identity reads what attribution needs (bindings,
+/// policies, discovery, namespaces); `actor` makes the dry-runs, as `--as`/`--as-group` when
+/// given, so a verdict is the impersonated user's and attribution still works.
+async fn clients(conn: &ConnectionArgs) -> anyhow::Result<(kube::Client, kube::Client, String)> {
+    let mut plain = conn.clone();
+    plain.as_user = None;
+    plain.as_group.clear();
+    let (reader, url) = crate::kube::client::connect(&plain, false)
+        .await
+        .context("connecting to the cluster")?;
+    let (actor, _) = crate::kube::client::connect(conn, false)
+        .await
+        .context("connecting to the cluster")?;
+    Ok((reader, actor, url))
+}
+
+/// The cluster's policies, bindings and constraints. What cannot be read only weakens
+/// attribution (binding names are then parsed), so it is a warning, not an error.
+async fn live_snapshot(reader: &kube::Client, url: &str) -> anyhow::Result<Snapshot> {
+    let api = crate::kube::discover_admission_api(reader)
+        .await
+        .with_context(|| format!("discovering the VAP API of {url}"))?;
+    let (snap, errors) = crate::kube::list_snapshot(reader, &api)
+        .await
+        .with_context(|| format!("reading {url}"))?;
+    for e in &errors {
+        eprintln!(
+            "warning: {} (attribution falls back to binding names)",
+            e.message
+        );
+    }
+    Ok(snap)
+}
+
+pub fn test(cli: &Cli, args: &TestArgs) -> anyhow::Result<ExitCode> {
+    if cli.input.filenames.is_empty() {
+        anyhow::bail!("test needs -f FILE (files, folders or - for stdin)");
+    }
+    let opts = ReadOptions {
+        max_input_bytes: cli.input.max_input_bytes,
+    };
+    let manifests = objects::read(&cli.input.filenames, &mut std::io::stdin().lock(), opts)
+        .context("reading input")?;
+    let gen_opts = cli.gen_flags.options();
+    let report = if args.offline {
+        test_mod::offline(&manifests, &gen_opts)
+    } else {
+        runtime()?.block_on(async {
+            let (reader, actor, url) = clients(&cli.conn).await?;
+            let snap = live_snapshot(&reader, &url).await?;
+            anyhow::Ok(test_mod::live(&reader, &actor, &snap, &manifests, &gen_opts).await)
+        })?
+    };
+    let text = match output::structured(&report, args.out.output)? {
+        Some(t) => t,
+        None => printable_lines(&test_mod::table(&report)).into_owned(),
+    };
+    print!("{text}");
+    Ok(ExitCode::from(report.exit_code()))
+}
+
+pub fn audit(cli: &Cli, args: &AuditArgs) -> anyhow::Result<ExitCode> {
+    let opts = AuditOptions {
+        qps: f64::from(args.qps),
+        burst: args.burst,
+        concurrency: usize::from(args.concurrency),
+        progress: std::io::stderr().is_terminal(),
+        done: None,
+    };
+    let report = runtime()?.block_on(async {
+        let (reader, actor, url) = clients(&cli.conn).await?;
+        let snap = live_snapshot(&reader, &url).await?;
+        let interrupt = async {
+            // If the handler cannot be installed, never interrupt (Ctrl-C then kills us).
+            if tokio::signal::ctrl_c().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        };
+        // Said on stderr so a script (or a person without a terminal) knows the listing is done.
+        let listed = |n: usize| eprintln!("dry-running {n} object(s) in scope");
+        audit_mod::audit(
+            &reader,
+            &actor,
+            &snap,
+            args.target.as_deref(),
+            &opts,
+            listed,
+            interrupt,
+        )
+        .await
+        .with_context(|| format!("auditing on {url}"))
+    })?;
+    print!("{}", audit_text(&report, args.out.output)?);
+    if !report.complete {
+        eprintln!("interrupted: the report holds what was found so far");
+    }
+    Ok(ExitCode::from(report.exit_code()))
+}
+
+pub fn audit_text(report: &AuditReport, format: Format) -> anyhow::Result<String> {
+    if let Some(t) = output::structured(report, format)? {
+        return Ok(t);
+    }
+    let p = |s: &str| printable(s).into_owned();
+    let mut rows = Vec::new();
+    let mut notes = String::new();
+    for c in &report.constraints {
+        let who = p(&c.constraint.to_string());
+        match c.status {
+            Status::Audited => {}
+            _ => {
+                notes.push_str(&format!(
+                    "{who}: {}\n",
+                    p(c.note.as_deref().unwrap_or_default())
+                ));
+                continue;
+            }
+        }
+        for v in &c.violations {
+            rows.push(vec![
+                who.clone(),
+                v.action.to_string(),
+                p(&v.object.to_string()),
+                p(&v.message),
+            ]);
+        }
+        for h in &c.hidden {
+            rows.push(vec![
+                who.clone(),
+                "hidden".into(),
+                p(&h.object.to_string()),
+                p(&format!(
+                    "not observable: the server reported only its first denial, by {}",
+                    h.denied_by
+                )),
+            ]);
+        }
+        for e in &c.errors {
+            rows.push(vec![
+                who.clone(),
+                e.outcome.to_string(),
+                p(&e.object.to_string()),
+                p(&e.message),
+            ]);
+        }
+    }
+    let mut text = if rows.is_empty() {
+        "No violations.\n".to_string()
+    } else {
+        output::table(&["CONSTRAINT", "ACTION", "OBJECT", "MESSAGE"], &rows)
+    };
+    if !notes.is_empty() {
+        text.push('\n');
+        text.push_str(&notes);
+    }
+    let violations: usize = report.constraints.iter().map(|c| c.violations.len()).sum();
+    let audited = report
+        .constraints
+        .iter()
+        .filter(|c| c.status == Status::Audited)
+        .count();
+    text.push_str(&format!(
+        "\n{violations} violation(s) in {audited} audited constraint(s); {} dry-run request(s){}\n",
+        report.requests,
+        if report.complete {
+            ""
+        } else {
+            "; INTERRUPTED: partial"
+        }
+    ));
+    Ok(printable_lines(&text).into_owned())
+}
+
+/// `check --audit`: the live `check` report plus an info finding per constraint with
+/// violations. Info findings do not change the exit code: the report is for reading.
+pub fn check_audit(cli: &Cli, out: &super::args::OutputArgs) -> anyhow::Result<ExitCode> {
+    if !cli.input.filenames.is_empty() {
+        anyhow::bail!(
+            "check --audit needs a cluster: existing objects are audited there, not in files"
+        );
+    }
+    let opts = AuditOptions {
+        qps: 50.0,
+        burst: 100,
+        concurrency: 16,
+        progress: std::io::stderr().is_terminal(),
+        done: None,
+    };
+    let (snap, report) = runtime()?.block_on(async {
+        let (reader, actor, url) = clients(&cli.conn).await?;
+        // As `check` does: what is not served is said, what may not be read ends it.
+        let api = crate::kube::discover_admission_api(&reader)
+            .await
+            .with_context(|| format!("discovering the VAP API of {url}"))?;
+        let (snap, errors) = crate::kube::list_snapshot(&reader, &api)
+            .await
+            .with_context(|| format!("reading {url}"))?;
+        let (not_served, forbidden): (Vec<_>, Vec<_>) = errors
+            .iter()
+            .partition(|e| e.kind == crate::reconciler::state::AccessErrorKind::NotServed);
+        for e in not_served {
+            eprintln!("warning: {}", e.message);
+        }
+        if !forbidden.is_empty() {
+            let m: Vec<&str> = forbidden.iter().map(|e| e.message.as_str()).collect();
+            anyhow::bail!(
+                "cannot read everything the report needs (a partial report would hide problems):\n  {}",
+                m.join("\n  ")
+            );
+        }
+        let report = audit_mod::audit(&reader, &actor, &snap, None, &opts, |_| {}, std::future::pending())
+            .await
+            .with_context(|| format!("auditing on {url}"))?;
+        anyhow::Ok((snap, report))
+    })?;
+    let extra = audit_mod::findings(&report);
+    let (text, code) =
+        super::report::check_report_with(&snap, &cli.gen_flags.options(), out.output, extra)?;
+    print!("{text}");
+    Ok(code)
+}
+
+/// The TUI's `a`: an audit of `target` with the default rate, nothing printed (the screen is
+/// the TUI's); `listed` is told how many objects will be dry-run, `done` counts the answers.
+pub async fn audit_quietly(
+    conn: &ConnectionArgs,
+    target: &str,
+    listed: impl FnOnce(usize),
+    done: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) -> anyhow::Result<AuditReport> {
+    let opts = AuditOptions {
+        qps: 50.0,
+        burst: 100,
+        concurrency: 16,
+        progress: false,
+        done: Some(done),
+    };
+    let (reader, actor, url) = clients(conn).await?;
+    let api = crate::kube::discover_admission_api(&reader)
+        .await
+        .with_context(|| format!("discovering the VAP API of {url}"))?;
+    let (snap, _) = crate::kube::list_snapshot(&reader, &api)
+        .await
+        .with_context(|| format!("reading {url}"))?;
+    audit_mod::audit(
+        &reader,
+        &actor,
+        &snap,
+        Some(target),
+        &opts,
+        listed,
+        std::future::pending(),
+    )
+    .await
+    .with_context(|| format!("auditing {target} on {url}"))
+}
+
+/// The TUI's `t`: `test -f PATH` against the cluster, nothing printed. Standard input is the
+/// terminal there, so `-` is refused.
+pub async fn test_quietly(
+    conn: &ConnectionArgs,
+    path: &str,
+    opts: &crate::core::Options,
+) -> anyhow::Result<test_mod::TestReport> {
+    if path == "-" {
+        anyhow::bail!("standard input is the terminal here: give a file or folder");
+    }
+    let manifests = objects::read(
+        &[path.to_string()],
+        &mut std::io::empty(),
+        ReadOptions::default(),
+    )
+    .context("reading input")?;
+    let (reader, actor, url) = clients(conn).await?;
+    let api = crate::kube::discover_admission_api(&reader)
+        .await
+        .with_context(|| format!("discovering the VAP API of {url}"))?;
+    let (snap, _) = crate::kube::list_snapshot(&reader, &api)
+        .await
+        .with_context(|| format!("reading {url}"))?;
+    Ok(test_mod::live(&reader, &actor, &snap, &manifests, opts).await)
+}

@@ -1,0 +1,182 @@
+//! `kubectl vap test --offline`: which bindings and constraints in the files select each
+//! object, computed without a cluster (the kubeconfig points nowhere on purpose).
+
+use serde_json::Value;
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+const POLICIES: &str = r#"
+apiVersion: constraints.gatekeeper.sh/v1beta1
+kind: K8sRequiredLabels
+metadata: {name: cms-in-prod}
+spec:
+  match:
+    kinds: [{apiGroups: [""], kinds: [ConfigMap]}]
+    namespaces: [prod]
+---
+apiVersion: constraints.gatekeeper.sh/v1beta1
+kind: K8sRequiredLabels
+metadata: {name: not-kube}
+spec:
+  enforcementAction: warn
+  match:
+    excludedNamespaces: ["kube-*"]
+---
+apiVersion: constraints.gatekeeper.sh/v1beta1
+kind: K8sRequiredLabels
+metadata: {name: by-namespace-label}
+spec:
+  match:
+    namespaceSelector: {matchLabels: {env: prod}}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: team-binding}
+spec:
+  policyName: team-policy
+  validationActions: [Deny]
+  matchResources:
+    objectSelector: {matchLabels: {team: a}}
+"#;
+
+const OBJECTS: &str = r#"
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: settings, namespace: prod, labels: {team: b}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: proxy, namespace: kube-system}
+"#;
+
+fn vap(args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
+        .args(["--kubeconfig", "/nonexistent/kubeconfig"])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stdin.as_bytes())
+        .expect("write");
+    child.wait_with_output().expect("wait")
+}
+
+/// `object name` → `binding` → `selects`.
+fn verdicts(out: &Output) -> Vec<(String, String, String)> {
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "JSON ({e}): {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let mut rows = Vec::new();
+    for o in v["objects"].as_array().expect("objects") {
+        for s in o["selectedBy"].as_array().expect("selectedBy") {
+            rows.push((
+                o["object"]["name"].as_str().unwrap_or_default().to_string(),
+                s["binding"].as_str().unwrap_or_default().to_string(),
+                s["selects"].as_str().unwrap_or_default().to_string(),
+            ));
+        }
+    }
+    rows
+}
+
+#[test]
+fn offline_test_says_which_constraints_select_each_object() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let policies = dir.path().join("policies.yaml");
+    std::fs::write(&policies, POLICIES).expect("write");
+    let p = policies.display().to_string();
+    let out = vap(
+        &["test", "--offline", "-f", &p, "-f", "-", "-o", "json"],
+        OBJECTS,
+    );
+    assert_eq!(out.status.code(), Some(0), "offline explains: exit 0");
+    let rows = verdicts(&out);
+    let get = |obj: &str, binding: &str| -> String {
+        rows.iter()
+            .find(|(o, b, _)| o == obj && b == binding)
+            .map(|r| r.2.clone())
+            .unwrap_or_else(|| panic!("{obj}/{binding} in {rows:?}"))
+    };
+    assert_eq!(
+        get("settings", "gatekeeper-k8srequiredlabels-cms-in-prod"),
+        "yes"
+    );
+    assert_eq!(
+        get("proxy", "gatekeeper-k8srequiredlabels-cms-in-prod"),
+        "no"
+    );
+    assert_eq!(
+        get("settings", "gatekeeper-k8srequiredlabels-not-kube"),
+        "yes"
+    );
+    assert_eq!(get("proxy", "gatekeeper-k8srequiredlabels-not-kube"), "no");
+    // A namespace's labels are not in the files: said, not guessed.
+    assert_eq!(
+        get(
+            "settings",
+            "gatekeeper-k8srequiredlabels-by-namespace-label"
+        ),
+        "unknown"
+    );
+    // Someone else's binding, judged on its own matchResources.
+    assert_eq!(get("settings", "team-binding"), "no");
+
+    let table = vap(&["test", "--offline", "-f", &p, "-f", "-"], OBJECTS);
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        text.contains("no      gatekeeper-k8srequiredlabels-not-kube (K8sRequiredLabels/not-kube) [Warn, planned]: spec.match.excludedNamespaces lists kube-system"),
+        "{text}"
+    );
+}
+
+#[test]
+fn bad_input_and_no_input_exit_2() {
+    let out = vap(&["test", "--offline", "-f", "-"], "kind: ConfigMap\n");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("<stdin>:1"),
+        "names the place"
+    );
+    let out = vap(&["test", "--offline"], "");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("needs -f"));
+}
+
+#[test]
+fn as_group_needs_as() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = dir.path().join("config");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\ncurrent-context: a\nclusters: [{name: a, cluster: {server: \"https://127.0.0.1:1\"}}]\nusers: [{name: a, user: {token: t}}]\ncontexts: [{name: a, context: {cluster: a, user: a}}]\n",
+    )
+    .expect("write");
+    let out = Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["test", "-f", "-", "--as-group", "admins"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            c.stdin
+                .take()
+                .expect("stdin")
+                .write_all(OBJECTS.as_bytes())?;
+            c.wait_with_output()
+        })
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--as-group needs --as"));
+}
