@@ -177,7 +177,7 @@ fn constraint(kind: &str, name: &str, n: usize) -> DynamicObject {
     serde_json::from_value(json!({
         "apiVersion": "constraints.gatekeeper.sh/v1beta1", "kind": kind,
         "metadata": { "name": name },
-        "spec": { "enforcementAction": if n % 3 == 0 { "warn" } else { "deny" },
+        "spec": { "enforcementAction": if n.is_multiple_of(3) { "warn" } else { "deny" },
                   "match": { "labelSelector": { "matchLabels": { "bench": "inert" } } },
                   "parameters": { "labels": ["owner"] } }
     }))
@@ -896,7 +896,8 @@ impl Bench {
         let kinds = self.kinds();
         let pool = self.knobs.constraints + 10;
         // What exists: template i generates?, constraints of kind i.
-        let mut generate: Vec<bool> = (0..kinds.len()).map(|i| i != 0).collect();
+        let flipped = self.knobs.phase("steady");
+        let mut generate: Vec<bool> = (0..kinds.len()).map(|i| i != 0 || !flipped).collect();
         let mut present: Vec<BTreeSet<usize>> = (0..kinds.len())
             .map(|_| (0..self.knobs.constraints).collect())
             .collect();
@@ -975,7 +976,11 @@ impl Bench {
         let analysis = analyze(&snap, &opts);
         let mut codes = BTreeMap::new();
         for f in &analysis.findings {
-            *codes.entry(f.code.as_str().to_string()).or_default() += 1;
+            let n = codes.entry(f.code.as_str().to_string()).or_default();
+            if *n < 2 {
+                println!("    {}: {}", f.code.as_str(), f.message);
+            }
+            *n += 1;
         }
         let report = StormReport {
             ops: format!(
