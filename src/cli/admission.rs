@@ -34,15 +34,23 @@ async fn clients(conn: &ConnectionArgs) -> anyhow::Result<(kube::Client, kube::C
     Ok((reader, actor, url))
 }
 
-/// The cluster's policies, bindings and constraints. What cannot be read only weakens
-/// attribution (binding names are then parsed), so it is a warning, not an error.
-async fn live_snapshot(reader: &kube::Client, url: &str) -> anyhow::Result<Snapshot> {
+/// Everything the analysis reads from the cluster at `url`, and what could not be read.
+async fn read_cluster(
+    reader: &kube::Client,
+    url: &str,
+) -> anyhow::Result<(Snapshot, Vec<crate::reconciler::state::AccessError>)> {
     let api = crate::kube::discover_admission_api(reader)
         .await
         .with_context(|| format!("discovering the VAP API of {url}"))?;
-    let (snap, errors) = crate::kube::list_snapshot(reader, &api)
+    crate::kube::list_snapshot(reader, &api)
         .await
-        .with_context(|| format!("reading {url}"))?;
+        .with_context(|| format!("reading {url}"))
+}
+
+/// The cluster's policies, bindings and constraints. What cannot be read only weakens
+/// attribution (binding names are then parsed), so it is a warning, not an error.
+async fn live_snapshot(reader: &kube::Client, url: &str) -> anyhow::Result<Snapshot> {
+    let (snap, errors) = read_cluster(reader, url).await?;
     for e in &errors {
         eprintln!(
             "warning: {} (attribution falls back to binding names)",
@@ -209,12 +217,7 @@ pub fn check_audit(cli: &Cli, out: &super::args::OutputArgs) -> anyhow::Result<E
     let (snap, report) = runtime()?.block_on(async {
         let (reader, actor, url) = clients(&cli.conn).await?;
         // As `check` does: what is not served is said, what may not be read ends it.
-        let api = crate::kube::discover_admission_api(&reader)
-            .await
-            .with_context(|| format!("discovering the VAP API of {url}"))?;
-        let (snap, errors) = crate::kube::list_snapshot(&reader, &api)
-            .await
-            .with_context(|| format!("reading {url}"))?;
+        let (snap, errors) = read_cluster(&reader, &url).await?;
         let (not_served, forbidden): (Vec<_>, Vec<_>) = errors
             .iter()
             .partition(|e| e.kind == crate::reconciler::state::AccessErrorKind::NotServed);
@@ -256,12 +259,7 @@ pub async fn audit_quietly(
         done: Some(done),
     };
     let (reader, actor, url) = clients(conn).await?;
-    let api = crate::kube::discover_admission_api(&reader)
-        .await
-        .with_context(|| format!("discovering the VAP API of {url}"))?;
-    let (snap, _) = crate::kube::list_snapshot(&reader, &api)
-        .await
-        .with_context(|| format!("reading {url}"))?;
+    let (snap, _) = read_cluster(&reader, &url).await?;
     audit_mod::audit(
         &reader,
         &actor,
@@ -292,11 +290,6 @@ pub async fn test_quietly(
     )
     .context("reading input")?;
     let (reader, actor, url) = clients(conn).await?;
-    let api = crate::kube::discover_admission_api(&reader)
-        .await
-        .with_context(|| format!("discovering the VAP API of {url}"))?;
-    let (snap, _) = crate::kube::list_snapshot(&reader, &api)
-        .await
-        .with_context(|| format!("reading {url}"))?;
+    let (snap, _) = read_cluster(&reader, &url).await?;
     Ok(test_mod::live(&reader, &actor, &snap, &manifests, opts).await)
 }

@@ -332,22 +332,8 @@ impl Live {
                 ticker.abort();
                 r
             });
-            match result {
-                Ok(report) => {
-                    for (error, line) in crate::admission::audit::event_lines(&report) {
-                        let level = if error { Level::Error } else { Level::Info };
-                        if !notify.send(Action::Flash(level, line)) {
-                            return;
-                        }
-                    }
-                }
-                Err(e) => {
-                    notify.send(Action::Flash(
-                        Level::Error,
-                        format!("audit {target}: {}", crate::cli::error_text(&e)),
-                    ));
-                }
-            }
+            let result = result.map(|report| crate::admission::audit::event_lines(&report));
+            flash_outcome(&notify, &format!("audit {target}"), result);
         });
         Action::Flash(Level::Info, format!("auditing {label}…"))
     }
@@ -375,24 +361,31 @@ impl Live {
                 .and_then(|rt| {
                     rt.block_on(crate::cli::admission::test_quietly(&conn, &path, &opts))
                 });
-            match result {
-                Ok(report) => {
-                    for (error, line) in crate::admission::test::event_lines(&report) {
-                        let level = if error { Level::Error } else { Level::Info };
-                        if !notify.send(Action::Flash(level, line)) {
-                            return;
-                        }
-                    }
-                }
-                Err(e) => {
-                    notify.send(Action::Flash(
-                        Level::Error,
-                        format!("test {path}: {}", crate::cli::error_text(&e)),
-                    ));
-                }
-            }
+            let result = result.map(|report| crate::admission::test::event_lines(&report));
+            flash_outcome(&notify, &format!("test {path}"), result);
         });
         Action::Flash(Level::Info, format!("testing {label}…"))
+    }
+}
+
+/// The outcome of an audit or test run off the UI thread, as event-log lines (`true`: an
+/// error line); a failure as one error line naming `what`.
+fn flash_outcome(notify: &Notify, what: &str, result: anyhow::Result<Vec<(bool, String)>>) {
+    match result {
+        Ok(lines) => {
+            for (error, line) in lines {
+                let level = if error { Level::Error } else { Level::Info };
+                if !notify.send(Action::Flash(level, line)) {
+                    return;
+                }
+            }
+        }
+        Err(e) => {
+            notify.send(Action::Flash(
+                Level::Error,
+                format!("{what}: {}", crate::cli::error_text(&e)),
+            ));
+        }
     }
 }
 
