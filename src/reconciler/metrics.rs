@@ -88,7 +88,9 @@ impl Metrics {
             "kubectl_vap_queue_depth {}\n",
             self.queue_depth.load(Ordering::Relaxed)
         ));
-        out.push_str("# HELP kubectl_vap_leader 1 while this copy holds the lease.\n");
+        out.push_str(
+            "# HELP kubectl_vap_leader Whether this copy holds the lease (1) or not (0).\n",
+        );
         out.push_str("# TYPE kubectl_vap_leader gauge\n");
         out.push_str(&format!(
             "kubectl_vap_leader {}\n",
@@ -169,6 +171,9 @@ mod tests {
         ));
         assert!(text.contains("kubectl_vap_write_errors_total{reason=\"conflict\"} 1"));
         assert!(text.contains("kubectl_vap_leader 1"));
+        // Only the sample says 1: tests look for it as text.
+        m.leader.store(false, Ordering::Relaxed);
+        assert!(!m.render().contains("kubectl_vap_leader 1"));
         assert!(text.contains("# TYPE kubectl_vap_queue_depth gauge"));
         assert_eq!(m.writes_total(), 2);
     }
