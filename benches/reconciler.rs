@@ -20,8 +20,8 @@
 
 use futures::StreamExt;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
+use kubectl_vap::cluster::{AdmissionApi, list_snapshot};
 use kubectl_vap::core::{Options, PlannedWrite, Verb, analyze};
-use kubectl_vap::kube::{AdmissionApi, list_snapshot};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

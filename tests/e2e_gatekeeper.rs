@@ -8,11 +8,11 @@
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
+use kubectl_vap::controller::live::LiveWorld;
+use kubectl_vap::controller::runtime::{Running, Tuning, launch, wait_for_lease, wait_idle};
+use kubectl_vap::controller::state::{EventResult, EventVerb};
+use kubectl_vap::controller::{Config, Mode};
 use kubectl_vap::core::Options;
-use kubectl_vap::reconciler::live::LiveWorld;
-use kubectl_vap::reconciler::runtime::{Running, Tuning, launch, wait_for_lease, wait_idle};
-use kubectl_vap::reconciler::state::{EventResult, EventVerb};
-use kubectl_vap::reconciler::{Config, Mode};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

@@ -13,10 +13,10 @@ use k8s_openapi::api::admissionregistration::v1::{
 };
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
+use kubectl_vap::cluster::{AdmissionApi, list_snapshot};
+use kubectl_vap::controller::runtime::{Running, Tuning, launch, wait_for_lease, wait_idle};
+use kubectl_vap::controller::{Config, Mode};
 use kubectl_vap::core::{Options, analyze};
-use kubectl_vap::kube::{AdmissionApi, list_snapshot};
-use kubectl_vap::reconciler::runtime::{Running, Tuning, launch, wait_for_lease, wait_idle};
-use kubectl_vap::reconciler::{Config, Mode};
 use serde_json::{Value, json};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -347,7 +347,7 @@ fn gatekeeper_deployment(name: &str, args: &[&str]) -> k8s_openapi::api::apps::v
 
 /// Waits for the reconciler to be idle ([`wait_idle`]); if it is not, fails with what it is
 /// still doing, so a slow or stuck run says why.
-async fn assert_idle(world: &kubectl_vap::reconciler::live::LiveWorld, timeout: Duration) {
+async fn assert_idle(world: &kubectl_vap::controller::live::LiveWorld, timeout: Duration) {
     if wait_idle(world, timeout).await {
         return;
     }
@@ -375,8 +375,8 @@ async fn assert_idle(world: &kubectl_vap::reconciler::live::LiveWorld, timeout: 
 }
 
 /// The writes a reconciler logged (for failure messages).
-fn writes_of(world: &kubectl_vap::reconciler::live::LiveWorld) -> Vec<String> {
-    use kubectl_vap::reconciler::state::EventVerb;
+fn writes_of(world: &kubectl_vap::controller::live::LiveWorld) -> Vec<String> {
+    use kubectl_vap::controller::state::EventVerb;
     world
         .events
         .lock()
@@ -490,7 +490,7 @@ async fn e2e_generation_flows_default_flags() {
     // I4: a full resync sends nothing.
     let w0 = r.world.metrics.writes_total();
     r.handle
-        .send(kubectl_vap::reconciler::Command::ReconcileAll)
+        .send(kubectl_vap::controller::Command::ReconcileAll)
         .await
         .expect("command");
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -850,7 +850,7 @@ async fn e2e_two_copies_one_writer_and_handover() {
         .spawn()
         .expect("spawn kubectl-vap run");
     eventually("the process holds the lease", || async {
-        kubectl_vap::reconciler::lease::holder(&e.client, LEASE_NS, &lease)
+        kubectl_vap::controller::lease::holder(&e.client, LEASE_NS, &lease)
             .await
             .ok()
             .flatten()
@@ -1512,7 +1512,7 @@ async fn e2e_changes_during_a_watch_gap_are_reconciled_after_the_relist() {
         .lock()
         .map(|ev| {
             ev.iter()
-                .filter(|e| matches!(e.verb, kubectl_vap::reconciler::state::EventVerb::Lease))
+                .filter(|e| matches!(e.verb, kubectl_vap::controller::state::EventVerb::Lease))
                 .count()
         })
         .unwrap_or_default();
@@ -1634,7 +1634,7 @@ async fn e2e_run_serves_metrics_and_releases_on_sigterm() {
     }
     let status = child.wait().expect("wait");
     assert!(status.success(), "{status:?}");
-    let holder = kubectl_vap::reconciler::lease::holder(&e.client, LEASE_NS, &lease)
+    let holder = kubectl_vap::controller::lease::holder(&e.client, LEASE_NS, &lease)
         .await
         .expect("lease");
     assert_eq!(holder, None, "the lease is released on SIGTERM");
@@ -2439,7 +2439,7 @@ async fn e2e_a_paused_leader_writes_nothing_after_it_resumes() {
 }
 
 /// `kubectl_vap_write_errors_total{reason="<reason>"}` of a running copy (0 when absent).
-fn write_errors(world: &kubectl_vap::reconciler::live::LiveWorld, reason: &str) -> u64 {
+fn write_errors(world: &kubectl_vap::controller::live::LiveWorld, reason: &str) -> u64 {
     let prefix = format!("kubectl_vap_write_errors_total{{reason=\"{reason}\"}} ");
     world
         .metrics
@@ -2450,8 +2450,8 @@ fn write_errors(world: &kubectl_vap::reconciler::live::LiveWorld, reason: &str) 
 }
 
 /// The create attempts of `object` in the event log that the server refused, with why.
-fn refused_creates(world: &kubectl_vap::reconciler::live::LiveWorld, object: &str) -> Vec<String> {
-    use kubectl_vap::reconciler::state::{EventResult, EventVerb};
+fn refused_creates(world: &kubectl_vap::controller::live::LiveWorld, object: &str) -> Vec<String> {
+    use kubectl_vap::controller::state::{EventResult, EventVerb};
     world
         .events
         .lock()

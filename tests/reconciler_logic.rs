@@ -7,16 +7,16 @@
 //! that must send zero writes.
 
 use chrono::{DateTime, Utc};
+use kubectl_vap::controller::cache::OpinionCache;
+use kubectl_vap::controller::logic::{Ctx, Outcome, reconcile, schedule};
+use kubectl_vap::controller::queue::{Key, WorkQueue};
+use kubectl_vap::controller::world::{
+    ConstraintStore, Enqueue, Read, TemplateStore, Unreadable, WriteOutcome, Writer,
+};
 use kubectl_vap::core::analysis::analyze;
 use kubectl_vap::core::desired::CrdState;
 use kubectl_vap::core::{Code, Options, PlannedWrite, Severity, Verb};
 use kubectl_vap::model::{Binding, Constraint, ConstraintTemplate, Policy, Source};
-use kubectl_vap::reconciler::cache::OpinionCache;
-use kubectl_vap::reconciler::logic::{Ctx, Outcome, reconcile, schedule};
-use kubectl_vap::reconciler::queue::{Key, WorkQueue};
-use kubectl_vap::reconciler::world::{
-    ConstraintStore, Enqueue, Read, TemplateStore, Unreadable, WriteOutcome, Writer,
-};
 use kubectl_vap::snapshot::Snapshot;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;

@@ -4,11 +4,11 @@
 
 use chrono::TimeZone;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-use kubectl_vap::core::Options;
-use kubectl_vap::model::ObjectRef;
-use kubectl_vap::reconciler::{
+use kubectl_vap::controller::{
     AccessError, AccessErrorKind, EventResult, EventVerb, LeaseInfo, LiveState, ReconcileEvent,
 };
+use kubectl_vap::core::Options;
+use kubectl_vap::model::ObjectRef;
 use kubectl_vap::tui::keymap::Screen;
 use kubectl_vap::tui::live::{EventCursor, data_from_live};
 use kubectl_vap::tui::tree_view::key_of;
@@ -324,7 +324,7 @@ fn tui_access_errors() {
         },
     ];
     // As the reconciler publishes it: the snapshot names what it could not read.
-    state.snapshot.unreadable = kubectl_vap::reconciler::live::unreadable(&state.access_errors);
+    state.snapshot.unreadable = kubectl_vap::controller::live::unreadable(&state.access_errors);
     state.lease.holder = Some("gatekeeper-vap-7c9d".into());
     state.lease.leading = false;
     let ui = Ui::new(false, live_data(&state, true), 150, 36);

@@ -222,7 +222,7 @@ async fn list_all(
             AdmissionError::request(
                 format!(
                     "listing {}",
-                    crate::kube::discovery::resource_name(&r.resource)
+                    crate::cluster::discovery::resource_name(&r.resource)
                 ),
                 e,
             )
@@ -503,7 +503,7 @@ async fn gather(
             };
             for ns in scopes {
                 let key = (
-                    crate::kube::discovery::resource_name(&r.resource),
+                    crate::cluster::discovery::resource_name(&r.resource),
                     ns.clone(),
                     selector.clone(),
                 );

@@ -25,10 +25,10 @@ async fn clients(conn: &ConnectionArgs) -> anyhow::Result<(kube::Client, kube::C
     let mut plain = conn.clone();
     plain.as_user = None;
     plain.as_group.clear();
-    let (reader, url) = crate::kube::client::connect(&plain, false)
+    let (reader, url) = crate::cluster::client::connect(&plain, false)
         .await
         .context("connecting to the cluster")?;
-    let (actor, _) = crate::kube::client::connect(conn, false)
+    let (actor, _) = crate::cluster::client::connect(conn, false)
         .await
         .context("connecting to the cluster")?;
     Ok((reader, actor, url))
@@ -38,11 +38,11 @@ async fn clients(conn: &ConnectionArgs) -> anyhow::Result<(kube::Client, kube::C
 async fn read_cluster(
     reader: &kube::Client,
     url: &str,
-) -> anyhow::Result<(Snapshot, Vec<crate::reconciler::state::AccessError>)> {
-    let api = crate::kube::discover_admission_api(reader)
+) -> anyhow::Result<(Snapshot, Vec<crate::controller::state::AccessError>)> {
+    let api = crate::cluster::discover_admission_api(reader)
         .await
         .with_context(|| format!("discovering the VAP API of {url}"))?;
-    crate::kube::list_snapshot(reader, &api)
+    crate::cluster::list_snapshot(reader, &api)
         .await
         .with_context(|| format!("reading {url}"))
 }
@@ -220,7 +220,7 @@ pub fn check_audit(cli: &Cli, out: &super::args::OutputArgs) -> anyhow::Result<E
         let (snap, errors) = read_cluster(&reader, &url).await?;
         let (not_served, forbidden): (Vec<_>, Vec<_>) = errors
             .iter()
-            .partition(|e| e.kind == crate::reconciler::state::AccessErrorKind::NotServed);
+            .partition(|e| e.kind == crate::controller::state::AccessErrorKind::NotServed);
         for e in not_served {
             eprintln!("warning: {}", e.message);
         }

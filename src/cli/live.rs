@@ -4,11 +4,11 @@
 
 use super::args::{Cli, OutputArgs, PlanArgs, RunArgs};
 use super::report;
+use crate::cluster::{discover_admission_api, list_snapshot};
+use crate::controller::runtime::{Running, Tuning, launch, wait_for_lease, wait_idle};
+use crate::controller::state::{AccessErrorKind, EventResult};
+use crate::controller::{Command, Config, Mode};
 use crate::core::analyze;
-use crate::kube::{discover_admission_api, list_snapshot};
-use crate::reconciler::runtime::{Running, Tuning, launch, wait_for_lease, wait_idle};
-use crate::reconciler::state::{AccessErrorKind, EventResult};
-use crate::reconciler::{Command, Config, Mode};
 use anyhow::{Context, bail};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -75,7 +75,7 @@ fn gatekeeper_refusal(running: &Running) -> Option<String> {
     match (&state.gatekeeper_generator, state.writes_enabled) {
         (Some(found), false) => Some(format!(
             "Gatekeeper's own VAP generator looks active ({found}); two generators would fight over the same objects. Not writing: {}",
-            crate::reconciler::gatekeeper::HOW_TO_DISABLE
+            crate::controller::gatekeeper::HOW_TO_DISABLE
         )),
         _ => None,
     }
@@ -190,7 +190,7 @@ async fn start_electing(
     workers: Option<u16>,
     lease_duration: Option<Duration>,
 ) -> anyhow::Result<Running> {
-    let (client, url) = crate::kube::client::connect(&cli.conn, in_cluster)
+    let (client, url) = crate::cluster::client::connect(&cli.conn, in_cluster)
         .await
         .context("connecting to the cluster")?;
     let mut config = Config::new(
@@ -416,7 +416,7 @@ pub fn plan(cli: &Cli, args: &PlanArgs) -> anyhow::Result<ExitCode> {
 fn read_cluster(cli: &Cli) -> anyhow::Result<crate::snapshot::Snapshot> {
     let rt = runtime()?;
     rt.block_on(async {
-        let (client, url) = crate::kube::client::connect(&cli.conn, false)
+        let (client, url) = crate::cluster::client::connect(&cli.conn, false)
             .await
             .context("connecting to the cluster")?;
         let api = discover_admission_api(&client)

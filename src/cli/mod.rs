@@ -46,12 +46,12 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Some(Command::Run(args)) => live::run(&cli, args),
         Some(Command::Replay { template }) => {
-            live::one_shot(&cli, crate::reconciler::Command::Replay(template.clone()))
+            live::one_shot(&cli, crate::controller::Command::Replay(template.clone()))
         }
         Some(Command::Reconcile { template, all }) => {
             let cmd = match (template, all) {
-                (Some(t), false) => crate::reconciler::Command::Reconcile(t.clone()),
-                _ => crate::reconciler::Command::ReconcileAll,
+                (Some(t), false) => crate::controller::Command::Reconcile(t.clone()),
+                _ => crate::controller::Command::ReconcileAll,
             };
             live::one_shot(&cli, cmd)
         }

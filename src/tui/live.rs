@@ -7,11 +7,11 @@ use super::action::{Action, Level, WriteCommand};
 use super::data::{AccessError, AccessKind, ClusterInfo, Data, EventLine, Origin};
 use super::source::{Notify, Source};
 use crate::cli::args::ConnectionArgs;
-use crate::core::Options;
-use crate::reconciler::{
+use crate::controller::{
     self, AccessErrorKind, Command, Config, EventResult, LiveState, ReconcileEvent,
     ReconcilerHandle,
 };
+use crate::core::Options;
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
@@ -77,13 +77,13 @@ fn unavailable(context: &str, reconcile: bool, resource: &str, message: String) 
 }
 
 /// What a failed start means on screen: a 403 is "restricted", a missing VAP API "disabled".
-pub fn start_error_kind(e: &reconciler::Error) -> (String, AccessKind) {
-    use crate::kube::KubeError;
+pub fn start_error_kind(e: &controller::Error) -> (String, AccessKind) {
+    use crate::cluster::KubeError;
     match e {
-        reconciler::Error::Kube(KubeError::Forbidden { what, .. }) => {
+        controller::Error::Kube(KubeError::Forbidden { what, .. }) => {
             (what.clone(), AccessKind::Forbidden)
         }
-        reconciler::Error::Kube(KubeError::VapApiMissing) => (
+        controller::Error::Kube(KubeError::VapApiMissing) => (
             "validatingadmissionpolicies.admissionregistration.k8s.io".to_string(),
             AccessKind::Disabled,
         ),
@@ -242,7 +242,7 @@ fn note_write_failures(
     analysis: &mut crate::core::analysis::Analysis,
     events: &std::collections::VecDeque<ReconcileEvent>,
 ) {
-    use crate::reconciler::EventVerb;
+    use crate::controller::EventVerb;
     let mut failed: std::collections::HashMap<(&str, &str), &str> =
         std::collections::HashMap::new();
     for e in events {
@@ -432,7 +432,7 @@ impl Source for Live {
                 }
             };
             rt.block_on(async move {
-                let client = match crate::kube::client_from(&conn, false).await {
+                let client = match crate::cluster::client_from(&conn, false).await {
                     Ok(c) => c,
                     Err(e) => {
                         notify.send(Action::Data(Arc::new(unavailable(
@@ -446,20 +446,20 @@ impl Source for Live {
                 };
                 let (lease_namespace, lease_name) = lease.clone();
                 let mode = if reconcile {
-                    reconciler::Mode::Elect {
+                    controller::Mode::Elect {
                         lease_namespace,
                         lease_name,
                         take_over: false,
                     }
                 } else {
-                    reconciler::Mode::ReadOnly {
+                    controller::Mode::ReadOnly {
                         lease_namespace,
                         lease_name,
                     }
                 };
                 let mut config = Config::new(opts.clone(), mode);
                 config.workers = 2;
-                let (handle, join) = match reconciler::start(client, config).await {
+                let (handle, join) = match controller::start(client, config).await {
                     Ok(x) => x,
                     Err(e) => {
                         let (resource, kind) = start_error_kind(&e);
@@ -543,8 +543,8 @@ impl Source for Live {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controller::{EventVerb, LeaseInfo};
     use crate::model::ObjectRef;
-    use crate::reconciler::{EventVerb, LeaseInfo};
 
     fn event(i: u32) -> ReconcileEvent {
         ReconcileEvent {
@@ -571,11 +571,11 @@ mod tests {
         assert!(first[1].error && first[1].text.contains("FAILED: boom"));
         assert!(cursor.new_events(&state).is_empty());
         // The bounded log drops its oldest entries: only the new ones come out, in order.
-        for i in 2..(2 + crate::reconciler::state::EVENT_LOG_CAPACITY as u32) {
+        for i in 2..(2 + crate::controller::state::EVENT_LOG_CAPACITY as u32) {
             state.push_event(event(i));
         }
         let more = cursor.new_events(&state);
-        assert_eq!(more.len(), crate::reconciler::state::EVENT_LOG_CAPACITY);
+        assert_eq!(more.len(), crate::controller::state::EVENT_LOG_CAPACITY);
         assert!(more.windows(2).all(|w| w[0].seq < w[1].seq));
         assert!(more[0].seq > first[1].seq);
     }
@@ -665,17 +665,17 @@ mod tests {
     fn access_errors_keep_their_meaning() {
         let state = LiveState {
             access_errors: vec![
-                crate::reconciler::AccessError {
+                crate::controller::AccessError {
                     resource: "validatingadmissionpolicies.admissionregistration.k8s.io".into(),
                     kind: AccessErrorKind::NotServed,
                     message: "not served".into(),
                 },
-                crate::reconciler::AccessError {
+                crate::controller::AccessError {
                     resource: "constrainttemplates.templates.gatekeeper.sh".into(),
                     kind: AccessErrorKind::NotServed,
                     message: "CRD missing".into(),
                 },
-                crate::reconciler::AccessError {
+                crate::controller::AccessError {
                     resource: "validatingadmissionpolicybindings.admissionregistration.k8s.io"
                         .into(),
                     kind: AccessErrorKind::Forbidden,

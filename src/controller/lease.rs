@@ -178,7 +178,7 @@ impl Elector {
         let now = mono_now();
         let seconds = i32::try_from(self.timing.duration.as_secs()).unwrap_or(i32::MAX);
         let pp = PostParams {
-            field_manager: Some(crate::kube::apply::FIELD_MANAGER.into()),
+            field_manager: Some(crate::cluster::apply::FIELD_MANAGER.into()),
             ..PostParams::default()
         };
         let Some(current) = self.api.get_opt(&self.name).await? else {
@@ -193,7 +193,7 @@ impl Elector {
                     self.observed = l.metadata.resource_version.clone().map(|rv| (rv, now));
                     Ok(Attempt::Holds)
                 }
-                Err(e) if crate::kube::status_code(&e) == Some(409) => Ok(Attempt::Other(None)),
+                Err(e) if crate::cluster::status_code(&e) == Some(409) => Ok(Attempt::Other(None)),
                 Err(e) => Err(e),
             };
         };
@@ -239,7 +239,7 @@ impl Elector {
                 self.observed = l.metadata.resource_version.clone().map(|rv| (rv, now));
                 Ok(Attempt::Holds)
             }
-            Err(e) if crate::kube::status_code(&e) == Some(409) => Ok(Attempt::Other(holder)),
+            Err(e) if crate::cluster::status_code(&e) == Some(409) => Ok(Attempt::Other(holder)),
             Err(e) => Err(e),
         }
     }
@@ -350,7 +350,7 @@ pub async fn run(
                 let msg = format!(
                     "cannot use Lease {lease_name}: {e} (needs get/create/update on leases in namespace {namespace}, and the namespace must exist)"
                 );
-                if crate::kube::status_code(&e).is_none() {
+                if crate::cluster::status_code(&e).is_none() {
                     // No answer at all: part of the copy's one outage log.
                     world
                         .outage
@@ -361,7 +361,7 @@ pub async fn run(
                 } else {
                     tracing::debug!("{msg}");
                 }
-                let kind = match crate::kube::status_code(&e) {
+                let kind = match crate::cluster::status_code(&e) {
                     Some(401 | 403) => super::state::AccessErrorKind::Forbidden,
                     _ => super::state::AccessErrorKind::Other,
                 };
@@ -438,7 +438,7 @@ pub async fn watch_holder(
                 send_holder(&holder_tx, h);
             }
             Err(e) => {
-                let kind = match crate::kube::status_code(&e) {
+                let kind = match crate::cluster::status_code(&e) {
                     Some(401 | 403) => super::state::AccessErrorKind::Forbidden,
                     _ => super::state::AccessErrorKind::Other,
                 };

@@ -47,7 +47,7 @@ pub enum Error {
         source: Box<kube::Error>,
     },
     #[error("{0}")]
-    Kube(#[from] crate::kube::KubeError),
+    Kube(#[from] crate::cluster::KubeError),
     #[error("leader election on Lease {lease}: {message}")]
     Lease { lease: String, message: String },
     #[error("{0}")]

@@ -12,10 +12,10 @@ use super::state::{EventResult, EventVerb, LiveState, ReconcileEvent};
 use super::world::{
     ConstraintStore, Enqueue, Read, TemplateStore, Unreadable, WriteOutcome, Writer,
 };
+use crate::cluster::apply::{Applied, ApplyError, apply_write};
+use crate::cluster::discovery::AdmissionApi;
 use crate::core::desired::CrdState;
 use crate::core::{PlannedWrite, Verb};
-use crate::kube::apply::{Applied, ApplyError, apply_write};
-use crate::kube::discovery::AdmissionApi;
 use crate::model::{
     Binding, CONSTRAINTS_GROUP, Constraint, ConstraintTemplate, CrdInfo, ObjectRef, Policy, Source,
 };
@@ -57,7 +57,7 @@ pub enum Obj {
 impl Obj {
     pub fn of(kind: &str) -> Obj {
         match kind {
-            crate::kube::discovery::VAP_KIND => Obj::Policy,
+            crate::cluster::discovery::VAP_KIND => Obj::Policy,
             crate::core::crd::CRD_KIND => Obj::Crd,
             _ => Obj::Binding,
         }
@@ -297,12 +297,12 @@ impl LiveWorld {
             fence: super::lease::Fence::default(),
             relist: tokio::sync::watch::Sender::new(0),
             parked: Mutex::new(std::collections::BTreeSet::new()),
-            res_templates: crate::kube::discovery::resource_name(
-                &crate::kube::discovery::templates_resource(),
+            res_templates: crate::cluster::discovery::resource_name(
+                &crate::cluster::discovery::templates_resource(),
             ),
             res_crds: CRDS_RESOURCE.to_string(),
-            res_policies: crate::kube::discovery::resource_name(&admission.policy()),
-            res_bindings: crate::kube::discovery::resource_name(&admission.binding()),
+            res_policies: crate::cluster::discovery::resource_name(&admission.policy()),
+            res_bindings: crate::cluster::discovery::resource_name(&admission.binding()),
             writes_enabled: AtomicBool::new(false),
             events: Mutex::new(VecDeque::new()),
             dirty: AtomicBool::new(true),
@@ -594,7 +594,7 @@ impl LiveWorld {
         let watches = self.constraints.read().unwrap_or_else(|p| p.into_inner());
         watches.get(kind).map(|w| {
             (
-                crate::kube::discovery::constraint_resource(kind, &w.plural),
+                crate::cluster::discovery::constraint_resource(kind, &w.plural),
                 w.store.clone(),
             )
         })
@@ -641,7 +641,7 @@ impl LiveWorld {
                 tracing::debug!("skipping an unreadable object: {e}");
             }
         };
-        let tar = crate::kube::discovery::templates_resource();
+        let tar = crate::cluster::discovery::templates_resource();
         self.templates
             .state()
             .iter()
@@ -654,7 +654,7 @@ impl LiveWorld {
         {
             let watches = self.constraints.read().unwrap_or_else(|p| p.into_inner());
             for (kind, w) in watches.iter() {
-                let ar = crate::kube::discovery::constraint_resource(kind, &w.plural);
+                let ar = crate::cluster::discovery::constraint_resource(kind, &w.plural);
                 w.store
                     .state()
                     .iter()
@@ -732,7 +732,7 @@ impl ConstraintStore for LiveWorld {
                 None => Read::Known(None),
             };
         };
-        let resource = crate::kube::discovery::resource_name(&ar);
+        let resource = crate::cluster::discovery::resource_name(&ar);
         self.store_known(&resource).map(|()| {
             store
                 .get(&StoreRef::new_with(name, ar.clone()))
@@ -801,7 +801,7 @@ impl ConstraintStore for LiveWorld {
 
 impl TemplateStore for LiveWorld {
     fn template(&self, name: &str) -> Read<Option<ConstraintTemplate>> {
-        let ar = crate::kube::discovery::templates_resource();
+        let ar = crate::cluster::discovery::templates_resource();
         self.store_known(&self.res_templates).map(|()| {
             self.templates
                 .get(&StoreRef::new_with(name, ar.clone()))
@@ -818,8 +818,8 @@ impl TemplateStore for LiveWorld {
     }
 
     fn templates_listed(&self) -> bool {
-        self.is_listed(&crate::kube::discovery::resource_name(
-            &crate::kube::discovery::templates_resource(),
+        self.is_listed(&crate::cluster::discovery::resource_name(
+            &crate::cluster::discovery::templates_resource(),
         ))
     }
 

@@ -6,8 +6,8 @@ use super::discovery::{
     AdmissionApi, constraint_resource, pod_status_resources, resource_name, templates_resource,
 };
 use super::{KubeError, status_code};
+use crate::controller::state::AccessError;
 use crate::model::{CONSTRAINTS_GROUP, Source};
-use crate::reconciler::state::AccessError;
 use crate::snapshot::Snapshot;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DynamicObject, ListParams};
@@ -107,6 +107,6 @@ pub async fn list_snapshot(
     }
     snap.now = Some(chrono::Utc::now());
     snap.crds_listed = true;
-    snap.unreadable = crate::reconciler::live::unreadable(&errors);
+    snap.unreadable = crate::controller::live::unreadable(&errors);
     Ok((snap, errors))
 }

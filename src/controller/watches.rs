@@ -12,8 +12,8 @@ use super::live::{KindWatch, LiveWorld, Obj};
 use super::queue::Key;
 use super::state::AccessError;
 use super::world::Enqueue;
+use crate::cluster::discovery::constraint_resource;
 use crate::core::desired::CrdState;
-use crate::kube::discovery::constraint_resource;
 use crate::model::CONSTRAINTS_GROUP;
 use futures::StreamExt;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -304,7 +304,7 @@ impl Health {
 }
 
 fn failure_of(resource: &str, verb: &str, e: &kube::Error) -> Failure {
-    let status = crate::kube::status_code(e);
+    let status = crate::cluster::status_code(e);
     Failure {
         error: AccessError::from_status(resource, status, verb, e),
         unreachable: status.is_none(),
@@ -519,7 +519,7 @@ pub fn start_kind(world: &Arc<LiveWorld>, kind: &str, plural: &str) {
     let writer: Writer<DynamicObject> = Writer::new(ar.clone());
     let store = writer.as_reader();
     let api: Api<DynamicObject> = Api::all_with(world.client.clone(), &ar);
-    let resource = crate::kube::discovery::resource_name(&ar);
+    let resource = crate::cluster::discovery::resource_name(&ar);
     let kind_owned = kind.to_string();
     let task = spawn_watch_with(
         api,
@@ -618,12 +618,12 @@ mod tests {
         // A world that never connects (the client is only built).
         let config = kube::Config::new("http://127.0.0.1:1".parse().expect("url"));
         let client = kube::Client::try_from(config).expect("client");
-        let admission = crate::kube::AdmissionApi::v1();
+        let admission = crate::cluster::AdmissionApi::v1();
         let dynamic = |ar: kube::core::ApiResource| Writer::<DynamicObject>::new(ar).as_reader();
         let world = Arc::new(LiveWorld::new(
             client,
             admission.clone(),
-            dynamic(crate::kube::discovery::templates_resource()),
+            dynamic(crate::cluster::discovery::templates_resource()),
             Writer::<CustomResourceDefinition>::default().as_reader(),
             dynamic(admission.policy()),
             dynamic(admission.binding()),
@@ -631,7 +631,7 @@ mod tests {
             Arc::default(),
         ));
         let ar = constraint_resource("K8sX", "k8sx");
-        let resource = crate::kube::discovery::resource_name(&ar);
+        let resource = crate::cluster::discovery::resource_name(&ar);
         let task = tokio::spawn(std::future::pending::<()>());
         world
             .constraints

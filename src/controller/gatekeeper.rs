@@ -80,13 +80,13 @@ pub fn generator_active(deployments: &[Deployment]) -> Option<String> {
 
 /// Lists Deployments in every namespace, a page at a time (a large cluster's Deployments are
 /// never all in memory), and applies [`generator_active`].
-pub async fn detect(client: &kube::Client) -> Result<Option<String>, crate::kube::KubeError> {
+pub async fn detect(client: &kube::Client) -> Result<Option<String>, crate::cluster::KubeError> {
     let api: Api<Deployment> = Api::all(client.clone());
     let mut found: Vec<String> = Vec::new();
     let mut params = ListParams::default().limit(500);
     loop {
         let page = api.list(&params).await.map_err(|e| {
-            crate::kube::KubeError::request(
+            crate::cluster::KubeError::request(
                 "listing Deployments to detect Gatekeeper's generator",
                 e,
             )

@@ -229,7 +229,7 @@ impl OpinionCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::reconciler::world::Read;
+    use crate::controller::world::Read;
     use chrono::{DateTime, Utc};
     use std::sync::Mutex;
 
