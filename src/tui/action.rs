@@ -97,6 +97,8 @@ pub enum Action {
     // From the outside.
     Data(Arc<Data>),
     Flash(Level, String),
+    /// An audit's typed results (`a`), kept per constraint (`violations::Store`).
+    Audited(Arc<crate::admission::audit::AuditReport>),
     Resize(u16, u16),
     Tick,
 }

@@ -59,6 +59,8 @@ pub struct App {
     local_seq: u64,
     /// The first non-empty data was summed up in the log.
     announced: bool,
+    /// Audit results kept while the TUI runs (`a`), marked stale as the cluster changes.
+    pub violations: super::violations::Store,
     /// Rows of the tree pane, for page up/down (kept up to date by the view's size).
     pub page: usize,
     pub quit: bool,
@@ -82,6 +84,7 @@ impl App {
             last_seq: None,
             local_seq: 0,
             announced: false,
+            violations: super::violations::Store::default(),
             page: 20,
             quit: false,
         }
@@ -208,6 +211,7 @@ impl App {
         }
         self.tree.set_tree(&data.analysis, &self.filter);
         self.data = Some(data.clone());
+        self.show_violations();
         if first {
             self.announced = true;
             let s = &data.summary;
@@ -230,6 +234,14 @@ impl App {
             if let Some(d) = &mut self.doc {
                 d.scroll = scroll;
             }
+        }
+    }
+
+    /// The kept audit results on the tree, stale ones marked against the current snapshot.
+    fn show_violations(&mut self) {
+        if let Some(d) = &self.data {
+            let badges = self.violations.badges(&d.snapshot);
+            self.tree.set_badges(badges, &self.filter);
         }
     }
 
@@ -298,7 +310,11 @@ impl App {
 pub fn update(app: &mut App, action: Action) -> Option<Action> {
     // Any key clears a stale flash (errors stay until then).
     match &action {
-        Action::Tick | Action::Data(_) | Action::Resize(..) | Action::Flash(..) => {}
+        Action::Tick
+        | Action::Data(_)
+        | Action::Audited(_)
+        | Action::Resize(..)
+        | Action::Flash(..) => {}
         _ => app.flash = None,
     }
     match action {
@@ -397,7 +413,12 @@ pub fn update(app: &mut App, action: Action) -> Option<Action> {
             None => app.flash(Level::Info, "no file given: nothing tested"),
         },
         Action::Audit => match app.audit_target() {
-            Ok(target) => return Some(Action::Execute(WriteCommand::Audit(target))),
+            Ok(target) => {
+                if let Some(d) = &app.data {
+                    app.violations.begin(&target, &d.snapshot);
+                }
+                return Some(Action::Execute(WriteCommand::Audit(target)));
+            }
             Err(why) => app.flash(Level::Error, why),
         },
         Action::Replay | Action::Reconcile | Action::ReconcileAll => {
@@ -430,6 +451,12 @@ pub fn update(app: &mut App, action: Action) -> Option<Action> {
             app.flash(Level::Error, format!("cannot run `{}` here", cmd.cli()));
         }
         Action::Data(d) => app.set_data(d),
+        Action::Audited(report) => {
+            if let Some(d) = &app.data {
+                app.violations.record(&report, &d.snapshot);
+            }
+            app.show_violations();
+        }
         Action::Flash(level, text) => {
             // From a source or a command: an outcome worth keeping in the log.
             if level != Level::Error {

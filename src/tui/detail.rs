@@ -167,6 +167,22 @@ pub fn summary(data: &Data, node: &Node) -> Vec<Line<'static>> {
     out
 }
 
+/// The kept audit results for a constraint or template node (`a`), stale ones marked.
+pub fn violations(
+    store: &super::violations::Store,
+    data: &Data,
+    node: &Node,
+) -> Vec<Line<'static>> {
+    match node.kind {
+        // Offline there is no cluster to audit against.
+        _ if !matches!(data.origin, Origin::Live { .. }) => Vec::new(),
+        NodeKind::Constraint | NodeKind::Template => {
+            super::violations::section(store, &data.snapshot, &node.id)
+        }
+        _ => Vec::new(),
+    }
+}
+
 /// `vapGenerationStatus` and `enforcementPointsStatus`, one line each.
 fn pod_status_lines(status: &Value) -> Vec<String> {
     let mut out = Vec::new();

@@ -332,7 +332,12 @@ impl Live {
                 ticker.abort();
                 r
             });
-            let result = result.map(|report| crate::admission::audit::event_lines(&report));
+            let result = result.map(|report| {
+                let lines = crate::admission::audit::event_lines(&report);
+                // The typed result first: the tree and detail pane keep it.
+                notify.send(Action::Audited(Arc::new(report)));
+                lines
+            });
             flash_outcome(&notify, &format!("audit {target}"), result);
         });
         Action::Flash(Level::Info, format!("auditing {label}…"))

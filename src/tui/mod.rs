@@ -22,6 +22,7 @@ pub mod states;
 pub mod terminal;
 pub mod tree_view;
 pub mod view;
+pub mod violations;
 
 pub use action::{Action, Level, WriteCommand};
 pub use app::{App, dispatch, update};

@@ -109,6 +109,8 @@ pub struct TreeView {
     shown_top: HashMap<Key, usize>,
     /// Top-level items rebuilt by the last `set_tree` (the rest were reused).
     pub rebuilt: usize,
+    /// Audit results on nodes (`set_badges`).
+    badges: HashMap<Key, super::violations::Badge>,
 }
 
 /// Whether two nodes look the same on screen (finding indices aside: they shift when other
@@ -179,6 +181,19 @@ impl TreeView {
             }
         }
         self.build_items(filter, reusable);
+    }
+
+    /// Audit results changed (or went stale): every item is rebuilt when they did.
+    pub fn set_badges(
+        &mut self,
+        badges: HashMap<String, super::violations::Badge>,
+        filter: &Filter,
+    ) {
+        let badges: HashMap<Key, _> = badges.into_iter().map(|(id, b)| (key_of(&id), b)).collect();
+        if badges != self.badges {
+            self.badges = badges;
+            self.rebuild(filter);
+        }
     }
 
     /// Filter changed: rebuild every item; with a filter, open the way to every match.
@@ -268,7 +283,10 @@ impl TreeView {
             return None;
         }
         walk.shown += 1;
-        let line = node_line(n, self.counts.get(&key).copied());
+        let mut line = node_line(n, self.counts.get(&key).copied());
+        if let Some(b) = self.badges.get(&key) {
+            line.spans.extend(super::violations::badge_spans(b));
+        }
         Some(
             TreeItem::new(key, line, children)
                 .unwrap_or_else(|_| TreeItem::new_leaf(key, n.label.clone())),

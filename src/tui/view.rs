@@ -266,7 +266,11 @@ fn draw_tree(frame: &mut Frame, app: &mut App, area: Rect) {
 fn draw_detail(frame: &mut Frame, app: &App, area: Rect) {
     let block = Block::default().borders(Borders::ALL).title(" Detail ");
     let lines = match (&app.data, app.selected_node()) {
-        (Some(d), Some(n)) => detail::summary(d, n),
+        (Some(d), Some(n)) => [
+            detail::summary(d, n),
+            detail::violations(&app.violations, d, n),
+        ]
+        .concat(),
         _ => vec![Line::styled("nothing selected", dim())],
     };
     frame.render_widget(
