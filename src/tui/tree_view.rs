@@ -285,7 +285,13 @@ impl TreeView {
         walk.shown += 1;
         let mut line = node_line(n, self.counts.get(&key).copied());
         if let Some(b) = self.badges.get(&key) {
-            line.spans.extend(super::violations::badge_spans(b));
+            // Right after the label: long reasons are cut at the pane's edge, the count is not.
+            let at = line
+                .spans
+                .iter()
+                .position(|s| s.content == n.label)
+                .map_or(line.spans.len(), |i| i + 1);
+            line.spans.splice(at..at, super::violations::badge_spans(b));
         }
         Some(
             TreeItem::new(key, line, children)
