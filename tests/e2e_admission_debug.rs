@@ -217,6 +217,29 @@ impl World {
         out
     }
 
+    /// A denying constraint of a new template, bound after ConfigMaps `bad` (violates it) and
+    /// `good` were created in this test's namespace, and in effect.
+    async fn one_violator(&self, prefix: &str, tag: &str) -> (String, Constraint) {
+        let kind = self.template(prefix, tag).await;
+        let c = self
+            .constraint(&kind, &self.env.unique_name("deny"), "deny", json!({}))
+            .await;
+        self.create(cm("bad", &self.ns, false)).await;
+        self.create(cm("good", &self.ns, true)).await;
+        self.bind(&c).await;
+        self.until_effective(&cm("probe", &self.ns, false), &format!("{tag}: missing"))
+            .await;
+        (kind, c)
+    }
+
+    /// The admin's connection, as the CLI's flags give it.
+    fn conn(&self) -> kubectl_vap::cli::args::ConnectionArgs {
+        kubectl_vap::cli::args::ConnectionArgs {
+            kubeconfig: Some(self.env.kubeconfig_admin().display().to_string()),
+            ..Default::default()
+        }
+    }
+
     fn manifest(&self, dir: &Path, name: &str, obj: &Value) -> String {
         let p = dir.join(format!("{name}.yaml"));
         std::fs::write(&p, serde_norway::to_string(obj).expect("yaml")).expect("write");
@@ -833,20 +856,8 @@ async fn the_tuis_audit_reports_violations_as_event_lines() {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
     let w = World::new().await;
-    let kind = w.template("AdmTui", "TUI").await;
-    let c = w
-        .constraint(&kind, &w.env.unique_name("deny"), "deny", json!({}))
-        .await;
-    w.create(cm("bad", &w.ns, false)).await;
-    w.create(cm("good", &w.ns, true)).await;
-    w.bind(&c).await;
-    w.until_effective(&cm("probe", &w.ns, false), "TUI: missing")
-        .await;
-
-    let conn = kubectl_vap::cli::args::ConnectionArgs {
-        kubeconfig: Some(w.env.kubeconfig_admin().display().to_string()),
-        ..Default::default()
-    };
+    let (kind, c) = w.one_violator("AdmTui", "TUI").await;
+    let conn = w.conn();
     let done = Arc::new(AtomicUsize::new(0));
     let mut listed = 0;
     let report = kubectl_vap::cli::admission::audit_quietly(
@@ -888,10 +899,7 @@ async fn the_tuis_test_reports_verdicts_as_event_lines() {
         .await;
     let dir = tempfile::tempdir().expect("tempdir");
     let f = w.manifest(dir.path(), "bad", &cm("bad", &w.ns, false));
-    let conn = kubectl_vap::cli::args::ConnectionArgs {
-        kubeconfig: Some(w.env.kubeconfig_admin().display().to_string()),
-        ..Default::default()
-    };
+    let conn = w.conn();
     let report = kubectl_vap::cli::admission::test_quietly(&conn, &f, &Options::default())
         .await
         .expect("test");
@@ -915,4 +923,98 @@ async fn the_tuis_test_reports_verdicts_as_event_lines() {
         .await
         .expect_err("stdin is the terminal in the TUI");
     assert!(e.to_string().contains("standard input"), "{e}");
+}
+
+/// The TUI on the live source: `a` on a constraint puts its violation count on the tree node and
+/// the violating object in the detail pane; editing the constraint afterwards keeps the result
+/// but draws it stale.
+#[tokio::test]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn the_tui_keeps_audit_results_and_marks_them_stale_after_an_edit() {
+    use kube::api::{Patch, PatchParams};
+    use kubectl_vap::tui::tree_view::key_of;
+    use kubectl_vap::tui::{Action, App, Msg, Notify, Source, dispatch, live::Live, view};
+    let w = World::new().await;
+    let (kind, c) = w.one_violator("AdmTuiStale", "TS").await;
+    let conn = w.conn();
+    let lease = ("kube-system".to_string(), w.env.unique_name("tui-lease"));
+    let mut live = Live::new(conn, Options::default(), false, lease);
+    let (tx, rx) = std::sync::mpsc::channel();
+    live.start(Notify(tx));
+    let mut app = App::new(false);
+    // Feeds the source's actions to the app until `done` holds.
+    let pump = |app: &mut App, what: &str, done: &dyn Fn(&App) -> bool| {
+        let start = Instant::now();
+        while !done(app) {
+            assert!(start.elapsed() < TIMEOUT, "no {what} within {TIMEOUT:?}");
+            if let Ok(Msg::Action(a)) = rx.recv_timeout(Duration::from_millis(200)) {
+                dispatch(app, a, &mut |_| None);
+            }
+        }
+    };
+    let constraint_generation = |app: &App| {
+        app.data.as_ref().and_then(|d| {
+            d.snapshot
+                .constraints
+                .iter()
+                .find(|x| x.kind == kind && x.name() == c.name())
+                .map(|x| x.meta.generation)
+        })
+    };
+    pump(&mut app, "constraint in the live snapshot", &|a| {
+        constraint_generation(a).is_some()
+    });
+    let node = format!("constraint/{kind}/{}", c.name());
+    app.tree.state.select(vec![
+        key_of(&format!("template/{}", kind.to_lowercase())),
+        key_of(&node),
+    ]);
+    dispatch(&mut app, Action::Audit, &mut |cmd| live.execute(cmd));
+    pump(&mut app, "audit result", &|a| {
+        a.violations.get(&kind, c.name()).is_some()
+    });
+    let screen = |app: &mut App| {
+        let mut term =
+            ratatui::Terminal::new(ratatui::backend::TestBackend::new(260, 50)).expect("backend");
+        term.draw(|f| view::draw(f, app)).expect("draw");
+        term.backend().to_string()
+    };
+    let text = screen(&mut app);
+    let row = |text: &str| {
+        text.lines()
+            .find(|l| l.contains(&format!("{kind}/{}", c.name())) && l.contains("▼"))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(row(&text).contains("1 violation"), "{text}");
+    assert!(!row(&text).contains("stale"), "{text}");
+    assert!(
+        text.contains(&format!("Deny ConfigMap {}/bad", w.ns)),
+        "{text}"
+    );
+    assert!(
+        !text.contains(&format!("ConfigMap {}/good", w.ns)),
+        "{text}"
+    );
+
+    // Editing the constraint's spec (generation 1 → 2) makes the kept result stale.
+    let before = constraint_generation(&app);
+    Api::<DynamicObject>::all_with(
+        w.client.clone(),
+        &gatekeeper::constraint_api_resource(&kind),
+    )
+    .patch(
+        c.name(),
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"parameters": {"labels": ["owner", "team"]}}})),
+    )
+    .await
+    .expect("editing the constraint");
+    pump(&mut app, "the edited constraint", &|a| {
+        constraint_generation(a) != before
+    });
+    let text = screen(&mut app);
+    assert!(row(&text).contains("1 violation (stale)"), "{text}");
+    assert!(text.contains("stale — press a to re-audit"), "{text}");
+    live.stop();
 }
