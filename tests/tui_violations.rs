@@ -205,4 +205,11 @@ fn tui_not_observable_is_said_on_the_node_and_in_the_detail() {
     let text = s.text();
     assert!(text.contains("Violations: not observable"), "{text}");
     assert!(text.contains("bound with Audit only (dryrun)"), "{text}");
+    // The template: the total over its constraints, the unseen one adding nothing.
+    s.select(&["template/k8srequiredlabels"]);
+    let text = s.text();
+    assert!(
+        text.contains("2 in the audited constraints of k8srequiredlabels"),
+        "{text}"
+    );
 }

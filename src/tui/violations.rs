@@ -180,15 +180,19 @@ impl Store {
                     unseen,
                 },
             );
+            // A template whose audited constraints were all unseen does not claim 0 violations.
             let t = out
                 .entry(format!("template/{}", template_name(snap, kind)))
                 .or_insert(Badge {
                     violations: 0,
                     stale: false,
-                    unseen: None,
+                    unseen,
                 });
             t.violations += violations;
             t.stale |= stale;
+            if unseen.is_none() {
+                t.unseen = None;
+            }
         }
         out
     }
@@ -233,10 +237,14 @@ pub fn section(store: &Store, snap: &Snapshot, node_id: &str) -> Vec<Line<'stati
             Line::default(),
             Line::styled("Violations (last audit)", bold),
         ];
-        let mut l = vec![Span::raw(format!(
-            "  {} in the audited constraints of {tname}; select one for the objects",
-            b.violations
-        ))];
+        let text = match b.unseen {
+            Some(_) => format!("  none of the audited constraints of {tname} could be seen"),
+            None => format!(
+                "  {} in the audited constraints of {tname}; select one for the objects",
+                b.violations
+            ),
+        };
+        let mut l = vec![Span::raw(text)];
         if b.stale {
             l.push(Span::styled(" — some are stale", dimmed()));
         }
@@ -475,6 +483,13 @@ mod tests {
         store.record(&report(vec![audit("one", 0, Status::NotObservable)]), &s);
         let b = store.badges(&s)["constraint/K8sReq/one"];
         assert_eq!(b.unseen, Some(Status::NotObservable));
+        assert_eq!(
+            store.badges(&s)["template/k8sreq"].unseen,
+            Some(Status::NotObservable)
+        );
+        // Once one of its constraints is seen, the template has a count.
+        store.record(&report(vec![audit("two", 1, Status::Audited)]), &s);
+        assert_eq!(store.badges(&s)["template/k8sreq"].unseen, None);
         let text: String = badge_spans(&b).iter().map(|s| s.content.clone()).collect();
         assert_eq!(text.trim(), "not observable");
     }
