@@ -182,10 +182,12 @@ fn tui_tree_colours_follow_state() {
     for (text, colour) in [
         (
             "⊘ VAPB gatekeeper-k8srequiredlabels-taken-name",
-            Color::LightRed,
+            Color::Yellow,
         ),
         ("… VAPB gatekeeper-k8swaiting-fresh", Color::Cyan),
-        ("⚠ VAP gatekeeper-k8sdisallowedtags", Color::Magenta),
+        ("† VAP gatekeeper-k8sdisallowedtags", Color::Yellow),
+        ("! K8sRequiredLabels/taken-name", Color::Red),
+        ("● k8srequiredlabels", Color::Green),
         ("? K8sUnknownKind/leftover", Color::Blue),
     ] {
         let (x, y) = ui.find(text).unwrap_or_else(|| panic!("{text} shown"));
@@ -353,8 +355,14 @@ fn tui_readonly() {
     insta::assert_snapshot!("readonly", ui.screen());
     for k in ['p', 'r', 'R'] {
         ui.key(KeyCode::Char(k));
-        assert!(ui.app.confirm.is_none());
-        assert!(ui.app.flash.is_none(), "{k} is not handled in read-only");
+        assert!(ui.app.confirm.is_none(), "{k} is not handled in read-only");
+        assert!(ui.executed.is_empty());
+        assert!(
+            ui.screen()
+                .contains(&format!("{k} writes, and this copy is read-only")),
+            "{}",
+            ui.screen()
+        );
     }
     ui.key(KeyCode::Char('?'));
     let help = ui.screen();
@@ -509,9 +517,16 @@ fn tui_docs_cover_every_key_and_state() {
             );
         }
     }
-    for (s, _, _) in kubectl_vap::tui::states::STATES {
-        let row = format!("| {} | `{}` |", s.glyph(), s.as_str());
+    for l in kubectl_vap::tui::states::STATES {
+        let row = format!("| {} | `{}` |", l.glyph, l.state.as_str());
         assert!(doc.contains(&row), "docs/tui.md has no row {row:?}");
+    }
+    for (sev, glyph, _) in kubectl_vap::tui::states::SEVERITIES {
+        let row = format!("| {glyph} | `{}` |", sev.as_str());
+        assert!(
+            doc.contains(&row),
+            "docs/tui.md has no severity row {row:?}"
+        );
     }
 }
 
