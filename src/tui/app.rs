@@ -409,7 +409,7 @@ impl App {
             ("ctx" | "context", Some(name)) => self.flash(
                 Level::Warn,
                 format!(
-                    "switching context in place is not available yet: restart with `kubectl vap --context {name}`"
+                    "`:ctx` is not available yet: run `kubectl vap --context {name}`"
                 ),
             ),
             ("ctx" | "context", None) => self.flash(

@@ -189,6 +189,26 @@ fn fit(parts: Vec<Part>, width: u16, sep: &Span<'static>) -> Line<'static> {
     Line::from(spans)
 }
 
+/// `s` in at most `max` columns, with `…` where it was cut.
+fn shorten(s: &str, max: usize) -> String {
+    if Span::raw(s).width() <= max {
+        return s.to_string();
+    }
+    let mut out = String::new();
+    let mut used = 1;
+    for ch in s.chars() {
+        let mut buf = [0u8; 4];
+        let w = Span::raw(&*ch.encode_utf8(&mut buf)).width();
+        if used + w > max {
+            break;
+        }
+        out.push(ch);
+        used += w;
+    }
+    out.push('…');
+    out
+}
+
 fn header_field(name: &str, value: String) -> Vec<Span<'static>> {
     vec![Span::styled(format!("{name}: "), dim()), Span::raw(value)]
 }
@@ -198,21 +218,20 @@ fn draw_header(frame: &mut Frame, app: &App, area: Rect) {
     let sep = Span::styled(" │ ", dim());
     let unknown = || "–".to_string();
     let info = data.map(|d| &d.info);
-    // Display order left to right; the number is what goes first when the line is short:
-    // the server's version before the mode (does this copy write?).
+    let title = Span::styled(" kubectl-vap", bold().fg(Color::Cyan));
+    let mode = header_field("mode", mode_label(app, data));
+    // The context and the mode always stay (which cluster; does this copy write?): a long
+    // context is shortened to what is left, the other fields are dropped whole.
+    let fixed = title.width() + 2 * sep.width() + mode.iter().map(Span::width).sum::<usize>();
+    let room = usize::from(area.width)
+        .saturating_sub(fixed + "context: ".len())
+        .max(8);
+    let context = info.map(|i| i.context.clone()).unwrap_or_else(unknown);
+    // Display order left to right; the number is what goes first when the line is short.
     let l1 = vec![
-        (
-            0,
-            vec![Span::styled(" kubectl-vap", bold().fg(Color::Cyan))],
-        ),
-        (
-            1,
-            header_field(
-                "context",
-                info.map(|i| i.context.clone()).unwrap_or_else(unknown),
-            ),
-        ),
-        (1, header_field("mode", mode_label(app, data))),
+        (0, vec![title]),
+        (0, header_field("context", shorten(&context, room))),
+        (0, mode),
         (
             2,
             header_field(
@@ -536,7 +555,7 @@ pub fn help_lines(app: &App) -> Vec<Line<'static>> {
         out.push(Line::from(vec![
             Span::styled(
                 format!(
-                    "  {} {:<20}",
+                    "  {} {:<22}",
                     states::severity_glyph(c.severity()),
                     c.as_str()
                 ),
