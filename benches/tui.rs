@@ -178,7 +178,7 @@ fn main() {
         .map(|n| {
             format!(
                 "{} {}  {}  {}",
-                n.state.glyph(),
+                kubectl_vap::tui::states::glyph(n.state),
                 n.label,
                 n.state.as_str(),
                 n.reason

@@ -182,10 +182,12 @@ fn tui_tree_colours_follow_state() {
     for (text, colour) in [
         (
             "⊘ VAPB gatekeeper-k8srequiredlabels-taken-name",
-            Color::LightRed,
+            Color::Yellow,
         ),
         ("… VAPB gatekeeper-k8swaiting-fresh", Color::Cyan),
-        ("⚠ VAP gatekeeper-k8sdisallowedtags", Color::Magenta),
+        ("† VAP gatekeeper-k8sdisallowedtags", Color::Yellow),
+        ("! K8sRequiredLabels/taken-name", Color::Red),
+        ("● k8srequiredlabels", Color::Green),
         ("? K8sUnknownKind/leftover", Color::Blue),
     ] {
         let (x, y) = ui.find(text).unwrap_or_else(|| panic!("{text} shown"));
@@ -353,8 +355,14 @@ fn tui_readonly() {
     insta::assert_snapshot!("readonly", ui.screen());
     for k in ['p', 'r', 'R'] {
         ui.key(KeyCode::Char(k));
-        assert!(ui.app.confirm.is_none());
-        assert!(ui.app.flash.is_none(), "{k} is not handled in read-only");
+        assert!(ui.app.confirm.is_none(), "{k} is not handled in read-only");
+        assert!(ui.executed.is_empty());
+        assert!(
+            ui.screen()
+                .contains(&format!("{k} writes, and this copy is read-only")),
+            "{}",
+            ui.screen()
+        );
     }
     ui.key(KeyCode::Char('?'));
     let help = ui.screen();
@@ -509,9 +517,16 @@ fn tui_docs_cover_every_key_and_state() {
             );
         }
     }
-    for (s, _, _) in kubectl_vap::tui::states::STATES {
-        let row = format!("| {} | `{}` |", s.glyph(), s.as_str());
+    for l in kubectl_vap::tui::states::STATES {
+        let row = format!("| {} | `{}` |", l.glyph, l.state.as_str());
         assert!(doc.contains(&row), "docs/tui.md has no row {row:?}");
+    }
+    for (sev, glyph, _) in kubectl_vap::tui::states::SEVERITIES {
+        let row = format!("| {glyph} | `{}` |", sev.as_str());
+        assert!(
+            doc.contains(&row),
+            "docs/tui.md has no severity row {row:?}"
+        );
     }
 }
 
@@ -613,4 +628,480 @@ fn tui_test_key_asks_for_a_path_then_tests_it() {
     ui.chars("other.yaml");
     ui.key(KeyCode::Esc);
     assert_eq!(ui.executed.len(), 1, "esc cancels");
+}
+
+// ---- Issue 12: every UX problem under "Why", each with a test that failed before. ----
+
+impl Ui {
+    /// The text of screen row `y`.
+    fn row(&self, y: u16) -> String {
+        let buf = self.term.backend().buffer();
+        (0..buf.area.width)
+            .map(|x| buf[(x, y)].symbol().to_string())
+            .collect()
+    }
+
+    /// The row the tree's selection marker is on.
+    fn selected_row(&self) -> Option<u16> {
+        self.find("›").map(|(_, y)| y)
+    }
+
+    fn resize(&mut self, w: u16, h: u16) {
+        self.term.backend_mut().resize(w, h);
+        self.act(Action::Resize(w, h));
+    }
+}
+
+/// Every view the issue names, at the sizes it names (80×24, 60×15).
+#[test]
+fn tui_small_terminals() {
+    for (w, h) in [(80u16, 24u16), (60, 15)] {
+        let mut ui = Ui::new(false, offline_data(), w, h);
+        insta::assert_snapshot!(format!("tree_{w}x{h}"), ui.screen());
+        ui.key(KeyCode::Char('?'));
+        ui.key(KeyCode::Char('G'));
+        insta::assert_snapshot!(format!("help_end_{w}x{h}"), ui.screen());
+        ui.key(KeyCode::Esc);
+        ui.select(&["template/k8srequiredlabels"]);
+        ui.key(KeyCode::Char('y'));
+        ui.key(KeyCode::Char('w'));
+        ui.key(KeyCode::Char('G'));
+        insta::assert_snapshot!(format!("yaml_wrapped_{w}x{h}"), ui.screen());
+        ui.key(KeyCode::Esc);
+        ui.key(KeyCode::Char('e'));
+        insta::assert_snapshot!(format!("events_{w}x{h}"), ui.screen());
+        ui.key(KeyCode::Esc);
+        ui.key(KeyCode::Char(':'));
+        ui.chars("ctx prod");
+        ui.key(KeyCode::Enter);
+        insta::assert_snapshot!(format!("command_{w}x{h}"), ui.screen());
+    }
+}
+
+#[test]
+fn tui_layout_gives_the_tree_most_rows_and_keeps_quit_and_mode() {
+    let ui = Ui::new(false, offline_data(), 80, 24);
+    let top = ui.find("┌ Tree").expect("tree pane").1;
+    let bottom = ui.find("┌ Detail").expect("detail pane").1;
+    let tree_rows = bottom - top - 2;
+    assert!(tree_rows >= 10, "the tree shows {tree_rows} rows at 80×24");
+    let hints = ui.row(23);
+    assert!(hints.contains("q/ctrl-c quit"), "{hints}");
+    assert!(hints.contains("? help"), "{hints}");
+    // The header drops whole fields, least important first: never the mode.
+    for w in [100u16, 80, 60] {
+        let ui = Ui::new(false, offline_data(), w, 24);
+        let header = ui.row(0);
+        assert!(header.contains("mode: offline snapshot"), "{w}: {header}");
+        let hints = ui.row(ui.term.backend().buffer().area.height - 1);
+        assert!(hints.contains("quit"), "{w}: {hints}");
+    }
+}
+
+#[test]
+fn tui_selected_row_is_legible() {
+    let mut ui = Ui::new(false, offline_data(), 150, 42);
+    // A row with a grey reason and a coloured state.
+    ui.select(&[
+        "template/k8sdisallowedtags",
+        "constraint/K8sDisallowedTags/no-latest",
+    ]);
+    let y = ui.selected_row().expect("selection drawn");
+    let buf = ui.term.backend().buffer();
+    let (x0, _) = ui.find("┌ Tree").unwrap();
+    let grey = |c: Color| matches!(c, Color::DarkGray | Color::Gray | Color::Reset);
+    let mut cells = 0;
+    for x in x0 + 1..x0 + 80 {
+        let c = &buf[(x, y)];
+        if c.symbol().trim().is_empty() {
+            continue;
+        }
+        cells += 1;
+        assert_ne!(
+            c.bg,
+            Color::Reset,
+            "the selection has a background at x={x}"
+        );
+        assert_ne!(c.fg, c.bg, "fg = bg at x={x} ({:?})", c.symbol());
+        assert!(
+            !(grey(c.fg) && grey(c.bg)),
+            "grey on grey at x={x}: {:?} on {:?} ({:?})",
+            c.fg,
+            c.bg,
+            c.symbol()
+        );
+    }
+    assert!(cells > 20, "the selected row has text");
+}
+
+#[test]
+fn tui_states_and_severities_use_separate_glyphs() {
+    let ui = Ui::new(false, offline_data(), 150, 48);
+    let s = ui.screen();
+    let data = ui.app.data.clone().unwrap();
+    for n in data.analysis.tree.iter().flat_map(|n| n.walk()) {
+        let tag = kubectl_vap::tui::tree_view::kind_tag(n.kind);
+        for g in ["✖", "⚠", "ℹ"] {
+            let row = format!("{g} {tag}{}", n.label);
+            assert!(
+                !s.contains(&row),
+                "a state drawn with severity glyph: {row}"
+            );
+        }
+    }
+    // The foreign binding's only finding is a warning: it is not drawn as a red error.
+    let (x, y) = ui
+        .find("⊘ VAPB gatekeeper-k8srequiredlabels-taken-name")
+        .unwrap();
+    assert_ne!(ui.term.backend().buffer()[(x, y)].fg, Color::Red);
+}
+
+#[test]
+fn tui_collapsed_row_shows_the_worst_state_below() {
+    let mut ui = Ui::new(false, offline_data(), 150, 42);
+    ui.select(&["template/k8sallowedrepos"]);
+    let row = |ui: &Ui| ui.row(ui.selected_row().unwrap());
+    assert!(!row(&ui).contains("below"), "open: its children show");
+    ui.key(KeyCode::Enter); // collapse
+    let collapsed = row(&ui);
+    assert!(
+        collapsed.contains("● k8sallowedrepos  generate  [below: ∅ missing]"),
+        "{collapsed}"
+    );
+    // The same data again keeps the marker (reused items), opening removes it.
+    ui.act(Action::Data(offline_data()));
+    assert!(row(&ui).contains("[below: ∅ missing]"), "{}", row(&ui));
+    ui.key(KeyCode::Right);
+    assert!(!row(&ui).contains("below"), "{}", row(&ui));
+    // A row no worse than its children has no marker.
+    ui.select(&["template/k8sreplicalimits"]);
+    ui.key(KeyCode::Enter);
+    assert!(!row(&ui).contains("below"), "{}", row(&ui));
+}
+
+#[test]
+fn tui_order_is_stable_and_sortable() {
+    let ui = Ui::new(false, offline_data(), 150, 48);
+    let mut reversed = snapshot();
+    reversed.templates.reverse();
+    reversed.constraints.reverse();
+    reversed.bindings.reverse();
+    reversed.policies.reverse();
+    reversed.crds.reverse();
+    let data = Arc::new(Offline::data(
+        reversed,
+        vec![FIXTURE.to_string()],
+        &Options::default(),
+    ));
+    let mut other = Ui::new(false, data, 150, 48);
+    let tree = |ui: &Ui| -> Vec<String> {
+        (2..40)
+            .map(|y| ui.row(y).chars().take(84).collect())
+            .collect()
+    };
+    assert_eq!(
+        tree(&ui),
+        tree(&other),
+        "listing order does not change the tree"
+    );
+    // `s`: the worst subtree first (errors before missing), by name among equals.
+    other.key(KeyCode::Char('s'));
+    let first = other.row(3);
+    assert!(first.contains("k8sreplicalimits"), "{first}");
+    assert!(other.row(0).contains("kubectl-vap") && other.row(1).contains("sort: state"));
+    // It survives a refresh and a cleared filter; `:sort name` goes back.
+    other.act(Action::Data(offline_data()));
+    other.key(KeyCode::Char('f'));
+    other.key(KeyCode::Esc);
+    assert!(
+        other.row(3).contains("k8sreplicalimits"),
+        "{}",
+        other.row(3)
+    );
+    other.key(KeyCode::Char(':'));
+    other.chars("sort name");
+    other.key(KeyCode::Enter);
+    assert_eq!(tree(&ui), tree(&other));
+}
+
+#[test]
+fn tui_selection_stays_in_view_when_rows_change() {
+    let mut ui = Ui::new(false, offline_data(), 80, 24);
+    let sel = ["group/orphans", "constraint/K8sUnknownKind/leftover"];
+    // A filter shows few rows (the offset drops to 0) …
+    ui.key(KeyCode::Char('/'));
+    ui.chars("leftover");
+    ui.key(KeyCode::Enter);
+    ui.select(&sel);
+    // … clearing it brings every row back: the selection must still be on screen.
+    ui.key(KeyCode::Esc);
+    let want: Vec<u64> = sel.iter().map(|i| key_of(i)).collect();
+    assert_eq!(ui.app.tree.state.selected(), want.as_slice());
+    let y = ui.selected_row().expect("the selection is in view");
+    assert!(ui.row(y).contains("leftover"), "{}", ui.screen());
+    // Same with faults-only turned off, selecting deep down.
+    ui.key(KeyCode::Char('f'));
+    ui.select(&[
+        "template/k8srequiredlabels",
+        "constraint/K8sRequiredLabels/taken-name",
+    ]);
+    ui.key(KeyCode::Char('f'));
+    let y = ui.selected_row().expect("the selection is in view");
+    assert!(ui.row(y).contains("taken-name"), "{}", ui.screen());
+}
+
+#[test]
+fn tui_scrolling_stops_at_the_last_page() {
+    let mut ui = Ui::new(false, offline_data(), 80, 24);
+    ui.key(KeyCode::Char('?'));
+    ui.key(KeyCode::Char('G'));
+    let last = kubectl_vap::tui::view::help_lines(&ui.app)
+        .last()
+        .unwrap()
+        .to_string();
+    let last: String = last.trim().chars().take(30).collect();
+    let (_, y) = ui.find(&last).expect("G shows the last help line");
+    let (_, bottom) = ui.find("└").unwrap();
+    assert_eq!(y, bottom - 1, "the last line is on the last row");
+    assert!(
+        ui.row(3).trim_matches(['│', ' ']).len() > 2,
+        "no blank page"
+    );
+    let at = ui.app.help_scroll;
+    ui.key(KeyCode::Down);
+    ui.key(KeyCode::PageDown);
+    assert_eq!(ui.app.help_scroll, at, "no scrolling past the end");
+    ui.key(KeyCode::Esc);
+    // YAML: G leaves the last line at the bottom of a full pane.
+    ui.select(&["template/k8srequiredlabels"]);
+    ui.key(KeyCode::Char('y'));
+    ui.key(KeyCode::Char('G'));
+    let doc = ui.app.doc.as_ref().unwrap();
+    let last = doc.lines.last().unwrap().to_string();
+    let last: String = last.trim().chars().take(30).collect();
+    let (_, y) = ui.find(&last).expect("last YAML line shown");
+    let (_, bottom) = ui.find("└").unwrap();
+    assert_eq!(y, bottom - 1, "{}", ui.screen());
+    assert!(
+        ui.row(3).trim_matches(['│', ' ']).len() > 2,
+        "{}",
+        ui.screen()
+    );
+}
+
+#[test]
+fn tui_wrap_shows_long_lines_whole() {
+    let mut ui = Ui::new(false, offline_data(), 80, 24);
+    ui.select(&["template/k8srequiredlabels"]);
+    ui.key(KeyCode::Char('y'));
+    let longest = ui
+        .app
+        .doc
+        .as_ref()
+        .unwrap()
+        .lines
+        .iter()
+        .map(|l| l.to_string())
+        .max_by_key(|l| l.chars().count())
+        .unwrap();
+    assert!(longest.chars().count() > 78, "the fixture has a long line");
+    let pages = |ui: &mut Ui| -> String {
+        let mut rows: Vec<String> = Vec::new();
+        ui.key(KeyCode::Char('g'));
+        loop {
+            let (_, bottom) = ui.find("└").unwrap();
+            for y in 3..bottom {
+                let r = ui.row(y);
+                let inner: String = r.chars().skip(1).take(78).collect();
+                let inner = inner.trim_end().to_string();
+                match inner.strip_prefix("↪ ") {
+                    Some(rest) => rows.last_mut().unwrap().push_str(rest),
+                    None => rows.push(inner),
+                }
+            }
+            let before = ui.app.doc.as_ref().unwrap().scroll;
+            ui.key(KeyCode::PageDown);
+            if ui.app.doc.as_ref().unwrap().scroll == before {
+                break;
+            }
+            // Rows shown twice across pages are harmless for `contains`.
+        }
+        rows.join("\n")
+    };
+    let cut = pages(&mut ui);
+    assert!(!cut.contains(longest.trim_end()), "without wrap it is cut");
+    ui.key(KeyCode::Char('w'));
+    let wrapped = pages(&mut ui);
+    assert!(
+        wrapped.contains(longest.trim_end()),
+        "{longest}\n---\n{wrapped}"
+    );
+}
+
+#[test]
+fn tui_event_log_scrolls_full_screen() {
+    let mut ui = Ui::new(false, offline_data(), 80, 24);
+    for i in 1..=40 {
+        ui.act(Action::Flash(
+            kubectl_vap::tui::Level::Info,
+            format!("event number {i:02}"),
+        ));
+    }
+    ui.key(KeyCode::Char('e'));
+    assert_eq!(ui.app.screen, Screen::Events);
+    // Log lines start with their time (the status line shows flashes without one).
+    assert!(
+        ui.screen().contains("HH:MM:SS event number 40"),
+        "follows the newest"
+    );
+    ui.key(KeyCode::Char('g'));
+    let s = ui.screen();
+    assert!(s.contains("HH:MM:SS loaded 24 objects"), "{s}");
+    assert!(!s.contains("HH:MM:SS event number 40"), "{s}");
+    ui.key(KeyCode::Down);
+    assert!(!ui.screen().contains("HH:MM:SS loaded 24 objects"));
+    // New lines do not move a scrolled-up log; G follows again.
+    ui.act(Action::Flash(
+        kubectl_vap::tui::Level::Info,
+        "event number 41".into(),
+    ));
+    assert!(!ui.screen().contains("HH:MM:SS event number 41"));
+    ui.key(KeyCode::Char('G'));
+    ui.act(Action::Flash(
+        kubectl_vap::tui::Level::Info,
+        "event number 42".into(),
+    ));
+    assert!(
+        ui.screen().contains("HH:MM:SS event number 42"),
+        "{}",
+        ui.screen()
+    );
+    ui.key(KeyCode::Esc);
+    assert_eq!(ui.app.screen, Screen::Main);
+}
+
+#[test]
+fn tui_commands_and_unknown_keys_answer() {
+    let mut ui = Ui::new(false, offline_data(), 100, 30);
+    ui.key(KeyCode::Char('x'));
+    assert!(
+        ui.screen().contains("unknown key x — ? for help"),
+        "{}",
+        ui.screen()
+    );
+    ui.key(KeyCode::Char(':'));
+    ui.chars("ctx prod");
+    assert!(ui.screen().contains(" :ctx prod█"), "{}", ui.screen());
+    ui.key(KeyCode::Enter);
+    assert!(
+        ui.screen()
+            .contains("not available yet: run `kubectl vap --context prod`"),
+        "{}",
+        ui.screen()
+    );
+    ui.key(KeyCode::Char(':'));
+    ui.chars("frobnicate");
+    ui.key(KeyCode::Enter);
+    assert!(
+        ui.screen().contains(":frobnicate: unknown command"),
+        "{}",
+        ui.screen()
+    );
+    ui.key(KeyCode::Char(':'));
+    ui.chars("help");
+    ui.key(KeyCode::Enter);
+    assert_eq!(ui.app.screen, Screen::Help);
+    ui.key(KeyCode::Char(':'));
+    ui.chars("q");
+    assert!(!ui.app.quit, "typing is not acting");
+    ui.key(KeyCode::Enter);
+    assert!(ui.app.quit);
+}
+
+#[test]
+fn tui_copies_a_name_or_the_yaml() {
+    let mut ui = Ui::new(false, offline_data(), 100, 30);
+    ui.select(&[
+        "template/k8srequiredlabels",
+        "policy/gatekeeper-k8srequiredlabels",
+    ]);
+    ui.key(KeyCode::Char('c'));
+    assert_eq!(
+        ui.app.copy.take().as_deref(),
+        Some("gatekeeper-k8srequiredlabels")
+    );
+    assert!(ui.screen().contains("copied gatekeeper-k8srequiredlabels"));
+    ui.key(KeyCode::Char('y'));
+    ui.key(KeyCode::Char('c'));
+    let yaml = ui.app.copy.take().expect("the YAML is copied");
+    assert!(yaml.contains("kind: ValidatingAdmissionPolicy\n"), "{yaml}");
+    assert!(!yaml.contains("managedFields"));
+}
+
+#[test]
+fn tui_loaded_is_said_once_synced_and_connecting_goes_away() {
+    let mut state = live_state();
+    state.synced = false;
+    let mut ui = Ui::new(false, live_data(&state, true), 150, 36);
+    ui.act(Action::Flash(
+        kubectl_vap::tui::Level::Info,
+        "connecting to kind-payments: listing and watching…".into(),
+    ));
+    ui.act(Action::Data(live_data(&state, true)));
+    assert!(
+        ui.app.log.iter().all(|e| !e.text.starts_with("loaded")),
+        "nothing is loaded while lists run"
+    );
+    // The status line (second to last row) keeps saying it while lists run …
+    assert!(ui.row(34).contains("connecting to kind-payments"));
+    state.synced = true;
+    ui.act(Action::Data(live_data(&state, true)));
+    let loaded: Vec<_> = ui
+        .app
+        .log
+        .iter()
+        .filter(|e| e.text.starts_with("loaded"))
+        .collect();
+    assert_eq!(loaded.len(), 1);
+    // … and stops once they have.
+    assert!(!ui.row(34).contains("connecting"), "{}", ui.screen());
+}
+
+#[test]
+fn tui_time_based_states_change_without_an_event() {
+    // k8srequiredlabels's CRD became Established 10 s before the snapshot; one binding is not
+    // there yet: it waits for --binding-wait (30 s), then is missing.
+    let mut state = live_state();
+    let now = state.snapshot.now.unwrap();
+    let since = now - chrono::Duration::seconds(10);
+    for c in &mut state.snapshot.crds {
+        if c.name == "k8srequiredlabels.constraints.gatekeeper.sh" {
+            c.established_since = Some(since);
+        }
+    }
+    state
+        .snapshot
+        .bindings
+        .retain(|b| b.name() != "gatekeeper-k8srequiredlabels-pods-must-have-app");
+    let mut ui = Ui::new(false, live_data(&state, true), 150, 42);
+    let row = "VAPB gatekeeper-k8srequiredlabels-pods-must-have-app";
+    assert!(
+        ui.screen().contains(&format!("… {row}  waiting")),
+        "{}",
+        ui.screen()
+    );
+    let deadline = since + chrono::Duration::seconds(30);
+    assert_eq!(ui.app.data.as_ref().unwrap().next_deadline, Some(deadline));
+    // Before the deadline nothing changes; after it the analysis runs again by itself.
+    ui.app.reevaluate(deadline - chrono::Duration::seconds(1));
+    assert!(!ui.app.redraw);
+    ui.app.reevaluate(deadline + chrono::Duration::seconds(1));
+    assert!(ui.app.redraw, "the runtime is told to redraw");
+    ui.draw();
+    assert!(
+        ui.screen().contains(&format!("∅ {row}  missing")),
+        "{}",
+        ui.screen()
+    );
+    assert_eq!(ui.app.data.as_ref().unwrap().next_deadline, None);
 }

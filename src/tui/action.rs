@@ -77,6 +77,23 @@ pub enum Action {
     PageDown,
     First,
     Last,
+    /// Cycle the tree's order (name, state).
+    Sort,
+    /// Wrap long lines in YAML and diff.
+    Wrap,
+    /// Copy the selected name, or the document on screen, to the terminal's clipboard.
+    Copy,
+    /// Open or close the event log full-screen.
+    Events,
+    /// Start typing a `:` command.
+    StartCommand,
+    /// A key the current screen does not use: said (the message), not ignored.
+    NotHere(String),
+    // `:` command input.
+    CommandPush(char),
+    CommandPop,
+    CommandDone,
+    CommandCancel,
     // Filter input.
     FilterPush(char),
     FilterPop,

@@ -5,7 +5,8 @@ use super::action::{Action, Level, WriteCommand};
 use super::data::{Data, EventLine};
 use super::detail;
 use super::keymap::{Key, Keymap, Screen};
-use super::tree_view::{Filter, TreeView, find};
+use super::tree_view::{Filter, SortBy, TreeView, find};
+use super::view;
 use crate::core::tree::{Node, NodeKind};
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use ratatui::text::Line;
@@ -47,9 +48,15 @@ pub struct App {
     pub editing_filter: bool,
     /// The path `t` tests is being typed.
     pub test_path: Option<String>,
+    /// A `:` command is being typed (k9s grammar: `:q`, `:help`, `:ctx NAME`, …).
+    pub command: Option<String>,
     pub screen: Screen,
     pub help_scroll: usize,
     pub doc: Option<Doc>,
+    /// Wrap long lines in YAML and diff (`w`).
+    pub wrap: bool,
+    /// The first event-log line shown on the events screen; `None` follows the newest.
+    pub log_scroll: Option<usize>,
     /// A write waiting for y/n.
     pub confirm: Option<WriteCommand>,
     pub flash: Option<Flash>,
@@ -63,6 +70,12 @@ pub struct App {
     pub violations: super::violations::Store,
     /// Rows of the tree pane, for page up/down (kept up to date by the view's size).
     pub page: usize,
+    /// The terminal's size (from `Resize`): scrolling is bounded by what the view shows.
+    pub size: (u16, u16),
+    /// Text for the terminal's clipboard (`c`): the runtime sends it (OSC 52) and clears it.
+    pub copy: Option<String>,
+    /// Something changed without a key (a deadline passed): the runtime redraws.
+    pub redraw: bool,
     pub quit: bool,
 }
 
@@ -75,6 +88,12 @@ impl App {
             filter: Filter::default(),
             editing_filter: false,
             test_path: None,
+            command: None,
+            wrap: false,
+            log_scroll: None,
+            size: (80, 24),
+            copy: None,
+            redraw: false,
             screen: Screen::Main,
             help_scroll: 0,
             doc: None,
@@ -100,26 +119,31 @@ impl App {
             return Some(Action::Quit);
         }
         if self.test_path.is_some() {
-            return match ev.code {
-                KeyCode::Char(c) if !ev.modifiers.contains(KeyModifiers::CONTROL) => {
-                    Some(Action::PathPush(c))
-                }
-                KeyCode::Backspace => Some(Action::PathPop),
-                KeyCode::Enter => Some(Action::PathDone),
-                KeyCode::Esc => Some(Action::PathCancel),
-                _ => None,
-            };
+            return typed(
+                ev,
+                Action::PathPush,
+                Action::PathPop,
+                Action::PathDone,
+                Action::PathCancel,
+            );
         }
         if self.editing_filter {
-            return match ev.code {
-                KeyCode::Char(c) if !ev.modifiers.contains(KeyModifiers::CONTROL) => {
-                    Some(Action::FilterPush(c))
-                }
-                KeyCode::Backspace => Some(Action::FilterPop),
-                KeyCode::Enter => Some(Action::FilterDone),
-                KeyCode::Esc => Some(Action::FilterCancel),
-                _ => None,
-            };
+            return typed(
+                ev,
+                Action::FilterPush,
+                Action::FilterPop,
+                Action::FilterDone,
+                Action::FilterCancel,
+            );
+        }
+        if self.command.is_some() {
+            return typed(
+                ev,
+                Action::CommandPush,
+                Action::CommandPop,
+                Action::CommandDone,
+                Action::CommandCancel,
+            );
         }
         if self.confirm.is_some() {
             return match ev.code {
@@ -128,7 +152,20 @@ impl App {
                 _ => None,
             };
         }
-        self.keymap.lookup(self.screen, Key::from_event(ev)?)
+        let key = Key::from_event(ev)?;
+        match self.keymap.lookup(self.screen, key) {
+            Some(a) => Some(a),
+            // A letter that does nothing here says so, instead of nothing happening.
+            None if self.keymap.removed(key) => Some(Action::NotHere(format!(
+                "{} writes, and this copy is read-only (--readonly)",
+                key.label()
+            ))),
+            None if matches!(key, Key::Char(_) | Key::Ctrl(_)) => Some(Action::NotHere(format!(
+                "unknown key {} — ? for help",
+                key.label()
+            ))),
+            None => None,
+        }
     }
 
     pub fn selected_node(&self) -> Option<&Node> {
@@ -199,7 +236,11 @@ impl App {
     }
 
     fn set_data(&mut self, data: Arc<Data>) {
-        let first = !self.announced && data.snapshot.object_count() > 0;
+        // "loaded" only once every list has finished (a partial tree is no summary), and not
+        // for a cluster that could not be read at all (its errors say more).
+        let first = !self.announced
+            && !data.info.syncing
+            && (data.snapshot.object_count() > 0 || data.info.access_errors.is_empty());
         // Reconciler events not shown yet.
         for e in &data.events {
             if self.last_seq.is_none_or(|s| e.seq > s) {
@@ -214,6 +255,10 @@ impl App {
         self.show_violations();
         if first {
             self.announced = true;
+            // "connecting…" and the like are over.
+            if self.flash.as_ref().is_some_and(|f| f.level != Level::Error) {
+                self.flash = None;
+            }
             let s = &data.summary;
             self.log_local(
                 false,
@@ -292,17 +337,120 @@ impl App {
         })
     }
 
+    /// Scrolls the screen's document, never past the line that fills its last row (so `G`
+    /// shows the last page, not the last line alone or a blank one).
     fn scroll(&mut self, f: impl Fn(usize, usize) -> usize) {
+        let (rows, width) = view::document_area(self);
+        let page = rows.max(1);
+        let bounded = |at: usize, len: usize| f(at, page).min(len.saturating_sub(rows));
         match self.screen {
             Screen::Doc => {
+                let wrap = self.wrap;
                 if let Some(d) = &mut self.doc {
-                    let max = d.lines.len().saturating_sub(1);
-                    d.scroll = f(d.scroll, self.page).min(max);
+                    let len = view::doc_lines(&d.lines, width, wrap).len();
+                    d.scroll = bounded(d.scroll, len);
                 }
             }
-            Screen::Help => self.help_scroll = f(self.help_scroll, self.page).min(200),
+            Screen::Help => {
+                let len = view::help_lines(self).len();
+                self.help_scroll = bounded(self.help_scroll, len);
+            }
+            Screen::Events => {
+                let len = self.log.len();
+                let max = len.saturating_sub(rows);
+                let at = bounded(self.log_scroll.unwrap_or(max), len);
+                // At the end again: follow new lines.
+                self.log_scroll = (at < max).then_some(at);
+            }
             Screen::Main => {}
         }
+    }
+
+    /// Re-runs the analysis when a time-based state's deadline has passed (a binding's
+    /// `--binding-wait`): nothing else would, as no object changed. `now` is the clock.
+    pub fn reevaluate(&mut self, now: chrono::DateTime<chrono::Utc>) {
+        let Some(data) = self.data.clone() else {
+            return;
+        };
+        if data.next_deadline.is_some_and(|d| d <= now) {
+            tracing::debug!(%now, "a time-based state changed: analysing again");
+            self.set_data(Arc::new(data.reanalysed(now)));
+            self.redraw = true;
+        }
+    }
+
+    /// What `c` copies: the document on screen, else the selected object's name.
+    fn copy_text(&self) -> Option<(String, String)> {
+        if self.screen == Screen::Doc
+            && let Some(d) = &self.doc
+        {
+            let text: Vec<String> = d.lines.iter().map(ToString::to_string).collect();
+            return Some((d.title.clone(), text.join("\n") + "\n"));
+        }
+        let node = self.selected_node()?;
+        let name = node
+            .object
+            .as_ref()
+            .map_or_else(|| node.label.clone(), |o| o.name.clone());
+        Some((name.clone(), name))
+    }
+
+    /// Runs a `:` command (k9s grammar).
+    fn run_command(&mut self, line: &str) -> Option<Action> {
+        let mut words = line.split_whitespace();
+        let verb = words.next()?;
+        let arg = words.next();
+        match (verb, arg) {
+            ("q" | "q!" | "quit" | "exit", _) => return Some(Action::Quit),
+            ("help" | "h" | "?", _) => {
+                self.screen = Screen::Help;
+                self.help_scroll = 0;
+            }
+            ("events" | "ev" | "log", _) => {
+                self.screen = Screen::Events;
+                self.log_scroll = None;
+            }
+            ("sort", Some(by @ ("name" | "state"))) => {
+                self.filter.sort = if by == "name" {
+                    SortBy::Name
+                } else {
+                    SortBy::State
+                };
+                self.rebuild();
+            }
+            ("ctx" | "context", Some(name)) => self.flash(
+                Level::Warn,
+                format!(
+                    "`:ctx` is not available yet: run `kubectl vap --context {name}`"
+                ),
+            ),
+            ("ctx" | "context", None) => self.flash(
+                Level::Warn,
+                "`:ctx NAME` names a kubeconfig context (switching in place is not available yet)",
+            ),
+            _ => self.flash(
+                Level::Warn,
+                format!(":{line}: unknown command — :help lists the keys; commands are :q, :help, :events, :sort name|state, :ctx NAME"),
+            ),
+        }
+        None
+    }
+}
+
+/// Keys while a line is typed (filter, path, command): characters, backspace, enter, esc.
+fn typed(
+    ev: &KeyEvent,
+    push: fn(char) -> Action,
+    pop: Action,
+    done: Action,
+    cancel: Action,
+) -> Option<Action> {
+    match ev.code {
+        KeyCode::Char(c) if !ev.modifiers.contains(KeyModifiers::CONTROL) => Some(push(c)),
+        KeyCode::Backspace => Some(pop),
+        KeyCode::Enter => Some(done),
+        KeyCode::Esc => Some(cancel),
+        _ => None,
     }
 }
 
@@ -319,6 +467,62 @@ pub fn update(app: &mut App, action: Action) -> Option<Action> {
     }
     match action {
         Action::Quit => app.quit = true,
+        Action::NotHere(why) => app.flash(Level::Warn, why),
+        Action::StartCommand => app.command = Some(String::new()),
+        Action::CommandPush(c) => {
+            if let Some(l) = &mut app.command {
+                l.push(c);
+            }
+        }
+        Action::CommandPop => {
+            if let Some(l) = &mut app.command {
+                l.pop();
+            }
+        }
+        Action::CommandCancel => app.command = None,
+        Action::CommandDone => {
+            let line = app.command.take().unwrap_or_default();
+            return app.run_command(line.trim().trim_start_matches(':'));
+        }
+        Action::Sort => {
+            app.filter.sort = app.filter.sort.next();
+            app.rebuild();
+            app.flash(
+                Level::Info,
+                format!("sorted by {}", app.filter.sort.as_str()),
+            );
+        }
+        Action::Wrap => {
+            app.wrap = !app.wrap;
+            // The same lines take more or fewer rows: keep the scroll in bounds.
+            app.scroll(|s, _| s);
+            app.flash(
+                Level::Info,
+                if app.wrap {
+                    "wrapping long lines"
+                } else {
+                    "long lines cut (w wraps)"
+                },
+            );
+        }
+        Action::Copy => match app.copy_text() {
+            Some((what, text)) => {
+                app.copy = Some(text);
+                app.flash(
+                    Level::Info,
+                    format!("copied {what} to the clipboard (OSC 52: the terminal must allow it)"),
+                );
+            }
+            None => app.flash(Level::Warn, "nothing selected to copy"),
+        },
+        Action::Events => {
+            app.screen = if app.screen == Screen::Events {
+                Screen::Main
+            } else {
+                Screen::Events
+            };
+            app.log_scroll = None;
+        }
         Action::Help => {
             app.screen = if app.screen == Screen::Help {
                 Screen::Main
@@ -328,12 +532,16 @@ pub fn update(app: &mut App, action: Action) -> Option<Action> {
             app.help_scroll = 0;
         }
         Action::Back => match app.screen {
-            Screen::Doc | Screen::Help => {
+            Screen::Doc | Screen::Help | Screen::Events => {
                 app.screen = Screen::Main;
                 app.doc = None;
             }
             Screen::Main if app.filter.is_active() => {
-                app.filter = Filter::default();
+                // The order is a preference, not a filter: it stays.
+                app.filter = Filter {
+                    sort: app.filter.sort,
+                    ..Filter::default()
+                };
                 app.rebuild();
                 app.flash(Level::Info, "filter cleared");
             }
@@ -362,8 +570,14 @@ pub fn update(app: &mut App, action: Action) -> Option<Action> {
             app.filter.text.clear();
             app.rebuild();
         }
-        Action::Enter => {
-            app.tree.state.toggle_selected();
+        Action::Enter | Action::Left | Action::Right => {
+            let before = app.tree.state.opened().clone();
+            match action {
+                Action::Enter => app.tree.state.toggle_selected(),
+                Action::Left => app.tree.state.key_left(),
+                _ => app.tree.state.key_right(),
+            };
+            app.tree.refresh_open(&app.filter, &before);
         }
         Action::Yaml | Action::Diff => {
             let kind = if matches!(action, Action::Yaml) {
@@ -464,8 +678,13 @@ pub fn update(app: &mut App, action: Action) -> Option<Action> {
             }
             app.flash(level, text);
         }
-        Action::Resize(_, h) => app.page = usize::from(h.saturating_sub(12)).max(1),
+        Action::Resize(w, h) => {
+            app.size = (w, h);
+            app.page = usize::from(view::tree_rows(app)).max(1);
+            app.scroll(|s, _| s);
+        }
         Action::Tick => {
+            app.reevaluate(chrono::Utc::now());
             if app
                 .flash
                 .as_ref()
@@ -486,12 +705,6 @@ pub fn update(app: &mut App, action: Action) -> Option<Action> {
             }
             _ => app.scroll(|s, _| s + 1),
         },
-        Action::Left => {
-            app.tree.state.key_left();
-        }
-        Action::Right => {
-            app.tree.state.key_right();
-        }
         Action::PageUp => match app.screen {
             Screen::Main => {
                 let page = app.page;

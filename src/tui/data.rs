@@ -3,6 +3,7 @@
 
 use crate::core::{Analysis, Options, Summary, analyze};
 use crate::snapshot::Snapshot;
+use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -92,6 +93,11 @@ pub struct Data {
     pub objects: HashMap<(String, String), Observed>,
     /// Planned writes (indices into `analysis.plan`) by `(kind, name)`.
     pub plan_index: HashMap<(String, String), Vec<usize>>,
+    /// The options the analysis ran with (to run it again when a deadline passes).
+    pub opts: Options,
+    /// When a time-based state changes without any object changing: the earliest end of a
+    /// binding's `--binding-wait` still ahead of the snapshot's clock.
+    pub next_deadline: Option<DateTime<Utc>>,
 }
 
 /// Where an observed object sits in the snapshot.
@@ -195,7 +201,10 @@ impl Data {
                 .or_default()
                 .push(i);
         }
+        let next_deadline = next_deadline(&snapshot, opts);
         Data {
+            opts: opts.clone(),
+            next_deadline,
             objects,
             plan_index,
             origin,
@@ -206,6 +215,20 @@ impl Data {
             pod_status_index,
             events,
         }
+    }
+
+    /// The same objects analysed again at `now` (a deadline passed). Events were already
+    /// delivered with the data this one replaces.
+    pub fn reanalysed(&self, now: DateTime<Utc>) -> Data {
+        let mut snapshot = (*self.snapshot).clone();
+        snapshot.now = Some(now);
+        Data::prepare(
+            self.origin.clone(),
+            self.info.clone(),
+            Arc::new(snapshot),
+            &self.opts,
+            Vec::new(),
+        )
     }
 
     /// Why write actions cannot run on this data, if they cannot.
@@ -222,4 +245,20 @@ impl Data {
             Origin::Live { refusal, .. } => refusal.clone(),
         }
     }
+}
+
+/// The earliest moment after the snapshot's clock at which a binding's wait for its
+/// constraint CRD ends (`established since + --binding-wait`), as the analysis measures it.
+/// Without a clock every wait counts as elapsed, so there is no deadline.
+pub fn next_deadline(snapshot: &Snapshot, opts: &Options) -> Option<DateTime<Utc>> {
+    let now = snapshot.now?;
+    let wait = chrono::Duration::from_std(opts.binding_wait).ok()?;
+    snapshot
+        .crds
+        .iter()
+        .filter(|c| c.established)
+        .filter_map(|c| c.established_since)
+        .map(|since| since + wait)
+        .filter(|until| *until > now)
+        .min()
 }

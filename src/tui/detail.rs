@@ -44,7 +44,7 @@ pub fn summary(data: &Data, node: &Node) -> Vec<Line<'static>> {
     let mut state = vec![
         Span::styled(format!("{:<10}", "state"), dim()),
         Span::styled(
-            format!("{} {}", node.state.glyph(), node.state.as_str()),
+            format!("{} {}", states::glyph(node.state), node.state.as_str()),
             st,
         ),
     ];

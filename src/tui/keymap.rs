@@ -71,12 +71,16 @@ pub enum Screen {
     /// A full-screen document: YAML or diff.
     Doc,
     Help,
+    /// The event log, full-screen.
+    Events,
 }
 
 const MAIN: &[Screen] = &[Screen::Main];
-const ALL: &[Screen] = &[Screen::Main, Screen::Doc, Screen::Help];
+const ALL: &[Screen] = &[Screen::Main, Screen::Doc, Screen::Help, Screen::Events];
 const MAIN_DOC: &[Screen] = &[Screen::Main, Screen::Doc];
-const BACK: &[Screen] = &[Screen::Doc, Screen::Help, Screen::Main];
+const DOC: &[Screen] = &[Screen::Doc];
+const MAIN_EVENTS: &[Screen] = &[Screen::Main, Screen::Events];
+const BACK: &[Screen] = &[Screen::Doc, Screen::Help, Screen::Events, Screen::Main];
 
 pub struct Entry {
     pub keys: &'static [Key],
@@ -146,6 +150,46 @@ pub static TABLE: &[Entry] = &[
         help: "show faults only (error, missing, out-of-sync, dangling, foreign) and their parents",
         write: false,
         screens: MAIN,
+    },
+    Entry {
+        keys: &[Key::Char('e')],
+        action: Action::Events,
+        hint: Some("events"),
+        help: "the event log full-screen (scrolls; esc or e closes)",
+        write: false,
+        screens: MAIN_EVENTS,
+    },
+    Entry {
+        keys: &[Key::Char('w')],
+        action: Action::Wrap,
+        hint: Some("wrap"),
+        help: "wrap long lines in YAML and diff, or cut them",
+        write: false,
+        screens: DOC,
+    },
+    Entry {
+        keys: &[Key::Char('s')],
+        action: Action::Sort,
+        hint: None,
+        help: "sort the tree by name or by worst state (stays between refreshes)",
+        write: false,
+        screens: MAIN,
+    },
+    Entry {
+        keys: &[Key::Char('c')],
+        action: Action::Copy,
+        hint: None,
+        help: "copy the selected name, or the YAML or diff on screen, to the clipboard (OSC 52)",
+        write: false,
+        screens: MAIN_DOC,
+    },
+    Entry {
+        keys: &[Key::Char(':')],
+        action: Action::StartCommand,
+        hint: None,
+        help: "command: :q, :help, :events, :sort name|state, :ctx NAME",
+        write: false,
+        screens: ALL,
     },
     Entry {
         keys: &[Key::Char('a')],
@@ -287,6 +331,11 @@ impl Keymap {
             .map(|e| e.action.clone())
     }
 
+    /// A write key that `--readonly` took away.
+    pub fn removed(&self, key: Key) -> bool {
+        self.readonly && TABLE.iter().any(|e| e.write && e.keys.contains(&key))
+    }
+
     /// `(keys, word)` pairs for the hint bar of a screen.
     pub fn hints(&self, screen: Screen) -> Vec<(String, &'static str)> {
         self.entries()
@@ -325,7 +374,7 @@ mod tests {
 
     #[test]
     fn no_key_is_bound_twice_on_a_screen() {
-        for screen in [Screen::Main, Screen::Doc, Screen::Help] {
+        for screen in [Screen::Main, Screen::Doc, Screen::Help, Screen::Events] {
             let mut seen = Vec::new();
             for e in TABLE.iter().filter(|e| e.screens.contains(&screen)) {
                 for k in e.keys {

@@ -130,6 +130,11 @@ pub fn run_with(
                         source.execute(cmd)
                     });
                 }
+                // Hooks from `update` (issue 12): `c` copies (OSC 52); a deadline re-analysed.
+                if let Some(text) = app.copy.take() {
+                    let _ = terminal::copy(&text);
+                }
+                changed |= std::mem::take(&mut app.redraw);
                 if app.quit {
                     return Ok(());
                 }

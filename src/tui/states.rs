@@ -1,69 +1,120 @@
-//! How each node state and severity looks: one table for the tree, the help screen and
-//! docs/tui.md. Glyphs and names come from `core::tree::State` itself.
+//! The TUI's two vocabularies, kept apart so a glyph or a colour never means two things:
+//! **states** (what a node is: one glyph and one colour each) and **severities** (how bad a
+//! finding is: ✖ ⚠ ℹ, used nowhere else). One table for the tree, the detail pane, the help
+//! screen and docs/tui.md. Names come from `core::tree::State`.
 
 use crate::core::Severity;
 use crate::core::tree::State;
 use ratatui::style::{Color, Modifier, Style};
 
-/// Every state, in the order help lists them, with its colour and meaning.
-pub static STATES: &[(State, Color, &str)] = &[
-    (State::Generate, Color::Green, "template: generates a VAP"),
-    (
-        State::NoVap,
-        Color::DarkGray,
-        "template: no VAP wanted (generateVAP false, Rego only, flags); constraint: no binding wanted",
+/// One state's look.
+pub struct Look {
+    pub state: State,
+    pub glyph: &'static str,
+    pub color: Color,
+    pub meaning: &'static str,
+}
+
+const fn look(state: State, glyph: &'static str, color: Color, meaning: &'static str) -> Look {
+    Look {
+        state,
+        glyph,
+        color,
+        meaning,
+    }
+}
+
+/// Every state, in the order help lists them. Colours say how urgent: red broken, yellow
+/// differs (will be written, or is left alone), green as wanted, cyan waiting, grey nothing
+/// wanted, blue and magenta not ours to judge. No glyph is a severity glyph.
+pub static STATES: &[Look] = &[
+    look(
+        State::Generate,
+        "●",
+        Color::Green,
+        "template: generates a VAP",
     ),
-    (
+    look(
+        State::NoVap,
+        "○",
+        Color::DarkGray,
+        "template: no VAP wanted (generateVAP false, Rego only, flags)",
+    ),
+    look(
         State::Error,
+        "!",
         Color::Red,
         "cannot be handled as written (template, constraint, or its binding name is taken)",
     ),
-    (
+    look(
         State::InSync,
+        "✔",
         Color::Green,
         "exists and equals the desired object",
     ),
-    (State::Missing, Color::Red, "should exist and does not"),
-    (
+    look(State::Missing, "∅", Color::Red, "should exist and does not"),
+    look(
         State::OutOfSync,
+        "≠",
         Color::Yellow,
         "exists but differs from the desired object",
     ),
-    (
+    look(
         State::Dangling,
-        Color::Magenta,
-        "exists but should not (owner gone, no longer generating)",
+        "†",
+        Color::Yellow,
+        "exists but should not (owner gone, no longer generating): will be deleted",
     ),
-    (
+    look(
         State::Foreign,
-        Color::LightRed,
+        "⊘",
+        Color::Yellow,
         "our name, another controller: left alone",
     ),
-    (
+    look(
         State::Waiting,
+        "…",
         Color::Cyan,
         "binding waits for its constraint CRD (--binding-wait)",
     ),
-    (State::NotBound, Color::DarkGray, "no binding wanted"),
-    (
+    look(State::NotBound, "·", Color::DarkGray, "no binding wanted"),
+    look(
         State::Orphan,
+        "?",
         Color::Blue,
         "constraint whose kind has no template",
     ),
-    (State::Group, Color::White, "a group (the orphans branch)"),
-    (
+    look(
+        State::Group,
+        "▸",
+        Color::White,
+        "a group (the orphans branch)",
+    ),
+    look(
         State::Unknown,
-        Color::Red,
+        "◌",
+        Color::Magenta,
         "its resource cannot be read (403, not served): existence not known",
     ),
 ];
 
+/// Every severity with its glyph, in the order the header counts them.
+pub static SEVERITIES: &[(Severity, &str, &str)] = &[
+    (Severity::Error, "✖", "the object cannot work as written"),
+    (Severity::Warning, "⚠", "works, but not as Gatekeeper would"),
+    (Severity::Info, "ℹ", "worth knowing"),
+];
+
+fn look_of(state: State) -> Option<&'static Look> {
+    STATES.iter().find(|l| l.state == state)
+}
+
+pub fn glyph(state: State) -> &'static str {
+    look_of(state).map_or("·", |l| l.glyph)
+}
+
 pub fn color(state: State) -> Color {
-    STATES
-        .iter()
-        .find(|(s, _, _)| *s == state)
-        .map(|(_, c, _)| *c)
-        .unwrap_or(Color::White)
+    look_of(state).map_or(Color::White, |l| l.color)
 }
 
 pub fn style(state: State) -> Style {
@@ -72,6 +123,19 @@ pub fn style(state: State) -> Style {
         s.add_modifier(Modifier::BOLD)
     } else {
         s
+    }
+}
+
+/// How bad a state is, for "the worst below" on collapsed rows and the state sort: 0 is fine.
+pub fn rank(state: State) -> u8 {
+    match state {
+        State::Error => 6,
+        State::Missing => 5,
+        State::OutOfSync | State::Dangling => 4,
+        State::Foreign => 3,
+        State::Unknown => 2,
+        State::Waiting | State::Orphan => 1,
+        State::Generate | State::NoVap | State::InSync | State::NotBound | State::Group => 0,
     }
 }
 
@@ -84,11 +148,19 @@ pub fn severity_style(sev: Severity) -> Style {
 }
 
 pub fn severity_glyph(sev: Severity) -> &'static str {
-    match sev {
-        Severity::Error => "✖",
-        Severity::Warning => "⚠",
-        Severity::Info => "ℹ",
-    }
+    SEVERITIES
+        .iter()
+        .find(|(s, _, _)| *s == sev)
+        .map_or("·", |(_, g, _)| g)
+}
+
+/// The selected row: one background under every cell, with one foreground that contrasts
+/// with it in 16 and 256 colours (a grey background under grey reasons was unreadable).
+pub fn selection_style() -> Style {
+    Style::new()
+        .fg(Color::Black)
+        .bg(Color::Cyan)
+        .add_modifier(Modifier::BOLD)
 }
 
 #[cfg(test)]
@@ -100,9 +172,21 @@ mod tests {
         use State::*;
         for s in [
             Generate, NoVap, Error, InSync, Missing, OutOfSync, Dangling, Foreign, Waiting,
-            NotBound, Orphan, Group,
+            NotBound, Orphan, Group, Unknown,
         ] {
-            assert!(STATES.iter().any(|(x, _, _)| *x == s), "{s:?}");
+            assert!(STATES.iter().any(|l| l.state == s), "{s:?}");
+        }
+    }
+
+    #[test]
+    fn states_and_severities_share_no_glyph() {
+        for l in STATES {
+            assert!(
+                SEVERITIES.iter().all(|(_, g, _)| *g != l.glyph),
+                "{:?} uses the severity glyph {}",
+                l.state,
+                l.glyph
+            );
         }
     }
 }

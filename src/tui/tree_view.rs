@@ -25,14 +25,42 @@ pub fn key_of(id: &str) -> Key {
     h
 }
 
-/// What the tree shows: a text filter (names and states) and faults only.
+/// The order of siblings. Both are total orders on stable fields, so the tree looks the
+/// same between refreshes and between runs whatever order the cluster lists objects in.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SortBy {
+    /// Kind (template, CRD, VAP, constraints, bindings), then name.
+    #[default]
+    Name,
+    /// Worst state in the subtree first, then as `Name`.
+    State,
+}
+
+impl SortBy {
+    pub fn next(self) -> SortBy {
+        match self {
+            SortBy::Name => SortBy::State,
+            SortBy::State => SortBy::Name,
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SortBy::Name => "name",
+            SortBy::State => "state",
+        }
+    }
+}
+
+/// What the tree shows: a text filter (names and states), faults only, and the order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Filter {
     pub text: String,
     pub faults_only: bool,
+    pub sort: SortBy,
 }
 
 impl Filter {
+    /// Whether it hides anything (the order hides nothing).
     pub fn is_active(&self) -> bool {
         !self.text.is_empty() || self.faults_only
     }
@@ -52,6 +80,8 @@ struct Walk<'a> {
     path: Vec<Key>,
     /// Nodes with shown children: opened when a filter is active.
     open: Vec<Vec<Key>>,
+    /// Open the way to every match (a new filter or new data), not after a collapse.
+    open_matches: bool,
     shown: usize,
 }
 
@@ -180,7 +210,7 @@ impl TreeView {
                 }
             }
         }
-        self.build_items(filter, reusable);
+        self.build_items(filter, reusable, true);
     }
 
     /// Audit results changed (or went stale): every item is rebuilt when they did.
@@ -198,13 +228,36 @@ impl TreeView {
 
     /// Filter changed: rebuild every item; with a filter, open the way to every match.
     pub fn rebuild(&mut self, filter: &Filter) {
-        self.build_items(filter, HashMap::new());
+        self.build_items(filter, HashMap::new(), true);
+    }
+
+    /// After a key opened or closed nodes (`before`: what was open): rebuild the top-level
+    /// subtrees whose expansion changed, so a collapsed row shows the worst state below it.
+    pub fn refresh_open(&mut self, filter: &Filter, before: &std::collections::HashSet<Vec<Key>>) {
+        let now = self.state.opened();
+        let changed: std::collections::HashSet<Key> = now
+            .symmetric_difference(before)
+            .filter_map(|p| p.first().copied())
+            .collect();
+        if changed.is_empty() {
+            return;
+        }
+        let mut reusable = HashMap::new();
+        for item in std::mem::take(&mut self.items) {
+            let key = *item.identifier();
+            if !changed.contains(&key) {
+                let shown = self.shown_top.get(&key).copied().unwrap_or(0);
+                reusable.insert(key, (item, shown));
+            }
+        }
+        self.build_items(filter, reusable, false);
     }
 
     fn build_items(
         &mut self,
         filter: &Filter,
         mut reusable: HashMap<Key, (TreeItem<'static, Key>, usize)>,
+        open_matches: bool,
     ) {
         let Some(analysis) = self.analysis.clone() else {
             return;
@@ -216,12 +269,13 @@ impl TreeView {
             query: &query,
             path: Vec::new(),
             open: Vec::new(),
+            open_matches,
             shown: 0,
         };
         let mut items = Vec::with_capacity(tree.len());
         let mut shown_top = HashMap::new();
         let mut rebuilt = 0;
-        for n in tree {
+        for n in sorted(tree, filter.sort) {
             let key = key_of(&n.id);
             let before = walk.shown;
             let item = match reusable.remove(&key) {
@@ -250,6 +304,9 @@ impl TreeView {
             }
         }
         self.fix_selection();
+        // The rows changed under the selection (a filter cleared, faults-only off): scroll so
+        // the next frame shows it instead of keeping an offset that hides it.
+        self.state.scroll_selected_into_view();
     }
 
     fn build(
@@ -263,9 +320,8 @@ impl TreeView {
         let text_here = !walk.query.is_empty() && self_match;
         let text_ok = ancestor_matched || self_match;
         walk.path.push(key);
-        let mut children: Vec<_> = n
-            .children
-            .iter()
+        let mut children: Vec<_> = sorted(&n.children, walk.filter.sort)
+            .into_iter()
             .filter_map(|c| self.build(c, ancestor_matched || text_here, walk))
             .collect();
         if children.len() > 1 {
@@ -275,15 +331,20 @@ impl TreeView {
         }
         let self_ok = text_ok && (!walk.filter.faults_only || n.state.is_fault());
         let keep = self_ok || !children.is_empty();
-        if keep && !children.is_empty() && walk.filter.is_active() {
+        let will_open =
+            keep && !children.is_empty() && walk.filter.is_active() && walk.open_matches;
+        if will_open {
             walk.open.push(walk.path.clone());
         }
+        let collapsed =
+            !children.is_empty() && !will_open && !self.state.opened().contains(&walk.path);
         walk.path.pop();
         if !keep {
             return None;
         }
         walk.shown += 1;
-        let mut line = node_line(n, self.counts.get(&key).copied());
+        let below = if collapsed { worst_below(n) } else { None };
+        let mut line = node_line(n, self.counts.get(&key).copied(), below);
         if let Some(b) = self.badges.get(&key) {
             // Right after the label: long reasons are cut at the pane's edge, the count is not.
             let at = line
@@ -358,6 +419,57 @@ pub fn find<'a>(tree: &'a [Node], keys: &[Key]) -> Option<&'a Node> {
     Some(n)
 }
 
+/// Siblings in display order (a stable total order: kind, then name; `State` puts the worst
+/// subtree first). The orphans group stays last.
+fn sorted(nodes: &[Node], by: SortBy) -> Vec<&Node> {
+    let mut out: Vec<&Node> = nodes.iter().collect();
+    let kind_order = |k: NodeKind| match k {
+        NodeKind::Template => 0u8,
+        NodeKind::Crd => 1,
+        NodeKind::Policy => 2,
+        NodeKind::Constraint => 3,
+        NodeKind::Binding => 4,
+        NodeKind::Group => 9,
+    };
+    out.sort_by_cached_key(|n| {
+        let worst = match by {
+            SortBy::Name => 0,
+            SortBy::State => worst_rank(n),
+        };
+        let group = n.kind == NodeKind::Group;
+        (
+            group,
+            std::cmp::Reverse(worst),
+            kind_order(n.kind),
+            n.label.clone(),
+            n.id.clone(),
+        )
+    });
+    out
+}
+
+/// The worst state rank in a subtree, the node included.
+fn worst_rank(n: &Node) -> u8 {
+    n.children
+        .iter()
+        .map(worst_rank)
+        .fold(states::rank(n.state), u8::max)
+}
+
+/// The worst state below a node, when it is worse than the node's own: what a collapsed row
+/// shows so that a green template does not hide errors under it.
+pub fn worst_below(n: &Node) -> Option<State> {
+    let mut worst: Option<State> = None;
+    let mut stack: Vec<&Node> = n.children.iter().collect();
+    while let Some(c) = stack.pop() {
+        if worst.is_none_or(|w| states::rank(c.state) > states::rank(w)) {
+            worst = Some(c.state);
+        }
+        stack.extend(c.children.iter());
+    }
+    worst.filter(|w| states::rank(*w) > states::rank(n.state))
+}
+
 fn subtree_counts(n: &Node, findings: &[Finding]) -> Counts {
     let mut c = Counts::default();
     for &f in &n.findings {
@@ -385,10 +497,11 @@ pub fn kind_tag(kind: NodeKind) -> &'static str {
     }
 }
 
-/// One tree line: glyph, label, state, reason, and the findings of a template's subtree.
-pub fn node_line(n: &Node, counts: Option<Counts>) -> Line<'static> {
+/// One tree line: glyph, label, state, what a collapsed row hides, the findings of a
+/// template's subtree, and the reason (last: the longest, cut first on narrow screens).
+pub fn node_line(n: &Node, counts: Option<Counts>, below: Option<State>) -> Line<'static> {
     let st = states::style(n.state);
-    let mut spans = vec![Span::styled(n.state.glyph(), st), Span::raw(" ")];
+    let mut spans = vec![Span::styled(states::glyph(n.state), st), Span::raw(" ")];
     let tag = kind_tag(n.kind);
     if !tag.is_empty() {
         spans.push(Span::styled(tag, Style::new().fg(Color::DarkGray)));
@@ -402,27 +515,35 @@ pub fn node_line(n: &Node, counts: Option<Counts>) -> Line<'static> {
         spans.push(Span::raw("  "));
         spans.push(Span::styled(n.state.as_str(), st));
     }
-    if !n.reason.is_empty() {
+    if let Some(w) = below {
         spans.push(Span::raw("  "));
         spans.push(Span::styled(
-            n.reason.clone(),
-            Style::new().fg(Color::DarkGray),
+            format!("[below: {} {}]", states::glyph(w), w.as_str()),
+            states::style(w),
         ));
     }
     if let Some(c) = counts.filter(|c| c.total() > 0) {
-        spans.push(Span::raw("  "));
+        spans.push(Span::raw(" "));
         for (n, sev) in [
             (c.errors, Severity::Error),
             (c.warnings, Severity::Warning),
             (c.infos, Severity::Info),
         ] {
             if n > 0 {
+                spans.push(Span::raw(" "));
                 spans.push(Span::styled(
-                    format!("{}{n} ", states::severity_glyph(sev)),
+                    format!("{}{n}", states::severity_glyph(sev)),
                     states::severity_style(sev),
                 ));
             }
         }
+    }
+    if !n.reason.is_empty() {
+        spans.push(Span::raw("  "));
+        spans.push(Span::styled(
+            n.reason.clone(),
+            Style::new().fg(Color::DarkGray),
+        ));
     }
     Line::from(spans)
 }

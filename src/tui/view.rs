@@ -1,12 +1,14 @@
 //! Drawing: a pure function of the state (the tree widget keeps its scroll offset in the
-//! state, which is why it takes `&mut`). Nothing here computes analysis or reads IO.
+//! state, which is why it takes `&mut`). Nothing here computes analysis or reads IO. The
+//! layout is a pure function too (`areas`), so `update` bounds scrolling by what is shown.
 
 use super::action::Level;
 use super::app::App;
 use super::data::{Data, Origin};
 use super::detail;
 use super::keymap::{Screen, keys_label};
-use super::states::{self, STATES};
+use super::states::{self, SEVERITIES, STATES};
+use super::tree_view::SortBy;
 use crate::core::{Code, Severity};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Direction, Layout, Rect};
@@ -22,36 +24,101 @@ fn bold() -> Style {
     Style::new().add_modifier(Modifier::BOLD)
 }
 
-pub fn draw(frame: &mut Frame, app: &mut App) {
-    let area = frame.area();
-    let access_rows = app
-        .data
-        .as_ref()
-        .map_or(0, |d| d.info.access_errors.len() as u16);
-    let show_events = area.height >= 24;
+/// Rows at or above which the event pane sits under the tree; below, the status line shows
+/// the newest event and `e` opens the log.
+pub const EVENTS_MIN_HEIGHT: u16 = 30;
+
+/// Where everything goes on a screen of a given size.
+pub struct Areas {
+    pub header: Rect,
+    pub access: Rect,
+    /// The tree and detail, or the full-screen document, help or event log.
+    pub main: Rect,
+    pub events: Rect,
+    pub status: Rect,
+    pub hints: Rect,
+}
+
+pub fn areas(area: Rect, app: &App) -> Areas {
+    let access_rows = app.data.as_ref().map_or(0, |d| {
+        (d.info.access_errors.len() as u16).min(area.height / 4)
+    });
+    let show_events = area.height >= EVENTS_MIN_HEIGHT && app.screen != Screen::Events;
     let rows = Layout::vertical([
         Constraint::Length(2),
         Constraint::Length(access_rows),
         Constraint::Min(3),
-        Constraint::Length(if show_events { 6 } else { 0 }),
+        Constraint::Length(if show_events { 7 } else { 0 }),
         Constraint::Length(1),
         Constraint::Length(1),
     ])
     .split(area);
-    draw_header(frame, app, rows[0]);
-    if access_rows > 0 {
-        draw_access_errors(frame, app, rows[1]);
+    Areas {
+        header: rows[0],
+        access: rows[1],
+        main: rows[2],
+        events: rows[3],
+        status: rows[4],
+        hints: rows[5],
+    }
+}
+
+/// The tree pane and, when there is room, the detail pane: side by side from 100 columns,
+/// else the tree on top with most of the rows.
+fn split_main(main: Rect) -> (Rect, Option<Rect>) {
+    if main.width >= 100 {
+        let p = Layout::horizontal([Constraint::Percentage(55), Constraint::Percentage(45)])
+            .split(main);
+        return (p[0], Some(p[1]));
+    }
+    if main.height < 10 {
+        return (main, None);
+    }
+    let detail = (main.height * 2 / 5).max(4);
+    let p = Layout::default()
+        .direction(Direction::Vertical)
+        .constraints([Constraint::Min(3), Constraint::Length(detail)])
+        .split(main);
+    (p[0], Some(p[1]))
+}
+
+fn screen_rect(app: &App) -> Rect {
+    Rect::new(0, 0, app.size.0, app.size.1)
+}
+
+/// Rows of tree shown (page up/down moves by this many).
+pub fn tree_rows(app: &App) -> u16 {
+    let (tree, _) = split_main(areas(screen_rect(app), app).main);
+    tree.height.saturating_sub(2)
+}
+
+/// Rows and columns inside the full-screen document, help or event log.
+pub fn document_area(app: &App) -> (usize, usize) {
+    let main = areas(screen_rect(app), app).main;
+    (
+        usize::from(main.height.saturating_sub(2)),
+        usize::from(main.width.saturating_sub(2)),
+    )
+}
+
+pub fn draw(frame: &mut Frame, app: &mut App) {
+    let area = frame.area();
+    let a = areas(area, app);
+    draw_header(frame, app, a.header);
+    if a.access.height > 0 {
+        draw_access_errors(frame, app, a.access);
     }
     match app.screen {
-        Screen::Main => draw_main(frame, app, rows[2]),
-        Screen::Doc => draw_doc(frame, app, rows[2]),
-        Screen::Help => draw_help(frame, app, rows[2]),
+        Screen::Main => draw_main(frame, app, a.main),
+        Screen::Doc => draw_doc(frame, app, a.main),
+        Screen::Help => draw_help(frame, app, a.main),
+        Screen::Events => draw_events(frame, app, a.main, true),
     }
-    if show_events {
-        draw_events(frame, app, rows[3]);
+    if a.events.height > 0 {
+        draw_events(frame, app, a.events, false);
     }
-    draw_status(frame, app, rows[4]);
-    draw_hints(frame, app, rows[5]);
+    draw_status(frame, app, a.status, a.events.height == 0);
+    draw_hints(frame, app, a.hints);
     if app.confirm.is_some() {
         draw_confirm(frame, app, area);
     }
@@ -82,46 +149,122 @@ pub fn mode_label(app: &App, data: Option<&Data>) -> String {
     }
 }
 
+/// Parts of a line with their importance (0 first). What does not fit is dropped whole,
+/// least important first, so the line never ends in the middle of a field.
+type Part = (u8, Vec<Span<'static>>);
+
+fn fit(parts: Vec<Part>, width: u16, sep: &Span<'static>) -> Line<'static> {
+    let w = |p: &Part| p.1.iter().map(Span::width).sum::<usize>();
+    let sep_w = sep.width();
+    let mut keep: Vec<bool> = vec![true; parts.len()];
+    let total = |keep: &[bool]| -> usize {
+        let shown: Vec<usize> = parts
+            .iter()
+            .zip(keep)
+            .filter(|(_, k)| **k)
+            .map(|(p, _)| w(p))
+            .collect();
+        shown.iter().sum::<usize>() + sep_w * shown.len().saturating_sub(1)
+    };
+    while total(&keep) > usize::from(width) {
+        // The least important shown part; among equals, the rightmost.
+        let Some(drop) = parts
+            .iter()
+            .enumerate()
+            .filter(|(i, p)| keep[*i] && p.0 > 0)
+            .max_by_key(|(i, p)| (p.0, *i))
+            .map(|(i, _)| i)
+        else {
+            break;
+        };
+        keep[drop] = false;
+    }
+    let mut spans = Vec::new();
+    for (p, _) in parts.into_iter().zip(&keep).filter(|(_, k)| **k) {
+        if !spans.is_empty() {
+            spans.push(sep.clone());
+        }
+        spans.extend(p.1);
+    }
+    Line::from(spans)
+}
+
+/// `s` in at most `max` columns, with `…` where it was cut.
+fn shorten(s: &str, max: usize) -> String {
+    if Span::raw(s).width() <= max {
+        return s.to_string();
+    }
+    let mut out = String::new();
+    let mut used = 1;
+    for ch in s.chars() {
+        let mut buf = [0u8; 4];
+        let w = Span::raw(&*ch.encode_utf8(&mut buf)).width();
+        if used + w > max {
+            break;
+        }
+        out.push(ch);
+        used += w;
+    }
+    out.push('…');
+    out
+}
+
+fn header_field(name: &str, value: String) -> Vec<Span<'static>> {
+    vec![Span::styled(format!("{name}: "), dim()), Span::raw(value)]
+}
+
 fn draw_header(frame: &mut Frame, app: &App, area: Rect) {
     let data = app.data.as_deref();
     let sep = Span::styled(" │ ", dim());
     let unknown = || "–".to_string();
-    let mut l1 = vec![Span::styled(" kubectl-vap", bold().fg(Color::Cyan))];
     let info = data.map(|d| &d.info);
-    let items = [
+    let title = Span::styled(" kubectl-vap", bold().fg(Color::Cyan));
+    let mode = header_field("mode", mode_label(app, data));
+    // The context and the mode always stay (which cluster; does this copy write?): a long
+    // context is shortened to what is left, the other fields are dropped whole.
+    let fixed = title.width() + 2 * sep.width() + mode.iter().map(Span::width).sum::<usize>();
+    let room = usize::from(area.width)
+        .saturating_sub(fixed + "context: ".len())
+        .max(8);
+    let context = info.map(|i| i.context.clone()).unwrap_or_else(unknown);
+    // Display order left to right; the number is what goes first when the line is short.
+    let l1 = vec![
+        (0, vec![title]),
+        (0, header_field("context", shorten(&context, room))),
+        (0, mode),
         (
-            "context",
-            info.map(|i| i.context.clone()).unwrap_or_else(unknown),
+            2,
+            header_field(
+                "lease",
+                info.and_then(|i| i.lease_holder.clone())
+                    .unwrap_or_else(unknown),
+            ),
         ),
         (
-            "server",
-            info.and_then(|i| i.server_version.clone())
-                .unwrap_or_else(unknown),
+            3,
+            header_field(
+                "VAP API",
+                info.and_then(|i| i.vap_api.as_deref())
+                    .map(|v| {
+                        v.trim_start_matches("admissionregistration.k8s.io/")
+                            .to_string()
+                    })
+                    .unwrap_or_else(unknown),
+            ),
         ),
         (
-            "VAP API",
-            info.and_then(|i| i.vap_api.as_deref())
-                .map(|v| {
-                    v.trim_start_matches("admissionregistration.k8s.io/")
-                        .to_string()
-                })
-                .unwrap_or_else(unknown),
+            4,
+            header_field(
+                "server",
+                info.and_then(|i| i.server_version.clone())
+                    .unwrap_or_else(unknown),
+            ),
         ),
-        (
-            "lease",
-            info.and_then(|i| i.lease_holder.clone())
-                .unwrap_or_else(unknown),
-        ),
-        ("mode", mode_label(app, data)),
     ];
-    for (k, v) in items {
-        l1.push(sep.clone());
-        l1.push(Span::styled(format!("{k}: "), dim()));
-        l1.push(Span::raw(v));
-    }
-    let mut l2 = vec![Span::raw(" ")];
+    let mut l2: Vec<Part> = Vec::new();
     if let Some(d) = data {
         let s = &d.summary;
+        let mut counts = vec![Span::raw(" ")];
         for (n, sev, word) in [
             (s.errors, Severity::Error, "errors"),
             (s.warnings, Severity::Warning, "warnings"),
@@ -132,45 +275,61 @@ fn draw_header(frame: &mut Frame, app: &App, area: Rect) {
             } else {
                 dim()
             };
-            l2.push(Span::styled(
-                format!("{} {n} {word}  ", states::severity_glyph(sev)),
+            if counts.len() > 1 {
+                counts.push(Span::raw(" "));
+            }
+            counts.push(Span::styled(
+                format!("{} {n} {word}", states::severity_glyph(sev)),
                 style,
             ));
         }
-        l2.push(sep.clone());
+        l2.push((0, counts));
+        l2.push((
+            1,
+            vec![Span::raw(format!(
+                "{} planned writes",
+                d.analysis.plan.len()
+            ))],
+        ));
         let snap = &d.snapshot;
-        l2.push(Span::raw(format!(
-            "{} templates, {} constraints, {} VAPs, {} bindings",
-            snap.templates.len(),
-            snap.constraints.len(),
-            snap.policies.len(),
-            snap.bindings.len()
-        )));
-        l2.push(sep.clone());
-        l2.push(Span::raw(format!(
-            "{} planned writes",
-            d.analysis.plan.len()
-        )));
+        l2.push((
+            3,
+            vec![Span::raw(format!(
+                "{} templates, {} constraints, {} VAPs, {} bindings",
+                snap.templates.len(),
+                snap.constraints.len(),
+                snap.policies.len(),
+                snap.bindings.len()
+            ))],
+        ));
     }
+    let warn = Style::new().fg(Color::Yellow);
     if data.is_some_and(|d| d.info.syncing) {
-        l2.push(sep.clone());
-        l2.push(Span::styled(
-            "syncing: the tree may be partial",
-            Style::new().fg(Color::Yellow),
+        l2.push((
+            0,
+            vec![Span::styled("syncing: the tree may be partial", warn)],
         ));
     }
     if app.filter.faults_only {
-        l2.push(sep.clone());
-        l2.push(Span::styled("faults only", Style::new().fg(Color::Yellow)));
+        l2.push((0, vec![Span::styled("faults only", warn)]));
     }
     if !app.filter.text.is_empty() {
-        l2.push(sep);
-        l2.push(Span::styled(
-            format!("filter: {}", app.filter.text),
-            Style::new().fg(Color::Yellow),
+        l2.push((
+            0,
+            vec![Span::styled(format!("filter: {}", app.filter.text), warn)],
         ));
     }
-    frame.render_widget(Paragraph::new(vec![Line::from(l1), Line::from(l2)]), area);
+    if app.filter.sort != SortBy::Name {
+        l2.push((
+            2,
+            vec![Span::styled(
+                format!("sort: {}", app.filter.sort.as_str()),
+                warn,
+            )],
+        ));
+    }
+    let lines = vec![fit(l1, area.width, &sep), fit(l2, area.width, &sep)];
+    frame.render_widget(Paragraph::new(lines), area);
 }
 
 fn draw_access_errors(frame: &mut Frame, app: &App, area: Rect) {
@@ -193,17 +352,11 @@ fn draw_access_errors(frame: &mut Frame, app: &App, area: Rect) {
 }
 
 fn draw_main(frame: &mut Frame, app: &mut App, area: Rect) {
-    let direction = if area.width >= 100 {
-        Direction::Horizontal
-    } else {
-        Direction::Vertical
-    };
-    let parts = Layout::default()
-        .direction(direction)
-        .constraints([Constraint::Percentage(55), Constraint::Percentage(45)])
-        .split(area);
-    draw_tree(frame, app, parts[0]);
-    draw_detail(frame, app, parts[1]);
+    let (tree, detail) = split_main(area);
+    draw_tree(frame, app, tree);
+    if let Some(detail) = detail {
+        draw_detail(frame, app, detail);
+    }
 }
 
 fn draw_tree(frame: &mut Frame, app: &mut App, area: Rect) {
@@ -251,11 +404,7 @@ fn draw_tree(frame: &mut Frame, app: &mut App, area: Rect) {
         Ok(tree) => {
             let tree = tree
                 .block(block)
-                .highlight_style(
-                    Style::new()
-                        .bg(Color::DarkGray)
-                        .add_modifier(Modifier::BOLD),
-                )
+                .highlight_style(states::selection_style())
                 .highlight_symbol("› ");
             frame.render_stateful_widget(tree, area, &mut app.tree.state);
         }
@@ -281,27 +430,86 @@ fn draw_detail(frame: &mut Frame, app: &App, area: Rect) {
     );
 }
 
-fn draw_doc(frame: &mut Frame, app: &App, area: Rect) {
-    let Some(doc) = &app.doc else { return };
+/// A document's lines as shown: as they are, or wrapped to `width` columns with a `↪` at the
+/// start of each continuation (YAML and CEL keep their meaning when cut into rows).
+pub fn doc_lines(lines: &[Line<'static>], width: usize, wrap: bool) -> Vec<Line<'static>> {
+    if !wrap || width < 8 {
+        return lines.to_vec();
+    }
+    let mut out = Vec::with_capacity(lines.len());
+    for line in lines {
+        if line.width() <= width {
+            out.push(line.clone());
+            continue;
+        }
+        let mut row: Vec<Span<'static>> = Vec::new();
+        let mut used = 0;
+        let mut limit = width;
+        for span in &line.spans {
+            let mut chunk = String::new();
+            for ch in span.content.chars() {
+                let mut buf = [0u8; 4];
+                let w = Span::raw(&*ch.encode_utf8(&mut buf)).width();
+                if used + w > limit {
+                    row.push(Span::styled(std::mem::take(&mut chunk), span.style));
+                    out.push(Line::from(std::mem::take(&mut row)));
+                    row.push(Span::styled("↪ ", dim()));
+                    used = 0;
+                    limit = width - 2;
+                }
+                chunk.push(ch);
+                used += w;
+            }
+            row.push(Span::styled(chunk, span.style));
+        }
+        out.push(Line::from(row));
+    }
+    out
+}
+
+/// A scrolled, bordered view of lines (YAML, diff, help, the event log).
+fn draw_scrolled(
+    frame: &mut Frame,
+    area: Rect,
+    title: String,
+    footer: String,
+    lines: Vec<Line<'static>>,
+    scroll: usize,
+) {
     let block = Block::default()
         .borders(Borders::ALL)
-        .title(format!(" {} ", doc.title))
-        .title_bottom(Line::styled(
-            format!(" line {}/{} ", doc.scroll + 1, doc.lines.len()),
-            dim(),
-        ));
-    let inner = block.inner(area);
-    let shown: Vec<Line> = doc
-        .lines
-        .iter()
-        .skip(doc.scroll)
-        .take(usize::from(inner.height))
-        .cloned()
-        .collect();
+        .title(title)
+        .title_bottom(Line::styled(footer, dim()));
+    let rows = usize::from(block.inner(area).height);
+    let shown: Vec<Line> = lines.into_iter().skip(scroll).take(rows).collect();
     frame.render_widget(Paragraph::new(shown).block(block), area);
 }
 
-/// The help screen: the keymap table, the states table, the findings table.
+fn position(scroll: usize, rows: usize, len: usize) -> String {
+    let last = (scroll + rows).min(len);
+    format!(" lines {}–{last} of {len} ", (scroll + 1).min(len))
+}
+
+fn draw_doc(frame: &mut Frame, app: &App, area: Rect) {
+    let Some(doc) = &app.doc else { return };
+    let (rows, width) = document_area(app);
+    let lines = doc_lines(&doc.lines, width, app.wrap);
+    let wrap = if app.wrap { "w: cut" } else { "w: wrap" };
+    let footer = format!(
+        "{}· {wrap} · c: copy ",
+        position(doc.scroll, rows, lines.len())
+    );
+    draw_scrolled(
+        frame,
+        area,
+        format!(" {} ", doc.title),
+        footer,
+        lines,
+        doc.scroll,
+    );
+}
+
+/// The help screen: the keymap table, the states table, the severities, the findings table.
 pub fn help_lines(app: &App) -> Vec<Line<'static>> {
     let mut out = vec![Line::styled("Keys", bold())];
     for e in app.keymap.entries() {
@@ -324,12 +532,23 @@ pub fn help_lines(app: &App) -> Vec<Line<'static>> {
         ));
     }
     out.push(Line::default());
-    out.push(Line::styled("States", bold()));
-    for (s, color, meaning) in STATES {
+    out.push(Line::styled("States (what a node is)", bold()));
+    for l in STATES {
         out.push(Line::from(vec![
             Span::styled(
-                format!("  {} {:<12}", s.glyph(), s.as_str()),
-                Style::new().fg(*color),
+                format!("  {} {:<12}", l.glyph, l.state.as_str()),
+                states::style(l.state),
+            ),
+            Span::raw(l.meaning),
+        ]));
+    }
+    out.push(Line::default());
+    out.push(Line::styled("Severities (how bad a finding is)", bold()));
+    for (sev, glyph, meaning) in SEVERITIES {
+        out.push(Line::from(vec![
+            Span::styled(
+                format!("  {glyph} {:<12}", sev.as_str()),
+                states::severity_style(*sev),
             ),
             Span::raw(*meaning),
         ]));
@@ -340,7 +559,7 @@ pub fn help_lines(app: &App) -> Vec<Line<'static>> {
         out.push(Line::from(vec![
             Span::styled(
                 format!(
-                    "  {} {:<20}",
+                    "  {} {:<22}",
                     states::severity_glyph(c.severity()),
                     c.as_str()
                 ),
@@ -353,51 +572,95 @@ pub fn help_lines(app: &App) -> Vec<Line<'static>> {
 }
 
 fn draw_help(frame: &mut Frame, app: &App, area: Rect) {
-    let lines: Vec<Line> = help_lines(app).into_iter().skip(app.help_scroll).collect();
-    let block = Block::default()
-        .borders(Borders::ALL)
-        .title(" Help (esc or ? to close) ");
-    frame.render_widget(Paragraph::new(lines).block(block), area);
+    let lines = help_lines(app);
+    let (rows, _) = document_area(app);
+    let footer = position(app.help_scroll, rows, lines.len());
+    draw_scrolled(
+        frame,
+        area,
+        " Help (esc or ? to close) ".into(),
+        footer,
+        lines,
+        app.help_scroll,
+    );
 }
 
-fn draw_events(frame: &mut Frame, app: &App, area: Rect) {
-    let block = Block::default().borders(Borders::ALL).title(" Events ");
+fn event_line(e: &super::data::EventLine) -> Line<'static> {
+    let style = if e.error {
+        Style::new().fg(Color::Red)
+    } else {
+        Style::new()
+    };
+    Line::from(vec![
+        Span::styled(format!("{} ", e.time), dim()),
+        Span::styled(e.text.clone(), style),
+    ])
+}
+
+/// The event log: the newest lines in the pane under the tree, or full-screen (`e`) from
+/// `log_scroll` (following the newest until scrolled up).
+fn draw_events(frame: &mut Frame, app: &App, area: Rect, full: bool) {
     let rows = usize::from(area.height.saturating_sub(2));
-    let skip = app.log.len().saturating_sub(rows);
+    let len = app.log.len();
+    let tail = len.saturating_sub(rows);
+    let scroll = if full {
+        app.log_scroll.unwrap_or(tail).min(tail)
+    } else {
+        tail
+    };
     let lines: Vec<Line> = app
         .log
         .iter()
-        .skip(skip)
-        .map(|e| {
-            let style = if e.error {
-                Style::new().fg(Color::Red)
-            } else {
-                Style::new()
-            };
-            Line::from(vec![
-                Span::styled(format!("{} ", e.time), dim()),
-                Span::styled(e.text.clone(), style),
-            ])
-        })
+        .skip(scroll)
+        .take(rows)
+        .map(event_line)
         .collect();
-    frame.render_widget(Paragraph::new(lines).block(block), area);
+    let (title, footer) = if full {
+        (
+            format!(" Events ({len}) — esc or e closes "),
+            format!(
+                "{}· {}",
+                position(scroll, rows, len),
+                if app.log_scroll.is_some() {
+                    "scrolled: G follows "
+                } else {
+                    "following "
+                }
+            ),
+        )
+    } else {
+        (" Events (e: full screen) ".to_string(), String::new())
+    };
+    draw_scrolled(frame, area, title, footer, lines, 0);
 }
 
-fn draw_status(frame: &mut Frame, app: &App, area: Rect) {
+fn draw_status(frame: &mut Frame, app: &App, area: Rect, events_hidden: bool) {
+    let prompt = |lead: &str, text: &str, help: &str| {
+        Line::from(vec![
+            Span::styled(lead.to_string(), Style::new().fg(Color::Yellow)),
+            Span::raw(text.to_string()),
+            Span::styled("█", Style::new().fg(Color::Yellow)),
+            Span::styled(help.to_string(), dim()),
+        ])
+    };
     let line = if let Some(path) = &app.test_path {
-        Line::from(vec![
-            Span::styled(" test file: ", Style::new().fg(Color::Yellow)),
-            Span::raw(path.clone()),
-            Span::styled("█", Style::new().fg(Color::Yellow)),
-            Span::styled("  (enter dry-runs its objects, esc cancels)", dim()),
-        ])
+        prompt(
+            " test file: ",
+            path,
+            "  (enter dry-runs its objects, esc cancels)",
+        )
     } else if app.editing_filter {
-        Line::from(vec![
-            Span::styled(" /", Style::new().fg(Color::Yellow)),
-            Span::raw(app.filter.text.clone()),
-            Span::styled("█", Style::new().fg(Color::Yellow)),
-            Span::styled("  (name or state; enter keeps, esc clears)", dim()),
-        ])
+        prompt(
+            " /",
+            &app.filter.text,
+            "  (name or state; enter keeps, esc clears)",
+        )
+    } else if let Some(cmd) = &app.command {
+        prompt(
+            " :",
+            cmd,
+            "  (q, help, events, sort name|state, ctx NAME; esc cancels)",
+        )
     } else if let Some(f) = &app.flash {
         let style = match f.level {
             Level::Info => Style::new().fg(Color::Green),
@@ -405,22 +668,46 @@ fn draw_status(frame: &mut Frame, app: &App, area: Rect) {
             Level::Error => Style::new().fg(Color::Red).add_modifier(Modifier::BOLD),
         };
         Line::styled(format!(" {}", f.text), style)
+    } else if let Some(e) = app
+        .log
+        .back()
+        .filter(|_| events_hidden && app.screen != Screen::Events)
+    {
+        // No room for the event pane: the newest event stays in sight.
+        let mut l = event_line(e);
+        l.spans.insert(0, Span::raw(" "));
+        l
     } else {
         Line::default()
     };
     frame.render_widget(Paragraph::new(line), area);
 }
 
+/// The hint bar: `? help` first and `q quit` last always; the rest in the keymap's order
+/// (most used first) as far as they fit.
 fn draw_hints(frame: &mut Frame, app: &App, area: Rect) {
-    let mut spans = vec![Span::raw(" ")];
-    for (keys, word) in app.keymap.hints(app.screen) {
-        spans.push(Span::styled(
-            keys,
-            Style::new().fg(Color::Cyan).add_modifier(Modifier::BOLD),
-        ));
-        spans.push(Span::raw(format!(" {word}  ")));
-    }
-    frame.render_widget(Paragraph::new(Line::from(spans)), area);
+    let key_style = Style::new().fg(Color::Cyan).add_modifier(Modifier::BOLD);
+    let hints = app.keymap.hints(app.screen);
+    let parts: Vec<Part> = hints
+        .into_iter()
+        .enumerate()
+        .map(|(i, (keys, word))| {
+            let pinned = matches!(word, "help" | "quit");
+            let importance = if pinned { 0 } else { 1 + i as u8 };
+            (
+                importance,
+                vec![Span::styled(keys, key_style), Span::raw(format!(" {word}"))],
+            )
+        })
+        .collect();
+    let (mut quit, rest): (Vec<Part>, Vec<Part>) = parts
+        .into_iter()
+        .partition(|p| p.1.get(1).is_some_and(|s| s.content == " quit"));
+    let mut ordered = rest;
+    ordered.append(&mut quit);
+    let mut line = fit(ordered, area.width.saturating_sub(1), &Span::raw("  "));
+    line.spans.insert(0, Span::raw(" "));
+    frame.render_widget(Paragraph::new(line), area);
 }
 
 fn draw_confirm(frame: &mut Frame, app: &App, area: Rect) {
