@@ -935,7 +935,7 @@ async fn the_tui_keeps_audit_results_and_marks_them_stale_after_an_edit() {
     use kubectl_vap::tui::tree_view::key_of;
     use kubectl_vap::tui::{Action, App, Msg, Notify, Source, dispatch, live::Live, view};
     let w = World::new().await;
-    let (kind, c) = w.one_violator("AdmTuiStale", "TS").await;
+    let (kind, c) = w.one_violator("AdmTuiKept", "TK").await;
     let conn = w.conn();
     let lease = ("kube-system".to_string(), w.env.unique_name("tui-lease"));
     let mut live = Live::new(conn, Options::default(), false, lease);
@@ -980,9 +980,11 @@ async fn the_tui_keeps_audit_results_and_marks_them_stale_after_an_edit() {
         term.backend().to_string()
     };
     let text = screen(&mut app);
+    // The constraint's line in the tree pane (the left one; the detail pane names it too).
     let row = |text: &str| {
         text.lines()
-            .find(|l| l.contains(&format!("{kind}/{}", c.name())) && l.contains("▼"))
+            .filter_map(|l| l.split("││").next())
+            .find(|l| l.contains(&format!("{kind}/{}", c.name())))
             .unwrap_or_default()
             .to_string()
     };

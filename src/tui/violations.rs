@@ -257,11 +257,9 @@ pub fn section(store: &Store, snap: &Snapshot, node_id: &str) -> Vec<Line<'stati
     else {
         return Vec::new();
     };
+    // Never audited: nothing to say (the key bar and help name `a`).
     let Some(e) = store.get(kind, name) else {
-        return vec![
-            Line::default(),
-            Line::styled("Violations: not audited yet (a: audit)", dimmed()),
-        ];
+        return Vec::new();
     };
     let stale = store.is_stale(kind, name, snap);
     // Stale results stay readable but dimmed: they describe an older spec.
