@@ -21,6 +21,9 @@ use kubectl_vap::core::decide::{
 };
 use kubectl_vap::core::{Options, generate};
 use kubectl_vap::model::{Constraint, ConstraintTemplate, Source};
+#[path = "../tests/support/mod.rs"]
+mod support;
+
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -34,46 +37,6 @@ fn env_num(name: &str, default: usize) -> usize {
 }
 
 const KIND: &str = "BenchPodLabels";
-
-fn template() -> Value {
-    json!({
-        "apiVersion": "templates.gatekeeper.sh/v1",
-        "kind": "ConstraintTemplate",
-        "metadata": {"name": KIND.to_lowercase()},
-        "spec": {
-            "crd": {"spec": {"names": {"kind": KIND}, "validation": {"openAPIV3Schema": {
-                "type": "object", "properties": {"labels": {"type": "array", "items": {"type": "string"}}}}}}},
-            "targets": [{"target": "admission.k8s.gatekeeper.sh", "code": [{"engine": "K8sNativeValidation", "source": {
-                "generateVAP": true,
-                "failurePolicy": "Ignore",
-                "validations": [{
-                    "expression": "variables.params.labels.all(l, has(variables.anyObject.metadata.labels) && l in variables.anyObject.metadata.labels)",
-                    "messageExpression": "'missing: ' + variables.params.labels.filter(l, !has(variables.anyObject.metadata.labels) || !(l in variables.anyObject.metadata.labels)).join(', ')"
-                }]
-            }}]}]
-        }
-    })
-}
-
-/// `apiserver_request_total` summed by verb.
-fn requests(metrics: &str) -> BTreeMap<String, f64> {
-    let mut out = BTreeMap::new();
-    for line in metrics.lines() {
-        let Some(rest) = line.strip_prefix("apiserver_request_total{") else {
-            continue;
-        };
-        let Some((labels, value)) = rest.rsplit_once("} ") else {
-            continue;
-        };
-        let verb = labels
-            .split(',')
-            .find_map(|kv| kv.strip_prefix("verb=\""))
-            .map(|v| v.trim_end_matches('"').to_string())
-            .unwrap_or_default();
-        *out.entry(verb).or_default() += value.trim().parse::<f64>().unwrap_or(0.0);
-    }
-    out
-}
 
 fn diff(after: &BTreeMap<String, f64>, before: &BTreeMap<String, f64>) -> BTreeMap<String, f64> {
     after
@@ -116,7 +79,8 @@ async fn run() {
         Api::<DynamicObject>::all_with(client.clone(), &gatekeeper::template_api_resource())
             .create(
                 &PostParams::default(),
-                &serde_json::from_value(template()).expect("template"),
+                &serde_json::from_value(support::required_labels_template(KIND, "missing: "))
+                    .expect("template"),
             )
             .await
             .expect("template");
@@ -221,7 +185,7 @@ async fn run() {
     let mut per_object = (0.0, 0.0);
     for round in 0..rounds {
         // Ours: the real binary, unlimited rate, the same concurrency.
-        let before = requests(&env.apiserver_metrics().await.expect("metrics"));
+        let before = support::requests_by_verb(&env.apiserver_metrics().await.expect("metrics"));
         let t0 = Instant::now();
         let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
             .arg("--kubeconfig")
@@ -232,7 +196,7 @@ async fn run() {
             .await
             .expect("audit");
         let took = t0.elapsed();
-        let after = requests(&env.apiserver_metrics().await.expect("metrics"));
+        let after = support::requests_by_verb(&env.apiserver_metrics().await.expect("metrics"));
         let report: Value = serde_json::from_slice(&out.stdout).expect("audit JSON");
         let found: usize = report["constraints"]
             .as_array()
@@ -249,7 +213,7 @@ async fn run() {
 
         // Lower bound: list (paged, 500) and dry-run update each Pod, reading only the count
         // of warnings.
-        let before = requests(&env.apiserver_metrics().await.expect("metrics"));
+        let before = support::requests_by_verb(&env.apiserver_metrics().await.expect("metrics"));
         let t0 = Instant::now();
         let mut items = Vec::new();
         let mut lp = ListParams::default().limit(500);
@@ -286,7 +250,7 @@ async fn run() {
             .fold(0, |a, n| async move { a + n })
             .await;
         let took = t0.elapsed();
-        let after = requests(&env.apiserver_metrics().await.expect("metrics"));
+        let after = support::requests_by_verb(&env.apiserver_metrics().await.expect("metrics"));
         let d = diff(&after, &before);
         per_object.1 = d.values().sum::<f64>() / pods as f64;
         assert_eq!(

@@ -16,6 +16,9 @@ use ratatui::layout::Rect;
 use ratatui::style::{Color, Style};
 use ratatui::widgets::{Block, Borders, List, ListItem, ListState};
 use ratatui::{Terminal, TerminalOptions, Viewport};
+#[path = "../tests/support/mod.rs"]
+mod support;
+
 use serde_json::{Value, json};
 use std::io::Sink;
 use std::sync::Arc;
@@ -32,21 +35,6 @@ fn terminal() -> Terminal<CrosstermBackend<Sink>> {
         },
     )
     .expect("a fixed viewport needs no terminal")
-}
-
-fn template(i: usize) -> Value {
-    json!({
-        "apiVersion": "templates.gatekeeper.sh/v1",
-        "kind": "ConstraintTemplate",
-        "metadata": {"name": format!("k8sbench{i:03}"), "uid": format!("uid-t-{i}")},
-        "spec": {
-            "crd": {"spec": {"names": {"kind": format!("K8sBench{i:03}")}}},
-            "targets": [{"target": "admission.k8s.gatekeeper.sh", "code": [{"engine": "K8sNativeValidation", "source": {
-                "generateVAP": true,
-                "validations": [{"expression": "variables.params.labels.all(l, l in variables.anyObject.metadata.labels)", "message": "missing labels"}]
-            }}]}]
-        }
-    })
 }
 
 fn constraint(t: usize, c: usize) -> Value {
@@ -66,7 +54,15 @@ fn snapshot(templates: usize, per: usize) -> Snapshot {
         ..Default::default()
     };
     for t in 0..templates {
-        snap.insert(template(t), Source::default()).unwrap();
+        snap.insert(
+            support::template(
+                &format!("k8sbench{t:03}"),
+                &format!("K8sBench{t:03}"),
+                support::cel_source(Some(true)),
+            ),
+            Source::default(),
+        )
+        .unwrap();
         for c in 0..per {
             snap.insert(constraint(t, c), Source::default()).unwrap();
         }
@@ -74,7 +70,7 @@ fn snapshot(templates: usize, per: usize) -> Snapshot {
     let plan = kubectl_vap::core::analyze(&snap, &Options::default()).plan;
     for (i, w) in plan.into_iter().enumerate() {
         let Some(mut body) = w.body else { continue };
-        let binding = w.object.kind == "ValidatingAdmissionPolicyBinding";
+        let binding = w.object.kind == kubectl_vap::model::VAPB_KIND;
         if binding && i % 100 == 7 {
             continue;
         }

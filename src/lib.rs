@@ -1,7 +1,19 @@
 //! kubectl-vap: Gatekeeper ConstraintTemplates as ValidatingAdmissionPolicies.
 //!
-//! Layout: see docs/architecture.md. `model` (typed views of what we read), `core` (pure decisions,
-//! analysis), `load` (files → snapshot), `cli` (commands and output).
+//! Layout and the dependency rules (checked by `tests/layering.rs`): docs/architecture.md.
+//! Bottom to top, each module imports only those above it in this list:
+//!
+//! - [`model`]: typed views of what we read (templates, constraints, policies, bindings, CRDs).
+//! - [`text`]: text for people: an error chain in one line, terminal-safe strings (open to all).
+//! - [`snapshot`]: everything read, in one value, plus the clock.
+//! - [`core`]: the pure decisions: generation, analysis, plan, findings, tree, matching.
+//! - [`load`]: files, folders and stdin → a snapshot.
+//! - [`cluster`]: the API server edge: connection options, client, discovery, listing, apply.
+//! - [`admission`]: `test` and `audit`: server-side dry-runs read back into verdicts.
+//! - [`controller`]: the live reconciler: watches, stores, the two reconcilers, lease, metrics.
+//! - [`tui`]: the terminal UI over a data source (files or the live controller).
+//! - [`logging`]: process-wide log subscribers (used by `cli` and `tui` only).
+//! - [`cli`]: clap arguments and command handlers; only `main.rs` imports it.
 
 pub mod admission;
 pub mod cli;
@@ -12,4 +24,5 @@ pub mod load;
 pub mod logging;
 pub mod model;
 pub mod snapshot;
+pub mod text;
 pub mod tui;

@@ -3,6 +3,7 @@
 
 use clap::Parser;
 use kubectl_vap::cli::{self, args::Cli};
+use kubectl_vap::text::{error_text, printable};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -12,12 +13,12 @@ fn main() -> ExitCode {
     match cli::dispatch(cli) {
         Ok(code) => code,
         Err(e) => {
-            let text = cli::error_text(&e);
+            let text = error_text(&e);
             if json {
                 tracing::error!("{text}");
             } else {
                 // File names and messages can hold what the input put there.
-                eprintln!("error: {}", cli::terminal::printable(&text));
+                eprintln!("error: {}", printable(&text));
             }
             ExitCode::from(2)
         }

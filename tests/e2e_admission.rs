@@ -69,7 +69,7 @@ async fn setup_without_binding(env: &TestEnv) -> Setup {
     let policy = env.unique_name("e2e-required-labels");
     let vap: ValidatingAdmissionPolicy = serde_json::from_value(json!({
         "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicy",
+        "kind": kubectl_vap::model::VAP_KIND,
         "metadata": { "name": policy },
         "spec": {
             "failurePolicy": "Fail",
@@ -102,7 +102,7 @@ async fn setup_without_binding(env: &TestEnv) -> Setup {
 async fn bind(env: &TestEnv, s: &Setup) {
     let binding: ValidatingAdmissionPolicyBinding = serde_json::from_value(json!({
         "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
+        "kind": kubectl_vap::model::VAPB_KIND,
         "metadata": { "name": env.unique_name("e2e-binding") },
         "spec": {
             "policyName": s.policy,

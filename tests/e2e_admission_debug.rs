@@ -22,6 +22,8 @@ use kubectl_vap::core::decide::{
 };
 use kubectl_vap::core::{Options, generate};
 use kubectl_vap::model::{Constraint, ConstraintTemplate, Source};
+mod support;
+
 use serde_json::{Value, json};
 use testenv::{TestEnv, gatekeeper};
 
@@ -37,26 +39,7 @@ struct World {
 /// A template whose policy requires the label `owner`; its message starts with `tag`, so a
 /// test can tell which template spoke.
 fn template_json(kind: &str, tag: &str) -> Value {
-    json!({
-        "apiVersion": "templates.gatekeeper.sh/v1",
-        "kind": "ConstraintTemplate",
-        "metadata": {"name": kind.to_lowercase()},
-        "spec": {
-            "crd": {"spec": {"names": {"kind": kind}, "validation": {"openAPIV3Schema": {
-                "type": "object", "properties": {"labels": {"type": "array", "items": {"type": "string"}}}}}}},
-            "targets": [{"target": "admission.k8s.gatekeeper.sh", "code": [{"engine": "K8sNativeValidation", "source": {
-                "generateVAP": true,
-                // A policy whose paramKind the admission plugin has not discovered yet fails
-                // to configure; under Fail that denies every request of every parallel test
-                // (Gatekeeper #4530).
-                "failurePolicy": "Ignore",
-                "validations": [{
-                    "expression": "variables.params.labels.all(l, has(variables.anyObject.metadata.labels) && l in variables.anyObject.metadata.labels)",
-                    "messageExpression": format!("'{tag}: missing required labels: ' + variables.params.labels.filter(l, !has(variables.anyObject.metadata.labels) || !(l in variables.anyObject.metadata.labels)).join(', ')")
-                }]
-            }}]}]
-        }
-    })
+    support::required_labels_template(kind, &format!("{tag}: missing required labels: "))
 }
 
 fn cm(name: &str, ns: &str, owner: bool) -> Value {
@@ -142,6 +125,21 @@ impl World {
             serde_json::to_value(created).expect("json"),
             Source::default(),
         )
+    }
+
+    /// A constraint named `prefix-…` and its binding (the binding's name).
+    async fn bound(
+        &self,
+        kind: &str,
+        prefix: &str,
+        action: &str,
+        extra: Value,
+    ) -> (Constraint, String) {
+        let c = self
+            .constraint(kind, &self.env.unique_name(prefix), action, extra)
+            .await;
+        let binding = self.bind(&c).await;
+        (c, binding)
     }
 
     async fn bind(&self, c: &Constraint) -> String {
@@ -522,40 +520,17 @@ async fn several_denials_of_one_object() {
     // Which one is first? Z's policy and binding are created before A's, and A sorts first by
     // name. (Measured, not asserted: the server promises no order.)
     let z = w.template("AdmZz", "ZZZ").await;
-    let cz = w
-        .constraint(
-            &z,
-            &w.env.unique_name("z"),
-            "deny",
-            json!({"name": "order-*"}),
-        )
-        .await;
-    w.bind(&cz).await;
+    w.bound(&z, "z", "deny", json!({"name": "order-*"})).await;
     w.until_effective(
         &cm(&format!("order-{}", w.env.unique_name("p")), &w.ns, false),
         "ZZZ: missing",
     )
     .await;
     let aa = w.template("AdmAa", "AAZ").await;
-    let caa = w
-        .constraint(
-            &aa,
-            &w.env.unique_name("aa"),
-            "deny",
-            json!({"name": "order-*"}),
-        )
-        .await;
-    w.bind(&caa).await;
+    w.bound(&aa, "aa", "deny", json!({"name": "order-*"})).await;
     // A's policy is effective once A alone denies `onlyaa-…`.
-    let caa2 = w
-        .constraint(
-            &aa,
-            &w.env.unique_name("aa2"),
-            "deny",
-            json!({"name": "onlyaa-*"}),
-        )
+    w.bound(&aa, "aa2", "deny", json!({"name": "onlyaa-*"}))
         .await;
-    w.bind(&caa2).await;
     w.until_effective(
         &cm(&format!("onlyaa-{}", w.env.unique_name("p")), &w.ns, false),
         "AAZ: missing",
@@ -857,10 +832,10 @@ async fn the_tuis_audit_reports_violations_as_event_lines() {
     use std::sync::atomic::{AtomicUsize, Ordering};
     let w = World::new().await;
     let (kind, c) = w.one_violator("AdmTui", "TUI").await;
-    let conn = w.conn();
+    let conn = kubectl_vap::cluster::client::ConnectionOptions::from(&w.conn());
     let done = Arc::new(AtomicUsize::new(0));
     let mut listed = 0;
-    let report = kubectl_vap::cli::admission::audit_quietly(
+    let report = kubectl_vap::admission::audit_quietly(
         &conn,
         &format!("{kind}/{}", c.name()),
         |n| listed = n,
@@ -891,16 +866,13 @@ async fn the_tuis_audit_reports_violations_as_event_lines() {
 async fn the_tuis_test_reports_verdicts_as_event_lines() {
     let w = World::new().await;
     let kind = w.template("AdmTuiTest", "TT").await;
-    let c = w
-        .constraint(&kind, &w.env.unique_name("deny"), "deny", json!({}))
-        .await;
-    let binding = w.bind(&c).await;
+    let (c, binding) = w.bound(&kind, "deny", "deny", json!({})).await;
     w.until_effective(&cm("probe", &w.ns, false), "TT: missing")
         .await;
     let dir = tempfile::tempdir().expect("tempdir");
     let f = w.manifest(dir.path(), "bad", &cm("bad", &w.ns, false));
-    let conn = w.conn();
-    let report = kubectl_vap::cli::admission::test_quietly(&conn, &f, &Options::default())
+    let conn = kubectl_vap::cluster::client::ConnectionOptions::from(&w.conn());
+    let report = kubectl_vap::admission::test_quietly(&conn, &f, &Options::default())
         .await
         .expect("test");
     let lines: Vec<String> = kubectl_vap::admission::test::event_lines(&report)
@@ -919,7 +891,7 @@ async fn the_tuis_test_reports_verdicts_as_event_lines() {
             "test done: 1 object(s): 1 denied".to_string(),
         ]
     );
-    let e = kubectl_vap::cli::admission::test_quietly(&conn, "-", &Options::default())
+    let e = kubectl_vap::admission::test_quietly(&conn, "-", &Options::default())
         .await
         .expect_err("stdin is the terminal in the TUI");
     assert!(e.to_string().contains("standard input"), "{e}");

@@ -16,6 +16,8 @@ use kubectl_vap::core::decide::{
 };
 use kubectl_vap::core::{Options, generate};
 use kubectl_vap::model::{Constraint, ConstraintTemplate, Source};
+mod support;
+
 use serde_json::{Value, json};
 use testenv::{TestEnv, gatekeeper};
 
@@ -31,26 +33,9 @@ struct World {
 }
 
 fn template_json(kind: &str) -> Value {
-    json!({
-        "apiVersion": "templates.gatekeeper.sh/v1",
-        "kind": "ConstraintTemplate",
-        "metadata": {"name": kind.to_lowercase(), "uid": "3b1d6a4e-0000-4000-8000-000000000001"},
-        "spec": {
-            "crd": {"spec": {"names": {"kind": kind}, "validation": {"openAPIV3Schema": {
-                "type": "object", "properties": {"labels": {"type": "array", "items": {"type": "string"}}}}}}},
-            "targets": [{"target": "admission.k8s.gatekeeper.sh", "code": [{"engine": "K8sNativeValidation", "source": {
-                "generateVAP": true,
-                // Until the API server's admission plugin has discovered a new constraint kind, a
-                // policy with that paramKind fails to configure; with Fail that would deny every
-                // request of every parallel test (Gatekeeper #4530, and why --binding-wait exists).
-                "failurePolicy": "Ignore",
-                "validations": [{
-                    "expression": "variables.params.labels.all(l, has(variables.anyObject.metadata.labels) && l in variables.anyObject.metadata.labels)",
-                    "messageExpression": "'missing required labels: ' + variables.params.labels.filter(l, !has(variables.anyObject.metadata.labels) || !(l in variables.anyObject.metadata.labels)).join(', ')"
-                }]
-            }}]}]
-        }
-    })
+    let mut t = support::required_labels_template(kind, "missing required labels: ");
+    t["metadata"]["uid"] = json!("3b1d6a4e-0000-4000-8000-000000000001");
+    t
 }
 
 impl World {

@@ -6,6 +6,7 @@
 //! and containers-common's seccomp profile (scripts/test installs them from Debian's packages).
 
 mod image_support;
+mod support;
 
 use image_support::{
     ImageFacts, Layout, ROOT, assert_matches_install, dockerfile, script_config, strings,
@@ -292,16 +293,13 @@ impl Drop for Container {
     }
 }
 
-async fn eventually<F, Fut>(what: &str, mut probe: F)
+/// [`support::eventually`] within this file's [`TIMEOUT`].
+async fn eventually<F, Fut>(what: &str, probe: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    let start = Instant::now();
-    while !probe().await {
-        assert!(start.elapsed() < TIMEOUT, "{what}: not within {TIMEOUT:?}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    support::eventually(what, TIMEOUT, probe).await
 }
 
 /// The image `scripts/image` built, run as the Deployment of `install --print` runs it: the

@@ -152,7 +152,7 @@ fn tmux_tui_real_terminal() {
     assert!(t.alternate_on(), "the UI runs on the alternate screen");
     for want in [
         "mode: offline snapshot",
-        "✔ k8srequiredlabels  generate",
+        "● k8srequiredlabels  generate",
         "∅ VAP gatekeeper-k8sallowedrepos  missing",
         "≠ VAPB gatekeeper-k8srequiredlabels-pods-must-have-app  out-of-sync",
         "orphans",

@@ -467,11 +467,9 @@ fn tui_selection_and_expansion_survive_refresh() {
 fn tui_resize() {
     let mut ui = Ui::new(false, offline_data(), 150, 36);
     for (w, h) in [(80, 24), (60, 12), (20, 5), (1, 1), (200, 60)] {
-        ui.term.backend_mut().resize(w, h);
-        ui.act(Action::Resize(w, h));
+        ui.resize(w, h);
     }
-    ui.term.backend_mut().resize(90, 30);
-    ui.act(Action::Resize(90, 30));
+    ui.resize(90, 30);
     insta::assert_snapshot!("narrow", ui.screen());
 }
 

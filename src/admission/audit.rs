@@ -33,6 +33,20 @@ pub struct AuditOptions {
     pub done: Option<Arc<std::sync::atomic::AtomicUsize>>,
 }
 
+/// The default rate (`check --audit` and the TUI's `a`): 50 requests a second, bursts of 100,
+/// 16 at a time, no progress shown.
+impl Default for AuditOptions {
+    fn default() -> Self {
+        AuditOptions {
+            qps: 50.0,
+            burst: 100,
+            concurrency: 16,
+            progress: false,
+            done: None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Violation {
@@ -359,7 +373,7 @@ pub async fn audit(
         let reading = match reply {
             Ok(r) => read_reply(r.code, r.status_message(), &r.warnings, snap),
             Err(e) => {
-                let message = crate::cli::error_text(&e.into());
+                let message = crate::text::error_text(&e.into());
                 for i in &w.constraints {
                     audits[*i].checked += 1;
                     audits[*i].errors.push(ObjectError {
@@ -582,7 +596,7 @@ pub fn findings(report: &AuditReport) -> Vec<crate::core::Finding> {
         if let Some(b) = &c.binding {
             f = f.related(ObjectRef::new(
                 "admissionregistration.k8s.io/v1",
-                "ValidatingAdmissionPolicyBinding",
+                crate::model::VAPB_KIND,
                 b.clone(),
             ));
         }

@@ -8,7 +8,10 @@ pub mod audit;
 pub mod dryrun;
 pub mod objects;
 pub mod rate;
+pub mod session;
 pub mod test;
+
+pub use session::{audit_quietly, test_quietly};
 
 /// Errors of the admission commands. Each says what was being done.
 #[derive(Debug, thiserror::Error)]

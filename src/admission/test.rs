@@ -249,7 +249,7 @@ pub async fn live(
         let reply = match sent {
             Ok(reply) => reply,
             Err(e) => {
-                objects.push(error_result(m, crate::cli::error_text(&e.into())));
+                objects.push(error_result(m, crate::text::error_text(&e.into())));
                 continue;
             }
         };
@@ -290,7 +290,7 @@ pub async fn live(
 
 /// The table form.
 pub fn table(report: &TestReport) -> String {
-    use crate::cli::terminal::printable;
+    use crate::text::printable;
     let mut out = String::new();
     for o in &report.objects {
         let p = |s: &str| printable(s).into_owned();

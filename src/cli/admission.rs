@@ -1,12 +1,16 @@
 //! `test` and `audit`: argument handling and printing; the work is in `crate::admission`.
 
-use super::args::{AuditArgs, Cli, ConnectionArgs, Format, TestArgs};
+use super::args::{AuditArgs, Cli, Format, TestArgs};
 use super::output;
-use super::terminal::{printable, printable_lines};
 use crate::admission::audit::{AuditOptions, AuditReport, Status};
+use crate::admission::session::{self, clients};
 use crate::admission::{audit as audit_mod, objects, test as test_mod};
+/// The old paths of the TUI's quiet runs, until the controller redesign updates `tui/live.rs`
+/// to `crate::admission`.
+pub use crate::admission::{audit_quietly, test_quietly};
 use crate::load::input::ReadOptions;
 use crate::snapshot::Snapshot;
+use crate::text::{printable, printable_lines};
 use anyhow::Context;
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -18,30 +22,12 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .context("starting the async runtime")
 }
 
-/// Two clients: `reader` as the user's own identity reads what attribution needs (bindings,
-/// policies, discovery, namespaces); `actor` makes the dry-runs, as `--as`/`--as-group` when
-/// given, so a verdict is the impersonated user's and attribution still works.
-async fn clients(conn: &ConnectionArgs) -> anyhow::Result<(kube::Client, kube::Client, String)> {
-    let mut plain = conn.clone();
-    plain.as_user = None;
-    plain.as_group.clear();
-    let (reader, url) = crate::cluster::client::connect(&plain, false)
-        .await
-        .context("connecting to the cluster")?;
-    let (actor, _) = crate::cluster::client::connect(conn, false)
-        .await
-        .context("connecting to the cluster")?;
-    Ok((reader, actor, url))
-}
-
 /// Everything the analysis reads from the cluster at `url`, and what could not be read.
 async fn read_cluster(
     reader: &kube::Client,
     url: &str,
 ) -> anyhow::Result<(Snapshot, Vec<crate::controller::state::AccessError>)> {
-    let api = crate::cluster::discover_admission_api(reader)
-        .await
-        .with_context(|| format!("discovering the VAP API of {url}"))?;
+    let api = session::discover(reader, url).await?;
     crate::cluster::list_snapshot(reader, &api)
         .await
         .with_context(|| format!("reading {url}"))
@@ -208,11 +194,8 @@ pub fn check_audit(cli: &Cli, out: &super::args::OutputArgs) -> anyhow::Result<E
         );
     }
     let opts = AuditOptions {
-        qps: 50.0,
-        burst: 100,
-        concurrency: 16,
         progress: std::io::stderr().is_terminal(),
-        done: None,
+        ..AuditOptions::default()
     };
     let (snap, report) = runtime()?.block_on(async {
         let (reader, actor, url) = clients(&cli.conn).await?;
@@ -241,55 +224,4 @@ pub fn check_audit(cli: &Cli, out: &super::args::OutputArgs) -> anyhow::Result<E
         super::report::check_report_with(&snap, &cli.gen_flags.options(), out.output, extra)?;
     print!("{text}");
     Ok(code)
-}
-
-/// The TUI's `a`: an audit of `target` with the default rate, nothing printed (the screen is
-/// the TUI's); `listed` is told how many objects will be dry-run, `done` counts the answers.
-pub async fn audit_quietly(
-    conn: &ConnectionArgs,
-    target: &str,
-    listed: impl FnOnce(usize),
-    done: std::sync::Arc<std::sync::atomic::AtomicUsize>,
-) -> anyhow::Result<AuditReport> {
-    let opts = AuditOptions {
-        qps: 50.0,
-        burst: 100,
-        concurrency: 16,
-        progress: false,
-        done: Some(done),
-    };
-    let (reader, actor, url) = clients(conn).await?;
-    let (snap, _) = read_cluster(&reader, &url).await?;
-    audit_mod::audit(
-        &reader,
-        &actor,
-        &snap,
-        Some(target),
-        &opts,
-        listed,
-        std::future::pending(),
-    )
-    .await
-    .with_context(|| format!("auditing {target} on {url}"))
-}
-
-/// The TUI's `t`: `test -f PATH` against the cluster, nothing printed. Standard input is the
-/// terminal there, so `-` is refused.
-pub async fn test_quietly(
-    conn: &ConnectionArgs,
-    path: &str,
-    opts: &crate::core::Options,
-) -> anyhow::Result<test_mod::TestReport> {
-    if path == "-" {
-        anyhow::bail!("standard input is the terminal here: give a file or folder");
-    }
-    let manifests = objects::read(
-        &[path.to_string()],
-        &mut std::io::empty(),
-        ReadOptions::default(),
-    )
-    .context("reading input")?;
-    let (reader, actor, url) = clients(conn).await?;
-    let (snap, _) = read_cluster(&reader, &url).await?;
-    Ok(test_mod::live(&reader, &actor, &snap, &manifests, opts).await)
 }

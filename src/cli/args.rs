@@ -159,6 +159,20 @@ pub struct ConnectionArgs {
     pub request_timeout: Option<Duration>,
 }
 
+impl From<&ConnectionArgs> for crate::cluster::client::ConnectionOptions {
+    fn from(a: &ConnectionArgs) -> Self {
+        crate::cluster::client::ConnectionOptions {
+            kubeconfig: a.kubeconfig.clone(),
+            context: a.context.clone(),
+            cluster: a.cluster.clone(),
+            user: a.user.clone(),
+            as_user: a.as_user.clone(),
+            as_group: a.as_group.clone(),
+            request_timeout: a.request_timeout,
+        }
+    }
+}
+
 #[derive(Debug, Args, Clone)]
 pub struct GenerationArgs {
     /// Generate a VAP for templates that leave generateVAP unset.

@@ -3,11 +3,10 @@
 
 use super::args::{Cli, Format, OutputArgs, PlanArgs};
 use super::output;
-use super::terminal::{printable, printable_lines};
 use crate::core::{Analysis, Options, PlannedWrite, Summary, Verb, analyze};
-use crate::load::files::load_paths_with;
 use crate::load::input::ReadOptions;
 use crate::snapshot::Snapshot;
+use crate::text::{printable, printable_lines};
 use anyhow::Context;
 use serde::Serialize;
 use std::process::ExitCode;
@@ -43,14 +42,12 @@ struct PlanSummary {
     delete: usize,
 }
 
+/// The `-f` input of `check`, `plan` and the TUI.
 pub fn load_files(cli: &Cli) -> anyhow::Result<Snapshot> {
     let opts = ReadOptions {
         max_input_bytes: cli.input.max_input_bytes,
     };
-    let mut snap = load_paths_with(&cli.input.filenames, &mut std::io::stdin().lock(), opts)
-        .context("reading input")?;
-    snap.now.get_or_insert_with(chrono::Utc::now);
-    Ok(snap)
+    crate::load::files::read_input(&cli.input.filenames, opts).context("reading input")
 }
 
 pub fn check_files(cli: &Cli, out: &OutputArgs) -> anyhow::Result<ExitCode> {
@@ -206,9 +203,10 @@ pub fn plan_report(
 
 /// `vap/NAME`, `vapb/NAME`, `template/NAME`, `Kind/NAME`: table cells people can read.
 fn short_ref(o: &crate::model::ObjectRef) -> String {
+    use crate::model::{VAP_KIND, VAPB_KIND};
     let kind = match o.kind.as_str() {
-        "ValidatingAdmissionPolicy" => "vap",
-        "ValidatingAdmissionPolicyBinding" => "vapb",
+        VAP_KIND => "vap",
+        VAPB_KIND => "vapb",
         "ConstraintTemplate" => "template",
         k => k,
     };

@@ -1,15 +1,59 @@
-//! A client from kubectl's connection flags (`--kubeconfig`, `--context`, `--cluster`,
-//! `--user`, `--as`, `--request-timeout`) or from the in-cluster service account.
+//! A client from kubectl's connection settings ([`ConnectionOptions`]: `--kubeconfig`,
+//! `--context`, `--cluster`, `--user`, `--as`, `--request-timeout`) or from the in-cluster
+//! service account.
+//!
+//! The options are the cluster layer's own: `cli` converts its arguments into them
+//! (`From<&ConnectionArgs>` lives there), so nothing below `cli` knows about clap. The
+//! functions take anything that converts: the options (by reference too) or those arguments.
 
 use super::KubeError;
-use crate::cli::args::ConnectionArgs;
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use std::time::Duration;
 
-/// The client configuration the flags describe.
+/// kubectl's connection settings. Empty means kubectl's default (the current context of
+/// `KUBECONFIG` or `~/.kube/config`, no impersonation, no request timeout).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConnectionOptions {
+    /// Kubeconfig file(s), separated like `PATH` (kubectl merges them).
+    pub kubeconfig: Option<String>,
+    /// The kubeconfig context to use.
+    pub context: Option<String>,
+    /// The kubeconfig cluster to use (overrides the context's).
+    pub cluster: Option<String>,
+    /// The kubeconfig user to use (overrides the context's).
+    pub user: Option<String>,
+    /// Username to impersonate (`--as`).
+    pub as_user: Option<String>,
+    /// Groups to impersonate (`--as-group`); needs `as_user`.
+    pub as_group: Vec<String>,
+    /// Timeout of a single API request; zero or none: no timeout.
+    pub request_timeout: Option<Duration>,
+}
+
+impl ConnectionOptions {
+    /// The same connection as oneself: no impersonation.
+    pub fn without_impersonation(&self) -> Self {
+        ConnectionOptions {
+            as_user: None,
+            as_group: Vec::new(),
+            ..self.clone()
+        }
+    }
+}
+
+/// So the client functions take `&options` as well as anything else that converts.
+impl From<&ConnectionOptions> for ConnectionOptions {
+    fn from(o: &ConnectionOptions) -> Self {
+        o.clone()
+    }
+}
+
+/// The client configuration the settings describe.
 pub async fn config_from(
-    conn: &ConnectionArgs,
+    conn: impl Into<ConnectionOptions>,
     in_cluster: bool,
 ) -> Result<kube::Config, KubeError> {
+    let conn: ConnectionOptions = conn.into();
     let mut config = if in_cluster {
         kube::Config::incluster().map_err(|e| KubeError::InCluster(e.to_string()))?
     } else {
@@ -66,17 +110,18 @@ pub async fn config_from(
     Ok(config)
 }
 
-/// A client for the flags.
+/// A client for the settings.
 pub async fn client_from(
-    conn: &ConnectionArgs,
+    conn: impl Into<ConnectionOptions>,
     in_cluster: bool,
 ) -> Result<kube::Client, KubeError> {
     Ok(connect(conn, in_cluster).await?.0)
 }
 
-/// A client for the flags, and the API server's URL (to say where, when it cannot be reached).
+/// A client for the settings, and the API server's URL (to say where, when it cannot be
+/// reached).
 pub async fn connect(
-    conn: &ConnectionArgs,
+    conn: impl Into<ConnectionOptions>,
     in_cluster: bool,
 ) -> Result<(kube::Client, String), KubeError> {
     let config = config_from(conn, in_cluster).await?;
@@ -130,10 +175,10 @@ contexts:
         (dir, joined.to_string_lossy().into_owned())
     }
 
-    fn args(kubeconfig: &str) -> ConnectionArgs {
-        ConnectionArgs {
+    fn args(kubeconfig: &str) -> ConnectionOptions {
+        ConnectionOptions {
             kubeconfig: Some(kubeconfig.to_string()),
-            ..ConnectionArgs::default()
+            ..ConnectionOptions::default()
         }
     }
 

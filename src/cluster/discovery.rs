@@ -5,8 +5,7 @@ use super::KubeError;
 use kube::core::{ApiResource, GroupVersionKind};
 
 pub const GROUP: &str = "admissionregistration.k8s.io";
-pub const VAP_KIND: &str = "ValidatingAdmissionPolicy";
-pub const VAPB_KIND: &str = "ValidatingAdmissionPolicyBinding";
+pub use crate::model::{VAP_KIND, VAPB_KIND};
 
 /// The served admission API version, and the resources for VAP and VAPB in it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,5 +1,5 @@
-//! The view model the TUI draws and `check -o tree` could print: template → policy and
-//! constraints → bindings, plus an orphans branch. Ids are stable across refreshes, so
+//! The view model the TUI draws: template → policy and constraints → bindings, plus an
+//! orphans branch. Ids are stable across refreshes, so
 //! selection and expansion survive live updates.
 
 use crate::model::ObjectRef;

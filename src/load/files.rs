@@ -51,6 +51,14 @@ pub fn load_paths(paths: &[String], stdin: &mut dyn std::io::Read) -> Result<Sna
 /// Reads every path into one snapshot. `stdin` is read for `-`. Each path must hold at least
 /// one Kubernetes object (an empty `kind: List` counts: it is an answer) unless all its files
 /// were read for an earlier path already.
+/// `-f` input as the commands and the TUI read it: `paths` (files, folders, `-` for standard
+/// input) as one snapshot, stamped with the current time unless the input says otherwise.
+pub fn read_input(paths: &[String], opts: ReadOptions) -> Result<Snapshot, LoadError> {
+    let mut snap = load_paths_with(paths, &mut std::io::stdin().lock(), opts)?;
+    snap.now.get_or_insert_with(chrono::Utc::now);
+    Ok(snap)
+}
+
 pub fn load_paths_with(
     paths: &[String],
     stdin: &mut dyn std::io::Read,

@@ -19,6 +19,9 @@ pub const CONSTRAINTS_GROUP: &str = "constraints.gatekeeper.sh";
 pub const TEMPLATE_OWNER_API_VERSION: &str = "templates.gatekeeper.sh/v1beta1";
 pub const CONSTRAINT_API_VERSION: &str = "constraints.gatekeeper.sh/v1beta1";
 pub const ADMISSION_GROUP: &str = "admissionregistration.k8s.io";
+/// The kinds we generate, spelled once.
+pub const VAP_KIND: &str = "ValidatingAdmissionPolicy";
+pub const VAPB_KIND: &str = "ValidatingAdmissionPolicyBinding";
 pub const STATUS_GROUP: &str = "status.gatekeeper.sh";
 /// The label we put on everything we write.
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";

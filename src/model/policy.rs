@@ -56,7 +56,7 @@ impl Policy {
         Ok(Policy {
             meta: Meta::from_value(&raw),
             api_version: raw["apiVersion"].as_str().unwrap_or_default().to_string(),
-            object: read_as_v1(raw, "ValidatingAdmissionPolicy")?,
+            object: read_as_v1(raw, super::VAP_KIND)?,
             source,
         })
     }
@@ -74,7 +74,7 @@ impl Binding {
         Ok(Binding {
             meta: Meta::from_value(&raw),
             api_version: raw["apiVersion"].as_str().unwrap_or_default().to_string(),
-            object: read_as_v1(raw, "ValidatingAdmissionPolicyBinding")?,
+            object: read_as_v1(raw, super::VAPB_KIND)?,
             source,
         })
     }

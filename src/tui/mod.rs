@@ -29,7 +29,6 @@ pub use app::{App, dispatch, update};
 pub use data::Data;
 pub use source::{Msg, Notify, Offline, Source};
 
-use crate::cli::args::Cli;
 use crossterm::event::{self, Event};
 use std::process::ExitCode;
 use std::sync::mpsc::{self, RecvTimeoutError};
@@ -38,34 +37,20 @@ use std::time::Duration;
 /// How often the loop wakes without input (flash expiry).
 const TICK: Duration = Duration::from_millis(250);
 
-/// `kubectl vap`: the TUI on files (`-f`) or on the current context.
-pub fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
-    if cli.input.filenames.is_empty() {
-        let source = live::Live::new(
-            cli.conn.clone(),
-            cli.gen_flags.options(),
-            cli.reconcile && !cli.readonly,
-            (cli.lease_namespace.clone(), cli.lease_name.clone()),
-        );
-        return run_with(Box::new(source), cli.readonly, cli.log.as_deref());
-    }
-    // Bad input fails here (file and line, exit 2), before the screen is taken.
-    let snapshot = crate::cli::report::load_files(cli)?;
-    let source = Offline::new(
-        snapshot,
-        cli.input.filenames.clone(),
-        cli.gen_flags.options(),
-    );
-    run_with(Box::new(source), cli.readonly, cli.log.as_deref())
+/// What the TUI takes from the command line (`cli` builds it, and chooses the source: files
+/// or the current context).
+#[derive(Debug, Clone, Default)]
+pub struct TuiOptions {
+    /// `--readonly`: no write actions.
+    pub readonly: bool,
+    /// `--log`: the log filter (logs go to a file while the screen is the UI's).
+    pub log_filter: Option<String>,
 }
 
-/// The UI loop on any source.
-pub fn run_with(
-    mut source: Box<dyn Source>,
-    readonly: bool,
-    log_filter: Option<&str>,
-) -> anyhow::Result<ExitCode> {
-    let dispatcher = log::file_dispatch(log_filter);
+/// `kubectl vap`: the UI loop on any source.
+pub fn run(mut source: Box<dyn Source>, opts: &TuiOptions) -> anyhow::Result<ExitCode> {
+    let readonly = opts.readonly;
+    let dispatcher = log::file_dispatch(opts.log_filter.as_deref());
     // Global too, so a thread the UI did not start (a library's) logs to the file, not the screen.
     let _ = tracing::dispatcher::set_global_default(dispatcher.clone());
     let _log = tracing::dispatcher::set_default(&dispatcher);

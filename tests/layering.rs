@@ -1,0 +1,511 @@
+//! The dependency rules between the crate's top-level modules (docs/architecture.md, "Who may
+//! import whom"), checked on the source text: every `crate::…` path in `src/**/*.rs` — in `use`
+//! lines and in bodies, grouped (`crate::{a, b}`) or not — and every `super::…` path that climbs
+//! out of its top-level module. Comments and string literals are skipped, so a doc link does not
+//! count. A failure names file:line, the path and the rule it breaks.
+//!
+//! No server, no compiler: a small tokenizer is enough because the rules are about module names.
+
+use std::path::{Path, PathBuf};
+
+/// Which top-level modules each top-level module may import (besides itself). A module missing
+/// here fails the test: a new module gets a place in the layering when it is added.
+///
+/// Bottom to top: `model` ← `snapshot` ← `core` ← `load` ← `cluster` ← {`admission`,
+/// `controller`} ← `tui` ← `cli` ← `main`. `text` (terminal-safe text, error chains) is pure
+/// and open to all; `logging` (process-wide subscribers) only to the shells that set one up.
+const RULES: &[(&str, &[&str])] = &[
+    ("model", &[]),
+    ("text", &[]),
+    ("logging", &[]),
+    ("snapshot", &["model", "text"]),
+    ("core", &["model", "snapshot", "text"]),
+    ("load", &["model", "snapshot", "core", "text"]),
+    ("cluster", &["model", "snapshot", "core", "load", "text"]),
+    (
+        "admission",
+        &["model", "snapshot", "core", "load", "cluster", "text"],
+    ),
+    (
+        "controller",
+        &["model", "snapshot", "core", "load", "cluster", "text"],
+    ),
+    ("tui", SHELL),
+    // Everything: `cli` is the top of the stack.
+    ("cli", &["*"]),
+];
+
+/// What the TUI may import: everything but `cli`.
+const SHELL: &[&str] = &[
+    "model",
+    "snapshot",
+    "core",
+    "load",
+    "cluster",
+    "admission",
+    "controller",
+    "text",
+    "logging",
+];
+
+/// Leaks that exist today in files another change is rewriting: (file, imported module).
+/// Removed by the controller redesign: `cluster/list.rs` reads `controller::state::AccessError`
+/// and `controller::live::unreadable` (moving into `cluster`); `tui/live.rs` builds its own
+/// client from `cli::args::ConnectionArgs` and calls `cli::admission`/`cli::error_text` (it
+/// takes the controller handle, `cluster::ConnectionOptions`, `crate::admission` and
+/// `crate::text` instead). Each entry must still occur: an entry that no longer does fails, so
+/// the list only shrinks.
+const KNOWN_LEAKS: &[(&str, &str)] = &[
+    ("src/cluster/list.rs", "controller"),
+    ("src/tui/live.rs", "cli"),
+];
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Import {
+    line: usize,
+    /// The path as written, up to the module it reaches (`crate::cli::args`, `super::super::x`).
+    written: String,
+    /// The top-level module it reaches (`cli`), `*` for a glob of the crate root.
+    top: String,
+}
+
+/// `text` with comments, string and char literals blanked (newlines kept, so lines still count).
+fn strip(text: &str) -> String {
+    let c: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let blank = |out: &mut String, ch: char| out.push(if ch == '\n' { '\n' } else { ' ' });
+    let ident = |ch: char| ch.is_alphanumeric() || ch == '_';
+    let mut i = 0;
+    while i < c.len() {
+        let prev_ident = i > 0 && ident(c[i - 1]);
+        if c[i] == '/' && c.get(i + 1) == Some(&'/') {
+            while i < c.len() && c[i] != '\n' {
+                i += 1;
+            }
+        } else if c[i] == '/' && c.get(i + 1) == Some(&'*') {
+            let mut depth = 0;
+            while i < c.len() {
+                if c[i] == '/' && c.get(i + 1) == Some(&'*') {
+                    depth += 1;
+                    out.push_str("  ");
+                    i += 2;
+                } else if c[i] == '*' && c.get(i + 1) == Some(&'/') {
+                    depth -= 1;
+                    out.push_str("  ");
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    blank(&mut out, c[i]);
+                    i += 1;
+                }
+            }
+        } else if !prev_ident && (c[i] == 'r' || (c[i] == 'b' && c.get(i + 1) == Some(&'r'))) && {
+            let start = if c[i] == 'b' { i + 2 } else { i + 1 };
+            let mut j = start;
+            while c.get(j) == Some(&'#') {
+                j += 1;
+            }
+            c.get(j) == Some(&'"')
+        } {
+            // A raw string: r"…", r#"…"#, br"…".
+            let start = if c[i] == 'b' { i + 2 } else { i + 1 };
+            let mut j = start;
+            while c[j] == '#' {
+                j += 1;
+            }
+            let hashes = j - start;
+            out.push(' ');
+            i += 1;
+            while i <= j {
+                out.push(' ');
+                i += 1;
+            }
+            while i < c.len() {
+                if c[i] == '"' && (1..=hashes).all(|k| c.get(i + k) == Some(&'#')) {
+                    for _ in 0..=hashes {
+                        out.push(' ');
+                    }
+                    i += hashes + 1;
+                    break;
+                }
+                blank(&mut out, c[i]);
+                i += 1;
+            }
+            continue;
+        } else if c[i] == '"' {
+            out.push(' ');
+            i += 1;
+            while i < c.len() && c[i] != '"' {
+                if c[i] == '\\' {
+                    blank(&mut out, c[i]);
+                    i += 1;
+                }
+                if i < c.len() {
+                    blank(&mut out, c[i]);
+                    i += 1;
+                }
+            }
+            out.push(' ');
+            i += 1;
+            continue;
+        } else if c[i] == '\'' && (c.get(i + 1) == Some(&'\\') || c.get(i + 2) == Some(&'\'')) {
+            // A char literal ('x', '\n', '\u{1b}'); a lifetime ('a) has no closing quote.
+            out.push(' ');
+            i += 1;
+            while i < c.len() && c[i] != '\'' {
+                if c[i] == '\\' {
+                    out.push(' ');
+                    i += 1;
+                }
+                if i < c.len() {
+                    out.push(' ');
+                    i += 1;
+                }
+            }
+            out.push(' ');
+            i += 1;
+            continue;
+        }
+        if i < c.len() {
+            out.push(c[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Tok {
+    Ident(String),
+    /// `::`
+    Path,
+    Sym(char),
+}
+
+fn tokens(text: &str) -> Vec<(Tok, usize)> {
+    let c: Vec<char> = text.chars().collect();
+    let mut out = Vec::new();
+    let mut line = 1;
+    let mut i = 0;
+    while i < c.len() {
+        let ch = c[i];
+        if ch == '\n' {
+            line += 1;
+            i += 1;
+        } else if ch.is_whitespace() {
+            i += 1;
+        } else if ch.is_alphabetic() || ch == '_' {
+            let start = i;
+            while i < c.len() && (c[i].is_alphanumeric() || c[i] == '_') {
+                i += 1;
+            }
+            let word: String = c[start..i].iter().collect();
+            let word = word.strip_prefix("r#").map(str::to_string).unwrap_or(word);
+            out.push((Tok::Ident(word), line));
+        } else if ch == ':' && c.get(i + 1) == Some(&':') {
+            out.push((Tok::Path, line));
+            i += 2;
+        } else {
+            out.push((Tok::Sym(ch), line));
+            i += 1;
+        }
+    }
+    out
+}
+
+/// The module path of a file under `src/`: `src/cluster/mod.rs` → `[cluster]`,
+/// `src/cluster/list.rs` → `[cluster, list]`, `src/lib.rs` → `[]`.
+fn module_of(rel: &Path) -> Vec<String> {
+    let mut parts: Vec<String> = rel
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    if let Some(last) = parts.pop() {
+        let stem = last.trim_end_matches(".rs");
+        if stem != "mod" && stem != "lib" {
+            parts.push(stem.to_string());
+        }
+    }
+    parts
+}
+
+/// Every path in `source` (a file whose module path is `module`) that names a top-level module:
+/// `crate::x…`, `crate::{x, y}`, and `super::…` chains, resolved against inline `mod m { … }`.
+fn imports(source: &str, module: &[String]) -> Vec<Import> {
+    let toks = tokens(&strip(source));
+    let ident = |i: usize| match toks.get(i) {
+        Some((Tok::Ident(s), _)) => Some(s.as_str()),
+        _ => None,
+    };
+    let is = |i: usize, t: &Tok| toks.get(i).map(|(x, _)| x) == Some(t);
+    let mut out = Vec::new();
+    // Inline modules: (name, the brace depth inside them).
+    let mut inline: Vec<(String, usize)> = Vec::new();
+    let mut depth = 0usize;
+    let mut i = 0;
+    while i < toks.len() {
+        let (tok, line) = &toks[i];
+        match tok {
+            Tok::Sym('{') => depth += 1,
+            Tok::Sym('}') => {
+                if inline.last().is_some_and(|(_, d)| *d == depth) {
+                    inline.pop();
+                }
+                depth = depth.saturating_sub(1);
+            }
+            Tok::Ident(w) if w == "mod" => {
+                if let (Some(name), true) = (ident(i + 1), is(i + 2, &Tok::Sym('{'))) {
+                    inline.push((name.to_string(), depth + 1));
+                }
+            }
+            _ => {}
+        }
+        let start_of_path = i == 0 || !is(i - 1, &Tok::Path);
+        let head = ident(i);
+        if start_of_path && matches!(head, Some("crate" | "super")) && is(i + 1, &Tok::Path) {
+            let mut base: Vec<String> = Vec::new();
+            let mut written = String::new();
+            let mut j = i;
+            if head == Some("crate") {
+                written.push_str("crate::");
+                j += 2;
+            } else {
+                base = module.to_vec();
+                base.extend(inline.iter().map(|(n, _)| n.clone()));
+                while ident(j) == Some("super") && is(j + 1, &Tok::Path) {
+                    base.pop();
+                    written.push_str("super::");
+                    j += 2;
+                }
+            }
+            if base.is_empty() {
+                // At the crate root: the next segment (or each item of a group) is a module.
+                let mut names = Vec::new();
+                if let Some(name) = ident(j) {
+                    names.push(name.to_string());
+                } else if is(j, &Tok::Sym('*')) {
+                    names.push("*".to_string());
+                } else if is(j, &Tok::Sym('{')) {
+                    let mut d = 0;
+                    let mut item_start = true;
+                    let mut k = j;
+                    while k < toks.len() {
+                        match &toks[k].0 {
+                            Tok::Sym('{') => {
+                                d += 1;
+                                item_start = d == 1;
+                            }
+                            Tok::Sym('}') => {
+                                d -= 1;
+                                if d == 0 {
+                                    break;
+                                }
+                            }
+                            Tok::Sym(',') if d == 1 => item_start = true,
+                            Tok::Sym('*') if d == 1 && item_start => {
+                                names.push("*".into());
+                                item_start = false;
+                            }
+                            Tok::Ident(n) if d == 1 && item_start => {
+                                if n != "self" {
+                                    names.push(n.clone());
+                                }
+                                item_start = false;
+                            }
+                            _ => {}
+                        }
+                        k += 1;
+                    }
+                }
+                for name in names {
+                    out.push(Import {
+                        line: *line,
+                        written: format!("{written}{name}"),
+                        top: name,
+                    });
+                }
+            }
+            i = j;
+            continue;
+        }
+        i += 1;
+    }
+    out
+}
+
+fn rule(module: &str) -> Option<&'static [&'static str]> {
+    RULES.iter().find(|(m, _)| *m == module).map(|(_, a)| *a)
+}
+
+/// The rule an import breaks, if any.
+fn broken(from: &str, to: &str) -> Option<String> {
+    if from == to {
+        return None;
+    }
+    let Some(allowed) = rule(from) else {
+        return Some(format!(
+            "`{from}` has no rule: add it to RULES in tests/layering.rs and docs/architecture.md"
+        ));
+    };
+    if to == "*" {
+        return Some("a glob of the crate root hides what is imported".into());
+    }
+    if rule(to).is_none() {
+        return Some(format!("`{to}` is not a module with a rule"));
+    }
+    if allowed.contains(&to) || allowed == ["*"] {
+        return None;
+    }
+    Some(if to == "cli" {
+        "only main.rs imports `cli`".to_string()
+    } else if allowed.is_empty() {
+        format!("`{from}` imports nothing of ours")
+    } else {
+        format!("`{from}` may import only {}", allowed.join(", "))
+    })
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
+        .map(|e| e.expect("directory entry").path())
+        .collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// Every import in `src/` that breaks a rule: (file relative to the crate, imported module, text).
+fn violations(root: &Path) -> Vec<(String, String, String)> {
+    let src = root.join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    assert!(
+        files.len() > 20,
+        "found only {} files under src/",
+        files.len()
+    );
+    let mut out = Vec::new();
+    for path in files {
+        let rel = path.strip_prefix(&src).expect("under src");
+        // main.rs is the binary crate: its `crate::` is itself, and it may import anything.
+        if rel == Path::new("main.rs") {
+            continue;
+        }
+        let module = module_of(rel);
+        let Some(from) = module.first() else {
+            continue; // lib.rs declares the modules
+        };
+        let text = std::fs::read_to_string(&path).expect("readable source");
+        let file = format!("src/{}", rel.display());
+        for imp in imports(&text, &module) {
+            if let Some(why) = broken(from, &imp.top) {
+                out.push((
+                    file.clone(),
+                    imp.top.clone(),
+                    format!("{file}:{}: `{}…`: {why}", imp.line, imp.written),
+                ));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_import_follows_the_layering() {
+    let all = violations(Path::new(env!("CARGO_MANIFEST_DIR")));
+    let known = |f: &str, m: &str| KNOWN_LEAKS.iter().any(|(kf, km)| *kf == f && *km == m);
+    let new: Vec<&str> = all
+        .iter()
+        .filter(|(f, m, _)| !known(f, m))
+        .map(|(_, _, text)| text.as_str())
+        .collect();
+    assert!(
+        new.is_empty(),
+        "imports that break the layering (docs/architecture.md):\n  {}",
+        new.join("\n  ")
+    );
+    let gone: Vec<String> = KNOWN_LEAKS
+        .iter()
+        .filter(|(kf, km)| !all.iter().any(|(f, m, _)| f == kf && m == km))
+        .map(|(f, m)| format!("{f} → {m}"))
+        .collect();
+    assert!(
+        gone.is_empty(),
+        "known leaks that no longer occur: remove them from KNOWN_LEAKS: {}",
+        gone.join(", ")
+    );
+}
+
+fn tops(source: &str, module: &[&str]) -> Vec<(usize, String)> {
+    let module: Vec<String> = module.iter().map(|s| s.to_string()).collect();
+    imports(source, &module)
+        .into_iter()
+        .filter(|i| {
+            // Paths that stay inside the file's own top module are not edges.
+            module.first() != Some(&i.top)
+        })
+        .map(|i| (i.line, i.top))
+        .collect()
+}
+
+#[test]
+fn the_scanner_sees_every_kind_of_path() {
+    let src = r##"
+use crate::model::Constraint;
+use crate::{snapshot::Snapshot, core::{self, Options}, text};
+use super::sibling;
+fn f() {
+    let x = crate::cli::error_text(&e);
+    let s = "crate::tui::run";          // crate::controller in a comment
+    let r = r#"crate::admission"#;
+    let c = '"'; let l: &'static str = "";
+    /* crate::logging /* nested */ crate::logging */
+    super::super::controller::go();
+}
+mod tests {
+    use super::*;
+    fn g() { super::super::super::load::x(); }
+}
+"##;
+    assert_eq!(
+        tops(src, &["cluster", "list"]),
+        vec![
+            (2, "model".to_string()),
+            (3, "snapshot".into()),
+            (3, "core".into()),
+            (3, "text".into()),
+            (6, "cli".into()),
+            (11, "controller".into()),
+            (15, "load".into()),
+        ]
+    );
+    // From a top-level file (`src/snapshot.rs`), one `super::` reaches the root.
+    assert_eq!(
+        tops("fn f() { super::model::x(); }", &["snapshot"]),
+        vec![(1, "model".to_string())]
+    );
+}
+
+#[test]
+fn the_rules_say_which_way_is_down() {
+    assert_eq!(broken("core", "model"), None);
+    assert_eq!(broken("tui", "controller"), None);
+    assert_eq!(broken("cli", "tui"), None);
+    assert!(broken("model", "snapshot").is_some());
+    assert!(broken("core", "cluster").is_some());
+    assert!(broken("cluster", "controller").is_some());
+    assert!(broken("controller", "admission").is_some());
+    assert_eq!(
+        broken("tui", "cli").as_deref(),
+        Some("only main.rs imports `cli`")
+    );
+    assert!(broken("newmodule", "model").is_some_and(|w| w.contains("no rule")));
+}
