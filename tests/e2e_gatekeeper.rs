@@ -8,8 +8,8 @@
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
-use kubectl_vap::controller::live::LiveWorld;
-use kubectl_vap::controller::runtime::{Running, Tuning, launch, wait_for_lease, wait_idle};
+use kubectl_vap::controller::Controller as Running;
+use kubectl_vap::controller::runtime::{Tuning, launch};
 use kubectl_vap::controller::state::{EventResult, EventVerb};
 use kubectl_vap::controller::{Config, Mode};
 use kubectl_vap::core::Options;
@@ -185,9 +185,7 @@ impl Cluster {
         let r = launch(client, config, Tuning::default())
             .await
             .expect("the reconciler starts");
-        wait_for_lease(&r, Duration::from_secs(20))
-            .await
-            .expect("it leads");
+        r.leading(Duration::from_secs(20)).await.expect("it leads");
         r
     }
 
@@ -246,18 +244,16 @@ where
     }
 }
 
-async fn idle(world: &LiveWorld) {
+async fn idle(r: &Running) {
     assert!(
-        wait_idle(world, TIMEOUT).await,
+        r.idle(TIMEOUT).await,
         "the reconciler is not idle within {TIMEOUT:?}"
     );
 }
 
 /// The writes of `kind` this copy sent successfully, as `verb name`.
-fn writes_of(world: &LiveWorld, kind: &str) -> Vec<String> {
-    world
-        .events
-        .lock()
+fn writes_of(r: &Running, kind: &str) -> Vec<String> {
+    Some(r.events())
         .map(|events| {
             events
                 .iter()
@@ -277,8 +273,7 @@ fn writes_of(world: &LiveWorld, kind: &str) -> Vec<String> {
 }
 
 async fn stop(r: Running) {
-    r.handle.shutdown();
-    let _ = tokio::time::timeout(Duration::from_secs(15), r.join).await;
+    let _ = r.stop(Duration::from_secs(15)).await;
 }
 
 /// The ClusterRole and lease Role of `install --print`, bound to the test's non-admin user.
@@ -396,11 +391,11 @@ async fn beside_gatekeeper_without_generate_a_new_template_gets_crd_vap_and_bind
             .flatten()
     })
     .await;
-    idle(&r.world).await;
+    idle(&r).await;
     assert!(
-        writes_of(&r.world, CRD_KIND).len() == 2,
+        writes_of(&r, CRD_KIND).len() == 2,
         "one create per CRD: {:?}",
-        writes_of(&r.world, CRD_KIND)
+        writes_of(&r, CRD_KIND)
     );
     assert!(
         gk.exit_status().is_none(),
@@ -429,9 +424,9 @@ async fn crds_gatekeeper_made_are_adopted_without_a_write() {
     let before = c.resource_versions(&templates).await;
 
     let r = c.reconciler(c.client.clone()).await;
-    idle(&r.world).await;
+    idle(&r).await;
     assert_eq!(
-        writes_of(&r.world, CRD_KIND),
+        writes_of(&r, CRD_KIND),
         Vec::<String>::new(),
         "kubectl-vap rewrote CRDs Gatekeeper made"
     );
@@ -451,8 +446,8 @@ async fn gatekeeper_writes_nothing_to_crds_kubectl_vap_made() {
         c.apply_template(t).await;
     }
     c.crds_established(&templates).await;
-    idle(&r.world).await;
-    assert_eq!(writes_of(&r.world, CRD_KIND).len(), templates.len());
+    idle(&r).await;
+    assert_eq!(writes_of(&r, CRD_KIND).len(), templates.len());
     stop(r).await;
     let before = c.resource_versions(&templates).await;
 
@@ -523,7 +518,7 @@ async fn a_deleted_template_takes_its_crd_vap_and_bindings_with_gc_running() {
     for b in ["gatekeeper-k8sgkgone-a", "gatekeeper-k8sgkgone-b"] {
         eventually(b, || async { vapbs.get_opt(b).await.ok().flatten() }).await;
     }
-    idle(&r.world).await;
+    idle(&r).await;
 
     c.templates_api()
         .delete("k8sgkgone", &DeleteParams::default())
@@ -550,14 +545,14 @@ async fn a_deleted_template_takes_its_crd_vap_and_bindings_with_gc_running() {
         })
         .await;
     }
-    idle(&r.world).await;
+    idle(&r).await;
     let mut deletes: Vec<String> = [
         "ValidatingAdmissionPolicyBinding",
         "ValidatingAdmissionPolicy",
         CRD_KIND,
     ]
     .iter()
-    .flat_map(|k| writes_of(&r.world, k))
+    .flat_map(|k| writes_of(&r, k))
     .filter(|w| w.starts_with("delete"))
     .collect();
     deletes.sort();

@@ -14,7 +14,8 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 use kubectl_vap::cluster::{AdmissionApi, list_snapshot};
-use kubectl_vap::controller::runtime::{Running, Tuning, launch, wait_for_lease, wait_idle};
+use kubectl_vap::controller::Controller as Running;
+use kubectl_vap::controller::runtime::{Tuning, launch};
 use kubectl_vap::controller::{Config, Mode};
 use kubectl_vap::core::{Options, analyze};
 use serde_json::{Value, json};
@@ -253,7 +254,7 @@ impl Env {
     /// A reconciler on Lease `lease` that holds it (within 20 s).
     async fn leader(&self, lease: &str, o: Options) -> Running {
         let r = self.reconciler(lease, o).await;
-        wait_for_lease(&r, Duration::from_secs(20))
+        r.leading(Duration::from_secs(20))
             .await
             .expect("the new reconciler leads");
         r
@@ -266,7 +267,7 @@ impl Env {
         let r = self
             .leader(&self.env.unique_name(lease_prefix), opts(0))
             .await;
-        assert_idle(&r.world, TIMEOUT).await;
+        assert_idle(&r, TIMEOUT).await;
         stop(r).await;
     }
 
@@ -274,7 +275,7 @@ impl Env {
     /// too; then stops it.
     async fn clean_up_with(&self, r: Running, kinds: &[&str]) {
         self.cleanup(kinds).await;
-        assert_idle(&r.world, TIMEOUT).await;
+        assert_idle(&r, TIMEOUT).await;
         stop(r).await;
     }
 
@@ -310,8 +311,7 @@ where
 }
 
 async fn stop(r: Running) {
-    r.handle.shutdown();
-    let _ = tokio::time::timeout(Duration::from_secs(15), r.join).await;
+    let _ = r.stop(Duration::from_secs(15)).await;
 }
 
 /// `kubectl-vap run --once --binding-wait=0s` on Lease `lease` (in the test namespace) as
@@ -347,39 +347,17 @@ fn gatekeeper_deployment(name: &str, args: &[&str]) -> k8s_openapi::api::apps::v
 
 /// Waits for the reconciler to be idle ([`wait_idle`]); if it is not, fails with what it is
 /// still doing, so a slow or stuck run says why.
-async fn assert_idle(world: &kubectl_vap::controller::live::LiveWorld, timeout: Duration) {
-    if wait_idle(world, timeout).await {
+async fn assert_idle(r: &Running, timeout: Duration) {
+    if r.idle(timeout).await {
         return;
     }
-    let queue = world
-        .queue
-        .inner
-        .lock()
-        .map(|q| format!("{q:?}"))
-        .unwrap_or_default();
-    let events: Vec<String> = world
-        .events
-        .lock()
-        .map(|e| e.iter().rev().take(10).map(|e| format!("{e:?}")).collect())
-        .unwrap_or_default();
-    let access: Vec<String> = world
-        .access
-        .lock()
-        .map(|a| a.values().map(|e| e.message.clone()).collect())
-        .unwrap_or_default();
-    panic!(
-        "not idle within {timeout:?}: synced={}, unlisted kinds={:?}, access errors={access:?}, queue={queue}, last events (newest first)={events:#?}",
-        world.synced.load(std::sync::atomic::Ordering::SeqCst),
-        world.unlisted_kinds(),
-    );
+    panic!("not idle within {timeout:?}: {}", r.progress_report());
 }
 
 /// The writes a reconciler logged (for failure messages).
-fn writes_of(world: &kubectl_vap::controller::live::LiveWorld) -> Vec<String> {
+fn writes_of(r: &Running) -> Vec<String> {
     use kubectl_vap::controller::state::EventVerb;
-    world
-        .events
-        .lock()
+    Some(r.events())
         .map(|e| {
             e.iter()
                 .filter(|e| {
@@ -453,7 +431,7 @@ async fn e2e_generation_flows_default_flags() {
 
     let o = opts(0);
     let r = e.leader(&e.env.unique_name("flows"), o.clone()).await;
-    assert_idle(&r.world, TIMEOUT).await;
+    assert_idle(&r, TIMEOUT).await;
     e.assert_converged(&o, "initial").await;
     assert!(e.vap(&pname(&on)).await.is_some());
     assert!(
@@ -488,18 +466,12 @@ async fn e2e_generation_flows_default_flags() {
     );
 
     // I4: a full resync sends nothing.
-    let w0 = r.world.metrics.writes_total();
-    r.handle
-        .send(kubectl_vap::controller::Command::ReconcileAll)
+    let w0 = r.writes_total();
+    r.request(kubectl_vap::controller::Command::ReconcileAll)
         .await
         .expect("command");
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_idle(&r.world, TIMEOUT).await;
-    assert_eq!(
-        r.world.metrics.writes_total(),
-        w0,
-        "I4: steady state writes nothing"
-    );
+    assert_idle(&r, TIMEOUT).await;
+    assert_eq!(r.writes_total(), w0, "I4: steady state writes nothing");
 
     // One change, one write: deny → warn.
     e.put_constraint(
@@ -513,12 +485,8 @@ async fn e2e_generation_flows_default_flags() {
         e.actions(&b).await == Some(vec!["Warn".into()])
     })
     .await;
-    assert_idle(&r.world, TIMEOUT).await;
-    assert_eq!(
-        r.world.metrics.writes_total(),
-        w0 + 1,
-        "one change = one write"
-    );
+    assert_idle(&r, TIMEOUT).await;
+    assert_eq!(r.writes_total(), w0 + 1, "one change = one write");
     e.assert_converged(&o, "after deny→warn").await;
 
     // Constraint deleted → its binding goes (no GC here).
@@ -540,7 +508,7 @@ async fn e2e_generation_flows_default_flags() {
     })
     .await;
     assert!(e.vapb(&bname(&on, "warn")).await.is_none());
-    assert_idle(&r.world, TIMEOUT).await;
+    assert_idle(&r, TIMEOUT).await;
     e.assert_converged(&o, "after off").await;
 
     // Template deleted → its VAP and bindings go.
@@ -585,7 +553,7 @@ async fn e2e_generation_flows_flags_off() {
         ..opts(0)
     };
     let r = e.leader(&e.env.unique_name("flags"), o.clone()).await;
-    assert_idle(&r.world, TIMEOUT).await;
+    assert_idle(&r, TIMEOUT).await;
     e.assert_converged(&o, "flags off").await;
     assert!(e.vap(&pname(&on)).await.is_some());
     assert!(e.vap(&pname(&unset)).await.is_none(), "unset + flag false");
@@ -706,7 +674,7 @@ async fn e2e_drift_repair_and_foreign_objects() {
 
     let o = opts(0);
     let r = e.leader(&e.env.unique_name("drift"), o.clone()).await;
-    assert_idle(&r.world, TIMEOUT).await;
+    assert_idle(&r, TIMEOUT).await;
     let b = bname(&kind, "c");
     let p = pname(&kind);
     assert!(e.vapb(&b).await.is_some());
@@ -766,7 +734,7 @@ async fn e2e_drift_repair_and_foreign_objects() {
         e.vap(&p).await.is_some()
     })
     .await;
-    assert_idle(&r.world, TIMEOUT).await;
+    assert_idle(&r, TIMEOUT).await;
 
     let f = e
         .vapb(&bname(&kind, "f"))
@@ -807,21 +775,17 @@ async fn e2e_two_copies_one_writer_and_handover() {
     }
     let bn = bname(&kind, "c3");
     eventually("bindings written", || async { e.vapb(&bn).await.is_some() }).await;
-    assert_idle(&a.world, TIMEOUT).await;
-    assert_idle(&b.world, TIMEOUT).await;
-    assert!(a.world.metrics.writes_total() >= 4, "the holder wrote");
-    assert_eq!(
-        b.world.metrics.writes_total(),
-        0,
-        "the other copy never writes"
-    );
+    assert_idle(&a, TIMEOUT).await;
+    assert_idle(&b, TIMEOUT).await;
+    assert!(a.writes_total() >= 4, "the holder wrote");
+    assert_eq!(b.writes_total(), 0, "the other copy never writes");
     // Both caches are warm: the follower reached the same opinion.
-    assert_eq!(a.cache.get(&kind), b.cache.get(&kind));
+    assert_eq!(a.opinion(&kind), b.opinion(&kind));
 
     // Graceful stop releases the lease: b takes over at once.
     let t = Instant::now();
     stop(a).await;
-    wait_for_lease(&b, Duration::from_secs(10))
+    b.leading(Duration::from_secs(10))
         .await
         .expect("b takes over after a release");
     eprintln!("takeover after release: {:?}", t.elapsed());
@@ -858,15 +822,12 @@ async fn e2e_two_copies_one_writer_and_handover() {
     })
     .await;
     let c = e.reconciler(&lease, o.clone()).await;
-    assert!(
-        wait_for_lease(&c, Duration::from_secs(3)).await.is_err(),
-        "c waits"
-    );
+    assert!(c.leading(Duration::from_secs(3)).await.is_err(), "c waits");
     // SIGKILL: no release.
     child.kill().expect("kill");
     let _ = child.wait();
     let t = Instant::now();
-    wait_for_lease(&c, Duration::from_secs(40))
+    c.leading(Duration::from_secs(40))
         .await
         .expect("c takes over after expiry");
     eprintln!("takeover after kill: {:?}", t.elapsed());
@@ -1033,7 +994,8 @@ async fn e2e_one_shot_commands_and_the_lease() {
         .create(&PostParams::default(), &ns)
         .await;
     let holder = e.reconciler_on("gatekeeper-system", "kubectl-vap").await;
-    wait_for_lease(&holder, Duration::from_secs(30))
+    holder
+        .leading(Duration::from_secs(30))
         .await
         .expect("holder leads");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
@@ -1045,7 +1007,7 @@ async fn e2e_one_shot_commands_and_the_lease() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
-        stderr.contains("is held by") && stderr.contains(&holder.identity),
+        stderr.contains("is held by") && stderr.contains(holder.identity()),
         "{stderr}"
     );
     stop(holder).await;
@@ -1131,7 +1093,6 @@ async fn e2e_refuses_next_to_gatekeepers_generator() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn e2e_stops_writing_while_gatekeepers_generator_is_on() {
-    use std::sync::atomic::Ordering;
     let _s = serial();
     let e = Env::new().await;
     let tuning = Tuning {
@@ -1141,9 +1102,7 @@ async fn e2e_stops_writing_while_gatekeepers_generator_is_on() {
     let r = e
         .reconciler_with(&e.env.unique_name("gk-later"), opts(0), tuning)
         .await;
-    wait_for_lease(&r, Duration::from_secs(20))
-        .await
-        .expect("leads");
+    r.leading(Duration::from_secs(20)).await.expect("leads");
     let ns = e.env.create_namespace("gk-later").await;
     let d = gatekeeper_deployment("gatekeeper-controller-manager", &["--port=8443"]);
     let dapi = Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(e.client.clone(), &ns);
@@ -1151,15 +1110,14 @@ async fn e2e_stops_writing_while_gatekeepers_generator_is_on() {
         .await
         .expect("deployment");
     eventually("writes stop", || async {
-        !r.world.writes_enabled.load(Ordering::SeqCst)
-            && r.handle.current().gatekeeper_generator.is_some()
+        !r.writes_enabled() && r.state().gatekeeper_generator.is_some()
     })
     .await;
-    let writes = r.world.metrics.writes_total();
+    let writes = r.writes_total();
     let kind = e.generating_kind("GkLater", "c").await;
-    assert_idle(&r.world, TIMEOUT).await;
+    assert_idle(&r, TIMEOUT).await;
     assert!(e.vap(&pname(&kind)).await.is_none(), "nothing written");
-    assert_eq!(r.world.metrics.writes_total(), writes);
+    assert_eq!(r.writes_total(), writes);
 
     dapi.delete("gatekeeper-controller-manager", &DeleteParams::default())
         .await
@@ -1169,7 +1127,7 @@ async fn e2e_stops_writing_while_gatekeepers_generator_is_on() {
         e.vap(&pname(&kind)).await.is_some() && e.vapb(&bn).await.is_some()
     })
     .await;
-    assert!(r.world.writes_enabled.load(Ordering::SeqCst));
+    assert!(r.writes_enabled());
     e.clean_up_with(r, &[&kind]).await;
 }
 
@@ -1330,18 +1288,14 @@ async fn e2e_rbac_least_privilege() {
     let r = launch(e.env.client_user().await, config, Tuning::default())
         .await
         .expect("reconciler starts as the user");
-    wait_for_lease(&r, Duration::from_secs(20))
-        .await
-        .expect("leads");
+    r.leading(Duration::from_secs(20)).await.expect("leads");
     eventually("the forbidden write is reported", || async {
-        r.world
-            .metrics
-            .render()
+        r.metrics_text()
             .lines()
             .any(|l| l.starts_with("kubectl_vap_write_errors_total{reason=\"forbidden\"}"))
     })
     .await;
-    let failed = writes_of(&r.world);
+    let failed = writes_of(&r);
     assert!(
         failed
             .iter()
@@ -1359,7 +1313,7 @@ async fn e2e_rbac_least_privilege() {
         e.vapb(&bname(&kind, "c2")).await.is_some()
     })
     .await;
-    assert_idle(&r.world, TIMEOUT).await;
+    assert_idle(&r, TIMEOUT).await;
     stop(r).await;
     e.sweep(&[&kind], "rbac-clean").await;
 }
@@ -1390,17 +1344,17 @@ async fn e2e_apiserver_restart_mid_convergence() {
     let r = e.leader(&env.unique_name("restart"), o.clone()).await;
     // Let some writes through, then pull the server away.
     let start = Instant::now();
-    while r.world.metrics.writes_total() < 10 && start.elapsed() < TIMEOUT {
+    while r.writes_total() < 10 && start.elapsed() < TIMEOUT {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     env.stop_apiserver().await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     env.start_apiserver().await.expect("apiserver back");
     // The lease may have been lost meanwhile; the copy re-acquires it.
-    wait_for_lease(&r, Duration::from_secs(60))
+    r.leading(Duration::from_secs(60))
         .await
         .expect("leads again");
-    assert_idle(&r.world, Duration::from_secs(120)).await;
+    assert_idle(&r, Duration::from_secs(120)).await;
     let client = env.client_admin().await;
     let e2 = Env { env, client };
     e2.assert_converged(&o, "after the restart").await;
@@ -1436,14 +1390,12 @@ async fn e2e_changes_during_a_watch_gap_are_reconciled_after_the_relist() {
     let r = e
         .reconciler_with(&env.unique_name("gap"), o.clone(), tuning)
         .await;
-    wait_for_lease(&r, Duration::from_secs(20))
-        .await
-        .expect("leads");
+    r.leading(Duration::from_secs(20)).await.expect("leads");
     eventually("converged before the gap", || async {
         e.vapb(&bname(&k2, "c")).await.is_some() && e.vapb(&bname(&k1, "b")).await.is_some()
     })
     .await;
-    assert_idle(&r.world, TIMEOUT).await;
+    assert_idle(&r, TIMEOUT).await;
 
     env.stop_apiserver().await;
     let other = Env {
@@ -1495,7 +1447,7 @@ async fn e2e_changes_during_a_watch_gap_are_reconciled_after_the_relist() {
                 start.elapsed() < Duration::from_secs(120),
                 "{what}: {binding} {} after the gap; writes: {:#?}",
                 if present { "missing" } else { "still there" },
-                writes_of(&r.world)
+                writes_of(&r)
             );
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
@@ -1504,12 +1456,9 @@ async fn e2e_changes_during_a_watch_gap_are_reconciled_after_the_relist() {
         e.vap(&pname(&k2)).await.is_none()
     })
     .await;
-    assert_idle(&r.world, TIMEOUT).await;
+    assert_idle(&r, TIMEOUT).await;
     e.assert_converged(&o, "after the watch gap").await;
-    let lease_events = r
-        .world
-        .events
-        .lock()
+    let lease_events = Some(r.events())
         .map(|ev| {
             ev.iter()
                 .filter(|e| matches!(e.verb, kubectl_vap::controller::state::EventVerb::Lease))
@@ -1533,13 +1482,7 @@ async fn e2e_a_crd_deleted_by_hand_comes_back_without_its_constraints() {
     let r = e.leader(&e.env.unique_name("crd"), opts(0)).await;
     let bn = bname(&kind, "c");
     eventually("bound", || async { e.vapb(&bn).await.is_some() }).await;
-    let watching = |r: &Running| {
-        r.world
-            .constraints
-            .read()
-            .map(|w| w.contains_key(&kind))
-            .unwrap_or_default()
-    };
+    let watching = |r: &Running| r.watched_kinds().contains(&kind);
     assert!(watching(&r));
 
     let crd = format!("{}.constraints.gatekeeper.sh", kind.to_lowercase());
@@ -1564,13 +1507,9 @@ async fn e2e_a_crd_deleted_by_hand_comes_back_without_its_constraints() {
     })
     .await;
     eventually("the kind watched again", || async { watching(&r) }).await;
-    assert_idle(&r.world, TIMEOUT).await;
+    assert_idle(&r, TIMEOUT).await;
     assert!(
-        r.world
-            .access
-            .lock()
-            .map(|a| a.is_empty())
-            .unwrap_or_default(),
+        r.access_errors().is_empty(),
         "a restarted watch leaves no access error"
     );
     assert!(
@@ -1583,7 +1522,7 @@ async fn e2e_a_crd_deleted_by_hand_comes_back_without_its_constraints() {
         .await;
     eventually("bound again", || async { e.vapb(&bn).await.is_some() }).await;
     assert!(watching(&r));
-    assert_idle(&r.world, TIMEOUT).await;
+    assert_idle(&r, TIMEOUT).await;
     e.clean_up_with(r, &[&kind]).await;
 }
 
@@ -1656,7 +1595,7 @@ async fn e2e_live_check_and_plan() {
     let e = Env::new().await;
     let kind = e.generating_kind("Check", "c").await;
     let r = e.leader(&e.env.unique_name("check"), opts(0)).await;
-    assert_idle(&r.world, TIMEOUT).await;
+    assert_idle(&r, TIMEOUT).await;
     stop(r).await;
     let cli = |args: &[&str]| {
         std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
@@ -1801,9 +1740,9 @@ async fn e2e_takes_over_gatekeeper_objects_without_rewriting() {
         .expect("Gatekeeper-style VAPB");
 
     let r = e.leader(&e.env.unique_name("gk"), opts(0)).await;
-    assert_idle(&r.world, TIMEOUT).await;
+    assert_idle(&r, TIMEOUT).await;
     assert_eq!(
-        r.world.metrics.writes_total(),
+        r.writes_total(),
         0,
         "Gatekeeper's equivalent objects are not rewritten"
     );
@@ -1829,8 +1768,8 @@ async fn e2e_takes_over_gatekeeper_objects_without_rewriting() {
         e.actions(&b).await == Some(vec!["Warn".into()])
     })
     .await;
-    assert_idle(&r.world, TIMEOUT).await;
-    assert_eq!(r.world.metrics.writes_total(), 1);
+    assert_idle(&r, TIMEOUT).await;
+    assert_eq!(r.writes_total(), 1);
     e.clean_up_with(r, &[&kind]).await;
 }
 
@@ -1858,14 +1797,14 @@ async fn e2e_race_3287_and_a_storm_of_flips_and_churn() {
     }
     let o = opts(0);
     let r = e.leader(&e.env.unique_name("storm"), o.clone()).await;
-    assert_idle(&r.world, TIMEOUT).await;
+    assert_idle(&r, TIMEOUT).await;
     e.assert_converged(&o, "before the race").await;
 
     // The exact #3287 sequence: no-generate / generate / no-generate, back to back.
     let k = &kinds[0];
     e.put_template(&template(k, Some(true))).await;
     e.put_template(&template(k, Some(false))).await;
-    assert_idle(&r.world, TIMEOUT).await;
+    assert_idle(&r, TIMEOUT).await;
     e.assert_converged(&o, "after off/on/off").await;
     assert!(e.vap(&pname(k)).await.is_none(), "the last word was off");
     for c in 0..4 {
@@ -1907,7 +1846,7 @@ async fn e2e_race_3287_and_a_storm_of_flips_and_churn() {
             }
         }
     }
-    assert_idle(&r.world, TIMEOUT).await; // the storm settles
+    assert_idle(&r, TIMEOUT).await; // the storm settles
     e.assert_converged(&o, "after the storm").await;
     let (snap, _) = list_snapshot(&e.client, &AdmissionApi::v1())
         .await
@@ -1970,16 +1909,16 @@ async fn e2e_restart_on_a_converged_cluster_writes_nothing() {
         let bn = bname(kind, "c2");
         eventually("bindings written", || async { e.vapb(&bn).await.is_some() }).await;
     }
-    assert_idle(&a.world, TIMEOUT).await;
+    assert_idle(&a, TIMEOUT).await;
     stop(a).await;
 
     let b = e.leader(&lease, opts(0)).await;
-    assert_idle(&b.world, TIMEOUT).await;
+    assert_idle(&b, TIMEOUT).await;
     assert_eq!(
-        b.world.metrics.writes_total(),
+        b.writes_total(),
         0,
         "a restart on a converged cluster writes nothing: {:#?}",
-        writes_of(&b.world)
+        writes_of(&b)
     );
     for kind in &kinds {
         for c in ["c1", "c2"] {
@@ -2000,7 +1939,7 @@ async fn e2e_restart_on_a_converged_cluster_writes_nothing() {
         }
     }
     let c = e.leader(&lease, opts(0)).await;
-    assert_idle(&c.world, TIMEOUT).await;
+    assert_idle(&c, TIMEOUT).await;
     let mut kept = Vec::new();
     for kind in &kinds {
         for n in ["c1", "c2"] {
@@ -2012,9 +1951,9 @@ async fn e2e_restart_on_a_converged_cluster_writes_nothing() {
     assert!(
         kept.is_empty(),
         "bindings of deleted constraints left behind: {kept:?}; writes: {:#?}",
-        writes_of(&c.world)
+        writes_of(&c)
     );
-    assert_eq!(c.world.metrics.writes_total(), 48, "one delete per binding");
+    assert_eq!(c.writes_total(), 48, "one delete per binding");
     let refs: Vec<&str> = kinds.iter().map(String::as_str).collect();
     e.clean_up_with(c, &refs).await;
 }
@@ -2176,7 +2115,7 @@ async fn e2e_unreadable_stores_mean_no_writes() {
             .await;
     }
     let r = e.leader(&e.env.unique_name("unread-setup"), opts(0)).await;
-    assert_idle(&r.world, TIMEOUT).await;
+    assert_idle(&r, TIMEOUT).await;
     stop(r).await;
     let converged = versions_of(&e, &kind).await;
     assert_eq!(converged.len(), 5, "VAP, 3 bindings, CRD: {converged:?}");
@@ -2376,7 +2315,7 @@ async fn e2e_a_paused_leader_writes_nothing_after_it_resumes() {
         ..Tuning::default()
     };
     let b = e.reconciler_with(&lease, opts(0), tuning).await;
-    wait_for_lease(&b, Duration::from_secs(30))
+    b.leading(Duration::from_secs(30))
         .await
         .expect("B takes the expired lease");
     for i in 0..3 {
@@ -2402,7 +2341,7 @@ async fn e2e_a_paused_leader_writes_nothing_after_it_resumes() {
             && e.vapb(&bname(&kind, "c8")).await.is_some()
     })
     .await;
-    assert_idle(&b.world, TIMEOUT).await;
+    assert_idle(&b, TIMEOUT).await;
 
     // SIGCONT: A wakes up with a stale queue and stale stores.
     unsafe {
@@ -2439,22 +2378,18 @@ async fn e2e_a_paused_leader_writes_nothing_after_it_resumes() {
 }
 
 /// `kubectl_vap_write_errors_total{reason="<reason>"}` of a running copy (0 when absent).
-fn write_errors(world: &kubectl_vap::controller::live::LiveWorld, reason: &str) -> u64 {
+fn write_errors(r: &Running, reason: &str) -> u64 {
     let prefix = format!("kubectl_vap_write_errors_total{{reason=\"{reason}\"}} ");
-    world
-        .metrics
-        .render()
+    r.metrics_text()
         .lines()
         .find_map(|l| l.strip_prefix(&prefix).and_then(|n| n.parse().ok()))
         .unwrap_or(0)
 }
 
 /// The create attempts of `object` in the event log that the server refused, with why.
-fn refused_creates(world: &kubectl_vap::controller::live::LiveWorld, object: &str) -> Vec<String> {
+fn refused_creates(r: &Running, object: &str) -> Vec<String> {
     use kubectl_vap::controller::state::{EventResult, EventVerb};
-    world
-        .events
-        .lock()
+    Some(r.events())
         .map(|e| {
             e.iter()
                 .filter(|e| e.verb == EventVerb::Create && e.object.name == object)
@@ -2494,15 +2429,15 @@ async fn e2e_an_invalid_policy_is_sent_once_until_its_template_changes() {
     let r = e.leader(&e.env.unique_name("invalid"), opts(0)).await;
     let policy = pname(&kind);
     eventually("the refused create is reported", || async {
-        write_errors(&r.world, "invalid") >= 1
+        write_errors(&r, "invalid") >= 1
     })
     .await;
     // Longer than the first five steps of the retry backoff (0.1 + 0.2 + 0.4 + 0.8 + 1.6 s):
     // a copy that retried a 422 would have sent it again several times by now.
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let refused = refused_creates(&r.world, &policy);
+    let refused = refused_creates(&r, &policy);
     assert_eq!(
-        (write_errors(&r.world, "invalid"), refused.len()),
+        (write_errors(&r, "invalid"), refused.len()),
         (1, 1),
         "one attempt, not retried: {refused:#?}"
     );
@@ -2520,18 +2455,18 @@ async fn e2e_an_invalid_policy_is_sent_once_until_its_template_changes() {
     // An edit of the template (still invalid) is a new attempt: exactly one more.
     e.put_template(&with_expression("'b' + 1 == 2")).await;
     eventually("the edited template is tried again", || async {
-        write_errors(&r.world, "invalid") >= 2
+        write_errors(&r, "invalid") >= 2
     })
     .await;
     tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(write_errors(&r.world, "invalid"), 2);
+    assert_eq!(write_errors(&r, "invalid"), 2);
     // Fixed: the VAP, then the binding.
     e.put_template(&template(&kind, Some(true))).await;
     eventually("the fixed template gets its VAP and binding", || async {
         e.vap(&policy).await.is_some() && e.vapb(&bname(&kind, "c")).await.is_some()
     })
     .await;
-    assert_eq!(write_errors(&r.world, "invalid"), 2);
+    assert_eq!(write_errors(&r, "invalid"), 2);
     e.clean_up_with(r, &[&kind]).await;
 }
 

@@ -42,6 +42,7 @@ fn live_state() -> LiveState {
             holder: Some("laptop-1".into()),
             leading: true,
             participating: true,
+            ..LeaseInfo::default()
         },
         vap_api: Some("admissionregistration.k8s.io/v1".into()),
         server_version: Some("v1.36.3".into()),

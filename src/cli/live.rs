@@ -5,9 +5,9 @@
 use super::args::{Cli, OutputArgs, PlanArgs, RunArgs};
 use super::report;
 use crate::cluster::{discover_admission_api, list_snapshot};
-use crate::controller::runtime::{Running, Tuning, launch, wait_for_lease, wait_idle};
+use crate::controller::runtime::{Tuning, launch};
 use crate::controller::state::{AccessErrorKind, EventResult};
-use crate::controller::{Command, Config, Mode};
+use crate::controller::{Command, Config, Controller, Convergence, Mode, NotLeading};
 use crate::core::analyze;
 use anyhow::{Context, bail};
 use std::process::ExitCode;
@@ -48,30 +48,18 @@ async fn terminated() {
     }
 }
 
-async fn stop(running: Running) {
-    running.handle.shutdown();
-    match tokio::time::timeout(Duration::from_secs(10), running.join).await {
-        Ok(Ok(Err(e))) => tracing::warn!("stopping: {e}"),
-        Ok(Err(e)) => tracing::warn!("stopping: {e}"),
-        Err(_) => tracing::warn!("stopping: timed out releasing the lease"),
-        Ok(Ok(Ok(()))) => {}
+/// How long stopping waits for the Lease to be released.
+const STOP_WAIT: Duration = Duration::from_secs(10);
+
+async fn stop(controller: Controller) {
+    if let Err(e) = controller.stop(STOP_WAIT).await {
+        tracing::warn!("stopping: {e}");
     }
 }
 
-/// Why the lease could not be used (RBAC, missing namespace), if that is the problem.
-fn lease_problem(running: &Running) -> Option<String> {
-    running
-        .world
-        .access
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .get("leases.coordination.k8s.io")
-        .map(|e| e.message.clone())
-}
-
 /// Refuses when Gatekeeper's generator is active and writes are off; says how to fix it.
-fn gatekeeper_refusal(running: &Running) -> Option<String> {
-    let state = running.handle.current();
+fn gatekeeper_refusal(controller: &Controller) -> Option<String> {
+    let state = controller.state();
     match (&state.gatekeeper_generator, state.writes_enabled) {
         (Some(found), false) => Some(format!(
             "Gatekeeper's own VAP generator looks active ({found}); two generators would fight over the same objects. Not writing: {}",
@@ -82,15 +70,10 @@ fn gatekeeper_refusal(running: &Running) -> Option<String> {
 }
 
 /// The event log as lines, and how many entries are failures that were not retried away.
-fn event_lines(running: &Running) -> (Vec<String>, usize) {
-    let events = running
-        .world
-        .events
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .clone();
+fn event_lines(controller: &Controller) -> (Vec<String>, usize) {
     let mut failures = 0;
-    let lines = events
+    let lines = controller
+        .events()
         .iter()
         .map(|e| {
             let result = match &e.result {
@@ -109,64 +92,12 @@ fn event_lines(running: &Running) -> (Vec<String>, usize) {
     (lines, failures)
 }
 
-/// How long a store may stay forbidden (or not served) before `--once` gives up on it: the
-/// authorizer's caches take a moment to see a new grant.
-const UNREADABLE_GRACE: Duration = Duration::from_secs(3);
-
-/// Stores that cannot be read for a reason retrying does not fix (forbidden, not served).
-fn definitely_unreadable(running: &Running) -> bool {
-    let unknown = running.world.unknown_stores();
-    let access = running
-        .world
-        .access
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .clone();
-    !unknown.is_empty()
-        && unknown.iter().all(|(r, _)| {
-            access
-                .get(r)
-                .is_some_and(|e| e.kind != AccessErrorKind::Other)
-        })
-}
-
-/// Waits until the queue drains with every store known; gives up early when a write was
-/// forbidden or a store stays forbidden (a missing right does not fix itself by retrying).
-async fn wait_idle_or_forbidden(running: &Running, limit: Duration) -> bool {
-    let deadline = tokio::time::Instant::now() + limit;
-    let mut unreadable_since: Option<tokio::time::Instant> = None;
-    loop {
-        let slice = Duration::from_secs(1).min(deadline - tokio::time::Instant::now());
-        if wait_idle(&running.world, slice).await && running.world.unknown_stores().is_empty() {
-            return true;
-        }
-        if definitely_unreadable(running) {
-            let since = *unreadable_since.get_or_insert_with(tokio::time::Instant::now);
-            if since.elapsed() >= UNREADABLE_GRACE {
-                return false;
-            }
-        } else {
-            unreadable_since = None;
-        }
-        let forbidden = running
-            .world
-            .events
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .any(|e| matches!(&e.result, EventResult::Failed(m) if m.contains("forbidden")));
-        if forbidden || tokio::time::Instant::now() >= deadline {
-            return false;
-        }
-    }
-}
-
 /// Checks the stores against the analysis (the I3 oracle): the remaining plan.
-async fn remaining_plan(running: &Running, opts: &crate::core::Options) -> Vec<String> {
+async fn remaining_plan(controller: &Controller, opts: &crate::core::Options) -> Vec<String> {
     // The stores may lag the last writes by a watch event: look a few times.
     let mut left = Vec::new();
     for _ in 0..20 {
-        let snap = running.world.snapshot();
+        let snap = controller.snapshot();
         left = analyze(&snap, opts)
             .plan
             .iter()
@@ -189,7 +120,7 @@ async fn start_electing(
     metrics_addr: Option<std::net::SocketAddr>,
     workers: Option<u16>,
     lease_duration: Option<Duration>,
-) -> anyhow::Result<Running> {
+) -> anyhow::Result<Controller> {
     let (client, url) = crate::cluster::client::connect(&cli.conn, in_cluster)
         .await
         .context("connecting to the cluster")?;
@@ -211,14 +142,14 @@ async fn start_electing(
         lease_duration: lease_duration.unwrap_or(defaults.lease_duration),
         ..defaults
     };
-    let running = launch(client, config, tuning)
+    let controller = launch(client, config, tuning)
         .await
         .with_context(|| format!("starting the reconciler against {url}"))?;
-    if let Some(msg) = gatekeeper_refusal(&running) {
-        stop(running).await;
+    if let Some(msg) = gatekeeper_refusal(&controller) {
+        stop(controller).await;
         bail!(msg);
     }
-    Ok(running)
+    Ok(controller)
 }
 
 /// Where `run`'s own report lines go: stderr for a person; JSON log lines in-cluster, where
@@ -265,11 +196,11 @@ pub fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<ExitCode> {
             args.lease_duration,
         )
         .await?;
-        for e in &running.handle.current().access_errors {
+        for e in &running.state().access_errors {
             tracing::warn!("{}", e.message);
         }
         tracing::info!(
-            identity = %running.identity,
+            identity = %running.identity(),
             "reconciler started; competing for Lease {}/{}",
             cli.lease_namespace,
             cli.lease_name
@@ -281,31 +212,21 @@ pub fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
         // --once: lead, converge, verify, release.
-        if let Err(holder) = wait_for_lease(&running, LEASE_WAIT).await {
-            let why = lease_problem(&running);
+        if let Err(why) = running.leading(LEASE_WAIT).await {
             stop(running).await;
-            match (holder, why) {
-                (None, Some(why)) => say.error(&why),
-                (holder, _) => say.error(&format!(
-                    "Lease {}/{} is held by {}; that copy reconciles. Not converging from here.",
-                    cli.lease_namespace,
-                    cli.lease_name,
-                    holder.unwrap_or_else(|| "another copy".into())
-                )),
-            }
+            say.error(&not_leading_text(cli, &why, "Not converging from here."));
             return Ok(ExitCode::from(1));
         }
         let limit = opts.binding_wait + Duration::from_secs(90);
-        let idle = wait_idle_or_forbidden(&running, limit).await;
-        let unknown = running.world.unknown_stores();
-        if !unknown.is_empty() {
+        let convergence = running.converged(limit).await;
+        if let Convergence::Unreadable(unknown) = &convergence {
             // Knowledge before action: what rests on these stores was neither written nor
             // deleted, so "converged" cannot be claimed.
             let (lines, _) = event_lines(&running);
             for l in &lines {
                 say.info(l);
             }
-            let writes = running.world.metrics.writes_total();
+            let writes = running.writes_total();
             stop(running).await;
             say.error(&format!(
                 "cannot read everything the reconciler needs; nothing that rests on it was written or deleted ({writes} other write(s)):\n  {}",
@@ -317,6 +238,7 @@ pub fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<ExitCode> {
             ));
             return Ok(ExitCode::from(2));
         }
+        let idle = convergence == Convergence::Idle;
         let left = remaining_plan(&running, &opts).await;
         let (lines, failures) = event_lines(&running);
         for l in &lines {
@@ -325,7 +247,7 @@ pub fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<ExitCode> {
         if failures > 0 {
             say.error(&format!("{failures} write(s) failed (see above)"));
         }
-        let writes = running.world.metrics.writes_total();
+        let writes = running.writes_total();
         stop(running).await;
         if idle && left.is_empty() {
             say.info(&format!("converged: {writes} write(s)"));
@@ -348,6 +270,20 @@ pub fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// Why this copy does not lead, for a person: the Lease problem, or who holds it.
+fn not_leading_text(cli: &Cli, why: &NotLeading, then: &str) -> String {
+    match why {
+        NotLeading::LeaseUnusable(why) => why.clone(),
+        NotLeading::HeldBy(holder) => format!(
+            "Lease {}/{} is held by {}; that copy reconciles. {then}",
+            cli.lease_namespace,
+            cli.lease_name,
+            holder.as_deref().unwrap_or("another copy")
+        ),
+        NotLeading::NotParticipating => format!("this copy does not compete for the Lease. {then}"),
+    }
+}
+
 /// `replay TEMPLATE`, `reconcile TEMPLATE`, `reconcile --all`: join the election briefly,
 /// send the command, wait for the queue to drain, print what was done.
 pub fn one_shot(cli: &Cli, cmd: Command) -> anyhow::Result<ExitCode> {
@@ -355,38 +291,26 @@ pub fn one_shot(cli: &Cli, cmd: Command) -> anyhow::Result<ExitCode> {
     rt.block_on(async {
         let opts = cli.gen_flags.options();
         let running = start_electing(cli, false, false, None, None, None).await?;
-        if let Err(holder) = wait_for_lease(&running, LEASE_WAIT).await {
-            let why = lease_problem(&running);
+        if let Err(why) = running.leading(LEASE_WAIT).await {
             stop(running).await;
-            if let (None, Some(why)) = (&holder, why) {
-                eprintln!("error: {why}");
-                return Ok(ExitCode::from(1));
-            }
             eprintln!(
-                "error: Lease {}/{} is held by {}; that copy is the one that writes and it reconciles on its own. Refusing to write from here.",
-                cli.lease_namespace,
-                cli.lease_name,
-                holder.unwrap_or_else(|| "another copy".into())
+                "error: {}",
+                not_leading_text(cli, &why, "Refusing to write from here.")
             );
             return Ok(ExitCode::from(1));
         }
-        running
-            .handle
-            .send(cmd)
-            .await
-            .context("sending the command")?;
-        // Let the command be handled, then drain.
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let idle =
-            wait_idle_or_forbidden(&running, opts.binding_wait + Duration::from_secs(90)).await;
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        let outcome = running.request(cmd).await.context("sending the command")?;
+        let convergence = running
+            .converged(opts.binding_wait + Duration::from_secs(90))
+            .await;
         // Everything since joining: gaining the lease resyncs, so writes may precede the command.
         let (lines, failures) = event_lines(&running);
         for l in &lines {
             println!("{l}");
         }
+        println!("{}", outcome.summary);
         stop(running).await;
-        if idle && failures == 0 {
+        if convergence == Convergence::Idle && failures == 0 {
             Ok(ExitCode::SUCCESS)
         } else {
             Ok(ExitCode::from(1))

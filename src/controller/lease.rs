@@ -314,8 +314,7 @@ pub async fn run(
                 // A renewal that took longer than the deadline confirms nothing.
                 if !world.fence.may_write() {
                     lose(&world, &lease, &identity, "the renewal came back too late");
-                } else if !world.leading.swap(true, Ordering::SeqCst) {
-                    world.metrics.leader.store(true, Ordering::Relaxed);
+                } else if !world.set_leading(true) {
                     world.dirty.store(true, Ordering::Relaxed);
                     tracing::info!(
                         "acquired Lease {lease_name} as {identity}: resyncing everything"
@@ -382,8 +381,7 @@ pub async fn run(
         }
     }
     world.fence.revoke();
-    let held = world.leading.swap(false, Ordering::SeqCst);
-    world.metrics.leader.store(false, Ordering::Relaxed);
+    let held = world.set_leading(false);
     // Released even if this copy believes it lost it: `release` checks the holder first.
     match elector.release().await {
         Ok(()) if held => tracing::info!("released Lease {lease_name}"),
@@ -405,8 +403,7 @@ fn send_holder(tx: &watch::Sender<Option<String>>, h: Option<String>) {
 /// built while leading are dropped (the stores list again) before this copy writes again.
 fn lose(world: &LiveWorld, lease: &ObjectRef, identity: &str, why: &str) {
     let had = world.fence.revoke();
-    let was = world.leading.swap(false, Ordering::SeqCst);
-    world.metrics.leader.store(false, Ordering::Relaxed);
+    let was = world.set_leading(false);
     if !had && !was {
         return;
     }

@@ -134,6 +134,8 @@ pub struct LiveWorld {
     pub metrics: Arc<Metrics>,
     /// This copy holds the lease (for views and metrics; writes check [`LiveWorld::fence`]).
     pub leading: AtomicBool,
+    /// Notified whenever `leading` may have changed.
+    pub leadership: Notify,
     /// Writes are allowed only before its deadline (from the last successful renewal).
     pub fence: super::lease::Fence,
     /// Bumped to make every watch drop its store and list again (after the fence was lost).
@@ -294,6 +296,7 @@ impl LiveWorld {
             queue,
             metrics,
             leading: AtomicBool::new(false),
+            leadership: Notify::new(),
             fence: super::lease::Fence::default(),
             relist: tokio::sync::watch::Sender::new(0),
             parked: Mutex::new(std::collections::BTreeSet::new()),
@@ -710,6 +713,127 @@ impl LiveWorld {
             .clone();
         state.lease.leading = self.leading.load(Ordering::SeqCst);
         state.writes_enabled = self.writes_enabled.load(Ordering::SeqCst);
+    }
+}
+
+impl LiveWorld {
+    pub fn is_leading(&self) -> bool {
+        self.leading.load(Ordering::SeqCst)
+    }
+
+    /// Records whether this copy leads; returns what it was.
+    pub fn set_leading(&self, on: bool) -> bool {
+        let was = self.leading.swap(on, Ordering::SeqCst);
+        self.metrics.leader.store(on, Ordering::Relaxed);
+        self.leadership.notify_waiters();
+        was
+    }
+
+    /// Resolves when this copy's leadership may have changed.
+    pub async fn leadership_changed(&self) {
+        self.leadership.notified().await;
+    }
+
+    pub fn access_error(&self, resource: &str) -> Option<super::state::AccessError> {
+        self.access
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(resource)
+            .cloned()
+    }
+
+    pub fn access_errors(&self) -> Vec<super::state::AccessError> {
+        self.access
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    pub fn watched_kinds(&self) -> Vec<String> {
+        self.constraints
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .cloned()
+            .collect()
+    }
+
+    pub fn progress_report(&self) -> String {
+        let queue = format!(
+            "{:?}",
+            *self.queue.inner.lock().unwrap_or_else(|p| p.into_inner())
+        );
+        let events: Vec<String> = self
+            .events()
+            .iter()
+            .rev()
+            .take(10)
+            .map(|e| format!("{e:?}"))
+            .collect();
+        let access: Vec<String> = self
+            .access_errors()
+            .into_iter()
+            .map(|e| e.message)
+            .collect();
+        format!(
+            "synced={}, unlisted kinds={:?}, access errors={access:?}, queue={queue}, last events (newest first)={events:#?}",
+            self.synced.load(Ordering::SeqCst),
+            self.unlisted_kinds(),
+        )
+    }
+
+    pub fn writes_enabled(&self) -> bool {
+        self.writes_enabled.load(Ordering::SeqCst)
+    }
+
+    pub fn events(&self) -> Vec<ReconcileEvent> {
+        self.events
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .cloned()
+            .collect()
+    }
+
+    /// Every unknown store is unknown for a reason retrying does not fix (forbidden, not
+    /// served).
+    pub fn definitely_unreadable(&self, unknown: &[(String, String)]) -> bool {
+        let access = self.access.lock().unwrap_or_else(|p| p.into_inner());
+        unknown.iter().all(|(r, _)| {
+            access
+                .get(r)
+                .is_some_and(|e| e.kind != super::state::AccessErrorKind::Other)
+        })
+    }
+
+    /// Whether a write of this copy was refused as forbidden.
+    pub fn a_write_was_forbidden(&self) -> bool {
+        !self
+            .forbidden
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_empty()
+    }
+
+    /// Waits until every watch has listed and the queue has been empty for a moment, or
+    /// `timeout` passes.
+    pub async fn wait_idle(&self, timeout: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut quiet = 0;
+        while tokio::time::Instant::now() < deadline {
+            if self.queue.is_empty() && self.synced.load(Ordering::SeqCst) {
+                quiet += 1;
+                if quiet >= 5 {
+                    return true;
+                }
+            } else {
+                quiet = 0;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        false
     }
 }
 

@@ -11,6 +11,7 @@
 
 pub mod cache;
 pub mod gatekeeper;
+pub mod handle;
 pub mod lease;
 pub mod live;
 pub mod logic;
@@ -22,10 +23,11 @@ pub mod state;
 pub mod watches;
 pub mod world;
 
+pub use handle::{Controller, Convergence, NotLeading};
 pub use runtime::{Config, Mode, Tuning, start};
 pub use state::{
-    AccessError, AccessErrorKind, Command, EventResult, EventVerb, LeaseInfo, LiveState,
-    ReconcileEvent, ReconcilerHandle,
+    AccessError, AccessErrorKind, ClusterEvent, Command, Connection, EventResult, EventVerb,
+    LeaderHealth, LeaseInfo, LiveState, ReconcileEvent, RequestOutcome,
 };
 
 /// Errors of the reconciler library. Each variant names what failed; callers add context.

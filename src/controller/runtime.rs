@@ -3,11 +3,12 @@
 
 use super::Error;
 use super::cache::OpinionCache;
+use super::handle::{Controller, Request};
 use super::live::{LiveQueue, LiveWorld};
 use super::logic::{Ctx, Outcome, reconcile, schedule};
 use super::metrics::Metrics;
 use super::queue::Key;
-use super::state::{Command, EventResult, EventVerb, LeaseInfo, LiveState, ReconcilerHandle};
+use super::state::{Command, EventResult, EventVerb, LeaseInfo, LiveState, RequestOutcome};
 use super::watches;
 use super::world::{ConstraintStore, Enqueue, TemplateStore};
 use crate::cluster::discovery::{discover_admission_api, resource_name, templates_resource};
@@ -92,23 +93,9 @@ impl Default for Tuning {
     }
 }
 
-/// A started reconciler: the handle views use, the task that ends when it stops, and the
-/// world itself (for the one-shot commands and tests).
-pub struct Running {
-    pub handle: ReconcilerHandle,
-    pub join: tokio::task::JoinHandle<Result<(), Error>>,
-    pub world: Arc<LiveWorld>,
-    pub cache: Arc<OpinionCache>,
-    pub identity: String,
-}
-
-/// Starts the reconciler on `client` (the TUI's entry point).
-pub async fn start(
-    client: kube::Client,
-    config: Config,
-) -> Result<(ReconcilerHandle, tokio::task::JoinHandle<Result<(), Error>>), Error> {
-    let r = launch(client, config, Tuning::default()).await?;
-    Ok((r.handle, r.join))
+/// Starts the reconciler on `client` with the default tuning.
+pub async fn start(client: kube::Client, config: Config) -> Result<Controller, Error> {
+    launch(client, config, Tuning::default()).await
 }
 
 /// The Lease `run` competes for by default (and the one read-only views report on).
@@ -118,12 +105,12 @@ pub const DEFAULT_LEASE_NAME: &str = "kubectl-vap";
 /// How long start-up waits for the first list of every watch.
 const SYNC_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Starts the reconciler and returns everything about it.
+/// Starts the reconciler and returns its handle.
 pub async fn launch(
     client: kube::Client,
     config: Config,
     tuning: Tuning,
-) -> Result<Running, Error> {
+) -> Result<Controller, Error> {
     let started = std::time::Instant::now();
     // Independent round trips, in parallel: start-up latency is time nothing is written.
     let detect_gatekeeper = async {
@@ -352,6 +339,7 @@ pub async fn launch(
         world.clone(),
         cmd_rx,
         holder_rx.clone(),
+        identity.clone(),
     )));
 
     // Periodic resync.
@@ -398,11 +386,6 @@ pub async fn launch(
         }));
     }
 
-    let handle = ReconcilerHandle {
-        state: state_rx,
-        commands: cmd_tx,
-        shutdown: shutdown_tx,
-    };
     let mut stop = shutdown_rx.clone();
     let join = tokio::spawn(async move {
         while !*stop.borrow() {
@@ -420,13 +403,15 @@ pub async fn launch(
         }
         result
     });
-    Ok(Running {
-        handle,
+    Ok(Controller::new(
+        identity,
+        state_rx,
+        cmd_tx,
+        shutdown_tx,
         join,
         world,
         cache,
-        identity,
-    })
+    ))
 }
 
 /// Stops writing while Gatekeeper's own generator is active, and resumes (with a resync) once
@@ -601,8 +586,8 @@ fn template_ref(name: &str) -> ObjectRef {
     ObjectRef::new("templates.gatekeeper.sh/v1", "ConstraintTemplate", name)
 }
 
-/// Handles one command: enqueue its keys and log what happened.
-pub fn handle_command(world: &LiveWorld, cmd: &Command, holder: Option<&str>) {
+/// Handles one command: enqueue its keys and log what happened; returns the log line.
+pub fn handle_command(world: &LiveWorld, cmd: &Command, holder: Option<&str>) -> String {
     let leading = world.leading.load(Ordering::SeqCst);
     let result = |n: usize| {
         if !world.writes_enabled.load(Ordering::SeqCst) {
@@ -636,33 +621,29 @@ pub fn handle_command(world: &LiveWorld, cmd: &Command, holder: Option<&str>) {
                 n += 1;
             }
             let Some(kind) = kind else {
-                if verb == EventVerb::Replay {
+                let msg = if verb == EventVerb::Replay {
+                    let msg = format!("template {t} not found (or has no kind)");
                     world.log(
                         verb,
                         template_ref(t),
-                        EventResult::Failed(format!("template {t} not found (or has no kind)")),
+                        EventResult::Failed(msg.clone()),
                         String::new(),
                     );
+                    msg
                 } else {
-                    world.log(
-                        verb,
-                        template_ref(t),
-                        result(n),
-                        "template gone: its VAP is swept".into(),
-                    );
-                }
-                return;
+                    let msg = "template gone: its VAP is swept".to_string();
+                    world.log(verb, template_ref(t), result(n), msg.clone());
+                    msg
+                };
+                return msg;
             };
             for name in world.constraint_names(&kind) {
                 world.queue.enqueue(Key::constraint(&kind, name));
                 n += 1;
             }
-            world.log(
-                verb,
-                template_ref(t),
-                result(n),
-                format!("enqueued {n} item(s) of kind {kind}"),
-            );
+            let msg = format!("enqueued {n} item(s) of kind {kind}");
+            world.log(verb, template_ref(t), result(n), msg.clone());
+            msg
         }
         Command::ReconcileAll => {
             let keys = world.all_keys();
@@ -670,24 +651,33 @@ pub fn handle_command(world: &LiveWorld, cmd: &Command, holder: Option<&str>) {
             for k in keys {
                 world.queue.enqueue(k);
             }
+            let msg = format!("enqueued {n} item(s)");
             world.log(
                 EventVerb::ReconcileAll,
                 ObjectRef::new("", "All", "*"),
                 result(n),
-                format!("enqueued {n} item(s)"),
+                msg.clone(),
             );
+            msg
         }
     }
 }
 
 async fn commands(
     world: Arc<LiveWorld>,
-    mut rx: mpsc::Receiver<Command>,
+    mut rx: mpsc::Receiver<Request>,
     holder: watch::Receiver<Option<String>>,
+    identity: String,
 ) {
-    while let Some(cmd) = rx.recv().await {
+    while let Some(req) = rx.recv().await {
         let h = holder.borrow().clone();
-        handle_command(&world, &cmd, h.as_deref());
+        let summary = handle_command(&world, &req.command, h.as_deref());
+        let _ = req.reply.send(Ok(RequestOutcome {
+            handled_by: identity.clone(),
+            summary,
+            writes: 0,
+            failures: 0,
+        }));
     }
 }
 
@@ -731,51 +721,4 @@ async fn publish(
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-}
-
-/// Waits until this copy leads, or `timeout` passes; returns the holder when another copy
-/// holds the lease.
-pub async fn wait_for_lease(running: &Running, timeout: Duration) -> Result<(), Option<String>> {
-    let start = tokio::time::Instant::now();
-    let deadline = start + timeout;
-    loop {
-        if running.world.leading.load(Ordering::SeqCst) {
-            return Ok(());
-        }
-        // The Lease cannot be used at all (RBAC, missing namespace): no point waiting.
-        let unusable = running
-            .world
-            .access
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains_key("leases.coordination.k8s.io");
-        if unusable && start.elapsed() > Duration::from_secs(3) {
-            return Err(None);
-        }
-        if tokio::time::Instant::now() >= deadline {
-            let holder = running.handle.current().lease.holder.clone();
-            return Err(holder.filter(|h| *h != running.identity));
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// Waits until every watch has listed and the queue has been empty for a moment (everything
-/// reconciled, including delayed items such as the binding wait), or `timeout` passes.
-pub async fn wait_idle(world: &LiveWorld, timeout: Duration) -> bool {
-    let deadline = tokio::time::Instant::now() + timeout;
-    let mut quiet = 0;
-    while tokio::time::Instant::now() < deadline {
-        // Not idle while a constraint kind is still listing: its constraints are not queued yet.
-        if world.queue.is_empty() && world.synced.load(Ordering::SeqCst) {
-            quiet += 1;
-            if quiet >= 5 {
-                return true;
-            }
-        } else {
-            quiet = 0;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    false
 }

@@ -6,8 +6,6 @@ use crate::model::ObjectRef;
 use crate::snapshot::Snapshot;
 use chrono::{DateTime, Utc};
 use std::collections::VecDeque;
-use std::sync::Arc;
-use tokio::sync::{mpsc, watch};
 
 /// How many reconcile events the log keeps (oldest dropped first).
 pub const EVENT_LOG_CAPACITY: usize = 500;
@@ -34,8 +32,68 @@ pub struct LiveState {
     pub writes_enabled: bool,
     /// Work items queued or being processed.
     pub queue_depth: usize,
-    /// Reconcile actions, oldest first, at most [`EVENT_LOG_CAPACITY`].
+    /// Reconcile actions of this copy, oldest first, at most [`EVENT_LOG_CAPACITY`].
     pub events: VecDeque<ReconcileEvent>,
+    /// Kubernetes Events that any copy of kubectl-vap reported (the leader's outcomes, wherever
+    /// it runs), oldest first, at most [`EVENT_LOG_CAPACITY`].
+    pub cluster_events: VecDeque<ClusterEvent>,
+    /// Whether the API server answers this copy.
+    pub connection: Connection,
+}
+
+/// Whether the API server answers this copy's requests.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Connection {
+    /// Answered (whatever the answer).
+    #[default]
+    Connected,
+    /// No answer since `since` (connection refused, reset, timed out); everything retries.
+    Unreachable {
+        since: DateTime<Utc>,
+        message: String,
+    },
+}
+
+/// A Kubernetes Event (events.k8s.io) reported by a copy of kubectl-vap.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterEvent {
+    /// When it last happened (the series' last observation, or the event time).
+    pub time: DateTime<Utc>,
+    /// The reporting copy (its identity: pod name in a cluster).
+    pub reporter: String,
+    /// The template or constraint it regards.
+    pub regarding: ObjectRef,
+    /// `Written`, `WriteFailed`, `Replayed`, `Reconciled`, … (PascalCase, Kubernetes' style).
+    pub reason: String,
+    pub note: String,
+    /// `Warning` rather than `Normal`.
+    pub warning: bool,
+    /// How many times it happened (1 without a series).
+    pub count: u32,
+}
+
+/// What the lease holder publishes with its renewals, for every copy to read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LeaderHealth {
+    /// The holder's pod, when it runs in a cluster.
+    pub pod: Option<String>,
+    /// Work items it had queued at its last renewal.
+    pub queue: usize,
+    /// When its queue last drained (everything reconciled).
+    pub last_sync: Option<DateTime<Utc>>,
+}
+
+/// What a request (replay, reconcile) did, as the copy that handled it reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestOutcome {
+    /// The identity of the copy that handled it (the lease holder).
+    pub handled_by: String,
+    /// One line: "replayed 25 constraints of K8sRequiredLabels: 2 writes".
+    pub summary: String,
+    /// Writes the request caused.
+    pub writes: u64,
+    /// Writes that failed (not counting conflicts that were retried away).
+    pub failures: u64,
 }
 
 /// Leader election as this copy sees it.
@@ -51,6 +109,13 @@ pub struct LeaseInfo {
     pub leading: bool,
     /// False when this copy does not take part in the election (read-only).
     pub participating: bool,
+    /// When the current holder acquired the Lease (its `acquireTime`).
+    pub since: Option<DateTime<Utc>>,
+    /// What the holder last published with its renewals.
+    pub health: Option<LeaderHealth>,
+    /// Nobody holds the Lease, or its holder stopped renewing it (seen unchanged for a whole
+    /// lease duration): no copy reconciles.
+    pub vacant: bool,
 }
 
 /// A resource the reconciler cannot read or watch.
@@ -183,35 +248,6 @@ pub enum Command {
     Reconcile(String),
     /// Reconcile everything, sweeping orphans (the TUI's `R`).
     ReconcileAll,
-}
-
-/// The running reconciler, as seen from outside. Dropping every clone does not stop it; call
-/// [`ReconcilerHandle::shutdown`] (which releases the lease) and await the join handle.
-#[derive(Debug, Clone)]
-pub struct ReconcilerHandle {
-    pub state: watch::Receiver<Arc<LiveState>>,
-    pub commands: mpsc::Sender<Command>,
-    pub shutdown: watch::Sender<bool>,
-}
-
-impl ReconcilerHandle {
-    /// Sends a command; an error means the reconciler has stopped.
-    pub async fn send(&self, cmd: Command) -> Result<(), super::Error> {
-        self.commands
-            .send(cmd)
-            .await
-            .map_err(|_| super::Error::Stopped)
-    }
-
-    /// Asks the reconciler to stop gracefully (release the lease, stop watches).
-    pub fn shutdown(&self) {
-        let _ = self.shutdown.send(true);
-    }
-
-    /// The latest published state.
-    pub fn current(&self) -> Arc<LiveState> {
-        self.state.borrow().clone()
-    }
 }
 
 impl LiveState {

@@ -8,8 +8,7 @@ use super::data::{AccessError, AccessKind, ClusterInfo, Data, EventLine, Origin}
 use super::source::{Notify, Source};
 use crate::cli::args::ConnectionArgs;
 use crate::controller::{
-    self, AccessErrorKind, Command, Config, EventResult, LiveState, ReconcileEvent,
-    ReconcilerHandle,
+    self, AccessErrorKind, Command, Config, Controller, EventResult, LiveState, ReconcileEvent,
 };
 use crate::core::Options;
 use std::sync::{Arc, Mutex, mpsc};
@@ -27,7 +26,9 @@ pub struct Live {
     reconcile: bool,
     /// `--lease-namespace`, `--lease-name`: the Lease to compete for, or to read the holder of.
     lease: (String, String),
-    handle: Arc<Mutex<Option<ReconcilerHandle>>>,
+    handle: Arc<Mutex<Option<Controller>>>,
+    /// The runtime the reconciler runs on (requests are sent from it).
+    runtime: Arc<Mutex<Option<tokio::runtime::Handle>>>,
     /// To report audits (`a`), which run beside the reconciler.
     notify: Option<Notify>,
     stop: Option<tokio::sync::watch::Sender<bool>>,
@@ -47,6 +48,7 @@ impl Live {
             reconcile,
             lease,
             handle: Arc::new(Mutex::new(None)),
+            runtime: Arc::new(Mutex::new(None)),
             notify: None,
             stop: None,
             done: None,
@@ -406,6 +408,7 @@ impl Source for Live {
         let reconcile = self.reconcile;
         let lease = self.lease.clone();
         let slot = self.handle.clone();
+        let rt_slot = self.runtime.clone();
         let dispatch = tracing::dispatcher::get_default(Clone::clone);
         std::thread::spawn(move || {
             let _log = tracing::dispatcher::set_default(&dispatch);
@@ -464,7 +467,7 @@ impl Source for Live {
                 };
                 let mut config = Config::new(opts.clone(), mode);
                 config.workers = 2;
-                let (handle, join) = match controller::start(client, config).await {
+                let handle = match controller::start(client, config).await {
                     Ok(x) => x,
                     Err(e) => {
                         let (resource, kind) = start_error_kind(&e);
@@ -481,7 +484,10 @@ impl Source for Live {
                 if let Ok(mut s) = slot.lock() {
                     *s = Some(handle.clone());
                 }
-                let mut state_rx = handle.state.clone();
+                if let Ok(mut s) = rt_slot.lock() {
+                    *s = Some(tokio::runtime::Handle::current());
+                }
+                let mut state_rx = handle.subscribe();
                 let mut cursor = EventCursor::default();
                 loop {
                     let state = state_rx.borrow_and_update().clone();
@@ -499,12 +505,9 @@ impl Source for Live {
                         _ = stop_rx.changed() => break,
                     }
                 }
-                handle.shutdown();
-                match tokio::time::timeout(STOP_WAIT, join).await {
-                    Ok(Ok(Ok(()))) => tracing::info!("reconciler stopped"),
-                    Ok(Ok(Err(e))) => tracing::warn!(error = %e, "reconciler stopped with an error"),
-                    Ok(Err(e)) => tracing::warn!(error = %e, "reconciler task failed"),
-                    Err(_) => tracing::warn!("reconciler did not stop in time"),
+                match handle.stop(STOP_WAIT).await {
+                    Ok(()) => tracing::info!("reconciler stopped"),
+                    Err(e) => tracing::warn!(error = %e, "stopping the reconciler"),
                 }
             });
             let _ = done_tx.send(());
@@ -526,13 +529,24 @@ impl Source for Live {
                 "not connected: nothing to send the command to".into(),
             ));
         };
-        Some(match handle.commands.try_send(command) {
-            Ok(()) => Action::Flash(
-                Level::Info,
-                format!("sent `{cli}`: its writes show in the event log"),
-            ),
-            Err(e) => Action::Flash(Level::Error, format!("`{cli}` not sent: {e}")),
-        })
+        let Some(notify) = self.notify.clone() else {
+            return Some(Action::Flash(Level::Error, "not connected".into()));
+        };
+        let Some(rt) = self.runtime.lock().ok().and_then(|r| r.clone()) else {
+            return Some(Action::Flash(Level::Error, "not connected".into()));
+        };
+        let what = cli.clone();
+        rt.spawn(async move {
+            let (level, line) = match handle.request(command).await {
+                Ok(o) => (
+                    Level::Info,
+                    format!("`{what}`: {} (by {})", o.summary, o.handled_by),
+                ),
+                Err(e) => (Level::Error, format!("`{what}`: {e}")),
+            };
+            notify.send(Action::Flash(level, line));
+        });
+        Some(Action::Flash(Level::Info, format!("sent `{cli}`…")))
     }
 
     fn stop(&mut self) {

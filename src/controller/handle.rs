@@ -1,0 +1,280 @@
+//! [`Controller`]: the running reconciler as everything outside `controller/` sees it — the only
+//! door. Its state (published on a watch channel), requests (replay, reconcile), waits
+//! (`leading`, `idle`, `converged`), what it did (its event log, its writes) and `stop`.
+//! Nothing outside reaches its stores, queue or locks.
+
+use super::Error;
+use super::cache::OpinionCache;
+use super::live::LiveWorld;
+use super::state::{AccessError, Command, LiveState, ReconcileEvent, RequestOutcome};
+use crate::snapshot::Snapshot;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot, watch};
+
+/// A request and where its outcome goes.
+pub(super) struct Request {
+    pub command: Command,
+    pub reply: oneshot::Sender<Result<RequestOutcome, Error>>,
+}
+
+/// The running reconciler. Cheap to clone; every clone is the same reconciler. Dropping the
+/// clones does not stop it: call [`Controller::stop`] (which releases the lease).
+#[derive(Clone)]
+pub struct Controller {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    identity: String,
+    state: watch::Receiver<Arc<LiveState>>,
+    requests: mpsc::Sender<Request>,
+    shutdown: watch::Sender<bool>,
+    join: Mutex<Option<tokio::task::JoinHandle<Result<(), Error>>>>,
+    world: Arc<LiveWorld>,
+    cache: Arc<OpinionCache>,
+}
+
+/// Why this copy does not lead (see [`Controller::leading`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotLeading {
+    /// Another copy holds the Lease (by identity), or nobody could be named.
+    #[error("Lease is held by {}", .0.as_deref().unwrap_or("another copy"))]
+    HeldBy(Option<String>),
+    /// The Lease cannot be used at all (RBAC, missing namespace): waiting does not help.
+    #[error("{0}")]
+    LeaseUnusable(String),
+    /// This copy does not take part in the election (read-only, or refusing to write).
+    #[error("this copy does not compete for the Lease")]
+    NotParticipating,
+}
+
+/// How a wait for convergence ended (see [`Controller::converged`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Convergence {
+    /// Every store known, the queue drained.
+    Idle,
+    /// Stores that cannot be read (resource, why): nothing resting on them was decided.
+    Unreadable(Vec<(String, String)>),
+    /// A write was forbidden: a missing right does not fix itself by retrying.
+    Forbidden,
+    /// Work still queued when the time ran out (writes keep failing?).
+    TimedOut,
+}
+
+/// The Lease resource, as the access errors name it.
+const LEASES: &str = "leases.coordination.k8s.io";
+/// How long a store may stay forbidden (or not served) before [`Controller::converged`] gives
+/// up on it: the authorizer's caches take a moment to see a new grant.
+const UNREADABLE_GRACE: Duration = Duration::from_secs(3);
+
+impl Controller {
+    pub(super) fn new(
+        identity: String,
+        state: watch::Receiver<Arc<LiveState>>,
+        requests: mpsc::Sender<Request>,
+        shutdown: watch::Sender<bool>,
+        join: tokio::task::JoinHandle<Result<(), Error>>,
+        world: Arc<LiveWorld>,
+        cache: Arc<OpinionCache>,
+    ) -> Self {
+        Controller {
+            inner: Arc::new(Inner {
+                identity,
+                state,
+                requests,
+                shutdown,
+                join: Mutex::new(Some(join)),
+                world,
+                cache,
+            }),
+        }
+    }
+
+    /// This copy's identity in the Lease.
+    pub fn identity(&self) -> &str {
+        &self.inner.identity
+    }
+
+    /// The latest published state.
+    pub fn state(&self) -> Arc<LiveState> {
+        self.inner.state.borrow().clone()
+    }
+
+    /// A receiver of every published state (for views that redraw on change).
+    pub fn subscribe(&self) -> watch::Receiver<Arc<LiveState>> {
+        self.inner.state.clone()
+    }
+
+    /// Asks for `command` and waits for its outcome: handled here when this copy leads,
+    /// otherwise by the lease holder, wherever it runs.
+    pub async fn request(&self, command: Command) -> Result<RequestOutcome, Error> {
+        let (reply, outcome) = oneshot::channel();
+        self.inner
+            .requests
+            .send(Request { command, reply })
+            .await
+            .map_err(|_| Error::Stopped)?;
+        outcome.await.map_err(|_| Error::Stopped)?
+    }
+
+    /// Waits until this copy holds the Lease, for at most `timeout`.
+    pub async fn leading(&self, timeout: Duration) -> Result<(), NotLeading> {
+        let world = &self.inner.world;
+        let start = tokio::time::Instant::now();
+        let deadline = start + timeout;
+        let mut state = self.subscribe();
+        loop {
+            if world.is_leading() {
+                return Ok(());
+            }
+            let current = state.borrow_and_update().clone();
+            if !current.lease.participating {
+                return Err(NotLeading::NotParticipating);
+            }
+            // The Lease cannot be used at all: no point waiting (after a moment: a grant may
+            // be on its way through the authorizer's cache).
+            if let Some(e) = world.access_error(LEASES)
+                && start.elapsed() > UNREADABLE_GRACE
+            {
+                return Err(NotLeading::LeaseUnusable(e.message));
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(NotLeading::HeldBy(
+                    current
+                        .lease
+                        .holder
+                        .clone()
+                        .filter(|h| *h != self.inner.identity),
+                ));
+            }
+            tokio::select! {
+                _ = world.leadership_changed() => {}
+                _ = state.changed() => {}
+                _ = tokio::time::sleep_until(deadline.min(start + UNREADABLE_GRACE * 2)) => {}
+                _ = tokio::time::sleep(Duration::from_millis(250)) => {}
+            }
+        }
+    }
+
+    /// Waits until every watch has listed and the queue has stayed empty for a moment (every
+    /// key reconciled, delayed ones such as the binding wait included), for at most `timeout`.
+    pub async fn idle(&self, timeout: Duration) -> bool {
+        self.inner.world.wait_idle(timeout).await
+    }
+
+    /// Waits for convergence: idle with every store known. Gives up early when a write was
+    /// forbidden or a store stays forbidden or unserved.
+    pub async fn converged(&self, limit: Duration) -> Convergence {
+        let world = &self.inner.world;
+        let deadline = tokio::time::Instant::now() + limit;
+        let mut unreadable_since: Option<tokio::time::Instant> = None;
+        loop {
+            let slice = Duration::from_secs(1).min(deadline - tokio::time::Instant::now());
+            if world.wait_idle(slice).await {
+                let unknown = world.unknown_stores();
+                if unknown.is_empty() {
+                    return Convergence::Idle;
+                }
+            }
+            let unknown = world.unknown_stores();
+            if !unknown.is_empty() && world.definitely_unreadable(&unknown) {
+                let since = *unreadable_since.get_or_insert_with(tokio::time::Instant::now);
+                if since.elapsed() >= UNREADABLE_GRACE {
+                    return Convergence::Unreadable(unknown);
+                }
+            } else {
+                unreadable_since = None;
+            }
+            if world.a_write_was_forbidden() {
+                return Convergence::Forbidden;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return if unknown.is_empty() {
+                    Convergence::TimedOut
+                } else {
+                    Convergence::Unreadable(unknown)
+                };
+            }
+        }
+    }
+
+    /// This copy's reconcile actions so far (oldest first, bounded).
+    pub fn events(&self) -> Vec<ReconcileEvent> {
+        self.inner.world.events()
+    }
+
+    /// Writes the API server accepted from this copy.
+    pub fn writes_total(&self) -> u64 {
+        self.inner.world.metrics.writes_total()
+    }
+
+    /// `/metrics` as this copy would serve it.
+    pub fn metrics_text(&self) -> String {
+        self.inner.world.metrics.render()
+    }
+
+    /// Stores that are not known now (resource, why).
+    pub fn unknown_stores(&self) -> Vec<(String, String)> {
+        self.inner.world.unknown_stores()
+    }
+
+    /// What could not be read of `resource` (by resource name), if anything.
+    pub fn access_error(&self, resource: &str) -> Option<AccessError> {
+        self.inner.world.access_error(resource)
+    }
+
+    /// Everything this copy cannot read now.
+    pub fn access_errors(&self) -> Vec<AccessError> {
+        self.inner.world.access_errors()
+    }
+
+    /// The constraint kinds this copy watches.
+    pub fn watched_kinds(&self) -> Vec<String> {
+        self.inner.world.watched_kinds()
+    }
+
+    /// What this copy is doing, for a person debugging a wait that did not end: the queue,
+    /// whether it synced, unlisted kinds, access errors, the last events.
+    pub fn progress_report(&self) -> String {
+        self.inner.world.progress_report()
+    }
+
+    /// Whether this copy may write at all (false: read-only, or Gatekeeper's generator).
+    pub fn writes_enabled(&self) -> bool {
+        self.inner.world.writes_enabled()
+    }
+
+    /// The template side's current opinion of constraint kind `kind`.
+    pub fn opinion(&self, kind: &str) -> Option<crate::core::desired::Opinion> {
+        self.inner.cache.get(kind)
+    }
+
+    /// The stores as a snapshot, now.
+    pub fn snapshot(&self) -> Snapshot {
+        self.inner.world.snapshot()
+    }
+
+    /// Stops: writes end, the Lease is released, the watches stop. Waits at most `timeout`
+    /// for the release; calling it again (or on another clone) returns at once.
+    pub async fn stop(&self, timeout: Duration) -> Result<(), Error> {
+        let _ = self.inner.shutdown.send(true);
+        let join = self
+            .inner
+            .join
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        let Some(join) = join else {
+            return Ok(());
+        };
+        match tokio::time::timeout(timeout, join).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(e)) => Err(Error::Other(format!("the reconciler task failed: {e}"))),
+            Err(_) => Err(Error::Other(format!(
+                "the Lease was not released within {}s",
+                timeout.as_secs()
+            ))),
+        }
+    }
+}
