@@ -9,9 +9,9 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBind
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 use kubectl_vap::controller::Controller as Running;
-use kubectl_vap::controller::runtime::{Tuning, launch};
 use kubectl_vap::controller::state::{EventResult, EventVerb};
 use kubectl_vap::controller::{Config, Mode};
+use kubectl_vap::controller::{Tuning, launch};
 use kubectl_vap::core::Options;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;

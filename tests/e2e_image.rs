@@ -661,9 +661,10 @@ async fn e2e_the_image_runs_the_install_manifests() {
     let leaders: Vec<usize> = (0..2).filter(|&i| containers[i].leads()).collect();
     assert_eq!(leaders.len(), 1, "exactly one leader");
     let (leader, follower) = (leaders[0], 1 - leaders[0]);
-    let holder = kubectl_vap::controller::lease::holder(&client, &ns, "kubectl-vap")
+    let holder = kubectl_vap::controller::read_lease(&client, &ns, "kubectl-vap")
         .await
         .expect("lease")
+        .holder
         .expect("a holder");
     assert!(
         holder.starts_with(containers[leader].name),
@@ -704,9 +705,10 @@ async fn e2e_the_image_runs_the_install_manifests() {
     );
     let status = containers[follower].terminate();
     assert!(status.success(), "{status:?}");
-    let holder = kubectl_vap::controller::lease::holder(&client, &ns, "kubectl-vap")
+    let holder = kubectl_vap::controller::read_lease(&client, &ns, "kubectl-vap")
         .await
-        .expect("lease");
+        .expect("lease")
+        .holder;
     assert_eq!(holder, None, "the Lease is released on SIGTERM");
 
     // Every log line is a JSON record (a log collector parses them all).

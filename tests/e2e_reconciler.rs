@@ -15,8 +15,8 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 use kubectl_vap::cluster::{AdmissionApi, list_snapshot};
 use kubectl_vap::controller::Controller as Running;
-use kubectl_vap::controller::runtime::{Tuning, launch};
 use kubectl_vap::controller::{Config, Mode};
+use kubectl_vap::controller::{Tuning, launch};
 use kubectl_vap::core::{Options, analyze};
 use serde_json::{Value, json};
 use std::sync::Mutex;
@@ -814,10 +814,10 @@ async fn e2e_two_copies_one_writer_and_handover() {
         .spawn()
         .expect("spawn kubectl-vap run");
     eventually("the process holds the lease", || async {
-        kubectl_vap::controller::lease::holder(&e.client, LEASE_NS, &lease)
+        kubectl_vap::controller::read_lease(&e.client, LEASE_NS, &lease)
             .await
             .ok()
-            .flatten()
+            .and_then(|v| v.holder)
             .is_some_and(|h| h.contains(&child.id().to_string()))
     })
     .await;
@@ -1573,9 +1573,10 @@ async fn e2e_run_serves_metrics_and_releases_on_sigterm() {
     }
     let status = child.wait().expect("wait");
     assert!(status.success(), "{status:?}");
-    let holder = kubectl_vap::controller::lease::holder(&e.client, LEASE_NS, &lease)
+    let holder = kubectl_vap::controller::read_lease(&e.client, LEASE_NS, &lease)
         .await
-        .expect("lease");
+        .expect("lease")
+        .holder;
     assert_eq!(holder, None, "the lease is released on SIGTERM");
     e.sweep(&[&kind], "metrics-clean").await;
 }

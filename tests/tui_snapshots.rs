@@ -327,7 +327,7 @@ fn tui_access_errors() {
         },
     ];
     // As the reconciler publishes it: the snapshot names what it could not read.
-    state.snapshot.unreadable = kubectl_vap::controller::live::unreadable(&state.access_errors);
+    state.snapshot.unreadable = kubectl_vap::cluster::access::unreadable(&state.access_errors);
     state.lease.holder = Some("gatekeeper-vap-7c9d".into());
     state.lease.leading = false;
     let ui = Ui::new(false, live_data(&state, true), 150, 36);

@@ -28,10 +28,10 @@ pub struct Cli {
     #[arg(long)]
     pub reconcile: bool,
     /// Namespace of the leader-election Lease (run, replay, reconcile, the TUI).
-    #[arg(long, global = true, default_value = crate::controller::runtime::DEFAULT_LEASE_NAMESPACE)]
+    #[arg(long, global = true, default_value = crate::controller::DEFAULT_LEASE_NAMESPACE)]
     pub lease_namespace: String,
     /// Name of the leader-election Lease (run, replay, reconcile, the TUI).
-    #[arg(long, global = true, default_value = crate::controller::runtime::DEFAULT_LEASE_NAME)]
+    #[arg(long, global = true, default_value = crate::controller::DEFAULT_LEASE_NAME)]
     pub lease_name: String,
     /// Log filter (tracing syntax), e.g. `info`, `kubectl_vap=debug`. Default: warn (info for `run`).
     #[arg(long, global = true, env = "KUBECTL_VAP_LOG")]
@@ -240,7 +240,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub metrics_addr: Option<std::net::SocketAddr>,
     /// Reconciles (and so writes) in flight at once; a key is never processed twice at once.
-    #[arg(long, default_value_t = crate::controller::runtime::DEFAULT_WORKERS as u16,
+    #[arg(long, default_value_t = crate::controller::DEFAULT_WORKERS as u16,
           value_parser = clap::value_parser!(u16).range(1..=256))]
     pub workers: u16,
     /// The Lease's duration (tests: a short one makes hand-overs quick). Writes stop two thirds

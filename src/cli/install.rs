@@ -98,7 +98,7 @@ pub fn install_objects(opts: &InstallOptions) -> Vec<serde_json::Value> {
         json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
             "metadata": { "name": format!("{NAME}-lease"), "namespace": ns, "labels": labels },
-            "rules": lease_role_rules(crate::controller::runtime::DEFAULT_LEASE_NAME)
+            "rules": lease_role_rules(crate::controller::DEFAULT_LEASE_NAME)
         }),
         json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
@@ -222,7 +222,7 @@ mod tests {
         assert_eq!(role["metadata"]["namespace"], "vap-system");
         assert_eq!(
             role["rules"],
-            lease_role_rules(crate::controller::runtime::DEFAULT_LEASE_NAME)
+            lease_role_rules(crate::controller::DEFAULT_LEASE_NAME)
         );
         // Only create, which cannot be narrowed, names no Lease.
         for rule in role["rules"].as_array().into_iter().flatten() {

@@ -5,9 +5,9 @@
 use super::args::{Cli, OutputArgs, PlanArgs, RunArgs};
 use super::report;
 use crate::cluster::{discover_admission_api, list_snapshot};
-use crate::controller::runtime::{Tuning, launch};
 use crate::controller::state::{AccessErrorKind, EventResult};
 use crate::controller::{Command, Config, Controller, Convergence, Mode, NotLeading};
+use crate::controller::{Tuning, launch};
 use crate::core::analyze;
 use anyhow::{Context, bail};
 use std::process::ExitCode;
@@ -76,15 +76,13 @@ fn event_lines(controller: &Controller) -> (Vec<String>, usize) {
         .events()
         .iter()
         .map(|e| {
-            let result = match &e.result {
-                EventResult::Ok => String::new(),
-                EventResult::Skipped(why) => format!(" (skipped: {why})"),
-                EventResult::Failed(why) => {
-                    if !why.starts_with("conflict") {
-                        failures += 1;
-                    }
-                    format!(" (FAILED: {why})")
-                }
+            if e.result.is_failure() {
+                failures += 1;
+            }
+            let result = match (&e.result, e.result.failure()) {
+                (EventResult::Skipped(why), _) => format!(" (skipped: {why})"),
+                (_, Some(why)) => format!(" (FAILED: {why})"),
+                _ => String::new(),
             };
             format!("{} {}: {}{result}", e.verb.as_str(), e.object, e.message)
         })

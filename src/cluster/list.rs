@@ -2,12 +2,13 @@
 //! live cluster: templates, constraint CRDs, constraints of every kind, VAPs, bindings and
 //! Gatekeeper's pod statuses. Resources that cannot be read are reported, never shown as empty.
 
+use super::access::AccessError;
+use super::assemble::Assembly;
 use super::discovery::{
     AdmissionApi, constraint_resource, pod_status_resources, resource_name, templates_resource,
 };
 use super::{KubeError, status_code};
-use crate::controller::state::AccessError;
-use crate::model::{CONSTRAINTS_GROUP, Source};
+use crate::model::CONSTRAINTS_GROUP;
 use crate::snapshot::Snapshot;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DynamicObject, ListParams};
@@ -21,20 +22,9 @@ pub fn access_error(resource: &str, e: &kube::Error) -> AccessError {
 async fn list_dynamic(
     client: &kube::Client,
     ar: &ApiResource,
-) -> Result<Vec<serde_json::Value>, kube::Error> {
+) -> Result<Vec<DynamicObject>, kube::Error> {
     let api: Api<DynamicObject> = Api::all_with(client.clone(), ar);
-    let list = api.list(&ListParams::default()).await?;
-    Ok(list
-        .items
-        .into_iter()
-        .map(|mut o| {
-            o.types = Some(kube::core::TypeMeta {
-                api_version: ar.api_version.clone(),
-                kind: ar.kind.clone(),
-            });
-            serde_json::to_value(o).unwrap_or_default()
-        })
-        .collect())
+    Ok(api.list(&ListParams::default()).await?.items)
 }
 
 /// The constraint kinds the CRDs define: `(kind, plural)`.
@@ -51,14 +41,8 @@ pub async fn list_snapshot(
     client: &kube::Client,
     api: &AdmissionApi,
 ) -> Result<(Snapshot, Vec<AccessError>), KubeError> {
-    let mut snap = Snapshot::default();
+    let mut snap = Assembly::new();
     let mut errors = Vec::new();
-    let cluster = Source::default();
-    let insert = |snap: &mut Snapshot, raw: serde_json::Value| {
-        if let Err(e) = snap.insert(raw, cluster.clone()) {
-            tracing::warn!("skipping an unreadable object: {e}");
-        }
-    };
 
     // CRDs first: they say which constraint kinds exist.
     let crd_api: Api<CustomResourceDefinition> = Api::all(client.clone());
@@ -76,12 +60,7 @@ pub async fn list_snapshot(
             }
         }
     };
-    for crd in crds.iter().filter(|c| c.spec.group == CONSTRAINTS_GROUP) {
-        let mut raw = serde_json::to_value(crd).unwrap_or_default();
-        raw["apiVersion"] = "apiextensions.k8s.io/v1".into();
-        raw["kind"] = "CustomResourceDefinition".into();
-        insert(&mut snap, raw);
-    }
+    crds.iter().for_each(|c| snap.crd(c));
 
     let mut resources = vec![templates_resource(), api.policy(), api.binding()];
     for (kind, plural) in constraint_kinds(&crds) {
@@ -89,7 +68,7 @@ pub async fn list_snapshot(
     }
     for ar in &resources {
         match list_dynamic(client, ar).await {
-            Ok(items) => items.into_iter().for_each(|raw| insert(&mut snap, raw)),
+            Ok(items) => items.iter().for_each(|o| snap.object(o, ar)),
             Err(e @ kube::Error::Api(_)) => errors.push(access_error(&resource_name(ar), &e)),
             Err(e) => {
                 return Err(KubeError::request(
@@ -102,11 +81,8 @@ pub async fn list_snapshot(
     // Pod statuses are optional (Gatekeeper may not run here): ignore their errors.
     for ar in pod_status_resources() {
         if let Ok(items) = list_dynamic(client, &ar).await {
-            items.into_iter().for_each(|raw| insert(&mut snap, raw));
+            items.iter().for_each(|o| snap.object(o, &ar));
         }
     }
-    snap.now = Some(chrono::Utc::now());
-    snap.crds_listed = true;
-    snap.unreadable = crate::controller::live::unreadable(&errors);
-    Ok((snap, errors))
+    Ok((snap.finish(&errors, []), errors))
 }

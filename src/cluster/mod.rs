@@ -2,7 +2,9 @@
 //! discovering the served VAP API, listing a live [`Snapshot`](crate::snapshot::Snapshot), and
 //! applying a [`PlannedWrite`](crate::core::PlannedWrite) with preconditions.
 
+pub mod access;
 pub mod apply;
+pub mod assemble;
 pub mod client;
 pub mod discovery;
 pub mod list;

@@ -5,7 +5,7 @@
 
 use super::Error;
 use super::cache::OpinionCache;
-use super::live::LiveWorld;
+use super::shared::Shared;
 use super::state::{AccessError, Command, LiveState, ReconcileEvent, RequestOutcome};
 use crate::snapshot::Snapshot;
 use std::sync::{Arc, Mutex};
@@ -31,7 +31,7 @@ struct Inner {
     requests: mpsc::Sender<Request>,
     shutdown: watch::Sender<bool>,
     join: Mutex<Option<tokio::task::JoinHandle<Result<(), Error>>>>,
-    world: Arc<LiveWorld>,
+    world: Arc<Shared>,
     cache: Arc<OpinionCache>,
 }
 
@@ -62,8 +62,43 @@ pub enum Convergence {
     TimedOut,
 }
 
-/// The Lease resource, as the access errors name it.
-const LEASES: &str = "leases.coordination.k8s.io";
+use super::lease::LEASES;
+
+/// How long the queue must stay empty to count as idle: a watch event of our own last write,
+/// or a key a list handler is about to queue, may still come.
+const QUIET: Duration = Duration::from_millis(500);
+
+/// Waits until every watch has listed and the queue has stayed empty for [`QUIET`] (every key
+/// reconciled, delayed ones included), or `timeout` passes.
+async fn wait_idle(shared: &Shared, timeout: Duration) -> bool {
+    let mut depth = shared.queue.depth();
+    let mut status = shared.status.subscribe();
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let idle = *depth.borrow_and_update() == 0 && shared.status.synced();
+        status.borrow_and_update();
+        if idle {
+            // Quiet for a moment: no change of the queue in between.
+            match tokio::time::timeout_at(
+                deadline.min(tokio::time::Instant::now() + QUIET),
+                depth.changed(),
+            )
+            .await
+            {
+                Err(_) if tokio::time::Instant::now() < deadline || *depth.borrow() == 0 => {
+                    return *depth.borrow() == 0 && shared.status.synced();
+                }
+                Err(_) => return false,
+                Ok(_) => continue,
+            }
+        }
+        tokio::select! {
+            _ = depth.changed() => {}
+            _ = status.changed() => {}
+            _ = tokio::time::sleep_until(deadline) => return false,
+        }
+    }
+}
 /// How long a store may stay forbidden (or not served) before [`Controller::converged`] gives
 /// up on it: the authorizer's caches take a moment to see a new grant.
 const UNREADABLE_GRACE: Duration = Duration::from_secs(3);
@@ -75,7 +110,7 @@ impl Controller {
         requests: mpsc::Sender<Request>,
         shutdown: watch::Sender<bool>,
         join: tokio::task::JoinHandle<Result<(), Error>>,
-        world: Arc<LiveWorld>,
+        world: Arc<Shared>,
         cache: Arc<OpinionCache>,
     ) -> Self {
         Controller {
@@ -125,7 +160,7 @@ impl Controller {
         let deadline = start + timeout;
         let mut state = self.subscribe();
         loop {
-            if world.is_leading() {
+            if world.leadership.is_leading() {
                 return Ok(());
             }
             let current = state.borrow_and_update().clone();
@@ -134,7 +169,7 @@ impl Controller {
             }
             // The Lease cannot be used at all: no point waiting (after a moment: a grant may
             // be on its way through the authorizer's cache).
-            if let Some(e) = world.access_error(LEASES)
+            if let Some(e) = world.status.access_error(LEASES)
                 && start.elapsed() > UNREADABLE_GRACE
             {
                 return Err(NotLeading::LeaseUnusable(e.message));
@@ -149,7 +184,7 @@ impl Controller {
                 ));
             }
             tokio::select! {
-                _ = world.leadership_changed() => {}
+                _ = world.leadership.changed() => {}
                 _ = state.changed() => {}
                 _ = tokio::time::sleep_until(deadline.min(start + UNREADABLE_GRACE * 2)) => {}
                 _ = tokio::time::sleep(Duration::from_millis(250)) => {}
@@ -160,7 +195,7 @@ impl Controller {
     /// Waits until every watch has listed and the queue has stayed empty for a moment (every
     /// key reconciled, delayed ones such as the binding wait included), for at most `timeout`.
     pub async fn idle(&self, timeout: Duration) -> bool {
-        self.inner.world.wait_idle(timeout).await
+        wait_idle(&self.inner.world, timeout).await
     }
 
     /// Waits for convergence: idle with every store known. Gives up early when a write was
@@ -171,14 +206,14 @@ impl Controller {
         let mut unreadable_since: Option<tokio::time::Instant> = None;
         loop {
             let slice = Duration::from_secs(1).min(deadline - tokio::time::Instant::now());
-            if world.wait_idle(slice).await {
+            if wait_idle(world, slice).await {
                 let unknown = world.unknown_stores();
                 if unknown.is_empty() {
                     return Convergence::Idle;
                 }
             }
             let unknown = world.unknown_stores();
-            if !unknown.is_empty() && world.definitely_unreadable(&unknown) {
+            if !unknown.is_empty() && world.status.definitely_unreadable(&unknown) {
                 let since = *unreadable_since.get_or_insert_with(tokio::time::Instant::now);
                 if since.elapsed() >= UNREADABLE_GRACE {
                     return Convergence::Unreadable(unknown);
@@ -186,7 +221,7 @@ impl Controller {
             } else {
                 unreadable_since = None;
             }
-            if world.a_write_was_forbidden() {
+            if world.status.any_forbidden() {
                 return Convergence::Forbidden;
             }
             if tokio::time::Instant::now() >= deadline {
@@ -201,7 +236,7 @@ impl Controller {
 
     /// This copy's reconcile actions so far (oldest first, bounded).
     pub fn events(&self) -> Vec<ReconcileEvent> {
-        self.inner.world.events()
+        self.inner.world.status.events().into()
     }
 
     /// Writes the API server accepted from this copy.
@@ -221,17 +256,17 @@ impl Controller {
 
     /// What could not be read of `resource` (by resource name), if anything.
     pub fn access_error(&self, resource: &str) -> Option<AccessError> {
-        self.inner.world.access_error(resource)
+        self.inner.world.status.access_error(resource)
     }
 
     /// Everything this copy cannot read now.
     pub fn access_errors(&self) -> Vec<AccessError> {
-        self.inner.world.access_errors()
+        self.inner.world.status.access_errors()
     }
 
     /// The constraint kinds this copy watches.
     pub fn watched_kinds(&self) -> Vec<String> {
-        self.inner.world.watched_kinds()
+        self.inner.world.stores.watched_kinds()
     }
 
     /// What this copy is doing, for a person debugging a wait that did not end: the queue,
@@ -242,7 +277,7 @@ impl Controller {
 
     /// Whether this copy may write at all (false: read-only, or Gatekeeper's generator).
     pub fn writes_enabled(&self) -> bool {
-        self.inner.world.writes_enabled()
+        self.inner.world.status.writes_enabled()
     }
 
     /// The template side's current opinion of constraint kind `kind`.

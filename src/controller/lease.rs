@@ -15,16 +15,131 @@
 //! its deadline passed: it writes nothing more, drops its queue, relists every store, and only
 //! writes again after it holds the Lease again, confirmed by the server.
 
-use super::live::LiveWorld;
-use super::state::{EventResult, EventVerb};
-use super::world::Enqueue;
+use super::shared::Shared;
+use super::state::{AccessError, AccessErrorKind, EventResult, EventVerb, LeaderHealth};
 use crate::model::ObjectRef;
+use chrono::{DateTime, Utc};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, PostParams};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+
 use std::time::Duration;
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
+
+/// The Lease resource, as access errors name it.
+pub const LEASES: &str = "leases.coordination.k8s.io";
+/// The annotation the holder publishes its health in, with every renewal (no extra writes).
+pub const HEALTH_ANNOTATION: &str = "kubectl-vap.io/health";
+
+/// Whether this copy leads: the fence for writes, the flag for views, a wake-up for waits.
+#[derive(Debug, Default)]
+pub struct Leadership {
+    pub fence: Fence,
+    leading: AtomicBool,
+    changed: Notify,
+}
+
+impl Leadership {
+    /// True only while the fence allows writes.
+    pub fn may_write(&self) -> bool {
+        self.fence.may_write()
+    }
+
+    /// This copy holds the lease (for views and metrics; writes check the fence).
+    pub fn is_leading(&self) -> bool {
+        self.leading.load(Ordering::SeqCst)
+    }
+
+    /// Records whether this copy leads; returns what it was.
+    pub fn set_leading(&self, on: bool) -> bool {
+        let was = self.leading.swap(on, Ordering::SeqCst);
+        self.changed.notify_waiters();
+        was
+    }
+
+    /// Resolves at the next change of leadership.
+    pub async fn changed(&self) {
+        self.changed.notified().await;
+    }
+}
+
+/// The Lease as every copy sees it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HolderView {
+    pub holder: Option<String>,
+    /// The holder's `acquireTime`.
+    pub since: Option<DateTime<Utc>>,
+    /// What the holder published with its last renewal.
+    pub health: Option<LeaderHealth>,
+    /// Nobody holds it, or its record has not changed for a whole lease duration (by this
+    /// copy's clock): no copy reconciles.
+    pub vacant: bool,
+}
+
+/// [`LeaderHealth`] as it is written into the Lease annotation.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct HealthRecord {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pod: Option<String>,
+    queue: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    last_sync: Option<String>,
+}
+
+fn health_to_annotation(h: &LeaderHealth) -> String {
+    serde_json::to_string(&HealthRecord {
+        pod: h.pod.clone(),
+        queue: h.queue,
+        last_sync: h
+            .last_sync
+            .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+    })
+    .unwrap_or_default()
+}
+
+fn health_of(l: &Lease) -> Option<LeaderHealth> {
+    let raw = l.metadata.annotations.as_ref()?.get(HEALTH_ANNOTATION)?;
+    let r: HealthRecord = serde_json::from_str(raw).ok()?;
+    Some(LeaderHealth {
+        pod: r.pod,
+        queue: r.queue,
+        last_sync: r
+            .last_sync
+            .and_then(|t| DateTime::parse_from_rfc3339(&t).ok())
+            .map(|t| t.with_timezone(&Utc)),
+    })
+}
+
+fn micro_to_chrono(
+    t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime,
+) -> Option<DateTime<Utc>> {
+    DateTime::from_timestamp(t.0.as_second(), t.0.subsec_nanosecond() as u32)
+}
+
+/// The view of `l`, given when this copy first saw its current record (`seen_at`, on
+/// [`mono_now`]) and `identity` (this copy's, when it competes).
+fn view_of(l: &Lease, seen_at: Duration, identity: Option<&str>, default: Duration) -> HolderView {
+    let holder = holder_of(l);
+    let spec = l.spec.clone().unwrap_or_default();
+    let duration = spec
+        .lease_duration_seconds
+        .and_then(|s| u64::try_from(s).ok())
+        .map(Duration::from_secs)
+        .unwrap_or(default);
+    let ours = holder.is_some() && holder.as_deref() == identity;
+    let vacant = holder.is_none() || (!ours && mono_now() >= seen_at + duration);
+    HolderView {
+        since: holder
+            .as_ref()
+            .and(spec.acquire_time.as_ref())
+            .and_then(micro_to_chrono),
+        health: holder.as_ref().and_then(|_| health_of(l)),
+        holder,
+        vacant,
+    }
+}
 
 /// Default lease duration (seconds): a crashed holder is replaced after at most this long.
 pub const LEASE_DURATION: u64 = 15;
@@ -133,16 +248,6 @@ pub fn lease_ref(namespace: &str, name: &str) -> ObjectRef {
     )
 }
 
-/// The current holder of the Lease, if any (`None` also when it cannot be read).
-pub async fn holder(
-    client: &kube::Client,
-    namespace: &str,
-    name: &str,
-) -> Result<Option<String>, kube::Error> {
-    let api: Api<Lease> = Api::namespaced(client.clone(), namespace);
-    Ok(api.get_opt(name).await?.and_then(|l| holder_of(&l)))
-}
-
 fn holder_of(l: &Lease) -> Option<String> {
     l.spec
         .as_ref()
@@ -173,8 +278,13 @@ enum Attempt {
 }
 
 impl Elector {
-    /// Acquires or renews the Lease (client-go's `tryAcquireOrRenew`).
-    async fn try_acquire_or_renew(&mut self) -> Result<Attempt, kube::Error> {
+    /// Acquires or renews the Lease (client-go's `tryAcquireOrRenew`), publishing `health`
+    /// with it; `view` is how the Lease looked.
+    async fn try_acquire_or_renew(
+        &mut self,
+        health: &LeaderHealth,
+        view: &mut HolderView,
+    ) -> Result<Attempt, kube::Error> {
         let now = mono_now();
         let seconds = i32::try_from(self.timing.duration.as_secs()).unwrap_or(i32::MAX);
         let pp = PostParams {
@@ -183,7 +293,8 @@ impl Elector {
         };
         let Some(current) = self.api.get_opt(&self.name).await? else {
             let lease: Lease = serde_json::from_value(serde_json::json!({
-                "metadata": { "name": self.name },
+                "metadata": { "name": self.name,
+                              "annotations": { HEALTH_ANNOTATION: health_to_annotation(health) } },
                 "spec": { "holderIdentity": self.identity, "leaseDurationSeconds": seconds,
                           "acquireTime": now_micro(), "renewTime": now_micro(), "leaseTransitions": 0 }
             }))
@@ -191,6 +302,7 @@ impl Elector {
             return match self.api.create(&pp, &lease).await {
                 Ok(l) => {
                     self.observed = l.metadata.resource_version.clone().map(|rv| (rv, now));
+                    *view = view_of(&l, now, Some(&self.identity), self.timing.duration);
                     Ok(Attempt::Holds)
                 }
                 Err(e) if crate::cluster::status_code(&e) == Some(409) => Ok(Attempt::Other(None)),
@@ -205,6 +317,13 @@ impl Elector {
         if self.observed.as_ref().map(|(r, _)| r) != Some(&rv) {
             self.observed = Some((rv.clone(), now));
         }
+        let seen_at = self.observed.as_ref().map(|(_, t)| *t).unwrap_or(now);
+        *view = view_of(
+            &current,
+            seen_at,
+            Some(&self.identity),
+            self.timing.duration,
+        );
         let holder = holder_of(&current);
         let ours = holder.as_deref() == Some(self.identity.as_str());
         let spec = current.spec.clone().unwrap_or_default();
@@ -233,10 +352,15 @@ impl Elector {
         }
         next.spec = Some(s);
         next.metadata.managed_fields = None;
+        next.metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(HEALTH_ANNOTATION.into(), health_to_annotation(health));
         // The resourceVersion read: if anyone wrote the Lease since, this fails (409).
         match self.api.replace(&self.name, &pp, &next).await {
             Ok(l) => {
                 self.observed = l.metadata.resource_version.clone().map(|rv| (rv, now));
+                *view = view_of(&l, now, Some(&self.identity), self.timing.duration);
                 Ok(Attempt::Holds)
             }
             Err(e) if crate::cluster::status_code(&e) == Some(409) => Ok(Attempt::Other(holder)),
@@ -258,6 +382,9 @@ impl Elector {
         s.renew_time = None;
         next.spec = Some(s);
         next.metadata.managed_fields = None;
+        if let Some(a) = next.metadata.annotations.as_mut() {
+            a.remove(HEALTH_ANNOTATION);
+        }
         self.api
             .replace(&self.name, &PostParams::default(), &next)
             .await
@@ -265,21 +392,53 @@ impl Elector {
     }
 }
 
-/// Runs the election until `shutdown`: keeps `world.fence` (and `world.leading`, for views)
-/// up to date; releases the lease at the end. `holder_tx` receives the observed holder.
+/// Where the election stands, for the views: the Lease as seen, and this copy's health to
+/// publish with its renewals.
+pub struct Election {
+    pub namespace: String,
+    pub name: String,
+    pub identity: String,
+    pub duration: Duration,
+    /// What this copy publishes while it holds the Lease.
+    pub health: Box<dyn Fn() -> LeaderHealth + Send + Sync>,
+}
+
+fn lease_access_error(namespace: &str, name: &str, e: &kube::Error, verb: &str) -> AccessError {
+    let kind = match crate::cluster::status_code(e) {
+        Some(401 | 403) => AccessErrorKind::Forbidden,
+        _ => AccessErrorKind::Other,
+    };
+    AccessError {
+        resource: LEASES.into(),
+        kind,
+        message: match verb {
+            "read" => format!("cannot read Lease {namespace}/{name} to show who reconciles: {e}"),
+            _ => format!(
+                "cannot use Lease {namespace}/{name}: {e} (needs get/create/update on leases in namespace {namespace}, and the namespace must exist)"
+            ),
+        },
+    }
+}
+
+/// Runs the election until `shutdown`: keeps the fence (and the leading flag, for views) up
+/// to date; releases the lease at the end. `view_tx` receives the Lease as seen.
 pub async fn run(
-    world: Arc<LiveWorld>,
-    namespace: String,
-    name: String,
-    identity: String,
-    duration: Duration,
-    holder_tx: watch::Sender<Option<String>>,
+    shared: Arc<Shared>,
+    election: Election,
+    view_tx: watch::Sender<HolderView>,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), super::Error> {
+    let Election {
+        namespace,
+        name,
+        identity,
+        duration,
+        health,
+    } = election;
     let lease_name = format!("{namespace}/{name}");
     let timing = Timing::new(duration);
     let mut elector = Elector {
-        api: Api::namespaced(world.client.clone(), &namespace),
+        api: Api::namespaced(shared.client.clone(), &namespace),
         name: name.clone(),
         identity: identity.clone(),
         timing,
@@ -291,88 +450,74 @@ pub async fn run(
         // A deadline passed while leading (paused, or renewals failed for too long): nothing
         // decided before counts. Checked before asking the server, so even a renewal that
         // succeeds now starts from fresh lists.
-        if world.fence.expired() {
+        if shared.leadership.fence.expired() {
             lose(
-                &world,
+                &shared,
                 &lease,
                 &identity,
                 "the renew deadline passed (this copy was paused, or could not renew)",
             );
         }
         let sent = mono_now();
-        match elector.try_acquire_or_renew().await {
+        let mut view = view_tx.borrow().clone();
+        match elector.try_acquire_or_renew(&health(), &mut view).await {
             Ok(Attempt::Holds) => {
-                world.outage.reachable();
-                super::watches::set_access(&world, "leases.coordination.k8s.io", None);
+                shared.outage.reachable();
+                shared.status.set_access(LEASES, None);
                 if let Some(since) = failing_since.take() {
                     tracing::info!(
                         "Lease {lease_name} reachable again after {}s",
                         (mono_now() - since).as_secs()
                     );
                 }
-                world.fence.renewed(sent, &timing);
+                shared.leadership.fence.renewed(sent, &timing);
                 // A renewal that took longer than the deadline confirms nothing.
-                if !world.fence.may_write() {
-                    lose(&world, &lease, &identity, "the renewal came back too late");
-                } else if !world.set_leading(true) {
-                    world.dirty.store(true, Ordering::Relaxed);
+                if !shared.leadership.may_write() {
+                    lose(&shared, &lease, &identity, "the renewal came back too late");
+                } else if !shared.leadership.set_leading(true) {
+                    shared.metrics.leader.store(true, Ordering::Relaxed);
                     tracing::info!(
                         "acquired Lease {lease_name} as {identity}: resyncing everything"
                     );
-                    world.log(
+                    shared.log(
                         EventVerb::Lease,
                         lease.clone(),
                         EventResult::Ok,
                         format!("{identity} acquired the lease; resync"),
                     );
-                    for k in world.all_keys() {
-                        world.queue.enqueue(k);
-                    }
+                    super::requests::ensure_configmap(&shared.client, &namespace, &name).await;
+                    shared.resync();
                 }
-                send_holder(&holder_tx, Some(identity.clone()));
+                send_view(&view_tx, view);
             }
             Ok(Attempt::Other(holder)) => {
-                world.outage.reachable();
-                if world.leading.load(Ordering::SeqCst) {
+                shared.outage.reachable();
+                if shared.leadership.is_leading() {
                     let by = holder.clone().unwrap_or_else(|| "another copy".into());
                     lose(
-                        &world,
+                        &shared,
                         &lease,
                         &identity,
                         &format!("{by} holds the Lease now"),
                     );
                 }
-                send_holder(&holder_tx, holder);
+                send_view(&view_tx, view);
             }
             Err(e) => {
                 // The fence keeps its deadline: writes go on until it passes, no longer.
-                let msg = format!(
-                    "cannot use Lease {lease_name}: {e} (needs get/create/update on leases in namespace {namespace}, and the namespace must exist)"
-                );
+                let error = lease_access_error(&namespace, &name, &e, "use");
                 if crate::cluster::status_code(&e).is_none() {
                     // No answer at all: part of the copy's one outage log.
-                    world
+                    shared
                         .outage
                         .failed(&format!("Lease {lease_name}"), &e.to_string());
                 } else if failing_since.is_none() {
                     failing_since = Some(mono_now());
-                    tracing::warn!("{msg}");
+                    tracing::warn!("{}", error.message);
                 } else {
-                    tracing::debug!("{msg}");
+                    tracing::debug!("{}", error.message);
                 }
-                let kind = match crate::cluster::status_code(&e) {
-                    Some(401 | 403) => super::state::AccessErrorKind::Forbidden,
-                    _ => super::state::AccessErrorKind::Other,
-                };
-                super::watches::set_access(
-                    &world,
-                    "leases.coordination.k8s.io",
-                    Some(super::state::AccessError {
-                        resource: "leases.coordination.k8s.io".into(),
-                        kind,
-                        message: msg,
-                    }),
-                );
+                shared.status.set_access(LEASES, Some(error));
             }
         }
         tokio::select! {
@@ -380,8 +525,9 @@ pub async fn run(
             _ = shutdown.changed() => break,
         }
     }
-    world.fence.revoke();
-    let held = world.set_leading(false);
+    shared.leadership.fence.revoke();
+    let held = shared.leadership.set_leading(false);
+    shared.metrics.leader.store(false, Ordering::Relaxed);
     // Released even if this copy believes it lost it: `release` checks the holder first.
     match elector.release().await {
         Ok(()) if held => tracing::info!("released Lease {lease_name}"),
@@ -391,19 +537,20 @@ pub async fn run(
     Ok(())
 }
 
-fn send_holder(tx: &watch::Sender<Option<String>>, h: Option<String>) {
+fn send_view(tx: &watch::Sender<HolderView>, v: HolderView) {
     tx.send_if_modified(|cur| {
-        let changed = *cur != h;
-        *cur = h;
+        let changed = *cur != v;
+        *cur = v;
         changed
     });
 }
 
 /// Leadership is not confirmed any more: writes stop at once, and the queue and the stores
 /// built while leading are dropped (the stores list again) before this copy writes again.
-fn lose(world: &LiveWorld, lease: &ObjectRef, identity: &str, why: &str) {
-    let had = world.fence.revoke();
-    let was = world.set_leading(false);
+fn lose(shared: &Shared, lease: &ObjectRef, identity: &str, why: &str) {
+    let had = shared.leadership.fence.revoke();
+    let was = shared.leadership.set_leading(false);
+    shared.metrics.leader.store(false, Ordering::Relaxed);
     if !had && !was {
         return;
     }
@@ -411,48 +558,84 @@ fn lose(world: &LiveWorld, lease: &ObjectRef, identity: &str, why: &str) {
         "lost Lease {}: {why}; not writing; dropping the queue and relisting everything before writing again",
         lease.name
     );
-    world.log(
+    shared.log(
         EventVerb::Lease,
         lease.clone(),
         EventResult::Ok,
         format!("{identity} lost the lease ({why}); writes stop, queue dropped, relisting"),
     );
-    world.forget_everything();
+    shared.forget_everything();
 }
 
-/// Polls the holder of a Lease this copy does not compete for (read-only views).
+/// The Lease `namespace/name` as one read shows it: who holds it, since when, their health.
+/// (Vacancy needs two reads a lease duration apart; one read calls only an unheld Lease
+/// vacant, or one whose holder's last renewal is older than its duration by our clock.)
+pub async fn read_lease(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+) -> Result<HolderView, kube::Error> {
+    let api: Api<Lease> = Api::namespaced(client.clone(), namespace);
+    let Some(l) = api.get_opt(name).await? else {
+        return Ok(HolderView {
+            vacant: true,
+            ..HolderView::default()
+        });
+    };
+    let mut view = view_of(&l, mono_now(), None, Duration::from_secs(LEASE_DURATION));
+    let spec = l.spec.clone().unwrap_or_default();
+    let duration = spec
+        .lease_duration_seconds
+        .map(i64::from)
+        .unwrap_or(LEASE_DURATION as i64);
+    if let Some(renewed) = spec.renew_time.as_ref().and_then(micro_to_chrono) {
+        view.vacant |= Utc::now() - renewed > chrono::Duration::seconds(duration);
+    }
+    Ok(view)
+}
+
+/// How often a copy that does not compete looks at the Lease.
+const HOLDER_POLL: Duration = Duration::from_secs(3);
+
+/// Follows a Lease this copy does not compete for (read-only views): who holds it, since
+/// when, their health, and whether it is vacant.
 pub async fn watch_holder(
-    world: Arc<LiveWorld>,
+    shared: Arc<Shared>,
     namespace: String,
     name: String,
-    holder_tx: watch::Sender<Option<String>>,
+    view_tx: watch::Sender<HolderView>,
 ) {
-    let resource = "leases.coordination.k8s.io";
+    let api: Api<Lease> = Api::namespaced(shared.client.clone(), &namespace);
+    // The record last seen and when (vacancy is judged on this copy's own clock).
+    let mut observed: Option<(String, Duration)> = None;
     loop {
-        match holder(&world.client, &namespace, &name).await {
-            Ok(h) => {
-                super::watches::set_access(&world, resource, None);
-                send_holder(&holder_tx, h);
+        match api.get_opt(&name).await {
+            Ok(lease) => {
+                shared.status.set_access(LEASES, None);
+                let view = match lease {
+                    None => HolderView {
+                        vacant: true,
+                        ..HolderView::default()
+                    },
+                    Some(l) => {
+                        let rv = l.metadata.resource_version.clone().unwrap_or_default();
+                        if observed.as_ref().map(|(r, _)| r) != Some(&rv) {
+                            observed = Some((rv, mono_now()));
+                        }
+                        let seen_at = observed.as_ref().map(|(_, t)| *t).unwrap_or_else(mono_now);
+                        view_of(&l, seen_at, None, Duration::from_secs(LEASE_DURATION))
+                    }
+                };
+                send_view(&view_tx, view);
             }
             Err(e) => {
-                let kind = match crate::cluster::status_code(&e) {
-                    Some(401 | 403) => super::state::AccessErrorKind::Forbidden,
-                    _ => super::state::AccessErrorKind::Other,
-                };
-                super::watches::set_access(
-                    &world,
-                    resource,
-                    Some(super::state::AccessError {
-                        resource: resource.into(),
-                        kind,
-                        message: format!(
-                            "cannot read Lease {namespace}/{name} to show who reconciles: {e}"
-                        ),
-                    }),
+                shared.status.set_access(
+                    LEASES,
+                    Some(lease_access_error(&namespace, &name, &e, "read")),
                 );
             }
         }
-        tokio::time::sleep(Duration::from_secs(3)).await;
+        tokio::time::sleep(HOLDER_POLL).await;
     }
 }
 

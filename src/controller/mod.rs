@@ -10,24 +10,37 @@
 //!   leader election, metrics; publishes [`state::LiveState`] for the TUI.
 
 pub mod cache;
+mod commands;
+mod events;
 pub mod gatekeeper;
 pub mod handle;
-pub mod lease;
-pub mod live;
+mod lease;
 pub mod logic;
 pub mod metrics;
-pub mod outage;
+mod outage;
+mod publish;
 pub mod queue;
-pub mod runtime;
+mod requests;
+mod shared;
+mod start;
 pub mod state;
-pub mod watches;
+mod status;
+mod stores;
+mod watches;
+pub mod worker;
 pub mod world;
+mod writer;
 
 pub use handle::{Controller, Convergence, NotLeading};
-pub use runtime::{Config, Mode, Tuning, start};
+pub use lease::{HolderView, read_lease};
+pub use queue::Scope;
+pub use start::{
+    Config, DEFAULT_LEASE_NAME, DEFAULT_LEASE_NAMESPACE, DEFAULT_WORKERS, Mode, Tuning, launch,
+    start,
+};
 pub use state::{
     AccessError, AccessErrorKind, ClusterEvent, Command, Connection, EventResult, EventVerb,
-    LeaderHealth, LeaseInfo, LiveState, ReconcileEvent, RequestOutcome,
+    LeaderHealth, LeaseInfo, LiveState, ReconcileEvent, RequestOutcome, WriteError,
 };
 
 /// Errors of the reconciler library. Each variant names what failed; callers add context.
@@ -35,39 +48,20 @@ pub use state::{
 pub enum Error {
     #[error("the reconciler has stopped")]
     Stopped,
-    #[error("this copy is not the lease holder; the holder ({holder}) writes")]
-    NotLeader { holder: String },
-    #[error("writes are disabled: {0}")]
-    WritesDisabled(String),
-    #[error("{verb} {object}: conflict (the object changed on the server); retried")]
-    Conflict { verb: &'static str, object: String },
-    #[error("{verb} {object}: {source}")]
-    Write {
-        verb: &'static str,
-        object: String,
-        #[source]
-        source: Box<kube::Error>,
-    },
+    /// Starting failed at the API server's edge (discovery, connection).
     #[error("{0}")]
     Kube(#[from] crate::cluster::KubeError),
-    #[error("leader election on Lease {lease}: {message}")]
-    Lease { lease: String, message: String },
+    /// A request names something that does not exist.
+    #[error("{0}")]
+    NotFound(String),
+    /// Nobody holds the Lease: no copy would handle a request.
+    #[error(
+        "no copy reconciles: nobody holds Lease {lease} (start `kubectl vap run`, or the TUI with --reconcile)"
+    )]
+    NoLeader { lease: String },
+    /// The request channel to the lease holder failed.
+    #[error("{0}")]
+    Request(String),
     #[error("{0}")]
     Other(String),
-}
-
-impl Error {
-    /// The label of this error in `/metrics`.
-    pub fn metric_label(&self) -> &'static str {
-        match self {
-            Error::Stopped => "stopped",
-            Error::NotLeader { .. } => "not_leader",
-            Error::WritesDisabled(_) => "writes_disabled",
-            Error::Conflict { .. } => "conflict",
-            Error::Write { .. } => "write",
-            Error::Kube(_) => "kube",
-            Error::Lease { .. } => "lease",
-            Error::Other(_) => "other",
-        }
-    }
 }

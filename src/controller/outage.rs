@@ -20,6 +20,8 @@ struct State {
     since: Option<Instant>,
     last_line: Option<Instant>,
     retries: u64,
+    /// The latest failure, for views.
+    latest: String,
 }
 
 /// What one report logs (decided apart from the clock and the logger, for the unit tests).
@@ -34,6 +36,7 @@ enum Line {
 impl Outage {
     /// A request of `source` got no answer (`message`: why).
     pub fn failed(&self, source: &str, message: &str) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).latest = format!("{source}: {message}");
         match self.failed_at(Instant::now()) {
             Line::First => tracing::warn!(
                 "API server unreachable ({source}: {message}); retrying, with one summary every {}s until it answers",
@@ -51,6 +54,12 @@ impl Outage {
         if let Line::Recovered { secs, retries } = self.reachable_at(Instant::now()) {
             tracing::info!("API server reachable again after {secs}s, {retries} retries");
         }
+    }
+
+    /// Since when the API server has not answered (how long ago), and the latest failure.
+    pub fn unreachable(&self) -> Option<(Duration, String)> {
+        let st = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        st.since.map(|s| (s.elapsed(), st.latest.clone()))
     }
 
     fn failed_at(&self, now: Instant) -> Line {

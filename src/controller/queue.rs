@@ -2,9 +2,16 @@
 //! a key is queued at most once; a key being processed is not handed out again, and if it is
 //! pushed meanwhile it is queued once more when its processing is done. Time is passed in,
 //! so tests run it on a virtual clock.
+//!
+//! [`SharedQueue`] is the one the workers share (live and in the tests): the queue behind a
+//! lock, a wake-up for idle workers, its depth on a watch channel (waits for "idle" need no
+//! polling), the keys parked until a store lists again, and an optional [`Scope`].
 
+use super::world::Enqueue;
 use chrono::{DateTime, Utc};
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::sync::Mutex;
+use tokio::sync::{Notify, watch};
 
 /// A unit of work: one template (its VAP and opinion) or one constraint (its binding).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -160,9 +167,197 @@ impl WorkQueue {
     }
 }
 
+/// Which keys a copy works on: everything, or one template's (a one-shot `reconcile
+/// TEMPLATE` that leads itself writes only that template's objects).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Scope {
+    #[default]
+    All,
+    /// The template's key and its kind's constraints (Gatekeeper's rule: a template's name is
+    /// its kind in lower case).
+    Template(String),
+}
+
+impl Scope {
+    pub fn contains(&self, key: &Key) -> bool {
+        match (self, key) {
+            (Scope::All, _) => true,
+            (Scope::Template(t), Key::Template(n)) => t == n,
+            (Scope::Template(t), Key::Constraint { kind, .. }) => kind.to_lowercase() == *t,
+        }
+    }
+}
+
+/// The queue the workers share.
+#[derive(Debug, Default)]
+pub struct SharedQueue {
+    inner: Mutex<WorkQueue>,
+    /// Keys whose reconcile found a store unknown: enqueued again when a store lists.
+    parked: Mutex<BTreeSet<Key>>,
+    scope: Scope,
+    wake: Notify,
+    depth: watch::Sender<usize>,
+}
+
+impl SharedQueue {
+    pub fn new(scope: Scope) -> Self {
+        SharedQueue {
+            scope,
+            ..SharedQueue::default()
+        }
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut WorkQueue) -> T) -> T {
+        let mut q = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let out = f(&mut q);
+        let len = q.len();
+        drop(q);
+        self.depth.send_if_modified(|d| {
+            let changed = *d != len;
+            *d = len;
+            changed
+        });
+        out
+    }
+
+    /// The next ready key at `now`, marked as processing, and when the next delayed key is due.
+    pub fn pop(&self, now: DateTime<Utc>) -> (Option<Key>, Option<DateTime<Utc>>) {
+        self.with(|q| (q.pop(now), q.next_due()))
+    }
+
+    /// Removes a specific ready key (tests use it to choose the schedule).
+    pub fn take(&self, key: &Key) -> bool {
+        self.with(|q| q.take(key))
+    }
+
+    /// A worker finished `key` (it may now be taken again).
+    pub fn done(&self, key: &Key) {
+        let requeued = self.with(|q| {
+            q.done(key);
+            q.queued.contains(key)
+        });
+        if requeued {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Keys parked until a store lists again.
+    pub fn park(&self, key: Key) {
+        self.parked
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key);
+    }
+
+    /// Enqueues every parked key.
+    pub fn unpark(&self) {
+        let keys = std::mem::take(&mut *self.parked.lock().unwrap_or_else(|p| p.into_inner()));
+        for k in keys {
+            self.enqueue(k);
+        }
+    }
+
+    /// Drops every queued, delayed and parked key (keys being processed finish, then are not
+    /// requeued unless pushed again): what was queued rests on knowledge this copy no longer
+    /// trusts.
+    pub fn discard(&self) {
+        self.with(WorkQueue::discard);
+        self.parked
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+    }
+
+    /// Ready + processing + delayed.
+    pub fn len(&self) -> usize {
+        *self.depth.borrow()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn next_due(&self) -> Option<DateTime<Utc>> {
+        self.with(|q| q.next_due())
+    }
+
+    pub fn ready_keys(&self) -> Vec<Key> {
+        self.with(|q| q.ready_keys())
+    }
+
+    /// Resolves when a key may have become ready.
+    pub async fn woken(&self) {
+        self.wake.notified().await;
+    }
+
+    /// The depth, on a watch channel.
+    pub fn depth(&self) -> watch::Receiver<usize> {
+        self.depth.subscribe()
+    }
+
+    pub fn scope(&self) -> &Scope {
+        &self.scope
+    }
+
+    /// The queue's state, for a person debugging a wait that did not end.
+    pub fn describe(&self) -> String {
+        self.with(|q| format!("{q:?}"))
+    }
+}
+
+impl Enqueue for SharedQueue {
+    fn enqueue(&self, key: Key) {
+        if !self.scope.contains(&key) {
+            return;
+        }
+        self.with(|q| q.push(key));
+        self.wake.notify_one();
+    }
+    fn enqueue_at(&self, key: Key, at: DateTime<Utc>) {
+        if !self.scope.contains(&key) {
+            return;
+        }
+        self.with(|q| q.push_at(key, at));
+        // A sleeping worker must look at the new due time.
+        self.wake.notify_one();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_template_scope_keeps_the_template_and_its_kind_only() {
+        let q = SharedQueue::new(Scope::Template("k8sx".into()));
+        q.enqueue(Key::Template("k8sx".into()));
+        q.enqueue(Key::Template("k8sy".into()));
+        q.enqueue(Key::constraint("K8sX", "a"));
+        q.enqueue(Key::constraint("K8sY", "b"));
+        q.enqueue_at(Key::constraint("K8sY", "c"), t0());
+        assert_eq!(
+            q.ready_keys(),
+            vec![Key::Template("k8sx".into()), Key::constraint("K8sX", "a")]
+        );
+        assert_eq!(q.len(), 2);
+        let depth = q.depth();
+        let (k, _) = q.pop(t0());
+        q.done(&k.expect("ready"));
+        assert_eq!(*depth.borrow(), 1, "the depth follows every change");
+    }
+
+    #[test]
+    fn parked_keys_come_back_and_a_discard_drops_them() {
+        let q = SharedQueue::new(Scope::All);
+        q.park(Key::Template("a".into()));
+        assert!(q.is_empty());
+        q.unpark();
+        assert_eq!(q.ready_keys(), vec![Key::Template("a".into())]);
+        q.park(Key::Template("b".into()));
+        q.discard();
+        q.unpark();
+        assert!(q.is_empty());
+    }
 
     fn t0() -> DateTime<Utc> {
         DateTime::from_timestamp(1_700_000_000, 0).unwrap_or_default()

@@ -118,67 +118,7 @@ pub struct LeaseInfo {
     pub vacant: bool,
 }
 
-/// A resource the reconciler cannot read or watch.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AccessError {
-    /// e.g. `constrainttemplates.templates.gatekeeper.sh`, `validatingadmissionpolicies.admissionregistration.k8s.io`.
-    pub resource: String,
-    pub kind: AccessErrorKind,
-    /// What happened and what fixes it.
-    pub message: String,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AccessErrorKind {
-    /// 401/403: the user lacks a right.
-    Forbidden,
-    /// The resource is not served (CRD not installed, API disabled).
-    NotServed,
-    /// Anything else (network, timeouts): retried.
-    Other,
-}
-
-impl AccessError {
-    /// What a failed read of `resource` means for the user, from the HTTP status (if any) and
-    /// the error text for anything else. `verb` says what was being done ("reading", "watching").
-    pub fn from_status(
-        resource: &str,
-        status: Option<u16>,
-        verb: &str,
-        error: &dyn std::fmt::Display,
-    ) -> Self {
-        let resource = resource.to_string();
-        match status {
-            Some(401 | 403) => AccessError {
-                message: format!(
-                    "forbidden: cannot list/watch {resource}; grant the ClusterRole from `kubectl vap install --print` (or the read-only one in docs/reconciler.md)"
-                ),
-                resource,
-                kind: AccessErrorKind::Forbidden,
-            },
-            Some(404) => AccessError {
-                message: format!("{resource} is not served (CRD not installed or API disabled)"),
-                resource,
-                kind: AccessErrorKind::NotServed,
-            },
-            _ => AccessError {
-                message: format!("{verb} {resource}: {error}"),
-                resource,
-                kind: AccessErrorKind::Other,
-            },
-        }
-    }
-}
-
-impl AccessErrorKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AccessErrorKind::Forbidden => "forbidden",
-            AccessErrorKind::NotServed => "not-served",
-            AccessErrorKind::Other => "error",
-        }
-    }
-}
+pub use crate::cluster::access::{AccessError, AccessErrorKind};
 
 /// One line of the event log.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -226,7 +166,10 @@ pub enum EventResult {
     Ok,
     /// Not done, and why (not the leader, foreign object, Gatekeeper's generator active).
     Skipped(String),
+    /// A command failed (e.g. its template does not exist).
     Failed(String),
+    /// A write failed, and how.
+    WriteFailed(WriteError),
 }
 
 impl EventResult {
@@ -234,7 +177,77 @@ impl EventResult {
         match self {
             EventResult::Ok => "ok",
             EventResult::Skipped(_) => "skipped",
-            EventResult::Failed(_) => "failed",
+            EventResult::Failed(_) | EventResult::WriteFailed(_) => "failed",
+        }
+    }
+
+    /// Why it failed, if it did.
+    pub fn failure(&self) -> Option<String> {
+        match self {
+            EventResult::Failed(why) => Some(why.clone()),
+            EventResult::WriteFailed(e) => Some(e.to_string()),
+            _ => None,
+        }
+    }
+
+    /// A failure that counts: not a conflict, which is retried at once and passes.
+    pub fn is_failure(&self) -> bool {
+        match self {
+            EventResult::Failed(_) => true,
+            EventResult::WriteFailed(e) => !e.retried_away(),
+            _ => false,
+        }
+    }
+}
+
+/// How a write failed. Its label goes to `/metrics`, its text to the event log and the
+/// Kubernetes Events, and the reconcilers act on its class ([`WriteError::outcome`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WriteError {
+    /// The object changed meanwhile (409, failed precondition): read again and retry.
+    #[error("conflict (the object changed on the server); retried")]
+    Conflict(String),
+    /// 401/403, or a 422 whose cause is an authorization check (a VAP's paramKind needs `get`
+    /// on that kind): may pass once the RBAC allows it.
+    #[error("forbidden: {0} (grant the ClusterRole from `kubectl vap install --print`)")]
+    Forbidden(String),
+    /// 422: the server refuses this body, however often it is sent.
+    #[error("{0}")]
+    Invalid(String),
+    /// No answer at all (connection refused or reset, timeout).
+    #[error("{0}")]
+    Unreachable(String),
+    /// Any other answer (5xx, 429, …): may pass later.
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl WriteError {
+    /// The label of `kubectl_vap_write_errors_total{reason=…}`.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            WriteError::Conflict(_) => "conflict",
+            WriteError::Forbidden(_) => "forbidden",
+            WriteError::Invalid(_) => "invalid",
+            WriteError::Unreachable(_) => "unreachable",
+            WriteError::Failed(_) => "failed",
+        }
+    }
+
+    /// A conflict is retried at once and passes: not a failure anyone must look at.
+    pub fn retried_away(&self) -> bool {
+        matches!(self, WriteError::Conflict(_))
+    }
+
+    /// What the reconcilers do about it.
+    pub fn outcome(&self) -> super::world::WriteOutcome {
+        use super::world::WriteOutcome;
+        let text = self.to_string();
+        match self {
+            WriteError::Conflict(why) => WriteOutcome::Retry(why.clone()),
+            WriteError::Forbidden(_) => WriteOutcome::Forbidden(text),
+            WriteError::Invalid(_) => WriteOutcome::Refused(text),
+            WriteError::Unreachable(_) | WriteError::Failed(_) => WriteOutcome::Failed(text),
         }
     }
 }

@@ -8,9 +8,10 @@
 //! old store. After a list, everything the store concerns is enqueued again, which also
 //! covers objects deleted while the watch was down (a relist drops them without an event).
 
-use super::live::{KindWatch, LiveWorld, Obj};
 use super::queue::Key;
+use super::shared::Shared;
 use super::state::AccessError;
+use super::stores::{KindWatch, Obj};
 use super::world::Enqueue;
 use crate::cluster::discovery::constraint_resource;
 use crate::core::desired::CrdState;
@@ -25,7 +26,6 @@ use kube::runtime::watcher;
 use serde::de::DeserializeOwned;
 use std::fmt::Debug;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 /// The keys an event on a VAP concerns: its controller template, and the template its name
 /// belongs to (so a foreign VAP going away lets the template write its own).
@@ -59,18 +59,6 @@ pub fn binding_keys(b: &DynamicObject) -> Vec<Key> {
         })
         .map(|r| Key::constraint(&r.kind, &r.name))
         .collect()
-}
-
-/// Records (or clears, with `None`) a read problem of `resource`.
-pub fn set_access(world: &LiveWorld, resource: &str, error: Option<AccessError>) {
-    let mut access = world.access.lock().unwrap_or_else(|p| p.into_inner());
-    let changed = match error {
-        Some(e) => access.insert(resource.to_string(), e.clone()).as_ref() != Some(&e),
-        None => access.remove(resource).is_some(),
-    };
-    if changed {
-        world.dirty.store(true, Ordering::Relaxed);
-    }
 }
 
 /// What a store keeps of an object: what the reconciler and the views read, nothing more.
@@ -113,39 +101,23 @@ pub enum Change<'a, K> {
     Listed,
 }
 
-/// Runs a reflector for `api` into `writer`, calling `on_change` for every change.
-pub fn spawn_watch<K, F>(
-    api: Api<K>,
-    writer: Writer<K>,
-    resource: String,
-    world: Arc<LiveWorld>,
-    on_change: F,
-) -> tokio::task::JoinHandle<()>
-where
-    K: Trim + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-    K::DynamicType: Clone + Eq + std::hash::Hash + Default + Send + Sync,
-    F: Fn(&Arc<LiveWorld>, Change<'_, K>) + Send + Sync + 'static,
-{
-    spawn_watch_with(api, writer, resource, world, on_change)
-}
-
 /// A (re)list is complete: the reflector has swapped the store in. The store is marked
 /// complete *before* the handler enqueues what the list concerns (a worker may pop such a key
 /// at once, and must not drop it as "still listing"), and the resource listed only *after*
 /// (so "synced" never precedes those keys).
-fn list_done<K, F>(world: &Arc<LiveWorld>, resource: &str, on_change: &F)
+fn list_done<K, F>(world: &Arc<Shared>, resource: &str, on_change: &F)
 where
-    F: Fn(&Arc<LiveWorld>, Change<'_, K>),
+    F: Fn(&Arc<Shared>, Change<'_, K>),
 {
-    world.set_complete(resource, true);
-    set_access(world, resource, None);
+    world.stores.set_complete(resource, true);
+    world.status.set_access(resource, None);
     on_change(world, Change::Listed);
     // Keys that found some store unknown come back: this one may have been it.
-    world.unpark();
-    world.set_listed(resource, true);
+    world.queue.unpark();
+    world.stores.set_listed(resource, true);
 }
 
-/// As [`spawn_watch`], for resources whose dynamic type has no default (DynamicObject).
+/// Runs a reflector for `api` into `writer`, calling `on_change` for every change.
 ///
 /// A reflector of our own (list, then watch from the list's resourceVersion), rather than
 /// kube-runtime's: its store is swapped in only once the watch that follows the list has
@@ -154,17 +126,17 @@ where
 /// `watch` verb) leaves a store that looks complete and never changes. Any error makes the
 /// store unknown until a fresh list and watch succeed; a watch the server ends normally (its
 /// timeout) is resumed from the last resourceVersion without a relist.
-pub fn spawn_watch_with<K, F>(
+pub fn spawn_watch<K, F>(
     api: Api<K>,
     mut writer: Writer<K>,
     resource: String,
-    world: Arc<LiveWorld>,
+    world: Arc<Shared>,
     on_change: F,
 ) -> tokio::task::JoinHandle<()>
 where
     K: Trim + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync,
-    F: Fn(&Arc<LiveWorld>, Change<'_, K>) + Send + Sync + 'static,
+    F: Fn(&Arc<Shared>, Change<'_, K>) + Send + Sync + 'static,
 {
     tokio::spawn(async move {
         // Initial lists from the API server's watch cache (resourceVersion=0), as client-go's
@@ -172,7 +144,7 @@ where
         // does not correct. Objects are trimmed before the store (see `Trim`).
         let lp = ListParams::default().match_any();
         let wp = WatchParams::default().timeout(WATCH_TIMEOUT_SECS);
-        let mut relist = world.relist.subscribe();
+        let mut relist = world.stores.relists();
         let mut health = Health::default();
         let mut backoff = RETRY_MIN;
         loop {
@@ -192,7 +164,7 @@ where
                                 writer.apply_watcher_event(&watcher::Event::InitApply(o));
                             }
                             writer.apply_watcher_event(&watcher::Event::InitDone);
-                            world.dirty.store(true, Ordering::Relaxed);
+                            world.status.touch();
                             health.recovered(&world, &resource);
                             backoff = RETRY_MIN;
                             list_done(&world, &resource, &on_change);
@@ -209,9 +181,9 @@ where
                             )
                             .await;
                             // Not watched any more: unknown until the next list and watch.
-                            world.set_complete(&resource, false);
-                            world.set_listed(&resource, false);
-                            world.dirty.store(true, Ordering::Relaxed);
+                            world.stores.set_complete(&resource, false);
+                            world.stores.set_listed(&resource, false);
+                            world.status.touch();
                             ended
                         }
                     }
@@ -222,7 +194,7 @@ where
                 continue;
             };
             health.failed(&world, &resource, &failure);
-            set_access(&world, &resource, Some(failure.error));
+            world.status.set_access(&resource, Some(failure.error));
             tokio::select! {
                 _ = tokio::time::sleep(backoff) => {}
                 _ = relist.changed() => {}
@@ -260,7 +232,7 @@ struct Health {
 }
 
 impl Health {
-    fn failed(&mut self, world: &LiveWorld, resource: &str, failure: &Failure) {
+    fn failed(&mut self, world: &Shared, resource: &str, failure: &Failure) {
         let now = std::time::Instant::now();
         let message = &failure.error.message;
         self.retries += 1;
@@ -288,7 +260,7 @@ impl Health {
         }
     }
 
-    fn recovered(&mut self, world: &LiveWorld, resource: &str) {
+    fn recovered(&mut self, world: &Shared, resource: &str) {
         world.outage.reachable();
         // Only a resource that logged its failure logs its recovery (an outage has its own).
         if let (Some(since), Some(_)) = (self.since.take(), self.last_summary) {
@@ -320,7 +292,7 @@ async fn follow<K, F>(
     mut rv: String,
     mut stream: futures::stream::BoxStream<'static, kube::Result<WatchEvent<K>>>,
     writer: &mut Writer<K>,
-    world: &Arc<LiveWorld>,
+    world: &Arc<Shared>,
     resource: &str,
     on_change: &F,
     relist: &mut tokio::sync::watch::Receiver<u64>,
@@ -328,7 +300,7 @@ async fn follow<K, F>(
 where
     K: Trim + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync,
-    F: Fn(&Arc<LiveWorld>, Change<'_, K>),
+    F: Fn(&Arc<Shared>, Change<'_, K>),
 {
     loop {
         let event = tokio::select! {
@@ -340,14 +312,14 @@ where
                 o.trim();
                 rv = o.meta().resource_version.clone().unwrap_or(rv);
                 writer.apply_watcher_event(&watcher::Event::Apply(o.clone()));
-                world.dirty.store(true, Ordering::Relaxed);
+                world.status.touch();
                 on_change(world, Change::Applied(&o));
             }
             Some(Ok(WatchEvent::Deleted(mut o))) => {
                 o.trim();
                 rv = o.meta().resource_version.clone().unwrap_or(rv);
                 writer.apply_watcher_event(&watcher::Event::Delete(o.clone()));
-                world.dirty.store(true, Ordering::Relaxed);
+                world.status.touch();
                 on_change(world, Change::Deleted(&o));
             }
             Some(Ok(WatchEvent::Bookmark(b))) => rv = b.metadata.resource_version,
@@ -367,7 +339,7 @@ where
     }
 }
 
-pub fn on_template(world: &Arc<LiveWorld>, change: Change<'_, DynamicObject>) {
+pub fn on_template(world: &Arc<Shared>, change: Change<'_, DynamicObject>) {
     match change {
         Change::Applied(t) | Change::Deleted(t) => {
             if let Some(name) = &t.metadata.name {
@@ -375,13 +347,13 @@ pub fn on_template(world: &Arc<LiveWorld>, change: Change<'_, DynamicObject>) {
             }
         }
         Change::Listed => {
-            for t in world.templates.state() {
+            for t in world.stores.templates() {
                 if let Some(name) = &t.metadata.name {
                     world.queue.enqueue(Key::Template(name.clone()));
                 }
             }
             // Templates deleted while the watch was down: their VAPs name them.
-            for p in world.policies.state() {
+            for p in world.stores.policies() {
                 policy_keys(&p)
                     .into_iter()
                     .for_each(|k| world.queue.enqueue(k));
@@ -390,9 +362,9 @@ pub fn on_template(world: &Arc<LiveWorld>, change: Change<'_, DynamicObject>) {
     }
 }
 
-pub fn on_policy(world: &Arc<LiveWorld>, change: Change<'_, DynamicObject>) {
+pub fn on_policy(world: &Arc<Shared>, change: Change<'_, DynamicObject>) {
     match change {
-        Change::Applied(p) if world.take_own_write(Obj::Policy, &p.metadata) => {}
+        Change::Applied(p) if world.stores.take_own_write(Obj::Policy, &p.metadata) => {}
         Change::Applied(p) | Change::Deleted(p) => {
             policy_keys(p)
                 .into_iter()
@@ -403,9 +375,9 @@ pub fn on_policy(world: &Arc<LiveWorld>, change: Change<'_, DynamicObject>) {
     }
 }
 
-pub fn on_binding(world: &Arc<LiveWorld>, change: Change<'_, DynamicObject>) {
+pub fn on_binding(world: &Arc<Shared>, change: Change<'_, DynamicObject>) {
     match change {
-        Change::Applied(b) if world.take_own_write(Obj::Binding, &b.metadata) => {}
+        Change::Applied(b) if world.stores.take_own_write(Obj::Binding, &b.metadata) => {}
         Change::Applied(b) | Change::Deleted(b) => {
             binding_keys(b)
                 .into_iter()
@@ -413,7 +385,7 @@ pub fn on_binding(world: &Arc<LiveWorld>, change: Change<'_, DynamicObject>) {
         }
         // Bindings deleted while the watch was down: every constraint looks again.
         Change::Listed => {
-            for k in world.all_keys() {
+            for k in world.stores.all_keys() {
                 if matches!(k, Key::Constraint { .. }) {
                     world.queue.enqueue(k);
                 }
@@ -444,23 +416,17 @@ pub fn crd_state(crd: &CustomResourceDefinition) -> CrdState {
 }
 
 /// A constraint CRD changed: start (or stop) the kind's watch; its constraints' readiness changed.
-pub fn on_crd(world: &Arc<LiveWorld>, change: Change<'_, CustomResourceDefinition>) {
+pub fn on_crd(world: &Arc<Shared>, change: Change<'_, CustomResourceDefinition>) {
     match change {
         Change::Applied(crd) => crd_changed(world, crd, false),
         Change::Deleted(crd) => crd_changed(world, crd, true),
         Change::Listed => {
-            let crds = world.crds.state();
+            let crds = world.stores.crds();
             for crd in &crds {
                 crd_changed(world, crd, false);
             }
             // Kinds whose CRD went away while the watch was down.
-            let running: Vec<String> = world
-                .constraints
-                .read()
-                .unwrap_or_else(|p| p.into_inner())
-                .keys()
-                .cloned()
-                .collect();
+            let running = world.stores.watched_kinds();
             for kind in running {
                 if !crds
                     .iter()
@@ -473,14 +439,14 @@ pub fn on_crd(world: &Arc<LiveWorld>, change: Change<'_, CustomResourceDefinitio
     }
 }
 
-fn crd_changed(world: &Arc<LiveWorld>, crd: &CustomResourceDefinition, deleted: bool) {
+fn crd_changed(world: &Arc<Shared>, crd: &CustomResourceDefinition, deleted: bool) {
     if crd.spec.group != CONSTRAINTS_GROUP {
         return;
     }
     let kind = crd.spec.names.kind.clone();
     // The template side waits for its CRD (created, Established, deleted by someone): the
     // template that controls it, and the one its kind belongs to, look again.
-    if deleted || !world.take_own_write(Obj::Crd, &crd.metadata) {
+    if deleted || !world.stores.take_own_write(Obj::Crd, &crd.metadata) {
         let mut templates: Vec<String> = crd
             .metadata
             .owner_references
@@ -504,66 +470,58 @@ fn crd_changed(world: &Arc<LiveWorld>, crd: &CustomResourceDefinition, deleted: 
     if established(crd) {
         start_kind(world, &kind, &crd.spec.names.plural);
     }
-    for name in super::world::ConstraintStore::constraint_names(&**world, &kind) {
+    for name in world.stores.constraint_names(&kind) {
         world.queue.enqueue(Key::constraint(&kind, name));
     }
 }
 
 /// Starts the constraint watch of `kind` if it is not running.
-pub fn start_kind(world: &Arc<LiveWorld>, kind: &str, plural: &str) {
-    let mut watches = world.constraints.write().unwrap_or_else(|p| p.into_inner());
-    if watches.contains_key(kind) {
-        return;
-    }
-    let ar = constraint_resource(kind, plural);
-    let writer: Writer<DynamicObject> = Writer::new(ar.clone());
-    let store = writer.as_reader();
-    let api: Api<DynamicObject> = Api::all_with(world.client.clone(), &ar);
-    let resource = crate::cluster::discovery::resource_name(&ar);
-    let kind_owned = kind.to_string();
-    let task = spawn_watch_with(
-        api,
-        writer,
-        resource.clone(),
-        world.clone(),
-        move |w, change| {
-            match change {
-                Change::Applied(c) | Change::Deleted(c) => {
-                    if let Some(name) = &c.metadata.name {
-                        w.queue.enqueue(Key::constraint(&kind_owned, name));
+pub fn start_kind(world: &Arc<Shared>, kind: &str, plural: &str) {
+    world.stores.add_kind(kind, || {
+        let ar = constraint_resource(kind, plural);
+        let writer: Writer<DynamicObject> = Writer::new(ar.clone());
+        let store = writer.as_reader();
+        let api: Api<DynamicObject> = Api::all_with(world.client.clone(), &ar);
+        let resource = crate::cluster::discovery::resource_name(&ar);
+        let kind_owned = kind.to_string();
+        let task = spawn_watch(
+            api,
+            writer,
+            resource.clone(),
+            world.clone(),
+            move |w, change| {
+                match change {
+                    Change::Applied(c) | Change::Deleted(c) => {
+                        if let Some(name) = &c.metadata.name {
+                            w.queue.enqueue(Key::constraint(&kind_owned, name));
+                        }
                     }
+                    // The kind's constraints, and the owners of its bindings (constraints
+                    // deleted while the watch was down, or before this copy started).
+                    Change::Listed => enqueue_kind(w, &kind_owned, None),
                 }
-                // The kind's constraints, and the owners of its bindings (constraints deleted
-                // while the watch was down, or before this copy started).
-                Change::Listed => enqueue_kind(w, &kind_owned, None),
-            }
-        },
-    );
-    tracing::info!(kind, "watching constraints of kind {kind}");
-    watches.insert(
-        kind.to_string(),
+            },
+        );
+        tracing::info!(kind, "watching constraints of kind {kind}");
         KindWatch {
             plural: plural.to_string(),
             resource,
             store,
             task: task.abort_handle(),
-        },
-    );
+        }
+    });
 }
 
 /// Stops the constraint watch of `kind` (its CRD is gone) and re-enqueues what depended on it.
-pub fn stop_kind(world: &Arc<LiveWorld>, kind: &str) {
-    let removed = world
-        .constraints
-        .write()
-        .unwrap_or_else(|p| p.into_inner())
-        .remove(kind);
-    let Some(w) = removed else { return };
+pub fn stop_kind(world: &Arc<Shared>, kind: &str) {
+    let Some(w) = world.stores.remove_kind(kind) else {
+        return;
+    };
     w.task.abort();
-    world.set_listed(&w.resource, false);
-    world.set_complete(&w.resource, false);
+    world.stores.set_listed(&w.resource, false);
+    world.stores.set_complete(&w.resource, false);
     // The watch may have failed on the vanishing resource first: moot once it is stopped.
-    set_access(world, &w.resource, None);
+    world.status.set_access(&w.resource, None);
     tracing::info!(
         kind,
         "stopped watching constraints of kind {kind} (CRD deleted)"
@@ -573,38 +531,24 @@ pub fn stop_kind(world: &Arc<LiveWorld>, kind: &str) {
 
 /// Enqueues the constraints of `kind` (from `store`, or the kind's watch) and the owners of
 /// the kind's bindings.
-fn enqueue_kind(world: &LiveWorld, kind: &str, store: Option<&Store<DynamicObject>>) {
+fn enqueue_kind(world: &Shared, kind: &str, store: Option<&Store<DynamicObject>>) {
     let names = match store {
         Some(s) => s
             .state()
             .iter()
             .filter_map(|c| c.metadata.name.clone())
             .collect(),
-        None => super::world::ConstraintStore::constraint_names(world, kind),
+        None => world.stores.constraint_names(kind),
     };
     for n in names {
         world.queue.enqueue(Key::constraint(kind, n));
     }
-    for b in world.bindings.state() {
+    for b in world.stores.bindings() {
         for k in binding_keys(&b) {
             if matches!(&k, Key::Constraint { kind: bk, .. } if bk == kind) {
                 world.queue.enqueue(k);
             }
         }
-    }
-}
-
-/// Waits until every constraint watch started so far has listed once (and its handler has
-/// enqueued what the list concerns).
-pub async fn constraint_watches_ready(world: &LiveWorld) {
-    // A kind this copy may not read will not list: it is reported, not waited for.
-    let waiting = || {
-        let unlisted = world.unlisted_kinds();
-        let access = world.access.lock().unwrap_or_else(|p| p.into_inner());
-        unlisted.iter().any(|r| !access.contains_key(r))
-    };
-    while waiting() {
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
 }
 
@@ -620,51 +564,35 @@ mod tests {
         let client = kube::Client::try_from(config).expect("client");
         let admission = crate::cluster::AdmissionApi::v1();
         let dynamic = |ar: kube::core::ApiResource| Writer::<DynamicObject>::new(ar).as_reader();
-        let world = Arc::new(LiveWorld::new(
-            client,
-            admission.clone(),
-            dynamic(crate::cluster::discovery::templates_resource()),
-            Writer::<CustomResourceDefinition>::default().as_reader(),
-            dynamic(admission.policy()),
-            dynamic(admission.binding()),
-            Arc::default(),
-            Arc::default(),
-        ));
+        let world = Arc::new(Shared::offline(client, admission));
         let ar = constraint_resource("K8sX", "k8sx");
         let resource = crate::cluster::discovery::resource_name(&ar);
         let task = tokio::spawn(std::future::pending::<()>());
-        world
-            .constraints
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(
-                "K8sX".into(),
-                KindWatch {
-                    plural: "k8sx".into(),
-                    resource: resource.clone(),
-                    store: dynamic(ar),
-                    task: task.abort_handle(),
-                },
-            );
-        assert!(!world.kind_listed("K8sX"), "still listing");
+        world.stores.add_kind("K8sX", || KindWatch {
+            plural: "k8sx".into(),
+            resource: resource.clone(),
+            store: dynamic(ar),
+            task: task.abort_handle(),
+        });
+        assert!(!world.stores.kind_listed("K8sX"), "still listing");
         let ran = std::sync::atomic::AtomicBool::new(false);
         list_done(
             &world,
             &resource,
-            &|w: &Arc<LiveWorld>, c: Change<'_, DynamicObject>| {
+            &|w: &Arc<Shared>, c: Change<'_, DynamicObject>| {
                 assert!(matches!(c, Change::Listed));
                 // A key this handler queues may be popped at once: the kind must be trusted.
-                assert!(w.kind_listed("K8sX"), "the gate would drop the key");
+                assert!(w.stores.kind_listed("K8sX"), "the gate would drop the key");
                 // ... but not synced before the keys are queued.
-                assert!(!w.is_listed(&resource));
-                assert!(w.unlisted_kinds().contains(&resource));
-                ran.store(true, Ordering::SeqCst);
+                assert!(!w.stores.is_listed(&resource));
+                assert!(w.stores.unlisted_kinds().contains(&resource));
+                ran.store(true, std::sync::atomic::Ordering::SeqCst);
             },
         );
-        assert!(ran.load(Ordering::SeqCst));
-        assert!(world.is_listed(&resource) && world.unlisted_kinds().is_empty());
+        assert!(ran.load(std::sync::atomic::Ordering::SeqCst));
+        assert!(world.stores.is_listed(&resource) && world.stores.unlisted_kinds().is_empty());
         stop_kind(&world, "K8sX");
-        assert!(!world.is_listed(&resource));
+        assert!(!world.stores.is_listed(&resource));
         task.abort();
     }
 
@@ -699,7 +627,10 @@ mod tests {
             CrdState::Established(Some(_))
         ));
         let info = |c: &CustomResourceDefinition| {
-            let i = CrdInfo::from_value(&super::super::live::crd_to_value(c), Source::default());
+            let i = CrdInfo::from_value(
+                &crate::cluster::assemble::crd_to_value(c),
+                Source::default(),
+            );
             (i.name, i.group, i.kind, i.established, i.established_since)
         };
         assert_eq!(info(&trimmed), info(&crd));

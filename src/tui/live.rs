@@ -142,10 +142,10 @@ impl EventCursor {
         let mut out = Vec::new();
         for e in state.events.iter().skip(start) {
             self.seq += 1;
-            let (error, result) = match &e.result {
-                EventResult::Ok => (false, String::new()),
-                EventResult::Skipped(why) => (false, format!(" skipped: {why}")),
-                EventResult::Failed(why) => (true, format!(" FAILED: {why}")),
+            let (error, result) = match (&e.result, e.result.failure()) {
+                (EventResult::Skipped(why), _) => (false, format!(" skipped: {why}")),
+                (_, Some(why)) => (true, format!(" FAILED: {why}")),
+                _ => (false, String::new()),
             };
             let message = if e.message.is_empty() {
                 String::new()
@@ -245,7 +245,7 @@ fn note_write_failures(
     events: &std::collections::VecDeque<ReconcileEvent>,
 ) {
     use crate::controller::EventVerb;
-    let mut failed: std::collections::HashMap<(&str, &str), &str> =
+    let mut failed: std::collections::HashMap<(&str, &str), String> =
         std::collections::HashMap::new();
     for e in events {
         if !matches!(
@@ -255,14 +255,14 @@ fn note_write_failures(
             continue;
         }
         let key = (e.object.kind.as_str(), e.object.name.as_str());
-        match &e.result {
-            EventResult::Failed(why) => {
-                failed.insert(key, why);
-            }
-            EventResult::Ok => {
+        match (&e.result, e.result.failure()) {
+            (EventResult::Ok, _) => {
                 failed.remove(&key);
             }
-            EventResult::Skipped(_) => {}
+            (_, Some(why)) => {
+                failed.insert(key, why);
+            }
+            _ => {}
         }
     }
     if failed.is_empty() {

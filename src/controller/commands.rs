@@ -1,0 +1,239 @@
+//! Requests (the TUI's `p`/`r`/`R`, the one-shot `replay`/`reconcile`) as this copy handles
+//! them: here when it leads, through the lease holder otherwise (`requests.rs` has the
+//! channel); and the holder's side of that channel.
+
+use super::Error;
+use super::events::{Outgoing, Regarding};
+use super::lease::HolderView;
+use super::queue::Key;
+use super::requests::{self, Answer, REQUEST_DEADLINE};
+use super::shared::{Shared, keys_of_template};
+use super::state::{Command, EventResult, EventVerb, RequestOutcome};
+use super::world::{Enqueue, Read};
+use crate::model::ObjectRef;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::Api;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// Where requests go: this copy's identity and the Lease whose holder handles them.
+#[derive(Debug, Clone)]
+pub struct Route {
+    pub identity: String,
+    pub lease_namespace: String,
+    pub lease_name: String,
+}
+
+fn template_ref(name: &str) -> ObjectRef {
+    ObjectRef::new("templates.gatekeeper.sh/v1", "ConstraintTemplate", name)
+}
+
+fn verb_of(c: &Command) -> EventVerb {
+    match c {
+        Command::Replay(_) => EventVerb::Replay,
+        Command::Reconcile(_) => EventVerb::Reconcile,
+        Command::ReconcileAll => EventVerb::ReconcileAll,
+    }
+}
+
+/// The keys `command` concerns, from the local stores.
+fn keys_of(shared: &Shared, command: &Command) -> Result<Vec<Key>, Error> {
+    match command {
+        Command::Replay(t) => match shared.stores.template(t) {
+            Read::Known(Some(tpl)) if tpl.kind.is_some() => Ok(keys_of_template(shared, t, false)),
+            Read::Known(_) => Err(Error::NotFound(format!(
+                "template {t} not found (or it has no kind)"
+            ))),
+            Read::Unknown(u) => Err(Error::Request(format!(
+                "{u} is not listed yet: try again in a moment"
+            ))),
+        },
+        // A template that is gone still has its key: reconciling it sweeps its VAP.
+        Command::Reconcile(t) => Ok(keys_of_template(shared, t, true)),
+        Command::ReconcileAll => Ok(shared.stores.all_keys()),
+    }
+}
+
+/// Handles `command` on this copy, which leads: enqueues its keys and waits until each has
+/// been reconciled; logs the outcome and reports it as a Kubernetes Event.
+pub async fn handle_here(
+    shared: &Shared,
+    route: &Route,
+    command: Command,
+) -> Result<RequestOutcome, Error> {
+    let verb = verb_of(&command);
+    let regarding = match &command {
+        Command::Replay(t) | Command::Reconcile(t) => Regarding::Template(t.clone()),
+        Command::ReconcileAll => Regarding::Lease {
+            namespace: route.lease_namespace.clone(),
+            name: route.lease_name.clone(),
+        },
+    };
+    let object = match &command {
+        Command::Replay(t) | Command::Reconcile(t) => template_ref(t),
+        Command::ReconcileAll => ObjectRef::new("", "All", "*"),
+    };
+    let keys = match keys_of(shared, &command) {
+        Ok(keys) => keys,
+        Err(e) => {
+            shared.log(
+                verb,
+                object,
+                EventResult::Failed(e.to_string()),
+                String::new(),
+            );
+            return Err(e);
+        }
+    };
+    // Scoped copies (a one-shot of one template) leave other keys alone: not waited for.
+    let keys: Vec<Key> = keys
+        .into_iter()
+        .filter(|k| shared.queue.scope().contains(k))
+        .collect();
+    let outcome = shared.tracker.begin(command.clone(), &keys);
+    for k in keys {
+        shared.queue.enqueue(k);
+    }
+    let (writes, failures, summary) = outcome.await.map_err(|_| Error::Stopped)?;
+    shared.log(verb, object, EventResult::Ok, summary.clone());
+    shared.recorder.publish(Outgoing {
+        regarding,
+        reason: match verb {
+            EventVerb::Replay => "Replayed",
+            _ => "Reconciled",
+        },
+        action: "Request",
+        note: summary.clone(),
+        warning: failures > 0,
+    });
+    Ok(RequestOutcome {
+        handled_by: route.identity.clone(),
+        summary,
+        writes,
+        failures,
+    })
+}
+
+/// Handles `command` wherever it can be: here when this copy leads, otherwise by the lease
+/// holder through the requests ConfigMap; an error when nobody holds the Lease.
+pub async fn handle(
+    shared: &Shared,
+    route: &Route,
+    view: &watch::Receiver<HolderView>,
+    command: Command,
+) -> Result<RequestOutcome, Error> {
+    if shared.may_write() {
+        return handle_here(shared, route, command).await;
+    }
+    let v = view.borrow().clone();
+    match v.holder {
+        Some(h) if h == route.identity => Err(Error::Request(
+            "this copy holds the Lease but may not write (leadership not confirmed, or Gatekeeper's generator is active)".into(),
+        )),
+        Some(h) if !v.vacant => {
+            tracing::info!("asking the lease holder {h}");
+            requests::ask(
+                &shared.client,
+                &route.lease_namespace,
+                &route.lease_name,
+                &command,
+                &route.identity,
+                REQUEST_DEADLINE + Duration::from_secs(15),
+            )
+            .await
+        }
+        _ => Err(Error::NoLeader {
+            lease: format!("{}/{}", route.lease_namespace, route.lease_name),
+        }),
+    }
+}
+
+/// The holder's side of the requests ConfigMap: while this copy leads, every request written
+/// there is handled here and answered there.
+pub async fn serve(shared: Arc<Shared>, route: Route) {
+    use futures::StreamExt;
+    let name = requests::configmap_name(&route.lease_name);
+    let api: Api<ConfigMap> = Api::namespaced(shared.client.clone(), &route.lease_namespace);
+    let in_progress: Arc<Mutex<HashSet<String>>> = Arc::default();
+    loop {
+        // Only the holder serves: the others wait for leadership.
+        while !shared.leadership.is_leading() {
+            shared.leadership.changed().await;
+        }
+        let stream = kube::runtime::watcher::watch_object(api.clone(), &name);
+        futures::pin_mut!(stream);
+        loop {
+            let item = tokio::select! {
+                item = stream.next() => item,
+                _ = shared.leadership.changed() => {
+                    if shared.leadership.is_leading() { continue } else { break }
+                }
+            };
+            let cm = match item {
+                Some(Ok(Some(cm))) => cm,
+                Some(Ok(None)) => continue,
+                Some(Err(e)) => {
+                    tracing::debug!("watching ConfigMap {}/{name}: {e}", route.lease_namespace);
+                    continue;
+                }
+                None => break,
+            };
+            let data = cm.data.unwrap_or_default();
+            // Handled ids are kept while their request is in the ConfigMap: an event that
+            // predates the answer must not handle it again.
+            in_progress
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .retain(|id| data.contains_key(&format!("request.{id}")));
+            for (id, asked) in requests::unanswered(&data) {
+                if !in_progress
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(id.clone())
+                {
+                    continue;
+                }
+                let stale = requests::stale(&data, chrono::Utc::now(), requests::KEEP_ANSWERED);
+                let (shared, route, api, name) =
+                    (shared.clone(), route.clone(), api.clone(), name.clone());
+                tokio::spawn(async move {
+                    tracing::info!(request = %id, by = %asked.by, "handling a request: {} {}", asked.command, asked.template.as_deref().unwrap_or(""));
+                    let result = match asked.command() {
+                        Some(c) => handle_here(&shared, &route, c).await,
+                        None => Err(Error::Request(format!(
+                            "unknown request {:?}",
+                            asked.command
+                        ))),
+                    };
+                    let answer = match result {
+                        Ok(o) => Answer {
+                            handled_by: o.handled_by,
+                            handled_at: now(),
+                            summary: o.summary,
+                            writes: o.writes,
+                            failures: o.failures,
+                            error: None,
+                        },
+                        Err(e) => Answer {
+                            handled_by: route.identity.clone(),
+                            handled_at: now(),
+                            summary: String::new(),
+                            writes: 0,
+                            failures: 0,
+                            error: Some(e.to_string()),
+                        },
+                    };
+                    if let Err(e) = requests::answer(&api, &name, &id, &answer, &stale).await {
+                        tracing::warn!("answering request {id} in ConfigMap {name}: {e}");
+                    }
+                });
+            }
+        }
+    }
+}
+
+fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}

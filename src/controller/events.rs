@@ -1,0 +1,550 @@
+//! Outcomes as Kubernetes Events (events.k8s.io/v1), and every copy reading them back.
+//!
+//! The leader reports what it wrote, what failed and why, and what a request did, regarding
+//! the template (cluster-scoped objects' events live in the `default` namespace, as
+//! kube-runtime's `Recorder` puts them: `kubectl events --for constrainttemplate/NAME`).
+//! Writes are aggregated per template and per change: the facts of one burst (up to
+//! [`WINDOW`] after the first) become one Event ("created 25 bindings, updated VAP …"), so the
+//! convergence of 5,000 bindings costs a few dozen Events, not 5,000.
+//!
+//! Not kube-runtime's `Recorder`: it keys its series on reason and action but not on the note
+//! and, on a repeat, patches the *first* note's count, so "2 writes" after "25 writes" would
+//! read "25 writes (x2)". Here an Event repeats only with the same note; a new note is a new
+//! Event. Every Event carries our managed-by label, which is how any copy (a TUI on a laptop)
+//! watches them with a label selector.
+
+use super::queue::Key;
+use super::state::{ClusterEvent, WriteError};
+use crate::core::{PlannedWrite, Verb};
+use crate::model::{MANAGED_BY_LABEL, ObjectRef};
+use k8s_openapi::api::events::v1::{Event, EventSeries};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+
+/// The reporting controller, and the value of our managed-by label.
+pub const REPORTER: &str = "kubectl-vap";
+/// Where Events about cluster-scoped objects go.
+pub const EVENTS_NAMESPACE: &str = "default";
+/// A burst of writes of one template is reported once this long after its first write.
+pub const WINDOW: Duration = Duration::from_secs(1);
+/// An Event repeats (series count) only within this long; later it is a new Event.
+const SERIES_TTL: Duration = Duration::from_secs(6 * 60);
+/// The API server's limit on a note.
+const NOTE_MAX: usize = 1024;
+
+/// What happened, as the writer and the request handler tell it.
+#[derive(Debug)]
+enum Fact {
+    Write {
+        template: String,
+        verb: Verb,
+        object: ObjectRef,
+        error: Option<String>,
+    },
+    /// Reported at once, unaggregated.
+    Event(Outgoing),
+}
+
+/// One Event to publish.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outgoing {
+    pub regarding: Regarding,
+    pub reason: &'static str,
+    pub action: &'static str,
+    pub note: String,
+    pub warning: bool,
+}
+
+/// The object an Event is about.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Regarding {
+    Template(String),
+    /// The Lease (what "reconcile everything" is about).
+    Lease {
+        namespace: String,
+        name: String,
+    },
+}
+
+/// Where the writer and the request handler report; a no-op for copies that do not write.
+#[derive(Clone, Default)]
+pub struct Recorder {
+    tx: Option<mpsc::UnboundedSender<Fact>>,
+}
+
+impl Recorder {
+    /// A recorder whose facts go to [`run`].
+    pub fn new() -> (Recorder, Facts) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (Recorder { tx: Some(tx) }, Facts(rx))
+    }
+
+    /// A write of `w` (in the reconcile of the current key) passed or failed.
+    pub fn written(&self, w: &PlannedWrite, error: Option<&WriteError>) {
+        let Some(tx) = &self.tx else { return };
+        let Some(template) = super::requests::current_key().map(|k| template_of(&k)) else {
+            return;
+        };
+        let _ = tx.send(Fact::Write {
+            template,
+            verb: w.verb,
+            object: w.object.clone(),
+            error: error.map(|e| e.to_string()),
+        });
+    }
+
+    pub fn publish(&self, event: Outgoing) {
+        if let Some(tx) = &self.tx {
+            let _ = tx.send(Fact::Event(event));
+        }
+    }
+}
+
+/// The receiving end of a [`Recorder`].
+pub struct Facts(mpsc::UnboundedReceiver<Fact>);
+
+/// The template a key belongs to (Gatekeeper's rule: a template's name is its kind in lower
+/// case).
+pub fn template_of(key: &Key) -> String {
+    match key {
+        Key::Template(t) => t.clone(),
+        Key::Constraint { kind, .. } => kind.to_lowercase(),
+    }
+}
+
+/// The writes of one template in one burst.
+#[derive(Default)]
+struct Burst {
+    first: Option<Instant>,
+    /// (verb, kind) → count, for the summary.
+    done: BTreeMap<(&'static str, String), usize>,
+    /// (verb, short kind) → the last name, for a summary of one object.
+    names: BTreeMap<(&'static str, String), String>,
+    failed: Vec<String>,
+}
+
+fn short_kind(kind: &str) -> &str {
+    match kind {
+        crate::model::VAP_KIND => "VAP",
+        crate::model::VAPB_KIND => "binding",
+        crate::core::crd::CRD_KIND => "CRD",
+        k => k,
+    }
+}
+
+fn past(verb: Verb) -> &'static str {
+    match verb {
+        Verb::Create => "created",
+        Verb::Update => "updated",
+        Verb::Delete => "deleted",
+    }
+}
+
+/// "created VAP gatekeeper-x; created 25 bindings, updated 1 binding".
+fn written_note(
+    done: &BTreeMap<(&'static str, String), usize>,
+    names: &BTreeMap<(&'static str, String), String>,
+) -> String {
+    let parts: Vec<String> = done
+        .iter()
+        .map(|((verb, kind), n)| {
+            let kind = short_kind(kind);
+            match (n, names.get(&(*verb, kind.to_string()))) {
+                (1, Some(name)) => format!("{verb} {kind} {name}"),
+                (1, None) => format!("{verb} 1 {kind}"),
+                (n, _) => format!("{verb} {n} {kind}s"),
+            }
+        })
+        .collect();
+    parts.join(", ")
+}
+
+fn clip(mut s: String) -> String {
+    if s.len() > NOTE_MAX {
+        let mut cut = NOTE_MAX - 3;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+        s.push('…');
+    }
+    s
+}
+
+impl Burst {
+    fn add(&mut self, verb: Verb, object: &ObjectRef, error: Option<String>) {
+        self.first.get_or_insert_with(Instant::now);
+        match error {
+            None => {
+                let key = (past(verb), object.kind.clone());
+                *self.done.entry(key.clone()).or_default() += 1;
+                self.names
+                    .insert((key.0, short_kind(&key.1).to_string()), object.name.clone());
+            }
+            Some(e) => self.failed.push(format!(
+                "{} {} {}: {e}",
+                verb.as_str(),
+                short_kind(&object.kind),
+                object.name
+            )),
+        }
+    }
+
+    fn events(self, template: &str) -> Vec<Outgoing> {
+        let mut out = Vec::new();
+        if !self.done.is_empty() {
+            out.push(Outgoing {
+                regarding: Regarding::Template(template.to_string()),
+                reason: "Written",
+                action: "Write",
+                note: clip(written_note(&self.done, &self.names)),
+                warning: false,
+            });
+        }
+        if !self.failed.is_empty() {
+            let n = self.failed.len();
+            out.push(Outgoing {
+                regarding: Regarding::Template(template.to_string()),
+                reason: "WriteFailed",
+                action: "Write",
+                note: clip(format!(
+                    "{n} write{} failed: {}",
+                    if n == 1 { "" } else { "s" },
+                    self.failed.join("; ")
+                )),
+                warning: true,
+            });
+        }
+        out
+    }
+}
+
+/// Publishes what the recorder receives, until its senders are gone. `uid_of` names a
+/// template's uid (events regard a specific object).
+pub async fn run(
+    client: kube::Client,
+    instance: String,
+    Facts(mut rx): Facts,
+    uid_of: impl Fn(&str) -> Option<String> + Send + Sync + 'static,
+) {
+    let api: Api<Event> = Api::namespaced(client, EVENTS_NAMESPACE);
+    let mut publisher = Publisher {
+        api,
+        instance,
+        series: HashMap::new(),
+        failing: false,
+    };
+    let mut bursts: BTreeMap<String, Burst> = BTreeMap::new();
+    loop {
+        let due = bursts
+            .values()
+            .filter_map(|b| b.first)
+            .min()
+            .map(|t| t + WINDOW);
+        let next = match due {
+            Some(due) => tokio::select! {
+                f = rx.recv() => f.map_or(Next::Closed, Next::Fact),
+                _ = tokio::time::sleep_until(due.into()) => Next::Flush,
+            },
+            None => rx.recv().await.map_or(Next::Closed, Next::Fact),
+        };
+        let closed = matches!(next, Next::Closed);
+        match next {
+            Next::Fact(Fact::Write {
+                template,
+                verb,
+                object,
+                error,
+            }) => {
+                bursts
+                    .entry(template)
+                    .or_default()
+                    .add(verb, &object, error);
+            }
+            Next::Fact(Fact::Event(e)) => publisher.publish(&e, &uid_of).await,
+            Next::Closed | Next::Flush => {}
+        }
+        // Flush the bursts whose window is over.
+        let now = Instant::now();
+        let ripe: Vec<String> = bursts
+            .iter()
+            .filter(|(_, b)| closed || b.first.is_some_and(|t| now >= t + WINDOW))
+            .map(|(t, _)| t.clone())
+            .collect();
+        for t in ripe {
+            if let Some(burst) = bursts.remove(&t) {
+                for e in burst.events(&t) {
+                    publisher.publish(&e, &uid_of).await;
+                }
+            }
+        }
+        if closed {
+            return;
+        }
+    }
+}
+
+enum Next {
+    Fact(Fact),
+    Flush,
+    Closed,
+}
+
+struct Publisher {
+    api: Api<Event>,
+    instance: String,
+    /// (regarding, reason, note) → the Event last published, for a series on an exact repeat.
+    series: HashMap<(Regarding, &'static str, String), (String, i32, Instant)>,
+    /// Publishing fails (RBAC, server): logged once until it passes again.
+    failing: bool,
+}
+
+impl Publisher {
+    async fn publish(&mut self, e: &Outgoing, uid_of: &impl Fn(&str) -> Option<String>) {
+        self.series
+            .retain(|_, (_, _, at)| at.elapsed() < SERIES_TTL);
+        let key = (e.regarding.clone(), e.reason, e.note.clone());
+        let now = MicroTime(k8s_openapi::jiff::Timestamp::now());
+        let result = match self.series.get(&key).cloned() {
+            Some((name, count, _)) => {
+                let patch = serde_json::json!({
+                    "series": EventSeries { count: count + 1, last_observed_time: now.clone() }
+                });
+                self.api
+                    .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .map(|_| (name, count + 1))
+            }
+            None => {
+                let event = self.event(e, now, uid_of);
+                self.api
+                    .create(&PostParams::default(), &event)
+                    .await
+                    .map(|created| (created.metadata.name.unwrap_or_default(), 1))
+            }
+        };
+        match result {
+            Ok((name, count)) => {
+                if std::mem::take(&mut self.failing) {
+                    tracing::info!("publishing Events works again");
+                }
+                self.series.insert(key, (name, count, Instant::now()));
+            }
+            Err(e) => {
+                // A lost series (the Event expired): the next repeat creates a new one.
+                self.series.remove(&key);
+                if !std::mem::replace(&mut self.failing, true) {
+                    tracing::warn!(
+                        "cannot publish Events in namespace {EVENTS_NAMESPACE}: {e} (needs create/patch on events.events.k8s.io there; outcomes stay in this copy's log)"
+                    );
+                }
+            }
+        }
+    }
+
+    fn event(
+        &self,
+        e: &Outgoing,
+        now: MicroTime,
+        uid_of: &impl Fn(&str) -> Option<String>,
+    ) -> Event {
+        let regarding = match &e.regarding {
+            Regarding::Template(name) => k8s_openapi::api::core::v1::ObjectReference {
+                api_version: Some("templates.gatekeeper.sh/v1".into()),
+                kind: Some("ConstraintTemplate".into()),
+                name: Some(name.clone()),
+                uid: uid_of(name),
+                ..Default::default()
+            },
+            Regarding::Lease { namespace, name } => k8s_openapi::api::core::v1::ObjectReference {
+                api_version: Some("coordination.k8s.io/v1".into()),
+                kind: Some("Lease".into()),
+                name: Some(name.clone()),
+                namespace: Some(namespace.clone()),
+                ..Default::default()
+            },
+        };
+        let base = match &e.regarding {
+            Regarding::Template(n) => n.clone(),
+            Regarding::Lease { name, .. } => name.clone(),
+        };
+        Event {
+            metadata: ObjectMeta {
+                generate_name: Some(format!("{base}.")),
+                namespace: Some(EVENTS_NAMESPACE.into()),
+                labels: Some(
+                    [(MANAGED_BY_LABEL.to_string(), REPORTER.to_string())]
+                        .into_iter()
+                        .collect(),
+                ),
+                ..Default::default()
+            },
+            event_time: Some(now),
+            action: Some(e.action.into()),
+            reason: Some(e.reason.into()),
+            note: Some(e.note.clone()),
+            regarding: Some(regarding),
+            reporting_controller: Some(REPORTER.into()),
+            reporting_instance: Some(self.instance.clone()),
+            type_: Some(if e.warning { "Warning" } else { "Normal" }.into()),
+            ..Default::default()
+        }
+    }
+}
+
+/// How many cluster Events a copy keeps (oldest dropped first).
+pub const KEPT: usize = super::state::EVENT_LOG_CAPACITY;
+
+/// An Event as views show it.
+pub fn cluster_event(e: &Event) -> Option<ClusterEvent> {
+    let regarding = e.regarding.as_ref()?;
+    let time = e
+        .series
+        .as_ref()
+        .map(|s| s.last_observed_time.0)
+        .or(e.event_time.as_ref().map(|t| t.0))
+        .or(e.deprecated_last_timestamp.as_ref().map(|t| t.0))
+        .or(e.metadata.creation_timestamp.as_ref().map(|t| t.0))?;
+    let time = chrono::DateTime::from_timestamp(time.as_second(), time.subsec_nanosecond() as u32)?;
+    Some(ClusterEvent {
+        time,
+        reporter: e.reporting_instance.clone().unwrap_or_default(),
+        regarding: ObjectRef::new(
+            regarding.api_version.clone().unwrap_or_default(),
+            regarding.kind.clone().unwrap_or_default(),
+            regarding.name.clone().unwrap_or_default(),
+        ),
+        reason: e.reason.clone().unwrap_or_default(),
+        note: e.note.clone().unwrap_or_default(),
+        warning: e.type_.as_deref() == Some("Warning"),
+        count: e
+            .series
+            .as_ref()
+            .map(|s| u32::try_from(s.count).unwrap_or(u32::MAX))
+            .unwrap_or(1),
+    })
+}
+
+/// The Events kept, oldest first: `(uid or name, event)`, bounded to [`KEPT`].
+#[derive(Default)]
+pub struct Kept {
+    order: VecDeque<String>,
+    by_name: HashMap<String, ClusterEvent>,
+}
+
+impl Kept {
+    pub fn apply(&mut self, name: String, event: Option<ClusterEvent>) {
+        match event {
+            Some(e) => {
+                if self.by_name.insert(name.clone(), e).is_none() {
+                    self.order.push_back(name);
+                }
+                while self.order.len() > KEPT {
+                    if let Some(old) = self.order.pop_front() {
+                        self.by_name.remove(&old);
+                    }
+                }
+            }
+            None => {
+                self.by_name.remove(&name);
+                self.order.retain(|n| *n != name);
+            }
+        }
+    }
+
+    /// Oldest first, by time (a series moves an Event to its last observation).
+    pub fn events(&self) -> VecDeque<ClusterEvent> {
+        let mut v: Vec<ClusterEvent> = self
+            .order
+            .iter()
+            .filter_map(|n| self.by_name.get(n).cloned())
+            .collect();
+        v.sort_by_key(|e| e.time);
+        v.into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obj(kind: &str, name: &str) -> ObjectRef {
+        ObjectRef::new("v1", kind, name)
+    }
+
+    #[test]
+    fn a_burst_is_one_event_per_template_with_counts() {
+        let mut b = Burst::default();
+        b.add(
+            Verb::Create,
+            &obj(crate::model::VAP_KIND, "gatekeeper-x"),
+            None,
+        );
+        for i in 0..25 {
+            b.add(
+                Verb::Create,
+                &obj(crate::model::VAPB_KIND, &format!("b{i}")),
+                None,
+            );
+        }
+        b.add(Verb::Update, &obj(crate::model::VAPB_KIND, "b0"), None);
+        b.add(
+            Verb::Create,
+            &obj(crate::model::VAPB_KIND, "bad"),
+            Some("forbidden: no".into()),
+        );
+        let events = b.events("k8sx");
+        assert_eq!(events.len(), 2);
+        assert_eq!(
+            events[0].note,
+            "created VAP gatekeeper-x, created 25 bindings, updated binding b0"
+        );
+        assert!(!events[0].warning);
+        assert_eq!(events[1].reason, "WriteFailed");
+        assert_eq!(
+            events[1].note,
+            "1 write failed: create binding bad: forbidden: no"
+        );
+        assert!(events[1].warning);
+    }
+
+    #[test]
+    fn a_long_note_is_clipped_at_the_limit() {
+        let s = clip("é".repeat(2000));
+        assert!(s.len() <= NOTE_MAX && s.ends_with('…'));
+    }
+
+    #[test]
+    fn kept_events_are_bounded_and_replaced_by_name() {
+        let mut k = Kept::default();
+        let ev = |n: u32| ClusterEvent {
+            time: chrono::DateTime::from_timestamp(1_700_000_000 + i64::from(n), 0)
+                .unwrap_or_default(),
+            reporter: "r".into(),
+            regarding: obj("ConstraintTemplate", "t"),
+            reason: "Written".into(),
+            note: format!("n{n}"),
+            warning: false,
+            count: 1,
+        };
+        for n in 0..(KEPT as u32 + 5) {
+            k.apply(format!("e{n}"), Some(ev(n)));
+        }
+        let all = k.events();
+        assert_eq!(all.len(), KEPT);
+        assert_eq!(all[0].note, "n5");
+        k.apply(
+            "e6".into(),
+            Some(ClusterEvent {
+                count: 3,
+                ..ev(10_000)
+            }),
+        );
+        assert_eq!(k.events().back().map(|e| e.count), Some(3));
+        k.apply("e6".into(), None);
+        assert_eq!(k.events().len(), KEPT - 1);
+    }
+}

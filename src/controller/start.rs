@@ -1,0 +1,801 @@
+//! Starting a copy, in named phases: [`discover`] (served VAP API, server version, Gatekeeper's
+//! generator), [`watch_everything`] (reflector stores), [`decide_writes`] (may this copy write
+//! at all), [`elect`] (compete for the Lease, or follow its holder), [`await_first_lists`],
+//! then the workers, requests, resync, published state and metrics. [`launch`] returns the
+//! [`Controller`] handle; everything else stays inside.
+
+use super::Error;
+use super::cache::OpinionCache;
+use super::commands::Route;
+use super::events::Recorder;
+use super::handle::{Controller, Request};
+use super::lease::{Election, HolderView, Leadership};
+use super::metrics::Metrics;
+use super::publish::Sources;
+use super::queue::{Scope, SharedQueue};
+use super::shared::Shared;
+use super::state::{ClusterEvent, EventResult, EventVerb, LeaderHealth, LeaseInfo, LiveState};
+use super::stores::{PodStatuses, Readers, Stores};
+use super::watches;
+use super::worker::{Attempts, Step, Work, process_one};
+use crate::cluster::discovery::{
+    AdmissionApi, discover_admission_api, pod_status_resources, resource_name, templates_resource,
+};
+use crate::core::Options;
+use crate::model::ObjectRef;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DynamicObject};
+use kube::runtime::reflector::store::Writer;
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+/// Whether this copy takes part in the lease election (and so may write).
+#[derive(Debug, Clone)]
+pub enum Mode {
+    /// Watch only: the TUI without `--reconcile` (the Lease is read to show its holder, and
+    /// requests go to the holder).
+    ReadOnly {
+        lease_namespace: String,
+        lease_name: String,
+    },
+    /// Compete for the lease; write while holding it.
+    Elect {
+        lease_namespace: String,
+        lease_name: String,
+        /// Write even though Gatekeeper's generator looks active.
+        take_over: bool,
+    },
+}
+
+impl Mode {
+    fn lease(&self) -> (&str, &str) {
+        match self {
+            Mode::ReadOnly {
+                lease_namespace,
+                lease_name,
+            }
+            | Mode::Elect {
+                lease_namespace,
+                lease_name,
+                ..
+            } => (lease_namespace, lease_name),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub options: Options,
+    pub mode: Mode,
+    /// Concurrent reconciles (a key is never processed twice at once).
+    pub workers: usize,
+    /// The identity in the Lease; default `<hostname>-<pid>-<random>`.
+    pub identity: Option<String>,
+    /// Serve `/metrics`, `/healthz`, `/readyz` here.
+    pub metrics_addr: Option<std::net::SocketAddr>,
+    /// The keys this copy works on (a one-shot `reconcile TEMPLATE`: that template's).
+    pub scope: Scope,
+}
+
+impl Config {
+    pub fn new(options: Options, mode: Mode) -> Self {
+        Config {
+            options,
+            mode,
+            workers: DEFAULT_WORKERS,
+            identity: None,
+            metrics_addr: None,
+            scope: Scope::All,
+        }
+    }
+}
+
+/// Concurrent reconciles by default: enough requests in flight to keep a busy API server
+/// working between responses (measured in docs/benchmarks.md).
+pub const DEFAULT_WORKERS: usize = 16;
+
+/// Settings views do not need.
+#[derive(Debug, Clone)]
+pub struct Tuning {
+    /// Publish the store snapshot and the cluster's Events in [`LiveState`] (the TUI needs
+    /// them; a headless `run` does not).
+    pub publish_snapshot: bool,
+    /// Enqueue everything this often, to catch what no event reports.
+    pub resync_every: Duration,
+    /// Look for Gatekeeper's own generator again this often (it may be switched on later).
+    pub gatekeeper_recheck: Duration,
+    /// The Lease's duration: a crashed holder is replaced after at most this long.
+    pub lease_duration: Duration,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Tuning {
+            publish_snapshot: true,
+            resync_every: Duration::from_secs(600),
+            gatekeeper_recheck: Duration::from_secs(60),
+            lease_duration: Duration::from_secs(super::lease::LEASE_DURATION),
+        }
+    }
+}
+
+/// The Lease `run` competes for by default (and the one read-only views report on).
+pub const DEFAULT_LEASE_NAMESPACE: &str = "gatekeeper-system";
+pub const DEFAULT_LEASE_NAME: &str = "kubectl-vap";
+
+/// How long start-up waits for the first list of every watch.
+const SYNC_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Starts the reconciler on `client` with the default tuning.
+pub async fn start(client: kube::Client, config: Config) -> Result<Controller, Error> {
+    launch(client, config, Tuning::default()).await
+}
+
+/// What discovery found.
+struct Discovered {
+    admission: AdmissionApi,
+    server_version: Option<String>,
+    /// Gatekeeper's generator, when this copy would write (`Elect`).
+    gatekeeper: Option<Result<Option<String>, crate::cluster::KubeError>>,
+}
+
+/// Phase 1: independent round trips, in parallel (start-up latency is time nothing is
+/// written).
+async fn discover(client: &kube::Client, mode: &Mode) -> Result<Discovered, Error> {
+    let detect = async {
+        match mode {
+            Mode::Elect { .. } => Some(super::gatekeeper::detect(client).await),
+            Mode::ReadOnly { .. } => None,
+        }
+    };
+    let (admission, version, gatekeeper) = tokio::join!(
+        discover_admission_api(client),
+        client.apiserver_version(),
+        detect
+    );
+    Ok(Discovered {
+        admission: admission?,
+        server_version: version.map(|v| v.git_version).ok(),
+        gatekeeper,
+    })
+}
+
+/// Phase 2: a reflector store for templates, CRDs, VAPs and bindings (constraint kinds start
+/// their own as their CRDs appear), and for views Gatekeeper's pod statuses.
+fn watch_everything(shared: &Arc<Shared>, writers: Writers, views: bool) -> Vec<JoinHandle<()>> {
+    let client = &shared.client;
+    let admission = shared.stores.admission().clone();
+    let tar = templates_resource();
+    let mut tasks = vec![
+        watches::spawn_watch(
+            Api::all_with(client.clone(), &tar),
+            writers.templates,
+            resource_name(&tar),
+            shared.clone(),
+            watches::on_template,
+        ),
+        watches::spawn_watch(
+            Api::<CustomResourceDefinition>::all(client.clone()),
+            writers.crds,
+            super::stores::CRDS_RESOURCE.into(),
+            shared.clone(),
+            watches::on_crd,
+        ),
+        watches::spawn_watch(
+            Api::all_with(client.clone(), &admission.policy()),
+            writers.policies,
+            resource_name(&admission.policy()),
+            shared.clone(),
+            watches::on_policy,
+        ),
+        watches::spawn_watch(
+            Api::all_with(client.clone(), &admission.binding()),
+            writers.bindings,
+            resource_name(&admission.binding()),
+            shared.clone(),
+            watches::on_binding,
+        ),
+    ];
+    if views {
+        // Shown, never decided on: kube-runtime's reflector, errors only logged (Gatekeeper
+        // may not run here at all).
+        for ar in pod_status_resources() {
+            let writer: Writer<DynamicObject> = Writer::new(ar.clone());
+            shared.stores.add_pod_statuses(PodStatuses {
+                resource: ar.clone(),
+                store: writer.as_reader(),
+            });
+            let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+            let shared = shared.clone();
+            tasks.push(tokio::spawn(async move {
+                use futures::StreamExt;
+                use kube::runtime::{WatchStreamExt, reflector, watcher};
+                let stream = reflector(writer, watcher(api, watcher::Config::default()))
+                    .default_backoff()
+                    .touched_objects();
+                futures::pin_mut!(stream);
+                while let Some(item) = stream.next().await {
+                    match item {
+                        Ok(_) => shared.status.touch(),
+                        Err(e) => tracing::debug!("watching Gatekeeper's pod statuses: {e}"),
+                    }
+                }
+            }));
+        }
+    }
+    tasks
+}
+
+struct Writers {
+    templates: Writer<DynamicObject>,
+    crds: Writer<CustomResourceDefinition>,
+    policies: Writer<DynamicObject>,
+    bindings: Writer<DynamicObject>,
+}
+
+/// Phase 3: whether this copy may write at all (an `Elect` copy, unless Gatekeeper's own
+/// generator is active and `--take-over` was not given).
+fn decide_writes(
+    shared: &Shared,
+    mode: &Mode,
+    detected: Option<Result<Option<String>, crate::cluster::KubeError>>,
+) {
+    let (Mode::Elect { take_over, .. }, Some(detected)) = (mode, detected) else {
+        shared.status.set_writes_enabled(false);
+        return;
+    };
+    let enabled = match detected {
+        Ok(Some(found)) => {
+            if *take_over {
+                tracing::warn!(
+                    "Gatekeeper's generator looks active ({found}); writing anyway (--take-over)"
+                );
+            } else {
+                tracing::error!(
+                    "Gatekeeper's generator looks active: {found}. Not writing: {}",
+                    super::gatekeeper::HOW_TO_DISABLE
+                );
+            }
+            shared.status.set_gatekeeper_generator(Some(found));
+            *take_over
+        }
+        Ok(None) => true,
+        Err(e) => {
+            tracing::warn!(
+                "{e}; cannot tell whether Gatekeeper's generator is active, assuming it is not"
+            );
+            true
+        }
+    };
+    shared.status.set_writes_enabled(enabled);
+}
+
+/// Phase 4: compete for the Lease (a copy that may write), or follow its holder (read-only,
+/// or refusing to write next to Gatekeeper's generator: holding the Lease without writing
+/// would only block the copies that do write).
+fn elect(
+    shared: &Arc<Shared>,
+    config: &Config,
+    identity: &str,
+    tuning: &Tuning,
+    view_tx: watch::Sender<HolderView>,
+    shutdown: watch::Receiver<bool>,
+) -> Elected {
+    let (ns, name) = config.mode.lease();
+    let mut info = LeaseInfo {
+        identity: identity.to_string(),
+        lease: format!("{ns}/{name}"),
+        ..LeaseInfo::default()
+    };
+    if matches!(config.mode, Mode::Elect { .. }) && shared.status.writes_enabled() {
+        info.participating = true;
+        let election = Election {
+            namespace: ns.to_string(),
+            name: name.to_string(),
+            identity: identity.to_string(),
+            duration: tuning.lease_duration,
+            health: health_of(shared.clone()),
+        };
+        let task = tokio::spawn(super::lease::run(
+            shared.clone(),
+            election,
+            view_tx,
+            shutdown,
+        ));
+        Elected {
+            info,
+            election: Some(task),
+            follower: None,
+        }
+    } else {
+        let task = tokio::spawn(super::lease::watch_holder(
+            shared.clone(),
+            ns.to_string(),
+            name.to_string(),
+            view_tx,
+        ));
+        Elected {
+            info,
+            election: None,
+            follower: Some(task),
+        }
+    }
+}
+
+/// What [`elect`] started.
+struct Elected {
+    info: LeaseInfo,
+    /// The election (it releases the Lease when it ends).
+    election: Option<JoinHandle<Result<(), Error>>>,
+    /// Following the holder of a Lease this copy does not compete for.
+    follower: Option<JoinHandle<()>>,
+}
+
+/// What this copy publishes about itself while it holds the Lease.
+fn health_of(shared: Arc<Shared>) -> Box<dyn Fn() -> LeaderHealth + Send + Sync> {
+    let pod = std::env::var("POD_NAME").ok().filter(|p| !p.is_empty());
+    Box::new(move || LeaderHealth {
+        pod: pod.clone(),
+        queue: shared.queue.len(),
+        last_sync: shared.status.last_sync(),
+    })
+}
+
+/// Phase 5: waits until templates, CRDs, VAPs and bindings have listed (or failed with a
+/// definite read error), or `timeout` passes. Constraint kinds keep listing meanwhile: the
+/// workers start now and a kind's constraints are reconciled once that kind has listed.
+async fn await_first_lists(shared: &Shared, timeout: Duration) {
+    let fixed = [
+        shared.stores.res.templates.clone(),
+        shared.stores.res.crds.clone(),
+        shared.stores.res.policies.clone(),
+        shared.stores.res.bindings.clone(),
+    ];
+    let done = || {
+        fixed
+            .iter()
+            .all(|r| shared.stores.is_listed(r) || shared.status.access_error(r).is_some())
+    };
+    let mut changes = shared.stores.listing_changes();
+    let mut access = shared.status.subscribe();
+    let waited = tokio::time::timeout(timeout, async {
+        while !done() {
+            tokio::select! {
+                _ = changes.changed() => {}
+                _ = access.changed() => {}
+            }
+        }
+    })
+    .await;
+    if waited.is_err() {
+        tracing::warn!("not every watch listed within {timeout:?}; continuing");
+    }
+}
+
+/// Marks the copy synced once every constraint watch started so far has listed (a kind this
+/// copy may not read is reported, not waited for).
+async fn mark_synced(shared: Arc<Shared>, started: std::time::Instant) {
+    let waiting = || {
+        shared
+            .stores
+            .unlisted_kinds()
+            .iter()
+            .any(|r| shared.status.access_error(r).is_none())
+    };
+    let mut changes = shared.stores.listing_changes();
+    let mut access = shared.status.subscribe();
+    let _ = tokio::time::timeout(SYNC_TIMEOUT, async {
+        while waiting() {
+            tokio::select! {
+                _ = changes.changed() => {}
+                _ = access.changed() => {}
+            }
+        }
+    })
+    .await;
+    let unlisted = shared.stores.unlisted_kinds();
+    if unlisted.is_empty() {
+        tracing::info!(
+            constraint_kinds = shared.stores.watched_kinds().len(),
+            "every watch listed in {:?}",
+            started.elapsed()
+        );
+    } else {
+        // Unreadable (reported with its reason by the watch) or still failing after
+        // SYNC_TIMEOUT: their constraints wait until they list.
+        tracing::warn!(
+            "constraint kinds not listed yet: {}; their constraints are reconciled once they are",
+            unlisted.join(", ")
+        );
+    }
+    shared.status.set_synced();
+}
+
+/// Starts the reconciler and returns its handle.
+pub async fn launch(
+    client: kube::Client,
+    config: Config,
+    tuning: Tuning,
+) -> Result<Controller, Error> {
+    let started = std::time::Instant::now();
+    let found = discover(&client, &config.mode).await?;
+    let identity = config
+        .identity
+        .clone()
+        .unwrap_or_else(super::lease::default_identity);
+
+    let writers = Writers {
+        templates: Writer::new(templates_resource()),
+        crds: Writer::default(),
+        policies: Writer::new(found.admission.policy()),
+        bindings: Writer::new(found.admission.binding()),
+    };
+    let readers = Readers {
+        templates: writers.templates.as_reader(),
+        crds: writers.crds.as_reader(),
+        policies: writers.policies.as_reader(),
+        bindings: writers.bindings.as_reader(),
+    };
+    let elects = matches!(config.mode, Mode::Elect { .. });
+    let (recorder, facts) = if elects {
+        let (r, f) = Recorder::new();
+        (r, Some(f))
+    } else {
+        (Recorder::default(), None)
+    };
+    let shared = Arc::new(Shared {
+        client: client.clone(),
+        stores: Stores::new(found.admission.clone(), readers, config.scope.clone()),
+        queue: Arc::new(SharedQueue::new(config.scope.clone())),
+        status: Default::default(),
+        leadership: Leadership::default(),
+        metrics: Arc::new(Metrics::default()),
+        outage: Default::default(),
+        write_log: Default::default(),
+        recorder,
+        tracker: Default::default(),
+    });
+    let cache = Arc::new(OpinionCache::new());
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+
+    let mut tasks = watch_everything(&shared, writers, tuning.publish_snapshot);
+    decide_writes(&shared, &config.mode, found.gatekeeper);
+    if let Mode::Elect {
+        take_over: false, ..
+    } = &config.mode
+        && shared.status.writes_enabled()
+    {
+        tasks.push(tokio::spawn(recheck_gatekeeper(
+            shared.clone(),
+            tuning.gatekeeper_recheck,
+        )));
+    }
+    if let Some(facts) = facts {
+        let stores = shared.clone();
+        tasks.push(tokio::spawn(super::events::run(
+            client.clone(),
+            identity.clone(),
+            facts,
+            move |template| {
+                stores
+                    .stores
+                    .templates()
+                    .iter()
+                    .find(|t| t.metadata.name.as_deref() == Some(template))
+                    .and_then(|t| t.metadata.uid.clone())
+            },
+        )));
+    }
+
+    let (view_tx, view_rx) = watch::channel(HolderView::default());
+    let Elected {
+        info: lease_info,
+        election: lease_task,
+        follower,
+    } = elect(
+        &shared,
+        &config,
+        &identity,
+        &tuning,
+        view_tx,
+        shutdown_rx.clone(),
+    );
+    tasks.extend(follower);
+
+    await_first_lists(&shared, SYNC_TIMEOUT).await;
+    tracing::info!(
+        "templates, CRDs, VAPs and bindings listed in {:?}",
+        started.elapsed()
+    );
+    // No enqueue here: each watch's `Listed` handler has queued what its list concerns.
+    // No template listed: the opinion cache is primed at once (otherwise by the template side,
+    // once it has reconciled every listed template).
+    cache.prime_if_ready(
+        shared.stores.templates_listed(),
+        &shared.stores.template_names(),
+        &*shared.queue,
+    );
+    tasks.push(tokio::spawn(mark_synced(shared.clone(), started)));
+
+    // Workers.
+    let attempts = Arc::new(Attempts::default());
+    for _ in 0..config.workers.max(1) {
+        tasks.push(tokio::spawn(worker(
+            shared.clone(),
+            cache.clone(),
+            config.options.clone(),
+            attempts.clone(),
+            shutdown_rx.clone(),
+        )));
+    }
+
+    // Requests: from the handle, and (while this copy leads) from other copies.
+    let (ns, name) = config.mode.lease();
+    let route = Route {
+        identity: identity.clone(),
+        lease_namespace: ns.to_string(),
+        lease_name: name.to_string(),
+    };
+    let (req_tx, req_rx) = mpsc::channel(32);
+    tasks.push(tokio::spawn(requests_from_handle(
+        shared.clone(),
+        route.clone(),
+        view_rx.clone(),
+        req_rx,
+    )));
+    if lease_task.is_some() {
+        tasks.push(tokio::spawn(super::commands::serve(shared.clone(), route)));
+    }
+    {
+        let shared = shared.clone();
+        tasks.push(tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                shared.tracker.expire(super::requests::REQUEST_DEADLINE);
+            }
+        }));
+    }
+
+    // Periodic resync.
+    {
+        let shared = shared.clone();
+        let every = tuning.resync_every;
+        tasks.push(tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                shared.resync();
+            }
+        }));
+    }
+
+    // Published state.
+    let (events_tx, events_rx) = watch::channel(Arc::new(VecDeque::new()));
+    if tuning.publish_snapshot {
+        tasks.push(tokio::spawn(follow_cluster_events(
+            client.clone(),
+            events_tx,
+        )));
+    }
+    let initial = LiveState {
+        synced: shared.status.synced(),
+        lease: lease_info,
+        vap_api: Some(found.admission.api_version()),
+        server_version: found.server_version,
+        gatekeeper_generator: shared.status.gatekeeper_generator(),
+        writes_enabled: shared.status.writes_enabled(),
+        ..LiveState::default()
+    };
+    let (state_tx, state_rx) = watch::channel(Arc::new(initial.clone()));
+    tasks.push(tokio::spawn(super::publish::run(
+        shared.clone(),
+        initial,
+        state_tx,
+        Sources {
+            view: view_rx,
+            cluster_events: events_rx,
+            health: health_of(shared.clone()),
+            with_snapshot: tuning.publish_snapshot,
+        },
+    )));
+
+    // Metrics.
+    if let Some(addr) = config.metrics_addr {
+        let metrics = shared.metrics.clone();
+        let rx = shutdown_rx.clone();
+        tasks.push(tokio::spawn(async move {
+            if let Err(e) = super::metrics::serve(addr, metrics, rx).await {
+                tracing::error!("metrics server on {addr}: {e}");
+            }
+        }));
+    }
+
+    let mut stop = shutdown_rx;
+    let join = tokio::spawn(async move {
+        while !*stop.borrow() {
+            if stop.changed().await.is_err() {
+                break;
+            }
+        }
+        // Stop writing first, then release the lease, then stop watching.
+        let result = match lease_task {
+            Some(t) => t.await.unwrap_or(Ok(())),
+            None => Ok(()),
+        };
+        for t in tasks {
+            t.abort();
+        }
+        result
+    });
+    Ok(Controller::new(
+        identity,
+        state_rx,
+        req_tx,
+        shutdown_tx,
+        join,
+        shared,
+        cache,
+    ))
+}
+
+/// Requests from the handle: each handled on its own task (one may wait a minute for its
+/// keys while another comes in).
+async fn requests_from_handle(
+    shared: Arc<Shared>,
+    route: Route,
+    view: watch::Receiver<HolderView>,
+    mut rx: mpsc::Receiver<Request>,
+) {
+    while let Some(req) = rx.recv().await {
+        let (shared, route, view) = (shared.clone(), route.clone(), view.clone());
+        tokio::spawn(async move {
+            let outcome = super::commands::handle(&shared, &route, &view, req.command).await;
+            let _ = req.reply.send(outcome);
+        });
+    }
+}
+
+/// Follows the Events copies of kubectl-vap report (by our label), for views.
+async fn follow_cluster_events(
+    client: kube::Client,
+    tx: watch::Sender<Arc<VecDeque<ClusterEvent>>>,
+) {
+    use futures::StreamExt;
+    use k8s_openapi::api::events::v1::Event;
+    use kube::runtime::watcher;
+    let api: Api<Event> = Api::namespaced(client, super::events::EVENTS_NAMESPACE);
+    let config = watcher::Config::default().labels(&format!(
+        "{}={}",
+        crate::model::MANAGED_BY_LABEL,
+        super::events::REPORTER
+    ));
+    let mut kept = super::events::Kept::default();
+    let mut initial = super::events::Kept::default();
+    let stream = watcher(api, config);
+    futures::pin_mut!(stream);
+    let mut failing = false;
+    while let Some(e) = stream.next().await {
+        let name = |ev: &Event| ev.metadata.name.clone().unwrap_or_default();
+        match e {
+            Ok(watcher::Event::Apply(ev)) => {
+                kept.apply(name(&ev), super::events::cluster_event(&ev));
+            }
+            Ok(watcher::Event::Delete(ev)) => kept.apply(name(&ev), None),
+            Ok(watcher::Event::Init) => initial = super::events::Kept::default(),
+            Ok(watcher::Event::InitApply(ev)) => {
+                initial.apply(name(&ev), super::events::cluster_event(&ev));
+                continue;
+            }
+            Ok(watcher::Event::InitDone) => kept = std::mem::take(&mut initial),
+            Err(err) => {
+                if !std::mem::replace(&mut failing, true) {
+                    tracing::info!(
+                        "cannot watch kubectl-vap's Events in namespace {}: {err} (the leader's outcomes are not shown here)",
+                        super::events::EVENTS_NAMESPACE
+                    );
+                }
+                continue;
+            }
+        }
+        failing = false;
+        if tx.send(Arc::new(kept.events())).is_err() {
+            return;
+        }
+    }
+}
+
+/// Stops writing while Gatekeeper's own generator is active, and resumes (with a resync) once
+/// it is off again. Only for a copy that was allowed to write at start.
+async fn recheck_gatekeeper(shared: Arc<Shared>, every: Duration) {
+    loop {
+        tokio::time::sleep(every).await;
+        let found = match super::gatekeeper::detect(&shared.client).await {
+            Ok(found) => found,
+            Err(e) => {
+                tracing::debug!("{e}; keeping the last answer");
+                continue;
+            }
+        };
+        if found == shared.status.gatekeeper_generator() {
+            continue;
+        }
+        let deployments = ObjectRef::new("apps/v1", "Deployment", "*");
+        match &found {
+            Some(what) => {
+                shared.status.set_writes_enabled(false);
+                let msg = format!(
+                    "Gatekeeper's generator looks active: {what}. Not writing until it is off: {}",
+                    super::gatekeeper::HOW_TO_DISABLE
+                );
+                tracing::error!("{msg}");
+                shared.log(
+                    EventVerb::Gatekeeper,
+                    deployments,
+                    EventResult::Skipped(msg),
+                    String::new(),
+                );
+            }
+            None => {
+                shared.status.set_writes_enabled(true);
+                tracing::info!("Gatekeeper's generator is off again: writing (resync)");
+                shared.log(
+                    EventVerb::Gatekeeper,
+                    deployments,
+                    EventResult::Ok,
+                    "Gatekeeper's generator is off again; resync".into(),
+                );
+                shared.resync();
+            }
+        }
+        shared.status.set_gatekeeper_generator(found);
+    }
+}
+
+async fn worker(
+    shared: Arc<Shared>,
+    cache: Arc<OpinionCache>,
+    opts: Options,
+    attempts: Arc<Attempts>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let work = Work {
+        cache: &cache,
+        opts: &opts,
+        attempts: &attempts,
+    };
+    loop {
+        if *shutdown.borrow() {
+            return;
+        }
+        match process_one(&shared.queue, &*shared, &work).await {
+            Step::Processed(p) => {
+                shared
+                    .metrics
+                    .reconciles
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                shared
+                    .tracker
+                    .processed(&p.key, p.started, &p.outcome, p.writes, p.failures);
+                shared.status.touch();
+            }
+            Step::Idle(due) => {
+                // Idle and still cold: a template list that completed after start-up, with
+                // no template to reconcile, primes the cache here.
+                if !cache.is_primed() && shared.stores.templates_listed() {
+                    cache.prime_if_ready(true, &shared.stores.template_names(), &*shared.queue);
+                }
+                let wait = due
+                    .and_then(|d| (d - chrono::Utc::now()).to_std().ok())
+                    .unwrap_or(Duration::from_secs(1))
+                    .min(Duration::from_secs(1));
+                tokio::select! {
+                    _ = shared.queue.woken() => {}
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = shutdown.changed() => return,
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,751 @@
+//! The local stores the watches fill: templates, CRDs, VAPs, bindings, and one store per
+//! constraint kind; what each store is known to hold; and our own recent writes.
+//!
+//! Knowledge before action: a store is *known* only while it holds a complete list and its
+//! watch runs ([`Stores::store_known`]); anything else makes a read `Unknown`, so "absent"
+//! cannot be confused with "unreadable".
+//!
+//! Read-your-writes: a store lags our own writes by one watch event. A write's result is kept
+//! in a short-lived overlay and preferred until the store has caught up (by resourceVersion),
+//! so a reconcile that runs in between neither creates twice nor updates from a stale version
+//! (I4: one needed change = one write).
+
+use super::queue::{Key, Scope};
+use super::world::{Read, Unreadable};
+use crate::cluster::apply::Applied;
+use crate::cluster::assemble::{Assembly, crd_to_value, dyn_to_value};
+use crate::cluster::discovery::{
+    AdmissionApi, VAP_KIND, constraint_resource, resource_name, templates_resource,
+};
+use crate::core::PlannedWrite;
+use crate::core::desired::CrdState;
+use crate::model::{
+    Binding, CONSTRAINTS_GROUP, Constraint, ConstraintTemplate, CrdInfo, Policy, Source,
+};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::DynamicObject;
+use kube::core::ApiResource;
+use kube::runtime::reflector::{ObjectRef as StoreRef, Store};
+use std::collections::{HashMap, HashSet};
+use std::sync::{Mutex, RwLock};
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// The resource name of the CRD store.
+pub const CRDS_RESOURCE: &str = "customresourcedefinitions.apiextensions.k8s.io";
+
+/// How long a write's result is preferred over a store that has not seen it yet.
+const OVERLAY_TTL: Duration = Duration::from_secs(10);
+
+/// The constraint watch of one kind.
+pub struct KindWatch {
+    pub plural: String,
+    /// The resource name (`<plural>.constraints.gatekeeper.sh`) its listing state is kept under.
+    pub resource: String,
+    pub store: Store<DynamicObject>,
+    pub task: tokio::task::AbortHandle,
+}
+
+/// The kinds of object this copy writes (the overlay's key).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Obj {
+    Policy,
+    Binding,
+    Crd,
+}
+
+impl Obj {
+    pub fn of(kind: &str) -> Obj {
+        match kind {
+            VAP_KIND => Obj::Policy,
+            crate::core::crd::CRD_KIND => Obj::Crd,
+            _ => Obj::Binding,
+        }
+    }
+
+    /// The resource name in `/metrics`.
+    pub fn resource(self) -> &'static str {
+        match self {
+            Obj::Policy => "validatingadmissionpolicies",
+            Obj::Binding => "validatingadmissionpolicybindings",
+            Obj::Crd => "customresourcedefinitions",
+        }
+    }
+}
+
+#[derive(Clone)]
+struct Recent {
+    /// The object as written, or `None` after a delete.
+    object: Option<serde_json::Value>,
+    /// Its resourceVersion (or that of the deleted object).
+    rv: u64,
+    at: Instant,
+}
+
+/// What each watch has done with its resource (by resource name).
+#[derive(Default)]
+struct Listing {
+    /// The store holds a complete list: set *before* the list's handler enqueues (a key popped
+    /// in between must not be dropped as "still listing").
+    complete: HashSet<String>,
+    /// The list was acted on: set *after* the handler enqueued (so "synced" never precedes the
+    /// keys the list concerns).
+    listed: HashSet<String>,
+}
+
+/// The resource names of the four fixed stores.
+pub struct Resources {
+    pub templates: String,
+    pub crds: String,
+    pub policies: String,
+    pub bindings: String,
+}
+
+/// Gatekeeper's pod statuses (shown by views, never decided on).
+pub struct PodStatuses {
+    pub resource: ApiResource,
+    pub store: Store<DynamicObject>,
+}
+
+pub struct Stores {
+    admission: AdmissionApi,
+    pub res: Resources,
+    templates: Store<DynamicObject>,
+    crds: Store<CustomResourceDefinition>,
+    policies: Store<DynamicObject>,
+    bindings: Store<DynamicObject>,
+    kinds: RwLock<HashMap<String, KindWatch>>,
+    pod_statuses: Mutex<Vec<PodStatuses>>,
+    listing: Mutex<Listing>,
+    /// Bumped on every change of `listing`, so waits for "listed" need no polling.
+    listing_changed: watch::Sender<u64>,
+    overlay: Mutex<HashMap<(Obj, String), Recent>>,
+    /// Bumped to make every watch drop its store and list again (after the fence was lost).
+    relist: watch::Sender<u64>,
+    /// A one-shot `reconcile TEMPLATE` sees only that template (the cache primes on it).
+    scope: Scope,
+}
+
+fn stored_rv(meta: &ObjectMeta) -> u64 {
+    meta.resource_version
+        .as_deref()
+        .and_then(|r| r.parse::<u64>().ok())
+        .unwrap_or(0)
+}
+
+fn rv_of(v: &serde_json::Value) -> u64 {
+    v["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
+fn names(objects: &[std::sync::Arc<DynamicObject>]) -> Vec<String> {
+    objects
+        .iter()
+        .filter_map(|o| o.metadata.name.clone())
+        .collect()
+}
+
+/// The reader side of the four fixed stores.
+pub struct Readers {
+    pub templates: Store<DynamicObject>,
+    pub crds: Store<CustomResourceDefinition>,
+    pub policies: Store<DynamicObject>,
+    pub bindings: Store<DynamicObject>,
+}
+
+impl Stores {
+    pub fn new(admission: AdmissionApi, readers: Readers, scope: Scope) -> Self {
+        Stores {
+            res: Resources {
+                templates: resource_name(&templates_resource()),
+                crds: CRDS_RESOURCE.to_string(),
+                policies: resource_name(&admission.policy()),
+                bindings: resource_name(&admission.binding()),
+            },
+            admission,
+            templates: readers.templates,
+            crds: readers.crds,
+            policies: readers.policies,
+            bindings: readers.bindings,
+            kinds: RwLock::new(HashMap::new()),
+            pod_statuses: Mutex::new(Vec::new()),
+            listing: Mutex::new(Listing::default()),
+            listing_changed: watch::Sender::new(0),
+            overlay: Mutex::new(HashMap::new()),
+            relist: watch::Sender::new(0),
+            scope,
+        }
+    }
+
+    pub fn admission(&self) -> &AdmissionApi {
+        &self.admission
+    }
+
+    // ---- listing state ----
+
+    fn mark(&self, f: impl FnOnce(&mut Listing)) {
+        f(&mut self.listing.lock().unwrap_or_else(|p| p.into_inner()));
+        self.listing_changed.send_modify(|n| *n += 1);
+    }
+
+    /// Records that the watch of `resource` listed and its handler acted on the list
+    /// (`false`: the watch stopped).
+    pub fn set_listed(&self, resource: &str, listed: bool) {
+        self.mark(|l| {
+            if listed {
+                l.listed.insert(resource.to_string());
+            } else {
+                l.listed.remove(resource);
+            }
+        });
+    }
+
+    /// Records that the store of `resource` holds a complete list (`false`: the watch stopped).
+    pub fn set_complete(&self, resource: &str, complete: bool) {
+        self.mark(|l| {
+            if complete {
+                l.complete.insert(resource.to_string());
+            } else {
+                l.complete.remove(resource);
+            }
+        });
+    }
+
+    pub fn is_listed(&self, resource: &str) -> bool {
+        self.listing
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .listed
+            .contains(resource)
+    }
+
+    /// Resolves at the next change of what is listed.
+    pub fn listing_changes(&self) -> watch::Receiver<u64> {
+        self.listing_changed.subscribe()
+    }
+
+    /// `Known` while the store of `resource` holds a complete list and its watch runs.
+    pub fn store_known(&self, resource: &str) -> Read<()> {
+        let complete = self
+            .listing
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .complete
+            .contains(resource);
+        if complete {
+            Read::Known(())
+        } else {
+            Read::Unknown(Unreadable(resource.to_string()))
+        }
+    }
+
+    /// Whether the constraints of `kind` can be trusted: its store holds a complete list (or
+    /// there is no watch, so there are no constraints of the kind to wait for).
+    #[cfg(test)]
+    pub fn kind_listed(&self, kind: &str) -> bool {
+        self.kind_resource(kind)
+            .is_none_or(|r| matches!(self.store_known(&r), Read::Known(())))
+    }
+
+    /// Constraint kinds whose watch runs but has not listed yet (their resource names).
+    pub fn unlisted_kinds(&self) -> Vec<String> {
+        let resources: Vec<String> = self
+            .kinds
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .map(|w| w.resource.clone())
+            .collect();
+        resources
+            .into_iter()
+            .filter(|r| !self.is_listed(r))
+            .collect()
+    }
+
+    /// Every store's resource name: the fixed four and every watched kind.
+    pub fn resources(&self) -> Vec<String> {
+        let mut out = vec![
+            self.res.templates.clone(),
+            self.res.crds.clone(),
+            self.res.policies.clone(),
+            self.res.bindings.clone(),
+        ];
+        out.extend(
+            self.kinds
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .values()
+                .map(|w| w.resource.clone()),
+        );
+        out
+    }
+
+    /// The stores that are not known now.
+    pub fn unknown(&self) -> Vec<String> {
+        self.resources()
+            .into_iter()
+            .filter(|r| matches!(self.store_known(r), Read::Unknown(_)))
+            .collect()
+    }
+
+    /// Drops what every store is known to hold and our recent writes, and makes every watch
+    /// list again: nothing decided before is acted on after.
+    pub fn forget(&self) {
+        self.mark(|l| {
+            l.complete.clear();
+            l.listed.clear();
+        });
+        self.overlay
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+        self.relist.send_modify(|n| *n += 1);
+    }
+
+    /// A receiver that changes whenever every watch must list again.
+    pub fn relists(&self) -> watch::Receiver<u64> {
+        self.relist.subscribe()
+    }
+
+    // ---- kind watches ----
+
+    /// Adds the watch of `kind` unless one runs: `start` is only called then.
+    pub fn add_kind(&self, kind: &str, start: impl FnOnce() -> KindWatch) {
+        let mut kinds = self.kinds.write().unwrap_or_else(|p| p.into_inner());
+        if !kinds.contains_key(kind) {
+            kinds.insert(kind.to_string(), start());
+        }
+    }
+
+    pub fn remove_kind(&self, kind: &str) -> Option<KindWatch> {
+        self.kinds
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(kind)
+    }
+
+    pub fn watched_kinds(&self) -> Vec<String> {
+        self.kinds
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .cloned()
+            .collect()
+    }
+
+    #[cfg(test)]
+    fn kind_resource(&self, kind: &str) -> Option<String> {
+        let kinds = self.kinds.read().unwrap_or_else(|p| p.into_inner());
+        kinds.get(kind).map(|w| w.resource.clone())
+    }
+
+    pub fn constraint_resource(&self, kind: &str) -> Option<(ApiResource, Store<DynamicObject>)> {
+        let kinds = self.kinds.read().unwrap_or_else(|p| p.into_inner());
+        kinds
+            .get(kind)
+            .map(|w| (constraint_resource(kind, &w.plural), w.store.clone()))
+    }
+
+    /// Views show Gatekeeper's pod statuses: their stores.
+    pub fn add_pod_statuses(&self, statuses: PodStatuses) {
+        self.pod_statuses
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(statuses);
+    }
+
+    // ---- the objects, for the watches' handlers ----
+
+    pub fn templates(&self) -> Vec<std::sync::Arc<DynamicObject>> {
+        self.templates.state()
+    }
+    pub fn crds(&self) -> Vec<std::sync::Arc<CustomResourceDefinition>> {
+        self.crds.state()
+    }
+    pub fn policies(&self) -> Vec<std::sync::Arc<DynamicObject>> {
+        self.policies.state()
+    }
+    pub fn bindings(&self) -> Vec<std::sync::Arc<DynamicObject>> {
+        self.bindings.state()
+    }
+}
+
+impl Stores {
+    // ---- reads, as the reconcilers see them ----
+
+    pub fn constraint(&self, kind: &str, name: &str) -> Read<Option<Constraint>> {
+        // Which kinds exist comes from the CRD store.
+        if let Read::Unknown(u) = self.store_known(&self.res.crds) {
+            return Read::Unknown(u);
+        }
+        let Some((ar, store)) = self.constraint_resource(kind) else {
+            // No watch: no constraint of the kind exists, unless its CRD serves the kind and
+            // the watch is only about to start.
+            let served = self.crds.find(|c| {
+                c.spec.group == CONSTRAINTS_GROUP
+                    && c.spec.names.kind == kind
+                    && super::watches::crd_state(c) != CrdState::NotEstablished
+            });
+            return match served {
+                Some(c) => Read::Unknown(Unreadable(c.metadata.name.clone().unwrap_or_default())),
+                None => Read::Known(None),
+            };
+        };
+        self.store_known(&resource_name(&ar)).map(|()| {
+            store
+                .get(&StoreRef::new_with(name, ar.clone()))
+                .map(|o| Constraint::from_value(dyn_to_value(&o, &ar), Source::default()))
+        })
+    }
+
+    pub fn constraint_names(&self, kind: &str) -> Vec<String> {
+        match self.constraint_resource(kind) {
+            Some((_, store)) => names(&store.state()),
+            None => Vec::new(),
+        }
+    }
+
+    pub fn crd_state(&self, kind: &str) -> Read<CrdState> {
+        if let Read::Unknown(u) = self.store_known(&self.res.crds) {
+            return Read::Unknown(u);
+        }
+        let of_kind = |c: &CustomResourceDefinition| {
+            c.spec.group == CONSTRAINTS_GROUP && c.spec.names.kind == kind
+        };
+        // By name when the kind is watched (its plural is known); a scan otherwise.
+        let plural = self
+            .kinds
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(kind)
+            .map(|w| w.plural.clone());
+        let crd = plural
+            .and_then(|p| {
+                self.crds
+                    .get(&StoreRef::new(&format!("{p}.{CONSTRAINTS_GROUP}")))
+            })
+            .filter(|c| of_kind(c))
+            .or_else(|| self.crds.find(of_kind));
+        Read::Known(
+            crd.map(|c| super::watches::crd_state(&c))
+                .unwrap_or(CrdState::NotEstablished),
+        )
+    }
+
+    pub fn binding(&self, name: &str) -> Read<Option<Binding>> {
+        self.store_known(&self.res.bindings).map(|()| {
+            let v = self.read(Obj::Binding, name)?;
+            Binding::from_value(v, Source::default())
+                .map_err(|e| tracing::warn!(binding = name, "{e}"))
+                .ok()
+        })
+    }
+
+    pub fn opinions_known(&self) -> Read<()> {
+        match self.store_known(&self.res.templates) {
+            Read::Known(()) => self.store_known(&self.res.policies),
+            unknown => unknown,
+        }
+    }
+
+    pub fn template(&self, name: &str) -> Read<Option<ConstraintTemplate>> {
+        let ar = templates_resource();
+        self.store_known(&self.res.templates).map(|()| {
+            self.templates
+                .get(&StoreRef::new_with(name, ar.clone()))
+                .map(|o| ConstraintTemplate::from_value(dyn_to_value(&o, &ar), Source::default()))
+        })
+    }
+
+    /// The templates in the store (within the scope: a copy scoped to one template primes
+    /// its opinion cache on that template alone).
+    pub fn template_names(&self) -> Vec<String> {
+        names(&self.templates.state())
+            .into_iter()
+            .filter(|n| self.scope.contains(&Key::Template(n.clone())))
+            .collect()
+    }
+
+    pub fn templates_listed(&self) -> bool {
+        self.is_listed(&self.res.templates)
+    }
+
+    pub fn policy(&self, name: &str) -> Read<Option<Policy>> {
+        self.store_known(&self.res.policies).map(|()| {
+            let v = self.read(Obj::Policy, name)?;
+            Policy::from_value(v, Source::default())
+                .map_err(|e| tracing::warn!(policy = name, "{e}"))
+                .ok()
+        })
+    }
+
+    pub fn crd(&self, name: &str) -> Read<Option<CrdInfo>> {
+        self.store_known(&self.res.crds).map(|()| {
+            let v = self.read(Obj::Crd, name)?;
+            Some(CrdInfo::from_value(&v, Source::default()))
+        })
+    }
+
+    pub fn bindings_of_kind(&self, kind: &str) -> Read<Vec<Binding>> {
+        self.store_known(&self.res.bindings)
+            .map(|()| self.bindings_of_kind_unchecked(kind))
+    }
+
+    fn bindings_of_kind_unchecked(&self, kind: &str) -> Vec<Binding> {
+        let mut names: Vec<String> = self
+            .bindings
+            .state()
+            .iter()
+            .filter(|b| {
+                b.metadata.owner_references.iter().flatten().any(|r| {
+                    r.controller == Some(true)
+                        && r.api_version.starts_with("constraints.gatekeeper.sh/")
+                        && r.kind == kind
+                })
+            })
+            .filter_map(|b| b.metadata.name.clone())
+            .collect();
+        // Bindings we just created that the store has not seen yet count too.
+        for ((obj, name), recent) in self
+            .overlay
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            let controlled = recent.object.as_ref().is_some_and(|o| {
+                o["metadata"]["ownerReferences"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|r| r["controller"] == true && r["kind"] == kind)
+            });
+            if *obj == Obj::Binding && controlled && !names.contains(name) {
+                names.push(name.clone());
+            }
+        }
+        // Through the overlay: a binding we just deleted is gone.
+        names
+            .iter()
+            .filter_map(|n| self.read(Obj::Binding, n))
+            .filter_map(|v| Binding::from_value(v, Source::default()).ok())
+            .collect()
+    }
+
+    // ---- the overlay of our own writes ----
+
+    /// A store object as JSON, or our newer write of it.
+    fn read(&self, obj: Obj, name: &str) -> Option<serde_json::Value> {
+        let stored = match obj {
+            Obj::Crd => {
+                let stored = self.crds.get(&StoreRef::new(name));
+                return match self.overlay_says(
+                    obj,
+                    name,
+                    stored.as_deref().map(|c| stored_rv(&c.metadata)),
+                ) {
+                    Some(ours) => ours,
+                    None => stored.map(|c| crd_to_value(&c)),
+                };
+            }
+            Obj::Policy | Obj::Binding => {
+                let (store, ar) = self.store_of(obj);
+                store
+                    .get(&StoreRef::new_with(name, ar.clone()))
+                    .map(|o| (o, ar))
+            }
+        };
+        match self.overlay_says(
+            obj,
+            name,
+            stored.as_ref().map(|(o, _)| stored_rv(&o.metadata)),
+        ) {
+            Some(ours) => ours,
+            None => stored.map(|(o, ar)| dyn_to_value(&o, &ar)),
+        }
+    }
+
+    fn store_of(&self, obj: Obj) -> (&Store<DynamicObject>, ApiResource) {
+        if obj == Obj::Policy {
+            (&self.policies, self.admission.policy())
+        } else {
+            (&self.bindings, self.admission.binding())
+        }
+    }
+
+    /// `Some(ours)` while our write is newer than the store; `None` once the store has caught
+    /// up (or the entry expired), removing the entry.
+    fn overlay_says(
+        &self,
+        obj: Obj,
+        name: &str,
+        stored_rv: Option<u64>,
+    ) -> Option<Option<serde_json::Value>> {
+        let key = (obj, name.to_string());
+        let mut overlay = self.overlay.lock().unwrap_or_else(|p| p.into_inner());
+        let recent = overlay.get(&key)?;
+        let caught_up = match (&recent.object, stored_rv) {
+            // Our write is in the store (or something newer is).
+            (Some(_), Some(rv)) => rv >= recent.rv,
+            // Our delete is in the store.
+            (None, None) => true,
+            // Recreated after our delete.
+            (None, Some(rv)) => rv > recent.rv,
+            (Some(_), None) => false,
+        };
+        if caught_up || recent.at.elapsed() >= OVERLAY_TTL {
+            overlay.remove(&key);
+            None
+        } else {
+            Some(recent.object.clone())
+        }
+    }
+
+    /// Whether `obj` is exactly what this copy just wrote (same resourceVersion): the watch
+    /// echoing our own write, which needs no reconcile. The store now holds the write, so the
+    /// overlay entry is dropped. Anyone else's change has a newer resourceVersion and is
+    /// reconciled as usual.
+    pub fn take_own_write(&self, kind: Obj, meta: &ObjectMeta) -> bool {
+        let (Some(name), Some(rv)) = (meta.name.as_deref(), meta.resource_version.as_deref())
+        else {
+            return false;
+        };
+        let Ok(rv) = rv.parse::<u64>() else {
+            return false;
+        };
+        let key = (kind, name.to_string());
+        let mut overlay = self.overlay.lock().unwrap_or_else(|p| p.into_inner());
+        let echo = overlay
+            .get(&key)
+            .is_some_and(|r| r.object.is_some() && r.rv == rv);
+        if echo {
+            overlay.remove(&key);
+        }
+        echo
+    }
+
+    /// Drops overlay entries the stores have caught up with, or that are too old to matter.
+    pub fn sweep_overlay(&self) {
+        let keys: Vec<(Obj, String)> = self
+            .overlay
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .cloned()
+            .collect();
+        for (obj, name) in keys {
+            let _ = self.overlay_says(obj, &name, self.stored_rv(obj, &name));
+        }
+    }
+
+    /// The resourceVersion of `name` in its store, if it is there.
+    fn stored_rv(&self, obj: Obj, name: &str) -> Option<u64> {
+        match obj {
+            Obj::Crd => self
+                .crds
+                .get(&StoreRef::new(name))
+                .map(|c| stored_rv(&c.metadata)),
+            Obj::Policy | Obj::Binding => {
+                let (store, ar) = self.store_of(obj);
+                store
+                    .get(&StoreRef::new_with(name, ar))
+                    .map(|o| stored_rv(&o.metadata))
+            }
+        }
+    }
+
+    /// Remembers what a write did, until the store has seen it.
+    pub fn remember(&self, w: &PlannedWrite, applied: &Applied) {
+        let obj = Obj::of(&w.object.kind);
+        let recent = match applied {
+            Applied::Written(v) => Recent {
+                object: Some(v.clone()),
+                rv: rv_of(v),
+                at: Instant::now(),
+            },
+            Applied::Deleted | Applied::AlreadyGone => Recent {
+                object: None,
+                rv: w
+                    .resource_version
+                    .as_deref()
+                    .and_then(|r| r.parse().ok())
+                    .unwrap_or(0),
+                at: Instant::now(),
+            },
+        };
+        self.overlay
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert((obj, w.object.name.clone()), recent);
+    }
+
+    // ---- everything at once ----
+
+    /// Every key a resync visits: templates, constraints, and the owners of VAPs/bindings.
+    pub fn all_keys(&self) -> Vec<Key> {
+        let mut keys: Vec<Key> = names(&self.templates.state())
+            .into_iter()
+            .map(Key::Template)
+            .collect();
+        {
+            let kinds = self.kinds.read().unwrap_or_else(|p| p.into_inner());
+            for (kind, w) in kinds.iter() {
+                keys.extend(
+                    names(&w.store.state())
+                        .into_iter()
+                        .map(|n| Key::constraint(kind, n)),
+                );
+            }
+        }
+        for p in self.policies.state() {
+            keys.extend(super::watches::policy_keys(&p));
+        }
+        for b in self.bindings.state() {
+            keys.extend(super::watches::binding_keys(&b));
+        }
+        keys.sort();
+        keys.dedup();
+        keys
+    }
+
+    /// The stores as a snapshot, for views and `--once`'s final check; `errors` are what this
+    /// copy cannot read.
+    pub fn snapshot(
+        &self,
+        errors: &[crate::cluster::access::AccessError],
+    ) -> crate::snapshot::Snapshot {
+        let mut a = Assembly::quiet();
+        let tar = templates_resource();
+        self.templates
+            .state()
+            .iter()
+            .for_each(|o| a.object(o, &tar));
+        self.crds.state().iter().for_each(|c| a.crd(c));
+        {
+            let kinds = self.kinds.read().unwrap_or_else(|p| p.into_inner());
+            for (kind, w) in kinds.iter() {
+                let ar = constraint_resource(kind, &w.plural);
+                w.store.state().iter().for_each(|o| a.object(o, &ar));
+            }
+        }
+        let par = self.admission.policy();
+        self.policies.state().iter().for_each(|o| a.object(o, &par));
+        let bar = self.admission.binding();
+        self.bindings.state().iter().for_each(|o| a.object(o, &bar));
+        for s in self
+            .pod_statuses
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            s.store
+                .state()
+                .iter()
+                .for_each(|o| a.object(o, &s.resource));
+        }
+        // Every store not known now (still listing, relisting, failing) proves nothing either.
+        a.finish(errors, self.unknown())
+    }
+}

@@ -1,0 +1,200 @@
+//! Writes to the API server ([`Writer`] for [`Shared`]): only while this copy may write, with
+//! the result kept for read-your-writes, counted in `/metrics`, logged without flooding, told
+//! to the Kubernetes Events recorder and to the request in progress.
+
+use super::shared::Shared;
+use super::state::{EventResult, EventVerb, WriteError};
+use super::stores::Obj;
+use super::world::{WriteOutcome, Writer};
+use crate::cluster::apply::{Applied, ApplyError, apply_write};
+use crate::core::{PlannedWrite, Verb};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// What a failed apply means: the class decides retrying, logging and the metric label.
+pub fn classify(e: ApplyError) -> WriteError {
+    let status = e.status();
+    let text = e.to_string();
+    match e {
+        ApplyError::Conflict(m) => WriteError::Conflict(m),
+        // A body we could not build will not build by sending again.
+        ApplyError::Body(_) | ApplyError::NoBody(_) => WriteError::Invalid(text),
+        ApplyError::Failed { .. } => match status {
+            Some(401 | 403) => WriteError::Forbidden(text),
+            // A VAP with a paramKind needs `get` on that kind: the server answers 422 with a
+            // Forbidden cause.
+            Some(422) if text.contains("Forbidden") => WriteError::Forbidden(text),
+            Some(422) => WriteError::Invalid(text),
+            Some(_) => WriteError::Failed(text),
+            None => WriteError::Unreachable(text),
+        },
+    }
+}
+
+/// Failed writes that will be retried, logged without flooding: the first failure at once,
+/// then at most one summary per [`FAILURE_SUMMARY_EVERY`] with how many failed meanwhile, and
+/// one line when writes pass again. (A 10 s outage printed 2,300 lines before.)
+#[derive(Default)]
+pub struct FailureLog(Mutex<FailureState>);
+
+#[derive(Default)]
+struct FailureState {
+    since: Option<Instant>,
+    last_line: Option<Instant>,
+    count: u64,
+    unlogged: u64,
+}
+
+const FAILURE_SUMMARY_EVERY: Duration = Duration::from_secs(10);
+
+impl FailureLog {
+    fn failed(&self, label: &str, object: &str, msg: &str) {
+        let mut st = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        st.count += 1;
+        let since = *st.since.get_or_insert(now);
+        if st
+            .last_line
+            .is_none_or(|t| now - t >= FAILURE_SUMMARY_EVERY)
+        {
+            let more = std::mem::take(&mut st.unlogged);
+            st.last_line = Some(now);
+            if more == 0 {
+                tracing::warn!(object, reason = label, "{msg}; retried with backoff");
+            } else {
+                tracing::warn!(
+                    object,
+                    reason = label,
+                    "writes failing for {}s, {} failure(s), {more} not logged; latest: {msg}",
+                    (now - since).as_secs(),
+                    st.count
+                );
+            }
+        } else {
+            st.unlogged += 1;
+            tracing::debug!(object, reason = label, "{msg}");
+        }
+    }
+
+    fn succeeded(&self) {
+        let mut st = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(since) = st.since.take() {
+            tracing::info!(
+                "writes pass again after {}s and {} failure(s)",
+                since.elapsed().as_secs(),
+                st.count
+            );
+            *st = FailureState::default();
+        }
+    }
+}
+
+fn event_verb(v: Verb) -> EventVerb {
+    match v {
+        Verb::Create => EventVerb::Create,
+        Verb::Update => EventVerb::Update,
+        Verb::Delete => EventVerb::Delete,
+    }
+}
+
+impl Shared {
+    fn written(&self, w: &PlannedWrite, applied: &Applied) {
+        self.stores.remember(w, applied);
+        self.write_log.succeeded();
+        self.outage.reachable();
+        let object = w.object.to_string();
+        if self.status.allowed(&object) {
+            tracing::info!(object, "{object}: allowed now (it was forbidden)");
+        }
+        // A delete that found nothing changed nothing: not a write.
+        if matches!(applied, Applied::AlreadyGone) {
+            self.metrics.error("already_gone");
+        } else {
+            self.metrics
+                .write(w.verb.as_str(), Obj::of(&w.object.kind).resource());
+            super::requests::count_write(false);
+            self.recorder.written(w, None);
+        }
+        tracing::info!(
+            verb = w.verb.as_str(),
+            object = %w.object,
+            "{} {}: {}",
+            w.verb.as_str(),
+            w.object,
+            w.reason
+        );
+        self.log(
+            event_verb(w.verb),
+            w.object.clone(),
+            EventResult::Ok,
+            w.reason.clone(),
+        );
+        self.status.touch();
+    }
+
+    fn failed(&self, w: &PlannedWrite, e: WriteError) -> WriteOutcome {
+        self.metrics.error(e.metric_label());
+        if !matches!(e, WriteError::Unreachable(_)) {
+            self.outage.reachable();
+        }
+        if !e.retried_away() {
+            super::requests::count_write(true);
+            self.recorder.written(w, Some(&e));
+        }
+        let object = w.object.to_string();
+        let msg = e.to_string();
+        match &e {
+            WriteError::Conflict(m) => tracing::debug!("{m}"),
+            // The server refuses this body whatever happens around it: one report, no retry
+            // (the next change of its source tries again).
+            WriteError::Invalid(_) => tracing::warn!(object, "{msg} (not retried)"),
+            // RBAC may allow it later, and no event says when: retried slowly (backoff up to
+            // 5 min), logged once per object until it passes.
+            WriteError::Forbidden(_) => {
+                if self.status.forbidden(&object) {
+                    tracing::warn!(
+                        object,
+                        "{msg}; retried with a backoff up to {}s until the RBAC allows it (not logged again; counted in kubectl_vap_write_errors_total{{reason=\"forbidden\"}})",
+                        super::logic::FORBIDDEN_BACKOFF_MAX.as_secs()
+                    );
+                } else {
+                    tracing::debug!(object, "{msg}");
+                }
+            }
+            // No answer: the copy's one outage log, not a line per write.
+            WriteError::Unreachable(_) => self.outage.failed(&object, &msg),
+            // May pass later (the server back): retried with backoff, logged at most once per
+            // interval with a count.
+            WriteError::Failed(_) => self.write_log.failed(e.metric_label(), &object, &msg),
+        }
+        let outcome = e.outcome();
+        self.log(
+            event_verb(w.verb),
+            w.object.clone(),
+            EventResult::WriteFailed(e),
+            w.reason.clone(),
+        );
+        outcome
+    }
+}
+
+impl Writer for Shared {
+    async fn write(&self, w: &PlannedWrite) -> WriteOutcome {
+        if !self.status.writes_enabled() {
+            return WriteOutcome::Skipped("writes are disabled".into());
+        }
+        // Checked right before sending, against a monotonic deadline from the last successful
+        // renewal: a copy that was paused, or cannot renew, sends nothing more, whatever it
+        // still believes about the Lease.
+        if !self.leadership.may_write() {
+            return WriteOutcome::Skipped("leadership not confirmed (Lease)".into());
+        }
+        match apply_write(&self.client, self.stores.admission(), w).await {
+            Ok(applied) => {
+                self.written(w, &applied);
+                WriteOutcome::Done
+            }
+            Err(e) => self.failed(w, classify(e)),
+        }
+    }
+}
