@@ -1155,9 +1155,12 @@ async fn e2e_rbac_least_privilege() {
             Ok(v) => v,
             Err(_) => continue,
         };
-        match v["kind"].as_str() {
-            Some("ClusterRole") => cluster_role = serde_json::from_value(v).ok(),
-            Some("Role") => role = serde_json::from_value(v).ok(),
+        // The reconciler's own roles (the operator's ClusterRole and the events Role too).
+        match (v["kind"].as_str(), v["metadata"]["name"].as_str()) {
+            (Some("ClusterRole"), Some("kubectl-vap")) => {
+                cluster_role = serde_json::from_value(v).ok()
+            }
+            (Some("Role"), Some("kubectl-vap-lease")) => role = serde_json::from_value(v).ok(),
             _ => {}
         }
     }

@@ -19,6 +19,8 @@ pub const IMAGE_ENTRYPOINT: [&str; 3] = ["/kubectl-vap", "run", "--in-cluster"];
 pub const METRICS_PORT: u16 = 8080;
 
 const NAME: &str = "kubectl-vap";
+/// Where the Events about templates go (cluster-scoped objects' events live in `default`).
+const EVENTS_NAMESPACE: &str = "default";
 
 /// What `install --print` is asked for.
 #[derive(Debug, Clone)]
@@ -52,12 +54,46 @@ pub fn cluster_role_rules() -> serde_json::Value {
 }
 
 /// The Role for the Lease `lease_name`, in the lease namespace only: get and update on that
-/// Lease alone (`resourceNames`); create cannot be narrowed to a name (the API server
-/// authorizes a create before the object, and so its name, is known), so it has its own rule.
+/// Lease alone (`resourceNames`), and on the ConfigMap that carries requests from other copies
+/// (get, list and watch by name, patch to answer); create cannot be narrowed to a name (the
+/// API server authorizes a create before the object, and so its name, is known), so it has its
+/// own rules.
 pub fn lease_role_rules(lease_name: &str) -> serde_json::Value {
+    let requests = crate::controller::requests_configmap(lease_name);
     serde_json::json!([
         { "apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [lease_name], "verbs": ["get", "update"] },
-        { "apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"] }
+        { "apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"] },
+        { "apiGroups": [""], "resources": ["configmaps"], "resourceNames": [requests], "verbs": ["get", "list", "watch", "patch"] },
+        { "apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"] }
+    ])
+}
+
+/// The Role for the Kubernetes Events that report outcomes, in the namespace they go to
+/// (`default`, where events about cluster-scoped objects live).
+pub fn events_role_rules() -> serde_json::Value {
+    serde_json::json!([
+        { "apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"] }
+    ])
+}
+
+/// What a person at a TUI needs, wherever the reconciler runs: read everything the TUI shows,
+/// the Lease (who reconciles), the Events (what it did), and ask the holder to replay or
+/// reconcile through the requests ConfigMap. Read-only but for that one ConfigMap; bind it
+/// with `kubectl create clusterrolebinding NAME --clusterrole=kubectl-vap-operator --user=…`.
+pub fn operator_rules(lease_name: &str) -> serde_json::Value {
+    let read = ["get", "list", "watch"];
+    serde_json::json!([
+        { "apiGroups": ["templates.gatekeeper.sh"], "resources": ["constrainttemplates"], "verbs": read },
+        { "apiGroups": ["constraints.gatekeeper.sh"], "resources": ["*"], "verbs": read },
+        { "apiGroups": ["status.gatekeeper.sh"], "resources": ["*"], "verbs": read },
+        { "apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": read },
+        { "apiGroups": ["admissionregistration.k8s.io"],
+          "resources": ["validatingadmissionpolicies", "validatingadmissionpolicybindings"], "verbs": read },
+        { "apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [lease_name], "verbs": ["get"] },
+        { "apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["list", "watch"] },
+        { "apiGroups": [""], "resources": ["configmaps"],
+          "resourceNames": [crate::controller::requests_configmap(lease_name)],
+          "verbs": ["get", "list", "watch", "patch"] }
     ])
 }
 
@@ -107,6 +143,29 @@ pub fn install_objects(opts: &InstallOptions) -> Vec<serde_json::Value> {
             "subjects": [{ "kind": "ServiceAccount", "name": NAME, "namespace": ns }]
         }),
         json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": { "name": format!("{NAME}-events"), "namespace": EVENTS_NAMESPACE, "labels": labels },
+            "rules": events_role_rules()
+        }),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": { "name": format!("{NAME}-events"), "namespace": EVENTS_NAMESPACE, "labels": labels },
+            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": format!("{NAME}-events") },
+            "subjects": [{ "kind": "ServiceAccount", "name": NAME, "namespace": ns }]
+        }),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": { "name": format!("{NAME}-operator"), "labels": labels },
+            "rules": operator_rules(crate::controller::DEFAULT_LEASE_NAME)
+        }),
+        json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {
+                "name": crate::controller::requests_configmap(crate::controller::DEFAULT_LEASE_NAME),
+                "namespace": ns, "labels": labels
+            }
+        }),
+        json!({
             "apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": { "name": NAME, "namespace": ns, "labels": labels },
             "spec": {
@@ -140,6 +199,9 @@ pub fn install_objects(opts: &InstallOptions) -> Vec<serde_json::Value> {
                             // After the image's entrypoint (IMAGE_ENTRYPOINT).
                             "args": [format!("--lease-namespace={ns}"),
                                      format!("--metrics-addr=0.0.0.0:{METRICS_PORT}")],
+                            // Published with the Lease renewals: views name the pod that leads.
+                            "env": [{ "name": "POD_NAME",
+                                      "valueFrom": { "fieldRef": { "fieldPath": "metadata.name" } } }],
                             "ports": [{ "name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP" }],
                             "livenessProbe": { "httpGet": { "path": "/healthz", "port": "metrics" },
                                                "periodSeconds": 10, "failureThreshold": 3 },
@@ -213,6 +275,10 @@ mod tests {
                 "ClusterRoleBinding",
                 "Role",
                 "RoleBinding",
+                "Role",
+                "RoleBinding",
+                "ClusterRole",
+                "ConfigMap",
                 "Deployment",
                 "PodDisruptionBudget"
             ]
@@ -224,13 +290,33 @@ mod tests {
             role["rules"],
             lease_role_rules(crate::controller::DEFAULT_LEASE_NAME)
         );
-        // Only create, which cannot be narrowed, names no Lease.
+        // Only create, which cannot be narrowed, names no object.
         for rule in role["rules"].as_array().into_iter().flatten() {
             if rule["verbs"] != serde_json::json!(["create"]) {
+                let named = if rule["resources"] == serde_json::json!(["leases"]) {
+                    "kubectl-vap"
+                } else {
+                    "kubectl-vap-requests"
+                };
+                assert_eq!(rule["resourceNames"], serde_json::json!([named]), "{rule}");
+            }
+        }
+        // Events go to `default`, create and patch only.
+        assert_eq!(docs[5]["metadata"]["namespace"], "default");
+        assert_eq!(docs[5]["rules"], events_role_rules());
+        // The operator's role reads, and writes only the requests ConfigMap.
+        assert_eq!(docs[7]["metadata"]["name"], "kubectl-vap-operator");
+        for rule in docs[7]["rules"].as_array().into_iter().flatten() {
+            let writes = rule["verbs"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|v| !["get", "list", "watch"].contains(&v.as_str().unwrap_or("*")));
+            if writes {
+                assert_eq!(rule["resources"], serde_json::json!(["configmaps"]), "{rule}");
                 assert_eq!(
                     rule["resourceNames"],
-                    serde_json::json!(["kubectl-vap"]),
-                    "{rule}"
+                    serde_json::json!(["kubectl-vap-requests"])
                 );
             }
         }
@@ -259,9 +345,17 @@ mod tests {
     #[test]
     fn the_deployment_runs_the_image_entrypoint_hardened_with_probes() {
         let docs = install_objects(&opts(false));
-        let pod = &docs[5]["spec"]["template"]["spec"];
+        let deployment = docs
+            .iter()
+            .position(|d| d["kind"] == "Deployment")
+            .expect("a Deployment");
+        let pod = &docs[deployment]["spec"]["template"]["spec"];
         let c = &pod["containers"][0];
-        assert_eq!(docs[5]["spec"]["replicas"], 2);
+        assert_eq!(docs[deployment]["spec"]["replicas"], 2);
+        assert_eq!(
+            c["env"][0]["valueFrom"]["fieldRef"]["fieldPath"],
+            "metadata.name"
+        );
         assert_eq!(c["image"], "example/img:1");
         // The image's entrypoint runs `run --in-cluster`; only arguments follow it.
         assert!(c.get("command").is_none());
@@ -291,10 +385,11 @@ mod tests {
         assert!(c["resources"]["limits"]["memory"].is_string());
         // The budget and the Deployment select the same pods.
         assert_eq!(
-            docs[6]["spec"]["selector"], docs[5]["spec"]["selector"],
+            docs[deployment + 1]["spec"]["selector"],
+            docs[deployment]["spec"]["selector"],
             "PodDisruptionBudget selector"
         );
-        assert_eq!(docs[6]["spec"]["maxUnavailable"], 1);
+        assert_eq!(docs[deployment + 1]["spec"]["maxUnavailable"], 1);
     }
 
     #[test]
@@ -308,9 +403,13 @@ mod tests {
         let svc = docs.last().expect("a Service");
         assert_eq!(svc["kind"], "Service");
         assert_eq!(svc["spec"]["ports"][0]["targetPort"], "metrics");
+        let deployment = docs
+            .iter()
+            .find(|d| d["kind"] == "Deployment")
+            .expect("a Deployment");
         assert_eq!(
             svc["spec"]["selector"],
-            docs[5]["spec"]["selector"]["matchLabels"]
+            deployment["spec"]["selector"]["matchLabels"]
         );
     }
 

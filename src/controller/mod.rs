@@ -34,6 +34,7 @@ mod writer;
 pub use handle::{Controller, Convergence, NotLeading};
 pub use lease::{HolderView, read_lease};
 pub use queue::Scope;
+pub use requests::configmap_name as requests_configmap;
 pub use start::{
     Config, DEFAULT_LEASE_NAME, DEFAULT_LEASE_NAMESPACE, DEFAULT_WORKERS, Mode, Tuning, launch,
     start,
