@@ -15,6 +15,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 use kubectl_vap::cluster::{AdmissionApi, list_snapshot};
 use kubectl_vap::controller::Controller as Running;
+use kubectl_vap::controller::state::EventVerb;
 use kubectl_vap::controller::{Config, Mode};
 use kubectl_vap::controller::{Tuning, launch};
 use kubectl_vap::core::{Options, analyze};
@@ -979,61 +980,223 @@ async fn e2e_run_once_then_real_admission() {
     assert!(e.vap(&pname(&kind)).await.is_none());
 }
 
-/// `replay`/`reconcile` refuse while another copy holds the lease, naming the holder; and
-/// `reconcile --all` converges when the lease is free.
+/// The one-shot commands while a copy leads elsewhere ask it (and print its answer, without
+/// joining the election); with the Lease free they lead briefly, and `reconcile TEMPLATE`
+/// writes only that template's objects; `reconcile --all` converges everything.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn e2e_one_shot_commands_and_the_lease() {
     let _s = serial();
     let e = Env::new().await;
     let kind = e.generating_kind("Shot", "c").await;
+    let other = e.generating_kind("Other", "c").await;
     // The one-shot commands use the default Lease gatekeeper-system/kubectl-vap.
     let ns: Namespace =
         serde_json::from_value(json!({ "metadata": { "name": "gatekeeper-system" } })).expect("ns");
     let _ = Api::<Namespace>::all(e.client.clone())
         .create(&PostParams::default(), &ns)
         .await;
+    let one_shot = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
+            .args(args)
+            .arg("--binding-wait=0s")
+            .arg("--kubeconfig")
+            .arg(e.env.kubeconfig_admin())
+            .output()
+            .expect("one-shot command")
+    };
     let holder = e.reconciler_on("gatekeeper-system", "kubectl-vap").await;
     holder
         .leading(Duration::from_secs(30))
         .await
         .expect("holder leads");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
-        .args(["replay", &kind.to_lowercase(), "--binding-wait=0s"])
-        .arg("--kubeconfig")
-        .arg(e.env.kubeconfig_admin())
-        .output()
-        .expect("replay");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_idle(&holder, TIMEOUT).await;
+    let template = kind.to_lowercase();
+    let out = one_shot(&["replay", &template]);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
     assert!(
-        stderr.contains("is held by") && stderr.contains(holder.identity()),
+        stderr.contains("is held by") && stderr.contains("asking it"),
         "{stderr}"
     );
+    assert!(
+        stdout.contains(&format!("replayed 1 constraint of template {template}: 0 writes"))
+            && stdout.contains(holder.identity()),
+        "the holder's answer: {stdout}"
+    );
+    assert!(
+        holder.events().iter().any(|ev| ev.verb == EventVerb::Replay),
+        "the holder handled it"
+    );
+    // An unknown template: the holder says so (bad input: exit 2).
+    let out = one_shot(&["replay", "nosuchtemplate"]);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("template nosuchtemplate not found"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     stop(holder).await;
-    // Lease free (released): reconcile --all takes it, converges and releases it.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
-        .args(["reconcile", "--all", "--binding-wait=0s"])
-        .arg("--kubeconfig")
-        .arg(e.env.kubeconfig_admin())
-        .output()
-        .expect("reconcile --all");
+
+    // Lease free: `reconcile TEMPLATE` leads briefly and writes that template's objects only.
+    for k in [&kind, &other] {
+        Api::<ValidatingAdmissionPolicyBinding>::all(e.client.clone())
+            .delete(&bname(k, "c"), &DeleteParams::default())
+            .await
+            .expect("delete a binding by hand");
+    }
+    let out = one_shot(&["reconcile", &template]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
         "{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains("reconcile-all"), "{stdout}");
-    assert!(e.vapb(&bname(&kind, "c")).await.is_some());
-    e.cleanup(&[&kind]).await;
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
-        .args(["reconcile", "--all", "--binding-wait=0s"])
+    assert!(stdout.contains(&format!("reconciled template {template}")), "{stdout}");
+    assert!(e.vapb(&bname(&kind, "c")).await.is_some(), "{stdout}");
+    assert!(
+        e.vapb(&bname(&other, "c")).await.is_none(),
+        "another template's binding is not written: {stdout}"
+    );
+    // Lease free: reconcile --all takes it, converges and releases it.
+    let out = one_shot(&["reconcile", "--all"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("reconciled everything"), "{stdout}");
+    assert!(e.vapb(&bname(&other, "c")).await.is_some());
+    e.cleanup(&[&kind, &other]).await;
+    let out = one_shot(&["reconcile", "--all"]);
+    assert!(out.status.success());
+}
+
+/// A copy that does not lead (the TUI without --reconcile) asks the holder and gets its
+/// answer; the holder's outcomes are Kubernetes Events that the observer sees and `kubectl
+/// events` shows; the holder's health rides on its renewals; once it stops, the observer sees
+/// the Lease vacant and a request says nobody reconciles.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_requests_reach_the_leader_and_outcomes_are_events() {
+    use kubectl_vap::controller::Command;
+    let _s = serial();
+    let e = Env::new().await;
+    let kind = e.generating_kind("Ask", "c0").await;
+    for i in 1..3 {
+        e.put_constraint(
+            &kind,
+            &format!("c{i}"),
+            json!({ "parameters": { "labels": ["x"] } }),
+        )
+        .await;
+    }
+    let template = kind.to_lowercase();
+    let lease = e.env.unique_name("ask");
+    let leader = e.leader(&lease, opts(0)).await;
+    assert_idle(&leader, TIMEOUT).await;
+    let observer = launch(
+        e.env_client().await,
+        Config::new(
+            opts(0),
+            Mode::ReadOnly {
+                lease_namespace: LEASE_NS.into(),
+                lease_name: lease.clone(),
+            },
+        ),
+        Tuning::default(),
+    )
+    .await
+    .expect("observer starts");
+    eventually("the observer sees the holder and its health", || async {
+        let st = observer.state();
+        st.lease.holder.as_deref() == Some(leader.identity())
+            && !st.lease.vacant
+            && st.lease.since.is_some()
+            && st.lease.health.as_ref().is_some_and(|h| h.last_sync.is_some())
+    })
+    .await;
+
+    // A binding deleted while nobody looks is a write the replay makes.
+    let _ = Api::<ValidatingAdmissionPolicyBinding>::all(e.client.clone())
+        .delete(&bname(&kind, "c1"), &DeleteParams::default())
+        .await;
+    let outcome = observer
+        .request(Command::Replay(template.clone()))
+        .await
+        .expect("the holder answers");
+    assert_eq!(outcome.handled_by, leader.identity());
+    assert!(
+        outcome.summary.starts_with(&format!("replayed 3 constraints of template {template}")),
+        "{outcome:?}"
+    );
+    assert!(outcome.writes <= 1 && outcome.failures == 0, "{outcome:?}");
+    assert!(e.vapb(&bname(&kind, "c1")).await.is_some());
+    let outcome = observer
+        .request(Command::Reconcile(template.clone()))
+        .await
+        .expect("the holder answers");
+    assert_eq!(
+        (outcome.writes, outcome.failures),
+        (0, 0),
+        "converged: {outcome:?}"
+    );
+
+    // The outcomes, as Events the observer reads back and kubectl shows.
+    eventually("the observer shows the holder's Events", || async {
+        let st = observer.state();
+        let of_template = |reason: &str| {
+            st.cluster_events.iter().any(|ev| {
+                ev.reason == reason
+                    && ev.regarding.name == template
+                    && ev.reporter == leader.identity()
+            })
+        };
+        of_template("Written") && of_template("Replayed") && of_template("Reconciled")
+    })
+    .await;
+    let written = observer
+        .state()
+        .cluster_events
+        .iter()
+        .find(|ev| ev.reason == "Written" && ev.regarding.name == template)
+        .map(|ev| ev.note.clone())
+        .unwrap_or_default();
+    assert!(
+        written.contains("created VAP") && written.contains("created 3 bindings"),
+        "one Event for the first convergence of the template: {written}"
+    );
+    let kubectl = std::process::Command::new(&e.env.binaries().kubectl)
         .arg("--kubeconfig")
         .arg(e.env.kubeconfig_admin())
+        .args(["events", "-n", "default", "--for"])
+        .arg(format!("constrainttemplate/{template}"))
         .output()
-        .expect("reconcile --all");
-    assert!(out.status.success());
+        .expect("kubectl events");
+    let text = String::from_utf8_lossy(&kubectl.stdout);
+    assert!(
+        text.contains("Replayed") && text.contains("Written"),
+        "kubectl events --for constrainttemplate/{template}:\n{text}{}",
+        String::from_utf8_lossy(&kubectl.stderr)
+    );
+
+    // The leader goes: the observer sees the Lease vacant; a request says nobody reconciles.
+    stop(leader).await;
+    eventually("the observer sees nobody leads", || async {
+        observer.state().lease.vacant
+    })
+    .await;
+    let err = observer
+        .request(Command::Replay(template.clone()))
+        .await
+        .expect_err("nobody to ask");
+    assert!(err.to_string().contains("no copy reconciles"), "{err}");
+    stop(observer).await;
+    e.sweep(&[&kind], "ask-clean").await;
 }
 
 impl Env {
@@ -2392,15 +2555,12 @@ fn write_errors(r: &Running, reason: &str) -> u64 {
 
 /// The create attempts of `object` in the event log that the server refused, with why.
 fn refused_creates(r: &Running, object: &str) -> Vec<String> {
-    use kubectl_vap::controller::state::{EventResult, EventVerb};
+    use kubectl_vap::controller::state::EventVerb;
     Some(r.events())
         .map(|e| {
             e.iter()
                 .filter(|e| e.verb == EventVerb::Create && e.object.name == object)
-                .filter_map(|e| match &e.result {
-                    EventResult::Failed(why) => Some(why.clone()),
-                    _ => None,
-                })
+                .filter_map(|e| e.result.failure())
                 .collect()
         })
         .unwrap_or_default()

@@ -109,17 +109,21 @@ async fn remaining_plan(controller: &Controller, opts: &crate::core::Options) ->
     left
 }
 
-/// Connects and starts a headless reconciler that competes for the Lease; refuses (and stops
-/// it) when Gatekeeper's own generator is active and `take_over` is not set.
-async fn start_electing(
-    cli: &Cli,
+/// How a headless copy that competes for the Lease is started.
+#[derive(Debug, Default)]
+struct Electing {
     in_cluster: bool,
     take_over: bool,
     metrics_addr: Option<std::net::SocketAddr>,
     workers: Option<u16>,
     lease_duration: Option<Duration>,
-) -> anyhow::Result<Controller> {
-    let (client, url) = crate::cluster::client::connect(&cli.conn, in_cluster)
+    scope: crate::controller::Scope,
+}
+
+/// Connects and starts a headless reconciler that competes for the Lease; refuses (and stops
+/// it) when Gatekeeper's own generator is active and `take_over` is not set.
+async fn start_electing(cli: &Cli, how: Electing) -> anyhow::Result<Controller> {
+    let (client, url) = crate::cluster::client::connect(&cli.conn, how.in_cluster)
         .await
         .context("connecting to the cluster")?;
     let mut config = Config::new(
@@ -127,17 +131,18 @@ async fn start_electing(
         Mode::Elect {
             lease_namespace: cli.lease_namespace.clone(),
             lease_name: cli.lease_name.clone(),
-            take_over,
+            take_over: how.take_over,
         },
     );
-    config.metrics_addr = metrics_addr;
-    if let Some(w) = workers {
+    config.metrics_addr = how.metrics_addr;
+    config.scope = how.scope;
+    if let Some(w) = how.workers {
         config.workers = usize::from(w);
     }
     let defaults = Tuning::default();
     let tuning = Tuning {
         publish_snapshot: false,
-        lease_duration: lease_duration.unwrap_or(defaults.lease_duration),
+        lease_duration: how.lease_duration.unwrap_or(defaults.lease_duration),
         ..defaults
     };
     let controller = launch(client, config, tuning)
@@ -187,11 +192,14 @@ pub fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<ExitCode> {
         let opts = cli.gen_flags.options();
         let running = start_electing(
             cli,
-            args.in_cluster,
-            args.take_over,
-            args.metrics_addr,
-            Some(args.workers),
-            args.lease_duration,
+            Electing {
+                in_cluster: args.in_cluster,
+                take_over: args.take_over,
+                metrics_addr: args.metrics_addr,
+                workers: Some(args.workers),
+                lease_duration: args.lease_duration,
+                scope: crate::controller::Scope::All,
+            },
         )
         .await?;
         for e in &running.state().access_errors {
@@ -282,38 +290,96 @@ fn not_leading_text(cli: &Cli, why: &NotLeading, then: &str) -> String {
     }
 }
 
-/// `replay TEMPLATE`, `reconcile TEMPLATE`, `reconcile --all`: join the election briefly,
-/// send the command, wait for the queue to drain, print what was done.
+/// `replay TEMPLATE`, `reconcile TEMPLATE`, `reconcile --all`. When a copy holds the Lease
+/// (in the cluster, another terminal), it is asked and its answer printed; when none does,
+/// this command leads briefly itself, working on that template's objects only, and prints
+/// what it wrote.
 pub fn one_shot(cli: &Cli, cmd: Command) -> anyhow::Result<ExitCode> {
     let rt = runtime()?;
     rt.block_on(async {
-        let opts = cli.gen_flags.options();
-        let running = start_electing(cli, false, false, None, None, None).await?;
-        if let Err(why) = running.leading(LEASE_WAIT).await {
-            stop(running).await;
-            eprintln!(
-                "error: {}",
-                not_leading_text(cli, &why, "Refusing to write from here.")
-            );
-            return Ok(ExitCode::from(1));
-        }
-        let outcome = running.request(cmd).await.context("sending the command")?;
-        let convergence = running
-            .converged(opts.binding_wait + Duration::from_secs(90))
-            .await;
-        // Everything since joining: gaining the lease resyncs, so writes may precede the command.
-        let (lines, failures) = event_lines(&running);
-        for l in &lines {
-            println!("{l}");
-        }
-        println!("{}", outcome.summary);
-        stop(running).await;
-        if convergence == Convergence::Idle && failures == 0 {
-            Ok(ExitCode::SUCCESS)
-        } else {
-            Ok(ExitCode::from(1))
+        let (client, url) = crate::cluster::client::connect(&cli.conn, false)
+            .await
+            .context("connecting to the cluster")?;
+        let (ns, lease) = (cli.lease_namespace.as_str(), cli.lease_name.as_str());
+        let view = crate::controller::read_lease(&client, ns, lease)
+            .await
+            .with_context(|| format!("reading Lease {ns}/{lease} on {url}"))?;
+        match view.holder.filter(|_| !view.vacant) {
+            Some(holder) => ask_the_holder(&client, cli, &cmd, &holder).await,
+            None => lead_briefly(cli, cmd).await,
         }
     })
+}
+
+/// The holder of the Lease handles `cmd`; its answer is printed.
+async fn ask_the_holder(
+    client: &kube::Client,
+    cli: &Cli,
+    cmd: &Command,
+    holder: &str,
+) -> anyhow::Result<ExitCode> {
+    eprintln!(
+        "Lease {}/{} is held by {holder}: asking it",
+        cli.lease_namespace, cli.lease_name
+    );
+    let outcome = crate::controller::ask_holder(
+        client,
+        &cli.lease_namespace,
+        &cli.lease_name,
+        cmd,
+        &crate::controller::default_identity(),
+    )
+    .await
+    .context("asking the lease holder")?;
+    println!("{} (by {})", outcome.summary, outcome.handled_by);
+    Ok(if outcome.failures == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// Nobody leads: this command does, for `cmd`'s objects only, then releases the Lease.
+async fn lead_briefly(cli: &Cli, cmd: Command) -> anyhow::Result<ExitCode> {
+    let opts = cli.gen_flags.options();
+    let scope = match &cmd {
+        Command::Replay(t) | Command::Reconcile(t) => crate::controller::Scope::Template(t.clone()),
+        Command::ReconcileAll => crate::controller::Scope::All,
+    };
+    let running = start_electing(
+        cli,
+        Electing {
+            scope,
+            ..Electing::default()
+        },
+    )
+    .await?;
+    if let Err(why) = running.leading(LEASE_WAIT).await {
+        stop(running).await;
+        eprintln!(
+            "error: {}",
+            not_leading_text(cli, &why, "Refusing to write from here.")
+        );
+        return Ok(ExitCode::from(1));
+    }
+    let outcome = running.request(cmd).await.context("handling the command");
+    let convergence = running
+        .converged(opts.binding_wait + Duration::from_secs(90))
+        .await;
+    // Everything since joining: gaining the lease reconciles the scope, so writes may precede
+    // the command's.
+    let (lines, failures) = event_lines(&running);
+    for l in &lines {
+        println!("{l}");
+    }
+    stop(running).await;
+    let outcome = outcome?;
+    println!("{}", outcome.summary);
+    if convergence == Convergence::Idle && failures == 0 {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        Ok(ExitCode::from(1))
+    }
 }
 
 /// `check`/`plan` against the live cluster: one listing, then the same report as for files.

@@ -225,6 +225,12 @@ pub async fn serve(shared: Arc<Shared>, route: Route) {
                             error: Some(e.to_string()),
                         },
                     };
+                    // Fenced like every write: a holder that lost the Lease meanwhile leaves
+                    // the request to the next one.
+                    if !shared.leadership.may_write() {
+                        tracing::info!(request = %id, "not leading any more: not answering");
+                        return;
+                    }
                     if let Err(e) = requests::answer(&api, &name, &id, &answer, &stale).await {
                         tracing::warn!("answering request {id} in ConfigMap {name}: {e}");
                     }

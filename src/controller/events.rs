@@ -223,12 +223,15 @@ impl Burst {
 }
 
 /// Publishes what the recorder receives, until its senders are gone. `uid_of` names a
-/// template's uid (events regard a specific object).
+/// template's uid (events regard a specific object); `may_write` is the write fence: a copy
+/// that was paused or lost the Lease reports nothing more (what it would say is the new
+/// holder's to say).
 pub async fn run(
     client: kube::Client,
     instance: String,
     Facts(mut rx): Facts,
     uid_of: impl Fn(&str) -> Option<String> + Send + Sync + 'static,
+    may_write: impl Fn() -> bool + Send + Sync + 'static,
 ) {
     let api: Api<Event> = Api::namespaced(client, EVENTS_NAMESPACE);
     let mut publisher = Publisher {
@@ -264,7 +267,8 @@ pub async fn run(
                     .or_default()
                     .add(verb, &object, error);
             }
-            Next::Fact(Fact::Event(e)) => publisher.publish(&e, &uid_of).await,
+            Next::Fact(Fact::Event(e)) if may_write() => publisher.publish(&e, &uid_of).await,
+            Next::Fact(Fact::Event(e)) => tracing::debug!("not leading: dropping {e:?}"),
             Next::Closed | Next::Flush => {}
         }
         // Flush the bursts whose window is over.
@@ -277,7 +281,11 @@ pub async fn run(
         for t in ripe {
             if let Some(burst) = bursts.remove(&t) {
                 for e in burst.events(&t) {
-                    publisher.publish(&e, &uid_of).await;
+                    if may_write() {
+                        publisher.publish(&e, &uid_of).await;
+                    } else {
+                        tracing::debug!("not leading: dropping {e:?}");
+                    }
                 }
             }
         }
@@ -373,7 +381,12 @@ impl Publisher {
         };
         Event {
             metadata: ObjectMeta {
-                generate_name: Some(format!("{base}.")),
+                // kube-runtime's naming: unique per publication (a generateName may not end
+                // in a dot, and a dash would blur the object's own name).
+                name: Some(format!(
+                    "{base}.{:x}",
+                    now.0.as_nanosecond().unsigned_abs()
+                )),
                 namespace: Some(EVENTS_NAMESPACE.into()),
                 labels: Some(
                     [(MANAGED_BY_LABEL.to_string(), REPORTER.to_string())]

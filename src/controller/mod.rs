@@ -1,13 +1,19 @@
-//! The shared-cache reconciler (design.md, "The shared-cache reconciler"; gatekeeper#3287).
+//! The shared-cache reconciler (design.md, "The shared-cache reconciler"; gatekeeper#3287),
+//! behind one door: [`Controller`], which [`launch`] returns. Nothing outside this module
+//! reaches its stores, queue or locks.
 //!
-//! - [`cache`]: the opinion cache `kind → Opinion`, written only by the template side through
-//!   [`cache::OpinionCache::should_generate_vap`], which fans out to the kind's constraints.
-//! - [`logic`]: the template and constraint reconcilers, written against the [`world`] traits
-//!   (store reads + writes), so the same code runs on an in-memory world in tests and on the
-//!   live cluster.
-//! - [`queue`]: a de-duplicating work queue with delayed items.
-//! - [`runtime`]: the live world: reflectors, dynamic per-kind constraint watches, workers,
-//!   leader election, metrics; publishes [`state::LiveState`] for the TUI.
+//! Public for the tier-2 tests, which run the same logic on an in-memory world:
+//! - [`world`]: what the reconcilers read and write, as traits; [`logic`]: the two reconcilers;
+//!   [`cache`]: the opinion cache `kind → Opinion`, written only by the template side;
+//!   [`queue`]: the de-duplicating work queue; [`worker`]: one worker step, shared with the
+//!   live workers.
+//! - [`state`]: what a running copy publishes ([`LiveState`]) and the types it answers with.
+//!
+//! Private: `start` (start-up in phases), `shared` (what the tasks share; the world on the
+//! cluster: `stores` for reads, `writer` for writes), `status`, `watches`, `lease`, `requests`
+//! and `commands` (requests reach the leader wherever it runs), `events` (outcomes as Kubernetes
+//! Events), `publish`, `outage`, `metrics`. [`gatekeeper`] (detecting Gatekeeper's own generator)
+//! is public for the message that says how to switch it off.
 
 pub mod cache;
 mod commands;
@@ -16,7 +22,7 @@ pub mod gatekeeper;
 pub mod handle;
 mod lease;
 pub mod logic;
-pub mod metrics;
+mod metrics;
 mod outage;
 mod publish;
 pub mod queue;
@@ -32,7 +38,7 @@ pub mod world;
 mod writer;
 
 pub use handle::{Controller, Convergence, NotLeading};
-pub use lease::{HolderView, read_lease};
+pub use lease::{HolderView, default_identity, read_lease};
 pub use queue::Scope;
 pub use requests::configmap_name as requests_configmap;
 pub use start::{
@@ -65,4 +71,24 @@ pub enum Error {
     Request(String),
     #[error("{0}")]
     Other(String),
+}
+
+/// Asks the holder of Lease `namespace/lease` to handle `command` (through the requests
+/// ConfigMap) and waits for its answer, as a copy that does not lead does.
+pub async fn ask_holder(
+    client: &kube::Client,
+    namespace: &str,
+    lease: &str,
+    command: &Command,
+    by: &str,
+) -> Result<RequestOutcome, Error> {
+    requests::ask(
+        client,
+        namespace,
+        lease,
+        command,
+        by,
+        requests::REQUEST_DEADLINE + std::time::Duration::from_secs(15),
+    )
+    .await
 }

@@ -475,6 +475,7 @@ pub async fn launch(
     }
     if let Some(facts) = facts {
         let stores = shared.clone();
+        let fence = shared.clone();
         tasks.push(tokio::spawn(super::events::run(
             client.clone(),
             identity.clone(),
@@ -487,6 +488,7 @@ pub async fn launch(
                     .find(|t| t.metadata.name.as_deref() == Some(template))
                     .and_then(|t| t.metadata.uid.clone())
             },
+            move || fence.leadership.may_write(),
         )));
     }
 

@@ -24,7 +24,13 @@ struct Inner {
     forbidden: HashSet<String>,
     /// When the queue last drained with everything listed.
     last_sync: Option<chrono::DateTime<Utc>>,
+    /// Bodies the server refused as invalid (422), by object: (digest, message, when). The
+    /// same body is not sent again until it changes or [`REFUSED_FOR`] passes.
+    refused: std::collections::HashMap<String, (u64, String, std::time::Instant)>,
 }
+
+/// How long a refused body is not sent again (then a resync may try it once more).
+pub const REFUSED_FOR: std::time::Duration = std::time::Duration::from_secs(600);
 
 pub struct Status {
     inner: Mutex<Inner>,
@@ -168,6 +174,30 @@ impl Status {
     /// A write of `object` passed; true if it was forbidden before.
     pub fn allowed(&self, object: &str) -> bool {
         self.with(|s| s.forbidden.remove(object))
+    }
+
+    /// The server refused `body` of `object` as invalid.
+    pub fn refused(&self, object: &str, body: u64, message: String) {
+        self.with(|s| {
+            s.refused
+                .insert(object.to_string(), (body, message, std::time::Instant::now()))
+        });
+    }
+
+    /// Why `body` of `object` was refused, if this very body was refused recently.
+    pub fn refusal(&self, object: &str, body: u64) -> Option<String> {
+        self.with(|s| {
+            s.refused.retain(|_, (_, _, at)| at.elapsed() < REFUSED_FOR);
+            s.refused
+                .get(object)
+                .filter(|(b, _, _)| *b == body)
+                .map(|(_, m, _)| m.clone())
+        })
+    }
+
+    /// A write of `object` passed: no refusal stands.
+    pub fn accepted(&self, object: &str) {
+        self.with(|s| s.refused.remove(object));
     }
 
     /// Whether the last write of some object was forbidden.

@@ -89,6 +89,19 @@ impl FailureLog {
     }
 }
 
+/// A digest of what a write would send (its verb and body), to know a refused body again.
+fn digest(w: &PlannedWrite) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    w.verb.as_str().hash(&mut h);
+    w.body
+        .as_ref()
+        .map(|b| b.to_string())
+        .unwrap_or_default()
+        .hash(&mut h);
+    h.finish()
+}
+
 fn event_verb(v: Verb) -> EventVerb {
     match v {
         Verb::Create => EventVerb::Create,
@@ -103,6 +116,7 @@ impl Shared {
         self.write_log.succeeded();
         self.outage.reachable();
         let object = w.object.to_string();
+        self.status.accepted(&object);
         if self.status.allowed(&object) {
             tracing::info!(object, "{object}: allowed now (it was forbidden)");
         }
@@ -145,9 +159,13 @@ impl Shared {
         let msg = e.to_string();
         match &e {
             WriteError::Conflict(m) => tracing::debug!("{m}"),
-            // The server refuses this body whatever happens around it: one report, no retry
-            // (the next change of its source tries again).
-            WriteError::Invalid(_) => tracing::warn!(object, "{msg} (not retried)"),
+            // The server refuses this body whatever happens around it: one report, and the
+            // same body is not sent again (a resync or a lease change included) until its
+            // source changes or REFUSED_FOR passes.
+            WriteError::Invalid(_) => {
+                self.status.refused(&object, digest(w), msg.clone());
+                tracing::warn!(object, "{msg} (not retried)")
+            }
             // RBAC may allow it later, and no event says when: retried slowly (backoff up to
             // 5 min), logged once per object until it passes.
             WriteError::Forbidden(_) => {
@@ -188,6 +206,10 @@ impl Writer for Shared {
         // still believes about the Lease.
         if !self.leadership.may_write() {
             return WriteOutcome::Skipped("leadership not confirmed (Lease)".into());
+        }
+        if let Some(why) = self.status.refusal(&w.object.to_string(), digest(w)) {
+            tracing::debug!(object = %w.object, "not sent again: {why}");
+            return WriteOutcome::Refused(why);
         }
         match apply_write(&self.client, self.stores.admission(), w).await {
             Ok(applied) => {
