@@ -1,6 +1,7 @@
-//! The two reconcilers. Each reads the local stores, compares desired with observed
-//! (`compare_policy` / `compare_binding`: normalized, so steady state sends nothing), and sends
-//! at most the one write each object needs.
+//! The two reconcilers. Each reads the local stores, takes the pure core's step for each
+//! object (`core::step`, the same steps `analyze` folds: what to create, update, delete or
+//! leave, compared normalized, so steady state sends nothing), and sends at most the one write
+//! each object needs, in the order the invariants require.
 //!
 //! Ordering (design I1/I2):
 //! - turning on: write the VAP, then publish the opinion with `policy_ready`, then fan out;
@@ -12,14 +13,13 @@ use super::queue::Key;
 use super::world::{
     ConstraintStore, Enqueue, Read, TemplateStore, Unreadable, WriteOutcome, Writer,
 };
-use crate::core::analysis::{Comparison, compare_binding, compare_crd, compare_policy};
 use crate::core::crd;
 use crate::core::decide::{TemplateVerdict, decide_template};
-use crate::core::desired::{BindingDecision, Opinion, binding_decision};
-use crate::core::findings::Code;
-use crate::core::ownership::{Control, OwnerId, control};
+use crate::core::desired::Opinion;
 use crate::core::plan::Diff;
-use crate::core::{Options, PlannedWrite, generate, names};
+use crate::core::step::{self, Action, BindingInput, PolicyStep};
+use crate::core::{Options, PlannedWrite, names};
+use crate::model::Policy;
 use std::time::Duration;
 
 /// How long the template side waits before looking again for bindings to be gone (I2).
@@ -126,6 +126,14 @@ where
     }
 }
 
+/// Sends the write a step needs, if any: whether it was done, and the outcome.
+async fn send<W: Writer + Sync>(world: &W, w: Option<PlannedWrite>) -> (bool, Outcome) {
+    match w {
+        Some(w) => from_write(world.write(&w).await),
+        None => (false, Outcome::Done),
+    }
+}
+
 /// The template side: the VAP of template `name` and the opinion of its kind.
 pub async fn reconcile_template<W, Q>(name: &str, world: &W, ctx: &Ctx<'_, Q>) -> Outcome
 where
@@ -134,8 +142,7 @@ where
 {
     let template = known!(world.template(name));
     let kind = template.as_ref().and_then(|t| t.kind.clone());
-    let pname = names::policy_name(name);
-    let observed = known!(world.policy(&pname));
+    let observed = known!(world.policy(&names::policy_name(name)));
     // Kinds this template published before but no longer holds (deleted, or kind changed).
     for old in ctx.cache.kinds_of_template(name) {
         if Some(&old) != kind.as_ref() {
@@ -143,33 +150,7 @@ where
         }
     }
     let Some(t) = template else {
-        // Template gone: its VAP (if we would own it) goes, after its kind's bindings; then
-        // its CRD, if this copy saw the template go.
-        if let Some(o) = observed
-            && !matches!(
-                control(&o.meta, &OwnerId::template(name, "")),
-                Control::Other(_)
-            )
-        {
-            let kind = o
-                .object
-                .spec
-                .as_ref()
-                .and_then(|s| s.param_kind.as_ref())
-                .and_then(|p| p.kind.clone());
-            let outcome = delete_policy_after_bindings(
-                world,
-                ctx.cache,
-                &o,
-                kind.as_deref(),
-                "its template is gone",
-            )
-            .await;
-            if outcome != Outcome::Done {
-                return outcome;
-            }
-        }
-        return delete_crd_of_gone_template(name, world, ctx.cache).await;
+        return template_gone(name, observed.as_ref(), world, ctx.cache).await;
     };
     let verdict = decide_template(&t, ctx.opts);
     let Some(kind) = kind else {
@@ -178,198 +159,141 @@ where
     };
     // The CRD store decides a CRD create; unknown, nothing about the kind is concluded.
     let crd_observed = known!(world.crd(&crd::crd_name(&kind)));
-    let owner = OwnerId::template(t.name(), &t.meta.uid);
     if !matches!(verdict, TemplateVerdict::Invalid { .. }) {
         ctx.cache.saw_template(name, &t.meta.uid, &kind);
     }
     if !matches!(verdict, TemplateVerdict::Skip { .. }) {
         ctx.cache.settled(name);
     }
-    match verdict {
-        TemplateVerdict::Invalid { reason } => {
-            // Frozen: keep what exists, write nothing new for the kind.
-            let opinion = Opinion {
-                template: name.to_string(),
-                generate: false,
-                policy_ready: false,
-                frozen: true,
-                reason,
-            };
-            ctx.cache
-                .should_generate_vap(&kind, Some(opinion), world, ctx.queue);
-            Outcome::Done
-        }
-        TemplateVerdict::Generate {
-            source,
-            failure_policy,
-            reason,
-        } => {
-            // CRD → Established → VAP: the VAP's paramKind must be served before it exists
-            // (a policy whose paramKind is unknown denies everything under failurePolicy Fail).
-            let (served, crd_outcome) = ensure_crd(&t, &kind, crd_observed, world).await;
-            if !served {
-                let opinion = Opinion {
-                    template: name.to_string(),
-                    generate: true,
-                    policy_ready: false,
-                    frozen: false,
-                    reason,
-                };
-                ctx.cache
-                    .should_generate_vap(&kind, Some(opinion), world, ctx.queue);
-                // The CRD's watch brings the template back once it is Established.
-                return crd_outcome;
+    let side = TemplateSide {
+        name,
+        kind: &kind,
+        verdict: &verdict,
+        world,
+        ctx,
+    };
+    if let TemplateVerdict::Invalid { .. } = verdict {
+        // Frozen: keep what exists, write nothing new for the kind.
+        side.publish(false);
+        return Outcome::Done;
+    }
+    // Rego-only templates too: nothing else creates their constraint CRD.
+    let crd = step::crd_step(&t, &kind, &verdict, crd_observed.as_ref());
+    if let Action::Foreign(why) = &crd.action {
+        let name = crd.name();
+        tracing::warn!(crd = %name, "not writing {name}: {why}; it is used as it is");
+    }
+    let (_, crd_outcome) = send(world, crd.write(Diff::Skip)).await;
+    let policy = step::policy_step(&t, &verdict, crd.served(), observed.as_ref());
+    let outcome = if verdict.generates() {
+        side.turn_on(&policy).await
+    } else {
+        side.turn_off(&policy).await
+    };
+    crd_outcome.merge(outcome)
+}
+
+/// One template's reconcile, once its verdict is known: what it publishes and writes.
+struct TemplateSide<'a, W, Q: Enqueue> {
+    name: &'a str,
+    kind: &'a str,
+    verdict: &'a TemplateVerdict,
+    world: &'a W,
+    ctx: &'a Ctx<'a, Q>,
+}
+
+impl<W, Q> TemplateSide<'_, W, Q>
+where
+    W: TemplateStore + Writer + Sync,
+    Q: Enqueue + Sync,
+{
+    /// The kind's opinion, from the verdict; `ready`: bindings may rest on the VAP (I1).
+    fn publish(&self, ready: bool) {
+        let opinion = Opinion::of(self.name, self.verdict, ready);
+        let (cache, queue) = (self.ctx.cache, self.ctx.queue);
+        cache.should_generate_vap(self.kind, Some(opinion), self.world, queue);
+    }
+
+    /// Turning on (I1): the VAP is written, then the opinion says ready and fans out.
+    async fn turn_on(&self, policy: &PolicyStep<'_>) -> Outcome {
+        let (cache, kind) = (self.ctx.cache, self.kind);
+        match &policy.action {
+            // The CRD is not Established: the CRD's watch brings the template back.
+            Action::Wait => {
+                self.publish(false);
+                return Outcome::Done;
             }
-            let desired = generate::policy(&t, &kind, &source, failure_policy);
-            let (ready, outcome) = match &observed {
-                None => {
-                    // The VAP vanished under a ready opinion (deleted by someone): withdraw
-                    // readiness before re-creating it, so no new binding is written meanwhile.
-                    if let Some(mut o) = ctx.cache.get(&kind).filter(|o| o.policy_ready) {
-                        o.policy_ready = false;
-                        ctx.cache
-                            .should_generate_vap(&kind, Some(o), world, ctx.queue);
-                    }
-                    let w = PlannedWrite::create_policy(
-                        &desired,
-                        Code::PolicyMissing,
-                        "the template generates a VAP",
-                        Diff::Skip,
-                    );
-                    from_write(world.write(&w).await)
-                }
-                Some(o) => match compare_policy(&desired, o, &owner) {
-                    Comparison::InSync => (true, Outcome::Done),
-                    Comparison::OutOfSync(fields) => {
-                        let w = PlannedWrite::update_policy(
-                            &desired,
-                            o,
-                            Code::PolicyOutOfSync,
-                            &format!("differs in {}", fields.join(", ")),
-                            Diff::Skip,
-                        );
-                        // An existing VAP of ours is usable by bindings while it is being fixed.
-                        let (_, outcome) = from_write(world.write(&w).await);
-                        (true, outcome)
-                    }
-                    Comparison::Foreign(why) => {
-                        tracing::warn!(
-                            policy = %pname,
-                            "not writing {pname}: {why}; bindings of kind {kind} wait until it is renamed or deleted"
-                        );
-                        (false, Outcome::Done)
-                    }
-                },
-            };
-            // I1: the opinion says ready only once the VAP is written; then fan out.
-            let opinion = Opinion {
-                template: name.to_string(),
-                generate: true,
-                policy_ready: ready,
-                frozen: false,
-                reason,
-            };
-            ctx.cache
-                .should_generate_vap(&kind, Some(opinion), world, ctx.queue);
-            crd_outcome.merge(outcome)
-        }
-        TemplateVerdict::Skip { reason } => {
-            // Rego-only templates too: nothing else creates their constraint CRD.
-            let (_, crd_outcome) = ensure_crd(&t, &kind, crd_observed, world).await;
-            // It generated until now: give a quick flip back a moment to arrive.
-            if ctx
-                .cache
-                .get(&kind)
-                .is_some_and(|o| o.generate && o.template == name)
-            {
-                let now = world.now();
-                let settle = chrono::Duration::from_std(TURN_OFF_SETTLE).unwrap_or_default();
-                let until = ctx.cache.turning_off_since(name, now) + settle;
-                if now < until {
-                    let left = (until - now).to_std().unwrap_or_default();
-                    return crd_outcome
-                        .merge(Outcome::RequeueAfter(left.max(Duration::from_millis(10))));
+            // The VAP vanished under a ready opinion (deleted by someone): withdraw readiness
+            // before re-creating it, so no new binding is written meanwhile.
+            Action::Create(_) => {
+                if let Some(mut o) = cache.get(kind).filter(|o| o.policy_ready) {
+                    o.policy_ready = false;
+                    cache.should_generate_vap(kind, Some(o), self.world, self.ctx.queue);
                 }
             }
-            ctx.cache.settled(name);
-            // I2: publish first (the fan-out deletes the bindings) ...
-            let opinion = Opinion {
-                template: name.to_string(),
-                generate: false,
-                policy_ready: false,
-                frozen: false,
-                reason: reason.clone(),
-            };
-            ctx.cache
-                .should_generate_vap(&kind, Some(opinion), world, ctx.queue);
-            // ... then delete the VAP once the kind's bindings are gone.
-            let outcome = match observed {
-                Some(o) if !matches!(control(&o.meta, &owner), Control::Other(_)) => {
-                    delete_policy_after_bindings(
-                        world,
-                        ctx.cache,
-                        &o,
-                        Some(&kind),
-                        &format!("template does not generate ({reason})"),
-                    )
-                    .await
-                }
-                _ => Outcome::Done,
-            };
-            crd_outcome.merge(outcome)
+            Action::Foreign(why) => {
+                let pname = policy.name();
+                tracing::warn!(
+                    policy = %pname,
+                    "not writing {pname}: {why}; bindings of kind {kind} wait until it is renamed or deleted"
+                );
+            }
+            _ => {}
+        }
+        let (done, outcome) = send(self.world, policy.write(Diff::Skip)).await;
+        // An existing VAP of ours is usable by bindings while it is being fixed; a new one
+        // once it is written.
+        let created = matches!(policy.action, Action::Create(_));
+        self.publish(policy.ready_once_written() && (done || !created));
+        outcome
+    }
+
+    /// Turning off (I2): after a moment for a quick flip back, publish first (the fan-out
+    /// deletes the bindings), then delete the VAP once the kind's bindings are gone.
+    async fn turn_off(&self, policy: &PolicyStep<'_>) -> Outcome {
+        let (cache, name) = (self.ctx.cache, self.name);
+        if cache
+            .get(self.kind)
+            .is_some_and(|o| o.generate && o.template == name)
+        {
+            let now = self.world.now();
+            let settle = chrono::Duration::from_std(TURN_OFF_SETTLE).unwrap_or_default();
+            let until = cache.turning_off_since(name, now) + settle;
+            if now < until {
+                let left = (until - now).to_std().unwrap_or_default();
+                return Outcome::RequeueAfter(left.max(Duration::from_millis(10)));
+            }
+        }
+        cache.settled(name);
+        self.publish(false);
+        match policy.write(Diff::Skip) {
+            Some(w) => delete_policy_after_bindings(self.world, cache, &w, Some(self.kind)).await,
+            None => Outcome::Done,
         }
     }
 }
 
-/// The template's constraint CRD: created, or updated to what the template defines (a CRD
-/// another controller holds is used as it is). Returns whether the kind is served now (the
-/// CRD exists and is Established) and the outcome of the write, if one was needed.
-async fn ensure_crd<W: TemplateStore + Writer + Sync>(
-    t: &crate::model::ConstraintTemplate,
-    kind: &str,
-    observed: Option<crate::model::CrdInfo>,
+/// Template gone: its VAP (if the template controls it) goes, after its kind's bindings; then
+/// its CRD, if this copy saw the template go.
+async fn template_gone<W: TemplateStore + Writer + Sync>(
+    name: &str,
+    observed: Option<&Policy>,
     world: &W,
-) -> (bool, Outcome) {
-    // decide_template validated what the CRD is built from.
-    let Ok(desired) = crd::desired_crd(t, kind) else {
-        return (false, Outcome::Done);
-    };
-    let name = crd::crd_name(kind);
-    let Some(o) = observed else {
-        let w = PlannedWrite::create_crd(
-            &desired,
-            Code::CrdMissing,
-            "the template defines the kind",
-            Diff::Skip,
-        );
-        return (false, from_write(world.write(&w).await).1);
-    };
-    let owner = OwnerId::template(t.name(), &t.meta.uid);
-    let outcome = match compare_crd(&desired, &o, &owner) {
-        Comparison::InSync => Outcome::Done,
-        Comparison::OutOfSync(fields) => {
-            let w = PlannedWrite::update_crd(
-                &desired,
-                &o,
-                Code::CrdOutOfSync,
-                &format!("differs in {}", fields.join(", ")),
-                Diff::Skip,
-            );
-            from_write(world.write(&w).await).1
+    cache: &OpinionCache,
+) -> Outcome {
+    if let Some(sweep) = observed.and_then(|o| step::sweep_policy(name, o)) {
+        let w = sweep.write(Diff::Skip);
+        let outcome = delete_policy_after_bindings(world, cache, &w, sweep.param_kind()).await;
+        if outcome != Outcome::Done {
+            return outcome;
         }
-        Comparison::Foreign(why) => {
-            tracing::warn!(crd = %name, "not writing {name}: {why}; it is used as it is");
-            Outcome::Done
-        }
-    };
-    // An update keeps a CRD Established: the kind stays served.
-    (o.established, outcome)
+    }
+    delete_crd_of_gone_template(name, world, cache).await
 }
 
 /// Deletes the constraint CRD of template `name`, which is gone, once its VAP is gone (I2:
-/// bindings, VAP, then CRD). Only when this copy saw the template (a CRD found without its
-/// template is reported, never deleted) and the CRD's controller is that template, same uid:
-/// deleting a CRD deletes every constraint of its kind.
+/// bindings, VAP, then CRD), when this copy saw the template (a CRD found without its template
+/// is reported, never deleted) and the template controls it (`step::crd`).
 async fn delete_crd_of_gone_template<W: TemplateStore + Writer + Sync>(
     name: &str,
     world: &W,
@@ -382,32 +306,23 @@ async fn delete_crd_of_gone_template<W: TemplateStore + Writer + Sync>(
         cache.forget_template(name);
         return Outcome::Done;
     };
-    let controlled = !uid.is_empty()
-        && o.meta.controller().is_some_and(|c| c.uid == uid)
-        && control(&o.meta, &OwnerId::template(name, &uid)) == Control::Owner;
-    if !controlled {
+    let Some(w) = step::crd::delete_of_gone_template(name, &uid, &o, Diff::Skip) else {
         cache.forget_template(name);
         return Outcome::Done;
-    }
-    let w = PlannedWrite::delete_crd(
-        &o,
-        Code::CrdOrphan,
-        &format!("its template {name} was deleted"),
-        Diff::Skip,
-    );
-    let (done, outcome) = from_write(world.write(&w).await);
+    };
+    let (done, outcome) = send(world, Some(w)).await;
     if done {
         cache.forget_template(name);
     }
     outcome
 }
 
+/// Sends `w`, the delete of a VAP, once no binding of `kind` is left (I2).
 async fn delete_policy_after_bindings<W: TemplateStore + Writer + Sync>(
     world: &W,
     cache: &OpinionCache,
-    o: &crate::model::Policy,
+    w: &PlannedWrite,
     kind: Option<&str>,
-    reason: &str,
 ) -> Outcome {
     // Wait for constraint reconciles of the kind that are deciding or writing right now.
     let lock = kind.map(|k| cache.kind_lock(k));
@@ -419,15 +334,14 @@ async fn delete_policy_after_bindings<W: TemplateStore + Writer + Sync>(
         let left = known!(world.bindings_of_kind(kind));
         if !left.is_empty() {
             tracing::debug!(
-                policy = o.name(),
+                policy = w.object.name.as_str(),
                 "waiting for {} binding(s) of kind {kind} to be deleted first",
                 left.len()
             );
             return Outcome::RequeueAfter(BINDINGS_GONE_RECHECK);
         }
     }
-    let w = PlannedWrite::delete_policy(o, Code::PolicyDangling, reason, Diff::Skip);
-    from_write(world.write(&w).await).1
+    from_write(world.write(w).await).1
 }
 
 /// The constraint side: the binding of constraint `kind/name`, decided from the opinion cache,
@@ -447,7 +361,6 @@ where
     let _shared = lock.read().await;
     let bname = names::binding_name(kind, name);
     let legacy = names::legacy_binding_name(name);
-    let any_uid = OwnerId::constraint(kind, name, "");
     let mut outcome = Outcome::Done;
     // Everything a decision below rests on, read first: if any of it is unknown, nothing is
     // written for this constraint.
@@ -461,104 +374,46 @@ where
     known!(world.opinions_known());
     let crd_state = known!(world.crd_state(kind));
 
-    // The legacy name is cleaned up whenever this constraint controls it.
-    if let Some(o) = legacy_observed
-        && !matches!(control(&o.meta, &any_uid), Control::Other(_))
-    {
-        let w = PlannedWrite::delete_binding(
-            &o,
-            Code::BindingDangling,
-            "legacy name from Gatekeeper v3.16–v3.22",
-            Diff::Skip,
-        );
-        outcome = outcome.merge(from_write(world.write(&w).await).1);
-    }
-
-    let Some(c) = constraint else {
-        // Constraint gone: delete its binding if it controls it (no reliance on GC).
-        if let Some(o) = observed
-            && !matches!(control(&o.meta, &any_uid), Control::Other(_))
-        {
-            let w = PlannedWrite::delete_binding(
-                &o,
-                Code::BindingDangling,
-                &format!("constraint {kind} {name} is gone"),
-                Diff::Skip,
-            );
-            outcome = outcome.merge(from_write(world.write(&w).await).1);
+    // What is left under the constraint's names: the legacy name, or its binding once the
+    // constraint is gone (no reliance on GC).
+    for left in legacy_observed.iter().chain(&observed) {
+        if let Some(sweep) = step::sweep_binding(kind, name, left, constraint.as_ref()) {
+            let (_, o) = send(world, Some(sweep.write(Diff::Skip))).await;
+            outcome = outcome.merge(o);
         }
+    }
+    let Some(c) = constraint else {
         return outcome;
     };
-    let owner = OwnerId::constraint(kind, name, &c.meta.uid);
-    if let Some(o) = &observed
-        && let Control::Other(why) = control(&o.meta, &owner)
-    {
+    let opinion = ctx.cache.get(kind);
+    let now = world.now();
+    let step = step::binding_step(BindingInput {
+        constraint: &c,
+        opinion: opinion.as_ref(),
+        crd: crd_state,
+        observed: observed.as_ref(),
+        opts: ctx.opts,
+        now,
+    });
+    if let Action::Foreign(why) = &step.action {
         tracing::warn!(binding = %bname, "not touching {bname}: {why}");
         return outcome;
     }
-    let opinion = ctx.cache.get(kind);
     if opinion.is_none() && ctx.cache.defer_if_cold(&Key::constraint(kind, name)) {
         // The template side may not have reached this kind's template yet: not an orphan.
         return outcome;
     }
-    let now = world.now();
-    let decision = binding_decision(&c, opinion.as_ref(), crd_state, ctx.opts, now);
-    let step = match decision {
-        BindingDecision::Want(desired) => match &observed {
-            None => {
-                let w = PlannedWrite::create_binding(
-                    &desired,
-                    Code::BindingMissing,
-                    "the constraint targets vap.k8s.io",
-                    Diff::Skip,
-                );
-                from_write(world.write(&w).await).1
-            }
-            Some(o) => match compare_binding(&desired, o, &owner) {
-                Comparison::InSync | Comparison::Foreign(_) => Outcome::Done,
-                Comparison::OutOfSync(fields) => {
-                    let w = PlannedWrite::update_binding(
-                        &desired,
-                        o,
-                        Code::BindingOutOfSync,
-                        &format!("differs in {}", fields.join(", ")),
-                        Diff::Skip,
-                    );
-                    from_write(world.write(&w).await).1
-                }
-            },
-        },
-        BindingDecision::Waiting { until, .. } => match until {
-            Some(until) => {
-                let left = (until - now).to_std().unwrap_or_default();
-                // Never a zero delay: come back just after the deadline.
-                Outcome::RequeueAfter(left.max(Duration::from_millis(10)))
-            }
-            // Waiting for the CRD or the policy: their events (CRD watch, fan-out) bring us back.
-            None => Outcome::Done,
-        },
-        BindingDecision::NotWanted { reason } => match &observed {
-            Some(o) => {
-                let w = PlannedWrite::delete_binding(o, Code::BindingDangling, &reason, Diff::Skip);
-                from_write(world.write(&w).await).1
-            }
-            None => Outcome::Done,
-        },
-        BindingDecision::Orphan => match &observed {
-            Some(o) => {
-                let w = PlannedWrite::delete_binding(
-                    o,
-                    Code::BindingDangling,
-                    "its kind has no template",
-                    Diff::Skip,
-                );
-                from_write(world.write(&w).await).1
-            }
-            None => Outcome::Done,
-        },
-        BindingDecision::Frozen { .. } => Outcome::Done,
+    let result = match (step.write(Diff::Skip), step.wait_until()) {
+        (Some(w), _) => send(world, Some(w)).await.1,
+        // Never a zero delay: come back just after the deadline.
+        (None, Some(until)) => {
+            let left = (until - now).to_std().unwrap_or_default();
+            Outcome::RequeueAfter(left.max(Duration::from_millis(10)))
+        }
+        // Waiting for the CRD or the policy: their events (CRD watch, fan-out) bring us back.
+        (None, None) => Outcome::Done,
     };
-    outcome.merge(step)
+    outcome.merge(result)
 }
 
 /// Turns an outcome into queue operations: requeue after a delay, or retry with backoff.

@@ -1,7 +1,7 @@
 //! Per-object decisions shared by the offline analysis and the live reconciler: what binding a
 //! constraint should have, given only the opinion of its kind (never the template itself).
 
-use super::decide::{ConstraintIntent, decide_constraint};
+use super::decide::{ConstraintIntent, TemplateVerdict, decide_constraint};
 use super::generate;
 use super::options::Options;
 use crate::model::Constraint;
@@ -20,6 +20,20 @@ pub struct Opinion {
     /// The template is invalid: keep what exists, write nothing new for the kind.
     pub frozen: bool,
     pub reason: String,
+}
+
+impl Opinion {
+    /// What `template`'s verdict publishes for its kind. `policy_ready`: its VAP is written
+    /// (live), or will be first (plan); never for a template that does not generate.
+    pub fn of(template: &str, verdict: &TemplateVerdict, policy_ready: bool) -> Opinion {
+        Opinion {
+            template: template.to_string(),
+            generate: verdict.generates(),
+            policy_ready: policy_ready && verdict.generates(),
+            frozen: matches!(verdict, TemplateVerdict::Invalid { .. }),
+            reason: verdict.reason().to_string(),
+        }
+    }
 }
 
 /// Readiness of a constraint kind's CRD.

@@ -1,8 +1,10 @@
-//! The pure core: decisions, generation, normalization, analysis. No IO here.
+//! The pure core: decisions, generation, normalization, the per-object steps and the
+//! analysis that folds them. No IO here.
 
 pub mod analysis;
 pub mod cel;
 pub mod cel_syntax;
+pub mod compare;
 pub mod crd;
 pub mod decide;
 pub mod desired;
@@ -14,6 +16,7 @@ pub mod normalize;
 pub mod options;
 pub mod ownership;
 pub mod plan;
+pub mod step;
 pub mod tree;
 pub mod verdict;
 

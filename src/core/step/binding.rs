@@ -1,0 +1,301 @@
+//! The constraint side's step: a constraint's binding, decided from the opinion of its kind
+//! (never the template), its CRD's readiness and the observed binding.
+
+use super::{Action, binding_ref, constraint_ref, differs};
+use crate::core::compare::compare_binding;
+use crate::core::desired::{BindingDecision, CrdState, Opinion, binding_decision};
+use crate::core::findings::{Code, Finding};
+use crate::core::names;
+use crate::core::options::Options;
+use crate::core::ownership::{Control, OwnerId, control};
+use crate::core::plan::{Diff, PlannedWrite};
+use crate::core::tree::State;
+use crate::model::{Binding, Constraint};
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding;
+
+/// What the binding step of one constraint rests on.
+#[derive(Debug, Clone, Copy)]
+pub struct BindingInput<'a> {
+    pub constraint: &'a Constraint,
+    /// The opinion of the constraint's kind; `None`: no template holds the kind.
+    pub opinion: Option<&'a Opinion>,
+    pub crd: CrdState,
+    /// The binding under the constraint's name.
+    pub observed: Option<&'a Binding>,
+    pub opts: &'a Options,
+    pub now: DateTime<Utc>,
+}
+
+/// What the binding of one constraint should be.
+#[derive(Debug, Clone)]
+pub struct BindingStep<'a> {
+    constraint: &'a Constraint,
+    observed: Option<&'a Binding>,
+    pub decision: BindingDecision,
+    pub action: Action<Box<ValidatingAdmissionPolicyBinding>>,
+}
+
+pub fn binding_step(input: BindingInput<'_>) -> BindingStep<'_> {
+    let BindingInput {
+        constraint: c,
+        observed,
+        ..
+    } = input;
+    let decision = binding_decision(c, input.opinion, input.crd, input.opts, input.now);
+    let owner = OwnerId::constraint(&c.kind, c.name(), &c.meta.uid);
+    // A binding with our name that another controller holds is foreign whatever we decide.
+    let foreign = observed.and_then(|o| match control(&o.meta, &owner) {
+        Control::Other(why) => Some(why),
+        _ => None,
+    });
+    let action = match (foreign, &decision) {
+        (Some(why), _) => Action::Foreign(why),
+        (None, BindingDecision::Want(desired)) => {
+            Action::against(desired.clone(), observed, |d, o| {
+                compare_binding(d, o, &owner)
+            })
+        }
+        // Waiting is only about the first binding: one already written is kept.
+        (None, BindingDecision::Waiting { .. }) => match observed {
+            Some(_) => Action::Keep,
+            None => Action::Wait,
+        },
+        (None, BindingDecision::Frozen { .. }) => match observed {
+            Some(_) => Action::Keep,
+            None => Action::Nothing,
+        },
+        (None, BindingDecision::NotWanted { reason }) => match observed {
+            Some(_) => Action::Delete(reason.clone()),
+            None => Action::Nothing,
+        },
+        (None, BindingDecision::Orphan) => match observed {
+            Some(_) => Action::Delete("its kind has no template".into()),
+            None => Action::Nothing,
+        },
+    };
+    BindingStep {
+        constraint: c,
+        observed,
+        decision,
+        action,
+    }
+}
+
+impl<'a> BindingStep<'a> {
+    pub fn name(&self) -> String {
+        names::binding_name(&self.constraint.kind, self.constraint.name())
+    }
+
+    pub fn observed(&self) -> Option<&'a Binding> {
+        self.observed
+    }
+
+    /// When a binding that waits for `--binding-wait` may be written.
+    pub fn wait_until(&self) -> Option<DateTime<Utc>> {
+        match &self.decision {
+            BindingDecision::Waiting { until, .. } => *until,
+            _ => None,
+        }
+    }
+
+    pub fn write(&self, diff: Diff) -> Option<PlannedWrite> {
+        match (&self.action, self.observed) {
+            (Action::Create(d), _) => Some(PlannedWrite::create_binding(
+                d,
+                Code::BindingMissing,
+                "the constraint targets vap.k8s.io",
+                diff,
+            )),
+            (Action::Update { desired, fields }, Some(o)) => Some(PlannedWrite::update_binding(
+                desired,
+                o,
+                Code::BindingOutOfSync,
+                &differs(fields),
+                diff,
+            )),
+            (Action::Delete(reason), Some(o)) => Some(PlannedWrite::delete_binding(
+                o,
+                Code::BindingDangling,
+                reason,
+                diff,
+            )),
+            _ => None,
+        }
+    }
+
+    /// The binding's state and reason in the tree.
+    pub fn binding_state(&self) -> (State, String) {
+        match (&self.action, &self.decision) {
+            (Action::Foreign(why), _) => (State::Foreign, why.clone()),
+            (Action::Create(_), _) => (State::Missing, "not written yet".into()),
+            (Action::InSync, _) => (State::InSync, String::new()),
+            (Action::Update { fields, .. }, _) => (State::OutOfSync, differs(fields)),
+            (Action::Keep, BindingDecision::Waiting { .. }) => {
+                (State::InSync, "kept while the CRD settles".into())
+            }
+            (Action::Keep, _) => (
+                State::Error,
+                "kept while the constraint or template is invalid".into(),
+            ),
+            (Action::Wait, BindingDecision::Waiting { reason, .. }) => {
+                (State::Waiting, reason.clone())
+            }
+            (Action::Delete(reason), _) => (State::Dangling, reason.clone()),
+            _ => (State::NotBound, String::new()),
+        }
+    }
+
+    /// The constraint's state and reason in the tree: a wanted binding's state is the
+    /// constraint's ("missing" shows on both lines).
+    pub fn constraint_state(&self) -> (State, String) {
+        if let Action::Foreign(_) = self.action {
+            return (State::Error, "its binding name is taken".into());
+        }
+        match &self.decision {
+            BindingDecision::Want(desired) => {
+                let actions = desired
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.validation_actions.as_ref())
+                    .map(|a| a.join(", "))
+                    .unwrap_or_default();
+                (self.binding_state().0, format!("binds with {actions}"))
+            }
+            BindingDecision::Waiting { reason, .. } => (State::Waiting, reason.clone()),
+            BindingDecision::NotWanted { reason } => (State::NotBound, reason.clone()),
+            BindingDecision::Orphan => (
+                State::Orphan,
+                format!("no template defines kind {}", self.constraint.kind),
+            ),
+            BindingDecision::Frozen { reason, .. } => (State::Error, reason.clone()),
+        }
+    }
+
+    /// The finding about the constraint itself: no template, or cannot be bound as written.
+    pub fn constraint_finding(&self) -> Option<Finding> {
+        let c = self.constraint;
+        let (code, message) = match (&self.action, &self.decision) {
+            (Action::Foreign(_), _) => return None,
+            (_, BindingDecision::Orphan) => (
+                Code::ConstraintOrphan,
+                format!(
+                    "no ConstraintTemplate defines kind {}; apply its template or delete the constraint",
+                    c.kind
+                ),
+            ),
+            (
+                _,
+                BindingDecision::Frozen {
+                    reason,
+                    constraint_error: true,
+                },
+            ) => (
+                Code::ConstraintError,
+                format!("{reason}; its binding is left as it is until fixed"),
+            ),
+            _ => return None,
+        };
+        Some(Finding::new(code, constraint_ref(c), message).at(&c.source))
+    }
+
+    /// The finding about the binding, if there is one.
+    pub fn binding_finding(&self) -> Option<Finding> {
+        let (c, bname) = (self.constraint, self.name());
+        let (kind, name) = (&c.kind, c.name());
+        let (code, message) = match (&self.action, &self.decision) {
+            (Action::Foreign(why), _) => (
+                Code::BindingForeign,
+                format!(
+                    "{bname} has the name constraint {kind} {name} needs, but {why}; it is left alone: rename or delete it"
+                ),
+            ),
+            (Action::Create(_), _) => (
+                Code::BindingMissing,
+                format!(
+                    "constraint {kind} {name} should be bound to VAP but {bname} does not exist; reconcile creates it"
+                ),
+            ),
+            (Action::Update { fields, .. }, _) => (
+                Code::BindingOutOfSync,
+                format!(
+                    "{bname} differs from constraint {kind} {name} in {}; reconcile rewrites it",
+                    fields.join(", ")
+                ),
+            ),
+            (Action::Wait, BindingDecision::Waiting { reason, .. }) => (
+                Code::BindingWaiting,
+                format!("{bname} is not written yet: {reason}"),
+            ),
+            (Action::Delete(reason), _) => (
+                Code::BindingDangling,
+                format!("{bname} should not exist: {reason}; reconcile deletes it"),
+            ),
+            _ => return None,
+        };
+        let f = Finding::new(code, binding_ref(&bname), message).related(constraint_ref(c));
+        Some(match (&self.action, self.observed) {
+            // A missing binding is the constraint's to fix: point at the constraint.
+            (Action::Create(_), _) => f.at(&c.source),
+            (Action::Wait, _) | (_, None) => f,
+            (_, Some(o)) => f.at(&o.source),
+        })
+    }
+}
+
+/// A binding left under one of the names of constraint `kind/name` that no decision of the
+/// constraint accounts for: the legacy name of Gatekeeper v3.16–v3.22, or any of its names
+/// once the constraint is gone. Deleted when that constraint controls it (no reliance on
+/// garbage collection); a legacy name is cleaned up even while the constraint is frozen.
+#[derive(Debug, Clone)]
+pub struct BindingSweep<'a> {
+    observed: &'a Binding,
+    constraint: Option<&'a Constraint>,
+    pub reason: String,
+}
+
+/// `constraint`: the constraint `kind/name`, if it exists.
+pub fn sweep_binding<'a>(
+    kind: &str,
+    name: &str,
+    observed: &'a Binding,
+    constraint: Option<&'a Constraint>,
+) -> Option<BindingSweep<'a>> {
+    let owner = OwnerId::constraint(kind, name, "");
+    if let Control::Other(_) = control(&observed.meta, &owner) {
+        return None;
+    }
+    let current = observed.name() == names::binding_name(kind, name);
+    let legacy = !current && observed.name() == names::legacy_binding_name(name);
+    let reason = match constraint {
+        None if current || legacy => format!("constraint {kind} {name} is gone"),
+        Some(_) if legacy => "legacy name from Gatekeeper v3.16–v3.22".to_string(),
+        // The binding under its name is the constraint's decision (binding_step).
+        _ => return None,
+    };
+    Some(BindingSweep {
+        observed,
+        constraint,
+        reason,
+    })
+}
+
+impl BindingSweep<'_> {
+    pub fn write(&self, diff: Diff) -> PlannedWrite {
+        PlannedWrite::delete_binding(self.observed, Code::BindingDangling, &self.reason, diff)
+    }
+
+    pub fn finding(&self) -> Finding {
+        let name = self.observed.name();
+        let f = Finding::new(
+            Code::BindingDangling,
+            binding_ref(name),
+            format!("{name}: {}; reconcile deletes it", self.reason),
+        )
+        .at(&self.observed.source);
+        match self.constraint {
+            Some(c) => f.related(constraint_ref(c)),
+            None => f,
+        }
+    }
+}

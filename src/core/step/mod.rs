@@ -1,0 +1,101 @@
+//! One object's step: from what is wanted and what is observed, the one thing to do about the
+//! object, why, and the finding that says so. The offline analysis folds these steps over a
+//! snapshot (`analysis::analyze`); the live reconcilers call the same steps and send what they
+//! say (`controller::logic`). Each rule is therefore written once, and `plan` and `run` cannot
+//! disagree on it. Pure.
+//!
+//! - [`policy`]: a template's VAP (and the template's own finding), and a VAP whose template
+//!   is gone;
+//! - [`crd`]: a template's constraint CRD, one no template defines, and one whose template this
+//!   copy saw deleted;
+//! - [`binding`]: a constraint's binding, and what is left under a constraint's names (the
+//!   legacy name, the binding of a constraint that is gone).
+
+pub mod binding;
+pub mod crd;
+pub mod policy;
+
+pub use binding::{BindingInput, BindingStep, BindingSweep, binding_step, sweep_binding};
+pub use crd::{CrdStep, crd_step};
+pub use policy::{PolicyStep, PolicySweep, policy_step, sweep_policy};
+
+use super::compare::Comparison;
+use crate::model::{Constraint, ConstraintTemplate, ObjectRef, VAP_KIND, VAPB_KIND};
+
+/// What to do about one object whose desired form is `D`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action<D> {
+    /// Wanted and missing: create it.
+    Create(D),
+    /// Wanted and as desired: nothing to send.
+    InSync,
+    /// Wanted, ours, and different in these fields: one update.
+    Update {
+        desired: D,
+        fields: Vec<&'static str>,
+    },
+    /// Our name, but another controller (or none) holds it: never modified or deleted.
+    Foreign(String),
+    /// Wanted, but not to be written yet (what it rests on is not ready): nothing is sent.
+    Wait,
+    /// Observed and left as it is (an invalid template or constraint freezes it; an existing
+    /// binding is kept while its CRD settles).
+    Keep,
+    /// Observed, ours and not wanted: deleted, for this reason.
+    Delete(String),
+    /// Not wanted and not there.
+    Nothing,
+    /// Wanted, but its desired form cannot be built (the reason): nothing is sent.
+    Unbuildable(String),
+}
+
+impl<D> Action<D> {
+    /// The wanted object against the observed one: create, nothing, update or hands off.
+    fn against<O>(
+        desired: D,
+        observed: Option<&O>,
+        compare: impl FnOnce(&D, &O) -> Comparison,
+    ) -> Self {
+        let Some(o) = observed else {
+            return Action::Create(desired);
+        };
+        match compare(&desired, o) {
+            Comparison::InSync => Action::InSync,
+            Comparison::OutOfSync(fields) => Action::Update { desired, fields },
+            Comparison::Foreign(why) => Action::Foreign(why),
+        }
+    }
+}
+
+/// The reason of an update: the fields it fixes.
+fn differs(fields: &[&str]) -> String {
+    format!("differs in {}", fields.join(", "))
+}
+
+const AR_V1: &str = "admissionregistration.k8s.io/v1";
+
+pub fn policy_ref(name: &str) -> ObjectRef {
+    ObjectRef::new(AR_V1, VAP_KIND, name)
+}
+pub fn binding_ref(name: &str) -> ObjectRef {
+    ObjectRef::new(AR_V1, VAPB_KIND, name)
+}
+pub fn crd_ref(name: &str) -> ObjectRef {
+    ObjectRef::new(super::crd::CRD_API_VERSION, super::crd::CRD_KIND, name)
+}
+pub fn template_ref(t: &ConstraintTemplate) -> ObjectRef {
+    let v = if t.api_version.is_empty() {
+        "templates.gatekeeper.sh/v1"
+    } else {
+        &t.api_version
+    };
+    ObjectRef::new(v, "ConstraintTemplate", t.name())
+}
+pub fn constraint_ref(c: &Constraint) -> ObjectRef {
+    let v = if c.api_version.is_empty() {
+        "constraints.gatekeeper.sh/v1beta1"
+    } else {
+        &c.api_version
+    };
+    ObjectRef::new(v, &c.kind, c.name())
+}

@@ -1,0 +1,239 @@
+//! The template side's step: the template's own verdict and its VAP.
+
+use super::{Action, differs, policy_ref, template_ref};
+use crate::core::compare::compare_policy;
+use crate::core::decide::TemplateVerdict;
+use crate::core::findings::{Code, Finding};
+use crate::core::generate;
+use crate::core::names;
+use crate::core::ownership::{Control, OwnerId, control};
+use crate::core::plan::{Diff, PlannedWrite};
+use crate::core::tree::State;
+use crate::model::{ConstraintTemplate, Policy};
+use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy;
+
+/// What the VAP of one template should be, given the template's verdict and the observed VAP.
+#[derive(Debug, Clone)]
+pub struct PolicyStep<'a> {
+    template: &'a ConstraintTemplate,
+    verdict: &'a TemplateVerdict,
+    observed: Option<&'a Policy>,
+    pub action: Action<Box<ValidatingAdmissionPolicy>>,
+}
+
+/// The VAP step of `template`. `kind_served`: its constraint CRD is Established (a plan assumes
+/// so, as it writes the CRD first). CRD → Established → VAP: a policy whose `paramKind` is not
+/// served yet denies everything under `failurePolicy: Fail`, so until then it waits.
+pub fn policy_step<'a>(
+    template: &'a ConstraintTemplate,
+    verdict: &'a TemplateVerdict,
+    kind_served: bool,
+    observed: Option<&'a Policy>,
+) -> PolicyStep<'a> {
+    let owner = OwnerId::template(template.name(), &template.meta.uid);
+    let action = match verdict {
+        TemplateVerdict::Generate {
+            source,
+            failure_policy,
+            ..
+        } if kind_served => {
+            let kind = template.kind.as_deref().unwrap_or_default();
+            let desired = Box::new(generate::policy(template, kind, source, *failure_policy));
+            Action::against(desired, observed, |d, o| compare_policy(d, o, &owner))
+        }
+        TemplateVerdict::Generate { .. } => Action::Wait,
+        // Not generating: ours goes (after its bindings, I2), unless the template is invalid:
+        // then what exists is kept until it is fixed.
+        _ => match observed.map(|o| control(&o.meta, &owner)) {
+            None => Action::Nothing,
+            Some(Control::Other(why)) => Action::Foreign(why),
+            Some(_) if matches!(verdict, TemplateVerdict::Invalid { .. }) => Action::Keep,
+            Some(_) => Action::Delete(format!("template does not generate ({})", verdict.reason())),
+        },
+    };
+    PolicyStep {
+        template,
+        verdict,
+        observed,
+        action,
+    }
+}
+
+impl<'a> PolicyStep<'a> {
+    pub fn name(&self) -> String {
+        names::policy_name(self.template.name())
+    }
+
+    pub fn template(&self) -> &'a ConstraintTemplate {
+        self.template
+    }
+
+    pub fn verdict(&self) -> &'a TemplateVerdict {
+        self.verdict
+    }
+
+    pub fn observed(&self) -> Option<&'a Policy> {
+        self.observed
+    }
+
+    /// I1: whether bindings may rest on the VAP once this step's write (if any) is done.
+    pub fn ready_once_written(&self) -> bool {
+        matches!(
+            self.action,
+            Action::Create(_) | Action::InSync | Action::Update { .. }
+        )
+    }
+
+    /// The write this step needs, if any.
+    pub fn write(&self, diff: Diff) -> Option<PlannedWrite> {
+        match (&self.action, self.observed) {
+            (Action::Create(d), _) => Some(PlannedWrite::create_policy(
+                d,
+                Code::PolicyMissing,
+                "the template generates a VAP",
+                diff,
+            )),
+            (Action::Update { desired, fields }, Some(o)) => Some(PlannedWrite::update_policy(
+                desired,
+                o,
+                Code::PolicyOutOfSync,
+                &differs(fields),
+                diff,
+            )),
+            (Action::Delete(reason), Some(o)) => Some(PlannedWrite::delete_policy(
+                o,
+                Code::PolicyDangling,
+                reason,
+                diff,
+            )),
+            _ => None,
+        }
+    }
+
+    /// The VAP's state and reason in the tree.
+    pub fn state(&self) -> (State, String) {
+        match &self.action {
+            Action::Create(_) => (State::Missing, "not written yet".into()),
+            Action::InSync => (State::InSync, String::new()),
+            Action::Update { fields, .. } => (State::OutOfSync, differs(fields)),
+            Action::Foreign(why) => (State::Foreign, why.clone()),
+            Action::Wait => (
+                State::Waiting,
+                "its constraint CRD is not Established".into(),
+            ),
+            Action::Keep => (State::Error, "kept while the template is invalid".into()),
+            Action::Delete(reason) => (State::Dangling, reason.clone()),
+            Action::Nothing => (State::NotBound, "no VAP wanted".into()),
+            Action::Unbuildable(reason) => (State::Error, reason.clone()),
+        }
+    }
+
+    /// The finding about the VAP, if there is one. A foreign VAP is one only while the
+    /// template wants its name.
+    pub fn finding(&self) -> Option<Finding> {
+        let (t, pname) = (self.template.name(), self.name());
+        let (code, message) = match &self.action {
+            Action::Create(_) => (
+                Code::PolicyMissing,
+                format!(
+                    "template {t} generates a VAP but {pname} does not exist; run `kubectl vap reconcile {t}`"
+                ),
+            ),
+            Action::Update { fields, .. } => (
+                Code::PolicyOutOfSync,
+                format!(
+                    "{pname} differs from template {t} in {}; reconcile to rewrite it",
+                    fields.join(", ")
+                ),
+            ),
+            Action::Foreign(why) if self.verdict.generates() => (
+                Code::PolicyForeign,
+                format!(
+                    "{pname} has the name template {t} needs, but {why}; it is left alone: rename or delete it"
+                ),
+            ),
+            Action::Delete(_) => (
+                Code::PolicyDangling,
+                format!(
+                    "{pname} exists but template {t} does not generate a VAP ({}); reconcile deletes it",
+                    self.verdict.reason()
+                ),
+            ),
+            _ => return None,
+        };
+        let f =
+            Finding::new(code, policy_ref(&pname), message).related(template_ref(self.template));
+        Some(match self.observed {
+            Some(o) => f.at(&o.source),
+            None => f,
+        })
+    }
+
+    /// The template's own state and reason in the tree.
+    pub fn template_state(&self) -> (State, String) {
+        let state = match self.verdict {
+            TemplateVerdict::Generate { .. } => State::Generate,
+            TemplateVerdict::Skip { .. } => State::NoVap,
+            TemplateVerdict::Invalid { .. } => State::Error,
+        };
+        (state, self.verdict.reason().to_string())
+    }
+
+    /// The template's own finding: an invalid template freezes its kind.
+    pub fn template_finding(&self) -> Option<Finding> {
+        let TemplateVerdict::Invalid { reason } = self.verdict else {
+            return None;
+        };
+        let f = Finding::new(
+            Code::TemplateError,
+            template_ref(self.template),
+            format!("{reason}; fix the template (its VAP and bindings are left as they are)"),
+        );
+        Some(f.at(&self.template.source))
+    }
+}
+
+/// A VAP named for `template`, which is not there (deleted, or not in the snapshot). Ours
+/// (the template is its controller) goes, after the bindings of its kind (I2).
+#[derive(Debug, Clone)]
+pub struct PolicySweep<'a> {
+    template: &'a str,
+    observed: &'a Policy,
+    pub reason: String,
+}
+
+pub fn sweep_policy<'a>(template: &'a str, observed: &'a Policy) -> Option<PolicySweep<'a>> {
+    let owner = OwnerId::template(template, "");
+    let ours = observed.name() == names::policy_name(template)
+        && !matches!(control(&observed.meta, &owner), Control::Other(_));
+    ours.then(|| PolicySweep {
+        template,
+        observed,
+        reason: format!("template {template} is gone"),
+    })
+}
+
+impl PolicySweep<'_> {
+    /// The kind whose bindings must be gone first: the VAP's `paramKind`.
+    pub fn param_kind(&self) -> Option<&str> {
+        let spec = self.observed.object.spec.as_ref()?;
+        spec.param_kind.as_ref()?.kind.as_deref()
+    }
+
+    pub fn write(&self, diff: Diff) -> PlannedWrite {
+        PlannedWrite::delete_policy(self.observed, Code::PolicyDangling, &self.reason, diff)
+    }
+
+    pub fn finding(&self) -> Finding {
+        let name = self.observed.name();
+        Finding::new(
+            Code::PolicyDangling,
+            policy_ref(name),
+            format!(
+                "{name} is controlled by template {}, which does not exist; reconcile deletes it",
+                self.template
+            ),
+        )
+        .at(&self.observed.source)
+    }
+}
