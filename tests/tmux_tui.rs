@@ -195,9 +195,12 @@ fn tmux_tui_real_terminal() {
     t.keys(&["Escape"]);
     t.wait_text("Tree (30)");
 
-    // A write is refused offline, with the reason.
+    // A write is refused offline, with the reason; so is a context switch.
     t.text("r");
     t.wait_text("offline snapshot: nothing to reconcile");
+    t.text(":ctx");
+    t.keys(&["Enter"]);
+    t.wait_text("offline snapshot (-f): there is no context to switch");
 
     // Resize: the layout follows.
     assert!(

@@ -146,7 +146,7 @@ pub fn request_outcome(
             Level::Info,
             format!("`{cli}`: {} (by {})", o.summary, o.handled_by),
         ),
-        Some(Err(e)) => (Level::Error, format!("`{cli}`: {e}")),
+        Some(Err(e)) => (Level::Error, format!("`{cli}`: {}", chain(e))),
         None => (
             Level::Error,
             format!(
@@ -539,7 +539,7 @@ impl Shared {
 async fn start(s: &Settings, conn: &ConnectionOptions) -> Result<Controller, Failure> {
     let client = crate::cluster::client_from(conn, false)
         .await
-        .map_err(|e| Failure::Config(e.to_string()))?;
+        .map_err(|e| Failure::Config(chain(e)))?;
     let (lease_namespace, lease_name) = s.lease.clone();
     let mode = if s.reconcile {
         controller::Mode::Elect {
@@ -557,7 +557,13 @@ async fn start(s: &Settings, conn: &ConnectionOptions) -> Result<Controller, Fai
     config.workers = 2;
     controller::start(client, config)
         .await
-        .map_err(|e| Failure::Start(e.to_string()))
+        .map_err(|e| Failure::Start(chain(e)))
+}
+
+/// An error with its causes, each once (kube's errors hide the useful one — "Connection
+/// refused" — behind "client error (Connect)").
+fn chain(e: impl std::error::Error + Send + Sync + 'static) -> String {
+    crate::text::error_text(&anyhow::Error::from(e))
 }
 
 async fn stop(controller: &Controller) {
@@ -659,6 +665,121 @@ mod tests {
             request_outcome(cli, None)
                 .1
                 .contains("no answer within 120s")
+        );
+    }
+
+    /// The source thread against an API server that refuses connections (nothing listens on
+    /// the port): it says it is connecting, retries with a countdown, switches context on
+    /// `:ctx`, and stops at once when asked.
+    #[test]
+    fn a_dead_api_server_is_retried_and_a_switch_starts_the_other_context() {
+        use super::super::data::Link;
+        use super::super::source::Msg;
+        // A port nothing listens on: bound, then released.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("config");
+        std::fs::write(
+            &kubeconfig,
+            format!(
+                r#"
+apiVersion: v1
+kind: Config
+current-context: dead-a
+clusters:
+- name: dead
+  cluster: {{ server: "https://127.0.0.1:{port}", insecure-skip-tls-verify: true }}
+users:
+- name: u
+  user: {{ token: t }}
+contexts:
+- name: dead-a
+  context: {{ cluster: dead, user: u }}
+- name: dead-b
+  context: {{ cluster: dead, user: u }}
+"#
+            ),
+        )
+        .unwrap();
+        let conn = ConnectionOptions {
+            kubeconfig: Some(kubeconfig.display().to_string()),
+            ..ConnectionOptions::default()
+        };
+        let mut live = Live::new(
+            &conn,
+            Options::default(),
+            false,
+            ("gatekeeper-system".into(), "kubectl-vap".into()),
+        );
+        let (tx, rx) = mpsc::channel();
+        live.start(Notify(tx));
+        // The data the source sends, until `done` says enough (or 20 s pass).
+        let next_data = |done: &dyn Fn(&Data) -> bool| -> Arc<Data> {
+            let deadline = std::time::Instant::now() + Duration::from_secs(20);
+            loop {
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                match rx.recv_timeout(left) {
+                    Ok(Msg::Action(Action::Data(d))) if done(&d) => return d,
+                    Ok(_) => {}
+                    Err(e) => panic!("no such data from the source: {e}"),
+                }
+            }
+        };
+        let first = next_data(&|_| true);
+        assert_eq!(first.info.context, "dead-a");
+        assert_eq!(first.info.contexts, ["dead-a", "dead-b"]);
+        assert!(matches!(
+            first.info.link,
+            Link::Connecting {
+                attempt: 1,
+                retry_at: None,
+                message: None
+            }
+        ));
+        // The failure, with why and when the next attempt starts; then the next attempt.
+        let failed = next_data(&|d| {
+            matches!(
+                &d.info.link,
+                Link::Connecting {
+                    retry_at: Some(_),
+                    ..
+                }
+            )
+        });
+        let Link::Connecting {
+            attempt,
+            retry_at: Some(at),
+            message: Some(why),
+        } = &failed.info.link
+        else {
+            unreachable!()
+        };
+        assert_eq!(*attempt, 1);
+        let wait = *at - chrono::Utc::now();
+        assert!(wait <= chrono::Duration::seconds(1), "{wait}");
+        // The cause that says what is wrong, not only "client error (Connect)".
+        assert!(why.to_lowercase().contains("refused"), "{why}");
+        next_data(&|d| matches!(d.info.link, Link::Connecting { attempt: 2, .. }));
+        // `:ctx dead-b`: a new session on the other context.
+        assert!(matches!(
+            live.execute(WriteCommand::SwitchContext("dead-b".into())),
+            Some(Action::Flash(Level::Info, _))
+        ));
+        let switched = next_data(&|d| d.info.session == 2);
+        assert_eq!(switched.info.context, "dead-b");
+        // Nothing is running: a request says so rather than waiting.
+        assert!(matches!(
+            live.execute(WriteCommand::ReconcileAll),
+            Some(Action::Flash(Level::Error, _))
+        ));
+        let started = std::time::Instant::now();
+        live.stop();
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "stopping waits for nothing"
         );
     }
 
