@@ -191,7 +191,9 @@ fn tmux_tui_real_terminal() {
     t.text("y");
     let s = t.wait_text("K8sRequiredLabels/ns-must-have-owner (YAML)");
     assert!(s.contains("enforcementAction: deny"), "{s}");
+    // One Escape at a time: two sent at once can reach the terminal as one sequence.
     t.keys(&["Escape"]);
+    t.wait_text("Tree (3 of 30)");
     t.keys(&["Escape"]);
     t.wait_text("Tree (30)");
 
