@@ -14,8 +14,8 @@ pub enum Origin {
     /// `-f`: files or stdin. Nothing to reconcile.
     Offline { paths: Vec<String> },
     /// A cluster. `reconciling`: this copy runs the embedded reconciler (`--reconcile`);
-    /// `refusal`: why writes cannot run now (observing, not the lease holder, Gatekeeper's
-    /// generator active), if they cannot.
+    /// `refusal`: why replay and reconcile cannot be sent now (not connected yet), if they
+    /// cannot; connected, they go to the lease holder wherever it runs.
     Live {
         reconciling: bool,
         refusal: Option<String>,

@@ -429,14 +429,17 @@ impl Shared {
         let mut why: Option<String> = None;
         loop {
             let attempt = failures + 1;
-            self.notify.send(base.stamp(connecting(
+            // The UI has gone: nobody to start for.
+            if !self.notify.send(base.stamp(connecting(
                 &base.context,
                 s.reconcile,
                 attempt,
                 None,
                 why.clone(),
                 chrono::Utc::now(),
-            )));
+            ))) {
+                return Next::Quit;
+            }
             let starting = start(s, conn);
             tokio::pin!(starting);
             let started = tokio::select! {
@@ -486,14 +489,16 @@ impl Shared {
             tracing::warn!(attempt = failures, ?delay, error = %message, "the live view could not start; retrying");
             let retry_at = chrono::Utc::now()
                 + chrono::Duration::from_std(delay).unwrap_or(chrono::Duration::zero());
-            self.notify.send(base.stamp(connecting(
+            if !self.notify.send(base.stamp(connecting(
                 &base.context,
                 s.reconcile,
                 failures,
                 Some(retry_at),
                 Some(message.clone()),
                 chrono::Utc::now(),
-            )));
+            ))) {
+                return Next::Quit;
+            }
             why = Some(message);
             tokio::select! {
                 () = tokio::time::sleep(delay) => {}
