@@ -910,7 +910,7 @@ async fn the_tui_keeps_audit_results_and_marks_them_stale_after_an_edit() {
     let (kind, c) = w.one_violator("AdmTuiKept", "TK").await;
     let conn = w.conn();
     let lease = ("kube-system".to_string(), w.env.unique_name("tui-lease"));
-    let mut live = Live::new(conn, Options::default(), false, lease);
+    let mut live = Live::new(&conn, Options::default(), false, lease);
     let (tx, rx) = std::sync::mpsc::channel();
     live.start(Notify(tx));
     let mut app = App::new(false);

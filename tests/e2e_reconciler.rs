@@ -1023,17 +1023,26 @@ async fn e2e_one_shot_commands_and_the_lease() {
         "{stderr}"
     );
     assert!(
-        stdout.contains(&format!("replayed 1 constraint of template {template}: 0 writes"))
-            && stdout.contains(holder.identity()),
+        stdout.contains(&format!(
+            "replayed 1 constraint of template {template}: 0 writes"
+        )) && stdout.contains(holder.identity()),
         "the holder's answer: {stdout}"
     );
     assert!(
-        holder.events().iter().any(|ev| ev.verb == EventVerb::Replay),
+        holder
+            .events()
+            .iter()
+            .any(|ev| ev.verb == EventVerb::Replay),
         "the holder handled it"
     );
     // An unknown template: the holder says so (bad input: exit 2).
     let out = one_shot(&["replay", "nosuchtemplate"]);
-    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("template nosuchtemplate not found"),
         "{}",
@@ -1055,7 +1064,10 @@ async fn e2e_one_shot_commands_and_the_lease() {
         "{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains(&format!("reconciled template {template}")), "{stdout}");
+    assert!(
+        stdout.contains(&format!("reconciled template {template}")),
+        "{stdout}"
+    );
     assert!(e.vapb(&bname(&kind, "c")).await.is_some(), "{stdout}");
     assert!(
         e.vapb(&bname(&other, "c")).await.is_none(),
@@ -1117,7 +1129,11 @@ async fn e2e_requests_reach_the_leader_and_outcomes_are_events() {
         st.lease.holder.as_deref() == Some(leader.identity())
             && !st.lease.vacant
             && st.lease.since.is_some()
-            && st.lease.health.as_ref().is_some_and(|h| h.last_sync.is_some())
+            && st
+                .lease
+                .health
+                .as_ref()
+                .is_some_and(|h| h.last_sync.is_some())
     })
     .await;
 
@@ -1131,7 +1147,9 @@ async fn e2e_requests_reach_the_leader_and_outcomes_are_events() {
         .expect("the holder answers");
     assert_eq!(outcome.handled_by, leader.identity());
     assert!(
-        outcome.summary.starts_with(&format!("replayed 3 constraints of template {template}")),
+        outcome
+            .summary
+            .starts_with(&format!("replayed 3 constraints of template {template}")),
         "{outcome:?}"
     );
     assert!(outcome.writes <= 1 && outcome.failures == 0, "{outcome:?}");

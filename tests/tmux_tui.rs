@@ -191,13 +191,18 @@ fn tmux_tui_real_terminal() {
     t.text("y");
     let s = t.wait_text("K8sRequiredLabels/ns-must-have-owner (YAML)");
     assert!(s.contains("enforcementAction: deny"), "{s}");
+    // One Escape at a time: two sent at once can reach the terminal as one sequence.
     t.keys(&["Escape"]);
+    t.wait_text("Tree (3 of 30)");
     t.keys(&["Escape"]);
     t.wait_text("Tree (30)");
 
-    // A write is refused offline, with the reason.
+    // A write is refused offline, with the reason; so is a context switch.
     t.text("r");
     t.wait_text("offline snapshot: nothing to reconcile");
+    t.text(":ctx");
+    t.keys(&["Enter"]);
+    t.wait_text("offline snapshot (-f): there is no context to switch");
 
     // Resize: the layout follows.
     assert!(

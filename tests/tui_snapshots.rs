@@ -5,7 +5,8 @@
 use chrono::TimeZone;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use kubectl_vap::controller::{
-    AccessError, AccessErrorKind, EventResult, EventVerb, LeaseInfo, LiveState, ReconcileEvent,
+    AccessError, AccessErrorKind, ClusterEvent, Connection, EventResult, EventVerb, LeaderHealth,
+    LeaseInfo, LiveState, ReconcileEvent,
 };
 use kubectl_vap::core::Options;
 use kubectl_vap::model::ObjectRef;
@@ -403,14 +404,39 @@ fn tui_write_asks_then_sends() {
 }
 
 #[test]
-fn tui_observing_refuses_writes() {
-    let state = live_state();
+fn tui_observing_asks_the_leader() {
+    // No --reconcile: replay and reconcile are requests to the lease holder, asked like writes.
+    let state = remote_state();
     let mut ui = Ui::new(false, live_data(&state, false), 150, 36);
+    ui.select(&["template/k8srequiredlabels"]);
+    ui.key(KeyCode::Char('r'));
+    assert_eq!(
+        ui.app.confirm,
+        Some(WriteCommand::Reconcile("k8srequiredlabels".into()))
+    );
+    ui.key(KeyCode::Char('y'));
     ui.key(KeyCode::Char('R'));
-    assert!(ui.app.confirm.is_none());
+    ui.key(KeyCode::Char('y'));
+    assert_eq!(
+        ui.executed,
+        vec![
+            WriteCommand::Reconcile("k8srequiredlabels".into()),
+            WriteCommand::ReconcileAll
+        ]
+    );
+    let s = ui.screen();
     assert!(
-        ui.screen()
-            .contains("observing: this TUI does not reconcile")
+        !s.contains("refused") && !s.contains("does not reconcile"),
+        "{s}"
+    );
+    // --readonly still takes them away.
+    let mut ui = Ui::new(true, live_data(&state, false), 150, 36);
+    ui.key(KeyCode::Char('R'));
+    assert!(ui.app.confirm.is_none() && ui.executed.is_empty());
+    assert!(
+        ui.row(0).contains("mode: read-only · observing │"),
+        "{}",
+        ui.row(0)
     );
 }
 
@@ -994,10 +1020,11 @@ fn tui_commands_and_unknown_keys_answer() {
     ui.key(KeyCode::Enter);
     assert!(
         ui.screen()
-            .contains("not available yet: run `kubectl vap --context prod`"),
+            .contains("offline snapshot (-f): there is no context to switch"),
         "{}",
         ui.screen()
     );
+    assert!(ui.executed.is_empty());
     ui.key(KeyCode::Char(':'));
     ui.chars("frobnicate");
     ui.key(KeyCode::Enter);
@@ -1103,4 +1130,509 @@ fn tui_time_based_states_change_without_an_event() {
         ui.screen()
     );
     assert_eq!(ui.app.data.as_ref().unwrap().next_deadline, None);
+}
+
+// ---- Issue 12: the TUI acts wherever the reconciler runs, and shows what happened. ----
+
+/// The fixture's clock (the view measures ages and countdowns from it before any tick).
+fn fixture_now() -> chrono::DateTime<chrono::Utc> {
+    chrono::Utc.with_ymd_and_hms(2026, 11, 30, 9, 0, 0).unwrap()
+}
+
+/// An observing copy on a laptop; the reconciler runs in the cluster (pod kubectl-vap-7c9d5),
+/// holds the Lease for 12 minutes, 3 items queued, last drained 4 s ago.
+fn remote_state() -> LiveState {
+    let mut state = live_state();
+    state.writes_enabled = false;
+    state.lease = LeaseInfo {
+        lease: "gatekeeper-system/kubectl-vap".into(),
+        identity: "laptop-1".into(),
+        holder: Some("kubectl-vap-7c9d5-x2k4".into()),
+        leading: false,
+        participating: false,
+        since: Some(fixture_now() - chrono::Duration::minutes(12)),
+        health: Some(LeaderHealth {
+            pod: Some("kubectl-vap-7c9d5".into()),
+            queue: 3,
+            last_sync: Some(fixture_now() - chrono::Duration::seconds(4)),
+        }),
+        vacant: false,
+    };
+    state
+}
+
+/// Live data as the source stamps it: the kubeconfig's contexts and the session number.
+fn stamped(mut data: Data, contexts: &[&str], session: u64) -> Arc<Data> {
+    data.info.contexts = contexts.iter().map(|c| c.to_string()).collect();
+    data.info.session = session;
+    Arc::new(data)
+}
+
+const CONTEXTS: &[&str] = &["kind-payments", "kind-payroll", "prod-eu"];
+
+fn observing(state: &LiveState) -> Arc<Data> {
+    let events = EventCursor::default().new_events(state);
+    stamped(
+        data_from_live(state, "kind-payments", false, &Options::default(), events),
+        CONTEXTS,
+        1,
+    )
+}
+
+/// Each size the issue names: the full screen, 80×24 and 60×15.
+const SIZES: [(u16, u16); 3] = [(150, 36), (80, 24), (60, 15)];
+
+fn snapshot_name(name: &str, (w, h): (u16, u16)) -> String {
+    if w == 150 {
+        name.to_string()
+    } else {
+        format!("{name}_{w}x{h}")
+    }
+}
+
+#[test]
+fn tui_remote_leader_with_health() {
+    for size in SIZES {
+        let ui = Ui::new(false, observing(&remote_state()), size.0, size.1);
+        insta::assert_snapshot!(snapshot_name("remote_leader", size), ui.screen());
+        let header = ui.row(0);
+        assert!(
+            header.contains("mode: observing (asks the leader)"),
+            "{header}"
+        );
+        if size.0 == 150 {
+            assert!(
+                header.contains("leader: kubectl-vap-7c9d5 for 12m │ queue 3, synced 4s ago"),
+                "{header}"
+            );
+        }
+    }
+    // This copy leading says so, with its own queue.
+    let mut state = live_state();
+    state.queue_depth = 2;
+    state.lease.since = Some(fixture_now() - chrono::Duration::seconds(40));
+    let ui = Ui::new(false, live_data(&state, true), 150, 36);
+    assert!(
+        ui.row(0)
+            .contains("mode: reconciling │ leader: this copy for 40s │ queue 2 │"),
+        "{}",
+        ui.row(0)
+    );
+}
+
+#[test]
+fn tui_header_drops_health_before_the_leader_and_never_the_mode() {
+    let widths: Vec<(u16, String)> = [170u16, 150, 120, 100, 90, 70, 60, 50]
+        .into_iter()
+        .map(|w| (w, Ui::new(false, observing(&remote_state()), w, 24).row(0)))
+        .collect();
+    for (w, header) in &widths {
+        assert!(
+            header.contains("mode: observing (asks the leader)"),
+            "{w}: {header}"
+        );
+        // The health goes before the leader, the server version first of all.
+        if header.contains("queue 3") {
+            assert!(
+                header.contains("leader: kubectl-vap-7c9d5"),
+                "{w}: {header}"
+            );
+        }
+        if header.contains("server:") {
+            assert!(
+                header.contains("VAP API:") && header.contains("queue 3"),
+                "{w}: {header}"
+            );
+        }
+    }
+    assert!(widths[0].1.contains("server: v1.36.3"), "{}", widths[0].1);
+    // At 120 columns the health has gone, the leader stays.
+    assert!(
+        !widths[2].1.contains("queue 3") && widths[2].1.contains("leader: kubectl-vap-7c9d5"),
+        "{}",
+        widths[2].1
+    );
+}
+
+#[test]
+fn tui_vacant_lease_warns_in_red() {
+    let mut state = remote_state();
+    state.lease.holder = None;
+    state.lease.health = None;
+    state.lease.since = None;
+    state.lease.vacant = true;
+    let warning = "no copy reconciles: nobody holds Lease gatekeeper-system/kubectl-vap";
+    for size in SIZES {
+        let ui = Ui::new(false, observing(&state), size.0, size.1);
+        insta::assert_snapshot!(snapshot_name("vacant", size), ui.screen());
+        // Never dropped, whatever the width: the line starts with it (cut at the edge).
+        let at = ui
+            .find(&warning[..(size.0 as usize - 6).min(warning.len())])
+            .unwrap_or_else(|| panic!("{size:?}: {}", ui.screen()));
+        assert_eq!(ui.term.backend().buffer()[at].fg, Color::Red);
+        assert!(ui.row(0).contains("mode: observing"), "{size:?}");
+    }
+    // A holder that stopped renewing is named.
+    state.lease.holder = Some("kubectl-vap-7c9d5-x2k4".into());
+    let ui = Ui::new(false, observing(&state), 150, 36);
+    assert!(
+        ui.screen()
+            .contains("no copy reconciles: kubectl-vap-7c9d5-x2k4 stopped renewing Lease gatekeeper-system/kubectl-vap"),
+        "{}",
+        ui.screen()
+    );
+    assert!(ui.row(0).contains("leader: none"), "{}", ui.row(0));
+}
+
+fn reconnecting() -> Arc<Data> {
+    stamped(
+        kubectl_vap::tui::from_live::connecting(
+            "kind-payments",
+            false,
+            3,
+            Some(fixture_now() + chrono::Duration::seconds(4)),
+            Some("discovering admissionregistration.k8s.io/v1: client error (Connect): tcp connect error: Connection refused (os error 111)".into()),
+            fixture_now(),
+        ),
+        CONTEXTS,
+        1,
+    )
+}
+
+#[test]
+fn tui_reconnecting_counts_down_to_the_next_attempt() {
+    let line = "connecting to kind-payments (attempt 3, next in 4s): discovering admissionregistration.k8s.io/v1";
+    for size in SIZES {
+        let ui = Ui::new(false, reconnecting(), size.0, size.1);
+        insta::assert_snapshot!(snapshot_name("reconnecting", size), ui.screen());
+        let s = ui.screen();
+        assert!(
+            s.contains(&line[..(size.0 as usize - 4).min(line.len())]),
+            "{s}"
+        );
+        assert!(
+            !s.contains("0 errors"),
+            "nothing is counted while connecting: {s}"
+        );
+        assert!(!s.contains("no ConstraintTemplates"), "{s}");
+    }
+    // The clock moves the countdown (and asks for a redraw); the same second does not.
+    let mut ui = Ui::new(false, reconnecting(), 150, 36);
+    ui.act(Action::Tick(
+        fixture_now() + chrono::Duration::milliseconds(1500),
+    ));
+    assert!(ui.app.redraw, "the countdown changed");
+    assert!(
+        ui.screen().contains("(attempt 3, next in 3s)"),
+        "{}",
+        ui.screen()
+    );
+    ui.app.redraw = false;
+    ui.act(Action::Tick(
+        fixture_now() + chrono::Duration::milliseconds(1700),
+    ));
+    assert!(!ui.app.redraw, "same second, same text");
+    // Nothing can be sent before the live view runs; "loaded" is not said.
+    ui.select(&[]);
+    ui.key(KeyCode::Char('R'));
+    assert!(ui.app.confirm.is_none() && ui.executed.is_empty());
+    assert!(
+        ui.screen().contains("not connected to kind-payments yet"),
+        "{}",
+        ui.screen()
+    );
+    assert!(ui.app.log.iter().all(|l| !l.text.starts_with("loaded")));
+    // The first attempt, before any failure, just says what it does.
+    let first = stamped(
+        kubectl_vap::tui::from_live::connecting(
+            "kind-payments",
+            false,
+            1,
+            None,
+            None,
+            fixture_now(),
+        ),
+        CONTEXTS,
+        1,
+    );
+    let ui = Ui::new(false, first, 100, 30);
+    assert!(
+        ui.row(2)
+            .contains("⟳ connecting to kind-payments: listing and watching…"),
+        "{}",
+        ui.screen()
+    );
+}
+
+#[test]
+fn tui_unreachable_api_server_is_said_with_how_long() {
+    let mut state = remote_state();
+    state.connection = Connection::Unreachable {
+        since: fixture_now() - chrono::Duration::seconds(42),
+        message: "watching constrainttemplates.templates.gatekeeper.sh: connection reset by peer"
+            .into(),
+    };
+    for size in SIZES {
+        let ui = Ui::new(false, observing(&state), size.0, size.1);
+        insta::assert_snapshot!(snapshot_name("unreachable", size), ui.screen());
+        let (x, y) = ui
+            .find("✖ API server unreachable for 42s")
+            .unwrap_or_else(|| panic!("{}", ui.screen()));
+        assert_eq!(ui.term.backend().buffer()[(x, y)].fg, Color::Red);
+    }
+    // The tree keeps the last state seen.
+    let ui = Ui::new(false, observing(&state), 150, 36);
+    assert!(ui.screen().contains("k8srequiredlabels"));
+}
+
+#[test]
+fn tui_ctx_lists_contexts_and_switches() {
+    for size in SIZES {
+        let mut ui = Ui::new(false, observing(&remote_state()), size.0, size.1);
+        ui.key(KeyCode::Char(':'));
+        ui.chars("ctx");
+        ui.key(KeyCode::Enter);
+        insta::assert_snapshot!(snapshot_name("ctx_list", size), ui.screen());
+    }
+    let mut ui = Ui::new(false, observing(&remote_state()), 150, 36);
+    ui.key(KeyCode::Char(':'));
+    ui.chars("ctx");
+    ui.key(KeyCode::Enter);
+    let picker = ui.app.picker.clone().expect("the list is open");
+    assert_eq!(picker.names, CONTEXTS);
+    assert_eq!(picker.selected, 0, "the current context is selected");
+    assert!(
+        ui.screen().contains("› ● kind-payments  (current)"),
+        "{}",
+        ui.screen()
+    );
+    // Keys are the list's while it is open: esc closes it, nothing switched, nothing quit.
+    ui.key(KeyCode::Char('q'));
+    assert!(!ui.app.quit && ui.app.picker.is_some());
+    ui.key(KeyCode::Esc);
+    assert!(ui.app.picker.is_none() && ui.executed.is_empty());
+    // enter switches to the selected one.
+    ui.key(KeyCode::Char(':'));
+    ui.chars("ctx");
+    ui.key(KeyCode::Enter);
+    ui.key(KeyCode::Down);
+    ui.key(KeyCode::Down);
+    ui.key(KeyCode::Down);
+    ui.key(KeyCode::Up);
+    ui.key(KeyCode::Enter);
+    assert_eq!(
+        ui.executed,
+        vec![WriteCommand::SwitchContext("kind-payroll".into())]
+    );
+    assert!(ui.app.picker.is_none());
+    // `:ctx NAME` directly; tab completes; an unknown name says what it could be.
+    ui.key(KeyCode::Char(':'));
+    ui.chars("ctx pr");
+    ui.key(KeyCode::Tab);
+    assert_eq!(ui.app.command.as_deref(), Some("ctx prod-eu"));
+    ui.key(KeyCode::Enter);
+    assert_eq!(
+        ui.executed.last(),
+        Some(&WriteCommand::SwitchContext("prod-eu".into()))
+    );
+    ui.key(KeyCode::Char(':'));
+    ui.chars("ctx k");
+    ui.key(KeyCode::Tab);
+    assert_eq!(ui.app.command.as_deref(), Some("ctx kind-pay"));
+    assert!(
+        ui.screen()
+            .contains("(contexts: kind-payments, kind-payroll; tab completes)"),
+        "{}",
+        ui.screen()
+    );
+    ui.key(KeyCode::Enter);
+    assert!(
+        ui.screen().contains(
+            "no context \"kind-pay\" in the kubeconfig — did you mean one of kind-payments, kind-payroll?"
+        ),
+        "{}",
+        ui.screen()
+    );
+    assert_eq!(ui.executed.len(), 2, "an unknown name switches nothing");
+    ui.key(KeyCode::Char(':'));
+    ui.chars("cont");
+    ui.key(KeyCode::Tab);
+    assert_eq!(
+        ui.app.command.as_deref(),
+        Some("cont"),
+        "not a command: no completion"
+    );
+    ui.key(KeyCode::Esc);
+}
+
+#[test]
+fn tui_switching_context_empties_the_tree_and_refills_it() {
+    use kubectl_vap::admission::audit::{AuditReport, ConstraintAudit, Status};
+    use kubectl_vap::core::verdict::ConstraintRef;
+    let mut ui = Ui::new(false, observing(&remote_state()), 150, 36);
+    // An audit result from the first cluster.
+    ui.act(Action::Audited(Arc::new(AuditReport {
+        complete: true,
+        requests: 1,
+        constraints: vec![ConstraintAudit {
+            constraint: ConstraintRef {
+                kind: "K8sRequiredLabels".into(),
+                name: "pods-must-have-app".into(),
+            },
+            template: "k8srequiredlabels".into(),
+            binding: Some("gatekeeper-k8srequiredlabels-pods-must-have-app".into()),
+            validation_actions: vec!["Deny".into()],
+            status: Status::Audited,
+            note: None,
+            in_scope: 0,
+            checked: 0,
+            violations: Vec::new(),
+            hidden: Vec::new(),
+            errors: Vec::new(),
+        }],
+    })));
+    assert!(!ui.app.violations.is_empty());
+    // The source switched: its next session starts empty, on the other context.
+    let other = stamped(
+        kubectl_vap::tui::from_live::connecting("prod-eu", false, 1, None, None, fixture_now()),
+        CONTEXTS,
+        2,
+    );
+    ui.act(Action::Data(other));
+    assert!(ui.row(0).contains("context: prod-eu"), "{}", ui.row(0));
+    assert!(ui.app.tree.items.is_empty(), "the tree empties");
+    assert!(
+        ui.app.violations.is_empty(),
+        "the old cluster's audit is forgotten"
+    );
+    assert!(
+        ui.screen().contains("connecting to prod-eu"),
+        "{}",
+        ui.screen()
+    );
+    // … and refills from the new one; "loaded" is said for it.
+    let loaded_before = ui
+        .app
+        .log
+        .iter()
+        .filter(|l| l.text.starts_with("loaded"))
+        .count();
+    let state = remote_state();
+    let data = data_from_live(&state, "prod-eu", false, &Options::default(), Vec::new());
+    ui.act(Action::Data(stamped(data, CONTEXTS, 2)));
+    assert!(ui.screen().contains("k8srequiredlabels"));
+    let loaded_after = ui
+        .app
+        .log
+        .iter()
+        .filter(|l| l.text.starts_with("loaded"))
+        .count();
+    assert_eq!(loaded_after, loaded_before + 1);
+}
+
+fn with_cluster_events() -> LiveState {
+    let mut state = remote_state();
+    let template = ObjectRef::new(
+        "templates.gatekeeper.sh/v1",
+        "ConstraintTemplate",
+        "k8srequiredlabels",
+    );
+    state.cluster_events.push_back(ClusterEvent {
+        time: fixture_now() - chrono::Duration::seconds(30),
+        reporter: "kubectl-vap-7c9d5-x2k4".into(),
+        regarding: template.clone(),
+        reason: "Replayed".into(),
+        note: "replayed 3 constraints of K8sRequiredLabels: 1 write".into(),
+        warning: false,
+        count: 1,
+    });
+    state.cluster_events.push_back(ClusterEvent {
+        time: fixture_now() - chrono::Duration::seconds(10),
+        reporter: "kubectl-vap-7c9d5-x2k4".into(),
+        regarding: ObjectRef::new(
+            "constraints.gatekeeper.sh/v1beta1",
+            "K8sRequiredLabels",
+            "pods-must-have-app",
+        ),
+        reason: "WriteFailed".into(),
+        note: "update ValidatingAdmissionPolicyBinding/gatekeeper-k8srequiredlabels-pods-must-have-app: forbidden".into(),
+        warning: true,
+        count: 3,
+    });
+    state
+}
+
+#[test]
+fn tui_cluster_events_appear_in_the_log_once() {
+    let state = with_cluster_events();
+    let mut cursor = EventCursor::default();
+    let data = |state: &LiveState, cursor: &mut EventCursor| {
+        let events = cursor.new_events(state);
+        stamped(
+            data_from_live(state, "kind-payments", false, &Options::default(), events),
+            CONTEXTS,
+            1,
+        )
+    };
+    let mut ui = Ui::new(false, data(&state, &mut cursor), 150, 36);
+    insta::assert_snapshot!("cluster_events", ui.screen());
+    let warning = "WriteFailed K8sRequiredLabels/pods-must-have-app: update";
+    let at = ui
+        .find(warning)
+        .unwrap_or_else(|| panic!("{}", ui.screen()));
+    assert_eq!(ui.term.backend().buffer()[at].fg, Color::Yellow);
+    assert!(
+        ui.app.log.iter().any(|l| l.text.starts_with("WriteFailed")
+            && l.text.ends_with("— by kubectl-vap-7c9d5-x2k4 (×3)")),
+        "{:?}",
+        ui.app.log
+    );
+    // The same state again (any refresh): no line twice.
+    ui.act(Action::Data(data(&state, &mut cursor)));
+    ui.act(Action::Data(data(&state, &mut cursor)));
+    let count = |ui: &Ui, what: &str| {
+        ui.app
+            .log
+            .iter()
+            .filter(|l| l.text.starts_with(what))
+            .count()
+    };
+    assert_eq!(count(&ui, "WriteFailed"), 1);
+    assert_eq!(count(&ui, "Replayed"), 1);
+    // The full-screen log at the small sizes.
+    for (w, h) in [(80u16, 24u16), (60, 15)] {
+        let mut ui = Ui::new(false, data(&state, &mut EventCursor::default()), w, h);
+        ui.key(KeyCode::Char('e'));
+        insta::assert_snapshot!(format!("cluster_events_{w}x{h}"), ui.screen());
+    }
+}
+
+#[test]
+fn tui_observing_hint_bar_offers_replay_and_reconcile() {
+    for size in SIZES {
+        let mut ui = Ui::new(false, observing(&remote_state()), size.0, size.1);
+        let hints = ui.row(size.1 - 1);
+        assert!(
+            hints.contains("p replay") && hints.contains("r reconcile"),
+            "{size:?}: {hints}"
+        );
+        assert!(
+            hints.contains("? help") && hints.contains("quit"),
+            "{size:?}: {hints}"
+        );
+        if size.0 >= 80 {
+            assert!(hints.contains("R reconcile all"), "{size:?}: {hints}");
+        }
+        // And asks, as it would for a write of its own.
+        ui.select(&["template/k8srequiredlabels"]);
+        ui.key(KeyCode::Char('p'));
+        assert_eq!(
+            ui.app.confirm,
+            Some(WriteCommand::Replay("k8srequiredlabels".into()))
+        );
+        insta::assert_snapshot!(snapshot_name("observing_asks", size), ui.screen());
+    }
+    // Offline they cannot run: the other hints keep their place.
+    let ui = Ui::new(false, offline_data(), 80, 24);
+    assert!(!ui.row(23).contains("replay"), "{}", ui.row(23));
 }

@@ -11,7 +11,7 @@ pub mod rate;
 pub mod session;
 pub mod test;
 
-pub use session::{audit_quietly, test_quietly};
+pub use session::{audit_on_snapshot, audit_quietly, test_on_snapshot, test_quietly};
 
 /// Errors of the admission commands. Each says what was being done.
 #[derive(Debug, thiserror::Error)]

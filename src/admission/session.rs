@@ -1,6 +1,7 @@
 //! What `test` and `audit` need before they start: two clients and the cluster's snapshot
 //! (attribution reads its policies, bindings and constraints); and the TUI's quiet runs of
-//! both, which print nothing (the screen is the TUI's).
+//! both, which print nothing (the screen is the TUI's): `*_quietly` read the snapshot,
+//! `*_on_snapshot` take the one the live TUI's reconciler already holds.
 
 use super::audit::{self, AuditOptions, AuditReport};
 use super::{objects, test};
@@ -48,9 +49,38 @@ async fn snapshot(reader: &kube::Client, url: &str) -> anyhow::Result<Snapshot> 
 }
 
 /// The TUI's `a`: an audit of `target` with the default rate, nothing printed; `listed` is told
-/// how many objects will be dry-run, `done` counts the answers.
+/// how many objects will be dry-run, `done` counts the answers. Reads the cluster's templates,
+/// constraints, VAPs and bindings first (see [`audit_on_snapshot`] to pass them).
 pub async fn audit_quietly(
     conn: impl Into<ConnectionOptions>,
+    target: &str,
+    listed: impl FnOnce(usize),
+    done: Arc<AtomicUsize>,
+) -> anyhow::Result<AuditReport> {
+    let (reader, actor, url) = clients(conn).await?;
+    let snap = snapshot(&reader, &url).await?;
+    audit_with(&reader, &actor, &url, &snap, target, listed, done).await
+}
+
+/// [`audit_quietly`] with the templates, constraints, VAPs and bindings already known (the
+/// live TUI's reconciler holds them): only the objects under audit are listed.
+pub async fn audit_on_snapshot(
+    conn: impl Into<ConnectionOptions>,
+    snap: &Snapshot,
+    target: &str,
+    listed: impl FnOnce(usize),
+    done: Arc<AtomicUsize>,
+) -> anyhow::Result<AuditReport> {
+    let (reader, actor, url) = clients(conn).await?;
+    audit_with(&reader, &actor, &url, snap, target, listed, done).await
+}
+
+/// The quiet audit itself, on clients and a snapshot at hand.
+async fn audit_with(
+    reader: &kube::Client,
+    actor: &kube::Client,
+    url: &str,
+    snap: &Snapshot,
     target: &str,
     listed: impl FnOnce(usize),
     done: Arc<AtomicUsize>,
@@ -59,12 +89,10 @@ pub async fn audit_quietly(
         done: Some(done),
         ..AuditOptions::default()
     };
-    let (reader, actor, url) = clients(conn).await?;
-    let snap = snapshot(&reader, &url).await?;
     audit::audit(
-        &reader,
-        &actor,
-        &snap,
+        reader,
+        actor,
+        snap,
         Some(target),
         &opts,
         listed,
@@ -75,22 +103,41 @@ pub async fn audit_quietly(
 }
 
 /// The TUI's `t`: `test -f PATH` against the cluster, nothing printed. Standard input is the
-/// terminal there, so `-` is refused.
+/// terminal there, so `-` is refused. Reads the cluster's objects first (see
+/// [`test_on_snapshot`] to pass them).
 pub async fn test_quietly(
     conn: impl Into<ConnectionOptions>,
     path: &str,
     opts: &crate::core::Options,
 ) -> anyhow::Result<test::TestReport> {
+    let manifests = read_manifests(path)?;
+    let (reader, actor, url) = clients(conn).await?;
+    let snap = snapshot(&reader, &url).await?;
+    Ok(test::live(&reader, &actor, &snap, &manifests, opts).await)
+}
+
+/// [`test_quietly`] with the cluster's templates, constraints, VAPs and bindings already known
+/// (the live TUI's reconciler holds them): nothing but the dry-runs goes to the server.
+pub async fn test_on_snapshot(
+    conn: impl Into<ConnectionOptions>,
+    snap: &Snapshot,
+    path: &str,
+    opts: &crate::core::Options,
+) -> anyhow::Result<test::TestReport> {
+    let manifests = read_manifests(path)?;
+    let (reader, actor, _) = clients(conn).await?;
+    Ok(test::live(&reader, &actor, snap, &manifests, opts).await)
+}
+
+/// The manifests `t` tests; `-` (standard input) is the terminal in the TUI.
+fn read_manifests(path: &str) -> anyhow::Result<Vec<objects::Manifest>> {
     if path == "-" {
         anyhow::bail!("standard input is the terminal here: give a file or folder");
     }
-    let manifests = objects::read(
+    objects::read(
         &[path.to_string()],
         &mut std::io::empty(),
         ReadOptions::default(),
     )
-    .context("reading input")?;
-    let (reader, actor, url) = clients(conn).await?;
-    let snap = snapshot(&reader, &url).await?;
-    Ok(test::live(&reader, &actor, &snap, &manifests, opts).await)
+    .context("reading input")
 }

@@ -313,7 +313,11 @@ mod tests {
                 .flatten()
                 .any(|v| !["get", "list", "watch"].contains(&v.as_str().unwrap_or("*")));
             if writes {
-                assert_eq!(rule["resources"], serde_json::json!(["configmaps"]), "{rule}");
+                assert_eq!(
+                    rule["resources"],
+                    serde_json::json!(["configmaps"]),
+                    "{rule}"
+                );
                 assert_eq!(
                     rule["resourceNames"],
                     serde_json::json!(["kubectl-vap-requests"])

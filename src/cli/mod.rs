@@ -75,7 +75,7 @@ fn tui(cli: &Cli) -> anyhow::Result<ExitCode> {
     let opts = cli.gen_flags.options();
     let source: Box<dyn crate::tui::Source> = if cli.input.filenames.is_empty() {
         Box::new(crate::tui::live::Live::new(
-            cli.conn.clone(),
+            crate::cluster::client::ConnectionOptions::from(&cli.conn),
             opts,
             cli.reconcile && !cli.readonly,
             (cli.lease_namespace.clone(), cli.lease_name.clone()),

@@ -383,10 +383,7 @@ impl Publisher {
             metadata: ObjectMeta {
                 // kube-runtime's naming: unique per publication (a generateName may not end
                 // in a dot, and a dash would blur the object's own name).
-                name: Some(format!(
-                    "{base}.{:x}",
-                    now.0.as_nanosecond().unsigned_abs()
-                )),
+                name: Some(format!("{base}.{:x}", now.0.as_nanosecond().unsigned_abs())),
                 namespace: Some(EVENTS_NAMESPACE.into()),
                 labels: Some(
                     [(MANAGED_BY_LABEL.to_string(), REPORTER.to_string())]

@@ -179,8 +179,10 @@ impl Status {
     /// The server refused `body` of `object` as invalid.
     pub fn refused(&self, object: &str, body: u64, message: String) {
         self.with(|s| {
-            s.refused
-                .insert(object.to_string(), (body, message, std::time::Instant::now()))
+            s.refused.insert(
+                object.to_string(),
+                (body, message, std::time::Instant::now()),
+            )
         });
     }
 

@@ -4,8 +4,9 @@
 use super::data::Data;
 use std::sync::Arc;
 
-/// A command the user asked for: the writes (asked first, off with `--readonly`) and the
-/// audit (a read: dry-runs only). The source carries it out (live) or refuses it (offline).
+/// A command the user asked for: the writes (asked first, off with `--readonly`), the audit
+/// and test (reads: dry-runs only) and a context switch. The source carries it out (live) or
+/// refuses it (offline).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WriteCommand {
     /// Audit a template's or a constraint's scope (`kubectl vap audit TARGET`).
@@ -18,6 +19,8 @@ pub enum WriteCommand {
     Reconcile(String),
     /// Reconcile everything (`kubectl vap reconcile --all`).
     ReconcileAll,
+    /// Stop the live view and start one on another kubeconfig context (`:ctx NAME`).
+    SwitchContext(String),
 }
 
 impl WriteCommand {
@@ -31,6 +34,7 @@ impl WriteCommand {
                 format!("Reconcile template {t} (its VAP and bindings)?")
             }
             WriteCommand::ReconcileAll => "Reconcile everything (all templates, orphans)?".into(),
+            WriteCommand::SwitchContext(c) => format!("Switch to context {c}?"),
         }
     }
     /// The one-shot command line that does the same.
@@ -41,6 +45,7 @@ impl WriteCommand {
             WriteCommand::Replay(t) => format!("kubectl vap replay {t}"),
             WriteCommand::Reconcile(t) => format!("kubectl vap reconcile {t}"),
             WriteCommand::ReconcileAll => "kubectl vap reconcile --all".into(),
+            WriteCommand::SwitchContext(c) => format!("kubectl vap --context {c}"),
         }
     }
 }
@@ -92,8 +97,15 @@ pub enum Action {
     // `:` command input.
     CommandPush(char),
     CommandPop,
+    /// Tab: complete the command or the context name typed so far.
+    CommandComplete,
     CommandDone,
     CommandCancel,
+    // The list `:ctx` opens.
+    /// Move the selection by this many rows (bounded by the list's ends).
+    PickerMove(isize),
+    PickerDone,
+    PickerCancel,
     // Filter input.
     FilterPush(char),
     FilterPop,
@@ -117,5 +129,6 @@ pub enum Action {
     /// An audit's typed results (`a`), kept per constraint (`violations::Store`).
     Audited(Arc<crate::admission::audit::AuditReport>),
     Resize(u16, u16),
-    Tick,
+    /// The loop's timer; carries the clock, so the countdowns and ages it moves are tested.
+    Tick(chrono::DateTime<chrono::Utc>),
 }

@@ -2,7 +2,8 @@
 //! write comes back as `Action::Execute`, which the runtime hands to the data source.
 
 use super::action::{Action, Level, WriteCommand};
-use super::data::{Data, EventLine};
+use super::contexts;
+use super::data::{Data, EventLine, Link, Origin};
 use super::detail;
 use super::keymap::{Key, Keymap, Screen};
 use super::tree_view::{Filter, SortBy, TreeView, find};
@@ -33,6 +34,15 @@ pub struct Doc {
     pub scroll: usize,
 }
 
+/// The kubeconfig's contexts, as `:ctx` lists them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Picker {
+    pub names: Vec<String>,
+    /// The context in use (marked).
+    pub current: String,
+    pub selected: usize,
+}
+
 pub struct Flash {
     pub level: Level,
     pub text: String,
@@ -59,6 +69,11 @@ pub struct App {
     pub log_scroll: Option<usize>,
     /// A write waiting for y/n.
     pub confirm: Option<WriteCommand>,
+    /// The context list (`:ctx`), while it is open.
+    pub picker: Option<Picker>,
+    /// The time, from the loop's ticks; before the first, the data's clock (so the view is a
+    /// function of the state: ages and countdowns are measured from it).
+    pub clock: Option<chrono::DateTime<chrono::Utc>>,
     pub flash: Option<Flash>,
     /// The event log pane: reconcile actions (live) and command outcomes.
     pub log: VecDeque<EventLine>,
@@ -98,6 +113,8 @@ impl App {
             help_scroll: 0,
             doc: None,
             confirm: None,
+            picker: None,
+            clock: None,
             flash: None,
             log: VecDeque::new(),
             last_seq: None,
@@ -136,6 +153,9 @@ impl App {
                 Action::FilterCancel,
             );
         }
+        if self.command.is_some() && ev.code == KeyCode::Tab {
+            return Some(Action::CommandComplete);
+        }
         if self.command.is_some() {
             return typed(
                 ev,
@@ -144,6 +164,18 @@ impl App {
                 Action::CommandDone,
                 Action::CommandCancel,
             );
+        }
+        if let Some(p) = &self.picker {
+            let page = isize::try_from(p.names.len()).unwrap_or(isize::MAX);
+            return Some(match ev.code {
+                KeyCode::Up | KeyCode::Char('k') => Action::PickerMove(-1),
+                KeyCode::Down | KeyCode::Char('j') => Action::PickerMove(1),
+                KeyCode::PageUp | KeyCode::Home | KeyCode::Char('g') => Action::PickerMove(-page),
+                KeyCode::PageDown | KeyCode::End | KeyCode::Char('G') => Action::PickerMove(page),
+                KeyCode::Enter => Action::PickerDone,
+                KeyCode::Esc => Action::PickerCancel,
+                _ => Action::NotHere("contexts: ↑/↓ move, enter switches, esc closes".to_string()),
+            });
         }
         if self.confirm.is_some() {
             return match ev.code {
@@ -180,11 +212,17 @@ impl App {
         find(&data.analysis.tree, std::slice::from_ref(first))
     }
 
+    /// The time ages and countdowns are measured at: the loop's clock, else the data's.
+    pub fn now(&self) -> Option<chrono::DateTime<chrono::Utc>> {
+        self.clock
+            .or_else(|| self.data.as_ref().and_then(|d| d.snapshot.now))
+    }
+
     /// A flash from the UI itself: only errors go to the event log.
     fn flash(&mut self, level: Level, text: impl Into<String>) {
         let text = text.into();
         if level == Level::Error {
-            self.log_local(true, text.clone());
+            self.log_local(level, text.clone());
         }
         self.flash = Some(Flash {
             level,
@@ -193,12 +231,12 @@ impl App {
         });
     }
 
-    fn log_local(&mut self, error: bool, text: String) {
+    fn log_local(&mut self, level: Level, text: String) {
         self.local_seq += 1;
         self.push_log(EventLine {
             seq: self.local_seq,
             time: chrono::Local::now().format("%H:%M:%S").to_string(),
-            error,
+            level,
             text,
         });
     }
@@ -236,10 +274,19 @@ impl App {
     }
 
     fn set_data(&mut self, data: Arc<Data>) {
+        // Another live session (`:ctx`, a restart): what the old cluster said is not this one's.
+        if self
+            .data
+            .as_ref()
+            .is_some_and(|d| d.info.session != data.info.session)
+        {
+            self.new_session();
+        }
         // "loaded" only once every list has finished (a partial tree is no summary), and not
         // for a cluster that could not be read at all (its errors say more).
         let first = !self.announced
             && !data.info.syncing
+            && !matches!(data.info.link, Link::Connecting { .. })
             && (data.snapshot.object_count() > 0 || data.info.access_errors.is_empty());
         // Reconciler events not shown yet.
         for e in &data.events {
@@ -261,7 +308,7 @@ impl App {
             }
             let s = &data.summary;
             self.log_local(
-                false,
+                Level::Info,
                 format!(
                     "loaded {} objects: {} errors, {} warnings, {} infos, {} planned writes",
                     data.snapshot.object_count(),
@@ -282,6 +329,19 @@ impl App {
         }
     }
 
+    /// Forgets what belonged to the previous live session: its audit results, the documents
+    /// and questions about its objects; "loaded" is said again for the new one.
+    fn new_session(&mut self) {
+        self.violations = super::violations::Store::default();
+        self.announced = false;
+        self.confirm = None;
+        self.test_path = None;
+        if self.screen == Screen::Doc {
+            self.screen = Screen::Main;
+            self.doc = None;
+        }
+    }
+
     /// The kept audit results on the tree, stale ones marked against the current snapshot.
     fn show_violations(&mut self) {
         if let Some(d) = &self.data {
@@ -290,8 +350,8 @@ impl App {
         }
     }
 
-    /// Why no write can run now (read-only, offline, observing, not the lease holder).
-    fn write_refusal(&self) -> Option<String> {
+    /// Why no write can run now (read-only, offline, not connected yet).
+    pub fn write_refusal(&self) -> Option<String> {
         if self.keymap.readonly() {
             return Some("read-only: write actions are off (--readonly)".to_string());
         }
@@ -304,7 +364,7 @@ impl App {
     /// What `a` audits: the selected constraint (`Kind/name`), else the selection's template.
     fn audit_target(&self) -> Result<String, String> {
         match self.data.as_ref().map(|d| &d.origin) {
-            Some(super::data::Origin::Live { .. }) => {}
+            Some(Origin::Live { .. }) => {}
             _ => return Err("audit needs a cluster: it dry-runs existing objects".into()),
         }
         if let Some(kind_name) = self
@@ -418,22 +478,109 @@ impl App {
                 };
                 self.rebuild();
             }
-            ("ctx" | "context", Some(name)) => self.flash(
-                Level::Warn,
-                format!(
-                    "`:ctx` is not available yet: run `kubectl vap --context {name}`"
-                ),
-            ),
-            ("ctx" | "context", None) => self.flash(
-                Level::Warn,
-                "`:ctx NAME` names a kubeconfig context (switching in place is not available yet)",
-            ),
+            ("ctx" | "context", name) => return self.context_command(name),
             _ => self.flash(
                 Level::Warn,
-                format!(":{line}: unknown command — :help lists the keys; commands are :q, :help, :events, :sort name|state, :ctx NAME"),
+                format!(":{line}: unknown command — :help lists the keys; commands are :q, :help, :events, :sort name|state, :ctx [NAME]"),
             ),
         }
         None
+    }
+}
+
+impl App {
+    /// `:ctx` lists the kubeconfig's contexts; `:ctx NAME` switches to one.
+    fn context_command(&mut self, name: Option<&str>) -> Option<Action> {
+        let Some(data) = self.data.clone() else {
+            self.flash(Level::Warn, "no data yet: the live view is starting");
+            return None;
+        };
+        if let Origin::Offline { .. } = data.origin {
+            self.flash(
+                Level::Warn,
+                "offline snapshot (-f): there is no context to switch",
+            );
+            return None;
+        }
+        let names = &data.info.contexts;
+        if names.is_empty() {
+            self.flash(
+                Level::Warn,
+                "no contexts: the kubeconfig could not be read (the log says why)",
+            );
+            return None;
+        }
+        match name {
+            None => {
+                let current = data.info.context.clone();
+                self.picker = Some(Picker {
+                    selected: names.iter().position(|n| *n == current).unwrap_or(0),
+                    names: names.clone(),
+                    current,
+                });
+                None
+            }
+            Some(name) if names.iter().any(|n| n == name) => {
+                Some(self.switch_context(name.to_string()))
+            }
+            Some(name) => {
+                let close = contexts::matches(names, name);
+                let hint = match close.as_slice() {
+                    [] => "; :ctx lists them".to_string(),
+                    [one] => format!(" — did you mean {one}?"),
+                    many => format!(
+                        " — did you mean one of {}?",
+                        many.iter().take(4).copied().collect::<Vec<_>>().join(", ")
+                    ),
+                };
+                self.flash(
+                    Level::Warn,
+                    format!("no context {name:?} in the kubeconfig{hint}"),
+                );
+                None
+            }
+        }
+    }
+
+    /// Hands a switch to the source (the header and tree follow once it has switched).
+    fn switch_context(&mut self, name: String) -> Action {
+        Action::Execute(WriteCommand::SwitchContext(name))
+    }
+
+    /// What tab makes of the command line typed so far: a command's name, or the context
+    /// `:ctx` names.
+    fn completion(&self, line: &str) -> Option<String> {
+        const VERBS: [&str; 5] = ["ctx", "events", "help", "q", "sort"];
+        match line.split_once(' ') {
+            Some((verb @ ("ctx" | "context"), arg)) => {
+                let names = &self.data.as_ref()?.info.contexts;
+                let arg = arg.trim_start();
+                contexts::complete(names, arg).map(|c| format!("{verb} {c}"))
+            }
+            Some(("sort", arg)) => ["name", "state"]
+                .iter()
+                .find(|w| w.starts_with(arg.trim_start()))
+                .map(|w| format!("sort {w}")),
+            Some(_) => None,
+            None => {
+                let mut found = VERBS.iter().filter(|v| v.starts_with(line));
+                match (found.next(), found.next()) {
+                    (Some(v), None) => Some(format!("{v} ")),
+                    _ => None,
+                }
+            }
+        }
+    }
+
+    /// Contexts that the `:ctx` argument typed so far could be (for the prompt's hint).
+    pub fn context_suggestions(&self) -> Vec<&str> {
+        let (Some(line), Some(data)) = (self.command.as_deref(), self.data.as_ref()) else {
+            return Vec::new();
+        };
+        match line.trim_start_matches(':').split_once(' ') {
+            Some(("ctx" | "context", arg)) => contexts::matches(&data.info.contexts, arg.trim()),
+            _ => Vec::new(),
+        }
     }
 }
 
@@ -454,20 +601,96 @@ fn typed(
     }
 }
 
-/// The one place the state changes.
+/// The one place the state changes: each concern has its own function below.
 pub fn update(app: &mut App, action: Action) -> Option<Action> {
     // Any key clears a stale flash (errors stay until then).
-    match &action {
-        Action::Tick
-        | Action::Data(_)
-        | Action::Audited(_)
-        | Action::Resize(..)
-        | Action::Flash(..) => {}
-        _ => app.flash = None,
+    if !matches!(
+        action,
+        Action::Tick(_)
+            | Action::Data(_)
+            | Action::Audited(_)
+            | Action::Resize(..)
+            | Action::Flash(..)
+    ) {
+        app.flash = None;
     }
     match action {
-        Action::Quit => app.quit = true,
-        Action::NotHere(why) => app.flash(Level::Warn, why),
+        Action::Quit => {
+            app.quit = true;
+            None
+        }
+        Action::NotHere(why) => {
+            app.flash(Level::Warn, why);
+            None
+        }
+        a @ (Action::StartCommand
+        | Action::CommandPush(_)
+        | Action::CommandPop
+        | Action::CommandComplete
+        | Action::CommandCancel
+        | Action::CommandDone) => on_command(app, a),
+        a @ (Action::PickerMove(_) | Action::PickerDone | Action::PickerCancel) => {
+            on_picker(app, a)
+        }
+        a @ (Action::StartFilter
+        | Action::FilterPush(_)
+        | Action::FilterPop
+        | Action::FilterDone
+        | Action::FilterCancel
+        | Action::FaultsOnly
+        | Action::Sort) => {
+            on_filter(app, a);
+            None
+        }
+        a @ (Action::Help
+        | Action::Events
+        | Action::Back
+        | Action::Yaml
+        | Action::Diff
+        | Action::Wrap
+        | Action::Copy) => {
+            on_view(app, a);
+            None
+        }
+        a @ (Action::Up
+        | Action::Down
+        | Action::Left
+        | Action::Right
+        | Action::Enter
+        | Action::PageUp
+        | Action::PageDown
+        | Action::First
+        | Action::Last) => {
+            on_move(app, a);
+            None
+        }
+        a @ (Action::Audit
+        | Action::TestFile
+        | Action::PathPush(_)
+        | Action::PathPop
+        | Action::PathDone
+        | Action::PathCancel) => on_read(app, a),
+        a @ (Action::Replay
+        | Action::Reconcile
+        | Action::ReconcileAll
+        | Action::Ask(_)
+        | Action::ConfirmYes
+        | Action::ConfirmNo
+        | Action::Execute(_)) => on_write(app, a),
+        a @ (Action::Data(_)
+        | Action::Flash(..)
+        | Action::Audited(_)
+        | Action::Resize(..)
+        | Action::Tick(_)) => {
+            on_outside(app, a);
+            None
+        }
+    }
+}
+
+/// `:` typed: the line, tab completion, and running it.
+fn on_command(app: &mut App, action: Action) -> Option<Action> {
+    match action {
         Action::StartCommand => app.command = Some(String::new()),
         Action::CommandPush(c) => {
             if let Some(l) = &mut app.command {
@@ -479,10 +702,75 @@ pub fn update(app: &mut App, action: Action) -> Option<Action> {
                 l.pop();
             }
         }
+        Action::CommandComplete => {
+            if let Some(done) = app.command.as_deref().and_then(|l| app.completion(l)) {
+                app.command = Some(done);
+            }
+        }
         Action::CommandCancel => app.command = None,
         Action::CommandDone => {
             let line = app.command.take().unwrap_or_default();
             return app.run_command(line.trim().trim_start_matches(':'));
+        }
+        _ => {}
+    }
+    None
+}
+
+/// The context list `:ctx` opened.
+fn on_picker(app: &mut App, action: Action) -> Option<Action> {
+    let picker = app.picker.as_mut()?;
+    match action {
+        Action::PickerMove(by) => {
+            let last = picker.names.len().saturating_sub(1);
+            picker.selected = picker.selected.saturating_add_signed(by).min(last);
+        }
+        Action::PickerDone => {
+            let name = picker.names.get(picker.selected).cloned();
+            app.picker = None;
+            return name.map(|n| app.switch_context(n));
+        }
+        Action::PickerCancel => app.picker = None,
+        _ => {}
+    }
+    None
+}
+
+/// What the tree shows: the filter typed with `/`, faults only, the order.
+fn on_filter(app: &mut App, action: Action) {
+    match action {
+        Action::StartFilter => app.editing_filter = true,
+        Action::FilterPush(c) => {
+            app.filter.text.push(c);
+            app.rebuild();
+        }
+        Action::FilterPop => {
+            app.filter.text.pop();
+            app.rebuild();
+        }
+        Action::FilterDone => {
+            app.editing_filter = false;
+            if app.filter.is_active() && app.tree.shown == 0 {
+                app.flash(
+                    Level::Warn,
+                    format!("nothing matches {:?}", app.filter.text),
+                );
+            }
+        }
+        Action::FilterCancel => {
+            app.editing_filter = false;
+            app.filter.text.clear();
+            app.rebuild();
+        }
+        Action::FaultsOnly => {
+            app.filter.faults_only = !app.filter.faults_only;
+            app.rebuild();
+            let text = if app.filter.faults_only {
+                format!("faults only: {} nodes shown", app.tree.shown)
+            } else {
+                "showing everything".to_string()
+            };
+            app.flash(Level::Info, text);
         }
         Action::Sort => {
             app.filter.sort = app.filter.sort.next();
@@ -491,6 +779,58 @@ pub fn update(app: &mut App, action: Action) -> Option<Action> {
                 Level::Info,
                 format!("sorted by {}", app.filter.sort.as_str()),
             );
+        }
+        _ => {}
+    }
+}
+
+/// Which screen is shown (help, events, YAML, diff, back) and how (wrap), and copying it.
+fn on_view(app: &mut App, action: Action) {
+    match action {
+        Action::Help => {
+            app.screen = if app.screen == Screen::Help {
+                Screen::Main
+            } else {
+                Screen::Help
+            };
+            app.help_scroll = 0;
+        }
+        Action::Events => {
+            app.screen = if app.screen == Screen::Events {
+                Screen::Main
+            } else {
+                Screen::Events
+            };
+            app.log_scroll = None;
+        }
+        Action::Back => match app.screen {
+            Screen::Doc | Screen::Help | Screen::Events => {
+                app.screen = Screen::Main;
+                app.doc = None;
+            }
+            Screen::Main if app.filter.is_active() => {
+                // The order is a preference, not a filter: it stays.
+                app.filter = Filter {
+                    sort: app.filter.sort,
+                    ..Filter::default()
+                };
+                app.rebuild();
+                app.flash(Level::Info, "filter cleared");
+            }
+            Screen::Main => {}
+        },
+        Action::Yaml | Action::Diff => {
+            let kind = if matches!(action, Action::Yaml) {
+                DocKind::Yaml
+            } else {
+                DocKind::Diff
+            };
+            if app.screen == Screen::Doc && app.doc.as_ref().is_some_and(|d| d.kind == kind) {
+                app.screen = Screen::Main;
+                app.doc = None;
+            } else {
+                app.open_doc(kind);
+            }
         }
         Action::Wrap => {
             app.wrap = !app.wrap;
@@ -515,95 +855,73 @@ pub fn update(app: &mut App, action: Action) -> Option<Action> {
             }
             None => app.flash(Level::Warn, "nothing selected to copy"),
         },
-        Action::Events => {
-            app.screen = if app.screen == Screen::Events {
-                Screen::Main
-            } else {
-                Screen::Events
-            };
-            app.log_scroll = None;
+        _ => {}
+    }
+}
+
+/// Moving: the tree's selection on the main screen, scrolling elsewhere.
+fn on_move(app: &mut App, action: Action) {
+    if app.screen != Screen::Main {
+        match action {
+            Action::Up => app.scroll(|s, _| s.saturating_sub(1)),
+            Action::Down => app.scroll(|s, _| s + 1),
+            Action::PageUp => app.scroll(|s, p| s.saturating_sub(p)),
+            Action::PageDown => app.scroll(|s, p| s + p),
+            Action::First => app.scroll(|_, _| 0),
+            Action::Last => app.scroll(|_, _| usize::MAX),
+            // Expanding means nothing off the tree.
+            _ => {}
         }
-        Action::Help => {
-            app.screen = if app.screen == Screen::Help {
-                Screen::Main
-            } else {
-                Screen::Help
-            };
-            app.help_scroll = 0;
+        return;
+    }
+    let page = app.page;
+    let state = &mut app.tree.state;
+    match action {
+        Action::Up => {
+            state.key_up();
         }
-        Action::Back => match app.screen {
-            Screen::Doc | Screen::Help | Screen::Events => {
-                app.screen = Screen::Main;
-                app.doc = None;
-            }
-            Screen::Main if app.filter.is_active() => {
-                // The order is a preference, not a filter: it stays.
-                app.filter = Filter {
-                    sort: app.filter.sort,
-                    ..Filter::default()
-                };
-                app.rebuild();
-                app.flash(Level::Info, "filter cleared");
-            }
-            Screen::Main => {}
-        },
-        Action::StartFilter => app.editing_filter = true,
-        Action::FilterPush(c) => {
-            app.filter.text.push(c);
-            app.rebuild();
+        Action::Down => {
+            state.key_down();
         }
-        Action::FilterPop => {
-            app.filter.text.pop();
-            app.rebuild();
+        Action::PageUp => {
+            state.select_relative(|c| c.unwrap_or(0).saturating_sub(page));
         }
-        Action::FilterDone => {
-            app.editing_filter = false;
-            if app.filter.is_active() && app.tree.shown == 0 {
-                app.flash(
-                    Level::Warn,
-                    format!("nothing matches {:?}", app.filter.text),
-                );
-            }
+        Action::PageDown => {
+            state.select_relative(|c| c.unwrap_or(0) + page);
         }
-        Action::FilterCancel => {
-            app.editing_filter = false;
-            app.filter.text.clear();
-            app.rebuild();
+        Action::First => {
+            state.select_first();
+        }
+        Action::Last => {
+            state.select_last();
         }
         Action::Enter | Action::Left | Action::Right => {
-            let before = app.tree.state.opened().clone();
+            let before = state.opened().clone();
             match action {
-                Action::Enter => app.tree.state.toggle_selected(),
-                Action::Left => app.tree.state.key_left(),
-                _ => app.tree.state.key_right(),
+                Action::Enter => state.toggle_selected(),
+                Action::Left => state.key_left(),
+                _ => state.key_right(),
             };
             app.tree.refresh_open(&app.filter, &before);
         }
-        Action::Yaml | Action::Diff => {
-            let kind = if matches!(action, Action::Yaml) {
-                DocKind::Yaml
-            } else {
-                DocKind::Diff
-            };
-            if app.screen == Screen::Doc && app.doc.as_ref().is_some_and(|d| d.kind == kind) {
-                app.screen = Screen::Main;
-                app.doc = None;
-            } else {
-                app.open_doc(kind);
+        _ => {}
+    }
+}
+
+/// The reads that run against the cluster: audit (`a`) and test (`t`, with its path).
+fn on_read(app: &mut App, action: Action) -> Option<Action> {
+    match action {
+        Action::Audit => match app.audit_target() {
+            Ok(target) => {
+                if let Some(d) = &app.data {
+                    app.violations.begin(&target, &d.snapshot);
+                }
+                return Some(Action::Execute(WriteCommand::Audit(target)));
             }
-        }
-        Action::FaultsOnly => {
-            app.filter.faults_only = !app.filter.faults_only;
-            app.rebuild();
-            let text = if app.filter.faults_only {
-                format!("faults only: {} nodes shown", app.tree.shown)
-            } else {
-                "showing everything".to_string()
-            };
-            app.flash(Level::Info, text);
-        }
+            Err(why) => app.flash(Level::Error, why),
+        },
         Action::TestFile => match app.data.as_ref().map(|d| &d.origin) {
-            Some(super::data::Origin::Live { .. }) => app.test_path = Some(String::new()),
+            Some(Origin::Live { .. }) => app.test_path = Some(String::new()),
             _ => app.flash(
                 Level::Error,
                 "test needs a cluster: kubectl vap test --offline -f explains offline",
@@ -626,15 +944,14 @@ pub fn update(app: &mut App, action: Action) -> Option<Action> {
             }
             None => app.flash(Level::Info, "no file given: nothing tested"),
         },
-        Action::Audit => match app.audit_target() {
-            Ok(target) => {
-                if let Some(d) = &app.data {
-                    app.violations.begin(&target, &d.snapshot);
-                }
-                return Some(Action::Execute(WriteCommand::Audit(target)));
-            }
-            Err(why) => app.flash(Level::Error, why),
-        },
+        _ => {}
+    }
+    None
+}
+
+/// The writes (replay, reconcile): refused or asked about, confirmed, handed on.
+fn on_write(app: &mut App, action: Action) -> Option<Action> {
+    match action {
         Action::Replay | Action::Reconcile | Action::ReconcileAll => {
             // Why it cannot run at all comes first, then what the selection allows.
             if let Some(why) = app.write_refusal() {
@@ -656,7 +973,8 @@ pub fn update(app: &mut App, action: Action) -> Option<Action> {
             }
         }
         Action::ConfirmNo => {
-            if app.confirm.take().is_some() {
+            let asked = app.confirm.take().is_some();
+            if asked {
                 app.flash(Level::Info, "cancelled");
             }
         }
@@ -664,6 +982,15 @@ pub fn update(app: &mut App, action: Action) -> Option<Action> {
             // Reaches `update` only when no source can carry it out.
             app.flash(Level::Error, format!("cannot run `{}` here", cmd.cli()));
         }
+        _ => {}
+    }
+    None
+}
+
+/// What comes from outside the keyboard: data, messages, audit results, the terminal's size,
+/// the clock.
+fn on_outside(app: &mut App, action: Action) {
+    match action {
         Action::Data(d) => app.set_data(d),
         Action::Audited(report) => {
             if let Some(d) = &app.data {
@@ -674,7 +1001,7 @@ pub fn update(app: &mut App, action: Action) -> Option<Action> {
         Action::Flash(level, text) => {
             // From a source or a command: an outcome worth keeping in the log.
             if level != Level::Error {
-                app.log_local(false, text.clone());
+                app.log_local(level, text.clone());
             }
             app.flash(level, text);
         }
@@ -683,8 +1010,12 @@ pub fn update(app: &mut App, action: Action) -> Option<Action> {
             app.page = usize::from(view::tree_rows(app)).max(1);
             app.scroll(|s, _| s);
         }
-        Action::Tick => {
-            app.reevaluate(chrono::Utc::now());
+        Action::Tick(now) => {
+            // Ages and countdowns on screen move with the clock: redraw when their text does.
+            let before = view::ticking(app);
+            app.clock = Some(now);
+            app.redraw |= view::ticking(app) != before;
+            app.reevaluate(now);
             if app
                 .flash
                 .as_ref()
@@ -693,48 +1024,8 @@ pub fn update(app: &mut App, action: Action) -> Option<Action> {
                 app.flash = None;
             }
         }
-        Action::Up => match app.screen {
-            Screen::Main => {
-                app.tree.state.key_up();
-            }
-            _ => app.scroll(|s, _| s.saturating_sub(1)),
-        },
-        Action::Down => match app.screen {
-            Screen::Main => {
-                app.tree.state.key_down();
-            }
-            _ => app.scroll(|s, _| s + 1),
-        },
-        Action::PageUp => match app.screen {
-            Screen::Main => {
-                let page = app.page;
-                app.tree
-                    .state
-                    .select_relative(|c| c.unwrap_or(0).saturating_sub(page));
-            }
-            _ => app.scroll(|s, p| s.saturating_sub(p)),
-        },
-        Action::PageDown => match app.screen {
-            Screen::Main => {
-                let page = app.page;
-                app.tree.state.select_relative(|c| c.unwrap_or(0) + page);
-            }
-            _ => app.scroll(|s, p| s + p),
-        },
-        Action::First => match app.screen {
-            Screen::Main => {
-                app.tree.state.select_first();
-            }
-            _ => app.scroll(|_, _| 0),
-        },
-        Action::Last => match app.screen {
-            Screen::Main => {
-                app.tree.state.select_last();
-            }
-            _ => app.scroll(|_, _| usize::MAX),
-        },
+        _ => {}
     }
-    None
 }
 
 /// Runs an action and everything it leads to. `execute` carries out confirmed writes (the

@@ -1,6 +1,7 @@
 //! What the UI shows, as the data source hands it over: a snapshot, its analysis (computed off
 //! the UI thread, once per change), and what is known about the cluster and the reconciler.
 
+use super::action::Level;
 use crate::core::{Analysis, Options, Summary, analyze};
 use crate::snapshot::Snapshot;
 use chrono::{DateTime, Utc};
@@ -13,8 +14,8 @@ pub enum Origin {
     /// `-f`: files or stdin. Nothing to reconcile.
     Offline { paths: Vec<String> },
     /// A cluster. `reconciling`: this copy runs the embedded reconciler (`--reconcile`);
-    /// `refusal`: why writes cannot run now (observing, not the lease holder, Gatekeeper's
-    /// generator active), if they cannot.
+    /// `refusal`: why replay and reconcile cannot be sent now (not connected yet), if they
+    /// cannot; connected, they go to the lease holder wherever it runs.
     Live {
         reconciling: bool,
         refusal: Option<String>,
@@ -52,14 +53,15 @@ pub struct AccessError {
     pub message: String,
 }
 
-/// One line of the event log (reconcile actions, command outcomes).
+/// One line of the event log (reconcile actions, the cluster's Events, command outcomes).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EventLine {
     /// Increasing: lines already shown are not shown twice.
     pub seq: u64,
     /// `HH:MM:SS`.
     pub time: String,
-    pub error: bool,
+    /// Error lines are red, warnings yellow.
+    pub level: Level,
     pub text: String,
 }
 
@@ -67,15 +69,75 @@ pub struct EventLine {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ClusterInfo {
     pub context: String,
+    /// The kubeconfig's contexts (live), for `:ctx`; empty offline or when it cannot be read.
+    pub contexts: Vec<String>,
+    /// Which live session of the source this is: a new one (another context, a restart)
+    /// starts from an empty tree and forgets what the old cluster said.
+    pub session: u64,
     pub server_version: Option<String>,
     /// The served VAP API version (`v1`, `v1beta1`), `None` when unknown.
     pub vap_api: Option<String>,
-    pub lease_holder: Option<String>,
-    /// Whether this copy holds the lease.
-    pub leading: bool,
+    /// Who reconciles, as the Lease says.
+    pub leader: Leader,
+    /// Whether the API server answers.
+    pub link: Link,
+    /// Live, with `--reconcile`: Gatekeeper's own VAP generator looks active (what was seen),
+    /// so this copy does not write.
+    pub gatekeeper_generator: Option<String>,
     pub access_errors: Vec<AccessError>,
     /// Live: not every watch has listed yet, so the tree may be partial.
     pub syncing: bool,
+}
+
+/// The reconciler's leader, from the Lease and what its holder publishes with its renewals.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Leader {
+    /// `namespace/name` of the Lease.
+    pub lease: String,
+    /// The holder's identity, if anyone holds the Lease.
+    pub holder: Option<String>,
+    /// The holder's pod, when it runs in a cluster.
+    pub pod: Option<String>,
+    /// This copy holds the Lease.
+    pub this_copy: bool,
+    /// When the holder acquired the Lease.
+    pub since: Option<DateTime<Utc>>,
+    /// Work items the leader had queued (at its last renewal).
+    pub queue: Option<usize>,
+    /// When the leader's queue last drained.
+    pub last_sync: Option<DateTime<Utc>>,
+    /// Nobody holds the Lease, or its holder stopped renewing it: no copy reconciles.
+    pub vacant: bool,
+}
+
+impl Leader {
+    /// How the header names the leader: this copy, else its pod, else its identity.
+    pub fn name(&self) -> Option<String> {
+        if self.this_copy {
+            return Some("this copy".to_string());
+        }
+        self.pod.clone().or_else(|| self.holder.clone())
+    }
+}
+
+/// Whether the API server answers the live source.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Link {
+    /// Answering (and offline: nothing to answer).
+    #[default]
+    Up,
+    /// The live view is starting: attempt `attempt`; after a failure, `message` says why and
+    /// `retry_at` when the next attempt starts.
+    Connecting {
+        attempt: u32,
+        retry_at: Option<DateTime<Utc>>,
+        message: Option<String>,
+    },
+    /// Running, but no answer since `since`; the watches retry by themselves.
+    Unreachable {
+        since: DateTime<Utc>,
+        message: String,
+    },
 }
 
 /// One consistent state to draw: analysis and snapshot always belong together.

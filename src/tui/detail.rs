@@ -152,17 +152,14 @@ pub fn summary(data: &Data, node: &Node) -> Vec<Line<'static>> {
 
     if let Origin::Live { .. } = data.origin {
         out.push(Line::default());
-        let holder = data
-            .info
-            .lease_holder
-            .clone()
-            .unwrap_or_else(|| "nobody".to_string());
-        let who = if data.info.leading {
-            " (this copy)"
-        } else {
-            ""
+        let leader = &data.info.leader;
+        let text = match (&leader.holder, leader.vacant) {
+            (_, true) => "nobody renews it: no copy reconciles".to_string(),
+            (Some(holder), false) if leader.this_copy => format!("held by {holder} (this copy)"),
+            (Some(holder), false) => format!("held by {holder}"),
+            (None, false) => "held by nobody".to_string(),
         };
-        out.push(field("lease", format!("held by {holder}{who}")));
+        out.push(field("lease", text));
     }
     out
 }

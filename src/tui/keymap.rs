@@ -187,7 +187,7 @@ pub static TABLE: &[Entry] = &[
         keys: &[Key::Char(':')],
         action: Action::StartCommand,
         hint: None,
-        help: "command: :q, :help, :events, :sort name|state, :ctx NAME",
+        help: "command: :q, :help, :events, :sort name|state, :ctx (list contexts), :ctx NAME (switch); tab completes",
         write: false,
         screens: ALL,
     },
@@ -211,7 +211,7 @@ pub static TABLE: &[Entry] = &[
         keys: &[Key::Char('p')],
         action: Action::Replay,
         hint: Some("replay"),
-        help: "replay the selected template's constraints (asks first)",
+        help: "replay the selected template's constraints (asks first; done by the lease holder)",
         write: true,
         screens: MAIN,
     },
@@ -219,7 +219,7 @@ pub static TABLE: &[Entry] = &[
         keys: &[Key::Char('r')],
         action: Action::Reconcile,
         hint: Some("reconcile"),
-        help: "reconcile the selected template: its VAP and bindings (asks first)",
+        help: "reconcile the selected template: its VAP and bindings (asks first; done by the lease holder)",
         write: true,
         screens: MAIN,
     },
@@ -227,7 +227,7 @@ pub static TABLE: &[Entry] = &[
         keys: &[Key::Char('R')],
         action: Action::ReconcileAll,
         hint: Some("reconcile all"),
-        help: "reconcile everything, orphans included (asks first)",
+        help: "reconcile everything, orphans included (asks first; done by the lease holder)",
         write: true,
         screens: MAIN,
     },
@@ -338,10 +338,15 @@ impl Keymap {
 
     /// `(keys, word)` pairs for the hint bar of a screen.
     pub fn hints(&self, screen: Screen) -> Vec<(String, &'static str)> {
-        self.entries()
-            .filter(|e| e.screens.contains(&screen))
-            .filter_map(|e| e.hint.map(|h| (keys_label(e.keys), h)))
+        self.hint_entries(screen)
+            .map(|e| (keys_label(e.keys), e.hint.unwrap_or_default()))
             .collect()
+    }
+
+    /// The entries the hint bar of a screen shows, in table order.
+    pub fn hint_entries(&self, screen: Screen) -> impl Iterator<Item = &'static Entry> + '_ {
+        self.entries()
+            .filter(move |e| e.screens.contains(&screen) && e.hint.is_some())
     }
 }
 

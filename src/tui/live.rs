@@ -1,298 +1,202 @@
-//! The live source: a thin adapter over the reconciler's handle. It runs the reconciler on its
-//! own tokio runtime (on a background thread), turns each published `LiveState` into `Data`
-//! (analysis included, off the UI thread), forwards confirmed writes as `Command`s, and on
-//! quit asks the reconciler to stop and waits (bounded) for it to release the lease.
+//! The live source: a thin adapter over the reconciler's handle ([`Controller`]), the TUI's
+//! only door to it. On a thread of its own it starts the reconciler (retrying with backoff
+//! while the API server does not answer), turns each published `LiveState` into `Data`
+//! (analysis included, off the UI thread), sends replay/reconcile as requests to whichever
+//! copy leads, runs audits and tests on the snapshot the reconciler holds, switches context
+//! (`:ctx`), and on quit asks the reconciler to stop and waits (bounded) for it to release the
+//! lease.
 
 use super::action::{Action, Level, WriteCommand};
-use super::data::{AccessError, AccessKind, ClusterInfo, Data, EventLine, Origin};
+use super::contexts;
+use super::data::Data;
+use super::from_live::{connecting, unavailable};
 use super::source::{Notify, Source};
-use crate::cli::args::ConnectionArgs;
-use crate::controller::{
-    self, AccessErrorKind, Command, Config, Controller, EventResult, LiveState, ReconcileEvent,
-};
+use crate::cluster::client::ConnectionOptions;
+use crate::controller::{self, Command, Config, Controller, RequestOutcome};
 use crate::core::Options;
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
-/// How long quitting waits for the reconciler to release the lease.
+pub use super::from_live::{EventCursor, data_from_live};
+
+/// How long quitting (or switching context) waits for the reconciler to release the lease.
 const STOP_WAIT: Duration = Duration::from_secs(5);
 /// Bursts of changes are drawn once per this interval at most.
 const COALESCE: Duration = Duration::from_millis(100);
+/// How long a replay or reconcile waits for the leader's answer.
+const REQUEST_WAIT: Duration = Duration::from_secs(120);
+/// Retrying a start that failed: the first wait, doubled each time up to the last.
+const FIRST_RETRY: Duration = Duration::from_secs(1);
+const LAST_RETRY: Duration = Duration::from_secs(30);
 
-pub struct Live {
-    conn: ConnectionArgs,
+/// How long to wait after the `failures`-th failed start in a row: 1 s, doubling, at most 30 s.
+pub fn retry_delay(failures: u32) -> Duration {
+    let doublings = failures.saturating_sub(1).min(16);
+    FIRST_RETRY.saturating_mul(1 << doublings).min(LAST_RETRY)
+}
+
+/// What the command line chose (`cli` builds it).
+#[derive(Clone)]
+struct Settings {
+    conn: ConnectionOptions,
     opts: Options,
     /// `--reconcile` (and not `--readonly`): compete for the lease and write.
     reconcile: bool,
     /// `--lease-namespace`, `--lease-name`: the Lease to compete for, or to read the holder of.
     lease: (String, String),
-    handle: Arc<Mutex<Option<Controller>>>,
+}
+
+/// A running live view: what requests, audits and tests go through.
+#[derive(Clone)]
+struct Session {
+    controller: Controller,
     /// The runtime the reconciler runs on (requests are sent from it).
-    runtime: Arc<Mutex<Option<tokio::runtime::Handle>>>,
-    /// To report audits (`a`), which run beside the reconciler.
+    runtime: tokio::runtime::Handle,
+    /// The connection it was started with (audits and tests make their own clients).
+    conn: ConnectionOptions,
+}
+
+/// What the UI asks of the source thread.
+enum Control {
+    Switch(String),
+    Stop,
+}
+
+/// How a session ended.
+enum Next {
+    Quit,
+    Switch(String),
+}
+
+impl From<Option<Control>> for Next {
+    fn from(c: Option<Control>) -> Self {
+        match c {
+            Some(Control::Switch(name)) => Next::Switch(name),
+            // Stopped, or the source is gone.
+            Some(Control::Stop) | None => Next::Quit,
+        }
+    }
+}
+
+pub struct Live {
+    settings: Settings,
+    session: Arc<Mutex<Option<Session>>>,
+    /// The context shown, for the messages of a switch.
+    context: Arc<Mutex<String>>,
     notify: Option<Notify>,
-    stop: Option<tokio::sync::watch::Sender<bool>>,
+    control: Option<UnboundedSender<Control>>,
     done: Option<mpsc::Receiver<()>>,
 }
 
 impl Live {
     pub fn new(
-        conn: ConnectionArgs,
+        conn: impl Into<ConnectionOptions>,
         opts: Options,
         reconcile: bool,
         lease: (String, String),
     ) -> Self {
         Live {
-            conn,
-            opts,
-            reconcile,
-            lease,
-            handle: Arc::new(Mutex::new(None)),
-            runtime: Arc::new(Mutex::new(None)),
+            settings: Settings {
+                conn: conn.into(),
+                opts,
+                reconcile,
+                lease,
+            },
+            session: Arc::new(Mutex::new(None)),
+            context: Arc::new(Mutex::new(String::new())),
             notify: None,
-            stop: None,
+            control: None,
             done: None,
         }
     }
-}
 
-/// The kubeconfig context the header shows.
-fn context_name(conn: &ConnectionArgs) -> String {
-    if let Some(c) = &conn.context {
-        return c.clone();
-    }
-    let first = conn
-        .kubeconfig
-        .as_deref()
-        .and_then(|p| std::env::split_paths(p).find(|p| !p.as_os_str().is_empty()));
-    let kc = match first {
-        Some(path) => kube::config::Kubeconfig::read_from(path).ok(),
-        None => kube::config::Kubeconfig::read().ok(),
-    };
-    kc.and_then(|k| k.current_context)
-        .unwrap_or_else(|| "(current context)".to_string())
-}
-
-/// Data that says the cluster cannot be shown, and why.
-fn unavailable(context: &str, reconcile: bool, resource: &str, message: String) -> Data {
-    unavailable_as(context, reconcile, resource, AccessKind::Other, message)
-}
-
-/// What a failed start means on screen: a 403 is "restricted", a missing VAP API "disabled".
-pub fn start_error_kind(e: &controller::Error) -> (String, AccessKind) {
-    use crate::cluster::KubeError;
-    match e {
-        controller::Error::Kube(KubeError::Forbidden { what, .. }) => {
-            (what.clone(), AccessKind::Forbidden)
-        }
-        controller::Error::Kube(KubeError::VapApiMissing) => (
-            "validatingadmissionpolicies.admissionregistration.k8s.io".to_string(),
-            AccessKind::Disabled,
-        ),
-        _ => ("cluster".to_string(), AccessKind::Other),
+    fn current(&self) -> Option<Session> {
+        self.session.lock().ok().and_then(|s| s.clone())
     }
 }
 
-fn unavailable_as(
-    context: &str,
-    reconcile: bool,
-    resource: &str,
-    kind: AccessKind,
-    message: String,
-) -> Data {
-    let info = ClusterInfo {
-        context: context.to_string(),
-        access_errors: vec![AccessError {
-            resource: resource.to_string(),
-            kind,
-            message,
-        }],
-        ..ClusterInfo::default()
-    };
-    Data::prepare(
-        Origin::Live {
-            reconciling: reconcile,
-            refusal: Some("not connected".to_string()),
-        },
-        info,
-        Arc::default(),
-        &Options::default(),
-        Vec::new(),
-    )
-}
-
-/// Assigns stable sequence numbers to the reconciler's bounded event log, so each event is
-/// shown once.
-#[derive(Default)]
-pub struct EventCursor {
-    last: Option<ReconcileEvent>,
-    seq: u64,
-}
-
-impl EventCursor {
-    pub fn new_events(&mut self, state: &LiveState) -> Vec<EventLine> {
-        let start = match &self.last {
-            Some(last) => state
-                .events
-                .iter()
-                .rposition(|e| e == last)
-                .map_or(0, |i| i + 1),
-            None => 0,
-        };
-        let mut out = Vec::new();
-        for e in state.events.iter().skip(start) {
-            self.seq += 1;
-            let (error, result) = match (&e.result, e.result.failure()) {
-                (EventResult::Skipped(why), _) => (false, format!(" skipped: {why}")),
-                (_, Some(why)) => (true, format!(" FAILED: {why}")),
-                _ => (false, String::new()),
-            };
-            let message = if e.message.is_empty() {
-                String::new()
-            } else {
-                format!(" — {}", e.message)
-            };
-            out.push(EventLine {
-                seq: self.seq,
-                time: e
-                    .time
-                    .with_timezone(&chrono::Local)
-                    .format("%H:%M:%S")
-                    .to_string(),
-                error,
-                text: format!("{} {}{result}{message}", e.verb.as_str(), e.object),
-            });
-        }
-        if let Some(last) = state.events.back() {
-            self.last = Some(last.clone());
-        }
-        out
-    }
-}
-
-/// One published state as the UI's data. Pure (analysis included): tested without a cluster.
-pub fn data_from_live(
-    state: &LiveState,
-    context: &str,
-    reconcile: bool,
-    opts: &Options,
-    events: Vec<EventLine>,
-) -> Data {
-    let lease = &state.lease;
-    let refusal = if !reconcile {
-        Some(
-            "observing: this TUI does not reconcile; start it with --reconcile, or run `kubectl vap reconcile …`"
-                .to_string(),
-        )
-    } else if !state.writes_enabled {
-        Some(match &state.gatekeeper_generator {
-            Some(seen) => format!(
-                "writes are off: Gatekeeper's own VAP generator looks active ({seen}); turn it off or use `kubectl vap run --take-over`"
-            ),
-            None => "writes are off for this copy".to_string(),
-        })
-    } else if !lease.leading {
-        Some(format!(
-            "this copy does not hold the lease ({} does): only the holder writes",
-            lease.holder.as_deref().unwrap_or("nobody yet")
-        ))
-    } else {
-        None
-    };
-    let access_errors = state
-        .access_errors
-        .iter()
-        .map(|e| AccessError {
-            resource: e.resource.clone(),
-            kind: match e.kind {
-                AccessErrorKind::Forbidden => AccessKind::Forbidden,
-                AccessErrorKind::NotServed if e.resource.contains("admissionregistration") => {
-                    AccessKind::Disabled
-                }
-                AccessErrorKind::NotServed => AccessKind::Missing,
-                AccessErrorKind::Other => AccessKind::Other,
-            },
-            message: e.message.clone(),
-        })
-        .collect();
-    let info = ClusterInfo {
-        context: context.to_string(),
-        server_version: state.server_version.clone(),
-        vap_api: state.vap_api.clone(),
-        lease_holder: lease.holder.clone(),
-        leading: lease.leading,
-        access_errors,
-        syncing: !state.synced,
-    };
-    let mut data = Data::prepare(
-        Origin::Live {
-            reconciling: reconcile,
-            refusal,
-        },
-        info,
-        Arc::new(state.snapshot.clone()),
-        opts,
-        events,
-    );
-    note_write_failures(Arc::make_mut(&mut data.analysis), &state.events);
-    data
-}
-
-/// Adds to each finding the failure of the last write of its object, if that write failed: a
-/// node that stays missing or out of sync says why, after the event log has scrolled on.
-fn note_write_failures(
-    analysis: &mut crate::core::analysis::Analysis,
-    events: &std::collections::VecDeque<ReconcileEvent>,
-) {
-    use crate::controller::EventVerb;
-    let mut failed: std::collections::HashMap<(&str, &str), String> =
-        std::collections::HashMap::new();
-    for e in events {
-        if !matches!(
-            e.verb,
-            EventVerb::Create | EventVerb::Update | EventVerb::Delete
-        ) {
-            continue;
-        }
-        let key = (e.object.kind.as_str(), e.object.name.as_str());
-        match (&e.result, e.result.failure()) {
-            (EventResult::Ok, _) => {
-                failed.remove(&key);
-            }
-            (_, Some(why)) => {
-                failed.insert(key, why);
-            }
-            _ => {}
-        }
-    }
-    if failed.is_empty() {
-        return;
-    }
-    for f in &mut analysis.findings {
-        if let Some(why) = failed.get(&(f.object.kind.as_str(), f.object.name.as_str())) {
-            f.message = format!("{} — the last write failed: {why}", f.message);
-        }
-    }
-}
-
-/// The reconciler's command for a write; audits are not the reconciler's (`None`).
-fn to_command(cmd: WriteCommand) -> Option<Command> {
+/// The reconciler's command for a replay or reconcile (`None`: not the reconciler's).
+fn to_command(cmd: &WriteCommand) -> Option<Command> {
     Some(match cmd {
-        WriteCommand::Audit(_) | WriteCommand::Test(_) => return None,
-        WriteCommand::Replay(t) => Command::Replay(t),
-        WriteCommand::Reconcile(t) => Command::Reconcile(t),
+        WriteCommand::Replay(t) => Command::Replay(t.clone()),
+        WriteCommand::Reconcile(t) => Command::Reconcile(t.clone()),
         WriteCommand::ReconcileAll => Command::ReconcileAll,
+        WriteCommand::Audit(_) | WriteCommand::Test(_) | WriteCommand::SwitchContext(_) => {
+            return None;
+        }
     })
 }
 
+/// The event-log line of a request's answer (`cli`: the command it stands for), or of no
+/// answer within [`REQUEST_WAIT`].
+pub fn request_outcome(
+    cli: &str,
+    answer: Option<Result<RequestOutcome, controller::Error>>,
+) -> (Level, String) {
+    match answer {
+        Some(Ok(o)) if o.failures > 0 => (
+            Level::Warn,
+            format!(
+                "`{cli}`: {} — {} write(s) failed (by {})",
+                o.summary, o.failures, o.handled_by
+            ),
+        ),
+        Some(Ok(o)) => (
+            Level::Info,
+            format!("`{cli}`: {} (by {})", o.summary, o.handled_by),
+        ),
+        Some(Err(e)) => (Level::Error, format!("`{cli}`: {}", chain(e))),
+        None => (
+            Level::Error,
+            format!(
+                "`{cli}`: no answer within {}s; the leader may still carry it out (its Events show here)",
+                REQUEST_WAIT.as_secs()
+            ),
+        ),
+    }
+}
+
+/// Who a request goes to, as the flash says it.
+fn addressee(controller: &Controller) -> String {
+    let lease = controller.state().lease.clone();
+    match (&lease.holder, lease.leading) {
+        (_, true) => "this copy's reconciler".to_string(),
+        (Some(holder), false) => format!("the leader ({holder})"),
+        (None, false) => "the leader".to_string(),
+    }
+}
+
 impl Live {
-    /// Runs `kubectl vap audit TARGET` on a thread of its own: progress as flashes, then one
-    /// event-log line per violation and a summary. The UI never waits for it.
+    /// Replay or reconcile: a request to whichever copy holds the Lease; its answer (or why
+    /// there is none) becomes an event-log line.
+    fn request(&mut self, cmd: &WriteCommand, command: Command) -> Action {
+        let cli = cmd.cli();
+        let (Some(session), Some(notify)) = (self.current(), self.notify.clone()) else {
+            return Action::Flash(
+                Level::Error,
+                format!("not connected: nothing to send `{cli}` to"),
+            );
+        };
+        let to = addressee(&session.controller);
+        let what = cli.clone();
+        session.runtime.spawn(async move {
+            let answer = tokio::time::timeout(REQUEST_WAIT, session.controller.request(command))
+                .await
+                .ok();
+            let (level, line) = request_outcome(&what, answer);
+            notify.send(Action::Flash(level, line));
+        });
+        Action::Flash(Level::Info, format!("asked {to}: `{cli}`…"))
+    }
+
+    /// Runs `kubectl vap audit TARGET` on a thread of its own, on the snapshot the reconciler
+    /// holds: progress as flashes, then one event-log line per violation and a summary. The
+    /// UI never waits for it.
     fn audit(&mut self, target: String) -> Action {
-        let Some(notify) = self.notify.clone() else {
+        let (Some(session), Some(notify)) = (self.current(), self.notify.clone()) else {
             return Action::Flash(Level::Error, "not connected: nothing to audit".into());
         };
-        let conn = self.conn.clone();
         let dispatch = tracing::dispatcher::get_default(Clone::clone);
         let label = target.clone();
         std::thread::spawn(move || {
@@ -329,8 +233,17 @@ impl Live {
                 };
                 let listed = |n: usize| total.store(n, std::sync::atomic::Ordering::Relaxed);
                 let ticker = tokio::spawn(progress);
-                let r = crate::cli::admission::audit_quietly(&conn, &target, listed, done.clone())
-                    .await;
+                // Attribution needs the templates, constraints, VAPs and bindings: the
+                // reconciler's stores have them, so only the objects in scope are listed.
+                let snap = session.controller.snapshot();
+                let r = crate::admission::audit_on_snapshot(
+                    &session.conn,
+                    &snap,
+                    &target,
+                    listed,
+                    done.clone(),
+                )
+                .await;
                 ticker.abort();
                 r
             });
@@ -344,19 +257,17 @@ impl Live {
         });
         Action::Flash(Level::Info, format!("auditing {label}…"))
     }
-}
 
-impl Live {
-    /// Runs `kubectl vap test -f PATH` on a thread of its own; one event-log line per verdict.
+    /// Runs `kubectl vap test -f PATH` on a thread of its own, attributed with the
+    /// reconciler's snapshot; one event-log line per verdict.
     fn test(&mut self, path: String) -> Action {
-        let Some(notify) = self.notify.clone() else {
+        let (Some(session), Some(notify)) = (self.current(), self.notify.clone()) else {
             return Action::Flash(
                 Level::Error,
                 "not connected: nothing to test against".into(),
             );
         };
-        let conn = self.conn.clone();
-        let opts = self.opts.clone();
+        let opts = self.settings.opts.clone();
         let dispatch = tracing::dispatcher::get_default(Clone::clone);
         let label = path.clone();
         std::thread::spawn(move || {
@@ -366,12 +277,28 @@ impl Live {
                 .build()
                 .map_err(anyhow::Error::from)
                 .and_then(|rt| {
-                    rt.block_on(crate::cli::admission::test_quietly(&conn, &path, &opts))
+                    rt.block_on(async {
+                        let snap = session.controller.snapshot();
+                        crate::admission::test_on_snapshot(&session.conn, &snap, &path, &opts).await
+                    })
                 });
             let result = result.map(|report| crate::admission::test::event_lines(&report));
             flash_outcome(&notify, &format!("test {path}"), result);
         });
         Action::Flash(Level::Info, format!("testing {label}…"))
+    }
+
+    /// `:ctx NAME`: the source thread stops this context's reconciler and starts one on `name`.
+    fn switch(&mut self, name: String) -> Action {
+        let Some(control) = &self.control else {
+            return Action::Flash(Level::Error, "not started: nothing to switch".into());
+        };
+        let from = self.context.lock().map(|c| c.clone()).unwrap_or_default();
+        let text = format!("switching to context {name}: stopping the live view of {from}…");
+        if control.send(Control::Switch(name)).is_err() {
+            return Action::Flash(Level::Error, "the live view has stopped".into());
+        }
+        Action::Flash(Level::Info, text)
     }
 }
 
@@ -390,171 +317,310 @@ fn flash_outcome(notify: &Notify, what: &str, result: anyhow::Result<Vec<(bool, 
         Err(e) => {
             notify.send(Action::Flash(
                 Level::Error,
-                format!("{what}: {}", crate::cli::error_text(&e)),
+                format!("{what}: {}", crate::text::error_text(&e)),
             ));
         }
+    }
+}
+
+/// Why a start failed: the kubeconfig (reading it again gives the same answer) or the
+/// cluster (worth retrying: the API server may come back, a grant may arrive).
+enum Failure {
+    Config(String),
+    Start(String),
+}
+
+/// What one context's sessions have in common: the header's context, the kubeconfig's
+/// contexts (for `:ctx`), and the session's number.
+struct Base {
+    context: String,
+    contexts: Vec<String>,
+    session: u64,
+}
+
+impl Base {
+    fn stamp(&self, mut data: Data) -> Action {
+        data.info.contexts = self.contexts.clone();
+        data.info.session = self.session;
+        Action::Data(Arc::new(data))
+    }
+}
+
+/// Everything the source thread shares with [`Live`].
+struct Shared {
+    settings: Settings,
+    notify: Notify,
+    session: Arc<Mutex<Option<Session>>>,
+    context: Arc<Mutex<String>>,
+}
+
+impl Shared {
+    fn set_session(&self, s: Option<Session>) {
+        if let Ok(mut slot) = self.session.lock() {
+            *slot = s;
+        }
+    }
+
+    /// The source thread: one session per context, each on a runtime of its own, so
+    /// whatever a session leaves running (a start abandoned half-way) ends with it.
+    fn run(&self, mut control: UnboundedReceiver<Control>) {
+        let mut conn = self.settings.conn.clone();
+        let mut cursor = EventCursor::default();
+        for session in 1.. {
+            let dispatch = tracing::dispatcher::get_default(Clone::clone);
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                // The reconciler's logs go to the TUI's log file, never the screen.
+                .on_thread_start(move || {
+                    std::mem::forget(tracing::dispatcher::set_default(&dispatch));
+                })
+                .build();
+            let rt = match rt {
+                Ok(rt) => rt,
+                Err(e) => {
+                    self.notify.send(Action::Data(Arc::new(unavailable(
+                        "–",
+                        self.settings.reconcile,
+                        "runtime",
+                        format!("cannot start the async runtime: {e}"),
+                    ))));
+                    return;
+                }
+            };
+            let next = rt.block_on(self.session(&conn, session, &mut control, &mut cursor));
+            rt.shutdown_timeout(Duration::from_secs(1));
+            match next {
+                Next::Quit => return,
+                Next::Switch(name) => {
+                    tracing::info!(context = %name, "switching context");
+                    conn = contexts::switched(&conn, &name);
+                }
+            }
+        }
+    }
+
+    /// One context: start (retrying), follow the published state, stop.
+    async fn session(
+        &self,
+        conn: &ConnectionOptions,
+        session: u64,
+        control: &mut UnboundedReceiver<Control>,
+        cursor: &mut EventCursor,
+    ) -> Next {
+        let s = &self.settings;
+        // Reading the kubeconfig is quick file IO, on this thread, never the UI's.
+        let (context, names) = match contexts::read(conn) {
+            Ok(c) => (c.current, c.names),
+            Err(e) => {
+                tracing::warn!(error = %e, "reading the kubeconfig's contexts");
+                (conn.context.clone(), Vec::new())
+            }
+        };
+        let base = Base {
+            context: context.unwrap_or_else(|| "(current context)".to_string()),
+            contexts: names,
+            session,
+        };
+        if let Ok(mut c) = self.context.lock() {
+            c.clone_from(&base.context);
+        }
+        let mut failures = 0u32;
+        let mut why: Option<String> = None;
+        loop {
+            let attempt = failures + 1;
+            // The UI has gone: nobody to start for.
+            if !self.notify.send(base.stamp(connecting(
+                &base.context,
+                s.reconcile,
+                attempt,
+                None,
+                why.clone(),
+                chrono::Utc::now(),
+            ))) {
+                return Next::Quit;
+            }
+            let starting = start(s, conn);
+            tokio::pin!(starting);
+            let started = tokio::select! {
+                r = &mut starting => r,
+                c = control.recv() => {
+                    // A start under way may take the Lease any moment: let it finish (bounded)
+                    // and stop it, so the Lease is released rather than left to expire.
+                    if let Ok(Ok(controller)) = tokio::time::timeout(STOP_WAIT, starting).await {
+                        stop(&controller).await;
+                    }
+                    return c.into();
+                }
+            };
+            let message = match started {
+                Ok(controller) => {
+                    self.set_session(Some(Session {
+                        controller: controller.clone(),
+                        runtime: tokio::runtime::Handle::current(),
+                        conn: conn.clone(),
+                    }));
+                    let ended = self.follow(&base, &controller, control, cursor).await;
+                    self.set_session(None);
+                    stop(&controller).await;
+                    match ended {
+                        Some(next) => return next,
+                        // It stopped by itself: start again (after the first wait).
+                        None => {
+                            failures = 0;
+                            "the reconciler stopped".to_string()
+                        }
+                    }
+                }
+                Err(Failure::Config(message)) => {
+                    // The same file says the same: wait for `:ctx` or quit.
+                    self.notify.send(base.stamp(unavailable(
+                        &base.context,
+                        s.reconcile,
+                        "kubeconfig",
+                        message,
+                    )));
+                    return control.recv().await.into();
+                }
+                Err(Failure::Start(message)) => message,
+            };
+            failures += 1;
+            let delay = retry_delay(failures);
+            tracing::warn!(attempt = failures, ?delay, error = %message, "the live view could not start; retrying");
+            let retry_at = chrono::Utc::now()
+                + chrono::Duration::from_std(delay).unwrap_or(chrono::Duration::zero());
+            if !self.notify.send(base.stamp(connecting(
+                &base.context,
+                s.reconcile,
+                failures,
+                Some(retry_at),
+                Some(message.clone()),
+                chrono::Utc::now(),
+            ))) {
+                return Next::Quit;
+            }
+            why = Some(message);
+            tokio::select! {
+                () = tokio::time::sleep(delay) => {}
+                c = control.recv() => return c.into(),
+            }
+        }
+    }
+
+    /// Publishes every state the reconciler publishes (bursts coalesced) until the UI asks
+    /// for something else (`Some`) or the reconciler stops by itself (`None`).
+    async fn follow(
+        &self,
+        base: &Base,
+        controller: &Controller,
+        control: &mut UnboundedReceiver<Control>,
+        cursor: &mut EventCursor,
+    ) -> Option<Next> {
+        let s = &self.settings;
+        let mut state_rx = controller.subscribe();
+        loop {
+            let state = state_rx.borrow_and_update().clone();
+            let events = cursor.new_events(&state);
+            let data = data_from_live(&state, &base.context, s.reconcile, &s.opts, events);
+            if !self.notify.send(base.stamp(data)) {
+                return Some(Next::Quit);
+            }
+            tokio::select! {
+                () = tokio::time::sleep(COALESCE) => {}
+                c = control.recv() => return Some(c.into()),
+            }
+            tokio::select! {
+                changed = state_rx.changed() => if changed.is_err() {
+                    self.notify.send(Action::Flash(Level::Error, "the reconciler stopped; starting it again".into()));
+                    return None;
+                },
+                c = control.recv() => return Some(c.into()),
+            }
+        }
+    }
+}
+
+/// A client for `conn` and the reconciler on it (observing, or competing for the lease).
+async fn start(s: &Settings, conn: &ConnectionOptions) -> Result<Controller, Failure> {
+    let client = crate::cluster::client_from(conn, false)
+        .await
+        .map_err(|e| Failure::Config(chain(e)))?;
+    let (lease_namespace, lease_name) = s.lease.clone();
+    let mode = if s.reconcile {
+        controller::Mode::Elect {
+            lease_namespace,
+            lease_name,
+            take_over: false,
+        }
+    } else {
+        controller::Mode::ReadOnly {
+            lease_namespace,
+            lease_name,
+        }
+    };
+    let mut config = Config::new(s.opts.clone(), mode);
+    config.workers = 2;
+    controller::start(client, config)
+        .await
+        .map_err(|e| Failure::Start(chain(e)))
+}
+
+/// An error with its causes, each once (kube's errors hide the useful one — "Connection
+/// refused" — behind "client error (Connect)").
+fn chain(e: impl std::error::Error + Send + Sync + 'static) -> String {
+    crate::text::error_text(&anyhow::Error::from(e))
+}
+
+async fn stop(controller: &Controller) {
+    match controller.stop(STOP_WAIT).await {
+        Ok(()) => tracing::info!("reconciler stopped"),
+        Err(e) => tracing::warn!(error = %e, "stopping the reconciler"),
     }
 }
 
 impl Source for Live {
     fn start(&mut self, notify: Notify) {
         self.notify = Some(notify.clone());
-        let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
+        let (control_tx, control_rx) = unbounded_channel();
         let (done_tx, done_rx) = mpsc::channel();
-        self.stop = Some(stop_tx);
+        self.control = Some(control_tx);
         self.done = Some(done_rx);
-        let conn = self.conn.clone();
-        let opts = self.opts.clone();
-        let reconcile = self.reconcile;
-        let lease = self.lease.clone();
-        let slot = self.handle.clone();
-        let rt_slot = self.runtime.clone();
+        let shared = Shared {
+            settings: self.settings.clone(),
+            notify,
+            session: self.session.clone(),
+            context: self.context.clone(),
+        };
         let dispatch = tracing::dispatcher::get_default(Clone::clone);
         std::thread::spawn(move || {
             let _log = tracing::dispatcher::set_default(&dispatch);
-            let thread_dispatch = dispatch.clone();
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                // The reconciler's logs go to the TUI's log file, never the screen.
-                .on_thread_start(move || {
-                    std::mem::forget(tracing::dispatcher::set_default(&thread_dispatch));
-                })
-                .build();
-            let context = context_name(&conn);
-            notify.send(Action::Flash(
-                Level::Info,
-                format!("connecting to {context}: listing and watching…"),
-            ));
-            let rt = match rt {
-                Ok(rt) => rt,
-                Err(e) => {
-                    notify.send(Action::Data(Arc::new(unavailable(
-                        &context,
-                        reconcile,
-                        "runtime",
-                        format!("cannot start the async runtime: {e}"),
-                    ))));
-                    let _ = done_tx.send(());
-                    return;
-                }
-            };
-            rt.block_on(async move {
-                let client = match crate::cluster::client_from(&conn, false).await {
-                    Ok(c) => c,
-                    Err(e) => {
-                        notify.send(Action::Data(Arc::new(unavailable(
-                            &context,
-                            reconcile,
-                            "kubeconfig",
-                            e.to_string(),
-                        ))));
-                        return;
-                    }
-                };
-                let (lease_namespace, lease_name) = lease.clone();
-                let mode = if reconcile {
-                    controller::Mode::Elect {
-                        lease_namespace,
-                        lease_name,
-                        take_over: false,
-                    }
-                } else {
-                    controller::Mode::ReadOnly {
-                        lease_namespace,
-                        lease_name,
-                    }
-                };
-                let mut config = Config::new(opts.clone(), mode);
-                config.workers = 2;
-                let handle = match controller::start(client, config).await {
-                    Ok(x) => x,
-                    Err(e) => {
-                        let (resource, kind) = start_error_kind(&e);
-                        notify.send(Action::Data(Arc::new(unavailable_as(
-                            &context,
-                            reconcile,
-                            &resource,
-                            kind,
-                            format!("the live view could not start: {e}"),
-                        ))));
-                        return;
-                    }
-                };
-                if let Ok(mut s) = slot.lock() {
-                    *s = Some(handle.clone());
-                }
-                if let Ok(mut s) = rt_slot.lock() {
-                    *s = Some(tokio::runtime::Handle::current());
-                }
-                let mut state_rx = handle.subscribe();
-                let mut cursor = EventCursor::default();
-                loop {
-                    let state = state_rx.borrow_and_update().clone();
-                    let events = cursor.new_events(&state);
-                    let data = data_from_live(&state, &context, reconcile, &opts, events);
-                    if !notify.send(Action::Data(Arc::new(data))) {
-                        break;
-                    }
-                    tokio::time::sleep(COALESCE).await;
-                    tokio::select! {
-                        changed = state_rx.changed() => if changed.is_err() {
-                            notify.send(Action::Flash(Level::Error, "the reconciler stopped".into()));
-                            break;
-                        },
-                        _ = stop_rx.changed() => break,
-                    }
-                }
-                match handle.stop(STOP_WAIT).await {
-                    Ok(()) => tracing::info!("reconciler stopped"),
-                    Err(e) => tracing::warn!(error = %e, "stopping the reconciler"),
-                }
-            });
+            shared.run(control_rx);
             let _ = done_tx.send(());
         });
     }
 
     fn execute(&mut self, cmd: WriteCommand) -> Option<Action> {
-        let cli = cmd.cli();
-        let command = match (to_command(cmd.clone()), cmd) {
-            (Some(command), _) => command,
-            (None, WriteCommand::Audit(target)) => return Some(self.audit(target)),
-            (None, WriteCommand::Test(path)) => return Some(self.test(path)),
-            (None, _) => return None,
-        };
-        let handle = self.handle.lock().ok().and_then(|h| h.clone());
-        let Some(handle) = handle else {
-            return Some(Action::Flash(
-                Level::Error,
-                "not connected: nothing to send the command to".into(),
-            ));
-        };
-        let Some(notify) = self.notify.clone() else {
-            return Some(Action::Flash(Level::Error, "not connected".into()));
-        };
-        let Some(rt) = self.runtime.lock().ok().and_then(|r| r.clone()) else {
-            return Some(Action::Flash(Level::Error, "not connected".into()));
-        };
-        let what = cli.clone();
-        rt.spawn(async move {
-            let (level, line) = match handle.request(command).await {
-                Ok(o) => (
-                    Level::Info,
-                    format!("`{what}`: {} (by {})", o.summary, o.handled_by),
-                ),
-                Err(e) => (Level::Error, format!("`{what}`: {e}")),
-            };
-            notify.send(Action::Flash(level, line));
-        });
-        Some(Action::Flash(Level::Info, format!("sent `{cli}`…")))
+        if let Some(command) = to_command(&cmd) {
+            return Some(self.request(&cmd, command));
+        }
+        Some(match cmd {
+            WriteCommand::Audit(target) => self.audit(target),
+            WriteCommand::Test(path) => self.test(path),
+            WriteCommand::SwitchContext(name) => self.switch(name),
+            // `to_command` took these.
+            WriteCommand::Replay(_) | WriteCommand::Reconcile(_) | WriteCommand::ReconcileAll => {
+                return None;
+            }
+        })
     }
 
     fn stop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(true);
+        if let Some(control) = self.control.take() {
+            let _ = control.send(Control::Stop);
         }
         if let Some(done) = self.done.take() {
-            let _ = done.recv_timeout(STOP_WAIT + Duration::from_secs(1));
+            // A start under way gets STOP_WAIT to finish, then the reconciler STOP_WAIT to stop.
+            let _ = done.recv_timeout(STOP_WAIT * 2 + Duration::from_secs(1));
         }
     }
 }
@@ -562,163 +628,177 @@ impl Source for Live {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::{EventVerb, LeaseInfo};
-    use crate::model::ObjectRef;
 
-    fn event(i: u32) -> ReconcileEvent {
-        ReconcileEvent {
-            time: chrono::DateTime::from_timestamp(1_700_000_000 + i64::from(i), 0).unwrap(),
-            verb: EventVerb::Update,
-            object: ObjectRef::new("v1", "K", format!("o{i}")),
-            result: if i.is_multiple_of(2) {
-                EventResult::Ok
-            } else {
-                EventResult::Failed("boom".into())
-            },
-            message: String::new(),
-        }
+    #[test]
+    fn retries_wait_one_second_doubling_to_thirty() {
+        let waits: Vec<u64> = (1..=8).map(|n| retry_delay(n).as_secs()).collect();
+        assert_eq!(waits, [1, 2, 4, 8, 16, 30, 30, 30]);
+        assert_eq!(retry_delay(u32::MAX), LAST_RETRY);
+        assert_eq!(retry_delay(0), FIRST_RETRY);
     }
 
     #[test]
-    fn each_event_is_shown_once_even_when_the_log_wraps() {
-        let mut state = LiveState::default();
-        let mut cursor = EventCursor::default();
-        state.push_event(event(0));
-        state.push_event(event(1));
-        let first = cursor.new_events(&state);
-        assert_eq!(first.len(), 2);
-        assert!(first[1].error && first[1].text.contains("FAILED: boom"));
-        assert!(cursor.new_events(&state).is_empty());
-        // The bounded log drops its oldest entries: only the new ones come out, in order.
-        for i in 2..(2 + crate::controller::state::EVENT_LOG_CAPACITY as u32) {
-            state.push_event(event(i));
-        }
-        let more = cursor.new_events(&state);
-        assert_eq!(more.len(), crate::controller::state::EVENT_LOG_CAPACITY);
-        assert!(more.windows(2).all(|w| w[0].seq < w[1].seq));
-        assert!(more[0].seq > first[1].seq);
-    }
-
-    #[test]
-    fn a_failed_write_shows_on_its_objects_finding_until_a_write_succeeds() {
-        use crate::core::findings::Code;
-        // A template that generates, no VAP yet: the analysis finds the VAP missing.
-        let mut snapshot = crate::snapshot::Snapshot::default();
-        snapshot
-            .insert(
-                serde_json::json!({
-                    "apiVersion": "templates.gatekeeper.sh/v1", "kind": "ConstraintTemplate",
-                    "metadata": { "name": "k8sx", "uid": "u1" },
-                    "spec": { "crd": { "spec": { "names": { "kind": "K8sX" } } },
-                              "targets": [{ "target": "admission.k8s.gatekeeper.sh",
-                                            "code": [{ "engine": "K8sNativeValidation",
-                                                       "source": { "generateVAP": true,
-                                                                   "validations": [{ "expression": "true" }] } }] }] }
-                }),
-                crate::model::Source::default(),
-            )
-            .unwrap();
-        let mut state = LiveState {
-            snapshot,
-            ..LiveState::default()
+    fn a_request_answer_is_one_line_saying_who_handled_it() {
+        let outcome = |failures| RequestOutcome {
+            handled_by: "kubectl-vap-7c9d".into(),
+            summary: "replayed 2 constraints of K8sX: 1 write".into(),
+            writes: 1,
+            failures,
         };
-        let write = |result| ReconcileEvent {
-            time: chrono::DateTime::from_timestamp(1_700_000_000, 0).unwrap(),
-            verb: EventVerb::Create,
-            object: ObjectRef::new(
-                "admissionregistration.k8s.io/v1",
-                "ValidatingAdmissionPolicy",
-                "gatekeeper-k8sx",
-            ),
-            result,
-            message: "the template generates a VAP".into(),
-        };
-        let message = |state: &LiveState| {
-            let data = data_from_live(state, "ctx", true, &Options::default(), Vec::new());
-            data.analysis
-                .findings
-                .iter()
-                .find(|f| f.code == Code::PolicyMissing)
-                .map(|f| f.message.clone())
-                .unwrap()
-        };
-        assert!(!message(&state).contains("last write failed"));
-        state.push_event(write(EventResult::Failed("forbidden: no create".into())));
-        assert!(
-            message(&state).ends_with("the last write failed: forbidden: no create"),
-            "{}",
-            message(&state)
-        );
-        state.push_event(write(EventResult::Ok));
-        assert!(!message(&state).contains("last write failed"));
-    }
-
-    #[test]
-    fn writes_are_refused_with_the_reason() {
-        let opts = Options::default();
-        let refusal = |state: &LiveState, reconcile: bool| {
-            data_from_live(state, "ctx", reconcile, &opts, Vec::new()).write_refusal()
-        };
-        let mut state = LiveState {
-            writes_enabled: true,
-            lease: LeaseInfo {
-                holder: Some("other".into()),
-                ..LeaseInfo::default()
-            },
-            ..LiveState::default()
-        };
-        assert!(refusal(&state, false).unwrap().starts_with("observing"));
-        assert!(refusal(&state, true).unwrap().contains("(other does)"));
-        state.lease.leading = true;
-        assert_eq!(refusal(&state, true), None);
-        state.writes_enabled = false;
-        state.gatekeeper_generator = Some("gatekeeper-controller --default-create-vap".into());
-        assert!(
-            refusal(&state, true)
-                .unwrap()
-                .contains("Gatekeeper's own VAP generator")
-        );
-    }
-
-    #[test]
-    fn access_errors_keep_their_meaning() {
-        let state = LiveState {
-            access_errors: vec![
-                crate::controller::AccessError {
-                    resource: "validatingadmissionpolicies.admissionregistration.k8s.io".into(),
-                    kind: AccessErrorKind::NotServed,
-                    message: "not served".into(),
-                },
-                crate::controller::AccessError {
-                    resource: "constrainttemplates.templates.gatekeeper.sh".into(),
-                    kind: AccessErrorKind::NotServed,
-                    message: "CRD missing".into(),
-                },
-                crate::controller::AccessError {
-                    resource: "validatingadmissionpolicybindings.admissionregistration.k8s.io"
-                        .into(),
-                    kind: AccessErrorKind::Forbidden,
-                    message: "403".into(),
-                },
-            ],
-            synced: false,
-            ..LiveState::default()
-        };
-        let data = data_from_live(&state, "ctx", false, &Options::default(), Vec::new());
-        let kinds: Vec<_> = data
-            .info
-            .access_errors
-            .iter()
-            .map(|e| e.kind.clone())
-            .collect();
+        let cli = "kubectl vap replay k8sx";
         assert_eq!(
-            kinds,
-            vec![
-                AccessKind::Disabled,
-                AccessKind::Missing,
-                AccessKind::Forbidden
-            ]
+            request_outcome(cli, Some(Ok(outcome(0)))),
+            (
+                Level::Info,
+                "`kubectl vap replay k8sx`: replayed 2 constraints of K8sX: 1 write (by kubectl-vap-7c9d)".into()
+            )
         );
-        assert!(data.info.syncing);
+        assert_eq!(request_outcome(cli, Some(Ok(outcome(1)))).0, Level::Warn);
+        let refused = request_outcome(
+            cli,
+            Some(Err(controller::Error::Other(
+                "no copy holds Lease gatekeeper-system/kubectl-vap".into(),
+            ))),
+        );
+        assert_eq!(refused.0, Level::Error);
+        assert!(
+            refused
+                .1
+                .ends_with("no copy holds Lease gatekeeper-system/kubectl-vap")
+        );
+        assert!(
+            request_outcome(cli, None)
+                .1
+                .contains("no answer within 120s")
+        );
+    }
+
+    /// The source thread against an API server that refuses connections (nothing listens on
+    /// the port): it says it is connecting, retries with a countdown, switches context on
+    /// `:ctx`, and stops at once when asked.
+    #[test]
+    fn a_dead_api_server_is_retried_and_a_switch_starts_the_other_context() {
+        use super::super::data::Link;
+        use super::super::source::Msg;
+        // A port nothing listens on: bound, then released.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("config");
+        std::fs::write(
+            &kubeconfig,
+            format!(
+                r#"
+apiVersion: v1
+kind: Config
+current-context: dead-a
+clusters:
+- name: dead
+  cluster: {{ server: "https://127.0.0.1:{port}", insecure-skip-tls-verify: true }}
+users:
+- name: u
+  user: {{ token: t }}
+contexts:
+- name: dead-a
+  context: {{ cluster: dead, user: u }}
+- name: dead-b
+  context: {{ cluster: dead, user: u }}
+"#
+            ),
+        )
+        .unwrap();
+        let conn = ConnectionOptions {
+            kubeconfig: Some(kubeconfig.display().to_string()),
+            ..ConnectionOptions::default()
+        };
+        let mut live = Live::new(
+            &conn,
+            Options::default(),
+            false,
+            ("gatekeeper-system".into(), "kubectl-vap".into()),
+        );
+        let (tx, rx) = mpsc::channel();
+        live.start(Notify(tx));
+        // The data the source sends, until `done` says enough (or 20 s pass).
+        let next_data = |done: &dyn Fn(&Data) -> bool| -> Arc<Data> {
+            let deadline = std::time::Instant::now() + Duration::from_secs(20);
+            loop {
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                match rx.recv_timeout(left) {
+                    Ok(Msg::Action(Action::Data(d))) if done(&d) => return d,
+                    Ok(_) => {}
+                    Err(e) => panic!("no such data from the source: {e}"),
+                }
+            }
+        };
+        let first = next_data(&|_| true);
+        assert_eq!(first.info.context, "dead-a");
+        assert_eq!(first.info.contexts, ["dead-a", "dead-b"]);
+        assert!(matches!(
+            first.info.link,
+            Link::Connecting {
+                attempt: 1,
+                retry_at: None,
+                message: None
+            }
+        ));
+        // The failure, with why and when the next attempt starts; then the next attempt.
+        let failed = next_data(&|d| {
+            matches!(
+                &d.info.link,
+                Link::Connecting {
+                    retry_at: Some(_),
+                    ..
+                }
+            )
+        });
+        let Link::Connecting {
+            attempt,
+            retry_at: Some(at),
+            message: Some(why),
+        } = &failed.info.link
+        else {
+            unreachable!()
+        };
+        assert_eq!(*attempt, 1);
+        let wait = *at - chrono::Utc::now();
+        assert!(wait <= chrono::Duration::seconds(1), "{wait}");
+        // The cause that says what is wrong, not only "client error (Connect)".
+        assert!(why.to_lowercase().contains("refused"), "{why}");
+        next_data(&|d| matches!(d.info.link, Link::Connecting { attempt: 2, .. }));
+        // `:ctx dead-b`: a new session on the other context.
+        assert!(matches!(
+            live.execute(WriteCommand::SwitchContext("dead-b".into())),
+            Some(Action::Flash(Level::Info, _))
+        ));
+        let switched = next_data(&|d| d.info.session == 2);
+        assert_eq!(switched.info.context, "dead-b");
+        // Nothing is running: a request says so rather than waiting.
+        assert!(matches!(
+            live.execute(WriteCommand::ReconcileAll),
+            Some(Action::Flash(Level::Error, _))
+        ));
+        let started = std::time::Instant::now();
+        live.stop();
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "stopping waits for nothing"
+        );
+    }
+
+    #[test]
+    fn only_replay_and_reconcile_are_requests() {
+        assert_eq!(
+            to_command(&WriteCommand::Replay("t".into())),
+            Some(Command::Replay("t".into()))
+        );
+        assert_eq!(
+            to_command(&WriteCommand::ReconcileAll),
+            Some(Command::ReconcileAll)
+        );
+        assert_eq!(to_command(&WriteCommand::Audit("t".into())), None);
+        assert_eq!(to_command(&WriteCommand::SwitchContext("c".into())), None);
     }
 }

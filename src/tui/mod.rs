@@ -8,12 +8,15 @@
 //! `tree_view` (cached tree items, stable ids), `detail` (detail pane, YAML, diff),
 //! `app` (state + update), `view` (drawing), `terminal` (setup, teardown, panic hook),
 //! `source` (the data-source trait, offline snapshots), `live` (the reconciler adapter),
-//! `log` (file logging).
+//! `from_live` (a published `LiveState` as `Data`), `contexts` (the kubeconfig's, for
+//! `:ctx`), `log` (file logging).
 
 pub mod action;
 pub mod app;
+pub mod contexts;
 pub mod data;
 pub mod detail;
+pub mod from_live;
 pub mod keymap;
 pub mod live;
 pub mod log;
@@ -96,7 +99,7 @@ pub fn run(mut source: Box<dyn Source>, opts: &TuiOptions) -> anyhow::Result<Exi
         loop {
             let first = match rx.recv_timeout(TICK) {
                 Ok(m) => m,
-                Err(RecvTimeoutError::Timeout) => Msg::Action(Action::Tick),
+                Err(RecvTimeoutError::Timeout) => Msg::Action(Action::Tick(chrono::Utc::now())),
                 Err(RecvTimeoutError::Disconnected) => break,
             };
             let had_flash = app.flash.is_some();
@@ -109,7 +112,7 @@ pub fn run(mut source: Box<dyn Source>, opts: &TuiOptions) -> anyhow::Result<Exi
                     Msg::Action(a) => Some(a),
                 };
                 if let Some(action) = action {
-                    changed |= !matches!(action, Action::Tick);
+                    changed |= !matches!(action, Action::Tick(_));
                     dispatch(&mut app, action, &mut |cmd| {
                         tracing::info!(command = %cmd.cli(), "executing");
                         source.execute(cmd)

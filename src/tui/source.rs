@@ -89,11 +89,17 @@ impl Source for Offline {
         });
     }
 
-    fn execute(&mut self, _cmd: WriteCommand) -> Option<Action> {
+    fn execute(&mut self, cmd: WriteCommand) -> Option<Action> {
         // The UI refuses before asking; this is the backstop.
         Some(Action::Flash(
             Level::Error,
-            "offline snapshot: nothing to reconcile".to_string(),
+            match cmd {
+                WriteCommand::SwitchContext(_) => {
+                    "offline snapshot (-f): there is no context to switch"
+                }
+                _ => "offline snapshot: nothing to reconcile",
+            }
+            .to_string(),
         ))
     }
 

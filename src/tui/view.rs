@@ -2,9 +2,9 @@
 //! state, which is why it takes `&mut`). Nothing here computes analysis or reads IO. The
 //! layout is a pure function too (`areas`), so `update` bounds scrolling by what is shown.
 
-use super::action::Level;
+use super::action::{Level, WriteCommand};
 use super::app::App;
-use super::data::{Data, Origin};
+use super::data::{Data, Link, Origin};
 use super::detail;
 use super::keymap::{Screen, keys_label};
 use super::states::{self, SEVERITIES, STATES};
@@ -31,6 +31,8 @@ pub const EVENTS_MIN_HEIGHT: u16 = 30;
 /// Where everything goes on a screen of a given size.
 pub struct Areas {
     pub header: Rect,
+    /// One line per alert: the connection, a vacant Lease, Gatekeeper's generator, each
+    /// unreadable resource.
     pub access: Rect,
     /// The tree and detail, or the full-screen document, help or event log.
     pub main: Rect,
@@ -40,13 +42,13 @@ pub struct Areas {
 }
 
 pub fn areas(area: Rect, app: &App) -> Areas {
-    let access_rows = app.data.as_ref().map_or(0, |d| {
-        (d.info.access_errors.len() as u16).min(area.height / 4)
-    });
+    let alert_rows = u16::try_from(alerts(app).len())
+        .unwrap_or(u16::MAX)
+        .min(area.height / 4);
     let show_events = area.height >= EVENTS_MIN_HEIGHT && app.screen != Screen::Events;
     let rows = Layout::vertical([
         Constraint::Length(2),
-        Constraint::Length(access_rows),
+        Constraint::Length(alert_rows),
         Constraint::Min(3),
         Constraint::Length(if show_events { 7 } else { 0 }),
         Constraint::Length(1),
@@ -106,7 +108,7 @@ pub fn draw(frame: &mut Frame, app: &mut App) {
     let a = areas(area, app);
     draw_header(frame, app, a.header);
     if a.access.height > 0 {
-        draw_access_errors(frame, app, a.access);
+        frame.render_widget(Paragraph::new(alerts(app)), a.access);
     }
     match app.screen {
         Screen::Main => draw_main(frame, app, a.main),
@@ -122,10 +124,14 @@ pub fn draw(frame: &mut Frame, app: &mut App) {
     if app.confirm.is_some() {
         draw_confirm(frame, app, area);
     }
+    if app.picker.is_some() {
+        draw_picker(frame, app, area);
+    }
 }
 
 pub fn mode_label(app: &App, data: Option<&Data>) -> String {
-    let origin = match data.map(|d| (&d.origin, d.info.leading)) {
+    let readonly = app.keymap.readonly();
+    let origin = match data.map(|d| (&d.origin, d.info.leader.this_copy)) {
         None => "loading",
         Some((Origin::Offline { .. }, _)) => "offline snapshot",
         Some((
@@ -134,19 +140,191 @@ pub fn mode_label(app: &App, data: Option<&Data>) -> String {
             },
             true,
         )) => "reconciling",
+        // Replay and reconcile go to the lease holder, wherever it runs.
         Some((
             Origin::Live {
                 reconciling: true, ..
             },
             false,
-        )) => "observing (standby)",
-        Some((Origin::Live { .. }, _)) => "observing",
+        )) => "standby (asks the leader)",
+        Some((Origin::Live { .. }, _)) if readonly => "observing",
+        Some((Origin::Live { .. }, _)) => "observing (asks the leader)",
     };
-    if app.keymap.readonly() {
+    if readonly {
         format!("read-only · {origin}")
     } else {
         origin.to_string()
     }
+}
+
+/// A duration as the header says it: `42s`, `5m`, `3h`, `2d` (never negative).
+pub fn age(d: chrono::Duration) -> String {
+    let s = d.num_seconds().max(0);
+    match s {
+        0..120 => format!("{s}s"),
+        120..7200 => format!("{}m", s / 60),
+        7200..172_800 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86_400),
+    }
+}
+
+/// Seconds until `t`, rounded up (a countdown never says 0 before it is over).
+fn seconds_until(t: chrono::DateTime<chrono::Utc>, now: chrono::DateTime<chrono::Utc>) -> i64 {
+    let ms = (t - now).num_milliseconds().max(0);
+    (ms + 999) / 1000
+}
+
+/// The reconciler's leader (who, since when) and its health (queue, last sync), as header
+/// fields: live only.
+fn leader_fields(app: &App, data: &Data) -> Vec<Part> {
+    let l = &data.info.leader;
+    let now = app.now();
+    let ago = |t: Option<chrono::DateTime<chrono::Utc>>| t.zip(now).map(|(t, now)| age(now - t));
+    let mut out = Vec::new();
+    if l.vacant {
+        // The alert line below says why; the field keeps its place.
+        out.push((
+            2,
+            vec![
+                Span::styled("leader: ", dim()),
+                Span::styled("none", error_style()),
+            ],
+        ));
+        return out;
+    }
+    let who = match (l.name(), ago(l.since)) {
+        (Some(name), Some(age)) => format!("{name} for {age}"),
+        (Some(name), None) => name,
+        (None, _) => "–".to_string(),
+    };
+    out.push((2, header_field("leader", who)));
+    let health = match (l.queue, ago(l.last_sync)) {
+        (Some(q), Some(synced)) => Some(format!("queue {q}, synced {synced} ago")),
+        (Some(q), None) => Some(format!("queue {q}")),
+        (None, Some(synced)) => Some(format!("synced {synced} ago")),
+        (None, None) => None,
+    };
+    if let Some(h) = health {
+        out.push((3, vec![Span::raw(h)]));
+    }
+    out
+}
+
+fn error_style() -> Style {
+    Style::new().fg(Color::Red).add_modifier(Modifier::BOLD)
+}
+
+/// The lines under the header, most urgent first: whether the API server answers, whether
+/// any copy reconciles, Gatekeeper's generator, what cannot be read.
+pub fn alerts(app: &App) -> Vec<Line<'static>> {
+    let Some(d) = app.data.as_deref() else {
+        return Vec::new();
+    };
+    let info = &d.info;
+    let mut out = Vec::new();
+    if let Some(line) = link_line(app) {
+        out.push(line);
+    }
+    if info.leader.vacant {
+        let who = match &info.leader.holder {
+            Some(h) => format!("{h} stopped renewing"),
+            None => "nobody holds".to_string(),
+        };
+        out.push(Line::from(vec![
+            Span::styled(
+                format!(" ✖ no copy reconciles: {who} Lease {}", info.leader.lease),
+                error_style(),
+            ),
+            Span::raw(
+                " — `kubectl vap install` deploys one; `kubectl vap --reconcile` runs one here",
+            ),
+        ]));
+    }
+    if let Some(seen) = &info.gatekeeper_generator {
+        out.push(Line::styled(
+            format!(
+                " ⚠ Gatekeeper's own VAP generator looks active ({seen}): this copy does not write; turn it off, or use `kubectl vap run --take-over`"
+            ),
+            Style::new().fg(Color::Yellow),
+        ));
+    }
+    for e in &info.access_errors {
+        out.push(Line::from(vec![
+            Span::styled(
+                format!(" ⊘ {}: {}", e.kind.as_str(), e.resource),
+                error_style(),
+            ),
+            Span::raw(format!(" — {}", e.message)),
+        ]));
+    }
+    out
+}
+
+/// Whether the live view is connecting, or its API server stopped answering.
+fn link_line(app: &App) -> Option<Line<'static>> {
+    let d = app.data.as_deref()?;
+    let context = &d.info.context;
+    let now = app.now();
+    Some(match &d.info.link {
+        Link::Up => return None,
+        Link::Connecting {
+            attempt,
+            retry_at: Some(at),
+            message,
+        } => {
+            let next = now.map_or(String::new(), |now| {
+                format!(", next in {}s", seconds_until(*at, now))
+            });
+            Line::styled(
+                format!(
+                    " ⟳ connecting to {context} (attempt {attempt}{next}): {}",
+                    message.as_deref().unwrap_or("no answer")
+                ),
+                error_style(),
+            )
+        }
+        Link::Connecting {
+            attempt,
+            retry_at: None,
+            message: Some(why),
+        } => Line::styled(
+            format!(" ⟳ connecting to {context} (attempt {attempt}; before: {why})"),
+            Style::new().fg(Color::Yellow),
+        ),
+        Link::Connecting { .. } => Line::styled(
+            format!(" ⟳ connecting to {context}: listing and watching…"),
+            Style::new().fg(Color::Cyan),
+        ),
+        Link::Unreachable { since, message } => {
+            let how_long = now.map_or(String::new(), |now| format!(" for {}", age(now - *since)));
+            Line::from(vec![
+                Span::styled(
+                    format!(" ✖ API server unreachable{how_long}: {message}"),
+                    error_style(),
+                ),
+                // The controller retries its watches; the tree is what was seen last.
+                Span::raw(" — retrying"),
+            ])
+        }
+    })
+}
+
+/// Everything on screen that moves with the clock (ages, countdowns): the loop redraws when
+/// it changes.
+pub fn ticking(app: &App) -> String {
+    let Some(d) = app.data.as_deref() else {
+        return String::new();
+    };
+    let mut out: Vec<String> = Vec::new();
+    if let Some(l) = link_line(app) {
+        out.push(l.to_string());
+    }
+    if let Origin::Live { .. } = d.origin {
+        for (_, spans) in leader_fields(app, d) {
+            out.extend(spans.iter().map(|s| s.content.to_string()));
+        }
+    }
+    out.join("|")
 }
 
 /// Parts of a line with their importance (0 first). What does not fit is dropped whole,
@@ -218,51 +396,74 @@ fn draw_header(frame: &mut Frame, app: &App, area: Rect) {
     let sep = Span::styled(" │ ", dim());
     let unknown = || "–".to_string();
     let info = data.map(|d| &d.info);
+    let live = data.is_some_and(|d| matches!(d.origin, Origin::Live { .. }));
     let title = Span::styled(" kubectl-vap", bold().fg(Color::Cyan));
     let mode = header_field("mode", mode_label(app, data));
     // The context and the mode always stay (which cluster; does this copy write?): a long
-    // context is shortened to what is left, the other fields are dropped whole.
-    let fixed = title.width() + 2 * sep.width() + mode.iter().map(Span::width).sum::<usize>();
-    let room = usize::from(area.width)
-        .saturating_sub(fixed + "context: ".len())
-        .max(8);
+    // context is shortened to what is left, the other fields are dropped whole; on a narrow
+    // screen the program's name goes first.
+    let mode_w = mode.iter().map(Span::width).sum::<usize>();
+    let room = |fixed: usize| usize::from(area.width).saturating_sub(fixed + "context: ".len());
+    let with_title = room(title.width() + 2 * sep.width() + mode_w);
+    let keep_title = with_title >= 8;
+    let room = if keep_title {
+        with_title.max(8)
+    } else {
+        room(1 + sep.width() + mode_w).max(4)
+    };
     let context = info.map(|i| i.context.clone()).unwrap_or_else(unknown);
+    let mut context_field = header_field("context", shorten(&context, room));
+    if !keep_title {
+        context_field.insert(0, Span::raw(" "));
+    }
     // Display order left to right; the number is what goes first when the line is short.
-    let l1 = vec![
-        (0, vec![title]),
-        (0, header_field("context", shorten(&context, room))),
-        (0, mode),
-        (
-            2,
-            header_field(
-                "lease",
-                info.and_then(|i| i.lease_holder.clone())
-                    .unwrap_or_else(unknown),
-            ),
+    let mut l1 = Vec::new();
+    if keep_title {
+        l1.push((0, vec![title]));
+    }
+    l1.push((0, context_field));
+    l1.push((0, mode));
+    // Offline nothing leads; live the leader's fields take the lease's place.
+    let later = match data.filter(|_| live) {
+        Some(d) => {
+            l1.extend(leader_fields(app, d));
+            4
+        }
+        None => {
+            l1.push((
+                2,
+                header_field(
+                    "lease",
+                    info.and_then(|i| i.leader.holder.clone())
+                        .unwrap_or_else(unknown),
+                ),
+            ));
+            3
+        }
+    };
+    l1.push((
+        later,
+        header_field(
+            "VAP API",
+            info.and_then(|i| i.vap_api.as_deref())
+                .map(|v| {
+                    v.trim_start_matches("admissionregistration.k8s.io/")
+                        .to_string()
+                })
+                .unwrap_or_else(unknown),
         ),
-        (
-            3,
-            header_field(
-                "VAP API",
-                info.and_then(|i| i.vap_api.as_deref())
-                    .map(|v| {
-                        v.trim_start_matches("admissionregistration.k8s.io/")
-                            .to_string()
-                    })
-                    .unwrap_or_else(unknown),
-            ),
+    ));
+    l1.push((
+        later + 1,
+        header_field(
+            "server",
+            info.and_then(|i| i.server_version.clone())
+                .unwrap_or_else(unknown),
         ),
-        (
-            4,
-            header_field(
-                "server",
-                info.and_then(|i| i.server_version.clone())
-                    .unwrap_or_else(unknown),
-            ),
-        ),
-    ];
+    ));
     let mut l2: Vec<Part> = Vec::new();
-    if let Some(d) = data {
+    // While connecting there is nothing to count yet (the alert line says what happens).
+    if let Some(d) = data.filter(|d| !matches!(d.info.link, Link::Connecting { .. })) {
         let s = &d.summary;
         let mut counts = vec![Span::raw(" ")];
         for (n, sev, word) in [
@@ -304,7 +505,7 @@ fn draw_header(frame: &mut Frame, app: &App, area: Rect) {
         ));
     }
     let warn = Style::new().fg(Color::Yellow);
-    if data.is_some_and(|d| d.info.syncing) {
+    if data.is_some_and(|d| d.info.syncing && !matches!(d.info.link, Link::Connecting { .. })) {
         l2.push((
             0,
             vec![Span::styled("syncing: the tree may be partial", warn)],
@@ -332,25 +533,6 @@ fn draw_header(frame: &mut Frame, app: &App, area: Rect) {
     frame.render_widget(Paragraph::new(lines), area);
 }
 
-fn draw_access_errors(frame: &mut Frame, app: &App, area: Rect) {
-    let Some(d) = &app.data else { return };
-    let lines: Vec<Line> = d
-        .info
-        .access_errors
-        .iter()
-        .map(|e| {
-            Line::from(vec![
-                Span::styled(
-                    format!(" ⊘ {}: {}", e.kind.as_str(), e.resource),
-                    Style::new().fg(Color::Red).add_modifier(Modifier::BOLD),
-                ),
-                Span::raw(format!(" — {}", e.message)),
-            ])
-        })
-        .collect();
-    frame.render_widget(Paragraph::new(lines), area);
-}
-
 fn draw_main(frame: &mut Frame, app: &mut App, area: Rect) {
     let (tree, detail) = split_main(area);
     draw_tree(frame, app, tree);
@@ -374,6 +556,14 @@ fn draw_tree(frame: &mut Frame, app: &mut App, area: Rect) {
         let mut lines = Vec::new();
         if app.filter.is_active() {
             lines.push(Line::raw("nothing matches the filter (esc clears it)"));
+        } else if let Some(link) =
+            link_line(app).filter(|_| matches!(data.info.link, Link::Connecting { .. }))
+        {
+            lines.push(link);
+            lines.push(Line::styled(
+                "the tree appears once the reconciler has listed the cluster (:ctx switches context)",
+                dim(),
+            ));
         } else if !data.info.access_errors.is_empty() {
             lines.push(Line::styled(
                 "nothing can be shown: the cluster refused or lacks what the tree is made of",
@@ -586,10 +776,10 @@ fn draw_help(frame: &mut Frame, app: &App, area: Rect) {
 }
 
 fn event_line(e: &super::data::EventLine) -> Line<'static> {
-    let style = if e.error {
-        Style::new().fg(Color::Red)
-    } else {
-        Style::new()
+    let style = match e.level {
+        Level::Error => Style::new().fg(Color::Red),
+        Level::Warn => Style::new().fg(Color::Yellow),
+        Level::Info => Style::new(),
     };
     Line::from(vec![
         Span::styled(format!("{} ", e.time), dim()),
@@ -656,11 +846,14 @@ fn draw_status(frame: &mut Frame, app: &App, area: Rect, events_hidden: bool) {
             "  (name or state; enter keeps, esc clears)",
         )
     } else if let Some(cmd) = &app.command {
-        prompt(
-            " :",
-            cmd,
-            "  (q, help, events, sort name|state, ctx NAME; esc cancels)",
-        )
+        let names = app.context_suggestions();
+        let help = if names.is_empty() {
+            "  (q, help, events, sort name|state, ctx [NAME]; tab completes, esc cancels)"
+                .to_string()
+        } else {
+            format!("  (contexts: {}; tab completes)", names.join(", "))
+        };
+        prompt(" :", cmd, &help)
     } else if let Some(f) = &app.flash {
         let style = match f.level {
             Level::Info => Style::new().fg(Color::Green),
@@ -683,20 +876,31 @@ fn draw_status(frame: &mut Frame, app: &App, area: Rect, events_hidden: bool) {
     frame.render_widget(Paragraph::new(line), area);
 }
 
-/// The hint bar: `? help` first and `q quit` last always; the rest in the keymap's order
-/// (most used first) as far as they fit.
+/// The hint bar: `? help` first and `q quit` last always; the rest in the keymap's order as
+/// far as they fit, dropped from the end — except that where replay and reconcile can run (a
+/// live view: they go to the lease holder) they are kept before the other hints.
 fn draw_hints(frame: &mut Frame, app: &App, area: Rect) {
     let key_style = Style::new().fg(Color::Cyan).add_modifier(Modifier::BOLD);
-    let hints = app.keymap.hints(app.screen);
-    let parts: Vec<Part> = hints
-        .into_iter()
+    let writes_run = app.write_refusal().is_none();
+    let parts: Vec<Part> = app
+        .keymap
+        .hint_entries(app.screen)
         .enumerate()
-        .map(|(i, (keys, word))| {
-            let pinned = matches!(word, "help" | "quit");
-            let importance = if pinned { 0 } else { 1 + i as u8 };
+        .map(|(i, e)| {
+            let word = e.hint.unwrap_or_default();
+            let i = u8::try_from(i).unwrap_or(u8::MAX);
+            let importance = match (word, e.write && writes_run) {
+                ("help" | "quit", _) => 0,
+                (_, true) => 1 + i,
+                (_, false) if writes_run => 64 + i,
+                (_, false) => 1 + i,
+            };
             (
                 importance,
-                vec![Span::styled(keys, key_style), Span::raw(format!(" {word}"))],
+                vec![
+                    Span::styled(keys_label(e.keys), key_style),
+                    Span::raw(format!(" {word}")),
+                ],
             )
         })
         .collect();
@@ -713,17 +917,35 @@ fn draw_hints(frame: &mut Frame, app: &App, area: Rect) {
 fn draw_confirm(frame: &mut Frame, app: &App, area: Rect) {
     let Some(cmd) = &app.confirm else { return };
     let w = area.width.min(70);
-    let h = 6;
-    let rect = Rect {
-        x: area.x + (area.width.saturating_sub(w)) / 2,
-        y: area.y + (area.height.saturating_sub(h)) / 2,
-        width: w,
-        height: h.min(area.height),
+    // Who carries out a replay or reconcile: another copy, when this one does not lead.
+    let leader = app
+        .data
+        .as_deref()
+        .filter(|d| matches!(d.origin, Origin::Live { .. }))
+        .map(|d| &d.info.leader)
+        .filter(|l| !l.this_copy);
+    let request = matches!(
+        cmd,
+        WriteCommand::Replay(_) | WriteCommand::Reconcile(_) | WriteCommand::ReconcileAll
+    );
+    let who = match leader.filter(|_| request) {
+        Some(l) if l.vacant => Line::styled(
+            "no copy holds the Lease now: the request may find nobody to carry it out",
+            Style::new().fg(Color::Yellow),
+        ),
+        Some(l) => Line::styled(
+            format!(
+                "goes to the leader ({}), which carries it out",
+                l.name().unwrap_or_else(|| "the lease holder".to_string())
+            ),
+            dim(),
+        ),
+        None => Line::default(),
     };
     let text = Text::from(vec![
         Line::styled(cmd.prompt(), bold()),
         Line::styled(format!("same as `{}`", cmd.cli()), dim()),
-        Line::default(),
+        who,
         Line::from(vec![
             Span::styled(
                 "y",
@@ -737,6 +959,20 @@ fn draw_confirm(frame: &mut Frame, app: &App, area: Rect) {
             Span::raw(" no"),
         ]),
     ]);
+    // Tall enough for every wrapped line, so y/n never falls out of the box.
+    let inner = usize::from(w.saturating_sub(2)).max(1);
+    let rows: usize = text
+        .lines
+        .iter()
+        .map(|l| l.width().div_ceil(inner).max(1))
+        .sum();
+    let h = u16::try_from(rows + 2).unwrap_or(u16::MAX);
+    let rect = Rect {
+        x: area.x + (area.width.saturating_sub(w)) / 2,
+        y: area.y + (area.height.saturating_sub(h)) / 2,
+        width: w,
+        height: h.min(area.height),
+    };
     frame.render_widget(Clear, rect);
     frame.render_widget(
         Paragraph::new(text).wrap(Wrap { trim: false }).block(
@@ -744,6 +980,61 @@ fn draw_confirm(frame: &mut Frame, app: &App, area: Rect) {
                 .borders(Borders::ALL)
                 .title(" Confirm ")
                 .border_style(Style::new().fg(Color::Yellow)),
+        ),
+        rect,
+    );
+}
+
+/// The context list `:ctx` opens: the current one marked, the selection a bar.
+fn draw_picker(frame: &mut Frame, app: &App, area: Rect) {
+    let Some(p) = &app.picker else { return };
+    let widest = p.names.iter().map(|n| Span::raw(n.as_str()).width()).max();
+    let w = u16::try_from(widest.unwrap_or(0) + 16)
+        .unwrap_or(u16::MAX)
+        .clamp(40, area.width.max(1));
+    let h = u16::try_from(p.names.len() + 3)
+        .unwrap_or(u16::MAX)
+        .min(area.height.saturating_sub(2).max(3));
+    let rect = Rect {
+        x: area.x + (area.width.saturating_sub(w)) / 2,
+        y: area.y + (area.height.saturating_sub(h)) / 2,
+        width: w.min(area.width),
+        height: h.min(area.height),
+    };
+    // Rows for names: the box's inside less the footer line.
+    let rows = usize::from(rect.height.saturating_sub(3)).max(1);
+    let top = p.selected.saturating_sub(rows - 1);
+    let mut lines: Vec<Line> = p
+        .names
+        .iter()
+        .enumerate()
+        .skip(top)
+        .take(rows)
+        .map(|(i, n)| {
+            let current = *n == p.current;
+            let text = format!(
+                "{} {n}{}",
+                if current { "●" } else { " " },
+                if current { "  (current)" } else { "" }
+            );
+            if i == p.selected {
+                Line::styled(format!("› {text}"), states::selection_style())
+            } else {
+                Line::raw(format!("  {text}"))
+            }
+        })
+        .collect();
+    lines.push(Line::styled(
+        "↑/↓ move · enter switches · esc closes",
+        dim(),
+    ));
+    frame.render_widget(Clear, rect);
+    frame.render_widget(
+        Paragraph::new(lines).block(
+            Block::default()
+                .borders(Borders::ALL)
+                .title(format!(" Contexts ({}) ", p.names.len()))
+                .border_style(Style::new().fg(Color::Cyan)),
         ),
         rect,
     );

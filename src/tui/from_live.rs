@@ -1,0 +1,611 @@
+//! A published `LiveState` as the UI's data, and the data of a live view that is not running
+//! (yet): pure, so every header and event-log state is tested without a cluster.
+
+use super::action::Level;
+use super::data::{AccessError, AccessKind, ClusterInfo, Data, EventLine, Leader, Link, Origin};
+use crate::controller::{
+    AccessErrorKind, ClusterEvent, Connection, EventResult, EventVerb, LiveState, ReconcileEvent,
+};
+use crate::core::Options;
+use crate::snapshot::Snapshot;
+use crate::text::printable;
+use chrono::{DateTime, Utc};
+use std::collections::{HashSet, VecDeque};
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::Arc;
+
+/// Cluster Events remembered as shown (the reconciler keeps at most its log's capacity).
+const SEEN_CAPACITY: usize = 2 * crate::controller::state::EVENT_LOG_CAPACITY;
+
+/// Numbers the lines of the reconciler's bounded event log and of the cluster's Events it
+/// reads back, so each is shown once however the logs wrap, and one sequence orders both.
+#[derive(Default)]
+pub struct EventCursor {
+    last: Option<ReconcileEvent>,
+    /// Cluster Events already shown, by content: a series counting up again is a new line.
+    seen: HashSet<u64>,
+    seen_order: VecDeque<u64>,
+    seq: u64,
+}
+
+impl EventCursor {
+    /// The lines not returned before: this copy's reconcile actions, then the cluster's
+    /// Events that other copies reported (this copy's own are its reconcile actions already).
+    pub fn new_events(&mut self, state: &LiveState) -> Vec<EventLine> {
+        let start = match &self.last {
+            Some(last) => state
+                .events
+                .iter()
+                .rposition(|e| e == last)
+                .map_or(0, |i| i + 1),
+            None => 0,
+        };
+        let mut out = Vec::new();
+        for e in state.events.iter().skip(start) {
+            self.seq += 1;
+            out.push(reconcile_line(self.seq, e));
+        }
+        if let Some(last) = state.events.back() {
+            self.last = Some(last.clone());
+        }
+        let me = state.lease.identity.as_str();
+        for e in &state.cluster_events {
+            if !me.is_empty() && e.reporter == me {
+                continue;
+            }
+            if !self.first_sight(e) {
+                continue;
+            }
+            self.seq += 1;
+            out.push(cluster_line(self.seq, e));
+        }
+        out
+    }
+
+    /// True the first time `e` (as it reads now) is seen.
+    fn first_sight(&mut self, e: &ClusterEvent) -> bool {
+        let mut h = DefaultHasher::new();
+        (
+            e.time,
+            &e.reporter,
+            &e.regarding.kind,
+            &e.regarding.name,
+            &e.reason,
+            &e.note,
+            e.count,
+        )
+            .hash(&mut h);
+        let key = h.finish();
+        if !self.seen.insert(key) {
+            return false;
+        }
+        self.seen_order.push_back(key);
+        if self.seen_order.len() > SEEN_CAPACITY
+            && let Some(old) = self.seen_order.pop_front()
+        {
+            self.seen.remove(&old);
+        }
+        true
+    }
+}
+
+fn clock(t: DateTime<Utc>) -> String {
+    t.with_timezone(&chrono::Local)
+        .format("%H:%M:%S")
+        .to_string()
+}
+
+/// `update Kind/name skipped: why — message`.
+fn reconcile_line(seq: u64, e: &ReconcileEvent) -> EventLine {
+    let (level, result) = match &e.result {
+        EventResult::Ok => (Level::Info, String::new()),
+        EventResult::Skipped(why) => (Level::Info, format!(" skipped: {why}")),
+        EventResult::Failed(why) => (Level::Error, format!(" FAILED: {why}")),
+        // A conflict is retried at once and passes: not an error to look at.
+        EventResult::WriteFailed(e) if e.retried_away() => (Level::Info, format!(" {e}")),
+        EventResult::WriteFailed(e) => (Level::Error, format!(" FAILED: {e}")),
+    };
+    let message = if e.message.is_empty() {
+        String::new()
+    } else {
+        format!(" — {}", e.message)
+    };
+    EventLine {
+        seq,
+        time: clock(e.time),
+        level,
+        text: format!("{} {}{result}{message}", e.verb.as_str(), e.object),
+    }
+}
+
+/// `Replayed ConstraintTemplate/x: note — by reporter (×3)`. Anyone allowed to create Events
+/// writes these: what a terminal would obey is escaped.
+fn cluster_line(seq: u64, e: &ClusterEvent) -> EventLine {
+    let count = if e.count > 1 {
+        format!(" (×{})", e.count)
+    } else {
+        String::new()
+    };
+    let note = if e.note.is_empty() {
+        String::new()
+    } else {
+        format!(": {}", e.note)
+    };
+    EventLine {
+        seq,
+        time: clock(e.time),
+        level: if e.warning { Level::Warn } else { Level::Info },
+        text: printable(&format!(
+            "{} {}{note} — by {}{count}",
+            e.reason, e.regarding, e.reporter
+        ))
+        .into_owned(),
+    }
+}
+
+/// One published state as the UI's data. Pure (analysis included): tested without a cluster.
+pub fn data_from_live(
+    state: &LiveState,
+    context: &str,
+    reconcile: bool,
+    opts: &Options,
+    events: Vec<EventLine>,
+) -> Data {
+    let lease = &state.lease;
+    let health = lease.health.as_ref();
+    let leader = Leader {
+        lease: lease.lease.clone(),
+        holder: lease.holder.clone(),
+        pod: health.and_then(|h| h.pod.clone()),
+        this_copy: lease.leading,
+        since: lease.since,
+        // This copy's own queue is known without waiting for its next renewal.
+        queue: if lease.leading {
+            Some(state.queue_depth)
+        } else {
+            health.map(|h| h.queue)
+        },
+        last_sync: health.and_then(|h| h.last_sync),
+        vacant: lease.vacant,
+    };
+    let link = match &state.connection {
+        Connection::Connected => Link::Up,
+        Connection::Unreachable { since, message } => Link::Unreachable {
+            since: *since,
+            message: message.clone(),
+        },
+    };
+    let access_errors = state
+        .access_errors
+        .iter()
+        .map(|e| AccessError {
+            resource: e.resource.clone(),
+            kind: match e.kind {
+                AccessErrorKind::Forbidden => AccessKind::Forbidden,
+                AccessErrorKind::NotServed if e.resource.contains("admissionregistration") => {
+                    AccessKind::Disabled
+                }
+                AccessErrorKind::NotServed => AccessKind::Missing,
+                AccessErrorKind::Other => AccessKind::Other,
+            },
+            message: e.message.clone(),
+        })
+        .collect();
+    let info = ClusterInfo {
+        context: context.to_string(),
+        server_version: state.server_version.clone(),
+        vap_api: state.vap_api.clone(),
+        leader,
+        link,
+        gatekeeper_generator: state
+            .gatekeeper_generator
+            .clone()
+            .filter(|_| reconcile && !state.writes_enabled),
+        access_errors,
+        syncing: !state.synced,
+        ..ClusterInfo::default()
+    };
+    // Replay and reconcile go to whichever copy holds the Lease, wherever it runs: nothing
+    // to refuse here (an answer that no copy leads arrives in the event log).
+    let mut data = Data::prepare(
+        Origin::Live {
+            reconciling: reconcile,
+            refusal: None,
+        },
+        info,
+        Arc::new(state.snapshot.clone()),
+        opts,
+        events,
+    );
+    note_write_failures(Arc::make_mut(&mut data.analysis), &state.events);
+    data
+}
+
+/// The live view while it starts: an empty tree, and which attempt this is (after a failure:
+/// why, and when the next one starts). `now` is the clock the header's countdown reads.
+pub fn connecting(
+    context: &str,
+    reconcile: bool,
+    attempt: u32,
+    retry_at: Option<DateTime<Utc>>,
+    message: Option<String>,
+    now: DateTime<Utc>,
+) -> Data {
+    let info = ClusterInfo {
+        context: context.to_string(),
+        link: Link::Connecting {
+            attempt,
+            retry_at,
+            message,
+        },
+        syncing: true,
+        ..ClusterInfo::default()
+    };
+    let snapshot = Snapshot {
+        now: Some(now),
+        ..Snapshot::default()
+    };
+    Data::prepare(
+        Origin::Live {
+            reconciling: reconcile,
+            refusal: Some(format!(
+                "not connected to {context} yet: nothing to send the request to"
+            )),
+        },
+        info,
+        Arc::new(snapshot),
+        &Options::default(),
+        Vec::new(),
+    )
+}
+
+/// Data that says the cluster cannot be shown, and why (the kubeconfig: retrying would read
+/// the same file).
+pub fn unavailable(context: &str, reconcile: bool, resource: &str, message: String) -> Data {
+    let info = ClusterInfo {
+        context: context.to_string(),
+        access_errors: vec![AccessError {
+            resource: resource.to_string(),
+            kind: AccessKind::Other,
+            message,
+        }],
+        ..ClusterInfo::default()
+    };
+    Data::prepare(
+        Origin::Live {
+            reconciling: reconcile,
+            refusal: Some("not connected".to_string()),
+        },
+        info,
+        Arc::default(),
+        &Options::default(),
+        Vec::new(),
+    )
+}
+
+/// Adds to each finding the failure of the last write of its object, if that write failed: a
+/// node that stays missing or out of sync says why, after the event log has scrolled on.
+fn note_write_failures(
+    analysis: &mut crate::core::analysis::Analysis,
+    events: &VecDeque<ReconcileEvent>,
+) {
+    let mut failed: std::collections::HashMap<(&str, &str), String> =
+        std::collections::HashMap::new();
+    for e in events {
+        if !matches!(
+            e.verb,
+            EventVerb::Create | EventVerb::Update | EventVerb::Delete
+        ) {
+            continue;
+        }
+        let key = (e.object.kind.as_str(), e.object.name.as_str());
+        match (&e.result, e.result.failure()) {
+            (EventResult::Ok, _) => {
+                failed.remove(&key);
+            }
+            (_, Some(why)) => {
+                failed.insert(key, why);
+            }
+            _ => {}
+        }
+    }
+    if failed.is_empty() {
+        return;
+    }
+    for f in &mut analysis.findings {
+        if let Some(why) = failed.get(&(f.object.kind.as_str(), f.object.name.as_str())) {
+            f.message = format!("{} — the last write failed: {why}", f.message);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::{LeaderHealth, LeaseInfo};
+    use crate::model::ObjectRef;
+
+    fn at(s: i64) -> DateTime<Utc> {
+        DateTime::from_timestamp(1_700_000_000 + s, 0).unwrap()
+    }
+
+    fn event(i: u32) -> ReconcileEvent {
+        ReconcileEvent {
+            time: at(i64::from(i)),
+            verb: EventVerb::Update,
+            object: ObjectRef::new("v1", "K", format!("o{i}")),
+            result: if i.is_multiple_of(2) {
+                EventResult::Ok
+            } else {
+                EventResult::Failed("boom".into())
+            },
+            message: String::new(),
+        }
+    }
+
+    fn cluster_event(reporter: &str, count: u32) -> ClusterEvent {
+        ClusterEvent {
+            time: at(60),
+            reporter: reporter.into(),
+            regarding: ObjectRef::new(
+                "templates.gatekeeper.sh/v1",
+                "ConstraintTemplate",
+                "k8srequiredlabels",
+            ),
+            reason: "Replayed".into(),
+            note: "replayed 2 constraints of K8sRequiredLabels: 1 write".into(),
+            warning: false,
+            count,
+        }
+    }
+
+    #[test]
+    fn each_event_is_shown_once_even_when_the_log_wraps() {
+        let mut state = LiveState::default();
+        let mut cursor = EventCursor::default();
+        state.push_event(event(0));
+        state.push_event(event(1));
+        let first = cursor.new_events(&state);
+        assert_eq!(first.len(), 2);
+        assert!(first[1].level == Level::Error && first[1].text.contains("FAILED: boom"));
+        assert!(cursor.new_events(&state).is_empty());
+        // The bounded log drops its oldest entries: only the new ones come out, in order.
+        for i in 2..(2 + crate::controller::state::EVENT_LOG_CAPACITY as u32) {
+            state.push_event(event(i));
+        }
+        let more = cursor.new_events(&state);
+        assert_eq!(more.len(), crate::controller::state::EVENT_LOG_CAPACITY);
+        assert!(more.windows(2).all(|w| w[0].seq < w[1].seq));
+        assert!(more[0].seq > first[1].seq);
+    }
+
+    #[test]
+    fn cluster_events_are_shown_once_with_reporter_and_count_warnings_as_warnings() {
+        let mut state = LiveState::default();
+        state.lease.identity = "laptop-1".into();
+        let mut cursor = EventCursor::default();
+        state.push_event(event(0));
+        state
+            .cluster_events
+            .push_back(cluster_event("gatekeeper-vap-7c9d", 1));
+        // This copy's own Events are its reconcile actions already.
+        state.cluster_events.push_back(cluster_event("laptop-1", 1));
+        let mut failed = cluster_event("gatekeeper-vap-7c9d", 3);
+        failed.reason = "WriteFailed".into();
+        failed.note = "create ValidatingAdmissionPolicy/x: forbidden\x1b[2J".into();
+        failed.warning = true;
+        state.cluster_events.push_back(failed);
+        let lines = cursor.new_events(&state);
+        let text: Vec<(&str, Level)> = lines.iter().map(|l| (l.text.as_str(), l.level)).collect();
+        assert_eq!(
+            text,
+            [
+                ("update K/o0", Level::Info),
+                (
+                    "Replayed ConstraintTemplate/k8srequiredlabels: replayed 2 constraints of K8sRequiredLabels: 1 write — by gatekeeper-vap-7c9d",
+                    Level::Info
+                ),
+                (
+                    "WriteFailed ConstraintTemplate/k8srequiredlabels: create ValidatingAdmissionPolicy/x: forbidden\\x1b[2J — by gatekeeper-vap-7c9d (×3)",
+                    Level::Warn
+                ),
+            ]
+        );
+        assert!(lines.windows(2).all(|w| w[0].seq < w[1].seq));
+        // The same state again: nothing new. The series counting up: one new line.
+        assert!(cursor.new_events(&state).is_empty());
+        if let Some(e) = state.cluster_events.back_mut() {
+            e.count = 4;
+        }
+        let again = cursor.new_events(&state);
+        assert_eq!(again.len(), 1);
+        assert!(again[0].text.ends_with("(×4)"), "{}", again[0].text);
+        assert!(again[0].seq > lines[2].seq);
+    }
+
+    #[test]
+    fn the_leader_and_its_health_come_from_the_lease() {
+        let opts = Options::default();
+        let mut state = LiveState {
+            queue_depth: 7,
+            lease: LeaseInfo {
+                lease: "gatekeeper-system/kubectl-vap".into(),
+                identity: "laptop-1".into(),
+                holder: Some("kubectl-vap-7c9d-abc".into()),
+                since: Some(at(0)),
+                health: Some(LeaderHealth {
+                    pod: Some("kubectl-vap-7c9d".into()),
+                    queue: 2,
+                    last_sync: Some(at(30)),
+                }),
+                ..LeaseInfo::default()
+            },
+            ..LiveState::default()
+        };
+        let info = |state: &LiveState| data_from_live(state, "ctx", false, &opts, vec![]).info;
+        let l = info(&state).leader;
+        assert_eq!(
+            l.name().as_deref(),
+            Some("kubectl-vap-7c9d"),
+            "the pod first"
+        );
+        assert_eq!(
+            (l.queue, l.last_sync, l.since),
+            (Some(2), Some(at(30)), Some(at(0)))
+        );
+        assert!(!l.vacant && !l.this_copy);
+        // No pod: the identity. This copy leading: its own queue, now.
+        state.lease.health = None;
+        assert_eq!(
+            info(&state).leader.name().as_deref(),
+            Some("kubectl-vap-7c9d-abc")
+        );
+        assert_eq!(info(&state).leader.queue, None);
+        state.lease.leading = true;
+        let l = info(&state).leader;
+        assert_eq!((l.name().as_deref(), l.queue), (Some("this copy"), Some(7)));
+        state.lease.vacant = true;
+        assert!(info(&state).leader.vacant);
+        state.connection = Connection::Unreachable {
+            since: at(5),
+            message: "connection refused".into(),
+        };
+        assert_eq!(
+            info(&state).link,
+            Link::Unreachable {
+                since: at(5),
+                message: "connection refused".into()
+            }
+        );
+    }
+
+    #[test]
+    fn a_failed_write_shows_on_its_objects_finding_until_a_write_succeeds() {
+        use crate::core::findings::Code;
+        // A template that generates, no VAP yet: the analysis finds the VAP missing.
+        let mut snapshot = crate::snapshot::Snapshot::default();
+        snapshot
+            .insert(
+                serde_json::json!({
+                    "apiVersion": "templates.gatekeeper.sh/v1", "kind": "ConstraintTemplate",
+                    "metadata": { "name": "k8sx", "uid": "u1" },
+                    "spec": { "crd": { "spec": { "names": { "kind": "K8sX" } } },
+                              "targets": [{ "target": "admission.k8s.gatekeeper.sh",
+                                            "code": [{ "engine": "K8sNativeValidation",
+                                                       "source": { "generateVAP": true,
+                                                                   "validations": [{ "expression": "true" }] } }] }] }
+                }),
+                crate::model::Source::default(),
+            )
+            .unwrap();
+        let mut state = LiveState {
+            snapshot,
+            ..LiveState::default()
+        };
+        let write = |result| ReconcileEvent {
+            time: at(0),
+            verb: EventVerb::Create,
+            object: ObjectRef::new(
+                "admissionregistration.k8s.io/v1",
+                "ValidatingAdmissionPolicy",
+                "gatekeeper-k8sx",
+            ),
+            result,
+            message: "the template generates a VAP".into(),
+        };
+        let message = |state: &LiveState| {
+            let data = data_from_live(state, "ctx", true, &Options::default(), Vec::new());
+            data.analysis
+                .findings
+                .iter()
+                .find(|f| f.code == Code::PolicyMissing)
+                .map(|f| f.message.clone())
+                .unwrap()
+        };
+        assert!(!message(&state).contains("last write failed"));
+        state.push_event(write(EventResult::Failed("forbidden: no create".into())));
+        assert!(
+            message(&state).ends_with("the last write failed: forbidden: no create"),
+            "{}",
+            message(&state)
+        );
+        state.push_event(write(EventResult::Ok));
+        assert!(!message(&state).contains("last write failed"));
+    }
+
+    #[test]
+    fn requests_are_not_refused_once_connected() {
+        let opts = Options::default();
+        let refusal = |state: &LiveState, reconcile: bool| {
+            data_from_live(state, "ctx", reconcile, &opts, Vec::new()).write_refusal()
+        };
+        let mut state = LiveState {
+            writes_enabled: true,
+            lease: LeaseInfo {
+                holder: Some("other".into()),
+                ..LeaseInfo::default()
+            },
+            ..LiveState::default()
+        };
+        // Observing, standby, leading: the request goes to the holder, wherever it runs.
+        assert_eq!(refusal(&state, false), None);
+        assert_eq!(refusal(&state, true), None);
+        state.lease.leading = true;
+        assert_eq!(refusal(&state, true), None);
+        // Gatekeeper's generator is said, not a reason to refuse (the leader decides).
+        state.writes_enabled = false;
+        state.gatekeeper_generator = Some("gatekeeper-controller --default-create-vap".into());
+        let data = data_from_live(&state, "ctx", true, &opts, Vec::new());
+        assert_eq!(data.write_refusal(), None);
+        assert!(data.info.gatekeeper_generator.is_some());
+        // Before the live view runs there is nothing to send to.
+        let waiting = connecting("ctx", false, 1, None, None, at(0));
+        assert!(
+            waiting
+                .write_refusal()
+                .is_some_and(|r| r.contains("not connected to ctx"))
+        );
+    }
+
+    #[test]
+    fn access_errors_keep_their_meaning() {
+        let state = LiveState {
+            access_errors: vec![
+                crate::controller::AccessError {
+                    resource: "validatingadmissionpolicies.admissionregistration.k8s.io".into(),
+                    kind: AccessErrorKind::NotServed,
+                    message: "not served".into(),
+                },
+                crate::controller::AccessError {
+                    resource: "constrainttemplates.templates.gatekeeper.sh".into(),
+                    kind: AccessErrorKind::NotServed,
+                    message: "CRD missing".into(),
+                },
+                crate::controller::AccessError {
+                    resource: "validatingadmissionpolicybindings.admissionregistration.k8s.io"
+                        .into(),
+                    kind: AccessErrorKind::Forbidden,
+                    message: "403".into(),
+                },
+            ],
+            synced: false,
+            ..LiveState::default()
+        };
+        let data = data_from_live(&state, "ctx", false, &Options::default(), Vec::new());
+        let kinds: Vec<_> = data
+            .info
+            .access_errors
+            .iter()
+            .map(|e| e.kind.clone())
+            .collect();
+        assert_eq!(
+            kinds,
+            vec![
+                AccessKind::Disabled,
+                AccessKind::Missing,
+                AccessKind::Forbidden
+            ]
+        );
+        assert!(data.info.syncing);
+    }
+}
