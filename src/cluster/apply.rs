@@ -25,7 +25,7 @@ pub enum ApplyError {
     /// gone before an update): read again and retry.
     #[error("{0}: the object changed on the server; it will be read again and retried")]
     Conflict(String),
-    #[error("{what}: {source}")]
+    #[error("{what}: {}", super::describe(source))]
     Failed {
         what: String,
         #[source]

@@ -16,7 +16,7 @@ use kube::core::ApiResource;
 
 /// What a failed read of one resource means for the user.
 pub fn access_error(resource: &str, e: &kube::Error) -> AccessError {
-    AccessError::from_status(resource, status_code(e), "reading", e)
+    AccessError::from_status(resource, status_code(e), "reading", &super::describe(e))
 }
 
 async fn list_dynamic(

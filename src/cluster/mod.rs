@@ -25,7 +25,7 @@ pub enum KubeError {
     InCluster(String),
     #[error("creating the Kubernetes client: {0}")]
     Client(#[source] Box<kube::Error>),
-    #[error("{what}: {source}")]
+    #[error("{what}: {}", describe(source))]
     Request {
         what: String,
         #[source]
@@ -57,10 +57,45 @@ impl KubeError {
     }
 }
 
+/// A kube error for people: the API server's own message, its reason and code, instead of
+/// kube's `ApiError: <message> (Status { … })`, which says everything twice and the second time
+/// as a Rust debug dump.
+pub fn describe(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) if s.reason.is_empty() => format!("{} ({})", s.message, s.code),
+        kube::Error::Api(s) => format!("{} ({}, {})", s.message, s.reason, s.code),
+        other => other.to_string(),
+    }
+}
+
 /// The HTTP status code of an API error, if the error is one.
 pub fn status_code(e: &kube::Error) -> Option<u16> {
     match e {
         kube::Error::Api(s) => Some(s.code),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_api_error_is_said_once_without_a_debug_dump() {
+        let status: kube::core::Status = serde_json::from_value(serde_json::json!({
+            "status": "Failure", "code": 404, "reason": "NotFound",
+            "message": "namespaces \"gatekeeper-system\" not found"
+        }))
+        .expect("status");
+        let e = kube::Error::Api(Box::new(status));
+        let text = describe(&e);
+        assert_eq!(
+            text,
+            "namespaces \"gatekeeper-system\" not found (NotFound, 404)"
+        );
+        // What kube prints says the message twice, the second time as `Status { … }`.
+        assert!(e.to_string().contains("Status {"), "{e}");
+        let wrapped = KubeError::request("reading Lease gatekeeper-system/kubectl-vap", e);
+        assert!(!wrapped.to_string().contains("Status {"), "{wrapped}");
     }
 }

@@ -232,7 +232,10 @@ pub async fn serve(shared: Arc<Shared>, route: Route) {
                         return;
                     }
                     if let Err(e) = requests::answer(&api, &name, &id, &answer, &stale).await {
-                        tracing::warn!("answering request {id} in ConfigMap {name}: {e}");
+                        tracing::warn!(
+                            "answering request {id} in ConfigMap {name}: {}",
+                            crate::cluster::describe(&e)
+                        );
                     }
                 });
             }

@@ -346,7 +346,8 @@ impl Publisher {
                 self.series.remove(&key);
                 if !std::mem::replace(&mut self.failing, true) {
                     tracing::warn!(
-                        "cannot publish Events in namespace {EVENTS_NAMESPACE}: {e} (needs create/patch on events.events.k8s.io there; outcomes stay in this copy's log)"
+                        "cannot publish Events in namespace {EVENTS_NAMESPACE}: {} (needs create/patch on events.events.k8s.io there; outcomes stay in this copy's log)",
+                        crate::cluster::describe(&e)
                     );
                 }
             }

@@ -404,6 +404,7 @@ pub struct Election {
 }
 
 fn lease_access_error(namespace: &str, name: &str, e: &kube::Error, verb: &str) -> AccessError {
+    let why = crate::cluster::describe(e);
     let kind = match crate::cluster::status_code(e) {
         Some(401 | 403) => AccessErrorKind::Forbidden,
         _ => AccessErrorKind::Other,
@@ -414,7 +415,7 @@ fn lease_access_error(namespace: &str, name: &str, e: &kube::Error, verb: &str) 
         message: match verb {
             "read" => format!("cannot read Lease {namespace}/{name} to show who reconciles: {e}"),
             _ => format!(
-                "cannot use Lease {namespace}/{name}: {e} (needs get/create/update on leases in namespace {namespace}, and the namespace must exist)"
+                "cannot use Lease {namespace}/{name}: {why} (needs get/create/update on leases in namespace {namespace}, and the namespace must exist)"
             ),
         },
     }
@@ -446,6 +447,8 @@ pub async fn run(
     };
     let lease = lease_ref(&namespace, &name);
     let mut failing_since: Option<Duration> = None;
+    // The other holder last said (a standby copy says who reconciles, once per holder).
+    let mut standing_by: Option<String> = None;
     loop {
         // A deadline passed while leading (paused, or renewals failed for too long): nothing
         // decided before counts. Checked before asking the server, so even a renewal that
@@ -475,6 +478,7 @@ pub async fn run(
                 if !shared.leadership.may_write() {
                     lose(&shared, &lease, &identity, "the renewal came back too late");
                 } else if !shared.leadership.set_leading(true) {
+                    standing_by = None;
                     shared.metrics.leader.store(true, Ordering::Relaxed);
                     tracing::info!(
                         "acquired Lease {lease_name} as {identity}: resyncing everything"
@@ -492,6 +496,14 @@ pub async fn run(
             }
             Ok(Attempt::Other(holder)) => {
                 shared.outage.reachable();
+                if let Some(h) = &holder
+                    && standing_by.as_ref() != Some(h)
+                {
+                    tracing::info!(
+                        "Lease {lease_name} is held by {h}: that copy writes; standing by (taking over if it stops renewing)"
+                    );
+                    standing_by = Some(h.clone());
+                }
                 if shared.leadership.is_leading() {
                     let by = holder.clone().unwrap_or_else(|| "another copy".into());
                     lose(
@@ -532,7 +544,10 @@ pub async fn run(
     match elector.release().await {
         Ok(()) if held => tracing::info!("released Lease {lease_name}"),
         Ok(()) => {}
-        Err(e) => tracing::warn!("releasing Lease {lease_name}: {e}"),
+        Err(e) => tracing::warn!(
+            "releasing Lease {lease_name}: {}",
+            crate::cluster::describe(&e)
+        ),
     }
     Ok(())
 }

@@ -399,9 +399,13 @@ fn request_error(what: &str, ns: &str, name: &str, e: &kube::Error) -> Error {
             "no copy serves requests: ConfigMap {ns}/{name} does not exist (a `kubectl vap run` that leads creates it; `install --print` includes it)"
         )),
         Some(401 | 403) => Error::Request(format!(
-            "{what} ConfigMap {ns}/{name}: forbidden: {e} (grant the kubectl-vap-operator ClusterRole from `kubectl vap install --print`)"
+            "{what} ConfigMap {ns}/{name}: {} (grant the kubectl-vap-operator ClusterRole from `kubectl vap install --print`)",
+            crate::cluster::describe(e)
         )),
-        _ => Error::Request(format!("{what} ConfigMap {ns}/{name}: {e}")),
+        _ => Error::Request(format!(
+            "{what} ConfigMap {ns}/{name}: {}",
+            crate::cluster::describe(e)
+        )),
     }
 }
 

@@ -278,7 +278,7 @@ impl Health {
 fn failure_of(resource: &str, verb: &str, e: &kube::Error) -> Failure {
     let status = crate::cluster::status_code(e);
     Failure {
-        error: AccessError::from_status(resource, status, verb, e),
+        error: AccessError::from_status(resource, status, verb, &crate::cluster::describe(e)),
         unreachable: status.is_none(),
     }
 }
