@@ -54,10 +54,11 @@ pub fn summary(data: &Data, node: &Node) -> Vec<Line<'static>> {
     out.push(Line::from(state));
     if let Some(obj) = &node.object {
         out.push(field("object", format!("{} {}", obj.api_version, obj)));
-        let source = data
-            .source_of(&obj.kind, &obj.name)
-            .unwrap_or_else(|| "not present".to_string());
-        out.push(field("read from", source));
+        // A missing object was read from nowhere: say so instead of "read from not present".
+        match data.source_of(&obj.kind, &obj.name) {
+            Some(source) => out.push(field("read from", source)),
+            None => out.push(field("read from", "nowhere: it does not exist".to_string())),
+        }
     }
     if node.kind == NodeKind::Group {
         out.push(field("holds", format!("{} objects", node.children.len())));
