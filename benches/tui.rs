@@ -38,12 +38,14 @@ fn terminal() -> Terminal<CrosstermBackend<Sink>> {
 }
 
 fn constraint(t: usize, c: usize) -> Value {
-    json!({
-        "apiVersion": "constraints.gatekeeper.sh/v1beta1",
-        "kind": format!("K8sBench{t:03}"),
-        "metadata": {"name": format!("c-{c:05}"), "uid": format!("uid-c-{t}-{c}")},
-        "spec": {"enforcementAction": "deny", "parameters": {"labels": ["owner"]}}
-    })
+    let mut v = testenv::gatekeeper::constraint(
+        &format!("K8sBench{t:03}"),
+        &format!("c-{c:05}"),
+        json!({"enforcementAction": "deny", "parameters": {"labels": ["owner"]}}),
+    );
+    // Unique across kinds (`support::objects::constraint`'s uid is per name).
+    v["metadata"]["uid"] = json!(format!("uid-c-{t}-{c}"));
+    v
 }
 
 /// `templates` × `per` constraints, every VAP and binding written (from the plan), then 1%
@@ -55,10 +57,10 @@ fn snapshot(templates: usize, per: usize) -> Snapshot {
     };
     for t in 0..templates {
         snap.insert(
-            support::template(
+            support::objects::template(
                 &format!("k8sbench{t:03}"),
                 &format!("K8sBench{t:03}"),
-                support::cel_source(Some(true)),
+                support::objects::cel_source(Some(true)),
             ),
             Source::default(),
         )

@@ -7,7 +7,7 @@ use kubectl_vap::core::findings::Code;
 use kubectl_vap::core::{Options, Verb, analyze};
 use kubectl_vap::snapshot::Snapshot;
 use serde_json::{Value, json};
-use support::*;
+use support::objects::*;
 
 fn codes(s: &Snapshot) -> Vec<Code> {
     let mut c: Vec<Code> = analyze(s, &Options::default())

@@ -13,7 +13,8 @@
 mod manager;
 
 pub use manager::{
-    GATEKEEPER_NAMESPACE, Gatekeeper, GatekeeperAssets, GatekeeperOptions, install_chart_crds,
+    GATEKEEPER_NAMESPACE, Gatekeeper, GatekeeperAssets, GatekeeperOptions, install_chart,
+    install_chart_crds,
 };
 
 use std::time::{Duration, Instant};
@@ -263,6 +264,46 @@ pub fn template_api_resource() -> ApiResource {
     }
 }
 
+/// A ConstraintTemplate of `kind` at `templates.gatekeeper.sh/<version>`, named `lower(kind)`
+/// as Gatekeeper requires: `crd_spec` (its `names.kind` set to `kind`) and `targets`.
+pub fn template(kind: &str, version: &str, crd_spec: Value, targets: Value) -> Value {
+    let mut crd_spec = crd_spec;
+    crd_spec["names"]["kind"] = json!(kind);
+    json!({
+        "apiVersion": format!("{TEMPLATES_GROUP}/{version}"),
+        "kind": "ConstraintTemplate",
+        "metadata": { "name": kind.to_ascii_lowercase() },
+        "spec": { "crd": { "spec": crd_spec }, "targets": targets }
+    })
+}
+
+/// A template's `targets` with one `K8sNativeValidation` (CEL) `source`.
+pub fn cel_targets(source: Value) -> Value {
+    json!([{ "target": "admission.k8s.gatekeeper.sh",
+             "code": [{ "engine": "K8sNativeValidation", "source": source }] }])
+}
+
+/// A constraint of `kind` (`constraints.gatekeeper.sh/v1beta1`) named `name`, with `spec`.
+pub fn constraint(kind: &str, name: &str, spec: Value) -> Value {
+    json!({
+        "apiVersion": format!("{CONSTRAINTS_GROUP}/{CONSTRAINTS_VERSION}"),
+        "kind": kind,
+        "metadata": { "name": name },
+        "spec": spec
+    })
+}
+
+/// The CRD's `Established` condition is `True`.
+pub fn established(crd: &CustomResourceDefinition) -> bool {
+    crd.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c.type_ == "Established" && c.status == "True")
+        })
+}
+
 /// Installs (server-side applies) the ConstraintTemplate CRD and waits until it is Established.
 /// Idempotent, so every test may call it on the shared apiserver.
 pub async fn install_gatekeeper_crds(client: &kube::Client) -> anyhow::Result<()> {
@@ -316,15 +357,7 @@ async fn wait_established(
             .get(name)
             .await
             .with_context(|| format!("reading CRD {name}"))?;
-        let established = crd
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|cs| {
-                cs.iter()
-                    .any(|c| c.type_ == "Established" && c.status == "True")
-            });
-        if established {
+        if established(&crd) {
             return Ok(crd);
         }
         if Instant::now() > deadline {
@@ -341,26 +374,35 @@ async fn wait_established(
 mod tests {
     use super::*;
 
-    fn template() -> Value {
-        json!({
-            "apiVersion": "templates.gatekeeper.sh/v1",
-            "kind": "ConstraintTemplate",
-            "metadata": { "name": "k8srequiredlabels" },
-            "spec": {
-                "crd": { "spec": {
-                    "names": { "kind": "K8sRequiredLabels" },
-                    "validation": { "openAPIV3Schema": {
-                        "properties": { "labels": { "type": "array", "items": { "type": "string" } } }
-                    } }
-                } },
-                "targets": [{ "target": "admission.k8s.gatekeeper.sh", "rego": "package x" }]
-            }
-        })
+    fn required_labels() -> Value {
+        template(
+            "K8sRequiredLabels",
+            "v1",
+            json!({ "validation": { "openAPIV3Schema": {
+                "properties": { "labels": { "type": "array", "items": { "type": "string" } } }
+            } } }),
+            json!([{ "target": "admission.k8s.gatekeeper.sh", "rego": "package x" }]),
+        )
+    }
+
+    #[test]
+    fn template_is_named_after_its_kind() {
+        let t = required_labels();
+        assert_eq!(t["apiVersion"], "templates.gatekeeper.sh/v1");
+        assert_eq!(t["metadata"]["name"], "k8srequiredlabels");
+        assert_eq!(
+            t["spec"]["crd"]["spec"]["names"]["kind"],
+            "K8sRequiredLabels"
+        );
+        assert_eq!(
+            constraint("K8sRequiredLabels", "c", json!({}))["apiVersion"],
+            "constraints.gatekeeper.sh/v1beta1"
+        );
     }
 
     #[test]
     fn constraint_crd_follows_gatekeeper_conventions() {
-        let crd = constraint_crd(&template()).expect("valid template");
+        let crd = constraint_crd(&required_labels()).expect("valid template");
         assert_eq!(
             crd.metadata.name.as_deref(),
             Some("k8srequiredlabels.constraints.gatekeeper.sh")

@@ -19,7 +19,33 @@ mod process;
 
 pub use controller_manager::{ControllerManager, ControllerManagerOptions};
 
-pub use process::rss_kib;
+pub use process::{cpu_secs, own_cpu_secs, peak_rss_kib, rss_kib, signal};
+
+/// A free loopback port (for a process's `--metrics-addr` and the like).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+/// Creates namespace `name` unless it exists.
+pub async fn ensure_namespace(client: &kube::Client, name: &str) -> anyhow::Result<()> {
+    let ns: Namespace = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": { "name": name },
+    }))
+    .context("static Namespace JSON")?;
+    match Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("creating namespace {name}")),
+    }
+}
 
 /// A plain `GET http://127.0.0.1:<port><path>` (status line, headers and body), or an empty
 /// string when nothing answers: for the reconciler's own `/metrics` and probes.
@@ -224,13 +250,8 @@ impl TestEnv {
         install_panic_hook();
         let bins = Binaries::discover()?;
         remove_stale_dirs();
-        let tempdir = tempfile::Builder::new()
-            .prefix(DIR_PREFIX)
-            .tempdir()
-            .context("creating the env's temp dir")?;
+        let tempdir = owned_temp_dir(DIR_PREFIX).context("creating the env's temp dir")?;
         let dir = tempdir.path().to_path_buf();
-        std::fs::write(dir.join(OWNER_FILE), std::process::id().to_string())
-            .context("writing the owner pid")?;
         std::fs::create_dir_all(dir.join("certs")).context("creating certs dir")?;
 
         generate_service_account_key(&dir.join("sa.key"))?;
@@ -699,12 +720,33 @@ const KEPT_FILE: &str = "kept";
 /// Removes folders of earlier runs that were killed (Ctrl-C, SIGKILL) before cleaning up:
 /// etcd preallocates a 64 MB WAL, so they add up quickly.
 fn remove_stale_dirs() {
+    for path in orphaned_dirs(DIR_PREFIX) {
+        let _ = std::fs::remove_dir_all(&path);
+    }
+}
+
+/// A temporary folder `<tmp>/<prefix>…` that names this process as its owner, so that
+/// [`orphaned_dirs`] in a later run can tell whether a run killed before its clean-up left it.
+pub fn owned_temp_dir(prefix: &str) -> anyhow::Result<tempfile::TempDir> {
+    let tempdir = tempfile::Builder::new().prefix(prefix).tempdir()?;
+    std::fs::write(
+        tempdir.path().join(OWNER_FILE),
+        std::process::id().to_string(),
+    )
+    .context("writing the owner pid")?;
+    Ok(tempdir)
+}
+
+/// The folders `<tmp>/<prefix>…` of [`owned_temp_dir`] whose owner process is gone (runs
+/// killed by Ctrl-C or SIGKILL before their clean-up), except those kept on purpose.
+pub fn orphaned_dirs(prefix: &str) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
-        return;
+        return Vec::new();
     };
+    let mut out = Vec::new();
     for entry in entries.flatten() {
         let path = entry.path();
-        let is_ours = entry.file_name().to_string_lossy().starts_with(DIR_PREFIX);
+        let is_ours = entry.file_name().to_string_lossy().starts_with(prefix);
         if !is_ours || path.join(KEPT_FILE).exists() {
             continue;
         }
@@ -714,9 +756,10 @@ fn remove_stale_dirs() {
         // SAFETY: signal 0 only checks whether the pid exists.
         let dead = owner.is_some_and(|pid| unsafe { libc::kill(pid, 0) } != 0);
         if dead {
-            let _ = std::fs::remove_dir_all(&path);
+            out.push(path);
         }
     }
+    out
 }
 
 /// Keeps a folder for inspection and marks it so that later runs leave it alone.

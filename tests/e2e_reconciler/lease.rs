@@ -1,0 +1,258 @@
+//! One writer per Lease: two copies and the hand-over (release, expiry), the one-shot commands
+//! beside a holder, an unusable Lease, and fencing of a leader that was paused past its Lease.
+
+use crate::env::{Env, LEASE_NS, TIMEOUT, eventually, opts, serial, template};
+use crate::support::cli::{self, Served};
+use crate::support::objects::binding_name as bname;
+use crate::support::rbac::{self, Grant};
+use kube::api::DeleteParams;
+use kubectl_vap::controller::lease::holder;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+/// Two copies on one Lease: both watch, only the holder writes; the other takes over when the
+/// holder stops (graceful release), and again when a holder process is killed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_two_copies_one_writer_and_handover() {
+    let _s = serial();
+    let e = Env::new().await;
+    let lease = e.env.unique_name("pair");
+    let o = opts(0);
+    let a = e.leader(&lease, o.clone()).await;
+    let b = e.reconciler(&lease, o.clone()).await;
+    let kind = e.env.unique_kind("Pair");
+    e.put_template(&template(&kind, Some(true))).await;
+    for c in ["c1", "c2", "c3"] {
+        e.constrain(&kind, c).await;
+    }
+    e.until_vapb("bindings written", &bname(&kind, "c3"), true)
+        .await;
+    a.assert_idle(TIMEOUT).await;
+    b.assert_idle(TIMEOUT).await;
+    assert!(a.writes_total() >= 4, "the holder wrote");
+    assert_eq!(b.writes_total(), 0, "the other copy never writes");
+    // Both caches are warm: the follower reached the same opinion.
+    assert_eq!(a.opinion(&kind), b.opinion(&kind));
+
+    // Graceful stop releases the lease: b takes over at once.
+    let t = Instant::now();
+    a.stop().await;
+    b.wait_leading(Duration::from_secs(10))
+        .await
+        .expect("b takes over after a release");
+    eprintln!("takeover after release: {:?}", t.elapsed());
+    e.constrain(&kind, "c4").await;
+    e.until_vapb("new leader writes", &bname(&kind, "c4"), true)
+        .await;
+    b.stop().await;
+
+    // A holder that dies without releasing: its lease expires, the other copy takes over.
+    let mut child = e
+        .run(&lease)
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn kubectl-vap run");
+    eventually("the process holds the lease", || async {
+        holder(&e.client, LEASE_NS, &lease)
+            .await
+            .ok()
+            .flatten()
+            .is_some_and(|h| h.contains(&child.id().to_string()))
+    })
+    .await;
+    let c = e.reconciler(&lease, o.clone()).await;
+    assert!(
+        c.wait_leading(Duration::from_secs(3)).await.is_err(),
+        "c waits"
+    );
+    // SIGKILL: no release.
+    child.kill().expect("kill");
+    let _ = child.wait();
+    let t = Instant::now();
+    c.wait_leading(Duration::from_secs(40))
+        .await
+        .expect("c takes over after expiry");
+    eprintln!("takeover after kill: {:?}", t.elapsed());
+    e.constrain(&kind, "c5").await;
+    e.until_vapb("the new leader writes", &bname(&kind, "c5"), true)
+        .await;
+    e.clean_up_with(c, &[&kind]).await;
+}
+
+/// `replay`/`reconcile` refuse while another copy holds the lease, naming the holder; and
+/// `reconcile --all` converges when the lease is free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_one_shot_commands_and_the_lease() {
+    let _s = serial();
+    let e = Env::new().await;
+    let kind = e.generating_kind("Shot", "c").await;
+    // The one-shot commands use the default Lease gatekeeper-system/kubectl-vap.
+    testenv::ensure_namespace(&e.client, "gatekeeper-system")
+        .await
+        .expect("namespace");
+    let holder = e.reconciler_on("gatekeeper-system", "kubectl-vap").await;
+    holder
+        .wait_leading(Duration::from_secs(30))
+        .await
+        .expect("holder leads");
+    let out = e.cli(&["replay", &kind.to_lowercase(), "--binding-wait=0s"]);
+    let stderr = cli::stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("is held by") && stderr.contains(holder.identity()),
+        "{stderr}"
+    );
+    holder.stop().await;
+    // Lease free (released): reconcile --all takes it, converges and releases it.
+    let out = e.cli(&["reconcile", "--all", "--binding-wait=0s"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", cli::stderr(&out));
+    assert!(stdout.contains("reconcile-all"), "{stdout}");
+    assert!(e.vapb(&bname(&kind, "c")).await.is_some());
+    e.cleanup(&[&kind]).await;
+    let out = e.cli(&["reconcile", "--all", "--binding-wait=0s"]);
+    assert!(out.status.success());
+}
+
+/// A Lease that cannot be used (its namespace does not exist) fails `run --once` quickly with
+/// a message saying why, instead of waiting or claiming another copy holds it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_unusable_lease_is_explained() {
+    let _s = serial();
+    let e = Env::new().await;
+    let start = Instant::now();
+    let out = e.cli(&[
+        "run",
+        "--once",
+        "--lease-namespace",
+        "no-such-namespace-e2e",
+    ]);
+    let stderr = cli::stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("cannot use Lease no-such-namespace-e2e/kubectl-vap")
+            && stderr.contains("namespace must exist"),
+        "{stderr}"
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        start.elapsed()
+    );
+}
+
+/// Fencing, with the real binary and the API server's audit log. Copy A leads, converges, and
+/// is stopped (SIGSTOP) past its lease; copy B takes over; constraints are deleted and added,
+/// and a binding is deleted by hand, while A sleeps. After SIGCONT, A must not send a single
+/// create, update, patch or delete to anything but its Lease: its renew deadline has passed,
+/// so it re-checks the Lease (held by B), drops its queue and relists. Before, A sent 13
+/// writes within 22 ms, some of them binding creates for constraints already deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_a_paused_leader_writes_nothing_after_it_resumes() {
+    let _s = serial();
+    let e = Env::audited().await;
+    let kind = e.env.unique_kind("Fence");
+    e.put_template(&template(&kind, Some(true))).await;
+    for i in 0..6 {
+        e.constrain(&kind, &format!("c{i}")).await;
+    }
+    let lease = e.env.unique_name("fence");
+    let old = "vap-old-leader";
+    let grant_name = e.env.unique_name("vap-grant");
+    rbac::grant(
+        &e.client,
+        &Grant::install(&grant_name, old, LEASE_NS, &lease),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let log = e.env.dir().join("old-leader.log");
+    let mut cmd = e.run(&lease);
+    cmd.args(["--lease-duration=3s", "--as", old])
+        .stderr(std::fs::File::create(&log).expect("log file"));
+    let a = Served::spawn(cmd);
+    for i in 0..6 {
+        e.until_vapb("A converges", &bname(&kind, &format!("c{i}")), true)
+            .await;
+    }
+    let writes_by_old = || {
+        e.env
+            .audit_events()
+            .into_iter()
+            .filter(|ev| {
+                ev["impersonatedUser"]["username"] == old
+                    && ev["stage"] == "ResponseComplete"
+                    && ev["objectRef"]["resource"] != "leases"
+            })
+            .map(|ev| {
+                format!(
+                    "{} {}/{} → {}",
+                    ev["verb"],
+                    ev["objectRef"]["resource"],
+                    ev["objectRef"]["name"],
+                    ev["responseStatus"]["code"]
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    a.signal(libc::SIGSTOP);
+    let before = writes_by_old();
+    assert!(!before.is_empty(), "A wrote while it led");
+
+    // B takes over once A's lease has expired (it has seen no renewal for a whole duration).
+    let tuning = crate::support::reconciler::Tuning {
+        lease_duration: Duration::from_secs(3),
+        ..Default::default()
+    };
+    let b = e.reconciler_with(&lease, opts(0), tuning).await;
+    b.wait_leading(Duration::from_secs(30))
+        .await
+        .expect("B takes the expired lease");
+    for i in 0..3 {
+        let _ = e
+            .constraints(&kind)
+            .delete(&format!("c{i}"), &DeleteParams::default())
+            .await;
+    }
+    for i in 6..9 {
+        e.constrain(&kind, &format!("c{i}")).await;
+    }
+    let _ = e
+        .vapbs()
+        .delete(&bname(&kind, "c3"), &DeleteParams::default())
+        .await;
+    eventually("B converges", || async {
+        e.vapb(&bname(&kind, "c0")).await.is_none()
+            && e.vapb(&bname(&kind, "c3")).await.is_some()
+            && e.vapb(&bname(&kind, "c8")).await.is_some()
+    })
+    .await;
+    b.assert_idle(TIMEOUT).await;
+
+    // SIGCONT: A wakes up with a stale queue and stale stores.
+    a.signal(libc::SIGCONT);
+    // A is running again (it serves), has found the Lease taken, and has relisted.
+    eventually("A answers again and knows it does not lead", || async {
+        a.metrics().contains("kubectl_vap_leader 0")
+    })
+    .await;
+    eventually("A has relisted", || async { a.answers("/readyz", 200) }).await;
+    // Let anything A might still send arrive.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = writes_by_old();
+    let logs = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(
+        after[before.len()..],
+        [] as [String; 0],
+        "writes by the old leader after it resumed; its log:\n{logs}"
+    );
+    assert!(logs.contains("lost Lease"), "{logs}");
+    e.assert_converged(&opts(0), "B's state stands").await;
+    let _ = a.terminate();
+    rbac::revoke(&e.client, &grant_name, LEASE_NS).await;
+    let kinds = [kind.as_str()];
+    e.clean_up_with(b, &kinds).await;
+}
