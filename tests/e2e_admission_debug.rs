@@ -526,15 +526,9 @@ async fn as_an_unauthorized_user_the_error_is_authorization() {
 
     let dir = tempfile::tempdir().expect("tempdir");
     let f = w.manifest(dir.path(), "bad", &cm("new-bad", &w.ns, false));
-    let out = w.vap(&[
-        "test",
-        "-f",
-        &f,
-        "-o",
-        "json",
-        "--as",
-        "nobody-in-particular",
-    ]);
+    let test = |extra: &[&str]| w.vap(&[&["test", "-f", &f, "-o", "json"], extra].concat());
+    let nobody = ["--as", "nobody-in-particular"];
+    let out = test(&nobody);
     assert_eq!(out.status.code(), Some(1));
     let o = json_of(&out)["objects"][0].clone();
     assert_eq!(o["outcome"], json!("forbidden"), "{o}");
@@ -548,31 +542,14 @@ async fn as_an_unauthorized_user_the_error_is_authorization() {
     );
 
     // The same user in a group that may: the policy's verdict, so the group was passed on.
-    let out = w.vap(&[
-        "test",
-        "-f",
-        &f,
-        "-o",
-        "json",
-        "--as",
-        "nobody-in-particular",
-        "--as-group",
-        "system:masters",
-    ]);
+    let out = test(&[&nobody[..], &["--as-group", "system:masters"]].concat());
     assert_eq!(json_of(&out)["objects"][0]["outcome"], json!("denied"));
 
     // The admin: the policy's verdict on the same manifest.
-    let out = w.vap(&["test", "-f", &f, "-o", "json"]);
+    let out = test(&[]);
     assert_eq!(json_of(&out)["objects"][0]["outcome"], json!("denied"));
 
-    let out = w.vap(&[
-        "audit",
-        &kind.to_lowercase(),
-        "-o",
-        "json",
-        "--as",
-        "nobody-in-particular",
-    ]);
+    let out = w.vap(&[&["audit", &kind.to_lowercase(), "-o", "json"], &nobody[..]].concat());
     assert_eq!(
         out.status.code(),
         Some(2),

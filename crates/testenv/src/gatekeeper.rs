@@ -33,6 +33,26 @@ pub const CONSTRAINTS_VERSION: &str = "v1beta1";
 const ESTABLISH_TIMEOUT: Duration = Duration::from_secs(30);
 const FIELD_MANAGER: &str = "testenv";
 
+/// The schema of `metadata` in these CRDs: Gatekeeper requires a template's name to be
+/// lower(kind), and a constraint kind's plural is lower(kind): at most a DNS label.
+fn metadata_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": { "name": { "type": "string", "maxLength": 63 } }
+    })
+}
+
+/// A served version `name` of a CRD with `schema` and a status subresource.
+fn crd_version(name: &str, storage: bool, schema: &Value) -> Value {
+    json!({
+        "name": name,
+        "served": true,
+        "storage": storage,
+        "schema": { "openAPIV3Schema": schema },
+        "subresources": { "status": {} }
+    })
+}
+
 /// The `constrainttemplates.templates.gatekeeper.sh` CRD: v1 (storage), v1beta1 and v1alpha1
 /// served, cluster-scoped, status subresource.
 pub fn constraint_template_crd() -> CustomResourceDefinition {
@@ -41,11 +61,7 @@ pub fn constraint_template_crd() -> CustomResourceDefinition {
         "properties": {
             "apiVersion": { "type": "string" },
             "kind": { "type": "string" },
-            "metadata": {
-                "type": "object",
-                // Gatekeeper requires name == lower(kind), which is at most a DNS label.
-                "properties": { "name": { "type": "string", "maxLength": 63 } }
-            },
+            "metadata": metadata_schema(),
             "spec": {
                 "type": "object",
                 "properties": {
@@ -123,15 +139,7 @@ pub fn constraint_template_crd() -> CustomResourceDefinition {
             }
         }
     });
-    let version = |name: &str, storage: bool| {
-        json!({
-            "name": name,
-            "served": true,
-            "storage": storage,
-            "schema": { "openAPIV3Schema": schema },
-            "subresources": { "status": {} }
-        })
-    };
+    let version = |name: &str, storage: bool| crd_version(name, storage, &schema);
     serde_json::from_value(json!({
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -186,10 +194,7 @@ pub fn constraint_crd(template: &Value) -> anyhow::Result<CustomResourceDefiniti
     let schema = json!({
         "type": "object",
         "properties": {
-            "metadata": {
-                "type": "object",
-                "properties": { "name": { "type": "string", "maxLength": 63 } }
-            },
+            "metadata": metadata_schema(),
             "spec": {
                 "type": "object",
                 "properties": {
@@ -208,15 +213,7 @@ pub fn constraint_crd(template: &Value) -> anyhow::Result<CustomResourceDefiniti
             "status": { "type": "object", "x-kubernetes-preserve-unknown-fields": true }
         }
     });
-    let version = |name: &str, storage: bool| {
-        json!({
-            "name": name,
-            "served": true,
-            "storage": storage,
-            "schema": { "openAPIV3Schema": schema },
-            "subresources": { "status": {} }
-        })
-    };
+    let version = |name: &str, storage: bool| crd_version(name, storage, &schema);
     let short_names = names.get("shortNames").cloned().unwrap_or(json!([]));
     serde_json::from_value(json!({
         "apiVersion": "apiextensions.k8s.io/v1",
