@@ -187,10 +187,7 @@ fn foreign_objects_are_reported_and_never_written() {
 fn an_unlabelled_object_without_controller_is_foreign_not_ours() {
     let mut objs = converged(base());
     replace(&mut objs, "gatekeeper-k8sx-a", |o| {
-        o["metadata"]
-            .as_object_mut()
-            .expect("meta")
-            .remove("ownerReferences");
+        unset(&mut o["metadata"], "ownerReferences");
     });
     assert_eq!(codes(&snapshot(objs)), vec![Code::BindingForeign]);
 }
@@ -220,10 +217,7 @@ fn gatekeeper_written_objects_are_judged_on_intent() {
     let mut objs = converged(base());
     // As Gatekeeper writes them: no label, its own CEL text, no explicit defaults.
     replace(&mut objs, "gatekeeper-k8sx", |p| {
-        p["metadata"]
-            .as_object_mut()
-            .expect("meta")
-            .remove("labels");
+        unset(&mut p["metadata"], "labels");
         for m in p["spec"]["matchConditions"]
             .as_array_mut()
             .expect("conditions")
@@ -234,10 +228,7 @@ fn gatekeeper_written_objects_are_judged_on_intent() {
         p["spec"]["matchConstraints"] = json!({"resourceRules": [{"apiGroups": ["*"], "apiVersions": ["*"], "resources": ["*"], "operations": ["CREATE", "UPDATE"]}]});
     });
     replace(&mut objs, "gatekeeper-k8sx-a", |b| {
-        b["metadata"]
-            .as_object_mut()
-            .expect("meta")
-            .remove("labels");
+        unset(&mut b["metadata"], "labels");
         b["spec"]["matchResources"] = json!({});
     });
     let s = snapshot(objs.clone());
@@ -455,6 +446,11 @@ fn crd_codes(objects: Vec<Value>) -> (Vec<Code>, Vec<(String, String)>) {
     (codes, writes)
 }
 
+/// Removes `key` from the object `o`.
+fn unset(o: &mut Value, key: &str) {
+    o.as_object_mut().expect("an object").remove(key);
+}
+
 /// No CRD finding and no CRD write for `objects`.
 fn assert_crds_untouched(objects: Vec<Value>) {
     let (codes, writes) = crd_codes(objects);
@@ -496,10 +492,7 @@ fn a_crd_that_matches_is_in_sync_whoever_wrote_it() {
     crd["metadata"]["labels"] = json!({ "gatekeeper.sh/constraint": "yes" });
     gk.push(crd.clone());
     assert_eq!(crd_codes(gk.clone()), (vec![], vec![]));
-    crd["metadata"]
-        .as_object_mut()
-        .expect("metadata")
-        .remove("ownerReferences");
+    unset(&mut crd["metadata"], "ownerReferences");
     let mut ownerless = converged(base());
     ownerless.push(crd);
     assert_eq!(crd_codes(ownerless), (vec![], vec![]));
@@ -509,10 +502,7 @@ fn a_crd_that_matches_is_in_sync_whoever_wrote_it() {
 fn a_crd_that_differs_is_updated_once_and_adopted() {
     let mut objs = converged(base());
     let mut crd = desired_crd();
-    crd["metadata"]
-        .as_object_mut()
-        .expect("metadata")
-        .remove("ownerReferences");
+    unset(&mut crd["metadata"], "ownerReferences");
     crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["parameters"] =
         json!({ "type": "object", "x-kubernetes-preserve-unknown-fields": true });
     objs.push(crd);

@@ -42,6 +42,17 @@ fn metadata_schema() -> Value {
     })
 }
 
+/// A cluster-scoped CRD of `group` named after its plural, labelled `label: yes`.
+fn cluster_crd(group: &str, label: &str, names: Value, versions: &[Value]) -> Value {
+    let plural = names["plural"].as_str().unwrap_or_default();
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": { "name": format!("{plural}.{group}"), "labels": { label: "yes" } },
+        "spec": { "group": group, "scope": "Cluster", "names": names, "versions": versions }
+    })
+}
+
 /// A served version `name` of a CRD with `schema` and a status subresource.
 fn crd_version(name: &str, storage: bool, schema: &Value) -> Value {
     json!({
@@ -139,31 +150,21 @@ pub fn constraint_template_crd() -> CustomResourceDefinition {
             }
         }
     });
-    let version = |name: &str, storage: bool| crd_version(name, storage, &schema);
-    serde_json::from_value(json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {
-            "name": format!("constrainttemplates.{TEMPLATES_GROUP}"),
-            "labels": { "gatekeeper.sh/system": "yes" }
-        },
-        "spec": {
-            "group": TEMPLATES_GROUP,
-            "scope": "Cluster",
-            "names": {
-                "kind": "ConstraintTemplate",
-                "listKind": "ConstraintTemplateList",
-                "plural": "constrainttemplates",
-                "singular": "constrainttemplate",
-                "categories": ["all-constraint-templates"]
-            },
-            "versions": [
-                version("v1", true),
-                version("v1beta1", false),
-                version("v1alpha1", false)
-            ]
-        }
-    }))
+    let names = json!({
+        "kind": "ConstraintTemplate",
+        "listKind": "ConstraintTemplateList",
+        "plural": "constrainttemplates",
+        "singular": "constrainttemplate",
+        "categories": ["all-constraint-templates"]
+    });
+    let versions = [("v1", true), ("v1beta1", false), ("v1alpha1", false)]
+        .map(|(name, storage)| crd_version(name, storage, &schema));
+    serde_json::from_value(cluster_crd(
+        TEMPLATES_GROUP,
+        "gatekeeper.sh/system",
+        names,
+        &versions,
+    ))
     .expect("the ConstraintTemplate CRD literal matches the CRD type")
 }
 
@@ -213,29 +214,23 @@ pub fn constraint_crd(template: &Value) -> anyhow::Result<CustomResourceDefiniti
             "status": { "type": "object", "x-kubernetes-preserve-unknown-fields": true }
         }
     });
-    let version = |name: &str, storage: bool| crd_version(name, storage, &schema);
     let short_names = names.get("shortNames").cloned().unwrap_or(json!([]));
-    serde_json::from_value(json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {
-            "name": format!("{plural}.{CONSTRAINTS_GROUP}"),
-            "labels": { "gatekeeper.sh/constraint": "yes" }
-        },
-        "spec": {
-            "group": CONSTRAINTS_GROUP,
-            "scope": "Cluster",
-            "names": {
-                "kind": kind,
-                "listKind": format!("{kind}List"),
-                "plural": plural,
-                "singular": plural,
-                "shortNames": short_names,
-                "categories": ["constraint", "constraints"]
-            },
-            "versions": [version(CONSTRAINTS_VERSION, true), version("v1alpha1", false)]
-        }
-    }))
+    let names = json!({
+        "kind": kind,
+        "listKind": format!("{kind}List"),
+        "plural": plural,
+        "singular": plural,
+        "shortNames": short_names,
+        "categories": ["constraint", "constraints"]
+    });
+    let versions = [(CONSTRAINTS_VERSION, true), ("v1alpha1", false)]
+        .map(|(name, storage)| crd_version(name, storage, &schema));
+    serde_json::from_value(cluster_crd(
+        CONSTRAINTS_GROUP,
+        "gatekeeper.sh/constraint",
+        names,
+        &versions,
+    ))
     .context("building the constraint CRD")
 }
 
@@ -423,6 +418,27 @@ mod tests {
             &v["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["parameters"];
         assert_eq!(params["type"], "object", "root type added");
         assert_eq!(params["properties"]["labels"]["type"], "array");
+    }
+
+    #[test]
+    fn crds_carry_gatekeepers_labels() {
+        let label = |crd: &CustomResourceDefinition, key: &str| {
+            crd.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(key))
+                .cloned()
+        };
+        let template_crd = constraint_template_crd();
+        assert_eq!(
+            label(&template_crd, "gatekeeper.sh/system").as_deref(),
+            Some("yes")
+        );
+        let crd = constraint_crd(&required_labels()).expect("valid template");
+        assert_eq!(
+            label(&crd, "gatekeeper.sh/constraint").as_deref(),
+            Some("yes")
+        );
     }
 
     #[test]
