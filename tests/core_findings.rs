@@ -58,6 +58,13 @@ fn replace(objects: &mut [Value], name: &str, f: impl Fn(&mut Value)) {
     f(o);
 }
 
+/// The plan's writes as (verb, kind), in order.
+fn order(plan: &[kubectl_vap::core::PlannedWrite]) -> Vec<(&str, &str)> {
+    plan.iter()
+        .map(|w| (w.verb.as_str(), w.object.kind.as_str()))
+        .collect()
+}
+
 #[test]
 fn converged_cluster_has_no_findings_and_no_writes() {
     let s = snapshot(converged(base()));
@@ -73,13 +80,8 @@ fn missing_policy_and_binding_are_created_policy_first() {
         codes(&snapshot(base())),
         vec![Code::PolicyMissing, Code::BindingMissing]
     );
-    let order: Vec<(&str, &str)> = a
-        .plan
-        .iter()
-        .map(|w| (w.verb.as_str(), w.object.kind.as_str()))
-        .collect();
     assert_eq!(
-        order,
+        order(&a.plan),
         vec![
             ("create", "ValidatingAdmissionPolicy"),
             ("create", "ValidatingAdmissionPolicyBinding")
@@ -124,12 +126,8 @@ fn turning_generation_off_deletes_bindings_before_the_policy() {
     let s = snapshot(objs);
     assert_eq!(codes(&s), vec![Code::PolicyDangling, Code::BindingDangling]);
     let plan = analyze(&s, &Options::default()).plan;
-    let order: Vec<(&str, &str)> = plan
-        .iter()
-        .map(|w| (w.verb.as_str(), w.object.kind.as_str()))
-        .collect();
     assert_eq!(
-        order,
+        order(&plan),
         vec![
             ("delete", "ValidatingAdmissionPolicyBinding"),
             ("delete", "ValidatingAdmissionPolicy")

@@ -9,7 +9,6 @@
 mod support;
 
 use std::collections::BTreeSet;
-use std::path::Path;
 use std::process::Output;
 use std::time::{Duration, Instant};
 
@@ -32,6 +31,8 @@ struct World {
     env: &'static TestEnv,
     client: kube::Client,
     ns: String,
+    /// Where the manifests given to `test -f` are written.
+    dir: tempfile::TempDir,
 }
 
 fn cm(name: &str, ns: &str, owner: bool) -> Value {
@@ -51,7 +52,13 @@ impl World {
             .await
             .expect("template CRD");
         let ns = env.create_namespace("adm").await;
-        World { env, client, ns }
+        let dir = tempfile::tempdir().expect("tempdir");
+        World {
+            env,
+            client,
+            ns,
+            dir,
+        }
     }
 
     /// A template (created in the cluster), its exact constraint CRD and its generated VAP.
@@ -208,10 +215,19 @@ impl World {
         }
     }
 
-    fn manifest(&self, dir: &Path, name: &str, obj: &Value) -> String {
-        let p = dir.join(format!("{name}.yaml"));
+    /// `obj` as the manifest `<name>.yaml`; its path.
+    fn manifest(&self, name: &str, obj: &Value) -> String {
+        let p = self.dir.path().join(format!("{name}.yaml"));
         std::fs::write(&p, serde_norway::to_string(obj).expect("yaml")).expect("write");
         p.display().to_string()
+    }
+
+    /// `test -f <manifest> -o json` on `obj` (written as `<name>.yaml`): the exit code and the
+    /// report's object.
+    fn test_json(&self, name: &str, obj: &Value) -> (Option<i32>, Value) {
+        let f = self.manifest(name, obj);
+        let out = self.vap(&["test", "-f", &f, "-o", "json"]);
+        (out.status.code(), json_of(&out)["objects"][0].clone())
     }
 }
 
@@ -351,12 +367,8 @@ async fn audit_finds_exactly_the_violators_per_action_and_test_attributes_verdic
     );
 
     // test: a violating manifest (exists: an update), a new compliant one, a warned one.
-    let dir = tempfile::tempdir().expect("tempdir");
-    let bad = w.manifest(dir.path(), "bad", &cm("deny-bad", &w.ns, false));
-    let out = w.vap(&["test", "-f", &bad, "-o", "json"]);
-    assert_eq!(out.status.code(), Some(1));
-    let r = json_of(&out);
-    let o = &r["objects"][0];
+    let (code, o) = w.test_json("bad", &cm("deny-bad", &w.ns, false));
+    assert_eq!(code, Some(1));
     assert_eq!(o["outcome"], json!("denied"), "{o}");
     assert_eq!(o["operation"], json!("update"), "it exists: {o}");
     assert_eq!(o["denial"]["binding"], json!(deny_binding));
@@ -371,16 +383,14 @@ async fn audit_finds_exactly_the_violators_per_action_and_test_attributes_verdic
         json!("LBL: missing required labels: owner")
     );
 
-    let good = w.manifest(dir.path(), "good", &cm("deny-new-good", &w.ns, true));
-    let out = w.vap(&["test", "-f", &good, "-o", "json"]);
-    assert_eq!(out.status.code(), Some(0), "admitted");
-    let o = &json_of(&out)["objects"][0];
+    let (code, o) = w.test_json("good", &cm("deny-new-good", &w.ns, true));
+    assert_eq!(code, Some(0), "admitted");
     assert_eq!(
         (o["outcome"].clone(), o["operation"].clone()),
         (json!("admitted"), json!("create"))
     );
 
-    let warned = w.manifest(dir.path(), "warned", &cm("warn-new", &w.ns, false));
+    let warned = w.manifest("warned", &cm("warn-new", &w.ns, false));
     let out = w.vap(&["test", "-f", &warned]);
     assert_eq!(out.status.code(), Some(1), "warned");
     let text = String::from_utf8_lossy(&out.stdout);
@@ -470,11 +480,8 @@ async fn several_denials_of_one_object() {
     eprintln!("MEASURED: with both effective, the reported denial was {order:?}");
 
     // test: the first denial, attributed, and the other Deny binding named as possibly denying.
-    let dir = tempfile::tempdir().expect("tempdir");
-    let f = w.manifest(dir.path(), "victim", &cm("victim-v", &w.ns, false));
-    let out = w.vap(&["test", "-f", &f, "-o", "json"]);
-    assert_eq!(out.status.code(), Some(1));
-    let o = json_of(&out)["objects"][0].clone();
+    let (code, o) = w.test_json("victim", &cm("victim-v", &w.ns, false));
+    assert_eq!(code, Some(1));
     assert_eq!(o["outcome"], json!("denied"), "{o}");
     let first = o["denial"]["binding"]
         .as_str()
@@ -524,8 +531,7 @@ async fn as_an_unauthorized_user_the_error_is_authorization() {
     let existing = vec![cm("existing", &w.ns, false)];
     let (kind, _) = w.bound_after("AdmAuthz", "ZZZ", "deny", existing).await;
 
-    let dir = tempfile::tempdir().expect("tempdir");
-    let f = w.manifest(dir.path(), "bad", &cm("new-bad", &w.ns, false));
+    let f = w.manifest("bad", &cm("new-bad", &w.ns, false));
     let test = |extra: &[&str]| w.vap(&[&["test", "-f", &f, "-o", "json"], extra].concat());
     let nobody = ["--as", "nobody-in-particular"];
     let out = test(&nobody);
@@ -667,11 +673,8 @@ async fn a_webhook_rejection_is_reported_as_such() {
     .await
     .unwrap_or_else(|body| panic!("the webhook never took effect: {body}"));
 
-    let dir = tempfile::tempdir().expect("tempdir");
-    let f = w.manifest(dir.path(), "hooked", &cm("hooked", &w.ns, true));
-    let out = w.vap(&["test", "-f", &f, "-o", "json"]);
-    assert_eq!(out.status.code(), Some(1));
-    let o = json_of(&out)["objects"][0].clone();
+    let (code, o) = w.test_json("hooked", &cm("hooked", &w.ns, true));
+    assert_eq!(code, Some(1));
     assert_eq!(o["outcome"], json!("rejected-by-webhook"), "{o}");
     assert_eq!(o["webhook"], json!(hook));
     assert!(o.get("denial").is_none());
@@ -736,8 +739,7 @@ async fn the_tuis_test_reports_verdicts_as_event_lines() {
     let (c, binding) = w.bound(&kind, "deny", "deny", json!({})).await;
     w.until_effective(&cm("probe", &w.ns, false), "TT: missing")
         .await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let f = w.manifest(dir.path(), "bad", &cm("bad", &w.ns, false));
+    let f = w.manifest("bad", &cm("bad", &w.ns, false));
     let conn = kubectl_vap::cluster::client::ConnectionOptions::from(&w.conn());
     let report = kubectl_vap::admission::test_quietly(&conn, &f, &Options::default())
         .await

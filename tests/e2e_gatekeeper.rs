@@ -177,30 +177,6 @@ impl Cluster {
         out
     }
 
-    /// The VAP `name`, when it exists and reads.
-    async fn policy(
-        &self,
-        name: &str,
-    ) -> Option<k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy> {
-        cluster::policies(&self.client)
-            .get_opt(name)
-            .await
-            .ok()
-            .flatten()
-    }
-
-    /// The binding `name`, when it exists and reads.
-    async fn binding(
-        &self,
-        name: &str,
-    ) -> Option<k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding> {
-        cluster::bindings(&self.client)
-            .get_opt(name)
-            .await
-            .ok()
-            .flatten()
-    }
-
     async fn resource_versions(&self, templates: &[Value]) -> BTreeMap<String, String> {
         let mut out = BTreeMap::new();
         for t in templates {
@@ -210,6 +186,14 @@ impl Cluster {
         }
         out
     }
+}
+
+/// Object `name` of `api`, when it exists and reads.
+async fn read<K>(api: Api<K>, name: &str) -> Option<K>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.get_opt(name).await.ok().flatten()
 }
 
 /// [`eventually_some`] within [`TIMEOUT`].
@@ -274,11 +258,15 @@ async fn beside_gatekeeper_without_generate_a_new_template_gets_crd_vap_and_bind
     )
     .await;
     eventually("the VAP", || async {
-        c.policy(&policy_name("K8sGkNew")).await
+        read(cluster::policies(&c.client), &policy_name("K8sGkNew")).await
     })
     .await;
     eventually("the binding", || async {
-        c.binding(&binding_name("K8sGkNew", "owner")).await
+        read(
+            cluster::bindings(&c.client),
+            &binding_name("K8sGkNew", "owner"),
+        )
+        .await
     })
     .await;
     r.assert_idle(TIMEOUT).await;
@@ -395,7 +383,7 @@ async fn a_deleted_template_takes_its_crd_vap_and_bindings_with_gc_running() {
         .await;
     }
     for b in &bindings {
-        eventually(b, || async { c.binding(b).await }).await;
+        eventually(b, || read(cluster::bindings(&c.client), b)).await;
     }
     r.assert_idle(TIMEOUT).await;
 

@@ -1,7 +1,7 @@
 //! The real binary against the live cluster: `run --once` then real admission, `run`'s
 //! `/metrics` and SIGTERM, and `check`/`plan`.
 
-use crate::env::{Env, LEASE_NS, TIMEOUT, eventually, opts, serial, template};
+use crate::env::{Env, LEASE_NS, TIMEOUT, eventually, opts, template};
 use crate::support::cli::{self, Served};
 use crate::support::objects::{binding_name as bname, policy_name as pname};
 use crate::support::poll;
@@ -15,7 +15,6 @@ use std::time::{Duration, Instant};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn e2e_run_once_then_real_admission() {
-    let _s = serial();
     let e = Env::new().await;
     let kind = e.env.unique_kind("Adm");
     let ns_in = e.env.create_namespace("adm-in").await;
@@ -148,7 +147,6 @@ async fn e2e_run_once_then_real_admission() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn e2e_run_serves_metrics_and_releases_on_sigterm() {
-    let _s = serial();
     let e = Env::new().await;
     let kind = e.generating_kind("Metrics", "c").await;
     let lease = e.env.unique_name("metrics");
@@ -183,7 +181,6 @@ async fn e2e_run_serves_metrics_and_releases_on_sigterm() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn e2e_live_check_and_plan() {
-    let _s = serial();
     let e = Env::new().await;
     let kind = e.generating_kind("Check", "c").await;
     let r = e.leader(&e.env.unique_name("check"), opts(0)).await;

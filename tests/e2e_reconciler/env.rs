@@ -15,7 +15,7 @@ use kubectl_vap::core::{Options, analyze};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::process::{Command, Output};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 use testenv::{TestEnv, gatekeeper};
 
@@ -24,8 +24,9 @@ pub const TIMEOUT: Duration = Duration::from_secs(60);
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
-/// Every reconciler watches the whole cluster: the tests of this binary run one at a time.
-pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+/// Every reconciler watches the whole cluster: the tests of this binary run one at a time, each
+/// holding this lock through its [`Env`].
+fn serial() -> MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -55,28 +56,34 @@ where
     crate::support::poll::eventually(what, TIMEOUT, probe).await
 }
 
+/// One test's view of its API server. The test that makes one runs alone until it drops it
+/// ([`serial`]).
 pub struct Env {
     pub env: &'static TestEnv,
     pub client: kube::Client,
+    _serial: Option<MutexGuard<'static, ()>>,
 }
 
 impl Env {
     /// On the binary's shared API server.
     pub async fn new() -> Env {
-        Env::with(TestEnv::shared()).await
+        let serial = serial();
+        Env::with(TestEnv::shared(), serial).await
     }
 
     /// An API server of this test's own, for tests that stop it (it lives until the process ends).
     pub async fn private() -> Env {
-        Env::with(Box::leak(Box::new(TestEnv::start()))).await
+        let serial = serial();
+        Env::with(Box::leak(Box::new(TestEnv::start())), serial).await
     }
 
     /// A private API server that writes an audit log.
     pub async fn audited() -> Env {
-        Env::with(Box::leak(Box::new(TestEnv::start_audited()))).await
+        let serial = serial();
+        Env::with(Box::leak(Box::new(TestEnv::start_audited())), serial).await
     }
 
-    pub async fn with(env: &'static TestEnv) -> Env {
+    async fn with(env: &'static TestEnv, serial: MutexGuard<'static, ()>) -> Env {
         let client = env.client_admin().await;
         gatekeeper::install_gatekeeper_crds(&client)
             .await
@@ -84,7 +91,20 @@ impl Env {
         testenv::ensure_namespace(&client, LEASE_NS)
             .await
             .expect("the Lease namespace");
-        Env { env, client }
+        Env {
+            env,
+            client,
+            _serial: Some(serial),
+        }
+    }
+
+    /// The same env through `client` (another address, or a fresh connection).
+    pub fn through(&self, client: kube::Client) -> Env {
+        Env {
+            env: self.env,
+            client,
+            _serial: None,
+        }
     }
 
     pub fn templates(&self) -> Api<DynamicObject> {
@@ -120,10 +140,16 @@ impl Env {
         self.put_constraint(kind, name, requiring("x")).await
     }
 
-    /// A new kind: a template that generates a VAP, and one constraint `constraint` of it.
-    pub async fn generating_kind(&self, prefix: &str, constraint: &str) -> String {
+    /// A new kind and its template, generating a VAP.
+    pub async fn new_kind(&self, prefix: &str) -> String {
         let kind = self.env.unique_kind(prefix);
         self.put_template(&template(&kind, Some(true))).await;
+        kind
+    }
+
+    /// A new kind ([`Env::new_kind`]) and one constraint `constraint` of it.
+    pub async fn generating_kind(&self, prefix: &str, constraint: &str) -> String {
+        let kind = self.new_kind(prefix).await;
         self.constrain(&kind, constraint).await;
         kind
     }

@@ -1,7 +1,7 @@
 //! Beside Gatekeeper: `run` refuses next to its generator (unless `--take-over`), stops
 //! writing while the generator is on, and takes over Gatekeeper's own objects without a write.
 
-use crate::env::{Env, TIMEOUT, eventually, leads, opts, serial};
+use crate::env::{Env, TIMEOUT, eventually, leads, opts};
 use crate::support::cli;
 use crate::support::cluster;
 use crate::support::objects::{
@@ -37,7 +37,6 @@ async fn gatekeeper_deployment(e: &Env, ns: &str, name: &str, args: &[&str]) -> 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn e2e_refuses_next_to_gatekeepers_generator() {
-    let _s = serial();
     let e = Env::new().await;
     let ns = e.env.create_namespace("gk").await;
     let dapi = gatekeeper_deployment(
@@ -68,7 +67,6 @@ async fn e2e_refuses_next_to_gatekeepers_generator() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn e2e_stops_writing_while_gatekeepers_generator_is_on() {
-    let _s = serial();
     let e = Env::new().await;
     let tuning = Tuning {
         gatekeeper_recheck: Duration::from_millis(300),
@@ -108,7 +106,6 @@ async fn e2e_stops_writing_while_gatekeepers_generator_is_on() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn e2e_takes_over_gatekeeper_objects_without_rewriting() {
-    let _s = serial();
     let e = Env::new().await;
     let kind = e.generating_kind("Gk", "c").await;
     let t = e

@@ -1,7 +1,7 @@
 //! What is written for templates and constraints: generateVAP and the default flags, each
 //! enforcement action, the binding wait, and a policy the server refuses; one write per change.
 
-use crate::env::{Env, TIMEOUT, eventually, opts, serial, template};
+use crate::env::{Env, TIMEOUT, eventually, opts, template};
 use crate::support::objects::{binding_name as bname, policy_name as pname};
 use kube::api::DeleteParams;
 use kubectl_vap::core::Options;
@@ -14,7 +14,6 @@ use std::time::{Duration, Instant};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn e2e_generation_flows_default_flags() {
-    let _s = serial();
     let e = Env::new().await;
     let on = e.env.unique_kind("On");
     let off = e.env.unique_kind("Off");
@@ -117,7 +116,6 @@ async fn e2e_generation_flows_default_flags() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn e2e_generation_flows_flags_off() {
-    let _s = serial();
     let e = Env::new().await;
     let on = e.env.unique_kind("FOn");
     let unset = e.env.unique_kind("FUnset");
@@ -163,7 +161,6 @@ async fn e2e_generation_flows_flags_off() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn e2e_binding_waits_for_the_crd() {
-    let _s = serial();
     let e = Env::new().await;
     let o = opts(6);
     let r = e.leader(&e.env.unique_name("wait"), o.clone()).await;
@@ -195,7 +192,6 @@ async fn e2e_binding_waits_for_the_crd() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn e2e_an_invalid_policy_is_sent_once_until_its_template_changes() {
-    let _s = serial();
     let e = Env::new().await;
     let kind = e.env.unique_kind("Invalid");
     let with_expression = |expr: &str| {

@@ -1,10 +1,11 @@
 //! One writer per Lease: two copies and the hand-over (release, expiry), the one-shot commands
 //! beside a holder, an unusable Lease, and fencing of a leader that was paused past its Lease.
 
-use crate::env::{Env, LEASE_NS, TIMEOUT, eventually, opts, serial, template};
+use crate::env::{Env, LEASE_NS, TIMEOUT, eventually, opts};
 use crate::support::cli::{self, Served};
 use crate::support::objects::binding_name as bname;
 use crate::support::rbac::{self, Grant};
+use crate::support::reconciler::Reconciler;
 use kube::api::DeleteParams;
 use kubectl_vap::controller::lease::holder;
 use std::process::Stdio;
@@ -15,14 +16,12 @@ use std::time::{Duration, Instant};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn e2e_two_copies_one_writer_and_handover() {
-    let _s = serial();
     let e = Env::new().await;
     let lease = e.env.unique_name("pair");
     let o = opts(0);
     let a = e.leader(&lease, o.clone()).await;
     let b = e.reconciler(&lease, o.clone()).await;
-    let kind = e.env.unique_kind("Pair");
-    e.put_template(&template(&kind, Some(true))).await;
+    let kind = e.new_kind("Pair").await;
     for c in ["c1", "c2", "c3"] {
         e.constrain(&kind, c).await;
     }
@@ -38,13 +37,12 @@ async fn e2e_two_copies_one_writer_and_handover() {
     // Graceful stop releases the lease: b takes over at once.
     let t = Instant::now();
     a.stop().await;
-    b.wait_leading(Duration::from_secs(10))
-        .await
-        .expect("b takes over after a release");
-    eprintln!("takeover after release: {:?}", t.elapsed());
-    e.constrain(&kind, "c4").await;
-    e.until_vapb("new leader writes", &bname(&kind, "c4"), true)
-        .await;
+    let took_over = TakeOver {
+        within: Duration::from_secs(10),
+        after: "release",
+        since: t,
+    };
+    took_over.writes(&e, &b, &kind, "c4").await;
     b.stop().await;
 
     // A holder that dies without releasing: its lease expires, the other copy takes over.
@@ -69,15 +67,34 @@ async fn e2e_two_copies_one_writer_and_handover() {
     // SIGKILL: no release.
     child.kill().expect("kill");
     let _ = child.wait();
-    let t = Instant::now();
-    c.wait_leading(Duration::from_secs(40))
-        .await
-        .expect("c takes over after expiry");
-    eprintln!("takeover after kill: {:?}", t.elapsed());
-    e.constrain(&kind, "c5").await;
-    e.until_vapb("the new leader writes", &bname(&kind, "c5"), true)
-        .await;
+    let took_over = TakeOver {
+        within: Duration::from_secs(40),
+        after: "kill",
+        since: Instant::now(),
+    };
+    took_over.writes(&e, &c, &kind, "c5").await;
     e.clean_up_with(c, &[&kind]).await;
+}
+
+/// A hand-over: the waiting copy leads `within` a time of the holder's going (`since`, by
+/// `after`).
+struct TakeOver {
+    within: Duration,
+    after: &'static str,
+    since: Instant,
+}
+
+impl TakeOver {
+    /// `r` takes over, and writes: constraint `c` of `kind` gets its binding.
+    async fn writes(&self, e: &Env, r: &Reconciler, kind: &str, c: &str) {
+        r.wait_leading(self.within).await.unwrap_or_else(|holder| {
+            panic!("no takeover after {} (holder {holder:?})", self.after)
+        });
+        eprintln!("takeover after {}: {:?}", self.after, self.since.elapsed());
+        e.constrain(kind, c).await;
+        e.until_vapb("the new leader writes", &bname(kind, c), true)
+            .await;
+    }
 }
 
 /// `replay`/`reconcile` refuse while another copy holds the lease, naming the holder; and
@@ -85,7 +102,6 @@ async fn e2e_two_copies_one_writer_and_handover() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn e2e_one_shot_commands_and_the_lease() {
-    let _s = serial();
     let e = Env::new().await;
     let kind = e.generating_kind("Shot", "c").await;
     // The one-shot commands use the default Lease gatekeeper-system/kubectl-vap.
@@ -121,7 +137,6 @@ async fn e2e_one_shot_commands_and_the_lease() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn e2e_unusable_lease_is_explained() {
-    let _s = serial();
     let e = Env::new().await;
     let start = Instant::now();
     let out = e.cli(&[
@@ -153,10 +168,8 @@ async fn e2e_unusable_lease_is_explained() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn e2e_a_paused_leader_writes_nothing_after_it_resumes() {
-    let _s = serial();
     let e = Env::audited().await;
-    let kind = e.env.unique_kind("Fence");
-    e.put_template(&template(&kind, Some(true))).await;
+    let kind = e.new_kind("Fence").await;
     for i in 0..6 {
         e.constrain(&kind, &format!("c{i}")).await;
     }

@@ -13,7 +13,7 @@
 //! - `cli`: the real binary's `run --once` then real admission, `/metrics`, `check` and `plan`.
 //!
 //! Every reconciler watches the whole cluster, so the tests of this binary run one at a time
-//! (`env::serial()`), each with its own kinds and its own Lease, and each removes what it
+//! (an `env::Env` holds the lock), each with its own kinds and its own Lease, and each removes what it
 //! created. The pure analysis is the oracle: at quiescence `analyze(list_snapshot())` plans
 //! nothing. `env.rs` holds the fixture; reconcilers are reached through `support::reconciler`.
 

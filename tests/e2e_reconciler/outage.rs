@@ -1,7 +1,7 @@
 //! The API server goes away: a restart in the middle of convergence, a watch gap that only a
 //! relist closes, and what an outage writes to the log. Each test has an API server of its own.
 
-use crate::env::{Env, TIMEOUT, eventually, leads, opts, serial, template};
+use crate::env::{Env, TIMEOUT, eventually, leads, opts, template};
 use crate::support::objects::{binding_name as bname, policy_name as pname};
 use crate::support::poll;
 use crate::support::reconciler::Tuning;
@@ -13,7 +13,6 @@ use std::time::Duration;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn e2e_apiserver_restart_mid_convergence() {
-    let _s = serial();
     let e = Env::private().await;
     let env = e.env;
     let kinds: Vec<String> = (0..10)
@@ -44,8 +43,7 @@ async fn e2e_apiserver_restart_mid_convergence() {
         .await
         .expect("leads again");
     r.assert_idle(Duration::from_secs(120)).await;
-    let client = env.client_admin().await;
-    let e2 = Env { env, client };
+    let e2 = e.through(env.client_admin().await);
     e2.assert_converged(&o, "after the restart").await;
     r.stop().await;
 }
@@ -58,7 +56,6 @@ async fn e2e_apiserver_restart_mid_convergence() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn e2e_changes_during_a_watch_gap_are_reconciled_after_the_relist() {
-    let _s = serial();
     let e = Env::private().await;
     let env = e.env;
     let [k1, k2, k3] = ["GapA", "GapB", "GapC"].map(|p| env.unique_kind(p));
@@ -85,13 +82,11 @@ async fn e2e_changes_during_a_watch_gap_are_reconciled_after_the_relist() {
     r.assert_idle(TIMEOUT).await;
 
     env.stop_apiserver().await;
-    let other = Env {
-        env,
-        client: env
-            .start_apiserver_elsewhere()
+    let other = e.through(
+        env.start_apiserver_elsewhere()
             .await
             .expect("second server"),
-    };
+    );
     other
         .constraints(&k1)
         .delete("a", &DeleteParams::default())
@@ -159,10 +154,8 @@ async fn e2e_changes_during_a_watch_gap_are_reconciled_after_the_relist() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn e2e_an_outage_is_logged_in_a_few_lines_and_converges_after() {
-    let _s = serial();
     let e = Env::private().await;
-    let kind = e.env.unique_kind("Outage");
-    e.put_template(&template(&kind, Some(true))).await;
+    let kind = e.new_kind("Outage").await;
     e.constrain(&kind, "c").await;
     let lease = e.env.unique_name("outage");
     let log = e.env.dir().join("outage.log");

@@ -2,7 +2,7 @@
 //! pod's shoes), a missing write right is reported and retried, and a missing read right means
 //! no write at all.
 
-use crate::env::{Env, LEASE_NS, TIMEOUT, eventually, leads, opts, serial};
+use crate::env::{Env, LEASE_NS, TIMEOUT, eventually, leads, opts};
 use crate::support::cli::{self, Served};
 use crate::support::objects::{binding_name as bname, crd_name, policy_name as pname};
 use crate::support::rbac::{self, Grant, install_rules_without};
@@ -19,7 +19,6 @@ use std::time::Duration;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn e2e_rbac_least_privilege() {
-    let _s = serial();
     let e = Env::new().await;
     let kind = e.generating_kind("Rbac", "c").await;
     let role_name = e.env.unique_name("vap-rbac");
@@ -217,7 +216,6 @@ async fn grant_user(e: &Env, rules: Value, lease: &str) -> (String, String) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn e2e_unreadable_stores_mean_no_writes() {
-    let _s = serial();
     let e = Env::new().await;
     let kind = e.generating_kind("Unread", "c0").await;
     for c in ["c1", "c2"] {

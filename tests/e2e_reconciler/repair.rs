@@ -2,7 +2,7 @@
 //! objects, a constraint CRD deleted by hand, the #3287 race and a storm, and copies started on
 //! a converged (or emptied) cluster.
 
-use crate::env::{Env, TIMEOUT, eventually, opts, serial, template};
+use crate::env::{Env, TIMEOUT, eventually, opts, template};
 use crate::support::cluster;
 use crate::support::objects::{binding_name as bname, crd_name, policy_name as pname};
 use k8s_openapi::api::admissionregistration::v1::{
@@ -19,10 +19,8 @@ use serde_json::json;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn e2e_drift_repair_and_foreign_objects() {
-    let _s = serial();
     let e = Env::new().await;
-    let kind = e.env.unique_kind("Drift");
-    e.put_template(&template(&kind, Some(true))).await;
+    let kind = e.new_kind("Drift").await;
     let labels = json!({ "labels": ["owner"] });
     e.put_constraint(&kind, "c", json!({ "parameters": labels }))
         .await;
@@ -155,7 +153,6 @@ async fn e2e_drift_repair_and_foreign_objects() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn e2e_a_crd_deleted_by_hand_comes_back_without_its_constraints() {
-    let _s = serial();
     let e = Env::new().await;
     let kind = e.generating_kind("Crd", "c").await;
     let r = e.leader(&e.env.unique_name("crd"), opts(0)).await;
@@ -210,7 +207,6 @@ async fn e2e_a_crd_deleted_by_hand_comes_back_without_its_constraints() {
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn e2e_race_3287_and_a_storm_of_flips_and_churn() {
     use kubectl_vap::core::Code;
-    let _s = serial();
     let e = Env::new().await;
     let kinds: Vec<String> = (0..3)
         .map(|i| e.env.unique_kind(&format!("Storm{i}")))
@@ -320,7 +316,6 @@ async fn e2e_race_3287_and_a_storm_of_flips_and_churn() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn e2e_restart_on_a_converged_cluster_writes_nothing() {
-    let _s = serial();
     let e = Env::new().await;
     let lease = e.env.unique_name("restart");
     let kinds: Vec<String> = (0..24).map(|_| e.env.unique_kind("Restart")).collect();

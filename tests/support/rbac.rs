@@ -33,42 +33,45 @@ impl Grant<'_> {
 /// Creates the four objects of `g`.
 pub async fn grant(client: &kube::Client, g: &Grant<'_>) {
     let (name, ns) = (g.name, g.namespace);
-    let pp = PostParams::default();
     let subjects =
         json!([{ "kind": "User", "name": g.user, "apiGroup": "rbac.authorization.k8s.io" }]);
     let role_ref =
         |kind: &str| json!({ "apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": name });
-    let cr: ClusterRole =
-        serde_json::from_value(json!({ "metadata": { "name": name }, "rules": g.cluster_rules }))
-            .expect("cluster role");
-    let crb: ClusterRoleBinding = serde_json::from_value(json!({
-        "metadata": { "name": name }, "roleRef": role_ref("ClusterRole"), "subjects": subjects
-    }))
-    .expect("cluster role binding");
-    let role: Role = serde_json::from_value(json!({
-        "metadata": { "name": name, "namespace": ns }, "rules": g.namespace_rules
-    }))
-    .expect("role");
-    let rb: RoleBinding = serde_json::from_value(json!({
-        "metadata": { "name": name, "namespace": ns }, "roleRef": role_ref("Role"), "subjects": subjects
-    }))
-    .expect("role binding");
-    Api::<ClusterRole>::all(client.clone())
-        .create(&pp, &cr)
+    let client = client.clone();
+    create::<ClusterRole>(
+        Api::all(client.clone()),
+        json!({ "metadata": { "name": name }, "rules": g.cluster_rules }),
+    )
+    .await;
+    create::<Role>(
+        Api::namespaced(client.clone(), ns),
+        json!({ "metadata": { "name": name, "namespace": ns }, "rules": g.namespace_rules }),
+    )
+    .await;
+    create::<ClusterRoleBinding>(
+        Api::all(client.clone()),
+        json!({ "metadata": { "name": name }, "roleRef": role_ref("ClusterRole"), "subjects": subjects }),
+    )
+    .await;
+    create::<RoleBinding>(
+        Api::namespaced(client, ns),
+        json!({ "metadata": { "name": name, "namespace": ns }, "roleRef": role_ref("Role"), "subjects": subjects }),
+    )
+    .await;
+}
+
+async fn create<K>(api: Api<K>, obj: Value)
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::Serialize
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let o: K = serde_json::from_value(obj).expect("an RBAC object");
+    api.create(&PostParams::default(), &o)
         .await
-        .expect("create cluster role");
-    Api::<Role>::namespaced(client.clone(), ns)
-        .create(&pp, &role)
-        .await
-        .expect("create role");
-    Api::<ClusterRoleBinding>::all(client.clone())
-        .create(&pp, &crb)
-        .await
-        .expect("create cluster role binding");
-    Api::<RoleBinding>::namespaced(client.clone(), ns)
-        .create(&pp, &rb)
-        .await
-        .expect("create role binding");
+        .unwrap_or_else(|e| panic!("creating a {}: {e}", K::kind(&())));
 }
 
 /// Deletes what [`grant`] created as `name` in `namespace` (whatever of it exists).
