@@ -71,7 +71,7 @@ async fn run() {
     let started = Instant::now();
     let api = Api::<Pod>::namespaced(client.clone(), &ns);
     futures::stream::iter(0..pods)
-        .map(|k| {
+        .for_each_concurrent(32, |k| {
             let api = api.clone();
             let labels: serde_json::Map<String, Value> = (0..(k % (constraints + 1)))
                 .map(|i| (format!("l{i}"), json!("x")))
@@ -84,8 +84,6 @@ async fn run() {
                 api.create(&PostParams::default(), &pod).await.expect("pod");
             }
         })
-        .buffer_unordered(32)
-        .collect::<Vec<_>>()
         .await;
     eprintln!("{pods} Pods created in {:?}", started.elapsed());
     // Every violation expected: pod k misses C - (k mod (C+1)) labels, one per constraint.

@@ -50,6 +50,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use support::bench::{block_on, env_list, env_num};
 use support::cli::{self, Served};
+use support::cluster;
 use support::metrics::{growth, label, requests_by};
 use support::objects::{binding_name, crd_name, labels_targets, labels_template, policy_name};
 use testenv::gatekeeper::{self, Gatekeeper, GatekeeperOptions, established};
@@ -255,6 +256,10 @@ impl Writes {
                 || k.ends_with(" validatingadmissionpolicies")
                 || k.ends_with(" validatingadmissionpolicybindings")
         })
+    }
+    /// `N writes: <line>`.
+    fn summary(&self) -> String {
+        format!("{:.0} writes: {}", self.total(), self.line())
     }
     fn line(&self) -> String {
         self.0
@@ -525,6 +530,11 @@ impl Bench {
         }
     }
 
+    /// The writes since `before` (a [`Bench::metrics`]), the bench's own taken out.
+    async fn writes_since(&self, before: &BTreeMap<String, f64>) -> Writes {
+        Writes::between(before, &self.metrics().await, self.own.clone())
+    }
+
     async fn metrics(&self) -> BTreeMap<String, f64> {
         requests(&self.env.apiserver_metrics().await.expect("metrics"))
     }
@@ -619,24 +629,12 @@ impl Bench {
         let before = self.metrics().await;
         let cpu = self.cpu(ctl.pid());
         let t = Instant::now();
-        let tapi: Api<DynamicObject> =
-            Api::all_with(self.client.clone(), &gatekeeper::template_api_resource());
-        let own = self.own.clone();
         futures::stream::iter(kinds.clone())
-            .map(|kind| {
-                let (tapi, own) = (tapi.clone(), own.clone());
-                async move {
-                    own.add("POST constrainttemplates", 1.0);
-                    let obj: DynamicObject =
-                        serde_json::from_value(labels_template(&kind, Some(true), None))
-                            .expect("template");
-                    tapi.create(&PostParams::default(), &obj)
-                        .await
-                        .expect("create template");
-                }
+            .for_each_concurrent(8, |kind| async move {
+                self.own.add("POST constrainttemplates", 1.0);
+                let t = labels_template(&kind, Some(true), None);
+                cluster::create_template(&self.client, &t).await;
             })
-            .buffer_unordered(8)
-            .collect::<Vec<_>>()
             .await;
         // Constraints of each kind as soon as its CRD is Established (by the controller).
         let mut seeded = BTreeSet::new();
@@ -682,7 +680,7 @@ impl Bench {
         r.cold_vaps_secs = vaps_at.unwrap_or_default().as_secs_f64();
         while creators.next().await.is_some() {}
         r.cold_cpu = self.cpu(ctl.pid()).since(cpu);
-        r.cold_writes = Writes::between(&before, &self.metrics().await, self.own.clone());
+        r.cold_writes = self.writes_since(&before).await;
         println!(
             "  cold: {:.2} s (CRDs {:.2} s, VAPs {:.2} s), {:.0} writes: {}",
             r.cold_secs,
@@ -725,12 +723,11 @@ impl Bench {
         let before = self.metrics().await;
         tokio::time::sleep(Duration::from_secs(self.knobs.steady)).await;
         r.steady_secs = self.knobs.steady;
-        r.steady_writes = Writes::between(&before, &self.metrics().await, self.own.clone());
+        r.steady_writes = self.writes_since(&before).await;
         println!(
-            "  steady {} s: {:.0} writes: {}",
+            "  steady {} s: {}",
             self.knobs.steady,
-            r.steady_writes.total(),
-            r.steady_writes.line()
+            r.steady_writes.summary()
         );
     }
 
@@ -744,12 +741,11 @@ impl Bench {
         let left = Duration::from_secs(self.knobs.restart).saturating_sub(t.elapsed());
         tokio::time::sleep(left).await;
         r.restart_secs = self.knobs.restart;
-        r.restart_writes = Writes::between(&before, &self.metrics().await, self.own.clone());
+        r.restart_writes = self.writes_since(&before).await;
         println!(
-            "  restart, first {} s: {:.0} writes: {}",
+            "  restart, first {} s: {}",
             self.knobs.restart,
-            r.restart_writes.total(),
-            r.restart_writes.line()
+            r.restart_writes.summary()
         );
         ctl
     }
@@ -826,7 +822,7 @@ impl Bench {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        let writes = Writes::between(&before, &self.metrics().await, self.own.clone());
+        let writes = self.writes_since(&before).await;
         let (snap, errors) = list_snapshot(&self.client, &AdmissionApi::v1())
             .await
             .expect("list");

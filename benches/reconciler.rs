@@ -30,6 +30,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use support::bench::{block_on, env_num};
 use support::cli::{self, Served};
+use support::cluster;
 use support::metrics::{growth, label, requests_by, sum as metric};
 use testenv::{TestEnv, gatekeeper};
 
@@ -318,50 +319,33 @@ async fn run() {
     // Setup (not measured): templates, their CRDs, constraints.
     let t0 = Instant::now();
     let kinds: Vec<String> = (0..templates).map(|i| format!("K8sBench{i:04}")).collect();
-    let tapi: Api<DynamicObject> =
-        Api::all_with(client.clone(), &gatekeeper::template_api_resource());
     futures::stream::iter(kinds.iter().cloned())
-        .map(|kind| {
-            let (client, tapi) = (client.clone(), tapi.clone());
+        .for_each_concurrent(8, |kind| {
+            let client = client.clone();
             async move {
                 let t = support::objects::labels_template(&kind, Some(true), None);
-                let obj: DynamicObject = serde_json::from_value(t.clone()).expect("template");
-                tapi.create(&PostParams::default(), &obj)
-                    .await
-                    .expect("create template");
+                cluster::create_template(&client, &t).await;
                 gatekeeper::create_constraint_crd(&client, &t)
                     .await
                     .expect("constraint CRD");
             }
         })
-        .buffer_unordered(8)
-        .collect::<Vec<_>>()
         .await;
     let items: Vec<(String, usize)> = kinds
         .iter()
         .flat_map(|k| (0..per).map(move |c| (k.clone(), c)))
         .collect();
     futures::stream::iter(items)
-        .map(|(kind, c)| {
+        .for_each_concurrent(32, |(kind, c)| {
             let client = client.clone();
             async move {
-                let api: Api<DynamicObject> =
-                    Api::all_with(client, &gatekeeper::constraint_api_resource(&kind));
-                let obj: DynamicObject = serde_json::from_value(gatekeeper::constraint(
-                    &kind,
-                    &format!("c{c:03}"),
-                    json!({ "enforcementAction": if c % 3 == 0 { "warn" } else { "deny" },
-                            "match": { "labelSelector": { "matchLabels": { "bench": "inert" } } },
-                            "parameters": { "labels": ["owner"] } }),
-                ))
-                .expect("constraint");
-                api.create(&PostParams::default(), &obj)
-                    .await
-                    .expect("create constraint");
+                let spec = json!({ "enforcementAction": if c % 3 == 0 { "warn" } else { "deny" },
+                                   "match": { "labelSelector": { "matchLabels": { "bench": "inert" } } },
+                                   "parameters": { "labels": ["owner"] } });
+                let c = gatekeeper::constraint(&kind, &format!("c{c:03}"), spec);
+                cluster::create_constraint(&client, &c).await;
             }
         })
-        .buffer_unordered(32)
-        .collect::<Vec<_>>()
         .await;
     testenv::ensure_namespace(&client, "gatekeeper-system")
         .await

@@ -48,6 +48,22 @@ fn constraint(t: usize, c: usize) -> Value {
     v
 }
 
+/// The time of each of `n` frames after a key press (Down).
+fn frame_times(
+    term: &mut Terminal<CrosstermBackend<Sink>>,
+    app: &mut App,
+    n: usize,
+) -> Vec<Duration> {
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = Instant::now();
+        update(app, Action::Down);
+        term.draw(|f| view::draw(f, app)).unwrap();
+        out.push(t.elapsed());
+    }
+    out
+}
+
 /// `templates` × `per` constraints, every VAP and binding written (from the plan), then 1%
 /// of the bindings removed (missing) and 1% changed (out of sync).
 fn snapshot(templates: usize, per: usize) -> Snapshot {
@@ -196,13 +212,7 @@ fn main() {
     let first_frame = t.elapsed();
 
     // Navigating with the tree as opened by default (paths to faults open).
-    let mut nav = Vec::with_capacity(frames);
-    for _ in 0..frames {
-        let t = Instant::now();
-        update(&mut app, Action::Down);
-        term.draw(|f| view::draw(f, &mut app)).unwrap();
-        nav.push(t.elapsed());
-    }
+    let nav = frame_times(&mut term, &mut app, frames);
     // Everything expanded: the worst case for the tree widget (every node visible).
     let mut all: Vec<Vec<u64>> = Vec::new();
     fn open_all(
@@ -224,13 +234,7 @@ fn main() {
         app.tree.state.open(p);
     }
     term.draw(|f| view::draw(f, &mut app)).unwrap();
-    let mut expanded = Vec::with_capacity(frames);
-    for _ in 0..frames {
-        let t = Instant::now();
-        update(&mut app, Action::Down);
-        term.draw(|f| view::draw(f, &mut app)).unwrap();
-        expanded.push(t.elapsed());
-    }
+    let expanded = frame_times(&mut term, &mut app, frames);
     // Typing in the filter: one rebuild of the items per key.
     let mut typing = Vec::new();
     update(&mut app, Action::StartFilter);

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use support::cluster;
 use support::objects::{binding_name, policy_name};
 use support::poll::eventually;
-use testenv::{TestEnv, gatekeeper, http_get};
+use testenv::{TestEnv, gatekeeper, http_get, stdout_of as run};
 
 const TIMEOUT: Duration = Duration::from_secs(90);
 /// Where a kubelet mounts the service account (kube's in-cluster config reads it there).
@@ -77,17 +77,6 @@ fn image_layout() -> PathBuf {
     assert!(out.status.success(), "scripts/image failed: {HOW_TO}");
     let dir = String::from_utf8_lossy(&out.stdout).trim().to_string();
     Path::new(ROOT).join(dir)
-}
-
-fn run(cmd: &mut Command) -> String {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?}: {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// True when the ELF file asks for a program interpreter (dynamic linking).

@@ -19,7 +19,7 @@ mod process;
 
 pub use controller_manager::{ControllerManager, ControllerManagerOptions};
 
-pub use process::{cpu_secs, own_cpu_secs, peak_rss_kib, rss_kib, signal};
+pub use process::{cpu_secs, own_cpu_secs, peak_rss_kib, rss_kib, signal, stdout_of};
 
 /// A free loopback port (for a process's `--metrics-addr` and the like).
 pub fn free_port() -> u16 {
@@ -426,31 +426,20 @@ impl TestEnv {
     /// Polls `/readyz` as the admin until 200, the deadline, or the process dying.
     async fn wait_apiserver_ready(&self, url: &str) -> anyhow::Result<()> {
         // The CA file does not exist before the first start, so probe without verification.
-        let yaml = kubeconfig_yaml(url, None, ADMIN_NAME, &self.admin_token)?;
-        let client = client_from_kubeconfig(Kubeconfig::from_yaml(&yaml)?).await?;
-        let deadline = Instant::now() + READY_TIMEOUT;
-        loop {
-            if let Some(status) = try_wait(&self.apiserver) {
-                bail!(
-                    "kube-apiserver exited early ({status}):\n{}",
-                    self.logs_tail()
-                );
-            }
-            let req = http::Request::get("/readyz")
-                .body(Vec::new())
-                .context("building the /readyz request")?;
-            let last_err = match client.request_text(req).await {
-                Ok(_) => return Ok(()),
-                Err(e) => e.to_string(),
-            };
-            if Instant::now() > deadline {
-                bail!(
-                    "kube-apiserver not ready after {READY_TIMEOUT:?} (last: {last_err}):\n{}",
-                    self.logs_tail()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        let probe = Probe {
+            url,
+            path: "/readyz",
+            process: "kube-apiserver",
+            state: "ready",
+            timeout: READY_TIMEOUT,
+        };
+        probe
+            .wait(
+                &self.admin_token,
+                || try_wait(&self.apiserver),
+                || self.logs_tail(),
+            )
+            .await
     }
 
     /// Stops kube-apiserver (SIGTERM, then SIGKILL after a grace period); etcd keeps running.
@@ -916,6 +905,54 @@ fn etcd_health(port: u16) -> bool {
     let mut body = String::new();
     let _ = s.read_to_string(&mut body);
     body.contains("\"health\":\"true\"")
+}
+
+/// A readiness probe of a process the env started: `GET <path>` on `url` as the admin.
+pub(crate) struct Probe<'a> {
+    pub url: &'a str,
+    pub path: &'a str,
+    /// Its name, and what an answer means it is (for messages).
+    pub process: &'a str,
+    pub state: &'a str,
+    pub timeout: Duration,
+}
+
+impl Probe<'_> {
+    /// Polls until the probe answers 2xx; an error once the process has exited (`exited` gives
+    /// its status) or after its timeout, with `logs()`. The server's certificate is not
+    /// verified (self-signed, or its CA not written yet).
+    pub async fn wait(
+        &self,
+        admin_token: &str,
+        mut exited: impl FnMut() -> Option<std::process::ExitStatus>,
+        logs: impl Fn() -> String,
+    ) -> anyhow::Result<()> {
+        let yaml = kubeconfig_yaml(self.url, None, ADMIN_NAME, admin_token)?;
+        let client = client_from_kubeconfig(Kubeconfig::from_yaml(&yaml)?).await?;
+        let deadline = Instant::now() + self.timeout;
+        loop {
+            if let Some(status) = exited() {
+                bail!("{} exited early ({status}):\n{}", self.process, logs());
+            }
+            let req = http::Request::get(self.path)
+                .body(Vec::new())
+                .with_context(|| format!("building the {} request", self.path))?;
+            let last_err = match client.request_text(req).await {
+                Ok(_) => return Ok(()),
+                Err(e) => e.to_string(),
+            };
+            if Instant::now() > deadline {
+                bail!(
+                    "{} not {} after {:?} (last: {last_err}):\n{}",
+                    self.process,
+                    self.state,
+                    self.timeout,
+                    logs()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
 }
 
 /// Three distinct free loopback ports (held together while choosing, so they differ).

@@ -122,6 +122,19 @@ fn cpu_secs_of(pid: &str) -> f64 {
     (ticks(11) + ticks(12)) / 100.0
 }
 
+/// Runs `cmd` and returns its standard output; fails the test (with the command, its status
+/// and its standard error) unless it succeeds.
+pub fn stdout_of(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// Sends `signal` (`libc::SIGTERM`, `SIGSTOP`, ...) to `pid`, a child of this process.
 pub fn signal(pid: u32, signal: i32) {
     // SAFETY: plain kill(2); the callers name their own children.

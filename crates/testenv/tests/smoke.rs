@@ -101,23 +101,14 @@ async fn non_admin_user_is_denied_until_granted() {
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn kubectl_and_metrics_work_with_the_written_kubeconfigs() {
     let env = TestEnv::shared();
-    let out = std::process::Command::new(&env.binaries().kubectl)
-        .arg("--kubeconfig")
-        .arg(env.kubeconfig_user())
-        .args([
-            "auth",
-            "whoami",
-            "-o",
-            "jsonpath={.status.userInfo.username}",
-        ])
-        .output()
-        .expect("running kubectl");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let whoami = testenv::stdout_of(
+        std::process::Command::new(&env.binaries().kubectl)
+            .arg("--kubeconfig")
+            .arg(env.kubeconfig_user())
+            .args(["auth", "whoami", "-o"])
+            .arg("jsonpath={.status.userInfo.username}"),
     );
-    assert_eq!(String::from_utf8_lossy(&out.stdout), testenv::USER_NAME);
+    assert_eq!(whoami, testenv::USER_NAME);
 
     let metrics = env.apiserver_metrics().await.expect("metrics as admin");
     assert!(
