@@ -530,6 +530,13 @@ impl Bench {
         }
     }
 
+    /// Opens a window of counted writes: the bench's own so far forgotten, the server's
+    /// counts now (for [`Bench::writes_since`]).
+    async fn window(&self) -> BTreeMap<String, f64> {
+        self.own.take();
+        self.metrics().await
+    }
+
     /// The writes since `before` (a [`Bench::metrics`]), the bench's own taken out.
     async fn writes_since(&self, before: &BTreeMap<String, f64>) -> Writes {
         Writes::between(before, &self.metrics().await, self.own.clone())
@@ -719,8 +726,7 @@ impl Bench {
             r.flip_secs
         );
         tokio::time::sleep(self.knobs.pause).await;
-        self.own.take();
-        let before = self.metrics().await;
+        let before = self.window().await;
         tokio::time::sleep(Duration::from_secs(self.knobs.steady)).await;
         r.steady_secs = self.knobs.steady;
         r.steady_writes = self.writes_since(&before).await;
@@ -734,8 +740,7 @@ impl Bench {
     async fn restart(&self, ctl: Running, which: &str, r: &mut Report) -> Running {
         r.peak_rss_mib = r.peak_rss_mib.max(peak_rss_mib(ctl.pid()));
         ctl.stop();
-        self.own.take();
-        let before = self.metrics().await;
+        let before = self.window().await;
         let t = Instant::now();
         let ctl = start_controller(&self.env, which, &self.own, self.chart_crds).await;
         let left = Duration::from_secs(self.knobs.restart).saturating_sub(t.elapsed());
@@ -766,8 +771,7 @@ impl Bench {
             rng ^= rng << 17;
             (rng % n as u64) as usize
         };
-        self.own.take();
-        let before = self.metrics().await;
+        let before = self.window().await;
         let (mut flips, mut deletes, mut creates) = (0, 0, 0);
         let t = Instant::now();
         for _ in 0..self.knobs.storm_ops {

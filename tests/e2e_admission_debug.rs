@@ -200,6 +200,12 @@ impl World {
         (kind, c)
     }
 
+    /// [`World::bound_after`] one ConfigMap, `existing`, that violates it; returns the kind.
+    async fn bound_after_one(&self, prefix: &str, tag: &str, action: &str) -> String {
+        let existing = vec![cm("existing", &self.ns, false)];
+        self.bound_after(prefix, tag, action, existing).await.0
+    }
+
     /// A denying constraint of a new template, bound after ConfigMaps `bad` (violates it) and
     /// `good` were created in this test's namespace, and in effect.
     async fn one_violator(&self, prefix: &str, tag: &str) -> (String, Constraint) {
@@ -528,8 +534,7 @@ async fn several_denials_of_one_object() {
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn as_an_unauthorized_user_the_error_is_authorization() {
     let w = World::new().await;
-    let existing = vec![cm("existing", &w.ns, false)];
-    let (kind, _) = w.bound_after("AdmAuthz", "ZZZ", "deny", existing).await;
+    let kind = w.bound_after_one("AdmAuthz", "ZZZ", "deny").await;
 
     let f = w.manifest("bad", &cm("new-bad", &w.ns, false));
     let test = |extra: &[&str]| w.vap(&[&["test", "-f", &f, "-o", "json"], extra].concat());
@@ -638,8 +643,7 @@ async fn an_interrupted_audit_prints_what_it_found() {
 async fn a_webhook_rejection_is_reported_as_such() {
     use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
     let w = World::new().await;
-    let existing = vec![cm("existing", &w.ns, false)];
-    let (kind, _) = w.bound_after("AdmHook", "HKK", "warn", existing).await;
+    let kind = w.bound_after_one("AdmHook", "HKK", "warn").await;
     let hook = format!("{}.hooks.example.com", w.env.unique_name("down"));
     let cfg: ValidatingWebhookConfiguration = serde_json::from_value(json!({
         "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",

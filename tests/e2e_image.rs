@@ -590,7 +590,7 @@ async fn e2e_the_image_runs_the_install_manifests() {
     let leaders: Vec<usize> = (0..2).filter(|&i| containers[i].leads()).collect();
     assert_eq!(leaders.len(), 1, "exactly one leader");
     let (leader, follower) = (leaders[0], 1 - leaders[0]);
-    let holder = kubectl_vap::controller::lease::holder(&client, &ns, "kubectl-vap")
+    let holder = support::reconciler::lease_holder(&client, &ns, "kubectl-vap")
         .await
         .expect("lease")
         .expect("a holder");
@@ -628,7 +628,7 @@ async fn e2e_the_image_runs_the_install_manifests() {
     );
     let status = containers[follower].terminate();
     assert!(status.success(), "{status:?}");
-    let holder = kubectl_vap::controller::lease::holder(&client, &ns, "kubectl-vap")
+    let holder = support::reconciler::lease_holder(&client, &ns, "kubectl-vap")
         .await
         .expect("lease");
     assert_eq!(holder, None, "the Lease is released on SIGTERM");

@@ -168,7 +168,7 @@ async fn e2e_run_serves_metrics_and_releases_on_sigterm() {
     // SIGTERM: the lease is released (holder cleared), the process exits 0.
     let status = run.terminate();
     assert!(status.success(), "{status:?}");
-    let holder = kubectl_vap::controller::lease::holder(&e.client, LEASE_NS, &lease)
+    let holder = crate::support::reconciler::lease_holder(&e.client, LEASE_NS, &lease)
         .await
         .expect("lease");
     assert_eq!(holder, None, "the lease is released on SIGTERM");

@@ -5,9 +5,8 @@ use crate::env::{Env, LEASE_NS, TIMEOUT, eventually, opts};
 use crate::support::cli::{self, Served};
 use crate::support::objects::binding_name as bname;
 use crate::support::rbac::{self, Grant};
-use crate::support::reconciler::Reconciler;
+use crate::support::reconciler::{Reconciler, lease_holder};
 use kube::api::DeleteParams;
-use kubectl_vap::controller::lease::holder;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -52,7 +51,7 @@ async fn e2e_two_copies_one_writer_and_handover() {
         .spawn()
         .expect("spawn kubectl-vap run");
     eventually("the process holds the lease", || async {
-        holder(&e.client, LEASE_NS, &lease)
+        lease_holder(&e.client, LEASE_NS, &lease)
             .await
             .ok()
             .flatten()

@@ -1,7 +1,7 @@
 //! The one door to a reconciler running in the test process: every test and benchmark that
-//! starts one, waits for it, or looks inside it goes through [`Reconciler`], so a change of the
-//! controller's API changes this file only. (`tests/reconciler_logic.rs` drives
-//! `controller::logic` on a world of its own instead.)
+//! starts one, waits for it, or looks inside it goes through [`Reconciler`] (and reads a Lease
+//! through [`lease_holder`]), so a change of the controller's API changes this file only.
+//! (`tests/reconciler_logic.rs` drives `controller::logic` on a world of its own instead.)
 
 use kubectl_vap::controller::runtime::{Running, launch, wait_for_lease, wait_idle};
 use kubectl_vap::controller::state::{EventResult, EventVerb, ReconcileEvent};
@@ -12,6 +12,17 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 pub use kubectl_vap::controller::runtime::Tuning;
+
+/// The holder named in Lease `namespace/name` (`None`: free), as any copy reads it.
+pub async fn lease_holder(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<String>, String> {
+    kubectl_vap::controller::lease::holder(client, namespace, name)
+        .await
+        .map_err(|e| e.to_string())
+}
 
 /// How to start a copy: its Lease, options, tuning and worker count.
 pub struct Start {
