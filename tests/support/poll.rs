@@ -2,27 +2,12 @@
 //! informers arrives a moment after the write: poll, never assume.
 
 use std::future::Future;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+pub use testenv::poll::within;
 
 /// How often [`eventually`] and [`eventually_some`] look.
 pub const EVERY: Duration = Duration::from_millis(200);
-
-/// Calls `probe` every `every` until it returns `Ok`, and returns that; once `timeout` has
-/// passed, the last `Err` instead (for the caller to say what it saw).
-pub async fn within<T, E, F, Fut>(timeout: Duration, every: Duration, mut probe: F) -> Result<T, E>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, E>>,
-{
-    let start = Instant::now();
-    loop {
-        match probe().await {
-            Ok(v) => return Ok(v),
-            Err(e) if start.elapsed() >= timeout => return Err(e),
-            Err(_) => tokio::time::sleep(every).await,
-        }
-    }
-}
 
 /// Waits until `probe` holds, polling every 200 ms; fails the test after `timeout`, naming
 /// `what`.

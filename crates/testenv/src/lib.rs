@@ -15,6 +15,7 @@
 
 mod controller_manager;
 pub mod gatekeeper;
+pub mod poll;
 mod process;
 
 pub use controller_manager::{ControllerManager, ControllerManagerOptions};

@@ -85,15 +85,16 @@ async fn non_admin_user_is_denied_until_granted() {
     }
     // The RBAC authorizer reads informer caches: a new grant takes effect after a moment.
     let start = Instant::now();
-    loop {
+    let every = Duration::from_millis(100);
+    testenv::poll::within(Duration::from_secs(10), every, || async {
         match as_user.list(&Default::default()).await {
-            Ok(_) => break,
-            Err(e) if status_code(&e) == Some(403) && start.elapsed() < Duration::from_secs(10) => {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
+            Ok(_) => Ok(()),
+            Err(e) if status_code(&e) == Some(403) => Err(e),
             Err(e) => panic!("the granted list still fails: {e}"),
         }
-    }
+    })
+    .await
+    .unwrap_or_else(|e| panic!("the granted list still fails: {e}"));
     eprintln!("RBAC grant effective after {:?}", start.elapsed());
 }
 
