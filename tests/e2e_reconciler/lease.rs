@@ -264,7 +264,7 @@ async fn e2e_a_paused_leader_writes_nothing_after_it_resumes() {
     assert!(logs.contains("lost Lease"), "{logs}");
     e.assert_converged(&opts(0), "B's state stands").await;
     let _ = a.terminate();
-    rbac::revoke(&e.client, &grant_name, LEASE_NS).await;
+    testenv::rbac::revoke(&e.client, &grant_name, LEASE_NS).await;
     let kinds = [kind.as_str()];
     e.clean_up_with(b, &kinds).await;
 }

@@ -265,7 +265,7 @@ async fn e2e_unreadable_stores_mean_no_writes() {
             "{case}: no write was even attempted: {stderr}"
         );
         assert_eq!(versions_of(&e, &kind).await, converged, "{case}: {stderr}");
-        rbac::revoke(&e.client, &grant_name, LEASE_NS).await;
+        testenv::rbac::revoke(&e.client, &grant_name, LEASE_NS).await;
     }
 
     // A continuous run without `list` on CRDs: not ready, and says why; writes nothing.
@@ -290,7 +290,7 @@ async fn e2e_unreadable_stores_mean_no_writes() {
     assert!(!metrics.contains("kubectl_vap_writes_total{"), "{metrics}");
     assert!(run.answers("/readyz", 503));
     let _ = run.terminate();
-    rbac::revoke(&e.client, &grant_name, LEASE_NS).await;
+    testenv::rbac::revoke(&e.client, &grant_name, LEASE_NS).await;
     assert_eq!(versions_of(&e, &kind).await, converged, "continuous run");
     e.sweep(&[&kind], "unread-clean").await;
 }

@@ -1,9 +1,8 @@
-//! RBAC for a user that is not the admin: the test env's `vap-user` (no grants of its own) or a
-//! user impersonated with `--as`. Granted as a ClusterRole and a namespaced Role (the Lease's),
-//! each bound to the user under one name, the way `install --print` grants its ServiceAccount.
+//! The grants of `install --print` for a user that is not the admin (the test env's `vap-user`,
+//! or a user impersonated with `--as`): a ClusterRole and the Lease's Role, each bound to the
+//! user under one name, the way `install --print` grants its ServiceAccount (`testenv::rbac`
+//! creates them).
 
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
-use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::{Value, json};
 
 /// What to grant: `cluster_rules` cluster-wide and `namespace_rules` in `namespace`, to `user`,
@@ -32,63 +31,8 @@ impl Grant<'_> {
 
 /// Creates the four objects of `g`.
 pub async fn grant(client: &kube::Client, g: &Grant<'_>) {
-    let (name, ns) = (g.name, g.namespace);
-    let subjects =
-        json!([{ "kind": "User", "name": g.user, "apiGroup": "rbac.authorization.k8s.io" }]);
-    let role_ref =
-        |kind: &str| json!({ "apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": name });
-    let client = client.clone();
-    create::<ClusterRole>(
-        Api::all(client.clone()),
-        json!({ "metadata": { "name": name }, "rules": g.cluster_rules }),
-    )
-    .await;
-    create::<Role>(
-        Api::namespaced(client.clone(), ns),
-        json!({ "metadata": { "name": name, "namespace": ns }, "rules": g.namespace_rules }),
-    )
-    .await;
-    create::<ClusterRoleBinding>(
-        Api::all(client.clone()),
-        json!({ "metadata": { "name": name }, "roleRef": role_ref("ClusterRole"), "subjects": subjects }),
-    )
-    .await;
-    create::<RoleBinding>(
-        Api::namespaced(client, ns),
-        json!({ "metadata": { "name": name, "namespace": ns }, "roleRef": role_ref("Role"), "subjects": subjects }),
-    )
-    .await;
-}
-
-async fn create<K>(api: Api<K>, obj: Value)
-where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + serde::Serialize
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug,
-{
-    let o: K = serde_json::from_value(obj).expect("an RBAC object");
-    api.create(&PostParams::default(), &o)
-        .await
-        .unwrap_or_else(|e| panic!("creating a {}: {e}", K::kind(&())));
-}
-
-/// Deletes what [`grant`] created as `name` in `namespace` (whatever of it exists).
-pub async fn revoke(client: &kube::Client, name: &str, namespace: &str) {
-    let dp = DeleteParams::default();
-    let _ = Api::<ClusterRoleBinding>::all(client.clone())
-        .delete(name, &dp)
-        .await;
-    let _ = Api::<ClusterRole>::all(client.clone())
-        .delete(name, &dp)
-        .await;
-    let _ = Api::<RoleBinding>::namespaced(client.clone(), namespace)
-        .delete(name, &dp)
-        .await;
-    let _ = Api::<Role>::namespaced(client.clone(), namespace)
-        .delete(name, &dp)
-        .await;
+    testenv::rbac::grant_cluster(client, g.name, g.user, &g.cluster_rules).await;
+    testenv::rbac::grant_in(client, g.namespace, g.name, g.user, &g.namespace_rules).await;
 }
 
 /// The ClusterRole rules of `install --print` with `verbs` removed on `resource` (a rule

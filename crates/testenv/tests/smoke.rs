@@ -55,34 +55,8 @@ async fn non_admin_user_is_denied_until_granted() {
 
     // Grant read access in this namespace only, as the admin.
     let admin = env.client_admin().await;
-    let role = json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-        "metadata": { "name": "cm-reader", "namespace": ns },
-        "rules": [{ "apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"] }]
-    });
-    let binding = json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-        "metadata": { "name": "cm-reader", "namespace": ns },
-        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "cm-reader" },
-        "subjects": [{ "kind": "User", "name": testenv::USER_NAME, "apiGroup": "rbac.authorization.k8s.io" }]
-    });
-    for obj in [role, binding] {
-        let ar = kube::discovery::ApiResource {
-            group: "rbac.authorization.k8s.io".into(),
-            version: "v1".into(),
-            api_version: "rbac.authorization.k8s.io/v1".into(),
-            kind: obj["kind"].as_str().expect("kind").into(),
-            plural: format!(
-                "{}s",
-                obj["kind"].as_str().expect("kind").to_ascii_lowercase()
-            ),
-        };
-        let obj: DynamicObject = serde_json::from_value(obj).expect("valid object");
-        Api::<DynamicObject>::namespaced_with(admin.clone(), &ns, &ar)
-            .create(&PostParams::default(), &obj)
-            .await
-            .expect("admin creates RBAC");
-    }
+    let rules = json!([{ "apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"] }]);
+    testenv::rbac::grant_in(&admin, &ns, "cm-reader", testenv::USER_NAME, &rules).await;
     // The RBAC authorizer reads informer caches: a new grant takes effect after a moment.
     let start = Instant::now();
     let every = Duration::from_millis(100);
