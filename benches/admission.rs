@@ -10,41 +10,21 @@
 //! (`BENCH_PODS`, `BENCH_CONSTRAINTS`, `BENCH_ROUNDS`, `BENCH_CONCURRENCY`). Under
 //! `cargo test --all-targets` (no `--bench` argument) it returns at once.
 
-use futures::StreamExt;
-use k8s_openapi::api::admissionregistration::v1::{
-    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
-};
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DynamicObject, ListParams, PostParams};
-use kubectl_vap::core::decide::{
-    ConstraintIntent, TemplateVerdict, decide_constraint, decide_template,
-};
-use kubectl_vap::core::{Options, generate};
-use kubectl_vap::model::{Constraint, ConstraintTemplate, Source};
 #[path = "../tests/support/mod.rs"]
 mod support;
 
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams, PostParams};
 use serde_json::{Value, json};
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
+use support::bench::{block_on, env_num};
+use support::cluster;
+use support::metrics::{growth, requests_by_verb};
+use support::objects::{binding_for, constraint_of, policy_for, required_labels_template};
 use testenv::{TestEnv, gatekeeper};
 
-fn env_num(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 const KIND: &str = "BenchPodLabels";
-
-fn diff(after: &BTreeMap<String, f64>, before: &BTreeMap<String, f64>) -> BTreeMap<String, f64> {
-    after
-        .iter()
-        .map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0.0)))
-        .filter(|(_, v)| *v > 0.0)
-        .collect()
-}
 
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
@@ -52,15 +32,10 @@ fn median(mut v: Vec<Duration>) -> Duration {
 }
 
 fn main() {
-    if !std::env::args().any(|a| a == "--bench") {
+    if !support::bench::benchmarking() {
         return;
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    rt.block_on(run());
+    block_on(run());
 }
 
 async fn run() {
@@ -75,72 +50,28 @@ async fn run() {
         .expect("template CRD");
 
     // Template, CRD, policy; C constraints, each requiring its own label on Pods.
-    let created =
-        Api::<DynamicObject>::all_with(client.clone(), &gatekeeper::template_api_resource())
-            .create(
-                &PostParams::default(),
-                &serde_json::from_value(support::required_labels_template(KIND, "missing: "))
-                    .expect("template"),
-            )
-            .await
-            .expect("template");
-    let mut raw = serde_json::to_value(&created).expect("json");
-    raw["apiVersion"] = json!("templates.gatekeeper.sh/v1");
-    raw["kind"] = json!("ConstraintTemplate");
-    let t = ConstraintTemplate::from_value(raw, Source::default());
-    let crd = kubectl_vap::core::crd::desired_crd(&t, KIND).expect("crd");
-    gatekeeper::apply_crd(&client, &crd).await.expect("crd");
-    let TemplateVerdict::Generate {
-        source,
-        failure_policy,
-        ..
-    } = decide_template(&t, &Options::default())
-    else {
-        panic!("generates")
-    };
-    Api::<ValidatingAdmissionPolicy>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &generate::policy(&t, KIND, &source, failure_policy),
-        )
-        .await
-        .expect("policy");
+    let t = cluster::create_template_and_crd(&client, &required_labels_template(KIND, "missing: "))
+        .await;
+    cluster::create_policy(&client, &policy_for(&t, KIND).expect("generates")).await;
     let ns = env.create_namespace("bench").await;
     for i in 0..constraints {
-        let raw = json!({"apiVersion": "constraints.gatekeeper.sh/v1beta1", "kind": KIND,
-            "metadata": {"name": format!("c{i}")},
-            "spec": {"enforcementAction": "warn",
-                     "match": {"kinds": [{"apiGroups": [""], "kinds": ["Pod"]}], "namespaces": [ns]},
-                     "parameters": {"labels": [format!("l{i}")]}}});
-        let c = Api::<DynamicObject>::all_with(
-            client.clone(),
-            &gatekeeper::constraint_api_resource(KIND),
-        )
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(raw).expect("constraint"),
-        )
-        .await
-        .expect("constraint");
-        let c = Constraint::from_value(serde_json::to_value(c).expect("json"), Source::default());
-        let ConstraintIntent::Bind { actions, .. } = decide_constraint(&c, &Options::default())
-        else {
-            panic!("binds")
-        };
-        Api::<ValidatingAdmissionPolicyBinding>::all(client.clone())
-            .create(
-                &PostParams::default(),
-                &generate::binding(&c, &actions).expect("binding"),
-            )
-            .await
-            .expect("binding");
+        let raw = gatekeeper::constraint(
+            KIND,
+            &format!("c{i}"),
+            json!({"enforcementAction": "warn",
+                   "match": {"kinds": [{"apiGroups": [""], "kinds": ["Pod"]}], "namespaces": [ns]},
+                   "parameters": {"labels": [format!("l{i}")]}}),
+        );
+        let c = cluster::create_constraint(&client, &raw).await;
+        let c = constraint_of(KIND, serde_json::to_value(c).expect("json"));
+        cluster::create_binding(&client, &binding_for(&c)).await;
     }
 
     // Pods: pod k carries the labels l0..l(k mod (C+1)) minus one, so violations vary.
     let started = Instant::now();
     let api = Api::<Pod>::namespaced(client.clone(), &ns);
     futures::stream::iter(0..pods)
-        .map(|k| {
+        .for_each_concurrent(32, |k| {
             let api = api.clone();
             let labels: serde_json::Map<String, Value> = (0..(k % (constraints + 1)))
                 .map(|i| (format!("l{i}"), json!("x")))
@@ -153,8 +84,6 @@ async fn run() {
                 api.create(&PostParams::default(), &pod).await.expect("pod");
             }
         })
-        .buffer_unordered(32)
-        .collect::<Vec<_>>()
         .await;
     eprintln!("{pods} Pods created in {:?}", started.elapsed());
     // Every violation expected: pod k misses C - (k mod (C+1)) labels, one per constraint.
@@ -169,23 +98,25 @@ async fn run() {
         resource: kube::core::ApiResource::erase::<Pod>(&()),
         namespaced: true,
     };
-    let wait = Instant::now();
-    loop {
+    // (Measured anyway after a minute.)
+    let _ = support::poll::within(Duration::from_secs(60), support::poll::EVERY, || async {
         let r = kubectl_vap::admission::dryrun::create(&client, &resolved, Some(&ns), &probe)
             .await
             .expect("probe");
-        if r.warnings.len() >= constraints || wait.elapsed() > Duration::from_secs(60) {
-            break;
+        if r.warnings.len() >= constraints {
+            Ok(())
+        } else {
+            Err(())
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    })
+    .await;
 
     let kubeconfig = env.kubeconfig_admin();
     let (mut ours, mut plain) = (Vec::new(), Vec::new());
     let mut per_object = (0.0, 0.0);
     for round in 0..rounds {
         // Ours: the real binary, unlimited rate, the same concurrency.
-        let before = support::requests_by_verb(&env.apiserver_metrics().await.expect("metrics"));
+        let before = requests_by_verb(&env.apiserver_metrics().await.expect("metrics"));
         let t0 = Instant::now();
         let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
             .arg("--kubeconfig")
@@ -196,7 +127,7 @@ async fn run() {
             .await
             .expect("audit");
         let took = t0.elapsed();
-        let after = support::requests_by_verb(&env.apiserver_metrics().await.expect("metrics"));
+        let after = requests_by_verb(&env.apiserver_metrics().await.expect("metrics"));
         let report: Value = serde_json::from_slice(&out.stdout).expect("audit JSON");
         let found: usize = report["constraints"]
             .as_array()
@@ -205,7 +136,7 @@ async fn run() {
             .map(|c| c["violations"].as_array().map_or(0, Vec::len))
             .sum();
         assert_eq!(found, expected, "the audit finds every violation");
-        let d = diff(&after, &before);
+        let d = growth(&after, &before);
         let total: f64 = d.values().sum();
         per_object.0 = total / pods as f64;
         eprintln!("round {round}: audit {took:?}, requests {d:?}");
@@ -213,7 +144,7 @@ async fn run() {
 
         // Lower bound: list (paged, 500) and dry-run update each Pod, reading only the count
         // of warnings.
-        let before = support::requests_by_verb(&env.apiserver_metrics().await.expect("metrics"));
+        let before = requests_by_verb(&env.apiserver_metrics().await.expect("metrics"));
         let t0 = Instant::now();
         let mut items = Vec::new();
         let mut lp = ListParams::default().limit(500);
@@ -250,8 +181,8 @@ async fn run() {
             .fold(0, |a, n| async move { a + n })
             .await;
         let took = t0.elapsed();
-        let after = support::requests_by_verb(&env.apiserver_metrics().await.expect("metrics"));
-        let d = diff(&after, &before);
+        let after = requests_by_verb(&env.apiserver_metrics().await.expect("metrics"));
+        let d = growth(&after, &before);
         per_object.1 = d.values().sum::<f64>() / pods as f64;
         assert_eq!(
             warnings, expected,

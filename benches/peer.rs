@@ -31,6 +31,9 @@
 //! `--include-ignored` is passed too; then it runs a 2 × 2 smoke version of every phase for both
 //! controllers (it needs the real binaries, like the ignored tests).
 
+#[path = "../tests/support/mod.rs"]
+mod support;
+
 use futures::StreamExt;
 use k8s_openapi::api::admissionregistration::v1::{
     ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
@@ -41,28 +44,17 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kubectl_vap::cluster::{AdmissionApi, list_snapshot};
 use kubectl_vap::core::{Options, analyze};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use testenv::gatekeeper::{self, GATEKEEPER_NAMESPACE, Gatekeeper, GatekeeperOptions};
-use testenv::{ControllerManager, TestEnv, http_get};
-
-fn env_num(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn env_list(name: &str, default: &str) -> Vec<String> {
-    std::env::var(name)
-        .unwrap_or_else(|_| default.into())
-        .split(',')
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .collect()
-}
+use support::bench::{block_on, env_list, env_num};
+use support::cli::{self, Served};
+use support::cluster;
+use support::metrics::{growth, label, requests_by};
+use support::objects::{binding_name, crd_name, labels_targets, labels_template, policy_name};
+use testenv::gatekeeper::{self, Gatekeeper, GatekeeperOptions, established};
+use testenv::{ControllerManager, TestEnv, cpu_secs};
 
 #[derive(Clone)]
 struct Knobs {
@@ -137,12 +129,7 @@ fn main() {
         println!("peer benchmark: skipped (run with --bench, or --include-ignored for the smoke)");
         return;
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    rt.block_on(run(knobs));
+    block_on(run(knobs));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -152,52 +139,19 @@ fn kind_of(i: usize) -> String {
     format!("K8sPeer{i:04}")
 }
 
-fn targets(generate: bool) -> Value {
-    json!([{ "target": "admission.k8s.gatekeeper.sh", "code": [{ "engine": "K8sNativeValidation", "source": {
-        "generateVAP": generate,
-        "failurePolicy": "Ignore",
-        "validations": [{ "expression": "variables.params.labels.all(l, has(variables.anyObject.metadata.labels) && l in variables.anyObject.metadata.labels)" }]
-    } }] }])
-}
-
-fn template(kind: &str) -> Value {
-    json!({
-        "apiVersion": "templates.gatekeeper.sh/v1",
-        "kind": "ConstraintTemplate",
-        "metadata": { "name": kind.to_lowercase() },
-        "spec": {
-            "crd": { "spec": { "names": { "kind": kind }, "validation": { "openAPIV3Schema": {
-                "type": "object", "properties": { "labels": { "type": "array", "items": { "type": "string" } } } } } } },
-            "targets": targets(true)
-        }
-    })
-}
-
 fn constraint(kind: &str, name: &str, n: usize) -> DynamicObject {
-    serde_json::from_value(json!({
-        "apiVersion": "constraints.gatekeeper.sh/v1beta1", "kind": kind,
-        "metadata": { "name": name },
-        "spec": { "enforcementAction": if n.is_multiple_of(3) { "warn" } else { "deny" },
-                  "match": { "labelSelector": { "matchLabels": { "bench": "inert" } } },
-                  "parameters": { "labels": ["owner"] } }
-    }))
+    serde_json::from_value(gatekeeper::constraint(
+        kind,
+        name,
+        json!({ "enforcementAction": if n.is_multiple_of(3) { "warn" } else { "deny" },
+                "match": { "labelSelector": { "matchLabels": { "bench": "inert" } } },
+                "parameters": { "labels": ["owner"] } }),
+    ))
     .expect("constraint")
 }
 
 fn constraint_name(n: usize) -> String {
     format!("c{n:03}")
-}
-
-fn policy_name(kind: &str) -> String {
-    format!("gatekeeper-{}", kind.to_lowercase())
-}
-
-fn binding_name(kind: &str, c: &str) -> String {
-    format!("gatekeeper-{}-{c}", kind.to_lowercase())
-}
-
-fn crd_name(kind: &str) -> String {
-    format!("{}.constraints.gatekeeper.sh", kind.to_lowercase())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -215,43 +169,18 @@ const WRITE_VERBS: &[&str] = &[
 /// `apiserver_request_total` by "VERB resource[/subresource]", constraint kinds folded into
 /// `constraints`.
 fn requests(metrics: &str) -> BTreeMap<String, f64> {
-    let mut out = BTreeMap::new();
-    for line in metrics.lines() {
-        let Some(rest) = line.strip_prefix("apiserver_request_total{") else {
-            continue;
-        };
-        let Some((labels, value)) = rest.rsplit_once("} ") else {
-            continue;
-        };
-        let label = |k: &str| {
-            labels
-                .split(',')
-                .find_map(|kv| kv.strip_prefix(&format!("{k}=\"")))
-                .map(|v| v.trim_end_matches('"').to_string())
-                .unwrap_or_default()
-        };
-        let v: f64 = value.trim().parse().unwrap_or(0.0);
-        let mut resource = if label("group") == gatekeeper::CONSTRAINTS_GROUP {
+    requests_by(metrics, |l| {
+        let mut resource = if label(l, "group") == gatekeeper::CONSTRAINTS_GROUP {
             "constraints".to_string()
         } else {
-            label("resource")
+            label(l, "resource").to_string()
         };
-        let sub = label("subresource");
+        let sub = label(l, "subresource");
         if !sub.is_empty() {
             resource = format!("{resource}/{sub}");
         }
-        *out.entry(format!("{} {resource}", label("verb")))
-            .or_default() += v;
-    }
-    out
-}
-
-fn diff(after: &BTreeMap<String, f64>, before: &BTreeMap<String, f64>) -> BTreeMap<String, f64> {
-    after
-        .iter()
-        .map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0.0)))
-        .filter(|(_, v)| *v > 0.0)
-        .collect()
+        vec![format!("{} {resource}", label(l, "verb"))]
+    })
 }
 
 /// Writes the API server makes itself (not counted as the controller's).
@@ -287,7 +216,7 @@ impl Writes {
     fn between(before: &BTreeMap<String, f64>, after: &BTreeMap<String, f64>, own: Own) -> Writes {
         let own = own.take();
         Writes(
-            diff(after, before)
+            growth(after, before)
                 .into_iter()
                 .filter(|(k, _)| is_write(k))
                 .map(|(k, v)| {
@@ -298,41 +227,39 @@ impl Writes {
                 .collect(),
         )
     }
+    /// The writes whose key `keep` keeps.
+    fn sum_where(&self, keep: impl Fn(&str) -> bool) -> f64 {
+        self.0
+            .iter()
+            .filter(|(k, _)| keep(k))
+            .map(|(_, v)| v)
+            .sum::<f64>()
+            + 0.0
+    }
     /// Every write, the API server's own included.
     fn all(&self) -> f64 {
-        self.0.values().sum::<f64>() + 0.0
+        self.sum_where(|_| true)
     }
     /// Without the API server's own writes: the APIService it registers for a new constraint
     /// group version, the Established condition of a new CRD, its identity Lease.
     fn total(&self) -> f64 {
-        self.0
-            .iter()
-            .filter(|(k, _)| !SERVER_OWN.contains(&k.as_str()))
-            .map(|(_, v)| v)
-            .sum::<f64>()
-            + 0.0
+        self.sum_where(|k| !SERVER_OWN.contains(&k))
     }
     /// Without Lease writes (the API server's identity lease, our leader lease).
     fn without_leases(&self) -> f64 {
-        self.0
-            .iter()
-            .filter(|(k, _)| !k.ends_with(" leases") && !SERVER_OWN.contains(&k.as_str()))
-            .map(|(_, v)| v)
-            .sum::<f64>()
-            + 0.0
+        self.sum_where(|k| !k.ends_with(" leases") && !SERVER_OWN.contains(&k))
     }
     /// Writes to constraint CRDs, VAPs and bindings.
     fn generated(&self) -> f64 {
-        self.0
-            .iter()
-            .filter(|(k, _)| {
-                k.ends_with(" customresourcedefinitions")
-                    || k.ends_with(" validatingadmissionpolicies")
-                    || k.ends_with(" validatingadmissionpolicybindings")
-            })
-            .map(|(_, v)| v)
-            .sum::<f64>()
-            + 0.0
+        self.sum_where(|k| {
+            k.ends_with(" customresourcedefinitions")
+                || k.ends_with(" validatingadmissionpolicies")
+                || k.ends_with(" validatingadmissionpolicybindings")
+        })
+    }
+    /// `N writes: <line>`.
+    fn summary(&self) -> String {
+        format!("{:.0} writes: {}", self.total(), self.line())
     }
     fn line(&self) -> String {
         self.0
@@ -346,26 +273,9 @@ impl Writes {
 // ---------------------------------------------------------------------------------------------
 // CPU and memory
 
-fn cpu_secs(pid: u32) -> f64 {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return 0.0;
-    };
-    let Some((_, rest)) = stat.rsplit_once(") ") else {
-        return 0.0;
-    };
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    (ticks(11) + ticks(12)) / 100.0
-}
-
 fn peak_rss_mib(pid: u32) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|n| n.parse::<f64>().ok())
-        .map(|k| k / 1024.0)
+    testenv::peak_rss_kib(pid)
+        .map(|k| k as f64 / 1024.0)
         .unwrap_or(0.0)
 }
 
@@ -400,16 +310,6 @@ struct Seen {
 }
 
 type Shared = Arc<Mutex<Seen>>;
-
-fn established(crd: &CustomResourceDefinition) -> bool {
-    crd.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| {
-            cs.iter()
-                .any(|c| c.type_ == "Established" && c.status == "True")
-        })
-}
 
 /// Keeps `seen` up to date from three watches (Established constraint CRDs, VAP names, binding
 /// names); the tasks end with the runtime.
@@ -495,35 +395,22 @@ fn watch_all(client: &kube::Client, seen: &Shared) -> Vec<tokio::task::JoinHandl
 // The controllers
 
 enum Running {
-    Ours(Child),
+    Ours(Served),
     Gatekeeper(Gatekeeper),
-}
-
-/// `kubectl-vap run`, killed on drop (e.g. when the bench panics).
-struct Child(std::process::Child);
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 impl Running {
     fn pid(&self) -> u32 {
         match self {
-            Running::Ours(child) => child.0.id(),
+            Running::Ours(run) => run.pid(),
             Running::Gatekeeper(g) => g.pid(),
         }
     }
     fn stop(self) {
         match self {
-            Running::Ours(mut child) => {
-                // SIGTERM: the lease is released.
-                let _ = std::process::Command::new("kill")
-                    .arg(child.0.id().to_string())
-                    .status();
-                let _ = child.0.wait();
+            // SIGTERM: the lease is released.
+            Running::Ours(run) => {
+                let _ = run.terminate();
             }
             Running::Gatekeeper(g) => {
                 g.stop();
@@ -537,28 +424,14 @@ impl Running {
 async fn start_controller(env: &TestEnv, which: &str, own: &Own, chart_crds: usize) -> Running {
     match which {
         "kubectl-vap" => {
-            let port = std::net::TcpListener::bind("127.0.0.1:0")
-                .and_then(|l| l.local_addr())
-                .map(|a| a.port())
-                .expect("free port");
-            let child = Child(
-                std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
-                    .args(["run", "--binding-wait=0s", "--log=warn"])
-                    .arg(format!("--metrics-addr=127.0.0.1:{port}"))
-                    .arg("--kubeconfig")
-                    .arg(env.kubeconfig_admin())
-                    .spawn()
-                    .expect("spawn kubectl-vap run"),
-            );
-            let t = Instant::now();
-            while !http_get(port, "/readyz").starts_with("HTTP/1.1 200") {
-                assert!(
-                    t.elapsed() < Duration::from_secs(60),
-                    "kubectl-vap not ready"
-                );
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            Running::Ours(child)
+            let mut cmd = cli::kubectl_vap();
+            cmd.args(["run", "--binding-wait=0s", "--log=warn"])
+                .arg("--kubeconfig")
+                .arg(env.kubeconfig_admin());
+            let run = Served::spawn(cmd);
+            run.wait_ready(Duration::from_secs(60), Duration::from_millis(20))
+                .await;
+            Running::Ours(run)
         }
         "gatekeeper" => {
             // Gatekeeper::start re-applies the chart's CRDs and tries to create its namespace.
@@ -627,17 +500,10 @@ impl Bench {
         let env = TestEnv::start();
         let client = env.client_admin().await;
         let assets = gatekeeper::GatekeeperAssets::discover().expect("Gatekeeper's assets");
-        let chart_crds = gatekeeper::install_chart_crds(&client, &assets)
+        let chart_crds = gatekeeper::install_chart(&client, &assets)
             .await
-            .expect("Gatekeeper's chart CRDs")
+            .expect("Gatekeeper's chart CRDs and namespace")
             .len();
-        let ns = json!({ "metadata": { "name": GATEKEEPER_NAMESPACE } });
-        let _ = Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
-            .create(
-                &PostParams::default(),
-                &serde_json::from_value(ns).expect("namespace"),
-            )
-            .await;
         // Off by default: Gatekeeper outside a cluster (`--debug-use-fake-pod`) makes its status
         // objects owned by a Pod that does not exist, which the garbage collector deletes and
         // Gatekeeper recreates, over and over: writes no real cluster sees.
@@ -662,6 +528,18 @@ impl Bench {
             knobs: knobs.clone(),
             chart_crds,
         }
+    }
+
+    /// Opens a window of counted writes: the bench's own so far forgotten, the server's
+    /// counts now (for [`Bench::writes_since`]).
+    async fn window(&self) -> BTreeMap<String, f64> {
+        self.own.take();
+        self.metrics().await
+    }
+
+    /// The writes since `before` (a [`Bench::metrics`]), the bench's own taken out.
+    async fn writes_since(&self, before: &BTreeMap<String, f64>) -> Writes {
+        Writes::between(before, &self.metrics().await, self.own.clone())
     }
 
     async fn metrics(&self) -> BTreeMap<String, f64> {
@@ -737,7 +615,7 @@ impl Bench {
         api.patch(
             &kind.to_lowercase(),
             &PatchParams::default(),
-            &Patch::Merge(json!({ "spec": { "targets": targets(generate) } })),
+            &Patch::Merge(json!({ "spec": { "targets": labels_targets(Some(generate), None) } })),
         )
         .await
         .expect("flip generateVAP");
@@ -758,23 +636,12 @@ impl Bench {
         let before = self.metrics().await;
         let cpu = self.cpu(ctl.pid());
         let t = Instant::now();
-        let tapi: Api<DynamicObject> =
-            Api::all_with(self.client.clone(), &gatekeeper::template_api_resource());
-        let own = self.own.clone();
         futures::stream::iter(kinds.clone())
-            .map(|kind| {
-                let (tapi, own) = (tapi.clone(), own.clone());
-                async move {
-                    own.add("POST constrainttemplates", 1.0);
-                    let obj: DynamicObject =
-                        serde_json::from_value(template(&kind)).expect("template");
-                    tapi.create(&PostParams::default(), &obj)
-                        .await
-                        .expect("create template");
-                }
+            .for_each_concurrent(8, |kind| async move {
+                self.own.add("POST constrainttemplates", 1.0);
+                let t = labels_template(&kind, Some(true), None);
+                cluster::create_template(&self.client, &t).await;
             })
-            .buffer_unordered(8)
-            .collect::<Vec<_>>()
             .await;
         // Constraints of each kind as soon as its CRD is Established (by the controller).
         let mut seeded = BTreeSet::new();
@@ -820,7 +687,7 @@ impl Bench {
         r.cold_vaps_secs = vaps_at.unwrap_or_default().as_secs_f64();
         while creators.next().await.is_some() {}
         r.cold_cpu = self.cpu(ctl.pid()).since(cpu);
-        r.cold_writes = Writes::between(&before, &self.metrics().await, self.own.clone());
+        r.cold_writes = self.writes_since(&before).await;
         println!(
             "  cold: {:.2} s (CRDs {:.2} s, VAPs {:.2} s), {:.0} writes: {}",
             r.cold_secs,
@@ -859,35 +726,31 @@ impl Bench {
             r.flip_secs
         );
         tokio::time::sleep(self.knobs.pause).await;
-        self.own.take();
-        let before = self.metrics().await;
+        let before = self.window().await;
         tokio::time::sleep(Duration::from_secs(self.knobs.steady)).await;
         r.steady_secs = self.knobs.steady;
-        r.steady_writes = Writes::between(&before, &self.metrics().await, self.own.clone());
+        r.steady_writes = self.writes_since(&before).await;
         println!(
-            "  steady {} s: {:.0} writes: {}",
+            "  steady {} s: {}",
             self.knobs.steady,
-            r.steady_writes.total(),
-            r.steady_writes.line()
+            r.steady_writes.summary()
         );
     }
 
     async fn restart(&self, ctl: Running, which: &str, r: &mut Report) -> Running {
         r.peak_rss_mib = r.peak_rss_mib.max(peak_rss_mib(ctl.pid()));
         ctl.stop();
-        self.own.take();
-        let before = self.metrics().await;
+        let before = self.window().await;
         let t = Instant::now();
         let ctl = start_controller(&self.env, which, &self.own, self.chart_crds).await;
         let left = Duration::from_secs(self.knobs.restart).saturating_sub(t.elapsed());
         tokio::time::sleep(left).await;
         r.restart_secs = self.knobs.restart;
-        r.restart_writes = Writes::between(&before, &self.metrics().await, self.own.clone());
+        r.restart_writes = self.writes_since(&before).await;
         println!(
-            "  restart, first {} s: {:.0} writes: {}",
+            "  restart, first {} s: {}",
             self.knobs.restart,
-            r.restart_writes.total(),
-            r.restart_writes.line()
+            r.restart_writes.summary()
         );
         ctl
     }
@@ -908,8 +771,7 @@ impl Bench {
             rng ^= rng << 17;
             (rng % n as u64) as usize
         };
-        self.own.take();
-        let before = self.metrics().await;
+        let before = self.window().await;
         let (mut flips, mut deletes, mut creates) = (0, 0, 0);
         let t = Instant::now();
         for _ in 0..self.knobs.storm_ops {
@@ -964,7 +826,7 @@ impl Bench {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        let writes = Writes::between(&before, &self.metrics().await, self.own.clone());
+        let writes = self.writes_since(&before).await;
         let (snap, errors) = list_snapshot(&self.client, &AdmissionApi::v1())
             .await
             .expect("list");

@@ -18,6 +18,9 @@
 //! `BENCH_WORKERS`, `BENCH_LOG`, `BENCH_PPROF`, `BENCH_WRAP`: see docs/benchmarks.md). Under
 //! `cargo test --all-targets` (no `--bench` argument) it returns at once.
 
+#[path = "../tests/support/mod.rs"]
+mod support;
+
 use futures::StreamExt;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
 use kubectl_vap::cluster::{AdmissionApi, list_snapshot};
@@ -25,81 +28,22 @@ use kubectl_vap::core::{Options, PlannedWrite, Verb, analyze};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
-use testenv::{TestEnv, gatekeeper, http_get};
-
-fn env_num(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn template(kind: &str) -> Value {
-    json!({
-        "apiVersion": "templates.gatekeeper.sh/v1",
-        "kind": "ConstraintTemplate",
-        "metadata": { "name": kind.to_lowercase() },
-        "spec": {
-            "crd": { "spec": { "names": { "kind": kind }, "validation": { "openAPIV3Schema": {
-                "type": "object", "properties": { "labels": { "type": "array", "items": { "type": "string" } } } } } } },
-            "targets": [{ "target": "admission.k8s.gatekeeper.sh", "code": [{ "engine": "K8sNativeValidation", "source": {
-                "generateVAP": true,
-                "failurePolicy": "Ignore",
-                "validations": [{ "expression": "variables.params.labels.all(l, has(variables.anyObject.metadata.labels) && l in variables.anyObject.metadata.labels)" }]
-            } }] }]
-        }
-    })
-}
+use support::bench::{block_on, env_num};
+use support::cli::{self, Served};
+use support::cluster;
+use support::metrics::{growth, label, requests_by, sum as metric};
+use testenv::{TestEnv, gatekeeper};
 
 /// `apiserver_request_total` summed by verb (and by verb+resource for admissionregistration).
 fn requests(metrics: &str) -> BTreeMap<String, f64> {
-    let mut out = BTreeMap::new();
-    for line in metrics.lines() {
-        let Some(rest) = line.strip_prefix("apiserver_request_total{") else {
-            continue;
-        };
-        let Some((labels, value)) = rest.rsplit_once("} ") else {
-            continue;
-        };
-        let label = |k: &str| {
-            labels
-                .split(',')
-                .find_map(|kv| kv.strip_prefix(&format!("{k}=\"")))
-                .map(|v| v.trim_end_matches('"').to_string())
-                .unwrap_or_default()
-        };
-        let v: f64 = value.trim().parse().unwrap_or(0.0);
-        *out.entry(label("verb")).or_default() += v;
-        if label("group") == "admissionregistration.k8s.io" {
-            *out.entry(format!("{} {}", label("verb"), label("resource")))
-                .or_default() += v;
+    requests_by(metrics, |l| {
+        let verb = label(l, "verb");
+        let mut keys = vec![verb.to_string()];
+        if label(l, "group") == "admissionregistration.k8s.io" {
+            keys.push(format!("{verb} {}", label(l, "resource")));
         }
-    }
-    out
-}
-
-fn diff(after: &BTreeMap<String, f64>, before: &BTreeMap<String, f64>) -> BTreeMap<String, f64> {
-    after
-        .iter()
-        .map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0.0)))
-        .filter(|(_, v)| *v > 0.0)
-        .collect()
-}
-
-fn peak_rss_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-}
-
-fn metric(text: &str, name: &str) -> f64 {
-    text.lines()
-        .filter(|l| l.starts_with(name))
-        .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
-        .sum()
+        keys
+    })
 }
 
 async fn plan_len(client: &kube::Client, opts: &Options) -> (usize, usize, usize) {
@@ -118,31 +62,11 @@ fn print_requests(title: &str, r: &BTreeMap<String, f64>) {
 }
 
 fn main() {
-    if !std::env::args().any(|a| a == "--bench") {
+    if !support::bench::benchmarking() {
         // `cargo test --all-targets` builds and runs benches without `--bench`: nothing to do.
         return;
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    rt.block_on(run());
-}
-
-/// CPU seconds (user + system) a process has used, from `/proc/<pid>/stat`.
-fn cpu_secs(pid: &str) -> f64 {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return 0.0;
-    };
-    // Fields after the command name (which may hold spaces) start at field 3.
-    let Some((_, rest)) = stat.rsplit_once(") ") else {
-        return 0.0;
-    };
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    // utime and stime are fields 14 and 15 (indices 11 and 12 here), in clock ticks of 1/100 s.
-    (ticks(11) + ticks(12)) / 100.0
+    block_on(run());
 }
 
 /// CPU used by the API server, etcd and this process (the lower bound's client), read together.
@@ -155,11 +79,11 @@ struct Cpu {
 
 impl Cpu {
     fn now(env: &TestEnv) -> Cpu {
-        let of = |pid: Option<u32>| pid.map(|p| cpu_secs(&p.to_string())).unwrap_or(0.0);
+        let of = |pid: Option<u32>| pid.map(testenv::cpu_secs).unwrap_or(0.0);
         Cpu {
             apiserver: of(env.apiserver_pid()),
             etcd: of(env.etcd_pid()),
-            bench: cpu_secs("self"),
+            bench: testenv::own_cpu_secs(),
         }
     }
     fn since(self, before: Cpu) -> Cpu {
@@ -269,7 +193,7 @@ async fn lower_bound(env: &TestEnv, client: &kube::Client, plan: &[PlannedWrite]
         wall,
         client_cpu: cpu.bench,
         cpu,
-        requests: diff(
+        requests: growth(
             &requests(&env.apiserver_metrics().await.expect("metrics")),
             &before,
         ),
@@ -278,23 +202,9 @@ async fn lower_bound(env: &TestEnv, client: &kube::Client, plan: &[PlannedWrite]
     }
 }
 
-/// A started `kubectl-vap run` and its metrics port.
-struct Reconciler {
-    child: std::process::Child,
-    port: u16,
-}
-
-impl Reconciler {
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-    /// SIGTERM (the lease is released), then wait.
-    fn stop(mut self) {
-        let _ = std::process::Command::new("kill")
-            .arg(self.pid().to_string())
-            .status();
-        let _ = self.child.wait();
-    }
+/// SIGTERM (the lease is released), then wait.
+fn stop(rec: Served) {
+    let _ = rec.terminate();
 }
 
 /// With `BENCH_PPROF=<dir>`, a CPU profile of kube-apiserver over the next `secs` seconds,
@@ -325,11 +235,7 @@ fn apiserver_profile(
 }
 
 /// Cold convergence of the real binary: spawn → every write done and the queue empty.
-async fn converge(env: &TestEnv, expected: usize) -> (Phase, Reconciler) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port");
+async fn converge(env: &TestEnv, expected: usize) -> (Phase, Served) {
     let before = requests(&env.apiserver_metrics().await.expect("metrics"));
     let cpu = Cpu::now(env);
     let t = Instant::now();
@@ -338,41 +244,38 @@ async fn converge(env: &TestEnv, expected: usize) -> (Phase, Reconciler) {
     let wrap: Vec<String> = std::env::var("BENCH_WRAP")
         .map(|w| w.split_whitespace().map(String::from).collect())
         .unwrap_or_default();
-    let bin = env!("CARGO_BIN_EXE_kubectl-vap").to_string();
+    let bin = cli::BIN.to_string();
     let (program, pre) = match wrap.split_first() {
         Some((p, rest)) => (p.clone(), [rest, std::slice::from_ref(&bin)].concat()),
         None => (bin, Vec::new()),
     };
-    let child = std::process::Command::new(program)
-        .args(pre)
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(pre)
         .args(["run", "--binding-wait=0s"])
         .args(std::env::var("BENCH_WORKERS").map(|w| format!("--workers={w}")))
         .arg(format!(
             "--log={}",
             std::env::var("BENCH_LOG").unwrap_or_else(|_| "warn".into())
         ))
-        .arg(format!("--metrics-addr=127.0.0.1:{port}"))
         .arg("--kubeconfig")
-        .arg(env.kubeconfig_admin())
-        .spawn()
-        .expect("spawn kubectl-vap run");
-    let rec = Reconciler { child, port };
-    let pid = rec.pid().to_string();
+        .arg(env.kubeconfig_admin());
+    let rec = Served::spawn(cmd);
+    let pid = rec.pid();
     let mut converged = None;
     let mut client_cpu = 0.0;
     let mut first_write = None;
     let mut startup_cpu = 0.0;
     while t.elapsed() < Duration::from_secs(900) {
-        let m = http_get(port, "/metrics");
+        let m = rec.metrics();
         let writes = metric(&m, "kubectl_vap_writes_total");
         if first_write.is_none() && writes > 0.0 {
             first_write = Some(t.elapsed());
             let c = Cpu::now(env).since(cpu);
-            startup_cpu = c.apiserver + c.etcd + cpu_secs(&pid);
+            startup_cpu = c.apiserver + c.etcd + testenv::cpu_secs(pid);
         }
         if writes >= expected as f64 && metric(&m, "kubectl_vap_queue_depth") == 0.0 {
             converged = Some(t.elapsed());
-            client_cpu = cpu_secs(&pid);
+            client_cpu = testenv::cpu_secs(pid);
             break;
         }
         // Short polls: the poll interval is part of what is measured.
@@ -384,7 +287,7 @@ async fn converge(env: &TestEnv, expected: usize) -> (Phase, Reconciler) {
         wall,
         cpu,
         client_cpu,
-        requests: diff(
+        requests: growth(
             &requests(&env.apiserver_metrics().await.expect("metrics")),
             &before,
         ),
@@ -416,56 +319,36 @@ async fn run() {
     // Setup (not measured): templates, their CRDs, constraints.
     let t0 = Instant::now();
     let kinds: Vec<String> = (0..templates).map(|i| format!("K8sBench{i:04}")).collect();
-    let tapi: Api<DynamicObject> =
-        Api::all_with(client.clone(), &gatekeeper::template_api_resource());
     futures::stream::iter(kinds.iter().cloned())
-        .map(|kind| {
-            let (client, tapi) = (client.clone(), tapi.clone());
+        .for_each_concurrent(8, |kind| {
+            let client = client.clone();
             async move {
-                let t = template(&kind);
-                let obj: DynamicObject = serde_json::from_value(t.clone()).expect("template");
-                tapi.create(&PostParams::default(), &obj)
-                    .await
-                    .expect("create template");
-                gatekeeper::create_constraint_crd(&client, &t)
-                    .await
-                    .expect("constraint CRD");
+                // The exact CRD kubectl-vap builds (an earlier run's): the measured writes are
+                // the VAPs and bindings, as in the lower bound.
+                let t = support::objects::labels_template(&kind, Some(true), None);
+                cluster::create_template_and_crd(&client, &t).await;
             }
         })
-        .buffer_unordered(8)
-        .collect::<Vec<_>>()
         .await;
     let items: Vec<(String, usize)> = kinds
         .iter()
         .flat_map(|k| (0..per).map(move |c| (k.clone(), c)))
         .collect();
     futures::stream::iter(items)
-        .map(|(kind, c)| {
+        .for_each_concurrent(32, |(kind, c)| {
             let client = client.clone();
             async move {
-                let api: Api<DynamicObject> =
-                    Api::all_with(client, &gatekeeper::constraint_api_resource(&kind));
-                let obj: DynamicObject = serde_json::from_value(json!({
-                    "apiVersion": "constraints.gatekeeper.sh/v1beta1", "kind": kind,
-                    "metadata": { "name": format!("c{c:03}") },
-                    "spec": { "enforcementAction": if c % 3 == 0 { "warn" } else { "deny" },
-                              "match": { "labelSelector": { "matchLabels": { "bench": "inert" } } },
-                              "parameters": { "labels": ["owner"] } }
-                }))
-                .expect("constraint");
-                api.create(&PostParams::default(), &obj)
-                    .await
-                    .expect("create constraint");
+                let spec = json!({ "enforcementAction": if c % 3 == 0 { "warn" } else { "deny" },
+                                   "match": { "labelSelector": { "matchLabels": { "bench": "inert" } } },
+                                   "parameters": { "labels": ["owner"] } });
+                let c = gatekeeper::constraint(&kind, &format!("c{c:03}"), spec);
+                cluster::create_constraint(&client, &c).await;
             }
         })
-        .buffer_unordered(32)
-        .collect::<Vec<_>>()
         .await;
-    let ns: k8s_openapi::api::core::v1::Namespace =
-        serde_json::from_value(json!({ "metadata": { "name": "gatekeeper-system" } })).expect("ns");
-    let _ = Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
-        .create(&PostParams::default(), &ns)
-        .await;
+    testenv::ensure_namespace(&client, "gatekeeper-system")
+        .await
+        .expect("namespace");
     println!("setup (templates, CRDs, constraints): {:?}", t0.elapsed());
 
     let (snap, _) = list_snapshot(&client, &AdmissionApi::v1())
@@ -511,26 +394,25 @@ async fn run() {
         lows.push(low);
         convs.push(conv);
         if round < rounds {
-            rec.stop();
+            stop(rec);
             delete_generated(&client, &opts).await;
         } else {
             last = Some(rec);
         }
     }
     let rec = last.expect("at least one round");
-    let writes_conv = metric(&http_get(rec.port, "/metrics"), "kubectl_vap_writes_total");
+    let writes_conv = metric(&rec.metrics(), "kubectl_vap_writes_total");
 
     // Steady state, after the last round.
     let before = requests(&env.apiserver_metrics().await.expect("metrics"));
     tokio::time::sleep(Duration::from_secs(steady as u64)).await;
-    let writes_steady =
-        metric(&http_get(rec.port, "/metrics"), "kubectl_vap_writes_total") - writes_conv;
-    let steady_reqs = diff(
+    let writes_steady = metric(&rec.metrics(), "kubectl_vap_writes_total") - writes_conv;
+    let steady_reqs = growth(
         &requests(&env.apiserver_metrics().await.expect("metrics")),
         &before,
     );
-    let rss = peak_rss_kib(rec.pid());
-    rec.stop();
+    let rss = testenv::peak_rss_kib(rec.pid());
+    stop(rec);
 
     let secs = |v: &[Phase], f: &dyn Fn(&Phase) -> f64| median(v.iter().map(f).collect());
     let ratios: Vec<f64> = lows

@@ -38,12 +38,30 @@ fn terminal() -> Terminal<CrosstermBackend<Sink>> {
 }
 
 fn constraint(t: usize, c: usize) -> Value {
-    json!({
-        "apiVersion": "constraints.gatekeeper.sh/v1beta1",
-        "kind": format!("K8sBench{t:03}"),
-        "metadata": {"name": format!("c-{c:05}"), "uid": format!("uid-c-{t}-{c}")},
-        "spec": {"enforcementAction": "deny", "parameters": {"labels": ["owner"]}}
-    })
+    let mut v = testenv::gatekeeper::constraint(
+        &format!("K8sBench{t:03}"),
+        &format!("c-{c:05}"),
+        json!({"enforcementAction": "deny", "parameters": {"labels": ["owner"]}}),
+    );
+    // Unique across kinds (`support::objects::constraint`'s uid is per name).
+    v["metadata"]["uid"] = json!(format!("uid-c-{t}-{c}"));
+    v
+}
+
+/// The time of each of `n` frames after a key press (Down).
+fn frame_times(
+    term: &mut Terminal<CrosstermBackend<Sink>>,
+    app: &mut App,
+    n: usize,
+) -> Vec<Duration> {
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = Instant::now();
+        update(app, Action::Down);
+        term.draw(|f| view::draw(f, app)).unwrap();
+        out.push(t.elapsed());
+    }
+    out
 }
 
 /// `templates` × `per` constraints, every VAP and binding written (from the plan), then 1%
@@ -55,10 +73,10 @@ fn snapshot(templates: usize, per: usize) -> Snapshot {
     };
     for t in 0..templates {
         snap.insert(
-            support::template(
+            support::objects::template(
                 &format!("k8sbench{t:03}"),
                 &format!("K8sBench{t:03}"),
-                support::cel_source(Some(true)),
+                support::objects::cel_source(Some(true)),
             ),
             Source::default(),
         )
@@ -194,13 +212,7 @@ fn main() {
     let first_frame = t.elapsed();
 
     // Navigating with the tree as opened by default (paths to faults open).
-    let mut nav = Vec::with_capacity(frames);
-    for _ in 0..frames {
-        let t = Instant::now();
-        update(&mut app, Action::Down);
-        term.draw(|f| view::draw(f, &mut app)).unwrap();
-        nav.push(t.elapsed());
-    }
+    let nav = frame_times(&mut term, &mut app, frames);
     // Everything expanded: the worst case for the tree widget (every node visible).
     let mut all: Vec<Vec<u64>> = Vec::new();
     fn open_all(
@@ -222,13 +234,7 @@ fn main() {
         app.tree.state.open(p);
     }
     term.draw(|f| view::draw(f, &mut app)).unwrap();
-    let mut expanded = Vec::with_capacity(frames);
-    for _ in 0..frames {
-        let t = Instant::now();
-        update(&mut app, Action::Down);
-        term.draw(|f| view::draw(f, &mut app)).unwrap();
-        expanded.push(t.elapsed());
-    }
+    let expanded = frame_times(&mut term, &mut app, frames);
     // Typing in the filter: one rebuild of the items per key.
     let mut typing = Vec::new();
     update(&mut app, Action::StartFilter);

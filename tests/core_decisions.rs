@@ -8,7 +8,7 @@ use kubectl_vap::core::decide::{
 use kubectl_vap::core::{FailurePolicy, Options};
 use kubectl_vap::model::{Constraint, ConstraintTemplate, Source};
 use serde_json::{Value, json};
-use support::*;
+use support::objects::*;
 
 fn t(v: Value) -> ConstraintTemplate {
     ConstraintTemplate::from_value(v, Source::default())

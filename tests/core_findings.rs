@@ -7,7 +7,7 @@ use kubectl_vap::core::findings::Code;
 use kubectl_vap::core::{Options, Verb, analyze};
 use kubectl_vap::snapshot::Snapshot;
 use serde_json::{Value, json};
-use support::*;
+use support::objects::*;
 
 fn codes(s: &Snapshot) -> Vec<Code> {
     let mut c: Vec<Code> = analyze(s, &Options::default())
@@ -58,6 +58,13 @@ fn replace(objects: &mut [Value], name: &str, f: impl Fn(&mut Value)) {
     f(o);
 }
 
+/// The plan's writes as (verb, kind), in order.
+fn order(plan: &[kubectl_vap::core::PlannedWrite]) -> Vec<(&str, &str)> {
+    plan.iter()
+        .map(|w| (w.verb.as_str(), w.object.kind.as_str()))
+        .collect()
+}
+
 #[test]
 fn converged_cluster_has_no_findings_and_no_writes() {
     let s = snapshot(converged(base()));
@@ -73,13 +80,8 @@ fn missing_policy_and_binding_are_created_policy_first() {
         codes(&snapshot(base())),
         vec![Code::PolicyMissing, Code::BindingMissing]
     );
-    let order: Vec<(&str, &str)> = a
-        .plan
-        .iter()
-        .map(|w| (w.verb.as_str(), w.object.kind.as_str()))
-        .collect();
     assert_eq!(
-        order,
+        order(&a.plan),
         vec![
             ("create", "ValidatingAdmissionPolicy"),
             ("create", "ValidatingAdmissionPolicyBinding")
@@ -124,12 +126,8 @@ fn turning_generation_off_deletes_bindings_before_the_policy() {
     let s = snapshot(objs);
     assert_eq!(codes(&s), vec![Code::PolicyDangling, Code::BindingDangling]);
     let plan = analyze(&s, &Options::default()).plan;
-    let order: Vec<(&str, &str)> = plan
-        .iter()
-        .map(|w| (w.verb.as_str(), w.object.kind.as_str()))
-        .collect();
     assert_eq!(
-        order,
+        order(&plan),
         vec![
             ("delete", "ValidatingAdmissionPolicyBinding"),
             ("delete", "ValidatingAdmissionPolicy")
@@ -187,10 +185,7 @@ fn foreign_objects_are_reported_and_never_written() {
 fn an_unlabelled_object_without_controller_is_foreign_not_ours() {
     let mut objs = converged(base());
     replace(&mut objs, "gatekeeper-k8sx-a", |o| {
-        o["metadata"]
-            .as_object_mut()
-            .expect("meta")
-            .remove("ownerReferences");
+        unset(&mut o["metadata"], "ownerReferences");
     });
     assert_eq!(codes(&snapshot(objs)), vec![Code::BindingForeign]);
 }
@@ -220,10 +215,7 @@ fn gatekeeper_written_objects_are_judged_on_intent() {
     let mut objs = converged(base());
     // As Gatekeeper writes them: no label, its own CEL text, no explicit defaults.
     replace(&mut objs, "gatekeeper-k8sx", |p| {
-        p["metadata"]
-            .as_object_mut()
-            .expect("meta")
-            .remove("labels");
+        unset(&mut p["metadata"], "labels");
         for m in p["spec"]["matchConditions"]
             .as_array_mut()
             .expect("conditions")
@@ -234,10 +226,7 @@ fn gatekeeper_written_objects_are_judged_on_intent() {
         p["spec"]["matchConstraints"] = json!({"resourceRules": [{"apiGroups": ["*"], "apiVersions": ["*"], "resources": ["*"], "operations": ["CREATE", "UPDATE"]}]});
     });
     replace(&mut objs, "gatekeeper-k8sx-a", |b| {
-        b["metadata"]
-            .as_object_mut()
-            .expect("meta")
-            .remove("labels");
+        unset(&mut b["metadata"], "labels");
         b["spec"]["matchResources"] = json!({});
     });
     let s = snapshot(objs.clone());
@@ -455,13 +444,23 @@ fn crd_codes(objects: Vec<Value>) -> (Vec<Code>, Vec<(String, String)>) {
     (codes, writes)
 }
 
-#[test]
-fn files_without_crds_are_not_missing_crds() {
-    let (codes, writes) = crd_codes(base());
+/// Removes `key` from the object `o`.
+fn unset(o: &mut Value, key: &str) {
+    o.as_object_mut().expect("an object").remove(key);
+}
+
+/// No CRD finding and no CRD write for `objects`.
+fn assert_crds_untouched(objects: Vec<Value>) {
+    let (codes, writes) = crd_codes(objects);
     assert!(
         codes.is_empty() && writes.is_empty(),
         "{codes:?} {writes:?}"
     );
+}
+
+#[test]
+fn files_without_crds_are_not_missing_crds() {
+    assert_crds_untouched(base());
 }
 
 #[test]
@@ -491,10 +490,7 @@ fn a_crd_that_matches_is_in_sync_whoever_wrote_it() {
     crd["metadata"]["labels"] = json!({ "gatekeeper.sh/constraint": "yes" });
     gk.push(crd.clone());
     assert_eq!(crd_codes(gk.clone()), (vec![], vec![]));
-    crd["metadata"]
-        .as_object_mut()
-        .expect("metadata")
-        .remove("ownerReferences");
+    unset(&mut crd["metadata"], "ownerReferences");
     let mut ownerless = converged(base());
     ownerless.push(crd);
     assert_eq!(crd_codes(ownerless), (vec![], vec![]));
@@ -504,10 +500,7 @@ fn a_crd_that_matches_is_in_sync_whoever_wrote_it() {
 fn a_crd_that_differs_is_updated_once_and_adopted() {
     let mut objs = converged(base());
     let mut crd = desired_crd();
-    crd["metadata"]
-        .as_object_mut()
-        .expect("metadata")
-        .remove("ownerReferences");
+    unset(&mut crd["metadata"], "ownerReferences");
     crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["parameters"] =
         json!({ "type": "object", "x-kubernetes-preserve-unknown-fields": true });
     objs.push(crd);
@@ -563,11 +556,7 @@ fn an_invalid_template_freezes_its_crd() {
     let mut crd = desired_crd();
     crd["spec"]["scope"] = json!("Namespaced");
     objs.push(crd);
-    let (codes, writes) = crd_codes(objs);
-    assert!(
-        codes.is_empty() && writes.is_empty(),
-        "{codes:?} {writes:?}"
-    );
+    assert_crds_untouched(objs);
 }
 
 #[test]

@@ -3,10 +3,11 @@
 
 mod support;
 
-use kubectl_vap::core::decide::{Action, TemplateVerdict, decide_template};
-use kubectl_vap::core::{Options, cel, generate};
+use kubectl_vap::core::decide::Action;
+use kubectl_vap::core::{cel, generate};
 use kubectl_vap::model::{Constraint, ConstraintTemplate, Source};
 use serde_json::json;
+use support::objects::{constraint, policy_for};
 
 fn spec_template() -> ConstraintTemplate {
     let v = serde_norway::from_str(
@@ -36,7 +37,7 @@ spec:
 }
 
 fn spec_constraint(extra: serde_json::Value) -> Constraint {
-    let mut v = support::constraint(
+    let mut v = constraint(
         "K8sRequiredLabels",
         "ns-must-have-owner",
         json!({
@@ -57,15 +58,7 @@ fn spec_constraint(extra: serde_json::Value) -> Constraint {
 #[test]
 fn policy_matches_the_spec_field_by_field() {
     let t = spec_template();
-    let TemplateVerdict::Generate {
-        source,
-        failure_policy,
-        ..
-    } = decide_template(&t, &Options::default())
-    else {
-        panic!("generates")
-    };
-    let p = generate::policy(&t, "K8sRequiredLabels", &source, failure_policy);
+    let p = policy_for(&t, "K8sRequiredLabels").expect("generates");
     assert_eq!(
         p.metadata.name.as_deref(),
         Some("gatekeeper-k8srequiredlabels")
@@ -142,15 +135,7 @@ fn policy_matches_the_spec_field_by_field() {
 fn template_operations_restrict_the_policy() {
     let mut t = spec_template();
     t.targets[0].operations = vec!["*".into()];
-    let TemplateVerdict::Generate {
-        source,
-        failure_policy,
-        ..
-    } = decide_template(&t, &Options::default())
-    else {
-        panic!("generates")
-    };
-    let p = generate::policy(&t, "K8sRequiredLabels", &source, failure_policy);
+    let p = policy_for(&t, "K8sRequiredLabels").expect("generates");
     let ops = p
         .spec
         .and_then(|s| s.match_constraints)
@@ -254,17 +239,9 @@ fn a_bad_selector_is_an_error_not_a_panic() {
 #[test]
 fn golden_policy_and_binding() {
     let t = spec_template();
-    let TemplateVerdict::Generate {
-        source,
-        failure_policy,
-        ..
-    } = decide_template(&t, &Options::default())
-    else {
-        panic!("generates")
-    };
     insta::assert_yaml_snapshot!(
         "policy",
-        generate::policy(&t, "K8sRequiredLabels", &source, failure_policy)
+        policy_for(&t, "K8sRequiredLabels").expect("generates")
     );
     insta::assert_yaml_snapshot!(
         "binding",

@@ -11,7 +11,7 @@ use kubectl_vap::core::step::{self, Action, BindingInput};
 use kubectl_vap::core::{Code, Options, Verb, analyze};
 use kubectl_vap::snapshot::Snapshot;
 use serde_json::{Value, json};
-use support::*;
+use support::objects::*;
 
 /// A template and a constraint of its kind, with the VAP, binding and CRD the plan creates,
 /// as the API server returns them (uid and resourceVersion set; the CRD Established).

@@ -7,14 +7,19 @@
 //! Run: `scripts/test`, or
 //! `KUBEBUILDER_ASSETS=$(tests/kubeenv/build.sh) cargo test --test e2e_admission -- --include-ignored`.
 
+mod support;
+
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::admissionregistration::v1::{
     ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
 };
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::{Value, json};
+use support::cluster;
+use support::objects::labels_template;
+use support::poll;
 use testenv::{TestEnv, gatekeeper};
 
 /// The admission plugin learns about policies, bindings and params through informers.
@@ -29,42 +34,23 @@ struct Setup {
     constraint: String,
 }
 
-/// A template for the constraint CRD (only its `crd` part matters here).
-fn template(kind: &str) -> Value {
-    json!({
-        "apiVersion": "templates.gatekeeper.sh/v1",
-        "kind": "ConstraintTemplate",
-        "metadata": { "name": kind.to_ascii_lowercase() },
-        "spec": { "crd": { "spec": {
-            "names": { "kind": kind },
-            "validation": { "openAPIV3Schema": { "type": "object", "properties": {
-                "labels": { "type": "array", "items": { "type": "string" } }
-            } } }
-        } } }
-    })
-}
-
 /// CRD, constraint (the param) and policy; no binding yet.
 async fn setup_without_binding(env: &TestEnv) -> Setup {
     let client = env.client_admin().await;
     let namespace = env.create_namespace("e2e-admission").await;
     let kind = env.unique_kind("E2eRequiredLabels");
-    gatekeeper::create_constraint_crd(&client, &template(&kind))
+    // Only the template's `crd` part matters here: the CRD the policy takes as `paramKind`.
+    gatekeeper::create_constraint_crd(&client, &labels_template(&kind, None, None))
         .await
         .unwrap_or_else(|e| panic!("constraint CRD: {e:#}\n{}", env.logs_tail()));
 
     let constraint = env.unique_name("must-have-owner");
-    let param: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "constraints.gatekeeper.sh/v1beta1",
-        "kind": kind,
-        "metadata": { "name": constraint },
-        "spec": { "parameters": { "labels": [REQUIRED_LABEL] } }
-    }))
-    .expect("constraint literal");
-    Api::<DynamicObject>::all_with(client.clone(), &gatekeeper::constraint_api_resource(&kind))
-        .create(&PostParams::default(), &param)
-        .await
-        .expect("creating the constraint");
+    let param = gatekeeper::constraint(
+        &kind,
+        &constraint,
+        json!({ "parameters": { "labels": [REQUIRED_LABEL] } }),
+    );
+    cluster::create_constraint(&client, &param).await;
 
     let policy = env.unique_name("e2e-required-labels");
     let vap: ValidatingAdmissionPolicy = serde_json::from_value(json!({
@@ -153,21 +139,21 @@ async fn try_violating(env: &TestEnv, s: &Setup) -> Result<(), kube::core::Statu
 async fn wait_for_denial(env: &TestEnv, s: &Setup) -> (Duration, kube::core::Status) {
     let start = Instant::now();
     let expected = format!("missing required labels: {REQUIRED_LABEL}");
-    let mut last = None;
-    while start.elapsed() < DENIAL_TIMEOUT {
+    let denial = poll::within(DENIAL_TIMEOUT, Duration::from_millis(100), || async {
         match try_violating(env, s).await {
-            Err(status) if status.message.contains(&expected) => {
-                return (start.elapsed(), status);
-            }
-            Err(other) => last = Some(format!("other error: {other:?}")),
-            Ok(()) => last = Some("admitted".into()),
+            Err(status) if status.message.contains(&expected) => Ok(status),
+            Err(other) => Err(format!("other error: {other:?}")),
+            Ok(()) => Err("admitted".to_string()),
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!(
-        "no denial within {DENIAL_TIMEOUT:?}; last attempt: {last:?}\n{}",
-        env.logs_tail()
-    );
+    })
+    .await
+    .unwrap_or_else(|last| {
+        panic!(
+            "no denial within {DENIAL_TIMEOUT:?}; last attempt: {last}\n{}",
+            env.logs_tail()
+        )
+    });
+    (start.elapsed(), denial)
 }
 
 #[tokio::test]

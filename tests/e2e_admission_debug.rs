@@ -6,25 +6,22 @@
 //! Run: `scripts/test`, or
 //! `KUBEBUILDER_ASSETS=$(tests/kubeenv/build.sh) cargo test --test e2e_admission_debug -- --include-ignored`.
 
+mod support;
+
 use std::collections::BTreeSet;
-use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::admissionregistration::v1::{
-    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
-};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DynamicObject, PostParams};
 use kubectl_vap::admission::dryrun;
-use kubectl_vap::core::decide::{
-    ConstraintIntent, TemplateVerdict, decide_constraint, decide_template,
-};
-use kubectl_vap::core::{Options, generate};
-use kubectl_vap::model::{Constraint, ConstraintTemplate, Source};
-mod support;
-
+use kubectl_vap::core::Options;
+use kubectl_vap::model::Constraint;
 use serde_json::{Value, json};
+use support::cli::stdout_json as json_of;
+use support::cluster;
+use support::objects::{binding_for, constraint_of, policy_for, required_labels_template};
+use support::poll;
 use testenv::{TestEnv, gatekeeper};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -34,12 +31,8 @@ struct World {
     env: &'static TestEnv,
     client: kube::Client,
     ns: String,
-}
-
-/// A template whose policy requires the label `owner`; its message starts with `tag`, so a
-/// test can tell which template spoke.
-fn template_json(kind: &str, tag: &str) -> Value {
-    support::required_labels_template(kind, &format!("{tag}: missing required labels: "))
+    /// Where the manifests given to `test -f` are written.
+    dir: tempfile::TempDir,
 }
 
 fn cm(name: &str, ns: &str, owner: bool) -> Value {
@@ -59,72 +52,41 @@ impl World {
             .await
             .expect("template CRD");
         let ns = env.create_namespace("adm").await;
-        World { env, client, ns }
+        let dir = tempfile::tempdir().expect("tempdir");
+        World {
+            env,
+            client,
+            ns,
+            dir,
+        }
     }
 
     /// A template (created in the cluster), its exact constraint CRD and its generated VAP.
+    /// The policy requires the label `owner`; its message starts with `tag`, so a test can
+    /// tell which template spoke.
     async fn template(&self, prefix: &str, tag: &str) -> String {
         let kind = self.env.unique_kind(prefix);
-        let created = Api::<DynamicObject>::all_with(
-            self.client.clone(),
-            &gatekeeper::template_api_resource(),
-        )
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(template_json(&kind, tag)).expect("template literal"),
-        )
-        .await
-        .expect("creating the template");
-        let mut raw = serde_json::to_value(&created).expect("json");
-        raw["apiVersion"] = json!("templates.gatekeeper.sh/v1");
-        raw["kind"] = json!("ConstraintTemplate");
-        let t = ConstraintTemplate::from_value(raw, Source::default());
-        let crd = kubectl_vap::core::crd::desired_crd(&t, &kind).expect("crd");
-        gatekeeper::apply_crd(&self.client, &crd)
-            .await
-            .expect("constraint CRD");
-        let TemplateVerdict::Generate {
-            source,
-            failure_policy,
-            ..
-        } = decide_template(&t, &Options::default())
-        else {
-            panic!("the template generates")
-        };
-        Api::<ValidatingAdmissionPolicy>::all(self.client.clone())
-            .create(
-                &PostParams::default(),
-                &generate::policy(&t, &kind, &source, failure_policy),
-            )
-            .await
-            .expect("the generated policy");
+        let t = required_labels_template(&kind, &format!("{tag}: missing required labels: "));
+        let t = cluster::create_template_and_crd(&self.client, &t).await;
+        let policy = policy_for(&t, &kind).expect("the template generates");
+        cluster::create_policy(&self.client, &policy).await;
         kind
     }
 
-    /// A constraint matching ConfigMaps in this test's namespace (plus `extra` match fields);
-    /// returns it as created. No binding yet.
-    async fn constraint(&self, kind: &str, name: &str, action: &str, extra: Value) -> Constraint {
+    /// A constraint named `prefix-…` matching ConfigMaps in this test's namespace (plus `extra`
+    /// match fields); returns it as created. No binding yet.
+    async fn constraint(&self, kind: &str, prefix: &str, action: &str, extra: Value) -> Constraint {
         let mut m = json!({"kinds": [{"apiGroups": [""], "kinds": ["ConfigMap"]}], "namespaces": [self.ns]});
         if let (Some(m), Some(extra)) = (m.as_object_mut(), extra.as_object()) {
             m.extend(extra.clone());
         }
-        let raw = json!({"apiVersion": "constraints.gatekeeper.sh/v1beta1", "kind": kind,
-            "metadata": {"name": name},
-            "spec": {"enforcementAction": action, "match": m, "parameters": {"labels": ["owner"]}}});
-        let created = Api::<DynamicObject>::all_with(
-            self.client.clone(),
-            &gatekeeper::constraint_api_resource(kind),
-        )
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(raw).expect("constraint literal"),
-        )
-        .await
-        .expect("creating the constraint");
-        Constraint::from_value(
-            serde_json::to_value(created).expect("json"),
-            Source::default(),
-        )
+        let raw = gatekeeper::constraint(
+            kind,
+            &self.env.unique_name(prefix),
+            json!({"enforcementAction": action, "match": m, "parameters": {"labels": ["owner"]}}),
+        );
+        let created = cluster::create_constraint(&self.client, &raw).await;
+        constraint_of(kind, serde_json::to_value(created).expect("json"))
     }
 
     /// A constraint named `prefix-…` and its binding (the binding's name).
@@ -135,25 +97,16 @@ impl World {
         action: &str,
         extra: Value,
     ) -> (Constraint, String) {
-        let c = self
-            .constraint(kind, &self.env.unique_name(prefix), action, extra)
-            .await;
+        let c = self.constraint(kind, prefix, action, extra).await;
         let binding = self.bind(&c).await;
         (c, binding)
     }
 
+    /// Creates the binding kubectl-vap generates for `c`; returns its name.
     async fn bind(&self, c: &Constraint) -> String {
-        let ConstraintIntent::Bind { actions, .. } = decide_constraint(c, &Options::default())
-        else {
-            panic!("the constraint binds")
-        };
-        let b = generate::binding(c, &actions).expect("binding");
-        let name = b.metadata.name.clone().expect("name");
-        Api::<ValidatingAdmissionPolicyBinding>::all(self.client.clone())
-            .create(&PostParams::default(), &b)
-            .await
-            .expect("the generated binding");
-        name
+        let b = binding_for(c);
+        cluster::create_binding(&self.client, &b).await;
+        b.metadata.name.clone().expect("name")
     }
 
     async fn create(&self, obj: Value) {
@@ -183,30 +136,42 @@ impl World {
     /// Polls until the binding answers for `obj` with a message containing `expect` (in the
     /// denial or a warning): the admission plugin learns bindings through informers.
     async fn until_effective(&self, obj: &Value, expect: &str) {
-        let start = Instant::now();
-        loop {
+        poll::within(TIMEOUT, poll::EVERY, || async {
             let r = self.dry_create(obj).await;
             let text = format!("{} {}", r.body["message"], r.warnings.join(" "));
             if text.contains(expect) {
-                return;
+                Ok(())
+            } else {
+                Err(text)
             }
-            assert!(
-                start.elapsed() < TIMEOUT,
+        })
+        .await
+        .unwrap_or_else(|text| {
+            panic!(
                 "no verdict containing {expect:?} within {TIMEOUT:?}: {text}\n{}",
                 self.env.logs_tail()
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+            )
+        })
+    }
+
+    /// A ConfigMap without the label in this test's namespace, named `pattern` with `{}`
+    /// replaced by a fresh name: a probe of what is in effect.
+    fn probe(&self, pattern: &str) -> Value {
+        cm(
+            &pattern.replace("{}", &self.env.unique_name("p")),
+            &self.ns,
+            false,
+        )
     }
 
     /// Runs the real binary as the admin (plus `args`), stdin from `stdin`.
     fn vap(&self, args: &[&str]) -> Output {
-        let out = Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
-            .arg("--kubeconfig")
-            .arg(self.env.kubeconfig_admin())
-            .args(args)
-            .output()
-            .expect("running kubectl-vap");
+        let out = support::cli::output(
+            support::cli::kubectl_vap()
+                .arg("--kubeconfig")
+                .arg(self.env.kubeconfig_admin())
+                .args(args),
+        );
         eprintln!(
             "kubectl-vap {args:?} → {:?}\nstderr: {}",
             out.status.code(),
@@ -215,19 +180,37 @@ impl World {
         out
     }
 
-    /// A denying constraint of a new template, bound after ConfigMaps `bad` (violates it) and
-    /// `good` were created in this test's namespace, and in effect.
-    async fn one_violator(&self, prefix: &str, tag: &str) -> (String, Constraint) {
+    /// A constraint (`action`, named `<action>-…`) of a new template, bound after `existing`
+    /// (ConfigMaps) were created, and in effect.
+    async fn bound_after(
+        &self,
+        prefix: &str,
+        tag: &str,
+        action: &str,
+        existing: Vec<Value>,
+    ) -> (String, Constraint) {
         let kind = self.template(prefix, tag).await;
-        let c = self
-            .constraint(&kind, &self.env.unique_name("deny"), "deny", json!({}))
-            .await;
-        self.create(cm("bad", &self.ns, false)).await;
-        self.create(cm("good", &self.ns, true)).await;
+        let c = self.constraint(&kind, action, action, json!({})).await;
+        for obj in existing {
+            self.create(obj).await;
+        }
         self.bind(&c).await;
         self.until_effective(&cm("probe", &self.ns, false), &format!("{tag}: missing"))
             .await;
         (kind, c)
+    }
+
+    /// [`World::bound_after`] one ConfigMap, `existing`, that violates it; returns the kind.
+    async fn bound_after_one(&self, prefix: &str, tag: &str, action: &str) -> String {
+        let existing = vec![cm("existing", &self.ns, false)];
+        self.bound_after(prefix, tag, action, existing).await.0
+    }
+
+    /// A denying constraint of a new template, bound after ConfigMaps `bad` (violates it) and
+    /// `good` were created in this test's namespace, and in effect.
+    async fn one_violator(&self, prefix: &str, tag: &str) -> (String, Constraint) {
+        let existing = vec![cm("bad", &self.ns, false), cm("good", &self.ns, true)];
+        self.bound_after(prefix, tag, "deny", existing).await
     }
 
     /// The admin's connection, as the CLI's flags give it.
@@ -238,20 +221,20 @@ impl World {
         }
     }
 
-    fn manifest(&self, dir: &Path, name: &str, obj: &Value) -> String {
-        let p = dir.join(format!("{name}.yaml"));
+    /// `obj` as the manifest `<name>.yaml`; its path.
+    fn manifest(&self, name: &str, obj: &Value) -> String {
+        let p = self.dir.path().join(format!("{name}.yaml"));
         std::fs::write(&p, serde_norway::to_string(obj).expect("yaml")).expect("write");
         p.display().to_string()
     }
-}
 
-fn json_of(out: &Output) -> Value {
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "JSON on stdout ({e}): {}",
-            String::from_utf8_lossy(&out.stdout)
-        )
-    })
+    /// `test -f <manifest> -o json` on `obj` (written as `<name>.yaml`): the exit code and the
+    /// report's object.
+    fn test_json(&self, name: &str, obj: &Value) -> (Option<i32>, Value) {
+        let f = self.manifest(name, obj);
+        let out = self.vap(&["test", "-f", &f, "-o", "json"]);
+        (out.status.code(), json_of(&out)["objects"][0].clone())
+    }
 }
 
 fn names(v: &Value) -> BTreeSet<String> {
@@ -273,24 +256,12 @@ async fn audit_finds_exactly_the_violators_per_action_and_test_attributes_verdic
     let w = World::new().await;
     let kind = w.template("AdmLabels", "LBL").await;
     let deny = w
-        .constraint(
-            &kind,
-            &w.env.unique_name("deny"),
-            "deny",
-            json!({"name": "deny-*"}),
-        )
+        .constraint(&kind, "deny", "deny", json!({"name": "deny-*"}))
         .await;
     let warn = w
-        .constraint(
-            &kind,
-            &w.env.unique_name("warn"),
-            "warn",
-            json!({"name": "warn-*"}),
-        )
+        .constraint(&kind, "warn", "warn", json!({"name": "warn-*"}))
         .await;
-    let dry = w
-        .constraint(&kind, &w.env.unique_name("dry"), "dryrun", json!({}))
-        .await;
+    let dry = w.constraint(&kind, "dry", "dryrun", json!({})).await;
     let other_ns = w.env.create_namespace("adm-out").await;
     for obj in [
         cm("deny-bad", &w.ns, false),
@@ -402,12 +373,8 @@ async fn audit_finds_exactly_the_violators_per_action_and_test_attributes_verdic
     );
 
     // test: a violating manifest (exists: an update), a new compliant one, a warned one.
-    let dir = tempfile::tempdir().expect("tempdir");
-    let bad = w.manifest(dir.path(), "bad", &cm("deny-bad", &w.ns, false));
-    let out = w.vap(&["test", "-f", &bad, "-o", "json"]);
-    assert_eq!(out.status.code(), Some(1));
-    let r = json_of(&out);
-    let o = &r["objects"][0];
+    let (code, o) = w.test_json("bad", &cm("deny-bad", &w.ns, false));
+    assert_eq!(code, Some(1));
     assert_eq!(o["outcome"], json!("denied"), "{o}");
     assert_eq!(o["operation"], json!("update"), "it exists: {o}");
     assert_eq!(o["denial"]["binding"], json!(deny_binding));
@@ -422,16 +389,14 @@ async fn audit_finds_exactly_the_violators_per_action_and_test_attributes_verdic
         json!("LBL: missing required labels: owner")
     );
 
-    let good = w.manifest(dir.path(), "good", &cm("deny-new-good", &w.ns, true));
-    let out = w.vap(&["test", "-f", &good, "-o", "json"]);
-    assert_eq!(out.status.code(), Some(0), "admitted");
-    let o = &json_of(&out)["objects"][0];
+    let (code, o) = w.test_json("good", &cm("deny-new-good", &w.ns, true));
+    assert_eq!(code, Some(0), "admitted");
     assert_eq!(
         (o["outcome"].clone(), o["operation"].clone()),
         (json!("admitted"), json!("create"))
     );
 
-    let warned = w.manifest(dir.path(), "warned", &cm("warn-new", &w.ns, false));
+    let warned = w.manifest("warned", &cm("warn-new", &w.ns, false));
     let out = w.vap(&["test", "-f", &warned]);
     assert_eq!(out.status.code(), Some(1), "warned");
     let text = String::from_utf8_lossy(&out.stdout);
@@ -460,48 +425,25 @@ async fn several_denials_of_one_object() {
     let c = w.template("AdmThird", "CCC").await;
     // A and B deny (each alone on some names, together on `victim-…-v`); C warns on all.
     let ca = w
-        .constraint(
-            &a,
-            &w.env.unique_name("a"),
-            "deny",
-            json!({"name": "victim*"}),
-        )
+        .constraint(&a, "a", "deny", json!({"name": "victim*"}))
         .await;
-    let cb = w
-        .constraint(&b, &w.env.unique_name("b"), "deny", json!({"name": "*-v"}))
-        .await;
-    let cc = w
-        .constraint(&c, &w.env.unique_name("c"), "warn", json!({}))
-        .await;
+    let cb = w.constraint(&b, "b", "deny", json!({"name": "*-v"})).await;
+    let cc = w.constraint(&c, "c", "warn", json!({})).await;
     w.create(cm("victim-v", &w.ns, false)).await;
     let ba = w.bind(&ca).await;
     let bb = w.bind(&cb).await;
     let bc = w.bind(&cc).await;
-    w.until_effective(
-        &cm(&format!("victim-{}", w.env.unique_name("p")), &w.ns, false),
-        "AAA: missing",
-    )
-    .await;
-    w.until_effective(
-        &cm(&format!("{}-v", w.env.unique_name("p")), &w.ns, false),
-        "BBB: missing",
-    )
-    .await;
-    w.until_effective(&cm(&w.env.unique_name("c"), &w.ns, false), "CCC: missing")
+    w.until_effective(&w.probe("victim-{}"), "AAA: missing")
         .await;
+    w.until_effective(&w.probe("{}-v"), "BBB: missing").await;
+    w.until_effective(&w.probe("{}"), "CCC: missing").await;
 
     // Both deny `victim-…-v`: what does one reply say?
     let mut reported = BTreeSet::new();
     let mut with_warning = 0;
     const PROBES: usize = 20;
     for _ in 0..PROBES {
-        let r = w
-            .dry_create(&cm(
-                &format!("victim-{}-v", w.env.unique_name("p")),
-                &w.ns,
-                false,
-            ))
-            .await;
+        let r = w.dry_create(&w.probe("victim-{}-v")).await;
         let msg = r.body["message"].as_str().unwrap_or_default().to_string();
         assert!(
             !(msg.contains("AAA") && msg.contains("BBB")),
@@ -521,31 +463,19 @@ async fn several_denials_of_one_object() {
     // name. (Measured, not asserted: the server promises no order.)
     let z = w.template("AdmZz", "ZZZ").await;
     w.bound(&z, "z", "deny", json!({"name": "order-*"})).await;
-    w.until_effective(
-        &cm(&format!("order-{}", w.env.unique_name("p")), &w.ns, false),
-        "ZZZ: missing",
-    )
-    .await;
+    w.until_effective(&w.probe("order-{}"), "ZZZ: missing")
+        .await;
     let aa = w.template("AdmAa", "AAZ").await;
     w.bound(&aa, "aa", "deny", json!({"name": "order-*"})).await;
     // A's policy is effective once A alone denies `onlyaa-…`.
     w.bound(&aa, "aa2", "deny", json!({"name": "onlyaa-*"}))
         .await;
-    w.until_effective(
-        &cm(&format!("onlyaa-{}", w.env.unique_name("p")), &w.ns, false),
-        "AAZ: missing",
-    )
-    .await;
+    w.until_effective(&w.probe("onlyaa-{}"), "AAZ: missing")
+        .await;
     // Its binding for `order-*` was created before `caa2`'s, so it is known by now too.
     let mut order = BTreeSet::new();
     for _ in 0..10 {
-        let r = w
-            .dry_create(&cm(
-                &format!("order-{}", w.env.unique_name("p")),
-                &w.ns,
-                false,
-            ))
-            .await;
+        let r = w.dry_create(&w.probe("order-{}")).await;
         let msg = r.body["message"].as_str().unwrap_or_default();
         order.insert(if msg.contains("AAZ") {
             "AAZ (created later, sorts first)"
@@ -556,11 +486,8 @@ async fn several_denials_of_one_object() {
     eprintln!("MEASURED: with both effective, the reported denial was {order:?}");
 
     // test: the first denial, attributed, and the other Deny binding named as possibly denying.
-    let dir = tempfile::tempdir().expect("tempdir");
-    let f = w.manifest(dir.path(), "victim", &cm("victim-v", &w.ns, false));
-    let out = w.vap(&["test", "-f", &f, "-o", "json"]);
-    assert_eq!(out.status.code(), Some(1));
-    let o = json_of(&out)["objects"][0].clone();
+    let (code, o) = w.test_json("victim", &cm("victim-v", &w.ns, false));
+    assert_eq!(code, Some(1));
     assert_eq!(o["outcome"], json!("denied"), "{o}");
     let first = o["denial"]["binding"]
         .as_str()
@@ -607,26 +534,12 @@ async fn several_denials_of_one_object() {
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn as_an_unauthorized_user_the_error_is_authorization() {
     let w = World::new().await;
-    let kind = w.template("AdmAuthz", "ZZZ").await;
-    let c = w
-        .constraint(&kind, &w.env.unique_name("deny"), "deny", json!({}))
-        .await;
-    w.create(cm("existing", &w.ns, false)).await;
-    w.bind(&c).await;
-    w.until_effective(&cm("probe", &w.ns, false), "ZZZ: missing")
-        .await;
+    let kind = w.bound_after_one("AdmAuthz", "ZZZ", "deny").await;
 
-    let dir = tempfile::tempdir().expect("tempdir");
-    let f = w.manifest(dir.path(), "bad", &cm("new-bad", &w.ns, false));
-    let out = w.vap(&[
-        "test",
-        "-f",
-        &f,
-        "-o",
-        "json",
-        "--as",
-        "nobody-in-particular",
-    ]);
+    let f = w.manifest("bad", &cm("new-bad", &w.ns, false));
+    let test = |extra: &[&str]| w.vap(&[&["test", "-f", &f, "-o", "json"], extra].concat());
+    let nobody = ["--as", "nobody-in-particular"];
+    let out = test(&nobody);
     assert_eq!(out.status.code(), Some(1));
     let o = json_of(&out)["objects"][0].clone();
     assert_eq!(o["outcome"], json!("forbidden"), "{o}");
@@ -640,31 +553,14 @@ async fn as_an_unauthorized_user_the_error_is_authorization() {
     );
 
     // The same user in a group that may: the policy's verdict, so the group was passed on.
-    let out = w.vap(&[
-        "test",
-        "-f",
-        &f,
-        "-o",
-        "json",
-        "--as",
-        "nobody-in-particular",
-        "--as-group",
-        "system:masters",
-    ]);
+    let out = test(&[&nobody[..], &["--as-group", "system:masters"]].concat());
     assert_eq!(json_of(&out)["objects"][0]["outcome"], json!("denied"));
 
     // The admin: the policy's verdict on the same manifest.
-    let out = w.vap(&["test", "-f", &f, "-o", "json"]);
+    let out = test(&[]);
     assert_eq!(json_of(&out)["objects"][0]["outcome"], json!("denied"));
 
-    let out = w.vap(&[
-        "audit",
-        &kind.to_lowercase(),
-        "-o",
-        "json",
-        "--as",
-        "nobody-in-particular",
-    ]);
+    let out = w.vap(&[&["audit", &kind.to_lowercase(), "-o", "json"], &nobody[..]].concat());
     assert_eq!(
         out.status.code(),
         Some(2),
@@ -681,20 +577,14 @@ async fn as_an_unauthorized_user_the_error_is_authorization() {
 async fn an_interrupted_audit_prints_what_it_found() {
     use std::io::{BufRead, BufReader};
     let w = World::new().await;
-    let kind = w.template("AdmStop", "STP").await;
-    let c = w
-        .constraint(&kind, &w.env.unique_name("deny"), "deny", json!({}))
-        .await;
     const N: usize = 15;
-    for i in 0..N {
-        w.create(cm(&format!("bad-{i}"), &w.ns, false)).await;
-    }
-    w.bind(&c).await;
-    w.until_effective(&cm("probe", &w.ns, false), "STP: missing")
-        .await;
+    let existing = (0..N)
+        .map(|i| cm(&format!("bad-{i}"), &w.ns, false))
+        .collect();
+    let (kind, _) = w.bound_after("AdmStop", "STP", "deny", existing).await;
 
     // One request a second: the audit takes N seconds, so it is still running when stopped.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
+    let mut child = support::cli::kubectl_vap()
         .arg("--kubeconfig")
         .arg(w.env.kubeconfig_admin())
         .args([
@@ -753,14 +643,7 @@ async fn an_interrupted_audit_prints_what_it_found() {
 async fn a_webhook_rejection_is_reported_as_such() {
     use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
     let w = World::new().await;
-    let kind = w.template("AdmHook", "HKK").await;
-    let c = w
-        .constraint(&kind, &w.env.unique_name("warn"), "warn", json!({}))
-        .await;
-    w.create(cm("existing", &w.ns, false)).await;
-    w.bind(&c).await;
-    w.until_effective(&cm("probe", &w.ns, false), "HKK: missing")
-        .await;
+    let kind = w.bound_after_one("AdmHook", "HKK", "warn").await;
     let hook = format!("{}.hooks.example.com", w.env.unique_name("down"));
     let cfg: ValidatingWebhookConfiguration = serde_json::from_value(json!({
         "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
@@ -780,31 +663,22 @@ async fn a_webhook_rejection_is_reported_as_such() {
         .await
         .expect("webhook configuration");
     // Wait until the webhook is in force.
-    let start = Instant::now();
-    loop {
+    poll::within(TIMEOUT, poll::EVERY, || async {
         let r = w
             .dry_create(&cm(&w.env.unique_name("hp"), &w.ns, true))
             .await;
-        if r.body["message"]
-            .as_str()
-            .unwrap_or_default()
-            .contains(&hook)
-        {
-            break;
+        let message = r.body["message"].as_str().unwrap_or_default();
+        if message.contains(&hook) {
+            Ok(())
+        } else {
+            Err(r.body)
         }
-        assert!(
-            start.elapsed() < TIMEOUT,
-            "the webhook never took effect: {}",
-            r.body
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    })
+    .await
+    .unwrap_or_else(|body| panic!("the webhook never took effect: {body}"));
 
-    let dir = tempfile::tempdir().expect("tempdir");
-    let f = w.manifest(dir.path(), "hooked", &cm("hooked", &w.ns, true));
-    let out = w.vap(&["test", "-f", &f, "-o", "json"]);
-    assert_eq!(out.status.code(), Some(1));
-    let o = json_of(&out)["objects"][0].clone();
+    let (code, o) = w.test_json("hooked", &cm("hooked", &w.ns, true));
+    assert_eq!(code, Some(1));
     assert_eq!(o["outcome"], json!("rejected-by-webhook"), "{o}");
     assert_eq!(o["webhook"], json!(hook));
     assert!(o.get("denial").is_none());
@@ -869,8 +743,7 @@ async fn the_tuis_test_reports_verdicts_as_event_lines() {
     let (c, binding) = w.bound(&kind, "deny", "deny", json!({})).await;
     w.until_effective(&cm("probe", &w.ns, false), "TT: missing")
         .await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let f = w.manifest(dir.path(), "bad", &cm("bad", &w.ns, false));
+    let f = w.manifest("bad", &cm("bad", &w.ns, false));
     let conn = kubectl_vap::cluster::client::ConnectionOptions::from(&w.conn());
     let report = kubectl_vap::admission::test_quietly(&conn, &f, &Options::default())
         .await

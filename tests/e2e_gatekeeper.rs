@@ -5,33 +5,26 @@
 //! Each test has an API server of its own (Gatekeeper installs its chart's CRDs, and a running
 //! Gatekeeper must not see the other tests' templates).
 
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+mod support;
+
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
-use kubectl_vap::controller::Controller as Running;
-use kubectl_vap::controller::state::{EventResult, EventVerb};
-use kubectl_vap::controller::{Config, Mode};
-use kubectl_vap::controller::{Tuning, launch};
+use kube::api::{Api, DeleteParams};
 use kubectl_vap::core::Options;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use support::cluster;
+use support::objects::{binding_name, crd_name, policy_name};
+use support::poll::eventually_some;
+use support::rbac::{self, Grant};
+use support::reconciler::{self, Reconciler, Start};
 use testenv::TestEnv;
-use testenv::gatekeeper::{self, GATEKEEPER_NAMESPACE, Gatekeeper, GatekeeperOptions};
+use testenv::gatekeeper::{
+    self, GATEKEEPER_NAMESPACE, Gatekeeper, GatekeeperOptions, cel_targets, established, template,
+};
 
 const TIMEOUT: Duration = Duration::from_secs(90);
 const CRD_KIND: &str = "CustomResourceDefinition";
-
-fn template(kind: &str, api_version: &str, crd_spec: Value, targets: Value) -> Value {
-    let mut spec = crd_spec;
-    spec["names"]["kind"] = json!(kind);
-    json!({
-        "apiVersion": api_version,
-        "kind": "ConstraintTemplate",
-        "metadata": { "name": kind.to_lowercase() },
-        "spec": { "crd": { "spec": spec }, "targets": targets }
-    })
-}
 
 fn nested_schema() -> Value {
     json!({
@@ -59,16 +52,13 @@ fn rego(kind: &str) -> Value {
 fn cel_template(kind: &str) -> Value {
     template(
         kind,
-        "templates.gatekeeper.sh/v1",
+        "v1",
         json!({ "validation": { "openAPIV3Schema": nested_schema() } }),
-        json!([{
-            "target": "admission.k8s.gatekeeper.sh",
-            "code": [{ "engine": "K8sNativeValidation", "source": {
-                "generateVAP": true,
-                "failurePolicy": "Ignore",
-                "validations": [{ "expression": "!has(variables.params.labels) || variables.params.labels.all(l, has(variables.anyObject.metadata.labels) && l.key in variables.anyObject.metadata.labels)" }]
-            } }]
-        }]),
+        cel_targets(json!({
+            "generateVAP": true,
+            "failurePolicy": "Ignore",
+            "validations": [{ "expression": "!has(variables.params.labels) || variables.params.labels.all(l, has(variables.anyObject.metadata.labels) && l.key in variables.anyObject.metadata.labels)" }]
+        })),
     )
 }
 
@@ -80,25 +70,20 @@ fn templates() -> Vec<Value> {
         cel_template("K8sGkCel"),
         template(
             "K8sGkLegacy",
-            "templates.gatekeeper.sh/v1",
+            "v1",
             json!({ "validation": { "legacySchema": true, "openAPIV3Schema": nested_schema() } }),
             rego("K8sGkLegacy"),
         ),
         template(
             "K8sGkStructural",
-            "templates.gatekeeper.sh/v1",
+            "v1",
             json!({ "validation": { "legacySchema": false, "openAPIV3Schema": nested_schema() } }),
             rego("K8sGkStructural"),
         ),
-        template(
-            "K8sGkNoSchema",
-            "templates.gatekeeper.sh/v1",
-            json!({}),
-            rego("K8sGkNoSchema"),
-        ),
+        template("K8sGkNoSchema", "v1", json!({}), rego("K8sGkNoSchema")),
         template(
             "K8sGkShort",
-            "templates.gatekeeper.sh/v1beta1",
+            "v1beta1",
             json!({ "names": { "shortNames": ["gkshort"] },
                     "validation": { "openAPIV3Schema": { "type": "object", "properties": { "n": { "type": "integer" } } } } }),
             rego("K8sGkShort"),
@@ -106,10 +91,12 @@ fn templates() -> Vec<Value> {
     ]
 }
 
-fn crd_name(t: &Value) -> String {
-    format!(
-        "{}.constraints.gatekeeper.sh",
-        t["metadata"]["name"].as_str().expect("name")
+/// The constraint CRD of template `t`.
+fn crd_of(t: &Value) -> String {
+    crd_name(
+        t["spec"]["crd"]["spec"]["names"]["kind"]
+            .as_str()
+            .expect("kind"),
     )
 }
 
@@ -123,21 +110,14 @@ impl Cluster {
         let env = TestEnv::start();
         let client = env.client_admin().await;
         let assets = gatekeeper::GatekeeperAssets::discover().expect("Gatekeeper's assets");
-        gatekeeper::install_chart_crds(&client, &assets)
+        gatekeeper::install_chart(&client, &assets)
             .await
-            .expect("Gatekeeper's chart CRDs");
-        let ns = json!({ "metadata": { "name": GATEKEEPER_NAMESPACE } });
-        let _ = Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
-            .create(
-                &PostParams::default(),
-                &serde_json::from_value(ns).expect("namespace"),
-            )
-            .await;
+            .expect("Gatekeeper's chart CRDs and namespace");
         Cluster { env, client }
     }
 
-    fn templates_api(&self) -> Api<DynamicObject> {
-        Api::all_with(self.client.clone(), &gatekeeper::template_api_resource())
+    fn templates_api(&self) -> Api<kube::api::DynamicObject> {
+        cluster::templates(&self.client)
     }
 
     fn crds(&self) -> Api<CustomResourceDefinition> {
@@ -147,7 +127,6 @@ impl Cluster {
     /// Creates the template at its own apiVersion (so the server applies that version's
     /// defaults, `legacySchema` among them).
     async fn apply_template(&self, t: &Value) {
-        let obj: DynamicObject = serde_json::from_value(t.clone()).expect("template");
         let mut ar = gatekeeper::template_api_resource();
         ar.api_version = t["apiVersion"].as_str().expect("apiVersion").to_string();
         ar.version = ar
@@ -156,10 +135,7 @@ impl Cluster {
             .next()
             .unwrap_or("v1")
             .to_string();
-        Api::<DynamicObject>::all_with(self.client.clone(), &ar)
-            .create(&PostParams::default(), &obj)
-            .await
-            .expect("create template");
+        cluster::create(&Api::all_with(self.client.clone(), &ar), t).await;
     }
 
     async fn gatekeeper(&self, operations: &[&str]) -> Gatekeeper {
@@ -169,23 +145,16 @@ impl Cluster {
     }
 
     /// A leading kubectl-vap reconciler (in this process) as `client`'s user.
-    async fn reconciler(&self, client: kube::Client) -> Running {
-        let mut config = Config::new(
-            Options {
-                binding_wait: Duration::ZERO,
-                ..Options::default()
-            },
-            Mode::Elect {
-                lease_namespace: GATEKEEPER_NAMESPACE.into(),
-                lease_name: "kubectl-vap".into(),
-                take_over: false,
-            },
-        );
-        config.workers = 4;
-        let r = launch(client, config, Tuning::default())
+    async fn reconciler(&self, client: kube::Client) -> Reconciler {
+        let options = Options {
+            binding_wait: Duration::ZERO,
+            ..Options::default()
+        };
+        let start = Start::on(GATEKEEPER_NAMESPACE, "kubectl-vap", options).workers(4);
+        let r = reconciler::start(client, start).await;
+        r.wait_leading(Duration::from_secs(20))
             .await
-            .expect("the reconciler starts");
-        r.leading(Duration::from_secs(20)).await.expect("it leads");
+            .expect("it leads");
         r
     }
 
@@ -193,8 +162,8 @@ impl Cluster {
     async fn crds_established(&self, templates: &[Value]) -> BTreeMap<String, String> {
         let mut out = BTreeMap::new();
         for t in templates {
-            let name = crd_name(t);
-            let crd = eventually(&format!("{name} Established"), || async {
+            let name = crd_of(t);
+            let crd = eventually_some(&format!("{name} Established"), TIMEOUT, || async {
                 self.crds()
                     .get_opt(&name)
                     .await
@@ -211,7 +180,7 @@ impl Cluster {
     async fn resource_versions(&self, templates: &[Value]) -> BTreeMap<String, String> {
         let mut out = BTreeMap::new();
         for t in templates {
-            let name = crd_name(t);
+            let name = crd_of(t);
             let crd = self.crds().get(&name).await.expect("the CRD");
             out.insert(name, crd.metadata.resource_version.unwrap_or_default());
         }
@@ -219,105 +188,32 @@ impl Cluster {
     }
 }
 
-fn established(crd: &CustomResourceDefinition) -> bool {
-    crd.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| {
-            cs.iter()
-                .any(|c| c.type_ == "Established" && c.status == "True")
-        })
+/// Object `name` of `api`, when it exists and reads.
+async fn read<K>(api: Api<K>, name: &str) -> Option<K>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.get_opt(name).await.ok().flatten()
 }
 
-async fn eventually<T, F, Fut>(what: &str, mut probe: F) -> T
+/// [`eventually_some`] within [`TIMEOUT`].
+async fn eventually<T, F, Fut>(what: &str, probe: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
 {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = probe().await {
-            return v;
-        }
-        assert!(start.elapsed() < TIMEOUT, "{what}: not within {TIMEOUT:?}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-async fn idle(r: &Running) {
-    assert!(
-        r.idle(TIMEOUT).await,
-        "the reconciler is not idle within {TIMEOUT:?}"
-    );
-}
-
-/// The writes of `kind` this copy sent successfully, as `verb name`.
-fn writes_of(r: &Running, kind: &str) -> Vec<String> {
-    Some(r.events())
-        .map(|events| {
-            events
-                .iter()
-                .filter(|e| e.result == EventResult::Ok && e.object.kind == kind)
-                .filter_map(|e| {
-                    let verb = match e.verb {
-                        EventVerb::Create => "create",
-                        EventVerb::Update => "update",
-                        EventVerb::Delete => "delete",
-                        _ => return None,
-                    };
-                    Some(format!("{verb} {}", e.object.name))
-                })
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-async fn stop(r: Running) {
-    let _ = r.stop(Duration::from_secs(15)).await;
+    eventually_some(what, TIMEOUT, probe).await
 }
 
 /// The ClusterRole and lease Role of `install --print`, bound to the test's non-admin user.
 async fn grant_install_rbac(client: &kube::Client) {
-    let pp = PostParams::default();
-    let user = json!([{ "kind": "User", "name": testenv::USER_NAME, "apiGroup": "rbac.authorization.k8s.io" }]);
-    let name = "kubectl-vap-test";
-    let cr: ClusterRole = serde_json::from_value(json!({
-        "metadata": { "name": name }, "rules": kubectl_vap::cli::install::cluster_role_rules()
-    }))
-    .expect("cluster role");
-    let role: Role = serde_json::from_value(json!({
-        "metadata": { "name": name, "namespace": GATEKEEPER_NAMESPACE },
-        "rules": kubectl_vap::cli::install::lease_role_rules("kubectl-vap")
-    }))
-    .expect("role");
-    let crb: ClusterRoleBinding = serde_json::from_value(json!({
-        "metadata": { "name": name },
-        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name },
-        "subjects": user
-    }))
-    .expect("crb");
-    let rb: RoleBinding = serde_json::from_value(json!({
-        "metadata": { "name": name, "namespace": GATEKEEPER_NAMESPACE },
-        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name },
-        "subjects": user
-    }))
-    .expect("rb");
-    Api::<ClusterRole>::all(client.clone())
-        .create(&pp, &cr)
-        .await
-        .expect("create cluster role");
-    Api::<Role>::namespaced(client.clone(), GATEKEEPER_NAMESPACE)
-        .create(&pp, &role)
-        .await
-        .expect("create role");
-    Api::<ClusterRoleBinding>::all(client.clone())
-        .create(&pp, &crb)
-        .await
-        .expect("create crb");
-    Api::<RoleBinding>::namespaced(client.clone(), GATEKEEPER_NAMESPACE)
-        .create(&pp, &rb)
-        .await
-        .expect("create rb");
+    let g = Grant::install(
+        "kubectl-vap-test",
+        testenv::USER_NAME,
+        GATEKEEPER_NAMESPACE,
+        "kubectl-vap",
+    );
+    rbac::grant(client, &g).await;
 }
 
 /// The "done when": Gatekeeper runs without `generate` (as our docs ask); a new
@@ -331,16 +227,11 @@ async fn beside_gatekeeper_without_generate_a_new_template_gets_crd_vap_and_bind
     let r = c.reconciler(c.env.client_user().await).await;
 
     let cel = cel_template("K8sGkNew");
-    let rego_only = template(
-        "K8sGkNewRego",
-        "templates.gatekeeper.sh/v1",
-        json!({}),
-        rego("K8sGkNewRego"),
-    );
+    let rego_only = template("K8sGkNewRego", "v1", json!({}), rego("K8sGkNewRego"));
     c.apply_template(&cel).await;
     c.apply_template(&rego_only).await;
     c.crds_established(&[cel.clone(), rego_only.clone()]).await;
-    let crd = c.crds().get(&crd_name(&cel)).await.expect("CRD");
+    let crd = c.crds().get(&crd_of(&cel)).await.expect("CRD");
     let owner = &crd.metadata.owner_references.clone().unwrap_or_default()[0];
     assert_eq!(
         (owner.kind.as_str(), owner.name.as_str()),
@@ -356,53 +247,40 @@ async fn beside_gatekeeper_without_generate_a_new_template_gets_crd_vap_and_bind
         "kubectl-vap wrote it, not Gatekeeper"
     );
 
-    let constraints = Api::<DynamicObject>::all_with(
-        c.client.clone(),
-        &gatekeeper::constraint_api_resource("K8sGkNew"),
-    );
-    let constraint: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "constraints.gatekeeper.sh/v1beta1",
-        "kind": "K8sGkNew",
-        "metadata": { "name": "owner" },
-        "spec": { "parameters": { "labels": [{ "key": "owner" }] } }
-    }))
-    .expect("constraint");
     // The CRD's schema is Gatekeeper's: typed parameters are accepted.
-    constraints
-        .create(&PostParams::default(), &constraint)
-        .await
-        .expect("create constraint");
-    let vaps = Api::<k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy>::all(
-        c.client.clone(),
-    );
-    let vapbs =
-        Api::<k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding>::all(
-            c.client.clone(),
-        );
+    cluster::create_constraint(
+        &c.client,
+        &gatekeeper::constraint(
+            "K8sGkNew",
+            "owner",
+            json!({ "parameters": { "labels": [{ "key": "owner" }] } }),
+        ),
+    )
+    .await;
     eventually("the VAP", || async {
-        vaps.get_opt("gatekeeper-k8sgknew").await.ok().flatten()
+        read(cluster::policies(&c.client), &policy_name("K8sGkNew")).await
     })
     .await;
     eventually("the binding", || async {
-        vapbs
-            .get_opt("gatekeeper-k8sgknew-owner")
-            .await
-            .ok()
-            .flatten()
+        read(
+            cluster::bindings(&c.client),
+            &binding_name("K8sGkNew", "owner"),
+        )
+        .await
     })
     .await;
-    idle(&r).await;
+    r.assert_idle(TIMEOUT).await;
     assert!(
-        writes_of(&r, CRD_KIND).len() == 2,
+        r.ok_writes_of(CRD_KIND).len() == 2,
         "one create per CRD: {:?}",
-        writes_of(&r, CRD_KIND)
+        r.ok_writes_of(CRD_KIND)
     );
     assert!(
         gk.exit_status().is_none(),
         "Gatekeeper still runs:\n{}",
         gk.logs_tail(40)
     );
-    stop(r).await;
+    r.stop().await;
     gk.stop();
 }
 
@@ -424,14 +302,14 @@ async fn crds_gatekeeper_made_are_adopted_without_a_write() {
     let before = c.resource_versions(&templates).await;
 
     let r = c.reconciler(c.client.clone()).await;
-    idle(&r).await;
+    r.assert_idle(TIMEOUT).await;
     assert_eq!(
-        writes_of(&r, CRD_KIND),
+        r.ok_writes_of(CRD_KIND),
         Vec::<String>::new(),
         "kubectl-vap rewrote CRDs Gatekeeper made"
     );
     assert_eq!(c.resource_versions(&templates).await, before);
-    stop(r).await;
+    r.stop().await;
 }
 
 /// kubectl-vap made the CRDs; Gatekeeper with `generate` starts on that cluster: it writes
@@ -446,9 +324,9 @@ async fn gatekeeper_writes_nothing_to_crds_kubectl_vap_made() {
         c.apply_template(t).await;
     }
     c.crds_established(&templates).await;
-    idle(&r).await;
-    assert_eq!(writes_of(&r, CRD_KIND).len(), templates.len());
-    stop(r).await;
+    r.assert_idle(TIMEOUT).await;
+    assert_eq!(r.ok_writes_of(CRD_KIND).len(), templates.len());
+    r.stop().await;
     let before = c.resource_versions(&templates).await;
 
     let gk = c.gatekeeper(&["generate", "audit", "status"]).await;
@@ -496,35 +374,24 @@ async fn a_deleted_template_takes_its_crd_vap_and_bindings_with_gc_running() {
     let t = cel_template("K8sGkGone");
     c.apply_template(&t).await;
     c.crds_established(std::slice::from_ref(&t)).await;
-    let constraints = Api::<DynamicObject>::all_with(
-        c.client.clone(),
-        &gatekeeper::constraint_api_resource("K8sGkGone"),
-    );
+    let bindings = ["a", "b"].map(|name| binding_name("K8sGkGone", name));
     for name in ["a", "b"] {
-        let obj: DynamicObject = serde_json::from_value(json!({
-            "apiVersion": "constraints.gatekeeper.sh/v1beta1", "kind": "K8sGkGone",
-            "metadata": { "name": name }, "spec": {}
-        }))
-        .expect("constraint");
-        constraints
-            .create(&PostParams::default(), &obj)
-            .await
-            .expect("constraint");
+        cluster::create_constraint(
+            &c.client,
+            &gatekeeper::constraint("K8sGkGone", name, json!({})),
+        )
+        .await;
     }
-    let vapbs =
-        Api::<k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding>::all(
-            c.client.clone(),
-        );
-    for b in ["gatekeeper-k8sgkgone-a", "gatekeeper-k8sgkgone-b"] {
-        eventually(b, || async { vapbs.get_opt(b).await.ok().flatten() }).await;
+    for b in &bindings {
+        eventually(b, || read(cluster::bindings(&c.client), b)).await;
     }
-    idle(&r).await;
+    r.assert_idle(TIMEOUT).await;
 
     c.templates_api()
         .delete("k8sgkgone", &DeleteParams::default())
         .await
         .expect("delete template");
-    let crd = crd_name(&t);
+    let crd = crd_of(&t);
     eventually("the CRD gone", || async {
         match c.crds().get_opt(&crd).await {
             Ok(None) => Some(()),
@@ -532,32 +399,30 @@ async fn a_deleted_template_takes_its_crd_vap_and_bindings_with_gc_running() {
         }
     })
     .await;
-    let vaps = Api::<k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy>::all(
-        c.client.clone(),
-    );
+    let vap = policy_name("K8sGkGone");
     eventually("the VAP gone", || async {
-        matches!(vaps.get_opt("gatekeeper-k8sgkgone").await, Ok(None)).then_some(())
+        matches!(cluster::policies(&c.client).get_opt(&vap).await, Ok(None)).then_some(())
     })
     .await;
-    for b in ["gatekeeper-k8sgkgone-a", "gatekeeper-k8sgkgone-b"] {
+    for b in &bindings {
         eventually(&format!("{b} gone"), || async {
-            matches!(vapbs.get_opt(b).await, Ok(None)).then_some(())
+            matches!(cluster::bindings(&c.client).get_opt(b).await, Ok(None)).then_some(())
         })
         .await;
     }
-    idle(&r).await;
+    r.assert_idle(TIMEOUT).await;
     let mut deletes: Vec<String> = [
         "ValidatingAdmissionPolicyBinding",
         "ValidatingAdmissionPolicy",
         CRD_KIND,
     ]
     .iter()
-    .flat_map(|k| writes_of(&r, k))
+    .flat_map(|k| r.ok_writes_of(k))
     .filter(|w| w.starts_with("delete"))
     .collect();
     deletes.sort();
     let mut unique = deletes.clone();
     unique.dedup();
     assert_eq!(deletes, unique, "an object deleted twice");
-    stop(r).await;
+    r.stop().await;
 }

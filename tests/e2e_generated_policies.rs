@@ -4,21 +4,19 @@
 //! (and generateName), scope and labelSelector. No reconciler involved: this is the pure core
 //! against the real server. The retries in `until_denied` measure the admission plugin's lag.
 
-use std::time::{Duration, Instant};
-
-use k8s_openapi::api::admissionregistration::v1::{
-    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
-};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
-use kube::api::{Api, DynamicObject, PostParams};
-use kubectl_vap::core::decide::{
-    ConstraintIntent, TemplateVerdict, decide_constraint, decide_template,
-};
-use kubectl_vap::core::{Options, generate};
-use kubectl_vap::model::{Constraint, ConstraintTemplate, Source};
 mod support;
 
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
+use kube::api::{Api, PostParams};
+use kubectl_vap::core::Options;
+use kubectl_vap::core::decide::decide_template;
+use kubectl_vap::model::{ConstraintTemplate, Source};
 use serde_json::{Value, json};
+use support::cluster;
+use support::objects::{binding_for, constraint_of, policy_for, required_labels_template};
+use support::poll;
 use testenv::{TestEnv, gatekeeper};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -33,7 +31,7 @@ struct World {
 }
 
 fn template_json(kind: &str) -> Value {
-    let mut t = support::required_labels_template(kind, "missing required labels: ");
+    let mut t = required_labels_template(kind, "missing required labels: ");
     t["metadata"]["uid"] = json!("3b1d6a4e-0000-4000-8000-000000000001");
     t
 }
@@ -48,19 +46,8 @@ impl World {
             .await
             .unwrap_or_else(|e| panic!("constraint CRD: {e:#}\n{}", env.logs_tail()));
         let t = ConstraintTemplate::from_value(template, Source::default());
-        let TemplateVerdict::Generate {
-            source,
-            failure_policy,
-            ..
-        } = decide_template(&t, &Options::default())
-        else {
-            panic!("the template generates")
-        };
-        let policy = generate::policy(&t, &kind, &source, failure_policy);
-        Api::<ValidatingAdmissionPolicy>::all(client.clone())
-            .create(&PostParams::default(), &policy)
-            .await
-            .unwrap_or_else(|e| panic!("the API server accepts the generated policy: {e}"));
+        let policy = policy_for(&t, &kind).expect("the template generates");
+        cluster::create_policy(&client, &policy).await;
         let id = env.unique_name("gen");
         World {
             env,
@@ -75,33 +62,10 @@ impl World {
     async fn constrain(&self, name: &str, mut spec: Value) {
         spec["match"]["labelSelector"] = json!({"matchLabels": {"e2e-id": self.id}});
         spec["parameters"] = json!({"labels": ["owner"]});
-        let raw = json!({
-            "apiVersion": "constraints.gatekeeper.sh/v1beta1", "kind": self.kind,
-            "metadata": {"name": name}, "spec": spec
-        });
-        let created = Api::<DynamicObject>::all_with(
-            self.client.clone(),
-            &gatekeeper::constraint_api_resource(&self.kind),
-        )
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(raw).expect("constraint literal"),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("creating the constraint: {e}"));
-        let c = Constraint::from_value(
-            serde_json::to_value(created).expect("json"),
-            Source::default(),
-        );
-        let ConstraintIntent::Bind { actions, .. } = decide_constraint(&c, &Options::default())
-        else {
-            panic!("the constraint binds")
-        };
-        let binding = generate::binding(&c, &actions).expect("binding");
-        Api::<ValidatingAdmissionPolicyBinding>::all(self.client.clone())
-            .create(&PostParams::default(), &binding)
-            .await
-            .unwrap_or_else(|e| panic!("the API server accepts the generated binding: {e}"));
+        let raw = gatekeeper::constraint(&self.kind, name, spec);
+        let created = cluster::create_constraint(&self.client, &raw).await;
+        let c = constraint_of(&self.kind, serde_json::to_value(created).expect("json"));
+        cluster::create_binding(&self.client, &binding_for(&c)).await;
     }
 
     /// A namespace named `<id>-<suffix>`; an empty suffix gets a fresh one (for retries).
@@ -166,19 +130,17 @@ where
     Fut: std::future::Future<Output = Result<T, String>>,
     T: std::fmt::Debug,
 {
-    let start = Instant::now();
-    loop {
-        let r = probe().await;
-        if denied(&r) {
-            eprintln!("{what}: denied after {:?}", start.elapsed());
-            return;
+    let start = std::time::Instant::now();
+    poll::within(TIMEOUT, poll::EVERY, || {
+        let r = probe();
+        async move {
+            let r = r.await;
+            if denied(&r) { Ok(()) } else { Err(r) }
         }
-        assert!(
-            start.elapsed() < TIMEOUT,
-            "{what}: not denied within {TIMEOUT:?}: {r:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    })
+    .await
+    .unwrap_or_else(|r| panic!("{what}: not denied within {TIMEOUT:?}: {r:?}"));
+    eprintln!("{what}: denied after {:?}", start.elapsed());
 }
 
 fn admitted<T: std::fmt::Debug>(what: &str, r: Result<T, String>) {
@@ -288,17 +250,12 @@ async fn every_demo_template_generates_a_policy_the_server_accepts() {
     let demo = format!("{}/assets/demo", env!("CARGO_MANIFEST_DIR"));
     let snap =
         kubectl_vap::load::files::load_paths(&[demo], &mut std::io::empty()).expect("demo loads");
-    let api = Api::<ValidatingAdmissionPolicy>::all(client.clone());
+    let api = cluster::policies(&client);
     let mut accepted = 0;
     for t in &snap.templates {
-        let TemplateVerdict::Generate {
-            source,
-            failure_policy,
-            ..
-        } = decide_template(t, &Options::default())
-        else {
+        if !decide_template(t, &Options::default()).generates() {
             continue;
-        };
+        }
         let kind = env.unique_kind(t.kind.as_deref().unwrap_or("Demo"));
         gatekeeper::create_constraint_crd(&client, &t.raw)
             .await
@@ -310,7 +267,7 @@ async fn every_demo_template_generates_a_policy_the_server_accepts() {
             .await
             .unwrap_or_else(|e| panic!("CRD for {kind}: {e:#}"));
         let unique = ConstraintTemplate::from_value(raw, Source::default());
-        let policy = generate::policy(&unique, &kind, &source, failure_policy);
+        let policy = policy_for(&unique, &kind).expect("generates");
         api.create(&PostParams::default(), &policy)
             .await
             .unwrap_or_else(|e| {

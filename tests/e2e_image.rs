@@ -11,16 +11,15 @@ mod support;
 use image_support::{
     ImageFacts, Layout, ROOT, assert_matches_install, dockerfile, script_config, strings,
 };
-use k8s_openapi::api::admissionregistration::v1::{
-    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
-};
-use kube::api::{Api, DynamicObject, PostParams};
 use kubectl_vap::cli::install::IMAGE_UID;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-use testenv::{TestEnv, gatekeeper, http_get};
+use support::cluster;
+use support::objects::{binding_name, policy_name};
+use support::poll::eventually;
+use testenv::{TestEnv, gatekeeper, http_get, stdout_of as run};
 
 const TIMEOUT: Duration = Duration::from_secs(90);
 /// Where a kubelet mounts the service account (kube's in-cluster config reads it there).
@@ -78,24 +77,6 @@ fn image_layout() -> PathBuf {
     assert!(out.status.success(), "scripts/image failed: {HOW_TO}");
     let dir = String::from_utf8_lossy(&out.stdout).trim().to_string();
     Path::new(ROOT).join(dir)
-}
-
-fn run(cmd: &mut Command) -> String {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?}: {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
 }
 
 /// True when the ELF file asks for a program interpreter (dynamic linking).
@@ -171,25 +152,11 @@ fn runtime_default_seccomp() -> Value {
 }
 
 const WORK_PREFIX: &str = "kubectl-vap-image-";
-/// The pid of the test process that owns a work folder.
-const OWNER_FILE: &str = "owner.pid";
 
 /// Kills the containers of earlier runs that were killed themselves (Ctrl-C, SIGKILL) before
 /// their clean-up, and removes their folders: a container outlives its runc.
 fn remove_stale_containers() {
-    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let dir = entry.path();
-        if !entry.file_name().to_string_lossy().starts_with(WORK_PREFIX) {
-            continue;
-        }
-        let owner = std::fs::read_to_string(dir.join(OWNER_FILE)).unwrap_or_default();
-        let alive = Path::new("/proc").join(owner.trim()).exists() && !owner.trim().is_empty();
-        if alive {
-            continue;
-        }
+    for dir in testenv::orphaned_dirs(WORK_PREFIX) {
         let state = dir.join("runc");
         let list = Command::new("runc")
             .arg("--root")
@@ -293,15 +260,6 @@ impl Drop for Container {
     }
 }
 
-/// [`support::eventually`] within this file's [`TIMEOUT`].
-async fn eventually<F, Fut>(what: &str, probe: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    support::eventually(what, TIMEOUT, probe).await
-}
-
 /// The image `scripts/image` built, run as the Deployment of `install --print` runs it: the
 /// manifests pass the API server's validation and match the image; two containers of it, with
 /// the service account mounted where a kubelet mounts it, serve their probes, elect one
@@ -313,12 +271,7 @@ async fn e2e_the_image_runs_the_install_manifests() {
     let layout = Layout::open(&image_layout());
     let facts = ImageFacts::from_config(&layout.config);
     remove_stale_containers();
-    let work = tempfile::Builder::new()
-        .prefix(WORK_PREFIX)
-        .tempdir()
-        .expect("temp dir");
-    std::fs::write(work.path().join(OWNER_FILE), std::process::id().to_string())
-        .expect("owner file");
+    let work = testenv::owned_temp_dir(WORK_PREFIX).expect("temp dir");
 
     // The cluster: Gatekeeper's CRDs, a template that generates and a constraint; the CRD is
     // established first, so the default 30 s binding wait runs while the image is checked and
@@ -330,39 +283,20 @@ async fn e2e_the_image_runs_the_install_manifests() {
         .await
         .expect("gatekeeper CRDs");
     let kind = env.unique_kind("Image");
-    let template = json!({
-        "apiVersion": "templates.gatekeeper.sh/v1", "kind": "ConstraintTemplate",
-        "metadata": { "name": kind.to_lowercase() },
-        "spec": {
-            "crd": { "spec": { "names": { "kind": kind } } },
-            "targets": [{ "target": "admission.k8s.gatekeeper.sh", "code": [{
-                "engine": "K8sNativeValidation",
-                "source": { "generateVAP": true, "failurePolicy": "Ignore",
-                            "validations": [{ "expression": "true" }] } }] }]
-        }
-    });
-    Api::<DynamicObject>::all_with(client.clone(), &gatekeeper::template_api_resource())
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(template.clone()).expect("template"),
-        )
-        .await
-        .expect("create template");
+    let template = gatekeeper::template(
+        &kind,
+        "v1",
+        json!({}),
+        gatekeeper::cel_targets(json!({ "generateVAP": true, "failurePolicy": "Ignore",
+                                        "validations": [{ "expression": "true" }] })),
+    );
+    cluster::create_template(&client, &template).await;
     gatekeeper::create_constraint_crd(&client, &template)
         .await
         .expect("constraint CRD");
-    Api::<DynamicObject>::all_with(client.clone(), &gatekeeper::constraint_api_resource(&kind))
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "apiVersion": "constraints.gatekeeper.sh/v1beta1", "kind": kind,
-                "metadata": { "name": "c" },
-                "spec": { "match": { "labelSelector": { "matchLabels": { "e2e-image": "inert" } } } }
-            }))
-            .expect("constraint"),
-        )
-        .await
-        .expect("create constraint");
+    let inert =
+        json!({ "match": { "labelSelector": { "matchLabels": { "e2e-image": "inert" } } } });
+    cluster::create_constraint(&client, &gatekeeper::constraint(&kind, "c", inert)).await;
 
     // The image is what the recipe and the Dockerfile say, and what install --print expects.
     assert_matches_install(&facts, "the built image");
@@ -537,7 +471,7 @@ async fn e2e_the_image_runs_the_install_manifests() {
     for name in ["kubectl-vap-a", "kubectl-vap-b"] {
         // The pod name is the hostname; the runtime's id is unique to this run (cgroups).
         let id = format!("{name}-{}", std::process::id());
-        let port = free_port();
+        let port = testenv::free_port();
         let args: Vec<String> = strings(&c["args"])
             .into_iter()
             .map(|a| {
@@ -609,9 +543,11 @@ async fn e2e_the_image_runs_the_install_manifests() {
             log,
             port,
         };
-        eventually(&format!("{name} answers /readyz with 200"), || async {
-            http_get(port, "/readyz").starts_with("HTTP/1.1 200")
-        })
+        eventually(
+            &format!("{name} answers /readyz with 200"),
+            TIMEOUT,
+            || async { http_get(port, "/readyz").starts_with("HTTP/1.1 200") },
+        )
         .await;
         assert!(http_get(port, "/healthz").starts_with("HTTP/1.1 200"));
         containers.push(container);
@@ -642,47 +578,34 @@ async fn e2e_the_image_runs_the_install_manifests() {
     }
 
     // One leader converges: the VAP, then (after the binding wait) the binding.
-    let policy = format!("gatekeeper-{}", kind.to_lowercase());
-    let binding = format!("{policy}-c");
+    let policy = policy_name(&kind);
+    let binding = binding_name(&kind, "c");
     let start = Instant::now();
-    eventually("the VAP and binding are written", || async {
-        let vap = Api::<ValidatingAdmissionPolicy>::all(client.clone())
-            .get_opt(&policy)
-            .await
-            .expect("get VAP");
-        let vapb = Api::<ValidatingAdmissionPolicyBinding>::all(client.clone())
-            .get_opt(&binding)
-            .await
-            .expect("get VAPB");
-        vap.is_some() && vapb.is_some()
+    eventually("the VAP and binding are written", TIMEOUT, || async {
+        cluster::policy(&client, &policy).await.is_some()
+            && cluster::binding(&client, &binding).await.is_some()
     })
     .await;
     eprintln!("converged {:?} after both were ready", start.elapsed());
     let leaders: Vec<usize> = (0..2).filter(|&i| containers[i].leads()).collect();
     assert_eq!(leaders.len(), 1, "exactly one leader");
     let (leader, follower) = (leaders[0], 1 - leaders[0]);
-    let holder = kubectl_vap::controller::read_lease(&client, &ns, "kubectl-vap")
+    let holder = support::reconciler::lease_holder(&client, &ns, "kubectl-vap")
         .await
         .expect("lease")
-        .holder
         .expect("a holder");
     assert!(
         holder.starts_with(containers[leader].name),
         "the Lease names the leader's pod: {holder}"
     );
-    let writes = |m: &str| -> u64 {
-        m.lines()
-            .filter(|l| l.starts_with("kubectl_vap_writes_total{"))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-            .sum()
-    };
+    let writes = |m: &str| support::metrics::sum(m, "kubectl_vap_writes_total{");
     assert!(
-        writes(&containers[leader].metrics()) >= 2,
+        writes(&containers[leader].metrics()) >= 2.0,
         "the leader wrote"
     );
     assert_eq!(
         writes(&containers[follower].metrics()),
-        0,
+        0.0,
         "the follower wrote nothing"
     );
 
@@ -694,7 +617,7 @@ async fn e2e_the_image_runs_the_install_manifests() {
         status.success(),
         "the leader exits 0 on SIGTERM: {status:?}"
     );
-    eventually("the follower leads", || async {
+    eventually("the follower leads", TIMEOUT, || async {
         containers[follower].leads()
     })
     .await;
@@ -705,10 +628,9 @@ async fn e2e_the_image_runs_the_install_manifests() {
     );
     let status = containers[follower].terminate();
     assert!(status.success(), "{status:?}");
-    let holder = kubectl_vap::controller::read_lease(&client, &ns, "kubectl-vap")
+    let holder = support::reconciler::lease_holder(&client, &ns, "kubectl-vap")
         .await
-        .expect("lease")
-        .holder;
+        .expect("lease");
     assert_eq!(holder, None, "the Lease is released on SIGTERM");
 
     // Every log line is a JSON record (a log collector parses them all).

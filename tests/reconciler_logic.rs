@@ -1,15 +1,19 @@
 //! Tier 2: the reconciler logic under adversarial schedules, without a server.
 //!
-//! The same `reconciler::logic` code that runs live runs here against an in-memory world
-//! (stores + writes + a virtual clock). Every write is checked against I1/I2 as it happens;
+//! The same `controller::logic` code, driven by the same worker step
+//! (`controller::worker::process` on the live `SharedQueue`), runs here against an in-memory
+//! world (stores + writes + a virtual clock). Every write is checked against I1/I2 as it happens;
 //! every quiescent point is checked against I3 with the pure analysis as the oracle
 //! (`analyze(snapshot).plan` empty, no unexpected warning/error finding); I4 by a full resync
 //! that must send zero writes.
 
+mod support;
+
 use chrono::{DateTime, Utc};
 use kubectl_vap::controller::cache::OpinionCache;
-use kubectl_vap::controller::logic::{Ctx, Outcome, reconcile, schedule};
-use kubectl_vap::controller::queue::{Key, WorkQueue};
+use kubectl_vap::controller::logic::Outcome;
+use kubectl_vap::controller::queue::{Key, SharedQueue};
+use kubectl_vap::controller::worker::{self, Attempts, Work, process, process_one};
 use kubectl_vap::controller::world::{
     ConstraintStore, Enqueue, Read, TemplateStore, Unreadable, WriteOutcome, Writer,
 };
@@ -63,22 +67,15 @@ impl State {
     }
 }
 
-struct MemQueue(Mutex<WorkQueue>);
-
-impl Enqueue for MemQueue {
-    fn enqueue(&self, key: Key) {
-        self.0.lock().unwrap().push(key);
-    }
-    fn enqueue_at(&self, key: Key, at: DateTime<Utc>) {
-        self.0.lock().unwrap().push_at(key, at);
-    }
-}
+/// The live workers' queue, and their step ([`process`]): the tests run what runs live.
+type MemQueue = SharedQueue;
 
 struct World {
     st: Mutex<State>,
     cache: Arc<OpinionCache>,
     queue: Arc<MemQueue>,
     opts: Options,
+    attempts: Attempts,
     /// Reconciles run concurrently: writes yield before they land (a request in flight), and
     /// I1 is checked on what a concurrent world can promise (the policy exists when a
     /// binding lands; the opinion may flip while the request is in flight).
@@ -110,30 +107,29 @@ impl World {
             now: t0(),
             ..State::default()
         };
-        let w = World {
-            st: Mutex::new(st),
-            cache: Arc::new(OpinionCache::new()),
-            queue: Arc::new(MemQueue(Mutex::new(WorkQueue::new()))),
-            opts,
-            concurrent: Default::default(),
-            yields: Default::default(),
-        };
+        let w = World::with_state(st, opts);
         // The template watch listed an empty store.
         assert!(w.cache.prime_if_ready(true, &[], &*w.queue));
         w
     }
 
+    /// `st` behind a cold cache and an empty queue.
+    fn with_state(st: State, opts: Options) -> World {
+        World {
+            st: Mutex::new(st),
+            cache: Arc::new(OpinionCache::new()),
+            queue: Arc::new(SharedQueue::default()),
+            opts,
+            attempts: Attempts::default(),
+            concurrent: Default::default(),
+            yields: Default::default(),
+        }
+    }
+
     /// A new copy started on the same cluster: the same objects, a cold cache, every key
     /// queued (the watches' first lists).
     fn restart(&self) -> World {
-        let w = World {
-            st: Mutex::new(self.st.lock().unwrap().clone()),
-            cache: Arc::new(OpinionCache::new()),
-            queue: Arc::new(MemQueue(Mutex::new(WorkQueue::new()))),
-            opts: self.opts.clone(),
-            concurrent: Default::default(),
-            yields: Default::default(),
-        };
+        let w = World::with_state(self.st.lock().unwrap().clone(), self.opts.clone());
         w.enqueue_all();
         w
     }
@@ -146,33 +142,14 @@ impl World {
     // --- user / Gatekeeper actions (each is a watch event) ---
 
     fn set_template(&self, name: &str, generate: Option<bool>) {
-        let kind = kind_of(name);
-        let mut st = self.st.lock().unwrap();
-        let n = self.next(&mut st);
-        let uid = st
-            .templates
-            .get(name)
-            .map(|t| t["metadata"]["uid"].clone())
-            .unwrap_or(json!(format!("uid-t-{n}")));
         let mut source = json!({
             "validations": [{ "expression": "has(object.metadata.labels)", "message": "labels" }]
         });
         if let Some(g) = generate {
             source["generateVAP"] = json!(g);
         }
-        st.templates.insert(
-            name.into(),
-            json!({
-                "apiVersion": "templates.gatekeeper.sh/v1",
-                "kind": "ConstraintTemplate",
-                "metadata": { "name": name, "uid": uid, "resourceVersion": n.to_string() },
-                "spec": {
-                    "crd": { "spec": { "names": { "kind": kind } } },
-                    "targets": [{ "target": "admission.k8s.gatekeeper.sh",
-                                  "code": [{ "engine": "K8sNativeValidation", "source": source }] }]
-                }
-            }),
-        );
+        let kind = kind_of(name);
+        let mut st = self.put_template(name, source);
         // The constraint CRD exists with the template (created by an earlier run, exactly as
         // the template defines it).
         if !st.crds.contains_key(&kind) {
@@ -188,7 +165,17 @@ impl World {
     }
 
     fn set_invalid_template(&self, name: &str) {
-        let kind = kind_of(name);
+        let st = self.put_template(
+            name,
+            json!({ "failurePolicy": "Sometimes", "validations": [{ "expression": "true" }] }),
+        );
+        drop(st);
+        self.queue.enqueue(Key::Template(name.into()));
+    }
+
+    /// Stores template `name` (kind `kind_of(name)`) with CEL `source`, keeping its uid; returns
+    /// the state, still locked.
+    fn put_template(&self, name: &str, source: Value) -> std::sync::MutexGuard<'_, State> {
         let mut st = self.st.lock().unwrap();
         let n = self.next(&mut st);
         let uid = st
@@ -196,23 +183,10 @@ impl World {
             .get(name)
             .map(|t| t["metadata"]["uid"].clone())
             .unwrap_or(json!(format!("uid-t-{n}")));
-        st.templates.insert(
-            name.into(),
-            json!({
-                "apiVersion": "templates.gatekeeper.sh/v1",
-                "kind": "ConstraintTemplate",
-                "metadata": { "name": name, "uid": uid, "resourceVersion": n.to_string() },
-                "spec": {
-                    "crd": { "spec": { "names": { "kind": kind } } },
-                    "targets": [{ "target": "admission.k8s.gatekeeper.sh",
-                                  "code": [{ "engine": "K8sNativeValidation",
-                                             "source": { "failurePolicy": "Sometimes",
-                                                         "validations": [{ "expression": "true" }] } }] }]
-                }
-            }),
-        );
-        drop(st);
-        self.queue.enqueue(Key::Template(name.into()));
+        let mut t = support::objects::template(name, &kind_of(name), source);
+        t["metadata"] = json!({ "name": name, "uid": uid, "resourceVersion": n.to_string() });
+        st.templates.insert(name.into(), t);
+        st
     }
 
     /// Deletes the template; the API server's GC (modelled) deletes its CRD and constraints.
@@ -368,6 +342,10 @@ impl World {
     fn writes(&self) -> Vec<String> {
         self.st.lock().unwrap().writes.clone()
     }
+    /// The writes after the first `n`.
+    fn writes_since(&self, n: usize) -> Vec<String> {
+        self.writes()[n..].to_vec()
+    }
     fn violations(&self) -> Vec<String> {
         self.st.lock().unwrap().violations.clone()
     }
@@ -377,17 +355,19 @@ impl World {
 
     // --- the driver ---
 
-    fn run_key(&self, key: &Key) {
-        let ctx = Ctx {
+    fn work(&self) -> Work<'_> {
+        Work {
             cache: &self.cache,
-            queue: &*self.queue,
             opts: &self.opts,
-        };
-        let outcome = futures::executor::block_on(reconcile(key, self, &ctx));
-        let now = self.now_();
-        schedule(&*self.queue, key, &outcome, now, 0);
-        self.queue.0.lock().unwrap().done(key);
-        if let Outcome::Retry(r) = outcome
+            attempts: &self.attempts,
+        }
+    }
+
+    /// One worker step on `key`, which the caller took from the queue.
+    fn run_key(&self, key: &Key) {
+        let done =
+            futures::executor::block_on(process(&self.queue, key.clone(), self, &self.work()));
+        if let Outcome::Retry(r) = done.outcome
             && self.st.lock().unwrap().fail_every == 0
         {
             panic!("unexpected retry in the in-memory world: {r}");
@@ -396,7 +376,7 @@ impl World {
 
     /// Processes `key` if it is ready; returns whether it ran.
     fn step(&self, key: &Key) -> bool {
-        let taken = self.queue.0.lock().unwrap().take(key);
+        let taken = self.queue.take(key);
         if taken {
             self.run_key(key);
         }
@@ -405,7 +385,7 @@ impl World {
 
     /// Processes the first ready key matching `pred`.
     fn step_where(&self, pred: impl Fn(&Key) -> bool) -> bool {
-        let ready = self.queue.0.lock().unwrap().ready_keys();
+        let ready = self.queue.ready_keys();
         match ready.into_iter().find(|k| pred(k)) {
             Some(k) => self.step(&k),
             None => false,
@@ -417,22 +397,19 @@ impl World {
     fn drain(&self) -> Result<(), String> {
         for _ in 0..20_000 {
             let now = self.now_();
-            let key = self.queue.0.lock().unwrap().pop(now);
+            let (key, due) = self.queue.pop(now);
             match key {
                 Some(k) => self.run_key(&k),
-                None => {
-                    let due = self.queue.0.lock().unwrap().next_due();
-                    match due {
-                        Some(at) => {
-                            if at - t0() > chrono::Duration::hours(1) {
-                                return Err("requeued for more than an hour of virtual time: the world does not converge".into());
-                            }
-                            let mut st = self.st.lock().unwrap();
-                            st.now = st.now.max(at);
+                None => match due {
+                    Some(at) => {
+                        if at - t0() > chrono::Duration::hours(1) {
+                            return Err("requeued for more than an hour of virtual time: the world does not converge".into());
                         }
-                        None => return Ok(()),
+                        let mut st = self.st.lock().unwrap();
+                        st.now = st.now.max(at);
                     }
-                }
+                    None => return Ok(()),
+                },
             }
         }
         Err("more than 20000 reconciles: the world does not quiesce".into())
@@ -473,19 +450,19 @@ impl World {
         let w = World {
             st: Mutex::new(st),
             cache: Arc::new(OpinionCache::new()),
-            queue: Arc::new(MemQueue(Mutex::new(WorkQueue::new()))),
+            queue: Arc::new(self.queue.fork()),
             opts: self.opts.clone(),
+            attempts: Attempts::default(),
             concurrent: Default::default(),
             yields: Default::default(),
         };
-        let sink = MemQueue(Mutex::new(WorkQueue::new()));
+        let sink = SharedQueue::default();
         if self.cache.is_primed() {
             w.cache.prime_if_ready(true, &[], &sink);
         }
         for (kind, opinion) in self.cache.all() {
             w.cache.should_generate_vap(&kind, Some(opinion), &w, &sink);
         }
-        *w.queue.0.lock().unwrap() = self.queue.0.lock().unwrap().clone();
         w
     }
 }
@@ -878,6 +855,15 @@ const T: &str = "k8srace";
 const K: &str = "K8srace";
 const C: &str = "c1";
 
+/// Template `T` (generating) and its constraint `C` (deny), at quiescence (`context`).
+fn converged(context: &str) -> World {
+    let w = World::new(opts(0));
+    w.set_template(T, Some(true));
+    w.set_constraint(K, C, "deny");
+    quiesce(&w, context, &[]);
+    w
+}
+
 fn interleavings(a: &[Step], b: &[Step]) -> Vec<Vec<Step>> {
     if a.is_empty() {
         return vec![b.to_vec()];
@@ -1030,7 +1016,7 @@ fn turning_off_deletes_bindings_then_the_policy() {
     let before = w.writes().len();
     w.set_template(T, Some(false));
     quiesce(&w, "off", &[]);
-    let writes = w.writes()[before..].to_vec();
+    let writes = w.writes_since(before);
     assert_eq!(writes.len(), 3, "{writes:?}");
     assert_eq!(
         writes.last().map(String::as_str),
@@ -1040,22 +1026,19 @@ fn turning_off_deletes_bindings_then_the_policy() {
 
 #[test]
 fn one_change_is_one_write() {
-    let w = World::new(opts(0));
-    w.set_template(T, Some(true));
-    w.set_constraint(K, C, "deny");
-    quiesce(&w, "on", &[]);
+    let w = converged("on");
     let before = w.writes().len();
     w.set_constraint(K, C, "warn");
     quiesce(&w, "warn", &[]);
     assert_eq!(
-        w.writes()[before..].to_vec(),
+        w.writes_since(before),
         vec!["update ValidatingAdmissionPolicyBinding/gatekeeper-k8srace-c1".to_string()]
     );
     let before = w.writes().len();
     w.set_constraint(K, C, "scoped-audit");
     quiesce(&w, "not vap", &[]);
     assert_eq!(
-        w.writes()[before..].to_vec(),
+        w.writes_since(before),
         vec!["delete ValidatingAdmissionPolicyBinding/gatekeeper-k8srace-c1".to_string()]
     );
 }
@@ -1068,7 +1051,7 @@ fn binding_waits_for_the_crd_then_is_written_once() {
     // Run what is ready without advancing time: the policy, but no binding yet.
     loop {
         let now = w.now_();
-        let k = w.queue.0.lock().unwrap().pop(now);
+        let (k, _) = w.queue.pop(now);
         match k {
             Some(k) => w.run_key(&k),
             None => break,
@@ -1111,10 +1094,7 @@ fn crd_not_established_means_no_binding_until_it_is() {
 
 #[test]
 fn drift_is_repaired_at_once() {
-    let w = World::new(opts(0));
-    w.set_template(T, Some(true));
-    w.set_constraint(K, C, "deny");
-    quiesce(&w, "on", &[]);
+    let w = converged("on");
     let n = w.writes().len();
     w.external_edit_binding("gatekeeper-k8srace-c1");
     quiesce(&w, "binding edited", &[]);
@@ -1125,7 +1105,7 @@ fn drift_is_repaired_at_once() {
     w.external_delete_policy("gatekeeper-k8srace");
     quiesce(&w, "policy deleted", &[]);
     assert_eq!(
-        w.writes()[n..].to_vec(),
+        w.writes_since(n),
         vec![
             "update ValidatingAdmissionPolicyBinding/gatekeeper-k8srace-c1",
             "update ValidatingAdmissionPolicy/gatekeeper-k8srace",
@@ -1137,10 +1117,7 @@ fn drift_is_repaired_at_once() {
 
 #[test]
 fn foreign_objects_are_never_touched_and_orphans_and_legacy_names_are_swept() {
-    let w = World::new(opts(0));
-    w.set_template(T, Some(true));
-    w.set_constraint(K, C, "deny");
-    quiesce(&w, "on", &[]);
+    let w = converged("on");
     // A foreign binding with the name another constraint needs.
     w.put_binding(json!({
         "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
@@ -1177,10 +1154,7 @@ fn foreign_objects_are_never_touched_and_orphans_and_legacy_names_are_swept() {
 
 #[test]
 fn invalid_template_freezes_what_exists() {
-    let w = World::new(opts(0));
-    w.set_template(T, Some(true));
-    w.set_constraint(K, C, "deny");
-    quiesce(&w, "on", &[]);
+    let w = converged("on");
     let n = w.writes().len();
     w.set_invalid_template(T);
     w.set_constraint(K, C, "warn");
@@ -1211,10 +1185,7 @@ fn template_and_constraint_deletion_clean_up_without_gc() {
 #[test]
 fn a_copy_that_may_not_write_keeps_the_cache_warm_and_writes_nothing() {
     // The constraint side reads only the cache; a non-leader computes the same opinions.
-    let w = World::new(opts(0));
-    w.set_template(T, Some(true));
-    w.set_constraint(K, C, "deny");
-    quiesce(&w, "on", &[]);
+    let w = converged("on");
     let opinion = w.cache.get(K).unwrap();
     assert!(opinion.generate && opinion.policy_ready);
     w.set_template(T, None);
@@ -1262,10 +1233,7 @@ fn a_restart_on_a_converged_world_writes_nothing_even_if_constraints_run_first()
 
 #[test]
 fn a_cold_cache_defers_orphans_until_every_template_is_reconciled() {
-    let w = World::new(opts(0));
-    w.set_template(T, Some(true));
-    w.set_constraint(K, C, "deny");
-    quiesce(&w, "converged", &[]);
+    let w = converged("converged");
     // While no copy ran, a constraint kind lost its template but kept a constraint and its
     // binding (an orphan).
     w.set_constraint("K8sgone", "x", "deny");
@@ -1369,7 +1337,7 @@ mod storm {
                     w.delete_constraint(&kind_of(TEMPLATES[*t]), CONSTRAINTS[*c])
                 }
                 Op::Process(n) => {
-                    let ready = w.queue.0.lock().unwrap().ready_keys();
+                    let ready = w.queue.ready_keys();
                     if !ready.is_empty() {
                         let k = ready[n % ready.len()].clone();
                         w.step(&k);
@@ -1433,20 +1401,9 @@ mod concurrent {
 
     async fn worker(w: Arc<World>, stop: Arc<AtomicBool>) {
         loop {
-            let now = w.now_();
-            let key = w.queue.0.lock().unwrap().pop(now);
-            match key {
-                Some(k) => {
-                    let ctx = Ctx {
-                        cache: &w.cache,
-                        queue: &*w.queue,
-                        opts: &w.opts,
-                    };
-                    let outcome = reconcile(&k, &*w, &ctx).await;
-                    schedule(&*w.queue, &k, &outcome, now, 0);
-                    w.queue.0.lock().unwrap().done(&k);
-                }
-                None => {
+            match process_one(&w.queue, &*w, &w.work()).await {
+                worker::Step::Processed(_) => {}
+                worker::Step::Idle(_) => {
                     if stop.load(Ordering::SeqCst) {
                         return;
                     }
@@ -1572,10 +1529,7 @@ fn a_rego_only_template_gets_its_crd_too() {
 /// saw justifies it, and only after the bindings and the VAP (no GC modelled here).
 #[test]
 fn a_deleted_template_takes_its_crd_last_and_only_if_this_copy_saw_it() {
-    let w = World::new(opts(0));
-    w.set_template(T, Some(true));
-    w.set_constraint(K, C, "deny");
-    quiesce(&w, "on", &[]);
+    let w = converged("on");
     // A copy that starts now never saw the template: it must not delete the CRD.
     let fresh = w.fork();
     let fresh = World {
@@ -1640,7 +1594,7 @@ fn a_quick_flip_back_on_costs_no_write() {
         w.now_() >= t0() + chrono::Duration::seconds(3),
         "the off waited for the settle time"
     );
-    let after: Vec<String> = w.writes()[before..].to_vec();
+    let after: Vec<String> = w.writes_since(before);
     assert_eq!(after.len(), 5, "4 binding deletes and the VAP: {after:?}");
     assert!(
         after[4].starts_with("delete ValidatingAdmissionPolicy/"),

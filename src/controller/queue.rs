@@ -299,6 +299,14 @@ impl SharedQueue {
         &self.scope
     }
 
+    /// A new queue holding the same keys (not the parked ones), for a copy of a test world.
+    pub fn fork(&self) -> SharedQueue {
+        let q = SharedQueue::new(self.scope.clone());
+        let inner = self.with(|w| w.clone());
+        q.with(|w| *w = inner);
+        q
+    }
+
     /// The queue's state, for a person debugging a wait that did not end.
     pub fn describe(&self) -> String {
         self.with(|q| format!("{q:?}"))

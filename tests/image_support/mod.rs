@@ -70,17 +70,13 @@ impl ImageFacts {
 
 /// `scripts/image --print-config`: the config it builds with, without building.
 pub fn script_config() -> Value {
-    let out = std::process::Command::new("bash")
-        .arg(Path::new(ROOT).join("scripts/image"))
-        .arg("--print-config")
-        .output()
-        .expect("running scripts/image --print-config (needs bash and python3)");
-    assert!(
-        out.status.success(),
-        "scripts/image --print-config: {}",
-        String::from_utf8_lossy(&out.stderr)
+    // Needs bash and python3.
+    let out = testenv::stdout_of(
+        std::process::Command::new("bash")
+            .arg(Path::new(ROOT).join("scripts/image"))
+            .arg("--print-config"),
     );
-    serde_json::from_slice(&out.stdout).expect("scripts/image --print-config prints JSON")
+    serde_json::from_str(&out).expect("scripts/image --print-config prints JSON")
 }
 
 /// The Dockerfile's final stage.

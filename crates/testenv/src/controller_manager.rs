@@ -5,13 +5,9 @@ use std::path::PathBuf;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, bail};
-use kube::config::Kubeconfig;
+use anyhow::Context as _;
 
-use crate::{
-    ADMIN_NAME, Binaries, STOP_GRACE, TestEnv, client_from_kubeconfig, free_ports, kubeconfig_yaml,
-    log_tail, process,
-};
+use crate::{Binaries, Probe, STOP_GRACE, TestEnv, free_ports, log_tail, process};
 
 /// How long kube-controller-manager may take to answer `/healthz` with 200.
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
@@ -107,35 +103,21 @@ impl ControllerManager {
     async fn wait_healthy(&mut self, env: &TestEnv) -> anyhow::Result<()> {
         // Its serving certificate is self-signed (in --cert-dir): probe without verification.
         let url = format!("https://127.0.0.1:{}", self.port);
-        let yaml = kubeconfig_yaml(&url, None, ADMIN_NAME, env.admin_token())?;
-        let client = client_from_kubeconfig(Kubeconfig::from_yaml(&yaml)?).await?;
-        let deadline = Instant::now() + READY_TIMEOUT;
-        loop {
-            if let Some(status) = self
-                .child
-                .as_mut()
-                .and_then(|c| c.try_wait().ok().flatten())
-            {
-                bail!(
-                    "kube-controller-manager exited early ({status}):\n{}",
-                    self.logs_tail(40)
-                );
-            }
-            let req = http::Request::get("/healthz")
-                .body(Vec::new())
-                .context("building the /healthz request")?;
-            let last_err = match client.request_text(req).await {
-                Ok(_) => return Ok(()),
-                Err(e) => e.to_string(),
-            };
-            if Instant::now() > deadline {
-                bail!(
-                    "kube-controller-manager not healthy after {READY_TIMEOUT:?} (last: {last_err}):\n{}",
-                    self.logs_tail(40)
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        let probe = Probe {
+            url: &url,
+            path: "/healthz",
+            process: "kube-controller-manager",
+            state: "healthy",
+            timeout: READY_TIMEOUT,
+        };
+        let (child, log) = (&mut self.child, &self.log);
+        probe
+            .wait(
+                env.admin_token(),
+                || child.as_mut().and_then(|c| c.try_wait().ok().flatten()),
+                || log_tail(log, 40),
+            )
+            .await
     }
 
     /// Its pid (e.g. for [`crate::rss_kib`]).

@@ -13,7 +13,8 @@
 mod manager;
 
 pub use manager::{
-    GATEKEEPER_NAMESPACE, Gatekeeper, GatekeeperAssets, GatekeeperOptions, install_chart_crds,
+    GATEKEEPER_NAMESPACE, Gatekeeper, GatekeeperAssets, GatekeeperOptions, install_chart,
+    install_chart_crds,
 };
 
 use std::time::{Duration, Instant};
@@ -32,6 +33,37 @@ pub const CONSTRAINTS_VERSION: &str = "v1beta1";
 const ESTABLISH_TIMEOUT: Duration = Duration::from_secs(30);
 const FIELD_MANAGER: &str = "testenv";
 
+/// The schema of `metadata` in these CRDs: Gatekeeper requires a template's name to be
+/// lower(kind), and a constraint kind's plural is lower(kind): at most a DNS label.
+fn metadata_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": { "name": { "type": "string", "maxLength": 63 } }
+    })
+}
+
+/// A cluster-scoped CRD of `group` named after its plural, labelled `label: yes`.
+fn cluster_crd(group: &str, label: &str, names: Value, versions: &[Value]) -> Value {
+    let plural = names["plural"].as_str().unwrap_or_default();
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": { "name": format!("{plural}.{group}"), "labels": { label: "yes" } },
+        "spec": { "group": group, "scope": "Cluster", "names": names, "versions": versions }
+    })
+}
+
+/// A served version `name` of a CRD with `schema` and a status subresource.
+fn crd_version(name: &str, storage: bool, schema: &Value) -> Value {
+    json!({
+        "name": name,
+        "served": true,
+        "storage": storage,
+        "schema": { "openAPIV3Schema": schema },
+        "subresources": { "status": {} }
+    })
+}
+
 /// The `constrainttemplates.templates.gatekeeper.sh` CRD: v1 (storage), v1beta1 and v1alpha1
 /// served, cluster-scoped, status subresource.
 pub fn constraint_template_crd() -> CustomResourceDefinition {
@@ -40,11 +72,7 @@ pub fn constraint_template_crd() -> CustomResourceDefinition {
         "properties": {
             "apiVersion": { "type": "string" },
             "kind": { "type": "string" },
-            "metadata": {
-                "type": "object",
-                // Gatekeeper requires name == lower(kind), which is at most a DNS label.
-                "properties": { "name": { "type": "string", "maxLength": 63 } }
-            },
+            "metadata": metadata_schema(),
             "spec": {
                 "type": "object",
                 "properties": {
@@ -122,39 +150,21 @@ pub fn constraint_template_crd() -> CustomResourceDefinition {
             }
         }
     });
-    let version = |name: &str, storage: bool| {
-        json!({
-            "name": name,
-            "served": true,
-            "storage": storage,
-            "schema": { "openAPIV3Schema": schema },
-            "subresources": { "status": {} }
-        })
-    };
-    serde_json::from_value(json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {
-            "name": format!("constrainttemplates.{TEMPLATES_GROUP}"),
-            "labels": { "gatekeeper.sh/system": "yes" }
-        },
-        "spec": {
-            "group": TEMPLATES_GROUP,
-            "scope": "Cluster",
-            "names": {
-                "kind": "ConstraintTemplate",
-                "listKind": "ConstraintTemplateList",
-                "plural": "constrainttemplates",
-                "singular": "constrainttemplate",
-                "categories": ["all-constraint-templates"]
-            },
-            "versions": [
-                version("v1", true),
-                version("v1beta1", false),
-                version("v1alpha1", false)
-            ]
-        }
-    }))
+    let names = json!({
+        "kind": "ConstraintTemplate",
+        "listKind": "ConstraintTemplateList",
+        "plural": "constrainttemplates",
+        "singular": "constrainttemplate",
+        "categories": ["all-constraint-templates"]
+    });
+    let versions = [("v1", true), ("v1beta1", false), ("v1alpha1", false)]
+        .map(|(name, storage)| crd_version(name, storage, &schema));
+    serde_json::from_value(cluster_crd(
+        TEMPLATES_GROUP,
+        "gatekeeper.sh/system",
+        names,
+        &versions,
+    ))
     .expect("the ConstraintTemplate CRD literal matches the CRD type")
 }
 
@@ -185,10 +195,7 @@ pub fn constraint_crd(template: &Value) -> anyhow::Result<CustomResourceDefiniti
     let schema = json!({
         "type": "object",
         "properties": {
-            "metadata": {
-                "type": "object",
-                "properties": { "name": { "type": "string", "maxLength": 63 } }
-            },
+            "metadata": metadata_schema(),
             "spec": {
                 "type": "object",
                 "properties": {
@@ -207,37 +214,23 @@ pub fn constraint_crd(template: &Value) -> anyhow::Result<CustomResourceDefiniti
             "status": { "type": "object", "x-kubernetes-preserve-unknown-fields": true }
         }
     });
-    let version = |name: &str, storage: bool| {
-        json!({
-            "name": name,
-            "served": true,
-            "storage": storage,
-            "schema": { "openAPIV3Schema": schema },
-            "subresources": { "status": {} }
-        })
-    };
     let short_names = names.get("shortNames").cloned().unwrap_or(json!([]));
-    serde_json::from_value(json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {
-            "name": format!("{plural}.{CONSTRAINTS_GROUP}"),
-            "labels": { "gatekeeper.sh/constraint": "yes" }
-        },
-        "spec": {
-            "group": CONSTRAINTS_GROUP,
-            "scope": "Cluster",
-            "names": {
-                "kind": kind,
-                "listKind": format!("{kind}List"),
-                "plural": plural,
-                "singular": plural,
-                "shortNames": short_names,
-                "categories": ["constraint", "constraints"]
-            },
-            "versions": [version(CONSTRAINTS_VERSION, true), version("v1alpha1", false)]
-        }
-    }))
+    let names = json!({
+        "kind": kind,
+        "listKind": format!("{kind}List"),
+        "plural": plural,
+        "singular": plural,
+        "shortNames": short_names,
+        "categories": ["constraint", "constraints"]
+    });
+    let versions = [(CONSTRAINTS_VERSION, true), ("v1alpha1", false)]
+        .map(|(name, storage)| crd_version(name, storage, &schema));
+    serde_json::from_value(cluster_crd(
+        CONSTRAINTS_GROUP,
+        "gatekeeper.sh/constraint",
+        names,
+        &versions,
+    ))
     .context("building the constraint CRD")
 }
 
@@ -261,6 +254,46 @@ pub fn template_api_resource() -> ApiResource {
         kind: "ConstraintTemplate".into(),
         plural: "constrainttemplates".into(),
     }
+}
+
+/// A ConstraintTemplate of `kind` at `templates.gatekeeper.sh/<version>`, named `lower(kind)`
+/// as Gatekeeper requires: `crd_spec` (its `names.kind` set to `kind`) and `targets`.
+pub fn template(kind: &str, version: &str, crd_spec: Value, targets: Value) -> Value {
+    let mut crd_spec = crd_spec;
+    crd_spec["names"]["kind"] = json!(kind);
+    json!({
+        "apiVersion": format!("{TEMPLATES_GROUP}/{version}"),
+        "kind": "ConstraintTemplate",
+        "metadata": { "name": kind.to_ascii_lowercase() },
+        "spec": { "crd": { "spec": crd_spec }, "targets": targets }
+    })
+}
+
+/// A template's `targets` with one `K8sNativeValidation` (CEL) `source`.
+pub fn cel_targets(source: Value) -> Value {
+    json!([{ "target": "admission.k8s.gatekeeper.sh",
+             "code": [{ "engine": "K8sNativeValidation", "source": source }] }])
+}
+
+/// A constraint of `kind` (`constraints.gatekeeper.sh/v1beta1`) named `name`, with `spec`.
+pub fn constraint(kind: &str, name: &str, spec: Value) -> Value {
+    json!({
+        "apiVersion": format!("{CONSTRAINTS_GROUP}/{CONSTRAINTS_VERSION}"),
+        "kind": kind,
+        "metadata": { "name": name },
+        "spec": spec
+    })
+}
+
+/// The CRD's `Established` condition is `True`.
+pub fn established(crd: &CustomResourceDefinition) -> bool {
+    crd.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c.type_ == "Established" && c.status == "True")
+        })
 }
 
 /// Installs (server-side applies) the ConstraintTemplate CRD and waits until it is Established.
@@ -316,15 +349,7 @@ async fn wait_established(
             .get(name)
             .await
             .with_context(|| format!("reading CRD {name}"))?;
-        let established = crd
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|cs| {
-                cs.iter()
-                    .any(|c| c.type_ == "Established" && c.status == "True")
-            });
-        if established {
+        if established(&crd) {
             return Ok(crd);
         }
         if Instant::now() > deadline {
@@ -341,26 +366,35 @@ async fn wait_established(
 mod tests {
     use super::*;
 
-    fn template() -> Value {
-        json!({
-            "apiVersion": "templates.gatekeeper.sh/v1",
-            "kind": "ConstraintTemplate",
-            "metadata": { "name": "k8srequiredlabels" },
-            "spec": {
-                "crd": { "spec": {
-                    "names": { "kind": "K8sRequiredLabels" },
-                    "validation": { "openAPIV3Schema": {
-                        "properties": { "labels": { "type": "array", "items": { "type": "string" } } }
-                    } }
-                } },
-                "targets": [{ "target": "admission.k8s.gatekeeper.sh", "rego": "package x" }]
-            }
-        })
+    fn required_labels() -> Value {
+        template(
+            "K8sRequiredLabels",
+            "v1",
+            json!({ "validation": { "openAPIV3Schema": {
+                "properties": { "labels": { "type": "array", "items": { "type": "string" } } }
+            } } }),
+            json!([{ "target": "admission.k8s.gatekeeper.sh", "rego": "package x" }]),
+        )
+    }
+
+    #[test]
+    fn template_is_named_after_its_kind() {
+        let t = required_labels();
+        assert_eq!(t["apiVersion"], "templates.gatekeeper.sh/v1");
+        assert_eq!(t["metadata"]["name"], "k8srequiredlabels");
+        assert_eq!(
+            t["spec"]["crd"]["spec"]["names"]["kind"],
+            "K8sRequiredLabels"
+        );
+        assert_eq!(
+            constraint("K8sRequiredLabels", "c", json!({}))["apiVersion"],
+            "constraints.gatekeeper.sh/v1beta1"
+        );
     }
 
     #[test]
     fn constraint_crd_follows_gatekeeper_conventions() {
-        let crd = constraint_crd(&template()).expect("valid template");
+        let crd = constraint_crd(&required_labels()).expect("valid template");
         assert_eq!(
             crd.metadata.name.as_deref(),
             Some("k8srequiredlabels.constraints.gatekeeper.sh")
@@ -384,6 +418,27 @@ mod tests {
             &v["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["parameters"];
         assert_eq!(params["type"], "object", "root type added");
         assert_eq!(params["properties"]["labels"]["type"], "array");
+    }
+
+    #[test]
+    fn crds_carry_gatekeepers_labels() {
+        let label = |crd: &CustomResourceDefinition, key: &str| {
+            crd.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(key))
+                .cloned()
+        };
+        let template_crd = constraint_template_crd();
+        assert_eq!(
+            label(&template_crd, "gatekeeper.sh/system").as_deref(),
+            Some("yes")
+        );
+        let crd = constraint_crd(&required_labels()).expect("valid template");
+        assert_eq!(
+            label(&crd, "gatekeeper.sh/constraint").as_deref(),
+            Some("yes")
+        );
     }
 
     #[test]

@@ -15,11 +15,39 @@
 
 mod controller_manager;
 pub mod gatekeeper;
+pub mod poll;
 mod process;
+pub mod rbac;
 
 pub use controller_manager::{ControllerManager, ControllerManagerOptions};
 
-pub use process::rss_kib;
+pub use process::{cpu_secs, own_cpu_secs, peak_rss_kib, rss_kib, signal, stdout_of};
+
+/// A free loopback port (for a process's `--metrics-addr` and the like).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+/// Creates namespace `name` unless it exists.
+pub async fn ensure_namespace(client: &kube::Client, name: &str) -> anyhow::Result<()> {
+    let ns: Namespace = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": { "name": name },
+    }))
+    .context("static Namespace JSON")?;
+    match Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("creating namespace {name}")),
+    }
+}
 
 /// A plain `GET http://127.0.0.1:<port><path>` (status line, headers and body), or an empty
 /// string when nothing answers: for the reconciler's own `/metrics` and probes.
@@ -224,13 +252,8 @@ impl TestEnv {
         install_panic_hook();
         let bins = Binaries::discover()?;
         remove_stale_dirs();
-        let tempdir = tempfile::Builder::new()
-            .prefix(DIR_PREFIX)
-            .tempdir()
-            .context("creating the env's temp dir")?;
+        let tempdir = owned_temp_dir(DIR_PREFIX).context("creating the env's temp dir")?;
         let dir = tempdir.path().to_path_buf();
-        std::fs::write(dir.join(OWNER_FILE), std::process::id().to_string())
-            .context("writing the owner pid")?;
         std::fs::create_dir_all(dir.join("certs")).context("creating certs dir")?;
 
         generate_service_account_key(&dir.join("sa.key"))?;
@@ -405,31 +428,20 @@ impl TestEnv {
     /// Polls `/readyz` as the admin until 200, the deadline, or the process dying.
     async fn wait_apiserver_ready(&self, url: &str) -> anyhow::Result<()> {
         // The CA file does not exist before the first start, so probe without verification.
-        let yaml = kubeconfig_yaml(url, None, ADMIN_NAME, &self.admin_token)?;
-        let client = client_from_kubeconfig(Kubeconfig::from_yaml(&yaml)?).await?;
-        let deadline = Instant::now() + READY_TIMEOUT;
-        loop {
-            if let Some(status) = try_wait(&self.apiserver) {
-                bail!(
-                    "kube-apiserver exited early ({status}):\n{}",
-                    self.logs_tail()
-                );
-            }
-            let req = http::Request::get("/readyz")
-                .body(Vec::new())
-                .context("building the /readyz request")?;
-            let last_err = match client.request_text(req).await {
-                Ok(_) => return Ok(()),
-                Err(e) => e.to_string(),
-            };
-            if Instant::now() > deadline {
-                bail!(
-                    "kube-apiserver not ready after {READY_TIMEOUT:?} (last: {last_err}):\n{}",
-                    self.logs_tail()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        let probe = Probe {
+            url,
+            path: "/readyz",
+            process: "kube-apiserver",
+            state: "ready",
+            timeout: READY_TIMEOUT,
+        };
+        probe
+            .wait(
+                &self.admin_token,
+                || try_wait(&self.apiserver),
+                || self.logs_tail(),
+            )
+            .await
     }
 
     /// Stops kube-apiserver (SIGTERM, then SIGKILL after a grace period); etcd keeps running.
@@ -699,12 +711,33 @@ const KEPT_FILE: &str = "kept";
 /// Removes folders of earlier runs that were killed (Ctrl-C, SIGKILL) before cleaning up:
 /// etcd preallocates a 64 MB WAL, so they add up quickly.
 fn remove_stale_dirs() {
+    for path in orphaned_dirs(DIR_PREFIX) {
+        let _ = std::fs::remove_dir_all(&path);
+    }
+}
+
+/// A temporary folder `<tmp>/<prefix>…` that names this process as its owner, so that
+/// [`orphaned_dirs`] in a later run can tell whether a run killed before its clean-up left it.
+pub fn owned_temp_dir(prefix: &str) -> anyhow::Result<tempfile::TempDir> {
+    let tempdir = tempfile::Builder::new().prefix(prefix).tempdir()?;
+    std::fs::write(
+        tempdir.path().join(OWNER_FILE),
+        std::process::id().to_string(),
+    )
+    .context("writing the owner pid")?;
+    Ok(tempdir)
+}
+
+/// The folders `<tmp>/<prefix>…` of [`owned_temp_dir`] whose owner process is gone (runs
+/// killed by Ctrl-C or SIGKILL before their clean-up), except those kept on purpose.
+pub fn orphaned_dirs(prefix: &str) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
-        return;
+        return Vec::new();
     };
+    let mut out = Vec::new();
     for entry in entries.flatten() {
         let path = entry.path();
-        let is_ours = entry.file_name().to_string_lossy().starts_with(DIR_PREFIX);
+        let is_ours = entry.file_name().to_string_lossy().starts_with(prefix);
         if !is_ours || path.join(KEPT_FILE).exists() {
             continue;
         }
@@ -714,9 +747,10 @@ fn remove_stale_dirs() {
         // SAFETY: signal 0 only checks whether the pid exists.
         let dead = owner.is_some_and(|pid| unsafe { libc::kill(pid, 0) } != 0);
         if dead {
-            let _ = std::fs::remove_dir_all(&path);
+            out.push(path);
         }
     }
+    out
 }
 
 /// Keeps a folder for inspection and marks it so that later runs leave it alone.
@@ -873,6 +907,54 @@ fn etcd_health(port: u16) -> bool {
     let mut body = String::new();
     let _ = s.read_to_string(&mut body);
     body.contains("\"health\":\"true\"")
+}
+
+/// A readiness probe of a process the env started: `GET <path>` on `url` as the admin.
+pub(crate) struct Probe<'a> {
+    pub url: &'a str,
+    pub path: &'a str,
+    /// Its name, and what an answer means it is (for messages).
+    pub process: &'a str,
+    pub state: &'a str,
+    pub timeout: Duration,
+}
+
+impl Probe<'_> {
+    /// Polls until the probe answers 2xx; an error once the process has exited (`exited` gives
+    /// its status) or after its timeout, with `logs()`. The server's certificate is not
+    /// verified (self-signed, or its CA not written yet).
+    pub async fn wait(
+        &self,
+        admin_token: &str,
+        mut exited: impl FnMut() -> Option<std::process::ExitStatus>,
+        logs: impl Fn() -> String,
+    ) -> anyhow::Result<()> {
+        let yaml = kubeconfig_yaml(self.url, None, ADMIN_NAME, admin_token)?;
+        let client = client_from_kubeconfig(Kubeconfig::from_yaml(&yaml)?).await?;
+        let deadline = Instant::now() + self.timeout;
+        loop {
+            if let Some(status) = exited() {
+                bail!("{} exited early ({status}):\n{}", self.process, logs());
+            }
+            let req = http::Request::get(self.path)
+                .body(Vec::new())
+                .with_context(|| format!("building the {} request", self.path))?;
+            let last_err = match client.request_text(req).await {
+                Ok(_) => return Ok(()),
+                Err(e) => e.to_string(),
+            };
+            if Instant::now() > deadline {
+                bail!(
+                    "{} not {} after {:?} (last: {last_err}):\n{}",
+                    self.process,
+                    self.state,
+                    self.timeout,
+                    logs()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
 }
 
 /// Three distinct free loopback ports (held together while choosing, so they differ).

@@ -80,10 +80,65 @@ pub(crate) fn terminate(child: &mut Child, grace: Duration) {
 
 /// Resident memory of a process in KiB, from `/proc/<pid>/status`.
 pub fn rss_kib(pid: u32) -> Option<u64> {
+    status_kib(pid, "VmRSS:")
+}
+
+/// Peak resident memory (VmHWM) of a process in KiB, from `/proc/<pid>/status`.
+pub fn peak_rss_kib(pid: u32) -> Option<u64> {
+    status_kib(pid, "VmHWM:")
+}
+
+fn status_kib(pid: u32, field: &str) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.split_whitespace().next())
         .and_then(|n| n.parse().ok())
+}
+
+/// CPU seconds (user + system) process `pid` has used, from `/proc/<pid>/stat`; 0 when it is
+/// gone.
+pub fn cpu_secs(pid: u32) -> f64 {
+    cpu_secs_of(&pid.to_string())
+}
+
+/// CPU seconds (user + system) this process has used.
+pub fn own_cpu_secs() -> f64 {
+    cpu_secs_of("self")
+}
+
+fn cpu_secs_of(pid: &str) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0.0;
+    };
+    // Fields after the command name (which may hold spaces) start at field 3.
+    let Some((_, rest)) = stat.rsplit_once(") ") else {
+        return 0.0;
+    };
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // utime and stime are fields 14 and 15 (indices 11 and 12 here), in clock ticks of 1/100 s.
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// Runs `cmd` and returns its standard output; fails the test (with the command, its status
+/// and its standard error) unless it succeeds.
+pub fn stdout_of(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Sends `signal` (`libc::SIGTERM`, `SIGSTOP`, ...) to `pid`, a child of this process.
+pub fn signal(pid: u32, signal: i32) {
+    // SAFETY: plain kill(2); the callers name their own children.
+    unsafe {
+        libc::kill(pid as libc::pid_t, signal);
+    }
 }

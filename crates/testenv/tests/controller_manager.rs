@@ -6,29 +6,33 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ServiceAccount};
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
+use testenv::poll::within;
 use testenv::{TestEnv, rss_kib};
 
 /// The garbage collector first discovers every resource and syncs a monitor per resource.
 const GC_TIMEOUT: Duration = Duration::from_secs(90);
+const EVERY: Duration = Duration::from_millis(200);
 
 async fn wait_gone<K>(api: &Api<K>, name: &str, what: &str, env: &TestEnv) -> Duration
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
     let start = Instant::now();
-    loop {
+    within(GC_TIMEOUT, EVERY, || async {
         match api.get_opt(name).await {
-            Ok(None) => return start.elapsed(),
-            Ok(Some(_)) => {}
+            Ok(None) => Ok(()),
+            Ok(Some(_)) => Err(()),
             Err(e) => panic!("reading {what}: {e}"),
         }
-        assert!(
-            start.elapsed() < GC_TIMEOUT,
+    })
+    .await
+    .unwrap_or_else(|()| {
+        panic!(
             "{what} still there after {GC_TIMEOUT:?}\n{}",
             env.logs_tail()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+        )
+    });
+    start.elapsed()
 }
 
 fn config_map(name: &str, owner: Option<(&str, &str)>) -> ConfigMap {
@@ -97,11 +101,14 @@ async fn garbage_collector_and_namespace_controller_work() {
 
     // 3. The serviceaccount controller gives namespaces their `default` ServiceAccount.
     let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), &ns);
-    let start = Instant::now();
-    while sas.get_opt("default").await.expect("get sa").is_none() {
-        assert!(start.elapsed() < GC_TIMEOUT, "no default ServiceAccount");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    within(GC_TIMEOUT, EVERY, || async {
+        match sas.get_opt("default").await.expect("get sa") {
+            Some(_) => Ok(()),
+            None => Err(()),
+        }
+    })
+    .await
+    .expect("no default ServiceAccount");
 
     // 4. A deleted namespace (with content) goes away instead of staying Terminating.
     cms.create(&PostParams::default(), &config_map("content", None))

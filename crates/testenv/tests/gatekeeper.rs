@@ -122,18 +122,12 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
 {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(
-            start.elapsed() < timeout,
-            "{what}: nothing after {timeout:?}\n{}",
-            gk.logs_tail(80)
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    testenv::poll::within(timeout, Duration::from_millis(200), || {
+        let probe = f();
+        async move { probe.await.ok_or(()) }
+    })
+    .await
+    .unwrap_or_else(|()| panic!("{what}: nothing after {timeout:?}\n{}", gk.logs_tail(80)))
 }
 
 /// Drops what differs between runs: uids, resource versions, timestamps, managed fields.

@@ -55,45 +55,20 @@ async fn non_admin_user_is_denied_until_granted() {
 
     // Grant read access in this namespace only, as the admin.
     let admin = env.client_admin().await;
-    let role = json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-        "metadata": { "name": "cm-reader", "namespace": ns },
-        "rules": [{ "apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"] }]
-    });
-    let binding = json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-        "metadata": { "name": "cm-reader", "namespace": ns },
-        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "cm-reader" },
-        "subjects": [{ "kind": "User", "name": testenv::USER_NAME, "apiGroup": "rbac.authorization.k8s.io" }]
-    });
-    for obj in [role, binding] {
-        let ar = kube::discovery::ApiResource {
-            group: "rbac.authorization.k8s.io".into(),
-            version: "v1".into(),
-            api_version: "rbac.authorization.k8s.io/v1".into(),
-            kind: obj["kind"].as_str().expect("kind").into(),
-            plural: format!(
-                "{}s",
-                obj["kind"].as_str().expect("kind").to_ascii_lowercase()
-            ),
-        };
-        let obj: DynamicObject = serde_json::from_value(obj).expect("valid object");
-        Api::<DynamicObject>::namespaced_with(admin.clone(), &ns, &ar)
-            .create(&PostParams::default(), &obj)
-            .await
-            .expect("admin creates RBAC");
-    }
+    let rules = json!([{ "apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"] }]);
+    testenv::rbac::grant_in(&admin, &ns, "cm-reader", testenv::USER_NAME, &rules).await;
     // The RBAC authorizer reads informer caches: a new grant takes effect after a moment.
     let start = Instant::now();
-    loop {
+    let every = Duration::from_millis(100);
+    testenv::poll::within(Duration::from_secs(10), every, || async {
         match as_user.list(&Default::default()).await {
-            Ok(_) => break,
-            Err(e) if status_code(&e) == Some(403) && start.elapsed() < Duration::from_secs(10) => {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
+            Ok(_) => Ok(()),
+            Err(e) if status_code(&e) == Some(403) => Err(e),
             Err(e) => panic!("the granted list still fails: {e}"),
         }
-    }
+    })
+    .await
+    .unwrap_or_else(|e| panic!("the granted list still fails: {e}"));
     eprintln!("RBAC grant effective after {:?}", start.elapsed());
 }
 
@@ -101,23 +76,14 @@ async fn non_admin_user_is_denied_until_granted() {
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn kubectl_and_metrics_work_with_the_written_kubeconfigs() {
     let env = TestEnv::shared();
-    let out = std::process::Command::new(&env.binaries().kubectl)
-        .arg("--kubeconfig")
-        .arg(env.kubeconfig_user())
-        .args([
-            "auth",
-            "whoami",
-            "-o",
-            "jsonpath={.status.userInfo.username}",
-        ])
-        .output()
-        .expect("running kubectl");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let whoami = testenv::stdout_of(
+        std::process::Command::new(&env.binaries().kubectl)
+            .arg("--kubeconfig")
+            .arg(env.kubeconfig_user())
+            .args(["auth", "whoami", "-o"])
+            .arg("jsonpath={.status.userInfo.username}"),
     );
-    assert_eq!(String::from_utf8_lossy(&out.stdout), testenv::USER_NAME);
+    assert_eq!(whoami, testenv::USER_NAME);
 
     let metrics = env.apiserver_metrics().await.expect("metrics as admin");
     assert!(

@@ -5,9 +5,8 @@ use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams};
 use serde::Deserialize as _;
 
 use super::{FIELD_MANAGER, wait_established};
@@ -127,6 +126,17 @@ pub async fn install_chart_crds(
     Ok(names)
 }
 
+/// What [`Gatekeeper::start`] sets up before the manager runs: the chart's CRDs
+/// ([`install_chart_crds`]) and the `gatekeeper-system` namespace. Returns the CRDs' names.
+pub async fn install_chart(
+    client: &kube::Client,
+    assets: &GatekeeperAssets,
+) -> anyhow::Result<Vec<String>> {
+    let names = install_chart_crds(client, assets).await?;
+    crate::ensure_namespace(client, GATEKEEPER_NAMESPACE).await?;
+    Ok(names)
+}
+
 /// How to run Gatekeeper.
 #[derive(Debug, Clone)]
 pub struct GatekeeperOptions {
@@ -183,8 +193,7 @@ impl Gatekeeper {
     pub async fn start(env: &TestEnv, options: GatekeeperOptions) -> anyhow::Result<Gatekeeper> {
         let assets = GatekeeperAssets::discover()?;
         let client = env.client_admin().await;
-        install_chart_crds(&client, &assets).await?;
-        create_namespace_if_missing(&client, GATEKEEPER_NAMESPACE).await?;
+        install_chart(&client, &assets).await?;
 
         let id = unique_suffix();
         let certs = env.dir().join(format!("gatekeeper-{id}-certs"));
@@ -381,23 +390,6 @@ fn self_signed_cert(dir: &Path) -> anyhow::Result<()> {
         );
     }
     Ok(())
-}
-
-async fn create_namespace_if_missing(client: &kube::Client, name: &str) -> anyhow::Result<()> {
-    let ns: Namespace = serde_json::from_value(serde_json::json!({
-        "apiVersion": "v1",
-        "kind": "Namespace",
-        "metadata": { "name": name },
-    }))
-    .context("static Namespace JSON")?;
-    match Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &ns)
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
-        Err(e) => Err(e).with_context(|| format!("creating namespace {name}")),
-    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,230 @@
+//! The real binary against the live cluster: `run --once` then real admission, `run`'s
+//! `/metrics` and SIGTERM, and `check`/`plan`.
+
+use crate::env::{Env, LEASE_NS, TIMEOUT, eventually, opts, template};
+use crate::support::cli::{self, Served};
+use crate::support::objects::{binding_name as bname, policy_name as pname};
+use crate::support::poll;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
+use kube::api::{Api, DeleteParams, PostParams};
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+/// `run --once` with the real binary, then real admission: a violating object is denied and
+/// a compliant one admitted, for parameters, namespaces, excludedNamespaces, kinds and name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_run_once_then_real_admission() {
+    let e = Env::new().await;
+    let kind = e.env.unique_kind("Adm");
+    let ns_in = e.env.create_namespace("adm-in").await;
+    let ns_out = e.env.create_namespace("adm-out").await;
+    let id = e.env.unique_name("adm");
+    e.put_template(&template(&kind, Some(true))).await;
+    let sel = json!({ "matchLabels": { "e2e-id": id } });
+    e.put_constraint(&kind, "params", json!({ "parameters": { "labels": ["owner"] },
+        "match": { "labelSelector": sel, "namespaces": [ns_in], "kinds": [{ "apiGroups": [""], "kinds": ["ConfigMap"] }], "name": "cm-*" } })).await;
+    e.put_constraint(&kind, "excluded", json!({ "parameters": { "labels": ["team"] },
+        "match": { "labelSelector": sel, "excludedNamespaces": [ns_in], "kinds": [{ "apiGroups": [""], "kinds": ["ConfigMap"] }] } })).await;
+    // scope: Cluster (Gatekeeper ignores spec.match.scope; kubectl-vap honours it).
+    e.put_constraint(
+        &kind,
+        "cluster",
+        json!({ "parameters": { "labels": ["zone"] },
+        "match": { "labelSelector": sel, "scope": "Cluster" } }),
+    )
+    .await;
+    let lease = e.env.unique_name("once");
+    let out = e.run_once(&e.env.kubeconfig_admin(), &lease, &[]);
+    let stderr = cli::stderr(&out);
+    assert!(out.status.success(), "run --once failed: {stderr}");
+    assert!(stderr.contains("converged"), "{stderr}");
+    e.assert_converged(&opts(0), "after run --once").await;
+
+    // Labelled with this test's id, so only its constraints select them.
+    let labelled = |name: &str, labels: Value| -> Value {
+        let mut l = labels;
+        l["e2e-id"] = json!(id);
+        json!({ "metadata": { "name": name, "labels": l } })
+    };
+    let cm = |name: &str, labels: Value| -> ConfigMap {
+        serde_json::from_value(labelled(name, labels)).expect("cm")
+    };
+    let create = |ns: String, c: ConfigMap| {
+        let client = e.client.clone();
+        async move {
+            Api::<ConfigMap>::namespaced(client, &ns)
+                .create(&PostParams::default(), &c)
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        }
+    };
+    // params + namespaces + kinds + name: cm-* in ns_in without owner → denied.
+    let start = Instant::now();
+    let mut n = 0;
+    poll::within(TIMEOUT, Duration::from_millis(300), || {
+        n += 1;
+        let r = create(
+            ns_in.clone(),
+            cm(&format!("cm-bad-{n}"), json!({ "team": "t" })),
+        );
+        async move {
+            match r.await {
+                Err(msg) if msg.contains("missing required labels: owner") => Ok(()),
+                other => Err(other),
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|other| panic!("not denied: {other:?}"));
+    eprintln!("denied after {:?}", start.elapsed());
+    // Compliant.
+    create(
+        ns_in.clone(),
+        cm("cm-good", json!({ "owner": "me", "team": "t" })),
+    )
+    .await
+    .expect("compliant admitted");
+    // name does not match cm-*: the "params" constraint does not apply.
+    create(ns_in.clone(), cm("other-name", json!({ "team": "t" })))
+        .await
+        .expect("name not matched → admitted");
+    // excludedNamespaces: ns_in is excluded from "excluded" (labels: team) → admitted above;
+    // in ns_out (not in namespaces of "params") a missing team label is denied by "excluded".
+    let r = create(ns_out.clone(), cm("cm-x", json!({ "owner": "me" }))).await;
+    assert!(
+        r.as_ref()
+            .is_err_and(|m| m.contains("missing required labels: team")),
+        "{r:?}"
+    );
+    create(
+        ns_out.clone(),
+        cm("cm-y", json!({ "owner": "me", "team": "t" })),
+    )
+    .await
+    .expect("admitted");
+    // kinds: a Secret is not matched.
+    let secret: Secret = serde_json::from_value(labelled("cm-secret", json!({}))).expect("secret");
+    Api::<Secret>::namespaced(e.client.clone(), &ns_in)
+        .create(&PostParams::default(), &secret)
+        .await
+        .expect("kind not matched → admitted");
+    // scope: Cluster — namespaced objects without `zone` were admitted above; a Namespace
+    // (cluster-scoped) without it is denied, with it admitted.
+    let nsapi = Api::<Namespace>::all(e.client.clone());
+    let ns_obj = |name: &str, labels: Value| -> Namespace {
+        serde_json::from_value(labelled(name, labels)).expect("ns")
+    };
+    let r = nsapi
+        .create(
+            &PostParams::default(),
+            &ns_obj(&e.env.unique_name("scope-bad"), json!({})),
+        )
+        .await;
+    assert!(
+        r.as_ref()
+            .is_err_and(|m| m.to_string().contains("missing required labels: zone")),
+        "a cluster-scoped object is in scope: {r:?}"
+    );
+    nsapi
+        .create(
+            &PostParams::default(),
+            &ns_obj(&e.env.unique_name("scope-ok"), json!({ "zone": "a" })),
+        )
+        .await
+        .expect("compliant Namespace admitted");
+
+    // Clean up through the reconciler again.
+    e.cleanup(&[&kind]).await;
+    let out = e.run_once(&e.env.kubeconfig_admin(), &lease, &[]);
+    assert!(out.status.success(), "{}", cli::stderr(&out));
+    assert!(e.vap(&pname(&kind)).await.is_none());
+}
+
+/// `run --metrics-addr`: `/healthz`, `/readyz` and `/metrics` (writes, errors, queue depth,
+/// leader gauge) next to a running reconciler; SIGTERM releases the lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_run_serves_metrics_and_releases_on_sigterm() {
+    let e = Env::new().await;
+    let kind = e.generating_kind("Metrics", "c").await;
+    let lease = e.env.unique_name("metrics");
+    let mut cmd = e.run(&lease);
+    cmd.stderr(std::process::Stdio::null());
+    let run = Served::spawn(cmd);
+    eventually("/readyz answers 200", || async {
+        run.answers("/readyz", 200)
+    })
+    .await;
+    assert!(run.answers("/healthz", 200));
+    eventually("/metrics shows the leader and the writes", || async {
+        let m = run.metrics();
+        m.contains("kubectl_vap_leader 1")
+            && m.contains("kubectl_vap_writes_total{verb=\"create\",resource=\"validatingadmissionpolicybindings\"}")
+            && m.contains("kubectl_vap_queue_depth")
+    })
+    .await;
+    // SIGTERM: the lease is released (holder cleared), the process exits 0.
+    let status = run.terminate();
+    assert!(status.success(), "{status:?}");
+    let holder = crate::support::reconciler::lease_holder(&e.client, LEASE_NS, &lease)
+        .await
+        .expect("lease");
+    assert_eq!(holder, None, "the lease is released on SIGTERM");
+    e.sweep(&[&kind], "metrics-clean").await;
+}
+
+/// `check` and `plan` against the live cluster (the real binary): nothing to report for a
+/// converged kind; a deleted binding is `binding-missing` (exit 1) and planned as a create;
+/// a user without rights (`--as`, impersonated) gets exit 2 naming what it cannot read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_live_check_and_plan() {
+    let e = Env::new().await;
+    let kind = e.generating_kind("Check", "c").await;
+    let r = e.leader(&e.env.unique_name("check"), opts(0)).await;
+    r.assert_idle(TIMEOUT).await;
+    r.stop().await;
+    let vap = |args: &[&str]| e.cli(&[args, &["--binding-wait=0s"]].concat());
+    let mine = |out: &std::process::Output, key: &str| -> Vec<Value> {
+        cli::stdout_json(out)[key]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|f| {
+                f["object"]["name"]
+                    .as_str()
+                    .is_some_and(|n| n.contains(&kind.to_lowercase()))
+            })
+            .cloned()
+            .collect()
+    };
+    let out = vap(&["check", "-o", "json"]);
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{out:?}");
+    assert!(mine(&out, "findings").is_empty(), "converged: {out:?}");
+
+    e.vapbs()
+        .delete(&bname(&kind, "c"), &DeleteParams::default())
+        .await
+        .expect("delete binding");
+    let out = vap(&["check", "-o", "json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let findings = mine(&out, "findings");
+    assert!(
+        findings.iter().any(|f| f["code"] == "binding-missing"),
+        "{findings:?}"
+    );
+    let out = vap(&["plan", "-o", "json"]);
+    assert!(out.status.success());
+    let actions = mine(&out, "actions");
+    assert_eq!(actions.len(), 1, "{actions:?}");
+    assert_eq!(actions[0]["verb"], "create");
+
+    let out = vap(&["check", "--as", "nobody-e2e"]);
+    let stderr = cli::stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("forbidden"), "{stderr}");
+
+    e.sweep(&[&kind], "check-clean").await;
+}

@@ -1,0 +1,430 @@
+//! One writer per Lease: two copies and the hand-over (release, expiry), the one-shot commands
+//! beside a holder, an unusable Lease, and fencing of a leader that was paused past its Lease.
+
+use crate::env::{Env, LEASE_NS, TIMEOUT, eventually, opts};
+use crate::support::cli::{self, Served};
+use crate::support::objects::binding_name as bname;
+use crate::support::rbac::{self, Grant};
+use crate::support::reconciler::{Reconciler, lease_holder, observe};
+use kube::api::DeleteParams;
+use kubectl_vap::controller::state::EventVerb;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+/// Two copies on one Lease: both watch, only the holder writes; the other takes over when the
+/// holder stops (graceful release), and again when a holder process is killed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_two_copies_one_writer_and_handover() {
+    let e = Env::new().await;
+    let lease = e.env.unique_name("pair");
+    let o = opts(0);
+    let a = e.leader(&lease, o.clone()).await;
+    let b = e.reconciler(&lease, o.clone()).await;
+    let kind = e.new_kind("Pair").await;
+    for c in ["c1", "c2", "c3"] {
+        e.constrain(&kind, c).await;
+    }
+    e.until_vapb("bindings written", &bname(&kind, "c3"), true)
+        .await;
+    a.assert_idle(TIMEOUT).await;
+    b.assert_idle(TIMEOUT).await;
+    assert!(a.writes_total() >= 4, "the holder wrote");
+    assert_eq!(b.writes_total(), 0, "the other copy never writes");
+    // Both caches are warm: the follower reached the same opinion.
+    assert_eq!(a.opinion(&kind), b.opinion(&kind));
+
+    // Graceful stop releases the lease: b takes over at once.
+    let t = Instant::now();
+    a.stop().await;
+    let took_over = TakeOver {
+        within: Duration::from_secs(10),
+        after: "release",
+        since: t,
+    };
+    took_over.writes(&e, &b, &kind, "c4").await;
+    b.stop().await;
+
+    // A holder that dies without releasing: its lease expires, the other copy takes over.
+    let mut child = e
+        .run(&lease)
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn kubectl-vap run");
+    eventually("the process holds the lease", || async {
+        lease_holder(&e.client, LEASE_NS, &lease)
+            .await
+            .ok()
+            .flatten()
+            .is_some_and(|h| h.contains(&child.id().to_string()))
+    })
+    .await;
+    let c = e.reconciler(&lease, o.clone()).await;
+    assert!(
+        c.wait_leading(Duration::from_secs(3)).await.is_err(),
+        "c waits"
+    );
+    // SIGKILL: no release.
+    child.kill().expect("kill");
+    let _ = child.wait();
+    let took_over = TakeOver {
+        within: Duration::from_secs(40),
+        after: "kill",
+        since: Instant::now(),
+    };
+    took_over.writes(&e, &c, &kind, "c5").await;
+    e.clean_up_with(c, &[&kind]).await;
+}
+
+/// A hand-over: the waiting copy leads `within` a time of the holder's going (`since`, by
+/// `after`).
+struct TakeOver {
+    within: Duration,
+    after: &'static str,
+    since: Instant,
+}
+
+impl TakeOver {
+    /// `r` takes over, and writes: constraint `c` of `kind` gets its binding.
+    async fn writes(&self, e: &Env, r: &Reconciler, kind: &str, c: &str) {
+        r.wait_leading(self.within).await.unwrap_or_else(|holder| {
+            panic!("no takeover after {} (holder {holder:?})", self.after)
+        });
+        eprintln!("takeover after {}: {:?}", self.after, self.since.elapsed());
+        e.constrain(kind, c).await;
+        e.until_vapb("the new leader writes", &bname(kind, c), true)
+            .await;
+    }
+}
+
+/// The one-shot commands while a copy leads elsewhere ask it (and print its answer, without
+/// joining the election); with the Lease free they lead briefly, and `reconcile TEMPLATE`
+/// writes only that template's objects; `reconcile --all` converges everything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_one_shot_commands_and_the_lease() {
+    let e = Env::new().await;
+    let kind = e.generating_kind("Shot", "c").await;
+    let other = e.generating_kind("Other", "c").await;
+    // The one-shot commands use the default Lease gatekeeper-system/kubectl-vap.
+    testenv::ensure_namespace(&e.client, "gatekeeper-system")
+        .await
+        .expect("namespace");
+    let holder = e.reconciler_on("gatekeeper-system", "kubectl-vap").await;
+    holder
+        .wait_leading(Duration::from_secs(30))
+        .await
+        .expect("holder leads");
+    holder.assert_idle(TIMEOUT).await;
+    let template = kind.to_lowercase();
+    let out = e.cli(&["replay", &template, "--binding-wait=0s"]);
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), cli::stderr(&out));
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("is held by") && stderr.contains("asking it"),
+        "{stderr}"
+    );
+    assert!(
+        stdout.contains(&format!(
+            "replayed 1 constraint of template {template}: 0 writes"
+        )) && stdout.contains(holder.identity()),
+        "the holder's answer: {stdout}"
+    );
+    assert!(
+        holder
+            .events()
+            .iter()
+            .any(|ev| ev.verb == EventVerb::Replay),
+        "the holder handled it"
+    );
+    // An unknown template: the holder says so (bad input: exit 2).
+    let out = e.cli(&["replay", "nosuchtemplate", "--binding-wait=0s"]);
+    assert_eq!(out.status.code(), Some(2), "{}", cli::stderr(&out));
+    assert!(
+        cli::stderr(&out).contains("template nosuchtemplate not found"),
+        "{}",
+        cli::stderr(&out)
+    );
+    holder.stop().await;
+
+    // Lease free: `reconcile TEMPLATE` leads briefly and writes that template's objects only.
+    for k in [&kind, &other] {
+        e.vapbs()
+            .delete(&bname(k, "c"), &DeleteParams::default())
+            .await
+            .expect("delete a binding by hand");
+    }
+    let out = e.cli(&["reconcile", &template, "--binding-wait=0s"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", cli::stderr(&out));
+    assert!(
+        stdout.contains(&format!("reconciled template {template}")),
+        "{stdout}"
+    );
+    assert!(e.vapb(&bname(&kind, "c")).await.is_some(), "{stdout}");
+    assert!(
+        e.vapb(&bname(&other, "c")).await.is_none(),
+        "another template's binding is not written: {stdout}"
+    );
+    // Lease free: reconcile --all takes it, converges and releases it.
+    let out = e.cli(&["reconcile", "--all", "--binding-wait=0s"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", cli::stderr(&out));
+    assert!(stdout.contains("reconciled everything"), "{stdout}");
+    assert!(e.vapb(&bname(&other, "c")).await.is_some());
+    e.cleanup(&[&kind, &other]).await;
+    let out = e.cli(&["reconcile", "--all", "--binding-wait=0s"]);
+    assert!(out.status.success());
+}
+
+/// A copy that does not lead (the TUI without --reconcile) asks the holder and gets its
+/// answer; the holder's outcomes are Kubernetes Events that the observer sees and `kubectl
+/// events` shows; the holder's health rides on its renewals; once it stops, the observer sees
+/// the Lease vacant and a request says nobody reconciles.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_requests_reach_the_leader_and_outcomes_are_events() {
+    use kubectl_vap::controller::Command;
+    let e = Env::new().await;
+    let kind = e.generating_kind("Ask", "c0").await;
+    for c in ["c1", "c2"] {
+        e.constrain(&kind, c).await;
+    }
+    let template = kind.to_lowercase();
+    let lease = e.env.unique_name("ask");
+    let leader = e.leader(&lease, opts(0)).await;
+    leader.assert_idle(TIMEOUT).await;
+    let observer = observe(e.env.client_admin().await, LEASE_NS, &lease, opts(0)).await;
+    eventually("the observer sees the holder and its health", || async {
+        let st = observer.state();
+        st.lease.holder.as_deref() == Some(leader.identity())
+            && !st.lease.vacant
+            && st.lease.since.is_some()
+            && st
+                .lease
+                .health
+                .as_ref()
+                .is_some_and(|h| h.last_sync.is_some())
+    })
+    .await;
+
+    // A binding deleted while nobody looks is a write the replay may make (or the leader's
+    // watch first).
+    let _ = e
+        .vapbs()
+        .delete(&bname(&kind, "c1"), &DeleteParams::default())
+        .await;
+    let outcome = observer
+        .request(Command::Replay(template.clone()))
+        .await
+        .expect("the holder answers");
+    assert_eq!(outcome.handled_by, leader.identity());
+    assert!(
+        outcome
+            .summary
+            .starts_with(&format!("replayed 3 constraints of template {template}")),
+        "{outcome:?}"
+    );
+    assert!(outcome.writes <= 1 && outcome.failures == 0, "{outcome:?}");
+    e.until_vapb("the binding back", &bname(&kind, "c1"), true)
+        .await;
+    let outcome = observer
+        .request(Command::Reconcile(template.clone()))
+        .await
+        .expect("the holder answers");
+    assert_eq!(
+        (outcome.writes, outcome.failures),
+        (0, 0),
+        "converged: {outcome:?}"
+    );
+
+    // The outcomes, as Events the observer reads back and kubectl shows.
+    eventually("the observer shows the holder's Events", || async {
+        let st = observer.state();
+        let of_template = |reason: &str| {
+            st.cluster_events.iter().any(|ev| {
+                ev.reason == reason
+                    && ev.regarding.name == template
+                    && ev.reporter == leader.identity()
+            })
+        };
+        of_template("Written") && of_template("Replayed") && of_template("Reconciled")
+    })
+    .await;
+    let written = observer
+        .state()
+        .cluster_events
+        .iter()
+        .find(|ev| ev.reason == "Written" && ev.regarding.name == template)
+        .map(|ev| ev.note.clone())
+        .unwrap_or_default();
+    assert!(
+        written.contains("created VAP") && written.contains("created 3 bindings"),
+        "one Event for the first convergence of the template: {written}"
+    );
+    let kubectl = std::process::Command::new(&e.env.binaries().kubectl)
+        .arg("--kubeconfig")
+        .arg(e.env.kubeconfig_admin())
+        .args(["events", "-n", "default", "--for"])
+        .arg(format!("constrainttemplate/{template}"))
+        .output()
+        .expect("kubectl events");
+    let text = String::from_utf8_lossy(&kubectl.stdout);
+    assert!(
+        text.contains("Replayed") && text.contains("Written"),
+        "kubectl events --for constrainttemplate/{template}:\n{text}{}",
+        String::from_utf8_lossy(&kubectl.stderr)
+    );
+
+    // The leader goes: the observer sees the Lease vacant; a request says nobody reconciles.
+    leader.stop().await;
+    eventually("the observer sees nobody leads", || async {
+        observer.state().lease.vacant
+    })
+    .await;
+    let err = observer
+        .request(Command::Replay(template.clone()))
+        .await
+        .expect_err("nobody to ask");
+    assert!(err.contains("no copy reconciles"), "{err}");
+    observer.stop().await;
+    e.sweep(&[&kind], "ask-clean").await;
+}
+
+/// A Lease that cannot be used (its namespace does not exist) fails `run --once` quickly with
+/// a message saying why, instead of waiting or claiming another copy holds it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_unusable_lease_is_explained() {
+    let e = Env::new().await;
+    let start = Instant::now();
+    let out = e.cli(&[
+        "run",
+        "--once",
+        "--lease-namespace",
+        "no-such-namespace-e2e",
+    ]);
+    let stderr = cli::stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("cannot use Lease no-such-namespace-e2e/kubectl-vap")
+            && stderr.contains("namespace must exist"),
+        "{stderr}"
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        start.elapsed()
+    );
+}
+
+/// Fencing, with the real binary and the API server's audit log. Copy A leads, converges, and
+/// is stopped (SIGSTOP) past its lease; copy B takes over; constraints are deleted and added,
+/// and a binding is deleted by hand, while A sleeps. After SIGCONT, A must not send a single
+/// create, update, patch or delete to anything but its Lease: its renew deadline has passed,
+/// so it re-checks the Lease (held by B), drops its queue and relists. Before, A sent 13
+/// writes within 22 ms, some of them binding creates for constraints already deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_a_paused_leader_writes_nothing_after_it_resumes() {
+    let e = Env::audited().await;
+    let kind = e.new_kind("Fence").await;
+    for i in 0..6 {
+        e.constrain(&kind, &format!("c{i}")).await;
+    }
+    let lease = e.env.unique_name("fence");
+    let old = "vap-old-leader";
+    let grant_name = e.env.unique_name("vap-grant");
+    rbac::grant(
+        &e.client,
+        &Grant::install(&grant_name, old, LEASE_NS, &lease),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let log = e.env.dir().join("old-leader.log");
+    let mut cmd = e.run(&lease);
+    cmd.args(["--lease-duration=3s", "--as", old])
+        .stderr(std::fs::File::create(&log).expect("log file"));
+    let a = Served::spawn(cmd);
+    for i in 0..6 {
+        e.until_vapb("A converges", &bname(&kind, &format!("c{i}")), true)
+            .await;
+    }
+    let writes_by_old = || {
+        e.env
+            .audit_events()
+            .into_iter()
+            .filter(|ev| {
+                ev["impersonatedUser"]["username"] == old
+                    && ev["stage"] == "ResponseComplete"
+                    && ev["objectRef"]["resource"] != "leases"
+            })
+            .map(|ev| {
+                format!(
+                    "{} {}/{} → {}",
+                    ev["verb"],
+                    ev["objectRef"]["resource"],
+                    ev["objectRef"]["name"],
+                    ev["responseStatus"]["code"]
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    a.signal(libc::SIGSTOP);
+    let before = writes_by_old();
+    assert!(!before.is_empty(), "A wrote while it led");
+
+    // B takes over once A's lease has expired (it has seen no renewal for a whole duration).
+    let tuning = crate::support::reconciler::Tuning {
+        lease_duration: Duration::from_secs(3),
+        ..Default::default()
+    };
+    let b = e.reconciler_with(&lease, opts(0), tuning).await;
+    b.wait_leading(Duration::from_secs(30))
+        .await
+        .expect("B takes the expired lease");
+    for i in 0..3 {
+        let _ = e
+            .constraints(&kind)
+            .delete(&format!("c{i}"), &DeleteParams::default())
+            .await;
+    }
+    for i in 6..9 {
+        e.constrain(&kind, &format!("c{i}")).await;
+    }
+    let _ = e
+        .vapbs()
+        .delete(&bname(&kind, "c3"), &DeleteParams::default())
+        .await;
+    eventually("B converges", || async {
+        e.vapb(&bname(&kind, "c0")).await.is_none()
+            && e.vapb(&bname(&kind, "c3")).await.is_some()
+            && e.vapb(&bname(&kind, "c8")).await.is_some()
+    })
+    .await;
+    b.assert_idle(TIMEOUT).await;
+
+    // SIGCONT: A wakes up with a stale queue and stale stores.
+    a.signal(libc::SIGCONT);
+    // A is running again (it serves), has found the Lease taken, and has relisted.
+    eventually("A answers again and knows it does not lead", || async {
+        a.metrics().contains("kubectl_vap_leader 0")
+    })
+    .await;
+    eventually("A has relisted", || async { a.answers("/readyz", 200) }).await;
+    // Let anything A might still send arrive.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = writes_by_old();
+    let logs = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(
+        after[before.len()..],
+        [] as [String; 0],
+        "writes by the old leader after it resumed; its log:\n{logs}"
+    );
+    assert!(logs.contains("lost Lease"), "{logs}");
+    e.assert_converged(&opts(0), "B's state stands").await;
+    let _ = a.terminate();
+    testenv::rbac::revoke(&e.client, &grant_name, LEASE_NS).await;
+    let kinds = [kind.as_str()];
+    e.clean_up_with(b, &kinds).await;
+}

@@ -1,0 +1,107 @@
+//! The `kubectl-vap` binary as a child process.
+
+use serde_json::Value;
+use std::process::{Child, Command, ExitStatus, Output};
+use std::time::Duration;
+use testenv::http_get;
+
+/// The binary cargo built for this test or benchmark.
+pub const BIN: &str = env!("CARGO_BIN_EXE_kubectl-vap");
+
+pub fn kubectl_vap() -> Command {
+    Command::new(BIN)
+}
+
+/// `cmd`'s output (it must start).
+pub fn output(cmd: &mut Command) -> Output {
+    cmd.output()
+        .unwrap_or_else(|e| panic!("running {cmd:?}: {e}"))
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Standard output as JSON (fails the test with what it was otherwise).
+pub fn stdout_json(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "JSON on stdout ({e}): {}\nstderr: {}",
+            String::from_utf8_lossy(&out.stdout),
+            stderr(out)
+        )
+    })
+}
+
+/// A `kubectl-vap run` serving `--metrics-addr` on a free loopback port; killed on drop.
+pub struct Served {
+    child: Option<Child>,
+    port: u16,
+}
+
+impl Served {
+    /// Spawns `cmd` (a `kubectl-vap run …`, possibly behind a wrapper) with
+    /// `--metrics-addr=127.0.0.1:<a free port>` added.
+    pub fn spawn(mut cmd: Command) -> Served {
+        let port = testenv::free_port();
+        let child = cmd
+            .arg(format!("--metrics-addr=127.0.0.1:{port}"))
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawning {cmd:?}: {e}"));
+        Served {
+            child: Some(child),
+            port,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
+    /// `GET <path>` on its metrics port: status line, headers and body (empty when nothing
+    /// answers).
+    pub fn get(&self, path: &str) -> String {
+        http_get(self.port, path)
+    }
+
+    pub fn metrics(&self) -> String {
+        self.get("/metrics")
+    }
+
+    pub fn answers(&self, path: &str, status: u16) -> bool {
+        self.get(path).starts_with(&format!("HTTP/1.1 {status}"))
+    }
+
+    /// Waits until `/readyz` answers 200, polling every `every`; fails the test after `timeout`.
+    pub async fn wait_ready(&self, timeout: Duration, every: Duration) {
+        super::poll::within(timeout, every, || async {
+            if self.answers("/readyz", 200) {
+                Ok(())
+            } else {
+                Err(())
+            }
+        })
+        .await
+        .unwrap_or_else(|()| panic!("kubectl-vap's /readyz is not 200 within {timeout:?}"));
+    }
+
+    pub fn signal(&self, signal: i32) {
+        testenv::signal(self.pid(), signal);
+    }
+
+    /// SIGTERM (a held Lease is released), then its exit status.
+    pub fn terminate(mut self) -> ExitStatus {
+        let mut child = self.child.take().expect("running");
+        testenv::signal(child.id(), libc::SIGTERM);
+        child.wait().expect("wait for kubectl-vap")
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}

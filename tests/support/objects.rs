@@ -1,0 +1,153 @@
+//! Objects as JSON, built offline: ConstraintTemplates, constraints, snapshots; the names of
+//! what kubectl-vap generates for them (spelled here, independently of `core::names`), and what
+//! it generates (`core::generate`, as `analyze` and the reconciler would).
+
+use k8s_openapi::api::admissionregistration::v1::{
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+};
+use kubectl_vap::core::decide::{
+    ConstraintIntent, TemplateVerdict, decide_constraint, decide_template,
+};
+use kubectl_vap::core::{Options, generate};
+use kubectl_vap::model::{Constraint, ConstraintTemplate, Source};
+use kubectl_vap::snapshot::Snapshot;
+use serde_json::{Value, json};
+use testenv::gatekeeper;
+
+/// A v1 template named `name` (with a uid, as read from a cluster) whose one CEL target has
+/// `source`.
+pub fn template(name: &str, kind: &str, source: Value) -> Value {
+    let mut t = gatekeeper::template(kind, "v1", json!({}), gatekeeper::cel_targets(source));
+    t["metadata"] = json!({"name": name, "uid": format!("uid-t-{name}")});
+    t
+}
+
+/// A CEL source requiring the constraint's `labels`, `generateVAP` as given (absent for
+/// `None`).
+pub fn cel_source(generate: Option<bool>) -> Value {
+    let mut s = json!({"validations": [{"expression": "variables.params.labels.all(l, l in variables.anyObject.metadata.labels)", "message": "missing labels"}]});
+    if let Some(g) = generate {
+        s["generateVAP"] = json!(g);
+    }
+    s
+}
+
+/// The crd part of the labels templates: `parameters.labels`, a list of strings.
+pub fn labels_crd_spec() -> Value {
+    json!({ "validation": { "openAPIV3Schema": {
+        "type": "object", "properties": { "labels": { "type": "array", "items": { "type": "string" } } } } } })
+}
+
+/// The targets of the labels templates: every label in `parameters.labels` is required.
+/// `generateVAP` as given (absent for `None`); with `message`, the message is `message`
+/// followed by the missing labels. `failurePolicy: Ignore`: a policy whose paramKind the
+/// admission plugin has not discovered yet fails to configure, and under Fail that denies every
+/// request of every parallel test (Gatekeeper #4530).
+pub fn labels_targets(generate: Option<bool>, message: Option<&str>) -> Value {
+    let has = "has(variables.anyObject.metadata.labels)";
+    let labels = "variables.anyObject.metadata.labels";
+    let mut validation =
+        json!({ "expression": format!("variables.params.labels.all(l, {has} && l in {labels})") });
+    if let Some(message) = message {
+        validation["messageExpression"] = json!(format!(
+            "'{message}' + variables.params.labels.filter(l, !{has} || !(l in {labels})).join(', ')"
+        ));
+    }
+    let mut source = json!({ "failurePolicy": "Ignore", "validations": [validation] });
+    if let Some(g) = generate {
+        source["generateVAP"] = json!(g);
+    }
+    gatekeeper::cel_targets(source)
+}
+
+/// A v1 labels template of `kind` (see [`labels_targets`]).
+pub fn labels_template(kind: &str, generate: Option<bool>, message: Option<&str>) -> Value {
+    gatekeeper::template(
+        kind,
+        "v1",
+        labels_crd_spec(),
+        labels_targets(generate, message),
+    )
+}
+
+/// A labels template that generates a VAP; its message is `message` followed by the missing
+/// labels.
+pub fn required_labels_template(kind: &str, message: &str) -> Value {
+    labels_template(kind, Some(true), Some(message))
+}
+
+/// A constraint with a uid, as read from a cluster.
+pub fn constraint(kind: &str, name: &str, spec: Value) -> Value {
+    let mut c = gatekeeper::constraint(kind, name, spec);
+    c["metadata"]["uid"] = json!(format!("uid-c-{name}"));
+    c
+}
+
+pub fn snapshot(objects: Vec<Value>) -> Snapshot {
+    let mut s = Snapshot {
+        now: Some(chrono::Utc::now()),
+        ..Default::default()
+    };
+    for o in objects {
+        s.insert(o, Source::default())
+            .expect("fixture objects are valid");
+    }
+    s
+}
+
+/// The VAP of a template of `kind`: `gatekeeper-<lower(kind)>`.
+pub fn policy_name(kind: &str) -> String {
+    format!("gatekeeper-{}", kind.to_lowercase())
+}
+
+/// The binding of constraint `constraint` of `kind`: `gatekeeper-<lower(kind)>-<constraint>`.
+pub fn binding_name(kind: &str, constraint: &str) -> String {
+    format!("gatekeeper-{}-{constraint}", kind.to_lowercase())
+}
+
+/// The constraint CRD of `kind`: `<lower(kind)>.constraints.gatekeeper.sh`.
+pub fn crd_name(kind: &str) -> String {
+    format!("{}.{}", kind.to_lowercase(), gatekeeper::CONSTRAINTS_GROUP)
+}
+
+/// The VAP kubectl-vap generates for `t` as kind `kind` under the default options; `None` when
+/// the template does not generate one.
+pub fn policy_for(t: &ConstraintTemplate, kind: &str) -> Option<ValidatingAdmissionPolicy> {
+    let TemplateVerdict::Generate {
+        source,
+        failure_policy,
+        ..
+    } = decide_template(t, &Options::default())
+    else {
+        return None;
+    };
+    Some(generate::policy(t, kind, &source, failure_policy))
+}
+
+/// The binding kubectl-vap generates for `c` under the default options (panics unless it binds).
+pub fn binding_for(c: &Constraint) -> ValidatingAdmissionPolicyBinding {
+    let ConstraintIntent::Bind { actions, .. } = decide_constraint(c, &Options::default()) else {
+        panic!("the constraint binds")
+    };
+    generate::binding(c, &actions).expect("binding")
+}
+
+/// A template as kubectl-vap reads it, from JSON of the server's (which may lack its type).
+pub fn template_of(raw: Value) -> ConstraintTemplate {
+    let mut raw = raw;
+    raw["apiVersion"] = json!(format!("{}/v1", gatekeeper::TEMPLATES_GROUP));
+    raw["kind"] = json!("ConstraintTemplate");
+    ConstraintTemplate::from_value(raw, Source::default())
+}
+
+/// A constraint of `kind` as kubectl-vap reads it, from JSON of the server's.
+pub fn constraint_of(kind: &str, raw: Value) -> Constraint {
+    let mut raw = raw;
+    raw["apiVersion"] = json!(format!(
+        "{}/{}",
+        gatekeeper::CONSTRAINTS_GROUP,
+        gatekeeper::CONSTRAINTS_VERSION
+    ));
+    raw["kind"] = json!(kind);
+    Constraint::from_value(raw, Source::default())
+}
