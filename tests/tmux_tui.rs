@@ -256,6 +256,97 @@ fn tmux_tui_panic_restores_terminal() {
 /// The live tests share one API server and write the same kinds of objects: one at a time.
 static LIVE: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// A template `name` of `kind` whose VAP never denies, and one constraint `constraint` of it
+/// that selects nothing, on the shared test API server; deleted again on drop.
+struct LiveKind {
+    rt: tokio::runtime::Runtime,
+    client: kube::Client,
+    name: String,
+    kind: String,
+    constraint: String,
+}
+
+impl LiveKind {
+    fn create(env: &testenv::TestEnv, name: &str, kind: &str, constraint: &str) -> LiveKind {
+        use kube::api::{Api, DynamicObject, PostParams};
+        use serde_json::json;
+        use testenv::gatekeeper;
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let template = json!({
+            "apiVersion": "templates.gatekeeper.sh/v1",
+            "kind": "ConstraintTemplate",
+            "metadata": {"name": name},
+            "spec": {
+                "crd": {"spec": {"names": {"kind": kind}}},
+                "targets": [{"target": "admission.k8s.gatekeeper.sh", "code": [{"engine": "K8sNativeValidation", "source": {
+                    "generateVAP": true,
+                    "failurePolicy": "Ignore",
+                    "validations": [{"expression": "true", "message": "never denies"}]
+                }}]}]
+            }
+        });
+        let object = json!({
+            "apiVersion": "constraints.gatekeeper.sh/v1beta1",
+            "kind": kind,
+            "metadata": {"name": constraint},
+            "spec": {"enforcementAction": "deny", "match": {"labelSelector": {"matchLabels": {"tui-test": "inert"}}}}
+        });
+        let client = rt.block_on(async {
+            let client = env.client_admin().await;
+            gatekeeper::install_gatekeeper_crds(&client).await.unwrap();
+            testenv::ensure_namespace(&client, "gatekeeper-system")
+                .await
+                .unwrap();
+            let templates: Api<DynamicObject> =
+                Api::all_with(client.clone(), &gatekeeper::template_api_resource());
+            let _ = templates
+                .create(
+                    &PostParams::default(),
+                    &serde_json::from_value(template.clone()).unwrap(),
+                )
+                .await;
+            gatekeeper::create_constraint_crd(&client, &template)
+                .await
+                .unwrap();
+            let constraints: Api<DynamicObject> =
+                Api::all_with(client.clone(), &gatekeeper::constraint_api_resource(kind));
+            let _ = constraints
+                .create(
+                    &PostParams::default(),
+                    &serde_json::from_value(object).unwrap(),
+                )
+                .await;
+            client
+        });
+        LiveKind {
+            rt,
+            client,
+            name: name.into(),
+            kind: kind.into(),
+            constraint: constraint.into(),
+        }
+    }
+}
+
+impl Drop for LiveKind {
+    fn drop(&mut self) {
+        use kube::api::{Api, DeleteParams, DynamicObject};
+        use testenv::gatekeeper;
+        self.rt.block_on(async {
+            let constraints: Api<DynamicObject> = Api::all_with(
+                self.client.clone(),
+                &gatekeeper::constraint_api_resource(&self.kind),
+            );
+            let _ = constraints
+                .delete(&self.constraint, &DeleteParams::default())
+                .await;
+            let templates: Api<DynamicObject> =
+                Api::all_with(self.client.clone(), &gatekeeper::template_api_resource());
+            let _ = templates.delete(&self.name, &DeleteParams::default()).await;
+        });
+    }
+}
+
 /// The live TUI on a real kube-apiserver (testenv): the embedded reconciler writes the VAP and
 /// binding and the tree shows them in sync; `R` asks, then sends; quitting exits 0 and releases
 /// the lease (a one-shot `reconcile --all` gets it at once); a user without RBAC sees
@@ -263,9 +354,7 @@ static LIVE: std::sync::Mutex<()> = std::sync::Mutex::new(());
 #[test]
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 fn tmux_tui_live_cluster() {
-    use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
-    use serde_json::json;
-    use testenv::{TestEnv, gatekeeper};
+    use testenv::TestEnv;
 
     if !require_tmux() {
         return;
@@ -273,57 +362,7 @@ fn tmux_tui_live_cluster() {
     let _live = LIVE.lock().unwrap_or_else(|p| p.into_inner());
     let bin = env!("CARGO_BIN_EXE_kubectl-vap");
     let env = TestEnv::shared();
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let template = json!({
-        "apiVersion": "templates.gatekeeper.sh/v1",
-        "kind": "ConstraintTemplate",
-        "metadata": {"name": "k8stuilive"},
-        "spec": {
-            "crd": {"spec": {"names": {"kind": "K8sTuiLive"}}},
-            "targets": [{"target": "admission.k8s.gatekeeper.sh", "code": [{"engine": "K8sNativeValidation", "source": {
-                "generateVAP": true,
-                "failurePolicy": "Ignore",
-                "validations": [{"expression": "true", "message": "never denies"}]
-            }}]}]
-        }
-    });
-    let constraint = json!({
-        "apiVersion": "constraints.gatekeeper.sh/v1beta1",
-        "kind": "K8sTuiLive",
-        "metadata": {"name": "tui-inert"},
-        "spec": {"enforcementAction": "deny", "match": {"labelSelector": {"matchLabels": {"tui-live": "inert"}}}}
-    });
-    let client = rt.block_on(async {
-        let client = env.client_admin().await;
-        gatekeeper::install_gatekeeper_crds(&client).await.unwrap();
-        let ns: k8s_openapi::api::core::v1::Namespace =
-            serde_json::from_value(json!({"metadata": {"name": "gatekeeper-system"}})).unwrap();
-        let _ = Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
-            .create(&PostParams::default(), &ns)
-            .await;
-        let templates: Api<DynamicObject> =
-            Api::all_with(client.clone(), &gatekeeper::template_api_resource());
-        let _ = templates
-            .create(
-                &PostParams::default(),
-                &serde_json::from_value(template.clone()).unwrap(),
-            )
-            .await;
-        gatekeeper::create_constraint_crd(&client, &template)
-            .await
-            .unwrap();
-        let constraints: Api<DynamicObject> = Api::all_with(
-            client.clone(),
-            &gatekeeper::constraint_api_resource("K8sTuiLive"),
-        );
-        let _ = constraints
-            .create(
-                &PostParams::default(),
-                &serde_json::from_value(constraint.clone()).unwrap(),
-            )
-            .await;
-        client
-    });
+    let _objects = LiveKind::create(env, "k8stuilive", "K8sTuiLive", "tui-inert");
 
     let dir = tempfile::tempdir().unwrap();
     let t = Tmux::start("live", 170, 45);
@@ -408,21 +447,6 @@ fn tmux_tui_live_cluster() {
     assert!(s.contains("mode: observing"), "{s}");
     t.text("q");
     t.wait_text("EXIT=0");
-
-    rt.block_on(async {
-        let constraints: Api<DynamicObject> = Api::all_with(
-            client.clone(),
-            &gatekeeper::constraint_api_resource("K8sTuiLive"),
-        );
-        let _ = constraints
-            .delete("tui-inert", &DeleteParams::default())
-            .await;
-        let templates: Api<DynamicObject> =
-            Api::all_with(client.clone(), &gatekeeper::template_api_resource());
-        let _ = templates
-            .delete("k8stuilive", &DeleteParams::default())
-            .await;
-    });
 }
 
 /// The TUI on a laptop, the reconciler elsewhere (here: `kubectl-vap run` in another process,
@@ -433,9 +457,8 @@ fn tmux_tui_live_cluster() {
 #[test]
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 fn tmux_tui_acts_through_a_leader_elsewhere() {
-    use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
-    use serde_json::json;
-    use testenv::{TestEnv, gatekeeper};
+    use kube::api::{Api, DeleteParams};
+    use testenv::TestEnv;
 
     if !require_tmux() {
         return;
@@ -443,59 +466,10 @@ fn tmux_tui_acts_through_a_leader_elsewhere() {
     let _live = LIVE.lock().unwrap_or_else(|p| p.into_inner());
     let bin = env!("CARGO_BIN_EXE_kubectl-vap");
     let env = TestEnv::shared();
-    let rt = tokio::runtime::Runtime::new().unwrap();
     let (lease_ns, lease) = ("gatekeeper-system", "tui-remote");
-    let template = json!({
-        "apiVersion": "templates.gatekeeper.sh/v1",
-        "kind": "ConstraintTemplate",
-        "metadata": {"name": "k8stuiremote"},
-        "spec": {
-            "crd": {"spec": {"names": {"kind": "K8sTuiRemote"}}},
-            "targets": [{"target": "admission.k8s.gatekeeper.sh", "code": [{"engine": "K8sNativeValidation", "source": {
-                "generateVAP": true,
-                "failurePolicy": "Ignore",
-                "validations": [{"expression": "true", "message": "never denies"}]
-            }}]}]
-        }
-    });
-    let constraint = json!({
-        "apiVersion": "constraints.gatekeeper.sh/v1beta1",
-        "kind": "K8sTuiRemote",
-        "metadata": {"name": "c"},
-        "spec": {"enforcementAction": "deny", "match": {"labelSelector": {"matchLabels": {"tui-remote": "inert"}}}}
-    });
+    let objects = LiveKind::create(env, "k8stuiremote", "K8sTuiRemote", "c");
+    let (rt, client) = (&objects.rt, &objects.client);
     let binding = "gatekeeper-k8stuiremote-c";
-    let client = rt.block_on(async {
-        let client = env.client_admin().await;
-        gatekeeper::install_gatekeeper_crds(&client).await.unwrap();
-        let ns: k8s_openapi::api::core::v1::Namespace =
-            serde_json::from_value(json!({"metadata": {"name": lease_ns}})).unwrap();
-        let _ = Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
-            .create(&PostParams::default(), &ns)
-            .await;
-        let templates: Api<DynamicObject> =
-            Api::all_with(client.clone(), &gatekeeper::template_api_resource());
-        let _ = templates
-            .create(
-                &PostParams::default(),
-                &serde_json::from_value(template.clone()).unwrap(),
-            )
-            .await;
-        gatekeeper::create_constraint_crd(&client, &template)
-            .await
-            .unwrap();
-        let constraints: Api<DynamicObject> = Api::all_with(
-            client.clone(),
-            &gatekeeper::constraint_api_resource("K8sTuiRemote"),
-        );
-        let _ = constraints
-            .create(
-                &PostParams::default(),
-                &serde_json::from_value(constraint.clone()).unwrap(),
-            )
-            .await;
-        client
-    });
     let dir = tempfile::tempdir().unwrap();
 
     // The leader, in a process of its own (killed on drop: a failed test must not leave a
@@ -629,18 +603,7 @@ fn tmux_tui_acts_through_a_leader_elsewhere() {
     t.text("q");
     t.wait_text("EXIT=0");
 
-    rt.block_on(async {
-        let constraints: Api<DynamicObject> = Api::all_with(
-            client.clone(),
-            &gatekeeper::constraint_api_resource("K8sTuiRemote"),
-        );
-        let _ = constraints.delete("c", &DeleteParams::default()).await;
-        let templates: Api<DynamicObject> =
-            Api::all_with(client.clone(), &gatekeeper::template_api_resource());
-        let _ = templates
-            .delete("k8stuiremote", &DeleteParams::default())
-            .await;
-    });
+    drop(objects);
     // What the killed leader left (its VAP and binding) is swept by the next copy.
     let out = Command::new(bin)
         .args([
