@@ -494,9 +494,7 @@ fn tmux_tui_acts_through_a_leader_elsewhere() {
     let start = Instant::now();
     let holder = loop {
         let view = rt
-            .block_on(kubectl_vap::controller::read_lease(
-                &client, lease_ns, lease,
-            ))
+            .block_on(kubectl_vap::controller::read_lease(client, lease_ns, lease))
             .ok();
         if let Some(h) = view.and_then(|v| v.holder) {
             break h;
