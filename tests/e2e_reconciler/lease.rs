@@ -208,6 +208,24 @@ async fn e2e_requests_reach_the_leader_and_outcomes_are_events() {
     })
     .await;
 
+    // A `run` that finds the Lease held says by whom, and stands by.
+    let log = e.env.dir().join("standby.log");
+    let mut standby = e
+        .run(&lease)
+        .stderr(std::fs::File::create(&log).expect("log file"))
+        .spawn()
+        .expect("spawn a standby run");
+    let says = format!(
+        "is held by {}: that copy writes; standing by",
+        leader.identity()
+    );
+    eventually("the standby says who holds the Lease", || async {
+        std::fs::read_to_string(&log).is_ok_and(|l| l.contains(&says))
+    })
+    .await;
+    let _ = standby.kill();
+    let _ = standby.wait();
+
     // A binding deleted while nobody looks is a write the replay may make (or the leader's
     // watch first).
     let _ = e
@@ -309,6 +327,11 @@ async fn e2e_unusable_lease_is_explained() {
     assert!(
         stderr.contains("cannot use Lease no-such-namespace-e2e/kubectl-vap")
             && stderr.contains("namespace must exist"),
+        "{stderr}"
+    );
+    // The server's answer once, in words: not kube's `Status { … }` debug dump.
+    assert!(
+        stderr.contains("not found (NotFound, 404)") && !stderr.contains("Status {"),
         "{stderr}"
     );
     assert!(
