@@ -1562,18 +1562,22 @@ fn with_cluster_events() -> LiveState {
     state
 }
 
+/// The next observing data from `state`, as the live source makes it: one cursor across
+/// refreshes, so a line already shown is not shown again.
+fn next_observed(state: &LiveState, cursor: &mut EventCursor) -> Arc<Data> {
+    let events = cursor.new_events(state);
+    stamped(
+        data_from_live(state, "kind-payments", false, &Options::default(), events),
+        CONTEXTS,
+        1,
+    )
+}
+
 #[test]
 fn tui_cluster_events_appear_in_the_log_once() {
     let state = with_cluster_events();
     let mut cursor = EventCursor::default();
-    let data = |state: &LiveState, cursor: &mut EventCursor| {
-        let events = cursor.new_events(state);
-        stamped(
-            data_from_live(state, "kind-payments", false, &Options::default(), events),
-            CONTEXTS,
-            1,
-        )
-    };
+    let data = next_observed;
     let mut ui = Ui::new(false, data(&state, &mut cursor), 150, 36);
     insta::assert_snapshot!("cluster_events", ui.screen());
     let warning = "WriteFailed K8sRequiredLabels/pods-must-have-app: update";
@@ -1635,4 +1639,73 @@ fn tui_observing_hint_bar_offers_replay_and_reconcile() {
     // Offline they cannot run: the other hints keep their place.
     let ui = Ui::new(false, offline_data(), 80, 24);
     assert!(!ui.row(23).contains("replay"), "{}", ui.row(23));
+}
+
+/// An observing TUI says in its log when the Lease changes hands and when nobody holds it,
+/// each once however often the same state arrives; the first reading is the header's alone,
+/// and this copy taking the Lease is its own reconciler's line.
+#[test]
+fn tui_lease_changes_are_logged_once_each() {
+    let mut cursor = EventCursor::default();
+    let mut state = remote_state();
+    let mut ui = Ui::new(false, next_observed(&state, &mut cursor), 150, 36);
+    let mut step = |ui: &mut Ui, holder: Option<&str>, vacant: bool| {
+        state.lease.holder = holder.map(String::from);
+        state.lease.vacant = vacant;
+        state.lease.leading = holder == Some("laptop-1");
+        // Every state arrives twice, as refreshes bring it again.
+        for _ in 0..2 {
+            ui.act(Action::Data(next_observed(&state, &mut cursor)));
+        }
+    };
+    step(&mut ui, Some("laptop-2"), false);
+    step(&mut ui, Some("laptop-2"), true);
+    step(&mut ui, None, true);
+    step(&mut ui, Some("kubectl-vap-7c9d5-x2k4"), false);
+    step(&mut ui, None, true);
+    step(&mut ui, Some("laptop-1"), false);
+    step(&mut ui, Some("kubectl-vap-7c9d5-x2k4"), false);
+    let lease: Vec<&str> = ui
+        .app
+        .log
+        .iter()
+        .filter(|l| l.text.starts_with("lease "))
+        .map(|l| l.text.as_str())
+        .collect();
+    let l = "lease gatekeeper-system/kubectl-vap — ";
+    assert_eq!(
+        lease,
+        [
+            format!("{l}laptop-2 leads now (was kubectl-vap-7c9d5-x2k4)"),
+            format!("{l}nobody leads: laptop-2 stopped renewing it; no copy reconciles"),
+            format!("{l}kubectl-vap-7c9d5-x2k4 leads now (the Lease was vacant)"),
+            format!("{l}nobody leads (was kubectl-vap-7c9d5-x2k4): no copy reconciles"),
+            format!("{l}kubectl-vap-7c9d5-x2k4 leads now (was this copy)"),
+        ],
+        "{:?}",
+        ui.app.log
+    );
+    // Nobody leading is a warning (yellow), a new leader news.
+    let warn = |text: &str| {
+        ui.app
+            .log
+            .iter()
+            .find(|l| l.text.ends_with(text))
+            .map(|l| l.level)
+    };
+    assert_eq!(
+        warn("laptop-2 stopped renewing it; no copy reconciles"),
+        Some(kubectl_vap::tui::Level::Warn)
+    );
+    assert_eq!(
+        warn("leads now (the Lease was vacant)"),
+        Some(kubectl_vap::tui::Level::Info)
+    );
+    assert!(
+        ui.screen().contains(
+            "lease gatekeeper-system/kubectl-vap — kubectl-vap-7c9d5-x2k4 leads now (was this copy)"
+        ),
+        "the event pane shows the newest: {}",
+        ui.screen()
+    );
 }

@@ -25,6 +25,9 @@ pub struct EventCursor {
     /// Cluster Events already shown, by content: a series counting up again is a new line.
     seen: HashSet<u64>,
     seen_order: VecDeque<u64>,
+    /// Who held the Lease when it was last looked at, and whether it was vacant: `None`
+    /// until the Lease has been read once.
+    lease: Option<(Option<String>, bool)>,
     seq: u64,
 }
 
@@ -48,6 +51,13 @@ impl EventCursor {
         if let Some(last) = state.events.back() {
             self.last = Some(last.clone());
         }
+        if let Some(line) = self.lease_change(state) {
+            self.seq += 1;
+            out.push(EventLine {
+                seq: self.seq,
+                ..line
+            });
+        }
         let me = state.lease.identity.as_str();
         for e in &state.cluster_events {
             if !me.is_empty() && e.reporter == me {
@@ -60,6 +70,59 @@ impl EventCursor {
             out.push(cluster_line(self.seq, e));
         }
         out
+    }
+
+    /// A line when the Lease changed hands or fell vacant since it was last looked at: what
+    /// the header shows now, said once in the log, wherever the leader runs. Its first reading
+    /// is the header's alone (nothing changed yet), and this copy taking the Lease is its own
+    /// reconciler's line already.
+    fn lease_change(&mut self, state: &LiveState) -> Option<EventLine> {
+        let lease = &state.lease;
+        // Not read yet: an unheld Lease is vacant, so no holder and not vacant means unknown.
+        if lease.holder.is_none() && !lease.vacant {
+            return None;
+        }
+        let now = (lease.holder.clone(), lease.vacant);
+        let was = self.lease.replace(now.clone())?;
+        let me = lease.identity.as_str();
+        let name = |h: &Option<String>| match h.as_deref() {
+            Some(h) if h == me => "this copy".to_string(),
+            Some(h) => h.to_string(),
+            None => "nobody".to_string(),
+        };
+        let (level, text) = match (&was, &now) {
+            // Vacant before and now (its last holder let go, say): nothing new to say.
+            ((_, true), (_, true)) => return None,
+            ((before, false), (None, true)) => (
+                Level::Warn,
+                format!("nobody leads (was {}): no copy reconciles", name(before)),
+            ),
+            (_, (holder, true)) => (
+                Level::Warn,
+                format!(
+                    "nobody leads: {} stopped renewing it; no copy reconciles",
+                    name(holder)
+                ),
+            ),
+            ((_, true), (holder, false)) => (
+                Level::Info,
+                format!("{} leads now (the Lease was vacant)", name(holder)),
+            ),
+            ((before, false), (holder, false)) if before != holder => (
+                Level::Info,
+                format!("{} leads now (was {})", name(holder), name(before)),
+            ),
+            _ => return None,
+        };
+        if lease.leading || (!me.is_empty() && lease.holder.as_deref() == Some(me)) {
+            return None;
+        }
+        Some(EventLine {
+            seq: 0,
+            time: state.snapshot.now.map(clock).unwrap_or_default(),
+            level,
+            text: printable(&format!("lease {} — {text}", lease.lease)).into_owned(),
+        })
     }
 
     /// True the first time `e` (as it reads now) is seen.
