@@ -1118,18 +1118,70 @@ fn tui_time_based_states_change_without_an_event() {
     );
     let deadline = since + chrono::Duration::seconds(30);
     assert_eq!(ui.app.data.as_ref().unwrap().next_deadline, Some(deadline));
-    // Before the deadline nothing changes; after it the analysis runs again by itself.
-    ui.app.reevaluate(deadline - chrono::Duration::seconds(1));
-    assert!(!ui.app.redraw);
-    ui.app.reevaluate(deadline + chrono::Duration::seconds(1));
+    // Before the deadline a tick changes nothing; the first tick after it analyses again,
+    // though no object changed, and tells the runtime to redraw.
+    ui.act(Action::Tick(deadline - chrono::Duration::seconds(1)));
+    assert!(
+        ui.screen().contains(&format!("… {row}  waiting")),
+        "{}",
+        ui.screen()
+    );
+    ui.app.redraw = false;
+    ui.act(Action::Tick(deadline + chrono::Duration::seconds(1)));
     assert!(ui.app.redraw, "the runtime is told to redraw");
-    ui.draw();
     assert!(
         ui.screen().contains(&format!("∅ {row}  missing")),
         "{}",
         ui.screen()
     );
     assert_eq!(ui.app.data.as_ref().unwrap().next_deadline, None);
+}
+
+/// A write that failed stays noted on its object's finding when a deadline passes and the
+/// analysis runs again (until then only a live update brought the note back).
+#[test]
+fn tui_failed_write_notes_survive_a_deadline() {
+    let mut state = live_state();
+    let now = state.snapshot.now.unwrap();
+    let since = now - chrono::Duration::seconds(10);
+    for c in &mut state.snapshot.crds {
+        c.established_since = Some(since);
+    }
+    state.push_event(ReconcileEvent {
+        time: now,
+        verb: EventVerb::Create,
+        object: ObjectRef::new(
+            "admissionregistration.k8s.io/v1",
+            "ValidatingAdmissionPolicy",
+            "gatekeeper-k8sallowedrepos",
+        ),
+        result: EventResult::Failed("forbidden: no create".into()),
+        message: String::new(),
+    });
+    let mut ui = Ui::new(false, live_data(&state, true), 150, 42);
+    let noted = |ui: &Ui| {
+        ui.app
+            .data
+            .as_ref()
+            .unwrap()
+            .analysis
+            .findings
+            .iter()
+            .filter(|f| f.object.name == "gatekeeper-k8sallowedrepos")
+            .any(|f| {
+                f.message
+                    .ends_with("the last write failed: forbidden: no create")
+            })
+    };
+    assert!(noted(&ui), "noted from the live state");
+    let deadline = ui.app.data.as_ref().unwrap().next_deadline.unwrap();
+    ui.act(Action::Tick(deadline + chrono::Duration::seconds(1)));
+    assert_eq!(
+        ui.app.data.as_ref().unwrap().next_deadline,
+        None,
+        "analysed again"
+    );
+    assert!(noted(&ui), "still noted after the analysis ran again");
 }
 
 // ---- Issue 12: the TUI acts wherever the reconciler runs, and shows what happened. ----

@@ -428,7 +428,7 @@ impl App {
 
     /// Re-runs the analysis when a time-based state's deadline has passed (a binding's
     /// `--binding-wait`): nothing else would, as no object changed. `now` is the clock.
-    pub fn reevaluate(&mut self, now: chrono::DateTime<chrono::Utc>) {
+    fn reevaluate(&mut self, now: chrono::DateTime<chrono::Utc>) {
         let Some(data) = self.data.clone() else {
             return;
         };

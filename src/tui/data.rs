@@ -160,6 +160,9 @@ pub struct Data {
     /// When a time-based state changes without any object changing: the earliest end of a
     /// binding's `--binding-wait` still ahead of the snapshot's clock.
     pub next_deadline: Option<DateTime<Utc>>,
+    /// Live: why the last write of an object failed, by `(kind, name)`, for objects whose
+    /// last write did fail; noted on their findings (kept when the analysis runs again).
+    pub write_failures: HashMap<(String, String), String>,
 }
 
 /// Where an observed object sits in the snapshot.
@@ -276,21 +279,40 @@ impl Data {
             summary,
             pod_status_index,
             events,
+            write_failures: HashMap::new(),
         }
     }
 
-    /// The same objects analysed again at `now` (a deadline passed). Events were already
-    /// delivered with the data this one replaces.
+    /// Adds to each finding the failure of the last write of its object, if that write
+    /// failed: a node that stays missing or out of sync says why after the event log has
+    /// moved on. Kept with the data, so an analysis run again says it too.
+    pub fn note_write_failures(&mut self, failures: HashMap<(String, String), String>) {
+        if !failures.is_empty() {
+            let analysis = Arc::make_mut(&mut self.analysis);
+            for f in &mut analysis.findings {
+                let key = (f.object.kind.clone(), f.object.name.clone());
+                if let Some(why) = failures.get(&key) {
+                    f.message = format!("{} — the last write failed: {why}", f.message);
+                }
+            }
+        }
+        self.write_failures = failures;
+    }
+
+    /// The same objects analysed again at `now` (a deadline passed), with the same notes of
+    /// failed writes. Events were already delivered with the data this one replaces.
     pub fn reanalysed(&self, now: DateTime<Utc>) -> Data {
         let mut snapshot = (*self.snapshot).clone();
         snapshot.now = Some(now);
-        Data::prepare(
+        let mut data = Data::prepare(
             self.origin.clone(),
             self.info.clone(),
             Arc::new(snapshot),
             &self.opts,
             Vec::new(),
-        )
+        );
+        data.note_write_failures(self.write_failures.clone());
+        data
     }
 
     /// Why write actions cannot run on this data, if they cannot.

@@ -10,7 +10,7 @@ use crate::core::Options;
 use crate::snapshot::Snapshot;
 use crate::text::printable;
 use chrono::{DateTime, Utc};
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 
@@ -280,7 +280,7 @@ pub fn data_from_live(
         opts,
         events,
     );
-    note_write_failures(Arc::make_mut(&mut data.analysis), &state.events);
+    data.note_write_failures(failed_writes(&state.events));
     data
 }
 
@@ -346,14 +346,9 @@ pub fn unavailable(context: &str, reconcile: bool, resource: &str, message: Stri
     )
 }
 
-/// Adds to each finding the failure of the last write of its object, if that write failed: a
-/// node that stays missing or out of sync says why, after the event log has scrolled on.
-fn note_write_failures(
-    analysis: &mut crate::core::analysis::Analysis,
-    events: &VecDeque<ReconcileEvent>,
-) {
-    let mut failed: std::collections::HashMap<(&str, &str), String> =
-        std::collections::HashMap::new();
+/// Why the last write of each object failed, for the objects whose last write did fail.
+fn failed_writes(events: &VecDeque<ReconcileEvent>) -> HashMap<(String, String), String> {
+    let mut failed = HashMap::new();
     for e in events {
         if !matches!(
             e.verb,
@@ -361,7 +356,7 @@ fn note_write_failures(
         ) {
             continue;
         }
-        let key = (e.object.kind.as_str(), e.object.name.as_str());
+        let key = (e.object.kind.clone(), e.object.name.clone());
         match (&e.result, e.result.failure()) {
             (EventResult::Ok, _) => {
                 failed.remove(&key);
@@ -372,14 +367,7 @@ fn note_write_failures(
             _ => {}
         }
     }
-    if failed.is_empty() {
-        return;
-    }
-    for f in &mut analysis.findings {
-        if let Some(why) = failed.get(&(f.object.kind.as_str(), f.object.name.as_str())) {
-            f.message = format!("{} — the last write failed: {why}", f.message);
-        }
-    }
+    failed
 }
 
 #[cfg(test)]
