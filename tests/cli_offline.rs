@@ -1,8 +1,11 @@
 //! The real binary on files: `check`, `plan`, `version`, bad input. No cluster.
 
+mod support;
+
 use serde_json::Value;
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
+use support::cli::{kubectl_vap, output, stderr, stdout_json};
 
 fn vap(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
@@ -124,23 +127,31 @@ fn a_clean_input_exits_0() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("No findings"));
 }
 
-#[test]
-fn stdin_is_read_for_dash() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
-        .args(["check", "-f", "-", "-o", "json"])
+/// `vap ARGS` with `input` on its standard input.
+fn vap_stdin(args: &[&str], input: &[u8]) -> Output {
+    let mut child = kubectl_vap()
+        .args(args)
+        .env_remove("KUBECONFIG")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .spawn()
         .expect("spawns");
     child
         .stdin
         .take()
         .expect("stdin")
-        .write_all(
-            b"apiVersion: constraints.gatekeeper.sh/v1beta1\nkind: K8sLost\nmetadata: {name: x}\n",
-        )
+        .write_all(input)
         .expect("writes");
-    let out = child.wait_with_output().expect("waits");
+    child.wait_with_output().expect("waits")
+}
+
+#[test]
+fn stdin_is_read_for_dash() {
+    let out = vap_stdin(
+        &["check", "-f", "-", "-o", "json"],
+        b"apiVersion: constraints.gatekeeper.sh/v1beta1\nkind: K8sLost\nmetadata: {name: x}\n",
+    );
     let report: Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(report["findings"][0]["code"], "constraint-orphan");
     assert_eq!(out.status.code(), Some(0), "info only");
@@ -202,11 +213,10 @@ fn run_in_cluster_outside_a_pod_says_so_in_a_json_line_and_exits_2() {
     );
 }
 
-#[test]
-fn a_dead_api_server_is_named_once_with_the_cause_and_exits_2() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let kubeconfig = dir.path().join("kubeconfig");
-    // Port 1 on loopback: nothing listens, the connection is refused at once.
+/// A kubeconfig in `dir` whose API server is port 1 on loopback: nothing listens, the
+/// connection is refused at once.
+fn dead_kubeconfig(dir: &std::path::Path) -> std::path::PathBuf {
+    let kubeconfig = dir.join("kubeconfig");
     std::fs::write(
         &kubeconfig,
         r#"apiVersion: v1
@@ -218,6 +228,13 @@ current-context: c
 "#,
     )
     .expect("write kubeconfig");
+    kubeconfig
+}
+
+#[test]
+fn a_dead_api_server_is_named_once_with_the_cause_and_exits_2() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = dead_kubeconfig(dir.path());
     for args in [&["check"][..], &["run", "--once"][..]] {
         let out = Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
             .args(args)
@@ -299,4 +316,160 @@ fn flags_that_would_be_ignored_are_refused() {
     );
     let help = vap(&["reconcile", "--help"]);
     assert!(String::from_utf8_lossy(&help.stdout).contains("Reconcile every template"));
+}
+
+/// Logs on a pipe or in a file carry no colour codes (a CI log or `run 2>run.log` would show
+/// them as noise), and there are logs to look at: a warning from `check`, and `run`'s debug
+/// logs written to a file.
+#[test]
+fn logs_off_a_terminal_carry_no_colour_codes() {
+    let out = vap(&["check", "--log", "kubectl_vap=loud[[", "-f", &demo()]);
+    let err = stderr(&out);
+    assert!(
+        err.contains("WARN") && err.contains("is not a log filter"),
+        "{err}"
+    );
+    assert!(!out.stderr.contains(&0x1b), "{err:?}");
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = dead_kubeconfig(dir.path());
+    let log = dir.path().join("run.log");
+    let file = std::fs::File::create(&log).expect("log file");
+    let out = output(
+        kubectl_vap()
+            .args(["run", "--once", "--log", "debug", "--kubeconfig"])
+            .arg(&kubeconfig)
+            .stderr(file),
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let text = std::fs::read(&log).expect("the log");
+    let lossy = String::from_utf8_lossy(&text);
+    assert!(lossy.contains("DEBUG"), "{lossy}");
+    assert!(!text.contains(&0x1b), "{lossy:?}");
+}
+
+/// Two `kind: List` documents on stdin: separated by `---`, the items of both count; run
+/// together (one document with duplicate keys), the input is refused naming the key and its
+/// line. Never are items dropped silently.
+#[test]
+fn two_lists_on_stdin_are_both_read_or_refused() {
+    let list = |kind: &str, names: &[&str]| {
+        let items: String = names
+            .iter()
+            .map(|n| {
+                format!(
+                    "- apiVersion: constraints.gatekeeper.sh/v1beta1\n  kind: {kind}\n  metadata: {{name: {n}}}\n"
+                )
+            })
+            .collect();
+        format!("apiVersion: v1\nkind: List\nitems:\n{items}")
+    };
+    let (a, b) = (list("K8sLostA", &["a1", "a2"]), list("K8sLostB", &["b1"]));
+    let out = vap_stdin(
+        &["check", "-f", "-", "-o", "json"],
+        format!("{a}---\n{b}").as_bytes(),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let report = stdout_json(&out);
+    assert_eq!(report["summary"]["constraints"], 3, "{report}");
+    let mut names: Vec<&str> = report["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .filter_map(|f| f["object"]["name"].as_str())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["a1", "a2", "b1"]);
+
+    let out = vap_stdin(
+        &["check", "-f", "-", "-o", "json"],
+        format!("{a}{b}").as_bytes(),
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(out.stdout.is_empty(), "no report from part of the input");
+    // The second List's first key is on the line after the first List's 9 lines.
+    let err = stderr(&out);
+    assert!(
+        err.contains("<stdin>:10") && err.contains("duplicate key \"apiVersion\""),
+        "{err}"
+    );
+}
+
+/// The flags only the TUI reads.
+const TUI_ONLY: [&str; 2] = ["--readonly", "--reconcile"];
+
+/// No subcommand's help offers the TUI's own flags (the TUI's help does).
+#[test]
+fn subcommand_help_lists_no_tui_flags() {
+    let top = String::from_utf8_lossy(&vap(&["--help"]).stdout).into_owned();
+    let flags = |help: &str| -> Vec<String> {
+        help.split(|c: char| c.is_whitespace() || c == ',')
+            .filter(|w| w.starts_with("--"))
+            .map(String::from)
+            .collect()
+    };
+    for f in TUI_ONLY {
+        assert!(flags(&top).iter().any(|w| w == f), "the TUI has {f}: {top}");
+    }
+    // Every subcommand the help lists (a new one is checked without changing this test).
+    let commands: Vec<&str> = top
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .collect();
+    for c in [
+        "check",
+        "plan",
+        "run",
+        "replay",
+        "reconcile",
+        "install",
+        "test",
+        "audit",
+        "version",
+    ] {
+        assert!(commands.contains(&c), "{c} listed: {top}");
+    }
+    for c in commands {
+        let out = vap(&[c, "--help"]);
+        assert_eq!(out.status.code(), Some(0), "{c}: {}", stderr(&out));
+        let help = String::from_utf8_lossy(&out.stdout);
+        assert!(help.contains("Usage:"), "{c}: {help}");
+        for f in TUI_ONLY {
+            assert!(
+                !flags(&help).iter().any(|w| w == f),
+                "{c} --help lists {f}: {help}"
+            );
+        }
+    }
+}
+
+/// `-f` given to a subcommand that reads no files is refused (exit 2, saying where it
+/// belongs), never ignored: `install -f x` printing manifests as if `x` had been read.
+#[test]
+fn files_are_refused_where_they_would_be_ignored() {
+    let demo = demo();
+    for args in [
+        &["install", "--print"][..],
+        &["version"],
+        &["audit"],
+        &["run", "--once"],
+        &["replay", "k8sx"],
+        &["reconcile", "--all"],
+    ] {
+        let out = vap(&[args, &["-f", &demo]].concat());
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?} did nothing");
+        assert!(
+            err.contains(&format!(
+                "-f/--filename is for check, plan, test and the TUI; {} ",
+                args[0]
+            )),
+            "{args:?}: {err}"
+        );
+    }
 }

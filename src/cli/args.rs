@@ -125,7 +125,8 @@ pub struct AuditArgs {
 
 #[derive(Debug, Args, Clone)]
 pub struct InputArgs {
-    /// Analyse files instead of a cluster: files, folders (recursive) or `-` for stdin. Repeatable.
+    /// Read files instead of a cluster (check, plan, test, the TUI; the others refuse it): files,
+    /// folders (recursive) or `-` for stdin. Repeatable.
     #[arg(short = 'f', long = "filename", global = true, value_name = "PATH")]
     pub filenames: Vec<String>,
     /// With -f: bytes read at most from each file or stdin (e.g. 64Mi, 1Gi); more is an error.

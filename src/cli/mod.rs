@@ -23,6 +23,13 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             matches!(cli.command, Some(Command::Run(_))),
         ),
     }
+    // `-f` is global (it is the TUI's too), so every subcommand accepts it: one that reads no
+    // files would ignore it silently.
+    if let Some((name, instead)) = cli.command.as_ref().and_then(reads_no_files)
+        && !cli.input.filenames.is_empty()
+    {
+        anyhow::bail!("-f/--filename is for check, plan, test and the TUI; {name} {instead}")
+    }
     match &cli.command {
         Some(Command::Test(args)) => admission::test(&cli, args),
         Some(Command::Audit(args)) => admission::audit(&cli, args),
@@ -37,14 +44,6 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Plan(p)) if !cli.input.filenames.is_empty() => report::plan_files(&cli, p),
         Some(Command::Check(c)) => live::check(&cli, &c.out),
         Some(Command::Plan(p)) => live::plan(&cli, p),
-        // What acts on a cluster takes no files: a `-f` there would be silently ignored.
-        Some(Command::Run(_) | Command::Replay { .. } | Command::Reconcile { .. })
-            if !cli.input.filenames.is_empty() =>
-        {
-            anyhow::bail!(
-                "-f/--filename is for check, plan and the TUI; run, replay and reconcile act on the cluster of the current context"
-            )
-        }
         Some(Command::Run(args)) => live::run(&cli, args),
         Some(Command::Replay { template }) => {
             live::one_shot(&cli, crate::controller::Command::Replay(template.clone()))
@@ -68,6 +67,23 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         }),
         None => tui(&cli),
     }
+}
+
+/// A subcommand that reads no files: its name and what it does instead.
+fn reads_no_files(command: &Command) -> Option<(&'static str, &'static str)> {
+    const CLUSTER: &str = "acts on the cluster of the current context";
+    Some(match command {
+        Command::Run(_) => ("run", CLUSTER),
+        Command::Replay { .. } => ("replay", CLUSTER),
+        Command::Reconcile { .. } => ("reconcile", CLUSTER),
+        Command::Audit(_) => (
+            "audit",
+            "audits the objects in the cluster of the current context",
+        ),
+        Command::Install { .. } => ("install", "prints manifests and reads nothing"),
+        Command::Version => ("version", "reads nothing"),
+        Command::Check(_) | Command::Plan(_) | Command::Test(_) => return None,
+    })
 }
 
 /// `kubectl vap` with no command: the TUI on files (`-f`) or on the current context.
