@@ -914,53 +914,63 @@ fn tui_scrolling_stops_at_the_last_page() {
     );
 }
 
+/// `w` wraps the document on screen, YAML (`y`) and diff (`d`) alike: the longest line, cut
+/// at the pane's edge before, reads whole across its continuation rows after.
 #[test]
 fn tui_wrap_shows_long_lines_whole() {
-    let mut ui = Ui::new(false, offline_data(), 80, 24);
-    ui.select(&["template/k8srequiredlabels"]);
-    ui.key(KeyCode::Char('y'));
-    let longest = ui
-        .app
-        .doc
-        .as_ref()
-        .unwrap()
-        .lines
-        .iter()
-        .map(|l| l.to_string())
-        .max_by_key(|l| l.chars().count())
-        .unwrap();
-    assert!(longest.chars().count() > 78, "the fixture has a long line");
-    let pages = |ui: &mut Ui| -> String {
-        let mut rows: Vec<String> = Vec::new();
-        ui.key(KeyCode::Char('g'));
-        loop {
-            let (_, bottom) = ui.find("└").unwrap();
-            for y in 3..bottom {
-                let r = ui.row(y);
-                let inner: String = r.chars().skip(1).take(78).collect();
-                let inner = inner.trim_end().to_string();
-                match inner.strip_prefix("↪ ") {
-                    Some(rest) => rows.last_mut().unwrap().push_str(rest),
-                    None => rows.push(inner),
+    for key in ['y', 'd'] {
+        let mut ui = Ui::new(false, offline_data(), 80, 24);
+        ui.select(&["template/k8srequiredlabels"]);
+        ui.key(KeyCode::Char(key));
+        let longest = ui
+            .app
+            .doc
+            .as_ref()
+            .unwrap()
+            .lines
+            .iter()
+            .map(|l| l.to_string())
+            .max_by_key(|l| l.chars().count())
+            .unwrap();
+        assert!(
+            longest.chars().count() > 78,
+            "{key}: the fixture has a long line"
+        );
+        let pages = |ui: &mut Ui| -> String {
+            let mut rows: Vec<String> = Vec::new();
+            ui.key(KeyCode::Char('g'));
+            loop {
+                let (_, bottom) = ui.find("└").unwrap();
+                for y in 3..bottom {
+                    let r = ui.row(y);
+                    let inner: String = r.chars().skip(1).take(78).collect();
+                    let inner = inner.trim_end().to_string();
+                    match inner.strip_prefix("↪ ") {
+                        Some(rest) => rows.last_mut().unwrap().push_str(rest),
+                        None => rows.push(inner),
+                    }
                 }
+                let before = ui.app.doc.as_ref().unwrap().scroll;
+                ui.key(KeyCode::PageDown);
+                if ui.app.doc.as_ref().unwrap().scroll == before {
+                    break;
+                }
+                // Rows shown twice across pages are harmless for `contains`.
             }
-            let before = ui.app.doc.as_ref().unwrap().scroll;
-            ui.key(KeyCode::PageDown);
-            if ui.app.doc.as_ref().unwrap().scroll == before {
-                break;
-            }
-            // Rows shown twice across pages are harmless for `contains`.
-        }
-        rows.join("\n")
-    };
-    let cut = pages(&mut ui);
-    assert!(!cut.contains(longest.trim_end()), "without wrap it is cut");
-    ui.key(KeyCode::Char('w'));
-    let wrapped = pages(&mut ui);
-    assert!(
-        wrapped.contains(longest.trim_end()),
-        "{longest}\n---\n{wrapped}"
-    );
+            rows.join("\n")
+        };
+        let cut = pages(&mut ui);
+        assert!(
+            !cut.contains(longest.trim_end()),
+            "{key}: without wrap it is cut"
+        );
+        ui.key(KeyCode::Char('w'));
+        let wrapped = pages(&mut ui);
+        assert!(
+            wrapped.contains(longest.trim_end()),
+            "{key}: {longest}\n---\n{wrapped}"
+        );
+    }
 }
 
 #[test]
