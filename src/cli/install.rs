@@ -57,19 +57,26 @@ pub fn cluster_role_rules() -> serde_json::Value {
 /// Lease alone (`resourceNames`), and on the ConfigMap that carries requests from other copies
 /// (get, list and watch by name, patch to answer); create cannot be narrowed to a name (the
 /// API server authorizes a create before the object, and so its name, is known), so it has its
-/// own rules.
+/// own rules. Plus the Events about the Lease ("reconcile everything"), which live beside it.
 pub fn lease_role_rules(lease_name: &str) -> serde_json::Value {
     let requests = crate::controller::requests_configmap(lease_name);
-    serde_json::json!([
+    let mut rules = serde_json::json!([
         { "apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [lease_name], "verbs": ["get", "update"] },
         { "apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"] },
         { "apiGroups": [""], "resources": ["configmaps"], "resourceNames": [requests], "verbs": ["get", "list", "watch", "patch"] },
         { "apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"] }
-    ])
+    ]);
+    if let (Some(rules), serde_json::Value::Array(events)) =
+        (rules.as_array_mut(), events_role_rules())
+    {
+        rules.extend(events);
+    }
+    rules
 }
 
-/// The Role for the Kubernetes Events that report outcomes, in the namespace they go to
-/// (`default`, where events about cluster-scoped objects live).
+/// The rules for the Kubernetes Events that report outcomes, in each namespace they go to:
+/// `default` (Events about templates, which are cluster-scoped) and the Lease's (Events about
+/// the Lease). Events have generated names: neither rule can name them.
 pub fn events_role_rules() -> serde_json::Value {
     serde_json::json!([
         { "apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"] }
@@ -290,9 +297,15 @@ mod tests {
             role["rules"],
             lease_role_rules(crate::controller::DEFAULT_LEASE_NAME)
         );
-        // Only create, which cannot be narrowed, names no object.
+        // Only create, which cannot be narrowed, names no object; and Events (generated names).
         for rule in role["rules"].as_array().into_iter().flatten() {
-            if rule["verbs"] != serde_json::json!(["create"]) {
+            if rule["resources"] == serde_json::json!(["events"]) {
+                assert_eq!(
+                    rule["verbs"],
+                    serde_json::json!(["create", "patch"]),
+                    "{rule}"
+                );
+            } else if rule["verbs"] != serde_json::json!(["create"]) {
                 let named = if rule["resources"] == serde_json::json!(["leases"]) {
                     "kubectl-vap"
                 } else {
@@ -301,7 +314,7 @@ mod tests {
                 assert_eq!(rule["resourceNames"], serde_json::json!([named]), "{rule}");
             }
         }
-        // Events go to `default`, create and patch only.
+        // Events about templates go to `default`, create and patch only (the Lease's beside it).
         assert_eq!(docs[5]["metadata"]["namespace"], "default");
         assert_eq!(docs[5]["rules"], events_role_rules());
         // The operator's role reads, and writes only the requests ConfigMap.

@@ -1,8 +1,10 @@
 //! Outcomes as Kubernetes Events (events.k8s.io/v1), and every copy reading them back.
 //!
 //! The leader reports what it wrote, what failed and why, and what a request did, regarding
-//! the template (cluster-scoped objects' events live in the `default` namespace, as
-//! kube-runtime's `Recorder` puts them: `kubectl events --for constrainttemplate/NAME`).
+//! the template, or for "reconcile everything" the Lease. Each Event lives where
+//! kube-runtime's `Recorder` (and client-go's) puts it: in the namespace of the object it
+//! regards, `default` for a cluster-scoped one — `kubectl events -n default --for
+//! constrainttemplate/NAME`, `kubectl events -n LEASE_NS --for lease/NAME`.
 //! Writes are aggregated per template and per change: the facts of one burst (up to
 //! [`WINDOW`] after the first) become one Event ("created 25 bindings, updated VAP …"), so the
 //! convergence of 5,000 bindings costs a few dozen Events, not 5,000.
@@ -26,7 +28,7 @@ use tokio::sync::mpsc;
 
 /// The reporting controller, and the value of our managed-by label.
 pub const REPORTER: &str = "kubectl-vap";
-/// Where Events about cluster-scoped objects go.
+/// Where Events about cluster-scoped objects (the templates) go.
 pub const EVENTS_NAMESPACE: &str = "default";
 /// A burst of writes of one template is reported once this long after its first write.
 pub const WINDOW: Duration = Duration::from_secs(1);
@@ -67,6 +69,27 @@ pub enum Regarding {
         namespace: String,
         name: String,
     },
+}
+
+impl Regarding {
+    /// The namespace its Events live in: the object's own, `default` for a template
+    /// (cluster-scoped).
+    pub fn namespace(&self) -> &str {
+        match self {
+            Regarding::Template(_) => EVENTS_NAMESPACE,
+            Regarding::Lease { namespace, .. } => namespace,
+        }
+    }
+}
+
+/// The namespaces every view watches for Events: `default` (the templates') and the Lease's
+/// (what "reconcile everything" regards), once each.
+pub fn watched_namespaces(lease_namespace: &str) -> Vec<String> {
+    let mut out = vec![EVENTS_NAMESPACE.to_string()];
+    if lease_namespace != EVENTS_NAMESPACE {
+        out.push(lease_namespace.to_string());
+    }
+    out
 }
 
 /// Where the writer and the request handler report; a no-op for copies that do not write.
@@ -233,9 +256,8 @@ pub async fn run(
     uid_of: impl Fn(&str) -> Option<String> + Send + Sync + 'static,
     may_write: impl Fn() -> bool + Send + Sync + 'static,
 ) {
-    let api: Api<Event> = Api::namespaced(client, EVENTS_NAMESPACE);
     let mut publisher = Publisher {
-        api,
+        client,
         instance,
         series: HashMap::new(),
         failing: false,
@@ -302,7 +324,7 @@ enum Next {
 }
 
 struct Publisher {
-    api: Api<Event>,
+    client: kube::Client,
     instance: String,
     /// (regarding, reason, note) → the Event last published, for a series on an exact repeat.
     series: HashMap<(Regarding, &'static str, String), (String, i32, Instant)>,
@@ -316,20 +338,20 @@ impl Publisher {
             .retain(|_, (_, _, at)| at.elapsed() < SERIES_TTL);
         let key = (e.regarding.clone(), e.reason, e.note.clone());
         let now = MicroTime(k8s_openapi::jiff::Timestamp::now());
+        let namespace = e.regarding.namespace();
+        let api: Api<Event> = Api::namespaced(self.client.clone(), namespace);
         let result = match self.series.get(&key).cloned() {
             Some((name, count, _)) => {
                 let patch = serde_json::json!({
                     "series": EventSeries { count: count + 1, last_observed_time: now.clone() }
                 });
-                self.api
-                    .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                     .await
                     .map(|_| (name, count + 1))
             }
             None => {
-                let event = self.event(e, now, uid_of);
-                self.api
-                    .create(&PostParams::default(), &event)
+                let event = event(&self.instance, e, now, uid_of);
+                api.create(&PostParams::default(), &event)
                     .await
                     .map(|created| (created.metadata.name.unwrap_or_default(), 1))
             }
@@ -346,63 +368,64 @@ impl Publisher {
                 self.series.remove(&key);
                 if !std::mem::replace(&mut self.failing, true) {
                     tracing::warn!(
-                        "cannot publish Events in namespace {EVENTS_NAMESPACE}: {} (needs create/patch on events.events.k8s.io there; outcomes stay in this copy's log)",
+                        "cannot publish Events in namespace {namespace}: {} (needs create/patch on events.events.k8s.io there; outcomes stay in this copy's log)",
                         crate::cluster::describe(&e)
                     );
                 }
             }
         }
     }
+}
 
-    fn event(
-        &self,
-        e: &Outgoing,
-        now: MicroTime,
-        uid_of: &impl Fn(&str) -> Option<String>,
-    ) -> Event {
-        let regarding = match &e.regarding {
-            Regarding::Template(name) => k8s_openapi::api::core::v1::ObjectReference {
-                api_version: Some("templates.gatekeeper.sh/v1".into()),
-                kind: Some("ConstraintTemplate".into()),
-                name: Some(name.clone()),
-                uid: uid_of(name),
-                ..Default::default()
-            },
-            Regarding::Lease { namespace, name } => k8s_openapi::api::core::v1::ObjectReference {
-                api_version: Some("coordination.k8s.io/v1".into()),
-                kind: Some("Lease".into()),
-                name: Some(name.clone()),
-                namespace: Some(namespace.clone()),
-                ..Default::default()
-            },
-        };
-        let base = match &e.regarding {
-            Regarding::Template(n) => n.clone(),
-            Regarding::Lease { name, .. } => name.clone(),
-        };
-        Event {
-            metadata: ObjectMeta {
-                // kube-runtime's naming: unique per publication (a generateName may not end
-                // in a dot, and a dash would blur the object's own name).
-                name: Some(format!("{base}.{:x}", now.0.as_nanosecond().unsigned_abs())),
-                namespace: Some(EVENTS_NAMESPACE.into()),
-                labels: Some(
-                    [(MANAGED_BY_LABEL.to_string(), REPORTER.to_string())]
-                        .into_iter()
-                        .collect(),
-                ),
-                ..Default::default()
-            },
-            event_time: Some(now),
-            action: Some(e.action.into()),
-            reason: Some(e.reason.into()),
-            note: Some(e.note.clone()),
-            regarding: Some(regarding),
-            reporting_controller: Some(REPORTER.into()),
-            reporting_instance: Some(self.instance.clone()),
-            type_: Some(if e.warning { "Warning" } else { "Normal" }.into()),
+/// The Event for `e`, in the namespace of what it regards.
+fn event(
+    instance: &str,
+    e: &Outgoing,
+    now: MicroTime,
+    uid_of: &impl Fn(&str) -> Option<String>,
+) -> Event {
+    let regarding = match &e.regarding {
+        Regarding::Template(name) => k8s_openapi::api::core::v1::ObjectReference {
+            api_version: Some("templates.gatekeeper.sh/v1".into()),
+            kind: Some("ConstraintTemplate".into()),
+            name: Some(name.clone()),
+            uid: uid_of(name),
             ..Default::default()
-        }
+        },
+        Regarding::Lease { namespace, name } => k8s_openapi::api::core::v1::ObjectReference {
+            api_version: Some("coordination.k8s.io/v1".into()),
+            kind: Some("Lease".into()),
+            name: Some(name.clone()),
+            namespace: Some(namespace.clone()),
+            ..Default::default()
+        },
+    };
+    let base = match &e.regarding {
+        Regarding::Template(n) => n.clone(),
+        Regarding::Lease { name, .. } => name.clone(),
+    };
+    Event {
+        metadata: ObjectMeta {
+            // kube-runtime's naming: unique per publication (a generateName may not end
+            // in a dot, and a dash would blur the object's own name).
+            name: Some(format!("{base}.{:x}", now.0.as_nanosecond().unsigned_abs())),
+            namespace: Some(e.regarding.namespace().into()),
+            labels: Some(
+                [(MANAGED_BY_LABEL.to_string(), REPORTER.to_string())]
+                    .into_iter()
+                    .collect(),
+            ),
+            ..Default::default()
+        },
+        event_time: Some(now),
+        action: Some(e.action.into()),
+        reason: Some(e.reason.into()),
+        note: Some(e.note.clone()),
+        regarding: Some(regarding),
+        reporting_controller: Some(REPORTER.into()),
+        reporting_instance: Some(instance.to_string()),
+        type_: Some(if e.warning { "Warning" } else { "Normal" }.into()),
+        ..Default::default()
     }
 }
 
@@ -466,14 +489,16 @@ impl Kept {
         }
     }
 
-    /// Oldest first, by time (a series moves an Event to its last observation).
-    pub fn events(&self) -> VecDeque<ClusterEvent> {
-        let mut v: Vec<ClusterEvent> = self
-            .order
+    /// The Events of several namespaces' watches as one log: oldest first, by time (a series
+    /// moves an Event to its last observation), the newest [`KEPT`].
+    pub fn merged(kept: &[Kept]) -> VecDeque<ClusterEvent> {
+        let mut v: Vec<ClusterEvent> = kept
             .iter()
-            .filter_map(|n| self.by_name.get(n).cloned())
+            .flat_map(|k| k.order.iter().filter_map(|n| k.by_name.get(n).cloned()))
             .collect();
         v.sort_by_key(|e| e.time);
+        let extra = v.len().saturating_sub(KEPT);
+        v.drain(..extra);
         v.into()
     }
 }
@@ -528,10 +553,8 @@ mod tests {
         assert!(s.len() <= NOTE_MAX && s.ends_with('…'));
     }
 
-    #[test]
-    fn kept_events_are_bounded_and_replaced_by_name() {
-        let mut k = Kept::default();
-        let ev = |n: u32| ClusterEvent {
+    fn ev(n: u32) -> ClusterEvent {
+        ClusterEvent {
             time: chrono::DateTime::from_timestamp(1_700_000_000 + i64::from(n), 0)
                 .unwrap_or_default(),
             reporter: "r".into(),
@@ -540,11 +563,16 @@ mod tests {
             note: format!("n{n}"),
             warning: false,
             count: 1,
-        };
+        }
+    }
+
+    #[test]
+    fn kept_events_are_bounded_and_replaced_by_name() {
+        let mut k = Kept::default();
         for n in 0..(KEPT as u32 + 5) {
             k.apply(format!("e{n}"), Some(ev(n)));
         }
-        let all = k.events();
+        let all = Kept::merged(std::slice::from_ref(&k));
         assert_eq!(all.len(), KEPT);
         assert_eq!(all[0].note, "n5");
         k.apply(
@@ -554,8 +582,78 @@ mod tests {
                 ..ev(10_000)
             }),
         );
-        assert_eq!(k.events().back().map(|e| e.count), Some(3));
+        assert_eq!(
+            Kept::merged(std::slice::from_ref(&k))
+                .back()
+                .map(|e| e.count),
+            Some(3)
+        );
         k.apply("e6".into(), None);
-        assert_eq!(k.events().len(), KEPT - 1);
+        assert_eq!(Kept::merged(std::slice::from_ref(&k)).len(), KEPT - 1);
+    }
+
+    #[test]
+    fn an_event_lives_in_the_namespace_of_what_it_regards() {
+        let outgoing = |regarding| Outgoing {
+            regarding,
+            reason: "Reconciled",
+            action: "Reconcile",
+            note: "reconciled everything".into(),
+            warning: false,
+        };
+        let now = MicroTime(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
+        let lease = event(
+            "copy-1",
+            &outgoing(Regarding::Lease {
+                namespace: "gatekeeper-system".into(),
+                name: "kubectl-vap".into(),
+            }),
+            now.clone(),
+            &|_| None,
+        );
+        assert_eq!(
+            lease.metadata.namespace.as_deref(),
+            Some("gatekeeper-system")
+        );
+        assert_eq!(
+            lease.regarding.and_then(|r| r.namespace).as_deref(),
+            Some("gatekeeper-system")
+        );
+        let template = event(
+            "copy-1",
+            &outgoing(Regarding::Template("k8sx".into())),
+            now,
+            &|_| Some("uid-1".into()),
+        );
+        assert_eq!(template.metadata.namespace.as_deref(), Some("default"));
+        // Views watch both, once each.
+        assert_eq!(
+            watched_namespaces("gatekeeper-system"),
+            ["default", "gatekeeper-system"]
+        );
+        assert_eq!(watched_namespaces("default"), ["default"]);
+    }
+
+    #[test]
+    fn the_namespaces_events_merge_into_one_log_by_time() {
+        let (mut a, mut b) = (Kept::default(), Kept::default());
+        for n in 0..(KEPT as u32) {
+            let (k, name) = if n % 2 == 0 {
+                (&mut a, "a")
+            } else {
+                (&mut b, "b")
+            };
+            k.apply(format!("{name}{n}"), Some(ev(n)));
+        }
+        b.apply("late".into(), Some(ev(100_000)));
+        let all = Kept::merged(&[a, b]);
+        assert_eq!(all.len(), KEPT, "bounded");
+        assert!(
+            all.iter()
+                .zip(all.iter().skip(1))
+                .all(|(x, y)| x.time <= y.time)
+        );
+        assert_eq!(all[0].note, "n1", "the oldest went");
+        assert_eq!(all.back().map(|e| e.note.as_str()), Some("n100000"));
     }
 }

@@ -578,6 +578,7 @@ pub async fn launch(
     if tuning.publish_snapshot {
         tasks.push(tokio::spawn(follow_cluster_events(
             client.clone(),
+            super::events::watched_namespaces(ns),
             events_tx,
         )));
     }
@@ -659,50 +660,58 @@ async fn requests_from_handle(
     }
 }
 
-/// Follows the Events copies of kubectl-vap report (by our label), for views.
+/// Follows the Events copies of kubectl-vap report (by our label) in `namespaces` (each
+/// Event lives in the namespace of what it regards), for views: one log of them all.
 async fn follow_cluster_events(
     client: kube::Client,
+    namespaces: Vec<String>,
     tx: watch::Sender<Arc<VecDeque<ClusterEvent>>>,
 ) {
+    use super::events::{Kept, cluster_event};
     use futures::StreamExt;
     use k8s_openapi::api::events::v1::Event;
     use kube::runtime::watcher;
-    let api: Api<Event> = Api::namespaced(client, super::events::EVENTS_NAMESPACE);
     let config = watcher::Config::default().labels(&format!(
         "{}={}",
         crate::model::MANAGED_BY_LABEL,
         super::events::REPORTER
     ));
-    let mut kept = super::events::Kept::default();
-    let mut initial = super::events::Kept::default();
-    let stream = watcher(api, config);
-    futures::pin_mut!(stream);
-    let mut failing = false;
-    while let Some(e) = stream.next().await {
+    let streams = namespaces.iter().enumerate().map(|(i, ns)| {
+        let api: Api<Event> = Api::namespaced(client.clone(), ns);
+        watcher(api, config.clone()).map(move |e| (i, e)).boxed()
+    });
+    let mut stream = futures::stream::select_all(streams);
+    let fresh = || {
+        namespaces
+            .iter()
+            .map(|_| Kept::default())
+            .collect::<Vec<_>>()
+    };
+    let (mut kept, mut initial) = (fresh(), fresh());
+    let mut failing = vec![false; namespaces.len()];
+    while let Some((i, e)) = stream.next().await {
         let name = |ev: &Event| ev.metadata.name.clone().unwrap_or_default();
         match e {
-            Ok(watcher::Event::Apply(ev)) => {
-                kept.apply(name(&ev), super::events::cluster_event(&ev));
-            }
-            Ok(watcher::Event::Delete(ev)) => kept.apply(name(&ev), None),
-            Ok(watcher::Event::Init) => initial = super::events::Kept::default(),
+            Ok(watcher::Event::Apply(ev)) => kept[i].apply(name(&ev), cluster_event(&ev)),
+            Ok(watcher::Event::Delete(ev)) => kept[i].apply(name(&ev), None),
+            Ok(watcher::Event::Init) => initial[i] = Kept::default(),
             Ok(watcher::Event::InitApply(ev)) => {
-                initial.apply(name(&ev), super::events::cluster_event(&ev));
+                initial[i].apply(name(&ev), cluster_event(&ev));
                 continue;
             }
-            Ok(watcher::Event::InitDone) => kept = std::mem::take(&mut initial),
+            Ok(watcher::Event::InitDone) => kept[i] = std::mem::take(&mut initial[i]),
             Err(err) => {
-                if !std::mem::replace(&mut failing, true) {
+                if !std::mem::replace(&mut failing[i], true) {
                     tracing::info!(
                         "cannot watch kubectl-vap's Events in namespace {}: {err} (the leader's outcomes are not shown here)",
-                        super::events::EVENTS_NAMESPACE
+                        namespaces[i]
                     );
                 }
                 continue;
             }
         }
-        failing = false;
-        if tx.send(Arc::new(kept.events())).is_err() {
+        failing[i] = false;
+        if tx.send(Arc::new(Kept::merged(&kept))).is_err() {
             return;
         }
     }

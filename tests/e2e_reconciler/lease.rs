@@ -280,18 +280,28 @@ async fn e2e_requests_reach_the_leader_and_outcomes_are_events() {
         written.contains("created VAP") && written.contains("created 3 bindings"),
         "one Event for the first convergence of the template: {written}"
     );
-    let kubectl = std::process::Command::new(&e.env.binaries().kubectl)
-        .arg("--kubeconfig")
-        .arg(e.env.kubeconfig_admin())
-        .args(["events", "-n", "default", "--for"])
-        .arg(format!("constrainttemplate/{template}"))
-        .output()
-        .expect("kubectl events");
-    let text = String::from_utf8_lossy(&kubectl.stdout);
+    let text = kubectl_events(&e, "default", &format!("constrainttemplate/{template}"));
     assert!(
         text.contains("Replayed") && text.contains("Written"),
-        "kubectl events --for constrainttemplate/{template}:\n{text}{}",
-        String::from_utf8_lossy(&kubectl.stderr)
+        "{text}"
+    );
+
+    // "Reconcile everything" regards the Lease: its Event lives beside the Lease, where the
+    // observer watches too and `kubectl events -n LEASE_NS --for lease/NAME` finds it.
+    observer
+        .request(Command::ReconcileAll)
+        .await
+        .expect("the holder answers");
+    eventually("the observer shows the Event about the Lease", || async {
+        observer.state().cluster_events.iter().any(|ev| {
+            ev.reason == "Reconciled" && ev.regarding.kind == "Lease" && ev.regarding.name == lease
+        })
+    })
+    .await;
+    let text = kubectl_events(&e, LEASE_NS, &format!("lease/{lease}"));
+    assert!(
+        text.contains("Reconciled") && text.contains("reconciled everything"),
+        "{text}"
     );
 
     // The leader goes: the observer sees the Lease vacant; a request says nobody reconciles.
@@ -307,6 +317,22 @@ async fn e2e_requests_reach_the_leader_and_outcomes_are_events() {
     assert!(err.contains("no copy reconciles"), "{err}");
     observer.stop().await;
     e.sweep(&[&kind], "ask-clean").await;
+}
+
+/// `kubectl events -n NAMESPACE --for OBJECT` as the admin: its output, with the command and
+/// its stderr, for assertion messages.
+fn kubectl_events(e: &Env, namespace: &str, object: &str) -> String {
+    let out = std::process::Command::new(&e.env.binaries().kubectl)
+        .arg("--kubeconfig")
+        .arg(e.env.kubeconfig_admin())
+        .args(["events", "-n", namespace, "--for", object])
+        .output()
+        .expect("kubectl events");
+    format!(
+        "kubectl events -n {namespace} --for {object}:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
 }
 
 /// A Lease that cannot be used (its namespace does not exist) fails `run --once` quickly with
