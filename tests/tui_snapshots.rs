@@ -1103,18 +1103,27 @@ fn tui_loaded_is_said_once_synced_and_connecting_goes_away() {
     assert!(!ui.row(34).contains("connecting"), "{}", ui.screen());
 }
 
+/// Marks the CRDs `which` accepts Established 10 s before the snapshot's clock: their
+/// bindings wait for `--binding-wait` (30 s) from then. Returns that moment.
+fn established_10s_ago(
+    state: &mut LiveState,
+    which: impl Fn(&str) -> bool,
+) -> chrono::DateTime<chrono::Utc> {
+    let since = state.snapshot.now.unwrap() - chrono::Duration::seconds(10);
+    for c in state.snapshot.crds.iter_mut().filter(|c| which(&c.name)) {
+        c.established_since = Some(since);
+    }
+    since
+}
+
 #[test]
 fn tui_time_based_states_change_without_an_event() {
     // k8srequiredlabels's CRD became Established 10 s before the snapshot; one binding is not
     // there yet: it waits for --binding-wait (30 s), then is missing.
     let mut state = live_state();
-    let now = state.snapshot.now.unwrap();
-    let since = now - chrono::Duration::seconds(10);
-    for c in &mut state.snapshot.crds {
-        if c.name == "k8srequiredlabels.constraints.gatekeeper.sh" {
-            c.established_since = Some(since);
-        }
-    }
+    let since = established_10s_ago(&mut state, |n| {
+        n == "k8srequiredlabels.constraints.gatekeeper.sh"
+    });
     state
         .snapshot
         .bindings
@@ -1152,13 +1161,9 @@ fn tui_time_based_states_change_without_an_event() {
 #[test]
 fn tui_failed_write_notes_survive_a_deadline() {
     let mut state = live_state();
-    let now = state.snapshot.now.unwrap();
-    let since = now - chrono::Duration::seconds(10);
-    for c in &mut state.snapshot.crds {
-        c.established_since = Some(since);
-    }
+    let since = established_10s_ago(&mut state, |_| true);
     state.push_event(ReconcileEvent {
-        time: now,
+        time: since,
         verb: EventVerb::Create,
         object: ObjectRef::new(
             "admissionregistration.k8s.io/v1",
