@@ -4,7 +4,7 @@
 use super::crd::{CRD_API_VERSION, CRD_KIND, normalize_spec};
 use super::findings::Code;
 use super::normalize;
-use crate::model::{Binding, CrdInfo, ObjectRef, Policy};
+use crate::model::{Binding, CrdInfo, ObjectRef, Policy, VAP_KIND, VAPB_KIND};
 use k8s_openapi::api::admissionregistration::v1::{
     ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
 };
@@ -179,9 +179,6 @@ fn with_type(mut v: Value, kind: &str) -> Value {
     v
 }
 
-const VAP: &str = "ValidatingAdmissionPolicy";
-const VAPB: &str = "ValidatingAdmissionPolicyBinding";
-
 /// Whether a write carries its readable diff. `plan` and the TUI show it; the reconciler sends
 /// only the body, and rendering YAML for every write was a large part of its CPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -339,7 +336,7 @@ impl PlannedWrite {
     ) -> Self {
         let name = d.metadata.name.clone().unwrap_or_default();
         let view = (diff == Diff::Render).then(|| policy_view_desired(d));
-        Self::create(VAP, &name, to_value(d), view, code, reason)
+        Self::create(VAP_KIND, &name, to_value(d), view, code, reason)
     }
 
     pub fn update_policy(
@@ -350,11 +347,11 @@ impl PlannedWrite {
         diff: Diff,
     ) -> Self {
         let view = (diff == Diff::Render).then(|| policy_view_desired(d));
-        Self::update(VAP, o.into(), to_value(d), view, code, reason)
+        Self::update(VAP_KIND, o.into(), to_value(d), view, code, reason)
     }
 
     pub fn delete_policy(o: &Policy, code: Code, reason: &str, diff: Diff) -> Self {
-        Self::delete(VAP, o.into(), code, reason, diff)
+        Self::delete(VAP_KIND, o.into(), code, reason, diff)
     }
 
     pub fn create_binding(
@@ -365,7 +362,7 @@ impl PlannedWrite {
     ) -> Self {
         let name = d.metadata.name.clone().unwrap_or_default();
         let view = (diff == Diff::Render).then(|| binding_view_desired(d));
-        Self::create(VAPB, &name, to_value(d), view, code, reason)
+        Self::create(VAPB_KIND, &name, to_value(d), view, code, reason)
     }
 
     pub fn update_binding(
@@ -376,11 +373,11 @@ impl PlannedWrite {
         diff: Diff,
     ) -> Self {
         let view = (diff == Diff::Render).then(|| binding_view_desired(d));
-        Self::update(VAPB, o.into(), to_value(d), view, code, reason)
+        Self::update(VAPB_KIND, o.into(), to_value(d), view, code, reason)
     }
 
     pub fn delete_binding(o: &Binding, code: Code, reason: &str, diff: Diff) -> Self {
-        Self::delete(VAPB, o.into(), code, reason, diff)
+        Self::delete(VAPB_KIND, o.into(), code, reason, diff)
     }
 
     /// `d` is a CRD as [`super::crd::desired_crd`] builds it.
