@@ -369,6 +369,21 @@ fn tui_readonly() {
     ui.key(KeyCode::Char('?'));
     let help = ui.screen();
     assert!(!help.contains("reconcile the selected"), "{help}");
+    // One text for why: the refused key above, a refused action, the help screen.
+    let help_text: Vec<String> = view::help_lines(&ui.app)
+        .iter()
+        .map(|l| l.to_string())
+        .collect();
+    assert!(
+        help_text
+            .iter()
+            .any(|l| l.trim() == kubectl_vap::tui::keymap::READONLY),
+        "{help_text:?}"
+    );
+    assert_eq!(
+        ui.app.write_refusal().as_deref(),
+        Some(kubectl_vap::tui::keymap::READONLY)
+    );
 }
 
 #[test]
