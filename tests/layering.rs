@@ -661,6 +661,21 @@ mod tests {
     );
 }
 
+/// `src/lib.rs` lists the modules bottom to top ("each module imports only those above it"):
+/// the list must be RULES' order, or the sentence is false.
+#[test]
+fn lib_rs_lists_the_modules_in_the_order_of_the_rules() {
+    let lib = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs"))
+        .expect("src/lib.rs");
+    let listed: Vec<&str> = lib
+        .lines()
+        .filter_map(|l| l.strip_prefix("//! - [`"))
+        .filter_map(|l| l.split('`').next())
+        .collect();
+    let rules: Vec<&str> = RULES.iter().map(|(m, _)| *m).collect();
+    assert_eq!(listed, rules, "src/lib.rs's list against RULES");
+}
+
 #[test]
 fn the_rules_say_which_way_is_down() {
     assert_eq!(broken("core", "model"), None);
