@@ -1,15 +1,13 @@
 //! The real binary on files: `check`, `plan`, `version`, bad input. No cluster.
 
+mod support;
+
 use serde_json::Value;
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
+use support::cli::{kubeconfig, kubectl_vap, output, output_with_stdin};
 
 fn vap(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
-        .args(args)
-        .env_remove("KUBECONFIG")
-        .output()
-        .expect("the binary runs")
+    output(kubectl_vap().args(args).env_remove("KUBECONFIG"))
 }
 
 fn demo() -> String {
@@ -126,21 +124,10 @@ fn a_clean_input_exits_0() {
 
 #[test]
 fn stdin_is_read_for_dash() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
-        .args(["check", "-f", "-", "-o", "json"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawns");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(
-            b"apiVersion: constraints.gatekeeper.sh/v1beta1\nkind: K8sLost\nmetadata: {name: x}\n",
-        )
-        .expect("writes");
-    let out = child.wait_with_output().expect("waits");
+    let out = output_with_stdin(
+        kubectl_vap().args(["check", "-f", "-", "-o", "json"]),
+        b"apiVersion: constraints.gatekeeper.sh/v1beta1\nkind: K8sLost\nmetadata: {name: x}\n",
+    );
     let report: Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(report["findings"][0]["code"], "constraint-orphan");
     assert_eq!(out.status.code(), Some(0), "info only");
@@ -184,12 +171,12 @@ fn version_prints_the_crate_version() {
 
 #[test]
 fn run_in_cluster_outside_a_pod_says_so_in_a_json_line_and_exits_2() {
-    let out = Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
-        .args(["run", "--in-cluster", "--once"])
-        .env_remove("KUBERNETES_SERVICE_HOST")
-        .env_remove("KUBERNETES_SERVICE_PORT")
-        .output()
-        .expect("the binary runs");
+    let out = output(
+        kubectl_vap()
+            .args(["run", "--in-cluster", "--once"])
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .env_remove("KUBERNETES_SERVICE_PORT"),
+    );
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     let last = stderr.lines().last().unwrap_or_default();
@@ -205,26 +192,15 @@ fn run_in_cluster_outside_a_pod_says_so_in_a_json_line_and_exits_2() {
 #[test]
 fn a_dead_api_server_is_named_once_with_the_cause_and_exits_2() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let kubeconfig = dir.path().join("kubeconfig");
     // Port 1 on loopback: nothing listens, the connection is refused at once.
-    std::fs::write(
-        &kubeconfig,
-        r#"apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}}]
-users: [{name: u, user: {token: t}}]
-contexts: [{name: c, context: {cluster: c, user: u}}]
-current-context: c
-"#,
-    )
-    .expect("write kubeconfig");
+    let kubeconfig = kubeconfig(dir.path(), "https://127.0.0.1:1");
     for args in [&["check"][..], &["run", "--once"][..]] {
-        let out = Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
-            .args(args)
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .output()
-            .expect("the binary runs");
+        let out = output(
+            kubectl_vap()
+                .args(args)
+                .arg("--kubeconfig")
+                .arg(&kubeconfig),
+        );
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();

@@ -19,10 +19,9 @@ use ratatui::backend::TestBackend;
 use ratatui::style::Color;
 use std::sync::Arc;
 
-#[path = "fixtures/tui/fixture.rs"]
-mod fixture;
+mod support;
 
-use fixture::{FIXTURE, snapshot};
+use support::tui::{FIXTURE, snapshot};
 
 fn offline_data() -> Arc<Data> {
     Arc::new(Offline::data(
