@@ -1,10 +1,12 @@
 //! kubectl-vap: Gatekeeper ConstraintTemplates as ValidatingAdmissionPolicies.
 //!
 //! Layout and the dependency rules (checked by `tests/layering.rs`): docs/architecture.md.
-//! Bottom to top, each module imports only those above it in this list:
+//! Bottom to top, in the order of `RULES` there, each module imports only those above it in
+//! this list (not necessarily all of them):
 //!
 //! - [`model`]: typed views of what we read (templates, constraints, policies, bindings, CRDs).
 //! - [`text`]: text for people: an error chain in one line, terminal-safe strings (open to all).
+//! - [`logging`]: process-wide log subscribers (used by `cli` and `tui` only).
 //! - [`snapshot`]: everything read, in one value, plus the clock.
 //! - [`core`]: the pure decisions: generation, analysis, plan, findings, tree, matching.
 //! - [`load`]: files, folders and stdin → a snapshot.
@@ -12,7 +14,6 @@
 //! - [`admission`]: `test` and `audit`: server-side dry-runs read back into verdicts.
 //! - [`controller`]: the live reconciler: watches, stores, the two reconcilers, lease, metrics.
 //! - [`tui`]: the terminal UI over a data source (files or the live controller).
-//! - [`logging`]: process-wide log subscribers (used by `cli` and `tui` only).
 //! - [`cli`]: clap arguments and command handlers; only `main.rs` imports it.
 
 pub mod admission;

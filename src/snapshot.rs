@@ -54,7 +54,8 @@ pub enum ObjectClass {
 
 pub fn classify(raw: &serde_json::Value) -> ObjectClass {
     use crate::model::{
-        ADMISSION_GROUP, CONSTRAINTS_GROUP, STATUS_GROUP, TEMPLATES_GROUP, meta::group_of,
+        ADMISSION_GROUP, CONSTRAINTS_GROUP, STATUS_GROUP, TEMPLATES_GROUP, VAP_KIND, VAPB_KIND,
+        meta::group_of,
     };
     let (api_version, kind) = crate::model::meta::type_of(raw);
     let group = group_of(api_version);
@@ -69,8 +70,8 @@ pub fn classify(raw: &serde_json::Value) -> ObjectClass {
         {
             ObjectClass::ConstraintCrd
         }
-        (g, "ValidatingAdmissionPolicy") if g == ADMISSION_GROUP => ObjectClass::Policy,
-        (g, "ValidatingAdmissionPolicyBinding") if g == ADMISSION_GROUP => ObjectClass::Binding,
+        (g, VAP_KIND) if g == ADMISSION_GROUP => ObjectClass::Policy,
+        (g, VAPB_KIND) if g == ADMISSION_GROUP => ObjectClass::Binding,
         (g, "ConstraintTemplatePodStatus" | "ConstraintPodStatus") if g == STATUS_GROUP => {
             ObjectClass::PodStatus
         }

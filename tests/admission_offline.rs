@@ -1,9 +1,11 @@
 //! `kubectl vap test --offline`: which bindings and constraints in the files select each
 //! object, computed without a cluster (the kubeconfig points nowhere on purpose).
 
+mod support;
+
 use serde_json::Value;
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
+use support::cli::{kubeconfig, kubectl_vap, output_with_stdin};
 
 const POLICIES: &str = r#"
 apiVersion: constraints.gatekeeper.sh/v1beta1
@@ -50,21 +52,12 @@ metadata: {name: proxy, namespace: kube-system}
 "#;
 
 fn vap(args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
-        .args(["--kubeconfig", "/nonexistent/kubeconfig"])
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(stdin.as_bytes())
-        .expect("write");
-    child.wait_with_output().expect("wait")
+    output_with_stdin(
+        kubectl_vap()
+            .args(["--kubeconfig", "/nonexistent/kubeconfig"])
+            .args(args),
+        stdin.as_bytes(),
+    )
 }
 
 /// `object name` → `binding` → `selects`.
@@ -155,28 +148,17 @@ fn bad_input_and_no_input_exit_2() {
 #[test]
 fn as_group_needs_as() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let kubeconfig = dir.path().join("config");
-    std::fs::write(
-        &kubeconfig,
-        "apiVersion: v1\nkind: Config\ncurrent-context: a\nclusters: [{name: a, cluster: {server: \"https://127.0.0.1:1\"}}]\nusers: [{name: a, user: {token: t}}]\ncontexts: [{name: a, context: {cluster: a, user: a}}]\n",
-    )
-    .expect("write");
-    let out = Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .args(["test", "-f", "-", "--as-group", "admins"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .and_then(|mut c| {
-            c.stdin
-                .take()
-                .expect("stdin")
-                .write_all(OBJECTS.as_bytes())?;
-            c.wait_with_output()
-        })
-        .expect("run");
+    let kubeconfig = kubeconfig(dir.path(), "https://127.0.0.1:1");
+    let out = output_with_stdin(
+        kubectl_vap().arg("--kubeconfig").arg(&kubeconfig).args([
+            "test",
+            "-f",
+            "-",
+            "--as-group",
+            "admins",
+        ]),
+        OBJECTS.as_bytes(),
+    );
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--as-group needs --as"));
 }

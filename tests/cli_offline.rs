@@ -3,16 +3,11 @@
 mod support;
 
 use serde_json::Value;
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
-use support::cli::{kubectl_vap, output, stderr, stdout_json};
+use std::process::Output;
+use support::cli::{kubeconfig, kubectl_vap, output, output_with_stdin, stderr, stdout_json};
 
 fn vap(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
-        .args(args)
-        .env_remove("KUBECONFIG")
-        .output()
-        .expect("the binary runs")
+    output(kubectl_vap().args(args).env_remove("KUBECONFIG"))
 }
 
 fn demo() -> String {
@@ -129,21 +124,7 @@ fn a_clean_input_exits_0() {
 
 /// `vap ARGS` with `input` on its standard input.
 fn vap_stdin(args: &[&str], input: &[u8]) -> Output {
-    let mut child = kubectl_vap()
-        .args(args)
-        .env_remove("KUBECONFIG")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawns");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(input)
-        .expect("writes");
-    child.wait_with_output().expect("waits")
+    output_with_stdin(kubectl_vap().args(args).env_remove("KUBECONFIG"), input)
 }
 
 #[test]
@@ -195,12 +176,12 @@ fn version_prints_the_crate_version() {
 
 #[test]
 fn run_in_cluster_outside_a_pod_says_so_in_a_json_line_and_exits_2() {
-    let out = Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
-        .args(["run", "--in-cluster", "--once"])
-        .env_remove("KUBERNETES_SERVICE_HOST")
-        .env_remove("KUBERNETES_SERVICE_PORT")
-        .output()
-        .expect("the binary runs");
+    let out = output(
+        kubectl_vap()
+            .args(["run", "--in-cluster", "--once"])
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .env_remove("KUBERNETES_SERVICE_PORT"),
+    );
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     let last = stderr.lines().last().unwrap_or_default();
@@ -216,19 +197,7 @@ fn run_in_cluster_outside_a_pod_says_so_in_a_json_line_and_exits_2() {
 /// A kubeconfig in `dir` whose API server is port 1 on loopback: nothing listens, the
 /// connection is refused at once.
 fn dead_kubeconfig(dir: &std::path::Path) -> std::path::PathBuf {
-    let kubeconfig = dir.join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        r#"apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}}]
-users: [{name: u, user: {token: t}}]
-contexts: [{name: c, context: {cluster: c, user: u}}]
-current-context: c
-"#,
-    )
-    .expect("write kubeconfig");
-    kubeconfig
+    kubeconfig(dir, "https://127.0.0.1:1")
 }
 
 #[test]
@@ -236,12 +205,12 @@ fn a_dead_api_server_is_named_once_with_the_cause_and_exits_2() {
     let dir = tempfile::tempdir().expect("tempdir");
     let kubeconfig = dead_kubeconfig(dir.path());
     for args in [&["check"][..], &["run", "--once"][..]] {
-        let out = Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
-            .args(args)
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .output()
-            .expect("the binary runs");
+        let out = output(
+            kubectl_vap()
+                .args(args)
+                .arg("--kubeconfig")
+                .arg(&kubeconfig),
+        );
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();

@@ -5,18 +5,17 @@
 //! `scripts/image`) or, when unset, built here by `scripts/image`. Needs root, `runc`, `umoci`
 //! and containers-common's seccomp profile (scripts/test installs them from Debian's packages).
 
-mod image_support;
 mod support;
 
-use image_support::{
-    ImageFacts, Layout, ROOT, assert_matches_install, dockerfile, script_config, strings,
-};
 use kubectl_vap::cli::install::IMAGE_UID;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use support::cluster;
+use support::image::{
+    ImageFacts, Layout, ROOT, assert_matches_install, dockerfile, script_config, strings,
+};
 use support::objects::{binding_name, policy_name};
 use support::poll::eventually;
 use testenv::{TestEnv, gatekeeper, http_get, stdout_of as run};

@@ -2,9 +2,9 @@
 //! `Dockerfile` for Docker users, and what `install --print` assumes — and they must agree.
 //! No build needed; tests/e2e_image.rs checks the built image itself.
 
-mod image_support;
+mod support;
 
-use image_support::{
+use support::image::{
     ImageFacts, assert_matches_install, dockerfile, parse_dockerfile, script_config,
 };
 

@@ -4,7 +4,10 @@
 //! out of its top-level module. Comments and string literals are skipped, so a doc link does not
 //! count. A failure names file:line, the path and the rule it breaks.
 //!
-//! No server, no compiler: a small tokenizer is enough because the rules are about module names.
+//! The pure modules (`PURE`) are held to more: no thread, lock, mutable static, file,
+//! environment or clock in them, so the core cannot quietly become stateful.
+//!
+//! No server, no compiler: a small tokenizer is enough because the rules are about names.
 
 use std::path::{Path, PathBuf};
 
@@ -52,6 +55,80 @@ const SHELL: &[&str] = &[
 /// left (the controller redesign removed the last ones); an entry that no longer occurs fails,
 /// so the list only shrinks.
 const KNOWN_LEAKS: &[(&str, &str)] = &[];
+
+/// The pure modules (docs/architecture.md, "The pure core"): what they compute depends on their
+/// arguments alone. Their side effects live at the edges, which pass in what they need (the
+/// snapshot's clock, the CEL checker in `core::Options`).
+const PURE: &[&str] = &["model", "text", "snapshot", "core"];
+
+/// `std::` modules a pure module must not use: threads, files, the environment, processes,
+/// sockets.
+const IMPURE_STD: &[&str] = &["thread", "fs", "env", "process", "net"];
+
+/// Types a pure module must not name anywhere: shared mutable state between calls or threads.
+const IMPURE_TYPES: &[&str] = &["Mutex", "RwLock", "Condvar", "Barrier", "thread_local"];
+
+/// Types that make a `static` mutable. A `static` of `OnceLock`/`LazyLock` is allowed: it holds
+/// data parsed once from what is compiled in (`core::crd`'s match schema), a constant computed
+/// late, the same for every caller.
+const MUTABLE_STATIC: &[&str] = &["Cell", "RefCell", "UnsafeCell", "OnceCell", "mut"];
+
+/// Clocks: `X::now`.
+const CLOCKS: &[&str] = &["SystemTime", "Instant", "Utc", "Local"];
+
+/// Writing to the terminal is IO.
+const PRINTS: &[&str] = &["print", "println", "eprint", "eprintln", "dbg"];
+
+/// Every side effect in `source` a pure module must not have: (line, what).
+fn impurities(source: &str) -> Vec<(usize, String)> {
+    let toks = Toks::of(source);
+    let ident = |i: usize| toks.ident(i);
+    let is = |i: usize, t: &Tok| toks.is(i, t);
+    let mut out = Vec::new();
+    for (i, (tok, line)) in toks.iter().enumerate() {
+        let Tok::Ident(w) = tok else { continue };
+        let w = w.as_str();
+        let after_std = i >= 2 && is(i - 1, &Tok::Path) && ident(i - 2) == Some("std");
+        if after_std && IMPURE_STD.contains(&w) {
+            out.push((*line, format!("std::{w}")));
+        }
+        if w == "std" && is(i + 1, &Tok::Path) && is(i + 2, &Tok::Sym('{')) {
+            // `std::{fs, sync::Mutex}`
+            for n in group_heads(&toks, i + 2) {
+                if IMPURE_STD.contains(&n.as_str()) {
+                    out.push((*line, format!("std::{n}")));
+                }
+            }
+        }
+        if IMPURE_TYPES.contains(&w) || w.starts_with("Atomic") {
+            out.push((*line, w.to_string()));
+        }
+        if w == "now"
+            && i >= 2
+            && is(i - 1, &Tok::Path)
+            && let Some(clock) = ident(i - 2).filter(|c| CLOCKS.contains(c))
+        {
+            out.push((*line, format!("{clock}::now")));
+        }
+        if PRINTS.contains(&w) && is(i + 1, &Tok::Sym('!')) {
+            out.push((*line, format!("{w}!")));
+        }
+        // A `static` item (not the `'static` lifetime): its type, up to `=` or `;`.
+        if w == "static" && !(i > 0 && is(i - 1, &Tok::Sym('\''))) {
+            let mutable = toks[i + 1..]
+                .iter()
+                .take_while(|(t, _)| !matches!(t, Tok::Sym('=') | Tok::Sym(';')))
+                .find_map(|(t, _)| match t {
+                    Tok::Ident(n) if MUTABLE_STATIC.contains(&n.as_str()) => Some(n.clone()),
+                    _ => None,
+                });
+            if let Some(m) = mutable {
+                out.push((*line, format!("a mutable static ({m})")));
+            }
+        }
+    }
+    out
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Import {
@@ -177,6 +254,65 @@ enum Tok {
     Sym(char),
 }
 
+/// A source's tokens (comments and literals stripped), with lookups that are `None` or false
+/// past the end.
+struct Toks(Vec<(Tok, usize)>);
+
+impl Toks {
+    fn of(source: &str) -> Toks {
+        Toks(tokens(&strip(source)))
+    }
+    fn ident(&self, i: usize) -> Option<&str> {
+        match self.0.get(i) {
+            Some((Tok::Ident(s), _)) => Some(s.as_str()),
+            _ => None,
+        }
+    }
+    fn is(&self, i: usize, t: &Tok) -> bool {
+        self.0.get(i).map(|(x, _)| x) == Some(t)
+    }
+}
+
+impl std::ops::Deref for Toks {
+    type Target = [(Tok, usize)];
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+/// The first segment of each item of the group `{…}` that opens at `toks[open]`:
+/// `{a, b::c, *, self}` → `a`, `b`, `*`, `self`.
+fn group_heads(toks: &[(Tok, usize)], open: usize) -> Vec<String> {
+    let mut heads = Vec::new();
+    let mut d = 0;
+    let mut item_start = true;
+    for (t, _) in &toks[open..] {
+        match t {
+            Tok::Sym('{') => {
+                d += 1;
+                item_start = d == 1;
+            }
+            Tok::Sym('}') => {
+                d -= 1;
+                if d == 0 {
+                    break;
+                }
+            }
+            Tok::Sym(',') if d == 1 => item_start = true,
+            Tok::Sym('*') if d == 1 && item_start => {
+                heads.push("*".into());
+                item_start = false;
+            }
+            Tok::Ident(n) if d == 1 && item_start => {
+                heads.push(n.clone());
+                item_start = false;
+            }
+            _ => {}
+        }
+    }
+    heads
+}
+
 fn tokens(text: &str) -> Vec<(Tok, usize)> {
     let c: Vec<char> = text.chars().collect();
     let mut out = Vec::new();
@@ -227,12 +363,9 @@ fn module_of(rel: &Path) -> Vec<String> {
 /// Every path in `source` (a file whose module path is `module`) that names a top-level module:
 /// `crate::x…`, `crate::{x, y}`, and `super::…` chains, resolved against inline `mod m { … }`.
 fn imports(source: &str, module: &[String]) -> Vec<Import> {
-    let toks = tokens(&strip(source));
-    let ident = |i: usize| match toks.get(i) {
-        Some((Tok::Ident(s), _)) => Some(s.as_str()),
-        _ => None,
-    };
-    let is = |i: usize, t: &Tok| toks.get(i).map(|(x, _)| x) == Some(t);
+    let toks = Toks::of(source);
+    let ident = |i: usize| toks.ident(i);
+    let is = |i: usize, t: &Tok| toks.is(i, t);
     let mut out = Vec::new();
     // Inline modules: (name, the brace depth inside them).
     let mut inline: Vec<(String, usize)> = Vec::new();
@@ -281,36 +414,7 @@ fn imports(source: &str, module: &[String]) -> Vec<Import> {
                 } else if is(j, &Tok::Sym('*')) {
                     names.push("*".to_string());
                 } else if is(j, &Tok::Sym('{')) {
-                    let mut d = 0;
-                    let mut item_start = true;
-                    let mut k = j;
-                    while k < toks.len() {
-                        match &toks[k].0 {
-                            Tok::Sym('{') => {
-                                d += 1;
-                                item_start = d == 1;
-                            }
-                            Tok::Sym('}') => {
-                                d -= 1;
-                                if d == 0 {
-                                    break;
-                                }
-                            }
-                            Tok::Sym(',') if d == 1 => item_start = true,
-                            Tok::Sym('*') if d == 1 && item_start => {
-                                names.push("*".into());
-                                item_start = false;
-                            }
-                            Tok::Ident(n) if d == 1 && item_start => {
-                                if n != "self" {
-                                    names.push(n.clone());
-                                }
-                                item_start = false;
-                            }
-                            _ => {}
-                        }
-                        k += 1;
-                    }
+                    names.extend(group_heads(&toks, j).into_iter().filter(|n| n != "self"));
                 }
                 for name in names {
                     out.push(Import {
@@ -437,6 +541,76 @@ fn every_import_follows_the_layering() {
     );
 }
 
+/// Every side effect in a pure module's file under `root`/src: "file:line: what".
+fn impure(root: &Path) -> Vec<String> {
+    let src = root.join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut out = Vec::new();
+    for path in files {
+        let rel = path.strip_prefix(&src).expect("under src");
+        let module = module_of(rel);
+        if !module.first().is_some_and(|m| PURE.contains(&m.as_str())) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("readable source");
+        for (line, what) in impurities(&text) {
+            out.push(format!("src/{}:{line}: {what}", rel.display()));
+        }
+    }
+    out
+}
+
+#[test]
+fn the_pure_modules_have_no_side_effects() {
+    let found = impure(Path::new(env!("CARGO_MANIFEST_DIR")));
+    assert!(
+        found.is_empty(),
+        "side effects in a pure module ({}; docs/architecture.md): move them to an edge and \
+         pass in what the core needs:\n  {}",
+        PURE.join(", "),
+        found.join("\n  ")
+    );
+}
+
+#[test]
+fn the_purity_scanner_sees_every_kind_of_side_effect() {
+    let src = r##"
+use std::sync::{Arc, Mutex};
+use std::{fs, collections::HashMap};
+static CACHE: OnceLock<Mutex<u8>> = OnceLock::new();
+static SCHEMA: OnceLock<Value> = OnceLock::new();
+static mut N: u8 = 0;
+static C: RefCell<u8> = RefCell::new(0);
+fn f(x: &'static str) -> &'static str {
+    std::thread::spawn(|| ());
+    let t = chrono::Utc::now(); let i = Instant::now();
+    let v = std::env::var("X");
+    let a = AtomicUsize::new(0);
+    println!("{}", "std::fs in a string, Mutex in a comment"); // std::thread
+    x
+}
+"##;
+    let found: Vec<(usize, String)> = impurities(src);
+    let expected: Vec<(usize, String)> = [
+        (2, "Mutex"),
+        (3, "std::fs"),
+        (4, "Mutex"),
+        (6, "a mutable static (mut)"),
+        (7, "a mutable static (RefCell)"),
+        (9, "std::thread"),
+        (10, "Utc::now"),
+        (10, "Instant::now"),
+        (11, "std::env"),
+        (12, "AtomicUsize"),
+        (13, "println!"),
+    ]
+    .iter()
+    .map(|(l, w)| (*l, w.to_string()))
+    .collect();
+    assert_eq!(found, expected);
+}
+
 fn tops(source: &str, module: &[&str]) -> Vec<(usize, String)> {
     let module: Vec<String> = module.iter().map(|s| s.to_string()).collect();
     imports(source, &module)
@@ -485,6 +659,21 @@ mod tests {
         tops("fn f() { super::model::x(); }", &["snapshot"]),
         vec![(1, "model".to_string())]
     );
+}
+
+/// `src/lib.rs` lists the modules bottom to top ("each module imports only those above it"):
+/// the list must be RULES' order, or the sentence is false.
+#[test]
+fn lib_rs_lists_the_modules_in_the_order_of_the_rules() {
+    let lib = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs"))
+        .expect("src/lib.rs");
+    let listed: Vec<&str> = lib
+        .lines()
+        .filter_map(|l| l.strip_prefix("//! - [`"))
+        .filter_map(|l| l.split('`').next())
+        .collect();
+    let rules: Vec<&str> = RULES.iter().map(|(m, _)| *m).collect();
+    assert_eq!(listed, rules, "src/lib.rs's list against RULES");
 }
 
 #[test]

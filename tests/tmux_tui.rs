@@ -6,8 +6,7 @@
 //! Needs tmux. Outside CI it is skipped (with a message) when tmux is missing; with `CI=true`
 //! a missing tmux fails the test, so CI never passes without running it.
 
-#[path = "fixtures/tui/fixture.rs"]
-mod fixture;
+mod support;
 
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -136,13 +135,13 @@ fn tmux_tui_real_terminal() {
     }
     let bin = env!("CARGO_BIN_EXE_kubectl-vap");
     let dir = tempfile::tempdir().unwrap();
-    let generated = fixture::write_file(dir.path());
+    let generated = support::tui::write_file(dir.path());
     let t = Tmux::start("tui", 160, 45);
     t.wait_text("shell$");
     t.text(&format!(
         "KUBECTL_VAP_LOG_FILE={} {bin} -f {} -f {}; echo EXIT=$?",
         dir.path().join("tui.log").display(),
-        fixture::FIXTURE,
+        support::tui::FIXTURE,
         generated.display()
     ));
     t.keys(&["Enter"]);
@@ -238,7 +237,7 @@ fn tmux_tui_panic_restores_terminal() {
     t.text(&format!(
         "KUBECTL_VAP_LOG_FILE={} KUBECTL_VAP_TUI_TEST_PANIC=1 {bin} -f {}; echo EXIT=$?",
         dir.path().join("tui.log").display(),
-        fixture::FIXTURE
+        support::tui::FIXTURE
     ));
     t.keys(&["Enter"]);
     let s = t.wait_text("EXIT=101");

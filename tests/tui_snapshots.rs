@@ -19,10 +19,9 @@ use ratatui::backend::TestBackend;
 use ratatui::style::Color;
 use std::sync::Arc;
 
-#[path = "fixtures/tui/fixture.rs"]
-mod fixture;
+mod support;
 
-use fixture::{FIXTURE, snapshot};
+use support::tui::{FIXTURE, snapshot};
 
 fn offline_data() -> Arc<Data> {
     Arc::new(Offline::data(
@@ -369,6 +368,21 @@ fn tui_readonly() {
     ui.key(KeyCode::Char('?'));
     let help = ui.screen();
     assert!(!help.contains("reconcile the selected"), "{help}");
+    // One text for why: the refused key above, a refused action, the help screen.
+    let help_text: Vec<String> = view::help_lines(&ui.app)
+        .iter()
+        .map(|l| l.to_string())
+        .collect();
+    assert!(
+        help_text
+            .iter()
+            .any(|l| l.trim() == kubectl_vap::tui::keymap::READONLY),
+        "{help_text:?}"
+    );
+    assert_eq!(
+        ui.app.write_refusal().as_deref(),
+        Some(kubectl_vap::tui::keymap::READONLY)
+    );
 }
 
 #[test]

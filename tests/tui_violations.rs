@@ -15,12 +15,11 @@ use ratatui::backend::TestBackend;
 use ratatui::style::Modifier;
 use std::sync::Arc;
 
-#[path = "fixtures/tui/fixture.rs"]
-mod fixture;
+mod support;
 
 /// The fixture as a live cluster, every constraint at `generation`.
 fn live(generation: i64) -> Action {
-    let mut snapshot = fixture::snapshot();
+    let mut snapshot = support::tui::snapshot();
     for c in &mut snapshot.constraints {
         c.meta.generation = generation;
     }

@@ -199,6 +199,7 @@ impl GenerationArgs {
             default_failure_policy: FailurePolicy::parse(&self.default_failure_policy)
                 .unwrap_or(FailurePolicy::Fail),
             binding_wait: self.binding_wait,
+            cel: crate::load::cel::checker(),
         }
     }
 }

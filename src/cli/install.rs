@@ -116,6 +116,33 @@ pub fn install_manifests(opts: &InstallOptions) -> Result<String, serde_norway::
     Ok(out)
 }
 
+/// The Role `kubectl-vap-<suffix>` in `namespace` with `rules`, and the RoleBinding that grants
+/// it to our ServiceAccount (in `sa_namespace`).
+fn role_with_binding(
+    suffix: &str,
+    namespace: &str,
+    labels: &serde_json::Value,
+    rules: serde_json::Value,
+    sa_namespace: &str,
+) -> [serde_json::Value; 2] {
+    use serde_json::json;
+    let name = format!("{NAME}-{suffix}");
+    let metadata = json!({ "name": name, "namespace": namespace, "labels": labels });
+    [
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": metadata,
+            "rules": rules
+        }),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": metadata,
+            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name },
+            "subjects": [{ "kind": "ServiceAccount", "name": NAME, "namespace": sa_namespace }]
+        }),
+    ]
+}
+
 /// The manifests as objects, in apply order.
 pub fn install_objects(opts: &InstallOptions) -> Vec<serde_json::Value> {
     use serde_json::json;
@@ -138,37 +165,32 @@ pub fn install_objects(opts: &InstallOptions) -> Vec<serde_json::Value> {
             "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NAME },
             "subjects": [{ "kind": "ServiceAccount", "name": NAME, "namespace": ns }]
         }),
-        json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-            "metadata": { "name": format!("{NAME}-lease"), "namespace": ns, "labels": labels },
-            "rules": lease_role_rules(crate::controller::DEFAULT_LEASE_NAME)
-        }),
-        json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-            "metadata": { "name": format!("{NAME}-lease"), "namespace": ns, "labels": labels },
-            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": format!("{NAME}-lease") },
-            "subjects": [{ "kind": "ServiceAccount", "name": NAME, "namespace": ns }]
-        }),
-        json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-            "metadata": { "name": format!("{NAME}-events"), "namespace": EVENTS_NAMESPACE, "labels": labels },
-            "rules": events_role_rules()
-        }),
-        json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-            "metadata": { "name": format!("{NAME}-events"), "namespace": EVENTS_NAMESPACE, "labels": labels },
-            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": format!("{NAME}-events") },
-            "subjects": [{ "kind": "ServiceAccount", "name": NAME, "namespace": ns }]
-        }),
+    ];
+    let lease = crate::controller::DEFAULT_LEASE_NAME;
+    docs.extend(role_with_binding(
+        "lease",
+        ns,
+        &labels,
+        lease_role_rules(lease),
+        ns,
+    ));
+    docs.extend(role_with_binding(
+        "events",
+        EVENTS_NAMESPACE,
+        &labels,
+        events_role_rules(),
+        ns,
+    ));
+    docs.extend([
         json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
             "metadata": { "name": format!("{NAME}-operator"), "labels": labels },
-            "rules": operator_rules(crate::controller::DEFAULT_LEASE_NAME)
+            "rules": operator_rules(lease)
         }),
         json!({
             "apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {
-                "name": crate::controller::requests_configmap(crate::controller::DEFAULT_LEASE_NAME),
+                "name": crate::controller::requests_configmap(lease),
                 "namespace": ns, "labels": labels
             }
         }),
@@ -236,7 +258,7 @@ pub fn install_objects(opts: &InstallOptions) -> Vec<serde_json::Value> {
             // A drain evicts one copy at a time; the other holds (or takes) the Lease.
             "spec": { "maxUnavailable": 1, "selector": { "matchLabels": selector } }
         }),
-    ];
+    ]);
     if opts.metrics_service {
         docs.push(json!({
             "apiVersion": "v1", "kind": "Service",

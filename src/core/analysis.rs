@@ -17,6 +17,7 @@ use super::step::{policy_ref, template_ref};
 use super::tree::{Node, NodeKind, State};
 use crate::model::{
     Binding, CONSTRAINTS_GROUP, Constraint, ConstraintTemplate, CrdInfo, ObjectRef, Policy,
+    VAP_KIND, VAPB_KIND,
 };
 use crate::snapshot::Snapshot;
 use chrono::{DateTime, Utc};
@@ -404,8 +405,8 @@ fn drop_unobservable(a: &mut Analysis, snap: &Snapshot) {
     let bindings_by_name: BTreeMap<&str, &Binding> =
         snap.bindings.iter().map(|x| (x.name(), x)).collect();
     let blind = |f: &Finding| -> bool {
-        let is_policy = f.object.kind == "ValidatingAdmissionPolicy";
-        let is_binding = f.object.kind == "ValidatingAdmissionPolicyBinding";
+        let is_policy = f.object.kind == VAP_KIND;
+        let is_binding = f.object.kind == VAPB_KIND;
         let is_crd = f.object.kind == crd::CRD_KIND;
         (is_crd && unreadable(CRDS))
             || (f.code == Code::CrdOrphan && unreadable(TEMPLATES))

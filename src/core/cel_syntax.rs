@@ -26,7 +26,7 @@ impl std::fmt::Display for SyntaxError {
 }
 
 /// Parses `expression`; the first error (by position) if it is not CEL. Runs on the calling
-/// thread: see [`check_source`] for the stack it needs.
+/// thread: see [`PARSER_STACK`] for the stack it needs.
 pub fn parse(expression: &str) -> Result<(), SyntaxError> {
     if let Some(e) = too_deep(expression) {
         return Err(e);
@@ -61,84 +61,62 @@ pub fn parse(expression: &str) -> Result<(), SyntaxError> {
     })
 }
 
-/// The parser's stack: cel's ANTLR parser takes ~130 KiB of stack per bracket level in a
-/// debug build, so the 250 levels CEL allows need ~33 MiB, far more than the 2 MiB of a
+/// The stack [`check_all`] needs: cel's ANTLR parser takes ~130 KiB of stack per bracket level
+/// in a debug build, so the 250 levels CEL allows need ~33 MiB, far more than the 2 MiB of a
 /// worker thread. Reserved, not used, until a deep expression needs it.
-const PARSER_STACK: usize = 64 << 20;
+pub const PARSER_STACK: usize = 64 << 20;
 
 /// Parses every `(field, expression)`; the first error as
-/// `field: CEL syntax error at line:column: what`. Results are remembered per process.
-pub fn check_all<'a>(
-    expressions: impl IntoIterator<Item = (String, &'a str)>,
-) -> Result<(), String> {
-    let expressions: Vec<(String, &str)> = expressions.into_iter().collect();
-    if expressions.is_empty() {
-        return Ok(());
-    }
-    // The reconciler decides a template again on every event of its kind: the same
-    // expressions, parsed once per process.
-    let key = {
-        use sha2::{Digest, Sha256};
-        let mut h = Sha256::new();
-        for (field, e) in &expressions {
-            h.update(field.as_bytes());
-            h.update([0]);
-            h.update(e.as_bytes());
-            h.update([0]);
+/// `field: CEL syntax error at line:column: what`. Pure, but it needs [`PARSER_STACK`] bytes of
+/// stack for the deepest expression CEL allows: the core calls it through a [`CelChecker`],
+/// whose implementation provides the stack.
+pub fn check_all(expressions: &[(String, &str)]) -> Result<(), String> {
+    for (field, e) in expressions {
+        if let Err(err) = parse(e) {
+            return Err(format!("{field}: CEL syntax error at {err}"));
         }
-        <[u8; 32]>::from(h.finalize())
-    };
-    if let Some(known) = cache().lock().ok().and_then(|c| c.get(&key).cloned()) {
-        return known;
     }
-    let result = parse_on_big_stack(&expressions);
-    if let Ok(mut c) = cache().lock() {
-        if c.len() >= CACHE_ENTRIES {
-            c.clear();
-        }
-        c.insert(key, result.clone());
-    }
-    result
+    Ok(())
 }
 
-/// Results of [`check_all`] by the hash of what was checked. Cleared when full: the working
-/// set is one entry per template, far below the bound.
-type Cache = std::collections::HashMap<[u8; 32], Result<(), String>>;
-const CACHE_ENTRIES: usize = 4096;
-
-fn cache() -> &'static std::sync::Mutex<Cache> {
-    static CACHE: std::sync::OnceLock<std::sync::Mutex<Cache>> = std::sync::OnceLock::new();
-    CACHE.get_or_init(Default::default)
+/// What runs [`check_all`] for [`decide_template`](super::decide::decide_template). The edges
+/// implement it (`load::cel`): the stack it needs means a thread of its own, and remembering
+/// results across calls (the reconciler decides a template on every event of its kind) is
+/// state; neither belongs in the core.
+pub trait CelSyntax: Send + Sync {
+    /// [`check_all`] of `expressions`, or the same answer remembered.
+    fn check(&self, expressions: &[(String, &str)]) -> Result<(), String>;
 }
 
-/// Parses on a thread of its own with [`PARSER_STACK`].
-fn parse_on_big_stack(expressions: &[(String, &str)]) -> Result<(), String> {
-    let run = || {
-        for (field, e) in expressions {
-            if let Err(err) = parse(e) {
-                return Err(format!("{field}: CEL syntax error at {err}"));
-            }
+/// The [`CelSyntax`] a decision uses, carried in [`Options`](super::Options); clones share it
+/// (and so what it remembers).
+#[derive(Clone)]
+pub struct CelChecker(std::sync::Arc<dyn CelSyntax>);
+
+impl CelChecker {
+    pub fn new(syntax: impl CelSyntax + 'static) -> Self {
+        CelChecker(std::sync::Arc::new(syntax))
+    }
+
+    /// Every expression of a `K8sNativeValidation` source ([`expressions`]) checked.
+    pub fn check_source(&self, s: &crate::model::NativeSource) -> Result<(), String> {
+        let all = expressions(s);
+        if all.is_empty() {
+            return Ok(());
         }
-        Ok(())
-    };
-    std::thread::scope(|s| {
-        match std::thread::Builder::new()
-            .name("cel-syntax".into())
-            .stack_size(PARSER_STACK)
-            .spawn_scoped(s, run)
-        {
-            Ok(handle) => handle
-                .join()
-                .unwrap_or_else(|_| Err("the CEL parser failed on this template".into())),
-            // Fail closed: an unchecked template is not declared valid.
-            Err(e) => Err(format!("cannot check the CEL syntax: {e}")),
-        }
-    })
+        self.0.check(&all)
+    }
+}
+
+impl std::fmt::Debug for CelChecker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CelChecker")
+    }
 }
 
 /// Every expression of a `K8sNativeValidation` source, named by its field: validations'
 /// `expression` and `messageExpression`, `matchConditions`, `variables`.
-pub fn check_source(s: &crate::model::NativeSource) -> Result<(), String> {
+pub fn expressions(s: &crate::model::NativeSource) -> Vec<(String, &str)> {
     let mut all: Vec<(String, &str)> = Vec::new();
     for (i, v) in s.validations.iter().enumerate() {
         all.push((format!("validations[{i}].expression"), &v.expression));
@@ -158,7 +136,7 @@ pub fn check_source(s: &crate::model::NativeSource) -> Result<(), String> {
             &v.expression,
         ));
     }
-    check_all(all)
+    all
 }
 
 /// Nesting cel-go refuses, found before cel-rust's parser sees it: that parser counts only
@@ -380,55 +358,5 @@ mod tests {
         );
         assert!(parse("").is_err());
         assert!(parse("a ==").is_err());
-    }
-
-    #[test]
-    fn deep_or_long_input_fails_without_exhausting_the_stack() {
-        let nest =
-            |open: &str, close: &str, n: usize| format!("{}1{}", open.repeat(n), close.repeat(n));
-        let chain = |sep: &str, n: usize| vec!["a"; n + 1].join(sep);
-        // Within CEL's limit: parses. One past it: refused. Far past it: refused at once.
-        let cases: Vec<(String, bool)> = vec![
-            (nest("(", ")", 250), true),
-            (nest("[", "]", 250), true),
-            (nest("f(", ")", 250), true),
-            (nest("(", ")", 252), false),
-            (nest("(", ")", 100_000), false),
-            (nest("a[", "]", 100_000), false),
-            (chain(" + ", 250), true),
-            (chain(" + ", 251), false),
-            (chain(" == ", 250), true),
-            (chain(" == ", 100_000), false),
-            (chain(".b", 250), true),
-            (chain(".f()", 100_000), false),
-            (chain("[0]", 100_000), false),
-            ("a ? b : ".repeat(100_000) + "c", false),
-            // `&&` and `||` chains are loops in CEL's grammar, not nesting: no limit.
-            (chain(" && ", 5_000), true),
-            (format!("{}a", "!".repeat(20_000)), true),
-            (format!("{}a", "-".repeat(20_000)), true),
-            // Strings are not counted, whatever brackets or quotes they hold.
-            (
-                format!(
-                    r#"'{}' == r'\' && '''{}''' != "\"" "#,
-                    "(".repeat(1000),
-                    "[".repeat(1000)
-                ),
-                true,
-            ),
-        ];
-        // From a thread with a worker's 2 MiB stack, as the reconciler and the TUI call it.
-        std::thread::Builder::new()
-            .stack_size(2 << 20)
-            .spawn(move || {
-                for (e, ok) in &cases {
-                    let got = check_all([("e".to_string(), e.as_str())]);
-                    let short: String = e.chars().take(40).collect();
-                    assert_eq!(got.is_ok(), *ok, "{short}…: {got:?}");
-                }
-            })
-            .expect("thread")
-            .join()
-            .expect("no stack overflow");
     }
 }

@@ -1,6 +1,7 @@
 //! The decision rules: does a template generate a VAP, and does a constraint want a binding,
 //! with which actions. Gatekeeper's rules (spec §1–§2), plus the checks Gatekeeper lacks.
 
+use super::cel_syntax::CelChecker;
 use super::options::{FailurePolicy, Options};
 use crate::model::{
     CEL_ENGINE, Constraint, ConstraintTemplate, NativeSource, VAP_ENFORCEMENT_POINT,
@@ -89,7 +90,7 @@ pub fn decide_template(t: &ConstraintTemplate, opts: &Options) -> TemplateVerdic
         Ok(s) => s,
         Err(e) => return invalid(format!("{CEL_ENGINE} source: {e}")),
     };
-    if let Err(reason) = validate_source(&source) {
+    if let Err(reason) = validate_source(&source, &opts.cel) {
         return invalid(reason);
     }
     let failure_policy = match &source.failure_policy {
@@ -121,7 +122,7 @@ pub fn decide_template(t: &ConstraintTemplate, opts: &Options) -> TemplateVerdic
     }
 }
 
-fn validate_source(s: &NativeSource) -> Result<(), String> {
+fn validate_source(s: &NativeSource, cel: &CelChecker) -> Result<(), String> {
     if s.validations.is_empty() {
         return Err("the CEL source has no validations".into());
     }
@@ -163,7 +164,7 @@ fn validate_source(s: &NativeSource) -> Result<(), String> {
         }
     }
     // Last: the structural errors above are cheaper to find and to read.
-    super::cel_syntax::check_source(s)
+    cel.check_source(s)
 }
 
 /// `validationActions` of a binding.

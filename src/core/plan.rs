@@ -4,7 +4,7 @@
 use super::crd::{CRD_API_VERSION, CRD_KIND, normalize_spec};
 use super::findings::Code;
 use super::normalize;
-use crate::model::{Binding, CrdInfo, ObjectRef, Policy};
+use crate::model::{Binding, CrdInfo, ObjectRef, Policy, VAP_KIND, VAPB_KIND};
 use k8s_openapi::api::admissionregistration::v1::{
     ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
 };
@@ -179,9 +179,6 @@ fn with_type(mut v: Value, kind: &str) -> Value {
     v
 }
 
-const VAP: &str = "ValidatingAdmissionPolicy";
-const VAPB: &str = "ValidatingAdmissionPolicyBinding";
-
 /// Whether a write carries its readable diff. `plan` and the TUI show it; the reconciler sends
 /// only the body, and rendering YAML for every write was a large part of its CPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -191,13 +188,20 @@ pub enum Diff {
 }
 
 /// An observed object as a write needs it; its raw body and diff view are built on demand.
-enum Observed<'a> {
+pub(crate) enum Observed<'a> {
     Policy(&'a Policy),
     Binding(&'a Binding),
     Crd(&'a CrdInfo),
 }
 
 impl Observed<'_> {
+    fn kind(&self) -> &'static str {
+        match self {
+            Observed::Policy(_) => VAP_KIND,
+            Observed::Binding(_) => VAPB_KIND,
+            Observed::Crd(_) => CRD_KIND,
+        }
+    }
     fn name(&self) -> &str {
         match self {
             Observed::Policy(p) => p.name(),
@@ -276,49 +280,56 @@ impl PlannedWrite {
         self
     }
 
-    /// `view` is the desired object's diff view, present when the diff is rendered.
-    fn create(
-        kind: &str,
-        name: &str,
-        body: Value,
-        view: Option<Value>,
-        code: Code,
-        reason: &str,
-    ) -> Self {
-        let diff = view
-            .map(|v| unified_diff("", &yaml(&v), "/dev/null", &format!("{kind}/{name}")))
-            .unwrap_or_default();
+    /// Creates `d`.
+    pub(crate) fn create<D: Desired>(d: &D, code: Code, reason: &str, diff: Diff) -> Self {
+        let (kind, name) = (D::KIND, d.name());
+        let diff = match diff {
+            Diff::Render => {
+                unified_diff("", &yaml(&d.view()), "/dev/null", &format!("{kind}/{name}"))
+            }
+            Diff::Skip => String::new(),
+        };
         let mut w = Self::new(Verb::Create, kind, name, code, reason, diff);
-        w.body = Some(with_type(body, kind));
+        w.body = Some(with_type(d.body(), kind));
         w
     }
 
-    fn update(
-        kind: &str,
-        o: Observed<'_>,
-        body: Value,
-        view: Option<Value>,
+    /// Updates `observed` to `d`, keeping what of its metadata is not ours ([`update_body`]).
+    pub(crate) fn update<D: Desired>(
+        d: &D,
+        observed: &D::Observed,
         code: Code,
         reason: &str,
+        diff: Diff,
     ) -> Self {
-        let diff = view
-            .map(|v| {
+        let (kind, o) = (D::KIND, D::observed(observed));
+        let diff = match diff {
+            Diff::Render => {
                 let label = format!("{kind}/{}", o.name());
                 unified_diff(
                     &yaml(&o.view()),
-                    &yaml(&v),
+                    &yaml(&d.view()),
                     &format!("{label} (live)"),
                     &format!("{label} (desired)"),
                 )
-            })
-            .unwrap_or_default();
+            }
+            Diff::Skip => String::new(),
+        };
         let mut w = Self::new(Verb::Update, kind, o.name(), code, reason, diff)
             .with_preconditions(o.meta());
-        w.body = Some(update_body(&o.raw(), &with_type(body, kind)));
+        w.body = Some(update_body(&o.raw(), &with_type(d.body(), kind)));
         w
     }
 
-    fn delete(kind: &str, o: Observed<'_>, code: Code, reason: &str, diff: Diff) -> Self {
+    /// Deletes `observed`: this exact object (uid and resourceVersion preconditions).
+    pub(crate) fn delete<'a>(
+        observed: impl Into<Observed<'a>>,
+        code: Code,
+        reason: &str,
+        diff: Diff,
+    ) -> Self {
+        let o = observed.into();
+        let kind = o.kind();
         let diff = match diff {
             Diff::Render => unified_diff(
                 &yaml(&o.view()),
@@ -330,73 +341,90 @@ impl PlannedWrite {
         };
         Self::new(Verb::Delete, kind, o.name(), code, reason, diff).with_preconditions(o.meta())
     }
+}
 
-    pub fn create_policy(
-        d: &ValidatingAdmissionPolicy,
-        code: Code,
-        reason: &str,
-        diff: Diff,
-    ) -> Self {
-        let name = d.metadata.name.clone().unwrap_or_default();
-        let view = (diff == Diff::Render).then(|| policy_view_desired(d));
-        Self::create(VAP, &name, to_value(d), view, code, reason)
+/// What a plan writes, as generation builds it: a VAP, a binding, a constraint CRD. One
+/// create, update and delete serve all three.
+pub(crate) trait Desired: Serialize + Sized {
+    const KIND: &'static str;
+    /// The findings a create, an update and a delete of one resolve (`None`: the steps never
+    /// delete one).
+    const CODES: (Code, Code, Option<Code>);
+    /// What an update starts from.
+    type Observed;
+    fn name(&self) -> &str;
+    /// The object to send (`apiVersion` and `kind` are set by the write).
+    fn body(&self) -> Value {
+        to_value(self)
     }
+    /// The diff view: identity, ownership, labels, the normalized spec.
+    fn view(&self) -> Value;
+    fn observed(o: &Self::Observed) -> Observed<'_>;
+}
 
-    pub fn update_policy(
-        d: &ValidatingAdmissionPolicy,
-        o: &Policy,
-        code: Code,
-        reason: &str,
-        diff: Diff,
-    ) -> Self {
-        let view = (diff == Diff::Render).then(|| policy_view_desired(d));
-        Self::update(VAP, o.into(), to_value(d), view, code, reason)
+/// The generated VAP and binding: typed, named in their metadata.
+macro_rules! typed_desired {
+    ($($type:ty: $kind:expr, $observed:ty, $view:expr, $codes:expr;)*) => {$(
+        impl Desired for $type {
+            const KIND: &'static str = $kind;
+            const CODES: (Code, Code, Option<Code>) = $codes;
+            type Observed = $observed;
+            fn name(&self) -> &str {
+                self.metadata.name.as_deref().unwrap_or_default()
+            }
+            fn view(&self) -> Value {
+                $view(self)
+            }
+            fn observed(o: &$observed) -> Observed<'_> {
+                o.into()
+            }
+        }
+    )*};
+}
+
+typed_desired! {
+    ValidatingAdmissionPolicy: VAP_KIND, Policy, policy_view_desired,
+        (Code::PolicyMissing, Code::PolicyOutOfSync, Some(Code::PolicyDangling));
+    ValidatingAdmissionPolicyBinding: VAPB_KIND, Binding, binding_view_desired,
+        (Code::BindingMissing, Code::BindingOutOfSync, Some(Code::BindingDangling));
+}
+
+/// The steps box the large desired objects.
+impl<D: Desired> Desired for Box<D> {
+    const KIND: &'static str = D::KIND;
+    const CODES: (Code, Code, Option<Code>) = D::CODES;
+    type Observed = D::Observed;
+    fn name(&self) -> &str {
+        (**self).name()
     }
-
-    pub fn delete_policy(o: &Policy, code: Code, reason: &str, diff: Diff) -> Self {
-        Self::delete(VAP, o.into(), code, reason, diff)
+    fn body(&self) -> Value {
+        (**self).body()
     }
-
-    pub fn create_binding(
-        d: &ValidatingAdmissionPolicyBinding,
-        code: Code,
-        reason: &str,
-        diff: Diff,
-    ) -> Self {
-        let name = d.metadata.name.clone().unwrap_or_default();
-        let view = (diff == Diff::Render).then(|| binding_view_desired(d));
-        Self::create(VAPB, &name, to_value(d), view, code, reason)
+    fn view(&self) -> Value {
+        (**self).view()
     }
-
-    pub fn update_binding(
-        d: &ValidatingAdmissionPolicyBinding,
-        o: &Binding,
-        code: Code,
-        reason: &str,
-        diff: Diff,
-    ) -> Self {
-        let view = (diff == Diff::Render).then(|| binding_view_desired(d));
-        Self::update(VAPB, o.into(), to_value(d), view, code, reason)
+    fn observed(o: &Self::Observed) -> Observed<'_> {
+        D::observed(o)
     }
+}
 
-    pub fn delete_binding(o: &Binding, code: Code, reason: &str, diff: Diff) -> Self {
-        Self::delete(VAPB, o.into(), code, reason, diff)
+/// A constraint CRD as [`super::crd::desired_crd`] builds it: JSON, there is no typed CRD here.
+impl Desired for Value {
+    const KIND: &'static str = CRD_KIND;
+    // A CRD is deleted only once its template is seen gone (`step::crd`), never by its step.
+    const CODES: (Code, Code, Option<Code>) = (Code::CrdMissing, Code::CrdOutOfSync, None);
+    type Observed = CrdInfo;
+    fn name(&self) -> &str {
+        self["metadata"]["name"].as_str().unwrap_or_default()
     }
-
-    /// `d` is a CRD as [`super::crd::desired_crd`] builds it.
-    pub fn create_crd(d: &Value, code: Code, reason: &str, diff: Diff) -> Self {
-        let name = d["metadata"]["name"].as_str().unwrap_or_default();
-        let view = (diff == Diff::Render).then(|| crd_view(d));
-        Self::create(CRD_KIND, name, d.clone(), view, code, reason)
+    fn body(&self) -> Value {
+        self.clone()
     }
-
-    pub fn update_crd(d: &Value, o: &CrdInfo, code: Code, reason: &str, diff: Diff) -> Self {
-        let view = (diff == Diff::Render).then(|| crd_view(d));
-        Self::update(CRD_KIND, o.into(), d.clone(), view, code, reason)
+    fn view(&self) -> Value {
+        crd_view(self)
     }
-
-    pub fn delete_crd(o: &CrdInfo, code: Code, reason: &str, diff: Diff) -> Self {
-        Self::delete(CRD_KIND, o.into(), code, reason, diff)
+    fn observed(o: &CrdInfo) -> Observed<'_> {
+        o.into()
     }
 }
 
@@ -433,16 +461,16 @@ mod tests {
         let o = observed_binding();
         let pairs = [
             (
-                PlannedWrite::create_binding(&d, Code::BindingMissing, "r", Diff::Render),
-                PlannedWrite::create_binding(&d, Code::BindingMissing, "r", Diff::Skip),
+                PlannedWrite::create(&d, Code::BindingMissing, "r", Diff::Render),
+                PlannedWrite::create(&d, Code::BindingMissing, "r", Diff::Skip),
             ),
             (
-                PlannedWrite::update_binding(&d, &o, Code::BindingOutOfSync, "r", Diff::Render),
-                PlannedWrite::update_binding(&d, &o, Code::BindingOutOfSync, "r", Diff::Skip),
+                PlannedWrite::update(&d, &o, Code::BindingOutOfSync, "r", Diff::Render),
+                PlannedWrite::update(&d, &o, Code::BindingOutOfSync, "r", Diff::Skip),
             ),
             (
-                PlannedWrite::delete_binding(&o, Code::BindingDangling, "r", Diff::Render),
-                PlannedWrite::delete_binding(&o, Code::BindingDangling, "r", Diff::Skip),
+                PlannedWrite::delete(&o, Code::BindingDangling, "r", Diff::Render),
+                PlannedWrite::delete(&o, Code::BindingDangling, "r", Diff::Skip),
             ),
         ];
         for (rendered, skipped) in pairs {

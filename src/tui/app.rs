@@ -5,7 +5,7 @@ use super::action::{Action, Level, WriteCommand};
 use super::contexts;
 use super::data::{Data, EventLine, Link, Origin};
 use super::detail;
-use super::keymap::{Key, Keymap, Screen};
+use super::keymap::{self, Key, Keymap, Screen};
 use super::tree_view::{Filter, SortBy, TreeView, find};
 use super::view;
 use crate::core::tree::{Node, NodeKind};
@@ -189,8 +189,9 @@ impl App {
             Some(a) => Some(a),
             // A letter that does nothing here says so, instead of nothing happening.
             None if self.keymap.removed(key) => Some(Action::NotHere(format!(
-                "{} writes, and this copy is read-only (--readonly)",
-                key.label()
+                "{} writes, and {}",
+                key.label(),
+                keymap::READONLY
             ))),
             None if matches!(key, Key::Char(_) | Key::Ctrl(_)) => Some(Action::NotHere(format!(
                 "unknown key {} — ? for help",
@@ -353,7 +354,7 @@ impl App {
     /// Why no write can run now (read-only, offline, not connected yet).
     pub fn write_refusal(&self) -> Option<String> {
         if self.keymap.readonly() {
-            return Some("read-only: write actions are off (--readonly)".to_string());
+            return Some(keymap::READONLY.to_string());
         }
         match &self.data {
             None => Some("no data yet".to_string()),

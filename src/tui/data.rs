@@ -243,19 +243,13 @@ impl Data {
         }
         for (i, p) in snapshot.policies.iter().enumerate() {
             objects.insert(
-                (
-                    "ValidatingAdmissionPolicy".to_string(),
-                    p.name().to_string(),
-                ),
+                (crate::model::VAP_KIND.to_string(), p.name().to_string()),
                 Observed::Policy(i),
             );
         }
         for (i, b) in snapshot.bindings.iter().enumerate() {
             objects.insert(
-                (
-                    "ValidatingAdmissionPolicyBinding".to_string(),
-                    b.name().to_string(),
-                ),
+                (crate::model::VAPB_KIND.to_string(), b.name().to_string()),
                 Observed::Binding(i),
             );
         }

@@ -6,6 +6,7 @@ use super::data::{Data, Origin};
 use super::states;
 use super::tree_view::kind_tag;
 use crate::core::tree::{Node, NodeKind};
+use crate::model::{VAP_KIND, VAPB_KIND};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use serde_json::Value;
@@ -30,9 +31,9 @@ pub fn summary(data: &Data, node: &Node) -> Vec<Line<'static>> {
     let kind_word = match node.kind {
         NodeKind::Template => "ConstraintTemplate",
         NodeKind::Crd => "CustomResourceDefinition",
-        NodeKind::Policy => "ValidatingAdmissionPolicy",
+        NodeKind::Policy => VAP_KIND,
         NodeKind::Constraint => "Constraint",
-        NodeKind::Binding => "ValidatingAdmissionPolicyBinding",
+        NodeKind::Binding => VAPB_KIND,
         NodeKind::Group => "Group",
     };
     out.push(Line::from(vec![

@@ -305,6 +305,9 @@ pub static TABLE: &[Entry] = &[
     },
 ];
 
+/// Why `--readonly` refuses a write: one text for a removed key, a refused action and the help.
+pub const READONLY: &str = "this copy is read-only (--readonly): replay and reconcile are off";
+
 /// The table as this session uses it: with or without the write actions.
 #[derive(Debug, Clone)]
 pub struct Keymap {

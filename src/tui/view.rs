@@ -6,7 +6,7 @@ use super::action::{Level, WriteCommand};
 use super::app::App;
 use super::data::{Data, Link, Origin};
 use super::detail;
-use super::keymap::{Screen, keys_label};
+use super::keymap::{self, Screen, keys_label};
 use super::states::{self, SEVERITIES, STATES};
 use super::tree_view::SortBy;
 use crate::core::{Code, Severity};
@@ -716,10 +716,7 @@ pub fn help_lines(app: &App) -> Vec<Line<'static>> {
         out.push(Line::from(spans));
     }
     if app.keymap.readonly() {
-        out.push(Line::styled(
-            "  read-only (--readonly): replay and reconcile are off",
-            dim(),
-        ));
+        out.push(Line::styled(format!("  {}", keymap::READONLY), dim()));
     }
     out.push(Line::default());
     out.push(Line::styled("States (what a node is)", bold()));

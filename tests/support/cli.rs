@@ -1,7 +1,9 @@
 //! The `kubectl-vap` binary as a child process.
 
 use serde_json::Value;
-use std::process::{Child, Command, ExitStatus, Output};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::Duration;
 use testenv::http_get;
 
@@ -16,6 +18,34 @@ pub fn kubectl_vap() -> Command {
 pub fn output(cmd: &mut Command) -> Output {
     cmd.output()
         .unwrap_or_else(|e| panic!("running {cmd:?}: {e}"))
+}
+
+/// `cmd`'s output with `stdin` on its standard input.
+pub fn output_with_stdin(cmd: &mut Command, stdin: &[u8]) -> Output {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawning {cmd:?}: {e}"));
+    child
+        .stdin
+        .take()
+        .expect("piped stdin")
+        .write_all(stdin)
+        .unwrap_or_else(|e| panic!("writing the standard input of {cmd:?}: {e}"));
+    child
+        .wait_with_output()
+        .unwrap_or_else(|e| panic!("waiting for {cmd:?}: {e}"))
+}
+
+/// A kubeconfig file in `dir` for `server` (a token user, TLS unverified): for a binary that
+/// must reach a server that is not there, or fail before it tries.
+pub fn kubeconfig(dir: &Path, server: &str) -> PathBuf {
+    let path = dir.join("kubeconfig");
+    let yaml = testenv::kubeconfig_yaml(server, None, "u", "t").expect("kubeconfig");
+    std::fs::write(&path, yaml).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+    path
 }
 
 pub fn stderr(out: &Output) -> String {

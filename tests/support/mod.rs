@@ -14,13 +14,18 @@
 //! - [`reconciler`]: the one door to a reconciler running in the test process.
 //! - [`cli`]: the `kubectl-vap` binary as a child process.
 //! - [`bench`]: the benchmarks' knobs and runtime.
+//! - [`tui`]: the TUI tests' snapshot (`tests/fixtures/tui/snapshot.yaml` plus generated
+//!   objects).
+//! - [`image`]: the container image's facts (image config, Dockerfile, `install --print`).
 #![allow(dead_code)]
 
 pub mod bench;
 pub mod cli;
 pub mod cluster;
+pub mod image;
 pub mod metrics;
 pub mod objects;
 pub mod poll;
 pub mod rbac;
 pub mod reconciler;
+pub mod tui;

@@ -868,7 +868,8 @@ pub(crate) async fn client_from_kubeconfig(kubeconfig: Kubeconfig) -> anyhow::Re
     kube::Client::try_from(config).context("building kube client")
 }
 
-pub(crate) fn kubeconfig_yaml(
+/// A kubeconfig for `server` with one token user, current; `ca` `None` skips TLS verification.
+pub fn kubeconfig_yaml(
     server: &str,
     ca: Option<&Path>,
     user: &str,

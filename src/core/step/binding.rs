@@ -1,7 +1,7 @@
 //! The constraint side's step: a constraint's binding, decided from the opinion of its kind
 //! (never the template), its CRD's readiness and the observed binding.
 
-use super::{Action, binding_ref, constraint_ref, differs};
+use super::{Action, binding_ref, constraint_ref, differs, write};
 use crate::core::compare::compare_binding;
 use crate::core::desired::{BindingDecision, CrdState, Opinion, binding_decision};
 use crate::core::findings::{Code, Finding};
@@ -100,28 +100,8 @@ impl<'a> BindingStep<'a> {
     }
 
     pub fn write(&self, diff: Diff) -> Option<PlannedWrite> {
-        match (&self.action, self.observed) {
-            (Action::Create(d), _) => Some(PlannedWrite::create_binding(
-                d,
-                Code::BindingMissing,
-                "the constraint targets vap.k8s.io",
-                diff,
-            )),
-            (Action::Update { desired, fields }, Some(o)) => Some(PlannedWrite::update_binding(
-                desired,
-                o,
-                Code::BindingOutOfSync,
-                &differs(fields),
-                diff,
-            )),
-            (Action::Delete(reason), Some(o)) => Some(PlannedWrite::delete_binding(
-                o,
-                Code::BindingDangling,
-                reason,
-                diff,
-            )),
-            _ => None,
-        }
+        let because = "the constraint targets vap.k8s.io";
+        write(&self.action, self.observed, because, differs, diff)
     }
 
     /// The binding's state and reason in the tree.
@@ -282,7 +262,7 @@ pub fn sweep_binding<'a>(
 
 impl BindingSweep<'_> {
     pub fn write(&self, diff: Diff) -> PlannedWrite {
-        PlannedWrite::delete_binding(self.observed, Code::BindingDangling, &self.reason, diff)
+        PlannedWrite::delete(self.observed, Code::BindingDangling, &self.reason, diff)
     }
 
     pub fn finding(&self) -> Finding {

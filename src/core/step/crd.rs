@@ -1,6 +1,6 @@
 //! The constraint CRD a template defines: first, as everything else of the kind rests on it.
 
-use super::{Action, crd_ref, differs, template_ref};
+use super::{Action, crd_ref, differs, template_ref, write};
 use crate::core::compare::compare_crd;
 use crate::core::crd;
 use crate::core::decide::TemplateVerdict;
@@ -77,22 +77,14 @@ impl CrdStep<'_> {
     }
 
     pub fn write(&self, diff: Diff) -> Option<PlannedWrite> {
-        match (&self.action, self.observed) {
-            (Action::Create(d), _) => Some(PlannedWrite::create_crd(
-                d,
-                Code::CrdMissing,
-                "the template defines the kind",
-                diff,
-            )),
-            (Action::Update { desired, fields }, Some(o)) => Some(PlannedWrite::update_crd(
-                desired,
-                o,
-                Code::CrdOutOfSync,
-                &self.update_reason(fields),
-                diff,
-            )),
-            _ => None,
-        }
+        let because = "the template defines the kind";
+        write(
+            &self.action,
+            self.observed,
+            because,
+            |f| self.update_reason(f),
+            diff,
+        )
     }
 
     pub fn state(&self) -> (State, String) {
@@ -183,7 +175,7 @@ pub fn delete_of_gone_template(
         && observed.meta.controller().is_some_and(|c| c.uid == uid)
         && control(&observed.meta, &OwnerId::template(template, uid)) == Control::Owner;
     controlled.then(|| {
-        PlannedWrite::delete_crd(
+        PlannedWrite::delete(
             observed,
             Code::CrdOrphan,
             &format!("its template {template} was deleted"),

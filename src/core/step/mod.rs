@@ -20,6 +20,7 @@ pub use crd::{CrdStep, crd_step};
 pub use policy::{PolicyStep, PolicySweep, policy_step, sweep_policy};
 
 use super::compare::Comparison;
+use super::plan::{Desired, Diff, PlannedWrite};
 use crate::model::{Constraint, ConstraintTemplate, ObjectRef, VAP_KIND, VAPB_KIND};
 
 /// What to do about one object whose desired form is `D`.
@@ -64,6 +65,35 @@ impl<D> Action<D> {
             Comparison::OutOfSync(fields) => Action::Update { desired, fields },
             Comparison::Foreign(why) => Action::Foreign(why),
         }
+    }
+}
+
+/// The write `action` needs, if any: a create (`because`), an update (its reason from the
+/// fields it fixes) or a delete; each resolves the finding `D::CODES` names.
+fn write<D: Desired>(
+    action: &Action<D>,
+    observed: Option<&D::Observed>,
+    because: &str,
+    update_reason: impl FnOnce(&[&str]) -> String,
+    diff: Diff,
+) -> Option<PlannedWrite> {
+    let (missing, out_of_sync, dangling) = D::CODES;
+    match (action, observed) {
+        (Action::Create(d), _) => Some(PlannedWrite::create(d, missing, because, diff)),
+        (Action::Update { desired, fields }, Some(o)) => Some(PlannedWrite::update(
+            desired,
+            o,
+            out_of_sync,
+            &update_reason(fields),
+            diff,
+        )),
+        (Action::Delete(reason), Some(o)) => Some(PlannedWrite::delete(
+            D::observed(o),
+            dangling?,
+            reason,
+            diff,
+        )),
+        _ => None,
     }
 }
 

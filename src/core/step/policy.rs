@@ -1,6 +1,6 @@
 //! The template side's step: the template's own verdict and its VAP.
 
-use super::{Action, differs, policy_ref, template_ref};
+use super::{Action, differs, policy_ref, template_ref, write};
 use crate::core::compare::compare_policy;
 use crate::core::decide::TemplateVerdict;
 use crate::core::findings::{Code, Finding};
@@ -86,28 +86,8 @@ impl<'a> PolicyStep<'a> {
 
     /// The write this step needs, if any.
     pub fn write(&self, diff: Diff) -> Option<PlannedWrite> {
-        match (&self.action, self.observed) {
-            (Action::Create(d), _) => Some(PlannedWrite::create_policy(
-                d,
-                Code::PolicyMissing,
-                "the template generates a VAP",
-                diff,
-            )),
-            (Action::Update { desired, fields }, Some(o)) => Some(PlannedWrite::update_policy(
-                desired,
-                o,
-                Code::PolicyOutOfSync,
-                &differs(fields),
-                diff,
-            )),
-            (Action::Delete(reason), Some(o)) => Some(PlannedWrite::delete_policy(
-                o,
-                Code::PolicyDangling,
-                reason,
-                diff,
-            )),
-            _ => None,
-        }
+        let because = "the template generates a VAP";
+        write(&self.action, self.observed, because, differs, diff)
     }
 
     /// The VAP's state and reason in the tree.
@@ -221,7 +201,7 @@ impl PolicySweep<'_> {
     }
 
     pub fn write(&self, diff: Diff) -> PlannedWrite {
-        PlannedWrite::delete_policy(self.observed, Code::PolicyDangling, &self.reason, diff)
+        PlannedWrite::delete(self.observed, Code::PolicyDangling, &self.reason, diff)
     }
 
     pub fn finding(&self) -> Finding {

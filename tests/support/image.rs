@@ -1,6 +1,5 @@
 //! The image's facts as three places state them — the config `scripts/image` writes, the
 //! `Dockerfile`'s final stage, and `install --print` — and the checks that they agree.
-#![allow(dead_code)]
 
 use kubectl_vap::cli::install::{
     DEFAULT_IMAGE, IMAGE_ENTRYPOINT, IMAGE_UID, InstallOptions, METRICS_PORT, install_objects,

@@ -1,0 +1,151 @@
+//! The CEL syntax check's edge: the core's pure [`check_all`] run on a thread with the
+//! [`PARSER_STACK`] cel-rust's parser needs, its answers remembered per checker. Every command
+//! checks templates with [`checker`] (through `Options`); `Options::default()` is here because
+//! that checker is.
+
+use crate::core::Options;
+use crate::core::cel_syntax::{CelChecker, CelSyntax, PARSER_STACK, check_all};
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+/// The checker of the commands, the TUI and the reconciler: [`ParserThread`].
+pub fn checker() -> CelChecker {
+    CelChecker::new(ParserThread::default())
+}
+
+impl Default for Options {
+    /// Gatekeeper v3.20+ defaults ([`Options::with_cel`]), CEL checked by [`checker`].
+    fn default() -> Self {
+        Options::with_cel(checker())
+    }
+}
+
+/// Parses on a thread of its own with [`PARSER_STACK`], and remembers each answer by the hash
+/// of what was checked: the reconciler decides a template again on every event of its kind.
+#[derive(Default)]
+pub struct ParserThread {
+    answers: Mutex<HashMap<[u8; 32], Result<(), String>>>,
+}
+
+/// Answers remembered before the memory is cleared: the working set is one entry per
+/// template, far below it.
+const ANSWERS: usize = 4096;
+
+impl CelSyntax for ParserThread {
+    fn check(&self, expressions: &[(String, &str)]) -> Result<(), String> {
+        let key = {
+            use sha2::{Digest, Sha256};
+            let mut h = Sha256::new();
+            for (field, e) in expressions {
+                h.update(field.as_bytes());
+                h.update([0]);
+                h.update(e.as_bytes());
+                h.update([0]);
+            }
+            <[u8; 32]>::from(h.finalize())
+        };
+        // A poisoned lock only loses the memory: the answer is computed again.
+        if let Some(known) = self.answers.lock().ok().and_then(|a| a.get(&key).cloned()) {
+            return known;
+        }
+        let result = on_big_stack(expressions);
+        if let Ok(mut a) = self.answers.lock() {
+            if a.len() >= ANSWERS {
+                a.clear();
+            }
+            a.insert(key, result.clone());
+        }
+        result
+    }
+}
+
+/// [`check_all`] on a thread of its own with [`PARSER_STACK`].
+fn on_big_stack(expressions: &[(String, &str)]) -> Result<(), String> {
+    std::thread::scope(|s| {
+        match std::thread::Builder::new()
+            .name("cel-syntax".into())
+            .stack_size(PARSER_STACK)
+            .spawn_scoped(s, || check_all(expressions))
+        {
+            Ok(handle) => handle
+                .join()
+                .unwrap_or_else(|_| Err("the CEL parser failed on this template".into())),
+            // Fail closed: an unchecked template is not declared valid.
+            Err(e) => Err(format!("cannot check the CEL syntax: {e}")),
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deep_or_long_input_fails_without_exhausting_the_stack() {
+        let nest =
+            |open: &str, close: &str, n: usize| format!("{}1{}", open.repeat(n), close.repeat(n));
+        let chain = |sep: &str, n: usize| vec!["a"; n + 1].join(sep);
+        // Within CEL's limit: parses. One past it: refused. Far past it: refused at once.
+        let cases: Vec<(String, bool)> = vec![
+            (nest("(", ")", 250), true),
+            (nest("[", "]", 250), true),
+            (nest("f(", ")", 250), true),
+            (nest("(", ")", 252), false),
+            (nest("(", ")", 100_000), false),
+            (nest("a[", "]", 100_000), false),
+            (chain(" + ", 250), true),
+            (chain(" + ", 251), false),
+            (chain(" == ", 250), true),
+            (chain(" == ", 100_000), false),
+            (chain(".b", 250), true),
+            (chain(".f()", 100_000), false),
+            (chain("[0]", 100_000), false),
+            ("a ? b : ".repeat(100_000) + "c", false),
+            // `&&` and `||` chains are loops in CEL's grammar, not nesting: no limit.
+            (chain(" && ", 5_000), true),
+            (format!("{}a", "!".repeat(20_000)), true),
+            (format!("{}a", "-".repeat(20_000)), true),
+            // Strings are not counted, whatever brackets or quotes they hold.
+            (
+                format!(
+                    r#"'{}' == r'\' && '''{}''' != "\"" "#,
+                    "(".repeat(1000),
+                    "[".repeat(1000)
+                ),
+                true,
+            ),
+        ];
+        // From a thread with a worker's 2 MiB stack, as the reconciler and the TUI call it.
+        let cel = checker();
+        std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(move || {
+                for (e, ok) in &cases {
+                    let got = cel.check_source(&source(e));
+                    let short: String = e.chars().take(40).collect();
+                    assert_eq!(got.is_ok(), *ok, "{short}…: {got:?}");
+                }
+            })
+            .expect("thread")
+            .join()
+            .expect("no stack overflow");
+    }
+
+    fn source(expression: &str) -> crate::model::NativeSource {
+        serde_json::from_value(serde_json::json!({
+            "validations": [{ "expression": expression }]
+        }))
+        .expect("a source")
+    }
+
+    #[test]
+    fn an_answer_is_remembered() {
+        let parser = ParserThread::default();
+        let bad = [("e".to_string(), "a ==")];
+        let first = parser.check(&bad);
+        assert!(first.is_err());
+        assert_eq!(parser.answers.lock().expect("lock").len(), 1);
+        assert_eq!(parser.check(&bad), first);
+        assert_eq!(parser.answers.lock().expect("lock").len(), 1);
+    }
+}
