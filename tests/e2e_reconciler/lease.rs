@@ -1,11 +1,11 @@
 //! One writer per Lease: two copies and the hand-over (release, expiry), the one-shot commands
 //! beside a holder, an unusable Lease, and fencing of a leader that was paused past its Lease.
 
-use crate::env::{Env, LEASE_NS, TIMEOUT, eventually, opts};
+use crate::env::{Env, LEASE_NS, TIMEOUT, eventually, leads, opts};
 use crate::support::cli::{self, Served};
 use crate::support::objects::binding_name as bname;
 use crate::support::rbac::{self, Grant};
-use crate::support::reconciler::{Reconciler, lease_holder, observe};
+use crate::support::reconciler::{self, Reconciler, Start, lease_holder, observe};
 use kube::api::DeleteParams;
 use kubectl_vap::controller::state::EventVerb;
 use std::process::Stdio;
@@ -280,18 +280,10 @@ async fn e2e_requests_reach_the_leader_and_outcomes_are_events() {
         written.contains("created VAP") && written.contains("created 3 bindings"),
         "one Event for the first convergence of the template: {written}"
     );
-    let kubectl = std::process::Command::new(&e.env.binaries().kubectl)
-        .arg("--kubeconfig")
-        .arg(e.env.kubeconfig_admin())
-        .args(["events", "-n", "default", "--for"])
-        .arg(format!("constrainttemplate/{template}"))
-        .output()
-        .expect("kubectl events");
-    let text = String::from_utf8_lossy(&kubectl.stdout);
+    let text = e.kubectl_events_for(&template);
     assert!(
         text.contains("Replayed") && text.contains("Written"),
-        "kubectl events --for constrainttemplate/{template}:\n{text}{}",
-        String::from_utf8_lossy(&kubectl.stderr)
+        "kubectl events --for constrainttemplate/{template}:\n{text}"
     );
 
     // The leader goes: the observer sees the Lease vacant; a request says nobody reconciles.
@@ -307,6 +299,127 @@ async fn e2e_requests_reach_the_leader_and_outcomes_are_events() {
     assert!(err.contains("no copy reconciles"), "{err}");
     observer.stop().await;
     e.sweep(&[&kind], "ask-clean").await;
+}
+
+/// Requests make the writes the holder would not make on its own. The holder runs with the
+/// reconciler's roles as `install --print` prints them, minus `create` on bindings: the
+/// bindings of two templates' constraints are refused (403) and retried slowly (1 s doubling).
+/// Once each has been refused 5 times (its next attempt 16 s away), the right is granted back
+/// and, before any retry: the one-shot `reconcile TEMPLATE`, asking the holder, writes that
+/// template's binding and nothing else (exactly 1 write; the other binding still missing),
+/// reported as Events (`Written`, `Reconciled`) that an observing copy and `kubectl events`
+/// show; then the observing copy's "reconcile everything" (the TUI's `R`) writes the other
+/// (exactly 1 write).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_requests_write_what_the_holder_was_refused() {
+    use kubectl_vap::controller::{Command, DEFAULT_LEASE_NAME};
+    use serde_json::json;
+    let e = Env::new().await;
+    let asked_kind = e.generating_kind("Refused", "c").await;
+    let other_kind = e.generating_kind("Spared", "c").await;
+    let (asked, other) = (bname(&asked_kind, "c"), bname(&other_kind, "c"));
+    let template = asked_kind.to_lowercase();
+    let printed = rbac::printed(LEASE_NS);
+    let (user, grant) = (
+        e.env.unique_name("vap-refused"),
+        e.env.unique_name("vap-grant"),
+    );
+    let bindings = "validatingadmissionpolicybindings";
+    let refused = rbac::rules_without(&printed.cluster.rules, bindings, &["create"]);
+    printed
+        .grant_reconciler(&e.client, &grant, &user, &refused)
+        .await;
+    let on_bindings = |verb| json!({ "verb": verb, "group": "admissionregistration.k8s.io", "resource": bindings });
+    rbac::until_authorized(&e.client, &user, on_bindings("watch"), true).await;
+    let holder = reconciler::start(
+        rbac::client_as(e.env, &user).await,
+        Start::on(LEASE_NS, DEFAULT_LEASE_NAME, opts(0)).workers(4),
+    )
+    .await;
+    leads(&holder).await;
+    let view = observe(
+        e.env.client_admin().await,
+        LEASE_NS,
+        DEFAULT_LEASE_NAME,
+        opts(0),
+    )
+    .await;
+    eventually("each binding refused 5 times", || async {
+        [&asked, &other]
+            .iter()
+            .all(|b| holder.refused_creates(b).len() >= 5)
+    })
+    .await;
+    assert!(e.vapb(&asked).await.is_none() && e.vapb(&other).await.is_none());
+
+    // The right is back; nothing tells the holder, and its next attempts are 16 s away.
+    rbac::set_cluster_rules(&e.client, &grant, &printed.cluster.rules).await;
+    rbac::until_authorized(&e.client, &user, on_bindings("create"), true).await;
+    let out = e.cli(&["reconcile", &template, "--lease-namespace", LEASE_NS]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", cli::stderr(&out));
+    let summary = format!("reconciled template {template} and 1 constraint: 1 write");
+    assert_eq!(
+        stdout,
+        format!("{summary} (by {})\n", holder.identity()),
+        "the holder's writes: {:#?}",
+        holder.writes()
+    );
+    assert!(
+        e.vapb(&asked).await.is_some(),
+        "the asked template's binding"
+    );
+    assert!(
+        e.vapb(&other).await.is_none(),
+        "only the asked template's objects are written: {:#?}",
+        holder.writes()
+    );
+    let outcome = view
+        .request(Command::ReconcileAll)
+        .await
+        .expect("the holder answers");
+    assert_eq!(
+        (
+            outcome.handled_by.as_str(),
+            outcome.writes,
+            outcome.failures
+        ),
+        (holder.identity(), 1, 0),
+        "{outcome:?}; the holder's writes: {:#?}",
+        holder.writes()
+    );
+    assert!(e.vapb(&other).await.is_some(), "the other binding");
+
+    // The write and the request, as the holder's Events.
+    let written = format!("created binding {asked}");
+    eventually(
+        "the view shows the write and the request as Events",
+        || async {
+            let st = view.state();
+            let shown = |reason: &str, note: &str| {
+                st.cluster_events.iter().any(|ev| {
+                    (
+                        ev.regarding.name.as_str(),
+                        ev.reason.as_str(),
+                        ev.note.as_str(),
+                    ) == (template.as_str(), reason, note)
+                        && ev.reporter == holder.identity()
+                })
+            };
+            shown("Written", &written) && shown("Reconciled", &summary)
+        },
+    )
+    .await;
+    let text = e.kubectl_events_for(&template);
+    assert!(
+        text.contains(&written) && text.contains(&summary) && text.contains("WriteFailed"),
+        "kubectl events --for constrainttemplate/{template}:\n{text}"
+    );
+    view.stop().await;
+    holder.stop().await;
+    printed.revoke_reconciler(&e.client, &grant).await;
+    e.sweep(&[&asked_kind, &other_kind], "refused-clean").await;
 }
 
 /// A Lease that cannot be used (its namespace does not exist) fails `run --once` quickly with
