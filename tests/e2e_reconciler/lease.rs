@@ -7,12 +7,14 @@ use crate::support::objects::binding_name as bname;
 use crate::support::rbac::{self, Grant};
 use crate::support::reconciler::{self, Reconciler, Start, lease_holder, observe};
 use kube::api::DeleteParams;
+use kubectl_vap::controller::Command;
 use kubectl_vap::controller::state::EventVerb;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-/// Two copies on one Lease: both watch, only the holder writes; the other takes over when the
-/// holder stops (graceful release), and again when a holder process is killed.
+/// Two copies on one Lease: both watch, only the holder writes (and answers the other's
+/// request); the other takes over when the holder stops (graceful release), and again when a
+/// holder process is killed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn e2e_two_copies_one_writer_and_handover() {
@@ -33,6 +35,25 @@ async fn e2e_two_copies_one_writer_and_handover() {
     assert_eq!(b.writes_total(), 0, "the other copy never writes");
     // Both caches are warm: the follower reached the same opinion.
     assert_eq!(a.opinion(&kind), b.opinion(&kind));
+    // The follower asks; the holder answers (converged: nothing to write) and the follower
+    // still writes nothing.
+    let template = kind.to_lowercase();
+    let outcome = b
+        .request(Command::Replay(template.clone()))
+        .await
+        .expect("the holder answers the follower");
+    assert_eq!(
+        (outcome.handled_by.as_str(), outcome.summary.as_str()),
+        (
+            a.identity(),
+            format!("replayed 3 constraints of template {template}: 0 writes").as_str()
+        )
+    );
+    assert!(
+        a.events().iter().any(|ev| ev.verb == EventVerb::Replay),
+        "the holder handled it"
+    );
+    assert_eq!(b.writes_total(), 0, "the follower still never writes");
 
     // Graceful stop releases the lease: b takes over at once.
     let t = Instant::now();
@@ -97,9 +118,12 @@ impl TakeOver {
     }
 }
 
-/// The one-shot commands while a copy leads elsewhere ask it (and print its answer, without
-/// joining the election); with the Lease free they lead briefly, and `reconcile TEMPLATE`
-/// writes only that template's objects; `reconcile --all` converges everything.
+/// The one-shot commands — `replay TEMPLATE`, `reconcile TEMPLATE`, `reconcile --all` — while
+/// a copy leads elsewhere ask it (and print its answer, without joining the election; that a
+/// request asked this way writes only its template's objects is
+/// `e2e_requests_write_what_the_holder_was_refused`); with the Lease free they lead briefly,
+/// and `reconcile TEMPLATE` writes only that template's objects; `reconcile --all` converges
+/// everything.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn e2e_one_shot_commands_and_the_lease() {
@@ -117,26 +141,52 @@ async fn e2e_one_shot_commands_and_the_lease() {
         .expect("holder leads");
     holder.assert_idle(TIMEOUT).await;
     let template = kind.to_lowercase();
-    let out = e.cli(&["replay", &template, "--binding-wait=0s"]);
-    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), cli::stderr(&out));
-    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
-    assert!(
-        stderr.contains("is held by") && stderr.contains("asking it"),
-        "{stderr}"
-    );
-    assert!(
-        stdout.contains(&format!(
-            "replayed 1 constraint of template {template}: 0 writes"
-        )) && stdout.contains(holder.identity()),
-        "the holder's answer: {stdout}"
-    );
-    assert!(
-        holder
-            .events()
-            .iter()
-            .any(|ev| ev.verb == EventVerb::Replay),
-        "the holder handled it"
-    );
+    // Each command asks the holder and prints its answer: (arguments, the holder's summary
+    // around a count of keys — the whole cluster's for `--all` — and the verb it logs).
+    let asking: [(&[&str], [String; 2], EventVerb); 3] = [
+        (
+            &["replay", &template],
+            [
+                format!("replayed 1 constraint of template {template}: 0 writes"),
+                String::new(),
+            ],
+            EventVerb::Replay,
+        ),
+        (
+            &["reconcile", &template],
+            [
+                format!("reconciled template {template} and 1 constraint: 0 writes"),
+                String::new(),
+            ],
+            EventVerb::Reconcile,
+        ),
+        (
+            &["reconcile", "--all"],
+            ["reconciled everything (".into(), " items): 0 writes".into()],
+            EventVerb::ReconcileAll,
+        ),
+    ];
+    for (args, [before, after], verb) in asking {
+        let out = e.cli(&[args, &["--binding-wait=0s"]].concat());
+        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), cli::stderr(&out));
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stdout}\n{stderr}");
+        assert!(
+            stderr.contains("is held by") && stderr.contains("asking it"),
+            "{args:?}: {stderr}"
+        );
+        let count = stdout
+            .strip_suffix(&format!(" (by {})\n", holder.identity()))
+            .and_then(|s| s.strip_prefix(before.as_str()))
+            .and_then(|s| s.strip_suffix(after.as_str()));
+        assert!(
+            count.is_some_and(|n| n.chars().all(|c| c.is_ascii_digit())),
+            "{args:?}: the holder's answer: {stdout}"
+        );
+        assert!(
+            holder.events().iter().any(|ev| ev.verb == verb),
+            "{args:?}: the holder handled it"
+        );
+    }
     // An unknown template: the holder says so (bad input: exit 2).
     let out = e.cli(&["replay", "nosuchtemplate", "--binding-wait=0s"]);
     assert_eq!(out.status.code(), Some(2), "{}", cli::stderr(&out));
@@ -184,7 +234,6 @@ async fn e2e_one_shot_commands_and_the_lease() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn e2e_requests_reach_the_leader_and_outcomes_are_events() {
-    use kubectl_vap::controller::Command;
     let e = Env::new().await;
     let kind = e.generating_kind("Ask", "c0").await;
     for c in ["c1", "c2"] {
@@ -313,7 +362,7 @@ async fn e2e_requests_reach_the_leader_and_outcomes_are_events() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn e2e_requests_write_what_the_holder_was_refused() {
-    use kubectl_vap::controller::{Command, DEFAULT_LEASE_NAME};
+    use kubectl_vap::controller::DEFAULT_LEASE_NAME;
     use serde_json::json;
     let e = Env::new().await;
     let asked_kind = e.generating_kind("Refused", "c").await;
