@@ -288,6 +288,24 @@ impl Env {
         )
     }
 
+    /// What `kubectl events -n default --for constrainttemplate/<template>` prints (stdout,
+    /// then stderr), as the admin.
+    pub fn kubectl_events_for(&self, template: &str) -> String {
+        self.kubectl_events("default", &format!("constrainttemplate/{template}"))
+    }
+
+    /// `kubectl events -n NAMESPACE --for OBJECT` as the admin: what it printed, stdout then
+    /// stderr, for assertions and their messages.
+    pub fn kubectl_events(&self, namespace: &str, object: &str) -> String {
+        let out = cli::output(
+            Command::new(&self.env.binaries().kubectl)
+                .arg("--kubeconfig")
+                .arg(self.env.kubeconfig_admin())
+                .args(["events", "-n", namespace, "--for", object]),
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned() + &cli::stderr(&out)
+    }
+
     /// `kubectl-vap run --binding-wait=0s` on Lease `lease` (in the test namespace) as the
     /// admin, not started.
     pub fn run(&self, lease: &str) -> Command {

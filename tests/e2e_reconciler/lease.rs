@@ -1,18 +1,20 @@
 //! One writer per Lease: two copies and the hand-over (release, expiry), the one-shot commands
 //! beside a holder, an unusable Lease, and fencing of a leader that was paused past its Lease.
 
-use crate::env::{Env, LEASE_NS, TIMEOUT, eventually, opts};
+use crate::env::{Env, LEASE_NS, TIMEOUT, eventually, leads, opts};
 use crate::support::cli::{self, Served};
 use crate::support::objects::binding_name as bname;
 use crate::support::rbac::{self, Grant};
-use crate::support::reconciler::{Reconciler, lease_holder, observe};
+use crate::support::reconciler::{self, Reconciler, Start, lease_holder, observe};
 use kube::api::DeleteParams;
+use kubectl_vap::controller::Command;
 use kubectl_vap::controller::state::EventVerb;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-/// Two copies on one Lease: both watch, only the holder writes; the other takes over when the
-/// holder stops (graceful release), and again when a holder process is killed.
+/// Two copies on one Lease: both watch, only the holder writes (and answers the other's
+/// request); the other takes over when the holder stops (graceful release), and again when a
+/// holder process is killed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn e2e_two_copies_one_writer_and_handover() {
@@ -33,6 +35,25 @@ async fn e2e_two_copies_one_writer_and_handover() {
     assert_eq!(b.writes_total(), 0, "the other copy never writes");
     // Both caches are warm: the follower reached the same opinion.
     assert_eq!(a.opinion(&kind), b.opinion(&kind));
+    // The follower asks; the holder answers (converged: nothing to write) and the follower
+    // still writes nothing.
+    let template = kind.to_lowercase();
+    let outcome = b
+        .request(Command::Replay(template.clone()))
+        .await
+        .expect("the holder answers the follower");
+    assert_eq!(
+        (outcome.handled_by.as_str(), outcome.summary.as_str()),
+        (
+            a.identity(),
+            format!("replayed 3 constraints of template {template}: 0 writes").as_str()
+        )
+    );
+    assert!(
+        a.events().iter().any(|ev| ev.verb == EventVerb::Replay),
+        "the holder handled it"
+    );
+    assert_eq!(b.writes_total(), 0, "the follower still never writes");
 
     // Graceful stop releases the lease: b takes over at once.
     let t = Instant::now();
@@ -97,9 +118,12 @@ impl TakeOver {
     }
 }
 
-/// The one-shot commands while a copy leads elsewhere ask it (and print its answer, without
-/// joining the election); with the Lease free they lead briefly, and `reconcile TEMPLATE`
-/// writes only that template's objects; `reconcile --all` converges everything.
+/// The one-shot commands — `replay TEMPLATE`, `reconcile TEMPLATE`, `reconcile --all` — while
+/// a copy leads elsewhere ask it (and print its answer, without joining the election; that a
+/// request asked this way writes only its template's objects is
+/// `e2e_requests_write_what_the_holder_was_refused`); with the Lease free they lead briefly,
+/// and `reconcile TEMPLATE` writes only that template's objects; `reconcile --all` converges
+/// everything.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn e2e_one_shot_commands_and_the_lease() {
@@ -117,26 +141,52 @@ async fn e2e_one_shot_commands_and_the_lease() {
         .expect("holder leads");
     holder.assert_idle(TIMEOUT).await;
     let template = kind.to_lowercase();
-    let out = e.cli(&["replay", &template, "--binding-wait=0s"]);
-    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), cli::stderr(&out));
-    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
-    assert!(
-        stderr.contains("is held by") && stderr.contains("asking it"),
-        "{stderr}"
-    );
-    assert!(
-        stdout.contains(&format!(
-            "replayed 1 constraint of template {template}: 0 writes"
-        )) && stdout.contains(holder.identity()),
-        "the holder's answer: {stdout}"
-    );
-    assert!(
-        holder
-            .events()
-            .iter()
-            .any(|ev| ev.verb == EventVerb::Replay),
-        "the holder handled it"
-    );
+    // Each command asks the holder and prints its answer: (arguments, the holder's summary
+    // around a count of keys — the whole cluster's for `--all` — and the verb it logs).
+    let asking: [(&[&str], [String; 2], EventVerb); 3] = [
+        (
+            &["replay", &template],
+            [
+                format!("replayed 1 constraint of template {template}: 0 writes"),
+                String::new(),
+            ],
+            EventVerb::Replay,
+        ),
+        (
+            &["reconcile", &template],
+            [
+                format!("reconciled template {template} and 1 constraint: 0 writes"),
+                String::new(),
+            ],
+            EventVerb::Reconcile,
+        ),
+        (
+            &["reconcile", "--all"],
+            ["reconciled everything (".into(), " items): 0 writes".into()],
+            EventVerb::ReconcileAll,
+        ),
+    ];
+    for (args, [before, after], verb) in asking {
+        let out = e.cli(&[args, &["--binding-wait=0s"]].concat());
+        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), cli::stderr(&out));
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stdout}\n{stderr}");
+        assert!(
+            stderr.contains("is held by") && stderr.contains("asking it"),
+            "{args:?}: {stderr}"
+        );
+        let count = stdout
+            .strip_suffix(&format!(" (by {})\n", holder.identity()))
+            .and_then(|s| s.strip_prefix(before.as_str()))
+            .and_then(|s| s.strip_suffix(after.as_str()));
+        assert!(
+            count.is_some_and(|n| n.chars().all(|c| c.is_ascii_digit())),
+            "{args:?}: the holder's answer: {stdout}"
+        );
+        assert!(
+            holder.events().iter().any(|ev| ev.verb == verb),
+            "{args:?}: the holder handled it"
+        );
+    }
     // An unknown template: the holder says so (bad input: exit 2).
     let out = e.cli(&["replay", "nosuchtemplate", "--binding-wait=0s"]);
     assert_eq!(out.status.code(), Some(2), "{}", cli::stderr(&out));
@@ -184,7 +234,6 @@ async fn e2e_one_shot_commands_and_the_lease() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn e2e_requests_reach_the_leader_and_outcomes_are_events() {
-    use kubectl_vap::controller::Command;
     let e = Env::new().await;
     let kind = e.generating_kind("Ask", "c0").await;
     for c in ["c1", "c2"] {
@@ -280,7 +329,7 @@ async fn e2e_requests_reach_the_leader_and_outcomes_are_events() {
         written.contains("created VAP") && written.contains("created 3 bindings"),
         "one Event for the first convergence of the template: {written}"
     );
-    let text = kubectl_events(&e, "default", &format!("constrainttemplate/{template}"));
+    let text = e.kubectl_events_for(&template);
     assert!(
         text.contains("Replayed") && text.contains("Written"),
         "{text}"
@@ -298,7 +347,7 @@ async fn e2e_requests_reach_the_leader_and_outcomes_are_events() {
         })
     })
     .await;
-    let text = kubectl_events(&e, LEASE_NS, &format!("lease/{lease}"));
+    let text = e.kubectl_events(LEASE_NS, &format!("lease/{lease}"));
     assert!(
         text.contains("Reconciled") && text.contains("reconciled everything"),
         "{text}"
@@ -319,20 +368,125 @@ async fn e2e_requests_reach_the_leader_and_outcomes_are_events() {
     e.sweep(&[&kind], "ask-clean").await;
 }
 
-/// `kubectl events -n NAMESPACE --for OBJECT` as the admin: its output, with the command and
-/// its stderr, for assertion messages.
-fn kubectl_events(e: &Env, namespace: &str, object: &str) -> String {
-    let out = std::process::Command::new(&e.env.binaries().kubectl)
-        .arg("--kubeconfig")
-        .arg(e.env.kubeconfig_admin())
-        .args(["events", "-n", namespace, "--for", object])
-        .output()
-        .expect("kubectl events");
-    format!(
-        "kubectl events -n {namespace} --for {object}:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+/// Requests make the writes the holder would not make on its own. The holder runs with the
+/// reconciler's roles as `install --print` prints them, minus `create` on bindings: the
+/// bindings of two templates' constraints are refused (403) and retried slowly (1 s doubling).
+/// Once each has been refused 5 times (its next attempt 16 s away), the right is granted back
+/// and, before any retry: the one-shot `reconcile TEMPLATE`, asking the holder, writes that
+/// template's binding and nothing else (exactly 1 write; the other binding still missing),
+/// reported as Events (`Written`, `Reconciled`) that an observing copy and `kubectl events`
+/// show; then the observing copy's "reconcile everything" (the TUI's `R`) writes the other
+/// (exactly 1 write).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_requests_write_what_the_holder_was_refused() {
+    use kubectl_vap::controller::DEFAULT_LEASE_NAME;
+    use serde_json::json;
+    let e = Env::new().await;
+    let asked_kind = e.generating_kind("Refused", "c").await;
+    let other_kind = e.generating_kind("Spared", "c").await;
+    let (asked, other) = (bname(&asked_kind, "c"), bname(&other_kind, "c"));
+    let template = asked_kind.to_lowercase();
+    let printed = rbac::printed(LEASE_NS);
+    let (user, grant) = (
+        e.env.unique_name("vap-refused"),
+        e.env.unique_name("vap-grant"),
+    );
+    let bindings = "validatingadmissionpolicybindings";
+    let refused = rbac::rules_without(&printed.cluster.rules, bindings, &["create"]);
+    printed
+        .grant_reconciler(&e.client, &grant, &user, &refused)
+        .await;
+    let on_bindings = |verb| json!({ "verb": verb, "group": "admissionregistration.k8s.io", "resource": bindings });
+    rbac::until_authorized(&e.client, &user, on_bindings("watch"), true).await;
+    let holder = reconciler::start(
+        rbac::client_as(e.env, &user).await,
+        Start::on(LEASE_NS, DEFAULT_LEASE_NAME, opts(0)).workers(4),
     )
+    .await;
+    leads(&holder).await;
+    let view = observe(
+        e.env.client_admin().await,
+        LEASE_NS,
+        DEFAULT_LEASE_NAME,
+        opts(0),
+    )
+    .await;
+    eventually("each binding refused 5 times", || async {
+        [&asked, &other]
+            .iter()
+            .all(|b| holder.refused_creates(b).len() >= 5)
+    })
+    .await;
+    assert!(e.vapb(&asked).await.is_none() && e.vapb(&other).await.is_none());
+
+    // The right is back; nothing tells the holder, and its next attempts are 16 s away.
+    rbac::set_cluster_rules(&e.client, &grant, &printed.cluster.rules).await;
+    rbac::until_authorized(&e.client, &user, on_bindings("create"), true).await;
+    let out = e.cli(&["reconcile", &template, "--lease-namespace", LEASE_NS]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", cli::stderr(&out));
+    let summary = format!("reconciled template {template} and 1 constraint: 1 write");
+    assert_eq!(
+        stdout,
+        format!("{summary} (by {})\n", holder.identity()),
+        "the holder's writes: {:#?}",
+        holder.writes()
+    );
+    assert!(
+        e.vapb(&asked).await.is_some(),
+        "the asked template's binding"
+    );
+    assert!(
+        e.vapb(&other).await.is_none(),
+        "only the asked template's objects are written: {:#?}",
+        holder.writes()
+    );
+    let outcome = view
+        .request(Command::ReconcileAll)
+        .await
+        .expect("the holder answers");
+    assert_eq!(
+        (
+            outcome.handled_by.as_str(),
+            outcome.writes,
+            outcome.failures
+        ),
+        (holder.identity(), 1, 0),
+        "{outcome:?}; the holder's writes: {:#?}",
+        holder.writes()
+    );
+    assert!(e.vapb(&other).await.is_some(), "the other binding");
+
+    // The write and the request, as the holder's Events.
+    let written = format!("created binding {asked}");
+    eventually(
+        "the view shows the write and the request as Events",
+        || async {
+            let st = view.state();
+            let shown = |reason: &str, note: &str| {
+                st.cluster_events.iter().any(|ev| {
+                    (
+                        ev.regarding.name.as_str(),
+                        ev.reason.as_str(),
+                        ev.note.as_str(),
+                    ) == (template.as_str(), reason, note)
+                        && ev.reporter == holder.identity()
+                })
+            };
+            shown("Written", &written) && shown("Reconciled", &summary)
+        },
+    )
+    .await;
+    let text = e.kubectl_events_for(&template);
+    assert!(
+        text.contains(&written) && text.contains(&summary) && text.contains("WriteFailed"),
+        "kubectl events --for constrainttemplate/{template}:\n{text}"
+    );
+    view.stop().await;
+    holder.stop().await;
+    printed.revoke_reconciler(&e.client, &grant).await;
+    e.sweep(&[&asked_kind, &other_kind], "refused-clean").await;
 }
 
 /// A Lease that cannot be used (its namespace does not exist) fails `run --once` quickly with

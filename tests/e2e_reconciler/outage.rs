@@ -1,10 +1,10 @@
 //! The API server goes away: a restart in the middle of convergence, a watch gap that only a
 //! relist closes, and what an outage writes to the log. Each test has an API server of its own.
 
-use crate::env::{Env, TIMEOUT, eventually, leads, opts, template};
+use crate::env::{Env, LEASE_NS, TIMEOUT, eventually, leads, opts, template};
 use crate::support::objects::{binding_name as bname, policy_name as pname};
 use crate::support::poll;
-use crate::support::reconciler::Tuning;
+use crate::support::reconciler::{Tuning, observe};
 use kube::api::DeleteParams;
 use std::time::Duration;
 
@@ -198,4 +198,43 @@ async fn e2e_an_outage_is_logged_in_a_few_lines_and_converges_after() {
     );
     testenv::signal(child.id(), libc::SIGTERM);
     let _ = child.wait();
+}
+
+/// What a view (the TUI without `--reconcile`) shows of its connection: an observing copy
+/// says `Unreachable` (with the failure) while its API server is stopped, and `Connected` once
+/// it answers again — and it reads again: a template created afterwards is in its snapshot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_a_view_shows_its_api_server_go_and_come_back() {
+    use kubectl_vap::controller::Connection;
+    let e = Env::private().await;
+    let lease = e.env.unique_name("view");
+    let view = observe(e.env.client_admin().await, LEASE_NS, &lease, opts(0)).await;
+    eventually("the view has synced, connected", || async {
+        let st = view.state();
+        st.synced && st.connection == Connection::Connected
+    })
+    .await;
+    e.env.stop_apiserver().await;
+    eventually("the view says the API server is unreachable", || async {
+        matches!(&view.state().connection,
+            Connection::Unreachable { message, .. } if !message.is_empty())
+    })
+    .await;
+    e.env.start_apiserver().await.expect("apiserver back");
+    eventually("the view is connected again", || async {
+        view.state().connection == Connection::Connected
+    })
+    .await;
+    let kind = e.new_kind("Back").await;
+    let template = kind.to_lowercase();
+    eventually("the view reads again", || async {
+        view.state()
+            .snapshot
+            .templates
+            .iter()
+            .any(|t| t.meta.name == template)
+    })
+    .await;
+    view.stop().await;
 }

@@ -6,8 +6,8 @@ use crate::env::{Env, LEASE_NS, TIMEOUT, eventually, leads, opts};
 use crate::support::cli::{self, Served};
 use crate::support::objects::{binding_name as bname, crd_name, policy_name as pname};
 use crate::support::rbac::{self, Grant, install_rules_without};
-use crate::support::reconciler::{self, Start};
-use k8s_openapi::api::rbac::v1::{ClusterRole, Role};
+use crate::support::reconciler::{self, Start, observe};
+use k8s_openapi::api::rbac::v1::ClusterRole;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
@@ -22,36 +22,16 @@ async fn e2e_rbac_least_privilege() {
     let e = Env::new().await;
     let kind = e.generating_kind("Rbac", "c").await;
     let role_name = e.env.unique_name("vap-rbac");
-    // The manifests `install --print` prints, bound to the test user instead of the SA.
-    let out = cli::output(cli::kubectl_vap().args(["install", "--print", "--namespace", LEASE_NS]));
-    assert!(out.status.success());
-    let manifests = String::from_utf8(out.stdout).expect("utf-8");
-    let mut cluster_role: Option<ClusterRole> = None;
-    let mut role: Option<Role> = None;
-    for doc in manifests.split("\n---\n") {
-        let v: Value = match serde_norway::from_str(doc) {
-            Ok(v) => v,
-            Err(_) => continue,
-        };
-        // The reconciler's own roles (not the operator's ClusterRole or the events Role).
-        match (v["kind"].as_str(), v["metadata"]["name"].as_str()) {
-            (Some("ClusterRole"), Some("kubectl-vap")) => {
-                cluster_role = serde_json::from_value(v).ok()
-            }
-            (Some("Role"), Some("kubectl-vap-lease")) => role = serde_json::from_value(v).ok(),
-            _ => {}
-        }
-    }
-    let cluster_role = cluster_role.expect("ClusterRole in install --print");
-    role.expect("Role in install --print");
+    // The reconciler's ClusterRole as `install --print` prints it, bound to the test user
+    // instead of the SA (the Lease Role's rules for this test's own Lease).
+    let printed = rbac::printed(LEASE_NS);
     let lease = e.env.unique_name("rbac");
-    // install --print names the default Lease; this test uses its own.
     rbac::grant(
         &e.client,
         &Grant {
             name: &role_name,
             user: testenv::USER_NAME,
-            cluster_rules: serde_json::to_value(&cluster_role.rules).expect("rules"),
+            cluster_rules: printed.cluster.rules.clone(),
             namespace: LEASE_NS,
             namespace_rules: kubectl_vap::cli::install::lease_role_rules(&lease),
         },
@@ -165,6 +145,158 @@ async fn e2e_rbac_least_privilege() {
     r.assert_idle(TIMEOUT).await;
     r.stop().await;
     e.sweep(&[&kind], "rbac-clean").await;
+}
+
+/// The operator's ClusterRole of `install --print` (`kubectl-vap-operator`: read, and ask the
+/// holder) is what a person at a TUI without `--reconcile` needs, wherever the reconciler runs.
+/// A user bound to it alone, as printed: an observing copy (what the TUI runs) reads
+/// everything with no access error, sees the holder and its Events, and asks it to replay; the
+/// one-shot `replay` binary does too. The holder runs as another user with the reconciler's
+/// roles as printed (on the printed Lease name). Without `patch` on the requests ConfigMap the
+/// request fails naming the role; without `watch` on bindings the view says it cannot read
+/// them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_the_operator_role_observes_and_asks_the_holder() {
+    use kubectl_vap::controller::{Command, DEFAULT_LEASE_NAME};
+    let e = Env::new().await;
+    let kind = e.generating_kind("Operator", "c").await;
+    let template = kind.to_lowercase();
+    let printed = rbac::printed(LEASE_NS);
+    let (holder_user, operator) = (
+        e.env.unique_name("vap-holder"),
+        e.env.unique_name("vap-operator"),
+    );
+    let (holder_grant, operator_grant) = (
+        e.env.unique_name("vap-grant"),
+        e.env.unique_name("vap-grant"),
+    );
+    printed
+        .grant_reconciler(
+            &e.client,
+            &holder_grant,
+            &holder_user,
+            &printed.cluster.rules,
+        )
+        .await;
+    testenv::rbac::grant_cluster(
+        &e.client,
+        &operator_grant,
+        &operator,
+        &printed.operator.rules,
+    )
+    .await;
+    let requests = kubectl_vap::controller::requests_configmap(DEFAULT_LEASE_NAME);
+    let patch_requests = json!({ "verb": "patch", "resource": "configmaps",
+        "namespace": LEASE_NS, "name": requests });
+    rbac::until_authorized(&e.client, &operator, patch_requests.clone(), true).await;
+    let bindings = json!({ "verb": "watch", "group": "admissionregistration.k8s.io",
+        "resource": "validatingadmissionpolicybindings" });
+    rbac::until_authorized(&e.client, &holder_user, bindings.clone(), true).await;
+
+    let holder = reconciler::start(
+        rbac::client_as(e.env, &holder_user).await,
+        Start::on(LEASE_NS, DEFAULT_LEASE_NAME, opts(0)).workers(4),
+    )
+    .await;
+    leads(&holder).await;
+    e.until_vapb("the holder writes", &bname(&kind, "c"), true)
+        .await;
+    holder.assert_idle(TIMEOUT).await;
+
+    // (a) The view, as the operator: synced, nothing it cannot read, the holder known.
+    let view_as_operator = || async {
+        let client = rbac::client_as(e.env, &operator).await;
+        observe(client, LEASE_NS, DEFAULT_LEASE_NAME, opts(0)).await
+    };
+    let view = view_as_operator().await;
+    eventually(
+        "the operator's view has synced and sees the holder",
+        || async {
+            let st = view.state();
+            st.synced && st.lease.holder.as_deref() == Some(holder.identity())
+        },
+    )
+    .await;
+    assert_eq!(
+        view.access_errors(),
+        [] as [String; 0],
+        "the operator's view"
+    );
+    assert!(
+        view.state()
+            .snapshot
+            .bindings
+            .iter()
+            .any(|b| b.meta.name == bname(&kind, "c")),
+        "the view shows the binding"
+    );
+
+    // (b) It asks the holder, which answers; the outcome's Event reaches the view.
+    let outcome = view
+        .request(Command::Replay(template.clone()))
+        .await
+        .expect("the holder answers the operator");
+    assert_eq!(outcome.handled_by, holder.identity());
+    assert_eq!(
+        outcome.summary,
+        format!("replayed 1 constraint of template {template}: 0 writes")
+    );
+    eventually("the view shows the holder's Event", || async {
+        view.state().cluster_events.iter().any(|ev| {
+            ev.reason == "Replayed" && ev.regarding.name == template && ev.note == outcome.summary
+        })
+    })
+    .await;
+
+    // (c) The one-shot binary as the operator asks the holder too.
+    let replay = || {
+        e.cli(&[
+            "replay",
+            &template,
+            "--as",
+            &operator,
+            "--lease-namespace",
+            LEASE_NS,
+        ])
+    };
+    let out = replay();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", cli::stderr(&out));
+    assert_eq!(
+        stdout,
+        format!(
+            "replayed 1 constraint of template {template}: 0 writes (by {})\n",
+            holder.identity()
+        )
+    );
+
+    // One verb fewer, and it fails saying what to grant.
+    let without = |resource, verb| rbac::rules_without(&printed.operator.rules, resource, &[verb]);
+    rbac::set_cluster_rules(&e.client, &operator_grant, &without("configmaps", "patch")).await;
+    rbac::until_authorized(&e.client, &operator, patch_requests, false).await;
+    let out = replay();
+    let stderr = cli::stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("forbidden") && stderr.contains("kubectl-vap-operator"),
+        "{stderr}"
+    );
+    let resource = "validatingadmissionpolicybindings";
+    rbac::set_cluster_rules(&e.client, &operator_grant, &without(resource, "watch")).await;
+    rbac::until_authorized(&e.client, &operator, bindings, false).await;
+    let blind = view_as_operator().await;
+    eventually("the view says it cannot read bindings", || async {
+        blind.access_errors().iter().any(|m| m.contains(resource))
+    })
+    .await;
+
+    for r in [blind, view, holder] {
+        r.stop().await;
+    }
+    printed.revoke_reconciler(&e.client, &holder_grant).await;
+    testenv::rbac::revoke(&e.client, &operator_grant, LEASE_NS).await;
+    e.sweep(&[&kind], "operator-clean").await;
 }
 
 /// name → resourceVersion of the kind's VAP, bindings and CRD: any write changes one.
