@@ -13,8 +13,9 @@ use super::world::{Enqueue, Read};
 use crate::model::ObjectRef;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::Api;
+use parking_lot::Mutex;
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 
@@ -185,14 +186,9 @@ pub async fn serve(shared: Arc<Shared>, route: Route) {
             // predates the answer must not handle it again.
             in_progress
                 .lock()
-                .unwrap_or_else(|p| p.into_inner())
                 .retain(|id| data.contains_key(&format!("request.{id}")));
             for (id, asked) in requests::unanswered(&data) {
-                if !in_progress
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(id.clone())
-                {
+                if !in_progress.lock().insert(id.clone()) {
                     continue;
                 }
                 let stale = requests::stale(&data, chrono::Utc::now(), requests::KEEP_ANSWERED);

@@ -8,7 +8,8 @@ use super::cache::OpinionCache;
 use super::shared::Shared;
 use super::state::{AccessError, Command, LiveState, ReconcileEvent, RequestOutcome};
 use crate::snapshot::Snapshot;
-use std::sync::{Arc, Mutex};
+use parking_lot::Mutex;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -294,12 +295,7 @@ impl Controller {
     /// for the release; calling it again (or on another clone) returns at once.
     pub async fn stop(&self, timeout: Duration) -> Result<(), Error> {
         let _ = self.inner.shutdown.send(true);
-        let join = self
-            .inner
-            .join
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
+        let join = self.inner.join.lock().take();
         let Some(join) = join else {
             return Ok(());
         };

@@ -21,8 +21,9 @@ use crate::model::ObjectRef;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, PostParams};
+use parking_lot::Mutex;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 
 use std::time::Duration;
 use tokio::sync::{Notify, watch};
@@ -195,33 +196,22 @@ pub struct Fence {
 impl Fence {
     /// True only before the deadline of the last successful renewal.
     pub fn may_write(&self) -> bool {
-        self.deadline
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_some_and(|d| mono_now() < d)
+        self.deadline.lock().is_some_and(|d| mono_now() < d)
     }
 
     /// A renewal sent at `sent` succeeded.
     pub fn renewed(&self, sent: Duration, timing: &Timing) {
-        *self.deadline.lock().unwrap_or_else(|p| p.into_inner()) =
-            Some(sent + timing.renew_deadline);
+        *self.deadline.lock() = Some(sent + timing.renew_deadline);
     }
 
     /// Set, and passed: leadership is no longer confirmed.
     pub fn expired(&self) -> bool {
-        self.deadline
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_some_and(|d| mono_now() >= d)
+        self.deadline.lock().is_some_and(|d| mono_now() >= d)
     }
 
     /// No more writes; returns whether there was a deadline.
     pub fn revoke(&self) -> bool {
-        self.deadline
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-            .is_some()
+        self.deadline.lock().take().is_some()
     }
 }
 

@@ -1,8 +1,8 @@
 //! Counters and gauges for `/metrics` (Prometheus text format), and the small HTTP server
 //! that serves them next to `/healthz` and `/readyz`.
 
+use parking_lot::Mutex;
 use std::collections::BTreeMap;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 #[derive(Debug, Default)]
@@ -22,23 +22,17 @@ impl Metrics {
         *self
             .writes
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
             .entry((verb.to_string(), resource.to_string()))
             .or_default() += 1;
     }
 
     pub fn error(&self, kind: &str) {
-        *self
-            .errors
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(kind.to_string())
-            .or_default() += 1;
+        *self.errors.lock().entry(kind.to_string()).or_default() += 1;
     }
 
     /// Ready, or why not.
     pub fn set_ready(&self, ready: Result<(), String>) {
-        let mut why = self.not_ready.lock().unwrap_or_else(|p| p.into_inner());
+        let mut why = self.not_ready.lock();
         match ready {
             Ok(()) => {
                 self.ready.store(true, Ordering::Relaxed);
@@ -53,25 +47,21 @@ impl Metrics {
 
     /// All writes the API server accepted so far.
     pub fn writes_total(&self) -> u64 {
-        self.writes
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .sum()
+        self.writes.lock().values().sum()
     }
 
     pub fn render(&self) -> String {
         let mut out = String::new();
         out.push_str("# HELP kubectl_vap_writes_total Writes the API server accepted.\n");
         out.push_str("# TYPE kubectl_vap_writes_total counter\n");
-        for ((verb, resource), n) in self.writes.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+        for ((verb, resource), n) in self.writes.lock().iter() {
             out.push_str(&format!(
                 "kubectl_vap_writes_total{{verb=\"{verb}\",resource=\"{resource}\"}} {n}\n"
             ));
         }
         out.push_str("# HELP kubectl_vap_write_errors_total Writes that changed nothing, by reason (already_gone: a delete found nothing).\n");
         out.push_str("# TYPE kubectl_vap_write_errors_total counter\n");
-        for (kind, n) in self.errors.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+        for (kind, n) in self.errors.lock().iter() {
             out.push_str(&format!(
                 "kubectl_vap_write_errors_total{{reason=\"{kind}\"}} {n}\n"
             ));
@@ -131,10 +121,7 @@ pub async fn serve(
                             }
                             "/readyz" => (
                                 StatusCode::SERVICE_UNAVAILABLE,
-                                format!(
-                                    "{}\n",
-                                    metrics.not_ready.lock().unwrap_or_else(|p| p.into_inner())
-                                ),
+                                format!("{}\n", metrics.not_ready.lock()),
                             ),
                             _ => (StatusCode::NOT_FOUND, "not found\n".to_string()),
                         };

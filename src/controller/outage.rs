@@ -6,7 +6,7 @@
 //! retries, then one line when a request is answered again. Failures with a status (403, 5xx)
 //! are the server's answer about one resource and are logged by their source.
 
-use std::sync::Mutex;
+use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
 /// At most one summary line this often while the API server does not answer.
@@ -36,7 +36,7 @@ enum Line {
 impl Outage {
     /// A request of `source` got no answer (`message`: why).
     pub fn failed(&self, source: &str, message: &str) {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).latest = format!("{source}: {message}");
+        self.0.lock().latest = format!("{source}: {message}");
         match self.failed_at(Instant::now()) {
             Line::First => tracing::warn!(
                 "API server unreachable ({source}: {message}); retrying, with one summary every {}s until it answers",
@@ -58,12 +58,12 @@ impl Outage {
 
     /// Since when the API server has not answered (how long ago), and the latest failure.
     pub fn unreachable(&self) -> Option<(Duration, String)> {
-        let st = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let st = self.0.lock();
         st.since.map(|s| (s.elapsed(), st.latest.clone()))
     }
 
     fn failed_at(&self, now: Instant) -> Line {
-        let mut st = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut st = self.0.lock();
         st.retries += 1;
         let Some(since) = st.since else {
             st.since = Some(now);
@@ -82,7 +82,7 @@ impl Outage {
     }
 
     fn reachable_at(&self, now: Instant) -> Line {
-        let mut st = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut st = self.0.lock();
         match st.since.take() {
             Some(since) => {
                 let line = Line::Recovered {

@@ -22,10 +22,10 @@ use super::queue::Key;
 use super::state::{Command, RequestOutcome};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams, PostParams};
+use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashSet};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
@@ -130,13 +130,9 @@ impl Tracker {
         if p.left.is_empty() {
             p.finish();
         } else {
-            self.lock().push(p);
+            self.pending.lock().push(p);
         }
         rx
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Pending>> {
-        self.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// A reconcile of `key`, started at `started`, ended with `outcome` after `writes` writes
@@ -149,7 +145,7 @@ impl Tracker {
         writes: u64,
         failures: u64,
     ) {
-        let mut pending = self.lock();
+        let mut pending = self.pending.lock();
         if pending.is_empty() {
             return;
         }
@@ -185,7 +181,7 @@ impl Tracker {
 
     /// Answers the requests older than `deadline` with what they have.
     pub fn expire(&self, deadline: Duration) {
-        let mut pending = self.lock();
+        let mut pending = self.pending.lock();
         let (old, young): (Vec<Pending>, Vec<Pending>) = pending
             .drain(..)
             .partition(|p| p.begun.elapsed() >= deadline);
@@ -196,7 +192,7 @@ impl Tracker {
 
     #[cfg(test)]
     pub fn is_empty(&self) -> bool {
-        self.lock().is_empty()
+        self.pending.lock().is_empty()
     }
 }
 

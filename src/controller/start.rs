@@ -348,12 +348,7 @@ fn health_of(shared: Arc<Shared>) -> Box<dyn Fn() -> LeaderHealth + Send + Sync>
 /// definite read error), or `timeout` passes. Constraint kinds keep listing meanwhile: the
 /// workers start now and a kind's constraints are reconciled once that kind has listed.
 async fn await_first_lists(shared: &Shared, timeout: Duration) {
-    let fixed = [
-        shared.stores.res.templates.clone(),
-        shared.stores.res.crds.clone(),
-        shared.stores.res.policies.clone(),
-        shared.stores.res.bindings.clone(),
-    ];
+    let fixed = shared.stores.fixed_resources();
     let done = || {
         fixed
             .iter()

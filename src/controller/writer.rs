@@ -8,7 +8,7 @@ use super::stores::Obj;
 use super::world::{WriteOutcome, Writer};
 use crate::cluster::apply::{Applied, ApplyError, apply_write};
 use crate::core::{PlannedWrite, Verb};
-use std::sync::Mutex;
+use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
 /// What a failed apply means: the class decides retrying, logging and the metric label.
@@ -49,7 +49,7 @@ const FAILURE_SUMMARY_EVERY: Duration = Duration::from_secs(10);
 
 impl FailureLog {
     fn failed(&self, label: &str, object: &str, msg: &str) {
-        let mut st = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut st = self.0.lock();
         let now = Instant::now();
         st.count += 1;
         let since = *st.since.get_or_insert(now);
@@ -77,7 +77,7 @@ impl FailureLog {
     }
 
     fn succeeded(&self) {
-        let mut st = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut st = self.0.lock();
         if let Some(since) = st.since.take() {
             tracing::info!(
                 "writes pass again after {}s and {} failure(s)",
