@@ -2,7 +2,6 @@
 //! them: here when it leads, through the lease holder otherwise (`requests.rs` has the
 //! channel); and the holder's side of that channel.
 
-use super::Error;
 use super::events::{Outgoing, Regarding};
 use super::lease::HolderView;
 use super::queue::Key;
@@ -10,6 +9,7 @@ use super::requests::{self, Answer, REQUEST_DEADLINE};
 use super::shared::{Shared, keys_of_template};
 use super::state::{Command, EventResult, EventVerb, RequestOutcome};
 use super::world::{Enqueue, Read};
+use super::{Error, RequestError};
 use crate::model::ObjectRef;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::Api;
@@ -47,9 +47,7 @@ fn keys_of(shared: &Shared, command: &Command) -> Result<Vec<Key>, Error> {
             Read::Known(_) => Err(Error::NotFound(format!(
                 "template {t} not found (or it has no kind)"
             ))),
-            Read::Unknown(u) => Err(Error::Request(format!(
-                "{u} is not listed yet: try again in a moment"
-            ))),
+            Read::Unknown(u) => Err(RequestError::NotListed(u).into()),
         },
         // A template that is gone still has its key: reconciling it sweeps its VAP.
         Command::Reconcile(t) => Ok(keys_of_template(shared, t, true)),
@@ -130,9 +128,7 @@ pub async fn handle(
     }
     let v = view.borrow().clone();
     match v.holder {
-        Some(h) if h == route.identity => Err(Error::Request(
-            "this copy holds the Lease but may not write (leadership not confirmed, or Gatekeeper's generator is active)".into(),
-        )),
+        Some(h) if h == route.identity => Err(RequestError::MayNotWrite.into()),
         Some(h) if !v.vacant => {
             tracing::info!("asking the lease holder {h}");
             requests::ask(
@@ -198,10 +194,7 @@ pub async fn serve(shared: Arc<Shared>, route: Route) {
                     tracing::info!(request = %id, by = %asked.by, "handling a request: {} {}", asked.command, asked.template.as_deref().unwrap_or(""));
                     let result = match asked.command() {
                         Some(c) => handle_here(&shared, &route, c).await,
-                        None => Err(Error::Request(format!(
-                            "unknown request {:?}",
-                            asked.command
-                        ))),
+                        None => Err(RequestError::Unknown(asked.command.clone()).into()),
                     };
                     let answer = match result {
                         Ok(o) => Answer {

@@ -301,11 +301,10 @@ impl Controller {
         };
         match tokio::time::timeout(timeout, join).await {
             Ok(Ok(result)) => result,
-            Ok(Err(e)) => Err(Error::Other(format!("the reconciler task failed: {e}"))),
-            Err(_) => Err(Error::Other(format!(
-                "the Lease was not released within {}s",
-                timeout.as_secs()
-            ))),
+            Ok(Err(e)) => Err(Error::Task(e.to_string())),
+            Err(_) => Err(Error::NotReleased {
+                secs: timeout.as_secs(),
+            }),
         }
     }
 }

@@ -201,7 +201,7 @@ impl EventResult {
 }
 
 /// How a write failed. Its label goes to `/metrics`, its text to the event log and the
-/// Kubernetes Events, and the reconcilers act on its class ([`WriteError::outcome`]).
+/// Kubernetes Events, and the reconcilers act on its class (`logic::Outcome::from`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum WriteError {
     /// The object changed meanwhile (409, failed precondition): read again and retry.
@@ -225,30 +225,12 @@ pub enum WriteError {
 impl WriteError {
     /// The label of `kubectl_vap_write_errors_total{reason=…}`.
     pub fn metric_label(&self) -> &'static str {
-        match self {
-            WriteError::Conflict(_) => "conflict",
-            WriteError::Forbidden(_) => "forbidden",
-            WriteError::Invalid(_) => "invalid",
-            WriteError::Unreachable(_) => "unreachable",
-            WriteError::Failed(_) => "failed",
-        }
+        super::metrics::Unwritten::from(self).label()
     }
 
     /// A conflict is retried at once and passes: not a failure anyone must look at.
     pub fn retried_away(&self) -> bool {
         matches!(self, WriteError::Conflict(_))
-    }
-
-    /// What the reconcilers do about it.
-    pub fn outcome(&self) -> super::world::WriteOutcome {
-        use super::world::WriteOutcome;
-        let text = self.to_string();
-        match self {
-            WriteError::Conflict(why) => WriteOutcome::Retry(why.clone()),
-            WriteError::Forbidden(_) => WriteOutcome::Forbidden(text),
-            WriteError::Invalid(_) => WriteOutcome::Refused(text),
-            WriteError::Unreachable(_) | WriteError::Failed(_) => WriteOutcome::Failed(text),
-        }
     }
 }
 
