@@ -35,7 +35,7 @@ fn offline_data() -> Arc<Data> {
 /// A live state from the fixture: this copy reconciles and holds the lease.
 fn live_state() -> LiveState {
     LiveState {
-        snapshot: snapshot(),
+        snapshot: Arc::new(snapshot()),
         synced: true,
         lease: LeaseInfo {
             lease: "gatekeeper-system/kubectl-vap".into(),
@@ -314,7 +314,7 @@ fn tui_detail_shows_findings_and_pod_status() {
 #[test]
 fn tui_access_errors() {
     let mut state = live_state();
-    state.snapshot.bindings.clear();
+    Arc::make_mut(&mut state.snapshot).bindings.clear();
     state.access_errors = vec![
         AccessError {
             resource: "validatingadmissionpolicybindings.admissionregistration.k8s.io".into(),
@@ -328,7 +328,8 @@ fn tui_access_errors() {
         },
     ];
     // As the reconciler publishes it: the snapshot names what it could not read.
-    state.snapshot.unreadable = kubectl_vap::cluster::access::unreadable(&state.access_errors);
+    Arc::make_mut(&mut state.snapshot).unreadable =
+        kubectl_vap::cluster::access::unreadable(&state.access_errors);
     state.lease.holder = Some("gatekeeper-vap-7c9d".into());
     state.lease.leading = false;
     let ui = Ui::new(false, live_data(&state, true), 150, 36);
@@ -452,8 +453,7 @@ fn tui_selection_and_expansion_survive_refresh() {
     ui.key(KeyCode::Enter); // collapse the constraint
     let before_opened = ui.app.tree.state.opened().clone();
     // The cluster changes: the out-of-sync binding is fixed, a template disappears.
-    state
-        .snapshot
+    Arc::make_mut(&mut state.snapshot)
         .templates
         .retain(|t| t.name() != "k8sallowedrepos");
     state.events.push_back(ReconcileEvent {
@@ -479,8 +479,7 @@ fn tui_selection_and_expansion_survive_refresh() {
         "template/k8sdisallowedtags",
         "constraint/K8sDisallowedTags/no-latest",
     ]);
-    state
-        .snapshot
+    Arc::make_mut(&mut state.snapshot)
         .constraints
         .retain(|c| c.name() != "no-latest");
     ui.act(Action::Data(live_data(&state, true)));
@@ -567,8 +566,7 @@ fn tui_refresh_rebuilds_only_what_changed() {
     ui.act(Action::Data(live_data(&state, true)));
     assert_eq!(ui.app.tree.rebuilt, 0, "same data: everything reused");
     // One binding disappears: only its template's subtree is rebuilt.
-    state
-        .snapshot
+    Arc::make_mut(&mut state.snapshot)
         .bindings
         .retain(|b| b.name() != "gatekeeper-k8srequiredlabels-pods-must-have-app");
     ui.act(Action::Data(live_data(&state, true)));
@@ -1100,13 +1098,12 @@ fn tui_time_based_states_change_without_an_event() {
     let mut state = live_state();
     let now = state.snapshot.now.unwrap();
     let since = now - chrono::Duration::seconds(10);
-    for c in &mut state.snapshot.crds {
+    for c in &mut Arc::make_mut(&mut state.snapshot).crds {
         if c.name == "k8srequiredlabels.constraints.gatekeeper.sh" {
             c.established_since = Some(since);
         }
     }
-    state
-        .snapshot
+    Arc::make_mut(&mut state.snapshot)
         .bindings
         .retain(|b| b.name() != "gatekeeper-k8srequiredlabels-pods-must-have-app");
     let mut ui = Ui::new(false, live_data(&state, true), 150, 42);

@@ -154,18 +154,19 @@ pub async fn serve(shared: Arc<Shared>, route: Route) {
     let name = requests::configmap_name(&route.lease_name);
     let api: Api<ConfigMap> = Api::namespaced(shared.client.clone(), &route.lease_namespace);
     let in_progress: Arc<Mutex<HashSet<String>>> = Arc::default();
+    let mut leading = shared.leadership.subscribe();
     loop {
         // Only the holder serves: the others wait for leadership.
-        while !shared.leadership.is_leading() {
-            shared.leadership.changed().await;
+        if leading.wait_for(|l| *l).await.is_err() {
+            return;
         }
         let stream = kube::runtime::watcher::watch_object(api.clone(), &name);
         futures::pin_mut!(stream);
         loop {
             let item = tokio::select! {
                 item = stream.next() => item,
-                _ = shared.leadership.changed() => {
-                    if shared.leadership.is_leading() { continue } else { break }
+                r = leading.changed() => {
+                    if r.is_ok() && *leading.borrow_and_update() { continue } else { break }
                 }
             };
             let cm = match item {

@@ -23,22 +23,32 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, PostParams};
 use parking_lot::Mutex;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 
 use std::time::Duration;
-use tokio::sync::{Notify, watch};
+use tokio::sync::watch;
 
 /// The Lease resource, as access errors name it.
 pub const LEASES: &str = "leases.coordination.k8s.io";
 /// The annotation the holder publishes its health in, with every renewal (no extra writes).
 pub const HEALTH_ANNOTATION: &str = "kubectl-vap.io/health";
 
-/// Whether this copy leads: the fence for writes, the flag for views, a wake-up for waits.
-#[derive(Debug, Default)]
+/// Whether this copy leads: the fence for writes, the flag for views and waits.
+#[derive(Debug)]
 pub struct Leadership {
     pub fence: Fence,
-    leading: AtomicBool,
-    changed: Notify,
+    /// A watch, not a `Notify`: a change between a look and the wait that follows it is not
+    /// missed.
+    leading: watch::Sender<bool>,
+}
+
+impl Default for Leadership {
+    fn default() -> Self {
+        Leadership {
+            fence: Fence::default(),
+            leading: watch::Sender::new(false),
+        }
+    }
 }
 
 impl Leadership {
@@ -49,19 +59,22 @@ impl Leadership {
 
     /// This copy holds the lease (for views and metrics; writes check the fence).
     pub fn is_leading(&self) -> bool {
-        self.leading.load(Ordering::SeqCst)
+        *self.leading.borrow()
     }
 
     /// Records whether this copy leads; returns what it was.
     pub fn set_leading(&self, on: bool) -> bool {
-        let was = self.leading.swap(on, Ordering::SeqCst);
-        self.changed.notify_waiters();
+        let mut was = on;
+        self.leading.send_if_modified(|l| {
+            was = std::mem::replace(l, on);
+            was != on
+        });
         was
     }
 
-    /// Resolves at the next change of leadership.
-    pub async fn changed(&self) {
-        self.changed.notified().await;
+    /// A receiver of every change of leadership.
+    pub fn subscribe(&self) -> watch::Receiver<bool> {
+        self.leading.subscribe()
     }
 }
 
@@ -647,6 +660,21 @@ pub async fn watch_holder(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `commands::serve` and `Controller::leading` look, then wait: leadership gained in
+    /// between must still wake them (a `Notify` that had no waiter yet dropped it, and the
+    /// leader then served no request until the next change of leadership).
+    #[test]
+    fn a_change_between_a_look_and_a_wait_is_seen() {
+        let l = Leadership::default();
+        let mut rx = l.subscribe();
+        assert!(!*rx.borrow_and_update());
+        assert!(!l.set_leading(true), "it was not leading");
+        assert!(rx.has_changed().expect("open"), "the wait that follows sees it");
+        assert!(*rx.borrow_and_update() && l.is_leading());
+        assert!(l.set_leading(true), "already leading");
+        assert!(!rx.has_changed().expect("open"), "no change, no wake-up");
+    }
 
     #[test]
     fn the_fence_closes_at_the_deadline_and_stays_closed_once_revoked() {

@@ -783,13 +783,16 @@ async fn worker(
                 if !cache.is_primed() && shared.stores.templates_listed() {
                     cache.prime_if_ready(true, &shared.stores.template_names(), &*shared.queue);
                 }
+                // The next delayed key's due time, looked at again within a second (the
+                // priming check above).
                 let wait = due
                     .and_then(|d| (d - chrono::Utc::now()).to_std().ok())
                     .unwrap_or(Duration::from_secs(1))
                     .min(Duration::from_secs(1));
+                let wake = tokio::time::Instant::now() + wait;
                 tokio::select! {
                     _ = shared.queue.woken() => {}
-                    _ = tokio::time::sleep(wait) => {}
+                    _ = tokio::time::sleep_until(wake) => {}
                     _ = shutdown.changed() => return,
                 }
             }

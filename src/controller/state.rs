@@ -6,6 +6,7 @@ use crate::model::ObjectRef;
 use crate::snapshot::Snapshot;
 use chrono::{DateTime, Utc};
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 /// How many reconcile events the log keeps (oldest dropped first).
 pub const EVENT_LOG_CAPACITY: usize = 500;
@@ -14,8 +15,9 @@ pub const EVENT_LOG_CAPACITY: usize = 500;
 #[derive(Debug, Clone, Default)]
 pub struct LiveState {
     /// The objects in the local stores (templates, constraints, CRDs, VAPs, bindings), with
-    /// `now` set to when the snapshot was taken. Analyse it with `core::analyze`.
-    pub snapshot: Snapshot,
+    /// `now` set to when the snapshot was taken. Analyse it with `core::analyze`. Shared: each
+    /// published state is a new `Arc`, built once; a view keeps it without copying it.
+    pub snapshot: Arc<Snapshot>,
     /// True once every watch has listed its resource once (before that the snapshot is partial).
     pub synced: bool,
     pub lease: LeaseInfo,

@@ -599,6 +599,17 @@ impl Stores {
         }
     }
 
+    /// Whether the stores show every write of this copy: `None` when they do; otherwise when
+    /// the first of the writes they do not show yet is forgotten ([`OVERLAY_TTL`]).
+    pub fn unseen_writes(&self) -> Option<Instant> {
+        self.sweep_overlay();
+        self.overlay
+            .lock()
+            .values()
+            .map(|r| r.at + OVERLAY_TTL)
+            .min()
+    }
+
     /// The resourceVersion of `name` in its store, if it is there.
     fn stored_rv(&self, obj: Obj, name: &str) -> Option<u64> {
         match obj {

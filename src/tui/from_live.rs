@@ -213,7 +213,7 @@ pub fn data_from_live(
             refusal: None,
         },
         info,
-        Arc::new(state.snapshot.clone()),
+        state.snapshot.clone(),
         opts,
         events,
     );
@@ -499,7 +499,7 @@ mod tests {
             )
             .unwrap();
         let mut state = LiveState {
-            snapshot,
+            snapshot: Arc::new(snapshot),
             ..LiveState::default()
         };
         let write = |result| ReconcileEvent {
