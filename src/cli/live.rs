@@ -5,7 +5,7 @@
 use super::args::{Cli, OutputArgs, PlanArgs, RunArgs};
 use super::report;
 use crate::cluster::{discover_admission_api, list_snapshot};
-use crate::controller::state::{AccessErrorKind, EventResult};
+use crate::controller::state::AccessErrorKind;
 use crate::controller::{Command, Config, Controller, Convergence, Mode, NotLeading};
 use crate::controller::{Tuning, launch};
 use crate::core::analyze;
@@ -48,11 +48,8 @@ async fn terminated() {
     }
 }
 
-/// How long stopping waits for the Lease to be released.
-const STOP_WAIT: Duration = Duration::from_secs(10);
-
 async fn stop(controller: Controller) {
-    if let Err(e) = controller.stop(STOP_WAIT).await {
+    if let Err(e) = controller.stop().await {
         tracing::warn!("stopping: {e}");
     }
 }
@@ -79,12 +76,7 @@ fn event_lines(controller: &Controller) -> (Vec<String>, usize) {
             if e.result.is_failure() {
                 failures += 1;
             }
-            let result = match (&e.result, e.result.failure()) {
-                (EventResult::Skipped(why), _) => format!(" (skipped: {why})"),
-                (_, Some(why)) => format!(" (FAILED: {why})"),
-                _ => String::new(),
-            };
-            format!("{} {}: {}{result}", e.verb.as_str(), e.object, e.message)
+            e.to_string()
         })
         .collect();
     (lines, failures)

@@ -321,9 +321,15 @@ impl Controller {
         self.inner.world.snapshot()
     }
 
-    /// Stops: writes end, the Lease is released, the watches stop. Waits at most `timeout`
-    /// for the release; calling it again (or on another clone) returns at once.
-    pub async fn stop(&self, timeout: Duration) -> Result<(), Error> {
+    /// How long [`Controller::stop`] waits for the Lease to be released (unreleased, it
+    /// expires by itself a lease duration later).
+    pub const STOP_WAIT: Duration = Duration::from_secs(10);
+
+    /// Stops: writes end, the Lease is released, the watches stop. Waits at most
+    /// [`Controller::STOP_WAIT`] for the release; calling it again (or on another clone)
+    /// returns at once.
+    pub async fn stop(&self) -> Result<(), Error> {
+        let timeout = Self::STOP_WAIT;
         let _ = self.inner.shutdown.send(true);
         let join = self.inner.join.lock().take();
         let Some(join) = join else {

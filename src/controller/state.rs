@@ -133,6 +133,26 @@ pub struct ReconcileEvent {
     pub message: String,
 }
 
+/// One line for people, as `run --once`, `reconcile` and the TUI's event log print it:
+/// `update Kind/name — why`; ` skipped: …` or ` FAILED: …` after the object when it was not
+/// done (a conflict, retried at once, says so without FAILED).
+impl std::fmt::Display for ReconcileEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.verb.as_str(), self.object)?;
+        match &self.result {
+            EventResult::Ok => {}
+            EventResult::Skipped(why) => write!(f, " skipped: {why}")?,
+            EventResult::WriteFailed(e) if e.retried_away() => write!(f, " {e}")?,
+            EventResult::Failed(why) => write!(f, " FAILED: {why}")?,
+            EventResult::WriteFailed(e) => write!(f, " FAILED: {e}")?,
+        }
+        if !self.message.is_empty() {
+            write!(f, " — {}", self.message)?;
+        }
+        Ok(())
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventVerb {
     Create,
@@ -254,5 +274,44 @@ impl LiveState {
             self.events.pop_front();
         }
         self.events.push_back(event);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_event_is_one_line_that_says_what_was_not_done() {
+        let event = |result, message: &str| ReconcileEvent {
+            time: DateTime::UNIX_EPOCH,
+            verb: EventVerb::Create,
+            object: ObjectRef::new(
+                "admissionregistration.k8s.io/v1",
+                "ValidatingAdmissionPolicy",
+                "gatekeeper-k8sx",
+            ),
+            result,
+            message: message.into(),
+        };
+        let vap = "create ValidatingAdmissionPolicy/gatekeeper-k8sx";
+        assert_eq!(
+            event(EventResult::Ok, "policy-missing").to_string(),
+            format!("{vap} — policy-missing")
+        );
+        assert_eq!(
+            event(EventResult::Skipped("not the leader".into()), "").to_string(),
+            format!("{vap} skipped: not the leader")
+        );
+        let failed = EventResult::WriteFailed(WriteError::Invalid("422".into()));
+        assert_eq!(
+            event(failed, "policy-missing").to_string(),
+            format!("{vap} FAILED: 422 — policy-missing")
+        );
+        let conflict = EventResult::WriteFailed(WriteError::Conflict("409".into()));
+        assert_eq!(
+            event(conflict, "").to_string(),
+            format!("{vap} conflict (the object changed on the server); retried")
+        );
     }
 }

@@ -19,6 +19,7 @@ use crate::cluster::discovery::{
 };
 use crate::core::PlannedWrite;
 use crate::core::desired::CrdState;
+use crate::core::ownership::is_controller_in;
 use crate::model::{
     Binding, CONSTRAINTS_GROUP, Constraint, ConstraintTemplate, CrdInfo, Policy, Source,
 };
@@ -470,11 +471,8 @@ impl Stores {
             .state()
             .iter()
             .filter(|b| {
-                b.metadata.owner_references.iter().flatten().any(|r| {
-                    r.controller == Some(true)
-                        && r.api_version.starts_with("constraints.gatekeeper.sh/")
-                        && r.kind == kind
-                })
+                super::watches::controllers_in(&b.metadata, CONSTRAINTS_GROUP)
+                    .any(|r| r.kind == kind)
             })
             .filter_map(|b| b.metadata.name.clone())
             .collect();
@@ -485,7 +483,14 @@ impl Stores {
                     .as_array()
                     .into_iter()
                     .flatten()
-                    .any(|r| r["controller"] == true && r["kind"] == kind)
+                    .any(|r| {
+                        r["kind"] == kind
+                            && is_controller_in(
+                                r["apiVersion"].as_str().unwrap_or_default(),
+                                r["controller"].as_bool(),
+                                CONSTRAINTS_GROUP,
+                            )
+                    })
             });
             if *obj == Obj::Binding && controlled && !names.contains(name) {
                 names.push(name.clone());

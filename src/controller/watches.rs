@@ -15,9 +15,11 @@ use super::stores::{KindWatch, Obj};
 use super::world::Enqueue;
 use crate::cluster::discovery::constraint_resource;
 use crate::core::desired::CrdState;
-use crate::model::CONSTRAINTS_GROUP;
+use crate::core::ownership::is_controller_in;
+use crate::model::{CONSTRAINTS_GROUP, TEMPLATES_GROUP};
 use futures::StreamExt;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::Resource;
 use kube::api::{Api, DynamicObject, ListParams, WatchEvent, WatchParams};
 use kube::runtime::reflector::Store;
@@ -27,15 +29,23 @@ use serde::de::DeserializeOwned;
 use std::fmt::Debug;
 use std::sync::Arc;
 
+/// The controller ownerReferences of `meta` in API group `group` (`core::ownership`'s rule).
+pub fn controllers_in<'a>(
+    meta: &'a ObjectMeta,
+    group: &'a str,
+) -> impl Iterator<Item = &'a OwnerReference> + 'a {
+    meta.owner_references
+        .iter()
+        .flatten()
+        .filter(move |r| is_controller_in(&r.api_version, r.controller, group))
+}
+
 /// The keys an event on a VAP concerns: its controller template, and the template its name
 /// belongs to (so a foreign VAP going away lets the template write its own).
 pub fn policy_keys(p: &DynamicObject) -> Vec<Key> {
-    let mut keys = Vec::new();
-    for r in p.metadata.owner_references.iter().flatten() {
-        if r.controller == Some(true) && r.api_version.starts_with("templates.gatekeeper.sh/") {
-            keys.push(Key::Template(r.name.clone()));
-        }
-    }
+    let mut keys: Vec<Key> = controllers_in(&p.metadata, TEMPLATES_GROUP)
+        .map(|r| Key::Template(r.name.clone()))
+        .collect();
     if let Some(t) = p
         .metadata
         .name
@@ -50,13 +60,7 @@ pub fn policy_keys(p: &DynamicObject) -> Vec<Key> {
 
 /// The keys an event on a VAPB concerns: its controller constraint.
 pub fn binding_keys(b: &DynamicObject) -> Vec<Key> {
-    b.metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .filter(|r| {
-            r.controller == Some(true) && r.api_version.starts_with("constraints.gatekeeper.sh/")
-        })
+    controllers_in(&b.metadata, CONSTRAINTS_GROUP)
         .map(|r| Key::constraint(&r.kind, &r.name))
         .collect()
 }
@@ -459,14 +463,7 @@ fn crd_changed(world: &Arc<Shared>, crd: &CustomResourceDefinition, deleted: boo
     // The template side waits for its CRD (created, Established, deleted by someone): the
     // template that controls it, and the one its kind belongs to, look again.
     if deleted || !world.stores.take_own_write(Obj::Crd, &crd.metadata) {
-        let mut templates: Vec<String> = crd
-            .metadata
-            .owner_references
-            .iter()
-            .flatten()
-            .filter(|r| {
-                r.controller == Some(true) && r.api_version.starts_with("templates.gatekeeper.sh/")
-            })
+        let mut templates: Vec<String> = controllers_in(&crd.metadata, TEMPLATES_GROUP)
             .map(|r| r.name.clone())
             .collect();
         templates.push(kind.to_lowercase());

@@ -3,14 +3,13 @@
 //! to the Kubernetes Events recorder and to the request in progress.
 
 use super::metrics::Unwritten;
+use super::outage::{Episode, Line};
 use super::shared::Shared;
 use super::state::{EventResult, EventVerb, WriteError};
 use super::stores::Obj;
 use super::world::{NotSent, WriteOutcome, Writer};
 use crate::cluster::apply::{Applied, ApplyError, apply_write};
 use crate::core::{PlannedWrite, Verb};
-use parking_lot::Mutex;
-use std::time::{Duration, Instant};
 
 /// What a failed apply means: the class decides retrying, logging and the metric label. Read
 /// from the server's Status (code and causes), never from its text.
@@ -43,60 +42,35 @@ fn forbidden_field(status: &kube::core::Status) -> bool {
         .any(|c| c.reason == "FieldValueForbidden")
 }
 
-/// Failed writes that will be retried, logged without flooding: the first failure at once,
-/// then at most one summary per [`FAILURE_SUMMARY_EVERY`] with how many failed meanwhile, and
-/// one line when writes pass again. (A 10 s outage printed 2,300 lines before.)
+/// Failed writes that will be retried, logged without flooding (an [`Episode`]): the first
+/// failure at once, then at most one summary per [`SUMMARY_EVERY`](super::outage::SUMMARY_EVERY)
+/// with how many failed meanwhile, and one line when writes pass again. (A 10 s outage printed
+/// 2,300 lines before.)
 #[derive(Default)]
-pub struct FailureLog(Mutex<FailureState>);
+pub struct WriteFailures(Episode);
 
-#[derive(Default)]
-struct FailureState {
-    since: Option<Instant>,
-    last_line: Option<Instant>,
-    count: u64,
-    unlogged: u64,
-}
-
-const FAILURE_SUMMARY_EVERY: Duration = Duration::from_secs(10);
-
-impl FailureLog {
+impl WriteFailures {
     fn failed(&self, label: &str, object: &str, msg: &str) {
-        let mut st = self.0.lock();
-        let now = Instant::now();
-        st.count += 1;
-        let since = *st.since.get_or_insert(now);
-        if st
-            .last_line
-            .is_none_or(|t| now - t >= FAILURE_SUMMARY_EVERY)
-        {
-            let more = std::mem::take(&mut st.unlogged);
-            st.last_line = Some(now);
-            if more == 0 {
-                tracing::warn!(object, reason = label, "{msg}; retried with backoff");
-            } else {
-                tracing::warn!(
-                    object,
-                    reason = label,
-                    "writes failing for {}s, {} failure(s), {more} not logged; latest: {msg}",
-                    (now - since).as_secs(),
-                    st.count
-                );
+        match self.0.failed(format!("{object}: {msg}")) {
+            Line::First | Line::Summary { unlogged: 0, .. } => {
+                tracing::warn!(object, reason = label, "{msg}; retried with backoff")
             }
-        } else {
-            st.unlogged += 1;
-            tracing::debug!(object, reason = label, "{msg}");
+            Line::Summary {
+                secs,
+                failures,
+                unlogged,
+            } => tracing::warn!(
+                object,
+                reason = label,
+                "writes failing for {secs}s, {failures} failure(s), {unlogged} not logged; latest: {msg}"
+            ),
+            _ => tracing::debug!(object, reason = label, "{msg}"),
         }
     }
 
     fn succeeded(&self) {
-        let mut st = self.0.lock();
-        if let Some(since) = st.since.take() {
-            tracing::info!(
-                "writes pass again after {}s and {} failure(s)",
-                since.elapsed().as_secs(),
-                st.count
-            );
-            *st = FailureState::default();
+        if let Line::Recovered { secs, failures } = self.0.passed() {
+            tracing::info!("writes pass again after {secs}s and {failures} failure(s)");
         }
     }
 }
