@@ -3,7 +3,7 @@
 //! leave, compared normalized, so steady state sends nothing), and sends at most the one write
 //! each object needs, in the order the invariants require.
 //!
-//! Ordering (design I1/I2):
+//! Ordering (docs/reconciler.md, I1/I2):
 //! - turning on: write the VAP, then publish the opinion with `policy_ready`, then fan out;
 //! - turning off: publish first (fan-out deletes the bindings), then delete the VAP once no
 //!   binding of the kind is left (requeued until then).

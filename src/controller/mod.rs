@@ -1,6 +1,6 @@
-//! The shared-cache reconciler (design.md, "The shared-cache reconciler"; gatekeeper#3287),
-//! behind one door: [`Controller`], which [`launch`] returns. Nothing outside this module
-//! reaches its stores, queue or locks.
+//! The shared-cache reconciler of gatekeeper#3287 (docs/reconciler.md; its place among the
+//! modules: docs/architecture.md), behind one door: [`Controller`], which [`launch`] returns.
+//! Nothing outside this module reaches its stores, queue or locks.
 //!
 //! Public for the tier-2 tests, which run the same logic on an in-memory world:
 //! - [`world`]: what the reconcilers read and write, as traits; [`logic`]: the two reconcilers;
