@@ -283,16 +283,13 @@ mod tests {
 
     #[test]
     fn an_event_is_one_line_that_says_what_was_not_done() {
+        let vap = ObjectRef::new("v1", "ValidatingAdmissionPolicy", "gatekeeper-k8sx");
         let event = |result, message: &str| ReconcileEvent {
-            time: DateTime::UNIX_EPOCH,
-            verb: EventVerb::Create,
-            object: ObjectRef::new(
-                "admissionregistration.k8s.io/v1",
-                "ValidatingAdmissionPolicy",
-                "gatekeeper-k8sx",
-            ),
+            object: vap.clone(),
             result,
             message: message.into(),
+            time: DateTime::UNIX_EPOCH,
+            verb: EventVerb::Create,
         };
         let vap = "create ValidatingAdmissionPolicy/gatekeeper-k8sx";
         assert_eq!(
