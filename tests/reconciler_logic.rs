@@ -15,7 +15,7 @@ use kubectl_vap::controller::logic::Outcome;
 use kubectl_vap::controller::queue::{Key, SharedQueue};
 use kubectl_vap::controller::worker::{self, Attempts, Work, process, process_one};
 use kubectl_vap::controller::world::{
-    ConstraintStore, Enqueue, Read, TemplateStore, Unreadable, WriteOutcome, Writer,
+    ConstraintStore, Enqueue, Read, TemplateStore, Unreadable, WriteError, WriteOutcome, Writer,
 };
 use kubectl_vap::core::analysis::analyze;
 use kubectl_vap::core::desired::CrdState;
@@ -591,6 +591,11 @@ impl TemplateStore for World {
     }
 }
 
+/// The modelled server's answer when the object changed meanwhile (409, precondition).
+fn conflict(why: String) -> WriteOutcome {
+    WriteOutcome::Failed(WriteError::Conflict(why))
+}
+
 impl Writer for World {
     async fn write(&self, w: &PlannedWrite) -> WriteOutcome {
         use std::sync::atomic::Ordering;
@@ -607,12 +612,12 @@ impl Writer for World {
             if st.fail_every > 0 && st.attempts.is_multiple_of(st.fail_every) {
                 let n = st.attempts / st.fail_every;
                 return if n.is_multiple_of(2) {
-                    WriteOutcome::Retry(format!("injected: 409 Conflict on {}", w.object))
+                    conflict(format!("injected: 409 Conflict on {}", w.object))
                 } else {
-                    WriteOutcome::Failed(format!(
+                    WriteOutcome::Failed(WriteError::Failed(format!(
                         "injected: 500 Internal Server Error on {}",
                         w.object
-                    ))
+                    )))
                 };
             }
         }
@@ -650,10 +655,10 @@ impl World {
                 let k = body["spec"]["names"]["kind"].as_str().unwrap().to_string();
                 match (w.verb, &kind) {
                     (Verb::Create, Some(_)) => {
-                        return WriteOutcome::Retry(format!("{} already exists", w.object.name));
+                        return conflict(format!("{} already exists", w.object.name));
                     }
                     (Verb::Update, None) => {
-                        return WriteOutcome::Retry(format!("{} is gone", w.object.name));
+                        return conflict(format!("{} is gone", w.object.name));
                     }
                     _ => {}
                 }
@@ -738,7 +743,7 @@ impl World {
         match w.verb {
             Verb::Create => {
                 if map.contains_key(&name) {
-                    return WriteOutcome::Retry(format!("{name} already exists"));
+                    return conflict(format!("{name} already exists"));
                 }
                 let mut body = w.body.clone().unwrap();
                 body["metadata"]["uid"] = json!(format!("uid-{n}"));
@@ -747,11 +752,11 @@ impl World {
             }
             Verb::Update => {
                 let Some(cur) = map.get(&name) else {
-                    return WriteOutcome::Retry(format!("{name} is gone"));
+                    return conflict(format!("{name} is gone"));
                 };
                 let body = w.body.clone().unwrap();
                 if body["metadata"]["resourceVersion"] != cur["metadata"]["resourceVersion"] {
-                    return WriteOutcome::Retry(format!("{name}: resourceVersion conflict"));
+                    return conflict(format!("{name}: resourceVersion conflict"));
                 }
                 let mut body = body;
                 body["metadata"]["uid"] = cur["metadata"]["uid"].clone();
@@ -765,7 +770,7 @@ impl World {
                 if w.uid.as_deref() != cur["metadata"]["uid"].as_str()
                     || w.resource_version.as_deref() != cur["metadata"]["resourceVersion"].as_str()
                 {
-                    return WriteOutcome::Retry(format!("{name}: precondition failed"));
+                    return conflict(format!("{name}: precondition failed"));
                 }
                 map.remove(&name);
             }

@@ -34,7 +34,7 @@ fn offline_data() -> Arc<Data> {
 /// A live state from the fixture: this copy reconciles and holds the lease.
 fn live_state() -> LiveState {
     LiveState {
-        snapshot: snapshot(),
+        snapshot: Arc::new(snapshot()),
         synced: true,
         lease: LeaseInfo {
             lease: "gatekeeper-system/kubectl-vap".into(),
@@ -313,7 +313,7 @@ fn tui_detail_shows_findings_and_pod_status() {
 #[test]
 fn tui_access_errors() {
     let mut state = live_state();
-    state.snapshot.bindings.clear();
+    Arc::make_mut(&mut state.snapshot).bindings.clear();
     state.access_errors = vec![
         AccessError {
             resource: "validatingadmissionpolicybindings.admissionregistration.k8s.io".into(),
@@ -327,7 +327,8 @@ fn tui_access_errors() {
         },
     ];
     // As the reconciler publishes it: the snapshot names what it could not read.
-    state.snapshot.unreadable = kubectl_vap::cluster::access::unreadable(&state.access_errors);
+    Arc::make_mut(&mut state.snapshot).unreadable =
+        kubectl_vap::cluster::access::unreadable(&state.access_errors);
     state.lease.holder = Some("gatekeeper-vap-7c9d".into());
     state.lease.leading = false;
     let ui = Ui::new(false, live_data(&state, true), 150, 36);
@@ -466,8 +467,7 @@ fn tui_selection_and_expansion_survive_refresh() {
     ui.key(KeyCode::Enter); // collapse the constraint
     let before_opened = ui.app.tree.state.opened().clone();
     // The cluster changes: the out-of-sync binding is fixed, a template disappears.
-    state
-        .snapshot
+    Arc::make_mut(&mut state.snapshot)
         .templates
         .retain(|t| t.name() != "k8sallowedrepos");
     state.events.push_back(ReconcileEvent {
@@ -493,8 +493,7 @@ fn tui_selection_and_expansion_survive_refresh() {
         "template/k8sdisallowedtags",
         "constraint/K8sDisallowedTags/no-latest",
     ]);
-    state
-        .snapshot
+    Arc::make_mut(&mut state.snapshot)
         .constraints
         .retain(|c| c.name() != "no-latest");
     ui.act(Action::Data(live_data(&state, true)));
@@ -581,8 +580,7 @@ fn tui_refresh_rebuilds_only_what_changed() {
     ui.act(Action::Data(live_data(&state, true)));
     assert_eq!(ui.app.tree.rebuilt, 0, "same data: everything reused");
     // One binding disappears: only its template's subtree is rebuilt.
-    state
-        .snapshot
+    Arc::make_mut(&mut state.snapshot)
         .bindings
         .retain(|b| b.name() != "gatekeeper-k8srequiredlabels-pods-must-have-app");
     ui.act(Action::Data(live_data(&state, true)));
@@ -1124,7 +1122,11 @@ fn established_10s_ago(
     which: impl Fn(&str) -> bool,
 ) -> chrono::DateTime<chrono::Utc> {
     let since = state.snapshot.now.unwrap() - chrono::Duration::seconds(10);
-    for c in state.snapshot.crds.iter_mut().filter(|c| which(&c.name)) {
+    for c in Arc::make_mut(&mut state.snapshot)
+        .crds
+        .iter_mut()
+        .filter(|c| which(&c.name))
+    {
         c.established_since = Some(since);
     }
     since
@@ -1138,8 +1140,7 @@ fn tui_time_based_states_change_without_an_event() {
     let since = established_10s_ago(&mut state, |n| {
         n == "k8srequiredlabels.constraints.gatekeeper.sh"
     });
-    state
-        .snapshot
+    Arc::make_mut(&mut state.snapshot)
         .bindings
         .retain(|b| b.name() != "gatekeeper-k8srequiredlabels-pods-must-have-app");
     let mut ui = Ui::new(false, live_data(&state, true), 150, 42);

@@ -24,7 +24,7 @@ fn live(generation: i64) -> Action {
         c.meta.generation = generation;
     }
     let state = LiveState {
-        snapshot,
+        snapshot: Arc::new(snapshot),
         synced: true,
         lease: LeaseInfo {
             holder: Some("laptop-1".into()),

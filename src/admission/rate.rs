@@ -1,7 +1,7 @@
 //! A token bucket for `--qps`/`--burst`, as client-go's rate limiter behaves: `burst` requests
 //! may go at once, then `qps` per second. Shared by every task of a command.
 
-use std::sync::Mutex;
+use parking_lot::Mutex;
 use std::time::Duration;
 use std::time::Instant;
 
@@ -30,7 +30,7 @@ impl TokenBucket {
             return Duration::ZERO;
         }
         // A poisoned lock only means another task panicked mid-update: the numbers are fine.
-        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut st = self.state.lock();
         let (tokens, at) = *st;
         let tokens = (tokens + now.saturating_duration_since(at).as_secs_f64() * self.qps)
             .min(self.burst)

@@ -5,7 +5,7 @@
 use super::args::{Cli, OutputArgs, PlanArgs, RunArgs};
 use super::report;
 use crate::cluster::{discover_admission_api, list_snapshot};
-use crate::controller::state::{AccessErrorKind, EventResult};
+use crate::controller::state::AccessErrorKind;
 use crate::controller::{Command, Config, Controller, Convergence, Mode, NotLeading};
 use crate::controller::{Tuning, launch};
 use crate::core::analyze;
@@ -48,11 +48,8 @@ async fn terminated() {
     }
 }
 
-/// How long stopping waits for the Lease to be released.
-const STOP_WAIT: Duration = Duration::from_secs(10);
-
 async fn stop(controller: Controller) {
-    if let Err(e) = controller.stop(STOP_WAIT).await {
+    if let Err(e) = controller.stop().await {
         tracing::warn!("stopping: {e}");
     }
 }
@@ -79,34 +76,21 @@ fn event_lines(controller: &Controller) -> (Vec<String>, usize) {
             if e.result.is_failure() {
                 failures += 1;
             }
-            let result = match (&e.result, e.result.failure()) {
-                (EventResult::Skipped(why), _) => format!(" (skipped: {why})"),
-                (_, Some(why)) => format!(" (FAILED: {why})"),
-                _ => String::new(),
-            };
-            format!("{} {}: {}{result}", e.verb.as_str(), e.object, e.message)
+            e.to_string()
         })
         .collect();
     (lines, failures)
 }
 
-/// Checks the stores against the analysis (the I3 oracle): the remaining plan.
-async fn remaining_plan(controller: &Controller, opts: &crate::core::Options) -> Vec<String> {
-    // The stores may lag the last writes by a watch event: look a few times.
-    let mut left = Vec::new();
-    for _ in 0..20 {
-        let snap = controller.snapshot();
-        left = analyze(&snap, opts)
-            .plan
-            .iter()
-            .map(|w| format!("{} {} ({})", w.verb.as_str(), w.object, w.reason))
-            .collect();
-        if left.is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-    left
+/// Checks the stores against the analysis (the I3 oracle): the remaining plan. Called after
+/// `converged`, whose idle includes "the stores show every write of this copy", so one look
+/// at the snapshot is enough.
+fn remaining_plan(controller: &Controller, opts: &crate::core::Options) -> Vec<String> {
+    analyze(&controller.snapshot(), opts)
+        .plan
+        .iter()
+        .map(|w| format!("{} {} ({})", w.verb.as_str(), w.object, w.reason))
+        .collect()
 }
 
 /// How a headless copy that competes for the Lease is started.
@@ -245,7 +229,7 @@ pub fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(2));
         }
         let idle = convergence == Convergence::Idle;
-        let left = remaining_plan(&running, &opts).await;
+        let left = remaining_plan(&running, &opts);
         let (lines, failures) = event_lines(&running);
         for l in &lines {
             say.info(l);

@@ -11,8 +11,8 @@
 use super::queue::Key;
 use super::world::{ConstraintStore, Enqueue};
 use crate::core::desired::Opinion;
+use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::RwLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 #[derive(Debug, Default)]
@@ -21,16 +21,24 @@ pub struct OpinionCache {
     /// Per kind: constraint reconciles hold it shared while they decide and write; the template
     /// side holds it exclusively while it checks that no binding is left and deletes the VAP,
     /// so a binding write that read an old opinion cannot land after the VAP is gone (I2).
-    kind_locks: std::sync::Mutex<BTreeMap<String, std::sync::Arc<tokio::sync::RwLock<()>>>>,
+    kind_locks: Mutex<BTreeMap<String, std::sync::Arc<tokio::sync::RwLock<()>>>>,
+    /// Set once, under `tracked`'s lock; read without it on every constraint reconcile.
     primed: AtomicBool,
-    priming: std::sync::Mutex<Priming>,
+    /// What the template side remembers beside the opinions: one lock, short sections.
+    tracked: Mutex<Tracked>,
+}
+
+/// What the template side remembers beside the opinions.
+#[derive(Debug, Default)]
+struct Tracked {
+    priming: Priming,
     /// Templates the template side has seen in its store: name → (uid, kind). Only a template
     /// this copy saw go away may take its constraint CRD with it (deleting a CRD deletes every
     /// constraint of its kind); a CRD found without its template is reported, never deleted.
-    seen: std::sync::Mutex<BTreeMap<String, (String, String)>>,
+    seen: BTreeMap<String, (String, String)>,
     /// Templates that stopped generating, and since when: the turn-off waits a moment for a
     /// flip back (see `logic::TURN_OFF_SETTLE`).
-    turning_off: std::sync::Mutex<BTreeMap<String, chrono::DateTime<chrono::Utc>>>,
+    turning_off: BTreeMap<String, chrono::DateTime<chrono::Utc>>,
 }
 
 /// What the cache tracks until it is primed.
@@ -49,18 +57,13 @@ impl OpinionCache {
 
     /// The published opinion of `kind` (`None`: no template holds the kind).
     pub fn get(&self, kind: &str) -> Option<Opinion> {
-        self.map
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(kind)
-            .cloned()
+        self.map.read().get(kind).cloned()
     }
 
     /// The lock of `kind` (see the field's documentation).
     pub fn kind_lock(&self, kind: &str) -> std::sync::Arc<tokio::sync::RwLock<()>> {
         self.kind_locks
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
             .entry(kind.to_string())
             .or_default()
             .clone()
@@ -70,7 +73,6 @@ impl OpinionCache {
     pub fn kinds_of_template(&self, template: &str) -> Vec<String> {
         self.map
             .read()
-            .unwrap_or_else(|p| p.into_inner())
             .iter()
             .filter(|(_, o)| o.template == template)
             .map(|(k, _)| k.clone())
@@ -90,20 +92,20 @@ impl OpinionCache {
         }
         // Checked again under the lock the priming takes: a key is either deferred before the
         // priming drains the set, or sees the cache primed.
-        let mut p = self.priming.lock().unwrap_or_else(|p| p.into_inner());
+        let mut t = self.tracked.lock();
         if self.is_primed() {
             return false;
         }
-        p.deferred.insert(key.clone());
+        t.priming.deferred.insert(key.clone());
         true
     }
 
     /// The template side has reconciled `template` (whatever it concluded).
     pub fn template_reconciled(&self, template: &str) {
         if !self.is_primed() {
-            self.priming
+            self.tracked
                 .lock()
-                .unwrap_or_else(|p| p.into_inner())
+                .priming
                 .reconciled
                 .insert(template.to_string());
         }
@@ -121,14 +123,14 @@ impl OpinionCache {
             return false;
         }
         let deferred = {
-            let mut p = self.priming.lock().unwrap_or_else(|p| p.into_inner());
-            if !templates.iter().all(|t| p.reconciled.contains(t)) {
+            let mut t = self.tracked.lock();
+            if !templates.iter().all(|n| t.priming.reconciled.contains(n)) {
                 return false;
             }
             self.primed.store(true, Ordering::SeqCst);
-            std::mem::take(&mut *p).deferred
+            std::mem::take(&mut t.priming).deferred
         };
-        let map = self.map.read().unwrap_or_else(|p| p.into_inner());
+        let map = self.map.read();
         for key in deferred {
             if let Key::Constraint { kind, .. } = &key
                 && map.contains_key(kind)
@@ -142,27 +144,20 @@ impl OpinionCache {
 
     /// The template side saw `template` (uid, kind) in its store.
     pub fn saw_template(&self, template: &str, uid: &str, kind: &str) {
-        self.seen
+        self.tracked
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .seen
             .insert(template.to_string(), (uid.to_string(), kind.to_string()));
     }
 
     /// The uid and kind of `template` if this copy saw it before it went away.
     pub fn seen_template(&self, template: &str) -> Option<(String, String)> {
-        self.seen
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(template)
-            .cloned()
+        self.tracked.lock().seen.get(template).cloned()
     }
 
     /// The template's deletion is complete (its CRD is gone): nothing more to remember.
     pub fn forget_template(&self, template: &str) {
-        self.seen
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(template);
+        self.tracked.lock().seen.remove(template);
     }
 
     /// When template `template` was first seen not generating since it last did (`now` on
@@ -173,24 +168,21 @@ impl OpinionCache {
         now: chrono::DateTime<chrono::Utc>,
     ) -> chrono::DateTime<chrono::Utc> {
         *self
-            .turning_off
+            .tracked
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .turning_off
             .entry(template.to_string())
             .or_insert(now)
     }
 
     /// The template generates again, or its turn-off went through.
     pub fn settled(&self, template: &str) {
-        self.turning_off
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(template);
+        self.tracked.lock().turning_off.remove(template);
     }
 
     /// A copy of the whole cache (for views and tests).
     pub fn all(&self) -> BTreeMap<String, Opinion> {
-        self.map.read().unwrap_or_else(|p| p.into_inner()).clone()
+        self.map.read().clone()
     }
 
     /// The one writer. Publishes `opinion` for `kind` (`None` removes it); when the value
@@ -205,7 +197,7 @@ impl OpinionCache {
         queue: &impl Enqueue,
     ) -> bool {
         let changed = {
-            let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
+            let mut map = self.map.write();
             let old = map.get(kind);
             if old == opinion.as_ref() {
                 false
@@ -231,13 +223,12 @@ mod tests {
     use super::*;
     use crate::controller::world::Read;
     use chrono::{DateTime, Utc};
-    use std::sync::Mutex;
 
     #[derive(Default)]
     struct Keys(Mutex<Vec<Key>>);
     impl Enqueue for Keys {
         fn enqueue(&self, key: Key) {
-            self.0.lock().unwrap_or_else(|p| p.into_inner()).push(key);
+            self.0.lock().push(key);
         }
         fn enqueue_at(&self, key: Key, _: DateTime<Utc>) {
             self.enqueue(key);
@@ -245,7 +236,7 @@ mod tests {
     }
     impl Keys {
         fn take(&self) -> Vec<Key> {
-            std::mem::take(&mut *self.0.lock().unwrap_or_else(|p| p.into_inner()))
+            std::mem::take(&mut *self.0.lock())
         }
     }
 

@@ -2,7 +2,6 @@
 //! them: here when it leads, through the lease holder otherwise (`requests.rs` has the
 //! channel); and the holder's side of that channel.
 
-use super::Error;
 use super::events::{Outgoing, Regarding};
 use super::lease::HolderView;
 use super::queue::Key;
@@ -10,11 +9,13 @@ use super::requests::{self, Answer, REQUEST_DEADLINE};
 use super::shared::{Shared, keys_of_template};
 use super::state::{Command, EventResult, EventVerb, RequestOutcome};
 use super::world::{Enqueue, Read};
+use super::{Error, RequestError};
 use crate::model::ObjectRef;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::Api;
+use parking_lot::Mutex;
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 
@@ -46,9 +47,7 @@ fn keys_of(shared: &Shared, command: &Command) -> Result<Vec<Key>, Error> {
             Read::Known(_) => Err(Error::NotFound(format!(
                 "template {t} not found (or it has no kind)"
             ))),
-            Read::Unknown(u) => Err(Error::Request(format!(
-                "{u} is not listed yet: try again in a moment"
-            ))),
+            Read::Unknown(u) => Err(RequestError::NotListed(u).into()),
         },
         // A template that is gone still has its key: reconciling it sweeps its VAP.
         Command::Reconcile(t) => Ok(keys_of_template(shared, t, true)),
@@ -129,9 +128,7 @@ pub async fn handle(
     }
     let v = view.borrow().clone();
     match v.holder {
-        Some(h) if h == route.identity => Err(Error::Request(
-            "this copy holds the Lease but may not write (leadership not confirmed, or Gatekeeper's generator is active)".into(),
-        )),
+        Some(h) if h == route.identity => Err(RequestError::MayNotWrite.into()),
         Some(h) if !v.vacant => {
             tracing::info!("asking the lease holder {h}");
             requests::ask(
@@ -157,18 +154,19 @@ pub async fn serve(shared: Arc<Shared>, route: Route) {
     let name = requests::configmap_name(&route.lease_name);
     let api: Api<ConfigMap> = Api::namespaced(shared.client.clone(), &route.lease_namespace);
     let in_progress: Arc<Mutex<HashSet<String>>> = Arc::default();
+    let mut leading = shared.leadership.subscribe();
     loop {
         // Only the holder serves: the others wait for leadership.
-        while !shared.leadership.is_leading() {
-            shared.leadership.changed().await;
+        if leading.wait_for(|l| *l).await.is_err() {
+            return;
         }
         let stream = kube::runtime::watcher::watch_object(api.clone(), &name);
         futures::pin_mut!(stream);
         loop {
             let item = tokio::select! {
                 item = stream.next() => item,
-                _ = shared.leadership.changed() => {
-                    if shared.leadership.is_leading() { continue } else { break }
+                r = leading.changed() => {
+                    if r.is_ok() && *leading.borrow_and_update() { continue } else { break }
                 }
             };
             let cm = match item {
@@ -185,14 +183,9 @@ pub async fn serve(shared: Arc<Shared>, route: Route) {
             // predates the answer must not handle it again.
             in_progress
                 .lock()
-                .unwrap_or_else(|p| p.into_inner())
                 .retain(|id| data.contains_key(&format!("request.{id}")));
             for (id, asked) in requests::unanswered(&data) {
-                if !in_progress
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(id.clone())
-                {
+                if !in_progress.lock().insert(id.clone()) {
                     continue;
                 }
                 let stale = requests::stale(&data, chrono::Utc::now(), requests::KEEP_ANSWERED);
@@ -202,10 +195,7 @@ pub async fn serve(shared: Arc<Shared>, route: Route) {
                     tracing::info!(request = %id, by = %asked.by, "handling a request: {} {}", asked.command, asked.template.as_deref().unwrap_or(""));
                     let result = match asked.command() {
                         Some(c) => handle_here(&shared, &route, c).await,
-                        None => Err(Error::Request(format!(
-                            "unknown request {:?}",
-                            asked.command
-                        ))),
+                        None => Err(RequestError::Unknown(asked.command.clone()).into()),
                     };
                     let answer = match result {
                         Ok(o) => Answer {

@@ -8,7 +8,8 @@ use super::cache::OpinionCache;
 use super::shared::Shared;
 use super::state::{AccessError, Command, LiveState, ReconcileEvent, RequestOutcome};
 use crate::snapshot::Snapshot;
-use std::sync::{Arc, Mutex};
+use parking_lot::Mutex;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -68,16 +69,27 @@ use super::lease::LEASES;
 /// or a key a list handler is about to queue, may still come.
 const QUIET: Duration = Duration::from_millis(500);
 
-/// Waits until every watch has listed and the queue has stayed empty for [`QUIET`] (every key
-/// reconciled, delayed ones included), or `timeout` passes.
+/// Resolves at the next change `rx` sees; never, once its sender is gone (nothing will
+/// change any more, and a closed channel must not turn a wait into a busy loop).
+async fn changed<T>(rx: &mut watch::Receiver<T>) {
+    if rx.changed().await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// Waits until every watch has listed, the stores show every write of this copy (so a
+/// snapshot taken now is what the writes made), and the queue has stayed empty for [`QUIET`]
+/// (every key reconciled, delayed ones included); or `timeout` passes.
 async fn wait_idle(shared: &Shared, timeout: Duration) -> bool {
     let mut depth = shared.queue.depth();
     let mut status = shared.status.subscribe();
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
-        let idle = *depth.borrow_and_update() == 0 && shared.status.synced();
+        let empty = *depth.borrow_and_update() == 0;
+        // Every watch event touches the status: a store that caught up with a write wakes us.
         status.borrow_and_update();
-        if idle {
+        let unseen = shared.stores.unseen_writes();
+        if empty && shared.status.synced() && unseen.is_none() {
             // Quiet for a moment: no change of the queue in between.
             match tokio::time::timeout_at(
                 deadline.min(tokio::time::Instant::now() + QUIET),
@@ -92,10 +104,17 @@ async fn wait_idle(shared: &Shared, timeout: Duration) -> bool {
                 Ok(_) => continue,
             }
         }
+        // A write the stores never show is forgotten when its overlay entry expires: look
+        // again then.
+        let wake = unseen.map_or(deadline, |at| deadline.min(at.into()));
         tokio::select! {
-            _ = depth.changed() => {}
-            _ = status.changed() => {}
-            _ = tokio::time::sleep_until(deadline) => return false,
+            _ = changed(&mut depth) => {}
+            _ = changed(&mut status) => {}
+            _ = tokio::time::sleep_until(wake) => {
+                if tokio::time::Instant::now() >= deadline {
+                    return false;
+                }
+            }
         }
     }
 }
@@ -158,23 +177,28 @@ impl Controller {
         let world = &self.inner.world;
         let start = tokio::time::Instant::now();
         let deadline = start + timeout;
+        // A Lease that cannot be used is given this long: a grant may be on its way through
+        // the authorizer's cache.
+        let grace_end = start + UNREADABLE_GRACE;
+        let mut leading = world.leadership.subscribe();
         let mut state = self.subscribe();
+        let mut status = world.status.subscribe();
         loop {
-            if world.leadership.is_leading() {
+            if *leading.borrow_and_update() {
                 return Ok(());
             }
+            status.borrow_and_update();
             let current = state.borrow_and_update().clone();
             if !current.lease.participating {
                 return Err(NotLeading::NotParticipating);
             }
-            // The Lease cannot be used at all: no point waiting (after a moment: a grant may
-            // be on its way through the authorizer's cache).
+            let now = tokio::time::Instant::now();
             if let Some(e) = world.status.access_error(LEASES)
-                && start.elapsed() > UNREADABLE_GRACE
+                && now >= grace_end
             {
                 return Err(NotLeading::LeaseUnusable(e.message));
             }
-            if tokio::time::Instant::now() >= deadline {
+            if now >= deadline {
                 return Err(NotLeading::HeldBy(
                     current
                         .lease
@@ -183,11 +207,18 @@ impl Controller {
                         .filter(|h| *h != self.inner.identity),
                 ));
             }
+            // Leadership, the Lease's holder and access errors wake us; the clock only at the
+            // end of the grace and at the deadline.
+            let wake = if now < grace_end {
+                grace_end.min(deadline)
+            } else {
+                deadline
+            };
             tokio::select! {
-                _ = world.leadership.changed() => {}
-                _ = state.changed() => {}
-                _ = tokio::time::sleep_until(deadline.min(start + UNREADABLE_GRACE * 2)) => {}
-                _ = tokio::time::sleep(Duration::from_millis(250)) => {}
+                _ = changed(&mut leading) => {}
+                _ = changed(&mut state) => {}
+                _ = changed(&mut status) => {}
+                _ = tokio::time::sleep_until(wake) => {}
             }
         }
     }
@@ -290,26 +321,26 @@ impl Controller {
         self.inner.world.snapshot()
     }
 
-    /// Stops: writes end, the Lease is released, the watches stop. Waits at most `timeout`
-    /// for the release; calling it again (or on another clone) returns at once.
-    pub async fn stop(&self, timeout: Duration) -> Result<(), Error> {
+    /// How long [`Controller::stop`] waits for the Lease to be released (unreleased, it
+    /// expires by itself a lease duration later).
+    pub const STOP_WAIT: Duration = Duration::from_secs(10);
+
+    /// Stops: writes end, the Lease is released, the watches stop. Waits at most
+    /// [`Controller::STOP_WAIT`] for the release; calling it again (or on another clone)
+    /// returns at once.
+    pub async fn stop(&self) -> Result<(), Error> {
+        let timeout = Self::STOP_WAIT;
         let _ = self.inner.shutdown.send(true);
-        let join = self
-            .inner
-            .join
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
+        let join = self.inner.join.lock().take();
         let Some(join) = join else {
             return Ok(());
         };
         match tokio::time::timeout(timeout, join).await {
             Ok(Ok(result)) => result,
-            Ok(Err(e)) => Err(Error::Other(format!("the reconciler task failed: {e}"))),
-            Err(_) => Err(Error::Other(format!(
-                "the Lease was not released within {}s",
-                timeout.as_secs()
-            ))),
+            Ok(Err(e)) => Err(Error::Task(e.to_string())),
+            Err(_) => Err(Error::NotReleased {
+                secs: timeout.as_secs(),
+            }),
         }
     }
 }

@@ -21,23 +21,34 @@ use crate::model::ObjectRef;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, PostParams};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use parking_lot::Mutex;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use std::time::Duration;
-use tokio::sync::{Notify, watch};
+use tokio::sync::watch;
 
 /// The Lease resource, as access errors name it.
 pub const LEASES: &str = "leases.coordination.k8s.io";
 /// The annotation the holder publishes its health in, with every renewal (no extra writes).
 pub const HEALTH_ANNOTATION: &str = "kubectl-vap.io/health";
 
-/// Whether this copy leads: the fence for writes, the flag for views, a wake-up for waits.
-#[derive(Debug, Default)]
+/// Whether this copy leads: the fence for writes, the flag for views and waits.
+#[derive(Debug)]
 pub struct Leadership {
     pub fence: Fence,
-    leading: AtomicBool,
-    changed: Notify,
+    /// A watch, not a `Notify`: a change between a look and the wait that follows it is not
+    /// missed.
+    leading: watch::Sender<bool>,
+}
+
+impl Default for Leadership {
+    fn default() -> Self {
+        Leadership {
+            fence: Fence::default(),
+            leading: watch::Sender::new(false),
+        }
+    }
 }
 
 impl Leadership {
@@ -48,19 +59,22 @@ impl Leadership {
 
     /// This copy holds the lease (for views and metrics; writes check the fence).
     pub fn is_leading(&self) -> bool {
-        self.leading.load(Ordering::SeqCst)
+        *self.leading.borrow()
     }
 
     /// Records whether this copy leads; returns what it was.
     pub fn set_leading(&self, on: bool) -> bool {
-        let was = self.leading.swap(on, Ordering::SeqCst);
-        self.changed.notify_waiters();
+        let mut was = on;
+        self.leading.send_if_modified(|l| {
+            was = std::mem::replace(l, on);
+            was != on
+        });
         was
     }
 
-    /// Resolves at the next change of leadership.
-    pub async fn changed(&self) {
-        self.changed.notified().await;
+    /// A receiver of every change of leadership.
+    pub fn subscribe(&self) -> watch::Receiver<bool> {
+        self.leading.subscribe()
     }
 }
 
@@ -195,33 +209,22 @@ pub struct Fence {
 impl Fence {
     /// True only before the deadline of the last successful renewal.
     pub fn may_write(&self) -> bool {
-        self.deadline
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_some_and(|d| mono_now() < d)
+        self.deadline.lock().is_some_and(|d| mono_now() < d)
     }
 
     /// A renewal sent at `sent` succeeded.
     pub fn renewed(&self, sent: Duration, timing: &Timing) {
-        *self.deadline.lock().unwrap_or_else(|p| p.into_inner()) =
-            Some(sent + timing.renew_deadline);
+        *self.deadline.lock() = Some(sent + timing.renew_deadline);
     }
 
     /// Set, and passed: leadership is no longer confirmed.
     pub fn expired(&self) -> bool {
-        self.deadline
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_some_and(|d| mono_now() >= d)
+        self.deadline.lock().is_some_and(|d| mono_now() >= d)
     }
 
     /// No more writes; returns whether there was a deadline.
     pub fn revoke(&self) -> bool {
-        self.deadline
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-            .is_some()
+        self.deadline.lock().take().is_some()
     }
 }
 
@@ -403,7 +406,21 @@ pub struct Election {
     pub health: Box<dyn Fn() -> LeaderHealth + Send + Sync>,
 }
 
-fn lease_access_error(namespace: &str, name: &str, e: &kube::Error, verb: &str) -> AccessError {
+/// What a copy does with the Lease, for the message of its failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LeaseUse {
+    /// Follow the holder (a copy that does not compete).
+    Read,
+    /// Compete for it.
+    Compete,
+}
+
+fn lease_access_error(
+    namespace: &str,
+    name: &str,
+    e: &kube::Error,
+    using: LeaseUse,
+) -> AccessError {
     let why = crate::cluster::describe(e);
     let kind = match crate::cluster::status_code(e) {
         Some(401 | 403) => AccessErrorKind::Forbidden,
@@ -412,9 +429,11 @@ fn lease_access_error(namespace: &str, name: &str, e: &kube::Error, verb: &str) 
     AccessError {
         resource: LEASES.into(),
         kind,
-        message: match verb {
-            "read" => format!("cannot read Lease {namespace}/{name} to show who reconciles: {e}"),
-            _ => format!(
+        message: match using {
+            LeaseUse::Read => {
+                format!("cannot read Lease {namespace}/{name} to show who reconciles: {e}")
+            }
+            LeaseUse::Compete => format!(
                 "cannot use Lease {namespace}/{name}: {why} (needs get/create/update on leases in namespace {namespace}, and the namespace must exist)"
             ),
         },
@@ -436,7 +455,6 @@ pub async fn run(
         duration,
         health,
     } = election;
-    let lease_name = format!("{namespace}/{name}");
     let timing = Timing::new(duration);
     let mut elector = Elector {
         api: Api::namespaced(shared.client.clone(), &namespace),
@@ -445,111 +463,144 @@ pub async fn run(
         timing,
         observed: None,
     };
-    let lease = lease_ref(&namespace, &name);
-    let mut failing_since: Option<Duration> = None;
-    // The other holder last said (a standby copy says who reconciles, once per holder).
-    let mut standing_by: Option<String> = None;
+    let mut campaign = Campaign {
+        shared,
+        lease: lease_ref(&namespace, &name),
+        namespace,
+        name,
+        identity,
+        failing_since: None,
+        standing_by: None,
+    };
     loop {
         // A deadline passed while leading (paused, or renewals failed for too long): nothing
         // decided before counts. Checked before asking the server, so even a renewal that
         // succeeds now starts from fresh lists.
-        if shared.leadership.fence.expired() {
-            lose(
-                &shared,
-                &lease,
-                &identity,
-                "the renew deadline passed (this copy was paused, or could not renew)",
-            );
+        if campaign.shared.leadership.fence.expired() {
+            campaign.lose("the renew deadline passed (this copy was paused, or could not renew)");
         }
         let sent = mono_now();
         let mut view = view_tx.borrow().clone();
         match elector.try_acquire_or_renew(&health(), &mut view).await {
             Ok(Attempt::Holds) => {
-                shared.outage.reachable();
-                shared.status.set_access(LEASES, None);
-                if let Some(since) = failing_since.take() {
-                    tracing::info!(
-                        "Lease {lease_name} reachable again after {}s",
-                        (mono_now() - since).as_secs()
-                    );
-                }
-                shared.leadership.fence.renewed(sent, &timing);
-                // A renewal that took longer than the deadline confirms nothing.
-                if !shared.leadership.may_write() {
-                    lose(&shared, &lease, &identity, "the renewal came back too late");
-                } else if !shared.leadership.set_leading(true) {
-                    standing_by = None;
-                    shared.metrics.leader.store(true, Ordering::Relaxed);
-                    tracing::info!(
-                        "acquired Lease {lease_name} as {identity}: resyncing everything"
-                    );
-                    shared.log(
-                        EventVerb::Lease,
-                        lease.clone(),
-                        EventResult::Ok,
-                        format!("{identity} acquired the lease; resync"),
-                    );
-                    super::requests::ensure_configmap(&shared.client, &namespace, &name).await;
-                    shared.resync();
-                }
+                campaign.holds(sent, &timing).await;
                 send_view(&view_tx, view);
             }
             Ok(Attempt::Other(holder)) => {
-                shared.outage.reachable();
-                if let Some(h) = &holder
-                    && standing_by.as_ref() != Some(h)
-                {
-                    tracing::info!(
-                        "Lease {lease_name} is held by {h}: that copy writes; standing by (taking over if it stops renewing)"
-                    );
-                    standing_by = Some(h.clone());
-                }
-                if shared.leadership.is_leading() {
-                    let by = holder.clone().unwrap_or_else(|| "another copy".into());
-                    lose(
-                        &shared,
-                        &lease,
-                        &identity,
-                        &format!("{by} holds the Lease now"),
-                    );
-                }
+                campaign.held_by(holder);
                 send_view(&view_tx, view);
             }
-            Err(e) => {
-                // The fence keeps its deadline: writes go on until it passes, no longer.
-                let error = lease_access_error(&namespace, &name, &e, "use");
-                if crate::cluster::status_code(&e).is_none() {
-                    // No answer at all: part of the copy's one outage log.
-                    shared
-                        .outage
-                        .failed(&format!("Lease {lease_name}"), &e.to_string());
-                } else if failing_since.is_none() {
-                    failing_since = Some(mono_now());
-                    tracing::warn!("{}", error.message);
-                } else {
-                    tracing::debug!("{}", error.message);
-                }
-                shared.status.set_access(LEASES, Some(error));
-            }
+            // The fence keeps its deadline: writes go on until it passes, no longer.
+            Err(e) => campaign.failed(&e),
         }
         tokio::select! {
             _ = tokio::time::sleep(timing.retry) => {}
             _ = shutdown.changed() => break,
         }
     }
-    shared.leadership.fence.revoke();
-    let held = shared.leadership.set_leading(false);
-    shared.metrics.leader.store(false, Ordering::Relaxed);
-    // Released even if this copy believes it lost it: `release` checks the holder first.
-    match elector.release().await {
-        Ok(()) if held => tracing::info!("released Lease {lease_name}"),
-        Ok(()) => {}
-        Err(e) => tracing::warn!(
-            "releasing Lease {lease_name}: {}",
-            crate::cluster::describe(&e)
-        ),
-    }
+    campaign.release(&elector).await;
     Ok(())
+}
+
+/// What the election loop of one copy keeps between attempts, and what it does with each.
+struct Campaign {
+    shared: Arc<Shared>,
+    lease: ObjectRef,
+    namespace: String,
+    name: String,
+    identity: String,
+    /// Since when the Lease's own requests fail with an answer (403, 404, …).
+    failing_since: Option<Duration>,
+    /// The other holder last said (a standby copy says who reconciles, once per holder).
+    standing_by: Option<String>,
+}
+
+impl Campaign {
+    fn lose(&self, why: &str) {
+        lose(&self.shared, &self.lease, &self.identity, why);
+    }
+
+    /// This copy holds the Lease: renewed at `sent`.
+    async fn holds(&mut self, sent: Duration, timing: &Timing) {
+        let shared = &self.shared;
+        let lease = &self.lease.name;
+        shared.outage.reachable();
+        shared.status.set_access(LEASES, None);
+        if let Some(since) = self.failing_since.take() {
+            tracing::info!(
+                "Lease {lease} reachable again after {}s",
+                (mono_now() - since).as_secs()
+            );
+        }
+        shared.leadership.fence.renewed(sent, timing);
+        // A renewal that took longer than the deadline confirms nothing.
+        if !shared.leadership.may_write() {
+            self.lose("the renewal came back too late");
+        } else if !shared.leadership.set_leading(true) {
+            self.standing_by = None;
+            shared.metrics.leader.store(true, Ordering::Relaxed);
+            let identity = &self.identity;
+            tracing::info!("acquired Lease {lease} as {identity}: resyncing everything");
+            shared.log(
+                EventVerb::Lease,
+                self.lease.clone(),
+                EventResult::Ok,
+                format!("{identity} acquired the lease; resync"),
+            );
+            super::requests::ensure_configmap(&shared.client, &self.namespace, &self.name).await;
+            shared.resync();
+        }
+    }
+
+    /// Another copy holds the Lease (`holder`, if it could be named).
+    fn held_by(&mut self, holder: Option<String>) {
+        self.shared.outage.reachable();
+        if let Some(h) = &holder
+            && self.standing_by.as_ref() != Some(h)
+        {
+            tracing::info!(
+                "Lease {} is held by {h}: that copy writes; standing by (taking over if it stops renewing)",
+                self.lease.name
+            );
+            self.standing_by = Some(h.clone());
+        }
+        if self.shared.leadership.is_leading() {
+            let by = holder.unwrap_or_else(|| "another copy".into());
+            self.lose(&format!("{by} holds the Lease now"));
+        }
+    }
+
+    /// The attempt failed.
+    fn failed(&mut self, e: &kube::Error) {
+        let error = lease_access_error(&self.namespace, &self.name, e, LeaseUse::Compete);
+        if crate::cluster::status_code(e).is_none() {
+            // No answer at all: part of the copy's one outage log.
+            self.shared
+                .outage
+                .failed(&format!("Lease {}", self.lease.name), &e.to_string());
+        } else if self.failing_since.is_none() {
+            self.failing_since = Some(mono_now());
+            tracing::warn!("{}", error.message);
+        } else {
+            tracing::debug!("{}", error.message);
+        }
+        self.shared.status.set_access(LEASES, Some(error));
+    }
+
+    /// Writes stop, then the Lease is released — even if this copy believes it lost it:
+    /// `release` checks the holder first.
+    async fn release(self, elector: &Elector) {
+        let shared = &self.shared;
+        shared.leadership.fence.revoke();
+        let held = shared.leadership.set_leading(false);
+        shared.metrics.leader.store(false, Ordering::Relaxed);
+        let lease = &self.lease.name;
+        match elector.release().await {
+            Ok(()) if held => tracing::info!("released Lease {lease}"),
+            Ok(()) => {}
+            Err(e) => tracing::warn!("releasing Lease {lease}: {}", crate::cluster::describe(&e)),
+        }
+    }
 }
 
 fn send_view(tx: &watch::Sender<HolderView>, v: HolderView) {
@@ -646,7 +697,7 @@ pub async fn watch_holder(
             Err(e) => {
                 shared.status.set_access(
                     LEASES,
-                    Some(lease_access_error(&namespace, &name, &e, "read")),
+                    Some(lease_access_error(&namespace, &name, &e, LeaseUse::Read)),
                 );
             }
         }
@@ -657,6 +708,24 @@ pub async fn watch_holder(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `commands::serve` and `Controller::leading` look, then wait: leadership gained in
+    /// between must still wake them (a `Notify` that had no waiter yet dropped it, and the
+    /// leader then served no request until the next change of leadership).
+    #[test]
+    fn a_change_between_a_look_and_a_wait_is_seen() {
+        let l = Leadership::default();
+        let mut rx = l.subscribe();
+        assert!(!*rx.borrow_and_update());
+        assert!(!l.set_leading(true), "it was not leading");
+        assert!(
+            rx.has_changed().expect("open"),
+            "the wait that follows sees it"
+        );
+        assert!(*rx.borrow_and_update() && l.is_leading());
+        assert!(l.set_leading(true), "already leading");
+        assert!(!rx.has_changed().expect("open"), "no change, no wake-up");
+    }
 
     #[test]
     fn the_fence_closes_at_the_deadline_and_stays_closed_once_revoked() {

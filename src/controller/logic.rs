@@ -3,7 +3,7 @@
 //! leave, compared normalized, so steady state sends nothing), and sends at most the one write
 //! each object needs, in the order the invariants require.
 //!
-//! Ordering (design I1/I2):
+//! Ordering (docs/reconciler.md, I1/I2):
 //! - turning on: write the VAP, then publish the opinion with `policy_ready`, then fan out;
 //! - turning off: publish first (fan-out deletes the bindings), then delete the VAP once no
 //!   binding of the kind is left (requeued until then).
@@ -11,7 +11,7 @@
 use super::cache::OpinionCache;
 use super::queue::Key;
 use super::world::{
-    ConstraintStore, Enqueue, Read, TemplateStore, Unreadable, WriteOutcome, Writer,
+    ConstraintStore, Enqueue, Read, TemplateStore, Unreadable, WriteError, WriteOutcome, Writer,
 };
 use crate::core::crd;
 use crate::core::decide::{TemplateVerdict, decide_template};
@@ -92,9 +92,19 @@ fn from_write(o: WriteOutcome) -> (bool, Outcome) {
     match o {
         WriteOutcome::Done => (true, Outcome::Done),
         WriteOutcome::Skipped(_) => (false, Outcome::Done),
-        WriteOutcome::Retry(r) | WriteOutcome::Failed(r) => (false, Outcome::Retry(r)),
-        WriteOutcome::Refused(r) => (false, Outcome::Refused(r)),
-        WriteOutcome::Forbidden(r) => (false, Outcome::Forbidden(r)),
+        WriteOutcome::Failed(e) => (false, Outcome::from(e)),
+    }
+}
+
+/// What the reconcilers do about a failed write.
+impl From<WriteError> for Outcome {
+    fn from(e: WriteError) -> Outcome {
+        match e {
+            WriteError::Conflict(why) => Outcome::Retry(why),
+            WriteError::Forbidden(_) => Outcome::Forbidden(e.to_string()),
+            WriteError::Invalid(_) => Outcome::Refused(e.to_string()),
+            WriteError::Unreachable(_) | WriteError::Failed(_) => Outcome::Retry(e.to_string()),
+        }
     }
 }
 

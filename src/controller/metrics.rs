@@ -1,14 +1,56 @@
 //! Counters and gauges for `/metrics` (Prometheus text format), and the small HTTP server
 //! that serves them next to `/healthz` and `/readyz`.
 
+use super::state::WriteError;
+use super::stores::Obj;
+use crate::core::Verb;
+use parking_lot::Mutex;
 use std::collections::BTreeMap;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// Why a write changed nothing: the `reason` label of `kubectl_vap_write_errors_total`
+/// (controller-rs's metric-labelled errors: the label comes from the type, never a literal).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Unwritten {
+    /// A delete found the object gone already.
+    AlreadyGone,
+    Conflict,
+    Failed,
+    Forbidden,
+    Invalid,
+    Unreachable,
+}
+
+impl Unwritten {
+    pub fn label(self) -> &'static str {
+        match self {
+            Unwritten::AlreadyGone => "already_gone",
+            Unwritten::Conflict => "conflict",
+            Unwritten::Failed => "failed",
+            Unwritten::Forbidden => "forbidden",
+            Unwritten::Invalid => "invalid",
+            Unwritten::Unreachable => "unreachable",
+        }
+    }
+}
+
+impl From<&WriteError> for Unwritten {
+    fn from(e: &WriteError) -> Unwritten {
+        match e {
+            WriteError::Conflict(_) => Unwritten::Conflict,
+            WriteError::Forbidden(_) => Unwritten::Forbidden,
+            WriteError::Invalid(_) => Unwritten::Invalid,
+            WriteError::Unreachable(_) => Unwritten::Unreachable,
+            WriteError::Failed(_) => Unwritten::Failed,
+        }
+    }
+}
 
 #[derive(Debug, Default)]
 pub struct Metrics {
-    writes: Mutex<BTreeMap<(String, String), u64>>,
-    errors: Mutex<BTreeMap<String, u64>>,
+    /// By the labels of a [`Verb`] and an [`Obj`] (in the order of the labels).
+    writes: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
+    errors: Mutex<BTreeMap<Unwritten, u64>>,
     pub reconciles: AtomicU64,
     pub queue_depth: AtomicU64,
     pub leader: AtomicBool,
@@ -18,27 +60,21 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    pub fn write(&self, verb: &str, resource: &str) {
+    pub fn write(&self, verb: Verb, obj: Obj) {
         *self
             .writes
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry((verb.to_string(), resource.to_string()))
+            .entry((verb.as_str(), obj.resource()))
             .or_default() += 1;
     }
 
-    pub fn error(&self, kind: &str) {
-        *self
-            .errors
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(kind.to_string())
-            .or_default() += 1;
+    pub fn error(&self, reason: Unwritten) {
+        *self.errors.lock().entry(reason).or_default() += 1;
     }
 
     /// Ready, or why not.
     pub fn set_ready(&self, ready: Result<(), String>) {
-        let mut why = self.not_ready.lock().unwrap_or_else(|p| p.into_inner());
+        let mut why = self.not_ready.lock();
         match ready {
             Ok(()) => {
                 self.ready.store(true, Ordering::Relaxed);
@@ -53,27 +89,24 @@ impl Metrics {
 
     /// All writes the API server accepted so far.
     pub fn writes_total(&self) -> u64 {
-        self.writes
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .sum()
+        self.writes.lock().values().sum()
     }
 
     pub fn render(&self) -> String {
         let mut out = String::new();
         out.push_str("# HELP kubectl_vap_writes_total Writes the API server accepted.\n");
         out.push_str("# TYPE kubectl_vap_writes_total counter\n");
-        for ((verb, resource), n) in self.writes.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+        for ((verb, resource), n) in self.writes.lock().iter() {
             out.push_str(&format!(
                 "kubectl_vap_writes_total{{verb=\"{verb}\",resource=\"{resource}\"}} {n}\n"
             ));
         }
         out.push_str("# HELP kubectl_vap_write_errors_total Writes that changed nothing, by reason (already_gone: a delete found nothing).\n");
         out.push_str("# TYPE kubectl_vap_write_errors_total counter\n");
-        for (kind, n) in self.errors.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+        for (reason, n) in self.errors.lock().iter() {
             out.push_str(&format!(
-                "kubectl_vap_write_errors_total{{reason=\"{kind}\"}} {n}\n"
+                "kubectl_vap_write_errors_total{{reason=\"{}\"}} {n}\n",
+                reason.label()
             ));
         }
         out.push_str("# HELP kubectl_vap_reconciles_total Reconciles run.\n");
@@ -131,10 +164,7 @@ pub async fn serve(
                             }
                             "/readyz" => (
                                 StatusCode::SERVICE_UNAVAILABLE,
-                                format!(
-                                    "{}\n",
-                                    metrics.not_ready.lock().unwrap_or_else(|p| p.into_inner())
-                                ),
+                                format!("{}\n", metrics.not_ready.lock()),
                             ),
                             _ => (StatusCode::NOT_FOUND, "not found\n".to_string()),
                         };
@@ -161,9 +191,9 @@ mod tests {
     #[test]
     fn renders_prometheus_text() {
         let m = Metrics::default();
-        m.write("create", "validatingadmissionpolicies");
-        m.write("create", "validatingadmissionpolicies");
-        m.error("conflict");
+        m.write(Verb::Create, Obj::Policy);
+        m.write(Verb::Create, Obj::Policy);
+        m.error(Unwritten::from(&WriteError::Conflict("409".into())));
         m.leader.store(true, Ordering::Relaxed);
         let text = m.render();
         assert!(text.contains(

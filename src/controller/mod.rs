@@ -1,6 +1,6 @@
-//! The shared-cache reconciler (design.md, "The shared-cache reconciler"; gatekeeper#3287),
-//! behind one door: [`Controller`], which [`launch`] returns. Nothing outside this module
-//! reaches its stores, queue or locks.
+//! The shared-cache reconciler of gatekeeper#3287 (docs/reconciler.md; its place among the
+//! modules: docs/architecture.md), behind one door: [`Controller`], which [`launch`] returns.
+//! Nothing outside this module reaches its stores, queue or locks.
 //!
 //! Public for the tier-2 tests, which run the same logic on an in-memory world:
 //! - [`world`]: what the reconcilers read and write, as traits; [`logic`]: the two reconcilers;
@@ -66,11 +66,64 @@ pub enum Error {
         "no copy reconciles: nobody holds Lease {lease} (start `kubectl vap run`, or the TUI with --reconcile)"
     )]
     NoLeader { lease: String },
-    /// The request channel to the lease holder failed.
-    #[error("{0}")]
-    Request(String),
+    /// A request could not be handled here or by the lease holder.
+    #[error(transparent)]
+    Request(#[from] RequestError),
+    /// The reconciler's own task ended badly (it panicked or was cancelled).
+    #[error("the reconciler task failed: {0}")]
+    Task(String),
+    /// Stopping did not release the Lease in time (it expires on its own).
+    #[error("the Lease was not released within {secs}s")]
+    NotReleased { secs: u64 },
     #[error("{0}")]
     Other(String),
+}
+
+/// Why a request (replay, reconcile) was not handled: here, or through the requests
+/// ConfigMap of the Lease (`configmap`: `namespace/name`).
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    /// The keys of the request come from a store that is not known now.
+    #[error("{0} is not listed yet: try again in a moment")]
+    NotListed(world::Unreadable),
+    #[error(
+        "this copy holds the Lease but may not write (leadership not confirmed, or Gatekeeper's generator is active)"
+    )]
+    MayNotWrite,
+    /// A request in the ConfigMap this version does not know.
+    #[error("unknown request {0:?}")]
+    Unknown(String),
+    #[error(
+        "no copy serves requests: ConfigMap {configmap} does not exist (a `kubectl vap run` that leads creates it; `install --print` includes it)"
+    )]
+    NoConfigMap { configmap: String },
+    #[error(
+        "{doing} ConfigMap {configmap}: {why} (grant the kubectl-vap-operator ClusterRole from `kubectl vap install --print`)"
+    )]
+    ConfigMapForbidden {
+        doing: &'static str,
+        configmap: String,
+        why: String,
+    },
+    #[error("{doing} ConfigMap {configmap}: {why}")]
+    ConfigMap {
+        doing: &'static str,
+        configmap: String,
+        why: String,
+    },
+    #[error("ConfigMap {configmap} was deleted while waiting for the answer")]
+    ConfigMapDeleted { configmap: String },
+    #[error("an unreadable answer: {0}")]
+    UnreadableAnswer(String),
+    #[error("the watch ended")]
+    WatchEnded,
+    #[error(
+        "no answer from the lease holder within {secs}s (is it running? `kubectl vap` shows who holds the Lease)"
+    )]
+    NoAnswer { secs: u64 },
+    /// The holder answered with an error (its text: it crossed the ConfigMap).
+    #[error("{holder}: {error}")]
+    Failed { holder: String, error: String },
 }
 
 /// Asks the holder of Lease `namespace/lease` to handle `command` (through the requests

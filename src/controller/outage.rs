@@ -1,70 +1,74 @@
-//! One account of "the API server does not answer" for the whole copy. During an outage every
-//! watch, the Lease renewal and every write fail on each retry; logged per source and per
-//! retry, a 10 s outage printed 2,300 lines. Requests that got no answer at all (connection
-//! refused or reset, timeout: no HTTP status) report here instead: the first failure is logged
-//! at once, then at most one summary every [`SUMMARY_EVERY`] with the time and the number of
-//! retries, then one line when a request is answered again. Failures with a status (403, 5xx)
-//! are the server's answer about one resource and are logged by their source.
+//! Runs of failures, told without flooding. During an outage every watch, the Lease renewal
+//! and every write fail on each retry; logged per source and per retry, a 10 s outage printed
+//! 2,300 lines. An [`Episode`] decides what to say instead: the first failure at once, then at
+//! most one summary every [`SUMMARY_EVERY`] with the time and the count, then one line when a
+//! request passes again. Its two users word it: [`Outage`], the copy's one account of "the API
+//! server does not answer" (requests that got no HTTP status at all: connection refused or
+//! reset, timeout), and the writer's log of failed writes that will be retried
+//! (`writer::WriteFailures`). Failures with a status (403, 5xx) are the server's answer about
+//! one resource and are logged by their source.
 
-use std::sync::Mutex;
+use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
-/// At most one summary line this often while the API server does not answer.
+/// At most one summary line this often while failures go on.
 pub const SUMMARY_EVERY: Duration = Duration::from_secs(10);
 
+/// One run of failures at a time: from the first failure to the next success.
 #[derive(Default)]
-pub struct Outage(Mutex<State>);
+pub struct Episode(Mutex<State>);
 
 #[derive(Default)]
 struct State {
     since: Option<Instant>,
     last_line: Option<Instant>,
-    retries: u64,
+    /// Failures in this run, the first included.
+    failures: u64,
+    /// Failures since the last line that said something.
+    unlogged: u64,
     /// The latest failure, for views.
     latest: String,
 }
 
-/// What one report logs (decided apart from the clock and the logger, for the unit tests).
+/// What one report should say (decided apart from the clock and the logger, for the unit
+/// tests; the caller words it).
 #[derive(Debug, PartialEq, Eq)]
-enum Line {
+pub enum Line {
+    /// The first failure of a run.
     First,
-    Summary { secs: u64, retries: u64 },
-    Recovered { secs: u64, retries: u64 },
+    /// A summary: the run's length, its failures, and how many of them were not told.
+    Summary {
+        secs: u64,
+        failures: u64,
+        unlogged: u64,
+    },
+    /// The run is over.
+    Recovered { secs: u64, failures: u64 },
+    /// Nothing to say now.
     Quiet,
 }
 
-impl Outage {
-    /// A request of `source` got no answer (`message`: why).
-    pub fn failed(&self, source: &str, message: &str) {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).latest = format!("{source}: {message}");
-        match self.failed_at(Instant::now()) {
-            Line::First => tracing::warn!(
-                "API server unreachable ({source}: {message}); retrying, with one summary every {}s until it answers",
-                SUMMARY_EVERY.as_secs()
-            ),
-            Line::Summary { secs, retries } => tracing::warn!(
-                "API server unreachable for {secs}s, {retries} retries (latest: {source}: {message})"
-            ),
-            _ => tracing::debug!("{source}: {message}"),
-        }
+impl Episode {
+    /// A failure (`latest`: what it was); what to say about it.
+    pub fn failed(&self, latest: String) -> Line {
+        self.failed_at(Instant::now(), latest)
     }
 
-    /// A request was answered (whatever the answer): the server is reachable.
-    pub fn reachable(&self) {
-        if let Line::Recovered { secs, retries } = self.reachable_at(Instant::now()) {
-            tracing::info!("API server reachable again after {secs}s, {retries} retries");
-        }
+    /// A success; what to say about it.
+    pub fn passed(&self) -> Line {
+        self.passed_at(Instant::now())
     }
 
-    /// Since when the API server has not answered (how long ago), and the latest failure.
-    pub fn unreachable(&self) -> Option<(Duration, String)> {
-        let st = self.0.lock().unwrap_or_else(|p| p.into_inner());
+    /// How long the current run has lasted, and its latest failure.
+    pub fn ongoing(&self) -> Option<(Duration, String)> {
+        let st = self.0.lock();
         st.since.map(|s| (s.elapsed(), st.latest.clone()))
     }
 
-    fn failed_at(&self, now: Instant) -> Line {
-        let mut st = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        st.retries += 1;
+    fn failed_at(&self, now: Instant, latest: String) -> Line {
+        let mut st = self.0.lock();
+        st.failures += 1;
+        st.latest = latest;
         let Some(since) = st.since else {
             st.since = Some(now);
             st.last_line = Some(now);
@@ -74,20 +78,22 @@ impl Outage {
             st.last_line = Some(now);
             Line::Summary {
                 secs: (now - since).as_secs(),
-                retries: st.retries,
+                failures: st.failures,
+                unlogged: std::mem::take(&mut st.unlogged),
             }
         } else {
+            st.unlogged += 1;
             Line::Quiet
         }
     }
 
-    fn reachable_at(&self, now: Instant) -> Line {
-        let mut st = self.0.lock().unwrap_or_else(|p| p.into_inner());
+    fn passed_at(&self, now: Instant) -> Line {
+        let mut st = self.0.lock();
         match st.since.take() {
             Some(since) => {
                 let line = Line::Recovered {
                     secs: (now - since).as_secs(),
-                    retries: st.retries,
+                    failures: st.failures,
                 };
                 *st = State::default();
                 line
@@ -97,42 +103,77 @@ impl Outage {
     }
 }
 
+/// The copy's one account of an API server that does not answer.
+#[derive(Default)]
+pub struct Outage(Episode);
+
+impl Outage {
+    /// A request of `source` got no answer (`message`: why).
+    pub fn failed(&self, source: &str, message: &str) {
+        match self.0.failed(format!("{source}: {message}")) {
+            Line::First => tracing::warn!(
+                "API server unreachable ({source}: {message}); retrying, with one summary every {}s until it answers",
+                SUMMARY_EVERY.as_secs()
+            ),
+            Line::Summary { secs, failures, .. } => tracing::warn!(
+                "API server unreachable for {secs}s, {failures} retries (latest: {source}: {message})"
+            ),
+            _ => tracing::debug!("{source}: {message}"),
+        }
+    }
+
+    /// A request was answered (whatever the answer): the server is reachable.
+    pub fn reachable(&self) {
+        if let Line::Recovered { secs, failures } = self.0.passed() {
+            tracing::info!("API server reachable again after {secs}s, {failures} retries");
+        }
+    }
+
+    /// Since when the API server has not answered (how long ago), and the latest failure.
+    pub fn unreachable(&self) -> Option<(Duration, String)> {
+        self.0.ongoing()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn an_outage_is_one_line_a_summary_per_interval_and_one_line_after() {
-        let o = Outage::default();
+    fn a_run_of_failures_is_one_line_a_summary_per_interval_and_one_line_after() {
+        let o = Episode::default();
         let t0 = Instant::now();
         let at = |ms: u64| t0 + Duration::from_millis(ms);
-        assert_eq!(
-            o.reachable_at(at(0)),
-            Line::Quiet,
-            "no outage, nothing to say"
-        );
-        assert_eq!(o.failed_at(at(0)), Line::First);
+        let fail = |ms| o.failed_at(at(ms), format!("failure at {ms} ms"));
+        assert_eq!(o.passed_at(at(0)), Line::Quiet, "no outage, nothing to say");
+        assert_eq!(fail(0), Line::First);
         // 2,000 retries within the interval: silent.
         for i in 1..2000 {
-            assert_eq!(o.failed_at(at(i * 4)), Line::Quiet);
+            assert_eq!(fail(i * 4), Line::Quiet);
         }
         assert_eq!(
-            o.failed_at(at(10_000)),
+            fail(10_000),
             Line::Summary {
                 secs: 10,
-                retries: 2001
+                failures: 2001,
+                unlogged: 1999
             }
         );
-        assert_eq!(o.failed_at(at(12_000)), Line::Quiet);
+        assert_eq!(fail(12_000), Line::Quiet);
         assert_eq!(
-            o.reachable_at(at(13_000)),
+            o.ongoing().map(|(_, latest)| latest).as_deref(),
+            Some("failure at 12000 ms")
+        );
+        assert_eq!(
+            o.passed_at(at(13_000)),
             Line::Recovered {
                 secs: 13,
-                retries: 2002
+                failures: 2002
             }
         );
-        assert_eq!(o.reachable_at(at(13_001)), Line::Quiet);
+        assert_eq!(o.passed_at(at(13_001)), Line::Quiet);
+        assert!(o.ongoing().is_none());
         // The next outage starts afresh.
-        assert_eq!(o.failed_at(at(20_000)), Line::First);
+        assert_eq!(fail(20_000), Line::First);
     }
 }

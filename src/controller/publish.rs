@@ -56,7 +56,7 @@ fn readiness(shared: &Shared) {
 
 fn fill(shared: &Shared, state: &mut LiveState, src: &Sources) {
     if src.with_snapshot {
-        state.snapshot = shared.snapshot();
+        state.snapshot = Arc::new(shared.snapshot());
     }
     state.events = shared.status.events();
     state.queue_depth = shared.queue.len();

@@ -9,8 +9,8 @@
 
 use super::world::Enqueue;
 use chrono::{DateTime, Utc};
+use parking_lot::Mutex;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
-use std::sync::Mutex;
 use tokio::sync::{Notify, watch};
 
 /// A unit of work: one template (its VAP and opinion) or one constraint (its binding).
@@ -208,7 +208,7 @@ impl SharedQueue {
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut WorkQueue) -> T) -> T {
-        let mut q = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let mut q = self.inner.lock();
         let out = f(&mut q);
         let len = q.len();
         drop(q);
@@ -243,15 +243,12 @@ impl SharedQueue {
 
     /// Keys parked until a store lists again.
     pub fn park(&self, key: Key) {
-        self.parked
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(key);
+        self.parked.lock().insert(key);
     }
 
     /// Enqueues every parked key.
     pub fn unpark(&self) {
-        let keys = std::mem::take(&mut *self.parked.lock().unwrap_or_else(|p| p.into_inner()));
+        let keys = std::mem::take(&mut *self.parked.lock());
         for k in keys {
             self.enqueue(k);
         }
@@ -262,10 +259,7 @@ impl SharedQueue {
     /// trusts.
     pub fn discard(&self) {
         self.with(WorkQueue::discard);
-        self.parked
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clear();
+        self.parked.lock().clear();
     }
 
     /// Ready + processing + delayed.

@@ -16,16 +16,16 @@
 //!   and the holder prunes answered ones after [`KEEP_ANSWERED`]. An asker needs `get`,
 //!   `watch` and `patch` on that one ConfigMap (`install --print` prints the ClusterRole).
 
-use super::Error;
 use super::logic::Outcome;
 use super::queue::Key;
 use super::state::{Command, RequestOutcome};
+use super::{Error, RequestError};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams, PostParams};
+use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashSet};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
@@ -130,13 +130,9 @@ impl Tracker {
         if p.left.is_empty() {
             p.finish();
         } else {
-            self.lock().push(p);
+            self.pending.lock().push(p);
         }
         rx
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Pending>> {
-        self.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// A reconcile of `key`, started at `started`, ended with `outcome` after `writes` writes
@@ -149,7 +145,7 @@ impl Tracker {
         writes: u64,
         failures: u64,
     ) {
-        let mut pending = self.lock();
+        let mut pending = self.pending.lock();
         if pending.is_empty() {
             return;
         }
@@ -185,7 +181,7 @@ impl Tracker {
 
     /// Answers the requests older than `deadline` with what they have.
     pub fn expire(&self, deadline: Duration) {
-        let mut pending = self.lock();
+        let mut pending = self.pending.lock();
         let (old, young): (Vec<Pending>, Vec<Pending>) = pending
             .drain(..)
             .partition(|p| p.begun.elapsed() >= deadline);
@@ -196,7 +192,7 @@ impl Tracker {
 
     #[cfg(test)]
     pub fn is_empty(&self) -> bool {
-        self.lock().is_empty()
+        self.pending.lock().is_empty()
     }
 }
 
@@ -393,19 +389,21 @@ pub fn stale(
     out
 }
 
-fn request_error(what: &str, ns: &str, name: &str, e: &kube::Error) -> Error {
+fn request_error(doing: &'static str, ns: &str, name: &str, e: &kube::Error) -> RequestError {
+    let configmap = format!("{ns}/{name}");
+    let why = crate::cluster::describe(e);
     match crate::cluster::status_code(e) {
-        Some(404) => Error::Request(format!(
-            "no copy serves requests: ConfigMap {ns}/{name} does not exist (a `kubectl vap run` that leads creates it; `install --print` includes it)"
-        )),
-        Some(401 | 403) => Error::Request(format!(
-            "{what} ConfigMap {ns}/{name}: {} (grant the kubectl-vap-operator ClusterRole from `kubectl vap install --print`)",
-            crate::cluster::describe(e)
-        )),
-        _ => Error::Request(format!(
-            "{what} ConfigMap {ns}/{name}: {}",
-            crate::cluster::describe(e)
-        )),
+        Some(404) => RequestError::NoConfigMap { configmap },
+        Some(401 | 403) => RequestError::ConfigMapForbidden {
+            doing,
+            configmap,
+            why,
+        },
+        _ => RequestError::ConfigMap {
+            doing,
+            configmap,
+            why,
+        },
     }
 }
 
@@ -438,22 +436,26 @@ pub async fn ask(
                 Ok(Some(cm)) => {
                     if let Some(v) = cm.data.as_ref().and_then(|d| d.get(&key)) {
                         return serde_json::from_str::<Answer>(v)
-                            .map_err(|e| Error::Request(format!("an unreadable answer: {e}")));
+                            .map_err(|e| RequestError::UnreadableAnswer(e.to_string()));
                     }
                 }
                 Ok(None) => {
-                    return Err(Error::Request(format!(
-                        "ConfigMap {namespace}/{name} was deleted while waiting for the answer"
-                    )));
+                    return Err(RequestError::ConfigMapDeleted {
+                        configmap: format!("{namespace}/{name}"),
+                    });
                 }
                 Err(e) => tracing::debug!("watching ConfigMap {namespace}/{name}: {e}"),
             }
         }
-        Err(Error::Request("the watch ended".into()))
+        Err(RequestError::WatchEnded)
     };
     match tokio::time::timeout(timeout, answer).await {
         Ok(Ok(a)) => match a.error {
-            Some(e) => Err(Error::Request(format!("{}: {e}", a.handled_by))),
+            Some(error) => Err(RequestError::Failed {
+                holder: a.handled_by,
+                error,
+            }
+            .into()),
             None => Ok(RequestOutcome {
                 handled_by: a.handled_by,
                 summary: a.summary,
@@ -461,11 +463,11 @@ pub async fn ask(
                 failures: a.failures,
             }),
         },
-        Ok(Err(e)) => Err(e),
-        Err(_) => Err(Error::Request(format!(
-            "no answer from the lease holder within {}s (is it running? `kubectl vap` shows who holds the Lease)",
-            timeout.as_secs()
-        ))),
+        Ok(Err(e)) => Err(e.into()),
+        Err(_) => Err(RequestError::NoAnswer {
+            secs: timeout.as_secs(),
+        }
+        .into()),
     }
 }
 

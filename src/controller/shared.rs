@@ -29,7 +29,7 @@ pub struct Shared {
     /// The one log of an API server that does not answer (watches, Lease, writes).
     pub outage: Outage,
     /// Rate limiting of the logs of failed writes.
-    pub write_log: super::writer::FailureLog,
+    pub write_log: super::writer::WriteFailures,
     /// Outcomes as Kubernetes Events.
     pub recorder: Recorder,
     /// Requests in progress, and what their keys' reconciles did.

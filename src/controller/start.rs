@@ -1,7 +1,8 @@
 //! Starting a copy, in named phases: [`discover`] (served VAP API, server version, Gatekeeper's
 //! generator), [`watch_everything`] (reflector stores), [`decide_writes`] (may this copy write
 //! at all), [`elect`] (compete for the Lease, or follow its holder), [`await_first_lists`],
-//! then the workers, requests, resync, published state and metrics. [`launch`] returns the
+//! then [`spawn_workers`], [`serve_requests`], [`resync_every`], [`publish_state`] and
+//! [`serve_metrics`]; [`supervise`] stops it all in order. [`launch`] returns the
 //! [`Controller`] handle; everything else stays inside.
 
 use super::Error;
@@ -348,12 +349,7 @@ fn health_of(shared: Arc<Shared>) -> Box<dyn Fn() -> LeaderHealth + Send + Sync>
 /// definite read error), or `timeout` passes. Constraint kinds keep listing meanwhile: the
 /// workers start now and a kind's constraints are reconciled once that kind has listed.
 async fn await_first_lists(shared: &Shared, timeout: Duration) {
-    let fixed = [
-        shared.stores.res.templates.clone(),
-        shared.stores.res.crds.clone(),
-        shared.stores.res.policies.clone(),
-        shared.stores.res.bindings.clone(),
-    ];
+    let fixed = shared.stores.fixed_resources();
     let done = || {
         fixed
             .iter()
@@ -426,78 +422,17 @@ pub async fn launch(
         .identity
         .clone()
         .unwrap_or_else(super::lease::default_identity);
-
-    let writers = Writers {
-        templates: Writer::new(templates_resource()),
-        crds: Writer::default(),
-        policies: Writer::new(found.admission.policy()),
-        bindings: Writer::new(found.admission.binding()),
-    };
-    let readers = Readers {
-        templates: writers.templates.as_reader(),
-        crds: writers.crds.as_reader(),
-        policies: writers.policies.as_reader(),
-        bindings: writers.bindings.as_reader(),
-    };
-    let elects = matches!(config.mode, Mode::Elect { .. });
-    let (recorder, facts) = if elects {
-        let (r, f) = Recorder::new();
-        (r, Some(f))
-    } else {
-        (Recorder::default(), None)
-    };
-    let shared = Arc::new(Shared {
-        client: client.clone(),
-        stores: Stores::new(found.admission.clone(), readers, config.scope.clone()),
-        queue: Arc::new(SharedQueue::new(config.scope.clone())),
-        status: Default::default(),
-        leadership: Leadership::default(),
-        metrics: Arc::new(Metrics::default()),
-        outage: Default::default(),
-        write_log: Default::default(),
-        recorder,
-        tracker: Default::default(),
-    });
+    let (shared, writers, facts) = assemble(&client, &found.admission, &config);
     let cache = Arc::new(OpinionCache::new());
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
 
     let mut tasks = watch_everything(&shared, writers, tuning.publish_snapshot);
     decide_writes(&shared, &config.mode, found.gatekeeper);
-    if let Mode::Elect {
-        take_over: false, ..
-    } = &config.mode
-        && shared.status.writes_enabled()
-    {
-        tasks.push(tokio::spawn(recheck_gatekeeper(
-            shared.clone(),
-            tuning.gatekeeper_recheck,
-        )));
-    }
-    if let Some(facts) = facts {
-        let stores = shared.clone();
-        let fence = shared.clone();
-        tasks.push(tokio::spawn(super::events::run(
-            client.clone(),
-            identity.clone(),
-            facts,
-            move |template| {
-                stores
-                    .stores
-                    .templates()
-                    .iter()
-                    .find(|t| t.metadata.name.as_deref() == Some(template))
-                    .and_then(|t| t.metadata.uid.clone())
-            },
-            move || fence.leadership.may_write(),
-        )));
-    }
+    tasks.extend(watch_gatekeeper(&shared, &config.mode, &tuning));
+    tasks.extend(facts.map(|facts| report_events(&shared, &identity, facts)));
 
     let (view_tx, view_rx) = watch::channel(HolderView::default());
-    let Elected {
-        info: lease_info,
-        election: lease_task,
-        follower,
-    } = elect(
+    let elected = elect(
         &shared,
         &config,
         &identity,
@@ -505,7 +440,7 @@ pub async fn launch(
         view_tx,
         shutdown_rx.clone(),
     );
-    tasks.extend(follower);
+    tasks.extend(elected.follower);
 
     await_first_lists(&shared, SYNC_TIMEOUT).await;
     tracing::info!(
@@ -522,116 +457,31 @@ pub async fn launch(
     );
     tasks.push(tokio::spawn(mark_synced(shared.clone(), started)));
 
-    // Workers.
-    let attempts = Arc::new(Attempts::default());
-    for _ in 0..config.workers.max(1) {
-        tasks.push(tokio::spawn(worker(
-            shared.clone(),
-            cache.clone(),
-            config.options.clone(),
-            attempts.clone(),
-            shutdown_rx.clone(),
-        )));
-    }
-
-    // Requests: from the handle, and (while this copy leads) from other copies.
+    tasks.extend(spawn_workers(&shared, &cache, &config, &shutdown_rx));
     let (ns, name) = config.mode.lease();
     let route = Route {
         identity: identity.clone(),
         lease_namespace: ns.to_string(),
         lease_name: name.to_string(),
     };
-    let (req_tx, req_rx) = mpsc::channel(32);
-    tasks.push(tokio::spawn(requests_from_handle(
-        shared.clone(),
-        route.clone(),
-        view_rx.clone(),
-        req_rx,
-    )));
-    if lease_task.is_some() {
-        tasks.push(tokio::spawn(super::commands::serve(shared.clone(), route)));
-    }
-    {
-        let shared = shared.clone();
-        tasks.push(tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                shared.tracker.expire(super::requests::REQUEST_DEADLINE);
-            }
-        }));
-    }
-
-    // Periodic resync.
-    {
-        let shared = shared.clone();
-        let every = tuning.resync_every;
-        tasks.push(tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(every).await;
-                shared.resync();
-            }
-        }));
-    }
-
-    // Published state.
-    let (events_tx, events_rx) = watch::channel(Arc::new(VecDeque::new()));
-    if tuning.publish_snapshot {
-        tasks.push(tokio::spawn(follow_cluster_events(
-            client.clone(),
-            super::events::watched_namespaces(ns),
-            events_tx,
-        )));
-    }
+    let (req_tx, request_tasks) =
+        serve_requests(&shared, route, view_rx.clone(), elected.election.is_some());
+    tasks.extend(request_tasks);
+    tasks.push(resync_every(&shared, tuning.resync_every));
     let initial = LiveState {
         synced: shared.status.synced(),
-        lease: lease_info,
+        lease: elected.info,
         vap_api: Some(found.admission.api_version()),
         server_version: found.server_version,
         gatekeeper_generator: shared.status.gatekeeper_generator(),
         writes_enabled: shared.status.writes_enabled(),
         ..LiveState::default()
     };
-    let (state_tx, state_rx) = watch::channel(Arc::new(initial.clone()));
-    tasks.push(tokio::spawn(super::publish::run(
-        shared.clone(),
-        initial,
-        state_tx,
-        Sources {
-            view: view_rx,
-            cluster_events: events_rx,
-            health: health_of(shared.clone()),
-            with_snapshot: tuning.publish_snapshot,
-        },
-    )));
+    let (state_rx, publish_tasks) = publish_state(&shared, initial, view_rx, ns, &tuning);
+    tasks.extend(publish_tasks);
+    tasks.extend(serve_metrics(&shared, config.metrics_addr, &shutdown_rx));
 
-    // Metrics.
-    if let Some(addr) = config.metrics_addr {
-        let metrics = shared.metrics.clone();
-        let rx = shutdown_rx.clone();
-        tasks.push(tokio::spawn(async move {
-            if let Err(e) = super::metrics::serve(addr, metrics, rx).await {
-                tracing::error!("metrics server on {addr}: {e}");
-            }
-        }));
-    }
-
-    let mut stop = shutdown_rx;
-    let join = tokio::spawn(async move {
-        while !*stop.borrow() {
-            if stop.changed().await.is_err() {
-                break;
-            }
-        }
-        // Stop writing first, then release the lease, then stop watching.
-        let result = match lease_task {
-            Some(t) => t.await.unwrap_or(Ok(())),
-            None => Ok(()),
-        };
-        for t in tasks {
-            t.abort();
-        }
-        result
-    });
+    let join = supervise(shutdown_rx, elected.election, tasks);
     Ok(Controller::new(
         identity,
         state_rx,
@@ -641,6 +491,222 @@ pub async fn launch(
         shared,
         cache,
     ))
+}
+
+/// What every task shares, on empty reflector stores (the watches fill them through
+/// `Writers`), and the facts of this copy's writes for the Events recorder (a copy that may
+/// write only).
+fn assemble(
+    client: &kube::Client,
+    admission: &AdmissionApi,
+    config: &Config,
+) -> (Arc<Shared>, Writers, Option<super::events::Facts>) {
+    let writers = Writers {
+        templates: Writer::new(templates_resource()),
+        crds: Writer::default(),
+        policies: Writer::new(admission.policy()),
+        bindings: Writer::new(admission.binding()),
+    };
+    let readers = Readers {
+        templates: writers.templates.as_reader(),
+        crds: writers.crds.as_reader(),
+        policies: writers.policies.as_reader(),
+        bindings: writers.bindings.as_reader(),
+    };
+    let (recorder, facts) = if matches!(config.mode, Mode::Elect { .. }) {
+        let (r, f) = Recorder::new();
+        (r, Some(f))
+    } else {
+        (Recorder::default(), None)
+    };
+    let shared = Arc::new(Shared {
+        client: client.clone(),
+        stores: Stores::new(admission.clone(), readers, config.scope.clone()),
+        queue: Arc::new(SharedQueue::new(config.scope.clone())),
+        status: Default::default(),
+        leadership: Leadership::default(),
+        metrics: Arc::new(Metrics::default()),
+        outage: Default::default(),
+        write_log: Default::default(),
+        recorder,
+        tracker: Default::default(),
+    });
+    (shared, writers, facts)
+}
+
+/// A copy allowed to write at start looks for Gatekeeper's generator again now and then
+/// (`--take-over` never looks again).
+fn watch_gatekeeper(shared: &Arc<Shared>, mode: &Mode, tuning: &Tuning) -> Option<JoinHandle<()>> {
+    let looks = matches!(
+        mode,
+        Mode::Elect {
+            take_over: false,
+            ..
+        }
+    ) && shared.status.writes_enabled();
+    looks.then(|| {
+        tokio::spawn(recheck_gatekeeper(
+            shared.clone(),
+            tuning.gatekeeper_recheck,
+        ))
+    })
+}
+
+/// This copy's outcomes as Kubernetes Events (regarding the template, by its uid), sent
+/// only while it may write.
+fn report_events(
+    shared: &Arc<Shared>,
+    identity: &str,
+    facts: super::events::Facts,
+) -> JoinHandle<()> {
+    let stores = shared.clone();
+    let fence = shared.clone();
+    tokio::spawn(super::events::run(
+        shared.client.clone(),
+        identity.to_string(),
+        facts,
+        move |template| {
+            stores
+                .stores
+                .templates()
+                .iter()
+                .find(|t| t.metadata.name.as_deref() == Some(template))
+                .and_then(|t| t.metadata.uid.clone())
+        },
+        move || fence.leadership.may_write(),
+    ))
+}
+
+/// Phase 6: the workers, sharing one count of attempts per key (the backoff's exponent).
+fn spawn_workers(
+    shared: &Arc<Shared>,
+    cache: &Arc<OpinionCache>,
+    config: &Config,
+    shutdown: &watch::Receiver<bool>,
+) -> Vec<JoinHandle<()>> {
+    let attempts = Arc::new(Attempts::default());
+    (0..config.workers.max(1))
+        .map(|_| {
+            tokio::spawn(worker(
+                shared.clone(),
+                cache.clone(),
+                config.options.clone(),
+                attempts.clone(),
+                shutdown.clone(),
+            ))
+        })
+        .collect()
+}
+
+/// Phase 7: requests from the handle, and (while this copy leads, if it competes) from other
+/// copies through the requests ConfigMap; requests that outlive their deadline are answered.
+fn serve_requests(
+    shared: &Arc<Shared>,
+    route: Route,
+    view: watch::Receiver<HolderView>,
+    competes: bool,
+) -> (mpsc::Sender<Request>, Vec<JoinHandle<()>>) {
+    let (tx, rx) = mpsc::channel(32);
+    let mut tasks = vec![tokio::spawn(requests_from_handle(
+        shared.clone(),
+        route.clone(),
+        view,
+        rx,
+    ))];
+    if competes {
+        tasks.push(tokio::spawn(super::commands::serve(shared.clone(), route)));
+    }
+    let expiring = shared.clone();
+    tasks.push(tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            expiring.tracker.expire(super::requests::REQUEST_DEADLINE);
+        }
+    }));
+    (tx, tasks)
+}
+
+/// Phase 8: everything enqueued this often, to catch what no event reports.
+fn resync_every(shared: &Arc<Shared>, every: Duration) -> JoinHandle<()> {
+    let shared = shared.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(every).await;
+            shared.resync();
+        }
+    })
+}
+
+/// Phase 9: the published state (and, for views, the cluster's Events it shows).
+fn publish_state(
+    shared: &Arc<Shared>,
+    initial: LiveState,
+    view: watch::Receiver<HolderView>,
+    lease_namespace: &str,
+    tuning: &Tuning,
+) -> (watch::Receiver<Arc<LiveState>>, Vec<JoinHandle<()>>) {
+    let mut tasks = Vec::new();
+    let (events_tx, events_rx) = watch::channel(Arc::new(VecDeque::new()));
+    if tuning.publish_snapshot {
+        tasks.push(tokio::spawn(follow_cluster_events(
+            shared.client.clone(),
+            super::events::watched_namespaces(lease_namespace),
+            events_tx,
+        )));
+    }
+    let (state_tx, state_rx) = watch::channel(Arc::new(initial.clone()));
+    tasks.push(tokio::spawn(super::publish::run(
+        shared.clone(),
+        initial,
+        state_tx,
+        Sources {
+            view,
+            cluster_events: events_rx,
+            health: health_of(shared.clone()),
+            with_snapshot: tuning.publish_snapshot,
+        },
+    )));
+    (state_rx, tasks)
+}
+
+/// Phase 10: `/metrics`, `/healthz` and `/readyz`, if asked for.
+fn serve_metrics(
+    shared: &Shared,
+    addr: Option<std::net::SocketAddr>,
+    shutdown: &watch::Receiver<bool>,
+) -> Option<JoinHandle<()>> {
+    let addr = addr?;
+    let metrics = shared.metrics.clone();
+    let shutdown = shutdown.clone();
+    Some(tokio::spawn(async move {
+        if let Err(e) = super::metrics::serve(addr, metrics, shutdown).await {
+            tracing::error!("metrics server on {addr}: {e}");
+        }
+    }))
+}
+
+/// The task [`Controller::stop`] waits for: on shutdown, writes stop first, then the Lease is
+/// released (the election ends), then everything else stops.
+fn supervise(
+    mut stop: watch::Receiver<bool>,
+    election: Option<JoinHandle<Result<(), Error>>>,
+    tasks: Vec<JoinHandle<()>>,
+) -> JoinHandle<Result<(), Error>> {
+    tokio::spawn(async move {
+        while !*stop.borrow() {
+            if stop.changed().await.is_err() {
+                break;
+            }
+        }
+        let result = match election {
+            Some(t) => t.await.unwrap_or(Ok(())),
+            None => Ok(()),
+        };
+        for t in tasks {
+            t.abort();
+        }
+        result
+    })
 }
 
 /// Requests from the handle: each handled on its own task (one may wait a minute for its
@@ -797,13 +863,16 @@ async fn worker(
                 if !cache.is_primed() && shared.stores.templates_listed() {
                     cache.prime_if_ready(true, &shared.stores.template_names(), &*shared.queue);
                 }
+                // The next delayed key's due time, looked at again within a second (the
+                // priming check above).
                 let wait = due
                     .and_then(|d| (d - chrono::Utc::now()).to_std().ok())
                     .unwrap_or(Duration::from_secs(1))
                     .min(Duration::from_secs(1));
+                let wake = tokio::time::Instant::now() + wait;
                 tokio::select! {
                     _ = shared.queue.woken() => {}
-                    _ = tokio::time::sleep(wait) => {}
+                    _ = tokio::time::sleep_until(wake) => {}
                     _ = shutdown.changed() => return,
                 }
             }

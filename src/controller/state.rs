@@ -6,6 +6,7 @@ use crate::model::ObjectRef;
 use crate::snapshot::Snapshot;
 use chrono::{DateTime, Utc};
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 /// How many reconcile events the log keeps (oldest dropped first).
 pub const EVENT_LOG_CAPACITY: usize = 500;
@@ -14,8 +15,9 @@ pub const EVENT_LOG_CAPACITY: usize = 500;
 #[derive(Debug, Clone, Default)]
 pub struct LiveState {
     /// The objects in the local stores (templates, constraints, CRDs, VAPs, bindings), with
-    /// `now` set to when the snapshot was taken. Analyse it with `core::analyze`.
-    pub snapshot: Snapshot,
+    /// `now` set to when the snapshot was taken. Analyse it with `core::analyze`. Shared: each
+    /// published state is a new `Arc`, built once; a view keeps it without copying it.
+    pub snapshot: Arc<Snapshot>,
     /// True once every watch has listed its resource once (before that the snapshot is partial).
     pub synced: bool,
     pub lease: LeaseInfo,
@@ -131,6 +133,26 @@ pub struct ReconcileEvent {
     pub message: String,
 }
 
+/// One line for people, as `run --once`, `reconcile` and the TUI's event log print it:
+/// `update Kind/name — why`; ` skipped: …` or ` FAILED: …` after the object when it was not
+/// done (a conflict, retried at once, says so without FAILED).
+impl std::fmt::Display for ReconcileEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.verb.as_str(), self.object)?;
+        match &self.result {
+            EventResult::Ok => {}
+            EventResult::Skipped(why) => write!(f, " skipped: {why}")?,
+            EventResult::WriteFailed(e) if e.retried_away() => write!(f, " {e}")?,
+            EventResult::Failed(why) => write!(f, " FAILED: {why}")?,
+            EventResult::WriteFailed(e) => write!(f, " FAILED: {e}")?,
+        }
+        if !self.message.is_empty() {
+            write!(f, " — {}", self.message)?;
+        }
+        Ok(())
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventVerb {
     Create,
@@ -201,7 +223,7 @@ impl EventResult {
 }
 
 /// How a write failed. Its label goes to `/metrics`, its text to the event log and the
-/// Kubernetes Events, and the reconcilers act on its class ([`WriteError::outcome`]).
+/// Kubernetes Events, and the reconcilers act on its class (`logic::Outcome::from`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum WriteError {
     /// The object changed meanwhile (409, failed precondition): read again and retry.
@@ -225,30 +247,12 @@ pub enum WriteError {
 impl WriteError {
     /// The label of `kubectl_vap_write_errors_total{reason=…}`.
     pub fn metric_label(&self) -> &'static str {
-        match self {
-            WriteError::Conflict(_) => "conflict",
-            WriteError::Forbidden(_) => "forbidden",
-            WriteError::Invalid(_) => "invalid",
-            WriteError::Unreachable(_) => "unreachable",
-            WriteError::Failed(_) => "failed",
-        }
+        super::metrics::Unwritten::from(self).label()
     }
 
     /// A conflict is retried at once and passes: not a failure anyone must look at.
     pub fn retried_away(&self) -> bool {
         matches!(self, WriteError::Conflict(_))
-    }
-
-    /// What the reconcilers do about it.
-    pub fn outcome(&self) -> super::world::WriteOutcome {
-        use super::world::WriteOutcome;
-        let text = self.to_string();
-        match self {
-            WriteError::Conflict(why) => WriteOutcome::Retry(why.clone()),
-            WriteError::Forbidden(_) => WriteOutcome::Forbidden(text),
-            WriteError::Invalid(_) => WriteOutcome::Refused(text),
-            WriteError::Unreachable(_) | WriteError::Failed(_) => WriteOutcome::Failed(text),
-        }
     }
 }
 
@@ -270,5 +274,41 @@ impl LiveState {
             self.events.pop_front();
         }
         self.events.push_back(event);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_event_is_one_line_that_says_what_was_not_done() {
+        let vap = ObjectRef::new("v1", "ValidatingAdmissionPolicy", "gatekeeper-k8sx");
+        let event = |result, message: &str| ReconcileEvent {
+            object: vap.clone(),
+            result,
+            message: message.into(),
+            time: DateTime::UNIX_EPOCH,
+            verb: EventVerb::Create,
+        };
+        let vap = "create ValidatingAdmissionPolicy/gatekeeper-k8sx";
+        assert_eq!(
+            event(EventResult::Ok, "policy-missing").to_string(),
+            format!("{vap} — policy-missing")
+        );
+        assert_eq!(
+            event(EventResult::Skipped("not the leader".into()), "").to_string(),
+            format!("{vap} skipped: not the leader")
+        );
+        let failed = EventResult::WriteFailed(WriteError::Invalid("422".into()));
+        assert_eq!(
+            event(failed, "policy-missing").to_string(),
+            format!("{vap} FAILED: 422 — policy-missing")
+        );
+        let conflict = EventResult::WriteFailed(WriteError::Conflict("409".into()));
+        assert_eq!(
+            event(conflict, "").to_string(),
+            format!("{vap} conflict (the object changed on the server); retried")
+        );
     }
 }

@@ -5,8 +5,8 @@
 use super::state::{AccessError, AccessErrorKind, EventResult, EventVerb, ReconcileEvent};
 use crate::model::ObjectRef;
 use chrono::Utc;
+use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashSet, VecDeque};
-use std::sync::Mutex;
 use tokio::sync::watch;
 
 #[derive(Default)]
@@ -49,7 +49,7 @@ impl Default for Status {
 
 impl Status {
     fn with<T>(&self, f: impl FnOnce(&mut Inner) -> T) -> T {
-        f(&mut self.inner.lock().unwrap_or_else(|p| p.into_inner()))
+        f(&mut self.inner.lock())
     }
 
     /// Something views show changed (a store, the queue, the status): the publisher looks.

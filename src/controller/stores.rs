@@ -19,6 +19,7 @@ use crate::cluster::discovery::{
 };
 use crate::core::PlannedWrite;
 use crate::core::desired::CrdState;
+use crate::core::ownership::is_controller_in;
 use crate::model::{
     Binding, CONSTRAINTS_GROUP, Constraint, ConstraintTemplate, CrdInfo, Policy, Source,
 };
@@ -27,8 +28,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::DynamicObject;
 use kube::core::ApiResource;
 use kube::runtime::reflector::{ObjectRef as StoreRef, Store};
+use parking_lot::{Mutex, RwLock};
 use std::collections::{HashMap, HashSet};
-use std::sync::{Mutex, RwLock};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
@@ -95,11 +96,11 @@ struct Listing {
 }
 
 /// The resource names of the four fixed stores.
-pub struct Resources {
-    pub templates: String,
-    pub crds: String,
-    pub policies: String,
-    pub bindings: String,
+struct Resources {
+    templates: String,
+    crds: String,
+    policies: String,
+    bindings: String,
 }
 
 /// Gatekeeper's pod statuses (shown by views, never decided on).
@@ -110,7 +111,7 @@ pub struct PodStatuses {
 
 pub struct Stores {
     admission: AdmissionApi,
-    pub res: Resources,
+    res: Resources,
     templates: Store<DynamicObject>,
     crds: Store<CustomResourceDefinition>,
     policies: Store<DynamicObject>,
@@ -187,7 +188,7 @@ impl Stores {
     // ---- listing state ----
 
     fn mark(&self, f: impl FnOnce(&mut Listing)) {
-        f(&mut self.listing.lock().unwrap_or_else(|p| p.into_inner()));
+        f(&mut self.listing.lock());
         self.listing_changed.send_modify(|n| *n += 1);
     }
 
@@ -215,11 +216,7 @@ impl Stores {
     }
 
     pub fn is_listed(&self, resource: &str) -> bool {
-        self.listing
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .listed
-            .contains(resource)
+        self.listing.lock().listed.contains(resource)
     }
 
     /// Resolves at the next change of what is listed.
@@ -229,12 +226,7 @@ impl Stores {
 
     /// `Known` while the store of `resource` holds a complete list and its watch runs.
     pub fn store_known(&self, resource: &str) -> Read<()> {
-        let complete = self
-            .listing
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .complete
-            .contains(resource);
+        let complete = self.listing.lock().complete.contains(resource);
         if complete {
             Read::Known(())
         } else {
@@ -255,7 +247,6 @@ impl Stores {
         let resources: Vec<String> = self
             .kinds
             .read()
-            .unwrap_or_else(|p| p.into_inner())
             .values()
             .map(|w| w.resource.clone())
             .collect();
@@ -265,21 +256,20 @@ impl Stores {
             .collect()
     }
 
-    /// Every store's resource name: the fixed four and every watched kind.
-    pub fn resources(&self) -> Vec<String> {
-        let mut out = vec![
+    /// The resource names of templates, CRDs, VAPs and bindings (start-up waits for these).
+    pub fn fixed_resources(&self) -> [String; 4] {
+        [
             self.res.templates.clone(),
             self.res.crds.clone(),
             self.res.policies.clone(),
             self.res.bindings.clone(),
-        ];
-        out.extend(
-            self.kinds
-                .read()
-                .unwrap_or_else(|p| p.into_inner())
-                .values()
-                .map(|w| w.resource.clone()),
-        );
+        ]
+    }
+
+    /// Every store's resource name: the fixed four and every watched kind.
+    pub fn resources(&self) -> Vec<String> {
+        let mut out = self.fixed_resources().to_vec();
+        out.extend(self.kinds.read().values().map(|w| w.resource.clone()));
         out
     }
 
@@ -298,10 +288,7 @@ impl Stores {
             l.complete.clear();
             l.listed.clear();
         });
-        self.overlay
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clear();
+        self.overlay.lock().clear();
         self.relist.send_modify(|n| *n += 1);
     }
 
@@ -314,36 +301,28 @@ impl Stores {
 
     /// Adds the watch of `kind` unless one runs: `start` is only called then.
     pub fn add_kind(&self, kind: &str, start: impl FnOnce() -> KindWatch) {
-        let mut kinds = self.kinds.write().unwrap_or_else(|p| p.into_inner());
+        let mut kinds = self.kinds.write();
         if !kinds.contains_key(kind) {
             kinds.insert(kind.to_string(), start());
         }
     }
 
     pub fn remove_kind(&self, kind: &str) -> Option<KindWatch> {
-        self.kinds
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(kind)
+        self.kinds.write().remove(kind)
     }
 
     pub fn watched_kinds(&self) -> Vec<String> {
-        self.kinds
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .keys()
-            .cloned()
-            .collect()
+        self.kinds.read().keys().cloned().collect()
     }
 
     #[cfg(test)]
     fn kind_resource(&self, kind: &str) -> Option<String> {
-        let kinds = self.kinds.read().unwrap_or_else(|p| p.into_inner());
+        let kinds = self.kinds.read();
         kinds.get(kind).map(|w| w.resource.clone())
     }
 
     pub fn constraint_resource(&self, kind: &str) -> Option<(ApiResource, Store<DynamicObject>)> {
-        let kinds = self.kinds.read().unwrap_or_else(|p| p.into_inner());
+        let kinds = self.kinds.read();
         kinds
             .get(kind)
             .map(|w| (constraint_resource(kind, &w.plural), w.store.clone()))
@@ -351,10 +330,7 @@ impl Stores {
 
     /// Views show Gatekeeper's pod statuses: their stores.
     pub fn add_pod_statuses(&self, statuses: PodStatuses) {
-        self.pod_statuses
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(statuses);
+        self.pod_statuses.lock().push(statuses);
     }
 
     // ---- the objects, for the watches' handlers ----
@@ -416,12 +392,7 @@ impl Stores {
             c.spec.group == CONSTRAINTS_GROUP && c.spec.names.kind == kind
         };
         // By name when the kind is watched (its plural is known); a scan otherwise.
-        let plural = self
-            .kinds
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(kind)
-            .map(|w| w.plural.clone());
+        let plural = self.kinds.read().get(kind).map(|w| w.plural.clone());
         let crd = plural
             .and_then(|p| {
                 self.crds
@@ -500,27 +471,26 @@ impl Stores {
             .state()
             .iter()
             .filter(|b| {
-                b.metadata.owner_references.iter().flatten().any(|r| {
-                    r.controller == Some(true)
-                        && r.api_version.starts_with("constraints.gatekeeper.sh/")
-                        && r.kind == kind
-                })
+                super::watches::controllers_in(&b.metadata, CONSTRAINTS_GROUP)
+                    .any(|r| r.kind == kind)
             })
             .filter_map(|b| b.metadata.name.clone())
             .collect();
         // Bindings we just created that the store has not seen yet count too.
-        for ((obj, name), recent) in self
-            .overlay
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-        {
+        for ((obj, name), recent) in self.overlay.lock().iter() {
             let controlled = recent.object.as_ref().is_some_and(|o| {
                 o["metadata"]["ownerReferences"]
                     .as_array()
                     .into_iter()
                     .flatten()
-                    .any(|r| r["controller"] == true && r["kind"] == kind)
+                    .any(|r| {
+                        r["kind"] == kind
+                            && is_controller_in(
+                                r["apiVersion"].as_str().unwrap_or_default(),
+                                r["controller"].as_bool(),
+                                CONSTRAINTS_GROUP,
+                            )
+                    })
             });
             if *obj == Obj::Binding && controlled && !names.contains(name) {
                 names.push(name.clone());
@@ -584,7 +554,7 @@ impl Stores {
         stored_rv: Option<u64>,
     ) -> Option<Option<serde_json::Value>> {
         let key = (obj, name.to_string());
-        let mut overlay = self.overlay.lock().unwrap_or_else(|p| p.into_inner());
+        let mut overlay = self.overlay.lock();
         let recent = overlay.get(&key)?;
         let caught_up = match (&recent.object, stored_rv) {
             // Our write is in the store (or something newer is).
@@ -616,7 +586,7 @@ impl Stores {
             return false;
         };
         let key = (kind, name.to_string());
-        let mut overlay = self.overlay.lock().unwrap_or_else(|p| p.into_inner());
+        let mut overlay = self.overlay.lock();
         let echo = overlay
             .get(&key)
             .is_some_and(|r| r.object.is_some() && r.rv == rv);
@@ -628,16 +598,21 @@ impl Stores {
 
     /// Drops overlay entries the stores have caught up with, or that are too old to matter.
     pub fn sweep_overlay(&self) {
-        let keys: Vec<(Obj, String)> = self
-            .overlay
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .keys()
-            .cloned()
-            .collect();
+        let keys: Vec<(Obj, String)> = self.overlay.lock().keys().cloned().collect();
         for (obj, name) in keys {
             let _ = self.overlay_says(obj, &name, self.stored_rv(obj, &name));
         }
+    }
+
+    /// Whether the stores show every write of this copy: `None` when they do; otherwise when
+    /// the first of the writes they do not show yet is forgotten ([`OVERLAY_TTL`]).
+    pub fn unseen_writes(&self) -> Option<Instant> {
+        self.sweep_overlay();
+        self.overlay
+            .lock()
+            .values()
+            .map(|r| r.at + OVERLAY_TTL)
+            .min()
     }
 
     /// The resourceVersion of `name` in its store, if it is there.
@@ -677,7 +652,6 @@ impl Stores {
         };
         self.overlay
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
             .insert((obj, w.object.name.clone()), recent);
     }
 
@@ -690,7 +664,7 @@ impl Stores {
             .map(Key::Template)
             .collect();
         {
-            let kinds = self.kinds.read().unwrap_or_else(|p| p.into_inner());
+            let kinds = self.kinds.read();
             for (kind, w) in kinds.iter() {
                 keys.extend(
                     names(&w.store.state())
@@ -724,7 +698,7 @@ impl Stores {
             .for_each(|o| a.object(o, &tar));
         self.crds.state().iter().for_each(|c| a.crd(c));
         {
-            let kinds = self.kinds.read().unwrap_or_else(|p| p.into_inner());
+            let kinds = self.kinds.read();
             for (kind, w) in kinds.iter() {
                 let ar = constraint_resource(kind, &w.plural);
                 w.store.state().iter().for_each(|o| a.object(o, &ar));
@@ -734,12 +708,7 @@ impl Stores {
         self.policies.state().iter().for_each(|o| a.object(o, &par));
         let bar = self.admission.binding();
         self.bindings.state().iter().for_each(|o| a.object(o, &bar));
-        for s in self
-            .pod_statuses
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-        {
+        for s in self.pod_statuses.lock().iter() {
             s.store
                 .state()
                 .iter()

@@ -15,9 +15,11 @@ use super::stores::{KindWatch, Obj};
 use super::world::Enqueue;
 use crate::cluster::discovery::constraint_resource;
 use crate::core::desired::CrdState;
-use crate::model::CONSTRAINTS_GROUP;
+use crate::core::ownership::is_controller_in;
+use crate::model::{CONSTRAINTS_GROUP, TEMPLATES_GROUP};
 use futures::StreamExt;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::Resource;
 use kube::api::{Api, DynamicObject, ListParams, WatchEvent, WatchParams};
 use kube::runtime::reflector::Store;
@@ -27,15 +29,23 @@ use serde::de::DeserializeOwned;
 use std::fmt::Debug;
 use std::sync::Arc;
 
+/// The controller ownerReferences of `meta` in API group `group` (`core::ownership`'s rule).
+pub fn controllers_in<'a>(
+    meta: &'a ObjectMeta,
+    group: &'a str,
+) -> impl Iterator<Item = &'a OwnerReference> + 'a {
+    meta.owner_references
+        .iter()
+        .flatten()
+        .filter(move |r| is_controller_in(&r.api_version, r.controller, group))
+}
+
 /// The keys an event on a VAP concerns: its controller template, and the template its name
 /// belongs to (so a foreign VAP going away lets the template write its own).
 pub fn policy_keys(p: &DynamicObject) -> Vec<Key> {
-    let mut keys = Vec::new();
-    for r in p.metadata.owner_references.iter().flatten() {
-        if r.controller == Some(true) && r.api_version.starts_with("templates.gatekeeper.sh/") {
-            keys.push(Key::Template(r.name.clone()));
-        }
-    }
+    let mut keys: Vec<Key> = controllers_in(&p.metadata, TEMPLATES_GROUP)
+        .map(|r| Key::Template(r.name.clone()))
+        .collect();
     if let Some(t) = p
         .metadata
         .name
@@ -50,13 +60,7 @@ pub fn policy_keys(p: &DynamicObject) -> Vec<Key> {
 
 /// The keys an event on a VAPB concerns: its controller constraint.
 pub fn binding_keys(b: &DynamicObject) -> Vec<Key> {
-    b.metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .filter(|r| {
-            r.controller == Some(true) && r.api_version.starts_with("constraints.gatekeeper.sh/")
-        })
+    controllers_in(&b.metadata, CONSTRAINTS_GROUP)
         .map(|r| Key::constraint(&r.kind, &r.name))
         .collect()
 }
@@ -168,18 +172,16 @@ where
                             health.recovered(&world, &resource);
                             backoff = RETRY_MIN;
                             list_done(&world, &resource, &on_change);
-                            let ended = follow(
-                                &api,
-                                &wp,
-                                rv,
-                                stream.boxed(),
-                                &mut writer,
-                                &world,
-                                &resource,
-                                &on_change,
-                                &mut relist,
-                            )
-                            .await;
+                            let watch = Watch {
+                                api: &api,
+                                params: &wp,
+                                resource: &resource,
+                                world: &world,
+                                on_change: &on_change,
+                            };
+                            let ended = watch
+                                .follow(rv, stream.boxed(), &mut writer, &mut relist)
+                                .await;
                             // Not watched any more: unknown until the next list and watch.
                             world.stores.set_complete(&resource, false);
                             world.stores.set_listed(&resource, false);
@@ -283,58 +285,72 @@ fn failure_of(resource: &str, verb: &str, e: &kube::Error) -> Failure {
     }
 }
 
-/// Applies a watch's events to the store until it breaks; resumes it when the server ends it.
-/// Returns the failure that broke it, or `None` when a relist was asked for.
-#[allow(clippy::too_many_arguments)]
-async fn follow<K, F>(
-    api: &Api<K>,
-    wp: &WatchParams,
-    mut rv: String,
-    mut stream: futures::stream::BoxStream<'static, kube::Result<WatchEvent<K>>>,
-    writer: &mut Writer<K>,
-    world: &Arc<Shared>,
-    resource: &str,
-    on_change: &F,
-    relist: &mut tokio::sync::watch::Receiver<u64>,
-) -> Option<Failure>
+/// What one watch follows, and for whom: fixed for its whole life.
+struct Watch<'a, K, F> {
+    api: &'a Api<K>,
+    params: &'a WatchParams,
+    /// The resource name its listing state and access errors are kept under.
+    resource: &'a str,
+    world: &'a Arc<Shared>,
+    on_change: &'a F,
+}
+
+impl<K, F> Watch<'_, K, F>
 where
     K: Trim + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync,
     F: Fn(&Arc<Shared>, Change<'_, K>),
 {
-    loop {
-        let event = tokio::select! {
-            e = stream.next() => e,
-            _ = relist.changed() => return None,
-        };
-        match event {
-            Some(Ok(WatchEvent::Added(mut o) | WatchEvent::Modified(mut o))) => {
-                o.trim();
-                rv = o.meta().resource_version.clone().unwrap_or(rv);
-                writer.apply_watcher_event(&watcher::Event::Apply(o.clone()));
-                world.status.touch();
-                on_change(world, Change::Applied(&o));
+    /// Applies the watch's events (from `rv` on) to the store until it breaks; resumes it when
+    /// the server ends it. Returns the failure that broke it, or `None` when a relist was
+    /// asked for.
+    async fn follow(
+        &self,
+        mut rv: String,
+        mut stream: futures::stream::BoxStream<'static, kube::Result<WatchEvent<K>>>,
+        writer: &mut Writer<K>,
+        relist: &mut tokio::sync::watch::Receiver<u64>,
+    ) -> Option<Failure> {
+        let (world, resource) = (self.world, self.resource);
+        loop {
+            let event = tokio::select! {
+                e = stream.next() => e,
+                _ = relist.changed() => return None,
+            };
+            match event {
+                Some(Ok(WatchEvent::Added(mut o) | WatchEvent::Modified(mut o))) => {
+                    o.trim();
+                    rv = o.meta().resource_version.clone().unwrap_or(rv);
+                    writer.apply_watcher_event(&watcher::Event::Apply(o.clone()));
+                    world.status.touch();
+                    (self.on_change)(world, Change::Applied(&o));
+                }
+                Some(Ok(WatchEvent::Deleted(mut o))) => {
+                    o.trim();
+                    rv = o.meta().resource_version.clone().unwrap_or(rv);
+                    writer.apply_watcher_event(&watcher::Event::Delete(o.clone()));
+                    world.status.touch();
+                    (self.on_change)(world, Change::Deleted(&o));
+                }
+                Some(Ok(WatchEvent::Bookmark(b))) => rv = b.metadata.resource_version,
+                // 410 Gone (our resourceVersion is too old) and the like: relist.
+                Some(Ok(WatchEvent::Error(e))) => {
+                    return Some(Failure {
+                        error: AccessError::from_status(
+                            resource,
+                            Some(e.code),
+                            "watching",
+                            &e.message,
+                        ),
+                        unreachable: false,
+                    });
+                }
+                Some(Err(e)) => return Some(failure_of(resource, "watching", &e)),
+                None => match self.api.watch(self.params, &rv).await {
+                    Ok(s) => stream = s.boxed(),
+                    Err(e) => return Some(failure_of(resource, "watching", &e)),
+                },
             }
-            Some(Ok(WatchEvent::Deleted(mut o))) => {
-                o.trim();
-                rv = o.meta().resource_version.clone().unwrap_or(rv);
-                writer.apply_watcher_event(&watcher::Event::Delete(o.clone()));
-                world.status.touch();
-                on_change(world, Change::Deleted(&o));
-            }
-            Some(Ok(WatchEvent::Bookmark(b))) => rv = b.metadata.resource_version,
-            // 410 Gone (our resourceVersion is too old) and the like: relist.
-            Some(Ok(WatchEvent::Error(e))) => {
-                return Some(Failure {
-                    error: AccessError::from_status(resource, Some(e.code), "watching", &e.message),
-                    unreachable: false,
-                });
-            }
-            Some(Err(e)) => return Some(failure_of(resource, "watching", &e)),
-            None => match api.watch(wp, &rv).await {
-                Ok(s) => stream = s.boxed(),
-                Err(e) => return Some(failure_of(resource, "watching", &e)),
-            },
         }
     }
 }
@@ -447,14 +463,7 @@ fn crd_changed(world: &Arc<Shared>, crd: &CustomResourceDefinition, deleted: boo
     // The template side waits for its CRD (created, Established, deleted by someone): the
     // template that controls it, and the one its kind belongs to, look again.
     if deleted || !world.stores.take_own_write(Obj::Crd, &crd.metadata) {
-        let mut templates: Vec<String> = crd
-            .metadata
-            .owner_references
-            .iter()
-            .flatten()
-            .filter(|r| {
-                r.controller == Some(true) && r.api_version.starts_with("templates.gatekeeper.sh/")
-            })
+        let mut templates: Vec<String> = controllers_in(&crd.metadata, TEMPLATES_GROUP)
             .map(|r| r.name.clone())
             .collect();
         templates.push(kind.to_lowercase());

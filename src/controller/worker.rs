@@ -8,8 +8,8 @@ use super::queue::{Key, SharedQueue};
 use super::world::{TemplateStore, Writer};
 use crate::core::Options;
 use chrono::{DateTime, Utc};
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::Instant;
 
 /// How many times in a row each key's reconcile asked to be retried (the backoff's exponent).
@@ -19,7 +19,7 @@ pub struct Attempts(Mutex<HashMap<Key, u32>>);
 impl Attempts {
     /// Counts `outcome` for `key`: the number of retries in a row so far (0 when none).
     fn record(&self, key: &Key, outcome: &Outcome) -> u32 {
-        let mut a = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut a = self.0.lock();
         match outcome {
             Outcome::Retry(_) | Outcome::Forbidden(_) => {
                 let n = a.entry(key.clone()).or_default();

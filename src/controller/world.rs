@@ -5,6 +5,7 @@
 //! [`ConstraintStore`], which has no way to read a ConstraintTemplate or a VAP.
 
 use super::queue::Key;
+pub use super::state::WriteError;
 use crate::core::PlannedWrite;
 use crate::core::desired::CrdState;
 use crate::model::{Binding, Constraint, ConstraintTemplate, CrdInfo, Policy};
@@ -84,18 +85,21 @@ pub trait TemplateStore: ConstraintStore {
 pub enum WriteOutcome {
     /// Sent and accepted (a delete of an object already gone counts as done).
     Done,
-    /// Not sent: this copy may not write now (not the leader, writes disabled).
-    Skipped(String),
-    /// The object changed meanwhile (conflict, failed precondition): read again and retry.
-    Retry(String),
-    /// Failed for a reason that may pass (server unavailable, timeout): retried with backoff.
-    Failed(String),
-    /// Refused for a reason that will not pass by sending again (422 invalid): reported once,
-    /// not retried.
-    Refused(String),
-    /// Forbidden (403, or a 422 whose cause is an authorization check): may pass once the
-    /// RBAC allows it, which no event reports; retried slowly.
-    Forbidden(String),
+    /// Not sent: this copy may not write now.
+    Skipped(NotSent),
+    /// Not accepted, and how: the class says what the reconcilers do about it (retry, retry
+    /// slowly, report once). A body the server refused before is not sent again and comes
+    /// back as the same `Invalid`.
+    Failed(WriteError),
+}
+
+/// Why a write was not sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotSent {
+    /// Read-only, or refusing to write beside Gatekeeper's own generator.
+    WritesDisabled,
+    /// The Lease renewal that allows writes is not confirmed (the fence).
+    NotConfirmed,
 }
 
 /// Sends writes. Implementations record every attempt in their event log.

@@ -2,89 +2,75 @@
 //! the result kept for read-your-writes, counted in `/metrics`, logged without flooding, told
 //! to the Kubernetes Events recorder and to the request in progress.
 
+use super::metrics::Unwritten;
+use super::outage::{Episode, Line};
 use super::shared::Shared;
 use super::state::{EventResult, EventVerb, WriteError};
 use super::stores::Obj;
-use super::world::{WriteOutcome, Writer};
+use super::world::{NotSent, WriteOutcome, Writer};
 use crate::cluster::apply::{Applied, ApplyError, apply_write};
 use crate::core::{PlannedWrite, Verb};
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
 
-/// What a failed apply means: the class decides retrying, logging and the metric label.
+/// What a failed apply means: the class decides retrying, logging and the metric label. Read
+/// from the server's Status (code and causes), never from its text.
 pub fn classify(e: ApplyError) -> WriteError {
-    let status = e.status();
     let text = e.to_string();
     match e {
         ApplyError::Conflict(m) => WriteError::Conflict(m),
         // A body we could not build will not build by sending again.
         ApplyError::Body(_) | ApplyError::NoBody(_) => WriteError::Invalid(text),
-        ApplyError::Failed { .. } => match status {
-            Some(401 | 403) => WriteError::Forbidden(text),
-            // A VAP with a paramKind needs `get` on that kind: the server answers 422 with a
-            // Forbidden cause.
-            Some(422) if text.contains("Forbidden") => WriteError::Forbidden(text),
-            Some(422) => WriteError::Invalid(text),
-            Some(_) => WriteError::Failed(text),
-            None => WriteError::Unreachable(text),
+        ApplyError::Failed { source, .. } => match *source {
+            kube::Error::Api(status) => match status.code {
+                401 | 403 => WriteError::Forbidden(text),
+                // A VAP with a paramKind (a binding with a paramRef) needs `get` on that kind:
+                // the server answers 422 Invalid with a FieldValueForbidden cause.
+                422 if forbidden_field(&status) => WriteError::Forbidden(text),
+                422 => WriteError::Invalid(text),
+                _ => WriteError::Failed(text),
+            },
+            _ => WriteError::Unreachable(text),
         },
     }
 }
 
-/// Failed writes that will be retried, logged without flooding: the first failure at once,
-/// then at most one summary per [`FAILURE_SUMMARY_EVERY`] with how many failed meanwhile, and
-/// one line when writes pass again. (A 10 s outage printed 2,300 lines before.)
-#[derive(Default)]
-pub struct FailureLog(Mutex<FailureState>);
-
-#[derive(Default)]
-struct FailureState {
-    since: Option<Instant>,
-    last_line: Option<Instant>,
-    count: u64,
-    unlogged: u64,
+/// Whether an Invalid answer names a field the user may not set (`field.Forbidden`).
+fn forbidden_field(status: &kube::core::Status) -> bool {
+    status
+        .details
+        .iter()
+        .flat_map(|d| &d.causes)
+        .any(|c| c.reason == "FieldValueForbidden")
 }
 
-const FAILURE_SUMMARY_EVERY: Duration = Duration::from_secs(10);
+/// Failed writes that will be retried, logged without flooding (an [`Episode`]): the first
+/// failure at once, then at most one summary per [`SUMMARY_EVERY`](super::outage::SUMMARY_EVERY)
+/// with how many failed meanwhile, and one line when writes pass again. (A 10 s outage printed
+/// 2,300 lines before.)
+#[derive(Default)]
+pub struct WriteFailures(Episode);
 
-impl FailureLog {
+impl WriteFailures {
     fn failed(&self, label: &str, object: &str, msg: &str) {
-        let mut st = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let now = Instant::now();
-        st.count += 1;
-        let since = *st.since.get_or_insert(now);
-        if st
-            .last_line
-            .is_none_or(|t| now - t >= FAILURE_SUMMARY_EVERY)
-        {
-            let more = std::mem::take(&mut st.unlogged);
-            st.last_line = Some(now);
-            if more == 0 {
-                tracing::warn!(object, reason = label, "{msg}; retried with backoff");
-            } else {
-                tracing::warn!(
-                    object,
-                    reason = label,
-                    "writes failing for {}s, {} failure(s), {more} not logged; latest: {msg}",
-                    (now - since).as_secs(),
-                    st.count
-                );
+        match self.0.failed(format!("{object}: {msg}")) {
+            Line::First | Line::Summary { unlogged: 0, .. } => {
+                tracing::warn!(object, reason = label, "{msg}; retried with backoff")
             }
-        } else {
-            st.unlogged += 1;
-            tracing::debug!(object, reason = label, "{msg}");
+            Line::Summary {
+                secs,
+                failures,
+                unlogged,
+            } => tracing::warn!(
+                object,
+                reason = label,
+                "writes failing for {secs}s, {failures} failure(s), {unlogged} not logged; latest: {msg}"
+            ),
+            _ => tracing::debug!(object, reason = label, "{msg}"),
         }
     }
 
     fn succeeded(&self) {
-        let mut st = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(since) = st.since.take() {
-            tracing::info!(
-                "writes pass again after {}s and {} failure(s)",
-                since.elapsed().as_secs(),
-                st.count
-            );
-            *st = FailureState::default();
+        if let Line::Recovered { secs, failures } = self.0.passed() {
+            tracing::info!("writes pass again after {secs}s and {failures} failure(s)");
         }
     }
 }
@@ -122,10 +108,9 @@ impl Shared {
         }
         // A delete that found nothing changed nothing: not a write.
         if matches!(applied, Applied::AlreadyGone) {
-            self.metrics.error("already_gone");
+            self.metrics.error(Unwritten::AlreadyGone);
         } else {
-            self.metrics
-                .write(w.verb.as_str(), Obj::of(&w.object.kind).resource());
+            self.metrics.write(w.verb, Obj::of(&w.object.kind));
             super::requests::count_write(false);
             self.recorder.written(w, None);
         }
@@ -147,7 +132,7 @@ impl Shared {
     }
 
     fn failed(&self, w: &PlannedWrite, e: WriteError) -> WriteOutcome {
-        self.metrics.error(e.metric_label());
+        self.metrics.error(Unwritten::from(&e));
         if !matches!(e, WriteError::Unreachable(_)) {
             self.outage.reachable();
         }
@@ -185,7 +170,7 @@ impl Shared {
             // interval with a count.
             WriteError::Failed(_) => self.write_log.failed(e.metric_label(), &object, &msg),
         }
-        let outcome = e.outcome();
+        let outcome = WriteOutcome::Failed(e.clone());
         self.log(
             event_verb(w.verb),
             w.object.clone(),
@@ -199,17 +184,17 @@ impl Shared {
 impl Writer for Shared {
     async fn write(&self, w: &PlannedWrite) -> WriteOutcome {
         if !self.status.writes_enabled() {
-            return WriteOutcome::Skipped("writes are disabled".into());
+            return WriteOutcome::Skipped(NotSent::WritesDisabled);
         }
         // Checked right before sending, against a monotonic deadline from the last successful
         // renewal: a copy that was paused, or cannot renew, sends nothing more, whatever it
         // still believes about the Lease.
         if !self.leadership.may_write() {
-            return WriteOutcome::Skipped("leadership not confirmed (Lease)".into());
+            return WriteOutcome::Skipped(NotSent::NotConfirmed);
         }
         if let Some(why) = self.status.refusal(&w.object.to_string(), digest(w)) {
             tracing::debug!(object = %w.object, "not sent again: {why}");
-            return WriteOutcome::Refused(why);
+            return WriteOutcome::Failed(WriteError::Invalid(why));
         }
         match apply_write(&self.client, self.stores.admission(), w).await {
             Ok(applied) => {
@@ -218,5 +203,49 @@ impl Writer for Shared {
             }
             Err(e) => self.failed(w, classify(e)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn failed(status: serde_json::Value) -> ApplyError {
+        let status: kube::core::Status = serde_json::from_value(status).expect("status");
+        ApplyError::Failed {
+            what: "create ValidatingAdmissionPolicy/gatekeeper-k8sx".into(),
+            source: Box::new(kube::Error::Api(Box::new(status))),
+        }
+    }
+
+    #[test]
+    fn a_422_is_forbidden_by_its_cause_never_by_its_text() {
+        // What kube-apiserver answers for a VAP whose paramKind the writer may not read.
+        let param_kind = failed(json!({
+            "status": "Failure", "code": 422, "reason": "Invalid",
+            "message": "ValidatingAdmissionPolicy.admissionregistration.k8s.io \"gatekeeper-k8sx\" is invalid: spec.paramKind: Forbidden: user cannot get k8sx",
+            "details": { "name": "gatekeeper-k8sx", "kind": "ValidatingAdmissionPolicy",
+                         "causes": [{ "reason": "FieldValueForbidden", "field": "spec.paramKind",
+                                      "message": "Forbidden: user cannot get k8sx" }] }
+        }));
+        assert!(matches!(classify(param_kind), WriteError::Forbidden(_)));
+        // An invalid body whose text says "Forbidden" (a template's own message) stays invalid:
+        // sending it again will not help, and no grant will either.
+        let message = failed(json!({
+            "status": "Failure", "code": 422, "reason": "Invalid",
+            "message": "ValidatingAdmissionPolicy.admissionregistration.k8s.io \"gatekeeper-k8sx\" is invalid: spec.validations[0].expression: Invalid value: \"'Forbidden image'\": compilation failed",
+            "details": { "causes": [{ "reason": "FieldValueInvalid",
+                                      "field": "spec.validations[0].expression" }] }
+        }));
+        assert!(matches!(classify(message), WriteError::Invalid(_)));
+        let code = |code: u16| classify(failed(json!({ "code": code, "message": "m" })));
+        assert!(matches!(code(403), WriteError::Forbidden(_)));
+        assert!(matches!(code(401), WriteError::Forbidden(_)));
+        assert!(matches!(code(503), WriteError::Failed(_)));
+        assert!(matches!(
+            classify(ApplyError::Conflict("409".into())),
+            WriteError::Conflict(_)
+        ));
     }
 }

@@ -1,7 +1,8 @@
 //! Who controls an observed object. Decided by the controller ownerReference, never by name:
 //! an object with our name and another controller is foreign and never modified.
 
-use crate::model::{CONSTRAINTS_GROUP, OwnerRef, TEMPLATES_GROUP, meta::Meta};
+use crate::model::meta::{Meta, group_of};
+use crate::model::{CONSTRAINTS_GROUP, OwnerRef, TEMPLATES_GROUP};
 
 /// An owner as we know it: group, kind, name and (if known) uid.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,8 +64,38 @@ fn same_identity(c: &OwnerRef, owner: &OwnerId<'_>) -> bool {
     c.group() == owner.group && c.kind == owner.kind && c.name == owner.name
 }
 
+/// Whether an ownerReference — its `apiVersion` and `controller` flag, however it was read —
+/// is the controller of its object and in API group `group`. The one spelling of the rule
+/// for raw references (the live stores' objects, our own writes' JSON).
+pub fn is_controller_in(api_version: &str, controller: Option<bool>, group: &str) -> bool {
+    controller == Some(true) && group_of(api_version) == group
+}
+
 /// The Gatekeeper object (template or constraint) that controls `meta`, if any.
 pub fn gatekeeper_controller(meta: &Meta) -> Option<&OwnerRef> {
-    meta.controller()
-        .filter(|c| c.group() == TEMPLATES_GROUP || c.group() == CONSTRAINTS_GROUP)
+    meta.controller().filter(|c| {
+        [TEMPLATES_GROUP, CONSTRAINTS_GROUP]
+            .iter()
+            .any(|g| is_controller_in(&c.api_version, c.controller, g))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reference_controls_only_with_the_flag_and_in_its_own_group() {
+        let v1beta1 = "constraints.gatekeeper.sh/v1beta1";
+        assert!(is_controller_in(v1beta1, Some(true), CONSTRAINTS_GROUP));
+        assert!(!is_controller_in(v1beta1, Some(false), CONSTRAINTS_GROUP));
+        assert!(!is_controller_in(v1beta1, None, CONSTRAINTS_GROUP));
+        assert!(!is_controller_in(v1beta1, Some(true), TEMPLATES_GROUP));
+        // A group that merely starts like ours is another group.
+        assert!(!is_controller_in(
+            "constraints.gatekeeper.sh.example.com/v1",
+            Some(true),
+            CONSTRAINTS_GROUP
+        ));
+    }
 }

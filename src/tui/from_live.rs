@@ -158,26 +158,19 @@ fn clock(t: DateTime<Utc>) -> String {
         .to_string()
 }
 
-/// `update Kind/name skipped: why — message`.
+/// `update Kind/name skipped: why — message` (the event's own line).
 fn reconcile_line(seq: u64, e: &ReconcileEvent) -> EventLine {
-    let (level, result) = match &e.result {
-        EventResult::Ok => (Level::Info, String::new()),
-        EventResult::Skipped(why) => (Level::Info, format!(" skipped: {why}")),
-        EventResult::Failed(why) => (Level::Error, format!(" FAILED: {why}")),
-        // A conflict is retried at once and passes: not an error to look at.
-        EventResult::WriteFailed(e) if e.retried_away() => (Level::Info, format!(" {e}")),
-        EventResult::WriteFailed(e) => (Level::Error, format!(" FAILED: {e}")),
-    };
-    let message = if e.message.is_empty() {
-        String::new()
+    // A conflict is retried at once and passes: not an error to look at.
+    let level = if e.result.is_failure() {
+        Level::Error
     } else {
-        format!(" — {}", e.message)
+        Level::Info
     };
     EventLine {
         seq,
         time: clock(e.time),
         level,
-        text: format!("{} {}{result}{message}", e.verb.as_str(), e.object),
+        text: e.to_string(),
     }
 }
 
@@ -276,7 +269,7 @@ pub fn data_from_live(
             refusal: None,
         },
         info,
-        Arc::new(state.snapshot.clone()),
+        state.snapshot.clone(),
         opts,
         events,
     );
@@ -550,7 +543,7 @@ mod tests {
             )
             .unwrap();
         let mut state = LiveState {
-            snapshot,
+            snapshot: Arc::new(snapshot),
             ..LiveState::default()
         };
         let write = |result| ReconcileEvent {

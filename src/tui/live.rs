@@ -20,8 +20,9 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
 pub use super::from_live::{EventCursor, data_from_live};
 
-/// How long quitting (or switching context) waits for the reconciler to release the lease.
-const STOP_WAIT: Duration = Duration::from_secs(5);
+/// How long quitting (or switching context) lets a start under way finish, to stop it and
+/// release the Lease it may have taken (stopping itself waits `Controller::STOP_WAIT`).
+const START_WAIT: Duration = Duration::from_secs(5);
 /// Bursts of changes are drawn once per this interval at most.
 const COALESCE: Duration = Duration::from_millis(100);
 /// How long a replay or reconcile waits for the leader's answer.
@@ -447,7 +448,7 @@ impl Shared {
                 c = control.recv() => {
                     // A start under way may take the Lease any moment: let it finish (bounded)
                     // and stop it, so the Lease is released rather than left to expire.
-                    if let Ok(Ok(controller)) = tokio::time::timeout(STOP_WAIT, starting).await {
+                    if let Ok(Ok(controller)) = tokio::time::timeout(START_WAIT, starting).await {
                         stop(&controller).await;
                     }
                     return c.into();
@@ -572,7 +573,7 @@ fn chain(e: impl std::error::Error + Send + Sync + 'static) -> String {
 }
 
 async fn stop(controller: &Controller) {
-    match controller.stop(STOP_WAIT).await {
+    match controller.stop().await {
         Ok(()) => tracing::info!("reconciler stopped"),
         Err(e) => tracing::warn!(error = %e, "stopping the reconciler"),
     }
@@ -619,8 +620,8 @@ impl Source for Live {
             let _ = control.send(Control::Stop);
         }
         if let Some(done) = self.done.take() {
-            // A start under way gets STOP_WAIT to finish, then the reconciler STOP_WAIT to stop.
-            let _ = done.recv_timeout(STOP_WAIT * 2 + Duration::from_secs(1));
+            // A start under way gets START_WAIT to finish, then the reconciler STOP_WAIT to stop.
+            let _ = done.recv_timeout(START_WAIT + Controller::STOP_WAIT + Duration::from_secs(1));
         }
     }
 }

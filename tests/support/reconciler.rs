@@ -267,6 +267,6 @@ impl Reconciler {
 
     /// Stops it (a held Lease is released) and waits up to 15 s for it to end.
     pub async fn stop(self) {
-        let _ = self.running.stop(Duration::from_secs(15)).await;
+        let _ = self.running.stop().await;
     }
 }
