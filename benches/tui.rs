@@ -192,7 +192,7 @@ fn main() {
         .map(|n| {
             format!(
                 "{} {}  {}  {}",
-                kubectl_vap::tui::states::glyph(n.state),
+                kubectl_vap::tui::glyphs::glyph(n.state),
                 n.label,
                 n.state.as_str(),
                 n.reason

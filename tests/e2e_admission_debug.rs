@@ -778,7 +778,7 @@ async fn the_tuis_test_reports_verdicts_as_event_lines() {
 async fn the_tui_keeps_audit_results_and_marks_them_stale_after_an_edit() {
     use kube::api::{Patch, PatchParams};
     use kubectl_vap::tui::tree_view::key_of;
-    use kubectl_vap::tui::{Action, App, Msg, Notify, Source, dispatch, live::Live, view};
+    use kubectl_vap::tui::{Action, App, Msg, Notify, Source, dispatch, live_source::Live, view};
     let w = World::new().await;
     let (kind, c) = w.one_violator("AdmTuiKept", "TK").await;
     let conn = w.conn();

@@ -11,8 +11,8 @@ mod support;
 
 use chrono::{DateTime, Utc};
 use kubectl_vap::controller::cache::OpinionCache;
-use kubectl_vap::controller::logic::Outcome;
 use kubectl_vap::controller::queue::{Key, SharedQueue};
+use kubectl_vap::controller::reconcilers::Outcome;
 use kubectl_vap::controller::worker::{self, Attempts, Work, process, process_one};
 use kubectl_vap::controller::world::{
     ConstraintStore, Enqueue, Read, TemplateStore, Unreadable, WriteError, WriteOutcome, Writer,

@@ -11,7 +11,7 @@ use kubectl_vap::controller::{
 use kubectl_vap::core::Options;
 use kubectl_vap::model::ObjectRef;
 use kubectl_vap::tui::keymap::Screen;
-use kubectl_vap::tui::live::{EventCursor, data_from_live};
+use kubectl_vap::tui::live_source::{EventCursor, data_from_live};
 use kubectl_vap::tui::tree_view::key_of;
 use kubectl_vap::tui::{Action, App, Data, Offline, WriteCommand, dispatch, view};
 use ratatui::Terminal;
@@ -555,11 +555,11 @@ fn tui_docs_cover_every_key_and_state() {
             );
         }
     }
-    for l in kubectl_vap::tui::states::STATES {
+    for l in kubectl_vap::tui::glyphs::STATES {
         let row = format!("| {} | `{}` |", l.glyph, l.state.as_str());
         assert!(doc.contains(&row), "docs/tui.md has no row {row:?}");
     }
-    for (sev, glyph, _) in kubectl_vap::tui::states::SEVERITIES {
+    for (sev, glyph, _) in kubectl_vap::tui::glyphs::SEVERITIES {
         let row = format!("| {glyph} | `{}` |", sev.as_str());
         assert!(
             doc.contains(&row),

@@ -7,7 +7,7 @@ use kubectl_vap::admission::test::ObjectId;
 use kubectl_vap::controller::{LeaseInfo, LiveState};
 use kubectl_vap::core::Options;
 use kubectl_vap::core::verdict::ConstraintRef;
-use kubectl_vap::tui::live::data_from_live;
+use kubectl_vap::tui::live_source::data_from_live;
 use kubectl_vap::tui::tree_view::key_of;
 use kubectl_vap::tui::{Action, App, update, view};
 use ratatui::Terminal;

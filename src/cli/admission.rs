@@ -5,9 +5,6 @@ use super::output;
 use crate::admission::audit::{AuditOptions, AuditReport, Status};
 use crate::admission::session::{self, clients};
 use crate::admission::{audit as audit_mod, objects, test as test_mod};
-/// The old paths of the TUI's quiet runs, until the controller redesign updates `tui/live.rs`
-/// to `crate::admission`.
-pub use crate::admission::{audit_quietly, test_quietly};
 use crate::load::input::ReadOptions;
 use crate::snapshot::Snapshot;
 use crate::text::{printable, printable_lines};

@@ -90,7 +90,7 @@ fn reads_no_files(command: &Command) -> Option<(&'static str, &'static str)> {
 fn tui(cli: &Cli) -> anyhow::Result<ExitCode> {
     let opts = cli.gen_flags.options();
     let source: Box<dyn crate::tui::Source> = if cli.input.filenames.is_empty() {
-        Box::new(crate::tui::live::Live::new(
+        Box::new(crate::tui::live_source::Live::new(
             crate::cluster::client::ConnectionOptions::from(&cli.conn),
             opts,
             cli.reconcile && !cli.readonly,

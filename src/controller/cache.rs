@@ -37,7 +37,7 @@ struct Tracked {
     /// constraint of its kind); a CRD found without its template is reported, never deleted.
     seen: BTreeMap<String, (String, String)>,
     /// Templates that stopped generating, and since when: the turn-off waits a moment for a
-    /// flip back (see `logic::TURN_OFF_SETTLE`).
+    /// flip back (see `reconcilers::TURN_OFF_SETTLE`).
     turning_off: BTreeMap<String, chrono::DateTime<chrono::Utc>>,
 }
 

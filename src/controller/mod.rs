@@ -3,7 +3,7 @@
 //! Nothing outside this module reaches its stores, queue or locks.
 //!
 //! Public for the tier-2 tests, which run the same logic on an in-memory world:
-//! - [`world`]: what the reconcilers read and write, as traits; [`logic`]: the two reconcilers;
+//! - [`world`]: what the reconcilers read and write, as traits; [`reconcilers`]: the two reconcilers;
 //!   [`cache`]: the opinion cache `kind → Opinion`, written only by the template side;
 //!   [`queue`]: the de-duplicating work queue; [`worker`]: one worker step, shared with the
 //!   live workers.
@@ -21,11 +21,11 @@ mod events;
 pub mod gatekeeper;
 pub mod handle;
 mod lease;
-pub mod logic;
 mod metrics;
 mod outage;
 mod publish;
 pub mod queue;
+pub mod reconcilers;
 mod requests;
 mod shared;
 mod start;

@@ -16,8 +16,8 @@
 //!   and the holder prunes answered ones after [`KEEP_ANSWERED`]. An asker needs `get`,
 //!   `watch` and `patch` on that one ConfigMap (`install --print` prints the ClusterRole).
 
-use super::logic::Outcome;
 use super::queue::Key;
+use super::reconcilers::Outcome;
 use super::state::{Command, RequestOutcome};
 use super::{Error, RequestError};
 use k8s_openapi::api::core::v1::ConfigMap;

@@ -223,7 +223,7 @@ impl EventResult {
 }
 
 /// How a write failed. Its label goes to `/metrics`, its text to the event log and the
-/// Kubernetes Events, and the reconcilers act on its class (`logic::Outcome::from`).
+/// Kubernetes Events, and the reconcilers act on its class (`reconcilers::Outcome::from`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum WriteError {
     /// The object changed meanwhile (409, failed precondition): read again and retry.

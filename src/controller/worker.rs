@@ -3,8 +3,8 @@
 //! and the tier-2 tests, so the tests run exactly what runs live.
 
 use super::cache::OpinionCache;
-use super::logic::{Ctx, Outcome, reconcile, schedule};
 use super::queue::{Key, SharedQueue};
+use super::reconcilers::{Ctx, Outcome, reconcile, schedule};
 use super::world::{TemplateStore, Writer};
 use crate::core::Options;
 use chrono::{DateTime, Utc};

@@ -158,7 +158,7 @@ impl Shared {
                     tracing::warn!(
                         object,
                         "{msg}; retried with a backoff up to {}s until the RBAC allows it (not logged again; counted in kubectl_vap_write_errors_total{{reason=\"forbidden\"}})",
-                        super::logic::FORBIDDEN_BACKOFF_MAX.as_secs()
+                        super::reconcilers::FORBIDDEN_BACKOFF_MAX.as_secs()
                     );
                 } else {
                     tracing::debug!(object, "{msg}");

@@ -3,7 +3,7 @@
 //! the data and the node.
 
 use super::data::{Data, Origin};
-use super::states;
+use super::glyphs;
 use super::tree_view::kind_tag;
 use crate::core::tree::{Node, NodeKind};
 use crate::model::{VAP_KIND, VAPB_KIND};
@@ -41,11 +41,11 @@ pub fn summary(data: &Data, node: &Node) -> Vec<Line<'static>> {
         Span::raw(" "),
         Span::styled(node.label.clone(), bold()),
     ]));
-    let st = states::style(node.state);
+    let st = glyphs::style(node.state);
     let mut state = vec![
         Span::styled(format!("{:<10}", "state"), dim()),
         Span::styled(
-            format!("{} {}", states::glyph(node.state), node.state.as_str()),
+            format!("{} {}", glyphs::glyph(node.state), node.state.as_str()),
             st,
         ),
     ];
@@ -80,10 +80,10 @@ pub fn summary(data: &Data, node: &Node) -> Vec<Line<'static>> {
                 Span::styled(
                     format!(
                         "{} {} ",
-                        states::severity_glyph(f.severity),
+                        glyphs::severity_glyph(f.severity),
                         f.severity.as_str()
                     ),
-                    states::severity_style(f.severity),
+                    glyphs::severity_style(f.severity),
                 ),
                 Span::styled(f.code.as_str(), bold()),
                 Span::styled(format!(" — {}", f.code.title()), dim()),

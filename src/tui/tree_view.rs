@@ -2,7 +2,7 @@
 //! filter change (never per frame), keyed by stable ids so expansion and selection survive
 //! refreshes.
 
-use super::states;
+use super::glyphs;
 use crate::core::Analysis;
 use crate::core::tree::{Node, NodeKind, State};
 use crate::core::{Finding, Severity};
@@ -453,7 +453,7 @@ fn worst_rank(n: &Node) -> u8 {
     n.children
         .iter()
         .map(worst_rank)
-        .fold(states::rank(n.state), u8::max)
+        .fold(glyphs::rank(n.state), u8::max)
 }
 
 /// The worst state below a node, when it is worse than the node's own: what a collapsed row
@@ -462,12 +462,12 @@ pub fn worst_below(n: &Node) -> Option<State> {
     let mut worst: Option<State> = None;
     let mut stack: Vec<&Node> = n.children.iter().collect();
     while let Some(c) = stack.pop() {
-        if worst.is_none_or(|w| states::rank(c.state) > states::rank(w)) {
+        if worst.is_none_or(|w| glyphs::rank(c.state) > glyphs::rank(w)) {
             worst = Some(c.state);
         }
         stack.extend(c.children.iter());
     }
-    worst.filter(|w| states::rank(*w) > states::rank(n.state))
+    worst.filter(|w| glyphs::rank(*w) > glyphs::rank(n.state))
 }
 
 fn subtree_counts(n: &Node, findings: &[Finding]) -> Counts {
@@ -500,8 +500,8 @@ pub fn kind_tag(kind: NodeKind) -> &'static str {
 /// One tree line: glyph, label, state, what a collapsed row hides, the findings of a
 /// template's subtree, and the reason (last: the longest, cut first on narrow screens).
 pub fn node_line(n: &Node, counts: Option<Counts>, below: Option<State>) -> Line<'static> {
-    let st = states::style(n.state);
-    let mut spans = vec![Span::styled(states::glyph(n.state), st), Span::raw(" ")];
+    let st = glyphs::style(n.state);
+    let mut spans = vec![Span::styled(glyphs::glyph(n.state), st), Span::raw(" ")];
     let tag = kind_tag(n.kind);
     if !tag.is_empty() {
         spans.push(Span::styled(tag, Style::new().fg(Color::DarkGray)));
@@ -518,8 +518,8 @@ pub fn node_line(n: &Node, counts: Option<Counts>, below: Option<State>) -> Line
     if let Some(w) = below {
         spans.push(Span::raw("  "));
         spans.push(Span::styled(
-            format!("[below: {} {}]", states::glyph(w), w.as_str()),
-            states::style(w),
+            format!("[below: {} {}]", glyphs::glyph(w), w.as_str()),
+            glyphs::style(w),
         ));
     }
     if let Some(c) = counts.filter(|c| c.total() > 0) {
@@ -532,8 +532,8 @@ pub fn node_line(n: &Node, counts: Option<Counts>, below: Option<State>) -> Line
             if n > 0 {
                 spans.push(Span::raw(" "));
                 spans.push(Span::styled(
-                    format!("{}{n}", states::severity_glyph(sev)),
-                    states::severity_style(sev),
+                    format!("{}{n}", glyphs::severity_glyph(sev)),
+                    glyphs::severity_style(sev),
                 ));
             }
         }

@@ -6,8 +6,8 @@ use super::action::{Level, WriteCommand};
 use super::app::App;
 use super::data::{Data, Link, Origin};
 use super::detail;
+use super::glyphs::{self, SEVERITIES, STATES};
 use super::keymap::{self, Screen, keys_label};
-use super::states::{self, SEVERITIES, STATES};
 use super::tree_view::SortBy;
 use crate::core::{Code, Severity};
 use ratatui::Frame;
@@ -472,7 +472,7 @@ fn draw_header(frame: &mut Frame, app: &App, area: Rect) {
             (s.infos, Severity::Info, "infos"),
         ] {
             let style = if n > 0 {
-                states::severity_style(sev)
+                glyphs::severity_style(sev)
             } else {
                 dim()
             };
@@ -480,7 +480,7 @@ fn draw_header(frame: &mut Frame, app: &App, area: Rect) {
                 counts.push(Span::raw(" "));
             }
             counts.push(Span::styled(
-                format!("{} {n} {word}", states::severity_glyph(sev)),
+                format!("{} {n} {word}", glyphs::severity_glyph(sev)),
                 style,
             ));
         }
@@ -594,7 +594,7 @@ fn draw_tree(frame: &mut Frame, app: &mut App, area: Rect) {
         Ok(tree) => {
             let tree = tree
                 .block(block)
-                .highlight_style(states::selection_style())
+                .highlight_style(glyphs::selection_style())
                 .highlight_symbol("› ");
             frame.render_stateful_widget(tree, area, &mut app.tree.state);
         }
@@ -724,7 +724,7 @@ pub fn help_lines(app: &App) -> Vec<Line<'static>> {
         out.push(Line::from(vec![
             Span::styled(
                 format!("  {} {:<12}", l.glyph, l.state.as_str()),
-                states::style(l.state),
+                glyphs::style(l.state),
             ),
             Span::raw(l.meaning),
         ]));
@@ -735,7 +735,7 @@ pub fn help_lines(app: &App) -> Vec<Line<'static>> {
         out.push(Line::from(vec![
             Span::styled(
                 format!("  {glyph} {:<12}", sev.as_str()),
-                states::severity_style(*sev),
+                glyphs::severity_style(*sev),
             ),
             Span::raw(*meaning),
         ]));
@@ -747,10 +747,10 @@ pub fn help_lines(app: &App) -> Vec<Line<'static>> {
             Span::styled(
                 format!(
                     "  {} {:<22}",
-                    states::severity_glyph(c.severity()),
+                    glyphs::severity_glyph(c.severity()),
                     c.as_str()
                 ),
-                states::severity_style(c.severity()),
+                glyphs::severity_style(c.severity()),
             ),
             Span::raw(c.title()),
         ]));
@@ -1015,7 +1015,7 @@ fn draw_picker(frame: &mut Frame, app: &App, area: Rect) {
                 if current { "  (current)" } else { "" }
             );
             if i == p.selected {
-                Line::styled(format!("› {text}"), states::selection_style())
+                Line::styled(format!("› {text}"), glyphs::selection_style())
             } else {
                 Line::raw(format!("  {text}"))
             }

@@ -1,7 +1,7 @@
 //! The one door to a reconciler running in the test process: every test and benchmark that
 //! starts one, waits for it, or looks inside it goes through [`Reconciler`] (and reads a Lease
 //! through [`lease_holder`]), so a change of the controller's API changes this file only.
-//! (`tests/reconciler_logic.rs` drives `controller::logic` on a world of its own instead.)
+//! (`tests/reconciler_logic.rs` drives `controller::reconcilers` on a world of its own instead.)
 
 use kubectl_vap::controller::state::{EventResult, EventVerb, ReconcileEvent};
 use kubectl_vap::controller::{

@@ -1,7 +1,7 @@
 //! One object's step: from what is wanted and what is observed, the one thing to do about the
 //! object, why, and the finding that says so. The offline analysis folds these steps over a
 //! snapshot (`analysis::analyze`); the live reconcilers call the same steps and send what they
-//! say (`controller::logic`). Each rule is therefore written once, and `plan` and `run` cannot
+//! say (`controller::reconcilers`). Each rule is therefore written once, and `plan` and `run` cannot
 //! disagree on it. Pure.
 //!
 //! - [`policy`]: a template's VAP (and the template's own finding), and a VAP whose template
