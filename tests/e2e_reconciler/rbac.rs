@@ -144,6 +144,8 @@ async fn e2e_rbac_least_privilege() {
         .await;
     r.assert_idle(TIMEOUT).await;
     r.stop().await;
+    // The grant is to the env's shared user: later tests must not inherit it.
+    testenv::rbac::revoke(&e.client, &role_name, LEASE_NS).await;
     e.sweep(&[&kind], "rbac-clean").await;
 }
 
