@@ -37,16 +37,6 @@ pub enum ApplyError {
     NoBody(String),
 }
 
-impl ApplyError {
-    /// The API status code, if the server answered.
-    pub fn status(&self) -> Option<u16> {
-        match self {
-            ApplyError::Failed { source, .. } => super::status_code(source),
-            _ => None,
-        }
-    }
-}
-
 /// The body as sent: the served apiVersion set (bodies are built as v1).
 fn request_body(body: &serde_json::Value, api_version: &str) -> Result<Vec<u8>, String> {
     let bytes = if body["apiVersion"] == api_version {
