@@ -82,6 +82,37 @@ impl Regarding {
     }
 }
 
+/// The resource name a view's unreadable Events are reported under (in its access errors;
+/// informational: never part of readiness or of what the copy decides).
+pub const EVENTS_RESOURCE: &str = "events.events.k8s.io";
+
+/// What a failed watch of our Events in `namespace` means for the user, if the server
+/// answered (no answer is an outage, reported as such, not an access error).
+pub fn events_access_error(
+    namespace: &str,
+    e: &kube::runtime::watcher::Error,
+) -> Option<crate::cluster::access::AccessError> {
+    use kube::runtime::watcher::Error as W;
+    let status = match e {
+        W::InitialListFailed(k) | W::WatchStartFailed(k) | W::WatchFailed(k) => {
+            crate::cluster::status_code(k)
+        }
+        W::WatchError(s) => Some(s.code),
+        W::NoResourceVersion => None,
+    }?;
+    let mut error = crate::cluster::access::AccessError::from_status(
+        EVENTS_RESOURCE,
+        Some(status),
+        "watching",
+        e,
+    );
+    error.message = format!(
+        "{} (in namespace {namespace}: the leader's outcomes are not shown here)",
+        error.message
+    );
+    Some(error)
+}
+
 /// The namespaces every view watches for Events: `default` (the templates') and the Lease's
 /// (what "reconcile everything" regards), once each.
 pub fn watched_namespaces(lease_namespace: &str) -> Vec<String> {

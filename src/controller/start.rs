@@ -649,7 +649,7 @@ fn publish_state(
     let (events_tx, events_rx) = watch::channel(Arc::new(VecDeque::new()));
     if tuning.publish_snapshot {
         tasks.push(tokio::spawn(follow_cluster_events(
-            shared.client.clone(),
+            shared.clone(),
             super::events::watched_namespaces(lease_namespace),
             events_tx,
         )));
@@ -727,16 +727,20 @@ async fn requests_from_handle(
 }
 
 /// Follows the Events copies of kubectl-vap report (by our label) in `namespaces` (each
-/// Event lives in the namespace of what it regards), for views: one log of them all.
+/// Event lives in the namespace of what it regards), for views: one log of them all. A watch
+/// the server refuses is one of the copy's access errors (so a view says why the leader's
+/// outcomes are missing) until every namespace is watched again.
 async fn follow_cluster_events(
-    client: kube::Client,
+    shared: Arc<Shared>,
     namespaces: Vec<String>,
     tx: watch::Sender<Arc<VecDeque<ClusterEvent>>>,
 ) {
-    use super::events::{Kept, cluster_event};
+    use super::events::{EVENTS_RESOURCE, Kept, cluster_event, events_access_error};
+    use super::state::AccessError;
     use futures::StreamExt;
     use k8s_openapi::api::events::v1::Event;
-    use kube::runtime::watcher;
+    use kube::runtime::{WatchStreamExt, watcher};
+    let client = shared.client.clone();
     let config = watcher::Config::default().labels(&format!(
         "{}={}",
         crate::model::MANAGED_BY_LABEL,
@@ -744,7 +748,11 @@ async fn follow_cluster_events(
     ));
     let streams = namespaces.iter().enumerate().map(|(i, ns)| {
         let api: Api<Event> = Api::namespaced(client.clone(), ns);
-        watcher(api, config.clone()).map(move |e| (i, e)).boxed()
+        // Backoff: a refused watch is retried calmly, not in a tight loop.
+        watcher(api, config.clone())
+            .default_backoff()
+            .map(move |e| (i, e))
+            .boxed()
     });
     let mut stream = futures::stream::select_all(streams);
     let fresh = || {
@@ -755,6 +763,11 @@ async fn follow_cluster_events(
     };
     let (mut kept, mut initial) = (fresh(), fresh());
     let mut failing = vec![false; namespaces.len()];
+    let mut refused: Vec<Option<AccessError>> = vec![None; namespaces.len()];
+    let publish_refusals = |refused: &[Option<AccessError>]| {
+        let first = refused.iter().flatten().next().cloned();
+        shared.status.set_access(EVENTS_RESOURCE, first);
+    };
     while let Some((i, e)) = stream.next().await {
         let name = |ev: &Event| ev.metadata.name.clone().unwrap_or_default();
         match e {
@@ -773,10 +786,15 @@ async fn follow_cluster_events(
                         namespaces[i]
                     );
                 }
+                refused[i] = events_access_error(&namespaces[i], &err);
+                publish_refusals(&refused);
                 continue;
             }
         }
         failing[i] = false;
+        if refused[i].take().is_some() {
+            publish_refusals(&refused);
+        }
         if tx.send(Arc::new(Kept::merged(&kept))).is_err() {
             return;
         }

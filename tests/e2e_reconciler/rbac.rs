@@ -156,7 +156,8 @@ async fn e2e_rbac_least_privilege() {
 /// one-shot `replay` binary does too. The holder runs as another user with the reconciler's
 /// roles as printed (on the printed Lease name). Without `patch` on the requests ConfigMap the
 /// request fails naming the role; without `watch` on bindings the view says it cannot read
-/// them.
+/// them; without its Events rule the view says it cannot watch Events (still synced), until
+/// the rule is back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn e2e_the_operator_role_observes_and_asks_the_holder() {
@@ -292,8 +293,41 @@ async fn e2e_the_operator_role_observes_and_asks_the_holder() {
         blind.access_errors().iter().any(|m| m.contains(resource))
     })
     .await;
+    // Without the Events rule the view says why the holder's outcomes are missing (not an
+    // empty list), yet is synced and sees everything else; the error goes once it is granted.
+    let events = json!({ "verb": "watch", "group": "events.k8s.io", "resource": "events",
+        "namespace": LEASE_NS });
+    let no_events = rbac::rules_without(&printed.operator.rules, "events", &["list", "watch"]);
+    rbac::set_cluster_rules(&e.client, &operator_grant, &no_events).await;
+    rbac::until_authorized(&e.client, &operator, events.clone(), false).await;
+    let deaf = view_as_operator().await;
+    let says_events = |r: &reconciler::Reconciler| {
+        r.access_errors()
+            .iter()
+            .any(|m| m.contains("events.events.k8s.io") && m.contains("forbidden"))
+    };
+    eventually(
+        "the view without Events has synced, shows the binding and says why",
+        || async {
+            let st = deaf.state();
+            st.synced
+                && st
+                    .snapshot
+                    .bindings
+                    .iter()
+                    .any(|b| b.meta.name == bname(&kind, "c"))
+                && says_events(&deaf)
+        },
+    )
+    .await;
+    rbac::set_cluster_rules(&e.client, &operator_grant, &printed.operator.rules).await;
+    rbac::until_authorized(&e.client, &operator, events, true).await;
+    eventually("the Events error goes once they are granted", || async {
+        !says_events(&deaf)
+    })
+    .await;
 
-    for r in [blind, view, holder] {
+    for r in [deaf, blind, view, holder] {
         r.stop().await;
     }
     printed.revoke_reconciler(&e.client, &holder_grant).await;
