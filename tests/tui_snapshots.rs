@@ -351,6 +351,39 @@ fn tui_nothing_readable_is_explained_not_empty() {
     assert!(s.contains("nothing can be shown"), "{s}");
 }
 
+/// A copy refused only the cluster's Events (or the Lease) still reads every template: an
+/// empty cluster is not blamed on it, and the load is announced.
+#[test]
+fn tui_an_events_refusal_does_not_blank_the_tree() {
+    let mut state = LiveState {
+        synced: true,
+        access_errors: vec![AccessError {
+            resource: kubectl_vap::controller::EVENTS_RESOURCE.into(),
+            kind: AccessErrorKind::Forbidden,
+            message: "events is forbidden".into(),
+        }],
+        ..LiveState::default()
+    };
+    let mut ui = Ui::new(false, live_data(&state, false), 120, 24);
+    ui.act(Action::Data(live_data(&state, false)));
+    let s = ui.screen();
+    assert!(!s.contains("nothing can be shown"), "{s}");
+    assert!(
+        ui.app.log.iter().any(|e| e.text.starts_with("loaded")),
+        "{:?}",
+        ui.app.log
+    );
+    // A resource the tree is made of still blanks it.
+    state.access_errors[0].resource =
+        "validatingadmissionpolicybindings.admissionregistration.k8s.io".into();
+    let ui = Ui::new(false, live_data(&state, false), 120, 24);
+    assert!(
+        ui.screen().contains("nothing can be shown"),
+        "{}",
+        ui.screen()
+    );
+}
+
 #[test]
 fn tui_readonly() {
     let mut ui = Ui::new(true, offline_data(), 150, 36);

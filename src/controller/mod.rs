@@ -37,8 +37,9 @@ pub mod worker;
 pub mod world;
 mod writer;
 
+pub use events::EVENTS_RESOURCE;
 pub use handle::{Controller, Convergence, NotLeading};
-pub use lease::{HolderView, default_identity, read_lease};
+pub use lease::{HolderView, LEASES, default_identity, read_lease};
 pub use queue::Scope;
 pub use requests::configmap_name as requests_configmap;
 pub use start::{

@@ -288,7 +288,8 @@ impl App {
         let first = !self.announced
             && !data.info.syncing
             && !matches!(data.info.link, Link::Connecting { .. })
-            && (data.snapshot.object_count() > 0 || data.info.access_errors.is_empty());
+            && (data.snapshot.object_count() > 0
+                || !data.info.access_errors.iter().any(|e| e.is_tree_resource()));
         // Reconciler events not shown yet.
         for e in &data.events {
             if self.last_seq.is_none_or(|s| e.seq > s) {

@@ -53,6 +53,18 @@ pub struct AccessError {
     pub message: String,
 }
 
+impl AccessError {
+    /// Whether the tree is made of this resource. The Lease and the cluster's Events are not:
+    /// a copy refused them still shows every template, so an empty tree is not their doing.
+    pub fn is_tree_resource(&self) -> bool {
+        ![
+            crate::controller::EVENTS_RESOURCE,
+            crate::controller::LEASES,
+        ]
+        .contains(&self.resource.as_str())
+    }
+}
+
 /// One line of the event log (reconcile actions, the cluster's Events, command outcomes).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EventLine {

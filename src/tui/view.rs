@@ -4,7 +4,7 @@
 
 use super::action::{Level, WriteCommand};
 use super::app::App;
-use super::data::{Data, Link, Origin};
+use super::data::{AccessError, Data, Link, Origin};
 use super::detail;
 use super::glyphs::{self, SEVERITIES, STATES};
 use super::keymap::{self, Screen, keys_label};
@@ -564,7 +564,12 @@ fn draw_tree(frame: &mut Frame, app: &mut App, area: Rect) {
                 "the tree appears once the reconciler has listed the cluster (:ctx switches context)",
                 dim(),
             ));
-        } else if !data.info.access_errors.is_empty() {
+        } else if data
+            .info
+            .access_errors
+            .iter()
+            .any(AccessError::is_tree_resource)
+        {
             lines.push(Line::styled(
                 "nothing can be shown: the cluster refused or lacks what the tree is made of",
                 Style::new().fg(Color::Red),
