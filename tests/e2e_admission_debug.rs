@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use std::process::Output;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, DynamicObject, PostParams};
 use kubectl_vap::admission::dryrun;
 use kubectl_vap::core::Options;
@@ -122,15 +122,16 @@ impl World {
         .expect("creating a ConfigMap (before any binding)");
     }
 
-    /// A dry-run create of `obj`, reply whole (warnings included).
+    /// A dry-run create of `obj` (a ConfigMap or a Pod), reply whole (warnings included).
     async fn dry_create(&self, obj: &Value) -> dryrun::Reply {
-        let r = dryrun::Resolved {
-            resource: kube::core::ApiResource::erase::<ConfigMap>(&()),
-            namespaced: true,
-        };
-        dryrun::create(&self.client, &r, obj["metadata"]["namespace"].as_str(), obj)
-            .await
-            .expect("dry-run")
+        dryrun::create(
+            &self.client,
+            &resolved(obj),
+            obj["metadata"]["namespace"].as_str(),
+            obj,
+        )
+        .await
+        .expect("dry-run")
     }
 
     /// Polls until the binding answers for `obj` with a message containing `expect` (in the
@@ -235,6 +236,25 @@ impl World {
         let out = self.vap(&["test", "-f", &f, "-o", "json"]);
         (out.status.code(), json_of(&out)["objects"][0].clone())
     }
+}
+
+/// The resource of `obj`, a ConfigMap or a Pod.
+fn resolved(obj: &Value) -> dryrun::Resolved {
+    let resource = match obj["kind"].as_str() {
+        Some("Pod") => kube::core::ApiResource::erase::<Pod>(&()),
+        _ => kube::core::ApiResource::erase::<ConfigMap>(&()),
+    };
+    dryrun::Resolved {
+        resource,
+        namespaced: true,
+    }
+}
+
+/// A Pod `name` in `ns` with `labels`, as a manifest would say it (no `nodeName`).
+fn pod(name: &str, ns: &str, labels: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": name, "namespace": ns, "labels": labels},
+           "spec": {"containers": [{"name": "app", "image": "registry.example/app:1.0"}]}})
 }
 
 fn names(v: &Value) -> BTreeSet<String> {
@@ -412,6 +432,81 @@ async fn audit_finds_exactly_the_violators_per_action_and_test_attributes_verdic
             .await
             .expect("get")
             .is_none()
+    );
+}
+
+/// `test` on a Pod that exists and is bound to a node, from a manifest without `nodeName` (as
+/// any manifest is): the policy's verdict on the update, as `kubectl apply --server-side`
+/// gets it. A full replace (PUT) of the manifest is refused as an invalid Pod update before any
+/// policy runs — checked here first, so the test shows why `test` must not send one.
+#[tokio::test]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn an_existing_bound_pod_gets_the_policys_verdict_not_an_invalid_update() {
+    let w = World::new().await;
+    let kind = w.template("AdmPod", "POD").await;
+    let pods_only = json!({"kinds": [{"apiGroups": [""], "kinds": ["Pod"]}]});
+    let c = w.constraint(&kind, "pods", "deny", pods_only).await;
+    let api = Api::<Pod>::namespaced(w.client.clone(), &w.ns);
+    let manifest = pod("web", &w.ns, json!({}));
+    api.create(
+        &PostParams::default(),
+        &serde_json::from_value(manifest.clone()).expect("pod"),
+    )
+    .await
+    .expect("creating the Pod (before the binding)");
+    // What a scheduler does: bind it; from now on the server holds its `nodeName`.
+    let to_node = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "web"},
+                         "target": {"kind": "Node", "name": "node-1"}});
+    api.create_subresource::<Value, Value>("binding", "web", &PostParams::default(), &to_node)
+        .await
+        .expect("binding the Pod to a node");
+    let binding = w.bind(&c).await;
+    w.until_effective(&pod("probe", &w.ns, json!({})), "POD: missing")
+        .await;
+
+    // The premise: the manifest as a full replace is refused before any policy is asked.
+    let live = api.get("web").await.expect("the Pod");
+    let mut put = manifest.clone();
+    put["metadata"]["resourceVersion"] = json!(live.metadata.resource_version);
+    let r = dryrun::update(&w.client, &resolved(&put), Some(&w.ns), "web", &put)
+        .await
+        .expect("dry-run update");
+    let refusal = r.body["message"].as_str().unwrap_or_default();
+    assert_eq!(r.code, 422, "{}", r.body);
+    assert!(
+        refusal.contains("pod updates may not change fields") && !refusal.contains("POD:"),
+        "{refusal}"
+    );
+
+    let (code, o) = w.test_json("web", &manifest);
+    assert_eq!(o["outcome"], json!("denied"), "{o}");
+    assert_eq!(code, Some(1));
+    assert_eq!(o["operation"], json!("update"), "it exists: {o}");
+    assert_eq!(o["denial"]["binding"], json!(binding));
+    assert_eq!(
+        o["denial"]["constraint"],
+        json!({"kind": kind, "name": c.name()})
+    );
+    assert_eq!(
+        o["denial"]["message"],
+        json!("POD: missing required labels: owner")
+    );
+    // The compliant manifest: admitted as an update of the bound Pod.
+    let (code, o) = w.test_json("web-owned", &pod("web", &w.ns, json!({"owner": "team"})));
+    assert_eq!(
+        (code, o["outcome"].clone(), o["operation"].clone()),
+        (Some(0), json!("admitted"), json!("update")),
+        "{o}"
+    );
+    // Nothing was written: still bound, still unlabelled.
+    let after = api.get("web").await.expect("the Pod");
+    assert_eq!(
+        after.metadata.resource_version,
+        live.metadata.resource_version
+    );
+    assert_eq!(
+        after.spec.and_then(|s| s.node_name).as_deref(),
+        Some("node-1")
     );
 }
 
