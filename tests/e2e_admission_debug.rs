@@ -655,6 +655,25 @@ async fn as_an_unauthorized_user_the_error_is_authorization() {
     let out = test(&[]);
     assert_eq!(json_of(&out)["objects"][0]["outcome"], json!("denied"));
 
+    // A user who may patch ConfigMaps here but not read them: that `existing` exists is read
+    // with our own identity, so the dry-run is an update (an apply) as that user, and the
+    // policy answers — not a create refused as AlreadyExists.
+    let patcher = w.env.unique_name("patcher");
+    let may_patch = json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["patch"]}]);
+    testenv::rbac::grant_in(&w.client, &w.ns, &patcher, &patcher, &may_patch).await;
+    let existing = w.manifest("existing", &cm("existing", &w.ns, false));
+    let o = poll::eventually_some("the grant in force", TIMEOUT, || async {
+        let out = w.vap(&["test", "-f", &existing, "-o", "json", "--as", &patcher]);
+        let o = json_of(&out)["objects"][0].clone();
+        (o["outcome"] != json!("forbidden")).then_some(o)
+    })
+    .await;
+    assert_eq!(
+        (o["outcome"].clone(), o["operation"].clone()),
+        (json!("denied"), json!("update")),
+        "{o}"
+    );
+
     let out = w.vap(&[&["audit", &kind.to_lowercase(), "-o", "json"], &nobody[..]].concat());
     assert_eq!(
         out.status.code(),

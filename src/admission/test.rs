@@ -38,7 +38,8 @@ impl std::fmt::Display for ObjectId {
 pub struct ObjectResult {
     pub object: ObjectId,
     pub source: String,
-    /// `create` or `update` (live only).
+    /// `create` or `update` (live only); `apply` when the server refused a server-side apply
+    /// of an object whose existence we could not read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub operation: Option<&'static str>,
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
@@ -208,12 +209,13 @@ async fn exists(
 }
 
 /// What the dry-run did: the server's answer says it when it succeeded (an apply answers 201
-/// when it created the object, a create always does); otherwise whether it was an apply of an
-/// object that exists.
+/// when it created the object, a create always does); otherwise whether the object existed;
+/// `apply` when neither is known (the server refused an apply of an object we could not read).
 fn operation(exists: Option<bool>, reply: &dryrun::Reply) -> &'static str {
     match (reply.ok(), reply.code, exists) {
-        (true, 201, _) | (false, _, Some(false) | None) => "create",
+        (true, 201, _) | (false, _, Some(false)) => "create",
         (true, _, _) | (false, _, Some(true)) => "update",
+        (false, _, None) => "apply",
     }
 }
 
@@ -251,18 +253,21 @@ pub async fn live(
         }
         let name = m.raw["metadata"]["name"].as_str().unwrap_or_default();
         let ns = namespace.as_deref();
-        // There: a server-side apply, as `kubectl apply --server-side --force-conflicts` sends
-        // it — it merges the manifest into the live object, so fields the server set (a bound
-        // Pod's `nodeName`, a Job's selector) stay, where a full replace would be refused as
-        // invalid before any policy ran. Absent (or unreadable): a dry-run create.
+        // Whether it exists is read with the user's own identity: as an impersonated user
+        // who may not `get`, it would look absent and its create be refused AlreadyExists.
+        // Absent: a dry-run create, as `kubectl create` sends it. There: a server-side apply,
+        // as `kubectl apply --server-side --force-conflicts` sends it — it merges the manifest
+        // into the live object, so fields the server set (a bound Pod's `nodeName`, a Job's
+        // selector) stay, where a full replace would be refused as invalid before any policy
+        // ran. Unknown: the apply too, which creates the object when it is absent.
         let sent = async {
             let exists = match name {
                 "" => Some(false),
-                _ => exists(actor, &r, ns, name).await?,
+                _ => exists(reader, &r, ns, name).await?,
             };
             let reply = match exists {
-                Some(true) => dryrun::apply(actor, &r, ns, &body).await?,
-                _ => dryrun::create(actor, &r, ns, &body).await?,
+                Some(false) => dryrun::create(actor, &r, ns, &body).await?,
+                _ => dryrun::apply(actor, &r, ns, &body).await?,
             };
             Ok::<_, super::AdmissionError>((operation(exists, &reply), reply))
         }
@@ -480,6 +485,8 @@ mod tests {
         // Refused: what was sent.
         assert_eq!(operation(Some(true), &reply(422)), "update");
         assert_eq!(operation(Some(false), &reply(403)), "create");
-        assert_eq!(operation(None, &reply(403)), "create");
+        // Not readable with our own identity, and the apply refused: either.
+        assert_eq!(operation(None, &reply(403)), "apply");
+        assert_eq!(operation(None, &reply(201)), "create");
     }
 }
