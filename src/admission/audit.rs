@@ -130,7 +130,8 @@ impl AuditReport {
 }
 
 /// The constraints `target` names: a template (every constraint of its kind), `Kind/name`, or a
-/// constraint name; all when `None`.
+/// constraint name; all when `None`. As kubectl takes them: a kind in any case
+/// (`K8sRequiredLabels`, `k8srequiredlabels`), a template or constraint name exactly.
 pub fn select<'a>(
     snap: &'a Snapshot,
     target: Option<&str>,
@@ -138,16 +139,30 @@ pub fn select<'a>(
     let Some(t) = target else {
         return Ok(snap.constraints.iter().collect());
     };
+    // The kinds `t` names: as a kind, or as a template's name.
+    let kind_named = |kind: &str| {
+        kind.eq_ignore_ascii_case(t)
+            || snap
+                .templates
+                .iter()
+                .any(|tp| tp.name() == t && tp.kind.as_deref() == Some(kind))
+    };
     let picked: Vec<&Constraint> = snap
         .constraints
         .iter()
         .filter(|c| match t.split_once('/') {
             Some((kind, name)) => c.kind.eq_ignore_ascii_case(kind) && c.name() == name,
-            None => c.kind.to_lowercase() == t || c.name() == t,
+            None => kind_named(&c.kind) || c.name() == t,
         })
         .collect();
     if picked.is_empty() {
-        let known = snap.templates.iter().any(|tp| tp.name() == t);
+        let known = snap.templates.iter().any(|tp| {
+            tp.name() == t
+                || tp
+                    .kind
+                    .as_deref()
+                    .is_some_and(|k| k.eq_ignore_ascii_case(t))
+        });
         return Err(AdmissionError::Input(if known {
             format!("template {t} has no constraints to audit")
         } else {
@@ -696,5 +711,49 @@ mod tests {
         assert_eq!(names(Some("one")), ["K8sA/one", "K8sB/one"]);
         assert_eq!(names(Some("K8sB/one")), ["K8sB/one"]);
         assert!(select(&snap, Some("nope")).is_err());
+    }
+
+    /// As kubectl takes them: kinds in any case, names exactly.
+    #[test]
+    fn kinds_match_in_any_case_and_names_exactly() {
+        let mut snap = Snapshot::default();
+        snap.insert(
+            json!({"apiVersion": "templates.gatekeeper.sh/v1", "kind": "ConstraintTemplate",
+                   "metadata": {"name": "k8srequiredlabels"},
+                   "spec": {"crd": {"spec": {"names": {"kind": "K8sRequiredLabels"}}}}}),
+            Default::default(),
+        )
+        .expect("template");
+        for (kind, name) in [
+            ("K8sRequiredLabels", "must-have-owner"),
+            ("K8sOther", "Mixed"),
+        ] {
+            snap.insert(json!({"apiVersion": "constraints.gatekeeper.sh/v1beta1", "kind": kind, "metadata": {"name": name}}), Default::default())
+                .expect("insert");
+        }
+        let names = |t: &str| -> Vec<String> {
+            select(&snap, Some(t))
+                .map(|cs| {
+                    cs.iter()
+                        .map(|c| format!("{}/{}", c.kind, c.name()))
+                        .collect()
+                })
+                .unwrap_or_else(|e| vec![e.to_string()])
+        };
+        let labels = ["K8sRequiredLabels/must-have-owner"];
+        assert_eq!(names("K8sRequiredLabels"), labels);
+        assert_eq!(names("k8srequiredlabels"), labels);
+        assert_eq!(names("K8SREQUIREDLABELS"), labels);
+        assert_eq!(names("k8srequiredlabels/must-have-owner"), labels);
+        assert_eq!(names("K8sOther/Mixed"), ["K8sOther/Mixed"]);
+        assert_eq!(names("Mixed"), ["K8sOther/Mixed"]);
+        // Names are exact.
+        assert_eq!(names("mixed"), ["no template or constraint named mixed"]);
+        assert_eq!(
+            names("K8sOther/mixed"),
+            ["no template or constraint named K8sOther/mixed"]
+        );
+        assert_eq!(names("K8sRequiredLabels/Must-Have-Owner").len(), 1);
+        assert!(names("K8sRequiredLabels/Must-Have-Owner")[0].starts_with("no template"));
     }
 }
