@@ -279,19 +279,15 @@ struct Work {
     constraints: Vec<usize>,
 }
 
-/// Runs the audit. `listed` is told how many objects will be dry-run, once they are listed;
-/// `interrupt` resolving stops it: the report then holds what was found so far and says it is
-/// incomplete.
-pub async fn audit(
-    reader: &kube::Client,
-    actor: &kube::Client,
-    snap: &Snapshot,
-    target: Option<&str>,
-    opts: &AuditOptions,
-    listed: impl FnOnce(usize),
-    interrupt: impl std::future::Future<Output = ()>,
-) -> Result<AuditReport, AdmissionError> {
-    let picked = select(snap, target)?;
+/// The report's entry of each picked constraint (its status: not bound, not observable,
+/// audited), and the audited ones with their bindings (by the entry's index).
+fn entries<'a>(
+    snap: &'a Snapshot,
+    picked: Vec<&'a Constraint>,
+) -> (
+    Vec<ConstraintAudit>,
+    Vec<(usize, &'a Constraint, &'a Binding)>,
+) {
     let mut audits: Vec<ConstraintAudit> = Vec::new();
     let mut bound: Vec<(usize, &Constraint, &Binding)> = Vec::new();
     for c in picked {
@@ -317,7 +313,7 @@ pub async fn audit(
                 kind: c.kind.clone(),
                 name: c.name().to_string(),
             },
-            template: c.kind.to_lowercase(),
+            template: template_name(snap, &c.kind),
             binding: binding.map(|b| b.name().to_string()),
             validation_actions: actions,
             status,
@@ -329,6 +325,32 @@ pub async fn audit(
             errors: Vec::new(),
         });
     }
+    (audits, bound)
+}
+
+/// The name of the template that defines `kind` (by `spec.crd.spec.names.kind`); the lowercased
+/// kind, as Gatekeeper names templates, when the template was not read.
+pub fn template_name(snap: &Snapshot, kind: &str) -> String {
+    snap.templates
+        .iter()
+        .find(|t| t.kind.as_deref() == Some(kind))
+        .map_or_else(|| kind.to_lowercase(), |t| t.name().to_string())
+}
+
+/// Runs the audit. `listed` is told how many objects will be dry-run, once they are listed;
+/// `interrupt` resolving stops it: the report then holds what was found so far and says it is
+/// incomplete.
+pub async fn audit(
+    reader: &kube::Client,
+    actor: &kube::Client,
+    snap: &Snapshot,
+    target: Option<&str>,
+    opts: &AuditOptions,
+    listed: impl FnOnce(usize),
+    interrupt: impl std::future::Future<Output = ()>,
+) -> Result<AuditReport, AdmissionError> {
+    let picked = select(snap, target)?;
+    let (mut audits, bound) = entries(snap, picked);
     let mut report = AuditReport {
         complete: true,
         constraints: Vec::new(),
@@ -673,6 +695,25 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// A template `template` (when given) defining `K8sRequiredLabels`, and constraints
+    /// `(kind, name)`.
+    fn snapshot_of(template: Option<&str>, constraints: &[(&str, &str)]) -> Snapshot {
+        let mut snap = Snapshot::default();
+        let templates = template.map(|name| {
+            json!({"apiVersion": "templates.gatekeeper.sh/v1", "kind": "ConstraintTemplate",
+                   "metadata": {"name": name},
+                   "spec": {"crd": {"spec": {"names": {"kind": "K8sRequiredLabels"}}}}})
+        });
+        let constraints = constraints.iter().map(|(kind, name)| {
+            json!({"apiVersion": "constraints.gatekeeper.sh/v1beta1", "kind": kind,
+                   "metadata": {"name": name}})
+        });
+        for raw in templates.into_iter().chain(constraints) {
+            snap.insert(raw, Default::default()).expect("insert");
+        }
+        snap
+    }
+
     #[test]
     fn selectors_become_list_selectors() {
         assert_eq!(
@@ -694,11 +735,7 @@ mod tests {
 
     #[test]
     fn targets_pick_templates_and_constraints() {
-        let mut snap = Snapshot::default();
-        for (kind, name) in [("K8sA", "one"), ("K8sA", "two"), ("K8sB", "one")] {
-            snap.insert(json!({"apiVersion": "constraints.gatekeeper.sh/v1beta1", "kind": kind, "metadata": {"name": name}}), Default::default())
-                .expect("insert");
-        }
+        let snap = snapshot_of(None, &[("K8sA", "one"), ("K8sA", "two"), ("K8sB", "one")]);
         let names = |t: Option<&str>| -> Vec<String> {
             select(&snap, t)
                 .expect("selects")
@@ -713,24 +750,32 @@ mod tests {
         assert!(select(&snap, Some("nope")).is_err());
     }
 
+    /// The report names the template as it is named in the cluster, read from the snapshot.
+    #[test]
+    fn the_template_is_the_one_that_defines_the_kind() {
+        let snap = snapshot_of(
+            Some("required-labels"),
+            &[("K8sRequiredLabels", "c"), ("K8sUnread", "c")],
+        );
+        let picked = select(&snap, None).expect("all");
+        let (audits, bound) = entries(&snap, picked);
+        let templates: Vec<&str> = audits.iter().map(|a| a.template.as_str()).collect();
+        // No template read for K8sUnread: Gatekeeper's naming, the lowercased kind.
+        assert_eq!(templates, ["required-labels", "k8sunread"]);
+        assert!(bound.is_empty(), "no bindings: nothing to dry-run");
+        assert!(audits.iter().all(|a| a.status == Status::NotBound));
+    }
+
     /// As kubectl takes them: kinds in any case, names exactly.
     #[test]
     fn kinds_match_in_any_case_and_names_exactly() {
-        let mut snap = Snapshot::default();
-        snap.insert(
-            json!({"apiVersion": "templates.gatekeeper.sh/v1", "kind": "ConstraintTemplate",
-                   "metadata": {"name": "k8srequiredlabels"},
-                   "spec": {"crd": {"spec": {"names": {"kind": "K8sRequiredLabels"}}}}}),
-            Default::default(),
-        )
-        .expect("template");
-        for (kind, name) in [
-            ("K8sRequiredLabels", "must-have-owner"),
-            ("K8sOther", "Mixed"),
-        ] {
-            snap.insert(json!({"apiVersion": "constraints.gatekeeper.sh/v1beta1", "kind": kind, "metadata": {"name": name}}), Default::default())
-                .expect("insert");
-        }
+        let snap = snapshot_of(
+            Some("k8srequiredlabels"),
+            &[
+                ("K8sRequiredLabels", "must-have-owner"),
+                ("K8sOther", "Mixed"),
+            ],
+        );
         let names = |t: &str| -> Vec<String> {
             select(&snap, Some(t))
                 .map(|cs| {

@@ -4,7 +4,7 @@
 //! shown, dimmed, until `a` audits it again. Pure: the store is filled from `AuditReport`s and
 //! read against whatever snapshot is current.
 
-use crate::admission::audit::{AuditReport, ConstraintAudit, Status};
+use crate::admission::audit::{AuditReport, ConstraintAudit, Status, template_name};
 use crate::model::Constraint;
 use crate::model::meta::Meta;
 use crate::snapshot::Snapshot;
@@ -31,15 +31,6 @@ fn version(meta: &Meta) -> Option<String> {
     } else {
         None
     }
-}
-
-/// The template name a constraint's kind belongs to (by `spec.crd.spec.names.kind`, else the
-/// lowercased kind, as Gatekeeper names templates).
-fn template_name(snap: &Snapshot, kind: &str) -> String {
-    snap.templates
-        .iter()
-        .find(|t| t.kind.as_deref() == Some(kind))
-        .map_or_else(|| kind.to_lowercase(), |t| t.name().to_string())
 }
 
 /// The current versions of a constraint and its template; `None` when the constraint is gone.
