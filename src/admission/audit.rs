@@ -601,13 +601,15 @@ async fn gather(
 }
 
 /// `check --audit`: an info finding per constraint with violations (what flipping it to deny
-/// would break), and per constraint whose verdicts could not all be seen.
+/// would break), and per constraint whose verdicts could not all be seen: hidden behind
+/// another denial, or objects that could not be checked (forbidden, rejected by a webhook), so
+/// a CI job never reads "no violations" where the server was not asked.
 pub fn findings(report: &AuditReport) -> Vec<crate::core::Finding> {
     use crate::core::{Code, Finding};
     use crate::model::ObjectRef;
     let mut out = Vec::new();
     for c in &report.constraints {
-        if c.violations.is_empty() && c.hidden.is_empty() {
+        if c.violations.is_empty() && c.hidden.is_empty() && c.errors.is_empty() {
             continue;
         }
         let object = ObjectRef::new(
@@ -629,6 +631,15 @@ pub fn findings(report: &AuditReport) -> Vec<crate::core::Finding> {
                 c.hidden.len()
             ));
         }
+        if let Some(e) = c.errors.first() {
+            message.push_str(&format!(
+                "; {} could not be checked ({}; e.g. {}: {})",
+                c.errors.len(),
+                unchecked_by_outcome(&c.errors),
+                e.object,
+                e.message
+            ));
+        }
         let mut f = Finding::new(Code::ConstraintViolations, object, message);
         if let Some(b) = &c.binding {
             f = f.related(ObjectRef::new(
@@ -640,6 +651,18 @@ pub fn findings(report: &AuditReport) -> Vec<crate::core::Finding> {
         out.push(f);
     }
     out
+}
+
+/// How many objects could not be checked, per outcome: `2 forbidden, 1 rejected-by-webhook`.
+fn unchecked_by_outcome(errors: &[ObjectError]) -> String {
+    let mut by: BTreeMap<&str, usize> = BTreeMap::new();
+    for e in errors {
+        *by.entry(e.outcome).or_default() += 1;
+    }
+    by.iter()
+        .map(|(outcome, n)| format!("{n} {outcome}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The report as event-log lines (`true`: an error line), for the TUI: one per violation,
@@ -764,6 +787,46 @@ mod tests {
         assert_eq!(templates, ["required-labels", "k8sunread"]);
         assert!(bound.is_empty(), "no bindings: nothing to dry-run");
         assert!(audits.iter().all(|a| a.status == Status::NotBound));
+    }
+
+    /// A constraint without violations whose objects could not all be checked gets a finding:
+    /// CI must not read "no violations" where the server was never asked.
+    #[test]
+    fn unchecked_objects_make_a_finding() {
+        let object = |name: &str| ObjectId {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: Some("shop".into()),
+            name: name.into(),
+        };
+        let unchecked = |name: &str, outcome: &'static str| ObjectError {
+            object: object(name),
+            outcome,
+            message: format!("{outcome} here"),
+        };
+        let snap = snapshot_of(None, &[("K8sA", "clean"), ("K8sA", "unchecked")]);
+        let (mut audits, _) = entries(&snap, select(&snap, None).expect("all"));
+        for a in &mut audits {
+            (a.in_scope, a.checked) = (3, 3);
+        }
+        audits[1].errors = vec![
+            unchecked("a", "forbidden"),
+            unchecked("b", "rejected-by-webhook"),
+            unchecked("c", "forbidden"),
+        ];
+        let report = AuditReport {
+            complete: true,
+            constraints: audits,
+            requests: 3,
+        };
+        let found = findings(&report);
+        assert_eq!(found.len(), 1, "none for the clean constraint: {found:?}");
+        assert_eq!(found[0].object.name, "unchecked");
+        assert_eq!(
+            found[0].message,
+            "0 of 3 existing object(s) in its scope violate it; 3 could not be checked \
+             (2 forbidden, 1 rejected-by-webhook; e.g. ConfigMap shop/a: forbidden here)"
+        );
     }
 
     /// As kubectl takes them: kinds in any case, names exactly.
