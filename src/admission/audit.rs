@@ -12,7 +12,10 @@ use super::AdmissionError;
 use super::dryrun::{self, Resolved};
 use super::rate::TokenBucket;
 use super::test::ObjectId;
-use crate::core::matching::{Subject, binding_selects, constraint_selects, labels_of};
+use crate::core::matching::{
+    ListSelector, Subject, binding_selects, constraint_selects, labels_of, list_selector,
+    needs_namespace_labels,
+};
 use crate::core::verdict::{ConstraintRef, Outcome, read_reply};
 use crate::model::{Binding, CONSTRAINTS_GROUP, Constraint};
 use crate::snapshot::Snapshot;
@@ -80,6 +83,9 @@ pub enum Status {
     NotBound,
     /// Bound with `Audit` only (`dryrun`): the verdicts go to the audit log, not to us.
     NotObservable,
+    /// Its scope could not be listed (an invalid label selector, a list refused, Namespaces
+    /// that may not be listed for its namespace selector): the note says why.
+    NotAudited,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -115,11 +121,16 @@ pub struct AuditReport {
 }
 
 impl AuditReport {
-    /// 130 interrupted, 2 objects that could not be checked, 1 violations, 0 clean.
+    /// 130 interrupted, 2 objects (or a constraint's scope) that could not be checked, 1
+    /// violations, 0 clean.
     pub fn exit_code(&self) -> u8 {
         if !self.complete {
             130
-        } else if self.constraints.iter().any(|c| !c.errors.is_empty()) {
+        } else if self
+            .constraints
+            .iter()
+            .any(|c| !c.errors.is_empty() || c.status == Status::NotAudited)
+        {
             2
         } else if self.constraints.iter().any(|c| !c.violations.is_empty()) {
             1
@@ -178,30 +189,6 @@ fn binding_of<'a>(c: &Constraint, snap: &'a Snapshot) -> Option<&'a Binding> {
             o.group() == CONSTRAINTS_GROUP && o.kind == c.kind && o.name == c.name()
         })
     })
-}
-
-/// A label selector as a list's `labelSelector` string; `None` when it cannot be said that way
-/// (the pure matcher still applies it afterwards).
-fn selector_string(v: &Option<serde_json::Value>) -> Option<String> {
-    let sel: k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector =
-        serde_json::from_value(v.clone()?).ok()?;
-    let mut parts: Vec<String> = sel
-        .match_labels
-        .unwrap_or_default()
-        .into_iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect();
-    for e in sel.match_expressions.unwrap_or_default() {
-        let values = e.values.unwrap_or_default().join(",");
-        parts.push(match e.operator.as_str() {
-            "In" => format!("{} in ({values})", e.key),
-            "NotIn" => format!("{} notin ({values})", e.key),
-            "Exists" => e.key.clone(),
-            "DoesNotExist" => format!("!{}", e.key),
-            _ => return None,
-        });
-    }
-    (!parts.is_empty()).then(|| parts.join(","))
 }
 
 /// The resources a constraint's `spec.match.kinds` names (every listable, updatable one when
@@ -487,7 +474,10 @@ fn progress_bar(on: bool, len: u64) -> Option<indicatif::ProgressBar> {
     Some(p)
 }
 
-/// Lists what each bound constraint selects; one work item per object.
+/// Lists what each bound constraint selects; one work item per object. A constraint whose
+/// scope cannot be listed (its label selector is invalid, a list is refused, its namespace
+/// selector needs Namespaces that may not be listed) is marked not audited, with the reason;
+/// the others go on.
 async fn gather(
     reader: &kube::Client,
     bound: &[(usize, &Constraint, &Binding)],
@@ -518,86 +508,168 @@ async fn gather(
         .run()
         .await
         .map_err(|e| AdmissionError::request("discovering the cluster's resources", e))?;
-    // Namespace labels, for namespace selectors (binding's or constraint's).
-    let ns_list = Resolved {
-        resource: kube::core::ApiResource::erase::<k8s_openapi::api::core::v1::Namespace>(&()),
-        namespaced: false,
+    // Namespace labels, for namespace selectors (binding's or constraint's), listed only when
+    // one needs them: a user who may not list Namespaces can still audit the rest.
+    let needs_labels =
+        |(_, c, b): &&(usize, &Constraint, &Binding)| needs_namespace_labels(&b.object, &c.matcher);
+    let namespaces = match bound.iter().any(|x| needs_labels(&x)) {
+        true => namespace_labels(reader, bucket).await,
+        false => Ok(BTreeMap::new()),
     };
-    let namespaces: BTreeMap<String, BTreeMap<String, String>> =
-        list_all(reader, &ns_list, None, None, bucket)
-            .await?
-            .into_iter()
-            .map(|n| {
-                (
-                    n["metadata"]["name"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_string(),
-                    labels_of(&n["metadata"]["labels"]),
-                )
-            })
-            .collect();
 
     let mut work: BTreeMap<ObjectId, Work> = BTreeMap::new();
-    let mut listed: BTreeMap<(String, Option<String>, Option<String>), Vec<serde_json::Value>> =
-        BTreeMap::new();
-    for (i, c, b) in bound {
-        let selector = selector_string(&c.matcher.label_selector);
-        // Literal namespaces are listed one by one; globs need every namespace.
-        let literal: Option<BTreeSet<String>> = (!c.matcher.namespaces.is_empty()
-            && c.matcher.namespaces.iter().all(|n| !n.contains('*')))
-        .then(|| c.matcher.namespaces.iter().cloned().collect());
-        for r in resources_for(c, &discovery) {
-            let scopes: Vec<Option<String>> = match (&literal, r.namespaced) {
-                (Some(ns), true) => ns.iter().cloned().map(Some).collect(),
-                _ => vec![None],
-            };
-            for ns in scopes {
-                let key = (
-                    crate::cluster::discovery::resource_name(&r.resource),
-                    ns.clone(),
-                    selector.clone(),
-                );
-                if !listed.contains_key(&key) {
-                    let items =
-                        list_all(reader, &r, ns.as_deref(), selector.as_deref(), bucket).await?;
-                    listed.insert(key.clone(), items);
-                }
-                for raw in listed.get(&key).into_iter().flatten() {
-                    let mut s = Subject::from_manifest(raw);
-                    s.namespaced = Some(r.namespaced);
-                    if s.namespace_labels.is_none() {
-                        s.namespace_labels = s
-                            .namespace
-                            .as_ref()
-                            .and_then(|n| namespaces.get(n).cloned());
-                    }
-                    if binding_selects(&b.object, &s).is_no()
-                        || constraint_selects(&c.matcher, &s).is_no()
-                    {
-                        continue;
-                    }
-                    let id = ObjectId {
-                        api_version: r.resource.api_version.clone(),
-                        kind: r.resource.kind.clone(),
-                        namespace: s.namespace.clone(),
-                        name: s.name.clone(),
-                    };
-                    let w = work.entry(id.clone()).or_insert_with(|| Work {
-                        resolved: r.clone(),
-                        raw: raw.clone(),
-                        id,
-                        constraints: Vec::new(),
-                    });
-                    if !w.constraints.contains(i) {
-                        w.constraints.push(*i);
-                        audits[*i].in_scope += 1;
-                    }
-                }
+    let mut listed = Listed::default();
+    for x in bound {
+        let (i, c, b) = *x;
+        let in_scope = match (&namespaces, needs_labels(&x)) {
+            (Err(e), true) => Err(format!(
+                "not audited: its namespace selector needs the Namespaces' labels, which could not be listed: {e}"
+            )),
+            (Ok(labels), _) => scope(reader, c, b, &discovery, labels, &mut listed, bucket).await,
+            (Err(_), false) => {
+                scope(
+                    reader,
+                    c,
+                    b,
+                    &discovery,
+                    &BTreeMap::new(),
+                    &mut listed,
+                    bucket,
+                )
+                .await
+            }
+        };
+        let objects = match in_scope {
+            Ok(Scope::Objects(objects)) => objects,
+            Ok(Scope::Nothing(why)) => {
+                audits[i].note = Some(why);
+                continue;
+            }
+            Err(why) => {
+                audits[i].status = Status::NotAudited;
+                audits[i].note = Some(why);
+                continue;
+            }
+        };
+        for (id, resolved, raw) in objects {
+            let w = work.entry(id.clone()).or_insert_with(|| Work {
+                resolved,
+                raw,
+                id,
+                constraints: Vec::new(),
+            });
+            if !w.constraints.contains(&i) {
+                w.constraints.push(i);
+                audits[i].in_scope += 1;
             }
         }
     }
     Ok(work.into_values().collect())
+}
+
+/// Every Namespace's labels; `Err`: why they could not be listed.
+async fn namespace_labels(
+    reader: &kube::Client,
+    bucket: &TokenBucket,
+) -> Result<BTreeMap<String, BTreeMap<String, String>>, String> {
+    let ns_list = Resolved {
+        resource: kube::core::ApiResource::erase::<k8s_openapi::api::core::v1::Namespace>(&()),
+        namespaced: false,
+    };
+    let items = list_all(reader, &ns_list, None, None, bucket)
+        .await
+        .map_err(|e| crate::text::error_text(&e.into()))?;
+    Ok(items
+        .into_iter()
+        .map(|n| {
+            let name = n["metadata"]["name"].as_str().unwrap_or_default();
+            (name.to_string(), labels_of(&n["metadata"]["labels"]))
+        })
+        .collect())
+}
+
+/// Lists already made, shared by the constraints: (resource, namespace, selector) → objects.
+type Listed = BTreeMap<(String, Option<String>, Option<String>), Vec<serde_json::Value>>;
+
+/// What one constraint selects.
+enum Scope {
+    Objects(Vec<(ObjectId, Resolved, serde_json::Value)>),
+    /// Nothing, and why (its label selector matches no object).
+    Nothing(String),
+}
+
+/// The objects constraint `c` and its binding `b` select; `Err`: why they could not be listed.
+async fn scope(
+    reader: &kube::Client,
+    c: &Constraint,
+    b: &Binding,
+    discovery: &kube::Discovery,
+    namespaces: &BTreeMap<String, BTreeMap<String, String>>,
+    listed: &mut Listed,
+    bucket: &TokenBucket,
+) -> Result<Scope, String> {
+    let selector = match list_selector(c.matcher.label_selector.as_ref()) {
+        Ok(ListSelector::All) => None,
+        Ok(ListSelector::Filter(s)) => Some(s),
+        Ok(ListSelector::Nothing) => {
+            return Ok(Scope::Nothing(
+                "its spec.match.labelSelector has an In with no values: it selects no object"
+                    .into(),
+            ));
+        }
+        Err(e) => {
+            return Err(format!(
+                "not audited: its spec.match.labelSelector is invalid ({e}); the API server would refuse it"
+            ));
+        }
+    };
+    // Literal namespaces are listed one by one; globs need every namespace.
+    let literal: Option<BTreeSet<String>> = (!c.matcher.namespaces.is_empty()
+        && c.matcher.namespaces.iter().all(|n| !n.contains('*')))
+    .then(|| c.matcher.namespaces.iter().cloned().collect());
+    let mut out = Vec::new();
+    for r in resources_for(c, discovery) {
+        let scopes: Vec<Option<String>> = match (&literal, r.namespaced) {
+            (Some(ns), true) => ns.iter().cloned().map(Some).collect(),
+            _ => vec![None],
+        };
+        for ns in scopes {
+            let key = (
+                crate::cluster::discovery::resource_name(&r.resource),
+                ns.clone(),
+                selector.clone(),
+            );
+            if !listed.contains_key(&key) {
+                let items = list_all(reader, &r, ns.as_deref(), selector.as_deref(), bucket)
+                    .await
+                    .map_err(|e| format!("not audited: {}", crate::text::error_text(&e.into())))?;
+                listed.insert(key.clone(), items);
+            }
+            for raw in listed.get(&key).into_iter().flatten() {
+                let mut s = Subject::from_manifest(raw);
+                s.namespaced = Some(r.namespaced);
+                if s.namespace_labels.is_none() {
+                    s.namespace_labels = s
+                        .namespace
+                        .as_ref()
+                        .and_then(|n| namespaces.get(n).cloned());
+                }
+                if binding_selects(&b.object, &s).is_no()
+                    || constraint_selects(&c.matcher, &s).is_no()
+                {
+                    continue;
+                }
+                let id = ObjectId {
+                    api_version: r.resource.api_version.clone(),
+                    kind: r.resource.kind.clone(),
+                    namespace: s.namespace.clone(),
+                    name: s.name.clone(),
+                };
+                out.push((id, r.clone(), raw.clone()));
+            }
+        }
+    }
+    Ok(Scope::Objects(out))
 }
 
 /// `check --audit`: an info finding per constraint with violations (what flipping it to deny
@@ -609,7 +681,8 @@ pub fn findings(report: &AuditReport) -> Vec<crate::core::Finding> {
     use crate::model::ObjectRef;
     let mut out = Vec::new();
     for c in &report.constraints {
-        if c.violations.is_empty() && c.hidden.is_empty() && c.errors.is_empty() {
+        let not_audited = c.status == Status::NotAudited;
+        if c.violations.is_empty() && c.hidden.is_empty() && c.errors.is_empty() && !not_audited {
             continue;
         }
         let object = ObjectRef::new(
@@ -617,11 +690,14 @@ pub fn findings(report: &AuditReport) -> Vec<crate::core::Finding> {
             c.constraint.kind.clone(),
             c.constraint.name.clone(),
         );
-        let mut message = format!(
-            "{} of {} existing object(s) in its scope violate it",
-            c.violations.len(),
-            c.in_scope
-        );
+        let mut message = match (not_audited, &c.note) {
+            (true, Some(note)) => note.clone(),
+            _ => format!(
+                "{} of {} existing object(s) in its scope violate it",
+                c.violations.len(),
+                c.in_scope
+            ),
+        };
         if let Some(v) = c.violations.first() {
             message.push_str(&format!(" (e.g. {}: {})", v.object, v.message));
         }
@@ -673,7 +749,7 @@ pub fn event_lines(report: &AuditReport) -> Vec<(bool, String)> {
     for c in &report.constraints {
         if c.status != Status::Audited {
             out.push((
-                false,
+                c.status == Status::NotAudited,
                 format!(
                     "audit {}: {}",
                     c.constraint,
@@ -735,25 +811,6 @@ mod tests {
             snap.insert(raw, Default::default()).expect("insert");
         }
         snap
-    }
-
-    #[test]
-    fn selectors_become_list_selectors() {
-        assert_eq!(
-            selector_string(&Some(
-                json!({"matchLabels": {"a": "1"}, "matchExpressions": [
-                {"key": "b", "operator": "In", "values": ["x", "y"]},
-                {"key": "c", "operator": "DoesNotExist"}]})
-            )),
-            Some("a=1,b in (x,y),!c".into())
-        );
-        assert_eq!(selector_string(&None), None);
-        assert_eq!(
-            selector_string(&Some(
-                json!({"matchExpressions": [{"key": "b", "operator": "Odd"}]})
-            )),
-            None
-        );
     }
 
     #[test]

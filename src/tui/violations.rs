@@ -210,6 +210,7 @@ fn dimmed() -> Style {
 pub fn badge_spans(b: &Badge) -> Vec<Span<'static>> {
     let mut text = match b.unseen {
         Some(Status::NotObservable) => "not observable".to_string(),
+        Some(Status::NotAudited) => "not audited".to_string(),
         Some(_) => "not bound: nothing to audit".to_string(),
         None if b.violations == 1 => "1 violation".to_string(),
         None => format!("{} violations", b.violations),
@@ -299,6 +300,7 @@ pub fn section(store: &Store, snap: &Snapshot, node_id: &str) -> Vec<Line<'stati
         ),
         Status::NotObservable => "Violations: not observable".to_string(),
         Status::NotBound => "Violations: not bound".to_string(),
+        Status::NotAudited => "Violations: not audited".to_string(),
     };
     out.push(Line::styled(title, body(bold)));
     if let Some(why) = stale {
