@@ -780,7 +780,8 @@ async fn an_audit_goes_on_past_constraints_whose_scope_cannot_be_listed() {
     );
 }
 
-/// Ctrl-C during an audit: what was found so far is printed, marked incomplete, exit 130.
+/// Ctrl-C (SIGINT) or SIGTERM (what a CI job's timeout sends) during an audit: what was found
+/// so far is printed, marked incomplete, exit 130.
 #[tokio::test]
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn an_interrupted_audit_prints_what_it_found() {
@@ -792,56 +793,62 @@ async fn an_interrupted_audit_prints_what_it_found() {
         .collect();
     let (kind, _) = w.bound_after("AdmStop", "STP", "deny", existing).await;
 
-    // One request a second: the audit takes N seconds, so it is still running when stopped.
-    let mut child = support::cli::kubectl_vap()
-        .arg("--kubeconfig")
-        .arg(w.env.kubeconfig_admin())
-        .args([
-            "audit",
-            &kind.to_lowercase(),
-            "-o",
-            "json",
-            "--qps",
-            "1",
-            "--burst",
-            "1",
-            "--concurrency",
-            "1",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let stderr = child.stderr.take().expect("stderr");
-    let mut lines = BufReader::new(stderr).lines();
-    let first = lines.next().expect("a line").expect("stderr");
-    assert_eq!(first, format!("dry-running {N} object(s) in scope"));
-    // Let a few dry-runs go, then Ctrl-C.
-    tokio::time::sleep(Duration::from_millis(3500)).await;
-    // SAFETY: sending a signal to our own child, by its pid.
-    unsafe {
-        libc::kill(child.id() as i32, libc::SIGINT);
+    for (name, signal) in [("SIGINT", libc::SIGINT), ("SIGTERM", libc::SIGTERM)] {
+        // One request a second: the audit takes N seconds, so it is still running when stopped.
+        let mut child = support::cli::kubectl_vap()
+            .arg("--kubeconfig")
+            .arg(w.env.kubeconfig_admin())
+            .args([
+                "audit",
+                &kind.to_lowercase(),
+                "-o",
+                "json",
+                "--qps",
+                "1",
+                "--burst",
+                "1",
+                "--concurrency",
+                "1",
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        let stderr = child.stderr.take().expect("stderr");
+        let mut lines = BufReader::new(stderr).lines();
+        let first = lines.next().expect("a line").expect("stderr");
+        assert_eq!(first, format!("dry-running {N} object(s) in scope"));
+        // Let a few dry-runs go, then the signal.
+        tokio::time::sleep(Duration::from_millis(3500)).await;
+        // SAFETY: sending a signal to our own child, by its pid.
+        unsafe {
+            libc::kill(child.id() as i32, signal);
+        }
+        let rest: Vec<String> = lines.map_while(Result::ok).collect();
+        let out = child.wait_with_output().expect("wait");
+        assert_eq!(out.status.code(), Some(130), "{name}: {rest:?}");
+        assert!(
+            rest.iter().any(|l| l.contains("interrupted")),
+            "{name}: {rest:?}"
+        );
+        let report = json_of(&out);
+        assert_eq!(report["complete"], json!(false), "{name}");
+        let a = &report["constraints"][0];
+        assert_eq!(a["inScope"], json!(N), "{name}");
+        let checked = a["checked"].as_u64().expect("checked") as usize;
+        assert!((1..N).contains(&checked), "{name}: partial: {a}");
+        // Every object answered so far is reported, with its message.
+        assert_eq!(
+            a["violations"].as_array().map(Vec::len),
+            Some(checked),
+            "{name}: {a}"
+        );
+        assert_eq!(
+            a["violations"][0]["message"],
+            json!("STP: missing required labels: owner"),
+            "{name}"
+        );
     }
-    let rest: Vec<String> = lines.map_while(Result::ok).collect();
-    let out = child.wait_with_output().expect("wait");
-    assert_eq!(out.status.code(), Some(130), "{rest:?}");
-    assert!(rest.iter().any(|l| l.contains("interrupted")), "{rest:?}");
-    let report = json_of(&out);
-    assert_eq!(report["complete"], json!(false));
-    let a = &report["constraints"][0];
-    assert_eq!(a["inScope"], json!(N));
-    let checked = a["checked"].as_u64().expect("checked") as usize;
-    assert!((1..N).contains(&checked), "partial: {a}");
-    // Every object answered so far is reported, with its message.
-    assert_eq!(
-        a["violations"].as_array().map(Vec::len),
-        Some(checked),
-        "{a}"
-    );
-    assert_eq!(
-        a["violations"][0]["message"],
-        json!("STP: missing required labels: owner")
-    );
 }
 
 /// Another webhook (here one that cannot be called, under `failurePolicy: Fail`) rejects the
