@@ -2,7 +2,9 @@
 //! violating objects in the detail pane, and results kept but drawn stale once the constraint
 //! or its template changes. ratatui's TestBackend, the fixture of tests/tui_snapshots.rs.
 
-use kubectl_vap::admission::audit::{AuditReport, ConstraintAudit, Hidden, Status, Violation};
+use kubectl_vap::admission::audit::{
+    AuditReport, ConstraintAudit, Hidden, ObjectError, Status, Violation,
+};
 use kubectl_vap::admission::test::ObjectId;
 use kubectl_vap::controller::{LeaseInfo, LiveState};
 use kubectl_vap::core::Options;
@@ -12,7 +14,7 @@ use kubectl_vap::tui::tree_view::key_of;
 use kubectl_vap::tui::{Action, App, update, view};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
-use ratatui::style::Modifier;
+use ratatui::style::{Color, Modifier};
 use std::sync::Arc;
 
 mod support;
@@ -148,21 +150,23 @@ impl Screen {
             .collect::<Vec<_>>()
             .join("\n")
     }
-    /// The row holding `needle`, and whether its `what` cell is dimmed.
-    fn dimmed(&self, needle: &str, what: &str) -> bool {
+    /// The first cell of `what` on the row holding `needle`.
+    fn cell(&self, needle: &str, what: &str) -> Option<ratatui::buffer::Cell> {
         let buf = self.term.backend().buffer();
-        (0..buf.area.height).any(|y| {
+        (0..buf.area.height).find_map(|y| {
             let row: String = (0..buf.area.width)
                 .map(|x| buf[(x, y)].symbol().to_string())
                 .collect();
             match (row.contains(needle), row.find(what)) {
-                (true, Some(i)) => {
-                    let x = row[..i].chars().count() as u16;
-                    buf[(x, y)].modifier.contains(Modifier::DIM)
-                }
-                _ => false,
+                (true, Some(i)) => Some(buf[(row[..i].chars().count() as u16, y)].clone()),
+                _ => None,
             }
         })
+    }
+    /// The row holding `needle`, and whether its `what` cell is dimmed.
+    fn dimmed(&self, needle: &str, what: &str) -> bool {
+        self.cell(needle, what)
+            .is_some_and(|c| c.modifier.contains(Modifier::DIM))
     }
 }
 
@@ -209,6 +213,43 @@ fn tui_not_observable_is_said_on_the_node_and_in_the_detail() {
     let text = s.text();
     assert!(
         text.contains("2 in the audited constraints of k8srequiredlabels"),
+        "{text}"
+    );
+}
+
+/// A constraint with no violations but objects the server was not asked about (forbidden) is
+/// not a clean green "0 violations": it says how many were unseen, in the warning colour, and
+/// that the audit was interrupted.
+#[test]
+fn tui_unseen_objects_and_an_interrupted_audit_are_not_a_clean_zero() {
+    let mut taken = audited("taken-name", Status::Audited, Vec::new());
+    taken.errors.push(ObjectError {
+        object: pod("api-0"),
+        outcome: "forbidden",
+        message: "User \"ci\" cannot patch resource \"pods\"".into(),
+    });
+    let cut = Action::Audited(Arc::new(AuditReport {
+        complete: false,
+        constraints: vec![taken],
+        requests: 3,
+    }));
+    let mut s = Screen::after(vec![live(1), cut]);
+    s.select(&[
+        "template/k8srequiredlabels",
+        "constraint/K8sRequiredLabels/taken-name",
+    ]);
+    let text = s.text();
+    let badge = "0 violations, 1 unseen, interrupted";
+    assert!(text.contains(badge), "{text}");
+    // The template's row (the selected row is drawn in the selection's colours).
+    let colour = s.cell("● k8srequiredlabels", badge).map(|c| c.fg);
+    assert_eq!(colour, Some(Color::Yellow), "{text}");
+    assert!(
+        text.contains("Violations (0 of 3 checked, 3 in scope, 1 unseen, interrupted)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("! Pod shop/api-0 not checked (forbidden)"),
         "{text}"
     );
 }

@@ -12,7 +12,10 @@ use super::AdmissionError;
 use super::dryrun::{self, Resolved};
 use super::rate::TokenBucket;
 use super::test::ObjectId;
-use crate::core::matching::{Subject, binding_selects, constraint_selects, labels_of};
+use crate::core::matching::{
+    ListSelector, Subject, binding_selects, constraint_selects, labels_of, list_selector,
+    needs_namespace_labels,
+};
 use crate::core::verdict::{ConstraintRef, Outcome, read_reply};
 use crate::model::{Binding, CONSTRAINTS_GROUP, Constraint};
 use crate::snapshot::Snapshot;
@@ -80,6 +83,9 @@ pub enum Status {
     NotBound,
     /// Bound with `Audit` only (`dryrun`): the verdicts go to the audit log, not to us.
     NotObservable,
+    /// Its scope could not be listed (an invalid label selector, a list refused, Namespaces
+    /// that may not be listed for its namespace selector): the note says why.
+    NotAudited,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -115,11 +121,16 @@ pub struct AuditReport {
 }
 
 impl AuditReport {
-    /// 130 interrupted, 2 objects that could not be checked, 1 violations, 0 clean.
+    /// 130 interrupted, 2 objects (or a constraint's scope) that could not be checked, 1
+    /// violations, 0 clean.
     pub fn exit_code(&self) -> u8 {
         if !self.complete {
             130
-        } else if self.constraints.iter().any(|c| !c.errors.is_empty()) {
+        } else if self
+            .constraints
+            .iter()
+            .any(|c| !c.errors.is_empty() || c.status == Status::NotAudited)
+        {
             2
         } else if self.constraints.iter().any(|c| !c.violations.is_empty()) {
             1
@@ -130,7 +141,8 @@ impl AuditReport {
 }
 
 /// The constraints `target` names: a template (every constraint of its kind), `Kind/name`, or a
-/// constraint name; all when `None`.
+/// constraint name; all when `None`. As kubectl takes them: a kind in any case
+/// (`K8sRequiredLabels`, `k8srequiredlabels`), a template or constraint name exactly.
 pub fn select<'a>(
     snap: &'a Snapshot,
     target: Option<&str>,
@@ -138,16 +150,30 @@ pub fn select<'a>(
     let Some(t) = target else {
         return Ok(snap.constraints.iter().collect());
     };
+    // The kinds `t` names: as a kind, or as a template's name.
+    let kind_named = |kind: &str| {
+        kind.eq_ignore_ascii_case(t)
+            || snap
+                .templates
+                .iter()
+                .any(|tp| tp.name() == t && tp.kind.as_deref() == Some(kind))
+    };
     let picked: Vec<&Constraint> = snap
         .constraints
         .iter()
         .filter(|c| match t.split_once('/') {
             Some((kind, name)) => c.kind.eq_ignore_ascii_case(kind) && c.name() == name,
-            None => c.kind.to_lowercase() == t || c.name() == t,
+            None => kind_named(&c.kind) || c.name() == t,
         })
         .collect();
     if picked.is_empty() {
-        let known = snap.templates.iter().any(|tp| tp.name() == t);
+        let known = snap.templates.iter().any(|tp| {
+            tp.name() == t
+                || tp
+                    .kind
+                    .as_deref()
+                    .is_some_and(|k| k.eq_ignore_ascii_case(t))
+        });
         return Err(AdmissionError::Input(if known {
             format!("template {t} has no constraints to audit")
         } else {
@@ -163,30 +189,6 @@ fn binding_of<'a>(c: &Constraint, snap: &'a Snapshot) -> Option<&'a Binding> {
             o.group() == CONSTRAINTS_GROUP && o.kind == c.kind && o.name == c.name()
         })
     })
-}
-
-/// A label selector as a list's `labelSelector` string; `None` when it cannot be said that way
-/// (the pure matcher still applies it afterwards).
-fn selector_string(v: &Option<serde_json::Value>) -> Option<String> {
-    let sel: k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector =
-        serde_json::from_value(v.clone()?).ok()?;
-    let mut parts: Vec<String> = sel
-        .match_labels
-        .unwrap_or_default()
-        .into_iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect();
-    for e in sel.match_expressions.unwrap_or_default() {
-        let values = e.values.unwrap_or_default().join(",");
-        parts.push(match e.operator.as_str() {
-            "In" => format!("{} in ({values})", e.key),
-            "NotIn" => format!("{} notin ({values})", e.key),
-            "Exists" => e.key.clone(),
-            "DoesNotExist" => format!("!{}", e.key),
-            _ => return None,
-        });
-    }
-    (!parts.is_empty()).then(|| parts.join(","))
 }
 
 /// The resources a constraint's `spec.match.kinds` names (every listable, updatable one when
@@ -264,19 +266,15 @@ struct Work {
     constraints: Vec<usize>,
 }
 
-/// Runs the audit. `listed` is told how many objects will be dry-run, once they are listed;
-/// `interrupt` resolving stops it: the report then holds what was found so far and says it is
-/// incomplete.
-pub async fn audit(
-    reader: &kube::Client,
-    actor: &kube::Client,
-    snap: &Snapshot,
-    target: Option<&str>,
-    opts: &AuditOptions,
-    listed: impl FnOnce(usize),
-    interrupt: impl std::future::Future<Output = ()>,
-) -> Result<AuditReport, AdmissionError> {
-    let picked = select(snap, target)?;
+/// The report's entry of each picked constraint (its status: not bound, not observable,
+/// audited), and the audited ones with their bindings (by the entry's index).
+fn entries<'a>(
+    snap: &'a Snapshot,
+    picked: Vec<&'a Constraint>,
+) -> (
+    Vec<ConstraintAudit>,
+    Vec<(usize, &'a Constraint, &'a Binding)>,
+) {
     let mut audits: Vec<ConstraintAudit> = Vec::new();
     let mut bound: Vec<(usize, &Constraint, &Binding)> = Vec::new();
     for c in picked {
@@ -302,7 +300,7 @@ pub async fn audit(
                 kind: c.kind.clone(),
                 name: c.name().to_string(),
             },
-            template: c.kind.to_lowercase(),
+            template: template_name(snap, &c.kind),
             binding: binding.map(|b| b.name().to_string()),
             validation_actions: actions,
             status,
@@ -314,6 +312,32 @@ pub async fn audit(
             errors: Vec::new(),
         });
     }
+    (audits, bound)
+}
+
+/// The name of the template that defines `kind` (by `spec.crd.spec.names.kind`); the lowercased
+/// kind, as Gatekeeper names templates, when the template was not read.
+pub fn template_name(snap: &Snapshot, kind: &str) -> String {
+    snap.templates
+        .iter()
+        .find(|t| t.kind.as_deref() == Some(kind))
+        .map_or_else(|| kind.to_lowercase(), |t| t.name().to_string())
+}
+
+/// Runs the audit. `listed` is told how many objects will be dry-run, once they are listed;
+/// `interrupt` resolving stops it: the report then holds what was found so far and says it is
+/// incomplete.
+pub async fn audit(
+    reader: &kube::Client,
+    actor: &kube::Client,
+    snap: &Snapshot,
+    target: Option<&str>,
+    opts: &AuditOptions,
+    listed: impl FnOnce(usize),
+    interrupt: impl std::future::Future<Output = ()>,
+) -> Result<AuditReport, AdmissionError> {
+    let picked = select(snap, target)?;
+    let (mut audits, bound) = entries(snap, picked);
     let mut report = AuditReport {
         complete: true,
         constraints: Vec::new(),
@@ -450,7 +474,10 @@ fn progress_bar(on: bool, len: u64) -> Option<indicatif::ProgressBar> {
     Some(p)
 }
 
-/// Lists what each bound constraint selects; one work item per object.
+/// Lists what each bound constraint selects; one work item per object. A constraint whose
+/// scope cannot be listed (its label selector is invalid, a list is refused, its namespace
+/// selector needs Namespaces that may not be listed) is marked not audited, with the reason;
+/// the others go on.
 async fn gather(
     reader: &kube::Client,
     bound: &[(usize, &Constraint, &Binding)],
@@ -481,96 +508,181 @@ async fn gather(
         .run()
         .await
         .map_err(|e| AdmissionError::request("discovering the cluster's resources", e))?;
-    // Namespace labels, for namespace selectors (binding's or constraint's).
-    let ns_list = Resolved {
-        resource: kube::core::ApiResource::erase::<k8s_openapi::api::core::v1::Namespace>(&()),
-        namespaced: false,
+    // Namespace labels, for namespace selectors (binding's or constraint's), listed only when
+    // one needs them: a user who may not list Namespaces can still audit the rest.
+    let needs_labels =
+        |(_, c, b): &&(usize, &Constraint, &Binding)| needs_namespace_labels(&b.object, &c.matcher);
+    let namespaces = match bound.iter().any(|x| needs_labels(&x)) {
+        true => namespace_labels(reader, bucket).await,
+        false => Ok(BTreeMap::new()),
     };
-    let namespaces: BTreeMap<String, BTreeMap<String, String>> =
-        list_all(reader, &ns_list, None, None, bucket)
-            .await?
-            .into_iter()
-            .map(|n| {
-                (
-                    n["metadata"]["name"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_string(),
-                    labels_of(&n["metadata"]["labels"]),
-                )
-            })
-            .collect();
 
     let mut work: BTreeMap<ObjectId, Work> = BTreeMap::new();
-    let mut listed: BTreeMap<(String, Option<String>, Option<String>), Vec<serde_json::Value>> =
-        BTreeMap::new();
-    for (i, c, b) in bound {
-        let selector = selector_string(&c.matcher.label_selector);
-        // Literal namespaces are listed one by one; globs need every namespace.
-        let literal: Option<BTreeSet<String>> = (!c.matcher.namespaces.is_empty()
-            && c.matcher.namespaces.iter().all(|n| !n.contains('*')))
-        .then(|| c.matcher.namespaces.iter().cloned().collect());
-        for r in resources_for(c, &discovery) {
-            let scopes: Vec<Option<String>> = match (&literal, r.namespaced) {
-                (Some(ns), true) => ns.iter().cloned().map(Some).collect(),
-                _ => vec![None],
-            };
-            for ns in scopes {
-                let key = (
-                    crate::cluster::discovery::resource_name(&r.resource),
-                    ns.clone(),
-                    selector.clone(),
-                );
-                if !listed.contains_key(&key) {
-                    let items =
-                        list_all(reader, &r, ns.as_deref(), selector.as_deref(), bucket).await?;
-                    listed.insert(key.clone(), items);
-                }
-                for raw in listed.get(&key).into_iter().flatten() {
-                    let mut s = Subject::from_manifest(raw);
-                    s.namespaced = Some(r.namespaced);
-                    if s.namespace_labels.is_none() {
-                        s.namespace_labels = s
-                            .namespace
-                            .as_ref()
-                            .and_then(|n| namespaces.get(n).cloned());
-                    }
-                    if binding_selects(&b.object, &s).is_no()
-                        || constraint_selects(&c.matcher, &s).is_no()
-                    {
-                        continue;
-                    }
-                    let id = ObjectId {
-                        api_version: r.resource.api_version.clone(),
-                        kind: r.resource.kind.clone(),
-                        namespace: s.namespace.clone(),
-                        name: s.name.clone(),
-                    };
-                    let w = work.entry(id.clone()).or_insert_with(|| Work {
-                        resolved: r.clone(),
-                        raw: raw.clone(),
-                        id,
-                        constraints: Vec::new(),
-                    });
-                    if !w.constraints.contains(i) {
-                        w.constraints.push(*i);
-                        audits[*i].in_scope += 1;
-                    }
-                }
+    let mut listed = Listed::default();
+    for x in bound {
+        let (i, c, b) = *x;
+        let in_scope = match (&namespaces, needs_labels(&x)) {
+            (Err(e), true) => Err(format!(
+                "not audited: its namespace selector needs the Namespaces' labels, which could not be listed: {e}"
+            )),
+            (Ok(labels), _) => scope(reader, c, b, &discovery, labels, &mut listed, bucket).await,
+            (Err(_), false) => {
+                scope(
+                    reader,
+                    c,
+                    b,
+                    &discovery,
+                    &BTreeMap::new(),
+                    &mut listed,
+                    bucket,
+                )
+                .await
+            }
+        };
+        let objects = match in_scope {
+            Ok(Scope::Objects(objects)) => objects,
+            Ok(Scope::Nothing(why)) => {
+                audits[i].note = Some(why);
+                continue;
+            }
+            Err(why) => {
+                audits[i].status = Status::NotAudited;
+                audits[i].note = Some(why);
+                continue;
+            }
+        };
+        for (id, resolved, raw) in objects {
+            let w = work.entry(id.clone()).or_insert_with(|| Work {
+                resolved,
+                raw,
+                id,
+                constraints: Vec::new(),
+            });
+            if !w.constraints.contains(&i) {
+                w.constraints.push(i);
+                audits[i].in_scope += 1;
             }
         }
     }
     Ok(work.into_values().collect())
 }
 
+/// Every Namespace's labels; `Err`: why they could not be listed.
+async fn namespace_labels(
+    reader: &kube::Client,
+    bucket: &TokenBucket,
+) -> Result<BTreeMap<String, BTreeMap<String, String>>, String> {
+    let ns_list = Resolved {
+        resource: kube::core::ApiResource::erase::<k8s_openapi::api::core::v1::Namespace>(&()),
+        namespaced: false,
+    };
+    let items = list_all(reader, &ns_list, None, None, bucket)
+        .await
+        .map_err(|e| crate::text::error_text(&e.into()))?;
+    Ok(items
+        .into_iter()
+        .map(|n| {
+            let name = n["metadata"]["name"].as_str().unwrap_or_default();
+            (name.to_string(), labels_of(&n["metadata"]["labels"]))
+        })
+        .collect())
+}
+
+/// Lists already made, shared by the constraints: (resource, namespace, selector) → objects.
+type Listed = BTreeMap<(String, Option<String>, Option<String>), Vec<serde_json::Value>>;
+
+/// What one constraint selects.
+enum Scope {
+    Objects(Vec<(ObjectId, Resolved, serde_json::Value)>),
+    /// Nothing, and why (its label selector matches no object).
+    Nothing(String),
+}
+
+/// The objects constraint `c` and its binding `b` select; `Err`: why they could not be listed.
+async fn scope(
+    reader: &kube::Client,
+    c: &Constraint,
+    b: &Binding,
+    discovery: &kube::Discovery,
+    namespaces: &BTreeMap<String, BTreeMap<String, String>>,
+    listed: &mut Listed,
+    bucket: &TokenBucket,
+) -> Result<Scope, String> {
+    let selector = match list_selector(c.matcher.label_selector.as_ref()) {
+        Ok(ListSelector::All) => None,
+        Ok(ListSelector::Filter(s)) => Some(s),
+        Ok(ListSelector::Nothing) => {
+            return Ok(Scope::Nothing(
+                "its spec.match.labelSelector has an In with no values: it selects no object"
+                    .into(),
+            ));
+        }
+        Err(e) => {
+            return Err(format!(
+                "not audited: its spec.match.labelSelector is invalid ({e}); the API server would refuse it"
+            ));
+        }
+    };
+    // Literal namespaces are listed one by one; globs need every namespace.
+    let literal: Option<BTreeSet<String>> = (!c.matcher.namespaces.is_empty()
+        && c.matcher.namespaces.iter().all(|n| !n.contains('*')))
+    .then(|| c.matcher.namespaces.iter().cloned().collect());
+    let mut out = Vec::new();
+    for r in resources_for(c, discovery) {
+        let scopes: Vec<Option<String>> = match (&literal, r.namespaced) {
+            (Some(ns), true) => ns.iter().cloned().map(Some).collect(),
+            _ => vec![None],
+        };
+        for ns in scopes {
+            let key = (
+                crate::cluster::discovery::resource_name(&r.resource),
+                ns.clone(),
+                selector.clone(),
+            );
+            if !listed.contains_key(&key) {
+                let items = list_all(reader, &r, ns.as_deref(), selector.as_deref(), bucket)
+                    .await
+                    .map_err(|e| format!("not audited: {}", crate::text::error_text(&e.into())))?;
+                listed.insert(key.clone(), items);
+            }
+            for raw in listed.get(&key).into_iter().flatten() {
+                let mut s = Subject::from_manifest(raw);
+                s.namespaced = Some(r.namespaced);
+                if s.namespace_labels.is_none() {
+                    s.namespace_labels = s
+                        .namespace
+                        .as_ref()
+                        .and_then(|n| namespaces.get(n).cloned());
+                }
+                if binding_selects(&b.object, &s).is_no()
+                    || constraint_selects(&c.matcher, &s).is_no()
+                {
+                    continue;
+                }
+                let id = ObjectId {
+                    api_version: r.resource.api_version.clone(),
+                    kind: r.resource.kind.clone(),
+                    namespace: s.namespace.clone(),
+                    name: s.name.clone(),
+                };
+                out.push((id, r.clone(), raw.clone()));
+            }
+        }
+    }
+    Ok(Scope::Objects(out))
+}
+
 /// `check --audit`: an info finding per constraint with violations (what flipping it to deny
-/// would break), and per constraint whose verdicts could not all be seen.
+/// would break), and per constraint whose verdicts could not all be seen: hidden behind
+/// another denial, or objects that could not be checked (forbidden, rejected by a webhook), so
+/// a CI job never reads "no violations" where the server was not asked.
 pub fn findings(report: &AuditReport) -> Vec<crate::core::Finding> {
     use crate::core::{Code, Finding};
     use crate::model::ObjectRef;
     let mut out = Vec::new();
     for c in &report.constraints {
-        if c.violations.is_empty() && c.hidden.is_empty() {
+        let not_audited = c.status == Status::NotAudited;
+        if c.violations.is_empty() && c.hidden.is_empty() && c.errors.is_empty() && !not_audited {
             continue;
         }
         let object = ObjectRef::new(
@@ -578,11 +690,14 @@ pub fn findings(report: &AuditReport) -> Vec<crate::core::Finding> {
             c.constraint.kind.clone(),
             c.constraint.name.clone(),
         );
-        let mut message = format!(
-            "{} of {} existing object(s) in its scope violate it",
-            c.violations.len(),
-            c.in_scope
-        );
+        let mut message = match (not_audited, &c.note) {
+            (true, Some(note)) => note.clone(),
+            _ => format!(
+                "{} of {} existing object(s) in its scope violate it",
+                c.violations.len(),
+                c.in_scope
+            ),
+        };
         if let Some(v) = c.violations.first() {
             message.push_str(&format!(" (e.g. {}: {})", v.object, v.message));
         }
@@ -590,6 +705,15 @@ pub fn findings(report: &AuditReport) -> Vec<crate::core::Finding> {
             message.push_str(&format!(
                 "; {} more denied by another binding first, so not observable",
                 c.hidden.len()
+            ));
+        }
+        if let Some(e) = c.errors.first() {
+            message.push_str(&format!(
+                "; {} could not be checked ({}; e.g. {}: {})",
+                c.errors.len(),
+                unchecked_by_outcome(&c.errors),
+                e.object,
+                e.message
             ));
         }
         let mut f = Finding::new(Code::ConstraintViolations, object, message);
@@ -605,6 +729,18 @@ pub fn findings(report: &AuditReport) -> Vec<crate::core::Finding> {
     out
 }
 
+/// How many objects could not be checked, per outcome: `2 forbidden, 1 rejected-by-webhook`.
+fn unchecked_by_outcome(errors: &[ObjectError]) -> String {
+    let mut by: BTreeMap<&str, usize> = BTreeMap::new();
+    for e in errors {
+        *by.entry(e.outcome).or_default() += 1;
+    }
+    by.iter()
+        .map(|(outcome, n)| format!("{n} {outcome}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The report as event-log lines (`true`: an error line), for the TUI: one per violation,
 /// hidden verdict and unchecked object, then the summary.
 pub fn event_lines(report: &AuditReport) -> Vec<(bool, String)> {
@@ -613,7 +749,7 @@ pub fn event_lines(report: &AuditReport) -> Vec<(bool, String)> {
     for c in &report.constraints {
         if c.status != Status::Audited {
             out.push((
-                false,
+                c.status == Status::NotAudited,
                 format!(
                     "audit {}: {}",
                     c.constraint,
@@ -658,32 +794,28 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    #[test]
-    fn selectors_become_list_selectors() {
-        assert_eq!(
-            selector_string(&Some(
-                json!({"matchLabels": {"a": "1"}, "matchExpressions": [
-                {"key": "b", "operator": "In", "values": ["x", "y"]},
-                {"key": "c", "operator": "DoesNotExist"}]})
-            )),
-            Some("a=1,b in (x,y),!c".into())
-        );
-        assert_eq!(selector_string(&None), None);
-        assert_eq!(
-            selector_string(&Some(
-                json!({"matchExpressions": [{"key": "b", "operator": "Odd"}]})
-            )),
-            None
-        );
+    /// A template `template` (when given) defining `K8sRequiredLabels`, and constraints
+    /// `(kind, name)`.
+    fn snapshot_of(template: Option<&str>, constraints: &[(&str, &str)]) -> Snapshot {
+        let mut snap = Snapshot::default();
+        let templates = template.map(|name| {
+            json!({"apiVersion": "templates.gatekeeper.sh/v1", "kind": "ConstraintTemplate",
+                   "metadata": {"name": name},
+                   "spec": {"crd": {"spec": {"names": {"kind": "K8sRequiredLabels"}}}}})
+        });
+        let constraints = constraints.iter().map(|(kind, name)| {
+            json!({"apiVersion": "constraints.gatekeeper.sh/v1beta1", "kind": kind,
+                   "metadata": {"name": name}})
+        });
+        for raw in templates.into_iter().chain(constraints) {
+            snap.insert(raw, Default::default()).expect("insert");
+        }
+        snap
     }
 
     #[test]
     fn targets_pick_templates_and_constraints() {
-        let mut snap = Snapshot::default();
-        for (kind, name) in [("K8sA", "one"), ("K8sA", "two"), ("K8sB", "one")] {
-            snap.insert(json!({"apiVersion": "constraints.gatekeeper.sh/v1beta1", "kind": kind, "metadata": {"name": name}}), Default::default())
-                .expect("insert");
-        }
+        let snap = snapshot_of(None, &[("K8sA", "one"), ("K8sA", "two"), ("K8sB", "one")]);
         let names = |t: Option<&str>| -> Vec<String> {
             select(&snap, t)
                 .expect("selects")
@@ -696,5 +828,97 @@ mod tests {
         assert_eq!(names(Some("one")), ["K8sA/one", "K8sB/one"]);
         assert_eq!(names(Some("K8sB/one")), ["K8sB/one"]);
         assert!(select(&snap, Some("nope")).is_err());
+    }
+
+    /// The report names the template as it is named in the cluster, read from the snapshot.
+    #[test]
+    fn the_template_is_the_one_that_defines_the_kind() {
+        let snap = snapshot_of(
+            Some("required-labels"),
+            &[("K8sRequiredLabels", "c"), ("K8sUnread", "c")],
+        );
+        let picked = select(&snap, None).expect("all");
+        let (audits, bound) = entries(&snap, picked);
+        let templates: Vec<&str> = audits.iter().map(|a| a.template.as_str()).collect();
+        // No template read for K8sUnread: Gatekeeper's naming, the lowercased kind.
+        assert_eq!(templates, ["required-labels", "k8sunread"]);
+        assert!(bound.is_empty(), "no bindings: nothing to dry-run");
+        assert!(audits.iter().all(|a| a.status == Status::NotBound));
+    }
+
+    /// A constraint without violations whose objects could not all be checked gets a finding:
+    /// CI must not read "no violations" where the server was never asked.
+    #[test]
+    fn unchecked_objects_make_a_finding() {
+        let object = |name: &str| ObjectId {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: Some("shop".into()),
+            name: name.into(),
+        };
+        let unchecked = |name: &str, outcome: &'static str| ObjectError {
+            object: object(name),
+            outcome,
+            message: format!("{outcome} here"),
+        };
+        let snap = snapshot_of(None, &[("K8sA", "clean"), ("K8sA", "unchecked")]);
+        let (mut audits, _) = entries(&snap, select(&snap, None).expect("all"));
+        for a in &mut audits {
+            (a.in_scope, a.checked) = (3, 3);
+        }
+        audits[1].errors = vec![
+            unchecked("a", "forbidden"),
+            unchecked("b", "rejected-by-webhook"),
+            unchecked("c", "forbidden"),
+        ];
+        let report = AuditReport {
+            complete: true,
+            constraints: audits,
+            requests: 3,
+        };
+        let found = findings(&report);
+        assert_eq!(found.len(), 1, "none for the clean constraint: {found:?}");
+        assert_eq!(found[0].object.name, "unchecked");
+        assert_eq!(
+            found[0].message,
+            "0 of 3 existing object(s) in its scope violate it; 3 could not be checked \
+             (2 forbidden, 1 rejected-by-webhook; e.g. ConfigMap shop/a: forbidden here)"
+        );
+    }
+
+    /// As kubectl takes them: kinds in any case, names exactly.
+    #[test]
+    fn kinds_match_in_any_case_and_names_exactly() {
+        let snap = snapshot_of(
+            Some("k8srequiredlabels"),
+            &[
+                ("K8sRequiredLabels", "must-have-owner"),
+                ("K8sOther", "Mixed"),
+            ],
+        );
+        let names = |t: &str| -> Vec<String> {
+            select(&snap, Some(t))
+                .map(|cs| {
+                    cs.iter()
+                        .map(|c| format!("{}/{}", c.kind, c.name()))
+                        .collect()
+                })
+                .unwrap_or_else(|e| vec![e.to_string()])
+        };
+        let labels = ["K8sRequiredLabels/must-have-owner"];
+        assert_eq!(names("K8sRequiredLabels"), labels);
+        assert_eq!(names("k8srequiredlabels"), labels);
+        assert_eq!(names("K8SREQUIREDLABELS"), labels);
+        assert_eq!(names("k8srequiredlabels/must-have-owner"), labels);
+        assert_eq!(names("K8sOther/Mixed"), ["K8sOther/Mixed"]);
+        assert_eq!(names("Mixed"), ["K8sOther/Mixed"]);
+        // Names are exact.
+        assert_eq!(names("mixed"), ["no template or constraint named mixed"]);
+        assert_eq!(
+            names("K8sOther/mixed"),
+            ["no template or constraint named K8sOther/mixed"]
+        );
+        assert_eq!(names("K8sRequiredLabels/Must-Have-Owner").len(), 1);
+        assert!(names("K8sRequiredLabels/Must-Have-Owner")[0].starts_with("no template"));
     }
 }

@@ -3,7 +3,7 @@
 
 use super::AdmissionError;
 use crate::core::verdict;
-use kube::api::{DynamicObject, GetParams, PostParams};
+use kube::api::{DynamicObject, GetParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind, Resource};
 use kube::discovery::{ApiCapabilities, Scope};
 use serde_json::Value;
@@ -129,9 +129,21 @@ pub async fn get(
         "get",
         request(r, namespace).get(name, &GetParams::default()),
     )?;
+    sent(client, req, || {
+        format!("reading {} {name}", r.resource.kind)
+    })
+    .await
+}
+
+/// [`send`], a failure said as what was being done.
+async fn sent(
+    client: &kube::Client,
+    req: http::Request<Vec<u8>>,
+    what: impl FnOnce() -> String,
+) -> Result<Reply, AdmissionError> {
     send(client, req)
         .await
-        .map_err(|e| AdmissionError::request(format!("reading {} {name}", r.resource.kind), e))
+        .map_err(|e| AdmissionError::request(what(), e))
 }
 
 /// A dry-run create of `obj`.
@@ -143,9 +155,38 @@ pub async fn create(
 ) -> Result<Reply, AdmissionError> {
     let body = serde_json::to_vec(obj).map_err(|e| AdmissionError::Input(e.to_string()))?;
     let req = build("create", request(r, namespace).create(&dry_run(), body))?;
-    send(client, req)
-        .await
-        .map_err(|e| AdmissionError::request(format!("dry-run create of {}", r.resource.kind), e))
+    sent(client, req, || {
+        format!("dry-run create of {}", r.resource.kind)
+    })
+    .await
+}
+
+/// The field manager of `test`'s server-side apply: ours, and not the reconciler's
+/// ([`crate::cluster::apply::FIELD_MANAGER`]), so a forced apply of a manifest of one of our
+/// own objects takes nothing from the reconciler's fields in what the policies see.
+pub const TEST_FIELD_MANAGER: &str = "kubectl-vap-test";
+
+/// A dry-run server-side apply of `obj` (named in its metadata), forced, as `kubectl apply --server-side
+/// --dry-run=server --force-conflicts` sends it: the server merges the manifest into the live
+/// object (fields the manifest leaves out, such as a bound Pod's `nodeName`, stay as they are)
+/// or creates it when absent (HTTP 201). A full replace (PUT) of the same manifest would be
+/// refused as invalid before any policy ran.
+pub async fn apply(
+    client: &kube::Client,
+    r: &Resolved,
+    namespace: Option<&str>,
+    obj: &Value,
+) -> Result<Reply, AdmissionError> {
+    let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+    let params = PatchParams::apply(TEST_FIELD_MANAGER).force().dry_run();
+    let req = build(
+        "apply",
+        request(r, namespace).patch(name, &params, &Patch::Apply(obj)),
+    )?;
+    sent(client, req, || {
+        format!("dry-run apply of {} {name}", r.resource.kind)
+    })
+    .await
 }
 
 /// A dry-run update of `obj` (which carries the resourceVersion it replaces).
@@ -161,7 +202,8 @@ pub async fn update(
         "update",
         request(r, namespace).replace(name, &dry_run(), body),
     )?;
-    send(client, req).await.map_err(|e| {
-        AdmissionError::request(format!("dry-run update of {} {name}", r.resource.kind), e)
+    sent(client, req, || {
+        format!("dry-run update of {} {name}", r.resource.kind)
     })
+    .await
 }

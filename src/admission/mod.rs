@@ -22,15 +22,25 @@ pub enum AdmissionError {
         #[source]
         source: Box<kube::Error>,
     },
+    /// The API server answered no: its message, reason and code
+    /// ([`crate::cluster::describe`]), not kube's debug dump of the Status.
+    #[error("{what}: {message}")]
+    Refused { what: String, message: String },
     #[error("{0}")]
     Input(String),
 }
 
 impl AdmissionError {
     pub fn request(what: impl Into<String>, source: kube::Error) -> Self {
-        AdmissionError::Request {
-            what: what.into(),
-            source: Box::new(source),
+        match source {
+            kube::Error::Api(_) => AdmissionError::Refused {
+                what: what.into(),
+                message: crate::cluster::describe(&source),
+            },
+            source => AdmissionError::Request {
+                what: what.into(),
+                source: Box::new(source),
+            },
         }
     }
 }

@@ -1,5 +1,5 @@
-//! `test -f`: each manifest sent as a server-side dry-run (create, or update of the live object
-//! when it exists) through the cluster's admission chain, the reply attributed binding →
+//! `test -f`: each manifest sent as a server-side dry-run (a create, or a server-side apply onto
+//! the live object when it exists) through the cluster's admission chain, the reply attributed binding →
 //! constraint → template. Offline (`--offline`), the same manifests are matched against the
 //! bindings and constraints in the files by the pure core: which would select each object.
 
@@ -38,7 +38,8 @@ impl std::fmt::Display for ObjectId {
 pub struct ObjectResult {
     pub object: ObjectId,
     pub source: String,
-    /// `create` or `update` (live only).
+    /// `create` or `update` (live only); `apply` when the server refused a server-side apply
+    /// of an object whose existence we could not read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub operation: Option<&'static str>,
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
@@ -192,6 +193,32 @@ fn error_result(m: &Manifest, message: String) -> ObjectResult {
     }
 }
 
+/// Whether the object exists, read by `client`: `None` when the server would not say.
+async fn exists(
+    client: &kube::Client,
+    r: &dryrun::Resolved,
+    namespace: Option<&str>,
+    name: &str,
+) -> Result<Option<bool>, super::AdmissionError> {
+    let live = dryrun::get(client, r, namespace, name).await?;
+    Ok(match live.code {
+        404 => Some(false),
+        _ if live.ok() => Some(true),
+        _ => None,
+    })
+}
+
+/// What the dry-run did: the server's answer says it when it succeeded (an apply answers 201
+/// when it created the object, a create always does); otherwise whether the object existed;
+/// `apply` when neither is known (the server refused an apply of an object we could not read).
+fn operation(exists: Option<bool>, reply: &dryrun::Reply) -> &'static str {
+    match (reply.ok(), reply.code, exists) {
+        (true, 201, _) | (false, _, Some(false)) => "create",
+        (true, _, _) | (false, _, Some(true)) => "update",
+        (false, _, None) => "apply",
+    }
+}
+
 /// Live: every manifest dry-run by `actor` (who may be impersonated); `reader` reads what
 /// attribution needs (discovery, namespaces); `snap` holds the cluster's bindings and policies.
 pub async fn live(
@@ -226,28 +253,27 @@ pub async fn live(
         }
         let name = m.raw["metadata"]["name"].as_str().unwrap_or_default();
         let ns = namespace.as_deref();
-        // Update when the object exists (with its resourceVersion, so the server compares
-        // against what is live); create otherwise, or when it cannot be read.
-        let mut operation = "create";
+        // Whether it exists is read with the user's own identity: as an impersonated user
+        // who may not `get`, it would look absent and its create be refused AlreadyExists.
+        // Absent: a dry-run create, as `kubectl create` sends it. There: a server-side apply,
+        // as `kubectl apply --server-side --force-conflicts` sends it — it merges the manifest
+        // into the live object, so fields the server set (a bound Pod's `nodeName`, a Job's
+        // selector) stay, where a full replace would be refused as invalid before any policy
+        // ran. Unknown: the apply too, which creates the object when it is absent.
         let sent = async {
-            if !name.is_empty() {
-                let live = dryrun::get(actor, &r, ns, name).await?;
-                if live.ok() {
-                    operation = "update";
-                    if let Some(meta) = body["metadata"].as_object_mut() {
-                        meta.insert(
-                            "resourceVersion".into(),
-                            live.body["metadata"]["resourceVersion"].clone(),
-                        );
-                    }
-                    return dryrun::update(actor, &r, ns, name, &body).await;
-                }
-            }
-            dryrun::create(actor, &r, ns, &body).await
+            let exists = match name {
+                "" => Some(false),
+                _ => exists(reader, &r, ns, name).await?,
+            };
+            let reply = match exists {
+                Some(false) => dryrun::create(actor, &r, ns, &body).await?,
+                _ => dryrun::apply(actor, &r, ns, &body).await?,
+            };
+            Ok::<_, super::AdmissionError>((operation(exists, &reply), reply))
         }
         .await;
-        let reply = match sent {
-            Ok(reply) => reply,
+        let (operation, reply) = match sent {
+            Ok(sent) => sent,
             Err(e) => {
                 objects.push(error_result(m, crate::text::error_text(&e.into())));
                 continue;
@@ -436,4 +462,31 @@ pub fn event_lines(report: &TestReport) -> Vec<(bool, String)> {
         ),
     ));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reply(code: u16) -> dryrun::Reply {
+        dryrun::Reply {
+            code,
+            warnings: Vec::new(),
+            body: serde_json::Value::Null,
+        }
+    }
+
+    #[test]
+    fn the_operation_is_the_servers_answer_then_what_existed() {
+        // An apply that created the object (it was gone after all) answers 201.
+        assert_eq!(operation(Some(true), &reply(201)), "create");
+        assert_eq!(operation(Some(true), &reply(200)), "update");
+        assert_eq!(operation(Some(false), &reply(201)), "create");
+        // Refused: what was sent.
+        assert_eq!(operation(Some(true), &reply(422)), "update");
+        assert_eq!(operation(Some(false), &reply(403)), "create");
+        // Not readable with our own identity, and the apply refused: either.
+        assert_eq!(operation(None, &reply(403)), "apply");
+        assert_eq!(operation(None, &reply(201)), "create");
+    }
 }

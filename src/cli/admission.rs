@@ -81,12 +81,8 @@ pub fn audit(cli: &Cli, args: &AuditArgs) -> anyhow::Result<ExitCode> {
     let report = runtime()?.block_on(async {
         let (reader, actor, url) = clients(&cli.conn).await?;
         let snap = live_snapshot(&reader, &url).await?;
-        let interrupt = async {
-            // If the handler cannot be installed, never interrupt (Ctrl-C then kills us).
-            if tokio::signal::ctrl_c().await.is_err() {
-                std::future::pending::<()>().await;
-            }
-        };
+        // Ctrl-C or SIGTERM (a CI job's timeout): the report of what was found so far.
+        let interrupt = super::live::terminated();
         // Said on stderr so a script (or a person without a terminal) knows the listing is done.
         let listed = |n: usize| eprintln!("dry-running {n} object(s) in scope");
         audit_mod::audit(

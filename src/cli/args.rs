@@ -108,7 +108,8 @@ pub struct TestArgs {
 
 #[derive(Debug, Args, Clone)]
 pub struct AuditArgs {
-    /// A ConstraintTemplate name, or a constraint (`NAME` or `Kind/NAME`); all when absent.
+    /// A ConstraintTemplate (its name, or its kind in any case), or a constraint (`NAME` or
+    /// `Kind/NAME`, the kind in any case); all when absent.
     pub target: Option<String>,
     #[command(flatten)]
     pub out: OutputArgs,

@@ -25,27 +25,29 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .context("starting the async runtime")
 }
 
-/// Resolves on SIGINT or SIGTERM.
-async fn terminated() {
+/// Resolves on SIGINT or SIGTERM (what a CI job's timeout sends). A handler that cannot be
+/// installed never resolves: the signal then kills the process, as without one.
+pub(super) async fn terminated() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
         match signal(SignalKind::terminate()) {
             Ok(mut term) => {
                 tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
+                    () = ctrl_c => {}
                     _ = term.recv() => {}
                 }
             }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
+            Err(_) => ctrl_c.await,
         }
     }
     #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
+    ctrl_c.await;
 }
 
 async fn stop(controller: Controller) {

@@ -56,7 +56,7 @@ codes! {
     TemplateError = "template-error", Error, "the template cannot be turned into a VAP as written";
     ConstraintError = "constraint-error", Error, "the constraint cannot be bound as written";
     ConstraintOrphan = "constraint-orphan", Info, "a constraint whose kind has no template";
-    ConstraintViolations = "constraint-violations", Info, "existing objects the constraint's binding denies or warns about (check --audit)";
+    ConstraintViolations = "constraint-violations", Info, "existing objects the constraint's binding denies or warns about, or that could not be checked (check --audit)";
 }
 
 impl fmt::Display for Code {

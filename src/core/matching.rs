@@ -516,6 +516,126 @@ pub fn selections(s: &Subject, snap: &Snapshot, opts: &super::Options) -> Vec<Se
     out
 }
 
+/// A label selector as the API server's list takes it (`labelSelector=`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ListSelector {
+    /// No filter: every object (no selector, or only requirements every object meets, such as
+    /// `NotIn` with no values).
+    All,
+    /// The `labelSelector` string.
+    Filter(String),
+    /// No object: an `In` with no values matches none.
+    Nothing,
+}
+
+/// `v` (a `spec.match.labelSelector`) as a list's label selector. Matched as Kubernetes matches
+/// a selector (`In` with no values matches nothing, `NotIn` with none excludes nothing); `Err`
+/// says why Kubernetes would reject it (an unknown operator, a malformed key or value, values
+/// given to `Exists`), so the caller can refuse that one selector instead of sending it.
+pub fn list_selector(v: Option<&serde_json::Value>) -> Result<ListSelector, String> {
+    let sel: LabelSelector = match v {
+        None | Some(serde_json::Value::Null) => return Ok(ListSelector::All),
+        Some(v) => {
+            serde_json::from_value(v.clone()).map_err(|e| format!("not a label selector: {e}"))?
+        }
+    };
+    let mut parts = Vec::new();
+    for (k, v) in sel.match_labels.unwrap_or_default() {
+        label_key(&k)?;
+        label_value(&k, &v)?;
+        parts.push(format!("{k}={v}"));
+    }
+    for e in sel.match_expressions.unwrap_or_default() {
+        label_key(&e.key)?;
+        let values = e.values.unwrap_or_default();
+        for v in &values {
+            label_value(&e.key, v)?;
+        }
+        let key = &e.key;
+        match (e.operator.as_str(), values.is_empty()) {
+            ("In", true) => return Ok(ListSelector::Nothing),
+            ("NotIn", true) => {}
+            ("In", false) => parts.push(format!("{key} in ({})", values.join(","))),
+            ("NotIn", false) => parts.push(format!("{key} notin ({})", values.join(","))),
+            ("Exists", true) => parts.push(key.clone()),
+            ("DoesNotExist", true) => parts.push(format!("!{key}")),
+            (op @ ("Exists" | "DoesNotExist"), false) => {
+                return Err(format!("{key}: values may not be given to {op}"));
+            }
+            (op, _) => {
+                return Err(format!(
+                    "{key}: operator {op:?} is not In, NotIn, Exists or DoesNotExist"
+                ));
+            }
+        }
+    }
+    Ok(match parts.is_empty() {
+        true => ListSelector::All,
+        false => ListSelector::Filter(parts.join(",")),
+    })
+}
+
+/// A label name (the part after an optional prefix) or value: at most 63 characters,
+/// alphanumerics with `-`, `_` and `.` inside.
+fn label_name_ok(s: &str) -> bool {
+    let inner = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+    s.len() <= 63
+        && s.chars().all(inner)
+        && s.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && s.ends_with(|c: char| c.is_ascii_alphanumeric())
+}
+
+/// A label key: `[prefix/]name`, the prefix a DNS subdomain.
+fn label_key(k: &str) -> Result<(), String> {
+    let (prefix, name) = match k.split_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, k),
+    };
+    let subdomain = |p: &str| {
+        p.len() <= 253
+            && p.split('.').all(|part| {
+                !part.is_empty()
+                    && part
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                    && !part.starts_with('-')
+                    && !part.ends_with('-')
+            })
+    };
+    if label_name_ok(name) && prefix.is_none_or(subdomain) {
+        Ok(())
+    } else {
+        Err(format!("{k:?} is not a valid label key"))
+    }
+}
+
+fn label_value(k: &str, v: &str) -> Result<(), String> {
+    if v.is_empty() || label_name_ok(v) {
+        Ok(())
+    } else {
+        Err(format!("{k}: {v:?} is not a valid label value"))
+    }
+}
+
+/// Whether judging an object needs its namespace's labels: the binding's or the constraint's
+/// namespace selector says something.
+pub fn needs_namespace_labels(b: &ar::ValidatingAdmissionPolicyBinding, m: &Match) -> bool {
+    let binding = b
+        .spec
+        .as_ref()
+        .and_then(|sp| sp.match_resources.as_ref())
+        .and_then(|mr| mr.namespace_selector.as_ref())
+        .is_some_and(|sel| !is_empty(sel));
+    // One that cannot be read needs them too: the matcher then says why it cannot tell.
+    let constraint = match &m.namespace_selector {
+        None | Some(serde_json::Value::Null) => false,
+        Some(v) => {
+            serde_json::from_value::<LabelSelector>(v.clone()).map_or(true, |sel| !is_empty(&sel))
+        }
+    };
+    binding || constraint
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -523,6 +643,96 @@ mod tests {
 
     fn subject(v: serde_json::Value) -> Subject {
         Subject::from_manifest(&v)
+    }
+
+    #[test]
+    fn selectors_become_list_selectors_as_kubernetes_matches_them() {
+        let list = |v: serde_json::Value| list_selector(Some(&v));
+        assert_eq!(
+            list(
+                json!({"matchLabels": {"a": "1", "example.com/b": ""}, "matchExpressions": [
+                {"key": "b", "operator": "In", "values": ["x", "y"]},
+                {"key": "c", "operator": "DoesNotExist"},
+                {"key": "d", "operator": "Exists"},
+                {"key": "e", "operator": "NotIn", "values": ["z"]}]})
+            ),
+            Ok(ListSelector::Filter(
+                "a=1,example.com/b=,b in (x,y),!c,d,e notin (z)".into()
+            ))
+        );
+        assert_eq!(list_selector(None), Ok(ListSelector::All));
+        assert_eq!(list(json!({})), Ok(ListSelector::All));
+        // In with no values matches nothing; NotIn with none excludes nothing.
+        let no_values = |op: &str| json!({"matchExpressions": [{"key": "b", "operator": op}]});
+        assert_eq!(list(no_values("In")), Ok(ListSelector::Nothing));
+        assert_eq!(list(no_values("NotIn")), Ok(ListSelector::All));
+        let mut with_one = no_values("NotIn");
+        with_one["matchLabels"] = json!({"a": "1"});
+        assert_eq!(list(with_one), Ok(ListSelector::Filter("a=1".into())));
+        // What Kubernetes rejects is refused, said, and never sent.
+        for (bad, why) in [
+            (
+                no_values("Odd"),
+                "operator \"Odd\" is not In, NotIn, Exists or DoesNotExist",
+            ),
+            (
+                json!({"matchExpressions": [{"key": "b", "operator": "Exists", "values": ["x"]}]}),
+                "b: values may not be given to Exists",
+            ),
+            (
+                json!({"matchLabels": {"a": "x y"}}),
+                "a: \"x y\" is not a valid label value",
+            ),
+            (
+                json!({"matchLabels": {"a": "x,y"}}),
+                "a: \"x,y\" is not a valid label value",
+            ),
+            (
+                json!({"matchLabels": {"-a": "x"}}),
+                "\"-a\" is not a valid label key",
+            ),
+            (
+                json!({"matchLabels": {"Ex_ample/a": "x"}}),
+                "\"Ex_ample/a\" is not a valid label key",
+            ),
+            (json!({"matchLabels": "a=x"}), "not a label selector"),
+        ] {
+            let got = list(bad.clone());
+            assert!(
+                got.as_ref().is_err_and(|e| e.contains(why)),
+                "{bad}: {got:?}"
+            );
+        }
+        // A value of 64 characters is too long.
+        assert!(list(json!({"matchLabels": {"a": "x".repeat(64)}})).is_err());
+        assert!(list(json!({"matchLabels": {"a": "x".repeat(63)}})).is_ok());
+    }
+
+    #[test]
+    fn namespace_labels_are_needed_only_for_a_namespace_selector() {
+        let binding = |ns_selector: serde_json::Value| -> ar::ValidatingAdmissionPolicyBinding {
+            serde_json::from_value(json!({"metadata": {"name": "b"},
+                "spec": {"matchResources": {"namespaceSelector": ns_selector}}}))
+            .expect("binding")
+        };
+        let matcher = |v: serde_json::Value| -> Match { serde_json::from_value(v).expect("match") };
+        let empty = binding(json!({}));
+        assert!(!needs_namespace_labels(&empty, &matcher(json!({}))));
+        assert!(!needs_namespace_labels(
+            &empty,
+            &matcher(
+                json!({"namespaceSelector": {}, "labelSelector": {"matchLabels": {"a": "1"}}})
+            )
+        ));
+        let on_team = json!({"matchLabels": {"team": "a"}});
+        assert!(needs_namespace_labels(
+            &binding(on_team.clone()),
+            &matcher(json!({}))
+        ));
+        assert!(needs_namespace_labels(
+            &empty,
+            &matcher(json!({"namespaceSelector": on_team}))
+        ));
     }
 
     fn matcher(v: serde_json::Value) -> Match {

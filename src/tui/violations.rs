@@ -4,7 +4,7 @@
 //! shown, dimmed, until `a` audits it again. Pure: the store is filled from `AuditReport`s and
 //! read against whatever snapshot is current.
 
-use crate::admission::audit::{AuditReport, ConstraintAudit, Status};
+use crate::admission::audit::{AuditReport, ConstraintAudit, Status, template_name};
 use crate::model::Constraint;
 use crate::model::meta::Meta;
 use crate::snapshot::Snapshot;
@@ -31,15 +31,6 @@ fn version(meta: &Meta) -> Option<String> {
     } else {
         None
     }
-}
-
-/// The template name a constraint's kind belongs to (by `spec.crd.spec.names.kind`, else the
-/// lowercased kind, as Gatekeeper names templates).
-fn template_name(snap: &Snapshot, kind: &str) -> String {
-    snap.templates
-        .iter()
-        .find(|t| t.kind.as_deref() == Some(kind))
-        .map_or_else(|| kind.to_lowercase(), |t| t.name().to_string())
 }
 
 /// The current versions of a constraint and its template; `None` when the constraint is gone.
@@ -91,14 +82,26 @@ pub struct Entry {
 }
 
 /// What a tree node shows about its audit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Badge {
     /// Violations found (summed over a template's constraints).
     pub violations: usize,
+    /// Objects in scope whose verdict was not seen: hidden behind another binding's denial, or
+    /// not checked (forbidden, rejected by a webhook). Never counted as compliant.
+    pub unchecked: usize,
+    /// Some audit behind it was interrupted: the count is partial.
+    pub interrupted: bool,
     /// Some result behind it is stale.
     pub stale: bool,
     /// A constraint whose verdicts could not be seen (`dryrun`: not observable; not bound).
     pub unseen: Option<Status>,
+}
+
+impl Badge {
+    /// Whether it says everything in scope was seen: nothing hidden, unchecked or cut short.
+    fn whole(&self) -> bool {
+        self.unseen.is_none() && self.unchecked == 0 && !self.interrupted
+    }
 }
 
 #[derive(Debug, Default)]
@@ -171,24 +174,24 @@ impl Store {
         for ((kind, name), e) in &self.entries {
             let stale = self.is_stale(kind, name, snap).is_some();
             let unseen = (e.audit.status != Status::Audited).then_some(e.audit.status);
-            let violations = e.audit.violations.len();
-            out.insert(
-                format!("constraint/{kind}/{name}"),
-                Badge {
-                    violations,
-                    stale,
-                    unseen,
-                },
-            );
+            let b = Badge {
+                violations: e.audit.violations.len(),
+                unchecked: e.audit.hidden.len() + e.audit.errors.len(),
+                interrupted: !e.complete && unseen.is_none(),
+                stale,
+                unseen,
+            };
+            out.insert(format!("constraint/{kind}/{name}"), b);
             // A template whose audited constraints were all unseen does not claim 0 violations.
             let t = out
                 .entry(format!("template/{}", template_name(snap, kind)))
                 .or_insert(Badge {
-                    violations: 0,
-                    stale: false,
                     unseen,
+                    ..Badge::default()
                 });
-            t.violations += violations;
+            t.violations += b.violations;
+            t.unchecked += b.unchecked;
+            t.interrupted |= b.interrupted;
             t.stale |= stale;
             if unseen.is_none() {
                 t.unseen = None;
@@ -202,20 +205,28 @@ fn dimmed() -> Style {
     Style::new().fg(Color::DarkGray).add_modifier(Modifier::DIM)
 }
 
-/// The spans a badge adds to a tree line.
+/// The spans a badge adds to a tree line. Green only for a whole audit with no violations:
+/// objects not seen, or an audit cut short, are said and drawn as a warning.
 pub fn badge_spans(b: &Badge) -> Vec<Span<'static>> {
-    let text = match b.unseen {
+    let mut text = match b.unseen {
         Some(Status::NotObservable) => "not observable".to_string(),
+        Some(Status::NotAudited) => "not audited".to_string(),
         Some(_) => "not bound: nothing to audit".to_string(),
         None if b.violations == 1 => "1 violation".to_string(),
         None => format!("{} violations", b.violations),
     };
+    if b.unchecked > 0 {
+        text.push_str(&format!(", {} unseen", b.unchecked));
+    }
+    if b.interrupted {
+        text.push_str(", interrupted");
+    }
     let style = if b.stale {
         dimmed()
-    } else if b.unseen.is_some() {
-        Style::new().fg(Color::Yellow)
-    } else if b.violations > 0 {
+    } else if b.violations > 0 && b.unseen.is_none() {
         Style::new().fg(Color::Red).add_modifier(Modifier::BOLD)
+    } else if !b.whole() {
+        Style::new().fg(Color::Yellow)
     } else {
         Style::new().fg(Color::Green)
     };
@@ -240,8 +251,17 @@ pub fn section(store: &Store, snap: &Snapshot, node_id: &str) -> Vec<Line<'stati
         let text = match b.unseen {
             Some(_) => format!("  none of the audited constraints of {tname} could be seen"),
             None => format!(
-                "  {} in the audited constraints of {tname}; select one for the objects",
-                b.violations
+                "  {} in the audited constraints of {tname}{}{}; select one for the objects",
+                b.violations,
+                match b.unchecked {
+                    0 => String::new(),
+                    n => format!(", {n} object verdict(s) unseen"),
+                },
+                if b.interrupted {
+                    " (an audit was interrupted)"
+                } else {
+                    ""
+                }
             ),
         };
         let mut l = vec![Span::raw(text)];
@@ -268,14 +288,19 @@ pub fn section(store: &Store, snap: &Snapshot, node_id: &str) -> Vec<Line<'stati
     let mut out = vec![Line::default()];
     let title = match a.status {
         Status::Audited => format!(
-            "Violations ({} of {} checked, {} in scope{})",
+            "Violations ({} of {} checked, {} in scope{}{})",
             a.violations.len(),
             a.checked,
             a.in_scope,
+            match a.hidden.len() + a.errors.len() {
+                0 => String::new(),
+                n => format!(", {n} unseen"),
+            },
             if e.complete { "" } else { ", interrupted" }
         ),
         Status::NotObservable => "Violations: not observable".to_string(),
         Status::NotBound => "Violations: not bound".to_string(),
+        Status::NotAudited => "Violations: not audited".to_string(),
     };
     out.push(Line::styled(title, body(bold)));
     if let Some(why) = stale {
@@ -458,8 +483,7 @@ mod tests {
             b["template/k8sreq"],
             Badge {
                 violations: 5,
-                stale: false,
-                unseen: None
+                ..Badge::default()
             }
         );
         // A later audit of one constraint replaces only its entry.
@@ -472,6 +496,78 @@ mod tests {
         assert!(!b["constraint/K8sReq/one"].stale);
         assert!(b["constraint/K8sReq/two"].stale);
         assert!(b["template/k8sreq"].stale);
+    }
+
+    /// A badge's text and colour.
+    fn drawn(b: &Badge) -> (String, Option<Color>) {
+        let spans = badge_spans(b);
+        let text: String = spans.iter().map(|s| s.content.clone()).collect();
+        (text.trim().to_string(), spans[1].style.fg)
+    }
+
+    #[test]
+    fn unseen_objects_and_interrupted_audits_are_not_drawn_clean() {
+        use crate::admission::audit::{Hidden, ObjectError};
+        let s = snap(1, 1);
+        let mut store = Store::default();
+        let mut unseen = audit("one", 0, Status::Audited);
+        let object = || ObjectId {
+            api_version: "v1".into(),
+            kind: "Pod".into(),
+            namespace: Some("default".into()),
+            name: "p".into(),
+        };
+        unseen.errors.push(ObjectError {
+            object: object(),
+            outcome: "forbidden",
+            message: "cannot patch".into(),
+        });
+        unseen.hidden.push(Hidden {
+            object: object(),
+            denied_by: "another".into(),
+        });
+        store.record(&report(vec![unseen, audit("two", 0, Status::Audited)]), &s);
+        let b = store.badges(&s);
+        assert_eq!(
+            drawn(&b["constraint/K8sReq/one"]),
+            ("0 violations, 2 unseen".into(), Some(Color::Yellow))
+        );
+        // Everything seen, nothing found: the one clean green.
+        assert_eq!(
+            drawn(&b["constraint/K8sReq/two"]),
+            ("0 violations".into(), Some(Color::Green))
+        );
+        assert_eq!(
+            drawn(&b["template/k8sreq"]),
+            ("0 violations, 2 unseen".into(), Some(Color::Yellow))
+        );
+        // Interrupted: partial, said so, never green.
+        let mut cut = report(vec![audit("two", 0, Status::Audited)]);
+        cut.complete = false;
+        store.record(&cut, &s);
+        let b = store.badges(&s);
+        assert_eq!(
+            drawn(&b["constraint/K8sReq/two"]),
+            ("0 violations, interrupted".into(), Some(Color::Yellow))
+        );
+        assert_eq!(
+            drawn(&b["template/k8sreq"]),
+            (
+                "0 violations, 2 unseen, interrupted".into(),
+                Some(Color::Yellow)
+            )
+        );
+        // Violations stay red, with what was not seen beside them.
+        let mut red = audit("one", 1, Status::Audited);
+        red.hidden.push(Hidden {
+            object: object(),
+            denied_by: "another".into(),
+        });
+        store.record(&report(vec![red]), &s);
+        assert_eq!(
+            drawn(&store.badges(&s)["constraint/K8sReq/one"]),
+            ("1 violation, 1 unseen".into(), Some(Color::Red))
+        );
     }
 
     #[test]
