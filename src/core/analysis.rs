@@ -308,6 +308,7 @@ impl<'a> Fold<'a> {
         let state = step.constraint_state();
         let mut node = leaf(id, NodeKind::Constraint, label, state, constraint_ref(c));
         self.find(&mut node, step.constraint_finding());
+        self.find(&mut node, step.scope_finding());
         let id = format!("binding/{bname}");
         let state = step.binding_state();
         let mut bnode = leaf(id, NodeKind::Binding, &bname, state, binding_ref(&bname));
