@@ -732,7 +732,7 @@ pub fn wrap_line(line: &Line<'static>, width: usize, hang: usize) -> Vec<Line<'s
                 // At a space the row breaks right here; inside a word, after the row's last
                 // space (the word moves down whole) unless only indentation is before it.
                 let indent_only = |at: usize| row[..at].iter().all(|(c, _)| *c == ' ');
-                let carried = match word_from {
+                let mut carried = match word_from {
                     _ if ch == ' ' => Vec::new(),
                     Some(at) if at < row.len() && !indent_only(at) => row.split_off(at),
                     _ => Vec::new(),
@@ -742,11 +742,32 @@ pub fn wrap_line(line: &Line<'static>, width: usize, hang: usize) -> Vec<Line<'s
                 }
                 rows.push(std::mem::take(&mut row));
                 limit = width - hang;
-                used = carried.iter().map(|(c, _)| char_width(*c)).sum();
-                row = carried;
                 word_from = None;
+                // A word longer than a continuation row is cut into rows of its own.
+                loop {
+                    let mut fit = 0;
+                    let mut cut = carried.len();
+                    for (i, (c, _)) in carried.iter().enumerate() {
+                        if fit + char_width(*c) > limit {
+                            cut = i;
+                            break;
+                        }
+                        fit += char_width(*c);
+                    }
+                    if cut == carried.len() {
+                        used = fit;
+                        break;
+                    }
+                    let rest = carried.split_off(cut.max(1));
+                    rows.push(std::mem::replace(&mut carried, rest));
+                }
+                row = carried;
                 if ch == ' ' {
                     continue;
+                }
+                if used + w > limit && !row.is_empty() {
+                    rows.push(std::mem::take(&mut row));
+                    used = 0;
                 }
             }
             row.push((ch, style));
@@ -1294,6 +1315,21 @@ mod tests {
         );
         let short = Line::raw("fits");
         assert_eq!(wrap_line(&short, 20, 2), vec![short]);
+        // A word moved down to a narrower continuation row is cut to fit it.
+        let field = Line::from(vec![
+            Span::raw("object    "),
+            Span::raw("admissionregistration.k8s.io/v1 Kind/name"),
+        ]);
+        let rows = wrap_line(&field, 38, 10);
+        assert_eq!(
+            text(&rows),
+            [
+                "object",
+                "          admissionregistration.k8s.io",
+                "          /v1 Kind/name"
+            ]
+        );
+        assert!(rows.iter().all(|r| r.width() <= 38), "{:?}", text(&rows));
         // A hang wider than half the row is dropped rather than leave no room.
         assert_eq!(
             text(&wrap_line(&Line::raw("aaaa bbbb"), 6, 5)),
