@@ -863,7 +863,10 @@ fn on_filter(app: &mut App, action: Action) {
             app.filter.faults_only = !app.filter.faults_only;
             app.rebuild();
             let text = if app.filter.faults_only {
-                format!("faults only: {} nodes shown", app.tree.shown)
+                format!(
+                    "faults only: {} shown",
+                    view::count(app.tree.shown, "node", "nodes")
+                )
             } else {
                 "showing everything".to_string()
             };
