@@ -386,13 +386,36 @@ impl TreeView {
     /// The selection's row among the rows shown (expanded), from 1, and how many rows there
     /// are: the tree's title, so a selection scrolled out of sight can be found.
     pub fn position(&self) -> (usize, usize) {
-        let rows = self.state.flatten(&self.items);
-        let selected = self.state.selected();
-        let at = rows
-            .iter()
-            .position(|r| r.identifier.as_slice() == selected)
-            .map_or(0, |i| i + 1);
-        (at, rows.len())
+        // Counted on every frame: a walk of the shown rows with one path buffer, not the
+        // widget's `flatten` (a path per row).
+        fn walk(
+            items: &[TreeItem<'static, Key>],
+            state: &TreeState<Key>,
+            path: &mut Vec<Key>,
+            rows: &mut usize,
+            at: &mut usize,
+        ) {
+            for item in items {
+                *rows += 1;
+                path.push(*item.identifier());
+                if path.as_slice() == state.selected() {
+                    *at = *rows;
+                }
+                if !item.children().is_empty() && state.opened().contains(path) {
+                    walk(item.children(), state, path, rows, at);
+                }
+                path.pop();
+            }
+        }
+        let (mut rows, mut at) = (0, 0);
+        walk(
+            &self.items,
+            &self.state,
+            &mut Vec::new(),
+            &mut rows,
+            &mut at,
+        );
+        (at, rows)
     }
 
     /// Keeps the selection on the same node when it is on screen, else on its nearest shown
