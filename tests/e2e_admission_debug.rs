@@ -1150,10 +1150,11 @@ async fn the_tui_keeps_audit_results_and_marks_them_stale_after_an_edit() {
         constraint_generation(a).is_some()
     });
     let node = format!("constraint/{kind}/{}", c.name());
-    app.tree.state.select(vec![
-        key_of(&format!("template/{}", kind.to_lowercase())),
-        key_of(&node),
-    ]);
+    // Templates start collapsed: open this one (as enter does), then select its constraint.
+    let template = key_of(&format!("template/{}", kind.to_lowercase()));
+    app.tree.state.open(vec![template]);
+    app.tree.rebuild(&app.filter);
+    app.tree.state.select(vec![template, key_of(&node)]);
     dispatch(&mut app, Action::Audit, &mut |cmd| live.execute(cmd));
     pump(&mut app, "audit result", &|a| {
         a.violations.get(&kind, c.name()).is_some()

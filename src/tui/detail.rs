@@ -62,7 +62,10 @@ pub fn summary(data: &Data, node: &Node) -> Vec<Line<'static>> {
         }
     }
     if node.kind == NodeKind::Group {
-        out.push(field("holds", format!("{} objects", node.children.len())));
+        out.push(field(
+            "holds",
+            super::view::count(node.children.len(), "object", "objects"),
+        ));
     }
 
     // Findings, each with its fix.
