@@ -420,6 +420,12 @@ pub async fn launch(
 ) -> Result<Controller, Error> {
     let started = std::time::Instant::now();
     let found = discover(&client, &config.mode).await?;
+    // The Lease, the requests ConfigMap and our Events live in the Lease's namespace: no
+    // generated policy may ever judge them, whatever options this copy was given.
+    let mut config = config;
+    let (lease_ns, _) = config.mode.lease();
+    let lease_ns = lease_ns.to_string();
+    config.options.exemptions.namespaces.insert(lease_ns);
     let identity = config
         .identity
         .clone()
