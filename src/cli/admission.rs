@@ -44,15 +44,15 @@ async fn live_snapshot(reader: &kube::Client, url: &str) -> anyhow::Result<Snaps
 }
 
 pub fn test(cli: &Cli, args: &TestArgs) -> anyhow::Result<ExitCode> {
-    if cli.input.filenames.is_empty() {
+    if cli.input().filenames.is_empty() {
         anyhow::bail!("test needs -f FILE (files, folders or - for stdin)");
     }
     let opts = ReadOptions {
-        max_input_bytes: cli.input.max_input_bytes,
+        max_input_bytes: cli.input().max_input_bytes,
     };
-    let manifests = objects::read(&cli.input.filenames, &mut std::io::stdin().lock(), opts)
+    let manifests = objects::read(&cli.input().filenames, &mut std::io::stdin().lock(), opts)
         .context("reading input")?;
-    let gen_opts = cli.gen_flags.options();
+    let gen_opts = cli.gen_flags().options();
     let report = if args.offline {
         test_mod::offline(&manifests, &gen_opts)
     } else {
@@ -62,7 +62,7 @@ pub fn test(cli: &Cli, args: &TestArgs) -> anyhow::Result<ExitCode> {
             anyhow::Ok(test_mod::live(&reader, &actor, &snap, &manifests, &gen_opts).await)
         })?
     };
-    let text = match output::structured(&report, args.out.output)? {
+    let text = match output::structured(&report, args.out.format())? {
         Some(t) => t,
         None => printable_lines(&test_mod::table(&report)).into_owned(),
     };
@@ -77,6 +77,8 @@ pub fn audit(cli: &Cli, args: &AuditArgs) -> anyhow::Result<ExitCode> {
         concurrency: usize::from(args.concurrency),
         progress: std::io::stderr().is_terminal(),
         done: None,
+        // -A is the default; -n narrows it.
+        namespace: args.namespace.clone().filter(|_| !args.all_namespaces),
     };
     let report = runtime()?.block_on(async {
         let (reader, actor, url) = clients(&cli.conn).await?;
@@ -109,6 +111,7 @@ pub fn audit_text(report: &AuditReport, format: Format) -> anyhow::Result<String
         return Ok(t);
     }
     let p = |s: &str| printable(s).into_owned();
+    let wide = format == Format::Wide;
     let mut rows = Vec::new();
     let mut notes = String::new();
     for c in &report.constraints {
@@ -123,38 +126,57 @@ pub fn audit_text(report: &AuditReport, format: Format) -> anyhow::Result<String
                 continue;
             }
         }
+        // -o wide: which template and binding each row comes through.
+        let row = |action: String, object: String, message: String| {
+            let mut r = vec![who.clone(), action, object];
+            if wide {
+                r.push(p(&c.template));
+                r.push(p(c.binding.as_deref().unwrap_or("-")));
+            }
+            r.push(message);
+            r
+        };
         for v in &c.violations {
-            rows.push(vec![
-                who.clone(),
+            rows.push(row(
                 v.action.to_string(),
                 p(&v.object.to_string()),
                 p(&v.message),
-            ]);
+            ));
         }
         for h in &c.hidden {
-            rows.push(vec![
-                who.clone(),
+            rows.push(row(
                 "hidden".into(),
                 p(&h.object.to_string()),
                 p(&format!(
                     "not observable: the server reported only its first denial, by {}",
                     h.denied_by
                 )),
-            ]);
+            ));
         }
         for e in &c.errors {
-            rows.push(vec![
-                who.clone(),
+            rows.push(row(
                 e.outcome.to_string(),
                 p(&e.object.to_string()),
                 p(&e.message),
-            ]);
+            ));
         }
     }
     let mut text = if rows.is_empty() {
         "No violations.\n".to_string()
     } else {
-        output::table(&["CONSTRAINT", "ACTION", "OBJECT", "MESSAGE"], &rows)
+        let header: &[&str] = if wide {
+            &[
+                "CONSTRAINT",
+                "ACTION",
+                "OBJECT",
+                "TEMPLATE",
+                "BINDING",
+                "MESSAGE",
+            ]
+        } else {
+            &["CONSTRAINT", "ACTION", "OBJECT", "MESSAGE"]
+        };
+        output::table(header, &rows)
     };
     if !notes.is_empty() {
         text.push('\n');
@@ -181,7 +203,7 @@ pub fn audit_text(report: &AuditReport, format: Format) -> anyhow::Result<String
 /// `check --audit`: the live `check` report plus an info finding per constraint with
 /// violations. Info findings do not change the exit code: the report is for reading.
 pub fn check_audit(cli: &Cli, out: &super::args::OutputArgs) -> anyhow::Result<ExitCode> {
-    if !cli.input.filenames.is_empty() {
+    if !cli.input().filenames.is_empty() {
         anyhow::bail!(
             "check --audit needs a cluster: existing objects are audited there, not in files"
         );
@@ -214,7 +236,7 @@ pub fn check_audit(cli: &Cli, out: &super::args::OutputArgs) -> anyhow::Result<E
     })?;
     let extra = audit_mod::findings(&report);
     let (text, code) =
-        super::report::check_report_with(&snap, &cli.gen_flags.options(), out.output, extra)?;
+        super::report::check_report_with(&snap, &cli.gen_flags().options(), out.output, extra)?;
     print!("{text}");
     Ok(code)
 }

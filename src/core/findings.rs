@@ -57,6 +57,7 @@ codes! {
     ConstraintError = "constraint-error", Error, "the constraint cannot be bound as written";
     ConstraintOrphan = "constraint-orphan", Info, "a constraint whose kind has no template";
     ConstraintViolations = "constraint-violations", Info, "existing objects the constraint's binding denies or warns about, or that could not be checked (check --audit)";
+    InputDuplicate = "input-duplicate", Warning, "the input holds the object more than once: the last copy is used, the others are ignored";
 }
 
 impl fmt::Display for Code {
