@@ -141,6 +141,10 @@ pub async fn handle(
             )
             .await
         }
+        None if v.unreadable.is_some() => Err(Error::LeaseUnreadable {
+            lease: format!("{}/{}", route.lease_namespace, route.lease_name),
+            why: v.unreadable.unwrap_or_default(),
+        }),
         _ => Err(Error::NoLeader {
             lease: format!("{}/{}", route.lease_namespace, route.lease_name),
         }),

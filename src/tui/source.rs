@@ -135,13 +135,18 @@ mod tests {
     /// both places, as `check` says it in a finding.
     #[test]
     fn duplicates_in_the_input_are_warned_in_the_event_log() {
-        let doc = "apiVersion: constraints.gatekeeper.sh/v1beta1\nkind: K8sX\nmetadata: {name: c}\n";
+        let doc =
+            "apiVersion: constraints.gatekeeper.sh/v1beta1\nkind: K8sX\nmetadata: {name: c}\n";
         let mut snap = Snapshot::default();
         for file in ["a.yaml", "b.yaml"] {
             crate::load::files::load_text(&mut snap, file, doc).expect("loads");
         }
         snap.dedupe();
-        let data = Offline::data(snap, vec!["a.yaml".into(), "b.yaml".into()], &Options::default());
+        let data = Offline::data(
+            snap,
+            vec!["a.yaml".into(), "b.yaml".into()],
+            &Options::default(),
+        );
         let [line] = data.events.as_slice() else {
             panic!("one line: {:?}", data.events)
         };
