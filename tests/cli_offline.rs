@@ -440,14 +440,28 @@ fn files_are_refused_where_they_would_be_ignored() {
     let out = vap(&["-f", &demo, "check"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        stderr(&out).contains("'check' cannot be used with '--filename"),
+        stderr(&out)
+            .contains("--filename before the command is the TUI's; for `check`, give it after"),
         "{}",
         stderr(&out)
     );
+    // kubectl's connection flags go before or after the command.
+    let out = vap(&["--context", "nowhere", "check", "-f", &demo]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let out = vap(&[
+        "--log",
+        "error",
+        "check",
+        "-f",
+        &demo,
+        "--context",
+        "nowhere",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
 }
 
-/// Three constraints sharing a kind and name, and a template given twice: every ignored copy
-/// is an `input-duplicate` finding naming its file and line and the copy used (the last), and
+/// Three constraints sharing a kind and name: every ignored copy is an `input-duplicate`
+/// finding naming its file and line and the copy used (the last), and
 /// nothing is said in a log line instead.
 #[test]
 fn duplicates_are_named_with_file_and_line() {

@@ -11,8 +11,6 @@ use std::time::Duration;
     version,
     about = "Gatekeeper ConstraintTemplates as ValidatingAdmissionPolicies: a race-free generator, a TUI and CI checks",
     long_about = None,
-    // The TUI's flags belong to the TUI: `kubectl vap -f x check` is refused, not half-read.
-    args_conflicts_with_subcommands = true,
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -46,6 +44,34 @@ pub struct TuiArgs {
 }
 
 impl Cli {
+    /// The command line, parsed; exits as clap does on a usage error. The TUI's flags belong
+    /// to the TUI: `kubectl vap -f x check` is refused (exit 2), not read as check's input nor
+    /// ignored. kubectl's connection flags and `--log` go before or after the command.
+    pub fn parse_args() -> Self {
+        use clap::{CommandFactory, FromArgMatches, parser::ValueSource};
+        let mut cmd = Cli::command();
+        let matches = cmd.get_matches_mut();
+        if let Some(sub) = matches.subcommand_name() {
+            let tui = TuiArgs::augment_args(clap::Command::new("tui"));
+            for arg in tui.get_arguments() {
+                let id = arg.get_id().as_str();
+                if matches.value_source(id) == Some(ValueSource::CommandLine) {
+                    let flag = arg
+                        .get_long()
+                        .map_or_else(|| id.to_string(), |l| format!("--{l}"));
+                    cmd.error(
+                        clap::error::ErrorKind::ArgumentConflict,
+                        format!(
+                            "{flag} before the command is the TUI's; for `{sub}`, give it after the command (`kubectl vap {sub} {flag} …`) if `kubectl vap {sub} --help` lists it"
+                        ),
+                    )
+                    .exit();
+                }
+            }
+        }
+        Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+    }
+
     /// The `-f` input of the command being run (the TUI's without one); none for commands that
     /// read no files (clap refuses `-f` there).
     pub fn input(&self) -> &InputArgs {
