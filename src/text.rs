@@ -58,28 +58,44 @@ pub fn printable_lines(s: &str) -> Cow<'_, str> {
 /// An error as one line, each cause once. Some errors print their source inside their own
 /// message (kube's do), so `{:#}` would repeat it at every level of the chain.
 pub fn error_text(e: &anyhow::Error) -> String {
+    chain_text(e.chain())
+}
+
+/// [`error_text`] for an error that is not an `anyhow::Error` (a watcher's, say): it and its
+/// sources, each said once.
+pub fn error_source_text(e: &(dyn std::error::Error + 'static)) -> String {
+    chain_text(std::iter::successors(Some(e), |e| e.source()))
+}
+
+fn chain_text<'a>(chain: impl Iterator<Item = &'a (dyn std::error::Error + 'static)>) -> String {
     // kube wraps transport errors as "ServiceError: <the cause>"; the cause follows anyway.
     let clean = |s: &str| s.replace("ServiceError: ", "");
-    let mut segments: Vec<String> = Vec::new();
-    for c in e.chain() {
+    // Each error as it prints itself (what a wrapper repeats of it), and as it is shown.
+    let mut raw: Vec<String> = Vec::new();
+    let mut shown: Vec<String> = Vec::new();
+    for c in chain {
+        raw.push(clean(&c.to_string()));
         // kube's text of an API error ends in a debug dump of the Status (and its source, the
         // Status, says the message again): the server's words instead, and the chain ends.
         if let Some(kube::Error::Api(status)) = c.downcast_ref::<kube::Error>() {
-            segments.push(status_text(status));
+            shown.push(status_text(status));
             break;
         }
-        segments.push(clean(&c.to_string()));
+        shown.push(clean(&c.to_string()));
     }
     let mut out: Vec<String> = Vec::new();
-    for (i, seg) in segments.iter().enumerate() {
-        let next = segments.get(i + 1).map(String::as_str);
-        if next == Some(seg.as_str()) {
+    for (i, seg) in shown.iter().enumerate() {
+        let next = [raw.get(i + 1), shown.get(i + 1)];
+        if next.iter().flatten().any(|n| *n == seg) {
             // A transparent wrapper: its source says the same.
             continue;
         }
         let mut seg = seg.as_str();
+        // A wrapper that prints its source after its own words: its words only.
         if let Some(head) = next
-            .and_then(|next| seg.strip_suffix(next))
+            .iter()
+            .flatten()
+            .find_map(|n| seg.strip_suffix(n.as_str()))
             .and_then(|h| h.strip_suffix(": "))
         {
             seg = head;

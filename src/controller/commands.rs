@@ -177,7 +177,11 @@ pub async fn serve(shared: Arc<Shared>, route: Route) {
                 Some(Ok(Some(cm))) => cm,
                 Some(Ok(None)) => continue,
                 Some(Err(e)) => {
-                    tracing::debug!("watching ConfigMap {}/{name}: {e}", route.lease_namespace);
+                    tracing::debug!(
+                        "watching ConfigMap {}/{name}: {}",
+                        route.lease_namespace,
+                        crate::text::error_source_text(&e)
+                    );
                     continue;
                 }
                 None => break,
