@@ -188,9 +188,12 @@ pub fn audit_text(report: &AuditReport, format: Format) -> anyhow::Result<String
         .iter()
         .filter(|c| c.status == Status::Audited)
         .count();
+    use super::report::count;
     text.push_str(&format!(
-        "\n{violations} violation(s) in {audited} audited constraint(s); {} dry-run request(s){}\n",
-        report.requests,
+        "\n{} in {}; {}{}\n",
+        count(violations, "violation", "violations"),
+        count(audited, "audited constraint", "audited constraints"),
+        count(report.requests, "dry-run request", "dry-run requests"),
         if report.complete {
             ""
         } else {
@@ -239,4 +242,71 @@ pub fn check_audit(cli: &Cli, out: &super::args::OutputArgs) -> anyhow::Result<E
         super::report::check_report_with(&snap, &cli.gen_flags().options(), out.output, extra)?;
     print!("{text}");
     Ok(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admission::audit::{ConstraintAudit, Status, Violation};
+    use crate::admission::test::ObjectId;
+
+    fn report() -> AuditReport {
+        let object = ObjectId {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: Some("team".into()),
+            name: "bad".into(),
+        };
+        AuditReport {
+            complete: true,
+            constraints: vec![ConstraintAudit {
+                constraint: crate::core::verdict::ConstraintRef {
+                    kind: "K8sRequiredLabels".into(),
+                    name: "owner".into(),
+                },
+                template: "k8srequiredlabels".into(),
+                binding: Some("gatekeeper-k8srequiredlabels-owner".into()),
+                validation_actions: vec!["Deny".into()],
+                status: Status::Audited,
+                note: None,
+                in_scope: 1,
+                checked: 1,
+                violations: vec![Violation {
+                    object,
+                    action: "Deny",
+                    message: "missing owner".into(),
+                }],
+                hidden: Vec::new(),
+                errors: Vec::new(),
+            }],
+            requests: 1,
+        }
+    }
+
+    /// One of each is said in the singular; wide adds the template and the binding.
+    #[test]
+    fn the_audit_table_counts_in_words_and_wide_names_template_and_binding() {
+        let text = audit_text(&report(), Format::Table).expect("text");
+        assert!(
+            text.ends_with("\n1 violation in 1 audited constraint; 1 dry-run request\n"),
+            "{text}"
+        );
+        let wide = audit_text(&report(), Format::Wide).expect("text");
+        let header = wide.lines().next().unwrap_or_default();
+        assert!(
+            header.split_whitespace().eq([
+                "CONSTRAINT",
+                "ACTION",
+                "OBJECT",
+                "TEMPLATE",
+                "BINDING",
+                "MESSAGE"
+            ]),
+            "{wide}"
+        );
+        assert!(
+            wide.contains("gatekeeper-k8srequiredlabels-owner"),
+            "{wide}"
+        );
+    }
 }
