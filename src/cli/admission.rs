@@ -53,6 +53,21 @@ pub fn test(cli: &Cli, args: &TestArgs) -> anyhow::Result<ExitCode> {
     let manifests = objects::read(&cli.input().filenames, &mut std::io::stdin().lock(), opts)
         .context("reading input")?;
     let gen_opts = cli.gen_flags().options();
+    // Offline, policy objects given twice: the last copy is used; each ignored one is named.
+    // (Live, every manifest is sent as it is.)
+    let duplicates = match args.offline {
+        true => test_mod::policy_snapshot(&manifests).duplicates,
+        false => Vec::new(),
+    };
+    for d in &duplicates {
+        eprintln!(
+            "warning: {}",
+            printable(&format!(
+                "{} at {} is ignored: it is in the input again at {}, and the last copy is used",
+                d.object, d.dropped, d.kept
+            ))
+        );
+    }
     let report = if args.offline {
         test_mod::offline(&manifests, &gen_opts)
     } else {
