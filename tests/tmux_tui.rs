@@ -502,6 +502,13 @@ fn tmux_tui_live_cluster() {
     let s = t.wait_text("restricted (403)");
     eprintln!("the screen of a user without RBAC:\n{s}");
     assert!(s.contains("mode: observing"), "{s}");
+    // The Lease may not be read either: who leads is unknown, not "nobody" — and the access
+    // line is the server's words, not a debug dump.
+    let s = t.wait_text("Lease unreadable: forbidden");
+    assert!(
+        !s.contains("nobody") && !s.contains("no copy reconciles") && !s.contains("Status {"),
+        "{s}"
+    );
     t.text("q");
     t.wait_text("EXIT=0");
 }

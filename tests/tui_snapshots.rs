@@ -1366,6 +1366,7 @@ fn remote_state() -> LiveState {
             last_sync: Some(fixture_now() - chrono::Duration::seconds(4)),
         }),
         vacant: false,
+        unreadable: None,
     };
     state
 }

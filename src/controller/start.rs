@@ -223,7 +223,10 @@ fn watch_everything(shared: &Arc<Shared>, writers: Writers, views: bool) -> Vec<
                 while let Some(item) = stream.next().await {
                     match item {
                         Ok(_) => shared.status.touch(),
-                        Err(e) => tracing::debug!("watching Gatekeeper's pod statuses: {e}"),
+                        Err(e) => tracing::debug!(
+                            "watching Gatekeeper's pod statuses: {}",
+                            crate::text::error_source_text(&e)
+                        ),
                     }
                 }
             }));
@@ -797,8 +800,9 @@ async fn follow_cluster_events(
             Err(err) => {
                 if !std::mem::replace(&mut failing[i], true) {
                     tracing::info!(
-                        "cannot watch kubectl-vap's Events in namespace {}: {err} (the leader's outcomes are not shown here)",
-                        namespaces[i]
+                        "cannot watch kubectl-vap's Events in namespace {}: {} (the leader's outcomes are not shown here)",
+                        namespaces[i],
+                        crate::text::error_source_text(&err)
                     );
                 }
                 refused[i] = events_access_error(&namespaces[i], &err);

@@ -131,6 +131,8 @@ pub struct Leader {
     pub last_sync: Option<DateTime<Utc>>,
     /// Nobody holds the Lease, or its holder stopped renewing it: no copy reconciles.
     pub vacant: bool,
+    /// The Lease could not be read (e.g. `forbidden`): who leads is unknown, not "nobody".
+    pub unreadable: Option<String>,
 }
 
 impl Leader {

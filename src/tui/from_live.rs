@@ -242,6 +242,7 @@ pub fn data_from_live(
         },
         last_sync: health.and_then(|h| h.last_sync),
         vacant: lease.vacant,
+        unreadable: lease.unreadable.clone(),
     };
     let link = match &state.connection {
         Connection::Connected => Link::Up,

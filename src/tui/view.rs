@@ -206,6 +206,20 @@ fn leader_fields(app: &App, data: &Data) -> Vec<Part> {
     let now = app.now();
     let ago = |t: Option<chrono::DateTime<chrono::Utc>>| t.zip(now).map(|(t, now)| age(now - t));
     let mut out = Vec::new();
+    if let Some(why) = &l.unreadable {
+        // Unknown is not "nobody": the access line below says what is missing.
+        out.push((
+            2,
+            vec![
+                Span::styled("leader: ", dim()),
+                Span::styled(
+                    format!("unknown (Lease unreadable: {why})"),
+                    Style::new().fg(Color::Yellow),
+                ),
+            ],
+        ));
+        return out;
+    }
     if l.vacant {
         // The alert line below says why; the field keeps its place.
         out.push((
