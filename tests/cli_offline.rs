@@ -165,13 +165,76 @@ fn bad_input_names_file_and_line_and_exits_2() {
     assert_eq!(out.status.code(), Some(2), "usage errors exit 2");
 }
 
+/// What a bug report needs, for people and as JSON: version, commit, build date, target, and
+/// the API versions spoken.
 #[test]
-fn version_prints_the_crate_version() {
+fn version_says_what_a_bug_report_needs() {
     let out = vap(&["version"]);
-    assert!(out.status.success());
+    assert!(out.status.success(), "{}", stderr(&out));
+    let table = String::from_utf8_lossy(&out.stdout);
+    let mut lines = table.lines();
+    // `kubectl vap --version`'s line first.
     assert_eq!(
-        String::from_utf8_lossy(&out.stdout).trim(),
-        format!("kubectl-vap {}", env!("CARGO_PKG_VERSION"))
+        lines.next(),
+        Some(format!("kubectl-vap {}", env!("CARGO_PKG_VERSION")).as_str())
+    );
+    for label in ["commit:", "built:", "target:", "k8s-openapi:", "APIs:"] {
+        assert!(
+            table.lines().any(|l| l.starts_with(label)),
+            "{label} in\n{table}"
+        );
+    }
+    assert!(
+        table.contains("admissionregistration.k8s.io  v1, v1beta1"),
+        "{table}"
+    );
+
+    let out = vap(&["version", "-o", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("version -o json is JSON");
+    assert_eq!(v["version"], env!("CARGO_PKG_VERSION"));
+    // Tests run from a checkout: a commit, not `unknown`.
+    let commit = v["gitCommit"].as_str().expect("gitCommit");
+    let sha = commit.trim_end_matches("-dirty");
+    assert!(
+        sha.len() == 40 && sha.chars().all(|c| c.is_ascii_hexdigit()),
+        "{commit}"
+    );
+    let built = v["buildDate"].as_str().expect("buildDate");
+    assert!(
+        chrono::DateTime::parse_from_rfc3339(built).is_ok(),
+        "{built}"
+    );
+    let target = v["target"].as_str().expect("target");
+    assert!(
+        target.starts_with(std::env::consts::ARCH) && target.contains(std::env::consts::OS),
+        "{target}"
+    );
+    let level = v["k8sOpenapi"]["kubernetes"]
+        .as_str()
+        .expect("k8sOpenapi.kubernetes");
+    assert!(
+        level
+            .strip_prefix("1.")
+            .is_some_and(|m| m.parse::<u32>().is_ok()),
+        "{level}"
+    );
+    let versions = |group: &str| -> Vec<String> {
+        let api = v["apis"]
+            .as_array()
+            .expect("apis")
+            .iter()
+            .find(|a| a["group"] == group)
+            .unwrap_or_else(|| panic!("{group} in {v}"));
+        serde_json::from_value(api["versions"].clone()).expect("versions")
+    };
+    assert_eq!(versions("admissionregistration.k8s.io"), ["v1", "v1beta1"]);
+    assert_eq!(versions("templates.gatekeeper.sh"), ["v1"]);
+    assert_eq!(versions("constraints.gatekeeper.sh"), ["v1beta1"]);
+    // The table and JSON say the same.
+    assert!(
+        table.contains(&format!("commit:      {commit}\n")),
+        "{table}"
     );
 }
 

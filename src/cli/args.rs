@@ -96,7 +96,7 @@ impl Cli {
             Some(Command::Replay { gen_flags, .. } | Command::Reconcile { gen_flags, .. }) => {
                 gen_flags
             }
-            Some(Command::Audit(_) | Command::Install(_) | Command::Version) => &DEFAULT_GEN,
+            Some(Command::Audit(_) | Command::Install(_) | Command::Version { .. }) => &DEFAULT_GEN,
         }
     }
 
@@ -189,8 +189,11 @@ pub enum Command {
     /// Dry-run a no-op update of every existing object in each binding's scope; violations per
     /// constraint. Exit 0 none, 1 violations, 2 errors, 130 interrupted (partial report).
     Audit(AuditArgs),
-    /// Print the version.
-    Version,
+    /// Print the version, the build (commit, date, target) and the API versions spoken.
+    Version {
+        #[command(flatten)]
+        out: OutputArgs,
+    },
 }
 
 #[derive(Debug, Args, Clone)]

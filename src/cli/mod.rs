@@ -6,6 +6,7 @@ pub mod install;
 pub mod live;
 pub mod output;
 pub mod report;
+pub mod version;
 
 /// Kept for the TUI's live source until the controller redesign updates it to `crate::text`.
 pub use crate::text::error_text;
@@ -26,10 +27,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match &cli.command {
         Some(Command::Test(args)) => admission::test(&cli, args),
         Some(Command::Audit(args)) => admission::audit(&cli, args),
-        Some(Command::Version) => {
-            println!("kubectl-vap {}", env!("CARGO_PKG_VERSION"));
-            Ok(ExitCode::SUCCESS)
-        }
+        Some(Command::Version { out }) => version::print(out.output),
         Some(Command::Check(c)) if c.audit => admission::check_audit(&cli, &c.out),
         Some(Command::Check(c)) if !c.input.filenames.is_empty() => {
             report::check_files(&cli, &c.out)
