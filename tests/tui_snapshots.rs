@@ -1270,6 +1270,9 @@ fn remote_state() -> LiveState {
             pod: Some("kubectl-vap-7c9d5".into()),
             queue: 3,
             last_sync: Some(fixture_now() - chrono::Duration::seconds(4)),
+            settings: Some(kubectl_vap::core::settings::Settings::of(
+                &kubectl_vap::core::Options::default(),
+            )),
         }),
         vacant: false,
     };
@@ -1315,13 +1318,21 @@ fn tui_remote_leader_with_health() {
             header.contains("mode: observing (asks the leader)"),
             "{header}"
         );
+        // Whose settings judge the tree goes before the leader's health.
         if size.0 == 150 {
             assert!(
-                header.contains("leader: kubectl-vap-7c9d5 for 12m │ queue 3, synced 4s ago"),
+                header.contains("leader: kubectl-vap-7c9d5 for 12m │ settings: leader's"),
                 "{header}"
             );
         }
     }
+    let wide = Ui::new(false, observing(&remote_state()), 190, 36).row(0);
+    assert!(
+        wide.contains(
+            "leader: kubectl-vap-7c9d5 for 12m │ queue 3, synced 4s ago │ settings: leader's"
+        ),
+        "{wide}"
+    );
     // This copy leading says so, with its own queue.
     let mut state = live_state();
     state.queue_depth = 2;
@@ -1337,7 +1348,7 @@ fn tui_remote_leader_with_health() {
 
 #[test]
 fn tui_header_drops_health_before_the_leader_and_never_the_mode() {
-    let widths: Vec<(u16, String)> = [170u16, 150, 120, 100, 90, 70, 60, 50]
+    let widths: Vec<(u16, String)> = [200u16, 150, 120, 100, 90, 70, 60, 50]
         .into_iter()
         .map(|w| (w, Ui::new(false, observing(&remote_state()), w, 24).row(0)))
         .collect();
@@ -1361,6 +1372,12 @@ fn tui_header_drops_health_before_the_leader_and_never_the_mode() {
         }
     }
     assert!(widths[0].1.contains("server: v1.36.3"), "{}", widths[0].1);
+    // Whose settings judge the tree stays as long as the leader does, before the health.
+    assert!(
+        widths[1].1.contains("settings: leader's") && !widths[1].1.contains("queue 3"),
+        "{}",
+        widths[1].1
+    );
     // At 120 columns the health has gone, the leader stays.
     assert!(
         !widths[2].1.contains("queue 3") && widths[2].1.contains("leader: kubectl-vap-7c9d5"),

@@ -368,26 +368,120 @@ async fn lead_briefly(cli: &Cli, cmd: Command) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// `check`/`plan` against the live cluster: one listing, then the same report as for files.
-/// `check` on the current context.
+/// `check`/`plan` against the live cluster: one listing, then the same report as for files,
+/// judged by the leader's settings when a leader publishes them, with each planned write
+/// sent as a server-side dry-run. `check` on the current context.
 pub fn check(cli: &Cli, out: &OutputArgs) -> anyhow::Result<ExitCode> {
-    let snap = read_cluster(cli)?;
-    let (text, code) = report::check_report(&snap, &cli.gen_flags.options(), out.output)?;
+    let (snap, opts, live) = read_cluster(cli)?;
+    let (text, code) = report::check_report_live(&snap, &opts, out.output, Vec::new(), &live)?;
     print!("{text}");
     Ok(code)
 }
 
-/// `plan` on the current context.
+/// `plan` on the current context. Exit 1 when the server refuses a planned write, whatever
+/// `--exit-code` says: that plan cannot be carried out.
 pub fn plan(cli: &Cli, args: &PlanArgs) -> anyhow::Result<ExitCode> {
-    let snap = read_cluster(cli)?;
-    let (text, writes) = report::plan_report(&snap, &cli.gen_flags.options(), args.out.output)?;
+    let (snap, opts, live) = read_cluster(cli)?;
+    let (text, writes) = report::plan_report_live(&snap, &opts, args.out.output, Some(&live))?;
     print!("{text}");
+    if !live.refused.is_empty() {
+        return Ok(ExitCode::from(1));
+    }
     Ok(report::plan_exit_code(args, writes))
 }
 
+/// Whose settings to judge by: the leader's as it publishes them with its renewals, or this
+/// copy's flags, and why. Said on stderr (every format), and in the report's JSON.
+async fn judged_settings(
+    client: &kube::Client,
+    cli: &Cli,
+) -> (crate::core::Options, crate::core::settings::Judged) {
+    use crate::core::settings::judge;
+    let local = cli.gen_flags.options();
+    let (ns, name) = (cli.lease_namespace.as_str(), cli.lease_name.as_str());
+    let (opts, judged) = match crate::controller::read_lease(client, ns, name).await {
+        Ok(view) => match (view.holder.filter(|_| !view.vacant), view.health) {
+            (Some(holder), Some(health)) if health.settings.is_some() => {
+                let settings = health.settings.unwrap_or_default();
+                judge(&local, Some((&holder, &settings)), "")
+            }
+            (Some(holder), _) => {
+                judge(&local, None, &format!("the leader {holder} publishes none"))
+            }
+            (None, _) => judge(
+                &local,
+                None,
+                &format!("no copy leads: Lease {ns}/{name} is vacant"),
+            ),
+        },
+        Err(e) => judge(
+            &local,
+            None,
+            &format!(
+                "cannot read Lease {ns}/{name}: {}",
+                crate::cluster::describe(&e)
+            ),
+        ),
+    };
+    for line in judged.lines() {
+        eprintln!("{line}");
+    }
+    (opts, judged)
+}
+
+/// Each write of `plan` sent as a server-side dry-run: those the server refuses, with its
+/// message. A dry-run that fails otherwise (forbidden to this user, no answer) is said on
+/// stderr and proves nothing either way.
+async fn dry_run_plan(
+    client: &kube::Client,
+    api: &crate::cluster::discovery::AdmissionApi,
+    plan: &[crate::core::PlannedWrite],
+) -> Vec<report::Refused> {
+    use futures::StreamExt;
+    let results: Vec<_> = futures::stream::iter(plan)
+        .map(|w| async move {
+            (
+                w,
+                crate::cluster::apply::dry_run_write(client, api, w).await,
+            )
+        })
+        .buffered(8)
+        .collect()
+        .await;
+    let mut refused = Vec::new();
+    let mut unchecked = 0;
+    for (w, result) in results {
+        let Err(e) = result else { continue };
+        match crate::cluster::apply::refusal(&e) {
+            Some(message) => refused.push(report::Refused {
+                verb: w.verb,
+                object: w.object.clone(),
+                message,
+            }),
+            None => {
+                unchecked += 1;
+                tracing::debug!("dry-run of {} {}: {e}", w.verb.as_str(), w.object);
+                if unchecked == 1 {
+                    eprintln!(
+                        "warning: the server-side dry-run of a planned write failed ({}); what the server would refuse is not known",
+                        e
+                    );
+                }
+            }
+        }
+    }
+    refused
+}
+
 /// Everything `check` and `plan` read, or an error naming what could not be read (a partial
-/// report would hide problems).
-fn read_cluster(cli: &Cli) -> anyhow::Result<crate::snapshot::Snapshot> {
+/// report would hide problems); the options to judge by; what the server refuses of the plan.
+fn read_cluster(
+    cli: &Cli,
+) -> anyhow::Result<(
+    crate::snapshot::Snapshot,
+    crate::core::Options,
+    report::Live,
+)> {
     let rt = runtime()?;
     rt.block_on(async {
         let (client, url) = crate::cluster::client::connect(&cli.conn, false)
@@ -413,6 +507,16 @@ fn read_cluster(cli: &Cli) -> anyhow::Result<crate::snapshot::Snapshot> {
                 forbidden.join("\n  ")
             );
         }
-        Ok(snap)
+        let (opts, settings) = judged_settings(&client, cli).await;
+        let plan = analyze(&snap, &opts).plan;
+        let refused = dry_run_plan(&client, &api, &plan).await;
+        Ok((
+            snap,
+            opts,
+            report::Live {
+                settings: Some(settings),
+                refused,
+            },
+        ))
     })
 }

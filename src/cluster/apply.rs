@@ -63,6 +63,38 @@ pub async fn apply_write(
     api: &AdmissionApi,
     w: &PlannedWrite,
 ) -> Result<Applied, ApplyError> {
+    send(client, api, w, false).await
+}
+
+/// `w` sent as a server-side dry-run (`dryRun=All`, as `kubectl diff` does): validated and
+/// admitted by the server as the write would be, and stored nowhere.
+pub async fn dry_run_write(
+    client: &kube::Client,
+    api: &AdmissionApi,
+    w: &PlannedWrite,
+) -> Result<Applied, ApplyError> {
+    send(client, api, w, true).await
+}
+
+/// The server's message, if it refuses `w`'s body itself (400, 422): what no retry and no
+/// grant changes.
+pub fn refusal(e: &ApplyError) -> Option<String> {
+    match e {
+        ApplyError::Failed { source, .. }
+            if matches!(super::status_code(source), Some(400 | 422)) =>
+        {
+            Some(super::describe(source))
+        }
+        _ => None,
+    }
+}
+
+async fn send(
+    client: &kube::Client,
+    api: &AdmissionApi,
+    w: &PlannedWrite,
+    dry_run: bool,
+) -> Result<Applied, ApplyError> {
     let ar = if w.object.kind == super::discovery::VAP_KIND {
         api.policy()
     } else if w.object.kind == crate::core::crd::CRD_KIND {
@@ -73,7 +105,7 @@ pub async fn apply_write(
     let target: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
     let what = format!("{} {}", w.verb.as_str(), w.object);
     let pp = PostParams {
-        dry_run: false,
+        dry_run,
         field_manager: Some(FIELD_MANAGER.into()),
     };
     let classify = |e: kube::Error, conflict_codes: &[u16]| -> ApplyError {
@@ -113,6 +145,7 @@ pub async fn apply_write(
                     uid: w.uid.clone(),
                     resource_version: w.resource_version.clone(),
                 }),
+                dry_run,
                 ..DeleteParams::default()
             };
             match target.delete(&w.object.name, &dp).await {

@@ -100,6 +100,9 @@ struct HealthRecord {
     queue: usize,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     last_sync: Option<String>,
+    /// The generation flags it acts on (flag → value), for every view to judge by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    settings: Option<crate::core::settings::Settings>,
 }
 
 fn health_to_annotation(h: &LeaderHealth) -> String {
@@ -109,6 +112,7 @@ fn health_to_annotation(h: &LeaderHealth) -> String {
         last_sync: h
             .last_sync
             .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+        settings: h.settings.clone(),
     })
     .unwrap_or_default()
 }
@@ -123,6 +127,7 @@ fn health_of(l: &Lease) -> Option<LeaderHealth> {
             .last_sync
             .and_then(|t| DateTime::parse_from_rfc3339(&t).ok())
             .map(|t| t.with_timezone(&Utc)),
+        settings: r.settings,
     })
 }
 

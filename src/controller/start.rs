@@ -298,7 +298,7 @@ fn elect(
             name: name.to_string(),
             identity: identity.to_string(),
             duration: tuning.lease_duration,
-            health: health_of(shared.clone()),
+            health: health_of(shared.clone(), &config.options),
         };
         let task = tokio::spawn(super::lease::run(
             shared.clone(),
@@ -336,12 +336,17 @@ struct Elected {
 }
 
 /// What this copy publishes about itself while it holds the Lease.
-fn health_of(shared: Arc<Shared>) -> Box<dyn Fn() -> LeaderHealth + Send + Sync> {
+fn health_of(
+    shared: Arc<Shared>,
+    options: &Options,
+) -> Box<dyn Fn() -> LeaderHealth + Send + Sync> {
     let pod = std::env::var("POD_NAME").ok().filter(|p| !p.is_empty());
+    let settings = crate::core::settings::Settings::of(options);
     Box::new(move || LeaderHealth {
         pod: pod.clone(),
         queue: shared.queue.len(),
         last_sync: shared.status.last_sync(),
+        settings: Some(settings.clone()),
     })
 }
 
@@ -477,7 +482,8 @@ pub async fn launch(
         writes_enabled: shared.status.writes_enabled(),
         ..LiveState::default()
     };
-    let (state_rx, publish_tasks) = publish_state(&shared, initial, view_rx, ns, &tuning);
+    let (state_rx, publish_tasks) =
+        publish_state(&shared, initial, view_rx, ns, &tuning, &config.options);
     tasks.extend(publish_tasks);
     tasks.extend(serve_metrics(&shared, config.metrics_addr, &shutdown_rx));
 
@@ -644,6 +650,7 @@ fn publish_state(
     view: watch::Receiver<HolderView>,
     lease_namespace: &str,
     tuning: &Tuning,
+    options: &Options,
 ) -> (watch::Receiver<Arc<LiveState>>, Vec<JoinHandle<()>>) {
     let mut tasks = Vec::new();
     let (events_tx, events_rx) = watch::channel(Arc::new(VecDeque::new()));
@@ -662,7 +669,7 @@ fn publish_state(
         Sources {
             view,
             cluster_events: events_rx,
-            health: health_of(shared.clone()),
+            health: health_of(shared.clone(), options),
             with_snapshot: tuning.publish_snapshot,
         },
     )));

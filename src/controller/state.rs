@@ -83,6 +83,9 @@ pub struct LeaderHealth {
     pub queue: usize,
     /// When its queue last drained (everything reconciled).
     pub last_sync: Option<DateTime<Utc>>,
+    /// The generation options it acts on (`None` from a leader that publishes none): every
+    /// view judges the cluster by them.
+    pub settings: Option<crate::core::settings::Settings>,
 }
 
 /// What a request (replay, reconcile) did, as the copy that handled it reports it.

@@ -57,6 +57,7 @@ codes! {
     ConstraintError = "constraint-error", Error, "the constraint cannot be bound as written";
     ConstraintOrphan = "constraint-orphan", Info, "a constraint whose kind has no template";
     ConstraintViolations = "constraint-violations", Info, "existing objects the constraint's binding denies or warns about, or that could not be checked (check --audit)";
+    WriteRefused = "write-refused", Error, "the API server refuses the write that would bring the object in line (its message says why)";
 }
 
 impl fmt::Display for Code {

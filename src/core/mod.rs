@@ -16,6 +16,7 @@ pub mod normalize;
 pub mod options;
 pub mod ownership;
 pub mod plan;
+pub mod settings;
 pub mod step;
 pub mod tree;
 pub mod verdict;

@@ -99,6 +99,9 @@ pub struct ClusterInfo {
     pub access_errors: Vec<AccessError>,
     /// Live: not every watch has listed yet, so the tree may be partial.
     pub syncing: bool,
+    /// Live: whose generation settings the tree is judged by (the leader's, or local flags
+    /// and why), and which local flags differ from the leader's.
+    pub settings: Option<crate::core::settings::Judged>,
 }
 
 /// The reconciler's leader, from the Lease and what its holder publishes with its renewals.

@@ -3,10 +3,12 @@
 
 use super::action::Level;
 use super::data::{AccessError, AccessKind, ClusterInfo, Data, EventLine, Leader, Link, Origin};
+use crate::controller::LeaderHealth;
 use crate::controller::{
     AccessErrorKind, ClusterEvent, Connection, EventResult, EventVerb, LiveState, ReconcileEvent,
 };
 use crate::core::Options;
+use crate::core::settings::{Judged, judge};
 use crate::snapshot::Snapshot;
 use crate::text::printable;
 use chrono::{DateTime, Utc};
@@ -247,8 +249,10 @@ pub fn data_from_live(
             message: e.message.clone(),
         })
         .collect();
+    let (opts, judged) = judged_by(state, opts);
     let info = ClusterInfo {
         context: context.to_string(),
+        settings: Some(judged),
         server_version: state.server_version.clone(),
         vap_api: state.vap_api.clone(),
         leader,
@@ -270,11 +274,42 @@ pub fn data_from_live(
         },
         info,
         state.snapshot.clone(),
-        opts,
+        &opts,
         events,
     );
     data.note_write_failures(failed_writes(&state.events));
     data
+}
+
+/// The options the tree is judged by: the leader's, as it publishes them with its renewals
+/// (this copy's own when it leads), otherwise `local`, and why.
+fn judged_by(state: &LiveState, local: &Options) -> (Options, Judged) {
+    let lease = &state.lease;
+    if lease.leading {
+        return (
+            local.clone(),
+            Judged::Leader {
+                holder: "this copy".into(),
+                differences: Vec::new(),
+            },
+        );
+    }
+    match (
+        lease.holder.as_deref().filter(|_| !lease.vacant),
+        &lease.health,
+    ) {
+        (
+            Some(holder),
+            Some(LeaderHealth {
+                settings: Some(s), ..
+            }),
+        ) => judge(local, Some((holder, s)), ""),
+        (Some(holder), _) => judge(local, None, &format!("the leader {holder} publishes none")),
+        (None, _) if lease.holder.is_none() && !lease.vacant => {
+            judge(local, None, "the Lease is not read yet")
+        }
+        (None, _) => judge(local, None, "no copy leads"),
+    }
 }
 
 /// The live view while it starts: an empty tree, and which attempt this is (after a failure:
@@ -366,7 +401,7 @@ fn failed_writes(events: &VecDeque<ReconcileEvent>) -> HashMap<(String, String),
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::{LeaderHealth, LeaseInfo};
+    use crate::controller::LeaseInfo;
     use crate::model::ObjectRef;
 
     fn at(s: i64) -> DateTime<Utc> {
@@ -468,6 +503,55 @@ mod tests {
     }
 
     #[test]
+    fn the_tree_is_judged_by_the_leaders_settings_and_says_so() {
+        use crate::core::FailurePolicy;
+        use crate::core::settings::Settings;
+        let local = Options::default();
+        let leaders = Options {
+            default_failure_policy: FailurePolicy::Ignore,
+            ..Options::default()
+        };
+        let mut state = LiveState {
+            lease: LeaseInfo {
+                lease: "gatekeeper-system/kubectl-vap".into(),
+                identity: "laptop-1".into(),
+                holder: Some("leader-1".into()),
+                health: Some(LeaderHealth {
+                    settings: Some(Settings::of(&leaders)),
+                    ..LeaderHealth::default()
+                }),
+                ..LeaseInfo::default()
+            },
+            ..LiveState::default()
+        };
+        let data = data_from_live(&state, "ctx", false, &local, vec![]);
+        assert_eq!(data.opts.default_failure_policy, FailurePolicy::Ignore);
+        let Some(Judged::Leader {
+            holder,
+            differences,
+        }) = &data.info.settings
+        else {
+            panic!("the leader's: {:?}", data.info.settings)
+        };
+        assert_eq!(holder, "leader-1");
+        assert_eq!(
+            differences
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>(),
+            ["--default-failure-policy Fail (leader: Ignore) — judged by the leader's"]
+        );
+        // The holder stopped renewing: local flags, labelled, never the stale leader's.
+        state.lease.vacant = true;
+        let data = data_from_live(&state, "ctx", false, &local, vec![]);
+        assert_eq!(data.opts.default_failure_policy, FailurePolicy::Fail);
+        assert!(matches!(
+            &data.info.settings,
+            Some(Judged::Local { why }) if why == "no copy leads"
+        ));
+    }
+
+    #[test]
     fn the_leader_and_its_health_come_from_the_lease() {
         let opts = Options::default();
         let mut state = LiveState {
@@ -481,6 +565,7 @@ mod tests {
                     pod: Some("kubectl-vap-7c9d".into()),
                     queue: 2,
                     last_sync: Some(at(30)),
+                    settings: None,
                 }),
                 ..LeaseInfo::default()
             },
