@@ -317,8 +317,9 @@ async fn ask_the_holder(
     )
     .await
     .context("asking the lease holder")?;
+    eprintln!("settings: the leader's ({holder}): it carries the command out");
     println!("{} (by {})", outcome.summary, outcome.handled_by);
-    Ok(if outcome.failures == 0 {
+    Ok(if outcome.failures == 0 && outcome.refused == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
@@ -326,6 +327,9 @@ async fn ask_the_holder(
 }
 
 /// Nobody leads: this command does, for `cmd`'s objects only, then releases the Lease.
+/// Gaining the Lease reconciles the scope, so the writes may come before the request's own:
+/// the last line counts every write of this copy (what the server saw), with the request's
+/// keys counted once every store has listed.
 async fn lead_briefly(cli: &Cli, cmd: Command) -> anyhow::Result<ExitCode> {
     let opts = cli.gen_flags.options();
     let scope = match &cmd {
@@ -348,20 +352,57 @@ async fn lead_briefly(cli: &Cli, cmd: Command) -> anyhow::Result<ExitCode> {
         );
         return Ok(ExitCode::from(1));
     }
-    let outcome = running.request(cmd).await.context("handling the command");
-    let convergence = running
-        .converged(opts.binding_wait + Duration::from_secs(90))
-        .await;
-    // Everything since joining: gaining the lease reconciles the scope, so writes may precede
-    // the command's.
-    let (lines, failures) = event_lines(&running);
-    for l in &lines {
-        println!("{l}");
+    eprintln!(
+        "settings: local flags (this command leads Lease {}/{} for now)",
+        cli.lease_namespace, cli.lease_name
+    );
+    let limit = opts.binding_wait + Duration::from_secs(90);
+    // The constraints of a kind are known once its store has listed: asked before, a replay
+    // found none ("replayed 0 constraints") while the writes of taking the Lease went on.
+    let _ = running.converged(limit).await;
+    let outcome = running
+        .request(cmd.clone())
+        .await
+        .context("handling the command");
+    let convergence = running.converged(limit).await;
+    let events = running.events();
+    for e in &events {
+        println!("{e}");
     }
+    // Failures by object: a body refused once is not sent again, but each attempt is logged.
+    let failed: std::collections::BTreeSet<String> = events
+        .iter()
+        .filter(|e| e.result.is_failure())
+        .map(|e| e.object.to_string())
+        .collect();
+    let refused: std::collections::BTreeSet<String> = events
+        .iter()
+        .filter(|e| {
+            matches!(
+                &e.result,
+                crate::controller::EventResult::WriteFailed(
+                    crate::controller::WriteError::Invalid(_)
+                )
+            )
+        })
+        .map(|e| e.object.to_string())
+        .collect();
+    let writes = running.writes_total();
     stop(running).await;
     let outcome = outcome?;
-    println!("{}", outcome.summary);
-    if convergence == Convergence::Idle && failures == 0 {
+    println!(
+        "{}",
+        crate::controller::request_summary(
+            &cmd,
+            outcome.keys,
+            writes,
+            failed.len() as u64,
+            refused.len(),
+            0,
+            0
+        )
+    );
+    if convergence == Convergence::Idle && failed.is_empty() {
         Ok(ExitCode::SUCCESS)
     } else {
         Ok(ExitCode::from(1))

@@ -48,6 +48,8 @@ enum Fact {
     },
     /// Reported at once, unaggregated.
     Event(Outgoing),
+    /// Publish every burst now (this copy is about to release the Lease), then answer.
+    Flush(tokio::sync::oneshot::Sender<()>),
 }
 
 /// One Event to publish.
@@ -148,6 +150,17 @@ impl Recorder {
             object: w.object.clone(),
             error: error.map(|e| e.to_string()),
         });
+    }
+
+    /// Publishes what is gathered now, waiting (at most 2 s) until it is sent: called before
+    /// the Lease is released, while this copy may still write, so the last burst — a write
+    /// the server refused, say — is not lost with the task.
+    pub async fn flush(&self) {
+        let Some(tx) = &self.tx else { return };
+        let (done, flushed) = tokio::sync::oneshot::channel();
+        if tx.send(Fact::Flush(done)).is_ok() {
+            let _ = tokio::time::timeout(Duration::from_secs(2), flushed).await;
+        }
     }
 
     pub fn publish(&self, event: Outgoing) {
@@ -308,6 +321,7 @@ pub async fn run(
             None => rx.recv().await.map_or(Next::Closed, Next::Fact),
         };
         let closed = matches!(next, Next::Closed);
+        let mut flushed = None;
         match next {
             Next::Fact(Fact::Write {
                 template,
@@ -322,13 +336,16 @@ pub async fn run(
             }
             Next::Fact(Fact::Event(e)) if may_write() => publisher.publish(&e, &uid_of).await,
             Next::Fact(Fact::Event(e)) => tracing::debug!("not leading: dropping {e:?}"),
+            Next::Fact(Fact::Flush(done)) => flushed = Some(done),
             Next::Closed | Next::Flush => {}
         }
         // Flush the bursts whose window is over.
         let now = Instant::now();
         let ripe: Vec<String> = bursts
             .iter()
-            .filter(|(_, b)| closed || b.first.is_some_and(|t| now >= t + WINDOW))
+            .filter(|(_, b)| {
+                closed || flushed.is_some() || b.first.is_some_and(|t| now >= t + WINDOW)
+            })
             .map(|(t, _)| t.clone())
             .collect();
         for t in ripe {
@@ -341,6 +358,9 @@ pub async fn run(
                     }
                 }
             }
+        }
+        if let Some(done) = flushed {
+            let _ = done.send(());
         }
         if closed {
             return;

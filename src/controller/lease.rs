@@ -503,6 +503,10 @@ pub async fn run(
             _ = shutdown.changed() => break,
         }
     }
+    // The last outcomes are this holder's to report, before another copy may take over.
+    if campaign.shared.leadership.may_write() {
+        campaign.shared.recorder.flush().await;
+    }
     campaign.release(&elector).await;
     Ok(())
 }
@@ -537,14 +541,11 @@ impl Campaign {
                 (mono_now() - since).as_secs()
             );
         }
-        shared.leadership.fence.renewed(sent, timing);
-        // A renewal that took longer than the deadline confirms nothing.
-        if !shared.leadership.may_write() {
-            self.lose("the renewal came back too late");
-        } else if !shared.leadership.set_leading(true) {
-            self.standing_by = None;
-            shared.metrics.leader.store(true, Ordering::Relaxed);
-            let identity = &self.identity;
+        // Said before the fence opens: a worker with a key in hand writes as soon as it does,
+        // and its writes must not come before the line that says this copy leads.
+        let identity = &self.identity;
+        let newly = !shared.leadership.is_leading();
+        if newly {
             tracing::info!("acquired Lease {lease} as {identity}: resyncing everything");
             shared.log(
                 EventVerb::Lease,
@@ -552,6 +553,14 @@ impl Campaign {
                 EventResult::Ok,
                 format!("{identity} acquired the lease; resync"),
             );
+        }
+        shared.leadership.fence.renewed(sent, timing);
+        // A renewal that took longer than the deadline confirms nothing.
+        if !shared.leadership.may_write() {
+            self.lose("the renewal came back too late");
+        } else if !shared.leadership.set_leading(true) {
+            self.standing_by = None;
+            shared.metrics.leader.store(true, Ordering::Relaxed);
             super::requests::ensure_configmap(&shared.client, &self.namespace, &self.name).await;
             shared.resync();
         }

@@ -99,6 +99,11 @@ pub struct RequestOutcome {
     pub writes: u64,
     /// Writes that failed (not counting conflicts that were retried away).
     pub failures: u64,
+    /// Of those, the objects whose write the API server refused (422: fix the template or
+    /// constraint; not retried).
+    pub refused: usize,
+    /// The templates and constraints it concerned.
+    pub keys: usize,
 }
 
 /// Leader election as this copy sees it.
