@@ -1273,6 +1273,7 @@ fn remote_state() -> LiveState {
             settings: Some(kubectl_vap::core::settings::Settings::of(
                 &kubectl_vap::core::Options::default(),
             )),
+            refused: Vec::new(),
         }),
         vacant: false,
     };
@@ -1716,7 +1717,8 @@ fn tui_cluster_events_appear_in_the_log_once() {
     let at = ui
         .find(warning)
         .unwrap_or_else(|| panic!("{}", ui.screen()));
-    assert_eq!(ui.term.backend().buffer()[at].fg, Color::Yellow);
+    // A write the leader could not make is a failure: red (issue 21, item 2).
+    assert_eq!(ui.term.backend().buffer()[at].fg, Color::Red);
     assert!(
         ui.app.log.iter().any(|l| l.text.starts_with("WriteFailed")
             && l.text.ends_with("— by kubectl-vap-7c9d5-x2k4 (×3)")),

@@ -103,6 +103,9 @@ struct HealthRecord {
     /// The generation flags it acts on (flag → value), for every view to judge by.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     settings: Option<crate::core::settings::Settings>,
+    /// Writes the server refuses now: object → its message.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    refused: std::collections::BTreeMap<String, String>,
 }
 
 fn health_to_annotation(h: &LeaderHealth) -> String {
@@ -113,6 +116,7 @@ fn health_to_annotation(h: &LeaderHealth) -> String {
             .last_sync
             .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
         settings: h.settings.clone(),
+        refused: h.refused.iter().cloned().collect(),
     })
     .unwrap_or_default()
 }
@@ -128,6 +132,7 @@ fn health_of(l: &Lease) -> Option<LeaderHealth> {
             .and_then(|t| DateTime::parse_from_rfc3339(&t).ok())
             .map(|t| t.with_timezone(&Utc)),
         settings: r.settings,
+        refused: r.refused.into_iter().collect(),
     })
 }
 

@@ -347,6 +347,7 @@ fn health_of(
         queue: shared.queue.len(),
         last_sync: shared.status.last_sync(),
         settings: Some(settings.clone()),
+        refused: shared.status.refusals(),
     })
 }
 
@@ -855,6 +856,47 @@ async fn recheck_gatekeeper(shared: Arc<Shared>, every: Duration) {
     }
 }
 
+/// The leader says, as a Warning Event on the object, why a template or constraint it just
+/// reconciled cannot be turned into a VAP or binding (template-error, constraint-error) —
+/// once per reason (`events::Recorder::decided`), where `kubectl events --for` looks.
+fn report_invalid(shared: &Shared, key: &super::queue::Key, opts: &Options) {
+    use super::events::Regarding;
+    use super::queue::Key;
+    use super::world::Read;
+    use crate::core::decide::{
+        ConstraintIntent, TemplateVerdict, decide_constraint, decide_template,
+    };
+    if !shared.leadership.may_write() {
+        return;
+    }
+    match key {
+        Key::Template(t) => {
+            if let Read::Known(Some(tpl)) = shared.stores.template(t) {
+                let reason = match decide_template(&tpl, opts) {
+                    TemplateVerdict::Invalid { reason } => Some(reason),
+                    _ => None,
+                };
+                shared
+                    .recorder
+                    .decided(Regarding::Template(t.clone()), reason);
+            }
+        }
+        Key::Constraint { kind, name } => {
+            if let Read::Known(Some(c)) = shared.stores.constraint(kind, name) {
+                let reason = match decide_constraint(&c, opts) {
+                    ConstraintIntent::Invalid { reason } => Some(reason),
+                    _ => None,
+                };
+                let regarding = Regarding::Constraint {
+                    kind: kind.clone(),
+                    name: name.clone(),
+                };
+                shared.recorder.decided(regarding, reason);
+            }
+        }
+    }
+}
+
 async fn worker(
     shared: Arc<Shared>,
     cache: Arc<OpinionCache>,
@@ -880,6 +922,7 @@ async fn worker(
                 shared
                     .tracker
                     .processed(&p.key, p.started, &p.outcome, p.writes, p.failures);
+                report_invalid(&shared, &p.key, &opts);
                 shared.status.touch();
             }
             Step::Idle(due) => {

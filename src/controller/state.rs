@@ -86,6 +86,9 @@ pub struct LeaderHealth {
     /// The generation options it acts on (`None` from a leader that publishes none): every
     /// view judges the cluster by them.
     pub settings: Option<crate::core::settings::Settings>,
+    /// Writes the API server refuses now: (`Kind/name`, its message). A view elsewhere shows
+    /// them on the object ("the last write failed").
+    pub refused: Vec<(String, String)>,
 }
 
 /// What a request (replay, reconcile) did, as the copy that handled it reports it.

@@ -2,7 +2,9 @@
 //! (yet): pure, so every header and event-log state is tested without a cluster.
 
 use super::action::Level;
-use super::data::{AccessError, AccessKind, ClusterInfo, Data, EventLine, Leader, Link, Origin};
+use super::data::{
+    AccessError, AccessKind, ClusterInfo, Data, EventLine, Leader, Link, Origin, WriteFailure,
+};
 use crate::controller::LeaderHealth;
 use crate::controller::{
     AccessErrorKind, ClusterEvent, Connection, EventResult, EventVerb, LiveState, ReconcileEvent,
@@ -192,7 +194,12 @@ fn cluster_line(seq: u64, e: &ClusterEvent) -> EventLine {
     EventLine {
         seq,
         time: clock(e.time),
-        level: if e.warning { Level::Warn } else { Level::Info },
+        // A write the leader could not make is a failure here too: red, not a warning.
+        level: match (e.warning, e.reason.as_str()) {
+            (true, "WriteFailed") => Level::Error,
+            (true, _) => Level::Warn,
+            _ => Level::Info,
+        },
         text: printable(&format!(
             "{} {}{note} — by {}{count}",
             e.reason, e.regarding, e.reporter
@@ -277,7 +284,24 @@ pub fn data_from_live(
         &opts,
         events,
     );
-    data.note_write_failures(failed_writes(&state.events));
+    let mut failures = failed_writes(&state.events);
+    // The leader's refused writes, wherever it runs: an observer has no event log of its own.
+    if !lease.leading
+        && !lease.vacant
+        && let Some(h) = &lease.health
+    {
+        for (object, why) in &h.refused {
+            if let Some((kind, name)) = object.split_once('/') {
+                failures
+                    .entry((kind.to_string(), name.to_string()))
+                    .or_insert_with(|| WriteFailure {
+                        why: why.clone(),
+                        refused: true,
+                    });
+            }
+        }
+    }
+    data.note_write_failures(failures);
     data
 }
 
@@ -375,7 +399,7 @@ pub fn unavailable(context: &str, reconcile: bool, resource: &str, message: Stri
 }
 
 /// Why the last write of each object failed, for the objects whose last write did fail.
-fn failed_writes(events: &VecDeque<ReconcileEvent>) -> HashMap<(String, String), String> {
+fn failed_writes(events: &VecDeque<ReconcileEvent>) -> HashMap<(String, String), WriteFailure> {
     let mut failed = HashMap::new();
     for e in events {
         if !matches!(
@@ -389,8 +413,12 @@ fn failed_writes(events: &VecDeque<ReconcileEvent>) -> HashMap<(String, String),
             (EventResult::Ok, _) => {
                 failed.remove(&key);
             }
-            (_, Some(why)) => {
-                failed.insert(key, why);
+            (result, Some(why)) => {
+                let refused = matches!(
+                    result,
+                    EventResult::WriteFailed(crate::controller::WriteError::Invalid(_))
+                );
+                failed.insert(key, WriteFailure { why, refused });
             }
             _ => {}
         }
@@ -486,7 +514,8 @@ mod tests {
                 ),
                 (
                     "WriteFailed ConstraintTemplate/k8srequiredlabels: create ValidatingAdmissionPolicy/x: forbidden\\x1b[2J — by gatekeeper-vap-7c9d (×3)",
-                    Level::Warn
+                    // A failed write is red: a failure, not a warning.
+                    Level::Error
                 ),
             ]
         );
@@ -565,7 +594,7 @@ mod tests {
                     pod: Some("kubectl-vap-7c9d".into()),
                     queue: 2,
                     last_sync: Some(at(30)),
-                    settings: None,
+                    ..LeaderHealth::default()
                 }),
                 ..LeaseInfo::default()
             },
@@ -660,6 +689,55 @@ mod tests {
         );
         state.push_event(write(EventResult::Ok));
         assert!(!message(&state).contains("last write failed"));
+
+        // An observer: the leader elsewhere publishes the write the server refused; the
+        // object's finding says so, and a write-refused error finding carries its message.
+        state.lease = LeaseInfo {
+            holder: Some("leader-1".into()),
+            health: Some(LeaderHealth {
+                refused: vec![(
+                    "ValidatingAdmissionPolicy/gatekeeper-k8sx".into(),
+                    "compilation failed: undefined field 'typo' (Invalid, 422)".into(),
+                )],
+                ..LeaderHealth::default()
+            }),
+            ..LeaseInfo::default()
+        };
+        state.events.clear();
+        assert!(
+            message(&state).ends_with(
+                "the last write failed: compilation failed: undefined field 'typo' (Invalid, 422)"
+            ),
+            "{}",
+            message(&state)
+        );
+        let data = data_from_live(&state, "ctx", false, &Options::default(), Vec::new());
+        let refused: Vec<_> = data
+            .analysis
+            .findings
+            .iter()
+            .filter(|f| f.code == Code::WriteRefused)
+            .collect();
+        assert_eq!(refused.len(), 1, "{:?}", data.analysis.findings);
+        assert_eq!(refused[0].object.name, "gatekeeper-k8sx");
+        assert!(refused[0].message.contains("undefined field 'typo'"));
+        assert!(
+            data.summary.errors >= 2,
+            "counted as an error: {:?}",
+            data.summary
+        );
+    }
+
+    #[test]
+    fn a_write_the_leader_could_not_make_is_red_in_the_log() {
+        let mut state = LiveState::default();
+        let mut e = cluster_event("leader-1", 1);
+        e.reason = "WriteFailed".into();
+        e.warning = true;
+        state.cluster_events.push_back(e);
+        let lines = EventCursor::default().new_events(&state);
+        assert_eq!(lines.len(), 1);
+        assert_eq!(lines[0].level, Level::Error);
     }
 
     #[test]

@@ -816,5 +816,104 @@ async fn e2e_a_refused_write_is_a_failure_everywhere() {
         stdout.contains("1 write refused by the API server"),
         "{stdout}"
     );
+    // An observer elsewhere (the TUI without --reconcile) reads the refusal the holder
+    // publishes with its renewals: what its detail pane notes on the VAP.
+    let observer = observe(
+        e.env.client_admin().await,
+        "gatekeeper-system",
+        "kubectl-vap",
+        opts(0),
+    )
+    .await;
+    let object = format!("ValidatingAdmissionPolicy/{vap}");
+    eventually("the observer sees the holder's refused write", || async {
+        observer.state().lease.health.as_ref().is_some_and(|h| {
+            h.refused
+                .iter()
+                .any(|(o, why)| *o == object && why.contains("sharingNamespaceTypo"))
+        })
+    })
+    .await;
+    observer.stop().await;
     e.clean_up_with(holder, &[&kind]).await;
+}
+
+/// The Warning Events `Invalid` regarding `name` in `default`, as the API server holds them:
+/// (note, series count).
+async fn invalid_events(e: &Env, name: &str) -> Vec<(String, i32)> {
+    use k8s_openapi::api::events::v1::Event;
+    let api: kube::Api<Event> = kube::Api::namespaced(e.client.clone(), "default");
+    api.list(&Default::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|ev| {
+            ev.reason.as_deref() == Some("Invalid")
+                && ev.type_.as_deref() == Some("Warning")
+                && ev.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+        })
+        .map(|ev| {
+            (
+                ev.note.unwrap_or_default(),
+                ev.series.map_or(1, |s| s.count),
+            )
+        })
+        .collect()
+}
+
+/// Invalid templates and constraints get a Warning Event from the leader (issue 21, item 2),
+/// once per reason: a template whose CEL does not parse (template-error), a constraint with
+/// Deny and Warn together (constraint-error); reconciling everything again adds none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_invalid_templates_and_constraints_are_warning_events_once() {
+    let e = Env::new().await;
+    let broken = e.env.unique_kind("Broken");
+    e.put_template(&with_expression(
+        crate::env::template(&broken, Some(true)),
+        "1 +",
+    ))
+    .await;
+    let kind = e.generating_kind("Both", "ok").await;
+    let point = serde_json::json!([{ "name": "vap.k8s.io" }]);
+    e.put_constraint(
+        &kind,
+        "both",
+        serde_json::json!({
+            "enforcementAction": "scoped",
+            "scopedEnforcementActions": [
+                { "action": "deny", "enforcementPoints": point },
+                { "action": "warn", "enforcementPoints": point },
+            ],
+        }),
+    )
+    .await;
+    let r = e.leader(&e.env.unique_name("invalid"), opts(0)).await;
+    r.assert_idle(TIMEOUT).await;
+    let template = broken.to_lowercase();
+    eventually(
+        "a Warning Invalid on the template and on the constraint",
+        || async {
+            !invalid_events(&e, &template).await.is_empty()
+                && !invalid_events(&e, "both").await.is_empty()
+        },
+    )
+    .await;
+    r.reconcile_all().await;
+    r.assert_idle(TIMEOUT).await;
+    // Past the Events' aggregation window: whatever the reconcile would say has been said.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let on_template = invalid_events(&e, &template).await;
+    assert_eq!(on_template.len(), 1, "{on_template:?}");
+    assert_eq!(on_template[0].1, 1, "once per reason: {on_template:?}");
+    assert!(!on_template[0].0.is_empty());
+    let on_constraint = invalid_events(&e, "both").await;
+    assert_eq!(on_constraint.len(), 1, "{on_constraint:?}");
+    assert_eq!(on_constraint[0].1, 1, "{on_constraint:?}");
+    assert!(
+        e.kubectl_events_for(&template).contains("Invalid"),
+        "kubectl events shows it"
+    );
+    e.clean_up_with(r, &[&broken, &kind]).await;
 }
