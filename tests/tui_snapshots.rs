@@ -1276,6 +1276,7 @@ fn remote_state() -> LiveState {
             refused: Vec::new(),
         }),
         vacant: false,
+        unresponsive_until: None,
     };
     state
 }
@@ -1415,6 +1416,32 @@ fn tui_vacant_lease_warns_in_red() {
         ui.screen()
     );
     assert!(ui.row(0).contains("leader: none"), "{}", ui.row(0));
+}
+
+/// A holder that stopped renewing while its Lease has not expired yet (a `kill -9`, with a
+/// standby running): said as unresponsive with the time left, in yellow — not "no copy
+/// reconciles", which said so for 17 s while the standby was about to take over (issue 21,
+/// item 9).
+#[test]
+fn tui_unresponsive_leader_is_not_said_to_be_absent() {
+    let mut state = remote_state();
+    state.lease.unresponsive_until = Some(fixture_now() + chrono::Duration::seconds(9));
+    let ui = Ui::new(false, observing(&state), 150, 36);
+    let warning = "leader kubectl-vap-7c9d5 unresponsive; its Lease gatekeeper-system/kubectl-vap expires in 9s, a standby takes over";
+    let at = ui
+        .find(warning)
+        .unwrap_or_else(|| panic!("{}", ui.screen()));
+    assert_eq!(ui.term.backend().buffer()[at].fg, Color::Yellow);
+    assert!(
+        !ui.screen().contains("no copy reconciles"),
+        "{}",
+        ui.screen()
+    );
+    assert!(
+        ui.row(0).contains("leader: kubectl-vap-7c9d5"),
+        "{}",
+        ui.row(0)
+    );
 }
 
 fn reconnecting() -> Arc<Data> {

@@ -127,8 +127,10 @@ pub struct LeaseInfo {
     /// What the holder last published with its renewals.
     pub health: Option<LeaderHealth>,
     /// Nobody holds the Lease, or its holder stopped renewing it (seen unchanged for a whole
-    /// lease duration): no copy reconciles.
+    /// lease duration, and no standby took it within the grace after): no copy reconciles.
     pub vacant: bool,
+    /// Its holder missed its renewals: when its Lease expires (a standby takes over then).
+    pub unresponsive_until: Option<DateTime<Utc>>,
 }
 
 pub use crate::cluster::access::{AccessError, AccessErrorKind};

@@ -131,6 +131,8 @@ pub struct Leader {
     pub last_sync: Option<DateTime<Utc>>,
     /// Nobody holds the Lease, or its holder stopped renewing it: no copy reconciles.
     pub vacant: bool,
+    /// The holder missed its renewals: when its Lease expires and a standby takes over.
+    pub unresponsive_until: Option<DateTime<Utc>>,
 }
 
 impl Leader {

@@ -32,6 +32,8 @@ pub struct EventCursor {
     /// Who held the Lease when it was last looked at, and whether it was vacant: `None`
     /// until the Lease has been read once.
     lease: Option<(Option<String>, bool)>,
+    /// Whether the holder was unresponsive (missed renewals) when last looked at.
+    unresponsive: bool,
     seq: u64,
 }
 
@@ -87,6 +89,8 @@ impl EventCursor {
             return None;
         }
         let now = (lease.holder.clone(), lease.vacant);
+        let unresponsive = lease.unresponsive_until.is_some();
+        let was_unresponsive = std::mem::replace(&mut self.unresponsive, unresponsive);
         let was = self.lease.replace(now.clone())?;
         let me = lease.identity.as_str();
         let name = |h: &Option<String>| match h.as_deref() {
@@ -115,6 +119,14 @@ impl EventCursor {
             ((before, false), (holder, false)) if before != holder => (
                 Level::Info,
                 format!("{} leads now (was {})", name(holder), name(before)),
+            ),
+            // Held, but not renewed: a standby takes over when it expires; not "nobody".
+            (_, (holder, false)) if unresponsive && !was_unresponsive => (
+                Level::Warn,
+                format!(
+                    "{} unresponsive: it stopped renewing; a standby takes over when the Lease expires",
+                    name(holder)
+                ),
             ),
             _ => return None,
         };
@@ -232,6 +244,7 @@ pub fn data_from_live(
         },
         last_sync: health.and_then(|h| h.last_sync),
         vacant: lease.vacant,
+        unresponsive_until: lease.unresponsive_until,
     };
     let link = match &state.connection {
         Connection::Connected => Link::Up,

@@ -248,6 +248,21 @@ pub fn alerts(app: &App) -> Vec<Line<'static>> {
     if let Some(line) = link_line(app) {
         out.push(line);
     }
+    if let (Some(until), false) = (info.leader.unresponsive_until, info.leader.vacant) {
+        // Held but not renewed: a standby takes over at expiry; "no copy reconciles" only
+        // once nobody did.
+        let who = info.leader.name().unwrap_or_else(|| "the leader".into());
+        let left = app.now().map_or(String::new(), |now| {
+            format!(" in {}s", seconds_until(until, now))
+        });
+        out.push(Line::styled(
+            format!(
+                " ⚠ leader {who} unresponsive; its Lease {} expires{left}, a standby takes over",
+                info.leader.lease
+            ),
+            Style::new().fg(Color::Yellow),
+        ));
+    }
     if info.leader.vacant {
         let who = match &info.leader.holder {
             Some(h) => format!("{h} stopped renewing"),
