@@ -77,13 +77,20 @@ pub async fn dry_run_write(
 }
 
 /// The server's message, if it refuses `w`'s body itself (400, 422): what no retry and no
-/// grant changes.
+/// grant changes. A 422 whose cause is `FieldValueForbidden` (a VAP's paramKind needs `get`
+/// on that kind from whoever writes it) is about the sender's rights, not the body.
 pub fn refusal(e: &ApplyError) -> Option<String> {
-    match e {
-        ApplyError::Failed { source, .. }
-            if matches!(super::status_code(source), Some(400 | 422)) =>
-        {
-            Some(super::describe(source))
+    let ApplyError::Failed { source, .. } = e else {
+        return None;
+    };
+    match &**source {
+        kube::Error::Api(status) if status.code == 400 || status.code == 422 => {
+            let forbidden = status
+                .details
+                .iter()
+                .flat_map(|d| &d.causes)
+                .any(|c| c.reason == "FieldValueForbidden");
+            (!forbidden).then(|| super::describe(source))
         }
         _ => None,
     }
@@ -154,5 +161,40 @@ async fn send(
                 Err(e) => Err(classify(e, &[409])),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failed(status: serde_json::Value) -> ApplyError {
+        let status: kube::core::Status = serde_json::from_value(status).expect("a Status");
+        ApplyError::Failed {
+            what: "create ValidatingAdmissionPolicy/gatekeeper-k8sx".into(),
+            source: Box::new(kube::Error::Api(Box::new(status))),
+        }
+    }
+
+    /// What `plan` marks as refused: the body (422, 400), never the sender's rights or a
+    /// conflict.
+    #[test]
+    fn a_refusal_is_the_servers_verdict_on_the_body() {
+        let invalid = failed(serde_json::json!({
+            "code": 422, "reason": "Invalid",
+            "message": "spec.validations[0].expression: compilation failed",
+            "details": { "causes": [{ "reason": "FieldValueInvalid" }] }
+        }));
+        assert!(refusal(&invalid).is_some_and(|m| m.contains("compilation failed")));
+        let param_kind = failed(serde_json::json!({
+            "code": 422, "reason": "Invalid", "message": "spec.paramKind: Forbidden",
+            "details": { "causes": [{ "reason": "FieldValueForbidden" }] }
+        }));
+        assert_eq!(refusal(&param_kind), None);
+        assert_eq!(
+            refusal(&failed(serde_json::json!({ "code": 403, "message": "no" }))),
+            None
+        );
+        assert_eq!(refusal(&ApplyError::Conflict("409".into())), None);
     }
 }
