@@ -34,6 +34,9 @@ pub struct EventCursor {
     lease: Option<(Option<String>, bool)>,
     /// Whether the holder was unresponsive (missed renewals) when last looked at.
     unresponsive: bool,
+    /// A new holder said from its Events (and the holder the Lease named then), until the
+    /// Lease names it too.
+    inferred: Option<(String, Option<String>)>,
     seq: u64,
 }
 
@@ -72,6 +75,13 @@ impl EventCursor {
             if !self.first_sight(e) {
                 continue;
             }
+            if let Some(line) = self.inferred_leader(state, e) {
+                self.seq += 1;
+                out.push(EventLine {
+                    seq: self.seq,
+                    ..line
+                });
+            }
             self.seq += 1;
             out.push(cluster_line(self.seq, e));
         }
@@ -89,6 +99,16 @@ impl EventCursor {
             return None;
         }
         let now = (lease.holder.clone(), lease.vacant);
+        // A holder inferred from its Events: the Lease read before it still names the old one.
+        if let Some((inferred, old)) = self.inferred.take() {
+            if now.0.as_deref() == Some(inferred.as_str()) && !now.1 {
+                return None;
+            }
+            if now.0 == old && !now.1 {
+                self.inferred = Some((inferred, old));
+                return None;
+            }
+        }
         let unresponsive = lease.unresponsive_until.is_some();
         let was_unresponsive = std::mem::replace(&mut self.unresponsive, unresponsive);
         let was = self.lease.replace(now.clone())?;
@@ -138,6 +158,32 @@ impl EventCursor {
             time: state.snapshot.now.map(clock).unwrap_or_default(),
             level,
             text: printable(&format!("lease {} — {text}", lease.lease)).into_owned(),
+        })
+    }
+
+    /// Only the holder publishes Events (they are fenced like writes), so an Event newer than
+    /// the current holder's `acquireTime` from another copy means that copy leads now: said
+    /// before its Events, not after them at the next reading of the Lease (every 3 s).
+    fn inferred_leader(&mut self, state: &LiveState, e: &ClusterEvent) -> Option<EventLine> {
+        let lease = &state.lease;
+        let (holder, _) = self.lease.clone()?;
+        let known = holder.as_deref()?;
+        let newer = lease.since.is_some_and(|since| e.time > since);
+        if e.reporter.is_empty() || e.reporter == known || !newer || lease.leading {
+            return None;
+        }
+        self.lease = Some((Some(e.reporter.clone()), false));
+        self.inferred = Some((e.reporter.clone(), holder.clone()));
+        self.unresponsive = false;
+        Some(EventLine {
+            seq: 0,
+            time: clock(e.time),
+            level: Level::Info,
+            text: printable(&format!(
+                "lease {} — {} leads now (was {known})",
+                lease.lease, e.reporter
+            ))
+            .into_owned(),
         })
     }
 
@@ -739,6 +785,36 @@ mod tests {
             "counted as an error: {:?}",
             data.summary
         );
+    }
+
+    /// A new leader's Events arrive before the next reading of the Lease: "leads now" is said
+    /// before them, once, and not undone by the Lease read before the change.
+    #[test]
+    fn a_new_leader_is_said_before_its_events() {
+        let mut cursor = EventCursor::default();
+        let mut state = LiveState {
+            lease: LeaseInfo {
+                lease: "ns/l".into(),
+                identity: "laptop-1".into(),
+                holder: Some("old".into()),
+                since: Some(at(0)),
+                ..LeaseInfo::default()
+            },
+            ..LiveState::default()
+        };
+        assert!(cursor.new_events(&state).is_empty(), "the first reading");
+        state.cluster_events.push_back(cluster_event("new", 1));
+        let texts = |lines: Vec<EventLine>| lines.into_iter().map(|l| l.text).collect::<Vec<_>>();
+        let lines = texts(cursor.new_events(&state));
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert_eq!(lines[0], "lease ns/l — new leads now (was old)");
+        assert!(lines[1].starts_with("Replayed"), "{lines:?}");
+        // The Lease still read as before: nothing flips back.
+        assert!(cursor.new_events(&state).is_empty());
+        // The Lease read again names the new holder: said already.
+        state.lease.holder = Some("new".into());
+        state.lease.since = Some(at(50));
+        assert!(cursor.new_events(&state).is_empty());
     }
 
     #[test]
