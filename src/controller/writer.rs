@@ -193,19 +193,12 @@ impl Writer for Shared {
             return WriteOutcome::Skipped(NotSent::NotConfirmed);
         }
         if let Some(why) = self.status.refusal(&w.object.to_string(), digest(w)) {
-            // Not sent again, but still a failure: counted for the request that asked (its
-            // reply and exit code), and in the event log. Its Kubernetes Event was published
-            // when the server refused it (once per change).
+            // Not sent again, but still a failure of the request that met it (its reply and
+            // exit code). Reported once: the event log's line, the metric and the Kubernetes
+            // Event came when the server refused it.
             tracing::debug!(object = %w.object, "not sent again: {why}");
             super::requests::count_write(true);
-            let e = WriteError::Invalid(why);
-            self.log(
-                event_verb(w.verb),
-                w.object.clone(),
-                EventResult::WriteFailed(e.clone()),
-                w.reason.clone(),
-            );
-            return WriteOutcome::Failed(e);
+            return WriteOutcome::Failed(WriteError::Invalid(why));
         }
         match apply_write(&self.client, self.stores.admission(), w).await {
             Ok(applied) => {
