@@ -35,9 +35,10 @@ fn check_on_the_demo_lists_every_finding_code_and_exits_1() {
     let mut all: Vec<&str> = kubectl_vap::core::Code::ALL
         .iter()
         .map(|c| c.as_str())
-        // Only `check --audit` on a cluster finds these, and only input that holds an object
-        // twice (the demo is one consistent snapshot; see `duplicates_are_named`).
-        .filter(|c| *c != "constraint-violations" && *c != "input-duplicate")
+        // Only a cluster shows these (`check --audit`'s violations, the writes its API server
+        // refuses), and only input that holds an object twice shows input-duplicate (the demo
+        // is one consistent snapshot; see `duplicates_are_named`).
+        .filter(|c| !["constraint-violations", "write-refused", "input-duplicate"].contains(c))
         .collect();
     all.sort();
     assert_eq!(codes, all);
@@ -617,7 +618,8 @@ fn check_wide_adds_source_and_related_columns() {
 }
 
 /// Each command's help shows the flags it takes and no other: the TUI's, files, the Lease and
-/// generation flags only where they are used; kubectl's connection flags everywhere.
+/// generation flags only where they are used (check and plan read the leader's settings from
+/// its Lease); kubectl's connection flags everywhere.
 #[test]
 fn each_help_shows_only_the_flags_its_command_uses() {
     let help = |cmd: &str| {
@@ -629,8 +631,8 @@ fn each_help_shows_only_the_flags_its_command_uses() {
         |h: &str, flag: &str| h.contains(&format!("{flag} ")) || h.contains(&format!("{flag}\n"));
     //            command      -f     lease  generation
     for (cmd, files, lease, gen_flags) in [
-        ("check", true, false, true),
-        ("plan", true, false, true),
+        ("check", true, true, true),
+        ("plan", true, true, true),
         ("test", true, false, true),
         ("run", false, true, true),
         ("replay", false, true, true),

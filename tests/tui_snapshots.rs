@@ -1364,9 +1364,14 @@ fn remote_state() -> LiveState {
             pod: Some("kubectl-vap-7c9d5".into()),
             queue: 3,
             last_sync: Some(fixture_now() - chrono::Duration::seconds(4)),
+            settings: Some(kubectl_vap::core::settings::Settings::of(
+                &kubectl_vap::core::Options::default(),
+            )),
+            refused: Vec::new(),
         }),
         vacant: false,
         unreadable: None,
+        unresponsive_until: None,
     };
     state
 }
@@ -1410,13 +1415,21 @@ fn tui_remote_leader_with_health() {
             header.contains("mode: observing (asks the leader)"),
             "{header}"
         );
+        // Whose settings judge the tree goes before the leader's health.
         if size.0 == 150 {
             assert!(
-                header.contains("leader: kubectl-vap-7c9d5 for 12m │ queue 3, synced 4s ago"),
+                header.contains("leader: kubectl-vap-7c9d5 for 12m │ settings: leader's"),
                 "{header}"
             );
         }
     }
+    let wide = Ui::new(false, observing(&remote_state()), 190, 36).row(0);
+    assert!(
+        wide.contains(
+            "leader: kubectl-vap-7c9d5 for 12m │ queue 3, synced 4s ago │ settings: leader's"
+        ),
+        "{wide}"
+    );
     // This copy leading says so, with its own queue.
     let mut state = live_state();
     state.queue_depth = 2;
@@ -1432,7 +1445,7 @@ fn tui_remote_leader_with_health() {
 
 #[test]
 fn tui_header_drops_health_before_the_leader_and_never_the_mode() {
-    let widths: Vec<(u16, String)> = [170u16, 150, 120, 100, 90, 70, 60, 50]
+    let widths: Vec<(u16, String)> = [200u16, 150, 120, 100, 90, 70, 60, 50]
         .into_iter()
         .map(|w| (w, Ui::new(false, observing(&remote_state()), w, 24).row(0)))
         .collect();
@@ -1456,6 +1469,12 @@ fn tui_header_drops_health_before_the_leader_and_never_the_mode() {
         }
     }
     assert!(widths[0].1.contains("server: v1.36.3"), "{}", widths[0].1);
+    // Whose settings judge the tree stays as long as the leader does, before the health.
+    assert!(
+        widths[1].1.contains("settings: leader's") && !widths[1].1.contains("queue 3"),
+        "{}",
+        widths[1].1
+    );
     // At 120 columns the health has gone, the leader stays.
     assert!(
         !widths[2].1.contains("queue 3") && widths[2].1.contains("leader: kubectl-vap-7c9d5"),
@@ -1492,6 +1511,32 @@ fn tui_vacant_lease_warns_in_red() {
         ui.screen()
     );
     assert!(ui.row(0).contains("leader: none"), "{}", ui.row(0));
+}
+
+/// A holder that stopped renewing while its Lease has not expired yet (a `kill -9`, with a
+/// standby running): said as unresponsive with the time left, in yellow — not "no copy
+/// reconciles", which said so for 17 s while the standby was about to take over (issue 21,
+/// item 9).
+#[test]
+fn tui_unresponsive_leader_is_not_said_to_be_absent() {
+    let mut state = remote_state();
+    state.lease.unresponsive_until = Some(fixture_now() + chrono::Duration::seconds(9));
+    let ui = Ui::new(false, observing(&state), 150, 36);
+    let warning = "leader kubectl-vap-7c9d5 unresponsive; its Lease gatekeeper-system/kubectl-vap expires in 9s, a standby takes over";
+    let at = ui
+        .find(warning)
+        .unwrap_or_else(|| panic!("{}", ui.screen()));
+    assert_eq!(ui.term.backend().buffer()[at].fg, Color::Yellow);
+    assert!(
+        !ui.screen().contains("no copy reconciles"),
+        "{}",
+        ui.screen()
+    );
+    assert!(
+        ui.row(0).contains("leader: kubectl-vap-7c9d5"),
+        "{}",
+        ui.row(0)
+    );
 }
 
 fn reconnecting() -> Arc<Data> {
@@ -1794,7 +1839,8 @@ fn tui_cluster_events_appear_in_the_log_once() {
     let at = ui
         .find(warning)
         .unwrap_or_else(|| panic!("{}", ui.screen()));
-    assert_eq!(ui.term.backend().buffer()[at].fg, Color::Yellow);
+    // A write the leader could not make is a failure: red (issue 21, item 2).
+    assert_eq!(ui.term.backend().buffer()[at].fg, Color::Red);
     assert!(
         ui.app.log.iter().any(|l| l.text.starts_with("WriteFailed")
             && l.text.ends_with("— by kubectl-vap-7c9d5-x2k4 (×3)")),

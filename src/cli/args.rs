@@ -100,17 +100,20 @@ impl Cli {
         }
     }
 
-    /// The Lease flags of the command being run (the TUI's without one); the defaults for the
-    /// commands that do not use the Lease.
     /// The generation options of the command line (the Lease's namespace exempt).
     pub fn generation_options(&self) -> Options {
         self.gen_flags().options(&self.lease().lease_namespace)
     }
 
+    /// The Lease flags of the command being run (the TUI's without one); the defaults for the
+    /// commands that do not use the Lease.
     pub fn lease(&self) -> &LeaseArgs {
         match &self.command {
             None => &self.tui.lease,
             Some(Command::Run(a)) => &a.lease,
+            // check and plan judge a live cluster by the settings its leader publishes there.
+            Some(Command::Check(a)) => &a.lease,
+            Some(Command::Plan(a)) => &a.lease,
             Some(Command::Replay { lease, .. } | Command::Reconcile { lease, .. }) => lease,
             Some(_) => &DEFAULT_LEASE,
         }
@@ -224,6 +227,8 @@ pub struct CheckArgs {
     pub audit: bool,
     #[command(flatten)]
     pub gen_flags: GenerationArgs,
+    #[command(flatten)]
+    pub lease: LeaseArgs,
 }
 
 #[derive(Debug, Args, Clone)]
@@ -434,6 +439,8 @@ pub struct PlanArgs {
     pub exit_code: bool,
     #[command(flatten)]
     pub gen_flags: GenerationArgs,
+    #[command(flatten)]
+    pub lease: LeaseArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -321,8 +321,9 @@ async fn ask_the_holder(
     )
     .await
     .context("asking the lease holder")?;
+    eprintln!("settings: the leader's ({holder}): it carries the command out");
     println!("{} (by {})", outcome.summary, outcome.handled_by);
-    Ok(if outcome.failures == 0 {
+    Ok(if outcome.failures == 0 && outcome.refused == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
@@ -330,6 +331,9 @@ async fn ask_the_holder(
 }
 
 /// Nobody leads: this command does, for `cmd`'s objects only, then releases the Lease.
+/// Gaining the Lease reconciles the scope, so the writes may come before the request's own:
+/// the last line counts every write of this copy (what the server saw), with the request's
+/// keys counted once every store has listed.
 async fn lead_briefly(cli: &Cli, cmd: Command) -> anyhow::Result<ExitCode> {
     let opts = cli.generation_options();
     let scope = match &cmd {
@@ -352,46 +356,179 @@ async fn lead_briefly(cli: &Cli, cmd: Command) -> anyhow::Result<ExitCode> {
         );
         return Ok(ExitCode::from(1));
     }
-    let outcome = running.request(cmd).await.context("handling the command");
-    let convergence = running
-        .converged(opts.binding_wait + Duration::from_secs(90))
-        .await;
-    // Everything since joining: gaining the lease reconciles the scope, so writes may precede
-    // the command's.
-    let (lines, failures) = event_lines(&running);
-    for l in &lines {
-        println!("{l}");
+    eprintln!(
+        "settings: local flags (this command leads Lease {}/{} for now)",
+        cli.lease().lease_namespace,
+        cli.lease().lease_name
+    );
+    let limit = opts.binding_wait + Duration::from_secs(90);
+    // The constraints of a kind are known once its store has listed: asked before, a replay
+    // found none ("replayed 0 constraints") while the writes of taking the Lease went on.
+    let _ = running.converged(limit).await;
+    let outcome = running
+        .request(cmd.clone())
+        .await
+        .context("handling the command");
+    let convergence = running.converged(limit).await;
+    let events = running.events();
+    for e in &events {
+        println!("{e}");
     }
+    // Failures by object: a body refused once is not sent again, but each attempt is logged.
+    let failed: std::collections::BTreeSet<String> = events
+        .iter()
+        .filter(|e| e.result.is_failure())
+        .map(|e| e.object.to_string())
+        .collect();
+    let refused: std::collections::BTreeSet<String> = events
+        .iter()
+        .filter(|e| {
+            matches!(
+                &e.result,
+                crate::controller::EventResult::WriteFailed(
+                    crate::controller::WriteError::Invalid(_)
+                )
+            )
+        })
+        .map(|e| e.object.to_string())
+        .collect();
+    let writes = running.writes_total();
     stop(running).await;
     let outcome = outcome?;
-    println!("{}", outcome.summary);
-    if convergence == Convergence::Idle && failures == 0 {
+    println!(
+        "{}",
+        crate::controller::request_summary(
+            &cmd,
+            outcome.keys,
+            writes,
+            failed.len() as u64,
+            refused.len(),
+            0,
+            0
+        )
+    );
+    if convergence == Convergence::Idle && failed.is_empty() {
         Ok(ExitCode::SUCCESS)
     } else {
         Ok(ExitCode::from(1))
     }
 }
 
-/// `check`/`plan` against the live cluster: one listing, then the same report as for files.
-/// `check` on the current context.
+/// `check`/`plan` against the live cluster: one listing, then the same report as for files,
+/// judged by the leader's settings when a leader publishes them, with each planned write
+/// sent as a server-side dry-run. `check` on the current context.
 pub fn check(cli: &Cli, out: &OutputArgs) -> anyhow::Result<ExitCode> {
-    let snap = read_cluster(cli)?;
-    let (text, code) = report::check_report(&snap, &cli.generation_options(), out.output)?;
+    let (snap, opts, live) = read_cluster(cli)?;
+    let (text, code) = report::check_report_live(&snap, &opts, out.output, Vec::new(), &live)?;
     print!("{text}");
     Ok(code)
 }
 
-/// `plan` on the current context.
+/// `plan` on the current context. Exit 1 when the server refuses a planned write, whatever
+/// `--exit-code` says: that plan cannot be carried out.
 pub fn plan(cli: &Cli, args: &PlanArgs) -> anyhow::Result<ExitCode> {
-    let snap = read_cluster(cli)?;
-    let (text, writes) = report::plan_report(&snap, &cli.generation_options(), args.out.format())?;
+    let (snap, opts, live) = read_cluster(cli)?;
+    let (text, writes) = report::plan_report_live(&snap, &opts, args.out.format(), Some(&live))?;
     print!("{text}");
+    if !live.refused.is_empty() {
+        return Ok(ExitCode::from(1));
+    }
     Ok(report::plan_exit_code(args, writes))
 }
 
+/// Whose settings to judge by: the leader's as it publishes them with its renewals, or this
+/// copy's flags, and why. Said on stderr (every format), and in the report's JSON.
+async fn judged_settings(
+    client: &kube::Client,
+    cli: &Cli,
+) -> (crate::core::Options, crate::core::settings::Judged) {
+    use crate::core::settings::judge;
+    let local = cli.generation_options();
+    let lease = cli.lease();
+    let (ns, name) = (lease.lease_namespace.as_str(), lease.lease_name.as_str());
+    let (opts, judged) = match crate::controller::read_lease(client, ns, name).await {
+        Ok(view) => match (view.holder.filter(|_| !view.vacant), view.health) {
+            (Some(holder), Some(health)) if health.settings.is_some() => {
+                let settings = health.settings.unwrap_or_default();
+                judge(&local, Some((&holder, &settings)), "")
+            }
+            (Some(holder), _) => {
+                judge(&local, None, &format!("the leader {holder} publishes none"))
+            }
+            (None, _) => judge(
+                &local,
+                None,
+                &format!("no copy leads: Lease {ns}/{name} is vacant"),
+            ),
+        },
+        Err(e) => judge(
+            &local,
+            None,
+            &format!(
+                "cannot read Lease {ns}/{name}: {}",
+                crate::cluster::describe(&e)
+            ),
+        ),
+    };
+    for line in judged.lines() {
+        eprintln!("{line}");
+    }
+    (opts, judged)
+}
+
+/// Each write of `plan` sent as a server-side dry-run: those the server refuses, with its
+/// message. A dry-run that fails otherwise (forbidden to this user, no answer) is said on
+/// stderr and proves nothing either way.
+async fn dry_run_plan(
+    client: &kube::Client,
+    api: &crate::cluster::discovery::AdmissionApi,
+    plan: &[crate::core::PlannedWrite],
+) -> Vec<report::Refused> {
+    use futures::StreamExt;
+    let results: Vec<_> = futures::stream::iter(plan)
+        .map(|w| async move {
+            (
+                w,
+                crate::cluster::apply::dry_run_write(client, api, w).await,
+            )
+        })
+        .buffered(8)
+        .collect()
+        .await;
+    let mut refused = Vec::new();
+    let mut unchecked = 0;
+    for (w, result) in results {
+        let Err(e) = result else { continue };
+        match crate::cluster::apply::refusal(&e) {
+            Some(message) => refused.push(report::Refused {
+                verb: w.verb,
+                object: w.object.clone(),
+                message,
+            }),
+            None => {
+                unchecked += 1;
+                tracing::debug!("dry-run of {} {}: {e}", w.verb.as_str(), w.object);
+                if unchecked == 1 {
+                    eprintln!(
+                        "warning: the server-side dry-run of a planned write failed ({}); what the server would refuse is not known",
+                        e
+                    );
+                }
+            }
+        }
+    }
+    refused
+}
+
 /// Everything `check` and `plan` read, or an error naming what could not be read (a partial
-/// report would hide problems).
-fn read_cluster(cli: &Cli) -> anyhow::Result<crate::snapshot::Snapshot> {
+/// report would hide problems); the options to judge by; what the server refuses of the plan.
+fn read_cluster(
+    cli: &Cli,
+) -> anyhow::Result<(
+    crate::snapshot::Snapshot,
+    crate::core::Options,
+    report::Live,
+)> {
     let rt = runtime()?;
     rt.block_on(async {
         let (client, url) = crate::cluster::client::connect(&cli.conn, false)
@@ -417,6 +554,16 @@ fn read_cluster(cli: &Cli) -> anyhow::Result<crate::snapshot::Snapshot> {
                 forbidden.join("\n  ")
             );
         }
-        Ok(snap)
+        let (opts, settings) = judged_settings(&client, cli).await;
+        let plan = analyze(&snap, &opts).plan;
+        let refused = dry_run_plan(&client, &api, &plan).await;
+        Ok((
+            snap,
+            opts,
+            report::Live {
+                settings: Some(settings),
+                refused,
+            },
+        ))
     })
 }

@@ -3,7 +3,8 @@
 
 use super::args::{Cli, Format, OutputArgs, PlanArgs};
 use super::output;
-use crate::core::{Analysis, Options, PlannedWrite, Summary, Verb, analyze};
+use crate::core::settings::Judged;
+use crate::core::{Analysis, Code, Finding, Options, PlannedWrite, Summary, Verb, analyze};
 use crate::load::input::ReadOptions;
 use crate::snapshot::Snapshot;
 use crate::text::{printable, printable_lines};
@@ -15,6 +16,27 @@ use std::process::ExitCode;
 struct CheckReport<'a> {
     findings: &'a [crate::core::Finding],
     summary: CheckSummary<'a>,
+    /// Live: whose generation settings the cluster was judged by.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    settings: Option<&'a Judged>,
+}
+
+/// What a report on a live cluster adds to one on files.
+#[derive(Debug, Clone, Default)]
+pub struct Live {
+    /// Whose generation settings it judged by (the leader's, or local flags and why).
+    pub settings: Option<Judged>,
+    /// Planned writes the API server refuses (a server-side dry-run of each): the object and
+    /// the server's message.
+    pub refused: Vec<Refused>,
+}
+
+/// A planned write the API server refuses, and why.
+#[derive(Debug, Clone, Serialize)]
+pub struct Refused {
+    pub verb: Verb,
+    pub object: crate::model::ObjectRef,
+    pub message: String,
 }
 
 #[derive(Serialize)]
@@ -33,6 +55,11 @@ struct CheckSummary<'a> {
 struct PlanReport<'a> {
     actions: &'a [PlannedWrite],
     summary: PlanSummary,
+    /// Live: the planned writes the API server refuses in a dry-run, with its message.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    refused: Option<&'a [Refused]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    settings: Option<&'a Judged>,
 }
 
 #[derive(Serialize, Default)]
@@ -40,6 +67,9 @@ struct PlanSummary {
     create: usize,
     update: usize,
     delete: usize,
+    /// Live: how many of them the API server refuses.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    refused: Option<usize>,
 }
 
 /// The `-f` input of `check`, `plan` and the TUI.
@@ -89,8 +119,31 @@ pub fn check_report_with(
     format: Format,
     extra: Vec<crate::core::Finding>,
 ) -> anyhow::Result<(String, ExitCode)> {
+    check_report_live(snap, opts, format, extra, &Live::default())
+}
+
+/// [`check_report_with`] on a live cluster: a planned write the server refuses is an error
+/// finding on its object, with the server's message; JSON says whose settings judged.
+pub fn check_report_live(
+    snap: &Snapshot,
+    opts: &Options,
+    format: Format,
+    extra: Vec<crate::core::Finding>,
+    live: &Live,
+) -> anyhow::Result<(String, ExitCode)> {
     let Analysis { mut findings, .. } = analyze(snap, opts);
     findings.extend(extra);
+    findings.extend(live.refused.iter().map(|r| {
+        Finding::new(
+            Code::WriteRefused,
+            r.object.clone(),
+            format!(
+                "the API server refuses the {} that would bring it in line: {}",
+                r.verb.as_str(),
+                r.message
+            ),
+        )
+    }));
     let counts = Summary::of(&findings);
     let code = if counts.has_problems() {
         ExitCode::from(1)
@@ -108,6 +161,7 @@ pub fn check_report_with(
     let report = CheckReport {
         findings: &findings,
         summary,
+        settings: live.settings.as_ref(),
     };
     if let Some(text) = output::structured(&report, format)? {
         return Ok((text, code));
@@ -171,9 +225,28 @@ pub fn plan_report(
     opts: &Options,
     format: Format,
 ) -> anyhow::Result<(String, usize)> {
+    plan_report_live(snap, opts, format, None)
+}
+
+/// [`plan_report`] on a live cluster: each write the server refuses in a dry-run is marked,
+/// with its message.
+pub fn plan_report_live(
+    snap: &Snapshot,
+    opts: &Options,
+    format: Format,
+    live: Option<&Live>,
+) -> anyhow::Result<(String, usize)> {
     let Analysis { plan, .. } = analyze(snap, opts);
     let writes = plan.len();
-    let mut summary = PlanSummary::default();
+    let refused = |w: &PlannedWrite| {
+        live.into_iter()
+            .flat_map(|l| &l.refused)
+            .find(|r| r.verb == w.verb && r.object == w.object)
+    };
+    let mut summary = PlanSummary {
+        refused: live.map(|l| l.refused.len()),
+        ..PlanSummary::default()
+    };
     for w in &plan {
         match w.verb {
             Verb::Create => summary.create += 1,
@@ -184,6 +257,8 @@ pub fn plan_report(
     let report = PlanReport {
         actions: &plan,
         summary,
+        refused: live.map(|l| l.refused.as_slice()),
+        settings: live.and_then(|l| l.settings.as_ref()),
     };
     if let Some(text) = output::structured(&report, format)? {
         return Ok((text, writes));
@@ -204,6 +279,12 @@ pub fn plan_report(
             w.code,
             printable(&w.reason)
         ));
+        if let Some(r) = refused(w) {
+            text.push_str(&format!(
+                "    REFUSED by the API server (dry-run): {}\n",
+                printable(&r.message)
+            ));
+        }
         for line in w.diff.lines() {
             text.push_str("    ");
             text.push_str(&printable(line));
@@ -215,6 +296,11 @@ pub fn plan_report(
         "Plan: {} to create, {} to update, {} to delete.\n",
         summary.create, summary.update, summary.delete
     ));
+    if let Some(n) = summary.refused.filter(|n| *n > 0) {
+        text.push_str(&format!(
+            "{n} of them the API server refuses (dry-run): fix the template or constraint.\n"
+        ));
+    }
     Ok((printable_lines(&text).into_owned(), writes))
 }
 

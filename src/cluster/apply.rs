@@ -63,6 +63,45 @@ pub async fn apply_write(
     api: &AdmissionApi,
     w: &PlannedWrite,
 ) -> Result<Applied, ApplyError> {
+    send(client, api, w, false).await
+}
+
+/// `w` sent as a server-side dry-run (`dryRun=All`, as `kubectl diff` does): validated and
+/// admitted by the server as the write would be, and stored nowhere.
+pub async fn dry_run_write(
+    client: &kube::Client,
+    api: &AdmissionApi,
+    w: &PlannedWrite,
+) -> Result<Applied, ApplyError> {
+    send(client, api, w, true).await
+}
+
+/// The server's message, if it refuses `w`'s body itself (400, 422): what no retry and no
+/// grant changes. A 422 whose cause is `FieldValueForbidden` (a VAP's paramKind needs `get`
+/// on that kind from whoever writes it) is about the sender's rights, not the body.
+pub fn refusal(e: &ApplyError) -> Option<String> {
+    let ApplyError::Failed { source, .. } = e else {
+        return None;
+    };
+    match &**source {
+        kube::Error::Api(status) if status.code == 400 || status.code == 422 => {
+            let forbidden = status
+                .details
+                .iter()
+                .flat_map(|d| &d.causes)
+                .any(|c| c.reason == "FieldValueForbidden");
+            (!forbidden).then(|| super::describe(source))
+        }
+        _ => None,
+    }
+}
+
+async fn send(
+    client: &kube::Client,
+    api: &AdmissionApi,
+    w: &PlannedWrite,
+    dry_run: bool,
+) -> Result<Applied, ApplyError> {
     let ar = if w.object.kind == super::discovery::VAP_KIND {
         api.policy()
     } else if w.object.kind == crate::core::crd::CRD_KIND {
@@ -73,7 +112,7 @@ pub async fn apply_write(
     let target: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
     let what = format!("{} {}", w.verb.as_str(), w.object);
     let pp = PostParams {
-        dry_run: false,
+        dry_run,
         field_manager: Some(FIELD_MANAGER.into()),
     };
     let classify = |e: kube::Error, conflict_codes: &[u16]| -> ApplyError {
@@ -113,6 +152,7 @@ pub async fn apply_write(
                     uid: w.uid.clone(),
                     resource_version: w.resource_version.clone(),
                 }),
+                dry_run,
                 ..DeleteParams::default()
             };
             match target.delete(&w.object.name, &dp).await {
@@ -121,5 +161,40 @@ pub async fn apply_write(
                 Err(e) => Err(classify(e, &[409])),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failed(status: serde_json::Value) -> ApplyError {
+        let status: kube::core::Status = serde_json::from_value(status).expect("a Status");
+        ApplyError::Failed {
+            what: "create ValidatingAdmissionPolicy/gatekeeper-k8sx".into(),
+            source: Box::new(kube::Error::Api(Box::new(status))),
+        }
+    }
+
+    /// What `plan` marks as refused: the body (422, 400), never the sender's rights or a
+    /// conflict.
+    #[test]
+    fn a_refusal_is_the_servers_verdict_on_the_body() {
+        let invalid = failed(serde_json::json!({
+            "code": 422, "reason": "Invalid",
+            "message": "spec.validations[0].expression: compilation failed",
+            "details": { "causes": [{ "reason": "FieldValueInvalid" }] }
+        }));
+        assert!(refusal(&invalid).is_some_and(|m| m.contains("compilation failed")));
+        let param_kind = failed(serde_json::json!({
+            "code": 422, "reason": "Invalid", "message": "spec.paramKind: Forbidden",
+            "details": { "causes": [{ "reason": "FieldValueForbidden" }] }
+        }));
+        assert_eq!(refusal(&param_kind), None);
+        assert_eq!(
+            refusal(&failed(serde_json::json!({ "code": 403, "message": "no" }))),
+            None
+        );
+        assert_eq!(refusal(&ApplyError::Conflict("409".into())), None);
     }
 }

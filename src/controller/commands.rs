@@ -95,7 +95,13 @@ pub async fn handle_here(
     for k in keys {
         shared.queue.enqueue(k);
     }
-    let (writes, failures, summary) = outcome.await.map_err(|_| Error::Stopped)?;
+    let super::requests::Tallied {
+        writes,
+        failures,
+        refused,
+        keys,
+        summary,
+    } = outcome.await.map_err(|_| Error::Stopped)?;
     shared.log(verb, object, EventResult::Ok, summary.clone());
     shared.recorder.publish(Outgoing {
         regarding,
@@ -105,13 +111,15 @@ pub async fn handle_here(
         },
         action: "Request",
         note: summary.clone(),
-        warning: failures > 0,
+        warning: failures > 0 || refused > 0,
     });
     Ok(RequestOutcome {
         handled_by: route.identity.clone(),
         summary,
         writes,
         failures,
+        refused,
+        keys,
     })
 }
 
@@ -212,6 +220,8 @@ pub async fn serve(shared: Arc<Shared>, route: Route) {
                             summary: o.summary,
                             writes: o.writes,
                             failures: o.failures,
+                            refused: o.refused,
+                            keys: o.keys,
                             error: None,
                         },
                         Err(e) => Answer {
@@ -220,6 +230,8 @@ pub async fn serve(shared: Arc<Shared>, route: Route) {
                             summary: String::new(),
                             writes: 0,
                             failures: 0,
+                            refused: 0,
+                            keys: 0,
                             error: Some(e.to_string()),
                         },
                     };

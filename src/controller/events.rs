@@ -48,6 +48,14 @@ enum Fact {
     },
     /// Reported at once, unaggregated.
     Event(Outgoing),
+    /// Publish every burst now (this copy is about to release the Lease), then answer.
+    Flush(tokio::sync::oneshot::Sender<()>),
+    /// A template or constraint as decided now: invalid, and why (a Warning once per change
+    /// of the reason), or valid (`None`: a later error is reported again).
+    Invalid {
+        regarding: Regarding,
+        reason: Option<String>,
+    },
 }
 
 /// One Event to publish.
@@ -69,6 +77,11 @@ pub enum Regarding {
         namespace: String,
         name: String,
     },
+    /// A constraint (cluster-scoped, as every Gatekeeper constraint).
+    Constraint {
+        kind: String,
+        name: String,
+    },
 }
 
 impl Regarding {
@@ -76,7 +89,7 @@ impl Regarding {
     /// (cluster-scoped).
     pub fn namespace(&self) -> &str {
         match self {
-            Regarding::Template(_) => EVENTS_NAMESPACE,
+            Regarding::Template(_) | Regarding::Constraint { .. } => EVENTS_NAMESPACE,
             Regarding::Lease { namespace, .. } => namespace,
         }
     }
@@ -148,6 +161,27 @@ impl Recorder {
             object: w.object.clone(),
             error: error.map(|e| e.to_string()),
         });
+    }
+
+    /// Publishes what is gathered now, waiting (at most 2 s) until it is sent: called before
+    /// the Lease is released, while this copy may still write, so the last burst — a write
+    /// the server refused, say — is not lost with the task.
+    pub async fn flush(&self) {
+        let Some(tx) = &self.tx else { return };
+        let (done, flushed) = tokio::sync::oneshot::channel();
+        if tx.send(Fact::Flush(done)).is_ok() {
+            let _ = tokio::time::timeout(Duration::from_secs(2), flushed).await;
+        }
+    }
+
+    /// The leader decided `regarding` (a template or constraint) invalid for `reason`, or
+    /// valid (`None`). A Warning Event `Invalid` is published once per reason, not per
+    /// reconcile, so `kubectl events --for` shows why the template or constraint is not turned
+    /// into a VAP or binding.
+    pub fn decided(&self, regarding: Regarding, reason: Option<String>) {
+        if let Some(tx) = &self.tx {
+            let _ = tx.send(Fact::Invalid { regarding, reason });
+        }
     }
 
     pub fn publish(&self, event: Outgoing) {
@@ -294,6 +328,8 @@ pub async fn run(
         failing: false,
     };
     let mut bursts: BTreeMap<String, Burst> = BTreeMap::new();
+    // What each invalid template or constraint was last reported for.
+    let mut said_invalid: HashMap<Regarding, String> = HashMap::new();
     loop {
         let due = bursts
             .values()
@@ -308,6 +344,7 @@ pub async fn run(
             None => rx.recv().await.map_or(Next::Closed, Next::Fact),
         };
         let closed = matches!(next, Next::Closed);
+        let mut flushed = None;
         match next {
             Next::Fact(Fact::Write {
                 template,
@@ -322,13 +359,35 @@ pub async fn run(
             }
             Next::Fact(Fact::Event(e)) if may_write() => publisher.publish(&e, &uid_of).await,
             Next::Fact(Fact::Event(e)) => tracing::debug!("not leading: dropping {e:?}"),
+            Next::Fact(Fact::Flush(done)) => flushed = Some(done),
+            Next::Fact(Fact::Invalid { regarding, reason }) => match reason {
+                None => {
+                    said_invalid.remove(&regarding);
+                }
+                Some(why) if said_invalid.get(&regarding) != Some(&why) => {
+                    if may_write() {
+                        let event = Outgoing {
+                            regarding: regarding.clone(),
+                            reason: "Invalid",
+                            action: "Decide",
+                            note: clip(why.clone()),
+                            warning: true,
+                        };
+                        publisher.publish(&event, &uid_of).await;
+                        said_invalid.insert(regarding, why);
+                    }
+                }
+                Some(_) => {}
+            },
             Next::Closed | Next::Flush => {}
         }
         // Flush the bursts whose window is over.
         let now = Instant::now();
         let ripe: Vec<String> = bursts
             .iter()
-            .filter(|(_, b)| closed || b.first.is_some_and(|t| now >= t + WINDOW))
+            .filter(|(_, b)| {
+                closed || flushed.is_some() || b.first.is_some_and(|t| now >= t + WINDOW)
+            })
             .map(|(t, _)| t.clone())
             .collect();
         for t in ripe {
@@ -341,6 +400,9 @@ pub async fn run(
                     }
                 }
             }
+        }
+        if let Some(done) = flushed {
+            let _ = done.send(());
         }
         if closed {
             return;
@@ -430,10 +492,16 @@ fn event(
             namespace: Some(namespace.clone()),
             ..Default::default()
         },
+        Regarding::Constraint { kind, name } => k8s_openapi::api::core::v1::ObjectReference {
+            api_version: Some("constraints.gatekeeper.sh/v1beta1".into()),
+            kind: Some(kind.clone()),
+            name: Some(name.clone()),
+            ..Default::default()
+        },
     };
     let base = match &e.regarding {
         Regarding::Template(n) => n.clone(),
-        Regarding::Lease { name, .. } => name.clone(),
+        Regarding::Lease { name, .. } | Regarding::Constraint { name, .. } => name.clone(),
     };
     Event {
         metadata: ObjectMeta {

@@ -86,13 +86,23 @@ pub struct HolderView {
     pub since: Option<DateTime<Utc>>,
     /// What the holder published with its last renewal.
     pub health: Option<LeaderHealth>,
-    /// Nobody holds it, or its record has not changed for a whole lease duration (by this
-    /// copy's clock): no copy reconciles.
+    /// Nobody holds it, or its record has not changed for a whole lease duration and the
+    /// [`TAKEOVER_GRACE`] after it (by this copy's clock): no standby took it, no copy
+    /// reconciles.
     pub vacant: bool,
     /// The Lease could not be read (e.g. `forbidden`): who leads is unknown, which is not the
     /// same as nobody leading.
     pub unreadable: Option<String>,
+    /// The holder has missed its renewals (its record unchanged for a third of its duration):
+    /// when its Lease expires, after which a standby takes over (in wall time, for a
+    /// countdown). `None` while it renews, and once vacant.
+    pub unresponsive_until: Option<DateTime<Utc>>,
 }
+
+/// How long after a holder's Lease expired a standby has taken it, if one runs: it looks
+/// every retry period (at most 2.2 s by default) and a view every [`HOLDER_POLL`]. Only
+/// after that does a view say that no copy reconciles.
+pub const TAKEOVER_GRACE: Duration = Duration::from_secs(5);
 
 /// [`LeaderHealth`] as it is written into the Lease annotation.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -103,6 +113,12 @@ struct HealthRecord {
     queue: usize,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     last_sync: Option<String>,
+    /// The generation flags it acts on (flag → value), for every view to judge by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    settings: Option<crate::core::settings::Settings>,
+    /// Writes the server refuses now: object → its message.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    refused: std::collections::BTreeMap<String, String>,
 }
 
 fn health_to_annotation(h: &LeaderHealth) -> String {
@@ -112,6 +128,8 @@ fn health_to_annotation(h: &LeaderHealth) -> String {
         last_sync: h
             .last_sync
             .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+        settings: h.settings.clone(),
+        refused: h.refused.iter().cloned().collect(),
     })
     .unwrap_or_default()
 }
@@ -126,6 +144,8 @@ fn health_of(l: &Lease) -> Option<LeaderHealth> {
             .last_sync
             .and_then(|t| DateTime::parse_from_rfc3339(&t).ok())
             .map(|t| t.with_timezone(&Utc)),
+        settings: r.settings,
+        refused: r.refused.into_iter().collect(),
     })
 }
 
@@ -146,8 +166,15 @@ fn view_of(l: &Lease, seen_at: Duration, identity: Option<&str>, default: Durati
         .map(Duration::from_secs)
         .unwrap_or(default);
     let ours = holder.is_some() && holder.as_deref() == identity;
-    let vacant = holder.is_none() || (!ours && mono_now() >= seen_at + duration);
+    let unchanged = mono_now().saturating_sub(seen_at);
+    let vacant = holder.is_none() || (!ours && unchanged >= duration + TAKEOVER_GRACE);
+    let unresponsive_until = (holder.is_some() && !ours && !vacant && unchanged >= duration / 3)
+        .then(|| {
+            Utc::now()
+                + chrono::Duration::from_std(duration.saturating_sub(unchanged)).unwrap_or_default()
+        });
     HolderView {
+        unresponsive_until,
         since: holder
             .as_ref()
             .and(spec.acquire_time.as_ref())
@@ -511,6 +538,10 @@ pub async fn run(
             _ = shutdown.changed() => break,
         }
     }
+    // The last outcomes are this holder's to report, before another copy may take over.
+    if campaign.shared.leadership.may_write() {
+        campaign.shared.recorder.flush().await;
+    }
     campaign.release(&elector).await;
     Ok(())
 }
@@ -545,14 +576,11 @@ impl Campaign {
                 (mono_now() - since).as_secs()
             );
         }
-        shared.leadership.fence.renewed(sent, timing);
-        // A renewal that took longer than the deadline confirms nothing.
-        if !shared.leadership.may_write() {
-            self.lose("the renewal came back too late");
-        } else if !shared.leadership.set_leading(true) {
-            self.standing_by = None;
-            shared.metrics.leader.store(true, Ordering::Relaxed);
-            let identity = &self.identity;
+        // Said before the fence opens: a worker with a key in hand writes as soon as it does,
+        // and its writes must not come before the line that says this copy leads.
+        let identity = &self.identity;
+        let newly = !shared.leadership.is_leading();
+        if newly {
             tracing::info!("acquired Lease {lease} as {identity}: resyncing everything");
             shared.log(
                 EventVerb::Lease,
@@ -560,6 +588,14 @@ impl Campaign {
                 EventResult::Ok,
                 format!("{identity} acquired the lease; resync"),
             );
+        }
+        shared.leadership.fence.renewed(sent, timing);
+        // A renewal that took longer than the deadline confirms nothing.
+        if !shared.leadership.may_write() {
+            self.lose("the renewal came back too late");
+        } else if !shared.leadership.set_leading(true) {
+            self.standing_by = None;
+            shared.metrics.leader.store(true, Ordering::Relaxed);
             super::requests::ensure_configmap(&shared.client, &self.namespace, &self.name).await;
             shared.resync();
         }
@@ -764,6 +800,30 @@ mod tests {
         assert!(*rx.borrow_and_update() && l.is_leading());
         assert!(l.set_leading(true), "already leading");
         assert!(!rx.has_changed().expect("open"), "no change, no wake-up");
+    }
+
+    /// A holder that stops renewing (`kill -9`) is unresponsive until its Lease expires and
+    /// through the grace a standby needs to take it; only then vacant: "no copy reconciles"
+    /// is said once nobody took over, not while a standby is about to.
+    #[test]
+    fn a_holder_that_stops_renewing_is_unresponsive_then_vacant_after_the_grace() {
+        let lease: Lease = serde_json::from_value(serde_json::json!({
+            "metadata": { "name": "l" },
+            "spec": { "holderIdentity": "a", "leaseDurationSeconds": 15 }
+        }))
+        .expect("a Lease");
+        let d = Duration::from_secs(15);
+        let now = mono_now();
+        let seen = |ago: u64| view_of(&lease, now - Duration::from_secs(ago), Some("b"), d);
+        assert!(!seen(0).vacant && seen(0).unresponsive_until.is_none());
+        for ago in [6, 14, 16, 19] {
+            let v = seen(ago);
+            assert!(!v.vacant && v.unresponsive_until.is_some(), "{ago}s: {v:?}");
+        }
+        assert!(seen(21).vacant && seen(21).unresponsive_until.is_none());
+        // Its own Lease is never vacant nor unresponsive to the holder.
+        let own = view_of(&lease, now - Duration::from_secs(30), Some("a"), d);
+        assert!(!own.vacant && own.unresponsive_until.is_none());
     }
 
     #[test]

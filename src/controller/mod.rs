@@ -43,6 +43,7 @@ pub use handle::{Controller, Convergence, NotLeading};
 pub use lease::{HolderView, LEASES, default_identity, read_lease};
 pub use queue::Scope;
 pub use requests::configmap_name as requests_configmap;
+pub use requests::summary as request_summary;
 pub use start::{
     Config, DEFAULT_LEASE_NAME, DEFAULT_LEASE_NAMESPACE, DEFAULT_WORKERS, Mode, Tuning, launch,
     start,

@@ -72,6 +72,7 @@ fn fill(shared: &Shared, state: &mut LiveState, src: &Sources) {
     state.lease.since = view.since;
     state.lease.vacant = view.vacant && !state.lease.leading;
     state.lease.unreadable = view.unreadable.filter(|_| !state.lease.leading);
+    state.lease.unresponsive_until = view.unresponsive_until.filter(|_| !state.lease.leading);
     state.lease.health = if state.lease.leading {
         Some((src.health)())
     } else {

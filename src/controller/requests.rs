@@ -98,11 +98,25 @@ struct Pending {
     total: usize,
     writes: u64,
     failures: u64,
+    /// Keys whose write the API server refused (422): not retried, a failure to report.
+    refused: HashSet<Key>,
     /// Keys that came back for later (the binding wait).
     waiting: HashSet<Key>,
     /// Keys whose last reconcile must be retried.
     retrying: HashSet<Key>,
-    reply: oneshot::Sender<(u64, u64, String)>,
+    reply: oneshot::Sender<Tallied>,
+}
+
+/// What a request did when it is answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tallied {
+    pub writes: u64,
+    pub failures: u64,
+    /// Keys whose write the API server refused.
+    pub refused: usize,
+    /// Keys the request concerned.
+    pub keys: usize,
+    pub summary: String,
 }
 
 /// Requests in progress on this copy.
@@ -114,7 +128,7 @@ pub struct Tracker {
 impl Tracker {
     /// Tracks `keys` for `command`; the receiver gets (writes, failures, summary) once each
     /// key has been reconciled (or at [`Tracker::expire`]).
-    pub fn begin(&self, command: Command, keys: &[Key]) -> oneshot::Receiver<(u64, u64, String)> {
+    pub fn begin(&self, command: Command, keys: &[Key]) -> oneshot::Receiver<Tallied> {
         let (reply, rx) = oneshot::channel();
         let p = Pending {
             command,
@@ -123,6 +137,7 @@ impl Tracker {
             total: keys.len(),
             writes: 0,
             failures: 0,
+            refused: HashSet::new(),
             waiting: HashSet::new(),
             retrying: HashSet::new(),
             reply,
@@ -165,7 +180,11 @@ impl Tracker {
                     p.retrying.remove(key);
                     p.waiting.insert(key.clone());
                 }
-                Outcome::Done | Outcome::Unknown(_) | Outcome::Refused(_) => {
+                Outcome::Refused(_) => {
+                    p.retrying.remove(key);
+                    p.refused.insert(key.clone());
+                }
+                Outcome::Done | Outcome::Unknown(_) => {
                     p.retrying.remove(key);
                 }
             }
@@ -203,19 +222,29 @@ impl Pending {
             self.total,
             self.writes,
             self.failures,
+            self.refused.len(),
             self.waiting.len(),
             self.left.len() + self.retrying.len(),
         );
-        let _ = self.reply.send((self.writes, self.failures, summary));
+        let _ = self.reply.send(Tallied {
+            writes: self.writes,
+            failures: self.failures,
+            refused: self.refused.len(),
+            keys: self.total,
+            summary,
+        });
     }
 }
 
-/// "replayed 25 constraints of k8sx: 2 writes, 1 failed, 3 waiting for --binding-wait".
+/// "replayed 25 constraints of k8sx: 2 writes, 1 write refused by the API server, 1 failed,
+/// 3 waiting (binding wait)". A request that wrote nothing because its writes were refused
+/// never reads "0 writes".
 pub fn summary(
     command: &Command,
     total: usize,
     writes: u64,
     failures: u64,
+    refused: usize,
     waiting: usize,
     unfinished: usize,
 ) -> String {
@@ -239,17 +268,27 @@ pub fn summary(
             format!("reconciled everything ({})", plural(total, "item", "items"))
         }
     };
-    let mut out = format!(
-        "{what}: {}",
-        plural(
+    let mut parts = Vec::new();
+    if writes > 0 || (failures == 0 && refused == 0) {
+        parts.push(plural(
             usize::try_from(writes).unwrap_or(usize::MAX),
             "write",
-            "writes"
-        )
-    );
-    if failures > 0 {
-        out.push_str(&format!(", {failures} failed"));
+            "writes",
+        ));
     }
+    // A refused key refused one write (a refusal ends its reconcile); the other failed
+    // writes beside them.
+    if refused > 0 {
+        parts.push(format!(
+            "{} refused by the API server",
+            plural(refused, "write", "writes")
+        ));
+    }
+    let other = failures.saturating_sub(refused as u64);
+    if other > 0 {
+        parts.push(format!("{other} failed"));
+    }
+    let mut out = format!("{what}: {}", parts.join(", "));
     if waiting > 0 {
         out.push_str(&format!(", {waiting} waiting (binding wait)"));
     }
@@ -286,6 +325,12 @@ pub struct Answer {
     pub summary: String,
     pub writes: u64,
     pub failures: u64,
+    /// Keys whose write the API server refused (absent from an older holder).
+    #[serde(default)]
+    pub refused: usize,
+    /// Keys the request concerned (absent from an older holder).
+    #[serde(default)]
+    pub keys: usize,
     /// The request could not be handled (its template does not exist, …).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -464,6 +509,8 @@ pub async fn ask(
                 summary: a.summary,
                 writes: a.writes,
                 failures: a.failures,
+                refused: a.refused,
+                keys: a.keys,
             }),
         },
         Ok(Err(e)) => Err(e.into()),
@@ -556,8 +603,20 @@ mod tests {
             1,
             1,
         );
-        let (w, f, s) = rx.try_recv().expect("answered");
+        let Tallied {
+            writes: w,
+            failures: f,
+            summary: s,
+            ..
+        } = rx.try_recv().expect("answered");
         assert_eq!((w, f), (2, 1));
+        // A refused write is named as such, and a request whose only write was refused does
+        // not say "0 writes".
+        let refused = summary(&Command::Reconcile("k8sx".into()), 2, 0, 1, 1, 0, 0);
+        assert_eq!(
+            refused,
+            "reconciled template k8sx and 1 constraint: 1 write refused by the API server"
+        );
         assert_eq!(
             s,
             "replayed 2 constraints of template k8sx: 2 writes, 1 failed, 1 waiting (binding wait)"
@@ -570,13 +629,13 @@ mod tests {
         let t = Tracker::default();
         let mut rx = t.begin(Command::Replay("k8sx".into()), &[]);
         assert_eq!(
-            rx.try_recv().expect("answered").2,
+            rx.try_recv().expect("answered").summary,
             "replayed 0 constraints of template k8sx: 0 writes"
         );
         let mut rx = t.begin(Command::ReconcileAll, &[Key::Template("t".into())]);
         t.expire(Duration::ZERO);
         assert_eq!(
-            rx.try_recv().expect("answered").2,
+            rx.try_recv().expect("answered").summary,
             "reconciled everything (1 item): 0 writes, 1 not finished within 60s"
         );
     }
@@ -602,6 +661,8 @@ mod tests {
                 summary: "s".into(),
                 writes: 0,
                 failures: 0,
+                refused: 0,
+                keys: 0,
                 error: None,
             })
             .unwrap_or_default()

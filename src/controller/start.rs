@@ -303,7 +303,7 @@ fn elect(
             name: name.to_string(),
             identity: identity.to_string(),
             duration: tuning.lease_duration,
-            health: health_of(shared.clone()),
+            health: health_of(shared.clone(), &config.options),
         };
         let task = tokio::spawn(super::lease::run(
             shared.clone(),
@@ -341,12 +341,18 @@ struct Elected {
 }
 
 /// What this copy publishes about itself while it holds the Lease.
-fn health_of(shared: Arc<Shared>) -> Box<dyn Fn() -> LeaderHealth + Send + Sync> {
+fn health_of(
+    shared: Arc<Shared>,
+    options: &Options,
+) -> Box<dyn Fn() -> LeaderHealth + Send + Sync> {
     let pod = std::env::var("POD_NAME").ok().filter(|p| !p.is_empty());
+    let settings = crate::core::settings::Settings::of(options);
     Box::new(move || LeaderHealth {
         pod: pod.clone(),
         queue: shared.queue.len(),
         last_sync: shared.status.last_sync(),
+        settings: Some(settings.clone()),
+        refused: shared.status.refusals(),
     })
 }
 
@@ -495,7 +501,8 @@ pub async fn launch(
         writes_enabled: shared.status.writes_enabled(),
         ..LiveState::default()
     };
-    let (state_rx, publish_tasks) = publish_state(&shared, initial, view_rx, ns, &tuning);
+    let (state_rx, publish_tasks) =
+        publish_state(&shared, initial, view_rx, ns, &tuning, &config.options);
     tasks.extend(publish_tasks);
     tasks.extend(serve_metrics(&shared, config.metrics_addr, &shutdown_rx));
 
@@ -662,6 +669,7 @@ fn publish_state(
     view: watch::Receiver<HolderView>,
     lease_namespace: &str,
     tuning: &Tuning,
+    options: &Options,
 ) -> (watch::Receiver<Arc<LiveState>>, Vec<JoinHandle<()>>) {
     let mut tasks = Vec::new();
     let (events_tx, events_rx) = watch::channel(Arc::new(VecDeque::new()));
@@ -680,7 +688,7 @@ fn publish_state(
         Sources {
             view,
             cluster_events: events_rx,
-            health: health_of(shared.clone()),
+            health: health_of(shared.clone(), options),
             with_snapshot: tuning.publish_snapshot,
         },
     )));
@@ -867,6 +875,47 @@ async fn recheck_gatekeeper(shared: Arc<Shared>, every: Duration) {
     }
 }
 
+/// The leader says, as a Warning Event on the object, why a template or constraint it just
+/// reconciled cannot be turned into a VAP or binding (template-error, constraint-error) —
+/// once per reason (`events::Recorder::decided`), where `kubectl events --for` looks.
+fn report_invalid(shared: &Shared, key: &super::queue::Key, opts: &Options) {
+    use super::events::Regarding;
+    use super::queue::Key;
+    use super::world::Read;
+    use crate::core::decide::{
+        ConstraintIntent, TemplateVerdict, decide_constraint, decide_template,
+    };
+    if !shared.leadership.may_write() {
+        return;
+    }
+    match key {
+        Key::Template(t) => {
+            if let Read::Known(Some(tpl)) = shared.stores.template(t) {
+                let reason = match decide_template(&tpl, opts) {
+                    TemplateVerdict::Invalid { reason } => Some(reason),
+                    _ => None,
+                };
+                shared
+                    .recorder
+                    .decided(Regarding::Template(t.clone()), reason);
+            }
+        }
+        Key::Constraint { kind, name } => {
+            if let Read::Known(Some(c)) = shared.stores.constraint(kind, name) {
+                let reason = match decide_constraint(&c, opts) {
+                    ConstraintIntent::Invalid { reason } => Some(reason),
+                    _ => None,
+                };
+                let regarding = Regarding::Constraint {
+                    kind: kind.clone(),
+                    name: name.clone(),
+                };
+                shared.recorder.decided(regarding, reason);
+            }
+        }
+    }
+}
+
 async fn worker(
     shared: Arc<Shared>,
     cache: Arc<OpinionCache>,
@@ -892,6 +941,7 @@ async fn worker(
                 shared
                     .tracker
                     .processed(&p.key, p.started, &p.outcome, p.writes, p.failures);
+                report_invalid(&shared, &p.key, &opts);
                 shared.status.touch();
             }
             Step::Idle(due) => {

@@ -83,6 +83,12 @@ pub struct LeaderHealth {
     pub queue: usize,
     /// When its queue last drained (everything reconciled).
     pub last_sync: Option<DateTime<Utc>>,
+    /// The generation options it acts on (`None` from a leader that publishes none): every
+    /// view judges the cluster by them.
+    pub settings: Option<crate::core::settings::Settings>,
+    /// Writes the API server refuses now: (`Kind/name`, its message). A view elsewhere shows
+    /// them on the object ("the last write failed").
+    pub refused: Vec<(String, String)>,
 }
 
 /// What a request (replay, reconcile) did, as the copy that handled it reports it.
@@ -96,6 +102,11 @@ pub struct RequestOutcome {
     pub writes: u64,
     /// Writes that failed (not counting conflicts that were retried away).
     pub failures: u64,
+    /// Of those, the objects whose write the API server refused (422: fix the template or
+    /// constraint; not retried).
+    pub refused: usize,
+    /// The templates and constraints it concerned.
+    pub keys: usize,
 }
 
 /// Leader election as this copy sees it.
@@ -116,10 +127,12 @@ pub struct LeaseInfo {
     /// What the holder last published with its renewals.
     pub health: Option<LeaderHealth>,
     /// Nobody holds the Lease, or its holder stopped renewing it (seen unchanged for a whole
-    /// lease duration): no copy reconciles.
+    /// lease duration, and no standby took it within the grace after): no copy reconciles.
     pub vacant: bool,
     /// The Lease could not be read (e.g. `forbidden`): who leads is unknown — not "nobody".
     pub unreadable: Option<String>,
+    /// Its holder missed its renewals: when its Lease expires (a standby takes over then).
+    pub unresponsive_until: Option<DateTime<Utc>>,
 }
 
 pub use crate::cluster::access::{AccessError, AccessErrorKind};

@@ -32,6 +32,21 @@ struct Inner {
 /// How long a refused body is not sent again (then a resync may try it once more).
 pub const REFUSED_FOR: std::time::Duration = std::time::Duration::from_secs(600);
 
+/// `s` cut to at most `max` bytes, on a character boundary, with `…` where it was cut.
+fn clip(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut cut = max.saturating_sub(3);
+    while !s.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}…", &s[..cut])
+}
+
+/// How many refused writes the leader publishes on its Lease (the annotation stays small).
+pub const PUBLISHED_REFUSALS: usize = 20;
+
 pub struct Status {
     inner: Mutex<Inner>,
     /// Bumped on every change views show.
@@ -194,6 +209,23 @@ impl Status {
                 .get(object)
                 .filter(|(b, _, _)| *b == body)
                 .map(|(_, m, _)| m.clone())
+        })
+    }
+
+    /// The writes refused now (object, the server's message), at most [`PUBLISHED_REFUSALS`],
+    /// each message at most 512 bytes: what the leader publishes with its health, for views
+    /// elsewhere to show on the object.
+    pub fn refusals(&self) -> Vec<(String, String)> {
+        self.with(|s| {
+            s.refused.retain(|_, (_, _, at)| at.elapsed() < REFUSED_FOR);
+            let mut out: Vec<(String, String)> = s
+                .refused
+                .iter()
+                .map(|(o, (_, m, _))| (o.clone(), clip(m, 512)))
+                .collect();
+            out.sort();
+            out.truncate(PUBLISHED_REFUSALS);
+            out
         })
     }
 

@@ -193,7 +193,11 @@ impl Writer for Shared {
             return WriteOutcome::Skipped(NotSent::NotConfirmed);
         }
         if let Some(why) = self.status.refusal(&w.object.to_string(), digest(w)) {
+            // Not sent again, but still a failure of the request that met it (its reply and
+            // exit code). Reported once: the event log's line, the metric and the Kubernetes
+            // Event came when the server refused it.
             tracing::debug!(object = %w.object, "not sent again: {why}");
+            super::requests::count_write(true);
             return WriteOutcome::Failed(WriteError::Invalid(why));
         }
         match apply_write(&self.client, self.stores.admission(), w).await {

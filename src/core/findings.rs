@@ -60,6 +60,7 @@ codes! {
     ConstraintKindsUnserved = "constraint-kinds-unserved", Info, "the constraint names kinds the API server does not serve (yet): its binding matches their whole group until it does";
     ConstraintViolations = "constraint-violations", Info, "existing objects the constraint's binding denies or warns about, or that could not be checked (check --audit)";
     InputDuplicate = "input-duplicate", Warning, "the input holds the object more than once: the last copy is used, the others are ignored";
+    WriteRefused = "write-refused", Error, "the API server refuses the write that would bring the object in line (its message says why)";
 }
 
 impl fmt::Display for Code {

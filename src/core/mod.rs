@@ -17,6 +17,7 @@ pub mod options;
 pub mod ownership;
 pub mod plan;
 pub mod scope;
+pub mod settings;
 pub mod step;
 pub mod tree;
 pub mod verdict;

@@ -110,6 +110,17 @@ pub struct ClusterInfo {
     pub access_errors: Vec<AccessError>,
     /// Live: not every watch has listed yet, so the tree may be partial.
     pub syncing: bool,
+    /// Live: whose generation settings the tree is judged by (the leader's, or local flags
+    /// and why), and which local flags differ from the leader's.
+    pub settings: Option<crate::core::settings::Judged>,
+}
+
+/// Why the last write of an object failed, and whether the API server refused its body (a
+/// 422: no retry helps; the template or constraint must change).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteFailure {
+    pub why: String,
+    pub refused: bool,
 }
 
 /// The reconciler's leader, from the Lease and what its holder publishes with its renewals.
@@ -133,6 +144,8 @@ pub struct Leader {
     pub vacant: bool,
     /// The Lease could not be read (e.g. `forbidden`): who leads is unknown, not "nobody".
     pub unreadable: Option<String>,
+    /// The holder missed its renewals: when its Lease expires and a standby takes over.
+    pub unresponsive_until: Option<DateTime<Utc>>,
 }
 
 impl Leader {
@@ -187,7 +200,7 @@ pub struct Data {
     pub next_deadline: Option<DateTime<Utc>>,
     /// Live: why the last write of an object failed, by `(kind, name)`, for objects whose
     /// last write did fail; noted on their findings (kept when the analysis runs again).
-    pub write_failures: HashMap<(String, String), String>,
+    pub write_failures: HashMap<(String, String), WriteFailure>,
 }
 
 /// Where an observed object sits in the snapshot.
@@ -304,16 +317,38 @@ impl Data {
 
     /// Adds to each finding the failure of the last write of its object, if that write
     /// failed: a node that stays missing or out of sync says why after the event log has
-    /// moved on. Kept with the data, so an analysis run again says it too.
-    pub fn note_write_failures(&mut self, failures: HashMap<(String, String), String>) {
+    /// moved on. A write the API server refused (`refused`) is also an error finding of its
+    /// own on the object (`write-refused`, with the server's message), wherever the leader
+    /// runs. Kept with the data, so an analysis run again says it too.
+    pub fn note_write_failures(&mut self, failures: HashMap<(String, String), WriteFailure>) {
         if !failures.is_empty() {
             let analysis = Arc::make_mut(&mut self.analysis);
             for f in &mut analysis.findings {
                 let key = (f.object.kind.clone(), f.object.name.clone());
-                if let Some(why) = failures.get(&key) {
-                    f.message = format!("{} — the last write failed: {why}", f.message);
+                if let Some(failure) = failures.get(&key) {
+                    f.message = format!("{} — the last write failed: {}", f.message, failure.why);
                 }
             }
+            let mut refused: Vec<_> = failures
+                .iter()
+                .filter(|(_, failure)| failure.refused)
+                .filter_map(|(key, failure)| {
+                    // The object as the plan names it (its apiVersion), if a write is planned.
+                    let write = self.plan_index.get(key)?.first()?;
+                    let object = analysis.plan.get(*write)?.object.clone();
+                    Some(crate::core::Finding::new(
+                        crate::core::Code::WriteRefused,
+                        object,
+                        format!(
+                            "the API server refuses the write that would bring it in line: {}",
+                            failure.why
+                        ),
+                    ))
+                })
+                .collect();
+            refused.sort_by(|a, b| a.object.cmp(&b.object));
+            analysis.findings.extend(refused);
+            self.summary = Summary::of(&analysis.findings);
         }
         self.write_failures = failures;
     }

@@ -4,11 +4,14 @@
 use super::action::Level;
 use super::data::{
     AccessError, AccessKind, ClusterInfo, Data, EventLine, Leader, Link, Origin, OutcomeKey,
+    WriteFailure,
 };
+use crate::controller::LeaderHealth;
 use crate::controller::{
     AccessErrorKind, ClusterEvent, Connection, EventResult, EventVerb, LiveState, ReconcileEvent,
 };
 use crate::core::Options;
+use crate::core::settings::{Judged, judge};
 use crate::snapshot::Snapshot;
 use crate::text::printable;
 use chrono::{DateTime, Utc};
@@ -30,6 +33,11 @@ pub struct EventCursor {
     /// Who held the Lease when it was last looked at, and whether it was vacant: `None`
     /// until the Lease has been read once.
     lease: Option<(Option<String>, bool)>,
+    /// Whether the holder was unresponsive (missed renewals) when last looked at.
+    unresponsive: bool,
+    /// A new holder said from its Events (and the holder the Lease named then), until the
+    /// Lease names it too.
+    inferred: Option<(String, Option<String>)>,
     seq: u64,
 }
 
@@ -68,6 +76,13 @@ impl EventCursor {
             if !self.first_sight(e) {
                 continue;
             }
+            if let Some(line) = self.inferred_leader(state, e) {
+                self.seq += 1;
+                out.push(EventLine {
+                    seq: self.seq,
+                    ..line
+                });
+            }
             self.seq += 1;
             out.push(cluster_line(self.seq, e));
         }
@@ -85,6 +100,18 @@ impl EventCursor {
             return None;
         }
         let now = (lease.holder.clone(), lease.vacant);
+        // A holder inferred from its Events: the Lease read before it still names the old one.
+        if let Some((inferred, old)) = self.inferred.take() {
+            if now.0.as_deref() == Some(inferred.as_str()) && !now.1 {
+                return None;
+            }
+            if now.0 == old && !now.1 {
+                self.inferred = Some((inferred, old));
+                return None;
+            }
+        }
+        let unresponsive = lease.unresponsive_until.is_some();
+        let was_unresponsive = std::mem::replace(&mut self.unresponsive, unresponsive);
         let was = self.lease.replace(now.clone())?;
         let me = lease.identity.as_str();
         let name = |h: &Option<String>| match h.as_deref() {
@@ -114,6 +141,14 @@ impl EventCursor {
                 Level::Info,
                 format!("{} leads now (was {})", name(holder), name(before)),
             ),
+            // Held, but not renewed: a standby takes over when it expires; not "nobody".
+            (_, (holder, false)) if unresponsive && !was_unresponsive => (
+                Level::Warn,
+                format!(
+                    "{} unresponsive: it stopped renewing; a standby takes over when the Lease expires",
+                    name(holder)
+                ),
+            ),
             _ => return None,
         };
         if lease.leading || (!me.is_empty() && lease.holder.as_deref() == Some(me)) {
@@ -124,6 +159,33 @@ impl EventCursor {
             time: state.snapshot.now.map(clock).unwrap_or_default(),
             level,
             text: printable(&format!("lease {} — {text}", lease.lease)).into_owned(),
+            outcome: None,
+        })
+    }
+
+    /// Only the holder publishes Events (they are fenced like writes), so an Event newer than
+    /// the current holder's `acquireTime` from another copy means that copy leads now: said
+    /// before its Events, not after them at the next reading of the Lease (every 3 s).
+    fn inferred_leader(&mut self, state: &LiveState, e: &ClusterEvent) -> Option<EventLine> {
+        let lease = &state.lease;
+        let (holder, _) = self.lease.clone()?;
+        let known = holder.as_deref()?;
+        let newer = lease.since.is_some_and(|since| e.time > since);
+        if e.reporter.is_empty() || e.reporter == known || !newer || lease.leading {
+            return None;
+        }
+        self.lease = Some((Some(e.reporter.clone()), false));
+        self.inferred = Some((e.reporter.clone(), holder.clone()));
+        self.unresponsive = false;
+        Some(EventLine {
+            seq: 0,
+            time: clock(e.time),
+            level: Level::Info,
+            text: printable(&format!(
+                "lease {} — {} leads now (was {known})",
+                lease.lease, e.reporter
+            ))
+            .into_owned(),
             outcome: None,
         })
     }
@@ -209,7 +271,12 @@ fn cluster_line(seq: u64, e: &ClusterEvent) -> EventLine {
         seq,
         outcome,
         time: clock(e.time),
-        level: if e.warning { Level::Warn } else { Level::Info },
+        // A write the leader could not make is a failure here too: red, not a warning.
+        level: match (e.warning, e.reason.as_str()) {
+            (true, "WriteFailed") => Level::Error,
+            (true, _) => Level::Warn,
+            _ => Level::Info,
+        },
         text: printable(&format!(
             "{} {}{note} — by {}{count}",
             e.reason, e.regarding, e.reporter
@@ -243,6 +310,7 @@ pub fn data_from_live(
         last_sync: health.and_then(|h| h.last_sync),
         vacant: lease.vacant,
         unreadable: lease.unreadable.clone(),
+        unresponsive_until: lease.unresponsive_until,
     };
     let link = match &state.connection {
         Connection::Connected => Link::Up,
@@ -267,8 +335,10 @@ pub fn data_from_live(
             message: e.message.clone(),
         })
         .collect();
+    let (opts, judged) = judged_by(state, opts);
     let info = ClusterInfo {
         context: context.to_string(),
+        settings: Some(judged),
         server_version: state.server_version.clone(),
         vap_api: state.vap_api.clone(),
         leader,
@@ -290,11 +360,59 @@ pub fn data_from_live(
         },
         info,
         state.snapshot.clone(),
-        opts,
+        &opts,
         events,
     );
-    data.note_write_failures(failed_writes(&state.events));
+    let mut failures = failed_writes(&state.events);
+    // The leader's refused writes, wherever it runs: an observer has no event log of its own.
+    if !lease.leading
+        && !lease.vacant
+        && let Some(h) = &lease.health
+    {
+        for (object, why) in &h.refused {
+            if let Some((kind, name)) = object.split_once('/') {
+                failures
+                    .entry((kind.to_string(), name.to_string()))
+                    .or_insert_with(|| WriteFailure {
+                        why: why.clone(),
+                        refused: true,
+                    });
+            }
+        }
+    }
+    data.note_write_failures(failures);
     data
+}
+
+/// The options the tree is judged by: the leader's, as it publishes them with its renewals
+/// (this copy's own when it leads), otherwise `local`, and why.
+fn judged_by(state: &LiveState, local: &Options) -> (Options, Judged) {
+    let lease = &state.lease;
+    if lease.leading {
+        return (
+            local.clone(),
+            Judged::Leader {
+                holder: "this copy".into(),
+                differences: Vec::new(),
+            },
+        );
+    }
+    match (
+        lease.holder.as_deref().filter(|_| !lease.vacant),
+        &lease.health,
+    ) {
+        (
+            Some(holder),
+            Some(LeaderHealth {
+                settings: Some(s), ..
+            }),
+        ) => judge(local, Some((holder, s)), ""),
+        (Some(holder), _) => judge(local, None, &format!("the leader {holder} publishes none")),
+        (None, _) if lease.holder.is_none() && !lease.vacant => {
+            judge(local, None, "the Lease is not read yet")
+        }
+        (None, _) => judge(local, None, "no copy leads"),
+    }
 }
 
 /// The live view while it starts: an empty tree, and which attempt this is (after a failure:
@@ -360,7 +478,7 @@ pub fn unavailable(context: &str, reconcile: bool, resource: &str, message: Stri
 }
 
 /// Why the last write of each object failed, for the objects whose last write did fail.
-fn failed_writes(events: &VecDeque<ReconcileEvent>) -> HashMap<(String, String), String> {
+fn failed_writes(events: &VecDeque<ReconcileEvent>) -> HashMap<(String, String), WriteFailure> {
     let mut failed = HashMap::new();
     for e in events {
         if !matches!(
@@ -374,8 +492,12 @@ fn failed_writes(events: &VecDeque<ReconcileEvent>) -> HashMap<(String, String),
             (EventResult::Ok, _) => {
                 failed.remove(&key);
             }
-            (_, Some(why)) => {
-                failed.insert(key, why);
+            (result, Some(why)) => {
+                let refused = matches!(
+                    result,
+                    EventResult::WriteFailed(crate::controller::WriteError::Invalid(_))
+                );
+                failed.insert(key, WriteFailure { why, refused });
             }
             _ => {}
         }
@@ -386,7 +508,7 @@ fn failed_writes(events: &VecDeque<ReconcileEvent>) -> HashMap<(String, String),
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::{LeaderHealth, LeaseInfo};
+    use crate::controller::LeaseInfo;
     use crate::model::ObjectRef;
 
     fn at(s: i64) -> DateTime<Utc> {
@@ -471,7 +593,8 @@ mod tests {
                 ),
                 (
                     "WriteFailed ConstraintTemplate/k8srequiredlabels: create ValidatingAdmissionPolicy/x: forbidden\\x1b[2J — by gatekeeper-vap-7c9d (×3)",
-                    Level::Warn
+                    // A failed write is red: a failure, not a warning.
+                    Level::Error
                 ),
             ]
         );
@@ -488,6 +611,55 @@ mod tests {
     }
 
     #[test]
+    fn the_tree_is_judged_by_the_leaders_settings_and_says_so() {
+        use crate::core::FailurePolicy;
+        use crate::core::settings::Settings;
+        let local = Options::default();
+        let leaders = Options {
+            default_failure_policy: FailurePolicy::Ignore,
+            ..Options::default()
+        };
+        let mut state = LiveState {
+            lease: LeaseInfo {
+                lease: "gatekeeper-system/kubectl-vap".into(),
+                identity: "laptop-1".into(),
+                holder: Some("leader-1".into()),
+                health: Some(LeaderHealth {
+                    settings: Some(Settings::of(&leaders)),
+                    ..LeaderHealth::default()
+                }),
+                ..LeaseInfo::default()
+            },
+            ..LiveState::default()
+        };
+        let data = data_from_live(&state, "ctx", false, &local, vec![]);
+        assert_eq!(data.opts.default_failure_policy, FailurePolicy::Ignore);
+        let Some(Judged::Leader {
+            holder,
+            differences,
+        }) = &data.info.settings
+        else {
+            panic!("the leader's: {:?}", data.info.settings)
+        };
+        assert_eq!(holder, "leader-1");
+        assert_eq!(
+            differences
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>(),
+            ["--default-failure-policy Fail (leader: Ignore) — judged by the leader's"]
+        );
+        // The holder stopped renewing: local flags, labelled, never the stale leader's.
+        state.lease.vacant = true;
+        let data = data_from_live(&state, "ctx", false, &local, vec![]);
+        assert_eq!(data.opts.default_failure_policy, FailurePolicy::Fail);
+        assert!(matches!(
+            &data.info.settings,
+            Some(Judged::Local { why }) if why == "no copy leads"
+        ));
+    }
+
+    #[test]
     fn the_leader_and_its_health_come_from_the_lease() {
         let opts = Options::default();
         let mut state = LiveState {
@@ -501,6 +673,7 @@ mod tests {
                     pod: Some("kubectl-vap-7c9d".into()),
                     queue: 2,
                     last_sync: Some(at(30)),
+                    ..LeaderHealth::default()
                 }),
                 ..LeaseInfo::default()
             },
@@ -595,6 +768,85 @@ mod tests {
         );
         state.push_event(write(EventResult::Ok));
         assert!(!message(&state).contains("last write failed"));
+
+        // An observer: the leader elsewhere publishes the write the server refused; the
+        // object's finding says so, and a write-refused error finding carries its message.
+        state.lease = LeaseInfo {
+            holder: Some("leader-1".into()),
+            health: Some(LeaderHealth {
+                refused: vec![(
+                    "ValidatingAdmissionPolicy/gatekeeper-k8sx".into(),
+                    "compilation failed: undefined field 'typo' (Invalid, 422)".into(),
+                )],
+                ..LeaderHealth::default()
+            }),
+            ..LeaseInfo::default()
+        };
+        state.events.clear();
+        assert!(
+            message(&state).ends_with(
+                "the last write failed: compilation failed: undefined field 'typo' (Invalid, 422)"
+            ),
+            "{}",
+            message(&state)
+        );
+        let data = data_from_live(&state, "ctx", false, &Options::default(), Vec::new());
+        let refused: Vec<_> = data
+            .analysis
+            .findings
+            .iter()
+            .filter(|f| f.code == Code::WriteRefused)
+            .collect();
+        assert_eq!(refused.len(), 1, "{:?}", data.analysis.findings);
+        assert_eq!(refused[0].object.name, "gatekeeper-k8sx");
+        assert!(refused[0].message.contains("undefined field 'typo'"));
+        assert!(
+            data.summary.errors >= 2,
+            "counted as an error: {:?}",
+            data.summary
+        );
+    }
+
+    /// A new leader's Events arrive before the next reading of the Lease: "leads now" is said
+    /// before them, once, and not undone by the Lease read before the change.
+    #[test]
+    fn a_new_leader_is_said_before_its_events() {
+        let mut cursor = EventCursor::default();
+        let mut state = LiveState {
+            lease: LeaseInfo {
+                lease: "ns/l".into(),
+                identity: "laptop-1".into(),
+                holder: Some("old".into()),
+                since: Some(at(0)),
+                ..LeaseInfo::default()
+            },
+            ..LiveState::default()
+        };
+        assert!(cursor.new_events(&state).is_empty(), "the first reading");
+        state.cluster_events.push_back(cluster_event("new", 1));
+        let texts = |lines: Vec<EventLine>| lines.into_iter().map(|l| l.text).collect::<Vec<_>>();
+        let lines = texts(cursor.new_events(&state));
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert_eq!(lines[0], "lease ns/l — new leads now (was old)");
+        assert!(lines[1].starts_with("Replayed"), "{lines:?}");
+        // The Lease still read as before: nothing flips back.
+        assert!(cursor.new_events(&state).is_empty());
+        // The Lease read again names the new holder: said already.
+        state.lease.holder = Some("new".into());
+        state.lease.since = Some(at(50));
+        assert!(cursor.new_events(&state).is_empty());
+    }
+
+    #[test]
+    fn a_write_the_leader_could_not_make_is_red_in_the_log() {
+        let mut state = LiveState::default();
+        let mut e = cluster_event("leader-1", 1);
+        e.reason = "WriteFailed".into();
+        e.warning = true;
+        state.cluster_events.push_back(e);
+        let lines = EventCursor::default().new_events(&state);
+        assert_eq!(lines.len(), 1);
+        assert_eq!(lines[0].level, Level::Error);
     }
 
     #[test]

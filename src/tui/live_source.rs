@@ -136,11 +136,14 @@ pub fn request_outcome(
     answer: Option<Result<RequestOutcome, controller::Error>>,
 ) -> (Level, String) {
     match answer {
-        Some(Ok(o)) if o.failures > 0 => (
-            Level::Warn,
+        // A write that failed is a failure: red, whatever else the request did.
+        Some(Ok(o)) if o.failures > 0 || o.refused > 0 => (
+            Level::Error,
             format!(
                 "`{cli}`: {} — {} write(s) failed (by {})",
-                o.summary, o.failures, o.handled_by
+                o.summary,
+                o.failures.max(o.refused as u64),
+                o.handled_by
             ),
         ),
         Some(Ok(o)) => (
@@ -652,6 +655,8 @@ mod tests {
             summary: "replayed 2 constraints of K8sX: 1 write".into(),
             writes: 1,
             failures,
+            refused: 0,
+            keys: 2,
         };
         let cli = "kubectl vap replay k8sx";
         assert_eq!(
@@ -661,7 +666,8 @@ mod tests {
                 "`kubectl vap replay k8sx`: replayed 2 constraints of K8sX: 1 write (by kubectl-vap-7c9d)".into()
             )
         );
-        assert_eq!(request_outcome(cli, Some(Ok(outcome(1)))).0, Level::Warn);
+        // A failed write is red (it was yellow, beside "0 writes").
+        assert_eq!(request_outcome(cli, Some(Ok(outcome(1)))).0, Level::Error);
         let refused = request_outcome(
             cli,
             Some(Err(controller::Error::Other(

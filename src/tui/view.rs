@@ -229,6 +229,7 @@ fn leader_fields(app: &App, data: &Data) -> Vec<Part> {
                 Span::styled("none", error_style()),
             ],
         ));
+        out.extend(settings_field(data));
         return out;
     }
     let who = match (l.name(), ago(l.since)) {
@@ -246,7 +247,29 @@ fn leader_fields(app: &App, data: &Data) -> Vec<Part> {
     if let Some(h) = health {
         out.push((3, vec![Span::raw(h)]));
     }
+    out.extend(settings_field(data));
     out
+}
+
+/// Whose generation settings the tree is judged by: `settings: leader's` (yellow when a
+/// local flag differs; the alert lines name them), or `settings: local flags`.
+fn settings_field(data: &Data) -> Option<Part> {
+    use crate::core::settings::Judged;
+    let (value, style) = match data.info.settings.as_ref()? {
+        Judged::Leader { differences, .. } if !differences.is_empty() => {
+            ("leader's", Style::new().fg(Color::Yellow))
+        }
+        Judged::Leader { .. } => ("leader's", Style::new()),
+        Judged::Local { .. } => ("local flags", Style::new()),
+    };
+    // As important as who leads: it says what every state in the tree is judged by.
+    Some((
+        2,
+        vec![
+            Span::styled("settings: ", dim()),
+            Span::styled(value, style),
+        ],
+    ))
 }
 
 fn error_style() -> Style {
@@ -264,6 +287,21 @@ pub fn alerts(app: &App) -> Vec<Line<'static>> {
     if let Some(line) = link_line(app) {
         out.push(line);
     }
+    if let (Some(until), false) = (info.leader.unresponsive_until, info.leader.vacant) {
+        // Held but not renewed: a standby takes over at expiry; "no copy reconciles" only
+        // once nobody did.
+        let who = info.leader.name().unwrap_or_else(|| "the leader".into());
+        let left = app.now().map_or(String::new(), |now| {
+            format!(" in {}s", seconds_until(until, now))
+        });
+        out.push(Line::styled(
+            format!(
+                " ⚠ leader {who} unresponsive; its Lease {} expires{left}, a standby takes over",
+                info.leader.lease
+            ),
+            Style::new().fg(Color::Yellow),
+        ));
+    }
     if info.leader.vacant {
         let who = match &info.leader.holder {
             Some(h) => format!("{h} stopped renewing"),
@@ -278,6 +316,14 @@ pub fn alerts(app: &App) -> Vec<Line<'static>> {
                 " — `kubectl vap install` deploys one; `kubectl vap --reconcile` runs one here",
             ),
         ]));
+    }
+    if let Some(crate::core::settings::Judged::Leader { differences, .. }) = &info.settings {
+        for d in differences {
+            out.push(Line::styled(
+                format!(" ⚠ {d}"),
+                Style::new().fg(Color::Yellow),
+            ));
+        }
     }
     if let Some(seen) = &info.gatekeeper_generator {
         out.push(Line::styled(

@@ -258,3 +258,131 @@ async fn e2e_an_unreadable_lease_is_not_a_free_one() {
         "{err}"
     );
 }
+
+/// `template` with every `failurePolicy` its source sets removed: the flag decides.
+fn without_failure_policy(mut v: Value) -> Value {
+    fn strip(v: &mut Value) {
+        match v {
+            Value::Object(m) => {
+                m.remove("failurePolicy");
+                m.values_mut().for_each(strip);
+            }
+            Value::Array(a) => a.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    strip(&mut v);
+    v
+}
+
+/// One configuration, the leader's (issue 21, item 1): a leader runs with
+/// `--default-failure-policy Ignore --binding-wait 0s`; `check` and `plan` with the default
+/// flags judge by what it publishes with its renewals — no out-of-sync failurePolicy, no
+/// binding "waiting" for a wait the leader does not have — and say so (stderr, and `settings`
+/// in JSON) naming each local flag that differs. With the Lease free, local flags, labelled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_check_and_plan_judge_by_the_leaders_settings() {
+    use crate::support::reconciler::{Start, start};
+    let e = Env::new().await;
+    testenv::ensure_namespace(&e.client, "gatekeeper-system")
+        .await
+        .expect("namespace");
+    let kind = e.env.unique_kind("Judged");
+    e.put_template(&without_failure_policy(template(&kind, Some(true))))
+        .await;
+    e.constrain(&kind, "c").await;
+    let leaders = kubectl_vap::core::Options {
+        default_failure_policy: kubectl_vap::core::FailurePolicy::Ignore,
+        ..opts(0)
+    };
+    // The default Lease: the one `check` reads without flags.
+    let leader = start(
+        e.env.client_admin().await,
+        Start::on("gatekeeper-system", "kubectl-vap", leaders),
+    )
+    .await;
+    crate::env::leads(&leader).await;
+    leader.assert_idle(TIMEOUT).await;
+    let policy = e
+        .vap(&pname(&kind))
+        .await
+        .expect("the leader wrote the VAP");
+    assert_eq!(
+        policy.spec.and_then(|s| s.failure_policy).as_deref(),
+        Some("Ignore")
+    );
+    assert!(e.vapb(&bname(&kind, "c")).await.is_some());
+    let mine = |out: &std::process::Output| -> Vec<Value> {
+        cli::stdout_json(out)["findings"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|f| {
+                f["object"]["name"]
+                    .as_str()
+                    .is_some_and(|n| n.contains(&kind.to_lowercase()))
+            })
+            .cloned()
+            .collect()
+    };
+    // Default flags: Fail, 30s.
+    let out = e.cli(&["check", "-o", "json"]);
+    let stderr = cli::stderr(&out);
+    assert!(
+        mine(&out).is_empty(),
+        "judged by the leader's settings, nothing is wrong: {:?}\n{stderr}",
+        mine(&out)
+    );
+    let settings = &cli::stdout_json(&out)["settings"];
+    assert_eq!(settings["source"], "leader", "{settings}");
+    assert_eq!(settings["holder"], leader.identity(), "{settings}");
+    let differing: Vec<&str> = settings["differences"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|d| d["flag"].as_str())
+        .collect();
+    assert_eq!(
+        differing,
+        ["binding-wait", "default-failure-policy"],
+        "{settings}"
+    );
+    assert!(
+        stderr.contains(&format!("settings: the leader's ({})", leader.identity()))
+            && stderr.contains(
+                "--default-failure-policy Fail (leader: Ignore) — judged by the leader's"
+            ),
+        "{stderr}"
+    );
+    let out = e.cli(&["plan", "-o", "json"]);
+    let plan = cli::stdout_json(&out);
+    let planned: Vec<&Value> = plan["actions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|a| {
+            a["object"]["name"]
+                .as_str()
+                .is_some_and(|n| n.contains(&kind.to_lowercase()))
+        })
+        .collect();
+    assert!(planned.is_empty(), "{planned:?}");
+    assert_eq!(plan["settings"]["source"], "leader");
+
+    // Nobody leads: local flags, labelled; the leader's VAP is now out of sync with them.
+    leader.stop().await;
+    let out = e.cli(&["check", "-o", "json"]);
+    let stderr = cli::stderr(&out);
+    assert!(
+        stderr.contains("settings: local flags (no copy leads"),
+        "{stderr}"
+    );
+    assert_eq!(cli::stdout_json(&out)["settings"]["source"], "local");
+    assert!(
+        mine(&out).iter().any(|f| f["code"] == "policy-out-of-sync"),
+        "{:?}",
+        mine(&out)
+    );
+    e.sweep(&[&kind], "judged-clean").await;
+}
