@@ -230,8 +230,10 @@ pub fn check_audit(cli: &Cli, out: &super::args::OutputArgs) -> anyhow::Result<E
         progress: std::io::stderr().is_terminal(),
         ..AuditOptions::default()
     };
-    let (snap, report) = runtime()?.block_on(async {
+    let (snap, report, judged) = runtime()?.block_on(async {
         let (reader, actor, url) = clients(&cli.conn).await?;
+        // As `check` does: judged by the leader's settings when a copy leads.
+        let (judged, _) = super::live::judged_settings(&reader, cli).await;
         // As `check` does: what is not served is said, what may not be read ends it.
         let (snap, errors) = read_cluster(&reader, &url).await?;
         let (not_served, forbidden): (Vec<_>, Vec<_>) = errors
@@ -250,11 +252,10 @@ pub fn check_audit(cli: &Cli, out: &super::args::OutputArgs) -> anyhow::Result<E
         let report = audit_mod::audit(&reader, &actor, &snap, None, &opts, |_| {}, std::future::pending())
             .await
             .with_context(|| format!("auditing on {url}"))?;
-        anyhow::Ok((snap, report))
+        anyhow::Ok((snap, report, judged))
     })?;
     let extra = audit_mod::findings(&report);
-    let (text, code) =
-        super::report::check_report_with(&snap, &cli.generation_options(), out.output, extra)?;
+    let (text, code) = super::report::check_report_with(&snap, &judged, out.output, extra)?;
     print!("{text}");
     Ok(code)
 }

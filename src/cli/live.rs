@@ -438,7 +438,7 @@ pub fn plan(cli: &Cli, args: &PlanArgs) -> anyhow::Result<ExitCode> {
 
 /// Whose settings to judge by: the leader's as it publishes them with its renewals, or this
 /// copy's flags, and why. Said on stderr (every format), and in the report's JSON.
-async fn judged_settings(
+pub(super) async fn judged_settings(
     client: &kube::Client,
     cli: &Cli,
 ) -> (crate::core::Options, crate::core::settings::Judged) {
