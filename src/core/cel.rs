@@ -15,7 +15,9 @@ pub const GLOBAL_EXEMPTED_NAMESPACES: &str = "gatekeeper_internal_match_global_e
 
 /// The namespace a request is about: the request's, or a Namespace's own name, or "" when
 /// cluster-scoped (namespace matchers pass for cluster-scoped objects, as in Gatekeeper).
-const NS: &str = r#"(request.namespace != "" ? request.namespace : ((request.kind.group == "" && request.kind.kind == "Namespace") ? request.name : ""))"#;
+/// `request.namespace` is absent (not "") on a cluster-scoped request: reading it there is an
+/// error ("no such key"), which the policy's failurePolicy would turn into a denial.
+const NS: &str = r#"((has(request.namespace) && request.namespace != "") ? request.namespace : ((request.kind.group == "" && request.kind.kind == "Namespace") ? request.name : ""))"#;
 
 fn glob(pattern: &str, subject: &str) -> String {
     format!(

@@ -124,7 +124,7 @@ pub fn policy_coverage<'a>(
             }
             ConstraintIntent::NoBinding { .. } => {}
         }
-        if out.everything {
+        if out.everything && out.namespaces.is_none() {
             break;
         }
     }

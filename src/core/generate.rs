@@ -101,11 +101,13 @@ fn policy_match(
         } => {
             // A VAP needs a rule; with no constraint to bind it matches no request anyway
             // (the API server evaluates only policies that have bindings).
-            let rules = if coverage.is_empty() {
-                Coverage::everything().rules(&ops, "*")
+            let whole = Coverage::everything();
+            let coverage = if coverage.is_empty() {
+                &whole
             } else {
-                coverage.rules(&ops, "*")
+                coverage
             };
+            let rules = coverage.rules(&ops, "*");
             let exempted = cel::global_exempted(&exemptions.prefixes, &exemptions.suffixes).map(
                 |expression| ar::MatchCondition {
                     name: cel::GLOBAL_EXEMPTED_NAMESPACES.into(),
@@ -116,7 +118,9 @@ fn policy_match(
                 ar::MatchResources {
                     resource_rules: Some(rules),
                     match_policy: Some("Equivalent".into()),
-                    namespace_selector: Some(scope::exempt_namespace_selector(exemptions)),
+                    namespace_selector: Some(scope::policy_namespace_selector(
+                        exemptions, coverage,
+                    )),
                     object_selector: Some(LabelSelector::default()),
                     exclude_resource_rules: None,
                 },

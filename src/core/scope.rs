@@ -26,9 +26,12 @@ pub const IGNORE_LABEL: &str = "admission.gatekeeper.sh/ignore";
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Coverage {
     pub everything: bool,
-    /// Groups matched whole (`resources: ["*/*"]`): a kind not served yet, or `kinds: ["*"]`.
+    /// Groups matched whole (`resources: ["*"]`): a kind not served yet, or `kinds: ["*"]`.
     pub groups: BTreeSet<String>,
     pub resources: BTreeSet<GroupResource>,
+    /// The namespaces matched: `None` any; else only these (and cluster-scoped objects, which a
+    /// namespace selector never skips). Kept apart from the kinds: "everything" is about kinds.
+    pub namespaces: Option<BTreeSet<String>>,
 }
 
 /// A `match.kinds` entry the served resources do not resolve: matched wider until it is served.
@@ -53,6 +56,7 @@ impl Coverage {
     pub fn everything() -> Self {
         Coverage {
             everything: true,
+            namespaces: None,
             ..Default::default()
         }
     }
@@ -61,26 +65,51 @@ impl Coverage {
         !self.everything && self.groups.is_empty() && self.resources.is_empty()
     }
 
+    /// The union. The empty coverage (no constraint yet) is its identity.
     pub fn union(&mut self, other: &Coverage) {
+        let namespaces = match (self.is_empty(), &self.namespaces, &other.namespaces) {
+            (true, _, theirs) => theirs.clone(),
+            (_, Some(a), Some(b)) => Some(a.union(b).cloned().collect()),
+            _ => None,
+        };
         if self.everything || other.everything {
             *self = Coverage::everything();
-            return;
+        } else {
+            self.groups.extend(other.groups.iter().cloned());
+            self.resources.extend(other.resources.iter().cloned());
         }
-        self.groups.extend(other.groups.iter().cloned());
-        self.resources.extend(other.resources.iter().cloned());
+        self.namespaces = namespaces;
     }
 
     /// Whether every request `other` matches is matched here too.
     pub fn covers(&self, other: &Coverage) -> bool {
-        if self.everything {
-            return true;
-        }
-        !other.everything
-            && other.groups.iter().all(|g| self.groups.contains(g))
-            && other
-                .resources
-                .iter()
-                .all(|gr| self.groups.contains(&gr.0) || self.resources.contains(gr))
+        let namespaces = match (&self.namespaces, &other.namespaces) {
+            (None, _) => true,
+            (Some(_), None) => false,
+            (Some(a), Some(b)) => b.is_subset(a),
+        };
+        let kinds = self.everything
+            || (!other.everything
+                && other.groups.iter().all(|g| self.groups.contains(g))
+                && other
+                    .resources
+                    .iter()
+                    .all(|gr| self.groups.contains(&gr.0) || self.resources.contains(gr)));
+        namespaces && kinds
+    }
+
+    /// What a policy's or binding's `matchResources` match: its rules (`from_rules`), and the
+    /// namespaces its selector names with `kubernetes.io/metadata.name In`.
+    pub fn from_match(m: Option<&ar::MatchResources>) -> Coverage {
+        let mut c = Coverage::from_rules(m.and_then(|m| m.resource_rules.as_deref()));
+        let named = m
+            .and_then(|m| m.namespace_selector.as_ref())
+            .and_then(|s| s.match_expressions.as_ref())
+            .into_iter()
+            .flatten()
+            .find(|e| e.key == NAME_LABEL && e.operator == "In");
+        c.namespaces = named.map(|e| e.values.iter().flatten().cloned().collect());
+        c
     }
 
     /// The rules that match exactly this coverage: one per group, sorted, so the same coverage
@@ -95,7 +124,7 @@ impl Coverage {
             resource_names: None,
         };
         if self.everything {
-            return vec![rule("*", vec!["*/*".into()])];
+            return vec![rule("*", vec!["*".into()])];
         }
         let mut groups: BTreeSet<&str> = self.groups.iter().map(String::as_str).collect();
         groups.extend(self.resources.iter().map(|(g, _)| g.as_str()));
@@ -103,7 +132,7 @@ impl Coverage {
             .into_iter()
             .map(|g| {
                 if self.groups.contains(g) {
-                    rule(g, vec!["*/*".into()])
+                    rule(g, vec!["*".into()])
                 } else {
                     let resources = self
                         .resources
@@ -123,7 +152,10 @@ impl Coverage {
         let Some(rules) = rules.filter(|r| !r.is_empty()) else {
             return Coverage::everything();
         };
-        let mut c = Coverage::default();
+        let mut c = Coverage {
+            namespaces: None,
+            ..Default::default()
+        };
         for r in rules {
             let groups = r.api_groups.as_deref().unwrap_or_default();
             let resources = r.resources.as_deref().unwrap_or_default();
@@ -148,9 +180,22 @@ impl Coverage {
 /// are matched wider: the whole group, or everything for a kind in any group).
 ///
 /// Semantics are our kinds matcher's (`core::cel`): no kinds, or an entry with no groups or no
-/// kinds, match any; `*` matches any.
+/// kinds, match any; `*` matches any. Only resources, never subresources: Gatekeeper's own
+/// `*` rule matches no subresource, and matching `pods/status` would judge every kubelet's
+/// status update of a pod that broke a constraint before it existed — and refuse it.
 pub fn coverage_of(m: &Match, served: &Served) -> (Coverage, Vec<Unresolved>) {
-    let mut c = Coverage::default();
+    let (mut c, unresolved) = kinds_coverage(m, served);
+    let exact = exact(&m.namespaces);
+    c.namespaces = (!m.namespaces.is_empty() && exact.len() == dedup_len(&m.namespaces))
+        .then(|| exact.into_iter().collect());
+    (c, unresolved)
+}
+
+fn kinds_coverage(m: &Match, served: &Served) -> (Coverage, Vec<Unresolved>) {
+    let mut c = Coverage {
+        namespaces: None,
+        ..Default::default()
+    };
     let mut unresolved = Vec::new();
     if m.kinds.is_empty() {
         return (Coverage::everything(), unresolved);
@@ -185,9 +230,17 @@ pub fn coverage_of(m: &Match, served: &Served) -> (Coverage, Vec<Unresolved>) {
                             });
                             return (Coverage::everything(), unresolved);
                         }
+                        if !found.iter().any(|(_, r)| !r.contains('/')) {
+                            // Served only as a subresource (Scale): no resource carries it.
+                            return (Coverage::everything(), unresolved);
+                        }
                         c.resources.extend(found);
                     }
                     (g, k) => match served.of_kind(g, k) {
+                        // Served only as a subresource (Scale): the group's resources.
+                        Some(found) if found.iter().all(|(_, r)| r.contains('/')) => {
+                            c.groups.insert(g.to_string());
+                        }
                         Some(found) if !served.failed_groups.contains(g) => {
                             c.resources.extend(found.iter().cloned())
                         }
@@ -203,9 +256,10 @@ pub fn coverage_of(m: &Match, served: &Served) -> (Coverage, Vec<Unresolved>) {
             }
         }
     }
-    // Resources of a group matched whole add nothing.
+    // Resources of a group matched whole add nothing; subresources are never matched.
     let groups = c.groups.clone();
-    c.resources.retain(|(g, _)| !groups.contains(g));
+    c.resources
+        .retain(|(g, r)| !groups.contains(g) && !r.contains('/'));
     unresolved.sort();
     unresolved.dedup();
     (c, unresolved)
@@ -249,9 +303,17 @@ fn dedup_len(v: &[String]) -> usize {
 }
 
 /// The VAP's namespace selector: what Gatekeeper exempts, namespaces labelled
-/// `admission.gatekeeper.sh/ignore` and the exempt namespaces by name.
-pub fn exempt_namespace_selector(e: &Exemptions) -> LabelSelector {
+/// `admission.gatekeeper.sh/ignore` and the exempt namespaces by name; and, when every
+/// constraint names its namespaces exactly, only those (`c.namespaces`).
+pub fn policy_namespace_selector(e: &Exemptions, c: &Coverage) -> LabelSelector {
     let mut expressions = vec![requirement(IGNORE_LABEL, "DoesNotExist", None)];
+    if let Some(only) = &c.namespaces {
+        expressions.push(requirement(
+            NAME_LABEL,
+            "In",
+            Some(only.iter().cloned().collect()),
+        ));
+    }
     if !e.namespaces.is_empty() {
         expressions.push(requirement(
             NAME_LABEL,
@@ -288,13 +350,11 @@ mod tests {
     }
 
     #[test]
-    fn a_known_kind_becomes_its_resources_with_their_subresources() {
+    fn a_known_kind_becomes_its_resources_never_subresources() {
         let (c, unresolved) = coverage_of(&kinds(&[(&[""], &["Pod"])]), &Served::builtin());
         assert!(unresolved.is_empty());
         assert!(!c.everything && c.groups.is_empty());
-        assert!(c.resources.contains(&gr("", "pods")));
-        assert!(c.resources.contains(&gr("", "pods/ephemeralcontainers")));
-        assert!(!c.resources.contains(&gr("", "pods/eviction")));
+        assert_eq!(c.resources, BTreeSet::from([gr("", "pods")]));
         let rules = c.rules(&["*".into()], "*");
         assert_eq!(rules.len(), 1);
         assert_eq!(rules[0].api_groups, Some(vec![String::new()]));
@@ -339,10 +399,15 @@ mod tests {
     }
 
     #[test]
-    fn a_group_star_includes_subresources_carrying_the_group_elsewhere() {
+    fn a_kind_served_only_as_a_subresource_matches_its_group() {
+        let (c, _) = coverage_of(
+            &kinds(&[(&["autoscaling"], &["Scale"])]),
+            &Served::builtin(),
+        );
+        assert_eq!(c.groups, BTreeSet::from(["autoscaling".to_string()]));
+        assert!(c.resources.is_empty());
         let (c, _) = coverage_of(&kinds(&[(&["autoscaling"], &["*"])]), &Served::builtin());
-        assert!(c.groups.contains("autoscaling"));
-        assert!(c.resources.contains(&gr("apps", "deployments/scale")));
+        assert!(c.groups.contains("autoscaling") && c.resources.is_empty());
     }
 
     #[test]
@@ -355,6 +420,31 @@ mod tests {
         assert!(!both.covers(&Coverage::everything()));
         let read = Coverage::from_rules(Some(&both.rules(&["CREATE".into()], "*")));
         assert_eq!(read, both);
+        // Namespaces: only what every constraint names exactly, read back from the selector.
+        let in_a = Match {
+            namespaces: vec!["a".into()],
+            ..kinds(&[(&[""], &["Pod"])])
+        };
+        let (a, _) = coverage_of(&in_a, &served);
+        assert_eq!(a.namespaces, Some(BTreeSet::from(["a".to_string()])));
+        assert!(
+            pods.covers(&a) && !a.covers(&pods),
+            "any namespace covers one"
+        );
+        let mut u = Coverage::default();
+        u.union(&a);
+        assert_eq!(
+            u.namespaces, a.namespaces,
+            "the empty coverage is the identity"
+        );
+        u.union(&pods);
+        assert_eq!(u.namespaces, None);
+        let m = ar::MatchResources {
+            resource_rules: Some(a.rules(&["*".into()], "*")),
+            namespace_selector: Some(policy_namespace_selector(&Exemptions::default(), &a)),
+            ..Default::default()
+        };
+        assert_eq!(Coverage::from_match(Some(&m)), a);
         assert!(Coverage::from_rules(None).everything);
     }
 

@@ -107,7 +107,7 @@ fn observed_coverage(o: &Policy) -> Coverage {
         .spec
         .as_ref()
         .and_then(|s| s.match_constraints.as_ref());
-    Coverage::from_rules(m.and_then(|m| m.resource_rules.as_deref()))
+    Coverage::from_match(m)
 }
 
 impl<'a> PolicyStep<'a> {
