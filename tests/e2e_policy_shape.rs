@@ -1053,6 +1053,26 @@ fn by_policy(message: &str) -> bool {
         || message.contains("binding")
 }
 
+/// The reconciler's Lease as `holder (transitions n)`: a renewal refused long enough to lose
+/// it shows as a new transition even when the same copy takes it back.
+async fn lease_state(client: &kube::Client) -> Option<String> {
+    let l = Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(client.clone(), LEASE_NS)
+        .get_opt("restart")
+        .await
+        .ok()??;
+    let spec = l.spec?;
+    Some(format!(
+        "{} (transitions {})",
+        spec.holder_identity?,
+        spec.lease_transitions.unwrap_or(0)
+    ))
+}
+
+/// kube-apiserver restarted 10 times under a leading `kubectl-vap run` (the real binary): a
+/// Lease in a namespace no constraint selects, created every 50 ms from the first moment the
+/// server answers, is never refused, and the reconciler keeps its Lease. On Gatekeeper's shape
+/// (`E2E_POLICY_SHAPE=gatekeeper`, by hand) the first requests after some restarts are refused
+/// (`paramKind … not yet synced`): see docs/generation.md.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn e2e_restarting_apiserver_refuses_nothing_the_constraints_do_not_select() {
@@ -1113,13 +1133,9 @@ async fn e2e_restarting_apiserver_refuses_nothing_the_constraints_do_not_select(
     served
         .wait_ready(Duration::from_secs(120), support::poll::EVERY)
         .await;
-    let holder = support::poll::eventually_some("the reconciler leads", SETTLE, || async {
-        support::reconciler::lease_holder(&client, LEASE_NS, "restart")
-            .await
-            .ok()
-            .flatten()
-    })
-    .await;
+    let holder =
+        support::poll::eventually_some("the reconciler leads", SETTLE, || lease_state(&client))
+            .await;
     // Both policies work: a Lease in `probe` and a ConfigMap without the label are denied.
     support::poll::eventually("both constraints deny", SETTLE, || async {
         let l = create_lease(&client, "probe", &env.unique_name("warm")).await;
@@ -1131,7 +1147,9 @@ async fn e2e_restarting_apiserver_refuses_nothing_the_constraints_do_not_select(
         )
         .await
         .expect("configmap");
-        matches!(l, Outcome::Refused(403, _)) && c.code == 403
+        // A VAP's denial is 422 (Invalid) here; any policy refusal will do.
+        let lease_denied = matches!(&l, Outcome::Refused(_, m) if by_policy(m));
+        lease_denied && c.status_message().is_some_and(by_policy)
     })
     .await;
 
@@ -1177,10 +1195,7 @@ async fn e2e_restarting_apiserver_refuses_nothing_the_constraints_do_not_select(
             }
             tokio::time::sleep(EVERY).await;
         }
-        let now = support::reconciler::lease_holder(&client, LEASE_NS, "restart")
-            .await
-            .ok()
-            .flatten();
+        let now = lease_state(&client).await;
         report.push(format!(
             "restart {restart}: {created} created, {refused} refused by a policy, {} other answers {:?}; holder {now:?}",
             other.len(),
@@ -1192,12 +1207,15 @@ async fn e2e_restarting_apiserver_refuses_nothing_the_constraints_do_not_select(
             "restart {restart}: no Lease was created\n{}",
             report.join("\n")
         );
+        assert_eq!(
+            now.as_deref(),
+            Some(holder.as_str()),
+            "shape {shape}: the reconciler lost its Lease at restart {restart}\n{}",
+            report.join("\n")
+        );
     }
     // The reconciler kept its Lease, and none of its writes was refused by a policy.
-    let after = support::reconciler::lease_holder(&client, LEASE_NS, "restart")
-        .await
-        .ok()
-        .flatten();
+    let after = lease_state(&client).await;
     let log = std::fs::read_to_string(&log_path).unwrap_or_default();
     let refused_writes: Vec<&str> = log
         .lines()
