@@ -893,7 +893,7 @@ async fn assert_narrowed(client: &kube::Client) {
                     && rules.iter().all(|r| r
                         .resources
                         .as_ref()
-                        .is_some_and(|rs| !rs.iter().any(|x| x == "*"))),
+                        .is_some_and(|rs| !rs.iter().any(|x| x.starts_with('*')))),
                 "binding {b} is not narrowed to its kinds: {rules:?}"
             );
         }
@@ -919,7 +919,7 @@ async fn assert_narrowed(client: &kube::Client) {
                 && rules.iter().all(|r| r
                     .resources
                     .as_ref()
-                    .is_some_and(|rs| !rs.iter().any(|x| x == "*"))),
+                    .is_some_and(|rs| !rs.iter().any(|x| x.starts_with('*')))),
             "VAP {name}'s matchConstraints are not narrowed: {mc:?}"
         );
         assert!(
