@@ -1,5 +1,6 @@
 //! A snapshot of everything the analysis reads: loaded from files or copied from the live stores.
 
+use crate::model::served::Served;
 use crate::model::{Binding, Constraint, ConstraintTemplate, CrdInfo, PodStatus, Policy};
 use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
@@ -25,9 +26,20 @@ pub struct Snapshot {
     /// Resources (`plural.group`) that could not be read (403, not served): their absence
     /// proves nothing, so the analysis reports nothing that rests on it.
     pub unreadable: std::collections::BTreeSet<String>,
+    /// What the API server serves (kinds → resources): discovery live; offline the built-in
+    /// resources plus every CustomResourceDefinition read (`Snapshot::offline`).
+    pub served: Served,
 }
 
 impl Snapshot {
+    /// An empty snapshot of files: what any API server serves is known without one.
+    pub fn offline() -> Self {
+        Snapshot {
+            served: Served::builtin(),
+            ..Default::default()
+        }
+    }
+
     pub fn object_count(&self) -> usize {
         self.templates.len()
             + self.constraints.len()
@@ -105,6 +117,7 @@ impl Snapshot {
         let class = classify(&raw);
         if kind == "CustomResourceDefinition" {
             self.crds_listed = true;
+            self.served.add_crd(&raw);
         }
         if class != ObjectClass::List
             && class != ObjectClass::Other
@@ -156,6 +169,10 @@ impl Snapshot {
             *self.ignored.entry(kind).or_default() += n;
         }
         self.unreadable.extend(other.unreadable);
+        for r in other.served.rows() {
+            self.served.add(r);
+        }
+        self.served.failed_groups.extend(other.served.failed_groups);
     }
 
     /// Keeps the last of objects that share an identity (the same file given twice, or an

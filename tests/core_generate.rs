@@ -4,7 +4,9 @@
 mod support;
 
 use kubectl_vap::core::decide::Action;
-use kubectl_vap::core::{cel, generate};
+use kubectl_vap::core::scope::Coverage;
+use kubectl_vap::core::{Options, PolicyShape, cel, desired, generate};
+use kubectl_vap::model::served::Served;
 use kubectl_vap::model::{Constraint, ConstraintTemplate, Source};
 use serde_json::json;
 use support::objects::{constraint, policy_for};
@@ -53,6 +55,14 @@ fn spec_constraint(extra: serde_json::Value) -> Constraint {
         }
     }
     Constraint::from_value(v, Source::default())
+}
+
+/// The binding in Gatekeeper's shape (the spec's §7 objects are Gatekeeper's).
+fn gk_binding(
+    c: &Constraint,
+    actions: &[Action],
+) -> Result<k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding, String> {
+    generate::binding(c, actions, PolicyShape::Gatekeeper, &Served::builtin()).map(|b| b.0)
 }
 
 #[test]
@@ -156,7 +166,7 @@ fn template_operations_restrict_the_policy() {
 
 #[test]
 fn binding_matches_the_spec_field_by_field() {
-    let b = generate::binding(&spec_constraint(json!({})), &[Action::Deny]).expect("binds");
+    let b = gk_binding(&spec_constraint(json!({})), &[Action::Deny]).expect("binds");
     assert_eq!(
         b.metadata.name.as_deref(),
         Some("gatekeeper-k8srequiredlabels-ns-must-have-owner")
@@ -207,8 +217,8 @@ fn binding_matches_the_spec_field_by_field() {
 #[test]
 fn scope_is_honoured_with_a_binding_rule() {
     for scope in ["Cluster", "Namespaced"] {
-        let b = generate::binding(&spec_constraint(json!({"scope": scope})), &[Action::Warn])
-            .expect("binds");
+        let b =
+            gk_binding(&spec_constraint(json!({"scope": scope})), &[Action::Warn]).expect("binds");
         let rules = b
             .spec
             .and_then(|s| s.match_resources)
@@ -216,8 +226,7 @@ fn scope_is_honoured_with_a_binding_rule() {
             .expect("rules");
         assert_eq!(rules[0].scope.as_deref(), Some(scope));
     }
-    let b =
-        generate::binding(&spec_constraint(json!({"scope": "*"})), &[Action::Warn]).expect("binds");
+    let b = gk_binding(&spec_constraint(json!({"scope": "*"})), &[Action::Warn]).expect("binds");
     assert!(
         b.spec
             .and_then(|s| s.match_resources)
@@ -228,7 +237,7 @@ fn scope_is_honoured_with_a_binding_rule() {
 
 #[test]
 fn a_bad_selector_is_an_error_not_a_panic() {
-    let err = generate::binding(
+    let err = gk_binding(
         &spec_constraint(json!({"labelSelector": {"matchLabels": "team"}})),
         &[Action::Deny],
     )
@@ -245,10 +254,72 @@ fn golden_policy_and_binding() {
     );
     insta::assert_yaml_snapshot!(
         "binding",
-        generate::binding(
+        gk_binding(
             &spec_constraint(json!({"scope": "Namespaced"})),
             &[Action::Audit, Action::Deny, Action::Audit]
         )
         .expect("binds")
     );
+}
+
+/// The narrowed shape of the same constraint (`kinds: [Namespace]`, exact namespaces) and its
+/// kind's VAP: rules from the kinds, exact names as a namespace selector, the Lease's
+/// namespace and ignored namespaces left out, prefixes in one condition.
+#[test]
+fn golden_narrowed_policy_and_binding() {
+    let t = spec_template();
+    let c = spec_constraint(
+        json!({"namespaces": ["payments", "billing"], "excludedNamespaces": ["kube-*", "scratch"]}),
+    );
+    let (b, coverage) = generate::binding(
+        &c,
+        &[Action::Deny],
+        PolicyShape::Narrowed,
+        &Served::builtin(),
+    )
+    .expect("binds");
+    let opts = Options::default();
+    let vap_coverage = desired::policy_coverage([&c], |_| None, &opts, &Served::builtin());
+    assert_eq!(
+        vap_coverage, coverage,
+        "one constraint: the VAP matches what it does"
+    );
+    let mut exemptions = opts.exemptions.clone();
+    exemptions.prefixes.insert("kube-".into());
+    let kubectl_vap::core::decide::TemplateVerdict::Generate {
+        source,
+        failure_policy,
+        ..
+    } = kubectl_vap::core::decide::decide_template(&t, &opts)
+    else {
+        panic!("generates")
+    };
+    let p = generate::policy(
+        &t,
+        "K8sRequiredLabels",
+        &source,
+        failure_policy,
+        generate::PolicyMatch::Narrowed {
+            coverage: &vap_coverage,
+            exemptions: &exemptions,
+        },
+    );
+    insta::assert_yaml_snapshot!("narrowed_policy", p);
+    insta::assert_yaml_snapshot!("narrowed_binding", b);
+    // No constraint: a VAP still needs a rule, and matches no request without a binding.
+    let none = generate::policy(
+        &t,
+        "K8sRequiredLabels",
+        &source,
+        failure_policy,
+        generate::PolicyMatch::Narrowed {
+            coverage: &Coverage::default(),
+            exemptions: &exemptions,
+        },
+    );
+    let rules = none
+        .spec
+        .and_then(|s| s.match_constraints)
+        .and_then(|m| m.resource_rules);
+    assert_eq!(rules.map(|r| r.len()), Some(1));
 }

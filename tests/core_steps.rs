@@ -5,8 +5,9 @@
 mod support;
 
 use kubectl_vap::core::decide::{TemplateVerdict, decide_template};
-use kubectl_vap::core::desired::{BindingDecision, CrdState, Opinion};
+use kubectl_vap::core::desired::{self, BindingDecision, CrdState, Opinion};
 use kubectl_vap::core::plan::Diff;
+use kubectl_vap::core::scope::Coverage;
 use kubectl_vap::core::step::{self, Action, BindingInput};
 use kubectl_vap::core::{Code, Options, Verb, analyze};
 use kubectl_vap::snapshot::Snapshot;
@@ -40,6 +41,11 @@ fn snap(objects: Vec<Value>) -> Snapshot {
     let mut s = snapshot(objects);
     s.crds_listed = true;
     s
+}
+
+/// What the kind's VAP matches: what its constraints want.
+fn cov(s: &Snapshot) -> Coverage {
+    desired::policy_coverage(&s.constraints, |_| None, &Options::default(), &s.served)
 }
 
 fn foreign(o: &mut Value) {
@@ -94,6 +100,7 @@ fn a_foreign_binding_is_foreign_whatever_the_decision() {
         crd: CrdState::Unknown,
         observed: s.bindings.first(),
         opts: &Options::default(),
+        served: &s.served,
         now: chrono::Utc::now(),
     };
     let step = step::binding_step(input);
@@ -110,7 +117,7 @@ fn a_foreign_binding_is_foreign_whatever_the_decision() {
 #[test]
 fn a_written_binding_is_kept_while_its_crd_settles() {
     let s = snap(converged());
-    let ready = Opinion::of("k8sx", &verdict(&s), true);
+    let ready = Opinion::of("k8sx", &verdict(&s), true, cov(&s));
     let now = chrono::Utc::now();
     let input = BindingInput {
         constraint: &s.constraints[0],
@@ -118,6 +125,7 @@ fn a_written_binding_is_kept_while_its_crd_settles() {
         crd: CrdState::Established(Some(now)),
         observed: s.bindings.first(),
         opts: &Options::default(),
+        served: &s.served,
         now,
     };
     let kept = step::binding_step(input);
@@ -140,16 +148,30 @@ fn the_vap_waits_for_its_kind_to_be_served_and_says_when_bindings_may_rest_on_it
     let s = snap(converged());
     let v = verdict(&s);
     let t = &s.templates[0];
-    let waiting = step::policy_step(t, &v, false, None);
+    let waiting = step::policy_step(t, &v, false, None, &cov(&s), &Options::default());
     assert_eq!(waiting.action, Action::Wait);
     assert!(waiting.write(Diff::Skip).is_none() && !waiting.ready_once_written());
-    let create = step::policy_step(t, &v, true, None);
+    let create = step::policy_step(t, &v, true, None, &cov(&s), &Options::default());
     assert!(matches!(create.action, Action::Create(_)) && create.ready_once_written());
-    let in_sync = step::policy_step(t, &v, true, s.policies.first());
+    let in_sync = step::policy_step(
+        t,
+        &v,
+        true,
+        s.policies.first(),
+        &cov(&s),
+        &Options::default(),
+    );
     assert_eq!(in_sync.action, Action::InSync);
     // A foreign VAP: never written, bindings never rest on it.
     let theirs = snap(edited(converged(), "gatekeeper-k8sx", foreign));
-    let f = step::policy_step(t, &v, true, theirs.policies.first());
+    let f = step::policy_step(
+        t,
+        &v,
+        true,
+        theirs.policies.first(),
+        &cov(&s),
+        &Options::default(),
+    );
     assert!(matches!(f.action, Action::Foreign(_)) && !f.ready_once_written());
     assert_eq!(f.finding().map(|f| f.code), Some(Code::PolicyForeign));
     // The CRD step says whether the kind is served: an Established CRD is.
@@ -165,7 +187,14 @@ fn not_generating_deletes_our_vap_and_an_invalid_template_keeps_it() {
     let skip = TemplateVerdict::Skip {
         reason: "generateVAP: false".into(),
     };
-    let gone = step::policy_step(t, &skip, true, s.policies.first());
+    let gone = step::policy_step(
+        t,
+        &skip,
+        true,
+        s.policies.first(),
+        &cov(&s),
+        &Options::default(),
+    );
     assert_eq!(
         gone.action,
         Action::Delete("template does not generate (generateVAP: false)".into())
@@ -173,7 +202,14 @@ fn not_generating_deletes_our_vap_and_an_invalid_template_keeps_it() {
     let invalid = TemplateVerdict::Invalid {
         reason: "bad".into(),
     };
-    let kept = step::policy_step(t, &invalid, true, s.policies.first());
+    let kept = step::policy_step(
+        t,
+        &invalid,
+        true,
+        s.policies.first(),
+        &cov(&s),
+        &Options::default(),
+    );
     assert_eq!(kept.action, Action::Keep);
     assert!(kept.write(Diff::Skip).is_none());
     assert_eq!(
@@ -182,7 +218,14 @@ fn not_generating_deletes_our_vap_and_an_invalid_template_keeps_it() {
     );
     // A foreign VAP of a template that does not generate is not a finding.
     let theirs = snap(edited(converged(), "gatekeeper-k8sx", foreign));
-    let f = step::policy_step(t, &skip, true, theirs.policies.first());
+    let f = step::policy_step(
+        t,
+        &skip,
+        true,
+        theirs.policies.first(),
+        &cov(&s),
+        &Options::default(),
+    );
     assert!(matches!(f.action, Action::Foreign(_)) && f.finding().is_none());
 }
 

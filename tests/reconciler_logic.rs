@@ -235,7 +235,10 @@ impl World {
             }),
         );
         drop(st);
+        // As the constraint watch does: the constraint, and its kind's template (its VAP
+        // matches what the kind's constraints match).
         self.queue.enqueue(Key::constraint(kind, name));
+        self.queue.enqueue(Key::Template(kind.to_lowercase()));
     }
 
     fn delete_constraint(&self, kind: &str, name: &str) {
@@ -245,6 +248,7 @@ impl World {
             .constraints
             .remove(&(kind.to_string(), name.to_string()));
         self.queue.enqueue(Key::constraint(kind, name));
+        self.queue.enqueue(Key::Template(kind.to_lowercase()));
     }
 
     fn crd_event(&self, kind: &str) {
@@ -538,12 +542,31 @@ impl ConstraintStore for World {
             u => u,
         }
     }
+    fn served(&self) -> Read<Arc<kubectl_vap::model::served::Served>> {
+        Read::Known(Arc::new(kubectl_vap::model::served::Served::builtin()))
+    }
     fn now(&self) -> DateTime<Utc> {
         self.st.lock().unwrap().now
     }
 }
 
 impl TemplateStore for World {
+    fn constraints_of_kind(&self, kind: &str) -> Read<Vec<Constraint>> {
+        let mut out = Vec::new();
+        for n in self.constraint_names(kind) {
+            match self.constraint(kind, &n) {
+                Read::Known(Some(c)) => out.push(c),
+                Read::Known(None) => {}
+                Read::Unknown(u) => return Read::Unknown(u),
+            }
+        }
+        // The kind's store must be known even when it holds nothing.
+        let st = self.st.lock().unwrap();
+        match st.read(kind, || ()) {
+            Read::Known(()) => Read::Known(out),
+            Read::Unknown(u) => Read::Unknown(u),
+        }
+    }
     fn template(&self, name: &str) -> Read<Option<ConstraintTemplate>> {
         let st = self.st.lock().unwrap();
         st.read("templates", || {

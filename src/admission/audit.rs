@@ -648,6 +648,7 @@ async fn scope(
             for raw in listed.get(&key).into_iter().flatten() {
                 let mut s = Subject::from_manifest(raw);
                 s.namespaced = Some(r.namespaced);
+                s.resource = Some(r.resource.plural.clone());
                 if s.namespace_labels.is_none() {
                     s.namespace_labels = s
                         .namespace

@@ -52,7 +52,7 @@ pub fn test(cli: &Cli, args: &TestArgs) -> anyhow::Result<ExitCode> {
     };
     let manifests = objects::read(&cli.input.filenames, &mut std::io::stdin().lock(), opts)
         .context("reading input")?;
-    let gen_opts = cli.gen_flags.options();
+    let gen_opts = cli.generation_options();
     let report = if args.offline {
         test_mod::offline(&manifests, &gen_opts)
     } else {
@@ -214,7 +214,7 @@ pub fn check_audit(cli: &Cli, out: &super::args::OutputArgs) -> anyhow::Result<E
     })?;
     let extra = audit_mod::findings(&report);
     let (text, code) =
-        super::report::check_report_with(&snap, &cli.gen_flags.options(), out.output, extra)?;
+        super::report::check_report_with(&snap, &cli.generation_options(), out.output, extra)?;
     print!("{text}");
     Ok(code)
 }

@@ -1,6 +1,6 @@
 //! The command line: the design's CLI contract. Connection flags mirror kubectl's.
 
-use crate::core::{FailurePolicy, Options};
+use crate::core::{Exemptions, FailurePolicy, Options, PolicyShape};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::time::Duration;
 
@@ -175,6 +175,13 @@ impl From<&ConnectionArgs> for crate::cluster::client::ConnectionOptions {
     }
 }
 
+impl Cli {
+    /// The generation options of the command line (the Lease's namespace exempt).
+    pub fn generation_options(&self) -> Options {
+        self.gen_flags.options(&self.lease_namespace)
+    }
+}
+
 #[derive(Debug, Args, Clone)]
 pub struct GenerationArgs {
     /// Generate a VAP for templates that leave generateVAP unset.
@@ -189,10 +196,44 @@ pub struct GenerationArgs {
     /// Wait after a constraint CRD is Established before its first binding (e.g. 30s, 0s).
     #[arg(long, global = true, default_value = "30s", value_parser = parse_duration)]
     pub binding_wait: Duration,
+    /// What generated objects match before their CEL runs: `narrowed` (each binding its
+    /// constraint's kinds and namespaces, each VAP its constraints', exempt namespaces left
+    /// out) or `gatekeeper` (Gatekeeper's objects byte for byte: every create and update).
+    #[arg(long, global = true, default_value = "narrowed", value_parser = ["narrowed", "gatekeeper"])]
+    pub policy_shape: String,
+    /// A namespace no generated policy applies to (repeatable; the Lease's namespace and
+    /// namespaces labelled admission.gatekeeper.sh/ignore always are).
+    #[arg(long = "exempt-namespace", global = true, value_name = "NAMESPACE", value_parser = namespace_part)]
+    pub exempt_namespace: Vec<String>,
+    /// Exempt every namespace whose name starts with this (repeatable).
+    #[arg(long = "exempt-namespace-prefix", global = true, value_name = "PREFIX", value_parser = namespace_part)]
+    pub exempt_namespace_prefix: Vec<String>,
+    /// Exempt every namespace whose name ends with this (repeatable).
+    #[arg(long = "exempt-namespace-suffix", global = true, value_name = "SUFFIX", value_parser = namespace_part)]
+    pub exempt_namespace_suffix: Vec<String>,
+}
+
+/// A namespace name, or a part of one: lowercase letters, digits and '-', at most 63.
+fn namespace_part(s: &str) -> Result<String, String> {
+    let ok = !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    if ok {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "{s:?} is not (part of) a namespace name: lowercase letters, digits and '-', at most 63"
+        ))
+    }
 }
 
 impl GenerationArgs {
-    pub fn options(&self) -> Options {
+    /// The options, with `lease_namespace` exempt (the reconciler's own Lease and requests).
+    pub fn options(&self, lease_namespace: &str) -> Options {
+        let mut exempt: std::collections::BTreeSet<String> =
+            self.exempt_namespace.iter().cloned().collect();
+        exempt.insert(lease_namespace.to_string());
         Options {
             default_create_vap_for_templates: self.default_create_vap_for_templates,
             default_create_vap_binding_for_constraints: self
@@ -200,6 +241,12 @@ impl GenerationArgs {
             default_failure_policy: FailurePolicy::parse(&self.default_failure_policy)
                 .unwrap_or(FailurePolicy::Fail),
             binding_wait: self.binding_wait,
+            policy_shape: PolicyShape::parse(&self.policy_shape).unwrap_or_default(),
+            exemptions: Exemptions {
+                namespaces: exempt,
+                prefixes: self.exempt_namespace_prefix.iter().cloned().collect(),
+                suffixes: self.exempt_namespace_suffix.iter().cloned().collect(),
+            },
             cel: crate::load::cel::checker(),
         }
     }

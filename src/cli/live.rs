@@ -113,7 +113,7 @@ async fn start_electing(cli: &Cli, how: Electing) -> anyhow::Result<Controller> 
         .await
         .context("connecting to the cluster")?;
     let mut config = Config::new(
-        cli.gen_flags.options(),
+        cli.generation_options(),
         Mode::Elect {
             lease_namespace: cli.lease_namespace.clone(),
             lease_name: cli.lease_name.clone(),
@@ -175,7 +175,7 @@ pub fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<ExitCode> {
     let rt = runtime()?;
     let say = Say::for_run(args);
     rt.block_on(async {
-        let opts = cli.gen_flags.options();
+        let opts = cli.generation_options();
         let running = start_electing(
             cli,
             Electing {
@@ -327,7 +327,7 @@ async fn ask_the_holder(
 
 /// Nobody leads: this command does, for `cmd`'s objects only, then releases the Lease.
 async fn lead_briefly(cli: &Cli, cmd: Command) -> anyhow::Result<ExitCode> {
-    let opts = cli.gen_flags.options();
+    let opts = cli.generation_options();
     let scope = match &cmd {
         Command::Replay(t) | Command::Reconcile(t) => crate::controller::Scope::Template(t.clone()),
         Command::ReconcileAll => crate::controller::Scope::All,
@@ -372,7 +372,7 @@ async fn lead_briefly(cli: &Cli, cmd: Command) -> anyhow::Result<ExitCode> {
 /// `check` on the current context.
 pub fn check(cli: &Cli, out: &OutputArgs) -> anyhow::Result<ExitCode> {
     let snap = read_cluster(cli)?;
-    let (text, code) = report::check_report(&snap, &cli.gen_flags.options(), out.output)?;
+    let (text, code) = report::check_report(&snap, &cli.generation_options(), out.output)?;
     print!("{text}");
     Ok(code)
 }
@@ -380,7 +380,7 @@ pub fn check(cli: &Cli, out: &OutputArgs) -> anyhow::Result<ExitCode> {
 /// `plan` on the current context.
 pub fn plan(cli: &Cli, args: &PlanArgs) -> anyhow::Result<ExitCode> {
     let snap = read_cluster(cli)?;
-    let (text, writes) = report::plan_report(&snap, &cli.gen_flags.options(), args.out.output)?;
+    let (text, writes) = report::plan_report(&snap, &cli.generation_options(), args.out.output)?;
     print!("{text}");
     Ok(report::plan_exit_code(args, writes))
 }

@@ -88,7 +88,7 @@ fn reads_no_files(command: &Command) -> Option<(&'static str, &'static str)> {
 
 /// `kubectl vap` with no command: the TUI on files (`-f`) or on the current context.
 fn tui(cli: &Cli) -> anyhow::Result<ExitCode> {
-    let opts = cli.gen_flags.options();
+    let opts = cli.generation_options();
     let source: Box<dyn crate::tui::Source> = if cli.input.filenames.is_empty() {
         Box::new(crate::tui::live_source::Live::new(
             crate::cluster::client::ConnectionOptions::from(&cli.conn),

@@ -52,14 +52,14 @@ pub fn load_files(cli: &Cli) -> anyhow::Result<Snapshot> {
 
 pub fn check_files(cli: &Cli, out: &OutputArgs) -> anyhow::Result<ExitCode> {
     let snap = load_files(cli)?;
-    let (text, code) = check_report(&snap, &cli.gen_flags.options(), out.output)?;
+    let (text, code) = check_report(&snap, &cli.generation_options(), out.output)?;
     print!("{text}");
     Ok(code)
 }
 
 pub fn plan_files(cli: &Cli, args: &PlanArgs) -> anyhow::Result<ExitCode> {
     let snap = load_files(cli)?;
-    let (text, writes) = plan_report(&snap, &cli.gen_flags.options(), args.out.output)?;
+    let (text, writes) = plan_report(&snap, &cli.generation_options(), args.out.output)?;
     print!("{text}");
     Ok(plan_exit_code(args, writes))
 }

@@ -2,6 +2,7 @@
 //! (Gatekeeper's `IsVapAPIEnabled`). Errors are returned, never cached, so callers retry.
 
 use super::KubeError;
+use crate::model::served::{Served, ServedResource};
 use kube::core::{ApiResource, GroupVersionKind};
 
 pub const GROUP: &str = "admissionregistration.k8s.io";
@@ -108,5 +109,75 @@ pub fn resource_name(ar: &ApiResource) -> String {
         ar.plural.clone()
     } else {
         format!("{}.{}", ar.plural, ar.group)
+    }
+}
+
+/// What the API server serves, for the narrowed bindings (`model::served`): every resource and
+/// subresource of every group version, with the kind its requests carry. A group whose
+/// listing fails (an aggregated API that is down) is recorded in `failed_groups`: its kinds
+/// are unknown, not absent. The core group failing, or the group list, fails the whole.
+pub async fn discover_served(client: &kube::Client) -> Result<Served, KubeError> {
+    use futures::stream::{self, StreamExt};
+    let mut served = Served::default();
+    let core = client
+        .list_core_api_versions()
+        .await
+        .map_err(|e| KubeError::request("discovering the core API versions", e))?;
+    for v in &core.versions {
+        let list = client
+            .list_core_api_resources(v)
+            .await
+            .map_err(|e| KubeError::request(format!("discovering the core API {v}"), e))?;
+        add_list(&mut served, "", &list.resources);
+    }
+    let groups = client
+        .list_api_groups()
+        .await
+        .map_err(|e| KubeError::request("discovering the API groups", e))?;
+    let versions: Vec<(String, String)> = groups
+        .groups
+        .iter()
+        .flat_map(|g| {
+            g.versions
+                .iter()
+                .map(move |v| (g.name.clone(), v.group_version.clone()))
+        })
+        .collect();
+    // A few at a time: ~30 group versions on a bare API server, hundreds on some clusters.
+    let lists: Vec<_> = stream::iter(versions)
+        .map(|(group, gv)| async move {
+            let list = client.list_api_group_resources(&gv).await;
+            (group, gv, list)
+        })
+        .buffer_unordered(8)
+        .collect()
+        .await;
+    for (group, gv, list) in lists {
+        match list {
+            Ok(list) => add_list(&mut served, &group, &list.resources),
+            Err(e) => {
+                tracing::debug!("discovering {gv}: {}", crate::text::error_text(&e.into()));
+                served.failed_groups.insert(group);
+            }
+        }
+    }
+    Ok(served)
+}
+
+fn add_list(
+    served: &mut Served,
+    group: &str,
+    resources: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResource],
+) {
+    for r in resources {
+        // A subresource names its kind's group when it differs (`deployments/scale`:
+        // autoscaling Scale); a resource's own kind is in its group.
+        let kind_group = r.group.clone().unwrap_or_else(|| group.to_string());
+        served.add(ServedResource {
+            group: group.to_string(),
+            resource: r.name.clone(),
+            kind_group,
+            kind: r.kind.clone(),
+        });
     }
 }

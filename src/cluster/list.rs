@@ -84,5 +84,23 @@ pub async fn list_snapshot(
             items.iter().for_each(|o| snap.object(o, &ar));
         }
     }
-    Ok((snap.finish(&errors, []), errors))
+    let mut snap = snap.finish(&errors, []);
+    // What is served narrows the bindings; without discovery, what any server serves.
+    snap.served = match super::discovery::discover_served(client).await {
+        Ok(served) => served,
+        Err(e) => {
+            tracing::warn!(
+                "discovery failed, judging kinds by the built-in resources: {}",
+                crate::text::error_text(&e.into())
+            );
+            let mut served = crate::model::served::Served::builtin();
+            crds.iter().for_each(|c| {
+                if let Ok(v) = serde_json::to_value(c) {
+                    served.add_crd(&v);
+                }
+            });
+            served
+        }
+    };
+    Ok((snap, errors))
 }

@@ -258,6 +258,9 @@ mod tests {
         fn opinions_known(&self) -> Read<()> {
             Read::Known(())
         }
+        fn served(&self) -> Read<std::sync::Arc<crate::model::served::Served>> {
+            Read::Known(Default::default())
+        }
         fn now(&self) -> DateTime<Utc> {
             DateTime::UNIX_EPOCH
         }
@@ -270,6 +273,8 @@ mod tests {
             policy_ready: true,
             frozen: false,
             reason: String::new(),
+            coverage: crate::core::scope::Coverage::everything(),
+            fail_closed: true,
         }
     }
 

@@ -17,6 +17,7 @@
 
 pub mod cache;
 mod commands;
+mod discovery;
 mod events;
 pub mod gatekeeper;
 pub mod handle;

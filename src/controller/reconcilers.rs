@@ -15,8 +15,9 @@ use super::world::{
 };
 use crate::core::crd;
 use crate::core::decide::{TemplateVerdict, decide_template};
-use crate::core::desired::Opinion;
+use crate::core::desired::{self, Opinion};
 use crate::core::plan::Diff;
+use crate::core::scope::Coverage;
 use crate::core::step::{self, Action, BindingInput, PolicyStep};
 use crate::core::{Options, PlannedWrite, names};
 use crate::model::Policy;
@@ -184,7 +185,7 @@ where
     };
     if let TemplateVerdict::Invalid { .. } = verdict {
         // Frozen: keep what exists, write nothing new for the kind.
-        side.publish(false);
+        side.publish(false, Coverage::default());
         return Outcome::Done;
     }
     // Rego-only templates too: nothing else creates their constraint CRD.
@@ -194,7 +195,35 @@ where
         tracing::warn!(crd = %name, "not writing {name}: {why}; it is used as it is");
     }
     let (_, crd_outcome) = send(world, crd.write(Diff::Skip)).await;
-    let policy = step::policy_step(&t, &verdict, crd.served(), observed.as_ref());
+    // What the VAP must match: what the kind's constraints want (read only when generating:
+    // a VAP that goes needs no coverage).
+    let coverage = if verdict.generates() && crd.served() {
+        let served = known!(world.served());
+        let constraints = known!(world.constraints_of_kind(&kind));
+        let mut kept = std::collections::BTreeMap::new();
+        for c in constraints.iter().filter(|c| c.spec_error.is_some()) {
+            let name = names::binding_name(&c.kind, c.name());
+            if let Some(b) = known!(world.binding(&name)) {
+                kept.insert(name, b);
+            }
+        }
+        desired::policy_coverage(
+            &constraints,
+            |c| kept.get(&names::binding_name(&c.kind, c.name())),
+            ctx.opts,
+            &served,
+        )
+    } else {
+        Coverage::default()
+    };
+    let policy = step::policy_step(
+        &t,
+        &verdict,
+        crd.served(),
+        observed.as_ref(),
+        &coverage,
+        ctx.opts,
+    );
     let outcome = if verdict.generates() {
         side.turn_on(&policy).await
     } else {
@@ -217,9 +246,10 @@ where
     W: TemplateStore + Writer + Sync,
     Q: Enqueue + Sync,
 {
-    /// The kind's opinion, from the verdict; `ready`: bindings may rest on the VAP (I1).
-    fn publish(&self, ready: bool) {
-        let opinion = Opinion::of(self.name, self.verdict, ready);
+    /// The kind's opinion, from the verdict; `ready`: bindings may rest on the VAP (I1), as
+    /// far as it matches (`coverage`).
+    fn publish(&self, ready: bool, coverage: Coverage) {
+        let opinion = Opinion::of(self.name, self.verdict, ready, coverage);
         let (cache, queue) = (self.ctx.cache, self.ctx.queue);
         cache.should_generate_vap(self.kind, Some(opinion), self.world, queue);
     }
@@ -230,7 +260,7 @@ where
         match &policy.action {
             // The CRD is not Established: the CRD's watch brings the template back.
             Action::Wait => {
-                self.publish(false);
+                self.publish(false, Coverage::default());
                 return Outcome::Done;
             }
             // The VAP vanished under a ready opinion (deleted by someone): withdraw readiness
@@ -254,7 +284,10 @@ where
         // An existing VAP of ours is usable by bindings while it is being fixed; a new one
         // once it is written.
         let created = matches!(policy.action, Action::Create(_));
-        self.publish(policy.ready_once_written() && (done || !created));
+        self.publish(
+            policy.ready_once_written() && (done || !created),
+            policy.coverage(done),
+        );
         outcome
     }
 
@@ -275,7 +308,7 @@ where
             }
         }
         cache.settled(name);
-        self.publish(false);
+        self.publish(false, Coverage::default());
         match policy.write(Diff::Skip) {
             Some(w) => delete_policy_after_bindings(self.world, cache, &w, Some(self.kind)).await,
             None => Outcome::Done,
@@ -382,6 +415,7 @@ where
     let observed = known!(world.binding(&bname));
     let constraint = known!(world.constraint(kind, name));
     known!(world.opinions_known());
+    let served = known!(world.served());
     let crd_state = known!(world.crd_state(kind));
 
     // What is left under the constraint's names: the legacy name, or its binding once the
@@ -403,6 +437,7 @@ where
         crd: crd_state,
         observed: observed.as_ref(),
         opts: ctx.opts,
+        served: &served,
         now,
     });
     if let Action::Foreign(why) = &step.action {

@@ -15,6 +15,7 @@ use super::status::Status;
 use super::stores::Stores;
 use super::world::{ConstraintStore, Enqueue, Read, TemplateStore};
 use crate::core::desired::CrdState;
+use crate::model::served::Served;
 use crate::model::{Binding, Constraint, ConstraintTemplate, CrdInfo, ObjectRef, Policy};
 use chrono::{DateTime, Utc};
 use std::sync::Arc;
@@ -112,6 +113,9 @@ impl ConstraintStore for Shared {
     fn opinions_known(&self) -> Read<()> {
         self.stores.opinions_known()
     }
+    fn served(&self) -> Read<Arc<Served>> {
+        self.stores.served()
+    }
     fn now(&self) -> DateTime<Utc> {
         Utc::now()
     }
@@ -135,6 +139,9 @@ impl TemplateStore for Shared {
     }
     fn bindings_of_kind(&self, kind: &str) -> Read<Vec<Binding>> {
         self.stores.bindings_of_kind(kind)
+    }
+    fn constraints_of_kind(&self, kind: &str) -> Read<Vec<Constraint>> {
+        self.stores.constraints_of_kind(kind)
     }
 }
 

@@ -124,11 +124,13 @@ impl Default for Tuning {
 }
 
 /// The Lease `run` competes for by default (and the one read-only views report on).
-pub const DEFAULT_LEASE_NAMESPACE: &str = "gatekeeper-system";
+pub const DEFAULT_LEASE_NAMESPACE: &str = crate::core::options::DEFAULT_LEASE_NAMESPACE;
 pub const DEFAULT_LEASE_NAME: &str = "kubectl-vap";
 
 /// How long start-up waits for the first list of every watch.
 const SYNC_TIMEOUT: Duration = Duration::from_secs(60);
+/// Discovery again this often without a CRD event (aggregated APIs).
+const DISCOVERY_EVERY: Duration = Duration::from_secs(60);
 
 /// Starts the reconciler on `client` with the default tuning.
 pub async fn start(client: kube::Client, config: Config) -> Result<Controller, Error> {
@@ -442,6 +444,13 @@ pub async fn launch(
     );
     tasks.extend(elected.follower);
 
+    // What is served, before the first constraint decides (until then its reconcile waits).
+    let _ = super::discovery::refresh(&shared).await;
+    tasks.push(tokio::spawn(super::discovery::run(
+        shared.clone(),
+        shared.stores.crd_changes(),
+        DISCOVERY_EVERY,
+    )));
     await_first_lists(&shared, SYNC_TIMEOUT).await;
     tracing::info!(
         "templates, CRDs, VAPs and bindings listed in {:?}",

@@ -20,6 +20,7 @@ use crate::cluster::discovery::{
 use crate::core::PlannedWrite;
 use crate::core::desired::CrdState;
 use crate::core::ownership::is_controller_in;
+use crate::model::served::Served;
 use crate::model::{
     Binding, CONSTRAINTS_GROUP, Constraint, ConstraintTemplate, CrdInfo, Policy, Source,
 };
@@ -30,6 +31,7 @@ use kube::core::ApiResource;
 use kube::runtime::reflector::{ObjectRef as StoreRef, Store};
 use parking_lot::{Mutex, RwLock};
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
@@ -126,6 +128,10 @@ pub struct Stores {
     relist: watch::Sender<u64>,
     /// A one-shot `reconcile TEMPLATE` sees only that template (the cache primes on it).
     scope: Scope,
+    /// What the API server serves (discovery), once read: the narrowed bindings' rules.
+    served: RwLock<Option<Arc<Served>>>,
+    /// Bumped when a CRD comes, goes or changes: discovery looks again.
+    crds_changed: watch::Sender<u64>,
 }
 
 fn stored_rv(meta: &ObjectMeta) -> u64 {
@@ -171,6 +177,8 @@ impl Stores {
             crds: readers.crds,
             policies: readers.policies,
             bindings: readers.bindings,
+            served: RwLock::new(None),
+            crds_changed: watch::channel(0).0,
             kinds: RwLock::new(HashMap::new()),
             pod_statuses: Mutex::new(Vec::new()),
             listing: Mutex::new(Listing::default()),
@@ -686,6 +694,49 @@ impl Stores {
 
     /// The stores as a snapshot, for views and `--once`'s final check; `errors` are what this
     /// copy cannot read.
+    /// What the API server serves, once discovery has answered.
+    pub fn served(&self) -> Read<Arc<Served>> {
+        match &*self.served.read() {
+            Some(s) => Read::Known(s.clone()),
+            None => Read::Unknown(Unreadable("the API server's discovery".into())),
+        }
+    }
+
+    /// A CRD came, went or changed: what is served may have.
+    pub fn crds_changed(&self) {
+        self.crds_changed.send_modify(|n| *n += 1);
+    }
+
+    pub fn crd_changes(&self) -> watch::Receiver<u64> {
+        self.crds_changed.subscribe()
+    }
+
+    /// Keeps a new discovery; whether it differs from the one before.
+    pub fn set_served(&self, served: Served) -> bool {
+        let mut current = self.served.write();
+        let changed = current.as_deref() != Some(&served);
+        if changed {
+            *current = Some(Arc::new(served));
+        }
+        changed
+    }
+
+    /// Every constraint of `kind`, when its store is known (`constraint`'s rules).
+    pub fn constraints_of_kind(&self, kind: &str) -> Read<Vec<Constraint>> {
+        match self.constraint(kind, "") {
+            Read::Unknown(u) => Read::Unknown(u),
+            Read::Known(_) => Read::Known(
+                self.constraint_names(kind)
+                    .iter()
+                    .filter_map(|n| match self.constraint(kind, n) {
+                        Read::Known(c) => c,
+                        Read::Unknown(_) => None,
+                    })
+                    .collect(),
+            ),
+        }
+    }
+
     pub fn snapshot(
         &self,
         errors: &[crate::cluster::access::AccessError],
@@ -715,6 +766,10 @@ impl Stores {
                 .for_each(|o| a.object(o, &s.resource));
         }
         // Every store not known now (still listing, relisting, failing) proves nothing either.
-        a.finish(errors, self.unknown())
+        let mut snap = a.finish(errors, self.unknown());
+        if let Some(served) = &*self.served.read() {
+            snap.served = (**served).clone();
+        }
+        snap
     }
 }

@@ -456,6 +456,8 @@ pub fn on_crd(world: &Arc<Shared>, change: Change<'_, CustomResourceDefinition>)
 }
 
 fn crd_changed(world: &Arc<Shared>, crd: &CustomResourceDefinition, deleted: bool) {
+    // Any group: a constraint's kinds may be served by any CRD.
+    world.stores.crds_changed();
     if crd.spec.group != CONSTRAINTS_GROUP {
         return;
     }
@@ -499,15 +501,22 @@ pub fn start_kind(world: &Arc<Shared>, kind: &str, plural: &str) {
             resource.clone(),
             world.clone(),
             move |w, change| {
+                // The kind's template too: its VAP matches what the kind's constraints match
+                // (Gatekeeper names a template after its kind, lowercased).
+                let template = Key::Template(kind_owned.to_lowercase());
                 match change {
                     Change::Applied(c) | Change::Deleted(c) => {
                         if let Some(name) = &c.metadata.name {
                             w.queue.enqueue(Key::constraint(&kind_owned, name));
+                            w.queue.enqueue(template);
                         }
                     }
                     // The kind's constraints, and the owners of its bindings (constraints
                     // deleted while the watch was down, or before this copy started).
-                    Change::Listed => enqueue_kind(w, &kind_owned, None),
+                    Change::Listed => {
+                        enqueue_kind(w, &kind_owned, None);
+                        w.queue.enqueue(template);
+                    }
                 }
             },
         );

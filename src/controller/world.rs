@@ -8,8 +8,10 @@ use super::queue::Key;
 pub use super::state::WriteError;
 use crate::core::PlannedWrite;
 use crate::core::desired::CrdState;
+use crate::model::served::Served;
 use crate::model::{Binding, Constraint, ConstraintTemplate, CrdInfo, Policy};
 use chrono::{DateTime, Utc};
+use std::sync::Arc;
 
 /// What a store says about an object. `Known` only when the store holds a complete list and
 /// its watch is running: then `Known(None)` means the object does not exist. Anything else
@@ -62,6 +64,8 @@ pub trait ConstraintStore {
     /// state of those stores, not their objects: the constraint side still never reads a
     /// template.)
     fn opinions_known(&self) -> Read<()>;
+    /// What the API server serves: both sides compute a binding's rules from it.
+    fn served(&self) -> Read<Arc<Served>>;
     fn now(&self) -> DateTime<Utc>;
 }
 
@@ -78,6 +82,9 @@ pub trait TemplateStore: ConstraintStore {
     fn crd(&self, name: &str) -> Read<Option<CrdInfo>>;
     /// Bindings controlled by a constraint of `kind` (I2: the VAP is deleted only after these).
     fn bindings_of_kind(&self, kind: &str) -> Read<Vec<Binding>>;
+    /// Every constraint of `kind` (what its VAP must match): known only when the kind's
+    /// store holds a complete list.
+    fn constraints_of_kind(&self, kind: &str) -> Read<Vec<Constraint>>;
 }
 
 /// How a write went.

@@ -6,7 +6,7 @@
 
 use super::crd;
 use super::decide::{TemplateVerdict, decide_template};
-use super::desired::{CrdState, Opinion};
+use super::desired::{self, CrdState, Opinion};
 use super::findings::{Code, Finding};
 use super::names;
 use super::options::Options;
@@ -49,12 +49,22 @@ pub fn analyze(snap: &Snapshot, opts: &Options) -> Analysis {
         .iter()
         .map(|t| decide_template(t, opts))
         .collect();
+    let by_kind = index.constraints_by_kind();
     // A plan writes the CRD before the VAP, so every VAP step counts its kind as served.
     let steps: Vec<PolicyStep<'_>> = snap
         .templates
         .iter()
         .zip(&verdicts)
-        .map(|(t, v)| step::policy_step(t, v, true, index.policy_of(t.name())))
+        .map(|(t, v)| {
+            let constraints = t.kind.as_deref().and_then(|k| by_kind.get(k));
+            let coverage = desired::policy_coverage(
+                constraints.into_iter().flatten().copied(),
+                |c| index.binding_of(c),
+                opts,
+                &snap.served,
+            );
+            step::policy_step(t, v, true, index.policy_of(t.name()), &coverage, opts)
+        })
         .collect();
     let opinions = opinions(&steps);
     let mut rest = index.constraints_by_kind();
@@ -83,7 +93,7 @@ fn opinions<'a>(steps: &[PolicyStep<'a>]) -> BTreeMap<&'a str, Opinion> {
             let t = s.template().name();
             out.insert(
                 kind.as_str(),
-                Opinion::of(t, s.verdict(), s.ready_once_written()),
+                Opinion::of(t, s.verdict(), s.ready_once_written(), s.coverage(true)),
             );
         }
     }
@@ -118,6 +128,11 @@ impl<'a> Index<'a> {
         self.policies
             .get(names::policy_name(template).as_str())
             .copied()
+    }
+
+    fn binding_of(&self, c: &Constraint) -> Option<&'a Binding> {
+        let name = names::binding_name(&c.kind, c.name());
+        self.bindings.get(name.as_str()).copied()
     }
 
     fn constraints_by_kind(&self) -> BTreeMap<&'a str, Vec<&'a Constraint>> {
@@ -283,6 +298,7 @@ impl<'a> Fold<'a> {
             crd: crd_state(self.snap, &c.kind),
             observed,
             opts: self.opts,
+            served: &self.snap.served,
             now: self.now,
         });
         let (id, label) = (

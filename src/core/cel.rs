@@ -10,6 +10,8 @@ pub const NAMESPACES: &str = "gatekeeper_internal_match_namespaces";
 pub const NAME: &str = "gatekeeper_internal_match_name";
 pub const KINDS: &str = "gatekeeper_internal_match_kinds";
 pub const MATCHER_NAMES: [&str; 4] = [EXCLUDED_NAMESPACES, NAMESPACES, NAME, KINDS];
+/// Gatekeeper's name for the condition that exempts namespaces by prefix or suffix.
+pub const GLOBAL_EXEMPTED_NAMESPACES: &str = "gatekeeper_internal_match_global_exempted_namespaces";
 
 /// The namespace a request is about: the request's, or a Namespace's own name, or "" when
 /// cluster-scoped (namespace matchers pass for cluster-scoped objects, as in Gatekeeper).
@@ -57,6 +59,31 @@ pub fn matchers() -> Vec<(&'static str, String)> {
         (NAME, name),
         (KINDS, kinds),
     ]
+}
+
+/// A CEL list of string literals. The values are namespace-name prefixes or suffixes, checked
+/// at the edge to be DNS-label characters; JSON's string escaping is CEL's for those anyway.
+fn string_list<'a>(values: impl Iterator<Item = &'a String>) -> String {
+    let items: Vec<String> = values
+        .map(|v| serde_json::Value::String(v.clone()).to_string())
+        .collect();
+    format!("[{}]", items.join(", "))
+}
+
+/// The condition that leaves out namespaces exempt by prefix or suffix (cluster-scoped objects
+/// are never exempt; a Namespace by its own name), or `None` when there are none.
+pub fn global_exempted(
+    prefixes: &std::collections::BTreeSet<String>,
+    suffixes: &std::collections::BTreeSet<String>,
+) -> Option<String> {
+    if prefixes.is_empty() && suffixes.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "[{NS}].all(ns, ns == \"\" || !({}.exists(p, ns.startsWith(p)) || {}.exists(s, ns.endsWith(s))))",
+        string_list(prefixes.iter()),
+        string_list(suffixes.iter())
+    ))
 }
 
 /// `variables.anyObject`: the old object on a DELETE, else the object.

@@ -3,8 +3,10 @@
 
 use super::decide::{ConstraintIntent, TemplateVerdict, decide_constraint};
 use super::generate;
-use super::options::Options;
-use crate::model::Constraint;
+use super::options::{Options, PolicyShape};
+use super::scope::Coverage;
+use crate::model::served::Served;
+use crate::model::{Binding, Constraint};
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding;
 
@@ -20,18 +22,38 @@ pub struct Opinion {
     /// The template is invalid: keep what exists, write nothing new for the kind.
     pub frozen: bool,
     pub reason: String,
+    /// What the VAP as written matches (`matchConstraints`): a binding is written only when it
+    /// matches no more than this (I1 for coverage; the template side widens first).
+    pub coverage: Coverage,
+    /// The VAP's failurePolicy is Fail: a request it cannot evaluate is refused.
+    pub fail_closed: bool,
 }
 
 impl Opinion {
     /// What `template`'s verdict publishes for its kind. `policy_ready`: its VAP is written
     /// (live), or will be first (plan); never for a template that does not generate.
-    pub fn of(template: &str, verdict: &TemplateVerdict, policy_ready: bool) -> Opinion {
+    /// `coverage`: what its VAP matches once written.
+    pub fn of(
+        template: &str,
+        verdict: &TemplateVerdict,
+        policy_ready: bool,
+        coverage: Coverage,
+    ) -> Opinion {
+        let fail_closed = matches!(
+            verdict,
+            TemplateVerdict::Generate {
+                failure_policy: super::options::FailurePolicy::Fail,
+                ..
+            }
+        );
         Opinion {
             template: template.to_string(),
             generate: verdict.generates(),
             policy_ready: policy_ready && verdict.generates(),
             frozen: matches!(verdict, TemplateVerdict::Invalid { .. }),
             reason: verdict.reason().to_string(),
+            coverage,
+            fail_closed,
         }
     }
 }
@@ -68,11 +90,53 @@ pub enum BindingDecision {
     },
 }
 
+/// What a kind's VAP must match: the union of what the bindings of its constraints match (a
+/// binding that an invalid constraint keeps, as it is written). Gatekeeper's shape: everything.
+///
+/// Only what is wanted now counts: a constraint that narrowed its kinds no longer needs the
+/// VAP to match the rest, even while its old binding still says so (the VAP bounds what any
+/// binding of it matches, and the narrower match is what the constraint asks for).
+pub fn policy_coverage<'a>(
+    constraints: impl IntoIterator<Item = &'a Constraint>,
+    kept: impl Fn(&Constraint) -> Option<&'a Binding>,
+    opts: &Options,
+    served: &Served,
+) -> Coverage {
+    if opts.policy_shape == PolicyShape::Gatekeeper {
+        return Coverage::everything();
+    }
+    let mut out = Coverage::default();
+    for c in constraints {
+        match decide_constraint(c, opts) {
+            ConstraintIntent::Bind { .. } if c.spec_error.is_none() => {
+                out.union(&super::scope::coverage_of(&c.matcher, served).0)
+            }
+            ConstraintIntent::Invalid { .. } | ConstraintIntent::Bind { .. } => {
+                if let Some(b) = kept(c) {
+                    let rules = b
+                        .object
+                        .spec
+                        .as_ref()
+                        .and_then(|s| s.match_resources.as_ref());
+                    let rules = rules.and_then(|m| m.resource_rules.as_deref());
+                    out.union(&Coverage::from_rules(rules));
+                }
+            }
+            ConstraintIntent::NoBinding { .. } => {}
+        }
+        if out.everything {
+            break;
+        }
+    }
+    out
+}
+
 pub fn binding_decision(
     c: &Constraint,
     opinion: Option<&Opinion>,
     crd: CrdState,
     opts: &Options,
+    served: &Served,
     now: DateTime<Utc>,
 ) -> BindingDecision {
     let intent = decide_constraint(c, opts);
@@ -142,8 +206,22 @@ pub fn binding_decision(
         }
         CrdState::Established(None) | CrdState::Unknown => {}
     }
-    match generate::binding(c, &actions) {
-        Ok(b) => BindingDecision::Want(Box::new(b)),
+    match generate::binding(c, &actions, opts.policy_shape, served) {
+        // The VAP does not match all the binding would yet (the constraint's kinds grew, or a
+        // kind became served): its template widens the VAP first, and the fan-out comes back.
+        Ok((_, coverage))
+            if opts.policy_shape == PolicyShape::Narrowed
+                && !opinion.coverage.covers(&coverage) =>
+        {
+            BindingDecision::Waiting {
+                reason: format!(
+                    "the VAP of template {} does not match all of the constraint's kinds yet",
+                    opinion.template
+                ),
+                until: None,
+            }
+        }
+        Ok((b, _)) => BindingDecision::Want(Box::new(b)),
         Err(reason) => BindingDecision::Frozen {
             reason,
             constraint_error: true,

@@ -4,7 +4,9 @@
 use super::cel;
 use super::decide::Action;
 use super::names;
-use super::options::FailurePolicy;
+use super::options::{Exemptions, FailurePolicy, PolicyShape};
+use super::scope::{self, Coverage};
+use crate::model::served::Served;
 use crate::model::{
     CONSTRAINT_API_VERSION, Constraint, ConstraintTemplate, MANAGED_BY_LABEL, MANAGED_BY_VALUE,
     NativeSource, TEMPLATE_OWNER_API_VERSION,
@@ -56,13 +58,83 @@ fn operations(t: &ConstraintTemplate) -> Vec<String> {
         .collect()
 }
 
+/// What a VAP matches before its CEL runs (`core::scope`).
+#[derive(Debug, Clone, Copy)]
+pub enum PolicyMatch<'a> {
+    /// Gatekeeper's: every resource, every namespace.
+    Gatekeeper,
+    /// The union of what the kind's constraints match, without the exempt namespaces.
+    Narrowed {
+        coverage: &'a Coverage,
+        exemptions: &'a Exemptions,
+    },
+}
+
+/// The VAP's `matchConstraints`, and the conditions that exempt namespaces no selector can
+/// name (by prefix or suffix).
+fn policy_match(
+    t: &ConstraintTemplate,
+    m: PolicyMatch<'_>,
+) -> (ar::MatchResources, Option<ar::MatchCondition>) {
+    let ops = operations(t);
+    match m {
+        PolicyMatch::Gatekeeper => (
+            ar::MatchResources {
+                resource_rules: Some(vec![ar::NamedRuleWithOperations {
+                    api_groups: Some(vec!["*".into()]),
+                    api_versions: Some(vec!["*".into()]),
+                    resources: Some(vec!["*".into()]),
+                    operations: Some(ops),
+                    scope: Some("*".into()),
+                    resource_names: None,
+                }]),
+                match_policy: Some("Equivalent".into()),
+                namespace_selector: Some(LabelSelector::default()),
+                object_selector: Some(LabelSelector::default()),
+                exclude_resource_rules: None,
+            },
+            None,
+        ),
+        PolicyMatch::Narrowed {
+            coverage,
+            exemptions,
+        } => {
+            // A VAP needs a rule; with no constraint to bind it matches no request anyway
+            // (the API server evaluates only policies that have bindings).
+            let rules = if coverage.is_empty() {
+                Coverage::everything().rules(&ops, "*")
+            } else {
+                coverage.rules(&ops, "*")
+            };
+            let exempted = cel::global_exempted(&exemptions.prefixes, &exemptions.suffixes).map(
+                |expression| ar::MatchCondition {
+                    name: cel::GLOBAL_EXEMPTED_NAMESPACES.into(),
+                    expression,
+                },
+            );
+            (
+                ar::MatchResources {
+                    resource_rules: Some(rules),
+                    match_policy: Some("Equivalent".into()),
+                    namespace_selector: Some(scope::exempt_namespace_selector(exemptions)),
+                    object_selector: Some(LabelSelector::default()),
+                    exclude_resource_rules: None,
+                },
+                exempted,
+            )
+        }
+    }
+}
+
 /// The VAP for a template whose verdict is Generate. `kind` is the template's constraint kind.
 pub fn policy(
     t: &ConstraintTemplate,
     kind: &str,
     source: &NativeSource,
     failure_policy: FailurePolicy,
+    matching: PolicyMatch<'_>,
 ) -> ar::ValidatingAdmissionPolicy {
+    let (match_constraints, exempted) = policy_match(t, matching);
     let mut match_conditions: Vec<ar::MatchCondition> = source
         .match_conditions
         .iter()
@@ -77,6 +149,7 @@ pub fn policy(
             expression,
         }
     }));
+    match_conditions.extend(exempted);
     let mut variables = vec![
         ar::Variable {
             name: "anyObject".into(),
@@ -108,20 +181,7 @@ pub fn policy(
                 api_version: Some(CONSTRAINT_API_VERSION.into()),
                 kind: Some(kind.to_string()),
             }),
-            match_constraints: Some(ar::MatchResources {
-                resource_rules: Some(vec![ar::NamedRuleWithOperations {
-                    api_groups: Some(vec!["*".into()]),
-                    api_versions: Some(vec!["*".into()]),
-                    resources: Some(vec!["*".into()]),
-                    operations: Some(operations(t)),
-                    scope: Some("*".into()),
-                    resource_names: None,
-                }]),
-                match_policy: Some("Equivalent".into()),
-                namespace_selector: Some(LabelSelector::default()),
-                object_selector: Some(LabelSelector::default()),
-                exclude_resource_rules: None,
-            }),
+            match_constraints: Some(match_constraints),
             match_conditions: Some(match_conditions),
             validations: Some(
                 source
@@ -152,31 +212,49 @@ fn selector(v: &Option<serde_json::Value>) -> Result<LabelSelector, String> {
     }
 }
 
-/// The binding for a constraint whose kind's opinion is generate.
+/// The binding for a constraint whose kind's opinion is generate, and what it matches (the
+/// VAP must match at least that before the binding is written: see `desired`).
 pub fn binding(
     c: &Constraint,
     actions: &[Action],
-) -> Result<ar::ValidatingAdmissionPolicyBinding, String> {
+    shape: PolicyShape,
+    served: &Served,
+) -> Result<(ar::ValidatingAdmissionPolicyBinding, Coverage), String> {
     let object_selector = selector(&c.matcher.label_selector)
         .map_err(|e| format!("spec.match.labelSelector: {e}"))?;
-    let namespace_selector = selector(&c.matcher.namespace_selector)
+    let mut namespace_selector = selector(&c.matcher.namespace_selector)
         .map_err(|e| format!("spec.match.namespaceSelector: {e}"))?;
     // Gatekeeper ignores spec.match.scope; we honour it with a binding rule on the scope.
-    let resource_rules = match c.matcher.scope.as_deref() {
-        Some(scope @ ("Cluster" | "Namespaced")) => Some(vec![ar::NamedRuleWithOperations {
-            api_groups: Some(vec!["*".into()]),
-            api_versions: Some(vec!["*".into()]),
-            resources: Some(vec!["*".into()]),
-            operations: Some(vec!["*".into()]),
-            scope: Some(scope.into()),
-            resource_names: None,
-        }]),
-        _ => None,
+    let scope = c
+        .matcher
+        .scope
+        .as_deref()
+        .filter(|s| matches!(*s, "Cluster" | "Namespaced"))
+        .unwrap_or("*");
+    // The operations are the policy's (a request must match both): `*` here keeps the
+    // constraint side from needing the template.
+    let any_operation = ["*".to_string()];
+    let (resource_rules, coverage) = match shape {
+        PolicyShape::Gatekeeper => {
+            let rules = (scope != "*").then(|| Coverage::everything().rules(&any_operation, scope));
+            // Gatekeeper's own rule for a scope matched no subresources.
+            let rules = rules.map(|mut r| {
+                r.iter_mut()
+                    .for_each(|r| r.resources = Some(vec!["*".into()]));
+                r
+            });
+            (rules, Coverage::everything())
+        }
+        PolicyShape::Narrowed => {
+            let (coverage, _) = scope::coverage_of(&c.matcher, served);
+            namespace_selector = scope::binding_namespace_selector(&c.matcher, namespace_selector);
+            (Some(coverage.rules(&any_operation, scope)), coverage)
+        }
     };
     let mut actions: Vec<Action> = actions.to_vec();
     actions.sort();
     actions.dedup();
-    Ok(ar::ValidatingAdmissionPolicyBinding {
+    let binding = ar::ValidatingAdmissionPolicyBinding {
         metadata: ObjectMeta {
             name: Some(names::binding_name(&c.kind, c.name())),
             labels: labels(),
@@ -205,5 +283,6 @@ pub fn binding(
                 exclude_resource_rules: None,
             }),
         }),
-    })
+    };
+    Ok((binding, coverage))
 }

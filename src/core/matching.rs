@@ -5,6 +5,7 @@
 //! labels, whether an unknown kind is namespaced, a template's own CEL matchConditions) is
 //! `Unknown` with the reason, never guessed.
 
+use super::scope::NAME_LABEL;
 use crate::model::constraint::KindMatch;
 use crate::model::{Binding, Constraint, Match};
 use crate::snapshot::Snapshot;
@@ -27,6 +28,9 @@ pub struct Subject {
     pub labels: BTreeMap<String, String>,
     /// The labels of the object's namespace, when known.
     pub namespace_labels: Option<BTreeMap<String, String>>,
+    /// The resource (plural) the object is served as, when known: a rule that names
+    /// resources can be judged only with it. `selections` fills it from what is served.
+    pub resource: Option<String>,
 }
 
 /// Kinds whose scope is known without discovery (the common built-ins).
@@ -103,6 +107,25 @@ impl Subject {
             namespaced,
             labels,
             namespace_labels,
+            resource: None,
+        }
+    }
+
+    /// Fills `resource` from what is served, when the kind is served by exactly one resource
+    /// of its group.
+    pub fn resolve_resource(&mut self, served: &crate::model::served::Served) {
+        if self.resource.is_some() {
+            return;
+        }
+        let mains: Vec<&String> = served
+            .of_kind(&self.group, &self.kind)
+            .into_iter()
+            .flatten()
+            .filter(|(g, r)| *g == self.group && !r.contains('/'))
+            .map(|(_, r)| r)
+            .collect();
+        if let [one] = mains.as_slice() {
+            self.resource = Some((*one).clone());
         }
     }
 
@@ -237,13 +260,31 @@ fn namespace_selector_tri(what: &str, sel: &LabelSelector, s: &Subject) -> Tri {
     if s.is_namespace() {
         return selector_tri(what, sel, &s.labels);
     }
-    match (s.namespaced, &s.namespace_labels) {
-        (Some(false), _) => Tri::Yes,
-        (_, Some(labels)) => selector_tri(what, sel, labels),
+    match (s.namespaced, &s.namespace_labels, &s.namespace) {
+        (Some(false), _, _) => Tri::Yes,
+        (_, Some(labels), _) => selector_tri(what, sel, labels),
+        // Every namespace carries its own name as a label: a selector on that alone (what
+        // narrowed bindings add for exact namespaces) is judged without the others.
+        (_, None, Some(ns)) if only_name_label(sel) => {
+            let labels = BTreeMap::from([(NAME_LABEL.to_string(), ns.clone())]);
+            selector_tri(what, sel, &labels)
+        }
         _ => Tri::Unknown(format!(
             "its {what} needs the namespace's labels, which are not known here"
         )),
     }
+}
+
+fn only_name_label(sel: &LabelSelector) -> bool {
+    sel.match_labels
+        .iter()
+        .flatten()
+        .all(|(k, _)| k == NAME_LABEL)
+        && sel
+            .match_expressions
+            .iter()
+            .flatten()
+            .all(|e| e.key == NAME_LABEL)
 }
 
 /// The scope of a rule: `Cluster`, `Namespaced` or `*`.
@@ -264,7 +305,10 @@ fn scope_tri(scope: &str, s: &Subject) -> Tri {
 fn rules_tri(rules: &[ar::NamedRuleWithOperations], s: &Subject, exclude: bool) -> Tri {
     let mut unknown = None;
     for r in rules {
-        let any = |v: &Option<Vec<String>>| v.as_deref().is_none_or(|v| v.iter().any(|x| x == "*"));
+        let any = |v: &Option<Vec<String>>| {
+            v.as_deref()
+                .is_none_or(|v| v.iter().any(|x| x == "*" || x == "*/*"))
+        };
         let group_ok = r
             .api_groups
             .as_deref()
@@ -272,9 +316,23 @@ fn rules_tri(rules: &[ar::NamedRuleWithOperations], s: &Subject, exclude: bool) 
         if !group_ok {
             continue;
         }
-        if !any(&r.resources) || r.resource_names.as_ref().is_some_and(|n| !n.is_empty()) {
-            unknown = Some("a resource rule names resources, which needs discovery".to_string());
+        if r.resource_names.as_ref().is_some_and(|n| !n.is_empty()) {
+            unknown = Some("a resource rule names objects".to_string());
             continue;
+        }
+        if !any(&r.resources) {
+            let Some(resource) = &s.resource else {
+                unknown = Some(format!("the resource that serves {} is not known", s.kind));
+                continue;
+            };
+            // The object itself, not a subresource: `R`, `R/*` or `*/*` match it.
+            let names = r.resources.as_deref().unwrap_or_default();
+            let matched = names.iter().any(|n| {
+                n == "*/*" || n == resource || n.strip_suffix("/*") == Some(resource.as_str())
+            });
+            if !matched {
+                continue;
+            }
         }
         match scope_tri(r.scope.as_deref().unwrap_or("*"), s) {
             Tri::Yes => {
@@ -457,6 +515,9 @@ fn note_for(policy: &str, snap: &Snapshot) -> Option<String> {
 /// the snapshot holds a constraint without its binding (files kept in Git): ours are judged
 /// on the binding and the constraint's `spec.match`, others on the binding alone.
 pub fn selections(s: &Subject, snap: &Snapshot, opts: &super::Options) -> Vec<Selection> {
+    let mut resolved = s.clone();
+    resolved.resolve_resource(&snap.served);
+    let s = &resolved;
     let mut out = Vec::new();
     let mut bound = std::collections::BTreeSet::new();
     for b in &snap.bindings {
@@ -494,7 +555,8 @@ pub fn selections(s: &Subject, snap: &Snapshot, opts: &super::Options) -> Vec<Se
         else {
             continue;
         };
-        let Ok(b) = super::generate::binding(c, &actions) else {
+        let Ok((b, _)) = super::generate::binding(c, &actions, opts.policy_shape, &snap.served)
+        else {
             continue;
         };
         let policy = super::names::policy_name_for_kind(&c.kind);
@@ -826,7 +888,7 @@ mod tests {
 
     #[test]
     fn snapshot_selections_use_observed_and_planned_bindings() {
-        let mut snap = Snapshot::default();
+        let mut snap = Snapshot::offline();
         for o in [
             json!({"apiVersion": "constraints.gatekeeper.sh/v1beta1", "kind": "K8sA", "metadata": {"name": "cms", "uid": "1"},
                    "spec": {"match": {"kinds": [{"apiGroups": [""], "kinds": ["ConfigMap"]}]}}}),

@@ -16,11 +16,12 @@ pub mod normalize;
 pub mod options;
 pub mod ownership;
 pub mod plan;
+pub mod scope;
 pub mod step;
 pub mod tree;
 pub mod verdict;
 
 pub use analysis::{Analysis, analyze};
 pub use findings::{Code, Finding, Severity, Summary};
-pub use options::{FailurePolicy, Options};
+pub use options::{Exemptions, FailurePolicy, Options, PolicyShape};
 pub use plan::{PlannedWrite, Verb};

@@ -132,13 +132,33 @@ fn own_variables(s: &ar::ValidatingAdmissionPolicySpec) -> Vec<&ar::Variable> {
         .collect()
 }
 
+/// Gatekeeper's own `matchConstraints` (every resource, no selector): the one a policy in
+/// Gatekeeper's shape wants, whatever Gatekeeper copied from its webhook instead.
+fn is_gatekeeper_wide(m: Option<&ar::MatchResources>) -> bool {
+    let Some(m) = m else { return true };
+    let rules = m.resource_rules.as_deref().unwrap_or_default();
+    let empty =
+        |s: &Option<LabelSelector>| s.as_ref().is_none_or(|s| *s == LabelSelector::default());
+    empty(&m.namespace_selector)
+        && empty(&m.object_selector)
+        && matches!(rules, [r] if r.api_groups.as_deref() == Some(&["*".to_string()][..])
+            && r.resources.as_deref() == Some(&["*".to_string()][..]))
+}
+
 /// The comparison for a policy written by Gatekeeper: only the fields that carry user intent,
-/// and Gatekeeper's four matchers by name (their CEL text is Gatekeeper's, not ours).
+/// and Gatekeeper's four matchers by name (their CEL text is Gatekeeper's, not ours). What it
+/// matches counts only when we want it narrowed: in Gatekeeper's shape, Gatekeeper's copy of
+/// its webhook's scope is left as it is.
 pub fn policy_diff_semantic(
     desired: &ar::ValidatingAdmissionPolicySpec,
     observed: &ar::ValidatingAdmissionPolicySpec,
 ) -> Vec<&'static str> {
     let mut d = Vec::new();
+    if !is_gatekeeper_wide(desired.match_constraints.as_ref())
+        && desired.match_constraints != observed.match_constraints
+    {
+        d.push("spec.matchConstraints");
+    }
     if desired.param_kind != observed.param_kind {
         d.push("spec.paramKind");
     }

@@ -1,7 +1,58 @@
 //! The generation flags shared by every command (design: "the generation flags").
 
 use super::cel_syntax::CelChecker;
+use std::collections::BTreeSet;
 use std::time::Duration;
+
+/// `--policy-shape`: what the generated objects match before their CEL runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PolicyShape {
+    /// Bindings narrowed to their constraint's kinds and exact namespaces, each VAP to the
+    /// union of its constraints, exempt namespaces left out (`core::scope`).
+    #[default]
+    Narrowed,
+    /// Gatekeeper v3.23's objects byte for byte (every create and update, filtered in CEL).
+    Gatekeeper,
+}
+
+impl PolicyShape {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PolicyShape::Narrowed => "narrowed",
+            PolicyShape::Gatekeeper => "gatekeeper",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "narrowed" => Some(PolicyShape::Narrowed),
+            "gatekeeper" => Some(PolicyShape::Gatekeeper),
+            _ => None,
+        }
+    }
+}
+
+/// The namespaces no narrowed VAP applies to, as Gatekeeper exempts them from its webhook:
+/// by name (`--exempt-namespace`, and always the Lease's namespace), by prefix and by suffix.
+/// Namespaces labelled `admission.gatekeeper.sh/ignore` are always exempt.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Exemptions {
+    pub namespaces: BTreeSet<String>,
+    pub prefixes: BTreeSet<String>,
+    pub suffixes: BTreeSet<String>,
+}
+
+/// The Lease's namespace when no flag says otherwise (`--lease-namespace`).
+pub const DEFAULT_LEASE_NAMESPACE: &str = "gatekeeper-system";
+
+impl Exemptions {
+    /// Only the default Lease namespace.
+    pub fn lease_namespace(ns: &str) -> Self {
+        Exemptions {
+            namespaces: BTreeSet::from([ns.to_string()]),
+            ..Default::default()
+        }
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FailurePolicy {
@@ -38,6 +89,10 @@ pub struct Options {
     pub default_failure_policy: FailurePolicy,
     /// `--binding-wait`: how long after the constraint CRD is Established before the first binding.
     pub binding_wait: Duration,
+    /// `--policy-shape`.
+    pub policy_shape: PolicyShape,
+    /// `--exempt-namespace[-prefix|-suffix]` and the Lease's namespace.
+    pub exemptions: Exemptions,
     /// What parses a template's CEL (syntax only): the edge's, which has the stack and the
     /// memory for it.
     pub cel: CelChecker,
@@ -51,6 +106,8 @@ impl Options {
             default_create_vap_binding_for_constraints: true,
             default_failure_policy: FailurePolicy::Fail,
             binding_wait: Duration::from_secs(30),
+            policy_shape: PolicyShape::Narrowed,
+            exemptions: Exemptions::lease_namespace(DEFAULT_LEASE_NAMESPACE),
             cel,
         }
     }

@@ -64,7 +64,7 @@ pub fn load_paths_with(
     stdin: &mut dyn std::io::Read,
     opts: ReadOptions,
 ) -> Result<Snapshot, LoadError> {
-    let mut snapshot = Snapshot::default();
+    let mut snapshot = Snapshot::offline();
     let mut seen = Seen::default();
     for p in paths {
         if p == "-" {

@@ -4,6 +4,7 @@
 pub mod constraint;
 pub mod meta;
 pub mod policy;
+pub mod served;
 pub mod template;
 
 pub use constraint::{Constraint, EnforcementPoint, Match, ScopedAction};

@@ -12,6 +12,8 @@ use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, DeleteParams, PostParams};
 use kubectl_vap::core::decide::Action;
 use kubectl_vap::core::generate;
+use kubectl_vap::core::{Options, PolicyShape};
+use kubectl_vap::model::served::Served;
 use serde_json::json;
 use std::time::Duration;
 
@@ -102,10 +104,22 @@ async fn e2e_stops_writing_while_gatekeepers_generator_is_on() {
 }
 
 /// Taking over from Gatekeeper: objects Gatekeeper wrote (no managed-by label, its own CEL
-/// text for the four matchers) that carry the same intent are left as they are — zero writes.
+/// text for the four matchers) that carry the same intent are left as they are — zero writes
+/// under `--policy-shape gatekeeper`; the narrowed shape rewrites the VAP and the binding once
+/// each (what they match), and then nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn e2e_takes_over_gatekeeper_objects_without_rewriting() {
+    takes_over_gatekeeper_objects(PolicyShape::Gatekeeper, 0).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_narrowing_gatekeeper_objects_costs_one_write_each() {
+    takes_over_gatekeeper_objects(PolicyShape::Narrowed, 2).await;
+}
+
+async fn takes_over_gatekeeper_objects(shape: PolicyShape, takeover_writes: u64) {
     let e = Env::new().await;
     let kind = e.generating_kind("Gk", "c").await;
     let t = e
@@ -130,7 +144,14 @@ async fn e2e_takes_over_gatekeeper_objects_without_rewriting() {
     }
     let c = e.constraints(&kind).get("c").await.expect("constraint");
     let c = constraint_of(&kind, serde_json::to_value(&c).expect("json"));
-    let mut vapb = generate::binding(&c, &[Action::Deny]).expect("binding");
+    let mut vapb = generate::binding(
+        &c,
+        &[Action::Deny],
+        PolicyShape::Gatekeeper,
+        &Served::builtin(),
+    )
+    .expect("binding")
+    .0;
     vapb.metadata.labels = None;
     let pp = PostParams::default();
     let vap = cluster::policies(&e.client)
@@ -143,22 +164,27 @@ async fn e2e_takes_over_gatekeeper_objects_without_rewriting() {
         .await
         .expect("Gatekeeper-style VAPB");
 
-    let r = e.leader(&e.env.unique_name("gk"), opts(0)).await;
+    let options = Options {
+        policy_shape: shape,
+        ..opts(0)
+    };
+    let r = e.leader(&e.env.unique_name("gk"), options).await;
     r.assert_idle(TIMEOUT).await;
     assert_eq!(
         r.writes_total(),
-        0,
-        "Gatekeeper's equivalent objects are not rewritten"
+        takeover_writes,
+        "Gatekeeper's equivalent objects are rewritten only to narrow them"
     );
     let now_vap = e.vap(&pname(&kind)).await.expect("vap");
     let now_vapb = e.vapb(&bname(&kind, "c")).await.expect("vapb");
+    let unchanged = takeover_writes == 0;
     assert_eq!(
-        now_vap.metadata.resource_version,
-        vap.metadata.resource_version
+        now_vap.metadata.resource_version == vap.metadata.resource_version,
+        unchanged
     );
     assert_eq!(
-        now_vapb.metadata.resource_version,
-        vapb.metadata.resource_version
+        now_vapb.metadata.resource_version == vapb.metadata.resource_version,
+        unchanged
     );
     // An intent change is still applied (one write), and then the object is ours.
     e.put_constraint(
@@ -170,6 +196,6 @@ async fn e2e_takes_over_gatekeeper_objects_without_rewriting() {
     e.until_actions("intent change applied", &bname(&kind, "c"), &["Warn"])
         .await;
     r.assert_idle(TIMEOUT).await;
-    assert_eq!(r.writes_total(), 1);
+    assert_eq!(r.writes_total(), takeover_writes + 1);
     e.clean_up_with(r, &[&kind]).await;
 }

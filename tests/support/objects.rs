@@ -5,10 +5,12 @@
 use k8s_openapi::api::admissionregistration::v1::{
     ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
 };
+use kubectl_vap::core::PolicyShape;
 use kubectl_vap::core::decide::{
     ConstraintIntent, TemplateVerdict, decide_constraint, decide_template,
 };
 use kubectl_vap::core::{Options, generate};
+use kubectl_vap::model::served::Served;
 use kubectl_vap::model::{Constraint, ConstraintTemplate, Source};
 use kubectl_vap::snapshot::Snapshot;
 use serde_json::{Value, json};
@@ -86,7 +88,7 @@ pub fn constraint(kind: &str, name: &str, spec: Value) -> Value {
 pub fn snapshot(objects: Vec<Value>) -> Snapshot {
     let mut s = Snapshot {
         now: Some(chrono::Utc::now()),
-        ..Default::default()
+        ..Snapshot::offline()
     };
     for o in objects {
         s.insert(o, Source::default())
@@ -121,15 +123,29 @@ pub fn policy_for(t: &ConstraintTemplate, kind: &str) -> Option<ValidatingAdmiss
     else {
         return None;
     };
-    Some(generate::policy(t, kind, &source, failure_policy))
+    Some(generate::policy(
+        t,
+        kind,
+        &source,
+        failure_policy,
+        generate::PolicyMatch::Gatekeeper,
+    ))
 }
 
-/// The binding kubectl-vap generates for `c` under the default options (panics unless it binds).
+/// The binding kubectl-vap generates for `c` under the default options (panics unless it binds),
+/// in Gatekeeper's shape: the CEL matchers alone decide (`policy_for`'s VAP matches everything).
 pub fn binding_for(c: &Constraint) -> ValidatingAdmissionPolicyBinding {
+    binding_shaped(c, PolicyShape::Gatekeeper)
+}
+
+/// The binding in `shape`, narrowed by the built-in resources.
+pub fn binding_shaped(c: &Constraint, shape: PolicyShape) -> ValidatingAdmissionPolicyBinding {
     let ConstraintIntent::Bind { actions, .. } = decide_constraint(c, &Options::default()) else {
         panic!("the constraint binds")
     };
-    generate::binding(c, &actions).expect("binding")
+    generate::binding(c, &actions, shape, &Served::builtin())
+        .expect("binding")
+        .0
 }
 
 /// A template as kubectl-vap reads it, from JSON of the server's (which may lack its type).

@@ -10,6 +10,7 @@ use crate::core::options::Options;
 use crate::core::ownership::{Control, OwnerId, control};
 use crate::core::plan::{Diff, PlannedWrite};
 use crate::core::tree::State;
+use crate::model::served::Served;
 use crate::model::{Binding, Constraint};
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding;
@@ -24,6 +25,8 @@ pub struct BindingInput<'a> {
     /// The binding under the constraint's name.
     pub observed: Option<&'a Binding>,
     pub opts: &'a Options,
+    /// What the API server serves: the binding's rules come from it.
+    pub served: &'a Served,
     pub now: DateTime<Utc>,
 }
 
@@ -42,7 +45,14 @@ pub fn binding_step(input: BindingInput<'_>) -> BindingStep<'_> {
         observed,
         ..
     } = input;
-    let decision = binding_decision(c, input.opinion, input.crd, input.opts, input.now);
+    let decision = binding_decision(
+        c,
+        input.opinion,
+        input.crd,
+        input.opts,
+        input.served,
+        input.now,
+    );
     let owner = OwnerId::constraint(&c.kind, c.name(), &c.meta.uid);
     // A binding with our name that another controller holds is foreign whatever we decide.
     let foreign = observed.and_then(|o| match control(&o.meta, &owner) {

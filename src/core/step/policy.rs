@@ -4,10 +4,12 @@ use super::{Action, differs, policy_ref, template_ref, write};
 use crate::core::compare::compare_policy;
 use crate::core::decide::TemplateVerdict;
 use crate::core::findings::{Code, Finding};
-use crate::core::generate;
+use crate::core::generate::{self, PolicyMatch};
 use crate::core::names;
+use crate::core::options::{Options, PolicyShape};
 use crate::core::ownership::{Control, OwnerId, control};
 use crate::core::plan::{Diff, PlannedWrite};
+use crate::core::scope::Coverage;
 use crate::core::tree::State;
 use crate::model::{ConstraintTemplate, Policy};
 use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy;
@@ -18,17 +20,22 @@ pub struct PolicyStep<'a> {
     template: &'a ConstraintTemplate,
     verdict: &'a TemplateVerdict,
     observed: Option<&'a Policy>,
+    /// What the desired VAP matches.
+    coverage: Coverage,
     pub action: Action<Box<ValidatingAdmissionPolicy>>,
 }
 
 /// The VAP step of `template`. `kind_served`: its constraint CRD is Established (a plan assumes
 /// so, as it writes the CRD first). CRD → Established → VAP: a policy whose `paramKind` is not
 /// served yet denies everything under `failurePolicy: Fail`, so until then it waits.
+/// `coverage`: what the kind's constraints match (`desired::policy_coverage`).
 pub fn policy_step<'a>(
     template: &'a ConstraintTemplate,
     verdict: &'a TemplateVerdict,
     kind_served: bool,
     observed: Option<&'a Policy>,
+    coverage: &Coverage,
+    opts: &Options,
 ) -> PolicyStep<'a> {
     let owner = OwnerId::template(template.name(), &template.meta.uid);
     let action = match verdict {
@@ -38,7 +45,20 @@ pub fn policy_step<'a>(
             ..
         } if kind_served => {
             let kind = template.kind.as_deref().unwrap_or_default();
-            let desired = Box::new(generate::policy(template, kind, source, *failure_policy));
+            let matching = match opts.policy_shape {
+                PolicyShape::Gatekeeper => PolicyMatch::Gatekeeper,
+                PolicyShape::Narrowed => PolicyMatch::Narrowed {
+                    coverage,
+                    exemptions: &opts.exemptions,
+                },
+            };
+            let desired = Box::new(generate::policy(
+                template,
+                kind,
+                source,
+                *failure_policy,
+                matching,
+            ));
             Action::against(desired, observed, |d, o| compare_policy(d, o, &owner))
         }
         TemplateVerdict::Generate { .. } => Action::Wait,
@@ -51,10 +71,15 @@ pub fn policy_step<'a>(
             Some(_) => Action::Delete(format!("template does not generate ({})", verdict.reason())),
         },
     };
+    let coverage = match opts.policy_shape {
+        PolicyShape::Narrowed if !coverage.is_empty() => coverage.clone(),
+        _ => Coverage::everything(),
+    };
     PolicyStep {
         template,
         verdict,
         observed,
+        coverage,
         action,
     }
 }
@@ -82,6 +107,23 @@ impl<'a> PolicyStep<'a> {
             self.action,
             Action::Create(_) | Action::InSync | Action::Update { .. }
         )
+    }
+
+    /// What the VAP matches once this step's write is done (`written`), else as observed:
+    /// what the opinion publishes, so no binding matches more than its VAP (I1).
+    pub fn coverage(&self, written: bool) -> Coverage {
+        match &self.action {
+            Action::InSync => self.coverage.clone(),
+            Action::Create(_) | Action::Update { .. } if written => self.coverage.clone(),
+            _ => self
+                .observed
+                .map(|o| {
+                    let spec = o.object.spec.as_ref();
+                    let m = spec.and_then(|s| s.match_constraints.as_ref());
+                    Coverage::from_rules(m.and_then(|m| m.resource_rules.as_deref()))
+                })
+                .unwrap_or_default(),
+        }
     }
 
     /// The write this step needs, if any.
