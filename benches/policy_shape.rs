@@ -63,7 +63,7 @@ async fn run() {
         })
         .collect();
     let samples = env_num("BENCH_SAMPLES", 100);
-    let mut rows = Vec::new();
+    let mut rows: Vec<Row> = Vec::new();
     for (templates, constraints) in sizes {
         let env = tokio::task::spawn_blocking(TestEnv::start)
             .await
@@ -95,8 +95,16 @@ async fn run() {
             let s = measure(&client, samples, shape, templates, constraints).await;
             rows.push((templates, constraints, shape, s));
         }
+        // Each size's table as soon as it is done: a long run stopped early keeps it.
+        print_rows(samples, &rows[rows.len() - 3..]);
     }
+    println!("all sizes:");
+    print_rows(samples, &rows);
+}
 
+type Row = (usize, usize, &'static str, Series);
+
+fn print_rows(samples: usize, rows: &[Row]) {
     let ms = |d: Duration| format!("{:.1}", d.as_secs_f64() * 1000.0);
     let cell = |v: &[Duration]| format!("{} / {}", ms(quantile(v, 0.5)), ms(quantile(v, 0.9)));
     println!("samples={samples} per operation and configuration; latency ms, median / p90");
@@ -104,7 +112,7 @@ async fn run() {
         "| templates × constraints | policies | Lease create (unselected) | Lease update (unselected) | ConfigMap create (selected) | ConfigMap update (selected) |"
     );
     println!("|---|---|---|---|---|---|");
-    for (t, c, shape, s) in &rows {
+    for (t, c, shape, s) in rows {
         println!(
             "| {t}×{c} | {shape} | {} | {} | {} | {} |",
             cell(&s.lease_create),
@@ -325,12 +333,13 @@ async fn measure(
             s.cm_update.push(cm_update);
         }
     }
+    let q = |v: &[Duration]| format!("{:?} / {:?}", quantile(v, 0.5), quantile(v, 0.9));
     eprintln!(
-        "{tag}: Lease create/update {:?}/{:?}, ConfigMap create/update {:?}/{:?} (medians)",
-        quantile(&s.lease_create, 0.5),
-        quantile(&s.lease_update, 0.5),
-        quantile(&s.cm_create, 0.5),
-        quantile(&s.cm_update, 0.5)
+        "{tag}: median / p90: Lease create {}, update {}; ConfigMap create {}, update {}",
+        q(&s.lease_create),
+        q(&s.lease_update),
+        q(&s.cm_create),
+        q(&s.cm_update)
     );
     s
 }

@@ -318,8 +318,8 @@ async fn build_world(env: &TestEnv) {
     }
 }
 
-/// `kubectl-vap run --once` with `shape` (`None`: no `--policy-shape` flag) on `env`.
-fn converge(env: &TestEnv, shape: Option<&str>) {
+/// `kubectl-vap run --once --policy-shape <shape>` on `env`.
+fn converge(env: &TestEnv, shape: &str) {
     let mut cmd = cli::kubectl_vap();
     cmd.arg("--kubeconfig").arg(env.kubeconfig_admin()).args([
         "run",
@@ -328,13 +328,11 @@ fn converge(env: &TestEnv, shape: Option<&str>) {
         "--lease-namespace",
         LEASE_NS,
     ]);
-    if let Some(shape) = shape {
-        cmd.arg(format!("--policy-shape={shape}"));
-    }
+    cmd.arg(format!("--policy-shape={shape}"));
     let out = cli::output(&mut cmd);
     assert!(
         out.status.success(),
-        "run --once (shape {shape:?}) failed: {}",
+        "run --once --policy-shape {shape} failed: {}",
         cli::stderr(&out)
     );
 }
@@ -931,22 +929,12 @@ async fn assert_narrowed(client: &kube::Client) {
     }
 }
 
-/// `--policy-shape` exists in this build (the differential needs both shapes).
-fn shapes() -> (Option<&'static str>, Option<&'static str>) {
-    // TEMPORARY (until the flag lands): E2E_NO_SHAPE_FLAG=1 runs today's binary twice.
-    if std::env::var_os("E2E_NO_SHAPE_FLAG").is_some() {
-        return (None, None);
-    }
-    (Some("gatekeeper"), Some("narrowed"))
-}
-
 /// The differential: the same world on two API servers, one converged with each shape; every
 /// request of the matrix gets the same verdict (status, message, warnings, audit annotation)
 /// from both, except in the namespaces the narrowed shape exempts, where it admits.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn e2e_narrowed_policies_admit_warn_and_deny_exactly_as_gatekeepers_shape() {
-    let (gk_shape, narrow_shape) = shapes();
     let (gk, narrow) = tokio::join!(
         tokio::task::spawn_blocking(TestEnv::start_audited),
         tokio::task::spawn_blocking(TestEnv::start_audited),
@@ -957,11 +945,12 @@ async fn e2e_narrowed_policies_admit_warn_and_deny_exactly_as_gatekeepers_shape(
     }
     // The binary, blocking: off the runtime's workers.
     std::thread::scope(|s| {
-        s.spawn(|| converge(&gk, gk_shape));
-        s.spawn(|| converge(&narrow, narrow_shape));
+        s.spawn(|| converge(&gk, "gatekeeper"));
+        s.spawn(|| converge(&narrow, "narrowed"));
     });
 
-    let exempt_admitted = narrow_shape == Some("narrowed");
+    // The narrowed shape admits in the exempt namespaces.
+    let exempt_admitted = true;
     let want_gk = settled(&gk, false).await.unwrap_or_else(|(wrong, t)| {
         panic!(
             "Gatekeeper's shape: the verdicts are not what the constraints say after {SETTLE:?}:\n{wrong}\ntable:\n{}",
@@ -986,9 +975,7 @@ async fn e2e_narrowed_policies_admit_warn_and_deny_exactly_as_gatekeepers_shape(
             render(&t)
         ),
     };
-    if exempt_admitted {
-        assert_narrowed(&narrow.client_admin().await).await;
-    }
+    assert_narrowed(&narrow.client_admin().await).await;
     let diff = differences(&want_gk, &narrow_table, exempt_admitted);
     assert!(
         diff.is_empty(),
@@ -1125,10 +1112,7 @@ async fn e2e_restarting_apiserver_refuses_nothing_the_constraints_do_not_select(
         .args(["--lease-namespace", LEASE_NS, "--lease-name", "restart"])
         .stdout(Stdio::null())
         .stderr(log);
-    // TEMPORARY (until the flag lands): E2E_NO_SHAPE_FLAG=1 omits it.
-    if std::env::var_os("E2E_NO_SHAPE_FLAG").is_none() {
-        cmd.arg(format!("--policy-shape={shape}"));
-    }
+    cmd.arg(format!("--policy-shape={shape}"));
     let served = cli::Served::spawn(cmd);
     served
         .wait_ready(Duration::from_secs(120), support::poll::EVERY)
@@ -1203,6 +1187,12 @@ async fn e2e_restarting_apiserver_refuses_nothing_the_constraints_do_not_select(
         ));
         eprintln!("{}", report.last().expect("a line"));
         assert!(
+            first_refusal.is_none(),
+            "shape {shape}: a Lease no constraint selects was refused: {}\n{}",
+            first_refusal.unwrap_or_default(),
+            report.join("\n")
+        );
+        assert!(
             created > 0,
             "restart {restart}: no Lease was created\n{}",
             report.join("\n")
@@ -1222,12 +1212,6 @@ async fn e2e_restarting_apiserver_refuses_nothing_the_constraints_do_not_select(
         .filter(|l| l.contains("ValidatingAdmissionPolicy") || l.contains("denied request"))
         .collect();
     drop(served);
-    assert!(
-        first_refusal.is_none(),
-        "shape {shape}: a Lease no constraint selects was refused: {}\n{}",
-        first_refusal.unwrap_or_default(),
-        report.join("\n")
-    );
     assert_eq!(
         after.as_deref(),
         Some(holder.as_str()),
