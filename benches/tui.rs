@@ -211,7 +211,7 @@ fn main() {
     term.draw(|f| view::draw(f, &mut app)).unwrap();
     let first_frame = t.elapsed();
 
-    // Navigating with the tree as opened by default (paths to faults open).
+    // Navigating with the tree as opened by default (templates collapsed, one row each).
     let nav = frame_times(&mut term, &mut app, frames);
     // Everything expanded: the worst case for the tree widget (every node visible).
     let mut all: Vec<Vec<u64>> = Vec::new();

@@ -29,7 +29,23 @@ pub struct Snapshot {
     /// What the API server serves (kinds → resources): discovery live; offline the built-in
     /// resources plus every CustomResourceDefinition read (`Snapshot::offline`).
     pub served: Served,
+    /// Copies of an object the input held more than once, dropped by [`Snapshot::dedupe`]:
+    /// the analysis names each one (`input-duplicate`).
+    pub duplicates: Vec<Duplicate>,
 }
+
+/// One copy of an object that the input held again later: ignored, the last copy is used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Duplicate {
+    /// The object (its apiVersion as that copy gave it).
+    pub object: crate::model::ObjectRef,
+    /// Where the ignored copy was read.
+    pub dropped: crate::model::Source,
+    /// Where the copy used was read: the last one in the input.
+    pub kept: crate::model::Source,
+}
+
+const STATUS_API_VERSION: &str = "status.gatekeeper.sh/v1beta1";
 
 impl Snapshot {
     /// An empty snapshot of files: what any API server serves is known without one.
@@ -173,31 +189,92 @@ impl Snapshot {
             self.served.add(r);
         }
         self.served.failed_groups.extend(other.served.failed_groups);
+        self.duplicates.extend(other.duplicates);
     }
 
     /// Keeps the last of objects that share an identity (the same file given twice, or an
-    /// object in two files), as applying them in order would. Returns how many were dropped.
+    /// object in two files), as `kubectl apply -f` of the same input would leave it, and
+    /// records each dropped copy in [`Snapshot::duplicates`]. Returns how many were dropped.
     pub fn dedupe(&mut self) -> usize {
-        fn keep_last<T>(items: &mut Vec<T>, key: impl Fn(&T) -> String) -> usize {
-            let mut seen = std::collections::HashSet::new();
+        use crate::model::{ADMISSION_GROUP, ObjectRef, Source, VAP_KIND, VAPB_KIND};
+        /// Drops all but the last of each identity; the dropped ones, with the copy kept.
+        fn keep_last<T>(
+            items: &mut Vec<T>,
+            key: impl Fn(&T) -> ObjectRef,
+            source: impl Fn(&T) -> Source,
+            out: &mut Vec<Duplicate>,
+        ) -> usize {
+            // By kind and name: an object given as v1beta1 and again as v1 is one object to
+            // the server.
+            let mut kept_at: std::collections::HashMap<(String, String), Source> =
+                std::collections::HashMap::new();
             let before = items.len();
             let mut kept: Vec<T> = Vec::with_capacity(before);
+            let mut dropped = Vec::new();
             for item in std::mem::take(items).into_iter().rev() {
-                if seen.insert(key(&item)) {
-                    kept.push(item);
+                let object = key(&item);
+                let id = (object.kind.clone(), object.name.clone());
+                match kept_at.get(&id) {
+                    Some(used) => dropped.push(Duplicate {
+                        object,
+                        dropped: source(&item),
+                        kept: used.clone(),
+                    }),
+                    None => {
+                        kept_at.insert(id, source(&item));
+                        kept.push(item);
+                    }
                 }
             }
             kept.reverse();
             *items = kept;
+            // In input order, as a person reads the files.
+            dropped.reverse();
+            out.extend(dropped);
             before - items.len()
         }
-        keep_last(&mut self.templates, |t| t.meta.name.clone())
-            + keep_last(&mut self.constraints, |c| {
-                format!("{}/{}", c.kind, c.meta.name)
-            })
-            + keep_last(&mut self.crds, |c| c.name.clone())
-            + keep_last(&mut self.policies, |p| p.meta.name.clone())
-            + keep_last(&mut self.bindings, |b| b.meta.name.clone())
-            + keep_last(&mut self.pod_statuses, |s| format!("{}/{}", s.kind, s.name))
+        let admission =
+            |kind: &str, name: &str| ObjectRef::new(format!("{ADMISSION_GROUP}/v1"), kind, name);
+        let mut out = Vec::new();
+        let n = keep_last(
+            &mut self.templates,
+            |t| ObjectRef::new(t.api_version.clone(), "ConstraintTemplate", t.name()),
+            |t| t.source.clone(),
+            &mut out,
+        ) + keep_last(
+            &mut self.constraints,
+            |c| ObjectRef::new(c.api_version.clone(), c.kind.clone(), c.name()),
+            |c| c.source.clone(),
+            &mut out,
+        ) + keep_last(
+            &mut self.crds,
+            |c| {
+                ObjectRef::new(
+                    "apiextensions.k8s.io/v1",
+                    "CustomResourceDefinition",
+                    &c.name,
+                )
+            },
+            |c| c.source.clone(),
+            &mut out,
+        ) + keep_last(
+            &mut self.policies,
+            |p| admission(VAP_KIND, p.name()),
+            |p| p.source.clone(),
+            &mut out,
+        ) + keep_last(
+            &mut self.bindings,
+            |b| admission(VAPB_KIND, b.name()),
+            |b| b.source.clone(),
+            &mut out,
+        ) + keep_last(
+            &mut self.pod_statuses,
+            |s| ObjectRef::new(STATUS_API_VERSION, s.kind.clone(), s.name.clone()),
+            // Gatekeeper's pod statuses keep no source; they are read, never analysed.
+            |_| Source::default(),
+            &mut Vec::new(),
+        );
+        self.duplicates.extend(out);
+        n
     }
 }

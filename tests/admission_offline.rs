@@ -162,3 +162,42 @@ fn as_group_needs_as() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--as-group needs --as"));
 }
+
+/// The policies given twice (a copy of the file): each policy object counts once — the last
+/// copy, as `check` and `kubectl apply -f` take it — and each ignored copy is named on stderr.
+#[test]
+fn policies_given_twice_count_once_and_are_named() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let policies = dir.path().join("policies.yaml");
+    let copy = dir.path().join("copy.yaml");
+    std::fs::write(&policies, POLICIES).expect("write");
+    std::fs::write(&copy, POLICIES).expect("write");
+    let (p, c) = (policies.display().to_string(), copy.display().to_string());
+    let once = vap(
+        &["test", "--offline", "-f", &p, "-f", "-", "-o", "json"],
+        OBJECTS,
+    );
+    let twice = vap(
+        &[
+            "test",
+            "--offline",
+            "-f",
+            &p,
+            "-f",
+            &c,
+            "-f",
+            "-",
+            "-o",
+            "json",
+        ],
+        OBJECTS,
+    );
+    assert_eq!(verdicts(&once), verdicts(&twice));
+    let err = String::from_utf8_lossy(&twice.stderr);
+    assert!(
+        err.contains(&format!(
+            "{p}:2 is ignored: it is in the input again at {c}:2"
+        )),
+        "{err}"
+    );
+}

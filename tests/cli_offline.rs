@@ -35,8 +35,9 @@ fn check_on_the_demo_lists_every_finding_code_and_exits_1() {
     let mut all: Vec<&str> = kubectl_vap::core::Code::ALL
         .iter()
         .map(|c| c.as_str())
-        // Only `check --audit` on a cluster finds these.
-        .filter(|c| *c != "constraint-violations")
+        // Only `check --audit` on a cluster finds these, and only input that holds an object
+        // twice (the demo is one consistent snapshot; see `duplicates_are_named`).
+        .filter(|c| *c != "constraint-violations" && *c != "input-duplicate")
         .collect();
     all.sort();
     assert_eq!(codes, all);
@@ -97,7 +98,7 @@ fn plan_on_the_demo_lists_writes_with_diffs() {
     assert!(
         text.contains("Plan: ")
             && text.contains(
-                "delete ValidatingAdmissionPolicyBinding/gatekeeper-search-ns-must-have-owner"
+                "delete validatingadmissionpolicybinding/gatekeeper-search-ns-must-have-owner"
             ),
         "{text}"
     );
@@ -164,13 +165,76 @@ fn bad_input_names_file_and_line_and_exits_2() {
     assert_eq!(out.status.code(), Some(2), "usage errors exit 2");
 }
 
+/// What a bug report needs, for people and as JSON: version, commit, build date, target, and
+/// the API versions spoken.
 #[test]
-fn version_prints_the_crate_version() {
+fn version_says_what_a_bug_report_needs() {
     let out = vap(&["version"]);
-    assert!(out.status.success());
+    assert!(out.status.success(), "{}", stderr(&out));
+    let table = String::from_utf8_lossy(&out.stdout);
+    let mut lines = table.lines();
+    // `kubectl vap --version`'s line first.
     assert_eq!(
-        String::from_utf8_lossy(&out.stdout).trim(),
-        format!("kubectl-vap {}", env!("CARGO_PKG_VERSION"))
+        lines.next(),
+        Some(format!("kubectl-vap {}", env!("CARGO_PKG_VERSION")).as_str())
+    );
+    for label in ["commit:", "built:", "target:", "k8s-openapi:", "APIs:"] {
+        assert!(
+            table.lines().any(|l| l.starts_with(label)),
+            "{label} in\n{table}"
+        );
+    }
+    assert!(
+        table.contains("admissionregistration.k8s.io  v1, v1beta1"),
+        "{table}"
+    );
+
+    let out = vap(&["version", "-o", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("version -o json is JSON");
+    assert_eq!(v["version"], env!("CARGO_PKG_VERSION"));
+    // Tests run from a checkout: a commit, not `unknown`.
+    let commit = v["gitCommit"].as_str().expect("gitCommit");
+    let sha = commit.trim_end_matches("-dirty");
+    assert!(
+        sha.len() == 40 && sha.chars().all(|c| c.is_ascii_hexdigit()),
+        "{commit}"
+    );
+    let built = v["buildDate"].as_str().expect("buildDate");
+    assert!(
+        chrono::DateTime::parse_from_rfc3339(built).is_ok(),
+        "{built}"
+    );
+    let target = v["target"].as_str().expect("target");
+    assert!(
+        target.starts_with(std::env::consts::ARCH) && target.contains(std::env::consts::OS),
+        "{target}"
+    );
+    let level = v["k8sOpenapi"]["kubernetes"]
+        .as_str()
+        .expect("k8sOpenapi.kubernetes");
+    assert!(
+        level
+            .strip_prefix("1.")
+            .is_some_and(|m| m.parse::<u32>().is_ok()),
+        "{level}"
+    );
+    let versions = |group: &str| -> Vec<String> {
+        let api = v["apis"]
+            .as_array()
+            .expect("apis")
+            .iter()
+            .find(|a| a["group"] == group)
+            .unwrap_or_else(|| panic!("{group} in {v}"));
+        serde_json::from_value(api["versions"].clone()).expect("versions")
+    };
+    assert_eq!(versions("admissionregistration.k8s.io"), ["v1", "v1beta1"]);
+    assert_eq!(versions("templates.gatekeeper.sh"), ["v1"]);
+    assert_eq!(versions("constraints.gatekeeper.sh"), ["v1beta1"]);
+    // The table and JSON say the same.
+    assert!(
+        table.contains(&format!("commit:      {commit}\n")),
+        "{table}"
     );
 }
 
@@ -275,7 +339,7 @@ fn flags_that_would_be_ignored_are_refused() {
     );
     let out = vap(&["replay", "k8sx", "-f", &demo()]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("-f/--filename is for check"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unexpected argument '-f'"));
     let out = vap(&["reconcile"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
@@ -416,8 +480,9 @@ fn subcommand_help_lists_no_tui_flags() {
     }
 }
 
-/// `-f` given to a subcommand that reads no files is refused (exit 2, saying where it
-/// belongs), never ignored: `install -f x` printing manifests as if `x` had been read.
+/// `-f` given to a subcommand that reads no files is refused (exit 2, as clap refuses any flag
+/// the command does not take), never ignored: `install -f x` printing manifests as if `x` had
+/// been read. Given before the command, the TUI's `-f` is refused too.
 #[test]
 fn files_are_refused_where_they_would_be_ignored() {
     let demo = demo();
@@ -433,12 +498,175 @@ fn files_are_refused_where_they_would_be_ignored() {
         let err = stderr(&out);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(out.stdout.is_empty(), "{args:?} did nothing");
+        assert!(err.contains("unexpected argument '-f'"), "{args:?}: {err}");
+    }
+    let out = vap(&["-f", &demo, "check"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out)
+            .contains("--filename before the command is the TUI's; for `check`, give it after"),
+        "{}",
+        stderr(&out)
+    );
+    // kubectl's connection flags go before or after the command.
+    let out = vap(&["--context", "nowhere", "check", "-f", &demo]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let out = vap(&[
+        "--log",
+        "error",
+        "check",
+        "-f",
+        &demo,
+        "--context",
+        "nowhere",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+}
+
+/// Three constraints sharing a kind and name: every ignored copy is an `input-duplicate`
+/// finding naming its file and line and the copy used (the last), and
+/// nothing is said in a log line instead.
+#[test]
+fn duplicates_are_named_with_file_and_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let constraint = |n: &str| {
+        format!(
+            "apiVersion: constraints.gatekeeper.sh/v1beta1\nkind: K8sRequiredLabels\nmetadata:\n  name: owner\n  labels: {{copy: \"{n}\"}}\n"
+        )
+    };
+    std::fs::write(
+        dir.path().join("a.yaml"),
+        format!("{}---\n{}", constraint("1"), constraint("2")),
+    )
+    .expect("write");
+    std::fs::write(dir.path().join("b.yaml"), constraint("3")).expect("write");
+    let (a, b) = (
+        dir.path().join("a.yaml").display().to_string(),
+        dir.path().join("b.yaml").display().to_string(),
+    );
+    let out = vap(&["check", "-f", &a, "-f", &b, "-o", "json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("WARN"), "{}", stderr(&out));
+    let report = stdout_json(&out);
+    let dups: Vec<&Value> = report["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .filter(|f| f["code"] == "input-duplicate")
+        .collect();
+    let sources: Vec<&str> = dups
+        .iter()
+        .map(|f| f["source"].as_str().expect("source"))
+        .collect();
+    assert_eq!(sources, [format!("{a}:1"), format!("{a}:7")]);
+    for f in &dups {
+        assert_eq!(f["severity"], "warning");
+        assert_eq!(f["object"]["kind"], "K8sRequiredLabels");
+        assert_eq!(f["object"]["name"], "owner");
+        let m = f["message"].as_str().expect("message");
         assert!(
-            err.contains(&format!(
-                "-f/--filename is for check, plan, test and the TUI; {} ",
-                args[0]
-            )),
-            "{args:?}: {err}"
+            m.contains(&format!("{b}:1")) && m.contains("last one is used"),
+            "{m}"
         );
     }
+    assert_eq!(report["summary"]["constraints"], 1);
+    // The table says it too, in the object's kubectl name, with counts in their number.
+    let out = vap(&["check", "-f", &a, "-f", &b]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("input-duplicate")
+            && text.contains("k8srequiredlabels/owner")
+            && text.contains(&format!("{a}:7")),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "0 errors, 2 warnings, 1 info in 0 templates, 1 constraint, 0 policies, 0 bindings"
+        ),
+        "{text}"
+    );
+}
+
+/// `-o wide` adds where each finding's object was read and what it relates to; the plain
+/// table names objects as `kubectl get` takes them, never `vap/…` (kubectl knows no such
+/// short name).
+#[test]
+fn check_wide_adds_source_and_related_columns() {
+    let out = vap(&["check", "-f", &demo(), "-o", "wide"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let header = text.lines().next().expect("header");
+    assert!(
+        header
+            .split_whitespace()
+            .eq(["SEVERITY", "CODE", "OBJECT", "SOURCE", "RELATED", "MESSAGE"]),
+        "{header}"
+    );
+    assert!(text.contains("/assets/demo/"), "sources are files: {text}");
+    let plain = String::from_utf8_lossy(&vap(&["check", "-f", &demo()]).stdout).into_owned();
+    assert!(
+        plain.contains(" validatingadmissionpolicybinding/gatekeeper-")
+            && plain.contains(" validatingadmissionpolicy/gatekeeper-")
+            && !plain.contains(" vap/")
+            && !plain.contains(" vapb/"),
+        "{plain}"
+    );
+    // Commands without a table refuse wide rather than ignore it.
+    let out = vap(&["plan", "-f", &demo(), "-o", "wide"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+/// Each command's help shows the flags it takes and no other: the TUI's, files, the Lease and
+/// generation flags only where they are used; kubectl's connection flags everywhere.
+#[test]
+fn each_help_shows_only_the_flags_its_command_uses() {
+    let help = |cmd: &str| {
+        let out = vap(&[cmd, "--help"]);
+        assert_eq!(out.status.code(), Some(0), "{cmd}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let has =
+        |h: &str, flag: &str| h.contains(&format!("{flag} ")) || h.contains(&format!("{flag}\n"));
+    //            command      -f     lease  generation
+    for (cmd, files, lease, gen_flags) in [
+        ("check", true, false, true),
+        ("plan", true, false, true),
+        ("test", true, false, true),
+        ("run", false, true, true),
+        ("replay", false, true, true),
+        ("reconcile", false, true, true),
+        ("audit", false, false, false),
+        ("install", false, false, false),
+        ("version", false, false, false),
+    ] {
+        let h = help(cmd);
+        assert_eq!(has(&h, "--filename"), files, "{cmd}: {h}");
+        assert_eq!(has(&h, "--max-input-bytes"), files, "{cmd}: {h}");
+        assert_eq!(has(&h, "--lease-namespace"), lease, "{cmd}: {h}");
+        assert_eq!(has(&h, "--binding-wait"), gen_flags, "{cmd}: {h}");
+        assert!(
+            has(&h, "--kubeconfig") && has(&h, "--context"),
+            "{cmd}: {h}"
+        );
+        assert!(!has(&h, "--readonly"), "{cmd}: {h}");
+    }
+    let audit = help("audit");
+    assert!(
+        audit.contains("-n, --namespace") && audit.contains("-A, --all-namespaces"),
+        "{audit}"
+    );
+}
+
+/// Bare `install` applies nothing and prints no manifests someone could take for an
+/// installation: it says what to run (exit 2, as a usage error).
+#[test]
+fn install_without_print_says_how_to_install() {
+    let out = vap(&["install"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    assert!(
+        stderr(&out).contains("kubectl vap install --print | kubectl apply -f -"),
+        "{}",
+        stderr(&out)
+    );
 }

@@ -19,11 +19,49 @@ fn codes_with(s: &Snapshot, opts: &Options) -> Vec<Code> {
     c
 }
 
+/// A constraint's spec naming ConfigMaps: one that names no kinds is a finding of its own
+/// (`constraint-matches-everything`).
+fn configmaps() -> Value {
+    json!({"match": {"kinds": [{"apiGroups": [""], "kinds": ["ConfigMap"]}]}, "parameters": {"labels": ["owner"]}})
+}
+
 fn base() -> Vec<Value> {
     vec![
         template("k8sx", "K8sX", cel_source(Some(true))),
-        constraint("K8sX", "a", json!({"parameters": {"labels": ["owner"]}})),
+        constraint("K8sX", "a", configmaps()),
     ]
+}
+
+#[test]
+fn a_constraint_of_every_kind_under_a_fail_closed_policy_is_a_warning() {
+    let mut objs = converged(base());
+    replace(&mut objs, "a", |c| {
+        c["spec"] = json!({"parameters": {"labels": ["owner"]}})
+    });
+    let s = snapshot(objs.clone());
+    let a = analyze(&s, &Options::default());
+    let f: Vec<_> = a
+        .findings
+        .iter()
+        .filter(|f| f.code == Code::ConstraintMatchesEverything)
+        .collect();
+    assert_eq!(f.len(), 1, "{:#?}", a.findings);
+    assert!(
+        f[0].message.contains("failurePolicy: Ignore"),
+        "{}",
+        f[0].message
+    );
+    // Under failurePolicy: Ignore nothing is refused at bootstrap: no warning.
+    replace(&mut objs, "k8sx", |t| {
+        t["spec"]["targets"][0]["code"][0]["source"]["failurePolicy"] = json!("Ignore")
+    });
+    assert!(!codes(&snapshot(objs)).contains(&Code::ConstraintMatchesEverything));
+    // Nor in Gatekeeper's shape, where every binding matches everything anyway.
+    let gatekeeper = Options {
+        policy_shape: PolicyShape::Gatekeeper,
+        ..Options::default()
+    };
+    assert!(!codes_with(&s, &gatekeeper).contains(&Code::ConstraintMatchesEverything));
 }
 
 /// The objects the plan would create, as the API server would return them (defaults filled,
@@ -349,7 +387,7 @@ fn the_binding_wait_is_measured_against_the_snapshot_clock_only() {
 #[test]
 fn every_code_has_a_title_and_a_stable_name() {
     let names: Vec<&str> = Code::ALL.iter().map(|c| c.as_str()).collect();
-    assert_eq!(names.len(), 17);
+    assert_eq!(names.len(), 20);
     for c in Code::ALL {
         assert!(!c.title().is_empty());
         assert_eq!(

@@ -288,6 +288,117 @@ fn set(names: &[&str]) -> BTreeSet<String> {
     names.iter().map(|s| s.to_string()).collect()
 }
 
+/// `audit -n NS` audits only that namespace's objects, as `kubectl get -n` lists them;
+/// `-A` and no flag audit every namespace. The table's `-o wide` names template and binding.
+#[tokio::test]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn audit_namespace_flag_scopes_the_objects() {
+    let w = World::new().await;
+    let kind = w.template("AdmNsScope", "NSS").await;
+    // Every namespace (no literal namespaces), objects named nsscope-* only.
+    let c = w
+        .constraint(
+            &kind,
+            "nsscope",
+            "deny",
+            json!({"namespaces": [], "name": "nsscope-*"}),
+        )
+        .await;
+    let other_ns = w.env.create_namespace("adm-nsscope").await;
+    for ns in [&w.ns, &other_ns] {
+        w.create(cm("nsscope-bad", ns, false)).await;
+    }
+    let binding = w.bind(&c).await;
+    w.until_effective(
+        &cm("nsscope-probe", &w.ns, false),
+        "NSS: missing required labels: owner",
+    )
+    .await;
+    let audited = |extra: &[&str]| {
+        let out = w.vap(&[&["audit", &kind.to_lowercase(), "-o", "json"], extra].concat());
+        assert_eq!(out.status.code(), Some(1), "{extra:?}: violations found");
+        let c = constraint_in(&json_of(&out), c.name());
+        let mut namespaces: Vec<String> = c["violations"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|v| {
+                v["object"]["namespace"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            })
+            .collect();
+        namespaces.sort();
+        (c["inScope"].clone(), namespaces)
+    };
+    let mut both = vec![w.ns.clone(), other_ns.clone()];
+    both.sort();
+    assert_eq!(audited(&[]), (json!(2), both.clone()), "the default: all");
+    assert_eq!(audited(&["-A"]), (json!(2), both));
+    assert_eq!(audited(&["-n", &w.ns]), (json!(1), vec![w.ns.clone()]));
+    assert_eq!(
+        audited(&["--namespace", &other_ns]),
+        (json!(1), vec![other_ns.clone()])
+    );
+
+    let out = w.vap(&["audit", &kind.to_lowercase(), "-n", &w.ns, "-o", "wide"]);
+    let table = String::from_utf8_lossy(&out.stdout).into_owned();
+    let header = table.lines().next().unwrap_or_default().to_string();
+    assert!(
+        header.split_whitespace().eq([
+            "CONSTRAINT",
+            "ACTION",
+            "OBJECT",
+            "TEMPLATE",
+            "BINDING",
+            "MESSAGE"
+        ]),
+        "{table}"
+    );
+    assert!(
+        table.contains(&binding) && !table.contains(&other_ns),
+        "{table}"
+    );
+
+    // How tables name objects: as the real kubectl takes them. It knows no short name for
+    // VAPs or their bindings (so `vap/…` would be wrong), and takes the lowercase kind.
+    let kubectl = |args: &[&str]| {
+        std::process::Command::new(&w.env.binaries().kubectl)
+            .arg("--kubeconfig")
+            .arg(w.env.kubeconfig_admin())
+            .args(args)
+            .output()
+            .expect("kubectl")
+    };
+    let resources = kubectl(&["api-resources", "--api-group=admissionregistration.k8s.io"]);
+    let resources = String::from_utf8_lossy(&resources.stdout).into_owned();
+    for line in resources.lines().skip(1) {
+        if line.starts_with("validatingadmissionpolicies")
+            || line.starts_with("validatingadmissionpolicybindings")
+        {
+            // NAME SHORTNAMES APIVERSION NAMESPACED KIND: no short name, four columns.
+            assert_eq!(line.split_whitespace().count(), 4, "{resources}");
+        }
+    }
+    let name = kubectl_vap::cli::report::kubectl_name(&kubectl_vap::model::ObjectRef::new(
+        "admissionregistration.k8s.io/v1",
+        "ValidatingAdmissionPolicyBinding",
+        &binding,
+    ));
+    let got = kubectl(&["get", &name, "-o", "name"]);
+    assert!(
+        got.status.success(),
+        "{}",
+        String::from_utf8_lossy(&got.stderr)
+    );
+    assert!(
+        !kubectl(&["get", &format!("vapb/{binding}")])
+            .status
+            .success()
+    );
+}
+
 /// One template, a constraint per enforcement action, objects created before the bindings.
 #[tokio::test]
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
@@ -1150,10 +1261,11 @@ async fn the_tui_keeps_audit_results_and_marks_them_stale_after_an_edit() {
         constraint_generation(a).is_some()
     });
     let node = format!("constraint/{kind}/{}", c.name());
-    app.tree.state.select(vec![
-        key_of(&format!("template/{}", kind.to_lowercase())),
-        key_of(&node),
-    ]);
+    // Templates start collapsed: open this one (as enter does), then select its constraint.
+    let template = key_of(&format!("template/{}", kind.to_lowercase()));
+    app.tree.state.open(vec![template]);
+    app.tree.rebuild(&app.filter);
+    app.tree.state.select(vec![template, key_of(&node)]);
     dispatch(&mut app, Action::Audit, &mut |cmd| live.execute(cmd));
     pump(&mut app, "audit result", &|a| {
         a.violations.get(&kind, c.name()).is_some()

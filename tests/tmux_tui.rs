@@ -135,7 +135,13 @@ fn tmux_tui_real_terminal() {
     }
     let bin = env!("CARGO_BIN_EXE_kubectl-vap");
     let dir = tempfile::tempdir().unwrap();
-    let generated = support::tui::write_file(dir.path());
+    // A long folder name: the refusal of `r` names the files, and its line must wrap whole
+    // in the event pane at 160 columns.
+    let deep = dir
+        .path()
+        .join("a-folder-with-a-name-long-enough-to-push-the-refusal-past-the-screen-edge");
+    std::fs::create_dir(&deep).unwrap();
+    let generated = support::tui::write_file(&deep);
     let t = Tmux::start("tui", 160, 45);
     t.wait_text("shell$");
     t.text(&format!(
@@ -146,24 +152,41 @@ fn tmux_tui_real_terminal() {
     ));
     t.keys(&["Enter"]);
 
-    // The tree, with glyphs, states and reasons.
-    let s = t.wait_text("Tree (30)");
+    // The tree: templates collapsed, each wearing the worst state below it; its title
+    // gives the selection's row.
+    let s = t.wait_text("Tree (1/6 · 30 nodes)");
     assert!(t.alternate_on(), "the UI runs on the alternate screen");
     for want in [
         "mode: offline snapshot",
-        "● k8srequiredlabels  generate",
-        "∅ VAP gatekeeper-k8sallowedrepos  missing",
-        "≠ VAPB gatekeeper-k8srequiredlabels-pods-must-have-app  out-of-sync",
+        "! k8srequiredlabels  generate  [below: ! error]",
+        "∅ k8sallowedrepos  generate  [below: ∅ missing]",
         "orphans",
         "? help",
+        "J/K detail",
     ] {
         assert!(s.contains(want), "{want:?} not on screen:\n{s}");
     }
+    assert!(
+        !s.contains("VAP gatekeeper-k8sallowedrepos"),
+        "collapsed at start:\n{s}"
+    );
+    // The tree takes the width its rows need (it stopped at 88 of 160 columns).
+    let top = s.lines().find(|l| l.starts_with("┌ Tree")).unwrap();
+    let tree_width = top.chars().take_while(|c| *c != '┐').count() + 1;
+    assert!(tree_width > 100, "the tree is {tree_width} columns:\n{s}");
+    // Enter opens the selected template, with everything under it.
+    t.keys(&["Enter"]);
+    let s = t.wait_text("∅ VAPB gatekeeper-k8sallowedrepos-prod-repos  missing");
+    assert!(s.contains("● k8sallowedrepos  generate"), "{s}");
+    t.keys(&["Enter"]);
+    t.wait_for("collapsed again", |s| {
+        s.contains("∅ k8sallowedrepos  generate  [below: ∅ missing]")
+    });
 
-    // Filter by state.
+    // Filter by state: matches inside collapsed templates are shown.
     t.text("/missing");
     t.keys(&["Enter"]);
-    let s = t.wait_text("Tree (7 of 30)");
+    let s = t.wait_text("7 of 30 nodes)");
     assert!(s.contains("filter: missing"), "{s}");
     assert!(!s.contains("k8sdisallowedtags"), "{s}");
     assert!(
@@ -171,7 +194,7 @@ fn tmux_tui_real_terminal() {
         "a missing CRD is missing too:\n{s}"
     );
     t.keys(&["Escape"]);
-    t.wait_text("Tree (30)");
+    t.wait_text("Tree (1/");
 
     // Help.
     t.text("?");
@@ -179,12 +202,12 @@ fn tmux_tui_real_terminal() {
     assert!(s.contains("reconcile everything"), "{s}");
     assert!(s.contains("out-of-sync"), "{s}");
     t.keys(&["Escape"]);
-    t.wait_text("Tree (30)");
+    t.wait_text("Tree (");
 
     // The YAML of a constraint: filter to it, move onto it, y.
     t.text("/ns-must-have-owner");
     t.keys(&["Enter"]);
-    t.wait_text("Tree (3 of 30)");
+    t.wait_text("3 of 30 nodes)");
     t.text("j");
     t.wait_text("Constraint K8sRequiredLabels/ns-must-have-owner");
     t.text("y");
@@ -192,13 +215,24 @@ fn tmux_tui_real_terminal() {
     assert!(s.contains("enforcementAction: deny"), "{s}");
     // One Escape at a time: two sent at once can reach the terminal as one sequence.
     t.keys(&["Escape"]);
-    t.wait_text("Tree (3 of 30)");
+    t.wait_text("3 of 30 nodes)");
     t.keys(&["Escape"]);
-    t.wait_text("Tree (30)");
+    t.wait_text("· 30 nodes)");
 
-    // A write is refused offline, with the reason; so is a context switch.
+    // A write is refused offline, with the reason; so is a context switch. The refusal is
+    // longer than the screen is wide: the event pane wraps it, its end is on screen.
     t.text("r");
-    t.wait_text("offline snapshot: nothing to reconcile");
+    let s = t.wait_text("offline snapshot: nothing to reconcile");
+    let events = s
+        .lines()
+        .skip_while(|l| !l.starts_with("┌ Events"))
+        .take_while(|l| !l.starts_with('└'))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        events.contains("to see the writes"),
+        "the whole refusal in the event pane:\n{s}"
+    );
     t.text(":ctx");
     t.keys(&["Enter"]);
     t.wait_text("offline snapshot (-f): there is no context to switch");
@@ -212,14 +246,33 @@ fn tmux_tui_real_terminal() {
     let s = t.wait_for("the narrow layout", |s| {
         s.lines().any(|l| l.starts_with("┌ Detail"))
     });
-    assert!(s.contains("Tree (30)"), "{s}");
+    assert!(s.contains("· 30 nodes)"), "{s}");
+
+    // 80×24: the detail pane has six rows; J and K scroll it, its title says where.
+    assert!(
+        t.run(&["resize-window", "-t", "t", "-x", "80", "-y", "24"])
+            .status
+            .success()
+    );
+    t.text("g");
+    let s = t.wait_text("Detail (1–6 of");
+    assert!(!s.contains("Below    3 planned writes"), "{s}");
+    for _ in 0..5 {
+        t.text("J");
+    }
+    let s = t.wait_text("Below    3 planned writes");
+    assert!(!s.contains("Detail (1–6 of"), "{s}");
+    t.text("K");
+    t.wait_for("scrolled up a row", |s| {
+        !s.contains("Below    3 planned writes")
+    });
 
     // Quit: exit 0, the shell is back, the alternate screen is gone.
     t.text("q");
     let s = t.wait_text("EXIT=0");
     assert!(!t.alternate_on(), "the alternate screen is left");
     assert!(
-        !s.contains("Tree (30)"),
+        !s.contains("30 nodes"),
         "the UI is gone from the screen:\n{s}"
     );
     assert!(s.contains("shell$"), "{s}");
@@ -372,6 +425,11 @@ fn tmux_tui_live_cluster() {
         env.kubeconfig_admin().display()
     ));
     t.keys(&["Enter"]);
+    // Templates start collapsed (and the shared server may hold other tests' templates): a
+    // filter on the name shows this one, opened.
+    t.wait_text("Tree (");
+    t.text("/k8stuilive");
+    t.keys(&["Enter"]);
     let s = t.wait_for("the binding written and in sync", |s| {
         s.contains("mode: reconciling")
             && s.contains("✔ VAP gatekeeper-k8stuilive  in-sync")
@@ -444,6 +502,13 @@ fn tmux_tui_live_cluster() {
     let s = t.wait_text("restricted (403)");
     eprintln!("the screen of a user without RBAC:\n{s}");
     assert!(s.contains("mode: observing"), "{s}");
+    // The Lease may not be read either: who leads is unknown, not "nobody" — and the access
+    // line is the server's words, not a debug dump.
+    let s = t.wait_text("Lease unreadable: forbidden");
+    assert!(
+        !s.contains("nobody") && !s.contains("no copy reconciles") && !s.contains("Status {"),
+        "{s}"
+    );
     t.text("q");
     t.wait_text("EXIT=0");
 }
@@ -512,16 +577,18 @@ fn tmux_tui_acts_through_a_leader_elsewhere() {
         env.kubeconfig_admin().display()
     ));
     t.keys(&["Enter"]);
+    // Select the template: filter to it, the first row (templates start collapsed; the
+    // filter opens the way to what it matches).
+    t.wait_text("Tree (");
+    t.text("/k8stuiremote");
+    t.keys(&["Enter"]);
+    t.wait_text("filter: k8stuiremote");
     let s = t.wait_for("the leader's work, in sync", |s| {
         s.contains("asks the leader")
             && s.contains(&format!("leader: {holder}"))
             && s.contains("✔ VAPB gatekeeper-k8stuiremote-c  in-sync")
     });
     assert!(!s.contains("no copy reconciles"), "{s}");
-    // Select the template: filter to it, the first row.
-    t.text("/k8stuiremote");
-    t.keys(&["Enter"]);
-    t.wait_text("filter: k8stuiremote");
 
     // A binding deleted by hand: the leader writes it again, and its Event shows here (after
     // the Event of its first writes: a write within the same second would join that one).
@@ -577,6 +644,19 @@ fn tmux_tui_acts_through_a_leader_elsewhere() {
     for reason in ["Written", "Replayed", "Reconciled"] {
         assert!(text.contains(reason), "{reason} in kubectl events:\n{text}");
     }
+    // The replay's outcome is one line in the log: the answer and the leader's Event say
+    // the same. The Event is in the cluster (above); give the TUI's watch a moment to
+    // bring it, then count.
+    std::thread::sleep(Duration::from_secs(2));
+    t.text("e");
+    let s = t.wait_text("esc or e closes");
+    let said = s
+        .lines()
+        .filter(|l| l.contains("replayed 1 constraint of template k8stuiremote: 0 writes"))
+        .count();
+    assert_eq!(said, 1, "the replay's outcome once:\n{s}");
+    t.keys(&["Escape"]);
+    t.wait_text("Tree (");
     // A one-shot command asks the leader too.
     let out = Command::new(bin)
         .args(["replay", "k8stuiremote", "--lease-namespace", lease_ns])

@@ -9,6 +9,7 @@ use kubectl_vap::controller::{
     LeaseInfo, LiveState, ReconcileEvent,
 };
 use kubectl_vap::core::Options;
+use kubectl_vap::core::tree::Node;
 use kubectl_vap::model::ObjectRef;
 use kubectl_vap::tui::keymap::Screen;
 use kubectl_vap::tui::live_source::{EventCursor, data_from_live};
@@ -78,6 +79,33 @@ impl Ui {
         ui.act(Action::Resize(w, h));
         ui.act(Action::Data(data));
         ui
+    }
+
+    /// Like `new`, with every node expanded (templates start collapsed): for tests about
+    /// rows deep in the tree.
+    fn expanded(readonly: bool, data: Arc<Data>, w: u16, h: u16) -> Ui {
+        let mut ui = Ui::new(readonly, data, w, h);
+        ui.expand_all();
+        ui
+    }
+
+    fn expand_all(&mut self) {
+        fn paths(nodes: &[Node], at: &mut Vec<u64>, out: &mut Vec<Vec<u64>>) {
+            for n in nodes.iter().filter(|n| !n.children.is_empty()) {
+                at.push(key_of(&n.id));
+                out.push(at.clone());
+                paths(&n.children, at, out);
+                at.pop();
+            }
+        }
+        let data = self.app.data.clone().unwrap();
+        let mut all = Vec::new();
+        paths(&data.analysis.tree, &mut Vec::new(), &mut all);
+        for p in all {
+            self.app.tree.state.open(p);
+        }
+        self.app.tree.rebuild(&self.app.filter);
+        self.draw();
     }
 
     fn draw(&mut self) {
@@ -173,7 +201,7 @@ fn tui_tree() {
 #[test]
 fn tui_tree_colours_follow_state() {
     // Tall enough for every row of the fixture's tree.
-    let ui = Ui::new(false, offline_data(), 150, 48);
+    let ui = Ui::expanded(false, offline_data(), 150, 48);
     let (x, y) = ui
         .find("∅ VAP gatekeeper-k8sallowedrepos")
         .expect("missing VAP shown");
@@ -295,14 +323,16 @@ fn tui_diff() {
 
 #[test]
 fn tui_detail_shows_findings_and_pod_status() {
-    let mut ui = Ui::new(false, offline_data(), 150, 36);
+    let mut ui = Ui::expanded(false, offline_data(), 150, 36);
     ui.select(&["template/k8srequiredlabels"]);
     let s = ui.screen();
     assert!(s.contains("Gatekeeper pod status"), "{s}");
+    // Wrapped in the pane, whole.
     assert!(
-        s.contains("vapGenerationStatus: observedGeneration=2 state=generated"),
+        s.contains("vapGenerationStatus: observedGeneration=2"),
         "{s}"
     );
+    assert!(s.contains("state=generated"), "{s}");
     ui.select(&[
         "template/k8sallowedrepos",
         "policy/gatekeeper-k8sallowedrepos",
@@ -491,7 +521,7 @@ fn tui_observing_asks_the_leader() {
 #[test]
 fn tui_selection_and_expansion_survive_refresh() {
     let mut state = live_state();
-    let mut ui = Ui::new(false, live_data(&state, true), 150, 36);
+    let mut ui = Ui::expanded(false, live_data(&state, true), 150, 36);
     let sel = [
         "template/k8srequiredlabels",
         "constraint/K8sRequiredLabels/pods-must-have-app",
@@ -549,6 +579,14 @@ fn tui_resize() {
 #[test]
 fn tui_navigation_keys() {
     let mut ui = Ui::new(false, offline_data(), 150, 36);
+    // Templates start collapsed: down goes to the next one; enter opens it.
+    ui.key(KeyCode::Down);
+    assert_eq!(
+        ui.app.tree.state.selected(),
+        &[key_of("template/k8sdisallowedtags")]
+    );
+    ui.key(KeyCode::Up);
+    ui.key(KeyCode::Enter);
     ui.key(KeyCode::Down);
     assert_eq!(
         ui.app.tree.state.selected(),
@@ -604,7 +642,7 @@ fn tui_docs_cover_every_key_and_state() {
 #[test]
 fn tui_refresh_rebuilds_only_what_changed() {
     let mut state = live_state();
-    let mut ui = Ui::new(false, live_data(&state, true), 150, 36);
+    let mut ui = Ui::expanded(false, live_data(&state, true), 150, 36);
     let top = ui.app.data.as_ref().unwrap().analysis.tree.len();
     assert_eq!(
         ui.app.tree.rebuilt, top,
@@ -770,7 +808,7 @@ fn tui_layout_gives_the_tree_most_rows_and_keeps_quit_and_mode() {
 
 #[test]
 fn tui_selected_row_is_legible() {
-    let mut ui = Ui::new(false, offline_data(), 150, 42);
+    let mut ui = Ui::expanded(false, offline_data(), 150, 42);
     // A row with a grey reason and a coloured state.
     ui.select(&[
         "template/k8sdisallowedtags",
@@ -806,7 +844,7 @@ fn tui_selected_row_is_legible() {
 
 #[test]
 fn tui_states_and_severities_use_separate_glyphs() {
-    let ui = Ui::new(false, offline_data(), 150, 48);
+    let ui = Ui::expanded(false, offline_data(), 150, 48);
     let s = ui.screen();
     let data = ui.app.data.clone().unwrap();
     for n in data.analysis.tree.iter().flat_map(|n| n.walk()) {
@@ -826,32 +864,87 @@ fn tui_states_and_severities_use_separate_glyphs() {
     assert_ne!(ui.term.backend().buffer()[(x, y)].fg, Color::Red);
 }
 
+/// Templates start collapsed, each wearing the worst state below it (glyph and colour) with
+/// `[below: …]` saying why; enter opens one and it shows its own state again.
 #[test]
 fn tui_collapsed_row_shows_the_worst_state_below() {
     let mut ui = Ui::new(false, offline_data(), 150, 42);
-    ui.select(&["template/k8sallowedrepos"]);
     let row = |ui: &Ui| ui.row(ui.selected_row().unwrap());
-    assert!(!row(&ui).contains("below"), "open: its children show");
-    ui.key(KeyCode::Enter); // collapse
+    // Collapsed at start: the row's glyph is the missing VAP's, in red.
+    assert_eq!(
+        ui.app.tree.state.selected(),
+        &[key_of("template/k8sallowedrepos")]
+    );
     let collapsed = row(&ui);
     assert!(
-        collapsed.contains("● k8sallowedrepos  generate  [below: ∅ missing]"),
+        collapsed.contains("∅ k8sallowedrepos  generate  [below: ∅ missing]"),
         "{collapsed}"
     );
-    // The same data again keeps the marker (reused items), opening removes it.
+    assert!(
+        !ui.screen().contains("VAP gatekeeper-k8sallowedrepos"),
+        "its children are hidden:\n{}",
+        ui.screen()
+    );
+    // A green template hiding an error wears the error, in red.
+    let (x, y) = ui
+        .find("! k8srequiredlabels  generate  [below: ! error]")
+        .unwrap_or_else(|| panic!("{}", ui.screen()));
+    assert_eq!(ui.term.backend().buffer()[(x, y)].fg, Color::Red);
+    // The same data again keeps the marker (reused items); enter opens it: its own state,
+    // its children shown, every level below it open.
     ui.act(Action::Data(offline_data()));
     assert!(row(&ui).contains("[below: ∅ missing]"), "{}", row(&ui));
-    ui.key(KeyCode::Right);
+    ui.key(KeyCode::Enter);
+    assert!(
+        row(&ui).contains("● k8sallowedrepos  generate  ✖3"),
+        "{}",
+        row(&ui)
+    );
     assert!(!row(&ui).contains("below"), "{}", row(&ui));
+    let s = ui.screen();
+    assert!(
+        s.contains("∅ VAPB gatekeeper-k8sallowedrepos-prod-repos  missing"),
+        "{s}"
+    );
+    ui.key(KeyCode::Left);
+    assert!(row(&ui).contains("[below: ∅ missing]"), "{}", row(&ui));
     // A row no worse than its children has no marker.
     ui.select(&["template/k8sreplicalimits"]);
+    ui.key(KeyCode::Enter);
     ui.key(KeyCode::Enter);
     assert!(!row(&ui).contains("below"), "{}", row(&ui));
 }
 
+/// `/` and `f` reveal matches inside collapsed templates: the way to each is opened.
+#[test]
+fn tui_filter_and_faults_open_collapsed_templates() {
+    let mut ui = Ui::new(false, offline_data(), 150, 42);
+    assert!(!ui.screen().contains("taken-name"), "{}", ui.screen());
+    ui.key(KeyCode::Char('/'));
+    ui.chars("taken-name");
+    ui.key(KeyCode::Enter);
+    let s = ui.screen();
+    assert!(s.contains("! K8sRequiredLabels/taken-name  error"), "{s}");
+    assert!(
+        s.contains("⊘ VAPB gatekeeper-k8srequiredlabels-taken-name  foreign"),
+        "{s}"
+    );
+    ui.key(KeyCode::Esc);
+    let mut ui = Ui::new(false, offline_data(), 150, 42);
+    ui.key(KeyCode::Char('f'));
+    let s = ui.screen();
+    for row in [
+        "∅ VAP gatekeeper-k8sallowedrepos  missing",
+        "≠ VAPB gatekeeper-k8srequiredlabels-pods-must-have-app  out-of-sync",
+        "† VAPB gatekeeper-k8sdisallowedtags-no-latest  dangling",
+    ] {
+        assert!(s.contains(row), "{row} shown under faults only:\n{s}");
+    }
+}
+
 #[test]
 fn tui_order_is_stable_and_sortable() {
-    let ui = Ui::new(false, offline_data(), 150, 48);
+    let ui = Ui::expanded(false, offline_data(), 150, 48);
     let mut reversed = snapshot();
     reversed.templates.reverse();
     reversed.constraints.reverse();
@@ -863,7 +956,7 @@ fn tui_order_is_stable_and_sortable() {
         vec![FIXTURE.to_string()],
         &Options::default(),
     ));
-    let mut other = Ui::new(false, data, 150, 48);
+    let mut other = Ui::expanded(false, data, 150, 48);
     let tree = |ui: &Ui| -> Vec<String> {
         (2..40)
             .map(|y| ui.row(y).chars().take(84).collect())
@@ -891,6 +984,9 @@ fn tui_order_is_stable_and_sortable() {
     other.key(KeyCode::Char(':'));
     other.chars("sort name");
     other.key(KeyCode::Enter);
+    // Sorting by state moved the selection to the worst row; back on the first, the trees
+    // are the same.
+    other.key(KeyCode::Home);
     assert_eq!(tree(&ui), tree(&other));
 }
 
@@ -925,10 +1021,8 @@ fn tui_scrolling_stops_at_the_last_page() {
     let mut ui = Ui::new(false, offline_data(), 80, 24);
     ui.key(KeyCode::Char('?'));
     ui.key(KeyCode::Char('G'));
-    let last = kubectl_vap::tui::view::help_lines(&ui.app)
-        .last()
-        .unwrap()
-        .to_string();
+    let (_, width) = view::document_area(&ui.app);
+    let last = view::help_rows(&ui.app, width).last().unwrap().to_string();
     let last: String = last.trim().chars().take(30).collect();
     let (_, y) = ui.find(&last).expect("G shows the last help line");
     let (_, bottom) = ui.find("└").unwrap();
@@ -1176,7 +1270,7 @@ fn tui_time_based_states_change_without_an_event() {
     Arc::make_mut(&mut state.snapshot)
         .bindings
         .retain(|b| b.name() != "gatekeeper-k8srequiredlabels-pods-must-have-app");
-    let mut ui = Ui::new(false, live_data(&state, true), 150, 42);
+    let mut ui = Ui::expanded(false, live_data(&state, true), 150, 42);
     let row = "VAPB gatekeeper-k8srequiredlabels-pods-must-have-app";
     assert!(
         ui.screen().contains(&format!("… {row}  waiting")),
@@ -1272,6 +1366,7 @@ fn remote_state() -> LiveState {
             last_sync: Some(fixture_now() - chrono::Duration::seconds(4)),
         }),
         vacant: false,
+        unreadable: None,
     };
     state
 }
@@ -1823,4 +1918,272 @@ fn tui_lease_changes_are_logged_once_each() {
         "the event pane shows the newest: {}",
         ui.screen()
     );
+}
+
+/// Two `t` verdicts that differ only at the end of a long line: at 160 columns the event
+/// pane wraps them, so both endings show (cut at the edge, they looked the same); at 80×24
+/// the full-screen log (`e`) shows them whole, and the status line ends a cut line in `…`.
+#[test]
+fn tui_long_log_lines_wrap_so_verdicts_differ() {
+    let verdict = |label: &str| {
+        format!(
+            "test Pod payments/web-{label}: denied (dry-run create) by binding gatekeeper-k8srequiredlabels-payments-ns-must-have-owner → constraint K8sRequiredLabels/payments-ns-must-have-owner → template k8srequiredlabels: you must provide labels: {{\"{label}\"}}"
+        )
+    };
+    let (a, b) = (verdict("owner"), verdict("team"));
+    assert!(a.len() > 160);
+    let mut ui = Ui::new(false, live_data(&live_state(), true), 160, 45);
+    for line in [&a, &b] {
+        ui.act(Action::Flash(kubectl_vap::tui::Level::Info, line.clone()));
+    }
+    let s = ui.screen();
+    for end in ["labels: {\"owner\"}", "labels: {\"team\"}"] {
+        assert!(s.contains(end), "{end} on screen:\n{s}");
+    }
+    // Continuations sit under the text, not under the time.
+    let (x_text, _) = ui.find("test Pod payments/web-owner").unwrap();
+    let (x_cont, _) = ui.find("labels: {\"owner\"}").unwrap();
+    assert!(x_cont >= x_text, "{s}");
+
+    let mut ui = Ui::new(false, live_data(&live_state(), true), 80, 24);
+    for line in [&a, &b] {
+        ui.act(Action::Flash(kubectl_vap::tui::Level::Info, line.clone()));
+    }
+    let status = ui.row(22);
+    assert!(status.trim_end().ends_with('…'), "{status}");
+    ui.key(KeyCode::Char('e'));
+    let s = ui.screen();
+    for end in ["labels: {\"owner\"}", "labels: {\"team\"}"] {
+        assert!(s.contains(end), "{end} in the full-screen log:\n{s}");
+    }
+    // G shows the last row; scrolling up goes by rows, and G follows again.
+    ui.key(KeyCode::Char('G'));
+    assert!(ui.screen().contains("labels: {\"team\"}"));
+    insta::assert_snapshot!("events_wrapped_80x24", ui.screen());
+}
+
+/// Help at 80×24: long explanations wrap under their text instead of being cut.
+#[test]
+fn tui_help_wraps_at_80_columns() {
+    let mut ui = Ui::new(false, offline_data(), 80, 24);
+    ui.key(KeyCode::Char('?'));
+    let s = ui.screen();
+    assert!(s.contains("enter keeps it, esc clears it"), "{s}");
+    let (x_key, _) = ui.find("filter the tree by name").unwrap();
+    let (x_cont, _) = ui.find("`k8srequired`); enter keeps it").unwrap();
+    assert_eq!(x_key, x_cont, "the continuation is under the text:\n{s}");
+}
+
+/// At 80×24 the detail pane has four rows: `J`/`K` scroll it to the findings and planned
+/// writes, its title says which rows show, and another selection starts at the top.
+#[test]
+fn tui_detail_pane_scrolls_at_80x24() {
+    let mut ui = Ui::expanded(false, offline_data(), 80, 24);
+    ui.select(&[
+        "template/k8sallowedrepos",
+        "policy/gatekeeper-k8sallowedrepos",
+    ]);
+    let s = ui.screen();
+    assert!(!s.contains("Planned"), "below the pane at first:\n{s}");
+    let title = |ui: &Ui| {
+        let (_, y) = ui.find("┌ Detail").unwrap();
+        ui.row(y)
+    };
+    assert!(title(&ui).contains("Detail (1–6 of"), "{}", title(&ui));
+    for _ in 0..30 {
+        ui.key(KeyCode::Char('J'));
+    }
+    let s = ui.screen();
+    assert!(s.contains("Planned"), "{s}");
+    assert!(s.contains("(d: diff)"), "the last row is reached:\n{s}");
+    let bottom = title(&ui);
+    // Bounded: the last row is on the pane's last line, not above a blank page.
+    let (_, last) = ui.find("(d: diff)").unwrap();
+    let (_, hints) = ui.find("? help").unwrap();
+    assert_eq!(last, hints - 3, "{s}");
+    ui.key(KeyCode::Char('K'));
+    assert_ne!(title(&ui), bottom);
+    insta::assert_snapshot!("detail_scrolled_80x24", ui.screen());
+    // Another node: from the top again.
+    ui.key(KeyCode::Up);
+    assert!(title(&ui).contains("Detail (1–") || title(&ui).contains("Detail ─"));
+    // The keys are in the one table: help and the hint bar show them.
+    assert!(ui.row(23).contains("J/K detail"), "{}", ui.row(23));
+    ui.key(KeyCode::Char('?'));
+    assert!(ui.screen().contains("scroll the detail pane down"));
+}
+
+/// The tree's title gives the selection's row, so a selection out of sight is found; sorting
+/// by state selects the worst row, at the top.
+#[test]
+fn tui_tree_title_shows_the_position_and_sort_shows_the_worst() {
+    let mut ui = Ui::new(false, offline_data(), 80, 24);
+    assert!(
+        ui.screen().contains("Tree (1/6 · 30 nodes)"),
+        "{}",
+        ui.screen()
+    );
+    ui.key(KeyCode::Char('G'));
+    assert!(
+        ui.screen().contains("Tree (6/6 · 30 nodes)"),
+        "{}",
+        ui.screen()
+    );
+    ui.key(KeyCode::Enter);
+    ui.key(KeyCode::Char('G'));
+    let s = ui.screen();
+    assert!(s.contains("Tree (8/8 · 30 nodes)"), "{s}");
+    ui.key(KeyCode::Char('/'));
+    ui.chars("leftover");
+    ui.key(KeyCode::Enter);
+    assert!(ui.screen().contains("· 2 of 30 nodes)"), "{}", ui.screen());
+    ui.key(KeyCode::Esc);
+
+    // Everything open, the selection at the bottom: `s` brings the worst row into view,
+    // selected, at the top.
+    let mut ui = Ui::expanded(false, offline_data(), 80, 24);
+    ui.key(KeyCode::Char('G'));
+    ui.key(KeyCode::Char('s'));
+    let s = ui.screen();
+    let y = ui.selected_row().expect("the selection is in view");
+    assert_eq!(y, 3, "the first row:\n{s}");
+    assert!(ui.row(y).contains("k8sreplicalimits  error"), "{s}");
+    assert!(s.contains("Tree (1/"), "{s}");
+}
+
+/// The header and the log count in words that agree with the number.
+#[test]
+fn tui_counts_are_pluralized() {
+    let mut state = live_state();
+    let snap = Arc::make_mut(&mut state.snapshot);
+    snap.templates.retain(|t| t.name() == "k8sreplicalimits");
+    snap.constraints.clear();
+    snap.policies.clear();
+    snap.bindings.clear();
+    snap.crds.clear();
+    let ui = Ui::new(false, live_data(&state, true), 150, 36);
+    let s = ui.screen();
+    assert!(s.contains("✖ 1 error ⚠ 0 warnings ℹ 0 infos"), "{s}");
+    assert!(
+        s.contains("1 template, 0 constraints, 0 VAPs, 0 bindings"),
+        "{s}"
+    );
+    assert!(
+        s.contains("objects: 1 error, 0 warnings, 0 infos, 0 planned writes"),
+        "{s}"
+    );
+    assert!(!s.contains("1 errors"), "{s}");
+}
+
+/// The outcome of `p`/`r`/`R` is one line: the answer, or the leader's Event when it comes
+/// first; the other is not logged again. Without Events the answer still says it; the same
+/// outcome twice is two lines.
+#[test]
+fn tui_a_request_outcome_is_logged_once() {
+    use kubectl_vap::tui::Level;
+    use kubectl_vap::tui::data::OutcomeKey;
+    let holder = "kubectl-vap-7c9d5-x2k4";
+    let summary = "replayed 3 constraints of K8sRequiredLabels: 1 write";
+    let answer = || {
+        Action::Answer(
+            Level::Info,
+            format!("`kubectl vap replay k8srequiredlabels`: {summary} (by {holder})"),
+            Some(OutcomeKey {
+                by: holder.into(),
+                summary: summary.into(),
+            }),
+        )
+    };
+    let event = |state: &mut LiveState, secs: i64| {
+        state.cluster_events.push_back(ClusterEvent {
+            time: fixture_now() + chrono::Duration::seconds(secs),
+            reporter: holder.into(),
+            regarding: ObjectRef::new(
+                "templates.gatekeeper.sh/v1",
+                "ConstraintTemplate",
+                "k8srequiredlabels",
+            ),
+            reason: "Replayed".into(),
+            note: summary.into(),
+            warning: false,
+            count: 1,
+        });
+    };
+    let lines = |ui: &Ui| {
+        ui.app
+            .log
+            .iter()
+            .filter(|l| l.text.contains(summary))
+            .count()
+    };
+    // The answer first, then the Event: one line, the answer's.
+    let mut state = remote_state();
+    let mut cursor = EventCursor::default();
+    let mut ui = Ui::new(false, next_observed(&state, &mut cursor), 150, 36);
+    ui.act(answer());
+    event(&mut state, 1);
+    ui.act(Action::Data(next_observed(&state, &mut cursor)));
+    assert_eq!(lines(&ui), 1, "{}", ui.screen());
+    assert!(
+        ui.screen()
+            .contains("`kubectl vap replay k8srequiredlabels`:")
+    );
+    // The same again (p pressed twice): a second line.
+    ui.act(answer());
+    event(&mut state, 2);
+    ui.act(Action::Data(next_observed(&state, &mut cursor)));
+    assert_eq!(lines(&ui), 2, "{}", ui.screen());
+
+    // The Event first, then the answer: one line, the Event's.
+    let mut state = remote_state();
+    let mut cursor = EventCursor::default();
+    let mut ui = Ui::new(false, next_observed(&state, &mut cursor), 150, 36);
+    event(&mut state, 1);
+    ui.act(Action::Data(next_observed(&state, &mut cursor)));
+    ui.act(answer());
+    assert_eq!(lines(&ui), 1, "{}", ui.screen());
+    assert!(ui.screen().contains(&format!(
+        "Replayed ConstraintTemplate/k8srequiredlabels: {summary} — by {holder}"
+    )));
+
+    // No Event (this copy may not read them): the answer is the line.
+    let state = remote_state();
+    let mut cursor = EventCursor::default();
+    let mut ui = Ui::new(false, next_observed(&state, &mut cursor), 150, 36);
+    ui.act(answer());
+    assert_eq!(lines(&ui), 1, "{}", ui.screen());
+
+    // This copy leads: its own log line and the answer are one outcome too.
+    let mut state = live_state();
+    let mut ui = Ui::new(false, live_data(&state, true), 150, 36);
+    let mut cursor = EventCursor::default();
+    cursor.new_events(&state);
+    state.events.push_back(ReconcileEvent {
+        time: fixture_now(),
+        verb: EventVerb::Replay,
+        object: ObjectRef::new(
+            "templates.gatekeeper.sh/v1",
+            "ConstraintTemplate",
+            "k8srequiredlabels",
+        ),
+        result: EventResult::Ok,
+        message: summary.into(),
+    });
+    let events = cursor.new_events(&state);
+    ui.act(Action::Data(Arc::new(data_from_live(
+        &state,
+        "kind-payments",
+        true,
+        &Options::default(),
+        events,
+    ))));
+    ui.act(Action::Answer(
+        Level::Info,
+        format!("`kubectl vap replay k8srequiredlabels`: {summary} (by laptop-1)"),
+        Some(OutcomeKey {
+            by: "laptop-1".into(),
+            summary: summary.into(),
+        }),
+    ));
+    assert_eq!(lines(&ui), 1, "{}", ui.screen());
 }

@@ -107,13 +107,20 @@ struct Screen {
 impl Screen {
     fn after(actions: Vec<Action>) -> Screen {
         let mut app = App::new(false);
-        update(&mut app, Action::Resize(150, 40));
+        // Wide enough that the detail pane (a third of the screen beside a tree that takes
+        // what its rows need) shows a violation's message on one row.
+        update(&mut app, Action::Resize(200, 40));
         for a in actions {
             update(&mut app, a);
         }
+        // Templates start collapsed: open this one, as enter does.
+        app.tree
+            .state
+            .open(vec![key_of("template/k8srequiredlabels")]);
+        app.tree.rebuild(&app.filter);
         let mut s = Screen {
             app,
-            term: Terminal::new(TestBackend::new(150, 40)).expect("test backend"),
+            term: Terminal::new(TestBackend::new(200, 40)).expect("test backend"),
         };
         s.select(&[
             "template/k8srequiredlabels",

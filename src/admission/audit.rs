@@ -34,6 +34,9 @@ pub struct AuditOptions {
     pub progress: bool,
     /// Counts the answered dry-runs, for a caller that shows progress itself (the TUI).
     pub done: Option<Arc<std::sync::atomic::AtomicUsize>>,
+    /// Only objects in this namespace (`audit -n`); cluster-scoped objects, which are in no
+    /// namespace, are then left out. `None`: every namespace and cluster-scoped objects.
+    pub namespace: Option<String>,
 }
 
 /// The default rate (`check --audit` and the TUI's `a`): 50 requests a second, bursts of 100,
@@ -46,6 +49,7 @@ impl Default for AuditOptions {
             concurrency: 16,
             progress: false,
             done: None,
+            namespace: None,
         }
     }
 }
@@ -347,7 +351,13 @@ pub async fn audit(
     tokio::pin!(interrupt);
 
     // Phase 1: what to dry-run. Interruptible too: listing a large cluster takes a while.
-    let gather = gather(reader, &bound, &mut audits, &bucket);
+    let gather = gather(
+        reader,
+        &bound,
+        &mut audits,
+        &bucket,
+        opts.namespace.as_deref(),
+    );
     let work = tokio::select! {
         biased;
         () = &mut interrupt => {
@@ -483,6 +493,7 @@ async fn gather(
     bound: &[(usize, &Constraint, &Binding)],
     audits: &mut [ConstraintAudit],
     bucket: &TokenBucket,
+    only: Option<&str>,
 ) -> Result<Vec<Work>, AdmissionError> {
     if bound.is_empty() {
         return Ok(Vec::new());
@@ -525,18 +536,25 @@ async fn gather(
             (Err(e), true) => Err(format!(
                 "not audited: its namespace selector needs the Namespaces' labels, which could not be listed: {e}"
             )),
-            (Ok(labels), _) => scope(reader, c, b, &discovery, labels, &mut listed, bucket).await,
-            (Err(_), false) => {
-                scope(
+            (Ok(labels), _) => {
+                let lists = Lists {
                     reader,
-                    c,
-                    b,
-                    &discovery,
-                    &BTreeMap::new(),
-                    &mut listed,
+                    discovery: &discovery,
+                    namespaces: labels,
                     bucket,
-                )
-                .await
+                    only,
+                };
+                scope(&lists, c, b, &mut listed).await
+            }
+            (Err(_), false) => {
+                let lists = Lists {
+                    reader,
+                    discovery: &discovery,
+                    namespaces: &BTreeMap::new(),
+                    bucket,
+                    only,
+                };
+                scope(&lists, c, b, &mut listed).await
             }
         };
         let objects = match in_scope {
@@ -598,16 +616,31 @@ enum Scope {
     Nothing(String),
 }
 
+/// What listing a constraint's scope needs, the same for every constraint.
+struct Lists<'a> {
+    reader: &'a kube::Client,
+    discovery: &'a kube::Discovery,
+    /// Every Namespace's labels (empty when no selector needs them).
+    namespaces: &'a BTreeMap<String, BTreeMap<String, String>>,
+    bucket: &'a TokenBucket,
+    /// `audit -n`: only this namespace's objects.
+    only: Option<&'a str>,
+}
+
 /// The objects constraint `c` and its binding `b` select; `Err`: why they could not be listed.
 async fn scope(
-    reader: &kube::Client,
+    lists: &Lists<'_>,
     c: &Constraint,
     b: &Binding,
-    discovery: &kube::Discovery,
-    namespaces: &BTreeMap<String, BTreeMap<String, String>>,
     listed: &mut Listed,
-    bucket: &TokenBucket,
 ) -> Result<Scope, String> {
+    let Lists {
+        reader,
+        discovery,
+        namespaces,
+        bucket,
+        only,
+    } = *lists;
     let selector = match list_selector(c.matcher.label_selector.as_ref()) {
         Ok(ListSelector::All) => None,
         Ok(ListSelector::Filter(s)) => Some(s),
@@ -629,9 +662,13 @@ async fn scope(
     .then(|| c.matcher.namespaces.iter().cloned().collect());
     let mut out = Vec::new();
     for r in resources_for(c, discovery) {
-        let scopes: Vec<Option<String>> = match (&literal, r.namespaced) {
-            (Some(ns), true) => ns.iter().cloned().map(Some).collect(),
-            _ => vec![None],
+        let scopes: Vec<Option<String>> = match (only, &literal, r.namespaced) {
+            // `-n`: cluster-scoped objects are in no namespace.
+            (Some(_), _, false) => Vec::new(),
+            (Some(ns), Some(listed), true) if !listed.contains(ns) => Vec::new(),
+            (Some(ns), _, true) => vec![Some(ns.to_string())],
+            (None, Some(ns), true) => ns.iter().cloned().map(Some).collect(),
+            (None, _, _) => vec![None],
         };
         for ns in scopes {
             let key = (

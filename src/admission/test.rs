@@ -126,6 +126,8 @@ pub fn policy_snapshot(manifests: &[Manifest]) -> Snapshot {
             tracing::warn!("{}: {e}", m.source);
         }
     }
+    // An object given twice: the last copy, as `check` and `kubectl apply -f` take it.
+    snap.dedupe();
     snap
 }
 

@@ -44,15 +44,30 @@ async fn live_snapshot(reader: &kube::Client, url: &str) -> anyhow::Result<Snaps
 }
 
 pub fn test(cli: &Cli, args: &TestArgs) -> anyhow::Result<ExitCode> {
-    if cli.input.filenames.is_empty() {
+    if cli.input().filenames.is_empty() {
         anyhow::bail!("test needs -f FILE (files, folders or - for stdin)");
     }
     let opts = ReadOptions {
-        max_input_bytes: cli.input.max_input_bytes,
+        max_input_bytes: cli.input().max_input_bytes,
     };
-    let manifests = objects::read(&cli.input.filenames, &mut std::io::stdin().lock(), opts)
+    let manifests = objects::read(&cli.input().filenames, &mut std::io::stdin().lock(), opts)
         .context("reading input")?;
     let gen_opts = cli.generation_options();
+    // Offline, policy objects given twice: the last copy is used; each ignored one is named.
+    // (Live, every manifest is sent as it is.)
+    let duplicates = match args.offline {
+        true => test_mod::policy_snapshot(&manifests).duplicates,
+        false => Vec::new(),
+    };
+    for d in &duplicates {
+        eprintln!(
+            "warning: {}",
+            printable(&format!(
+                "{} at {} is ignored: it is in the input again at {}, and the last copy is used",
+                d.object, d.dropped, d.kept
+            ))
+        );
+    }
     let report = if args.offline {
         test_mod::offline(&manifests, &gen_opts)
     } else {
@@ -62,7 +77,7 @@ pub fn test(cli: &Cli, args: &TestArgs) -> anyhow::Result<ExitCode> {
             anyhow::Ok(test_mod::live(&reader, &actor, &snap, &manifests, &gen_opts).await)
         })?
     };
-    let text = match output::structured(&report, args.out.output)? {
+    let text = match output::structured(&report, args.out.format())? {
         Some(t) => t,
         None => printable_lines(&test_mod::table(&report)).into_owned(),
     };
@@ -77,6 +92,8 @@ pub fn audit(cli: &Cli, args: &AuditArgs) -> anyhow::Result<ExitCode> {
         concurrency: usize::from(args.concurrency),
         progress: std::io::stderr().is_terminal(),
         done: None,
+        // -A is the default; -n narrows it.
+        namespace: args.namespace.clone().filter(|_| !args.all_namespaces),
     };
     let report = runtime()?.block_on(async {
         let (reader, actor, url) = clients(&cli.conn).await?;
@@ -109,6 +126,7 @@ pub fn audit_text(report: &AuditReport, format: Format) -> anyhow::Result<String
         return Ok(t);
     }
     let p = |s: &str| printable(s).into_owned();
+    let wide = format == Format::Wide;
     let mut rows = Vec::new();
     let mut notes = String::new();
     for c in &report.constraints {
@@ -123,38 +141,57 @@ pub fn audit_text(report: &AuditReport, format: Format) -> anyhow::Result<String
                 continue;
             }
         }
+        // -o wide: which template and binding each row comes through.
+        let row = |action: String, object: String, message: String| {
+            let mut r = vec![who.clone(), action, object];
+            if wide {
+                r.push(p(&c.template));
+                r.push(p(c.binding.as_deref().unwrap_or("-")));
+            }
+            r.push(message);
+            r
+        };
         for v in &c.violations {
-            rows.push(vec![
-                who.clone(),
+            rows.push(row(
                 v.action.to_string(),
                 p(&v.object.to_string()),
                 p(&v.message),
-            ]);
+            ));
         }
         for h in &c.hidden {
-            rows.push(vec![
-                who.clone(),
+            rows.push(row(
                 "hidden".into(),
                 p(&h.object.to_string()),
                 p(&format!(
                     "not observable: the server reported only its first denial, by {}",
                     h.denied_by
                 )),
-            ]);
+            ));
         }
         for e in &c.errors {
-            rows.push(vec![
-                who.clone(),
+            rows.push(row(
                 e.outcome.to_string(),
                 p(&e.object.to_string()),
                 p(&e.message),
-            ]);
+            ));
         }
     }
     let mut text = if rows.is_empty() {
         "No violations.\n".to_string()
     } else {
-        output::table(&["CONSTRAINT", "ACTION", "OBJECT", "MESSAGE"], &rows)
+        let header: &[&str] = if wide {
+            &[
+                "CONSTRAINT",
+                "ACTION",
+                "OBJECT",
+                "TEMPLATE",
+                "BINDING",
+                "MESSAGE",
+            ]
+        } else {
+            &["CONSTRAINT", "ACTION", "OBJECT", "MESSAGE"]
+        };
+        output::table(header, &rows)
     };
     if !notes.is_empty() {
         text.push('\n');
@@ -166,9 +203,12 @@ pub fn audit_text(report: &AuditReport, format: Format) -> anyhow::Result<String
         .iter()
         .filter(|c| c.status == Status::Audited)
         .count();
+    use super::report::count;
     text.push_str(&format!(
-        "\n{violations} violation(s) in {audited} audited constraint(s); {} dry-run request(s){}\n",
-        report.requests,
+        "\n{} in {}; {}{}\n",
+        count(violations, "violation", "violations"),
+        count(audited, "audited constraint", "audited constraints"),
+        count(report.requests, "dry-run request", "dry-run requests"),
         if report.complete {
             ""
         } else {
@@ -181,7 +221,7 @@ pub fn audit_text(report: &AuditReport, format: Format) -> anyhow::Result<String
 /// `check --audit`: the live `check` report plus an info finding per constraint with
 /// violations. Info findings do not change the exit code: the report is for reading.
 pub fn check_audit(cli: &Cli, out: &super::args::OutputArgs) -> anyhow::Result<ExitCode> {
-    if !cli.input.filenames.is_empty() {
+    if !cli.input().filenames.is_empty() {
         anyhow::bail!(
             "check --audit needs a cluster: existing objects are audited there, not in files"
         );
@@ -217,4 +257,71 @@ pub fn check_audit(cli: &Cli, out: &super::args::OutputArgs) -> anyhow::Result<E
         super::report::check_report_with(&snap, &cli.generation_options(), out.output, extra)?;
     print!("{text}");
     Ok(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admission::audit::{ConstraintAudit, Status, Violation};
+    use crate::admission::test::ObjectId;
+
+    fn report() -> AuditReport {
+        let object = ObjectId {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: Some("team".into()),
+            name: "bad".into(),
+        };
+        AuditReport {
+            complete: true,
+            constraints: vec![ConstraintAudit {
+                constraint: crate::core::verdict::ConstraintRef {
+                    kind: "K8sRequiredLabels".into(),
+                    name: "owner".into(),
+                },
+                template: "k8srequiredlabels".into(),
+                binding: Some("gatekeeper-k8srequiredlabels-owner".into()),
+                validation_actions: vec!["Deny".into()],
+                status: Status::Audited,
+                note: None,
+                in_scope: 1,
+                checked: 1,
+                violations: vec![Violation {
+                    object,
+                    action: "Deny",
+                    message: "missing owner".into(),
+                }],
+                hidden: Vec::new(),
+                errors: Vec::new(),
+            }],
+            requests: 1,
+        }
+    }
+
+    /// One of each is said in the singular; wide adds the template and the binding.
+    #[test]
+    fn the_audit_table_counts_in_words_and_wide_names_template_and_binding() {
+        let text = audit_text(&report(), Format::Table).expect("text");
+        assert!(
+            text.ends_with("\n1 violation in 1 audited constraint; 1 dry-run request\n"),
+            "{text}"
+        );
+        let wide = audit_text(&report(), Format::Wide).expect("text");
+        let header = wide.lines().next().unwrap_or_default();
+        assert!(
+            header.split_whitespace().eq([
+                "CONSTRAINT",
+                "ACTION",
+                "OBJECT",
+                "TEMPLATE",
+                "BINDING",
+                "MESSAGE"
+            ]),
+            "{wide}"
+        );
+        assert!(
+            wide.contains("gatekeeper-k8srequiredlabels-owner"),
+            "{wide}"
+        );
+    }
 }

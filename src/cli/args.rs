@@ -15,27 +15,138 @@ use std::time::Duration;
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
-    #[command(flatten)]
-    pub input: InputArgs,
-    #[command(flatten)]
-    pub conn: ConnectionArgs,
-    #[command(flatten)]
-    pub gen_flags: GenerationArgs,
-    /// TUI: no write actions (replay, reconcile).
-    #[arg(long)]
-    pub readonly: bool,
-    /// TUI: run the embedded reconciler (it competes for the lease like any copy).
-    #[arg(long)]
-    pub reconcile: bool,
-    /// Namespace of the leader-election Lease (run, replay, reconcile, the TUI).
-    #[arg(long, global = true, default_value = crate::controller::DEFAULT_LEASE_NAMESPACE)]
-    pub lease_namespace: String,
-    /// Name of the leader-election Lease (run, replay, reconcile, the TUI).
-    #[arg(long, global = true, default_value = crate::controller::DEFAULT_LEASE_NAME)]
-    pub lease_name: String,
     /// Log filter (tracing syntax), e.g. `info`, `kubectl_vap=debug`. Default: warn (info for `run`).
     #[arg(long, global = true, env = "KUBECTL_VAP_LOG")]
     pub log: Option<String>,
+    /// The TUI's flags (no subcommand).
+    #[command(flatten)]
+    pub tui: TuiArgs,
+    /// kubectl's connection flags: every command takes them.
+    #[command(flatten)]
+    pub conn: ConnectionArgs,
+}
+
+/// `kubectl vap` without a command: the TUI.
+#[derive(Debug, Args, Clone)]
+pub struct TuiArgs {
+    /// No write actions (replay, reconcile).
+    #[arg(long)]
+    pub readonly: bool,
+    /// Run the embedded reconciler (it competes for the lease like any copy).
+    #[arg(long)]
+    pub reconcile: bool,
+    #[command(flatten)]
+    pub input: InputArgs,
+    #[command(flatten)]
+    pub gen_flags: GenerationArgs,
+    #[command(flatten)]
+    pub lease: LeaseArgs,
+}
+
+impl Cli {
+    /// The command line, parsed; exits as clap does on a usage error. The TUI's flags belong
+    /// to the TUI: `kubectl vap -f x check` is refused (exit 2), not read as check's input nor
+    /// ignored. kubectl's connection flags and `--log` go before or after the command.
+    pub fn parse_args() -> Self {
+        use clap::{CommandFactory, FromArgMatches, parser::ValueSource};
+        let mut cmd = Cli::command();
+        let matches = cmd.get_matches_mut();
+        if let Some(sub) = matches.subcommand_name() {
+            let tui = TuiArgs::augment_args(clap::Command::new("tui"));
+            for arg in tui.get_arguments() {
+                let id = arg.get_id().as_str();
+                if matches.value_source(id) == Some(ValueSource::CommandLine) {
+                    let flag = arg
+                        .get_long()
+                        .map_or_else(|| id.to_string(), |l| format!("--{l}"));
+                    cmd.error(
+                        clap::error::ErrorKind::ArgumentConflict,
+                        format!(
+                            "{flag} before the command is the TUI's; for `{sub}`, give it after the command (`kubectl vap {sub} {flag} …`) if `kubectl vap {sub} --help` lists it"
+                        ),
+                    )
+                    .exit();
+                }
+            }
+        }
+        Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+    }
+
+    /// The `-f` input of the command being run (the TUI's without one); none for commands that
+    /// read no files (clap refuses `-f` there).
+    pub fn input(&self) -> &InputArgs {
+        match &self.command {
+            None => &self.tui.input,
+            Some(Command::Check(a)) => &a.input,
+            Some(Command::Plan(a)) => &a.input,
+            Some(Command::Test(a)) => &a.input,
+            Some(_) => &NO_INPUT,
+        }
+    }
+
+    /// The generation flags of the command being run (the TUI's without one). Commands that
+    /// generate nothing (audit, install, version) have none and get Gatekeeper's defaults.
+    pub fn gen_flags(&self) -> &GenerationArgs {
+        match &self.command {
+            None => &self.tui.gen_flags,
+            Some(Command::Check(a)) => &a.gen_flags,
+            Some(Command::Plan(a)) => &a.gen_flags,
+            Some(Command::Test(a)) => &a.gen_flags,
+            Some(Command::Run(a)) => &a.gen_flags,
+            Some(Command::Replay { gen_flags, .. } | Command::Reconcile { gen_flags, .. }) => {
+                gen_flags
+            }
+            Some(Command::Audit(_) | Command::Install(_) | Command::Version { .. }) => &DEFAULT_GEN,
+        }
+    }
+
+    /// The Lease flags of the command being run (the TUI's without one); the defaults for the
+    /// commands that do not use the Lease.
+    /// The generation options of the command line (the Lease's namespace exempt).
+    pub fn generation_options(&self) -> Options {
+        self.gen_flags().options(&self.lease().lease_namespace)
+    }
+
+    pub fn lease(&self) -> &LeaseArgs {
+        match &self.command {
+            None => &self.tui.lease,
+            Some(Command::Run(a)) => &a.lease,
+            Some(Command::Replay { lease, .. } | Command::Reconcile { lease, .. }) => lease,
+            Some(_) => &DEFAULT_LEASE,
+        }
+    }
+}
+
+static NO_INPUT: InputArgs = InputArgs {
+    filenames: Vec::new(),
+    max_input_bytes: 0,
+};
+
+/// Defaults as clap would fill them in, so no second copy of them is kept here.
+static DEFAULT_GEN: std::sync::LazyLock<GenerationArgs> = std::sync::LazyLock::new(|| {
+    #[derive(Parser)]
+    struct Only {
+        #[command(flatten)]
+        g: GenerationArgs,
+    }
+    Only::parse_from(["kubectl-vap"]).g
+});
+
+static DEFAULT_LEASE: std::sync::LazyLock<LeaseArgs> = std::sync::LazyLock::new(|| LeaseArgs {
+    lease_namespace: crate::controller::DEFAULT_LEASE_NAMESPACE.to_string(),
+    lease_name: crate::controller::DEFAULT_LEASE_NAME.to_string(),
+});
+
+/// The leader-election Lease: the commands that lead or ask the leader.
+#[derive(Debug, Args, Clone)]
+#[command(next_help_heading = "Leader election")]
+pub struct LeaseArgs {
+    /// Namespace of the leader-election Lease.
+    #[arg(long, default_value = crate::controller::DEFAULT_LEASE_NAMESPACE)]
+    pub lease_namespace: String,
+    /// Name of the leader-election Lease.
+    #[arg(long, default_value = crate::controller::DEFAULT_LEASE_NAME)]
+    pub lease_name: String,
 }
 
 #[derive(Debug, Subcommand)]
@@ -50,6 +161,10 @@ pub enum Command {
     Replay {
         /// The ConstraintTemplate name.
         template: String,
+        #[command(flatten)]
+        gen_flags: GenerationArgs,
+        #[command(flatten)]
+        lease: LeaseArgs,
     },
     /// Reconcile TEMPLATE (its CRD, VAP and bindings), or everything with --all (the TUI's
     /// `r`/`R`).
@@ -60,50 +175,68 @@ pub enum Command {
         /// Reconcile every template and constraint (a full resync).
         #[arg(long)]
         all: bool,
+        #[command(flatten)]
+        gen_flags: GenerationArgs,
+        #[command(flatten)]
+        lease: LeaseArgs,
     },
     /// Print the in-cluster manifests (Deployment, PodDisruptionBudget, ServiceAccount,
-    /// least-privilege RBAC).
-    Install {
-        /// Print the manifests to stdout (the only mode: apply them with kubectl).
-        #[arg(long, required = true)]
-        print: bool,
-        /// Namespace to run in (and hold the lease in).
-        #[arg(long, default_value = "gatekeeper-system")]
-        namespace: String,
-        /// Container image (`scripts/image` builds it; the default is this version's tag).
-        #[arg(long, default_value = super::install::DEFAULT_IMAGE)]
-        image: String,
-        /// Also print a Service for the metrics port (/metrics, /healthz, /readyz).
-        #[arg(long)]
-        metrics_service: bool,
-    },
+    /// least-privilege RBAC), to apply with kubectl.
+    Install(InstallArgs),
     /// Dry-run manifests (-f) through the cluster's admission chain; every verdict attributed
     /// binding → constraint → template. Exit 0 admitted, 1 denied or warned, 2 bad input.
     Test(TestArgs),
     /// Dry-run a no-op update of every existing object in each binding's scope; violations per
     /// constraint. Exit 0 none, 1 violations, 2 errors, 130 interrupted (partial report).
     Audit(AuditArgs),
-    /// Print the version.
-    Version,
+    /// Print the version, the build (commit, date, target) and the API versions spoken.
+    Version {
+        #[command(flatten)]
+        out: OutputArgs,
+    },
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct InstallArgs {
+    /// Print the manifests to stdout (the only mode: apply them with kubectl).
+    #[arg(long)]
+    pub print: bool,
+    /// Namespace to run in (and hold the lease in).
+    #[arg(short = 'n', long, default_value = "gatekeeper-system")]
+    pub namespace: String,
+    /// Container image (`scripts/image` builds it; the default is this version's tag).
+    #[arg(long, default_value = super::install::DEFAULT_IMAGE)]
+    pub image: String,
+    /// Also print a Service for the metrics port (/metrics, /healthz, /readyz).
+    #[arg(long)]
+    pub metrics_service: bool,
 }
 
 #[derive(Debug, Args, Clone)]
 pub struct CheckArgs {
+    #[command(flatten)]
+    pub input: InputArgs,
     #[command(flatten)]
     pub out: OutputArgs,
     /// Also audit existing objects (as `audit` does): an info finding per constraint with
     /// violations, so CI sees what flipping it to deny would break. Needs a cluster.
     #[arg(long)]
     pub audit: bool,
+    #[command(flatten)]
+    pub gen_flags: GenerationArgs,
 }
 
 #[derive(Debug, Args, Clone)]
 pub struct TestArgs {
     #[command(flatten)]
-    pub out: OutputArgs,
+    pub input: InputArgs,
+    #[command(flatten)]
+    pub out: TextOutputArgs,
     /// Send nothing: say which bindings and constraints in the files select each object.
     #[arg(long)]
     pub offline: bool,
+    #[command(flatten)]
+    pub gen_flags: GenerationArgs,
 }
 
 #[derive(Debug, Args, Clone)]
@@ -113,6 +246,13 @@ pub struct AuditArgs {
     pub target: Option<String>,
     #[command(flatten)]
     pub out: OutputArgs,
+    /// Audit only the objects in this namespace (cluster-scoped objects are then left out).
+    /// Default: every namespace and cluster-scoped objects, as Gatekeeper's audit does.
+    #[arg(short = 'n', long, value_name = "NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Every namespace and cluster-scoped objects (the default; as kubectl's -A).
+    #[arg(short = 'A', long, conflicts_with = "namespace")]
+    pub all_namespaces: bool,
     /// Requests per second, sustained (0: unlimited).
     #[arg(long, default_value_t = 50.0)]
     pub qps: f32,
@@ -126,17 +266,18 @@ pub struct AuditArgs {
 
 #[derive(Debug, Args, Clone)]
 pub struct InputArgs {
-    /// Read files instead of a cluster (check, plan, test, the TUI; the others refuse it): files,
-    /// folders (recursive) or `-` for stdin. Repeatable.
-    #[arg(short = 'f', long = "filename", global = true, value_name = "PATH")]
+    /// Read files instead of a cluster: files, folders (recursive) or `-` for stdin.
+    /// Repeatable.
+    #[arg(short = 'f', long = "filename", value_name = "PATH")]
     pub filenames: Vec<String>,
     /// With -f: bytes read at most from each file or stdin (e.g. 64Mi, 1Gi); more is an error.
-    #[arg(long, global = true, value_name = "SIZE", default_value = "64Mi",
+    #[arg(long, value_name = "SIZE", default_value = "64Mi",
           value_parser = crate::load::input::parse_size)]
     pub max_input_bytes: u64,
 }
 
 #[derive(Debug, Args, Clone, Default)]
+#[command(next_help_heading = "Connection (as kubectl's)")]
 pub struct ConnectionArgs {
     /// Path to the kubeconfig file.
     #[arg(long, global = true, env = "KUBECONFIG")]
@@ -175,41 +316,37 @@ impl From<&ConnectionArgs> for crate::cluster::client::ConnectionOptions {
     }
 }
 
-impl Cli {
-    /// The generation options of the command line (the Lease's namespace exempt).
-    pub fn generation_options(&self) -> Options {
-        self.gen_flags.options(&self.lease_namespace)
-    }
-}
-
+/// The generation flags: every command that judges or writes what templates generate (the
+/// TUI, check, plan, test, run, replay, reconcile) flattens this one group.
 #[derive(Debug, Args, Clone)]
+#[command(next_help_heading = "Generation")]
 pub struct GenerationArgs {
     /// Generate a VAP for templates that leave generateVAP unset.
-    #[arg(long, global = true, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub default_create_vap_for_templates: bool,
     /// Bind deny/warn/dryrun constraints (scoped ones decide by vap.k8s.io).
-    #[arg(long, global = true, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub default_create_vap_binding_for_constraints: bool,
     /// failurePolicy when the template's source sets none.
-    #[arg(long, global = true, default_value = "Fail", value_parser = ["Fail", "Ignore"])]
+    #[arg(long, default_value = "Fail", value_parser = ["Fail", "Ignore"])]
     pub default_failure_policy: String,
     /// Wait after a constraint CRD is Established before its first binding (e.g. 30s, 0s).
-    #[arg(long, global = true, default_value = "30s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
     pub binding_wait: Duration,
     /// What generated objects match before their CEL runs: `narrowed` (each binding its
     /// constraint's kinds and namespaces, each VAP its constraints', exempt namespaces left
     /// out) or `gatekeeper` (Gatekeeper's objects byte for byte: every create and update).
-    #[arg(long, global = true, default_value = "narrowed", value_parser = ["narrowed", "gatekeeper"])]
+    #[arg(long, default_value = "narrowed", value_parser = ["narrowed", "gatekeeper"])]
     pub policy_shape: String,
     /// A namespace no generated policy applies to (repeatable; the Lease's namespace and
     /// namespaces labelled admission.gatekeeper.sh/ignore always are).
-    #[arg(long = "exempt-namespace", global = true, value_name = "NAMESPACE", value_parser = namespace_part)]
+    #[arg(long = "exempt-namespace", value_name = "NAMESPACE", value_parser = namespace_part)]
     pub exempt_namespace: Vec<String>,
     /// Exempt every namespace whose name starts with this (repeatable).
-    #[arg(long = "exempt-namespace-prefix", global = true, value_name = "PREFIX", value_parser = namespace_part)]
+    #[arg(long = "exempt-namespace-prefix", value_name = "PREFIX", value_parser = namespace_part)]
     pub exempt_namespace_prefix: Vec<String>,
     /// Exempt every namespace whose name ends with this (repeatable).
-    #[arg(long = "exempt-namespace-suffix", global = true, value_name = "SUFFIX", value_parser = namespace_part)]
+    #[arg(long = "exempt-namespace-suffix", value_name = "SUFFIX", value_parser = namespace_part)]
     pub exempt_namespace_suffix: Vec<String>,
 }
 
@@ -252,6 +389,7 @@ impl GenerationArgs {
     }
 }
 
+/// `-o` of the commands that print a table (check, audit): wide adds columns.
 #[derive(Debug, Args, Clone)]
 pub struct OutputArgs {
     /// Output format.
@@ -259,18 +397,50 @@ pub struct OutputArgs {
     pub output: Format,
 }
 
+/// `-o` of the commands whose text is not a table (plan's diffs, test's verdicts): no wide.
+#[derive(Debug, Args, Clone)]
+pub struct TextOutputArgs {
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = TextFormat::Table)]
+    pub output: TextFormat,
+}
+
+impl TextOutputArgs {
+    pub fn format(&self) -> Format {
+        match self.output {
+            TextFormat::Table => Format::Table,
+            TextFormat::Json => Format::Json,
+            TextFormat::Yaml => Format::Yaml,
+        }
+    }
+}
+
+/// [`Format`] without wide.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TextFormat {
+    Table,
+    Json,
+    Yaml,
+}
+
 #[derive(Debug, Args, Clone)]
 pub struct PlanArgs {
     #[command(flatten)]
-    pub out: OutputArgs,
+    pub input: InputArgs,
+    #[command(flatten)]
+    pub out: TextOutputArgs,
     /// Exit 1 when writes are planned (as `git diff --exit-code` does), 0 when none.
     #[arg(long)]
     pub exit_code: bool,
+    #[command(flatten)]
+    pub gen_flags: GenerationArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {
     Table,
+    /// The table with more columns (as kubectl's `-o wide`).
+    Wide,
     Json,
     Yaml,
 }
@@ -297,6 +467,10 @@ pub struct RunArgs {
     /// of it after the last successful renewal.
     #[arg(long, hide = true, value_parser = parse_duration)]
     pub lease_duration: Option<Duration>,
+    #[command(flatten)]
+    pub gen_flags: GenerationArgs,
+    #[command(flatten)]
+    pub lease: LeaseArgs,
 }
 
 /// Parses `30s`, `2m`, `1h`, `500ms` or a bare number of seconds.

@@ -115,8 +115,8 @@ async fn start_electing(cli: &Cli, how: Electing) -> anyhow::Result<Controller> 
     let mut config = Config::new(
         cli.generation_options(),
         Mode::Elect {
-            lease_namespace: cli.lease_namespace.clone(),
-            lease_name: cli.lease_name.clone(),
+            lease_namespace: cli.lease().lease_namespace.clone(),
+            lease_name: cli.lease().lease_name.clone(),
             take_over: how.take_over,
         },
     );
@@ -194,8 +194,8 @@ pub fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<ExitCode> {
         tracing::info!(
             identity = %running.identity(),
             "reconciler started; competing for Lease {}/{}",
-            cli.lease_namespace,
-            cli.lease_name
+            cli.lease().lease_namespace,
+            cli.lease().lease_name
         );
         if !args.once {
             terminated().await;
@@ -268,8 +268,8 @@ fn not_leading_text(cli: &Cli, why: &NotLeading, then: &str) -> String {
         NotLeading::LeaseUnusable(why) => why.clone(),
         NotLeading::HeldBy(holder) => format!(
             "Lease {}/{} is held by {}; that copy reconciles. {then}",
-            cli.lease_namespace,
-            cli.lease_name,
+            cli.lease().lease_namespace,
+            cli.lease().lease_name,
             holder.as_deref().unwrap_or("another copy")
         ),
         NotLeading::NotParticipating => format!("this copy does not compete for the Lease. {then}"),
@@ -286,7 +286,10 @@ pub fn one_shot(cli: &Cli, cmd: Command) -> anyhow::Result<ExitCode> {
         let (client, url) = crate::cluster::client::connect(&cli.conn, false)
             .await
             .context("connecting to the cluster")?;
-        let (ns, lease) = (cli.lease_namespace.as_str(), cli.lease_name.as_str());
+        let (ns, lease) = (
+            cli.lease().lease_namespace.as_str(),
+            cli.lease().lease_name.as_str(),
+        );
         let view = crate::controller::read_lease(&client, ns, lease)
             .await
             .with_context(|| format!("reading Lease {ns}/{lease} on {url}"))?;
@@ -306,12 +309,13 @@ async fn ask_the_holder(
 ) -> anyhow::Result<ExitCode> {
     eprintln!(
         "Lease {}/{} is held by {holder}: asking it",
-        cli.lease_namespace, cli.lease_name
+        cli.lease().lease_namespace,
+        cli.lease().lease_name
     );
     let outcome = crate::controller::ask_holder(
         client,
-        &cli.lease_namespace,
-        &cli.lease_name,
+        &cli.lease().lease_namespace,
+        &cli.lease().lease_name,
         cmd,
         &crate::controller::default_identity(),
     )
@@ -380,7 +384,7 @@ pub fn check(cli: &Cli, out: &OutputArgs) -> anyhow::Result<ExitCode> {
 /// `plan` on the current context.
 pub fn plan(cli: &Cli, args: &PlanArgs) -> anyhow::Result<ExitCode> {
     let snap = read_cluster(cli)?;
-    let (text, writes) = report::plan_report(&snap, &cli.generation_options(), args.out.output)?;
+    let (text, writes) = report::plan_report(&snap, &cli.generation_options(), args.out.format())?;
     print!("{text}");
     Ok(report::plan_exit_code(args, writes))
 }

@@ -3,12 +3,12 @@
 use super::args::Format;
 use serde::Serialize;
 
-/// JSON (pretty) or YAML; `None` for table, which each command prints its own way.
+/// JSON (pretty) or YAML; `None` for table and wide, which each command prints its own way.
 pub fn structured<T: Serialize>(value: &T, format: Format) -> anyhow::Result<Option<String>> {
     Ok(match format {
         Format::Json => Some(serde_json::to_string_pretty(value)? + "\n"),
         Format::Yaml => Some(serde_norway::to_string(value)?),
-        Format::Table => None,
+        Format::Table | Format::Wide => None,
     })
 }
 

@@ -45,9 +45,9 @@ struct PlanSummary {
 /// The `-f` input of `check`, `plan` and the TUI.
 pub fn load_files(cli: &Cli) -> anyhow::Result<Snapshot> {
     let opts = ReadOptions {
-        max_input_bytes: cli.input.max_input_bytes,
+        max_input_bytes: cli.input().max_input_bytes,
     };
-    crate::load::files::read_input(&cli.input.filenames, opts).context("reading input")
+    crate::load::files::read_input(&cli.input().filenames, opts).context("reading input")
 }
 
 pub fn check_files(cli: &Cli, out: &OutputArgs) -> anyhow::Result<ExitCode> {
@@ -59,7 +59,7 @@ pub fn check_files(cli: &Cli, out: &OutputArgs) -> anyhow::Result<ExitCode> {
 
 pub fn plan_files(cli: &Cli, args: &PlanArgs) -> anyhow::Result<ExitCode> {
     let snap = load_files(cli)?;
-    let (text, writes) = plan_report(&snap, &cli.generation_options(), args.out.output)?;
+    let (text, writes) = plan_report(&snap, &cli.generation_options(), args.out.format())?;
     print!("{text}");
     Ok(plan_exit_code(args, writes))
 }
@@ -119,31 +119,48 @@ pub fn check_report_with(
             .then(a.code.cmp(&b.code))
             .then(a.object.cmp(&b.object))
     });
+    let wide = format == Format::Wide;
     let rows: Vec<Vec<String>> = sorted
         .iter()
         .map(|f| {
-            vec![
+            let mut row = vec![
                 f.severity.as_str().to_uppercase(),
                 f.code.as_str().to_string(),
-                printable(&short_ref(&f.object)).into_owned(),
-                printable(&f.message).into_owned(),
-            ]
+                printable(&kubectl_name(&f.object)).into_owned(),
+            ];
+            // -o wide: where the object was read, and the objects the finding relates it to.
+            if wide {
+                row.push(printable(f.source.as_deref().unwrap_or("-")).into_owned());
+                let related: Vec<String> = f.related.iter().map(kubectl_name).collect();
+                row.push(if related.is_empty() {
+                    "-".to_string()
+                } else {
+                    printable(&related.join(",")).into_owned()
+                });
+            }
+            row.push(printable(&f.message).into_owned());
+            row
         })
         .collect();
     let mut text = if rows.is_empty() {
         String::from("No findings.\n")
+    } else if wide {
+        output::table(
+            &["SEVERITY", "CODE", "OBJECT", "SOURCE", "RELATED", "MESSAGE"],
+            &rows,
+        )
     } else {
         output::table(&["SEVERITY", "CODE", "OBJECT", "MESSAGE"], &rows)
     };
     text.push_str(&format!(
-        "\n{} error(s), {} warning(s), {} info in {} templates, {} constraints, {} policies, {} bindings\n",
-        counts.errors,
-        counts.warnings,
-        counts.infos,
-        snap.templates.len(),
-        snap.constraints.len(),
-        snap.policies.len(),
-        snap.bindings.len()
+        "\n{}, {}, {} in {}, {}, {}, {}\n",
+        count(counts.errors, "error", "errors"),
+        count(counts.warnings, "warning", "warnings"),
+        count(counts.infos, "info", "infos"),
+        count(snap.templates.len(), "template", "templates"),
+        count(snap.constraints.len(), "constraint", "constraints"),
+        count(snap.policies.len(), "policy", "policies"),
+        count(snap.bindings.len(), "binding", "bindings"),
     ));
     Ok((printable_lines(&text).into_owned(), code))
 }
@@ -183,7 +200,7 @@ pub fn plan_report(
         text.push_str(&format!(
             "{} {}  # {}: {}\n",
             w.verb.as_str(),
-            printable(&w.object.to_string()),
+            printable(&kubectl_name(&w.object)),
             w.code,
             printable(&w.reason)
         ));
@@ -201,14 +218,14 @@ pub fn plan_report(
     Ok((printable_lines(&text).into_owned(), writes))
 }
 
-/// `vap/NAME`, `vapb/NAME`, `template/NAME`, `Kind/NAME`: table cells people can read.
-fn short_ref(o: &crate::model::ObjectRef) -> String {
-    use crate::model::{VAP_KIND, VAPB_KIND};
-    let kind = match o.kind.as_str() {
-        VAP_KIND => "vap",
-        VAPB_KIND => "vapb",
-        "ConstraintTemplate" => "template",
-        k => k,
-    };
-    format!("{kind}/{}", o.name)
+/// `n` and the noun in its number: "1 error", "2 errors".
+pub fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// An object as `kubectl get` takes it: the lowercase kind (kubectl's singular resource name)
+/// and the name, e.g. `validatingadmissionpolicy/NAME`, `k8srequiredlabels/NAME`. kubectl
+/// knows no short name for VAPs and bindings (`vap/…` is not one).
+pub fn kubectl_name(o: &crate::model::ObjectRef) -> String {
+    format!("{}/{}", o.kind.to_lowercase(), o.name)
 }

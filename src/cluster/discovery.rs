@@ -38,9 +38,12 @@ impl AdmissionApi {
     }
 }
 
+/// The versions of `admissionregistration.k8s.io` we read and write VAPs at, preferred first.
+pub const ADMISSION_VERSIONS: [&str; 2] = ["v1", "v1beta1"];
+
 /// Tries v1, then v1beta1; `VapApiMissing` when neither serves `validatingadmissionpolicies`.
 pub async fn discover_admission_api(client: &kube::Client) -> Result<AdmissionApi, KubeError> {
-    for version in ["v1", "v1beta1"] {
+    for version in ADMISSION_VERSIONS {
         let gv = format!("{GROUP}/{version}");
         match client.list_api_group_resources(&gv).await {
             Ok(list) => {

@@ -57,15 +57,9 @@ impl KubeError {
     }
 }
 
-/// A kube error for people: the API server's own message, its reason and code, instead of
-/// kube's `ApiError: <message> (Status { … })`, which says everything twice and the second time
-/// as a Rust debug dump.
+/// A kube error for people: the API server's words ([`crate::text::kube_error_text`]).
 pub fn describe(e: &kube::Error) -> String {
-    match e {
-        kube::Error::Api(s) if s.reason.is_empty() => format!("{} ({})", s.message, s.code),
-        kube::Error::Api(s) => format!("{} ({}, {})", s.message, s.reason, s.code),
-        other => other.to_string(),
-    }
+    crate::text::kube_error_text(e)
 }
 
 /// The HTTP status code of an API error, if the error is one.

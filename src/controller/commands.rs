@@ -141,6 +141,10 @@ pub async fn handle(
             )
             .await
         }
+        None if v.unreadable.is_some() => Err(Error::LeaseUnreadable {
+            lease: format!("{}/{}", route.lease_namespace, route.lease_name),
+            why: v.unreadable.unwrap_or_default(),
+        }),
         _ => Err(Error::NoLeader {
             lease: format!("{}/{}", route.lease_namespace, route.lease_name),
         }),
@@ -173,7 +177,11 @@ pub async fn serve(shared: Arc<Shared>, route: Route) {
                 Some(Ok(Some(cm))) => cm,
                 Some(Ok(None)) => continue,
                 Some(Err(e)) => {
-                    tracing::debug!("watching ConfigMap {}/{name}: {e}", route.lease_namespace);
+                    tracing::debug!(
+                        "watching ConfigMap {}/{name}: {}",
+                        route.lease_namespace,
+                        crate::text::error_source_text(&e)
+                    );
                     continue;
                 }
                 None => break,

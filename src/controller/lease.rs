@@ -89,6 +89,9 @@ pub struct HolderView {
     /// Nobody holds it, or its record has not changed for a whole lease duration (by this
     /// copy's clock): no copy reconciles.
     pub vacant: bool,
+    /// The Lease could not be read (e.g. `forbidden`): who leads is unknown, which is not the
+    /// same as nobody leading.
+    pub unreadable: Option<String>,
 }
 
 /// [`LeaderHealth`] as it is written into the Lease annotation.
@@ -152,6 +155,7 @@ fn view_of(l: &Lease, seen_at: Duration, identity: Option<&str>, default: Durati
         health: holder.as_ref().and_then(|_| health_of(l)),
         holder,
         vacant,
+        unreadable: None,
     }
 }
 
@@ -430,8 +434,9 @@ fn lease_access_error(
         resource: LEASES.into(),
         kind,
         message: match using {
+            // kube's own text of an API error ends in a debug dump of the Status: never shown.
             LeaseUse::Read => {
-                format!("cannot read Lease {namespace}/{name} to show who reconciles: {e}")
+                format!("cannot read Lease {namespace}/{name} to show who reconciles: {why}")
             }
             LeaseUse::Compete => format!(
                 "cannot use Lease {namespace}/{name}: {why} (needs get/create/update on leases in namespace {namespace}, and the namespace must exist)"
@@ -484,14 +489,22 @@ pub async fn run(
         match elector.try_acquire_or_renew(&health(), &mut view).await {
             Ok(Attempt::Holds) => {
                 campaign.holds(sent, &timing).await;
+                view.unreadable = None;
                 send_view(&view_tx, view);
             }
             Ok(Attempt::Other(holder)) => {
                 campaign.held_by(holder);
+                view.unreadable = None;
                 send_view(&view_tx, view);
             }
             // The fence keeps its deadline: writes go on until it passes, no longer.
-            Err(e) => campaign.failed(&e),
+            Err(e) => {
+                campaign.failed(&e);
+                // Refused (not merely unanswered): who holds it is unknown from here.
+                if let Some(why) = unreadable_reason(&e) {
+                    send_view(&view_tx, HolderView::unreadable(why));
+                }
+            }
         }
         tokio::select! {
             _ = tokio::time::sleep(timing.retry) => {}
@@ -603,6 +616,26 @@ impl Campaign {
     }
 }
 
+impl HolderView {
+    /// The Lease could not be read, for `why`: no holder known, and not vacant either.
+    pub fn unreadable(why: String) -> Self {
+        HolderView {
+            unreadable: Some(why),
+            ..HolderView::default()
+        }
+    }
+}
+
+/// Why the server refused to show the Lease, in a word or two (`forbidden`); `None` when it
+/// did not answer at all.
+fn unreadable_reason(e: &kube::Error) -> Option<String> {
+    match crate::cluster::status_code(e)? {
+        401 => Some("unauthorized".into()),
+        403 => Some("forbidden".into()),
+        _ => Some(crate::cluster::describe(e)),
+    }
+}
+
 fn send_view(tx: &watch::Sender<HolderView>, v: HolderView) {
     tx.send_if_modified(|cur| {
         let changed = *cur != v;
@@ -699,6 +732,12 @@ pub async fn watch_holder(
                     LEASES,
                     Some(lease_access_error(&namespace, &name, &e, LeaseUse::Read)),
                 );
+                // An answer that refuses: who holds it is unknown, never "nobody". No answer
+                // at all keeps the last view (the connection's state says the rest).
+                if let Some(why) = unreadable_reason(&e) {
+                    observed = None;
+                    send_view(&view_tx, HolderView::unreadable(why));
+                }
             }
         }
         tokio::time::sleep(HOLDER_POLL).await;

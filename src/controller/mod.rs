@@ -68,6 +68,11 @@ pub enum Error {
         "no copy reconciles: nobody holds Lease {lease} (start `kubectl vap run`, or the TUI with --reconcile)"
     )]
     NoLeader { lease: String },
+    /// The Lease may not be read: who would handle a request is unknown (not "nobody").
+    #[error(
+        "cannot tell which copy reconciles: Lease {lease} is unreadable ({why}); the request was not sent"
+    )]
+    LeaseUnreadable { lease: String, why: String },
     /// A request could not be handled here or by the lease holder.
     #[error(transparent)]
     Request(#[from] RequestError),

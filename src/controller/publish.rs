@@ -71,6 +71,7 @@ fn fill(shared: &Shared, state: &mut LiveState, src: &Sources) {
     state.lease.holder = view.holder;
     state.lease.since = view.since;
     state.lease.vacant = view.vacant && !state.lease.leading;
+    state.lease.unreadable = view.unreadable.filter(|_| !state.lease.leading);
     state.lease.health = if state.lease.leading {
         Some((src.health)())
     } else {

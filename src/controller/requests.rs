@@ -444,7 +444,10 @@ pub async fn ask(
                         configmap: format!("{namespace}/{name}"),
                     });
                 }
-                Err(e) => tracing::debug!("watching ConfigMap {namespace}/{name}: {e}"),
+                Err(e) => tracing::debug!(
+                    "watching ConfigMap {namespace}/{name}: {}",
+                    crate::text::error_source_text(&e)
+                ),
             }
         }
         Err(RequestError::WatchEnded)

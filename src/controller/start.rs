@@ -223,7 +223,10 @@ fn watch_everything(shared: &Arc<Shared>, writers: Writers, views: bool) -> Vec<
                 while let Some(item) = stream.next().await {
                     match item {
                         Ok(_) => shared.status.touch(),
-                        Err(e) => tracing::debug!("watching Gatekeeper's pod statuses: {e}"),
+                        Err(e) => tracing::debug!(
+                            "watching Gatekeeper's pod statuses: {}",
+                            crate::text::error_source_text(&e)
+                        ),
                     }
                 }
             }));
@@ -420,6 +423,12 @@ pub async fn launch(
 ) -> Result<Controller, Error> {
     let started = std::time::Instant::now();
     let found = discover(&client, &config.mode).await?;
+    // The Lease, the requests ConfigMap and our Events live in the Lease's namespace: no
+    // generated policy may ever judge them, whatever options this copy was given.
+    let mut config = config;
+    let (lease_ns, _) = config.mode.lease();
+    let lease_ns = lease_ns.to_string();
+    config.options.exemptions.namespaces.insert(lease_ns);
     let identity = config
         .identity
         .clone()
@@ -791,8 +800,9 @@ async fn follow_cluster_events(
             Err(err) => {
                 if !std::mem::replace(&mut failing[i], true) {
                     tracing::info!(
-                        "cannot watch kubectl-vap's Events in namespace {}: {err} (the leader's outcomes are not shown here)",
-                        namespaces[i]
+                        "cannot watch kubectl-vap's Events in namespace {}: {} (the leader's outcomes are not shown here)",
+                        namespaces[i],
+                        crate::text::error_source_text(&err)
                     );
                 }
                 refused[i] = events_access_error(&namespaces[i], &err);

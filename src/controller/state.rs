@@ -118,6 +118,8 @@ pub struct LeaseInfo {
     /// Nobody holds the Lease, or its holder stopped renewing it (seen unchanged for a whole
     /// lease duration): no copy reconciles.
     pub vacant: bool,
+    /// The Lease could not be read (e.g. `forbidden`): who leads is unknown — not "nobody".
+    pub unreadable: Option<String>,
 }
 
 pub use crate::cluster::access::{AccessError, AccessErrorKind};

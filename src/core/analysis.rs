@@ -79,7 +79,25 @@ pub fn analyze(snap: &Snapshot, opts: &Options) -> Analysis {
         fold.tree.push(node);
     }
     fold.orphans(rest);
-    fold.finish()
+    let mut analysis = fold.finish();
+    analysis.findings.extend(duplicates(snap));
+    analysis
+}
+
+/// A finding for each copy of an object that the input held again later: which copy is used,
+/// and where the ignored one is, so no input is lost without a word.
+fn duplicates(snap: &Snapshot) -> impl Iterator<Item = Finding> + '_ {
+    snap.duplicates.iter().map(|d| {
+        Finding::new(
+            Code::InputDuplicate,
+            d.object.clone(),
+            format!(
+                "{} is in the input again at {}: this copy ({}) is ignored and the last one is used, as `kubectl apply -f` would leave it",
+                d.object, d.kept, d.dropped
+            ),
+        )
+        .at(&d.dropped)
+    })
 }
 
 /// The opinion each kind gets from its template (the last one listed, if several hold it), as
@@ -308,6 +326,7 @@ impl<'a> Fold<'a> {
         let state = step.constraint_state();
         let mut node = leaf(id, NodeKind::Constraint, label, state, constraint_ref(c));
         self.find(&mut node, step.constraint_finding());
+        self.find(&mut node, step.scope_finding());
         let id = format!("binding/{bname}");
         let state = step.binding_state();
         let mut bnode = leaf(id, NodeKind::Binding, &bname, state, binding_ref(&bname));

@@ -56,7 +56,10 @@ codes! {
     TemplateError = "template-error", Error, "the template cannot be turned into a VAP as written";
     ConstraintError = "constraint-error", Error, "the constraint cannot be bound as written";
     ConstraintOrphan = "constraint-orphan", Info, "a constraint whose kind has no template";
+    ConstraintMatchesEverything = "constraint-matches-everything", Warning, "the constraint matches every kind under a fail-closed policy: every write in the cluster waits on it, and is refused while its params are not synced (gatekeeper#4530)";
+    ConstraintKindsUnserved = "constraint-kinds-unserved", Info, "the constraint names kinds the API server does not serve (yet): its binding matches their whole group until it does";
     ConstraintViolations = "constraint-violations", Info, "existing objects the constraint's binding denies or warns about, or that could not be checked (check --audit)";
+    InputDuplicate = "input-duplicate", Warning, "the input holds the object more than once: the last copy is used, the others are ignored";
 }
 
 impl fmt::Display for Code {

@@ -87,12 +87,8 @@ pub fn load_paths_with(
             return Err(LoadError::NoObjects(p.clone()));
         }
     }
-    let dropped = snapshot.dedupe();
-    if dropped > 0 {
-        tracing::warn!(
-            "{dropped} object(s) appeared more than once in the input; the last one of each was used"
-        );
-    }
+    // Each dropped copy becomes an `input-duplicate` finding, named by file and line.
+    snapshot.dedupe();
     Ok(snapshot)
 }
 
@@ -660,6 +656,13 @@ mod tests {
         assert_eq!(s.dedupe(), 1);
         assert_eq!(s.templates.len(), 1);
         assert_eq!(s.templates[0].meta.uid, "B");
+        let [d] = s.duplicates.as_slice() else {
+            panic!("one duplicate: {:?}", s.duplicates)
+        };
+        assert_eq!(
+            (d.dropped.to_string(), d.kept.to_string()),
+            ("a.yaml:1".to_string(), "b.yaml:1".to_string())
+        );
     }
 
     #[test]

@@ -104,19 +104,20 @@ impl Served {
 
     /// Resources carrying `kind`, in any group.
     pub fn of_kind_in_any_group(&self, kind: &str) -> BTreeSet<GroupResource> {
-        self.by_kind
-            .iter()
-            .filter(|((_, k), _)| k == kind)
-            .flat_map(|(_, r)| r.iter().cloned())
-            .collect()
+        self.carrying(|_, k| k == kind)
     }
 
     /// Resources carrying any kind of `kind_group` (in other groups too: `apps`' `*/scale`
     /// carries `autoscaling/Scale`).
     pub fn of_kind_group(&self, kind_group: &str) -> BTreeSet<GroupResource> {
+        self.carrying(|g, _| g == kind_group)
+    }
+
+    /// Resources carrying the kinds (group, kind) that `keep` accepts.
+    fn carrying(&self, keep: impl Fn(&str, &str) -> bool) -> BTreeSet<GroupResource> {
         self.by_kind
             .iter()
-            .filter(|((g, _), _)| g == kind_group)
+            .filter(|((g, k), _)| keep(g, k))
             .flat_map(|(_, r)| r.iter().cloned())
             .collect()
     }

@@ -82,6 +82,9 @@ pub enum Action {
     PageDown,
     First,
     Last,
+    /// Scroll the detail pane a row down or up (`J`/`K`): at 80×24 it has four rows.
+    DetailDown,
+    DetailUp,
     /// Cycle the tree's order (name, state).
     Sort,
     /// Wrap long lines in YAML and diff.
@@ -126,6 +129,9 @@ pub enum Action {
     // From the outside.
     Data(Arc<Data>),
     Flash(Level, String),
+    /// The answer to a replay or reconcile: flashed and logged like `Flash`, but said once
+    /// with the handler's Event about the same outcome (whichever comes first stays).
+    Answer(Level, String, Option<super::data::OutcomeKey>),
     /// An audit's typed results (`a`), kept per constraint (`violations::Store`).
     Audited(Arc<crate::admission::audit::AuditReport>),
     Resize(u16, u16),

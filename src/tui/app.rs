@@ -3,7 +3,7 @@
 
 use super::action::{Action, Level, WriteCommand};
 use super::contexts;
-use super::data::{Data, EventLine, Link, Origin};
+use super::data::{Data, EventLine, Link, Origin, OutcomeKey};
 use super::detail;
 use super::keymap::{self, Key, Keymap, Screen};
 use super::tree_view::{Filter, SortBy, TreeView, find};
@@ -19,6 +19,17 @@ use std::time::{Duration, Instant};
 pub const FLASH_TTL: Duration = Duration::from_secs(6);
 /// Lines kept in the event log.
 pub const LOG_CAP: usize = 500;
+/// Outcomes remembered as said once and waiting for their pair (see `App::said`).
+const UNPAIRED_CAP: usize = 64;
+
+/// Which of the two reports of a request's outcome a log line was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Said {
+    /// The answer to this copy's request.
+    Answer,
+    /// The handler's Event (or this copy's own log line when it handled it).
+    Event,
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DocKind {
@@ -65,8 +76,11 @@ pub struct App {
     pub doc: Option<Doc>,
     /// Wrap long lines in YAML and diff (`w`).
     pub wrap: bool,
-    /// The first event-log line shown on the events screen; `None` follows the newest.
+    /// The first event-log row shown on the events screen; `None` follows the newest.
     pub log_scroll: Option<usize>,
+    /// The detail pane's first row (`J`/`K`), for the selection it was scrolled on: another
+    /// selection starts at the top.
+    detail_scroll: (Vec<super::tree_view::Key>, usize),
     /// A write waiting for y/n.
     pub confirm: Option<WriteCommand>,
     /// The context list (`:ctx`), while it is open.
@@ -79,6 +93,9 @@ pub struct App {
     pub log: VecDeque<EventLine>,
     last_seq: Option<u64>,
     local_seq: u64,
+    /// Request outcomes logged from one side (the answer, or the Event) whose other side has
+    /// not come yet: when it comes, it is not logged again.
+    unpaired: VecDeque<(OutcomeKey, Said)>,
     /// The first non-empty data was summed up in the log.
     announced: bool,
     /// Audit results kept while the TUI runs (`a`), marked stale as the cluster changes.
@@ -106,6 +123,7 @@ impl App {
             command: None,
             wrap: false,
             log_scroll: None,
+            detail_scroll: (Vec::new(), 0),
             size: (80, 24),
             copy: None,
             redraw: false,
@@ -119,6 +137,7 @@ impl App {
             log: VecDeque::new(),
             last_seq: None,
             local_seq: 0,
+            unpaired: VecDeque::new(),
             announced: false,
             violations: super::violations::Store::default(),
             page: 20,
@@ -206,6 +225,31 @@ impl App {
         find(&data.analysis.tree, self.tree.state.selected())
     }
 
+    /// The detail pane's first row for the current selection.
+    pub fn detail_scroll(&self) -> usize {
+        let (at, scroll) = &self.detail_scroll;
+        if at.as_slice() == self.tree.state.selected() {
+            *scroll
+        } else {
+            0
+        }
+    }
+
+    /// Scrolls the detail pane by `by` rows, never past the row that fills its last line.
+    fn scroll_detail(&mut self, by: isize) {
+        let Some((rows, width)) = view::detail_area(self) else {
+            self.flash(
+                Level::Warn,
+                "no detail pane at this size: y shows the object",
+            );
+            return;
+        };
+        let len = view::wrap_lines(&view::detail_lines(self), width).len();
+        let max = len.saturating_sub(rows);
+        let at = self.detail_scroll().saturating_add_signed(by).min(max);
+        self.detail_scroll = (self.tree.state.selected().to_vec(), at);
+    }
+
     /// The top-level node of the selection (a template, or the orphans group).
     fn selected_root(&self) -> Option<&Node> {
         let data = self.data.as_ref()?;
@@ -239,7 +283,29 @@ impl App {
             time: chrono::Local::now().format("%H:%M:%S").to_string(),
             level,
             text,
+            outcome: None,
         });
+    }
+
+    /// Whether a request's outcome, reported by `side`, is new to the log. The answer to a
+    /// request and the handler's Event about it say the same: the first to arrive is logged
+    /// and the other is not. The answer comes even when Events cannot be read, the Event
+    /// even when the answer timed out, so the outcome is always said — once. Each answer
+    /// pairs with one Event, so the same outcome twice (`p` pressed twice) is two lines.
+    fn said(&mut self, key: &OutcomeKey, side: Said) -> bool {
+        if let Some(i) = self
+            .unpaired
+            .iter()
+            .position(|(k, s)| k == key && *s != side)
+        {
+            self.unpaired.remove(i);
+            return false;
+        }
+        self.unpaired.push_back((key.clone(), side));
+        while self.unpaired.len() > UNPAIRED_CAP {
+            self.unpaired.pop_front();
+        }
+        true
     }
 
     fn push_log(&mut self, line: EventLine) {
@@ -293,7 +359,13 @@ impl App {
         // Reconciler events not shown yet.
         for e in &data.events {
             if self.last_seq.is_none_or(|s| e.seq > s) {
-                self.push_log(e.clone());
+                let new = match &e.outcome {
+                    Some(key) => self.said(key, Said::Event),
+                    None => true,
+                };
+                if new {
+                    self.push_log(e.clone());
+                }
             }
         }
         if let Some(last) = data.events.last() {
@@ -312,12 +384,12 @@ impl App {
             self.log_local(
                 Level::Info,
                 format!(
-                    "loaded {} objects: {} errors, {} warnings, {} infos, {} planned writes",
-                    data.snapshot.object_count(),
-                    s.errors,
-                    s.warnings,
-                    s.infos,
-                    data.analysis.plan.len()
+                    "loaded {}: {}, {}, {}, {}",
+                    view::count(data.snapshot.object_count(), "object", "objects"),
+                    view::count(s.errors, "error", "errors"),
+                    view::count(s.warnings, "warning", "warnings"),
+                    view::count(s.infos, "info", "infos"),
+                    view::count(data.analysis.plan.len(), "planned write", "planned writes"),
                 ),
             );
         }
@@ -414,11 +486,11 @@ impl App {
                 }
             }
             Screen::Help => {
-                let len = view::help_lines(self).len();
+                let len = view::help_rows(self, width).len();
                 self.help_scroll = bounded(self.help_scroll, len);
             }
             Screen::Events => {
-                let len = self.log.len();
+                let len = view::log_rows(self, width).len();
                 let max = len.saturating_sub(rows);
                 let at = bounded(self.log_scroll.unwrap_or(max), len);
                 // At the end again: follow new lines.
@@ -457,6 +529,26 @@ impl App {
         Some((name.clone(), name))
     }
 
+    /// Orders the tree. By state, the worst row comes first and is selected (in sight at the
+    /// top, its position 1 in the title): that is what the order was asked for; by name,
+    /// the selection stays and is scrolled into view.
+    fn sort_by(&mut self, by: SortBy) {
+        self.filter.sort = by;
+        self.rebuild();
+        let text = match by {
+            SortBy::State => {
+                // Not `select_first`: it picks the first row of the last frame, drawn in the
+                // old order.
+                if let Some(first) = self.tree.items.first() {
+                    self.tree.state.select(vec![*first.identifier()]);
+                }
+                "sorted by state: the worst first, selected".to_string()
+            }
+            SortBy::Name => format!("sorted by {}", by.as_str()),
+        };
+        self.flash(Level::Info, text);
+    }
+
     /// Runs a `:` command (k9s grammar).
     fn run_command(&mut self, line: &str) -> Option<Action> {
         let mut words = line.split_whitespace();
@@ -473,12 +565,11 @@ impl App {
                 self.log_scroll = None;
             }
             ("sort", Some(by @ ("name" | "state"))) => {
-                self.filter.sort = if by == "name" {
+                self.sort_by(if by == "name" {
                     SortBy::Name
                 } else {
                     SortBy::State
-                };
-                self.rebuild();
+                });
             }
             ("ctx" | "context", name) => return self.context_command(name),
             _ => self.flash(
@@ -613,6 +704,7 @@ pub fn update(app: &mut App, action: Action) -> Option<Action> {
             | Action::Audited(_)
             | Action::Resize(..)
             | Action::Flash(..)
+            | Action::Answer(..)
     ) {
         app.flash = None;
     }
@@ -662,7 +754,9 @@ pub fn update(app: &mut App, action: Action) -> Option<Action> {
         | Action::PageUp
         | Action::PageDown
         | Action::First
-        | Action::Last) => {
+        | Action::Last
+        | Action::DetailDown
+        | Action::DetailUp) => {
             on_move(app, a);
             None
         }
@@ -681,6 +775,7 @@ pub fn update(app: &mut App, action: Action) -> Option<Action> {
         | Action::Execute(_)) => on_write(app, a),
         a @ (Action::Data(_)
         | Action::Flash(..)
+        | Action::Answer(..)
         | Action::Audited(_)
         | Action::Resize(..)
         | Action::Tick(_)) => {
@@ -768,19 +863,18 @@ fn on_filter(app: &mut App, action: Action) {
             app.filter.faults_only = !app.filter.faults_only;
             app.rebuild();
             let text = if app.filter.faults_only {
-                format!("faults only: {} nodes shown", app.tree.shown)
+                format!(
+                    "faults only: {} shown",
+                    view::count(app.tree.shown, "node", "nodes")
+                )
             } else {
                 "showing everything".to_string()
             };
             app.flash(Level::Info, text);
         }
         Action::Sort => {
-            app.filter.sort = app.filter.sort.next();
-            app.rebuild();
-            app.flash(
-                Level::Info,
-                format!("sorted by {}", app.filter.sort.as_str()),
-            );
+            let by = app.filter.sort.next();
+            app.sort_by(by);
         }
         _ => {}
     }
@@ -863,6 +957,11 @@ fn on_view(app: &mut App, action: Action) {
 
 /// Moving: the tree's selection on the main screen, scrolling elsewhere.
 fn on_move(app: &mut App, action: Action) {
+    match action {
+        Action::DetailDown => return app.scroll_detail(1),
+        Action::DetailUp => return app.scroll_detail(-1),
+        _ => {}
+    }
     if app.screen != Screen::Main {
         match action {
             Action::Up => app.scroll(|s, _| s.saturating_sub(1)),
@@ -1006,6 +1105,22 @@ fn on_outside(app: &mut App, action: Action) {
                 app.log_local(level, text.clone());
             }
             app.flash(level, text);
+        }
+        Action::Answer(level, text, key) => {
+            // Logged unless the handler's Event said it already (errors: `flash` logs them).
+            let new = key.as_ref().is_none_or(|k| app.said(k, Said::Answer));
+            if new && level != Level::Error {
+                app.log_local(level, text.clone());
+            }
+            if new || level != Level::Error {
+                app.flash(level, text);
+            } else {
+                app.flash = Some(Flash {
+                    level,
+                    text,
+                    at: Instant::now(),
+                });
+            }
         }
         Action::Resize(w, h) => {
             app.size = (w, h);

@@ -75,6 +75,17 @@ pub struct EventLine {
     /// Error lines are red, warnings yellow.
     pub level: Level,
     pub text: String,
+    /// The outcome of a replay or reconcile this line reports, when it reports one.
+    pub outcome: Option<OutcomeKey>,
+}
+
+/// The outcome of one replay or reconcile as its handler words it: who handled it and the
+/// summary. The answer to a request and the handler's Event about it (this copy's own log
+/// line when it leads) carry the same key, so the event log says the outcome once.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct OutcomeKey {
+    pub by: String,
+    pub summary: String,
 }
 
 /// What the header shows about the cluster.
@@ -120,6 +131,8 @@ pub struct Leader {
     pub last_sync: Option<DateTime<Utc>>,
     /// Nobody holds the Lease, or its holder stopped renewing it: no copy reconciles.
     pub vacant: bool,
+    /// The Lease could not be read (e.g. `forbidden`): who leads is unknown, not "nobody".
+    pub unreadable: Option<String>,
 }
 
 impl Leader {

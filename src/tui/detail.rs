@@ -62,7 +62,10 @@ pub fn summary(data: &Data, node: &Node) -> Vec<Line<'static>> {
         }
     }
     if node.kind == NodeKind::Group {
-        out.push(field("holds", format!("{} objects", node.children.len())));
+        out.push(field(
+            "holds",
+            super::view::count(node.children.len(), "object", "objects"),
+        ));
     }
 
     // Findings, each with its fix.
@@ -156,6 +159,10 @@ pub fn summary(data: &Data, node: &Node) -> Vec<Line<'static>> {
         out.push(Line::default());
         let leader = &data.info.leader;
         let text = match (&leader.holder, leader.vacant) {
+            _ if leader.unreadable.is_some() => format!(
+                "unreadable ({}): which copy reconciles is unknown",
+                leader.unreadable.as_deref().unwrap_or_default()
+            ),
             (_, true) => "nobody renews it: no copy reconciles".to_string(),
             (Some(holder), false) if leader.this_copy => format!("held by {holder} (this copy)"),
             (Some(holder), false) => format!("held by {holder}"),

@@ -2,7 +2,9 @@
 //! (yet): pure, so every header and event-log state is tested without a cluster.
 
 use super::action::Level;
-use super::data::{AccessError, AccessKind, ClusterInfo, Data, EventLine, Leader, Link, Origin};
+use super::data::{
+    AccessError, AccessKind, ClusterInfo, Data, EventLine, Leader, Link, Origin, OutcomeKey,
+};
 use crate::controller::{
     AccessErrorKind, ClusterEvent, Connection, EventResult, EventVerb, LiveState, ReconcileEvent,
 };
@@ -44,9 +46,10 @@ impl EventCursor {
             None => 0,
         };
         let mut out = Vec::new();
+        let me = state.lease.identity.as_str();
         for e in state.events.iter().skip(start) {
             self.seq += 1;
-            out.push(reconcile_line(self.seq, e));
+            out.push(reconcile_line(self.seq, e, me));
         }
         if let Some(last) = state.events.back() {
             self.last = Some(last.clone());
@@ -58,7 +61,6 @@ impl EventCursor {
                 ..line
             });
         }
-        let me = state.lease.identity.as_str();
         for e in &state.cluster_events {
             if !me.is_empty() && e.reporter == me {
                 continue;
@@ -122,6 +124,7 @@ impl EventCursor {
             time: state.snapshot.now.map(clock).unwrap_or_default(),
             level,
             text: printable(&format!("lease {} — {text}", lease.lease)).into_owned(),
+            outcome: None,
         })
     }
 
@@ -158,8 +161,17 @@ fn clock(t: DateTime<Utc>) -> String {
         .to_string()
 }
 
-/// `update Kind/name skipped: why — message` (the event's own line).
-fn reconcile_line(seq: u64, e: &ReconcileEvent) -> EventLine {
+/// `update Kind/name skipped: why — message` (the event's own line). A replay or reconcile
+/// this copy handled (`me`) carries its outcome: the request's answer says the same.
+fn reconcile_line(seq: u64, e: &ReconcileEvent, me: &str) -> EventLine {
+    let request = matches!(
+        e.verb,
+        EventVerb::Replay | EventVerb::Reconcile | EventVerb::ReconcileAll
+    );
+    let outcome = (request && matches!(e.result, EventResult::Ok)).then(|| OutcomeKey {
+        by: me.to_string(),
+        summary: e.message.clone(),
+    });
     // A conflict is retried at once and passes: not an error to look at.
     let level = if e.result.is_failure() {
         Level::Error
@@ -171,6 +183,7 @@ fn reconcile_line(seq: u64, e: &ReconcileEvent) -> EventLine {
         time: clock(e.time),
         level,
         text: e.to_string(),
+        outcome,
     }
 }
 
@@ -187,8 +200,14 @@ fn cluster_line(seq: u64, e: &ClusterEvent) -> EventLine {
     } else {
         format!(": {}", e.note)
     };
+    // The leader's Event about a request it handled (`handle_here` names them so).
+    let outcome = matches!(e.reason.as_str(), "Replayed" | "Reconciled").then(|| OutcomeKey {
+        by: e.reporter.clone(),
+        summary: e.note.clone(),
+    });
     EventLine {
         seq,
+        outcome,
         time: clock(e.time),
         level: if e.warning { Level::Warn } else { Level::Info },
         text: printable(&format!(
@@ -223,6 +242,7 @@ pub fn data_from_live(
         },
         last_sync: health.and_then(|h| h.last_sync),
         vacant: lease.vacant,
+        unreadable: lease.unreadable.clone(),
     };
     let link = match &state.connection {
         Connection::Connected => Link::Up,

@@ -127,6 +127,24 @@ pub static TABLE: &[Entry] = &[
         write: false,
         screens: MAIN,
     },
+    // Shift and the move keys: the same motion in the other pane. Not ctrl-d/ctrl-u, which
+    // k9s users know as delete; pgup/pgdn page the tree.
+    Entry {
+        keys: &[Key::Char('J')],
+        action: Action::DetailDown,
+        hint: Some("detail"),
+        help: "scroll the detail pane down (its title shows the rows in sight)",
+        write: false,
+        screens: MAIN,
+    },
+    Entry {
+        keys: &[Key::Char('K')],
+        action: Action::DetailUp,
+        hint: Some("detail"),
+        help: "scroll the detail pane up",
+        write: false,
+        screens: MAIN,
+    },
     Entry {
         keys: &[Key::Char('y')],
         action: Action::Yaml,
@@ -341,8 +359,9 @@ impl Keymap {
 
     /// `(keys, word)` pairs for the hint bar of a screen.
     pub fn hints(&self, screen: Screen) -> Vec<(String, &'static str)> {
-        self.hint_entries(screen)
-            .map(|e| (keys_label(e.keys), e.hint.unwrap_or_default()))
+        self.hint_groups(screen)
+            .into_iter()
+            .map(|(keys, e)| (keys, e.hint.unwrap_or_default()))
             .collect()
     }
 
@@ -350,6 +369,22 @@ impl Keymap {
     pub fn hint_entries(&self, screen: Screen) -> impl Iterator<Item = &'static Entry> + '_ {
         self.entries()
             .filter(move |e| e.screens.contains(&screen) && e.hint.is_some())
+    }
+
+    /// The hint bar's items: neighbours with the same word share one (`J/K detail`), with
+    /// their keys joined; each with its first entry.
+    pub fn hint_groups(&self, screen: Screen) -> Vec<(String, &'static Entry)> {
+        let mut out: Vec<(String, &'static Entry)> = Vec::new();
+        for e in self.hint_entries(screen) {
+            match out.last_mut() {
+                Some((keys, last)) if last.hint == e.hint => {
+                    keys.push('/');
+                    keys.push_str(&keys_label(e.keys));
+                }
+                _ => out.push((keys_label(e.keys), e)),
+            }
+        }
+        out
     }
 }
 

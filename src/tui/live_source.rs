@@ -8,7 +8,7 @@
 
 use super::action::{Action, Level, WriteCommand};
 use super::contexts;
-use super::data::Data;
+use super::data::{Data, OutcomeKey};
 use super::from_live::{connecting, unavailable};
 use super::source::{Notify, Source};
 use crate::cluster::client::ConnectionOptions;
@@ -185,8 +185,15 @@ impl Live {
             let answer = tokio::time::timeout(REQUEST_WAIT, session.controller.request(command))
                 .await
                 .ok();
+            let key = match &answer {
+                Some(Ok(o)) => Some(OutcomeKey {
+                    by: o.handled_by.clone(),
+                    summary: o.summary.clone(),
+                }),
+                _ => None,
+            };
             let (level, line) = request_outcome(&what, answer);
-            notify.send(Action::Flash(level, line));
+            notify.send(Action::Answer(level, line, key));
         });
         Action::Flash(Level::Info, format!("asked {to}: `{cli}`…"))
     }

@@ -3,7 +3,7 @@
 //! snapshot from files; the live source adapts the reconciler's watch channel.
 
 use super::action::{Action, Level, WriteCommand};
-use super::data::{ClusterInfo, Data, Origin};
+use super::data::{ClusterInfo, Data, EventLine, Origin};
 use crate::core::Options;
 use crate::snapshot::Snapshot;
 use crossterm::event::KeyEvent;
@@ -61,14 +61,36 @@ impl Offline {
             context: format!("files: {}", paths.join(", ")),
             ..ClusterInfo::default()
         };
+        let events = duplicate_lines(&snapshot);
         Data::prepare(
             Origin::Offline { paths },
             info,
             Arc::new(snapshot),
             opts,
-            Vec::new(),
+            events,
         )
     }
+}
+
+/// A warning in the event log for each copy of an object the input held again later (also an
+/// `input-duplicate` finding on the object): no input is dropped without a word.
+fn duplicate_lines(snapshot: &Snapshot) -> Vec<EventLine> {
+    let time = chrono::Local::now().format("%H:%M:%S").to_string();
+    snapshot
+        .duplicates
+        .iter()
+        .zip(1..)
+        .map(|(d, seq)| EventLine {
+            seq,
+            time: time.clone(),
+            level: Level::Warn,
+            text: format!(
+                "input: {} at {} is ignored: it is in the input again at {}, and the last copy is used",
+                d.object, d.dropped, d.kept
+            ),
+            outcome: None,
+        })
+        .collect()
 }
 
 impl Source for Offline {
@@ -104,4 +126,41 @@ impl Source for Offline {
     }
 
     fn stop(&mut self) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A copy of an object that the input held again later is said in the event log, with
+    /// both places, as `check` says it in a finding.
+    #[test]
+    fn duplicates_in_the_input_are_warned_in_the_event_log() {
+        let doc =
+            "apiVersion: constraints.gatekeeper.sh/v1beta1\nkind: K8sX\nmetadata: {name: c}\n";
+        let mut snap = Snapshot::default();
+        for file in ["a.yaml", "b.yaml"] {
+            crate::load::files::load_text(&mut snap, file, doc).expect("loads");
+        }
+        snap.dedupe();
+        let data = Offline::data(
+            snap,
+            vec!["a.yaml".into(), "b.yaml".into()],
+            &Options::default(),
+        );
+        let [line] = data.events.as_slice() else {
+            panic!("one line: {:?}", data.events)
+        };
+        assert_eq!(line.level, Level::Warn);
+        assert_eq!(
+            line.text,
+            "input: K8sX/c at a.yaml:1 is ignored: it is in the input again at b.yaml:1, and the last copy is used"
+        );
+        assert!(
+            data.analysis
+                .findings
+                .iter()
+                .any(|f| f.code == crate::core::Code::InputDuplicate)
+        );
+    }
 }

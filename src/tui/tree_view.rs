@@ -83,6 +83,8 @@ struct Walk<'a> {
     /// Open the way to every match (a new filter or new data), not after a collapse.
     open_matches: bool,
     shown: usize,
+    /// The widest row built, in columns (selection mark, indentation, fold mark included).
+    widest: usize,
 }
 
 /// `hay` contains `needle` (lowercase), ignoring case; no allocation for ASCII.
@@ -137,6 +139,11 @@ pub struct TreeView {
     built_with: Option<Filter>,
     /// Nodes shown under each top-level item.
     shown_top: HashMap<Key, usize>,
+    /// The widest row under each top-level item, expanded or not (so the split between tree
+    /// and detail does not move as nodes open and close).
+    widest_top: HashMap<Key, usize>,
+    /// The widest row of the whole tree, expanded or not: the width the tree pane asks for.
+    pub widest: usize,
     /// Top-level items rebuilt by the last `set_tree` (the rest were reused).
     pub rebuilt: usize,
     /// Audit results on nodes (`set_badges`).
@@ -172,7 +179,9 @@ impl TreeView {
             .map(|n| (key_of(&n.id), subtree_counts(n, findings)))
             .collect();
         self.total = tree.iter().map(|n| n.walk().len()).sum();
-        // New nodes open: all of them in small trees, the way to every fault in big ones.
+        // Templates (and the orphans group) start collapsed, showing the worst state below
+        // them; what is under them opens with them: all of it in small trees, the way to
+        // every fault in big ones.
         let small = self.total <= 1000;
         let mut open = Vec::new();
         let mut known = std::collections::HashSet::new();
@@ -192,7 +201,7 @@ impl TreeView {
         // Reuse the items of unchanged top-level subtrees (same filter).
         let previous = self.analysis.replace(analysis.clone());
         let same_build = self.built_with.as_ref() == Some(filter);
-        let mut reusable: HashMap<Key, (TreeItem<'static, Key>, usize)> = HashMap::new();
+        let mut reusable: HashMap<Key, (TreeItem<'static, Key>, usize, usize)> = HashMap::new();
         if let (Some(prev), true) = (previous, same_build) {
             let old_nodes: HashMap<Key, &Node> =
                 prev.tree.iter().map(|n| (key_of(&n.id), n)).collect();
@@ -206,7 +215,8 @@ impl TreeView {
                 });
                 if unchanged {
                     let shown = old_shown.get(&key).copied().unwrap_or(0);
-                    reusable.insert(key, (item, shown));
+                    let widest = self.widest_top.get(&key).copied().unwrap_or(0);
+                    reusable.insert(key, (item, shown, widest));
                 }
             }
         }
@@ -247,7 +257,8 @@ impl TreeView {
             let key = *item.identifier();
             if !changed.contains(&key) {
                 let shown = self.shown_top.get(&key).copied().unwrap_or(0);
-                reusable.insert(key, (item, shown));
+                let widest = self.widest_top.get(&key).copied().unwrap_or(0);
+                reusable.insert(key, (item, shown, widest));
             }
         }
         self.build_items(filter, reusable, false);
@@ -256,7 +267,7 @@ impl TreeView {
     fn build_items(
         &mut self,
         filter: &Filter,
-        mut reusable: HashMap<Key, (TreeItem<'static, Key>, usize)>,
+        mut reusable: HashMap<Key, (TreeItem<'static, Key>, usize, usize)>,
         open_matches: bool,
     ) {
         let Some(analysis) = self.analysis.clone() else {
@@ -271,16 +282,21 @@ impl TreeView {
             open: Vec::new(),
             open_matches,
             shown: 0,
+            widest: 0,
         };
         let mut items = Vec::with_capacity(tree.len());
         let mut shown_top = HashMap::new();
+        let mut widest_top = HashMap::new();
+        let mut widest = 0;
         let mut rebuilt = 0;
         for n in sorted(tree, filter.sort) {
             let key = key_of(&n.id);
             let before = walk.shown;
+            walk.widest = 0;
             let item = match reusable.remove(&key) {
-                Some((item, shown)) => {
+                Some((item, shown, w)) => {
                     walk.shown += shown;
+                    walk.widest = w;
                     Some(item)
                 }
                 None => {
@@ -290,11 +306,15 @@ impl TreeView {
             };
             if let Some(item) = item {
                 shown_top.insert(key, walk.shown - before);
+                widest_top.insert(key, walk.widest);
+                widest = widest.max(walk.widest);
                 items.push(item);
             }
         }
         self.items = items;
         self.shown_top = shown_top;
+        self.widest_top = widest_top;
+        self.widest = widest;
         self.rebuilt = rebuilt;
         self.shown = walk.shown;
         self.built_with = Some(filter.clone());
@@ -320,6 +340,7 @@ impl TreeView {
         let text_here = !walk.query.is_empty() && self_match;
         let text_ok = ancestor_matched || self_match;
         walk.path.push(key);
+        let depth = walk.path.len() - 1;
         let mut children: Vec<_> = sorted(&n.children, walk.filter.sort)
             .into_iter()
             .filter_map(|c| self.build(c, ancestor_matched || text_here, walk))
@@ -354,18 +375,60 @@ impl TreeView {
                 .map_or(line.spans.len(), |i| i + 1);
             line.spans.splice(at..at, super::violations::badge_spans(b));
         }
+        // As the widget draws it: the selection mark, two columns a level, the fold mark.
+        walk.widest = walk.widest.max(2 + depth * 2 + 2 + line.width());
         Some(
             TreeItem::new(key, line, children)
                 .unwrap_or_else(|_| TreeItem::new_leaf(key, n.label.clone())),
         )
     }
 
-    /// Keeps the selection on the same node, or the nearest shown ancestor, or the first node.
+    /// The selection's row among the rows shown (expanded), from 1, and how many rows there
+    /// are: the tree's title, so a selection scrolled out of sight can be found.
+    pub fn position(&self) -> (usize, usize) {
+        // Counted on every frame: a walk of the shown rows with one path buffer, not the
+        // widget's `flatten` (a path per row).
+        fn walk(
+            items: &[TreeItem<'static, Key>],
+            state: &TreeState<Key>,
+            path: &mut Vec<Key>,
+            rows: &mut usize,
+            at: &mut usize,
+        ) {
+            for item in items {
+                *rows += 1;
+                path.push(*item.identifier());
+                if path.as_slice() == state.selected() {
+                    *at = *rows;
+                }
+                if !item.children().is_empty() && state.opened().contains(path) {
+                    walk(item.children(), state, path, rows, at);
+                }
+                path.pop();
+            }
+        }
+        let (mut rows, mut at) = (0, 0);
+        walk(
+            &self.items,
+            &self.state,
+            &mut Vec::new(),
+            &mut rows,
+            &mut at,
+        );
+        (at, rows)
+    }
+
+    /// Keeps the selection on the same node when it is on screen, else on its nearest shown
+    /// ancestor, else on the first node.
     pub fn fix_selection(&mut self) {
         let selected = self.state.selected().to_vec();
         let mut level: &[TreeItem<'static, Key>] = &self.items;
         let mut keep = Vec::new();
         for k in &selected {
+            // A node inside a collapsed one is not on screen: its nearest shown ancestor is.
+            if !keep.is_empty() && !self.state.opened().contains(&keep) {
+                break;
+            }
             match level.iter().find(|i| i.identifier() == k) {
                 Some(item) => {
                     keep.push(*k);
@@ -399,8 +462,9 @@ fn collect_open(
         }
         let key = key_of(&n.id);
         now_known.insert(key);
+        let top = path.is_empty();
         path.push(key);
-        if !known.contains(&key) && want(n) {
+        if !top && !known.contains(&key) && want(n) {
             out.push(path.clone());
         }
         collect_open(&n.children, path, out, now_known, known, want);
@@ -501,7 +565,13 @@ pub fn kind_tag(kind: NodeKind) -> &'static str {
 /// template's subtree, and the reason (last: the longest, cut first on narrow screens).
 pub fn node_line(n: &Node, counts: Option<Counts>, below: Option<State>) -> Line<'static> {
     let st = glyphs::style(n.state);
-    let mut spans = vec![Span::styled(glyphs::glyph(n.state), st), Span::raw(" ")];
+    // A collapsed row wears the worst state below it: a template hiding a missing binding
+    // looks broken at a glance, and `[below: …]` says why.
+    let lead = below.unwrap_or(n.state);
+    let mut spans = vec![
+        Span::styled(glyphs::glyph(lead), glyphs::style(lead)),
+        Span::raw(" "),
+    ];
     let tag = kind_tag(n.kind);
     if !tag.is_empty() {
         spans.push(Span::styled(tag, Style::new().fg(Color::DarkGray)));

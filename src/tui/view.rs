@@ -65,12 +65,21 @@ pub fn areas(area: Rect, app: &App) -> Areas {
     }
 }
 
+/// Columns the detail pane keeps beside the tree: a third of the screen, at least 40 (its
+/// lines wrap, so it reads at that width; the tree's rows are cut instead).
+fn detail_min(width: u16) -> u16 {
+    (width / 3).max(40)
+}
+
 /// The tree pane and, when there is room, the detail pane: side by side from 100 columns,
-/// else the tree on top with most of the rows.
-fn split_main(main: Rect) -> (Rect, Option<Rect>) {
+/// else the tree on top with most of the rows. Side by side, the tree gets the width its
+/// widest row needs (`tree_wants`: borders included), between two fifths of the screen and
+/// what leaves the detail pane [`detail_min`]; a fixed share cut the tree's reasons while
+/// the detail pane stood half empty.
+fn split_main(main: Rect, tree_wants: u16) -> (Rect, Option<Rect>) {
     if main.width >= 100 {
-        let p = Layout::horizontal([Constraint::Percentage(55), Constraint::Percentage(45)])
-            .split(main);
+        let tree = tree_wants.clamp(main.width * 2 / 5, main.width - detail_min(main.width));
+        let p = Layout::horizontal([Constraint::Length(tree), Constraint::Min(0)]).split(main);
         return (p[0], Some(p[1]));
     }
     if main.height < 10 {
@@ -84,14 +93,30 @@ fn split_main(main: Rect) -> (Rect, Option<Rect>) {
     (p[0], Some(p[1]))
 }
 
+/// The tree and detail panes of the main screen, as drawn now.
+pub fn main_panes(app: &App) -> (Rect, Option<Rect>) {
+    let wants = u16::try_from(app.tree.widest + 2).unwrap_or(u16::MAX);
+    split_main(areas(screen_rect(app), app).main, wants)
+}
+
 fn screen_rect(app: &App) -> Rect {
     Rect::new(0, 0, app.size.0, app.size.1)
 }
 
 /// Rows of tree shown (page up/down moves by this many).
 pub fn tree_rows(app: &App) -> u16 {
-    let (tree, _) = split_main(areas(screen_rect(app), app).main);
-    tree.height.saturating_sub(2)
+    main_panes(app).0.height.saturating_sub(2)
+}
+
+/// Rows and columns inside the detail pane (none when it is left out).
+pub fn detail_area(app: &App) -> Option<(usize, usize)> {
+    let (_, detail) = main_panes(app);
+    detail.map(|d| {
+        (
+            usize::from(d.height.saturating_sub(2)),
+            usize::from(d.width.saturating_sub(2)),
+        )
+    })
 }
 
 /// Rows and columns inside the full-screen document, help or event log.
@@ -181,6 +206,20 @@ fn leader_fields(app: &App, data: &Data) -> Vec<Part> {
     let now = app.now();
     let ago = |t: Option<chrono::DateTime<chrono::Utc>>| t.zip(now).map(|(t, now)| age(now - t));
     let mut out = Vec::new();
+    if let Some(why) = &l.unreadable {
+        // Unknown is not "nobody": the access line below says what is missing.
+        out.push((
+            2,
+            vec![
+                Span::styled("leader: ", dim()),
+                Span::styled(
+                    format!("unknown (Lease unreadable: {why})"),
+                    Style::new().fg(Color::Yellow),
+                ),
+            ],
+        ));
+        return out;
+    }
     if l.vacant {
         // The alert line below says why; the field keeps its place.
         out.push((
@@ -367,6 +406,11 @@ fn fit(parts: Vec<Part>, width: u16, sep: &Span<'static>) -> Line<'static> {
     Line::from(spans)
 }
 
+/// `n` and the noun for it: `1 error`, `2 errors`, `0 errors`.
+pub fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// `s` in at most `max` columns, with `…` where it was cut.
 fn shorten(s: &str, max: usize) -> String {
     if Span::raw(s).width() <= max {
@@ -466,10 +510,10 @@ fn draw_header(frame: &mut Frame, app: &App, area: Rect) {
     if let Some(d) = data.filter(|d| !matches!(d.info.link, Link::Connecting { .. })) {
         let s = &d.summary;
         let mut counts = vec![Span::raw(" ")];
-        for (n, sev, word) in [
-            (s.errors, Severity::Error, "errors"),
-            (s.warnings, Severity::Warning, "warnings"),
-            (s.infos, Severity::Info, "infos"),
+        for (n, sev, one, many) in [
+            (s.errors, Severity::Error, "error", "errors"),
+            (s.warnings, Severity::Warning, "warning", "warnings"),
+            (s.infos, Severity::Info, "info", "infos"),
         ] {
             let style = if n > 0 {
                 glyphs::severity_style(sev)
@@ -480,27 +524,28 @@ fn draw_header(frame: &mut Frame, app: &App, area: Rect) {
                 counts.push(Span::raw(" "));
             }
             counts.push(Span::styled(
-                format!("{} {n} {word}", glyphs::severity_glyph(sev)),
+                format!("{} {}", glyphs::severity_glyph(sev), count(n, one, many)),
                 style,
             ));
         }
         l2.push((0, counts));
         l2.push((
             1,
-            vec![Span::raw(format!(
-                "{} planned writes",
-                d.analysis.plan.len()
+            vec![Span::raw(count(
+                d.analysis.plan.len(),
+                "planned write",
+                "planned writes",
             ))],
         ));
         let snap = &d.snapshot;
         l2.push((
             3,
             vec![Span::raw(format!(
-                "{} templates, {} constraints, {} VAPs, {} bindings",
-                snap.templates.len(),
-                snap.constraints.len(),
-                snap.policies.len(),
-                snap.bindings.len()
+                "{}, {}, {}, {}",
+                count(snap.templates.len(), "template", "templates"),
+                count(snap.constraints.len(), "constraint", "constraints"),
+                count(snap.policies.len(), "VAP", "VAPs"),
+                count(snap.bindings.len(), "binding", "bindings"),
             ))],
         ));
     }
@@ -534,19 +579,34 @@ fn draw_header(frame: &mut Frame, app: &App, area: Rect) {
 }
 
 fn draw_main(frame: &mut Frame, app: &mut App, area: Rect) {
-    let (tree, detail) = split_main(area);
+    let wants = u16::try_from(app.tree.widest + 2).unwrap_or(u16::MAX);
+    let (tree, detail) = split_main(area, wants);
     draw_tree(frame, app, tree);
     if let Some(detail) = detail {
         draw_detail(frame, app, detail);
     }
 }
 
-fn draw_tree(frame: &mut Frame, app: &mut App, area: Rect) {
-    let title = if app.filter.is_active() {
-        format!(" Tree ({} of {}) ", app.tree.shown, app.tree.total)
+/// The tree's title: the selection's row of the rows shown (so a selection scrolled out of
+/// sight is found), and the nodes, or under a filter how many of them it keeps.
+pub fn tree_title(app: &App) -> String {
+    let nodes = if app.filter.is_active() {
+        format!(
+            "{} of {}",
+            app.tree.shown,
+            count(app.tree.total, "node", "nodes")
+        )
     } else {
-        format!(" Tree ({}) ", app.tree.total)
+        count(app.tree.total, "node", "nodes")
     };
+    match app.tree.position() {
+        (0, 0) => format!(" Tree ({nodes}) "),
+        (at, rows) => format!(" Tree ({at}/{rows} · {nodes}) "),
+    }
+}
+
+fn draw_tree(frame: &mut Frame, app: &mut App, area: Rect) {
+    let title = tree_title(app);
     let block = Block::default().borders(Borders::ALL).title(title);
     let Some(data) = app.data.clone() else {
         frame.render_widget(Paragraph::new("loading…").style(dim()).block(block), area);
@@ -607,22 +667,164 @@ fn draw_tree(frame: &mut Frame, app: &mut App, area: Rect) {
     }
 }
 
-fn draw_detail(frame: &mut Frame, app: &App, area: Rect) {
-    let block = Block::default().borders(Borders::ALL).title(" Detail ");
-    let lines = match (&app.data, app.selected_node()) {
+/// The detail pane's lines for the selection, before wrapping.
+pub fn detail_lines(app: &App) -> Vec<Line<'static>> {
+    match (&app.data, app.selected_node()) {
         (Some(d), Some(n)) => [
             detail::summary(d, n),
             detail::violations(&app.violations, d, n),
         ]
         .concat(),
         _ => vec![Line::styled("nothing selected", dim())],
+    }
+}
+
+/// The detail pane, wrapped to its width and scrolled (`J`/`K`); its title says which rows
+/// show when they are not all in sight, so what is below is never a surprise.
+fn draw_detail(frame: &mut Frame, app: &App, area: Rect) {
+    let width = usize::from(area.width.saturating_sub(2));
+    let rows = usize::from(area.height.saturating_sub(2));
+    let lines = wrap_lines(&detail_lines(app), width);
+    let scroll = app.detail_scroll().min(lines.len().saturating_sub(rows));
+    let title = if lines.len() > rows {
+        format!(
+            " Detail ({}–{} of {} · J/K scroll) ",
+            scroll + 1,
+            (scroll + rows).min(lines.len()),
+            lines.len()
+        )
+    } else {
+        " Detail ".to_string()
     };
-    frame.render_widget(
-        Paragraph::new(lines)
-            .wrap(Wrap { trim: false })
-            .block(block),
-        area,
-    );
+    let block = Block::default().borders(Borders::ALL).title(title);
+    let shown: Vec<Line> = lines.into_iter().skip(scroll).take(rows).collect();
+    frame.render_widget(Paragraph::new(shown).block(block), area);
+}
+
+fn char_width(ch: char) -> usize {
+    let mut buf = [0u8; 4];
+    Span::raw(&*ch.encode_utf8(&mut buf)).width()
+}
+
+/// Where a wrapped line's continuation rows start: under the text after its first span
+/// (the time of a log line, the key of a help line, the label of a detail field), else
+/// under its own indentation; never more than half the width.
+fn hang_of(line: &Line<'_>, width: usize) -> usize {
+    let hang = match line.spans.as_slice() {
+        [first, _, ..] => first.width(),
+        _ => {
+            let text: String = line.spans.iter().map(|s| s.content.as_ref()).collect();
+            text.chars().take_while(|c| *c == ' ').count()
+        }
+    };
+    if hang * 2 > width { 0 } else { hang }
+}
+
+/// One line word-wrapped to `width` columns: broken after a space where it can, inside a
+/// word where it must (a long name or URL), each continuation row indented by `hang`
+/// columns. Styles are kept cell by cell. Prose (logs, help, details) reads better wrapped
+/// than cut or scrolled sideways: nothing is hidden and no key is needed to see it.
+pub fn wrap_line(line: &Line<'static>, width: usize, hang: usize) -> Vec<Line<'static>> {
+    if width == 0 || line.width() <= width {
+        return vec![line.clone()];
+    }
+    let hang = if hang * 2 > width { 0 } else { hang };
+    let mut rows: Vec<Vec<(char, Style)>> = Vec::new();
+    let mut row: Vec<(char, Style)> = Vec::new();
+    let mut used = 0;
+    // Cells in `row` after its last space: where a break moves a word to the next row.
+    let mut word_from: Option<usize> = None;
+    let mut limit = width;
+    for span in &line.spans {
+        let style = line.style.patch(span.style);
+        for ch in span.content.chars() {
+            let w = char_width(ch);
+            if ch == ' ' && row.is_empty() && !rows.is_empty() {
+                continue; // a continuation row does not start with the space it broke at
+            }
+            if used + w > limit && !row.is_empty() {
+                // At a space the row breaks right here; inside a word, after the row's last
+                // space (the word moves down whole) unless only indentation is before it.
+                let indent_only = |at: usize| row[..at].iter().all(|(c, _)| *c == ' ');
+                let mut carried = match word_from {
+                    _ if ch == ' ' => Vec::new(),
+                    Some(at) if at < row.len() && !indent_only(at) => row.split_off(at),
+                    _ => Vec::new(),
+                };
+                while row.last().is_some_and(|(c, _)| *c == ' ') {
+                    row.pop();
+                }
+                rows.push(std::mem::take(&mut row));
+                limit = width - hang;
+                word_from = None;
+                // A word longer than a continuation row is cut into rows of its own.
+                loop {
+                    let mut fit = 0;
+                    let mut cut = carried.len();
+                    for (i, (c, _)) in carried.iter().enumerate() {
+                        if fit + char_width(*c) > limit {
+                            cut = i;
+                            break;
+                        }
+                        fit += char_width(*c);
+                    }
+                    if cut == carried.len() {
+                        used = fit;
+                        break;
+                    }
+                    let rest = carried.split_off(cut.max(1));
+                    rows.push(std::mem::replace(&mut carried, rest));
+                }
+                row = carried;
+                if ch == ' ' {
+                    continue;
+                }
+                if used + w > limit && !row.is_empty() {
+                    rows.push(std::mem::take(&mut row));
+                    used = 0;
+                }
+            }
+            row.push((ch, style));
+            used += w;
+            if ch == ' ' {
+                word_from = Some(row.len());
+            }
+        }
+    }
+    rows.push(row);
+    rows.into_iter()
+        .enumerate()
+        .map(|(i, cells)| {
+            let mut spans: Vec<Span<'static>> = Vec::new();
+            if i > 0 && hang > 0 {
+                spans.push(Span::raw(" ".repeat(hang)));
+            }
+            let mut text = String::new();
+            let mut style: Option<Style> = None;
+            for (c, st) in cells {
+                if style.is_some_and(|s| s != st) {
+                    spans.push(Span::styled(
+                        std::mem::take(&mut text),
+                        style.unwrap_or_default(),
+                    ));
+                }
+                style = Some(st);
+                text.push(c);
+            }
+            if !text.is_empty() {
+                spans.push(Span::styled(text, style.unwrap_or_default()));
+            }
+            Line::from(spans)
+        })
+        .collect()
+}
+
+/// Lines wrapped to `width`, each with the hang its shape suggests ([`hang_of`]).
+pub fn wrap_lines(lines: &[Line<'static>], width: usize) -> Vec<Line<'static>> {
+    lines
+        .iter()
+        .flat_map(|l| wrap_line(l, width, hang_of(l, width)))
+        .collect()
 }
 
 /// A document's lines as shown: as they are, or wrapped to `width` columns with a `↪` at the
@@ -763,9 +965,14 @@ pub fn help_lines(app: &App) -> Vec<Line<'static>> {
     out
 }
 
+/// The help screen's rows at `width` columns (wrapped: the keys' explanations are long).
+pub fn help_rows(app: &App, width: usize) -> Vec<Line<'static>> {
+    wrap_lines(&help_lines(app), width)
+}
+
 fn draw_help(frame: &mut Frame, app: &App, area: Rect) {
-    let lines = help_lines(app);
-    let (rows, _) = document_area(app);
+    let (rows, width) = document_area(app);
+    let lines = help_rows(app, width);
     let footer = position(app.help_scroll, rows, lines.len());
     draw_scrolled(
         frame,
@@ -789,41 +996,59 @@ fn event_line(e: &super::data::EventLine) -> Line<'static> {
     ])
 }
 
-/// The event log: the newest lines in the pane under the tree, or full-screen (`e`) from
-/// `log_scroll` (following the newest until scrolled up).
+/// The event log's rows at `width` columns: every line wrapped, its continuations under its
+/// text (the time stays alone in its column), as a log reader expects — a verdict or an
+/// error is read whole, without a key to scroll sideways.
+pub fn log_rows(app: &App, width: usize) -> Vec<Line<'static>> {
+    app.log
+        .iter()
+        .flat_map(|e| wrap_line(&event_line(e), width, e.time.len() + 1))
+        .collect()
+}
+
+/// The newest `rows` rows of the event log (the pane under the tree): only the lines that
+/// can show are wrapped.
+fn log_tail(app: &App, width: usize, rows: usize) -> Vec<Line<'static>> {
+    let mut out: Vec<Line<'static>> = Vec::new();
+    for e in app.log.iter().rev() {
+        if out.len() >= rows {
+            break;
+        }
+        let mut wrapped = wrap_line(&event_line(e), width, e.time.len() + 1);
+        wrapped.append(&mut out);
+        out = wrapped;
+    }
+    let extra = out.len().saturating_sub(rows);
+    out.split_off(extra)
+}
+
+/// The event log: the newest rows in the pane under the tree, or full-screen (`e`) from
+/// `log_scroll` (following the newest until scrolled up); long lines wrap.
 fn draw_events(frame: &mut Frame, app: &App, area: Rect, full: bool) {
     let rows = usize::from(area.height.saturating_sub(2));
+    let width = usize::from(area.width.saturating_sub(2));
     let len = app.log.len();
-    let tail = len.saturating_sub(rows);
-    let scroll = if full {
-        app.log_scroll.unwrap_or(tail).min(tail)
-    } else {
-        tail
-    };
-    let lines: Vec<Line> = app
-        .log
-        .iter()
-        .skip(scroll)
-        .take(rows)
-        .map(event_line)
-        .collect();
-    let (title, footer) = if full {
-        (
-            format!(" Events ({len}) — esc or e closes "),
-            format!(
-                "{}· {}",
-                position(scroll, rows, len),
-                if app.log_scroll.is_some() {
-                    "scrolled: G follows "
-                } else {
-                    "following "
-                }
-            ),
-        )
-    } else {
-        (" Events (e: full screen) ".to_string(), String::new())
-    };
-    draw_scrolled(frame, area, title, footer, lines, 0);
+    if !full {
+        let lines = log_tail(app, width, rows);
+        let title = " Events (e: full screen) ".to_string();
+        draw_scrolled(frame, area, title, String::new(), lines, 0);
+        return;
+    }
+    let lines = log_rows(app, width);
+    let total = lines.len();
+    let tail = total.saturating_sub(rows);
+    let scroll = app.log_scroll.unwrap_or(tail).min(tail);
+    let title = format!(" Events ({len}) — esc or e closes ");
+    let footer = format!(
+        "{}· {}",
+        position(scroll, rows, total),
+        if app.log_scroll.is_some() {
+            "scrolled: G follows "
+        } else {
+            "following "
+        }
+    );
+    draw_scrolled(frame, area, title, footer, lines, scroll);
 }
 
 fn draw_status(frame: &mut Frame, app: &App, area: Rect, events_hidden: bool) {
@@ -862,14 +1087,21 @@ fn draw_status(frame: &mut Frame, app: &App, area: Rect, events_hidden: bool) {
             Level::Warn => Style::new().fg(Color::Yellow),
             Level::Error => Style::new().fg(Color::Red).add_modifier(Modifier::BOLD),
         };
-        Line::styled(format!(" {}", f.text), style)
+        // One row: what does not fit ends in `…`; the event log has the whole line.
+        let room = usize::from(area.width).saturating_sub(1);
+        Line::styled(format!(" {}", shorten(&f.text, room)), style)
     } else if let Some(e) = app
         .log
         .back()
         .filter(|_| events_hidden && app.screen != Screen::Events)
     {
-        // No room for the event pane: the newest event stays in sight.
-        let mut l = event_line(e);
+        // No room for the event pane: the newest event stays in sight, cut with `…` (`e`
+        // shows it whole).
+        let room = usize::from(area.width).saturating_sub(1 + e.time.len() + 1);
+        let mut l = event_line(&super::data::EventLine {
+            text: shorten(&e.text, room),
+            ..e.clone()
+        });
         l.spans.insert(0, Span::raw(" "));
         l
     } else {
@@ -886,9 +1118,10 @@ fn draw_hints(frame: &mut Frame, app: &App, area: Rect) {
     let writes_run = app.write_refusal().is_none();
     let parts: Vec<Part> = app
         .keymap
-        .hint_entries(app.screen)
+        .hint_groups(app.screen)
+        .into_iter()
         .enumerate()
-        .map(|(i, e)| {
+        .map(|(i, (keys, e))| {
             let word = e.hint.unwrap_or_default();
             let i = u8::try_from(i).unwrap_or(u8::MAX);
             let importance = match (word, e.write && writes_run) {
@@ -899,10 +1132,7 @@ fn draw_hints(frame: &mut Frame, app: &App, area: Rect) {
             };
             (
                 importance,
-                vec![
-                    Span::styled(keys_label(e.keys), key_style),
-                    Span::raw(format!(" {word}")),
-                ],
+                vec![Span::styled(keys, key_style), Span::raw(format!(" {word}"))],
             )
         })
         .collect();
@@ -1040,4 +1270,110 @@ fn draw_picker(frame: &mut Frame, app: &App, area: Rect) {
         ),
         rect,
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(rows: &[Line<'_>]) -> Vec<String> {
+        rows.iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn wrapping_breaks_between_words_and_loses_nothing() {
+        let line = Line::from(vec![
+            Span::raw("12:00:00 "),
+            Span::styled(
+                "test Pod default/a: denied by binding x → constraint y: needs label owner",
+                Style::new().fg(Color::Red),
+            ),
+        ]);
+        let rows = wrap_line(&line, 30, 9);
+        assert_eq!(
+            text(&rows),
+            [
+                "12:00:00 test Pod default/a:",
+                "         denied by binding x →",
+                "         constraint y: needs",
+                "         label owner",
+            ]
+        );
+        assert!(rows.iter().all(|r| r.width() <= 30));
+        // Every word is there, in order, with its style.
+        let words: Vec<String> = rows
+            .iter()
+            .flat_map(|r| {
+                r.to_string()
+                    .split_whitespace()
+                    .map(String::from)
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let want: Vec<String> = line
+            .to_string()
+            .split_whitespace()
+            .map(String::from)
+            .collect();
+        assert_eq!(words, want);
+        let last = rows.last().and_then(|r| r.spans.last()).map(|s| s.style.fg);
+        assert_eq!(last, Some(Some(Color::Red)));
+    }
+
+    #[test]
+    fn wrapping_cuts_a_word_longer_than_a_row_and_keeps_short_lines() {
+        let line = Line::raw("  --default-create-vap-for-templates=true now");
+        assert_eq!(
+            text(&wrap_line(&line, 20, 2)),
+            ["  --default-create-v", "  ap-for-templates=t", "  rue now"]
+        );
+        let short = Line::raw("fits");
+        assert_eq!(wrap_line(&short, 20, 2), vec![short]);
+        // A word moved down to a narrower continuation row is cut to fit it.
+        let field = Line::from(vec![
+            Span::raw("object    "),
+            Span::raw("admissionregistration.k8s.io/v1 Kind/name"),
+        ]);
+        let rows = wrap_line(&field, 38, 10);
+        assert_eq!(
+            text(&rows),
+            [
+                "object",
+                "          admissionregistration.k8s.io",
+                "          /v1 Kind/name"
+            ]
+        );
+        assert!(rows.iter().all(|r| r.width() <= 38), "{:?}", text(&rows));
+        // A hang wider than half the row is dropped rather than leave no room.
+        assert_eq!(
+            text(&wrap_line(&Line::raw("aaaa bbbb"), 6, 5)),
+            ["aaaa", "bbbb"]
+        );
+    }
+
+    #[test]
+    fn counts_agree_with_their_number() {
+        assert_eq!(count(1, "error", "errors"), "1 error");
+        assert_eq!(count(0, "error", "errors"), "0 errors");
+        assert_eq!(
+            count(2, "planned write", "planned writes"),
+            "2 planned writes"
+        );
+    }
+
+    #[test]
+    fn the_tree_takes_the_width_its_rows_need_and_leaves_the_detail_a_third() {
+        let main = Rect::new(0, 0, 160, 40);
+        // Wide rows: the tree stops where the detail pane keeps a third.
+        let (tree, detail) = split_main(main, 150);
+        assert_eq!((tree.width, detail.map(|d| d.width)), (107, Some(53)));
+        // Narrow rows: the detail pane gets the rest, the tree at least two fifths.
+        let (tree, detail) = split_main(main, 30);
+        assert_eq!((tree.width, detail.map(|d| d.width)), (64, Some(96)));
+        let (tree, _) = split_main(main, 90);
+        assert_eq!(tree.width, 90);
+        // 100 columns: the detail pane keeps 40.
+        let (tree, detail) = split_main(Rect::new(0, 0, 100, 30), 150);
+        assert_eq!((tree.width, detail.map(|d| d.width)), (60, Some(40)));
+    }
 }

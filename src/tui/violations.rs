@@ -255,7 +255,10 @@ pub fn section(store: &Store, snap: &Snapshot, node_id: &str) -> Vec<Line<'stati
                 b.violations,
                 match b.unchecked {
                     0 => String::new(),
-                    n => format!(", {n} object verdict(s) unseen"),
+                    n => format!(
+                        ", {} unseen",
+                        super::view::count(n, "object verdict", "object verdicts")
+                    ),
                 },
                 if b.interrupted {
                     " (an audit was interrupted)"

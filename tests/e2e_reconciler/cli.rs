@@ -228,3 +228,33 @@ async fn e2e_live_check_and_plan() {
 
     e.sweep(&[&kind], "check-clean").await;
 }
+
+/// A user who may not read the Lease is told so in one line of the server's words: a one-shot
+/// command does not say that nobody leads (it cannot know), and prints no debug dump of the
+/// server's Status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_an_unreadable_lease_is_not_a_free_one() {
+    let e = Env::new().await;
+    // A Lease namespace no grant of the other tests covers.
+    let lease = e.env.unique_name("unreadable");
+    let out = cli::output(
+        cli::kubectl_vap()
+            .args(["replay", "k8sany", "--lease-namespace", "default"])
+            .args(["--lease-name", &lease, "--kubeconfig"])
+            .arg(e.env.kubeconfig_user()),
+    );
+    let err = cli::stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    assert!(
+        err.contains(&format!("reading Lease default/{lease}"))
+            && err.contains("is forbidden")
+            && err.contains("(Forbidden, 403)"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("Status {") && !err.contains("ApiError") && !err.contains("nobody"),
+        "{err}"
+    );
+}

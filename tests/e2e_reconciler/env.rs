@@ -30,11 +30,15 @@ fn serial() -> MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// The options of a copy on Lease namespace [`LEASE_NS`] (which it exempts, as `run
+/// --lease-namespace` does), so the oracle judges by what every copy writes.
 pub fn opts(wait_secs: u64) -> Options {
-    Options {
+    let mut o = Options {
         binding_wait: Duration::from_secs(wait_secs),
         ..Options::default()
-    }
+    };
+    o.exemptions = kubectl_vap::core::Exemptions::lease_namespace(LEASE_NS);
+    o
 }
 
 /// A labels template of `kind` (message `missing required labels: …`), `generateVAP` as given.

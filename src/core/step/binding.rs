@@ -6,9 +6,10 @@ use crate::core::compare::compare_binding;
 use crate::core::desired::{BindingDecision, CrdState, Opinion, binding_decision};
 use crate::core::findings::{Code, Finding};
 use crate::core::names;
-use crate::core::options::Options;
+use crate::core::options::{Options, PolicyShape};
 use crate::core::ownership::{Control, OwnerId, control};
 use crate::core::plan::{Diff, PlannedWrite};
+use crate::core::scope::{Unresolved, coverage_of};
 use crate::core::tree::State;
 use crate::model::served::Served;
 use crate::model::{Binding, Constraint};
@@ -37,6 +38,17 @@ pub struct BindingStep<'a> {
     observed: Option<&'a Binding>,
     pub decision: BindingDecision,
     pub action: Action<Box<ValidatingAdmissionPolicyBinding>>,
+    /// What a narrowed binding matches wider than its kinds say, and why (`scope_finding`).
+    scope: Option<ScopeNote>,
+}
+
+/// A narrowed binding that still matches more than its constraint's kinds.
+#[derive(Debug, Clone)]
+struct ScopeNote {
+    everything: bool,
+    fail_closed: bool,
+    template: String,
+    unresolved: Vec<Unresolved>,
 }
 
 pub fn binding_step(input: BindingInput<'_>) -> BindingStep<'_> {
@@ -84,11 +96,27 @@ pub fn binding_step(input: BindingInput<'_>) -> BindingStep<'_> {
             None => Action::Nothing,
         },
     };
+    let scope = match (&decision, input.opinion) {
+        (BindingDecision::Want(_) | BindingDecision::Waiting { .. }, Some(o))
+            if input.opts.policy_shape == PolicyShape::Narrowed && o.generate =>
+        {
+            let (coverage, unresolved) = coverage_of(&c.matcher, input.served);
+            let everything = coverage.everything;
+            (everything || !unresolved.is_empty()).then(|| ScopeNote {
+                everything,
+                fail_closed: o.fail_closed,
+                template: o.template.clone(),
+                unresolved,
+            })
+        }
+        _ => None,
+    };
     BindingStep {
         constraint: c,
         observed,
         decision,
         action,
+        scope,
     }
 }
 
@@ -185,6 +213,48 @@ impl<'a> BindingStep<'a> {
                 format!("{reason}; its binding is left as it is until fixed"),
             ),
             _ => return None,
+        };
+        Some(Finding::new(code, constraint_ref(c), message).at(&c.source))
+    }
+
+    /// What the constraint's binding matches beyond its kinds: every kind under a fail-closed
+    /// policy (a warning: gatekeeper#4530's hazard), or kinds not served yet (info).
+    pub fn scope_finding(&self) -> Option<Finding> {
+        let note = self.scope.as_ref()?;
+        let c = self.constraint;
+        let (kind, name, t) = (&c.kind, c.name(), &note.template);
+        let unserved = note
+            .unresolved
+            .iter()
+            .map(|u| u.to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        let (code, message) = if note.everything && note.fail_closed {
+            let why = if unserved.is_empty() {
+                "it names no kinds (or `*`)".to_string()
+            } else {
+                format!("it names kinds no group serves yet ({unserved})")
+            };
+            (
+                Code::ConstraintMatchesEverything,
+                format!(
+                    "constraint {kind} {name} matches every kind: {why}, and template {t}'s policy fails closed; every create and update in the cluster is evaluated against it and, after an API server restart, refused until its params are synced (gatekeeper#4530): name the kinds in spec.match.kinds, or set failurePolicy: Ignore in template {t}"
+                ),
+            )
+        } else if !unserved.is_empty() {
+            (
+                Code::ConstraintKindsUnserved,
+                format!(
+                    "constraint {kind} {name} names kinds the API server does not serve: {unserved}; its binding matches {} until they are served, then only their resources",
+                    if note.everything {
+                        "every kind"
+                    } else {
+                        "their whole group"
+                    }
+                ),
+            )
+        } else {
+            return None;
         };
         Some(Finding::new(code, constraint_ref(c), message).at(&c.source))
     }

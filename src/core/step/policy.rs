@@ -38,6 +38,7 @@ pub fn policy_step<'a>(
     opts: &Options,
 ) -> PolicyStep<'a> {
     let owner = OwnerId::template(template.name(), &template.meta.uid);
+    let coverage = &effective_coverage(coverage, observed, opts.policy_shape);
     let action = match verdict {
         TemplateVerdict::Generate {
             source,
@@ -71,10 +72,7 @@ pub fn policy_step<'a>(
             Some(_) => Action::Delete(format!("template does not generate ({})", verdict.reason())),
         },
     };
-    let coverage = match opts.policy_shape {
-        PolicyShape::Narrowed if !coverage.is_empty() => coverage.clone(),
-        _ => Coverage::everything(),
-    };
+    let coverage = effective_coverage(coverage, observed, opts.policy_shape);
     PolicyStep {
         template,
         verdict,
@@ -82,6 +80,34 @@ pub fn policy_step<'a>(
         coverage,
         action,
     }
+}
+
+/// What the VAP is to match. No constraint wants a binding (the last one went, or none is
+/// readable): the VAP matches no request without bindings, so what it matches now is kept —
+/// no write, and no widening while a leftover binding is being swept. A new VAP needs a rule:
+/// everything.
+fn effective_coverage(
+    wanted: &Coverage,
+    observed: Option<&Policy>,
+    shape: PolicyShape,
+) -> Coverage {
+    match shape {
+        PolicyShape::Gatekeeper => Coverage::everything(),
+        PolicyShape::Narrowed if !wanted.is_empty() => wanted.clone(),
+        PolicyShape::Narrowed => observed
+            .map(observed_coverage)
+            .filter(|c| !c.is_empty())
+            .unwrap_or_else(Coverage::everything),
+    }
+}
+
+fn observed_coverage(o: &Policy) -> Coverage {
+    let m = o
+        .object
+        .spec
+        .as_ref()
+        .and_then(|s| s.match_constraints.as_ref());
+    Coverage::from_rules(m.and_then(|m| m.resource_rules.as_deref()))
 }
 
 impl<'a> PolicyStep<'a> {
@@ -115,14 +141,7 @@ impl<'a> PolicyStep<'a> {
         match &self.action {
             Action::InSync => self.coverage.clone(),
             Action::Create(_) | Action::Update { .. } if written => self.coverage.clone(),
-            _ => self
-                .observed
-                .map(|o| {
-                    let spec = o.object.spec.as_ref();
-                    let m = spec.and_then(|s| s.match_constraints.as_ref());
-                    Coverage::from_rules(m.and_then(|m| m.resource_rules.as_deref()))
-                })
-                .unwrap_or_default(),
+            _ => self.observed.map(observed_coverage).unwrap_or_default(),
         }
     }
 
