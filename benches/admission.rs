@@ -18,18 +18,13 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
-use support::bench::{block_on, env_num};
+use support::bench::{block_on, env_num, quantile};
 use support::cluster;
 use support::metrics::{growth, requests_by_verb};
 use support::objects::{binding_for, constraint_of, policy_for, required_labels_template};
 use testenv::{TestEnv, gatekeeper};
 
 const KIND: &str = "BenchPodLabels";
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
 
 fn main() {
     if !support::bench::benchmarking() {
@@ -191,7 +186,7 @@ async fn run() {
         eprintln!("round {round}: plain {took:?}, requests {d:?}");
         plain.push(took);
     }
-    let (o, p) = (median(ours), median(plain));
+    let (o, p) = (quantile(&ours, 0.5), quantile(&plain, 0.5));
     println!(
         "pods={pods} constraints={constraints} concurrency={concurrency} rounds={rounds} violations={expected}"
     );

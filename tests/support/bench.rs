@@ -36,3 +36,15 @@ pub fn block_on<F: Future>(f: F) -> F::Output {
         .expect("runtime")
         .block_on(f)
 }
+
+/// The `q` quantile (0.5: the median, 0.9: p90) of `samples`, nearest rank; zero when empty.
+/// The one quantile of the benchmarks: add no other `median`.
+pub fn quantile(samples: &[std::time::Duration], q: f64) -> std::time::Duration {
+    let mut v = samples.to_vec();
+    v.sort();
+    if v.is_empty() {
+        return std::time::Duration::ZERO;
+    }
+    let rank = ((q.clamp(0.0, 1.0) * v.len() as f64).ceil() as usize).clamp(1, v.len());
+    v[rank - 1]
+}

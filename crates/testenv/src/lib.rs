@@ -466,6 +466,21 @@ impl TestEnv {
         self.wait_apiserver_ready(&self.server_url()).await
     }
 
+    /// Starts kube-apiserver again like [`TestEnv::start_apiserver`], but returns as soon as the
+    /// process is spawned: for tests that must send requests from the first moment it answers,
+    /// before `/readyz` (and the admission plugin's informers) are ready.
+    pub fn spawn_apiserver_again(&self) -> anyhow::Result<()> {
+        if lock(&self.apiserver).is_some() {
+            bail!("kube-apiserver is already running");
+        }
+        self.spawn_apiserver(self.apiserver_port)
+    }
+
+    /// Whether the kube-apiserver this env started has exited (`None`: running, or none).
+    pub fn apiserver_exited(&self) -> Option<std::process::ExitStatus> {
+        try_wait(&self.apiserver)
+    }
+
     /// Starts kube-apiserver on another free port (same etcd, certs and tokens) while the main
     /// one is stopped, and returns an admin client for it. Clients of [`TestEnv::server_url`]
     /// cannot reach it: what changes through it, they see only once the main server is back
