@@ -186,7 +186,11 @@ async fn e2e_live_check_and_plan() {
     let r = e.leader(&e.env.unique_name("check"), opts(0)).await;
     r.assert_idle(TIMEOUT).await;
     r.stop().await;
-    let vap = |args: &[&str]| e.cli(&[args, &["--binding-wait=0s"]].concat());
+    // With the leader gone, check judges by its own flags: the same as the leader's (its Lease
+    // namespace is exempt from every generated policy).
+    let vap = |args: &[&str]| {
+        e.cli(&[args, &["--binding-wait=0s", "--lease-namespace", LEASE_NS]].concat())
+    };
     let mine = |out: &std::process::Output, key: &str| -> Vec<Value> {
         cli::stdout_json(out)[key]
             .as_array()
@@ -292,8 +296,11 @@ async fn e2e_check_and_plan_judge_by_the_leaders_settings() {
     e.put_template(&without_failure_policy(template(&kind, Some(true))))
         .await;
     e.constrain(&kind, "c").await;
+    // On the default Lease, whose namespace it exempts as `check` does: only the two flags
+    // below differ.
     let leaders = kubectl_vap::core::Options {
         default_failure_policy: kubectl_vap::core::FailurePolicy::Ignore,
+        exemptions: kubectl_vap::core::Exemptions::lease_namespace("gatekeeper-system"),
         ..opts(0)
     };
     // The default Lease: the one `check` reads without flags.
