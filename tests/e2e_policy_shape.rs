@@ -1210,7 +1210,9 @@ async fn e2e_restarting_apiserver_refuses_nothing_the_constraints_do_not_select(
     let log = std::fs::read_to_string(&log_path).unwrap_or_default();
     let refused_writes: Vec<&str> = log
         .lines()
-        .filter(|l| l.contains("ValidatingAdmissionPolicy") || l.contains("denied request"))
+        // What the API server says when a policy refuses a request (the reconciler's own log
+        // names the VAPs it writes, so the kind alone proves nothing).
+        .filter(|l| l.contains("denied request") || l.contains("failed to configure"))
         .collect();
     drop(served);
     assert_eq!(
