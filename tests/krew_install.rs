@@ -305,7 +305,7 @@ impl Krew {
             stdout
                 .lines()
                 .any(|l| l.contains("policy-missing")
-                    && l.contains("vap/gatekeeper-k8sallowedrepos")),
+                    && l.contains("validatingadmissionpolicy/gatekeeper-k8sallowedrepos")),
             "{stdout}"
         );
         // The release binary says what the sources under test say.
