@@ -302,10 +302,8 @@ impl Krew {
         );
         let stdout = String::from_utf8_lossy(&check.stdout);
         assert!(
-            stdout
-                .lines()
-                .any(|l| l.contains("policy-missing")
-                    && l.contains("validatingadmissionpolicy/gatekeeper-k8sallowedrepos")),
+            stdout.lines().any(|l| l.contains("policy-missing")
+                && l.contains("validatingadmissionpolicy/gatekeeper-k8sallowedrepos")),
             "{stdout}"
         );
         // The release binary says what the sources under test say.
