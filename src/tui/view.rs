@@ -313,7 +313,7 @@ pub fn alerts(app: &App) -> Vec<Line<'static>> {
                 error_style(),
             ),
             Span::raw(
-                " — `kubectl vap install` deploys one; `kubectl vap --reconcile` runs one here",
+                " — deploy one: `kubectl vap install --print | kubectl apply -f -`",
             ),
         ]));
     }
