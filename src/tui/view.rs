@@ -312,9 +312,7 @@ pub fn alerts(app: &App) -> Vec<Line<'static>> {
                 format!(" ✖ no copy reconciles: {who} Lease {}", info.leader.lease),
                 error_style(),
             ),
-            Span::raw(
-                " — deploy one: `kubectl vap install --print | kubectl apply -f -`",
-            ),
+            Span::raw(" — deploy one: `kubectl vap install --print | kubectl apply -f -`"),
         ]));
     }
     if let Some(crate::core::settings::Judged::Leader { differences, .. }) = &info.settings {
