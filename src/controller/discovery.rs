@@ -40,17 +40,15 @@ pub async fn refresh(shared: &Shared) -> Result<bool, ()> {
     }
 }
 
-pub async fn run(shared: Arc<Shared>, mut crds: watch::Receiver<u64>, every: Duration) {
+/// Keeps discovery current after the first one (`first_ok`: it succeeded; else retried soon).
+pub async fn run(
+    shared: Arc<Shared>,
+    mut crds: watch::Receiver<u64>,
+    every: Duration,
+    first_ok: bool,
+) {
+    let mut wait = if first_ok { every } else { RETRY };
     loop {
-        let wait = match refresh(&shared).await {
-            Ok(true) => {
-                tracing::info!("what the API server serves changed: reconciling everything");
-                shared.resync();
-                every
-            }
-            Ok(false) => every,
-            Err(()) => RETRY,
-        };
         tokio::select! {
             changed = crds.changed() => {
                 if changed.is_err() {
@@ -61,5 +59,14 @@ pub async fn run(shared: Arc<Shared>, mut crds: watch::Receiver<u64>, every: Dur
             }
             _ = tokio::time::sleep(wait) => {}
         }
+        wait = match refresh(&shared).await {
+            Ok(true) => {
+                tracing::info!("what the API server serves changed: reconciling everything");
+                shared.resync();
+                every
+            }
+            Ok(false) => every,
+            Err(()) => RETRY,
+        };
     }
 }

@@ -460,11 +460,14 @@ pub async fn launch(
     tasks.extend(elected.follower);
 
     // What is served, before the first constraint decides (until then its reconcile waits).
-    let _ = super::discovery::refresh(&shared).await;
+    // Subscribed first: a CRD that changes during this discovery brings another.
+    let crd_changes = shared.stores.crd_changes();
+    let first_ok = super::discovery::refresh(&shared).await.is_ok();
     tasks.push(tokio::spawn(super::discovery::run(
         shared.clone(),
-        shared.stores.crd_changes(),
+        crd_changes,
         DISCOVERY_EVERY,
+        first_ok,
     )));
     await_first_lists(&shared, SYNC_TIMEOUT).await;
     tracing::info!(

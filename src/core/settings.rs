@@ -82,21 +82,6 @@ impl FlagValue for Duration {
     }
 }
 
-/// A list flag (repeatable): its values joined by commas.
-impl FlagValue for Vec<String> {
-    fn text(&self) -> String {
-        self.join(",")
-    }
-    fn parse(s: &str) -> Option<Self> {
-        Some(
-            s.split(',')
-                .filter(|v| !v.is_empty())
-                .map(str::to_string)
-                .collect(),
-        )
-    }
-}
-
 /// The table: each [`Options`] field a leader publishes, and its flag (without `--`).
 macro_rules! published {
     ($($($field:ident).+ = $flag:literal,)*) => {
