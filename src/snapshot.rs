@@ -32,6 +32,10 @@ pub struct Snapshot {
     /// Copies of an object the input held more than once, dropped by [`Snapshot::dedupe`]:
     /// the analysis names each one (`input-duplicate`).
     pub duplicates: Vec<Duplicate>,
+    /// Gatekeeper's `Config` objects read (`model::gatekeeper_config`): the one Gatekeeper
+    /// reconciles adds its webhook exclusions to the exempt namespaces
+    /// (`Options::with_gatekeeper_config`).
+    pub gatekeeper_configs: Vec<crate::model::GatekeeperConfig>,
 }
 
 /// One copy of an object that the input held again later: ignored, the last copy is used.
@@ -75,6 +79,8 @@ pub enum ObjectClass {
     Policy,
     Binding,
     PodStatus,
+    /// Gatekeeper's `Config` (`config.gatekeeper.sh`).
+    GatekeeperConfig,
     /// A List (`kubectl get -o yaml`): its items are classified one by one.
     List,
     Other,
@@ -83,7 +89,7 @@ pub enum ObjectClass {
 pub fn classify(raw: &serde_json::Value) -> ObjectClass {
     use crate::model::{
         ADMISSION_GROUP, CONSTRAINTS_GROUP, STATUS_GROUP, TEMPLATES_GROUP, VAP_KIND, VAPB_KIND,
-        meta::group_of,
+        gatekeeper_config, meta::group_of,
     };
     let (api_version, kind) = crate::model::meta::type_of(raw);
     let group = group_of(api_version);
@@ -102,6 +108,9 @@ pub fn classify(raw: &serde_json::Value) -> ObjectClass {
         (g, VAPB_KIND) if g == ADMISSION_GROUP => ObjectClass::Binding,
         (g, "ConstraintTemplatePodStatus" | "ConstraintPodStatus") if g == STATUS_GROUP => {
             ObjectClass::PodStatus
+        }
+        (g, k) if g == gatekeeper_config::CONFIG_GROUP && k == gatekeeper_config::CONFIG_KIND => {
+            ObjectClass::GatekeeperConfig
         }
         (_, k) if k.ends_with("List") && raw.get("items").is_some_and(|i| i.is_array()) => {
             ObjectClass::List
@@ -165,6 +174,9 @@ impl Snapshot {
             ObjectClass::Policy => self.policies.push(Policy::from_value(raw, source)?),
             ObjectClass::Binding => self.bindings.push(Binding::from_value(raw, source)?),
             ObjectClass::PodStatus => self.pod_statuses.push(PodStatus::from_value(&raw)),
+            ObjectClass::GatekeeperConfig => self
+                .gatekeeper_configs
+                .push(crate::model::GatekeeperConfig::from_value(&raw)?),
             ObjectClass::Other => *self.ignored.entry(kind.to_string()).or_default() += 1,
         }
         Ok(())
@@ -190,6 +202,7 @@ impl Snapshot {
         }
         self.served.failed_groups.extend(other.served.failed_groups);
         self.duplicates.extend(other.duplicates);
+        self.gatekeeper_configs.extend(other.gatekeeper_configs);
     }
 
     /// Keeps the last of objects that share an identity (the same file given twice, or an

@@ -672,3 +672,41 @@ fn install_without_print_says_how_to_install() {
         stderr(&out)
     );
 }
+
+/// Gatekeeper's Config in the input (the one Gatekeeper reconciles: `config` in its namespace)
+/// exempts the namespaces it excludes from the webhook: exact names in each VAP's
+/// `namespaceSelector`, globs in a match condition; a Config Gatekeeper ignores changes nothing.
+#[test]
+fn gatekeepers_config_in_the_input_exempts_its_namespaces() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = |name: &str| {
+        format!(
+            "apiVersion: config.gatekeeper.sh/v1alpha1\nkind: Config\nmetadata:\n  name: {name}\n  namespace: gatekeeper-system\nspec:\n  match:\n  - excludedNamespaces: [cfg-excluded, cfg-skip-*]\n    processes: [webhook]\n"
+        )
+    };
+    let plan = |extra: Option<String>| {
+        if let Some(text) = extra {
+            std::fs::write(dir.path().join("config.yaml"), text).expect("write");
+        }
+        let out = vap(&[
+            "plan",
+            "-f",
+            &demo(),
+            "-f",
+            dir.path().to_str().expect("utf8 path"),
+            "-o",
+            "json",
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        String::from_utf8(out.stdout).expect("utf8")
+    };
+    let ignored = plan(Some(config("not-config")));
+    assert!(!ignored.contains("cfg-excluded"), "{ignored}");
+    let text = plan(Some(config("config")));
+    assert!(
+        text.contains("cfg-excluded")
+            && text.contains("gatekeeper_internal_match_global_excluded_namespaces")
+            && text.contains(r#"^cfg\\\\-skip\\\\-.*$"#),
+        "{text}"
+    );
+}

@@ -1227,3 +1227,145 @@ async fn e2e_restarting_apiserver_refuses_nothing_the_constraints_do_not_select(
         refused_writes.join("\n")
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Gatekeeper's Config.
+// ---------------------------------------------------------------------------------------------
+
+/// Whether a ConfigMap without labels in `ns` is refused by a policy (dry run).
+async fn configmap_denied(client: &kube::Client, ns: &str) -> bool {
+    let cm = configmap("probe", ns, json!({}));
+    let reply =
+        kubectl_vap::admission::dryrun::create(client, &resolve(client, &cm).await, Some(ns), &cm)
+            .await
+            .expect("dry-run create");
+    reply.status_message().is_some_and(by_policy)
+}
+
+/// Gatekeeper's Config excludes namespaces from its webhook (`spec.match[]` with `processes`
+/// `webhook` or `*`): the narrowed VAPs leave them out, exact names and globs, and not the
+/// namespaces excluded from other processes only; a change of the Config is followed by the
+/// running reconciler. Without the feature, `cfg-exact` and `cfg-glob-1` are denied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_gatekeepers_config_exclusions_are_exempt_and_followed() {
+    // A private server: the reconciler reads Configs cluster-wide.
+    let env = tokio::task::spawn_blocking(TestEnv::start)
+        .await
+        .expect("env");
+    let client = env.client_admin().await;
+    gatekeeper::install_gatekeeper_crds(&client)
+        .await
+        .expect("template CRD");
+    gatekeeper::install_config_crd(&client)
+        .await
+        .expect("Config CRD");
+    let gk_ns = kubectl_vap::core::options::DEFAULT_GATEKEEPER_NAMESPACE;
+    for ns in [LEASE_NS, gk_ns, "cfg-exact", "cfg-glob-1", "cfg-audit-only"] {
+        testenv::ensure_namespace(&client, ns).await.expect("ns");
+    }
+    let kind = "ConfigExcluded";
+    let t = labels_template();
+    let t = gatekeeper::template(
+        kind,
+        "v1",
+        t["spec"]["crd"]["spec"].clone(),
+        t["spec"]["targets"].clone(),
+    );
+    cluster::create_template_and_crd(&client, &t).await;
+    cluster::create_constraint(
+        &client,
+        &gatekeeper::constraint(
+            kind,
+            "all",
+            json!({ "match": { "kinds": [kinds("", &["ConfigMap"])] },
+                    "parameters": { "labels": ["owner"] } }),
+        ),
+    )
+    .await;
+    let configs: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        gk_ns,
+        &kubectl_vap::cluster::discovery::gatekeeper_config_resource(),
+    );
+    let config = |excluded: Value| {
+        json!({
+            "apiVersion": "config.gatekeeper.sh/v1alpha1", "kind": "Config",
+            "metadata": { "name": "config", "namespace": gk_ns },
+            "spec": { "match": [
+                { "excludedNamespaces": excluded, "processes": ["webhook"] },
+                { "excludedNamespaces": ["cfg-audit-only"], "processes": ["audit"] }
+            ] }
+        })
+    };
+    let apply_config = |v: Value| {
+        let configs = configs.clone();
+        async move {
+            configs
+                .patch(
+                    "config",
+                    &kube::api::PatchParams::apply("e2e").force(),
+                    &kube::api::Patch::Apply(v),
+                )
+                .await
+                .expect("apply the Config");
+        }
+    };
+    apply_config(config(json!(["cfg-exact", "cfg-glob-*"]))).await;
+
+    let mut opts = kubectl_vap::core::Options {
+        binding_wait: Duration::ZERO,
+        ..Default::default()
+    };
+    opts.exemptions = kubectl_vap::core::Exemptions::lease_namespace(LEASE_NS);
+    let r = support::reconciler::start(
+        client.clone(),
+        support::reconciler::Start::on(LEASE_NS, "config-e2e", opts),
+    )
+    .await;
+
+    // The policy denies where the Config excludes only from audit; from the first VAP on,
+    // the webhook's exclusions are left out (read before the first write).
+    support::poll::eventually("the constraint denies in cfg-audit-only", SETTLE, || {
+        configmap_denied(&client, "cfg-audit-only")
+    })
+    .await;
+    assert!(
+        !configmap_denied(&client, "cfg-exact").await,
+        "cfg-exact is excluded"
+    );
+    assert!(
+        !configmap_denied(&client, "cfg-glob-1").await,
+        "cfg-glob-* is excluded"
+    );
+    let vap = Api::<ValidatingAdmissionPolicy>::all(client.clone())
+        .get(&kubectl_vap::core::names::policy_name_for_kind(kind))
+        .await
+        .expect("the VAP");
+    let vap_text = serde_json::to_string(&vap).expect("json");
+    assert!(
+        vap_text.contains("gatekeeper_internal_match_global_excluded_namespaces")
+            && vap_text.contains("\"cfg-exact\""),
+        "{vap_text}"
+    );
+
+    // The Config changes: the running reconciler follows.
+    apply_config(config(json!(["cfg-glob-*"]))).await;
+    support::poll::eventually("cfg-exact is no longer excluded", SETTLE, || {
+        configmap_denied(&client, "cfg-exact")
+    })
+    .await;
+    assert!(
+        !configmap_denied(&client, "cfg-glob-1").await,
+        "cfg-glob-* is still excluded"
+    );
+    configs
+        .delete("config", &Default::default())
+        .await
+        .expect("delete the Config");
+    support::poll::eventually("without a Config nothing is excluded", SETTLE, || {
+        configmap_denied(&client, "cfg-glob-1")
+    })
+    .await;
+    r.assert_idle(SETTLE).await;
+}

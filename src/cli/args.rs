@@ -353,6 +353,10 @@ pub struct GenerationArgs {
     /// Exempt every namespace whose name ends with this (repeatable).
     #[arg(long = "exempt-namespace-suffix", value_name = "SUFFIX", value_parser = namespace_part)]
     pub exempt_namespace_suffix: Vec<String>,
+    /// Where Gatekeeper runs: the namespaces its Config (`config` there) excludes from the
+    /// webhook are exempt too, as in Gatekeeper's own VAPs.
+    #[arg(long = "gatekeeper-namespace", value_name = "NAMESPACE", default_value = crate::core::options::DEFAULT_GATEKEEPER_NAMESPACE, value_parser = namespace_part)]
+    pub gatekeeper_namespace: String,
 }
 
 /// A namespace name, or a part of one: lowercase letters, digits and '-', at most 63.
@@ -388,7 +392,9 @@ impl GenerationArgs {
                 namespaces: exempt,
                 prefixes: self.exempt_namespace_prefix.iter().cloned().collect(),
                 suffixes: self.exempt_namespace_suffix.iter().cloned().collect(),
+                excluded_globs: Default::default(),
             },
+            gatekeeper_namespace: self.gatekeeper_namespace.clone(),
             cel: crate::load::cel::checker(),
         }
     }

@@ -49,7 +49,9 @@ pub fn cluster_role_rules() -> serde_json::Value {
         { "apiGroups": ["admissionregistration.k8s.io"],
           "resources": ["validatingadmissionpolicies", "validatingadmissionpolicybindings"],
           "verbs": ["list", "watch", "create", "update", "delete"] },
-        { "apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["list"] }
+        { "apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["list"] },
+        // Gatekeeper's Config: the namespaces it excludes from its webhook, left out of the VAPs.
+        { "apiGroups": ["config.gatekeeper.sh"], "resources": ["configs"], "verbs": ["list", "watch"] }
     ])
 }
 
@@ -93,6 +95,7 @@ pub fn operator_rules(lease_name: &str) -> serde_json::Value {
         { "apiGroups": ["templates.gatekeeper.sh"], "resources": ["constrainttemplates"], "verbs": read },
         { "apiGroups": ["constraints.gatekeeper.sh"], "resources": ["*"], "verbs": read },
         { "apiGroups": ["status.gatekeeper.sh"], "resources": ["*"], "verbs": read },
+        { "apiGroups": ["config.gatekeeper.sh"], "resources": ["configs"], "verbs": read },
         { "apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": read },
         { "apiGroups": ["admissionregistration.k8s.io"],
           "resources": ["validatingadmissionpolicies", "validatingadmissionpolicybindings"], "verbs": read },

@@ -72,6 +72,15 @@ pub fn templates_resource() -> ApiResource {
     )
 }
 
+/// Gatekeeper's Configs (`model::gatekeeper_config`).
+pub fn gatekeeper_config_resource() -> ApiResource {
+    use crate::model::gatekeeper_config::{CONFIG_GROUP, CONFIG_KIND};
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(CONFIG_GROUP, "v1alpha1", CONFIG_KIND),
+        "configs",
+    )
+}
+
 /// CustomResourceDefinitions (constraint CRDs are written as v1).
 pub fn crds_resource() -> ApiResource {
     ApiResource::from_gvk_with_plural(

@@ -35,6 +35,45 @@ pub fn constraint_kinds(crds: &[CustomResourceDefinition]) -> Vec<(String, Strin
         .collect()
 }
 
+/// Gatekeeper's Configs named `config`, in every namespace (which one counts is the analysis's
+/// call: `Options::with_gatekeeper_config`). No Gatekeeper (the kind not served) is none; a
+/// Config Gatekeeper's CRD would refuse is left out with a warning.
+pub async fn gatekeeper_configs(
+    client: &kube::Client,
+) -> Result<Vec<crate::model::GatekeeperConfig>, kube::Error> {
+    let ar = super::discovery::gatekeeper_config_resource();
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+    let lp = ListParams::default().fields(&format!(
+        "metadata.name={}",
+        crate::model::gatekeeper_config::CONFIG_NAME
+    ));
+    match api.list(&lp).await {
+        Ok(l) => Ok(l
+            .items
+            .iter()
+            .filter_map(|o| parse_config(o, &ar))
+            .collect()),
+        Err(e) if status_code(&e) == Some(404) => Ok(Vec::new()),
+        Err(e) => Err(e),
+    }
+}
+
+/// One Config, or `None` (warned) when Gatekeeper's CRD would not have admitted it.
+pub fn parse_config(o: &DynamicObject, ar: &ApiResource) -> Option<crate::model::GatekeeperConfig> {
+    let raw = super::assemble::dyn_to_value(o, ar);
+    match crate::model::GatekeeperConfig::from_value(&raw) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            tracing::warn!(
+                "Gatekeeper Config {}/{}: {e}; its exclusions are not applied",
+                o.metadata.namespace.as_deref().unwrap_or_default(),
+                o.metadata.name.as_deref().unwrap_or_default()
+            );
+            None
+        }
+    }
+}
+
 /// Lists a snapshot. `Err` only when nothing useful can be read (no VAP API, connection);
 /// resources that fail individually come back as access errors next to the partial snapshot.
 pub async fn list_snapshot(
@@ -83,6 +122,13 @@ pub async fn list_snapshot(
         if let Ok(items) = list_dynamic(client, &ar).await {
             items.iter().for_each(|o| snap.object(o, &ar));
         }
+    }
+    match gatekeeper_configs(client).await {
+        Ok(configs) => snap.gatekeeper_configs(configs),
+        Err(e @ kube::Error::Api(_)) => {
+            errors.push(access_error("configs.config.gatekeeper.sh", &e))
+        }
+        Err(e) => return Err(KubeError::request("listing Gatekeeper's Configs", e)),
     }
     let mut snap = snap.finish(&errors, []);
     // What is served narrows the bindings; without discovery, what any server serves.

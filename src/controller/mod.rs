@@ -20,6 +20,7 @@ mod commands;
 mod discovery;
 mod events;
 pub mod gatekeeper;
+mod gatekeeper_config;
 pub mod handle;
 mod lease;
 mod metrics;

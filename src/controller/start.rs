@@ -469,6 +469,9 @@ pub async fn launch(
         DISCOVERY_EVERY,
         first_ok,
     )));
+    // Gatekeeper's Config, before the first VAP is written (its exclusions shape them).
+    super::gatekeeper_config::first_read(&shared).await;
+    tasks.push(tokio::spawn(super::gatekeeper_config::run(shared.clone())));
     await_first_lists(&shared, SYNC_TIMEOUT).await;
     tracing::info!(
         "templates, CRDs, VAPs and bindings listed in {:?}",
@@ -926,15 +929,24 @@ async fn worker(
     attempts: Arc<Attempts>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let work = Work {
-        cache: &cache,
-        opts: &opts,
-        attempts: &attempts,
-    };
+    // The flags' options with Gatekeeper's Config applied, recomputed when it changes.
+    let mut configs = shared.stores.gatekeeper_configs();
+    let mut merged = opts.with_gatekeeper_config(&configs);
     loop {
         if *shutdown.borrow() {
             return;
         }
+        let now = shared.stores.gatekeeper_configs();
+        if !Arc::ptr_eq(&now, &configs) {
+            merged = opts.with_gatekeeper_config(&now);
+            configs = now;
+        }
+        let opts = &merged;
+        let work = Work {
+            cache: &cache,
+            opts,
+            attempts: &attempts,
+        };
         match process_one(&shared.queue, &*shared, &work).await {
             Step::Processed(p) => {
                 shared
@@ -944,7 +956,7 @@ async fn worker(
                 shared
                     .tracker
                     .processed(&p.key, p.started, &p.outcome, p.writes, p.failures);
-                report_invalid(&shared, &p.key, &opts);
+                report_invalid(&shared, &p.key, opts);
                 shared.status.touch();
             }
             Step::Idle(due) => {

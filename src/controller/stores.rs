@@ -20,6 +20,7 @@ use crate::cluster::discovery::{
 use crate::core::PlannedWrite;
 use crate::core::desired::CrdState;
 use crate::core::ownership::is_controller_in;
+use crate::model::GatekeeperConfig;
 use crate::model::served::Served;
 use crate::model::{
     Binding, CONSTRAINTS_GROUP, Constraint, ConstraintTemplate, CrdInfo, Policy, Source,
@@ -130,6 +131,9 @@ pub struct Stores {
     scope: Scope,
     /// What the API server serves (discovery), once read: the narrowed bindings' rules.
     served: RwLock<Option<Arc<Served>>>,
+    /// Gatekeeper's `Config` objects named `config` (`gatekeeper_config`): the exclusions the
+    /// reconcilers add to the exempt namespaces.
+    gatekeeper_configs: RwLock<Arc<Vec<GatekeeperConfig>>>,
     /// Bumped when a CRD comes, goes or changes: discovery looks again.
     crds_changed: watch::Sender<u64>,
 }
@@ -178,6 +182,7 @@ impl Stores {
             policies: readers.policies,
             bindings: readers.bindings,
             served: RwLock::new(None),
+            gatekeeper_configs: RwLock::new(Arc::new(Vec::new())),
             crds_changed: watch::channel(0).0,
             kinds: RwLock::new(HashMap::new()),
             pod_statuses: Mutex::new(Vec::new()),
@@ -721,6 +726,21 @@ impl Stores {
         changed
     }
 
+    /// Gatekeeper's Configs as last read (none before the first read, or without Gatekeeper).
+    pub fn gatekeeper_configs(&self) -> Arc<Vec<GatekeeperConfig>> {
+        self.gatekeeper_configs.read().clone()
+    }
+
+    /// Keeps what was read of Gatekeeper's Configs; whether it differs from before.
+    pub fn set_gatekeeper_configs(&self, configs: Vec<GatekeeperConfig>) -> bool {
+        let mut current = self.gatekeeper_configs.write();
+        let changed = **current != configs;
+        if changed {
+            *current = Arc::new(configs);
+        }
+        changed
+    }
+
     /// Every constraint of `kind`, when its store is known (`constraint`'s rules).
     pub fn constraints_of_kind(&self, kind: &str) -> Read<Vec<Constraint>> {
         match self.constraint(kind, "") {
@@ -770,6 +790,7 @@ impl Stores {
         if let Some(served) = &*self.served.read() {
             snap.served = (**served).clone();
         }
+        snap.gatekeeper_configs = (**self.gatekeeper_configs.read()).clone();
         snap
     }
 }

@@ -43,6 +43,9 @@ pub fn crd_state(snapshot: &Snapshot, kind: &str) -> CrdState {
 }
 
 pub fn analyze(snap: &Snapshot, opts: &Options) -> Analysis {
+    // Gatekeeper's Config, when read, exempts more namespaces.
+    let merged = opts.with_gatekeeper_config(&snap.gatekeeper_configs);
+    let opts = &merged;
     let index = Index::of(snap);
     let verdicts: Vec<TemplateVerdict> = snap
         .templates

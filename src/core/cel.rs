@@ -12,6 +12,8 @@ pub const KINDS: &str = "gatekeeper_internal_match_kinds";
 pub const MATCHER_NAMES: [&str; 4] = [EXCLUDED_NAMESPACES, NAMESPACES, NAME, KINDS];
 /// Gatekeeper's name for the condition that exempts namespaces by prefix or suffix.
 pub const GLOBAL_EXEMPTED_NAMESPACES: &str = "gatekeeper_internal_match_global_exempted_namespaces";
+/// Gatekeeper's name for the condition of its Config's webhook exclusions.
+pub const GLOBAL_EXCLUDED_NAMESPACES: &str = "gatekeeper_internal_match_global_excluded_namespaces";
 
 /// The namespace a request is about: the request's, or a Namespace's own name, or "" when
 /// cluster-scoped (namespace matchers pass for cluster-scoped objects, as in Gatekeeper).
@@ -88,8 +90,57 @@ pub fn global_exempted(
     ))
 }
 
+/// The condition that leaves out namespaces Gatekeeper's Config excludes by glob (`*` any run of
+/// characters, as Gatekeeper reads them; everything else literal), or `None` when there are
+/// none. Each glob becomes an anchored RE2 pattern here, once, rather than in every request.
+pub fn global_excluded(globs: &std::collections::BTreeSet<String>) -> Option<String> {
+    if globs.is_empty() {
+        return None;
+    }
+    let patterns: Vec<String> = globs.iter().map(|g| glob_pattern(g)).collect();
+    Some(format!(
+        "[{NS}].all(ns, ns == \"\" || !{}.exists(p, ns.matches(p)))",
+        string_list(patterns.iter())
+    ))
+}
+
+/// `kube-*` → `^kube\-.*$`: RE2, every character but `*` literal.
+fn glob_pattern(glob: &str) -> String {
+    let mut p = String::from("^");
+    for c in glob.chars() {
+        match c {
+            '*' => p.push_str(".*"),
+            c if c.is_ascii_alphanumeric() => p.push(c),
+            c if c.is_ascii_punctuation() => {
+                p.push('\\');
+                p.push(c);
+            }
+            c => p.push(c),
+        }
+    }
+    p.push('$');
+    p
+}
+
 /// `variables.anyObject`: the old object on a DELETE, else the object.
 pub const ANY_OBJECT: &str = r#"has(request.operation) && request.operation == "DELETE" && object == null ? oldObject : object"#;
 /// `variables.params`: the constraint's `spec.parameters`, or null.
 pub const PARAMS: &str =
     "!has(params.spec) ? null : !has(params.spec.parameters) ? null : params.spec.parameters";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs_become_anchored_literal_patterns() {
+        assert_eq!(glob_pattern("kube-*"), "^kube\\-.*$");
+        assert_eq!(glob_pattern("*-system"), "^.*\\-system$");
+        assert_eq!(glob_pattern("a.b"), "^a\\.b$");
+        let none = std::collections::BTreeSet::new();
+        assert_eq!(global_excluded(&none), None);
+        let one = std::collections::BTreeSet::from(["kube-*".to_string()]);
+        let e = global_excluded(&one).expect("a condition");
+        assert!(e.contains(r#"["^kube\\-.*$"]"#), "{e}");
+    }
+}

@@ -343,6 +343,13 @@ mod tests {
         }
         assert_eq!(parse(crate::core::cel::ANY_OBJECT), Ok(()));
         assert_eq!(parse(crate::core::cel::PARAMS), Ok(()));
+        let set = |v: &[&str]| v.iter().map(|s| s.to_string()).collect();
+        let exempted = crate::core::cel::global_exempted(&set(&["kube-"]), &set(&["-system"]));
+        let excluded = crate::core::cel::global_excluded(&set(&["kube-*", "*-x-*", "a.b"]));
+        for e in [exempted, excluded] {
+            let e = e.expect("a condition");
+            assert_eq!(parse(&e), Ok(()), "{e}");
+        }
     }
 
     #[test]

@@ -75,7 +75,7 @@ pub enum PolicyMatch<'a> {
 fn policy_match(
     t: &ConstraintTemplate,
     m: PolicyMatch<'_>,
-) -> (ar::MatchResources, Option<ar::MatchCondition>) {
+) -> (ar::MatchResources, Vec<ar::MatchCondition>) {
     let ops = operations(t);
     match m {
         PolicyMatch::Gatekeeper => (
@@ -93,7 +93,7 @@ fn policy_match(
                 object_selector: Some(LabelSelector::default()),
                 exclude_resource_rules: None,
             },
-            None,
+            Vec::new(),
         ),
         PolicyMatch::Narrowed {
             coverage,
@@ -108,12 +108,19 @@ fn policy_match(
                 coverage
             };
             let rules = coverage.rules(&ops, "*");
-            let exempted = cel::global_exempted(&exemptions.prefixes, &exemptions.suffixes).map(
-                |expression| ar::MatchCondition {
-                    name: cel::GLOBAL_EXEMPTED_NAMESPACES.into(),
+            // Gatekeeper's order: the Config's exclusions, then the flags' exemptions.
+            let excluded = cel::global_excluded(&exemptions.excluded_globs)
+                .map(|e| (cel::GLOBAL_EXCLUDED_NAMESPACES, e));
+            let exempted = cel::global_exempted(&exemptions.prefixes, &exemptions.suffixes)
+                .map(|e| (cel::GLOBAL_EXEMPTED_NAMESPACES, e));
+            let exempted = excluded
+                .into_iter()
+                .chain(exempted)
+                .map(|(name, expression)| ar::MatchCondition {
+                    name: name.into(),
                     expression,
-                },
-            );
+                })
+                .collect();
             (
                 ar::MatchResources {
                     resource_rules: Some(rules),

@@ -1,6 +1,7 @@
 //! The generation flags shared by every command (design: "the generation flags").
 
 use super::cel_syntax::CelChecker;
+use crate::model::GatekeeperConfig;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
@@ -39,10 +40,16 @@ pub struct Exemptions {
     pub namespaces: BTreeSet<String>,
     pub prefixes: BTreeSet<String>,
     pub suffixes: BTreeSet<String>,
+    /// Globs (`kube-*`, `*-system`, `a*b`) of Gatekeeper's Config that exclude namespaces from
+    /// its webhook; its exact names are in `namespaces`. Read from the cluster or the input,
+    /// never a flag ([`Options::with_gatekeeper_config`]).
+    pub excluded_globs: BTreeSet<String>,
 }
 
 /// The Lease's namespace when no flag says otherwise (`--lease-namespace`).
 pub const DEFAULT_LEASE_NAMESPACE: &str = "gatekeeper-system";
+/// Where Gatekeeper runs, and so where its `Config` is (`--gatekeeper-namespace`).
+pub const DEFAULT_GATEKEEPER_NAMESPACE: &str = "gatekeeper-system";
 
 impl Exemptions {
     /// Only the default Lease namespace.
@@ -91,8 +98,11 @@ pub struct Options {
     pub binding_wait: Duration,
     /// `--policy-shape`.
     pub policy_shape: PolicyShape,
-    /// `--exempt-namespace[-prefix|-suffix]` and the Lease's namespace.
+    /// `--exempt-namespace[-prefix|-suffix]` and the Lease's namespace; Gatekeeper's Config
+    /// adds its exclusions ([`Options::with_gatekeeper_config`]).
     pub exemptions: Exemptions,
+    /// `--gatekeeper-namespace`: whose `config` Config's webhook exclusions are exempt.
+    pub gatekeeper_namespace: String,
     /// What parses a template's CEL (syntax only): the edge's, which has the stack and the
     /// memory for it.
     pub cel: CelChecker,
@@ -108,7 +118,88 @@ impl Options {
             binding_wait: Duration::from_secs(30),
             policy_shape: PolicyShape::Narrowed,
             exemptions: Exemptions::lease_namespace(DEFAULT_LEASE_NAMESPACE),
+            gatekeeper_namespace: DEFAULT_GATEKEEPER_NAMESPACE.into(),
             cel,
         }
+    }
+
+    /// These options with the webhook exclusions of the Config Gatekeeper reconciles (the one
+    /// named `config` in `gatekeeper_namespace`) added to the exemptions: exact names to
+    /// [`Exemptions::namespaces`], globs to [`Exemptions::excluded_globs`]. Gatekeeper's VAPs
+    /// leave them out; so do ours. Other Configs are ignored, as Gatekeeper ignores them.
+    pub fn with_gatekeeper_config(&self, configs: &[GatekeeperConfig]) -> Options {
+        let mut o = self.clone();
+        for c in configs
+            .iter()
+            .filter(|c| c.is_gatekeepers(&self.gatekeeper_namespace))
+        {
+            for n in &c.webhook_excluded {
+                if n.contains('*') {
+                    o.exemptions.excluded_globs.insert(n.clone());
+                } else {
+                    o.exemptions.namespaces.insert(n.clone());
+                }
+            }
+        }
+        o
+    }
+}
+
+#[cfg(test)]
+mod gatekeeper_config_tests {
+    use super::*;
+
+    /// The flags' defaults; no template is checked here.
+    fn defaults() -> Options {
+        struct NoCel;
+        impl super::super::cel_syntax::CelSyntax for NoCel {
+            fn check(&self, _: &[(String, &str)]) -> Result<(), String> {
+                Ok(())
+            }
+        }
+        Options::with_cel(CelChecker::new(NoCel))
+    }
+
+    fn config(ns: Option<&str>, name: &str, excluded: &[&str]) -> GatekeeperConfig {
+        GatekeeperConfig {
+            namespace: ns.map(str::to_string),
+            name: name.into(),
+            webhook_excluded: excluded.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn the_configs_names_and_globs_join_the_exemptions() {
+        let o = defaults().with_gatekeeper_config(&[
+            config(Some("gatekeeper-system"), "config", &["team-a", "kube-*"]),
+            // Not Gatekeeper's: another namespace, another name.
+            config(Some("elsewhere"), "config", &["team-b"]),
+            config(Some("gatekeeper-system"), "other", &["team-c"]),
+        ]);
+        let names: Vec<&str> = o.exemptions.namespaces.iter().map(String::as_str).collect();
+        assert_eq!(names, ["gatekeeper-system", "team-a"]);
+        let globs: Vec<&str> = o
+            .exemptions
+            .excluded_globs
+            .iter()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(globs, ["kube-*"]);
+        // The flags' options are not changed.
+        assert!(defaults().exemptions.excluded_globs.is_empty());
+    }
+
+    #[test]
+    fn another_gatekeeper_namespace_reads_its_own_config() {
+        let o = Options {
+            gatekeeper_namespace: "gk".into(),
+            ..defaults()
+        }
+        .with_gatekeeper_config(&[
+            config(Some("gatekeeper-system"), "config", &["team-a"]),
+            config(Some("gk"), "config", &["team-b"]),
+        ]);
+        assert!(o.exemptions.namespaces.contains("team-b"));
+        assert!(!o.exemptions.namespaces.contains("team-a"));
     }
 }

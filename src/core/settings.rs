@@ -45,6 +45,15 @@ impl FlagValue for PolicyShape {
     }
 }
 
+impl FlagValue for String {
+    fn text(&self) -> String {
+        self.clone()
+    }
+    fn parse(s: &str) -> Option<Self> {
+        Some(s.to_string())
+    }
+}
+
 /// A set flag (repeatable, order free): its values sorted, joined by commas.
 impl FlagValue for std::collections::BTreeSet<String> {
     fn text(&self) -> String {
@@ -127,6 +136,7 @@ published! {
     exemptions.namespaces = "exempt-namespace",
     exemptions.prefixes = "exempt-namespace-prefix",
     exemptions.suffixes = "exempt-namespace-suffix",
+    gatekeeper_namespace = "gatekeeper-namespace",
 }
 
 /// The generation flags a copy acts on: flag name (without `--`) → value.

@@ -34,6 +34,7 @@ fn known(class: ObjectClass) -> Option<(&'static [&'static str], &'static str)> 
             ],
             "kubectl-vap reads",
         ),
+        ObjectClass::GatekeeperConfig => (&["config.gatekeeper.sh/v1alpha1"], "Gatekeeper serves"),
         ObjectClass::List | ObjectClass::Other => return None,
     })
 }

@@ -2,12 +2,14 @@
 //! so the TUI can show YAML and the plan can show diffs of exactly what the server holds.
 
 pub mod constraint;
+pub mod gatekeeper_config;
 pub mod meta;
 pub mod policy;
 pub mod served;
 pub mod template;
 
 pub use constraint::{Constraint, EnforcementPoint, Match, ScopedAction};
+pub use gatekeeper_config::GatekeeperConfig;
 pub use meta::{ObjectRef, OwnerRef, Source};
 pub use policy::{Binding, CrdInfo, PodStatus, Policy};
 pub use template::{ConstraintTemplate, NamedExpression, NativeSource, Target, Validation};

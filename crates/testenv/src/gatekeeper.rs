@@ -297,6 +297,42 @@ pub fn established(crd: &CustomResourceDefinition) -> bool {
 }
 
 /// Installs (server-side applies) the ConstraintTemplate CRD and waits until it is Established.
+/// The `configs.config.gatekeeper.sh` CRD, from Gatekeeper's documented API: namespaced,
+/// v1alpha1, `spec` kept as given (kubectl-vap reads `spec.match[]`).
+pub fn config_crd() -> CustomResourceDefinition {
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": { "name": "configs.config.gatekeeper.sh" },
+        "spec": {
+            "group": "config.gatekeeper.sh",
+            "scope": "Namespaced",
+            "names": { "kind": "Config", "listKind": "ConfigList", "plural": "configs", "singular": "config" },
+            "versions": [{
+                "name": "v1alpha1",
+                "served": true,
+                "storage": true,
+                "schema": { "openAPIV3Schema": {
+                    "type": "object",
+                    "properties": {
+                        "apiVersion": { "type": "string" },
+                        "kind": { "type": "string" },
+                        "metadata": { "type": "object" },
+                        "spec": { "type": "object", "x-kubernetes-preserve-unknown-fields": true }
+                    }
+                } }
+            }]
+        }
+    });
+    serde_json::from_value(crd).expect("the Config CRD is a CustomResourceDefinition")
+}
+
+/// Installs [`config_crd`] and waits until it is Established.
+pub async fn install_config_crd(client: &kube::Client) -> anyhow::Result<()> {
+    apply_and_establish(client, &config_crd()).await?;
+    Ok(())
+}
+
 /// Idempotent, so every test may call it on the shared apiserver.
 pub async fn install_gatekeeper_crds(client: &kube::Client) -> anyhow::Result<()> {
     apply_and_establish(client, &constraint_template_crd()).await?;
