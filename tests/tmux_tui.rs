@@ -547,7 +547,7 @@ fn tmux_tui_acts_through_a_leader_elsewhere() {
     }
     let mut leader = KillOnDrop(
         Command::new(bin)
-            .args(["run", "--binding-wait=0s", "--lease-duration=3s"])
+            .args(["run", "--binding-wait=0s", "--lease-duration=6s"])
             .args(["--lease-namespace", lease_ns, "--lease-name", lease])
             .arg("--kubeconfig")
             .arg(env.kubeconfig_admin())
@@ -671,9 +671,63 @@ fn tmux_tui_acts_through_a_leader_elsewhere() {
         String::from_utf8_lossy(&out.stderr)
     );
 
-    // The leader killed (no release): the header says nobody reconciles.
+    // A standby, then the leader killed (SIGKILL, no release): until the Lease expires the
+    // (6 s, so that the TUI's Lease read every 3 s falls in the window at least once)
+    // header says the leader is unresponsive, then the standby leads; never "no copy
+    // reconciles" meanwhile (a standby was there all along).
+    let standby_log = dir.path().join("standby.log");
+    let mut standby = KillOnDrop(
+        Command::new(bin)
+            .args(["run", "--binding-wait=0s", "--lease-duration=6s"])
+            .args(["--lease-namespace", lease_ns, "--lease-name", lease])
+            .arg("--kubeconfig")
+            .arg(env.kubeconfig_admin())
+            .stderr(std::fs::File::create(&standby_log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let start = Instant::now();
+    while !std::fs::read_to_string(&standby_log)
+        .unwrap_or_default()
+        .contains("competing for Lease")
+    {
+        assert!(start.elapsed() < WAIT, "the standby never started");
+        std::thread::sleep(Duration::from_millis(200));
+    }
     leader.0.kill().unwrap();
     let _ = leader.0.wait();
+    let start = Instant::now();
+    let mut seen_unresponsive = false;
+    let new_holder = loop {
+        let s = t.screen();
+        assert!(
+            !s.contains("no copy reconciles"),
+            "with a standby running:\n{s}"
+        );
+        seen_unresponsive |= s.contains(&format!("leader {holder} unresponsive"));
+        let view = rt
+            .block_on(kubectl_vap::controller::read_lease(client, lease_ns, lease))
+            .ok();
+        if let Some(h) = view.and_then(|v| v.holder).filter(|h| *h != holder)
+            && s.contains(&format!("leader: {h}"))
+        {
+            break h;
+        }
+        assert!(start.elapsed() < WAIT, "the standby never led:\n{s}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(
+        new_holder.contains(&format!("-{}-", standby.0.id())),
+        "{new_holder}"
+    );
+    assert!(
+        seen_unresponsive,
+        "the header said the leader was unresponsive"
+    );
+
+    // The standby killed too: the header says nobody reconciles.
+    standby.0.kill().unwrap();
+    let _ = standby.0.wait();
     t.wait_for("the header saying nobody reconciles", |s| {
         s.contains("no copy reconciles")
     });

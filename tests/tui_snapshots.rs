@@ -1522,7 +1522,7 @@ fn tui_unresponsive_leader_is_not_said_to_be_absent() {
     let mut state = remote_state();
     state.lease.unresponsive_until = Some(fixture_now() + chrono::Duration::seconds(9));
     let ui = Ui::new(false, observing(&state), 150, 36);
-    let warning = "leader kubectl-vap-7c9d5 unresponsive; its Lease gatekeeper-system/kubectl-vap expires in 9s, a standby takes over";
+    let warning = "leader kubectl-vap-7c9d5 unresponsive; its Lease gatekeeper-system/kubectl-vap expires in 9s, then a standby takes over if one runs";
     let at = ui
         .find(warning)
         .unwrap_or_else(|| panic!("{}", ui.screen()));

@@ -22,7 +22,7 @@ use crate::model::{MANAGED_BY_LABEL, ObjectRef};
 use k8s_openapi::api::events::v1::{Event, EventSeries};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
@@ -207,10 +207,11 @@ pub fn template_of(key: &Key) -> String {
 #[derive(Default)]
 struct Burst {
     first: Option<Instant>,
-    /// (verb, kind) → count, for the summary.
+    /// (verb, kind) → count of writes, for the summary.
     done: BTreeMap<(&'static str, String), usize>,
-    /// (verb, short kind) → the last name, for a summary of one object.
-    names: BTreeMap<(&'static str, String), String>,
+    /// (verb, short kind) → the objects written: one object written three times (a VAP widened
+    /// as its constraints came) is one object, not three.
+    names: BTreeMap<(&'static str, String), BTreeSet<String>>,
     failed: Vec<String>,
 }
 
@@ -234,16 +235,25 @@ fn past(verb: Verb) -> &'static str {
 /// "created VAP gatekeeper-x; created 25 bindings, updated 1 binding".
 fn written_note(
     done: &BTreeMap<(&'static str, String), usize>,
-    names: &BTreeMap<(&'static str, String), String>,
+    names: &BTreeMap<(&'static str, String), BTreeSet<String>>,
 ) -> String {
     let parts: Vec<String> = done
         .iter()
-        .map(|((verb, kind), n)| {
+        .map(|((verb, kind), &writes)| {
             let kind = short_kind(kind);
-            match (n, names.get(&(*verb, kind.to_string()))) {
-                (1, Some(name)) => format!("{verb} {kind} {name}"),
-                (1, None) => format!("{verb} 1 {kind}"),
-                (n, _) => format!("{verb} {n} {kind}s"),
+            let objects = names.get(&(*verb, kind.to_string()));
+            let n = objects.map_or(writes, BTreeSet::len);
+            let times = if writes > n {
+                format!(" ({writes} writes)")
+            } else {
+                String::new()
+            };
+            match objects.and_then(|o| o.first()) {
+                Some(name) if n == 1 && writes > 1 => {
+                    format!("{verb} {kind} {name} {writes} times")
+                }
+                Some(name) if n == 1 => format!("{verb} {kind} {name}"),
+                _ => format!("{verb} {n} {kind}s{times}"),
             }
         })
         .collect();
@@ -270,7 +280,9 @@ impl Burst {
                 let key = (past(verb), object.kind.clone());
                 *self.done.entry(key.clone()).or_default() += 1;
                 self.names
-                    .insert((key.0, short_kind(&key.1).to_string()), object.name.clone());
+                    .entry((key.0, short_kind(&key.1).to_string()))
+                    .or_default()
+                    .insert(object.name.clone());
             }
             Some(e) => self.failed.push(format!(
                 "{} {} {}: {e}",
@@ -604,6 +616,33 @@ impl Kept {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_written_note_counts_objects_not_writes() {
+        let mut b = Burst::default();
+        let vap = |name: &str| {
+            ObjectRef::new(
+                "admissionregistration.k8s.io/v1",
+                crate::model::VAP_KIND,
+                name,
+            )
+        };
+        for _ in 0..3 {
+            b.add(Verb::Update, &vap("gatekeeper-a"), None);
+        }
+        assert_eq!(
+            written_note(&b.done, &b.names),
+            "updated VAP gatekeeper-a 3 times"
+        );
+        b.add(Verb::Update, &vap("gatekeeper-b"), None);
+        assert_eq!(written_note(&b.done, &b.names), "updated 2 VAPs (4 writes)");
+        let mut one = Burst::default();
+        one.add(Verb::Create, &vap("gatekeeper-c"), None);
+        assert_eq!(
+            written_note(&one.done, &one.names),
+            "created VAP gatekeeper-c"
+        );
+    }
+
     use super::*;
 
     fn obj(kind: &str, name: &str) -> ObjectRef {

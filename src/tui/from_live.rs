@@ -145,7 +145,7 @@ impl EventCursor {
             (_, (holder, false)) if unresponsive && !was_unresponsive => (
                 Level::Warn,
                 format!(
-                    "{} unresponsive: it stopped renewing; a standby takes over when the Lease expires",
+                    "{} unresponsive: it stopped renewing; a standby, if one runs, takes over when the Lease expires",
                     name(holder)
                 ),
             ),

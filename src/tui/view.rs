@@ -296,7 +296,7 @@ pub fn alerts(app: &App) -> Vec<Line<'static>> {
         });
         out.push(Line::styled(
             format!(
-                " ⚠ leader {who} unresponsive; its Lease {} expires{left}, a standby takes over",
+                " ⚠ leader {who} unresponsive; its Lease {} expires{left}, then a standby takes over if one runs",
                 info.leader.lease
             ),
             Style::new().fg(Color::Yellow),
