@@ -164,6 +164,11 @@ impl<'a> PolicyStep<'a> {
             ),
             Action::Keep => (State::Error, "kept while the template is invalid".into()),
             Action::Delete(reason) => (State::Dangling, reason.clone()),
+            // An invalid template wants one, perhaps: none is written until it is fixed.
+            Action::Nothing if matches!(self.verdict, TemplateVerdict::Invalid { .. }) => (
+                State::NotBound,
+                "none written while the template is invalid".into(),
+            ),
             Action::Nothing => (State::NotBound, "no VAP wanted".into()),
             Action::Unbuildable(reason) => (State::Error, reason.clone()),
         }
