@@ -3,8 +3,8 @@
 //! channel); and the holder's side of that channel.
 
 use super::events::{Outgoing, Regarding};
+use super::keys::Key;
 use super::lease::HolderView;
-use super::queue::Key;
 use super::requests::{self, Answer, REQUEST_DEADLINE};
 use super::shared::{Shared, keys_of_template};
 use super::state::{Command, EventResult, EventVerb, RequestOutcome};

@@ -15,7 +15,7 @@
 //! Event. Every Event carries our managed-by label, which is how any copy (a TUI on a laptop)
 //! watches them with a label selector.
 
-use super::queue::Key;
+use super::keys::Key;
 use super::state::{ClusterEvent, WriteError};
 use crate::core::{PlannedWrite, Verb};
 use crate::model::{MANAGED_BY_LABEL, ObjectRef};
@@ -152,7 +152,7 @@ impl Recorder {
     /// A write of `w` (in the reconcile of the current key) passed or failed.
     pub fn written(&self, w: &PlannedWrite, error: Option<&WriteError>) {
         let Some(tx) = &self.tx else { return };
-        let Some(template) = super::requests::current_key().map(|k| template_of(&k)) else {
+        let Some(template) = super::tally::current_key().map(|k| template_of(&k)) else {
             return;
         };
         let _ = tx.send(Fact::Write {

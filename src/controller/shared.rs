@@ -5,10 +5,11 @@
 //! [`super::Controller`] is the only door.
 
 use super::events::Recorder;
-use super::lease::Leadership;
+use super::fence::Leadership;
+use super::keys::Key;
 use super::metrics::Metrics;
-use super::outage::Outage;
-use super::queue::{Key, SharedQueue};
+use super::outage::{Outage, WriteFailures};
+use super::queue::SharedQueue;
 use super::requests::Tracker;
 use super::state::{EventResult, EventVerb};
 use super::status::Status;
@@ -30,7 +31,7 @@ pub struct Shared {
     /// The one log of an API server that does not answer (watches, Lease, writes).
     pub outage: Outage,
     /// Rate limiting of the logs of failed writes.
-    pub write_log: super::writer::WriteFailures,
+    pub write_log: WriteFailures,
     /// Outcomes as Kubernetes Events.
     pub recorder: Recorder,
     /// Requests in progress, and what their keys' reconciles did.
@@ -182,7 +183,7 @@ impl Shared {
         };
         Shared {
             client,
-            stores: Stores::new(admission, readers, super::queue::Scope::All),
+            stores: Stores::new(admission, readers, super::keys::Scope::All),
             queue: Arc::default(),
             status: Status::default(),
             leadership: Leadership::default(),

@@ -9,11 +9,13 @@ use super::Error;
 use super::cache::OpinionCache;
 use super::commands::Route;
 use super::events::Recorder;
+use super::fence::Leadership;
 use super::handle::{Controller, Request};
-use super::lease::{Election, HolderView, Leadership};
+use super::keys::Scope;
+use super::lease::{Election, HolderView};
 use super::metrics::Metrics;
 use super::publish::Sources;
-use super::queue::{Scope, SharedQueue};
+use super::queue::SharedQueue;
 use super::shared::Shared;
 use super::state::{ClusterEvent, EventResult, EventVerb, LeaderHealth, LeaseInfo, LiveState};
 use super::stores::{PodStatuses, Readers, Stores};
@@ -118,7 +120,7 @@ impl Default for Tuning {
             publish_snapshot: true,
             resync_every: Duration::from_secs(600),
             gatekeeper_recheck: Duration::from_secs(60),
-            lease_duration: Duration::from_secs(super::lease::LEASE_DURATION),
+            lease_duration: Duration::from_secs(super::fence::LEASE_DURATION),
         }
     }
 }
@@ -881,9 +883,9 @@ async fn recheck_gatekeeper(shared: Arc<Shared>, every: Duration) {
 /// The leader says, as a Warning Event on the object, why a template or constraint it just
 /// reconciled cannot be turned into a VAP or binding (template-error, constraint-error) —
 /// once per reason (`events::Recorder::decided`), where `kubectl events --for` looks.
-fn report_invalid(shared: &Shared, key: &super::queue::Key, opts: &Options) {
+fn report_invalid(shared: &Shared, key: &super::keys::Key, opts: &Options) {
     use super::events::Regarding;
-    use super::queue::Key;
+    use super::keys::Key;
     use super::world::Read;
     use crate::core::decide::{
         ConstraintIntent, TemplateVerdict, decide_constraint, decide_template,

@@ -10,12 +10,13 @@
 //! so a reconcile that runs in between neither creates twice nor updates from a stale version
 //! (I4: one needed change = one write).
 
-use super::queue::{Key, Scope};
+use super::keys::{Key, Obj, Scope};
+use super::objects::{binding_keys, controllers_in, crd_state, policy_keys};
 use super::world::{Read, Unreadable};
 use crate::cluster::apply::Applied;
 use crate::cluster::assemble::{Assembly, crd_to_value, dyn_to_value};
 use crate::cluster::discovery::{
-    AdmissionApi, VAP_KIND, constraint_resource, resource_name, templates_resource,
+    AdmissionApi, constraint_resource, resource_name, templates_resource,
 };
 use crate::core::PlannedWrite;
 use crate::core::desired::CrdState;
@@ -48,33 +49,6 @@ pub struct KindWatch {
     pub resource: String,
     pub store: Store<DynamicObject>,
     pub task: tokio::task::AbortHandle,
-}
-
-/// The kinds of object this copy writes (the overlay's key).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Obj {
-    Policy,
-    Binding,
-    Crd,
-}
-
-impl Obj {
-    pub fn of(kind: &str) -> Obj {
-        match kind {
-            VAP_KIND => Obj::Policy,
-            crate::core::crd::CRD_KIND => Obj::Crd,
-            _ => Obj::Binding,
-        }
-    }
-
-    /// The resource name in `/metrics`.
-    pub fn resource(self) -> &'static str {
-        match self {
-            Obj::Policy => "validatingadmissionpolicies",
-            Obj::Binding => "validatingadmissionpolicybindings",
-            Obj::Crd => "customresourcedefinitions",
-        }
-    }
 }
 
 #[derive(Clone)]
@@ -371,7 +345,7 @@ impl Stores {
             let served = self.crds.find(|c| {
                 c.spec.group == CONSTRAINTS_GROUP
                     && c.spec.names.kind == kind
-                    && super::watches::crd_state(c) != CrdState::NotEstablished
+                    && crd_state(c) != CrdState::NotEstablished
             });
             return match served {
                 Some(c) => Read::Unknown(Unreadable(c.metadata.name.clone().unwrap_or_default())),
@@ -409,7 +383,7 @@ impl Stores {
             .filter(|c| of_kind(c))
             .or_else(|| self.crds.find(of_kind));
         Read::Known(
-            crd.map(|c| super::watches::crd_state(&c))
+            crd.map(|c| crd_state(&c))
                 .unwrap_or(CrdState::NotEstablished),
         )
     }
@@ -478,10 +452,7 @@ impl Stores {
             .bindings
             .state()
             .iter()
-            .filter(|b| {
-                super::watches::controllers_in(&b.metadata, CONSTRAINTS_GROUP)
-                    .any(|r| r.kind == kind)
-            })
+            .filter(|b| controllers_in(&b.metadata, CONSTRAINTS_GROUP).any(|r| r.kind == kind))
             .filter_map(|b| b.metadata.name.clone())
             .collect();
         // Bindings we just created that the store has not seen yet count too.
@@ -682,10 +653,10 @@ impl Stores {
             }
         }
         for p in self.policies.state() {
-            keys.extend(super::watches::policy_keys(&p));
+            keys.extend(policy_keys(&p));
         }
         for b in self.bindings.state() {
-            keys.extend(super::watches::binding_keys(&b));
+            keys.extend(binding_keys(&b));
         }
         keys.sort();
         keys.dedup();

@@ -3,7 +3,8 @@
 //! and the tier-2 tests, so the tests run exactly what runs live.
 
 use super::cache::OpinionCache;
-use super::queue::{Key, SharedQueue};
+use super::keys::Key;
+use super::queue::SharedQueue;
 use super::reconcilers::{Ctx, Outcome, reconcile, schedule};
 use super::world::{TemplateStore, Writer};
 use crate::core::Options;
@@ -85,7 +86,7 @@ where
     };
     let started = Instant::now();
     let (outcome, writes, failures) =
-        super::requests::counting(&key, reconcile(&key, world, &ctx)).await;
+        super::tally::counting(&key, reconcile(&key, world, &ctx)).await;
     let attempt = work.attempts.record(&key, &outcome);
     match &outcome {
         Outcome::Retry(why) | Outcome::Forbidden(why) => {
