@@ -17,7 +17,7 @@
 
 use super::fence::{LEASE_DURATION, Timing, mono_now};
 use super::shared::Shared;
-use super::state::{AccessError, AccessErrorKind, EventResult, EventVerb, LeaderHealth};
+use super::state::{AccessError, AccessErrorKind, EventResult, EventVerb, Health, LeaderHealth};
 use crate::model::ObjectRef;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::coordination::v1::Lease;
@@ -316,7 +316,7 @@ pub struct Election {
     pub identity: String,
     pub duration: Duration,
     /// What this copy publishes while it holds the Lease.
-    pub health: Box<dyn Fn() -> LeaderHealth + Send + Sync>,
+    pub health: Health,
 }
 
 /// What a copy does with the Lease, for the message of its failure.
