@@ -744,3 +744,225 @@ impl Stores {
         snap
     }
 }
+
+/// The stores driven as the watches drive them (`watches::spawn_watch`): kube-runtime's store
+/// writer receives the list (`Init`, `InitApply`, `InitDone`) and the watch's events, and the
+/// listing state is set around them; our writes come in through `remember`.
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::Verb;
+    use crate::core::findings::Code;
+    use crate::model::ObjectRef;
+    use kube::runtime::reflector::store::Writer;
+    use kube::runtime::watcher::Event;
+    use serde_json::json;
+
+    struct Fixture {
+        stores: Stores,
+        policies: Writer<DynamicObject>,
+        bindings: Writer<DynamicObject>,
+    }
+
+    fn fixture() -> Fixture {
+        let admission = AdmissionApi::v1();
+        let templates = Writer::<DynamicObject>::new(templates_resource());
+        let crds = Writer::<CustomResourceDefinition>::default();
+        let policies = Writer::<DynamicObject>::new(admission.policy());
+        let bindings = Writer::<DynamicObject>::new(admission.binding());
+        let readers = Readers {
+            templates: templates.as_reader(),
+            crds: crds.as_reader(),
+            policies: policies.as_reader(),
+            bindings: bindings.as_reader(),
+        };
+        Fixture {
+            stores: Stores::new(admission, readers, Scope::All),
+            policies,
+            bindings,
+        }
+    }
+
+    const VAP: &str = "ValidatingAdmissionPolicy";
+    const VAPB: &str = "ValidatingAdmissionPolicyBinding";
+
+    /// An object as the server returns it: `value` marks which version of it this is.
+    fn object(kind: &str, name: &str, rv: u64, value: &str) -> serde_json::Value {
+        json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": kind,
+            "metadata": {
+                "name": name,
+                "uid": format!("uid-{name}"),
+                "resourceVersion": rv.to_string(),
+                "labels": { "v": value },
+                "ownerReferences": [{
+                    "apiVersion": "constraints.gatekeeper.sh/v1beta1",
+                    "kind": "K8sX", "name": "c", "uid": "u", "controller": true
+                }]
+            }
+        })
+    }
+
+    fn dynamic(v: serde_json::Value) -> DynamicObject {
+        serde_json::from_value(v).expect("a DynamicObject")
+    }
+
+    /// The watch's initial list, applied to the store as `spawn_watch` does.
+    fn list(writer: &mut Writer<DynamicObject>, items: Vec<serde_json::Value>) {
+        writer.apply_watcher_event(&Event::Init);
+        for o in items {
+            writer.apply_watcher_event(&Event::InitApply(dynamic(o)));
+        }
+        writer.apply_watcher_event(&Event::InitDone);
+    }
+
+    /// What `policy(name)` reads: the version label, `None` if absent; panics on `Unknown`.
+    fn policy_version(s: &Stores, name: &str) -> Option<String> {
+        match s.policy(name) {
+            Read::Known(p) => p.map(|p| p.meta.labels["v"].clone()),
+            Read::Unknown(u) => panic!("policies unknown: {u}"),
+        }
+    }
+
+    fn binding_version(s: &Stores, name: &str) -> Option<String> {
+        match s.binding(name) {
+            Read::Known(b) => b.map(|b| b.meta.labels["v"].clone()),
+            Read::Unknown(u) => panic!("bindings unknown: {u}"),
+        }
+    }
+
+    fn write(verb: Verb, kind: &str, name: &str, rv: Option<u64>) -> PlannedWrite {
+        PlannedWrite {
+            verb,
+            object: ObjectRef::new("admissionregistration.k8s.io/v1", kind, name),
+            code: Code::PolicyMissing,
+            reason: String::new(),
+            body: None,
+            uid: None,
+            resource_version: rv.map(|r| r.to_string()),
+            diff: String::new(),
+        }
+    }
+
+    /// A fixture whose policy and binding stores are listed and watched, holding `p` and `b`
+    /// at resourceVersion 5.
+    fn listed() -> Fixture {
+        let mut f = fixture();
+        list(&mut f.policies, vec![object(VAP, "p", 5, "theirs")]);
+        list(&mut f.bindings, vec![object(VAPB, "b", 5, "theirs")]);
+        let [_, _, policies, bindings] = f.stores.fixed_resources();
+        f.stores.set_complete(&policies, true);
+        f.stores.set_complete(&bindings, true);
+        f
+    }
+
+    #[test]
+    fn a_store_is_known_only_while_listed_and_watched() {
+        let mut f = fixture();
+        let [_, _, policies, _] = f.stores.fixed_resources();
+        assert!(
+            matches!(f.stores.policy("p"), Read::Unknown(_)),
+            "never listed: absent cannot be told from unread"
+        );
+        // The list is in the store, but the watch that follows has not started yet.
+        list(&mut f.policies, vec![object(VAP, "p", 5, "theirs")]);
+        assert!(matches!(f.stores.policy("p"), Read::Unknown(_)));
+        assert_eq!(f.stores.unknown().len(), 4);
+        // Listed and watching.
+        f.stores.set_complete(&policies, true);
+        assert_eq!(policy_version(&f.stores, "p").as_deref(), Some("theirs"));
+        assert_eq!(policy_version(&f.stores, "q"), None, "known absent");
+        assert!(!f.stores.unknown().contains(&policies));
+        // The watch broke: the store still holds `p`, but nothing in it is known any more.
+        f.stores.set_complete(&policies, false);
+        assert!(matches!(f.stores.policy("p"), Read::Unknown(_)));
+        assert!(matches!(f.stores.policy("q"), Read::Unknown(_)));
+        // Listed again, then the fence was lost: every store lists again before it is known.
+        f.stores.set_complete(&policies, true);
+        let relists = f.stores.relists();
+        f.stores.forget();
+        assert!(matches!(f.stores.policy("p"), Read::Unknown(_)));
+        assert!(
+            relists.has_changed().expect("open"),
+            "the watches are told to relist"
+        );
+    }
+
+    #[test]
+    fn our_write_is_read_until_the_store_catches_up_and_a_newer_event_supersedes_it() {
+        let mut f = listed();
+        // We updated `p`: the server answered with resourceVersion 7; the watch lags.
+        let ours = object(VAP, "p", 7, "ours");
+        f.stores.remember(
+            &write(Verb::Update, VAP, "p", Some(5)),
+            &Applied::Written(ours.clone()),
+        );
+        assert_eq!(policy_version(&f.stores, "p").as_deref(), Some("ours"));
+        assert!(f.stores.unseen_writes().is_some());
+        // The watch echoes our write: no reconcile needed, and the store holds it now.
+        let echo = dynamic(ours);
+        assert!(f.stores.take_own_write(Obj::Policy, &echo.metadata));
+        f.policies.apply_watcher_event(&Event::Apply(echo));
+        assert_eq!(policy_version(&f.stores, "p").as_deref(), Some("ours"));
+        assert_eq!(f.stores.unseen_writes(), None);
+
+        // Another write of ours, then someone else's newer change arrives first.
+        f.stores.remember(
+            &write(Verb::Update, VAP, "p", Some(7)),
+            &Applied::Written(object(VAP, "p", 9, "ours again")),
+        );
+        assert_eq!(
+            policy_version(&f.stores, "p").as_deref(),
+            Some("ours again")
+        );
+        let newer = dynamic(object(VAP, "p", 10, "someone else's"));
+        assert!(
+            !f.stores.take_own_write(Obj::Policy, &newer.metadata),
+            "not our echo: it is reconciled"
+        );
+        f.policies.apply_watcher_event(&Event::Apply(newer));
+        assert_eq!(
+            policy_version(&f.stores, "p").as_deref(),
+            Some("someone else's")
+        );
+        assert_eq!(f.stores.unseen_writes(), None);
+    }
+
+    #[test]
+    fn a_created_binding_counts_before_its_event_and_a_deleted_one_is_gone_at_once() {
+        let mut f = listed();
+        // Created: read by name and among its kind's bindings before the watch shows it.
+        f.stores.remember(
+            &write(Verb::Create, VAPB, "new", None),
+            &Applied::Written(object(VAPB, "new", 6, "ours")),
+        );
+        assert_eq!(binding_version(&f.stores, "new").as_deref(), Some("ours"));
+        let of_kind = |s: &Stores| -> Vec<String> {
+            let mut n: Vec<String> = match s.bindings_of_kind("K8sX") {
+                Read::Known(bs) => bs.into_iter().map(|b| b.meta.name).collect(),
+                Read::Unknown(u) => panic!("unknown: {u}"),
+            };
+            n.sort();
+            n
+        };
+        assert_eq!(of_kind(&f.stores), ["b", "new"]);
+
+        // Deleted: gone for the reconcilers while the store still holds it.
+        f.stores
+            .remember(&write(Verb::Delete, VAPB, "b", Some(5)), &Applied::Deleted);
+        assert_eq!(binding_version(&f.stores, "b"), None);
+        assert_eq!(of_kind(&f.stores), ["new"]);
+        // The watch's delete: still gone, and the overlay has nothing left to say about it.
+        f.bindings
+            .apply_watcher_event(&Event::Delete(dynamic(object(VAPB, "b", 5, "theirs"))));
+        assert_eq!(binding_version(&f.stores, "b"), None);
+        // Recreated by someone else after our delete: seen.
+        f.bindings
+            .apply_watcher_event(&Event::Apply(dynamic(object(VAPB, "b", 8, "recreated"))));
+        assert_eq!(
+            binding_version(&f.stores, "b").as_deref(),
+            Some("recreated")
+        );
+    }
+}
