@@ -129,7 +129,7 @@ pub(super) async fn recheck(shared: Arc<Shared>, every: Duration) {
                     HOW_TO_DISABLE
                 );
                 tracing::error!("{msg}");
-                shared.log(
+                shared.status.log(
                     EventVerb::Gatekeeper,
                     deployments,
                     EventResult::Skipped(msg),
@@ -139,7 +139,7 @@ pub(super) async fn recheck(shared: Arc<Shared>, every: Duration) {
             None => {
                 shared.status.set_writes_enabled(true);
                 tracing::info!("Gatekeeper's generator is off again: writing (resync)");
-                shared.log(
+                shared.status.log(
                     EventVerb::Gatekeeper,
                     deployments,
                     EventResult::Ok,

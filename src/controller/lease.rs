@@ -464,7 +464,7 @@ impl Campaign {
         let newly = !shared.leadership.is_leading();
         if newly {
             tracing::info!("acquired Lease {lease} as {identity}: resyncing everything");
-            shared.log(
+            shared.status.log(
                 EventVerb::Lease,
                 self.lease.clone(),
                 EventResult::Ok,
@@ -575,7 +575,7 @@ fn lose(shared: &Shared, lease: &ObjectRef, identity: &str, why: &str) {
         "lost Lease {}: {why}; not writing; dropping the queue and relisting everything before writing again",
         lease.name
     );
-    shared.log(
+    shared.status.log(
         EventVerb::Lease,
         lease.clone(),
         EventResult::Ok,

@@ -21,6 +21,7 @@ use super::state::{Health, LeaderHealth, LeaseInfo, LiveState};
 use super::stores::{PodStatuses, Readers, Stores};
 use super::watches;
 use super::worker::Attempts;
+use super::world::TemplateStore;
 use crate::cluster::discovery::{
     AdmissionApi, discover_admission_api, pod_status_resources, resource_name, templates_resource,
 };

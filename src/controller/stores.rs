@@ -12,7 +12,7 @@
 
 use super::keys::{Key, Obj, Scope};
 use super::objects::{binding_keys, controllers_in, crd_state, policy_keys};
-use super::world::{Read, Unreadable};
+use super::world::{ConstraintStore, Read, TemplateStore, Unreadable};
 use crate::cluster::apply::Applied;
 use crate::cluster::assemble::{Assembly, crd_to_value, dyn_to_value};
 use crate::cluster::discovery::{
@@ -25,6 +25,7 @@ use crate::model::served::Served;
 use crate::model::{
     Binding, CONSTRAINTS_GROUP, Constraint, ConstraintTemplate, CrdInfo, Policy, Source,
 };
+use chrono::{DateTime, Utc};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::DynamicObject;
@@ -334,119 +335,6 @@ impl Stores {
 impl Stores {
     // ---- reads, as the reconcilers see them ----
 
-    pub fn constraint(&self, kind: &str, name: &str) -> Read<Option<Constraint>> {
-        // Which kinds exist comes from the CRD store.
-        if let Read::Unknown(u) = self.store_known(&self.res.crds) {
-            return Read::Unknown(u);
-        }
-        let Some((ar, store)) = self.constraint_resource(kind) else {
-            // No watch: no constraint of the kind exists, unless its CRD serves the kind and
-            // the watch is only about to start.
-            let served = self.crds.find(|c| {
-                c.spec.group == CONSTRAINTS_GROUP
-                    && c.spec.names.kind == kind
-                    && crd_state(c) != CrdState::NotEstablished
-            });
-            return match served {
-                Some(c) => Read::Unknown(Unreadable(c.metadata.name.clone().unwrap_or_default())),
-                None => Read::Known(None),
-            };
-        };
-        self.store_known(&resource_name(&ar)).map(|()| {
-            store
-                .get(&StoreRef::new_with(name, ar.clone()))
-                .map(|o| Constraint::from_value(dyn_to_value(&o, &ar), Source::default()))
-        })
-    }
-
-    pub fn constraint_names(&self, kind: &str) -> Vec<String> {
-        match self.constraint_resource(kind) {
-            Some((_, store)) => names(&store.state()),
-            None => Vec::new(),
-        }
-    }
-
-    pub fn crd_state(&self, kind: &str) -> Read<CrdState> {
-        if let Read::Unknown(u) = self.store_known(&self.res.crds) {
-            return Read::Unknown(u);
-        }
-        let of_kind = |c: &CustomResourceDefinition| {
-            c.spec.group == CONSTRAINTS_GROUP && c.spec.names.kind == kind
-        };
-        // By name when the kind is watched (its plural is known); a scan otherwise.
-        let plural = self.kinds.read().get(kind).map(|w| w.plural.clone());
-        let crd = plural
-            .and_then(|p| {
-                self.crds
-                    .get(&StoreRef::new(&format!("{p}.{CONSTRAINTS_GROUP}")))
-            })
-            .filter(|c| of_kind(c))
-            .or_else(|| self.crds.find(of_kind));
-        Read::Known(
-            crd.map(|c| crd_state(&c))
-                .unwrap_or(CrdState::NotEstablished),
-        )
-    }
-
-    pub fn binding(&self, name: &str) -> Read<Option<Binding>> {
-        self.store_known(&self.res.bindings).map(|()| {
-            let v = self.read(Obj::Binding, name)?;
-            Binding::from_value(v, Source::default())
-                .map_err(|e| tracing::warn!(binding = name, "{e}"))
-                .ok()
-        })
-    }
-
-    pub fn opinions_known(&self) -> Read<()> {
-        match self.store_known(&self.res.templates) {
-            Read::Known(()) => self.store_known(&self.res.policies),
-            unknown => unknown,
-        }
-    }
-
-    pub fn template(&self, name: &str) -> Read<Option<ConstraintTemplate>> {
-        let ar = templates_resource();
-        self.store_known(&self.res.templates).map(|()| {
-            self.templates
-                .get(&StoreRef::new_with(name, ar.clone()))
-                .map(|o| ConstraintTemplate::from_value(dyn_to_value(&o, &ar), Source::default()))
-        })
-    }
-
-    /// The templates in the store (within the scope: a copy scoped to one template primes
-    /// its opinion cache on that template alone).
-    pub fn template_names(&self) -> Vec<String> {
-        names(&self.templates.state())
-            .into_iter()
-            .filter(|n| self.scope.contains(&Key::Template(n.clone())))
-            .collect()
-    }
-
-    pub fn templates_listed(&self) -> bool {
-        self.is_listed(&self.res.templates)
-    }
-
-    pub fn policy(&self, name: &str) -> Read<Option<Policy>> {
-        self.store_known(&self.res.policies).map(|()| {
-            let v = self.read(Obj::Policy, name)?;
-            Policy::from_value(v, Source::default())
-                .map_err(|e| tracing::warn!(policy = name, "{e}"))
-                .ok()
-        })
-    }
-
-    pub fn crd(&self, name: &str) -> Read<Option<CrdInfo>> {
-        self.store_known(&self.res.crds).map(|()| {
-            let v = self.read(Obj::Crd, name)?;
-            Some(CrdInfo::from_value(&v, Source::default()))
-        })
-    }
-
-    pub fn bindings_of_kind(&self, kind: &str) -> Read<Vec<Binding>> {
-        self.store_known(&self.res.bindings)
-            .map(|()| self.bindings_of_kind_unchecked(kind))
-    }
-
     fn bindings_of_kind_unchecked(&self, kind: &str) -> Vec<Binding> {
         let mut names: Vec<String> = self
             .bindings
@@ -663,16 +551,6 @@ impl Stores {
         keys
     }
 
-    /// The stores as a snapshot, for views and `--once`'s final check; `errors` are what this
-    /// copy cannot read.
-    /// What the API server serves, once discovery has answered.
-    pub fn served(&self) -> Read<Arc<Served>> {
-        match &*self.served.read() {
-            Some(s) => Read::Known(s.clone()),
-            None => Read::Unknown(Unreadable("the API server's discovery".into())),
-        }
-    }
-
     /// A CRD came, went or changed: what is served may have.
     pub fn crds_changed(&self) {
         self.crds_changed.send_modify(|n| *n += 1);
@@ -690,22 +568,6 @@ impl Stores {
             *current = Some(Arc::new(served));
         }
         changed
-    }
-
-    /// Every constraint of `kind`, when its store is known (`constraint`'s rules).
-    pub fn constraints_of_kind(&self, kind: &str) -> Read<Vec<Constraint>> {
-        match self.constraint(kind, "") {
-            Read::Unknown(u) => Read::Unknown(u),
-            Read::Known(_) => Read::Known(
-                self.constraint_names(kind)
-                    .iter()
-                    .filter_map(|n| match self.constraint(kind, n) {
-                        Read::Known(c) => c,
-                        Read::Unknown(_) => None,
-                    })
-                    .collect(),
-            ),
-        }
     }
 
     pub fn snapshot(
@@ -742,6 +604,155 @@ impl Stores {
             snap.served = (**served).clone();
         }
         snap
+    }
+}
+
+/// The stores are the world the reconcilers read, as they are (`Read::Unknown` while a store
+/// is not known).
+impl ConstraintStore for Stores {
+    fn constraint(&self, kind: &str, name: &str) -> Read<Option<Constraint>> {
+        // Which kinds exist comes from the CRD store.
+        if let Read::Unknown(u) = self.store_known(&self.res.crds) {
+            return Read::Unknown(u);
+        }
+        let Some((ar, store)) = self.constraint_resource(kind) else {
+            // No watch: no constraint of the kind exists, unless its CRD serves the kind and
+            // the watch is only about to start.
+            let served = self.crds.find(|c| {
+                c.spec.group == CONSTRAINTS_GROUP
+                    && c.spec.names.kind == kind
+                    && crd_state(c) != CrdState::NotEstablished
+            });
+            return match served {
+                Some(c) => Read::Unknown(Unreadable(c.metadata.name.clone().unwrap_or_default())),
+                None => Read::Known(None),
+            };
+        };
+        self.store_known(&resource_name(&ar)).map(|()| {
+            store
+                .get(&StoreRef::new_with(name, ar.clone()))
+                .map(|o| Constraint::from_value(dyn_to_value(&o, &ar), Source::default()))
+        })
+    }
+
+    fn constraint_names(&self, kind: &str) -> Vec<String> {
+        match self.constraint_resource(kind) {
+            Some((_, store)) => names(&store.state()),
+            None => Vec::new(),
+        }
+    }
+
+    fn crd_state(&self, kind: &str) -> Read<CrdState> {
+        if let Read::Unknown(u) = self.store_known(&self.res.crds) {
+            return Read::Unknown(u);
+        }
+        let of_kind = |c: &CustomResourceDefinition| {
+            c.spec.group == CONSTRAINTS_GROUP && c.spec.names.kind == kind
+        };
+        // By name when the kind is watched (its plural is known); a scan otherwise.
+        let plural = self.kinds.read().get(kind).map(|w| w.plural.clone());
+        let crd = plural
+            .and_then(|p| {
+                self.crds
+                    .get(&StoreRef::new(&format!("{p}.{CONSTRAINTS_GROUP}")))
+            })
+            .filter(|c| of_kind(c))
+            .or_else(|| self.crds.find(of_kind));
+        Read::Known(
+            crd.map(|c| crd_state(&c))
+                .unwrap_or(CrdState::NotEstablished),
+        )
+    }
+
+    fn binding(&self, name: &str) -> Read<Option<Binding>> {
+        self.store_known(&self.res.bindings).map(|()| {
+            let v = self.read(Obj::Binding, name)?;
+            Binding::from_value(v, Source::default())
+                .map_err(|e| tracing::warn!(binding = name, "{e}"))
+                .ok()
+        })
+    }
+
+    fn opinions_known(&self) -> Read<()> {
+        match self.store_known(&self.res.templates) {
+            Read::Known(()) => self.store_known(&self.res.policies),
+            unknown => unknown,
+        }
+    }
+
+    /// The stores as a snapshot, for views and `--once`'s final check; `errors` are what this
+    /// copy cannot read.
+    /// What the API server serves, once discovery has answered.
+    fn served(&self) -> Read<Arc<Served>> {
+        match &*self.served.read() {
+            Some(s) => Read::Known(s.clone()),
+            None => Read::Unknown(Unreadable("the API server's discovery".into())),
+        }
+    }
+
+    fn now(&self) -> DateTime<Utc> {
+        Utc::now()
+    }
+}
+
+impl TemplateStore for Stores {
+    fn template(&self, name: &str) -> Read<Option<ConstraintTemplate>> {
+        let ar = templates_resource();
+        self.store_known(&self.res.templates).map(|()| {
+            self.templates
+                .get(&StoreRef::new_with(name, ar.clone()))
+                .map(|o| ConstraintTemplate::from_value(dyn_to_value(&o, &ar), Source::default()))
+        })
+    }
+
+    /// The templates in the store (within the scope: a copy scoped to one template primes
+    /// its opinion cache on that template alone).
+    fn template_names(&self) -> Vec<String> {
+        names(&self.templates.state())
+            .into_iter()
+            .filter(|n| self.scope.contains(&Key::Template(n.clone())))
+            .collect()
+    }
+
+    fn templates_listed(&self) -> bool {
+        self.is_listed(&self.res.templates)
+    }
+
+    fn policy(&self, name: &str) -> Read<Option<Policy>> {
+        self.store_known(&self.res.policies).map(|()| {
+            let v = self.read(Obj::Policy, name)?;
+            Policy::from_value(v, Source::default())
+                .map_err(|e| tracing::warn!(policy = name, "{e}"))
+                .ok()
+        })
+    }
+
+    fn crd(&self, name: &str) -> Read<Option<CrdInfo>> {
+        self.store_known(&self.res.crds).map(|()| {
+            let v = self.read(Obj::Crd, name)?;
+            Some(CrdInfo::from_value(&v, Source::default()))
+        })
+    }
+
+    fn bindings_of_kind(&self, kind: &str) -> Read<Vec<Binding>> {
+        self.store_known(&self.res.bindings)
+            .map(|()| self.bindings_of_kind_unchecked(kind))
+    }
+
+    /// Every constraint of `kind`, when its store is known (`constraint`'s rules).
+    fn constraints_of_kind(&self, kind: &str) -> Read<Vec<Constraint>> {
+        match self.constraint(kind, "") {
+            Read::Unknown(u) => Read::Unknown(u),
+            Read::Known(_) => Read::Known(
+                self.constraint_names(kind)
+                    .iter()
+                    .filter_map(|n| match self.constraint(kind, n) {
+                        Read::Known(c) => c,
+                        Read::Unknown(_) => None,
+                    })
+                    .collect(),
+            ),
+        }
     }
 }
 

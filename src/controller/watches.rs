@@ -13,7 +13,7 @@ use super::objects::{binding_keys, controllers_in, crd_state, policy_keys};
 use super::shared::Shared;
 use super::state::AccessError;
 use super::stores::KindWatch;
-use super::world::Enqueue;
+use super::world::{ConstraintStore, Enqueue};
 use crate::cluster::discovery::constraint_resource;
 use crate::core::desired::CrdState;
 use crate::model::{CONSTRAINTS_GROUP, TEMPLATES_GROUP};

@@ -7,7 +7,7 @@ use super::keys::Key;
 use super::queue::SharedQueue;
 use super::reconcilers::{Ctx, Outcome, reconcile, schedule};
 use super::shared::Shared;
-use super::world::{TemplateStore, Writer};
+use super::world::{ConstraintStore, TemplateStore, Writer};
 use crate::core::Options;
 use chrono::{DateTime, Utc};
 use parking_lot::Mutex;

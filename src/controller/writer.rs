@@ -87,7 +87,7 @@ impl Shared {
             w.object,
             w.reason
         );
-        self.log(
+        self.status.log(
             event_verb(w.verb),
             w.object.clone(),
             EventResult::Ok,
@@ -136,7 +136,7 @@ impl Shared {
             WriteError::Failed(_) => self.write_log.failed(e.metric_label(), &object, &msg),
         }
         let outcome = WriteOutcome::Failed(e.clone());
-        self.log(
+        self.status.log(
             event_verb(w.verb),
             w.object.clone(),
             EventResult::WriteFailed(e),
