@@ -691,3 +691,479 @@ fn the_rules_say_which_way_is_down() {
     );
     assert!(broken("newmodule", "model").is_some_and(|w| w.contains("no rule")));
 }
+
+// ---------------------------------------------------------------------------------------------
+// Inside each folder: the files form layers too. Every folder of `src/` (and below) is checked
+// for an import circle between its files: a file that imports, through any chain, a file that
+// imports it back cannot be read from the bottom up.
+
+/// Folders (relative to `src/`) whose circle a change in flight removes. An entry whose folder
+/// no longer has a circle fails, so the list only shrinks.
+const KNOWN_CIRCLES: &[&str] = &["tui", "load"];
+
+/// One `use`/body path expanded from its groups: the segments as written, from the crate root
+/// once resolved (`crate::`, `super::`, `self::` replaced by the module path they mean), and the
+/// name it is bound to when imported with `as`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct FullPath {
+    line: usize,
+    segments: Vec<String>,
+    alias: Option<String>,
+}
+
+/// A path's segments and the name it is bound to with `as`.
+type Leaf = (Vec<String>, Option<String>);
+
+/// The leaves of the path tree that starts at `toks[j]` (after its `crate::`/`super::`/`self::`
+/// head), each prefixed with `base`: `a::{b, c::{d, e as f}}` → `a::b`, `a::c::d`, `a::c::e as f`.
+/// Returns the leaves and the index just past the tree.
+fn path_leaves(toks: &Toks, mut j: usize, base: Vec<String>) -> (Vec<Leaf>, usize) {
+    let mut segs = base;
+    loop {
+        if let Some(name) = toks.ident(j) {
+            if name != "self" {
+                segs.push(name.to_string());
+            }
+            j += 1;
+            if toks.is(j, &Tok::Path) {
+                j += 1;
+                continue;
+            }
+            let alias = if toks.ident(j) == Some("as") {
+                j += 2;
+                toks.ident(j - 1).map(str::to_string)
+            } else {
+                None
+            };
+            return (vec![(segs, alias)], j);
+        } else if toks.is(j, &Tok::Sym('*')) {
+            return (vec![(segs, None)], j + 1);
+        } else if toks.is(j, &Tok::Sym('{')) {
+            let mut out = Vec::new();
+            j += 1;
+            while j < toks.len() && !toks.is(j, &Tok::Sym('}')) {
+                if toks.is(j, &Tok::Sym(',')) {
+                    j += 1;
+                    continue;
+                }
+                let (mut leaves, next) = path_leaves(toks, j, segs.clone());
+                out.append(&mut leaves);
+                // Whatever follows an item up to its `,` or `}` (a stray token) is skipped.
+                j = next.max(j + 1);
+                while j < toks.len() && !toks.is(j, &Tok::Sym(',')) && !toks.is(j, &Tok::Sym('}')) {
+                    j += 1;
+                }
+            }
+            return (out, j + 1);
+        } else {
+            return (vec![(segs, None)], j);
+        }
+    }
+}
+
+/// Whether `#[cfg(test)]` starts at `toks[i]`.
+fn cfg_test_at(toks: &Toks, i: usize) -> bool {
+    let want = [
+        Tok::Sym('#'),
+        Tok::Sym('['),
+        Tok::Ident("cfg".into()),
+        Tok::Sym('('),
+        Tok::Ident("test".into()),
+        Tok::Sym(')'),
+        Tok::Sym(']'),
+    ];
+    want.iter().enumerate().all(|(k, t)| toks.is(i + k, t))
+}
+
+/// Every `crate::`, `super::` and `self::` path in `source` (the file of module `module`),
+/// resolved from the crate root, groups expanded; items under `#[cfg(test)]` skipped.
+fn full_paths(source: &str, module: &[String]) -> Vec<FullPath> {
+    let toks = Toks::of(source);
+    let mut out = Vec::new();
+    let mut inline: Vec<(String, usize)> = Vec::new();
+    let mut depth = 0usize;
+    let mut i = 0;
+    while i < toks.len() {
+        if cfg_test_at(&toks, i) {
+            // Skip the item: up to its `;` or the end of its first `{…}` block.
+            let mut j = i + 7;
+            let mut d = 0usize;
+            while j < toks.len() {
+                match &toks[j].0 {
+                    Tok::Sym('{') => d += 1,
+                    Tok::Sym('}') => {
+                        d = d.saturating_sub(1);
+                        if d == 0 {
+                            break;
+                        }
+                    }
+                    Tok::Sym(';') if d == 0 => break,
+                    _ => {}
+                }
+                j += 1;
+            }
+            i = j + 1;
+            continue;
+        }
+        let (tok, line) = &toks[i];
+        match tok {
+            Tok::Sym('{') => depth += 1,
+            Tok::Sym('}') => {
+                if inline.last().is_some_and(|(_, d)| *d == depth) {
+                    inline.pop();
+                }
+                depth = depth.saturating_sub(1);
+            }
+            Tok::Ident(w) if w == "mod" => {
+                if let (Some(name), true) = (toks.ident(i + 1), toks.is(i + 2, &Tok::Sym('{'))) {
+                    inline.push((name.to_string(), depth + 1));
+                }
+            }
+            _ => {}
+        }
+        let start_of_path = i == 0 || !toks.is(i - 1, &Tok::Path);
+        let head = toks.ident(i);
+        if start_of_path
+            && matches!(head, Some("crate" | "super" | "self"))
+            && toks.is(i + 1, &Tok::Path)
+        {
+            let mut here = module.to_vec();
+            here.extend(inline.iter().map(|(n, _)| n.clone()));
+            let mut j = i;
+            let base = match head {
+                Some("crate") => {
+                    j += 2;
+                    Vec::new()
+                }
+                Some("self") => {
+                    j += 2;
+                    here
+                }
+                _ => {
+                    while toks.ident(j) == Some("super") && toks.is(j + 1, &Tok::Path) {
+                        here.pop();
+                        j += 2;
+                    }
+                    here
+                }
+            };
+            let (leaves, next) = path_leaves(&toks, j, base);
+            for (segments, alias) in leaves {
+                out.push(FullPath {
+                    line: *line,
+                    segments,
+                    alias,
+                });
+            }
+            i = next.max(i + 1);
+            continue;
+        }
+        i += 1;
+    }
+    out
+}
+
+/// An edge between two files of one folder: `from` imports `to` at `file:line`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Edge {
+    from: String,
+    to: String,
+    at: String,
+}
+
+/// The file-level import graph of `folder` (a module path) among `files` (module path, file
+/// name for messages, source). A node is a direct child of the folder: a file `x.rs` or a
+/// subfolder `x/`; `mod.rs` is the folder's door (declarations and re-exports) and no node, but
+/// a path through one of its `pub use`s counts as an edge to the file re-exported.
+fn folder_edges(folder: &[String], files: &[(Vec<String>, String, String)]) -> Vec<Edge> {
+    let n = folder.len();
+    let nodes: Vec<&str> = files
+        .iter()
+        .filter(|(m, _, _)| m.len() > n && m[..n] == *folder)
+        .map(|(m, _, _)| m[n].as_str())
+        .collect();
+    // What the folder's mod.rs re-exports: name → the node it comes from.
+    let mut reexports: Vec<(String, String)> = Vec::new();
+    if let Some((_, _, src)) = files.iter().find(|(m, _, _)| m.as_slice() == folder) {
+        for p in full_paths(src, folder) {
+            let rel = &p.segments[..];
+            if rel.len() > n + 1 && rel[..n] == *folder && nodes.contains(&rel[n].as_str()) {
+                let name = p
+                    .alias
+                    .clone()
+                    .unwrap_or_else(|| rel[rel.len() - 1].clone());
+                reexports.push((name, rel[n].clone()));
+            }
+        }
+        // A grouped `use x::{…}` inside mod.rs resolves against the folder (`x` is a child).
+        let toks = Toks::of(src);
+        for i in 0..toks.len() {
+            let bare_use = toks.ident(i) == Some("use")
+                && toks.ident(i + 1).is_some_and(|x| nodes.contains(&x))
+                && toks.is(i + 2, &Tok::Path);
+            if bare_use {
+                let (leaves, _) = path_leaves(&toks, i + 1, folder.to_vec());
+                for (segs, alias) in leaves {
+                    if segs.len() > n + 1 {
+                        let name = alias.unwrap_or_else(|| segs[segs.len() - 1].clone());
+                        reexports.push((name, segs[n].clone()));
+                    }
+                }
+            }
+        }
+    }
+    let mut edges = Vec::new();
+    for (module, file, src) in files {
+        if module.len() <= n || module[..n] != *folder {
+            continue;
+        }
+        let from = &module[n];
+        for p in full_paths(src, module) {
+            let s = &p.segments;
+            if s.len() <= n || s[..n] != *folder {
+                continue;
+            }
+            let to = if nodes.contains(&s[n].as_str()) {
+                Some(s[n].clone())
+            } else {
+                reexports
+                    .iter()
+                    .find(|(name, _)| *name == s[n])
+                    .map(|(_, node)| node.clone())
+            };
+            if let Some(to) = to.filter(|t| t != from) {
+                let e = Edge {
+                    from: from.clone(),
+                    to,
+                    at: format!("{file}:{}", p.line),
+                };
+                // `use super::x::{self, Y}` is one edge.
+                if !edges.contains(&e) {
+                    edges.push(e);
+                }
+            }
+        }
+    }
+    edges
+}
+
+/// Every node reachable from `from` (itself included).
+fn reach<'a>(edges: &'a [Edge], from: &'a str) -> Vec<&'a str> {
+    let mut seen = vec![from];
+    let mut todo = vec![from];
+    while let Some(x) = todo.pop() {
+        for e in edges.iter().filter(|e| e.from == x) {
+            if !seen.contains(&e.to.as_str()) {
+                seen.push(e.to.as_str());
+                todo.push(e.to.as_str());
+            }
+        }
+    }
+    seen
+}
+
+/// The circles of a graph: each strongly connected component of two or more nodes (every file
+/// in it reaches every other), with the shortest cycle through its first node, each edge with
+/// its place.
+fn circles(edges: &[Edge]) -> Vec<(Vec<String>, Vec<Edge>)> {
+    let mut nodes: Vec<&str> = edges
+        .iter()
+        .flat_map(|e| [e.from.as_str(), e.to.as_str()])
+        .collect();
+    nodes.sort();
+    nodes.dedup();
+    let mut done: Vec<&str> = Vec::new();
+    let mut out = Vec::new();
+    for &a in &nodes {
+        if done.contains(&a) {
+            continue;
+        }
+        let from_a = reach(edges, a);
+        let mut scc: Vec<&str> = from_a
+            .iter()
+            .copied()
+            .filter(|b| reach(edges, b).contains(&a))
+            .collect();
+        scc.sort();
+        done.extend(scc.iter().copied());
+        if scc.len() < 2 {
+            continue;
+        }
+        // The shortest cycle through `a`: a breadth-first search back to it inside the component.
+        let mut prev: Vec<(&str, &Edge)> = Vec::new();
+        let mut frontier = vec![a];
+        let mut found = None;
+        'search: while !frontier.is_empty() {
+            let mut next = Vec::new();
+            for x in frontier {
+                for e in edges
+                    .iter()
+                    .filter(|e| e.from == x && scc.contains(&e.to.as_str()))
+                {
+                    if e.to == a {
+                        found = Some(e);
+                        break 'search;
+                    }
+                    if !prev.iter().any(|(n, _)| *n == e.to) {
+                        prev.push((e.to.as_str(), e));
+                        next.push(e.to.as_str());
+                    }
+                }
+            }
+            frontier = next;
+        }
+        let mut cycle = Vec::new();
+        let mut e = found.expect("a component of two or more nodes has a cycle through each");
+        loop {
+            cycle.push(e.clone());
+            if e.from == a {
+                break;
+            }
+            e = prev.iter().find(|(n, _)| *n == e.from).expect("reached").1;
+        }
+        cycle.reverse();
+        out.push((scc.iter().map(|s| s.to_string()).collect(), cycle));
+    }
+    out
+}
+
+/// Every folder under `src/` with a circle: (folder relative to `src/`, description).
+fn folder_circles(root: &Path) -> Vec<(String, String)> {
+    let src = root.join("src");
+    let mut paths = Vec::new();
+    rust_files(&src, &mut paths);
+    let files: Vec<(Vec<String>, String, String)> = paths
+        .iter()
+        .filter(|p| {
+            p.strip_prefix(&src)
+                .is_ok_and(|r| r != Path::new("main.rs"))
+        })
+        .map(|p| {
+            let rel = p.strip_prefix(&src).expect("under src");
+            let text = std::fs::read_to_string(p).expect("readable source");
+            (module_of(rel), format!("src/{}", rel.display()), text)
+        })
+        .collect();
+    // Every folder: the directory of each file below the root, and its parents.
+    let mut folders: Vec<Vec<String>> = Vec::new();
+    for (_, file, _) in &files {
+        let rel = Path::new(file).strip_prefix("src").expect("src/");
+        let mut dir: Vec<String> = rel
+            .parent()
+            .map(|d| d.iter().map(|s| s.to_string_lossy().into_owned()).collect())
+            .unwrap_or_default();
+        while !dir.is_empty() {
+            if !folders.contains(&dir) {
+                folders.push(dir.clone());
+            }
+            dir.pop();
+        }
+    }
+    folders.sort();
+    let mut out = Vec::new();
+    for folder in folders {
+        for (nodes, cycle) in circles(&folder_edges(&folder, &files)) {
+            let path: Vec<String> = cycle
+                .iter()
+                .map(|e| format!("{} → {} ({})", e.from, e.to, e.at))
+                .collect();
+            out.push((
+                folder.join("/"),
+                format!(
+                    "src/{}/: {} files in a circle ({}); one cycle: {}",
+                    folder.join("/"),
+                    nodes.len(),
+                    nodes.join(", "),
+                    path.join(", ")
+                ),
+            ));
+        }
+    }
+    out
+}
+
+#[test]
+fn no_folder_has_an_import_circle() {
+    let all = folder_circles(Path::new(env!("CARGO_MANIFEST_DIR")));
+    let new: Vec<&str> = all
+        .iter()
+        .filter(|(f, _)| !KNOWN_CIRCLES.contains(&f.as_str()))
+        .map(|(_, text)| text.as_str())
+        .collect();
+    assert!(
+        new.is_empty(),
+        "import circles between the files of a folder (each file imports only files below it; \
+         docs/architecture.md): move the item to the file of the layer it belongs to:\n  {}",
+        new.join("\n  ")
+    );
+    let gone: Vec<&str> = KNOWN_CIRCLES
+        .iter()
+        .copied()
+        .filter(|k| !all.iter().any(|(f, _)| f == k))
+        .collect();
+    assert!(
+        gone.is_empty(),
+        "folders in KNOWN_CIRCLES without a circle now: remove them: {}",
+        gone.join(", ")
+    );
+}
+
+#[test]
+fn the_circle_finder_finds_a_circle_through_every_kind_of_path() {
+    let file = |m: &[&str], src: &str| {
+        let module: Vec<String> = m.iter().map(|s| s.to_string()).collect();
+        let name = format!("src/{}.rs", module.join("/"));
+        (module, name, src.to_string())
+    };
+    let files = vec![
+        // The door: re-exports `Key` from `d`.
+        file(
+            &["f"],
+            "mod a; mod b; mod c; mod d;\npub use d::{Key, Other as Renamed};",
+        ),
+        // a → b through a group in a body, a → d through the re-export.
+        file(
+            &["f", "a"],
+            "use crate::model::X;\nfn g() {\n    crate::f::{b::run, self::a::z}();\n    let k: super::Key;\n}",
+        ),
+        // b → c with `super::`; its tests' import of `a` does not count.
+        file(
+            &["f", "b"],
+            "use super::c::{self, Thing};\n#[cfg(test)]\nmod tests {\n    use crate::f::a::x;\n}",
+        ),
+        // c → a closes the circle; `self::` stays in c.
+        file(
+            &["f", "c"],
+            "fn h() { self::local(); }\n\n\nuse crate::f::{a::{deep::y}};",
+        ),
+        // d imports nothing of the folder.
+        file(
+            &["f", "d"],
+            "// crate::f::a in a comment\nfn x() { let s = \"super::a\"; }",
+        ),
+    ];
+    let folder = vec!["f".to_string()];
+    let edges = folder_edges(&folder, &files);
+    let pairs: Vec<(&str, &str, &str)> = edges
+        .iter()
+        .map(|e| (e.from.as_str(), e.to.as_str(), e.at.as_str()))
+        .collect();
+    assert_eq!(
+        pairs,
+        vec![
+            ("a", "b", "src/f/a.rs:3"),
+            ("a", "d", "src/f/a.rs:4"),
+            ("b", "c", "src/f/b.rs:1"),
+            ("c", "a", "src/f/c.rs:4"),
+        ]
+    );
+    let found = circles(&edges);
+    assert_eq!(found.len(), 1);
+    let (nodes, cycle) = &found[0];
+    assert_eq!(nodes, &["a", "b", "c"]);
+    let at: Vec<&str> = cycle.iter().map(|e| e.at.as_str()).collect();
+    assert_eq!(at, vec!["src/f/a.rs:3", "src/f/b.rs:1", "src/f/c.rs:4"]);
+    // Without c's import the layers hold: a on b on c, and d below a.
+    let layered: Vec<Edge> = edges.into_iter().filter(|e| e.from != "c").collect();
+    assert!(circles(&layered).is_empty());
+}

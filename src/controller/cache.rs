@@ -8,7 +8,7 @@
 //! constraint side defers such keys ([`OpinionCache::defer_if_cold`]) until the cache is primed:
 //! every template of a complete list reconciled once ([`OpinionCache::prime_if_ready`]).
 
-use super::queue::Key;
+use super::keys::Key;
 use super::world::{ConstraintStore, Enqueue};
 use crate::core::desired::Opinion;
 use parking_lot::{Mutex, RwLock};

@@ -3,12 +3,12 @@
 //! channel); and the holder's side of that channel.
 
 use super::events::{Outgoing, Regarding};
+use super::keys::Key;
 use super::lease::HolderView;
-use super::queue::Key;
 use super::requests::{self, Answer, REQUEST_DEADLINE};
-use super::shared::{Shared, keys_of_template};
+use super::shared::Shared;
 use super::state::{Command, EventResult, EventVerb, RequestOutcome};
-use super::world::{Enqueue, Read};
+use super::world::{ConstraintStore, Enqueue, Read, TemplateStore};
 use super::{Error, RequestError};
 use crate::model::ObjectRef;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -77,7 +77,7 @@ pub async fn handle_here(
     let keys = match keys_of(shared, &command) {
         Ok(keys) => keys,
         Err(e) => {
-            shared.log(
+            shared.status.log(
                 verb,
                 object,
                 EventResult::Failed(e.to_string()),
@@ -102,7 +102,9 @@ pub async fn handle_here(
         keys,
         summary,
     } = outcome.await.map_err(|_| Error::Stopped)?;
-    shared.log(verb, object, EventResult::Ok, summary.clone());
+    shared
+        .status
+        .log(verb, object, EventResult::Ok, summary.clone());
     shared.recorder.publish(Outgoing {
         regarding,
         reason: match verb {
@@ -255,4 +257,25 @@ pub async fn serve(shared: Arc<Shared>, route: Route) {
 
 fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// The keys of a command: the template's (reconcile only) and its kind's constraints.
+pub fn keys_of_template(shared: &Shared, template: &str, with_template: bool) -> Vec<Key> {
+    let mut keys = Vec::new();
+    if with_template {
+        keys.push(Key::Template(template.to_string()));
+    }
+    // A command only enqueues: an unknown store just means no constraint keys here.
+    if let Read::Known(Some(t)) = shared.stores.template(template)
+        && let Some(kind) = t.kind
+    {
+        keys.extend(
+            shared
+                .stores
+                .constraint_names(&kind)
+                .into_iter()
+                .map(|n| Key::constraint(&kind, n)),
+        );
+    }
+    keys
 }

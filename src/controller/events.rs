@@ -15,8 +15,8 @@
 //! Event. Every Event carries our managed-by label, which is how any copy (a TUI on a laptop)
 //! watches them with a label selector.
 
-use super::queue::Key;
-use super::state::{ClusterEvent, WriteError};
+use super::keys::Key;
+use super::state::{AccessError, ClusterEvent, WriteError};
 use crate::core::{PlannedWrite, Verb};
 use crate::model::{MANAGED_BY_LABEL, ObjectRef};
 use k8s_openapi::api::events::v1::{Event, EventSeries};
@@ -152,7 +152,7 @@ impl Recorder {
     /// A write of `w` (in the reconcile of the current key) passed or failed.
     pub fn written(&self, w: &PlannedWrite, error: Option<&WriteError>) {
         let Some(tx) = &self.tx else { return };
-        let Some(template) = super::requests::current_key().map(|k| template_of(&k)) else {
+        let Some(template) = super::tally::current_key().map(|k| template_of(&k)) else {
             return;
         };
         let _ = tx.send(Fact::Write {
@@ -611,6 +611,74 @@ impl Kept {
         let extra = v.len().saturating_sub(KEPT);
         v.drain(..extra);
         v.into()
+    }
+}
+
+/// Follows the Events copies of kubectl-vap report (by our label) in `namespaces` (each
+/// Event lives in the namespace of what it regards), for views: one log of them all. A watch
+/// the server refuses is one of the copy's access errors (so a view says why the leader's
+/// outcomes are missing: `refused` is told the first refusal, or `None`) until every namespace is
+/// watched again.
+pub async fn follow(
+    client: kube::Client,
+    namespaces: Vec<String>,
+    tx: tokio::sync::watch::Sender<std::sync::Arc<VecDeque<ClusterEvent>>>,
+    refused: impl Fn(Option<AccessError>),
+) {
+    use futures::StreamExt;
+    use kube::runtime::{WatchStreamExt, watcher};
+    let config = watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={REPORTER}"));
+    let streams = namespaces.iter().enumerate().map(|(i, ns)| {
+        let api: Api<Event> = Api::namespaced(client.clone(), ns);
+        // Backoff: a refused watch is retried calmly, not in a tight loop.
+        watcher(api, config.clone())
+            .default_backoff()
+            .map(move |e| (i, e))
+            .boxed()
+    });
+    let mut stream = futures::stream::select_all(streams);
+    let fresh = || {
+        namespaces
+            .iter()
+            .map(|_| Kept::default())
+            .collect::<Vec<_>>()
+    };
+    let (mut kept, mut initial) = (fresh(), fresh());
+    let mut failing = vec![false; namespaces.len()];
+    let mut refusals: Vec<Option<AccessError>> = vec![None; namespaces.len()];
+    let publish_refusals =
+        |all: &[Option<AccessError>]| refused(all.iter().flatten().next().cloned());
+    while let Some((i, e)) = stream.next().await {
+        let name = |ev: &Event| ev.metadata.name.clone().unwrap_or_default();
+        match e {
+            Ok(watcher::Event::Apply(ev)) => kept[i].apply(name(&ev), cluster_event(&ev)),
+            Ok(watcher::Event::Delete(ev)) => kept[i].apply(name(&ev), None),
+            Ok(watcher::Event::Init) => initial[i] = Kept::default(),
+            Ok(watcher::Event::InitApply(ev)) => {
+                initial[i].apply(name(&ev), cluster_event(&ev));
+                continue;
+            }
+            Ok(watcher::Event::InitDone) => kept[i] = std::mem::take(&mut initial[i]),
+            Err(err) => {
+                if !std::mem::replace(&mut failing[i], true) {
+                    tracing::info!(
+                        "cannot watch kubectl-vap's Events in namespace {}: {} (the leader's outcomes are not shown here)",
+                        namespaces[i],
+                        crate::text::error_source_text(&err)
+                    );
+                }
+                refusals[i] = events_access_error(&namespaces[i], &err);
+                publish_refusals(&refusals);
+                continue;
+            }
+        }
+        failing[i] = false;
+        if refusals[i].take().is_some() {
+            publish_refusals(&refusals);
+        }
+        if tx.send(std::sync::Arc::new(Kept::merged(&kept))).is_err() {
+            return;
+        }
     }
 }
 

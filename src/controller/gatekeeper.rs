@@ -3,8 +3,13 @@
 //! write the same objects and thrash. `run` then refuses to write unless `--take-over` — at
 //! start, and whenever a periodic re-check finds the generator switched on later.
 
+use super::shared::Shared;
+use super::state::{EventResult, EventVerb};
+use crate::model::ObjectRef;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, ListParams};
+use std::sync::Arc;
+use std::time::Duration;
 
 /// How to switch Gatekeeper's generation off: the message users see.
 pub const HOW_TO_DISABLE: &str = "switch Gatekeeper's generator off (Helm: --set audit.disableGenerateOperation=true, and keep controllerManager.disableGenerateOperation=true; plain manifests: remove --operation=generate from the gatekeeper-audit container, and give every Gatekeeper container explicit --operation flags), or pass --take-over to write anyway";
@@ -98,6 +103,53 @@ pub async fn detect(client: &kube::Client) -> Result<Option<String>, crate::clus
         }
     }
     Ok((!found.is_empty()).then(|| found.join("; ")))
+}
+
+/// Stops writing while Gatekeeper's own generator is active, and resumes (with a resync) once
+/// it is off again. Only for a copy that was allowed to write at start.
+pub(super) async fn recheck(shared: Arc<Shared>, every: Duration) {
+    loop {
+        tokio::time::sleep(every).await;
+        let found = match detect(&shared.client).await {
+            Ok(found) => found,
+            Err(e) => {
+                tracing::debug!("{e}; keeping the last answer");
+                continue;
+            }
+        };
+        if found == shared.status.gatekeeper_generator() {
+            continue;
+        }
+        let deployments = ObjectRef::new("apps/v1", "Deployment", "*");
+        match &found {
+            Some(what) => {
+                shared.status.set_writes_enabled(false);
+                let msg = format!(
+                    "Gatekeeper's generator looks active: {what}. Not writing until it is off: {}",
+                    HOW_TO_DISABLE
+                );
+                tracing::error!("{msg}");
+                shared.status.log(
+                    EventVerb::Gatekeeper,
+                    deployments,
+                    EventResult::Skipped(msg),
+                    String::new(),
+                );
+            }
+            None => {
+                shared.status.set_writes_enabled(true);
+                tracing::info!("Gatekeeper's generator is off again: writing (resync)");
+                shared.status.log(
+                    EventVerb::Gatekeeper,
+                    deployments,
+                    EventResult::Ok,
+                    "Gatekeeper's generator is off again; resync".into(),
+                );
+                shared.resync();
+            }
+        }
+        shared.status.set_gatekeeper_generator(found);
+    }
 }
 
 #[cfg(test)]

@@ -1,50 +1,12 @@
 //! Counters and gauges for `/metrics` (Prometheus text format), and the small HTTP server
 //! that serves them next to `/healthz` and `/readyz`.
 
-use super::state::WriteError;
-use super::stores::Obj;
+use super::keys::Obj;
+use super::world::Unwritten;
 use crate::core::Verb;
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-
-/// Why a write changed nothing: the `reason` label of `kubectl_vap_write_errors_total`
-/// (controller-rs's metric-labelled errors: the label comes from the type, never a literal).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Unwritten {
-    /// A delete found the object gone already.
-    AlreadyGone,
-    Conflict,
-    Failed,
-    Forbidden,
-    Invalid,
-    Unreachable,
-}
-
-impl Unwritten {
-    pub fn label(self) -> &'static str {
-        match self {
-            Unwritten::AlreadyGone => "already_gone",
-            Unwritten::Conflict => "conflict",
-            Unwritten::Failed => "failed",
-            Unwritten::Forbidden => "forbidden",
-            Unwritten::Invalid => "invalid",
-            Unwritten::Unreachable => "unreachable",
-        }
-    }
-}
-
-impl From<&WriteError> for Unwritten {
-    fn from(e: &WriteError) -> Unwritten {
-        match e {
-            WriteError::Conflict(_) => Unwritten::Conflict,
-            WriteError::Forbidden(_) => Unwritten::Forbidden,
-            WriteError::Invalid(_) => Unwritten::Invalid,
-            WriteError::Unreachable(_) => Unwritten::Unreachable,
-            WriteError::Failed(_) => Unwritten::Failed,
-        }
-    }
-}
 
 #[derive(Debug, Default)]
 pub struct Metrics {
@@ -187,6 +149,7 @@ pub async fn serve(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controller::world::WriteError;
 
     #[test]
     fn renders_prometheus_text() {

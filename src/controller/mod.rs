@@ -7,23 +7,32 @@
 //!   [`cache`]: the opinion cache `kind → Opinion`, written only by the template side;
 //!   [`queue`]: the de-duplicating work queue; [`worker`]: one worker step, shared with the
 //!   live workers.
-//! - [`state`]: what a running copy publishes ([`LiveState`]) and the types it answers with.
+//! - [`state`]: what a running copy publishes ([`LiveState`]) and the types it answers with;
+//!   [`keys`]: the words everything above speaks in (`Key`, `Scope`, `Obj`).
 //!
 //! Private: `start` (start-up in phases), `shared` (what the tasks share; the world on the
-//! cluster: `stores` for reads, `writer` for writes), `status`, `watches`, `lease`, `requests`
-//! and `commands` (requests reach the leader wherever it runs), `events` (outcomes as Kubernetes
-//! Events), `publish`, `outage`, `metrics`. [`gatekeeper`] (detecting Gatekeeper's own generator)
+//! cluster: `stores` for reads, `writer` for writes), `status`, `watches`, `objects` (the keys
+//! an object concerns), `lease` (the election) and `fence` (whether this copy may write),
+//! `requests` and `commands` (requests reach the leader wherever it runs), `tally` (what the
+//! reconcile in progress wrote), `events` (outcomes as Kubernetes Events), `publish`, `outage`,
+//! `metrics`.
+//!
+//! The files are layers: each imports only files below it (docs/architecture.md, "Inside a
+//! folder: files in layers", lists them bottom to top; `tests/layering.rs` fails on a circle). [`gatekeeper`] (detecting Gatekeeper's own generator)
 //! is public for the message that says how to switch it off.
 
 pub mod cache;
 mod commands;
 mod discovery;
 mod events;
+mod fence;
 pub mod gatekeeper;
 mod gatekeeper_config;
 pub mod handle;
+pub mod keys;
 mod lease;
 mod metrics;
+mod objects;
 mod outage;
 mod publish;
 pub mod queue;
@@ -34,6 +43,7 @@ mod start;
 pub mod state;
 mod status;
 mod stores;
+mod tally;
 mod watches;
 pub mod worker;
 pub mod world;
@@ -41,8 +51,8 @@ mod writer;
 
 pub use events::EVENTS_RESOURCE;
 pub use handle::{Controller, Convergence, NotLeading};
+pub use keys::Scope;
 pub use lease::{HolderView, LEASES, default_identity, read_lease};
-pub use queue::Scope;
 pub use requests::configmap_name as requests_configmap;
 pub use requests::summary as request_summary;
 pub use start::{

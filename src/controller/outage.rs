@@ -4,8 +4,8 @@
 //! most one summary every [`SUMMARY_EVERY`] with the time and the count, then one line when a
 //! request passes again. Its two users word it: [`Outage`], the copy's one account of "the API
 //! server does not answer" (requests that got no HTTP status at all: connection refused or
-//! reset, timeout), and the writer's log of failed writes that will be retried
-//! (`writer::WriteFailures`). Failures with a status (403, 5xx) are the server's answer about
+//! reset, timeout), and [`WriteFailures`], the writer's log of failed writes that will be
+//! retried. Failures with a status (403, 5xx) are the server's answer about
 //! one resource and are logged by their source.
 
 use parking_lot::Mutex;
@@ -132,6 +132,39 @@ impl Outage {
     /// Since when the API server has not answered (how long ago), and the latest failure.
     pub fn unreachable(&self) -> Option<(Duration, String)> {
         self.0.ongoing()
+    }
+}
+
+/// Failed writes that will be retried, logged without flooding (an [`Episode`]): the first
+/// failure at once, then at most one summary per [`SUMMARY_EVERY`]
+/// with how many failed meanwhile, and one line when writes pass again. (A 10 s outage printed
+/// 2,300 lines before.)
+#[derive(Default)]
+pub struct WriteFailures(Episode);
+
+impl WriteFailures {
+    pub fn failed(&self, label: &str, object: &str, msg: &str) {
+        match self.0.failed(format!("{object}: {msg}")) {
+            Line::First | Line::Summary { unlogged: 0, .. } => {
+                tracing::warn!(object, reason = label, "{msg}; retried with backoff")
+            }
+            Line::Summary {
+                secs,
+                failures,
+                unlogged,
+            } => tracing::warn!(
+                object,
+                reason = label,
+                "writes failing for {secs}s, {failures} failure(s), {unlogged} not logged; latest: {msg}"
+            ),
+            _ => tracing::debug!(object, reason = label, "{msg}"),
+        }
+    }
+
+    pub fn succeeded(&self) {
+        if let Line::Recovered { secs, failures } = self.0.passed() {
+            tracing::info!("writes pass again after {secs}s and {failures} failure(s)");
+        }
     }
 }
 

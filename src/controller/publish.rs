@@ -4,7 +4,7 @@
 
 use super::lease::HolderView;
 use super::shared::Shared;
-use super::state::{ClusterEvent, Connection, LeaderHealth, LiveState};
+use super::state::{ClusterEvent, Connection, Health, LiveState};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,7 +20,7 @@ pub struct Sources {
     pub view: watch::Receiver<HolderView>,
     pub cluster_events: watch::Receiver<Arc<VecDeque<ClusterEvent>>>,
     /// What this copy publishes while it leads (its own health, shown as the holder's).
-    pub health: Box<dyn Fn() -> LeaderHealth + Send + Sync>,
+    pub health: Health,
     /// Include the stores' snapshot (views need it; a headless `run` does not).
     pub with_snapshot: bool,
 }

@@ -7,36 +7,12 @@
 //! lock, a wake-up for idle workers, its depth on a watch channel (waits for "idle" need no
 //! polling), the keys parked until a store lists again, and an optional [`Scope`].
 
+pub use super::keys::{Key, Scope};
 use super::world::Enqueue;
 use chrono::{DateTime, Utc};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use tokio::sync::{Notify, watch};
-
-/// A unit of work: one template (its VAP and opinion) or one constraint (its binding).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Key {
-    Template(String),
-    Constraint { kind: String, name: String },
-}
-
-impl Key {
-    pub fn constraint(kind: impl Into<String>, name: impl Into<String>) -> Self {
-        Key::Constraint {
-            kind: kind.into(),
-            name: name.into(),
-        }
-    }
-}
-
-impl std::fmt::Display for Key {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Key::Template(n) => write!(f, "ConstraintTemplate/{n}"),
-            Key::Constraint { kind, name } => write!(f, "{kind}/{name}"),
-        }
-    }
-}
 
 #[derive(Debug, Default, Clone)]
 pub struct WorkQueue {
@@ -164,27 +140,6 @@ impl WorkQueue {
     /// The ready keys, in order.
     pub fn ready_keys(&self) -> Vec<Key> {
         self.ready.iter().cloned().collect()
-    }
-}
-
-/// Which keys a copy works on: everything, or one template's (a one-shot `reconcile
-/// TEMPLATE` that leads itself writes only that template's objects).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum Scope {
-    #[default]
-    All,
-    /// The template's key and its kind's constraints (Gatekeeper's rule: a template's name is
-    /// its kind in lower case).
-    Template(String),
-}
-
-impl Scope {
-    pub fn contains(&self, key: &Key) -> bool {
-        match (self, key) {
-            (Scope::All, _) => true,
-            (Scope::Template(t), Key::Template(n)) => t == n,
-            (Scope::Template(t), Key::Constraint { kind, .. }) => kind.to_lowercase() == *t,
-        }
     }
 }
 

@@ -9,7 +9,7 @@
 //!   binding of the kind is left (requeued until then).
 
 use super::cache::OpinionCache;
-use super::queue::Key;
+use super::keys::Key;
 use super::world::{
     ConstraintStore, Enqueue, Read, TemplateStore, Unreadable, WriteError, WriteOutcome, Writer,
 };

@@ -16,7 +16,7 @@
 //!   and the holder prunes answered ones after [`KEEP_ANSWERED`]. An asker needs `get`,
 //!   `watch` and `patch` on that one ConfigMap (`install --print` prints the ClusterRole).
 
-use super::queue::Key;
+use super::keys::Key;
 use super::reconcilers::Outcome;
 use super::state::{Command, RequestOutcome};
 use super::{Error, RequestError};
@@ -24,7 +24,6 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
-use std::cell::RefCell;
 use std::collections::{BTreeMap, HashSet};
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
@@ -37,55 +36,6 @@ pub const KEEP_ANSWERED: Duration = Duration::from_secs(10 * 60);
 /// The requests ConfigMap of Lease `lease`.
 pub fn configmap_name(lease: &str) -> String {
     format!("{lease}-requests")
-}
-
-// ---- what the current reconcile wrote ----
-
-/// The key a worker is reconciling, and what its writes did.
-struct Tally {
-    key: Key,
-    writes: u64,
-    failures: u64,
-}
-
-tokio::task_local! {
-    static CURRENT: RefCell<Tally>;
-}
-
-/// Runs one reconcile of `key`, counting its writes: (output, writes, failed writes).
-pub async fn counting<F: std::future::Future>(key: &Key, f: F) -> (F::Output, u64, u64) {
-    let tally = RefCell::new(Tally {
-        key: key.clone(),
-        writes: 0,
-        failures: 0,
-    });
-    CURRENT
-        .scope(tally, async {
-            let out = f.await;
-            let (w, fl) = CURRENT.with(|t| {
-                let t = t.borrow();
-                (t.writes, t.failures)
-            });
-            (out, w, fl)
-        })
-        .await
-}
-
-/// A write of the current reconcile passed (or failed).
-pub fn count_write(failed: bool) {
-    let _ = CURRENT.try_with(|t| {
-        let mut t = t.borrow_mut();
-        if failed {
-            t.failures += 1;
-        } else {
-            t.writes += 1;
-        }
-    });
-}
-
-/// The key being reconciled by this task, if any.
-pub fn current_key() -> Option<Key> {
-    CURRENT.try_with(|t| t.borrow().key.clone()).ok()
 }
 
 // ---- requests handled here ----

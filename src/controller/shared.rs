@@ -1,23 +1,18 @@
 //! [`Shared`]: what every task of a running copy shares — the stores, the queue, the status,
 //! leadership, metrics, the event recorder and the request tracker — and the world the
-//! reconcilers run against ([`ConstraintStore`], [`TemplateStore`], [`Writer`]: reads come from
-//! the stores, writes go to the API server in `writer.rs`). Private to `controller/`: outside,
+//! reconcilers run against (reads through the stores, which implement the world's read traits
+//! themselves, by [`ReadsThrough`]; writes go to the API server in `writer.rs`). Private to `controller/`: outside,
 //! [`super::Controller`] is the only door.
 
 use super::events::Recorder;
-use super::lease::Leadership;
+use super::fence::Leadership;
 use super::metrics::Metrics;
-use super::outage::Outage;
-use super::queue::{Key, SharedQueue};
+use super::outage::{Outage, WriteFailures};
+use super::queue::SharedQueue;
 use super::requests::Tracker;
-use super::state::{EventResult, EventVerb};
 use super::status::Status;
 use super::stores::Stores;
-use super::world::{ConstraintStore, Enqueue, Read, TemplateStore};
-use crate::core::desired::CrdState;
-use crate::model::served::Served;
-use crate::model::{Binding, Constraint, ConstraintTemplate, CrdInfo, ObjectRef, Policy};
-use chrono::{DateTime, Utc};
+use super::world::{Enqueue, ReadsThrough};
 use std::sync::Arc;
 
 pub struct Shared {
@@ -30,7 +25,7 @@ pub struct Shared {
     /// The one log of an API server that does not answer (watches, Lease, writes).
     pub outage: Outage,
     /// Rate limiting of the logs of failed writes.
-    pub write_log: super::writer::WriteFailures,
+    pub write_log: WriteFailures,
     /// Outcomes as Kubernetes Events.
     pub recorder: Recorder,
     /// Requests in progress, and what their keys' reconciles did.
@@ -41,10 +36,6 @@ impl Shared {
     /// Whether a write may be sent now: writes enabled and leadership confirmed.
     pub fn may_write(&self) -> bool {
         self.leadership.may_write() && self.status.writes_enabled()
-    }
-
-    pub fn log(&self, verb: EventVerb, object: ObjectRef, result: EventResult, message: String) {
-        self.status.log(verb, object, result, message);
     }
 
     /// Enqueues every key a resync visits.
@@ -97,73 +88,12 @@ impl Shared {
     }
 }
 
-impl ConstraintStore for Shared {
-    fn constraint(&self, kind: &str, name: &str) -> Read<Option<Constraint>> {
-        self.stores.constraint(kind, name)
+/// The world the live reconcilers run against: reads from the stores, writes in writer.rs.
+impl ReadsThrough for Shared {
+    type Store = Stores;
+    fn store(&self) -> &Stores {
+        &self.stores
     }
-    fn constraint_names(&self, kind: &str) -> Vec<String> {
-        self.stores.constraint_names(kind)
-    }
-    fn crd_state(&self, kind: &str) -> Read<CrdState> {
-        self.stores.crd_state(kind)
-    }
-    fn binding(&self, name: &str) -> Read<Option<Binding>> {
-        self.stores.binding(name)
-    }
-    fn opinions_known(&self) -> Read<()> {
-        self.stores.opinions_known()
-    }
-    fn served(&self) -> Read<Arc<Served>> {
-        self.stores.served()
-    }
-    fn now(&self) -> DateTime<Utc> {
-        Utc::now()
-    }
-}
-
-impl TemplateStore for Shared {
-    fn template(&self, name: &str) -> Read<Option<ConstraintTemplate>> {
-        self.stores.template(name)
-    }
-    fn template_names(&self) -> Vec<String> {
-        self.stores.template_names()
-    }
-    fn templates_listed(&self) -> bool {
-        self.stores.templates_listed()
-    }
-    fn policy(&self, name: &str) -> Read<Option<Policy>> {
-        self.stores.policy(name)
-    }
-    fn crd(&self, name: &str) -> Read<Option<CrdInfo>> {
-        self.stores.crd(name)
-    }
-    fn bindings_of_kind(&self, kind: &str) -> Read<Vec<Binding>> {
-        self.stores.bindings_of_kind(kind)
-    }
-    fn constraints_of_kind(&self, kind: &str) -> Read<Vec<Constraint>> {
-        self.stores.constraints_of_kind(kind)
-    }
-}
-
-/// The keys of a command: the template's (reconcile only) and its kind's constraints.
-pub fn keys_of_template(shared: &Shared, template: &str, with_template: bool) -> Vec<Key> {
-    let mut keys = Vec::new();
-    if with_template {
-        keys.push(Key::Template(template.to_string()));
-    }
-    // A command only enqueues: an unknown store just means no constraint keys here.
-    if let Read::Known(Some(t)) = shared.stores.template(template)
-        && let Some(kind) = t.kind
-    {
-        keys.extend(
-            shared
-                .stores
-                .constraint_names(&kind)
-                .into_iter()
-                .map(|n| Key::constraint(&kind, n)),
-        );
-    }
-    keys
 }
 
 #[cfg(test)]
@@ -182,7 +112,7 @@ impl Shared {
         };
         Shared {
             client,
-            stores: Stores::new(admission, readers, super::queue::Scope::All),
+            stores: Stores::new(admission, readers, super::keys::Scope::All),
             queue: Arc::default(),
             status: Status::default(),
             leadership: Leadership::default(),

@@ -9,21 +9,23 @@ use super::Error;
 use super::cache::OpinionCache;
 use super::commands::Route;
 use super::events::Recorder;
+use super::fence::Leadership;
 use super::handle::{Controller, Request};
-use super::lease::{Election, HolderView, Leadership};
+use super::keys::Scope;
+use super::lease::{Election, HolderView};
 use super::metrics::Metrics;
 use super::publish::Sources;
-use super::queue::{Scope, SharedQueue};
+use super::queue::SharedQueue;
 use super::shared::Shared;
-use super::state::{ClusterEvent, EventResult, EventVerb, LeaderHealth, LeaseInfo, LiveState};
+use super::state::{Health, LeaderHealth, LeaseInfo, LiveState};
 use super::stores::{PodStatuses, Readers, Stores};
 use super::watches;
-use super::worker::{Attempts, Step, Work, process_one};
+use super::worker::Attempts;
+use super::world::TemplateStore;
 use crate::cluster::discovery::{
     AdmissionApi, discover_admission_api, pod_status_resources, resource_name, templates_resource,
 };
 use crate::core::Options;
-use crate::model::ObjectRef;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::reflector::store::Writer;
@@ -118,7 +120,7 @@ impl Default for Tuning {
             publish_snapshot: true,
             resync_every: Duration::from_secs(600),
             gatekeeper_recheck: Duration::from_secs(60),
-            lease_duration: Duration::from_secs(super::lease::LEASE_DURATION),
+            lease_duration: Duration::from_secs(super::fence::LEASE_DURATION),
         }
     }
 }
@@ -287,6 +289,7 @@ fn elect(
     config: &Config,
     identity: &str,
     tuning: &Tuning,
+    health: Health,
     view_tx: watch::Sender<HolderView>,
     shutdown: watch::Receiver<bool>,
 ) -> Elected {
@@ -303,7 +306,7 @@ fn elect(
             name: name.to_string(),
             identity: identity.to_string(),
             duration: tuning.lease_duration,
-            health: health_of(shared.clone(), &config.options),
+            health,
         };
         let task = tokio::spawn(super::lease::run(
             shared.clone(),
@@ -340,14 +343,12 @@ struct Elected {
     follower: Option<JoinHandle<()>>,
 }
 
-/// What this copy publishes about itself while it holds the Lease.
-fn health_of(
-    shared: Arc<Shared>,
-    options: &Options,
-) -> Box<dyn Fn() -> LeaderHealth + Send + Sync> {
+/// What this copy publishes about itself while it holds the Lease: built once, read by the
+/// election (into the Lease) and by the published state.
+fn health_of(shared: Arc<Shared>, options: &Options) -> Health {
     let pod = std::env::var("POD_NAME").ok().filter(|p| !p.is_empty());
     let settings = crate::core::settings::Settings::of(options);
-    Box::new(move || LeaderHealth {
+    Arc::new(move || LeaderHealth {
         pod: pod.clone(),
         queue: shared.queue.len(),
         last_sync: shared.status.last_sync(),
@@ -366,6 +367,14 @@ async fn await_first_lists(shared: &Shared, timeout: Duration) {
             .iter()
             .all(|r| shared.stores.is_listed(r) || shared.status.access_error(r).is_some())
     };
+    if !until_listed(shared, timeout, done).await {
+        tracing::warn!("not every watch listed within {timeout:?}; continuing");
+    }
+}
+
+/// Waits until `done` (looked at again whenever a store lists or an access error changes), or
+/// `timeout` passes: whether it is done.
+async fn until_listed(shared: &Shared, timeout: Duration, done: impl Fn() -> bool) -> bool {
     let mut changes = shared.stores.listing_changes();
     let mut access = shared.status.subscribe();
     let waited = tokio::time::timeout(timeout, async {
@@ -377,32 +386,20 @@ async fn await_first_lists(shared: &Shared, timeout: Duration) {
         }
     })
     .await;
-    if waited.is_err() {
-        tracing::warn!("not every watch listed within {timeout:?}; continuing");
-    }
+    waited.is_ok()
 }
 
 /// Marks the copy synced once every constraint watch started so far has listed (a kind this
 /// copy may not read is reported, not waited for).
 async fn mark_synced(shared: Arc<Shared>, started: std::time::Instant) {
-    let waiting = || {
+    let listed = || {
         shared
             .stores
             .unlisted_kinds()
             .iter()
-            .any(|r| shared.status.access_error(r).is_none())
+            .all(|r| shared.status.access_error(r).is_some())
     };
-    let mut changes = shared.stores.listing_changes();
-    let mut access = shared.status.subscribe();
-    let _ = tokio::time::timeout(SYNC_TIMEOUT, async {
-        while waiting() {
-            tokio::select! {
-                _ = changes.changed() => {}
-                _ = access.changed() => {}
-            }
-        }
-    })
-    .await;
+    until_listed(&shared, SYNC_TIMEOUT, listed).await;
     let unlisted = shared.stores.unlisted_kinds();
     if unlisted.is_empty() {
         tracing::info!(
@@ -449,11 +446,13 @@ pub async fn launch(
     tasks.extend(facts.map(|facts| report_events(&shared, &identity, facts)));
 
     let (view_tx, view_rx) = watch::channel(HolderView::default());
+    let health = health_of(shared.clone(), &config.options);
     let elected = elect(
         &shared,
         &config,
         &identity,
         &tuning,
+        health.clone(),
         view_tx,
         shutdown_rx.clone(),
     );
@@ -507,8 +506,7 @@ pub async fn launch(
         writes_enabled: shared.status.writes_enabled(),
         ..LiveState::default()
     };
-    let (state_rx, publish_tasks) =
-        publish_state(&shared, initial, view_rx, ns, &tuning, &config.options);
+    let (state_rx, publish_tasks) = publish_state(&shared, initial, view_rx, ns, &tuning, health);
     tasks.extend(publish_tasks);
     tasks.extend(serve_metrics(&shared, config.metrics_addr, &shutdown_rx));
 
@@ -576,7 +574,7 @@ fn watch_gatekeeper(shared: &Arc<Shared>, mode: &Mode, tuning: &Tuning) -> Optio
         }
     ) && shared.status.writes_enabled();
     looks.then(|| {
-        tokio::spawn(recheck_gatekeeper(
+        tokio::spawn(super::gatekeeper::recheck(
             shared.clone(),
             tuning.gatekeeper_recheck,
         ))
@@ -618,7 +616,7 @@ fn spawn_workers(
     let attempts = Arc::new(Attempts::default());
     (0..config.workers.max(1))
         .map(|_| {
-            tokio::spawn(worker(
+            tokio::spawn(super::worker::run(
                 shared.clone(),
                 cache.clone(),
                 config.options.clone(),
@@ -675,15 +673,21 @@ fn publish_state(
     view: watch::Receiver<HolderView>,
     lease_namespace: &str,
     tuning: &Tuning,
-    options: &Options,
+    health: Health,
 ) -> (watch::Receiver<Arc<LiveState>>, Vec<JoinHandle<()>>) {
     let mut tasks = Vec::new();
     let (events_tx, events_rx) = watch::channel(Arc::new(VecDeque::new()));
     if tuning.publish_snapshot {
-        tasks.push(tokio::spawn(follow_cluster_events(
-            shared.clone(),
+        let status = shared.clone();
+        tasks.push(tokio::spawn(super::events::follow(
+            shared.client.clone(),
             super::events::watched_namespaces(lease_namespace),
             events_tx,
+            move |refused| {
+                status
+                    .status
+                    .set_access(super::events::EVENTS_RESOURCE, refused)
+            },
         )));
     }
     let (state_tx, state_rx) = watch::channel(Arc::new(initial.clone()));
@@ -694,7 +698,7 @@ fn publish_state(
         Sources {
             view,
             cluster_events: events_rx,
-            health: health_of(shared.clone(), options),
+            health,
             with_snapshot: tuning.publish_snapshot,
         },
     )));
@@ -755,229 +759,5 @@ async fn requests_from_handle(
             let outcome = super::commands::handle(&shared, &route, &view, req.command).await;
             let _ = req.reply.send(outcome);
         });
-    }
-}
-
-/// Follows the Events copies of kubectl-vap report (by our label) in `namespaces` (each
-/// Event lives in the namespace of what it regards), for views: one log of them all. A watch
-/// the server refuses is one of the copy's access errors (so a view says why the leader's
-/// outcomes are missing) until every namespace is watched again.
-async fn follow_cluster_events(
-    shared: Arc<Shared>,
-    namespaces: Vec<String>,
-    tx: watch::Sender<Arc<VecDeque<ClusterEvent>>>,
-) {
-    use super::events::{EVENTS_RESOURCE, Kept, cluster_event, events_access_error};
-    use super::state::AccessError;
-    use futures::StreamExt;
-    use k8s_openapi::api::events::v1::Event;
-    use kube::runtime::{WatchStreamExt, watcher};
-    let client = shared.client.clone();
-    let config = watcher::Config::default().labels(&format!(
-        "{}={}",
-        crate::model::MANAGED_BY_LABEL,
-        super::events::REPORTER
-    ));
-    let streams = namespaces.iter().enumerate().map(|(i, ns)| {
-        let api: Api<Event> = Api::namespaced(client.clone(), ns);
-        // Backoff: a refused watch is retried calmly, not in a tight loop.
-        watcher(api, config.clone())
-            .default_backoff()
-            .map(move |e| (i, e))
-            .boxed()
-    });
-    let mut stream = futures::stream::select_all(streams);
-    let fresh = || {
-        namespaces
-            .iter()
-            .map(|_| Kept::default())
-            .collect::<Vec<_>>()
-    };
-    let (mut kept, mut initial) = (fresh(), fresh());
-    let mut failing = vec![false; namespaces.len()];
-    let mut refused: Vec<Option<AccessError>> = vec![None; namespaces.len()];
-    let publish_refusals = |refused: &[Option<AccessError>]| {
-        let first = refused.iter().flatten().next().cloned();
-        shared.status.set_access(EVENTS_RESOURCE, first);
-    };
-    while let Some((i, e)) = stream.next().await {
-        let name = |ev: &Event| ev.metadata.name.clone().unwrap_or_default();
-        match e {
-            Ok(watcher::Event::Apply(ev)) => kept[i].apply(name(&ev), cluster_event(&ev)),
-            Ok(watcher::Event::Delete(ev)) => kept[i].apply(name(&ev), None),
-            Ok(watcher::Event::Init) => initial[i] = Kept::default(),
-            Ok(watcher::Event::InitApply(ev)) => {
-                initial[i].apply(name(&ev), cluster_event(&ev));
-                continue;
-            }
-            Ok(watcher::Event::InitDone) => kept[i] = std::mem::take(&mut initial[i]),
-            Err(err) => {
-                if !std::mem::replace(&mut failing[i], true) {
-                    tracing::info!(
-                        "cannot watch kubectl-vap's Events in namespace {}: {} (the leader's outcomes are not shown here)",
-                        namespaces[i],
-                        crate::text::error_source_text(&err)
-                    );
-                }
-                refused[i] = events_access_error(&namespaces[i], &err);
-                publish_refusals(&refused);
-                continue;
-            }
-        }
-        failing[i] = false;
-        if refused[i].take().is_some() {
-            publish_refusals(&refused);
-        }
-        if tx.send(Arc::new(Kept::merged(&kept))).is_err() {
-            return;
-        }
-    }
-}
-
-/// Stops writing while Gatekeeper's own generator is active, and resumes (with a resync) once
-/// it is off again. Only for a copy that was allowed to write at start.
-async fn recheck_gatekeeper(shared: Arc<Shared>, every: Duration) {
-    loop {
-        tokio::time::sleep(every).await;
-        let found = match super::gatekeeper::detect(&shared.client).await {
-            Ok(found) => found,
-            Err(e) => {
-                tracing::debug!("{e}; keeping the last answer");
-                continue;
-            }
-        };
-        if found == shared.status.gatekeeper_generator() {
-            continue;
-        }
-        let deployments = ObjectRef::new("apps/v1", "Deployment", "*");
-        match &found {
-            Some(what) => {
-                shared.status.set_writes_enabled(false);
-                let msg = format!(
-                    "Gatekeeper's generator looks active: {what}. Not writing until it is off: {}",
-                    super::gatekeeper::HOW_TO_DISABLE
-                );
-                tracing::error!("{msg}");
-                shared.log(
-                    EventVerb::Gatekeeper,
-                    deployments,
-                    EventResult::Skipped(msg),
-                    String::new(),
-                );
-            }
-            None => {
-                shared.status.set_writes_enabled(true);
-                tracing::info!("Gatekeeper's generator is off again: writing (resync)");
-                shared.log(
-                    EventVerb::Gatekeeper,
-                    deployments,
-                    EventResult::Ok,
-                    "Gatekeeper's generator is off again; resync".into(),
-                );
-                shared.resync();
-            }
-        }
-        shared.status.set_gatekeeper_generator(found);
-    }
-}
-
-/// The leader says, as a Warning Event on the object, why a template or constraint it just
-/// reconciled cannot be turned into a VAP or binding (template-error, constraint-error) —
-/// once per reason (`events::Recorder::decided`), where `kubectl events --for` looks.
-fn report_invalid(shared: &Shared, key: &super::queue::Key, opts: &Options) {
-    use super::events::Regarding;
-    use super::queue::Key;
-    use super::world::Read;
-    use crate::core::decide::{
-        ConstraintIntent, TemplateVerdict, decide_constraint, decide_template,
-    };
-    if !shared.leadership.may_write() {
-        return;
-    }
-    match key {
-        Key::Template(t) => {
-            if let Read::Known(Some(tpl)) = shared.stores.template(t) {
-                let reason = match decide_template(&tpl, opts) {
-                    TemplateVerdict::Invalid { reason } => Some(reason),
-                    _ => None,
-                };
-                shared
-                    .recorder
-                    .decided(Regarding::Template(t.clone()), reason);
-            }
-        }
-        Key::Constraint { kind, name } => {
-            if let Read::Known(Some(c)) = shared.stores.constraint(kind, name) {
-                let reason = match decide_constraint(&c, opts) {
-                    ConstraintIntent::Invalid { reason } => Some(reason),
-                    _ => None,
-                };
-                let regarding = Regarding::Constraint {
-                    kind: kind.clone(),
-                    name: name.clone(),
-                };
-                shared.recorder.decided(regarding, reason);
-            }
-        }
-    }
-}
-
-async fn worker(
-    shared: Arc<Shared>,
-    cache: Arc<OpinionCache>,
-    opts: Options,
-    attempts: Arc<Attempts>,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    // The flags' options with Gatekeeper's Config applied, recomputed when it changes.
-    let mut configs = shared.stores.gatekeeper_configs();
-    let mut merged = opts.with_gatekeeper_config(&configs);
-    loop {
-        if *shutdown.borrow() {
-            return;
-        }
-        let now = shared.stores.gatekeeper_configs();
-        if !Arc::ptr_eq(&now, &configs) {
-            merged = opts.with_gatekeeper_config(&now);
-            configs = now;
-        }
-        let opts = &merged;
-        let work = Work {
-            cache: &cache,
-            opts,
-            attempts: &attempts,
-        };
-        match process_one(&shared.queue, &*shared, &work).await {
-            Step::Processed(p) => {
-                shared
-                    .metrics
-                    .reconciles
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                shared
-                    .tracker
-                    .processed(&p.key, p.started, &p.outcome, p.writes, p.failures);
-                report_invalid(&shared, &p.key, opts);
-                shared.status.touch();
-            }
-            Step::Idle(due) => {
-                // Idle and still cold: a template list that completed after start-up, with
-                // no template to reconcile, primes the cache here.
-                if !cache.is_primed() && shared.stores.templates_listed() {
-                    cache.prime_if_ready(true, &shared.stores.template_names(), &*shared.queue);
-                }
-                // The next delayed key's due time, looked at again within a second (the
-                // priming check above).
-                let wait = due
-                    .and_then(|d| (d - chrono::Utc::now()).to_std().ok())
-                    .unwrap_or(Duration::from_secs(1))
-                    .min(Duration::from_secs(1));
-                let wake = tokio::time::Instant::now() + wait;
-                tokio::select! {
-                    _ = shared.queue.woken() => {}
-                    _ = tokio::time::sleep_until(wake) => {}
-                    _ = shutdown.changed() => return,
-                }
-            }
-        }
     }
 }

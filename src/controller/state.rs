@@ -2,6 +2,7 @@
 //! [`LiveState`] published on a `tokio::sync::watch` channel, and [`Command`]s sent back.
 //! These types are a contract with `src/tui/`: extend them, do not reshape them.
 
+pub use super::world::WriteError;
 use crate::model::ObjectRef;
 use crate::snapshot::Snapshot;
 use chrono::{DateTime, Utc};
@@ -237,39 +238,9 @@ impl EventResult {
     }
 }
 
-/// How a write failed. Its label goes to `/metrics`, its text to the event log and the
-/// Kubernetes Events, and the reconcilers act on its class (`reconcilers::Outcome::from`).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum WriteError {
-    /// The object changed meanwhile (409, failed precondition): read again and retry.
-    #[error("conflict (the object changed on the server); retried")]
-    Conflict(String),
-    /// 401/403, or a 422 whose cause is an authorization check (a VAP's paramKind needs `get`
-    /// on that kind): may pass once the RBAC allows it.
-    #[error("forbidden: {0} (grant the ClusterRole from `kubectl vap install --print`)")]
-    Forbidden(String),
-    /// 422: the server refuses this body, however often it is sent.
-    #[error("{0}")]
-    Invalid(String),
-    /// No answer at all (connection refused or reset, timeout).
-    #[error("{0}")]
-    Unreachable(String),
-    /// Any other answer (5xx, 429, …): may pass later.
-    #[error("{0}")]
-    Failed(String),
-}
-
-impl WriteError {
-    /// The label of `kubectl_vap_write_errors_total{reason=…}`.
-    pub fn metric_label(&self) -> &'static str {
-        super::metrics::Unwritten::from(self).label()
-    }
-
-    /// A conflict is retried at once and passes: not a failure anyone must look at.
-    pub fn retried_away(&self) -> bool {
-        matches!(self, WriteError::Conflict(_))
-    }
-}
+/// How a copy that leads tells its health, when asked (each renewal of the Lease, each
+/// publish): one function, shared by both.
+pub type Health = Arc<dyn Fn() -> LeaderHealth + Send + Sync>;
 
 /// What a view (or a one-shot command) asks the reconciler to do. Results land in the event log.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -10,12 +10,13 @@
 //! so a reconcile that runs in between neither creates twice nor updates from a stale version
 //! (I4: one needed change = one write).
 
-use super::queue::{Key, Scope};
-use super::world::{Read, Unreadable};
+use super::keys::{Key, Obj, Scope};
+use super::objects::{binding_keys, controllers_in, crd_state, policy_keys};
+use super::world::{ConstraintStore, Read, TemplateStore, Unreadable};
 use crate::cluster::apply::Applied;
 use crate::cluster::assemble::{Assembly, crd_to_value, dyn_to_value};
 use crate::cluster::discovery::{
-    AdmissionApi, VAP_KIND, constraint_resource, resource_name, templates_resource,
+    AdmissionApi, constraint_resource, resource_name, templates_resource,
 };
 use crate::core::PlannedWrite;
 use crate::core::desired::CrdState;
@@ -25,6 +26,7 @@ use crate::model::served::Served;
 use crate::model::{
     Binding, CONSTRAINTS_GROUP, Constraint, ConstraintTemplate, CrdInfo, Policy, Source,
 };
+use chrono::{DateTime, Utc};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::DynamicObject;
@@ -49,33 +51,6 @@ pub struct KindWatch {
     pub resource: String,
     pub store: Store<DynamicObject>,
     pub task: tokio::task::AbortHandle,
-}
-
-/// The kinds of object this copy writes (the overlay's key).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Obj {
-    Policy,
-    Binding,
-    Crd,
-}
-
-impl Obj {
-    pub fn of(kind: &str) -> Obj {
-        match kind {
-            VAP_KIND => Obj::Policy,
-            crate::core::crd::CRD_KIND => Obj::Crd,
-            _ => Obj::Binding,
-        }
-    }
-
-    /// The resource name in `/metrics`.
-    pub fn resource(self) -> &'static str {
-        match self {
-            Obj::Policy => "validatingadmissionpolicies",
-            Obj::Binding => "validatingadmissionpolicybindings",
-            Obj::Crd => "customresourcedefinitions",
-        }
-    }
 }
 
 #[derive(Clone)]
@@ -365,128 +340,12 @@ impl Stores {
 impl Stores {
     // ---- reads, as the reconcilers see them ----
 
-    pub fn constraint(&self, kind: &str, name: &str) -> Read<Option<Constraint>> {
-        // Which kinds exist comes from the CRD store.
-        if let Read::Unknown(u) = self.store_known(&self.res.crds) {
-            return Read::Unknown(u);
-        }
-        let Some((ar, store)) = self.constraint_resource(kind) else {
-            // No watch: no constraint of the kind exists, unless its CRD serves the kind and
-            // the watch is only about to start.
-            let served = self.crds.find(|c| {
-                c.spec.group == CONSTRAINTS_GROUP
-                    && c.spec.names.kind == kind
-                    && super::watches::crd_state(c) != CrdState::NotEstablished
-            });
-            return match served {
-                Some(c) => Read::Unknown(Unreadable(c.metadata.name.clone().unwrap_or_default())),
-                None => Read::Known(None),
-            };
-        };
-        self.store_known(&resource_name(&ar)).map(|()| {
-            store
-                .get(&StoreRef::new_with(name, ar.clone()))
-                .map(|o| Constraint::from_value(dyn_to_value(&o, &ar), Source::default()))
-        })
-    }
-
-    pub fn constraint_names(&self, kind: &str) -> Vec<String> {
-        match self.constraint_resource(kind) {
-            Some((_, store)) => names(&store.state()),
-            None => Vec::new(),
-        }
-    }
-
-    pub fn crd_state(&self, kind: &str) -> Read<CrdState> {
-        if let Read::Unknown(u) = self.store_known(&self.res.crds) {
-            return Read::Unknown(u);
-        }
-        let of_kind = |c: &CustomResourceDefinition| {
-            c.spec.group == CONSTRAINTS_GROUP && c.spec.names.kind == kind
-        };
-        // By name when the kind is watched (its plural is known); a scan otherwise.
-        let plural = self.kinds.read().get(kind).map(|w| w.plural.clone());
-        let crd = plural
-            .and_then(|p| {
-                self.crds
-                    .get(&StoreRef::new(&format!("{p}.{CONSTRAINTS_GROUP}")))
-            })
-            .filter(|c| of_kind(c))
-            .or_else(|| self.crds.find(of_kind));
-        Read::Known(
-            crd.map(|c| super::watches::crd_state(&c))
-                .unwrap_or(CrdState::NotEstablished),
-        )
-    }
-
-    pub fn binding(&self, name: &str) -> Read<Option<Binding>> {
-        self.store_known(&self.res.bindings).map(|()| {
-            let v = self.read(Obj::Binding, name)?;
-            Binding::from_value(v, Source::default())
-                .map_err(|e| tracing::warn!(binding = name, "{e}"))
-                .ok()
-        })
-    }
-
-    pub fn opinions_known(&self) -> Read<()> {
-        match self.store_known(&self.res.templates) {
-            Read::Known(()) => self.store_known(&self.res.policies),
-            unknown => unknown,
-        }
-    }
-
-    pub fn template(&self, name: &str) -> Read<Option<ConstraintTemplate>> {
-        let ar = templates_resource();
-        self.store_known(&self.res.templates).map(|()| {
-            self.templates
-                .get(&StoreRef::new_with(name, ar.clone()))
-                .map(|o| ConstraintTemplate::from_value(dyn_to_value(&o, &ar), Source::default()))
-        })
-    }
-
-    /// The templates in the store (within the scope: a copy scoped to one template primes
-    /// its opinion cache on that template alone).
-    pub fn template_names(&self) -> Vec<String> {
-        names(&self.templates.state())
-            .into_iter()
-            .filter(|n| self.scope.contains(&Key::Template(n.clone())))
-            .collect()
-    }
-
-    pub fn templates_listed(&self) -> bool {
-        self.is_listed(&self.res.templates)
-    }
-
-    pub fn policy(&self, name: &str) -> Read<Option<Policy>> {
-        self.store_known(&self.res.policies).map(|()| {
-            let v = self.read(Obj::Policy, name)?;
-            Policy::from_value(v, Source::default())
-                .map_err(|e| tracing::warn!(policy = name, "{e}"))
-                .ok()
-        })
-    }
-
-    pub fn crd(&self, name: &str) -> Read<Option<CrdInfo>> {
-        self.store_known(&self.res.crds).map(|()| {
-            let v = self.read(Obj::Crd, name)?;
-            Some(CrdInfo::from_value(&v, Source::default()))
-        })
-    }
-
-    pub fn bindings_of_kind(&self, kind: &str) -> Read<Vec<Binding>> {
-        self.store_known(&self.res.bindings)
-            .map(|()| self.bindings_of_kind_unchecked(kind))
-    }
-
     fn bindings_of_kind_unchecked(&self, kind: &str) -> Vec<Binding> {
         let mut names: Vec<String> = self
             .bindings
             .state()
             .iter()
-            .filter(|b| {
-                super::watches::controllers_in(&b.metadata, CONSTRAINTS_GROUP)
-                    .any(|r| r.kind == kind)
-            })
+            .filter(|b| controllers_in(&b.metadata, CONSTRAINTS_GROUP).any(|r| r.kind == kind))
             .filter_map(|b| b.metadata.name.clone())
             .collect();
         // Bindings we just created that the store has not seen yet count too.
@@ -687,24 +546,14 @@ impl Stores {
             }
         }
         for p in self.policies.state() {
-            keys.extend(super::watches::policy_keys(&p));
+            keys.extend(policy_keys(&p));
         }
         for b in self.bindings.state() {
-            keys.extend(super::watches::binding_keys(&b));
+            keys.extend(binding_keys(&b));
         }
         keys.sort();
         keys.dedup();
         keys
-    }
-
-    /// The stores as a snapshot, for views and `--once`'s final check; `errors` are what this
-    /// copy cannot read.
-    /// What the API server serves, once discovery has answered.
-    pub fn served(&self) -> Read<Arc<Served>> {
-        match &*self.served.read() {
-            Some(s) => Read::Known(s.clone()),
-            None => Read::Unknown(Unreadable("the API server's discovery".into())),
-        }
     }
 
     /// A CRD came, went or changed: what is served may have.
@@ -739,22 +588,6 @@ impl Stores {
             *current = Arc::new(configs);
         }
         changed
-    }
-
-    /// Every constraint of `kind`, when its store is known (`constraint`'s rules).
-    pub fn constraints_of_kind(&self, kind: &str) -> Read<Vec<Constraint>> {
-        match self.constraint(kind, "") {
-            Read::Unknown(u) => Read::Unknown(u),
-            Read::Known(_) => Read::Known(
-                self.constraint_names(kind)
-                    .iter()
-                    .filter_map(|n| match self.constraint(kind, n) {
-                        Read::Known(c) => c,
-                        Read::Unknown(_) => None,
-                    })
-                    .collect(),
-            ),
-        }
     }
 
     pub fn snapshot(
@@ -792,5 +625,376 @@ impl Stores {
         }
         snap.gatekeeper_configs = (**self.gatekeeper_configs.read()).clone();
         snap
+    }
+}
+
+/// The stores are the world the reconcilers read, as they are (`Read::Unknown` while a store
+/// is not known).
+impl ConstraintStore for Stores {
+    fn constraint(&self, kind: &str, name: &str) -> Read<Option<Constraint>> {
+        // Which kinds exist comes from the CRD store.
+        if let Read::Unknown(u) = self.store_known(&self.res.crds) {
+            return Read::Unknown(u);
+        }
+        let Some((ar, store)) = self.constraint_resource(kind) else {
+            // No watch: no constraint of the kind exists, unless its CRD serves the kind and
+            // the watch is only about to start.
+            let served = self.crds.find(|c| {
+                c.spec.group == CONSTRAINTS_GROUP
+                    && c.spec.names.kind == kind
+                    && crd_state(c) != CrdState::NotEstablished
+            });
+            return match served {
+                Some(c) => Read::Unknown(Unreadable(c.metadata.name.clone().unwrap_or_default())),
+                None => Read::Known(None),
+            };
+        };
+        self.store_known(&resource_name(&ar)).map(|()| {
+            store
+                .get(&StoreRef::new_with(name, ar.clone()))
+                .map(|o| Constraint::from_value(dyn_to_value(&o, &ar), Source::default()))
+        })
+    }
+
+    fn constraint_names(&self, kind: &str) -> Vec<String> {
+        match self.constraint_resource(kind) {
+            Some((_, store)) => names(&store.state()),
+            None => Vec::new(),
+        }
+    }
+
+    fn crd_state(&self, kind: &str) -> Read<CrdState> {
+        if let Read::Unknown(u) = self.store_known(&self.res.crds) {
+            return Read::Unknown(u);
+        }
+        let of_kind = |c: &CustomResourceDefinition| {
+            c.spec.group == CONSTRAINTS_GROUP && c.spec.names.kind == kind
+        };
+        // By name when the kind is watched (its plural is known); a scan otherwise.
+        let plural = self.kinds.read().get(kind).map(|w| w.plural.clone());
+        let crd = plural
+            .and_then(|p| {
+                self.crds
+                    .get(&StoreRef::new(&format!("{p}.{CONSTRAINTS_GROUP}")))
+            })
+            .filter(|c| of_kind(c))
+            .or_else(|| self.crds.find(of_kind));
+        Read::Known(
+            crd.map(|c| crd_state(&c))
+                .unwrap_or(CrdState::NotEstablished),
+        )
+    }
+
+    fn binding(&self, name: &str) -> Read<Option<Binding>> {
+        self.store_known(&self.res.bindings).map(|()| {
+            let v = self.read(Obj::Binding, name)?;
+            Binding::from_value(v, Source::default())
+                .map_err(|e| tracing::warn!(binding = name, "{e}"))
+                .ok()
+        })
+    }
+
+    fn opinions_known(&self) -> Read<()> {
+        match self.store_known(&self.res.templates) {
+            Read::Known(()) => self.store_known(&self.res.policies),
+            unknown => unknown,
+        }
+    }
+
+    /// The stores as a snapshot, for views and `--once`'s final check; `errors` are what this
+    /// copy cannot read.
+    /// What the API server serves, once discovery has answered.
+    fn served(&self) -> Read<Arc<Served>> {
+        match &*self.served.read() {
+            Some(s) => Read::Known(s.clone()),
+            None => Read::Unknown(Unreadable("the API server's discovery".into())),
+        }
+    }
+
+    fn now(&self) -> DateTime<Utc> {
+        Utc::now()
+    }
+}
+
+impl TemplateStore for Stores {
+    fn template(&self, name: &str) -> Read<Option<ConstraintTemplate>> {
+        let ar = templates_resource();
+        self.store_known(&self.res.templates).map(|()| {
+            self.templates
+                .get(&StoreRef::new_with(name, ar.clone()))
+                .map(|o| ConstraintTemplate::from_value(dyn_to_value(&o, &ar), Source::default()))
+        })
+    }
+
+    /// The templates in the store (within the scope: a copy scoped to one template primes
+    /// its opinion cache on that template alone).
+    fn template_names(&self) -> Vec<String> {
+        names(&self.templates.state())
+            .into_iter()
+            .filter(|n| self.scope.contains(&Key::Template(n.clone())))
+            .collect()
+    }
+
+    fn templates_listed(&self) -> bool {
+        self.is_listed(&self.res.templates)
+    }
+
+    fn policy(&self, name: &str) -> Read<Option<Policy>> {
+        self.store_known(&self.res.policies).map(|()| {
+            let v = self.read(Obj::Policy, name)?;
+            Policy::from_value(v, Source::default())
+                .map_err(|e| tracing::warn!(policy = name, "{e}"))
+                .ok()
+        })
+    }
+
+    fn crd(&self, name: &str) -> Read<Option<CrdInfo>> {
+        self.store_known(&self.res.crds).map(|()| {
+            let v = self.read(Obj::Crd, name)?;
+            Some(CrdInfo::from_value(&v, Source::default()))
+        })
+    }
+
+    fn bindings_of_kind(&self, kind: &str) -> Read<Vec<Binding>> {
+        self.store_known(&self.res.bindings)
+            .map(|()| self.bindings_of_kind_unchecked(kind))
+    }
+
+    /// Every constraint of `kind`, when its store is known (`constraint`'s rules).
+    fn constraints_of_kind(&self, kind: &str) -> Read<Vec<Constraint>> {
+        match self.constraint(kind, "") {
+            Read::Unknown(u) => Read::Unknown(u),
+            Read::Known(_) => Read::Known(
+                self.constraint_names(kind)
+                    .iter()
+                    .filter_map(|n| match self.constraint(kind, n) {
+                        Read::Known(c) => c,
+                        Read::Unknown(_) => None,
+                    })
+                    .collect(),
+            ),
+        }
+    }
+}
+
+/// The stores driven as the watches drive them (`watches::spawn_watch`): kube-runtime's store
+/// writer receives the list (`Init`, `InitApply`, `InitDone`) and the watch's events, and the
+/// listing state is set around them; our writes come in through `remember`.
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::Verb;
+    use crate::core::findings::Code;
+    use crate::model::ObjectRef;
+    use kube::runtime::reflector::store::Writer;
+    use kube::runtime::watcher::Event;
+    use serde_json::json;
+
+    struct Fixture {
+        stores: Stores,
+        policies: Writer<DynamicObject>,
+        bindings: Writer<DynamicObject>,
+    }
+
+    fn fixture() -> Fixture {
+        let admission = AdmissionApi::v1();
+        let templates = Writer::<DynamicObject>::new(templates_resource());
+        let crds = Writer::<CustomResourceDefinition>::default();
+        let policies = Writer::<DynamicObject>::new(admission.policy());
+        let bindings = Writer::<DynamicObject>::new(admission.binding());
+        let readers = Readers {
+            templates: templates.as_reader(),
+            crds: crds.as_reader(),
+            policies: policies.as_reader(),
+            bindings: bindings.as_reader(),
+        };
+        Fixture {
+            stores: Stores::new(admission, readers, Scope::All),
+            policies,
+            bindings,
+        }
+    }
+
+    const VAP: &str = "ValidatingAdmissionPolicy";
+    const VAPB: &str = "ValidatingAdmissionPolicyBinding";
+
+    /// An object as the server returns it: `value` marks which version of it this is.
+    fn object(kind: &str, name: &str, rv: u64, value: &str) -> serde_json::Value {
+        json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": kind,
+            "metadata": {
+                "name": name,
+                "uid": format!("uid-{name}"),
+                "resourceVersion": rv.to_string(),
+                "labels": { "v": value },
+                "ownerReferences": [{
+                    "apiVersion": "constraints.gatekeeper.sh/v1beta1",
+                    "kind": "K8sX", "name": "c", "uid": "u", "controller": true
+                }]
+            }
+        })
+    }
+
+    fn dynamic(v: serde_json::Value) -> DynamicObject {
+        serde_json::from_value(v).expect("a DynamicObject")
+    }
+
+    /// The watch's initial list, applied to the store as `spawn_watch` does.
+    fn list(writer: &mut Writer<DynamicObject>, items: Vec<serde_json::Value>) {
+        writer.apply_watcher_event(&Event::Init);
+        for o in items {
+            writer.apply_watcher_event(&Event::InitApply(dynamic(o)));
+        }
+        writer.apply_watcher_event(&Event::InitDone);
+    }
+
+    /// What `policy(name)` reads: the version label, `None` if absent; panics on `Unknown`.
+    fn policy_version(s: &Stores, name: &str) -> Option<String> {
+        match s.policy(name) {
+            Read::Known(p) => p.map(|p| p.meta.labels["v"].clone()),
+            Read::Unknown(u) => panic!("policies unknown: {u}"),
+        }
+    }
+
+    fn binding_version(s: &Stores, name: &str) -> Option<String> {
+        match s.binding(name) {
+            Read::Known(b) => b.map(|b| b.meta.labels["v"].clone()),
+            Read::Unknown(u) => panic!("bindings unknown: {u}"),
+        }
+    }
+
+    fn write(verb: Verb, kind: &str, name: &str, rv: Option<u64>) -> PlannedWrite {
+        PlannedWrite {
+            verb,
+            object: ObjectRef::new("admissionregistration.k8s.io/v1", kind, name),
+            code: Code::PolicyMissing,
+            reason: String::new(),
+            body: None,
+            uid: None,
+            resource_version: rv.map(|r| r.to_string()),
+            diff: String::new(),
+        }
+    }
+
+    /// A fixture whose policy and binding stores are listed and watched, holding `p` and `b`
+    /// at resourceVersion 5.
+    fn listed() -> Fixture {
+        let mut f = fixture();
+        list(&mut f.policies, vec![object(VAP, "p", 5, "theirs")]);
+        list(&mut f.bindings, vec![object(VAPB, "b", 5, "theirs")]);
+        let [_, _, policies, bindings] = f.stores.fixed_resources();
+        f.stores.set_complete(&policies, true);
+        f.stores.set_complete(&bindings, true);
+        f
+    }
+
+    #[test]
+    fn a_store_is_known_only_while_listed_and_watched() {
+        let mut f = fixture();
+        let [_, _, policies, _] = f.stores.fixed_resources();
+        assert!(
+            matches!(f.stores.policy("p"), Read::Unknown(_)),
+            "never listed: absent cannot be told from unread"
+        );
+        // The list is in the store, but the watch that follows has not started yet.
+        list(&mut f.policies, vec![object(VAP, "p", 5, "theirs")]);
+        assert!(matches!(f.stores.policy("p"), Read::Unknown(_)));
+        assert_eq!(f.stores.unknown().len(), 4);
+        // Listed and watching.
+        f.stores.set_complete(&policies, true);
+        assert_eq!(policy_version(&f.stores, "p").as_deref(), Some("theirs"));
+        assert_eq!(policy_version(&f.stores, "q"), None, "known absent");
+        assert!(!f.stores.unknown().contains(&policies));
+        // The watch broke: the store still holds `p`, but nothing in it is known any more.
+        f.stores.set_complete(&policies, false);
+        assert!(matches!(f.stores.policy("p"), Read::Unknown(_)));
+        assert!(matches!(f.stores.policy("q"), Read::Unknown(_)));
+        // Listed again, then the fence was lost: every store lists again before it is known.
+        f.stores.set_complete(&policies, true);
+        let relists = f.stores.relists();
+        f.stores.forget();
+        assert!(matches!(f.stores.policy("p"), Read::Unknown(_)));
+        assert!(
+            relists.has_changed().expect("open"),
+            "the watches are told to relist"
+        );
+    }
+
+    #[test]
+    fn our_write_is_read_until_the_store_catches_up_and_a_newer_event_supersedes_it() {
+        let mut f = listed();
+        // We updated `p`: the server answered with resourceVersion 7; the watch lags.
+        let ours = object(VAP, "p", 7, "ours");
+        f.stores.remember(
+            &write(Verb::Update, VAP, "p", Some(5)),
+            &Applied::Written(ours.clone()),
+        );
+        assert_eq!(policy_version(&f.stores, "p").as_deref(), Some("ours"));
+        assert!(f.stores.unseen_writes().is_some());
+        // The watch echoes our write: no reconcile needed, and the store holds it now.
+        let echo = dynamic(ours);
+        assert!(f.stores.take_own_write(Obj::Policy, &echo.metadata));
+        f.policies.apply_watcher_event(&Event::Apply(echo));
+        assert_eq!(policy_version(&f.stores, "p").as_deref(), Some("ours"));
+        assert_eq!(f.stores.unseen_writes(), None);
+
+        // Another write of ours, then someone else's newer change arrives first.
+        f.stores.remember(
+            &write(Verb::Update, VAP, "p", Some(7)),
+            &Applied::Written(object(VAP, "p", 9, "ours again")),
+        );
+        assert_eq!(
+            policy_version(&f.stores, "p").as_deref(),
+            Some("ours again")
+        );
+        let newer = dynamic(object(VAP, "p", 10, "someone else's"));
+        assert!(
+            !f.stores.take_own_write(Obj::Policy, &newer.metadata),
+            "not our echo: it is reconciled"
+        );
+        f.policies.apply_watcher_event(&Event::Apply(newer));
+        assert_eq!(
+            policy_version(&f.stores, "p").as_deref(),
+            Some("someone else's")
+        );
+        assert_eq!(f.stores.unseen_writes(), None);
+    }
+
+    #[test]
+    fn a_created_binding_counts_before_its_event_and_a_deleted_one_is_gone_at_once() {
+        let mut f = listed();
+        // Created: read by name and among its kind's bindings before the watch shows it.
+        f.stores.remember(
+            &write(Verb::Create, VAPB, "new", None),
+            &Applied::Written(object(VAPB, "new", 6, "ours")),
+        );
+        assert_eq!(binding_version(&f.stores, "new").as_deref(), Some("ours"));
+        let of_kind = |s: &Stores| -> Vec<String> {
+            let mut n: Vec<String> = match s.bindings_of_kind("K8sX") {
+                Read::Known(bs) => bs.into_iter().map(|b| b.meta.name).collect(),
+                Read::Unknown(u) => panic!("unknown: {u}"),
+            };
+            n.sort();
+            n
+        };
+        assert_eq!(of_kind(&f.stores), ["b", "new"]);
+
+        // Deleted: gone for the reconcilers while the store still holds it.
+        f.stores
+            .remember(&write(Verb::Delete, VAPB, "b", Some(5)), &Applied::Deleted);
+        assert_eq!(binding_version(&f.stores, "b"), None);
+        assert_eq!(of_kind(&f.stores), ["new"]);
+        // The watch's delete: still gone, and the overlay has nothing left to say about it.
+        f.bindings
+            .apply_watcher_event(&Event::Delete(dynamic(object(VAPB, "b", 5, "theirs"))));
+        assert_eq!(binding_version(&f.stores, "b"), None);
+        // Recreated by someone else after our delete: seen.
+        f.bindings
+            .apply_watcher_event(&Event::Apply(dynamic(object(VAPB, "b", 8, "recreated"))));
+        assert_eq!(
+            binding_version(&f.stores, "b").as_deref(),
+            Some("recreated")
+        );
     }
 }

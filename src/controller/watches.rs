@@ -8,18 +8,17 @@
 //! old store. After a list, everything the store concerns is enqueued again, which also
 //! covers objects deleted while the watch was down (a relist drops them without an event).
 
-use super::queue::Key;
+use super::keys::{Key, Obj};
+use super::objects::{binding_keys, controllers_in, crd_state, policy_keys};
 use super::shared::Shared;
 use super::state::AccessError;
-use super::stores::{KindWatch, Obj};
-use super::world::Enqueue;
+use super::stores::KindWatch;
+use super::world::{ConstraintStore, Enqueue};
 use crate::cluster::discovery::constraint_resource;
 use crate::core::desired::CrdState;
-use crate::core::ownership::is_controller_in;
 use crate::model::{CONSTRAINTS_GROUP, TEMPLATES_GROUP};
 use futures::StreamExt;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::Resource;
 use kube::api::{Api, DynamicObject, ListParams, WatchEvent, WatchParams};
 use kube::runtime::reflector::Store;
@@ -28,42 +27,6 @@ use kube::runtime::watcher;
 use serde::de::DeserializeOwned;
 use std::fmt::Debug;
 use std::sync::Arc;
-
-/// The controller ownerReferences of `meta` in API group `group` (`core::ownership`'s rule).
-pub fn controllers_in<'a>(
-    meta: &'a ObjectMeta,
-    group: &'a str,
-) -> impl Iterator<Item = &'a OwnerReference> + 'a {
-    meta.owner_references
-        .iter()
-        .flatten()
-        .filter(move |r| is_controller_in(&r.api_version, r.controller, group))
-}
-
-/// The keys an event on a VAP concerns: its controller template, and the template its name
-/// belongs to (so a foreign VAP going away lets the template write its own).
-pub fn policy_keys(p: &DynamicObject) -> Vec<Key> {
-    let mut keys: Vec<Key> = controllers_in(&p.metadata, TEMPLATES_GROUP)
-        .map(|r| Key::Template(r.name.clone()))
-        .collect();
-    if let Some(t) = p
-        .metadata
-        .name
-        .as_deref()
-        .and_then(|n| n.strip_prefix("gatekeeper-"))
-        && !keys.contains(&Key::Template(t.to_string()))
-    {
-        keys.push(Key::Template(t.to_string()));
-    }
-    keys
-}
-
-/// The keys an event on a VAPB concerns: its controller constraint.
-pub fn binding_keys(b: &DynamicObject) -> Vec<Key> {
-    controllers_in(&b.metadata, CONSTRAINTS_GROUP)
-        .map(|r| Key::constraint(&r.kind, &r.name))
-        .collect()
-}
 
 /// What a store keeps of an object: what the reconciler and the views read, nothing more.
 pub trait Trim: Resource {
@@ -412,23 +375,6 @@ pub fn on_binding(world: &Arc<Shared>, change: Change<'_, DynamicObject>) {
 
 fn established(crd: &CustomResourceDefinition) -> bool {
     crd_state(crd) != CrdState::NotEstablished
-}
-
-/// Whether a CRD serves its kind, and since when (the `Established` condition's transition).
-pub fn crd_state(crd: &CustomResourceDefinition) -> CrdState {
-    let condition = crd
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|cs| cs.iter().find(|c| c.type_ == "Established"));
-    match condition {
-        Some(c) if c.status == "True" => {
-            CrdState::Established(c.last_transition_time.as_ref().and_then(|t| {
-                chrono::DateTime::from_timestamp(t.0.as_second(), t.0.subsec_nanosecond() as u32)
-            }))
-        }
-        _ => CrdState::NotEstablished,
-    }
 }
 
 /// A constraint CRD changed: start (or stop) the kind's watch; its constraints' readiness changed.

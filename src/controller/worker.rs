@@ -3,14 +3,18 @@
 //! and the tier-2 tests, so the tests run exactly what runs live.
 
 use super::cache::OpinionCache;
-use super::queue::{Key, SharedQueue};
+use super::keys::Key;
+use super::queue::SharedQueue;
 use super::reconcilers::{Ctx, Outcome, reconcile, schedule};
-use super::world::{TemplateStore, Writer};
+use super::shared::Shared;
+use super::world::{ConstraintStore, TemplateStore, Writer};
 use crate::core::Options;
 use chrono::{DateTime, Utc};
 use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::time::Instant;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
 
 /// How many times in a row each key's reconcile asked to be retried (the backoff's exponent).
 #[derive(Debug, Default)]
@@ -85,7 +89,7 @@ where
     };
     let started = Instant::now();
     let (outcome, writes, failures) =
-        super::requests::counting(&key, reconcile(&key, world, &ctx)).await;
+        super::tally::counting(&key, reconcile(&key, world, &ctx)).await;
     let attempt = work.attempts.record(&key, &outcome);
     match &outcome {
         Outcome::Retry(why) | Outcome::Forbidden(why) => {
@@ -112,5 +116,107 @@ where
         started,
         writes,
         failures,
+    }
+}
+
+/// The leader says, as a Warning Event on the object, why a template or constraint it just
+/// reconciled cannot be turned into a VAP or binding (template-error, constraint-error) —
+/// once per reason (`events::Recorder::decided`), where `kubectl events --for` looks.
+fn report_invalid(shared: &Shared, key: &Key, opts: &Options) {
+    use super::events::Regarding;
+    use super::world::Read;
+    use crate::core::decide::{
+        ConstraintIntent, TemplateVerdict, decide_constraint, decide_template,
+    };
+    if !shared.leadership.may_write() {
+        return;
+    }
+    match key {
+        Key::Template(t) => {
+            if let Read::Known(Some(tpl)) = shared.stores.template(t) {
+                let reason = match decide_template(&tpl, opts) {
+                    TemplateVerdict::Invalid { reason } => Some(reason),
+                    _ => None,
+                };
+                shared
+                    .recorder
+                    .decided(Regarding::Template(t.clone()), reason);
+            }
+        }
+        Key::Constraint { kind, name } => {
+            if let Read::Known(Some(c)) = shared.stores.constraint(kind, name) {
+                let reason = match decide_constraint(&c, opts) {
+                    ConstraintIntent::Invalid { reason } => Some(reason),
+                    _ => None,
+                };
+                let regarding = Regarding::Constraint {
+                    kind: kind.clone(),
+                    name: name.clone(),
+                };
+                shared.recorder.decided(regarding, reason);
+            }
+        }
+    }
+}
+
+/// A live worker: steps until shutdown, telling the metrics, the requests in progress and the
+/// status what each reconcile did, and sleeping while nothing is due.
+pub(super) async fn run(
+    shared: Arc<Shared>,
+    cache: Arc<OpinionCache>,
+    opts: Options,
+    attempts: Arc<Attempts>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    // The flags' options with Gatekeeper's Config applied, recomputed when it changes.
+    let mut configs = shared.stores.gatekeeper_configs();
+    let mut merged = opts.with_gatekeeper_config(&configs);
+    loop {
+        if *shutdown.borrow() {
+            return;
+        }
+        let now = shared.stores.gatekeeper_configs();
+        if !Arc::ptr_eq(&now, &configs) {
+            merged = opts.with_gatekeeper_config(&now);
+            configs = now;
+        }
+        let opts = &merged;
+        let work = Work {
+            cache: &cache,
+            opts,
+            attempts: &attempts,
+        };
+        match process_one(&shared.queue, &*shared, &work).await {
+            Step::Processed(p) => {
+                shared
+                    .metrics
+                    .reconciles
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                shared
+                    .tracker
+                    .processed(&p.key, p.started, &p.outcome, p.writes, p.failures);
+                report_invalid(&shared, &p.key, opts);
+                shared.status.touch();
+            }
+            Step::Idle(due) => {
+                // Idle and still cold: a template list that completed after start-up, with
+                // no template to reconcile, primes the cache here.
+                if !cache.is_primed() && shared.stores.templates_listed() {
+                    cache.prime_if_ready(true, &shared.stores.template_names(), &*shared.queue);
+                }
+                // The next delayed key's due time, looked at again within a second (the
+                // priming check above).
+                let wait = due
+                    .and_then(|d| (d - chrono::Utc::now()).to_std().ok())
+                    .unwrap_or(Duration::from_secs(1))
+                    .min(Duration::from_secs(1));
+                let wake = tokio::time::Instant::now() + wait;
+                tokio::select! {
+                    _ = shared.queue.woken() => {}
+                    _ = tokio::time::sleep_until(wake) => {}
+                    _ = shutdown.changed() => return,
+                }
+            }
+        }
     }
 }

@@ -4,8 +4,7 @@
 //! The split is the design's rule made structural: the constraint reconciler is generic over
 //! [`ConstraintStore`], which has no way to read a ConstraintTemplate or a VAP.
 
-use super::queue::Key;
-pub use super::state::WriteError;
+use super::keys::Key;
 use crate::core::PlannedWrite;
 use crate::core::desired::CrdState;
 use crate::model::served::Served;
@@ -87,6 +86,62 @@ pub trait TemplateStore: ConstraintStore {
     fn constraints_of_kind(&self, kind: &str) -> Read<Vec<Constraint>>;
 }
 
+/// A world that reads through a store of its own: the live copy (`shared::Shared`) reads its
+/// `Stores`, which implement [`ConstraintStore`] and [`TemplateStore`] themselves.
+/// Such a world is both by its store; nothing is forwarded by hand.
+pub trait ReadsThrough {
+    type Store: TemplateStore;
+    fn store(&self) -> &Self::Store;
+}
+
+impl<T: ReadsThrough> ConstraintStore for T {
+    fn constraint(&self, kind: &str, name: &str) -> Read<Option<Constraint>> {
+        self.store().constraint(kind, name)
+    }
+    fn constraint_names(&self, kind: &str) -> Vec<String> {
+        self.store().constraint_names(kind)
+    }
+    fn crd_state(&self, kind: &str) -> Read<CrdState> {
+        self.store().crd_state(kind)
+    }
+    fn binding(&self, name: &str) -> Read<Option<Binding>> {
+        self.store().binding(name)
+    }
+    fn opinions_known(&self) -> Read<()> {
+        self.store().opinions_known()
+    }
+    fn served(&self) -> Read<Arc<Served>> {
+        self.store().served()
+    }
+    fn now(&self) -> DateTime<Utc> {
+        self.store().now()
+    }
+}
+
+impl<T: ReadsThrough> TemplateStore for T {
+    fn template(&self, name: &str) -> Read<Option<ConstraintTemplate>> {
+        self.store().template(name)
+    }
+    fn template_names(&self) -> Vec<String> {
+        self.store().template_names()
+    }
+    fn templates_listed(&self) -> bool {
+        self.store().templates_listed()
+    }
+    fn policy(&self, name: &str) -> Read<Option<Policy>> {
+        self.store().policy(name)
+    }
+    fn crd(&self, name: &str) -> Read<Option<CrdInfo>> {
+        self.store().crd(name)
+    }
+    fn bindings_of_kind(&self, kind: &str) -> Read<Vec<Binding>> {
+        self.store().bindings_of_kind(kind)
+    }
+    fn constraints_of_kind(&self, kind: &str) -> Read<Vec<Constraint>> {
+        self.store().constraints_of_kind(kind)
+    }
+}
+
 /// How a write went.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WriteOutcome {
@@ -118,4 +173,76 @@ pub trait Writer {
 pub trait Enqueue {
     fn enqueue(&self, key: Key);
     fn enqueue_at(&self, key: Key, at: DateTime<Utc>);
+}
+
+/// How a write failed. Its label goes to `/metrics`, its text to the event log and the
+/// Kubernetes Events, and the reconcilers act on its class (`reconcilers::Outcome::from`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WriteError {
+    /// The object changed meanwhile (409, failed precondition): read again and retry.
+    #[error("conflict (the object changed on the server); retried")]
+    Conflict(String),
+    /// 401/403, or a 422 whose cause is an authorization check (a VAP's paramKind needs `get`
+    /// on that kind): may pass once the RBAC allows it.
+    #[error("forbidden: {0} (grant the ClusterRole from `kubectl vap install --print`)")]
+    Forbidden(String),
+    /// 422: the server refuses this body, however often it is sent.
+    #[error("{0}")]
+    Invalid(String),
+    /// No answer at all (connection refused or reset, timeout).
+    #[error("{0}")]
+    Unreachable(String),
+    /// Any other answer (5xx, 429, …): may pass later.
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl WriteError {
+    /// The label of `kubectl_vap_write_errors_total{reason=…}`.
+    pub fn metric_label(&self) -> &'static str {
+        Unwritten::from(self).label()
+    }
+
+    /// A conflict is retried at once and passes: not a failure anyone must look at.
+    pub fn retried_away(&self) -> bool {
+        matches!(self, WriteError::Conflict(_))
+    }
+}
+
+/// Why a write changed nothing: the `reason` label of `kubectl_vap_write_errors_total`
+/// (controller-rs's metric-labelled errors: the label comes from the type, never a literal).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Unwritten {
+    /// A delete found the object gone already.
+    AlreadyGone,
+    Conflict,
+    Failed,
+    Forbidden,
+    Invalid,
+    Unreachable,
+}
+
+impl Unwritten {
+    pub fn label(self) -> &'static str {
+        match self {
+            Unwritten::AlreadyGone => "already_gone",
+            Unwritten::Conflict => "conflict",
+            Unwritten::Failed => "failed",
+            Unwritten::Forbidden => "forbidden",
+            Unwritten::Invalid => "invalid",
+            Unwritten::Unreachable => "unreachable",
+        }
+    }
+}
+
+impl From<&WriteError> for Unwritten {
+    fn from(e: &WriteError) -> Unwritten {
+        match e {
+            WriteError::Conflict(_) => Unwritten::Conflict,
+            WriteError::Forbidden(_) => Unwritten::Forbidden,
+            WriteError::Invalid(_) => Unwritten::Invalid,
+            WriteError::Unreachable(_) => Unwritten::Unreachable,
+            WriteError::Failed(_) => Unwritten::Failed,
+        }
+    }
 }

@@ -2,12 +2,10 @@
 //! the result kept for read-your-writes, counted in `/metrics`, logged without flooding, told
 //! to the Kubernetes Events recorder and to the request in progress.
 
-use super::metrics::Unwritten;
-use super::outage::{Episode, Line};
+use super::keys::Obj;
 use super::shared::Shared;
-use super::state::{EventResult, EventVerb, WriteError};
-use super::stores::Obj;
-use super::world::{NotSent, WriteOutcome, Writer};
+use super::state::{EventResult, EventVerb};
+use super::world::{NotSent, Unwritten, WriteError, WriteOutcome, Writer};
 use crate::cluster::apply::{Applied, ApplyError, apply_write};
 use crate::core::{PlannedWrite, Verb};
 
@@ -40,39 +38,6 @@ fn forbidden_field(status: &kube::core::Status) -> bool {
         .iter()
         .flat_map(|d| &d.causes)
         .any(|c| c.reason == "FieldValueForbidden")
-}
-
-/// Failed writes that will be retried, logged without flooding (an [`Episode`]): the first
-/// failure at once, then at most one summary per [`SUMMARY_EVERY`](super::outage::SUMMARY_EVERY)
-/// with how many failed meanwhile, and one line when writes pass again. (A 10 s outage printed
-/// 2,300 lines before.)
-#[derive(Default)]
-pub struct WriteFailures(Episode);
-
-impl WriteFailures {
-    fn failed(&self, label: &str, object: &str, msg: &str) {
-        match self.0.failed(format!("{object}: {msg}")) {
-            Line::First | Line::Summary { unlogged: 0, .. } => {
-                tracing::warn!(object, reason = label, "{msg}; retried with backoff")
-            }
-            Line::Summary {
-                secs,
-                failures,
-                unlogged,
-            } => tracing::warn!(
-                object,
-                reason = label,
-                "writes failing for {secs}s, {failures} failure(s), {unlogged} not logged; latest: {msg}"
-            ),
-            _ => tracing::debug!(object, reason = label, "{msg}"),
-        }
-    }
-
-    fn succeeded(&self) {
-        if let Line::Recovered { secs, failures } = self.0.passed() {
-            tracing::info!("writes pass again after {secs}s and {failures} failure(s)");
-        }
-    }
 }
 
 /// A digest of what a write would send (its verb and body), to know a refused body again.
@@ -111,7 +76,7 @@ impl Shared {
             self.metrics.error(Unwritten::AlreadyGone);
         } else {
             self.metrics.write(w.verb, Obj::of(&w.object.kind));
-            super::requests::count_write(false);
+            super::tally::count_write(false);
             self.recorder.written(w, None);
         }
         tracing::info!(
@@ -122,7 +87,7 @@ impl Shared {
             w.object,
             w.reason
         );
-        self.log(
+        self.status.log(
             event_verb(w.verb),
             w.object.clone(),
             EventResult::Ok,
@@ -137,7 +102,7 @@ impl Shared {
             self.outage.reachable();
         }
         if !e.retried_away() {
-            super::requests::count_write(true);
+            super::tally::count_write(true);
             self.recorder.written(w, Some(&e));
         }
         let object = w.object.to_string();
@@ -171,7 +136,7 @@ impl Shared {
             WriteError::Failed(_) => self.write_log.failed(e.metric_label(), &object, &msg),
         }
         let outcome = WriteOutcome::Failed(e.clone());
-        self.log(
+        self.status.log(
             event_verb(w.verb),
             w.object.clone(),
             EventResult::WriteFailed(e),
@@ -197,7 +162,7 @@ impl Writer for Shared {
             // exit code). Reported once: the event log's line, the metric and the Kubernetes
             // Event came when the server refused it.
             tracing::debug!(object = %w.object, "not sent again: {why}");
-            super::requests::count_write(true);
+            super::tally::count_write(true);
             return WriteOutcome::Failed(WriteError::Invalid(why));
         }
         match apply_write(&self.client, self.stores.admission(), w).await {

@@ -1,0 +1,164 @@
+//! The fence for writes: whether this copy leads, and until when it may write. A renewal of
+//! the Lease sent at `t` lets this copy write until `t + renew_deadline` on a monotonic clock
+//! that counts through a suspend (lease.rs tells the election that sets it).
+
+use parking_lot::Mutex;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// Whether this copy leads: the fence for writes, the flag for views and waits.
+#[derive(Debug)]
+pub struct Leadership {
+    pub fence: Fence,
+    /// A watch, not a `Notify`: a change between a look and the wait that follows it is not
+    /// missed.
+    leading: watch::Sender<bool>,
+}
+
+impl Default for Leadership {
+    fn default() -> Self {
+        Leadership {
+            fence: Fence::default(),
+            leading: watch::Sender::new(false),
+        }
+    }
+}
+
+impl Leadership {
+    /// True only while the fence allows writes.
+    pub fn may_write(&self) -> bool {
+        self.fence.may_write()
+    }
+
+    /// This copy holds the lease (for views and metrics; writes check the fence).
+    pub fn is_leading(&self) -> bool {
+        *self.leading.borrow()
+    }
+
+    /// Records whether this copy leads; returns what it was.
+    pub fn set_leading(&self, on: bool) -> bool {
+        let mut was = on;
+        self.leading.send_if_modified(|l| {
+            was = std::mem::replace(l, on);
+            was != on
+        });
+        was
+    }
+
+    /// A receiver of every change of leadership.
+    pub fn subscribe(&self) -> watch::Receiver<bool> {
+        self.leading.subscribe()
+    }
+}
+
+/// Default lease duration (seconds): a crashed holder is replaced after at most this long.
+pub const LEASE_DURATION: u64 = 15;
+
+/// The timings derived from the lease duration (client-go's 15 s / 10 s / 2 s, scaled).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timing {
+    pub duration: Duration,
+    /// Writes stop this long after a renewal was sent, unless another renewal succeeded.
+    pub renew_deadline: Duration,
+    /// How often the holder renews and a follower looks.
+    pub retry: Duration,
+}
+
+impl Timing {
+    pub fn new(duration: Duration) -> Timing {
+        // At least 1 s: the Lease stores whole seconds.
+        let duration = duration.max(Duration::from_secs(1));
+        Timing {
+            duration,
+            renew_deadline: duration * 2 / 3,
+            retry: (duration / 7).max(Duration::from_millis(100)),
+        }
+    }
+}
+
+/// A monotonic clock that keeps counting while the machine is suspended (Linux
+/// `CLOCK_BOOTTIME`): a laptop that slept must not wake up believing its deadline is ahead.
+/// Elsewhere, `std::time::Instant`.
+pub fn mono_now() -> Duration {
+    #[cfg(target_os = "linux")]
+    {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime writes into the timespec we own.
+        if unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) } == 0 {
+            return Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32);
+        }
+    }
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    START.get_or_init(std::time::Instant::now).elapsed()
+}
+
+/// Whether this copy may write now: a deadline on [`mono_now`], set from each successful
+/// renewal and cleared when leadership is lost.
+#[derive(Debug, Default)]
+pub struct Fence {
+    deadline: Mutex<Option<Duration>>,
+}
+
+impl Fence {
+    /// True only before the deadline of the last successful renewal.
+    pub fn may_write(&self) -> bool {
+        self.deadline.lock().is_some_and(|d| mono_now() < d)
+    }
+
+    /// A renewal sent at `sent` succeeded.
+    pub fn renewed(&self, sent: Duration, timing: &Timing) {
+        *self.deadline.lock() = Some(sent + timing.renew_deadline);
+    }
+
+    /// Set, and passed: leadership is no longer confirmed.
+    pub fn expired(&self) -> bool {
+        self.deadline.lock().is_some_and(|d| mono_now() >= d)
+    }
+
+    /// No more writes; returns whether there was a deadline.
+    pub fn revoke(&self) -> bool {
+        self.deadline.lock().take().is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `commands::serve` and `Controller::leading` look, then wait: leadership gained in
+    /// between must still wake them (a `Notify` that had no waiter yet dropped it, and the
+    /// leader then served no request until the next change of leadership).
+    #[test]
+    fn a_change_between_a_look_and_a_wait_is_seen() {
+        let l = Leadership::default();
+        let mut rx = l.subscribe();
+        assert!(!*rx.borrow_and_update());
+        assert!(!l.set_leading(true), "it was not leading");
+        assert!(
+            rx.has_changed().expect("open"),
+            "the wait that follows sees it"
+        );
+        assert!(*rx.borrow_and_update() && l.is_leading());
+        assert!(l.set_leading(true), "already leading");
+        assert!(!rx.has_changed().expect("open"), "no change, no wake-up");
+    }
+
+    #[test]
+    fn the_fence_closes_at_the_deadline_and_stays_closed_once_revoked() {
+        let timing = Timing::new(Duration::from_secs(15));
+        assert_eq!(timing.renew_deadline, Duration::from_secs(10));
+        assert!(timing.renew_deadline < timing.duration);
+        let fence = Fence::default();
+        assert!(!fence.may_write(), "never renewed");
+        fence.renewed(mono_now(), &timing);
+        assert!(fence.may_write() && !fence.expired());
+        // A renewal sent long ago (as after a pause) confirms nothing now.
+        fence.renewed(mono_now().saturating_sub(timing.renew_deadline), &timing);
+        assert!(!fence.may_write() && fence.expired());
+        assert!(fence.revoke());
+        assert!(!fence.may_write() && !fence.expired() && !fence.revoke());
+    }
+}
