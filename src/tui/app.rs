@@ -7,7 +7,7 @@ use super::data::{Data, EventLine, Link, Origin, OutcomeKey};
 use super::detail;
 use super::keymap::{self, Key, Keymap, Screen};
 use super::tree_view::{Filter, SortBy, TreeView, find};
-use super::view;
+use super::words::{age, count, seconds_until};
 use crate::core::tree::{Node, NodeKind};
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use ratatui::text::Line;
@@ -52,6 +52,34 @@ pub struct Picker {
     /// The context in use (marked).
     pub current: String,
     pub selected: usize,
+}
+
+/// A scrolled pane as the last frame drew it: rows in sight, rows in all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Extent {
+    pub rows: usize,
+    pub len: usize,
+}
+
+impl Extent {
+    /// The first row of the last page: scrolling stops there (so `G` shows the last page,
+    /// not the last line alone or a blank one).
+    pub fn last_top(self) -> usize {
+        self.len.saturating_sub(self.rows)
+    }
+}
+
+/// What the last frame measured, for `update` to scroll by. The view writes it as it draws
+/// (the layout is the view's alone), so `update` never computes a layout; a frame is drawn
+/// after every batch of actions, before the next key.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Drawn {
+    /// The detail pane; `None` when the main screen had no room for it.
+    pub detail: Option<Extent>,
+    /// The full-screen document, help and event log; `None` before they were first drawn.
+    pub doc: Option<Extent>,
+    pub help: Option<Extent>,
+    pub events: Option<Extent>,
 }
 
 pub struct Flash {
@@ -100,10 +128,10 @@ pub struct App {
     announced: bool,
     /// Audit results kept while the TUI runs (`a`), marked stale as the cluster changes.
     pub violations: super::violations::Store,
-    /// Rows of the tree pane, for page up/down (kept up to date by the view's size).
+    /// Rows of the tree pane, for page up/down (the view writes it as it draws the tree).
     pub page: usize,
-    /// The terminal's size (from `Resize`): scrolling is bounded by what the view shows.
-    pub size: (u16, u16),
+    /// What the last frame measured: scrolling is bounded by what the view shows.
+    pub drawn: Drawn,
     /// Text for the terminal's clipboard (`c`): the runtime sends it (OSC 52) and clears it.
     pub copy: Option<String>,
     /// Something changed without a key (a deadline passed): the runtime redraws.
@@ -124,7 +152,7 @@ impl App {
             wrap: false,
             log_scroll: None,
             detail_scroll: (Vec::new(), 0),
-            size: (80, 24),
+            drawn: Drawn::default(),
             copy: None,
             redraw: false,
             screen: Screen::Main,
@@ -237,16 +265,17 @@ impl App {
 
     /// Scrolls the detail pane by `by` rows, never past the row that fills its last line.
     fn scroll_detail(&mut self, by: isize) {
-        let Some((rows, width)) = view::detail_area(self) else {
+        let Some(extent) = self.drawn.detail else {
             self.flash(
                 Level::Warn,
                 "no detail pane at this size: y shows the object",
             );
             return;
         };
-        let len = view::wrap_lines(&view::detail_lines(self), width).len();
-        let max = len.saturating_sub(rows);
-        let at = self.detail_scroll().saturating_add_signed(by).min(max);
+        let at = self
+            .detail_scroll()
+            .saturating_add_signed(by)
+            .min(extent.last_top());
         self.detail_scroll = (self.tree.state.selected().to_vec(), at);
     }
 
@@ -261,6 +290,33 @@ impl App {
     pub fn now(&self) -> Option<chrono::DateTime<chrono::Utc>> {
         self.clock
             .or_else(|| self.data.as_ref().and_then(|d| d.snapshot.now))
+    }
+
+    /// What on screen moves with the clock, worded as the view words it (`words::age`,
+    /// `words::seconds_until`): the connection's countdown or outage, the leader's ages.
+    /// A tick that changes them asks for a redraw; one that does not draws nothing.
+    fn clock_words(&self) -> Vec<String> {
+        let (Some(d), Some(now)) = (self.data.as_deref(), self.now()) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        match &d.info.link {
+            Link::Connecting {
+                retry_at: Some(at), ..
+            } => out.push(seconds_until(*at, now).to_string()),
+            Link::Unreachable { since, .. } => out.push(age(now - *since)),
+            Link::Connecting { .. } | Link::Up => {}
+        }
+        let l = &d.info.leader;
+        if matches!(d.origin, Origin::Live { .. }) && l.unreadable.is_none() && !l.vacant {
+            out.extend(
+                [l.since, l.last_sync]
+                    .into_iter()
+                    .flatten()
+                    .map(|t| age(now - t)),
+            );
+        }
+        out
     }
 
     /// A flash from the UI itself: only errors go to the event log.
@@ -385,11 +441,11 @@ impl App {
                 Level::Info,
                 format!(
                     "loaded {}: {}, {}, {}, {}",
-                    view::count(data.snapshot.object_count(), "object", "objects"),
-                    view::count(s.errors, "error", "errors"),
-                    view::count(s.warnings, "warning", "warnings"),
-                    view::count(s.infos, "info", "infos"),
-                    view::count(data.analysis.plan.len(), "planned write", "planned writes"),
+                    count(data.snapshot.object_count(), "object", "objects"),
+                    count(s.errors, "error", "errors"),
+                    count(s.warnings, "warning", "warnings"),
+                    count(s.infos, "info", "infos"),
+                    count(data.analysis.plan.len(), "planned write", "planned writes"),
                 ),
             );
         }
@@ -473,26 +529,31 @@ impl App {
 
     /// Scrolls the screen's document, never past the line that fills its last row (so `G`
     /// shows the last page, not the last line alone or a blank one).
+    /// Bounded by the last frame's measure of the screen (not drawn yet: unbounded; the
+    /// view keeps what it draws in bounds).
     fn scroll(&mut self, f: impl Fn(usize, usize) -> usize) {
-        let (rows, width) = view::document_area(self);
+        let extent = match self.screen {
+            Screen::Doc => self.drawn.doc,
+            Screen::Help => self.drawn.help,
+            Screen::Events => self.drawn.events,
+            Screen::Main => return,
+        };
+        let Extent { rows, len } = extent.unwrap_or(Extent {
+            rows: 0,
+            len: usize::MAX,
+        });
+        let max = Extent { rows, len }.last_top();
         let page = rows.max(1);
-        let bounded = |at: usize, len: usize| f(at, page).min(len.saturating_sub(rows));
+        let bounded = |at: usize| f(at, page).min(max);
         match self.screen {
             Screen::Doc => {
-                let wrap = self.wrap;
                 if let Some(d) = &mut self.doc {
-                    let len = view::doc_lines(&d.lines, width, wrap).len();
-                    d.scroll = bounded(d.scroll, len);
+                    d.scroll = bounded(d.scroll);
                 }
             }
-            Screen::Help => {
-                let len = view::help_rows(self, width).len();
-                self.help_scroll = bounded(self.help_scroll, len);
-            }
+            Screen::Help => self.help_scroll = bounded(self.help_scroll),
             Screen::Events => {
-                let len = view::log_rows(self, width).len();
-                let max = len.saturating_sub(rows);
-                let at = bounded(self.log_scroll.unwrap_or(max), len);
+                let at = bounded(self.log_scroll.unwrap_or(max));
                 // At the end again: follow new lines.
                 self.log_scroll = (at < max).then_some(at);
             }
@@ -865,7 +926,7 @@ fn on_filter(app: &mut App, action: Action) {
             let text = if app.filter.faults_only {
                 format!(
                     "faults only: {} shown",
-                    view::count(app.tree.shown, "node", "nodes")
+                    count(app.tree.shown, "node", "nodes")
                 )
             } else {
                 "showing everything".to_string()
@@ -929,9 +990,9 @@ fn on_view(app: &mut App, action: Action) {
             }
         }
         Action::Wrap => {
+            // The same lines take more or fewer rows: the next frame keeps the scroll in
+            // bounds.
             app.wrap = !app.wrap;
-            // The same lines take more or fewer rows: keep the scroll in bounds.
-            app.scroll(|s, _| s);
             app.flash(
                 Level::Info,
                 if app.wrap {
@@ -1122,16 +1183,13 @@ fn on_outside(app: &mut App, action: Action) {
                 });
             }
         }
-        Action::Resize(w, h) => {
-            app.size = (w, h);
-            app.page = usize::from(view::tree_rows(app)).max(1);
-            app.scroll(|s, _| s);
-        }
+        // The next frame is drawn at the new size, and measures what scrolling needs.
+        Action::Resize(..) => {}
         Action::Tick(now) => {
-            // Ages and countdowns on screen move with the clock: redraw when their text does.
-            let before = view::ticking(app);
+            // Ages and countdowns on screen move with the clock: redraw when their words do.
+            let before = app.clock_words();
             app.clock = Some(now);
-            app.redraw |= view::ticking(app) != before;
+            app.redraw |= app.clock_words() != before;
             app.reevaluate(now);
             if app
                 .flash

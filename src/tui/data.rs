@@ -1,12 +1,19 @@
 //! What the UI shows, as the data source hands it over: a snapshot, its analysis (computed off
 //! the UI thread, once per change), and what is known about the cluster and the reconciler.
 
-use super::action::Level;
 use crate::core::{Analysis, Options, Summary, analyze};
 use crate::snapshot::Snapshot;
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use std::sync::Arc;
+
+/// How urgent a message is (a flash, an event line): its colour.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    Info,
+    Warn,
+    Error,
+}
 
 /// Where the data comes from, which decides whether write actions can run.
 #[derive(Debug, Clone, PartialEq, Eq)]

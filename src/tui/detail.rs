@@ -64,7 +64,7 @@ pub fn summary(data: &Data, node: &Node) -> Vec<Line<'static>> {
     if node.kind == NodeKind::Group {
         out.push(field(
             "holds",
-            super::view::count(node.children.len(), "object", "objects"),
+            super::words::count(node.children.len(), "object", "objects"),
         ));
     }
 

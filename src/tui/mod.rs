@@ -26,6 +26,7 @@ pub mod terminal;
 pub mod tree_view;
 pub mod view;
 pub mod violations;
+pub mod words;
 
 pub use action::{Action, Level, WriteCommand};
 pub use app::{App, dispatch, update};

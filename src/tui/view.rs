@@ -1,14 +1,17 @@
-//! Drawing: a pure function of the state (the tree widget keeps its scroll offset in the
-//! state, which is why it takes `&mut`). Nothing here computes analysis or reads IO. The
-//! layout is a pure function too (`areas`), so `update` bounds scrolling by what is shown.
+//! Drawing: a function of the state. It takes `&mut` for what drawing measures: the tree
+//! widget keeps its scroll offset in the state, and the frame notes the rows each scrolled
+//! pane shows and holds (`App::drawn`, `App::page`), keeping the scroll in bounds, so
+//! `update` bounds scrolling by what is shown without computing a layout. Nothing here
+//! computes analysis or reads IO.
 
 use super::action::{Level, WriteCommand};
-use super::app::App;
+use super::app::{App, Extent};
 use super::data::{AccessError, Data, Link, Origin};
 use super::detail;
 use super::glyphs::{self, SEVERITIES, STATES};
 use super::keymap::{self, Screen, keys_label};
 use super::tree_view::SortBy;
+use super::words::{age, count, seconds_until};
 use crate::core::{Code, Severity};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Direction, Layout, Rect};
@@ -93,41 +96,6 @@ fn split_main(main: Rect, tree_wants: u16) -> (Rect, Option<Rect>) {
     (p[0], Some(p[1]))
 }
 
-/// The tree and detail panes of the main screen, as drawn now.
-pub fn main_panes(app: &App) -> (Rect, Option<Rect>) {
-    let wants = u16::try_from(app.tree.widest + 2).unwrap_or(u16::MAX);
-    split_main(areas(screen_rect(app), app).main, wants)
-}
-
-fn screen_rect(app: &App) -> Rect {
-    Rect::new(0, 0, app.size.0, app.size.1)
-}
-
-/// Rows of tree shown (page up/down moves by this many).
-pub fn tree_rows(app: &App) -> u16 {
-    main_panes(app).0.height.saturating_sub(2)
-}
-
-/// Rows and columns inside the detail pane (none when it is left out).
-pub fn detail_area(app: &App) -> Option<(usize, usize)> {
-    let (_, detail) = main_panes(app);
-    detail.map(|d| {
-        (
-            usize::from(d.height.saturating_sub(2)),
-            usize::from(d.width.saturating_sub(2)),
-        )
-    })
-}
-
-/// Rows and columns inside the full-screen document, help or event log.
-pub fn document_area(app: &App) -> (usize, usize) {
-    let main = areas(screen_rect(app), app).main;
-    (
-        usize::from(main.height.saturating_sub(2)),
-        usize::from(main.width.saturating_sub(2)),
-    )
-}
-
 pub fn draw(frame: &mut Frame, app: &mut App) {
     let area = frame.area();
     let a = areas(area, app);
@@ -180,23 +148,6 @@ pub fn mode_label(app: &App, data: Option<&Data>) -> String {
     } else {
         origin.to_string()
     }
-}
-
-/// A duration as the header says it: `42s`, `5m`, `3h`, `2d` (never negative).
-pub fn age(d: chrono::Duration) -> String {
-    let s = d.num_seconds().max(0);
-    match s {
-        0..120 => format!("{s}s"),
-        120..7200 => format!("{}m", s / 60),
-        7200..172_800 => format!("{}h", s / 3600),
-        _ => format!("{}d", s / 86_400),
-    }
-}
-
-/// Seconds until `t`, rounded up (a countdown never says 0 before it is over).
-fn seconds_until(t: chrono::DateTime<chrono::Utc>, now: chrono::DateTime<chrono::Utc>) -> i64 {
-    let ms = (t - now).num_milliseconds().max(0);
-    (ms + 999) / 1000
 }
 
 /// The reconciler's leader (who, since when) and its health (queue, last sync), as header
@@ -392,24 +343,6 @@ fn link_line(app: &App) -> Option<Line<'static>> {
     })
 }
 
-/// Everything on screen that moves with the clock (ages, countdowns): the loop redraws when
-/// it changes.
-pub fn ticking(app: &App) -> String {
-    let Some(d) = app.data.as_deref() else {
-        return String::new();
-    };
-    let mut out: Vec<String> = Vec::new();
-    if let Some(l) = link_line(app) {
-        out.push(l.to_string());
-    }
-    if let Origin::Live { .. } = d.origin {
-        for (_, spans) in leader_fields(app, d) {
-            out.extend(spans.iter().map(|s| s.content.to_string()));
-        }
-    }
-    out.join("|")
-}
-
 /// Parts of a line with their importance (0 first). What does not fit is dropped whole,
 /// least important first, so the line never ends in the middle of a field.
 type Part = (u8, Vec<Span<'static>>);
@@ -448,11 +381,6 @@ fn fit(parts: Vec<Part>, width: u16, sep: &Span<'static>) -> Line<'static> {
         spans.extend(p.1);
     }
     Line::from(spans)
-}
-
-/// `n` and the noun for it: `1 error`, `2 errors`, `0 errors`.
-pub fn count(n: usize, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// `s` in at most `max` columns, with `…` where it was cut.
@@ -625,10 +553,20 @@ fn draw_header(frame: &mut Frame, app: &App, area: Rect) {
 fn draw_main(frame: &mut Frame, app: &mut App, area: Rect) {
     let wants = u16::try_from(app.tree.widest + 2).unwrap_or(u16::MAX);
     let (tree, detail) = split_main(area, wants);
+    app.page = usize::from(tree.height.saturating_sub(2)).max(1);
     draw_tree(frame, app, tree);
-    if let Some(detail) = detail {
-        draw_detail(frame, app, detail);
+    match detail {
+        Some(detail) => draw_detail(frame, app, detail),
+        None => app.drawn.detail = None,
     }
+}
+
+/// Rows and columns inside a bordered pane.
+fn inside(area: Rect) -> (usize, usize) {
+    (
+        usize::from(area.height.saturating_sub(2)),
+        usize::from(area.width.saturating_sub(2)),
+    )
 }
 
 /// The tree's title: the selection's row of the rows shown (so a selection scrolled out of
@@ -725,10 +663,13 @@ pub fn detail_lines(app: &App) -> Vec<Line<'static>> {
 
 /// The detail pane, wrapped to its width and scrolled (`J`/`K`); its title says which rows
 /// show when they are not all in sight, so what is below is never a surprise.
-fn draw_detail(frame: &mut Frame, app: &App, area: Rect) {
-    let width = usize::from(area.width.saturating_sub(2));
-    let rows = usize::from(area.height.saturating_sub(2));
+fn draw_detail(frame: &mut Frame, app: &mut App, area: Rect) {
+    let (rows, width) = inside(area);
     let lines = wrap_lines(&detail_lines(app), width);
+    app.drawn.detail = Some(Extent {
+        rows,
+        len: lines.len(),
+    });
     let scroll = app.detail_scroll().min(lines.len().saturating_sub(rows));
     let title = if lines.len() > rows {
         format!(
@@ -931,10 +872,17 @@ fn position(scroll: usize, rows: usize, len: usize) -> String {
     format!(" lines {}–{last} of {len} ", (scroll + 1).min(len))
 }
 
-fn draw_doc(frame: &mut Frame, app: &App, area: Rect) {
-    let Some(doc) = &app.doc else { return };
-    let (rows, width) = document_area(app);
-    let lines = doc_lines(&doc.lines, width, app.wrap);
+fn draw_doc(frame: &mut Frame, app: &mut App, area: Rect) {
+    let (rows, width) = inside(area);
+    let wrap = app.wrap;
+    let Some(doc) = &mut app.doc else { return };
+    let lines = doc_lines(&doc.lines, width, wrap);
+    let extent = Extent {
+        rows,
+        len: lines.len(),
+    };
+    app.drawn.doc = Some(extent);
+    doc.scroll = doc.scroll.min(extent.last_top());
     let wrap = if app.wrap { "w: cut" } else { "w: wrap" };
     let footer = format!(
         "{}· {wrap} · c: copy ",
@@ -1014,9 +962,15 @@ pub fn help_rows(app: &App, width: usize) -> Vec<Line<'static>> {
     wrap_lines(&help_lines(app), width)
 }
 
-fn draw_help(frame: &mut Frame, app: &App, area: Rect) {
-    let (rows, width) = document_area(app);
+fn draw_help(frame: &mut Frame, app: &mut App, area: Rect) {
+    let (rows, width) = inside(area);
     let lines = help_rows(app, width);
+    let extent = Extent {
+        rows,
+        len: lines.len(),
+    };
+    app.drawn.help = Some(extent);
+    app.help_scroll = app.help_scroll.min(extent.last_top());
     let footer = position(app.help_scroll, rows, lines.len());
     draw_scrolled(
         frame,
@@ -1068,9 +1022,8 @@ fn log_tail(app: &App, width: usize, rows: usize) -> Vec<Line<'static>> {
 
 /// The event log: the newest rows in the pane under the tree, or full-screen (`e`) from
 /// `log_scroll` (following the newest until scrolled up); long lines wrap.
-fn draw_events(frame: &mut Frame, app: &App, area: Rect, full: bool) {
-    let rows = usize::from(area.height.saturating_sub(2));
-    let width = usize::from(area.width.saturating_sub(2));
+fn draw_events(frame: &mut Frame, app: &mut App, area: Rect, full: bool) {
+    let (rows, width) = inside(area);
     let len = app.log.len();
     if !full {
         let lines = log_tail(app, width, rows);
@@ -1080,8 +1033,12 @@ fn draw_events(frame: &mut Frame, app: &App, area: Rect, full: bool) {
     }
     let lines = log_rows(app, width);
     let total = lines.len();
-    let tail = total.saturating_sub(rows);
-    let scroll = app.log_scroll.unwrap_or(tail).min(tail);
+    let extent = Extent { rows, len: total };
+    app.drawn.events = Some(extent);
+    let tail = extent.last_top();
+    // Scrolled to the end (the screen grew): follow new lines again.
+    app.log_scroll = app.log_scroll.filter(|at| *at < tail);
+    let scroll = app.log_scroll.unwrap_or(tail);
     let title = format!(" Events ({len}) — esc or e closes ");
     let footer = format!(
         "{}· {}",
@@ -1392,16 +1349,6 @@ mod tests {
         assert_eq!(
             text(&wrap_line(&Line::raw("aaaa bbbb"), 6, 5)),
             ["aaaa", "bbbb"]
-        );
-    }
-
-    #[test]
-    fn counts_agree_with_their_number() {
-        assert_eq!(count(1, "error", "errors"), "1 error");
-        assert_eq!(count(0, "error", "errors"), "0 errors");
-        assert_eq!(
-            count(2, "planned write", "planned writes"),
-            "2 planned writes"
         );
     }
 
