@@ -3,11 +3,12 @@
 
 use super::action::{Action, Level, WriteCommand};
 use super::contexts;
-use super::data::{Data, EventLine, Link, Origin, OutcomeKey};
+use super::data::{Data, EventLine, Link, Origin, OutcomeKey, is_tree_resource};
 use super::detail;
 use super::keymap::{self, Key, Keymap, Screen};
 use super::tree_view::{Filter, SortBy, TreeView, find};
 use super::words::{age, count, seconds_until};
+use crate::controller::Connection;
 use crate::core::tree::{Node, NodeKind};
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use ratatui::text::Line;
@@ -304,13 +305,13 @@ impl App {
             Link::Connecting {
                 retry_at: Some(at), ..
             } => out.push(seconds_until(*at, now).to_string()),
-            Link::Unreachable { since, .. } => out.push(age(now - *since)),
-            Link::Connecting { .. } | Link::Up => {}
+            Link::Running(Connection::Unreachable { since, .. }) => out.push(age(now - *since)),
+            Link::Connecting { .. } | Link::Running(Connection::Connected) => {}
         }
         let l = &d.info.leader;
         if matches!(d.origin, Origin::Live { .. }) && l.unreadable.is_none() && !l.vacant {
             out.extend(
-                [l.since, l.last_sync]
+                [l.since, d.info.leader_last_sync()]
                     .into_iter()
                     .flatten()
                     .map(|t| age(now - t)),
@@ -411,7 +412,7 @@ impl App {
             && !data.info.syncing
             && !matches!(data.info.link, Link::Connecting { .. })
             && (data.snapshot.object_count() > 0
-                || !data.info.access_errors.iter().any(|e| e.is_tree_resource()));
+                || !data.info.access_errors.iter().any(is_tree_resource));
         // Reconciler events not shown yet.
         for e in &data.events {
             if self.last_seq.is_none_or(|s| e.seq > s) {

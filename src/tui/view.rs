@@ -6,12 +6,13 @@
 
 use super::action::{Level, WriteCommand};
 use super::app::{App, Extent};
-use super::data::{AccessError, Data, Link, Origin};
+use super::data::{Data, Link, Origin, access_label, is_tree_resource};
 use super::detail;
 use super::glyphs::{self, SEVERITIES, STATES};
 use super::keymap::{self, Screen, keys_label};
 use super::tree_view::SortBy;
 use super::words::{age, count, seconds_until};
+use crate::controller::Connection;
 use crate::core::{Code, Severity};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Direction, Layout, Rect};
@@ -124,7 +125,7 @@ pub fn draw(frame: &mut Frame, app: &mut App) {
 
 pub fn mode_label(app: &App, data: Option<&Data>) -> String {
     let readonly = app.keymap.readonly();
-    let origin = match data.map(|d| (&d.origin, d.info.leader.this_copy)) {
+    let origin = match data.map(|d| (&d.origin, d.info.leader.leading)) {
         None => "loading",
         Some((Origin::Offline { .. }, _)) => "offline snapshot",
         Some((
@@ -183,13 +184,13 @@ fn leader_fields(app: &App, data: &Data) -> Vec<Part> {
         out.extend(settings_field(data));
         return out;
     }
-    let who = match (l.name(), ago(l.since)) {
+    let who = match (data.info.leader_name(), ago(l.since)) {
         (Some(name), Some(age)) => format!("{name} for {age}"),
         (Some(name), None) => name,
         (None, _) => "–".to_string(),
     };
     out.push((2, header_field("leader", who)));
-    let health = match (l.queue, ago(l.last_sync)) {
+    let health = match (data.info.leader_queue(), ago(data.info.leader_last_sync())) {
         (Some(q), Some(synced)) => Some(format!("queue {q}, synced {synced} ago")),
         (Some(q), None) => Some(format!("queue {q}")),
         (None, Some(synced)) => Some(format!("synced {synced} ago")),
@@ -241,7 +242,7 @@ pub fn alerts(app: &App) -> Vec<Line<'static>> {
     if let (Some(until), false) = (info.leader.unresponsive_until, info.leader.vacant) {
         // Held but not renewed: a standby takes over at expiry; "no copy reconciles" only
         // once nobody did.
-        let who = info.leader.name().unwrap_or_else(|| "the leader".into());
+        let who = info.leader_name().unwrap_or_else(|| "the leader".into());
         let left = app.now().map_or(String::new(), |now| {
             format!(" in {}s", seconds_until(until, now))
         });
@@ -285,7 +286,7 @@ pub fn alerts(app: &App) -> Vec<Line<'static>> {
     for e in &info.access_errors {
         out.push(Line::from(vec![
             Span::styled(
-                format!(" ⊘ {}: {}", e.kind.as_str(), e.resource),
+                format!(" ⊘ {}: {}", access_label(e), e.resource),
                 error_style(),
             ),
             Span::raw(format!(" — {}", e.message)),
@@ -300,7 +301,7 @@ fn link_line(app: &App) -> Option<Line<'static>> {
     let context = &d.info.context;
     let now = app.now();
     Some(match &d.info.link {
-        Link::Up => return None,
+        Link::Running(Connection::Connected) => return None,
         Link::Connecting {
             attempt,
             retry_at: Some(at),
@@ -329,7 +330,7 @@ fn link_line(app: &App) -> Option<Line<'static>> {
             format!(" ⟳ connecting to {context}: listing and watching…"),
             Style::new().fg(Color::Cyan),
         ),
-        Link::Unreachable { since, message } => {
+        Link::Running(Connection::Unreachable { since, message }) => {
             let how_long = now.map_or(String::new(), |now| format!(" for {}", age(now - *since)));
             Line::from(vec![
                 Span::styled(
@@ -606,12 +607,7 @@ fn draw_tree(frame: &mut Frame, app: &mut App, area: Rect) {
                 "the tree appears once the reconciler has listed the cluster (:ctx switches context)",
                 dim(),
             ));
-        } else if data
-            .info
-            .access_errors
-            .iter()
-            .any(AccessError::is_tree_resource)
-        {
+        } else if data.info.access_errors.iter().any(is_tree_resource) {
             lines.push(Line::styled(
                 "nothing can be shown: the cluster refused or lacks what the tree is made of",
                 Style::new().fg(Color::Red),
@@ -620,7 +616,7 @@ fn draw_tree(frame: &mut Frame, app: &mut App, area: Rect) {
                 lines.push(Line::raw(format!(
                     "• {} {}: {}",
                     e.resource,
-                    e.kind.as_str(),
+                    access_label(e),
                     e.message
                 )));
             }
@@ -1155,21 +1151,22 @@ fn draw_confirm(frame: &mut Frame, app: &App, area: Rect) {
         .data
         .as_deref()
         .filter(|d| matches!(d.origin, Origin::Live { .. }))
-        .map(|d| &d.info.leader)
-        .filter(|l| !l.this_copy);
+        .map(|d| &d.info)
+        .filter(|i| !i.leader.leading);
     let request = matches!(
         cmd,
         WriteCommand::Replay(_) | WriteCommand::Reconcile(_) | WriteCommand::ReconcileAll
     );
     let who = match leader.filter(|_| request) {
-        Some(l) if l.vacant => Line::styled(
+        Some(i) if i.leader.vacant => Line::styled(
             "no copy holds the Lease now: the request may find nobody to carry it out",
             Style::new().fg(Color::Yellow),
         ),
-        Some(l) => Line::styled(
+        Some(i) => Line::styled(
             format!(
                 "goes to the leader ({}), which carries it out",
-                l.name().unwrap_or_else(|| "the lease holder".to_string())
+                i.leader_name()
+                    .unwrap_or_else(|| "the lease holder".to_string())
             ),
             dim(),
         ),
