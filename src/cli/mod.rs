@@ -83,5 +83,5 @@ fn tui(cli: &Cli) -> anyhow::Result<ExitCode> {
     let tui = crate::tui::TuiOptions {
         readonly: t.readonly,
     };
-    crate::tui::run(source, &tui)
+    Ok(crate::tui::run(source, &tui)?)
 }

@@ -293,7 +293,11 @@ async fn progress(notify: Notify, what: String, done: Arc<AtomicUsize>, total: A
 
 /// The outcome of an audit or test run off the UI thread, as event-log lines (`true`: an
 /// error line); a failure as one error line naming `what`.
-fn flash_outcome(notify: &Notify, what: &str, result: anyhow::Result<Vec<(bool, String)>>) {
+/// The error is any that derefs to one (the admission runs' errors do).
+fn flash_outcome<E>(notify: &Notify, what: &str, result: Result<Vec<(bool, String)>, E>)
+where
+    E: std::ops::Deref<Target = dyn std::error::Error + Send + Sync + 'static>,
+{
     match result {
         Ok(lines) => {
             for (error, line) in lines {
@@ -306,7 +310,7 @@ fn flash_outcome(notify: &Notify, what: &str, result: anyhow::Result<Vec<(bool, 
         Err(e) => {
             notify.send(Action::Flash(
                 Level::Error,
-                format!("{what}: {}", crate::text::error_text(&e)),
+                format!("{what}: {}", crate::text::error_source_text(&*e)),
             ));
         }
     }
@@ -552,7 +556,7 @@ async fn start(s: &Settings, conn: &ConnectionOptions) -> Result<Controller, Fai
 /// An error with its causes, each once (kube's errors hide the useful one — "Connection
 /// refused" — behind "client error (Connect)").
 fn chain(e: impl std::error::Error + Send + Sync + 'static) -> String {
-    crate::text::error_text(&anyhow::Error::from(e))
+    crate::text::error_source_text(&e)
 }
 
 async fn stop(controller: &Controller) {

@@ -50,8 +50,16 @@ pub struct TuiOptions {
     pub readonly: bool,
 }
 
+/// Why the UI ended other than by the user quitting.
+#[derive(Debug, thiserror::Error)]
+pub enum TuiError {
+    /// Taking, reading or drawing on the terminal failed.
+    #[error(transparent)]
+    Terminal(#[from] std::io::Error),
+}
+
 /// `kubectl vap`: the UI loop on any source.
-pub fn run(mut source: Box<dyn Source>, opts: &TuiOptions) -> anyhow::Result<ExitCode> {
+pub fn run(mut source: Box<dyn Source>, opts: &TuiOptions) -> Result<ExitCode, TuiError> {
     let readonly = opts.readonly;
     // Logs go to a file, set up once for the process (`logging::init_file`, by `cli`).
     tracing::info!("TUI starting");
@@ -92,7 +100,7 @@ pub fn run(mut source: Box<dyn Source>, opts: &TuiOptions) -> anyhow::Result<Exi
     }
     source.start(Notify(tx));
 
-    let result = (|| -> anyhow::Result<()> {
+    let result = (|| -> Result<(), TuiError> {
         loop {
             let first = match rx.recv_timeout(TICK) {
                 Ok(m) => m,
