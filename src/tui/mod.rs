@@ -4,7 +4,7 @@
 //! logs in a file (`logging::init_file`, set up once by `cli`).
 //!
 //! Files, bottom up (each imports only files above it in this list): `words` (counts, ages,
-//! countdowns as the UI says them), `glyphs` (states and severities: glyphs, colours),
+//! countdowns as the UI says them), `lines` (wrapping, cutting, fitting lines to columns), `glyphs` (states and severities: glyphs, colours),
 //! `data` (what a source delivers, over the controller's published types), `action` (what
 //! can happen), `keymap` (the one key table: hints, help, handling), `contexts` (the
 //! kubeconfig's, for `:ctx`), `violations` (audit results kept), `tree_view` (cached tree
@@ -21,6 +21,7 @@ pub mod detail;
 pub mod from_live;
 pub mod glyphs;
 pub mod keymap;
+pub mod lines;
 pub mod live_source;
 pub mod source;
 pub mod terminal;
