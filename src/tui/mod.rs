@@ -8,7 +8,8 @@
 //! `data` (what a source delivers, over the controller's published types), `action` (what
 //! can happen), `keymap` (the one key table: hints, help, handling), `contexts` (the
 //! kubeconfig's, for `:ctx`), `violations` (audit results kept), `tree_view` (cached tree
-//! items, stable ids), `detail` (detail pane, YAML, diff), `app` (state + update), `view`
+//! items, stable ids), `detail` (detail pane, YAML, diff), `app` (the state), `update` (the one place it
+//! changes), `view`
 //! (drawing; it notes what it measured for `update`), `terminal` (setup, teardown, panic
 //! hook, clipboard), `source` (the data-source trait, offline snapshots), `from_live` (a
 //! published `LiveState` as `Data`), `live_source` (the reconciler adapter).
@@ -26,14 +27,16 @@ pub mod live_source;
 pub mod source;
 pub mod terminal;
 pub mod tree_view;
+pub mod update;
 pub mod view;
 pub mod violations;
 pub mod words;
 
 pub use action::{Action, Level, WriteCommand};
-pub use app::{App, dispatch, update};
+pub use app::App;
 pub use data::Data;
 pub use source::{Msg, Notify, Offline, Source};
+pub use update::{dispatch, update};
 
 use crossterm::event::{self, Event};
 use std::process::ExitCode;
