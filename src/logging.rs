@@ -1,6 +1,7 @@
 //! Logging set up in one place. Logs go to stderr (never stdout, which carries reports);
 //! the TUI sends them to a file instead, because the screen belongs to the UI.
 
+use std::path::PathBuf;
 use tracing_subscriber::{EnvFilter, fmt};
 
 /// kube-client logs every failed request at error level ("failed with error …"); each of those
@@ -49,6 +50,39 @@ pub fn init_json(user: Option<&str>) {
         .with_writer(std::io::stderr)
         .try_init();
     if let Some(p) = problem {
+        tracing::warn!("{p}");
+    }
+}
+
+/// Where the TUI's logs go: `KUBECTL_VAP_LOG_FILE`, else `kubectl-vap-tui.log` in the
+/// temp directory.
+pub fn tui_log_path() -> PathBuf {
+    std::env::var_os("KUBECTL_VAP_LOG_FILE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| std::env::temp_dir().join("kubectl-vap-tui.log"))
+}
+
+/// Logs in a file, for the TUI: the screen belongs to the UI. Process-wide, so every thread
+/// logs there (the UI's, the data source's, the async runtime's workers, a library's) with
+/// nothing set up per thread. A file that cannot be opened drops every log rather than draw
+/// over the UI.
+pub fn init_file(user: Option<&str>) {
+    let (filter, problem) = filter(user, "info");
+    let Ok(file) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(tui_log_path())
+    else {
+        return;
+    };
+    let subscriber = fmt()
+        .with_env_filter(filter)
+        .with_ansi(false)
+        .with_writer(std::sync::Mutex::new(file))
+        .finish();
+    if tracing::subscriber::set_global_default(subscriber).is_ok()
+        && let Some(p) = problem
+    {
         tracing::warn!("{p}");
     }
 }

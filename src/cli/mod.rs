@@ -16,8 +16,8 @@ use std::process::ExitCode;
 /// Runs the parsed command line. `Ok` carries the exit code; `Err` exits 2 with its context.
 pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match &cli.command {
-        // The TUI owns the screen and sets up its own file logger.
-        None => {}
+        // The TUI owns the screen: its logs go to a file.
+        None => crate::logging::init_file(cli.log.as_deref()),
         Some(Command::Run(r)) if r.in_cluster => crate::logging::init_json(cli.log.as_deref()),
         _ => crate::logging::init_cli(
             cli.log.as_deref(),
@@ -82,7 +82,6 @@ fn tui(cli: &Cli) -> anyhow::Result<ExitCode> {
     };
     let tui = crate::tui::TuiOptions {
         readonly: t.readonly,
-        log_filter: cli.log.clone(),
     };
-    crate::tui::run(source, &tui)
+    Ok(crate::tui::run(source, &tui)?)
 }

@@ -3,6 +3,7 @@
 //! within which bounds, is [`super::input`]'s; what the text must be before a parser sees it,
 //! [`super::scan`]'s (see docs/input.md for the guarantees).
 
+pub use super::error::LoadError;
 use super::input::{self, ReadOptions, Seen};
 use super::scan;
 use super::strict::{self, Strict, StrictValue};
@@ -10,36 +11,6 @@ use crate::model::Source;
 use crate::snapshot::Snapshot;
 use serde::de::DeserializeSeed;
 use serde_json::Value;
-
-#[derive(Debug, thiserror::Error)]
-pub enum LoadError {
-    #[error("{path}: cannot read: {source}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
-    #[error("{path}:{line}: {message}")]
-    Parse {
-        path: String,
-        line: usize,
-        message: String,
-    },
-    #[error("{0}: no such file or folder")]
-    NotFound(String),
-    #[error("{0}: no YAML or JSON files in this folder")]
-    EmptyFolder(String),
-    #[error(
-        "{path}: is {what}; only regular files and folders are read (`-f -` reads standard input)"
-    )]
-    NotRegular { path: String, what: &'static str },
-    #[error(
-        "{path}: more than {}, the limit per input; raise it with --max-input-bytes",
-        input::human(*max)
-    )]
-    TooLarge { path: String, max: u64 },
-    #[error("no Kubernetes objects in {0}: an empty input proves nothing, so it is an error")]
-    NoObjects(String),
-}
 
 const STDIN: &str = "<stdin>";
 

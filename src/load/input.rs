@@ -4,7 +4,7 @@
 //! data from a pipe comes through `-f -`); every input is read through `Read::take`, so no
 //! input grows memory past the limit however long it is.
 
-use super::files::LoadError;
+use super::error::LoadError;
 use std::collections::HashSet;
 use std::fs::{FileType, Metadata};
 use std::io::Read;
@@ -184,16 +184,6 @@ pub fn read_capped(r: impl Read, name: &str, max: u64, hint: u64) -> Result<Vec<
     Ok(buf)
 }
 
-/// `64 MiB`, `100 bytes`: a size for messages.
-pub fn human(bytes: u64) -> String {
-    for (unit, size) in [("GiB", 1u64 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)] {
-        if bytes >= size && bytes.is_multiple_of(size) {
-            return format!("{} {unit}", bytes / size);
-        }
-    }
-    format!("{bytes} bytes")
-}
-
 /// `--max-input-bytes`: a number of bytes, or with `Ki`, `Mi`, `Gi` (also `K`, `M`, `G`, in
 /// the same binary sense, as kubectl's quantities would not be).
 pub fn parse_size(s: &str) -> Result<u64, String> {
@@ -220,6 +210,7 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::load::error::human;
 
     #[test]
     fn sizes() {

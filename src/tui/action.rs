@@ -2,6 +2,7 @@
 //! one (or none). Keys map to actions through the keymap; data and timers arrive as actions too.
 
 use super::data::Data;
+pub use super::data::Level;
 use std::sync::Arc;
 
 /// A command the user asked for: the writes (asked first, off with `--readonly`), the audit
@@ -48,14 +49,6 @@ impl WriteCommand {
             WriteCommand::SwitchContext(c) => format!("kubectl vap --context {c}"),
         }
     }
-}
-
-/// How a flash message is coloured.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Level {
-    Info,
-    Warn,
-    Error,
 }
 
 #[derive(Debug, Clone)]

@@ -1,13 +1,15 @@
-//! The UI state and `update`: the only place that changes it. `update` does no IO; a confirmed
-//! write comes back as `Action::Execute`, which the runtime hands to the data source.
+//! The UI state: what is shown and how, and the operations `update` (in `update.rs`, the
+//! only place that calls them) changes it with. No IO; no layout (what the last frame
+//! measured is in `App::drawn`).
 
 use super::action::{Action, Level, WriteCommand};
 use super::contexts;
-use super::data::{Data, EventLine, Link, Origin, OutcomeKey};
+use super::data::{Data, EventLine, Link, Origin, OutcomeKey, is_tree_resource};
 use super::detail;
 use super::keymap::{self, Key, Keymap, Screen};
 use super::tree_view::{Filter, SortBy, TreeView, find};
-use super::view;
+use super::words::{age, count, seconds_until};
+use crate::controller::Connection;
 use crate::core::tree::{Node, NodeKind};
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use ratatui::text::Line;
@@ -24,7 +26,7 @@ const UNPAIRED_CAP: usize = 64;
 
 /// Which of the two reports of a request's outcome a log line was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Said {
+pub(super) enum Said {
     /// The answer to this copy's request.
     Answer,
     /// The handler's Event (or this copy's own log line when it handled it).
@@ -52,6 +54,34 @@ pub struct Picker {
     /// The context in use (marked).
     pub current: String,
     pub selected: usize,
+}
+
+/// A scrolled pane as the last frame drew it: rows in sight, rows in all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Extent {
+    pub rows: usize,
+    pub len: usize,
+}
+
+impl Extent {
+    /// The first row of the last page: scrolling stops there (so `G` shows the last page,
+    /// not the last line alone or a blank one).
+    pub fn last_top(self) -> usize {
+        self.len.saturating_sub(self.rows)
+    }
+}
+
+/// What the last frame measured, for `update` to scroll by. The view writes it as it draws
+/// (the layout is the view's alone), so `update` never computes a layout; a frame is drawn
+/// after every batch of actions, before the next key.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Drawn {
+    /// The detail pane; `None` when the main screen had no room for it.
+    pub detail: Option<Extent>,
+    /// The full-screen document, help and event log; `None` before they were first drawn.
+    pub doc: Option<Extent>,
+    pub help: Option<Extent>,
+    pub events: Option<Extent>,
 }
 
 pub struct Flash {
@@ -100,10 +130,10 @@ pub struct App {
     announced: bool,
     /// Audit results kept while the TUI runs (`a`), marked stale as the cluster changes.
     pub violations: super::violations::Store,
-    /// Rows of the tree pane, for page up/down (kept up to date by the view's size).
+    /// Rows of the tree pane, for page up/down (the view writes it as it draws the tree).
     pub page: usize,
-    /// The terminal's size (from `Resize`): scrolling is bounded by what the view shows.
-    pub size: (u16, u16),
+    /// What the last frame measured: scrolling is bounded by what the view shows.
+    pub drawn: Drawn,
     /// Text for the terminal's clipboard (`c`): the runtime sends it (OSC 52) and clears it.
     pub copy: Option<String>,
     /// Something changed without a key (a deadline passed): the runtime redraws.
@@ -124,7 +154,7 @@ impl App {
             wrap: false,
             log_scroll: None,
             detail_scroll: (Vec::new(), 0),
-            size: (80, 24),
+            drawn: Drawn::default(),
             copy: None,
             redraw: false,
             screen: Screen::Main,
@@ -236,22 +266,23 @@ impl App {
     }
 
     /// Scrolls the detail pane by `by` rows, never past the row that fills its last line.
-    fn scroll_detail(&mut self, by: isize) {
-        let Some((rows, width)) = view::detail_area(self) else {
+    pub(super) fn scroll_detail(&mut self, by: isize) {
+        let Some(extent) = self.drawn.detail else {
             self.flash(
                 Level::Warn,
                 "no detail pane at this size: y shows the object",
             );
             return;
         };
-        let len = view::wrap_lines(&view::detail_lines(self), width).len();
-        let max = len.saturating_sub(rows);
-        let at = self.detail_scroll().saturating_add_signed(by).min(max);
+        let at = self
+            .detail_scroll()
+            .saturating_add_signed(by)
+            .min(extent.last_top());
         self.detail_scroll = (self.tree.state.selected().to_vec(), at);
     }
 
     /// The top-level node of the selection (a template, or the orphans group).
-    fn selected_root(&self) -> Option<&Node> {
+    pub(super) fn selected_root(&self) -> Option<&Node> {
         let data = self.data.as_ref()?;
         let first = self.tree.state.selected().first()?;
         find(&data.analysis.tree, std::slice::from_ref(first))
@@ -263,8 +294,35 @@ impl App {
             .or_else(|| self.data.as_ref().and_then(|d| d.snapshot.now))
     }
 
+    /// What on screen moves with the clock, worded as the view words it (`words::age`,
+    /// `words::seconds_until`): the connection's countdown or outage, the leader's ages.
+    /// A tick that changes them asks for a redraw; one that does not draws nothing.
+    pub(super) fn clock_words(&self) -> Vec<String> {
+        let (Some(d), Some(now)) = (self.data.as_deref(), self.now()) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        match &d.info.link {
+            Link::Connecting {
+                retry_at: Some(at), ..
+            } => out.push(seconds_until(*at, now).to_string()),
+            Link::Running(Connection::Unreachable { since, .. }) => out.push(age(now - *since)),
+            Link::Connecting { .. } | Link::Running(Connection::Connected) => {}
+        }
+        let l = &d.info.leader;
+        if matches!(d.origin, Origin::Live { .. }) && l.unreadable.is_none() && !l.vacant {
+            out.extend(
+                [l.since, d.info.leader_last_sync()]
+                    .into_iter()
+                    .flatten()
+                    .map(|t| age(now - t)),
+            );
+        }
+        out
+    }
+
     /// A flash from the UI itself: only errors go to the event log.
-    fn flash(&mut self, level: Level, text: impl Into<String>) {
+    pub(super) fn flash(&mut self, level: Level, text: impl Into<String>) {
         let text = text.into();
         if level == Level::Error {
             self.log_local(level, text.clone());
@@ -276,7 +334,7 @@ impl App {
         });
     }
 
-    fn log_local(&mut self, level: Level, text: String) {
+    pub(super) fn log_local(&mut self, level: Level, text: String) {
         self.local_seq += 1;
         self.push_log(EventLine {
             seq: self.local_seq,
@@ -292,7 +350,7 @@ impl App {
     /// and the other is not. The answer comes even when Events cannot be read, the Event
     /// even when the answer timed out, so the outcome is always said — once. Each answer
     /// pairs with one Event, so the same outcome twice (`p` pressed twice) is two lines.
-    fn said(&mut self, key: &OutcomeKey, side: Said) -> bool {
+    pub(super) fn said(&mut self, key: &OutcomeKey, side: Said) -> bool {
         if let Some(i) = self
             .unpaired
             .iter()
@@ -308,18 +366,18 @@ impl App {
         true
     }
 
-    fn push_log(&mut self, line: EventLine) {
+    pub(super) fn push_log(&mut self, line: EventLine) {
         self.log.push_back(line);
         while self.log.len() > LOG_CAP {
             self.log.pop_front();
         }
     }
 
-    fn rebuild(&mut self) {
+    pub(super) fn rebuild(&mut self) {
         self.tree.rebuild(&self.filter);
     }
 
-    fn open_doc(&mut self, kind: DocKind) {
+    pub(super) fn open_doc(&mut self, kind: DocKind) {
         let Some(node) = self.selected_node() else {
             self.flash(Level::Warn, "nothing selected");
             return;
@@ -340,7 +398,7 @@ impl App {
         self.screen = Screen::Doc;
     }
 
-    fn set_data(&mut self, data: Arc<Data>) {
+    pub(super) fn set_data(&mut self, data: Arc<Data>) {
         // Another live session (`:ctx`, a restart): what the old cluster said is not this one's.
         if self
             .data
@@ -355,7 +413,7 @@ impl App {
             && !data.info.syncing
             && !matches!(data.info.link, Link::Connecting { .. })
             && (data.snapshot.object_count() > 0
-                || !data.info.access_errors.iter().any(|e| e.is_tree_resource()));
+                || !data.info.access_errors.iter().any(is_tree_resource));
         // Reconciler events not shown yet.
         for e in &data.events {
             if self.last_seq.is_none_or(|s| e.seq > s) {
@@ -385,11 +443,11 @@ impl App {
                 Level::Info,
                 format!(
                     "loaded {}: {}, {}, {}, {}",
-                    view::count(data.snapshot.object_count(), "object", "objects"),
-                    view::count(s.errors, "error", "errors"),
-                    view::count(s.warnings, "warning", "warnings"),
-                    view::count(s.infos, "info", "infos"),
-                    view::count(data.analysis.plan.len(), "planned write", "planned writes"),
+                    count(data.snapshot.object_count(), "object", "objects"),
+                    count(s.errors, "error", "errors"),
+                    count(s.warnings, "warning", "warnings"),
+                    count(s.infos, "info", "infos"),
+                    count(data.analysis.plan.len(), "planned write", "planned writes"),
                 ),
             );
         }
@@ -405,7 +463,7 @@ impl App {
 
     /// Forgets what belonged to the previous live session: its audit results, the documents
     /// and questions about its objects; "loaded" is said again for the new one.
-    fn new_session(&mut self) {
+    pub(super) fn new_session(&mut self) {
         self.violations = super::violations::Store::default();
         self.announced = false;
         self.confirm = None;
@@ -417,7 +475,7 @@ impl App {
     }
 
     /// The kept audit results on the tree, stale ones marked against the current snapshot.
-    fn show_violations(&mut self) {
+    pub(super) fn show_violations(&mut self) {
         if let Some(d) = &self.data {
             let badges = self.violations.badges(&d.snapshot);
             self.tree.set_badges(badges, &self.filter);
@@ -436,7 +494,7 @@ impl App {
     }
 
     /// What `a` audits: the selected constraint (`Kind/name`), else the selection's template.
-    fn audit_target(&self) -> Result<String, String> {
+    pub(super) fn audit_target(&self) -> Result<String, String> {
         match self.data.as_ref().map(|d| &d.origin) {
             Some(Origin::Live { .. }) => {}
             _ => return Err("audit needs a cluster: it dry-runs existing objects".into()),
@@ -454,7 +512,7 @@ impl App {
     }
 
     /// The write `p`/`r`/`R` stand for, or why there is none.
-    fn write_for(&self, action: &Action) -> Result<WriteCommand, String> {
+    pub(super) fn write_for(&self, action: &Action) -> Result<WriteCommand, String> {
         if let Action::ReconcileAll = action {
             return Ok(WriteCommand::ReconcileAll);
         }
@@ -473,26 +531,31 @@ impl App {
 
     /// Scrolls the screen's document, never past the line that fills its last row (so `G`
     /// shows the last page, not the last line alone or a blank one).
-    fn scroll(&mut self, f: impl Fn(usize, usize) -> usize) {
-        let (rows, width) = view::document_area(self);
+    /// Bounded by the last frame's measure of the screen (not drawn yet: unbounded; the
+    /// view keeps what it draws in bounds).
+    pub(super) fn scroll(&mut self, f: impl Fn(usize, usize) -> usize) {
+        let extent = match self.screen {
+            Screen::Doc => self.drawn.doc,
+            Screen::Help => self.drawn.help,
+            Screen::Events => self.drawn.events,
+            Screen::Main => return,
+        };
+        let Extent { rows, len } = extent.unwrap_or(Extent {
+            rows: 0,
+            len: usize::MAX,
+        });
+        let max = Extent { rows, len }.last_top();
         let page = rows.max(1);
-        let bounded = |at: usize, len: usize| f(at, page).min(len.saturating_sub(rows));
+        let bounded = |at: usize| f(at, page).min(max);
         match self.screen {
             Screen::Doc => {
-                let wrap = self.wrap;
                 if let Some(d) = &mut self.doc {
-                    let len = view::doc_lines(&d.lines, width, wrap).len();
-                    d.scroll = bounded(d.scroll, len);
+                    d.scroll = bounded(d.scroll);
                 }
             }
-            Screen::Help => {
-                let len = view::help_rows(self, width).len();
-                self.help_scroll = bounded(self.help_scroll, len);
-            }
+            Screen::Help => self.help_scroll = bounded(self.help_scroll),
             Screen::Events => {
-                let len = view::log_rows(self, width).len();
-                let max = len.saturating_sub(rows);
-                let at = bounded(self.log_scroll.unwrap_or(max), len);
+                let at = bounded(self.log_scroll.unwrap_or(max));
                 // At the end again: follow new lines.
                 self.log_scroll = (at < max).then_some(at);
             }
@@ -502,7 +565,7 @@ impl App {
 
     /// Re-runs the analysis when a time-based state's deadline has passed (a binding's
     /// `--binding-wait`): nothing else would, as no object changed. `now` is the clock.
-    fn reevaluate(&mut self, now: chrono::DateTime<chrono::Utc>) {
+    pub(super) fn reevaluate(&mut self, now: chrono::DateTime<chrono::Utc>) {
         let Some(data) = self.data.clone() else {
             return;
         };
@@ -514,7 +577,7 @@ impl App {
     }
 
     /// What `c` copies: the document on screen, else the selected object's name.
-    fn copy_text(&self) -> Option<(String, String)> {
+    pub(super) fn copy_text(&self) -> Option<(String, String)> {
         if self.screen == Screen::Doc
             && let Some(d) = &self.doc
         {
@@ -532,7 +595,7 @@ impl App {
     /// Orders the tree. By state, the worst row comes first and is selected (in sight at the
     /// top, its position 1 in the title): that is what the order was asked for; by name,
     /// the selection stays and is scrolled into view.
-    fn sort_by(&mut self, by: SortBy) {
+    pub(super) fn sort_by(&mut self, by: SortBy) {
         self.filter.sort = by;
         self.rebuild();
         let text = match by {
@@ -550,7 +613,7 @@ impl App {
     }
 
     /// Runs a `:` command (k9s grammar).
-    fn run_command(&mut self, line: &str) -> Option<Action> {
+    pub(super) fn run_command(&mut self, line: &str) -> Option<Action> {
         let mut words = line.split_whitespace();
         let verb = words.next()?;
         let arg = words.next();
@@ -583,7 +646,7 @@ impl App {
 
 impl App {
     /// `:ctx` lists the kubeconfig's contexts; `:ctx NAME` switches to one.
-    fn context_command(&mut self, name: Option<&str>) -> Option<Action> {
+    pub(super) fn context_command(&mut self, name: Option<&str>) -> Option<Action> {
         let Some(data) = self.data.clone() else {
             self.flash(Level::Warn, "no data yet: the live view is starting");
             return None;
@@ -636,13 +699,13 @@ impl App {
     }
 
     /// Hands a switch to the source (the header and tree follow once it has switched).
-    fn switch_context(&mut self, name: String) -> Action {
+    pub(super) fn switch_context(&mut self, name: String) -> Action {
         Action::Execute(WriteCommand::SwitchContext(name))
     }
 
     /// What tab makes of the command line typed so far: a command's name, or the context
     /// `:ctx` names.
-    fn completion(&self, line: &str) -> Option<String> {
+    pub(super) fn completion(&self, line: &str) -> Option<String> {
         const VERBS: [&str; 5] = ["ctx", "events", "help", "q", "sort"];
         match line.split_once(' ') {
             Some((verb @ ("ctx" | "context"), arg)) => {
@@ -691,474 +754,5 @@ fn typed(
         KeyCode::Enter => Some(done),
         KeyCode::Esc => Some(cancel),
         _ => None,
-    }
-}
-
-/// The one place the state changes: each concern has its own function below.
-pub fn update(app: &mut App, action: Action) -> Option<Action> {
-    // Any key clears a stale flash (errors stay until then).
-    if !matches!(
-        action,
-        Action::Tick(_)
-            | Action::Data(_)
-            | Action::Audited(_)
-            | Action::Resize(..)
-            | Action::Flash(..)
-            | Action::Answer(..)
-    ) {
-        app.flash = None;
-    }
-    match action {
-        Action::Quit => {
-            app.quit = true;
-            None
-        }
-        Action::NotHere(why) => {
-            app.flash(Level::Warn, why);
-            None
-        }
-        a @ (Action::StartCommand
-        | Action::CommandPush(_)
-        | Action::CommandPop
-        | Action::CommandComplete
-        | Action::CommandCancel
-        | Action::CommandDone) => on_command(app, a),
-        a @ (Action::PickerMove(_) | Action::PickerDone | Action::PickerCancel) => {
-            on_picker(app, a)
-        }
-        a @ (Action::StartFilter
-        | Action::FilterPush(_)
-        | Action::FilterPop
-        | Action::FilterDone
-        | Action::FilterCancel
-        | Action::FaultsOnly
-        | Action::Sort) => {
-            on_filter(app, a);
-            None
-        }
-        a @ (Action::Help
-        | Action::Events
-        | Action::Back
-        | Action::Yaml
-        | Action::Diff
-        | Action::Wrap
-        | Action::Copy) => {
-            on_view(app, a);
-            None
-        }
-        a @ (Action::Up
-        | Action::Down
-        | Action::Left
-        | Action::Right
-        | Action::Enter
-        | Action::PageUp
-        | Action::PageDown
-        | Action::First
-        | Action::Last
-        | Action::DetailDown
-        | Action::DetailUp) => {
-            on_move(app, a);
-            None
-        }
-        a @ (Action::Audit
-        | Action::TestFile
-        | Action::PathPush(_)
-        | Action::PathPop
-        | Action::PathDone
-        | Action::PathCancel) => on_read(app, a),
-        a @ (Action::Replay
-        | Action::Reconcile
-        | Action::ReconcileAll
-        | Action::Ask(_)
-        | Action::ConfirmYes
-        | Action::ConfirmNo
-        | Action::Execute(_)) => on_write(app, a),
-        a @ (Action::Data(_)
-        | Action::Flash(..)
-        | Action::Answer(..)
-        | Action::Audited(_)
-        | Action::Resize(..)
-        | Action::Tick(_)) => {
-            on_outside(app, a);
-            None
-        }
-    }
-}
-
-/// `:` typed: the line, tab completion, and running it.
-fn on_command(app: &mut App, action: Action) -> Option<Action> {
-    match action {
-        Action::StartCommand => app.command = Some(String::new()),
-        Action::CommandPush(c) => {
-            if let Some(l) = &mut app.command {
-                l.push(c);
-            }
-        }
-        Action::CommandPop => {
-            if let Some(l) = &mut app.command {
-                l.pop();
-            }
-        }
-        Action::CommandComplete => {
-            if let Some(done) = app.command.as_deref().and_then(|l| app.completion(l)) {
-                app.command = Some(done);
-            }
-        }
-        Action::CommandCancel => app.command = None,
-        Action::CommandDone => {
-            let line = app.command.take().unwrap_or_default();
-            return app.run_command(line.trim().trim_start_matches(':'));
-        }
-        _ => {}
-    }
-    None
-}
-
-/// The context list `:ctx` opened.
-fn on_picker(app: &mut App, action: Action) -> Option<Action> {
-    let picker = app.picker.as_mut()?;
-    match action {
-        Action::PickerMove(by) => {
-            let last = picker.names.len().saturating_sub(1);
-            picker.selected = picker.selected.saturating_add_signed(by).min(last);
-        }
-        Action::PickerDone => {
-            let name = picker.names.get(picker.selected).cloned();
-            app.picker = None;
-            return name.map(|n| app.switch_context(n));
-        }
-        Action::PickerCancel => app.picker = None,
-        _ => {}
-    }
-    None
-}
-
-/// What the tree shows: the filter typed with `/`, faults only, the order.
-fn on_filter(app: &mut App, action: Action) {
-    match action {
-        Action::StartFilter => app.editing_filter = true,
-        Action::FilterPush(c) => {
-            app.filter.text.push(c);
-            app.rebuild();
-        }
-        Action::FilterPop => {
-            app.filter.text.pop();
-            app.rebuild();
-        }
-        Action::FilterDone => {
-            app.editing_filter = false;
-            if app.filter.is_active() && app.tree.shown == 0 {
-                app.flash(
-                    Level::Warn,
-                    format!("nothing matches {:?}", app.filter.text),
-                );
-            }
-        }
-        Action::FilterCancel => {
-            app.editing_filter = false;
-            app.filter.text.clear();
-            app.rebuild();
-        }
-        Action::FaultsOnly => {
-            app.filter.faults_only = !app.filter.faults_only;
-            app.rebuild();
-            let text = if app.filter.faults_only {
-                format!(
-                    "faults only: {} shown",
-                    view::count(app.tree.shown, "node", "nodes")
-                )
-            } else {
-                "showing everything".to_string()
-            };
-            app.flash(Level::Info, text);
-        }
-        Action::Sort => {
-            let by = app.filter.sort.next();
-            app.sort_by(by);
-        }
-        _ => {}
-    }
-}
-
-/// Which screen is shown (help, events, YAML, diff, back) and how (wrap), and copying it.
-fn on_view(app: &mut App, action: Action) {
-    match action {
-        Action::Help => {
-            app.screen = if app.screen == Screen::Help {
-                Screen::Main
-            } else {
-                Screen::Help
-            };
-            app.help_scroll = 0;
-        }
-        Action::Events => {
-            app.screen = if app.screen == Screen::Events {
-                Screen::Main
-            } else {
-                Screen::Events
-            };
-            app.log_scroll = None;
-        }
-        Action::Back => match app.screen {
-            Screen::Doc | Screen::Help | Screen::Events => {
-                app.screen = Screen::Main;
-                app.doc = None;
-            }
-            Screen::Main if app.filter.is_active() => {
-                // The order is a preference, not a filter: it stays.
-                app.filter = Filter {
-                    sort: app.filter.sort,
-                    ..Filter::default()
-                };
-                app.rebuild();
-                app.flash(Level::Info, "filter cleared");
-            }
-            Screen::Main => {}
-        },
-        Action::Yaml | Action::Diff => {
-            let kind = if matches!(action, Action::Yaml) {
-                DocKind::Yaml
-            } else {
-                DocKind::Diff
-            };
-            if app.screen == Screen::Doc && app.doc.as_ref().is_some_and(|d| d.kind == kind) {
-                app.screen = Screen::Main;
-                app.doc = None;
-            } else {
-                app.open_doc(kind);
-            }
-        }
-        Action::Wrap => {
-            app.wrap = !app.wrap;
-            // The same lines take more or fewer rows: keep the scroll in bounds.
-            app.scroll(|s, _| s);
-            app.flash(
-                Level::Info,
-                if app.wrap {
-                    "wrapping long lines"
-                } else {
-                    "long lines cut (w wraps)"
-                },
-            );
-        }
-        Action::Copy => match app.copy_text() {
-            Some((what, text)) => {
-                app.copy = Some(text);
-                app.flash(
-                    Level::Info,
-                    format!("copied {what} to the clipboard (OSC 52: the terminal must allow it)"),
-                );
-            }
-            None => app.flash(Level::Warn, "nothing selected to copy"),
-        },
-        _ => {}
-    }
-}
-
-/// Moving: the tree's selection on the main screen, scrolling elsewhere.
-fn on_move(app: &mut App, action: Action) {
-    match action {
-        Action::DetailDown => return app.scroll_detail(1),
-        Action::DetailUp => return app.scroll_detail(-1),
-        _ => {}
-    }
-    if app.screen != Screen::Main {
-        match action {
-            Action::Up => app.scroll(|s, _| s.saturating_sub(1)),
-            Action::Down => app.scroll(|s, _| s + 1),
-            Action::PageUp => app.scroll(|s, p| s.saturating_sub(p)),
-            Action::PageDown => app.scroll(|s, p| s + p),
-            Action::First => app.scroll(|_, _| 0),
-            Action::Last => app.scroll(|_, _| usize::MAX),
-            // Expanding means nothing off the tree.
-            _ => {}
-        }
-        return;
-    }
-    let page = app.page;
-    let state = &mut app.tree.state;
-    match action {
-        Action::Up => {
-            state.key_up();
-        }
-        Action::Down => {
-            state.key_down();
-        }
-        Action::PageUp => {
-            state.select_relative(|c| c.unwrap_or(0).saturating_sub(page));
-        }
-        Action::PageDown => {
-            state.select_relative(|c| c.unwrap_or(0) + page);
-        }
-        Action::First => {
-            state.select_first();
-        }
-        Action::Last => {
-            state.select_last();
-        }
-        Action::Enter | Action::Left | Action::Right => {
-            let before = state.opened().clone();
-            match action {
-                Action::Enter => state.toggle_selected(),
-                Action::Left => state.key_left(),
-                _ => state.key_right(),
-            };
-            app.tree.refresh_open(&app.filter, &before);
-        }
-        _ => {}
-    }
-}
-
-/// The reads that run against the cluster: audit (`a`) and test (`t`, with its path).
-fn on_read(app: &mut App, action: Action) -> Option<Action> {
-    match action {
-        Action::Audit => match app.audit_target() {
-            Ok(target) => {
-                if let Some(d) = &app.data {
-                    app.violations.begin(&target, &d.snapshot);
-                }
-                return Some(Action::Execute(WriteCommand::Audit(target)));
-            }
-            Err(why) => app.flash(Level::Error, why),
-        },
-        Action::TestFile => match app.data.as_ref().map(|d| &d.origin) {
-            Some(Origin::Live { .. }) => app.test_path = Some(String::new()),
-            _ => app.flash(
-                Level::Error,
-                "test needs a cluster: kubectl vap test --offline -f explains offline",
-            ),
-        },
-        Action::PathPush(c) => {
-            if let Some(p) = &mut app.test_path {
-                p.push(c);
-            }
-        }
-        Action::PathPop => {
-            if let Some(p) = &mut app.test_path {
-                p.pop();
-            }
-        }
-        Action::PathCancel => app.test_path = None,
-        Action::PathDone => match app.test_path.take().filter(|p| !p.trim().is_empty()) {
-            Some(path) => {
-                return Some(Action::Execute(WriteCommand::Test(path.trim().to_string())));
-            }
-            None => app.flash(Level::Info, "no file given: nothing tested"),
-        },
-        _ => {}
-    }
-    None
-}
-
-/// The writes (replay, reconcile): refused or asked about, confirmed, handed on.
-fn on_write(app: &mut App, action: Action) -> Option<Action> {
-    match action {
-        Action::Replay | Action::Reconcile | Action::ReconcileAll => {
-            // Why it cannot run at all comes first, then what the selection allows.
-            if let Some(why) = app.write_refusal() {
-                app.flash(Level::Error, why);
-            } else {
-                match app.write_for(&action) {
-                    Ok(cmd) => return Some(Action::Ask(cmd)),
-                    Err(why) => app.flash(Level::Warn, why),
-                }
-            }
-        }
-        Action::Ask(cmd) => match app.write_refusal() {
-            Some(why) => app.flash(Level::Error, why),
-            None => app.confirm = Some(cmd),
-        },
-        Action::ConfirmYes => {
-            if let Some(cmd) = app.confirm.take() {
-                return Some(Action::Execute(cmd));
-            }
-        }
-        Action::ConfirmNo => {
-            let asked = app.confirm.take().is_some();
-            if asked {
-                app.flash(Level::Info, "cancelled");
-            }
-        }
-        Action::Execute(cmd) => {
-            // Reaches `update` only when no source can carry it out.
-            app.flash(Level::Error, format!("cannot run `{}` here", cmd.cli()));
-        }
-        _ => {}
-    }
-    None
-}
-
-/// What comes from outside the keyboard: data, messages, audit results, the terminal's size,
-/// the clock.
-fn on_outside(app: &mut App, action: Action) {
-    match action {
-        Action::Data(d) => app.set_data(d),
-        Action::Audited(report) => {
-            if let Some(d) = &app.data {
-                app.violations.record(&report, &d.snapshot);
-            }
-            app.show_violations();
-        }
-        Action::Flash(level, text) => {
-            // From a source or a command: an outcome worth keeping in the log.
-            if level != Level::Error {
-                app.log_local(level, text.clone());
-            }
-            app.flash(level, text);
-        }
-        Action::Answer(level, text, key) => {
-            // Logged unless the handler's Event said it already (errors: `flash` logs them).
-            let new = key.as_ref().is_none_or(|k| app.said(k, Said::Answer));
-            if new && level != Level::Error {
-                app.log_local(level, text.clone());
-            }
-            if new || level != Level::Error {
-                app.flash(level, text);
-            } else {
-                app.flash = Some(Flash {
-                    level,
-                    text,
-                    at: Instant::now(),
-                });
-            }
-        }
-        Action::Resize(w, h) => {
-            app.size = (w, h);
-            app.page = usize::from(view::tree_rows(app)).max(1);
-            app.scroll(|s, _| s);
-        }
-        Action::Tick(now) => {
-            // Ages and countdowns on screen move with the clock: redraw when their text does.
-            let before = view::ticking(app);
-            app.clock = Some(now);
-            app.redraw |= view::ticking(app) != before;
-            app.reevaluate(now);
-            if app
-                .flash
-                .as_ref()
-                .is_some_and(|f| f.level != Level::Error && f.at.elapsed() > FLASH_TTL)
-            {
-                app.flash = None;
-            }
-        }
-        _ => {}
-    }
-}
-
-/// Runs an action and everything it leads to. `execute` carries out confirmed writes (the
-/// runtime passes the source; tests may pass a recorder).
-pub fn dispatch(
-    app: &mut App,
-    action: Action,
-    execute: &mut dyn FnMut(WriteCommand) -> Option<Action>,
-) {
-    let mut next = Some(action);
-    // A chain is short (key → ask → confirm → execute → flash); the bound is a safety net.
-    for _ in 0..16 {
-        let Some(a) = next.take() else { break };
-        next = match a {
-            Action::Execute(cmd) => execute(cmd),
-            a => update(app, a),
-        };
     }
 }

@@ -1,12 +1,20 @@
 //! What the UI shows, as the data source hands it over: a snapshot, its analysis (computed off
 //! the UI thread, once per change), and what is known about the cluster and the reconciler.
 
-use super::action::Level;
+use crate::controller::{AccessError, AccessErrorKind, Connection, LeaseInfo};
 use crate::core::{Analysis, Options, Summary, analyze};
 use crate::snapshot::Snapshot;
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use std::sync::Arc;
+
+/// How urgent a message is (a flash, an event line): its colour.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    Info,
+    Warn,
+    Error,
+}
 
 /// Where the data comes from, which decides whether write actions can run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,47 +30,27 @@ pub enum Origin {
     },
 }
 
-/// Why a resource could not be read, shown as such (never as an empty list).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AccessKind {
-    /// 403: RBAC does not allow it.
-    Forbidden,
-    /// The CRD (or resource) is not installed.
-    Missing,
-    /// The API group/version is not served (e.g. VAP disabled).
-    Disabled,
-    Other,
-}
-
-impl AccessKind {
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            AccessKind::Forbidden => "restricted (403)",
-            AccessKind::Missing => "not installed",
-            AccessKind::Disabled => "API disabled",
-            AccessKind::Other => "unreadable",
+/// How the UI names why a resource could not be read: the controller's kind, with a VAP
+/// API resource that is not served told apart (the API is disabled, not a CRD missing).
+pub fn access_label(e: &AccessError) -> &'static str {
+    match e.kind {
+        AccessErrorKind::Forbidden => "restricted (403)",
+        AccessErrorKind::NotServed if e.resource.contains("admissionregistration") => {
+            "API disabled"
         }
+        AccessErrorKind::NotServed => "not installed",
+        AccessErrorKind::Other => "unreadable",
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AccessError {
-    /// e.g. `validatingadmissionpolicybindings.admissionregistration.k8s.io`.
-    pub resource: String,
-    pub kind: AccessKind,
-    pub message: String,
-}
-
-impl AccessError {
-    /// Whether the tree is made of this resource. The Lease and the cluster's Events are not:
-    /// a copy refused them still shows every template, so an empty tree is not their doing.
-    pub fn is_tree_resource(&self) -> bool {
-        ![
-            crate::controller::EVENTS_RESOURCE,
-            crate::controller::LEASES,
-        ]
-        .contains(&self.resource.as_str())
-    }
+/// Whether the tree is made of this resource. The Lease and the cluster's Events are not:
+/// a copy refused them still shows every template, so an empty tree is not their doing.
+pub fn is_tree_resource(e: &AccessError) -> bool {
+    ![
+        crate::controller::EVENTS_RESOURCE,
+        crate::controller::LEASES,
+    ]
+    .contains(&e.resource.as_str())
 }
 
 /// One line of the event log (reconcile actions, the cluster's Events, command outcomes).
@@ -100,8 +88,11 @@ pub struct ClusterInfo {
     pub server_version: Option<String>,
     /// The served VAP API version (`v1`, `v1beta1`), `None` when unknown.
     pub vap_api: Option<String>,
-    /// Who reconciles, as the Lease says.
-    pub leader: Leader,
+    /// Who reconciles, as the Lease says: the controller's view as it publishes it (offline:
+    /// empty).
+    pub leader: LeaseInfo,
+    /// This copy's own queue: known without waiting for its next renewal when it leads.
+    pub queue_depth: usize,
     /// Whether the API server answers.
     pub link: Link,
     /// Live, with `--reconcile`: Gatekeeper's own VAP generator looks active (what was seen),
@@ -115,6 +106,34 @@ pub struct ClusterInfo {
     pub settings: Option<crate::core::settings::Judged>,
 }
 
+impl ClusterInfo {
+    /// How the header names the leader: this copy, else its pod, else its identity.
+    pub fn leader_name(&self) -> Option<String> {
+        if self.leader.leading {
+            return Some("this copy".to_string());
+        }
+        self.leader
+            .health
+            .as_ref()
+            .and_then(|h| h.pod.clone())
+            .or_else(|| self.leader.holder.clone())
+    }
+
+    /// Work items the leader has queued: this copy's own when it leads, else as of the
+    /// leader's last renewal.
+    pub fn leader_queue(&self) -> Option<usize> {
+        if self.leader.leading {
+            return Some(self.queue_depth);
+        }
+        self.leader.health.as_ref().map(|h| h.queue)
+    }
+
+    /// When the leader's queue last drained.
+    pub fn leader_last_sync(&self) -> Option<DateTime<Utc>> {
+        self.leader.health.as_ref().and_then(|h| h.last_sync)
+    }
+}
+
 /// Why the last write of an object failed, and whether the API server refused its body (a
 /// 422: no retry helps; the template or constraint must change).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,47 +142,9 @@ pub struct WriteFailure {
     pub refused: bool,
 }
 
-/// The reconciler's leader, from the Lease and what its holder publishes with its renewals.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Leader {
-    /// `namespace/name` of the Lease.
-    pub lease: String,
-    /// The holder's identity, if anyone holds the Lease.
-    pub holder: Option<String>,
-    /// The holder's pod, when it runs in a cluster.
-    pub pod: Option<String>,
-    /// This copy holds the Lease.
-    pub this_copy: bool,
-    /// When the holder acquired the Lease.
-    pub since: Option<DateTime<Utc>>,
-    /// Work items the leader had queued (at its last renewal).
-    pub queue: Option<usize>,
-    /// When the leader's queue last drained.
-    pub last_sync: Option<DateTime<Utc>>,
-    /// Nobody holds the Lease, or its holder stopped renewing it: no copy reconciles.
-    pub vacant: bool,
-    /// The Lease could not be read (e.g. `forbidden`): who leads is unknown, not "nobody".
-    pub unreadable: Option<String>,
-    /// The holder missed its renewals: when its Lease expires and a standby takes over.
-    pub unresponsive_until: Option<DateTime<Utc>>,
-}
-
-impl Leader {
-    /// How the header names the leader: this copy, else its pod, else its identity.
-    pub fn name(&self) -> Option<String> {
-        if self.this_copy {
-            return Some("this copy".to_string());
-        }
-        self.pod.clone().or_else(|| self.holder.clone())
-    }
-}
-
-/// Whether the API server answers the live source.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Whether the live source runs, and then whether the API server answers it.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Link {
-    /// Answering (and offline: nothing to answer).
-    #[default]
-    Up,
     /// The live view is starting: attempt `attempt`; after a failure, `message` says why and
     /// `retry_at` when the next attempt starts.
     Connecting {
@@ -171,11 +152,15 @@ pub enum Link {
         retry_at: Option<DateTime<Utc>>,
         message: Option<String>,
     },
-    /// Running, but no answer since `since`; the watches retry by themselves.
-    Unreachable {
-        since: DateTime<Utc>,
-        message: String,
-    },
+    /// Running, the connection as the controller publishes it (no answer: the watches retry
+    /// by themselves). Offline: connected, nothing to answer.
+    Running(Connection),
+}
+
+impl Default for Link {
+    fn default() -> Self {
+        Link::Running(Connection::Connected)
+    }
 }
 
 /// One consistent state to draw: analysis and snapshot always belong together.

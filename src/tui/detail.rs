@@ -64,7 +64,7 @@ pub fn summary(data: &Data, node: &Node) -> Vec<Line<'static>> {
     if node.kind == NodeKind::Group {
         out.push(field(
             "holds",
-            super::view::count(node.children.len(), "object", "objects"),
+            super::words::count(node.children.len(), "object", "objects"),
         ));
     }
 
@@ -164,7 +164,7 @@ pub fn summary(data: &Data, node: &Node) -> Vec<Line<'static>> {
                 leader.unreadable.as_deref().unwrap_or_default()
             ),
             (_, true) => "nobody renews it: no copy reconciles".to_string(),
-            (Some(holder), false) if leader.this_copy => format!("held by {holder} (this copy)"),
+            (Some(holder), false) if leader.leading => format!("held by {holder} (this copy)"),
             (Some(holder), false) => format!("held by {holder}"),
             (None, false) => "held by nobody".to_string(),
         };

@@ -2,13 +2,10 @@
 //! (yet): pure, so every header and event-log state is tested without a cluster.
 
 use super::action::Level;
-use super::data::{
-    AccessError, AccessKind, ClusterInfo, Data, EventLine, Leader, Link, Origin, OutcomeKey,
-    WriteFailure,
-};
+use super::data::{ClusterInfo, Data, EventLine, Link, Origin, OutcomeKey, WriteFailure};
 use crate::controller::LeaderHealth;
 use crate::controller::{
-    AccessErrorKind, ClusterEvent, Connection, EventResult, EventVerb, LiveState, ReconcileEvent,
+    AccessError, AccessErrorKind, ClusterEvent, EventResult, EventVerb, LiveState, ReconcileEvent,
 };
 use crate::core::Options;
 use crate::core::settings::{Judged, judge};
@@ -294,60 +291,21 @@ pub fn data_from_live(
     events: Vec<EventLine>,
 ) -> Data {
     let lease = &state.lease;
-    let health = lease.health.as_ref();
-    let leader = Leader {
-        lease: lease.lease.clone(),
-        holder: lease.holder.clone(),
-        pod: health.and_then(|h| h.pod.clone()),
-        this_copy: lease.leading,
-        since: lease.since,
-        // This copy's own queue is known without waiting for its next renewal.
-        queue: if lease.leading {
-            Some(state.queue_depth)
-        } else {
-            health.map(|h| h.queue)
-        },
-        last_sync: health.and_then(|h| h.last_sync),
-        vacant: lease.vacant,
-        unreadable: lease.unreadable.clone(),
-        unresponsive_until: lease.unresponsive_until,
-    };
-    let link = match &state.connection {
-        Connection::Connected => Link::Up,
-        Connection::Unreachable { since, message } => Link::Unreachable {
-            since: *since,
-            message: message.clone(),
-        },
-    };
-    let access_errors = state
-        .access_errors
-        .iter()
-        .map(|e| AccessError {
-            resource: e.resource.clone(),
-            kind: match e.kind {
-                AccessErrorKind::Forbidden => AccessKind::Forbidden,
-                AccessErrorKind::NotServed if e.resource.contains("admissionregistration") => {
-                    AccessKind::Disabled
-                }
-                AccessErrorKind::NotServed => AccessKind::Missing,
-                AccessErrorKind::Other => AccessKind::Other,
-            },
-            message: e.message.clone(),
-        })
-        .collect();
+    let link = Link::Running(state.connection.clone());
     let (opts, judged) = judged_by(state, opts);
     let info = ClusterInfo {
         context: context.to_string(),
         settings: Some(judged),
         server_version: state.server_version.clone(),
         vap_api: state.vap_api.clone(),
-        leader,
+        leader: lease.clone(),
+        queue_depth: state.queue_depth,
         link,
         gatekeeper_generator: state
             .gatekeeper_generator
             .clone()
             .filter(|_| reconcile && !state.writes_enabled),
-        access_errors,
+        access_errors: state.access_errors.clone(),
         syncing: !state.synced,
         ..ClusterInfo::default()
     };
@@ -460,7 +418,7 @@ pub fn unavailable(context: &str, reconcile: bool, resource: &str, message: Stri
         context: context.to_string(),
         access_errors: vec![AccessError {
             resource: resource.to_string(),
-            kind: AccessKind::Other,
+            kind: AccessErrorKind::Other,
             message,
         }],
         ..ClusterInfo::default()
@@ -508,8 +466,9 @@ fn failed_writes(events: &VecDeque<ReconcileEvent>) -> HashMap<(String, String),
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::LeaseInfo;
+    use crate::controller::{Connection, LeaseInfo};
     use crate::model::ObjectRef;
+    use crate::tui::data::access_label;
 
     fn at(s: i64) -> DateTime<Utc> {
         DateTime::from_timestamp(1_700_000_000 + s, 0).unwrap()
@@ -680,27 +639,30 @@ mod tests {
             ..LiveState::default()
         };
         let info = |state: &LiveState| data_from_live(state, "ctx", false, &opts, vec![]).info;
-        let l = info(&state).leader;
+        let i = info(&state);
         assert_eq!(
-            l.name().as_deref(),
+            i.leader_name().as_deref(),
             Some("kubectl-vap-7c9d"),
             "the pod first"
         );
         assert_eq!(
-            (l.queue, l.last_sync, l.since),
+            (i.leader_queue(), i.leader_last_sync(), i.leader.since),
             (Some(2), Some(at(30)), Some(at(0)))
         );
-        assert!(!l.vacant && !l.this_copy);
+        assert!(!i.leader.vacant && !i.leader.leading);
         // No pod: the identity. This copy leading: its own queue, now.
         state.lease.health = None;
         assert_eq!(
-            info(&state).leader.name().as_deref(),
+            info(&state).leader_name().as_deref(),
             Some("kubectl-vap-7c9d-abc")
         );
-        assert_eq!(info(&state).leader.queue, None);
+        assert_eq!(info(&state).leader_queue(), None);
         state.lease.leading = true;
-        let l = info(&state).leader;
-        assert_eq!((l.name().as_deref(), l.queue), (Some("this copy"), Some(7)));
+        let i = info(&state);
+        assert_eq!(
+            (i.leader_name().as_deref(), i.leader_queue()),
+            (Some("this copy"), Some(7))
+        );
         state.lease.vacant = true;
         assert!(info(&state).leader.vacant);
         state.connection = Connection::Unreachable {
@@ -709,10 +671,10 @@ mod tests {
         };
         assert_eq!(
             info(&state).link,
-            Link::Unreachable {
+            Link::Running(Connection::Unreachable {
                 since: at(5),
                 message: "connection refused".into()
-            }
+            })
         );
     }
 
@@ -908,19 +870,10 @@ mod tests {
             ..LiveState::default()
         };
         let data = data_from_live(&state, "ctx", false, &Options::default(), Vec::new());
-        let kinds: Vec<_> = data
-            .info
-            .access_errors
-            .iter()
-            .map(|e| e.kind.clone())
-            .collect();
+        let kinds: Vec<_> = data.info.access_errors.iter().map(access_label).collect();
         assert_eq!(
             kinds,
-            vec![
-                AccessKind::Disabled,
-                AccessKind::Missing,
-                AccessKind::Forbidden
-            ]
+            vec!["API disabled", "not installed", "restricted (403)"]
         );
         assert!(data.info.syncing);
     }

@@ -1,5 +1,5 @@
 //! The live source: a thin adapter over the reconciler's handle ([`Controller`]), the TUI's
-//! only door to it. On a thread of its own it starts the reconciler (retrying with backoff
+//! only door to it. On a thread of its own (one runtime per session) it starts the reconciler (retrying with backoff
 //! while the API server does not answer), turns each published `LiveState` into `Data`
 //! (analysis included, off the UI thread), sends replay/reconcile as requests to whichever
 //! copy leads, runs audits and tests on the snapshot the reconciler holds, switches context
@@ -14,6 +14,7 @@ use super::source::{Notify, Source};
 use crate::cluster::client::ConnectionOptions;
 use crate::controller::{self, Command, Config, Controller, RequestOutcome};
 use crate::core::Options;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
@@ -201,63 +202,31 @@ impl Live {
         Action::Flash(Level::Info, format!("asked {to}: `{cli}`…"))
     }
 
-    /// Runs `kubectl vap audit TARGET` on a thread of its own, on the snapshot the reconciler
-    /// holds: progress as flashes, then one event-log line per violation and a summary. The
-    /// UI never waits for it.
+    /// Runs `kubectl vap audit TARGET` as a task on the session's runtime, on the snapshot
+    /// the reconciler holds: progress as flashes, then one event-log line per violation and a
+    /// summary. The UI never waits for it; a context switch ends it with its session.
     fn audit(&mut self, target: String) -> Action {
         let (Some(session), Some(notify)) = (self.current(), self.notify.clone()) else {
             return Action::Flash(Level::Error, "not connected: nothing to audit".into());
         };
-        let dispatch = tracing::dispatcher::get_default(Clone::clone);
         let label = target.clone();
-        std::thread::spawn(move || {
-            let _log = tracing::dispatcher::set_default(&dispatch);
-            let rt = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => rt,
-                Err(e) => {
-                    notify.send(Action::Flash(Level::Error, format!("audit: {e}")));
-                    return;
-                }
-            };
-            let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-            let total = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-            let result = rt.block_on(async {
-                let progress = {
-                    let (notify, done, total, target) =
-                        (notify.clone(), done.clone(), total.clone(), target.clone());
-                    async move {
-                        loop {
-                            tokio::time::sleep(Duration::from_millis(500)).await;
-                            let n = total.load(std::sync::atomic::Ordering::Relaxed);
-                            if n > 0 {
-                                let d = done.load(std::sync::atomic::Ordering::Relaxed);
-                                notify.send(Action::Flash(
-                                    Level::Info,
-                                    format!("auditing {target}: {d}/{n} dry-runs"),
-                                ));
-                            }
-                        }
-                    }
-                };
-                let listed = |n: usize| total.store(n, std::sync::atomic::Ordering::Relaxed);
-                let ticker = tokio::spawn(progress);
-                // Attribution needs the templates, constraints, VAPs and bindings: the
-                // reconciler's stores have them, so only the objects in scope are listed.
-                let snap = session.controller.snapshot();
-                let r = crate::admission::audit_on_snapshot(
-                    &session.conn,
-                    &snap,
-                    &target,
-                    listed,
-                    done.clone(),
-                )
-                .await;
-                ticker.abort();
-                r
-            });
+        session.runtime.clone().spawn(async move {
+            let done = Arc::new(AtomicUsize::new(0));
+            let total = Arc::new(AtomicUsize::new(0));
+            let ticker = tokio::spawn(progress(
+                notify.clone(),
+                format!("auditing {target}"),
+                done.clone(),
+                total.clone(),
+            ));
+            // Attribution needs the templates, constraints, VAPs and bindings: the
+            // reconciler's stores have them, so only the objects in scope are listed.
+            let snap = session.controller.snapshot();
+            let listed = |n: usize| total.store(n, Ordering::Relaxed);
+            let result =
+                crate::admission::audit_on_snapshot(&session.conn, &snap, &target, listed, done)
+                    .await;
+            ticker.abort();
             let result = result.map(|report| {
                 let lines = crate::admission::audit::event_lines(&report);
                 // The typed result first: the tree and detail pane keep it.
@@ -269,8 +238,8 @@ impl Live {
         Action::Flash(Level::Info, format!("auditing {label}…"))
     }
 
-    /// Runs `kubectl vap test -f PATH` on a thread of its own, attributed with the
-    /// reconciler's snapshot; one event-log line per verdict.
+    /// Runs `kubectl vap test -f PATH` as a task on the session's runtime, attributed with
+    /// the reconciler's snapshot; one event-log line per verdict.
     fn test(&mut self, path: String) -> Action {
         let (Some(session), Some(notify)) = (self.current(), self.notify.clone()) else {
             return Action::Flash(
@@ -279,21 +248,12 @@ impl Live {
             );
         };
         let opts = self.settings.opts.clone();
-        let dispatch = tracing::dispatcher::get_default(Clone::clone);
         let label = path.clone();
-        std::thread::spawn(move || {
-            let _log = tracing::dispatcher::set_default(&dispatch);
-            let result = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(anyhow::Error::from)
-                .and_then(|rt| {
-                    rt.block_on(async {
-                        let snap = session.controller.snapshot();
-                        crate::admission::test_on_snapshot(&session.conn, &snap, &path, &opts).await
-                    })
-                });
-            let result = result.map(|report| crate::admission::test::event_lines(&report));
+        session.runtime.clone().spawn(async move {
+            let snap = session.controller.snapshot();
+            let result = crate::admission::test_on_snapshot(&session.conn, &snap, &path, &opts)
+                .await
+                .map(|report| crate::admission::test::event_lines(&report));
             flash_outcome(&notify, &format!("test {path}"), result);
         });
         Action::Flash(Level::Info, format!("testing {label}…"))
@@ -313,9 +273,31 @@ impl Live {
     }
 }
 
+/// Every half second, `what: done/total dry-runs` as a flash once the total is known (the
+/// audit counts its dry-runs in `done`), until aborted.
+async fn progress(notify: Notify, what: String, done: Arc<AtomicUsize>, total: Arc<AtomicUsize>) {
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let n = total.load(Ordering::Relaxed);
+        if n > 0 {
+            let d = done.load(Ordering::Relaxed);
+            if !notify.send(Action::Flash(
+                Level::Info,
+                format!("{what}: {d}/{n} dry-runs"),
+            )) {
+                return;
+            }
+        }
+    }
+}
+
 /// The outcome of an audit or test run off the UI thread, as event-log lines (`true`: an
 /// error line); a failure as one error line naming `what`.
-fn flash_outcome(notify: &Notify, what: &str, result: anyhow::Result<Vec<(bool, String)>>) {
+/// The error is any that derefs to one (the admission runs' errors do).
+fn flash_outcome<E>(notify: &Notify, what: &str, result: Result<Vec<(bool, String)>, E>)
+where
+    E: std::ops::Deref<Target = dyn std::error::Error + Send + Sync + 'static>,
+{
     match result {
         Ok(lines) => {
             for (error, line) in lines {
@@ -328,7 +310,7 @@ fn flash_outcome(notify: &Notify, what: &str, result: anyhow::Result<Vec<(bool, 
         Err(e) => {
             notify.send(Action::Flash(
                 Level::Error,
-                format!("{what}: {}", crate::text::error_text(&e)),
+                format!("{what}: {}", crate::text::error_source_text(&*e)),
             ));
         }
     }
@@ -378,14 +360,9 @@ impl Shared {
         let mut conn = self.settings.conn.clone();
         let mut cursor = EventCursor::default();
         for session in 1.. {
-            let dispatch = tracing::dispatcher::get_default(Clone::clone);
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
                 .enable_all()
-                // The reconciler's logs go to the TUI's log file, never the screen.
-                .on_thread_start(move || {
-                    std::mem::forget(tracing::dispatcher::set_default(&dispatch));
-                })
                 .build();
             let rt = match rt {
                 Ok(rt) => rt,
@@ -579,7 +556,7 @@ async fn start(s: &Settings, conn: &ConnectionOptions) -> Result<Controller, Fai
 /// An error with its causes, each once (kube's errors hide the useful one — "Connection
 /// refused" — behind "client error (Connect)").
 fn chain(e: impl std::error::Error + Send + Sync + 'static) -> String {
-    crate::text::error_text(&anyhow::Error::from(e))
+    crate::text::error_source_text(&e)
 }
 
 async fn stop(controller: &Controller) {
@@ -602,9 +579,7 @@ impl Source for Live {
             session: self.session.clone(),
             context: self.context.clone(),
         };
-        let dispatch = tracing::dispatcher::get_default(Clone::clone);
         std::thread::spawn(move || {
-            let _log = tracing::dispatcher::set_default(&dispatch);
             shared.run(control_rx);
             let _ = done_tx.send(());
         });

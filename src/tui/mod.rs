@@ -1,15 +1,18 @@
 //! The terminal UI (`kubectl vap` with no subcommand), in the Elm style: one `Action` enum,
 //! `app::update` the only place state changes, `view::draw` a function of the state, the
 //! terminal owned by `terminal`, data from a `source` thread so IO never blocks drawing, and
-//! logs in a file.
+//! logs in a file (`logging::init_file`, set up once by `cli`).
 //!
-//! Files: `action` (what can happen), `keymap` (the one key table: hints, help, handling),
-//! `states` (colours and meanings of node states), `data` (what a source delivers),
-//! `tree_view` (cached tree items, stable ids), `detail` (detail pane, YAML, diff),
-//! `app` (state + update), `view` (drawing), `terminal` (setup, teardown, panic hook),
-//! `source` (the data-source trait, offline snapshots), `live` (the reconciler adapter),
-//! `from_live` (a published `LiveState` as `Data`), `contexts` (the kubeconfig's, for
-//! `:ctx`), `log` (file logging).
+//! Files, bottom up (each imports only files above it in this list): `words` (counts, ages,
+//! countdowns as the UI says them), `lines` (wrapping, cutting, fitting lines to columns), `glyphs` (states and severities: glyphs, colours),
+//! `data` (what a source delivers, over the controller's published types), `action` (what
+//! can happen), `keymap` (the one key table: hints, help, handling), `contexts` (the
+//! kubeconfig's, for `:ctx`), `violations` (audit results kept), `tree_view` (cached tree
+//! items, stable ids), `detail` (detail pane, YAML, diff), `app` (the state), `update` (the one place it
+//! changes), `view`
+//! (drawing; it notes what it measured for `update`), `terminal` (setup, teardown, panic
+//! hook, clipboard), `source` (the data-source trait, offline snapshots), `from_live` (a
+//! published `LiveState` as `Data`), `live_source` (the reconciler adapter).
 
 pub mod action;
 pub mod app;
@@ -19,18 +22,21 @@ pub mod detail;
 pub mod from_live;
 pub mod glyphs;
 pub mod keymap;
+pub mod lines;
 pub mod live_source;
-pub mod log;
 pub mod source;
 pub mod terminal;
 pub mod tree_view;
+pub mod update;
 pub mod view;
 pub mod violations;
+pub mod words;
 
 pub use action::{Action, Level, WriteCommand};
-pub use app::{App, dispatch, update};
+pub use app::App;
 pub use data::Data;
 pub use source::{Msg, Notify, Offline, Source};
+pub use update::{dispatch, update};
 
 use crossterm::event::{self, Event};
 use std::process::ExitCode;
@@ -46,17 +52,20 @@ const TICK: Duration = Duration::from_millis(250);
 pub struct TuiOptions {
     /// `--readonly`: no write actions.
     pub readonly: bool,
-    /// `--log`: the log filter (logs go to a file while the screen is the UI's).
-    pub log_filter: Option<String>,
+}
+
+/// Why the UI ended other than by the user quitting.
+#[derive(Debug, thiserror::Error)]
+pub enum TuiError {
+    /// Taking, reading or drawing on the terminal failed.
+    #[error(transparent)]
+    Terminal(#[from] std::io::Error),
 }
 
 /// `kubectl vap`: the UI loop on any source.
-pub fn run(mut source: Box<dyn Source>, opts: &TuiOptions) -> anyhow::Result<ExitCode> {
+pub fn run(mut source: Box<dyn Source>, opts: &TuiOptions) -> Result<ExitCode, TuiError> {
     let readonly = opts.readonly;
-    let dispatcher = log::file_dispatch(opts.log_filter.as_deref());
-    // Global too, so a thread the UI did not start (a library's) logs to the file, not the screen.
-    let _ = tracing::dispatcher::set_global_default(dispatcher.clone());
-    let _log = tracing::dispatcher::set_default(&dispatcher);
+    // Logs go to a file, set up once for the process (`logging::init_file`, by `cli`).
     tracing::info!("TUI starting");
 
     let mut guard = terminal::Guard::enter()?;
@@ -95,7 +104,7 @@ pub fn run(mut source: Box<dyn Source>, opts: &TuiOptions) -> anyhow::Result<Exi
     }
     source.start(Notify(tx));
 
-    let result = (|| -> anyhow::Result<()> {
+    let result = (|| -> Result<(), TuiError> {
         loop {
             let first = match rx.recv_timeout(TICK) {
                 Ok(m) => m,

@@ -100,14 +100,11 @@ impl Source for Offline {
         };
         let paths = self.paths.clone();
         let opts = self.opts.clone();
-        let dispatch = tracing::dispatcher::get_default(Clone::clone);
         std::thread::spawn(move || {
-            tracing::dispatcher::with_default(&dispatch, || {
-                let started = std::time::Instant::now();
-                let data = Offline::data(snapshot, paths, &opts);
-                tracing::info!(elapsed = ?started.elapsed(), "analysed the snapshot");
-                notify.send(Action::Data(Arc::new(data)));
-            })
+            let started = std::time::Instant::now();
+            let data = Offline::data(snapshot, paths, &opts);
+            tracing::info!(elapsed = ?started.elapsed(), "analysed the snapshot");
+            notify.send(Action::Data(Arc::new(data)));
         });
     }
 

@@ -1,14 +1,19 @@
-//! Drawing: a pure function of the state (the tree widget keeps its scroll offset in the
-//! state, which is why it takes `&mut`). Nothing here computes analysis or reads IO. The
-//! layout is a pure function too (`areas`), so `update` bounds scrolling by what is shown.
+//! Drawing: a function of the state. It takes `&mut` for what drawing measures: the tree
+//! widget keeps its scroll offset in the state, and the frame notes the rows each scrolled
+//! pane shows and holds (`App::drawn`, `App::page`), keeping the scroll in bounds, so
+//! `update` bounds scrolling by what is shown without computing a layout. Nothing here
+//! computes analysis or reads IO.
 
 use super::action::{Level, WriteCommand};
-use super::app::App;
-use super::data::{AccessError, Data, Link, Origin};
+use super::app::{App, Extent};
+use super::data::{Data, Link, Origin, access_label, is_tree_resource};
 use super::detail;
 use super::glyphs::{self, SEVERITIES, STATES};
 use super::keymap::{self, Screen, keys_label};
+use super::lines::{Part, doc_lines, fit, shorten, wrap_line, wrap_lines};
 use super::tree_view::SortBy;
+use super::words::{age, count, seconds_until};
+use crate::controller::Connection;
 use crate::core::{Code, Severity};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Direction, Layout, Rect};
@@ -93,41 +98,6 @@ fn split_main(main: Rect, tree_wants: u16) -> (Rect, Option<Rect>) {
     (p[0], Some(p[1]))
 }
 
-/// The tree and detail panes of the main screen, as drawn now.
-pub fn main_panes(app: &App) -> (Rect, Option<Rect>) {
-    let wants = u16::try_from(app.tree.widest + 2).unwrap_or(u16::MAX);
-    split_main(areas(screen_rect(app), app).main, wants)
-}
-
-fn screen_rect(app: &App) -> Rect {
-    Rect::new(0, 0, app.size.0, app.size.1)
-}
-
-/// Rows of tree shown (page up/down moves by this many).
-pub fn tree_rows(app: &App) -> u16 {
-    main_panes(app).0.height.saturating_sub(2)
-}
-
-/// Rows and columns inside the detail pane (none when it is left out).
-pub fn detail_area(app: &App) -> Option<(usize, usize)> {
-    let (_, detail) = main_panes(app);
-    detail.map(|d| {
-        (
-            usize::from(d.height.saturating_sub(2)),
-            usize::from(d.width.saturating_sub(2)),
-        )
-    })
-}
-
-/// Rows and columns inside the full-screen document, help or event log.
-pub fn document_area(app: &App) -> (usize, usize) {
-    let main = areas(screen_rect(app), app).main;
-    (
-        usize::from(main.height.saturating_sub(2)),
-        usize::from(main.width.saturating_sub(2)),
-    )
-}
-
 pub fn draw(frame: &mut Frame, app: &mut App) {
     let area = frame.area();
     let a = areas(area, app);
@@ -156,7 +126,7 @@ pub fn draw(frame: &mut Frame, app: &mut App) {
 
 pub fn mode_label(app: &App, data: Option<&Data>) -> String {
     let readonly = app.keymap.readonly();
-    let origin = match data.map(|d| (&d.origin, d.info.leader.this_copy)) {
+    let origin = match data.map(|d| (&d.origin, d.info.leader.leading)) {
         None => "loading",
         Some((Origin::Offline { .. }, _)) => "offline snapshot",
         Some((
@@ -180,23 +150,6 @@ pub fn mode_label(app: &App, data: Option<&Data>) -> String {
     } else {
         origin.to_string()
     }
-}
-
-/// A duration as the header says it: `42s`, `5m`, `3h`, `2d` (never negative).
-pub fn age(d: chrono::Duration) -> String {
-    let s = d.num_seconds().max(0);
-    match s {
-        0..120 => format!("{s}s"),
-        120..7200 => format!("{}m", s / 60),
-        7200..172_800 => format!("{}h", s / 3600),
-        _ => format!("{}d", s / 86_400),
-    }
-}
-
-/// Seconds until `t`, rounded up (a countdown never says 0 before it is over).
-fn seconds_until(t: chrono::DateTime<chrono::Utc>, now: chrono::DateTime<chrono::Utc>) -> i64 {
-    let ms = (t - now).num_milliseconds().max(0);
-    (ms + 999) / 1000
 }
 
 /// The reconciler's leader (who, since when) and its health (queue, last sync), as header
@@ -232,13 +185,13 @@ fn leader_fields(app: &App, data: &Data) -> Vec<Part> {
         out.extend(settings_field(data));
         return out;
     }
-    let who = match (l.name(), ago(l.since)) {
+    let who = match (data.info.leader_name(), ago(l.since)) {
         (Some(name), Some(age)) => format!("{name} for {age}"),
         (Some(name), None) => name,
         (None, _) => "–".to_string(),
     };
     out.push((2, header_field("leader", who)));
-    let health = match (l.queue, ago(l.last_sync)) {
+    let health = match (data.info.leader_queue(), ago(data.info.leader_last_sync())) {
         (Some(q), Some(synced)) => Some(format!("queue {q}, synced {synced} ago")),
         (Some(q), None) => Some(format!("queue {q}")),
         (None, Some(synced)) => Some(format!("synced {synced} ago")),
@@ -290,7 +243,7 @@ pub fn alerts(app: &App) -> Vec<Line<'static>> {
     if let (Some(until), false) = (info.leader.unresponsive_until, info.leader.vacant) {
         // Held but not renewed: a standby takes over at expiry; "no copy reconciles" only
         // once nobody did.
-        let who = info.leader.name().unwrap_or_else(|| "the leader".into());
+        let who = info.leader_name().unwrap_or_else(|| "the leader".into());
         let left = app.now().map_or(String::new(), |now| {
             format!(" in {}s", seconds_until(until, now))
         });
@@ -334,7 +287,7 @@ pub fn alerts(app: &App) -> Vec<Line<'static>> {
     for e in &info.access_errors {
         out.push(Line::from(vec![
             Span::styled(
-                format!(" ⊘ {}: {}", e.kind.as_str(), e.resource),
+                format!(" ⊘ {}: {}", access_label(e), e.resource),
                 error_style(),
             ),
             Span::raw(format!(" — {}", e.message)),
@@ -349,7 +302,7 @@ fn link_line(app: &App) -> Option<Line<'static>> {
     let context = &d.info.context;
     let now = app.now();
     Some(match &d.info.link {
-        Link::Up => return None,
+        Link::Running(Connection::Connected) => return None,
         Link::Connecting {
             attempt,
             retry_at: Some(at),
@@ -378,7 +331,7 @@ fn link_line(app: &App) -> Option<Line<'static>> {
             format!(" ⟳ connecting to {context}: listing and watching…"),
             Style::new().fg(Color::Cyan),
         ),
-        Link::Unreachable { since, message } => {
+        Link::Running(Connection::Unreachable { since, message }) => {
             let how_long = now.map_or(String::new(), |now| format!(" for {}", age(now - *since)));
             Line::from(vec![
                 Span::styled(
@@ -390,89 +343,6 @@ fn link_line(app: &App) -> Option<Line<'static>> {
             ])
         }
     })
-}
-
-/// Everything on screen that moves with the clock (ages, countdowns): the loop redraws when
-/// it changes.
-pub fn ticking(app: &App) -> String {
-    let Some(d) = app.data.as_deref() else {
-        return String::new();
-    };
-    let mut out: Vec<String> = Vec::new();
-    if let Some(l) = link_line(app) {
-        out.push(l.to_string());
-    }
-    if let Origin::Live { .. } = d.origin {
-        for (_, spans) in leader_fields(app, d) {
-            out.extend(spans.iter().map(|s| s.content.to_string()));
-        }
-    }
-    out.join("|")
-}
-
-/// Parts of a line with their importance (0 first). What does not fit is dropped whole,
-/// least important first, so the line never ends in the middle of a field.
-type Part = (u8, Vec<Span<'static>>);
-
-fn fit(parts: Vec<Part>, width: u16, sep: &Span<'static>) -> Line<'static> {
-    let w = |p: &Part| p.1.iter().map(Span::width).sum::<usize>();
-    let sep_w = sep.width();
-    let mut keep: Vec<bool> = vec![true; parts.len()];
-    let total = |keep: &[bool]| -> usize {
-        let shown: Vec<usize> = parts
-            .iter()
-            .zip(keep)
-            .filter(|(_, k)| **k)
-            .map(|(p, _)| w(p))
-            .collect();
-        shown.iter().sum::<usize>() + sep_w * shown.len().saturating_sub(1)
-    };
-    while total(&keep) > usize::from(width) {
-        // The least important shown part; among equals, the rightmost.
-        let Some(drop) = parts
-            .iter()
-            .enumerate()
-            .filter(|(i, p)| keep[*i] && p.0 > 0)
-            .max_by_key(|(i, p)| (p.0, *i))
-            .map(|(i, _)| i)
-        else {
-            break;
-        };
-        keep[drop] = false;
-    }
-    let mut spans = Vec::new();
-    for (p, _) in parts.into_iter().zip(&keep).filter(|(_, k)| **k) {
-        if !spans.is_empty() {
-            spans.push(sep.clone());
-        }
-        spans.extend(p.1);
-    }
-    Line::from(spans)
-}
-
-/// `n` and the noun for it: `1 error`, `2 errors`, `0 errors`.
-pub fn count(n: usize, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
-}
-
-/// `s` in at most `max` columns, with `…` where it was cut.
-fn shorten(s: &str, max: usize) -> String {
-    if Span::raw(s).width() <= max {
-        return s.to_string();
-    }
-    let mut out = String::new();
-    let mut used = 1;
-    for ch in s.chars() {
-        let mut buf = [0u8; 4];
-        let w = Span::raw(&*ch.encode_utf8(&mut buf)).width();
-        if used + w > max {
-            break;
-        }
-        out.push(ch);
-        used += w;
-    }
-    out.push('…');
-    out
 }
 
 fn header_field(name: &str, value: String) -> Vec<Span<'static>> {
@@ -625,10 +495,20 @@ fn draw_header(frame: &mut Frame, app: &App, area: Rect) {
 fn draw_main(frame: &mut Frame, app: &mut App, area: Rect) {
     let wants = u16::try_from(app.tree.widest + 2).unwrap_or(u16::MAX);
     let (tree, detail) = split_main(area, wants);
+    app.page = usize::from(tree.height.saturating_sub(2)).max(1);
     draw_tree(frame, app, tree);
-    if let Some(detail) = detail {
-        draw_detail(frame, app, detail);
+    match detail {
+        Some(detail) => draw_detail(frame, app, detail),
+        None => app.drawn.detail = None,
     }
+}
+
+/// Rows and columns inside a bordered pane.
+fn inside(area: Rect) -> (usize, usize) {
+    (
+        usize::from(area.height.saturating_sub(2)),
+        usize::from(area.width.saturating_sub(2)),
+    )
 }
 
 /// The tree's title: the selection's row of the rows shown (so a selection scrolled out of
@@ -668,12 +548,7 @@ fn draw_tree(frame: &mut Frame, app: &mut App, area: Rect) {
                 "the tree appears once the reconciler has listed the cluster (:ctx switches context)",
                 dim(),
             ));
-        } else if data
-            .info
-            .access_errors
-            .iter()
-            .any(AccessError::is_tree_resource)
-        {
+        } else if data.info.access_errors.iter().any(is_tree_resource) {
             lines.push(Line::styled(
                 "nothing can be shown: the cluster refused or lacks what the tree is made of",
                 Style::new().fg(Color::Red),
@@ -682,7 +557,7 @@ fn draw_tree(frame: &mut Frame, app: &mut App, area: Rect) {
                 lines.push(Line::raw(format!(
                     "• {} {}: {}",
                     e.resource,
-                    e.kind.as_str(),
+                    access_label(e),
                     e.message
                 )));
             }
@@ -725,10 +600,13 @@ pub fn detail_lines(app: &App) -> Vec<Line<'static>> {
 
 /// The detail pane, wrapped to its width and scrolled (`J`/`K`); its title says which rows
 /// show when they are not all in sight, so what is below is never a surprise.
-fn draw_detail(frame: &mut Frame, app: &App, area: Rect) {
-    let width = usize::from(area.width.saturating_sub(2));
-    let rows = usize::from(area.height.saturating_sub(2));
+fn draw_detail(frame: &mut Frame, app: &mut App, area: Rect) {
+    let (rows, width) = inside(area);
     let lines = wrap_lines(&detail_lines(app), width);
+    app.drawn.detail = Some(Extent {
+        rows,
+        len: lines.len(),
+    });
     let scroll = app.detail_scroll().min(lines.len().saturating_sub(rows));
     let title = if lines.len() > rows {
         format!(
@@ -743,169 +621,6 @@ fn draw_detail(frame: &mut Frame, app: &App, area: Rect) {
     let block = Block::default().borders(Borders::ALL).title(title);
     let shown: Vec<Line> = lines.into_iter().skip(scroll).take(rows).collect();
     frame.render_widget(Paragraph::new(shown).block(block), area);
-}
-
-fn char_width(ch: char) -> usize {
-    let mut buf = [0u8; 4];
-    Span::raw(&*ch.encode_utf8(&mut buf)).width()
-}
-
-/// Where a wrapped line's continuation rows start: under the text after its first span
-/// (the time of a log line, the key of a help line, the label of a detail field), else
-/// under its own indentation; never more than half the width.
-fn hang_of(line: &Line<'_>, width: usize) -> usize {
-    let hang = match line.spans.as_slice() {
-        [first, _, ..] => first.width(),
-        _ => {
-            let text: String = line.spans.iter().map(|s| s.content.as_ref()).collect();
-            text.chars().take_while(|c| *c == ' ').count()
-        }
-    };
-    if hang * 2 > width { 0 } else { hang }
-}
-
-/// One line word-wrapped to `width` columns: broken after a space where it can, inside a
-/// word where it must (a long name or URL), each continuation row indented by `hang`
-/// columns. Styles are kept cell by cell. Prose (logs, help, details) reads better wrapped
-/// than cut or scrolled sideways: nothing is hidden and no key is needed to see it.
-pub fn wrap_line(line: &Line<'static>, width: usize, hang: usize) -> Vec<Line<'static>> {
-    if width == 0 || line.width() <= width {
-        return vec![line.clone()];
-    }
-    let hang = if hang * 2 > width { 0 } else { hang };
-    let mut rows: Vec<Vec<(char, Style)>> = Vec::new();
-    let mut row: Vec<(char, Style)> = Vec::new();
-    let mut used = 0;
-    // Cells in `row` after its last space: where a break moves a word to the next row.
-    let mut word_from: Option<usize> = None;
-    let mut limit = width;
-    for span in &line.spans {
-        let style = line.style.patch(span.style);
-        for ch in span.content.chars() {
-            let w = char_width(ch);
-            if ch == ' ' && row.is_empty() && !rows.is_empty() {
-                continue; // a continuation row does not start with the space it broke at
-            }
-            if used + w > limit && !row.is_empty() {
-                // At a space the row breaks right here; inside a word, after the row's last
-                // space (the word moves down whole) unless only indentation is before it.
-                let indent_only = |at: usize| row[..at].iter().all(|(c, _)| *c == ' ');
-                let mut carried = match word_from {
-                    _ if ch == ' ' => Vec::new(),
-                    Some(at) if at < row.len() && !indent_only(at) => row.split_off(at),
-                    _ => Vec::new(),
-                };
-                while row.last().is_some_and(|(c, _)| *c == ' ') {
-                    row.pop();
-                }
-                rows.push(std::mem::take(&mut row));
-                limit = width - hang;
-                word_from = None;
-                // A word longer than a continuation row is cut into rows of its own.
-                loop {
-                    let mut fit = 0;
-                    let mut cut = carried.len();
-                    for (i, (c, _)) in carried.iter().enumerate() {
-                        if fit + char_width(*c) > limit {
-                            cut = i;
-                            break;
-                        }
-                        fit += char_width(*c);
-                    }
-                    if cut == carried.len() {
-                        used = fit;
-                        break;
-                    }
-                    let rest = carried.split_off(cut.max(1));
-                    rows.push(std::mem::replace(&mut carried, rest));
-                }
-                row = carried;
-                if ch == ' ' {
-                    continue;
-                }
-                if used + w > limit && !row.is_empty() {
-                    rows.push(std::mem::take(&mut row));
-                    used = 0;
-                }
-            }
-            row.push((ch, style));
-            used += w;
-            if ch == ' ' {
-                word_from = Some(row.len());
-            }
-        }
-    }
-    rows.push(row);
-    rows.into_iter()
-        .enumerate()
-        .map(|(i, cells)| {
-            let mut spans: Vec<Span<'static>> = Vec::new();
-            if i > 0 && hang > 0 {
-                spans.push(Span::raw(" ".repeat(hang)));
-            }
-            let mut text = String::new();
-            let mut style: Option<Style> = None;
-            for (c, st) in cells {
-                if style.is_some_and(|s| s != st) {
-                    spans.push(Span::styled(
-                        std::mem::take(&mut text),
-                        style.unwrap_or_default(),
-                    ));
-                }
-                style = Some(st);
-                text.push(c);
-            }
-            if !text.is_empty() {
-                spans.push(Span::styled(text, style.unwrap_or_default()));
-            }
-            Line::from(spans)
-        })
-        .collect()
-}
-
-/// Lines wrapped to `width`, each with the hang its shape suggests ([`hang_of`]).
-pub fn wrap_lines(lines: &[Line<'static>], width: usize) -> Vec<Line<'static>> {
-    lines
-        .iter()
-        .flat_map(|l| wrap_line(l, width, hang_of(l, width)))
-        .collect()
-}
-
-/// A document's lines as shown: as they are, or wrapped to `width` columns with a `↪` at the
-/// start of each continuation (YAML and CEL keep their meaning when cut into rows).
-pub fn doc_lines(lines: &[Line<'static>], width: usize, wrap: bool) -> Vec<Line<'static>> {
-    if !wrap || width < 8 {
-        return lines.to_vec();
-    }
-    let mut out = Vec::with_capacity(lines.len());
-    for line in lines {
-        if line.width() <= width {
-            out.push(line.clone());
-            continue;
-        }
-        let mut row: Vec<Span<'static>> = Vec::new();
-        let mut used = 0;
-        let mut limit = width;
-        for span in &line.spans {
-            let mut chunk = String::new();
-            for ch in span.content.chars() {
-                let mut buf = [0u8; 4];
-                let w = Span::raw(&*ch.encode_utf8(&mut buf)).width();
-                if used + w > limit {
-                    row.push(Span::styled(std::mem::take(&mut chunk), span.style));
-                    out.push(Line::from(std::mem::take(&mut row)));
-                    row.push(Span::styled("↪ ", dim()));
-                    used = 0;
-                    limit = width - 2;
-                }
-                chunk.push(ch);
-                used += w;
-            }
-            row.push(Span::styled(chunk, span.style));
-        }
-        out.push(Line::from(row));
-    }
-    out
 }
 
 /// A scrolled, bordered view of lines (YAML, diff, help, the event log).
@@ -931,10 +646,17 @@ fn position(scroll: usize, rows: usize, len: usize) -> String {
     format!(" lines {}–{last} of {len} ", (scroll + 1).min(len))
 }
 
-fn draw_doc(frame: &mut Frame, app: &App, area: Rect) {
-    let Some(doc) = &app.doc else { return };
-    let (rows, width) = document_area(app);
-    let lines = doc_lines(&doc.lines, width, app.wrap);
+fn draw_doc(frame: &mut Frame, app: &mut App, area: Rect) {
+    let (rows, width) = inside(area);
+    let wrap = app.wrap;
+    let Some(doc) = &mut app.doc else { return };
+    let lines = doc_lines(&doc.lines, width, wrap);
+    let extent = Extent {
+        rows,
+        len: lines.len(),
+    };
+    app.drawn.doc = Some(extent);
+    doc.scroll = doc.scroll.min(extent.last_top());
     let wrap = if app.wrap { "w: cut" } else { "w: wrap" };
     let footer = format!(
         "{}· {wrap} · c: copy ",
@@ -1014,9 +736,15 @@ pub fn help_rows(app: &App, width: usize) -> Vec<Line<'static>> {
     wrap_lines(&help_lines(app), width)
 }
 
-fn draw_help(frame: &mut Frame, app: &App, area: Rect) {
-    let (rows, width) = document_area(app);
+fn draw_help(frame: &mut Frame, app: &mut App, area: Rect) {
+    let (rows, width) = inside(area);
     let lines = help_rows(app, width);
+    let extent = Extent {
+        rows,
+        len: lines.len(),
+    };
+    app.drawn.help = Some(extent);
+    app.help_scroll = app.help_scroll.min(extent.last_top());
     let footer = position(app.help_scroll, rows, lines.len());
     draw_scrolled(
         frame,
@@ -1068,9 +796,8 @@ fn log_tail(app: &App, width: usize, rows: usize) -> Vec<Line<'static>> {
 
 /// The event log: the newest rows in the pane under the tree, or full-screen (`e`) from
 /// `log_scroll` (following the newest until scrolled up); long lines wrap.
-fn draw_events(frame: &mut Frame, app: &App, area: Rect, full: bool) {
-    let rows = usize::from(area.height.saturating_sub(2));
-    let width = usize::from(area.width.saturating_sub(2));
+fn draw_events(frame: &mut Frame, app: &mut App, area: Rect, full: bool) {
+    let (rows, width) = inside(area);
     let len = app.log.len();
     if !full {
         let lines = log_tail(app, width, rows);
@@ -1080,8 +807,12 @@ fn draw_events(frame: &mut Frame, app: &App, area: Rect, full: bool) {
     }
     let lines = log_rows(app, width);
     let total = lines.len();
-    let tail = total.saturating_sub(rows);
-    let scroll = app.log_scroll.unwrap_or(tail).min(tail);
+    let extent = Extent { rows, len: total };
+    app.drawn.events = Some(extent);
+    let tail = extent.last_top();
+    // Scrolled to the end (the screen grew): follow new lines again.
+    app.log_scroll = app.log_scroll.filter(|at| *at < tail);
+    let scroll = app.log_scroll.unwrap_or(tail);
     let title = format!(" Events ({len}) — esc or e closes ");
     let footer = format!(
         "{}· {}",
@@ -1198,21 +929,22 @@ fn draw_confirm(frame: &mut Frame, app: &App, area: Rect) {
         .data
         .as_deref()
         .filter(|d| matches!(d.origin, Origin::Live { .. }))
-        .map(|d| &d.info.leader)
-        .filter(|l| !l.this_copy);
+        .map(|d| &d.info)
+        .filter(|i| !i.leader.leading);
     let request = matches!(
         cmd,
         WriteCommand::Replay(_) | WriteCommand::Reconcile(_) | WriteCommand::ReconcileAll
     );
     let who = match leader.filter(|_| request) {
-        Some(l) if l.vacant => Line::styled(
+        Some(i) if i.leader.vacant => Line::styled(
             "no copy holds the Lease now: the request may find nobody to carry it out",
             Style::new().fg(Color::Yellow),
         ),
-        Some(l) => Line::styled(
+        Some(i) => Line::styled(
             format!(
                 "goes to the leader ({}), which carries it out",
-                l.name().unwrap_or_else(|| "the lease holder".to_string())
+                i.leader_name()
+                    .unwrap_or_else(|| "the lease holder".to_string())
             ),
             dim(),
         ),
@@ -1319,91 +1051,6 @@ fn draw_picker(frame: &mut Frame, app: &App, area: Rect) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn text(rows: &[Line<'_>]) -> Vec<String> {
-        rows.iter().map(ToString::to_string).collect()
-    }
-
-    #[test]
-    fn wrapping_breaks_between_words_and_loses_nothing() {
-        let line = Line::from(vec![
-            Span::raw("12:00:00 "),
-            Span::styled(
-                "test Pod default/a: denied by binding x → constraint y: needs label owner",
-                Style::new().fg(Color::Red),
-            ),
-        ]);
-        let rows = wrap_line(&line, 30, 9);
-        assert_eq!(
-            text(&rows),
-            [
-                "12:00:00 test Pod default/a:",
-                "         denied by binding x →",
-                "         constraint y: needs",
-                "         label owner",
-            ]
-        );
-        assert!(rows.iter().all(|r| r.width() <= 30));
-        // Every word is there, in order, with its style.
-        let words: Vec<String> = rows
-            .iter()
-            .flat_map(|r| {
-                r.to_string()
-                    .split_whitespace()
-                    .map(String::from)
-                    .collect::<Vec<_>>()
-            })
-            .collect();
-        let want: Vec<String> = line
-            .to_string()
-            .split_whitespace()
-            .map(String::from)
-            .collect();
-        assert_eq!(words, want);
-        let last = rows.last().and_then(|r| r.spans.last()).map(|s| s.style.fg);
-        assert_eq!(last, Some(Some(Color::Red)));
-    }
-
-    #[test]
-    fn wrapping_cuts_a_word_longer_than_a_row_and_keeps_short_lines() {
-        let line = Line::raw("  --default-create-vap-for-templates=true now");
-        assert_eq!(
-            text(&wrap_line(&line, 20, 2)),
-            ["  --default-create-v", "  ap-for-templates=t", "  rue now"]
-        );
-        let short = Line::raw("fits");
-        assert_eq!(wrap_line(&short, 20, 2), vec![short]);
-        // A word moved down to a narrower continuation row is cut to fit it.
-        let field = Line::from(vec![
-            Span::raw("object    "),
-            Span::raw("admissionregistration.k8s.io/v1 Kind/name"),
-        ]);
-        let rows = wrap_line(&field, 38, 10);
-        assert_eq!(
-            text(&rows),
-            [
-                "object",
-                "          admissionregistration.k8s.io",
-                "          /v1 Kind/name"
-            ]
-        );
-        assert!(rows.iter().all(|r| r.width() <= 38), "{:?}", text(&rows));
-        // A hang wider than half the row is dropped rather than leave no room.
-        assert_eq!(
-            text(&wrap_line(&Line::raw("aaaa bbbb"), 6, 5)),
-            ["aaaa", "bbbb"]
-        );
-    }
-
-    #[test]
-    fn counts_agree_with_their_number() {
-        assert_eq!(count(1, "error", "errors"), "1 error");
-        assert_eq!(count(0, "error", "errors"), "0 errors");
-        assert_eq!(
-            count(2, "planned write", "planned writes"),
-            "2 planned writes"
-        );
-    }
 
     #[test]
     fn the_tree_takes_the_width_its_rows_need_and_leaves_the_detail_a_third() {

@@ -257,7 +257,7 @@ pub fn section(store: &Store, snap: &Snapshot, node_id: &str) -> Vec<Line<'stati
                     0 => String::new(),
                     n => format!(
                         ", {} unseen",
-                        super::view::count(n, "object verdict", "object verdicts")
+                        super::words::count(n, "object verdict", "object verdicts")
                     ),
                 },
                 if b.interrupted {

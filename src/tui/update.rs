@@ -1,0 +1,477 @@
+//! `update`: the one place the state changes, one function per concern, and `dispatch`,
+//! which runs an action and what it leads to. `update` does no IO; a confirmed write comes
+//! back as `Action::Execute`, which the runtime hands to the data source.
+
+use super::action::{Action, Level, WriteCommand};
+use super::app::{App, DocKind, FLASH_TTL, Flash, Said};
+use super::data::Origin;
+use super::keymap::Screen;
+use super::tree_view::Filter;
+use super::words::count;
+use std::time::Instant;
+
+/// The one place the state changes: each concern has its own function below.
+pub fn update(app: &mut App, action: Action) -> Option<Action> {
+    // Any key clears a stale flash (errors stay until then).
+    if !matches!(
+        action,
+        Action::Tick(_)
+            | Action::Data(_)
+            | Action::Audited(_)
+            | Action::Resize(..)
+            | Action::Flash(..)
+            | Action::Answer(..)
+    ) {
+        app.flash = None;
+    }
+    match action {
+        Action::Quit => {
+            app.quit = true;
+            None
+        }
+        Action::NotHere(why) => {
+            app.flash(Level::Warn, why);
+            None
+        }
+        a @ (Action::StartCommand
+        | Action::CommandPush(_)
+        | Action::CommandPop
+        | Action::CommandComplete
+        | Action::CommandCancel
+        | Action::CommandDone) => on_command(app, a),
+        a @ (Action::PickerMove(_) | Action::PickerDone | Action::PickerCancel) => {
+            on_picker(app, a)
+        }
+        a @ (Action::StartFilter
+        | Action::FilterPush(_)
+        | Action::FilterPop
+        | Action::FilterDone
+        | Action::FilterCancel
+        | Action::FaultsOnly
+        | Action::Sort) => {
+            on_filter(app, a);
+            None
+        }
+        a @ (Action::Help
+        | Action::Events
+        | Action::Back
+        | Action::Yaml
+        | Action::Diff
+        | Action::Wrap
+        | Action::Copy) => {
+            on_view(app, a);
+            None
+        }
+        a @ (Action::Up
+        | Action::Down
+        | Action::Left
+        | Action::Right
+        | Action::Enter
+        | Action::PageUp
+        | Action::PageDown
+        | Action::First
+        | Action::Last
+        | Action::DetailDown
+        | Action::DetailUp) => {
+            on_move(app, a);
+            None
+        }
+        a @ (Action::Audit
+        | Action::TestFile
+        | Action::PathPush(_)
+        | Action::PathPop
+        | Action::PathDone
+        | Action::PathCancel) => on_read(app, a),
+        a @ (Action::Replay
+        | Action::Reconcile
+        | Action::ReconcileAll
+        | Action::Ask(_)
+        | Action::ConfirmYes
+        | Action::ConfirmNo
+        | Action::Execute(_)) => on_write(app, a),
+        a @ (Action::Data(_)
+        | Action::Flash(..)
+        | Action::Answer(..)
+        | Action::Audited(_)
+        | Action::Resize(..)
+        | Action::Tick(_)) => {
+            on_outside(app, a);
+            None
+        }
+    }
+}
+
+/// `:` typed: the line, tab completion, and running it.
+fn on_command(app: &mut App, action: Action) -> Option<Action> {
+    match action {
+        Action::StartCommand => app.command = Some(String::new()),
+        Action::CommandPush(c) => {
+            if let Some(l) = &mut app.command {
+                l.push(c);
+            }
+        }
+        Action::CommandPop => {
+            if let Some(l) = &mut app.command {
+                l.pop();
+            }
+        }
+        Action::CommandComplete => {
+            if let Some(done) = app.command.as_deref().and_then(|l| app.completion(l)) {
+                app.command = Some(done);
+            }
+        }
+        Action::CommandCancel => app.command = None,
+        Action::CommandDone => {
+            let line = app.command.take().unwrap_or_default();
+            return app.run_command(line.trim().trim_start_matches(':'));
+        }
+        _ => {}
+    }
+    None
+}
+
+/// The context list `:ctx` opened.
+fn on_picker(app: &mut App, action: Action) -> Option<Action> {
+    let picker = app.picker.as_mut()?;
+    match action {
+        Action::PickerMove(by) => {
+            let last = picker.names.len().saturating_sub(1);
+            picker.selected = picker.selected.saturating_add_signed(by).min(last);
+        }
+        Action::PickerDone => {
+            let name = picker.names.get(picker.selected).cloned();
+            app.picker = None;
+            return name.map(|n| app.switch_context(n));
+        }
+        Action::PickerCancel => app.picker = None,
+        _ => {}
+    }
+    None
+}
+
+/// What the tree shows: the filter typed with `/`, faults only, the order.
+fn on_filter(app: &mut App, action: Action) {
+    match action {
+        Action::StartFilter => app.editing_filter = true,
+        Action::FilterPush(c) => {
+            app.filter.text.push(c);
+            app.rebuild();
+        }
+        Action::FilterPop => {
+            app.filter.text.pop();
+            app.rebuild();
+        }
+        Action::FilterDone => {
+            app.editing_filter = false;
+            if app.filter.is_active() && app.tree.shown == 0 {
+                app.flash(
+                    Level::Warn,
+                    format!("nothing matches {:?}", app.filter.text),
+                );
+            }
+        }
+        Action::FilterCancel => {
+            app.editing_filter = false;
+            app.filter.text.clear();
+            app.rebuild();
+        }
+        Action::FaultsOnly => {
+            app.filter.faults_only = !app.filter.faults_only;
+            app.rebuild();
+            let text = if app.filter.faults_only {
+                format!(
+                    "faults only: {} shown",
+                    count(app.tree.shown, "node", "nodes")
+                )
+            } else {
+                "showing everything".to_string()
+            };
+            app.flash(Level::Info, text);
+        }
+        Action::Sort => {
+            let by = app.filter.sort.next();
+            app.sort_by(by);
+        }
+        _ => {}
+    }
+}
+
+/// Which screen is shown (help, events, YAML, diff, back) and how (wrap), and copying it.
+fn on_view(app: &mut App, action: Action) {
+    match action {
+        Action::Help => {
+            app.screen = if app.screen == Screen::Help {
+                Screen::Main
+            } else {
+                Screen::Help
+            };
+            app.help_scroll = 0;
+        }
+        Action::Events => {
+            app.screen = if app.screen == Screen::Events {
+                Screen::Main
+            } else {
+                Screen::Events
+            };
+            app.log_scroll = None;
+        }
+        Action::Back => match app.screen {
+            Screen::Doc | Screen::Help | Screen::Events => {
+                app.screen = Screen::Main;
+                app.doc = None;
+            }
+            Screen::Main if app.filter.is_active() => {
+                // The order is a preference, not a filter: it stays.
+                app.filter = Filter {
+                    sort: app.filter.sort,
+                    ..Filter::default()
+                };
+                app.rebuild();
+                app.flash(Level::Info, "filter cleared");
+            }
+            Screen::Main => {}
+        },
+        Action::Yaml | Action::Diff => {
+            let kind = if matches!(action, Action::Yaml) {
+                DocKind::Yaml
+            } else {
+                DocKind::Diff
+            };
+            if app.screen == Screen::Doc && app.doc.as_ref().is_some_and(|d| d.kind == kind) {
+                app.screen = Screen::Main;
+                app.doc = None;
+            } else {
+                app.open_doc(kind);
+            }
+        }
+        Action::Wrap => {
+            // The same lines take more or fewer rows: the next frame keeps the scroll in
+            // bounds.
+            app.wrap = !app.wrap;
+            app.flash(
+                Level::Info,
+                if app.wrap {
+                    "wrapping long lines"
+                } else {
+                    "long lines cut (w wraps)"
+                },
+            );
+        }
+        Action::Copy => match app.copy_text() {
+            Some((what, text)) => {
+                app.copy = Some(text);
+                app.flash(
+                    Level::Info,
+                    format!("copied {what} to the clipboard (OSC 52: the terminal must allow it)"),
+                );
+            }
+            None => app.flash(Level::Warn, "nothing selected to copy"),
+        },
+        _ => {}
+    }
+}
+
+/// Moving: the tree's selection on the main screen, scrolling elsewhere.
+fn on_move(app: &mut App, action: Action) {
+    match action {
+        Action::DetailDown => return app.scroll_detail(1),
+        Action::DetailUp => return app.scroll_detail(-1),
+        _ => {}
+    }
+    if app.screen != Screen::Main {
+        match action {
+            Action::Up => app.scroll(|s, _| s.saturating_sub(1)),
+            Action::Down => app.scroll(|s, _| s + 1),
+            Action::PageUp => app.scroll(|s, p| s.saturating_sub(p)),
+            Action::PageDown => app.scroll(|s, p| s + p),
+            Action::First => app.scroll(|_, _| 0),
+            Action::Last => app.scroll(|_, _| usize::MAX),
+            // Expanding means nothing off the tree.
+            _ => {}
+        }
+        return;
+    }
+    let page = app.page;
+    let state = &mut app.tree.state;
+    match action {
+        Action::Up => {
+            state.key_up();
+        }
+        Action::Down => {
+            state.key_down();
+        }
+        Action::PageUp => {
+            state.select_relative(|c| c.unwrap_or(0).saturating_sub(page));
+        }
+        Action::PageDown => {
+            state.select_relative(|c| c.unwrap_or(0) + page);
+        }
+        Action::First => {
+            state.select_first();
+        }
+        Action::Last => {
+            state.select_last();
+        }
+        Action::Enter | Action::Left | Action::Right => {
+            let before = state.opened().clone();
+            match action {
+                Action::Enter => state.toggle_selected(),
+                Action::Left => state.key_left(),
+                _ => state.key_right(),
+            };
+            app.tree.refresh_open(&app.filter, &before);
+        }
+        _ => {}
+    }
+}
+
+/// The reads that run against the cluster: audit (`a`) and test (`t`, with its path).
+fn on_read(app: &mut App, action: Action) -> Option<Action> {
+    match action {
+        Action::Audit => match app.audit_target() {
+            Ok(target) => {
+                if let Some(d) = &app.data {
+                    app.violations.begin(&target, &d.snapshot);
+                }
+                return Some(Action::Execute(WriteCommand::Audit(target)));
+            }
+            Err(why) => app.flash(Level::Error, why),
+        },
+        Action::TestFile => match app.data.as_ref().map(|d| &d.origin) {
+            Some(Origin::Live { .. }) => app.test_path = Some(String::new()),
+            _ => app.flash(
+                Level::Error,
+                "test needs a cluster: kubectl vap test --offline -f explains offline",
+            ),
+        },
+        Action::PathPush(c) => {
+            if let Some(p) = &mut app.test_path {
+                p.push(c);
+            }
+        }
+        Action::PathPop => {
+            if let Some(p) = &mut app.test_path {
+                p.pop();
+            }
+        }
+        Action::PathCancel => app.test_path = None,
+        Action::PathDone => match app.test_path.take().filter(|p| !p.trim().is_empty()) {
+            Some(path) => {
+                return Some(Action::Execute(WriteCommand::Test(path.trim().to_string())));
+            }
+            None => app.flash(Level::Info, "no file given: nothing tested"),
+        },
+        _ => {}
+    }
+    None
+}
+
+/// The writes (replay, reconcile): refused or asked about, confirmed, handed on.
+fn on_write(app: &mut App, action: Action) -> Option<Action> {
+    match action {
+        Action::Replay | Action::Reconcile | Action::ReconcileAll => {
+            // Why it cannot run at all comes first, then what the selection allows.
+            if let Some(why) = app.write_refusal() {
+                app.flash(Level::Error, why);
+            } else {
+                match app.write_for(&action) {
+                    Ok(cmd) => return Some(Action::Ask(cmd)),
+                    Err(why) => app.flash(Level::Warn, why),
+                }
+            }
+        }
+        Action::Ask(cmd) => match app.write_refusal() {
+            Some(why) => app.flash(Level::Error, why),
+            None => app.confirm = Some(cmd),
+        },
+        Action::ConfirmYes => {
+            if let Some(cmd) = app.confirm.take() {
+                return Some(Action::Execute(cmd));
+            }
+        }
+        Action::ConfirmNo => {
+            let asked = app.confirm.take().is_some();
+            if asked {
+                app.flash(Level::Info, "cancelled");
+            }
+        }
+        Action::Execute(cmd) => {
+            // Reaches `update` only when no source can carry it out.
+            app.flash(Level::Error, format!("cannot run `{}` here", cmd.cli()));
+        }
+        _ => {}
+    }
+    None
+}
+
+/// What comes from outside the keyboard: data, messages, audit results, the terminal's size,
+/// the clock.
+fn on_outside(app: &mut App, action: Action) {
+    match action {
+        Action::Data(d) => app.set_data(d),
+        Action::Audited(report) => {
+            if let Some(d) = &app.data {
+                app.violations.record(&report, &d.snapshot);
+            }
+            app.show_violations();
+        }
+        Action::Flash(level, text) => {
+            // From a source or a command: an outcome worth keeping in the log.
+            if level != Level::Error {
+                app.log_local(level, text.clone());
+            }
+            app.flash(level, text);
+        }
+        Action::Answer(level, text, key) => {
+            // Logged unless the handler's Event said it already (errors: `flash` logs them).
+            let new = key.as_ref().is_none_or(|k| app.said(k, Said::Answer));
+            if new && level != Level::Error {
+                app.log_local(level, text.clone());
+            }
+            if new || level != Level::Error {
+                app.flash(level, text);
+            } else {
+                app.flash = Some(Flash {
+                    level,
+                    text,
+                    at: Instant::now(),
+                });
+            }
+        }
+        // The next frame is drawn at the new size, and measures what scrolling needs.
+        Action::Resize(..) => {}
+        Action::Tick(now) => {
+            // Ages and countdowns on screen move with the clock: redraw when their words do.
+            let before = app.clock_words();
+            app.clock = Some(now);
+            app.redraw |= app.clock_words() != before;
+            app.reevaluate(now);
+            if app
+                .flash
+                .as_ref()
+                .is_some_and(|f| f.level != Level::Error && f.at.elapsed() > FLASH_TTL)
+            {
+                app.flash = None;
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Runs an action and everything it leads to. `execute` carries out confirmed writes (the
+/// runtime passes the source; tests may pass a recorder).
+pub fn dispatch(
+    app: &mut App,
+    action: Action,
+    execute: &mut dyn FnMut(WriteCommand) -> Option<Action>,
+) {
+    let mut next = Some(action);
+    // A chain is short (key → ask → confirm → execute → flash); the bound is a safety net.
+    for _ in 0..16 {
+        let Some(a) = next.take() else { break };
+        next = match a {
+            Action::Execute(cmd) => execute(cmd),
+            a => update(app, a),
+        };
+    }
+}
