@@ -44,6 +44,7 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kubectl_vap::cluster::{AdmissionApi, list_snapshot};
 use kubectl_vap::core::{Options, analyze};
+use kubectl_vap::load::cel::default_options;
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -833,7 +834,7 @@ impl Bench {
         assert!(errors.is_empty(), "list errors: {errors:?}");
         let opts = Options {
             binding_wait: Duration::ZERO,
-            ..Options::default()
+            ..default_options()
         };
         let analysis = analyze(&snap, &opts);
         let mut codes = BTreeMap::new();

@@ -25,6 +25,7 @@ use futures::StreamExt;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
 use kubectl_vap::cluster::{AdmissionApi, list_snapshot};
 use kubectl_vap::core::{Options, PlannedWrite, Verb, analyze};
+use kubectl_vap::load::cel::default_options;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -316,7 +317,7 @@ async fn run() {
         .expect("template CRD");
     let opts = Options {
         binding_wait: Duration::from_secs(0),
-        ..Options::default()
+        ..default_options()
     };
 
     // Setup (not measured): templates, their CRDs, constraints.

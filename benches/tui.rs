@@ -7,7 +7,7 @@
 //! Frames are drawn through the real crossterm backend into `io::sink()`, so the cost includes
 //! diffing and escape-sequence generation, not the terminal's own painting.
 
-use kubectl_vap::core::Options;
+use kubectl_vap::load::cel::default_options;
 use kubectl_vap::model::Source;
 use kubectl_vap::snapshot::Snapshot;
 use kubectl_vap::tui::{Action, App, Offline, update, view};
@@ -85,7 +85,7 @@ fn snapshot(templates: usize, per: usize) -> Snapshot {
             snap.insert(constraint(t, c), Source::default()).unwrap();
         }
     }
-    let plan = kubectl_vap::core::analyze(&snap, &Options::default()).plan;
+    let plan = kubectl_vap::core::analyze(&snap, &default_options()).plan;
     for (i, w) in plan.into_iter().enumerate() {
         let Some(mut body) = w.body else { continue };
         let binding = w.object.kind == kubectl_vap::model::VAPB_KIND;
@@ -178,7 +178,7 @@ fn main() {
     let data = Arc::new(Offline::data(
         snap,
         vec!["bench".into()],
-        &Options::default(),
+        &default_options(),
     ));
     let analysis = t.elapsed();
     let nodes: usize = data.analysis.tree.iter().map(|n| n.walk().len()).sum();
@@ -258,7 +258,7 @@ fn main() {
     let data2 = Arc::new(Offline::data(
         changed,
         vec!["bench".into()],
-        &Options::default(),
+        &default_options(),
     ));
     let mut refresh = Vec::new();
     let mut rebuilt = 0;

@@ -234,7 +234,7 @@ mod tests {
     use super::*;
 
     fn options() -> Options {
-        Options::default()
+        crate::core::options::testing::options()
     }
 
     #[test]
