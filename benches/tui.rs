@@ -23,6 +23,7 @@ use serde_json::{Value, json};
 use std::io::Sink;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use support::bench::{median, peak_rss_mib};
 
 const W: u16 = 200;
 const H: u16 = 60;
@@ -101,19 +102,6 @@ fn snapshot(templates: usize, per: usize) -> Snapshot {
     snap
 }
 
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
-
-/// Peak resident set size of this process so far (Linux), in MiB.
-fn peak_rss_mib() -> Option<f64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb / 1024.0)
-}
-
 fn ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1000.0)
 }
@@ -150,7 +138,7 @@ fn baseline(labels: &[String], frames: usize) -> Result {
     let frame_max = times.iter().max().copied().unwrap_or_default();
     Result {
         first_frame,
-        frame_median: median(times),
+        frame_median: median(&times),
         frame_max,
     }
 }
@@ -171,7 +159,7 @@ fn main() {
     let t = Instant::now();
     let snap = snapshot(templates, per);
     println!("  building the synthetic snapshot: {}", ms(t.elapsed()));
-    let rss_start = peak_rss_mib();
+    let rss_start = peak_rss_mib(std::process::id());
 
     // Analysis: done once per change, on the source's thread (not per frame).
     let t = Instant::now();
@@ -200,7 +188,7 @@ fn main() {
         })
         .collect();
     let base = baseline(&labels, frames);
-    let rss_baseline = peak_rss_mib();
+    let rss_baseline = peak_rss_mib(std::process::id());
 
     // The TUI: data in, first frame out.
     let mut term = terminal();
@@ -246,7 +234,7 @@ fn main() {
     }
     update(&mut app, Action::FilterCancel);
     // Peak RSS before the live-update part, which analyses a second snapshot.
-    let rss_tui = peak_rss_mib();
+    let rss_tui = peak_rss_mib(std::process::id());
     // A live update: one binding disappears, then comes back (analysed off the UI thread, as
     // the source does); the UI re-indexes and rebuilds only the template that changed.
     let mut changed = (*data.snapshot).clone();
@@ -292,12 +280,12 @@ fn main() {
     );
     println!(
         "  frame, default expansion (median / max):        {} / {}",
-        ms(median(nav)),
+        ms(median(&nav)),
         ms(nav_max)
     );
     println!(
         "  frame, everything expanded (median / max):      {} / {}",
-        ms(median(expanded)),
+        ms(median(&expanded)),
         ms(exp_max)
     );
     println!(
@@ -307,11 +295,11 @@ fn main() {
     );
     println!(
         "  filter keystroke (rebuild + draw, median):      {}",
-        ms(median(typing))
+        ms(median(&typing))
     );
     println!(
         "  live update, binding {gone} gone/back (UI thread, median; {rebuilt} of {templates} templates rebuilt): {}",
-        ms(median(refresh))
+        ms(median(&refresh))
     );
     if let (Some(a), Some(b), Some(c)) = (rss_start, rss_baseline, rss_tui) {
         println!(
