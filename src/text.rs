@@ -130,6 +130,29 @@ mod tests {
         );
     }
 
+    /// The formatter takes any error, not only an `anyhow::Error`: a typed one says the same.
+    #[test]
+    fn a_typed_error_is_said_as_its_anyhow_form() {
+        let typed = Same(Repeats {
+            what: "discovering",
+            source: std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused"),
+        });
+        assert_eq!(error_source_text(&typed), "discovering: refused");
+        assert_eq!(
+            error_text(&anyhow::Error::new(typed)),
+            "discovering: refused"
+        );
+        let status = kube::core::Status {
+            message: "no".into(),
+            reason: String::new(),
+            code: 0,
+            ..Default::default()
+        };
+        let e = kube::Error::Api(Box::new(status));
+        assert_eq!(kube_error_text(&e), "no");
+        assert_eq!(error_source_text(&e), "no");
+    }
+
     #[test]
     fn each_cause_is_said_once() {
         let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused");
