@@ -20,9 +20,11 @@ fn main() {
     let dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default());
     println!("cargo::rerun-if-changed=build.rs");
     println!("cargo::rerun-if-env-changed=SOURCE_DATE_EPOCH");
-    // A source edit can make the tree dirty; HEAD and the branch's ref move with a commit.
+    // A source edit can make the tree dirty (src/, and crates/: the pure core is compiled into
+    // the binary); HEAD and the branch's ref move with a commit.
     // Only existing paths: cargo reruns a script whose watched path is missing on every build.
-    for watched in std::iter::once(dir.join("src")).chain(git_watch_paths(&dir)) {
+    let sources = [dir.join("src"), dir.join("crates")];
+    for watched in sources.into_iter().chain(git_watch_paths(&dir)) {
         if watched.exists() {
             println!("cargo::rerun-if-changed={}", watched.display());
         }

@@ -44,11 +44,12 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kubectl_vap::cluster::{AdmissionApi, list_snapshot};
 use kubectl_vap::core::{Options, analyze};
+use kubectl_vap::load::cel::default_options;
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use support::bench::{block_on, env_list, env_num};
+use support::bench::{block_on, env_list, env_num, peak_rss_mib};
 use support::cli::{self, Served};
 use support::cluster;
 use support::metrics::{growth, label, requests_by};
@@ -272,12 +273,6 @@ impl Writes {
 
 // ---------------------------------------------------------------------------------------------
 // CPU and memory
-
-fn peak_rss_mib(pid: u32) -> f64 {
-    testenv::peak_rss_kib(pid)
-        .map(|k| k as f64 / 1024.0)
-        .unwrap_or(0.0)
-}
 
 #[derive(Clone, Copy, Default, Debug)]
 struct Cpu {
@@ -738,7 +733,7 @@ impl Bench {
     }
 
     async fn restart(&self, ctl: Running, which: &str, r: &mut Report) -> Running {
-        r.peak_rss_mib = r.peak_rss_mib.max(peak_rss_mib(ctl.pid()));
+        r.peak_rss_mib = r.peak_rss_mib.max(peak_rss_mib(ctl.pid()).unwrap_or(0.0));
         ctl.stop();
         let before = self.window().await;
         let t = Instant::now();
@@ -833,7 +828,7 @@ impl Bench {
         assert!(errors.is_empty(), "list errors: {errors:?}");
         let opts = Options {
             binding_wait: Duration::ZERO,
-            ..Options::default()
+            ..default_options()
         };
         let analysis = analyze(&snap, &opts);
         let mut codes = BTreeMap::new();
@@ -899,7 +894,7 @@ async fn run_one(which: &str, knobs: &Knobs) -> Report {
         println!("  [{:.1} s] storm", t0.elapsed().as_secs_f64());
         b.storm(&mut r).await;
     }
-    r.peak_rss_mib = r.peak_rss_mib.max(peak_rss_mib(ctl.pid()));
+    r.peak_rss_mib = r.peak_rss_mib.max(peak_rss_mib(ctl.pid()).unwrap_or(0.0));
     if let Running::Gatekeeper(g) = &ctl {
         let log = g.log_text();
         println!(

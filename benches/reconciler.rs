@@ -25,10 +25,11 @@ use futures::StreamExt;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
 use kubectl_vap::cluster::{AdmissionApi, list_snapshot};
 use kubectl_vap::core::{Options, PlannedWrite, Verb, analyze};
+use kubectl_vap::load::cel::default_options;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
-use support::bench::{block_on, env_num};
+use support::bench::{block_on, env_num, median};
 use support::cli::{self, Served};
 use support::cluster;
 use support::metrics::{growth, label, requests_by, sum as metric};
@@ -109,15 +110,6 @@ struct Phase {
     startup: Option<Duration>,
     /// CPU of the API server, etcd and kubectl-vap during that startup.
     startup_cpu: f64,
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
 }
 
 /// Waits until the API server and etcd are quiet (under 10% of a core for half a second), so
@@ -316,7 +308,7 @@ async fn run() {
         .expect("template CRD");
     let opts = Options {
         binding_wait: Duration::from_secs(0),
-        ..Options::default()
+        ..default_options()
     };
 
     // Setup (not measured): templates, their CRDs, constraints.
@@ -417,7 +409,8 @@ async fn run() {
     let rss = testenv::peak_rss_kib(rec.pid());
     stop(rec);
 
-    let secs = |v: &[Phase], f: &dyn Fn(&Phase) -> f64| median(v.iter().map(f).collect());
+    let secs =
+        |v: &[Phase], f: &dyn Fn(&Phase) -> f64| median(&v.iter().map(f).collect::<Vec<_>>());
     let ratios: Vec<f64> = lows
         .iter()
         .zip(&convs)
@@ -443,10 +436,7 @@ async fn run() {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    println!(
-        "| **median ratio** | — | **{:.2}×** |",
-        median(ratios.clone())
-    );
+    println!("| **median ratio** | — | **{:.2}×** |", median(&ratios));
     println!(
         "| of which startup (spawn → first write) | — | {:.2} s |",
         secs(&convs, &|p| p.startup.unwrap_or_default().as_secs_f64())

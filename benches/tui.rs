@@ -7,7 +7,7 @@
 //! Frames are drawn through the real crossterm backend into `io::sink()`, so the cost includes
 //! diffing and escape-sequence generation, not the terminal's own painting.
 
-use kubectl_vap::core::Options;
+use kubectl_vap::load::cel::default_options;
 use kubectl_vap::model::Source;
 use kubectl_vap::snapshot::Snapshot;
 use kubectl_vap::tui::{Action, App, Offline, update, view};
@@ -23,6 +23,7 @@ use serde_json::{Value, json};
 use std::io::Sink;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use support::bench::{median, peak_rss_mib};
 
 const W: u16 = 200;
 const H: u16 = 60;
@@ -85,7 +86,7 @@ fn snapshot(templates: usize, per: usize) -> Snapshot {
             snap.insert(constraint(t, c), Source::default()).unwrap();
         }
     }
-    let plan = kubectl_vap::core::analyze(&snap, &Options::default()).plan;
+    let plan = kubectl_vap::core::analyze(&snap, &default_options()).plan;
     for (i, w) in plan.into_iter().enumerate() {
         let Some(mut body) = w.body else { continue };
         let binding = w.object.kind == kubectl_vap::model::VAPB_KIND;
@@ -99,19 +100,6 @@ fn snapshot(templates: usize, per: usize) -> Snapshot {
         snap.insert(body, Source::default()).unwrap();
     }
     snap
-}
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
-
-/// Peak resident set size of this process so far (Linux), in MiB.
-fn peak_rss_mib() -> Option<f64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb / 1024.0)
 }
 
 fn ms(d: Duration) -> String {
@@ -150,7 +138,7 @@ fn baseline(labels: &[String], frames: usize) -> Result {
     let frame_max = times.iter().max().copied().unwrap_or_default();
     Result {
         first_frame,
-        frame_median: median(times),
+        frame_median: median(&times),
         frame_max,
     }
 }
@@ -171,14 +159,14 @@ fn main() {
     let t = Instant::now();
     let snap = snapshot(templates, per);
     println!("  building the synthetic snapshot: {}", ms(t.elapsed()));
-    let rss_start = peak_rss_mib();
+    let rss_start = peak_rss_mib(std::process::id());
 
     // Analysis: done once per change, on the source's thread (not per frame).
     let t = Instant::now();
     let data = Arc::new(Offline::data(
         snap,
         vec!["bench".into()],
-        &Options::default(),
+        &default_options(),
     ));
     let analysis = t.elapsed();
     let nodes: usize = data.analysis.tree.iter().map(|n| n.walk().len()).sum();
@@ -200,7 +188,7 @@ fn main() {
         })
         .collect();
     let base = baseline(&labels, frames);
-    let rss_baseline = peak_rss_mib();
+    let rss_baseline = peak_rss_mib(std::process::id());
 
     // The TUI: data in, first frame out.
     let mut term = terminal();
@@ -246,7 +234,7 @@ fn main() {
     }
     update(&mut app, Action::FilterCancel);
     // Peak RSS before the live-update part, which analyses a second snapshot.
-    let rss_tui = peak_rss_mib();
+    let rss_tui = peak_rss_mib(std::process::id());
     // A live update: one binding disappears, then comes back (analysed off the UI thread, as
     // the source does); the UI re-indexes and rebuilds only the template that changed.
     let mut changed = (*data.snapshot).clone();
@@ -258,7 +246,7 @@ fn main() {
     let data2 = Arc::new(Offline::data(
         changed,
         vec!["bench".into()],
-        &Options::default(),
+        &default_options(),
     ));
     let mut refresh = Vec::new();
     let mut rebuilt = 0;
@@ -292,12 +280,12 @@ fn main() {
     );
     println!(
         "  frame, default expansion (median / max):        {} / {}",
-        ms(median(nav)),
+        ms(median(&nav)),
         ms(nav_max)
     );
     println!(
         "  frame, everything expanded (median / max):      {} / {}",
-        ms(median(expanded)),
+        ms(median(&expanded)),
         ms(exp_max)
     );
     println!(
@@ -307,11 +295,11 @@ fn main() {
     );
     println!(
         "  filter keystroke (rebuild + draw, median):      {}",
-        ms(median(typing))
+        ms(median(&typing))
     );
     println!(
         "  live update, binding {gone} gone/back (UI thread, median; {rebuilt} of {templates} templates rebuilt): {}",
-        ms(median(refresh))
+        ms(median(&refresh))
     );
     if let (Some(a), Some(b), Some(c)) = (rss_start, rss_baseline, rss_tui) {
         println!(

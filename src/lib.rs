@@ -1,6 +1,8 @@
 //! kubectl-vap: Gatekeeper ConstraintTemplates as ValidatingAdmissionPolicies.
 //!
 //! Layout and the dependency rules (checked by `tests/layering.rs`): docs/architecture.md.
+//! `model`, `snapshot` and `core` (and the pure half of `text`) are the crate `kubectl-vap-core`
+//! (crates/core), re-exported here under the same paths.
 //! Bottom to top, in the order of `RULES` there, each module imports only those above it in
 //! this list (not necessarily all of them):
 //!
@@ -20,10 +22,11 @@ pub mod admission;
 pub mod cli;
 pub mod cluster;
 pub mod controller;
-pub mod core;
 pub mod load;
 pub mod logging;
-pub mod model;
-pub mod snapshot;
 pub mod text;
 pub mod tui;
+
+// The pure core is its own crate (crates/core), so the compiler keeps tokio, kube's client,
+// locks and system calls out of it; its modules keep their paths here (`crate::core::…`).
+pub use kubectl_vap_core::{core, model, snapshot};

@@ -1,70 +1,21 @@
-//! Text for people, pure and shared by every layer: [`error_text`] says an error chain in one
-//! line, and [`printable`] makes text safe for a terminal.
-//!
-//! What came from the input (names, messages, file names) may hold
-//! escape sequences (ESC, OSC, CSI), which a terminal would obey — retitle the window, clear
-//! the screen, hide a line. Tables and error lines print them escaped instead. JSON and YAML
-//! output is data for programs and stays exact: escaping there is the serializer's job.
+//! Text for people, shared by every layer: [`error_source_text`] says an error chain in one
+//! line; [`printable`] and [`printable_lines`] (the pure core's `text`, re-exported) make text
+//! safe for a terminal. The error formatter is here, not in the core crate, because it reads
+//! kube's errors (an API error in the server's words).
 
-use std::borrow::Cow;
-use std::fmt::Write;
+use std::error::Error;
 
-/// Whether `c` is printed escaped: C0 controls but tab (newline too: one cell, one line), DEL,
-/// C1 controls (`\u{9b}` is CSI on some terminals), and the bidirectional overrides and
-/// isolates that reorder what is shown ("Trojan Source").
-fn unsafe_char(c: char) -> bool {
-    (c.is_control() && c != '\t')
-        || matches!(c, '\u{200E}' | '\u{200F}' | '\u{061C}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
-}
+pub use kubectl_vap_core::text::*;
 
-/// `s` with every unsafe character escaped: `\n`, `\r`, `\x1b` (C0 and DEL), `\u{9b}` (others).
-/// Backslashes are left as they are, so the escapes are readable, not reversible.
-pub fn printable(s: &str) -> Cow<'_, str> {
-    if !s.chars().any(unsafe_char) {
-        return Cow::Borrowed(s);
-    }
-    let mut out = String::with_capacity(s.len() + 8);
-    for c in s.chars() {
-        match c {
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            c if unsafe_char(c) && (c as u32) < 0x80 => {
-                let _ = write!(out, "\\x{:02x}", c as u32);
-            }
-            c if unsafe_char(c) => {
-                let _ = write!(out, "\\u{{{:x}}}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    Cow::Owned(out)
-}
-
-/// [`printable`] line by line: the newlines of a multi-line text stay.
-pub fn printable_lines(s: &str) -> Cow<'_, str> {
-    if !s.chars().any(|c| c != '\n' && unsafe_char(c)) {
-        return Cow::Borrowed(s);
-    }
-    let mut out = String::with_capacity(s.len() + 8);
-    for (i, line) in s.split('\n').enumerate() {
-        if i > 0 {
-            out.push('\n');
-        }
-        out.push_str(&printable(line));
-    }
-    Cow::Owned(out)
-}
-
-/// An error as one line, each cause once. Some errors print their source inside their own
-/// message (kube's do), so `{:#}` would repeat it at every level of the chain.
+/// An `anyhow::Error` (what reaches `main`) as one line: [`error_source_text`] of its chain.
 pub fn error_text(e: &anyhow::Error) -> String {
-    chain_text(e.chain())
+    error_source_text(e.as_ref())
 }
 
-/// [`error_text`] for an error that is not an `anyhow::Error` (a watcher's, say): it and its
-/// sources, each said once.
-pub fn error_source_text(e: &(dyn std::error::Error + 'static)) -> String {
-    chain_text(std::iter::successors(Some(e), |e| e.source()))
+/// An error as one line, each cause once: it and its sources. Some errors print their source
+/// inside their own message (kube's do), so `{:#}` would repeat it at every level of the chain.
+pub fn error_source_text(e: &(dyn Error + 'static)) -> String {
+    chain_text(std::iter::successors(Some(e), |&e| e.source()))
 }
 
 fn chain_text<'a>(chain: impl Iterator<Item = &'a (dyn std::error::Error + 'static)>) -> String {
@@ -130,16 +81,6 @@ fn status_text(s: &kube::core::Status) -> String {
 mod tests {
     use super::*;
 
-    #[test]
-    fn escapes_what_a_terminal_would_obey() {
-        assert_eq!(
-            printable("evil\u{1b}]0;owned\u{7}\u{1b}[2J\u{9b}31m\u{202e}x\ty\nz\u{7f}"),
-            "evil\\x1b]0;owned\\x07\\x1b[2J\\u{9b}31m\\u{202e}x\ty\\nz\\x7f"
-        );
-        assert!(matches!(printable("plain ✓ ünïcode"), Cow::Borrowed(_)));
-        assert_eq!(printable_lines("a\u{1b}\nb\n"), "a\\x1b\nb\n");
-    }
-
     #[derive(Debug, thiserror::Error)]
     #[error("{what}: {source}")]
     struct Repeats {
@@ -187,6 +128,29 @@ mod tests {
             !text.contains("Status {") && !text.contains("ApiError"),
             "{text}"
         );
+    }
+
+    /// The formatter takes any error, not only an `anyhow::Error`: a typed one says the same.
+    #[test]
+    fn a_typed_error_is_said_as_its_anyhow_form() {
+        let typed = Same(Repeats {
+            what: "discovering",
+            source: std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused"),
+        });
+        assert_eq!(error_source_text(&typed), "discovering: refused");
+        assert_eq!(
+            error_text(&anyhow::Error::new(typed)),
+            "discovering: refused"
+        );
+        let status = kube::core::Status {
+            message: "no".into(),
+            reason: String::new(),
+            code: 0,
+            ..Default::default()
+        };
+        let e = kube::Error::Api(Box::new(status));
+        assert_eq!(kube_error_text(&e), "no");
+        assert_eq!(error_source_text(&e), "no");
     }
 
     #[test]

@@ -6,6 +6,7 @@ use kubectl_vap::core::decide::{
     Action, ConstraintIntent, TemplateVerdict, decide_constraint, decide_template,
 };
 use kubectl_vap::core::{FailurePolicy, Options};
+use kubectl_vap::load::cel::default_options;
 use kubectl_vap::model::{Constraint, ConstraintTemplate, Source};
 use serde_json::{Value, json};
 use support::objects::*;
@@ -20,7 +21,7 @@ fn opts(vap: bool, binding: bool) -> Options {
     Options {
         default_create_vap_for_templates: vap,
         default_create_vap_binding_for_constraints: binding,
-        ..Options::default()
+        ..default_options()
     }
 }
 
@@ -51,13 +52,13 @@ fn generate_vap_field_decides_and_unset_follows_the_flag() {
 fn rego_only_templates_do_not_generate_quietly() {
     let mut v = template("k8sx", "K8sX", json!({}));
     v["spec"]["targets"][0]["code"] = json!([{"engine": "Rego", "source": {"rego": "package x"}}]);
-    let d = decide_template(&t(v), &Options::default());
+    let d = decide_template(&t(v), &default_options());
     assert!(matches!(d, TemplateVerdict::Skip { .. }), "{d:?}");
     assert!(d.reason().contains("Rego"), "{}", d.reason());
 }
 
 fn invalid_reason(v: Value) -> String {
-    match decide_template(&t(v), &Options::default()) {
+    match decide_template(&t(v), &default_options()) {
         TemplateVerdict::Invalid { reason } => reason,
         other => panic!("expected invalid, got {other:?}"),
     }
@@ -115,14 +116,14 @@ fn failure_policy_comes_from_source_else_flag() {
     let mut s = cel_source(Some(true));
     s["failurePolicy"] = json!("Ignore");
     let TemplateVerdict::Generate { failure_policy, .. } =
-        decide_template(&t(template("k8sx", "K8sX", s)), &Options::default())
+        decide_template(&t(template("k8sx", "K8sX", s)), &default_options())
     else {
         panic!("generates")
     };
     assert_eq!(failure_policy, FailurePolicy::Ignore);
     let o = Options {
         default_failure_policy: FailurePolicy::Ignore,
-        ..Options::default()
+        ..default_options()
     };
     let TemplateVerdict::Generate { failure_policy, .. } =
         decide_template(&t(template("k8sx", "K8sX", cel_source(Some(true)))), &o)

@@ -5,12 +5,13 @@ mod support;
 
 use kubectl_vap::core::findings::Code;
 use kubectl_vap::core::{Options, PolicyShape, Verb, analyze};
+use kubectl_vap::load::cel::default_options;
 use kubectl_vap::snapshot::Snapshot;
 use serde_json::{Value, json};
 use support::objects::*;
 
 fn codes(s: &Snapshot) -> Vec<Code> {
-    codes_with(s, &Options::default())
+    codes_with(s, &default_options())
 }
 
 fn codes_with(s: &Snapshot, opts: &Options) -> Vec<Code> {
@@ -39,7 +40,7 @@ fn a_constraint_of_every_kind_under_a_fail_closed_policy_is_a_warning() {
         c["spec"] = json!({"parameters": {"labels": ["owner"]}})
     });
     let s = snapshot(objs.clone());
-    let a = analyze(&s, &Options::default());
+    let a = analyze(&s, &default_options());
     let f: Vec<_> = a
         .findings
         .iter()
@@ -59,7 +60,7 @@ fn a_constraint_of_every_kind_under_a_fail_closed_policy_is_a_warning() {
     // Nor in Gatekeeper's shape, where every binding matches everything anyway.
     let gatekeeper = Options {
         policy_shape: PolicyShape::Gatekeeper,
-        ..Options::default()
+        ..default_options()
     };
     assert!(!codes_with(&s, &gatekeeper).contains(&Code::ConstraintMatchesEverything));
 }
@@ -69,11 +70,7 @@ fn a_constraint_of_every_kind_under_a_fail_closed_policy_is_a_warning() {
 fn converged(objects: Vec<Value>) -> Vec<Value> {
     let s = snapshot(objects.clone());
     let mut out = objects;
-    for (i, w) in analyze(&s, &Options::default())
-        .plan
-        .into_iter()
-        .enumerate()
-    {
+    for (i, w) in analyze(&s, &default_options()).plan.into_iter().enumerate() {
         assert_eq!(w.verb, Verb::Create);
         let mut body = w.body.expect("creates carry a body");
         body["metadata"]["uid"] = json!(format!("uid-{i}"));
@@ -106,14 +103,14 @@ fn order(plan: &[kubectl_vap::core::PlannedWrite]) -> Vec<(&str, &str)> {
 #[test]
 fn converged_cluster_has_no_findings_and_no_writes() {
     let s = snapshot(converged(base()));
-    let a = analyze(&s, &Options::default());
+    let a = analyze(&s, &default_options());
     assert!(a.findings.is_empty(), "{:#?}", a.findings);
     assert!(a.plan.is_empty(), "{:#?}", a.plan);
 }
 
 #[test]
 fn missing_policy_and_binding_are_created_policy_first() {
-    let a = analyze(&snapshot(base()), &Options::default());
+    let a = analyze(&snapshot(base()), &default_options());
     assert_eq!(
         codes(&snapshot(base())),
         vec![Code::PolicyMissing, Code::BindingMissing]
@@ -141,7 +138,7 @@ fn out_of_sync_objects_are_updated_once_with_their_resource_version() {
         codes(&s),
         vec![Code::PolicyOutOfSync, Code::BindingOutOfSync]
     );
-    let plan = analyze(&s, &Options::default()).plan;
+    let plan = analyze(&s, &default_options()).plan;
     assert_eq!(plan.len(), 2);
     assert!(
         plan.iter()
@@ -163,7 +160,7 @@ fn turning_generation_off_deletes_bindings_before_the_policy() {
     });
     let s = snapshot(objs);
     assert_eq!(codes(&s), vec![Code::PolicyDangling, Code::BindingDangling]);
-    let plan = analyze(&s, &Options::default()).plan;
+    let plan = analyze(&s, &default_options()).plan;
     assert_eq!(
         order(&plan),
         vec![
@@ -216,7 +213,7 @@ fn foreign_objects_are_reported_and_never_written() {
     }
     let s = snapshot(objs);
     assert_eq!(codes(&s), vec![Code::PolicyForeign, Code::BindingForeign]);
-    assert!(analyze(&s, &Options::default()).plan.is_empty());
+    assert!(analyze(&s, &default_options()).plan.is_empty());
 }
 
 #[test]
@@ -235,7 +232,7 @@ fn a_recreated_owner_is_adopted_with_one_update() {
         c["metadata"]["uid"] = json!("uid-c-a-recreated")
     });
     let s = snapshot(objs);
-    let a = analyze(&s, &Options::default());
+    let a = analyze(&s, &default_options());
     assert_eq!(
         a.findings.iter().map(|f| f.code).collect::<Vec<_>>(),
         vec![Code::BindingOutOfSync]
@@ -270,7 +267,7 @@ fn gatekeeper_written_objects_are_judged_on_intent() {
     let s = snapshot(objs.clone());
     let gatekeeper = Options {
         policy_shape: PolicyShape::Gatekeeper,
-        ..Options::default()
+        ..default_options()
     };
     assert_eq!(codes_with(&s, &gatekeeper), Vec::<Code>::new());
     // The narrowed shape rewrites both once: what they match is what it changes.
@@ -278,7 +275,7 @@ fn gatekeeper_written_objects_are_judged_on_intent() {
         codes(&s),
         vec![Code::PolicyOutOfSync, Code::BindingOutOfSync]
     );
-    let objs_narrowed: Vec<_> = analyze(&s, &Options::default())
+    let objs_narrowed: Vec<_> = analyze(&s, &default_options())
         .plan
         .iter()
         .map(|w| w.object.name.clone())
@@ -306,7 +303,7 @@ fn template_and_constraint_errors_freeze_what_exists() {
     let s = snapshot(objs.clone());
     assert_eq!(codes(&s), vec![Code::TemplateError]);
     assert!(
-        analyze(&s, &Options::default()).plan.is_empty(),
+        analyze(&s, &default_options()).plan.is_empty(),
         "an invalid template deletes nothing"
     );
 
@@ -316,7 +313,7 @@ fn template_and_constraint_errors_freeze_what_exists() {
     });
     let s = snapshot(objs);
     assert_eq!(codes(&s), vec![Code::ConstraintError]);
-    assert!(analyze(&s, &Options::default()).plan.is_empty());
+    assert!(analyze(&s, &default_options()).plan.is_empty());
 }
 
 #[test]
@@ -330,7 +327,7 @@ fn orphan_constraints_and_waiting_bindings_are_info() {
         "status": {"conditions": [{"type": "Established", "status": "True", "lastTransitionTime": chrono::Utc::now().to_rfc3339()}]}
     }));
     let s = snapshot(objs);
-    let a = analyze(&s, &Options::default());
+    let a = analyze(&s, &default_options());
     let got: Vec<(Code, &str)> = a
         .findings
         .iter()
@@ -346,7 +343,7 @@ fn orphan_constraints_and_waiting_bindings_are_info() {
     );
     let no_wait = Options {
         binding_wait: std::time::Duration::ZERO,
-        ..Options::default()
+        ..default_options()
     };
     assert!(
         analyze(&s, &no_wait)
@@ -368,7 +365,7 @@ fn the_binding_wait_is_measured_against_the_snapshot_clock_only() {
         "status": {"conditions": [{"type": "Established", "status": "True", "lastTransitionTime": chrono::Utc::now().to_rfc3339()}]}
     }));
     let binding_writes = |s: &Snapshot| {
-        analyze(s, &Options::default())
+        analyze(s, &default_options())
             .plan
             .iter()
             .filter(|w| w.object.kind == "ValidatingAdmissionPolicyBinding")
@@ -407,7 +404,7 @@ fn a_foreign_policy_keeps_the_kinds_bindings_waiting() {
     let s = snapshot(objs);
     assert_eq!(codes(&s), vec![Code::PolicyForeign, Code::BindingWaiting]);
     assert!(
-        analyze(&s, &Options::default()).plan.is_empty(),
+        analyze(&s, &default_options()).plan.is_empty(),
         "I1: no binding without our policy"
     );
 }
@@ -419,7 +416,7 @@ fn what_cannot_be_read_proves_nothing() {
     s.unreadable
         .insert("validatingadmissionpolicybindings.admissionregistration.k8s.io".into());
     assert_eq!(codes(&s), vec![Code::PolicyMissing]);
-    let a = analyze(&s, &Options::default());
+    let a = analyze(&s, &default_options());
     assert!(
         a.plan
             .iter()
@@ -444,7 +441,7 @@ fn what_cannot_be_read_proves_nothing() {
     );
     s.unreadable.insert("k8sx.constraints.gatekeeper.sh".into());
     assert_eq!(codes(&s), Vec::<Code>::new());
-    assert!(analyze(&s, &Options::default()).plan.is_empty());
+    assert!(analyze(&s, &default_options()).plan.is_empty());
 
     // Templates unreadable: nothing dangles, nothing is deleted.
     let mut objs = converged(base());
@@ -453,7 +450,7 @@ fn what_cannot_be_read_proves_nothing() {
     s.unreadable
         .insert("constrainttemplates.templates.gatekeeper.sh".into());
     assert_eq!(codes(&s), Vec::<Code>::new());
-    assert!(analyze(&s, &Options::default()).plan.is_empty());
+    assert!(analyze(&s, &default_options()).plan.is_empty());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -483,7 +480,7 @@ fn desired_crd() -> Value {
 
 fn crd_codes(objects: Vec<Value>) -> (Vec<Code>, Vec<(String, String)>) {
     let s = snapshot(objects);
-    let a = analyze(&s, &Options::default());
+    let a = analyze(&s, &default_options());
     let mut codes: Vec<Code> = a
         .findings
         .iter()
@@ -523,7 +520,7 @@ fn files_without_crds_are_not_missing_crds() {
 fn a_missing_crd_is_created_before_anything_else() {
     let mut objs = base();
     objs.push(other_crd());
-    let a = analyze(&snapshot(objs.clone()), &Options::default());
+    let a = analyze(&snapshot(objs.clone()), &default_options());
     assert_eq!(a.plan[0].object.kind, "CustomResourceDefinition");
     assert_eq!(a.plan[0].verb, Verb::Create);
     assert_eq!(a.plan[0].object.name, "k8sx.constraints.gatekeeper.sh");
@@ -561,7 +558,7 @@ fn a_crd_that_differs_is_updated_once_and_adopted() {
         json!({ "type": "object", "x-kubernetes-preserve-unknown-fields": true });
     objs.push(crd);
     let s = snapshot(objs.clone());
-    let a = analyze(&s, &Options::default());
+    let a = analyze(&s, &default_options());
     let w = a
         .plan
         .iter()
@@ -622,7 +619,7 @@ fn unreadable_crds_prove_nothing() {
     let mut s = snapshot(objs);
     s.unreadable
         .insert("customresourcedefinitions.apiextensions.k8s.io".into());
-    let a = analyze(&s, &Options::default());
+    let a = analyze(&s, &default_options());
     assert!(
         a.findings
             .iter()

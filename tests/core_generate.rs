@@ -5,7 +5,8 @@ mod support;
 
 use kubectl_vap::core::decide::Action;
 use kubectl_vap::core::scope::Coverage;
-use kubectl_vap::core::{Options, PolicyShape, cel, desired, generate};
+use kubectl_vap::core::{PolicyShape, cel, desired, generate};
+use kubectl_vap::load::cel::default_options;
 use kubectl_vap::model::served::Served;
 use kubectl_vap::model::{Constraint, ConstraintTemplate, Source};
 use serde_json::json;
@@ -278,7 +279,7 @@ fn golden_narrowed_policy_and_binding() {
         &Served::builtin(),
     )
     .expect("binds");
-    let opts = Options::default();
+    let opts = default_options();
     let vap_coverage = desired::policy_coverage([&c], |_| None, &opts, &Served::builtin());
     assert_eq!(
         vap_coverage, coverage,

@@ -9,7 +9,8 @@ use kubectl_vap::core::desired::{self, BindingDecision, CrdState, Opinion};
 use kubectl_vap::core::plan::Diff;
 use kubectl_vap::core::scope::Coverage;
 use kubectl_vap::core::step::{self, Action, BindingInput};
-use kubectl_vap::core::{Code, Options, Verb, analyze};
+use kubectl_vap::core::{Code, Verb, analyze};
+use kubectl_vap::load::cel::default_options;
 use kubectl_vap::snapshot::Snapshot;
 use serde_json::{Value, json};
 use support::objects::*;
@@ -21,7 +22,7 @@ fn converged() -> Vec<Value> {
         template("k8sx", "K8sX", cel_source(Some(true))),
         constraint("K8sX", "a", json!({"parameters": {"labels": ["owner"]}})),
     ];
-    let plan = analyze(&snapshot(objects.clone()), &Options::default()).plan;
+    let plan = analyze(&snapshot(objects.clone()), &default_options()).plan;
     for (i, w) in plan.into_iter().enumerate() {
         let mut body = w.body.expect("creates carry a body");
         body["metadata"]["uid"] = json!(format!("uid-{i}"));
@@ -45,7 +46,7 @@ fn snap(objects: Vec<Value>) -> Snapshot {
 
 /// What the kind's VAP matches: what its constraints want.
 fn cov(s: &Snapshot) -> Coverage {
-    desired::policy_coverage(&s.constraints, |_| None, &Options::default(), &s.served)
+    desired::policy_coverage(&s.constraints, |_| None, &default_options(), &s.served)
 }
 
 fn foreign(o: &mut Value) {
@@ -63,7 +64,7 @@ fn edited(mut objects: Vec<Value>, name: &str, f: impl Fn(&mut Value)) -> Vec<Va
 }
 
 fn verdict(s: &Snapshot) -> TemplateVerdict {
-    decide_template(&s.templates[0], &Options::default())
+    decide_template(&s.templates[0], &default_options())
 }
 
 #[test]
@@ -99,7 +100,7 @@ fn a_foreign_binding_is_foreign_whatever_the_decision() {
         opinion: None,
         crd: CrdState::Unknown,
         observed: s.bindings.first(),
-        opts: &Options::default(),
+        opts: &default_options(),
         served: &s.served,
         now: chrono::Utc::now(),
     };
@@ -124,7 +125,7 @@ fn a_written_binding_is_kept_while_its_crd_settles() {
         opinion: Some(&ready),
         crd: CrdState::Established(Some(now)),
         observed: s.bindings.first(),
-        opts: &Options::default(),
+        opts: &default_options(),
         served: &s.served,
         now,
     };
@@ -148,10 +149,10 @@ fn the_vap_waits_for_its_kind_to_be_served_and_says_when_bindings_may_rest_on_it
     let s = snap(converged());
     let v = verdict(&s);
     let t = &s.templates[0];
-    let waiting = step::policy_step(t, &v, false, None, &cov(&s), &Options::default());
+    let waiting = step::policy_step(t, &v, false, None, &cov(&s), &default_options());
     assert_eq!(waiting.action, Action::Wait);
     assert!(waiting.write(Diff::Skip).is_none() && !waiting.ready_once_written());
-    let create = step::policy_step(t, &v, true, None, &cov(&s), &Options::default());
+    let create = step::policy_step(t, &v, true, None, &cov(&s), &default_options());
     assert!(matches!(create.action, Action::Create(_)) && create.ready_once_written());
     let in_sync = step::policy_step(
         t,
@@ -159,7 +160,7 @@ fn the_vap_waits_for_its_kind_to_be_served_and_says_when_bindings_may_rest_on_it
         true,
         s.policies.first(),
         &cov(&s),
-        &Options::default(),
+        &default_options(),
     );
     assert_eq!(in_sync.action, Action::InSync);
     // A foreign VAP: never written, bindings never rest on it.
@@ -170,7 +171,7 @@ fn the_vap_waits_for_its_kind_to_be_served_and_says_when_bindings_may_rest_on_it
         true,
         theirs.policies.first(),
         &cov(&s),
-        &Options::default(),
+        &default_options(),
     );
     assert!(matches!(f.action, Action::Foreign(_)) && !f.ready_once_written());
     assert_eq!(f.finding().map(|f| f.code), Some(Code::PolicyForeign));
@@ -193,7 +194,7 @@ fn not_generating_deletes_our_vap_and_an_invalid_template_keeps_it() {
         true,
         s.policies.first(),
         &cov(&s),
-        &Options::default(),
+        &default_options(),
     );
     assert_eq!(
         gone.action,
@@ -208,7 +209,7 @@ fn not_generating_deletes_our_vap_and_an_invalid_template_keeps_it() {
         true,
         s.policies.first(),
         &cov(&s),
-        &Options::default(),
+        &default_options(),
     );
     assert_eq!(kept.action, Action::Keep);
     assert!(kept.write(Diff::Skip).is_none());
@@ -224,7 +225,7 @@ fn not_generating_deletes_our_vap_and_an_invalid_template_keeps_it() {
         true,
         theirs.policies.first(),
         &cov(&s),
-        &Options::default(),
+        &default_options(),
     );
     assert!(matches!(f.action, Action::Foreign(_)) && f.finding().is_none());
 }

@@ -8,6 +8,7 @@
 
 mod support;
 
+use kubectl_vap::load::cel::default_options;
 use std::collections::BTreeSet;
 use std::process::Output;
 use std::time::{Duration, Instant};
@@ -15,7 +16,6 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, DynamicObject, PostParams};
 use kubectl_vap::admission::dryrun;
-use kubectl_vap::core::Options;
 use kubectl_vap::model::Constraint;
 use serde_json::{Value, json};
 use support::cli::stdout_json as json_of;
@@ -1196,7 +1196,7 @@ async fn the_tuis_test_reports_verdicts_as_event_lines() {
         .await;
     let f = w.manifest("bad", &cm("bad", &w.ns, false));
     let conn = kubectl_vap::cluster::client::ConnectionOptions::from(&w.conn());
-    let report = kubectl_vap::admission::test_quietly(&conn, &f, &Options::default())
+    let report = kubectl_vap::admission::test_quietly(&conn, &f, &default_options())
         .await
         .expect("test");
     let lines: Vec<String> = kubectl_vap::admission::test::event_lines(&report)
@@ -1215,7 +1215,7 @@ async fn the_tuis_test_reports_verdicts_as_event_lines() {
             "test done: 1 object(s): 1 denied".to_string(),
         ]
     );
-    let e = kubectl_vap::admission::test_quietly(&conn, "-", &Options::default())
+    let e = kubectl_vap::admission::test_quietly(&conn, "-", &default_options())
         .await
         .expect_err("stdin is the terminal in the TUI");
     assert!(e.to_string().contains("standard input"), "{e}");
@@ -1234,7 +1234,7 @@ async fn the_tui_keeps_audit_results_and_marks_them_stale_after_an_edit() {
     let (kind, c) = w.one_violator("AdmTuiKept", "TK").await;
     let conn = w.conn();
     let lease = ("kube-system".to_string(), w.env.unique_name("tui-lease"));
-    let mut live = Live::new(&conn, Options::default(), false, lease);
+    let mut live = Live::new(&conn, default_options(), false, lease);
     let (tx, rx) = std::sync::mpsc::channel();
     live.start(Notify(tx));
     let mut app = App::new(false);

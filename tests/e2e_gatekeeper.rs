@@ -10,6 +10,7 @@ mod support;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams};
 use kubectl_vap::core::Options;
+use kubectl_vap::load::cel::default_options;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -148,7 +149,7 @@ impl Cluster {
     async fn reconciler(&self, client: kube::Client) -> Reconciler {
         let options = Options {
             binding_wait: Duration::ZERO,
-            ..Options::default()
+            ..default_options()
         };
         let start = Start::on(GATEKEEPER_NAMESPACE, "kubectl-vap", options).workers(4);
         let r = reconciler::start(client, start).await;

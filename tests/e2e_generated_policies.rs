@@ -6,11 +6,11 @@
 
 mod support;
 
+use kubectl_vap::load::cel::default_options;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use kube::api::{Api, PostParams};
-use kubectl_vap::core::Options;
 use kubectl_vap::core::decide::decide_template;
 use kubectl_vap::model::{ConstraintTemplate, Source};
 use serde_json::{Value, json};
@@ -253,7 +253,7 @@ async fn every_demo_template_generates_a_policy_the_server_accepts() {
     let api = cluster::policies(&client);
     let mut accepted = 0;
     for t in &snap.templates {
-        if !decide_template(t, &Options::default()).generates() {
+        if !decide_template(t, &default_options()).generates() {
             continue;
         }
         let kind = env.unique_kind(t.kind.as_deref().unwrap_or("Demo"));

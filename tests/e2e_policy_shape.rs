@@ -1315,7 +1315,7 @@ async fn e2e_gatekeepers_config_exclusions_are_exempt_and_followed() {
 
     let mut opts = kubectl_vap::core::Options {
         binding_wait: Duration::ZERO,
-        ..Default::default()
+        ..kubectl_vap::load::cel::default_options()
     };
     opts.exemptions = kubectl_vap::core::Exemptions::lease_namespace(LEASE_NS);
     let r = support::reconciler::start(

@@ -1,6 +1,6 @@
-//! The built-in resource table (`src/model/builtin_resources.json`) that offline analysis
-//! narrows bindings with is what a real kube-apiserver serves: every built-in kind with its
-//! resources and subresources (`request.kind` for each). A new Kubernetes version that adds or
+//! The built-in resource table (`crates/core/src/model/builtin_resources.json`) that offline
+//! analysis narrows bindings with is what a real kube-apiserver serves: every built-in kind
+//! with its resources and subresources (`request.kind` for each). A new Kubernetes version that adds or
 //! moves a resource fails here; regenerate the table with
 //! `UPDATE_BUILTIN_RESOURCES=1 cargo test --test e2e_served` (on a server with no CRDs).
 
@@ -49,7 +49,7 @@ async fn the_builtin_table_is_what_the_api_server_serves() {
         text.push_str("]\n");
         let path = concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/src/model/builtin_resources.json"
+            "/crates/core/src/model/builtin_resources.json"
         );
         std::fs::write(path, text).expect("writing the table");
         return;

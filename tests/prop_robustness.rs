@@ -1,7 +1,8 @@
 //! Property tests: the loader and the analysis never panic, whatever they are given, and every
 //! loader error names a file and a line.
 
-use kubectl_vap::core::{Options, analyze};
+use kubectl_vap::core::analyze;
+use kubectl_vap::load::cel::default_options;
 use kubectl_vap::load::files::load_text;
 use kubectl_vap::snapshot::Snapshot;
 use proptest::prelude::*;
@@ -107,7 +108,7 @@ proptest! {
         for o in objects {
             let _ = s.insert(o, Default::default());
         }
-        let a = analyze(&s, &Options::default());
+        let a = analyze(&s, &default_options());
         // Every finding the analysis reports is attached to the tree, and every plan entry
         // names an object.
         let attached: usize = a.tree.iter().flat_map(|n| n.walk()).map(|n| n.findings.len()).sum();

@@ -20,6 +20,7 @@ use kubectl_vap::controller::world::{
 use kubectl_vap::core::analysis::analyze;
 use kubectl_vap::core::desired::CrdState;
 use kubectl_vap::core::{Code, Options, PlannedWrite, Severity, Verb};
+use kubectl_vap::load::cel::default_options;
 use kubectl_vap::model::{Binding, Constraint, ConstraintTemplate, Policy, Source};
 use kubectl_vap::snapshot::Snapshot;
 use serde_json::{Value, json};
@@ -861,7 +862,7 @@ fn quiesce(w: &World, context: &str, allowed: &[Code]) {
 fn opts(wait_secs: u64) -> Options {
     Options {
         binding_wait: Duration::from_secs(wait_secs),
-        ..Options::default()
+        ..default_options()
     }
 }
 

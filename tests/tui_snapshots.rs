@@ -8,8 +8,8 @@ use kubectl_vap::controller::{
     AccessError, AccessErrorKind, ClusterEvent, Connection, EventResult, EventVerb, LeaderHealth,
     LeaseInfo, LiveState, ReconcileEvent,
 };
-use kubectl_vap::core::Options;
 use kubectl_vap::core::tree::Node;
+use kubectl_vap::load::cel::default_options;
 use kubectl_vap::model::ObjectRef;
 use kubectl_vap::tui::keymap::Screen;
 use kubectl_vap::tui::live_source::{EventCursor, data_from_live};
@@ -28,7 +28,7 @@ fn offline_data() -> Arc<Data> {
     Arc::new(Offline::data(
         snapshot(),
         vec![FIXTURE.to_string()],
-        &Options::default(),
+        &default_options(),
     ))
 }
 
@@ -58,7 +58,7 @@ fn live_data(state: &LiveState, reconcile: bool) -> Arc<Data> {
         state,
         "kind-payments",
         reconcile,
-        &Options::default(),
+        &default_options(),
         events,
     ))
 }
@@ -954,7 +954,7 @@ fn tui_order_is_stable_and_sortable() {
     let data = Arc::new(Offline::data(
         reversed,
         vec![FIXTURE.to_string()],
-        &Options::default(),
+        &default_options(),
     ));
     let mut other = Ui::expanded(false, data, 150, 48);
     let tree = |ui: &Ui| -> Vec<String> {
@@ -1365,9 +1365,7 @@ fn remote_state() -> LiveState {
             pod: Some("kubectl-vap-7c9d5".into()),
             queue: 3,
             last_sync: Some(fixture_now() - chrono::Duration::seconds(4)),
-            settings: Some(kubectl_vap::core::settings::Settings::of(
-                &kubectl_vap::core::Options::default(),
-            )),
+            settings: Some(kubectl_vap::core::settings::Settings::of(&default_options())),
             refused: Vec::new(),
         }),
         vacant: false,
@@ -1389,7 +1387,7 @@ const CONTEXTS: &[&str] = &["kind-payments", "kind-payroll", "prod-eu"];
 fn observing(state: &LiveState) -> Arc<Data> {
     let events = EventCursor::default().new_events(state);
     stamped(
-        data_from_live(state, "kind-payments", false, &Options::default(), events),
+        data_from_live(state, "kind-payments", false, &default_options(), events),
         CONTEXTS,
         1,
     )
@@ -1774,7 +1772,7 @@ fn tui_switching_context_empties_the_tree_and_refills_it() {
         .filter(|l| l.text.starts_with("loaded"))
         .count();
     let state = remote_state();
-    let data = data_from_live(&state, "prod-eu", false, &Options::default(), Vec::new());
+    let data = data_from_live(&state, "prod-eu", false, &default_options(), Vec::new());
     ui.act(Action::Data(stamped(data, CONTEXTS, 2)));
     assert!(ui.screen().contains("k8srequiredlabels"));
     let loaded_after = ui
@@ -1823,7 +1821,7 @@ fn with_cluster_events() -> LiveState {
 fn next_observed(state: &LiveState, cursor: &mut EventCursor) -> Arc<Data> {
     let events = cursor.new_events(state);
     stamped(
-        data_from_live(state, "kind-payments", false, &Options::default(), events),
+        data_from_live(state, "kind-payments", false, &default_options(), events),
         CONTEXTS,
         1,
     )
@@ -2221,7 +2219,7 @@ fn tui_a_request_outcome_is_logged_once() {
         &state,
         "kind-payments",
         true,
-        &Options::default(),
+        &default_options(),
         events,
     ))));
     ui.act(Action::Answer(

@@ -7,8 +7,8 @@ use kubectl_vap::admission::audit::{
 };
 use kubectl_vap::admission::test::ObjectId;
 use kubectl_vap::controller::{LeaseInfo, LiveState};
-use kubectl_vap::core::Options;
 use kubectl_vap::core::verdict::ConstraintRef;
+use kubectl_vap::load::cel::default_options;
 use kubectl_vap::tui::live_source::data_from_live;
 use kubectl_vap::tui::tree_view::key_of;
 use kubectl_vap::tui::{Action, App, update, view};
@@ -38,7 +38,7 @@ fn live(generation: i64) -> Action {
         &state,
         "kind-payments",
         false,
-        &Options::default(),
+        &default_options(),
         Vec::new(),
     )))
 }

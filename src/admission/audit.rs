@@ -407,7 +407,7 @@ pub async fn audit(
         let reading = match reply {
             Ok(r) => read_reply(r.code, r.status_message(), &r.warnings, snap),
             Err(e) => {
-                let message = crate::text::error_text(&e.into());
+                let message = crate::text::error_source_text(&e);
                 for i in &w.constraints {
                     audits[*i].checked += 1;
                     audits[*i].errors.push(ObjectError {
@@ -596,7 +596,7 @@ async fn namespace_labels(
     };
     let items = list_all(reader, &ns_list, None, None, bucket)
         .await
-        .map_err(|e| crate::text::error_text(&e.into()))?;
+        .map_err(|e| crate::text::error_source_text(&e))?;
     Ok(items
         .into_iter()
         .map(|n| {
@@ -679,7 +679,7 @@ async fn scope(
             if !listed.contains_key(&key) {
                 let items = list_all(reader, &r, ns.as_deref(), selector.as_deref(), bucket)
                     .await
-                    .map_err(|e| format!("not audited: {}", crate::text::error_text(&e.into())))?;
+                    .map_err(|e| format!("not audited: {}", crate::text::error_source_text(&e)))?;
                 listed.insert(key.clone(), items);
             }
             for raw in listed.get(&key).into_iter().flatten() {
@@ -921,6 +921,115 @@ mod tests {
             found[0].message,
             "0 of 3 existing object(s) in its scope violate it; 3 could not be checked \
              (2 forbidden, 1 rejected-by-webhook; e.g. ConfigMap shop/a: forbidden here)"
+        );
+    }
+
+    /// A report built by hand, as the TUI's event log and `check --audit`'s findings say it:
+    /// one line per violation, hidden verdict and unchecked object, one per constraint that
+    /// was not audited, then the totals.
+    #[test]
+    fn a_report_in_event_lines_and_findings() {
+        let object = |name: &str| ObjectId {
+            api_version: "v1".into(),
+            kind: "Pod".into(),
+            namespace: Some("web".into()),
+            name: name.into(),
+        };
+        let constraint = |name: &str, status: Status| ConstraintAudit {
+            constraint: ConstraintRef {
+                kind: "K8sRequiredLabels".into(),
+                name: name.into(),
+            },
+            template: "k8srequiredlabels".into(),
+            binding: Some(format!("gatekeeper-{name}")),
+            validation_actions: vec!["Deny".into()],
+            status,
+            note: None,
+            in_scope: 4,
+            checked: 4,
+            violations: Vec::new(),
+            hidden: Vec::new(),
+            errors: Vec::new(),
+        };
+        let violated = ConstraintAudit {
+            violations: vec![Violation {
+                object: object("a"),
+                action: "Deny",
+                message: "missing label owner".into(),
+            }],
+            hidden: vec![Hidden {
+                object: object("b"),
+                denied_by: "gatekeeper-other".into(),
+            }],
+            errors: vec![ObjectError {
+                object: object("c"),
+                outcome: "forbidden",
+                message: "pods is forbidden".into(),
+            }],
+            ..constraint("owner", Status::Audited)
+        };
+        let dryrun_only = ConstraintAudit {
+            note: Some("bound with Audit only: its verdicts go to the audit log".into()),
+            ..constraint("audit-only", Status::NotObservable)
+        };
+        let unlisted = ConstraintAudit {
+            note: Some("its namespaces could not be listed".into()),
+            ..constraint("unlisted", Status::NotAudited)
+        };
+        let clean = constraint("clean", Status::Audited);
+        let report = AuditReport {
+            complete: true,
+            constraints: vec![violated, dryrun_only, unlisted, clean],
+            requests: 8,
+        };
+        assert_eq!(report.exit_code(), 2);
+        assert_eq!(
+            event_lines(&report),
+            [
+                (false, "audit K8sRequiredLabels/owner: Deny Pod web/a: missing label owner".to_string()),
+                (false, "audit K8sRequiredLabels/owner: Pod web/b not observable (the server reported only the first denial, by gatekeeper-other)".into()),
+                (true, "audit K8sRequiredLabels/owner: Pod web/c not checked (forbidden): pods is forbidden".into()),
+                (false, "audit K8sRequiredLabels/audit-only: bound with Audit only: its verdicts go to the audit log".into()),
+                (true, "audit K8sRequiredLabels/unlisted: its namespaces could not be listed".into()),
+                (false, "audit done: 1 violation(s) in 2 audited constraint(s), 8 dry-run(s)".into()),
+            ]
+        );
+        let found: Vec<(String, String, Vec<String>)> = findings(&report)
+            .into_iter()
+            .map(|f| {
+                let related = f
+                    .related
+                    .iter()
+                    .map(|r| format!("{}/{}", r.kind, r.name))
+                    .collect();
+                (f.object.name, f.message, related)
+            })
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (
+                    "owner".to_string(),
+                    "1 of 4 existing object(s) in its scope violate it (e.g. Pod web/a: missing \
+                     label owner); 1 more denied by another binding first, so not observable; 1 \
+                     could not be checked (1 forbidden; e.g. Pod web/c: pods is forbidden)"
+                        .to_string(),
+                    vec!["ValidatingAdmissionPolicyBinding/gatekeeper-owner".to_string()],
+                ),
+                (
+                    "unlisted".into(),
+                    "its namespaces could not be listed".into(),
+                    vec!["ValidatingAdmissionPolicyBinding/gatekeeper-unlisted".into()],
+                ),
+            ]
+        );
+        assert_eq!(
+            AuditReport {
+                complete: false,
+                ..report
+            }
+            .exit_code(),
+            130
         );
     }
 

@@ -277,7 +277,7 @@ pub async fn live(
         let (operation, reply) = match sent {
             Ok(sent) => sent,
             Err(e) => {
-                objects.push(error_result(m, crate::text::error_text(&e.into())));
+                objects.push(error_result(m, crate::text::error_source_text(&e)));
                 continue;
             }
         };
@@ -490,5 +490,204 @@ mod tests {
         // Not readable with our own identity, and the apply refused: either.
         assert_eq!(operation(None, &reply(403)), "apply");
         assert_eq!(operation(None, &reply(201)), "create");
+    }
+
+    fn id(kind: &str, ns: Option<&str>, name: &str) -> ObjectId {
+        ObjectId {
+            api_version: "v1".into(),
+            kind: kind.into(),
+            namespace: ns.map(str::to_string),
+            name: name.into(),
+        }
+    }
+
+    fn attribution(message: &str) -> crate::core::verdict::Attribution {
+        crate::core::verdict::Attribution {
+            policy: "gatekeeper-k8srequiredlabels".into(),
+            binding: Some("gatekeeper-must-have-owner".into()),
+            constraint: Some(crate::core::verdict::ConstraintRef {
+                kind: "K8sRequiredLabels".into(),
+                name: "must-have-owner".into(),
+            }),
+            template: Some("k8srequiredlabels".into()),
+            attributed_by: Some("binding"),
+            message: message.into(),
+        }
+    }
+
+    fn reading(outcome: Outcome) -> Reading {
+        Reading {
+            outcome,
+            denial: None,
+            warnings: Vec::new(),
+            other_warnings: Vec::new(),
+            webhook: None,
+            message: None,
+        }
+    }
+
+    fn live(object: ObjectId, operation: &'static str, reading: Reading) -> ObjectResult {
+        ObjectResult {
+            object,
+            source: "pods.yaml".into(),
+            operation: Some(operation),
+            reading: Some(reading),
+            selected_by: Vec::new(),
+            may_also_deny: Vec::new(),
+        }
+    }
+
+    /// Every kind of live answer, as the table and the TUI's event lines say it; what came
+    /// from the input or the server is escaped in the table.
+    #[test]
+    fn a_live_report_in_the_table_and_the_event_lines() {
+        let denied = ObjectResult {
+            may_also_deny: vec!["gatekeeper-other".into()],
+            ..live(
+                id("Pod", Some("web"), "a"),
+                "create",
+                Reading {
+                    denial: Some(attribution("missing label owner\u{1b}[2J")),
+                    ..reading(Outcome::Denied)
+                },
+            )
+        };
+        let warned = live(
+            id("Namespace", None, "b"),
+            "update",
+            Reading {
+                warnings: vec![attribution("should have owner")],
+                other_warnings: vec!["deprecated API".into()],
+                ..reading(Outcome::Warned)
+            },
+        );
+        let webhook = live(
+            id("Pod", Some("web"), "c"),
+            "create",
+            Reading {
+                webhook: Some("validation.gatekeeper.sh".into()),
+                message: Some("no".into()),
+                ..reading(Outcome::RejectedByWebhook)
+            },
+        );
+        let forbidden = live(
+            id("Pod", Some("web"), "d"),
+            "apply",
+            Reading {
+                message: Some("pods is forbidden".into()),
+                ..reading(Outcome::Forbidden)
+            },
+        );
+        let error = ObjectResult {
+            operation: None,
+            ..live(
+                id("Widget", Some("web"), "e"),
+                "create",
+                Reading {
+                    message: Some("no kind Widget is served".into()),
+                    ..reading(Outcome::Error)
+                },
+            )
+        };
+        let report = TestReport::new("live", vec![denied, warned, webhook, forbidden, error]);
+        assert_eq!(report.exit_code(), 2);
+        assert_eq!(
+            table(&report),
+            "Pod web/a (pods.yaml): DENIED (dry-run create)
+  denied by binding gatekeeper-must-have-owner → K8sRequiredLabels/must-have-owner → template k8srequiredlabels: missing label owner\\x1b[2J
+  the server reports only its first denial; these Deny bindings also select the object and may deny it too: gatekeeper-other
+Namespace b (pods.yaml): WARNED (dry-run update)
+  warned by binding gatekeeper-must-have-owner → K8sRequiredLabels/must-have-owner → template k8srequiredlabels: should have owner
+  warning: deprecated API
+Pod web/c (pods.yaml): REJECTED-BY-WEBHOOK (dry-run create)
+  rejected by webhook validation.gatekeeper.sh: no
+Pod web/d (pods.yaml): FORBIDDEN (dry-run apply)
+  not authorized (no policy was asked): pods is forbidden
+Widget web/e (pods.yaml): ERROR (dry-run not sent)
+  no kind Widget is served
+
+5 object(s): 1 denied, 1 error, 1 forbidden, 1 rejected-by-webhook, 1 warned
+"
+        );
+        let lines: Vec<String> = event_lines(&report)
+            .into_iter()
+            .map(|(error, l)| format!("{}{l}", if error { "E " } else { "" }))
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                "test Pod web/a: denied (dry-run create) by binding gatekeeper-must-have-owner → K8sRequiredLabels/must-have-owner → template k8srequiredlabels: missing label owner\u{1b}[2J",
+                "test Pod web/a: the server reports only its first denial; may also deny: gatekeeper-other",
+                "test Namespace b: warned (dry-run update)",
+                "test Namespace b: warned by binding gatekeeper-must-have-owner → K8sRequiredLabels/must-have-owner → template k8srequiredlabels: should have owner",
+                "test Pod web/c: rejected-by-webhook (dry-run create): no",
+                "test Pod web/d: forbidden (dry-run apply): pods is forbidden",
+                "E test Widget web/e: error (dry-run not sent): no kind Widget is served",
+                "test done: 5 object(s): 1 denied, 1 error, 1 forbidden, 1 rejected-by-webhook, 1 warned",
+            ]
+        );
+    }
+
+    /// Offline: which bindings would select each object, and why (or why they may).
+    #[test]
+    fn an_offline_report_names_each_selecting_binding_and_why() {
+        let selection =
+            |binding: &str, selects: Tri, planned: bool, note: Option<&str>| Selection {
+                binding: binding.into(),
+                policy: "p".into(),
+                constraint: Some(crate::core::verdict::ConstraintRef {
+                    kind: "K8sRequiredLabels".into(),
+                    name: "c".into(),
+                }),
+                validation_actions: vec!["Deny".into(), "Audit".into()],
+                planned,
+                selects,
+                note: note.map(str::to_string),
+            };
+        let explained = ObjectResult {
+            object: id("Pod", Some("web"), "a"),
+            source: "pods.yaml".into(),
+            operation: None,
+            reading: None,
+            selected_by: vec![
+                selection(
+                    "b1",
+                    Tri::Yes,
+                    false,
+                    Some("if the template's matchConditions hold"),
+                ),
+                selection(
+                    "b2",
+                    Tri::Unknown("namespace labels unknown".into()),
+                    true,
+                    None,
+                ),
+                selection("b3", Tri::No("other namespace".into()), false, None),
+            ],
+            may_also_deny: Vec::new(),
+        };
+        let alone = ObjectResult {
+            object: id("ConfigMap", Some("web"), "b"),
+            selected_by: Vec::new(),
+            ..explained.clone()
+        };
+        let report = TestReport::new("offline", vec![explained, alone]);
+        assert_eq!(report.exit_code(), 0);
+        assert_eq!(
+            table(&report),
+            "Pod web/a (pods.yaml)
+  yes     b1 (K8sRequiredLabels/c) [Deny,Audit]: if the template's matchConditions hold
+  unknown b2 (K8sRequiredLabels/c) [Deny,Audit, planned]: namespace labels unknown
+  no      b3 (K8sRequiredLabels/c) [Deny,Audit]: other namespace
+ConfigMap web/b (pods.yaml)
+  no binding or constraint in the input
+
+2 object(s): 2 explained
+"
+        );
+        assert_eq!(
+            event_lines(&report),
+            [(false, "test done: 2 object(s): 2 explained".to_string())]
+        );
     }
 }

@@ -41,3 +41,39 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Columns as wide as their widest cell (in characters, not bytes) plus two spaces; the
+    /// last column unpadded, no trailing blanks; cells past the header's columns printed as
+    /// they come.
+    #[test]
+    fn tables_pad_to_the_widest_cell() {
+        let rows = vec![
+            vec!["ü-long-name".to_string(), "x".into(), "last".into()],
+            vec!["b".to_string(), "yy".into(), String::new()],
+        ];
+        assert_eq!(
+            table(&["NAME", "C", "MESSAGE"], &rows),
+            "NAME         C   MESSAGE\nü-long-name  x   last\nb            yy\n"
+        );
+        assert_eq!(table(&["ONLY"], &[]), "ONLY\n");
+    }
+
+    #[test]
+    fn json_and_yaml_are_structured_tables_are_not() {
+        let v = serde_json::json!({"a": [1, 2]});
+        assert_eq!(
+            structured(&v, Format::Json).expect("JSON").as_deref(),
+            Some("{\n  \"a\": [\n    1,\n    2\n  ]\n}\n")
+        );
+        assert_eq!(
+            structured(&v, Format::Yaml).expect("YAML").as_deref(),
+            Some("a:\n- 1\n- 2\n")
+        );
+        assert_eq!(structured(&v, Format::Table).expect("table"), None);
+        assert_eq!(structured(&v, Format::Wide).expect("wide"), None);
+    }
+}

@@ -315,3 +315,181 @@ pub fn count(n: usize, one: &str, many: &str) -> String {
 pub fn kubectl_name(o: &crate::model::ObjectRef) -> String {
     format!("{}/{}", o.kind.to_lowercase(), o.name)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ObjectRef;
+
+    const TEMPLATE_AND_CONSTRAINT: &str = r#"apiVersion: templates.gatekeeper.sh/v1
+kind: ConstraintTemplate
+metadata: {name: k8sdemo}
+spec:
+  crd: {spec: {names: {kind: K8sDemo}}}
+  targets:
+  - target: admission.k8s.gatekeeper.sh
+    code:
+    - engine: K8sNativeValidation
+      source:
+        validations:
+        - expression: "true"
+          message: "no"
+---
+apiVersion: constraints.gatekeeper.sh/v1beta1
+kind: K8sDemo
+metadata: {name: c}
+spec: {enforcementAction: deny}
+"#;
+
+    fn snapshot() -> Snapshot {
+        let mut snap = Snapshot::offline();
+        crate::load::files::load_text(&mut snap, "demo.yaml", TEMPLATE_AND_CONSTRAINT)
+            .expect("loads");
+        snap
+    }
+
+    fn refused(verb: Verb, kind: &str, name: &str, message: &str) -> Refused {
+        let api_version = if kind == "CustomResourceDefinition" {
+            "apiextensions.k8s.io/v1"
+        } else {
+            "admissionregistration.k8s.io/v1"
+        };
+        Refused {
+            verb,
+            object: ObjectRef::new(api_version, kind, name),
+            message: message.into(),
+        }
+    }
+
+    #[test]
+    fn counts_and_kubectl_names() {
+        assert_eq!(count(1, "error", "errors"), "1 error");
+        assert_eq!(count(0, "error", "errors"), "0 errors");
+        assert_eq!(count(2, "policy", "policies"), "2 policies");
+        assert_eq!(
+            kubectl_name(&ObjectRef::new(
+                "admissionregistration.k8s.io/v1",
+                "ValidatingAdmissionPolicy",
+                "gatekeeper-k8sdemo"
+            )),
+            "validatingadmissionpolicy/gatekeeper-k8sdemo"
+        );
+    }
+
+    /// A write the server refuses is an error finding on its object, in the server's words
+    /// (escaped for the terminal); JSON says whose settings judged.
+    #[test]
+    fn check_names_a_refused_write_and_the_settings() {
+        let live = Live {
+            settings: Some(Judged::Local {
+                why: "no copy leads".into(),
+            }),
+            refused: vec![refused(
+                Verb::Create,
+                "ValidatingAdmissionPolicy",
+                "gatekeeper-k8sdemo",
+                "spec.validations[0]: Invalid\u{1b}[2J",
+            )],
+        };
+        let (text, code) = check_report_live(
+            &Snapshot::offline(),
+            &crate::load::cel::default_options(),
+            Format::Table,
+            Vec::new(),
+            &live,
+        )
+        .expect("a report");
+        assert_eq!(code, ExitCode::from(1));
+        assert_eq!(
+            text,
+            "SEVERITY  CODE           OBJECT                                        MESSAGE\n\
+             ERROR     write-refused  validatingadmissionpolicy/gatekeeper-k8sdemo  the API server refuses the create that would bring it in line: spec.validations[0]: Invalid\\x1b[2J\n\
+             \n\
+             1 error, 0 warnings, 0 infos in 0 templates, 0 constraints, 0 policies, 0 bindings\n"
+        );
+        let (json, _) = check_report_live(
+            &Snapshot::offline(),
+            &crate::load::cel::default_options(),
+            Format::Json,
+            Vec::new(),
+            &live,
+        )
+        .expect("a report");
+        let json: serde_json::Value = serde_json::from_str(&json).expect("JSON");
+        assert_eq!(json["settings"]["source"], "local", "{json}");
+        assert_eq!(json["settings"]["why"], "no copy leads", "{json}");
+        assert_eq!(json["summary"]["errors"], 1, "{json}");
+        assert_eq!(json["findings"][0]["code"], "write-refused", "{json}");
+    }
+
+    #[test]
+    fn check_without_findings_says_so() {
+        let (text, code) = check_report(
+            &Snapshot::offline(),
+            &crate::load::cel::default_options(),
+            Format::Table,
+        )
+        .expect("a report");
+        assert_eq!(code, ExitCode::SUCCESS);
+        assert_eq!(
+            text,
+            "No findings.\n\n0 errors, 0 warnings, 0 infos in 0 templates, 0 constraints, 0 policies, 0 bindings\n"
+        );
+    }
+
+    /// A refused write is marked under its line of the plan, and counted at the end; the
+    /// plan itself is the same as without the server.
+    #[test]
+    fn plan_marks_the_writes_the_server_refuses() {
+        let snap = snapshot();
+        let opts = crate::load::cel::default_options();
+        let (offline, writes) = plan_report(&snap, &opts, Format::Table).expect("a plan");
+        assert!(writes >= 2, "{offline}");
+        let policy = "validatingadmissionpolicy/gatekeeper-k8sdemo";
+        assert!(
+            offline.contains(&format!("create {policy}  # ")),
+            "{offline}"
+        );
+        assert!(!offline.contains("REFUSED"), "{offline}");
+        let live = Live {
+            settings: None,
+            refused: vec![refused(
+                Verb::Create,
+                "ValidatingAdmissionPolicy",
+                "gatekeeper-k8sdemo",
+                "no\nsecond line",
+            )],
+        };
+        let (text, n) = plan_report_live(&snap, &opts, Format::Table, Some(&live)).expect("a plan");
+        assert_eq!(n, writes);
+        let lines: Vec<&str> = text.lines().collect();
+        let at = lines
+            .iter()
+            .position(|l| l.starts_with(&format!("create {policy}  # ")))
+            .expect("the policy's create");
+        assert_eq!(
+            lines[at + 1],
+            "    REFUSED by the API server (dry-run): no\\nsecond line"
+        );
+        assert_eq!(
+            lines.last(),
+            Some(&"1 of them the API server refuses (dry-run): fix the template or constraint.")
+        );
+        let (json, _) = plan_report_live(&snap, &opts, Format::Json, Some(&live)).expect("a plan");
+        let json: serde_json::Value = serde_json::from_str(&json).expect("JSON");
+        assert_eq!(json["summary"]["refused"], 1, "{json}");
+        assert_eq!(json["refused"][0]["message"], "no\nsecond line", "{json}");
+    }
+
+    #[test]
+    fn an_empty_plan_says_so() {
+        let (text, writes) = plan_report(
+            &Snapshot::offline(),
+            &crate::load::cel::default_options(),
+            Format::Table,
+        )
+        .expect("a plan");
+        assert_eq!(writes, 0);
+        assert_eq!(text, "No changes: the cluster matches the desired state.\n");
+    }
+}

@@ -137,7 +137,7 @@ pub async fn list_snapshot(
         Err(e) => {
             tracing::warn!(
                 "discovery failed, judging kinds by the built-in resources: {}",
-                crate::text::error_text(&e.into())
+                crate::text::error_source_text(&e)
             );
             let mut served = crate::model::served::Served::builtin();
             crds.iter().for_each(|c| {

@@ -1,10 +1,12 @@
-//! The CEL syntax check's edge: the core's pure [`check_all`] run on a thread with the
-//! [`PARSER_STACK`] cel-rust's parser needs, its answers remembered per checker. Every command
-//! checks templates with [`checker`] (through `Options`); `Options::default()` is here because
-//! that checker is.
+//! The CEL syntax check's edge: [`check_all`] (the pure parse of [`super::cel_syntax`]) run on
+//! a thread with the [`PARSER_STACK`] cel-rust's parser needs, its answers remembered per
+//! checker. Every command
+//! checks templates with [`checker`] (through `Options`); [`default_options`] is here because
+//! that checker is (the core crate cannot give `Options` a `Default`: its checker is the edge's).
 
+use super::cel_syntax::{PARSER_STACK, check_all};
 use crate::core::Options;
-use crate::core::cel_syntax::{CelChecker, CelSyntax, PARSER_STACK, check_all};
+use crate::core::cel_syntax::{CelChecker, CelSyntax};
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -13,11 +15,9 @@ pub fn checker() -> CelChecker {
     CelChecker::new(ParserThread::default())
 }
 
-impl Default for Options {
-    /// Gatekeeper v3.20+ defaults ([`Options::with_cel`]), CEL checked by [`checker`].
-    fn default() -> Self {
-        Options::with_cel(checker())
-    }
+/// The flags' defaults: Gatekeeper v3.20+ ([`Options::with_cel`]), CEL checked by [`checker`].
+pub fn default_options() -> Options {
+    Options::with_cel(checker())
 }
 
 /// Parses on a thread of its own with [`PARSER_STACK`], and remembers each answer by the hash

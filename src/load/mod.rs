@@ -1,10 +1,12 @@
 //! Input from files, bottom up: the error every step returns ([`error`]), which files, read
 //! within which bounds ([`input`]), what their text must be ([`scan`]), how values are read
 //! ([`strict`]) and which versions of our kinds are accepted ([`versions`]); [`files`] puts
-//! them together. [`cel`]: templates' CEL parsed with the stack the parser needs, answers
-//! remembered (what `Options::default()` checks with).
+//! them together. [`cel_syntax`]: templates' CEL parsed (syntax only); [`cel`]: that parse on
+//! a thread with the stack it needs, answers remembered (what `cel::default_options()` checks
+//! with).
 
 pub mod cel;
+pub mod cel_syntax;
 pub mod error;
 pub mod files;
 pub mod input;

@@ -406,7 +406,7 @@ pub fn connecting(
         },
         info,
         Arc::new(snapshot),
-        &Options::default(),
+        &crate::load::cel::default_options(),
         Vec::new(),
     )
 }
@@ -430,7 +430,7 @@ pub fn unavailable(context: &str, reconcile: bool, resource: &str, message: Stri
         },
         info,
         Arc::default(),
-        &Options::default(),
+        &crate::load::cel::default_options(),
         Vec::new(),
     )
 }
@@ -573,10 +573,10 @@ mod tests {
     fn the_tree_is_judged_by_the_leaders_settings_and_says_so() {
         use crate::core::FailurePolicy;
         use crate::core::settings::Settings;
-        let local = Options::default();
+        let local = crate::load::cel::default_options();
         let leaders = Options {
             default_failure_policy: FailurePolicy::Ignore,
-            ..Options::default()
+            ..crate::load::cel::default_options()
         };
         let mut state = LiveState {
             lease: LeaseInfo {
@@ -620,7 +620,7 @@ mod tests {
 
     #[test]
     fn the_leader_and_its_health_come_from_the_lease() {
-        let opts = Options::default();
+        let opts = crate::load::cel::default_options();
         let mut state = LiveState {
             queue_depth: 7,
             lease: LeaseInfo {
@@ -713,7 +713,13 @@ mod tests {
             message: "the template generates a VAP".into(),
         };
         let message = |state: &LiveState| {
-            let data = data_from_live(state, "ctx", true, &Options::default(), Vec::new());
+            let data = data_from_live(
+                state,
+                "ctx",
+                true,
+                &crate::load::cel::default_options(),
+                Vec::new(),
+            );
             data.analysis
                 .findings
                 .iter()
@@ -752,7 +758,13 @@ mod tests {
             "{}",
             message(&state)
         );
-        let data = data_from_live(&state, "ctx", false, &Options::default(), Vec::new());
+        let data = data_from_live(
+            &state,
+            "ctx",
+            false,
+            &crate::load::cel::default_options(),
+            Vec::new(),
+        );
         let refused: Vec<_> = data
             .analysis
             .findings
@@ -813,7 +825,7 @@ mod tests {
 
     #[test]
     fn requests_are_not_refused_once_connected() {
-        let opts = Options::default();
+        let opts = crate::load::cel::default_options();
         let refusal = |state: &LiveState, reconcile: bool| {
             data_from_live(state, "ctx", reconcile, &opts, Vec::new()).write_refusal()
         };
@@ -869,7 +881,13 @@ mod tests {
             synced: false,
             ..LiveState::default()
         };
-        let data = data_from_live(&state, "ctx", false, &Options::default(), Vec::new());
+        let data = data_from_live(
+            &state,
+            "ctx",
+            false,
+            &crate::load::cel::default_options(),
+            Vec::new(),
+        );
         let kinds: Vec<_> = data.info.access_errors.iter().map(access_label).collect();
         assert_eq!(
             kinds,

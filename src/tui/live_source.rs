@@ -704,7 +704,7 @@ contexts:
         };
         let mut live = Live::new(
             &conn,
-            Options::default(),
+            crate::load::cel::default_options(),
             false,
             ("gatekeeper-system".into(), "kubectl-vap".into()),
         );

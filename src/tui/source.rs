@@ -143,7 +143,7 @@ mod tests {
         let data = Offline::data(
             snap,
             vec!["a.yaml".into(), "b.yaml".into()],
-            &Options::default(),
+            &crate::load::cel::default_options(),
         );
         let [line] = data.events.as_slice() else {
             panic!("one line: {:?}", data.events)

@@ -12,6 +12,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 use kube::api::{Api, DeleteParams, DynamicObject};
 use kubectl_vap::cluster::{AdmissionApi, list_snapshot};
 use kubectl_vap::core::{Options, analyze};
+use kubectl_vap::load::cel::default_options;
 use serde_json::{Value, json};
 use std::path::Path;
 use std::process::{Command, Output};
@@ -35,7 +36,7 @@ fn serial() -> MutexGuard<'static, ()> {
 pub fn opts(wait_secs: u64) -> Options {
     let mut o = Options {
         binding_wait: Duration::from_secs(wait_secs),
-        ..Options::default()
+        ..default_options()
     };
     o.exemptions = kubectl_vap::core::Exemptions::lease_namespace(LEASE_NS);
     o

@@ -202,7 +202,7 @@ async fn e2e_an_invalid_policy_is_sent_once_until_its_template_changes() {
     // Parses; the server's type checker refuses it: no '+' for (string, int).
     let bad = "'a' + 1 == 2";
     assert_eq!(
-        kubectl_vap::core::cel_syntax::parse(bad),
+        kubectl_vap::load::cel_syntax::parse(bad),
         Ok(()),
         "the offline check accepts it (else nothing would be sent)"
     );

@@ -1,5 +1,6 @@
-//! What the benchmarks share besides objects and metrics: their knobs from the environment and
-//! their runtime.
+//! What the benchmarks share besides objects and metrics: their knobs from the environment,
+//! their runtime and their statistics ([`quantile`], [`median`], [`peak_rss_mib`]): one
+//! definition each, for every bench.
 
 use std::future::Future;
 
@@ -37,14 +38,26 @@ pub fn block_on<F: Future>(f: F) -> F::Output {
         .block_on(f)
 }
 
-/// The `q` quantile (0.5: the median, 0.9: p90) of `samples`, nearest rank; zero when empty.
-/// The one quantile of the benchmarks: add no other `median`.
-pub fn quantile(samples: &[std::time::Duration], q: f64) -> std::time::Duration {
+/// The `q` quantile (0.5: the median, 0.9: p90) of `samples` (durations, ratios), nearest
+/// rank; zero (`T::default()`) when empty. The one quantile of the benchmarks: add no other.
+pub fn quantile<T: Copy + Default + PartialOrd>(samples: &[T], q: f64) -> T {
     let mut v = samples.to_vec();
-    v.sort();
+    // NaN (a ratio of nothing) sorts as equal: it cannot be ordered, and must not panic.
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
     if v.is_empty() {
-        return std::time::Duration::ZERO;
+        return T::default();
     }
     let rank = ((q.clamp(0.0, 1.0) * v.len() as f64).ceil() as usize).clamp(1, v.len());
     v[rank - 1]
+}
+
+/// [`quantile`] 0.5: the lower middle of an even count.
+pub fn median<T: Copy + Default + PartialOrd>(samples: &[T]) -> T {
+    quantile(samples, 0.5)
+}
+
+/// The peak resident set size (VmHWM) of process `pid` so far, in MiB; `None` where /proc
+/// does not say (not Linux, the process gone). This process: `std::process::id()`.
+pub fn peak_rss_mib(pid: u32) -> Option<f64> {
+    testenv::peak_rss_kib(pid).map(|k| k as f64 / 1024.0)
 }

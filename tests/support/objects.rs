@@ -9,7 +9,8 @@ use kubectl_vap::core::PolicyShape;
 use kubectl_vap::core::decide::{
     ConstraintIntent, TemplateVerdict, decide_constraint, decide_template,
 };
-use kubectl_vap::core::{Options, generate};
+use kubectl_vap::core::generate;
+use kubectl_vap::load::cel::default_options;
 use kubectl_vap::model::served::Served;
 use kubectl_vap::model::{Constraint, ConstraintTemplate, Source};
 use kubectl_vap::snapshot::Snapshot;
@@ -119,7 +120,7 @@ pub fn policy_for(t: &ConstraintTemplate, kind: &str) -> Option<ValidatingAdmiss
         source,
         failure_policy,
         ..
-    } = decide_template(t, &Options::default())
+    } = decide_template(t, &default_options())
     else {
         return None;
     };
@@ -140,7 +141,7 @@ pub fn binding_for(c: &Constraint) -> ValidatingAdmissionPolicyBinding {
 
 /// The binding in `shape`, narrowed by the built-in resources.
 pub fn binding_shaped(c: &Constraint, shape: PolicyShape) -> ValidatingAdmissionPolicyBinding {
-    let ConstraintIntent::Bind { actions, .. } = decide_constraint(c, &Options::default()) else {
+    let ConstraintIntent::Bind { actions, .. } = decide_constraint(c, &default_options()) else {
         panic!("the constraint binds")
     };
     generate::binding(c, &actions, shape, &Served::builtin())

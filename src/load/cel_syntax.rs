@@ -7,6 +7,10 @@
 //! are calls to the parser, so it accepts them; whether they exist is the type checker's
 //! question, which stays the server's. Where in doubt, it accepts: a false error would block a
 //! valid template.
+//!
+//! The core asks through [`CelSyntax`](crate::core::cel_syntax::CelSyntax) (its
+//! `core::cel_syntax`); this is the parse behind it, at the edge because cel-rust's parser
+//! keeps caches behind locks and needs [`PARSER_STACK`] ([`super::cel`] gives it a thread).
 
 /// cel-go's default parser recursion limit, which Kubernetes keeps.
 const MAX_RECURSION: u16 = 250;
@@ -68,8 +72,9 @@ pub const PARSER_STACK: usize = 64 << 20;
 
 /// Parses every `(field, expression)`; the first error as
 /// `field: CEL syntax error at line:column: what`. Pure, but it needs [`PARSER_STACK`] bytes of
-/// stack for the deepest expression CEL allows: the core calls it through a [`CelChecker`],
-/// whose implementation provides the stack.
+/// stack for the deepest expression CEL allows: the core calls it through a
+/// [`CelChecker`](crate::core::cel_syntax::CelChecker), whose implementation
+/// ([`super::cel::checker`]) provides the stack.
 pub fn check_all(expressions: &[(String, &str)]) -> Result<(), String> {
     for (field, e) in expressions {
         if let Err(err) = parse(e) {
@@ -77,66 +82,6 @@ pub fn check_all(expressions: &[(String, &str)]) -> Result<(), String> {
         }
     }
     Ok(())
-}
-
-/// What runs [`check_all`] for [`decide_template`](super::decide::decide_template). The edges
-/// implement it (`load::cel`): the stack it needs means a thread of its own, and remembering
-/// results across calls (the reconciler decides a template on every event of its kind) is
-/// state; neither belongs in the core.
-pub trait CelSyntax: Send + Sync {
-    /// [`check_all`] of `expressions`, or the same answer remembered.
-    fn check(&self, expressions: &[(String, &str)]) -> Result<(), String>;
-}
-
-/// The [`CelSyntax`] a decision uses, carried in [`Options`](super::Options); clones share it
-/// (and so what it remembers).
-#[derive(Clone)]
-pub struct CelChecker(std::sync::Arc<dyn CelSyntax>);
-
-impl CelChecker {
-    pub fn new(syntax: impl CelSyntax + 'static) -> Self {
-        CelChecker(std::sync::Arc::new(syntax))
-    }
-
-    /// Every expression of a `K8sNativeValidation` source ([`expressions`]) checked.
-    pub fn check_source(&self, s: &crate::model::NativeSource) -> Result<(), String> {
-        let all = expressions(s);
-        if all.is_empty() {
-            return Ok(());
-        }
-        self.0.check(&all)
-    }
-}
-
-impl std::fmt::Debug for CelChecker {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("CelChecker")
-    }
-}
-
-/// Every expression of a `K8sNativeValidation` source, named by its field: validations'
-/// `expression` and `messageExpression`, `matchConditions`, `variables`.
-pub fn expressions(s: &crate::model::NativeSource) -> Vec<(String, &str)> {
-    let mut all: Vec<(String, &str)> = Vec::new();
-    for (i, v) in s.validations.iter().enumerate() {
-        all.push((format!("validations[{i}].expression"), &v.expression));
-        if let Some(m) = &v.message_expression {
-            all.push((format!("validations[{i}].messageExpression"), m));
-        }
-    }
-    for (i, m) in s.match_conditions.iter().enumerate() {
-        all.push((
-            format!("matchConditions[{i}] ({:?}).expression", m.name),
-            &m.expression,
-        ));
-    }
-    for (i, v) in s.variables.iter().enumerate() {
-        all.push((
-            format!("variables[{i}] ({:?}).expression", v.name),
-            &v.expression,
-        ));
-    }
-    all
 }
 
 /// Nesting cel-go refuses, found before cel-rust's parser sees it: that parser counts only

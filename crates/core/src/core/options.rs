@@ -83,9 +83,9 @@ impl FailurePolicy {
     }
 }
 
-/// What a decision needs besides the snapshot. `Options::default()` (the flags' defaults,
-/// [`Options::with_cel`], and the edge's CEL checker) is implemented by `load::cel`, where that
-/// checker is.
+/// What a decision needs besides the snapshot. No `Default`: the flags' defaults are
+/// [`Options::with_cel`] with the edge's CEL checker, `load::cel::default_options()` in the main
+/// crate, where that checker is.
 #[derive(Debug, Clone)]
 pub struct Options {
     /// `--default-create-vap-for-templates`: decides when a template leaves `generateVAP` unset.
@@ -201,5 +201,27 @@ mod gatekeeper_config_tests {
         ]);
         assert!(o.exemptions.namespaces.contains("team-b"));
         assert!(!o.exemptions.namespaces.contains("team-a"));
+    }
+}
+
+/// Options for the core's own unit tests.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::Options;
+    use crate::core::cel_syntax::{CelChecker, CelSyntax};
+
+    /// Accepts every expression: the unit tests here never ask about CEL (the parser is the
+    /// main crate's, `load::cel_syntax`; its tests and tests/core_*.rs use the real checker).
+    struct AcceptsAll;
+
+    impl CelSyntax for AcceptsAll {
+        fn check(&self, _: &[(String, &str)]) -> Result<(), String> {
+            Ok(())
+        }
+    }
+
+    /// The flags' defaults with [`AcceptsAll`].
+    pub(crate) fn options() -> Options {
+        Options::with_cel(CelChecker::new(AcceptsAll))
     }
 }

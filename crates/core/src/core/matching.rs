@@ -903,7 +903,7 @@ mod tests {
         let cm = subject(
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "n", "labels": {"team": "a"}}}),
         );
-        let sel = selections(&cm, &snap, &Default::default());
+        let sel = selections(&cm, &snap, &crate::core::options::testing::options());
         let by: BTreeMap<_, _> = sel.iter().map(|s| (s.binding.as_str(), s)).collect();
         assert!(by["gatekeeper-k8sa-cms"].selects.is_yes());
         assert!(by["gatekeeper-k8sa-cms"].planned);

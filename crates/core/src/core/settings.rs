@@ -244,7 +244,7 @@ mod tests {
     use super::*;
 
     fn options() -> Options {
-        Options::default()
+        crate::core::options::testing::options()
     }
 
     #[test]

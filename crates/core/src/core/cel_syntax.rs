@@ -1,0 +1,68 @@
+//! CEL syntax, checked offline: every expression of a template is parsed (never type-checked
+//! or evaluated), so a template the API server would refuse is an error finding instead of a
+//! planned create. Here are what the core asks ([`CelSyntax`], carried as a [`CelChecker`] in
+//! [`Options::cel`](super::Options)) and what it asks about ([`expressions`]). The parse itself
+//! is the main crate's (`load::cel_syntax`): cel-rust's parser keeps its caches behind
+//! parking_lot locks and needs a thread with a large stack, none of which belongs in this crate.
+
+/// What parses a template's CEL for [`decide_template`](super::decide::decide_template). The
+/// edges implement it (`load::cel`): the parser's stack means a thread of its own, and
+/// remembering results across calls (the reconciler decides a template on every event of its
+/// kind) is state; neither belongs in the core.
+pub trait CelSyntax: Send + Sync {
+    /// Every `(field, expression)` parsed; the first error as
+    /// `field: CEL syntax error at line:column: what` (the edge's `check_all`), or the same answer
+    /// remembered.
+    fn check(&self, expressions: &[(String, &str)]) -> Result<(), String>;
+}
+
+/// The [`CelSyntax`] a decision uses, carried in [`Options`](super::Options); clones share it
+/// (and so what it remembers).
+#[derive(Clone)]
+pub struct CelChecker(std::sync::Arc<dyn CelSyntax>);
+
+impl CelChecker {
+    pub fn new(syntax: impl CelSyntax + 'static) -> Self {
+        CelChecker(std::sync::Arc::new(syntax))
+    }
+
+    /// Every expression of a `K8sNativeValidation` source ([`expressions`]) checked.
+    pub fn check_source(&self, s: &crate::model::NativeSource) -> Result<(), String> {
+        let all = expressions(s);
+        if all.is_empty() {
+            return Ok(());
+        }
+        self.0.check(&all)
+    }
+}
+
+impl std::fmt::Debug for CelChecker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CelChecker")
+    }
+}
+
+/// Every expression of a `K8sNativeValidation` source, named by its field: validations'
+/// `expression` and `messageExpression`, `matchConditions`, `variables`.
+pub fn expressions(s: &crate::model::NativeSource) -> Vec<(String, &str)> {
+    let mut all: Vec<(String, &str)> = Vec::new();
+    for (i, v) in s.validations.iter().enumerate() {
+        all.push((format!("validations[{i}].expression"), &v.expression));
+        if let Some(m) = &v.message_expression {
+            all.push((format!("validations[{i}].messageExpression"), m));
+        }
+    }
+    for (i, m) in s.match_conditions.iter().enumerate() {
+        all.push((
+            format!("matchConditions[{i}] ({:?}).expression", m.name),
+            &m.expression,
+        ));
+    }
+    for (i, v) in s.variables.iter().enumerate() {
+        all.push((
+            format!("variables[{i}] ({:?}).expression", v.name),
+            &v.expression,
+        ));
+    }
+    all
+}
