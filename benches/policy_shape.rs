@@ -26,8 +26,8 @@ use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use std::collections::BTreeMap;
 use serde_json::json;
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use support::bench::{block_on, env_list, env_num, quantile};
 use support::metrics::growth;
@@ -119,10 +119,7 @@ async fn run() {
             drop_policy_namespace_selectors(&client, templates).await;
             // The Lease namespace no longer exempt: every binding warns there once in force.
             wait_bound(&env, &client, LEASE_NS, bindings, tag).await;
-            let unselected = Samples {
-                selected: 0,
-                ..n
-            };
+            let unselected = Samples { selected: 0, ..n };
             let s = measure(&client, unselected, "variant").await;
             rows.push((size.clone(), tag, s));
         }
@@ -275,7 +272,11 @@ fn warned(metrics: &str) -> BTreeMap<String, f64> {
         .filter_map(|rest| rest.rsplit_once("} "))
         .filter(|(labels, _)| labels.contains("enforcement_action=\"warn\""))
         .filter_map(|(labels, value)| {
-            let binding = labels.split("policy_binding=\"").nth(1)?.split('"').next()?;
+            let binding = labels
+                .split("policy_binding=\"")
+                .nth(1)?
+                .split('"')
+                .next()?;
             Some((binding.to_string(), value.trim().parse().ok()?))
         })
         .collect()
