@@ -1,30 +1,36 @@
 //! What our generated policies cost every write (issue 19): median and p90 latency of creates
 //! and updates that no constraint selects (Leases in a namespace of their own) and of ones
-//! that constraints select (ConfigMaps), with no policies (the lower bound), with Gatekeeper's
-//! shape and with the narrowed shape, on a real kube-apiserver + etcd (a private `testenv`).
+//! that every constraint selects (ConfigMaps), with no policies (the lower bound), with
+//! Gatekeeper's shape and with the narrowed shape, on a real kube-apiserver + etcd (a private
+//! `testenv`).
 //!
 //! Per size (templates × constraints, each constraint `match.kinds: [ConfigMap]`, `warn`,
 //! requiring a label every measured ConfigMap carries, so each is evaluated and admitted): the
 //! objects are created, the bound measured, then the real binary converges the cluster with
 //! `run --once --policy-shape gatekeeper`, then with `--policy-shape narrowed` (the takeover:
-//! one update per binding), each measured once the admission plugin shows it has every
-//! binding. Requests are sent one at a time.
+//! one update per binding), each measured once every binding warns on a probe without the
+//! label (counted in the API server's metrics). Then, unless `BENCH_VARIANT=0`, the narrowed
+//! VAPs' `namespaceSelector` is removed by hand and unselected requests measured again: what
+//! the API server's namespace check costs them. Requests are sent one at a time.
 //!
 //! Run: `KUBEBUILDER_ASSETS=$(bash tests/kubeenv/build.sh) cargo bench --bench policy_shape`
-//! (`BENCH_SIZES`, default `50x25,200x25`; `BENCH_SAMPLES`, requests per operation and
-//! configuration, default 100). Under `cargo test --all-targets` (no `--bench` argument) it
-//! returns at once.
+//! (`BENCH_SIZES`, default `50x25,200x25`; `BENCH_SAMPLES`, unselected requests per operation
+//! and configuration, default 100; `BENCH_SELECTED_SAMPLES`, selected ones, default 30). Under
+//! `cargo test --all-targets` (no `--bench` argument) it returns at once.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
 
 use futures::StreamExt;
+use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, PostParams};
-use serde_json::{Value, json};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::json;
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use support::bench::{block_on, env_list, env_num, quantile};
+use support::metrics::growth;
 use support::{cli, cluster};
 use testenv::{TestEnv, gatekeeper};
 
@@ -34,6 +40,9 @@ const UNSELECTED_NS: &str = "bench-unselected";
 /// Where the ConfigMaps go: every constraint selects them.
 const SELECTED_NS: &str = "bench-selected";
 const SETTLE: Duration = Duration::from_secs(600);
+/// The label every constraint requires: every measured ConfigMap carries it, the readiness
+/// probes do not.
+const LABEL: &str = "bench";
 
 fn main() {
     if !support::bench::benchmarking() {
@@ -62,59 +71,94 @@ async fn run() {
             )
         })
         .collect();
-    let samples = env_num("BENCH_SAMPLES", 100);
+    let n = Samples {
+        unselected: env_num("BENCH_SAMPLES", 100),
+        selected: env_num("BENCH_SELECTED_SAMPLES", 30),
+    };
+    let variant = env_num("BENCH_VARIANT", 1) == 1;
     let mut rows: Vec<Row> = Vec::new();
     for (templates, constraints) in sizes {
         let env = tokio::task::spawn_blocking(TestEnv::start)
             .await
             .expect("env");
         let client = env.client_admin().await;
+        let bindings = templates * constraints;
+        let size = format!("{templates}x{constraints}");
         let started = Instant::now();
         build(&client, templates, constraints).await;
         eprintln!(
-            "{templates}x{constraints}: templates, CRDs and constraints created in {:?}",
+            "{size}: templates, CRDs and constraints created in {:?}",
             started.elapsed()
         );
+        let first = rows.len();
 
-        let none = measure(&client, samples, "none", templates, constraints).await;
-        rows.push((templates, constraints, "none", none));
+        let none = measure(&client, n, "none").await;
+        rows.push((size.clone(), "none", none));
 
         for shape in ["gatekeeper", "narrowed"] {
             let t0 = Instant::now();
             converge(&env, shape).await;
             eprintln!(
-                "{templates}x{constraints}: run --once --policy-shape {shape}: {:?}",
+                "{size}: run --once --policy-shape {shape}: {:?}",
                 t0.elapsed()
             );
             let t0 = Instant::now();
-            wait_bound(&client, templates, constraints, shape).await;
+            wait_bound(&env, &client, SELECTED_NS, bindings, shape).await;
+            if shape == "narrowed" {
+                wait_bound(&env, &client, LEASE_NS, 0, shape).await;
+            }
             eprintln!(
-                "{templates}x{constraints}: the admission plugin has every binding ({shape}) after {:?}",
+                "{size}: the admission plugin has every binding ({shape}) after {:?}",
                 t0.elapsed()
             );
-            let s = measure(&client, samples, shape, templates, constraints).await;
-            rows.push((templates, constraints, shape, s));
+            let s = measure(&client, n, shape).await;
+            rows.push((size.clone(), shape, s));
+        }
+        if variant {
+            let tag = "narrowed, no VAP namespaceSelector";
+            drop_policy_namespace_selectors(&client, templates).await;
+            // The Lease namespace no longer exempt: every binding warns there once in force.
+            wait_bound(&env, &client, LEASE_NS, bindings, tag).await;
+            let unselected = Samples { selected: 0, ..n };
+            let s = measure(&client, unselected, "variant").await;
+            rows.push((size.clone(), tag, s));
         }
         // Each size's table as soon as it is done: a long run stopped early keeps it.
-        print_rows(samples, &rows[rows.len() - 3..]);
+        print_rows(n, &rows[first..]);
     }
     println!("all sizes:");
-    print_rows(samples, &rows);
+    print_rows(n, &rows);
 }
 
-type Row = (usize, usize, &'static str, Series);
+/// Requests per operation and configuration: Leases (unselected) and ConfigMaps (selected;
+/// fewer, as every binding evaluates each one).
+#[derive(Clone, Copy)]
+struct Samples {
+    unselected: usize,
+    selected: usize,
+}
 
-fn print_rows(samples: usize, rows: &[Row]) {
+type Row = (String, &'static str, Series);
+
+fn print_rows(n: Samples, rows: &[Row]) {
     let ms = |d: Duration| format!("{:.1}", d.as_secs_f64() * 1000.0);
-    let cell = |v: &[Duration]| format!("{} / {}", ms(quantile(v, 0.5)), ms(quantile(v, 0.9)));
-    println!("samples={samples} per operation and configuration; latency ms, median / p90");
+    let cell = |v: &[Duration]| {
+        if v.is_empty() {
+            return "—".to_string();
+        }
+        format!("{} / {}", ms(quantile(v, 0.5)), ms(quantile(v, 0.9)))
+    };
+    println!(
+        "samples: {} unselected, {} selected per operation and configuration; latency ms, median / p90",
+        n.unselected, n.selected
+    );
     println!(
         "| templates × constraints | policies | Lease create (unselected) | Lease update (unselected) | ConfigMap create (selected) | ConfigMap update (selected) |"
     );
     println!("|---|---|---|---|---|---|");
-    for (t, c, shape, s) in rows {
+    for (size, shape, s) in rows {
         println!(
-            "| {t}×{c} | {shape} | {} | {} | {} | {} |",
+            "| {size} | {shape} | {} | {} | {} | {} |",
             cell(&s.lease_create),
             cell(&s.lease_update),
             cell(&s.cm_create),
@@ -122,15 +166,26 @@ fn print_rows(samples: usize, rows: &[Row]) {
         );
     }
     // The goals: unselected within 1.5× of the bound; selected no slower than Gatekeeper's.
-    for chunk in rows.chunks(3) {
-        let [(t, c, _, none), (_, _, _, gk), (_, _, _, narrow)] = chunk else {
+    let ratio = |a: &[Duration], b: &[Duration]| {
+        quantile(a, 0.5).as_secs_f64() / quantile(b, 0.5).as_secs_f64()
+    };
+    let find = |size: &str, shape: &str| {
+        rows.iter()
+            .find(|(z, s, _)| z == size && *s == shape)
+            .map(|(_, _, s)| s)
+    };
+    let mut sizes: Vec<&String> = rows.iter().map(|(z, _, _)| z).collect();
+    sizes.dedup();
+    for size in sizes {
+        let (Some(none), Some(gk), Some(narrow)) = (
+            find(size, "none"),
+            find(size, "gatekeeper"),
+            find(size, "narrowed"),
+        ) else {
             continue;
         };
-        let ratio = |a: &[Duration], b: &[Duration]| {
-            quantile(a, 0.5).as_secs_f64() / quantile(b, 0.5).as_secs_f64()
-        };
         println!(
-            "{t}×{c}: unselected narrowed/none: create {:.2}×, update {:.2}× (gatekeeper/none: {:.1}×, {:.1}×); selected narrowed/gatekeeper: create {:.2}×, update {:.2}×",
+            "{size}: unselected narrowed/none: create {:.2}×, update {:.2}× (gatekeeper/none: {:.1}×, {:.1}×); selected narrowed/gatekeeper: create {:.2}×, update {:.2}×",
             ratio(&narrow.lease_create, &none.lease_create),
             ratio(&narrow.lease_update, &none.lease_update),
             ratio(&gk.lease_create, &none.lease_create),
@@ -138,6 +193,13 @@ fn print_rows(samples: usize, rows: &[Row]) {
             ratio(&narrow.cm_create, &gk.cm_create),
             ratio(&narrow.cm_update, &gk.cm_update),
         );
+        if let Some(v) = find(size, "narrowed, no VAP namespaceSelector") {
+            println!(
+                "{size}: unselected, VAPs without namespaceSelector/none: create {:.2}×, update {:.2}×",
+                ratio(&v.lease_create, &none.lease_create),
+                ratio(&v.lease_update, &none.lease_update),
+            );
+        }
     }
 }
 
@@ -145,9 +207,8 @@ fn kind(i: usize) -> String {
     format!("BenchShape{i}")
 }
 
-/// The templates (each with its exact constraint CRD), `constraints` constraints of each
-/// (constraint `j` of template `i` warns when label `t<i>` or `k<j>` is missing on a
-/// ConfigMap), the namespaces.
+/// The templates (each with its exact constraint CRD), `constraints` constraints of each (each
+/// warns when label [`LABEL`] is missing on a ConfigMap), the namespaces.
 async fn build(client: &kube::Client, templates: usize, constraints: usize) {
     gatekeeper::install_gatekeeper_crds(client)
         .await
@@ -171,7 +232,7 @@ async fn build(client: &kube::Client, templates: usize, constraints: usize) {
                 &format!("c{j}"),
                 json!({ "enforcementAction": "warn",
                         "match": { "kinds": [{ "apiGroups": [""], "kinds": ["ConfigMap"] }] },
-                        "parameters": { "labels": [format!("t{i}"), format!("k{j}")] } }),
+                        "parameters": { "labels": [LABEL] } }),
             );
             cluster::create_constraint(client, &c).await;
         })
@@ -201,136 +262,127 @@ async fn converge(env: &TestEnv, shape: &str) {
     );
 }
 
-/// Every label a constraint requires (`t<i>`, `k<j>`), but `t<missing>`.
-fn labels_but(templates: usize, constraints: usize, missing: Option<usize>) -> Value {
-    let t = (0..templates)
-        .filter(|i| Some(*i) != missing)
-        .map(|i| format!("t{i}"));
-    t.chain((0..constraints).map(|j| format!("k{j}")))
-        .map(|l| (l, json!("x")))
-        .collect::<serde_json::Map<_, _>>()
-        .into()
+/// How many bindings a VAP check warned for, by binding name: the API server's
+/// `apiserver_validating_admission_policy_check_total{enforcement_action="warn"}`.
+fn warned(metrics: &str) -> BTreeMap<String, f64> {
+    let prefix = "apiserver_validating_admission_policy_check_total{";
+    metrics
+        .lines()
+        .filter_map(|l| l.strip_prefix(prefix))
+        .filter_map(|rest| rest.rsplit_once("} "))
+        .filter(|(labels, _)| labels.contains("enforcement_action=\"warn\""))
+        .filter_map(|(labels, value)| {
+            let binding = labels
+                .split("policy_binding=\"")
+                .nth(1)?
+                .split('"')
+                .next()?;
+            Some((binding.to_string(), value.trim().parse().ok()?))
+        })
+        .collect()
 }
 
-/// Waits until every binding is in force with its parameters: for each template `i`, a
-/// ConfigMap missing only `t<i>` draws one warning from each of its constraints (the API server
-/// keeps 4 KiB of warnings per reply: one template's fit, all of them would not). The narrowed
-/// shape also exempts the Lease namespace: a ConfigMap there draws none.
-async fn wait_bound(client: &kube::Client, templates: usize, constraints: usize, shape: &str) {
+/// Waits until a dry-run ConfigMap without [`LABEL`] in `ns` draws a warning from `expected`
+/// bindings (all of them: each is in force with its parameters; 0: the namespace is exempt),
+/// counted in the API server's metrics (its reply keeps only 4 KiB of warnings).
+async fn wait_bound(env: &TestEnv, client: &kube::Client, ns: &str, expected: usize, tag: &str) {
     let resolved = kubectl_vap::admission::dryrun::Resolved {
         resource: kube::core::ApiResource::erase::<ConfigMap>(&()),
         namespaced: true,
     };
-    let probe = |ns: &str, missing: usize| {
-        json!({ "apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": { "name": "probe", "namespace": ns,
-                              "labels": labels_but(templates, constraints, Some(missing)) } })
-    };
-    let warnings = |ns: &'static str, i: usize| {
-        let body = probe(ns, i);
-        let resolved = resolved.clone();
-        async move {
-            kubectl_vap::admission::dryrun::create(client, &resolved, Some(ns), &body)
-                .await
-                .map(|r| r.warnings.len())
-                .map_err(|e| e.to_string())
-        }
-    };
-    let mut confirmed = 0;
+    let probe = json!({ "apiVersion": "v1", "kind": "ConfigMap",
+                        "metadata": { "name": "probe", "namespace": ns } });
     let mut last = String::new();
     let deadline = Instant::now() + SETTLE;
     while Instant::now() < deadline {
-        // Templates confirmed stay confirmed: nothing changes while we wait.
-        while confirmed < templates {
-            match warnings(SELECTED_NS, confirmed).await {
-                Ok(n) if n == constraints => confirmed += 1,
-                Ok(n) => {
-                    last = format!("template {confirmed}: {n} warnings of {constraints}");
-                    break;
+        let before = warned(&env.apiserver_metrics().await.expect("metrics"));
+        match kubectl_vap::admission::dryrun::create(client, &resolved, Some(ns), &probe).await {
+            Ok(_) => {
+                let after = warned(&env.apiserver_metrics().await.expect("metrics"));
+                let n = growth(&after, &before).len();
+                if n == expected {
+                    return;
                 }
-                Err(e) => {
-                    last = e;
-                    break;
-                }
+                last = format!("{n} bindings warned in {ns}, {expected} expected");
             }
-        }
-        let exempt = if shape == "narrowed" && confirmed == templates {
-            match warnings(LEASE_NS, 0).await {
-                Ok(0) => true,
-                Ok(n) => {
-                    last = format!("{n} warnings in the exempt Lease namespace");
-                    false
-                }
-                Err(e) => {
-                    last = e;
-                    false
-                }
-            }
-        } else {
-            true
-        };
-        if confirmed == templates && exempt {
-            return;
+            Err(e) => last = e.to_string(),
         }
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
-    panic!("{shape}: the bindings are not all in force after {SETTLE:?}: {last}");
+    panic!("{tag}: the bindings are not all in force after {SETTLE:?}: {last}");
 }
 
-/// `samples` of each operation, one request at a time, interleaved; after a warm-up.
-async fn measure(
-    client: &kube::Client,
-    samples: usize,
-    tag: &str,
-    templates: usize,
-    constraints: usize,
-) -> Series {
+/// The hypothesis variant: every VAP's `namespaceSelector` (the exemptions) removed, bindings
+/// unchanged, to see what the API server's namespace check costs a request no VAP selects.
+async fn drop_policy_namespace_selectors(client: &kube::Client, templates: usize) {
+    let vaps: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
+    let patch = json!({ "spec": { "matchConstraints": { "namespaceSelector": null } } });
+    futures::stream::iter(0..templates)
+        .for_each_concurrent(8, |i| {
+            let vaps = vaps.clone();
+            let patch = patch.clone();
+            async move {
+                let name = format!("gatekeeper-{}", kind(i).to_lowercase());
+                vaps.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .expect("VAP patch");
+            }
+        })
+        .await;
+}
+
+/// `n` of each operation, one request at a time, interleaved while both kinds remain; after
+/// a warm-up.
+async fn measure(client: &kube::Client, n: Samples, tag: &str) -> Series {
     let leases: Api<Lease> = Api::namespaced(client.clone(), UNSELECTED_NS);
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), SELECTED_NS);
     let pp = PostParams::default();
-    let labels = labels_but(templates, constraints, None);
     let mut s = Series::default();
-    let warmup = 10;
-    for k in 0..warmup + samples {
+    let warmup = 5;
+    for k in 0..warmup + n.unselected.max(n.selected) {
         let name = format!("{tag}-{k}");
-        let lease: Lease = serde_json::from_value(json!({
-            "metadata": { "name": name },
-            "spec": { "holderIdentity": "bench", "leaseDurationSeconds": 15 } }))
-        .expect("lease");
-        let cm: ConfigMap = serde_json::from_value(json!({
-            "metadata": { "name": name, "labels": labels }, "data": { "n": "0" } }))
-        .expect("configmap");
-
-        let t = Instant::now();
-        let mut lease = leases.create(&pp, &lease).await.expect("lease create");
-        let lease_create = t.elapsed();
-        let t = Instant::now();
-        let mut cm = cms.create(&pp, &cm).await.expect("configmap create");
-        let cm_create = t.elapsed();
-
-        if let Some(spec) = lease.spec.as_mut() {
-            spec.lease_duration_seconds = Some(30);
+        let kept = k >= warmup;
+        if k < warmup + n.unselected {
+            let lease: Lease = serde_json::from_value(json!({
+                "metadata": { "name": name },
+                "spec": { "holderIdentity": "bench", "leaseDurationSeconds": 15 } }))
+            .expect("lease");
+            let t = Instant::now();
+            let mut lease = leases.create(&pp, &lease).await.expect("lease create");
+            let create = t.elapsed();
+            if let Some(spec) = lease.spec.as_mut() {
+                spec.lease_duration_seconds = Some(30);
+            }
+            let t = Instant::now();
+            leases
+                .replace(&name, &pp, &lease)
+                .await
+                .expect("lease update");
+            let update = t.elapsed();
+            if kept {
+                s.lease_create.push(create);
+                s.lease_update.push(update);
+            }
         }
-        let t = Instant::now();
-        leases
-            .replace(&name, &pp, &lease)
-            .await
-            .expect("lease update");
-        let lease_update = t.elapsed();
-        cm.data
-            .get_or_insert_default()
-            .insert("n".into(), "1".into());
-        let t = Instant::now();
-        cms.replace(&name, &pp, &cm)
-            .await
-            .expect("configmap update");
-        let cm_update = t.elapsed();
-
-        if k >= warmup {
-            s.lease_create.push(lease_create);
-            s.lease_update.push(lease_update);
-            s.cm_create.push(cm_create);
-            s.cm_update.push(cm_update);
+        if k < warmup + n.selected {
+            let cm: ConfigMap = serde_json::from_value(json!({
+                "metadata": { "name": name, "labels": { LABEL: "x" } }, "data": { "n": "0" } }))
+            .expect("configmap");
+            let t = Instant::now();
+            let mut cm = cms.create(&pp, &cm).await.expect("configmap create");
+            let create = t.elapsed();
+            cm.data
+                .get_or_insert_default()
+                .insert("n".into(), "1".into());
+            let t = Instant::now();
+            cms.replace(&name, &pp, &cm)
+                .await
+                .expect("configmap update");
+            let update = t.elapsed();
+            if kept {
+                s.cm_create.push(create);
+                s.cm_update.push(update);
+            }
         }
     }
     let q = |v: &[Duration]| format!("{:?} / {:?}", quantile(v, 0.5), quantile(v, 0.9));
