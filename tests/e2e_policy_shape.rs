@@ -1065,16 +1065,7 @@ async fn lease_state(client: &kube::Client) -> Option<String> {
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn e2e_restarting_apiserver_refuses_nothing_the_constraints_do_not_select() {
     let shape = restart_shape();
-    let env = tokio::task::spawn_blocking(TestEnv::start)
-        .await
-        .expect("env");
-    let client = env.client_admin().await;
-    gatekeeper::install_gatekeeper_crds(&client)
-        .await
-        .expect("template CRD");
-    for ns in [LEASE_NS, "probe", "elsewhere"] {
-        testenv::ensure_namespace(&client, ns).await.expect("ns");
-    }
+    let (env, client) = private_env(&[LEASE_NS, "probe", "elsewhere"]).await;
     // Two templates under failurePolicy Fail: one whose constraint selects Leases in `probe`,
     // one whose constraint selects ConfigMaps. Leases in `elsewhere` are selected by neither.
     let lease_kind = "RestartLeases";
@@ -1232,6 +1223,22 @@ async fn e2e_restarting_apiserver_refuses_nothing_the_constraints_do_not_select(
 // Gatekeeper's Config.
 // ---------------------------------------------------------------------------------------------
 
+/// An API server of the test's own (a restart or a cluster-wide read must not touch the
+/// shared one), with the ConstraintTemplate CRD and `namespaces`.
+async fn private_env(namespaces: &[&str]) -> (TestEnv, kube::Client) {
+    let env = tokio::task::spawn_blocking(TestEnv::start)
+        .await
+        .expect("env");
+    let client = env.client_admin().await;
+    gatekeeper::install_gatekeeper_crds(&client)
+        .await
+        .expect("template CRD");
+    for ns in namespaces {
+        testenv::ensure_namespace(&client, ns).await.expect("ns");
+    }
+    (env, client)
+}
+
 /// Whether a ConfigMap without labels in `ns` is refused by a policy (dry run).
 async fn configmap_denied(client: &kube::Client, ns: &str) -> bool {
     let cm = configmap("probe", ns, json!({}));
@@ -1250,20 +1257,12 @@ async fn configmap_denied(client: &kube::Client, ns: &str) -> bool {
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn e2e_gatekeepers_config_exclusions_are_exempt_and_followed() {
     // A private server: the reconciler reads Configs cluster-wide.
-    let env = tokio::task::spawn_blocking(TestEnv::start)
-        .await
-        .expect("env");
-    let client = env.client_admin().await;
-    gatekeeper::install_gatekeeper_crds(&client)
-        .await
-        .expect("template CRD");
+    let gk_ns = kubectl_vap::core::options::DEFAULT_GATEKEEPER_NAMESPACE;
+    let (_env, client) =
+        private_env(&[LEASE_NS, gk_ns, "cfg-exact", "cfg-glob-1", "cfg-audit-only"]).await;
     gatekeeper::install_config_crd(&client)
         .await
         .expect("Config CRD");
-    let gk_ns = kubectl_vap::core::options::DEFAULT_GATEKEEPER_NAMESPACE;
-    for ns in [LEASE_NS, gk_ns, "cfg-exact", "cfg-glob-1", "cfg-audit-only"] {
-        testenv::ensure_namespace(&client, ns).await.expect("ns");
-    }
     let kind = "ConfigExcluded";
     let t = labels_template();
     let t = gatekeeper::template(

@@ -131,19 +131,26 @@ pub fn check_report_live(
     extra: Vec<crate::core::Finding>,
     live: &Live,
 ) -> anyhow::Result<(String, ExitCode)> {
-    let Analysis { mut findings, .. } = analyze(snap, opts);
+    let Analysis {
+        mut findings, plan, ..
+    } = analyze(snap, opts);
     findings.extend(extra);
-    findings.extend(live.refused.iter().map(|r| {
-        Finding::new(
-            Code::WriteRefused,
-            r.object.clone(),
-            format!(
-                "the API server refuses the {} that would bring it in line: {}",
-                r.verb.as_str(),
-                r.message
-            ),
-        )
-    }));
+    let refused = live
+        .refused
+        .iter()
+        .map(|r| {
+            Finding::new(
+                Code::WriteRefused,
+                r.object.clone(),
+                format!(
+                    "the API server refuses the {} that would bring it in line: {}",
+                    r.verb.as_str(),
+                    r.message
+                ),
+            )
+        })
+        .collect();
+    crate::core::findings::add_refusals(&mut findings, &plan, refused);
     let counts = Summary::of(&findings);
     let code = if counts.has_problems() {
         ExitCode::from(1)

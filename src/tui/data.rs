@@ -332,7 +332,8 @@ impl Data {
                 })
                 .collect();
             refused.sort_by(|a, b| a.object.cmp(&b.object));
-            analysis.findings.extend(refused);
+            let plan = analysis.plan.clone();
+            crate::core::findings::add_refusals(&mut analysis.findings, &plan, refused);
             self.summary = Summary::of(&analysis.findings);
         }
         self.write_failures = failures;

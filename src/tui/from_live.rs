@@ -470,6 +470,17 @@ mod tests {
     use crate::model::ObjectRef;
     use crate::tui::data::access_label;
 
+    /// What the TUI shows of `state`, judged by the default flags.
+    fn data_of(state: &LiveState) -> Data {
+        data_from_live(
+            state,
+            "ctx",
+            false,
+            &crate::load::cel::default_options(),
+            Vec::new(),
+        )
+    }
+
     fn at(s: i64) -> DateTime<Utc> {
         DateTime::from_timestamp(1_700_000_000 + s, 0).unwrap()
     }
@@ -758,13 +769,7 @@ mod tests {
             "{}",
             message(&state)
         );
-        let data = data_from_live(
-            &state,
-            "ctx",
-            false,
-            &crate::load::cel::default_options(),
-            Vec::new(),
-        );
+        let data = data_of(&state);
         let refused: Vec<_> = data
             .analysis
             .findings
@@ -881,13 +886,7 @@ mod tests {
             synced: false,
             ..LiveState::default()
         };
-        let data = data_from_live(
-            &state,
-            "ctx",
-            false,
-            &crate::load::cel::default_options(),
-            Vec::new(),
-        );
+        let data = data_of(&state);
         let kinds: Vec<_> = data.info.access_errors.iter().map(access_label).collect();
         assert_eq!(
             kinds,

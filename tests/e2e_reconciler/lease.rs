@@ -777,6 +777,27 @@ async fn e2e_a_refused_write_is_a_failure_everywhere() {
             }),
         "{report}"
     );
+    // Its binding waits on that VAP: a reconcile does not create it, and check says so.
+    let binding_says = |f: &&Value| f["code"] == "binding-missing";
+    let missing: Vec<&Value> = report["findings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(binding_says)
+        .filter(|f| {
+            f["object"]["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with(vap.as_str()))
+        })
+        .collect();
+    assert!(
+        !missing.is_empty()
+            && missing.iter().all(|f| f["message"]
+                .as_str()
+                .is_some_and(|m| m.contains(&format!("not before VAP {vap}"))
+                    && !m.contains("reconcile creates it"))),
+        "{report}"
+    );
 
     let out = e.cli(&["reconcile", &template, "--binding-wait=0s"]);
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();

@@ -133,3 +133,98 @@ impl Summary {
         self.errors + self.warnings > 0
     }
 }
+
+/// Adds the findings of writes the API server refuses (`write-refused`, in its words) and
+/// corrects what they make untrue: a binding planned on a VAP whose write is refused is not
+/// written by a reconcile (it waits for its VAP, I1), so its finding says that instead.
+pub fn add_refusals(
+    findings: &mut Vec<Finding>,
+    plan: &[crate::core::PlannedWrite],
+    refused: Vec<Finding>,
+) {
+    use crate::model::{VAP_KIND, VAPB_KIND};
+    let vaps: std::collections::BTreeSet<String> = refused
+        .iter()
+        .filter(|f| f.object.kind == VAP_KIND)
+        .map(|f| f.object.name.clone())
+        .collect();
+    for w in plan.iter().filter(|w| w.object.kind == VAPB_KIND) {
+        let Some(policy) = w
+            .body
+            .as_ref()
+            .and_then(|b| b["spec"]["policyName"].as_str())
+        else {
+            continue;
+        };
+        if !vaps.contains(policy) {
+            continue;
+        }
+        for f in findings.iter_mut().filter(|f| {
+            f.object == w.object && matches!(f.code, Code::BindingMissing | Code::BindingOutOfSync)
+        }) {
+            // The message's last clause says what a reconcile does.
+            let stem = f
+                .message
+                .rsplit_once("; ")
+                .map_or(f.message.as_str(), |(s, _)| s);
+            f.message = format!(
+                "{stem}; not before VAP {policy}, whose write the API server refuses (write-refused)"
+            );
+        }
+    }
+    findings.extend(refused);
+}
+
+#[cfg(test)]
+mod refusal_tests {
+    use super::*;
+    use crate::core::{PlannedWrite, Verb};
+
+    #[test]
+    fn a_binding_on_a_refused_vap_is_not_said_to_be_created_by_a_reconcile() {
+        let vap = ObjectRef::new(
+            "admissionregistration.k8s.io/v1",
+            "ValidatingAdmissionPolicy",
+            "gatekeeper-t",
+        );
+        let binding = ObjectRef::new(
+            "admissionregistration.k8s.io/v1",
+            "ValidatingAdmissionPolicyBinding",
+            "gatekeeper-t-c",
+        );
+        let write = PlannedWrite {
+            verb: Verb::Create,
+            object: binding.clone(),
+            code: Code::BindingMissing,
+            reason: String::new(),
+            body: Some(serde_json::json!({"spec": {"policyName": "gatekeeper-t"}})),
+            uid: None,
+            resource_version: None,
+            diff: String::new(),
+        };
+        let missing = |o: &ObjectRef| {
+            Finding::new(
+                Code::BindingMissing,
+                o.clone(),
+                "x does not exist; reconcile creates it",
+            )
+        };
+        let other = ObjectRef {
+            name: "gatekeeper-u-c".into(),
+            ..binding.clone()
+        };
+        let mut findings = vec![missing(&binding), missing(&other)];
+        let refused = vec![Finding::new(Code::WriteRefused, vap, "refused")];
+        add_refusals(&mut findings, &[write], refused);
+        assert_eq!(
+            findings[0].message,
+            "x does not exist; not before VAP gatekeeper-t, whose write the API server refuses (write-refused)"
+        );
+        // A binding planned on another VAP keeps its words.
+        assert_eq!(
+            findings[1].message,
+            "x does not exist; reconcile creates it"
+        );
+        assert_eq!(findings.len(), 3);
+    }
+}
