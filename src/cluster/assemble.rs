@@ -84,11 +84,6 @@ impl Assembly {
         }
     }
 
-    /// Gatekeeper's Configs, read on their own (`list::gatekeeper_configs`).
-    pub fn gatekeeper_configs(&mut self, configs: Vec<crate::model::GatekeeperConfig>) {
-        self.snap.gatekeeper_configs.extend(configs);
-    }
-
     /// The snapshot at the current time. `errors` are what could not be read; `unknown` the
     /// stores that prove nothing for another reason (still listing, relisting).
     pub fn finish(

@@ -123,14 +123,16 @@ pub async fn list_snapshot(
             items.iter().for_each(|o| snap.object(o, &ar));
         }
     }
-    match gatekeeper_configs(client).await {
-        Ok(configs) => snap.gatekeeper_configs(configs),
+    let configs = match gatekeeper_configs(client).await {
+        Ok(configs) => configs,
         Err(e @ kube::Error::Api(_)) => {
-            errors.push(access_error("configs.config.gatekeeper.sh", &e))
+            errors.push(access_error("configs.config.gatekeeper.sh", &e));
+            Vec::new()
         }
         Err(e) => return Err(KubeError::request("listing Gatekeeper's Configs", e)),
-    }
+    };
     let mut snap = snap.finish(&errors, []);
+    snap.gatekeeper_configs = configs;
     // What is served narrows the bindings; without discovery, what any server serves.
     snap.served = match super::discovery::discover_served(client).await {
         Ok(served) => served,

@@ -191,19 +191,7 @@ async fn e2e_live_check_and_plan() {
     let vap = |args: &[&str]| {
         e.cli(&[args, &["--binding-wait=0s", "--lease-namespace", LEASE_NS]].concat())
     };
-    let mine = |out: &std::process::Output, key: &str| -> Vec<Value> {
-        cli::stdout_json(out)[key]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|f| {
-                f["object"]["name"]
-                    .as_str()
-                    .is_some_and(|n| n.contains(&kind.to_lowercase()))
-            })
-            .cloned()
-            .collect()
-    };
+    let mine = |out: &std::process::Output, key: &str| naming(out, key, &kind);
     let out = vap(&["check", "-o", "json"]);
     assert!(matches!(out.status.code(), Some(0 | 1)), "{out:?}");
     assert!(mine(&out, "findings").is_empty(), "converged: {out:?}");
@@ -288,10 +276,7 @@ fn without_failure_policy(mut v: Value) -> Value {
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn e2e_check_and_plan_judge_by_the_leaders_settings() {
     use crate::support::reconciler::{Start, start};
-    let e = Env::new().await;
-    testenv::ensure_namespace(&e.client, "gatekeeper-system")
-        .await
-        .expect("namespace");
+    let e = Env::with_default_lease_namespace().await;
     let kind = e.env.unique_kind("Judged");
     e.put_template(&without_failure_policy(template(&kind, Some(true))))
         .await;
@@ -320,19 +305,7 @@ async fn e2e_check_and_plan_judge_by_the_leaders_settings() {
         Some("Ignore")
     );
     assert!(e.vapb(&bname(&kind, "c")).await.is_some());
-    let mine = |out: &std::process::Output| -> Vec<Value> {
-        cli::stdout_json(out)["findings"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|f| {
-                f["object"]["name"]
-                    .as_str()
-                    .is_some_and(|n| n.contains(&kind.to_lowercase()))
-            })
-            .cloned()
-            .collect()
-    };
+    let mine = |out: &std::process::Output| naming(out, "findings", &kind);
     // Default flags: Fail, 30s.
     let out = e.cli(&["check", "-o", "json"]);
     let stderr = cli::stderr(&out);
@@ -392,4 +365,21 @@ async fn e2e_check_and_plan_judge_by_the_leaders_settings() {
         mine(&out)
     );
     e.sweep(&[&kind], "judged-clean").await;
+}
+
+/// The entries of `key` (findings, actions) in a command's JSON output about objects of `kind`
+/// (whose names contain it, lowercased): this test's, on the shared API server.
+fn naming(out: &std::process::Output, key: &str, kind: &str) -> Vec<Value> {
+    let kind = kind.to_lowercase();
+    cli::stdout_json(out)[key]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|f| {
+            f["object"]["name"]
+                .as_str()
+                .is_some_and(|n| n.contains(&kind))
+        })
+        .cloned()
+        .collect()
 }

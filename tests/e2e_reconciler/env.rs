@@ -76,6 +76,15 @@ impl Env {
         Env::with(TestEnv::shared(), serial).await
     }
 
+    /// [`Env::new`] with the default Lease namespace, for one-shot commands with default flags.
+    pub async fn with_default_lease_namespace() -> Env {
+        let e = Env::new().await;
+        testenv::ensure_namespace(&e.client, "gatekeeper-system")
+            .await
+            .expect("namespace");
+        e
+    }
+
     /// An API server of this test's own, for tests that stop it (it lives until the process ends).
     pub async fn private() -> Env {
         let serial = serial();

@@ -688,10 +688,7 @@ async fn writes_the_server_saw(e: &Env) -> f64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn e2e_one_shot_counts_are_the_writes_the_server_saw() {
-    let e = Env::new().await;
-    testenv::ensure_namespace(&e.client, "gatekeeper-system")
-        .await
-        .expect("namespace");
+    let e = Env::with_default_lease_namespace().await;
     let kind = e.generating_kind("Counted", "c1").await;
     e.constrain(&kind, "c2").await;
     let template = kind.to_lowercase();
@@ -733,10 +730,7 @@ async fn e2e_one_shot_counts_are_the_writes_the_server_saw() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn e2e_a_refused_write_is_a_failure_everywhere() {
-    let e = Env::new().await;
-    testenv::ensure_namespace(&e.client, "gatekeeper-system")
-        .await
-        .expect("namespace");
+    let e = Env::with_default_lease_namespace().await;
     let kind = e.env.unique_kind("Refused");
     e.put_template(&with_expression(
         crate::env::template(&kind, Some(true)),

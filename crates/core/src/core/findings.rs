@@ -135,18 +135,22 @@ impl Summary {
 }
 
 /// Adds the findings of writes the API server refuses (`write-refused`, in its words) and
-/// corrects what they make untrue: a binding planned on a VAP whose write is refused is not
-/// written by a reconcile (it waits for its VAP, I1), so its finding says that instead.
+/// corrects what they make untrue: a missing binding whose VAP does not exist yet, and whose
+/// create is refused, is not written by a reconcile (it waits for its VAP, I1), so its finding
+/// says that instead of "reconcile creates it". (A VAP that exists but whose update is refused
+/// does not hold a binding back that stays within what it matches: those findings stand.)
 pub fn add_refusals(
     findings: &mut Vec<Finding>,
     plan: &[crate::core::PlannedWrite],
     refused: Vec<Finding>,
 ) {
+    use crate::core::Verb;
     use crate::model::{VAP_KIND, VAPB_KIND};
-    let vaps: std::collections::BTreeSet<String> = refused
+    let creates_refused: std::collections::BTreeSet<&str> = plan
         .iter()
-        .filter(|f| f.object.kind == VAP_KIND)
-        .map(|f| f.object.name.clone())
+        .filter(|w| w.verb == Verb::Create && w.object.kind == VAP_KIND)
+        .filter(|w| refused.iter().any(|f| f.object == w.object))
+        .map(|w| w.object.name.as_str())
         .collect();
     for w in plan.iter().filter(|w| w.object.kind == VAPB_KIND) {
         let Some(policy) = w
@@ -156,24 +160,24 @@ pub fn add_refusals(
         else {
             continue;
         };
-        if !vaps.contains(policy) {
+        if !creates_refused.contains(policy) {
             continue;
         }
-        for f in findings.iter_mut().filter(|f| {
-            f.object == w.object && matches!(f.code, Code::BindingMissing | Code::BindingOutOfSync)
-        }) {
-            // The message's last clause says what a reconcile does.
-            let stem = f
-                .message
-                .rsplit_once("; ")
-                .map_or(f.message.as_str(), |(s, _)| s);
+        for f in findings
+            .iter_mut()
+            .filter(|f| f.object == w.object && f.code == Code::BindingMissing)
+        {
+            let stem = f.message.strip_suffix(REMEDY_CREATE).unwrap_or(&f.message);
             f.message = format!(
-                "{stem}; not before VAP {policy}, whose write the API server refuses (write-refused)"
+                "{stem}; not before VAP {policy}, whose create the API server refuses (write-refused)"
             );
         }
     }
     findings.extend(refused);
 }
+
+/// How a `binding-missing` finding ends (`step::binding`): what a reconcile does about it.
+pub const REMEDY_CREATE: &str = "; reconcile creates it";
 
 #[cfg(test)]
 mod refusal_tests {
@@ -202,6 +206,13 @@ mod refusal_tests {
             resource_version: None,
             diff: String::new(),
         };
+        let vap_create = PlannedWrite {
+            verb: Verb::Create,
+            object: vap.clone(),
+            code: Code::PolicyMissing,
+            body: None,
+            ..write.clone()
+        };
         let missing = |o: &ObjectRef| {
             Finding::new(
                 Code::BindingMissing,
@@ -214,11 +225,19 @@ mod refusal_tests {
             ..binding.clone()
         };
         let mut findings = vec![missing(&binding), missing(&other)];
-        let refused = vec![Finding::new(Code::WriteRefused, vap, "refused")];
-        add_refusals(&mut findings, &[write], refused);
+        let refused = || vec![Finding::new(Code::WriteRefused, vap.clone(), "refused")];
+        // The VAP exists and only its update is refused: the binding's create stands.
+        let update = PlannedWrite {
+            verb: Verb::Update,
+            ..vap_create.clone()
+        };
+        let mut kept = vec![missing(&binding)];
+        add_refusals(&mut kept, &[update, write.clone()], refused());
+        assert_eq!(kept[0].message, "x does not exist; reconcile creates it");
+        add_refusals(&mut findings, &[vap_create, write], refused());
         assert_eq!(
             findings[0].message,
-            "x does not exist; not before VAP gatekeeper-t, whose write the API server refuses (write-refused)"
+            "x does not exist; not before VAP gatekeeper-t, whose create the API server refuses (write-refused)"
         );
         // A binding planned on another VAP keeps its words.
         assert_eq!(

@@ -273,7 +273,8 @@ impl<'a> BindingStep<'a> {
             (Action::Create(_), _) => (
                 Code::BindingMissing,
                 format!(
-                    "constraint {kind} {name} should be bound to VAP but {bname} does not exist; reconcile creates it"
+                    "constraint {kind} {name} should be bound to VAP but {bname} does not exist{}",
+                    crate::core::findings::REMEDY_CREATE
                 ),
             ),
             (Action::Update { fields, .. }, _) => (
