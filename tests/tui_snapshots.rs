@@ -1536,6 +1536,18 @@ fn tui_unresponsive_leader_is_not_said_to_be_absent() {
         "{}",
         ui.row(0)
     );
+    // The countdown moves with the clock alone: a tick a second later asks for a redraw
+    // (with the leader's last sync minutes old, no other word on screen changes).
+    if let Some(h) = state.lease.health.as_mut() {
+        h.last_sync = Some(fixture_now() - chrono::Duration::minutes(3));
+    }
+    let mut ui = Ui::new(false, observing(&state), 150, 36);
+    ui.app.redraw = false;
+    ui.act(Action::Tick(
+        fixture_now() + chrono::Duration::milliseconds(1500),
+    ));
+    assert!(ui.app.redraw, "the countdown changed");
+    assert!(ui.screen().contains("expires in 8s"), "{}", ui.screen());
 }
 
 fn reconnecting() -> Arc<Data> {

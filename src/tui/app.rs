@@ -310,6 +310,10 @@ impl App {
             Link::Connecting { .. } | Link::Running(Connection::Connected) => {}
         }
         let l = &d.info.leader;
+        // The unresponsive leader's countdown (view.rs) ticks by itself: nothing else redraws it.
+        if let (Some(until), false) = (l.unresponsive_until, l.vacant) {
+            out.push(seconds_until(until, now).to_string());
+        }
         if matches!(d.origin, Origin::Live { .. }) && l.unreadable.is_none() && !l.vacant {
             out.extend(
                 [l.since, d.info.leader_last_sync()]
