@@ -89,7 +89,7 @@ async fn wait_idle(shared: &Shared, timeout: Duration) -> bool {
         // Every watch event touches the status: a store that caught up with a write wakes us.
         status.borrow_and_update();
         let unseen = shared.stores.unseen_writes();
-        if empty && shared.status.synced() && unseen.is_none() {
+        if empty && shared.status.synced() && unseen == 0 {
             // Quiet for a moment: no change of the queue in between.
             match tokio::time::timeout_at(
                 deadline.min(tokio::time::Instant::now() + QUIET),
@@ -104,13 +104,11 @@ async fn wait_idle(shared: &Shared, timeout: Duration) -> bool {
                 Ok(_) => continue,
             }
         }
-        // A write the stores never show is forgotten when its overlay entry expires: look
-        // again then.
-        let wake = unseen.map_or(deadline, |at| deadline.min(at.into()));
+        // A store catching up with our writes touches the status; nothing else is waited for.
         tokio::select! {
             _ = changed(&mut depth) => {}
             _ = changed(&mut status) => {}
-            _ = tokio::time::sleep_until(wake) => {
+            _ = tokio::time::sleep_until(deadline) => {
                 if tokio::time::Instant::now() >= deadline {
                     return false;
                 }

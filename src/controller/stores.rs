@@ -8,7 +8,10 @@
 //! Read-your-writes: a store lags our own writes by one watch event. A write's result is kept
 //! in a short-lived overlay and preferred until the store has caught up (by resourceVersion),
 //! so a reconcile that runs in between neither creates twice nor updates from a stale version
-//! (I4: one needed change = one write).
+//! (I4: one needed change = one write). After [`OVERLAY_TTL`] reads trust the store again, but
+//! the write still counts as unseen ([`Stores::unseen_writes`]) until its store has caught up:
+//! a watch that lags more than that under a burst of writes must not let "converged" be said
+//! of stores that do not show them yet.
 
 use super::keys::{Key, Obj, Scope};
 use super::objects::{binding_keys, controllers_in, crd_state, policy_keys};
@@ -41,7 +44,8 @@ use tokio::sync::watch;
 /// The resource name of the CRD store.
 pub const CRDS_RESOURCE: &str = "customresourcedefinitions.apiextensions.k8s.io";
 
-/// How long a write's result is preferred over a store that has not seen it yet.
+/// How long a write's result is preferred over a store that has not seen it yet (reads only:
+/// "unseen" lasts until the store shows it).
 const OVERLAY_TTL: Duration = Duration::from_secs(10);
 
 /// The constraint watch of one kind.
@@ -60,6 +64,30 @@ struct Recent {
     /// Its resourceVersion (or that of the deleted object).
     rv: u64,
     at: Instant,
+}
+
+impl Recent {
+    /// Whether reads still prefer it over the store.
+    fn fresh(&self) -> bool {
+        self.at.elapsed() < OVERLAY_TTL
+    }
+
+    /// Whether a store holding `stored_rv` for this object, and having applied every event
+    /// up to `seen_rv`, shows this write (or something newer).
+    fn shown(&self, stored_rv: Option<u64>, seen_rv: u64) -> bool {
+        match (&self.object, stored_rv) {
+            // Our write is in the store (or something newer is).
+            (Some(_), Some(rv)) if rv >= self.rv => true,
+            // The store has applied events past our write: whatever it holds now (someone
+            // else's delete or change) came after it. resourceVersions are etcd revisions,
+            // applied in order by one watch.
+            (Some(_), _) => seen_rv >= self.rv,
+            // Our delete is in the store.
+            (None, None) => true,
+            // Recreated after our delete.
+            (None, Some(rv)) => rv > self.rv,
+        }
+    }
 }
 
 /// What each watch has done with its resource (by resource name).
@@ -100,6 +128,8 @@ pub struct Stores {
     /// Bumped on every change of `listing`, so waits for "listed" need no polling.
     listing_changed: watch::Sender<u64>,
     overlay: Mutex<HashMap<(Obj, String), Recent>>,
+    /// The newest resourceVersion each store of objects we write has applied (list or event).
+    seen_rv: Mutex<HashMap<Obj, u64>>,
     /// Bumped to make every watch drop its store and list again (after the fence was lost).
     relist: watch::Sender<u64>,
     /// A one-shot `reconcile TEMPLATE` sees only that template (the cache primes on it).
@@ -164,6 +194,7 @@ impl Stores {
             listing: Mutex::new(Listing::default()),
             listing_changed: watch::Sender::new(0),
             overlay: Mutex::new(HashMap::new()),
+            seen_rv: Mutex::new(HashMap::new()),
             relist: watch::Sender::new(0),
             scope,
         }
@@ -277,6 +308,7 @@ impl Stores {
             l.listed.clear();
         });
         self.overlay.lock().clear();
+        self.seen_rv.lock().clear();
         self.relist.send_modify(|n| *n += 1);
     }
 
@@ -364,7 +396,7 @@ impl Stores {
                             )
                     })
             });
-            if *obj == Obj::Binding && controlled && !names.contains(name) {
+            if *obj == Obj::Binding && controlled && recent.fresh() && !names.contains(name) {
                 names.push(name.clone());
             }
         }
@@ -418,7 +450,7 @@ impl Stores {
     }
 
     /// `Some(ours)` while our write is newer than the store; `None` once the store has caught
-    /// up (or the entry expired), removing the entry.
+    /// up (removing the entry) or the entry is no longer fresh.
     fn overlay_says(
         &self,
         obj: Obj,
@@ -426,23 +458,42 @@ impl Stores {
         stored_rv: Option<u64>,
     ) -> Option<Option<serde_json::Value>> {
         let key = (obj, name.to_string());
+        let seen_rv = self.seen_rv(obj);
         let mut overlay = self.overlay.lock();
         let recent = overlay.get(&key)?;
-        let caught_up = match (&recent.object, stored_rv) {
-            // Our write is in the store (or something newer is).
-            (Some(_), Some(rv)) => rv >= recent.rv,
-            // Our delete is in the store.
-            (None, None) => true,
-            // Recreated after our delete.
-            (None, Some(rv)) => rv > recent.rv,
-            (Some(_), None) => false,
-        };
-        if caught_up || recent.at.elapsed() >= OVERLAY_TTL {
+        if recent.shown(stored_rv, seen_rv) {
             overlay.remove(&key);
             None
-        } else {
+        } else if recent.fresh() {
             Some(recent.object.clone())
+        } else {
+            None
         }
+    }
+
+    fn seen_rv(&self, obj: Obj) -> u64 {
+        self.seen_rv.lock().get(&obj).copied().unwrap_or(0)
+    }
+
+    /// Records that the store of `resource` has applied everything up to `rv` (a list's
+    /// resourceVersion, or an event's): writes of ours at or below it are in the store.
+    pub fn saw(&self, resource: &str, rv: &str, listed: bool) {
+        let obj = if resource == self.res.crds {
+            Obj::Crd
+        } else if resource == self.res.policies {
+            Obj::Policy
+        } else if resource == self.res.bindings {
+            Obj::Binding
+        } else {
+            return;
+        };
+        let Ok(rv) = rv.parse::<u64>() else {
+            return;
+        };
+        let mut seen = self.seen_rv.lock();
+        let at = seen.entry(obj).or_insert(0);
+        // A list is the whole truth at its resourceVersion; events only move forward.
+        *at = if listed { rv } else { (*at).max(rv) };
     }
 
     /// Whether `obj` is exactly what this copy just wrote (same resourceVersion): the watch
@@ -468,7 +519,7 @@ impl Stores {
         echo
     }
 
-    /// Drops overlay entries the stores have caught up with, or that are too old to matter.
+    /// Drops overlay entries the stores have caught up with.
     pub fn sweep_overlay(&self) {
         let keys: Vec<(Obj, String)> = self.overlay.lock().keys().cloned().collect();
         for (obj, name) in keys {
@@ -476,15 +527,11 @@ impl Stores {
         }
     }
 
-    /// Whether the stores show every write of this copy: `None` when they do; otherwise when
-    /// the first of the writes they do not show yet is forgotten ([`OVERLAY_TTL`]).
-    pub fn unseen_writes(&self) -> Option<Instant> {
+    /// How many writes of this copy the stores do not show yet (however old: a store that
+    /// lags is waited for, never assumed to have caught up).
+    pub fn unseen_writes(&self) -> usize {
         self.sweep_overlay();
-        self.overlay
-            .lock()
-            .values()
-            .map(|r| r.at + OVERLAY_TTL)
-            .min()
+        self.overlay.lock().len()
     }
 
     /// The resourceVersion of `name` in its store, if it is there.
@@ -500,6 +547,14 @@ impl Stores {
                     .get(&StoreRef::new_with(name, ar))
                     .map(|o| stored_rv(&o.metadata))
             }
+        }
+    }
+
+    /// Makes every overlay entry `by` older, as if written that long ago.
+    #[cfg(test)]
+    fn age_overlay(&self, by: Duration) {
+        for r in self.overlay.lock().values_mut() {
+            r.at = r.at.checked_sub(by).unwrap_or(r.at);
         }
     }
 
@@ -931,13 +986,13 @@ mod tests {
             &Applied::Written(ours.clone()),
         );
         assert_eq!(policy_version(&f.stores, "p").as_deref(), Some("ours"));
-        assert!(f.stores.unseen_writes().is_some());
+        assert_eq!(f.stores.unseen_writes(), 1);
         // The watch echoes our write: no reconcile needed, and the store holds it now.
         let echo = dynamic(ours);
         assert!(f.stores.take_own_write(Obj::Policy, &echo.metadata));
         f.policies.apply_watcher_event(&Event::Apply(echo));
         assert_eq!(policy_version(&f.stores, "p").as_deref(), Some("ours"));
-        assert_eq!(f.stores.unseen_writes(), None);
+        assert_eq!(f.stores.unseen_writes(), 0);
 
         // Another write of ours, then someone else's newer change arrives first.
         f.stores.remember(
@@ -958,7 +1013,44 @@ mod tests {
             policy_version(&f.stores, "p").as_deref(),
             Some("someone else's")
         );
-        assert_eq!(f.stores.unseen_writes(), None);
+        assert_eq!(f.stores.unseen_writes(), 0);
+    }
+
+    /// `run --once` on a 5,000-binding takeover said "did not converge; ~4,000 writes still
+    /// needed": the watch lagged more than the overlay's lifetime behind the burst of writes,
+    /// the expired entries counted as seen, and convergence was claimed on stale stores.
+    #[test]
+    fn a_write_the_store_lags_behind_is_unseen_however_old() {
+        let mut f = listed();
+        f.stores.remember(
+            &write(Verb::Update, VAP, "p", Some(5)),
+            &Applied::Written(object(VAP, "p", 7, "ours")),
+        );
+        f.stores.remember(
+            &write(Verb::Update, VAPB, "b", Some(5)),
+            &Applied::Written(object(VAPB, "b", 8, "ours")),
+        );
+        f.stores.age_overlay(OVERLAY_TTL);
+        // Reads trust the store again ...
+        assert_eq!(policy_version(&f.stores, "p").as_deref(), Some("theirs"));
+        // ... but the writes are not in it yet.
+        assert_eq!(f.stores.unseen_writes(), 2);
+        // The policy watch catches up with our write.
+        f.policies
+            .apply_watcher_event(&Event::Apply(dynamic(object(VAP, "p", 7, "ours"))));
+        f.stores.saw(&f.stores.fixed_resources()[2], "7", false);
+        assert_eq!(f.stores.unseen_writes(), 1);
+        // Events of other objects past our write's resourceVersion: the binding store has
+        // applied everything up to it, so whatever it holds of `b` (here: its delete by
+        // someone else) came after our write.
+        let [_, _, _, bindings] = f.stores.fixed_resources();
+        f.stores.saw(&bindings, "7", false);
+        assert_eq!(f.stores.unseen_writes(), 1, "7 is before our write (8)");
+        f.bindings
+            .apply_watcher_event(&Event::Delete(dynamic(object(VAPB, "b", 9, "ours"))));
+        f.stores.saw(&bindings, "9", false);
+        assert_eq!(f.stores.unseen_writes(), 0);
+        assert_eq!(binding_version(&f.stores, "b"), None);
     }
 
     #[test]

@@ -131,6 +131,7 @@ where
                                 writer.apply_watcher_event(&watcher::Event::InitApply(o));
                             }
                             writer.apply_watcher_event(&watcher::Event::InitDone);
+                            world.stores.saw(&resource, &rv, true);
                             world.status.touch();
                             health.recovered(&world, &resource);
                             backoff = RETRY_MIN;
@@ -285,6 +286,7 @@ where
                     o.trim();
                     rv = o.meta().resource_version.clone().unwrap_or(rv);
                     writer.apply_watcher_event(&watcher::Event::Apply(o.clone()));
+                    world.stores.saw(resource, &rv, false);
                     world.status.touch();
                     (self.on_change)(world, Change::Applied(&o));
                 }
@@ -292,10 +294,14 @@ where
                     o.trim();
                     rv = o.meta().resource_version.clone().unwrap_or(rv);
                     writer.apply_watcher_event(&watcher::Event::Delete(o.clone()));
+                    world.stores.saw(resource, &rv, false);
                     world.status.touch();
                     (self.on_change)(world, Change::Deleted(&o));
                 }
-                Some(Ok(WatchEvent::Bookmark(b))) => rv = b.metadata.resource_version,
+                Some(Ok(WatchEvent::Bookmark(b))) => {
+                    rv = b.metadata.resource_version;
+                    world.stores.saw(resource, &rv, false);
+                }
                 // 410 Gone (our resourceVersion is too old) and the like: relist.
                 Some(Ok(WatchEvent::Error(e))) => {
                     return Some(Failure {
