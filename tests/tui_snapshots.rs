@@ -533,7 +533,7 @@ fn tui_selection_and_expansion_survive_refresh() {
     Arc::make_mut(&mut state.snapshot)
         .templates
         .retain(|t| t.name() != "k8sallowedrepos");
-    state.events.push_back(ReconcileEvent {
+    state.events.push(ReconcileEvent {
         time: chrono::Utc.with_ymd_and_hms(2026, 11, 30, 9, 1, 0).unwrap(),
         verb: EventVerb::Update,
         object: ObjectRef::new(
@@ -1791,7 +1791,7 @@ fn with_cluster_events() -> LiveState {
         "ConstraintTemplate",
         "k8srequiredlabels",
     );
-    state.cluster_events.push_back(ClusterEvent {
+    state.cluster_events.push(ClusterEvent {
         time: fixture_now() - chrono::Duration::seconds(30),
         reporter: "kubectl-vap-7c9d5-x2k4".into(),
         regarding: template.clone(),
@@ -1800,7 +1800,7 @@ fn with_cluster_events() -> LiveState {
         warning: false,
         count: 1,
     });
-    state.cluster_events.push_back(ClusterEvent {
+    state.cluster_events.push(ClusterEvent {
         time: fixture_now() - chrono::Duration::seconds(10),
         reporter: "kubectl-vap-7c9d5-x2k4".into(),
         regarding: ObjectRef::new(
@@ -2140,7 +2140,7 @@ fn tui_a_request_outcome_is_logged_once() {
         )
     };
     let event = |state: &mut LiveState, secs: i64| {
-        state.cluster_events.push_back(ClusterEvent {
+        state.cluster_events.push(ClusterEvent {
             time: fixture_now() + chrono::Duration::seconds(secs),
             reporter: holder.into(),
             regarding: ObjectRef::new(
@@ -2203,7 +2203,7 @@ fn tui_a_request_outcome_is_logged_once() {
     let mut ui = Ui::new(false, live_data(&state, true), 150, 36);
     let mut cursor = EventCursor::default();
     cursor.new_events(&state);
-    state.events.push_back(ReconcileEvent {
+    state.events.push(ReconcileEvent {
         time: fixture_now(),
         verb: EventVerb::Replay,
         object: ObjectRef::new(

@@ -875,7 +875,7 @@ fn draw_status(frame: &mut Frame, app: &App, area: Rect, events_hidden: bool) {
         let room = usize::from(area.width).saturating_sub(1 + e.time.len() + 1);
         let mut l = event_line(&super::data::EventLine {
             text: shorten(&e.text, room),
-            ..e.clone()
+            ..super::data::EventLine::clone(e)
         });
         l.spans.insert(0, Span::raw(" "));
         l
