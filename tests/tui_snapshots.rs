@@ -399,7 +399,7 @@ fn tui_an_events_refusal_does_not_blank_the_tree() {
     let s = ui.screen();
     assert!(!s.contains("nothing can be shown"), "{s}");
     assert!(
-        ui.app.log.iter().any(|e| e.text.starts_with("loaded")),
+        ui.app.log.iter().any(|e| e.text().starts_with("loaded")),
         "{:?}",
         ui.app.log
     );
@@ -1225,7 +1225,7 @@ fn tui_loaded_is_said_once_synced_and_connecting_goes_away() {
     ));
     ui.act(Action::Data(live_data(&state, true)));
     assert!(
-        ui.app.log.iter().all(|e| !e.text.starts_with("loaded")),
+        ui.app.log.iter().all(|e| !e.text().starts_with("loaded")),
         "nothing is loaded while lists run"
     );
     // The status line (second to last row) keeps saying it while lists run …
@@ -1236,7 +1236,7 @@ fn tui_loaded_is_said_once_synced_and_connecting_goes_away() {
         .app
         .log
         .iter()
-        .filter(|e| e.text.starts_with("loaded"))
+        .filter(|e| e.text().starts_with("loaded"))
         .collect();
     assert_eq!(loaded.len(), 1);
     // … and stops once they have.
@@ -1595,7 +1595,7 @@ fn tui_reconnecting_counts_down_to_the_next_attempt() {
         "{}",
         ui.screen()
     );
-    assert!(ui.app.log.iter().all(|l| !l.text.starts_with("loaded")));
+    assert!(ui.app.log.iter().all(|l| !l.text().starts_with("loaded")));
     // The first attempt, before any failure, just says what it does.
     let first = stamped(
         kubectl_vap::tui::from_live::connecting(
@@ -1769,7 +1769,7 @@ fn tui_switching_context_empties_the_tree_and_refills_it() {
         .app
         .log
         .iter()
-        .filter(|l| l.text.starts_with("loaded"))
+        .filter(|l| l.text().starts_with("loaded"))
         .count();
     let state = remote_state();
     let data = data_from_live(&state, "prod-eu", false, &default_options(), Vec::new());
@@ -1779,7 +1779,7 @@ fn tui_switching_context_empties_the_tree_and_refills_it() {
         .app
         .log
         .iter()
-        .filter(|l| l.text.starts_with("loaded"))
+        .filter(|l| l.text().starts_with("loaded"))
         .count();
     assert_eq!(loaded_after, loaded_before + 1);
 }
@@ -1841,8 +1841,11 @@ fn tui_cluster_events_appear_in_the_log_once() {
     // A write the leader could not make is a failure: red (issue 21, item 2).
     assert_eq!(ui.term.backend().buffer()[at].fg, Color::Red);
     assert!(
-        ui.app.log.iter().any(|l| l.text.starts_with("WriteFailed")
-            && l.text.ends_with("— by kubectl-vap-7c9d5-x2k4 (×3)")),
+        ui.app
+            .log
+            .iter()
+            .any(|l| l.text().starts_with("WriteFailed")
+                && l.text().ends_with("— by kubectl-vap-7c9d5-x2k4 (×3)")),
         "{:?}",
         ui.app.log
     );
@@ -1853,7 +1856,7 @@ fn tui_cluster_events_appear_in_the_log_once() {
         ui.app
             .log
             .iter()
-            .filter(|l| l.text.starts_with(what))
+            .filter(|l| l.text().starts_with(what))
             .count()
     };
     assert_eq!(count(&ui, "WriteFailed"), 1);
@@ -1920,12 +1923,12 @@ fn tui_lease_changes_are_logged_once_each() {
     step(&mut ui, None, true);
     step(&mut ui, Some("laptop-1"), false);
     step(&mut ui, Some("kubectl-vap-7c9d5-x2k4"), false);
-    let lease: Vec<&str> = ui
+    let lease: Vec<String> = ui
         .app
         .log
         .iter()
-        .filter(|l| l.text.starts_with("lease "))
-        .map(|l| l.text.as_str())
+        .filter(|l| l.text().starts_with("lease "))
+        .map(|l| l.text())
         .collect();
     let l = "lease gatekeeper-system/kubectl-vap — ";
     assert_eq!(
@@ -1945,8 +1948,8 @@ fn tui_lease_changes_are_logged_once_each() {
         ui.app
             .log
             .iter()
-            .find(|l| l.text.ends_with(text))
-            .map(|l| l.level)
+            .find(|l| l.text().ends_with(text))
+            .map(|l| l.level())
     };
     assert_eq!(
         warn("laptop-2 stopped renewing it; no copy reconciles"),
@@ -2158,7 +2161,7 @@ fn tui_a_request_outcome_is_logged_once() {
         ui.app
             .log
             .iter()
-            .filter(|l| l.text.contains(summary))
+            .filter(|l| l.text().contains(summary))
             .count()
     };
     // The answer first, then the Event: one line, the answer's.

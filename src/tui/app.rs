@@ -337,13 +337,12 @@ impl App {
 
     pub(super) fn log_local(&mut self, level: Level, text: String) {
         self.local_seq += 1;
-        self.push_log(EventLine {
-            seq: self.local_seq,
-            time: chrono::Local::now().format("%H:%M:%S").to_string(),
+        self.push_log(EventLine::own(
+            self.local_seq,
+            chrono::Local::now().format("%H:%M:%S").to_string(),
             level,
             text,
-            outcome: None,
-        });
+        ));
     }
 
     /// Whether a request's outcome, reported by `side`, is new to the log. The answer to a

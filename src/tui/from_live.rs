@@ -2,7 +2,9 @@
 //! (yet): pure, so every header and event-log state is tested without a cluster.
 
 use super::action::Level;
-use super::data::{ClusterInfo, Data, EventLine, Link, Origin, OutcomeKey, WriteFailure};
+use super::data::{
+    ClusterInfo, Data, EventLine, Link, Origin, OutcomeKey, Says, WriteFailure, clock,
+};
 use crate::controller::LeaderHealth;
 use crate::controller::log::Entry;
 use crate::controller::{
@@ -89,10 +91,9 @@ impl EventCursor {
         let until = self.shown_until.get(&self.context).copied();
         let until = until.filter(|_| anew);
         // Oldest first: the namespaces' watches add to the log each as it reads.
-        let mut cluster: Vec<&ClusterEvent> = self
+        let mut cluster: Vec<&Entry<ClusterEvent>> = self
             .cluster_events
             .newer(&state.cluster_events)
-            .map(|e| &*e.value)
             .filter(|e| until.is_none_or(|t| e.time > t))
             .collect();
         cluster.sort_by_key(|e| e.time);
@@ -185,13 +186,12 @@ impl EventCursor {
         if lease.leading || (!me.is_empty() && lease.holder.as_deref() == Some(me)) {
             return None;
         }
-        Some(EventLine {
-            seq: 0,
-            time: state.snapshot.now.map(clock).unwrap_or_default(),
+        Some(EventLine::own(
+            0,
+            state.snapshot.now.map(clock).unwrap_or_default(),
             level,
-            text: printable(&format!("lease {} — {text}", lease.lease)).into_owned(),
-            outcome: None,
-        })
+            printable(&format!("lease {} — {text}", lease.lease)).into_owned(),
+        ))
     }
 
     /// Only the holder publishes Events (they are fenced like writes), so an Event newer than
@@ -208,29 +208,22 @@ impl EventCursor {
         self.lease = Some((Some(e.reporter.clone()), false));
         self.inferred = Some((e.reporter.clone(), holder.clone()));
         self.unresponsive = false;
-        Some(EventLine {
-            seq: 0,
-            time: clock(e.time),
-            level: Level::Info,
-            text: printable(&format!(
+        Some(EventLine::own(
+            0,
+            clock(e.time),
+            Level::Info,
+            printable(&format!(
                 "lease {} — {} leads now (was {known})",
                 lease.lease, e.reporter
             ))
             .into_owned(),
-            outcome: None,
-        })
+        ))
     }
 }
 
-fn clock(t: DateTime<Utc>) -> String {
-    t.with_timezone(&chrono::Local)
-        .format("%H:%M:%S")
-        .to_string()
-}
-
-/// `update Kind/name skipped: why — message` (the event's own line). A replay or reconcile
-/// this copy handled (`me`) carries its outcome: the request's answer says the same.
-fn reconcile_line(seq: u64, e: &ReconcileEvent, me: &str) -> EventLine {
+/// A reconcile action's line. A replay or reconcile this copy handled (`me`) carries its
+/// outcome: the request's answer says the same.
+fn reconcile_line(seq: u64, e: &Entry<ReconcileEvent>, me: &str) -> EventLine {
     let request = matches!(
         e.verb,
         EventVerb::Replay | EventVerb::Reconcile | EventVerb::ReconcileAll
@@ -239,34 +232,15 @@ fn reconcile_line(seq: u64, e: &ReconcileEvent, me: &str) -> EventLine {
         by: me.to_string(),
         summary: e.message.clone(),
     });
-    // A conflict is retried at once and passes: not an error to look at.
-    let level = if e.result.is_failure() {
-        Level::Error
-    } else {
-        Level::Info
-    };
     EventLine {
         seq,
-        time: clock(e.time),
-        level,
-        text: e.to_string(),
+        says: Says::Reconcile(e.clone()),
         outcome,
     }
 }
 
-/// `Replayed ConstraintTemplate/x: note — by reporter (×3)`. Anyone allowed to create Events
-/// writes these: what a terminal would obey is escaped.
-fn cluster_line(seq: u64, e: &ClusterEvent) -> EventLine {
-    let count = if e.count > 1 {
-        format!(" (×{})", e.count)
-    } else {
-        String::new()
-    };
-    let note = if e.note.is_empty() {
-        String::new()
-    } else {
-        format!(": {}", e.note)
-    };
+/// An Event's line.
+fn cluster_line(seq: u64, e: &Entry<ClusterEvent>) -> EventLine {
     // The leader's Event about a request it handled (`handle_here` names them so).
     let outcome = matches!(e.reason.as_str(), "Replayed" | "Reconciled").then(|| OutcomeKey {
         by: e.reporter.clone(),
@@ -274,19 +248,8 @@ fn cluster_line(seq: u64, e: &ClusterEvent) -> EventLine {
     });
     EventLine {
         seq,
+        says: Says::Cluster(e.clone()),
         outcome,
-        time: clock(e.time),
-        // A write the leader could not make is a failure here too: red, not a warning.
-        level: match (e.warning, e.reason.as_str()) {
-            (true, "WriteFailed") => Level::Error,
-            (true, _) => Level::Warn,
-            _ => Level::Info,
-        },
-        text: printable(&format!(
-            "{} {}{note} — by {}{count}",
-            e.reason, e.regarding, e.reporter
-        ))
-        .into_owned(),
     }
 }
 
@@ -531,7 +494,7 @@ mod tests {
         state.push_event(event(1));
         let first = cursor.new_events(&state);
         assert_eq!(first.len(), 2);
-        assert!(first[1].level == Level::Error && first[1].text.contains("FAILED: boom"));
+        assert!(first[1].level() == Level::Error && first[1].text().contains("FAILED: boom"));
         assert!(cursor.new_events(&state).is_empty());
         // The bounded log drops its oldest entries: only the new ones come out, in order.
         for i in 2..(2 + crate::controller::state::EVENT_LOG_CAPACITY as u32) {
@@ -560,7 +523,8 @@ mod tests {
         failed.warning = true;
         state.cluster_events.push(failed);
         let lines = cursor.new_events(&state);
-        let text: Vec<(&str, Level)> = lines.iter().map(|l| (l.text.as_str(), l.level)).collect();
+        let text: Vec<(String, Level)> = lines.iter().map(|l| (l.text(), l.level())).collect();
+        let text: Vec<(&str, Level)> = text.iter().map(|(t, l)| (t.as_str(), *l)).collect();
         assert_eq!(
             text,
             [
@@ -589,7 +553,7 @@ mod tests {
         }
         let again = cursor.new_events(&state);
         assert_eq!(again.len(), 1);
-        assert!(again[0].text.ends_with("(×4)"), "{}", again[0].text);
+        assert!(again[0].text().ends_with("(×4)"), "{}", again[0].text());
         assert!(again[0].seq > lines[2].seq);
     }
 
@@ -816,7 +780,7 @@ mod tests {
         };
         assert!(cursor.new_events(&state).is_empty(), "the first reading");
         state.cluster_events.push(cluster_event("new", 1));
-        let texts = |lines: Vec<EventLine>| lines.into_iter().map(|l| l.text).collect::<Vec<_>>();
+        let texts = |lines: Vec<EventLine>| lines.into_iter().map(|l| l.text()).collect::<Vec<_>>();
         let lines = texts(cursor.new_events(&state));
         assert_eq!(lines.len(), 2, "{lines:?}");
         assert_eq!(lines[0], "lease ns/l — new leads now (was old)");
@@ -847,7 +811,7 @@ mod tests {
         restarted.cluster_events.push(counted);
         let lines = cursor.new_events(&restarted);
         assert_eq!(lines.len(), 1, "{lines:?}");
-        assert!(lines[0].text.ends_with("(×2)"), "{}", lines[0].text);
+        assert!(lines[0].text().ends_with("(×2)"), "{}", lines[0].text());
         cursor.enter("b");
         let mut other = LiveState::default();
         other.cluster_events.push(cluster_event("leader-2", 1));
@@ -868,7 +832,7 @@ mod tests {
         state.cluster_events.push(e);
         let lines = EventCursor::default().new_events(&state);
         assert_eq!(lines.len(), 1);
-        assert_eq!(lines[0].level, Level::Error);
+        assert_eq!(lines[0].level(), Level::Error);
     }
 
     #[test]
