@@ -399,7 +399,7 @@ fn tui_an_events_refusal_does_not_blank_the_tree() {
     let s = ui.screen();
     assert!(!s.contains("nothing can be shown"), "{s}");
     assert!(
-        ui.app.log.iter().any(|e| e.text.starts_with("loaded")),
+        ui.app.log.iter().any(|e| e.text().starts_with("loaded")),
         "{:?}",
         ui.app.log
     );
@@ -533,7 +533,7 @@ fn tui_selection_and_expansion_survive_refresh() {
     Arc::make_mut(&mut state.snapshot)
         .templates
         .retain(|t| t.name() != "k8sallowedrepos");
-    state.events.push_back(ReconcileEvent {
+    state.events.push(ReconcileEvent {
         time: chrono::Utc.with_ymd_and_hms(2026, 11, 30, 9, 1, 0).unwrap(),
         verb: EventVerb::Update,
         object: ObjectRef::new(
@@ -1225,7 +1225,7 @@ fn tui_loaded_is_said_once_synced_and_connecting_goes_away() {
     ));
     ui.act(Action::Data(live_data(&state, true)));
     assert!(
-        ui.app.log.iter().all(|e| !e.text.starts_with("loaded")),
+        ui.app.log.iter().all(|e| !e.text().starts_with("loaded")),
         "nothing is loaded while lists run"
     );
     // The status line (second to last row) keeps saying it while lists run …
@@ -1236,7 +1236,7 @@ fn tui_loaded_is_said_once_synced_and_connecting_goes_away() {
         .app
         .log
         .iter()
-        .filter(|e| e.text.starts_with("loaded"))
+        .filter(|e| e.text().starts_with("loaded"))
         .collect();
     assert_eq!(loaded.len(), 1);
     // … and stops once they have.
@@ -1607,7 +1607,7 @@ fn tui_reconnecting_counts_down_to_the_next_attempt() {
         "{}",
         ui.screen()
     );
-    assert!(ui.app.log.iter().all(|l| !l.text.starts_with("loaded")));
+    assert!(ui.app.log.iter().all(|l| !l.text().starts_with("loaded")));
     // The first attempt, before any failure, just says what it does.
     let first = stamped(
         kubectl_vap::tui::from_live::connecting(
@@ -1781,7 +1781,7 @@ fn tui_switching_context_empties_the_tree_and_refills_it() {
         .app
         .log
         .iter()
-        .filter(|l| l.text.starts_with("loaded"))
+        .filter(|l| l.text().starts_with("loaded"))
         .count();
     let state = remote_state();
     let data = data_from_live(&state, "prod-eu", false, &default_options(), Vec::new());
@@ -1791,7 +1791,7 @@ fn tui_switching_context_empties_the_tree_and_refills_it() {
         .app
         .log
         .iter()
-        .filter(|l| l.text.starts_with("loaded"))
+        .filter(|l| l.text().starts_with("loaded"))
         .count();
     assert_eq!(loaded_after, loaded_before + 1);
 }
@@ -1803,7 +1803,7 @@ fn with_cluster_events() -> LiveState {
         "ConstraintTemplate",
         "k8srequiredlabels",
     );
-    state.cluster_events.push_back(ClusterEvent {
+    state.cluster_events.push(ClusterEvent {
         time: fixture_now() - chrono::Duration::seconds(30),
         reporter: "kubectl-vap-7c9d5-x2k4".into(),
         regarding: template.clone(),
@@ -1812,7 +1812,7 @@ fn with_cluster_events() -> LiveState {
         warning: false,
         count: 1,
     });
-    state.cluster_events.push_back(ClusterEvent {
+    state.cluster_events.push(ClusterEvent {
         time: fixture_now() - chrono::Duration::seconds(10),
         reporter: "kubectl-vap-7c9d5-x2k4".into(),
         regarding: ObjectRef::new(
@@ -1853,8 +1853,11 @@ fn tui_cluster_events_appear_in_the_log_once() {
     // A write the leader could not make is a failure: red (issue 21, item 2).
     assert_eq!(ui.term.backend().buffer()[at].fg, Color::Red);
     assert!(
-        ui.app.log.iter().any(|l| l.text.starts_with("WriteFailed")
-            && l.text.ends_with("— by kubectl-vap-7c9d5-x2k4 (×3)")),
+        ui.app
+            .log
+            .iter()
+            .any(|l| l.text().starts_with("WriteFailed")
+                && l.text().ends_with("— by kubectl-vap-7c9d5-x2k4 (×3)")),
         "{:?}",
         ui.app.log
     );
@@ -1865,7 +1868,7 @@ fn tui_cluster_events_appear_in_the_log_once() {
         ui.app
             .log
             .iter()
-            .filter(|l| l.text.starts_with(what))
+            .filter(|l| l.text().starts_with(what))
             .count()
     };
     assert_eq!(count(&ui, "WriteFailed"), 1);
@@ -1932,12 +1935,12 @@ fn tui_lease_changes_are_logged_once_each() {
     step(&mut ui, None, true);
     step(&mut ui, Some("laptop-1"), false);
     step(&mut ui, Some("kubectl-vap-7c9d5-x2k4"), false);
-    let lease: Vec<&str> = ui
+    let lease: Vec<String> = ui
         .app
         .log
         .iter()
-        .filter(|l| l.text.starts_with("lease "))
-        .map(|l| l.text.as_str())
+        .filter(|l| l.text().starts_with("lease "))
+        .map(|l| l.text())
         .collect();
     let l = "lease gatekeeper-system/kubectl-vap — ";
     assert_eq!(
@@ -1957,8 +1960,8 @@ fn tui_lease_changes_are_logged_once_each() {
         ui.app
             .log
             .iter()
-            .find(|l| l.text.ends_with(text))
-            .map(|l| l.level)
+            .find(|l| l.text().ends_with(text))
+            .map(|l| l.level())
     };
     assert_eq!(
         warn("laptop-2 stopped renewing it; no copy reconciles"),
@@ -2152,7 +2155,7 @@ fn tui_a_request_outcome_is_logged_once() {
         )
     };
     let event = |state: &mut LiveState, secs: i64| {
-        state.cluster_events.push_back(ClusterEvent {
+        state.cluster_events.push(ClusterEvent {
             time: fixture_now() + chrono::Duration::seconds(secs),
             reporter: holder.into(),
             regarding: ObjectRef::new(
@@ -2170,7 +2173,7 @@ fn tui_a_request_outcome_is_logged_once() {
         ui.app
             .log
             .iter()
-            .filter(|l| l.text.contains(summary))
+            .filter(|l| l.text().contains(summary))
             .count()
     };
     // The answer first, then the Event: one line, the answer's.
@@ -2215,7 +2218,7 @@ fn tui_a_request_outcome_is_logged_once() {
     let mut ui = Ui::new(false, live_data(&state, true), 150, 36);
     let mut cursor = EventCursor::default();
     cursor.new_events(&state);
-    state.events.push_back(ReconcileEvent {
+    state.events.push(ReconcileEvent {
         time: fixture_now(),
         verb: EventVerb::Replay,
         object: ObjectRef::new(

@@ -573,7 +573,9 @@ pub fn cluster_event(e: &Event) -> Option<ClusterEvent> {
     })
 }
 
-/// The Events kept, oldest first: `(uid or name, event)`, bounded to [`KEPT`].
+/// What this copy last read of each Event (by name) in one namespace, at most [`KEPT`]: the
+/// log gets an Event again only when it changed (a series counting up), not each time a
+/// watch lists it again. Kept once here, so no view compares Events.
 #[derive(Default)]
 pub struct Kept {
     order: VecDeque<String>,
@@ -581,48 +583,61 @@ pub struct Kept {
 }
 
 impl Kept {
-    pub fn apply(&mut self, name: String, event: Option<ClusterEvent>) {
+    /// Records `event` under `name` (`None`: deleted); returns it when it is new or changed.
+    pub fn apply(&mut self, name: String, event: Option<ClusterEvent>) -> Option<ClusterEvent> {
         match event {
             Some(e) => {
-                if self.by_name.insert(name.clone(), e).is_none() {
-                    self.order.push_back(name);
-                }
+                let new = match self.by_name.insert(name.clone(), e.clone()) {
+                    None => {
+                        self.order.push_back(name);
+                        true
+                    }
+                    Some(before) => before != e,
+                };
                 while self.order.len() > KEPT {
                     if let Some(old) = self.order.pop_front() {
                         self.by_name.remove(&old);
                     }
                 }
+                new.then_some(e)
             }
             None => {
                 self.by_name.remove(&name);
                 self.order.retain(|n| *n != name);
+                None
             }
         }
     }
 
-    /// The Events of several namespaces' watches as one log: oldest first, by time (a series
-    /// moves an Event to its last observation), the newest [`KEPT`].
-    pub fn merged(kept: &[Kept]) -> VecDeque<ClusterEvent> {
-        let mut v: Vec<ClusterEvent> = kept
+    /// A watch listed its namespace again (`listed`): what is new or changed since what was
+    /// kept, oldest first (by time: a series moves an Event to its last observation); then
+    /// `listed` is what is kept.
+    pub fn relisted(&mut self, listed: Kept) -> Vec<ClusterEvent> {
+        let mut new: Vec<ClusterEvent> = listed
+            .order
             .iter()
-            .flat_map(|k| k.order.iter().filter_map(|n| k.by_name.get(n).cloned()))
+            .filter_map(|n| {
+                let e = listed.by_name.get(n)?;
+                (self.by_name.get(n) != Some(e)).then(|| e.clone())
+            })
             .collect();
-        v.sort_by_key(|e| e.time);
-        let extra = v.len().saturating_sub(KEPT);
-        v.drain(..extra);
-        v.into()
+        new.sort_by_key(|e| e.time);
+        *self = listed;
+        new
     }
 }
 
 /// Follows the Events copies of kubectl-vap report (by our label) in `namespaces` (each
-/// Event lives in the namespace of what it regards), for views: one log of them all. A watch
+/// Event lives in the namespace of what it regards), for views: one log of them all, each
+/// Event in it once per change, numbered by this copy as it reads them (sequences do not
+/// cross processes; the Events do, and every copy numbers what it reads). A watch
 /// the server refuses is one of the copy's access errors (so a view says why the leader's
 /// outcomes are missing: `refused` is told the first refusal, or `None`) until every namespace is
 /// watched again.
 pub async fn follow(
     client: kube::Client,
     namespaces: Vec<String>,
-    tx: tokio::sync::watch::Sender<std::sync::Arc<VecDeque<ClusterEvent>>>,
+    tx: tokio::sync::watch::Sender<super::log::Log<ClusterEvent>>,
     refused: impl Fn(Option<AccessError>),
 ) {
     use futures::StreamExt;
@@ -650,15 +665,24 @@ pub async fn follow(
         |all: &[Option<AccessError>]| refused(all.iter().flatten().next().cloned());
     while let Some((i, e)) = stream.next().await {
         let name = |ev: &Event| ev.metadata.name.clone().unwrap_or_default();
-        match e {
-            Ok(watcher::Event::Apply(ev)) => kept[i].apply(name(&ev), cluster_event(&ev)),
-            Ok(watcher::Event::Delete(ev)) => kept[i].apply(name(&ev), None),
-            Ok(watcher::Event::Init) => initial[i] = Kept::default(),
+        let new: Vec<ClusterEvent> = match e {
+            Ok(watcher::Event::Apply(ev)) => kept[i]
+                .apply(name(&ev), cluster_event(&ev))
+                .into_iter()
+                .collect(),
+            Ok(watcher::Event::Delete(ev)) => {
+                kept[i].apply(name(&ev), None);
+                Vec::new()
+            }
+            Ok(watcher::Event::Init) => {
+                initial[i] = Kept::default();
+                Vec::new()
+            }
             Ok(watcher::Event::InitApply(ev)) => {
                 initial[i].apply(name(&ev), cluster_event(&ev));
                 continue;
             }
-            Ok(watcher::Event::InitDone) => kept[i] = std::mem::take(&mut initial[i]),
+            Ok(watcher::Event::InitDone) => kept[i].relisted(std::mem::take(&mut initial[i])),
             Err(err) => {
                 if !std::mem::replace(&mut failing[i], true) {
                     tracing::info!(
@@ -671,13 +695,20 @@ pub async fn follow(
                 publish_refusals(&refusals);
                 continue;
             }
-        }
+        };
         failing[i] = false;
         if refusals[i].take().is_some() {
             publish_refusals(&refusals);
         }
-        if tx.send(std::sync::Arc::new(Kept::merged(&kept))).is_err() {
+        if tx.is_closed() {
             return;
+        }
+        if !new.is_empty() {
+            tx.send_modify(|log| {
+                for e in new {
+                    log.push(e);
+                }
+            });
         }
     }
 }
@@ -776,26 +807,19 @@ mod tests {
     fn kept_events_are_bounded_and_replaced_by_name() {
         let mut k = Kept::default();
         for n in 0..(KEPT as u32 + 5) {
-            k.apply(format!("e{n}"), Some(ev(n)));
+            assert_eq!(k.apply(format!("e{n}"), Some(ev(n))), Some(ev(n)), "new");
         }
-        let all = Kept::merged(std::slice::from_ref(&k));
-        assert_eq!(all.len(), KEPT);
-        assert_eq!(all[0].note, "n5");
-        k.apply(
-            "e6".into(),
-            Some(ClusterEvent {
-                count: 3,
-                ..ev(10_000)
-            }),
-        );
-        assert_eq!(
-            Kept::merged(std::slice::from_ref(&k))
-                .back()
-                .map(|e| e.count),
-            Some(3)
-        );
-        k.apply("e6".into(), None);
-        assert_eq!(Kept::merged(std::slice::from_ref(&k)).len(), KEPT - 1);
+        assert_eq!(k.order.len(), KEPT, "bounded");
+        assert_eq!(k.order.front().map(String::as_str), Some("e5"));
+        // The same Event read again (a watch restarted) is nothing new; counted up, it is.
+        assert_eq!(k.apply("e6".into(), Some(ev(6))), None);
+        let counted = ClusterEvent {
+            count: 3,
+            ..ev(10_000)
+        };
+        assert_eq!(k.apply("e6".into(), Some(counted.clone())), Some(counted));
+        assert_eq!(k.apply("e6".into(), None), None);
+        assert_eq!(k.order.len(), KEPT - 1);
     }
 
     #[test]
@@ -841,25 +865,24 @@ mod tests {
     }
 
     #[test]
-    fn the_namespaces_events_merge_into_one_log_by_time() {
-        let (mut a, mut b) = (Kept::default(), Kept::default());
-        for n in 0..(KEPT as u32) {
-            let (k, name) = if n % 2 == 0 {
-                (&mut a, "a")
-            } else {
-                (&mut b, "b")
-            };
-            k.apply(format!("{name}{n}"), Some(ev(n)));
+    fn a_namespace_listed_again_gives_what_changed_by_time() {
+        let mut kept = Kept::default();
+        for n in 0..4 {
+            kept.apply(format!("e{n}"), Some(ev(n)));
         }
-        b.apply("late".into(), Some(ev(100_000)));
-        let all = Kept::merged(&[a, b]);
-        assert_eq!(all.len(), KEPT, "bounded");
-        assert!(
-            all.iter()
-                .zip(all.iter().skip(1))
-                .all(|(x, y)| x.time <= y.time)
+        // Listed again: e0 is gone, e1 unchanged, e2 counted up, e9 new, listed before e2.
+        let mut listed = Kept::default();
+        listed.apply("e9".into(), Some(ev(9)));
+        listed.apply("e1".into(), Some(ev(1)));
+        let counted = ClusterEvent { count: 2, ..ev(5) };
+        listed.apply("e2".into(), Some(counted.clone()));
+        listed.apply("e3".into(), Some(ev(3)));
+        assert_eq!(kept.relisted(listed), vec![counted, ev(9)], "oldest first");
+        assert_eq!(
+            kept.apply("e0".into(), Some(ev(0))),
+            Some(ev(0)),
+            "forgotten"
         );
-        assert_eq!(all[0].note, "n1", "the oldest went");
-        assert_eq!(all.back().map(|e| e.note.as_str()), Some("n100000"));
+        assert_eq!(kept.apply("e9".into(), Some(ev(9))), None, "kept");
     }
 }

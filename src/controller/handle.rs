@@ -265,7 +265,8 @@ impl Controller {
 
     /// This copy's reconcile actions so far (oldest first, bounded).
     pub fn events(&self) -> Vec<ReconcileEvent> {
-        self.inner.world.status.events().into()
+        let log = self.inner.world.status.events();
+        log.iter().map(|e| ReconcileEvent::clone(e)).collect()
     }
 
     /// Writes the API server accepted from this copy.

@@ -8,6 +8,8 @@
 //!   [`queue`]: the de-duplicating work queue; [`worker`]: one worker step, shared with the
 //!   live workers.
 //! - [`state`]: what a running copy publishes ([`LiveState`]) and the types it answers with;
+//!   [`log`]: the bounded log with sequence numbers its event logs are (views ask it for what
+//!   they have not seen);
 //!   [`keys`]: the words everything above speaks in (`Key`, `Scope`, `Obj`).
 //!
 //! Private: `start` (start-up in phases), `shared` (what the tasks share; the world on the
@@ -31,6 +33,7 @@ mod gatekeeper_config;
 pub mod handle;
 pub mod keys;
 mod lease;
+pub mod log;
 mod metrics;
 mod objects;
 mod outage;
@@ -61,7 +64,7 @@ pub use start::{
 };
 pub use state::{
     AccessError, AccessErrorKind, ClusterEvent, Command, Connection, EventResult, EventVerb,
-    LeaderHealth, LeaseInfo, LiveState, ReconcileEvent, RequestOutcome, WriteError,
+    LeaderHealth, LeaseInfo, LiveState, Log, ReconcileEvent, RequestOutcome, WriteError,
 };
 
 /// Errors of the reconciler library. Each variant names what failed; callers add context.

@@ -4,8 +4,7 @@
 
 use super::lease::HolderView;
 use super::shared::Shared;
-use super::state::{ClusterEvent, Connection, Health, LiveState};
-use std::collections::VecDeque;
+use super::state::{ClusterEvent, Connection, Health, LiveState, Log};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -18,7 +17,7 @@ const TICK: Duration = Duration::from_secs(1);
 /// What the publisher reads besides [`Shared`].
 pub struct Sources {
     pub view: watch::Receiver<HolderView>,
-    pub cluster_events: watch::Receiver<Arc<VecDeque<ClusterEvent>>>,
+    pub cluster_events: watch::Receiver<Log<ClusterEvent>>,
     /// What this copy publishes while it leads (its own health, shown as the holder's).
     pub health: Health,
     /// Include the stores' snapshot (views need it; a headless `run` does not).
@@ -58,6 +57,7 @@ fn fill(shared: &Shared, state: &mut LiveState, src: &Sources) {
     if src.with_snapshot {
         state.snapshot = Arc::new(shared.snapshot());
     }
+    // The logs themselves: a clone copies a few chunk pointers, no event.
     state.events = shared.status.events();
     state.queue_depth = shared.queue.len();
     state.access_errors = shared.status.access_errors();
@@ -65,7 +65,7 @@ fn fill(shared: &Shared, state: &mut LiveState, src: &Sources) {
     state.gatekeeper_generator = shared.status.gatekeeper_generator();
     state.writes_enabled = shared.status.writes_enabled();
     state.connection = connection(shared);
-    state.cluster_events = (*src.cluster_events.borrow()).as_ref().clone();
+    state.cluster_events = src.cluster_events.borrow().clone();
     let view = src.view.borrow().clone();
     state.lease.leading = shared.leadership.is_leading();
     state.lease.holder = view.holder;

@@ -29,7 +29,6 @@ use crate::core::Options;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::reflector::store::Writer;
-use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
@@ -676,7 +675,7 @@ fn publish_state(
     health: Health,
 ) -> (watch::Receiver<Arc<LiveState>>, Vec<JoinHandle<()>>) {
     let mut tasks = Vec::new();
-    let (events_tx, events_rx) = watch::channel(Arc::new(VecDeque::new()));
+    let (events_tx, events_rx) = watch::channel(super::log::Log::default());
     if tuning.publish_snapshot {
         let status = shared.clone();
         tasks.push(tokio::spawn(super::events::follow(

@@ -2,15 +2,15 @@
 //! [`LiveState`] published on a `tokio::sync::watch` channel, and [`Command`]s sent back.
 //! These types are a contract with `src/tui/`: extend them, do not reshape them.
 
+pub use super::log::{Entry, Log};
 pub use super::world::WriteError;
 use crate::model::ObjectRef;
 use crate::snapshot::Snapshot;
 use chrono::{DateTime, Utc};
-use std::collections::VecDeque;
 use std::sync::Arc;
 
 /// How many reconcile events the log keeps (oldest dropped first).
-pub const EVENT_LOG_CAPACITY: usize = 500;
+pub const EVENT_LOG_CAPACITY: usize = super::log::DEFAULT_CAPACITY;
 
 /// Everything a view needs about the live cluster and this copy of the reconciler.
 #[derive(Debug, Clone, Default)]
@@ -35,11 +35,14 @@ pub struct LiveState {
     pub writes_enabled: bool,
     /// Work items queued or being processed.
     pub queue_depth: usize,
-    /// Reconcile actions of this copy, oldest first, at most [`EVENT_LOG_CAPACITY`].
-    pub events: VecDeque<ReconcileEvent>,
+    /// Reconcile actions of this copy, oldest first, at most [`EVENT_LOG_CAPACITY`]. The
+    /// log itself, shared (cloning it copies no entry): a view asks it for the entries newer
+    /// than the last sequence it saw ([`Log::since`]).
+    pub events: Log<ReconcileEvent>,
     /// Kubernetes Events that any copy of kubectl-vap reported (the leader's outcomes, wherever
-    /// it runs), oldest first, at most [`EVENT_LOG_CAPACITY`].
-    pub cluster_events: VecDeque<ClusterEvent>,
+    /// it runs), as this copy read them: an Event again only when it changed (a series counting
+    /// up). At most [`EVENT_LOG_CAPACITY`]; sequences are this copy's (see `events::follow`).
+    pub cluster_events: Log<ClusterEvent>,
     /// Whether the API server answers this copy.
     pub connection: Connection,
 }
@@ -256,10 +259,7 @@ pub enum Command {
 impl LiveState {
     /// Appends to the bounded event log.
     pub fn push_event(&mut self, event: ReconcileEvent) {
-        if self.events.len() >= EVENT_LOG_CAPACITY {
-            self.events.pop_front();
-        }
-        self.events.push_back(event);
+        self.events.push(event);
     }
 }
 

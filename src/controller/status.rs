@@ -2,16 +2,18 @@
 //! whether it may write (and why not), whether every watch has listed, the objects whose
 //! writes are forbidden. Every change wakes the publisher ([`Status::changed`]).
 
+use super::log::Log;
 use super::state::{AccessError, AccessErrorKind, EventResult, EventVerb, ReconcileEvent};
 use crate::model::ObjectRef;
 use chrono::Utc;
 use parking_lot::Mutex;
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashSet};
 use tokio::sync::watch;
 
 #[derive(Default)]
 struct Inner {
-    events: VecDeque<ReconcileEvent>,
+    /// This copy's reconcile actions; published as it is (a clone shares the entries).
+    events: Log<ReconcileEvent>,
     /// Resources this copy cannot read, by resource name.
     access: BTreeMap<String, AccessError>,
     /// What looks like Gatekeeper's own generator, as last detected.
@@ -79,10 +81,7 @@ impl Status {
 
     pub fn log(&self, verb: EventVerb, object: ObjectRef, result: EventResult, message: String) {
         self.with(|s| {
-            if s.events.len() >= super::state::EVENT_LOG_CAPACITY {
-                s.events.pop_front();
-            }
-            s.events.push_back(ReconcileEvent {
+            s.events.push(ReconcileEvent {
                 time: Utc::now(),
                 verb,
                 object,
@@ -93,7 +92,8 @@ impl Status {
         self.touch();
     }
 
-    pub fn events(&self) -> VecDeque<ReconcileEvent> {
+    /// The event log as it is now: cheap (it copies no entry).
+    pub fn events(&self) -> Log<ReconcileEvent> {
         self.with(|s| s.events.clone())
     }
 

@@ -9,7 +9,7 @@ use super::detail;
 use super::keymap::{self, Key, Keymap, Screen};
 use super::tree_view::{Filter, SortBy, TreeView, find};
 use super::words::{age, count, seconds_until};
-use crate::controller::Connection;
+use crate::controller::{Connection, Log};
 use crate::core::tree::{Node, NodeKind};
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use ratatui::text::Line;
@@ -119,8 +119,9 @@ pub struct App {
     /// function of the state: ages and countdowns are measured from it).
     pub clock: Option<chrono::DateTime<chrono::Utc>>,
     pub flash: Option<Flash>,
-    /// The event log pane: reconcile actions (live) and command outcomes.
-    pub log: VecDeque<EventLine>,
+    /// The event log pane: reconcile actions (live) and command outcomes, the newest
+    /// [`LOG_CAP`].
+    pub log: Log<EventLine>,
     last_seq: Option<u64>,
     local_seq: u64,
     /// Request outcomes logged from one side (the answer, or the Event) whose other side has
@@ -164,7 +165,7 @@ impl App {
             picker: None,
             clock: None,
             flash: None,
-            log: VecDeque::new(),
+            log: Log::new(LOG_CAP),
             last_seq: None,
             local_seq: 0,
             unpaired: VecDeque::new(),
@@ -340,13 +341,12 @@ impl App {
 
     pub(super) fn log_local(&mut self, level: Level, text: String) {
         self.local_seq += 1;
-        self.push_log(EventLine {
-            seq: self.local_seq,
-            time: chrono::Local::now().format("%H:%M:%S").to_string(),
+        self.push_log(EventLine::own(
+            self.local_seq,
+            chrono::Local::now().format("%H:%M:%S").to_string(),
             level,
             text,
-            outcome: None,
-        });
+        ));
     }
 
     /// Whether a request's outcome, reported by `side`, is new to the log. The answer to a
@@ -371,10 +371,7 @@ impl App {
     }
 
     pub(super) fn push_log(&mut self, line: EventLine) {
-        self.log.push_back(line);
-        while self.log.len() > LOG_CAP {
-            self.log.pop_front();
-        }
+        self.log.push(line);
     }
 
     pub(super) fn rebuild(&mut self) {

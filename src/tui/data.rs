@@ -1,7 +1,10 @@
 //! What the UI shows, as the data source hands it over: a snapshot, its analysis (computed off
 //! the UI thread, once per change), and what is known about the cluster and the reconciler.
 
-use crate::controller::{AccessError, AccessErrorKind, Connection, LeaseInfo};
+use crate::controller::log::Entry;
+use crate::controller::{
+    AccessError, AccessErrorKind, ClusterEvent, Connection, LeaseInfo, ReconcileEvent,
+};
 use crate::core::{Analysis, Options, Summary, analyze};
 use crate::snapshot::Snapshot;
 use chrono::{DateTime, Utc};
@@ -58,13 +61,95 @@ pub fn is_tree_resource(e: &AccessError) -> bool {
 pub struct EventLine {
     /// Increasing: lines already shown are not shown twice.
     pub seq: u64,
-    /// `HH:MM:SS`.
-    pub time: String,
-    /// Error lines are red, warnings yellow.
-    pub level: Level,
-    pub text: String,
+    pub says: Says,
     /// The outcome of a replay or reconcile this line reports, when it reports one.
     pub outcome: Option<OutcomeKey>,
+}
+
+/// What a line of the event log says: the controller's entry as it published it (shared with
+/// its log, worded when drawn), or the TUI's own words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Says {
+    /// A reconcile action of this copy.
+    Reconcile(Entry<ReconcileEvent>),
+    /// A Kubernetes Event a copy of kubectl-vap reported.
+    Cluster(Entry<ClusterEvent>),
+    /// The TUI's own line (a lease change, an error, "loaded …"), at `time` (`HH:MM:SS`).
+    Own {
+        time: String,
+        level: Level,
+        text: String,
+    },
+}
+
+impl EventLine {
+    /// A line of the TUI's own.
+    pub fn own(seq: u64, time: String, level: Level, text: String) -> Self {
+        EventLine {
+            seq,
+            says: Says::Own { time, level, text },
+            outcome: None,
+        }
+    }
+
+    /// `HH:MM:SS`, local time.
+    pub fn time(&self) -> String {
+        match &self.says {
+            Says::Reconcile(e) => clock(e.time),
+            Says::Cluster(e) => clock(e.time),
+            Says::Own { time, .. } => time.clone(),
+        }
+    }
+
+    /// Error lines are red, warnings yellow.
+    pub fn level(&self) -> Level {
+        match &self.says {
+            // A conflict is retried at once and passes: not an error to look at.
+            Says::Reconcile(e) if e.result.is_failure() => Level::Error,
+            Says::Reconcile(_) => Level::Info,
+            // A write the leader could not make is a failure here too: red, not a warning.
+            Says::Cluster(e) => match (e.warning, e.reason.as_str()) {
+                (true, "WriteFailed") => Level::Error,
+                (true, _) => Level::Warn,
+                _ => Level::Info,
+            },
+            Says::Own { level, .. } => *level,
+        }
+    }
+
+    /// The line: a reconcile action as `run` prints it (`update Kind/name skipped: why —
+    /// message`); an Event as `Replayed ConstraintTemplate/x: note — by reporter (×3)`, what a
+    /// terminal would obey escaped (anyone allowed to create Events writes these).
+    pub fn text(&self) -> String {
+        match &self.says {
+            Says::Reconcile(e) => e.to_string(),
+            Says::Cluster(e) => {
+                let count = if e.count > 1 {
+                    format!(" (×{})", e.count)
+                } else {
+                    String::new()
+                };
+                let note = if e.note.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", e.note)
+                };
+                crate::text::printable(&format!(
+                    "{} {}{note} — by {}{count}",
+                    e.reason, e.regarding, e.reporter
+                ))
+                .into_owned()
+            }
+            Says::Own { text, .. } => text.clone(),
+        }
+    }
+}
+
+/// `HH:MM:SS` of `t` in local time, as the log shows it.
+pub fn clock(t: DateTime<Utc>) -> String {
+    t.with_timezone(&chrono::Local)
+        .format("%H:%M:%S")
+        .to_string()
 }
 
 /// The outcome of one replay or reconcile as its handler words it: who handled it and the

@@ -2,31 +2,58 @@
 //! (yet): pure, so every header and event-log state is tested without a cluster.
 
 use super::action::Level;
-use super::data::{ClusterInfo, Data, EventLine, Link, Origin, OutcomeKey, WriteFailure};
+use super::data::{
+    ClusterInfo, Data, EventLine, Link, Origin, OutcomeKey, Says, WriteFailure, clock,
+};
 use crate::controller::LeaderHealth;
+use crate::controller::log::Entry;
 use crate::controller::{
-    AccessError, AccessErrorKind, ClusterEvent, EventResult, EventVerb, LiveState, ReconcileEvent,
+    AccessError, AccessErrorKind, ClusterEvent, EventResult, EventVerb, LiveState, Log,
+    ReconcileEvent,
 };
 use crate::core::Options;
 use crate::core::settings::{Judged, judge};
 use crate::snapshot::Snapshot;
 use crate::text::printable;
 use chrono::{DateTime, Utc};
-use std::collections::{HashMap, HashSet, VecDeque};
-use std::hash::{DefaultHasher, Hash, Hasher};
+use std::collections::HashMap;
 use std::sync::Arc;
 
-/// Cluster Events remembered as shown (the reconciler keeps at most its log's capacity).
-const SEEN_CAPACITY: usize = 2 * crate::controller::state::EVENT_LOG_CAPACITY;
+/// Where a reader is in one of the controller's logs: which log, and the last sequence it
+/// saw there (another log — a new session, a restarted reconciler — is read from its start).
+#[derive(Default, Clone, Copy)]
+struct Seen {
+    log: u64,
+    seq: u64,
+}
 
-/// Numbers the lines of the reconciler's bounded event log and of the cluster's Events it
-/// reads back, so each is shown once however the logs wrap, and one sequence orders both.
+impl Seen {
+    /// The entries of `log` not seen yet, and from now on none of them.
+    fn newer<'a, T>(&mut self, log: &'a Log<T>) -> impl Iterator<Item = &'a Entry<T>> + 'a {
+        let from = if self.log == log.id() { self.seq } else { 0 };
+        *self = Seen {
+            log: log.id(),
+            seq: log.last_seq(),
+        };
+        // Entries dropped before they were read are not said: the log says what it keeps.
+        let (entries, _dropped) = log.since(from);
+        entries
+    }
+}
+
+/// Numbers the lines of the reconciler's event log and of the cluster's Events it reads
+/// back, so one sequence orders both: it asks each log for what is newer than the last
+/// sequence it saw there.
 #[derive(Default)]
 pub struct EventCursor {
-    last: Option<ReconcileEvent>,
-    /// Cluster Events already shown, by content: a series counting up again is a new line.
-    seen: HashSet<u64>,
-    seen_order: VecDeque<u64>,
+    events: Seen,
+    cluster_events: Seen,
+    /// The context whose Events are read now ([`EventCursor::enter`]).
+    context: String,
+    /// By context: the time of the newest cluster Event shown. A reconciler started again
+    /// (or a context visited again) reads every Event anew into a new log; of those, only
+    /// the ones newer than this are new to the user (a series counted up is newer too).
+    shown_until: HashMap<String, DateTime<Utc>>,
     /// Who held the Lease when it was last looked at, and whether it was vacant: `None`
     /// until the Lease has been read once.
     lease: Option<(Option<String>, bool)>,
@@ -39,25 +66,19 @@ pub struct EventCursor {
 }
 
 impl EventCursor {
+    /// The live view reads `context` now (a session starts).
+    pub fn enter(&mut self, context: &str) {
+        context.clone_into(&mut self.context);
+    }
+
     /// The lines not returned before: this copy's reconcile actions, then the cluster's
     /// Events that other copies reported (this copy's own are its reconcile actions already).
     pub fn new_events(&mut self, state: &LiveState) -> Vec<EventLine> {
-        let start = match &self.last {
-            Some(last) => state
-                .events
-                .iter()
-                .rposition(|e| e == last)
-                .map_or(0, |i| i + 1),
-            None => 0,
-        };
         let mut out = Vec::new();
         let me = state.lease.identity.as_str();
-        for e in state.events.iter().skip(start) {
+        for e in self.events.newer(&state.events) {
             self.seq += 1;
             out.push(reconcile_line(self.seq, e, me));
-        }
-        if let Some(last) = state.events.back() {
-            self.last = Some(last.clone());
         }
         if let Some(line) = self.lease_change(state) {
             self.seq += 1;
@@ -66,11 +87,25 @@ impl EventCursor {
                 ..line
             });
         }
-        for e in &state.cluster_events {
+        let anew = self.cluster_events.log != state.cluster_events.id();
+        let until = self.shown_until.get(&self.context).copied();
+        let until = until.filter(|_| anew);
+        // Oldest first: the namespaces' watches add to the log each as it reads.
+        let mut cluster: Vec<&Entry<ClusterEvent>> = self
+            .cluster_events
+            .newer(&state.cluster_events)
+            .filter(|e| until.is_none_or(|t| e.time > t))
+            .collect();
+        cluster.sort_by_key(|e| e.time);
+        if let Some(newest) = cluster.last() {
+            let mark = self
+                .shown_until
+                .entry(self.context.clone())
+                .or_insert(newest.time);
+            *mark = newest.time.max(*mark);
+        }
+        for e in cluster {
             if !me.is_empty() && e.reporter == me {
-                continue;
-            }
-            if !self.first_sight(e) {
                 continue;
             }
             if let Some(line) = self.inferred_leader(state, e) {
@@ -151,13 +186,12 @@ impl EventCursor {
         if lease.leading || (!me.is_empty() && lease.holder.as_deref() == Some(me)) {
             return None;
         }
-        Some(EventLine {
-            seq: 0,
-            time: state.snapshot.now.map(clock).unwrap_or_default(),
+        Some(EventLine::own(
+            0,
+            state.snapshot.now.map(clock).unwrap_or_default(),
             level,
-            text: printable(&format!("lease {} — {text}", lease.lease)).into_owned(),
-            outcome: None,
-        })
+            printable(&format!("lease {} — {text}", lease.lease)).into_owned(),
+        ))
     }
 
     /// Only the holder publishes Events (they are fenced like writes), so an Event newer than
@@ -174,55 +208,22 @@ impl EventCursor {
         self.lease = Some((Some(e.reporter.clone()), false));
         self.inferred = Some((e.reporter.clone(), holder.clone()));
         self.unresponsive = false;
-        Some(EventLine {
-            seq: 0,
-            time: clock(e.time),
-            level: Level::Info,
-            text: printable(&format!(
+        Some(EventLine::own(
+            0,
+            clock(e.time),
+            Level::Info,
+            printable(&format!(
                 "lease {} — {} leads now (was {known})",
                 lease.lease, e.reporter
             ))
             .into_owned(),
-            outcome: None,
-        })
-    }
-
-    /// True the first time `e` (as it reads now) is seen.
-    fn first_sight(&mut self, e: &ClusterEvent) -> bool {
-        let mut h = DefaultHasher::new();
-        (
-            e.time,
-            &e.reporter,
-            &e.regarding.kind,
-            &e.regarding.name,
-            &e.reason,
-            &e.note,
-            e.count,
-        )
-            .hash(&mut h);
-        let key = h.finish();
-        if !self.seen.insert(key) {
-            return false;
-        }
-        self.seen_order.push_back(key);
-        if self.seen_order.len() > SEEN_CAPACITY
-            && let Some(old) = self.seen_order.pop_front()
-        {
-            self.seen.remove(&old);
-        }
-        true
+        ))
     }
 }
 
-fn clock(t: DateTime<Utc>) -> String {
-    t.with_timezone(&chrono::Local)
-        .format("%H:%M:%S")
-        .to_string()
-}
-
-/// `update Kind/name skipped: why — message` (the event's own line). A replay or reconcile
-/// this copy handled (`me`) carries its outcome: the request's answer says the same.
-fn reconcile_line(seq: u64, e: &ReconcileEvent, me: &str) -> EventLine {
+/// A reconcile action's line. A replay or reconcile this copy handled (`me`) carries its
+/// outcome: the request's answer says the same.
+fn reconcile_line(seq: u64, e: &Entry<ReconcileEvent>, me: &str) -> EventLine {
     let request = matches!(
         e.verb,
         EventVerb::Replay | EventVerb::Reconcile | EventVerb::ReconcileAll
@@ -231,34 +232,15 @@ fn reconcile_line(seq: u64, e: &ReconcileEvent, me: &str) -> EventLine {
         by: me.to_string(),
         summary: e.message.clone(),
     });
-    // A conflict is retried at once and passes: not an error to look at.
-    let level = if e.result.is_failure() {
-        Level::Error
-    } else {
-        Level::Info
-    };
     EventLine {
         seq,
-        time: clock(e.time),
-        level,
-        text: e.to_string(),
+        says: Says::Reconcile(e.clone()),
         outcome,
     }
 }
 
-/// `Replayed ConstraintTemplate/x: note — by reporter (×3)`. Anyone allowed to create Events
-/// writes these: what a terminal would obey is escaped.
-fn cluster_line(seq: u64, e: &ClusterEvent) -> EventLine {
-    let count = if e.count > 1 {
-        format!(" (×{})", e.count)
-    } else {
-        String::new()
-    };
-    let note = if e.note.is_empty() {
-        String::new()
-    } else {
-        format!(": {}", e.note)
-    };
+/// An Event's line.
+fn cluster_line(seq: u64, e: &Entry<ClusterEvent>) -> EventLine {
     // The leader's Event about a request it handled (`handle_here` names them so).
     let outcome = matches!(e.reason.as_str(), "Replayed" | "Reconciled").then(|| OutcomeKey {
         by: e.reporter.clone(),
@@ -266,19 +248,8 @@ fn cluster_line(seq: u64, e: &ClusterEvent) -> EventLine {
     });
     EventLine {
         seq,
+        says: Says::Cluster(e.clone()),
         outcome,
-        time: clock(e.time),
-        // A write the leader could not make is a failure here too: red, not a warning.
-        level: match (e.warning, e.reason.as_str()) {
-            (true, "WriteFailed") => Level::Error,
-            (true, _) => Level::Warn,
-            _ => Level::Info,
-        },
-        text: printable(&format!(
-            "{} {}{note} — by {}{count}",
-            e.reason, e.regarding, e.reporter
-        ))
-        .into_owned(),
     }
 }
 
@@ -436,7 +407,7 @@ pub fn unavailable(context: &str, reconcile: bool, resource: &str, message: Stri
 }
 
 /// Why the last write of each object failed, for the objects whose last write did fail.
-fn failed_writes(events: &VecDeque<ReconcileEvent>) -> HashMap<(String, String), WriteFailure> {
+fn failed_writes(events: &Log<ReconcileEvent>) -> HashMap<(String, String), WriteFailure> {
     let mut failed = HashMap::new();
     for e in events {
         if !matches!(
@@ -523,7 +494,7 @@ mod tests {
         state.push_event(event(1));
         let first = cursor.new_events(&state);
         assert_eq!(first.len(), 2);
-        assert!(first[1].level == Level::Error && first[1].text.contains("FAILED: boom"));
+        assert!(first[1].level() == Level::Error && first[1].text().contains("FAILED: boom"));
         assert!(cursor.new_events(&state).is_empty());
         // The bounded log drops its oldest entries: only the new ones come out, in order.
         for i in 2..(2 + crate::controller::state::EVENT_LOG_CAPACITY as u32) {
@@ -543,16 +514,17 @@ mod tests {
         state.push_event(event(0));
         state
             .cluster_events
-            .push_back(cluster_event("gatekeeper-vap-7c9d", 1));
+            .push(cluster_event("gatekeeper-vap-7c9d", 1));
         // This copy's own Events are its reconcile actions already.
-        state.cluster_events.push_back(cluster_event("laptop-1", 1));
+        state.cluster_events.push(cluster_event("laptop-1", 1));
         let mut failed = cluster_event("gatekeeper-vap-7c9d", 3);
         failed.reason = "WriteFailed".into();
         failed.note = "create ValidatingAdmissionPolicy/x: forbidden\x1b[2J".into();
         failed.warning = true;
-        state.cluster_events.push_back(failed);
+        state.cluster_events.push(failed);
         let lines = cursor.new_events(&state);
-        let text: Vec<(&str, Level)> = lines.iter().map(|l| (l.text.as_str(), l.level)).collect();
+        let text: Vec<(String, Level)> = lines.iter().map(|l| (l.text(), l.level())).collect();
+        let text: Vec<(&str, Level)> = text.iter().map(|(t, l)| (t.as_str(), *l)).collect();
         assert_eq!(
             text,
             [
@@ -569,14 +541,19 @@ mod tests {
             ]
         );
         assert!(lines.windows(2).all(|w| w[0].seq < w[1].seq));
-        // The same state again: nothing new. The series counting up: one new line.
+        // The same state again: nothing new. The series counting up (the follower logs the
+        // Event again): one new line.
         assert!(cursor.new_events(&state).is_empty());
-        if let Some(e) = state.cluster_events.back_mut() {
-            e.count = 4;
+        if let Some(e) = state.cluster_events.back() {
+            let counted = ClusterEvent {
+                count: 4,
+                ..ClusterEvent::clone(e)
+            };
+            state.cluster_events.push(counted);
         }
         let again = cursor.new_events(&state);
         assert_eq!(again.len(), 1);
-        assert!(again[0].text.ends_with("(×4)"), "{}", again[0].text);
+        assert!(again[0].text().ends_with("(×4)"), "{}", again[0].text());
         assert!(again[0].seq > lines[2].seq);
     }
 
@@ -761,7 +738,7 @@ mod tests {
             }),
             ..LeaseInfo::default()
         };
-        state.events.clear();
+        state.events = Log::default();
         assert!(
             message(&state).ends_with(
                 "the last write failed: compilation failed: undefined field 'typo' (Invalid, 422)"
@@ -802,8 +779,8 @@ mod tests {
             ..LiveState::default()
         };
         assert!(cursor.new_events(&state).is_empty(), "the first reading");
-        state.cluster_events.push_back(cluster_event("new", 1));
-        let texts = |lines: Vec<EventLine>| lines.into_iter().map(|l| l.text).collect::<Vec<_>>();
+        state.cluster_events.push(cluster_event("new", 1));
+        let texts = |lines: Vec<EventLine>| lines.into_iter().map(|l| l.text()).collect::<Vec<_>>();
         let lines = texts(cursor.new_events(&state));
         assert_eq!(lines.len(), 2, "{lines:?}");
         assert_eq!(lines[0], "lease ns/l — new leads now (was old)");
@@ -816,16 +793,46 @@ mod tests {
         assert!(cursor.new_events(&state).is_empty());
     }
 
+    /// A reconciler started again reads every Event anew into a new log: what was shown is
+    /// not shown again, what changed meanwhile is; another context's Events are all new.
+    #[test]
+    fn a_restarted_reconciler_does_not_repeat_the_events_shown() {
+        let mut cursor = EventCursor::default();
+        cursor.enter("a");
+        let mut state = LiveState::default();
+        state.cluster_events.push(cluster_event("leader-1", 1));
+        assert_eq!(cursor.new_events(&state).len(), 1);
+        let mut restarted = LiveState::default();
+        restarted.cluster_events.push(cluster_event("leader-1", 1));
+        let counted = ClusterEvent {
+            time: at(61),
+            ..cluster_event("leader-1", 2)
+        };
+        restarted.cluster_events.push(counted);
+        let lines = cursor.new_events(&restarted);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(lines[0].text().ends_with("(×2)"), "{}", lines[0].text());
+        cursor.enter("b");
+        let mut other = LiveState::default();
+        other.cluster_events.push(cluster_event("leader-2", 1));
+        assert_eq!(cursor.new_events(&other).len(), 1);
+        // Back to the first: nothing it showed is said again.
+        cursor.enter("a");
+        let mut back = LiveState::default();
+        back.cluster_events.push(cluster_event("leader-1", 1));
+        assert!(cursor.new_events(&back).is_empty());
+    }
+
     #[test]
     fn a_write_the_leader_could_not_make_is_red_in_the_log() {
         let mut state = LiveState::default();
         let mut e = cluster_event("leader-1", 1);
         e.reason = "WriteFailed".into();
         e.warning = true;
-        state.cluster_events.push_back(e);
+        state.cluster_events.push(e);
         let lines = EventCursor::default().new_events(&state);
         assert_eq!(lines.len(), 1);
-        assert_eq!(lines[0].level, Level::Error);
+        assert_eq!(lines[0].level(), Level::Error);
     }
 
     #[test]

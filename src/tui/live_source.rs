@@ -413,6 +413,7 @@ impl Shared {
         if let Ok(mut c) = self.context.lock() {
             c.clone_from(&base.context);
         }
+        cursor.enter(&base.context);
         let mut failures = 0u32;
         let mut why: Option<String> = None;
         loop {

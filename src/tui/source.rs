@@ -80,15 +80,16 @@ fn duplicate_lines(snapshot: &Snapshot) -> Vec<EventLine> {
         .duplicates
         .iter()
         .zip(1..)
-        .map(|(d, seq)| EventLine {
-            seq,
-            time: time.clone(),
-            level: Level::Warn,
-            text: format!(
-                "input: {} at {} is ignored: it is in the input again at {}, and the last copy is used",
-                d.object, d.dropped, d.kept
-            ),
-            outcome: None,
+        .map(|(d, seq)| {
+            EventLine::own(
+                seq,
+                time.clone(),
+                Level::Warn,
+                format!(
+                    "input: {} at {} is ignored: it is in the input again at {}, and the last copy is used",
+                    d.object, d.dropped, d.kept
+                ),
+            )
         })
         .collect()
 }
@@ -148,9 +149,9 @@ mod tests {
         let [line] = data.events.as_slice() else {
             panic!("one line: {:?}", data.events)
         };
-        assert_eq!(line.level, Level::Warn);
+        assert_eq!(line.level(), Level::Warn);
         assert_eq!(
-            line.text,
+            line.text(),
             "input: K8sX/c at a.yaml:1 is ignored: it is in the input again at b.yaml:1, and the last copy is used"
         );
         assert!(

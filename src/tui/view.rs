@@ -756,16 +756,27 @@ fn draw_help(frame: &mut Frame, app: &mut App, area: Rect) {
     );
 }
 
-fn event_line(e: &super::data::EventLine) -> Line<'static> {
-    let style = match e.level {
+/// A log line as drawn: its time dimmed, its text in its level's colour.
+fn event_line(time: &str, level: Level, text: String) -> Line<'static> {
+    let style = match level {
         Level::Error => Style::new().fg(Color::Red),
         Level::Warn => Style::new().fg(Color::Yellow),
         Level::Info => Style::new(),
     };
     Line::from(vec![
-        Span::styled(format!("{} ", e.time), dim()),
-        Span::styled(e.text.clone(), style),
+        Span::styled(format!("{time} "), dim()),
+        Span::styled(text, style),
     ])
+}
+
+/// A log line wrapped at `width` columns, its continuations under its text.
+fn wrapped_event(e: &super::data::EventLine, width: usize) -> Vec<Line<'static>> {
+    let time = e.time();
+    wrap_line(
+        &event_line(&time, e.level(), e.text()),
+        width,
+        time.len() + 1,
+    )
 }
 
 /// The event log's rows at `width` columns: every line wrapped, its continuations under its
@@ -774,7 +785,7 @@ fn event_line(e: &super::data::EventLine) -> Line<'static> {
 pub fn log_rows(app: &App, width: usize) -> Vec<Line<'static>> {
     app.log
         .iter()
-        .flat_map(|e| wrap_line(&event_line(e), width, e.time.len() + 1))
+        .flat_map(|e| wrapped_event(e, width))
         .collect()
 }
 
@@ -786,7 +797,7 @@ fn log_tail(app: &App, width: usize, rows: usize) -> Vec<Line<'static>> {
         if out.len() >= rows {
             break;
         }
-        let mut wrapped = wrap_line(&event_line(e), width, e.time.len() + 1);
+        let mut wrapped = wrapped_event(e, width);
         wrapped.append(&mut out);
         out = wrapped;
     }
@@ -872,11 +883,9 @@ fn draw_status(frame: &mut Frame, app: &App, area: Rect, events_hidden: bool) {
     {
         // No room for the event pane: the newest event stays in sight, cut with `…` (`e`
         // shows it whole).
-        let room = usize::from(area.width).saturating_sub(1 + e.time.len() + 1);
-        let mut l = event_line(&super::data::EventLine {
-            text: shorten(&e.text, room),
-            ..e.clone()
-        });
+        let time = e.time();
+        let room = usize::from(area.width).saturating_sub(1 + time.len() + 1);
+        let mut l = event_line(&time, e.level(), shorten(&e.text(), room));
         l.spans.insert(0, Span::raw(" "));
         l
     } else {
