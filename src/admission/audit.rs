@@ -407,7 +407,7 @@ pub async fn audit(
         let reading = match reply {
             Ok(r) => read_reply(r.code, r.status_message(), &r.warnings, snap),
             Err(e) => {
-                let message = crate::text::error_source_text(&e);
+                let message = crate::text::error_text(&e);
                 for i in &w.constraints {
                     audits[*i].checked += 1;
                     audits[*i].errors.push(ObjectError {
@@ -596,7 +596,7 @@ async fn namespace_labels(
     };
     let items = list_all(reader, &ns_list, None, None, bucket)
         .await
-        .map_err(|e| crate::text::error_source_text(&e))?;
+        .map_err(|e| crate::text::error_text(&e))?;
     Ok(items
         .into_iter()
         .map(|n| {
@@ -679,7 +679,7 @@ async fn scope(
             if !listed.contains_key(&key) {
                 let items = list_all(reader, &r, ns.as_deref(), selector.as_deref(), bucket)
                     .await
-                    .map_err(|e| format!("not audited: {}", crate::text::error_source_text(&e)))?;
+                    .map_err(|e| format!("not audited: {}", crate::text::error_text(&e)))?;
                 listed.insert(key.clone(), items);
             }
             for raw in listed.get(&key).into_iter().flatten() {

@@ -190,7 +190,7 @@ pub async fn serve(shared: Arc<Shared>, route: Route) {
                     tracing::debug!(
                         "watching ConfigMap {}/{name}: {}",
                         route.lease_namespace,
-                        crate::text::error_source_text(&e)
+                        crate::text::error_text(&e)
                     );
                     continue;
                 }

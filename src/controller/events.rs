@@ -664,7 +664,7 @@ pub async fn follow(
                     tracing::info!(
                         "cannot watch kubectl-vap's Events in namespace {}: {} (the leader's outcomes are not shown here)",
                         namespaces[i],
-                        crate::text::error_source_text(&err)
+                        crate::text::error_text(&err)
                     );
                 }
                 refusals[i] = events_access_error(&namespaces[i], &err);

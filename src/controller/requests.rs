@@ -441,7 +441,7 @@ pub async fn ask(
                 }
                 Err(e) => tracing::debug!(
                     "watching ConfigMap {namespace}/{name}: {}",
-                    crate::text::error_source_text(&e)
+                    crate::text::error_text(&e)
                 ),
             }
         }
@@ -544,7 +544,10 @@ mod tests {
         let after = Instant::now();
         t.processed(&keys[0], after, &Outcome::Done, 1, 0);
         assert!(rx.try_recv().is_err(), "b is not reconciled yet");
-        t.processed(&keys[1], after, &Outcome::Retry("409".into()), 0, 0);
+        let conflict = crate::controller::WriteError::Conflict(std::sync::Arc::new(
+            crate::cluster::apply::ApplyError::Conflict("update K8sX/b".into()),
+        ));
+        t.processed(&keys[1], after, &Outcome::Retry(conflict), 0, 0);
         assert!(rx.try_recv().is_err(), "b must be retried");
         t.processed(
             &keys[1],

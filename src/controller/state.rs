@@ -266,6 +266,7 @@ impl LiveState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cluster::apply::ApplyError;
 
     #[test]
     fn an_event_is_one_line_that_says_what_was_not_done() {
@@ -286,12 +287,13 @@ mod tests {
             event(EventResult::Skipped("not the leader".into()), "").to_string(),
             format!("{vap} skipped: not the leader")
         );
-        let failed = EventResult::WriteFailed(WriteError::Invalid("422".into()));
+        let cause = |why: &str| std::sync::Arc::new(ApplyError::Body(why.into()));
+        let failed = EventResult::WriteFailed(WriteError::Invalid(cause("422")));
         assert_eq!(
             event(failed, "policy-missing").to_string(),
             format!("{vap} FAILED: 422 — policy-missing")
         );
-        let conflict = EventResult::WriteFailed(WriteError::Conflict("409".into()));
+        let conflict = EventResult::WriteFailed(WriteError::Conflict(cause("409")));
         assert_eq!(
             event(conflict, "").to_string(),
             format!("{vap} conflict (the object changed on the server); retried")

@@ -293,10 +293,9 @@ async fn progress(notify: Notify, what: String, done: Arc<AtomicUsize>, total: A
 
 /// The outcome of an audit or test run off the UI thread, as event-log lines (`true`: an
 /// error line); a failure as one error line naming `what`.
-/// The error is any that derefs to one (the admission runs' errors do).
 fn flash_outcome<E>(notify: &Notify, what: &str, result: Result<Vec<(bool, String)>, E>)
 where
-    E: std::ops::Deref<Target = dyn std::error::Error + Send + Sync + 'static>,
+    E: std::error::Error + 'static,
 {
     match result {
         Ok(lines) => {
@@ -310,7 +309,7 @@ where
         Err(e) => {
             notify.send(Action::Flash(
                 Level::Error,
-                format!("{what}: {}", crate::text::error_source_text(&*e)),
+                format!("{what}: {}", crate::text::error_text(&e)),
             ));
         }
     }
@@ -556,7 +555,7 @@ async fn start(s: &Settings, conn: &ConnectionOptions) -> Result<Controller, Fai
 /// An error with its causes, each once (kube's errors hide the useful one — "Connection
 /// refused" — behind "client error (Connect)").
 fn chain(e: impl std::error::Error + Send + Sync + 'static) -> String {
-    crate::text::error_source_text(&e)
+    crate::text::error_text(&e)
 }
 
 async fn stop(controller: &Controller) {
