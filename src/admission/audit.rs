@@ -178,11 +178,11 @@ pub fn select<'a>(
                     .as_deref()
                     .is_some_and(|k| k.eq_ignore_ascii_case(t))
         });
-        return Err(AdmissionError::Input(if known {
-            format!("template {t} has no constraints to audit")
+        return Err(if known {
+            AdmissionError::NoConstraints(t.to_string())
         } else {
-            format!("no template or constraint named {t}")
-        }));
+            AdmissionError::NothingNamed(t.to_string())
+        });
     }
     Ok(picked)
 }
@@ -253,7 +253,12 @@ async fn list_all(
                 kind: r.resource.kind.clone(),
             });
             o.metadata.managed_fields = None;
-            out.push(serde_json::to_value(o).map_err(|e| AdmissionError::Input(e.to_string()))?);
+            out.push(
+                serde_json::to_value(o).map_err(|source| AdmissionError::Encode {
+                    what: format!("a listed {}", r.resource.kind),
+                    source,
+                })?,
+            );
         }
         match page.metadata.continue_.filter(|c| !c.is_empty()) {
             Some(token) => lp = lp.continue_token(&token),

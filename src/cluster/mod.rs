@@ -18,11 +18,14 @@ pub use list::list_snapshot;
 #[derive(Debug, thiserror::Error)]
 pub enum KubeError {
     #[error("loading the kubeconfig: {0}")]
-    Config(String),
+    Config(#[source] ConfigError),
     #[error(
         "the in-cluster configuration is not available: {0} (--in-cluster is for a pod with a service account; elsewhere use --kubeconfig/--context)"
     )]
-    InCluster(String),
+    InCluster(#[source] kube::config::InClusterError),
+    /// The API server refuses groups without a user to impersonate: said before asking it.
+    #[error("--as-group needs --as")]
+    GroupWithoutUser,
     #[error("creating the Kubernetes client: {0}")]
     Client(#[source] Box<kube::Error>),
     #[error("{what}: {}", describe(source))]
@@ -37,6 +40,25 @@ pub enum KubeError {
     VapApiMissing,
     #[error("{what}: forbidden: {message}")]
     Forbidden { what: String, message: String },
+}
+
+/// What was wrong with the kubeconfig (kube's error, and the file it came from).
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{}: {source}", path.display())]
+    Read {
+        path: std::path::PathBuf,
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
+    /// No --kubeconfig or KUBECONFIG, and the default one could not be read.
+    #[error("{0} (set --kubeconfig or KUBECONFIG, or create ~/.kube/config)")]
+    Default(#[source] kube::config::KubeconfigError),
+    /// The files would not merge, or the context, cluster or user asked for is not there.
+    #[error("{0}")]
+    Kubeconfig(#[source] kube::config::KubeconfigError),
+    #[error("--kubeconfig is empty")]
+    Empty,
 }
 
 impl KubeError {

@@ -553,7 +553,7 @@ pub fn cluster_event(e: &Event) -> Option<ClusterEvent> {
         .or(e.event_time.as_ref().map(|t| t.0))
         .or(e.deprecated_last_timestamp.as_ref().map(|t| t.0))
         .or(e.metadata.creation_timestamp.as_ref().map(|t| t.0))?;
-    let time = chrono::DateTime::from_timestamp(time.as_second(), time.subsec_nanosecond() as u32)?;
+    let time = super::objects::chrono_of(time)?;
     Some(ClusterEvent {
         time,
         reporter: e.reporting_instance.clone().unwrap_or_default(),

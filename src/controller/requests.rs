@@ -21,6 +21,7 @@ use super::reconcilers::Outcome;
 use super::state::{Command, RequestOutcome};
 use super::{Error, RequestError};
 use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
@@ -416,8 +417,7 @@ pub async fn ask(
     let name = configmap_name(lease);
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
     let id = request_id(by);
-    let asked =
-        serde_json::to_string(&Asked::new(command, by)).map_err(|e| Error::Other(e.to_string()))?;
+    let asked = serde_json::to_string(&Asked::new(command, by)).map_err(Error::Encode)?;
     let patch = serde_json::json!({ "data": { format!("{REQUEST}{id}"): asked } });
     api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
@@ -486,14 +486,16 @@ pub async fn ensure_configmap(client: &kube::Client, namespace: &str, lease: &st
             return;
         }
     }
-    let cm: ConfigMap = match serde_json::from_value(serde_json::json!({
-        "metadata": { "name": name, "labels": { crate::model::MANAGED_BY_LABEL: super::events::REPORTER } }
-    })) {
-        Ok(cm) => cm,
-        Err(e) => {
-            tracing::warn!("building ConfigMap {namespace}/{name}: {e}");
-            return;
-        }
+    let cm = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            labels: Some(BTreeMap::from([(
+                crate::model::MANAGED_BY_LABEL.to_string(),
+                super::events::REPORTER.to_string(),
+            )])),
+            ..ObjectMeta::default()
+        },
+        ..ConfigMap::default()
     };
     match api.create(&PostParams::default(), &cm).await {
         Ok(_) => {
@@ -521,7 +523,9 @@ pub async fn answer(
     }
     data.insert(
         format!("{RESULT}{id}"),
-        serde_json::to_string(answer).unwrap_or_default().into(),
+        serde_json::to_string(answer)
+            .map_err(kube::Error::SerdeError)?
+            .into(),
     );
     let patch = serde_json::json!({ "data": data });
     api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))

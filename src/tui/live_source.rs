@@ -644,15 +644,17 @@ mod tests {
         assert_eq!(request_outcome(cli, Some(Ok(outcome(1)))).0, Level::Error);
         let refused = request_outcome(
             cli,
-            Some(Err(controller::Error::Other(
-                "no copy holds Lease gatekeeper-system/kubectl-vap".into(),
-            ))),
+            Some(Err(controller::Error::NoLeader {
+                lease: "gatekeeper-system/kubectl-vap".into(),
+            })),
         );
         assert_eq!(refused.0, Level::Error);
         assert!(
-            refused
-                .1
-                .ends_with("no copy holds Lease gatekeeper-system/kubectl-vap")
+            refused.1.ends_with(
+                "no copy reconciles: nobody holds Lease gatekeeper-system/kubectl-vap (start `kubectl vap run`, or the TUI with --reconcile)"
+            ),
+            "{}",
+            refused.1
         );
         assert!(
             request_outcome(cli, None)
