@@ -46,7 +46,9 @@ fn chain_text<'a>(chain: impl Iterator<Item = &'a (dyn std::error::Error + 'stat
         {
             seg = head;
         }
-        if seg.is_empty() || out.last().is_some_and(|l| l == seg) {
+        // Said already, by the last level said: as it is, or inside its own words (a
+        // WriteError's "forbidden: <cause> (grant …)"), not only at the end.
+        if seg.is_empty() || out.last().is_some_and(|l| l.contains(seg)) {
             continue;
         }
         out.push(seg.to_string());
@@ -202,6 +204,26 @@ mod tests {
         let text = error_text(&e);
         assert_eq!(text, "running: connecting: refused");
         assert_eq!(text.matches("refused").count(), 1);
+    }
+
+    /// A level that says its source in the middle of its own words: the source is not said
+    /// again after it.
+    #[test]
+    fn a_source_said_inside_its_wrappers_words_is_said_once() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("forbidden: {0} (grant the ClusterRole)")]
+        struct Forbidden(#[source] Repeats);
+        let e = context(
+            "reconciling",
+            Forbidden(Repeats {
+                what: "create ValidatingAdmissionPolicy/x",
+                source: refused(),
+            }),
+        );
+        assert_eq!(
+            error_text(&e),
+            "reconciling: forbidden: create ValidatingAdmissionPolicy/x: refused (grant the ClusterRole)"
+        );
     }
 
     /// A chain of levels that each say only their own words: every one, in order.

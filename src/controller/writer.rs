@@ -227,7 +227,10 @@ mod tests {
         // Equal is the same failure (a copy), not another one that reads alike.
         assert_eq!(e.clone(), e);
         assert_ne!(code(503), e);
-        // Said once, each cause once.
+        // Said once, each cause once: as the event log says it, even where the class says its
+        // cause inside its own words.
+        let forbidden = code(403);
+        assert_eq!(crate::text::error_text(&forbidden), forbidden.to_string());
         assert_eq!(
             crate::text::error_text(&e),
             "create ValidatingAdmissionPolicy/gatekeeper-k8sx: m (503)"
