@@ -118,23 +118,26 @@ pub enum RequestError {
     )]
     NoConfigMap { configmap: String },
     #[error(
-        "{doing} ConfigMap {configmap}: {why} (grant the kubectl-vap-operator ClusterRole from `kubectl vap install --print`)"
+        "{doing} ConfigMap {configmap}: {} (grant the kubectl-vap-operator ClusterRole from `kubectl vap install --print`)",
+        crate::cluster::describe(source)
     )]
     ConfigMapForbidden {
         doing: &'static str,
         configmap: String,
-        why: String,
+        #[source]
+        source: Box<kube::Error>,
     },
-    #[error("{doing} ConfigMap {configmap}: {why}")]
+    #[error("{doing} ConfigMap {configmap}: {}", crate::cluster::describe(source))]
     ConfigMap {
         doing: &'static str,
         configmap: String,
-        why: String,
+        #[source]
+        source: Box<kube::Error>,
     },
     #[error("ConfigMap {configmap} was deleted while waiting for the answer")]
     ConfigMapDeleted { configmap: String },
     #[error("an unreadable answer: {0}")]
-    UnreadableAnswer(String),
+    UnreadableAnswer(#[source] serde_json::Error),
     #[error("the watch ended")]
     WatchEnded,
     #[error(

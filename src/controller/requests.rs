@@ -385,20 +385,19 @@ pub fn stale(
     out
 }
 
-fn request_error(doing: &'static str, ns: &str, name: &str, e: &kube::Error) -> RequestError {
+fn request_error(doing: &'static str, ns: &str, name: &str, e: kube::Error) -> RequestError {
     let configmap = format!("{ns}/{name}");
-    let why = crate::cluster::describe(e);
-    match crate::cluster::status_code(e) {
+    match crate::cluster::status_code(&e) {
         Some(404) => RequestError::NoConfigMap { configmap },
         Some(401 | 403) => RequestError::ConfigMapForbidden {
             doing,
             configmap,
-            why,
+            source: Box::new(e),
         },
         _ => RequestError::ConfigMap {
             doing,
             configmap,
-            why,
+            source: Box::new(e),
         },
     }
 }
@@ -421,7 +420,7 @@ pub async fn ask(
     let patch = serde_json::json!({ "data": { format!("{REQUEST}{id}"): asked } });
     api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
-        .map_err(|e| request_error("writing the request into", namespace, &name, &e))?;
+        .map_err(|e| request_error("writing the request into", namespace, &name, e))?;
     let key = format!("{RESULT}{id}");
     let answer = async {
         let stream = kube::runtime::watcher::watch_object(api.clone(), &name);
@@ -431,7 +430,7 @@ pub async fn ask(
                 Ok(Some(cm)) => {
                     if let Some(v) = cm.data.as_ref().and_then(|d| d.get(&key)) {
                         return serde_json::from_str::<Answer>(v)
-                            .map_err(|e| RequestError::UnreadableAnswer(e.to_string()));
+                            .map_err(RequestError::UnreadableAnswer);
                     }
                 }
                 Ok(None) => {
@@ -481,7 +480,7 @@ pub async fn ensure_configmap(client: &kube::Client, namespace: &str, lease: &st
         Err(e) => {
             tracing::warn!(
                 "{}; requests from other copies cannot reach this one",
-                request_error("reading", namespace, &name, &e)
+                request_error("reading", namespace, &name, e)
             );
             return;
         }
@@ -504,7 +503,7 @@ pub async fn ensure_configmap(client: &kube::Client, namespace: &str, lease: &st
         Err(e) if crate::cluster::status_code(&e) == Some(409) => {}
         Err(e) => tracing::warn!(
             "{}; requests from other copies cannot reach this one",
-            request_error("creating", namespace, &name, &e)
+            request_error("creating", namespace, &name, e)
         ),
     }
 }
