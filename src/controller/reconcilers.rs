@@ -538,28 +538,35 @@ mod tests {
         })
     }
 
-    /// A failure of class `class` whose cause says `why`.
-    fn failure(class: fn(Arc<ApplyError>) -> WriteError, why: &str) -> WriteError {
-        class(Arc::new(ApplyError::Body(why.into())))
+    /// A failure of class `class`: the server answered `code`.
+    fn failure(class: fn(Arc<ApplyError>) -> WriteError, code: u16) -> WriteError {
+        class(Arc::new(ApplyError::Failed {
+            what: "create ValidatingAdmissionPolicy/gatekeeper-k8sx".into(),
+            source: Box::new(kube::Error::Api(Box::new(kube::core::Status {
+                message: "m".into(),
+                code,
+                ..Default::default()
+            }))),
+        }))
     }
 
     #[test]
     fn an_invalid_write_is_not_retried_and_a_forbidden_one_slowly() {
         // 422: the server refuses this body whatever happens: only a change brings it back.
-        let invalid = failure(WriteError::Invalid, "422");
+        let invalid = failure(WriteError::Invalid, 422);
         assert!(matches!(
             Outcome::from(invalid.clone()),
             Outcome::Refused(_)
         ));
         assert_eq!(next(Outcome::Refused(invalid), 0), None);
         // 403: a grant may come, unannounced: retried from 1 s, doubling, at most every 5 min.
-        let forbidden = |n| next(Outcome::Forbidden(failure(WriteError::Forbidden, "403")), n);
+        let forbidden = |n| next(Outcome::Forbidden(failure(WriteError::Forbidden, 403)), n);
         assert_eq!(forbidden(0), Some(Duration::from_secs(1)));
         assert_eq!(forbidden(3), Some(Duration::from_secs(8)));
         assert_eq!(forbidden(30), Some(FORBIDDEN_BACKOFF_MAX));
         assert_eq!(FORBIDDEN_BACKOFF_MAX, Duration::from_secs(300));
         // What may pass soon (conflict, server away) keeps the fast backoff, capped at 30 s.
-        let unavailable = failure(WriteError::Failed, "503");
+        let unavailable = failure(WriteError::Failed, 503);
         assert!(matches!(
             Outcome::from(unavailable.clone()),
             Outcome::Retry(_)
@@ -570,9 +577,9 @@ mod tests {
         );
         // A forbidden step of a reconcile is not lost behind one that is done, and keeps its
         // cause.
-        let merged = Outcome::Done.merge(Outcome::Forbidden(failure(WriteError::Forbidden, "403")));
+        let merged = Outcome::Done.merge(Outcome::Forbidden(failure(WriteError::Forbidden, 403)));
         assert!(
-            matches!(&merged, Outcome::Forbidden(e) if e.cause().to_string() == "403"),
+            matches!(&merged, Outcome::Forbidden(e) if e.cause().to_string().ends_with("(403)")),
             "{merged:?}"
         );
     }

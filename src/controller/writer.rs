@@ -16,7 +16,9 @@ pub fn classify(e: ApplyError) -> WriteError {
     let class: fn(Arc<ApplyError>) -> WriteError = match &e {
         ApplyError::Conflict(_) => WriteError::Conflict,
         // A body we could not build will not build by sending again.
-        ApplyError::Body(_) | ApplyError::NoBody(_) => WriteError::Invalid,
+        ApplyError::Body { .. } | ApplyError::Request { .. } | ApplyError::NoBody(_) => {
+            WriteError::Invalid
+        }
         ApplyError::Failed { source, .. } => match &**source {
             kube::Error::Api(status) => match status.code {
                 401 | 403 => WriteError::Forbidden,
