@@ -38,8 +38,13 @@ pub enum KubeError {
         "the API server serves no ValidatingAdmissionPolicy API (admissionregistration.k8s.io v1 or v1beta1); VAP needs Kubernetes >= 1.30 (or 1.28/1.29 with the feature gate and runtime config)"
     )]
     VapApiMissing,
-    #[error("{what}: forbidden: {message}")]
-    Forbidden { what: String, message: String },
+    /// 401/403: the server's answer says what is missing.
+    #[error("{what}: forbidden: {}", describe(source))]
+    Forbidden {
+        what: String,
+        #[source]
+        source: Box<kube::Error>,
+    },
 }
 
 /// What was wrong with the kubeconfig (kube's error, and the file it came from).
@@ -64,12 +69,10 @@ pub enum ConfigError {
 impl KubeError {
     pub fn request(what: impl Into<String>, source: kube::Error) -> Self {
         let what = what.into();
-        if let kube::Error::Api(status) = &source
-            && (status.code == 403 || status.code == 401)
-        {
+        if matches!(status_code(&source), Some(401 | 403)) {
             return KubeError::Forbidden {
                 what,
-                message: status.message.clone(),
+                source: Box::new(source),
             };
         }
         KubeError::Request {
@@ -113,5 +116,25 @@ mod tests {
         assert!(e.to_string().contains("Status {"), "{e}");
         let wrapped = KubeError::request("reading Lease gatekeeper-system/kubectl-vap", e);
         assert!(!wrapped.to_string().contains("Status {"), "{wrapped}");
+    }
+
+    /// A refusal keeps the server's answer; it is said once, with its reason and code.
+    #[test]
+    fn a_forbidden_request_says_the_servers_words_once() {
+        let status: kube::core::Status = serde_json::from_value(serde_json::json!({
+            "status": "Failure", "code": 403, "reason": "Forbidden",
+            "message": "customresourcedefinitions.apiextensions.k8s.io is forbidden: User \"u\" cannot list resource \"customresourcedefinitions\""
+        }))
+        .expect("status");
+        let e = KubeError::request(
+            "listing CustomResourceDefinitions",
+            kube::Error::Api(Box::new(status)),
+        );
+        assert!(
+            matches!(&e, KubeError::Forbidden { source, .. } if status_code(source) == Some(403))
+        );
+        let said = "listing CustomResourceDefinitions: forbidden: customresourcedefinitions.apiextensions.k8s.io is forbidden: User \"u\" cannot list resource \"customresourcedefinitions\" (Forbidden, 403)";
+        assert_eq!(e.to_string(), said);
+        assert_eq!(crate::text::error_text(&e), said);
     }
 }
