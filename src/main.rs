@@ -12,7 +12,7 @@ fn main() -> ExitCode {
     match cli::dispatch(cli) {
         Ok(code) => code,
         Err(e) => {
-            let text = error_text(&e);
+            let text = error_text(&*e);
             if json {
                 tracing::error!("{text}");
             } else {

@@ -1,5 +1,4 @@
-//! Text for people, shared by every layer: [`error_source_text`] says an error chain in one
-//! line; [`printable`] and [`printable_lines`] (the pure core's `text`, re-exported) make text
+//! Text for people, shared by every layer: [`error_text`] says an error chain in one line; [`printable`] and [`printable_lines`] (the pure core's `text`, re-exported) make text
 //! safe for a terminal. The error formatter is here, not in the core crate, because it reads
 //! kube's errors (an API error in the server's words).
 
@@ -7,14 +6,10 @@ use std::error::Error;
 
 pub use kubectl_vap_core::text::*;
 
-/// An `anyhow::Error` (what reaches `main`) as one line: [`error_source_text`] of its chain.
-pub fn error_text(e: &anyhow::Error) -> String {
-    error_source_text(e.as_ref())
-}
-
 /// An error as one line, each cause once: it and its sources. Some errors print their source
 /// inside their own message (kube's do), so `{:#}` would repeat it at every level of the chain.
-pub fn error_source_text(e: &(dyn Error + 'static)) -> String {
+/// Any error: a typed one, or what reaches `main` (`&*anyhow_error`).
+pub fn error_text(e: &(dyn Error + 'static)) -> String {
     chain_text(std::iter::successors(Some(e), |&e| e.source()))
 }
 
@@ -28,7 +23,7 @@ fn chain_text<'a>(chain: impl Iterator<Item = &'a (dyn std::error::Error + 'stat
         raw.push(clean(&c.to_string()));
         // kube's text of an API error ends in a debug dump of the Status (and its source, the
         // Status, says the message again): the server's words instead, and the chain ends.
-        if let Some(kube::Error::Api(status)) = c.downcast_ref::<kube::Error>() {
+        if let Some(kube::Error::Api(status)) = as_kube_error(c) {
             shown.push(status_text(status));
             break;
         }
@@ -51,12 +46,25 @@ fn chain_text<'a>(chain: impl Iterator<Item = &'a (dyn std::error::Error + 'stat
         {
             seg = head;
         }
-        if seg.is_empty() || out.last().is_some_and(|l| l == seg) {
+        // Said already, by the last level said: as it is, or inside its own words (a
+        // WriteError's "forbidden: <cause> (grant …)"), not only at the end.
+        if seg.is_empty() || out.last().is_some_and(|l| l.contains(seg)) {
             continue;
         }
         out.push(seg.to_string());
     }
     out.join(": ")
+}
+
+/// `e` as a kube error: held as it is, or boxed or shared (a source is often `Box<kube::Error>`,
+/// and `downcast_ref` sees the box, not what it holds).
+fn as_kube_error<'a>(e: &'a (dyn Error + 'static)) -> Option<&'a kube::Error> {
+    e.downcast_ref::<kube::Error>()
+        .or_else(|| e.downcast_ref::<Box<kube::Error>>().map(|b| &**b))
+        .or_else(|| {
+            e.downcast_ref::<std::sync::Arc<kube::Error>>()
+                .map(|a| &**a)
+        })
 }
 
 /// A kube error for people: the API server's own message, its reason and code, instead of
@@ -94,14 +102,37 @@ mod tests {
     #[error("{0}")]
     struct Same(#[source] Repeats);
 
+    /// Says only its own words; its cause is its source (as anyhow's `.context` does).
+    #[derive(Debug, thiserror::Error)]
+    #[error("{what}")]
+    struct Context<E: Error + 'static> {
+        what: &'static str,
+        #[source]
+        source: E,
+    }
+
+    fn context<E: Error + 'static>(what: &'static str, source: E) -> Context<E> {
+        Context { what, source }
+    }
+
+    fn refused() -> std::io::Error {
+        std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused")
+    }
+
+    fn api_error(status: serde_json::Value) -> kube::Error {
+        let status: kube::core::Status = serde_json::from_value(status).expect("a Status");
+        kube::Error::Api(Box::new(status))
+    }
+
     #[test]
     fn a_wrapper_that_repeats_its_source_is_said_once() {
-        let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
-        let e = anyhow::Error::new(Same(Repeats {
-            what: "discovering",
-            source: io,
-        }))
-        .context("starting");
+        let e = context(
+            "starting",
+            Same(Repeats {
+                what: "discovering",
+                source: refused(),
+            }),
+        );
         assert_eq!(error_text(&e), "starting: discovering: refused");
     }
 
@@ -109,16 +140,16 @@ mod tests {
     /// server's words, never kube's debug dump of the Status.
     #[test]
     fn a_refusal_is_said_in_the_servers_words() {
-        let status: kube::core::Status = serde_json::from_value(serde_json::json!({
-            "status": "Failure",
-            "message": "leases.coordination.k8s.io \"kubectl-vap\" is forbidden: User \"vap-user\" cannot get resource \"leases\" in API group \"coordination.k8s.io\" in the namespace \"gatekeeper-system\"",
-            "reason": "Forbidden",
-            "details": {"name": "kubectl-vap", "group": "coordination.k8s.io", "kind": "leases"},
-            "code": 403
-        }))
-        .expect("a Status");
-        let e = anyhow::Error::new(kube::Error::Api(Box::new(status)))
-            .context("reading Lease gatekeeper-system/kubectl-vap");
+        let e = context(
+            "reading Lease gatekeeper-system/kubectl-vap",
+            api_error(serde_json::json!({
+                "status": "Failure",
+                "message": "leases.coordination.k8s.io \"kubectl-vap\" is forbidden: User \"vap-user\" cannot get resource \"leases\" in API group \"coordination.k8s.io\" in the namespace \"gatekeeper-system\"",
+                "reason": "Forbidden",
+                "details": {"name": "kubectl-vap", "group": "coordination.k8s.io", "kind": "leases"},
+                "code": 403
+            })),
+        );
         let text = error_text(&e);
         assert_eq!(
             text,
@@ -130,41 +161,124 @@ mod tests {
         );
     }
 
-    /// The formatter takes any error, not only an `anyhow::Error`: a typed one says the same.
+    /// A bare API error says the server's words, with the reason and code it has.
     #[test]
-    fn a_typed_error_is_said_as_its_anyhow_form() {
-        let typed = Same(Repeats {
-            what: "discovering",
-            source: std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused"),
-        });
-        assert_eq!(error_source_text(&typed), "discovering: refused");
-        assert_eq!(
-            error_text(&anyhow::Error::new(typed)),
-            "discovering: refused"
-        );
-        let status = kube::core::Status {
-            message: "no".into(),
-            reason: String::new(),
-            code: 0,
-            ..Default::default()
-        };
-        let e = kube::Error::Api(Box::new(status));
+    fn an_api_error_says_its_message_reason_and_code() {
+        let e = api_error(serde_json::json!({ "message": "no" }));
         assert_eq!(kube_error_text(&e), "no");
-        assert_eq!(error_source_text(&e), "no");
+        assert_eq!(error_text(&e), "no");
+        let e = api_error(serde_json::json!({ "message": "gone", "code": 404 }));
+        assert_eq!(error_text(&e), "gone (404)");
+        let e = api_error(
+            serde_json::json!({ "message": "busy", "reason": "TooManyRequests", "code": 429 }),
+        );
+        assert_eq!(error_text(&e), "busy (TooManyRequests, 429)");
     }
 
+    /// Each cause once, whether a level prints its source after its words (`Repeats`), says
+    /// exactly its source (`Same`) or only its own words (`Context`).
     #[test]
     fn each_cause_is_said_once() {
-        let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused");
-        let e = anyhow::Error::new(Repeats {
-            what: "discovering admissionregistration.k8s.io/v1",
-            source: io,
-        })
-        .context("starting the reconciler against https://127.0.0.1:1");
+        let e = context(
+            "starting the reconciler against https://127.0.0.1:1",
+            Repeats {
+                what: "discovering admissionregistration.k8s.io/v1",
+                source: std::io::Error::new(
+                    std::io::ErrorKind::ConnectionRefused,
+                    "connection refused",
+                ),
+            },
+        );
         assert_eq!(
             error_text(&e),
             "starting the reconciler against https://127.0.0.1:1: discovering admissionregistration.k8s.io/v1: connection refused"
         );
-        assert_eq!(format!("{e:#}").matches("connection refused").count(), 2);
+        // Three levels, two of which repeat what they wrap.
+        let e = context(
+            "running",
+            Same(Repeats {
+                what: "connecting",
+                source: refused(),
+            }),
+        );
+        let text = error_text(&e);
+        assert_eq!(text, "running: connecting: refused");
+        assert_eq!(text.matches("refused").count(), 1);
+    }
+
+    /// A level that says its source in the middle of its own words: the source is not said
+    /// again after it.
+    #[test]
+    fn a_source_said_inside_its_wrappers_words_is_said_once() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("forbidden: {0} (grant the ClusterRole)")]
+        struct Forbidden(#[source] Repeats);
+        let e = context(
+            "reconciling",
+            Forbidden(Repeats {
+                what: "create ValidatingAdmissionPolicy/x",
+                source: refused(),
+            }),
+        );
+        assert_eq!(
+            error_text(&e),
+            "reconciling: forbidden: create ValidatingAdmissionPolicy/x: refused (grant the ClusterRole)"
+        );
+    }
+
+    /// A chain of levels that each say only their own words: every one, in order.
+    #[test]
+    fn a_chain_of_contexts_says_every_level() {
+        let e = context("a", context("b", context("c", refused())));
+        assert_eq!(error_text(&e), "a: b: c: refused");
+    }
+
+    /// An API error deep in a chain ends it: its source (the Status again) is not said.
+    #[test]
+    fn an_api_error_ends_the_chain() {
+        let e = context(
+            "writing",
+            api_error(
+                serde_json::json!({ "message": "denied", "reason": "Forbidden", "code": 403 }),
+            ),
+        );
+        assert_eq!(error_text(&e), "writing: denied (Forbidden, 403)");
+    }
+
+    /// A boxed API error (how the IO edge's errors hold theirs) is the server's words too.
+    #[test]
+    fn a_boxed_api_error_is_said_in_the_servers_words() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("{what}: {}", kube_error_text(source))]
+        struct Request {
+            what: &'static str,
+            #[source]
+            source: Box<kube::Error>,
+        }
+        let e = context(
+            "applying",
+            Request {
+                what: "create ValidatingAdmissionPolicy/x",
+                source: Box::new(api_error(
+                    serde_json::json!({ "message": "busy", "code": 503 }),
+                )),
+            },
+        );
+        let text = error_text(&e);
+        assert_eq!(
+            text,
+            "applying: create ValidatingAdmissionPolicy/x: busy (503)"
+        );
+        assert!(!text.contains("Status {"), "{text}");
+    }
+
+    /// kube's transport errors say "ServiceError: " before their cause: left out.
+    #[test]
+    fn kubes_service_error_prefix_is_left_out() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("ServiceError: {0}")]
+        struct Service(#[source] std::io::Error);
+        let e = context("listing", Service(refused()));
+        assert_eq!(error_text(&e), "listing: refused");
     }
 }

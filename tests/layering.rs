@@ -1282,3 +1282,36 @@ fn the_circle_finder_finds_a_circle_through_every_kind_of_path() {
     let layered: Vec<Edge> = edges.into_iter().filter(|e| e.from != "c").collect();
     assert!(circles(&layered).is_empty());
 }
+
+/// The files of `src/` that may name anyhow: the binary's edge. The library returns typed
+/// errors (thiserror, the cause as a `#[source]`), which `cli` turns into what `main` prints.
+fn anyhow_outside_the_edge(root: &Path) -> Vec<String> {
+    let src = root.join("src");
+    let mut paths = Vec::new();
+    rust_files(&src, &mut paths);
+    let mut out = Vec::new();
+    for p in paths {
+        let rel = p.strip_prefix(&src).expect("under src");
+        if rel.starts_with("cli") || rel == Path::new("main.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&p).expect("readable source");
+        for (tok, line) in Toks::of(&text).iter() {
+            if *tok == Tok::Ident("anyhow".into()) {
+                out.push(format!("src/{}:{line}", rel.display()));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn anyhow_is_only_in_cli_and_main() {
+    let found = anyhow_outside_the_edge(Path::new(env!("CARGO_MANIFEST_DIR")));
+    assert!(
+        found.is_empty(),
+        "anyhow outside src/cli/ and src/main.rs (return a thiserror error with its cause as a \
+         #[source]; docs/architecture.md, Errors): {}",
+        found.join(", ")
+    );
+}

@@ -10,6 +10,7 @@
 mod support;
 
 use chrono::{DateTime, Utc};
+use kubectl_vap::cluster::apply::ApplyError;
 use kubectl_vap::controller::cache::OpinionCache;
 use kubectl_vap::controller::queue::{Key, SharedQueue};
 use kubectl_vap::controller::reconcilers::Outcome;
@@ -617,7 +618,7 @@ impl TemplateStore for World {
 
 /// The modelled server's answer when the object changed meanwhile (409, precondition).
 fn conflict(why: String) -> WriteOutcome {
-    WriteOutcome::Failed(WriteError::Conflict(why))
+    WriteOutcome::Failed(WriteError::Conflict(Arc::new(ApplyError::Conflict(why))))
 }
 
 impl Writer for World {
@@ -638,10 +639,14 @@ impl Writer for World {
                 return if n.is_multiple_of(2) {
                     conflict(format!("injected: 409 Conflict on {}", w.object))
                 } else {
-                    WriteOutcome::Failed(WriteError::Failed(format!(
-                        "injected: 500 Internal Server Error on {}",
-                        w.object
-                    )))
+                    WriteOutcome::Failed(WriteError::Failed(Arc::new(ApplyError::Failed {
+                        what: format!("{} {}", w.verb.as_str(), w.object),
+                        source: Box::new(kube::Error::Api(Box::new(kube::core::Status {
+                            message: "injected: Internal Server Error".into(),
+                            code: 500,
+                            ..Default::default()
+                        }))),
+                    })))
                 };
             }
         }

@@ -178,11 +178,11 @@ pub fn select<'a>(
                     .as_deref()
                     .is_some_and(|k| k.eq_ignore_ascii_case(t))
         });
-        return Err(AdmissionError::Input(if known {
-            format!("template {t} has no constraints to audit")
+        return Err(if known {
+            AdmissionError::NoConstraints(t.to_string())
         } else {
-            format!("no template or constraint named {t}")
-        }));
+            AdmissionError::NothingNamed(t.to_string())
+        });
     }
     Ok(picked)
 }
@@ -253,7 +253,12 @@ async fn list_all(
                 kind: r.resource.kind.clone(),
             });
             o.metadata.managed_fields = None;
-            out.push(serde_json::to_value(o).map_err(|e| AdmissionError::Input(e.to_string()))?);
+            out.push(
+                serde_json::to_value(o).map_err(|source| AdmissionError::Encode {
+                    what: format!("a listed {}", r.resource.kind),
+                    source,
+                })?,
+            );
         }
         match page.metadata.continue_.filter(|c| !c.is_empty()) {
             Some(token) => lp = lp.continue_token(&token),
@@ -407,7 +412,7 @@ pub async fn audit(
         let reading = match reply {
             Ok(r) => read_reply(r.code, r.status_message(), &r.warnings, snap),
             Err(e) => {
-                let message = crate::text::error_source_text(&e);
+                let message = crate::text::error_text(&e);
                 for i in &w.constraints {
                     audits[*i].checked += 1;
                     audits[*i].errors.push(ObjectError {
@@ -596,7 +601,7 @@ async fn namespace_labels(
     };
     let items = list_all(reader, &ns_list, None, None, bucket)
         .await
-        .map_err(|e| crate::text::error_source_text(&e))?;
+        .map_err(|e| crate::text::error_text(&e))?;
     Ok(items
         .into_iter()
         .map(|n| {
@@ -679,7 +684,7 @@ async fn scope(
             if !listed.contains_key(&key) {
                 let items = list_all(reader, &r, ns.as_deref(), selector.as_deref(), bucket)
                     .await
-                    .map_err(|e| format!("not audited: {}", crate::text::error_source_text(&e)))?;
+                    .map_err(|e| format!("not audited: {}", crate::text::error_text(&e)))?;
                 listed.insert(key.clone(), items);
             }
             for raw in listed.get(&key).into_iter().flatten() {

@@ -112,10 +112,10 @@ fn dry_run() -> PostParams {
 }
 
 fn build(
-    what: &str,
+    what: &'static str,
     r: Result<http::Request<Vec<u8>>, kube::core::request::Error>,
 ) -> Result<http::Request<Vec<u8>>, AdmissionError> {
-    r.map_err(|e| AdmissionError::Input(format!("{what}: {e}")))
+    r.map_err(|source| AdmissionError::Build { what, source })
 }
 
 /// The live object, `None` when it does not exist. Other replies come back as they are.
@@ -153,7 +153,10 @@ pub async fn create(
     namespace: Option<&str>,
     obj: &Value,
 ) -> Result<Reply, AdmissionError> {
-    let body = serde_json::to_vec(obj).map_err(|e| AdmissionError::Input(e.to_string()))?;
+    let body = serde_json::to_vec(obj).map_err(|source| AdmissionError::Encode {
+        what: format!("a {}", r.resource.kind),
+        source,
+    })?;
     let req = build("create", request(r, namespace).create(&dry_run(), body))?;
     sent(client, req, || {
         format!("dry-run create of {}", r.resource.kind)
@@ -197,7 +200,10 @@ pub async fn update(
     name: &str,
     obj: &Value,
 ) -> Result<Reply, AdmissionError> {
-    let body = serde_json::to_vec(obj).map_err(|e| AdmissionError::Input(e.to_string()))?;
+    let body = serde_json::to_vec(obj).map_err(|source| AdmissionError::Encode {
+        what: format!("a {}", r.resource.kind),
+        source,
+    })?;
     let req = build(
         "update",
         request(r, namespace).replace(name, &dry_run(), body),

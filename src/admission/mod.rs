@@ -26,8 +26,26 @@ pub enum AdmissionError {
     /// ([`crate::cluster::describe`]), not kube's debug dump of the Status.
     #[error("{what}: {message}")]
     Refused { what: String, message: String },
-    #[error("{0}")]
-    Input(String),
+    /// `audit`'s target names a template none of whose constraints exist.
+    #[error("template {0} has no constraints to audit")]
+    NoConstraints(String),
+    /// `audit`'s target names no template and no constraint.
+    #[error("no template or constraint named {0}")]
+    NothingNamed(String),
+    /// An object could not be made a request body (a bug, not the input).
+    #[error("encoding {what}: {source}")]
+    Encode {
+        what: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The dry-run request could not be built (e.g. a name no URL can hold).
+    #[error("{what}: {source}")]
+    Build {
+        what: &'static str,
+        #[source]
+        source: kube::core::request::Error,
+    },
 }
 
 impl AdmissionError {

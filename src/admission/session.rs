@@ -3,14 +3,47 @@
 //! both, which print nothing (the screen is the TUI's): `*_quietly` read the snapshot,
 //! `*_on_snapshot` take the one the live TUI's reconciler already holds.
 
+use super::AdmissionError;
 use super::audit::{self, AuditOptions, AuditReport};
 use super::{objects, test};
+use crate::cluster::KubeError;
 use crate::cluster::client::ConnectionOptions;
+use crate::load::files::LoadError;
 use crate::load::input::ReadOptions;
 use crate::snapshot::Snapshot;
-use anyhow::Context;
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
+
+/// Why a quiet run (or the clients of a printed one) could not be made: what was being done,
+/// the cause as its source.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("connecting to the cluster")]
+    Connect(#[source] KubeError),
+    #[error("discovering the VAP API of {url}")]
+    Discover {
+        url: String,
+        #[source]
+        source: KubeError,
+    },
+    #[error("reading {url}")]
+    Read {
+        url: String,
+        #[source]
+        source: KubeError,
+    },
+    #[error("auditing {target} on {url}")]
+    Audit {
+        target: String,
+        url: String,
+        #[source]
+        source: AdmissionError,
+    },
+    #[error("standard input is the terminal here: give a file or folder")]
+    StdinIsTerminal,
+    #[error("reading input")]
+    Input(#[source] LoadError),
+}
 
 /// Two clients: `reader` as the user's own identity reads what attribution needs (bindings,
 /// policies, discovery, namespaces); `actor` makes the dry-runs, as `--as`/`--as-group` when
@@ -18,14 +51,14 @@ use std::sync::atomic::AtomicUsize;
 /// server's URL.
 pub async fn clients(
     conn: impl Into<ConnectionOptions>,
-) -> anyhow::Result<(kube::Client, kube::Client, String)> {
+) -> Result<(kube::Client, kube::Client, String), SessionError> {
     let conn: ConnectionOptions = conn.into();
     let (reader, url) = crate::cluster::client::connect(conn.without_impersonation(), false)
         .await
-        .context("connecting to the cluster")?;
+        .map_err(SessionError::Connect)?;
     let (actor, _) = crate::cluster::client::connect(conn, false)
         .await
-        .context("connecting to the cluster")?;
+        .map_err(SessionError::Connect)?;
     Ok((reader, actor, url))
 }
 
@@ -33,18 +66,25 @@ pub async fn clients(
 pub async fn discover(
     reader: &kube::Client,
     url: &str,
-) -> anyhow::Result<crate::cluster::AdmissionApi> {
+) -> Result<crate::cluster::AdmissionApi, SessionError> {
     crate::cluster::discover_admission_api(reader)
         .await
-        .with_context(|| format!("discovering the VAP API of {url}"))
+        .map_err(|source| SessionError::Discover {
+            url: url.to_string(),
+            source,
+        })
 }
 
 /// The cluster's snapshot; what could not be read is left out (it only weakens attribution).
-async fn snapshot(reader: &kube::Client, url: &str) -> anyhow::Result<Snapshot> {
+async fn snapshot(reader: &kube::Client, url: &str) -> Result<Snapshot, SessionError> {
     let api = discover(reader, url).await?;
-    let (snap, _unreadable) = crate::cluster::list_snapshot(reader, &api)
-        .await
-        .with_context(|| format!("reading {url}"))?;
+    let (snap, _unreadable) =
+        crate::cluster::list_snapshot(reader, &api)
+            .await
+            .map_err(|source| SessionError::Read {
+                url: url.to_string(),
+                source,
+            })?;
     Ok(snap)
 }
 
@@ -56,7 +96,7 @@ pub async fn audit_quietly(
     target: &str,
     listed: impl FnOnce(usize),
     done: Arc<AtomicUsize>,
-) -> anyhow::Result<AuditReport> {
+) -> Result<AuditReport, SessionError> {
     let (reader, actor, url) = clients(conn).await?;
     let snap = snapshot(&reader, &url).await?;
     audit_with(&reader, &actor, &url, &snap, target, listed, done).await
@@ -70,7 +110,7 @@ pub async fn audit_on_snapshot(
     target: &str,
     listed: impl FnOnce(usize),
     done: Arc<AtomicUsize>,
-) -> anyhow::Result<AuditReport> {
+) -> Result<AuditReport, SessionError> {
     let (reader, actor, url) = clients(conn).await?;
     audit_with(&reader, &actor, &url, snap, target, listed, done).await
 }
@@ -84,7 +124,7 @@ async fn audit_with(
     target: &str,
     listed: impl FnOnce(usize),
     done: Arc<AtomicUsize>,
-) -> anyhow::Result<AuditReport> {
+) -> Result<AuditReport, SessionError> {
     let opts = AuditOptions {
         done: Some(done),
         ..AuditOptions::default()
@@ -99,7 +139,11 @@ async fn audit_with(
         std::future::pending(),
     )
     .await
-    .with_context(|| format!("auditing {target} on {url}"))
+    .map_err(|source| SessionError::Audit {
+        target: target.to_string(),
+        url: url.to_string(),
+        source,
+    })
 }
 
 /// The TUI's `t`: `test -f PATH` against the cluster, nothing printed. Standard input is the
@@ -109,7 +153,7 @@ pub async fn test_quietly(
     conn: impl Into<ConnectionOptions>,
     path: &str,
     opts: &crate::core::Options,
-) -> anyhow::Result<test::TestReport> {
+) -> Result<test::TestReport, SessionError> {
     let manifests = read_manifests(path)?;
     let (reader, actor, url) = clients(conn).await?;
     let snap = snapshot(&reader, &url).await?;
@@ -123,21 +167,21 @@ pub async fn test_on_snapshot(
     snap: &Snapshot,
     path: &str,
     opts: &crate::core::Options,
-) -> anyhow::Result<test::TestReport> {
+) -> Result<test::TestReport, SessionError> {
     let manifests = read_manifests(path)?;
     let (reader, actor, _) = clients(conn).await?;
     Ok(test::live(&reader, &actor, snap, &manifests, opts).await)
 }
 
 /// The manifests `t` tests; `-` (standard input) is the terminal in the TUI.
-fn read_manifests(path: &str) -> anyhow::Result<Vec<objects::Manifest>> {
+fn read_manifests(path: &str) -> Result<Vec<objects::Manifest>, SessionError> {
     if path == "-" {
-        anyhow::bail!("standard input is the terminal here: give a file or folder");
+        return Err(SessionError::StdinIsTerminal);
     }
     objects::read(
         &[path.to_string()],
         &mut std::io::empty(),
         ReadOptions::default(),
     )
-    .context("reading input")
+    .map_err(SessionError::Input)
 }

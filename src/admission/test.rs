@@ -277,7 +277,7 @@ pub async fn live(
         let (operation, reply) = match sent {
             Ok(sent) => sent,
             Err(e) => {
-                objects.push(error_result(m, crate::text::error_source_text(&e)));
+                objects.push(error_result(m, crate::text::error_text(&e)));
                 continue;
             }
         };

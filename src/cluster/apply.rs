@@ -31,22 +31,33 @@ pub enum ApplyError {
         #[source]
         source: Box<kube::Error>,
     },
-    #[error("{0}")]
-    Body(String),
+    /// The body could not be encoded (a bug in the plan, not the cluster).
+    #[error("{what}: {source}")]
+    Body {
+        what: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The request could not be built (e.g. a name no URL can hold).
+    #[error("{what}: {source}")]
+    Request {
+        what: String,
+        #[source]
+        source: kube::core::request::Error,
+    },
     #[error("{0}: the write carries no body (a bug in the plan)")]
     NoBody(String),
 }
 
 /// The body as sent: the served apiVersion set (bodies are built as v1).
-fn request_body(body: &serde_json::Value, api_version: &str) -> Result<Vec<u8>, String> {
-    let bytes = if body["apiVersion"] == api_version {
+fn request_body(body: &serde_json::Value, api_version: &str) -> serde_json::Result<Vec<u8>> {
+    if body["apiVersion"] == api_version {
         serde_json::to_vec(body)
     } else {
         let mut body = body.clone();
         body["apiVersion"] = api_version.into();
         serde_json::to_vec(&body)
-    };
-    bytes.map_err(|e| e.to_string())
+    }
 }
 
 /// The server's answer to a create or replace, without managedFields (never read).
@@ -132,14 +143,19 @@ async fn send(
                 .body
                 .as_ref()
                 .ok_or_else(|| ApplyError::NoBody(what.clone()))?;
-            let bytes = request_body(body, &ar.api_version)
-                .map_err(|e| ApplyError::Body(format!("{what}: {e}")))?;
+            let bytes = request_body(body, &ar.api_version).map_err(|source| ApplyError::Body {
+                what: what.clone(),
+                source,
+            })?;
             let (req, conflict_codes): (_, &[u16]) = if w.verb == Verb::Create {
                 (request.create(&pp, bytes), &[409])
             } else {
                 (request.replace(&w.object.name, &pp, bytes), &[404, 409])
             };
-            let req = req.map_err(|e| ApplyError::Body(format!("{what}: {e}")))?;
+            let req = req.map_err(|source| ApplyError::Request {
+                what: what.clone(),
+                source,
+            })?;
             let v: serde_json::Value = client
                 .request(req)
                 .await

@@ -6,7 +6,7 @@
 //! (`From<&ConnectionArgs>` lives there), so nothing below `cli` knows about clap. The
 //! functions take anything that converts: the options (by reference too) or those arguments.
 
-use super::KubeError;
+use super::{ConfigError, KubeError};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use std::time::Duration;
 
@@ -55,7 +55,7 @@ pub async fn config_from(
 ) -> Result<kube::Config, KubeError> {
     let conn: ConnectionOptions = conn.into();
     let mut config = if in_cluster {
-        kube::Config::incluster().map_err(|e| KubeError::InCluster(e.to_string()))?
+        kube::Config::incluster().map_err(KubeError::InCluster)?
     } else {
         let kubeconfig = match conn.kubeconfig.as_deref().filter(|k| !k.is_empty()) {
             // KUBECONFIG may list several files, like kubectl merges them.
@@ -65,22 +65,22 @@ pub async fn config_from(
                     if path.as_os_str().is_empty() {
                         continue;
                     }
-                    let next = Kubeconfig::read_from(&path)
-                        .map_err(|e| KubeError::Config(format!("{}: {e}", path.display())))?;
+                    let next = Kubeconfig::read_from(&path).map_err(|source| {
+                        KubeError::Config(ConfigError::Read {
+                            path: path.clone(),
+                            source,
+                        })
+                    })?;
                     merged = Some(match merged {
                         None => next,
                         Some(m) => m
                             .merge(next)
-                            .map_err(|e| KubeError::Config(e.to_string()))?,
+                            .map_err(|e| KubeError::Config(ConfigError::Kubeconfig(e)))?,
                     });
                 }
-                merged.ok_or_else(|| KubeError::Config("--kubeconfig is empty".into()))?
+                merged.ok_or(KubeError::Config(ConfigError::Empty))?
             }
-            None => Kubeconfig::read().map_err(|e| {
-                KubeError::Config(format!(
-                    "{e} (set --kubeconfig or KUBECONFIG, or create ~/.kube/config)"
-                ))
-            })?,
+            None => Kubeconfig::read().map_err(|e| KubeError::Config(ConfigError::Default(e)))?,
         };
         let options = KubeConfigOptions {
             context: conn.context.clone(),
@@ -89,7 +89,7 @@ pub async fn config_from(
         };
         kube::Config::from_custom_kubeconfig(kubeconfig, &options)
             .await
-            .map_err(|e| KubeError::Config(e.to_string()))?
+            .map_err(|e| KubeError::Config(ConfigError::Kubeconfig(e)))?
     };
     if let Some(user) = &conn.as_user {
         config.auth_info.impersonate = Some(user.clone());
@@ -97,7 +97,7 @@ pub async fn config_from(
     if !conn.as_group.is_empty() {
         // The API server refuses groups without a user to impersonate; say so first.
         if conn.as_user.is_none() {
-            return Err(KubeError::Config("--as-group needs --as".into()));
+            return Err(KubeError::GroupWithoutUser);
         }
         config.auth_info.impersonate_groups = Some(conn.as_group.clone());
     }

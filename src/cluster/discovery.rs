@@ -168,7 +168,7 @@ pub async fn discover_served(client: &kube::Client) -> Result<Served, KubeError>
         match list {
             Ok(list) => add_list(&mut served, &group, &list.resources),
             Err(e) => {
-                tracing::debug!("discovering {gv}: {}", crate::text::error_source_text(&e));
+                tracing::debug!("discovering {gv}: {}", crate::text::error_text(&e));
                 served.failed_groups.insert(group);
             }
         }

@@ -139,7 +139,7 @@ pub async fn list_snapshot(
         Err(e) => {
             tracing::warn!(
                 "discovery failed, judging kinds by the built-in resources: {}",
-                crate::text::error_source_text(&e)
+                crate::text::error_text(&e)
             );
             let mut served = crate::model::served::Served::builtin();
             crds.iter().for_each(|c| {

@@ -18,11 +18,14 @@ pub use list::list_snapshot;
 #[derive(Debug, thiserror::Error)]
 pub enum KubeError {
     #[error("loading the kubeconfig: {0}")]
-    Config(String),
+    Config(#[source] ConfigError),
     #[error(
         "the in-cluster configuration is not available: {0} (--in-cluster is for a pod with a service account; elsewhere use --kubeconfig/--context)"
     )]
-    InCluster(String),
+    InCluster(#[source] kube::config::InClusterError),
+    /// The API server refuses groups without a user to impersonate: said before asking it.
+    #[error("--as-group needs --as")]
+    GroupWithoutUser,
     #[error("creating the Kubernetes client: {0}")]
     Client(#[source] Box<kube::Error>),
     #[error("{what}: {}", describe(source))]
@@ -35,19 +38,41 @@ pub enum KubeError {
         "the API server serves no ValidatingAdmissionPolicy API (admissionregistration.k8s.io v1 or v1beta1); VAP needs Kubernetes >= 1.30 (or 1.28/1.29 with the feature gate and runtime config)"
     )]
     VapApiMissing,
-    #[error("{what}: forbidden: {message}")]
-    Forbidden { what: String, message: String },
+    /// 401/403: the server's answer says what is missing.
+    #[error("{what}: forbidden: {}", describe(source))]
+    Forbidden {
+        what: String,
+        #[source]
+        source: Box<kube::Error>,
+    },
+}
+
+/// What was wrong with the kubeconfig (kube's error, and the file it came from).
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{}: {source}", path.display())]
+    Read {
+        path: std::path::PathBuf,
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
+    /// No --kubeconfig or KUBECONFIG, and the default one could not be read.
+    #[error("{0} (set --kubeconfig or KUBECONFIG, or create ~/.kube/config)")]
+    Default(#[source] kube::config::KubeconfigError),
+    /// The files would not merge, or the context, cluster or user asked for is not there.
+    #[error("{0}")]
+    Kubeconfig(#[source] kube::config::KubeconfigError),
+    #[error("--kubeconfig is empty")]
+    Empty,
 }
 
 impl KubeError {
     pub fn request(what: impl Into<String>, source: kube::Error) -> Self {
         let what = what.into();
-        if let kube::Error::Api(status) = &source
-            && (status.code == 403 || status.code == 401)
-        {
+        if matches!(status_code(&source), Some(401 | 403)) {
             return KubeError::Forbidden {
                 what,
-                message: status.message.clone(),
+                source: Box::new(source),
             };
         }
         KubeError::Request {
@@ -91,5 +116,25 @@ mod tests {
         assert!(e.to_string().contains("Status {"), "{e}");
         let wrapped = KubeError::request("reading Lease gatekeeper-system/kubectl-vap", e);
         assert!(!wrapped.to_string().contains("Status {"), "{wrapped}");
+    }
+
+    /// A refusal keeps the server's answer; it is said once, with its reason and code.
+    #[test]
+    fn a_forbidden_request_says_the_servers_words_once() {
+        let status: kube::core::Status = serde_json::from_value(serde_json::json!({
+            "status": "Failure", "code": 403, "reason": "Forbidden",
+            "message": "customresourcedefinitions.apiextensions.k8s.io is forbidden: User \"u\" cannot list resource \"customresourcedefinitions\""
+        }))
+        .expect("status");
+        let e = KubeError::request(
+            "listing CustomResourceDefinitions",
+            kube::Error::Api(Box::new(status)),
+        );
+        assert!(
+            matches!(&e, KubeError::Forbidden { source, .. } if status_code(source) == Some(403))
+        );
+        let said = "listing CustomResourceDefinitions: forbidden: customresourcedefinitions.apiextensions.k8s.io is forbidden: User \"u\" cannot list resource \"customresourcedefinitions\" (Forbidden, 403)";
+        assert_eq!(e.to_string(), said);
+        assert_eq!(crate::text::error_text(&e), said);
     }
 }

@@ -44,9 +44,7 @@ fn keys_of(shared: &Shared, command: &Command) -> Result<Vec<Key>, Error> {
     match command {
         Command::Replay(t) => match shared.stores.template(t) {
             Read::Known(Some(tpl)) if tpl.kind.is_some() => Ok(keys_of_template(shared, t, false)),
-            Read::Known(_) => Err(Error::NotFound(format!(
-                "template {t} not found (or it has no kind)"
-            ))),
+            Read::Known(_) => Err(Error::NotFound(t.clone())),
             Read::Unknown(u) => Err(RequestError::NotListed(u).into()),
         },
         // A template that is gone still has its key: reconciling it sweeps its VAP.
@@ -190,7 +188,7 @@ pub async fn serve(shared: Arc<Shared>, route: Route) {
                     tracing::debug!(
                         "watching ConfigMap {}/{name}: {}",
                         route.lease_namespace,
-                        crate::text::error_source_text(&e)
+                        crate::text::error_text(&e)
                     );
                     continue;
                 }

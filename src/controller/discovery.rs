@@ -33,7 +33,7 @@ pub async fn refresh(shared: &Shared) -> Result<bool, ()> {
         Err(e) => {
             tracing::warn!(
                 "discovering what the API server serves: {}",
-                crate::text::error_text(&e.into())
+                crate::text::error_text(&e)
             );
             Err(())
         }

@@ -553,7 +553,7 @@ pub fn cluster_event(e: &Event) -> Option<ClusterEvent> {
         .or(e.event_time.as_ref().map(|t| t.0))
         .or(e.deprecated_last_timestamp.as_ref().map(|t| t.0))
         .or(e.metadata.creation_timestamp.as_ref().map(|t| t.0))?;
-    let time = chrono::DateTime::from_timestamp(time.as_second(), time.subsec_nanosecond() as u32)?;
+    let time = super::objects::chrono_of(time)?;
     Some(ClusterEvent {
         time,
         reporter: e.reporting_instance.clone().unwrap_or_default(),
@@ -688,7 +688,7 @@ pub async fn follow(
                     tracing::info!(
                         "cannot watch kubectl-vap's Events in namespace {}: {} (the leader's outcomes are not shown here)",
                         namespaces[i],
-                        crate::text::error_source_text(&err)
+                        crate::text::error_text(&err)
                     );
                 }
                 refusals[i] = events_access_error(&namespaces[i], &err);

@@ -336,7 +336,7 @@ impl Controller {
         };
         match tokio::time::timeout(timeout, join).await {
             Ok(Ok(result)) => result,
-            Ok(Err(e)) => Err(Error::Task(e.to_string())),
+            Ok(Err(e)) => Err(Error::Task(e)),
             Err(_) => Err(Error::NotReleased {
                 secs: timeout.as_secs(),
             }),

@@ -20,8 +20,10 @@ use super::shared::Shared;
 use super::state::{AccessError, AccessErrorKind, EventResult, EventVerb, Health, LeaderHealth};
 use crate::model::ObjectRef;
 use chrono::{DateTime, Utc};
-use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, PostParams};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -104,10 +106,16 @@ fn health_of(l: &Lease) -> Option<LeaderHealth> {
     })
 }
 
-fn micro_to_chrono(
-    t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime,
-) -> Option<DateTime<Utc>> {
-    DateTime::from_timestamp(t.0.as_second(), t.0.subsec_nanosecond() as u32)
+fn micro_to_chrono(t: &MicroTime) -> Option<DateTime<Utc>> {
+    super::objects::chrono_of(t.0)
+}
+
+/// How long the holder's claim lasts: the Lease's own `leaseDurationSeconds`, else `default`.
+fn duration_of(spec: &LeaseSpec, default: Duration) -> Duration {
+    spec.lease_duration_seconds
+        .and_then(|s| u64::try_from(s).ok())
+        .map(Duration::from_secs)
+        .unwrap_or(default)
 }
 
 /// The view of `l`, given when this copy first saw its current record (`seen_at`, on
@@ -115,11 +123,7 @@ fn micro_to_chrono(
 fn view_of(l: &Lease, seen_at: Duration, identity: Option<&str>, default: Duration) -> HolderView {
     let holder = holder_of(l);
     let spec = l.spec.clone().unwrap_or_default();
-    let duration = spec
-        .lease_duration_seconds
-        .and_then(|s| u64::try_from(s).ok())
-        .map(Duration::from_secs)
-        .unwrap_or(default);
+    let duration = duration_of(&spec, default);
     let ours = holder.is_some() && holder.as_deref() == identity;
     let unchanged = mono_now().saturating_sub(seen_at);
     let vacant = holder.is_none() || (!ours && unchanged >= duration + TAKEOVER_GRACE);
@@ -171,8 +175,8 @@ fn holder_of(l: &Lease) -> Option<String> {
         .filter(|h| !h.is_empty())
 }
 
-fn now_micro() -> String {
-    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+fn now_micro() -> MicroTime {
+    MicroTime(k8s_openapi::jiff::Timestamp::now())
 }
 
 /// One election step's view of the Lease.
@@ -208,13 +212,25 @@ impl Elector {
             ..PostParams::default()
         };
         let Some(current) = self.api.get_opt(&self.name).await? else {
-            let lease: Lease = serde_json::from_value(serde_json::json!({
-                "metadata": { "name": self.name,
-                              "annotations": { HEALTH_ANNOTATION: health_to_annotation(health) } },
-                "spec": { "holderIdentity": self.identity, "leaseDurationSeconds": seconds,
-                          "acquireTime": now_micro(), "renewTime": now_micro(), "leaseTransitions": 0 }
-            }))
-            .map_err(kube::Error::SerdeError)?;
+            let stamp = now_micro();
+            let lease = Lease {
+                metadata: ObjectMeta {
+                    name: Some(self.name.clone()),
+                    annotations: Some(BTreeMap::from([(
+                        HEALTH_ANNOTATION.to_string(),
+                        health_to_annotation(health),
+                    )])),
+                    ..ObjectMeta::default()
+                },
+                spec: Some(LeaseSpec {
+                    holder_identity: Some(self.identity.clone()),
+                    lease_duration_seconds: Some(seconds),
+                    acquire_time: Some(stamp.clone()),
+                    renew_time: Some(stamp),
+                    lease_transitions: Some(0),
+                    ..LeaseSpec::default()
+                }),
+            };
             return match self.api.create(&pp, &lease).await {
                 Ok(l) => {
                     self.observed = l.metadata.resource_version.clone().map(|rv| (rv, now));
@@ -246,11 +262,7 @@ impl Elector {
         if !ours && holder.is_some() {
             // Expired only once this copy has seen the same record for the holder's whole
             // duration, on its own clock.
-            let their = spec
-                .lease_duration_seconds
-                .and_then(|s| u64::try_from(s).ok())
-                .map(Duration::from_secs)
-                .unwrap_or(self.timing.duration);
+            let their = duration_of(&spec, self.timing.duration);
             let seen_at = self.observed.as_ref().map(|(_, t)| *t).unwrap_or(now);
             if now < seen_at + their {
                 return Ok(Attempt::Other(holder));
@@ -260,10 +272,10 @@ impl Elector {
         let mut s = spec.clone();
         s.holder_identity = Some(self.identity.clone());
         s.lease_duration_seconds = Some(seconds);
-        let stamp: serde_json::Value = now_micro().into();
-        s.renew_time = serde_json::from_value(stamp.clone()).ok();
+        let stamp = now_micro();
+        s.renew_time = Some(stamp.clone());
         if !ours {
-            s.acquire_time = serde_json::from_value(stamp).ok();
+            s.acquire_time = Some(stamp);
             s.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
         }
         next.spec = Some(s);
@@ -599,14 +611,12 @@ pub async fn read_lease(
             ..HolderView::default()
         });
     };
-    let mut view = view_of(&l, mono_now(), None, Duration::from_secs(LEASE_DURATION));
+    let default = Duration::from_secs(LEASE_DURATION);
+    let mut view = view_of(&l, mono_now(), None, default);
     let spec = l.spec.clone().unwrap_or_default();
-    let duration = spec
-        .lease_duration_seconds
-        .map(i64::from)
-        .unwrap_or(LEASE_DURATION as i64);
+    let duration = chrono::Duration::from_std(duration_of(&spec, default)).unwrap_or_default();
     if let Some(renewed) = spec.renew_time.as_ref().and_then(micro_to_chrono) {
-        view.vacant |= Utc::now() - renewed > chrono::Duration::seconds(duration);
+        view.vacant |= Utc::now() - renewed > duration;
     }
     Ok(view)
 }

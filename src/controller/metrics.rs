@@ -156,7 +156,9 @@ mod tests {
         let m = Metrics::default();
         m.write(Verb::Create, Obj::Policy);
         m.write(Verb::Create, Obj::Policy);
-        m.error(Unwritten::from(&WriteError::Conflict("409".into())));
+        m.error(Unwritten::from(&WriteError::Conflict(std::sync::Arc::new(
+            crate::cluster::apply::ApplyError::Conflict("409".into()),
+        ))));
         m.leader.store(true, Ordering::Relaxed);
         let text = m.render();
         assert!(text.contains(

@@ -75,8 +75,8 @@ pub enum Error {
     /// Starting failed at the API server's edge (discovery, connection).
     #[error("{0}")]
     Kube(#[from] crate::cluster::KubeError),
-    /// A request names something that does not exist.
-    #[error("{0}")]
+    /// A request names a template that does not exist (or has no kind: nothing to replay).
+    #[error("template {0} not found (or it has no kind)")]
     NotFound(String),
     /// Nobody holds the Lease: no copy would handle a request.
     #[error(
@@ -93,12 +93,13 @@ pub enum Error {
     Request(#[from] RequestError),
     /// The reconciler's own task ended badly (it panicked or was cancelled).
     #[error("the reconciler task failed: {0}")]
-    Task(String),
+    Task(#[source] tokio::task::JoinError),
     /// Stopping did not release the Lease in time (it expires on its own).
     #[error("the Lease was not released within {secs}s")]
     NotReleased { secs: u64 },
-    #[error("{0}")]
-    Other(String),
+    /// A request could not be written down for the lease holder (a bug, not the cluster).
+    #[error("encoding the request: {0}")]
+    Encode(#[source] serde_json::Error),
 }
 
 /// Why a request (replay, reconcile) was not handled: here, or through the requests
@@ -120,23 +121,26 @@ pub enum RequestError {
     )]
     NoConfigMap { configmap: String },
     #[error(
-        "{doing} ConfigMap {configmap}: {why} (grant the kubectl-vap-operator ClusterRole from `kubectl vap install --print`)"
+        "{doing} ConfigMap {configmap}: {} (grant the kubectl-vap-operator ClusterRole from `kubectl vap install --print`)",
+        crate::cluster::describe(source)
     )]
     ConfigMapForbidden {
         doing: &'static str,
         configmap: String,
-        why: String,
+        #[source]
+        source: Box<kube::Error>,
     },
-    #[error("{doing} ConfigMap {configmap}: {why}")]
+    #[error("{doing} ConfigMap {configmap}: {}", crate::cluster::describe(source))]
     ConfigMap {
         doing: &'static str,
         configmap: String,
-        why: String,
+        #[source]
+        source: Box<kube::Error>,
     },
     #[error("ConfigMap {configmap} was deleted while waiting for the answer")]
     ConfigMapDeleted { configmap: String },
     #[error("an unreadable answer: {0}")]
-    UnreadableAnswer(String),
+    UnreadableAnswer(#[source] serde_json::Error),
     #[error("the watch ended")]
     WatchEnded,
     #[error(

@@ -9,6 +9,20 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::DynamicObject;
 
+/// A Kubernetes time (k8s-openapi's jiff) as the controller's (chrono); `None` beyond chrono's
+/// range.
+pub fn chrono_of(t: k8s_openapi::jiff::Timestamp) -> Option<chrono::DateTime<chrono::Utc>> {
+    let (secs, nanos) = (t.as_second(), t.subsec_nanosecond());
+    // jiff signs the fraction like the seconds (before 1970 both are negative); chrono's
+    // fraction is never negative.
+    let (secs, nanos) = if nanos < 0 {
+        (secs - 1, nanos + 1_000_000_000)
+    } else {
+        (secs, nanos)
+    };
+    chrono::DateTime::from_timestamp(secs, u32::try_from(nanos).ok()?)
+}
+
 /// The controller ownerReferences of `meta` in API group `group` (`core::ownership`'s rule).
 pub fn controllers_in<'a>(
     meta: &'a ObjectMeta,
@@ -54,10 +68,27 @@ pub fn crd_state(crd: &CustomResourceDefinition) -> CrdState {
         .and_then(|cs| cs.iter().find(|c| c.type_ == "Established"));
     match condition {
         Some(c) if c.status == "True" => {
-            CrdState::Established(c.last_transition_time.as_ref().and_then(|t| {
-                chrono::DateTime::from_timestamp(t.0.as_second(), t.0.subsec_nanosecond() as u32)
-            }))
+            CrdState::Established(c.last_transition_time.as_ref().and_then(|t| chrono_of(t.0)))
         }
         _ => CrdState::NotEstablished,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::jiff::Timestamp;
+
+    #[test]
+    fn a_kubernetes_time_is_the_same_instant_in_chrono() {
+        let t = Timestamp::new(1_700_000_000, 123_456_000).expect("in range");
+        let c = chrono_of(t).expect("in range");
+        assert_eq!(c.timestamp(), 1_700_000_000);
+        assert_eq!(c.timestamp_subsec_nanos(), 123_456_000);
+        // Before 1970 jiff's fraction is negative, chrono's is not: still the same instant.
+        let t = Timestamp::new(-1, -250_000_000).expect("in range");
+        let c = chrono_of(t).expect("in range");
+        assert_eq!(c.timestamp(), -2);
+        assert_eq!(c.timestamp_subsec_nanos(), 750_000_000);
     }
 }

@@ -31,7 +31,8 @@ pub const BINDINGS_GONE_RECHECK: Duration = Duration::from_secs(1);
 /// of every binding and of the VAP). Enforcement stays meanwhile: the safe direction.
 pub const TURN_OFF_SETTLE: Duration = Duration::from_secs(2);
 
-/// What a reconcile concluded.
+/// What a reconcile concluded. A failed write's outcome holds the failure itself (its class
+/// and the server's answer), not its text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
     /// Converged (or nothing this copy may do).
@@ -39,16 +40,16 @@ pub enum Outcome {
     /// Come back after this long (binding wait, bindings not yet gone).
     RequeueAfter(Duration),
     /// A write must be retried (conflict or failure), with backoff.
-    Retry(String),
+    Retry(WriteError),
     /// A decision rests on a store that is not known now (never listed, forbidden, failed,
     /// relisting): nothing was written. The key is parked until that store lists again.
     Unknown(Unreadable),
     /// A write the server will refuse however often it is sent (422 invalid): reported once,
     /// not retried; the next change of the object (or a resync) tries again.
-    Refused(String),
+    Refused(WriteError),
     /// A write the RBAC does not allow now. A grant can come at any time and no watched event
     /// says so, so it is retried, but slowly: [`forbidden_backoff`], up to 5 minutes.
-    Forbidden(String),
+    Forbidden(WriteError),
 }
 
 /// The value of a [`Read`], or return [`Outcome::Unknown`]: nothing is decided, so nothing is
@@ -101,10 +102,11 @@ fn from_write(o: WriteOutcome) -> (bool, Outcome) {
 impl From<WriteError> for Outcome {
     fn from(e: WriteError) -> Outcome {
         match e {
-            WriteError::Conflict(why) => Outcome::Retry(why),
-            WriteError::Forbidden(_) => Outcome::Forbidden(e.to_string()),
-            WriteError::Invalid(_) => Outcome::Refused(e.to_string()),
-            WriteError::Unreachable(_) | WriteError::Failed(_) => Outcome::Retry(e.to_string()),
+            WriteError::Forbidden(_) => Outcome::Forbidden(e),
+            WriteError::Invalid(_) => Outcome::Refused(e),
+            WriteError::Conflict(_) | WriteError::Unreachable(_) | WriteError::Failed(_) => {
+                Outcome::Retry(e)
+            }
         }
     }
 }
@@ -507,7 +509,8 @@ pub fn backoff(attempt: u32) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Mutex;
+    use crate::cluster::apply::ApplyError;
+    use std::sync::{Arc, Mutex};
 
     #[derive(Default)]
     struct Recorded(Mutex<Vec<(Key, Option<chrono::DateTime<chrono::Utc>>)>>);
@@ -535,25 +538,49 @@ mod tests {
         })
     }
 
+    /// A failure of class `class`: the server answered `code`.
+    fn failure(class: fn(Arc<ApplyError>) -> WriteError, code: u16) -> WriteError {
+        class(Arc::new(ApplyError::Failed {
+            what: "create ValidatingAdmissionPolicy/gatekeeper-k8sx".into(),
+            source: Box::new(kube::Error::Api(Box::new(kube::core::Status {
+                message: "m".into(),
+                code,
+                ..Default::default()
+            }))),
+        }))
+    }
+
     #[test]
     fn an_invalid_write_is_not_retried_and_a_forbidden_one_slowly() {
         // 422: the server refuses this body whatever happens: only a change brings it back.
-        assert_eq!(next(Outcome::Refused("422".into()), 0), None);
+        let invalid = failure(WriteError::Invalid, 422);
+        assert!(matches!(
+            Outcome::from(invalid.clone()),
+            Outcome::Refused(_)
+        ));
+        assert_eq!(next(Outcome::Refused(invalid), 0), None);
         // 403: a grant may come, unannounced: retried from 1 s, doubling, at most every 5 min.
-        let forbidden = |n| next(Outcome::Forbidden("403".into()), n);
+        let forbidden = |n| next(Outcome::Forbidden(failure(WriteError::Forbidden, 403)), n);
         assert_eq!(forbidden(0), Some(Duration::from_secs(1)));
         assert_eq!(forbidden(3), Some(Duration::from_secs(8)));
         assert_eq!(forbidden(30), Some(FORBIDDEN_BACKOFF_MAX));
         assert_eq!(FORBIDDEN_BACKOFF_MAX, Duration::from_secs(300));
         // What may pass soon (conflict, server away) keeps the fast backoff, capped at 30 s.
+        let unavailable = failure(WriteError::Failed, 503);
+        assert!(matches!(
+            Outcome::from(unavailable.clone()),
+            Outcome::Retry(_)
+        ));
         assert_eq!(
-            next(Outcome::Retry("503".into()), 30),
+            next(Outcome::Retry(unavailable), 30),
             Some(Duration::from_secs(30))
         );
-        // A forbidden step of a reconcile is not lost behind one that is done.
-        assert_eq!(
-            Outcome::Done.merge(Outcome::Forbidden("403".into())),
-            Outcome::Forbidden("403".into())
+        // A forbidden step of a reconcile is not lost behind one that is done, and keeps its
+        // cause.
+        let merged = Outcome::Done.merge(Outcome::Forbidden(failure(WriteError::Forbidden, 403)));
+        assert!(
+            matches!(&merged, Outcome::Forbidden(e) if e.cause().to_string().ends_with("(403)")),
+            "{merged:?}"
         );
     }
 }

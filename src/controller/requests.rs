@@ -21,6 +21,7 @@ use super::reconcilers::Outcome;
 use super::state::{Command, RequestOutcome};
 use super::{Error, RequestError};
 use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
@@ -384,20 +385,19 @@ pub fn stale(
     out
 }
 
-fn request_error(doing: &'static str, ns: &str, name: &str, e: &kube::Error) -> RequestError {
+fn request_error(doing: &'static str, ns: &str, name: &str, e: kube::Error) -> RequestError {
     let configmap = format!("{ns}/{name}");
-    let why = crate::cluster::describe(e);
-    match crate::cluster::status_code(e) {
+    match crate::cluster::status_code(&e) {
         Some(404) => RequestError::NoConfigMap { configmap },
         Some(401 | 403) => RequestError::ConfigMapForbidden {
             doing,
             configmap,
-            why,
+            source: Box::new(e),
         },
         _ => RequestError::ConfigMap {
             doing,
             configmap,
-            why,
+            source: Box::new(e),
         },
     }
 }
@@ -416,12 +416,11 @@ pub async fn ask(
     let name = configmap_name(lease);
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
     let id = request_id(by);
-    let asked =
-        serde_json::to_string(&Asked::new(command, by)).map_err(|e| Error::Other(e.to_string()))?;
+    let asked = serde_json::to_string(&Asked::new(command, by)).map_err(Error::Encode)?;
     let patch = serde_json::json!({ "data": { format!("{REQUEST}{id}"): asked } });
     api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
-        .map_err(|e| request_error("writing the request into", namespace, &name, &e))?;
+        .map_err(|e| request_error("writing the request into", namespace, &name, e))?;
     let key = format!("{RESULT}{id}");
     let answer = async {
         let stream = kube::runtime::watcher::watch_object(api.clone(), &name);
@@ -431,7 +430,7 @@ pub async fn ask(
                 Ok(Some(cm)) => {
                     if let Some(v) = cm.data.as_ref().and_then(|d| d.get(&key)) {
                         return serde_json::from_str::<Answer>(v)
-                            .map_err(|e| RequestError::UnreadableAnswer(e.to_string()));
+                            .map_err(RequestError::UnreadableAnswer);
                     }
                 }
                 Ok(None) => {
@@ -441,7 +440,7 @@ pub async fn ask(
                 }
                 Err(e) => tracing::debug!(
                     "watching ConfigMap {namespace}/{name}: {}",
-                    crate::text::error_source_text(&e)
+                    crate::text::error_text(&e)
                 ),
             }
         }
@@ -481,19 +480,21 @@ pub async fn ensure_configmap(client: &kube::Client, namespace: &str, lease: &st
         Err(e) => {
             tracing::warn!(
                 "{}; requests from other copies cannot reach this one",
-                request_error("reading", namespace, &name, &e)
+                request_error("reading", namespace, &name, e)
             );
             return;
         }
     }
-    let cm: ConfigMap = match serde_json::from_value(serde_json::json!({
-        "metadata": { "name": name, "labels": { crate::model::MANAGED_BY_LABEL: super::events::REPORTER } }
-    })) {
-        Ok(cm) => cm,
-        Err(e) => {
-            tracing::warn!("building ConfigMap {namespace}/{name}: {e}");
-            return;
-        }
+    let cm = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            labels: Some(BTreeMap::from([(
+                crate::model::MANAGED_BY_LABEL.to_string(),
+                super::events::REPORTER.to_string(),
+            )])),
+            ..ObjectMeta::default()
+        },
+        ..ConfigMap::default()
     };
     match api.create(&PostParams::default(), &cm).await {
         Ok(_) => {
@@ -502,7 +503,7 @@ pub async fn ensure_configmap(client: &kube::Client, namespace: &str, lease: &st
         Err(e) if crate::cluster::status_code(&e) == Some(409) => {}
         Err(e) => tracing::warn!(
             "{}; requests from other copies cannot reach this one",
-            request_error("creating", namespace, &name, &e)
+            request_error("creating", namespace, &name, e)
         ),
     }
 }
@@ -521,7 +522,9 @@ pub async fn answer(
     }
     data.insert(
         format!("{RESULT}{id}"),
-        serde_json::to_string(answer).unwrap_or_default().into(),
+        serde_json::to_string(answer)
+            .map_err(kube::Error::SerdeError)?
+            .into(),
     );
     let patch = serde_json::json!({ "data": data });
     api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
@@ -544,7 +547,10 @@ mod tests {
         let after = Instant::now();
         t.processed(&keys[0], after, &Outcome::Done, 1, 0);
         assert!(rx.try_recv().is_err(), "b is not reconciled yet");
-        t.processed(&keys[1], after, &Outcome::Retry("409".into()), 0, 0);
+        let conflict = crate::controller::WriteError::Conflict(std::sync::Arc::new(
+            crate::cluster::apply::ApplyError::Conflict("update K8sX/b".into()),
+        ));
+        t.processed(&keys[1], after, &Outcome::Retry(conflict), 0, 0);
         assert!(rx.try_recv().is_err(), "b must be retried");
         t.processed(
             &keys[1],

@@ -226,7 +226,7 @@ fn watch_everything(shared: &Arc<Shared>, writers: Writers, views: bool) -> Vec<
                         Ok(_) => shared.status.touch(),
                         Err(e) => tracing::debug!(
                             "watching Gatekeeper's pod statuses: {}",
-                            crate::text::error_source_text(&e)
+                            crate::text::error_text(&e)
                         ),
                     }
                 }

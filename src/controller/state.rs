@@ -266,6 +266,7 @@ impl LiveState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cluster::apply::ApplyError;
 
     #[test]
     fn an_event_is_one_line_that_says_what_was_not_done() {
@@ -286,12 +287,23 @@ mod tests {
             event(EventResult::Skipped("not the leader".into()), "").to_string(),
             format!("{vap} skipped: not the leader")
         );
-        let failed = EventResult::WriteFailed(WriteError::Invalid("422".into()));
+        // The server's answer, as the writer keeps it.
+        let answer = std::sync::Arc::new(ApplyError::Failed {
+            what: vap.into(),
+            source: Box::new(kube::Error::Api(Box::new(kube::core::Status {
+                message: "spec.validations: Required value".into(),
+                code: 422,
+                ..Default::default()
+            }))),
+        });
+        let failed = EventResult::WriteFailed(WriteError::Invalid(answer));
         assert_eq!(
             event(failed, "policy-missing").to_string(),
-            format!("{vap} FAILED: 422 — policy-missing")
+            format!("{vap} FAILED: {vap}: spec.validations: Required value (422) — policy-missing")
         );
-        let conflict = EventResult::WriteFailed(WriteError::Conflict("409".into()));
+        let conflict = EventResult::WriteFailed(WriteError::Conflict(std::sync::Arc::new(
+            ApplyError::Conflict(vap.into()),
+        )));
         assert_eq!(
             event(conflict, "").to_string(),
             format!("{vap} conflict (the object changed on the server); retried")

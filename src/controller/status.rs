@@ -3,7 +3,9 @@
 //! writes are forbidden. Every change wakes the publisher ([`Status::changed`]).
 
 use super::log::Log;
-use super::state::{AccessError, AccessErrorKind, EventResult, EventVerb, ReconcileEvent};
+use super::state::{
+    AccessError, AccessErrorKind, EventResult, EventVerb, ReconcileEvent, WriteError,
+};
 use crate::model::ObjectRef;
 use chrono::Utc;
 use parking_lot::Mutex;
@@ -26,9 +28,9 @@ struct Inner {
     forbidden: HashSet<String>,
     /// When the queue last drained with everything listed.
     last_sync: Option<chrono::DateTime<Utc>>,
-    /// Bodies the server refused as invalid (422), by object: (digest, message, when). The
+    /// Bodies the server refused as invalid (422), by object: (digest, refusal, when). The
     /// same body is not sent again until it changes or [`REFUSED_FOR`] passes.
-    refused: std::collections::HashMap<String, (u64, String, std::time::Instant)>,
+    refused: std::collections::HashMap<String, (u64, WriteError, std::time::Instant)>,
 }
 
 /// How long a refused body is not sent again (then a resync may try it once more).
@@ -192,17 +194,17 @@ impl Status {
     }
 
     /// The server refused `body` of `object` as invalid.
-    pub fn refused(&self, object: &str, body: u64, message: String) {
+    pub fn refused(&self, object: &str, body: u64, refusal: &WriteError) {
         self.with(|s| {
             s.refused.insert(
                 object.to_string(),
-                (body, message, std::time::Instant::now()),
+                (body, refusal.clone(), std::time::Instant::now()),
             )
         });
     }
 
-    /// Why `body` of `object` was refused, if this very body was refused recently.
-    pub fn refusal(&self, object: &str, body: u64) -> Option<String> {
+    /// How `body` of `object` was refused, if this very body was refused recently.
+    pub fn refusal(&self, object: &str, body: u64) -> Option<WriteError> {
         self.with(|s| {
             s.refused.retain(|_, (_, _, at)| at.elapsed() < REFUSED_FOR);
             s.refused
@@ -221,7 +223,7 @@ impl Status {
             let mut out: Vec<(String, String)> = s
                 .refused
                 .iter()
-                .map(|(o, (_, m, _))| (o.clone(), clip(m, 512)))
+                .map(|(o, (_, e, _))| (o.clone(), clip(&e.to_string(), 512)))
                 .collect();
             out.sort();
             out.truncate(PUBLISHED_REFUSALS);

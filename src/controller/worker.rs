@@ -93,7 +93,7 @@ where
     let attempt = work.attempts.record(&key, &outcome);
     match &outcome {
         Outcome::Retry(why) | Outcome::Forbidden(why) => {
-            tracing::debug!(%key, attempt, "retrying: {why}")
+            tracing::debug!(%key, attempt, "retrying: {}", crate::text::error_text(why))
         }
         // The store's own watch reports why it is unknown (once, not per key).
         Outcome::Unknown(what) => {

@@ -5,6 +5,7 @@
 //! [`ConstraintStore`], which has no way to read a ConstraintTemplate or a VAP.
 
 use super::keys::Key;
+use crate::cluster::apply::ApplyError;
 use crate::core::PlannedWrite;
 use crate::core::desired::CrdState;
 use crate::model::served::Served;
@@ -177,25 +178,39 @@ pub trait Enqueue {
 
 /// How a write failed. Its label goes to `/metrics`, its text to the event log and the
 /// Kubernetes Events, and the reconcilers act on its class (`reconcilers::Outcome::from`).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// Each class holds the server's answer (or the missing one) as its source; in an `Arc`, since
+/// the event log, the refusal memo and the reconcile's outcome each keep a copy.
+///
+/// Equal means the same failure (a copy of it: same class, same answer), not two failures that
+/// read alike: the event log finds where it left off by equality.
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum WriteError {
     /// The object changed meanwhile (409, failed precondition): read again and retry.
     #[error("conflict (the object changed on the server); retried")]
-    Conflict(String),
+    Conflict(#[source] Arc<ApplyError>),
     /// 401/403, or a 422 whose cause is an authorization check (a VAP's paramKind needs `get`
     /// on that kind): may pass once the RBAC allows it.
     #[error("forbidden: {0} (grant the ClusterRole from `kubectl vap install --print`)")]
-    Forbidden(String),
+    Forbidden(#[source] Arc<ApplyError>),
     /// 422: the server refuses this body, however often it is sent.
     #[error("{0}")]
-    Invalid(String),
+    Invalid(#[source] Arc<ApplyError>),
     /// No answer at all (connection refused or reset, timeout).
     #[error("{0}")]
-    Unreachable(String),
+    Unreachable(#[source] Arc<ApplyError>),
     /// Any other answer (5xx, 429, …): may pass later.
     #[error("{0}")]
-    Failed(String),
+    Failed(#[source] Arc<ApplyError>),
 }
+
+impl PartialEq for WriteError {
+    fn eq(&self, other: &WriteError) -> bool {
+        Unwritten::from(self) == Unwritten::from(other)
+            && Arc::ptr_eq(self.cause_arc(), other.cause_arc())
+    }
+}
+
+impl Eq for WriteError {}
 
 impl WriteError {
     /// The label of `kubectl_vap_write_errors_total{reason=…}`.
@@ -206,6 +221,21 @@ impl WriteError {
     /// A conflict is retried at once and passes: not a failure anyone must look at.
     pub fn retried_away(&self) -> bool {
         matches!(self, WriteError::Conflict(_))
+    }
+
+    /// What the server answered (or why nothing was): the cause, whatever the class.
+    pub fn cause(&self) -> &ApplyError {
+        self.cause_arc()
+    }
+
+    fn cause_arc(&self) -> &Arc<ApplyError> {
+        match self {
+            WriteError::Conflict(e)
+            | WriteError::Forbidden(e)
+            | WriteError::Invalid(e)
+            | WriteError::Unreachable(e)
+            | WriteError::Failed(e) => e,
+        }
     }
 }
 

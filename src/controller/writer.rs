@@ -8,27 +8,30 @@ use super::state::{EventResult, EventVerb};
 use super::world::{NotSent, Unwritten, WriteError, WriteOutcome, Writer};
 use crate::cluster::apply::{Applied, ApplyError, apply_write};
 use crate::core::{PlannedWrite, Verb};
+use std::sync::Arc;
 
 /// What a failed apply means: the class decides retrying, logging and the metric label. Read
 /// from the server's Status (code and causes), never from its text.
 pub fn classify(e: ApplyError) -> WriteError {
-    let text = e.to_string();
-    match e {
-        ApplyError::Conflict(m) => WriteError::Conflict(m),
+    let class: fn(Arc<ApplyError>) -> WriteError = match &e {
+        ApplyError::Conflict(_) => WriteError::Conflict,
         // A body we could not build will not build by sending again.
-        ApplyError::Body(_) | ApplyError::NoBody(_) => WriteError::Invalid(text),
-        ApplyError::Failed { source, .. } => match *source {
+        ApplyError::Body { .. } | ApplyError::Request { .. } | ApplyError::NoBody(_) => {
+            WriteError::Invalid
+        }
+        ApplyError::Failed { source, .. } => match &**source {
             kube::Error::Api(status) => match status.code {
-                401 | 403 => WriteError::Forbidden(text),
+                401 | 403 => WriteError::Forbidden,
                 // A VAP with a paramKind (a binding with a paramRef) needs `get` on that kind:
                 // the server answers 422 Invalid with a FieldValueForbidden cause.
-                422 if forbidden_field(&status) => WriteError::Forbidden(text),
-                422 => WriteError::Invalid(text),
-                _ => WriteError::Failed(text),
+                422 if forbidden_field(status) => WriteError::Forbidden,
+                422 => WriteError::Invalid,
+                _ => WriteError::Failed,
             },
-            _ => WriteError::Unreachable(text),
+            _ => WriteError::Unreachable,
         },
-    }
+    };
+    class(Arc::new(e))
 }
 
 /// Whether an Invalid answer names a field the user may not set (`field.Forbidden`).
@@ -108,12 +111,12 @@ impl Shared {
         let object = w.object.to_string();
         let msg = e.to_string();
         match &e {
-            WriteError::Conflict(m) => tracing::debug!("{m}"),
+            WriteError::Conflict(cause) => tracing::debug!("{cause}"),
             // The server refuses this body whatever happens around it: one report, and the
             // same body is not sent again (a resync or a lease change included) until its
             // source changes or REFUSED_FOR passes.
             WriteError::Invalid(_) => {
-                self.status.refused(&object, digest(w), msg.clone());
+                self.status.refused(&object, digest(w), &e);
                 tracing::warn!(object, "{msg} (not retried)")
             }
             // RBAC may allow it later, and no event says when: retried slowly (backoff up to
@@ -157,13 +160,13 @@ impl Writer for Shared {
         if !self.leadership.may_write() {
             return WriteOutcome::Skipped(NotSent::NotConfirmed);
         }
-        if let Some(why) = self.status.refusal(&w.object.to_string(), digest(w)) {
+        if let Some(refused) = self.status.refusal(&w.object.to_string(), digest(w)) {
             // Not sent again, but still a failure of the request that met it (its reply and
             // exit code). Reported once: the event log's line, the metric and the Kubernetes
             // Event came when the server refused it.
-            tracing::debug!(object = %w.object, "not sent again: {why}");
+            tracing::debug!(object = %w.object, "not sent again: {refused}");
             super::tally::count_write(true);
-            return WriteOutcome::Failed(WriteError::Invalid(why));
+            return WriteOutcome::Failed(refused);
         }
         match apply_write(&self.client, self.stores.admission(), w).await {
             Ok(applied) => {
@@ -216,5 +219,23 @@ mod tests {
             classify(ApplyError::Conflict("409".into())),
             WriteError::Conflict(_)
         ));
+        // The cause is kept, not its text: the server's Status is there to read.
+        let e = code(503);
+        assert!(matches!(
+            e.cause(),
+            ApplyError::Failed { source, .. } if matches!(&**source, kube::Error::Api(s) if s.code == 503)
+        ));
+        assert_eq!(e.to_string(), e.cause().to_string());
+        // Equal is the same failure (a copy), not another one that reads alike.
+        assert_eq!(e.clone(), e);
+        assert_ne!(code(503), e);
+        // Said once, each cause once: as the event log says it, even where the class says its
+        // cause inside its own words.
+        let forbidden = code(403);
+        assert_eq!(crate::text::error_text(&forbidden), forbidden.to_string());
+        assert_eq!(
+            crate::text::error_text(&e),
+            "create ValidatingAdmissionPolicy/gatekeeper-k8sx: m (503)"
+        );
     }
 }

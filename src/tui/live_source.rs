@@ -293,10 +293,9 @@ async fn progress(notify: Notify, what: String, done: Arc<AtomicUsize>, total: A
 
 /// The outcome of an audit or test run off the UI thread, as event-log lines (`true`: an
 /// error line); a failure as one error line naming `what`.
-/// The error is any that derefs to one (the admission runs' errors do).
 fn flash_outcome<E>(notify: &Notify, what: &str, result: Result<Vec<(bool, String)>, E>)
 where
-    E: std::ops::Deref<Target = dyn std::error::Error + Send + Sync + 'static>,
+    E: std::error::Error + 'static,
 {
     match result {
         Ok(lines) => {
@@ -310,7 +309,7 @@ where
         Err(e) => {
             notify.send(Action::Flash(
                 Level::Error,
-                format!("{what}: {}", crate::text::error_source_text(&*e)),
+                format!("{what}: {}", crate::text::error_text(&e)),
             ));
         }
     }
@@ -557,7 +556,7 @@ async fn start(s: &Settings, conn: &ConnectionOptions) -> Result<Controller, Fai
 /// An error with its causes, each once (kube's errors hide the useful one — "Connection
 /// refused" — behind "client error (Connect)").
 fn chain(e: impl std::error::Error + Send + Sync + 'static) -> String {
-    crate::text::error_source_text(&e)
+    crate::text::error_text(&e)
 }
 
 async fn stop(controller: &Controller) {
@@ -646,15 +645,17 @@ mod tests {
         assert_eq!(request_outcome(cli, Some(Ok(outcome(1)))).0, Level::Error);
         let refused = request_outcome(
             cli,
-            Some(Err(controller::Error::Other(
-                "no copy holds Lease gatekeeper-system/kubectl-vap".into(),
-            ))),
+            Some(Err(controller::Error::NoLeader {
+                lease: "gatekeeper-system/kubectl-vap".into(),
+            })),
         );
         assert_eq!(refused.0, Level::Error);
         assert!(
-            refused
-                .1
-                .ends_with("no copy holds Lease gatekeeper-system/kubectl-vap")
+            refused.1.ends_with(
+                "no copy reconciles: nobody holds Lease gatekeeper-system/kubectl-vap (start `kubectl vap run`, or the TUI with --reconcile)"
+            ),
+            "{}",
+            refused.1
         );
         assert!(
             request_outcome(cli, None)
