@@ -174,8 +174,7 @@ pub async fn serve(shared: Arc<Shared>, route: Route) {
         if leading.wait_for(|l| *l).await.is_err() {
             return;
         }
-        let stream = kube::runtime::watcher::watch_object(api.clone(), &name);
-        futures::pin_mut!(stream);
+        let mut stream = crate::cluster::watch::object(api.clone(), &name);
         loop {
             let item = tokio::select! {
                 item = stream.next() => item,

@@ -11,7 +11,6 @@ use crate::cluster::list::{gatekeeper_configs, parse_config};
 use crate::model::GatekeeperConfig;
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject};
-use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -41,7 +40,7 @@ pub async fn run(shared: Arc<Shared>) {
     ));
     let mut seen: BTreeMap<String, GatekeeperConfig> = BTreeMap::new();
     let mut relisting: Option<BTreeMap<String, GatekeeperConfig>> = None;
-    let mut stream = watcher::watcher(api, config).default_backoff().boxed();
+    let mut stream = crate::cluster::watch::changes(api, config);
     while let Some(event) = stream.next().await {
         let publish = match event {
             Ok(Event::Init) => {

@@ -424,8 +424,7 @@ pub async fn ask(
         .map_err(|e| request_error("writing the request into", namespace, &name, &e))?;
     let key = format!("{RESULT}{id}");
     let answer = async {
-        let stream = kube::runtime::watcher::watch_object(api.clone(), &name);
-        futures::pin_mut!(stream);
+        let mut stream = crate::cluster::watch::object(api.clone(), &name);
         while let Some(item) = stream.next().await {
             match item {
                 Ok(Some(cm)) => {

@@ -1,0 +1,57 @@
+//! The one way the crate follows objects it does not keep stores of (the Lease, Events, the
+//! requests ConfigMap, Gatekeeper's Config and pod statuses): kube-runtime's watcher (a list,
+//! then a watch; a relist after a gap), retried with its default backoff, so a watch the
+//! server refuses is retried calmly and never in a tight loop. Errors are yielded for the
+//! caller to report (none ends the stream). The reconciler's own stores have a reflector of
+//! their own (controller/watches.rs): they need to know when a list is *watched*, which the
+//! watcher cannot say.
+
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use kube::Resource;
+use kube::api::Api;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use serde::de::DeserializeOwned;
+use std::fmt::Debug;
+
+/// What a watch yields: a change, or why it failed this time (it goes on).
+pub type Changes<K> = BoxStream<'static, Result<Event<K>, watcher::Error>>;
+
+/// Every change of the objects `api` and `config` select.
+pub fn changes<K>(api: Api<K>, config: watcher::Config) -> Changes<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+{
+    watcher::watcher(api, config).default_backoff().boxed()
+}
+
+/// The object `name` as it changes: `Some` as it is now, `None` while it does not exist
+/// (kube-runtime's `watch_object`, with the backoff of [`changes`]).
+pub fn object<K>(api: Api<K>, name: &str) -> BoxStream<'static, Result<Option<K>, watcher::Error>>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+{
+    watcher::watch_object(api, name).default_backoff().boxed()
+}
+
+/// The HTTP status of a failed watch; `None` when the server did not answer at all.
+pub fn status(e: &watcher::Error) -> Option<u16> {
+    match e {
+        watcher::Error::InitialListFailed(k)
+        | watcher::Error::WatchStartFailed(k)
+        | watcher::Error::WatchFailed(k) => super::status_code(k),
+        watcher::Error::WatchError(s) => Some(s.code),
+        watcher::Error::NoResourceVersion => None,
+    }
+}
+
+/// A failed watch for people: the API server's words, without kube's debug dump.
+pub fn describe(e: &watcher::Error) -> String {
+    match e {
+        watcher::Error::InitialListFailed(k)
+        | watcher::Error::WatchStartFailed(k)
+        | watcher::Error::WatchFailed(k) => super::describe(k),
+        _ => crate::text::error_source_text(e),
+    }
+}
