@@ -623,7 +623,8 @@ pub async fn follow(
     let config = watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={REPORTER}"));
     let streams = namespaces.iter().enumerate().map(|(i, ns)| {
         let api: Api<Event> = Api::namespaced(client.clone(), ns);
-        crate::cluster::watch::changes(api, config.clone()).map(move |e| (i, e))
+        let what = format!("kubectl-vap's Events in namespace {ns}");
+        crate::cluster::watch::changes(api, config.clone(), what).map(move |e| (i, e))
     });
     let mut stream = futures::stream::select_all(streams);
     let fresh = || {

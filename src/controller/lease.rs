@@ -652,7 +652,7 @@ pub async fn watch_holder(
 ) {
     use futures::StreamExt;
     let api: Api<Lease> = Api::namespaced(shared.client.clone(), &namespace);
-    let mut stream = crate::cluster::watch::object(api, &name);
+    let mut stream = crate::cluster::watch::object(api, &name, format!("Lease {namespace}/{name}"));
     let default = Duration::from_secs(LEASE_DURATION);
     // The Lease last seen, and when its record (resourceVersion) was first seen: vacancy is
     // judged on this copy's own clock, as the election judges it.

@@ -218,16 +218,13 @@ fn watch_everything(shared: &Arc<Shared>, writers: Writers, views: bool) -> Vec<
             tasks.push(tokio::spawn(async move {
                 use futures::StreamExt;
                 use kube::runtime::{WatchStreamExt, reflector, watcher};
-                let changes = crate::cluster::watch::changes(api, watcher::Config::default());
+                let what = "Gatekeeper's pod statuses";
+                let changes = crate::cluster::watch::changes(api, watcher::Config::default(), what);
                 let stream = reflector(writer, changes).touched_objects();
                 futures::pin_mut!(stream);
                 while let Some(item) = stream.next().await {
-                    match item {
-                        Ok(_) => shared.status.touch(),
-                        Err(e) => tracing::debug!(
-                            "watching Gatekeeper's pod statuses: {}",
-                            crate::text::error_source_text(&e)
-                        ),
+                    if item.is_ok() {
+                        shared.status.touch();
                     }
                 }
             }));
