@@ -1153,22 +1153,16 @@ async fn a_webhook_rejection_is_reported_as_such() {
 #[tokio::test]
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn the_tuis_audit_reports_violations_as_event_lines() {
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use kubectl_vap::admission::audit::AuditProgress;
     let w = World::new().await;
     let (kind, c) = w.one_violator("AdmTui", "TUI").await;
     let conn = kubectl_vap::cluster::client::ConnectionOptions::from(&w.conn());
-    let done = Arc::new(AtomicUsize::new(0));
-    let mut listed = 0;
-    let report = kubectl_vap::admission::audit_quietly(
-        &conn,
-        &format!("{kind}/{}", c.name()),
-        |n| listed = n,
-        done.clone(),
-    )
-    .await
-    .expect("audit");
-    assert_eq!((listed, done.load(Ordering::Relaxed)), (2, 2));
+    let (progress, at) = tokio::sync::watch::channel(AuditProgress::default());
+    let report =
+        kubectl_vap::admission::audit_quietly(&conn, &format!("{kind}/{}", c.name()), progress)
+            .await
+            .expect("audit");
+    assert_eq!(*at.borrow(), AuditProgress { done: 2, total: 2 });
     let lines = kubectl_vap::admission::audit::event_lines(&report);
     let text: Vec<&str> = lines.iter().map(|(_, l)| l.as_str()).collect();
     assert_eq!(

@@ -1155,6 +1155,28 @@ fn tui_event_log_scrolls_full_screen() {
     assert_eq!(ui.app.screen, Screen::Main);
 }
 
+/// An audit's progress is a message the UI shows (the status line) and does not log: the
+/// event log keeps outcomes, not a line per half second of a long audit.
+#[test]
+fn tui_audit_progress_is_shown_not_logged() {
+    let mut ui = Ui::new(false, offline_data(), 80, 24);
+    let logged = ui.app.log.len();
+    for done in [3, 7] {
+        ui.act(Action::Progress {
+            what: "auditing k8srequiredlabels".into(),
+            done,
+            total: 10,
+        });
+    }
+    let s = ui.screen();
+    assert!(
+        s.contains("auditing k8srequiredlabels: 7/10 dry-runs"),
+        "{s}"
+    );
+    assert!(!s.contains("3/10"), "{s}");
+    assert_eq!(ui.app.log.len(), logged);
+}
+
 #[test]
 fn tui_commands_and_unknown_keys_answer() {
     let mut ui = Ui::new(false, offline_data(), 100, 30);

@@ -32,8 +32,9 @@ pub struct AuditOptions {
     pub concurrency: usize,
     /// Show a progress bar (on a terminal).
     pub progress: bool,
-    /// Counts the answered dry-runs, for a caller that shows progress itself (the TUI).
-    pub done: Option<Arc<std::sync::atomic::AtomicUsize>>,
+    /// Told how far the audit is, for a caller that shows progress itself (the TUI): a watch,
+    /// so only the latest counts and a slow reader never holds the audit back.
+    pub report_to: Option<tokio::sync::watch::Sender<AuditProgress>>,
     /// Only objects in this namespace (`audit -n`); cluster-scoped objects, which are in no
     /// namespace, are then left out. `None`: every namespace and cluster-scoped objects.
     pub namespace: Option<String>,
@@ -48,10 +49,18 @@ impl Default for AuditOptions {
             burst: 100,
             concurrency: 16,
             progress: false,
-            done: None,
+            report_to: None,
             namespace: None,
         }
     }
+}
+
+/// How far an audit is: the dry-runs answered of those it makes (`total` is 0 until the
+/// objects in scope are listed).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AuditProgress {
+    pub done: usize,
+    pub total: usize,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -375,6 +384,12 @@ pub async fn audit(
 
     // Phase 2: one dry-run per object, answers attributed to every constraint that selects it.
     listed(work.len());
+    if let Some(tx) = &opts.report_to {
+        tx.send_replace(AuditProgress {
+            done: 0,
+            total: work.len(),
+        });
+    }
     let progress = progress_bar(opts.progress, work.len() as u64);
     // Which binding each audited constraint answers through.
     let binding_names: BTreeMap<usize, String> = bound
@@ -406,8 +421,8 @@ pub async fn audit(
         if let Some(p) = &progress {
             p.inc(1);
         }
-        if let Some(d) = &opts.done {
-            d.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if let Some(tx) = &opts.report_to {
+            tx.send_modify(|p| p.done += 1);
         }
         let reading = match reply {
             Ok(r) => read_reply(r.code, r.status_message(), &r.warnings, snap),

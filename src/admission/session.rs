@@ -4,15 +4,14 @@
 //! `*_on_snapshot` take the one the live TUI's reconciler already holds.
 
 use super::AdmissionError;
-use super::audit::{self, AuditOptions, AuditReport};
+use super::audit::{self, AuditOptions, AuditProgress, AuditReport};
 use super::{objects, test};
 use crate::cluster::KubeError;
 use crate::cluster::client::ConnectionOptions;
 use crate::load::files::LoadError;
 use crate::load::input::ReadOptions;
 use crate::snapshot::Snapshot;
-use std::sync::Arc;
-use std::sync::atomic::AtomicUsize;
+use tokio::sync::watch;
 
 /// Why a quiet run (or the clients of a printed one) could not be made: what was being done,
 /// the cause as its source.
@@ -88,18 +87,17 @@ async fn snapshot(reader: &kube::Client, url: &str) -> Result<Snapshot, SessionE
     Ok(snap)
 }
 
-/// The TUI's `a`: an audit of `target` with the default rate, nothing printed; `listed` is told
-/// how many objects will be dry-run, `done` counts the answers. Reads the cluster's templates,
-/// constraints, VAPs and bindings first (see [`audit_on_snapshot`] to pass them).
+/// The TUI's `a`: an audit of `target` with the default rate, nothing printed; `progress` is
+/// told how many objects will be dry-run and how many are answered. Reads the cluster's
+/// templates, constraints, VAPs and bindings first (see [`audit_on_snapshot`] to pass them).
 pub async fn audit_quietly(
     conn: impl Into<ConnectionOptions>,
     target: &str,
-    listed: impl FnOnce(usize),
-    done: Arc<AtomicUsize>,
+    progress: watch::Sender<AuditProgress>,
 ) -> Result<AuditReport, SessionError> {
     let (reader, actor, url) = clients(conn).await?;
     let snap = snapshot(&reader, &url).await?;
-    audit_with(&reader, &actor, &url, &snap, target, listed, done).await
+    audit_with(&reader, &actor, &url, &snap, target, progress).await
 }
 
 /// [`audit_quietly`] with the templates, constraints, VAPs and bindings already known (the
@@ -108,11 +106,10 @@ pub async fn audit_on_snapshot(
     conn: impl Into<ConnectionOptions>,
     snap: &Snapshot,
     target: &str,
-    listed: impl FnOnce(usize),
-    done: Arc<AtomicUsize>,
+    progress: watch::Sender<AuditProgress>,
 ) -> Result<AuditReport, SessionError> {
     let (reader, actor, url) = clients(conn).await?;
-    audit_with(&reader, &actor, &url, snap, target, listed, done).await
+    audit_with(&reader, &actor, &url, snap, target, progress).await
 }
 
 /// The quiet audit itself, on clients and a snapshot at hand.
@@ -122,11 +119,10 @@ async fn audit_with(
     url: &str,
     snap: &Snapshot,
     target: &str,
-    listed: impl FnOnce(usize),
-    done: Arc<AtomicUsize>,
+    progress: watch::Sender<AuditProgress>,
 ) -> Result<AuditReport, SessionError> {
     let opts = AuditOptions {
-        done: Some(done),
+        report_to: Some(progress),
         ..AuditOptions::default()
     };
     audit::audit(
@@ -135,7 +131,7 @@ async fn audit_with(
         snap,
         Some(target),
         &opts,
-        listed,
+        |_| {},
         std::future::pending(),
     )
     .await

@@ -91,7 +91,7 @@ pub fn audit(cli: &Cli, args: &AuditArgs) -> anyhow::Result<ExitCode> {
         burst: args.burst,
         concurrency: usize::from(args.concurrency),
         progress: std::io::stderr().is_terminal(),
-        done: None,
+        report_to: None,
         // -A is the default; -n narrows it.
         namespace: args.namespace.clone().filter(|_| !args.all_namespaces),
     };

@@ -56,14 +56,15 @@ pub fn cluster_role_rules() -> serde_json::Value {
 }
 
 /// The Role for the Lease `lease_name`, in the lease namespace only: get and update on that
-/// Lease alone (`resourceNames`), and on the ConfigMap that carries requests from other copies
+/// Lease alone (`resourceNames`; list and watch by name for a copy that follows its holder),
+/// and on the ConfigMap that carries requests from other copies
 /// (get, list and watch by name, patch to answer); create cannot be narrowed to a name (the
 /// API server authorizes a create before the object, and so its name, is known), so it has its
 /// own rules. Plus the Events about the Lease ("reconcile everything"), which live beside it.
 pub fn lease_role_rules(lease_name: &str) -> serde_json::Value {
     let requests = crate::controller::requests_configmap(lease_name);
     let mut rules = serde_json::json!([
-        { "apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [lease_name], "verbs": ["get", "update"] },
+        { "apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [lease_name], "verbs": ["get", "list", "watch", "update"] },
         { "apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"] },
         { "apiGroups": [""], "resources": ["configmaps"], "resourceNames": [requests], "verbs": ["get", "list", "watch", "patch"] },
         { "apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"] }
@@ -99,7 +100,7 @@ pub fn operator_rules(lease_name: &str) -> serde_json::Value {
         { "apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": read },
         { "apiGroups": ["admissionregistration.k8s.io"],
           "resources": ["validatingadmissionpolicies", "validatingadmissionpolicybindings"], "verbs": read },
-        { "apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [lease_name], "verbs": ["get"] },
+        { "apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [lease_name], "verbs": ["get", "list", "watch"] },
         { "apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["list", "watch"] },
         { "apiGroups": [""], "resources": ["configmaps"],
           "resourceNames": [crate::controller::requests_configmap(lease_name)],

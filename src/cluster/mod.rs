@@ -8,6 +8,7 @@ pub mod assemble;
 pub mod client;
 pub mod discovery;
 pub mod list;
+pub mod watch;
 
 pub use apply::{Applied, apply_write};
 pub use client::{client_from, config_from};

@@ -172,8 +172,8 @@ pub async fn serve(shared: Arc<Shared>, route: Route) {
         if leading.wait_for(|l| *l).await.is_err() {
             return;
         }
-        let stream = kube::runtime::watcher::watch_object(api.clone(), &name);
-        futures::pin_mut!(stream);
+        let what = format!("ConfigMap {}/{name}", route.lease_namespace);
+        let mut stream = crate::cluster::watch::object(api.clone(), &name, what);
         loop {
             let item = tokio::select! {
                 item = stream.next() => item,
@@ -184,14 +184,8 @@ pub async fn serve(shared: Arc<Shared>, route: Route) {
             let cm = match item {
                 Some(Ok(Some(cm))) => cm,
                 Some(Ok(None)) => continue,
-                Some(Err(e)) => {
-                    tracing::debug!(
-                        "watching ConfigMap {}/{name}: {}",
-                        route.lease_namespace,
-                        crate::text::error_text(&e)
-                    );
-                    continue;
-                }
+                // Logged by the watch, retried with its backoff.
+                Some(Err(_)) => continue,
                 None => break,
             };
             let data = cm.data.unwrap_or_default();

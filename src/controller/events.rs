@@ -105,14 +105,7 @@ pub fn events_access_error(
     namespace: &str,
     e: &kube::runtime::watcher::Error,
 ) -> Option<crate::cluster::access::AccessError> {
-    use kube::runtime::watcher::Error as W;
-    let status = match e {
-        W::InitialListFailed(k) | W::WatchStartFailed(k) | W::WatchFailed(k) => {
-            crate::cluster::status_code(k)
-        }
-        W::WatchError(s) => Some(s.code),
-        W::NoResourceVersion => None,
-    }?;
+    let status = crate::cluster::watch::status(e)?;
     let mut error = crate::cluster::access::AccessError::from_status(
         EVENTS_RESOURCE,
         Some(status),
@@ -641,15 +634,12 @@ pub async fn follow(
     refused: impl Fn(Option<AccessError>),
 ) {
     use futures::StreamExt;
-    use kube::runtime::{WatchStreamExt, watcher};
+    use kube::runtime::watcher;
     let config = watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={REPORTER}"));
     let streams = namespaces.iter().enumerate().map(|(i, ns)| {
         let api: Api<Event> = Api::namespaced(client.clone(), ns);
-        // Backoff: a refused watch is retried calmly, not in a tight loop.
-        watcher(api, config.clone())
-            .default_backoff()
-            .map(move |e| (i, e))
-            .boxed()
+        let what = format!("kubectl-vap's Events in namespace {ns}");
+        crate::cluster::watch::changes(api, config.clone(), what).map(move |e| (i, e))
     });
     let mut stream = futures::stream::select_all(streams);
     let fresh = || {

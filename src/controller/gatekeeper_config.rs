@@ -11,7 +11,6 @@ use crate::cluster::list::{gatekeeper_configs, parse_config};
 use crate::model::GatekeeperConfig;
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject};
-use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -41,7 +40,7 @@ pub async fn run(shared: Arc<Shared>) {
     ));
     let mut seen: BTreeMap<String, GatekeeperConfig> = BTreeMap::new();
     let mut relisting: Option<BTreeMap<String, GatekeeperConfig>> = None;
-    let mut stream = watcher::watcher(api, config).default_backoff().boxed();
+    let mut stream = crate::cluster::watch::changes(api, config, "Gatekeeper's Config");
     while let Some(event) = stream.next().await {
         let publish = match event {
             Ok(Event::Init) => {
@@ -69,12 +68,9 @@ pub async fn run(shared: Arc<Shared>) {
                 seen.remove(&key(&o));
                 true
             }
-            // Not served (no Gatekeeper) or forbidden: retried with backoff; what was read
-            // stays.
-            Err(e) => {
-                tracing::debug!("watching Gatekeeper's Config: {e}");
-                false
-            }
+            // Not served (no Gatekeeper) or forbidden: logged and retried by the watch; what
+            // was read stays.
+            Err(_) => false,
         };
         if publish
             && shared

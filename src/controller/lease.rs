@@ -57,8 +57,8 @@ pub struct HolderView {
 }
 
 /// How long after a holder's Lease expired a standby has taken it, if one runs: it looks
-/// every retry period (at most 2.2 s by default) and a view every [`HOLDER_POLL`]. Only
-/// after that does a view say that no copy reconciles.
+/// every retry period (at most 2.2 s by default), and a view watching the Lease sees its
+/// takeover as it happens. Only after that does a view say that no copy reconciles.
 pub const TAKEOVER_GRACE: Duration = Duration::from_secs(5);
 
 /// [`LeaderHealth`] as it is written into the Lease annotation.
@@ -340,14 +340,15 @@ enum LeaseUse {
     Compete,
 }
 
+/// `status`: the HTTP status of the failure, if the server answered; `why`: its words.
 fn lease_access_error(
     namespace: &str,
     name: &str,
-    e: &kube::Error,
+    status: Option<u16>,
+    why: &str,
     using: LeaseUse,
 ) -> AccessError {
-    let why = crate::cluster::describe(e);
-    let kind = match crate::cluster::status_code(e) {
+    let kind = match status {
         Some(401 | 403) => AccessErrorKind::Forbidden,
         _ => AccessErrorKind::Other,
     };
@@ -422,7 +423,11 @@ pub async fn run(
             Err(e) => {
                 campaign.failed(&e);
                 // Refused (not merely unanswered): who holds it is unknown from here.
-                if let Some(why) = unreadable_reason(&e) {
+                let why = unreadable_reason(
+                    crate::cluster::status_code(&e),
+                    crate::cluster::describe(&e),
+                );
+                if let Some(why) = why {
                     send_view(&view_tx, HolderView::unreadable(why));
                 }
             }
@@ -515,7 +520,13 @@ impl Campaign {
 
     /// The attempt failed.
     fn failed(&mut self, e: &kube::Error) {
-        let error = lease_access_error(&self.namespace, &self.name, e, LeaseUse::Compete);
+        let error = lease_access_error(
+            &self.namespace,
+            &self.name,
+            crate::cluster::status_code(e),
+            &crate::cluster::describe(e),
+            LeaseUse::Compete,
+        );
         if crate::cluster::status_code(e).is_none() {
             // No answer at all: part of the copy's one outage log.
             self.shared
@@ -558,11 +569,11 @@ impl HolderView {
 
 /// Why the server refused to show the Lease, in a word or two (`forbidden`); `None` when it
 /// did not answer at all.
-fn unreadable_reason(e: &kube::Error) -> Option<String> {
-    match crate::cluster::status_code(e)? {
+fn unreadable_reason(status: Option<u16>, why: String) -> Option<String> {
+    match status? {
         401 => Some("unauthorized".into()),
         403 => Some("forbidden".into()),
-        _ => Some(crate::cluster::describe(e)),
+        _ => Some(why),
     }
 }
 
@@ -621,54 +632,118 @@ pub async fn read_lease(
     Ok(view)
 }
 
-/// How often a copy that does not compete looks at the Lease.
-const HOLDER_POLL: Duration = Duration::from_secs(3);
+/// When the view of a Lease last seen at `seen_at` changes with nothing renewed: its holder
+/// turns unresponsive at a third of its duration, and the Lease vacant after the duration and
+/// [`TAKEOVER_GRACE`] (see [`view_of`]); `None` once past both, or with no holder.
+fn next_judgement(l: &Lease, seen_at: Duration, default: Duration) -> Option<Duration> {
+    holder_of(l)?;
+    let duration = l
+        .spec
+        .as_ref()
+        .and_then(|s| s.lease_duration_seconds)
+        .and_then(|s| u64::try_from(s).ok())
+        .map(Duration::from_secs)
+        .unwrap_or(default);
+    let now = mono_now();
+    [duration / 3, duration + TAKEOVER_GRACE]
+        .into_iter()
+        .map(|after| seen_at + after)
+        .find(|t| *t > now)
+}
 
-/// Follows a Lease this copy does not compete for (read-only views): who holds it, since
-/// when, their health, and whether it is vacant.
+/// Follows a Lease this copy does not compete for (read-only views) by watching it, so a
+/// renewal or a takeover is seen as it happens: who holds it, since when, their health, and
+/// whether it is vacant.
 pub async fn watch_holder(
     shared: Arc<Shared>,
     namespace: String,
     name: String,
     view_tx: watch::Sender<HolderView>,
 ) {
+    use futures::StreamExt;
     let api: Api<Lease> = Api::namespaced(shared.client.clone(), &namespace);
-    // The record last seen and when (vacancy is judged on this copy's own clock).
-    let mut observed: Option<(String, Duration)> = None;
+    let mut stream = crate::cluster::watch::object(api, &name, format!("Lease {namespace}/{name}"));
+    let default = Duration::from_secs(LEASE_DURATION);
+    // The Lease last seen, and when its record (resourceVersion) was first seen: vacancy is
+    // judged on this copy's own clock, as the election judges it.
+    let mut seen: Option<(Lease, Duration)> = None;
+    // The server did not answer the last time: nothing is judged until it does (a holder
+    // that cannot be seen is not one that stopped renewing).
+    let mut blind = false;
     loop {
-        match api.get_opt(&name).await {
-            Ok(lease) => {
+        // A holder that stops renewing sends no event: a timer from when its record was
+        // first seen turns the view unresponsive, then vacant.
+        let next = seen
+            .as_ref()
+            .filter(|_| !blind)
+            .and_then(|(l, at)| next_judgement(l, *at, default));
+        let item = tokio::select! {
+            item = stream.next() => item,
+            () = async {
+                match next {
+                    Some(t) => tokio::time::sleep(t.saturating_sub(mono_now())).await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                if let Some((l, at)) = &seen {
+                    send_view(&view_tx, view_of(l, *at, None, default));
+                }
+                continue;
+            }
+        };
+        match item {
+            None => return,
+            Some(Ok(lease)) => {
+                blind = false;
                 shared.status.set_access(LEASES, None);
                 let view = match lease {
-                    None => HolderView {
-                        vacant: true,
-                        ..HolderView::default()
-                    },
-                    Some(l) => {
-                        let rv = l.metadata.resource_version.clone().unwrap_or_default();
-                        if observed.as_ref().map(|(r, _)| r) != Some(&rv) {
-                            observed = Some((rv, mono_now()));
+                    None => {
+                        seen = None;
+                        HolderView {
+                            vacant: true,
+                            ..HolderView::default()
                         }
-                        let seen_at = observed.as_ref().map(|(_, t)| *t).unwrap_or_else(mono_now);
-                        view_of(&l, seen_at, None, Duration::from_secs(LEASE_DURATION))
+                    }
+                    Some(l) => {
+                        let at = match &seen {
+                            Some((old, at))
+                                if old.metadata.resource_version == l.metadata.resource_version =>
+                            {
+                                *at
+                            }
+                            _ => mono_now(),
+                        };
+                        let view = view_of(&l, at, None, default);
+                        seen = Some((l, at));
+                        view
                     }
                 };
                 send_view(&view_tx, view);
             }
-            Err(e) => {
+            Some(Err(e)) => {
+                let status = crate::cluster::watch::status(&e);
+                let why = crate::cluster::watch::describe(&e);
                 shared.status.set_access(
                     LEASES,
-                    Some(lease_access_error(&namespace, &name, &e, LeaseUse::Read)),
+                    Some(lease_access_error(
+                        &namespace,
+                        &name,
+                        status,
+                        &why,
+                        LeaseUse::Read,
+                    )),
                 );
                 // An answer that refuses: who holds it is unknown, never "nobody". No answer
                 // at all keeps the last view (the connection's state says the rest).
-                if let Some(why) = unreadable_reason(&e) {
-                    observed = None;
-                    send_view(&view_tx, HolderView::unreadable(why));
+                match unreadable_reason(status, why) {
+                    Some(why) => {
+                        seen = None;
+                        send_view(&view_tx, HolderView::unreadable(why));
+                    }
+                    None => blind = true,
                 }
             }
         }
-        tokio::time::sleep(HOLDER_POLL).await;
     }
 }
 
@@ -698,5 +773,30 @@ mod tests {
         // Its own Lease is never vacant nor unresponsive to the holder.
         let own = view_of(&lease, now - Duration::from_secs(30), Some("a"), d);
         assert!(!own.vacant && own.unresponsive_until.is_none());
+    }
+
+    /// A watching view gets no event while nobody renews: it looks again when the holder turns
+    /// unresponsive (a third of the duration) and when the Lease turns vacant (the duration
+    /// and the grace), from when the record was first seen; never for a Lease nobody holds.
+    #[test]
+    fn a_watching_view_judges_again_when_the_holder_turns_unresponsive_then_vacant() {
+        let held: Lease = serde_json::from_value(serde_json::json!({
+            "metadata": { "name": "l" },
+            "spec": { "holderIdentity": "a", "leaseDurationSeconds": 15 }
+        }))
+        .expect("a Lease");
+        let d = Duration::from_secs(LEASE_DURATION);
+        let now = mono_now();
+        let at = |ago: u64| now - Duration::from_secs(ago);
+        assert_eq!(
+            next_judgement(&held, at(0), d),
+            Some(at(0) + Duration::from_secs(5))
+        );
+        assert_eq!(
+            next_judgement(&held, at(6), d),
+            Some(at(6) + Duration::from_secs(15) + TAKEOVER_GRACE)
+        );
+        assert_eq!(next_judgement(&held, at(21), d), None);
+        assert_eq!(next_judgement(&Lease::default(), at(0), d), None);
     }
 }

@@ -423,8 +423,8 @@ pub async fn ask(
         .map_err(|e| request_error("writing the request into", namespace, &name, e))?;
     let key = format!("{RESULT}{id}");
     let answer = async {
-        let stream = kube::runtime::watcher::watch_object(api.clone(), &name);
-        futures::pin_mut!(stream);
+        let what = format!("ConfigMap {namespace}/{name}");
+        let mut stream = crate::cluster::watch::object(api.clone(), &name, what);
         while let Some(item) = stream.next().await {
             match item {
                 Ok(Some(cm)) => {
@@ -438,10 +438,8 @@ pub async fn ask(
                         configmap: format!("{namespace}/{name}"),
                     });
                 }
-                Err(e) => tracing::debug!(
-                    "watching ConfigMap {namespace}/{name}: {}",
-                    crate::text::error_text(&e)
-                ),
+                // Logged by the watch, retried with its backoff until the timeout.
+                Err(_) => {}
             }
         }
         Err(RequestError::WatchEnded)

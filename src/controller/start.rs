@@ -204,8 +204,8 @@ fn watch_everything(shared: &Arc<Shared>, writers: Writers, views: bool) -> Vec<
         ),
     ];
     if views {
-        // Shown, never decided on: kube-runtime's reflector, errors only logged (Gatekeeper
-        // may not run here at all).
+        // Shown, never decided on: kube-runtime's reflector over the one watch, errors only
+        // logged (Gatekeeper may not run here at all).
         for ar in pod_status_resources() {
             let writer: Writer<DynamicObject> = Writer::new(ar.clone());
             shared.stores.add_pod_statuses(PodStatuses {
@@ -217,17 +217,13 @@ fn watch_everything(shared: &Arc<Shared>, writers: Writers, views: bool) -> Vec<
             tasks.push(tokio::spawn(async move {
                 use futures::StreamExt;
                 use kube::runtime::{WatchStreamExt, reflector, watcher};
-                let stream = reflector(writer, watcher(api, watcher::Config::default()))
-                    .default_backoff()
-                    .touched_objects();
+                let what = "Gatekeeper's pod statuses";
+                let changes = crate::cluster::watch::changes(api, watcher::Config::default(), what);
+                let stream = reflector(writer, changes).touched_objects();
                 futures::pin_mut!(stream);
                 while let Some(item) = stream.next().await {
-                    match item {
-                        Ok(_) => shared.status.touch(),
-                        Err(e) => tracing::debug!(
-                            "watching Gatekeeper's pod statuses: {}",
-                            crate::text::error_text(&e)
-                        ),
+                    if item.is_ok() {
+                        shared.status.touch();
                     }
                 }
             }));

@@ -125,6 +125,12 @@ pub enum Action {
     /// The answer to a replay or reconcile: flashed and logged like `Flash`, but said once
     /// with the handler's Event about the same outcome (whichever comes first stays).
     Answer(Level, String, Option<super::data::OutcomeKey>),
+    /// How far an audit (`a`) is: shown until the next message, not logged (the outcome is).
+    Progress {
+        what: String,
+        done: usize,
+        total: usize,
+    },
     /// An audit's typed results (`a`), kept per constraint (`violations::Store`).
     Audited(Arc<crate::admission::audit::AuditReport>),
     Resize(u16, u16),

@@ -11,13 +11,14 @@ use super::contexts;
 use super::data::{Data, OutcomeKey};
 use super::from_live::{connecting, unavailable};
 use super::source::{Notify, Source};
+use crate::admission::audit::AuditProgress;
 use crate::cluster::client::ConnectionOptions;
 use crate::controller::{self, Command, Config, Controller, RequestOutcome};
 use crate::core::Options;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+use tokio::sync::watch;
 
 pub use super::from_live::{EventCursor, data_from_live};
 
@@ -203,7 +204,7 @@ impl Live {
     }
 
     /// Runs `kubectl vap audit TARGET` as a task on the session's runtime, on the snapshot
-    /// the reconciler holds: progress as flashes, then one event-log line per violation and a
+    /// the reconciler holds: progress as [`Action::Progress`], then one event-log line per violation and a
     /// summary. The UI never waits for it; a context switch ends it with its session.
     fn audit(&mut self, target: String) -> Action {
         let (Some(session), Some(notify)) = (self.current(), self.notify.clone()) else {
@@ -211,21 +212,13 @@ impl Live {
         };
         let label = target.clone();
         session.runtime.clone().spawn(async move {
-            let done = Arc::new(AtomicUsize::new(0));
-            let total = Arc::new(AtomicUsize::new(0));
-            let ticker = tokio::spawn(progress(
-                notify.clone(),
-                format!("auditing {target}"),
-                done.clone(),
-                total.clone(),
-            ));
+            let (tx, rx) = tokio::sync::watch::channel(AuditProgress::default());
+            let ticker = tokio::spawn(progress(notify.clone(), format!("auditing {target}"), rx));
             // Attribution needs the templates, constraints, VAPs and bindings: the
             // reconciler's stores have them, so only the objects in scope are listed.
             let snap = session.controller.snapshot();
-            let listed = |n: usize| total.store(n, Ordering::Relaxed);
             let result =
-                crate::admission::audit_on_snapshot(&session.conn, &snap, &target, listed, done)
-                    .await;
+                crate::admission::audit_on_snapshot(&session.conn, &snap, &target, tx).await;
             ticker.abort();
             let result = result.map(|report| {
                 let lines = crate::admission::audit::event_lines(&report);
@@ -273,20 +266,20 @@ impl Live {
     }
 }
 
-/// Every half second, `what: done/total dry-runs` as a flash once the total is known (the
-/// audit counts its dry-runs in `done`), until aborted.
-async fn progress(notify: Notify, what: String, done: Arc<AtomicUsize>, total: Arc<AtomicUsize>) {
+/// Every half second, where the audit is, as an [`Action::Progress`] once its total is
+/// known, until aborted: the UI shows the latest (and keeps it shown while the audit runs).
+async fn progress(notify: Notify, what: String, mut at: watch::Receiver<AuditProgress>) {
     loop {
         tokio::time::sleep(Duration::from_millis(500)).await;
-        let n = total.load(Ordering::Relaxed);
-        if n > 0 {
-            let d = done.load(Ordering::Relaxed);
-            if !notify.send(Action::Flash(
-                Level::Info,
-                format!("{what}: {d}/{n} dry-runs"),
-            )) {
-                return;
-            }
+        let AuditProgress { done, total } = *at.borrow_and_update();
+        if total > 0
+            && !notify.send(Action::Progress {
+                what: what.clone(),
+                done,
+                total,
+            })
+        {
+            return;
         }
     }
 }

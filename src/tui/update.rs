@@ -18,6 +18,7 @@ pub fn update(app: &mut App, action: Action) -> Option<Action> {
         Action::Tick(_)
             | Action::Data(_)
             | Action::Audited(_)
+            | Action::Progress { .. }
             | Action::Resize(..)
             | Action::Flash(..)
             | Action::Answer(..)
@@ -93,6 +94,7 @@ pub fn update(app: &mut App, action: Action) -> Option<Action> {
         | Action::Flash(..)
         | Action::Answer(..)
         | Action::Audited(_)
+        | Action::Progress { .. }
         | Action::Resize(..)
         | Action::Tick(_)) => {
             on_outside(app, a);
@@ -414,6 +416,9 @@ fn on_outside(app: &mut App, action: Action) {
                 app.violations.record(&report, &d.snapshot);
             }
             app.show_violations();
+        }
+        Action::Progress { what, done, total } => {
+            app.flash(Level::Info, format!("{what}: {done}/{total} dry-runs"));
         }
         Action::Flash(level, text) => {
             // From a source or a command: an outcome worth keeping in the log.

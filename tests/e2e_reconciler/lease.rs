@@ -1,5 +1,6 @@
 //! One writer per Lease: two copies and the hand-over (release, expiry), the one-shot commands
-//! beside a holder, an unusable Lease, and fencing of a leader that was paused past its Lease.
+//! beside a holder, an unusable Lease, fencing of a leader that was paused past its Lease, and
+//! an observer that watches the Lease.
 
 use crate::env::{Env, LEASE_NS, TIMEOUT, eventually, leads, opts};
 use crate::support::cli::{self, Served};
@@ -931,4 +932,73 @@ async fn e2e_invalid_templates_and_constraints_are_warning_events_once() {
         "kubectl events shows it"
     );
     e.clean_up_with(r, &[&broken, &kind]).await;
+}
+
+/// A copy that only observes (the TUI without `--reconcile`) watches the Lease: each change of
+/// holder is seen as it happens, not at the next look of a poll (every 3 s, which would have
+/// missed the second most of the time); and a holder that stops renewing, which sends no event
+/// at all, turns unresponsive after a third of its duration and the Lease vacant after its
+/// duration and the takeover grace (5 s), on a timer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_an_observer_watches_the_lease() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    use kube::api::{Api, Patch, PatchParams, PostParams};
+    let e = Env::new().await;
+    let name = e.env.unique_name("watched");
+    let api: Api<Lease> = Api::namespaced(e.client.clone(), LEASE_NS);
+    // A holder that is no copy at all: only this test writes the Lease.
+    let lease: Lease = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": name },
+        "spec": { "holderIdentity": "ghost-0", "leaseDurationSeconds": 3 }
+    }))
+    .expect("a Lease");
+    api.create(&PostParams::default(), &lease)
+        .await
+        .expect("the Lease is created");
+    let view = observe(e.client.clone(), LEASE_NS, &name, opts(0)).await;
+    let holder = || view.state().lease.holder.clone();
+    eventually("the observer sees ghost-0", || async {
+        holder().as_deref() == Some("ghost-0")
+    })
+    .await;
+    for i in 1..=3 {
+        let next = format!("ghost-{i}");
+        let patch = serde_json::json!({ "spec": { "holderIdentity": next } });
+        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .expect("the Lease is patched");
+        let t = Instant::now();
+        while holder().as_deref() != Some(next.as_str()) {
+            assert!(
+                t.elapsed() < Duration::from_millis(1500),
+                "{next} not seen after {:?}: {:?}",
+                t.elapsed(),
+                holder()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    // Nothing renews it from here.
+    let t = Instant::now();
+    eventually("the holder is unresponsive", || async {
+        view.state().lease.unresponsive_until.is_some()
+    })
+    .await;
+    let unresponsive = t.elapsed();
+    eventually("the Lease is vacant", || async {
+        view.state().lease.vacant
+    })
+    .await;
+    let vacant = t.elapsed();
+    assert!(
+        unresponsive < Duration::from_millis(2500),
+        "unresponsive after {unresponsive:?}"
+    );
+    assert!(
+        (Duration::from_secs(6)..Duration::from_secs(10)).contains(&vacant),
+        "vacant after {vacant:?}"
+    );
+    assert!(view.state().lease.holder.is_some(), "still named");
+    view.stop().await;
 }
