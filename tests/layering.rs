@@ -637,7 +637,7 @@ fn the_core_crate_follows_the_layering() {
     );
 }
 
-/// The packages the core crate is built with on this machine (normal dependencies, features
+/// The packages the core crate is built with on any platform (normal dependencies, features
 /// as the workspace resolves them for it alone), by `cargo tree`: "name vX.Y.Z" each.
 fn core_packages(root: &Path) -> Vec<String> {
     let out = std::process::Command::new(env!("CARGO"))
@@ -647,6 +647,9 @@ fn core_packages(root: &Path) -> Vec<String> {
             "--offline",
             "-p",
             "kubectl-vap-core",
+            // Every platform's dependencies: sha2 brought libc on aarch64 only.
+            "--target",
+            "all",
             "-e",
             "normal",
             "--prefix",

@@ -317,12 +317,11 @@ fn now_rfc3339() -> String {
 }
 
 fn request_id(by: &str) -> String {
-    use sha2::{Digest, Sha256};
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
         .unwrap_or_default();
-    let digest = Sha256::digest(format!("{by}/{nanos}/{}", std::process::id()).as_bytes());
+    let digest = hmac_sha256::Hash::hash(format!("{by}/{nanos}/{}", std::process::id()).as_bytes());
     digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
 }
 
