@@ -4,7 +4,7 @@
 
 use super::action::{Action, Level, WriteCommand};
 use super::contexts;
-use super::data::{Data, EventLine, Link, Origin, OutcomeKey, is_tree_resource};
+use super::data::{Data, EventLine, Link, Origin, OutcomeKey, clock, is_tree_resource};
 use super::detail;
 use super::keymap::{self, Key, Keymap, Screen};
 use super::tree_view::{Filter, SortBy, TreeView, find};
@@ -332,6 +332,12 @@ impl App {
         if level == Level::Error {
             self.log_local(level, text.clone());
         }
+        self.show(level, text);
+    }
+
+    /// Shows `text` in the status line, not logged: errors until the next key, the rest for
+    /// [`FLASH_TTL`].
+    pub(super) fn show(&mut self, level: Level, text: String) {
         self.flash = Some(Flash {
             level,
             text,
@@ -341,9 +347,9 @@ impl App {
 
     pub(super) fn log_local(&mut self, level: Level, text: String) {
         self.local_seq += 1;
-        self.push_log(EventLine::own(
+        self.log.push(EventLine::own(
             self.local_seq,
-            chrono::Local::now().format("%H:%M:%S").to_string(),
+            clock(chrono::Utc::now()),
             level,
             text,
         ));
@@ -368,10 +374,6 @@ impl App {
             self.unpaired.pop_front();
         }
         true
-    }
-
-    pub(super) fn push_log(&mut self, line: EventLine) {
-        self.log.push(line);
     }
 
     pub(super) fn rebuild(&mut self) {
@@ -423,7 +425,7 @@ impl App {
                     None => true,
                 };
                 if new {
-                    self.push_log(e.clone());
+                    self.log.push(e.clone());
                 }
             }
         }
@@ -643,9 +645,7 @@ impl App {
         }
         None
     }
-}
 
-impl App {
     /// `:ctx` lists the kubeconfig's contexts; `:ctx NAME` switches to one.
     pub(super) fn context_command(&mut self, name: Option<&str>) -> Option<Action> {
         let Some(data) = self.data.clone() else {
@@ -677,9 +677,7 @@ impl App {
                 });
                 None
             }
-            Some(name) if names.iter().any(|n| n == name) => {
-                Some(self.switch_context(name.to_string()))
-            }
+            Some(name) if names.iter().any(|n| n == name) => Some(switch_context(name.to_string())),
             Some(name) => {
                 let close = contexts::matches(names, name);
                 let hint = match close.as_slice() {
@@ -697,11 +695,6 @@ impl App {
                 None
             }
         }
-    }
-
-    /// Hands a switch to the source (the header and tree follow once it has switched).
-    pub(super) fn switch_context(&mut self, name: String) -> Action {
-        Action::Execute(WriteCommand::SwitchContext(name))
     }
 
     /// What tab makes of the command line typed so far: a command's name, or the context
@@ -739,6 +732,11 @@ impl App {
             _ => Vec::new(),
         }
     }
+}
+
+/// Hands a switch to the source (the header and tree follow once it has switched).
+pub(super) fn switch_context(name: String) -> Action {
+    Action::Execute(WriteCommand::SwitchContext(name))
 }
 
 /// Keys while a line is typed (filter, path, command): characters, backspace, enter, esc.

@@ -3,20 +3,14 @@
 //! the data and the node.
 
 use super::data::{Data, Origin};
-use super::glyphs;
+use super::glyphs::{self, bold, dim};
 use super::tree_view::kind_tag;
+use super::words::count;
 use crate::core::tree::{Node, NodeKind};
 use crate::model::{VAP_KIND, VAPB_KIND};
-use ratatui::style::{Color, Modifier, Style};
+use ratatui::style::{Color, Style};
 use ratatui::text::{Line, Span};
 use serde_json::Value;
-
-fn dim() -> Style {
-    Style::new().fg(Color::DarkGray)
-}
-fn bold() -> Style {
-    Style::new().add_modifier(Modifier::BOLD)
-}
 
 fn field(name: &str, value: impl Into<String>) -> Line<'static> {
     Line::from(vec![
@@ -56,15 +50,14 @@ pub fn summary(data: &Data, node: &Node) -> Vec<Line<'static>> {
     if let Some(obj) = &node.object {
         out.push(field("object", format!("{} {}", obj.api_version, obj)));
         // A missing object was read from nowhere: say so instead of "read from not present".
-        match data.source_of(&obj.kind, &obj.name) {
-            Some(source) => out.push(field("read from", source)),
-            None => out.push(field("read from", "nowhere: it does not exist".to_string())),
-        }
+        let source = data.source_of(&obj.kind, &obj.name);
+        let nowhere = || "nowhere: it does not exist".to_string();
+        out.push(field("read from", source.unwrap_or_else(nowhere)));
     }
     if node.kind == NodeKind::Group {
         out.push(field(
             "holds",
-            super::words::count(node.children.len(), "object", "objects"),
+            count(node.children.len(), "object", "objects"),
         ));
     }
 
@@ -128,19 +121,15 @@ pub fn summary(data: &Data, node: &Node) -> Vec<Line<'static>> {
         out.push(Line::from(vec![
             Span::styled("Below    ", dim()),
             Span::raw(format!(
-                "{below} planned write{} (d: diff)",
-                if below == 1 { "" } else { "s" }
+                "{} (d: diff)",
+                count(below, "planned write", "planned writes")
             )),
         ]));
     }
 
     // Gatekeeper's own per-pod status, when the snapshot has it.
-    let about = match node.kind {
-        NodeKind::Template => Some(node.label.clone()),
-        NodeKind::Constraint => Some(node.label.clone()),
-        _ => None,
-    };
-    if let Some(ids) = about.and_then(|a| data.pod_status_index.get(&a)) {
+    let about = matches!(node.kind, NodeKind::Template | NodeKind::Constraint);
+    if let Some(ids) = data.pod_status_index.get(&node.label).filter(|_| about) {
         out.push(Line::default());
         out.push(Line::styled("Gatekeeper pod status", bold()));
         for &i in ids {
@@ -245,8 +234,7 @@ pub fn yaml(data: &Data, node: &Node) -> (String, Vec<Line<'static>>) {
         if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
             m.remove("managedFields");
         }
-        let text = serde_norway::to_string(&v).unwrap_or_else(|e| format!("unprintable: {e}"));
-        return (title, yaml_lines(&text));
+        return (title, yaml_lines(&v));
     }
     let mut out = vec![Line::styled(
         format!("# {obj} does not exist ({}).", node.state.as_str()),
@@ -258,16 +246,16 @@ pub fn yaml(data: &Data, node: &Node) -> (String, Vec<Line<'static>>) {
     {
         Some(body) => {
             out.push(Line::styled("# The reconciler would create:", dim()));
-            let text =
-                serde_norway::to_string(body).unwrap_or_else(|e| format!("unprintable: {e}"));
-            out.extend(yaml_lines(&text));
+            out.extend(yaml_lines(body));
         }
         None => out.push(Line::styled("# Nothing is planned for it.", dim())),
     }
     (title, out)
 }
 
-fn yaml_lines(text: &str) -> Vec<Line<'static>> {
+/// A value as YAML, a line each.
+fn yaml_lines(v: &impl serde::Serialize) -> Vec<Line<'static>> {
+    let text = serde_norway::to_string(v).unwrap_or_else(|e| format!("unprintable: {e}"));
     text.lines().map(yaml_line).collect()
 }
 

@@ -368,18 +368,8 @@ pub fn connecting(
         now: Some(now),
         ..Snapshot::default()
     };
-    Data::prepare(
-        Origin::Live {
-            reconciling: reconcile,
-            refusal: Some(format!(
-                "not connected to {context} yet: nothing to send the request to"
-            )),
-        },
-        info,
-        Arc::new(snapshot),
-        &crate::load::cel::default_options(),
-        Vec::new(),
-    )
+    let refusal = format!("not connected to {context} yet: nothing to send the request to");
+    not_running(info, reconcile, refusal, snapshot)
 }
 
 /// Data that says the cluster cannot be shown, and why (the kubeconfig: retrying would read
@@ -394,16 +384,19 @@ pub fn unavailable(context: &str, reconcile: bool, resource: &str, message: Stri
         }],
         ..ClusterInfo::default()
     };
-    Data::prepare(
-        Origin::Live {
-            reconciling: reconcile,
-            refusal: Some("not connected".to_string()),
-        },
-        info,
-        Arc::default(),
-        &crate::load::cel::default_options(),
-        Vec::new(),
-    )
+    let refusal = "not connected".to_string();
+    not_running(info, reconcile, refusal, Snapshot::default())
+}
+
+/// The data of a live view with no reconciler to show: `info` says why, `refusal` why no
+/// request can be sent.
+fn not_running(info: ClusterInfo, reconcile: bool, refusal: String, snapshot: Snapshot) -> Data {
+    let origin = Origin::Live {
+        reconciling: reconcile,
+        refusal: Some(refusal),
+    };
+    let opts = crate::load::cel::default_options();
+    Data::prepare(origin, info, Arc::new(snapshot), &opts, Vec::new())
 }
 
 /// Why the last write of each object failed, for the objects whose last write did fail.

@@ -141,8 +141,8 @@ pub fn rank(state: State) -> u8 {
 
 pub fn severity_style(sev: Severity) -> Style {
     match sev {
-        Severity::Error => Style::new().fg(Color::Red).add_modifier(Modifier::BOLD),
-        Severity::Warning => Style::new().fg(Color::Yellow),
+        Severity::Error => alarm(),
+        Severity::Warning => warn(),
         Severity::Info => Style::new().fg(Color::Cyan),
     }
 }
@@ -161,6 +161,26 @@ pub fn selection_style() -> Style {
         .fg(Color::Black)
         .bg(Color::Cyan)
         .add_modifier(Modifier::BOLD)
+}
+
+/// Labels and what is secondary (field names, times, hints).
+pub fn dim() -> Style {
+    Style::new().fg(Color::DarkGray)
+}
+
+/// Titles and headings.
+pub fn bold() -> Style {
+    Style::new().add_modifier(Modifier::BOLD)
+}
+
+/// What is wrong now and stops the work: red, bold.
+pub fn alarm() -> Style {
+    Style::new().fg(Color::Red).add_modifier(Modifier::BOLD)
+}
+
+/// What deserves a look: yellow.
+pub fn warn() -> Style {
+    Style::new().fg(Color::Yellow)
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! or cut with `↪` continuations (`doc_lines`), shortened with `…` (`shorten`), and a line of
 //! parts that drops the least important first (`fit`). Pure: lines in, lines out.
 
-use ratatui::style::{Color, Style};
+use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 
 /// Parts of a line with their importance (0 first). What does not fit is dropped whole,
@@ -53,8 +53,7 @@ pub fn shorten(s: &str, max: usize) -> String {
     let mut out = String::new();
     let mut used = 1;
     for ch in s.chars() {
-        let mut buf = [0u8; 4];
-        let w = Span::raw(&*ch.encode_utf8(&mut buf)).width();
+        let w = char_width(ch);
         if used + w > max {
             break;
         }
@@ -65,6 +64,7 @@ pub fn shorten(s: &str, max: usize) -> String {
     out
 }
 
+/// The columns a character takes on screen.
 fn char_width(ch: char) -> usize {
     let mut buf = [0u8; 4];
     Span::raw(&*ch.encode_utf8(&mut buf)).width()
@@ -72,16 +72,15 @@ fn char_width(ch: char) -> usize {
 
 /// Where a wrapped line's continuation rows start: under the text after its first span
 /// (the time of a log line, the key of a help line, the label of a detail field), else
-/// under its own indentation; never more than half the width.
-fn hang_of(line: &Line<'_>, width: usize) -> usize {
-    let hang = match line.spans.as_slice() {
+/// under its own indentation (`wrap_line` drops a hang of more than half the width).
+fn hang_of(line: &Line<'_>) -> usize {
+    match line.spans.as_slice() {
         [first, _, ..] => first.width(),
         _ => {
             let text: String = line.spans.iter().map(|s| s.content.as_ref()).collect();
             text.chars().take_while(|c| *c == ' ').count()
         }
-    };
-    if hang * 2 > width { 0 } else { hang }
+    }
 }
 
 /// One line word-wrapped to `width` columns: broken after a space where it can, inside a
@@ -187,7 +186,7 @@ pub fn wrap_line(line: &Line<'static>, width: usize, hang: usize) -> Vec<Line<'s
 pub fn wrap_lines(lines: &[Line<'static>], width: usize) -> Vec<Line<'static>> {
     lines
         .iter()
-        .flat_map(|l| wrap_line(l, width, hang_of(l, width)))
+        .flat_map(|l| wrap_line(l, width, hang_of(l)))
         .collect()
 }
 
@@ -209,12 +208,11 @@ pub fn doc_lines(lines: &[Line<'static>], width: usize, wrap: bool) -> Vec<Line<
         for span in &line.spans {
             let mut chunk = String::new();
             for ch in span.content.chars() {
-                let mut buf = [0u8; 4];
-                let w = Span::raw(&*ch.encode_utf8(&mut buf)).width();
+                let w = char_width(ch);
                 if used + w > limit {
                     row.push(Span::styled(std::mem::take(&mut chunk), span.style));
                     out.push(Line::from(std::mem::take(&mut row)));
-                    row.push(Span::styled("↪ ", Style::new().fg(Color::DarkGray)));
+                    row.push(Span::styled("↪ ", super::glyphs::dim()));
                     used = 0;
                     limit = width - 2;
                 }
@@ -231,6 +229,7 @@ pub fn doc_lines(lines: &[Line<'static>], width: usize, wrap: bool) -> Vec<Line<
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ratatui::style::Color;
 
     fn text(rows: &[Line<'_>]) -> Vec<String> {
         rows.iter().map(ToString::to_string).collect()

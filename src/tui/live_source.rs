@@ -15,6 +15,7 @@ use crate::admission::audit::AuditProgress;
 use crate::cluster::client::ConnectionOptions;
 use crate::controller::{self, Command, Config, Controller, RequestOutcome};
 use crate::core::Options;
+use crate::text::error_text;
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
@@ -152,7 +153,7 @@ pub fn request_outcome(
             Level::Info,
             format!("`{cli}`: {} (by {})", o.summary, o.handled_by),
         ),
-        Some(Err(e)) => (Level::Error, format!("`{cli}`: {}", chain(e))),
+        Some(Err(e)) => (Level::Error, format!("`{cli}`: {}", error_text(&e))),
         None => (
             Level::Error,
             format!(
@@ -302,7 +303,7 @@ where
         Err(e) => {
             notify.send(Action::Flash(
                 Level::Error,
-                format!("{what}: {}", crate::text::error_text(&e)),
+                format!("{what}: {}", error_text(&e)),
             ));
         }
     }
@@ -525,7 +526,7 @@ impl Shared {
 async fn start(s: &Settings, conn: &ConnectionOptions) -> Result<Controller, Failure> {
     let client = crate::cluster::client_from(conn, false)
         .await
-        .map_err(|e| Failure::Config(chain(e)))?;
+        .map_err(|e| Failure::Config(error_text(&e)))?;
     let (lease_namespace, lease_name) = s.lease.clone();
     let mode = if s.reconcile {
         controller::Mode::Elect {
@@ -543,13 +544,7 @@ async fn start(s: &Settings, conn: &ConnectionOptions) -> Result<Controller, Fai
     config.workers = 2;
     controller::start(client, config)
         .await
-        .map_err(|e| Failure::Start(chain(e)))
-}
-
-/// An error with its causes, each once (kube's errors hide the useful one — "Connection
-/// refused" — behind "client error (Connect)").
-fn chain(e: impl std::error::Error + Send + Sync + 'static) -> String {
-    crate::text::error_text(&e)
+        .map_err(|e| Failure::Start(error_text(&e)))
 }
 
 async fn stop(controller: &Controller) {

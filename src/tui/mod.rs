@@ -4,15 +4,16 @@
 //! logs in a file (`logging::init_file`, set up once by `cli`).
 //!
 //! Files, bottom up (each imports only files above it in this list): `words` (counts, ages,
-//! countdowns as the UI says them), `lines` (wrapping, cutting, fitting lines to columns), `glyphs` (states and severities: glyphs, colours),
-//! `data` (what a source delivers, over the controller's published types), `action` (what
-//! can happen), `keymap` (the one key table: hints, help, handling), `contexts` (the
+//! countdowns as the UI says them), `glyphs` (states and severities: glyphs, colours; the
+//! styles every pane shares), `lines` (wrapping, cutting, fitting lines to columns), `data`
+//! (what a source delivers, over the controller's published types), `action` (what can
+//! happen), `keymap` (the one key table: hints, help, handling), `contexts` (the
 //! kubeconfig's, for `:ctx`), `violations` (audit results kept), `tree_view` (cached tree
-//! items, stable ids), `detail` (detail pane, YAML, diff), `app` (the state), `update` (the one place it
-//! changes), `view`
-//! (drawing; it notes what it measured for `update`), `terminal` (setup, teardown, panic
-//! hook, clipboard), `source` (the data-source trait, offline snapshots), `from_live` (a
-//! published `LiveState` as `Data`), `live_source` (the reconciler adapter).
+//! items, stable ids), `detail` (detail pane, YAML, diff), `app` (the state), `update` (the
+//! one place it changes), `view` (drawing; it notes what it measured for `update`),
+//! `terminal` (setup, teardown, panic hook, clipboard), `source` (the data-source trait,
+//! offline snapshots), `from_live` (a published `LiveState` as `Data`), `live_source` (the
+//! reconciler adapter).
 
 pub mod action;
 pub mod app;

@@ -3,7 +3,7 @@
 //! snapshot from files; the live source adapts the reconciler's watch channel.
 
 use super::action::{Action, Level, WriteCommand};
-use super::data::{ClusterInfo, Data, EventLine, Origin};
+use super::data::{ClusterInfo, Data, EventLine, Origin, clock};
 use crate::core::Options;
 use crate::snapshot::Snapshot;
 use crossterm::event::KeyEvent;
@@ -75,7 +75,7 @@ impl Offline {
 /// A warning in the event log for each copy of an object the input held again later (also an
 /// `input-duplicate` finding on the object): no input is dropped without a word.
 fn duplicate_lines(snapshot: &Snapshot) -> Vec<EventLine> {
-    let time = chrono::Local::now().format("%H:%M:%S").to_string();
+    let time = clock(chrono::Utc::now());
     snapshot
         .duplicates
         .iter()

@@ -6,7 +6,7 @@ use super::glyphs;
 use crate::core::Analysis;
 use crate::core::tree::{Node, NodeKind, State};
 use crate::core::{Finding, Severity};
-use ratatui::style::{Color, Modifier, Style};
+use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -121,6 +121,9 @@ impl Counts {
     }
 }
 
+/// A top-level item reused as it was built: the item, the rows it shows, its widest row.
+type Reused = (TreeItem<'static, Key>, usize, usize);
+
 #[derive(Default)]
 pub struct TreeView {
     pub items: Vec<TreeItem<'static, Key>>,
@@ -201,11 +204,10 @@ impl TreeView {
         // Reuse the items of unchanged top-level subtrees (same filter).
         let previous = self.analysis.replace(analysis.clone());
         let same_build = self.built_with.as_ref() == Some(filter);
-        let mut reusable: HashMap<Key, (TreeItem<'static, Key>, usize, usize)> = HashMap::new();
+        let mut reusable: HashMap<Key, Reused> = HashMap::new();
         if let (Some(prev), true) = (previous, same_build) {
             let old_nodes: HashMap<Key, &Node> =
                 prev.tree.iter().map(|n| (key_of(&n.id), n)).collect();
-            let old_shown = std::mem::take(&mut self.shown_top);
             let new_nodes: HashMap<Key, &Node> = tree.iter().map(|n| (key_of(&n.id), n)).collect();
             for item in std::mem::take(&mut self.items) {
                 let key = *item.identifier();
@@ -214,9 +216,7 @@ impl TreeView {
                         && old_counts.get(&key) == self.counts.get(&key)
                 });
                 if unchanged {
-                    let shown = old_shown.get(&key).copied().unwrap_or(0);
-                    let widest = self.widest_top.get(&key).copied().unwrap_or(0);
-                    reusable.insert(key, (item, shown, widest));
+                    reusable.insert(key, self.reused(item));
                 }
             }
         }
@@ -256,18 +256,24 @@ impl TreeView {
         for item in std::mem::take(&mut self.items) {
             let key = *item.identifier();
             if !changed.contains(&key) {
-                let shown = self.shown_top.get(&key).copied().unwrap_or(0);
-                let widest = self.widest_top.get(&key).copied().unwrap_or(0);
-                reusable.insert(key, (item, shown, widest));
+                reusable.insert(key, self.reused(item));
             }
         }
         self.build_items(filter, reusable, false);
     }
 
+    /// A top-level item kept as built, with the rows it showed and its widest row.
+    fn reused(&self, item: TreeItem<'static, Key>) -> Reused {
+        let key = item.identifier();
+        let rows = self.shown_top.get(key).copied().unwrap_or(0);
+        let widest = self.widest_top.get(key).copied().unwrap_or(0);
+        (item, rows, widest)
+    }
+
     fn build_items(
         &mut self,
         filter: &Filter,
-        mut reusable: HashMap<Key, (TreeItem<'static, Key>, usize, usize)>,
+        mut reusable: HashMap<Key, Reused>,
         open_matches: bool,
     ) {
         let Some(analysis) = self.analysis.clone() else {
@@ -574,10 +580,10 @@ pub fn node_line(n: &Node, counts: Option<Counts>, below: Option<State>) -> Line
     ];
     let tag = kind_tag(n.kind);
     if !tag.is_empty() {
-        spans.push(Span::styled(tag, Style::new().fg(Color::DarkGray)));
+        spans.push(Span::styled(tag, glyphs::dim()));
     }
     let label_style = match n.kind {
-        NodeKind::Template | NodeKind::Group => Style::new().add_modifier(Modifier::BOLD),
+        NodeKind::Template | NodeKind::Group => glyphs::bold(),
         _ => Style::new(),
     };
     spans.push(Span::styled(n.label.clone(), label_style));
@@ -610,10 +616,7 @@ pub fn node_line(n: &Node, counts: Option<Counts>, below: Option<State>) -> Line
     }
     if !n.reason.is_empty() {
         spans.push(Span::raw("  "));
-        spans.push(Span::styled(
-            n.reason.clone(),
-            Style::new().fg(Color::DarkGray),
-        ));
+        spans.push(Span::styled(n.reason.clone(), glyphs::dim()));
     }
     Line::from(spans)
 }

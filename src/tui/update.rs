@@ -3,12 +3,11 @@
 //! back as `Action::Execute`, which the runtime hands to the data source.
 
 use super::action::{Action, Level, WriteCommand};
-use super::app::{App, DocKind, FLASH_TTL, Flash, Said};
+use super::app::{App, DocKind, FLASH_TTL, Said, switch_context};
 use super::data::Origin;
 use super::keymap::Screen;
 use super::tree_view::Filter;
 use super::words::count;
-use std::time::Instant;
 
 /// The one place the state changes: each concern has its own function below.
 pub fn update(app: &mut App, action: Action) -> Option<Action> {
@@ -107,16 +106,8 @@ pub fn update(app: &mut App, action: Action) -> Option<Action> {
 fn on_command(app: &mut App, action: Action) -> Option<Action> {
     match action {
         Action::StartCommand => app.command = Some(String::new()),
-        Action::CommandPush(c) => {
-            if let Some(l) = &mut app.command {
-                l.push(c);
-            }
-        }
-        Action::CommandPop => {
-            if let Some(l) = &mut app.command {
-                l.pop();
-            }
-        }
+        Action::CommandPush(c) => edit(app.command.as_mut(), Some(c)),
+        Action::CommandPop => edit(app.command.as_mut(), None),
         Action::CommandComplete => {
             if let Some(done) = app.command.as_deref().and_then(|l| app.completion(l)) {
                 app.command = Some(done);
@@ -132,6 +123,18 @@ fn on_command(app: &mut App, action: Action) -> Option<Action> {
     None
 }
 
+/// A line being typed (command, path): a character added, or (`None`) the last one
+/// taken back.
+fn edit(line: Option<&mut String>, push: Option<char>) {
+    match (line, push) {
+        (Some(l), Some(c)) => l.push(c),
+        (Some(l), None) => {
+            l.pop();
+        }
+        (None, _) => {}
+    }
+}
+
 /// The context list `:ctx` opened.
 fn on_picker(app: &mut App, action: Action) -> Option<Action> {
     let picker = app.picker.as_mut()?;
@@ -143,7 +146,7 @@ fn on_picker(app: &mut App, action: Action) -> Option<Action> {
         Action::PickerDone => {
             let name = picker.names.get(picker.selected).cloned();
             app.picker = None;
-            return name.map(|n| app.switch_context(n));
+            return name.map(switch_context);
         }
         Action::PickerCancel => app.picker = None,
         _ => {}
@@ -346,16 +349,8 @@ fn on_read(app: &mut App, action: Action) -> Option<Action> {
                 "test needs a cluster: kubectl vap test --offline -f explains offline",
             ),
         },
-        Action::PathPush(c) => {
-            if let Some(p) = &mut app.test_path {
-                p.push(c);
-            }
-        }
-        Action::PathPop => {
-            if let Some(p) = &mut app.test_path {
-                p.pop();
-            }
-        }
+        Action::PathPush(c) => edit(app.test_path.as_mut(), Some(c)),
+        Action::PathPop => edit(app.test_path.as_mut(), None),
         Action::PathCancel => app.test_path = None,
         Action::PathDone => match app.test_path.take().filter(|p| !p.trim().is_empty()) {
             Some(path) => {
@@ -422,26 +417,15 @@ fn on_outside(app: &mut App, action: Action) {
         }
         Action::Flash(level, text) => {
             // From a source or a command: an outcome worth keeping in the log.
-            if level != Level::Error {
-                app.log_local(level, text.clone());
-            }
-            app.flash(level, text);
+            app.log_local(level, text.clone());
+            app.show(level, text);
         }
         Action::Answer(level, text, key) => {
-            // Logged unless the handler's Event said it already (errors: `flash` logs them).
-            let new = key.as_ref().is_none_or(|k| app.said(k, Said::Answer));
-            if new && level != Level::Error {
+            // Logged unless the handler's Event said it already.
+            if key.as_ref().is_none_or(|k| app.said(k, Said::Answer)) {
                 app.log_local(level, text.clone());
             }
-            if new || level != Level::Error {
-                app.flash(level, text);
-            } else {
-                app.flash = Some(Flash {
-                    level,
-                    text,
-                    at: Instant::now(),
-                });
-            }
+            app.show(level, text);
         }
         // The next frame is drawn at the new size, and measures what scrolling needs.
         Action::Resize(..) => {}

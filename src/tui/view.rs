@@ -8,7 +8,7 @@ use super::action::{Level, WriteCommand};
 use super::app::{App, Extent};
 use super::data::{Data, Link, Origin, access_label, is_tree_resource};
 use super::detail;
-use super::glyphs::{self, SEVERITIES, STATES};
+use super::glyphs::{self, SEVERITIES, STATES, alarm, bold, dim, warn};
 use super::keymap::{self, Screen, keys_label};
 use super::lines::{Part, doc_lines, fit, shorten, wrap_line, wrap_lines};
 use super::tree_view::SortBy;
@@ -21,13 +21,6 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span, Text};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph, Wrap};
 use tui_tree_widget::Tree;
-
-fn dim() -> Style {
-    Style::new().fg(Color::DarkGray)
-}
-fn bold() -> Style {
-    Style::new().add_modifier(Modifier::BOLD)
-}
 
 /// Rows at or above which the event pane sits under the tree; below, the status line shows
 /// the newest event and `e` opens the log.
@@ -129,21 +122,13 @@ pub fn mode_label(app: &App, data: Option<&Data>) -> String {
     let origin = match data.map(|d| (&d.origin, d.info.leader.leading)) {
         None => "loading",
         Some((Origin::Offline { .. }, _)) => "offline snapshot",
-        Some((
-            Origin::Live {
-                reconciling: true, ..
-            },
-            true,
-        )) => "reconciling",
-        // Replay and reconcile go to the lease holder, wherever it runs.
-        Some((
-            Origin::Live {
-                reconciling: true, ..
-            },
-            false,
-        )) => "standby (asks the leader)",
-        Some((Origin::Live { .. }, _)) if readonly => "observing",
-        Some((Origin::Live { .. }, _)) => "observing (asks the leader)",
+        Some((Origin::Live { reconciling, .. }, leading)) => match (reconciling, leading) {
+            (true, true) => "reconciling",
+            // Replay and reconcile go to the lease holder, wherever it runs.
+            (true, false) => "standby (asks the leader)",
+            (false, _) if readonly => "observing",
+            (false, _) => "observing (asks the leader)",
+        },
     };
     if readonly {
         format!("read-only · {origin}")
@@ -161,27 +146,13 @@ fn leader_fields(app: &App, data: &Data) -> Vec<Part> {
     let mut out = Vec::new();
     if let Some(why) = &l.unreadable {
         // Unknown is not "nobody": the access line below says what is missing.
-        out.push((
-            2,
-            vec![
-                Span::styled("leader: ", dim()),
-                Span::styled(
-                    format!("unknown (Lease unreadable: {why})"),
-                    Style::new().fg(Color::Yellow),
-                ),
-            ],
-        ));
+        let unknown = format!("unknown (Lease unreadable: {why})");
+        out.push((2, styled_field("leader", unknown, warn())));
         return out;
     }
     if l.vacant {
         // The alert line below says why; the field keeps its place.
-        out.push((
-            2,
-            vec![
-                Span::styled("leader: ", dim()),
-                Span::styled("none", error_style()),
-            ],
-        ));
+        out.push((2, styled_field("leader", "none", alarm())));
         out.extend(settings_field(data));
         return out;
     }
@@ -209,24 +180,12 @@ fn leader_fields(app: &App, data: &Data) -> Vec<Part> {
 fn settings_field(data: &Data) -> Option<Part> {
     use crate::core::settings::Judged;
     let (value, style) = match data.info.settings.as_ref()? {
-        Judged::Leader { differences, .. } if !differences.is_empty() => {
-            ("leader's", Style::new().fg(Color::Yellow))
-        }
+        Judged::Leader { differences, .. } if !differences.is_empty() => ("leader's", warn()),
         Judged::Leader { .. } => ("leader's", Style::new()),
         Judged::Local { .. } => ("local flags", Style::new()),
     };
     // As important as who leads: it says what every state in the tree is judged by.
-    Some((
-        2,
-        vec![
-            Span::styled("settings: ", dim()),
-            Span::styled(value, style),
-        ],
-    ))
-}
-
-fn error_style() -> Style {
-    Style::new().fg(Color::Red).add_modifier(Modifier::BOLD)
+    Some((2, styled_field("settings", value, style)))
 }
 
 /// The lines under the header, most urgent first: whether the API server answers, whether
@@ -252,7 +211,7 @@ pub fn alerts(app: &App) -> Vec<Line<'static>> {
                 " ⚠ leader {who} unresponsive; its Lease {} expires{left}, then a standby takes over if one runs",
                 info.leader.lease
             ),
-            Style::new().fg(Color::Yellow),
+            warn(),
         ));
     }
     if info.leader.vacant {
@@ -263,17 +222,14 @@ pub fn alerts(app: &App) -> Vec<Line<'static>> {
         out.push(Line::from(vec![
             Span::styled(
                 format!(" ✖ no copy reconciles: {who} Lease {}", info.leader.lease),
-                error_style(),
+                alarm(),
             ),
             Span::raw(" — deploy one: `kubectl vap install --print | kubectl apply -f -`"),
         ]));
     }
     if let Some(crate::core::settings::Judged::Leader { differences, .. }) = &info.settings {
         for d in differences {
-            out.push(Line::styled(
-                format!(" ⚠ {d}"),
-                Style::new().fg(Color::Yellow),
-            ));
+            out.push(Line::styled(format!(" ⚠ {d}"), warn()));
         }
     }
     if let Some(seen) = &info.gatekeeper_generator {
@@ -281,15 +237,12 @@ pub fn alerts(app: &App) -> Vec<Line<'static>> {
             format!(
                 " ⚠ Gatekeeper's own VAP generator looks active ({seen}): this copy does not write; turn it off, or use `kubectl vap run --take-over`"
             ),
-            Style::new().fg(Color::Yellow),
+            warn(),
         ));
     }
     for e in &info.access_errors {
         out.push(Line::from(vec![
-            Span::styled(
-                format!(" ⊘ {}: {}", access_label(e), e.resource),
-                error_style(),
-            ),
+            Span::styled(format!(" ⊘ {}: {}", access_label(e), e.resource), alarm()),
             Span::raw(format!(" — {}", e.message)),
         ]));
     }
@@ -316,7 +269,7 @@ fn link_line(app: &App) -> Option<Line<'static>> {
                     " ⟳ connecting to {context} (attempt {attempt}{next}): {}",
                     message.as_deref().unwrap_or("no answer")
                 ),
-                error_style(),
+                alarm(),
             )
         }
         Link::Connecting {
@@ -325,7 +278,7 @@ fn link_line(app: &App) -> Option<Line<'static>> {
             message: Some(why),
         } => Line::styled(
             format!(" ⟳ connecting to {context} (attempt {attempt}; before: {why})"),
-            Style::new().fg(Color::Yellow),
+            warn(),
         ),
         Link::Connecting { .. } => Line::styled(
             format!(" ⟳ connecting to {context}: listing and watching…"),
@@ -336,7 +289,7 @@ fn link_line(app: &App) -> Option<Line<'static>> {
             Line::from(vec![
                 Span::styled(
                     format!(" ✖ API server unreachable{how_long}: {message}"),
-                    error_style(),
+                    alarm(),
                 ),
                 // The controller retries its watches; the tree is what was seen last.
                 Span::raw(" — retrying"),
@@ -346,7 +299,15 @@ fn link_line(app: &App) -> Option<Line<'static>> {
 }
 
 fn header_field(name: &str, value: String) -> Vec<Span<'static>> {
-    vec![Span::styled(format!("{name}: "), dim()), Span::raw(value)]
+    styled_field(name, value, Style::new())
+}
+
+/// A header field, `name: value`, its value in `style`.
+fn styled_field(name: &str, value: impl Into<String>, style: Style) -> Vec<Span<'static>> {
+    vec![
+        Span::styled(format!("{name}: "), dim()),
+        Span::styled(value.into(), style),
+    ]
 }
 
 fn draw_header(frame: &mut Frame, app: &App, area: Rect) {
@@ -388,36 +349,19 @@ fn draw_header(frame: &mut Frame, app: &App, area: Rect) {
             4
         }
         None => {
-            l1.push((
-                2,
-                header_field(
-                    "lease",
-                    info.and_then(|i| i.leader.holder.clone())
-                        .unwrap_or_else(unknown),
-                ),
-            ));
+            let holder = info.and_then(|i| i.leader.holder.clone());
+            l1.push((2, header_field("lease", holder.unwrap_or_else(unknown))));
             3
         }
     };
-    l1.push((
-        later,
-        header_field(
-            "VAP API",
-            info.and_then(|i| i.vap_api.as_deref())
-                .map(|v| {
-                    v.trim_start_matches("admissionregistration.k8s.io/")
-                        .to_string()
-                })
-                .unwrap_or_else(unknown),
-        ),
-    ));
+    let vap_api = info.and_then(|i| i.vap_api.as_deref());
+    let vap_api = vap_api.map(|v| v.trim_start_matches("admissionregistration.k8s.io/"));
+    let vap_api = vap_api.map_or_else(unknown, str::to_string);
+    l1.push((later, header_field("VAP API", vap_api)));
+    let server = info.and_then(|i| i.server_version.clone());
     l1.push((
         later + 1,
-        header_field(
-            "server",
-            info.and_then(|i| i.server_version.clone())
-                .unwrap_or_else(unknown),
-        ),
+        header_field("server", server.unwrap_or_else(unknown)),
     ));
     let mut l2: Vec<Part> = Vec::new();
     // While connecting there is nothing to count yet (the alert line says what happens).
@@ -443,14 +387,8 @@ fn draw_header(frame: &mut Frame, app: &App, area: Rect) {
             ));
         }
         l2.push((0, counts));
-        l2.push((
-            1,
-            vec![Span::raw(count(
-                d.analysis.plan.len(),
-                "planned write",
-                "planned writes",
-            ))],
-        ));
+        let planned = count(d.analysis.plan.len(), "planned write", "planned writes");
+        l2.push((1, vec![Span::raw(planned)]));
         let snap = &d.snapshot;
         l2.push((
             3,
@@ -463,30 +401,19 @@ fn draw_header(frame: &mut Frame, app: &App, area: Rect) {
             ))],
         ));
     }
-    let warn = Style::new().fg(Color::Yellow);
+    // Whether the tree may be partial, and what narrows or orders it: in yellow.
+    let flag = |text: String| vec![Span::styled(text, warn())];
     if data.is_some_and(|d| d.info.syncing && !matches!(d.info.link, Link::Connecting { .. })) {
-        l2.push((
-            0,
-            vec![Span::styled("syncing: the tree may be partial", warn)],
-        ));
+        l2.push((0, flag("syncing: the tree may be partial".into())));
     }
     if app.filter.faults_only {
-        l2.push((0, vec![Span::styled("faults only", warn)]));
+        l2.push((0, flag("faults only".into())));
     }
     if !app.filter.text.is_empty() {
-        l2.push((
-            0,
-            vec![Span::styled(format!("filter: {}", app.filter.text), warn)],
-        ));
+        l2.push((0, flag(format!("filter: {}", app.filter.text))));
     }
     if app.filter.sort != SortBy::Name {
-        l2.push((
-            2,
-            vec![Span::styled(
-                format!("sort: {}", app.filter.sort.as_str()),
-                warn,
-            )],
-        ));
+        l2.push((2, flag(format!("sort: {}", app.filter.sort.as_str()))));
     }
     let lines = vec![fit(l1, area.width, &sep), fit(l2, area.width, &sep)];
     frame.render_widget(Paragraph::new(lines), area);
@@ -610,20 +537,16 @@ fn draw_detail(frame: &mut Frame, app: &mut App, area: Rect) {
     let scroll = app.detail_scroll().min(lines.len().saturating_sub(rows));
     let title = if lines.len() > rows {
         format!(
-            " Detail ({}–{} of {} · J/K scroll) ",
-            scroll + 1,
-            (scroll + rows).min(lines.len()),
-            lines.len()
+            " Detail ({} · J/K scroll) ",
+            in_sight(scroll, rows, lines.len())
         )
     } else {
         " Detail ".to_string()
     };
-    let block = Block::default().borders(Borders::ALL).title(title);
-    let shown: Vec<Line> = lines.into_iter().skip(scroll).take(rows).collect();
-    frame.render_widget(Paragraph::new(shown).block(block), area);
+    draw_scrolled(frame, area, title, String::new(), lines, scroll);
 }
 
-/// A scrolled, bordered view of lines (YAML, diff, help, the event log).
+/// A scrolled, bordered view of lines (detail, YAML, diff, help, the event log).
 fn draw_scrolled(
     frame: &mut Frame,
     area: Rect,
@@ -642,8 +565,13 @@ fn draw_scrolled(
 }
 
 fn position(scroll: usize, rows: usize, len: usize) -> String {
+    format!(" lines {} ", in_sight(scroll, rows, len))
+}
+
+/// The rows in sight of `len`, from `scroll`, `rows` of them: `3–10 of 42`.
+fn in_sight(scroll: usize, rows: usize, len: usize) -> String {
     let last = (scroll + rows).min(len);
-    format!(" lines {}–{last} of {len} ", (scroll + 1).min(len))
+    format!("{}–{last} of {len}", (scroll + 1).min(len))
 }
 
 fn draw_doc(frame: &mut Frame, app: &mut App, area: Rect) {
@@ -684,7 +612,7 @@ pub fn help_lines(app: &App) -> Vec<Line<'static>> {
             Span::raw(e.help),
         ];
         if e.write {
-            spans.push(Span::styled("  (write)", Style::new().fg(Color::Yellow)));
+            spans.push(Span::styled("  (write)", warn()));
         }
         out.push(Line::from(spans));
     }
@@ -760,7 +688,7 @@ fn draw_help(frame: &mut Frame, app: &mut App, area: Rect) {
 fn event_line(time: &str, level: Level, text: String) -> Line<'static> {
     let style = match level {
         Level::Error => Style::new().fg(Color::Red),
-        Level::Warn => Style::new().fg(Color::Yellow),
+        Level::Warn => warn(),
         Level::Info => Style::new(),
     };
     Line::from(vec![
@@ -840,9 +768,9 @@ fn draw_events(frame: &mut Frame, app: &mut App, area: Rect, full: bool) {
 fn draw_status(frame: &mut Frame, app: &App, area: Rect, events_hidden: bool) {
     let prompt = |lead: &str, text: &str, help: &str| {
         Line::from(vec![
-            Span::styled(lead.to_string(), Style::new().fg(Color::Yellow)),
+            Span::styled(lead.to_string(), warn()),
             Span::raw(text.to_string()),
-            Span::styled("█", Style::new().fg(Color::Yellow)),
+            Span::styled("█", warn()),
             Span::styled(help.to_string(), dim()),
         ])
     };
@@ -870,8 +798,8 @@ fn draw_status(frame: &mut Frame, app: &App, area: Rect, events_hidden: bool) {
     } else if let Some(f) = &app.flash {
         let style = match f.level {
             Level::Info => Style::new().fg(Color::Green),
-            Level::Warn => Style::new().fg(Color::Yellow),
-            Level::Error => Style::new().fg(Color::Red).add_modifier(Modifier::BOLD),
+            Level::Warn => warn(),
+            Level::Error => alarm(),
         };
         // One row: what does not fit ends in `…`; the event log has the whole line.
         let room = usize::from(area.width).saturating_sub(1);
@@ -947,7 +875,7 @@ fn draw_confirm(frame: &mut Frame, app: &App, area: Rect) {
     let who = match leader.filter(|_| request) {
         Some(i) if i.leader.vacant => Line::styled(
             "no copy holds the Lease now: the request may find nobody to carry it out",
-            Style::new().fg(Color::Yellow),
+            warn(),
         ),
         Some(i) => Line::styled(
             format!(
@@ -969,10 +897,7 @@ fn draw_confirm(frame: &mut Frame, app: &App, area: Rect) {
                 Style::new().fg(Color::Green).add_modifier(Modifier::BOLD),
             ),
             Span::raw(" yes   "),
-            Span::styled(
-                "n",
-                Style::new().fg(Color::Red).add_modifier(Modifier::BOLD),
-            ),
+            Span::styled("n", alarm()),
             Span::raw(" no"),
         ]),
     ]);
@@ -984,22 +909,34 @@ fn draw_confirm(frame: &mut Frame, app: &App, area: Rect) {
         .map(|l| l.width().div_ceil(inner).max(1))
         .sum();
     let h = u16::try_from(rows + 2).unwrap_or(u16::MAX);
-    let rect = Rect {
+    let body = Paragraph::new(text).wrap(Wrap { trim: false });
+    popup(
+        frame,
+        centered(area, w, h),
+        " Confirm ".into(),
+        warn(),
+        body,
+    );
+}
+
+/// A box of `w`×`h` columns and rows in the middle of `area`, cut to fit it.
+fn centered(area: Rect, w: u16, h: u16) -> Rect {
+    Rect {
         x: area.x + (area.width.saturating_sub(w)) / 2,
         y: area.y + (area.height.saturating_sub(h)) / 2,
-        width: w,
+        width: w.min(area.width),
         height: h.min(area.height),
-    };
+    }
+}
+
+/// A box drawn over whatever is under it (the confirmation, the context list).
+fn popup(frame: &mut Frame, rect: Rect, title: String, border: Style, body: Paragraph) {
     frame.render_widget(Clear, rect);
-    frame.render_widget(
-        Paragraph::new(text).wrap(Wrap { trim: false }).block(
-            Block::default()
-                .borders(Borders::ALL)
-                .title(" Confirm ")
-                .border_style(Style::new().fg(Color::Yellow)),
-        ),
-        rect,
-    );
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .title(title)
+        .border_style(border);
+    frame.render_widget(body.block(block), rect);
 }
 
 /// The context list `:ctx` opens: the current one marked, the selection a bar.
@@ -1012,12 +949,7 @@ fn draw_picker(frame: &mut Frame, app: &App, area: Rect) {
     let h = u16::try_from(p.names.len() + 3)
         .unwrap_or(u16::MAX)
         .min(area.height.saturating_sub(2).max(3));
-    let rect = Rect {
-        x: area.x + (area.width.saturating_sub(w)) / 2,
-        y: area.y + (area.height.saturating_sub(h)) / 2,
-        width: w.min(area.width),
-        height: h.min(area.height),
-    };
+    let rect = centered(area, w, h);
     // Rows for names: the box's inside less the footer line.
     let rows = usize::from(rect.height.saturating_sub(3)).max(1);
     let top = p.selected.saturating_sub(rows - 1);
@@ -1045,16 +977,9 @@ fn draw_picker(frame: &mut Frame, app: &App, area: Rect) {
         "↑/↓ move · enter switches · esc closes",
         dim(),
     ));
-    frame.render_widget(Clear, rect);
-    frame.render_widget(
-        Paragraph::new(lines).block(
-            Block::default()
-                .borders(Borders::ALL)
-                .title(format!(" Contexts ({}) ", p.names.len()))
-                .border_style(Style::new().fg(Color::Cyan)),
-        ),
-        rect,
-    );
+    let title = format!(" Contexts ({}) ", p.names.len());
+    let border = Style::new().fg(Color::Cyan);
+    popup(frame, rect, title, border, Paragraph::new(lines));
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 //! shown, dimmed, until `a` audits it again. Pure: the store is filled from `AuditReport`s and
 //! read against whatever snapshot is current.
 
+use super::glyphs;
 use crate::admission::audit::{AuditReport, ConstraintAudit, Status, template_name};
 use crate::model::Constraint;
 use crate::model::meta::Meta;
@@ -201,8 +202,9 @@ impl Store {
     }
 }
 
+/// What is stale: readable, but dimmer than any other secondary text.
 fn dimmed() -> Style {
-    Style::new().fg(Color::DarkGray).add_modifier(Modifier::DIM)
+    glyphs::dim().add_modifier(Modifier::DIM)
 }
 
 /// The spans a badge adds to a tree line. Green only for a whole audit with no violations:
@@ -224,9 +226,9 @@ pub fn badge_spans(b: &Badge) -> Vec<Span<'static>> {
     let style = if b.stale {
         dimmed()
     } else if b.violations > 0 && b.unseen.is_none() {
-        Style::new().fg(Color::Red).add_modifier(Modifier::BOLD)
+        glyphs::alarm()
     } else if !b.whole() {
-        Style::new().fg(Color::Yellow)
+        glyphs::warn()
     } else {
         Style::new().fg(Color::Green)
     };
@@ -239,7 +241,7 @@ pub fn badge_spans(b: &Badge) -> Vec<Span<'static>> {
 
 /// The detail pane's section for a constraint, or for a template (its constraints' totals).
 pub fn section(store: &Store, snap: &Snapshot, node_id: &str) -> Vec<Line<'static>> {
-    let bold = Style::new().add_modifier(Modifier::BOLD);
+    let bold = glyphs::bold();
     if let Some(tname) = node_id.strip_prefix("template/") {
         let Some(b) = store.badges(snap).get(node_id).copied() else {
             return Vec::new();
@@ -309,7 +311,7 @@ pub fn section(store: &Store, snap: &Snapshot, node_id: &str) -> Vec<Line<'stati
     if let Some(why) = stale {
         out.push(Line::styled(
             format!("  stale — press a to re-audit ({})", why.as_str()),
-            Style::new().fg(Color::Yellow),
+            glyphs::warn(),
         ));
     }
     if let Some(note) = &a.note {
@@ -331,7 +333,7 @@ pub fn section(store: &Store, snap: &Snapshot, node_id: &str) -> Vec<Line<'stati
                 "  ? {}: not observable, denied first by {}",
                 h.object, h.denied_by
             ),
-            body(Style::new().fg(Color::Yellow)),
+            body(glyphs::warn()),
         ));
     }
     for x in &a.errors {
