@@ -532,23 +532,23 @@ impl App {
         })
     }
 
-    /// Scrolls the screen's document, never past the line that fills its last row (so `G`
-    /// shows the last page, not the last line alone or a blank one).
-    /// Bounded by the last frame's measure of the screen (not drawn yet: unbounded; the
-    /// view keeps what it draws in bounds).
+    /// Scrolls the screen's document, never past [`Extent::last_top`] of the last frame's
+    /// measure of the screen (not drawn yet: unbounded; the view keeps what it draws in
+    /// bounds).
     pub(super) fn scroll(&mut self, f: impl Fn(usize, usize) -> usize) {
-        let extent = match self.screen {
+        let drawn = match self.screen {
             Screen::Doc => self.drawn.doc,
             Screen::Help => self.drawn.help,
             Screen::Events => self.drawn.events,
             Screen::Main => return,
         };
-        let Extent { rows, len } = extent.unwrap_or(Extent {
+        let unbounded = Extent {
             rows: 0,
             len: usize::MAX,
-        });
-        let max = Extent { rows, len }.last_top();
-        let page = rows.max(1);
+        };
+        let extent = drawn.unwrap_or(unbounded);
+        let max = extent.last_top();
+        let page = extent.rows.max(1);
         let bounded = |at: usize| f(at, page).min(max);
         match self.screen {
             Screen::Doc => {
