@@ -265,7 +265,7 @@ pub fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<ExitCode> {
 /// Why this copy does not lead, for a person: the Lease problem, or who holds it.
 fn not_leading_text(cli: &Cli, why: &NotLeading, then: &str) -> String {
     match why {
-        NotLeading::LeaseUnusable(why) => why.clone(),
+        NotLeading::LeaseUnusable(e) => e.message.clone(),
         NotLeading::HeldBy(holder) => format!(
             "Lease {}/{} is held by {}; that copy reconciles. {then}",
             cli.lease().lease_namespace,

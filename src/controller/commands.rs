@@ -135,9 +135,9 @@ pub async fn handle(
         return handle_here(shared, route, command).await;
     }
     let v = view.borrow().clone();
-    match v.holder {
-        Some(h) if h == route.identity => Err(RequestError::MayNotWrite.into()),
-        Some(h) if !v.vacant => {
+    match (v.holder, v.unreadable) {
+        (Some(h), _) if h == route.identity => Err(RequestError::MayNotWrite.into()),
+        (Some(h), _) if !v.vacant => {
             tracing::info!("asking the lease holder {h}");
             requests::ask(
                 &shared.client,
@@ -149,9 +149,9 @@ pub async fn handle(
             )
             .await
         }
-        None if v.unreadable.is_some() => Err(Error::LeaseUnreadable {
+        (None, Some(why)) => Err(Error::LeaseUnreadable {
             lease: format!("{}/{}", route.lease_namespace, route.lease_name),
-            why: v.unreadable.unwrap_or_default(),
+            why,
         }),
         _ => Err(Error::NoLeader {
             lease: format!("{}/{}", route.lease_namespace, route.lease_name),

@@ -43,8 +43,8 @@ pub enum NotLeading {
     #[error("Lease is held by {}", .0.as_deref().unwrap_or("another copy"))]
     HeldBy(Option<String>),
     /// The Lease cannot be used at all (RBAC, missing namespace): waiting does not help.
-    #[error("{0}")]
-    LeaseUnusable(String),
+    #[error("{}", .0.message)]
+    LeaseUnusable(AccessError),
     /// This copy does not take part in the election (read-only, or refusing to write).
     #[error("this copy does not compete for the Lease")]
     NotParticipating,
@@ -194,7 +194,7 @@ impl Controller {
             if let Some(e) = world.status.access_error(LEASES)
                 && now >= grace_end
             {
-                return Err(NotLeading::LeaseUnusable(e.message));
+                return Err(NotLeading::LeaseUnusable(e));
             }
             if now >= deadline {
                 return Err(NotLeading::HeldBy(

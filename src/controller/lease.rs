@@ -17,7 +17,9 @@
 
 use super::fence::{LEASE_DURATION, Timing, mono_now};
 use super::shared::Shared;
-use super::state::{AccessError, AccessErrorKind, EventResult, EventVerb, Health, LeaderHealth};
+use super::state::{
+    AccessError, AccessErrorKind, EventResult, EventVerb, Health, LeaderHealth, LeaseRefused,
+};
 use crate::model::ObjectRef;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -49,7 +51,7 @@ pub struct HolderView {
     pub vacant: bool,
     /// The Lease could not be read (e.g. `forbidden`): who leads is unknown, which is not the
     /// same as nobody leading.
-    pub unreadable: Option<String>,
+    pub unreadable: Option<LeaseRefused>,
     /// The holder has missed its renewals (its record unchanged for a third of its duration):
     /// when its Lease expires, after which a standby takes over (in wall time, for a
     /// countdown). `None` while it renews, and once vacant.
@@ -423,12 +425,9 @@ pub async fn run(
             Err(e) => {
                 campaign.failed(&e);
                 // Refused (not merely unanswered): who holds it is unknown from here.
-                let why = unreadable_reason(
-                    crate::cluster::status_code(&e),
-                    crate::cluster::describe(&e),
-                );
-                if let Some(why) = why {
-                    send_view(&view_tx, HolderView::unreadable(why));
+                if crate::cluster::status_code(&e).is_some() {
+                    let refused = LeaseRefused::Elector(Arc::new(e));
+                    send_view(&view_tx, HolderView::unreadable(refused));
                 }
             }
         }
@@ -559,21 +558,11 @@ impl Campaign {
 
 impl HolderView {
     /// The Lease could not be read, for `why`: no holder known, and not vacant either.
-    pub fn unreadable(why: String) -> Self {
+    pub fn unreadable(why: LeaseRefused) -> Self {
         HolderView {
             unreadable: Some(why),
             ..HolderView::default()
         }
-    }
-}
-
-/// Why the server refused to show the Lease, in a word or two (`forbidden`); `None` when it
-/// did not answer at all.
-fn unreadable_reason(status: Option<u16>, why: String) -> Option<String> {
-    match status? {
-        401 => Some("unauthorized".into()),
-        403 => Some("forbidden".into()),
-        _ => Some(why),
     }
 }
 
@@ -735,12 +724,12 @@ pub async fn watch_holder(
                 );
                 // An answer that refuses: who holds it is unknown, never "nobody". No answer
                 // at all keeps the last view (the connection's state says the rest).
-                match unreadable_reason(status, why) {
-                    Some(why) => {
-                        seen = None;
-                        send_view(&view_tx, HolderView::unreadable(why));
-                    }
-                    None => blind = true,
+                if status.is_some() {
+                    seen = None;
+                    let refused = LeaseRefused::Watch(Arc::new(e));
+                    send_view(&view_tx, HolderView::unreadable(refused));
+                } else {
+                    blind = true;
                 }
             }
         }

@@ -64,7 +64,8 @@ pub use start::{
 };
 pub use state::{
     AccessError, AccessErrorKind, ClusterEvent, Command, Connection, EventResult, EventVerb,
-    LeaderHealth, LeaseInfo, LiveState, Log, ReconcileEvent, RequestOutcome, WriteError,
+    LeaderHealth, LeaseInfo, LeaseRefused, LiveState, Log, ReconcileEvent, RequestOutcome,
+    WriteError,
 };
 
 /// Errors of the reconciler library. Each variant names what failed; callers add context.
@@ -87,7 +88,11 @@ pub enum Error {
     #[error(
         "cannot tell which copy reconciles: Lease {lease} is unreadable ({why}); the request was not sent"
     )]
-    LeaseUnreadable { lease: String, why: String },
+    LeaseUnreadable {
+        lease: String,
+        #[source]
+        why: state::LeaseRefused,
+    },
     /// A request could not be handled here or by the lease holder.
     #[error(transparent)]
     Request(#[from] RequestError),

@@ -1,18 +1,17 @@
-//! [`Shared`]: what every task of a running copy shares — the stores, the queue, the status,
-//! leadership, metrics, the event recorder and the request tracker — and the world the
-//! reconcilers run against (reads through the stores, which implement the world's read traits
-//! themselves, by [`ReadsThrough`]; writes go to the API server in `writer.rs`). Private to `controller/`: outside,
-//! [`super::Controller`] is the only door.
+//! [`Shared`]: what several tasks of a running copy share — the client, the stores, the queue,
+//! the status, leadership, metrics, the outage log, the event recorder and the request
+//! tracker. The world the reconcilers run against is `writer::Live` (this, with the writer's
+//! own log). Private to `controller/`: outside, [`super::Controller`] is the only door.
 
 use super::events::Recorder;
 use super::fence::Leadership;
 use super::metrics::Metrics;
-use super::outage::{Outage, WriteFailures};
+use super::outage::Outage;
 use super::queue::SharedQueue;
 use super::requests::Tracker;
 use super::status::Status;
 use super::stores::Stores;
-use super::world::{Enqueue, ReadsThrough};
+use super::world::Enqueue;
 use std::sync::Arc;
 
 pub struct Shared {
@@ -24,8 +23,6 @@ pub struct Shared {
     pub metrics: Arc<Metrics>,
     /// The one log of an API server that does not answer (watches, Lease, writes).
     pub outage: Outage,
-    /// Rate limiting of the logs of failed writes.
-    pub write_log: WriteFailures,
     /// Outcomes as Kubernetes Events.
     pub recorder: Recorder,
     /// Requests in progress, and what their keys' reconciles did.
@@ -88,14 +85,6 @@ impl Shared {
     }
 }
 
-/// The world the live reconcilers run against: reads from the stores, writes in writer.rs.
-impl ReadsThrough for Shared {
-    type Store = Stores;
-    fn store(&self) -> &Stores {
-        &self.stores
-    }
-}
-
 #[cfg(test)]
 impl Shared {
     /// A copy with empty stores on `client` (which need never answer), for unit tests.
@@ -118,7 +107,6 @@ impl Shared {
             leadership: Leadership::default(),
             metrics: Arc::default(),
             outage: Outage::default(),
-            write_log: Default::default(),
             recorder: Recorder::default(),
             tracker: Tracker::default(),
         }

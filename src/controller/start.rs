@@ -551,7 +551,6 @@ fn assemble(
         leadership: Leadership::default(),
         metrics: Arc::new(Metrics::default()),
         outage: Default::default(),
-        write_log: Default::default(),
         recorder,
         tracker: Default::default(),
     });
@@ -601,7 +600,8 @@ fn report_events(
     ))
 }
 
-/// Phase 6: the workers, sharing one count of attempts per key (the backoff's exponent).
+/// Phase 6: the workers, sharing one count of attempts per key (the backoff's exponent) and
+/// one log of failed writes (theirs only: the writer's).
 fn spawn_workers(
     shared: &Arc<Shared>,
     cache: &Arc<OpinionCache>,
@@ -609,6 +609,7 @@ fn spawn_workers(
     shutdown: &watch::Receiver<bool>,
 ) -> Vec<JoinHandle<()>> {
     let attempts = Arc::new(Attempts::default());
+    let failures = Arc::new(super::outage::WriteFailures::default());
     (0..config.workers.max(1))
         .map(|_| {
             tokio::spawn(super::worker::run(
@@ -616,6 +617,7 @@ fn spawn_workers(
                 cache.clone(),
                 config.options.clone(),
                 attempts.clone(),
+                failures.clone(),
                 shutdown.clone(),
             ))
         })

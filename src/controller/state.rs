@@ -134,12 +134,54 @@ pub struct LeaseInfo {
     /// lease duration, and no standby took it within the grace after): no copy reconciles.
     pub vacant: bool,
     /// The Lease could not be read (e.g. `forbidden`): who leads is unknown — not "nobody".
-    pub unreadable: Option<String>,
+    pub unreadable: Option<LeaseRefused>,
     /// Its holder missed its renewals: when its Lease expires (a standby takes over then).
     pub unresponsive_until: Option<DateTime<Utc>>,
 }
 
 pub use crate::cluster::access::{AccessError, AccessErrorKind};
+
+/// The API server refused to show the Lease (an answer, not a silence): who leads is unknown.
+/// Holds the refusal itself, in an `Arc` since every published view keeps a copy; shown in a
+/// word or two (`forbidden`, `unauthorized`), else in the server's words. The refusal is not
+/// its `source`: the error formatter would append the server's whole sentence to the word.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum LeaseRefused {
+    /// The election's get, create or update was refused.
+    #[error("{}", refusal(crate::cluster::status_code(.0), || crate::cluster::describe(.0)))]
+    Elector(Arc<kube::Error>),
+    /// An observer's watch of the Lease was refused.
+    #[error("{}", refusal(crate::cluster::watch::status(.0), || crate::cluster::watch::describe(.0)))]
+    Watch(Arc<kube::runtime::watcher::Error>),
+}
+
+impl LeaseRefused {
+    /// The HTTP status of the refusal (`None` only for an error that is no answer at all).
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            LeaseRefused::Elector(e) => crate::cluster::status_code(e),
+            LeaseRefused::Watch(e) => crate::cluster::watch::status(e),
+        }
+    }
+}
+
+/// Equal when it reads the same: each retry brings a new error, and a view is published
+/// again only when what it shows changed.
+impl PartialEq for LeaseRefused {
+    fn eq(&self, other: &LeaseRefused) -> bool {
+        self.status() == other.status() && self.to_string() == other.to_string()
+    }
+}
+
+impl Eq for LeaseRefused {}
+
+fn refusal(status: Option<u16>, words: impl FnOnce() -> String) -> String {
+    match status {
+        Some(401) => "unauthorized".into(),
+        Some(403) => "forbidden".into(),
+        _ => words(),
+    }
+}
 
 /// One line of the event log.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -307,6 +349,36 @@ mod tests {
         assert_eq!(
             event(conflict, "").to_string(),
             format!("{vap} conflict (the object changed on the server); retried")
+        );
+    }
+
+    #[test]
+    fn a_refused_lease_reads_as_a_word_and_the_request_error_says_it_once() {
+        let refusal = |code: u16| {
+            LeaseRefused::Elector(Arc::new(kube::Error::Api(Box::new(kube::core::Status {
+                message: "leases.coordination.k8s.io \"l\" is forbidden: User \"u\" cannot get"
+                    .into(),
+                reason: "Forbidden".into(),
+                code,
+                ..Default::default()
+            }))))
+        };
+        assert_eq!(refusal(403).to_string(), "forbidden");
+        assert_eq!(refusal(401).to_string(), "unauthorized");
+        assert_eq!(
+            refusal(500).to_string(),
+            "leases.coordination.k8s.io \"l\" is forbidden: User \"u\" cannot get (Forbidden, 500)"
+        );
+        // Two refusals that read the same are the same view (no new publish per retry).
+        assert_eq!(refusal(403), refusal(403));
+        assert_ne!(refusal(403), refusal(401));
+        let e = super::super::Error::LeaseUnreadable {
+            lease: "ns/l".into(),
+            why: refusal(403),
+        };
+        assert_eq!(
+            crate::text::error_text(&e),
+            "cannot tell which copy reconciles: Lease ns/l is unreadable (forbidden); the request was not sent"
         );
     }
 }

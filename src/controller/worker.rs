@@ -4,10 +4,12 @@
 
 use super::cache::OpinionCache;
 use super::keys::Key;
+use super::outage::WriteFailures;
 use super::queue::SharedQueue;
 use super::reconcilers::{Ctx, Outcome, reconcile, schedule};
 use super::shared::Shared;
 use super::world::{ConstraintStore, TemplateStore, Writer};
+use super::writer::Live;
 use crate::core::Options;
 use chrono::{DateTime, Utc};
 use parking_lot::Mutex;
@@ -166,8 +168,13 @@ pub(super) async fn run(
     cache: Arc<OpinionCache>,
     opts: Options,
     attempts: Arc<Attempts>,
+    failures: Arc<WriteFailures>,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    let world = Live {
+        shared: &shared,
+        failures: &failures,
+    };
     // The flags' options with Gatekeeper's Config applied, recomputed when it changes.
     let mut configs = shared.stores.gatekeeper_configs();
     let mut merged = opts.with_gatekeeper_config(&configs);
@@ -186,7 +193,7 @@ pub(super) async fn run(
             opts,
             attempts: &attempts,
         };
-        match process_one(&shared.queue, &*shared, &work).await {
+        match process_one(&shared.queue, &world, &work).await {
             Step::Processed(p) => {
                 shared
                     .metrics

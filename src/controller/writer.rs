@@ -1,11 +1,14 @@
-//! Writes to the API server ([`Writer`] for [`Shared`]): only while this copy may write, with
-//! the result kept for read-your-writes, counted in `/metrics`, logged without flooding, told
-//! to the Kubernetes Events recorder and to the request in progress.
+//! Writes to the API server ([`Writer`] for [`Live`], the world the workers reconcile
+//! against): only while this copy may write, with the result kept for read-your-writes, counted
+//! in `/metrics`, logged without flooding, told to the Kubernetes Events recorder and to the
+//! request in progress.
 
 use super::keys::Obj;
+use super::outage::WriteFailures;
 use super::shared::Shared;
 use super::state::{EventResult, EventVerb};
-use super::world::{NotSent, Unwritten, WriteError, WriteOutcome, Writer};
+use super::stores::Stores;
+use super::world::{NotSent, ReadsThrough, Unwritten, WriteError, WriteOutcome, Writer};
 use crate::cluster::apply::{Applied, ApplyError, apply_write};
 use crate::core::{PlannedWrite, Verb};
 use std::sync::Arc;
@@ -64,23 +67,38 @@ fn event_verb(v: Verb) -> EventVerb {
     }
 }
 
-impl Shared {
+/// The world the live workers reconcile against: reads from the copy's stores, writes to the
+/// API server. The log of failed writes is the writer's own (shared by the workers only), so it
+/// lives here rather than in [`Shared`].
+pub struct Live<'a> {
+    pub shared: &'a Shared,
+    pub failures: &'a WriteFailures,
+}
+
+impl ReadsThrough for Live<'_> {
+    type Store = Stores;
+    fn store(&self) -> &Stores {
+        &self.shared.stores
+    }
+}
+
+impl Live<'_> {
     fn written(&self, w: &PlannedWrite, applied: &Applied) {
-        self.stores.remember(w, applied);
-        self.write_log.succeeded();
-        self.outage.reachable();
+        self.shared.stores.remember(w, applied);
+        self.failures.succeeded();
+        self.shared.outage.reachable();
         let object = w.object.to_string();
-        self.status.accepted(&object);
-        if self.status.allowed(&object) {
+        self.shared.status.accepted(&object);
+        if self.shared.status.allowed(&object) {
             tracing::info!(object, "{object}: allowed now (it was forbidden)");
         }
         // A delete that found nothing changed nothing: not a write.
         if matches!(applied, Applied::AlreadyGone) {
-            self.metrics.error(Unwritten::AlreadyGone);
+            self.shared.metrics.error(Unwritten::AlreadyGone);
         } else {
-            self.metrics.write(w.verb, Obj::of(&w.object.kind));
+            self.shared.metrics.write(w.verb, Obj::of(&w.object.kind));
             super::tally::count_write(false);
-            self.recorder.written(w, None);
+            self.shared.recorder.written(w, None);
         }
         tracing::info!(
             verb = w.verb.as_str(),
@@ -90,23 +108,23 @@ impl Shared {
             w.object,
             w.reason
         );
-        self.status.log(
+        self.shared.status.log(
             event_verb(w.verb),
             w.object.clone(),
             EventResult::Ok,
             w.reason.clone(),
         );
-        self.status.touch();
+        self.shared.status.touch();
     }
 
     fn failed(&self, w: &PlannedWrite, e: WriteError) -> WriteOutcome {
-        self.metrics.error(Unwritten::from(&e));
+        self.shared.metrics.error(Unwritten::from(&e));
         if !matches!(e, WriteError::Unreachable(_)) {
-            self.outage.reachable();
+            self.shared.outage.reachable();
         }
         if !e.retried_away() {
             super::tally::count_write(true);
-            self.recorder.written(w, Some(&e));
+            self.shared.recorder.written(w, Some(&e));
         }
         let object = w.object.to_string();
         let msg = e.to_string();
@@ -116,13 +134,13 @@ impl Shared {
             // same body is not sent again (a resync or a lease change included) until its
             // source changes or REFUSED_FOR passes.
             WriteError::Invalid(_) => {
-                self.status.refused(&object, digest(w), &e);
+                self.shared.status.refused(&object, digest(w), &e);
                 tracing::warn!(object, "{msg} (not retried)")
             }
             // RBAC may allow it later, and no event says when: retried slowly (backoff up to
             // 5 min), logged once per object until it passes.
             WriteError::Forbidden(_) => {
-                if self.status.forbidden(&object) {
+                if self.shared.status.forbidden(&object) {
                     tracing::warn!(
                         object,
                         "{msg}; retried with a backoff up to {}s until the RBAC allows it (not logged again; counted in kubectl_vap_write_errors_total{{reason=\"forbidden\"}})",
@@ -133,13 +151,13 @@ impl Shared {
                 }
             }
             // No answer: the copy's one outage log, not a line per write.
-            WriteError::Unreachable(_) => self.outage.failed(&object, &msg),
+            WriteError::Unreachable(_) => self.shared.outage.failed(&object, &msg),
             // May pass later (the server back): retried with backoff, logged at most once per
             // interval with a count.
-            WriteError::Failed(_) => self.write_log.failed(e.metric_label(), &object, &msg),
+            WriteError::Failed(_) => self.failures.failed(e.metric_label(), &object, &msg),
         }
         let outcome = WriteOutcome::Failed(e.clone());
-        self.status.log(
+        self.shared.status.log(
             event_verb(w.verb),
             w.object.clone(),
             EventResult::WriteFailed(e),
@@ -149,18 +167,18 @@ impl Shared {
     }
 }
 
-impl Writer for Shared {
+impl Writer for Live<'_> {
     async fn write(&self, w: &PlannedWrite) -> WriteOutcome {
-        if !self.status.writes_enabled() {
+        if !self.shared.status.writes_enabled() {
             return WriteOutcome::Skipped(NotSent::WritesDisabled);
         }
         // Checked right before sending, against a monotonic deadline from the last successful
         // renewal: a copy that was paused, or cannot renew, sends nothing more, whatever it
         // still believes about the Lease.
-        if !self.leadership.may_write() {
+        if !self.shared.leadership.may_write() {
             return WriteOutcome::Skipped(NotSent::NotConfirmed);
         }
-        if let Some(refused) = self.status.refusal(&w.object.to_string(), digest(w)) {
+        if let Some(refused) = self.shared.status.refusal(&w.object.to_string(), digest(w)) {
             // Not sent again, but still a failure of the request that met it (its reply and
             // exit code). Reported once: the event log's line, the metric and the Kubernetes
             // Event came when the server refused it.
@@ -168,7 +186,7 @@ impl Writer for Shared {
             super::tally::count_write(true);
             return WriteOutcome::Failed(refused);
         }
-        match apply_write(&self.client, self.stores.admission(), w).await {
+        match apply_write(&self.shared.client, self.shared.stores.admission(), w).await {
             Ok(applied) => {
                 self.written(w, &applied);
                 WriteOutcome::Done

@@ -150,7 +150,11 @@ pub fn summary(data: &Data, node: &Node) -> Vec<Line<'static>> {
         let text = match (&leader.holder, leader.vacant) {
             _ if leader.unreadable.is_some() => format!(
                 "unreadable ({}): which copy reconciles is unknown",
-                leader.unreadable.as_deref().unwrap_or_default()
+                leader
+                    .unreadable
+                    .as_ref()
+                    .map(ToString::to_string)
+                    .unwrap_or_default()
             ),
             (_, true) => "nobody renews it: no copy reconciles".to_string(),
             (Some(holder), false) if leader.leading => format!("held by {holder} (this copy)"),
