@@ -24,11 +24,7 @@ pub fn changes<K>(api: Api<K>, config: watcher::Config, what: impl Into<String>)
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
 {
-    let what = what.into();
-    watcher::watcher(api, config)
-        .default_backoff()
-        .inspect_err(move |e| tracing::debug!("watching {what}: {}", describe(e)))
-        .boxed()
+    retried_and_logged(watcher::watcher(api, config), what.into())
 }
 
 /// The object `name` as it changes: `Some` as it is now, `None` while it does not exist
@@ -42,8 +38,15 @@ pub fn object<K>(
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
 {
-    let what = what.into();
-    watcher::watch_object(api, name)
+    retried_and_logged(watcher::watch_object(api, name), what.into())
+}
+
+/// kube-runtime's default backoff, and one debug line per failure naming `what`.
+fn retried_and_logged<T: Send + 'static>(
+    stream: impl futures::Stream<Item = Result<T, watcher::Error>> + Send + 'static,
+    what: String,
+) -> BoxStream<'static, Result<T, watcher::Error>> {
+    stream
         .default_backoff()
         .inspect_err(move |e| tracing::debug!("watching {what}: {}", describe(e)))
         .boxed()
