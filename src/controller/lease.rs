@@ -359,9 +359,15 @@ fn lease_access_error(
         kind,
         message: match using {
             // kube's own text of an API error ends in a debug dump of the Status: never shown.
-            LeaseUse::Read => {
-                format!("cannot read Lease {namespace}/{name} to show who reconciles: {why}")
-            }
+            LeaseUse::Read => format!(
+                "cannot read Lease {namespace}/{name} to show who reconciles: {why}{}",
+                // Views watch the Lease: `get` alone, enough before they did, is not.
+                if kind == AccessErrorKind::Forbidden {
+                    " (needs get/list/watch on that Lease; `kubectl vap install --print` grants them)"
+                } else {
+                    ""
+                }
+            ),
             LeaseUse::Compete => format!(
                 "cannot use Lease {namespace}/{name}: {why} (needs get/create/update on leases in namespace {namespace}, and the namespace must exist)"
             ),
@@ -739,6 +745,26 @@ pub async fn watch_holder(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A view that may not watch the Lease says what to grant; a failing server is not told
+    /// to fix its RBAC.
+    #[test]
+    fn a_refused_read_of_the_lease_names_the_verbs_views_need() {
+        let refused = lease_access_error("ns", "l", Some(403), "forbidden", LeaseUse::Read);
+        assert_eq!(refused.kind, AccessErrorKind::Forbidden);
+        assert!(
+            refused.message.ends_with(
+                "(needs get/list/watch on that Lease; `kubectl vap install --print` grants them)"
+            ),
+            "{}",
+            refused.message
+        );
+        let failed = lease_access_error("ns", "l", Some(500), "etcd timeout", LeaseUse::Read);
+        assert_eq!(
+            failed.message,
+            "cannot read Lease ns/l to show who reconciles: etcd timeout"
+        );
+    }
 
     /// A holder that stops renewing (`kill -9`) is unresponsive until its Lease expires and
     /// through the grace a standby needs to take it; only then vacant: "no copy reconciles"
