@@ -1,5 +1,6 @@
 //! `kubectl vap test --offline`: which bindings and constraints in the files select each
-//! object, computed without a cluster (the kubeconfig points nowhere on purpose).
+//! object, computed without a cluster (`KUBECONFIG` points nowhere on purpose; the
+//! `--kubeconfig` flag is refused there, as every connection flag is where nothing connects).
 
 mod support;
 
@@ -54,7 +55,7 @@ metadata: {name: proxy, namespace: kube-system}
 fn vap(args: &[&str], stdin: &str) -> Output {
     output_with_stdin(
         kubectl_vap()
-            .args(["--kubeconfig", "/nonexistent/kubeconfig"])
+            .env("KUBECONFIG", "/nonexistent/kubeconfig")
             .args(args),
         stdin.as_bytes(),
     )
@@ -132,8 +133,9 @@ fn offline_test_says_which_constraints_select_each_object() {
     );
 }
 
+/// Bad input: cannot tell (2); no input at all: the command line is wrong (3).
 #[test]
-fn bad_input_and_no_input_exit_2() {
+fn bad_input_exits_2_and_no_input_3() {
     let out = vap(&["test", "--offline", "-f", "-"], "kind: ConfigMap\n");
     assert_eq!(out.status.code(), Some(2));
     assert!(
@@ -141,7 +143,7 @@ fn bad_input_and_no_input_exit_2() {
         "names the place"
     );
     let out = vap(&["test", "--offline"], "");
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&out.stderr).contains("needs -f"));
 }
 
@@ -159,7 +161,7 @@ fn as_group_needs_as() {
         ]),
         OBJECTS.as_bytes(),
     );
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(3), "a usage error");
     assert!(String::from_utf8_lossy(&out.stderr).contains("--as-group needs --as"));
 }
 

@@ -163,7 +163,7 @@ fn bad_input_names_file_and_line_and_exits_2() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("/no/such/path: no such file"));
 
     let out = vap(&["check", "-o", "xml", "-f", &demo()]);
-    assert_eq!(out.status.code(), Some(2), "usage errors exit 2");
+    assert_eq!(out.status.code(), Some(3), "usage errors exit 3");
 }
 
 /// What a bug report needs, for people and as JSON: version, commit, build date, target, and
@@ -326,12 +326,12 @@ fn plan_exit_code_says_whether_writes_are_planned() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("No changes"));
 }
 
-/// Flags that would be ignored are refused: TUI flags on subcommands, files for commands
-/// that act on a cluster; `reconcile` says what it needs.
+/// Flags that would be ignored are refused (usage: exit 3): TUI flags on subcommands, files for
+/// commands that act on a cluster; `reconcile` says what it needs.
 #[test]
 fn flags_that_would_be_ignored_are_refused() {
     let out = vap(&["check", "--readonly", "-f", &demo()]);
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(3));
     let help = vap(&["check", "--help"]);
     let help = String::from_utf8_lossy(&help.stdout);
     assert!(
@@ -339,10 +339,10 @@ fn flags_that_would_be_ignored_are_refused() {
         "{help}"
     );
     let out = vap(&["replay", "k8sx", "-f", &demo()]);
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unexpected argument '-f'"));
     let out = vap(&["reconcile"]);
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(3));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("--all"),
         "{}",
@@ -481,9 +481,9 @@ fn subcommand_help_lists_no_tui_flags() {
     }
 }
 
-/// `-f` given to a subcommand that reads no files is refused (exit 2, as clap refuses any flag
-/// the command does not take), never ignored: `install -f x` printing manifests as if `x` had
-/// been read. Given before the command, the TUI's `-f` is refused too.
+/// `-f` given to a subcommand that reads no files is refused (usage: exit 3, as clap refuses
+/// any flag the command does not take), never ignored: `install -f x` printing manifests as if
+/// `x` had been read. Given before the command, the TUI's `-f` is refused too.
 #[test]
 fn files_are_refused_where_they_would_be_ignored() {
     let demo = demo();
@@ -497,31 +497,32 @@ fn files_are_refused_where_they_would_be_ignored() {
     ] {
         let out = vap(&[args, &["-f", &demo]].concat());
         let err = stderr(&out);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(out.status.code(), Some(3), "{args:?}: {err}");
         assert!(out.stdout.is_empty(), "{args:?} did nothing");
         assert!(err.contains("unexpected argument '-f'"), "{args:?}: {err}");
     }
     let out = vap(&["-f", &demo, "check"]);
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(3));
     assert!(
         stderr(&out)
             .contains("--filename before the command is the TUI's; for `check`, give it after"),
         "{}",
         stderr(&out)
     );
-    // kubectl's connection flags go before or after the command.
-    let out = vap(&["--context", "nowhere", "check", "-f", &demo]);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    let out = vap(&[
-        "--log",
-        "error",
-        "check",
-        "-f",
-        &demo,
-        "--context",
-        "nowhere",
-    ]);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    // kubectl's connection flags go before or after a command that connects: here to a
+    // server that is not there, named in the error (exit 2, cannot tell).
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = dead_kubeconfig(dir.path());
+    let kubeconfig = kubeconfig.to_str().expect("utf8 path");
+    for args in [
+        &["--kubeconfig", kubeconfig, "check"][..],
+        &["--log", "error", "check", "--kubeconfig", kubeconfig],
+    ] {
+        let out = vap(args);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("https://127.0.0.1:1"), "{args:?}: {err}");
+    }
 }
 
 /// Three constraints sharing a kind and name: every ignored copy is an `input-duplicate`
@@ -614,12 +615,12 @@ fn check_wide_adds_source_and_related_columns() {
     );
     // Commands without a table refuse wide rather than ignore it.
     let out = vap(&["plan", "-f", &demo(), "-o", "wide"]);
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(3));
 }
 
 /// Each command's help shows the flags it takes and no other: the TUI's, files, the Lease and
 /// generation flags only where they are used (check and plan read the leader's settings from
-/// its Lease); kubectl's connection flags everywhere.
+/// its Lease); kubectl's connection flags where the command connects, and the exit codes.
 #[test]
 fn each_help_shows_only_the_flags_its_command_uses() {
     let help = |cmd: &str| {
@@ -629,28 +630,42 @@ fn each_help_shows_only_the_flags_its_command_uses() {
     };
     let has =
         |h: &str, flag: &str| h.contains(&format!("{flag} ")) || h.contains(&format!("{flag}\n"));
-    //            command      -f     lease  generation
-    for (cmd, files, lease, gen_flags) in [
-        ("check", true, true, true),
-        ("plan", true, true, true),
-        ("test", true, false, true),
-        ("run", false, true, true),
-        ("replay", false, true, true),
-        ("reconcile", false, true, true),
-        ("audit", false, false, false),
-        ("install", false, false, false),
-        ("version", false, false, false),
+    //            command      -f     lease  generation  connects
+    for (cmd, files, lease, gen_flags, connects) in [
+        ("check", true, true, true, true),
+        ("plan", true, true, true, true),
+        ("test", true, false, true, true),
+        ("run", false, true, true, true),
+        ("replay", false, true, true, true),
+        ("reconcile", false, true, true, true),
+        ("audit", false, false, false, true),
+        ("install", false, false, false, false),
+        ("version", false, false, false, false),
     ] {
         let h = help(cmd);
         assert_eq!(has(&h, "--filename"), files, "{cmd}: {h}");
         assert_eq!(has(&h, "--max-input-bytes"), files, "{cmd}: {h}");
         assert_eq!(has(&h, "--lease-namespace"), lease, "{cmd}: {h}");
         assert_eq!(has(&h, "--binding-wait"), gen_flags, "{cmd}: {h}");
+        for flag in [
+            "--kubeconfig",
+            "--context",
+            "--cluster",
+            "--user",
+            "--server",
+            "--token",
+            "--certificate-authority",
+            "--insecure-skip-tls-verify",
+            "--as",
+            "--request-timeout",
+        ] {
+            assert_eq!(has(&h, flag), connects, "{cmd} {flag}: {h}");
+        }
+        assert!(!has(&h, "--readonly"), "{cmd}: {h}");
         assert!(
-            has(&h, "--kubeconfig") && has(&h, "--context"),
+            h.contains("Exit codes") && h.contains("3  usage"),
             "{cmd}: {h}"
         );
-        assert!(!has(&h, "--readonly"), "{cmd}: {h}");
     }
     let audit = help("audit");
     assert!(
@@ -660,11 +675,11 @@ fn each_help_shows_only_the_flags_its_command_uses() {
 }
 
 /// Bare `install` applies nothing and prints no manifests someone could take for an
-/// installation: it says what to run (exit 2, as a usage error).
+/// installation: it says what to run (exit 3, a usage error).
 #[test]
 fn install_without_print_says_how_to_install() {
     let out = vap(&["install"]);
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(3));
     assert!(out.stdout.is_empty());
     assert!(
         stderr(&out).contains("kubectl vap install --print | kubectl apply -f -"),

@@ -4,7 +4,7 @@
 //! The image facts below are also written in `scripts/image` and the `Dockerfile`;
 //! `tests/image_config.rs` and `tests/e2e_image.rs` check that all three agree.
 
-use std::process::ExitCode;
+use super::exit::Exit;
 
 /// The tag `scripts/image` and `scripts/release` give the image of this version.
 pub const DEFAULT_IMAGE: &str = concat!(
@@ -33,9 +33,9 @@ pub struct InstallOptions {
 }
 
 /// `install --print`: the in-cluster manifests with least-privilege RBAC.
-pub fn install(opts: &InstallOptions) -> anyhow::Result<ExitCode> {
-    print!("{}", install_manifests(opts)?);
-    Ok(ExitCode::SUCCESS)
+pub fn install(opts: &InstallOptions) -> anyhow::Result<Exit> {
+    super::output::stdout(&install_manifests(opts)?)?;
+    Ok(Exit::Clean)
 }
 
 /// The ClusterRole `run` needs: exactly the verbs and resources it uses.

@@ -44,11 +44,20 @@ fn keys_of(shared: &Shared, command: &Command) -> Result<Vec<Key>, Error> {
     match command {
         Command::Replay(t) => match shared.stores.template(t) {
             Read::Known(Some(tpl)) if tpl.kind.is_some() => Ok(keys_of_template(shared, t, false)),
-            Read::Known(_) => Err(Error::NotFound(t.clone())),
+            Read::Known(Some(_)) => Err(Error::NoKind(t.clone())),
+            Read::Known(None) => Err(Error::NotFound(t.clone())),
             Read::Unknown(u) => Err(RequestError::NotListed(u).into()),
         },
-        // A template that is gone still has its key: reconciling it sweeps its VAP.
-        Command::Reconcile(t) => Ok(keys_of_template(shared, t, true)),
+        // A template that is gone still has its key: reconciling it sweeps its VAP. With
+        // neither (a typo) there is nothing to reconcile: not found, and no Event saying
+        // otherwise.
+        Command::Reconcile(t) => {
+            let policy = crate::core::names::policy_name(t);
+            match (shared.stores.template(t), shared.stores.policy(&policy)) {
+                (Read::Known(None), Read::Known(None)) => Err(Error::NotFound(t.clone())),
+                _ => Ok(keys_of_template(shared, t, true)),
+            }
+        }
         Command::ReconcileAll => Ok(shared.stores.all_keys()),
     }
 }

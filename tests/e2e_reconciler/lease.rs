@@ -505,7 +505,7 @@ async fn e2e_unusable_lease_is_explained() {
         "no-such-namespace-e2e",
     ]);
     let stderr = cli::stderr(&out);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(out.status.code(), Some(2), "cannot tell: {stderr}");
     assert!(
         stderr.contains("cannot use Lease no-such-namespace-e2e/kubectl-vap")
             && stderr.contains("namespace must exist"),
