@@ -725,3 +725,209 @@ fn gatekeepers_config_in_the_input_exempts_its_namespaces() {
         "{text}"
     );
 }
+
+/// `cmd` with standard output (and, with `close_stderr`, standard error) a pipe whose reader
+/// has already gone, as `kubectl vap plan | head -1` leaves it once `head` exits.
+fn with_closed_pipes(mut cmd: std::process::Command, close_stderr: bool) -> Output {
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    cmd.stdout(writer.try_clone().expect("the pipe's writer"));
+    if close_stderr {
+        cmd.stderr(writer);
+    } else {
+        cmd.stderr(std::process::Stdio::piped());
+    }
+    let out = cmd
+        .spawn()
+        .and_then(|c| c.wait_with_output())
+        .expect("runs");
+    out
+}
+
+/// Every command that writes to standard output, in every format, survives a reader that went
+/// away (`| head -1`): no panic (before: "failed printing to stdout: Broken pipe", exit 101,
+/// for `plan` in all three formats), and the exit code the table says for what it found. The
+/// same with standard error closed too (its warnings and logs go nowhere, nothing more).
+#[test]
+fn a_closed_pipe_ends_no_command_in_a_panic() {
+    let demo = demo();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cm = dir.path().join("cm.yaml");
+    std::fs::write(
+        &cm,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x, namespace: prod}\n",
+    )
+    .expect("write");
+    let cm = cm.to_str().expect("utf8 path");
+    let mut cases: Vec<(Vec<&str>, i32)> = Vec::new();
+    for o in ["table", "wide", "json", "yaml"] {
+        cases.push((vec!["check", "-f", &demo, "-o", o], 1));
+        cases.push((vec!["version", "-o", o], 0));
+    }
+    for o in ["table", "json", "yaml"] {
+        cases.push((vec!["plan", "-f", &demo, "-o", o], 0));
+        cases.push((vec!["plan", "--exit-code", "-f", &demo, "-o", o], 1));
+        cases.push((vec!["test", "--offline", "-f", &demo, "-f", cm, "-o", o], 0));
+    }
+    cases.extend([
+        (vec!["install", "--print", "--metrics-service"], 0),
+        (vec!["help"], 0),
+        (vec!["help", "rbac"], 0),
+        (vec!["help", "check"], 0),
+        (vec!["--help"], 0),
+        (vec!["check", "--help"], 0),
+        (vec!["--version"], 0),
+        // Errors go to standard error: closed too below.
+        (vec!["check", "-f", "/no/such/path"], 2),
+        (vec!["check", "--no-such-flag"], 3),
+        // A warning on stderr, the report on stdout.
+        (vec!["check", "--log", "loud[[", "-f", &demo], 1),
+    ]);
+    for (args, code) in &cases {
+        for close_stderr in [false, true] {
+            let mut cmd = kubectl_vap();
+            cmd.args(args).env_remove("KUBECONFIG");
+            let out = with_closed_pipes(cmd, close_stderr);
+            let err = stderr(&out);
+            assert_eq!(
+                out.status.code(),
+                Some(*code),
+                "{args:?} (stderr closed: {close_stderr}): {err}"
+            );
+            assert!(!err.contains("panicked"), "{args:?}: {err}");
+        }
+    }
+}
+
+/// What guards the test above for commands it cannot reach without a cluster: no source file
+/// prints with the macros that panic on a closed pipe; `cli::output` is the one writer.
+#[test]
+fn only_the_output_module_writes_to_stdout_and_stderr() {
+    fn walk(dir: &std::path::Path, found: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).expect("src").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(&path, found);
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "rs") || path.ends_with("cli/output.rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).expect("source");
+            for (i, line) in text.lines().enumerate() {
+                let code = line.split("//").next().unwrap_or_default();
+                if ["print!(", "println!(", "eprint!(", "eprintln!("]
+                    .iter()
+                    .any(|m| code.contains(m))
+                {
+                    found.push(format!("{}:{}: {}", path.display(), i + 1, line.trim()));
+                }
+            }
+        }
+    }
+    let mut found = Vec::new();
+    walk(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+        &mut found,
+    );
+    assert!(
+        found.is_empty(),
+        "use cli::output::stdout / errln!, which survive a closed pipe:\n{}",
+        found.join("\n")
+    );
+}
+
+/// The exit-code table, end to end on commands that need no cluster: 0 printed, 1 findings,
+/// 2 cannot tell (input that cannot be read), 3 usage (including flags that would be ignored:
+/// connection flags where nothing connects, before or after the command).
+#[test]
+fn every_command_follows_the_exit_code_table() {
+    let demo = demo();
+    let cases: [(&[&str], i32); 16] = [
+        (&["version"], 0),
+        (&["install", "--print"], 0),
+        (&["help", "prerequisites"], 0),
+        (&["check", "-f", &demo], 1),
+        (&["plan", "--exit-code", "-f", &demo], 1),
+        (&["check", "-f", "/no/such/path"], 2),
+        (&["install"], 3),
+        (&["help", "no-such-topic"], 3),
+        (&["check", "--no-such-flag"], 3),
+        (&["version", "--context", "nowhere"], 3),
+        (&["--context", "nowhere", "version"], 3),
+        (&["install", "--print", "--server", "https://x"], 3),
+        (&["check", "-f", &demo, "--token", "t"], 3),
+        (&["plan", "-f", &demo, "--insecure-skip-tls-verify"], 3),
+        (&["--as", "alice", "check", "-f", &demo], 3),
+        (&["test", "--offline", "-f", &demo, "--context", "c"], 3),
+    ];
+    for (args, code) in cases {
+        let out = vap(args);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
+        if code == 3 && args.iter().any(|a| ["--context", "--server", "--token", "--as", "--insecure-skip-tls-verify"].contains(a)) {
+            assert!(
+                err.contains("unexpected argument") || err.contains("is a connection flag"),
+                "{args:?} says why: {err}"
+            );
+        }
+    }
+}
+
+/// kubectl's `--server` needs no kubeconfig: with none at all (no file, no `KUBECONFIG`),
+/// `check --server URL --token T --insecure-skip-tls-verify` connects there — to a port where
+/// nothing listens, named in the error (exit 2).
+#[test]
+fn the_server_flag_needs_no_kubeconfig() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let out = output(
+        kubectl_vap()
+            .args(["check", "--server", "https://127.0.0.1:1", "--token", "t"])
+            .arg("--insecure-skip-tls-verify")
+            .env_remove("KUBECONFIG")
+            .env("HOME", home.path()),
+    );
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("https://127.0.0.1:1") && err.contains("Connection refused"),
+        "{err}"
+    );
+    // Without --server and without a kubeconfig, it says what is missing.
+    let out = output(
+        kubectl_vap()
+            .arg("check")
+            .env_remove("KUBECONFIG")
+            .env("HOME", home.path()),
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("kubeconfig"), "{}", stderr(&out));
+}
+
+/// `kubectl vap help TOPIC` holds what a krew user has no docs/ folder for: what must be true
+/// before `run`, how to switch Gatekeeper's generator off, what the roles grant, the exit
+/// codes; `help COMMAND` is that command's help; nothing points into the repository.
+#[test]
+fn help_topics_say_what_the_docs_would() {
+    let text = |args: &[&str]| {
+        let out = vap(args);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let all = text(&["help"]);
+    for topic in ["prerequisites", "gatekeeper", "rbac", "exit-codes"] {
+        assert!(all.contains(&format!("  {topic} ")), "{topic} listed: {all}");
+        let t = text(&["help", topic]);
+        assert!(!t.contains("docs/"), "{topic}: {t}");
+    }
+    let pre = text(&["help", "prerequisites"]);
+    assert!(
+        pre.contains("kubectl get crd constrainttemplates.templates.gatekeeper.sh")
+            && pre.contains("--operation=generate"),
+        "{pre}"
+    );
+    assert!(text(&["help", "exit-codes"]).contains("3  usage"));
+    assert!(text(&["help", "check"]).contains("Usage: kubectl vap check"));
+    let out = vap(&["help", "no-such-topic"]);
+    assert!(stderr(&out).contains("prerequisites"), "{}", stderr(&out));
+}

@@ -104,6 +104,8 @@ these roles: the reconciler's (kubectl-vap) to reconcile, the operator's to look
 /// list of both; an unknown name is a usage error that lists them.
 pub fn help(topic: Option<&str>) -> anyhow::Result<Exit> {
     let mut cli = super::args::Cli::clap_command();
+    // Built, subcommands know their full name (`kubectl vap check`) for their usage line.
+    cli.build();
     let text = match topic {
         None => format!("{}\n{}", cli.render_long_help(), topic_list()),
         Some(name) => match TOPICS.iter().find(|t| t.name == name) {
