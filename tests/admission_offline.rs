@@ -203,3 +203,59 @@ fn policies_given_twice_count_once_and_are_named() {
         "{err}"
     );
 }
+
+/// `test -n NS` as kubectl's `-n`: an object that names no namespace is judged in NS (offline,
+/// here: the constraint for `prod` selects it; without `-n` its namespace is not known); one
+/// that names another namespace is refused (exit 2), naming its place, as kubectl refuses it.
+#[test]
+fn test_n_puts_objects_without_a_namespace_there() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let policies = dir.path().join("policies.yaml");
+    std::fs::write(&policies, POLICIES).expect("write");
+    let p = policies.display().to_string();
+    let bare = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: bare}\n";
+    let selects = |extra: &[&str]| {
+        let args = [
+            &["test", "--offline", "-f", &p, "-f", "-", "-o", "json"],
+            extra,
+        ]
+        .concat();
+        let out = vap(&args, bare);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        let ns = report["objects"][0]["object"]["namespace"].clone();
+        let verdict = verdicts(&out)
+            .into_iter()
+            .find(|(o, b, _)| o == "bare" && b == "gatekeeper-k8srequiredlabels-cms-in-prod")
+            .map(|r| r.2)
+            .unwrap_or_default();
+        (ns, verdict)
+    };
+    assert_eq!(
+        selects(&["-n", "prod"]),
+        (Value::from("prod"), "yes".to_string())
+    );
+    assert_eq!(
+        selects(&["--namespace", "dev"]),
+        (Value::from("dev"), "no".to_string())
+    );
+    let (ns, verdict) = selects(&[]);
+    assert_eq!(ns, Value::Null);
+    assert_ne!(verdict, "yes", "without -n the namespace is not known");
+
+    let out = vap(
+        &["test", "--offline", "-n", "dev", "-f", "-"],
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x, namespace: prod}\n",
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("<stdin>:1") && err.contains("\"prod\"") && err.contains("-n prod"),
+        "{err}"
+    );
+}

@@ -865,7 +865,18 @@ fn every_command_follows_the_exit_code_table() {
         let out = vap(args);
         let err = stderr(&out);
         assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
-        if code == 3 && args.iter().any(|a| ["--context", "--server", "--token", "--as", "--insecure-skip-tls-verify"].contains(a)) {
+        if code == 3
+            && args.iter().any(|a| {
+                [
+                    "--context",
+                    "--server",
+                    "--token",
+                    "--as",
+                    "--insecure-skip-tls-verify",
+                ]
+                .contains(a)
+            })
+        {
             assert!(
                 err.contains("unexpected argument") || err.contains("is a connection flag"),
                 "{args:?} says why: {err}"
@@ -916,7 +927,10 @@ fn help_topics_say_what_the_docs_would() {
     };
     let all = text(&["help"]);
     for topic in ["prerequisites", "gatekeeper", "rbac", "exit-codes"] {
-        assert!(all.contains(&format!("  {topic} ")), "{topic} listed: {all}");
+        assert!(
+            all.contains(&format!("  {topic} ")),
+            "{topic} listed: {all}"
+        );
         let t = text(&["help", topic]);
         assert!(!t.contains("docs/"), "{topic}: {t}");
     }

@@ -378,7 +378,10 @@ contexts:
         )
         .expect("overrides");
         let cluster = k.clusters[0].cluster.as_ref().expect("cluster");
-        assert_eq!(cluster.server.as_deref(), Some("https://override.example:7443"));
+        assert_eq!(
+            cluster.server.as_deref(),
+            Some("https://override.example:7443")
+        );
         assert_eq!(cluster.certificate_authority.as_deref(), ca.to_str());
         assert_eq!(cluster.insecure_skip_tls_verify, None);
 
