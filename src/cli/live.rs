@@ -8,7 +8,7 @@ use super::output::{self, errln};
 use super::report;
 use crate::cluster::{discover_admission_api, list_snapshot};
 use crate::controller::state::AccessErrorKind;
-use crate::controller::{Command, Config, Controller, Convergence, Mode, NotLeading};
+use crate::controller::{Command, Config, Controller, Convergence, EventVerb, Mode, NotLeading};
 use crate::controller::{Tuning, launch};
 use crate::core::analyze;
 use anyhow::{Context, bail};
@@ -130,6 +130,7 @@ struct Electing {
     workers: Option<u16>,
     lease_duration: Option<Duration>,
     scope: crate::controller::Scope,
+    one_shot: bool,
 }
 
 /// Connects and starts a headless reconciler that competes for the Lease; refuses (and stops
@@ -148,6 +149,7 @@ async fn start_electing(cli: &Cli, how: Electing) -> anyhow::Result<Controller> 
     );
     config.metrics_addr = how.metrics_addr;
     config.scope = how.scope;
+    config.one_shot = how.one_shot;
     if let Some(w) = how.workers {
         config.workers = usize::from(w);
     }
@@ -211,6 +213,7 @@ pub fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<Exit> {
                 workers: Some(args.workers),
                 lease_duration: args.lease_duration,
                 scope: crate::controller::Scope::All,
+                one_shot: false,
             },
         )
         .await?;
@@ -379,9 +382,9 @@ async fn ask_the_holder(
 }
 
 /// Nobody leads: this command does, for `cmd`'s objects only, then releases the Lease.
-/// Gaining the Lease reconciles the scope, so the writes may come before the request's own:
-/// the last line counts every write of this copy (what the server saw), with the request's
-/// keys counted once every store has listed.
+/// Gaining the Lease reconciles the scope, so the writes may come before the request's own: the
+/// copy is a one-shot ([`Config::one_shot`]), whose request counts every write it made. Its
+/// summary — the last line printed — is the line in its log and the Kubernetes Event alike.
 async fn lead_briefly(cli: &Cli, cmd: Command) -> anyhow::Result<Exit> {
     let opts = cli.generation_options();
     let scope = match &cmd {
@@ -392,6 +395,7 @@ async fn lead_briefly(cli: &Cli, cmd: Command) -> anyhow::Result<Exit> {
         cli,
         Electing {
             scope,
+            one_shot: true,
             ..Electing::default()
         },
     )
@@ -418,42 +422,24 @@ async fn lead_briefly(cli: &Cli, cmd: Command) -> anyhow::Result<Exit> {
         .await
         .context("handling the command");
     let convergence = running.converged(limit).await;
-    let events = running.events();
-    let mut text: String = events.iter().map(|e| format!("{e}\n")).collect();
-    // Failures by object: a body refused once is not sent again, but each attempt is logged.
-    let failed: std::collections::BTreeSet<String> = events
-        .iter()
-        .filter(|e| e.result.is_failure())
-        .map(|e| e.object.to_string())
-        .collect();
-    let refused: std::collections::BTreeSet<String> = events
+    // Every action of this copy, the request's own line (its summary) among them.
+    let text: String = running
+        .events()
         .iter()
         .filter(|e| {
-            matches!(
-                &e.result,
-                crate::controller::EventResult::WriteFailed(
-                    crate::controller::WriteError::Invalid(_)
-                )
+            !matches!(
+                e.verb,
+                EventVerb::Replay | EventVerb::Reconcile | EventVerb::ReconcileAll
             )
         })
-        .map(|e| e.object.to_string())
+        .map(|e| format!("{e}\n"))
         .collect();
-    let writes = running.writes_total();
     stop(running).await;
-    let outcome = outcome?;
-    text.push_str(&crate::controller::request_summary(
-        &cmd,
-        outcome.keys,
-        writes,
-        failed.len() as u64,
-        refused.len(),
-        0,
-        0,
-    ));
-    text.push('\n');
     output::stdout(&text)?;
+    let outcome = outcome?;
+    output::stdout(&format!("{}\n", outcome.summary))?;
     Ok(Exit::findings_if(
-        convergence != Convergence::Idle || !failed.is_empty(),
+        convergence != Convergence::Idle || outcome.failures > 0 || outcome.refused > 0,
     ))
 }
 
