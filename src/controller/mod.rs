@@ -77,10 +77,10 @@ pub enum Error {
     #[error("{0}")]
     Kube(#[from] crate::cluster::KubeError),
     /// A request names a template that does not exist (reconcile: nor a VAP of it to sweep).
-    #[error("ConstraintTemplate {0:?} not found")]
+    #[error("ConstraintTemplate {0} not found")]
     NotFound(String),
     /// Replay of a template that defines no constraint kind: it has no constraints.
-    #[error("ConstraintTemplate {0:?} defines no constraint kind: nothing to replay")]
+    #[error("ConstraintTemplate {0} defines no constraint kind: nothing to replay")]
     NoKind(String),
     /// Nobody holds the Lease: no copy would handle a request.
     #[error(
