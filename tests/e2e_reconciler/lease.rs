@@ -635,7 +635,7 @@ async fn e2e_a_paused_leader_writes_nothing_after_it_resumes() {
 }
 
 /// `template` with its first validation's expression set to `expression`.
-fn with_expression(mut v: Value, expression: &str) -> Value {
+pub(crate) fn with_expression(mut v: Value, expression: &str) -> Value {
     fn set(v: &mut Value, expression: &str) -> bool {
         match v {
             Value::Object(m) => {
