@@ -737,11 +737,9 @@ fn with_closed_pipes(mut cmd: std::process::Command, close_stderr: bool) -> Outp
     } else {
         cmd.stderr(std::process::Stdio::piped());
     }
-    let out = cmd
-        .spawn()
+    cmd.spawn()
         .and_then(|c| c.wait_with_output())
-        .expect("runs");
-    out
+        .expect("runs")
 }
 
 /// Every command that writes to standard output, in every format, survives a reader that went
