@@ -18,7 +18,7 @@ fn main() -> ExitCode {
             } else {
                 // A message of several lines prints as lines; each line is escaped, since file
                 // names and messages can hold what the input put there.
-                cli::output::stderr_line(&format!("error: {}", printable_lines(&text)));
+                cli::stdio::stderr_line(&format!("error: {}", printable_lines(&text)));
             }
             exit::of_error(&e).into()
         }

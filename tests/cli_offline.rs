@@ -798,9 +798,9 @@ fn a_closed_pipe_ends_no_command_in_a_panic() {
 }
 
 /// What guards the test above for commands it cannot reach without a cluster: no source file
-/// prints with the macros that panic on a closed pipe; `cli::output` is the one writer.
+/// prints with the macros that panic on a closed pipe; `cli::stdio` is the one writer.
 #[test]
-fn only_the_output_module_writes_to_stdout_and_stderr() {
+fn only_cli_stdio_writes_to_stdout_and_stderr() {
     fn walk(dir: &std::path::Path, found: &mut Vec<String>) {
         for entry in std::fs::read_dir(dir).expect("src").flatten() {
             let path = entry.path();
@@ -808,7 +808,7 @@ fn only_the_output_module_writes_to_stdout_and_stderr() {
                 walk(&path, found);
                 continue;
             }
-            if path.extension().is_none_or(|e| e != "rs") || path.ends_with("cli/output.rs") {
+            if path.extension().is_none_or(|e| e != "rs") || path.ends_with("cli/stdio.rs") {
                 continue;
             }
             let text = std::fs::read_to_string(&path).expect("source");
@@ -830,7 +830,7 @@ fn only_the_output_module_writes_to_stdout_and_stderr() {
     );
     assert!(
         found.is_empty(),
-        "use cli::output::stdout / errln!, which survive a closed pipe:\n{}",
+        "use cli::stdio::stdout / errln!, which survive a closed pipe:\n{}",
         found.join("\n")
     );
 }

@@ -2,7 +2,8 @@
 
 use super::args::{AuditArgs, Cli, Format, TestArgs};
 use super::exit::Exit;
-use super::output::{self, errln};
+use super::output;
+use super::stdio::{self, errln};
 use crate::admission::audit::{AuditOptions, AuditReport, Status};
 use crate::admission::session::{self, clients};
 use crate::admission::{audit as audit_mod, objects, test as test_mod};
@@ -93,7 +94,7 @@ pub fn test(cli: &Cli, args: &TestArgs) -> anyhow::Result<Exit> {
         Some(t) => t,
         None => printable_lines(&test_mod::table(&report)).into_owned(),
     };
-    output::stdout(&text)?;
+    stdio::stdout(&text)?;
     Ok(Exit::of_report(report.exit_code()))
 }
 
@@ -126,7 +127,7 @@ pub fn audit(cli: &Cli, args: &AuditArgs) -> anyhow::Result<Exit> {
         .await
         .with_context(|| format!("auditing on {url}"))
     })?;
-    output::stdout(&audit_text(&report, args.out.output)?)?;
+    stdio::stdout(&audit_text(&report, args.out.output)?)?;
     if !report.complete {
         errln!("interrupted: the report holds what was found so far");
     }
@@ -264,7 +265,7 @@ pub fn check_audit(cli: &Cli, out: &super::args::OutputArgs) -> anyhow::Result<E
     })?;
     let extra = audit_mod::findings(&report);
     let (text, code) = super::report::check_report_with(&snap, &judged, out.output, extra)?;
-    output::stdout(&text)?;
+    stdio::stdout(&text)?;
     Ok(code)
 }
 

@@ -39,7 +39,7 @@ pub struct InstallOptions {
 
 /// `install --print`: the in-cluster manifests with least-privilege RBAC.
 pub fn install(opts: &InstallOptions) -> anyhow::Result<Exit> {
-    super::output::stdout(&install_manifests(opts)?)?;
+    super::stdio::stdout(&install_manifests(opts)?)?;
     Ok(Exit::Clean)
 }
 

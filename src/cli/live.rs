@@ -4,8 +4,8 @@
 
 use super::args::{Cli, OutputArgs, PlanArgs, RunArgs};
 use super::exit::Exit;
-use super::output::{self, errln};
 use super::report;
+use super::stdio::{self, errln};
 use crate::cluster::{discover_admission_api, list_snapshot};
 use crate::controller::state::AccessErrorKind;
 use crate::controller::{Command, Config, Controller, Convergence, EventVerb, Mode, NotLeading};
@@ -372,7 +372,7 @@ async fn ask_the_holder(
     .await
     .context("asking the lease holder")?;
     errln!("settings: the leader's ({holder}): it carries the command out");
-    output::stdout(&format!(
+    stdio::stdout(&format!(
         "{} (by {})\n",
         outcome.summary, outcome.handled_by
     ))?;
@@ -435,9 +435,9 @@ async fn lead_briefly(cli: &Cli, cmd: Command) -> anyhow::Result<Exit> {
         .map(|e| format!("{e}\n"))
         .collect();
     stop(running).await;
-    output::stdout(&text)?;
+    stdio::stdout(&text)?;
     let outcome = outcome?;
-    output::stdout(&format!("{}\n", outcome.summary))?;
+    stdio::stdout(&format!("{}\n", outcome.summary))?;
     Ok(Exit::findings_if(
         convergence != Convergence::Idle || outcome.failures > 0 || outcome.refused > 0,
     ))
@@ -449,7 +449,7 @@ async fn lead_briefly(cli: &Cli, cmd: Command) -> anyhow::Result<Exit> {
 pub fn check(cli: &Cli, out: &OutputArgs) -> anyhow::Result<Exit> {
     let (snap, opts, live) = read_cluster(cli)?;
     let (text, code) = report::check_report_live(&snap, &opts, out.output, Vec::new(), &live)?;
-    output::stdout(&text)?;
+    stdio::stdout(&text)?;
     Ok(code)
 }
 
@@ -458,7 +458,7 @@ pub fn check(cli: &Cli, out: &OutputArgs) -> anyhow::Result<Exit> {
 pub fn plan(cli: &Cli, args: &PlanArgs) -> anyhow::Result<Exit> {
     let (snap, opts, live) = read_cluster(cli)?;
     let (text, writes) = report::plan_report_live(&snap, &opts, args.out.format(), Some(&live))?;
-    output::stdout(&text)?;
+    stdio::stdout(&text)?;
     if !live.refused.is_empty() {
         return Ok(Exit::Findings);
     }

@@ -7,6 +7,7 @@ pub mod install;
 pub mod live;
 pub mod output;
 pub mod report;
+pub mod stdio;
 pub mod topics;
 pub mod version;
 

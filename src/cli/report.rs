@@ -83,14 +83,14 @@ pub fn load_files(cli: &Cli) -> anyhow::Result<Snapshot> {
 pub fn check_files(cli: &Cli, out: &OutputArgs) -> anyhow::Result<Exit> {
     let snap = load_files(cli)?;
     let (text, code) = check_report(&snap, &cli.generation_options(), out.output)?;
-    super::output::stdout(&text)?;
+    super::stdio::stdout(&text)?;
     Ok(code)
 }
 
 pub fn plan_files(cli: &Cli, args: &PlanArgs) -> anyhow::Result<Exit> {
     let snap = load_files(cli)?;
     let (text, writes) = plan_report(&snap, &cli.generation_options(), args.out.format())?;
-    super::output::stdout(&text)?;
+    super::stdio::stdout(&text)?;
     Ok(plan_exit_code(args, writes))
 }
 

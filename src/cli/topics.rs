@@ -121,7 +121,7 @@ pub fn help(topic: Option<&str>) -> anyhow::Result<Exit> {
             },
         },
     };
-    super::output::stdout(&text)?;
+    super::stdio::stdout(&text)?;
     Ok(Exit::Clean)
 }
 

@@ -120,7 +120,7 @@ pub fn print(format: Format) -> anyhow::Result<Exit> {
         Some(text) => text,
         None => info.table(),
     };
-    super::output::stdout(&text)?;
+    super::stdio::stdout(&text)?;
     Ok(Exit::Clean)
 }
 
