@@ -436,6 +436,9 @@ async fn e2e_the_image_runs_the_install_manifests() {
     let pod = &deployment["spec"]["template"]["spec"];
     let c = &pod["containers"][0];
     assert_eq!(c["image"], image.as_str());
+    // The image's binary, `run --in-cluster` stated in the args.
+    assert_eq!(strings(&c["command"]), [facts.entrypoint[0].clone()]);
+    assert_eq!(strings(&c["args"])[..2], ["run", "--in-cluster"]);
     let sc = &c["securityContext"];
     assert_eq!(sc["readOnlyRootFilesystem"], true);
     assert_eq!(sc["allowPrivilegeEscalation"], false);
