@@ -266,12 +266,17 @@ async fn e2e_requests_reach_the_leader_and_outcomes_are_events() {
         .stderr(std::fs::File::create(&log).expect("log file"))
         .spawn()
         .expect("spawn a standby run");
-    let says = format!(
-        "is held by {}: that copy writes; standing by",
-        leader.identity()
-    );
+    // A holder that renews: named, said to write, with the takeover the standby would take.
+    let says = format!("is held by {} (renewed ", leader.identity());
     eventually("the standby says who holds the Lease", || async {
-        std::fs::read_to_string(&log).is_ok_and(|l| l.contains(&says))
+        std::fs::read_to_string(&log).is_ok_and(|l| {
+            l.lines().any(|l| {
+                l.contains(&says)
+                    && l.contains(
+                        "s ago by its record): that copy writes; standing by, taking over in ",
+                    )
+            })
+        })
     })
     .await;
     let _ = standby.kill();

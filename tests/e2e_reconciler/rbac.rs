@@ -615,7 +615,16 @@ async fn e2e_the_guard_confines_the_service_account() {
     );
 
     // What the reconciler writes, it still may: `run --once` as the user on the printed
-    // Lease, twice (the constraint CRD first, then a constraint's binding).
+    // Lease, twice (the constraint CRD first, then a constraint's binding). Its Lease and
+    // requests ConfigMap are gone first (an earlier test may have left them), so it creates
+    // both under the guard too.
+    let requests = kubectl_vap::controller::requests_configmap(DEFAULT_LEASE_NAME);
+    let _ = Api::<Lease>::namespaced(e.client.clone(), LEASE_NS)
+        .delete(DEFAULT_LEASE_NAME, &DeleteParams::default())
+        .await;
+    let _ = Api::<ConfigMap>::namespaced(e.client.clone(), LEASE_NS)
+        .delete(&requests, &DeleteParams::default())
+        .await;
     let run = || {
         e.cli(&[
             "run",
@@ -640,6 +649,28 @@ async fn e2e_the_guard_confines_the_service_account() {
         "the constraint CRD is created under the guard: {}",
         cli::stderr(&out)
     );
+    for (what, there) in [
+        (
+            "its Lease",
+            Api::<Lease>::namespaced(e.client.clone(), LEASE_NS)
+                .get_opt(DEFAULT_LEASE_NAME)
+                .await
+                .map(|l| l.is_some()),
+        ),
+        (
+            "its ConfigMap",
+            Api::<ConfigMap>::namespaced(e.client.clone(), LEASE_NS)
+                .get_opt(&requests)
+                .await
+                .map(|c| c.is_some()),
+        ),
+    ] {
+        assert!(
+            there.is_ok_and(|t| t),
+            "{what} is created under the guard: {}",
+            cli::stderr(&out)
+        );
+    }
     e.constrain(&kind, "c").await;
     let out = run();
     assert!(out.status.success(), "{}", cli::stderr(&out));
