@@ -943,3 +943,24 @@ fn help_topics_say_what_the_docs_would() {
     let out = vap(&["help", "no-such-topic"]);
     assert!(stderr(&out).contains("prerequisites"), "{}", stderr(&out));
 }
+
+/// With `KUBECONFIG` set, a usage error's usage line does not show `--kubeconfig <KUBECONFIG>`
+/// as if it were required (clap printed flags filled from the environment there).
+#[test]
+fn a_usage_line_shows_no_flag_the_environment_filled() {
+    let out = output(
+        kubectl_vap()
+            .arg("reconcile")
+            .env("KUBECONFIG", "/nonexistent/kubeconfig"),
+    );
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    let usage = err
+        .lines()
+        .find(|l| l.starts_with("Usage:"))
+        .unwrap_or_else(|| panic!("a usage line: {err}"));
+    assert_eq!(
+        usage,
+        "Usage: kubectl vap reconcile [OPTIONS] <TEMPLATE|--all>"
+    );
+}
