@@ -186,7 +186,7 @@ fn version_says_what_a_bug_report_needs() {
         );
     }
     assert!(
-        table.contains("admissionregistration.k8s.io  v1, v1beta1"),
+        table.contains("admissionregistration.k8s.io  v1 "),
         "{table}"
     );
 
