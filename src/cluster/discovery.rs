@@ -106,7 +106,7 @@ impl std::fmt::Display for NoVapV1 {
             ),
             Some((v, Some(_))) => write!(
                 f,
-                "this server ({v}) has it switched off{beta}: serve {GROUP}/v1 validatingadmissionpolicies and validatingadmissionpolicybindings (kube-apiserver's --runtime-config) with the ValidatingAdmissionPolicy admission plugin on"
+                "this server ({v}) has it switched off{beta}: turn it on in kube-apiserver's --runtime-config, with the ValidatingAdmissionPolicy admission plugin"
             ),
             Some((v, None)) => write!(f, "this server ({v}) does not serve it{beta}"),
             None => write!(
@@ -304,7 +304,7 @@ mod tests {
         assert_eq!(
             said(Some("v1.36.3"), false),
             format!(
-                "{since}this server (v1.36.3) has it switched off: serve admissionregistration.k8s.io/v1 validatingadmissionpolicies and validatingadmissionpolicybindings (kube-apiserver's --runtime-config) with the ValidatingAdmissionPolicy admission plugin on"
+                "{since}this server (v1.36.3) has it switched off: turn it on in kube-apiserver's --runtime-config, with the ValidatingAdmissionPolicy admission plugin"
             )
         );
         assert_eq!(
