@@ -648,6 +648,7 @@ async fn e2e_versions_a_template_needing_a_newer_cel_library() {
         assert_eq!(out.status.code(), Some(1), "{report}");
         assert_eq!(refused.len(), 1, "the VAP's create is refused: {report}");
         let m = refused[0]["message"].as_str().unwrap_or_default();
+        eprintln!("check on {}: {m}", env.kubernetes_version());
         assert!(
             m.contains("the API server refuses the create") && m.contains("all"),
             "the server's words: {m}"
