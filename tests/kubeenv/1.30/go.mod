@@ -1,3 +1,7 @@
+// Pins kube-apiserver v1.30.14 for the version matrix (KUBEENV_VERSION=1.30; see
+// tests/kubeenv/build.sh and docs/testing.md). Only kube-apiserver is built from here: etcd
+// and kubectl come from the main module (../go.mod). The replace lines are the release's own
+// staging modules (its go.mod's `=> ./staging/src/k8s.io/<m>` lines) at their published tags.
 module github.com/kubectl-vap/kubectl-vap/tests/kubeenv/1.30
 
 go 1.26.0
