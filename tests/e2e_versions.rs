@@ -631,8 +631,7 @@ async fn e2e_versions_a_template_needing_a_newer_cel_library() {
         resolve(&client, &c).await;
         cluster::create_constraint(&client, &c).await;
         converge(&env, &[]);
-        let bad = configmap("bad", "newer", json!({}));
-        let mut bad = bad;
+        let mut bad = configmap("bad", "newer", json!({}));
         bad["data"] = json!({ "k": "bad" });
         poll::eventually("the two-variable comprehension denies", SETTLE, || async {
             refusal(&client, &bad)
