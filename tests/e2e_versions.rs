@@ -734,7 +734,10 @@ async fn e2e_versions_without_vap_v1_every_command_and_the_tui_say_so_and_exit_2
     let s = t.screen();
     assert!(!s.contains("attempt"), "{s}");
     t.text("q");
-    t.wait_text("EXIT=");
+    // A line of its own: the command line typed holds `EXIT=$?` too.
+    t.wait_for("the exit code", |s| {
+        s.lines().any(|l| l.starts_with("EXIT="))
+    });
     let joined = String::from_utf8_lossy(&t.run(&["capture-pane", "-J", "-p", "-t", "t"]).stdout)
         .into_owned();
     assert!(joined.contains("EXIT=2"), "{joined}");
