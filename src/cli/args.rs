@@ -43,6 +43,23 @@ pub struct TuiArgs {
     pub lease: LeaseArgs,
 }
 
+impl Command {
+    /// The command's name as typed (`check`, `run`, …), for the User-Agent.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::Check(_) => "check",
+            Command::Plan(_) => "plan",
+            Command::Run(_) => "run",
+            Command::Replay { .. } => "replay",
+            Command::Reconcile { .. } => "reconcile",
+            Command::Install(_) => "install",
+            Command::Test(_) => "test",
+            Command::Audit(_) => "audit",
+            Command::Version { .. } => "version",
+        }
+    }
+}
+
 impl Cli {
     /// The command line, parsed; exits as clap does on a usage error. The TUI's flags belong
     /// to the TUI: `kubectl vap -f x check` is refused (exit 2), not read as check's input nor
@@ -305,6 +322,9 @@ pub struct ConnectionArgs {
     /// Timeout of a single API request, e.g. 10s, 1m (0: none).
     #[arg(long, global = true, value_parser = parse_duration)]
     pub request_timeout: Option<Duration>,
+    /// The command being run, for the User-Agent (set by `dispatch`, not a flag).
+    #[arg(skip)]
+    pub command: Option<String>,
 }
 
 impl From<&ConnectionArgs> for crate::cluster::client::ConnectionOptions {
@@ -317,6 +337,7 @@ impl From<&ConnectionArgs> for crate::cluster::client::ConnectionOptions {
             as_user: a.as_user.clone(),
             as_group: a.as_group.clone(),
             request_timeout: a.request_timeout,
+            command: a.command.clone(),
         }
     }
 }

@@ -14,7 +14,14 @@ use args::{Cli, Command};
 use std::process::ExitCode;
 
 /// Runs the parsed command line. `Ok` carries the exit code; `Err` exits 2 with its context.
-pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
+pub fn dispatch(mut cli: Cli) -> anyhow::Result<ExitCode> {
+    // Every request says which command sent it (User-Agent `kubectl-vap/<version> (<command>)`).
+    cli.conn.command = Some(
+        cli.command
+            .as_ref()
+            .map_or("tui", Command::name)
+            .to_string(),
+    );
     match &cli.command {
         // The TUI owns the screen: its logs go to a file.
         None => crate::logging::init_file(cli.log.as_deref()),

@@ -6,6 +6,7 @@ pub mod access;
 pub mod apply;
 pub mod assemble;
 pub mod client;
+pub mod deadline;
 pub mod discovery;
 pub mod list;
 pub mod watch;
@@ -27,6 +28,9 @@ pub enum KubeError {
     /// The API server refuses groups without a user to impersonate: said before asking it.
     #[error("--as-group needs --as")]
     GroupWithoutUser,
+    /// The command name made a header no HTTP request can carry (a bug, not the user's).
+    #[error("the User-Agent {0:?} is not a valid header value")]
+    UserAgent(String),
     #[error("creating the Kubernetes client: {0}")]
     Client(#[source] Box<kube::Error>),
     #[error("{what}: {}", describe(source))]
