@@ -4,6 +4,7 @@
 
 use super::access::AccessError;
 use super::assemble::Assembly;
+use super::decode::{Listed, Objects};
 use super::discovery::{
     AdmissionApi, constraint_resource, pod_status_resources, resource_name, templates_resource,
 };
@@ -11,6 +12,7 @@ use super::{KubeError, status_code};
 use crate::model::CONSTRAINTS_GROUP;
 use crate::snapshot::Snapshot;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Resource;
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::core::ApiResource;
 
@@ -19,12 +21,26 @@ pub fn access_error(resource: &str, e: &kube::Error) -> AccessError {
     AccessError::from_status(resource, status_code(e), "reading", &super::describe(e))
 }
 
+/// Every object of `ar`, each decoded on its own: one that cannot be is a stub that names it
+/// and says why (a finding of its own), never a failed list.
 async fn list_dynamic(
     client: &kube::Client,
     ar: &ApiResource,
 ) -> Result<Vec<DynamicObject>, kube::Error> {
-    let api: Api<DynamicObject> = Api::all_with(client.clone(), ar);
-    Ok(api.list(&ListParams::default()).await?.items)
+    let objects = Objects::new(client.clone(), DynamicObject::url_path(ar, None));
+    Ok(said(objects.list(&ListParams::default()).await?))
+}
+
+/// The items of `listed`; what could not be decoded said once each.
+fn said<K>(listed: Listed<K>) -> Vec<K> {
+    for u in &listed.undecodable {
+        tracing::warn!(
+            "{} cannot be decoded: {}",
+            crate::text::printable(&u.object),
+            crate::text::printable(&u.reason)
+        );
+    }
+    listed.items
 }
 
 /// The constraint kinds the CRDs define: `(kind, plural)`.
@@ -84,9 +100,12 @@ pub async fn list_snapshot(
     let mut errors = Vec::new();
 
     // CRDs first: they say which constraint kinds exist.
-    let crd_api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd_api: Objects<CustomResourceDefinition> = Objects::new(
+        client.clone(),
+        CustomResourceDefinition::url_path(&(), None),
+    );
     let crds = match crd_api.list(&ListParams::default()).await {
-        Ok(l) => l.items,
+        Ok(l) => said(l),
         Err(e) => {
             if matches!(e, kube::Error::Api(_)) {
                 errors.push(access_error(
@@ -108,7 +127,8 @@ pub async fn list_snapshot(
     for ar in &resources {
         match list_dynamic(client, ar).await {
             Ok(items) => items.iter().for_each(|o| snap.object(o, ar)),
-            Err(e @ kube::Error::Api(_)) => errors.push(access_error(&resource_name(ar), &e)),
+            // Answered: that resource cannot be read; the others can.
+            Err(e) if !super::unanswered(&e) => errors.push(access_error(&resource_name(ar), &e)),
             Err(e) => {
                 return Err(KubeError::request(
                     format!("listing {}", resource_name(ar)),

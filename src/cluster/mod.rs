@@ -7,6 +7,7 @@ pub mod apply;
 pub mod assemble;
 pub mod client;
 pub mod deadline;
+pub mod decode;
 pub mod discovery;
 pub mod list;
 pub mod watch;
@@ -90,6 +91,18 @@ impl KubeError {
 /// A kube error for people: the API server's words ([`crate::text::kube_error_text`]).
 pub fn describe(e: &kube::Error) -> String {
     crate::text::kube_error_text(e)
+}
+
+/// Whether `e` means the API server did not answer (connection refused or reset, no answer
+/// within the request's bound, a stream cut): an outage, not an answer. An error without an
+/// HTTP status is not always one: an answer that could not be decoded, or a request that
+/// could not be built or authenticated, is a problem of its own, and retrying the connection
+/// will not fix it.
+pub fn unanswered(e: &kube::Error) -> bool {
+    matches!(
+        e,
+        kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_)
+    )
 }
 
 /// The HTTP status code of an API error, if the error is one.

@@ -416,7 +416,27 @@ pub async fn run(
         }
         let sent = mono_now();
         let mut view = view_tx.borrow().clone();
-        match elector.try_acquire_or_renew(&health(), &mut view).await {
+        // Each attempt is bounded, as client-go bounds it by the renew deadline: the holder's
+        // by what is left of its fence (an answer after that confirms nothing), any other by
+        // the renew deadline. A renewal nobody answers ends here, and the holder stops leading
+        // when its fence closes, not whenever the request comes back.
+        let bound = campaign
+            .shared
+            .leadership
+            .fence
+            .remaining()
+            .unwrap_or(timing.renew_deadline);
+        let published = health();
+        let attempt = elector.try_acquire_or_renew(&published, &mut view);
+        let Ok(attempt) = tokio::time::timeout(bound, attempt).await else {
+            campaign.unanswered(bound);
+            tokio::select! {
+                _ = tokio::time::sleep(timing.retry) => {}
+                _ = shutdown.changed() => break,
+            }
+            continue;
+        };
+        match attempt {
             Ok(Attempt::Holds) => {
                 campaign.holds(sent, &timing).await;
                 view.unreadable = None;
@@ -508,6 +528,15 @@ impl Campaign {
     /// Another copy holds the Lease (`holder`, if it could be named).
     fn held_by(&mut self, holder: Option<String>) {
         self.shared.outage.reachable();
+        // Read and answered: usable again (an earlier failure no longer stands).
+        self.shared.status.set_access(LEASES, None);
+        if let Some(since) = self.failing_since.take() {
+            tracing::info!(
+                "Lease {} reachable again after {}s",
+                self.lease.name,
+                (mono_now() - since).as_secs()
+            );
+        }
         if let Some(h) = &holder
             && self.standing_by.as_ref() != Some(h)
         {
@@ -532,7 +561,7 @@ impl Campaign {
             &crate::cluster::describe(e),
             LeaseUse::Compete,
         );
-        if crate::cluster::status_code(e).is_none() {
+        if crate::cluster::unanswered(e) {
             // No answer at all: part of the copy's one outage log.
             self.shared
                 .outage
@@ -544,6 +573,26 @@ impl Campaign {
             tracing::debug!("{}", error.message);
         }
         self.shared.status.set_access(LEASES, Some(error));
+    }
+
+    /// The attempt got no complete answer within `bound`: abandoned. A holder stops leading
+    /// (its fence has closed: gauge 0, writes stopped, said once); every copy reports the Lease
+    /// as not usable until an attempt passes, which `/readyz` reflects.
+    fn unanswered(&mut self, bound: Duration) {
+        let why = format!(
+            "no answer within {:.1}s (request abandoned)",
+            bound.as_secs_f32()
+        );
+        let error = lease_access_error(&self.namespace, &self.name, None, &why, LeaseUse::Compete);
+        self.shared
+            .outage
+            .failed(&format!("Lease {}", self.lease.name), &why);
+        self.shared.status.set_access(LEASES, Some(error));
+        if self.shared.leadership.is_leading() || self.shared.leadership.fence.expired() {
+            self.lose(&format!(
+                "the renewal got no answer within the renew deadline ({why})"
+            ));
+        }
     }
 
     /// Writes stop, then the Lease is released — even if this copy believes it lost it:

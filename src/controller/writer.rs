@@ -33,7 +33,10 @@ pub fn classify(e: ApplyError) -> WriteError {
                 422 => WriteError::Invalid,
                 _ => WriteError::Failed,
             },
-            _ => WriteError::Unreachable,
+            e if crate::cluster::unanswered(e) => WriteError::Unreachable,
+            // Answered, but the answer could not be read (or the request not built): not an
+            // outage, and a retry may pass.
+            _ => WriteError::Failed,
         },
     };
     class(Arc::new(e))
