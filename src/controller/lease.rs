@@ -15,6 +15,7 @@
 //! its deadline passed: it writes nothing more, drops its queue, relists every store, and only
 //! writes again after it holds the Lease again, confirmed by the server.
 
+use super::channel::ANSWERS_ANNOTATION;
 use super::fence::{LEASE_DURATION, Timing, mono_now};
 use super::shared::Shared;
 use super::state::{
@@ -205,6 +206,7 @@ impl Elector {
     async fn try_acquire_or_renew(
         &mut self,
         health: &LeaderHealth,
+        answers: Option<&str>,
         view: &mut HolderView,
     ) -> Result<Attempt, kube::Error> {
         let now = mono_now();
@@ -218,10 +220,13 @@ impl Elector {
             let lease = Lease {
                 metadata: ObjectMeta {
                     name: Some(self.name.clone()),
-                    annotations: Some(BTreeMap::from([(
-                        HEALTH_ANNOTATION.to_string(),
-                        health_to_annotation(health),
-                    )])),
+                    annotations: Some(
+                        [(HEALTH_ANNOTATION, Some(health_to_annotation(health)))]
+                            .into_iter()
+                            .chain([(ANSWERS_ANNOTATION, answers.map(str::to_string))])
+                            .filter_map(|(k, v)| Some((k.to_string(), v?)))
+                            .collect::<BTreeMap<_, _>>(),
+                    ),
                     ..ObjectMeta::default()
                 },
                 spec: Some(LeaseSpec {
@@ -282,10 +287,16 @@ impl Elector {
         }
         next.spec = Some(s);
         next.metadata.managed_fields = None;
-        next.metadata
+        let annotations = next
+            .metadata
             .annotations
-            .get_or_insert_with(Default::default)
-            .insert(HEALTH_ANNOTATION.into(), health_to_annotation(health));
+            .get_or_insert_with(Default::default);
+        annotations.insert(HEALTH_ANNOTATION.into(), health_to_annotation(health));
+        // The answers to requests ride on the renewal: only a Lease writer can put them here.
+        match answers {
+            Some(a) => annotations.insert(ANSWERS_ANNOTATION.into(), a.to_string()),
+            None => annotations.remove(ANSWERS_ANNOTATION),
+        };
         // The resourceVersion read: if anyone wrote the Lease since, this fails (409).
         match self.api.replace(&self.name, &pp, &next).await {
             Ok(l) => {
@@ -314,6 +325,7 @@ impl Elector {
         next.metadata.managed_fields = None;
         if let Some(a) = next.metadata.annotations.as_mut() {
             a.remove(HEALTH_ANNOTATION);
+            a.remove(ANSWERS_ANNOTATION);
         }
         self.api
             .replace(&self.name, &PostParams::default(), &next)
@@ -427,7 +439,8 @@ pub async fn run(
             .remaining()
             .unwrap_or(timing.renew_deadline);
         let published = health();
-        let attempt = elector.try_acquire_or_renew(&published, &mut view);
+        let answers = campaign.shared.answers.annotation();
+        let attempt = elector.try_acquire_or_renew(&published, answers.as_deref(), &mut view);
         let Ok(attempt) = tokio::time::timeout(bound, attempt).await else {
             campaign.unanswered(bound);
             tokio::select! {
@@ -520,7 +533,7 @@ impl Campaign {
         } else if !shared.leadership.set_leading(true) {
             self.standing_by = None;
             shared.metrics.leader.store(true, Ordering::Relaxed);
-            super::requests::ensure_configmap(&shared.client, &self.namespace, &self.name).await;
+            super::channel::ensure_configmap(&shared.client, &self.namespace, &self.name).await;
             shared.resync();
         }
     }
@@ -635,6 +648,9 @@ fn lose(shared: &Shared, lease: &ObjectRef, identity: &str, why: &str) {
     let had = shared.leadership.fence.revoke();
     let was = shared.leadership.set_leading(false);
     shared.metrics.leader.store(false, Ordering::Relaxed);
+    // Answers still unpublished are dropped with the queue: their requests' keys will not be
+    // reconciled here.
+    shared.answers.clear();
     if !had && !was {
         return;
     }

@@ -17,6 +17,7 @@ mod controller_manager;
 pub mod gatekeeper;
 pub mod poll;
 mod process;
+pub mod proxy;
 pub mod rbac;
 
 pub use controller_manager::{ControllerManager, ControllerManagerOptions};
