@@ -441,7 +441,7 @@ async fn e2e_a_hostile_operator_cannot_turn_the_requests_channel_against_the_clu
             .flatten()
             .and_then(|l| l.metadata.annotations)
             .and_then(|a| a.get("kubectl-vap.io/answers").cloned())
-            .is_some_and(|a| a.contains("flood0000"))
+            .is_some_and(|a| a.contains("\"flood"))
     })
     .await;
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -450,16 +450,22 @@ async fn e2e_a_hostile_operator_cannot_turn_the_requests_channel_against_the_clu
     eprintln!(
         "500 requests + 1000 junk entries in two patches: API requests {grown:?}; reconciles {reconciled}"
     );
-    let patches = grown.get("configmaps PATCH").copied().unwrap_or_default();
-    assert!(
-        patches <= 2.0 + 3.0,
-        "the hostile user's 2 patches, and a few of the leader's: {grown:?}"
-    );
     let logs = read(&log);
+    for l in logs
+        .lines()
+        .filter(|l| l.contains("handling") || l.contains("ignored"))
+    {
+        eprintln!("leader: {l}");
+    }
     assert_eq!(
         logs.matches("handling reconcile-all for").count(),
         1,
         "one coalesced run:\n{logs}"
+    );
+    let patches = grown.get("configmaps PATCH").copied().unwrap_or_default();
+    assert!(
+        patches <= 2.0 + 3.0,
+        "the hostile user's 2 patches, and a few of the leader's: {grown:?}"
     );
     assert!(logs.contains("for 64 request(s)"), "{logs}");
     // One reconcile-all: every key once, give or take a requeue; not 500 times.
