@@ -554,13 +554,17 @@ impl Campaign {
             && self.standing_by.as_ref() != Some(h)
         {
             tracing::info!(
-                "Lease {} is held by {h}: that copy writes; standing by (taking over if it stops renewing)",
-                self.lease.name
+                "Lease {} is held by {}: that copy writes; standing by (taking over if it stops renewing)",
+                self.lease.name,
+                crate::text::printable(h)
             );
             self.standing_by = Some(h.clone());
         }
         if self.shared.leadership.is_leading() {
-            let by = holder.unwrap_or_else(|| "another copy".into());
+            let by = holder.map_or_else(
+                || "another copy".into(),
+                |h| crate::text::printable(&h).into_owned(),
+            );
             self.lose(&format!("{by} holds the Lease now"));
         }
     }
