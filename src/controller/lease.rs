@@ -142,7 +142,9 @@ fn view_of(l: &Lease, seen_at: Duration, identity: Option<&str>, default: Durati
             .and(spec.acquire_time.as_ref())
             .and_then(micro_to_chrono),
         health: holder.as_ref().and_then(|_| health_of(l)),
-        holder,
+        // Shown in views, logs and the CLI's lines: escaped (an identity we write never
+        // changes by it).
+        holder: holder.map(|h| crate::text::printable(&h).into_owned()),
         vacant,
         unreadable: None,
     }
