@@ -213,5 +213,8 @@ async fn one(bin: &str, n: usize) {
         slowest_get.as_secs_f64()
     );
     println!("  leader WARN lines                           {warns}");
+    for l in logs.lines().filter(|l| l.contains(" WARN ")).take(5) {
+        println!("    {}", kubectl_vap::text::printable(l));
+    }
     let _ = leader.terminate();
 }

@@ -37,22 +37,25 @@ fn connection(shared: &Shared) -> Connection {
 /// Keeps `/readyz` true: ready only while every store is listed and watched (a copy that
 /// cannot read something decides nothing that rests on it, and says so).
 fn readiness(shared: &Shared) {
-    let unknown = shared.unknown_stores();
     // A copy whose Lease requests fail or go unanswered cannot lead, nor tell who does.
-    let lease = shared.status.access_error(super::lease::LEASES);
-    shared.metrics.set_ready(if let Some(lease) = lease {
-        Err(lease.message)
-    } else if shared.status.synced() && unknown.is_empty() {
-        Ok(())
-    } else if unknown.is_empty() {
-        Err("watches not synced yet".into())
-    } else {
-        Err(unknown
-            .iter()
-            .map(|(_, why)| why.clone())
-            .collect::<Vec<_>>()
-            .join("\n"))
-    });
+    if let Some(lease) = shared.status.access_error(super::lease::LEASES) {
+        shared.metrics.set_ready(Err(lease.message));
+        return;
+    }
+    let unknown = shared.unknown_stores();
+    shared
+        .metrics
+        .set_ready(if shared.status.synced() && unknown.is_empty() {
+            Ok(())
+        } else if unknown.is_empty() {
+            Err("watches not synced yet".into())
+        } else {
+            Err(unknown
+                .iter()
+                .map(|(_, why)| why.clone())
+                .collect::<Vec<_>>()
+                .join("\n"))
+        });
 }
 
 fn fill(shared: &Shared, state: &mut LiveState, src: &Sources) {

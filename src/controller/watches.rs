@@ -170,9 +170,10 @@ where
                 continue;
             };
             health.failed(&world, &resource, &failure);
+            let wait = backoff.max(failure.retry_after);
             world.status.set_access(&resource, Some(failure.error));
             tokio::select! {
-                _ = tokio::time::sleep(backoff) => {}
+                _ = tokio::time::sleep(wait) => {}
                 _ = relist.changed() => {}
             }
             backoff = (backoff * 2).min(RETRY_MAX);
@@ -224,6 +225,10 @@ struct Failure {
     /// No answer at all (connection refused or reset, no answer in time): logged as an API
     /// server outage ([`super::outage`]), once for every watch, not per resource.
     unreachable: bool,
+    /// Throttled or unavailable (429, 503, 504): expected to pass; said only if it lasts.
+    transient: bool,
+    /// How long the server asked to wait (its `retryAfterSeconds`), zero if it did not.
+    retry_after: std::time::Duration,
 }
 
 /// Rate-limited logging of one watch's failures: the first failure, then a summary at most
@@ -248,6 +253,11 @@ impl Health {
             return;
         }
         match self.last_summary {
+            // Throttled or unavailable for now (a new CRD's storage initializing answers 429):
+            // said only if it lasts.
+            None if failure.transient && now - since < SUMMARY_EVERY => {
+                tracing::debug!("{message}")
+            }
             None => {
                 self.last_summary = Some(now);
                 tracing::warn!(
@@ -288,6 +298,15 @@ fn failure_of(resource: &str, verb: &str, e: &kube::Error) -> Failure {
     Failure {
         error: AccessError::from_status(resource, status, verb, &crate::cluster::describe(e)),
         unreachable: crate::cluster::unanswered(e),
+        transient: matches!(status, Some(429 | 503 | 504)),
+        retry_after: match e {
+            kube::Error::Api(s) => s
+                .details
+                .as_ref()
+                .map(|d| std::time::Duration::from_secs(u64::from(d.retry_after_seconds)))
+                .unwrap_or_default(),
+            _ => std::time::Duration::ZERO,
+        },
     }
 }
 
@@ -334,6 +353,8 @@ where
                             ),
                         ),
                         unreachable: true,
+                        transient: false,
+                        retry_after: std::time::Duration::ZERO,
                     }),
                 },
                 _ = relist.changed() => return None,
@@ -377,6 +398,8 @@ where
                             &e.message,
                         ),
                         unreachable: false,
+                        transient: matches!(e.code, 429 | 503 | 504),
+                        retry_after: std::time::Duration::ZERO,
                     });
                 }
                 Some(Err(e)) => return Some(failure_of(resource, "watching", &e)),
