@@ -19,7 +19,7 @@
 //!   the operator role may not) can write there, so the asker, who reads the answer from the
 //!   Lease it watches, knows the holder wrote it; an answer in the ConfigMap, which every
 //!   asker may patch, could be anyone's. The last [`PUBLISHED_IDS`] request ids answered
-//!   within [`KEEP_PUBLISHED`] are published.
+//!   within [`KEEP_PUBLISHED`] are published, at most [`IDS_PER_ANSWER`] of one run.
 //!
 //! Every text that crossed the cluster (`by`, a template name, a summary, an error) is escaped
 //! ([`crate::text::printable`]) before it reaches a log line, a terminal or an outcome.
@@ -50,6 +50,11 @@ pub const MAX_RUNNING: usize = 4;
 pub const PRUNE_EVERY: Duration = Duration::from_secs(1);
 /// Request ids whose answers the Lease carries, at most.
 pub const PUBLISHED_IDS: usize = 32;
+/// Request ids one answer carries, at most: a flood coalesced into one run cannot push every
+/// other answer out of the Lease.
+pub const IDS_PER_ANSWER: usize = 8;
+/// Unknown commands answered (with an error) per reading of the ConfigMap; the rest ignored.
+pub const REFUSED_PER_READ: usize = 4;
 /// How long an answer stays in the Lease.
 pub const KEEP_PUBLISHED: Duration = Duration::from_secs(120);
 /// Longest text of an answer (summary, error) published.
@@ -219,6 +224,8 @@ pub struct Answers(Mutex<VecDeque<(Instant, Published)>>);
 impl Answers {
     /// Publishes `answer` with the next renewal (the oldest make room).
     pub fn publish(&self, answer: Published) {
+        let mut answer = answer;
+        answer.ids.truncate(IDS_PER_ANSWER);
         let mut a = self.0.lock();
         a.push_front((Instant::now(), answer));
         a.retain(|(at, _)| at.elapsed() < KEEP_PUBLISHED);
@@ -268,6 +275,8 @@ pub enum Ignored {
     DatedAhead,
     /// More than [`MAX_HELD`] waiting.
     TooMany,
+    /// An unknown command beyond the [`REFUSED_PER_READ`] answered.
+    Unknown,
 }
 
 impl Ignored {
@@ -279,6 +288,7 @@ impl Ignored {
             Ignored::TooOld => "older than 2 minutes",
             Ignored::DatedAhead => "dated ahead",
             Ignored::TooMany => "beyond 64 waiting",
+            Ignored::Unknown => "unknown commands beyond 4 answered",
         }
     }
 }
@@ -341,7 +351,10 @@ impl Desk {
             self.prune.insert(key.clone());
             match self.take(key, value, wall) {
                 Taken::Request(id, asked, command) => self.wait(id, &asked, command),
-                Taken::Refused(answer) => self.refused.push(answer),
+                Taken::Refused(answer) if self.refused.len() < REFUSED_PER_READ => {
+                    self.refused.push(answer)
+                }
+                Taken::Refused(_) => *self.ignored.entry(Ignored::Unknown).or_default() += 1,
                 Taken::Ignored => {}
             }
         }
@@ -728,6 +741,21 @@ mod tests {
         assert!(!by.contains('\u{1b}') && !by.contains('\n'), "{by}");
         let refused = desk.refused();
         assert_eq!(refused.len(), 2);
+        // A flood of unknown commands: a few answered, the rest ignored and counted.
+        let mut many = BTreeMap::new();
+        for i in 0..10 {
+            many.insert(
+                format!("request.u{i}"),
+                serde_json::to_string(&unknown).expect("json"),
+            );
+        }
+        let mut flood = Desk::default();
+        flood.read(&many, Instant::now(), wall);
+        assert_eq!(flood.refused().len(), REFUSED_PER_READ);
+        assert_eq!(
+            flood.ignored().as_deref(),
+            Some("6 unknown commands beyond 4 answered")
+        );
         for r in &refused {
             assert!(r.error.is_some());
             assert!(!r.command.contains('\u{1b}'), "{r:?}");
@@ -749,8 +777,15 @@ mod tests {
             keys: 3,
         };
         let ok = Ok(outcome.clone());
-        let flood: Vec<String> = (0..100).map(|i| format!("f{i}")).collect();
-        answers.publish(Published::of(flood, &Command::ReconcileAll, &ok));
+        answers.publish(Published::of(
+            vec!["early".into()],
+            &Command::Reconcile("k8sy".into()),
+            &ok,
+        ));
+        for round in 0..5 {
+            let flood: Vec<String> = (0..100).map(|i| format!("f{round}-{i}")).collect();
+            answers.publish(Published::of(flood, &Command::ReconcileAll, &ok));
+        }
         answers.publish(Published::of(
             vec!["mine".into()],
             &Command::Replay("k8sx".into()),
@@ -761,9 +796,11 @@ mod tests {
         ));
         let raw = answers.annotation().expect("published");
         let list: Vec<Published> = serde_json::from_str(&raw).expect("json");
+        assert!(list.iter().all(|p| p.ids.len() <= IDS_PER_ANSWER));
         assert_eq!(
             list.iter().map(|p| p.ids.len()).sum::<usize>(),
-            PUBLISHED_IDS
+            PUBLISHED_IDS,
+            "{list:?}"
         );
         assert_eq!(list[0].ids, ["mine"]);
         let mut lease = Lease::default();
@@ -781,6 +818,12 @@ mod tests {
             outcome_of(mine, &Command::ReconcileAll, "holder"),
             Err(RequestError::NotOurs { .. })
         ));
-        assert!(answer_in(&lease, "f99").is_none(), "beyond the cap");
+        assert!(
+            answer_in(&lease, "f4-99").is_none(),
+            "beyond one answer's cap"
+        );
+        assert!(answer_in(&lease, "f4-0").is_some());
+        // Four floods of 8 and ours fill the 32: the earliest answers make room.
+        assert!(answer_in(&lease, "early").is_none() && answer_in(&lease, "f0-0").is_none());
     }
 }
