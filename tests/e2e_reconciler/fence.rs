@@ -42,6 +42,11 @@ async fn e2e_a_throttled_write_is_never_sent_after_the_lease_is_lost() {
     let kind = e.new_kind("Split").await;
     let lease = e.env.unique_name("split");
     let bindings = "validatingadmissionpolicybindings";
+    // The first binding create: its connection reset (no answer); then a 429 storm.
+    proxy.rule(Rule {
+        times: Some(1),
+        ..Rule::new(Some("POST"), bindings, Action::Reset)
+    });
     proxy.rule(Rule::new(
         Some("POST"),
         bindings,
@@ -115,6 +120,13 @@ async fn e2e_a_throttled_write_is_never_sent_after_the_lease_is_lost() {
         .collect();
     assert!(created.is_empty(), "{created:#?}\n{logs}");
     assert!(logs.contains("lost Lease"), "{logs}");
+    // The reset create was no answer, said as such, and tried again through the fence.
+    assert!(
+        proxy.seen().iter().any(|s| s.outcome == Outcome::Reset),
+        "{:#?}",
+        proxy.seen()
+    );
+    assert!(logs.contains("API server unreachable"), "{logs}");
     // Our backoff saw the 429s (the client hid them before), and said so once.
     let said = logs.lines().filter(|l| l.contains("429")).count();
     assert!(
