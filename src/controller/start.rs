@@ -559,6 +559,7 @@ fn assemble(
         outage: Default::default(),
         recorder,
         tracker: Default::default(),
+        answers: Default::default(),
     });
     (shared, writers, facts)
 }
