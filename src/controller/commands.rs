@@ -4,10 +4,9 @@
 
 use super::events::{Outgoing, Regarding};
 use super::keys::Key;
-use super::lease::HolderView;
 use super::requests::{self, Answer, REQUEST_DEADLINE};
 use super::shared::Shared;
-use super::state::{Command, EventResult, EventVerb, RequestOutcome};
+use super::state::{Command, EventResult, EventVerb, LeaseInfo, ReconcileEvent, RequestOutcome};
 use super::world::{ConstraintStore, Enqueue, Read, TemplateStore};
 use super::{Error, RequestError};
 use crate::model::ObjectRef;
@@ -53,11 +52,13 @@ fn keys_of(shared: &Shared, command: &Command) -> Result<Vec<Key>, Error> {
     }
 }
 
-/// Handles `command` on this copy, which leads: enqueues its keys and waits until each has
-/// been reconciled; logs the outcome and reports it as a Kubernetes Event.
+/// Handles `command` (request `id`) on this copy, which leads: enqueues its keys and waits
+/// until each has been reconciled; logs the outcome and reports it as a Kubernetes Event,
+/// both carrying `id`.
 pub async fn handle_here(
     shared: &Shared,
     route: &Route,
+    id: &str,
     command: Command,
 ) -> Result<RequestOutcome, Error> {
     let verb = verb_of(&command);
@@ -100,9 +101,14 @@ pub async fn handle_here(
         keys,
         summary,
     } = outcome.await.map_err(|_| Error::Stopped)?;
-    shared
-        .status
-        .log(verb, object, EventResult::Ok, summary.clone());
+    shared.status.record(ReconcileEvent {
+        time: chrono::Utc::now(),
+        verb,
+        object,
+        result: EventResult::Ok,
+        message: summary.clone(),
+        request: Some(id.to_string()),
+    });
     shared.recorder.publish(Outgoing {
         regarding,
         reason: match verb {
@@ -112,8 +118,10 @@ pub async fn handle_here(
         action: "Request",
         note: summary.clone(),
         warning: failures > 0 || refused > 0,
+        request: Some(id.to_string()),
     });
     Ok(RequestOutcome {
+        id: id.to_string(),
         handled_by: route.identity.clone(),
         summary,
         writes,
@@ -128,11 +136,12 @@ pub async fn handle_here(
 pub async fn handle(
     shared: &Shared,
     route: &Route,
-    view: &watch::Receiver<HolderView>,
+    view: &watch::Receiver<LeaseInfo>,
     command: Command,
 ) -> Result<RequestOutcome, Error> {
     if shared.may_write() {
-        return handle_here(shared, route, command).await;
+        let id = requests::request_id(&route.identity);
+        return handle_here(shared, route, &id, command).await;
     }
     let v = view.borrow().clone();
     match (v.holder, v.unreadable) {
@@ -204,7 +213,7 @@ pub async fn serve(shared: Arc<Shared>, route: Route) {
                 tokio::spawn(async move {
                     tracing::info!(request = %id, by = %asked.by, "handling a request: {} {}", asked.command, asked.template.as_deref().unwrap_or(""));
                     let result = match asked.command() {
-                        Some(c) => handle_here(&shared, &route, c).await,
+                        Some(c) => handle_here(&shared, &route, &id, c).await,
                         None => Err(RequestError::Unknown(asked.command.clone()).into()),
                     };
                     let answer = match result {

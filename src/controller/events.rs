@@ -66,7 +66,13 @@ pub struct Outgoing {
     pub action: &'static str,
     pub note: String,
     pub warning: bool,
+    /// The request whose outcome it reports (its id, in the [`REQUEST_ANNOTATION`]).
+    pub request: Option<String>,
 }
+
+/// The annotation an Event about a request's outcome carries the request's id in: the
+/// asker pairs the Event with its answer by it.
+pub const REQUEST_ANNOTATION: &str = "kubectl-vap.io/request";
 
 /// The object an Event is about.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -295,6 +301,7 @@ impl Burst {
                 action: "Write",
                 note: clip(written_note(&self.done, &self.names)),
                 warning: false,
+                request: None,
             });
         }
         if !self.failed.is_empty() {
@@ -309,6 +316,7 @@ impl Burst {
                     self.failed.join("; ")
                 )),
                 warning: true,
+                request: None,
             });
         }
         out
@@ -377,6 +385,7 @@ pub async fn run(
                             action: "Decide",
                             note: clip(why.clone()),
                             warning: true,
+                            request: None,
                         };
                         publisher.publish(&event, &uid_of).await;
                         said_invalid.insert(regarding, why);
@@ -519,6 +528,10 @@ fn event(
                     .into_iter()
                     .collect(),
             ),
+            annotations: e
+                .request
+                .as_ref()
+                .map(|id| [(REQUEST_ANNOTATION.to_string(), id.clone())].into()),
             ..Default::default()
         },
         event_time: Some(now),
@@ -563,6 +576,11 @@ pub fn cluster_event(e: &Event) -> Option<ClusterEvent> {
             .as_ref()
             .map(|s| u32::try_from(s.count).unwrap_or(u32::MAX))
             .unwrap_or(1),
+        request: e
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(REQUEST_ANNOTATION).cloned()),
     })
 }
 
@@ -621,16 +639,16 @@ impl Kept {
 }
 
 /// Follows the Events copies of kubectl-vap report (by our label) in `namespaces` (each
-/// Event lives in the namespace of what it regards), for views: one log of them all, each
-/// Event in it once per change, numbered by this copy as it reads them (sequences do not
-/// cross processes; the Events do, and every copy numbers what it reads). A watch
+/// Event lives in the namespace of what it regards), for views: each Event other copies
+/// reported (`me`'s own are its reconcile actions already) is `told` once per change. A watch
 /// the server refuses is one of the copy's access errors (so a view says why the leader's
 /// outcomes are missing: `refused` is told the first refusal, or `None`) until every namespace is
 /// watched again.
 pub async fn follow(
     client: kube::Client,
     namespaces: Vec<String>,
-    tx: tokio::sync::watch::Sender<super::log::Log<ClusterEvent>>,
+    me: String,
+    told: impl Fn(ClusterEvent),
     refused: impl Fn(Option<AccessError>),
 ) {
     use futures::StreamExt;
@@ -690,15 +708,8 @@ pub async fn follow(
         if refusals[i].take().is_some() {
             publish_refusals(&refusals);
         }
-        if tx.is_closed() {
-            return;
-        }
-        if !new.is_empty() {
-            tx.send_modify(|log| {
-                for e in new {
-                    log.push(e);
-                }
-            });
+        for e in new.into_iter().filter(|e| e.reporter != me) {
+            told(e);
         }
     }
 }
@@ -790,6 +801,7 @@ mod tests {
             note: format!("n{n}"),
             warning: false,
             count: 1,
+            request: None,
         }
     }
 
@@ -820,6 +832,7 @@ mod tests {
             action: "Reconcile",
             note: "reconciled everything".into(),
             warning: false,
+            request: None,
         };
         let now = MicroTime(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
         let lease = event(

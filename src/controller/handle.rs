@@ -6,12 +6,12 @@
 use super::Error;
 use super::cache::OpinionCache;
 use super::shared::Shared;
-use super::state::{AccessError, Command, LiveState, ReconcileEvent, RequestOutcome};
+use super::state::{AccessError, Command, Happened, LiveState, ReconcileEvent, RequestOutcome};
 use crate::snapshot::Snapshot;
 use parking_lot::Mutex;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 /// A request and where its outcome goes.
 pub(super) struct Request {
@@ -158,6 +158,13 @@ impl Controller {
         self.inner.state.clone()
     }
 
+    /// What happens from now on, each once: this copy's reconcile actions, the cluster's
+    /// Events other copies report, changes of who leads. The first call gets everything since
+    /// the copy started (nothing said during start-up is lost); later ones from the call on.
+    pub fn feed(&self) -> broadcast::Receiver<Happened> {
+        self.inner.world.status.feed()
+    }
+
     /// Asks for `command` and waits for its outcome: handled here when this copy leads,
     /// otherwise by the lease holder, wherever it runs.
     pub async fn request(&self, command: Command) -> Result<RequestOutcome, Error> {
@@ -265,8 +272,7 @@ impl Controller {
 
     /// This copy's reconcile actions so far (oldest first, bounded).
     pub fn events(&self) -> Vec<ReconcileEvent> {
-        let log = self.inner.world.status.events();
-        log.iter().map(|e| ReconcileEvent::clone(e)).collect()
+        self.inner.world.status.events()
     }
 
     /// Writes the API server accepted from this copy.

@@ -316,7 +316,8 @@ fn now_rfc3339() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
-fn request_id(by: &str) -> String {
+/// A request's id: unique per asker and moment; its answer, Event and log line carry it.
+pub fn request_id(by: &str) -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
@@ -451,6 +452,7 @@ pub async fn ask(
             }
             .into()),
             None => Ok(RequestOutcome {
+                id,
                 handled_by: a.handled_by,
                 summary: a.summary,
                 writes: a.writes,
