@@ -111,13 +111,19 @@ pub async fn run(
 ) {
     let mut depth = shared.queue.depth();
     let mut status = shared.status.subscribe();
+    let mut drained = false;
     loop {
         shared.stores.sweep_overlay();
         readiness(&shared);
         // The queue drained with everything listed: the last sync, published with renewals.
-        if *depth.borrow_and_update() == 0 && shared.status.synced() {
+        // Stamped when it drains, not at every publish while it stays empty: a new stamp
+        // changes the leader's health, each renewal would carry it, and every view would
+        // take the Lease as changed (and analyse again) every retry period.
+        let empty = *depth.borrow_and_update() == 0 && shared.status.synced();
+        if empty && !drained {
             shared.status.set_last_sync(chrono::Utc::now());
         }
+        drained = empty;
         status.borrow_and_update();
         src.lease.borrow_and_update();
         fill(&shared, &mut state, &src);
