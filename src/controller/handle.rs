@@ -7,6 +7,7 @@ use super::Error;
 use super::cache::OpinionCache;
 use super::shared::Shared;
 use super::state::{AccessError, Command, Happened, LiveState, ReconcileEvent, RequestOutcome};
+use super::status::changed;
 use crate::snapshot::Snapshot;
 use parking_lot::Mutex;
 use std::sync::Arc;
@@ -68,14 +69,6 @@ use super::lease::LEASES;
 /// How long the queue must stay empty to count as idle: a watch event of our own last write,
 /// or a key a list handler is about to queue, may still come.
 const QUIET: Duration = Duration::from_millis(500);
-
-/// Resolves at the next change `rx` sees; never, once its sender is gone (nothing will
-/// change any more, and a closed channel must not turn a wait into a busy loop).
-async fn changed<T>(rx: &mut watch::Receiver<T>) {
-    if rx.changed().await.is_err() {
-        std::future::pending::<()>().await;
-    }
-}
 
 /// Waits until every watch has listed, the stores show every write of this copy (so a
 /// snapshot taken now is what the writes made), and the queue has stayed empty for [`QUIET`]
@@ -283,16 +276,6 @@ impl Controller {
     /// `/metrics` as this copy would serve it.
     pub fn metrics_text(&self) -> String {
         self.inner.world.metrics.render()
-    }
-
-    /// Stores that are not known now (resource, why).
-    pub fn unknown_stores(&self) -> Vec<(String, String)> {
-        self.inner.world.unknown_stores()
-    }
-
-    /// What could not be read of `resource` (by resource name), if anything.
-    pub fn access_error(&self, resource: &str) -> Option<AccessError> {
-        self.inner.world.status.access_error(resource)
     }
 
     /// Everything this copy cannot read now.

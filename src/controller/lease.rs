@@ -130,22 +130,16 @@ fn view_of(info: &LeaseInfo, l: &Lease, seen_at: Duration, default: Duration) ->
     }
 }
 
-/// `info` without what was seen of a holder: which Lease, this copy, whether it leads.
-fn blank(info: &LeaseInfo) -> LeaseInfo {
+/// `info` without what was seen of a holder (which Lease, this copy, whether it leads),
+/// and why it cannot be seen: a Lease refused (`why`) has a holder unknown, not nobody.
+fn blank(info: &LeaseInfo, why: Option<LeaseRefused>) -> LeaseInfo {
     LeaseInfo {
         lease: info.lease.clone(),
         identity: info.identity.clone(),
         participating: info.participating,
         leading: info.leading,
+        unreadable: why,
         ..LeaseInfo::default()
-    }
-}
-
-/// `info` as a Lease refused for `why` leaves it: who holds it is unknown, not nobody.
-fn refused(info: &LeaseInfo, why: LeaseRefused) -> LeaseInfo {
-    LeaseInfo {
-        unreadable: Some(why),
-        ..blank(info)
     }
 }
 
@@ -432,7 +426,7 @@ pub async fn run(
                 view.leading = campaign.shared.leadership.is_leading();
                 if crate::cluster::status_code(&e).is_some() && !view.leading {
                     let why = LeaseRefused::Elector(Arc::new(e));
-                    send_view(&campaign.shared, &view_tx, refused(&view, why));
+                    send_view(&campaign.shared, &view_tx, blank(&view, Some(why)));
                 }
             }
         }
@@ -637,13 +631,7 @@ pub async fn read_lease(
 /// [`TAKEOVER_GRACE`] (see [`view_of`]); `None` once past both, or with no holder.
 fn next_judgement(l: &Lease, seen_at: Duration, default: Duration) -> Option<Duration> {
     holder_of(l)?;
-    let duration = l
-        .spec
-        .as_ref()
-        .and_then(|s| s.lease_duration_seconds)
-        .and_then(|s| u64::try_from(s).ok())
-        .map(Duration::from_secs)
-        .unwrap_or(default);
+    let duration = duration_of(&l.spec.clone().unwrap_or_default(), default);
     let now = mono_now();
     [duration / 3, duration + TAKEOVER_GRACE]
         .into_iter()
@@ -705,7 +693,7 @@ pub async fn watch_holder(
                         seen = None;
                         LeaseInfo {
                             vacant: true,
-                            ..blank(&base)
+                            ..blank(&base, None)
                         }
                     }
                     Some(l) => {
@@ -741,7 +729,8 @@ pub async fn watch_holder(
                 // at all keeps the last view (the connection's state says the rest).
                 if status.is_some() {
                     seen = None;
-                    let view = refused(&view_tx.borrow(), LeaseRefused::Watch(Arc::new(e)));
+                    let why = Some(LeaseRefused::Watch(Arc::new(e)));
+                    let view = blank(&view_tx.borrow(), why);
                     send_view(&shared, &view_tx, view);
                 } else {
                     blind = true;

@@ -4,6 +4,7 @@
 
 use super::shared::Shared;
 use super::state::{Connection, FailedWrite, LeaseInfo, LiveState};
+use super::status::changed;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -85,14 +86,6 @@ fn fill(shared: &Shared, state: &mut LiveState, src: &Sources) {
     state.connection = connection(shared);
     state.lease = src.lease.borrow().clone();
     state.failed_writes = failed_writes(shared, &state.lease);
-}
-
-/// Resolves at the next change `rx` sees; never once its sender is gone (a closed channel
-/// must not turn the wait into a busy loop: `changed` would return at once, every time).
-async fn changed<T>(rx: &mut watch::Receiver<T>) {
-    if rx.changed().await.is_err() {
-        std::future::pending::<()>().await;
-    }
 }
 
 /// The first state views see: `base` (what start-up found) filled as every later one is, so a

@@ -80,8 +80,7 @@ pub enum Happened {
     Lease(LeaseChange),
 }
 
-/// A change of who leads, worded by its [`std::fmt::Display`]:
-/// `lease ns/name — HOLDER leads now (was OTHER)`.
+/// A change of who leads (a view words it: `lease ns/name — HOLDER leads now (was OTHER)`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseChange {
     pub time: DateTime<Utc>,
@@ -101,39 +100,6 @@ pub enum LeaseTurn {
     Expired { holder: String },
     /// `holder` missed its renewals; a standby takes over when it expires, if one runs.
     Unresponsive { holder: String },
-}
-
-impl LeaseChange {
-    /// Whether no copy reconciles, or may soon not (a warning, not news).
-    pub fn is_warning(&self) -> bool {
-        !matches!(self.what, LeaseTurn::Leads { .. })
-    }
-}
-
-impl std::fmt::Display for LeaseChange {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "lease {} — ", self.lease)?;
-        match &self.what {
-            LeaseTurn::Leads {
-                holder,
-                was: Some(was),
-            } => write!(f, "{holder} leads now (was {was})"),
-            LeaseTurn::Leads { holder, was: None } => {
-                write!(f, "{holder} leads now (the Lease was vacant)")
-            }
-            LeaseTurn::Released { was } => {
-                write!(f, "nobody leads (was {was}): no copy reconciles")
-            }
-            LeaseTurn::Expired { holder } => write!(
-                f,
-                "nobody leads: {holder} stopped renewing it; no copy reconciles"
-            ),
-            LeaseTurn::Unresponsive { holder } => write!(
-                f,
-                "{holder} unresponsive: it stopped renewing; a standby, if one runs, takes over when the Lease expires"
-            ),
-        }
-    }
 }
 
 /// Whether the API server answers this copy's requests.
@@ -237,17 +203,6 @@ impl LeaseInfo {
     /// Who holds the Lease is not known (yet): not read, or refused. Not "nobody".
     pub fn unknown(&self) -> bool {
         self.holder.is_none() && !self.vacant
-    }
-
-    /// The holder, as views name it: this copy, else its pod, else its identity.
-    pub fn leader_name(&self) -> Option<String> {
-        if self.leading {
-            return Some("this copy".to_string());
-        }
-        self.health
-            .as_ref()
-            .and_then(|h| h.pod.clone())
-            .or_else(|| self.holder.clone())
     }
 
     /// The one rule for whose generation settings a view judges the cluster by (the TUI and
@@ -549,14 +504,7 @@ mod tests {
             };
             // Every reading arrives twice.
             for _ in 0..2 {
-                if let Some(what) = seen.turn(&next) {
-                    let change = LeaseChange {
-                        time: DateTime::UNIX_EPOCH,
-                        lease: next.lease.clone(),
-                        what,
-                    };
-                    told.push(change.to_string());
-                }
+                told.extend(seen.turn(&next));
                 seen = next.clone();
             }
         };
@@ -568,15 +516,21 @@ mod tests {
         step(None, true);
         step(Some("laptop-1"), false);
         step(Some("kubectl-vap-7c9d5-x2k4"), false);
-        let l = "lease gatekeeper-system/kubectl-vap — ";
+        let leads = |holder: &str, was: Option<&str>| LeaseTurn::Leads {
+            holder: holder.into(),
+            was: was.map(String::from),
+        };
+        let other = "kubectl-vap-7c9d5-x2k4";
         assert_eq!(
             told,
             [
-                format!("{l}laptop-2 leads now (was kubectl-vap-7c9d5-x2k4)"),
-                format!("{l}nobody leads: laptop-2 stopped renewing it; no copy reconciles"),
-                format!("{l}kubectl-vap-7c9d5-x2k4 leads now (the Lease was vacant)"),
-                format!("{l}nobody leads (was kubectl-vap-7c9d5-x2k4): no copy reconciles"),
-                format!("{l}kubectl-vap-7c9d5-x2k4 leads now (was this copy)"),
+                leads("laptop-2", Some(other)),
+                LeaseTurn::Expired {
+                    holder: "laptop-2".into()
+                },
+                leads(other, None),
+                LeaseTurn::Released { was: other.into() },
+                leads(other, Some("this copy")),
             ]
         );
         // A holder that stops renewing: unresponsive once, before the Lease falls vacant.

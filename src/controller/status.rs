@@ -52,7 +52,7 @@ impl Failed {
 pub const REFUSED_FOR: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// `s` cut to at most `max` bytes, on a character boundary, with `…` where it was cut.
-fn clip(s: &str, max: usize) -> String {
+pub fn clip(s: &str, max: usize) -> String {
     if s.len() <= max {
         return s.to_string();
     }
@@ -65,6 +65,14 @@ fn clip(s: &str, max: usize) -> String {
 
 /// How many refused writes the leader publishes on its Lease (the annotation stays small).
 pub const PUBLISHED_REFUSALS: usize = 20;
+
+/// Resolves at the next change `rx` sees; never once its sender is gone (a closed channel
+/// must not turn a wait into a busy loop: `changed` would return at once, every time).
+pub async fn changed<T>(rx: &mut watch::Receiver<T>) {
+    if rx.changed().await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
 
 pub struct Status {
     inner: Mutex<Inner>,

@@ -3,7 +3,8 @@
 //! what is the UI's own (which context, the live view starting).
 
 use crate::controller::{
-    AccessError, AccessErrorKind, Connection, EventResult, EventVerb, Happened, LiveState,
+    AccessError, AccessErrorKind, Connection, EventResult, EventVerb, Happened, LeaseChange,
+    LeaseInfo, LeaseTurn, LiveState,
 };
 use crate::core::settings::Judged;
 use crate::core::{Analysis, Options, Summary, analyze};
@@ -105,8 +106,11 @@ impl EventLine {
                     (true, _) => Level::Warn,
                     _ => Level::Info,
                 },
-                Happened::Lease(c) if c.is_warning() => Level::Warn,
-                Happened::Lease(_) => Level::Info,
+                // Somebody leads now: news; nobody (or soon nobody): a warning.
+                Happened::Lease(c) => match c.what {
+                    LeaseTurn::Leads { .. } => Level::Info,
+                    _ => Level::Warn,
+                },
             },
             EventLine::Own { level, .. } => *level,
         }
@@ -136,7 +140,7 @@ impl EventLine {
                     ))
                     .into_owned()
                 }
-                Happened::Lease(c) => crate::text::printable(&c.to_string()).into_owned(),
+                Happened::Lease(c) => crate::text::printable(&lease_words(c)).into_owned(),
             },
             EventLine::Own { text, .. } => text.clone(),
         }
@@ -161,6 +165,39 @@ impl EventLine {
             _ => None,
         }
     }
+}
+
+/// A change of who leads, in the log's words: `lease ns/name — HOLDER leads now (was OTHER)`.
+pub fn lease_words(c: &LeaseChange) -> String {
+    let what = match &c.what {
+        LeaseTurn::Leads {
+            holder,
+            was: Some(was),
+        } => format!("{holder} leads now (was {was})"),
+        LeaseTurn::Leads { holder, was: None } => {
+            format!("{holder} leads now (the Lease was vacant)")
+        }
+        LeaseTurn::Released { was } => format!("nobody leads (was {was}): no copy reconciles"),
+        LeaseTurn::Expired { holder } => {
+            format!("nobody leads: {holder} stopped renewing it; no copy reconciles")
+        }
+        LeaseTurn::Unresponsive { holder } => format!(
+            "{holder} unresponsive: it stopped renewing; a standby, if one runs, takes over when the Lease expires"
+        ),
+    };
+    format!("lease {} — {what}", c.lease)
+}
+
+/// The holder of `lease`, as the header names it: this copy, else its pod, else its identity.
+pub fn leader_name(lease: &LeaseInfo) -> Option<String> {
+    if lease.leading {
+        return Some("this copy".to_string());
+    }
+    lease
+        .health
+        .as_ref()
+        .and_then(|h| h.pod.clone())
+        .or_else(|| lease.holder.clone())
 }
 
 /// `HH:MM:SS` of `t` in local time, as the log shows it.

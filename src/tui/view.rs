@@ -6,7 +6,7 @@
 
 use super::action::{Level, WriteCommand};
 use super::app::{App, Extent, Mode};
-use super::data::{Data, Origin, access_label, clock, is_tree_resource};
+use super::data::{Data, Origin, access_label, clock, is_tree_resource, leader_name};
 use super::detail;
 use super::glyphs::{self, SEVERITIES, STATES, alarm, bold, dim, warn};
 use super::keymap::{self, Screen, keys_label};
@@ -150,7 +150,7 @@ fn leader_fields(app: &App, data: &Data) -> Vec<Part> {
         return out;
     }
     if let Some((since, _)) = data.unreachable() {
-        let who = l.leader_name().filter(|_| !l.vacant);
+        let who = leader_name(l).filter(|_| !l.vacant);
         let last = format!(
             "{} as of {}",
             who.as_deref().unwrap_or("unknown"),
@@ -166,7 +166,7 @@ fn leader_fields(app: &App, data: &Data) -> Vec<Part> {
         out.extend(settings_field(data));
         return out;
     }
-    let who = match (l.leader_name(), ago(l.since)) {
+    let who = match (leader_name(l), ago(l.since)) {
         (Some(name), Some(age)) => format!("{name} for {age}"),
         (Some(name), None) => name,
         (None, _) => "–".to_string(),
@@ -215,7 +215,7 @@ pub fn alerts(app: &App) -> Vec<Line<'static>> {
     if let (Some(until), false, false) = (lease.unresponsive_until, lease.vacant, unreachable) {
         // Held but not renewed: a standby takes over at expiry; "no copy reconciles" only
         // once nobody did. Once expired, how long ago (not "in 0s" until a standby shows).
-        let who = lease.leader_name().unwrap_or_else(|| "the leader".into());
+        let who = leader_name(lease).unwrap_or_else(|| "the leader".into());
         let when = match app.now() {
             Some(now) if until <= now => format!("expired {} ago", age(now - until)),
             Some(now) => format!("expires in {}s", seconds_until(until, now)),
@@ -945,8 +945,7 @@ fn draw_confirm(frame: &mut Frame, app: &App, cmd: &WriteCommand, area: Rect) {
         Some(l) => Line::styled(
             format!(
                 "goes to the leader ({}), which carries it out",
-                l.leader_name()
-                    .unwrap_or_else(|| "the lease holder".to_string())
+                leader_name(l).unwrap_or_else(|| "the lease holder".to_string())
             ),
             dim(),
         ),
