@@ -856,3 +856,98 @@ fn tmux_tui_at_rest_uses_no_cpu() {
     t.text("q");
     drop(objects);
 }
+
+/// An API server outage is its own state (issue 28, item 6), on a real API server of its own:
+/// while it is stopped for longer than the Lease's duration and grace, the TUI observing a
+/// leader in another process says since when it is unreachable and keeps the last state —
+/// never zeroed counts, never "leader: none" or "no copy reconciles" (the leader was alive,
+/// only the API server was gone); once the server is back, the tree and the leader show again.
+#[test]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+fn tmux_tui_an_outage_keeps_the_last_state() {
+    use testenv::TestEnv;
+
+    if !require_tmux() {
+        return;
+    }
+    let bin = env!("CARGO_BIN_EXE_kubectl-vap");
+    let env = TestEnv::start();
+    let (lease_ns, lease) = ("gatekeeper-system", "tui-outage");
+    let objects = LiveKind::create(&env, "k8stuiout", "K8sTuiOut", "c");
+    let dir = tempfile::tempdir().unwrap();
+    struct KillOnDrop(std::process::Child);
+    impl Drop for KillOnDrop {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _leader = KillOnDrop(
+        Command::new(bin)
+            .args(["run", "--binding-wait=0s", "--lease-duration=6s"])
+            .args(["--lease-namespace", lease_ns, "--lease-name", lease])
+            .arg("--kubeconfig")
+            .arg(env.kubeconfig_admin())
+            .stderr(std::fs::File::create(dir.path().join("leader.log")).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let t = Tmux::start("outage", 200, 50);
+    t.wait_text("shell$");
+    t.text(&format!(
+        "KUBECTL_VAP_LOG_FILE={} {bin} --kubeconfig {} --lease-namespace {lease_ns} --lease-name {lease} --binding-wait=0s; echo EXIT=$?",
+        dir.path().join("tui.log").display(),
+        env.kubeconfig_admin().display()
+    ));
+    t.keys(&["Enter"]);
+    t.wait_text("Tree (");
+    t.text("/k8stuiout");
+    t.keys(&["Enter"]);
+    let in_sync = "✔ VAPB gatekeeper-k8stuiout-c  in-sync";
+    let s = t.wait_for("the leader's work, in sync", |s| {
+        s.contains("leader: ") && s.contains(" for ") && s.contains(in_sync)
+    });
+    assert!(!s.contains("unreachable"), "{s}");
+
+    objects.rt.block_on(env.stop_apiserver());
+    t.wait_text("API server unreachable since");
+    // Past the Lease's duration (6 s) and the grace (5 s) a standby has to take it.
+    let down = Instant::now();
+    while down.elapsed() < Duration::from_secs(14) {
+        let s = t.screen();
+        // The header (the log keeps what was said before, "loaded … 0 errors" included).
+        let header: String = s.lines().take(3).collect();
+        for untrue in ["0 errors", "0 planned writes"] {
+            assert!(
+                !header.contains(untrue),
+                "{untrue:?} during the outage:\n{s}"
+            );
+        }
+        for untrue in ["leader: none", "no copy reconciles"] {
+            assert!(!s.contains(untrue), "{untrue:?} during the outage:\n{s}");
+        }
+        assert!(s.contains("stale since") && s.contains(in_sync), "{s}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    objects
+        .rt
+        .block_on(env.start_apiserver())
+        .expect("the API server is back");
+    let back = Instant::now();
+    let s = t.wait_for("the cluster again, answering", |s| {
+        !s.contains("unreachable") && !s.contains("stale") && s.contains(in_sync)
+    });
+    eprintln!("the tree back {:?} after the API server", back.elapsed());
+    let s = if s.contains("leader: none") || !s.contains(" for ") {
+        t.wait_for("the leader again", |s| {
+            s.contains("leader: ") && s.contains(" for ") && !s.contains("leader: none")
+        })
+    } else {
+        s
+    };
+    eprintln!("the leader back {:?} after the API server", back.elapsed());
+    assert!(!s.contains("no copy reconciles"), "{s}");
+    t.text("q");
+    t.wait_text("EXIT=0");
+    drop(objects);
+}

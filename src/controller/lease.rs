@@ -639,6 +639,27 @@ fn next_judgement(l: &Lease, seen_at: Duration, default: Duration) -> Option<Dur
         .find(|t| *t > now)
 }
 
+/// Whether the API server answers this copy now (whatever the answer); when it does not,
+/// that is the copy's outage, told where every failure to reach it is (`what` asked).
+async fn answers(shared: &Shared, what: &str) -> bool {
+    if shared.outage.unreachable().is_some() {
+        return false;
+    }
+    let asked = tokio::time::timeout(Duration::from_secs(5), shared.client.apiserver_version());
+    match asked.await {
+        Ok(Ok(_)) => true,
+        Ok(Err(e)) if crate::cluster::status_code(&e).is_some() => true,
+        Ok(Err(e)) => {
+            shared.outage.failed(what, &crate::cluster::describe(&e));
+            false
+        }
+        Err(_) => {
+            shared.outage.failed(what, "no answer within 5s");
+            false
+        }
+    }
+}
+
 /// Follows a Lease this copy does not compete for (read-only views) by watching it, so a
 /// renewal or a takeover is seen as it happens: who holds it, since when, their health, and
 /// whether it is vacant.
@@ -650,7 +671,11 @@ pub async fn watch_holder(
 ) {
     use futures::StreamExt;
     let api: Api<Lease> = Api::namespaced(shared.client.clone(), &namespace);
-    let mut stream = crate::cluster::watch::object(api, &name, format!("Lease {namespace}/{name}"));
+    let what = format!("Lease {namespace}/{name}");
+    let mut stream = crate::cluster::watch::object(api.clone(), &name, what.clone());
+    // Told when the API server answers again after an outage: the watch starts over at once
+    // rather than after its backoff, so the views see the holder as soon as they can.
+    let mut retry = shared.stores.relists();
     let default = Duration::from_secs(LEASE_DURATION);
     // The Lease last seen, and when its record (resourceVersion) was first seen: vacancy is
     // judged on this copy's own clock, as the election judges it.
@@ -666,6 +691,10 @@ pub async fn watch_holder(
             .filter(|_| !blind)
             .and_then(|(l, at)| next_judgement(l, *at, default));
         let item = tokio::select! {
+            () = super::status::changed(&mut retry) => {
+                stream = crate::cluster::watch::object(api.clone(), &name, what.clone());
+                continue;
+            }
             item = stream.next() => item,
             () = async {
                 match next {
@@ -674,8 +703,11 @@ pub async fn watch_holder(
                 }
             } => {
                 // Renewals this copy cannot see while its API server does not answer are
-                // no sign that the holder stopped (the next list after the outage judges).
-                if let (Some((l, at)), None) = (&seen, shared.outage.unreachable()) {
+                // no sign that the holder stopped: before the holder is judged by its
+                // silence, the server is asked whether the silence is ours (a watch may
+                // hang on a server that shuts down, and say nothing for seconds).
+                blind = !answers(&shared, &what).await;
+                if let (Some((l, at)), false) = (&seen, blind) {
                     let view = view_of(&view_tx.borrow(), l, *at, default);
                     send_view(&shared, &view_tx, view);
                 }
@@ -685,7 +717,9 @@ pub async fn watch_holder(
         match item {
             None => return,
             Some(Ok(lease)) => {
-                blind = false;
+                // After an outage, the record is first seen now: its holder could not renew
+                // while nobody could write, and that time is not its silence.
+                let after_outage = std::mem::replace(&mut blind, false);
                 shared.status.set_access(LEASES, None);
                 let base = view_tx.borrow().clone();
                 let view = match lease {
@@ -699,7 +733,8 @@ pub async fn watch_holder(
                     Some(l) => {
                         let at = match &seen {
                             Some((old, at))
-                                if old.metadata.resource_version == l.metadata.resource_version =>
+                                if old.metadata.resource_version == l.metadata.resource_version
+                                    && !after_outage =>
                             {
                                 *at
                             }

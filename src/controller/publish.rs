@@ -105,6 +105,7 @@ pub async fn run(
     let mut depth = shared.queue.depth();
     let mut status = shared.status.subscribe();
     let mut drained = false;
+    let mut was_unreachable = false;
     loop {
         shared.stores.sweep_overlay();
         readiness(&shared);
@@ -125,6 +126,12 @@ pub async fn run(
             std::sync::atomic::Ordering::Relaxed,
         );
         let last_connection = state.connection.clone();
+        // Back from an outage: the watches waiting out their backoff (up to 30 s) list now,
+        // so the views show the cluster as soon as it answers, not a backoff later.
+        if was_unreachable && last_connection == Connection::Connected {
+            shared.stores.retry_now();
+        }
+        was_unreachable = last_connection != Connection::Connected;
         if tx.send(Arc::new(state.clone())).is_err() {
             return;
         }
@@ -139,6 +146,14 @@ pub async fn run(
                 _ = tick.tick() => {
                     shared.stores.sweep_overlay();
                     readiness(&shared);
+                    // While nothing answers, ask the server itself once a tick: every watch
+                    // may be waiting out its backoff, and nothing else would notice it is back.
+                    if was_unreachable {
+                        let asked = tokio::time::timeout(TICK, shared.client.apiserver_version());
+                        if let Ok(Ok(_)) = asked.await {
+                            shared.outage.reachable();
+                        }
+                    }
                     if connection(&shared) != last_connection {
                         break;
                     }
