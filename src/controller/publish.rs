@@ -74,7 +74,9 @@ fn failed_writes(
     })
 }
 
-fn fill(shared: &Shared, state: &mut LiveState, src: &Sources) {
+/// `state` as it is now. (Also the first state views see, so none reads an empty snapshot
+/// from a copy whose stores are listed: it said "loaded 0 objects" once.)
+pub fn fill(shared: &Shared, state: &mut LiveState, src: &Sources) {
     if src.with_snapshot {
         state.snapshot = Arc::new(shared.snapshot());
     }
@@ -86,14 +88,6 @@ fn fill(shared: &Shared, state: &mut LiveState, src: &Sources) {
     state.connection = connection(shared);
     state.lease = src.lease.borrow().clone();
     state.failed_writes = failed_writes(shared, &state.lease);
-}
-
-/// The first state views see: `base` (what start-up found) filled as every later one is, so a
-/// view never reads an empty snapshot from a copy whose stores are listed (it said "loaded 0
-/// objects" once).
-pub fn first(shared: &Shared, mut base: LiveState, src: &Sources) -> LiveState {
-    fill(shared, &mut base, src);
-    base
 }
 
 pub async fn run(

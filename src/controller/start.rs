@@ -691,7 +691,8 @@ fn publish_state(
         lease,
         with_snapshot: tuning.publish_snapshot,
     };
-    let initial = super::publish::first(shared, initial, &sources);
+    let mut initial = initial;
+    super::publish::fill(shared, &mut initial, &sources);
     let (state_tx, state_rx) = watch::channel(Arc::new(initial.clone()));
     tasks.push(tokio::spawn(super::publish::run(
         shared.clone(),

@@ -47,14 +47,6 @@ pub struct LiveState {
     pub failed_writes: Arc<BTreeMap<String, FailedWrite>>,
 }
 
-impl LiveState {
-    /// The options a view judges the cluster by, and whose they are: the leader's settings as
-    /// it publishes them ([`LeaseInfo::judge`]), else `local`.
-    pub fn judge(&self, local: &Options) -> (Options, Judged) {
-        self.lease.judge(local)
-    }
-}
-
 /// Why the last write of an object failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FailedWrite {

@@ -16,7 +16,7 @@ pub fn data_from_live(
     reconcile: bool,
     local: &Options,
 ) -> Data {
-    let (opts, judged) = state.judge(local);
+    let (opts, judged) = state.lease.judge(local);
     // Replay and reconcile go to whichever copy holds the Lease, wherever it runs: nothing
     // to refuse here (an answer that no copy leads arrives in the event log).
     let origin = Origin::Live {
