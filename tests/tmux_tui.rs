@@ -494,11 +494,13 @@ fn tmux_tui_live_cluster() {
         String::from_utf8_lossy(&out.stderr)
     );
 
-    // A user without RBAC: every resource is restricted, and the screen says so.
+    // A user without RBAC: every resource is restricted, and the screen says so. (The admin's
+    // kubeconfig second: its context is there for `:ctx`.)
     t.text(&format!(
-        "clear; KUBECTL_VAP_LOG_FILE={} {bin} --kubeconfig {}; echo EXIT=$?",
+        "clear; KUBECTL_VAP_LOG_FILE={} {bin} --kubeconfig {}:{}; echo EXIT=$?",
         dir.path().join("tui-user.log").display(),
-        env.kubeconfig_user().display()
+        env.kubeconfig_user().display(),
+        env.kubeconfig_admin().display()
     ));
     t.keys(&["Enter"]);
     let s = t.wait_text("restricted (403)");
@@ -511,6 +513,24 @@ fn tmux_tui_live_cluster() {
         !s.contains("nobody") && !s.contains("no copy reconciles") && !s.contains("Status {"),
         "{s}"
     );
+    // Nothing read looks healthy (issue 28, item 7): no zero counts above "cannot read".
+    assert!(
+        !s.contains("0 errors") && !s.contains("0 planned writes") && !s.contains("loaded"),
+        "{s}"
+    );
+    assert!(s.contains("nothing could be read"), "{s}");
+    // `:ctx` to the admin: "loaded" counts what was read (it once said "loaded 0 objects").
+    t.text(":ctx vap-admin");
+    t.keys(&["Enter"]);
+    t.wait_for("the admin's cluster", |s| {
+        s.contains("context: vap-admin") && s.contains("k8stuilive")
+    });
+    t.text("e");
+    let s = t.wait_for("the log saying what was loaded", |s| {
+        s.contains("esc or e closes") && s.contains(" loaded ")
+    });
+    assert!(!s.contains("loaded 0 objects"), "{s}");
+    t.keys(&["Escape"]);
     t.text("q");
     t.wait_text("EXIT=0");
 }
