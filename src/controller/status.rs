@@ -272,21 +272,13 @@ impl Status {
         })
     }
 
-    /// The writes refused now (object, the server's message), at most [`PUBLISHED_REFUSALS`],
-    /// each message at most 512 bytes: what the leader publishes with its health, for views
-    /// elsewhere to show on the object.
+    /// The writes whose last attempt the server refused as invalid (object, its message), at
+    /// most [`PUBLISHED_REFUSALS`], each message at most 512 bytes: what the leader publishes
+    /// with its health, for views elsewhere to show on the object.
     pub fn refusals(&self) -> Vec<(String, String)> {
-        self.with(|s| {
-            let mut out: Vec<(String, String)> = s
-                .failed
-                .iter()
-                .filter(|(_, f)| f.refused())
-                .map(|(o, f)| (o.clone(), clip(&f.error.to_string(), 512)))
-                .collect();
-            out.sort();
-            out.truncate(PUBLISHED_REFUSALS);
-            out
-        })
+        let failed = self.failed_writes().into_iter().filter(|(_, f)| f.refused);
+        let clipped = failed.map(|(o, f)| (o, clip(&f.why, 512)));
+        clipped.take(PUBLISHED_REFUSALS).collect()
     }
 
     /// The last failed write of each object that has not passed since, as views show it.
