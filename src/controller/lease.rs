@@ -601,7 +601,11 @@ impl Campaign {
         {
             tracing::info!(
                 "{}",
-                standing_by_text(&self.lease.name, &crate::text::printable(h), standby.as_ref())
+                standing_by_text(
+                    &self.lease.name,
+                    &crate::text::printable(h),
+                    standby.as_ref()
+                )
             );
             self.standing_by = Some(h.clone());
         }

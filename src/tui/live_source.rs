@@ -14,7 +14,9 @@ use super::from_live::{connecting, unavailable, while_unreachable};
 use super::source::{Notify, Source, at_deadline};
 use crate::admission::audit::AuditProgress;
 use crate::cluster::client::ConnectionOptions;
-use crate::controller::{AccessErrorKind, self, Command, Config, Controller, Happened, RequestOutcome};
+use crate::controller::{
+    self, AccessErrorKind, Command, Config, Controller, Happened, RequestOutcome,
+};
 use crate::core::Options;
 use crate::text::error_text;
 use chrono::{DateTime, Utc};
@@ -616,12 +618,14 @@ async fn start(s: Settings, conn: ConnectionOptions) -> Result<Controller, Failu
     };
     let mut config = Config::new(s.opts.clone(), mode);
     config.workers = 2;
-    controller::start(client, config).await.map_err(|e| match e {
-        controller::Error::Kube(crate::cluster::KubeError::NoVapV1(_)) => {
-            Failure::Unsupported(error_text(&e))
-        }
-        e => Failure::Start(error_text(&e)),
-    })
+    controller::start(client, config)
+        .await
+        .map_err(|e| match e {
+            controller::Error::Kube(crate::cluster::KubeError::NoVapV1(_)) => {
+                Failure::Unsupported(error_text(&e))
+            }
+            e => Failure::Start(error_text(&e)),
+        })
 }
 
 async fn stop(controller: &Controller) {
