@@ -656,7 +656,9 @@ fn tmux_tui_acts_through_a_leader_elsewhere() {
         .unwrap();
     assert!(
         out.status.success(),
-        "{}",
+        "reconcile --all: {}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
 }
