@@ -219,14 +219,19 @@ impl Published {
 
 /// The answers this copy publishes in the Lease while it holds it.
 #[derive(Default)]
-pub struct Answers(Mutex<VecDeque<(Instant, Published)>>);
+pub struct Answers {
+    published: Mutex<VecDeque<(Instant, Published)>>,
+    /// Request ids the previous holder answered in the Lease this copy took over: handled
+    /// already, so not again (its desk skips them).
+    before: Mutex<BTreeSet<String>>,
+}
 
 impl Answers {
     /// Publishes `answer` with the next renewal (the oldest make room).
     pub fn publish(&self, answer: Published) {
         let mut answer = answer;
         answer.ids.truncate(IDS_PER_ANSWER);
-        let mut a = self.0.lock();
+        let mut a = self.published.lock();
         a.push_front((Instant::now(), answer));
         a.retain(|(at, _)| at.elapsed() < KEEP_PUBLISHED);
         // Newest first, at most PUBLISHED_IDS ids in all (a flood answers few of its own).
@@ -240,7 +245,7 @@ impl Answers {
 
     /// The annotation's value, or `None` when there is nothing to publish.
     pub fn annotation(&self) -> Option<String> {
-        let mut a = self.0.lock();
+        let mut a = self.published.lock();
         a.retain(|(at, _)| at.elapsed() < KEEP_PUBLISHED);
         if a.is_empty() {
             return None;
@@ -251,7 +256,28 @@ impl Answers {
 
     /// Nothing more is published (this copy lost the Lease).
     pub fn clear(&self) {
-        self.0.lock().clear();
+        self.published.lock().clear();
+        self.before.lock().clear();
+    }
+
+    /// This copy took the Lease over; `raw` is the answers annotation the previous holder
+    /// left in it. Their requests were handled: a request the previous holder answered but
+    /// had not yet removed from the ConfigMap (it stopped within [`PRUNE_EVERY`]) is not
+    /// carried out a second time.
+    pub fn took_over(&self, raw: Option<&str>) {
+        let ids = raw
+            .and_then(|r| serde_json::from_str::<Vec<Published>>(r).ok())
+            .into_iter()
+            .flatten()
+            .flat_map(|p| p.ids);
+        let mut before = self.before.lock();
+        before.clear();
+        before.extend(ids);
+    }
+
+    /// The request ids the previous holder answered (taken: a term's desk asks once).
+    pub fn answered_before(&self) -> BTreeSet<String> {
+        std::mem::take(&mut *self.before.lock())
     }
 }
 
@@ -277,6 +303,8 @@ pub enum Ignored {
     TooMany,
     /// An unknown command beyond the [`REFUSED_PER_READ`] answered.
     Unknown,
+    /// Answered by the previous holder, which stopped before removing it.
+    Answered,
 }
 
 impl Ignored {
@@ -289,6 +317,7 @@ impl Ignored {
             Ignored::DatedAhead => "dated ahead",
             Ignored::TooMany => "beyond 64 waiting",
             Ignored::Unknown => "unknown commands beyond 4 answered",
+            Ignored::Answered => "answered by the previous holder",
         }
     }
 }
@@ -322,6 +351,8 @@ pub struct Desk {
     refused: Vec<Published>,
     /// What was ignored since it was last said.
     ignored: BTreeMap<Ignored, usize>,
+    /// Request ids the previous holder answered ([`Answers::took_over`]).
+    answered: BTreeSet<String>,
 }
 
 fn digest(s: &str) -> u64 {
@@ -332,6 +363,15 @@ fn digest(s: &str) -> u64 {
 }
 
 impl Desk {
+    /// A desk for a term that began by taking the Lease over from a holder that answered
+    /// `answered`.
+    pub fn after(answered: BTreeSet<String>) -> Desk {
+        Desk {
+            answered,
+            ..Desk::default()
+        }
+    }
+
     /// Reads the ConfigMap's `data` at `now` (wall clock `wall`): new requests wait, everything
     /// read is to be removed.
     pub fn read(
@@ -389,6 +429,9 @@ impl Desk {
         }
         if (-age).to_std().is_ok_and(|a| a > MAX_SKEW) {
             return ignore(Ignored::DatedAhead);
+        }
+        if self.answered.contains(id) {
+            return ignore(Ignored::Answered);
         }
         if held >= MAX_HELD {
             return ignore(Ignored::TooMany);
@@ -710,6 +753,49 @@ mod tests {
             desk.next().map(|b| b.command),
             Some(Command::Replay("k8sx".into()))
         );
+    }
+
+    /// A holder that answered a request and stopped before removing it from the ConfigMap:
+    /// the copy that takes the Lease over finds the answer in it and does not carry the
+    /// request out again (a `reconcile --all` one-shot handled such a `replay` of a template
+    /// deleted since, and counted its "not found" among its own failures).
+    #[test]
+    fn a_request_the_previous_holder_answered_is_not_handled_again() {
+        let wall = chrono::Utc::now();
+        let mut data = BTreeMap::new();
+        for id in ["done", "new"] {
+            data.insert(
+                format!("request.{id}"),
+                asked(&Command::Replay("k8sx".into()), "alice", at(wall, 1)),
+            );
+        }
+        let previous = Answers::default();
+        previous.publish(Published::of(
+            vec!["done".into()],
+            &Command::Replay("k8sx".into()),
+            &Err(Error::Stopped),
+        ));
+        let ours = Answers::default();
+        ours.took_over(previous.annotation().as_deref());
+        let mut desk = Desk::after(ours.answered_before());
+        desk.read(&data, Instant::now(), wall);
+        let batch = desk.next().expect("the new request");
+        assert_eq!(
+            batch.asked.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>(),
+            ["new"]
+        );
+        assert!(desk.next().is_none());
+        assert_eq!(desk.take_prune().len(), 2, "both removed");
+        assert_eq!(
+            desk.ignored().as_deref(),
+            Some("1 answered by the previous holder")
+        );
+        // Taken once: the next term's desk starts empty.
+        assert!(ours.answered_before().is_empty());
+        // Without an answer in the Lease, both are handled.
+        let mut fresh = Desk::after(BTreeSet::new());
+        fresh.read(&data, Instant::now(), wall);
+        assert_eq!(fresh.next().map(|b| b.asked.len()), Some(2));
     }
 
     /// Escapes and forged lines in `by` and an unknown command never reach a log raw; an

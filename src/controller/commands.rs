@@ -155,7 +155,19 @@ fn whole_lead(
     command: &Command,
     t: super::requests::Tallied,
 ) -> super::requests::Tallied {
-    let events = shared.status.events();
+    // This copy's own actions: another request it handled meanwhile (one left by the last
+    // holder) has its own outcome, answered to its own asker.
+    let events: Vec<_> = shared
+        .status
+        .events()
+        .into_iter()
+        .filter(|e| {
+            !matches!(
+                e.verb,
+                EventVerb::Replay | EventVerb::Reconcile | EventVerb::ReconcileAll
+            )
+        })
+        .collect();
     let failed: std::collections::BTreeSet<String> = events
         .iter()
         .filter(|e| e.result.is_failure())
@@ -245,7 +257,7 @@ pub async fn serve(shared: Arc<Shared>, route: Route) {
         }
         let what = format!("ConfigMap {configmap}");
         let mut stream = crate::cluster::watch::object(api.clone(), &name, what);
-        let mut desk = Desk::default();
+        let mut desk = Desk::after(shared.answers.answered_before());
         let mut running = tokio::task::JoinSet::new();
         let mut pruning = Pruning::default();
         let mut tick = tokio::time::interval(PRUNE_EVERY);

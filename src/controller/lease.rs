@@ -188,6 +188,9 @@ struct Elector {
     timing: Timing,
     /// The Lease record last seen (resourceVersion) and when, on [`mono_now`].
     observed: Option<(String, Duration)>,
+    /// Set when an attempt took the Lease over from another holder: the answers annotation
+    /// that holder left ([`super::channel::Answers::took_over`]).
+    took_over: Option<Option<String>>,
 }
 
 /// What one attempt concluded.
@@ -338,6 +341,15 @@ impl Elector {
         // The resourceVersion read: if anyone wrote the Lease since, this fails (409).
         match self.api.replace(&self.name, &pp, &next).await {
             Ok(l) => {
+                if !ours {
+                    self.took_over = Some(
+                        current
+                            .metadata
+                            .annotations
+                            .as_ref()
+                            .and_then(|a| a.get(ANSWERS_ANNOTATION).cloned()),
+                    );
+                }
                 self.observed = l.metadata.resource_version.clone().map(|rv| (rv, now));
                 *view = view_of(view, &l, now, self.timing.duration);
                 Ok(Attempt::Holds)
@@ -449,6 +461,7 @@ pub async fn run(
         identity: identity.clone(),
         timing,
         observed: None,
+        took_over: None,
     };
     let mut campaign = Campaign {
         shared,
@@ -493,6 +506,9 @@ pub async fn run(
         };
         match attempt {
             Ok(Attempt::Holds) => {
+                if let Some(left) = elector.took_over.take() {
+                    campaign.shared.answers.took_over(left.as_deref());
+                }
                 campaign.holds(sent, &timing).await;
                 view.leading = campaign.shared.leadership.is_leading();
                 send_view(&campaign.shared, &view_tx, view);
