@@ -95,6 +95,11 @@ fn remaining_plan(controller: &Controller, opts: &crate::core::Options) -> Vec<S
         .collect()
 }
 
+/// Tests only: the name of one of the reconciler's tasks that is to panic once started, so a
+/// test sees the supervisor notice (`/healthz` fails, `run` exits 1). Not a flag: no user
+/// has a use for it.
+const FAIL_TASK_ENV: &str = "KUBECTL_VAP_TEST_FAIL_TASK";
+
 /// How a headless copy that competes for the Lease is started.
 #[derive(Debug, Default)]
 struct Electing {
@@ -129,6 +134,8 @@ async fn start_electing(cli: &Cli, how: Electing) -> anyhow::Result<Controller> 
     let tuning = Tuning {
         publish_snapshot: false,
         lease_duration: how.lease_duration.unwrap_or(defaults.lease_duration),
+        // Tests of the supervisor: a task of this name panics (see docs/testing.md).
+        fail_task: std::env::var(FAIL_TASK_ENV).ok(),
         ..defaults
     };
     let controller = launch(client, config, tuning)
@@ -198,7 +205,16 @@ pub fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<ExitCode> {
             cli.lease().lease_name
         );
         if !args.once {
-            terminated().await;
+            tokio::select! {
+                () = terminated() => {}
+                failed = running.failed() => {
+                    // Said by the supervisor when it happened (`stop` answers it again); the
+                    // rest stops now, and a kubelet (or the developer) starts a fresh copy.
+                    let _ = running.stop().await;
+                    say.error(&format!("{failed}; the reconciler stopped"));
+                    return Ok(ExitCode::from(1));
+                }
+            }
             tracing::info!("stopping: releasing the lease");
             stop(running).await;
             return Ok(ExitCode::SUCCESS);

@@ -8,6 +8,7 @@ use super::lease::HolderView;
 use super::requests::{self, Answer, REQUEST_DEADLINE};
 use super::shared::Shared;
 use super::state::{Command, EventResult, EventVerb, RequestOutcome};
+use super::tasks::Lifetime;
 use super::world::{ConstraintStore, Enqueue, Read, TemplateStore};
 use super::{Error, RequestError};
 use crate::model::ObjectRef;
@@ -201,7 +202,9 @@ pub async fn serve(shared: Arc<Shared>, route: Route) {
                 let stale = requests::stale(&data, chrono::Utc::now(), requests::KEEP_ANSWERED);
                 let (shared, route, api, name) =
                     (shared.clone(), route.clone(), api.clone(), name.clone());
-                tokio::spawn(async move {
+                let task = format!("request {id}");
+                let world = shared.clone();
+                world.tasks.spawn(task, Lifetime::Job, async move {
                     tracing::info!(request = %id, by = %asked.by, "handling a request: {} {}", asked.command, asked.template.as_deref().unwrap_or(""));
                     let result = match asked.command() {
                         Some(c) => handle_here(&shared, &route, c).await,

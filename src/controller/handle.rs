@@ -7,11 +7,13 @@ use super::Error;
 use super::cache::OpinionCache;
 use super::shared::Shared;
 use super::state::{AccessError, Command, LiveState, ReconcileEvent, RequestOutcome};
+use super::tasks::changed;
 use crate::snapshot::Snapshot;
 use parking_lot::Mutex;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
+use tokio_util::sync::CancellationToken;
 
 /// A request and where its outcome goes.
 pub(super) struct Request {
@@ -30,7 +32,8 @@ struct Inner {
     identity: String,
     state: watch::Receiver<Arc<LiveState>>,
     requests: mpsc::Sender<Request>,
-    shutdown: watch::Sender<bool>,
+    /// The owner's stop (see [`Controller::stop`]).
+    stop: CancellationToken,
     join: Mutex<Option<tokio::task::JoinHandle<Result<(), Error>>>>,
     world: Arc<Shared>,
     cache: Arc<OpinionCache>,
@@ -68,14 +71,6 @@ use super::lease::LEASES;
 /// How long the queue must stay empty to count as idle: a watch event of our own last write,
 /// or a key a list handler is about to queue, may still come.
 const QUIET: Duration = Duration::from_millis(500);
-
-/// Resolves at the next change `rx` sees; never, once its sender is gone (nothing will
-/// change any more, and a closed channel must not turn a wait into a busy loop).
-async fn changed<T>(rx: &mut watch::Receiver<T>) {
-    if rx.changed().await.is_err() {
-        std::future::pending::<()>().await;
-    }
-}
 
 /// Waits until every watch has listed, the stores show every write of this copy (so a
 /// snapshot taken now is what the writes made), and the queue has stayed empty for [`QUIET`]
@@ -125,7 +120,7 @@ impl Controller {
         identity: String,
         state: watch::Receiver<Arc<LiveState>>,
         requests: mpsc::Sender<Request>,
-        shutdown: watch::Sender<bool>,
+        stop: CancellationToken,
         join: tokio::task::JoinHandle<Result<(), Error>>,
         world: Arc<Shared>,
         cache: Arc<OpinionCache>,
@@ -135,7 +130,7 @@ impl Controller {
                 identity,
                 state,
                 requests,
-                shutdown,
+                stop,
                 join: Mutex::new(Some(join)),
                 world,
                 cache,
@@ -324,12 +319,24 @@ impl Controller {
     /// expires by itself a lease duration later).
     pub const STOP_WAIT: Duration = Duration::from_secs(10);
 
+    /// Resolves once a task of this copy has failed (panicked, or ended while the copy ran),
+    /// with what failed. The copy has then stopped writing and released its Lease; `/healthz`
+    /// and `/readyz` say why until [`Controller::stop`] ends the rest.
+    pub async fn failed(&self) -> Error {
+        let mut failure = self.inner.world.tasks.failure();
+        match failure.wait_for(Option::is_some).await {
+            Ok(f) => f.clone().map_or(Error::Stopped, Error::TaskFailed),
+            // The supervisor is gone: nothing can fail any more.
+            Err(_) => std::future::pending().await,
+        }
+    }
+
     /// Stops: writes end, the Lease is released, the watches stop. Waits at most
     /// [`Controller::STOP_WAIT`] for the release; calling it again (or on another clone)
-    /// returns at once.
+    /// returns at once. After a task failed, its failure ([`Error::TaskFailed`]).
     pub async fn stop(&self) -> Result<(), Error> {
         let timeout = Self::STOP_WAIT;
-        let _ = self.inner.shutdown.send(true);
+        self.inner.stop.cancel();
         let join = self.inner.join.lock().take();
         let Some(join) = join else {
             return Ok(());

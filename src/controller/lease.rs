@@ -375,14 +375,14 @@ fn lease_access_error(
     }
 }
 
-/// Runs the election until `shutdown`: keeps the fence (and the leading flag, for views) up
+/// Runs the election until `stopping`: keeps the fence (and the leading flag, for views) up
 /// to date; releases the lease at the end. `view_tx` receives the Lease as seen.
 pub async fn run(
     shared: Arc<Shared>,
     election: Election,
     view_tx: watch::Sender<HolderView>,
-    mut shutdown: watch::Receiver<bool>,
-) -> Result<(), super::Error> {
+    stopping: tokio_util::sync::CancellationToken,
+) {
     let Election {
         namespace,
         name,
@@ -438,8 +438,8 @@ pub async fn run(
             }
         }
         tokio::select! {
-            _ = tokio::time::sleep(timing.retry) => {}
-            _ = shutdown.changed() => break,
+            () = tokio::time::sleep(timing.retry) => {}
+            () = stopping.cancelled() => break,
         }
     }
     // The last outcomes are this holder's to report, before another copy may take over.
@@ -447,7 +447,6 @@ pub async fn run(
         campaign.shared.recorder.flush().await;
     }
     campaign.release(&elector).await;
-    Ok(())
 }
 
 /// What the election loop of one copy keeps between attempts, and what it does with each.

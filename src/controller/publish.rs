@@ -5,6 +5,7 @@
 use super::lease::HolderView;
 use super::shared::Shared;
 use super::state::{ClusterEvent, Connection, Health, LiveState, Log};
+use super::tasks::changed;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -104,14 +105,15 @@ pub async fn run(
         if tx.send(Arc::new(state.clone())).is_err() {
             return;
         }
-        // Wait for a change; the tick republishes only when the connection changed.
+        // Wait for a change; the tick republishes only when the connection changed. A source
+        // whose sender is gone (no cluster Events followed by a headless `run`) never wakes it.
         loop {
             tokio::select! {
-                r = status.changed() => if r.is_ok() { break },
-                r = depth.changed() => if r.is_ok() { break },
-                r = src.view.changed() => if r.is_ok() { break },
-                r = src.cluster_events.changed() => if r.is_ok() { break },
-                _ = tokio::time::sleep(TICK) => {
+                () = changed(&mut status) => break,
+                () = changed(&mut depth) => break,
+                () = changed(&mut src.view) => break,
+                () = changed(&mut src.cluster_events) => break,
+                () = tokio::time::sleep(TICK) => {
                     shared.stores.sweep_overlay();
                     readiness(&shared);
                     if connection(&shared) != last_connection {

@@ -11,6 +11,7 @@ use super::queue::SharedQueue;
 use super::requests::Tracker;
 use super::status::Status;
 use super::stores::Stores;
+use super::tasks::Tasks;
 use super::world::Enqueue;
 use std::sync::Arc;
 
@@ -27,6 +28,8 @@ pub struct Shared {
     pub recorder: Recorder,
     /// Requests in progress, and what their keys' reconciles did.
     pub tracker: Tracker,
+    /// Every task of the copy, under one supervisor.
+    pub tasks: Tasks,
 }
 
 impl Shared {
@@ -109,6 +112,7 @@ impl Shared {
             outage: Outage::default(),
             recorder: Recorder::default(),
             tracker: Tracker::default(),
+            tasks: Tasks::default(),
         }
     }
 }

@@ -13,6 +13,7 @@ use super::objects::{binding_keys, controllers_in, crd_state, policy_keys};
 use super::shared::Shared;
 use super::state::AccessError;
 use super::stores::KindWatch;
+use super::tasks::{Lifetime, changed};
 use super::world::{ConstraintStore, Enqueue};
 use crate::cluster::discovery::constraint_resource;
 use crate::core::desired::CrdState;
@@ -92,20 +93,23 @@ where
 /// reports a list as done before it starts the watch, and a watch that cannot start (no
 /// `watch` verb) leaves a store that looks complete and never changes. Any error makes the
 /// store unknown until a fresh list and watch succeed; a watch the server ends normally (its
-/// timeout) is resumed from the last resourceVersion without a relist.
+/// timeout) is resumed from the last resourceVersion without a relist. A task of the copy,
+/// named after the resource.
 pub fn spawn_watch<K, F>(
     api: Api<K>,
     mut writer: Writer<K>,
     resource: String,
     world: Arc<Shared>,
     on_change: F,
-) -> tokio::task::JoinHandle<()>
+) -> tokio::task::AbortHandle
 where
     K: Trim + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync,
     F: Fn(&Arc<Shared>, Change<'_, K>) + Send + Sync + 'static,
 {
-    tokio::spawn(async move {
+    let name = format!("watch {resource}");
+    let tasks = world.clone();
+    tasks.tasks.spawn(name, Lifetime::Copy, async move {
         // Initial lists from the API server's watch cache (resourceVersion=0), as client-go's
         // reflectors do: a quorum read of etcd per resource buys nothing a watch that follows
         // does not correct. Objects are trimmed before the store (see `Trim`).
@@ -162,8 +166,8 @@ where
             health.failed(&world, &resource, &failure);
             world.status.set_access(&resource, Some(failure.error));
             tokio::select! {
-                _ = tokio::time::sleep(backoff) => {}
-                _ = relist.changed() => {}
+                () = tokio::time::sleep(backoff) => {}
+                () = changed(&mut relist) => {}
             }
             backoff = (backoff * 2).min(RETRY_MAX);
         }
@@ -279,7 +283,7 @@ where
         loop {
             let event = tokio::select! {
                 e = stream.next() => e,
-                _ = relist.changed() => return None,
+                () = changed(relist) => return None,
             };
             match event {
                 Some(Ok(WatchEvent::Added(mut o) | WatchEvent::Modified(mut o))) => {
@@ -477,7 +481,7 @@ pub fn start_kind(world: &Arc<Shared>, kind: &str, plural: &str) {
             plural: plural.to_string(),
             resource,
             store,
-            task: task.abort_handle(),
+            task,
         }
     });
 }

@@ -11,6 +11,7 @@
 //! - `rbac`: least privilege, and no writes without the knowledge to write.
 //! - `outage`: API server restarts, watch gaps, an outage's log.
 //! - `cli`: the real binary's `run --once` then real admission, `/metrics`, `check` and `plan`.
+//! - `rest`: the real binary's `run` left running: no CPU at rest, a dead task noticed.
 //!
 //! Every reconciler watches the whole cluster, so the tests of this binary run one at a time
 //! (an `env::Env` holds the lock), each with its own kinds and its own Lease, and each removes what it
@@ -32,3 +33,4 @@ mod lease;
 mod outage;
 mod rbac;
 mod repair;
+mod rest;
