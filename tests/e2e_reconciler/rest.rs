@@ -2,9 +2,11 @@
 //! the copy that dies is noticed by its supervisor: `/healthz` and `/readyz` fail, `run` exits
 //! non-zero, in the foreground and in a pod.
 
-use crate::env::{Env, LEASE_NS, TIMEOUT, eventually, template};
+use crate::env::{Env, LEASE_NS, TIMEOUT, eventually, leads, opts, template};
 use crate::support::cli::{self, Served};
-use crate::support::objects::binding_name;
+use crate::support::objects::{binding_name, crd_name};
+use crate::support::rbac::{self, Grant};
+use crate::support::reconciler::{self, Start, Tuning};
 use futures::StreamExt;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -143,4 +145,130 @@ async fn e2e_run_at_rest_uses_no_cpu() {
         loaded * 100.0,
         AT_REST * 100.0
     );
+}
+
+/// A task of a copy that dies is noticed by its supervisor, with its name and cause:
+/// `/healthz` and `/readyz` answer 503 saying so, the copy stops writing and releases its
+/// Lease at once (no lease duration to wait out: another copy may lead), and stopping it
+/// reports the failure. The failure is injected by the supervisor itself
+/// (`Tuning::fail_task`): the watch a new constraint CRD starts panics.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_a_dead_task_fails_health_and_releases_the_lease() {
+    let e = Env::new().await;
+    let kind = e.env.unique_kind("Dies");
+    let task = format!("watch {}", crd_name(&kind));
+    let lease = e.env.unique_name("dies");
+    let port = testenv::free_port();
+    let tuning = Tuning {
+        fail_task: Some(task.clone()),
+        ..Tuning::default()
+    };
+    let start = Start::on(LEASE_NS, &lease, opts(0))
+        .workers(2)
+        .tuning(tuning)
+        .metrics_port(port);
+    let r = reconciler::start(e.env.client_admin().await, start).await;
+    leads(&r).await;
+    let answers = |path: &str, status: u16| {
+        testenv::http_get(port, path).starts_with(&format!("HTTP/1.1 {status}"))
+    };
+    eventually("/healthz and /readyz answer 200", || async {
+        answers("/healthz", 200) && answers("/readyz", 200)
+    })
+    .await;
+
+    // The kind's CRD starts its constraint watch: the task that fails.
+    e.put_template(&template(&kind, Some(true))).await;
+    let failed = r.failed(TIMEOUT).await;
+    assert_eq!(
+        failed,
+        format!("task {task} panicked: failure injected for a test")
+    );
+    for path in ["/healthz", "/readyz"] {
+        let answer = testenv::http_get(port, path);
+        assert!(
+            answer.starts_with("HTTP/1.1 503") && answer.contains(&failed),
+            "{path}: {answer}"
+        );
+    }
+    assert!(
+        !r.writes_enabled(),
+        "a copy with a dead task writes nothing"
+    );
+    eventually("the Lease is released", || async {
+        reconciler::lease_holder(&e.client, LEASE_NS, &lease).await == Ok(None)
+    })
+    .await;
+    assert_eq!(r.stop_result().await, Err(failed));
+    e.sweep(&[&kind], "dies-clean").await;
+}
+
+/// `run` (the real binary) whose task dies exits 1, saying which task and why, having
+/// released its Lease: in the foreground, and in a pod's shoes (`--in-cluster`, JSON logs;
+/// a kubelet restarts it). The failure is injected through the hidden test hook
+/// `KUBECTL_VAP_TEST_FAIL_TASK` (the supervisor's `Tuning::fail_task`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_run_exits_non_zero_when_a_task_dies() {
+    let e = Env::new().await;
+    let lease = e.env.unique_name("dies-run");
+    let role = e.env.unique_name("vap-dies");
+    let grant = Grant::install(&role, testenv::USER_NAME, LEASE_NS, &lease);
+    rbac::grant(&e.client, &grant).await;
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let mut kinds = Vec::new();
+    for in_cluster in [false, true] {
+        let kind = e.env.unique_kind("DiesRun");
+        let task = format!("watch {}", crd_name(&kind));
+        let mut cmd = if in_cluster {
+            let mut cmd = e
+                .env
+                .in_pod_command(std::path::Path::new(cli::BIN), LEASE_NS)
+                .expect("in-pod command");
+            cmd.args(["run", "--in-cluster", "--binding-wait=0s"])
+                .args(["--lease-namespace", LEASE_NS, "--lease-name", &lease]);
+            cmd
+        } else {
+            run_cmd(&e, &lease)
+        };
+        let log = dir.path().join(format!("run-{in_cluster}.log"));
+        let file = std::fs::File::create(&log).expect("the log file");
+        cmd.env("KUBECTL_VAP_TEST_FAIL_TASK", &task).stderr(file);
+        let mut run = Served::spawn(cmd);
+        run.wait_ready(TIMEOUT, Duration::from_millis(200)).await;
+        eventually("it holds the Lease", || async {
+            matches!(
+                reconciler::lease_holder(&e.client, LEASE_NS, &lease).await,
+                Ok(Some(_))
+            )
+        })
+        .await;
+        e.put_template(&template(&kind, Some(true))).await;
+        kinds.push(kind);
+        let status = run.exited_within(TIMEOUT).await;
+        let stderr = std::fs::read_to_string(&log).expect("the log");
+        assert_eq!(
+            status.and_then(|s| s.code()),
+            Some(1),
+            "in cluster: {in_cluster}: {stderr}"
+        );
+        let said = format!("task {task} panicked: failure injected for a test");
+        assert!(stderr.contains(&said), "in cluster: {in_cluster}: {stderr}");
+        if in_cluster {
+            let errors: Vec<&str> = stderr
+                .lines()
+                .filter(|l| l.contains(&said) && l.contains("\"level\":\"ERROR\""))
+                .collect();
+            assert!(!errors.is_empty(), "a JSON error line: {stderr}");
+        }
+        assert_eq!(
+            reconciler::lease_holder(&e.client, LEASE_NS, &lease).await,
+            Ok(None),
+            "released before it exited: {stderr}"
+        );
+    }
+    testenv::rbac::revoke(&e.client, &role, LEASE_NS).await;
+    let kind_refs: Vec<&str> = kinds.iter().map(String::as_str).collect();
+    e.sweep(&kind_refs, "dies-run-clean").await;
 }
