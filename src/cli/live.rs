@@ -100,6 +100,9 @@ fn remaining_plan(controller: &Controller, opts: &crate::core::Options) -> Vec<S
 /// has a use for it.
 const FAIL_TASK_ENV: &str = "KUBECTL_VAP_TEST_FAIL_TASK";
 
+/// How long `run` waits for its first attempt at the Lease before it judges what it may not do.
+const FIRST_ATTEMPT: Duration = Duration::from_secs(10);
+
 /// How a headless copy that competes for the Lease is started.
 #[derive(Debug, Default)]
 struct Electing {
@@ -195,8 +198,23 @@ pub fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<ExitCode> {
             },
         )
         .await?;
-        for e in &running.state().access_errors {
-            tracing::warn!("{}", e.message);
+        // In the foreground, a right that is missing at the first attempt is said (once, by
+        // what met it) and ends the run, as `check` does; a copy told to wait, or in a pod (a
+        // grant may be on its way with the rollout), stays up, unready, and retries.
+        if !args.in_cluster && !args.wait_for_access {
+            let forbidden = running.forbidden(FIRST_ATTEMPT).await;
+            if !forbidden.is_empty() {
+                stop(running).await;
+                say.error(&format!(
+                    "this user may not read or use everything the reconciler needs ({}: each said above, with what to grant); pass --wait-for-access to stay up and retry until it is granted",
+                    forbidden
+                        .iter()
+                        .map(|e| e.resource.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+                return Ok(ExitCode::from(2));
+            }
         }
         tracing::info!(
             identity = %running.identity(),

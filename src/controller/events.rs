@@ -367,10 +367,13 @@ pub async fn run(
             Next::Fact(Fact::Flush(done)) => flushed = Some(done),
             Next::Fact(Fact::Invalid { regarding, reason }) => match reason {
                 None => {
-                    said_invalid.remove(&regarding);
+                    if said_invalid.remove(&regarding).is_some() {
+                        say_validity(&regarding, None);
+                    }
                 }
                 Some(why) if said_invalid.get(&regarding) != Some(&why) => {
                     if may_write() {
+                        say_validity(&regarding, Some(&why));
                         let event = Outgoing {
                             regarding: regarding.clone(),
                             reason: "Invalid",
@@ -412,6 +415,24 @@ pub async fn run(
         if closed {
             return;
         }
+    }
+}
+
+/// The one log line of a template or constraint that turned invalid (`why`), or valid again:
+/// what someone must act on, said once per change as its Warning Event is.
+fn say_validity(regarding: &Regarding, why: Option<&str>) {
+    match (regarding, why) {
+        (Regarding::Template(t), Some(why)) => {
+            tracing::warn!("template {t} cannot be generated: {why}")
+        }
+        (Regarding::Template(t), None) => tracing::info!("template {t} is valid again"),
+        (Regarding::Constraint { kind, name }, Some(why)) => {
+            tracing::warn!("constraint {kind}/{name} cannot be bound: {why}")
+        }
+        (Regarding::Constraint { kind, name }, None) => {
+            tracing::info!("constraint {kind}/{name} is valid again")
+        }
+        (Regarding::Lease { .. }, _) => {}
     }
 }
 

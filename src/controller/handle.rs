@@ -216,6 +216,42 @@ impl Controller {
         }
     }
 
+    /// What this copy is forbidden, once it has tried everything once: the first lists of its
+    /// stores (tried before [`super::launch`] returned) and, when it competes, its first attempt
+    /// at the Lease (waited for, at most `timeout`). Only refusals: a resource that is not
+    /// served may come (a CRD installed later), and other failures are retried.
+    pub async fn forbidden(&self, timeout: Duration) -> Vec<AccessError> {
+        let world = &self.inner.world;
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut state = self.subscribe();
+        let mut status = world.status.subscribe();
+        let mut leading = world.leadership.subscribe();
+        loop {
+            status.borrow_and_update();
+            leading.borrow_and_update();
+            let lease = state.borrow_and_update().lease.clone();
+            let tried = !lease.participating
+                || world.leadership.is_leading()
+                || lease.holder.is_some()
+                || world.status.access_error(LEASES).is_some();
+            if tried || tokio::time::Instant::now() >= deadline {
+                break;
+            }
+            tokio::select! {
+                () = changed(&mut state) => {}
+                () = changed(&mut status) => {}
+                () = changed(&mut leading) => {}
+                () = tokio::time::sleep_until(deadline) => {}
+            }
+        }
+        world
+            .status
+            .access_errors()
+            .into_iter()
+            .filter(|e| e.kind == super::state::AccessErrorKind::Forbidden)
+            .collect()
+    }
+
     /// Waits until every watch has listed and the queue has stayed empty for a moment (every
     /// key reconciled, delayed ones such as the binding wait included), for at most `timeout`.
     pub async fn idle(&self, timeout: Duration) -> bool {

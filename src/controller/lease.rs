@@ -556,7 +556,11 @@ impl Campaign {
         match elector.release().await {
             Ok(()) if held => tracing::info!("released Lease {lease}"),
             Ok(()) => {}
-            Err(e) => tracing::warn!("releasing Lease {lease}: {}", crate::cluster::describe(&e)),
+            Err(e) if held => {
+                tracing::warn!("releasing Lease {lease}: {}", crate::cluster::describe(&e))
+            }
+            // Never held (its refusal was said when it was met): nothing to release.
+            Err(e) => tracing::debug!("releasing Lease {lease}: {}", crate::cluster::describe(&e)),
         }
     }
 }

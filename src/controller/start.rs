@@ -361,6 +361,13 @@ async fn await_first_lists(shared: &Shared, timeout: Duration) {
     }
 }
 
+/// Whether templates, CRDs, VAPs and bindings are all listed (not merely tried: a refusal
+/// ends the first wait too, and is said by its watch).
+fn fixed_listed(shared: &Shared) -> bool {
+    let fixed = shared.stores.fixed_resources();
+    fixed.iter().all(|r| shared.stores.is_listed(r))
+}
+
 /// Waits until `done` (looked at again whenever a store lists or an access error changes), or
 /// `timeout` passes: whether it is done.
 async fn until_listed(shared: &Shared, timeout: Duration, done: impl Fn() -> bool) -> bool {
@@ -390,13 +397,13 @@ async fn mark_synced(shared: Arc<Shared>, started: std::time::Instant) {
     };
     until_listed(&shared, SYNC_TIMEOUT, listed).await;
     let unlisted = shared.stores.unlisted_kinds();
-    if unlisted.is_empty() {
+    if unlisted.is_empty() && fixed_listed(&shared) {
         tracing::info!(
             constraint_kinds = shared.stores.watched_kinds().len(),
             "every watch listed in {:?}",
             started.elapsed()
         );
-    } else {
+    } else if !unlisted.is_empty() {
         // Unreadable (reported with its reason by the watch) or still failing after
         // SYNC_TIMEOUT: their constraints wait until they list.
         tracing::warn!(
@@ -453,16 +460,18 @@ pub async fn launch(
     let discovery = super::discovery::run(shared.clone(), crd_changes, DISCOVERY_EVERY, first_ok);
     shared.tasks.spawn("discovery", Lifetime::Copy, discovery);
     // Gatekeeper's Config, before the first VAP is written (its exclusions shape them).
-    super::gatekeeper_config::first_read(&shared).await;
-    let config_watch = super::gatekeeper_config::run(shared.clone());
+    let failing = super::gatekeeper_config::first_read(&shared).await;
+    let config_watch = super::gatekeeper_config::run(shared.clone(), failing);
     shared
         .tasks
         .spawn("watch Gatekeeper's Config", Lifetime::Copy, config_watch);
     await_first_lists(&shared, SYNC_TIMEOUT).await;
-    tracing::info!(
-        "templates, CRDs, VAPs and bindings listed in {:?}",
-        started.elapsed()
-    );
+    if fixed_listed(&shared) {
+        tracing::info!(
+            "templates, CRDs, VAPs and bindings listed in {:?}",
+            started.elapsed()
+        );
+    }
     // No enqueue here: each watch's `Listed` handler has queued what its list concerns.
     prime_when_listed(&shared, &cache);
     let synced = mark_synced(shared.clone(), started);

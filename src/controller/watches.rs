@@ -11,7 +11,7 @@
 use super::keys::{Key, Obj};
 use super::objects::{binding_keys, controllers_in, crd_state, policy_keys};
 use super::shared::Shared;
-use super::state::AccessError;
+use super::state::{AccessError, AccessErrorKind};
 use super::stores::KindWatch;
 use super::tasks::{Lifetime, changed};
 use super::world::{ConstraintStore, Enqueue};
@@ -190,14 +190,17 @@ struct Failure {
     unreachable: bool,
 }
 
-/// Rate-limited logging of one watch's failures: the first failure, then a summary at most
-/// every [`SUMMARY_EVERY`], then one line when it is readable again. Failures without an
-/// answer go to the copy's one outage log instead.
+/// Rate-limited logging of one watch's failures: a refusal that needs a person (forbidden, not
+/// served) once, in words, and again only if it changes; any other failure first, then a
+/// summary at most every [`SUMMARY_EVERY`]; then one line when it is readable again. Failures
+/// without an answer go to the copy's one outage log instead.
 #[derive(Default)]
 struct Health {
     since: Option<std::time::Instant>,
     /// When this resource last logged a line of its own (`None`: not yet in this failure).
     last_summary: Option<std::time::Instant>,
+    /// What it last said of a refusal.
+    said: Option<String>,
     retries: u64,
 }
 
@@ -209,6 +212,19 @@ impl Health {
         let since = *self.since.get_or_insert(now);
         if failure.unreachable {
             world.outage.failed(resource, message);
+            return;
+        }
+        // Forbidden or not served: retrying changes nothing until someone acts, so once.
+        if failure.error.kind != AccessErrorKind::Other {
+            self.last_summary = Some(now);
+            if self.said.as_ref() == Some(message) {
+                tracing::debug!("{message}");
+            } else {
+                self.said = Some(message.clone());
+                tracing::warn!(
+                    "{message}; decisions that rest on {resource} wait until it is read again"
+                );
+            }
             return;
         }
         match self.last_summary {
@@ -242,6 +258,7 @@ impl Health {
         }
         self.retries = 0;
         self.last_summary = None;
+        self.said = None;
     }
 }
 

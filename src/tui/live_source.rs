@@ -516,6 +516,11 @@ impl Shared {
                     self.notify.send(Action::Flash(Level::Error, "the reconciler stopped; starting it again".into()));
                     return None;
                 },
+                // A task of it died: it has stopped writing and released the Lease.
+                failed = controller.failed() => {
+                    self.notify.send(Action::Flash(Level::Error, format!("{failed}; starting the reconciler again")));
+                    return None;
+                },
                 c = control.recv() => return Some(c.into()),
             }
         }

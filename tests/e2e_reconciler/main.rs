@@ -11,6 +11,8 @@
 //! - `rbac`: least privilege, and no writes without the knowledge to write.
 //! - `outage`: API server restarts, watch gaps, an outage's log.
 //! - `cli`: the real binary's `run --once` then real admission, `/metrics`, `check` and `plan`.
+//! - `operator`: `run` as an operator reads it: a missing right said once (exit 2 in the
+//!   foreground, unready when told to wait), a template turned invalid and valid, once each.
 //! - `rest`: the real binary's `run` left running: no CPU at rest, a dead task noticed.
 //!
 //! Every reconciler watches the whole cluster, so the tests of this binary run one at a time
@@ -30,6 +32,7 @@ mod env;
 mod gatekeeper;
 mod generation;
 mod lease;
+mod operator;
 mod outage;
 mod rbac;
 mod repair;
