@@ -122,8 +122,9 @@ async fn e2e_run_waits_for_access_saying_once_what_it_lacks() {
         Served::spawn(fg),
         Served::spawn(run_in_pod(&e, &lease, &pod_log)),
     ];
-    // Retries with backoff meanwhile: over this window a line per retry would be many.
-    tokio::time::sleep(Duration::from_secs(12)).await;
+    // Retries with backoff meanwhile (0.5 s, doubling): over this window a line per retry
+    // would be six, and a summary every 10 s one more.
+    tokio::time::sleep(Duration::from_secs(20)).await;
     for (run, log) in copies.iter_mut().zip([&fg_log, &pod_log]) {
         let said = read(log);
         eprintln!("run waiting for access said:\n{said}");
