@@ -329,6 +329,30 @@ mod tests {
         );
     }
 
+    /// Every task of a copy starts through the supervisor: no `tokio::spawn` in
+    /// `src/controller/` outside tests, but the one that starts the supervisor itself.
+    #[test]
+    fn every_task_of_a_copy_starts_through_the_supervisor() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/controller");
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir(&dir).expect("src/controller") {
+            let path = entry.expect("an entry").path();
+            let text = std::fs::read_to_string(&path).expect("a source file");
+            let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+            for (i, line) in code.lines().enumerate() {
+                let spawns = line.contains("tokio::spawn(") || line.contains("task::spawn(");
+                if spawns && !line.contains("tokio::spawn(supervise(") {
+                    found.push(format!("{}:{}: {}", path.display(), i + 1, line.trim()));
+                }
+            }
+        }
+        assert!(
+            found.is_empty(),
+            "tasks started around the supervisor (use Tasks::spawn):\n{}",
+            found.join("\n")
+        );
+    }
+
     /// A closed channel never wakes a waiter: the busy loop of issue 27 (a `select!` over a
     /// channel whose sender was dropped) cannot come back through this helper.
     #[tokio::test(start_paused = true)]
