@@ -205,14 +205,7 @@ pub fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<ExitCode> {
             let forbidden = running.forbidden(FIRST_ATTEMPT).await;
             if !forbidden.is_empty() {
                 stop(running).await;
-                say.error(&format!(
-                    "this user may not read or use everything the reconciler needs ({}: each said above, with what to grant); pass --wait-for-access to stay up and retry until it is granted",
-                    forbidden
-                        .iter()
-                        .map(|e| e.resource.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ));
+                say.error(&lacking(cli, &forbidden));
                 return Ok(ExitCode::from(2));
             }
         }
@@ -294,6 +287,37 @@ pub fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::from(1))
         }
     })
+}
+
+/// What `run` may not read or use (each refusal said when it was met, with what to grant),
+/// as the last line before it exits 2.
+fn lacking(cli: &Cli, forbidden: &[crate::controller::AccessError]) -> String {
+    let (lease, stores): (Vec<_>, Vec<_>) = forbidden
+        .iter()
+        .partition(|e| e.resource == crate::controller::LEASES);
+    let stores: Vec<&str> = stores.iter().map(|e| e.resource.as_str()).collect();
+    let lease = (!lease.is_empty()).then(|| {
+        format!(
+            "Lease {}/{}",
+            cli.lease().lease_namespace,
+            cli.lease().lease_name
+        )
+    });
+    let what = match (stores.is_empty(), lease) {
+        (false, None) => format!(
+            "cannot read everything the reconciler needs: {}",
+            stores.join(", ")
+        ),
+        (false, Some(l)) => format!(
+            "cannot read everything the reconciler needs: {}; nor use {l}",
+            stores.join(", ")
+        ),
+        (true, Some(l)) => format!("cannot use {l}"),
+        (true, None) => "cannot read everything the reconciler needs".into(),
+    };
+    format!(
+        "{what} (each said above, with what to grant); pass --wait-for-access to stay up and retry until it is granted"
+    )
 }
 
 /// Why this copy does not lead, for a person: the Lease problem, or who holds it.
