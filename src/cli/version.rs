@@ -3,9 +3,9 @@
 //! own.
 
 use super::args::Format;
+use super::exit::Exit;
 use crate::cluster::discovery;
 use serde::Serialize;
-use std::process::ExitCode;
 
 #[derive(Debug, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
@@ -114,13 +114,14 @@ impl VersionInfo {
     }
 }
 
-pub fn print(format: Format) -> anyhow::Result<ExitCode> {
+pub fn print(format: Format) -> anyhow::Result<Exit> {
     let info = VersionInfo::current();
-    match super::output::structured(&info, format)? {
-        Some(text) => print!("{text}"),
-        None => print!("{}", info.table()),
-    }
-    Ok(ExitCode::SUCCESS)
+    let text = match super::output::structured(&info, format)? {
+        Some(text) => text,
+        None => info.table(),
+    };
+    super::stdio::stdout(&text)?;
+    Ok(Exit::Clean)
 }
 
 #[cfg(test)]

@@ -65,6 +65,11 @@ pub enum ConfigError {
     Kubeconfig(#[source] kube::config::KubeconfigError),
     #[error("--kubeconfig is empty")]
     Empty,
+    /// kubectl refuses the two together: a CA to verify with, and no verification.
+    #[error(
+        "--certificate-authority and --insecure-skip-tls-verify together: verify with the CA, or do not verify"
+    )]
+    InsecureWithCa,
 }
 
 impl KubeError {

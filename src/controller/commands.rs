@@ -26,6 +26,8 @@ pub struct Route {
     pub identity: String,
     pub lease_namespace: String,
     pub lease_name: String,
+    /// This copy leads for one request only ([`super::Config::one_shot`]).
+    pub one_shot: bool,
 }
 
 fn template_ref(name: &str) -> ObjectRef {
@@ -45,11 +47,20 @@ fn keys_of(shared: &Shared, command: &Command) -> Result<Vec<Key>, Error> {
     match command {
         Command::Replay(t) => match shared.stores.template(t) {
             Read::Known(Some(tpl)) if tpl.kind.is_some() => Ok(keys_of_template(shared, t, false)),
-            Read::Known(_) => Err(Error::NotFound(t.clone())),
+            Read::Known(Some(_)) => Err(Error::NoKind(t.clone())),
+            Read::Known(None) => Err(Error::NotFound(t.clone())),
             Read::Unknown(u) => Err(RequestError::NotListed(u).into()),
         },
-        // A template that is gone still has its key: reconciling it sweeps its VAP.
-        Command::Reconcile(t) => Ok(keys_of_template(shared, t, true)),
+        // A template that is gone still has its key: reconciling it sweeps its VAP. With
+        // neither (a typo) there is nothing to reconcile: not found, and no Event saying
+        // otherwise.
+        Command::Reconcile(t) => {
+            let policy = crate::core::names::policy_name(t);
+            match (shared.stores.template(t), shared.stores.policy(&policy)) {
+                (Read::Known(None), Read::Known(None)) => Err(Error::NotFound(t.clone())),
+                _ => Ok(keys_of_template(shared, t, true)),
+            }
+        }
         Command::ReconcileAll => Ok(shared.stores.all_keys()),
     }
 }
@@ -94,13 +105,19 @@ pub async fn handle_here(
     for k in keys {
         shared.queue.enqueue(k);
     }
+    let tallied = outcome.await.map_err(|_| Error::Stopped)?;
     let super::requests::Tallied {
         writes,
         failures,
         refused,
         keys,
         summary,
-    } = outcome.await.map_err(|_| Error::Stopped)?;
+        ..
+    } = if route.one_shot {
+        whole_lead(shared, &command, tallied)
+    } else {
+        tallied
+    };
     shared
         .status
         .log(verb, object, EventResult::Ok, summary.clone());
@@ -122,6 +139,51 @@ pub async fn handle_here(
         refused,
         keys,
     })
+}
+
+/// A one-shot copy's request, counted over everything the copy did: gaining the Lease
+/// reconciled the request's scope before the request's own keys came round (so it found them
+/// in sync: "0 writes" while the copy had written). Writes are those the server accepted from
+/// this copy; failures and refusals count objects, once each however often retried.
+fn whole_lead(
+    shared: &Shared,
+    command: &Command,
+    t: super::requests::Tallied,
+) -> super::requests::Tallied {
+    let events = shared.status.events();
+    let failed: std::collections::BTreeSet<String> = events
+        .iter()
+        .filter(|e| e.result.is_failure())
+        .map(|e| e.object.to_string())
+        .collect();
+    let refused = events
+        .iter()
+        .filter(|e| {
+            matches!(
+                &e.result,
+                EventResult::WriteFailed(super::state::WriteError::Invalid(_))
+            )
+        })
+        .map(|e| e.object.to_string())
+        .collect::<std::collections::BTreeSet<_>>()
+        .len();
+    let writes = shared.metrics.writes_total();
+    let failures = failed.len() as u64;
+    super::requests::Tallied {
+        summary: super::requests::summary(
+            command,
+            t.keys,
+            writes,
+            failures,
+            refused,
+            t.waiting,
+            t.unfinished,
+        ),
+        writes,
+        failures,
+        refused,
+        ..t
+    }
 }
 
 /// Handles `command` wherever it can be: here when this copy leads, otherwise by the lease

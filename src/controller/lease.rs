@@ -195,8 +195,42 @@ struct Elector {
 enum Attempt {
     /// This copy holds the Lease (acquired or renewed).
     Holds,
-    /// Another copy holds it (named, if any).
-    Other(Option<String>),
+    /// Another copy holds it (named, if any), and when this copy takes over unless it renews
+    /// (known when the record was read).
+    Other(Option<String>, Option<Standby>),
+}
+
+/// How a standby sees the holder's record: its age by the record's own clock, and when this
+/// copy takes over (by this copy's clock, which is what counts) unless the holder renews.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Standby {
+    /// `now - renewTime`: the holder's clock against ours, so only a guide.
+    renewed_ago: Option<chrono::Duration>,
+    takeover_in: Duration,
+    duration: Duration,
+}
+
+/// What a standby says once per holder: who holds the Lease and, when its record is older
+/// than a third of its duration (a holder that renews is never that old), how old by the
+/// record and when this copy takes over: a dead holder is not called one that writes.
+fn standing_by_text(lease: &str, holder: &str, standby: Option<&Standby>) -> String {
+    let Some(s) = standby else {
+        return format!(
+            "Lease {lease} is held by {holder}: that copy writes; standing by (taking over if it stops renewing)"
+        );
+    };
+    let takeover = s.takeover_in.as_secs();
+    match s.renewed_ago.map(|d| d.num_seconds().max(0)) {
+        Some(ago) if ago >= i64::try_from(s.duration.as_secs() / 3).unwrap_or(i64::MAX) => format!(
+            "Lease {lease} is held by {holder}, not renewed for {ago} s by its record; taking over in {takeover} s unless it renews"
+        ),
+        Some(ago) => format!(
+            "Lease {lease} is held by {holder} (renewed {ago} s ago by its record): that copy writes; standing by, taking over in {takeover} s unless it renews"
+        ),
+        None => format!(
+            "Lease {lease} is held by {holder}, with no renewal on record; taking over in {takeover} s unless it renews"
+        ),
+    }
 }
 
 impl Elector {
@@ -239,7 +273,9 @@ impl Elector {
                     *view = view_of(&l, now, Some(&self.identity), self.timing.duration);
                     Ok(Attempt::Holds)
                 }
-                Err(e) if crate::cluster::status_code(&e) == Some(409) => Ok(Attempt::Other(None)),
+                Err(e) if crate::cluster::status_code(&e) == Some(409) => {
+                    Ok(Attempt::Other(None, None))
+                }
                 Err(e) => Err(e),
             };
         };
@@ -267,7 +303,16 @@ impl Elector {
             let their = duration_of(&spec, self.timing.duration);
             let seen_at = self.observed.as_ref().map(|(_, t)| *t).unwrap_or(now);
             if now < seen_at + their {
-                return Ok(Attempt::Other(holder));
+                let standby = Standby {
+                    renewed_ago: spec
+                        .renew_time
+                        .as_ref()
+                        .and_then(micro_to_chrono)
+                        .map(|t| Utc::now() - t),
+                    takeover_in: (seen_at + their).saturating_sub(now),
+                    duration: their,
+                };
+                return Ok(Attempt::Other(holder, Some(standby)));
             }
         }
         let mut next = current.clone();
@@ -293,7 +338,9 @@ impl Elector {
                 *view = view_of(&l, now, Some(&self.identity), self.timing.duration);
                 Ok(Attempt::Holds)
             }
-            Err(e) if crate::cluster::status_code(&e) == Some(409) => Ok(Attempt::Other(holder)),
+            Err(e) if crate::cluster::status_code(&e) == Some(409) => {
+                Ok(Attempt::Other(holder, None))
+            }
             Err(e) => Err(e),
         }
     }
@@ -422,8 +469,8 @@ pub async fn run(
                 view.unreadable = None;
                 send_view(&view_tx, view);
             }
-            Ok(Attempt::Other(holder)) => {
-                campaign.held_by(holder);
+            Ok(Attempt::Other(holder, standby)) => {
+                campaign.held_by(holder, standby);
                 view.unreadable = None;
                 send_view(&view_tx, view);
             }
@@ -504,15 +551,16 @@ impl Campaign {
         }
     }
 
-    /// Another copy holds the Lease (`holder`, if it could be named).
-    fn held_by(&mut self, holder: Option<String>) {
+    /// Another copy holds the Lease (`holder`, if it could be named; `standby`: how its
+    /// record looked).
+    fn held_by(&mut self, holder: Option<String>, standby: Option<Standby>) {
         self.shared.outage.reachable();
         if let Some(h) = &holder
             && self.standing_by.as_ref() != Some(h)
         {
             tracing::info!(
-                "Lease {} is held by {h}: that copy writes; standing by (taking over if it stops renewing)",
-                self.lease.name
+                "{}",
+                standing_by_text(&self.lease.name, h, standby.as_ref())
             );
             self.standing_by = Some(h.clone());
         }
@@ -748,6 +796,36 @@ pub async fn watch_holder(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A standby names the holder and, once its record is stale, how stale by the record and
+    /// when it takes over (issue 28: a holder killed 50 s earlier was called "that copy
+    /// writes"); a renewing holder is said to write, with the takeover it would take.
+    #[test]
+    fn a_standby_says_how_old_the_holders_record_is_and_when_it_takes_over() {
+        let standby = |ago: Option<i64>, takeover: u64| Standby {
+            renewed_ago: ago.map(chrono::Duration::seconds),
+            takeover_in: Duration::from_secs(takeover),
+            duration: Duration::from_secs(15),
+        };
+        assert_eq!(
+            standing_by_text("ns/l", "vm-1", Some(&standby(Some(50), 15))),
+            "Lease ns/l is held by vm-1, not renewed for 50 s by its record; taking over in 15 s unless it renews"
+        );
+        assert_eq!(
+            standing_by_text("ns/l", "vm-1", Some(&standby(Some(1), 15))),
+            "Lease ns/l is held by vm-1 (renewed 1 s ago by its record): that copy writes; standing by, taking over in 15 s unless it renews"
+        );
+        // A record from the future (its clock ahead of ours) is not a negative age.
+        assert!(
+            standing_by_text("ns/l", "vm-1", Some(&standby(Some(-3), 14)))
+                .contains("(renewed 0 s ago by its record)")
+        );
+        assert_eq!(
+            standing_by_text("ns/l", "vm-1", Some(&standby(None, 9))),
+            "Lease ns/l is held by vm-1, with no renewal on record; taking over in 9 s unless it renews"
+        );
+        assert!(standing_by_text("ns/l", "vm-1", None).contains("that copy writes; standing by"));
+    }
 
     /// A view that may not watch the Lease says what to grant; a failing server is not told
     /// to fix its RBAC.

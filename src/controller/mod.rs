@@ -77,9 +77,12 @@ pub enum Error {
     /// Starting failed at the API server's edge (discovery, connection).
     #[error("{0}")]
     Kube(#[from] crate::cluster::KubeError),
-    /// A request names a template that does not exist (or has no kind: nothing to replay).
-    #[error("template {0} not found (or it has no kind)")]
+    /// A request names a template that does not exist (reconcile: nor a VAP of it to sweep).
+    #[error("ConstraintTemplate {0} not found")]
     NotFound(String),
+    /// Replay of a template that defines no constraint kind: it has no constraints.
+    #[error("ConstraintTemplate {0} defines no constraint kind: nothing to replay")]
+    NoKind(String),
     /// Nobody holds the Lease: no copy would handle a request.
     #[error(
         "no copy reconciles: nobody holds Lease {lease} (start `kubectl vap run`, or the TUI with --reconcile)"

@@ -67,6 +67,9 @@ pub struct Tallied {
     pub refused: usize,
     /// Keys the request concerned.
     pub keys: usize,
+    /// Keys waiting (the binding wait), and keys not finished by the deadline.
+    pub waiting: usize,
+    pub unfinished: usize,
     pub summary: String,
 }
 
@@ -182,6 +185,8 @@ impl Pending {
             failures: self.failures,
             refused: self.refused.len(),
             keys: self.total,
+            waiting: self.waiting.len(),
+            unfinished: self.left.len() + self.retrying.len(),
             summary,
         });
     }

@@ -82,6 +82,10 @@ pub struct Config {
     pub metrics_addr: Option<std::net::SocketAddr>,
     /// The keys this copy works on (a one-shot `reconcile TEMPLATE`: that template's).
     pub scope: Scope,
+    /// This copy leads only to carry out one request (a one-shot `replay`/`reconcile` with
+    /// the Lease free): the request's outcome counts every write the copy made, those of
+    /// taking the Lease included, so its line, its Event and the command's output agree.
+    pub one_shot: bool,
 }
 
 impl Config {
@@ -93,6 +97,7 @@ impl Config {
             identity: None,
             metrics_addr: None,
             scope: Scope::All,
+            one_shot: false,
         }
     }
 }
@@ -483,6 +488,7 @@ pub async fn launch(
         identity: identity.clone(),
         lease_namespace: ns.to_string(),
         lease_name: name.to_string(),
+        one_shot: config.one_shot,
     };
     let req_tx = serve_requests(&shared, route, view_rx.clone(), elected.election.is_some());
     resync_every(&shared, tuning.resync_every);

@@ -204,7 +204,7 @@ async fn e2e_a_dead_task_fails_health_and_releases_the_lease() {
     e.sweep(&[&kind], "dies-clean").await;
 }
 
-/// `run` (the real binary) whose task dies exits 1, saying which task and why, having
+/// `run` (the real binary) whose task dies exits 2 (cannot tell), saying which task and why, having
 /// released its Lease: in the foreground, and in a pod's shoes (`--in-cluster`, JSON logs;
 /// a kubelet restarts it). The failure is injected through the hidden test hook
 /// `KUBECTL_VAP_TEST_FAIL_TASK` (the supervisor's `Tuning::fail_task`).
@@ -250,7 +250,7 @@ async fn e2e_run_exits_non_zero_when_a_task_dies() {
         let stderr = std::fs::read_to_string(&log).expect("the log");
         assert_eq!(
             status.and_then(|s| s.code()),
-            Some(1),
+            Some(2),
             "in cluster: {in_cluster}: {stderr}"
         );
         let said = format!("task {task} panicked: failure injected for a test");
