@@ -20,6 +20,7 @@ use kubectl_vap::model::Constraint;
 use serde_json::{Value, json};
 use support::cli::stdout_json as json_of;
 use support::cluster;
+use support::library::{self, NS, sample};
 use support::objects::{binding_for, constraint_of, policy_for, required_labels_template};
 use support::poll;
 use testenv::{TestEnv, gatekeeper};
@@ -632,14 +633,6 @@ async fn an_existing_bound_pod_gets_the_policys_verdict_not_an_invalid_update() 
     );
 }
 
-/// A YAML document of a library sample, as JSON.
-fn sample(dir: &std::path::Path, file: &str) -> Value {
-    let path = dir.join(file);
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-    serde_norway::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
 /// `test` on each library-style sample (tests/fixtures/library/<template>/): the template, its
 /// constraint CRD and VAP, the constraint and its binding created as written; once the binding
 /// is in force, the real binary denies `example_disallowed.yaml` (exit 1), attributed binding
@@ -649,22 +642,11 @@ fn sample(dir: &std::path::Path, file: &str) -> Value {
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn test_on_each_library_sample_denies_and_admits_with_attribution() {
     let w = World::new().await;
-    // The namespace every sample's constraint matches and every example lives in.
-    const NS: &str = "library-samples";
     testenv::ensure_namespace(&w.client, NS)
         .await
         .expect("the samples' namespace");
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/library");
-    // Per sample, the message its disallowed example is denied with.
-    let samples = [
-        (
-            "k8sallowedrepos",
-            "every container image must come from an allowed repository",
-        ),
-        ("k8sdisallowedtags", "container image uses a disallowed tag"),
-        ("k8sreplicalimits", "replicas out of range"),
-        ("k8srequiredlabels", "missing required labels: cost-center"),
-    ];
+    let root = library::root();
+    let samples = library::SAMPLES;
     let on_disk: BTreeSet<String> = std::fs::read_dir(&root)
         .expect("tests/fixtures/library")
         .filter_map(|e| e.ok())

@@ -64,10 +64,10 @@ Exit codes (every command):
   1  findings: check found a warning or error, plan --exit-code plans writes (plan: the
      server refuses one), test saw a denial or warning, audit found violations, run --once
      did not converge or left an error finding, replay/reconcile had writes fail
-  2  cannot tell: the cluster is unreachable or forbids a read or write, the
-     ConstraintTemplate CRD is not served, a named template or constraint does not exist,
-     input cannot be read, another copy leads (run --once), a task of the reconciler
-     died (run)
+  2  cannot tell: the cluster is unreachable or forbids a read or write, it serves no
+     ValidatingAdmissionPolicy v1 (Kubernetes before 1.30), the ConstraintTemplate CRD is not
+     served, a named template or constraint does not exist, input cannot be read, another
+     copy leads (run --once), a task of the reconciler died (run)
   3  usage: the command line is wrong (unknown or missing arguments, flags that would be
      ignored)
   130  interrupted (Ctrl-C, SIGTERM): audit prints what it found so far";

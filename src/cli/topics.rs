@@ -52,6 +52,7 @@ Before `kubectl vap run` (or `install --print | kubectl apply -f -`), on the clu
 3. The API server serves ValidatingAdmissionPolicy (admissionregistration.k8s.io/v1:
    Kubernetes 1.30 or later).
    Check: kubectl api-resources --api-group=admissionregistration.k8s.io
+   Without it every command that connects (and the TUI) exits 2 saying so.
 
 4. The Lease's namespace exists (--lease-namespace, default gatekeeper-system).
    Check: kubectl get namespace gatekeeper-system

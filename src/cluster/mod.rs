@@ -12,7 +12,7 @@ pub mod watch;
 
 pub use apply::{Applied, apply_write};
 pub use client::{client_from, config_from};
-pub use discovery::{AdmissionApi, discover_admission_api};
+pub use discovery::{AdmissionApi, NoVapV1, discover_admission_api};
 pub use list::list_snapshot;
 
 /// Errors at the IO edge. Each carries what was being done.
@@ -35,10 +35,9 @@ pub enum KubeError {
         #[source]
         source: Box<kube::Error>,
     },
-    #[error(
-        "the API server serves no ValidatingAdmissionPolicy API (admissionregistration.k8s.io v1 or v1beta1); VAP needs Kubernetes >= 1.30 (or 1.28/1.29 with the feature gate and runtime config)"
-    )]
-    VapApiMissing,
+    /// No ValidatingAdmissionPolicy v1: the one message for every command and the TUI.
+    #[error("{0}")]
+    NoVapV1(discovery::NoVapV1),
     /// 401/403: the server's answer says what is missing.
     #[error("{what}: forbidden: {}", describe(source))]
     Forbidden {

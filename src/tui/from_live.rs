@@ -373,13 +373,19 @@ pub fn connecting(
 }
 
 /// Data that says the cluster cannot be shown, and why (the kubeconfig: retrying would read
-/// the same file).
-pub fn unavailable(context: &str, reconcile: bool, resource: &str, message: String) -> Data {
+/// the same file; a server without VAP v1, `NotServed`).
+pub fn unavailable(
+    context: &str,
+    reconcile: bool,
+    resource: &str,
+    kind: AccessErrorKind,
+    message: String,
+) -> Data {
     let info = ClusterInfo {
         context: context.to_string(),
         access_errors: vec![AccessError {
             resource: resource.to_string(),
-            kind: AccessErrorKind::Other,
+            kind,
             message,
         }],
         ..ClusterInfo::default()

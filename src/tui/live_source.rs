@@ -13,7 +13,7 @@ use super::from_live::{connecting, unavailable};
 use super::source::{Notify, Source};
 use crate::admission::audit::AuditProgress;
 use crate::cluster::client::ConnectionOptions;
-use crate::controller::{self, Command, Config, Controller, RequestOutcome};
+use crate::controller::{self, AccessErrorKind, Command, Config, Controller, RequestOutcome};
 use crate::core::Options;
 use crate::text::error_text;
 use std::sync::{Arc, Mutex, mpsc};
@@ -88,6 +88,8 @@ pub struct Live {
     session: Arc<Mutex<Option<Session>>>,
     /// The context shown, for the messages of a switch.
     context: Arc<Mutex<String>>,
+    /// Why the context shown cannot be served at all (no VAP v1), for the exit.
+    refusal: Arc<Mutex<Option<String>>>,
     notify: Option<Notify>,
     control: Option<UnboundedSender<Control>>,
     done: Option<mpsc::Receiver<()>>,
@@ -109,6 +111,7 @@ impl Live {
             },
             session: Arc::new(Mutex::new(None)),
             context: Arc::new(Mutex::new(String::new())),
+            refusal: Arc::new(Mutex::new(None)),
             notify: None,
             control: None,
             done: None,
@@ -309,10 +312,13 @@ where
     }
 }
 
-/// Why a start failed: the kubeconfig (reading it again gives the same answer) or the
-/// cluster (worth retrying: the API server may come back, a grant may arrive).
+/// Why a start failed: the kubeconfig (reading it again gives the same answer), a cluster
+/// without what kubectl-vap needs (ValidatingAdmissionPolicy v1: asking again gives the same
+/// answer too), or the cluster otherwise (worth retrying: the API server may come back, a
+/// grant may arrive).
 enum Failure {
     Config(String),
+    Unsupported(String),
     Start(String),
 }
 
@@ -338,9 +344,16 @@ struct Shared {
     notify: Notify,
     session: Arc<Mutex<Option<Session>>>,
     context: Arc<Mutex<String>>,
+    refusal: Arc<Mutex<Option<String>>>,
 }
 
 impl Shared {
+    fn set_refusal(&self, why: Option<String>) {
+        if let Ok(mut slot) = self.refusal.lock() {
+            *slot = why;
+        }
+    }
+
     fn set_session(&self, s: Option<Session>) {
         if let Ok(mut slot) = self.session.lock() {
             *slot = s;
@@ -364,6 +377,7 @@ impl Shared {
                         "–",
                         self.settings.reconcile,
                         "runtime",
+                        AccessErrorKind::Other,
                         format!("cannot start the async runtime: {e}"),
                     ))));
                     return;
@@ -460,9 +474,27 @@ impl Shared {
                         &base.context,
                         s.reconcile,
                         "kubeconfig",
+                        AccessErrorKind::Other,
                         message,
                     )));
                     return control.recv().await.into();
+                }
+                Err(Failure::Unsupported(message)) => {
+                    // The server says the same each time: on screen until `:ctx` or quit,
+                    // and the reason the TUI exits 2 if it is still what the screen shows.
+                    self.set_refusal(Some(message.clone()));
+                    self.notify.send(base.stamp(unavailable(
+                        &base.context,
+                        s.reconcile,
+                        "validatingadmissionpolicies.admissionregistration.k8s.io",
+                        AccessErrorKind::NotServed,
+                        message,
+                    )));
+                    let next = control.recv().await.into();
+                    if matches!(next, Next::Switch(_)) {
+                        self.set_refusal(None);
+                    }
+                    return next;
                 }
                 Err(Failure::Start(message)) => message,
             };
@@ -549,7 +581,12 @@ async fn start(s: &Settings, conn: &ConnectionOptions) -> Result<Controller, Fai
     config.workers = 2;
     controller::start(client, config)
         .await
-        .map_err(|e| Failure::Start(error_text(&e)))
+        .map_err(|e| match e {
+            controller::Error::Kube(crate::cluster::KubeError::NoVapV1(_)) => {
+                Failure::Unsupported(error_text(&e))
+            }
+            e => Failure::Start(error_text(&e)),
+        })
 }
 
 async fn stop(controller: &Controller) {
@@ -571,6 +608,7 @@ impl Source for Live {
             notify,
             session: self.session.clone(),
             context: self.context.clone(),
+            refusal: self.refusal.clone(),
         };
         std::thread::spawn(move || {
             shared.run(control_rx);
@@ -601,6 +639,10 @@ impl Source for Live {
             // A start under way gets START_WAIT to finish, then the reconciler STOP_WAIT to stop.
             let _ = done.recv_timeout(START_WAIT + Controller::STOP_WAIT + Duration::from_secs(1));
         }
+    }
+
+    fn refusal(&self) -> Option<String> {
+        self.refusal.lock().ok().and_then(|r| r.clone())
     }
 }
 

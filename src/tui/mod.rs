@@ -61,6 +61,9 @@ pub enum TuiError {
     /// Taking, reading or drawing on the terminal failed.
     #[error(transparent)]
     Terminal(#[from] std::io::Error),
+    /// The source could show nothing at all (`Source::refusal`), still so when the user quit.
+    #[error("{0}")]
+    Refused(String),
 }
 
 /// `kubectl vap`: the UI loop on any source.
@@ -162,5 +165,9 @@ pub fn run(mut source: Box<dyn Source>, opts: &TuiOptions) -> Result<ExitCode, T
     source.stop();
     drop(guard);
     tracing::info!("TUI stopped");
-    result.map(|()| ExitCode::SUCCESS)
+    result?;
+    match source.refusal() {
+        Some(why) => Err(TuiError::Refused(why)),
+        None => Ok(ExitCode::SUCCESS),
+    }
 }

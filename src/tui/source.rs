@@ -37,6 +37,11 @@ pub trait Source: Send {
     fn execute(&mut self, cmd: WriteCommand) -> Option<Action>;
     /// Quit: stop background work (the reconciler stops and releases its lease).
     fn stop(&mut self);
+    /// After `stop`: why the source could show nothing at all when the user quit (a cluster
+    /// without ValidatingAdmissionPolicy v1); the UI then exits 2 with it, as the commands do.
+    fn refusal(&self) -> Option<String> {
+        None
+    }
 }
 
 /// `-f`: one snapshot, analysed once.
