@@ -46,6 +46,24 @@ pub struct TuiArgs {
     pub lease: LeaseArgs,
 }
 
+impl Command {
+    /// The command's name as typed (`check`, `run`, …), for the User-Agent.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::Check(_) => "check",
+            Command::Plan(_) => "plan",
+            Command::Run(_) => "run",
+            Command::Replay { .. } => "replay",
+            Command::Reconcile { .. } => "reconcile",
+            Command::Install(_) => "install",
+            Command::Test(_) => "test",
+            Command::Audit(_) => "audit",
+            Command::Version { .. } => "version",
+            Command::Help { .. } => "help",
+        }
+    }
+}
+
 impl Cli {
     /// The command line, parsed; a usage error exits 3 (`exit::TABLE`). The TUI's flags belong
     /// to the TUI: `kubectl vap -f x check` is refused, not read as check's input nor ignored.
@@ -413,6 +431,9 @@ pub struct ConnectionArgs {
     /// Timeout of a single API request, e.g. 10s, 1m (0: none).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub request_timeout: Option<Duration>,
+    /// The command being run, for the User-Agent (set by `dispatch`, not a flag).
+    #[arg(skip)]
+    pub command: Option<String>,
 }
 
 impl ConnectionArgs {
@@ -437,6 +458,7 @@ impl ConnectionArgs {
                 self.as_group.clone()
             },
             request_timeout: self.request_timeout.or(before.request_timeout),
+            command: self.command.clone().or_else(|| before.command.clone()),
         }
     }
 
@@ -481,6 +503,7 @@ impl From<&ConnectionArgs> for crate::cluster::client::ConnectionOptions {
             as_user: a.as_user.clone(),
             as_group: a.as_group.clone(),
             request_timeout: a.request_timeout,
+            command: a.command.clone(),
         }
     }
 }

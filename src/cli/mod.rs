@@ -18,7 +18,14 @@ use exit::Exit;
 
 /// Runs the parsed command line. `Ok` carries the row of the exit-code table it ended on;
 /// `Err` ends on 2 (cannot tell) or, for an [`exit::UsageError`], 3.
-pub fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
+pub fn dispatch(mut cli: Cli) -> anyhow::Result<Exit> {
+    // Every request says which command sent it (User-Agent `kubectl-vap/<version> (<command>)`).
+    cli.conn.command = Some(
+        cli.command
+            .as_ref()
+            .map_or("tui", Command::name)
+            .to_string(),
+    );
     match &cli.command {
         // The TUI owns the screen: its logs go to a file.
         None => crate::logging::init_file(cli.log.as_deref()),

@@ -39,8 +39,26 @@ pub struct ConnectionOptions {
     pub as_user: Option<String>,
     /// Groups to impersonate (`--as-group`); needs `as_user`.
     pub as_group: Vec<String>,
-    /// Timeout of a single API request; zero or none: no timeout.
+    /// Timeout of a single API request (watches excepted); zero or none:
+    /// [`DEFAULT_REQUEST_TIMEOUT`].
     pub request_timeout: Option<Duration>,
+    /// The kubectl-vap command this connection serves (`run`, `check`, …): said in the
+    /// User-Agent, so the API server's audit log tells its requests from kubectl's.
+    pub command: Option<String>,
+}
+
+/// The bound of a request without `--request-timeout`: the API server's own (it answers 504
+/// to a request it could not finish in a minute), so whatever it would still answer is
+/// waited for, and a request nobody answers ends. Watches are not bounded by it.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// `kubectl-vap/<version> (<command>)`: the User-Agent of every request.
+pub fn user_agent(command: Option<&str>) -> String {
+    let version = env!("CARGO_PKG_VERSION");
+    match command {
+        Some(c) if !c.is_empty() => format!("kubectl-vap/{version} ({c})"),
+        _ => format!("kubectl-vap/{version}"),
+    }
 }
 
 impl ConnectionOptions {
@@ -149,11 +167,20 @@ pub async fn config_from(
         config.auth_info.impersonate_groups = Some(conn.as_group.clone());
     }
     if let Some(timeout) = conn.request_timeout.filter(|t| !t.is_zero()) {
-        // kubectl's --request-timeout bounds one request. Watches are long requests: the
-        // watcher asks the server for a shorter timeout than this (see runtime).
+        // kubectl's --request-timeout bounds one request; the whole of it is bounded in
+        // `connect` (`deadline`), watches excepted.
         config.connect_timeout = Some(timeout);
         config.write_timeout = Some(timeout);
     }
+    // No retries inside the client: each attempt must pass the caller's own checks (the
+    // reconciler's fence, before every write), and its backoff and logs see every 429, 503
+    // and 504. kube's default would resend a refused write up to 15 times, unseen.
+    config.default_retry = false;
+    let ua = user_agent(conn.command.as_deref());
+    config.headers.push((
+        http::header::USER_AGENT,
+        http::HeaderValue::from_str(&ua).map_err(|_| KubeError::UserAgent(ua.clone()))?,
+    ));
     Ok(config)
 }
 
@@ -254,6 +281,13 @@ fn with_overrides(
     Ok(kubeconfig)
 }
 
+/// The bound of every request but watches, for the settings.
+pub fn request_bound(conn: &ConnectionOptions) -> Duration {
+    conn.request_timeout
+        .filter(|t| !t.is_zero())
+        .unwrap_or(DEFAULT_REQUEST_TIMEOUT)
+}
+
 /// A client for the settings.
 pub async fn client_from(
     conn: impl Into<ConnectionOptions>,
@@ -268,9 +302,14 @@ pub async fn connect(
     conn: impl Into<ConnectionOptions>,
     in_cluster: bool,
 ) -> Result<(kube::Client, String), KubeError> {
-    let config = config_from(conn, in_cluster).await?;
+    let conn: ConnectionOptions = conn.into();
+    let limit = request_bound(&conn);
+    let config = config_from(&conn, in_cluster).await?;
     let url = config.cluster_url.to_string();
-    let client = kube::Client::try_from(config).map_err(|e| KubeError::Client(Box::new(e)))?;
+    let client = kube::client::ClientBuilder::try_from(config)
+        .map_err(|e| KubeError::Client(Box::new(e)))?
+        .with_layer(&super::deadline::BoundLayer { limit })
+        .build();
     Ok((client, url.trim_end_matches('/').to_string()))
 }
 
@@ -428,6 +467,33 @@ contexts:
                 ..ConnectionOptions::default()
             }
         );
+    }
+
+    /// Every attempt is the caller's to make (the reconciler's fence is checked before each),
+    /// and every request says who sent it.
+    #[tokio::test]
+    async fn no_client_retries_and_a_user_agent_naming_the_command() {
+        let (_dir, paths) = files();
+        let mut a = args(&paths);
+        a.command = Some("run".into());
+        let c = config_from(&a, false).await.expect("config");
+        assert!(
+            !c.default_retry,
+            "kube's retry layer would resend writes unfenced"
+        );
+        let ua: Vec<_> = c
+            .headers
+            .iter()
+            .filter(|(k, _)| k == http::header::USER_AGENT)
+            .map(|(_, v)| v.to_str().expect("ascii"))
+            .collect();
+        assert_eq!(
+            ua,
+            [format!("kubectl-vap/{} (run)", env!("CARGO_PKG_VERSION"))]
+        );
+        assert_eq!(request_bound(&a), DEFAULT_REQUEST_TIMEOUT);
+        a.request_timeout = Some(Duration::from_secs(3));
+        assert_eq!(request_bound(&a), Duration::from_secs(3));
     }
 
     #[tokio::test]

@@ -6,6 +6,8 @@ pub mod access;
 pub mod apply;
 pub mod assemble;
 pub mod client;
+pub mod deadline;
+pub mod decode;
 pub mod discovery;
 pub mod list;
 pub mod watch;
@@ -27,6 +29,9 @@ pub enum KubeError {
     /// The API server refuses groups without a user to impersonate: said before asking it.
     #[error("--as-group needs --as")]
     GroupWithoutUser,
+    /// The command name made a header no HTTP request can carry (a bug, not the user's).
+    #[error("the User-Agent {0:?} is not a valid header value")]
+    UserAgent(String),
     #[error("creating the Kubernetes client: {0}")]
     Client(#[source] Box<kube::Error>),
     #[error("{what}: {}", describe(source))]
@@ -90,6 +95,18 @@ impl KubeError {
 /// A kube error for people: the API server's words ([`crate::text::kube_error_text`]).
 pub fn describe(e: &kube::Error) -> String {
     crate::text::kube_error_text(e)
+}
+
+/// Whether `e` means the API server did not answer (connection refused or reset, no answer
+/// within the request's bound, a stream cut): an outage, not an answer. An error without an
+/// HTTP status is not always one: an answer that could not be decoded, or a request that
+/// could not be built or authenticated, is a problem of its own, and retrying the connection
+/// will not fix it.
+pub fn unanswered(e: &kube::Error) -> bool {
+    matches!(
+        e,
+        kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_)
+    )
 }
 
 /// The HTTP status code of an API error, if the error is one.

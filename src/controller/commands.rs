@@ -2,22 +2,19 @@
 //! them: here when it leads, through the lease holder otherwise (`requests.rs` has the
 //! channel); and the holder's side of that channel.
 
+use super::channel::{self, Batch, Desk, MAX_RUNNING, PRUNE_EVERY, Published};
 use super::events::{Outgoing, Regarding};
 use super::keys::Key;
 use super::lease::HolderView;
-use super::requests::{self, Answer, REQUEST_DEADLINE};
+use super::outage::SUMMARY_EVERY;
 use super::shared::Shared;
 use super::state::{Command, EventResult, EventVerb, RequestOutcome};
-use super::tasks::Lifetime;
 use super::world::{ConstraintStore, Enqueue, Read, TemplateStore};
 use super::{Error, RequestError};
 use crate::model::ObjectRef;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::Api;
-use parking_lot::Mutex;
-use std::collections::HashSet;
+use kube::api::{Api, Patch, PatchParams};
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::sync::watch;
 
 /// Where requests go: this copy's identity and the Lease whose holder handles them.
@@ -201,14 +198,14 @@ pub async fn handle(
     match (v.holder, v.unreadable) {
         (Some(h), _) if h == route.identity => Err(RequestError::MayNotWrite.into()),
         (Some(h), _) if !v.vacant => {
-            tracing::info!("asking the lease holder {h}");
-            requests::ask(
+            tracing::info!("asking the lease holder {}", channel::said(&h, 253));
+            channel::ask(
                 &shared.client,
                 &route.lease_namespace,
                 &route.lease_name,
                 &command,
                 &route.identity,
-                REQUEST_DEADLINE + Duration::from_secs(15),
+                channel::ASK_TIMEOUT,
             )
             .await
         }
@@ -222,98 +219,182 @@ pub async fn handle(
     }
 }
 
-/// The holder's side of the requests ConfigMap: while this copy leads, every request written
-/// there is handled here and answered there.
+/// The holder's side of the requests channel (`channel.rs`): while this copy leads, the
+/// requests written into the ConfigMap are read once each, bounded and coalesced by the
+/// [`Desk`], handled here at most [`MAX_RUNNING`] commands at once, answered in the Lease, and
+/// removed from the ConfigMap with one fenced merge patch per [`PRUNE_EVERY`] at most.
 pub async fn serve(shared: Arc<Shared>, route: Route) {
     use futures::StreamExt;
-    let name = requests::configmap_name(&route.lease_name);
+    let name = channel::configmap_name(&route.lease_name);
+    let configmap = format!("{}/{name}", route.lease_namespace);
     let api: Api<ConfigMap> = Api::namespaced(shared.client.clone(), &route.lease_namespace);
-    let in_progress: Arc<Mutex<HashSet<String>>> = Arc::default();
     let mut leading = shared.leadership.subscribe();
+    // The batches in progress: tasks of this one (aborted with it when the copy stops; a
+    // panic of one is this task's, which the copy's supervisor sees), kept across terms.
+    let mut running = tokio::task::JoinSet::new();
     loop {
-        // Only the holder serves: the others wait for leadership.
-        if leading.wait_for(|l| *l).await.is_err() {
-            return;
-        }
-        let what = format!("ConfigMap {}/{name}", route.lease_namespace);
-        let mut stream = crate::cluster::watch::object(api.clone(), &name, what);
+        // Only the holder serves: the others wait for leadership (an earlier term's batches
+        // finish meanwhile).
         loop {
-            let item = tokio::select! {
-                item = stream.next() => item,
+            tokio::select! {
+                led = leading.wait_for(|l| *l) => match led {
+                    Ok(_) => break,
+                    Err(_) => return,
+                },
+                Some(end) = running.join_next() => rethrow(end),
+            }
+        }
+        let what = format!("ConfigMap {configmap}");
+        let mut stream = crate::cluster::watch::object(api.clone(), &name, what);
+        let mut desk = Desk::default();
+        let mut pruning = Pruning::default();
+        let mut tick = tokio::time::interval(PRUNE_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            while running.len() < MAX_RUNNING
+                && let Some(batch) = desk.next()
+            {
+                running.spawn(handle_batch(shared.clone(), route.clone(), batch));
+            }
+            for refused in desk.refused() {
+                shared.answers.publish(refused);
+            }
+            tokio::select! {
+                item = stream.next() => match item {
+                    Some(Ok(Some(cm))) => desk.read(
+                        &cm.data.unwrap_or_default(),
+                        std::time::Instant::now(),
+                        chrono::Utc::now(),
+                    ),
+                    // Not there (yet), or failing: logged by the watch, retried with its backoff.
+                    Some(Ok(None) | Err(_)) => {}
+                    None => break,
+                },
+                Some(end) = running.join_next(), if !running.is_empty() => rethrow(end),
+                _ = tick.tick() => {
+                    pruning.prune(&shared, &api, &configmap, &mut desk).await;
+                }
                 r = leading.changed() => {
                     if r.is_ok() && *leading.borrow_and_update() { continue } else { break }
                 }
-            };
-            let cm = match item {
-                Some(Ok(Some(cm))) => cm,
-                Some(Ok(None)) => continue,
-                // Logged by the watch, retried with its backoff.
-                Some(Err(_)) => continue,
-                None => break,
-            };
-            let data = cm.data.unwrap_or_default();
-            // Handled ids are kept while their request is in the ConfigMap: an event that
-            // predates the answer must not handle it again.
-            in_progress
-                .lock()
-                .retain(|id| data.contains_key(&format!("request.{id}")));
-            for (id, asked) in requests::unanswered(&data) {
-                if !in_progress.lock().insert(id.clone()) {
-                    continue;
-                }
-                let stale = requests::stale(&data, chrono::Utc::now(), requests::KEEP_ANSWERED);
-                let (shared, route, api, name) =
-                    (shared.clone(), route.clone(), api.clone(), name.clone());
-                let task = format!("request {id}");
-                let world = shared.clone();
-                world.tasks.spawn(task, Lifetime::Job, async move {
-                    tracing::info!(request = %id, by = %asked.by, "handling a request: {} {}", asked.command, asked.template.as_deref().unwrap_or(""));
-                    let result = match asked.command() {
-                        Some(c) => handle_here(&shared, &route, c).await,
-                        None => Err(RequestError::Unknown(asked.command.clone()).into()),
-                    };
-                    let answer = match result {
-                        Ok(o) => Answer {
-                            handled_by: o.handled_by,
-                            handled_at: now(),
-                            summary: o.summary,
-                            writes: o.writes,
-                            failures: o.failures,
-                            refused: o.refused,
-                            keys: o.keys,
-                            error: None,
-                        },
-                        Err(e) => Answer {
-                            handled_by: route.identity.clone(),
-                            handled_at: now(),
-                            summary: String::new(),
-                            writes: 0,
-                            failures: 0,
-                            refused: 0,
-                            keys: 0,
-                            error: Some(e.to_string()),
-                        },
-                    };
-                    // Fenced like every write: a holder that lost the Lease meanwhile leaves
-                    // the request to the next one.
-                    if !shared.leadership.may_write() {
-                        tracing::info!(request = %id, "not leading any more: not answering");
-                        return;
-                    }
-                    if let Err(e) = requests::answer(&api, &name, &id, &answer, &stale).await {
-                        tracing::warn!(
-                            "answering request {id} in ConfigMap {name}: {}",
-                            crate::cluster::describe(&e)
-                        );
-                    }
-                });
             }
         }
+        // What is in progress finishes on its own (its answer is not published once this copy
+        // no longer leads); a new term starts with a fresh desk.
     }
 }
 
-fn now() -> String {
-    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+/// A batch's panic is its server's: the copy's supervisor sees it.
+fn rethrow(end: Result<(), tokio::task::JoinError>) {
+    if let Err(e) = end
+        && e.is_panic()
+    {
+        std::panic::resume_unwind(e.into_panic());
+    }
+}
+
+/// How the command of a batch is said in the log (its template escaped).
+fn said_command(c: &Command) -> String {
+    match c {
+        Command::Replay(t) => format!("replay {}", channel::said(t, 253)),
+        Command::Reconcile(t) => format!("reconcile {}", channel::said(t, 253)),
+        Command::ReconcileAll => "reconcile-all".into(),
+    }
+}
+
+/// Handles one batch of requests asking the same command, and publishes the answer to all of
+/// them in the Lease.
+async fn handle_batch(shared: Arc<Shared>, route: Route, batch: Batch) {
+    let Batch { command, asked } = batch;
+    let first = asked
+        .first()
+        .map(|(id, by)| format!("request {id}, asked by {by}"))
+        .unwrap_or_default();
+    tracing::info!(
+        "handling {} for {} request(s) ({first}{})",
+        said_command(&command),
+        asked.len(),
+        if asked.len() > 1 { ", and others" } else { "" }
+    );
+    let result = handle_here(&shared, &route, command.clone()).await;
+    if !shared.leadership.may_write() {
+        tracing::info!(
+            "not leading any more: not answering {} request(s)",
+            asked.len()
+        );
+        return;
+    }
+    let ids = asked.into_iter().map(|(id, _)| id).collect();
+    shared
+        .answers
+        .publish(Published::of(ids, &command, &result));
+}
+
+/// The holder's writes to the ConfigMap: what the desk read, removed; what it ignored, said at
+/// most once per [`SUMMARY_EVERY`]; a failing patch said once until one passes.
+#[derive(Default)]
+struct Pruning {
+    last_said: Option<std::time::Instant>,
+    failing: bool,
+}
+
+impl Pruning {
+    async fn prune(
+        &mut self,
+        shared: &Shared,
+        api: &Api<ConfigMap>,
+        configmap: &str,
+        desk: &mut Desk,
+    ) {
+        if self.last_said.is_none_or(|t| t.elapsed() >= SUMMARY_EVERY)
+            && let Some(ignored) = desk.ignored()
+        {
+            self.last_said = Some(std::time::Instant::now());
+            tracing::warn!(
+                "ignored and removed entries of ConfigMap {configmap}: {ignored} (said at most every {}s)",
+                SUMMARY_EVERY.as_secs()
+            );
+        }
+        let keys = desk.take_prune();
+        if keys.is_empty() {
+            return;
+        }
+        // Fenced like every write, and its answer awaited no longer than the fence allows.
+        let Some(left) = shared.leadership.fence.remaining() else {
+            desk.unpruned(keys);
+            return;
+        };
+        let patch = channel::prune_patch(&keys);
+        let name = configmap.rsplit('/').next().unwrap_or(configmap);
+        let (params, patch) = (PatchParams::default(), Patch::Merge(&patch));
+        let sent = api.patch(name, &params, &patch);
+        let failure = match tokio::time::timeout(left, sent).await {
+            Ok(Ok(_)) => None,
+            // Gone: nothing left to remove.
+            Ok(Err(e)) if crate::cluster::status_code(&e) == Some(404) => None,
+            Ok(Err(e)) => Some(crate::cluster::describe(&e)),
+            Err(_) => Some(format!(
+                "no answer within {:.1}s, before the write fence closed",
+                left.as_secs_f32()
+            )),
+        };
+        match failure {
+            None => {
+                if std::mem::take(&mut self.failing) {
+                    tracing::info!("removing read requests from ConfigMap {configmap} works again");
+                }
+            }
+            Some(why) => {
+                desk.unpruned(keys);
+                if !std::mem::replace(&mut self.failing, true) {
+                    tracing::warn!(
+                        "removing read requests from ConfigMap {configmap}: {why}; retried every {}s (not logged again until it passes)",
+                        PRUNE_EVERY.as_secs()
+                    );
+                }
+            }
+        }
+    }
 }
 
 /// The keys of a command: the template's (reconcile only) and its kind's constraints.

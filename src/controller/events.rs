@@ -486,14 +486,25 @@ impl Publisher {
                 // A lost series (the Event expired): the next repeat creates a new one.
                 self.series.remove(&key);
                 if !std::mem::replace(&mut self.failing, true) {
-                    tracing::warn!(
-                        "cannot publish Events in namespace {namespace}: {} (needs create/patch on events.events.k8s.io there; outcomes stay in this copy's log)",
-                        crate::cluster::describe(&e)
-                    );
+                    tracing::warn!("{}", unpublished(namespace, &e));
                 }
             }
         }
     }
+}
+
+/// What a failure to publish an Event in `namespace` says: the RBAC hint only when RBAC is
+/// what refused (not a 422, nor a server that did not answer).
+fn unpublished(namespace: &str, e: &kube::Error) -> String {
+    let hint = if matches!(crate::cluster::status_code(e), Some(401 | 403)) {
+        "needs create/patch on events.events.k8s.io there; "
+    } else {
+        ""
+    };
+    format!(
+        "cannot publish Events in namespace {namespace}: {} ({hint}outcomes stay in this copy's log)",
+        crate::cluster::describe(e)
+    )
 }
 
 /// The Event for `e`, in the namespace of what it regards.
@@ -754,6 +765,25 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn the_rbac_hint_only_when_rbac_refused() {
+        let status = |code: u16| {
+            kube::Error::Api(Box::new(
+                serde_json::from_value(serde_json::json!({ "code": code, "message": "m" }))
+                    .expect("a Status"),
+            ))
+        };
+        assert!(unpublished("default", &status(403)).contains("needs create/patch"));
+        assert!(!unpublished("default", &status(422)).contains("needs create/patch"));
+        let unanswered = kube::Error::Service("connection refused".into());
+        let said = unpublished("default", &unanswered);
+        assert!(!said.contains("needs create/patch"), "{said}");
+        assert!(
+            said.ends_with("(outcomes stay in this copy's log)"),
+            "{said}"
+        );
+    }
 
     fn obj(kind: &str, name: &str) -> ObjectRef {
         ObjectRef::new("v1", kind, name)

@@ -15,6 +15,7 @@
 //! its deadline passed: it writes nothing more, drops its queue, relists every store, and only
 //! writes again after it holds the Lease again, confirmed by the server.
 
+use super::channel::ANSWERS_ANNOTATION;
 use super::fence::{LEASE_DURATION, Timing, mono_now};
 use super::shared::Shared;
 use super::state::{
@@ -141,7 +142,9 @@ fn view_of(l: &Lease, seen_at: Duration, identity: Option<&str>, default: Durati
             .and(spec.acquire_time.as_ref())
             .and_then(micro_to_chrono),
         health: holder.as_ref().and_then(|_| health_of(l)),
-        holder,
+        // Shown in views, logs and the CLI's lines: escaped (an identity we write never
+        // changes by it).
+        holder: holder.map(|h| crate::text::printable(&h).into_owned()),
         vacant,
         unreadable: None,
     }
@@ -239,6 +242,7 @@ impl Elector {
     async fn try_acquire_or_renew(
         &mut self,
         health: &LeaderHealth,
+        answers: Option<&str>,
         view: &mut HolderView,
     ) -> Result<Attempt, kube::Error> {
         let now = mono_now();
@@ -252,10 +256,13 @@ impl Elector {
             let lease = Lease {
                 metadata: ObjectMeta {
                     name: Some(self.name.clone()),
-                    annotations: Some(BTreeMap::from([(
-                        HEALTH_ANNOTATION.to_string(),
-                        health_to_annotation(health),
-                    )])),
+                    annotations: Some(
+                        [(HEALTH_ANNOTATION, Some(health_to_annotation(health)))]
+                            .into_iter()
+                            .chain([(ANSWERS_ANNOTATION, answers.map(str::to_string))])
+                            .filter_map(|(k, v)| Some((k.to_string(), v?)))
+                            .collect::<BTreeMap<_, _>>(),
+                    ),
                     ..ObjectMeta::default()
                 },
                 spec: Some(LeaseSpec {
@@ -327,10 +334,16 @@ impl Elector {
         }
         next.spec = Some(s);
         next.metadata.managed_fields = None;
-        next.metadata
+        let annotations = next
+            .metadata
             .annotations
-            .get_or_insert_with(Default::default)
-            .insert(HEALTH_ANNOTATION.into(), health_to_annotation(health));
+            .get_or_insert_with(Default::default);
+        annotations.insert(HEALTH_ANNOTATION.into(), health_to_annotation(health));
+        // The answers to requests ride on the renewal: only a Lease writer can put them here.
+        match answers {
+            Some(a) => annotations.insert(ANSWERS_ANNOTATION.into(), a.to_string()),
+            None => annotations.remove(ANSWERS_ANNOTATION),
+        };
         // The resourceVersion read: if anyone wrote the Lease since, this fails (409).
         match self.api.replace(&self.name, &pp, &next).await {
             Ok(l) => {
@@ -361,6 +374,7 @@ impl Elector {
         next.metadata.managed_fields = None;
         if let Some(a) = next.metadata.annotations.as_mut() {
             a.remove(HEALTH_ANNOTATION);
+            a.remove(ANSWERS_ANNOTATION);
         }
         self.api
             .replace(&self.name, &PostParams::default(), &next)
@@ -463,7 +477,28 @@ pub async fn run(
         }
         let sent = mono_now();
         let mut view = view_tx.borrow().clone();
-        match elector.try_acquire_or_renew(&health(), &mut view).await {
+        // Each attempt is bounded, as client-go bounds it by the renew deadline: the holder's
+        // by what is left of its fence (an answer after that confirms nothing), any other by
+        // the renew deadline. A renewal nobody answers ends here, and the holder stops leading
+        // when its fence closes, not whenever the request comes back.
+        let bound = campaign
+            .shared
+            .leadership
+            .fence
+            .remaining()
+            .unwrap_or(timing.renew_deadline);
+        let published = health();
+        let answers = campaign.shared.answers.annotation();
+        let attempt = elector.try_acquire_or_renew(&published, answers.as_deref(), &mut view);
+        let Ok(attempt) = tokio::time::timeout(bound, attempt).await else {
+            campaign.unanswered(bound);
+            tokio::select! {
+                () = tokio::time::sleep(timing.retry) => {}
+                () = stopping.cancelled() => break,
+            }
+            continue;
+        };
+        match attempt {
             Ok(Attempt::Holds) => {
                 campaign.holds(sent, &timing).await;
                 view.unreadable = None;
@@ -546,7 +581,7 @@ impl Campaign {
         } else if !shared.leadership.set_leading(true) {
             self.standing_by = None;
             shared.metrics.leader.store(true, Ordering::Relaxed);
-            super::requests::ensure_configmap(&shared.client, &self.namespace, &self.name).await;
+            super::channel::ensure_configmap(&shared.client, &self.namespace, &self.name).await;
             shared.resync();
         }
     }
@@ -555,17 +590,33 @@ impl Campaign {
     /// record looked).
     fn held_by(&mut self, holder: Option<String>, standby: Option<Standby>) {
         self.shared.outage.reachable();
+        // Read and answered: usable again (an earlier failure no longer stands).
+        self.shared.status.set_access(LEASES, None);
+        if let Some(since) = self.failing_since.take() {
+            tracing::info!(
+                "Lease {} reachable again after {}s",
+                self.lease.name,
+                (mono_now() - since).as_secs()
+            );
+        }
         if let Some(h) = &holder
             && self.standing_by.as_ref() != Some(h)
         {
             tracing::info!(
                 "{}",
-                standing_by_text(&self.lease.name, h, standby.as_ref())
+                standing_by_text(
+                    &self.lease.name,
+                    &crate::text::printable(h),
+                    standby.as_ref()
+                )
             );
             self.standing_by = Some(h.clone());
         }
         if self.shared.leadership.is_leading() {
-            let by = holder.unwrap_or_else(|| "another copy".into());
+            let by = holder.map_or_else(
+                || "another copy".into(),
+                |h| crate::text::printable(&h).into_owned(),
+            );
             self.lose(&format!("{by} holds the Lease now"));
         }
     }
@@ -579,7 +630,7 @@ impl Campaign {
             &crate::cluster::describe(e),
             LeaseUse::Compete,
         );
-        if crate::cluster::status_code(e).is_none() {
+        if crate::cluster::unanswered(e) {
             // No answer at all: part of the copy's one outage log.
             self.shared
                 .outage
@@ -591,6 +642,26 @@ impl Campaign {
             tracing::debug!("{}", error.message);
         }
         self.shared.status.set_access(LEASES, Some(error));
+    }
+
+    /// The attempt got no complete answer within `bound`: abandoned. A holder stops leading
+    /// (its fence has closed: gauge 0, writes stopped, said once); every copy reports the Lease
+    /// as not usable until an attempt passes, which `/readyz` reflects.
+    fn unanswered(&mut self, bound: Duration) {
+        let why = format!(
+            "no answer within {:.1}s (request abandoned)",
+            bound.as_secs_f32()
+        );
+        let error = lease_access_error(&self.namespace, &self.name, None, &why, LeaseUse::Compete);
+        self.shared
+            .outage
+            .failed(&format!("Lease {}", self.lease.name), &why);
+        self.shared.status.set_access(LEASES, Some(error));
+        if self.shared.leadership.is_leading() || self.shared.leadership.fence.expired() {
+            self.lose(&format!(
+                "the renewal got no answer within the renew deadline ({why})"
+            ));
+        }
     }
 
     /// Writes stop, then the Lease is released — even if this copy believes it lost it:
@@ -637,6 +708,9 @@ fn lose(shared: &Shared, lease: &ObjectRef, identity: &str, why: &str) {
     let had = shared.leadership.fence.revoke();
     let was = shared.leadership.set_leading(false);
     shared.metrics.leader.store(false, Ordering::Relaxed);
+    // Answers still unpublished are dropped with the queue: their requests' keys will not be
+    // reconciled here.
+    shared.answers.clear();
     if !had && !was {
         return;
     }

@@ -24,6 +24,7 @@
 //! is public for the message that says how to switch it off.
 
 pub mod cache;
+mod channel;
 mod commands;
 mod discovery;
 mod events;
@@ -53,11 +54,11 @@ pub mod worker;
 pub mod world;
 mod writer;
 
+pub use channel::configmap_name as requests_configmap;
 pub use events::EVENTS_RESOURCE;
 pub use handle::{Controller, Convergence, NotLeading};
 pub use keys::Scope;
 pub use lease::{HolderView, LEASES, default_identity, read_lease};
-pub use requests::configmap_name as requests_configmap;
 pub use requests::summary as request_summary;
 pub use start::{
     Config, DEFAULT_LEASE_NAME, DEFAULT_LEASE_NAMESPACE, DEFAULT_WORKERS, Mode, Tuning, launch,
@@ -149,17 +150,24 @@ pub enum RequestError {
         #[source]
         source: Box<kube::Error>,
     },
-    #[error("ConfigMap {configmap} was deleted while waiting for the answer")]
-    ConfigMapDeleted { configmap: String },
-    #[error("an unreadable answer: {0}")]
-    UnreadableAnswer(#[source] serde_json::Error),
-    #[error("the watch ended")]
+    #[error("the watch of the Lease ended")]
     WatchEnded,
     #[error(
-        "no answer from the lease holder within {secs}s (is it running? `kubectl vap` shows who holds the Lease)"
+        "no answer from the lease holder within {secs}s ({}; `kubectl vap` shows who holds the Lease)",
+        if *read { "it read the request and may still carry it out, or ignored it as too many, too old or too large" } else { "nobody read the request: is the holder running?" }
     )]
-    NoAnswer { secs: u64 },
-    /// The holder answered with an error (its text: it crossed the ConfigMap).
+    NoAnswer {
+        secs: u64,
+        /// The request was removed from the ConfigMap: some holder read it.
+        read: bool,
+    },
+    /// The holder's answer under our request's id is for another command: someone rewrote
+    /// the request in the ConfigMap (anyone who may ask may).
+    #[error(
+        "the lease holder answered `{answered}` for this request, not `{asked}`: the request was rewritten in the ConfigMap by someone else; ask again"
+    )]
+    NotOurs { asked: String, answered: String },
+    /// The holder answered with an error (read from its Lease, escaped).
     #[error("{holder}: {error}")]
     Failed { holder: String, error: String },
 }
@@ -173,13 +181,5 @@ pub async fn ask_holder(
     command: &Command,
     by: &str,
 ) -> Result<RequestOutcome, Error> {
-    requests::ask(
-        client,
-        namespace,
-        lease,
-        command,
-        by,
-        requests::REQUEST_DEADLINE + std::time::Duration::from_secs(15),
-    )
-    .await
+    channel::ask(client, namespace, lease, command, by, channel::ASK_TIMEOUT).await
 }

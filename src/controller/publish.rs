@@ -38,6 +38,11 @@ fn connection(shared: &Shared) -> Connection {
 /// Keeps `/readyz` true: ready only while every store is listed and watched (a copy that
 /// cannot read something decides nothing that rests on it, and says so).
 fn readiness(shared: &Shared) {
+    // A copy whose Lease requests fail or go unanswered cannot lead, nor tell who does.
+    if let Some(lease) = shared.status.access_error(super::lease::LEASES) {
+        shared.metrics.set_ready(Err(lease.message));
+        return;
+    }
     let unknown = shared.unknown_stores();
     shared
         .metrics

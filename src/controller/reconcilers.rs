@@ -467,7 +467,10 @@ pub fn schedule<Q: Enqueue>(queue: &Q, key: &Key, outcome: &Outcome, attempt: u3
         // Unknown: parked until the store lists again; refused: the next change tries again.
         Outcome::Done | Outcome::Unknown(_) | Outcome::Refused(_) => {}
         Outcome::RequeueAfter(d) => queue.enqueue_after(key.clone(), *d),
-        Outcome::Retry(_) => queue.enqueue_after(key.clone(), backoff(attempt)),
+        // Never sooner than the server asked (a 429's or 503's Retry-After).
+        Outcome::Retry(e) => {
+            queue.enqueue_after(key.clone(), backoff(attempt).max(e.retry_after()))
+        }
         Outcome::Forbidden(_) => queue.enqueue_after(key.clone(), forbidden_backoff(attempt)),
     }
 }
@@ -555,6 +558,27 @@ mod tests {
         assert_eq!(
             next(Outcome::RequeueAfter(Duration::from_secs(7)), 0).await,
             Some(Duration::from_secs(7))
+        );
+        // A throttled write (429) comes back no sooner than the server asked, however young
+        // its backoff; a later attempt's longer backoff wins over a short Retry-After.
+        let throttled = WriteError::Failed(Arc::new(ApplyError::Failed {
+            what: "create ValidatingAdmissionPolicyBinding/gatekeeper-k8sx-a".into(),
+            source: Box::new(kube::Error::Api(Box::new(
+                serde_json::from_value(serde_json::json!({
+                    "status": "Failure", "code": 429, "reason": "TooManyRequests",
+                    "message": "too many requests", "details": { "retryAfterSeconds": 7 }
+                }))
+                .expect("a Status"),
+            ))),
+        }));
+        assert_eq!(throttled.retry_after(), Duration::from_secs(7));
+        assert_eq!(
+            next(Outcome::Retry(throttled.clone()), 0).await,
+            Some(Duration::from_secs(7))
+        );
+        assert_eq!(
+            next(Outcome::Retry(throttled), 30).await,
+            Some(Duration::from_secs(30))
         );
         // A forbidden step of a reconcile is not lost behind one that is done, and keeps its
         // cause.

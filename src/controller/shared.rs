@@ -3,6 +3,7 @@
 //! tracker. The world the reconcilers run against is `writer::Live` (this, with the writer's
 //! own log). Private to `controller/`: outside, [`super::Controller`] is the only door.
 
+use super::channel::Answers;
 use super::events::Recorder;
 use super::fence::Leadership;
 use super::metrics::Metrics;
@@ -30,6 +31,8 @@ pub struct Shared {
     pub tracker: Tracker,
     /// Every task of the copy, under one supervisor.
     pub tasks: Tasks,
+    /// Answers to other copies' requests, published in the Lease with the renewals.
+    pub answers: Answers,
 }
 
 impl Shared {
@@ -113,6 +116,7 @@ impl Shared {
             recorder: Recorder::default(),
             tracker: Tracker::default(),
             tasks: Tasks::default(),
+            answers: Answers::default(),
         }
     }
 }

@@ -548,6 +548,7 @@ fn assemble(
         outage: Default::default(),
         recorder,
         tracker: Default::default(),
+        answers: Default::default(),
         tasks: Tasks::new(tuning.fail_task.clone()),
     });
     (shared, writers, facts)

@@ -22,6 +22,8 @@ pub fn classify(e: ApplyError) -> WriteError {
         ApplyError::Body { .. } | ApplyError::Request { .. } | ApplyError::NoBody(_) => {
             WriteError::Invalid
         }
+        // The fence closed first: nothing answered, as far as this copy knows.
+        ApplyError::Abandoned { .. } => WriteError::Unreachable,
         ApplyError::Failed { source, .. } => match &**source {
             kube::Error::Api(status) => match status.code {
                 401 | 403 => WriteError::Forbidden,
@@ -31,7 +33,10 @@ pub fn classify(e: ApplyError) -> WriteError {
                 422 => WriteError::Invalid,
                 _ => WriteError::Failed,
             },
-            _ => WriteError::Unreachable,
+            e if crate::cluster::unanswered(e) => WriteError::Unreachable,
+            // Answered, but the answer could not be read (or the request not built): not an
+            // outage, and a retry may pass.
+            _ => WriteError::Failed,
         },
     };
     class(Arc::new(e))
@@ -172,12 +177,13 @@ impl Writer for Live<'_> {
         if !self.shared.status.writes_enabled() {
             return WriteOutcome::Skipped(NotSent::WritesDisabled);
         }
-        // Checked right before sending, against a monotonic deadline from the last successful
-        // renewal: a copy that was paused, or cannot renew, sends nothing more, whatever it
-        // still believes about the Lease.
-        if !self.shared.leadership.may_write() {
+        // Checked right before sending each attempt (the client retries nothing by itself),
+        // against a monotonic deadline from the last successful renewal: a copy that was
+        // paused, or cannot renew, sends nothing more, whatever it still believes about the
+        // Lease. Its answer is awaited until that deadline, no longer.
+        let Some(left) = self.shared.leadership.fence.remaining() else {
             return WriteOutcome::Skipped(NotSent::NotConfirmed);
-        }
+        };
         if let Some(refused) = self.shared.status.refusal(&w.object.to_string(), digest(w)) {
             // Not sent again, but still a failure of the request that met it (its reply and
             // exit code). Reported once: the event log's line, the metric and the Kubernetes
@@ -186,7 +192,14 @@ impl Writer for Live<'_> {
             super::tally::count_write(true);
             return WriteOutcome::Failed(refused);
         }
-        match apply_write(&self.shared.client, self.shared.stores.admission(), w).await {
+        let sent = apply_write(&self.shared.client, self.shared.stores.admission(), w);
+        let answer = tokio::time::timeout(left, sent).await.unwrap_or_else(|_| {
+            Err(ApplyError::Abandoned {
+                what: format!("{} {}", w.verb.as_str(), w.object),
+                after: left,
+            })
+        });
+        match answer {
             Ok(applied) => {
                 self.written(w, &applied);
                 WriteOutcome::Done

@@ -333,7 +333,9 @@ impl Env {
     }
 }
 
-fn run_as(kubeconfig: &Path, lease: &str) -> Command {
+/// `kubectl-vap run --binding-wait=0s` on Lease `lease` (in the test namespace) as the user of
+/// `kubeconfig` (another server address too: a proxy's), not started.
+pub fn run_as(kubeconfig: &Path, lease: &str) -> Command {
     let mut cmd = cli::kubectl_vap();
     cmd.args(["run", "--binding-wait=0s"])
         .args(["--lease-namespace", LEASE_NS, "--lease-name", lease])

@@ -11,6 +11,9 @@
 //! - `rbac`: least privilege, and no writes without the knowledge to write.
 //! - `outage`: API server restarts, watch gaps, an outage's log.
 //! - `cli`: the real binary's `run --once` then real admission, `/metrics`, `check` and `plan`.
+//! - `fence`: issue 31 through a fault-injecting proxy (`testenv::proxy`): a throttled write
+//!   after the Lease was lost, a renewal nobody answers, a hostile operator on the requests
+//!   channel, a constraint nested too deep to decode, the User-Agent in the audit log.
 //! - `operator`: `run` as an operator reads it: a missing right said once (exit 2 in the
 //!   foreground, unready when told to wait), a template turned invalid and valid, once each.
 //! - `rest`: the real binary's `run` left running: no CPU at rest, a dead task noticed.
@@ -29,6 +32,7 @@ mod support;
 
 mod cli;
 mod env;
+mod fence;
 mod gatekeeper;
 mod generation;
 mod lease;

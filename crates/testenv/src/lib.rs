@@ -18,6 +18,7 @@ mod controller_manager;
 pub mod gatekeeper;
 pub mod poll;
 mod process;
+pub mod proxy;
 pub mod rbac;
 pub mod version;
 
