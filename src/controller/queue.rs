@@ -377,9 +377,8 @@ mod tests {
         assert_eq!(q.pop(t0), Some(k));
     }
 
-    /// On tokio's clock, paused: a worker waiting on [`SharedQueue::next`] gets a delayed key
-    /// when it is due, not before, and without a poll in between (the clock only moves when
-    /// every task sleeps, so each wake-up is one the queue asked for).
+    /// On tokio's clock, paused (it jumps to the next timer when every task waits): a worker
+    /// waiting on [`SharedQueue::next`] gets each delayed key exactly when it is due.
     #[tokio::test(start_paused = true)]
     async fn a_waiting_worker_wakes_when_a_delayed_key_is_due() {
         let q = std::sync::Arc::new(SharedQueue::new(Scope::All));
