@@ -55,6 +55,9 @@ enum Fact {
     Invalid {
         regarding: Regarding,
         reason: Option<String>,
+        /// Its log line was said already, by the watch that read it (a stub of an object
+        /// that could not be decoded): not said twice.
+        logged: bool,
     },
 }
 
@@ -171,9 +174,14 @@ impl Recorder {
     /// valid (`None`). A Warning Event `Invalid` is published once per reason, not per
     /// reconcile, so `kubectl events --for` shows why the template or constraint is not turned
     /// into a VAP or binding.
-    pub fn decided(&self, regarding: Regarding, reason: Option<String>) {
+    /// `logged`: why it is invalid was logged already (see [`Fact::Invalid`]).
+    pub fn decided(&self, regarding: Regarding, reason: Option<String>, logged: bool) {
         if let Some(tx) = &self.tx {
-            let _ = tx.send(Fact::Invalid { regarding, reason });
+            let _ = tx.send(Fact::Invalid {
+                regarding,
+                reason,
+                logged,
+            });
         }
     }
 
@@ -365,7 +373,11 @@ pub async fn run(
             Next::Fact(Fact::Event(e)) if may_write() => publisher.publish(&e, &uid_of).await,
             Next::Fact(Fact::Event(e)) => tracing::debug!("not leading: dropping {e:?}"),
             Next::Fact(Fact::Flush(done)) => flushed = Some(done),
-            Next::Fact(Fact::Invalid { regarding, reason }) => match reason {
+            Next::Fact(Fact::Invalid {
+                regarding,
+                reason,
+                logged,
+            }) => match reason {
                 None => {
                     if said_invalid.remove(&regarding).is_some() {
                         say_validity(&regarding, None);
@@ -373,7 +385,9 @@ pub async fn run(
                 }
                 Some(why) if said_invalid.get(&regarding) != Some(&why) => {
                     if may_write() {
-                        say_validity(&regarding, Some(&why));
+                        if !logged {
+                            say_validity(&regarding, Some(&why));
+                        }
                         let event = Outgoing {
                             regarding: regarding.clone(),
                             reason: "Invalid",

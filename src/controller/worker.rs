@@ -132,9 +132,10 @@ fn report_invalid(shared: &Shared, key: &Key, opts: &Options) {
                     TemplateVerdict::Invalid { reason } => Some(reason),
                     _ => None,
                 };
+                let logged = crate::model::undecodable(&tpl.raw).is_some();
                 shared
                     .recorder
-                    .decided(Regarding::Template(t.clone()), reason);
+                    .decided(Regarding::Template(t.clone()), reason, logged);
             }
         }
         Key::Constraint { kind, name } => {
@@ -147,7 +148,8 @@ fn report_invalid(shared: &Shared, key: &Key, opts: &Options) {
                     kind: kind.clone(),
                     name: name.clone(),
                 };
-                shared.recorder.decided(regarding, reason);
+                let logged = crate::model::undecodable(&c.raw).is_some();
+                shared.recorder.decided(regarding, reason, logged);
             }
         }
     }
