@@ -533,21 +533,9 @@ pub(super) async fn judged_settings(
     let local = cli.generation_options();
     let lease = cli.lease();
     let (ns, name) = (lease.lease_namespace.as_str(), lease.lease_name.as_str());
+    // The controller's one rule, as the TUI judges by it too.
     let (opts, judged) = match crate::controller::read_lease(client, ns, name).await {
-        Ok(view) => match (view.holder.filter(|_| !view.vacant), view.health) {
-            (Some(holder), Some(health)) if health.settings.is_some() => {
-                let settings = health.settings.unwrap_or_default();
-                judge(&local, Some((&holder, &settings)), "")
-            }
-            (Some(holder), _) => {
-                judge(&local, None, &format!("the leader {holder} publishes none"))
-            }
-            (None, _) => judge(
-                &local,
-                None,
-                &format!("no copy leads: Lease {ns}/{name} is vacant"),
-            ),
-        },
+        Ok(view) => view.judge(&local),
         Err(e) => judge(
             &local,
             None,

@@ -465,7 +465,8 @@ pub fn prune_patch(keys: &BTreeSet<String>) -> serde_json::Value {
 
 // ---- the asker's side ----
 
-fn request_id(by: &str) -> String {
+/// A request's id: unique per asker and moment; its answer, Event and log line carry it.
+pub fn request_id(by: &str) -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
@@ -495,6 +496,7 @@ pub fn request_error(doing: &'static str, ns: &str, name: &str, e: kube::Error) 
 /// our id means our request was overwritten (the ConfigMap is anyone's to patch).
 fn outcome_of(
     p: Published,
+    id: &str,
     command: &Command,
     holder: &str,
 ) -> Result<RequestOutcome, RequestError> {
@@ -519,6 +521,7 @@ fn outcome_of(
             error: said(&error, MAX_TEXT),
         }),
         None => Ok(RequestOutcome {
+            id: id.to_string(),
             handled_by: holder,
             summary: said(&p.summary, MAX_TEXT),
             writes: p.writes,
@@ -562,7 +565,7 @@ pub async fn ask(
                 .and_then(|s| s.holder_identity.clone())
                 .unwrap_or_default();
             if let Some(p) = answer_in(&l, &id) {
-                return outcome_of(p, command, &holder);
+                return outcome_of(p, &id, command, &holder);
             }
         }
         Err(RequestError::WatchEnded)
@@ -769,6 +772,7 @@ mod tests {
     fn published_answers_are_bounded_and_checked_by_the_asker() {
         let answers = Answers::default();
         let outcome = RequestOutcome {
+            id: "early".into(),
             handled_by: "holder".into(),
             summary: "reconciled everything (3 items): 0 writes".into(),
             writes: 0,
@@ -808,6 +812,7 @@ mod tests {
         let mine = answer_in(&lease, "mine").expect("answered");
         let o = outcome_of(
             mine.clone(),
+            "mine",
             &Command::Replay("k8sx".into()),
             "holder\u{1b}",
         )
@@ -815,7 +820,7 @@ mod tests {
         assert!(!o.summary.contains('\u{1b}') && !o.handled_by.contains('\u{1b}'));
         // Our id, another command: someone overwrote our request.
         assert!(matches!(
-            outcome_of(mine, &Command::ReconcileAll, "holder"),
+            outcome_of(mine, "mine", &Command::ReconcileAll, "holder"),
             Err(RequestError::NotOurs { .. })
         ));
         assert!(

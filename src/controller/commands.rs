@@ -5,10 +5,9 @@
 use super::channel::{self, Batch, Desk, MAX_RUNNING, PRUNE_EVERY, Published};
 use super::events::{Outgoing, Regarding};
 use super::keys::Key;
-use super::lease::HolderView;
 use super::outage::SUMMARY_EVERY;
 use super::shared::Shared;
-use super::state::{Command, EventResult, EventVerb, RequestOutcome};
+use super::state::{Command, EventResult, EventVerb, LeaseInfo, ReconcileEvent, RequestOutcome};
 use super::world::{ConstraintStore, Enqueue, Read, TemplateStore};
 use super::{Error, RequestError};
 use crate::model::ObjectRef;
@@ -62,11 +61,13 @@ fn keys_of(shared: &Shared, command: &Command) -> Result<Vec<Key>, Error> {
     }
 }
 
-/// Handles `command` on this copy, which leads: enqueues its keys and waits until each has
-/// been reconciled; logs the outcome and reports it as a Kubernetes Event.
+/// Handles `command` (request `id`) on this copy, which leads: enqueues its keys and waits
+/// until each has been reconciled; logs the outcome and reports it as a Kubernetes Event,
+/// both carrying `id`.
 pub async fn handle_here(
     shared: &Shared,
     route: &Route,
+    id: &str,
     command: Command,
 ) -> Result<RequestOutcome, Error> {
     let verb = verb_of(&command);
@@ -115,9 +116,14 @@ pub async fn handle_here(
     } else {
         tallied
     };
-    shared
-        .status
-        .log(verb, object, EventResult::Ok, summary.clone());
+    shared.status.record(ReconcileEvent {
+        time: chrono::Utc::now(),
+        verb,
+        object,
+        result: EventResult::Ok,
+        message: summary.clone(),
+        request: Some(id.to_string()),
+    });
     shared.recorder.publish(Outgoing {
         regarding,
         reason: match verb {
@@ -127,8 +133,10 @@ pub async fn handle_here(
         action: "Request",
         note: summary.clone(),
         warning: failures > 0 || refused > 0,
+        request: Some(id.to_string()),
     });
     Ok(RequestOutcome {
+        id: id.to_string(),
         handled_by: route.identity.clone(),
         summary,
         writes,
@@ -188,11 +196,12 @@ fn whole_lead(
 pub async fn handle(
     shared: &Shared,
     route: &Route,
-    view: &watch::Receiver<HolderView>,
+    view: &watch::Receiver<LeaseInfo>,
     command: Command,
 ) -> Result<RequestOutcome, Error> {
     if shared.may_write() {
-        return handle_here(shared, route, command).await;
+        let id = channel::request_id(&route.identity);
+        return handle_here(shared, route, &id, command).await;
     }
     let v = view.borrow().clone();
     match (v.holder, v.unreadable) {
@@ -316,7 +325,10 @@ async fn handle_batch(shared: Arc<Shared>, route: Route, batch: Batch) {
         asked.len(),
         if asked.len() > 1 { ", and others" } else { "" }
     );
-    let result = handle_here(&shared, &route, command.clone()).await;
+    // The Event and the log line carry the first request's id: that asker pairs the answer
+    // with the Event; a coalesced asker sees both (the same outcome, said twice).
+    let id = asked.first().map(|(id, _)| id.clone()).unwrap_or_default();
+    let result = handle_here(&shared, &route, &id, command.clone()).await;
     if !shared.leadership.may_write() {
         tracing::info!(
             "not leading any more: not answering {} request(s)",

@@ -6,13 +6,13 @@
 use super::Error;
 use super::cache::OpinionCache;
 use super::shared::Shared;
-use super::state::{AccessError, Command, LiveState, ReconcileEvent, RequestOutcome};
-use super::tasks::changed;
+use super::state::{AccessError, Command, Happened, LiveState, ReconcileEvent, RequestOutcome};
+use super::status::changed;
 use crate::snapshot::Snapshot;
 use parking_lot::Mutex;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 /// A request and where its outcome goes.
@@ -151,6 +151,13 @@ impl Controller {
     /// A receiver of every published state (for views that redraw on change).
     pub fn subscribe(&self) -> watch::Receiver<Arc<LiveState>> {
         self.inner.state.clone()
+    }
+
+    /// What happens from now on, each once: this copy's reconcile actions, the cluster's
+    /// Events other copies report, changes of who leads. The first call gets everything since
+    /// the copy started (nothing said during start-up is lost); later ones from the call on.
+    pub fn feed(&self) -> broadcast::Receiver<Happened> {
+        self.inner.world.status.feed()
     }
 
     /// Asks for `command` and waits for its outcome: handled here when this copy leads,
@@ -296,8 +303,7 @@ impl Controller {
 
     /// This copy's reconcile actions so far (oldest first, bounded).
     pub fn events(&self) -> Vec<ReconcileEvent> {
-        let log = self.inner.world.status.events();
-        log.iter().map(|e| ReconcileEvent::clone(e)).collect()
+        self.inner.world.status.events()
     }
 
     /// Writes the API server accepted from this copy.
@@ -308,16 +314,6 @@ impl Controller {
     /// `/metrics` as this copy would serve it.
     pub fn metrics_text(&self) -> String {
         self.inner.world.metrics.render()
-    }
-
-    /// Stores that are not known now (resource, why).
-    pub fn unknown_stores(&self) -> Vec<(String, String)> {
-        self.inner.world.unknown_stores()
-    }
-
-    /// What could not be read of `resource` (by resource name), if anything.
-    pub fn access_error(&self, resource: &str) -> Option<AccessError> {
-        self.inner.world.status.access_error(resource)
     }
 
     /// Everything this copy cannot read now.
@@ -360,8 +356,10 @@ impl Controller {
     /// and `/readyz` say why until [`Controller::stop`] ends the rest.
     pub async fn failed(&self) -> Error {
         let mut failure = self.inner.world.tasks.failure();
-        match failure.wait_for(Option::is_some).await {
-            Ok(f) => f.clone().map_or(Error::Stopped, Error::TaskFailed),
+        // The value, not the channel's lock, is kept across the wait below.
+        let failed = failure.wait_for(Option::is_some).await.map(|f| f.clone());
+        match failed {
+            Ok(f) => f.map_or(Error::Stopped, Error::TaskFailed),
             // The supervisor is gone: nothing can fail any more.
             Err(_) => std::future::pending().await,
         }

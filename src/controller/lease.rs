@@ -19,7 +19,8 @@ use super::channel::ANSWERS_ANNOTATION;
 use super::fence::{LEASE_DURATION, Timing, mono_now};
 use super::shared::Shared;
 use super::state::{
-    AccessError, AccessErrorKind, EventResult, EventVerb, Health, LeaderHealth, LeaseRefused,
+    AccessError, AccessErrorKind, EventResult, EventVerb, Happened, Health, LeaderHealth,
+    LeaseChange, LeaseInfo, LeaseRefused,
 };
 use crate::model::ObjectRef;
 use chrono::{DateTime, Utc};
@@ -37,27 +38,6 @@ use tokio::sync::watch;
 pub const LEASES: &str = "leases.coordination.k8s.io";
 /// The annotation the holder publishes its health in, with every renewal (no extra writes).
 pub const HEALTH_ANNOTATION: &str = "kubectl-vap.io/health";
-
-/// The Lease as every copy sees it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct HolderView {
-    pub holder: Option<String>,
-    /// The holder's `acquireTime`.
-    pub since: Option<DateTime<Utc>>,
-    /// What the holder published with its last renewal.
-    pub health: Option<LeaderHealth>,
-    /// Nobody holds it, or its record has not changed for a whole lease duration and the
-    /// [`TAKEOVER_GRACE`] after it (by this copy's clock): no standby took it, no copy
-    /// reconciles.
-    pub vacant: bool,
-    /// The Lease could not be read (e.g. `forbidden`): who leads is unknown, which is not the
-    /// same as nobody leading.
-    pub unreadable: Option<LeaseRefused>,
-    /// The holder has missed its renewals (its record unchanged for a third of its duration):
-    /// when its Lease expires, after which a standby takes over (in wall time, for a
-    /// countdown). `None` while it renews, and once vacant.
-    pub unresponsive_until: Option<DateTime<Utc>>,
-}
 
 /// How long after a holder's Lease expired a standby has taken it, if one runs: it looks
 /// every retry period (at most 2.2 s by default), and a view watching the Lease sees its
@@ -121,13 +101,15 @@ fn duration_of(spec: &LeaseSpec, default: Duration) -> Duration {
         .unwrap_or(default)
 }
 
-/// The view of `l`, given when this copy first saw its current record (`seen_at`, on
-/// [`mono_now`]) and `identity` (this copy's, when it competes).
-fn view_of(l: &Lease, seen_at: Duration, identity: Option<&str>, default: Duration) -> HolderView {
+/// `info` with the holder as `l` shows it, given when this copy first saw its current record
+/// (`seen_at`, on [`mono_now`]): who holds it, since when, their health, whether they stopped
+/// renewing (judged on this copy's clock) — the rest of `info` (which Lease, this copy's
+/// identity, whether it leads) as it was.
+fn view_of(info: &LeaseInfo, l: &Lease, seen_at: Duration, default: Duration) -> LeaseInfo {
     let holder = holder_of(l);
     let spec = l.spec.clone().unwrap_or_default();
     let duration = duration_of(&spec, default);
-    let ours = holder.is_some() && holder.as_deref() == identity;
+    let ours = holder.is_some() && holder.as_deref() == Some(info.identity.as_str());
     let unchanged = mono_now().saturating_sub(seen_at);
     let vacant = holder.is_none() || (!ours && unchanged >= duration + TAKEOVER_GRACE);
     let unresponsive_until = (holder.is_some() && !ours && !vacant && unchanged >= duration / 3)
@@ -135,7 +117,7 @@ fn view_of(l: &Lease, seen_at: Duration, identity: Option<&str>, default: Durati
             Utc::now()
                 + chrono::Duration::from_std(duration.saturating_sub(unchanged)).unwrap_or_default()
         });
-    HolderView {
+    LeaseInfo {
         unresponsive_until,
         since: holder
             .as_ref()
@@ -147,6 +129,20 @@ fn view_of(l: &Lease, seen_at: Duration, identity: Option<&str>, default: Durati
         holder: holder.map(|h| crate::text::printable(&h).into_owned()),
         vacant,
         unreadable: None,
+        ..info.clone()
+    }
+}
+
+/// `info` without what was seen of a holder (which Lease, this copy, whether it leads),
+/// and why it cannot be seen: a Lease refused (`why`) has a holder unknown, not nobody.
+fn blank(info: &LeaseInfo, why: Option<LeaseRefused>) -> LeaseInfo {
+    LeaseInfo {
+        lease: info.lease.clone(),
+        identity: info.identity.clone(),
+        participating: info.participating,
+        leading: info.leading,
+        unreadable: why,
+        ..LeaseInfo::default()
     }
 }
 
@@ -243,7 +239,7 @@ impl Elector {
         &mut self,
         health: &LeaderHealth,
         answers: Option<&str>,
-        view: &mut HolderView,
+        view: &mut LeaseInfo,
     ) -> Result<Attempt, kube::Error> {
         let now = mono_now();
         let seconds = i32::try_from(self.timing.duration.as_secs()).unwrap_or(i32::MAX);
@@ -277,7 +273,7 @@ impl Elector {
             return match self.api.create(&pp, &lease).await {
                 Ok(l) => {
                     self.observed = l.metadata.resource_version.clone().map(|rv| (rv, now));
-                    *view = view_of(&l, now, Some(&self.identity), self.timing.duration);
+                    *view = view_of(view, &l, now, self.timing.duration);
                     Ok(Attempt::Holds)
                 }
                 Err(e) if crate::cluster::status_code(&e) == Some(409) => {
@@ -295,12 +291,7 @@ impl Elector {
             self.observed = Some((rv.clone(), now));
         }
         let seen_at = self.observed.as_ref().map(|(_, t)| *t).unwrap_or(now);
-        *view = view_of(
-            &current,
-            seen_at,
-            Some(&self.identity),
-            self.timing.duration,
-        );
+        *view = view_of(view, &current, seen_at, self.timing.duration);
         let holder = holder_of(&current);
         let ours = holder.as_deref() == Some(self.identity.as_str());
         let spec = current.spec.clone().unwrap_or_default();
@@ -348,7 +339,7 @@ impl Elector {
         match self.api.replace(&self.name, &pp, &next).await {
             Ok(l) => {
                 self.observed = l.metadata.resource_version.clone().map(|rv| (rv, now));
-                *view = view_of(&l, now, Some(&self.identity), self.timing.duration);
+                *view = view_of(view, &l, now, self.timing.duration);
                 Ok(Attempt::Holds)
             }
             Err(e) if crate::cluster::status_code(&e) == Some(409) => {
@@ -441,7 +432,7 @@ fn lease_access_error(
 pub async fn run(
     shared: Arc<Shared>,
     election: Election,
-    view_tx: watch::Sender<HolderView>,
+    view_tx: watch::Sender<LeaseInfo>,
     stopping: tokio_util::sync::CancellationToken,
 ) {
     let Election {
@@ -492,6 +483,8 @@ pub async fn run(
         let attempt = elector.try_acquire_or_renew(&published, answers.as_deref(), &mut view);
         let Ok(attempt) = tokio::time::timeout(bound, attempt).await else {
             campaign.unanswered(bound);
+            view.leading = campaign.shared.leadership.is_leading();
+            send_view(&campaign.shared, &view_tx, view);
             tokio::select! {
                 () = tokio::time::sleep(timing.retry) => {}
                 () = stopping.cancelled() => break,
@@ -501,21 +494,23 @@ pub async fn run(
         match attempt {
             Ok(Attempt::Holds) => {
                 campaign.holds(sent, &timing).await;
-                view.unreadable = None;
-                send_view(&view_tx, view);
+                view.leading = campaign.shared.leadership.is_leading();
+                send_view(&campaign.shared, &view_tx, view);
             }
             Ok(Attempt::Other(holder, standby)) => {
                 campaign.held_by(holder, standby);
-                view.unreadable = None;
-                send_view(&view_tx, view);
+                view.leading = campaign.shared.leadership.is_leading();
+                send_view(&campaign.shared, &view_tx, view);
             }
             // The fence keeps its deadline: writes go on until it passes, no longer.
             Err(e) => {
                 campaign.failed(&e);
-                // Refused (not merely unanswered): who holds it is unknown from here.
-                if crate::cluster::status_code(&e).is_some() {
-                    let refused = LeaseRefused::Elector(Arc::new(e));
-                    send_view(&view_tx, HolderView::unreadable(refused));
+                // Refused (not merely unanswered): who holds it is unknown from here — but
+                // not to a holder still within its deadline.
+                view.leading = campaign.shared.leadership.is_leading();
+                if crate::cluster::status_code(&e).is_some() && !view.leading {
+                    let why = LeaseRefused::Elector(Arc::new(e));
+                    send_view(&campaign.shared, &view_tx, blank(&view, Some(why)));
                 }
             }
         }
@@ -529,6 +524,7 @@ pub async fn run(
         campaign.shared.recorder.flush().await;
     }
     campaign.release(&elector).await;
+    view_tx.send_modify(|v| v.leading = false);
 }
 
 /// What the election loop of one copy keeps between attempts, and what it does with each.
@@ -684,21 +680,22 @@ impl Campaign {
     }
 }
 
-impl HolderView {
-    /// The Lease could not be read, for `why`: no holder known, and not vacant either.
-    pub fn unreadable(why: LeaseRefused) -> Self {
-        HolderView {
-            unreadable: Some(why),
-            ..HolderView::default()
-        }
-    }
-}
-
-fn send_view(tx: &watch::Sender<HolderView>, v: HolderView) {
+/// Publishes `v` if it differs from what views have, and tells a change of who leads once
+/// on the copy's feed.
+fn send_view(shared: &Shared, tx: &watch::Sender<LeaseInfo>, v: LeaseInfo) {
     tx.send_if_modified(|cur| {
-        let changed = *cur != v;
+        if *cur == v {
+            return false;
+        }
+        if let Some(what) = cur.turn(&v) {
+            shared.status.happened(Happened::Lease(LeaseChange {
+                time: Utc::now(),
+                lease: v.lease.clone(),
+                what,
+            }));
+        }
         *cur = v;
-        changed
+        true
     });
 }
 
@@ -734,16 +731,20 @@ pub async fn read_lease(
     client: &kube::Client,
     namespace: &str,
     name: &str,
-) -> Result<HolderView, kube::Error> {
+) -> Result<LeaseInfo, kube::Error> {
     let api: Api<Lease> = Api::namespaced(client.clone(), namespace);
+    let info = LeaseInfo {
+        lease: format!("{namespace}/{name}"),
+        ..LeaseInfo::default()
+    };
     let Some(l) = api.get_opt(name).await? else {
-        return Ok(HolderView {
+        return Ok(LeaseInfo {
             vacant: true,
-            ..HolderView::default()
+            ..info
         });
     };
     let default = Duration::from_secs(LEASE_DURATION);
-    let mut view = view_of(&l, mono_now(), None, default);
+    let mut view = view_of(&info, &l, mono_now(), default);
     let spec = l.spec.clone().unwrap_or_default();
     let duration = chrono::Duration::from_std(duration_of(&spec, default)).unwrap_or_default();
     if let Some(renewed) = spec.renew_time.as_ref().and_then(micro_to_chrono) {
@@ -757,18 +758,33 @@ pub async fn read_lease(
 /// [`TAKEOVER_GRACE`] (see [`view_of`]); `None` once past both, or with no holder.
 fn next_judgement(l: &Lease, seen_at: Duration, default: Duration) -> Option<Duration> {
     holder_of(l)?;
-    let duration = l
-        .spec
-        .as_ref()
-        .and_then(|s| s.lease_duration_seconds)
-        .and_then(|s| u64::try_from(s).ok())
-        .map(Duration::from_secs)
-        .unwrap_or(default);
+    let duration = duration_of(&l.spec.clone().unwrap_or_default(), default);
     let now = mono_now();
     [duration / 3, duration + TAKEOVER_GRACE]
         .into_iter()
         .map(|after| seen_at + after)
         .find(|t| *t > now)
+}
+
+/// Whether the API server answers this copy now (whatever the answer); when it does not,
+/// that is the copy's outage, told where every failure to reach it is (`what` asked).
+async fn answers(shared: &Shared, what: &str) -> bool {
+    if shared.outage.unreachable().is_some() {
+        return false;
+    }
+    let asked = tokio::time::timeout(Duration::from_secs(5), shared.client.apiserver_version());
+    match asked.await {
+        Ok(Ok(_)) => true,
+        Ok(Err(e)) if crate::cluster::status_code(&e).is_some() => true,
+        Ok(Err(e)) => {
+            shared.outage.failed(what, &crate::cluster::describe(&e));
+            false
+        }
+        Err(_) => {
+            shared.outage.failed(what, "no answer within 5s");
+            false
+        }
+    }
 }
 
 /// Follows a Lease this copy does not compete for (read-only views) by watching it, so a
@@ -778,11 +794,15 @@ pub async fn watch_holder(
     shared: Arc<Shared>,
     namespace: String,
     name: String,
-    view_tx: watch::Sender<HolderView>,
+    view_tx: watch::Sender<LeaseInfo>,
 ) {
     use futures::StreamExt;
     let api: Api<Lease> = Api::namespaced(shared.client.clone(), &namespace);
-    let mut stream = crate::cluster::watch::object(api, &name, format!("Lease {namespace}/{name}"));
+    let what = format!("Lease {namespace}/{name}");
+    let mut stream = crate::cluster::watch::object(api.clone(), &name, what.clone());
+    // Told when the API server answers again after an outage: the watch starts over at once
+    // rather than after its backoff, so the views see the holder as soon as they can.
+    let mut retry = shared.stores.relists();
     let default = Duration::from_secs(LEASE_DURATION);
     // The Lease last seen, and when its record (resourceVersion) was first seen: vacancy is
     // judged on this copy's own clock, as the election judges it.
@@ -798,6 +818,10 @@ pub async fn watch_holder(
             .filter(|_| !blind)
             .and_then(|(l, at)| next_judgement(l, *at, default));
         let item = tokio::select! {
+            () = super::status::changed(&mut retry) => {
+                stream = crate::cluster::watch::object(api.clone(), &name, what.clone());
+                continue;
+            }
             item = stream.next() => item,
             () = async {
                 match next {
@@ -805,8 +829,14 @@ pub async fn watch_holder(
                     None => std::future::pending().await,
                 }
             } => {
-                if let Some((l, at)) = &seen {
-                    send_view(&view_tx, view_of(l, *at, None, default));
+                // Renewals this copy cannot see while its API server does not answer are
+                // no sign that the holder stopped: before the holder is judged by its
+                // silence, the server is asked whether the silence is ours (a watch may
+                // hang on a server that shuts down, and say nothing for seconds).
+                blind = !answers(&shared, &what).await;
+                if let (Some((l, at)), false) = (&seen, blind) {
+                    let view = view_of(&view_tx.borrow(), l, *at, default);
+                    send_view(&shared, &view_tx, view);
                 }
                 continue;
             }
@@ -814,31 +844,35 @@ pub async fn watch_holder(
         match item {
             None => return,
             Some(Ok(lease)) => {
-                blind = false;
+                // After an outage, the record is first seen now: its holder could not renew
+                // while nobody could write, and that time is not its silence.
+                let after_outage = std::mem::replace(&mut blind, false);
                 shared.status.set_access(LEASES, None);
+                let base = view_tx.borrow().clone();
                 let view = match lease {
                     None => {
                         seen = None;
-                        HolderView {
+                        LeaseInfo {
                             vacant: true,
-                            ..HolderView::default()
+                            ..blank(&base, None)
                         }
                     }
                     Some(l) => {
                         let at = match &seen {
                             Some((old, at))
-                                if old.metadata.resource_version == l.metadata.resource_version =>
+                                if old.metadata.resource_version == l.metadata.resource_version
+                                    && !after_outage =>
                             {
                                 *at
                             }
                             _ => mono_now(),
                         };
-                        let view = view_of(&l, at, None, default);
+                        let view = view_of(&base, &l, at, default);
                         seen = Some((l, at));
                         view
                     }
                 };
-                send_view(&view_tx, view);
+                send_view(&shared, &view_tx, view);
             }
             Some(Err(e)) => {
                 let status = crate::cluster::watch::status(&e);
@@ -857,8 +891,9 @@ pub async fn watch_holder(
                 // at all keeps the last view (the connection's state says the rest).
                 if status.is_some() {
                     seen = None;
-                    let refused = LeaseRefused::Watch(Arc::new(e));
-                    send_view(&view_tx, HolderView::unreadable(refused));
+                    let why = Some(LeaseRefused::Watch(Arc::new(e)));
+                    let view = blank(&view_tx.borrow(), why);
+                    send_view(&shared, &view_tx, view);
                 } else {
                     blind = true;
                 }
@@ -933,7 +968,11 @@ mod tests {
         .expect("a Lease");
         let d = Duration::from_secs(15);
         let now = mono_now();
-        let seen = |ago: u64| view_of(&lease, now - Duration::from_secs(ago), Some("b"), d);
+        let me = |id: &str| LeaseInfo {
+            identity: id.into(),
+            ..LeaseInfo::default()
+        };
+        let seen = |ago: u64| view_of(&me("b"), &lease, now - Duration::from_secs(ago), d);
         assert!(!seen(0).vacant && seen(0).unresponsive_until.is_none());
         for ago in [6, 14, 16, 19] {
             let v = seen(ago);
@@ -941,7 +980,7 @@ mod tests {
         }
         assert!(seen(21).vacant && seen(21).unresponsive_until.is_none());
         // Its own Lease is never vacant nor unresponsive to the holder.
-        let own = view_of(&lease, now - Duration::from_secs(30), Some("a"), d);
+        let own = view_of(&me("a"), &lease, now - Duration::from_secs(30), d);
         assert!(!own.vacant && own.unresponsive_until.is_none());
     }
 

@@ -7,9 +7,8 @@
 //!   [`cache`]: the opinion cache `kind → Opinion`, written only by the template side;
 //!   [`queue`]: the de-duplicating work queue; [`worker`]: one worker step, shared with the
 //!   live workers.
-//! - [`state`]: what a running copy publishes ([`LiveState`]) and the types it answers with;
-//!   [`log`]: the bounded log with sequence numbers its event logs are (views ask it for what
-//!   they have not seen);
+//! - [`state`]: what a running copy publishes ([`LiveState`], and [`Happened`] on its feed)
+//!   and the types it answers with;
 //!   [`keys`]: the words everything above speaks in (`Key`, `Scope`, `Obj`).
 //!
 //! Private: `start` (start-up in phases), `shared` (what the tasks share; the world on the
@@ -34,7 +33,6 @@ mod gatekeeper_config;
 pub mod handle;
 pub mod keys;
 mod lease;
-pub mod log;
 mod metrics;
 mod objects;
 mod outage;
@@ -53,12 +51,13 @@ mod watches;
 pub mod worker;
 pub mod world;
 mod writer;
+mod written;
 
 pub use channel::configmap_name as requests_configmap;
 pub use events::EVENTS_RESOURCE;
 pub use handle::{Controller, Convergence, NotLeading};
 pub use keys::Scope;
-pub use lease::{HolderView, LEASES, default_identity, read_lease};
+pub use lease::{LEASES, default_identity, read_lease};
 pub use requests::summary as request_summary;
 pub use start::{
     Config, DEFAULT_LEASE_NAME, DEFAULT_LEASE_NAMESPACE, DEFAULT_WORKERS, Mode, Tuning, launch,
@@ -66,8 +65,8 @@ pub use start::{
 };
 pub use state::{
     AccessError, AccessErrorKind, ClusterEvent, Command, Connection, EventResult, EventVerb,
-    LeaderHealth, LeaseInfo, LeaseRefused, LiveState, Log, ReconcileEvent, RequestOutcome,
-    WriteError,
+    FailedWrite, Happened, LeaderHealth, LeaseChange, LeaseInfo, LeaseRefused, LeaseTurn,
+    LiveState, ReconcileEvent, RequestOutcome, WriteError,
 };
 
 /// Errors of the reconciler library. Each variant names what failed; callers add context.

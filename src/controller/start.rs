@@ -13,14 +13,15 @@ use super::events::Recorder;
 use super::fence::Leadership;
 use super::handle::{Controller, Request};
 use super::keys::Scope;
-use super::lease::{Election, HolderView};
+use super::lease::Election;
 use super::metrics::Metrics;
 use super::publish::Sources;
 use super::queue::SharedQueue;
 use super::shared::Shared;
 use super::state::{Health, LeaderHealth, LeaseInfo, LiveState};
+use super::status::changed;
 use super::stores::{PodStatuses, Readers, Stores};
-use super::tasks::{Lifetime, Tasks, changed};
+use super::tasks::{Lifetime, Tasks};
 use super::watches;
 use super::worker::Attempts;
 use super::world::TemplateStore;
@@ -293,16 +294,16 @@ fn elect(
     identity: &str,
     tuning: &Tuning,
     health: Health,
-    view_tx: watch::Sender<HolderView>,
 ) -> Elected {
     let (ns, name) = config.mode.lease();
-    let mut info = LeaseInfo {
+    let competes = matches!(config.mode, Mode::Elect { .. }) && shared.status.writes_enabled();
+    let (view_tx, view) = watch::channel(LeaseInfo {
         identity: identity.to_string(),
         lease: format!("{ns}/{name}"),
+        participating: competes,
         ..LeaseInfo::default()
-    };
-    if matches!(config.mode, Mode::Elect { .. }) && shared.status.writes_enabled() {
-        info.participating = true;
+    });
+    if competes {
         let election = Election {
             namespace: ns.to_string(),
             name: name.to_string(),
@@ -314,7 +315,7 @@ fn elect(
         let run = super::lease::run(shared.clone(), election, view_tx, stopping);
         let task = shared.tasks.spawn("election", Lifetime::Copy, run);
         Elected {
-            info,
+            view,
             election: Some(task.id()),
         }
     } else {
@@ -324,7 +325,7 @@ fn elect(
             .tasks
             .spawn("follow the Lease holder", Lifetime::Copy, follow);
         Elected {
-            info,
+            view,
             election: None,
         }
     }
@@ -332,7 +333,8 @@ fn elect(
 
 /// What [`elect`] started.
 struct Elected {
-    info: LeaseInfo,
+    /// The Lease as this copy sees it.
+    view: watch::Receiver<LeaseInfo>,
     /// The election's task (it releases the Lease when it ends), if this copy competes.
     election: Option<tokio::task::Id>,
 }
@@ -447,16 +449,8 @@ pub async fn launch(
         report_events(&shared, &identity, facts);
     }
 
-    let (view_tx, view_rx) = watch::channel(HolderView::default());
     let health = health_of(shared.clone(), &config.options);
-    let elected = elect(
-        &shared,
-        &config,
-        &identity,
-        &tuning,
-        health.clone(),
-        view_tx,
-    );
+    let elected = elect(&shared, &config, &identity, &tuning, health);
 
     // What is served, before the first constraint decides (until then its reconcile waits).
     // Subscribed first: a CRD that changes during this discovery brings another.
@@ -490,18 +484,19 @@ pub async fn launch(
         lease_name: name.to_string(),
         one_shot: config.one_shot,
     };
-    let req_tx = serve_requests(&shared, route, view_rx.clone(), elected.election.is_some());
+    let req_tx = serve_requests(
+        &shared,
+        route,
+        elected.view.clone(),
+        elected.election.is_some(),
+    );
     resync_every(&shared, tuning.resync_every);
     let initial = LiveState {
-        synced: shared.status.synced(),
-        lease: elected.info,
         vap_api: Some(found.admission.api_version()),
         server_version: found.server_version,
-        gatekeeper_generator: shared.status.gatekeeper_generator(),
-        writes_enabled: shared.status.writes_enabled(),
         ..LiveState::default()
     };
-    let state_rx = publish_state(&shared, initial, view_rx, ns, &tuning, health);
+    let state_rx = publish_state(&shared, initial, elected.view, ns, &identity, &tuning);
     serve_metrics(&shared, config.metrics_addr);
 
     let stop = CancellationToken::new();
@@ -619,7 +614,7 @@ fn spawn_workers(shared: &Arc<Shared>, cache: &Arc<OpinionCache>, config: &Confi
 fn serve_requests(
     shared: &Arc<Shared>,
     route: Route,
-    view: watch::Receiver<HolderView>,
+    view: watch::Receiver<LeaseInfo>,
     competes: bool,
 ) -> mpsc::Sender<Request> {
     let (tx, rx) = mpsc::channel(32);
@@ -657,39 +652,39 @@ fn resync_every(shared: &Arc<Shared>, every: Duration) {
     });
 }
 
-/// Phase 9: the published state (and, for views, the cluster's Events it shows).
+/// Phase 9: the published state (and, for views, the cluster's Events on the feed).
 fn publish_state(
     shared: &Arc<Shared>,
     initial: LiveState,
-    view: watch::Receiver<HolderView>,
+    lease: watch::Receiver<LeaseInfo>,
     lease_namespace: &str,
+    identity: &str,
     tuning: &Tuning,
-    health: Health,
 ) -> watch::Receiver<Arc<LiveState>> {
-    let (events_tx, events_rx) = watch::channel(super::log::Log::default());
     if tuning.publish_snapshot {
-        let status = shared.clone();
+        let (told, refused) = (shared.clone(), shared.clone());
         let follow = super::events::follow(
             shared.client.clone(),
             super::events::watched_namespaces(lease_namespace),
-            events_tx,
-            move |refused| {
-                status
+            identity.to_string(),
+            move |e| told.status.happened(super::state::Happened::Cluster(e)),
+            move |why| {
+                refused
                     .status
-                    .set_access(super::events::EVENTS_RESOURCE, refused)
+                    .set_access(super::events::EVENTS_RESOURCE, why)
             },
         );
         shared
             .tasks
             .spawn("follow the cluster's Events", Lifetime::Copy, follow);
     }
-    let (state_tx, state_rx) = watch::channel(Arc::new(initial.clone()));
     let sources = Sources {
-        view,
-        cluster_events: events_rx,
-        health,
+        lease,
         with_snapshot: tuning.publish_snapshot,
     };
+    let mut initial = initial;
+    super::publish::fill(shared, &mut initial, &sources);
+    let (state_tx, state_rx) = watch::channel(Arc::new(initial.clone()));
     let publish = super::publish::run(shared.clone(), initial, state_tx, sources);
     shared.tasks.spawn("publish", Lifetime::Copy, publish);
     state_rx
@@ -751,7 +746,7 @@ fn prime_when_listed(shared: &Arc<Shared>, cache: &Arc<OpinionCache>) {
 async fn requests_from_handle(
     shared: Arc<Shared>,
     route: Route,
-    view: watch::Receiver<HolderView>,
+    view: watch::Receiver<LeaseInfo>,
     mut rx: mpsc::Receiver<Request>,
 ) {
     while let Some(req) = rx.recv().await {

@@ -1,8 +1,7 @@
 //! The tasks of a running copy, under one supervisor. Every task starts through [`Tasks`] (one
 //! tokio `JoinSet`), so none runs unseen: [`Tasks::supervise`] notices a task that panics, or
 //! that ends while the copy runs, says which and why, and stops the copy in order (writes
-//! stop, the Lease is released, the rest stops when its owner says so). And [`changed`]: the
-//! one way a task waits on a watch channel.
+//! stop, the Lease is released, the rest stops when its owner says so).
 
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -215,15 +214,6 @@ fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
     }
 }
 
-/// Resolves at the next change `rx` sees; never, once its sender is gone (nothing will
-/// change any more, and a closed channel must not turn a wait into a busy loop). The one way
-/// a loop of the copy waits on a watch channel.
-pub async fn changed<T>(rx: &mut watch::Receiver<T>) {
-    if rx.changed().await.is_err() {
-        std::future::pending::<()>().await;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -353,15 +343,5 @@ mod tests {
             "tasks started around the supervisor (use Tasks::spawn):\n{}",
             found.join("\n")
         );
-    }
-
-    /// A closed channel never wakes a waiter: the busy loop of issue 27 (a `select!` over a
-    /// channel whose sender was dropped) cannot come back through this helper.
-    #[tokio::test(start_paused = true)]
-    async fn a_closed_channel_never_resolves() {
-        let (tx, mut rx) = watch::channel(0);
-        drop(tx);
-        let waited = tokio::time::timeout(Duration::from_secs(3600), changed(&mut rx)).await;
-        assert!(waited.is_err(), "changed() resolved on a closed channel");
     }
 }

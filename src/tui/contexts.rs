@@ -1,6 +1,6 @@
 //! The kubeconfig's contexts, for the header and `:ctx`: read the way the client reads the
 //! kubeconfig (`--kubeconfig`, else `KUBECONFIG`, else `~/.kube/config`; several files merged
-//! as kubectl merges them). Reading is IO: the live source does it on its own thread.
+//! as kubectl merges them). Reading is IO: the live source does it on its task, never the UI loop.
 
 use crate::cluster::client::ConnectionOptions;
 use kube::config::Kubeconfig;

@@ -277,14 +277,12 @@ impl Env {
     /// Deletes templates and constraints of `kinds` (their CRDs stay: no GC here).
     pub async fn cleanup(&self, kinds: &[&str]) {
         for kind in kinds {
-            let api = self.constraints(kind);
-            if let Ok(list) = api.list(&Default::default()).await {
-                for c in list.items {
-                    if let Some(n) = c.metadata.name {
-                        let _ = api.delete(&n, &DeleteParams::default()).await;
-                    }
-                }
-            }
+            // One request for all of them: the server deletes what this client could not
+            // decode (fence.rs's constraint nested too deep; its reply is ignored).
+            let _ = self
+                .constraints(kind)
+                .delete_collection(&DeleteParams::default(), &Default::default())
+                .await;
             let _ = self
                 .templates()
                 .delete(&kind.to_lowercase(), &DeleteParams::default())

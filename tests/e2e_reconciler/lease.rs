@@ -314,9 +314,9 @@ async fn e2e_requests_reach_the_leader_and_outcomes_are_events() {
 
     // The outcomes, as Events the observer reads back and kubectl shows.
     eventually("the observer shows the holder's Events", || async {
-        let st = observer.state();
+        let st = observer.cluster_events();
         let of_template = |reason: &str| {
-            st.cluster_events.iter().any(|ev| {
+            st.iter().any(|ev| {
                 ev.reason == reason
                     && ev.regarding.name == template
                     && ev.reporter == leader.identity()
@@ -326,8 +326,7 @@ async fn e2e_requests_reach_the_leader_and_outcomes_are_events() {
     })
     .await;
     let written = observer
-        .state()
-        .cluster_events
+        .cluster_events()
         .iter()
         .find(|ev| ev.reason == "Written" && ev.regarding.name == template)
         .map(|ev| ev.note.clone())
@@ -349,7 +348,7 @@ async fn e2e_requests_reach_the_leader_and_outcomes_are_events() {
         .await
         .expect("the holder answers");
     eventually("the observer shows the Event about the Lease", || async {
-        observer.state().cluster_events.iter().any(|ev| {
+        observer.cluster_events().iter().any(|ev| {
             ev.reason == "Reconciled" && ev.regarding.kind == "Lease" && ev.regarding.name == lease
         })
     })
@@ -470,9 +469,9 @@ async fn e2e_requests_write_what_the_holder_was_refused() {
     eventually(
         "the view shows the write and the request as Events",
         || async {
-            let st = view.state();
+            let st = view.cluster_events();
             let shown = |reason: &str, note: &str| {
-                st.cluster_events.iter().any(|ev| {
+                st.iter().any(|ev| {
                     (
                         ev.regarding.name.as_str(),
                         ev.reason.as_str(),

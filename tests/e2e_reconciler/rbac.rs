@@ -246,7 +246,7 @@ async fn e2e_the_operator_role_observes_and_asks_the_holder() {
         format!("replayed 1 constraint of template {template}: 0 writes")
     );
     eventually("the view shows the holder's Event", || async {
-        view.state().cluster_events.iter().any(|ev| {
+        view.cluster_events().iter().any(|ev| {
             ev.reason == "Replayed" && ev.regarding.name == template && ev.note == outcome.summary
         })
     })
