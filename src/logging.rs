@@ -4,9 +4,11 @@
 use std::path::PathBuf;
 use tracing_subscriber::{EnvFilter, fmt};
 
-/// kube-client logs every failed request at error level ("failed with error …"); each of those
-/// failures also reaches the user through our own error or warning, with what was being done.
-const QUIET: &str = "kube_client::client=off";
+/// kube-client logs every failed request at error level ("failed with error …"), and
+/// kube-runtime's watcher every refused watch at warn level, with a debug dump of the Status,
+/// on every retry; each of those failures also reaches the user through our own error or
+/// warning, in words, with what was being done, once.
+const QUIET: &str = "kube_client::client=off,kube_runtime::watcher=error";
 
 /// The filter for `--log` (or `default` plus [`QUIET`]); a bad `--log` falls back to the
 /// default and says why once logging is up.
@@ -104,8 +106,13 @@ mod tests {
             "{p}"
         );
         assert!(filter(Some("debug"), "warn").1.is_none());
-        // The default silences kube-client's duplicate request errors; a user filter is theirs.
-        assert!(filter(None, "warn").0.to_string().contains(QUIET));
-        assert!(!filter(Some("debug"), "warn").0.to_string().contains(QUIET));
+        // The default silences kube's duplicate request errors and the watcher's Debug dumps
+        // (each directive, in whatever order the filter shows them); a user filter is theirs.
+        let default = filter(None, "warn").0.to_string();
+        let user = filter(Some("debug"), "warn").0.to_string();
+        for directive in QUIET.split(',') {
+            assert!(default.contains(directive), "{directive} in {default}");
+            assert!(!user.contains(directive), "{directive} in {user}");
+        }
     }
 }

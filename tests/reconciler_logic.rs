@@ -41,7 +41,6 @@ struct State {
     crds: BTreeMap<String, Value>,
     policies: BTreeMap<String, Value>,
     bindings: BTreeMap<String, Value>,
-    now: DateTime<Utc>,
     counter: u64,
     /// Writes that reached the "server": `verb kind/name`.
     writes: Vec<String>,
@@ -83,6 +82,23 @@ struct World {
     /// binding lands; the opinion may flip while the request is in flight).
     concurrent: std::sync::atomic::AtomicBool,
     yields: std::sync::atomic::AtomicU64,
+    /// Tokio's clock, paused: the queue's due times and backoff run on it, as live, and the
+    /// world's wall clock is [`t0`] plus the time it has advanced ([`World::now_`]). It moves
+    /// only by [`World::advance_by`]; a restarted or forked world shares it (the same
+    /// cluster, the same time).
+    clock: Arc<(tokio::runtime::Runtime, tokio::time::Instant)>,
+}
+
+/// A paused tokio clock for a world (a runtime that only keeps the time), and when it began
+/// (the world's [`t0`]).
+fn paused_clock() -> Arc<(tokio::runtime::Runtime, tokio::time::Instant)> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let start = rt.block_on(async { tokio::time::Instant::now() });
+    Arc::new((rt, start))
 }
 
 fn t0() -> DateTime<Utc> {
@@ -105,19 +121,20 @@ fn controller_of(v: &Value) -> Option<(String, String, String)> {
 
 impl World {
     fn new(opts: Options) -> World {
-        let st = State {
-            now: t0(),
-            ..State::default()
-        };
-        let w = World::with_state(st, opts);
+        let w = World::with_state(State::default(), opts, paused_clock());
         // The template watch listed an empty store.
         assert!(w.cache.prime_if_ready(true, &[], &*w.queue));
         w
     }
 
     /// `st` behind a cold cache and an empty queue.
-    fn with_state(st: State, opts: Options) -> World {
+    fn with_state(
+        st: State,
+        opts: Options,
+        clock: Arc<(tokio::runtime::Runtime, tokio::time::Instant)>,
+    ) -> World {
         World {
+            clock,
             st: Mutex::new(st),
             cache: Arc::new(OpinionCache::new()),
             queue: Arc::new(SharedQueue::default()),
@@ -131,7 +148,8 @@ impl World {
     /// A new copy started on the same cluster: the same objects, a cold cache, every key
     /// queued (the watches' first lists).
     fn restart(&self) -> World {
-        let w = World::with_state(self.st.lock().unwrap().clone(), self.opts.clone());
+        let st = self.st.lock().unwrap().clone();
+        let w = World::with_state(st, self.opts.clone(), self.clock.clone());
         w.enqueue_all();
         w
     }
@@ -151,11 +169,11 @@ impl World {
             source["generateVAP"] = json!(g);
         }
         let kind = kind_of(name);
+        let since = self.now_();
         let mut st = self.put_template(name, source);
         // The constraint CRD exists with the template (created by an earlier run, exactly as
         // the template defines it).
         if !st.crds.contains_key(&kind) {
-            let since = st.now;
             let crd = crd_json(&st.templates[name], &kind, since);
             st.crds.insert(kind.clone(), crd);
             drop(st);
@@ -341,7 +359,7 @@ impl World {
         for v in all {
             s.insert(v.clone(), Source::default()).unwrap();
         }
-        s.now = Some(st.now);
+        s.now = Some(self.now_());
         s
     }
 
@@ -355,8 +373,9 @@ impl World {
     fn violations(&self) -> Vec<String> {
         self.st.lock().unwrap().violations.clone()
     }
+    /// The world's wall clock: [`t0`] and the time its tokio clock has advanced.
     fn now_(&self) -> DateTime<Utc> {
-        self.st.lock().unwrap().now
+        t0() + chrono::Duration::from_std(self.instant() - self.clock.1).unwrap()
     }
 
     // --- the driver ---
@@ -369,8 +388,9 @@ impl World {
         }
     }
 
-    /// One worker step on `key`, which the caller took from the queue.
+    /// One worker step on `key`, which the caller took from the queue (on the world's clock).
     fn run_key(&self, key: &Key) {
+        let _clock = self.clock.0.enter();
         let done =
             futures::executor::block_on(process(&self.queue, key.clone(), self, &self.work()));
         if let Outcome::Retry(r) = done.outcome
@@ -402,17 +422,18 @@ impl World {
     /// `Err` if the world does not quiesce (a requeue loop).
     fn drain(&self) -> Result<(), String> {
         for _ in 0..20_000 {
-            let now = self.now_();
-            let (key, due) = self.queue.pop(now);
+            let (key, due) = self.pop();
             match key {
                 Some(k) => self.run_key(&k),
                 None => match due {
                     Some(at) => {
-                        if at - t0() > chrono::Duration::hours(1) {
+                        let wait = at.saturating_duration_since(self.instant());
+                        if self.now_() + chrono::Duration::from_std(wait).unwrap() - t0()
+                            > chrono::Duration::hours(1)
+                        {
                             return Err("requeued for more than an hour of virtual time: the world does not converge".into());
                         }
-                        let mut st = self.st.lock().unwrap();
-                        st.now = st.now.max(at);
+                        self.advance_by(wait);
                     }
                     None => return Ok(()),
                 },
@@ -421,9 +442,25 @@ impl World {
         Err("more than 20000 reconciles: the world does not quiesce".into())
     }
 
-    fn advance(&self, secs: i64) {
-        let mut st = self.st.lock().unwrap();
-        st.now += chrono::Duration::seconds(secs);
+    fn advance(&self, secs: u64) {
+        self.advance_by(Duration::from_secs(secs));
+    }
+
+    /// Moves the world's clock (tokio's, which the queue reads, and so the wall clock).
+    fn advance_by(&self, by: Duration) {
+        self.clock.0.block_on(tokio::time::advance(by));
+    }
+
+    /// Tokio's clock now, as the queue reads it.
+    fn instant(&self) -> tokio::time::Instant {
+        let _clock = self.clock.0.enter();
+        tokio::time::Instant::now()
+    }
+
+    /// The next ready key and when the next delayed one is due, on the world's clock.
+    fn pop(&self) -> (Option<Key>, Option<tokio::time::Instant>) {
+        let _clock = self.clock.0.enter();
+        self.queue.pop()
     }
 
     /// Every key the watches would list on a resync.
@@ -461,6 +498,7 @@ impl World {
             attempts: Attempts::default(),
             concurrent: Default::default(),
             yields: Default::default(),
+            clock: self.clock.clone(),
         };
         let sink = SharedQueue::default();
         if self.cache.is_primed() {
@@ -548,7 +586,7 @@ impl ConstraintStore for World {
         Read::Known(Arc::new(kubectl_vap::model::served::Served::builtin()))
     }
     fn now(&self) -> DateTime<Utc> {
-        self.st.lock().unwrap().now
+        self.now_()
     }
 }
 
@@ -672,7 +710,7 @@ impl World {
             w.object.name
         ));
         let n = self.next(&mut st);
-        let now = st.now;
+        let now = self.now_();
         let kind = st
             .crds
             .iter()
@@ -1086,8 +1124,7 @@ fn binding_waits_for_the_crd_then_is_written_once() {
     w.set_constraint(K, C, "deny");
     // Run what is ready without advancing time: the policy, but no binding yet.
     loop {
-        let now = w.now_();
-        let (k, _) = w.queue.pop(now);
+        let (k, _) = w.pop();
         match k {
             Some(k) => w.run_key(&k),
             None => break,
@@ -1119,7 +1156,7 @@ fn crd_not_established_means_no_binding_until_it_is() {
     assert_eq!(w.snapshot().bindings.len(), 0);
     {
         let mut st = w.st.lock().unwrap();
-        let now = st.now;
+        let now = w.now_();
         let crd = crd_json(&st.templates[T], K, now);
         st.crds.insert(K.into(), crd);
     }
@@ -1379,7 +1416,7 @@ mod storm {
                         w.step(&k);
                     }
                 }
-                Op::Advance(s) => w.advance(i64::from(*s)),
+                Op::Advance(s) => w.advance(u64::from(*s)),
                 Op::DeleteOwnedObject(n) => {
                     let (ps, bs): (Vec<String>, Vec<String>) = {
                         let st = w.st.lock().unwrap();

@@ -658,6 +658,10 @@ pub struct RunArgs {
     /// Converge once, then exit 0 (or non-zero if it could not).
     #[arg(long)]
     pub once: bool,
+    /// Without a right it needs, stay up (unready) and retry until it is granted, instead of
+    /// exiting 2 after the first attempt (always so with --in-cluster).
+    #[arg(long)]
+    pub wait_for_access: bool,
     /// Serve /metrics, /healthz and /readyz here (e.g. 0.0.0.0:8080).
     #[arg(long)]
     pub metrics_addr: Option<std::net::SocketAddr>,

@@ -67,7 +67,7 @@ Exit codes (every command):
   2  cannot tell: the cluster is unreachable or forbids a read or write, it serves no
      ValidatingAdmissionPolicy v1 (Kubernetes before 1.30), the ConstraintTemplate CRD is not
      served, a named template or constraint does not exist, input cannot be read, another
-     copy leads (run --once)
+     copy leads (run --once), a task of the reconciler died (run)
   3  usage: the command line is wrong (unknown or missing arguments, flags that would be
      ignored)
   130  interrupted (Ctrl-C, SIGTERM): audit prints what it found so far";

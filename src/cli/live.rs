@@ -121,6 +121,14 @@ fn remaining(controller: &Controller, opts: &crate::core::Options) -> Remaining 
     }
 }
 
+/// Tests only: the name of one of the reconciler's tasks that is to panic once started, so a
+/// test sees the supervisor notice (`/healthz` fails, `run` exits 2). Not a flag: no user
+/// has a use for it.
+const FAIL_TASK_ENV: &str = "KUBECTL_VAP_TEST_FAIL_TASK";
+
+/// How long `run` waits for its first attempt at the Lease before it judges what it may not do.
+const FIRST_ATTEMPT: Duration = Duration::from_secs(10);
+
 /// How a headless copy that competes for the Lease is started.
 #[derive(Debug, Default)]
 struct Electing {
@@ -157,6 +165,8 @@ async fn start_electing(cli: &Cli, how: Electing) -> anyhow::Result<Controller> 
     let tuning = Tuning {
         publish_snapshot: false,
         lease_duration: how.lease_duration.unwrap_or(defaults.lease_duration),
+        // Tests of the supervisor: a task of this name panics (see docs/testing.md).
+        fail_task: std::env::var(FAIL_TASK_ENV).ok(),
         ..defaults
     };
     let controller = launch(client, config, tuning)
@@ -217,8 +227,16 @@ pub fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<Exit> {
             },
         )
         .await?;
-        for e in &running.state().access_errors {
-            tracing::warn!("{}", e.message);
+        // In the foreground, a right that is missing at the first attempt is said (once, by
+        // what met it) and ends the run, as `check` does; a copy told to wait, or in a pod (a
+        // grant may be on its way with the rollout), stays up, unready, and retries.
+        if !args.in_cluster && !args.wait_for_access {
+            let forbidden = running.forbidden(FIRST_ATTEMPT).await;
+            if !forbidden.is_empty() {
+                stop(running).await;
+                say.error(&lacking(cli, &forbidden));
+                return Ok(Exit::CannotTell);
+            }
         }
         tracing::info!(
             identity = %running.identity(),
@@ -227,7 +245,16 @@ pub fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<Exit> {
             cli.lease().lease_name
         );
         if !args.once {
-            terminated().await;
+            tokio::select! {
+                () = terminated() => {}
+                failed = running.failed() => {
+                    // Said by the supervisor when it happened (`stop` answers it again); the
+                    // rest stops now, and a kubelet (or the developer) starts a fresh copy.
+                    let _ = running.stop().await;
+                    say.error(&format!("{failed}; the reconciler stopped"));
+                    return Ok(Exit::CannotTell);
+                }
+            }
             tracing::info!("stopping: releasing the lease");
             stop(running).await;
             return Ok(Exit::Clean);
@@ -310,6 +337,37 @@ pub fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<Exit> {
         say.info(&format!("converged: {writes} write(s)"));
         Ok(Exit::Clean)
     })
+}
+
+/// What `run` may not read or use (each refusal said when it was met, with what to grant),
+/// as the last line before it exits 2.
+fn lacking(cli: &Cli, forbidden: &[crate::controller::AccessError]) -> String {
+    let (lease, stores): (Vec<_>, Vec<_>) = forbidden
+        .iter()
+        .partition(|e| e.resource == crate::controller::LEASES);
+    let stores: Vec<&str> = stores.iter().map(|e| e.resource.as_str()).collect();
+    let lease = (!lease.is_empty()).then(|| {
+        format!(
+            "Lease {}/{}",
+            cli.lease().lease_namespace,
+            cli.lease().lease_name
+        )
+    });
+    let what = match (stores.is_empty(), lease) {
+        (false, None) => format!(
+            "cannot read everything the reconciler needs: {}",
+            stores.join(", ")
+        ),
+        (false, Some(l)) => format!(
+            "cannot read everything the reconciler needs: {}; nor use {l}",
+            stores.join(", ")
+        ),
+        (true, Some(l)) => format!("cannot use {l}"),
+        (true, None) => "cannot read everything the reconciler needs".into(),
+    };
+    format!(
+        "{what} (each said above, with what to grant); pass --wait-for-access to stay up and retry until it is granted"
+    )
 }
 
 /// Why this copy does not lead, for a person: the Lease problem, or who holds it.

@@ -57,6 +57,10 @@ Before `kubectl vap run` (or `install --print | kubectl apply -f -`), on the clu
 4. The Lease's namespace exists (--lease-namespace, default gatekeeper-system).
    Check: kubectl get namespace gatekeeper-system
 
+5. Whoever runs it has the rights of `install --print` (kubectl vap help rbac). Without one,
+   `run` says once what it lacks and exits 2 after its first attempt; --wait-for-access (and
+   --in-cluster, always) keeps it up, unready, until it is granted.
+
 Then `kubectl vap check` on the cluster lists what `run` would fix, and `kubectl vap plan`
 the writes it would make.
 ";

@@ -38,7 +38,7 @@ struct Tracked {
     seen: BTreeMap<String, (String, String)>,
     /// Templates that stopped generating, and since when: the turn-off waits a moment for a
     /// flip back (see `reconcilers::TURN_OFF_SETTLE`).
-    turning_off: BTreeMap<String, chrono::DateTime<chrono::Utc>>,
+    turning_off: BTreeMap<String, tokio::time::Instant>,
 }
 
 /// What the cache tracks until it is primed.
@@ -165,8 +165,8 @@ impl OpinionCache {
     pub fn turning_off_since(
         &self,
         template: &str,
-        now: chrono::DateTime<chrono::Utc>,
-    ) -> chrono::DateTime<chrono::Utc> {
+        now: tokio::time::Instant,
+    ) -> tokio::time::Instant {
         *self
             .tracked
             .lock()
@@ -230,7 +230,7 @@ mod tests {
         fn enqueue(&self, key: Key) {
             self.0.lock().push(key);
         }
-        fn enqueue_at(&self, key: Key, _: DateTime<Utc>) {
+        fn enqueue_after(&self, key: Key, _: std::time::Duration) {
             self.enqueue(key);
         }
     }

@@ -781,7 +781,11 @@ mod tests {
         desk.read(&data, Instant::now(), wall);
         let batch = desk.next().expect("the new request");
         assert_eq!(
-            batch.asked.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>(),
+            batch
+                .asked
+                .iter()
+                .map(|(id, _)| id.as_str())
+                .collect::<Vec<_>>(),
             ["new"]
         );
         assert!(desk.next().is_none());

@@ -250,15 +250,24 @@ pub async fn serve(shared: Arc<Shared>, route: Route) {
     let configmap = format!("{}/{name}", route.lease_namespace);
     let api: Api<ConfigMap> = Api::namespaced(shared.client.clone(), &route.lease_namespace);
     let mut leading = shared.leadership.subscribe();
+    // The batches in progress: tasks of this one (aborted with it when the copy stops; a
+    // panic of one is this task's, which the copy's supervisor sees), kept across terms.
+    let mut running = tokio::task::JoinSet::new();
     loop {
-        // Only the holder serves: the others wait for leadership.
-        if leading.wait_for(|l| *l).await.is_err() {
-            return;
+        // Only the holder serves: the others wait for leadership (an earlier term's batches
+        // finish meanwhile).
+        loop {
+            tokio::select! {
+                led = leading.wait_for(|l| *l) => match led {
+                    Ok(_) => break,
+                    Err(_) => return,
+                },
+                Some(end) = running.join_next() => rethrow(end),
+            }
         }
         let what = format!("ConfigMap {configmap}");
         let mut stream = crate::cluster::watch::object(api.clone(), &name, what);
         let mut desk = Desk::after(shared.answers.answered_before());
-        let mut running = tokio::task::JoinSet::new();
         let mut pruning = Pruning::default();
         let mut tick = tokio::time::interval(PRUNE_EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -282,7 +291,7 @@ pub async fn serve(shared: Arc<Shared>, route: Route) {
                     Some(Ok(None) | Err(_)) => {}
                     None => break,
                 },
-                Some(_) = running.join_next(), if !running.is_empty() => {}
+                Some(end) = running.join_next(), if !running.is_empty() => rethrow(end),
                 _ = tick.tick() => {
                     pruning.prune(&shared, &api, &configmap, &mut desk).await;
                 }
@@ -293,7 +302,15 @@ pub async fn serve(shared: Arc<Shared>, route: Route) {
         }
         // What is in progress finishes on its own (its answer is not published once this copy
         // no longer leads); a new term starts with a fresh desk.
-        running.detach_all();
+    }
+}
+
+/// A batch's panic is its server's: the copy's supervisor sees it.
+fn rethrow(end: Result<(), tokio::task::JoinError>) {
+    if let Err(e) = end
+        && e.is_panic()
+    {
+        std::panic::resume_unwind(e.into_panic());
     }
 }
 

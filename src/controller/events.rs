@@ -55,6 +55,9 @@ enum Fact {
     Invalid {
         regarding: Regarding,
         reason: Option<String>,
+        /// Its log line was said already, by the watch that read it (a stub of an object
+        /// that could not be decoded): not said twice.
+        logged: bool,
     },
 }
 
@@ -177,9 +180,14 @@ impl Recorder {
     /// valid (`None`). A Warning Event `Invalid` is published once per reason, not per
     /// reconcile, so `kubectl events --for` shows why the template or constraint is not turned
     /// into a VAP or binding.
-    pub fn decided(&self, regarding: Regarding, reason: Option<String>) {
+    /// `logged`: why it is invalid was logged already (see [`Fact::Invalid`]).
+    pub fn decided(&self, regarding: Regarding, reason: Option<String>, logged: bool) {
         if let Some(tx) = &self.tx {
-            let _ = tx.send(Fact::Invalid { regarding, reason });
+            let _ = tx.send(Fact::Invalid {
+                regarding,
+                reason,
+                logged,
+            });
         }
     }
 
@@ -366,12 +374,21 @@ pub async fn run(
             Next::Fact(Fact::Event(e)) if may_write() => publisher.publish(&e, &uid_of).await,
             Next::Fact(Fact::Event(e)) => tracing::debug!("not leading: dropping {e:?}"),
             Next::Fact(Fact::Flush(done)) => flushed = Some(done),
-            Next::Fact(Fact::Invalid { regarding, reason }) => match reason {
+            Next::Fact(Fact::Invalid {
+                regarding,
+                reason,
+                logged,
+            }) => match reason {
                 None => {
-                    said_invalid.remove(&regarding);
+                    if said_invalid.remove(&regarding).is_some() {
+                        say_validity(&regarding, None);
+                    }
                 }
                 Some(why) if said_invalid.get(&regarding) != Some(&why) => {
                     if may_write() {
+                        if !logged {
+                            say_validity(&regarding, Some(&why));
+                        }
                         let event = Outgoing {
                             regarding: regarding.clone(),
                             reason: "Invalid",
@@ -414,6 +431,24 @@ pub async fn run(
         if closed {
             return;
         }
+    }
+}
+
+/// The one log line of a template or constraint that turned invalid (`why`), or valid again:
+/// what someone must act on, said once per change as its Warning Event is.
+fn say_validity(regarding: &Regarding, why: Option<&str>) {
+    match (regarding, why) {
+        (Regarding::Template(t), Some(why)) => {
+            tracing::warn!("template {t} cannot be generated: {why}")
+        }
+        (Regarding::Template(t), None) => tracing::info!("template {t} is valid again"),
+        (Regarding::Constraint { kind, name }, Some(why)) => {
+            tracing::warn!("constraint {kind}/{name} cannot be bound: {why}")
+        }
+        (Regarding::Constraint { kind, name }, None) => {
+            tracing::info!("constraint {kind}/{name} is valid again")
+        }
+        (Regarding::Lease { .. }, _) => {}
     }
 }
 

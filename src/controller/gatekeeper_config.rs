@@ -6,7 +6,8 @@
 //! trying, so a Config that comes later counts.
 
 use super::shared::Shared;
-use crate::cluster::discovery::gatekeeper_config_resource;
+use crate::cluster::access::AccessError;
+use crate::cluster::discovery::{gatekeeper_config_resource, resource_name};
 use crate::cluster::list::{gatekeeper_configs, parse_config};
 use crate::model::GatekeeperConfig;
 use futures::StreamExt;
@@ -15,23 +16,40 @@ use kube::runtime::watcher::{self, Event};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// The first read. A failure is logged and leaves none: the VAPs then apply in the namespaces
-/// the Config would exclude (stricter, never looser), until the watch reads it.
-pub async fn first_read(shared: &Shared) {
+/// The first read; whether it failed. A failure is logged and leaves none: the VAPs then apply
+/// in the namespaces the Config would exclude (stricter, never looser), until the watch reads
+/// it.
+pub async fn first_read(shared: &Shared) -> bool {
     match gatekeeper_configs(&shared.client).await {
         Ok(configs) => {
             shared.stores.set_gatekeeper_configs(configs);
+            false
         }
-        Err(e) => tracing::warn!(
-            "reading Gatekeeper's Config (its excluded namespaces stay subject to the VAPs until it can be read): {}",
-            crate::text::kube_error_text(&e)
-        ),
+        Err(e) => {
+            let why = crate::text::kube_error_text(&e);
+            cannot_read(shared, crate::cluster::status_code(&e), &why);
+            true
+        }
     }
 }
 
+/// A Config that cannot be read (`status`: the server's answer, `why`: its words): said once,
+/// in the words `check` uses, and one of the copy's access errors until it is read.
+fn cannot_read(shared: &Shared, status: Option<u16>, why: &str) {
+    let resource = resource_name(&gatekeeper_config_resource());
+    let error = AccessError::from_status(&resource, status, "reading", &why);
+    tracing::warn!(
+        "{}; Gatekeeper's excluded namespaces stay subject to the VAPs until it is read",
+        error.message
+    );
+    shared.status.set_access(&resource, Some(error));
+}
+
 /// Watches the Configs named `config` in every namespace; each change of what they exclude
-/// re-enqueues everything.
-pub async fn run(shared: Arc<Shared>) {
+/// re-enqueues everything. A read that fails with an answer (forbidden) is said once
+/// (`failing`: the first read said it), and its recovery once; no Gatekeeper (not served) is
+/// not a failure.
+pub async fn run(shared: Arc<Shared>, mut failing: bool) {
     let ar = gatekeeper_config_resource();
     let api: Api<DynamicObject> = Api::all_with(shared.client.clone(), &ar);
     let config = watcher::Config::default().fields(&format!(
@@ -55,6 +73,10 @@ pub async fn run(shared: Arc<Shared>) {
             }
             Ok(Event::InitDone) => {
                 seen = relisting.take().unwrap_or_default();
+                if std::mem::take(&mut failing) {
+                    tracing::info!("Gatekeeper's Config read again");
+                    shared.status.set_access(&resource_name(&ar), None);
+                }
                 true
             }
             Ok(Event::Apply(o)) => {
@@ -68,9 +90,15 @@ pub async fn run(shared: Arc<Shared>) {
                 seen.remove(&key(&o));
                 true
             }
-            // Not served (no Gatekeeper) or forbidden: logged and retried by the watch; what
-            // was read stays.
-            Err(_) => false,
+            // Retried by the watch; what was read stays.
+            Err(e) => {
+                let status = crate::cluster::watch::status(&e);
+                if !failing && status.is_some_and(|s| s != 404) {
+                    failing = true;
+                    cannot_read(&shared, status, &crate::cluster::watch::describe(&e));
+                }
+                false
+            }
         };
         if publish
             && shared

@@ -13,6 +13,7 @@ use parking_lot::Mutex;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio_util::sync::CancellationToken;
 
 /// A request and where its outcome goes.
 pub(super) struct Request {
@@ -31,7 +32,8 @@ struct Inner {
     identity: String,
     state: watch::Receiver<Arc<LiveState>>,
     requests: mpsc::Sender<Request>,
-    shutdown: watch::Sender<bool>,
+    /// The owner's stop (see [`Controller::stop`]).
+    stop: CancellationToken,
     join: Mutex<Option<tokio::task::JoinHandle<Result<(), Error>>>>,
     world: Arc<Shared>,
     cache: Arc<OpinionCache>,
@@ -118,7 +120,7 @@ impl Controller {
         identity: String,
         state: watch::Receiver<Arc<LiveState>>,
         requests: mpsc::Sender<Request>,
-        shutdown: watch::Sender<bool>,
+        stop: CancellationToken,
         join: tokio::task::JoinHandle<Result<(), Error>>,
         world: Arc<Shared>,
         cache: Arc<OpinionCache>,
@@ -128,7 +130,7 @@ impl Controller {
                 identity,
                 state,
                 requests,
-                shutdown,
+                stop,
                 join: Mutex::new(Some(join)),
                 world,
                 cache,
@@ -219,6 +221,42 @@ impl Controller {
                 _ = tokio::time::sleep_until(wake) => {}
             }
         }
+    }
+
+    /// What this copy is forbidden, once it has tried everything once: the first lists of its
+    /// stores (tried before [`super::launch`] returned) and, when it competes, its first attempt
+    /// at the Lease (waited for, at most `timeout`). Only refusals: a resource that is not
+    /// served may come (a CRD installed later), and other failures are retried.
+    pub async fn forbidden(&self, timeout: Duration) -> Vec<AccessError> {
+        let world = &self.inner.world;
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut state = self.subscribe();
+        let mut status = world.status.subscribe();
+        let mut leading = world.leadership.subscribe();
+        loop {
+            status.borrow_and_update();
+            leading.borrow_and_update();
+            let lease = state.borrow_and_update().lease.clone();
+            let tried = !lease.participating
+                || world.leadership.is_leading()
+                || lease.holder.is_some()
+                || world.status.access_error(LEASES).is_some();
+            if tried || tokio::time::Instant::now() >= deadline {
+                break;
+            }
+            tokio::select! {
+                () = changed(&mut state) => {}
+                () = changed(&mut status) => {}
+                () = changed(&mut leading) => {}
+                () = tokio::time::sleep_until(deadline) => {}
+            }
+        }
+        world
+            .status
+            .access_errors()
+            .into_iter()
+            .filter(|e| e.kind == super::state::AccessErrorKind::Forbidden)
+            .collect()
     }
 
     /// Waits until every watch has listed and the queue has stayed empty for a moment (every
@@ -313,12 +351,26 @@ impl Controller {
     /// expires by itself a lease duration later).
     pub const STOP_WAIT: Duration = Duration::from_secs(10);
 
+    /// Resolves once a task of this copy has failed (panicked, or ended while the copy ran),
+    /// with what failed. The copy has then stopped writing and released its Lease; `/healthz`
+    /// and `/readyz` say why until [`Controller::stop`] ends the rest.
+    pub async fn failed(&self) -> Error {
+        let mut failure = self.inner.world.tasks.failure();
+        // The value, not the channel's lock, is kept across the wait below.
+        let failed = failure.wait_for(Option::is_some).await.map(|f| f.clone());
+        match failed {
+            Ok(f) => f.map_or(Error::Stopped, Error::TaskFailed),
+            // The supervisor is gone: nothing can fail any more.
+            Err(_) => std::future::pending().await,
+        }
+    }
+
     /// Stops: writes end, the Lease is released, the watches stop. Waits at most
     /// [`Controller::STOP_WAIT`] for the release; calling it again (or on another clone)
-    /// returns at once.
+    /// returns at once. After a task failed, its failure ([`Error::TaskFailed`]).
     pub async fn stop(&self) -> Result<(), Error> {
         let timeout = Self::STOP_WAIT;
-        let _ = self.inner.shutdown.send(true);
+        self.inner.stop.cancel();
         let join = self.inner.join.lock().take();
         let Some(join) = join else {
             return Ok(());

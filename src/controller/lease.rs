@@ -439,14 +439,14 @@ fn lease_access_error(
     }
 }
 
-/// Runs the election until `shutdown`: keeps the fence (and the leading flag, for views) up
+/// Runs the election until `stopping`: keeps the fence (and the leading flag, for views) up
 /// to date; releases the lease at the end. `view_tx` receives the Lease as seen.
 pub async fn run(
     shared: Arc<Shared>,
     election: Election,
     view_tx: watch::Sender<LeaseInfo>,
-    mut shutdown: watch::Receiver<bool>,
-) -> Result<(), super::Error> {
+    stopping: tokio_util::sync::CancellationToken,
+) {
     let Election {
         namespace,
         name,
@@ -499,8 +499,8 @@ pub async fn run(
             view.leading = campaign.shared.leadership.is_leading();
             send_view(&campaign.shared, &view_tx, view);
             tokio::select! {
-                _ = tokio::time::sleep(timing.retry) => {}
-                _ = shutdown.changed() => break,
+                () = tokio::time::sleep(timing.retry) => {}
+                () = stopping.cancelled() => break,
             }
             continue;
         };
@@ -531,8 +531,8 @@ pub async fn run(
             }
         }
         tokio::select! {
-            _ = tokio::time::sleep(timing.retry) => {}
-            _ = shutdown.changed() => break,
+            () = tokio::time::sleep(timing.retry) => {}
+            () = stopping.cancelled() => break,
         }
     }
     // The last outcomes are this holder's to report, before another copy may take over.
@@ -541,7 +541,6 @@ pub async fn run(
     }
     campaign.release(&elector).await;
     view_tx.send_modify(|v| v.leading = false);
-    Ok(())
 }
 
 /// What the election loop of one copy keeps between attempts, and what it does with each.
@@ -688,7 +687,11 @@ impl Campaign {
         match elector.release().await {
             Ok(()) if held => tracing::info!("released Lease {lease}"),
             Ok(()) => {}
-            Err(e) => tracing::warn!("releasing Lease {lease}: {}", crate::cluster::describe(&e)),
+            Err(e) if held => {
+                tracing::warn!("releasing Lease {lease}: {}", crate::cluster::describe(&e))
+            }
+            // Never held (its refusal was said when it was met): nothing to release.
+            Err(e) => tracing::debug!("releasing Lease {lease}: {}", crate::cluster::describe(&e)),
         }
     }
 }

@@ -19,6 +19,8 @@ pub struct Metrics {
     pub ready: AtomicBool,
     /// Why `/readyz` fails (what cannot be read).
     not_ready: Mutex<String>,
+    /// A task of the copy failed: `/healthz` and `/readyz` fail for good, saying this.
+    failed: Mutex<Option<String>>,
 }
 
 impl Metrics {
@@ -46,6 +48,29 @@ impl Metrics {
                 self.ready.store(false, Ordering::Relaxed);
                 *why = w;
             }
+        }
+    }
+
+    /// A task of the copy failed (`why`): neither healthy nor ready any more.
+    pub fn set_failed(&self, why: String) {
+        *self.failed.lock() = Some(why);
+    }
+
+    /// `/healthz`: ok, or why not.
+    fn health(&self) -> Result<(), String> {
+        match &*self.failed.lock() {
+            Some(why) => Err(why.clone()),
+            None => Ok(()),
+        }
+    }
+
+    /// `/readyz`: ok, or why not.
+    fn readiness(&self) -> Result<(), String> {
+        self.health()?;
+        if self.ready.load(Ordering::Relaxed) {
+            Ok(())
+        } else {
+            Err(self.not_ready.lock().clone())
         }
     }
 
@@ -95,39 +120,44 @@ impl Metrics {
     }
 }
 
-/// Serves `/metrics`, `/healthz` (200 while running) and `/readyz` (200 once every watch has
-/// synced) on `addr` until `shutdown` turns true.
+/// Serves `/metrics`, `/healthz` (200 until a task of the copy fails) and `/readyz` (200 once
+/// every watch has synced, and while every store is known) on `addr`, until the task is
+/// aborted. Each connection is a task of this one's (dropped with it); a panic there is
+/// this task's.
 pub async fn serve(
     addr: std::net::SocketAddr,
     metrics: std::sync::Arc<Metrics>,
-    mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> std::io::Result<()> {
     use http_body_util::Full;
     use hyper::body::Bytes;
     use hyper::{Response, StatusCode};
     let listener = tokio::net::TcpListener::bind(addr).await?;
     tracing::info!("serving /metrics, /healthz, /readyz on {addr}");
+    let mut connections = tokio::task::JoinSet::new();
     loop {
         let (stream, _) = tokio::select! {
             r = listener.accept() => r?,
-            _ = shutdown.changed() => return Ok(()),
+            Some(Err(e)) = connections.join_next() => {
+                if e.is_panic() {
+                    std::panic::resume_unwind(e.into_panic());
+                }
+                continue;
+            }
         };
         let metrics = metrics.clone();
-        tokio::spawn(async move {
+        connections.spawn(async move {
             let service =
                 hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
                     let metrics = metrics.clone();
                     async move {
+                        let probe = |r: Result<(), String>| match r {
+                            Ok(()) => (StatusCode::OK, "ok\n".to_string()),
+                            Err(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")),
+                        };
                         let (status, body) = match req.uri().path() {
                             "/metrics" => (StatusCode::OK, metrics.render()),
-                            "/healthz" => (StatusCode::OK, "ok\n".to_string()),
-                            "/readyz" if metrics.ready.load(Ordering::Relaxed) => {
-                                (StatusCode::OK, "ok\n".to_string())
-                            }
-                            "/readyz" => (
-                                StatusCode::SERVICE_UNAVAILABLE,
-                                format!("{}\n", metrics.not_ready.lock()),
-                            ),
+                            "/healthz" => probe(metrics.health()),
+                            "/readyz" => probe(metrics.readiness()),
                             _ => (StatusCode::NOT_FOUND, "not found\n".to_string()),
                         };
                         let mut resp = Response::new(Full::new(Bytes::from(body)));

@@ -16,7 +16,7 @@
 //! an object concerns), `lease` (the election) and `fence` (whether this copy may write),
 //! `requests` and `commands` (requests reach the leader wherever it runs), `tally` (what the
 //! reconcile in progress wrote), `events` (outcomes as Kubernetes Events), `publish`, `outage`,
-//! `metrics`.
+//! `metrics`, `tasks` (the supervisor every task starts through).
 //!
 //! The files are layers: each imports only files below it (docs/architecture.md, "Inside a
 //! folder: files in layers", lists them bottom to top; `tests/layering.rs` fails on a circle). [`gatekeeper`] (detecting Gatekeeper's own generator)
@@ -46,6 +46,7 @@ pub mod state;
 mod status;
 mod stores;
 mod tally;
+mod tasks;
 mod watches;
 pub mod worker;
 pub mod world;
@@ -102,6 +103,9 @@ pub enum Error {
     /// The reconciler's own task ended badly (it panicked or was cancelled).
     #[error("the reconciler task failed: {0}")]
     Task(#[source] tokio::task::JoinError),
+    /// One of the copy's tasks panicked or ended while the copy ran: the copy stopped.
+    #[error("{0}")]
+    TaskFailed(#[from] tasks::Failure),
     /// Stopping did not release the Lease in time (it expires on its own).
     #[error("the Lease was not released within {secs}s")]
     NotReleased { secs: u64 },

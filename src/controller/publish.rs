@@ -35,25 +35,23 @@ fn connection(shared: &Shared) -> Connection {
 /// Keeps `/readyz` true: ready only while every store is listed and watched (a copy that
 /// cannot read something decides nothing that rests on it, and says so).
 fn readiness(shared: &Shared) {
-    // A copy whose Lease requests fail or go unanswered cannot lead, nor tell who does.
-    if let Some(lease) = shared.status.access_error(super::lease::LEASES) {
-        shared.metrics.set_ready(Err(lease.message));
-        return;
-    }
+    // Everything that keeps it unready, each said: a copy whose Lease requests fail or go
+    // unanswered cannot lead, nor tell who does; a store it cannot read, nothing resting on
+    // it is decided.
+    let lease = shared.status.access_error(super::lease::LEASES);
     let unknown = shared.unknown_stores();
-    shared
-        .metrics
-        .set_ready(if shared.status.synced() && unknown.is_empty() {
-            Ok(())
-        } else if unknown.is_empty() {
-            Err("watches not synced yet".into())
-        } else {
-            Err(unknown
-                .iter()
-                .map(|(_, why)| why.clone())
-                .collect::<Vec<_>>()
-                .join("\n"))
-        });
+    let reasons: Vec<String> = lease
+        .map(|l| l.message)
+        .into_iter()
+        .chain(unknown.into_iter().map(|(_, why)| why))
+        .collect();
+    shared.metrics.set_ready(if !reasons.is_empty() {
+        Err(reasons.join("\n"))
+    } else if shared.status.synced() {
+        Ok(())
+    } else {
+        Err("watches not synced yet".into())
+    });
 }
 
 /// The failed writes views show: this copy's own, unless another copy leads — then the
@@ -134,7 +132,8 @@ pub async fn run(
         if tx.send(Arc::new(state.clone())).is_err() {
             return;
         }
-        // Wait for a change; the tick republishes only when the connection changed.
+        // Wait for a change; the tick republishes only when the connection changed. A source
+        // whose sender is gone never wakes it (`changed`).
         let mut tick = tokio::time::interval(TICK);
         tick.reset();
         loop {

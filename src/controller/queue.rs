@@ -1,18 +1,22 @@
 //! A de-duplicating work queue with delayed items, in the manner of client-go's workqueue:
 //! a key is queued at most once; a key being processed is not handed out again, and if it is
-//! pushed meanwhile it is queued once more when its processing is done. Time is passed in,
-//! so tests run it on a virtual clock.
+//! pushed meanwhile it is queued once more when its processing is done. Due times are on
+//! tokio's monotonic clock ([`Instant`]); [`WorkQueue`] is given the time, so its unit tests
+//! choose it.
 //!
 //! [`SharedQueue`] is the one the workers share (live and in the tests): the queue behind a
-//! lock, a wake-up for idle workers, its depth on a watch channel (waits for "idle" need no
-//! polling), the keys parked until a store lists again, and an optional [`Scope`].
+//! lock, read at tokio's clock (tests pause and advance it); [`SharedQueue::next`], which a
+//! worker awaits: it wakes when a key is pushed or the next delayed one comes due, never on
+//! a poll; its depth on a watch channel (waits for "idle" need no polling), the keys parked
+//! until a store lists again, and an optional [`Scope`].
 
 pub use super::keys::{Key, Scope};
 use super::world::Enqueue;
-use chrono::{DateTime, Utc};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::time::Duration;
 use tokio::sync::{Notify, watch};
+use tokio::time::Instant;
 
 #[derive(Debug, Default, Clone)]
 pub struct WorkQueue {
@@ -20,8 +24,8 @@ pub struct WorkQueue {
     queued: HashSet<Key>,
     processing: HashSet<Key>,
     dirty: HashSet<Key>,
-    delayed: BTreeMap<(DateTime<Utc>, u64), Key>,
-    delayed_at: HashMap<Key, (DateTime<Utc>, u64)>,
+    delayed: BTreeMap<(Instant, u64), Key>,
+    delayed_at: HashMap<Key, (Instant, u64)>,
     seq: u64,
 }
 
@@ -46,7 +50,7 @@ impl WorkQueue {
 
     /// Queues `key` at `at` (kept at the earlier time if it is already delayed; a no-op if it
     /// is already ready).
-    pub fn push_at(&mut self, key: Key, at: DateTime<Utc>) {
+    pub fn push_at(&mut self, key: Key, at: Instant) {
         if self.queued.contains(&key) {
             return;
         }
@@ -65,7 +69,7 @@ impl WorkQueue {
     }
 
     /// Moves delayed keys that are due to the ready list.
-    fn promote(&mut self, now: DateTime<Utc>) {
+    fn promote(&mut self, now: Instant) {
         while let Some((&slot, _)) = self.delayed.iter().next() {
             if slot.0 > now {
                 break;
@@ -82,7 +86,7 @@ impl WorkQueue {
     }
 
     /// The next ready key, marked as processing. Call [`WorkQueue::done`] when finished.
-    pub fn pop(&mut self, now: DateTime<Utc>) -> Option<Key> {
+    pub fn pop(&mut self, now: Instant) -> Option<Key> {
         self.promote(now);
         let key = self.ready.pop_front()?;
         self.queued.remove(&key);
@@ -109,7 +113,7 @@ impl WorkQueue {
     }
 
     /// When the earliest delayed key is due.
-    pub fn next_due(&self) -> Option<DateTime<Utc>> {
+    pub fn next_due(&self) -> Option<Instant> {
         self.delayed.keys().next().map(|(at, _)| *at)
     }
 
@@ -175,9 +179,31 @@ impl SharedQueue {
         out
     }
 
-    /// The next ready key at `now`, marked as processing, and when the next delayed key is due.
-    pub fn pop(&self, now: DateTime<Utc>) -> (Option<Key>, Option<DateTime<Utc>>) {
+    /// The next ready key now, marked as processing, and when the next delayed key is due.
+    pub fn pop(&self) -> (Option<Key>, Option<Instant>) {
+        let now = Instant::now();
         self.with(|q| (q.pop(now), q.next_due()))
+    }
+
+    /// The next ready key, marked as processing: waits until a key is pushed, or until the
+    /// next delayed key is due.
+    pub async fn next(&self) -> Key {
+        loop {
+            // Registered before looking: a push between the look and the wait still wakes us.
+            let woken = self.wake.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            match self.pop() {
+                (Some(key), _) => return key,
+                (None, Some(due)) => {
+                    tokio::select! {
+                        () = woken => {}
+                        () = tokio::time::sleep_until(due) => {}
+                    }
+                }
+                (None, None) => woken.await,
+            }
+        }
     }
 
     /// Removes a specific ready key (tests use it to choose the schedule).
@@ -226,17 +252,12 @@ impl SharedQueue {
         self.len() == 0
     }
 
-    pub fn next_due(&self) -> Option<DateTime<Utc>> {
+    pub fn next_due(&self) -> Option<Instant> {
         self.with(|q| q.next_due())
     }
 
     pub fn ready_keys(&self) -> Vec<Key> {
         self.with(|q| q.ready_keys())
-    }
-
-    /// Resolves when a key may have become ready.
-    pub async fn woken(&self) {
-        self.wake.notified().await;
     }
 
     /// The depth, on a watch channel.
@@ -270,10 +291,11 @@ impl Enqueue for SharedQueue {
         self.with(|q| q.push(key));
         self.wake.notify_one();
     }
-    fn enqueue_at(&self, key: Key, at: DateTime<Utc>) {
+    fn enqueue_after(&self, key: Key, delay: Duration) {
         if !self.scope.contains(&key) {
             return;
         }
+        let at = Instant::now() + delay;
         self.with(|q| q.push_at(key, at));
         // A sleeping worker must look at the new due time.
         self.wake.notify_one();
@@ -291,14 +313,14 @@ mod tests {
         q.enqueue(Key::Template("k8sy".into()));
         q.enqueue(Key::constraint("K8sX", "a"));
         q.enqueue(Key::constraint("K8sY", "b"));
-        q.enqueue_at(Key::constraint("K8sY", "c"), t0());
+        q.enqueue_after(Key::constraint("K8sY", "c"), Duration::from_secs(1));
         assert_eq!(
             q.ready_keys(),
             vec![Key::Template("k8sx".into()), Key::constraint("K8sX", "a")]
         );
         assert_eq!(q.len(), 2);
         let depth = q.depth();
-        let (k, _) = q.pop(t0());
+        let (k, _) = q.pop();
         q.done(&k.expect("ready"));
         assert_eq!(*depth.borrow(), 1, "the depth follows every change");
     }
@@ -316,43 +338,103 @@ mod tests {
         assert!(q.is_empty());
     }
 
-    fn t0() -> DateTime<Utc> {
-        DateTime::from_timestamp(1_700_000_000, 0).unwrap_or_default()
-    }
-
     #[test]
     fn dedups_and_requeues_dirty_keys() {
+        let t0 = Instant::now();
         let mut q = WorkQueue::new();
         let k = Key::Template("a".into());
         q.push(k.clone());
         q.push(k.clone());
         assert_eq!(q.len(), 1);
-        assert_eq!(q.pop(t0()), Some(k.clone()));
-        assert_eq!(q.pop(t0()), None);
+        assert_eq!(q.pop(t0), Some(k.clone()));
+        assert_eq!(q.pop(t0), None);
         q.push(k.clone()); // while processing
-        assert_eq!(q.pop(t0()), None, "not handed out twice");
+        assert_eq!(q.pop(t0), None, "not handed out twice");
         q.done(&k);
-        assert_eq!(q.pop(t0()), Some(k.clone()));
+        assert_eq!(q.pop(t0), Some(k.clone()));
         q.done(&k);
         assert!(q.is_empty());
     }
 
     #[test]
     fn delayed_keys_come_due() {
+        let t0 = Instant::now();
+        let secs = Duration::from_secs;
         let mut q = WorkQueue::new();
         let k = Key::constraint("K", "c");
-        q.push_at(k.clone(), t0() + chrono::Duration::seconds(10));
-        q.push_at(k.clone(), t0() + chrono::Duration::seconds(5));
-        assert_eq!(q.pop(t0()), None);
+        q.push_at(k.clone(), t0 + secs(10));
+        q.push_at(k.clone(), t0 + secs(5));
+        assert_eq!(q.pop(t0), None);
         assert!(q.is_idle());
-        assert_eq!(q.next_due(), Some(t0() + chrono::Duration::seconds(5)));
-        assert_eq!(q.pop(t0() + chrono::Duration::seconds(5)), Some(k.clone()));
+        assert_eq!(q.next_due(), Some(t0 + secs(5)));
+        assert_eq!(q.pop(t0 + secs(5)), Some(k.clone()));
         q.done(&k);
         assert!(q.is_empty());
         // A push now overrides a delay.
-        q.push_at(k.clone(), t0() + chrono::Duration::seconds(5));
+        q.push_at(k.clone(), t0 + secs(5));
         q.push(k.clone());
         assert_eq!(q.len(), 1);
-        assert_eq!(q.pop(t0()), Some(k));
+        assert_eq!(q.pop(t0), Some(k));
+    }
+
+    /// On tokio's clock, paused (it jumps to the next timer when every task waits): a worker
+    /// waiting on [`SharedQueue::next`] gets each delayed key exactly when it is due.
+    #[tokio::test(start_paused = true)]
+    async fn a_waiting_worker_wakes_when_a_delayed_key_is_due() {
+        let q = std::sync::Arc::new(SharedQueue::new(Scope::All));
+        let t0 = Instant::now();
+        q.enqueue_after(Key::Template("late".into()), Duration::from_secs(30));
+        q.enqueue_after(Key::Template("soon".into()), Duration::from_secs(5));
+        let worker = {
+            let q = q.clone();
+            tokio::spawn(async move {
+                let mut got = Vec::new();
+                for _ in 0..2 {
+                    let k = q.next().await;
+                    got.push((k.clone(), Instant::now() - t0));
+                    q.done(&k);
+                }
+                got
+            })
+        };
+        let got = worker.await.expect("the worker");
+        assert_eq!(
+            got,
+            [
+                (Key::Template("soon".into()), Duration::from_secs(5)),
+                (Key::Template("late".into()), Duration::from_secs(30)),
+            ]
+        );
+    }
+
+    /// A key pushed while a worker waits for a later due time is handed out at once; one
+    /// delayed earlier than that due time wakes the worker at its own.
+    #[tokio::test(start_paused = true)]
+    async fn a_push_wakes_a_waiting_worker_at_once() {
+        let q = std::sync::Arc::new(SharedQueue::new(Scope::All));
+        let t0 = Instant::now();
+        q.enqueue_after(Key::Template("late".into()), Duration::from_secs(60));
+        let waiting = {
+            let q = q.clone();
+            tokio::spawn(async move { (q.next().await, Instant::now() - t0) })
+        };
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        q.enqueue(Key::Template("now".into()));
+        let (k, at) = waiting.await.expect("the worker");
+        assert_eq!(
+            (k, at),
+            (Key::Template("now".into()), Duration::from_secs(1))
+        );
+        let waiting = {
+            let q = q.clone();
+            tokio::spawn(async move { (q.next().await, Instant::now() - t0) })
+        };
+        tokio::task::yield_now().await;
+        q.enqueue_after(Key::Template("sooner".into()), Duration::from_secs(9));
+        let (k, at) = waiting.await.expect("the worker");
+        assert_eq!(
+            (k, at),
+            (Key::Template("sooner".into()), Duration::from_secs(10))
+        );
     }
 }

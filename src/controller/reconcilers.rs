@@ -301,12 +301,10 @@ where
             .get(self.kind)
             .is_some_and(|o| o.generate && o.template == name)
         {
-            let now = self.world.now();
-            let settle = chrono::Duration::from_std(TURN_OFF_SETTLE).unwrap_or_default();
-            let until = cache.turning_off_since(name, now) + settle;
+            let now = tokio::time::Instant::now();
+            let until = cache.turning_off_since(name, now) + TURN_OFF_SETTLE;
             if now < until {
-                let left = (until - now).to_std().unwrap_or_default();
-                return Outcome::RequeueAfter(left.max(Duration::from_millis(10)));
+                return Outcome::RequeueAfter((until - now).max(Duration::from_millis(10)));
             }
         }
         cache.settled(name);
@@ -464,30 +462,16 @@ where
 }
 
 /// Turns an outcome into queue operations: requeue after a delay, or retry with backoff.
-pub fn schedule<Q: Enqueue>(
-    queue: &Q,
-    key: &Key,
-    outcome: &Outcome,
-    now: chrono::DateTime<chrono::Utc>,
-    attempt: u32,
-) {
+pub fn schedule<Q: Enqueue>(queue: &Q, key: &Key, outcome: &Outcome, attempt: u32) {
     match outcome {
         // Unknown: parked until the store lists again; refused: the next change tries again.
         Outcome::Done | Outcome::Unknown(_) | Outcome::Refused(_) => {}
-        Outcome::RequeueAfter(d) => queue.enqueue_at(
-            key.clone(),
-            now + chrono::Duration::from_std(*d).unwrap_or_default(),
-        ),
+        Outcome::RequeueAfter(d) => queue.enqueue_after(key.clone(), *d),
         // Never sooner than the server asked (a 429's or 503's Retry-After).
-        Outcome::Retry(e) => queue.enqueue_at(
-            key.clone(),
-            now + chrono::Duration::from_std(backoff(attempt).max(e.retry_after()))
-                .unwrap_or_default(),
-        ),
-        Outcome::Forbidden(_) => queue.enqueue_at(
-            key.clone(),
-            now + chrono::Duration::from_std(forbidden_backoff(attempt)).unwrap_or_default(),
-        ),
+        Outcome::Retry(e) => {
+            queue.enqueue_after(key.clone(), backoff(attempt).max(e.retry_after()))
+        }
+        Outcome::Forbidden(_) => queue.enqueue_after(key.clone(), forbidden_backoff(attempt)),
     }
 }
 
@@ -512,32 +496,22 @@ pub fn backoff(attempt: u32) -> Duration {
 mod tests {
     use super::*;
     use crate::cluster::apply::ApplyError;
-    use std::sync::{Arc, Mutex};
+    use std::sync::Arc;
 
-    #[derive(Default)]
-    struct Recorded(Mutex<Vec<(Key, Option<chrono::DateTime<chrono::Utc>>)>>);
-    impl Enqueue for Recorded {
-        fn enqueue(&self, key: Key) {
-            self.0.lock().unwrap().push((key, None));
-        }
-        fn enqueue_at(&self, key: Key, at: chrono::DateTime<chrono::Utc>) {
-            self.0.lock().unwrap().push((key, Some(at)));
-        }
-    }
-
-    /// When `outcome` at `attempt` brings the key back (None: not at all).
-    fn next(outcome: Outcome, attempt: u32) -> Option<Duration> {
-        let q = Recorded::default();
-        let now = chrono::Utc::now();
+    /// When `outcome` at `attempt` brings the key back (None: not at all), on the live
+    /// queue at tokio's clock (paused by the callers: the time a key waits is exact).
+    async fn next(outcome: Outcome, attempt: u32) -> Option<Duration> {
+        let q = crate::controller::queue::SharedQueue::default();
         let key = Key::Template("t".into());
-        schedule(&q, &key, &outcome, now, attempt);
-        let got = q.0.lock().unwrap().clone();
-        assert!(got.len() <= 1, "{got:?}");
-        got.first().map(|(_, at)| {
-            (at.expect("delayed") - now)
-                .to_std()
-                .expect("in the future")
-        })
+        let t0 = tokio::time::Instant::now();
+        schedule(&q, &key, &outcome, attempt);
+        if q.is_empty() {
+            return None;
+        }
+        assert_eq!(q.next().await, key);
+        q.done(&key);
+        assert!(q.is_empty());
+        Some(tokio::time::Instant::now() - t0)
     }
 
     /// A failure of class `class`: the server answered `code`.
@@ -552,20 +526,20 @@ mod tests {
         }))
     }
 
-    #[test]
-    fn an_invalid_write_is_not_retried_and_a_forbidden_one_slowly() {
+    #[tokio::test(start_paused = true)]
+    async fn an_invalid_write_is_not_retried_and_a_forbidden_one_slowly() {
         // 422: the server refuses this body whatever happens: only a change brings it back.
         let invalid = failure(WriteError::Invalid, 422);
         assert!(matches!(
             Outcome::from(invalid.clone()),
             Outcome::Refused(_)
         ));
-        assert_eq!(next(Outcome::Refused(invalid), 0), None);
+        assert_eq!(next(Outcome::Refused(invalid), 0).await, None);
         // 403: a grant may come, unannounced: retried from 1 s, doubling, at most every 5 min.
         let forbidden = |n| next(Outcome::Forbidden(failure(WriteError::Forbidden, 403)), n);
-        assert_eq!(forbidden(0), Some(Duration::from_secs(1)));
-        assert_eq!(forbidden(3), Some(Duration::from_secs(8)));
-        assert_eq!(forbidden(30), Some(FORBIDDEN_BACKOFF_MAX));
+        assert_eq!(forbidden(0).await, Some(Duration::from_secs(1)));
+        assert_eq!(forbidden(3).await, Some(Duration::from_secs(8)));
+        assert_eq!(forbidden(30).await, Some(FORBIDDEN_BACKOFF_MAX));
         assert_eq!(FORBIDDEN_BACKOFF_MAX, Duration::from_secs(300));
         // What may pass soon (conflict, server away) keeps the fast backoff, capped at 30 s.
         let unavailable = failure(WriteError::Failed, 503);
@@ -574,8 +548,16 @@ mod tests {
             Outcome::Retry(_)
         ));
         assert_eq!(
-            next(Outcome::Retry(unavailable), 30),
+            next(Outcome::Retry(unavailable.clone()), 30).await,
             Some(Duration::from_secs(30))
+        );
+        assert_eq!(
+            next(Outcome::Retry(unavailable), 0).await,
+            Some(Duration::from_millis(100))
+        );
+        assert_eq!(
+            next(Outcome::RequeueAfter(Duration::from_secs(7)), 0).await,
+            Some(Duration::from_secs(7))
         );
         // A throttled write (429) comes back no sooner than the server asked, however young
         // its backoff; a later attempt's longer backoff wins over a short Retry-After.
@@ -591,11 +573,11 @@ mod tests {
         }));
         assert_eq!(throttled.retry_after(), Duration::from_secs(7));
         assert_eq!(
-            next(Outcome::Retry(throttled.clone()), 0),
+            next(Outcome::Retry(throttled.clone()), 0).await,
             Some(Duration::from_secs(7))
         );
         assert_eq!(
-            next(Outcome::Retry(throttled), 30),
+            next(Outcome::Retry(throttled), 30).await,
             Some(Duration::from_secs(30))
         );
         // A forbidden step of a reconcile is not lost behind one that is done, and keeps its

@@ -12,6 +12,7 @@ use super::queue::SharedQueue;
 use super::requests::Tracker;
 use super::status::Status;
 use super::stores::Stores;
+use super::tasks::Tasks;
 use super::world::Enqueue;
 use std::sync::Arc;
 
@@ -28,6 +29,8 @@ pub struct Shared {
     pub recorder: Recorder,
     /// Requests in progress, and what their keys' reconciles did.
     pub tracker: Tracker,
+    /// Every task of the copy, under one supervisor.
+    pub tasks: Tasks,
     /// Answers to other copies' requests, published in the Lease with the renewals.
     pub answers: Answers,
 }
@@ -112,6 +115,7 @@ impl Shared {
             outage: Outage::default(),
             recorder: Recorder::default(),
             tracker: Tracker::default(),
+            tasks: Tasks::default(),
             answers: Answers::default(),
         }
     }

@@ -2,8 +2,9 @@
 //! generator), [`watch_everything`] (reflector stores), [`decide_writes`] (may this copy write
 //! at all), [`elect`] (compete for the Lease, or follow its holder), [`await_first_lists`],
 //! then [`spawn_workers`], [`serve_requests`], [`resync_every`], [`publish_state`] and
-//! [`serve_metrics`]; [`supervise`] stops it all in order. [`launch`] returns the
-//! [`Controller`] handle; everything else stays inside.
+//! [`serve_metrics`]. Every task starts through the copy's supervisor (`tasks`), which notices
+//! one that dies and stops it all in order. [`launch`] returns the [`Controller`] handle;
+//! everything else stays inside.
 
 use super::Error;
 use super::cache::OpinionCache;
@@ -18,7 +19,9 @@ use super::publish::Sources;
 use super::queue::SharedQueue;
 use super::shared::Shared;
 use super::state::{Health, LeaderHealth, LeaseInfo, LiveState};
+use super::status::changed;
 use super::stores::{PodStatuses, Readers, Stores};
+use super::tasks::{Lifetime, Tasks};
 use super::watches;
 use super::worker::Attempts;
 use super::world::TemplateStore;
@@ -32,7 +35,7 @@ use kube::runtime::reflector::store::Writer;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
-use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 /// Whether this copy takes part in the lease election (and so may write).
 #[derive(Debug, Clone)]
@@ -116,6 +119,8 @@ pub struct Tuning {
     pub gatekeeper_recheck: Duration,
     /// The Lease's duration: a crashed holder is replaced after at most this long.
     pub lease_duration: Duration,
+    /// Tests of the supervisor only: the task of this name panics once started.
+    pub fail_task: Option<String>,
 }
 
 impl Default for Tuning {
@@ -125,6 +130,7 @@ impl Default for Tuning {
             resync_every: Duration::from_secs(600),
             gatekeeper_recheck: Duration::from_secs(60),
             lease_duration: Duration::from_secs(super::fence::LEASE_DURATION),
+            fail_task: None,
         }
     }
 }
@@ -174,40 +180,38 @@ async fn discover(client: &kube::Client, mode: &Mode) -> Result<Discovered, Erro
 
 /// Phase 2: a reflector store for templates, CRDs, VAPs and bindings (constraint kinds start
 /// their own as their CRDs appear), and for views Gatekeeper's pod statuses.
-fn watch_everything(shared: &Arc<Shared>, writers: Writers, views: bool) -> Vec<JoinHandle<()>> {
+fn watch_everything(shared: &Arc<Shared>, writers: Writers, views: bool) {
     let client = &shared.client;
     let admission = shared.stores.admission().clone();
     let tar = templates_resource();
-    let mut tasks = vec![
-        watches::spawn_watch(
-            Api::all_with(client.clone(), &tar),
-            writers.templates,
-            resource_name(&tar),
-            shared.clone(),
-            watches::on_template,
-        ),
-        watches::spawn_watch(
-            Api::<CustomResourceDefinition>::all(client.clone()),
-            writers.crds,
-            super::stores::CRDS_RESOURCE.into(),
-            shared.clone(),
-            watches::on_crd,
-        ),
-        watches::spawn_watch(
-            Api::all_with(client.clone(), &admission.policy()),
-            writers.policies,
-            resource_name(&admission.policy()),
-            shared.clone(),
-            watches::on_policy,
-        ),
-        watches::spawn_watch(
-            Api::all_with(client.clone(), &admission.binding()),
-            writers.bindings,
-            resource_name(&admission.binding()),
-            shared.clone(),
-            watches::on_binding,
-        ),
-    ];
+    watches::spawn_watch(
+        Api::all_with(client.clone(), &tar),
+        writers.templates,
+        resource_name(&tar),
+        shared.clone(),
+        watches::on_template,
+    );
+    watches::spawn_watch(
+        Api::<CustomResourceDefinition>::all(client.clone()),
+        writers.crds,
+        super::stores::CRDS_RESOURCE.into(),
+        shared.clone(),
+        watches::on_crd,
+    );
+    watches::spawn_watch(
+        Api::all_with(client.clone(), &admission.policy()),
+        writers.policies,
+        resource_name(&admission.policy()),
+        shared.clone(),
+        watches::on_policy,
+    );
+    watches::spawn_watch(
+        Api::all_with(client.clone(), &admission.binding()),
+        writers.bindings,
+        resource_name(&admission.binding()),
+        shared.clone(),
+        watches::on_binding,
+    );
     if views {
         // Shown, never decided on: kube-runtime's reflector over the one watch, errors only
         // logged (Gatekeeper may not run here at all).
@@ -218,8 +222,9 @@ fn watch_everything(shared: &Arc<Shared>, writers: Writers, views: bool) -> Vec<
                 store: writer.as_reader(),
             });
             let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
-            let shared = shared.clone();
-            tasks.push(tokio::spawn(async move {
+            let name = format!("watch {}", resource_name(&ar));
+            let status = shared.clone();
+            shared.tasks.spawn(name, Lifetime::Copy, async move {
                 use futures::StreamExt;
                 use kube::runtime::{WatchStreamExt, reflector, watcher};
                 let what = "Gatekeeper's pod statuses";
@@ -228,13 +233,12 @@ fn watch_everything(shared: &Arc<Shared>, writers: Writers, views: bool) -> Vec<
                 futures::pin_mut!(stream);
                 while let Some(item) = stream.next().await {
                     if item.is_ok() {
-                        shared.status.touch();
+                        status.status.touch();
                     }
                 }
-            }));
+            });
         }
     }
-    tasks
 }
 
 struct Writers {
@@ -290,7 +294,6 @@ fn elect(
     identity: &str,
     tuning: &Tuning,
     health: Health,
-    shutdown: watch::Receiver<bool>,
 ) -> Elected {
     let (ns, name) = config.mode.lease();
     let competes = matches!(config.mode, Mode::Elect { .. }) && shared.status.writes_enabled();
@@ -308,28 +311,22 @@ fn elect(
             duration: tuning.lease_duration,
             health,
         };
-        let task = tokio::spawn(super::lease::run(
-            shared.clone(),
-            election,
-            view_tx,
-            shutdown,
-        ));
+        let stopping = shared.tasks.stopping();
+        let run = super::lease::run(shared.clone(), election, view_tx, stopping);
+        let task = shared.tasks.spawn("election", Lifetime::Copy, run);
         Elected {
             view,
-            election: Some(task),
-            follower: None,
+            election: Some(task.id()),
         }
     } else {
-        let task = tokio::spawn(super::lease::watch_holder(
-            shared.clone(),
-            ns.to_string(),
-            name.to_string(),
-            view_tx,
-        ));
+        let follow =
+            super::lease::watch_holder(shared.clone(), ns.to_string(), name.to_string(), view_tx);
+        shared
+            .tasks
+            .spawn("follow the Lease holder", Lifetime::Copy, follow);
         Elected {
             view,
             election: None,
-            follower: Some(task),
         }
     }
 }
@@ -338,10 +335,8 @@ fn elect(
 struct Elected {
     /// The Lease as this copy sees it.
     view: watch::Receiver<LeaseInfo>,
-    /// The election (it releases the Lease when it ends).
-    election: Option<JoinHandle<Result<(), Error>>>,
-    /// Following the holder of a Lease this copy does not compete for.
-    follower: Option<JoinHandle<()>>,
+    /// The election's task (it releases the Lease when it ends), if this copy competes.
+    election: Option<tokio::task::Id>,
 }
 
 /// What this copy publishes about itself while it holds the Lease: built once, read by the
@@ -373,6 +368,13 @@ async fn await_first_lists(shared: &Shared, timeout: Duration) {
     }
 }
 
+/// Whether templates, CRDs, VAPs and bindings are all listed (not merely tried: a refusal
+/// ends the first wait too, and is said by its watch).
+fn fixed_listed(shared: &Shared) -> bool {
+    let fixed = shared.stores.fixed_resources();
+    fixed.iter().all(|r| shared.stores.is_listed(r))
+}
+
 /// Waits until `done` (looked at again whenever a store lists or an access error changes), or
 /// `timeout` passes: whether it is done.
 async fn until_listed(shared: &Shared, timeout: Duration, done: impl Fn() -> bool) -> bool {
@@ -381,8 +383,8 @@ async fn until_listed(shared: &Shared, timeout: Duration, done: impl Fn() -> boo
     let waited = tokio::time::timeout(timeout, async {
         while !done() {
             tokio::select! {
-                _ = changes.changed() => {}
-                _ = access.changed() => {}
+                () = changed(&mut changes) => {}
+                () = changed(&mut access) => {}
             }
         }
     })
@@ -402,13 +404,13 @@ async fn mark_synced(shared: Arc<Shared>, started: std::time::Instant) {
     };
     until_listed(&shared, SYNC_TIMEOUT, listed).await;
     let unlisted = shared.stores.unlisted_kinds();
-    if unlisted.is_empty() {
+    if unlisted.is_empty() && fixed_listed(&shared) {
         tracing::info!(
             constraint_kinds = shared.stores.watched_kinds().len(),
             "every watch listed in {:?}",
             started.elapsed()
         );
-    } else {
+    } else if !unlisted.is_empty() {
         // Unreadable (reported with its reason by the watch) or still failing after
         // SYNC_TIMEOUT: their constraints wait until they list.
         tracing::warn!(
@@ -437,55 +439,44 @@ pub async fn launch(
         .identity
         .clone()
         .unwrap_or_else(super::lease::default_identity);
-    let (shared, writers, facts) = assemble(&client, &found.admission, &config);
+    let (shared, writers, facts) = assemble(&client, &found.admission, &config, &tuning);
     let cache = Arc::new(OpinionCache::new());
-    let (shutdown_tx, shutdown_rx) = watch::channel(false);
 
-    let mut tasks = watch_everything(&shared, writers, tuning.publish_snapshot);
+    watch_everything(&shared, writers, tuning.publish_snapshot);
     decide_writes(&shared, &config.mode, found.gatekeeper);
-    tasks.extend(watch_gatekeeper(&shared, &config.mode, &tuning));
-    tasks.extend(facts.map(|facts| report_events(&shared, &identity, facts)));
+    watch_gatekeeper(&shared, &config.mode, &tuning);
+    if let Some(facts) = facts {
+        report_events(&shared, &identity, facts);
+    }
 
     let health = health_of(shared.clone(), &config.options);
-    let elected = elect(
-        &shared,
-        &config,
-        &identity,
-        &tuning,
-        health,
-        shutdown_rx.clone(),
-    );
-    tasks.extend(elected.follower);
+    let elected = elect(&shared, &config, &identity, &tuning, health);
 
     // What is served, before the first constraint decides (until then its reconcile waits).
     // Subscribed first: a CRD that changes during this discovery brings another.
     let crd_changes = shared.stores.crd_changes();
     let first_ok = super::discovery::refresh(&shared).await.is_ok();
-    tasks.push(tokio::spawn(super::discovery::run(
-        shared.clone(),
-        crd_changes,
-        DISCOVERY_EVERY,
-        first_ok,
-    )));
+    let discovery = super::discovery::run(shared.clone(), crd_changes, DISCOVERY_EVERY, first_ok);
+    shared.tasks.spawn("discovery", Lifetime::Copy, discovery);
     // Gatekeeper's Config, before the first VAP is written (its exclusions shape them).
-    super::gatekeeper_config::first_read(&shared).await;
-    tasks.push(tokio::spawn(super::gatekeeper_config::run(shared.clone())));
+    let failing = super::gatekeeper_config::first_read(&shared).await;
+    let config_watch = super::gatekeeper_config::run(shared.clone(), failing);
+    shared
+        .tasks
+        .spawn("watch Gatekeeper's Config", Lifetime::Copy, config_watch);
     await_first_lists(&shared, SYNC_TIMEOUT).await;
-    tracing::info!(
-        "templates, CRDs, VAPs and bindings listed in {:?}",
-        started.elapsed()
-    );
+    if fixed_listed(&shared) {
+        tracing::info!(
+            "templates, CRDs, VAPs and bindings listed in {:?}",
+            started.elapsed()
+        );
+    }
     // No enqueue here: each watch's `Listed` handler has queued what its list concerns.
-    // No template listed: the opinion cache is primed at once (otherwise by the template side,
-    // once it has reconciled every listed template).
-    cache.prime_if_ready(
-        shared.stores.templates_listed(),
-        &shared.stores.template_names(),
-        &*shared.queue,
-    );
-    tasks.push(tokio::spawn(mark_synced(shared.clone(), started)));
+    prime_when_listed(&shared, &cache);
+    let synced = mark_synced(shared.clone(), started);
+    shared.tasks.spawn("mark synced", Lifetime::Job, synced);
 
-    tasks.extend(spawn_workers(&shared, &cache, &config, &shutdown_rx));
+    spawn_workers(&shared, &cache, &config);
     let (ns, name) = config.mode.lease();
     let route = Route {
         identity: identity.clone(),
@@ -493,33 +484,25 @@ pub async fn launch(
         lease_name: name.to_string(),
         one_shot: config.one_shot,
     };
-    let (req_tx, request_tasks) = serve_requests(
+    let req_tx = serve_requests(
         &shared,
         route,
         elected.view.clone(),
         elected.election.is_some(),
     );
-    tasks.extend(request_tasks);
-    tasks.push(resync_every(&shared, tuning.resync_every));
+    resync_every(&shared, tuning.resync_every);
     let initial = LiveState {
         vap_api: Some(found.admission.api_version()),
         server_version: found.server_version,
         ..LiveState::default()
     };
-    let (state_rx, publish_tasks) =
-        publish_state(&shared, initial, elected.view, ns, &identity, &tuning);
-    tasks.extend(publish_tasks);
-    tasks.extend(serve_metrics(&shared, config.metrics_addr, &shutdown_rx));
+    let state_rx = publish_state(&shared, initial, elected.view, ns, &identity, &tuning);
+    serve_metrics(&shared, config.metrics_addr);
 
-    let join = supervise(shutdown_rx, elected.election, tasks);
+    let stop = CancellationToken::new();
+    let join = tokio::spawn(supervise(shared.clone(), stop.clone(), elected.election));
     Ok(Controller::new(
-        identity,
-        state_rx,
-        req_tx,
-        shutdown_tx,
-        join,
-        shared,
-        cache,
+        identity, state_rx, req_tx, stop, join, shared, cache,
     ))
 }
 
@@ -530,6 +513,7 @@ fn assemble(
     client: &kube::Client,
     admission: &AdmissionApi,
     config: &Config,
+    tuning: &Tuning,
 ) -> (Arc<Shared>, Writers, Option<super::events::Facts>) {
     let writers = Writers {
         templates: Writer::new(templates_resource()),
@@ -560,13 +544,14 @@ fn assemble(
         recorder,
         tracker: Default::default(),
         answers: Default::default(),
+        tasks: Tasks::new(tuning.fail_task.clone()),
     });
     (shared, writers, facts)
 }
 
 /// A copy allowed to write at start looks for Gatekeeper's generator again now and then
 /// (`--take-over` never looks again).
-fn watch_gatekeeper(shared: &Arc<Shared>, mode: &Mode, tuning: &Tuning) -> Option<JoinHandle<()>> {
+fn watch_gatekeeper(shared: &Arc<Shared>, mode: &Mode, tuning: &Tuning) {
     let looks = matches!(
         mode,
         Mode::Elect {
@@ -574,24 +559,20 @@ fn watch_gatekeeper(shared: &Arc<Shared>, mode: &Mode, tuning: &Tuning) -> Optio
             ..
         }
     ) && shared.status.writes_enabled();
-    looks.then(|| {
-        tokio::spawn(super::gatekeeper::recheck(
-            shared.clone(),
-            tuning.gatekeeper_recheck,
-        ))
-    })
+    if looks {
+        let recheck = super::gatekeeper::recheck(shared.clone(), tuning.gatekeeper_recheck);
+        shared
+            .tasks
+            .spawn("look for Gatekeeper's generator", Lifetime::Copy, recheck);
+    }
 }
 
 /// This copy's outcomes as Kubernetes Events (regarding the template, by its uid), sent
 /// only while it may write.
-fn report_events(
-    shared: &Arc<Shared>,
-    identity: &str,
-    facts: super::events::Facts,
-) -> JoinHandle<()> {
+fn report_events(shared: &Arc<Shared>, identity: &str, facts: super::events::Facts) {
     let stores = shared.clone();
     let fence = shared.clone();
-    tokio::spawn(super::events::run(
+    let report = super::events::run(
         shared.client.clone(),
         identity.to_string(),
         facts,
@@ -604,31 +585,28 @@ fn report_events(
                 .and_then(|t| t.metadata.uid.clone())
         },
         move || fence.leadership.may_write(),
-    ))
+    );
+    // Ends when the recorder's senders are gone, which only the copy's end drops.
+    shared.tasks.spawn("report Events", Lifetime::Copy, report);
 }
 
 /// Phase 6: the workers, sharing one count of attempts per key (the backoff's exponent) and
 /// one log of failed writes (theirs only: the writer's).
-fn spawn_workers(
-    shared: &Arc<Shared>,
-    cache: &Arc<OpinionCache>,
-    config: &Config,
-    shutdown: &watch::Receiver<bool>,
-) -> Vec<JoinHandle<()>> {
+fn spawn_workers(shared: &Arc<Shared>, cache: &Arc<OpinionCache>, config: &Config) {
     let attempts = Arc::new(Attempts::default());
     let failures = Arc::new(super::outage::WriteFailures::default());
-    (0..config.workers.max(1))
-        .map(|_| {
-            tokio::spawn(super::worker::run(
-                shared.clone(),
-                cache.clone(),
-                config.options.clone(),
-                attempts.clone(),
-                failures.clone(),
-                shutdown.clone(),
-            ))
-        })
-        .collect()
+    for n in 1..=config.workers.max(1) {
+        let worker = super::worker::run(
+            shared.clone(),
+            cache.clone(),
+            config.options.clone(),
+            attempts.clone(),
+            failures.clone(),
+        );
+        shared
+            .tasks
+            .spawn(format!("worker {n}"), Lifetime::Copy, worker);
+    }
 }
 
 /// Phase 7: requests from the handle, and (while this copy leads, if it competes) from other
@@ -638,36 +616,40 @@ fn serve_requests(
     route: Route,
     view: watch::Receiver<LeaseInfo>,
     competes: bool,
-) -> (mpsc::Sender<Request>, Vec<JoinHandle<()>>) {
+) -> mpsc::Sender<Request> {
     let (tx, rx) = mpsc::channel(32);
-    let mut tasks = vec![tokio::spawn(requests_from_handle(
-        shared.clone(),
-        route.clone(),
-        view,
-        rx,
-    ))];
+    let from_handle = requests_from_handle(shared.clone(), route.clone(), view, rx);
+    // Ends when every handle is gone: nobody can ask any more.
+    shared
+        .tasks
+        .spawn("requests from the handle", Lifetime::Job, from_handle);
     if competes {
-        tasks.push(tokio::spawn(super::commands::serve(shared.clone(), route)));
+        let serve = super::commands::serve(shared.clone(), route);
+        shared
+            .tasks
+            .spawn("serve the requests ConfigMap", Lifetime::Copy, serve);
     }
     let expiring = shared.clone();
-    tasks.push(tokio::spawn(async move {
-        loop {
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            expiring.tracker.expire(super::requests::REQUEST_DEADLINE);
-        }
-    }));
-    (tx, tasks)
+    shared
+        .tasks
+        .spawn("expire requests", Lifetime::Copy, async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                expiring.tracker.expire(super::requests::REQUEST_DEADLINE);
+            }
+        });
+    tx
 }
 
 /// Phase 8: everything enqueued this often, to catch what no event reports.
-fn resync_every(shared: &Arc<Shared>, every: Duration) -> JoinHandle<()> {
-    let shared = shared.clone();
-    tokio::spawn(async move {
+fn resync_every(shared: &Arc<Shared>, every: Duration) {
+    let resync = shared.clone();
+    shared.tasks.spawn("resync", Lifetime::Copy, async move {
         loop {
             tokio::time::sleep(every).await;
-            shared.resync();
+            resync.resync();
         }
-    })
+    });
 }
 
 /// Phase 9: the published state (and, for views, the cluster's Events on the feed).
@@ -678,11 +660,10 @@ fn publish_state(
     lease_namespace: &str,
     identity: &str,
     tuning: &Tuning,
-) -> (watch::Receiver<Arc<LiveState>>, Vec<JoinHandle<()>>) {
-    let mut tasks = Vec::new();
+) -> watch::Receiver<Arc<LiveState>> {
     if tuning.publish_snapshot {
         let (told, refused) = (shared.clone(), shared.clone());
-        tasks.push(tokio::spawn(super::events::follow(
+        let follow = super::events::follow(
             shared.client.clone(),
             super::events::watched_namespaces(lease_namespace),
             identity.to_string(),
@@ -692,7 +673,10 @@ fn publish_state(
                     .status
                     .set_access(super::events::EVENTS_RESOURCE, why)
             },
-        )));
+        );
+        shared
+            .tasks
+            .spawn("follow the cluster's Events", Lifetime::Copy, follow);
     }
     let sources = Sources {
         lease,
@@ -701,53 +685,60 @@ fn publish_state(
     let mut initial = initial;
     super::publish::fill(shared, &mut initial, &sources);
     let (state_tx, state_rx) = watch::channel(Arc::new(initial.clone()));
-    tasks.push(tokio::spawn(super::publish::run(
-        shared.clone(),
-        initial,
-        state_tx,
-        sources,
-    )));
-    (state_rx, tasks)
+    let publish = super::publish::run(shared.clone(), initial, state_tx, sources);
+    shared.tasks.spawn("publish", Lifetime::Copy, publish);
+    state_rx
 }
 
 /// Phase 10: `/metrics`, `/healthz` and `/readyz`, if asked for.
-fn serve_metrics(
-    shared: &Shared,
-    addr: Option<std::net::SocketAddr>,
-    shutdown: &watch::Receiver<bool>,
-) -> Option<JoinHandle<()>> {
-    let addr = addr?;
+fn serve_metrics(shared: &Shared, addr: Option<std::net::SocketAddr>) {
+    let Some(addr) = addr else { return };
     let metrics = shared.metrics.clone();
-    let shutdown = shutdown.clone();
-    Some(tokio::spawn(async move {
-        if let Err(e) = super::metrics::serve(addr, metrics, shutdown).await {
-            tracing::error!("metrics server on {addr}: {e}");
-        }
-    }))
+    // A port that cannot be bound is said, and is not worth stopping the copy for.
+    shared
+        .tasks
+        .spawn("metrics server", Lifetime::Job, async move {
+            if let Err(e) = super::metrics::serve(addr, metrics).await {
+                tracing::error!("metrics server on {addr}: {e}");
+            }
+        });
 }
 
-/// The task [`Controller::stop`] waits for: on shutdown, writes stop first, then the Lease is
-/// released (the election ends), then everything else stops.
-fn supervise(
-    mut stop: watch::Receiver<bool>,
-    election: Option<JoinHandle<Result<(), Error>>>,
-    tasks: Vec<JoinHandle<()>>,
-) -> JoinHandle<Result<(), Error>> {
-    tokio::spawn(async move {
-        while !*stop.borrow() {
-            if stop.changed().await.is_err() {
-                break;
+/// The task [`Controller::stop`] waits for: the copy's tasks supervised until `stop` or a
+/// failure; then writes stop, the Lease is released (the election ends), and everything else
+/// stops (after a failure, when `stop` comes: `/healthz` says why meanwhile).
+async fn supervise(
+    shared: Arc<Shared>,
+    stop: CancellationToken,
+    election: Option<tokio::task::Id>,
+) -> Result<(), Error> {
+    let failed = |f: &super::tasks::Failure| {
+        shared.status.set_writes_enabled(false);
+        shared.metrics.set_failed(f.to_string());
+        shared.status.touch();
+    };
+    shared.tasks.supervise(stop, election, failed).await?;
+    Ok(())
+}
+
+/// Primes the opinion cache once the template store has listed with no template left to
+/// reconcile (otherwise the template side primes it, once it has reconciled every listed
+/// template): at once if none listed, or when a list completes later.
+fn prime_when_listed(shared: &Arc<Shared>, cache: &Arc<OpinionCache>) {
+    let (world, cache) = (shared.clone(), cache.clone());
+    let mut listings = shared.stores.listing_changes();
+    shared
+        .tasks
+        .spawn("prime the opinion cache", Lifetime::Job, async move {
+            loop {
+                let names = world.stores.template_names();
+                let listed = world.stores.templates_listed();
+                if cache.prime_if_ready(listed, &names, &*world.queue) {
+                    return;
+                }
+                changed(&mut listings).await;
             }
-        }
-        let result = match election {
-            Some(t) => t.await.unwrap_or(Ok(())),
-            None => Ok(()),
-        };
-        for t in tasks {
-            t.abort();
-        }
-        result
-    })
+        });
 }
 
 /// Requests from the handle: each handled on its own task (one may wait a minute for its
@@ -759,9 +750,10 @@ async fn requests_from_handle(
     mut rx: mpsc::Receiver<Request>,
 ) {
     while let Some(req) = rx.recv().await {
-        let (shared, route, view) = (shared.clone(), route.clone(), view.clone());
-        tokio::spawn(async move {
-            let outcome = super::commands::handle(&shared, &route, &view, req.command).await;
+        let (world, route, view) = (shared.clone(), route.clone(), view.clone());
+        let name = format!("request {:?}", req.command);
+        shared.tasks.spawn(name, Lifetime::Job, async move {
+            let outcome = super::commands::handle(&world, &route, &view, req.command).await;
             let _ = req.reply.send(outcome);
         });
     }

@@ -306,3 +306,19 @@ impl Status {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A closed channel never wakes a waiter: the busy loop of issue 27 (a `select!` over a
+    /// channel whose sender was dropped) cannot come back through this helper.
+    #[tokio::test(start_paused = true)]
+    async fn a_closed_channel_never_resolves() {
+        let (tx, mut rx) = watch::channel(0);
+        drop(tx);
+        let wait = std::time::Duration::from_secs(3600);
+        let waited = tokio::time::timeout(wait, changed(&mut rx)).await;
+        assert!(waited.is_err(), "changed() resolved on a closed channel");
+    }
+}

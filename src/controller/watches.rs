@@ -11,8 +11,10 @@
 use super::keys::{Key, Obj};
 use super::objects::{binding_keys, controllers_in, crd_state, policy_keys};
 use super::shared::Shared;
-use super::state::AccessError;
+use super::state::{AccessError, AccessErrorKind};
+use super::status::changed;
 use super::stores::KindWatch;
+use super::tasks::Lifetime;
 use super::world::{ConstraintStore, Enqueue};
 use crate::cluster::decode::{Objects, Undecodable};
 use crate::cluster::discovery::constraint_resource;
@@ -97,21 +99,24 @@ where
 ///
 /// Each object is decoded on its own (`cluster::decode`): one that cannot be (nested too
 /// deep, say) is kept as a stub that names it and says why, and reported once; the rest of
-/// the list and the watch go on as usual.
+/// the list and the watch go on as usual. A task of the copy,
+/// named after the resource.
 pub fn spawn_watch<K, F>(
     api: Api<K>,
     mut writer: Writer<K>,
     resource: String,
     world: Arc<Shared>,
     on_change: F,
-) -> tokio::task::JoinHandle<()>
+) -> tokio::task::AbortHandle
 where
     K: Trim + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync,
     F: Fn(&Arc<Shared>, Change<'_, K>) + Send + Sync + 'static,
 {
     let objects: Objects<K> = Objects::new(api.clone().into_client(), api.resource_url());
-    tokio::spawn(async move {
+    let name = format!("watch {resource}");
+    let tasks = world.clone();
+    tasks.tasks.spawn(name, Lifetime::Copy, async move {
         // Initial lists from the API server's watch cache (resourceVersion=0), as client-go's
         // reflectors do: a quorum read of etcd per resource buys nothing a watch that follows
         // does not correct. Objects are trimmed before the store (see `Trim`).
@@ -173,8 +178,8 @@ where
             let wait = backoff.max(failure.retry_after);
             world.status.set_access(&resource, Some(failure.error));
             tokio::select! {
-                _ = tokio::time::sleep(wait) => {}
-                _ = relist.changed() => {}
+                () = tokio::time::sleep(wait) => {}
+                () = changed(&mut relist) => {}
             }
             backoff = (backoff * 2).min(RETRY_MAX);
         }
@@ -231,14 +236,17 @@ struct Failure {
     retry_after: std::time::Duration,
 }
 
-/// Rate-limited logging of one watch's failures: the first failure, then a summary at most
-/// every [`SUMMARY_EVERY`], then one line when it is readable again. Failures without an
-/// answer go to the copy's one outage log instead.
+/// Rate-limited logging of one watch's failures: a refusal that needs a person (forbidden, not
+/// served) once, in words, and again only if it changes; any other failure first, then a
+/// summary at most every [`SUMMARY_EVERY`]; then one line when it is readable again. Failures
+/// without an answer go to the copy's one outage log instead.
 #[derive(Default)]
 struct Health {
     since: Option<std::time::Instant>,
     /// When this resource last logged a line of its own (`None`: not yet in this failure).
     last_summary: Option<std::time::Instant>,
+    /// What it last said of a refusal.
+    said: Option<String>,
     retries: u64,
 }
 
@@ -250,6 +258,19 @@ impl Health {
         let since = *self.since.get_or_insert(now);
         if failure.unreachable {
             world.outage.failed(resource, message);
+            return;
+        }
+        // Forbidden or not served: retrying changes nothing until someone acts, so once.
+        if failure.error.kind != AccessErrorKind::Other {
+            self.last_summary = Some(now);
+            if self.said.as_ref() == Some(message) {
+                tracing::debug!("{message}");
+            } else {
+                self.said = Some(message.clone());
+                tracing::warn!(
+                    "{message}; decisions that rest on {resource} wait until it is read again"
+                );
+            }
             return;
         }
         match self.last_summary {
@@ -288,6 +309,7 @@ impl Health {
         }
         self.retries = 0;
         self.last_summary = None;
+        self.said = None;
     }
 }
 
@@ -357,7 +379,7 @@ where
                         retry_after: std::time::Duration::ZERO,
                     }),
                 },
-                _ = relist.changed() => return None,
+                () = changed(relist) => return None,
             };
             let event = event.map(|e| {
                 e.map(|(event, bad)| {
@@ -565,7 +587,7 @@ pub fn start_kind(world: &Arc<Shared>, kind: &str, plural: &str) {
             plural: plural.to_string(),
             resource,
             store,
-            task: task.abort_handle(),
+            task,
         }
     });
 }

@@ -11,12 +11,10 @@ use super::shared::Shared;
 use super::world::{ConstraintStore, TemplateStore, Writer};
 use super::writer::Live;
 use crate::core::Options;
-use chrono::{DateTime, Utc};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-use tokio::sync::watch;
+use std::time::Instant;
 
 /// How many times in a row each key's reconcile asked to be retried (the backoff's exponent).
 #[derive(Debug, Default)]
@@ -64,15 +62,15 @@ pub struct Processed {
 pub enum Step {
     Processed(Processed),
     /// Nothing was ready; the next delayed key is due then.
-    Idle(Option<DateTime<Utc>>),
+    Idle(Option<tokio::time::Instant>),
 }
 
-/// Pops the next ready key (at the world's clock) and processes it.
+/// Pops the next ready key (at tokio's clock) and processes it.
 pub async fn process_one<W>(queue: &SharedQueue, world: &W, work: &Work<'_>) -> Step
 where
     W: TemplateStore + Writer + Sync,
 {
-    match queue.pop(world.now()) {
+    match queue.pop() {
         (Some(key), _) => Step::Processed(process(queue, key, world, work).await),
         (None, due) => Step::Idle(due),
     }
@@ -104,13 +102,7 @@ where
         }
         _ => {}
     }
-    schedule(
-        queue,
-        &key,
-        &outcome,
-        world.now(),
-        attempt.saturating_sub(1),
-    );
+    schedule(queue, &key, &outcome, attempt.saturating_sub(1));
     queue.done(&key);
     Processed {
         key,
@@ -140,9 +132,10 @@ fn report_invalid(shared: &Shared, key: &Key, opts: &Options) {
                     TemplateVerdict::Invalid { reason } => Some(reason),
                     _ => None,
                 };
+                let logged = crate::model::undecodable(&tpl.raw).is_some();
                 shared
                     .recorder
-                    .decided(Regarding::Template(t.clone()), reason);
+                    .decided(Regarding::Template(t.clone()), reason, logged);
             }
         }
         Key::Constraint { kind, name } => {
@@ -155,21 +148,22 @@ fn report_invalid(shared: &Shared, key: &Key, opts: &Options) {
                     kind: kind.clone(),
                     name: name.clone(),
                 };
-                shared.recorder.decided(regarding, reason);
+                let logged = crate::model::undecodable(&c.raw).is_some();
+                shared.recorder.decided(regarding, reason, logged);
             }
         }
     }
 }
 
-/// A live worker: steps until shutdown, telling the metrics, the requests in progress and the
-/// status what each reconcile did, and sleeping while nothing is due.
+/// A live worker, until the copy stops (its task is aborted): waits for a key (pushed, or a
+/// delayed one come due: [`SharedQueue::next`]), reconciles it, and tells the metrics, the
+/// requests in progress and the status what the reconcile did.
 pub(super) async fn run(
     shared: Arc<Shared>,
     cache: Arc<OpinionCache>,
     opts: Options,
     attempts: Arc<Attempts>,
     failures: Arc<WriteFailures>,
-    mut shutdown: watch::Receiver<bool>,
 ) {
     let world = Live {
         shared: &shared,
@@ -179,9 +173,7 @@ pub(super) async fn run(
     let mut configs = shared.stores.gatekeeper_configs();
     let mut merged = opts.with_gatekeeper_config(&configs);
     loop {
-        if *shutdown.borrow() {
-            return;
-        }
+        let key = shared.queue.next().await;
         let now = shared.stores.gatekeeper_configs();
         if !Arc::ptr_eq(&now, &configs) {
             merged = opts.with_gatekeeper_config(&now);
@@ -193,37 +185,15 @@ pub(super) async fn run(
             opts,
             attempts: &attempts,
         };
-        match process_one(&shared.queue, &world, &work).await {
-            Step::Processed(p) => {
-                shared
-                    .metrics
-                    .reconciles
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                shared
-                    .tracker
-                    .processed(&p.key, p.started, &p.outcome, p.writes, p.failures);
-                report_invalid(&shared, &p.key, opts);
-                shared.status.touch();
-            }
-            Step::Idle(due) => {
-                // Idle and still cold: a template list that completed after start-up, with
-                // no template to reconcile, primes the cache here.
-                if !cache.is_primed() && shared.stores.templates_listed() {
-                    cache.prime_if_ready(true, &shared.stores.template_names(), &*shared.queue);
-                }
-                // The next delayed key's due time, looked at again within a second (the
-                // priming check above).
-                let wait = due
-                    .and_then(|d| (d - chrono::Utc::now()).to_std().ok())
-                    .unwrap_or(Duration::from_secs(1))
-                    .min(Duration::from_secs(1));
-                let wake = tokio::time::Instant::now() + wait;
-                tokio::select! {
-                    _ = shared.queue.woken() => {}
-                    _ = tokio::time::sleep_until(wake) => {}
-                    _ = shutdown.changed() => return,
-                }
-            }
-        }
+        let p = process(&shared.queue, key, &world, &work).await;
+        shared
+            .metrics
+            .reconciles
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        shared
+            .tracker
+            .processed(&p.key, p.started, &p.outcome, p.writes, p.failures);
+        report_invalid(&shared, &p.key, opts);
+        shared.status.touch();
     }
 }

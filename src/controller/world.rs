@@ -66,6 +66,9 @@ pub trait ConstraintStore {
     fn opinions_known(&self) -> Read<()>;
     /// What the API server serves: both sides compute a binding's rules from it.
     fn served(&self) -> Read<Arc<Served>>;
+    /// The wall clock, for what is compared with the server's own timestamps (a CRD's
+    /// `Established` time, from which `--binding-wait` counts). Due times and backoff are on
+    /// tokio's clock, in the queue.
     fn now(&self) -> DateTime<Utc>;
 }
 
@@ -173,7 +176,8 @@ pub trait Writer {
 /// Where fan-out and requeues go.
 pub trait Enqueue {
     fn enqueue(&self, key: Key);
-    fn enqueue_at(&self, key: Key, at: DateTime<Utc>);
+    /// Queues `key` once `delay` has passed (on tokio's clock).
+    fn enqueue_after(&self, key: Key, delay: std::time::Duration);
 }
 
 /// How a write failed. Its label goes to `/metrics`, its text to the event log and the

@@ -550,6 +550,14 @@ impl Session<'_> {
                     // The reconciler is gone: the state channel says so.
                     Err(RecvError::Closed) => feed_open = false,
                 },
+                // A task of it died: it has stopped writing and released the Lease.
+                failed = controller.failed() => {
+                    self.notify.send(Action::Flash(
+                        Level::Error,
+                        format!("{failed}; starting the reconciler again"),
+                    ));
+                    return None;
+                },
                 c = self.control.recv() => match c {
                     Some(Control::Run(cmd)) => {
                         run_command(&mut tasks, controller, s, self.conn, cmd, self.notify);

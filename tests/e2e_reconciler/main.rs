@@ -14,6 +14,9 @@
 //! - `fence`: issue 31 through a fault-injecting proxy (`testenv::proxy`): a throttled write
 //!   after the Lease was lost, a renewal nobody answers, a hostile operator on the requests
 //!   channel, a constraint nested too deep to decode, the User-Agent in the audit log.
+//! - `operator`: `run` as an operator reads it: a missing right said once (exit 2 in the
+//!   foreground, unready when told to wait), a template turned invalid and valid, once each.
+//! - `rest`: the real binary's `run` left running: no CPU at rest, a dead task noticed.
 //!
 //! Every reconciler watches the whole cluster, so the tests of this binary run one at a time
 //! (an `env::Env` holds the lock), each with its own kinds and its own Lease, and each removes what it
@@ -33,6 +36,8 @@ mod fence;
 mod gatekeeper;
 mod generation;
 mod lease;
+mod operator;
 mod outage;
 mod rbac;
 mod repair;
+mod rest;

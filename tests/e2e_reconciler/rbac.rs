@@ -445,11 +445,12 @@ async fn e2e_unreadable_stores_mean_no_writes() {
         testenv::rbac::revoke(&e.client, &grant_name, LEASE_NS).await;
     }
 
-    // A continuous run without `list` on CRDs: not ready, and says why; writes nothing.
+    // A continuous run without `list` on CRDs, told to wait for the grant (without, it exits
+    // 2 as `--once` does): not ready, and says why; writes nothing.
     let lease = e.env.unique_name("unread");
     let (user, grant_name) = grant_user(&e, install_rules_without(crds, &["list"]), &lease).await;
     let mut cmd = e.run(&lease);
-    cmd.args(["--as", &user])
+    cmd.args(["--as", &user, "--wait-for-access"])
         .stderr(std::process::Stdio::null());
     let run = Served::spawn(cmd);
     eventually("the copy leads", || async {

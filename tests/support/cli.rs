@@ -119,6 +119,18 @@ impl Served {
         testenv::signal(self.pid(), signal);
     }
 
+    /// Its exit status once it exits by itself, looked at every 100 ms; `None` if it still
+    /// runs after `timeout`.
+    pub async fn exited_within(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let child = self.child.as_mut().expect("running");
+        super::poll::within(timeout, Duration::from_millis(100), || {
+            let status = child.try_wait().expect("the child's status");
+            async move { status.ok_or(()) }
+        })
+        .await
+        .ok()
+    }
+
     /// SIGTERM (a held Lease is released), then its exit status.
     pub fn terminate(mut self) -> ExitStatus {
         let mut child = self.child.take().expect("running");

@@ -33,6 +33,8 @@ pub struct Start {
     pub tuning: Tuning,
     /// `None`: the default of `run`.
     pub workers: Option<usize>,
+    /// Serve `/metrics`, `/healthz`, `/readyz` here.
+    pub metrics_addr: Option<std::net::SocketAddr>,
 }
 
 impl Start {
@@ -44,6 +46,15 @@ impl Start {
             options,
             tuning: Tuning::default(),
             workers: None,
+            metrics_addr: None,
+        }
+    }
+
+    /// Serving `/metrics`, `/healthz`, `/readyz` on `127.0.0.1:port`.
+    pub fn metrics_port(self, port: u16) -> Start {
+        Start {
+            metrics_addr: Some(std::net::SocketAddr::from(([127, 0, 0, 1], port))),
+            ..self
         }
     }
 
@@ -102,6 +113,7 @@ pub async fn start(client: kube::Client, s: Start) -> Reconciler {
     if let Some(w) = s.workers {
         config.workers = w;
     }
+    config.metrics_addr = s.metrics_addr;
     let running = launch(client, config, s.tuning)
         .await
         .expect("the reconciler starts");
@@ -293,5 +305,19 @@ impl Reconciler {
     /// Stops it (a held Lease is released) and waits up to 15 s for it to end.
     pub async fn stop(self) {
         let _ = self.running.stop().await;
+    }
+
+    /// Waits until a task of this copy has failed (within `timeout`): what failed.
+    pub async fn failed(&self, timeout: Duration) -> String {
+        tokio::time::timeout(timeout, self.running.failed())
+            .await
+            .unwrap_or_else(|_| panic!("no task failed within {timeout:?}"))
+            .to_string()
+    }
+
+    /// Stops it, and says how it ended (`Err`: a task had failed, or the Lease was not
+    /// released in time).
+    pub async fn stop_result(self) -> Result<(), String> {
+        self.running.stop().await.map_err(|e| e.to_string())
     }
 }

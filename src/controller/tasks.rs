@@ -1,0 +1,347 @@
+//! The tasks of a running copy, under one supervisor. Every task starts through [`Tasks`] (one
+//! tokio `JoinSet`), so none runs unseen: [`Tasks::supervise`] notices a task that panics, or
+//! that ends while the copy runs, says which and why, and stops the copy in order (writes
+//! stop, the Lease is released, the rest stops when its owner says so).
+
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::future::Future;
+use tokio::sync::{Notify, watch};
+use tokio::task::{AbortHandle, Id, JoinError, JoinSet};
+use tokio_util::sync::CancellationToken;
+
+/// How long a task is meant to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lifetime {
+    /// As long as the copy: ending before the copy stops is a failure.
+    Copy,
+    /// Until its work is done (a request, a first wait): ending is fine, panicking is not.
+    Job,
+}
+
+/// A task that died while the copy ran: which one, and how.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("task {task} {cause}")]
+pub struct Failure {
+    pub task: String,
+    /// `panicked: <message>`, or `ended while the copy runs`.
+    pub cause: String,
+}
+
+struct Running {
+    set: JoinSet<()>,
+    /// Each task's name and lifetime, by its id (inserted under the same lock as the spawn,
+    /// so an end is never seen before its name).
+    meta: HashMap<Id, (String, Lifetime)>,
+}
+
+/// The supervisor of one copy's tasks.
+pub struct Tasks {
+    running: Mutex<Running>,
+    /// A task was added (a supervisor that found none running waits for one).
+    added: Notify,
+    /// Cancelled when the copy stops (asked to, or after a failure): the election releases the
+    /// Lease when it sees this.
+    stopping: CancellationToken,
+    failure: watch::Sender<Option<Failure>>,
+    /// Tests of the supervisor: the task of this name panics once started.
+    fail: Option<String>,
+}
+
+impl Default for Tasks {
+    fn default() -> Self {
+        Tasks::new(None)
+    }
+}
+
+impl Tasks {
+    /// `fail`: the name of a task that is to panic once started (tests of the supervisor).
+    pub fn new(fail: Option<String>) -> Self {
+        Tasks {
+            running: Mutex::new(Running {
+                set: JoinSet::new(),
+                meta: HashMap::new(),
+            }),
+            added: Notify::new(),
+            stopping: CancellationToken::new(),
+            failure: watch::Sender::new(None),
+            fail,
+        }
+    }
+
+    /// Starts `task` as one of the copy's tasks, named `name` in what is said of its failure.
+    pub fn spawn<F>(&self, name: impl Into<String>, lifetime: Lifetime, task: F) -> AbortHandle
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        let name = name.into();
+        let injected = self.fail.as_deref() == Some(name.as_str());
+        let mut running = self.running.lock();
+        let handle = if injected {
+            drop(task);
+            running.set.spawn(async {
+                tokio::task::yield_now().await;
+                // A panic the panic hook does not see: a test process's hook (testenv keeps
+                // its cluster's folder after any panic) is not told of one it asked for.
+                std::panic::resume_unwind(Box::new("failure injected for a test"));
+            })
+        } else {
+            running.set.spawn(task)
+        };
+        running.meta.insert(handle.id(), (name, lifetime));
+        drop(running);
+        self.added.notify_one();
+        handle
+    }
+
+    /// Cancelled once the copy stops: what must end first (the election) watches it.
+    pub fn stopping(&self) -> CancellationToken {
+        self.stopping.clone()
+    }
+
+    /// The first failure, once there is one.
+    pub fn failure(&self) -> watch::Receiver<Option<Failure>> {
+        self.failure.subscribe()
+    }
+
+    /// The next task to end, with its name and lifetime; `None` when none runs.
+    async fn next_end(&self) -> Option<(Id, (String, Lifetime), Result<(), JoinError>)> {
+        // The lock is held within each poll only, never across an await: spawning goes on.
+        std::future::poll_fn(|cx| {
+            let mut running = self.running.lock();
+            running.set.poll_join_next_with_id(cx).map(|end| {
+                end.map(|r| {
+                    let id = match &r {
+                        Ok((id, ())) => *id,
+                        Err(e) => e.id(),
+                    };
+                    let meta = running
+                        .meta
+                        .remove(&id)
+                        .unwrap_or_else(|| ("unnamed".into(), Lifetime::Job));
+                    (id, meta, r.map(|_| ()))
+                })
+            })
+        })
+        .await
+    }
+
+    /// Watches the tasks until `asked` (the owner's stop) or a failure, then stops the copy in
+    /// order: `stopping` is cancelled (writes stop, the election releases the Lease and ends);
+    /// after a failure the rest runs on (`/healthz` says why) until `asked`; then every task
+    /// is aborted. `on_failure` is told the failure first (health, writes off).
+    pub async fn supervise(
+        &self,
+        asked: CancellationToken,
+        election: Option<Id>,
+        on_failure: impl FnOnce(&Failure),
+    ) -> Result<(), Failure> {
+        let mut failure = None;
+        let mut election = election;
+        loop {
+            let end = tokio::select! {
+                () = asked.cancelled() => break,
+                end = self.next_end() => end,
+            };
+            let Some((id, meta, end)) = end else {
+                tokio::select! {
+                    () = asked.cancelled() => break,
+                    () = self.added.notified() => continue,
+                }
+            };
+            if election == Some(id) {
+                election = None;
+            }
+            if let Some(f) = judge(&meta, end, false) {
+                tracing::error!("{f}: this copy stops writing and releases its Lease");
+                on_failure(&f);
+                self.failure.send_replace(Some(f.clone()));
+                failure = Some(f);
+                break;
+            }
+        }
+        self.stopping.cancel();
+        while let Some(election_id) = election {
+            let Some((id, meta, end)) = self.next_end().await else {
+                break;
+            };
+            if id == election_id {
+                election = None;
+            }
+            judge(&meta, end, true);
+        }
+        if failure.is_some() {
+            asked.cancelled().await;
+        }
+        self.running.lock().set.abort_all();
+        while let Some((_, meta, end)) = self.next_end().await {
+            judge(&meta, end, true);
+        }
+        failure.map_or(Ok(()), Err)
+    }
+}
+
+/// Whether the end of task `meta` is a failure. A task aborted on purpose (the kind watch of
+/// a CRD that went, every task once the copy stops) is not; a panic always is (logged even
+/// while `stopping`, when it changes nothing more).
+fn judge(
+    (name, lifetime): &(String, Lifetime),
+    end: Result<(), JoinError>,
+    stopping: bool,
+) -> Option<Failure> {
+    let cause = match end {
+        Err(e) if e.is_panic() => format!("panicked: {}", panic_text(e.into_panic())),
+        Err(_) => return None,
+        Ok(()) if *lifetime == Lifetime::Copy && !stopping => "ended while the copy runs".into(),
+        Ok(()) => return None,
+    };
+    let failure = Failure {
+        task: name.clone(),
+        cause,
+    };
+    if stopping {
+        tracing::error!("{failure} while the copy stopped");
+    }
+    Some(failure)
+}
+
+fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
+    match payload.downcast::<String>() {
+        Ok(s) => *s,
+        Err(p) => p
+            .downcast_ref::<&str>()
+            .map_or_else(|| "(no message)".into(), |s| (*s).to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// A task of the copy that panics is noticed with its name and message, the election
+    /// still ends first, and the rest waits for the owner's stop.
+    #[tokio::test]
+    async fn a_panicking_task_is_a_failure_and_the_copy_stops_in_order() {
+        let tasks = std::sync::Arc::new(Tasks::default());
+        let order = std::sync::Arc::new(Mutex::new(Vec::new()));
+        let (o, stopping) = (order.clone(), tasks.stopping());
+        let election = tasks.spawn("election", Lifetime::Copy, async move {
+            stopping.cancelled().await;
+            o.lock().push("released");
+        });
+        let o = order.clone();
+        tasks.spawn("watch", Lifetime::Copy, async move {
+            let _abort_noted = Noted(o);
+            std::future::pending::<()>().await;
+        });
+        tasks.spawn("worker 1", Lifetime::Copy, async {
+            tokio::task::yield_now().await;
+            panic!("the bug");
+        });
+        let asked = CancellationToken::new();
+        let supervisor = {
+            let (tasks, asked, order) = (tasks.clone(), asked.clone(), order.clone());
+            tokio::spawn(async move {
+                tasks
+                    .supervise(asked, Some(election.id()), |_| order.lock().push("told"))
+                    .await
+            })
+        };
+        let mut failure = tasks.failure();
+        let seen = failure.wait_for(Option::is_some).await.expect("a failure");
+        assert_eq!(
+            seen.clone(),
+            Some(Failure {
+                task: "worker 1".into(),
+                cause: "panicked: the bug".into()
+            })
+        );
+        drop(seen);
+        // The election ends on its own; the watch runs on until the owner stops the copy.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(*order.lock(), ["told", "released"]);
+        asked.cancel();
+        let result = supervisor.await.expect("the supervisor");
+        assert_eq!(result.map_err(|f| f.task), Err("worker 1".to_string()));
+        assert_eq!(*order.lock(), ["told", "released", "aborted"]);
+    }
+
+    struct Noted(std::sync::Arc<Mutex<Vec<&'static str>>>);
+    impl Drop for Noted {
+        fn drop(&mut self) {
+            self.0.lock().push("aborted");
+        }
+    }
+
+    /// A task of the copy's lifetime that returns is a failure; a job that returns, or a task
+    /// aborted on purpose, is not; a job that panics is.
+    #[tokio::test]
+    async fn what_counts_as_a_failure() {
+        let tasks = Tasks::default();
+        tasks.spawn("request 1", Lifetime::Job, async {});
+        let aborted = tasks.spawn("kind watch", Lifetime::Copy, std::future::pending());
+        aborted.abort();
+        let mut ends = Vec::new();
+        for _ in 0..2 {
+            let (_, meta, end) = tasks.next_end().await.expect("an end");
+            ends.push((meta.0.clone(), judge(&meta, end, false)));
+        }
+        ends.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(
+            ends,
+            [("kind watch".into(), None), ("request 1".into(), None)]
+        );
+        tasks.spawn("publish", Lifetime::Copy, async {});
+        let (_, meta, end) = tasks.next_end().await.expect("an end");
+        assert_eq!(
+            judge(&meta, end, false).map(|f| f.cause),
+            Some("ended while the copy runs".into())
+        );
+        tasks.spawn("request 2", Lifetime::Job, async { panic!("oops") });
+        let (_, meta, end) = tasks.next_end().await.expect("an end");
+        assert_eq!(
+            judge(&meta, end, false).map(|f| f.cause),
+            Some("panicked: oops".into())
+        );
+        assert!(tasks.next_end().await.is_none());
+    }
+
+    /// The test hook: the named task panics in its place, and the supervisor sees it as a
+    /// failure of that task.
+    #[tokio::test]
+    async fn the_named_task_fails_when_a_test_asks() {
+        let tasks = Tasks::new(Some("publish".into()));
+        tasks.spawn("publish", Lifetime::Copy, std::future::pending());
+        let (_, meta, end) = tasks.next_end().await.expect("an end");
+        let f = judge(&meta, end, false).expect("a failure");
+        assert_eq!(
+            f.to_string(),
+            "task publish panicked: failure injected for a test"
+        );
+    }
+
+    /// Every task of a copy starts through the supervisor: no `tokio::spawn` in
+    /// `src/controller/` outside tests, but the one that starts the supervisor itself.
+    #[test]
+    fn every_task_of_a_copy_starts_through_the_supervisor() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/controller");
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir(&dir).expect("src/controller") {
+            let path = entry.expect("an entry").path();
+            let text = std::fs::read_to_string(&path).expect("a source file");
+            let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+            for (i, line) in code.lines().enumerate() {
+                let spawns = line.contains("tokio::spawn(") || line.contains("task::spawn(");
+                if spawns && !line.contains("tokio::spawn(supervise(") {
+                    found.push(format!("{}:{}: {}", path.display(), i + 1, line.trim()));
+                }
+            }
+        }
+        assert!(
+            found.is_empty(),
+            "tasks started around the supervisor (use Tasks::spawn):\n{}",
+            found.join("\n")
+        );
+    }
+}
