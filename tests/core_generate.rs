@@ -63,7 +63,14 @@ fn gk_binding(
     c: &Constraint,
     actions: &[Action],
 ) -> Result<k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding, String> {
-    generate::binding(c, actions, PolicyShape::Gatekeeper, &Served::builtin()).map(|b| b.0)
+    generate::binding(
+        c,
+        actions,
+        PolicyShape::Gatekeeper,
+        &default_options().exemptions,
+        &Served::builtin(),
+    )
+    .map(|b| b.0)
 }
 
 #[test]
@@ -276,6 +283,7 @@ fn golden_narrowed_policy_and_binding() {
         &c,
         &[Action::Deny],
         PolicyShape::Narrowed,
+        &default_options().exemptions,
         &Served::builtin(),
     )
     .expect("binds");

@@ -529,6 +529,14 @@ impl ConstraintStore for World {
             None => CrdState::NotEstablished,
         })
     }
+    fn policy(&self, name: &str) -> Read<Option<Policy>> {
+        let st = self.st.lock().unwrap();
+        st.read("policies", || {
+            st.policies
+                .get(name)
+                .map(|v| Policy::from_value(v.clone(), Source::default()).unwrap())
+        })
+    }
     fn binding(&self, name: &str) -> Read<Option<Binding>> {
         let st = self.st.lock().unwrap();
         st.read("bindings", || {
@@ -582,14 +590,6 @@ impl TemplateStore for World {
     }
     fn templates_listed(&self) -> bool {
         !self.st.lock().unwrap().unknown.contains("templates")
-    }
-    fn policy(&self, name: &str) -> Read<Option<Policy>> {
-        let st = self.st.lock().unwrap();
-        st.read("policies", || {
-            st.policies
-                .get(name)
-                .map(|v| Policy::from_value(v.clone(), Source::default()).unwrap())
-        })
     }
     fn crd(&self, name: &str) -> Read<Option<kubectl_vap::model::CrdInfo>> {
         let st = self.st.lock().unwrap();

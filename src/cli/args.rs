@@ -338,10 +338,12 @@ pub struct GenerationArgs {
     /// Wait after a constraint CRD is Established before its first binding (e.g. 30s, 0s).
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
     pub binding_wait: Duration,
-    /// What generated objects match before their CEL runs: `narrowed` (each binding its
-    /// constraint's kinds and namespaces, each VAP its constraints', exempt namespaces left
-    /// out) or `gatekeeper` (Gatekeeper's objects byte for byte: every create and update).
-    #[arg(long, default_value = "narrowed", value_parser = ["narrowed", "gatekeeper"])]
+    /// The shape of the generated objects: `narrowed` (one VAP per template with the
+    /// constraints as params; each binding its constraint's kinds and namespaces, each VAP its
+    /// constraints', exempt namespaces left out), `inline` (one VAP per constraint, its
+    /// parameters written into the CEL: nothing to sync after an API server restart) or
+    /// `gatekeeper` (Gatekeeper's objects byte for byte: every create and update).
+    #[arg(long, default_value = "narrowed", value_parser = ["narrowed", "inline", "gatekeeper"])]
     pub policy_shape: String,
     /// A namespace no generated policy applies to (repeatable; the Lease's namespace and
     /// namespaces labelled admission.gatekeeper.sh/ignore always are).

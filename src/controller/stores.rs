@@ -740,6 +740,15 @@ impl ConstraintStore for Stores {
         )
     }
 
+    fn policy(&self, name: &str) -> Read<Option<Policy>> {
+        self.store_known(&self.res.policies).map(|()| {
+            let v = self.read(Obj::Policy, name)?;
+            Policy::from_value(v, Source::default())
+                .map_err(|e| tracing::warn!(policy = name, "{e}"))
+                .ok()
+        })
+    }
+
     fn binding(&self, name: &str) -> Read<Option<Binding>> {
         self.store_known(&self.res.bindings).map(|()| {
             let v = self.read(Obj::Binding, name)?;
@@ -792,15 +801,6 @@ impl TemplateStore for Stores {
 
     fn templates_listed(&self) -> bool {
         self.is_listed(&self.res.templates)
-    }
-
-    fn policy(&self, name: &str) -> Read<Option<Policy>> {
-        self.store_known(&self.res.policies).map(|()| {
-            let v = self.read(Obj::Policy, name)?;
-            Policy::from_value(v, Source::default())
-                .map_err(|e| tracing::warn!(policy = name, "{e}"))
-                .ok()
-        })
     }
 
     fn crd(&self, name: &str) -> Read<Option<CrdInfo>> {

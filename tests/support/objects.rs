@@ -144,7 +144,8 @@ pub fn binding_shaped(c: &Constraint, shape: PolicyShape) -> ValidatingAdmission
     let ConstraintIntent::Bind { actions, .. } = decide_constraint(c, &default_options()) else {
         panic!("the constraint binds")
     };
-    generate::binding(c, &actions, shape, &Served::builtin())
+    let opts = default_options();
+    generate::binding(c, &actions, shape, &opts.exemptions, &Served::builtin())
         .expect("binding")
         .0
 }

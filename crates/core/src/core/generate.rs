@@ -2,6 +2,7 @@
 //! bytes (sorted, de-duplicated), so steady state compares equal and sends no writes.
 
 use super::cel;
+use super::cel_literal::{self, LiteralError};
 use super::decide::Action;
 use super::names;
 use super::options::{Exemptions, FailurePolicy, PolicyShape};
@@ -38,7 +39,7 @@ fn controller_ref(api_version: &str, kind: &str, name: &str, uid: &str) -> Owner
 }
 
 /// The operations of the template's target, `*` expanded, in canonical order.
-fn operations(t: &ConstraintTemplate) -> Vec<String> {
+pub fn operations(t: &ConstraintTemplate) -> Vec<String> {
     let wanted = t
         .targets
         .first()
@@ -108,19 +109,7 @@ fn policy_match(
                 coverage
             };
             let rules = coverage.rules(&ops, "*");
-            // Gatekeeper's order: the Config's exclusions, then the flags' exemptions.
-            let excluded = cel::global_excluded(&exemptions.excluded_globs)
-                .map(|e| (cel::GLOBAL_EXCLUDED_NAMESPACES, e));
-            let exempted = cel::global_exempted(&exemptions.prefixes, &exemptions.suffixes)
-                .map(|e| (cel::GLOBAL_EXEMPTED_NAMESPACES, e));
-            let exempted = excluded
-                .into_iter()
-                .chain(exempted)
-                .map(|(name, expression)| ar::MatchCondition {
-                    name: name.into(),
-                    expression,
-                })
-                .collect();
+            let exempted = exemption_conditions(exemptions);
             (
                 ar::MatchResources {
                     resource_rules: Some(rules),
@@ -137,6 +126,160 @@ fn policy_match(
     }
 }
 
+/// The conditions that exempt namespaces no selector can name: Gatekeeper's Config's globs,
+/// then the flags' prefixes and suffixes (Gatekeeper's order).
+fn exemption_conditions(exemptions: &Exemptions) -> Vec<ar::MatchCondition> {
+    let excluded = cel::global_excluded(&exemptions.excluded_globs)
+        .map(|e| (cel::GLOBAL_EXCLUDED_NAMESPACES, e));
+    let exempted = cel::global_exempted(&exemptions.prefixes, &exemptions.suffixes)
+        .map(|e| (cel::GLOBAL_EXEMPTED_NAMESPACES, e));
+    excluded
+        .into_iter()
+        .chain(exempted)
+        .map(|(name, expression)| ar::MatchCondition {
+            name: name.into(),
+            expression,
+        })
+        .collect()
+}
+
+fn conditions<'a>(named: impl IntoIterator<Item = (&'a str, String)>) -> Vec<ar::MatchCondition> {
+    named
+        .into_iter()
+        .map(|(name, expression)| ar::MatchCondition {
+            name: name.to_string(),
+            expression,
+        })
+        .collect()
+}
+
+/// The template's own parts of a VAP: its match conditions, validations and variables, after
+/// `anyObject` and `params` (`params_expression`).
+struct TemplateParts {
+    match_conditions: Vec<ar::MatchCondition>,
+    validations: Vec<ar::Validation>,
+    variables: Vec<ar::Variable>,
+}
+
+impl TemplateParts {
+    fn of(source: &NativeSource, params_expression: String) -> Self {
+        let mut variables = vec![
+            ar::Variable {
+                name: "anyObject".into(),
+                expression: cel::ANY_OBJECT.into(),
+            },
+            ar::Variable {
+                name: "params".into(),
+                expression: params_expression,
+            },
+        ];
+        variables.extend(source.variables.iter().map(|v| ar::Variable {
+            name: v.name.clone(),
+            expression: v.expression.clone(),
+        }));
+        TemplateParts {
+            match_conditions: conditions(
+                source
+                    .match_conditions
+                    .iter()
+                    .map(|m| (m.name.as_str(), m.expression.clone())),
+            ),
+            validations: source
+                .validations
+                .iter()
+                .map(|v| ar::Validation {
+                    expression: v.expression.clone(),
+                    message: v.message.clone().filter(|m| !m.is_empty()),
+                    message_expression: v.message_expression.clone().filter(|m| !m.is_empty()),
+                    reason: None,
+                })
+                .collect(),
+            variables,
+        }
+    }
+}
+
+/// What a template gives the VAP of each of its constraints in the inline shape. The kind's
+/// opinion carries it, so the constraint side writes that VAP without reading the template.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyBody {
+    pub source: NativeSource,
+    pub failure_policy: FailurePolicy,
+    /// The template's operations (`operations`).
+    pub operations: Vec<String>,
+}
+
+/// Why a constraint's VAP cannot be written in the inline shape.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InlineError {
+    #[error("its spec.parameters cannot be written into the policy's CEL: {0}")]
+    Parameters(LiteralError),
+    #[error("its spec.match cannot be written into the policy's CEL: {0}")]
+    Match(LiteralError),
+}
+
+/// The VAP of constraint `c` in the inline shape: the template's CEL unchanged,
+/// `variables.params` the constraint's `spec.parameters` as a literal, its `spec.match` in
+/// the matchers, no `paramKind` (so no binding needs a param, and nothing must be synced
+/// before it judges a request). `coverage`: what its binding matches; the namespaces
+/// (the constraint's and the exemptions) are on the binding, so the VAP's selectors stay
+/// empty and an unrelated request costs the API server no selector per VAP.
+pub fn inline_policy(
+    c: &Constraint,
+    body: &PolicyBody,
+    coverage: &Coverage,
+    exemptions: &Exemptions,
+) -> Result<ar::ValidatingAdmissionPolicy, InlineError> {
+    let params = match c.raw.get("spec").and_then(|s| s.get("parameters")) {
+        None => "null".to_string(),
+        Some(v) => cel_literal::literal(v).map_err(InlineError::Parameters)?,
+    };
+    let mut parts = TemplateParts::of(&body.source, params);
+    let matchers = cel::inline_matchers(&c.matcher);
+    for (_, e) in &matchers {
+        cel_literal::within_limit(e.clone()).map_err(InlineError::Match)?;
+    }
+    parts.match_conditions.extend(conditions(matchers));
+    parts
+        .match_conditions
+        .extend(exemption_conditions(exemptions));
+    let whole = Coverage::everything();
+    let coverage = if coverage.is_empty() {
+        &whole
+    } else {
+        coverage
+    };
+    Ok(ar::ValidatingAdmissionPolicy {
+        metadata: ObjectMeta {
+            name: Some(names::inline_policy_name(&c.kind, c.name())),
+            labels: labels(),
+            owner_references: Some(vec![controller_ref(
+                CONSTRAINT_API_VERSION,
+                &c.kind,
+                c.name(),
+                &c.meta.uid,
+            )]),
+            ..Default::default()
+        },
+        spec: Some(ar::ValidatingAdmissionPolicySpec {
+            param_kind: None,
+            match_constraints: Some(ar::MatchResources {
+                resource_rules: Some(coverage.rules(&body.operations, "*")),
+                match_policy: Some("Equivalent".into()),
+                namespace_selector: Some(LabelSelector::default()),
+                object_selector: Some(LabelSelector::default()),
+                exclude_resource_rules: None,
+            }),
+            match_conditions: Some(parts.match_conditions),
+            validations: Some(parts.validations),
+            failure_policy: Some(body.failure_policy.as_str().into()),
+            variables: Some(parts.variables),
+            audit_annotations: None,
+        }),
+        status: None,
+    })
+}
+
 /// The VAP for a template whose verdict is Generate. `kind` is the template's constraint kind.
 pub fn policy(
     t: &ConstraintTemplate,
@@ -146,35 +289,9 @@ pub fn policy(
     matching: PolicyMatch<'_>,
 ) -> ar::ValidatingAdmissionPolicy {
     let (match_constraints, exempted) = policy_match(t, matching);
-    let mut match_conditions: Vec<ar::MatchCondition> = source
-        .match_conditions
-        .iter()
-        .map(|m| ar::MatchCondition {
-            name: m.name.clone(),
-            expression: m.expression.clone(),
-        })
-        .collect();
-    match_conditions.extend(cel::matchers().into_iter().map(|(name, expression)| {
-        ar::MatchCondition {
-            name: name.to_string(),
-            expression,
-        }
-    }));
-    match_conditions.extend(exempted);
-    let mut variables = vec![
-        ar::Variable {
-            name: "anyObject".into(),
-            expression: cel::ANY_OBJECT.into(),
-        },
-        ar::Variable {
-            name: "params".into(),
-            expression: cel::PARAMS.into(),
-        },
-    ];
-    variables.extend(source.variables.iter().map(|v| ar::Variable {
-        name: v.name.clone(),
-        expression: v.expression.clone(),
-    }));
+    let mut parts = TemplateParts::of(source, cel::PARAMS.into());
+    parts.match_conditions.extend(conditions(cel::matchers()));
+    parts.match_conditions.extend(exempted);
     ar::ValidatingAdmissionPolicy {
         metadata: ObjectMeta {
             name: Some(names::policy_name(t.name())),
@@ -193,21 +310,10 @@ pub fn policy(
                 kind: Some(kind.to_string()),
             }),
             match_constraints: Some(match_constraints),
-            match_conditions: Some(match_conditions),
-            validations: Some(
-                source
-                    .validations
-                    .iter()
-                    .map(|v| ar::Validation {
-                        expression: v.expression.clone(),
-                        message: v.message.clone().filter(|m| !m.is_empty()),
-                        message_expression: v.message_expression.clone().filter(|m| !m.is_empty()),
-                        reason: None,
-                    })
-                    .collect(),
-            ),
+            match_conditions: Some(parts.match_conditions),
+            validations: Some(parts.validations),
             failure_policy: Some(failure_policy.as_str().into()),
-            variables: Some(variables),
+            variables: Some(parts.variables),
             audit_annotations: None,
         }),
         status: None,
@@ -229,6 +335,7 @@ pub fn binding(
     c: &Constraint,
     actions: &[Action],
     shape: PolicyShape,
+    exemptions: &Exemptions,
     served: &Served,
 ) -> Result<(ar::ValidatingAdmissionPolicyBinding, Coverage), String> {
     let object_selector = selector(&c.matcher.label_selector)
@@ -261,6 +368,28 @@ pub fn binding(
             namespace_selector = scope::binding_namespace_selector(&c.matcher, namespace_selector);
             (Some(coverage.rules(&any_operation, scope)), coverage)
         }
+        // The exemptions are here, not on the VAP: with no paramKind the VAP has no
+        // configuration error a selector must keep away from them.
+        PolicyShape::Inline => {
+            let (coverage, _) = scope::coverage_of(&c.matcher, served);
+            namespace_selector = scope::exempt(
+                scope::binding_namespace_selector(&c.matcher, namespace_selector),
+                exemptions,
+            );
+            (Some(coverage.rules(&any_operation, scope)), coverage)
+        }
+    };
+    let (policy_name, param_ref) = match shape {
+        PolicyShape::Inline => (names::inline_policy_name(&c.kind, c.name()), None),
+        _ => (
+            names::policy_name_for_kind(&c.kind),
+            Some(ar::ParamRef {
+                name: Some(c.name().to_string()),
+                namespace: None,
+                parameter_not_found_action: Some("Allow".into()),
+                selector: None,
+            }),
+        ),
     };
     let mut actions: Vec<Action> = actions.to_vec();
     actions.sort();
@@ -278,13 +407,8 @@ pub fn binding(
             ..Default::default()
         },
         spec: Some(ar::ValidatingAdmissionPolicyBindingSpec {
-            policy_name: Some(names::policy_name_for_kind(&c.kind)),
-            param_ref: Some(ar::ParamRef {
-                name: Some(c.name().to_string()),
-                namespace: None,
-                parameter_not_found_action: Some("Allow".into()),
-                selector: None,
-            }),
+            policy_name: Some(policy_name),
+            param_ref,
             validation_actions: Some(actions.iter().map(|a| a.as_str().to_string()).collect()),
             match_resources: Some(ar::MatchResources {
                 object_selector: Some(object_selector),

@@ -555,11 +555,20 @@ pub fn selections(s: &Subject, snap: &Snapshot, opts: &super::Options) -> Vec<Se
         else {
             continue;
         };
-        let Ok((b, _)) = super::generate::binding(c, &actions, opts.policy_shape, &snap.served)
-        else {
+        let Ok((b, _)) = super::generate::binding(
+            c,
+            &actions,
+            opts.policy_shape,
+            &opts.exemptions,
+            &snap.served,
+        ) else {
             continue;
         };
-        let policy = super::names::policy_name_for_kind(&c.kind);
+        let policy = b
+            .spec
+            .as_ref()
+            .and_then(|s| s.policy_name.clone())
+            .unwrap_or_else(|| super::names::policy_name_for_kind(&c.kind));
         let selects = binding_selects(&b, s).and(|| constraint_selects(&c.matcher, s));
         out.push(Selection {
             binding: b.metadata.name.clone().unwrap_or_default(),

@@ -3,6 +3,7 @@
 
 pub mod analysis;
 pub mod cel;
+pub mod cel_literal;
 pub mod cel_syntax;
 pub mod compare;
 pub mod crd;

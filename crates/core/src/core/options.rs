@@ -14,21 +14,30 @@ pub enum PolicyShape {
     Narrowed,
     /// Gatekeeper v3.23's objects byte for byte (every create and update, filtered in CEL).
     Gatekeeper,
+    /// One VAP per constraint, its parameters and `spec.match` written into the CEL: no
+    /// `paramKind`, so nothing the API server must sync before it can judge a request
+    /// (docs/generation.md, "Inline policies"). Bindings narrowed as in `Narrowed`, with the
+    /// exemptions on them.
+    Inline,
 }
 
 impl PolicyShape {
+    /// Every shape, as `--policy-shape` names them.
+    pub const ALL: [PolicyShape; 3] = [
+        PolicyShape::Narrowed,
+        PolicyShape::Inline,
+        PolicyShape::Gatekeeper,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             PolicyShape::Narrowed => "narrowed",
             PolicyShape::Gatekeeper => "gatekeeper",
+            PolicyShape::Inline => "inline",
         }
     }
     pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "narrowed" => Some(PolicyShape::Narrowed),
-            "gatekeeper" => Some(PolicyShape::Gatekeeper),
-            _ => None,
-        }
+        Self::ALL.into_iter().find(|p| p.as_str() == s)
     }
 }
 

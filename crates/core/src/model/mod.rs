@@ -8,7 +8,7 @@ pub mod policy;
 pub mod served;
 pub mod template;
 
-pub use constraint::{Constraint, EnforcementPoint, Match, ScopedAction};
+pub use constraint::{Constraint, EnforcementPoint, KindMatch, Match, ScopedAction};
 pub use gatekeeper_config::GatekeeperConfig;
 pub use meta::{ObjectRef, OwnerRef, Source};
 pub use policy::{Binding, CrdInfo, PodStatus, Policy};
