@@ -201,6 +201,14 @@ impl<'a> BindingStep<'a> {
         write(&self.action, self.observed, because, differs, diff)
     }
 
+    /// Why a wanted binding waits on its constraint's own VAP.
+    fn waits_for_foreign_policy(&self) -> String {
+        format!(
+            "its VAP {} is held by another controller",
+            self.policy_name()
+        )
+    }
+
     pub fn policy_name(&self) -> String {
         names::inline_policy_name(&self.constraint.kind, self.constraint.name())
     }
@@ -299,6 +307,9 @@ impl<'a> BindingStep<'a> {
             ),
             (Action::Wait, BindingDecision::Waiting { reason, .. }) => {
                 (State::Waiting, reason.clone())
+            }
+            (Action::Wait | Action::Keep, BindingDecision::Want { .. }) => {
+                (State::Waiting, self.waits_for_foreign_policy())
             }
             (Action::Delete(reason), _) => (State::Dangling, reason.clone()),
             _ => (State::NotBound, String::new()),
@@ -428,6 +439,13 @@ impl<'a> BindingStep<'a> {
             (Action::Wait, BindingDecision::Waiting { reason, .. }) => (
                 Code::BindingWaiting,
                 format!("{bname} is not written yet: {reason}"),
+            ),
+            (Action::Wait, BindingDecision::Want { .. }) => (
+                Code::BindingWaiting,
+                format!(
+                    "{bname} is not written yet: {}",
+                    self.waits_for_foreign_policy()
+                ),
             ),
             (Action::Delete(reason), _) => (
                 Code::BindingDangling,
