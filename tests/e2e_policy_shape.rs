@@ -935,18 +935,20 @@ async fn assert_narrowed(client: &kube::Client) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn e2e_narrowed_policies_admit_warn_and_deny_exactly_as_gatekeepers_shape() {
-    let (gk, narrow) = tokio::join!(
+    let (gk, narrow, inline) = tokio::join!(
+        tokio::task::spawn_blocking(TestEnv::start_audited),
         tokio::task::spawn_blocking(TestEnv::start_audited),
         tokio::task::spawn_blocking(TestEnv::start_audited),
     );
-    let (gk, narrow) = (gk.expect("env"), narrow.expect("env"));
-    for env in [&gk, &narrow] {
+    let (gk, narrow, inline) = (gk.expect("env"), narrow.expect("env"), inline.expect("env"));
+    for env in [&gk, &narrow, &inline] {
         build_world(env).await;
     }
     // The binary, blocking: off the runtime's workers.
     std::thread::scope(|s| {
         s.spawn(|| converge(&gk, "gatekeeper"));
         s.spawn(|| converge(&narrow, "narrowed"));
+        s.spawn(|| converge(&inline, "inline"));
     });
 
     // The narrowed objects really are narrower (else the comparison proves nothing).
@@ -984,6 +986,78 @@ async fn e2e_narrowed_policies_admit_warn_and_deny_exactly_as_gatekeepers_shape(
         diff.join("\n"),
         render(&want_gk),
         render(&narrow_table)
+    );
+
+    // The inline shape (issue 29): the same verdicts, its VAPs one per constraint with no
+    // paramKind; the servers' words name its VAPs, read here as their templates'.
+    assert_inline(&inline.client_admin().await).await;
+    let inline_table = match settled(&inline, exempt_admitted).await {
+        Ok(t) => as_templates_policies(t),
+        Err((wrong, t)) => panic!(
+            "the inline shape does not settle on Gatekeeper's verdicts after {SETTLE:?}:\n{wrong}\n\ngatekeeper shape:\n{}\ninline shape:\n{}",
+            render(&want_gk),
+            render(&t)
+        ),
+    };
+    let diff = differences(&want_gk, &inline_table, exempt_admitted);
+    assert!(
+        diff.is_empty(),
+        "the inline shape differs:\n{}\n\ngatekeeper shape:\n{}\ninline shape:\n{}",
+        diff.join("\n"),
+        render(&want_gk),
+        render(&inline_table)
+    );
+}
+
+/// The inline VAPs' names (`gatekeeper-<lower kind>.<constraint>`) in a table's texts as their
+/// templates' (`gatekeeper-<lower kind>`), so the tables compare on everything else.
+fn as_templates_policies(mut t: Table) -> Table {
+    let rename = |s: &mut String| {
+        for (kind, name, _) in constraints() {
+            let kind = kind.to_lowercase();
+            *s = s.replace(&format!("gatekeeper-{kind}.{name}"), &format!("gatekeeper-{kind}"));
+        }
+    };
+    for v in t.values_mut() {
+        rename(&mut v.message);
+        v.warnings.iter_mut().for_each(rename);
+        v.warnings.sort();
+        if let Some(a) = v.audit.as_mut() {
+            rename(a);
+        }
+    }
+    t
+}
+
+/// The inline shape really is inline: a VAP per constraint of a generating template, none
+/// with a paramKind, and no template's VAP left.
+async fn assert_inline(client: &kube::Client) {
+    let policies = Api::<ValidatingAdmissionPolicy>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .expect("policies");
+    let names: Vec<&str> = policies
+        .items
+        .iter()
+        .filter_map(|p| p.metadata.name.as_deref())
+        .collect();
+    for (kind, name, _) in constraints() {
+        let want = format!("gatekeeper-{}.{name}", kind.to_lowercase());
+        assert!(names.contains(&want.as_str()), "no VAP {want}: {names:?}");
+    }
+    for kind in [LABELS_KIND, PROTECT_KIND, NOBAD_KIND] {
+        let template_vap = support::objects::policy_name(kind);
+        assert!(
+            !names.contains(&template_vap.as_str()),
+            "{template_vap} is still there"
+        );
+    }
+    assert!(
+        policies
+            .items
+            .iter()
+            .all(|p| p.spec.as_ref().is_some_and(|s| s.param_kind.is_none())),
+        "an inline VAP has a paramKind"
     );
 }
 

@@ -301,15 +301,15 @@ impl<'a> BindingStep<'a> {
             (Action::Keep, BindingDecision::Waiting { .. }) => {
                 (State::InSync, "kept while the CRD settles".into())
             }
+            (Action::Wait | Action::Keep, BindingDecision::Want { .. }) => {
+                (State::Waiting, self.waits_for_foreign_policy())
+            }
             (Action::Keep, _) => (
                 State::Error,
                 "kept while the constraint or template is invalid".into(),
             ),
             (Action::Wait, BindingDecision::Waiting { reason, .. }) => {
                 (State::Waiting, reason.clone())
-            }
-            (Action::Wait | Action::Keep, BindingDecision::Want { .. }) => {
-                (State::Waiting, self.waits_for_foreign_policy())
             }
             (Action::Delete(reason), _) => (State::Dangling, reason.clone()),
             _ => (State::NotBound, String::new()),
