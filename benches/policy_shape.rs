@@ -197,7 +197,9 @@ async fn dry_configmap(
         "metadata": { "name": name, "namespace": SELECTED_NS, "labels": labels } });
     let req = http::Request::builder()
         .method("POST")
-        .uri(format!("/api/v1/namespaces/{SELECTED_NS}/configmaps?dryRun=All"))
+        .uri(format!(
+            "/api/v1/namespaces/{SELECTED_NS}/configmaps?dryRun=All"
+        ))
         .header("Content-Type", "application/json")
         .body(serde_json::to_vec(&body).expect("json"))
         .expect("request");
@@ -230,7 +232,10 @@ async fn restart_probe(
     probe: Duration,
 ) -> String {
     let mut out = Vec::new();
-    for (how, count) in [("SIGTERM", restarts / 2), ("SIGKILL", restarts - restarts / 2)] {
+    for (how, count) in [
+        ("SIGTERM", restarts / 2),
+        ("SIGKILL", restarts - restarts / 2),
+    ] {
         let (mut hit, mut refused, mut unjudged, mut answers) = (0, 0, 0, 0);
         let mut windows = Vec::new();
         for _ in 0..count {
@@ -280,9 +285,10 @@ async fn restart_probe(
                 windows.push(w);
             }
         }
-        let longest = windows.iter().max().map_or("—".to_string(), |w| {
-            format!("{:.1} s", w.as_secs_f64())
-        });
+        let longest = windows
+            .iter()
+            .max()
+            .map_or("—".to_string(), |w| format!("{:.1} s", w.as_secs_f64()));
         out.push(format!(
             "{how}: {hit} of {count} restarts with a window (longest: until {longest} after the first answer); {refused} compliant refused, {unjudged} violating admitted unwarned, of {answers} answers"
         ));

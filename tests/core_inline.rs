@@ -71,7 +71,10 @@ fn apply_plan(mut objects: Vec<Value>, opts: &Options) -> Vec<Value> {
         }
     }
     let t = &snapshot(objects.clone()).templates[0];
-    if !objects.iter().any(|o| o["kind"] == "CustomResourceDefinition") {
+    if !objects
+        .iter()
+        .any(|o| o["kind"] == "CustomResourceDefinition")
+    {
         let mut crd = kubectl_vap::core::crd::desired_crd(t, "K8sX").expect("crd");
         crd["metadata"]["uid"] = json!("uid-crd");
         crd["status"] = json!({ "conditions": [{ "type": "Established", "status": "True",
@@ -135,8 +138,14 @@ fn golden_inline_policy_and_binding() {
 
 #[test]
 fn plan_moves_a_cluster_into_the_inline_shape_and_back_each_object_once_in_order() {
-    let narrowed_cluster = apply_plan(template_and_constraint(json!({"labels": ["owner"]})), &narrowed());
-    assert_eq!(plan_lines(&narrowed_cluster, &narrowed()), Vec::<String>::new());
+    let narrowed_cluster = apply_plan(
+        template_and_constraint(json!({"labels": ["owner"]})),
+        &narrowed(),
+    );
+    assert_eq!(
+        plan_lines(&narrowed_cluster, &narrowed()),
+        Vec::<String>::new()
+    );
     // Into inline: the constraint's VAP first (I1), its binding repointed, then the
     // template's VAP, which no binding points at any more.
     assert_eq!(
@@ -148,7 +157,11 @@ fn plan_moves_a_cluster_into_the_inline_shape_and_back_each_object_once_in_order
         ]
     );
     let inline_cluster = apply_plan(narrowed_cluster, &inline());
-    assert_eq!(plan_lines(&inline_cluster, &inline()), Vec::<String>::new(), "then nothing");
+    assert_eq!(
+        plan_lines(&inline_cluster, &inline()),
+        Vec::<String>::new(),
+        "then nothing"
+    );
     let a = analyze(&snapshot(inline_cluster.clone()), &inline());
     assert!(a.findings.is_empty(), "{:?}", a.findings);
     // And back: the template's VAP first, the binding repointed, the constraint's VAP last.
@@ -166,7 +179,10 @@ fn plan_moves_a_cluster_into_the_inline_shape_and_back_each_object_once_in_order
 
 #[test]
 fn a_gone_constraints_vap_goes_after_its_binding_and_a_foreign_one_blocks_the_binding() {
-    let cluster = apply_plan(template_and_constraint(json!({"labels": ["owner"]})), &inline());
+    let cluster = apply_plan(
+        template_and_constraint(json!({"labels": ["owner"]})),
+        &inline(),
+    );
     let without: Vec<Value> = cluster
         .iter()
         .filter(|o| o["kind"] != "K8sX")
@@ -215,12 +231,17 @@ fn a_constraint_that_cannot_be_inlined_is_a_constraint_error_and_its_binding_is_
         f.message
     );
     assert!(
-        a.plan.iter().all(|w| !w.object.name.starts_with("gatekeeper-k8sx")),
+        a.plan
+            .iter()
+            .all(|w| !w.object.name.starts_with("gatekeeper-k8sx")),
         "nothing written for it: {:?}",
         a.plan
     );
     // What an earlier, smaller version had written stays as it is.
-    let cluster = apply_plan(template_and_constraint(json!({"labels": ["owner"]})), &inline());
+    let cluster = apply_plan(
+        template_and_constraint(json!({"labels": ["owner"]})),
+        &inline(),
+    );
     let grown: Vec<Value> = cluster
         .into_iter()
         .map(|mut o| {

@@ -1015,7 +1015,10 @@ fn as_templates_policies(mut t: Table) -> Table {
     let rename = |s: &mut String| {
         for (kind, name, _) in constraints() {
             let kind = kind.to_lowercase();
-            *s = s.replace(&format!("gatekeeper-{kind}.{name}"), &format!("gatekeeper-{kind}"));
+            *s = s.replace(
+                &format!("gatekeeper-{kind}.{name}"),
+                &format!("gatekeeper-{kind}"),
+            );
         }
     };
     for v in t.values_mut() {
@@ -1319,7 +1322,11 @@ fn selected_shape() -> Option<String> {
 }
 
 /// One dry-run create: `Ok(None)` admitted, `Ok(Some(message))` refused, `Err(())` no answer.
-async fn dry_create(client: &kube::Client, obj: &Value, plural: &str) -> Result<Option<String>, ()> {
+async fn dry_create(
+    client: &kube::Client,
+    obj: &Value,
+    plural: &str,
+) -> Result<Option<String>, ()> {
     let ns = obj["metadata"]["namespace"].as_str().expect("namespaced");
     let body = serde_json::to_vec(obj).expect("json");
     let req = http::Request::builder()
@@ -1389,7 +1396,13 @@ async fn e2e_restarting_apiserver_judges_selected_requests_from_its_first_answer
     let mut cmd = cli::kubectl_vap();
     cmd.arg("--kubeconfig")
         .arg(env.kubeconfig_admin())
-        .args(["run", "--lease-namespace", LEASE_NS, "--lease-name", "selected"])
+        .args([
+            "run",
+            "--lease-namespace",
+            LEASE_NS,
+            "--lease-name",
+            "selected",
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     if let Some(shape) = &shape {
@@ -1492,6 +1505,121 @@ async fn e2e_restarting_apiserver_judges_selected_requests_from_its_first_answer
         "shape {label}: selected requests were judged wrongly after a restart:\n{}",
         report.join("\n")
     );
+}
+
+/// Strings a careless generator would turn into CEL of its own, and the numbers at the edges
+/// of CEL's types (the inline shape writes parameters into the policy's CEL).
+fn hostile_strings() -> Vec<&'static str> {
+    vec![
+        "a\"b",
+        "back\\slash",
+        "line\nbreak\ttab\rreturn",
+        "\") || true || (\"",
+        "' + 'x",
+        "${x}",
+        "é€😀",
+        "nul\u{0}and\u{7f}del",
+    ]
+}
+
+/// The inline shape's literals, judged by the real API server: a VAP whose parameters hold
+/// hostile strings and the edges of CEL's numbers is accepted (its CEL compiles), and denies a
+/// ConfigMap holding exactly one of those strings, admits one holding anything else, and sees
+/// the numbers with their types (`int` at int64's minimum, `double` beyond it, a mixed list).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_inline_parameters_reach_the_api_server_as_written() {
+    let env = TestEnv::shared();
+    let client = env.client_admin().await;
+    let ns = env.create_namespace("inline").await;
+    let kind = env.unique_kind("InlineHostile");
+    let validations = json!([
+        { "expression": "!has(object.data) || !object.data.exists(k, object.data[k] in variables.params.forbidden)",
+          "message": "a forbidden value" },
+        { "expression": "type(variables.params.min) == int && variables.params.min < 0 && type(variables.params.beyond) == double && variables.params.beyond > 9223372036854775807.0 && type(variables.params.half) == double && size(variables.params.mixed) == 3 && variables.params.none == null",
+          "message": "the numbers arrived with other types" }
+    ]);
+    let t = gatekeeper::template(
+        &kind,
+        "v1",
+        json!({}),
+        gatekeeper::cel_targets(json!({ "generateVAP": true, "validations": validations })),
+    );
+    let mut t = t;
+    t["metadata"]["uid"] = json!("uid-template");
+    let params = json!({
+        "forbidden": hostile_strings(),
+        "min": i64::MIN,
+        "beyond": u64::MAX,
+        "half": 0.5,
+        "mixed": [1, "two", {"three": [3.0]}],
+        "none": null,
+    });
+    let mut c = gatekeeper::constraint(
+        &kind,
+        "hostile",
+        json!({ "match": { "kinds": [kinds("", &["ConfigMap"])], "namespaces": [ns] },
+                "parameters": params }),
+    );
+    c["metadata"]["uid"] = json!("uid-constraint");
+    // The plan of an offline snapshot, applied as it is: the VAP needs no template, CRD or
+    // param on the server.
+    let opts = kubectl_vap::core::Options {
+        policy_shape: kubectl_vap::core::PolicyShape::Inline,
+        ..kubectl_vap::load::cel::default_options()
+    };
+    let plan = kubectl_vap::core::analyze(&support::objects::snapshot(vec![t, c]), &opts).plan;
+    let vap = plan
+        .iter()
+        .find(|w| w.object.kind == "ValidatingAdmissionPolicy")
+        .and_then(|w| w.body.clone())
+        .expect("a VAP");
+    let binding = plan
+        .iter()
+        .find(|w| w.object.kind == "ValidatingAdmissionPolicyBinding")
+        .and_then(|w| w.body.clone())
+        .expect("a binding");
+    let vaps = cluster::policies(&client);
+    vaps.create(
+        &Default::default(),
+        &serde_json::from_value(vap).expect("VAP"),
+    )
+    .await
+    .expect("the API server accepts the inline VAP (its CEL compiles)");
+    cluster::bindings(&client)
+        .create(
+            &Default::default(),
+            &serde_json::from_value(binding).expect("binding"),
+        )
+        .await
+        .expect("binding");
+    let cm = |n: &str, v: &str| {
+        json!({ "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": { "name": n, "namespace": ns }, "data": { "v": v } })
+    };
+    // In force: a ConfigMap with the first hostile string is denied.
+    support::poll::eventually("the inline VAP denies", SETTLE, || async {
+        dry_create(&client, &cm("probe", hostile_strings()[0]), "configmaps")
+            .await
+            .is_ok_and(|r| r.is_some_and(|m| m.contains("a forbidden value")))
+    })
+    .await;
+    for (i, v) in hostile_strings().into_iter().enumerate() {
+        let r = dry_create(&client, &cm(&format!("h{i}"), v), "configmaps")
+            .await
+            .expect("an answer");
+        assert!(
+            r.as_deref()
+                .is_some_and(|m| m.contains("a forbidden value")),
+            "{v:?} is one of the parameters, yet: {r:?}"
+        );
+    }
+    for v in ["fine", "a\\\"b", "\")"] {
+        let r = dry_create(&client, &cm("fine", v), "configmaps")
+            .await
+            .expect("an answer");
+        assert_eq!(r, None, "{v:?} is not a parameter");
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

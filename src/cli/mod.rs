@@ -15,6 +15,9 @@ use std::process::ExitCode;
 
 /// Runs the parsed command line. `Ok` carries the exit code; `Err` exits 2 with its context.
 pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
+    cli.gen_flags()
+        .validate()
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     match &cli.command {
         // The TUI owns the screen: its logs go to a file.
         None => crate::logging::init_file(cli.log.as_deref()),

@@ -466,6 +466,15 @@ pub async fn launch(
     // Gatekeeper's Config, before the first VAP is written (its exclusions shape them).
     super::gatekeeper_config::first_read(&shared).await;
     tasks.push(tokio::spawn(super::gatekeeper_config::run(shared.clone())));
+    // Gatekeeper's webhook, for its own shape: what each VAP copies.
+    if config.options.policy_shape == crate::core::PolicyShape::Gatekeeper {
+        let name = config.options.webhook_configuration_name.clone();
+        super::gatekeeper_webhook::first_read(&shared, &name).await;
+        tasks.push(tokio::spawn(super::gatekeeper_webhook::run(
+            shared.clone(),
+            name,
+        )));
+    }
     await_first_lists(&shared, SYNC_TIMEOUT).await;
     tracing::info!(
         "templates, CRDs, VAPs and bindings listed in {:?}",

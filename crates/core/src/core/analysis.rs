@@ -43,8 +43,11 @@ pub fn crd_state(snapshot: &Snapshot, kind: &str) -> CrdState {
 }
 
 pub fn analyze(snap: &Snapshot, opts: &Options) -> Analysis {
-    // Gatekeeper's Config, when read, exempts more namespaces.
-    let merged = opts.with_gatekeeper_config(&snap.gatekeeper_configs);
+    // Gatekeeper's Config, when read, exempts more namespaces; its webhook, when read, is what
+    // its own shape copies.
+    let merged = opts
+        .with_gatekeeper_config(&snap.gatekeeper_configs)
+        .with_gatekeeper_webhook(&snap.gatekeeper_webhooks);
     let opts = &merged;
     let index = Index::of(snap);
     let verdicts: Vec<TemplateVerdict> = snap

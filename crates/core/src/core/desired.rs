@@ -129,7 +129,7 @@ pub fn policy_coverage<'a>(
     opts: &Options,
     served: &Served,
 ) -> Coverage {
-    if opts.policy_shape == PolicyShape::Gatekeeper {
+    if opts.policy_shape.is_gatekeepers() {
         return Coverage::everything();
     }
     // In the inline shape each constraint's VAP matches what its binding does; the template's
@@ -288,8 +288,14 @@ fn inline_policy(
             c.name()
         )
     };
-    let policy = generate::inline_policy(c, body, coverage, &opts.exemptions)
-        .map_err(|e| cannot(e.to_string()))?;
+    let policy = generate::inline_policy(
+        c,
+        body,
+        coverage,
+        &opts.exemptions,
+        opts.emit_admission_audit_annotations,
+    )
+    .map_err(|e| cannot(e.to_string()))?;
     let spec = policy.spec.as_ref();
     let generated: Vec<(String, &str)> = spec
         .and_then(|s| s.variables.as_ref())

@@ -4,13 +4,14 @@
 use super::cel;
 use super::cel_literal::{self, LiteralError};
 use super::decide::Action;
+use super::gatekeeper_cel;
 use super::names;
 use super::options::{Exemptions, FailurePolicy, PolicyShape};
 use super::scope::{self, Coverage};
 use crate::model::served::Served;
 use crate::model::{
-    CONSTRAINT_API_VERSION, Constraint, ConstraintTemplate, MANAGED_BY_LABEL, MANAGED_BY_VALUE,
-    NativeSource, TEMPLATE_OWNER_API_VERSION,
+    CONSTRAINT_API_VERSION, Constraint, ConstraintTemplate, GatekeeperWebhook, MANAGED_BY_LABEL,
+    MANAGED_BY_VALUE, NativeSource, TEMPLATE_OWNER_API_VERSION,
 };
 use k8s_openapi::api::admissionregistration::v1 as ar;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
@@ -62,8 +63,14 @@ pub fn operations(t: &ConstraintTemplate) -> Vec<String> {
 /// What a VAP matches before its CEL runs (`core::scope`).
 #[derive(Debug, Clone, Copy)]
 pub enum PolicyMatch<'a> {
-    /// Gatekeeper's: every resource, every namespace.
-    Gatekeeper,
+    /// Gatekeeper's: every create and update, or with `synced` (its default
+    /// `--sync-vap-enforcement-scope=true`) what its validating `webhook` matches when that is
+    /// known, and its global exclusions and exemptions as conditions.
+    Gatekeeper {
+        synced: bool,
+        webhook: Option<&'a GatekeeperWebhook>,
+        exemptions: &'a Exemptions,
+    },
     /// The union of what the kind's constraints match, without the exempt namespaces.
     Narrowed {
         coverage: &'a Coverage,
@@ -71,31 +78,118 @@ pub enum PolicyMatch<'a> {
     },
 }
 
+/// Gatekeeper's rules from its webhook's: each rule's operations (`*` expanded) intersected
+/// with the template's, in canonical order; the template's `None` keeps the webhook's as they
+/// are (`convertWebhookRulesToResourceRules`). No overlap at all: no VAP.
+fn webhook_rules(
+    t: &ConstraintTemplate,
+    webhook: &GatekeeperWebhook,
+) -> Result<Vec<ar::NamedRuleWithOperations>, String> {
+    let template_ops = t
+        .targets
+        .first()
+        .map(|t| t.operations.clone())
+        .filter(|o| !o.is_empty());
+    let expand = |ops: &[String]| -> Vec<String> {
+        if ops.iter().any(|o| o == "*") {
+            ALL_OPERATIONS.iter().map(|s| s.to_string()).collect()
+        } else {
+            ops.to_vec()
+        }
+    };
+    let mut rules = Vec::new();
+    for rule in &webhook.rules {
+        let rule_ops = rule.operations.clone().unwrap_or_default();
+        let operations = match &template_ops {
+            None => rule_ops,
+            Some(wanted) => {
+                let (wanted, have) = (expand(wanted), expand(&rule_ops));
+                let both: Vec<String> = ALL_OPERATIONS
+                    .iter()
+                    .filter(|op| wanted.iter().any(|w| w == *op) && have.iter().any(|h| h == *op))
+                    .map(|s| s.to_string())
+                    .collect();
+                if both.is_empty() {
+                    return Err(format!(
+                        "none of the template's operations ({}) is among those of Gatekeeper's webhook {} ({}), so Gatekeeper generates no VAP",
+                        wanted.join(", "),
+                        webhook.configuration,
+                        have.join(", ")
+                    ));
+                }
+                both
+            }
+        };
+        rules.push(ar::NamedRuleWithOperations {
+            api_groups: rule.api_groups.clone(),
+            api_versions: rule.api_versions.clone(),
+            resources: rule.resources.clone(),
+            operations: Some(operations),
+            scope: rule.scope.clone(),
+            resource_names: None,
+        });
+    }
+    Ok(rules)
+}
+
 /// The VAP's `matchConstraints`, and the conditions that exempt namespaces no selector can
-/// name (by prefix or suffix).
+/// name (by prefix or suffix; in Gatekeeper's shapes, its own global conditions and its
+/// webhook's match conditions).
 fn policy_match(
     t: &ConstraintTemplate,
     m: PolicyMatch<'_>,
-) -> (ar::MatchResources, Vec<ar::MatchCondition>) {
+) -> Result<(ar::MatchResources, Vec<ar::MatchCondition>), String> {
     let ops = operations(t);
-    match m {
-        PolicyMatch::Gatekeeper => (
-            ar::MatchResources {
-                resource_rules: Some(vec![ar::NamedRuleWithOperations {
-                    api_groups: Some(vec!["*".into()]),
-                    api_versions: Some(vec!["*".into()]),
-                    resources: Some(vec!["*".into()]),
-                    operations: Some(ops),
-                    scope: Some("*".into()),
-                    resource_names: None,
-                }]),
-                match_policy: Some("Equivalent".into()),
-                namespace_selector: Some(LabelSelector::default()),
-                object_selector: Some(LabelSelector::default()),
-                exclude_resource_rules: None,
-            },
-            Vec::new(),
-        ),
+    Ok(match m {
+        PolicyMatch::Gatekeeper {
+            synced,
+            webhook,
+            exemptions,
+        } => {
+            let mut conditions = Vec::new();
+            if synced {
+                let excluded: Vec<String> = exemptions.config_excluded.iter().cloned().collect();
+                conditions.extend(
+                    gatekeeper_cel::global_excluded(&excluded)
+                        .map(|e| (cel::GLOBAL_EXCLUDED_NAMESPACES, e)),
+                );
+                conditions.extend(
+                    gatekeeper_cel::global_exempted(&exemptions.gatekeeper_exempted())
+                        .map(|e| (cel::GLOBAL_EXEMPTED_NAMESPACES, e)),
+                );
+            }
+            let mut conditions = self::conditions(conditions);
+            let matched = match webhook.filter(|_| synced) {
+                Some(w) => {
+                    conditions.extend(w.match_conditions.iter().cloned());
+                    ar::MatchResources {
+                        resource_rules: Some(webhook_rules(t, w)?),
+                        match_policy: Some(w.match_policy.clone().unwrap_or("Equivalent".into())),
+                        namespace_selector: Some(w.namespace_selector.clone().unwrap_or_default()),
+                        object_selector: Some(w.object_selector.clone().unwrap_or_default()),
+                        exclude_resource_rules: None,
+                    }
+                }
+                // Gatekeeper's default ignores the template's operations.
+                None => ar::MatchResources {
+                    resource_rules: Some(vec![ar::NamedRuleWithOperations {
+                        api_groups: Some(vec!["*".into()]),
+                        api_versions: Some(vec!["*".into()]),
+                        resources: Some(vec!["*".into()]),
+                        operations: Some(
+                            DEFAULT_OPERATIONS.iter().map(|s| s.to_string()).collect(),
+                        ),
+                        scope: Some("*".into()),
+                        resource_names: None,
+                    }]),
+                    match_policy: Some("Equivalent".into()),
+                    namespace_selector: Some(LabelSelector::default()),
+                    object_selector: Some(LabelSelector::default()),
+                    exclude_resource_rules: None,
+                },
+            };
+            (matched, conditions)
+        }
         PolicyMatch::Narrowed {
             coverage,
             exemptions,
@@ -123,7 +217,7 @@ fn policy_match(
                 exempted,
             )
         }
-    }
+    })
 }
 
 /// The conditions that exempt namespaces no selector can name: Gatekeeper's Config's globs,
@@ -229,6 +323,7 @@ pub fn inline_policy(
     body: &PolicyBody,
     coverage: &Coverage,
     exemptions: &Exemptions,
+    emit_audit_annotations: bool,
 ) -> Result<ar::ValidatingAdmissionPolicy, InlineError> {
     let params = match c.raw.get("spec").and_then(|s| s.get("parameters")) {
         None => "null".to_string(),
@@ -274,25 +369,57 @@ pub fn inline_policy(
             validations: Some(parts.validations),
             failure_policy: Some(body.failure_policy.as_str().into()),
             variables: Some(parts.variables),
-            audit_annotations: None,
+            audit_annotations: audit_annotations(
+                emit_audit_annotations,
+                cel_literal::string(&format!("{}/{}", c.kind, c.name())),
+            ),
         }),
         status: None,
     })
 }
 
+/// The audit annotation `--emit-admission-audit-annotations` adds: which constraints evaluated
+/// the request (the API server joins the values of every binding that did). `constraint`: the
+/// CEL of `Kind/name`.
+fn audit_annotations(emit: bool, constraint: String) -> Option<Vec<ar::AuditAnnotation>> {
+    emit.then(|| {
+        vec![ar::AuditAnnotation {
+            key: AUDIT_ANNOTATION_KEY.into(),
+            value_expression: constraint,
+        }]
+    })
+}
+
+/// The key of the audit annotation every VAP publishes under `--emit-admission-audit-annotations`
+/// (`<VAP name>/constraint` in the audit event).
+pub const AUDIT_ANNOTATION_KEY: &str = "constraint";
+
+/// The constraint a paramKind VAP is evaluated for, as `Kind/name`; null (no annotation) when a
+/// binding has no param, so the expression never fails.
+const PARAM_CONSTRAINT: &str = "params != null && has(params.metadata) ? string(params.kind) + '/' + string(params.metadata.name) : null";
+
 /// The VAP for a template whose verdict is Generate. `kind` is the template's constraint kind.
+/// `Err`: Gatekeeper's shape cannot be built (its webhook shares no operation with the
+/// template).
 pub fn policy(
     t: &ConstraintTemplate,
     kind: &str,
     source: &NativeSource,
     failure_policy: FailurePolicy,
     matching: PolicyMatch<'_>,
-) -> ar::ValidatingAdmissionPolicy {
-    let (match_constraints, exempted) = policy_match(t, matching);
-    let mut parts = TemplateParts::of(source, cel::PARAMS.into());
-    parts.match_conditions.extend(conditions(cel::matchers()));
+    emit_audit_annotations: bool,
+) -> Result<ar::ValidatingAdmissionPolicy, String> {
+    let gatekeepers = matches!(matching, PolicyMatch::Gatekeeper { .. });
+    let (match_constraints, exempted) = policy_match(t, matching)?;
+    let (params, matchers) = if gatekeepers {
+        (gatekeeper_cel::params(), gatekeeper_cel::matchers())
+    } else {
+        (cel::PARAMS, cel::matchers())
+    };
+    let mut parts = TemplateParts::of(source, params.into());
+    parts.match_conditions.extend(conditions(matchers));
     parts.match_conditions.extend(exempted);
-    ar::ValidatingAdmissionPolicy {
+    Ok(ar::ValidatingAdmissionPolicy {
         metadata: ObjectMeta {
             name: Some(names::policy_name(t.name())),
             labels: labels(),
@@ -314,10 +441,10 @@ pub fn policy(
             validations: Some(parts.validations),
             failure_policy: Some(failure_policy.as_str().into()),
             variables: Some(parts.variables),
-            audit_annotations: None,
+            audit_annotations: audit_annotations(emit_audit_annotations, PARAM_CONSTRAINT.into()),
         }),
         status: None,
-    }
+    })
 }
 
 fn selector(v: &Option<serde_json::Value>) -> Result<LabelSelector, String> {
@@ -353,7 +480,7 @@ pub fn binding(
     // constraint side from needing the template.
     let any_operation = ["*".to_string()];
     let (resource_rules, coverage) = match shape {
-        PolicyShape::Gatekeeper => {
+        PolicyShape::Gatekeeper | PolicyShape::GatekeeperUnsynced => {
             let rules = (scope != "*").then(|| Coverage::everything().rules(&any_operation, scope));
             // Gatekeeper's own rule for a scope matched no subresources.
             let rules = rules.map(|mut r| {

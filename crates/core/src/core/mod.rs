@@ -10,6 +10,7 @@ pub mod crd;
 pub mod decide;
 pub mod desired;
 pub mod findings;
+pub mod gatekeeper_cel;
 pub mod generate;
 pub mod matching;
 pub mod names;

@@ -12,8 +12,14 @@ pub enum PolicyShape {
     /// union of its constraints, exempt namespaces left out (`core::scope`).
     #[default]
     Narrowed,
-    /// Gatekeeper v3.23's objects byte for byte (every create and update, filtered in CEL).
+    /// Gatekeeper v3.23.1's objects byte for byte under its default
+    /// `--sync-vap-enforcement-scope=true`: each VAP matches what Gatekeeper's validating
+    /// webhook matches (copied from it, operations intersected with the template's), or every
+    /// create and update when that webhook is not there; filtered in CEL.
     Gatekeeper,
+    /// Gatekeeper v3.23.1's objects under `--sync-vap-enforcement-scope=false`: every create and
+    /// update, filtered in CEL.
+    GatekeeperUnsynced,
     /// One VAP per constraint, its parameters and `spec.match` written into the CEL: no
     /// `paramKind`, so nothing the API server must sync before it can judge a request
     /// (docs/generation.md, "Inline policies"). Bindings narrowed as in `Narrowed`, with the
@@ -23,17 +29,27 @@ pub enum PolicyShape {
 
 impl PolicyShape {
     /// Every shape, as `--policy-shape` names them.
-    pub const ALL: [PolicyShape; 3] = [
+    pub const ALL: [PolicyShape; 4] = [
         PolicyShape::Narrowed,
         PolicyShape::Inline,
         PolicyShape::Gatekeeper,
+        PolicyShape::GatekeeperUnsynced,
     ];
+
+    /// Gatekeeper's own objects (either sync setting).
+    pub fn is_gatekeepers(self) -> bool {
+        matches!(
+            self,
+            PolicyShape::Gatekeeper | PolicyShape::GatekeeperUnsynced
+        )
+    }
 
     pub fn as_str(self) -> &'static str {
         match self {
             PolicyShape::Narrowed => "narrowed",
             PolicyShape::Gatekeeper => "gatekeeper",
             PolicyShape::Inline => "inline",
+            PolicyShape::GatekeeperUnsynced => "gatekeeper-unsynced",
         }
     }
     pub fn parse(s: &str) -> Option<Self> {
@@ -53,6 +69,28 @@ pub struct Exemptions {
     /// its webhook; its exact names are in `namespaces`. Read from the cluster or the input,
     /// never a flag ([`Options::with_gatekeeper_config`]).
     pub excluded_globs: BTreeSet<String>,
+    /// The `--exempt-namespace` flags alone (`namespaces` adds the Lease's namespace and the
+    /// Config's names): what Gatekeeper, which has the same flags, exempts in its own VAPs.
+    pub flagged: BTreeSet<String>,
+    /// Everything the Config excludes from the webhook, names and globs: what Gatekeeper
+    /// writes into its own VAPs' `gatekeeper_internal_match_global_excluded_namespaces`.
+    pub config_excluded: BTreeSet<String>,
+}
+
+impl Exemptions {
+    /// Gatekeeper's list of exempt namespaces for its VAPs (`GetAllExemptedNamespacesWithWildcard`):
+    /// the flags' names, prefixes as `p*`, suffixes as `*s`, sorted.
+    pub fn gatekeeper_exempted(&self) -> Vec<String> {
+        let mut all: Vec<String> = self
+            .flagged
+            .iter()
+            .cloned()
+            .chain(self.prefixes.iter().map(|p| format!("{p}*")))
+            .chain(self.suffixes.iter().map(|s| format!("*{s}")))
+            .collect();
+        all.sort();
+        all
+    }
 }
 
 /// The Lease's namespace when no flag says otherwise (`--lease-namespace`).
@@ -112,6 +150,15 @@ pub struct Options {
     pub exemptions: Exemptions,
     /// `--gatekeeper-namespace`: whose `config` Config's webhook exclusions are exempt.
     pub gatekeeper_namespace: String,
+    /// `--validating-webhook-configuration-name`: Gatekeeper's webhook configuration, whose
+    /// `validation.gatekeeper.sh` webhook `--policy-shape gatekeeper` copies.
+    pub webhook_configuration_name: String,
+    /// That webhook, when read ([`Options::with_gatekeeper_webhook`]).
+    pub gatekeeper_webhook: Option<crate::model::GatekeeperWebhook>,
+    /// `--emit-admission-audit-annotations` (Gatekeeper's flag, upstream after v3.23.1): every
+    /// VAP publishes the constraints that evaluated a request in the API server's audit log,
+    /// and every binding adds `Audit` beside `Deny` or `Warn`.
+    pub emit_admission_audit_annotations: bool,
     /// What parses a template's CEL (syntax only): the edge's, which has the stack and the
     /// memory for it.
     pub cel: CelChecker,
@@ -128,8 +175,23 @@ impl Options {
             policy_shape: PolicyShape::Narrowed,
             exemptions: Exemptions::lease_namespace(DEFAULT_LEASE_NAMESPACE),
             gatekeeper_namespace: DEFAULT_GATEKEEPER_NAMESPACE.into(),
+            webhook_configuration_name:
+                crate::model::gatekeeper_webhook::DEFAULT_CONFIGURATION_NAME.into(),
+            gatekeeper_webhook: None,
+            emit_admission_audit_annotations: false,
             cel,
         }
+    }
+
+    /// These options with Gatekeeper's validating webhook: the one of the configuration
+    /// [`Options::webhook_configuration_name`] names, if read.
+    pub fn with_gatekeeper_webhook(&self, webhooks: &[crate::model::GatekeeperWebhook]) -> Options {
+        let mut o = self.clone();
+        o.gatekeeper_webhook = webhooks
+            .iter()
+            .find(|w| w.configuration == self.webhook_configuration_name)
+            .cloned();
+        o
     }
 
     /// These options with the webhook exclusions of the Config Gatekeeper reconciles (the one
@@ -143,6 +205,7 @@ impl Options {
             .filter(|c| c.is_gatekeepers(&self.gatekeeper_namespace))
         {
             for n in &c.webhook_excluded {
+                o.exemptions.config_excluded.insert(n.clone());
                 if n.contains('*') {
                     o.exemptions.excluded_globs.insert(n.clone());
                 } else {

@@ -3,6 +3,7 @@
 
 pub mod constraint;
 pub mod gatekeeper_config;
+pub mod gatekeeper_webhook;
 pub mod meta;
 pub mod policy;
 pub mod served;
@@ -10,6 +11,7 @@ pub mod template;
 
 pub use constraint::{Constraint, EnforcementPoint, KindMatch, Match, ScopedAction};
 pub use gatekeeper_config::GatekeeperConfig;
+pub use gatekeeper_webhook::GatekeeperWebhook;
 pub use meta::{ObjectRef, OwnerRef, Source};
 pub use policy::{Binding, CrdInfo, PodStatus, Policy};
 pub use template::{ConstraintTemplate, NamedExpression, NativeSource, Target, Validation};

@@ -23,7 +23,6 @@ pub struct PolicyStep<'a> {
     /// What the desired VAP matches.
     coverage: Coverage,
     shape: PolicyShape,
-    inline: bool,
     kind_served: bool,
     pub action: Action<Box<ValidatingAdmissionPolicy>>,
 }
@@ -61,20 +60,31 @@ pub fn policy_step<'a>(
         } if kind_served => {
             let kind = template.kind.as_deref().unwrap_or_default();
             let matching = match opts.policy_shape {
-                PolicyShape::Gatekeeper => PolicyMatch::Gatekeeper,
+                shape @ (PolicyShape::Gatekeeper | PolicyShape::GatekeeperUnsynced) => {
+                    PolicyMatch::Gatekeeper {
+                        synced: shape == PolicyShape::Gatekeeper,
+                        webhook: opts.gatekeeper_webhook.as_ref(),
+                        exemptions: &opts.exemptions,
+                    }
+                }
                 PolicyShape::Narrowed | PolicyShape::Inline => PolicyMatch::Narrowed {
                     coverage,
                     exemptions: &opts.exemptions,
                 },
             };
-            let desired = Box::new(generate::policy(
+            match generate::policy(
                 template,
                 kind,
                 source,
                 *failure_policy,
                 matching,
-            ));
-            Action::against(desired, observed, |d, o| compare_policy(d, o, &owner))
+                opts.emit_admission_audit_annotations,
+            ) {
+                Ok(desired) => Action::against(Box::new(desired), observed, |d, o| {
+                    compare_policy(d, o, &owner)
+                }),
+                Err(reason) => Action::Unbuildable(reason),
+            }
         }
         TemplateVerdict::Generate { .. } => Action::Wait,
         // Not generating: ours goes (after its bindings, I2), unless the template is invalid:
@@ -93,7 +103,6 @@ pub fn policy_step<'a>(
         observed,
         coverage,
         shape: opts.policy_shape,
-        inline: opts.policy_shape == PolicyShape::Inline,
         kind_served,
         action,
     }
@@ -109,7 +118,7 @@ fn effective_coverage(
     shape: PolicyShape,
 ) -> Coverage {
     match shape {
-        PolicyShape::Gatekeeper => Coverage::everything(),
+        PolicyShape::Gatekeeper | PolicyShape::GatekeeperUnsynced => Coverage::everything(),
         PolicyShape::Narrowed | PolicyShape::Inline if !wanted.is_empty() => wanted.clone(),
         PolicyShape::Narrowed | PolicyShape::Inline => observed
             .map(observed_coverage)
@@ -150,7 +159,7 @@ impl<'a> PolicyStep<'a> {
     pub fn ready_once_written(&self) -> bool {
         match &self.action {
             Action::Create(_) | Action::InSync | Action::Update { .. } => true,
-            _ if self.inline => self.kind_served && self.verdict.generates(),
+            _ if self.shape == PolicyShape::Inline => self.kind_served && self.verdict.generates(),
             _ => false,
         }
     }
@@ -194,7 +203,7 @@ impl<'a> PolicyStep<'a> {
                 State::NotBound,
                 "none written while the template is invalid".into(),
             ),
-            Action::Nothing if self.inline && self.verdict.generates() => (
+            Action::Nothing if self.shape == PolicyShape::Inline && self.verdict.generates() => (
                 State::NotBound,
                 "one VAP per constraint (--policy-shape inline)".into(),
             ),
@@ -226,6 +235,10 @@ impl<'a> PolicyStep<'a> {
                 format!(
                     "{pname} has the name template {t} needs, but {why}; it is left alone: rename or delete it"
                 ),
+            ),
+            Action::Unbuildable(reason) => (
+                Code::TemplateError,
+                format!("{pname} for template {t} cannot be built: {reason}"),
             ),
             Action::Delete(reason) if self.verdict.generates() => (
                 Code::PolicyDangling,
