@@ -401,27 +401,40 @@ async fn build(client: &kube::Client, templates: usize, constraints: usize) {
         .await;
 }
 
-/// `kubectl-vap run --once --policy-shape <shape>` (the real binary).
+/// `kubectl-vap run --once --policy-shape <shape>` (the real binary), again while it exits
+/// with writes left: on a loaded machine `run --once` may take a takeover of thousands of
+/// objects for converged early ("did not converge; N write(s) still needed", a known issue of
+/// the reconciler's idle detection, docs/benchmarks.md); each run continues where the last one
+/// stopped, and the time reported is all of them.
 async fn converge(env: &TestEnv, shape: &str) {
-    let out = tokio::process::Command::new(cli::BIN)
-        .arg("--kubeconfig")
-        .arg(env.kubeconfig_admin())
-        .args([
-            "run",
-            "--once",
-            "--binding-wait=0s",
-            "--lease-namespace",
-            LEASE_NS,
-        ])
-        .arg(format!("--policy-shape={shape}"))
-        .output()
-        .await
-        .expect("run --once");
-    assert!(
-        out.status.success(),
-        "run --once --policy-shape {shape}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    for attempt in 1..=5 {
+        let out = tokio::process::Command::new(cli::BIN)
+            .arg("--kubeconfig")
+            .arg(env.kubeconfig_admin())
+            .args([
+                "run",
+                "--once",
+                "--binding-wait=0s",
+                "--lease-namespace",
+                LEASE_NS,
+            ])
+            .arg(format!("--policy-shape={shape}"))
+            .output()
+            .await
+            .expect("run --once");
+        if out.status.success() {
+            return;
+        }
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let left = stderr
+            .lines()
+            .find(|l| l.contains("did not converge"))
+            .map(str::to_string);
+        match left {
+            Some(line) if attempt < 5 => eprintln!("run --once --policy-shape {shape}: {line}; again"),
+            _ => panic!("run --once --policy-shape {shape}: {stderr}"),
+        }
+    }
 }
 
 /// How many bindings a VAP check warned for, by binding name: the API server's
