@@ -431,7 +431,9 @@ async fn converge(env: &TestEnv, shape: &str) {
             .find(|l| l.contains("did not converge"))
             .map(str::to_string);
         match left {
-            Some(line) if attempt < 5 => eprintln!("run --once --policy-shape {shape}: {line}; again"),
+            Some(line) if attempt < 5 => {
+                eprintln!("run --once --policy-shape {shape}: {line}; again")
+            }
             _ => panic!("run --once --policy-shape {shape}: {stderr}"),
         }
     }
