@@ -1643,6 +1643,107 @@ async fn e2e_inline_parameters_reach_the_api_server_as_written() {
     }
 }
 
+/// `--emit-admission-audit-annotations`, on the real API server with an audit log, in the
+/// narrowed and the inline shapes: a violating request's audit event holds the failed
+/// validation (`Audit` beside `Deny`) and the constraint that evaluated it
+/// (`<VAP>/constraint: Kind/name`), and a compliant one's the constraint alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_admission_audit_annotations_name_the_constraint_and_the_failure() {
+    let env = tokio::task::spawn_blocking(TestEnv::start_audited)
+        .await
+        .expect("env");
+    let client = env.client_admin().await;
+    gatekeeper::install_gatekeeper_crds(&client)
+        .await
+        .expect("template CRD");
+    for ns in [LEASE_NS, "audited"] {
+        testenv::ensure_namespace(&client, ns).await.expect("ns");
+    }
+    cluster::create_template_and_crd(&client, &labels_template()).await;
+    let spec = json!({ "match": { "kinds": [kinds("", &["ConfigMap"])], "namespaces": ["audited"] },
+                       "parameters": { "labels": ["owner"] } });
+    cluster::create_constraint(&client, &gatekeeper::constraint(LABELS_KIND, "owned", spec)).await;
+    let lower = LABELS_KIND.to_lowercase();
+    for (shape, vap) in [
+        ("narrowed", format!("gatekeeper-{lower}")),
+        ("inline", format!("gatekeeper-{lower}.owned")),
+    ] {
+        let mut cmd = cli::kubectl_vap();
+        cmd.arg("--kubeconfig").arg(env.kubeconfig_admin()).args([
+            "run",
+            "--once",
+            "--binding-wait=0s",
+            "--lease-namespace",
+            LEASE_NS,
+            "--emit-admission-audit-annotations",
+        ]);
+        cmd.arg(format!("--policy-shape={shape}"));
+        let out = cli::output(&mut cmd);
+        assert!(out.status.success(), "{shape}: {}", cli::stderr(&out));
+        let key = format!("{vap}/constraint");
+        // Each request: its own audit ID, its event read back.
+        let event = |labelled: bool, n: usize| {
+            let (env, client, shape) = (&env, &client, shape);
+            async move {
+                let labels = if labelled {
+                    json!({ "owner": "me" })
+                } else {
+                    json!({})
+                };
+                let id = format!("e2e-audit-{shape}-{labelled}-{n}");
+                let obj = configmap(&format!("a{n}"), "audited", labels);
+                let req = http::Request::builder()
+                    .method("POST")
+                    .uri("/api/v1/namespaces/audited/configmaps?dryRun=All")
+                    .header("Content-Type", "application/json")
+                    .header("Audit-ID", &id)
+                    .body(serde_json::to_vec(&obj).expect("json"))
+                    .expect("request");
+                let reply = kubectl_vap::admission::dryrun::send(client, req)
+                    .await
+                    .expect("an answer");
+                for _ in 0..20 {
+                    if let Some(e) = env.audit_events().into_iter().find(|e| {
+                        e["auditID"] == id.as_str() && e["stage"] == "ResponseComplete"
+                    }) {
+                        return (reply.ok(), e["annotations"].clone());
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                panic!("no audit event {id}")
+            }
+        };
+        let mut n = 0;
+        let (admitted, annotations) =
+            support::poll::eventually_some(&format!("{shape}: the policy in force"), SETTLE, || {
+                n += 1;
+                let e = event(false, n);
+                let key = key.clone();
+                async move {
+                    let (admitted, a) = e.await;
+                    (!admitted && a.get(&key).is_some()).then_some((admitted, a))
+                }
+            })
+            .await;
+        assert!(!admitted);
+        assert_eq!(
+            annotations[&key],
+            json!(format!("{LABELS_KIND}/owned")),
+            "{shape}: {annotations}"
+        );
+        let failure = annotations[AUDIT_ANNOTATION].as_str().unwrap_or_default();
+        assert!(
+            failure.contains("\"Deny\"") && failure.contains("\"Audit\"") && failure.contains("missing labels: owner"),
+            "{shape}: the failed validation in the audit event: {annotations}"
+        );
+        let (admitted, annotations) = event(true, 0).await;
+        assert!(admitted, "{shape}: a compliant ConfigMap is admitted");
+        assert_eq!(annotations[&key], json!(format!("{LABELS_KIND}/owned")));
+        assert!(annotations.get(AUDIT_ANNOTATION).is_none());
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Gatekeeper's Config.
 // ---------------------------------------------------------------------------------------------
