@@ -111,7 +111,7 @@ async fn run() {
             started.elapsed()
         );
         let first = (rows.len(), facts.len());
-        facts.push(format!("{size}: {}", rss(&env)));
+        facts.push(format!("{size}: {}", rss(&env).await));
 
         let none = measure(&client, n, "none").await;
         rows.push((size.clone(), "none", none));
@@ -121,7 +121,7 @@ async fn run() {
             let s = measure(&client, n, shape).await;
             facts.push(format!(
                 "{size} {shape}: run --once {took:.1} s (a takeover of what was there), every binding in force {settled:.1} s later; {}",
-                rss(&env)
+                rss(&env).await
             ));
             rows.push((size.clone(), shape, s));
             if variant && shape == "narrowed" {
@@ -150,12 +150,23 @@ async fn run() {
     facts.iter().for_each(|f| println!("{f}"));
 }
 
-/// The API server's resident memory now, and its peak.
-fn rss(env: &TestEnv) -> String {
+/// The API server's resident memory now, its peak, and its Go heap in use (the live part of
+/// it, from its own `/metrics`: RSS keeps what the garbage collector has not returned).
+async fn rss(env: &TestEnv) -> String {
     let pid = env.apiserver_pid().expect("kube-apiserver runs");
     let mib = |k: Option<u64>| k.map_or("?".into(), |k| format!("{:.0} MiB", k as f64 / 1024.0));
+    let heap = env
+        .apiserver_metrics()
+        .await
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find_map(|l| l.strip_prefix("go_memstats_heap_inuse_bytes "))
+                .and_then(|v| v.trim().parse::<f64>().ok())
+        })
+        .map_or("?".into(), |b| format!("{:.0} MiB", b / 1024.0 / 1024.0));
     format!(
-        "kube-apiserver RSS {} (peak {})",
+        "kube-apiserver RSS {} (peak {}), Go heap in use {heap}",
         mib(testenv::rss_kib(pid)),
         mib(testenv::peak_rss_kib(pid))
     )

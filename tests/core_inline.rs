@@ -353,3 +353,90 @@ proptest! {
         prop_assert_eq!(evaluated(&lit), v);
     }
 }
+
+/// `--policy-shape auto`, the command line's default: a template with at most
+/// `INLINE_AT_MOST` constraints gets a VAP per constraint, one with more one VAP with its
+/// constraints as params; crossing the line moves the kind over, each object once.
+#[test]
+fn auto_inlines_a_template_of_few_constraints_and_narrows_one_of_many() {
+    use kubectl_vap::core::options::INLINE_AT_MOST;
+    let auto = Options {
+        policy_shape: PolicyShape::Auto,
+        ..default_options()
+    };
+    assert_eq!(PolicyShape::Auto.for_template(0), PolicyShape::Inline);
+    assert_eq!(
+        PolicyShape::Auto.for_template(INLINE_AT_MOST),
+        PolicyShape::Inline
+    );
+    assert_eq!(
+        PolicyShape::Auto.for_template(INLINE_AT_MOST + 1),
+        PolicyShape::Narrowed
+    );
+    assert_eq!(PolicyShape::Narrowed.for_template(1), PolicyShape::Narrowed);
+    let with = |n: usize| {
+        let mut objects = vec![template("k8sx", "K8sX", cel_source(Some(true)))];
+        for i in 0..n {
+            objects.push(constraint(
+                "K8sX",
+                &format!("c{i}"),
+                json!({"parameters": {"labels": ["owner"]}}),
+            ));
+        }
+        objects
+    };
+    let creates = |objects: &[Value]| -> Vec<String> {
+        analyze(&snapshot(objects.to_vec()), &auto)
+            .plan
+            .iter()
+            .filter(|w| w.object.kind == "ValidatingAdmissionPolicy")
+            .map(|w| w.object.name.clone())
+            .collect()
+    };
+    let few = creates(&with(INLINE_AT_MOST));
+    assert_eq!(few.len(), INLINE_AT_MOST, "{few:?}");
+    assert!(
+        few.iter().all(|n| n.starts_with("gatekeeper-k8sx.")),
+        "{few:?}"
+    );
+    assert_eq!(creates(&with(INLINE_AT_MOST + 1)), ["gatekeeper-k8sx"]);
+    // An eleventh constraint on a converged inline kind: the template's VAP first, the
+    // bindings repointed, the constraints' VAPs last.
+    let cluster = apply_plan(with(INLINE_AT_MOST), &auto);
+    assert_eq!(plan_lines(&cluster, &auto), Vec::<String>::new());
+    let mut grown = cluster;
+    grown.push(constraint(
+        "K8sX",
+        "c-more",
+        json!({"parameters": {"labels": ["owner"]}}),
+    ));
+    let lines = plan_lines(&grown, &auto);
+    assert_eq!(
+        lines[0], "Create ValidatingAdmissionPolicy/gatekeeper-k8sx",
+        "{lines:?}"
+    );
+    let first_delete = lines
+        .iter()
+        .position(|l| l.starts_with("Delete"))
+        .expect("deletes");
+    assert!(
+        lines[..first_delete]
+            .iter()
+            .all(|l| !l.starts_with("Delete"))
+            && lines[first_delete..]
+                .iter()
+                .all(|l| l.starts_with("Delete ValidatingAdmissionPolicy/gatekeeper-k8sx.")),
+        "{lines:?}"
+    );
+    assert_eq!(
+        lines.len(),
+        1 + (INLINE_AT_MOST + 1) + INLINE_AT_MOST,
+        "{lines:?}"
+    );
+    let moved = apply_plan(grown, &auto);
+    assert_eq!(
+        plan_lines(&moved, &auto),
+        Vec::<String>::new(),
+        "then nothing"
+    );
+}

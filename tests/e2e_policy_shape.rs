@@ -1414,7 +1414,7 @@ async fn e2e_restarting_apiserver_judges_selected_requests_from_its_first_answer
                            "parameters": { "labels": ["owner"] } });
         cluster::create_constraint(&client, &gatekeeper::constraint(kind, "owner", spec)).await;
     }
-    let mut cmd = cli::kubectl_vap();
+    let mut cmd = cli::kubectl_vap_defaults();
     cmd.arg("--kubeconfig")
         .arg(env.kubeconfig_admin())
         .args([
@@ -1683,40 +1683,43 @@ async fn e2e_admission_audit_annotations_name_the_constraint_and_the_failure() {
         assert!(out.status.success(), "{shape}: {}", cli::stderr(&out));
         let key = format!("{vap}/constraint");
         // Each request: its own audit ID, its event read back.
-        let event = |labelled: bool, n: usize| {
-            let (env, client, shape) = (&env, &client, shape);
-            async move {
-                let labels = if labelled {
-                    json!({ "owner": "me" })
-                } else {
-                    json!({})
-                };
-                let id = format!("e2e-audit-{shape}-{labelled}-{n}");
-                let obj = configmap(&format!("a{n}"), "audited", labels);
-                let req = http::Request::builder()
-                    .method("POST")
-                    .uri("/api/v1/namespaces/audited/configmaps?dryRun=All")
-                    .header("Content-Type", "application/json")
-                    .header("Audit-ID", &id)
-                    .body(serde_json::to_vec(&obj).expect("json"))
-                    .expect("request");
-                let reply = kubectl_vap::admission::dryrun::send(client, req)
-                    .await
-                    .expect("an answer");
-                for _ in 0..20 {
-                    if let Some(e) = env.audit_events().into_iter().find(|e| {
-                        e["auditID"] == id.as_str() && e["stage"] == "ResponseComplete"
-                    }) {
-                        return (reply.ok(), e["annotations"].clone());
+        let event =
+            |labelled: bool, n: usize| {
+                let (env, client, shape) = (&env, &client, shape);
+                async move {
+                    let labels = if labelled {
+                        json!({ "owner": "me" })
+                    } else {
+                        json!({})
+                    };
+                    let id = format!("e2e-audit-{shape}-{labelled}-{n}");
+                    let obj = configmap(&format!("a{n}"), "audited", labels);
+                    let req = http::Request::builder()
+                        .method("POST")
+                        .uri("/api/v1/namespaces/audited/configmaps?dryRun=All")
+                        .header("Content-Type", "application/json")
+                        .header("Audit-ID", &id)
+                        .body(serde_json::to_vec(&obj).expect("json"))
+                        .expect("request");
+                    let reply = kubectl_vap::admission::dryrun::send(client, req)
+                        .await
+                        .expect("an answer");
+                    for _ in 0..20 {
+                        if let Some(e) = env.audit_events().into_iter().find(|e| {
+                            e["auditID"] == id.as_str() && e["stage"] == "ResponseComplete"
+                        }) {
+                            return (reply.ok(), e["annotations"].clone());
+                        }
+                        tokio::time::sleep(Duration::from_millis(100)).await;
                     }
-                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    panic!("no audit event {id}")
                 }
-                panic!("no audit event {id}")
-            }
-        };
+            };
         let mut n = 0;
-        let (admitted, annotations) =
-            support::poll::eventually_some(&format!("{shape}: the policy in force"), SETTLE, || {
+        let (admitted, annotations) = support::poll::eventually_some(
+            &format!("{shape}: the policy in force"),
+            SETTLE,
+            || {
                 n += 1;
                 let e = event(false, n);
                 let key = key.clone();
@@ -1724,8 +1727,9 @@ async fn e2e_admission_audit_annotations_name_the_constraint_and_the_failure() {
                     let (admitted, a) = e.await;
                     (!admitted && a.get(&key).is_some()).then_some((admitted, a))
                 }
-            })
-            .await;
+            },
+        )
+        .await;
         assert!(!admitted);
         assert_eq!(
             annotations[&key],
@@ -1734,7 +1738,9 @@ async fn e2e_admission_audit_annotations_name_the_constraint_and_the_failure() {
         );
         let failure = annotations[AUDIT_ANNOTATION].as_str().unwrap_or_default();
         assert!(
-            failure.contains("\"Deny\"") && failure.contains("\"Audit\"") && failure.contains("missing labels: owner"),
+            failure.contains("\"Deny\"")
+                && failure.contains("\"Audit\"")
+                && failure.contains("missing labels: owner"),
             "{shape}: the failed validation in the audit event: {annotations}"
         );
         let (admitted, annotations) = event(true, 0).await;

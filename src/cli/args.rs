@@ -340,15 +340,16 @@ pub struct GenerationArgs {
     /// Wait after a constraint CRD is Established before its first binding (e.g. 30s, 0s).
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
     pub binding_wait: Duration,
-    /// The shape of the generated objects: `narrowed` (one VAP per template with the
-    /// constraints as params; each binding its constraint's kinds and namespaces, each VAP its
-    /// constraints', exempt namespaces left out), `inline` (one VAP per constraint, its
+    /// The shape of the generated objects: `auto` (per template: `inline` for a template with
+    /// at most 10 constraints, `narrowed` beyond), `inline` (one VAP per constraint, its
     /// parameters written into the CEL: nothing to sync after an API server restart),
-    /// `gatekeeper` (Gatekeeper v3.23.1's objects byte for byte, as its default
+    /// `narrowed` (one VAP per template with the constraints as params; each binding its
+    /// constraint's kinds and namespaces, each VAP its constraints', exempt namespaces left
+    /// out), `gatekeeper` (Gatekeeper v3.23.1's objects byte for byte, as its default
     /// --sync-vap-enforcement-scope=true writes them: each VAP matches what its validating
     /// webhook does) or `gatekeeper-unsynced` (the same with =false: every create and update).
-    #[arg(long, default_value = "narrowed",
-          value_parser = ["narrowed", "inline", "gatekeeper", "gatekeeper-unsynced"])]
+    #[arg(long, default_value = "auto", env = "KUBECTL_VAP_POLICY_SHAPE",
+          value_parser = ["auto", "inline", "narrowed", "gatekeeper", "gatekeeper-unsynced"])]
     pub policy_shape: String,
     /// Gatekeeper's flag, accepted with --policy-shape gatekeeper: `false` writes Gatekeeper's
     /// objects as it does with --sync-vap-enforcement-scope=false (`gatekeeper-unsynced`).

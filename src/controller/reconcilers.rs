@@ -178,9 +178,17 @@ where
     if !matches!(verdict, TemplateVerdict::Skip { .. }) {
         ctx.cache.settled(name);
     }
+    // `--policy-shape auto`: this template's shape, by its number of constraints (read only
+    // when generating: a VAP that goes needs no shape).
+    let constraints = if verdict.generates() {
+        known!(world.constraints_of_kind(&kind))
+    } else {
+        Vec::new()
+    };
     let side = TemplateSide {
         name,
         template: &t,
+        shape: ctx.opts.policy_shape.for_template(constraints.len()),
         kind: &kind,
         verdict: &verdict,
         world,
@@ -198,11 +206,11 @@ where
         tracing::warn!(crd = %name, "not writing {name}: {why}; it is used as it is");
     }
     let (_, crd_outcome) = send(world, crd.write(Diff::Skip)).await;
+    let opts = &ctx.opts.for_template(constraints.len());
     // What the VAP must match: what the kind's constraints want (read only when generating:
     // a VAP that goes needs no coverage).
     let coverage = if verdict.generates() && crd.served() {
         let served = known!(world.served());
-        let constraints = known!(world.constraints_of_kind(&kind));
         let mut kept = std::collections::BTreeMap::new();
         for c in constraints.iter().filter(|c| c.spec_error.is_some()) {
             let name = names::binding_name(&c.kind, c.name());
@@ -213,7 +221,7 @@ where
         desired::policy_coverage(
             &constraints,
             |c| kept.get(&names::binding_name(&c.kind, c.name())),
-            ctx.opts,
+            opts,
             &served,
         )
     } else {
@@ -225,7 +233,7 @@ where
         crd.served(),
         observed.as_ref(),
         &coverage,
-        ctx.opts,
+        opts,
     );
     let outcome = if verdict.generates() {
         side.turn_on(&policy).await
@@ -239,6 +247,8 @@ where
 struct TemplateSide<'a, W, Q: Enqueue> {
     name: &'a str,
     template: &'a ConstraintTemplate,
+    /// The template's shape (`--policy-shape auto` resolved).
+    shape: PolicyShape,
     kind: &'a str,
     verdict: &'a TemplateVerdict,
     world: &'a W,
@@ -253,8 +263,7 @@ where
     /// The kind's opinion, from the verdict; `ready`: bindings may rest on the VAP (I1), as
     /// far as it matches (`coverage`).
     fn publish(&self, ready: bool, coverage: Coverage) {
-        let shape = self.ctx.opts.policy_shape;
-        let opinion = Opinion::of(self.template, self.verdict, ready, coverage, shape);
+        let opinion = Opinion::of(self.template, self.verdict, ready, coverage, self.shape);
         let (cache, queue) = (self.ctx.cache, self.ctx.queue);
         cache.should_generate_vap(self.kind, Some(opinion), self.world, queue);
     }

@@ -63,6 +63,8 @@ pub fn analyze(snap: &Snapshot, opts: &Options) -> Analysis {
         .zip(&verdicts)
         .map(|(t, v)| {
             let constraints = t.kind.as_deref().and_then(|k| by_kind.get(k));
+            // `--policy-shape auto` decided per template, by its number of constraints.
+            let opts = &opts.for_template(constraints.map_or(0, Vec::len));
             let coverage = desired::policy_coverage(
                 constraints.into_iter().flatten().copied(),
                 |c| index.binding_of(c),

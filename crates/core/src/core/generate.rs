@@ -490,7 +490,9 @@ pub fn binding(
             });
             (rules, Coverage::everything())
         }
-        PolicyShape::Narrowed => {
+        // Auto is resolved per template before a binding is built (`PolicyShape::for_template`);
+        // unresolved, it is narrowed.
+        PolicyShape::Narrowed | PolicyShape::Auto => {
             let (coverage, _) = scope::coverage_of(&c.matcher, served);
             namespace_selector = scope::binding_namespace_selector(&c.matcher, namespace_selector);
             (Some(coverage.rules(&any_operation, scope)), coverage)

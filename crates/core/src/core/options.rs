@@ -8,9 +8,12 @@ use std::time::Duration;
 /// `--policy-shape`: what the generated objects match before their CEL runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum PolicyShape {
+    /// Per template ([`PolicyShape::for_template`]): `Inline` for a template with at most
+    /// [`INLINE_AT_MOST`] constraints, `Narrowed` beyond (docs/generation.md, "The default").
+    #[default]
+    Auto,
     /// Bindings narrowed to their constraint's kinds and exact namespaces, each VAP to the
     /// union of its constraints, exempt namespaces left out (`core::scope`).
-    #[default]
     Narrowed,
     /// Gatekeeper v3.23.1's objects byte for byte under its default
     /// `--sync-vap-enforcement-scope=true`: each VAP matches what Gatekeeper's validating
@@ -29,7 +32,8 @@ pub enum PolicyShape {
 
 impl PolicyShape {
     /// Every shape, as `--policy-shape` names them.
-    pub const ALL: [PolicyShape; 4] = [
+    pub const ALL: [PolicyShape; 5] = [
+        PolicyShape::Auto,
         PolicyShape::Narrowed,
         PolicyShape::Inline,
         PolicyShape::Gatekeeper,
@@ -44,8 +48,19 @@ impl PolicyShape {
         )
     }
 
+    /// The shape of the objects of a template with `constraints` constraints: `Auto` resolved,
+    /// any other shape as it is.
+    pub fn for_template(self, constraints: usize) -> PolicyShape {
+        match self {
+            PolicyShape::Auto if constraints <= INLINE_AT_MOST => PolicyShape::Inline,
+            PolicyShape::Auto => PolicyShape::Narrowed,
+            shape => shape,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
+            PolicyShape::Auto => "auto",
             PolicyShape::Narrowed => "narrowed",
             PolicyShape::Gatekeeper => "gatekeeper",
             PolicyShape::Inline => "inline",
@@ -56,6 +71,13 @@ impl PolicyShape {
         Self::ALL.into_iter().find(|p| p.as_str() == s)
     }
 }
+
+/// `--policy-shape auto`: the most constraints a template may have and still get a VAP per
+/// constraint. Chosen from docs/benchmarks.md ("Admission cost of the generated policies"):
+/// each inline VAP costs the API server about 0.5–0.9 MiB of memory and compile time (1,250 of
+/// them: +1.1 GiB, 8.5 s), while a restart's window is the same for a template of one
+/// constraint as of a thousand; ten keeps the memory a template can add under ~10 MiB.
+pub const INLINE_AT_MOST: usize = 10;
 
 /// The namespaces no narrowed VAP applies to, as Gatekeeper exempts them from its webhook:
 /// by name (`--exempt-namespace`, and always the Lease's namespace), by prefix and by suffix.
@@ -165,13 +187,17 @@ pub struct Options {
 }
 
 impl Options {
-    /// Gatekeeper v3.20+ defaults, templates' CEL checked by `cel`.
+    /// Gatekeeper v3.20+ defaults, templates' CEL checked by `cel`; the shape `narrowed` (the
+    /// command line's default is `auto`).
     pub fn with_cel(cel: CelChecker) -> Self {
         Options {
             default_create_vap_for_templates: true,
             default_create_vap_binding_for_constraints: true,
             default_failure_policy: FailurePolicy::Fail,
             binding_wait: Duration::from_secs(30),
+            // The command line's default is `auto` (`cli::args::GenerationArgs`); the
+            // library's stays `narrowed`, which its tests and embedders were written for (one
+            // VAP per template). Each shape is tested by name.
             policy_shape: PolicyShape::Narrowed,
             exemptions: Exemptions::lease_namespace(DEFAULT_LEASE_NAMESPACE),
             gatekeeper_namespace: DEFAULT_GATEKEEPER_NAMESPACE.into(),
@@ -181,6 +207,14 @@ impl Options {
             emit_admission_audit_annotations: false,
             cel,
         }
+    }
+
+    /// These options for a template with `constraints` constraints (`--policy-shape auto`
+    /// resolved).
+    pub fn for_template(&self, constraints: usize) -> Options {
+        let mut o = self.clone();
+        o.policy_shape = self.policy_shape.for_template(constraints);
+        o
     }
 
     /// These options with Gatekeeper's validating webhook: the one of the configuration

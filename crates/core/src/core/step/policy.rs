@@ -67,10 +67,12 @@ pub fn policy_step<'a>(
                         exemptions: &opts.exemptions,
                     }
                 }
-                PolicyShape::Narrowed | PolicyShape::Inline => PolicyMatch::Narrowed {
-                    coverage,
-                    exemptions: &opts.exemptions,
-                },
+                PolicyShape::Narrowed | PolicyShape::Inline | PolicyShape::Auto => {
+                    PolicyMatch::Narrowed {
+                        coverage,
+                        exemptions: &opts.exemptions,
+                    }
+                }
             };
             match generate::policy(
                 template,
@@ -119,8 +121,10 @@ fn effective_coverage(
 ) -> Coverage {
     match shape {
         PolicyShape::Gatekeeper | PolicyShape::GatekeeperUnsynced => Coverage::everything(),
-        PolicyShape::Narrowed | PolicyShape::Inline if !wanted.is_empty() => wanted.clone(),
-        PolicyShape::Narrowed | PolicyShape::Inline => observed
+        PolicyShape::Narrowed | PolicyShape::Inline | PolicyShape::Auto if !wanted.is_empty() => {
+            wanted.clone()
+        }
+        PolicyShape::Narrowed | PolicyShape::Inline | PolicyShape::Auto => observed
             .map(observed_coverage)
             .filter(|c| !c.is_empty())
             .unwrap_or_else(Coverage::everything),
