@@ -73,10 +73,10 @@ impl PolicyShape {
 }
 
 /// `--policy-shape auto`: the most constraints a template may have and still get a VAP per
-/// constraint. Chosen from docs/benchmarks.md ("Admission cost of the generated policies"):
-/// each inline VAP costs the API server about 0.5–0.9 MiB of memory and compile time (1,250 of
-/// them: +1.1 GiB, 8.5 s), while a restart's window is the same for a template of one
-/// constraint as of a thousand; ten keeps the memory a template can add under ~10 MiB.
+/// constraint. Chosen from docs/benchmarks.md ("The shapes side by side, and the default"):
+/// each inline VAP costs the API server ~0.6 MiB of Go heap and compile time (5,000 of them:
+/// +3.1 GiB; 1,250: 8.5 s before every binding is in force), while one narrowed VAP serves a
+/// template's constraints at once; ten keeps what one template can add under ~6–10 MiB.
 pub const INLINE_AT_MOST: usize = 10;
 
 /// The namespaces no narrowed VAP applies to, as Gatekeeper exempts them from its webhook:
