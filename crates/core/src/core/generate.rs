@@ -394,9 +394,10 @@ fn audit_annotations(emit: bool, constraint: String) -> Option<Vec<ar::AuditAnno
 /// (`<VAP name>/constraint` in the audit event).
 pub const AUDIT_ANNOTATION_KEY: &str = "constraint";
 
-/// The constraint a paramKind VAP is evaluated for, as `Kind/name`; null (no annotation) when a
-/// binding has no param, so the expression never fails.
-const PARAM_CONSTRAINT: &str = "params != null && has(params.metadata) ? string(params.kind) + '/' + string(params.metadata.name) : null";
+/// The constraint a paramKind VAP is evaluated for, as `Kind/name`; empty (no annotation: the
+/// API server omits an empty value) when a binding has no param, so the expression never
+/// fails. (Not `null`: both branches must have one type to compile.)
+const PARAM_CONSTRAINT: &str = "params != null && has(params.metadata) ? string(params.kind) + '/' + string(params.metadata.name) : ''";
 
 /// The VAP for a template whose verdict is Generate. `kind` is the template's constraint kind.
 /// `Err`: Gatekeeper's shape cannot be built (its webhook shares no operation with the
