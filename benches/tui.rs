@@ -228,11 +228,11 @@ fn main() {
     update(&mut app, Action::StartFilter);
     for c in "c-0004".chars() {
         let t = Instant::now();
-        update(&mut app, Action::FilterPush(c));
+        update(&mut app, Action::PromptPush(c));
         term.draw(|f| view::draw(f, &mut app)).unwrap();
         typing.push(t.elapsed());
     }
-    update(&mut app, Action::FilterCancel);
+    update(&mut app, Action::PromptCancel);
     // Peak RSS before the live-update part, which analyses a second snapshot.
     let rss_tui = peak_rss_mib(std::process::id());
     // A live update: one binding disappears, then comes back (analysed off the UI thread, as

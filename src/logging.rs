@@ -32,6 +32,9 @@ pub fn init_cli(user: Option<&str>, verbose: bool) {
     let _ = fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // A closed stderr (`2>&1 | head`) loses log lines, nothing more: the subscriber would
+        // report it with `eprintln!`, which panics there.
+        .log_internal_errors(false)
         .with_target(false)
         // Colours only for a terminal: a CI log shows escape codes as noise.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
@@ -48,6 +51,7 @@ pub fn init_json(user: Option<&str>) {
         .json()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .log_internal_errors(false)
         .try_init();
     if let Some(p) = problem {
         tracing::warn!("{p}");

@@ -1,8 +1,8 @@
-//! `kubectl-vap`: parses the command line, runs the command, maps errors to exit codes
-//! (2: usage, input or connection; 1: `check` found problems; 0: fine).
+//! `kubectl-vap`: parses the command line, runs the command, ends with the exit code of the
+//! one table (`cli::exit::TABLE`: 0 clean, 1 findings, 2 cannot tell, 3 usage).
 
-use kubectl_vap::cli::{self, args::Cli};
-use kubectl_vap::text::{error_text, printable};
+use kubectl_vap::cli::{self, args::Cli, exit};
+use kubectl_vap::text::{error_text, printable_lines};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -10,16 +10,17 @@ fn main() -> ExitCode {
     // In-cluster, logs are JSON lines and so is the last word.
     let json = matches!(&cli.command, Some(cli::args::Command::Run(r)) if r.in_cluster);
     match cli::dispatch(cli) {
-        Ok(code) => code,
+        Ok(exit) => exit.into(),
         Err(e) => {
             let text = error_text(&*e);
             if json {
                 tracing::error!("{text}");
             } else {
-                // File names and messages can hold what the input put there.
-                eprintln!("error: {}", printable(&text));
+                // A message of several lines prints as lines; each line is escaped, since file
+                // names and messages can hold what the input put there.
+                cli::stdio::stderr_line(&format!("error: {}", printable_lines(&text)));
             }
-            ExitCode::from(2)
+            exit::of_error(&e).into()
         }
     }
 }

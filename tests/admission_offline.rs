@@ -1,5 +1,6 @@
 //! `kubectl vap test --offline`: which bindings and constraints in the files select each
-//! object, computed without a cluster (the kubeconfig points nowhere on purpose).
+//! object, computed without a cluster (`KUBECONFIG` points nowhere on purpose; the
+//! `--kubeconfig` flag is refused there, as every connection flag is where nothing connects).
 
 mod support;
 
@@ -54,7 +55,7 @@ metadata: {name: proxy, namespace: kube-system}
 fn vap(args: &[&str], stdin: &str) -> Output {
     output_with_stdin(
         kubectl_vap()
-            .args(["--kubeconfig", "/nonexistent/kubeconfig"])
+            .env("KUBECONFIG", "/nonexistent/kubeconfig")
             .args(args),
         stdin.as_bytes(),
     )
@@ -132,8 +133,9 @@ fn offline_test_says_which_constraints_select_each_object() {
     );
 }
 
+/// Bad input: cannot tell (2); no input at all: the command line is wrong (3).
 #[test]
-fn bad_input_and_no_input_exit_2() {
+fn bad_input_exits_2_and_no_input_3() {
     let out = vap(&["test", "--offline", "-f", "-"], "kind: ConfigMap\n");
     assert_eq!(out.status.code(), Some(2));
     assert!(
@@ -141,7 +143,7 @@ fn bad_input_and_no_input_exit_2() {
         "names the place"
     );
     let out = vap(&["test", "--offline"], "");
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&out.stderr).contains("needs -f"));
 }
 
@@ -159,7 +161,7 @@ fn as_group_needs_as() {
         ]),
         OBJECTS.as_bytes(),
     );
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(3), "a usage error");
     assert!(String::from_utf8_lossy(&out.stderr).contains("--as-group needs --as"));
 }
 
@@ -198,6 +200,62 @@ fn policies_given_twice_count_once_and_are_named() {
         err.contains(&format!(
             "{p}:2 is ignored: it is in the input again at {c}:2"
         )),
+        "{err}"
+    );
+}
+
+/// `test -n NS` as kubectl's `-n`: an object that names no namespace is judged in NS (offline,
+/// here: the constraint for `prod` selects it; without `-n` its namespace is not known); one
+/// that names another namespace is refused (exit 2), naming its place, as kubectl refuses it.
+#[test]
+fn test_n_puts_objects_without_a_namespace_there() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let policies = dir.path().join("policies.yaml");
+    std::fs::write(&policies, POLICIES).expect("write");
+    let p = policies.display().to_string();
+    let bare = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: bare}\n";
+    let selects = |extra: &[&str]| {
+        let args = [
+            &["test", "--offline", "-f", &p, "-f", "-", "-o", "json"],
+            extra,
+        ]
+        .concat();
+        let out = vap(&args, bare);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        let ns = report["objects"][0]["object"]["namespace"].clone();
+        let verdict = verdicts(&out)
+            .into_iter()
+            .find(|(o, b, _)| o == "bare" && b == "gatekeeper-k8srequiredlabels-cms-in-prod")
+            .map(|r| r.2)
+            .unwrap_or_default();
+        (ns, verdict)
+    };
+    assert_eq!(
+        selects(&["-n", "prod"]),
+        (Value::from("prod"), "yes".to_string())
+    );
+    assert_eq!(
+        selects(&["--namespace", "dev"]),
+        (Value::from("dev"), "no".to_string())
+    );
+    let (ns, verdict) = selects(&[]);
+    assert_eq!(ns, Value::Null);
+    assert_ne!(verdict, "yes", "without -n the namespace is not known");
+
+    let out = vap(
+        &["test", "--offline", "-n", "dev", "-f", "-"],
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x, namespace: prod}\n",
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("<stdin>:1") && err.contains("\"prod\"") && err.contains("-n prod"),
         "{err}"
     );
 }

@@ -163,7 +163,7 @@ fn bad_input_names_file_and_line_and_exits_2() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("/no/such/path: no such file"));
 
     let out = vap(&["check", "-o", "xml", "-f", &demo()]);
-    assert_eq!(out.status.code(), Some(2), "usage errors exit 2");
+    assert_eq!(out.status.code(), Some(3), "usage errors exit 3");
 }
 
 /// What a bug report needs, for people and as JSON: version, commit, build date, target, and
@@ -186,7 +186,7 @@ fn version_says_what_a_bug_report_needs() {
         );
     }
     assert!(
-        table.contains("admissionregistration.k8s.io  v1, v1beta1"),
+        table.contains("admissionregistration.k8s.io  v1 "),
         "{table}"
     );
 
@@ -229,7 +229,7 @@ fn version_says_what_a_bug_report_needs() {
             .unwrap_or_else(|| panic!("{group} in {v}"));
         serde_json::from_value(api["versions"].clone()).expect("versions")
     };
-    assert_eq!(versions("admissionregistration.k8s.io"), ["v1", "v1beta1"]);
+    assert_eq!(versions("admissionregistration.k8s.io"), ["v1"]);
     assert_eq!(versions("templates.gatekeeper.sh"), ["v1"]);
     assert_eq!(versions("constraints.gatekeeper.sh"), ["v1beta1"]);
     // The table and JSON say the same.
@@ -326,12 +326,12 @@ fn plan_exit_code_says_whether_writes_are_planned() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("No changes"));
 }
 
-/// Flags that would be ignored are refused: TUI flags on subcommands, files for commands
-/// that act on a cluster; `reconcile` says what it needs.
+/// Flags that would be ignored are refused (usage: exit 3): TUI flags on subcommands, files for
+/// commands that act on a cluster; `reconcile` says what it needs.
 #[test]
 fn flags_that_would_be_ignored_are_refused() {
     let out = vap(&["check", "--readonly", "-f", &demo()]);
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(3));
     let help = vap(&["check", "--help"]);
     let help = String::from_utf8_lossy(&help.stdout);
     assert!(
@@ -339,10 +339,10 @@ fn flags_that_would_be_ignored_are_refused() {
         "{help}"
     );
     let out = vap(&["replay", "k8sx", "-f", &demo()]);
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unexpected argument '-f'"));
     let out = vap(&["reconcile"]);
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(3));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("--all"),
         "{}",
@@ -481,9 +481,9 @@ fn subcommand_help_lists_no_tui_flags() {
     }
 }
 
-/// `-f` given to a subcommand that reads no files is refused (exit 2, as clap refuses any flag
-/// the command does not take), never ignored: `install -f x` printing manifests as if `x` had
-/// been read. Given before the command, the TUI's `-f` is refused too.
+/// `-f` given to a subcommand that reads no files is refused (usage: exit 3, as clap refuses
+/// any flag the command does not take), never ignored: `install -f x` printing manifests as if
+/// `x` had been read. Given before the command, the TUI's `-f` is refused too.
 #[test]
 fn files_are_refused_where_they_would_be_ignored() {
     let demo = demo();
@@ -497,31 +497,32 @@ fn files_are_refused_where_they_would_be_ignored() {
     ] {
         let out = vap(&[args, &["-f", &demo]].concat());
         let err = stderr(&out);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(out.status.code(), Some(3), "{args:?}: {err}");
         assert!(out.stdout.is_empty(), "{args:?} did nothing");
         assert!(err.contains("unexpected argument '-f'"), "{args:?}: {err}");
     }
     let out = vap(&["-f", &demo, "check"]);
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(3));
     assert!(
         stderr(&out)
             .contains("--filename before the command is the TUI's; for `check`, give it after"),
         "{}",
         stderr(&out)
     );
-    // kubectl's connection flags go before or after the command.
-    let out = vap(&["--context", "nowhere", "check", "-f", &demo]);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    let out = vap(&[
-        "--log",
-        "error",
-        "check",
-        "-f",
-        &demo,
-        "--context",
-        "nowhere",
-    ]);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    // kubectl's connection flags go before or after a command that connects: here to a
+    // server that is not there, named in the error (exit 2, cannot tell).
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = dead_kubeconfig(dir.path());
+    let kubeconfig = kubeconfig.to_str().expect("utf8 path");
+    for args in [
+        &["--kubeconfig", kubeconfig, "check"][..],
+        &["--log", "error", "check", "--kubeconfig", kubeconfig],
+    ] {
+        let out = vap(args);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("https://127.0.0.1:1"), "{args:?}: {err}");
+    }
 }
 
 /// Three constraints sharing a kind and name: every ignored copy is an `input-duplicate`
@@ -614,12 +615,12 @@ fn check_wide_adds_source_and_related_columns() {
     );
     // Commands without a table refuse wide rather than ignore it.
     let out = vap(&["plan", "-f", &demo(), "-o", "wide"]);
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(3));
 }
 
 /// Each command's help shows the flags it takes and no other: the TUI's, files, the Lease and
 /// generation flags only where they are used (check and plan read the leader's settings from
-/// its Lease); kubectl's connection flags everywhere.
+/// its Lease); kubectl's connection flags where the command connects, and the exit codes.
 #[test]
 fn each_help_shows_only_the_flags_its_command_uses() {
     let help = |cmd: &str| {
@@ -629,28 +630,42 @@ fn each_help_shows_only_the_flags_its_command_uses() {
     };
     let has =
         |h: &str, flag: &str| h.contains(&format!("{flag} ")) || h.contains(&format!("{flag}\n"));
-    //            command      -f     lease  generation
-    for (cmd, files, lease, gen_flags) in [
-        ("check", true, true, true),
-        ("plan", true, true, true),
-        ("test", true, false, true),
-        ("run", false, true, true),
-        ("replay", false, true, true),
-        ("reconcile", false, true, true),
-        ("audit", false, false, false),
-        ("install", false, false, false),
-        ("version", false, false, false),
+    //            command      -f     lease  generation  connects
+    for (cmd, files, lease, gen_flags, connects) in [
+        ("check", true, true, true, true),
+        ("plan", true, true, true, true),
+        ("test", true, false, true, true),
+        ("run", false, true, true, true),
+        ("replay", false, true, true, true),
+        ("reconcile", false, true, true, true),
+        ("audit", false, false, false, true),
+        ("install", false, false, false, false),
+        ("version", false, false, false, false),
     ] {
         let h = help(cmd);
         assert_eq!(has(&h, "--filename"), files, "{cmd}: {h}");
         assert_eq!(has(&h, "--max-input-bytes"), files, "{cmd}: {h}");
         assert_eq!(has(&h, "--lease-namespace"), lease, "{cmd}: {h}");
         assert_eq!(has(&h, "--binding-wait"), gen_flags, "{cmd}: {h}");
+        for flag in [
+            "--kubeconfig",
+            "--context",
+            "--cluster",
+            "--user",
+            "--server",
+            "--token",
+            "--certificate-authority",
+            "--insecure-skip-tls-verify",
+            "--as",
+            "--request-timeout",
+        ] {
+            assert_eq!(has(&h, flag), connects, "{cmd} {flag}: {h}");
+        }
+        assert!(!has(&h, "--readonly"), "{cmd}: {h}");
         assert!(
-            has(&h, "--kubeconfig") && has(&h, "--context"),
+            h.contains("Exit codes") && h.contains("3  usage"),
             "{cmd}: {h}"
         );
-        assert!(!has(&h, "--readonly"), "{cmd}: {h}");
     }
     let audit = help("audit");
     assert!(
@@ -660,11 +675,11 @@ fn each_help_shows_only_the_flags_its_command_uses() {
 }
 
 /// Bare `install` applies nothing and prints no manifests someone could take for an
-/// installation: it says what to run (exit 2, as a usage error).
+/// installation: it says what to run (exit 3, a usage error).
 #[test]
 fn install_without_print_says_how_to_install() {
     let out = vap(&["install"]);
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(3));
     assert!(out.stdout.is_empty());
     assert!(
         stderr(&out).contains("kubectl vap install --print | kubectl apply -f -"),
@@ -709,4 +724,240 @@ fn gatekeepers_config_in_the_input_exempts_its_namespaces() {
             && text.contains(r#"^cfg\\\\-skip\\\\-.*$"#),
         "{text}"
     );
+}
+
+/// `cmd` with standard output (and, with `close_stderr`, standard error) a pipe whose reader
+/// has already gone, as `kubectl vap plan | head -1` leaves it once `head` exits.
+fn with_closed_pipes(mut cmd: std::process::Command, close_stderr: bool) -> Output {
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    cmd.stdout(writer.try_clone().expect("the pipe's writer"));
+    if close_stderr {
+        cmd.stderr(writer);
+    } else {
+        cmd.stderr(std::process::Stdio::piped());
+    }
+    cmd.spawn()
+        .and_then(|c| c.wait_with_output())
+        .expect("runs")
+}
+
+/// Every command that writes to standard output, in every format, survives a reader that went
+/// away (`| head -1`): no panic (before: "failed printing to stdout: Broken pipe", exit 101,
+/// for `plan` in all three formats), and the exit code the table says for what it found. The
+/// same with standard error closed too (its warnings and logs go nowhere, nothing more).
+#[test]
+fn a_closed_pipe_ends_no_command_in_a_panic() {
+    let demo = demo();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cm = dir.path().join("cm.yaml");
+    std::fs::write(
+        &cm,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x, namespace: prod}\n",
+    )
+    .expect("write");
+    let cm = cm.to_str().expect("utf8 path");
+    let mut cases: Vec<(Vec<&str>, i32)> = Vec::new();
+    for o in ["table", "wide", "json", "yaml"] {
+        cases.push((vec!["check", "-f", &demo, "-o", o], 1));
+        cases.push((vec!["version", "-o", o], 0));
+    }
+    for o in ["table", "json", "yaml"] {
+        cases.push((vec!["plan", "-f", &demo, "-o", o], 0));
+        cases.push((vec!["plan", "--exit-code", "-f", &demo, "-o", o], 1));
+        cases.push((vec!["test", "--offline", "-f", &demo, "-f", cm, "-o", o], 0));
+    }
+    cases.extend([
+        (vec!["install", "--print", "--metrics-service"], 0),
+        (vec!["help"], 0),
+        (vec!["help", "rbac"], 0),
+        (vec!["help", "check"], 0),
+        (vec!["--help"], 0),
+        (vec!["check", "--help"], 0),
+        (vec!["--version"], 0),
+        // Errors go to standard error: closed too below.
+        (vec!["check", "-f", "/no/such/path"], 2),
+        (vec!["check", "--no-such-flag"], 3),
+        // A warning on stderr, the report on stdout.
+        (vec!["check", "--log", "loud[[", "-f", &demo], 1),
+    ]);
+    for (args, code) in &cases {
+        for close_stderr in [false, true] {
+            let mut cmd = kubectl_vap();
+            cmd.args(args).env_remove("KUBECONFIG");
+            let out = with_closed_pipes(cmd, close_stderr);
+            let err = stderr(&out);
+            assert_eq!(
+                out.status.code(),
+                Some(*code),
+                "{args:?} (stderr closed: {close_stderr}): {err}"
+            );
+            assert!(!err.contains("panicked"), "{args:?}: {err}");
+        }
+    }
+}
+
+/// What guards the test above for commands it cannot reach without a cluster: no source file
+/// prints with the macros that panic on a closed pipe; `cli::stdio` is the one writer.
+#[test]
+fn only_cli_stdio_writes_to_stdout_and_stderr() {
+    fn walk(dir: &std::path::Path, found: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).expect("src").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(&path, found);
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "rs") || path.ends_with("cli/stdio.rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).expect("source");
+            for (i, line) in text.lines().enumerate() {
+                let code = line.split("//").next().unwrap_or_default();
+                if ["print!(", "println!(", "eprint!(", "eprintln!("]
+                    .iter()
+                    .any(|m| code.contains(m))
+                {
+                    found.push(format!("{}:{}: {}", path.display(), i + 1, line.trim()));
+                }
+            }
+        }
+    }
+    let mut found = Vec::new();
+    walk(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+        &mut found,
+    );
+    assert!(
+        found.is_empty(),
+        "use cli::stdio::stdout / errln!, which survive a closed pipe:\n{}",
+        found.join("\n")
+    );
+}
+
+/// The exit-code table, end to end on commands that need no cluster: 0 printed, 1 findings,
+/// 2 cannot tell (input that cannot be read), 3 usage (including flags that would be ignored:
+/// connection flags where nothing connects, before or after the command).
+#[test]
+fn every_command_follows_the_exit_code_table() {
+    let demo = demo();
+    let cases: [(&[&str], i32); 16] = [
+        (&["version"], 0),
+        (&["install", "--print"], 0),
+        (&["help", "prerequisites"], 0),
+        (&["check", "-f", &demo], 1),
+        (&["plan", "--exit-code", "-f", &demo], 1),
+        (&["check", "-f", "/no/such/path"], 2),
+        (&["install"], 3),
+        (&["help", "no-such-topic"], 3),
+        (&["check", "--no-such-flag"], 3),
+        (&["version", "--context", "nowhere"], 3),
+        (&["--context", "nowhere", "version"], 3),
+        (&["install", "--print", "--server", "https://x"], 3),
+        (&["check", "-f", &demo, "--token", "t"], 3),
+        (&["plan", "-f", &demo, "--insecure-skip-tls-verify"], 3),
+        (&["--as", "alice", "check", "-f", &demo], 3),
+        (&["test", "--offline", "-f", &demo, "--context", "c"], 3),
+    ];
+    for (args, code) in cases {
+        let out = vap(args);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
+        if code == 3
+            && args.iter().any(|a| {
+                [
+                    "--context",
+                    "--server",
+                    "--token",
+                    "--as",
+                    "--insecure-skip-tls-verify",
+                ]
+                .contains(a)
+            })
+        {
+            assert!(
+                err.contains("unexpected argument") || err.contains("is a connection flag"),
+                "{args:?} says why: {err}"
+            );
+        }
+    }
+}
+
+/// kubectl's `--server` needs no kubeconfig: with none at all (no file, no `KUBECONFIG`),
+/// `check --server URL --token T --insecure-skip-tls-verify` connects there — to a port where
+/// nothing listens, named in the error (exit 2).
+#[test]
+fn the_server_flag_needs_no_kubeconfig() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let out = output(
+        kubectl_vap()
+            .args(["check", "--server", "https://127.0.0.1:1", "--token", "t"])
+            .arg("--insecure-skip-tls-verify")
+            .env_remove("KUBECONFIG")
+            .env("HOME", home.path()),
+    );
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("https://127.0.0.1:1") && err.contains("Connection refused"),
+        "{err}"
+    );
+    // Without --server and without a kubeconfig, it says what is missing.
+    let out = output(
+        kubectl_vap()
+            .arg("check")
+            .env_remove("KUBECONFIG")
+            .env("HOME", home.path()),
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("kubeconfig"), "{}", stderr(&out));
+}
+
+/// `kubectl vap help TOPIC` holds what a krew user has no docs/ folder for: what must be true
+/// before `run`, how to switch Gatekeeper's generator off, what the roles grant, the exit
+/// codes; `help COMMAND` is that command's help; nothing points into the repository.
+#[test]
+fn help_topics_say_what_the_docs_would() {
+    let text = |args: &[&str]| {
+        let out = vap(args);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let all = text(&["help"]);
+    for topic in ["prerequisites", "gatekeeper", "rbac", "exit-codes"] {
+        assert!(
+            all.contains(&format!("  {topic} ")),
+            "{topic} listed: {all}"
+        );
+        let t = text(&["help", topic]);
+        assert!(!t.contains("docs/"), "{topic}: {t}");
+    }
+    let pre = text(&["help", "prerequisites"]);
+    assert!(
+        pre.contains("kubectl get crd constrainttemplates.templates.gatekeeper.sh")
+            && pre.contains("--operation=generate"),
+        "{pre}"
+    );
+    assert!(text(&["help", "exit-codes"]).contains("3  usage"));
+    assert!(text(&["help", "check"]).contains("Usage: kubectl vap check"));
+    let out = vap(&["help", "no-such-topic"]);
+    assert!(stderr(&out).contains("prerequisites"), "{}", stderr(&out));
+}
+
+/// With `KUBECONFIG` set, a usage error's usage line does not show `--kubeconfig <KUBECONFIG>`
+/// as if it were required (clap printed flags filled from the environment there).
+#[test]
+fn a_usage_line_shows_no_flag_the_environment_filled() {
+    let out = output(
+        kubectl_vap()
+            .arg("reconcile")
+            .env("KUBECONFIG", "/nonexistent/kubeconfig"),
+    );
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    let usage = err
+        .lines()
+        .find(|l| l.starts_with("Usage:"))
+        .unwrap_or_else(|| panic!("a usage line: {err}"));
+    assert_eq!(usage, "Usage: kubectl vap reconcile <TEMPLATE|--all>");
 }

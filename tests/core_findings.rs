@@ -316,6 +316,38 @@ fn template_and_constraint_errors_freeze_what_exists() {
     assert!(analyze(&s, &default_options()).plan.is_empty());
 }
 
+/// A stub of an object the cluster layer could not decode (its spec gone, `UNDECODABLE`
+/// saying why) is an error of that object, which freezes what exists: its binding, or its
+/// template's VAP and bindings, stay; nothing else is touched.
+#[test]
+fn an_undecodable_object_is_a_finding_on_itself_and_freezes_what_exists() {
+    let undecodable = kubectl_vap::model::UNDECODABLE;
+    let why = "it nests deeper than the 128 levels a JSON decoder here accepts";
+    let mut objs = converged(base());
+    replace(&mut objs, "a", |c| {
+        c["spec"] = json!({});
+        c[undecodable] = json!(why);
+    });
+    let s = snapshot(objs);
+    let a = analyze(&s, &default_options());
+    assert_eq!(codes(&s), vec![Code::ConstraintError]);
+    assert!(
+        a.findings[0].message.contains("cannot be decoded") && a.findings[0].message.contains(why),
+        "{:?}",
+        a.findings
+    );
+    assert!(a.plan.is_empty(), "its binding stays: {:?}", a.plan);
+
+    let mut objs = converged(base());
+    replace(&mut objs, "k8sx", |t| {
+        t["spec"] = json!({ "crd": { "spec": { "names": { "kind": "K8sX" } } } });
+        t[undecodable] = json!(why);
+    });
+    let s = snapshot(objs);
+    assert_eq!(codes(&s), vec![Code::TemplateError]);
+    assert!(analyze(&s, &default_options()).plan.is_empty());
+}
+
 #[test]
 fn orphan_constraints_and_waiting_bindings_are_info() {
     let mut objs = base();

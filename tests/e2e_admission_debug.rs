@@ -20,6 +20,7 @@ use kubectl_vap::model::Constraint;
 use serde_json::{Value, json};
 use support::cli::stdout_json as json_of;
 use support::cluster;
+use support::library::{self, NS, sample};
 use support::objects::{binding_for, constraint_of, policy_for, required_labels_template};
 use support::poll;
 use testenv::{TestEnv, gatekeeper};
@@ -632,14 +633,6 @@ async fn an_existing_bound_pod_gets_the_policys_verdict_not_an_invalid_update() 
     );
 }
 
-/// A YAML document of a library sample, as JSON.
-fn sample(dir: &std::path::Path, file: &str) -> Value {
-    let path = dir.join(file);
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-    serde_norway::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
 /// `test` on each library-style sample (tests/fixtures/library/<template>/): the template, its
 /// constraint CRD and VAP, the constraint and its binding created as written; once the binding
 /// is in force, the real binary denies `example_disallowed.yaml` (exit 1), attributed binding
@@ -649,22 +642,11 @@ fn sample(dir: &std::path::Path, file: &str) -> Value {
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn test_on_each_library_sample_denies_and_admits_with_attribution() {
     let w = World::new().await;
-    // The namespace every sample's constraint matches and every example lives in.
-    const NS: &str = "library-samples";
     testenv::ensure_namespace(&w.client, NS)
         .await
         .expect("the samples' namespace");
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/library");
-    // Per sample, the message its disallowed example is denied with.
-    let samples = [
-        (
-            "k8sallowedrepos",
-            "every container image must come from an allowed repository",
-        ),
-        ("k8sdisallowedtags", "container image uses a disallowed tag"),
-        ("k8sreplicalimits", "replicas out of range"),
-        ("k8srequiredlabels", "missing required labels: cost-center"),
-    ];
+    let root = library::root();
+    let samples = library::SAMPLES;
     let on_disk: BTreeSet<String> = std::fs::read_dir(&root)
         .expect("tests/fixtures/library")
         .filter_map(|e| e.ok())
@@ -1223,21 +1205,21 @@ async fn the_tuis_test_reports_verdicts_as_event_lines() {
 async fn the_tui_keeps_audit_results_and_marks_them_stale_after_an_edit() {
     use kube::api::{Patch, PatchParams};
     use kubectl_vap::tui::tree_view::key_of;
-    use kubectl_vap::tui::{Action, App, Msg, Notify, Source, dispatch, live_source::Live, view};
+    use kubectl_vap::tui::{Action, App, Notify, Source, dispatch, live_source::Live, view};
     let w = World::new().await;
     let (kind, c) = w.one_violator("AdmTuiKept", "TK").await;
     let conn = w.conn();
     let lease = ("kube-system".to_string(), w.env.unique_name("tui-lease"));
     let mut live = Live::new(&conn, default_options(), false, lease);
-    let (tx, rx) = std::sync::mpsc::channel();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     live.start(Notify(tx));
     let mut app = App::new(false);
     // Feeds the source's actions to the app until `done` holds.
-    let pump = |app: &mut App, what: &str, done: &dyn Fn(&App) -> bool| {
+    let mut pump = async |app: &mut App, what: &str, done: &dyn Fn(&App) -> bool| {
         let start = Instant::now();
         while !done(app) {
             assert!(start.elapsed() < TIMEOUT, "no {what} within {TIMEOUT:?}");
-            if let Ok(Msg::Action(a)) = rx.recv_timeout(Duration::from_millis(200)) {
+            if let Ok(Some(a)) = tokio::time::timeout(Duration::from_millis(200), rx.recv()).await {
                 dispatch(app, a, &mut |_| None);
             }
         }
@@ -1253,7 +1235,8 @@ async fn the_tui_keeps_audit_results_and_marks_them_stale_after_an_edit() {
     };
     pump(&mut app, "constraint in the live snapshot", &|a| {
         constraint_generation(a).is_some()
-    });
+    })
+    .await;
     let node = format!("constraint/{kind}/{}", c.name());
     // Templates start collapsed: open this one (as enter does), then select its constraint.
     let template = key_of(&format!("template/{}", kind.to_lowercase()));
@@ -1263,7 +1246,8 @@ async fn the_tui_keeps_audit_results_and_marks_them_stale_after_an_edit() {
     dispatch(&mut app, Action::Audit, &mut |cmd| live.execute(cmd));
     pump(&mut app, "audit result", &|a| {
         a.violations.get(&kind, c.name()).is_some()
-    });
+    })
+    .await;
     let screen = |app: &mut App| {
         let mut term =
             ratatui::Terminal::new(ratatui::backend::TestBackend::new(260, 50)).expect("backend");
@@ -1305,9 +1289,12 @@ async fn the_tui_keeps_audit_results_and_marks_them_stale_after_an_edit() {
     .expect("editing the constraint");
     pump(&mut app, "the edited constraint", &|a| {
         constraint_generation(a) != before
-    });
+    })
+    .await;
     let text = screen(&mut app);
     assert!(row(&text).contains("1 violation (stale)"), "{text}");
     assert!(text.contains("stale — press a to re-audit"), "{text}");
-    live.stop();
+    if let Some(task) = live.stop() {
+        let _ = tokio::time::timeout(Duration::from_secs(20), task).await;
+    }
 }

@@ -413,6 +413,9 @@ async fn e2e_the_image_runs_the_install_manifests() {
         "deployment.apps",
         "poddisruptionbudget.policy",
         "service",
+        // The guard (kubectl-vap-guard).
+        "validatingadmissionpolicy.admissionregistration.k8s.io",
+        "validatingadmissionpolicybinding.admissionregistration.k8s.io",
     ] {
         assert!(
             dry.contains(&format!("{kind}/kubectl-vap")) && dry.contains("(server dry run)"),
@@ -433,6 +436,9 @@ async fn e2e_the_image_runs_the_install_manifests() {
     let pod = &deployment["spec"]["template"]["spec"];
     let c = &pod["containers"][0];
     assert_eq!(c["image"], image.as_str());
+    // The image's binary, `run --in-cluster` stated in the args.
+    assert_eq!(strings(&c["command"]), [facts.entrypoint[0].clone()]);
+    assert_eq!(strings(&c["args"])[..2], ["run", "--in-cluster"]);
     let sc = &c["securityContext"];
     assert_eq!(sc["readOnlyRootFilesystem"], true);
     assert_eq!(sc["allowPrivilegeEscalation"], false);
@@ -455,7 +461,7 @@ async fn e2e_the_image_runs_the_install_manifests() {
     std::fs::copy(env.dir().join("certs/apiserver.crt"), sa.join("ca.crt")).expect("ca");
     std::fs::write(sa.join("namespace"), &ns).expect("namespace");
 
-    // Two containers of the pod template: the image's entrypoint, the Deployment's args, its
+    // Two containers of the pod template: the Deployment's command and args, its
     // security context; host network to reach the API server on 127.0.0.1, so each gets its
     // own metrics port (two pods would each have 8080 in their own network namespace).
     let seccomp = runtime_default_seccomp();
@@ -484,7 +490,12 @@ async fn e2e_the_image_runs_the_install_manifests() {
         let mut config = base.clone();
         let process = &mut config["process"];
         process["terminal"] = json!(false);
-        process["args"] = json!([&facts.entrypoint[..], &args[..]].concat());
+        // As the kubelet runs it: the container's command replaces the image's entrypoint.
+        let command = match strings(&c["command"]) {
+            command if command.is_empty() => facts.entrypoint.clone(),
+            command => command,
+        };
+        process["args"] = json!([&command[..], &args[..]].concat());
         let mut envs = strings(&process["env"]);
         envs.extend([
             "KUBERNETES_SERVICE_HOST=127.0.0.1".to_string(),

@@ -657,9 +657,11 @@ fn core_packages(root: &Path) -> Vec<String> {
         ])
         .output()
         .expect("cargo tree runs");
+    // --offline: a test downloads nothing. scripts/test runs `cargo fetch` first, which
+    // fetches every platform's crates (a build fetches only this platform's).
     assert!(
         out.status.success(),
-        "cargo tree: {}",
+        "cargo tree: {}(run `cargo fetch` first: it downloads the crates of every platform)",
         String::from_utf8_lossy(&out.stderr)
     );
     let mut packages: Vec<String> = String::from_utf8_lossy(&out.stdout)

@@ -5,14 +5,15 @@
 use chrono::TimeZone;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use kubectl_vap::controller::{
-    AccessError, AccessErrorKind, ClusterEvent, Connection, EventResult, EventVerb, LeaderHealth,
-    LeaseInfo, LiveState, ReconcileEvent,
+    AccessError, AccessErrorKind, ClusterEvent, Connection, EventResult, EventVerb, Happened,
+    LeaderHealth, LeaseInfo, LiveState, ReconcileEvent,
 };
 use kubectl_vap::core::tree::Node;
 use kubectl_vap::load::cel::default_options;
 use kubectl_vap::model::ObjectRef;
+use kubectl_vap::tui::app::{Mode, PromptKind};
 use kubectl_vap::tui::keymap::Screen;
-use kubectl_vap::tui::live_source::{EventCursor, data_from_live};
+use kubectl_vap::tui::live_source::data_from_live;
 use kubectl_vap::tui::tree_view::key_of;
 use kubectl_vap::tui::{Action, App, Data, Offline, WriteCommand, dispatch, view};
 use ratatui::Terminal;
@@ -53,14 +54,17 @@ fn live_state() -> LiveState {
 }
 
 fn live_data(state: &LiveState, reconcile: bool) -> Arc<Data> {
-    let events = EventCursor::default().new_events(state);
     Arc::new(data_from_live(
-        state,
+        Arc::new(state.clone()),
         "kind-payments",
         reconcile,
         &default_options(),
-        events,
     ))
+}
+
+/// What the controller's feed tells, as the live source forwards it.
+fn told(h: Happened) -> Action {
+    Action::Happened(Arc::new(h))
 }
 
 struct Ui {
@@ -123,6 +127,22 @@ impl Ui {
             ))
         });
         self.draw();
+    }
+
+    /// The write waiting for y/n, if one is.
+    fn confirm(&self) -> Option<WriteCommand> {
+        match &self.app.mode {
+            Mode::Confirm(cmd) => Some(cmd.clone()),
+            _ => None,
+        }
+    }
+
+    /// The line being typed, if one is, for `kind`.
+    fn typing(&self, kind: PromptKind) -> Option<String> {
+        match &self.app.mode {
+            Mode::Prompt(p) if p.kind == kind => Some(p.line.clone()),
+            _ => None,
+        }
     }
 
     fn key(&mut self, code: KeyCode) {
@@ -236,7 +256,7 @@ fn tui_filtered() {
     let typing = ui.screen();
     assert!(typing.contains("/missing█"), "{typing}");
     ui.key(KeyCode::Enter);
-    assert!(!ui.app.editing_filter);
+    assert_eq!(ui.app.mode, Mode::Normal);
     insta::assert_snapshot!("filtered", ui.screen());
     // Names match too.
     ui.key(KeyCode::Esc);
@@ -420,7 +440,7 @@ fn tui_readonly() {
     insta::assert_snapshot!("readonly", ui.screen());
     for k in ['p', 'r', 'R'] {
         ui.key(KeyCode::Char(k));
-        assert!(ui.app.confirm.is_none(), "{k} is not handled in read-only");
+        assert!(ui.confirm().is_none(), "{k} is not handled in read-only");
         assert!(ui.executed.is_empty());
         assert!(
             ui.screen()
@@ -454,7 +474,7 @@ fn tui_refused_action_offline() {
     let mut ui = Ui::new(false, offline_data(), 150, 36);
     ui.select(&["template/k8srequiredlabels"]);
     ui.key(KeyCode::Char('r'));
-    assert!(ui.app.confirm.is_none(), "refused before asking");
+    assert!(ui.confirm().is_none(), "refused before asking");
     assert!(ui.executed.is_empty());
     insta::assert_snapshot!("refused_action", ui.screen());
 }
@@ -469,7 +489,7 @@ fn tui_write_asks_then_sends() {
     ]);
     ui.key(KeyCode::Char('p'));
     assert_eq!(
-        ui.app.confirm,
+        ui.confirm(),
         Some(WriteCommand::Replay("k8srequiredlabels".into()))
     );
     insta::assert_snapshot!("confirm", ui.screen());
@@ -489,7 +509,7 @@ fn tui_observing_asks_the_leader() {
     ui.select(&["template/k8srequiredlabels"]);
     ui.key(KeyCode::Char('r'));
     assert_eq!(
-        ui.app.confirm,
+        ui.confirm(),
         Some(WriteCommand::Reconcile("k8srequiredlabels".into()))
     );
     ui.key(KeyCode::Char('y'));
@@ -510,7 +530,7 @@ fn tui_observing_asks_the_leader() {
     // --readonly still takes them away.
     let mut ui = Ui::new(true, live_data(&state, false), 150, 36);
     ui.key(KeyCode::Char('R'));
-    assert!(ui.app.confirm.is_none() && ui.executed.is_empty());
+    assert!(ui.confirm().is_none() && ui.executed.is_empty());
     assert!(
         ui.row(0).contains("mode: read-only · observing │"),
         "{}",
@@ -533,7 +553,7 @@ fn tui_selection_and_expansion_survive_refresh() {
     Arc::make_mut(&mut state.snapshot)
         .templates
         .retain(|t| t.name() != "k8sallowedrepos");
-    state.events.push(ReconcileEvent {
+    ui.act(told(Happened::Reconcile(ReconcileEvent {
         time: chrono::Utc.with_ymd_and_hms(2026, 11, 30, 9, 1, 0).unwrap(),
         verb: EventVerb::Update,
         object: ObjectRef::new(
@@ -543,7 +563,8 @@ fn tui_selection_and_expansion_survive_refresh() {
         ),
         result: EventResult::Ok,
         message: "binding-out-of-sync".into(),
-    });
+        request: None,
+    })));
     ui.act(Action::Data(live_data(&state, true)));
     let want: Vec<u64> = sel.iter().map(|i| key_of(i)).collect();
     assert_eq!(ui.app.tree.state.selected(), want.as_slice());
@@ -690,21 +711,153 @@ fn tui_audit_key_audits_the_selection_live_only() {
     ui.key(KeyCode::Char('a'));
     ui.select(&["template/k8srequiredlabels"]);
     ui.key(KeyCode::Char('a'));
+    // A binding: its constraint, not the whole template (issue 28, item 11).
+    ui.select(&[
+        "template/k8srequiredlabels",
+        "constraint/K8sRequiredLabels/ns-must-have-owner",
+        "binding/gatekeeper-k8srequiredlabels-ns-must-have-owner",
+    ]);
+    ui.key(KeyCode::Char('a'));
     assert_eq!(
         ui.executed,
         vec![
             WriteCommand::Audit("K8sRequiredLabels/pods-must-have-app".into()),
             WriteCommand::Audit("k8srequiredlabels".into()),
+            WriteCommand::Audit("K8sRequiredLabels/ns-must-have-owner".into()),
         ]
     );
-    assert!(ui.app.confirm.is_none(), "a read is not asked about");
+    assert!(ui.confirm().is_none(), "a read is not asked about");
+}
+
+/// `f` keeps what the header counts as a warning (issue 28, item 8): with only a CRD whose
+/// template is gone (a `crd-orphan` warning), it showed "nothing matches the filter".
+#[test]
+fn tui_faults_only_keeps_warnings() {
+    let mut snap = snapshot();
+    snap.templates.clear();
+    snap.constraints.clear();
+    snap.policies.clear();
+    snap.bindings.clear();
+    let data = Arc::new(Offline::data(
+        snap,
+        vec![FIXTURE.into()],
+        &default_options(),
+    ));
+    assert!(
+        data.summary.warnings > 0 && data.summary.errors == 0,
+        "{:?}",
+        data.summary
+    );
+    let mut ui = Ui::new(false, data, 150, 36);
+    ui.key(KeyCode::Char('f'));
+    let s = ui.screen();
+    assert!(!s.contains("nothing matches"), "{s}");
+    assert!(
+        s.contains("CRD k8srequiredlabels.constraints.gatekeeper.sh"),
+        "{s}"
+    );
+}
+
+/// Issue 28, item 11: a constraint whose binding is gone is drawn on the binding's row as
+/// missing, not on the constraint's; template rows do not repeat the flag that decides
+/// generateVAP (the detail pane says it once); rows cut at the pane's edge end in `…`;
+/// offline the hint bar offers no replay or reconcile.
+#[test]
+fn tui_rows_say_each_thing_once_and_where_it_is() {
+    let mut state = live_state();
+    Arc::make_mut(&mut state.snapshot)
+        .bindings
+        .retain(|b| b.name() != "gatekeeper-k8srequiredlabels-ns-must-have-owner");
+    let ui = Ui::expanded(false, live_data(&state, true), 150, 42);
+    let s = ui.screen();
+    assert!(
+        s.contains("✔ K8sRequiredLabels/ns-must-have-owner  in-sync  binds with Deny"),
+        "{s}"
+    );
+    assert!(
+        s.contains("∅ VAPB gatekeeper-k8srequiredlabels-ns-must-have-owner  missing"),
+        "{s}"
+    );
+    // The flag once: in the selected template's detail, on no tree row.
+    let flag = "--default-create-vap-for-templates=true";
+    let tree_rows: Vec<String> = (0..42).map(|y| ui.row(y)).collect();
+    let on_tree = tree_rows
+        .iter()
+        .filter(|r| {
+            r.split("││")
+                .next()
+                .is_some_and(|t| t.contains("generateVAP unset"))
+        })
+        .count();
+    assert!(on_tree >= 1, "{s}");
+    assert!(
+        tree_rows.iter().all(|r| !r
+            .split("││")
+            .next()
+            .unwrap_or_default()
+            .contains("--default-create")),
+        "{s}"
+    );
+    let ui = Ui::new(false, offline_data(), 150, 42);
+    assert!(
+        ui.screen().contains("generateVAP unset;") && ui.screen().contains(&flag[..25]),
+        "the detail pane says it: {}",
+        ui.screen()
+    );
+    // Cut rows end in `…`; rows that fit do not.
+    let ui = Ui::new(false, offline_data(), 80, 24);
+    let orphans = ui.row(8);
+    assert!(
+        orphans.contains("objects without a generating templ…│"),
+        "{orphans}"
+    );
+    let fits = ui.row(3);
+    assert!(fits.contains("generateVAP unset │"), "{fits}");
+    // Offline, replay and reconcile can never run: not offered, however wide.
+    let hints = ui.row(23);
+    let wide = Ui::new(false, offline_data(), 200, 40).row(39);
+    for h in [hints, wide] {
+        assert!(!h.contains("replay") && !h.contains("reconcile"), "{h}");
+        assert!(h.contains("? help") && h.contains("quit"), "{h}");
+    }
+}
+
+/// Nothing read does not look healthy (issue 28, item 7): no `0 errors … 0 planned writes`
+/// above what could not be read, and no "loaded" for it.
+#[test]
+fn tui_nothing_read_is_not_counted() {
+    let forbidden = |resource: &str| AccessError {
+        resource: resource.into(),
+        kind: AccessErrorKind::Forbidden,
+        message: format!("{resource} is forbidden: User \"trial\" cannot list"),
+    };
+    let state = LiveState {
+        synced: true,
+        access_errors: vec![
+            forbidden("constrainttemplates.templates.gatekeeper.sh"),
+            forbidden("validatingadmissionpolicies.admissionregistration.k8s.io"),
+            forbidden("validatingadmissionpolicybindings.admissionregistration.k8s.io"),
+        ],
+        ..LiveState::default()
+    };
+    let ui = Ui::new(false, live_data(&state, false), 150, 36);
+    let s = ui.screen();
+    assert!(
+        !s.contains("0 errors") && !s.contains("0 planned writes"),
+        "{s}"
+    );
+    assert!(s.contains("⊘ nothing could be read"), "{s}");
+    assert!(
+        ui.app.log.iter().all(|l| !l.text().starts_with("loaded")),
+        "{s}"
+    );
 }
 
 #[test]
 fn tui_test_key_asks_for_a_path_then_tests_it() {
     let mut ui = Ui::new(false, offline_data(), 150, 36);
     ui.key(KeyCode::Char('t'));
-    assert!(ui.app.test_path.is_none());
+    assert!(ui.typing(PromptKind::TestPath).is_none());
     assert!(
         ui.screen().contains("test needs a cluster"),
         "{}",
@@ -730,7 +883,7 @@ fn tui_test_key_asks_for_a_path_then_tests_it() {
         ui.executed,
         vec![WriteCommand::Test("deploy/q.yaml".into())]
     );
-    assert!(ui.app.test_path.is_none());
+    assert!(ui.typing(PromptKind::TestPath).is_none());
 
     ui.key(KeyCode::Char('t'));
     ui.chars("other.yaml");
@@ -1265,29 +1418,36 @@ fn tui_loaded_is_said_once_synced_and_connecting_goes_away() {
     assert!(!ui.row(34).contains("connecting"), "{}", ui.screen());
 }
 
-/// Marks the CRDs `which` accepts Established 10 s before the snapshot's clock: their
-/// bindings wait for `--binding-wait` (30 s) from then. Returns that moment.
-fn established_10s_ago(
+/// Marks the CRDs `which` accepts Established 29.8 s before now, with the snapshot's clock
+/// now: their bindings wait for `--binding-wait` (30 s), which ends 200 ms from now. Returns
+/// that end.
+fn waits_end_soon(
     state: &mut LiveState,
     which: impl Fn(&str) -> bool,
 ) -> chrono::DateTime<chrono::Utc> {
-    let since = state.snapshot.now.unwrap() - chrono::Duration::seconds(10);
-    for c in Arc::make_mut(&mut state.snapshot)
-        .crds
-        .iter_mut()
-        .filter(|c| which(&c.name))
-    {
+    let now = chrono::Utc::now();
+    let since = now - chrono::Duration::milliseconds(29_800);
+    let snap = Arc::make_mut(&mut state.snapshot);
+    snap.now = Some(now);
+    for c in snap.crds.iter_mut().filter(|c| which(&c.name)) {
         c.established_since = Some(since);
     }
-    since
+    since + chrono::Duration::seconds(30)
+}
+
+/// What the source sends when the next deadline passes (it waits for it, then analyses on a
+/// blocking thread, never the UI's).
+fn at_deadline(data: &Data) -> Arc<Data> {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    Arc::new(rt.block_on(kubectl_vap::tui::source::at_deadline(data)))
 }
 
 #[test]
 fn tui_time_based_states_change_without_an_event() {
-    // k8srequiredlabels's CRD became Established 10 s before the snapshot; one binding is not
+    // k8srequiredlabels's CRD became Established just under 30 s ago; one binding is not
     // there yet: it waits for --binding-wait (30 s), then is missing.
     let mut state = live_state();
-    let since = established_10s_ago(&mut state, |n| {
+    let deadline = waits_end_soon(&mut state, |n| {
         n == "k8srequiredlabels.constraints.gatekeeper.sh"
     });
     Arc::make_mut(&mut state.snapshot)
@@ -1300,19 +1460,13 @@ fn tui_time_based_states_change_without_an_event() {
         "{}",
         ui.screen()
     );
-    let deadline = since + chrono::Duration::seconds(30);
-    assert_eq!(ui.app.data.as_ref().unwrap().next_deadline, Some(deadline));
-    // Before the deadline a tick changes nothing; the first tick after it analyses again,
-    // though no object changed, and tells the runtime to redraw.
-    ui.act(Action::Tick(deadline - chrono::Duration::seconds(1)));
-    assert!(
-        ui.screen().contains(&format!("… {row}  waiting")),
-        "{}",
-        ui.screen()
-    );
-    ui.app.redraw = false;
+    let data = ui.app.data.clone().unwrap();
+    assert_eq!(data.next_deadline, Some(deadline));
+    // A tick analyses nothing (the UI never does); the source does once the deadline passes,
+    // though no object changed.
     ui.act(Action::Tick(deadline + chrono::Duration::seconds(1)));
-    assert!(ui.app.redraw, "the runtime is told to redraw");
+    assert!(ui.screen().contains(&format!("… {row}  waiting")));
+    ui.act(Action::Data(at_deadline(&data)));
     assert!(
         ui.screen().contains(&format!("∅ {row}  missing")),
         "{}",
@@ -1322,29 +1476,25 @@ fn tui_time_based_states_change_without_an_event() {
 }
 
 /// A write that failed stays noted on its object's finding when a deadline passes and the
-/// analysis runs again (until then only a live update brought the note back).
+/// analysis runs again (the controller's state is kept with the data).
 #[test]
 fn tui_failed_write_notes_survive_a_deadline() {
     let mut state = live_state();
-    let since = established_10s_ago(&mut state, |_| true);
-    state.push_event(ReconcileEvent {
-        time: since,
-        verb: EventVerb::Create,
-        object: ObjectRef::new(
-            "admissionregistration.k8s.io/v1",
-            "ValidatingAdmissionPolicy",
-            "gatekeeper-k8sallowedrepos",
-        ),
-        result: EventResult::Failed("forbidden: no create".into()),
-        message: String::new(),
-    });
-    let mut ui = Ui::new(false, live_data(&state, true), 150, 42);
-    let noted = |ui: &Ui| {
-        ui.app
-            .data
-            .as_ref()
-            .unwrap()
-            .analysis
+    waits_end_soon(&mut state, |_| true);
+    let failed = kubectl_vap::controller::FailedWrite {
+        why: "forbidden: no create".into(),
+        refused: false,
+    };
+    state.failed_writes = Arc::new(
+        [(
+            "ValidatingAdmissionPolicy/gatekeeper-k8sallowedrepos".to_string(),
+            failed,
+        )]
+        .into(),
+    );
+    let ui = Ui::new(false, live_data(&state, true), 150, 42);
+    let noted = |data: &Data| {
+        data.analysis
             .findings
             .iter()
             .filter(|f| f.object.name == "gatekeeper-k8sallowedrepos")
@@ -1353,15 +1503,11 @@ fn tui_failed_write_notes_survive_a_deadline() {
                     .ends_with("the last write failed: forbidden: no create")
             })
     };
-    assert!(noted(&ui), "noted from the live state");
-    let deadline = ui.app.data.as_ref().unwrap().next_deadline.unwrap();
-    ui.act(Action::Tick(deadline + chrono::Duration::seconds(1)));
-    assert_eq!(
-        ui.app.data.as_ref().unwrap().next_deadline,
-        None,
-        "analysed again"
-    );
-    assert!(noted(&ui), "still noted after the analysis ran again");
+    let data = ui.app.data.clone().unwrap();
+    assert!(noted(&data), "noted from the live state");
+    let again = at_deadline(&data);
+    assert_eq!(again.next_deadline, None, "analysed again");
+    assert!(noted(&again), "still noted after the analysis ran again");
 }
 
 // ---- Issue 12: the TUI acts wherever the reconciler runs, and shows what happened. ----
@@ -1399,20 +1545,39 @@ fn remote_state() -> LiveState {
 
 /// Live data as the source stamps it: the kubeconfig's contexts and the session number.
 fn stamped(mut data: Data, contexts: &[&str], session: u64) -> Arc<Data> {
-    data.info.contexts = contexts.iter().map(|c| c.to_string()).collect();
-    data.info.session = session;
+    data.contexts = contexts.iter().map(|c| c.to_string()).collect();
+    data.session = session;
     Arc::new(data)
 }
 
 const CONTEXTS: &[&str] = &["kind-payments", "kind-payroll", "prod-eu"];
 
 fn observing(state: &LiveState) -> Arc<Data> {
-    let events = EventCursor::default().new_events(state);
     stamped(
-        data_from_live(state, "kind-payments", false, &default_options(), events),
+        data_from_live(
+            Arc::new(state.clone()),
+            "kind-payments",
+            false,
+            &default_options(),
+        ),
         CONTEXTS,
         1,
     )
+}
+
+/// The live view starting: attempt `attempt`, retrying at `retry_at` after `message`.
+fn starting(
+    context: &str,
+    attempt: u32,
+    retry_at: Option<chrono::DateTime<chrono::Utc>>,
+    message: Option<String>,
+) -> Data {
+    let at = kubectl_vap::tui::data::Connecting {
+        attempt,
+        retry_at,
+        message,
+    };
+    kubectl_vap::tui::from_live::connecting(context, false, at, fixture_now())
 }
 
 /// Each size the issue names: the full screen, 80×24 and 60×15.
@@ -1570,17 +1735,24 @@ fn tui_unresponsive_leader_is_not_said_to_be_absent() {
     ));
     assert!(ui.app.redraw, "the countdown changed");
     assert!(ui.screen().contains("expires in 8s"), "{}", ui.screen());
+    // Expired, while a standby has up to 5 s to take it: how long ago, not "in 0s" for 5 s
+    // (issue 28, item 11).
+    ui.act(Action::Tick(fixture_now() + chrono::Duration::seconds(12)));
+    let s = ui.screen();
+    assert!(
+        s.contains("its Lease gatekeeper-system/kubectl-vap expired 3s ago"),
+        "{s}"
+    );
+    assert!(!s.contains("in 0s") && !s.contains("in -"), "{s}");
 }
 
 fn reconnecting() -> Arc<Data> {
     stamped(
-        kubectl_vap::tui::from_live::connecting(
+        starting(
             "kind-payments",
-            false,
             3,
             Some(fixture_now() + chrono::Duration::seconds(4)),
             Some("discovering admissionregistration.k8s.io/v1: client error (Connect): tcp connect error: Connection refused (os error 111)".into()),
-            fixture_now(),
         ),
         CONTEXTS,
         1,
@@ -1623,7 +1795,7 @@ fn tui_reconnecting_counts_down_to_the_next_attempt() {
     // Nothing can be sent before the live view runs; "loaded" is not said.
     ui.select(&[]);
     ui.key(KeyCode::Char('R'));
-    assert!(ui.app.confirm.is_none() && ui.executed.is_empty());
+    assert!(ui.confirm().is_none() && ui.executed.is_empty());
     assert!(
         ui.screen().contains("not connected to kind-payments yet"),
         "{}",
@@ -1631,18 +1803,7 @@ fn tui_reconnecting_counts_down_to_the_next_attempt() {
     );
     assert!(ui.app.log.iter().all(|l| !l.text().starts_with("loaded")));
     // The first attempt, before any failure, just says what it does.
-    let first = stamped(
-        kubectl_vap::tui::from_live::connecting(
-            "kind-payments",
-            false,
-            1,
-            None,
-            None,
-            fixture_now(),
-        ),
-        CONTEXTS,
-        1,
-    );
+    let first = stamped(starting("kind-payments", 1, None, None), CONTEXTS, 1);
     let ui = Ui::new(false, first, 100, 30);
     assert!(
         ui.row(2)
@@ -1664,13 +1825,84 @@ fn tui_unreachable_api_server_is_said_with_how_long() {
         let ui = Ui::new(false, observing(&state), size.0, size.1);
         insta::assert_snapshot!(snapshot_name("unreachable", size), ui.screen());
         let (x, y) = ui
-            .find("✖ API server unreachable for 42s")
+            .find("✖ API server unreachable since")
             .unwrap_or_else(|| panic!("{}", ui.screen()));
         assert_eq!(ui.term.backend().buffer()[(x, y)].fg, Color::Red);
     }
-    // The tree keeps the last state seen.
     let ui = Ui::new(false, observing(&state), 150, 36);
-    assert!(ui.screen().contains("k8srequiredlabels"));
+    let s = ui.screen();
+    assert!(
+        s.contains("API server unreachable since HH:MM:SS (42s)"),
+        "{s}"
+    );
+    // The tree keeps the last state seen.
+    assert!(s.contains("k8srequiredlabels"));
+}
+
+/// An outage is its own state (issue 28, item 6): the tree is what was seen while the API
+/// server answered, the counts and the leader's words are replaced by since when it does not
+/// answer — never zeroed, never "nobody leads" because this copy cannot see the renewals —
+/// and the moment it answers again the fresh state shows.
+#[test]
+fn tui_an_outage_keeps_the_last_state_and_says_so() {
+    use kubectl_vap::tui::from_live::while_unreachable;
+    let connected = remote_state();
+    let last = data_from_live(
+        Arc::new(connected.clone()),
+        "kind-payments",
+        false,
+        &default_options(),
+    );
+    let mut ui = Ui::new(false, stamped(last.clone(), CONTEXTS, 1), 150, 36);
+    assert!(ui.screen().contains("errors ⚠"), "{}", ui.screen());
+    // What the controller publishes during the outage: its stores unreadable (nothing in
+    // them to analyse), the Lease judged vacant after its duration without renewals seen.
+    let down_since = fixture_now() - chrono::Duration::seconds(20);
+    let outage = LiveState {
+        snapshot: Arc::new(kubectl_vap::snapshot::Snapshot {
+            now: Some(fixture_now()),
+            ..Default::default()
+        }),
+        connection: Connection::Unreachable {
+            since: down_since,
+            message: "client error (Connect): connection refused".into(),
+        },
+        lease: LeaseInfo {
+            vacant: true,
+            ..connected.lease.clone()
+        },
+        ..connected.clone()
+    };
+    let stale = while_unreachable(&Arc::new(outage), Some(&last)).expect("kept while unreachable");
+    ui.act(Action::Data(stamped(stale, CONTEXTS, 1)));
+    let s = ui.screen();
+    // (The screen's clock times are masked: HH:MM:SS.)
+    assert!(s.contains("✖ API server unreachable since HH:MM:SS"), "{s}");
+    assert!(
+        !s.contains("0 errors"),
+        "counts are not zeroed:
+{s}"
+    );
+    assert!(
+        !s.contains("leader: none") && !s.contains("no copy reconciles"),
+        "the leader was alive; only the API server was gone:
+{s}"
+    );
+    assert!(
+        s.contains("leader: kubectl-vap-7c9d5 as of HH:MM:SS"),
+        "{s}"
+    );
+    assert!(
+        s.contains("pods-must-have-app") || s.contains("k8srequiredlabels"),
+        "the tree is kept:
+{s}"
+    );
+    // Answering again: the fresh state, at once (no stale data is kept past it).
+    assert!(while_unreachable(&Arc::new(connected.clone()), Some(&last)).is_none());
+    ui.act(Action::Data(observing(&connected)));
+    let s = ui.screen();
+    assert!(!s.contains("unreachable"), "{s}");
+    assert!(s.contains("leader: kubectl-vap-7c9d5 for 12m"), "{s}");
 }
 
 #[test]
@@ -1686,7 +1918,9 @@ fn tui_ctx_lists_contexts_and_switches() {
     ui.key(KeyCode::Char(':'));
     ui.chars("ctx");
     ui.key(KeyCode::Enter);
-    let picker = ui.app.picker.clone().expect("the list is open");
+    let Mode::Picker(picker) = ui.app.mode.clone() else {
+        panic!("the list is open")
+    };
     assert_eq!(picker.names, CONTEXTS);
     assert_eq!(picker.selected, 0, "the current context is selected");
     assert!(
@@ -1696,9 +1930,9 @@ fn tui_ctx_lists_contexts_and_switches() {
     );
     // Keys are the list's while it is open: esc closes it, nothing switched, nothing quit.
     ui.key(KeyCode::Char('q'));
-    assert!(!ui.app.quit && ui.app.picker.is_some());
+    assert!(!ui.app.quit && matches!(ui.app.mode, Mode::Picker(_)));
     ui.key(KeyCode::Esc);
-    assert!(ui.app.picker.is_none() && ui.executed.is_empty());
+    assert!(ui.app.mode == Mode::Normal && ui.executed.is_empty());
     // enter switches to the selected one.
     ui.key(KeyCode::Char(':'));
     ui.chars("ctx");
@@ -1712,12 +1946,15 @@ fn tui_ctx_lists_contexts_and_switches() {
         ui.executed,
         vec![WriteCommand::SwitchContext("kind-payroll".into())]
     );
-    assert!(ui.app.picker.is_none());
+    assert_eq!(ui.app.mode, Mode::Normal);
     // `:ctx NAME` directly; tab completes; an unknown name says what it could be.
     ui.key(KeyCode::Char(':'));
     ui.chars("ctx pr");
     ui.key(KeyCode::Tab);
-    assert_eq!(ui.app.command.as_deref(), Some("ctx prod-eu"));
+    assert_eq!(
+        ui.typing(PromptKind::Command).as_deref(),
+        Some("ctx prod-eu")
+    );
     ui.key(KeyCode::Enter);
     assert_eq!(
         ui.executed.last(),
@@ -1726,7 +1963,10 @@ fn tui_ctx_lists_contexts_and_switches() {
     ui.key(KeyCode::Char(':'));
     ui.chars("ctx k");
     ui.key(KeyCode::Tab);
-    assert_eq!(ui.app.command.as_deref(), Some("ctx kind-pay"));
+    assert_eq!(
+        ui.typing(PromptKind::Command).as_deref(),
+        Some("ctx kind-pay")
+    );
     assert!(
         ui.screen()
             .contains("(contexts: kind-payments, kind-payroll; tab completes)"),
@@ -1746,7 +1986,7 @@ fn tui_ctx_lists_contexts_and_switches() {
     ui.chars("cont");
     ui.key(KeyCode::Tab);
     assert_eq!(
-        ui.app.command.as_deref(),
+        ui.typing(PromptKind::Command).as_deref(),
         Some("cont"),
         "not a command: no completion"
     );
@@ -1781,11 +2021,7 @@ fn tui_switching_context_empties_the_tree_and_refills_it() {
     })));
     assert!(!ui.app.violations.is_empty());
     // The source switched: its next session starts empty, on the other context.
-    let other = stamped(
-        kubectl_vap::tui::from_live::connecting("prod-eu", false, 1, None, None, fixture_now()),
-        CONTEXTS,
-        2,
-    );
+    let other = stamped(starting("prod-eu", 1, None, None), CONTEXTS, 2);
     ui.act(Action::Data(other));
     assert!(ui.row(0).contains("context: prod-eu"), "{}", ui.row(0));
     assert!(ui.app.tree.items.is_empty(), "the tree empties");
@@ -1806,7 +2042,7 @@ fn tui_switching_context_empties_the_tree_and_refills_it() {
         .filter(|l| l.text().starts_with("loaded"))
         .count();
     let state = remote_state();
-    let data = data_from_live(&state, "prod-eu", false, &default_options(), Vec::new());
+    let data = data_from_live(Arc::new(state), "prod-eu", false, &default_options());
     ui.act(Action::Data(stamped(data, CONTEXTS, 2)));
     assert!(ui.screen().contains("k8srequiredlabels"));
     let loaded_after = ui
@@ -1818,55 +2054,52 @@ fn tui_switching_context_empties_the_tree_and_refills_it() {
     assert_eq!(loaded_after, loaded_before + 1);
 }
 
-fn with_cluster_events() -> LiveState {
-    let mut state = remote_state();
+/// The leader's Events an observing copy's feed tells: a replay, and a write it could not
+/// make (a series of 3).
+fn cluster_events() -> Vec<Action> {
     let template = ObjectRef::new(
         "templates.gatekeeper.sh/v1",
         "ConstraintTemplate",
         "k8srequiredlabels",
     );
-    state.cluster_events.push(ClusterEvent {
-        time: fixture_now() - chrono::Duration::seconds(30),
-        reporter: "kubectl-vap-7c9d5-x2k4".into(),
-        regarding: template.clone(),
-        reason: "Replayed".into(),
-        note: "replayed 3 constraints of K8sRequiredLabels: 1 write".into(),
-        warning: false,
-        count: 1,
-    });
-    state.cluster_events.push(ClusterEvent {
-        time: fixture_now() - chrono::Duration::seconds(10),
-        reporter: "kubectl-vap-7c9d5-x2k4".into(),
-        regarding: ObjectRef::new(
-            "constraints.gatekeeper.sh/v1beta1",
-            "K8sRequiredLabels",
-            "pods-must-have-app",
-        ),
-        reason: "WriteFailed".into(),
-        note: "update ValidatingAdmissionPolicyBinding/gatekeeper-k8srequiredlabels-pods-must-have-app: forbidden".into(),
-        warning: true,
-        count: 3,
-    });
-    state
-}
-
-/// The next observing data from `state`, as the live source makes it: one cursor across
-/// refreshes, so a line already shown is not shown again.
-fn next_observed(state: &LiveState, cursor: &mut EventCursor) -> Arc<Data> {
-    let events = cursor.new_events(state);
-    stamped(
-        data_from_live(state, "kind-payments", false, &default_options(), events),
-        CONTEXTS,
-        1,
-    )
+    [
+        ClusterEvent {
+            time: fixture_now() - chrono::Duration::seconds(30),
+            reporter: "kubectl-vap-7c9d5-x2k4".into(),
+            regarding: template,
+            reason: "Replayed".into(),
+            note: "replayed 3 constraints of K8sRequiredLabels: 1 write".into(),
+            warning: false,
+            count: 1,
+            request: None,
+        },
+        ClusterEvent {
+            time: fixture_now() - chrono::Duration::seconds(10),
+            reporter: "kubectl-vap-7c9d5-x2k4".into(),
+            regarding: ObjectRef::new(
+                "constraints.gatekeeper.sh/v1beta1",
+                "K8sRequiredLabels",
+                "pods-must-have-app",
+            ),
+            reason: "WriteFailed".into(),
+            note: "update ValidatingAdmissionPolicyBinding/gatekeeper-k8srequiredlabels-pods-must-have-app: forbidden".into(),
+            warning: true,
+            count: 3,
+            request: None,
+        },
+    ]
+    .into_iter()
+    .map(|e| told(Happened::Cluster(e)))
+    .collect()
 }
 
 #[test]
 fn tui_cluster_events_appear_in_the_log_once() {
-    let state = with_cluster_events();
-    let mut cursor = EventCursor::default();
-    let data = next_observed;
-    let mut ui = Ui::new(false, data(&state, &mut cursor), 150, 36);
+    let state = remote_state();
+    let mut ui = Ui::new(false, observing(&state), 150, 36);
+    for e in cluster_events() {
+        ui.act(e);
+    }
     insta::assert_snapshot!("cluster_events", ui.screen());
     let warning = "WriteFailed K8sRequiredLabels/pods-must-have-app: update";
     let at = ui
@@ -1884,8 +2117,8 @@ fn tui_cluster_events_appear_in_the_log_once() {
         ui.app.log
     );
     // The same state again (any refresh): no line twice.
-    ui.act(Action::Data(data(&state, &mut cursor)));
-    ui.act(Action::Data(data(&state, &mut cursor)));
+    ui.act(Action::Data(observing(&state)));
+    ui.act(Action::Data(observing(&state)));
     let count = |ui: &Ui, what: &str| {
         ui.app
             .log
@@ -1897,7 +2130,10 @@ fn tui_cluster_events_appear_in_the_log_once() {
     assert_eq!(count(&ui, "Replayed"), 1);
     // The full-screen log at the small sizes.
     for (w, h) in [(80u16, 24u16), (60, 15)] {
-        let mut ui = Ui::new(false, data(&state, &mut EventCursor::default()), w, h);
+        let mut ui = Ui::new(false, observing(&state), w, h);
+        for e in cluster_events() {
+            ui.act(e);
+        }
         ui.key(KeyCode::Char('e'));
         insta::assert_snapshot!(format!("cluster_events_{w}x{h}"), ui.screen());
     }
@@ -1923,7 +2159,7 @@ fn tui_observing_hint_bar_offers_replay_and_reconcile() {
         ui.select(&["template/k8srequiredlabels"]);
         ui.key(KeyCode::Char('p'));
         assert_eq!(
-            ui.app.confirm,
+            ui.confirm(),
             Some(WriteCommand::Replay("k8srequiredlabels".into()))
         );
         insta::assert_snapshot!(snapshot_name("observing_asks", size), ui.screen());
@@ -1933,52 +2169,27 @@ fn tui_observing_hint_bar_offers_replay_and_reconcile() {
     assert!(!ui.row(23).contains("replay"), "{}", ui.row(23));
 }
 
-/// An observing TUI says in its log when the Lease changes hands and when nobody holds it,
-/// each once however often the same state arrives; the first reading is the header's alone,
-/// and this copy taking the Lease is its own reconciler's line.
+/// A change of who leads, as the controller tells it once: a line in the log, a warning
+/// when nobody leads, news when someone does.
 #[test]
-fn tui_lease_changes_are_logged_once_each() {
-    let mut cursor = EventCursor::default();
-    let mut state = remote_state();
-    let mut ui = Ui::new(false, next_observed(&state, &mut cursor), 150, 36);
-    let mut step = |ui: &mut Ui, holder: Option<&str>, vacant: bool| {
-        state.lease.holder = holder.map(String::from);
-        state.lease.vacant = vacant;
-        state.lease.leading = holder == Some("laptop-1");
-        // Every state arrives twice, as refreshes bring it again.
-        for _ in 0..2 {
-            ui.act(Action::Data(next_observed(&state, &mut cursor)));
-        }
+fn tui_lease_changes_are_logged_as_told() {
+    use kubectl_vap::controller::{LeaseChange, LeaseTurn};
+    let mut ui = Ui::new(false, observing(&remote_state()), 150, 36);
+    let lease = |what| {
+        told(Happened::Lease(LeaseChange {
+            time: fixture_now(),
+            lease: "gatekeeper-system/kubectl-vap".into(),
+            what,
+        }))
     };
-    step(&mut ui, Some("laptop-2"), false);
-    step(&mut ui, Some("laptop-2"), true);
-    step(&mut ui, None, true);
-    step(&mut ui, Some("kubectl-vap-7c9d5-x2k4"), false);
-    step(&mut ui, None, true);
-    step(&mut ui, Some("laptop-1"), false);
-    step(&mut ui, Some("kubectl-vap-7c9d5-x2k4"), false);
-    let lease: Vec<String> = ui
-        .app
-        .log
-        .iter()
-        .filter(|l| l.text().starts_with("lease "))
-        .map(|l| l.text())
-        .collect();
-    let l = "lease gatekeeper-system/kubectl-vap — ";
-    assert_eq!(
-        lease,
-        [
-            format!("{l}laptop-2 leads now (was kubectl-vap-7c9d5-x2k4)"),
-            format!("{l}nobody leads: laptop-2 stopped renewing it; no copy reconciles"),
-            format!("{l}kubectl-vap-7c9d5-x2k4 leads now (the Lease was vacant)"),
-            format!("{l}nobody leads (was kubectl-vap-7c9d5-x2k4): no copy reconciles"),
-            format!("{l}kubectl-vap-7c9d5-x2k4 leads now (was this copy)"),
-        ],
-        "{:?}",
-        ui.app.log
-    );
-    // Nobody leading is a warning (yellow), a new leader news.
-    let warn = |text: &str| {
+    ui.act(lease(LeaseTurn::Expired {
+        holder: "laptop-2".into(),
+    }));
+    ui.act(lease(LeaseTurn::Leads {
+        holder: "kubectl-vap-7c9d5-x2k4".into(),
+        was: Some("this copy".into()),
+    }));
+    let level = |text: &str| {
         ui.app
             .log
             .iter()
@@ -1986,11 +2197,11 @@ fn tui_lease_changes_are_logged_once_each() {
             .map(|l| l.level())
     };
     assert_eq!(
-        warn("laptop-2 stopped renewing it; no copy reconciles"),
+        level("nobody leads: laptop-2 stopped renewing it; no copy reconciles"),
         Some(kubectl_vap::tui::Level::Warn)
     );
     assert_eq!(
-        warn("leads now (the Lease was vacant)"),
+        level("kubectl-vap-7c9d5-x2k4 leads now (was this copy)"),
         Some(kubectl_vap::tui::Level::Info)
     );
     assert!(
@@ -2157,39 +2368,37 @@ fn tui_counts_are_pluralized() {
     assert!(!s.contains("1 errors"), "{s}");
 }
 
-/// The outcome of `p`/`r`/`R` is one line: the answer, or the leader's Event when it comes
-/// first; the other is not logged again. Without Events the answer still says it; the same
-/// outcome twice is two lines.
+/// The outcome of `p`/`r`/`R` is one line: the answer, or the handler's line when it comes
+/// first, paired by the request's id; the other is not logged again. Without Events the
+/// answer still says it; the same outcome twice is two lines.
 #[test]
 fn tui_a_request_outcome_is_logged_once() {
     use kubectl_vap::tui::Level;
-    use kubectl_vap::tui::data::OutcomeKey;
     let holder = "kubectl-vap-7c9d5-x2k4";
     let summary = "replayed 3 constraints of K8sRequiredLabels: 1 write";
-    let answer = || {
+    let template = ObjectRef::new(
+        "templates.gatekeeper.sh/v1",
+        "ConstraintTemplate",
+        "k8srequiredlabels",
+    );
+    let answer = |id: &str| {
         Action::Answer(
             Level::Info,
             format!("`kubectl vap replay k8srequiredlabels`: {summary} (by {holder})"),
-            Some(OutcomeKey {
-                by: holder.into(),
-                summary: summary.into(),
-            }),
+            Some(id.into()),
         )
     };
-    let event = |state: &mut LiveState, secs: i64| {
-        state.cluster_events.push(ClusterEvent {
-            time: fixture_now() + chrono::Duration::seconds(secs),
+    let event = |id: &str| {
+        told(Happened::Cluster(ClusterEvent {
+            time: fixture_now(),
             reporter: holder.into(),
-            regarding: ObjectRef::new(
-                "templates.gatekeeper.sh/v1",
-                "ConstraintTemplate",
-                "k8srequiredlabels",
-            ),
+            regarding: template.clone(),
             reason: "Replayed".into(),
             note: summary.into(),
             warning: false,
             count: 1,
-        });
+            request: Some(id.into()),
+        }))
     };
     let lines = |ui: &Ui| {
         ui.app
@@ -2199,73 +2408,50 @@ fn tui_a_request_outcome_is_logged_once() {
             .count()
     };
     // The answer first, then the Event: one line, the answer's.
-    let mut state = remote_state();
-    let mut cursor = EventCursor::default();
-    let mut ui = Ui::new(false, next_observed(&state, &mut cursor), 150, 36);
-    ui.act(answer());
-    event(&mut state, 1);
-    ui.act(Action::Data(next_observed(&state, &mut cursor)));
+    let mut ui = Ui::new(false, observing(&remote_state()), 150, 36);
+    ui.act(answer("r1"));
+    ui.act(event("r1"));
     assert_eq!(lines(&ui), 1, "{}", ui.screen());
     assert!(
         ui.screen()
             .contains("`kubectl vap replay k8srequiredlabels`:")
     );
     // The same again (p pressed twice): a second line.
-    ui.act(answer());
-    event(&mut state, 2);
-    ui.act(Action::Data(next_observed(&state, &mut cursor)));
+    ui.act(answer("r2"));
+    ui.act(event("r2"));
     assert_eq!(lines(&ui), 2, "{}", ui.screen());
+    // Another request's Event with the same words is its own line: paired by id, not text.
+    ui.act(event("r3"));
+    assert_eq!(lines(&ui), 3, "{}", ui.screen());
 
     // The Event first, then the answer: one line, the Event's.
-    let mut state = remote_state();
-    let mut cursor = EventCursor::default();
-    let mut ui = Ui::new(false, next_observed(&state, &mut cursor), 150, 36);
-    event(&mut state, 1);
-    ui.act(Action::Data(next_observed(&state, &mut cursor)));
-    ui.act(answer());
+    let mut ui = Ui::new(false, observing(&remote_state()), 150, 36);
+    ui.act(event("r1"));
+    ui.act(answer("r1"));
     assert_eq!(lines(&ui), 1, "{}", ui.screen());
     assert!(ui.screen().contains(&format!(
         "Replayed ConstraintTemplate/k8srequiredlabels: {summary} — by {holder}"
     )));
 
     // No Event (this copy may not read them): the answer is the line.
-    let state = remote_state();
-    let mut cursor = EventCursor::default();
-    let mut ui = Ui::new(false, next_observed(&state, &mut cursor), 150, 36);
-    ui.act(answer());
+    let mut ui = Ui::new(false, observing(&remote_state()), 150, 36);
+    ui.act(answer("r1"));
     assert_eq!(lines(&ui), 1, "{}", ui.screen());
 
     // This copy leads: its own log line and the answer are one outcome too.
-    let mut state = live_state();
-    let mut ui = Ui::new(false, live_data(&state, true), 150, 36);
-    let mut cursor = EventCursor::default();
-    cursor.new_events(&state);
-    state.events.push(ReconcileEvent {
+    let mut ui = Ui::new(false, live_data(&live_state(), true), 150, 36);
+    ui.act(told(Happened::Reconcile(ReconcileEvent {
         time: fixture_now(),
         verb: EventVerb::Replay,
-        object: ObjectRef::new(
-            "templates.gatekeeper.sh/v1",
-            "ConstraintTemplate",
-            "k8srequiredlabels",
-        ),
+        object: template.clone(),
         result: EventResult::Ok,
         message: summary.into(),
-    });
-    let events = cursor.new_events(&state);
-    ui.act(Action::Data(Arc::new(data_from_live(
-        &state,
-        "kind-payments",
-        true,
-        &default_options(),
-        events,
-    ))));
+        request: Some("r1".into()),
+    })));
     ui.act(Action::Answer(
         Level::Info,
         format!("`kubectl vap replay k8srequiredlabels`: {summary} (by laptop-1)"),
-        Some(OutcomeKey {
-            by: "laptop-1".into(),
-            summary: summary.into(),
-        }),
+        Some("r1".into()),
     ));
     assert_eq!(lines(&ui), 1, "{}", ui.screen());
 }

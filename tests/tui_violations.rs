@@ -35,11 +35,10 @@ fn live(generation: i64) -> Action {
         ..LiveState::default()
     };
     Action::Data(Arc::new(data_from_live(
-        &state,
+        Arc::new(state),
         "kind-payments",
         false,
         &default_options(),
-        Vec::new(),
     )))
 }
 

@@ -132,14 +132,18 @@ pub fn policy_snapshot(manifests: &[Manifest]) -> Snapshot {
 }
 
 /// Offline: which bindings (in the files, or the ones their constraints would get) select
-/// each object that is not itself policy machinery.
-pub fn offline(manifests: &[Manifest], opts: &Options) -> TestReport {
+/// each object that is not itself policy machinery. An object of a namespaced kind that names
+/// no namespace is in `namespace` (`-n`) when given, as kubectl would put it there.
+pub fn offline(manifests: &[Manifest], opts: &Options, namespace: Option<&str>) -> TestReport {
     let snap = policy_snapshot(manifests);
     let objects = manifests
         .iter()
         .filter(|m| !is_policy_object(&m.raw))
         .map(|m| {
-            let subject = Subject::from_manifest(&m.raw);
+            let mut subject = Subject::from_manifest(&m.raw);
+            if subject.namespace.is_none() && subject.namespaced == Some(true) {
+                subject.namespace = namespace.map(str::to_string);
+            }
             ObjectResult {
                 object: id_of(&m.raw, subject.namespace.clone()),
                 source: m.source.to_string(),
@@ -151,6 +155,20 @@ pub fn offline(manifests: &[Manifest], opts: &Options) -> TestReport {
         })
         .collect();
     TestReport::new("offline", objects)
+}
+
+/// The first manifest whose own namespace is not `namespace` (`-n`): its source and
+/// namespace. kubectl refuses such an object rather than move it; so does `test`.
+pub fn namespace_conflict<'a>(
+    manifests: &'a [Manifest],
+    namespace: &str,
+) -> Option<(&'a Manifest, &'a str)> {
+    manifests.iter().find_map(|m| {
+        m.raw["metadata"]["namespace"]
+            .as_str()
+            .filter(|n| !n.is_empty() && *n != namespace)
+            .map(|n| (m, n))
+    })
 }
 
 /// Labels of namespaces, read once each (`None`: could not be read).

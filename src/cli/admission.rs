@@ -1,7 +1,9 @@
 //! `test` and `audit`: argument handling and printing; the work is in `crate::admission`.
 
 use super::args::{AuditArgs, Cli, Format, TestArgs};
+use super::exit::Exit;
 use super::output;
+use super::stdio::{self, errln};
 use crate::admission::audit::{AuditOptions, AuditReport, Status};
 use crate::admission::session::{self, clients};
 use crate::admission::{audit as audit_mod, objects, test as test_mod};
@@ -10,7 +12,6 @@ use crate::snapshot::Snapshot;
 use crate::text::{printable, printable_lines};
 use anyhow::Context;
 use std::io::IsTerminal;
-use std::process::ExitCode;
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
@@ -35,7 +36,7 @@ async fn read_cluster(
 async fn live_snapshot(reader: &kube::Client, url: &str) -> anyhow::Result<Snapshot> {
     let (snap, errors) = read_cluster(reader, url).await?;
     for e in &errors {
-        eprintln!(
+        errln!(
             "warning: {} (attribution falls back to binding names)",
             e.message
         );
@@ -43,9 +44,11 @@ async fn live_snapshot(reader: &kube::Client, url: &str) -> anyhow::Result<Snaps
     Ok(snap)
 }
 
-pub fn test(cli: &Cli, args: &TestArgs) -> anyhow::Result<ExitCode> {
+pub fn test(cli: &Cli, args: &TestArgs) -> anyhow::Result<Exit> {
     if cli.input().filenames.is_empty() {
-        anyhow::bail!("test needs -f FILE (files, folders or - for stdin)");
+        return Err(super::exit::usage(
+            "test needs -f FILE (files, folders or - for stdin)",
+        ));
     }
     let opts = ReadOptions {
         max_input_bytes: cli.input().max_input_bytes,
@@ -60,7 +63,7 @@ pub fn test(cli: &Cli, args: &TestArgs) -> anyhow::Result<ExitCode> {
         false => Vec::new(),
     };
     for d in &duplicates {
-        eprintln!(
+        errln!(
             "warning: {}",
             printable(&format!(
                 "{} at {} is ignored: it is in the input again at {}, and the last copy is used",
@@ -68,11 +71,21 @@ pub fn test(cli: &Cli, args: &TestArgs) -> anyhow::Result<ExitCode> {
             ))
         );
     }
+    if let Some(ns) = &args.namespace
+        && let Some((m, theirs)) = test_mod::namespace_conflict(&manifests, ns)
+    {
+        anyhow::bail!(
+            "{}: the object is in namespace {theirs:?}, not {ns:?} (-n): pass -n {theirs}, or leave -n out",
+            m.source
+        );
+    }
     let report = if args.offline {
-        test_mod::offline(&manifests, &gen_opts)
+        test_mod::offline(&manifests, &gen_opts, args.namespace.as_deref())
     } else {
         runtime()?.block_on(async {
-            let (reader, actor, url) = clients(&cli.conn).await?;
+            let mut conn = crate::cluster::client::ConnectionOptions::from(&cli.conn);
+            conn.namespace = args.namespace.clone();
+            let (reader, actor, url) = clients(conn).await?;
             let snap = live_snapshot(&reader, &url).await?;
             anyhow::Ok(test_mod::live(&reader, &actor, &snap, &manifests, &gen_opts).await)
         })?
@@ -81,11 +94,11 @@ pub fn test(cli: &Cli, args: &TestArgs) -> anyhow::Result<ExitCode> {
         Some(t) => t,
         None => printable_lines(&test_mod::table(&report)).into_owned(),
     };
-    print!("{text}");
-    Ok(ExitCode::from(report.exit_code()))
+    stdio::stdout(&text)?;
+    Ok(Exit::of_report(report.exit_code()))
 }
 
-pub fn audit(cli: &Cli, args: &AuditArgs) -> anyhow::Result<ExitCode> {
+pub fn audit(cli: &Cli, args: &AuditArgs) -> anyhow::Result<Exit> {
     let opts = AuditOptions {
         qps: f64::from(args.qps),
         burst: args.burst,
@@ -101,7 +114,7 @@ pub fn audit(cli: &Cli, args: &AuditArgs) -> anyhow::Result<ExitCode> {
         // Ctrl-C or SIGTERM (a CI job's timeout): the report of what was found so far.
         let interrupt = super::live::terminated();
         // Said on stderr so a script (or a person without a terminal) knows the listing is done.
-        let listed = |n: usize| eprintln!("dry-running {n} object(s) in scope");
+        let listed = |n: usize| errln!("dry-running {n} object(s) in scope");
         audit_mod::audit(
             &reader,
             &actor,
@@ -114,11 +127,11 @@ pub fn audit(cli: &Cli, args: &AuditArgs) -> anyhow::Result<ExitCode> {
         .await
         .with_context(|| format!("auditing on {url}"))
     })?;
-    print!("{}", audit_text(&report, args.out.output)?);
+    stdio::stdout(&audit_text(&report, args.out.output)?)?;
     if !report.complete {
-        eprintln!("interrupted: the report holds what was found so far");
+        errln!("interrupted: the report holds what was found so far");
     }
-    Ok(ExitCode::from(report.exit_code()))
+    Ok(Exit::of_report(report.exit_code()))
 }
 
 pub fn audit_text(report: &AuditReport, format: Format) -> anyhow::Result<String> {
@@ -220,11 +233,11 @@ pub fn audit_text(report: &AuditReport, format: Format) -> anyhow::Result<String
 
 /// `check --audit`: the live `check` report plus an info finding per constraint with
 /// violations. Info findings do not change the exit code: the report is for reading.
-pub fn check_audit(cli: &Cli, out: &super::args::OutputArgs) -> anyhow::Result<ExitCode> {
+pub fn check_audit(cli: &Cli, out: &super::args::OutputArgs) -> anyhow::Result<Exit> {
     if !cli.input().filenames.is_empty() {
-        anyhow::bail!(
-            "check --audit needs a cluster: existing objects are audited there, not in files"
-        );
+        return Err(super::exit::usage(
+            "check --audit needs a cluster: existing objects are audited there, not in files",
+        ));
     }
     let opts = AuditOptions {
         progress: std::io::stderr().is_terminal(),
@@ -236,27 +249,23 @@ pub fn check_audit(cli: &Cli, out: &super::args::OutputArgs) -> anyhow::Result<E
         let (judged, _) = super::live::judged_settings(&reader, cli).await;
         // As `check` does: what is not served is said, what may not be read ends it.
         let (snap, errors) = read_cluster(&reader, &url).await?;
-        let (not_served, forbidden): (Vec<_>, Vec<_>) = errors
-            .iter()
-            .partition(|e| e.kind == crate::controller::state::AccessErrorKind::NotServed);
-        for e in not_served {
-            eprintln!("warning: {}", e.message);
-        }
-        if !forbidden.is_empty() {
-            let m: Vec<&str> = forbidden.iter().map(|e| e.message.as_str()).collect();
-            anyhow::bail!(
-                "cannot read everything the report needs (a partial report would hide problems):\n  {}",
-                m.join("\n  ")
-            );
-        }
-        let report = audit_mod::audit(&reader, &actor, &snap, None, &opts, |_| {}, std::future::pending())
-            .await
-            .with_context(|| format!("auditing on {url}"))?;
+        super::live::everything_read(&errors, &url)?;
+        let report = audit_mod::audit(
+            &reader,
+            &actor,
+            &snap,
+            None,
+            &opts,
+            |_| {},
+            std::future::pending(),
+        )
+        .await
+        .with_context(|| format!("auditing on {url}"))?;
         anyhow::Ok((snap, report, judged))
     })?;
     let extra = audit_mod::findings(&report);
     let (text, code) = super::report::check_report_with(&snap, &judged, out.output, extra)?;
-    print!("{text}");
+    stdio::stdout(&text)?;
     Ok(code)
 }
 

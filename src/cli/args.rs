@@ -11,6 +11,8 @@ use std::time::Duration;
     version,
     about = "Gatekeeper ConstraintTemplates as ValidatingAdmissionPolicies: a race-free generator, a TUI and CI checks",
     long_about = None,
+    // Ours lists topics too (`kubectl vap help prerequisites`).
+    disable_help_subcommand = true,
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -21,7 +23,8 @@ pub struct Cli {
     /// The TUI's flags (no subcommand).
     #[command(flatten)]
     pub tui: TuiArgs,
-    /// kubectl's connection flags: every command takes them.
+    /// kubectl's connection flags. Parsed here: the TUI's, or given before a command; after
+    /// [`Cli::parse_args`], the ones in effect (those given after the command win).
     #[command(flatten)]
     pub conn: ConnectionArgs,
 }
@@ -43,14 +46,35 @@ pub struct TuiArgs {
     pub lease: LeaseArgs,
 }
 
+impl Command {
+    /// The command's name as typed (`check`, `run`, …), for the User-Agent.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::Check(_) => "check",
+            Command::Plan(_) => "plan",
+            Command::Run(_) => "run",
+            Command::Replay { .. } => "replay",
+            Command::Reconcile { .. } => "reconcile",
+            Command::Install(_) => "install",
+            Command::Test(_) => "test",
+            Command::Audit(_) => "audit",
+            Command::Version { .. } => "version",
+            Command::Help { .. } => "help",
+        }
+    }
+}
+
 impl Cli {
-    /// The command line, parsed; exits as clap does on a usage error. The TUI's flags belong
-    /// to the TUI: `kubectl vap -f x check` is refused (exit 2), not read as check's input nor
-    /// ignored. kubectl's connection flags and `--log` go before or after the command.
+    /// The command line, parsed; a usage error exits 3 (`exit::TABLE`). The TUI's flags belong
+    /// to the TUI: `kubectl vap -f x check` is refused, not read as check's input nor ignored.
+    /// kubectl's connection flags and `--log` go before or after the command; a command that
+    /// connects to nothing refuses connection flags.
     pub fn parse_args() -> Self {
-        use clap::{CommandFactory, FromArgMatches, parser::ValueSource};
-        let mut cmd = Cli::command();
-        let matches = cmd.get_matches_mut();
+        use clap::{FromArgMatches, parser::ValueSource};
+        let mut cmd = Cli::clap_command();
+        let matches = cmd
+            .try_get_matches_from_mut(std::env::args_os())
+            .unwrap_or_else(|e| super::exit::exit_on_clap_error(e));
         if let Some(sub) = matches.subcommand_name() {
             let tui = TuiArgs::augment_args(clap::Command::new("tui"));
             for arg in tui.get_arguments() {
@@ -59,17 +83,78 @@ impl Cli {
                     let flag = arg
                         .get_long()
                         .map_or_else(|| id.to_string(), |l| format!("--{l}"));
-                    cmd.error(
+                    super::exit::exit_on_clap_error(cmd.error(
                         clap::error::ErrorKind::ArgumentConflict,
                         format!(
                             "{flag} before the command is the TUI's; for `{sub}`, give it after the command (`kubectl vap {sub} {flag} …`) if `kubectl vap {sub} --help` lists it"
                         ),
-                    )
-                    .exit();
+                    ));
                 }
             }
         }
-        Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+        let mut cli =
+            Cli::from_arg_matches(&matches).unwrap_or_else(|e| super::exit::exit_on_clap_error(e));
+        let before = std::mem::take(&mut cli.conn);
+        let after = cli.command_conn().cloned().unwrap_or_default();
+        cli.conn = after.over(&before);
+        if let Some(why) = cli.connects_to_nothing()
+            && let Some(flag) = cli.conn.given().first()
+        {
+            super::exit::exit_on_clap_error(cmd.error(
+                clap::error::ErrorKind::ArgumentConflict,
+                format!("{flag} is a connection flag, and {why}: it would be ignored"),
+            ));
+        }
+        // The API server refuses groups without a user to impersonate: a usage error here.
+        if !cli.conn.as_group.is_empty() && cli.conn.as_user.is_none() {
+            super::exit::exit_on_clap_error(cmd.error(
+                clap::error::ErrorKind::MissingRequiredArgument,
+                "--as-group needs --as (the user to impersonate)",
+            ));
+        }
+        cli
+    }
+
+    /// The command line's definition, with the exit-code table under every command's help.
+    pub fn clap_command() -> clap::Command {
+        use clap::CommandFactory;
+        let table = super::exit::TABLE;
+        Cli::command()
+            .after_help(table)
+            .mut_subcommands(|c| c.after_help(table))
+    }
+
+    /// The connection flags given after the command, for the commands that take them.
+    fn command_conn(&self) -> Option<&ConnectionArgs> {
+        match &self.command {
+            Some(Command::Check(a)) => Some(&a.conn),
+            Some(Command::Plan(a)) => Some(&a.conn),
+            Some(Command::Run(a)) => Some(&a.conn),
+            Some(Command::Test(a)) => Some(&a.conn),
+            Some(Command::Audit(a)) => Some(&a.conn),
+            Some(Command::Replay { conn, .. } | Command::Reconcile { conn, .. }) => Some(conn),
+            None | Some(Command::Install(_) | Command::Version { .. } | Command::Help { .. }) => {
+                None
+            }
+        }
+    }
+
+    /// Why the command line connects to no cluster (then connection flags are refused), or
+    /// `None` when it does.
+    pub fn connects_to_nothing(&self) -> Option<&'static str> {
+        let files = !self.input().filenames.is_empty();
+        match &self.command {
+            None if files => Some("`kubectl vap -f` shows files"),
+            Some(Command::Check(a)) if files && !a.audit => {
+                Some("`check -f` reads files, not a cluster")
+            }
+            Some(Command::Plan(_)) if files => Some("`plan -f` reads files, not a cluster"),
+            Some(Command::Test(a)) if a.offline => Some("`test --offline` sends nothing"),
+            Some(Command::Install(_)) => Some("`install` only prints manifests"),
+            Some(Command::Version { .. }) => Some("`version` asks no cluster"),
+            Some(Command::Help { .. }) => Some("`help` prints text"),
+            _ => None,
+        }
     }
 
     /// The `-f` input of the command being run (the TUI's without one); none for commands that
@@ -96,7 +181,12 @@ impl Cli {
             Some(Command::Replay { gen_flags, .. } | Command::Reconcile { gen_flags, .. }) => {
                 gen_flags
             }
-            Some(Command::Audit(_) | Command::Install(_) | Command::Version { .. }) => &DEFAULT_GEN,
+            Some(
+                Command::Audit(_)
+                | Command::Install(_)
+                | Command::Version { .. }
+                | Command::Help { .. },
+            ) => &DEFAULT_GEN,
         }
     }
 
@@ -168,6 +258,8 @@ pub enum Command {
         gen_flags: GenerationArgs,
         #[command(flatten)]
         lease: LeaseArgs,
+        #[command(flatten)]
+        conn: ConnectionArgs,
     },
     /// Reconcile TEMPLATE (its CRD, VAP and bindings), or everything with --all (the TUI's
     /// `r`/`R`).
@@ -182,6 +274,8 @@ pub enum Command {
         gen_flags: GenerationArgs,
         #[command(flatten)]
         lease: LeaseArgs,
+        #[command(flatten)]
+        conn: ConnectionArgs,
     },
     /// Print the in-cluster manifests (Deployment, PodDisruptionBudget, ServiceAccount,
     /// least-privilege RBAC), to apply with kubectl.
@@ -196,6 +290,11 @@ pub enum Command {
     Version {
         #[command(flatten)]
         out: OutputArgs,
+    },
+    /// Help on a command, or on a topic: prerequisites, gatekeeper, rbac, exit-codes.
+    Help {
+        /// A topic or a command; without one, the topics and commands.
+        topic: Option<String>,
     },
 }
 
@@ -229,6 +328,8 @@ pub struct CheckArgs {
     pub gen_flags: GenerationArgs,
     #[command(flatten)]
     pub lease: LeaseArgs,
+    #[command(flatten)]
+    pub conn: ConnectionArgs,
 }
 
 #[derive(Debug, Args, Clone)]
@@ -240,8 +341,14 @@ pub struct TestArgs {
     /// Send nothing: say which bindings and constraints in the files select each object.
     #[arg(long)]
     pub offline: bool,
+    /// The namespace of objects that name none (as kubectl's -n; default: the context's, then
+    /// `default`). An object in another namespace is refused, as kubectl refuses it.
+    #[arg(short = 'n', long, value_name = "NAMESPACE")]
+    pub namespace: Option<String>,
     #[command(flatten)]
     pub gen_flags: GenerationArgs,
+    #[command(flatten)]
+    pub conn: ConnectionArgs,
 }
 
 #[derive(Debug, Args, Clone)]
@@ -267,6 +374,8 @@ pub struct AuditArgs {
     /// Dry-runs in flight at once.
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub concurrency: u16,
+    #[command(flatten)]
+    pub conn: ConnectionArgs,
 }
 
 #[derive(Debug, Args, Clone)]
@@ -281,30 +390,102 @@ pub struct InputArgs {
     pub max_input_bytes: u64,
 }
 
-#[derive(Debug, Args, Clone, Default)]
+/// kubectl's connection flags: on the commands that connect (the TUI, `check`/`plan` without
+/// `-f`, `test` without `--offline`, `audit`, `run`, `replay`, `reconcile`), before or after
+/// the command; `version`, `install` and the file-only paths connect to nothing and refuse them
+/// (a flag that would be ignored is refused, never ignored).
+#[derive(Debug, Args, Clone, Default, PartialEq, Eq)]
 #[command(next_help_heading = "Connection (as kubectl's)")]
 pub struct ConnectionArgs {
-    /// Path to the kubeconfig file.
-    #[arg(long, global = true, env = "KUBECONFIG")]
+    /// Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config).
+    #[arg(long, value_name = "PATH")]
     pub kubeconfig: Option<String>,
     /// The kubeconfig context to use.
-    #[arg(long, global = true)]
+    #[arg(long, value_name = "NAME")]
     pub context: Option<String>,
     /// The kubeconfig cluster to use.
-    #[arg(long, global = true)]
+    #[arg(long, value_name = "NAME")]
     pub cluster: Option<String>,
     /// The kubeconfig user to use.
-    #[arg(long, global = true)]
+    #[arg(long, value_name = "NAME")]
     pub user: Option<String>,
+    /// The address and port of the API server (overrides the kubeconfig's; works without one).
+    #[arg(short = 's', long, value_name = "URL")]
+    pub server: Option<String>,
+    /// Bearer token for authentication to the API server (replaces the kubeconfig user's
+    /// credentials).
+    #[arg(long, value_name = "TOKEN")]
+    pub token: Option<String>,
+    /// Path to a cert file for the certificate authority.
+    #[arg(long, value_name = "FILE")]
+    pub certificate_authority: Option<String>,
+    /// Do not check the server's certificate (insecure).
+    #[arg(long)]
+    pub insecure_skip_tls_verify: bool,
     /// Username to impersonate.
-    #[arg(long = "as", global = true)]
+    #[arg(long = "as", value_name = "USER")]
     pub as_user: Option<String>,
     /// Group to impersonate (repeatable; needs --as).
-    #[arg(long = "as-group", global = true, value_name = "GROUP")]
+    #[arg(long = "as-group", value_name = "GROUP")]
     pub as_group: Vec<String>,
     /// Timeout of a single API request, e.g. 10s, 1m (0: none).
-    #[arg(long, global = true, value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub request_timeout: Option<Duration>,
+    /// The command being run, for the User-Agent (set by `dispatch`, not a flag).
+    #[arg(skip)]
+    pub command: Option<String>,
+}
+
+impl ConnectionArgs {
+    /// `self` (given after the command) over `before` (given before it): the last one wins,
+    /// as kubectl takes a flag given twice.
+    fn over(&self, before: &ConnectionArgs) -> ConnectionArgs {
+        let pick = |a: &Option<String>, b: &Option<String>| a.clone().or_else(|| b.clone());
+        ConnectionArgs {
+            kubeconfig: pick(&self.kubeconfig, &before.kubeconfig),
+            context: pick(&self.context, &before.context),
+            cluster: pick(&self.cluster, &before.cluster),
+            user: pick(&self.user, &before.user),
+            server: pick(&self.server, &before.server),
+            token: pick(&self.token, &before.token),
+            certificate_authority: pick(&self.certificate_authority, &before.certificate_authority),
+            insecure_skip_tls_verify: self.insecure_skip_tls_verify
+                || before.insecure_skip_tls_verify,
+            as_user: pick(&self.as_user, &before.as_user),
+            as_group: if self.as_group.is_empty() {
+                before.as_group.clone()
+            } else {
+                self.as_group.clone()
+            },
+            request_timeout: self.request_timeout.or(before.request_timeout),
+            command: self.command.clone().or_else(|| before.command.clone()),
+        }
+    }
+
+    /// The flags given, as `--flag` (none of them has a default, so given means set).
+    pub fn given(&self) -> Vec<&'static str> {
+        let flags = [
+            ("--kubeconfig", self.kubeconfig.is_some()),
+            ("--context", self.context.is_some()),
+            ("--cluster", self.cluster.is_some()),
+            ("--user", self.user.is_some()),
+            ("--server", self.server.is_some()),
+            ("--token", self.token.is_some()),
+            (
+                "--certificate-authority",
+                self.certificate_authority.is_some(),
+            ),
+            ("--insecure-skip-tls-verify", self.insecure_skip_tls_verify),
+            ("--as", self.as_user.is_some()),
+            ("--as-group", !self.as_group.is_empty()),
+            ("--request-timeout", self.request_timeout.is_some()),
+        ];
+        flags
+            .into_iter()
+            .filter(|(_, given)| *given)
+            .map(|(f, _)| f)
+            .collect()
+    }
 }
 
 impl From<&ConnectionArgs> for crate::cluster::client::ConnectionOptions {
@@ -314,9 +495,15 @@ impl From<&ConnectionArgs> for crate::cluster::client::ConnectionOptions {
             context: a.context.clone(),
             cluster: a.cluster.clone(),
             user: a.user.clone(),
+            server: a.server.clone(),
+            token: a.token.clone(),
+            certificate_authority: a.certificate_authority.clone(),
+            insecure_skip_tls_verify: a.insecure_skip_tls_verify,
+            namespace: None,
             as_user: a.as_user.clone(),
             as_group: a.as_group.clone(),
             request_timeout: a.request_timeout,
+            command: a.command.clone(),
         }
     }
 }
@@ -498,6 +685,8 @@ pub struct PlanArgs {
     pub gen_flags: GenerationArgs,
     #[command(flatten)]
     pub lease: LeaseArgs,
+    #[command(flatten)]
+    pub conn: ConnectionArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -535,6 +724,8 @@ pub struct RunArgs {
     pub gen_flags: GenerationArgs,
     #[command(flatten)]
     pub lease: LeaseArgs,
+    #[command(flatten)]
+    pub conn: ConnectionArgs,
 }
 
 /// Parses `30s`, `2m`, `1h`, `500ms` or a bare number of seconds.
@@ -568,6 +759,7 @@ mod tests {
     #[test]
     fn cli_is_well_formed() {
         Cli::command().debug_assert();
+        Cli::clap_command().debug_assert();
     }
 
     #[test]

@@ -1,10 +1,11 @@
 //! `install --print`: the in-cluster manifests (Deployment, PodDisruptionBudget, ServiceAccount,
-//! least-privilege RBAC, optionally the metrics Service) for the image `scripts/image` builds.
+//! least-privilege RBAC, the guard policy that confines the service account's writes where
+//! RBAC cannot, optionally the metrics Service) for the image `scripts/image` builds.
 //!
 //! The image facts below are also written in `scripts/image` and the `Dockerfile`;
 //! `tests/image_config.rs` and `tests/e2e_image.rs` check that all three agree.
 
-use std::process::ExitCode;
+use super::exit::Exit;
 
 /// The tag `scripts/image` and `scripts/release` give the image of this version.
 pub const DEFAULT_IMAGE: &str = concat!(
@@ -13,12 +14,16 @@ pub const DEFAULT_IMAGE: &str = concat!(
 );
 /// The image's numeric user and group: non-root, so `runAsNonRoot` can verify it.
 pub const IMAGE_UID: u32 = 65532;
-/// The image's entrypoint; the Deployment passes only arguments after it.
+/// The image's entrypoint (for `docker run IMAGE`). The Deployment does not rely on it: its
+/// container states the binary ([`IMAGE_ENTRYPOINT`]`[0]`) and `run --in-cluster` itself.
 pub const IMAGE_ENTRYPOINT: [&str; 3] = ["/kubectl-vap", "run", "--in-cluster"];
 /// `/metrics`, `/healthz` and `/readyz` (`run --metrics-addr`); the image exposes it.
 pub const METRICS_PORT: u16 = 8080;
 
 const NAME: &str = "kubectl-vap";
+/// The guard policy and its binding. Not `gatekeeper-…` (the reconciler's names) and not
+/// labelled managed-by kubectl-vap: nothing the reconciler owns, so it never touches it.
+pub const GUARD_NAME: &str = "kubectl-vap-guard";
 /// Where the Events about templates go (cluster-scoped objects' events live in `default`).
 const EVENTS_NAMESPACE: &str = "default";
 
@@ -33,9 +38,9 @@ pub struct InstallOptions {
 }
 
 /// `install --print`: the in-cluster manifests with least-privilege RBAC.
-pub fn install(opts: &InstallOptions) -> anyhow::Result<ExitCode> {
-    print!("{}", install_manifests(opts)?);
-    Ok(ExitCode::SUCCESS)
+pub fn install(opts: &InstallOptions) -> anyhow::Result<Exit> {
+    super::stdio::stdout(&install_manifests(opts)?)?;
+    Ok(Exit::Clean)
 }
 
 /// The ClusterRole `run` needs: exactly the verbs and resources it uses.
@@ -109,6 +114,97 @@ pub fn operator_rules(lease_name: &str) -> serde_json::Value {
           "resourceNames": [crate::controller::requests_configmap(lease_name)],
           "verbs": ["get", "list", "watch", "patch"] }
     ])
+}
+
+/// The username of the in-cluster reconciler: its ServiceAccount's.
+pub fn service_account_user(namespace: &str) -> String {
+    format!("system:serviceaccount:{namespace}:{NAME}")
+}
+
+/// A CEL string literal (names and namespaces are DNS labels; quoted all the same).
+fn cel_string(s: &str) -> String {
+    serde_json::Value::from(s).to_string()
+}
+
+/// The guard: a ValidatingAdmissionPolicy and its binding that confine what `user` (the
+/// ServiceAccount) may write where RBAC cannot name the objects in advance. RBAC grants
+/// create/update/delete on every CustomResourceDefinition (the constraint CRDs' names come
+/// from templates) and create of Leases and ConfigMaps (a create is authorized before the name
+/// is known); the guard lets through only CRDs of the group `constraints.gatekeeper.sh`, and in
+/// `namespace` only the Lease `lease` and its requests ConfigMap. Kubernetes evaluates no
+/// admission policy (nor webhook) on VAPs and bindings themselves, so that no policy can lock
+/// out the admission chain: those stay confined by RBAC alone.
+pub fn guard_objects(namespace: &str, lease: &str, user: &str) -> [serde_json::Value; 2] {
+    use serde_json::json;
+    let labels = json!({ "app.kubernetes.io/name": NAME, "app.kubernetes.io/part-of": NAME });
+    let ns = cel_string(namespace);
+    let requests = cel_string(&crate::controller::requests_configmap(lease));
+    let group = cel_string(crate::model::CONSTRAINTS_GROUP);
+    let name_is = |resource: &str, name: &str| {
+        format!(
+            "request.resource.resource != '{resource}' || (request.namespace == {ns} && variables.target.metadata.name == {name})"
+        )
+    };
+    let rule = |group: &str, resource: &str| {
+        json!({ "apiGroups": [group], "apiVersions": ["*"], "resources": [resource],
+                "operations": ["CREATE", "UPDATE", "DELETE"] })
+    };
+    [
+        json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": { "name": GUARD_NAME, "labels": labels },
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": { "resourceRules": [
+                    rule("apiextensions.k8s.io", "customresourcedefinitions"),
+                    rule("coordination.k8s.io", "leases"),
+                    rule("", "configmaps"),
+                ] },
+                // Only the reconciler's own requests: nobody else is confined by this policy.
+                "matchConditions": [{
+                    "name": "the-reconciler",
+                    "expression": format!("request.userInfo.username == {}", cel_string(user))
+                }],
+                // A delete has no new object: what it removes is the old one.
+                "variables": [{
+                    "name": "target",
+                    "expression": "request.operation == 'DELETE' ? oldObject : object"
+                }],
+                "validations": [
+                    {
+                        "expression": format!(
+                            "request.resource.resource != 'customresourcedefinitions' || variables.target.spec.group == {group}"
+                        ),
+                        "messageExpression": format!(
+                            "'kubectl-vap writes only constraint CRDs (group ' + {group} + '), not ' + variables.target.metadata.name"
+                        ),
+                        "reason": "Forbidden"
+                    },
+                    {
+                        "expression": name_is("leases", &cel_string(lease)),
+                        "messageExpression": format!(
+                            "'kubectl-vap writes only its Lease ' + {ns} + '/' + {}", cel_string(lease)
+                        ),
+                        "reason": "Forbidden"
+                    },
+                    {
+                        "expression": name_is("configmaps", &requests),
+                        "messageExpression": format!(
+                            "'kubectl-vap writes only its ConfigMap ' + {ns} + '/' + {requests}"
+                        ),
+                        "reason": "Forbidden"
+                    }
+                ]
+            }
+        }),
+        json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": { "name": GUARD_NAME, "labels": labels },
+            "spec": { "policyName": GUARD_NAME, "validationActions": ["Deny"] }
+        }),
+    ]
 }
 
 /// The manifests as one multi-document YAML stream.
@@ -188,6 +284,7 @@ pub fn install_objects(opts: &InstallOptions) -> Vec<serde_json::Value> {
         events_role_rules(),
         ns,
     ));
+    docs.extend(guard_objects(ns, lease, &service_account_user(ns)));
     docs.extend([
         json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
@@ -232,8 +329,11 @@ pub fn install_objects(opts: &InstallOptions) -> Vec<serde_json::Value> {
                         "containers": [{
                             "name": NAME,
                             "image": opts.image,
-                            // After the image's entrypoint (IMAGE_ENTRYPOINT).
-                            "args": [format!("--lease-namespace={ns}"),
+                            // Stated, not left to the image's entrypoint: an image built
+                            // otherwise (or a later one) still runs the reconciler.
+                            "command": [IMAGE_ENTRYPOINT[0]],
+                            "args": ["run", "--in-cluster",
+                                     format!("--lease-namespace={ns}"),
                                      format!("--metrics-addr=0.0.0.0:{METRICS_PORT}")],
                             // Published with the Lease renewals: views name the pod that leads.
                             "env": [{ "name": "POD_NAME",
@@ -313,6 +413,8 @@ mod tests {
                 "RoleBinding",
                 "Role",
                 "RoleBinding",
+                "ValidatingAdmissionPolicy",
+                "ValidatingAdmissionPolicyBinding",
                 "ClusterRole",
                 "ConfigMap",
                 "Deployment",
@@ -347,8 +449,8 @@ mod tests {
         assert_eq!(docs[5]["metadata"]["namespace"], "default");
         assert_eq!(docs[5]["rules"], events_role_rules());
         // The operator's role reads, and writes only the requests ConfigMap.
-        assert_eq!(docs[7]["metadata"]["name"], "kubectl-vap-operator");
-        for rule in docs[7]["rules"].as_array().into_iter().flatten() {
+        assert_eq!(docs[9]["metadata"]["name"], "kubectl-vap-operator");
+        for rule in docs[9]["rules"].as_array().into_iter().flatten() {
             let writes = rule["verbs"]
                 .as_array()
                 .into_iter()
@@ -388,8 +490,50 @@ mod tests {
         assert!(!out.contains("kind: Namespace"));
     }
 
+    /// The guard confines the service account, and nobody else, to constraint CRDs and its
+    /// own Lease and ConfigMap; the reconciler would never take it for its own (no managed-by
+    /// label, no `gatekeeper-` name). Its CEL is judged by a real API server in
+    /// tests/e2e_reconciler/rbac.rs.
     #[test]
-    fn the_deployment_runs_the_image_entrypoint_hardened_with_probes() {
+    fn the_guard_names_the_service_account_its_group_and_its_objects() {
+        let docs = install_objects(&opts(false));
+        let vap = docs
+            .iter()
+            .find(|d| d["kind"] == "ValidatingAdmissionPolicy")
+            .expect("the guard");
+        assert_eq!(vap["metadata"]["name"], GUARD_NAME);
+        assert!(
+            vap["metadata"]["labels"]
+                .get(crate::model::MANAGED_BY_LABEL)
+                .is_none()
+        );
+        assert!(!GUARD_NAME.starts_with("gatekeeper-"));
+        assert_eq!(
+            vap["spec"]["matchConditions"][0]["expression"],
+            "request.userInfo.username == \"system:serviceaccount:vap-system:kubectl-vap\""
+        );
+        let text = vap["spec"]["validations"].to_string();
+        for needle in [
+            "constraints.gatekeeper.sh",
+            "\\\"kubectl-vap\\\"",
+            "\\\"kubectl-vap-requests\\\"",
+            "\\\"vap-system\\\"",
+        ] {
+            assert!(text.contains(needle), "{needle} in {text}");
+        }
+        let binding = docs
+            .iter()
+            .find(|d| d["kind"] == "ValidatingAdmissionPolicyBinding")
+            .expect("its binding");
+        assert_eq!(binding["spec"]["policyName"], GUARD_NAME);
+        assert_eq!(
+            binding["spec"]["validationActions"],
+            serde_json::json!(["Deny"])
+        );
+    }
+
+    #[test]
+    fn the_deployment_runs_the_reconciler_hardened_with_probes() {
         let docs = install_objects(&opts(false));
         let deployment = docs
             .iter()
@@ -403,11 +547,13 @@ mod tests {
             "metadata.name"
         );
         assert_eq!(c["image"], "example/img:1");
-        // The image's entrypoint runs `run --in-cluster`; only arguments follow it.
-        assert!(c.get("command").is_none());
+        // `run --in-cluster` stated, not left to the image's entrypoint.
+        assert_eq!(c["command"], serde_json::json!(["/kubectl-vap"]));
         assert_eq!(
             c["args"],
             serde_json::json!([
+                "run",
+                "--in-cluster",
                 "--lease-namespace=vap-system",
                 "--metrics-addr=0.0.0.0:8080"
             ])

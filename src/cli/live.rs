@@ -3,14 +3,15 @@
 //! one-shot commands go through the same reconciler and lease as `run` and the TUI.
 
 use super::args::{Cli, OutputArgs, PlanArgs, RunArgs};
+use super::exit::Exit;
 use super::report;
+use super::stdio::{self, errln};
 use crate::cluster::{discover_admission_api, list_snapshot};
 use crate::controller::state::AccessErrorKind;
-use crate::controller::{Command, Config, Controller, Convergence, Mode, NotLeading};
+use crate::controller::{Command, Config, Controller, Convergence, EventVerb, Mode, NotLeading};
 use crate::controller::{Tuning, launch};
 use crate::core::analyze;
 use anyhow::{Context, bail};
-use std::process::ExitCode;
 use std::time::Duration;
 
 /// The Lease the one-shot commands join (the `run` defaults).
@@ -84,15 +85,40 @@ fn event_lines(controller: &Controller) -> (Vec<String>, usize) {
     (lines, failures)
 }
 
-/// Checks the stores against the analysis (the I3 oracle): the remaining plan. Called after
-/// `converged`, whose idle includes "the stores show every write of this copy", so one look
-/// at the snapshot is enough.
-fn remaining_plan(controller: &Controller, opts: &crate::core::Options) -> Vec<String> {
-    analyze(&controller.snapshot(), opts)
-        .plan
-        .iter()
-        .map(|w| format!("{} {} ({})", w.verb.as_str(), w.object, w.reason))
-        .collect()
+/// What is left after `run --once` converged, as lines.
+struct Remaining {
+    /// Writes still needed.
+    plan: Vec<String>,
+    /// Error findings: what cannot be generated or put in place as written.
+    problems: Vec<String>,
+}
+
+/// Checks the stores against the analysis (the I3 oracle): the remaining plan, and the error
+/// findings (a warning such as a CRD whose template is gone is left by design). Called after `converged`, whose idle includes "the
+/// stores show every write of this copy", so one look at the snapshot is enough.
+fn remaining(controller: &Controller, opts: &crate::core::Options) -> Remaining {
+    let analysis = analyze(&controller.snapshot(), opts);
+    Remaining {
+        plan: analysis
+            .plan
+            .iter()
+            .map(|w| format!("{} {} ({})", w.verb.as_str(), w.object, w.reason))
+            .collect(),
+        problems: analysis
+            .findings
+            .iter()
+            .filter(|f| f.severity == crate::core::Severity::Error)
+            .map(|f| {
+                crate::text::printable(&format!(
+                    "{} {}: {}",
+                    f.code.as_str(),
+                    report::kubectl_name(&f.object),
+                    f.message
+                ))
+                .into_owned()
+            })
+            .collect(),
+    }
 }
 
 /// How a headless copy that competes for the Lease is started.
@@ -104,6 +130,7 @@ struct Electing {
     workers: Option<u16>,
     lease_duration: Option<Duration>,
     scope: crate::controller::Scope,
+    one_shot: bool,
 }
 
 /// Connects and starts a headless reconciler that competes for the Lease; refuses (and stops
@@ -122,6 +149,7 @@ async fn start_electing(cli: &Cli, how: Electing) -> anyhow::Result<Controller> 
     );
     config.metrics_addr = how.metrics_addr;
     config.scope = how.scope;
+    config.one_shot = how.one_shot;
     if let Some(w) = how.workers {
         config.workers = usize::from(w);
     }
@@ -159,19 +187,19 @@ impl Say {
     }
     fn info(self, line: &str) {
         match self {
-            Say::Human => eprintln!("{line}"),
+            Say::Human => errln!("{line}"),
             Say::Log => tracing::info!("{line}"),
         }
     }
     fn error(self, line: &str) {
         match self {
-            Say::Human => eprintln!("error: {line}"),
+            Say::Human => errln!("error: {line}"),
             Say::Log => tracing::error!("{line}"),
         }
     }
 }
 
-pub fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<ExitCode> {
+pub fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<Exit> {
     let rt = runtime()?;
     let say = Say::for_run(args);
     rt.block_on(async {
@@ -185,6 +213,7 @@ pub fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<ExitCode> {
                 workers: Some(args.workers),
                 lease_duration: args.lease_duration,
                 scope: crate::controller::Scope::All,
+                one_shot: false,
             },
         )
         .await?;
@@ -201,13 +230,15 @@ pub fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<ExitCode> {
             terminated().await;
             tracing::info!("stopping: releasing the lease");
             stop(running).await;
-            return Ok(ExitCode::SUCCESS);
+            return Ok(Exit::Clean);
         }
         // --once: lead, converge, verify, release.
         if let Err(why) = running.leading(LEASE_WAIT).await {
             stop(running).await;
+            // Another copy reconciles (or the Lease cannot be used): whether the cluster
+            // converges is not known from here.
             say.error(&not_leading_text(cli, &why, "Not converging from here."));
-            return Ok(ExitCode::from(1));
+            return Ok(Exit::CannotTell);
         }
         let limit = opts.binding_wait + Duration::from_secs(90);
         let convergence = running.converged(limit).await;
@@ -228,10 +259,10 @@ pub fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<ExitCode> {
                     .collect::<Vec<_>>()
                     .join("\n  ")
             ));
-            return Ok(ExitCode::from(2));
+            return Ok(Exit::CannotTell);
         }
         let idle = convergence == Convergence::Idle;
-        let left = remaining_plan(&running, &opts);
+        let Remaining { plan: left, problems } = remaining(&running, &opts);
         let (lines, failures) = event_lines(&running);
         for l in &lines {
             say.info(l);
@@ -241,10 +272,15 @@ pub fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<ExitCode> {
         }
         let writes = running.writes_total();
         stop(running).await;
-        if idle && left.is_empty() {
-            say.info(&format!("converged: {writes} write(s)"));
-            Ok(ExitCode::SUCCESS)
-        } else {
+        if convergence == Convergence::Forbidden {
+            // A right is missing: retrying does not help, and what the rest would need is
+            // not known (the events above name the refused write and the grant).
+            say.error(&format!(
+                "a write was forbidden (see above); {writes} write(s) made: the ClusterRole of `kubectl vap install --print` grants what run needs"
+            ));
+            return Ok(Exit::CannotTell);
+        }
+        if !(idle && left.is_empty()) {
             say.error(&format!(
                 "did not converge{}; {} write(s) still needed:",
                 if idle {
@@ -257,8 +293,22 @@ pub fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<ExitCode> {
             for l in left {
                 say.info(&format!("  {l}"));
             }
-            Ok(ExitCode::from(1))
+            return Ok(Exit::Findings);
         }
+        if !problems.is_empty() {
+            // Converged, yet not everything can be generated as written (a template error, a
+            // constraint error): as `check` reports them, exit 1.
+            say.error(&format!(
+                "converged: {writes} write(s); {} error finding(s) remain (`kubectl vap check` lists every finding):",
+                problems.len()
+            ));
+            for p in problems {
+                say.info(&format!("  {p}"));
+            }
+            return Ok(Exit::Findings);
+        }
+        say.info(&format!("converged: {writes} write(s)"));
+        Ok(Exit::Clean)
     })
 }
 
@@ -280,7 +330,7 @@ fn not_leading_text(cli: &Cli, why: &NotLeading, then: &str) -> String {
 /// (in the cluster, another terminal), it is asked and its answer printed; when none does,
 /// this command leads briefly itself, working on that template's objects only, and prints
 /// what it wrote.
-pub fn one_shot(cli: &Cli, cmd: Command) -> anyhow::Result<ExitCode> {
+pub fn one_shot(cli: &Cli, cmd: Command) -> anyhow::Result<Exit> {
     let rt = runtime()?;
     rt.block_on(async {
         let (client, url) = crate::cluster::client::connect(&cli.conn, false)
@@ -306,8 +356,8 @@ async fn ask_the_holder(
     cli: &Cli,
     cmd: &Command,
     holder: &str,
-) -> anyhow::Result<ExitCode> {
-    eprintln!(
+) -> anyhow::Result<Exit> {
+    errln!(
         "Lease {}/{} is held by {holder}: asking it",
         cli.lease().lease_namespace,
         cli.lease().lease_name
@@ -321,20 +371,21 @@ async fn ask_the_holder(
     )
     .await
     .context("asking the lease holder")?;
-    eprintln!("settings: the leader's ({holder}): it carries the command out");
-    println!("{} (by {})", outcome.summary, outcome.handled_by);
-    Ok(if outcome.failures == 0 && outcome.refused == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    errln!("settings: the leader's ({holder}): it carries the command out");
+    stdio::stdout(&format!(
+        "{} (by {})\n",
+        outcome.summary, outcome.handled_by
+    ))?;
+    Ok(Exit::findings_if(
+        outcome.failures > 0 || outcome.refused > 0,
+    ))
 }
 
 /// Nobody leads: this command does, for `cmd`'s objects only, then releases the Lease.
-/// Gaining the Lease reconciles the scope, so the writes may come before the request's own:
-/// the last line counts every write of this copy (what the server saw), with the request's
-/// keys counted once every store has listed.
-async fn lead_briefly(cli: &Cli, cmd: Command) -> anyhow::Result<ExitCode> {
+/// Gaining the Lease reconciles the scope, so the writes may come before the request's own: the
+/// copy is a one-shot ([`Config::one_shot`]), whose request counts every write it made. Its
+/// summary — the last line printed — is the line in its log and the Kubernetes Event alike.
+async fn lead_briefly(cli: &Cli, cmd: Command) -> anyhow::Result<Exit> {
     let opts = cli.generation_options();
     let scope = match &cmd {
         Command::Replay(t) | Command::Reconcile(t) => crate::controller::Scope::Template(t.clone()),
@@ -344,19 +395,20 @@ async fn lead_briefly(cli: &Cli, cmd: Command) -> anyhow::Result<ExitCode> {
         cli,
         Electing {
             scope,
+            one_shot: true,
             ..Electing::default()
         },
     )
     .await?;
     if let Err(why) = running.leading(LEASE_WAIT).await {
         stop(running).await;
-        eprintln!(
+        errln!(
             "error: {}",
             not_leading_text(cli, &why, "Refusing to write from here.")
         );
-        return Ok(ExitCode::from(1));
+        return Ok(Exit::CannotTell);
     }
-    eprintln!(
+    errln!(
         "settings: local flags (this command leads Lease {}/{} for now)",
         cli.lease().lease_namespace,
         cli.lease().lease_name
@@ -370,68 +422,45 @@ async fn lead_briefly(cli: &Cli, cmd: Command) -> anyhow::Result<ExitCode> {
         .await
         .context("handling the command");
     let convergence = running.converged(limit).await;
-    let events = running.events();
-    for e in &events {
-        println!("{e}");
-    }
-    // Failures by object: a body refused once is not sent again, but each attempt is logged.
-    let failed: std::collections::BTreeSet<String> = events
-        .iter()
-        .filter(|e| e.result.is_failure())
-        .map(|e| e.object.to_string())
-        .collect();
-    let refused: std::collections::BTreeSet<String> = events
+    // Every action of this copy, the request's own line (its summary) among them.
+    let text: String = running
+        .events()
         .iter()
         .filter(|e| {
-            matches!(
-                &e.result,
-                crate::controller::EventResult::WriteFailed(
-                    crate::controller::WriteError::Invalid(_)
-                )
+            !matches!(
+                e.verb,
+                EventVerb::Replay | EventVerb::Reconcile | EventVerb::ReconcileAll
             )
         })
-        .map(|e| e.object.to_string())
+        .map(|e| format!("{e}\n"))
         .collect();
-    let writes = running.writes_total();
     stop(running).await;
+    stdio::stdout(&text)?;
     let outcome = outcome?;
-    println!(
-        "{}",
-        crate::controller::request_summary(
-            &cmd,
-            outcome.keys,
-            writes,
-            failed.len() as u64,
-            refused.len(),
-            0,
-            0
-        )
-    );
-    if convergence == Convergence::Idle && failed.is_empty() {
-        Ok(ExitCode::SUCCESS)
-    } else {
-        Ok(ExitCode::from(1))
-    }
+    stdio::stdout(&format!("{}\n", outcome.summary))?;
+    Ok(Exit::findings_if(
+        convergence != Convergence::Idle || outcome.failures > 0 || outcome.refused > 0,
+    ))
 }
 
 /// `check`/`plan` against the live cluster: one listing, then the same report as for files,
 /// judged by the leader's settings when a leader publishes them, with each planned write
 /// sent as a server-side dry-run. `check` on the current context.
-pub fn check(cli: &Cli, out: &OutputArgs) -> anyhow::Result<ExitCode> {
+pub fn check(cli: &Cli, out: &OutputArgs) -> anyhow::Result<Exit> {
     let (snap, opts, live) = read_cluster(cli)?;
     let (text, code) = report::check_report_live(&snap, &opts, out.output, Vec::new(), &live)?;
-    print!("{text}");
+    stdio::stdout(&text)?;
     Ok(code)
 }
 
 /// `plan` on the current context. Exit 1 when the server refuses a planned write, whatever
 /// `--exit-code` says: that plan cannot be carried out.
-pub fn plan(cli: &Cli, args: &PlanArgs) -> anyhow::Result<ExitCode> {
+pub fn plan(cli: &Cli, args: &PlanArgs) -> anyhow::Result<Exit> {
     let (snap, opts, live) = read_cluster(cli)?;
     let (text, writes) = report::plan_report_live(&snap, &opts, args.out.format(), Some(&live))?;
-    print!("{text}");
+    stdio::stdout(&text)?;
     if !live.refused.is_empty() {
-        return Ok(ExitCode::from(1));
+        return Ok(Exit::Findings);
     }
     Ok(report::plan_exit_code(args, writes))
 }
@@ -446,21 +475,9 @@ pub(super) async fn judged_settings(
     let local = cli.generation_options();
     let lease = cli.lease();
     let (ns, name) = (lease.lease_namespace.as_str(), lease.lease_name.as_str());
+    // The controller's one rule, as the TUI judges by it too.
     let (opts, judged) = match crate::controller::read_lease(client, ns, name).await {
-        Ok(view) => match (view.holder.filter(|_| !view.vacant), view.health) {
-            (Some(holder), Some(health)) if health.settings.is_some() => {
-                let settings = health.settings.unwrap_or_default();
-                judge(&local, Some((&holder, &settings)), "")
-            }
-            (Some(holder), _) => {
-                judge(&local, None, &format!("the leader {holder} publishes none"))
-            }
-            (None, _) => judge(
-                &local,
-                None,
-                &format!("no copy leads: Lease {ns}/{name} is vacant"),
-            ),
-        },
+        Ok(view) => view.judge(&local),
         Err(e) => judge(
             &local,
             None,
@@ -471,7 +488,7 @@ pub(super) async fn judged_settings(
         ),
     };
     for line in judged.lines() {
-        eprintln!("{line}");
+        errln!("{line}");
     }
     (opts, judged)
 }
@@ -509,7 +526,7 @@ async fn dry_run_plan(
                 unchecked += 1;
                 tracing::debug!("dry-run of {} {}: {e}", w.verb.as_str(), w.object);
                 if unchecked == 1 {
-                    eprintln!(
+                    errln!(
                         "warning: the server-side dry-run of a planned write failed ({}); what the server would refuse is not known",
                         e
                     );
@@ -520,8 +537,41 @@ async fn dry_run_plan(
     refused
 }
 
+/// Whether a report on the cluster at `url` can be true, given what could not be read: not if
+/// anything was forbidden or failed (a partial report would hide problems), nor without
+/// Gatekeeper's ConstraintTemplate CRD (no templates is not the same as none served: a report
+/// on the wrong cluster must not pass). Other kinds not served (a constraint kind whose CRD
+/// is not Established yet) are said as warnings.
+pub(super) fn everything_read(
+    errors: &[crate::controller::AccessError],
+    url: &str,
+) -> anyhow::Result<()> {
+    let templates =
+        crate::cluster::discovery::resource_name(&crate::cluster::discovery::templates_resource());
+    let (not_served, failed): (Vec<_>, Vec<_>) = errors
+        .iter()
+        .partition(|e| e.kind == AccessErrorKind::NotServed);
+    if let Some(e) = not_served.iter().find(|e| e.resource == templates) {
+        bail!(
+            "{}: Gatekeeper's ConstraintTemplate CRD is not installed on {url}, so nothing can be judged there (the right cluster? `kubectl vap help prerequisites`)",
+            e.message
+        );
+    }
+    for e in not_served {
+        errln!("warning: {}", e.message);
+    }
+    if !failed.is_empty() {
+        let lines: Vec<&str> = failed.iter().map(|e| e.message.as_str()).collect();
+        bail!(
+            "cannot read everything the report needs (a partial report would hide problems):\n  {}",
+            lines.join("\n  ")
+        );
+    }
+    Ok(())
+}
+
 /// Everything `check` and `plan` read, or an error naming what could not be read (a partial
-/// report would hide problems); the options to judge by; what the server refuses of the plan.
+/// report would hide problems, see [`everything_read`]); the options to judge by; what the server refuses of the plan.
 fn read_cluster(
     cli: &Cli,
 ) -> anyhow::Result<(
@@ -540,20 +590,7 @@ fn read_cluster(
         let (snap, errors) = list_snapshot(&client, &api)
             .await
             .with_context(|| format!("reading {url}"))?;
-        let forbidden: Vec<String> = errors
-            .iter()
-            .filter(|e| e.kind != AccessErrorKind::NotServed)
-            .map(|e| e.message.clone())
-            .collect();
-        for e in errors.iter().filter(|e| e.kind == AccessErrorKind::NotServed) {
-            eprintln!("warning: {}", e.message);
-        }
-        if !forbidden.is_empty() {
-            bail!(
-                "cannot read everything the report needs (a partial report would hide problems):\n  {}",
-                forbidden.join("\n  ")
-            );
-        }
+        everything_read(&errors, &url)?;
         let (opts, settings) = judged_settings(&client, cli).await;
         let plan = analyze(&snap, &opts).plan;
         let refused = dry_run_plan(&client, &api, &plan).await;

@@ -2,22 +2,31 @@
 
 pub mod admission;
 pub mod args;
+pub mod exit;
 pub mod install;
 pub mod live;
 pub mod output;
 pub mod report;
+pub mod stdio;
+pub mod topics;
 pub mod version;
 
 /// Kept for the TUI's live source until the controller redesign updates it to `crate::text`.
 pub use crate::text::error_text;
 use args::{Cli, Command};
-use std::process::ExitCode;
+use exit::Exit;
 
-/// Runs the parsed command line. `Ok` carries the exit code; `Err` exits 2 with its context.
-pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
-    cli.gen_flags()
-        .validate()
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+/// Runs the parsed command line. `Ok` carries the row of the exit-code table it ended on;
+/// `Err` ends on 2 (cannot tell) or, for an [`exit::UsageError`], 3.
+pub fn dispatch(mut cli: Cli) -> anyhow::Result<Exit> {
+    // Every request says which command sent it (User-Agent `kubectl-vap/<version> (<command>)`).
+    cli.conn.command = Some(
+        cli.command
+            .as_ref()
+            .map_or("tui", Command::name)
+            .to_string(),
+    );
+    cli.gen_flags().validate().map_err(exit::usage)?;
     match &cli.command {
         // The TUI owns the screen: its logs go to a file.
         None => crate::logging::init_file(cli.log.as_deref()),
@@ -31,6 +40,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Test(args)) => admission::test(&cli, args),
         Some(Command::Audit(args)) => admission::audit(&cli, args),
         Some(Command::Version { out }) => version::print(out.output),
+        Some(Command::Help { topic }) => topics::help(topic.as_deref()),
         Some(Command::Check(c)) if c.audit => admission::check_audit(&cli, &c.out),
         Some(Command::Check(c)) if !c.input.filenames.is_empty() => {
             report::check_files(&cli, &c.out)
@@ -51,9 +61,9 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         // `install` applies nothing: it says so, and how to apply, rather than print
         // manifests someone may take for an installation.
-        Some(Command::Install(i)) if !i.print => anyhow::bail!(
-            "install only prints the manifests, it applies nothing; to install: kubectl vap install --print | kubectl apply -f -"
-        ),
+        Some(Command::Install(i)) if !i.print => Err(exit::usage(
+            "install only prints the manifests, it applies nothing; to install: kubectl vap install --print | kubectl apply -f -",
+        )),
         Some(Command::Install(i)) => install::install(&install::InstallOptions {
             namespace: i.namespace.clone(),
             image: i.image.clone(),
@@ -64,7 +74,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
 }
 
 /// `kubectl vap` with no command: the TUI on files (`-f`) or on the current context.
-fn tui(cli: &Cli) -> anyhow::Result<ExitCode> {
+fn tui(cli: &Cli) -> anyhow::Result<Exit> {
     let t = &cli.tui;
     let opts = cli.generation_options();
     let source: Box<dyn crate::tui::Source> = if t.input.filenames.is_empty() {
@@ -86,5 +96,7 @@ fn tui(cli: &Cli) -> anyhow::Result<ExitCode> {
     let tui = crate::tui::TuiOptions {
         readonly: t.readonly,
     };
-    Ok(crate::tui::run(source, &tui)?)
+    // The TUI ends with an error (2) or because its user quit: clean.
+    crate::tui::run(source, &tui)?;
+    Ok(Exit::Clean)
 }

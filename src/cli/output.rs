@@ -1,4 +1,5 @@
-//! Printing reports: table for people, JSON and YAML as contracts for scripts.
+//! Printing reports: table for people, JSON and YAML as contracts for scripts (written out by
+//! `cli::stdio`).
 
 use super::args::Format;
 use serde::Serialize;

@@ -2,6 +2,7 @@
 //! or from the cluster (live), and everything after loading is one code path.
 
 use super::args::{Cli, Format, OutputArgs, PlanArgs};
+use super::exit::Exit;
 use super::output;
 use crate::core::settings::Judged;
 use crate::core::{Analysis, Code, Finding, Options, PlannedWrite, Summary, Verb, analyze};
@@ -10,7 +11,6 @@ use crate::snapshot::Snapshot;
 use crate::text::{printable, printable_lines};
 use anyhow::Context;
 use serde::Serialize;
-use std::process::ExitCode;
 
 #[derive(Serialize)]
 struct CheckReport<'a> {
@@ -80,27 +80,23 @@ pub fn load_files(cli: &Cli) -> anyhow::Result<Snapshot> {
     crate::load::files::read_input(&cli.input().filenames, opts).context("reading input")
 }
 
-pub fn check_files(cli: &Cli, out: &OutputArgs) -> anyhow::Result<ExitCode> {
+pub fn check_files(cli: &Cli, out: &OutputArgs) -> anyhow::Result<Exit> {
     let snap = load_files(cli)?;
     let (text, code) = check_report(&snap, &cli.generation_options(), out.output)?;
-    print!("{text}");
+    super::stdio::stdout(&text)?;
     Ok(code)
 }
 
-pub fn plan_files(cli: &Cli, args: &PlanArgs) -> anyhow::Result<ExitCode> {
+pub fn plan_files(cli: &Cli, args: &PlanArgs) -> anyhow::Result<Exit> {
     let snap = load_files(cli)?;
     let (text, writes) = plan_report(&snap, &cli.generation_options(), args.out.format())?;
-    print!("{text}");
+    super::stdio::stdout(&text)?;
     Ok(plan_exit_code(args, writes))
 }
 
 /// `plan`'s exit code: 0, or with `--exit-code` 1 when writes are planned.
-pub fn plan_exit_code(args: &PlanArgs, writes: usize) -> ExitCode {
-    if args.exit_code && writes > 0 {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    }
+pub fn plan_exit_code(args: &PlanArgs, writes: usize) -> Exit {
+    Exit::findings_if(args.exit_code && writes > 0)
 }
 
 /// The `check` report and its exit code (1 when any warning or error is found).
@@ -108,7 +104,7 @@ pub fn check_report(
     snap: &Snapshot,
     opts: &Options,
     format: Format,
-) -> anyhow::Result<(String, ExitCode)> {
+) -> anyhow::Result<(String, Exit)> {
     check_report_with(snap, opts, format, Vec::new())
 }
 
@@ -118,7 +114,7 @@ pub fn check_report_with(
     opts: &Options,
     format: Format,
     extra: Vec<crate::core::Finding>,
-) -> anyhow::Result<(String, ExitCode)> {
+) -> anyhow::Result<(String, Exit)> {
     check_report_live(snap, opts, format, extra, &Live::default())
 }
 
@@ -130,7 +126,7 @@ pub fn check_report_live(
     format: Format,
     extra: Vec<crate::core::Finding>,
     live: &Live,
-) -> anyhow::Result<(String, ExitCode)> {
+) -> anyhow::Result<(String, Exit)> {
     let Analysis {
         mut findings, plan, ..
     } = analyze(snap, opts);
@@ -152,11 +148,7 @@ pub fn check_report_live(
         .collect();
     crate::core::findings::add_refusals(&mut findings, &plan, refused);
     let counts = Summary::of(&findings);
-    let code = if counts.has_problems() {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    };
+    let code = Exit::findings_if(counts.has_problems());
     let summary = CheckSummary {
         counts: &counts,
         templates: snap.templates.len(),
@@ -406,7 +398,7 @@ spec: {enforcementAction: deny}
             &live,
         )
         .expect("a report");
-        assert_eq!(code, ExitCode::from(1));
+        assert_eq!(code, Exit::Findings);
         assert_eq!(
             text,
             "SEVERITY  CODE           OBJECT                                        MESSAGE\n\
@@ -437,7 +429,7 @@ spec: {enforcementAction: deny}
             Format::Table,
         )
         .expect("a report");
-        assert_eq!(code, ExitCode::SUCCESS);
+        assert_eq!(code, Exit::Clean);
         assert_eq!(
             text,
             "No findings.\n\n0 errors, 0 warnings, 0 infos in 0 templates, 0 constraints, 0 policies, 0 bindings\n"

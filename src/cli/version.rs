@@ -3,9 +3,9 @@
 //! own.
 
 use super::args::Format;
+use super::exit::Exit;
 use crate::cluster::discovery;
 use serde::Serialize;
-use std::process::ExitCode;
 
 #[derive(Debug, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
@@ -60,11 +60,10 @@ impl VersionInfo {
                 kubernetes: env!("KUBECTL_VAP_K8S_API_LEVEL"),
             },
             apis: vec![
-                ApiGroup {
-                    group: discovery::GROUP.into(),
-                    versions: discovery::ADMISSION_VERSIONS.map(String::from).to_vec(),
-                    objects: "ValidatingAdmissionPolicies and bindings (the first version the server serves)",
-                },
+                one(
+                    discovery::AdmissionApi::v1().policy(),
+                    "ValidatingAdmissionPolicies and bindings (Kubernetes 1.30 or later)",
+                ),
                 one(discovery::templates_resource(), "ConstraintTemplates"),
                 one(
                     discovery::constraint_resource("", ""),
@@ -114,13 +113,14 @@ impl VersionInfo {
     }
 }
 
-pub fn print(format: Format) -> anyhow::Result<ExitCode> {
+pub fn print(format: Format) -> anyhow::Result<Exit> {
     let info = VersionInfo::current();
-    match super::output::structured(&info, format)? {
-        Some(text) => print!("{text}"),
-        None => print!("{}", info.table()),
-    }
-    Ok(ExitCode::SUCCESS)
+    let text = match super::output::structured(&info, format)? {
+        Some(text) => text,
+        None => info.table(),
+    };
+    super::stdio::stdout(&text)?;
+    Ok(Exit::Clean)
 }
 
 #[cfg(test)]
@@ -170,7 +170,7 @@ mod tests {
         let table = info.table();
         assert!(table.starts_with(&format!("kubectl-vap {}\n", env!("CARGO_PKG_VERSION"))));
         for expected in [
-            "admissionregistration.k8s.io  v1, v1beta1",
+            "admissionregistration.k8s.io  v1 ",
             "templates.gatekeeper.sh       v1 ",
             "constraints.gatekeeper.sh     v1beta1",
             "apiextensions.k8s.io          v1 ",

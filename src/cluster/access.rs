@@ -34,7 +34,7 @@ impl AccessError {
         match status {
             Some(401 | 403) => AccessError {
                 message: format!(
-                    "forbidden: cannot list/watch {resource}; grant the ClusterRole from `kubectl vap install --print` (or the read-only one in docs/reconciler.md)"
+                    "forbidden: cannot list/watch {resource}; grant it with a ClusterRole from `kubectl vap install --print` (kubectl-vap to reconcile, kubectl-vap-operator to look; `kubectl vap help rbac`)"
                 ),
                 resource,
                 kind: AccessErrorKind::Forbidden,

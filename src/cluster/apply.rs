@@ -47,6 +47,32 @@ pub enum ApplyError {
     },
     #[error("{0}: the write carries no body (a bug in the plan)")]
     NoBody(String),
+    /// No answer came before the sender's fence closed: the request was abandoned (its
+    /// connection closed), and whether the server applied it is unknown.
+    #[error(
+        "{what}: no answer within {:.1}s, before this copy's write fence closed; abandoned",
+        after.as_secs_f32()
+    )]
+    Abandoned {
+        what: String,
+        after: std::time::Duration,
+    },
+}
+
+impl ApplyError {
+    /// How long the server asked the sender to wait before trying again (its 429 or 503
+    /// Status' `details.retryAfterSeconds`, which kube-apiserver sets with its Retry-After
+    /// header), if it did.
+    pub fn retry_after(&self) -> Option<std::time::Duration> {
+        let ApplyError::Failed { source, .. } = self else {
+            return None;
+        };
+        let kube::Error::Api(status) = &**source else {
+            return None;
+        };
+        let secs = status.details.as_ref()?.retry_after_seconds;
+        (secs > 0).then(|| std::time::Duration::from_secs(u64::from(secs)))
+    }
 }
 
 /// The body as sent: the served apiVersion set (bodies are built as v1).

@@ -4,6 +4,7 @@
 
 use super::access::AccessError;
 use super::assemble::Assembly;
+use super::decode::{Listed, Objects};
 use super::discovery::{
     AdmissionApi, constraint_resource, pod_status_resources, resource_name, templates_resource,
 };
@@ -11,6 +12,7 @@ use super::{KubeError, status_code};
 use crate::model::CONSTRAINTS_GROUP;
 use crate::snapshot::Snapshot;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Resource;
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::core::ApiResource;
 
@@ -19,12 +21,74 @@ pub fn access_error(resource: &str, e: &kube::Error) -> AccessError {
     AccessError::from_status(resource, status_code(e), "reading", &super::describe(e))
 }
 
+/// Every object of `ar`, each decoded on its own: one that cannot be is a stub that names it
+/// and says why (a finding of its own), never a failed list.
 async fn list_dynamic(
     client: &kube::Client,
     ar: &ApiResource,
 ) -> Result<Vec<DynamicObject>, kube::Error> {
-    let api: Api<DynamicObject> = Api::all_with(client.clone(), ar);
-    Ok(api.list(&ListParams::default()).await?.items)
+    let objects = Objects::new(client.clone(), DynamicObject::url_path(ar, None));
+    let lp = ListParams::default();
+    Ok(said(retried(|| objects.list(&lp)).await?))
+}
+
+/// Attempts after the first for a read the server throttled or could not serve now.
+const READ_RETRIES: u32 = 3;
+
+/// `read`, sent again when the server answers 429, 503 or 504, after what it asked
+/// ([`retry_wait`]), at most [`READ_RETRIES`] more times, as client-go retries a throttled
+/// request. The client retries nothing by itself (writes must pass the reconciler's fence
+/// before each attempt); a one-shot listing has no fence, and a throttled read must not end
+/// `check` with exit 2.
+pub async fn retried<T, F, Fut>(mut read: F) -> Result<T, kube::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, kube::Error>>,
+{
+    let mut attempt = 0;
+    loop {
+        match read().await {
+            Err(e) => match retry_wait(&e, attempt) {
+                Some(wait) => {
+                    attempt += 1;
+                    tracing::debug!(
+                        "{}; reading again in {}s ({attempt} of {READ_RETRIES})",
+                        super::describe(&e),
+                        wait.as_secs()
+                    );
+                    tokio::time::sleep(wait).await;
+                }
+                None => return Err(e),
+            },
+            ok => return ok,
+        }
+    }
+}
+
+/// How long to wait before reading again after `e` on retry `attempt` (0: the first), or
+/// `None`: not again. What the server asked (`retryAfterSeconds`), 1 s at least, 10 s at most.
+fn retry_wait(e: &kube::Error, attempt: u32) -> Option<std::time::Duration> {
+    match e {
+        kube::Error::Api(s) if matches!(s.code, 429 | 503 | 504) && attempt < READ_RETRIES => {
+            let asked = s.details.as_ref().map_or(0, |d| d.retry_after_seconds);
+            Some(std::time::Duration::from_secs(u64::from(
+                asked.clamp(1, 10),
+            )))
+        }
+        _ => None,
+    }
+}
+
+/// The items of `listed`; what could not be decoded said once each.
+fn said<K>(listed: Listed<K>) -> Vec<K> {
+    for u in &listed.undecodable {
+        tracing::warn!(
+            "{} cannot be decoded: {}",
+            crate::text::printable(&u.object),
+            crate::text::printable(&u.reason)
+        );
+    }
+    listed.items
 }
 
 /// The constraint kinds the CRDs define: `(kind, plural)`.
@@ -123,9 +187,13 @@ pub async fn list_snapshot(
     let mut errors = Vec::new();
 
     // CRDs first: they say which constraint kinds exist.
-    let crd_api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let crds = match crd_api.list(&ListParams::default()).await {
-        Ok(l) => l.items,
+    let crd_api: Objects<CustomResourceDefinition> = Objects::new(
+        client.clone(),
+        CustomResourceDefinition::url_path(&(), None),
+    );
+    let lp = ListParams::default();
+    let crds = match retried(|| crd_api.list(&lp)).await {
+        Ok(l) => said(l),
         Err(e) => {
             if matches!(e, kube::Error::Api(_)) {
                 errors.push(access_error(
@@ -147,7 +215,8 @@ pub async fn list_snapshot(
     for ar in &resources {
         match list_dynamic(client, ar).await {
             Ok(items) => items.iter().for_each(|o| snap.object(o, ar)),
-            Err(e @ kube::Error::Api(_)) => errors.push(access_error(&resource_name(ar), &e)),
+            // Answered: that resource cannot be read; the others can.
+            Err(e) if !super::unanswered(&e) => errors.push(access_error(&resource_name(ar), &e)),
             Err(e) => {
                 return Err(KubeError::request(
                     format!("listing {}", resource_name(ar)),
@@ -202,4 +271,33 @@ pub async fn list_snapshot(
         }
     };
     Ok((snap, errors))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(code: u16, retry_after: u32) -> kube::Error {
+        kube::Error::Api(Box::new(
+            serde_json::from_value(serde_json::json!({
+                "code": code, "message": "m", "details": { "retryAfterSeconds": retry_after }
+            }))
+            .expect("a Status"),
+        ))
+    }
+
+    /// A throttled read is read again after what the server asked (1 s at least, 10 s at
+    /// most), a few times; anything else is the caller's at once.
+    #[test]
+    fn a_throttled_read_is_retried_after_what_the_server_asked() {
+        let s = std::time::Duration::from_secs;
+        assert_eq!(retry_wait(&status(429, 7), 0), Some(s(7)));
+        assert_eq!(retry_wait(&status(503, 0), 1), Some(s(1)));
+        assert_eq!(retry_wait(&status(504, 600), 2), Some(s(10)));
+        assert_eq!(retry_wait(&status(429, 1), READ_RETRIES), None);
+        assert_eq!(retry_wait(&status(403, 0), 0), None);
+        assert_eq!(retry_wait(&status(500, 0), 0), None);
+        let unanswered = kube::Error::Service("connection refused".into());
+        assert_eq!(retry_wait(&unanswered, 0), None);
+    }
 }

@@ -6,13 +6,15 @@ pub mod access;
 pub mod apply;
 pub mod assemble;
 pub mod client;
+pub mod deadline;
+pub mod decode;
 pub mod discovery;
 pub mod list;
 pub mod watch;
 
 pub use apply::{Applied, apply_write};
 pub use client::{client_from, config_from};
-pub use discovery::{AdmissionApi, discover_admission_api};
+pub use discovery::{AdmissionApi, NoVapV1, discover_admission_api};
 pub use list::list_snapshot;
 
 /// Errors at the IO edge. Each carries what was being done.
@@ -27,6 +29,9 @@ pub enum KubeError {
     /// The API server refuses groups without a user to impersonate: said before asking it.
     #[error("--as-group needs --as")]
     GroupWithoutUser,
+    /// The command name made a header no HTTP request can carry (a bug, not the user's).
+    #[error("the User-Agent {0:?} is not a valid header value")]
+    UserAgent(String),
     #[error("creating the Kubernetes client: {0}")]
     Client(#[source] Box<kube::Error>),
     #[error("{what}: {}", describe(source))]
@@ -35,10 +40,9 @@ pub enum KubeError {
         #[source]
         source: Box<kube::Error>,
     },
-    #[error(
-        "the API server serves no ValidatingAdmissionPolicy API (admissionregistration.k8s.io v1 or v1beta1); VAP needs Kubernetes >= 1.30 (or 1.28/1.29 with the feature gate and runtime config)"
-    )]
-    VapApiMissing,
+    /// No ValidatingAdmissionPolicy v1: the one message for every command and the TUI.
+    #[error("{0}")]
+    NoVapV1(discovery::NoVapV1),
     /// 401/403: the server's answer says what is missing.
     #[error("{what}: forbidden: {}", describe(source))]
     Forbidden {
@@ -65,6 +69,11 @@ pub enum ConfigError {
     Kubeconfig(#[source] kube::config::KubeconfigError),
     #[error("--kubeconfig is empty")]
     Empty,
+    /// kubectl refuses the two together: a CA to verify with, and no verification.
+    #[error(
+        "--certificate-authority and --insecure-skip-tls-verify together: verify with the CA, or do not verify"
+    )]
+    InsecureWithCa,
 }
 
 impl KubeError {
@@ -86,6 +95,18 @@ impl KubeError {
 /// A kube error for people: the API server's words ([`crate::text::kube_error_text`]).
 pub fn describe(e: &kube::Error) -> String {
     crate::text::kube_error_text(e)
+}
+
+/// Whether `e` means the API server did not answer (connection refused or reset, no answer
+/// within the request's bound, a stream cut): an outage, not an answer. An error without an
+/// HTTP status is not always one: an answer that could not be decoded, or a request that
+/// could not be built or authenticated, is a problem of its own, and retrying the connection
+/// will not fix it.
+pub fn unanswered(e: &kube::Error) -> bool {
+    matches!(
+        e,
+        kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_)
+    )
 }
 
 /// The HTTP status code of an API error, if the error is one.

@@ -2,21 +2,18 @@
 //! them: here when it leads, through the lease holder otherwise (`requests.rs` has the
 //! channel); and the holder's side of that channel.
 
+use super::channel::{self, Batch, Desk, MAX_RUNNING, PRUNE_EVERY, Published};
 use super::events::{Outgoing, Regarding};
 use super::keys::Key;
-use super::lease::HolderView;
-use super::requests::{self, Answer, REQUEST_DEADLINE};
+use super::outage::SUMMARY_EVERY;
 use super::shared::Shared;
-use super::state::{Command, EventResult, EventVerb, RequestOutcome};
+use super::state::{Command, EventResult, EventVerb, LeaseInfo, ReconcileEvent, RequestOutcome};
 use super::world::{ConstraintStore, Enqueue, Read, TemplateStore};
 use super::{Error, RequestError};
 use crate::model::ObjectRef;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::Api;
-use parking_lot::Mutex;
-use std::collections::HashSet;
+use kube::api::{Api, Patch, PatchParams};
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::sync::watch;
 
 /// Where requests go: this copy's identity and the Lease whose holder handles them.
@@ -25,6 +22,8 @@ pub struct Route {
     pub identity: String,
     pub lease_namespace: String,
     pub lease_name: String,
+    /// This copy leads for one request only ([`super::Config::one_shot`]).
+    pub one_shot: bool,
 }
 
 fn template_ref(name: &str) -> ObjectRef {
@@ -44,20 +43,31 @@ fn keys_of(shared: &Shared, command: &Command) -> Result<Vec<Key>, Error> {
     match command {
         Command::Replay(t) => match shared.stores.template(t) {
             Read::Known(Some(tpl)) if tpl.kind.is_some() => Ok(keys_of_template(shared, t, false)),
-            Read::Known(_) => Err(Error::NotFound(t.clone())),
+            Read::Known(Some(_)) => Err(Error::NoKind(t.clone())),
+            Read::Known(None) => Err(Error::NotFound(t.clone())),
             Read::Unknown(u) => Err(RequestError::NotListed(u).into()),
         },
-        // A template that is gone still has its key: reconciling it sweeps its VAP.
-        Command::Reconcile(t) => Ok(keys_of_template(shared, t, true)),
+        // A template that is gone still has its key: reconciling it sweeps its VAP. With
+        // neither (a typo) there is nothing to reconcile: not found, and no Event saying
+        // otherwise.
+        Command::Reconcile(t) => {
+            let policy = crate::core::names::policy_name(t);
+            match (shared.stores.template(t), shared.stores.policy(&policy)) {
+                (Read::Known(None), Read::Known(None)) => Err(Error::NotFound(t.clone())),
+                _ => Ok(keys_of_template(shared, t, true)),
+            }
+        }
         Command::ReconcileAll => Ok(shared.stores.all_keys()),
     }
 }
 
-/// Handles `command` on this copy, which leads: enqueues its keys and waits until each has
-/// been reconciled; logs the outcome and reports it as a Kubernetes Event.
+/// Handles `command` (request `id`) on this copy, which leads: enqueues its keys and waits
+/// until each has been reconciled; logs the outcome and reports it as a Kubernetes Event,
+/// both carrying `id`.
 pub async fn handle_here(
     shared: &Shared,
     route: &Route,
+    id: &str,
     command: Command,
 ) -> Result<RequestOutcome, Error> {
     let verb = verb_of(&command);
@@ -93,16 +103,27 @@ pub async fn handle_here(
     for k in keys {
         shared.queue.enqueue(k);
     }
+    let tallied = outcome.await.map_err(|_| Error::Stopped)?;
     let super::requests::Tallied {
         writes,
         failures,
         refused,
         keys,
         summary,
-    } = outcome.await.map_err(|_| Error::Stopped)?;
-    shared
-        .status
-        .log(verb, object, EventResult::Ok, summary.clone());
+        ..
+    } = if route.one_shot {
+        whole_lead(shared, &command, tallied)
+    } else {
+        tallied
+    };
+    shared.status.record(ReconcileEvent {
+        time: chrono::Utc::now(),
+        verb,
+        object,
+        result: EventResult::Ok,
+        message: summary.clone(),
+        request: Some(id.to_string()),
+    });
     shared.recorder.publish(Outgoing {
         regarding,
         reason: match verb {
@@ -112,8 +133,10 @@ pub async fn handle_here(
         action: "Request",
         note: summary.clone(),
         warning: failures > 0 || refused > 0,
+        request: Some(id.to_string()),
     });
     Ok(RequestOutcome {
+        id: id.to_string(),
         handled_by: route.identity.clone(),
         summary,
         writes,
@@ -123,29 +146,75 @@ pub async fn handle_here(
     })
 }
 
+/// A one-shot copy's request, counted over everything the copy did: gaining the Lease
+/// reconciled the request's scope before the request's own keys came round (so it found them
+/// in sync: "0 writes" while the copy had written). Writes are those the server accepted from
+/// this copy; failures and refusals count objects, once each however often retried.
+fn whole_lead(
+    shared: &Shared,
+    command: &Command,
+    t: super::requests::Tallied,
+) -> super::requests::Tallied {
+    let events = shared.status.events();
+    let failed: std::collections::BTreeSet<String> = events
+        .iter()
+        .filter(|e| e.result.is_failure())
+        .map(|e| e.object.to_string())
+        .collect();
+    let refused = events
+        .iter()
+        .filter(|e| {
+            matches!(
+                &e.result,
+                EventResult::WriteFailed(super::state::WriteError::Invalid(_))
+            )
+        })
+        .map(|e| e.object.to_string())
+        .collect::<std::collections::BTreeSet<_>>()
+        .len();
+    let writes = shared.metrics.writes_total();
+    let failures = failed.len() as u64;
+    super::requests::Tallied {
+        summary: super::requests::summary(
+            command,
+            t.keys,
+            writes,
+            failures,
+            refused,
+            t.waiting,
+            t.unfinished,
+        ),
+        writes,
+        failures,
+        refused,
+        ..t
+    }
+}
+
 /// Handles `command` wherever it can be: here when this copy leads, otherwise by the lease
 /// holder through the requests ConfigMap; an error when nobody holds the Lease.
 pub async fn handle(
     shared: &Shared,
     route: &Route,
-    view: &watch::Receiver<HolderView>,
+    view: &watch::Receiver<LeaseInfo>,
     command: Command,
 ) -> Result<RequestOutcome, Error> {
     if shared.may_write() {
-        return handle_here(shared, route, command).await;
+        let id = channel::request_id(&route.identity);
+        return handle_here(shared, route, &id, command).await;
     }
     let v = view.borrow().clone();
     match (v.holder, v.unreadable) {
         (Some(h), _) if h == route.identity => Err(RequestError::MayNotWrite.into()),
         (Some(h), _) if !v.vacant => {
-            tracing::info!("asking the lease holder {h}");
-            requests::ask(
+            tracing::info!("asking the lease holder {}", channel::said(&h, 253));
+            channel::ask(
                 &shared.client,
                 &route.lease_namespace,
                 &route.lease_name,
                 &command,
                 &route.identity,
-                REQUEST_DEADLINE + Duration::from_secs(15),
+                channel::ASK_TIMEOUT,
             )
             .await
         }
@@ -159,96 +228,168 @@ pub async fn handle(
     }
 }
 
-/// The holder's side of the requests ConfigMap: while this copy leads, every request written
-/// there is handled here and answered there.
+/// The holder's side of the requests channel (`channel.rs`): while this copy leads, the
+/// requests written into the ConfigMap are read once each, bounded and coalesced by the
+/// [`Desk`], handled here at most [`MAX_RUNNING`] commands at once, answered in the Lease, and
+/// removed from the ConfigMap with one fenced merge patch per [`PRUNE_EVERY`] at most.
 pub async fn serve(shared: Arc<Shared>, route: Route) {
     use futures::StreamExt;
-    let name = requests::configmap_name(&route.lease_name);
+    let name = channel::configmap_name(&route.lease_name);
+    let configmap = format!("{}/{name}", route.lease_namespace);
     let api: Api<ConfigMap> = Api::namespaced(shared.client.clone(), &route.lease_namespace);
-    let in_progress: Arc<Mutex<HashSet<String>>> = Arc::default();
     let mut leading = shared.leadership.subscribe();
     loop {
         // Only the holder serves: the others wait for leadership.
         if leading.wait_for(|l| *l).await.is_err() {
             return;
         }
-        let what = format!("ConfigMap {}/{name}", route.lease_namespace);
+        let what = format!("ConfigMap {configmap}");
         let mut stream = crate::cluster::watch::object(api.clone(), &name, what);
+        let mut desk = Desk::default();
+        let mut running = tokio::task::JoinSet::new();
+        let mut pruning = Pruning::default();
+        let mut tick = tokio::time::interval(PRUNE_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            let item = tokio::select! {
-                item = stream.next() => item,
+            while running.len() < MAX_RUNNING
+                && let Some(batch) = desk.next()
+            {
+                running.spawn(handle_batch(shared.clone(), route.clone(), batch));
+            }
+            for refused in desk.refused() {
+                shared.answers.publish(refused);
+            }
+            tokio::select! {
+                item = stream.next() => match item {
+                    Some(Ok(Some(cm))) => desk.read(
+                        &cm.data.unwrap_or_default(),
+                        std::time::Instant::now(),
+                        chrono::Utc::now(),
+                    ),
+                    // Not there (yet), or failing: logged by the watch, retried with its backoff.
+                    Some(Ok(None) | Err(_)) => {}
+                    None => break,
+                },
+                Some(_) = running.join_next(), if !running.is_empty() => {}
+                _ = tick.tick() => {
+                    pruning.prune(&shared, &api, &configmap, &mut desk).await;
+                }
                 r = leading.changed() => {
                     if r.is_ok() && *leading.borrow_and_update() { continue } else { break }
                 }
-            };
-            let cm = match item {
-                Some(Ok(Some(cm))) => cm,
-                Some(Ok(None)) => continue,
-                // Logged by the watch, retried with its backoff.
-                Some(Err(_)) => continue,
-                None => break,
-            };
-            let data = cm.data.unwrap_or_default();
-            // Handled ids are kept while their request is in the ConfigMap: an event that
-            // predates the answer must not handle it again.
-            in_progress
-                .lock()
-                .retain(|id| data.contains_key(&format!("request.{id}")));
-            for (id, asked) in requests::unanswered(&data) {
-                if !in_progress.lock().insert(id.clone()) {
-                    continue;
-                }
-                let stale = requests::stale(&data, chrono::Utc::now(), requests::KEEP_ANSWERED);
-                let (shared, route, api, name) =
-                    (shared.clone(), route.clone(), api.clone(), name.clone());
-                tokio::spawn(async move {
-                    tracing::info!(request = %id, by = %asked.by, "handling a request: {} {}", asked.command, asked.template.as_deref().unwrap_or(""));
-                    let result = match asked.command() {
-                        Some(c) => handle_here(&shared, &route, c).await,
-                        None => Err(RequestError::Unknown(asked.command.clone()).into()),
-                    };
-                    let answer = match result {
-                        Ok(o) => Answer {
-                            handled_by: o.handled_by,
-                            handled_at: now(),
-                            summary: o.summary,
-                            writes: o.writes,
-                            failures: o.failures,
-                            refused: o.refused,
-                            keys: o.keys,
-                            error: None,
-                        },
-                        Err(e) => Answer {
-                            handled_by: route.identity.clone(),
-                            handled_at: now(),
-                            summary: String::new(),
-                            writes: 0,
-                            failures: 0,
-                            refused: 0,
-                            keys: 0,
-                            error: Some(e.to_string()),
-                        },
-                    };
-                    // Fenced like every write: a holder that lost the Lease meanwhile leaves
-                    // the request to the next one.
-                    if !shared.leadership.may_write() {
-                        tracing::info!(request = %id, "not leading any more: not answering");
-                        return;
-                    }
-                    if let Err(e) = requests::answer(&api, &name, &id, &answer, &stale).await {
-                        tracing::warn!(
-                            "answering request {id} in ConfigMap {name}: {}",
-                            crate::cluster::describe(&e)
-                        );
-                    }
-                });
             }
         }
+        // What is in progress finishes on its own (its answer is not published once this copy
+        // no longer leads); a new term starts with a fresh desk.
+        running.detach_all();
     }
 }
 
-fn now() -> String {
-    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+/// How the command of a batch is said in the log (its template escaped).
+fn said_command(c: &Command) -> String {
+    match c {
+        Command::Replay(t) => format!("replay {}", channel::said(t, 253)),
+        Command::Reconcile(t) => format!("reconcile {}", channel::said(t, 253)),
+        Command::ReconcileAll => "reconcile-all".into(),
+    }
+}
+
+/// Handles one batch of requests asking the same command, and publishes the answer to all of
+/// them in the Lease.
+async fn handle_batch(shared: Arc<Shared>, route: Route, batch: Batch) {
+    let Batch { command, asked } = batch;
+    let first = asked
+        .first()
+        .map(|(id, by)| format!("request {id}, asked by {by}"))
+        .unwrap_or_default();
+    tracing::info!(
+        "handling {} for {} request(s) ({first}{})",
+        said_command(&command),
+        asked.len(),
+        if asked.len() > 1 { ", and others" } else { "" }
+    );
+    // The Event and the log line carry the first request's id: that asker pairs the answer
+    // with the Event; a coalesced asker sees both (the same outcome, said twice).
+    let id = asked.first().map(|(id, _)| id.clone()).unwrap_or_default();
+    let result = handle_here(&shared, &route, &id, command.clone()).await;
+    if !shared.leadership.may_write() {
+        tracing::info!(
+            "not leading any more: not answering {} request(s)",
+            asked.len()
+        );
+        return;
+    }
+    let ids = asked.into_iter().map(|(id, _)| id).collect();
+    shared
+        .answers
+        .publish(Published::of(ids, &command, &result));
+}
+
+/// The holder's writes to the ConfigMap: what the desk read, removed; what it ignored, said at
+/// most once per [`SUMMARY_EVERY`]; a failing patch said once until one passes.
+#[derive(Default)]
+struct Pruning {
+    last_said: Option<std::time::Instant>,
+    failing: bool,
+}
+
+impl Pruning {
+    async fn prune(
+        &mut self,
+        shared: &Shared,
+        api: &Api<ConfigMap>,
+        configmap: &str,
+        desk: &mut Desk,
+    ) {
+        if self.last_said.is_none_or(|t| t.elapsed() >= SUMMARY_EVERY)
+            && let Some(ignored) = desk.ignored()
+        {
+            self.last_said = Some(std::time::Instant::now());
+            tracing::warn!(
+                "ignored and removed entries of ConfigMap {configmap}: {ignored} (said at most every {}s)",
+                SUMMARY_EVERY.as_secs()
+            );
+        }
+        let keys = desk.take_prune();
+        if keys.is_empty() {
+            return;
+        }
+        // Fenced like every write, and its answer awaited no longer than the fence allows.
+        let Some(left) = shared.leadership.fence.remaining() else {
+            desk.unpruned(keys);
+            return;
+        };
+        let patch = channel::prune_patch(&keys);
+        let name = configmap.rsplit('/').next().unwrap_or(configmap);
+        let (params, patch) = (PatchParams::default(), Patch::Merge(&patch));
+        let sent = api.patch(name, &params, &patch);
+        let failure = match tokio::time::timeout(left, sent).await {
+            Ok(Ok(_)) => None,
+            // Gone: nothing left to remove.
+            Ok(Err(e)) if crate::cluster::status_code(&e) == Some(404) => None,
+            Ok(Err(e)) => Some(crate::cluster::describe(&e)),
+            Err(_) => Some(format!(
+                "no answer within {:.1}s, before the write fence closed",
+                left.as_secs_f32()
+            )),
+        };
+        match failure {
+            None => {
+                if std::mem::take(&mut self.failing) {
+                    tracing::info!("removing read requests from ConfigMap {configmap} works again");
+                }
+            }
+            Some(why) => {
+                desk.unpruned(keys);
+                if !std::mem::replace(&mut self.failing, true) {
+                    tracing::warn!(
+                        "removing read requests from ConfigMap {configmap}: {why}; retried every {}s (not logged again until it passes)",
+                        PRUNE_EVERY.as_secs()
+                    );
+                }
+            }
+        }
+    }
 }
 
 /// The keys of a command: the template's (reconcile only) and its kind's constraints.

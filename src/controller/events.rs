@@ -22,7 +22,7 @@ use crate::model::{MANAGED_BY_LABEL, ObjectRef};
 use k8s_openapi::api::events::v1::{Event, EventSeries};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
@@ -66,7 +66,13 @@ pub struct Outgoing {
     pub action: &'static str,
     pub note: String,
     pub warning: bool,
+    /// The request whose outcome it reports (its id, in the [`REQUEST_ANNOTATION`]).
+    pub request: Option<String>,
 }
+
+/// The annotation an Event about a request's outcome carries the request's id in: the
+/// asker pairs the Event with its answer by it.
+pub const REQUEST_ANNOTATION: &str = "kubectl-vap.io/request";
 
 /// The object an Event is about.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -253,16 +259,9 @@ fn written_note(
     parts.join(", ")
 }
 
-fn clip(mut s: String) -> String {
-    if s.len() > NOTE_MAX {
-        let mut cut = NOTE_MAX - 3;
-        while !s.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        s.truncate(cut);
-        s.push('…');
-    }
-    s
+/// `s` within the API server's limit on a note.
+fn clip(s: String) -> String {
+    super::status::clip(&s, NOTE_MAX)
 }
 
 impl Burst {
@@ -295,6 +294,7 @@ impl Burst {
                 action: "Write",
                 note: clip(written_note(&self.done, &self.names)),
                 warning: false,
+                request: None,
             });
         }
         if !self.failed.is_empty() {
@@ -309,6 +309,7 @@ impl Burst {
                     self.failed.join("; ")
                 )),
                 warning: true,
+                request: None,
             });
         }
         out
@@ -377,6 +378,7 @@ pub async fn run(
                             action: "Decide",
                             note: clip(why.clone()),
                             warning: true,
+                            request: None,
                         };
                         publisher.publish(&event, &uid_of).await;
                         said_invalid.insert(regarding, why);
@@ -465,14 +467,25 @@ impl Publisher {
                 // A lost series (the Event expired): the next repeat creates a new one.
                 self.series.remove(&key);
                 if !std::mem::replace(&mut self.failing, true) {
-                    tracing::warn!(
-                        "cannot publish Events in namespace {namespace}: {} (needs create/patch on events.events.k8s.io there; outcomes stay in this copy's log)",
-                        crate::cluster::describe(&e)
-                    );
+                    tracing::warn!("{}", unpublished(namespace, &e));
                 }
             }
         }
     }
+}
+
+/// What a failure to publish an Event in `namespace` says: the RBAC hint only when RBAC is
+/// what refused (not a 422, nor a server that did not answer).
+fn unpublished(namespace: &str, e: &kube::Error) -> String {
+    let hint = if matches!(crate::cluster::status_code(e), Some(401 | 403)) {
+        "needs create/patch on events.events.k8s.io there; "
+    } else {
+        ""
+    };
+    format!(
+        "cannot publish Events in namespace {namespace}: {} ({hint}outcomes stay in this copy's log)",
+        crate::cluster::describe(e)
+    )
 }
 
 /// The Event for `e`, in the namespace of what it regards.
@@ -519,6 +532,10 @@ fn event(
                     .into_iter()
                     .collect(),
             ),
+            annotations: e
+                .request
+                .as_ref()
+                .map(|id| [(REQUEST_ANNOTATION.to_string(), id.clone())].into()),
             ..Default::default()
         },
         event_time: Some(now),
@@ -532,9 +549,6 @@ fn event(
         ..Default::default()
     }
 }
-
-/// How many cluster Events a copy keeps (oldest dropped first).
-pub const KEPT: usize = super::state::EVENT_LOG_CAPACITY;
 
 /// An Event as views show it.
 pub fn cluster_event(e: &Event) -> Option<ClusterEvent> {
@@ -563,144 +577,71 @@ pub fn cluster_event(e: &Event) -> Option<ClusterEvent> {
             .as_ref()
             .map(|s| u32::try_from(s.count).unwrap_or(u32::MAX))
             .unwrap_or(1),
+        request: e
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(REQUEST_ANNOTATION).cloned()),
     })
 }
 
-/// What this copy last read of each Event (by name) in one namespace, at most [`KEPT`]: the
-/// log gets an Event again only when it changed (a series counting up), not each time a
-/// watch lists it again. Kept once here, so no view compares Events.
-#[derive(Default)]
-pub struct Kept {
-    order: VecDeque<String>,
-    by_name: HashMap<String, ClusterEvent>,
-}
-
-impl Kept {
-    /// Records `event` under `name` (`None`: deleted); returns it when it is new or changed.
-    pub fn apply(&mut self, name: String, event: Option<ClusterEvent>) -> Option<ClusterEvent> {
-        match event {
-            Some(e) => {
-                let new = match self.by_name.insert(name.clone(), e.clone()) {
-                    None => {
-                        self.order.push_back(name);
-                        true
-                    }
-                    Some(before) => before != e,
-                };
-                while self.order.len() > KEPT {
-                    if let Some(old) = self.order.pop_front() {
-                        self.by_name.remove(&old);
-                    }
-                }
-                new.then_some(e)
-            }
-            None => {
-                self.by_name.remove(&name);
-                self.order.retain(|n| *n != name);
-                None
-            }
-        }
-    }
-
-    /// A watch listed its namespace again (`listed`): what is new or changed since what was
-    /// kept, oldest first (by time: a series moves an Event to its last observation); then
-    /// `listed` is what is kept.
-    pub fn relisted(&mut self, listed: Kept) -> Vec<ClusterEvent> {
-        let mut new: Vec<ClusterEvent> = listed
-            .order
-            .iter()
-            .filter_map(|n| {
-                let e = listed.by_name.get(n)?;
-                (self.by_name.get(n) != Some(e)).then(|| e.clone())
-            })
-            .collect();
-        new.sort_by_key(|e| e.time);
-        *self = listed;
-        new
-    }
-}
-
 /// Follows the Events copies of kubectl-vap report (by our label) in `namespaces` (each
-/// Event lives in the namespace of what it regards), for views: one log of them all, each
-/// Event in it once per change, numbered by this copy as it reads them (sequences do not
-/// cross processes; the Events do, and every copy numbers what it reads). A watch
+/// Event lives in the namespace of what it regards), for views: each Event other copies
+/// reported (`me`'s own are its reconcile actions already) is `told` once per change — a
+/// series counting up is a change, the same Event listed again after a watch gap is not
+/// (kube-runtime's `predicate_filter` remembers what each Event said, for an hour). A watch
 /// the server refuses is one of the copy's access errors (so a view says why the leader's
-/// outcomes are missing: `refused` is told the first refusal, or `None`) until every namespace is
-/// watched again.
+/// outcomes are missing: `refused` is told the first refusal, or `None`) until every
+/// namespace is watched again.
 pub async fn follow(
     client: kube::Client,
     namespaces: Vec<String>,
-    tx: tokio::sync::watch::Sender<super::log::Log<ClusterEvent>>,
-    refused: impl Fn(Option<AccessError>),
+    me: String,
+    told: impl Fn(ClusterEvent),
+    refused: impl Fn(Option<AccessError>) + Send + Sync + 'static,
 ) {
     use futures::StreamExt;
-    use kube::runtime::watcher;
+    use kube::runtime::{PredicateConfig, WatchStreamExt, watcher};
+    // Per namespace: the refusal of its watch, if refused.
+    let refusals = std::sync::Arc::new(parking_lot::Mutex::new(vec![None; namespaces.len()]));
+    let refused = std::sync::Arc::new(refused);
     let config = watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={REPORTER}"));
     let streams = namespaces.iter().enumerate().map(|(i, ns)| {
         let api: Api<Event> = Api::namespaced(client.clone(), ns);
         let what = format!("kubectl-vap's Events in namespace {ns}");
-        crate::cluster::watch::changes(api, config.clone(), what).map(move |e| (i, e))
+        let (ns, refusals, refused) = (ns.clone(), refusals.clone(), refused.clone());
+        crate::cluster::watch::changes(api, config.clone(), what)
+            .inspect(move |r| {
+                let now = r.as_ref().err().and_then(|e| events_access_error(&ns, e));
+                let mut all = refusals.lock();
+                if all[i] == now {
+                    return;
+                }
+                if let Some(e) = &now {
+                    tracing::info!("cannot watch {}", e.message);
+                }
+                all[i] = now;
+                refused(all.iter().flatten().next().cloned());
+            })
+            .applied_objects()
+            .predicate_filter(said, PredicateConfig::default())
     });
-    let mut stream = futures::stream::select_all(streams);
-    let fresh = || {
-        namespaces
-            .iter()
-            .map(|_| Kept::default())
-            .collect::<Vec<_>>()
-    };
-    let (mut kept, mut initial) = (fresh(), fresh());
-    let mut failing = vec![false; namespaces.len()];
-    let mut refusals: Vec<Option<AccessError>> = vec![None; namespaces.len()];
-    let publish_refusals =
-        |all: &[Option<AccessError>]| refused(all.iter().flatten().next().cloned());
-    while let Some((i, e)) = stream.next().await {
-        let name = |ev: &Event| ev.metadata.name.clone().unwrap_or_default();
-        let new: Vec<ClusterEvent> = match e {
-            Ok(watcher::Event::Apply(ev)) => kept[i]
-                .apply(name(&ev), cluster_event(&ev))
-                .into_iter()
-                .collect(),
-            Ok(watcher::Event::Delete(ev)) => {
-                kept[i].apply(name(&ev), None);
-                Vec::new()
-            }
-            Ok(watcher::Event::Init) => {
-                initial[i] = Kept::default();
-                Vec::new()
-            }
-            Ok(watcher::Event::InitApply(ev)) => {
-                initial[i].apply(name(&ev), cluster_event(&ev));
-                continue;
-            }
-            Ok(watcher::Event::InitDone) => kept[i].relisted(std::mem::take(&mut initial[i])),
-            Err(err) => {
-                if !std::mem::replace(&mut failing[i], true) {
-                    tracing::info!(
-                        "cannot watch kubectl-vap's Events in namespace {}: {} (the leader's outcomes are not shown here)",
-                        namespaces[i],
-                        crate::text::error_text(&err)
-                    );
-                }
-                refusals[i] = events_access_error(&namespaces[i], &err);
-                publish_refusals(&refusals);
-                continue;
-            }
-        };
-        failing[i] = false;
-        if refusals[i].take().is_some() {
-            publish_refusals(&refusals);
-        }
-        if tx.is_closed() {
-            return;
-        }
-        if !new.is_empty() {
-            tx.send_modify(|log| {
-                for e in new {
-                    log.push(e);
-                }
-            });
+    let mut events = futures::stream::select_all(streams);
+    while let Some(item) = events.next().await {
+        let Ok(ev) = item else { continue };
+        if let Some(e) = cluster_event(&ev).filter(|e| e.reporter != me) {
+            told(e);
         }
     }
+}
+
+/// What an Event says, as a hash: the same Event listed again is no news, a change is.
+fn said(e: &Event) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let e = cluster_event(e)?;
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (e.time, e.count, e.note, e.reason, e.warning).hash(&mut h);
+    Some(h.finish())
 }
 
 #[cfg(test)]
@@ -733,6 +674,25 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn the_rbac_hint_only_when_rbac_refused() {
+        let status = |code: u16| {
+            kube::Error::Api(Box::new(
+                serde_json::from_value(serde_json::json!({ "code": code, "message": "m" }))
+                    .expect("a Status"),
+            ))
+        };
+        assert!(unpublished("default", &status(403)).contains("needs create/patch"));
+        assert!(!unpublished("default", &status(422)).contains("needs create/patch"));
+        let unanswered = kube::Error::Service("connection refused".into());
+        let said = unpublished("default", &unanswered);
+        assert!(!said.contains("needs create/patch"), "{said}");
+        assert!(
+            said.ends_with("(outcomes stay in this copy's log)"),
+            "{said}"
+        );
+    }
 
     fn obj(kind: &str, name: &str) -> ObjectRef {
         ObjectRef::new("v1", kind, name)
@@ -780,36 +740,28 @@ mod tests {
         assert!(s.len() <= NOTE_MAX && s.ends_with('…'));
     }
 
-    fn ev(n: u32) -> ClusterEvent {
-        ClusterEvent {
-            time: chrono::DateTime::from_timestamp(1_700_000_000 + i64::from(n), 0)
-                .unwrap_or_default(),
-            reporter: "r".into(),
-            regarding: obj("ConstraintTemplate", "t"),
-            reason: "Written".into(),
-            note: format!("n{n}"),
-            warning: false,
-            count: 1,
-        }
-    }
-
+    /// A follower tells an Event once per change: listed again it says the same, counted up
+    /// (a series) it says something new.
     #[test]
-    fn kept_events_are_bounded_and_replaced_by_name() {
-        let mut k = Kept::default();
-        for n in 0..(KEPT as u32 + 5) {
-            assert_eq!(k.apply(format!("e{n}"), Some(ev(n))), Some(ev(n)), "new");
-        }
-        assert_eq!(k.order.len(), KEPT, "bounded");
-        assert_eq!(k.order.front().map(String::as_str), Some("e5"));
-        // The same Event read again (a watch restarted) is nothing new; counted up, it is.
-        assert_eq!(k.apply("e6".into(), Some(ev(6))), None);
-        let counted = ClusterEvent {
-            count: 3,
-            ..ev(10_000)
+    fn an_event_listed_again_says_nothing_new_and_counted_up_does() {
+        let outgoing = Outgoing {
+            regarding: Regarding::Template("k8sx".into()),
+            reason: "WriteFailed",
+            action: "Write",
+            note: "1 write failed".into(),
+            warning: true,
+            request: None,
         };
-        assert_eq!(k.apply("e6".into(), Some(counted.clone())), Some(counted));
-        assert_eq!(k.apply("e6".into(), None), None);
-        assert_eq!(k.order.len(), KEPT - 1);
+        let now = MicroTime(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
+        let first = event("copy-1", &outgoing, now.clone(), &|_| None);
+        assert!(said(&first).is_some());
+        assert_eq!(said(&first.clone()), said(&first));
+        let mut counted = first.clone();
+        counted.series = Some(EventSeries {
+            count: 2,
+            last_observed_time: now,
+        });
+        assert_ne!(said(&counted), said(&first));
     }
 
     #[test]
@@ -820,6 +772,7 @@ mod tests {
             action: "Reconcile",
             note: "reconciled everything".into(),
             warning: false,
+            request: None,
         };
         let now = MicroTime(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
         let lease = event(
@@ -852,27 +805,5 @@ mod tests {
             ["default", "gatekeeper-system"]
         );
         assert_eq!(watched_namespaces("default"), ["default"]);
-    }
-
-    #[test]
-    fn a_namespace_listed_again_gives_what_changed_by_time() {
-        let mut kept = Kept::default();
-        for n in 0..4 {
-            kept.apply(format!("e{n}"), Some(ev(n)));
-        }
-        // Listed again: e0 is gone, e1 unchanged, e2 counted up, e9 new, listed before e2.
-        let mut listed = Kept::default();
-        listed.apply("e9".into(), Some(ev(9)));
-        listed.apply("e1".into(), Some(ev(1)));
-        let counted = ClusterEvent { count: 2, ..ev(5) };
-        listed.apply("e2".into(), Some(counted.clone()));
-        listed.apply("e3".into(), Some(ev(3)));
-        assert_eq!(kept.relisted(listed), vec![counted, ev(9)], "oldest first");
-        assert_eq!(
-            kept.apply("e0".into(), Some(ev(0))),
-            Some(ev(0)),
-            "forgotten"
-        );
-        assert_eq!(kept.apply("e9".into(), Some(ev(9))), None, "kept");
     }
 }

@@ -108,6 +108,17 @@ impl Fence {
         self.deadline.lock().is_some_and(|d| mono_now() < d)
     }
 
+    /// How long writes may still be sent: `None` when they may not be now. A write's answer
+    /// is awaited no longer than this (writer.rs), so no write of this copy is still waiting
+    /// for its answer once the fence has closed.
+    pub fn remaining(&self) -> Option<Duration> {
+        let now = mono_now();
+        self.deadline
+            .lock()
+            .filter(|d| now < *d)
+            .map(|d| d.saturating_sub(now))
+    }
+
     /// A renewal sent at `sent` succeeded.
     pub fn renewed(&self, sent: Duration, timing: &Timing) {
         *self.deadline.lock() = Some(sent + timing.renew_deadline);
@@ -155,9 +166,12 @@ mod tests {
         assert!(!fence.may_write(), "never renewed");
         fence.renewed(mono_now(), &timing);
         assert!(fence.may_write() && !fence.expired());
+        let left = fence.remaining().expect("open");
+        assert!(left <= timing.renew_deadline && left > timing.renew_deadline / 2);
         // A renewal sent long ago (as after a pause) confirms nothing now.
         fence.renewed(mono_now().saturating_sub(timing.renew_deadline), &timing);
         assert!(!fence.may_write() && fence.expired());
+        assert_eq!(fence.remaining(), None, "closed: nothing may be sent");
         assert!(fence.revoke());
         assert!(!fence.may_write() && !fence.expired() && !fence.revoke());
     }

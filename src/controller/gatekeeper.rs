@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// How to switch Gatekeeper's generation off: the message users see.
-pub const HOW_TO_DISABLE: &str = "switch Gatekeeper's generator off (Helm: --set audit.disableGenerateOperation=true, and keep controllerManager.disableGenerateOperation=true; plain manifests: remove --operation=generate from the gatekeeper-audit container, and give every Gatekeeper container explicit --operation flags), or pass --take-over to write anyway";
+pub const HOW_TO_DISABLE: &str = "switch Gatekeeper's generator off (Helm: --set audit.disableGenerateOperation=true, and keep controllerManager.disableGenerateOperation=true; plain manifests: remove --operation=generate from the gatekeeper-audit container, and give every Gatekeeper container explicit --operation flags), or pass --take-over to write anyway (`kubectl vap help gatekeeper`)";
 
 /// The `--operation` values of a container's command line, or `None` when it sets none.
 fn operations(tokens: &[String]) -> Option<Vec<String>> {

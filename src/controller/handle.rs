@@ -6,12 +6,13 @@
 use super::Error;
 use super::cache::OpinionCache;
 use super::shared::Shared;
-use super::state::{AccessError, Command, LiveState, ReconcileEvent, RequestOutcome};
+use super::state::{AccessError, Command, Happened, LiveState, ReconcileEvent, RequestOutcome};
+use super::status::changed;
 use crate::snapshot::Snapshot;
 use parking_lot::Mutex;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 /// A request and where its outcome goes.
 pub(super) struct Request {
@@ -68,14 +69,6 @@ use super::lease::LEASES;
 /// How long the queue must stay empty to count as idle: a watch event of our own last write,
 /// or a key a list handler is about to queue, may still come.
 const QUIET: Duration = Duration::from_millis(500);
-
-/// Resolves at the next change `rx` sees; never, once its sender is gone (nothing will
-/// change any more, and a closed channel must not turn a wait into a busy loop).
-async fn changed<T>(rx: &mut watch::Receiver<T>) {
-    if rx.changed().await.is_err() {
-        std::future::pending::<()>().await;
-    }
-}
 
 /// Waits until every watch has listed, the stores show every write of this copy (so a
 /// snapshot taken now is what the writes made), and the queue has stayed empty for [`QUIET`]
@@ -156,6 +149,13 @@ impl Controller {
     /// A receiver of every published state (for views that redraw on change).
     pub fn subscribe(&self) -> watch::Receiver<Arc<LiveState>> {
         self.inner.state.clone()
+    }
+
+    /// What happens from now on, each once: this copy's reconcile actions, the cluster's
+    /// Events other copies report, changes of who leads. The first call gets everything since
+    /// the copy started (nothing said during start-up is lost); later ones from the call on.
+    pub fn feed(&self) -> broadcast::Receiver<Happened> {
+        self.inner.world.status.feed()
     }
 
     /// Asks for `command` and waits for its outcome: handled here when this copy leads,
@@ -265,8 +265,7 @@ impl Controller {
 
     /// This copy's reconcile actions so far (oldest first, bounded).
     pub fn events(&self) -> Vec<ReconcileEvent> {
-        let log = self.inner.world.status.events();
-        log.iter().map(|e| ReconcileEvent::clone(e)).collect()
+        self.inner.world.status.events()
     }
 
     /// Writes the API server accepted from this copy.
@@ -277,16 +276,6 @@ impl Controller {
     /// `/metrics` as this copy would serve it.
     pub fn metrics_text(&self) -> String {
         self.inner.world.metrics.render()
-    }
-
-    /// Stores that are not known now (resource, why).
-    pub fn unknown_stores(&self) -> Vec<(String, String)> {
-        self.inner.world.unknown_stores()
-    }
-
-    /// What could not be read of `resource` (by resource name), if anything.
-    pub fn access_error(&self, resource: &str) -> Option<AccessError> {
-        self.inner.world.status.access_error(resource)
     }
 
     /// Everything this copy cannot read now.

@@ -15,10 +15,12 @@
 //! its deadline passed: it writes nothing more, drops its queue, relists every store, and only
 //! writes again after it holds the Lease again, confirmed by the server.
 
+use super::channel::ANSWERS_ANNOTATION;
 use super::fence::{LEASE_DURATION, Timing, mono_now};
 use super::shared::Shared;
 use super::state::{
-    AccessError, AccessErrorKind, EventResult, EventVerb, Health, LeaderHealth, LeaseRefused,
+    AccessError, AccessErrorKind, EventResult, EventVerb, Happened, Health, LeaderHealth,
+    LeaseChange, LeaseInfo, LeaseRefused,
 };
 use crate::model::ObjectRef;
 use chrono::{DateTime, Utc};
@@ -36,27 +38,6 @@ use tokio::sync::watch;
 pub const LEASES: &str = "leases.coordination.k8s.io";
 /// The annotation the holder publishes its health in, with every renewal (no extra writes).
 pub const HEALTH_ANNOTATION: &str = "kubectl-vap.io/health";
-
-/// The Lease as every copy sees it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct HolderView {
-    pub holder: Option<String>,
-    /// The holder's `acquireTime`.
-    pub since: Option<DateTime<Utc>>,
-    /// What the holder published with its last renewal.
-    pub health: Option<LeaderHealth>,
-    /// Nobody holds it, or its record has not changed for a whole lease duration and the
-    /// [`TAKEOVER_GRACE`] after it (by this copy's clock): no standby took it, no copy
-    /// reconciles.
-    pub vacant: bool,
-    /// The Lease could not be read (e.g. `forbidden`): who leads is unknown, which is not the
-    /// same as nobody leading.
-    pub unreadable: Option<LeaseRefused>,
-    /// The holder has missed its renewals (its record unchanged for a third of its duration):
-    /// when its Lease expires, after which a standby takes over (in wall time, for a
-    /// countdown). `None` while it renews, and once vacant.
-    pub unresponsive_until: Option<DateTime<Utc>>,
-}
 
 /// How long after a holder's Lease expired a standby has taken it, if one runs: it looks
 /// every retry period (at most 2.2 s by default), and a view watching the Lease sees its
@@ -120,13 +101,15 @@ fn duration_of(spec: &LeaseSpec, default: Duration) -> Duration {
         .unwrap_or(default)
 }
 
-/// The view of `l`, given when this copy first saw its current record (`seen_at`, on
-/// [`mono_now`]) and `identity` (this copy's, when it competes).
-fn view_of(l: &Lease, seen_at: Duration, identity: Option<&str>, default: Duration) -> HolderView {
+/// `info` with the holder as `l` shows it, given when this copy first saw its current record
+/// (`seen_at`, on [`mono_now`]): who holds it, since when, their health, whether they stopped
+/// renewing (judged on this copy's clock) — the rest of `info` (which Lease, this copy's
+/// identity, whether it leads) as it was.
+fn view_of(info: &LeaseInfo, l: &Lease, seen_at: Duration, default: Duration) -> LeaseInfo {
     let holder = holder_of(l);
     let spec = l.spec.clone().unwrap_or_default();
     let duration = duration_of(&spec, default);
-    let ours = holder.is_some() && holder.as_deref() == identity;
+    let ours = holder.is_some() && holder.as_deref() == Some(info.identity.as_str());
     let unchanged = mono_now().saturating_sub(seen_at);
     let vacant = holder.is_none() || (!ours && unchanged >= duration + TAKEOVER_GRACE);
     let unresponsive_until = (holder.is_some() && !ours && !vacant && unchanged >= duration / 3)
@@ -134,16 +117,32 @@ fn view_of(l: &Lease, seen_at: Duration, identity: Option<&str>, default: Durati
             Utc::now()
                 + chrono::Duration::from_std(duration.saturating_sub(unchanged)).unwrap_or_default()
         });
-    HolderView {
+    LeaseInfo {
         unresponsive_until,
         since: holder
             .as_ref()
             .and(spec.acquire_time.as_ref())
             .and_then(micro_to_chrono),
         health: holder.as_ref().and_then(|_| health_of(l)),
-        holder,
+        // Shown in views, logs and the CLI's lines: escaped (an identity we write never
+        // changes by it).
+        holder: holder.map(|h| crate::text::printable(&h).into_owned()),
         vacant,
         unreadable: None,
+        ..info.clone()
+    }
+}
+
+/// `info` without what was seen of a holder (which Lease, this copy, whether it leads),
+/// and why it cannot be seen: a Lease refused (`why`) has a holder unknown, not nobody.
+fn blank(info: &LeaseInfo, why: Option<LeaseRefused>) -> LeaseInfo {
+    LeaseInfo {
+        lease: info.lease.clone(),
+        identity: info.identity.clone(),
+        participating: info.participating,
+        leading: info.leading,
+        unreadable: why,
+        ..LeaseInfo::default()
     }
 }
 
@@ -195,8 +194,42 @@ struct Elector {
 enum Attempt {
     /// This copy holds the Lease (acquired or renewed).
     Holds,
-    /// Another copy holds it (named, if any).
-    Other(Option<String>),
+    /// Another copy holds it (named, if any), and when this copy takes over unless it renews
+    /// (known when the record was read).
+    Other(Option<String>, Option<Standby>),
+}
+
+/// How a standby sees the holder's record: its age by the record's own clock, and when this
+/// copy takes over (by this copy's clock, which is what counts) unless the holder renews.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Standby {
+    /// `now - renewTime`: the holder's clock against ours, so only a guide.
+    renewed_ago: Option<chrono::Duration>,
+    takeover_in: Duration,
+    duration: Duration,
+}
+
+/// What a standby says once per holder: who holds the Lease and, when its record is older
+/// than a third of its duration (a holder that renews is never that old), how old by the
+/// record and when this copy takes over: a dead holder is not called one that writes.
+fn standing_by_text(lease: &str, holder: &str, standby: Option<&Standby>) -> String {
+    let Some(s) = standby else {
+        return format!(
+            "Lease {lease} is held by {holder}: that copy writes; standing by (taking over if it stops renewing)"
+        );
+    };
+    let takeover = s.takeover_in.as_secs();
+    match s.renewed_ago.map(|d| d.num_seconds().max(0)) {
+        Some(ago) if ago >= i64::try_from(s.duration.as_secs() / 3).unwrap_or(i64::MAX) => format!(
+            "Lease {lease} is held by {holder}, not renewed for {ago} s by its record; taking over in {takeover} s unless it renews"
+        ),
+        Some(ago) => format!(
+            "Lease {lease} is held by {holder} (renewed {ago} s ago by its record): that copy writes; standing by, taking over in {takeover} s unless it renews"
+        ),
+        None => format!(
+            "Lease {lease} is held by {holder}, with no renewal on record; taking over in {takeover} s unless it renews"
+        ),
+    }
 }
 
 impl Elector {
@@ -205,7 +238,8 @@ impl Elector {
     async fn try_acquire_or_renew(
         &mut self,
         health: &LeaderHealth,
-        view: &mut HolderView,
+        answers: Option<&str>,
+        view: &mut LeaseInfo,
     ) -> Result<Attempt, kube::Error> {
         let now = mono_now();
         let seconds = i32::try_from(self.timing.duration.as_secs()).unwrap_or(i32::MAX);
@@ -218,10 +252,13 @@ impl Elector {
             let lease = Lease {
                 metadata: ObjectMeta {
                     name: Some(self.name.clone()),
-                    annotations: Some(BTreeMap::from([(
-                        HEALTH_ANNOTATION.to_string(),
-                        health_to_annotation(health),
-                    )])),
+                    annotations: Some(
+                        [(HEALTH_ANNOTATION, Some(health_to_annotation(health)))]
+                            .into_iter()
+                            .chain([(ANSWERS_ANNOTATION, answers.map(str::to_string))])
+                            .filter_map(|(k, v)| Some((k.to_string(), v?)))
+                            .collect::<BTreeMap<_, _>>(),
+                    ),
                     ..ObjectMeta::default()
                 },
                 spec: Some(LeaseSpec {
@@ -236,10 +273,12 @@ impl Elector {
             return match self.api.create(&pp, &lease).await {
                 Ok(l) => {
                     self.observed = l.metadata.resource_version.clone().map(|rv| (rv, now));
-                    *view = view_of(&l, now, Some(&self.identity), self.timing.duration);
+                    *view = view_of(view, &l, now, self.timing.duration);
                     Ok(Attempt::Holds)
                 }
-                Err(e) if crate::cluster::status_code(&e) == Some(409) => Ok(Attempt::Other(None)),
+                Err(e) if crate::cluster::status_code(&e) == Some(409) => {
+                    Ok(Attempt::Other(None, None))
+                }
                 Err(e) => Err(e),
             };
         };
@@ -252,12 +291,7 @@ impl Elector {
             self.observed = Some((rv.clone(), now));
         }
         let seen_at = self.observed.as_ref().map(|(_, t)| *t).unwrap_or(now);
-        *view = view_of(
-            &current,
-            seen_at,
-            Some(&self.identity),
-            self.timing.duration,
-        );
+        *view = view_of(view, &current, seen_at, self.timing.duration);
         let holder = holder_of(&current);
         let ours = holder.as_deref() == Some(self.identity.as_str());
         let spec = current.spec.clone().unwrap_or_default();
@@ -267,7 +301,16 @@ impl Elector {
             let their = duration_of(&spec, self.timing.duration);
             let seen_at = self.observed.as_ref().map(|(_, t)| *t).unwrap_or(now);
             if now < seen_at + their {
-                return Ok(Attempt::Other(holder));
+                let standby = Standby {
+                    renewed_ago: spec
+                        .renew_time
+                        .as_ref()
+                        .and_then(micro_to_chrono)
+                        .map(|t| Utc::now() - t),
+                    takeover_in: (seen_at + their).saturating_sub(now),
+                    duration: their,
+                };
+                return Ok(Attempt::Other(holder, Some(standby)));
             }
         }
         let mut next = current.clone();
@@ -282,18 +325,26 @@ impl Elector {
         }
         next.spec = Some(s);
         next.metadata.managed_fields = None;
-        next.metadata
+        let annotations = next
+            .metadata
             .annotations
-            .get_or_insert_with(Default::default)
-            .insert(HEALTH_ANNOTATION.into(), health_to_annotation(health));
+            .get_or_insert_with(Default::default);
+        annotations.insert(HEALTH_ANNOTATION.into(), health_to_annotation(health));
+        // The answers to requests ride on the renewal: only a Lease writer can put them here.
+        match answers {
+            Some(a) => annotations.insert(ANSWERS_ANNOTATION.into(), a.to_string()),
+            None => annotations.remove(ANSWERS_ANNOTATION),
+        };
         // The resourceVersion read: if anyone wrote the Lease since, this fails (409).
         match self.api.replace(&self.name, &pp, &next).await {
             Ok(l) => {
                 self.observed = l.metadata.resource_version.clone().map(|rv| (rv, now));
-                *view = view_of(&l, now, Some(&self.identity), self.timing.duration);
+                *view = view_of(view, &l, now, self.timing.duration);
                 Ok(Attempt::Holds)
             }
-            Err(e) if crate::cluster::status_code(&e) == Some(409) => Ok(Attempt::Other(holder)),
+            Err(e) if crate::cluster::status_code(&e) == Some(409) => {
+                Ok(Attempt::Other(holder, None))
+            }
             Err(e) => Err(e),
         }
     }
@@ -314,6 +365,7 @@ impl Elector {
         next.metadata.managed_fields = None;
         if let Some(a) = next.metadata.annotations.as_mut() {
             a.remove(HEALTH_ANNOTATION);
+            a.remove(ANSWERS_ANNOTATION);
         }
         self.api
             .replace(&self.name, &PostParams::default(), &next)
@@ -380,7 +432,7 @@ fn lease_access_error(
 pub async fn run(
     shared: Arc<Shared>,
     election: Election,
-    view_tx: watch::Sender<HolderView>,
+    view_tx: watch::Sender<LeaseInfo>,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), super::Error> {
     let Election {
@@ -416,24 +468,49 @@ pub async fn run(
         }
         let sent = mono_now();
         let mut view = view_tx.borrow().clone();
-        match elector.try_acquire_or_renew(&health(), &mut view).await {
+        // Each attempt is bounded, as client-go bounds it by the renew deadline: the holder's
+        // by what is left of its fence (an answer after that confirms nothing), any other by
+        // the renew deadline. A renewal nobody answers ends here, and the holder stops leading
+        // when its fence closes, not whenever the request comes back.
+        let bound = campaign
+            .shared
+            .leadership
+            .fence
+            .remaining()
+            .unwrap_or(timing.renew_deadline);
+        let published = health();
+        let answers = campaign.shared.answers.annotation();
+        let attempt = elector.try_acquire_or_renew(&published, answers.as_deref(), &mut view);
+        let Ok(attempt) = tokio::time::timeout(bound, attempt).await else {
+            campaign.unanswered(bound);
+            view.leading = campaign.shared.leadership.is_leading();
+            send_view(&campaign.shared, &view_tx, view);
+            tokio::select! {
+                _ = tokio::time::sleep(timing.retry) => {}
+                _ = shutdown.changed() => break,
+            }
+            continue;
+        };
+        match attempt {
             Ok(Attempt::Holds) => {
                 campaign.holds(sent, &timing).await;
-                view.unreadable = None;
-                send_view(&view_tx, view);
+                view.leading = campaign.shared.leadership.is_leading();
+                send_view(&campaign.shared, &view_tx, view);
             }
-            Ok(Attempt::Other(holder)) => {
-                campaign.held_by(holder);
-                view.unreadable = None;
-                send_view(&view_tx, view);
+            Ok(Attempt::Other(holder, standby)) => {
+                campaign.held_by(holder, standby);
+                view.leading = campaign.shared.leadership.is_leading();
+                send_view(&campaign.shared, &view_tx, view);
             }
             // The fence keeps its deadline: writes go on until it passes, no longer.
             Err(e) => {
                 campaign.failed(&e);
-                // Refused (not merely unanswered): who holds it is unknown from here.
-                if crate::cluster::status_code(&e).is_some() {
-                    let refused = LeaseRefused::Elector(Arc::new(e));
-                    send_view(&view_tx, HolderView::unreadable(refused));
+                // Refused (not merely unanswered): who holds it is unknown from here — but
+                // not to a holder still within its deadline.
+                view.leading = campaign.shared.leadership.is_leading();
+                if crate::cluster::status_code(&e).is_some() && !view.leading {
+                    let why = LeaseRefused::Elector(Arc::new(e));
+                    send_view(&campaign.shared, &view_tx, blank(&view, Some(why)));
                 }
             }
         }
@@ -447,6 +524,7 @@ pub async fn run(
         campaign.shared.recorder.flush().await;
     }
     campaign.release(&elector).await;
+    view_tx.send_modify(|v| v.leading = false);
     Ok(())
 }
 
@@ -500,25 +578,42 @@ impl Campaign {
         } else if !shared.leadership.set_leading(true) {
             self.standing_by = None;
             shared.metrics.leader.store(true, Ordering::Relaxed);
-            super::requests::ensure_configmap(&shared.client, &self.namespace, &self.name).await;
+            super::channel::ensure_configmap(&shared.client, &self.namespace, &self.name).await;
             shared.resync();
         }
     }
 
-    /// Another copy holds the Lease (`holder`, if it could be named).
-    fn held_by(&mut self, holder: Option<String>) {
+    /// Another copy holds the Lease (`holder`, if it could be named; `standby`: how its
+    /// record looked).
+    fn held_by(&mut self, holder: Option<String>, standby: Option<Standby>) {
         self.shared.outage.reachable();
+        // Read and answered: usable again (an earlier failure no longer stands).
+        self.shared.status.set_access(LEASES, None);
+        if let Some(since) = self.failing_since.take() {
+            tracing::info!(
+                "Lease {} reachable again after {}s",
+                self.lease.name,
+                (mono_now() - since).as_secs()
+            );
+        }
         if let Some(h) = &holder
             && self.standing_by.as_ref() != Some(h)
         {
             tracing::info!(
-                "Lease {} is held by {h}: that copy writes; standing by (taking over if it stops renewing)",
-                self.lease.name
+                "{}",
+                standing_by_text(
+                    &self.lease.name,
+                    &crate::text::printable(h),
+                    standby.as_ref()
+                )
             );
             self.standing_by = Some(h.clone());
         }
         if self.shared.leadership.is_leading() {
-            let by = holder.unwrap_or_else(|| "another copy".into());
+            let by = holder.map_or_else(
+                || "another copy".into(),
+                |h| crate::text::printable(&h).into_owned(),
+            );
             self.lose(&format!("{by} holds the Lease now"));
         }
     }
@@ -532,7 +627,7 @@ impl Campaign {
             &crate::cluster::describe(e),
             LeaseUse::Compete,
         );
-        if crate::cluster::status_code(e).is_none() {
+        if crate::cluster::unanswered(e) {
             // No answer at all: part of the copy's one outage log.
             self.shared
                 .outage
@@ -544,6 +639,26 @@ impl Campaign {
             tracing::debug!("{}", error.message);
         }
         self.shared.status.set_access(LEASES, Some(error));
+    }
+
+    /// The attempt got no complete answer within `bound`: abandoned. A holder stops leading
+    /// (its fence has closed: gauge 0, writes stopped, said once); every copy reports the Lease
+    /// as not usable until an attempt passes, which `/readyz` reflects.
+    fn unanswered(&mut self, bound: Duration) {
+        let why = format!(
+            "no answer within {:.1}s (request abandoned)",
+            bound.as_secs_f32()
+        );
+        let error = lease_access_error(&self.namespace, &self.name, None, &why, LeaseUse::Compete);
+        self.shared
+            .outage
+            .failed(&format!("Lease {}", self.lease.name), &why);
+        self.shared.status.set_access(LEASES, Some(error));
+        if self.shared.leadership.is_leading() || self.shared.leadership.fence.expired() {
+            self.lose(&format!(
+                "the renewal got no answer within the renew deadline ({why})"
+            ));
+        }
     }
 
     /// Writes stop, then the Lease is released — even if this copy believes it lost it:
@@ -562,21 +677,22 @@ impl Campaign {
     }
 }
 
-impl HolderView {
-    /// The Lease could not be read, for `why`: no holder known, and not vacant either.
-    pub fn unreadable(why: LeaseRefused) -> Self {
-        HolderView {
-            unreadable: Some(why),
-            ..HolderView::default()
-        }
-    }
-}
-
-fn send_view(tx: &watch::Sender<HolderView>, v: HolderView) {
+/// Publishes `v` if it differs from what views have, and tells a change of who leads once
+/// on the copy's feed.
+fn send_view(shared: &Shared, tx: &watch::Sender<LeaseInfo>, v: LeaseInfo) {
     tx.send_if_modified(|cur| {
-        let changed = *cur != v;
+        if *cur == v {
+            return false;
+        }
+        if let Some(what) = cur.turn(&v) {
+            shared.status.happened(Happened::Lease(LeaseChange {
+                time: Utc::now(),
+                lease: v.lease.clone(),
+                what,
+            }));
+        }
         *cur = v;
-        changed
+        true
     });
 }
 
@@ -586,6 +702,9 @@ fn lose(shared: &Shared, lease: &ObjectRef, identity: &str, why: &str) {
     let had = shared.leadership.fence.revoke();
     let was = shared.leadership.set_leading(false);
     shared.metrics.leader.store(false, Ordering::Relaxed);
+    // Answers still unpublished are dropped with the queue: their requests' keys will not be
+    // reconciled here.
+    shared.answers.clear();
     if !had && !was {
         return;
     }
@@ -609,16 +728,20 @@ pub async fn read_lease(
     client: &kube::Client,
     namespace: &str,
     name: &str,
-) -> Result<HolderView, kube::Error> {
+) -> Result<LeaseInfo, kube::Error> {
     let api: Api<Lease> = Api::namespaced(client.clone(), namespace);
+    let info = LeaseInfo {
+        lease: format!("{namespace}/{name}"),
+        ..LeaseInfo::default()
+    };
     let Some(l) = api.get_opt(name).await? else {
-        return Ok(HolderView {
+        return Ok(LeaseInfo {
             vacant: true,
-            ..HolderView::default()
+            ..info
         });
     };
     let default = Duration::from_secs(LEASE_DURATION);
-    let mut view = view_of(&l, mono_now(), None, default);
+    let mut view = view_of(&info, &l, mono_now(), default);
     let spec = l.spec.clone().unwrap_or_default();
     let duration = chrono::Duration::from_std(duration_of(&spec, default)).unwrap_or_default();
     if let Some(renewed) = spec.renew_time.as_ref().and_then(micro_to_chrono) {
@@ -632,18 +755,33 @@ pub async fn read_lease(
 /// [`TAKEOVER_GRACE`] (see [`view_of`]); `None` once past both, or with no holder.
 fn next_judgement(l: &Lease, seen_at: Duration, default: Duration) -> Option<Duration> {
     holder_of(l)?;
-    let duration = l
-        .spec
-        .as_ref()
-        .and_then(|s| s.lease_duration_seconds)
-        .and_then(|s| u64::try_from(s).ok())
-        .map(Duration::from_secs)
-        .unwrap_or(default);
+    let duration = duration_of(&l.spec.clone().unwrap_or_default(), default);
     let now = mono_now();
     [duration / 3, duration + TAKEOVER_GRACE]
         .into_iter()
         .map(|after| seen_at + after)
         .find(|t| *t > now)
+}
+
+/// Whether the API server answers this copy now (whatever the answer); when it does not,
+/// that is the copy's outage, told where every failure to reach it is (`what` asked).
+async fn answers(shared: &Shared, what: &str) -> bool {
+    if shared.outage.unreachable().is_some() {
+        return false;
+    }
+    let asked = tokio::time::timeout(Duration::from_secs(5), shared.client.apiserver_version());
+    match asked.await {
+        Ok(Ok(_)) => true,
+        Ok(Err(e)) if crate::cluster::status_code(&e).is_some() => true,
+        Ok(Err(e)) => {
+            shared.outage.failed(what, &crate::cluster::describe(&e));
+            false
+        }
+        Err(_) => {
+            shared.outage.failed(what, "no answer within 5s");
+            false
+        }
+    }
 }
 
 /// Follows a Lease this copy does not compete for (read-only views) by watching it, so a
@@ -653,11 +791,15 @@ pub async fn watch_holder(
     shared: Arc<Shared>,
     namespace: String,
     name: String,
-    view_tx: watch::Sender<HolderView>,
+    view_tx: watch::Sender<LeaseInfo>,
 ) {
     use futures::StreamExt;
     let api: Api<Lease> = Api::namespaced(shared.client.clone(), &namespace);
-    let mut stream = crate::cluster::watch::object(api, &name, format!("Lease {namespace}/{name}"));
+    let what = format!("Lease {namespace}/{name}");
+    let mut stream = crate::cluster::watch::object(api.clone(), &name, what.clone());
+    // Told when the API server answers again after an outage: the watch starts over at once
+    // rather than after its backoff, so the views see the holder as soon as they can.
+    let mut retry = shared.stores.relists();
     let default = Duration::from_secs(LEASE_DURATION);
     // The Lease last seen, and when its record (resourceVersion) was first seen: vacancy is
     // judged on this copy's own clock, as the election judges it.
@@ -673,6 +815,10 @@ pub async fn watch_holder(
             .filter(|_| !blind)
             .and_then(|(l, at)| next_judgement(l, *at, default));
         let item = tokio::select! {
+            () = super::status::changed(&mut retry) => {
+                stream = crate::cluster::watch::object(api.clone(), &name, what.clone());
+                continue;
+            }
             item = stream.next() => item,
             () = async {
                 match next {
@@ -680,8 +826,14 @@ pub async fn watch_holder(
                     None => std::future::pending().await,
                 }
             } => {
-                if let Some((l, at)) = &seen {
-                    send_view(&view_tx, view_of(l, *at, None, default));
+                // Renewals this copy cannot see while its API server does not answer are
+                // no sign that the holder stopped: before the holder is judged by its
+                // silence, the server is asked whether the silence is ours (a watch may
+                // hang on a server that shuts down, and say nothing for seconds).
+                blind = !answers(&shared, &what).await;
+                if let (Some((l, at)), false) = (&seen, blind) {
+                    let view = view_of(&view_tx.borrow(), l, *at, default);
+                    send_view(&shared, &view_tx, view);
                 }
                 continue;
             }
@@ -689,31 +841,35 @@ pub async fn watch_holder(
         match item {
             None => return,
             Some(Ok(lease)) => {
-                blind = false;
+                // After an outage, the record is first seen now: its holder could not renew
+                // while nobody could write, and that time is not its silence.
+                let after_outage = std::mem::replace(&mut blind, false);
                 shared.status.set_access(LEASES, None);
+                let base = view_tx.borrow().clone();
                 let view = match lease {
                     None => {
                         seen = None;
-                        HolderView {
+                        LeaseInfo {
                             vacant: true,
-                            ..HolderView::default()
+                            ..blank(&base, None)
                         }
                     }
                     Some(l) => {
                         let at = match &seen {
                             Some((old, at))
-                                if old.metadata.resource_version == l.metadata.resource_version =>
+                                if old.metadata.resource_version == l.metadata.resource_version
+                                    && !after_outage =>
                             {
                                 *at
                             }
                             _ => mono_now(),
                         };
-                        let view = view_of(&l, at, None, default);
+                        let view = view_of(&base, &l, at, default);
                         seen = Some((l, at));
                         view
                     }
                 };
-                send_view(&view_tx, view);
+                send_view(&shared, &view_tx, view);
             }
             Some(Err(e)) => {
                 let status = crate::cluster::watch::status(&e);
@@ -732,8 +888,9 @@ pub async fn watch_holder(
                 // at all keeps the last view (the connection's state says the rest).
                 if status.is_some() {
                     seen = None;
-                    let refused = LeaseRefused::Watch(Arc::new(e));
-                    send_view(&view_tx, HolderView::unreadable(refused));
+                    let why = Some(LeaseRefused::Watch(Arc::new(e)));
+                    let view = blank(&view_tx.borrow(), why);
+                    send_view(&shared, &view_tx, view);
                 } else {
                     blind = true;
                 }
@@ -745,6 +902,36 @@ pub async fn watch_holder(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A standby names the holder and, once its record is stale, how stale by the record and
+    /// when it takes over (issue 28: a holder killed 50 s earlier was called "that copy
+    /// writes"); a renewing holder is said to write, with the takeover it would take.
+    #[test]
+    fn a_standby_says_how_old_the_holders_record_is_and_when_it_takes_over() {
+        let standby = |ago: Option<i64>, takeover: u64| Standby {
+            renewed_ago: ago.map(chrono::Duration::seconds),
+            takeover_in: Duration::from_secs(takeover),
+            duration: Duration::from_secs(15),
+        };
+        assert_eq!(
+            standing_by_text("ns/l", "vm-1", Some(&standby(Some(50), 15))),
+            "Lease ns/l is held by vm-1, not renewed for 50 s by its record; taking over in 15 s unless it renews"
+        );
+        assert_eq!(
+            standing_by_text("ns/l", "vm-1", Some(&standby(Some(1), 15))),
+            "Lease ns/l is held by vm-1 (renewed 1 s ago by its record): that copy writes; standing by, taking over in 15 s unless it renews"
+        );
+        // A record from the future (its clock ahead of ours) is not a negative age.
+        assert!(
+            standing_by_text("ns/l", "vm-1", Some(&standby(Some(-3), 14)))
+                .contains("(renewed 0 s ago by its record)")
+        );
+        assert_eq!(
+            standing_by_text("ns/l", "vm-1", Some(&standby(None, 9))),
+            "Lease ns/l is held by vm-1, with no renewal on record; taking over in 9 s unless it renews"
+        );
+        assert!(standing_by_text("ns/l", "vm-1", None).contains("that copy writes; standing by"));
+    }
 
     /// A view that may not watch the Lease says what to grant; a failing server is not told
     /// to fix its RBAC.
@@ -778,7 +965,11 @@ mod tests {
         .expect("a Lease");
         let d = Duration::from_secs(15);
         let now = mono_now();
-        let seen = |ago: u64| view_of(&lease, now - Duration::from_secs(ago), Some("b"), d);
+        let me = |id: &str| LeaseInfo {
+            identity: id.into(),
+            ..LeaseInfo::default()
+        };
+        let seen = |ago: u64| view_of(&me("b"), &lease, now - Duration::from_secs(ago), d);
         assert!(!seen(0).vacant && seen(0).unresponsive_until.is_none());
         for ago in [6, 14, 16, 19] {
             let v = seen(ago);
@@ -786,7 +977,7 @@ mod tests {
         }
         assert!(seen(21).vacant && seen(21).unresponsive_until.is_none());
         // Its own Lease is never vacant nor unresponsive to the holder.
-        let own = view_of(&lease, now - Duration::from_secs(30), Some("a"), d);
+        let own = view_of(&me("a"), &lease, now - Duration::from_secs(30), d);
         assert!(!own.vacant && own.unresponsive_until.is_none());
     }
 

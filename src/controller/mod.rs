@@ -7,9 +7,8 @@
 //!   [`cache`]: the opinion cache `kind → Opinion`, written only by the template side;
 //!   [`queue`]: the de-duplicating work queue; [`worker`]: one worker step, shared with the
 //!   live workers.
-//! - [`state`]: what a running copy publishes ([`LiveState`]) and the types it answers with;
-//!   [`log`]: the bounded log with sequence numbers its event logs are (views ask it for what
-//!   they have not seen);
+//! - [`state`]: what a running copy publishes ([`LiveState`], and [`Happened`] on its feed)
+//!   and the types it answers with;
 //!   [`keys`]: the words everything above speaks in (`Key`, `Scope`, `Obj`).
 //!
 //! Private: `start` (start-up in phases), `shared` (what the tasks share; the world on the
@@ -24,6 +23,7 @@
 //! is public for the message that says how to switch it off.
 
 pub mod cache;
+mod channel;
 mod commands;
 mod discovery;
 mod events;
@@ -34,7 +34,6 @@ mod gatekeeper_webhook;
 pub mod handle;
 pub mod keys;
 mod lease;
-pub mod log;
 mod metrics;
 mod objects;
 mod outage;
@@ -52,12 +51,13 @@ mod watches;
 pub mod worker;
 pub mod world;
 mod writer;
+mod written;
 
+pub use channel::configmap_name as requests_configmap;
 pub use events::EVENTS_RESOURCE;
 pub use handle::{Controller, Convergence, NotLeading};
 pub use keys::Scope;
-pub use lease::{HolderView, LEASES, default_identity, read_lease};
-pub use requests::configmap_name as requests_configmap;
+pub use lease::{LEASES, default_identity, read_lease};
 pub use requests::summary as request_summary;
 pub use start::{
     Config, DEFAULT_LEASE_NAME, DEFAULT_LEASE_NAMESPACE, DEFAULT_WORKERS, Mode, Tuning, launch,
@@ -65,8 +65,8 @@ pub use start::{
 };
 pub use state::{
     AccessError, AccessErrorKind, ClusterEvent, Command, Connection, EventResult, EventVerb,
-    LeaderHealth, LeaseInfo, LeaseRefused, LiveState, Log, ReconcileEvent, RequestOutcome,
-    WriteError,
+    FailedWrite, Happened, LeaderHealth, LeaseChange, LeaseInfo, LeaseRefused, LeaseTurn,
+    LiveState, ReconcileEvent, RequestOutcome, WriteError,
 };
 
 /// Errors of the reconciler library. Each variant names what failed; callers add context.
@@ -77,9 +77,12 @@ pub enum Error {
     /// Starting failed at the API server's edge (discovery, connection).
     #[error("{0}")]
     Kube(#[from] crate::cluster::KubeError),
-    /// A request names a template that does not exist (or has no kind: nothing to replay).
-    #[error("template {0} not found (or it has no kind)")]
+    /// A request names a template that does not exist (reconcile: nor a VAP of it to sweep).
+    #[error("ConstraintTemplate {0} not found")]
     NotFound(String),
+    /// Replay of a template that defines no constraint kind: it has no constraints.
+    #[error("ConstraintTemplate {0} defines no constraint kind: nothing to replay")]
+    NoKind(String),
     /// Nobody holds the Lease: no copy would handle a request.
     #[error(
         "no copy reconciles: nobody holds Lease {lease} (start `kubectl vap run`, or the TUI with --reconcile)"
@@ -143,17 +146,24 @@ pub enum RequestError {
         #[source]
         source: Box<kube::Error>,
     },
-    #[error("ConfigMap {configmap} was deleted while waiting for the answer")]
-    ConfigMapDeleted { configmap: String },
-    #[error("an unreadable answer: {0}")]
-    UnreadableAnswer(#[source] serde_json::Error),
-    #[error("the watch ended")]
+    #[error("the watch of the Lease ended")]
     WatchEnded,
     #[error(
-        "no answer from the lease holder within {secs}s (is it running? `kubectl vap` shows who holds the Lease)"
+        "no answer from the lease holder within {secs}s ({}; `kubectl vap` shows who holds the Lease)",
+        if *read { "it read the request and may still carry it out, or ignored it as too many, too old or too large" } else { "nobody read the request: is the holder running?" }
     )]
-    NoAnswer { secs: u64 },
-    /// The holder answered with an error (its text: it crossed the ConfigMap).
+    NoAnswer {
+        secs: u64,
+        /// The request was removed from the ConfigMap: some holder read it.
+        read: bool,
+    },
+    /// The holder's answer under our request's id is for another command: someone rewrote
+    /// the request in the ConfigMap (anyone who may ask may).
+    #[error(
+        "the lease holder answered `{answered}` for this request, not `{asked}`: the request was rewritten in the ConfigMap by someone else; ask again"
+    )]
+    NotOurs { asked: String, answered: String },
+    /// The holder answered with an error (read from its Lease, escaped).
     #[error("{holder}: {error}")]
     Failed { holder: String, error: String },
 }
@@ -167,13 +177,5 @@ pub async fn ask_holder(
     command: &Command,
     by: &str,
 ) -> Result<RequestOutcome, Error> {
-    requests::ask(
-        client,
-        namespace,
-        lease,
-        command,
-        by,
-        requests::REQUEST_DEADLINE + std::time::Duration::from_secs(15),
-    )
-    .await
+    channel::ask(client, namespace, lease, command, by, channel::ASK_TIMEOUT).await
 }

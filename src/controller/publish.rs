@@ -1,10 +1,10 @@
 //! The published [`LiveState`]: rebuilt when something views show changed (a store, the
-//! queue, the status, the Lease, the cluster's Events), at most once per [`COALESCE`], and
-//! `/readyz` kept true to what this copy can read.
+//! queue, the status, the Lease), at most once per [`COALESCE`] (the one coalescing between
+//! the stores and the screen), and `/readyz` kept true to what this copy can read.
 
-use super::lease::HolderView;
 use super::shared::Shared;
-use super::state::{ClusterEvent, Connection, Health, LiveState, Log};
+use super::state::{Connection, FailedWrite, LeaseInfo, LiveState};
+use super::status::changed;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -16,10 +16,8 @@ const TICK: Duration = Duration::from_secs(1);
 
 /// What the publisher reads besides [`Shared`].
 pub struct Sources {
-    pub view: watch::Receiver<HolderView>,
-    pub cluster_events: watch::Receiver<Log<ClusterEvent>>,
-    /// What this copy publishes while it leads (its own health, shown as the holder's).
-    pub health: Health,
+    /// The Lease as this copy sees it (the election's, or the holder followed).
+    pub lease: watch::Receiver<LeaseInfo>,
     /// Include the stores' snapshot (views need it; a headless `run` does not).
     pub with_snapshot: bool,
 }
@@ -37,6 +35,11 @@ fn connection(shared: &Shared) -> Connection {
 /// Keeps `/readyz` true: ready only while every store is listed and watched (a copy that
 /// cannot read something decides nothing that rests on it, and says so).
 fn readiness(shared: &Shared) {
+    // A copy whose Lease requests fail or go unanswered cannot lead, nor tell who does.
+    if let Some(lease) = shared.status.access_error(super::lease::LEASES) {
+        shared.metrics.set_ready(Err(lease.message));
+        return;
+    }
     let unknown = shared.unknown_stores();
     shared
         .metrics
@@ -53,31 +56,43 @@ fn readiness(shared: &Shared) {
         });
 }
 
-fn fill(shared: &Shared, state: &mut LiveState, src: &Sources) {
+/// The failed writes views show: this copy's own, unless another copy leads — then the
+/// writes that leader says the API server refuses (an observer has no writes of its own).
+fn failed_writes(
+    shared: &Shared,
+    lease: &LeaseInfo,
+) -> Arc<std::collections::BTreeMap<String, FailedWrite>> {
+    let remote = lease
+        .health
+        .as_ref()
+        .filter(|_| !lease.leading && !lease.vacant);
+    Arc::new(match remote {
+        Some(h) => h
+            .refused
+            .iter()
+            .map(|(object, why)| {
+                let why = why.clone();
+                (object.clone(), FailedWrite { why, refused: true })
+            })
+            .collect(),
+        None => shared.status.failed_writes(),
+    })
+}
+
+/// `state` as it is now. (Also the first state views see, so none reads an empty snapshot
+/// from a copy whose stores are listed: it said "loaded 0 objects" once.)
+pub fn fill(shared: &Shared, state: &mut LiveState, src: &Sources) {
     if src.with_snapshot {
         state.snapshot = Arc::new(shared.snapshot());
     }
-    // The logs themselves: a clone copies a few chunk pointers, no event.
-    state.events = shared.status.events();
     state.queue_depth = shared.queue.len();
     state.access_errors = shared.status.access_errors();
     state.synced = shared.status.synced();
     state.gatekeeper_generator = shared.status.gatekeeper_generator();
     state.writes_enabled = shared.status.writes_enabled();
     state.connection = connection(shared);
-    state.cluster_events = src.cluster_events.borrow().clone();
-    let view = src.view.borrow().clone();
-    state.lease.leading = shared.leadership.is_leading();
-    state.lease.holder = view.holder;
-    state.lease.since = view.since;
-    state.lease.vacant = view.vacant && !state.lease.leading;
-    state.lease.unreadable = view.unreadable.filter(|_| !state.lease.leading);
-    state.lease.unresponsive_until = view.unresponsive_until.filter(|_| !state.lease.leading);
-    state.lease.health = if state.lease.leading {
-        Some((src.health)())
-    } else {
-        view.health
-    };
+    state.lease = src.lease.borrow().clone();
+    state.failed_writes = failed_writes(shared, &state.lease);
 }
 
 pub async fn run(
@@ -88,32 +103,56 @@ pub async fn run(
 ) {
     let mut depth = shared.queue.depth();
     let mut status = shared.status.subscribe();
+    let mut drained = false;
+    let mut was_unreachable = false;
     loop {
         shared.stores.sweep_overlay();
         readiness(&shared);
         // The queue drained with everything listed: the last sync, published with renewals.
-        if *depth.borrow_and_update() == 0 && shared.status.synced() {
+        // Stamped when it drains, not at every publish while it stays empty: a new stamp
+        // changes the leader's health, each renewal would carry it, and every view would
+        // take the Lease as changed (and analyse again) every retry period.
+        let empty = *depth.borrow_and_update() == 0 && shared.status.synced();
+        if empty && !drained {
             shared.status.set_last_sync(chrono::Utc::now());
         }
+        drained = empty;
+        status.borrow_and_update();
+        src.lease.borrow_and_update();
         fill(&shared, &mut state, &src);
         shared.metrics.queue_depth.store(
             state.queue_depth as u64,
             std::sync::atomic::Ordering::Relaxed,
         );
         let last_connection = state.connection.clone();
+        // Back from an outage: the watches waiting out their backoff (up to 30 s) list now,
+        // so the views show the cluster as soon as it answers, not a backoff later.
+        if was_unreachable && last_connection == Connection::Connected {
+            shared.stores.retry_now();
+        }
+        was_unreachable = last_connection != Connection::Connected;
         if tx.send(Arc::new(state.clone())).is_err() {
             return;
         }
         // Wait for a change; the tick republishes only when the connection changed.
+        let mut tick = tokio::time::interval(TICK);
+        tick.reset();
         loop {
             tokio::select! {
-                r = status.changed() => if r.is_ok() { break },
-                r = depth.changed() => if r.is_ok() { break },
-                r = src.view.changed() => if r.is_ok() { break },
-                r = src.cluster_events.changed() => if r.is_ok() { break },
-                _ = tokio::time::sleep(TICK) => {
+                () = changed(&mut status) => break,
+                () = changed(&mut depth) => break,
+                () = changed(&mut src.lease) => break,
+                _ = tick.tick() => {
                     shared.stores.sweep_overlay();
                     readiness(&shared);
+                    // While nothing answers, ask the server itself once a tick: every watch
+                    // may be waiting out its backoff, and nothing else would notice it is back.
+                    if was_unreachable {
+                        let asked = tokio::time::timeout(TICK, shared.client.apiserver_version());
+                        if let Ok(Ok(_)) = asked.await {
+                            shared.outage.reachable();
+                        }
+                    }
                     if connection(&shared) != last_connection {
                         break;
                     }

@@ -526,9 +526,11 @@ pub fn schedule<Q: Enqueue>(
             key.clone(),
             now + chrono::Duration::from_std(*d).unwrap_or_default(),
         ),
-        Outcome::Retry(_) => queue.enqueue_at(
+        // Never sooner than the server asked (a 429's or 503's Retry-After).
+        Outcome::Retry(e) => queue.enqueue_at(
             key.clone(),
-            now + chrono::Duration::from_std(backoff(attempt)).unwrap_or_default(),
+            now + chrono::Duration::from_std(backoff(attempt).max(e.retry_after()))
+                .unwrap_or_default(),
         ),
         Outcome::Forbidden(_) => queue.enqueue_at(
             key.clone(),
@@ -621,6 +623,27 @@ mod tests {
         ));
         assert_eq!(
             next(Outcome::Retry(unavailable), 30),
+            Some(Duration::from_secs(30))
+        );
+        // A throttled write (429) comes back no sooner than the server asked, however young
+        // its backoff; a later attempt's longer backoff wins over a short Retry-After.
+        let throttled = WriteError::Failed(Arc::new(ApplyError::Failed {
+            what: "create ValidatingAdmissionPolicyBinding/gatekeeper-k8sx-a".into(),
+            source: Box::new(kube::Error::Api(Box::new(
+                serde_json::from_value(serde_json::json!({
+                    "status": "Failure", "code": 429, "reason": "TooManyRequests",
+                    "message": "too many requests", "details": { "retryAfterSeconds": 7 }
+                }))
+                .expect("a Status"),
+            ))),
+        }));
+        assert_eq!(throttled.retry_after(), Duration::from_secs(7));
+        assert_eq!(
+            next(Outcome::Retry(throttled.clone()), 0),
+            Some(Duration::from_secs(7))
+        );
+        assert_eq!(
+            next(Outcome::Retry(throttled), 30),
             Some(Duration::from_secs(30))
         );
         // A forbidden step of a reconcile is not lost behind one that is done, and keeps its

@@ -5,39 +5,19 @@
 //!   once each has been reconciled after the request came in, its writes and failures are
 //!   counted into the outcome ("replayed 25 constraints of K8sX: 2 writes"), which also
 //!   becomes a Kubernetes Event regarding the template.
-//! - **Elsewhere**: the asker adds a `request.<id>` entry to the ConfigMap `<lease>-requests`
-//!   in the Lease's namespace; the holder watches that ConfigMap, handles the request as
-//!   above and answers with a `result.<id>` entry, which the asker is watching for. This is
-//!   Flux's `reconcile.fluxcd.io/requestedAt` convention (ask by writing a token, the
-//!   controller echoes what it handled) on an object we own instead of the user's templates
-//!   (annotating a ConstraintTemplate would be GitOps drift and contend with Gatekeeper's
-//!   status writer, #3982), with one entry per request so that two people asking at once do
-//!   not overwrite each other. Entries are merge-patched (no resourceVersion, no conflicts),
-//!   and the holder prunes answered ones after [`KEEP_ANSWERED`]. An asker needs `get`,
-//!   `watch` and `patch` on that one ConfigMap (`install --print` prints the ClusterRole).
+//! - **Elsewhere**: through the requests channel (`channel.rs`): the asker writes the
+//!   request into a ConfigMap, the holder handles it as above and answers in its Lease.
 
 use super::keys::Key;
 use super::reconcilers::Outcome;
-use super::state::{Command, RequestOutcome};
-use super::{Error, RequestError};
-use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use super::state::Command;
 use parking_lot::Mutex;
-use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
 /// How long a request waits for its keys before it reports what it has.
 pub const REQUEST_DEADLINE: Duration = Duration::from_secs(60);
-/// How long an answered request stays in the ConfigMap.
-pub const KEEP_ANSWERED: Duration = Duration::from_secs(10 * 60);
-
-/// The requests ConfigMap of Lease `lease`.
-pub fn configmap_name(lease: &str) -> String {
-    format!("{lease}-requests")
-}
 
 // ---- requests handled here ----
 
@@ -67,6 +47,9 @@ pub struct Tallied {
     pub refused: usize,
     /// Keys the request concerned.
     pub keys: usize,
+    /// Keys waiting (the binding wait), and keys not finished by the deadline.
+    pub waiting: usize,
+    pub unfinished: usize,
     pub summary: String,
 }
 
@@ -182,6 +165,8 @@ impl Pending {
             failures: self.failures,
             refused: self.refused.len(),
             keys: self.total,
+            waiting: self.waiting.len(),
+            unfinished: self.left.len() + self.retrying.len(),
             summary,
         });
     }
@@ -252,283 +237,6 @@ pub fn summary(
     out
 }
 
-// ---- requests sent elsewhere ----
-
-/// A request as it is written into the ConfigMap.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Asked {
-    /// `replay`, `reconcile` or `reconcile-all`.
-    pub command: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub template: Option<String>,
-    /// The asking copy's identity.
-    pub by: String,
-    pub requested_at: String,
-}
-
-/// An answer as it is written into the ConfigMap.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Answer {
-    pub handled_by: String,
-    pub handled_at: String,
-    pub summary: String,
-    pub writes: u64,
-    pub failures: u64,
-    /// Keys whose write the API server refused (absent from an older holder).
-    #[serde(default)]
-    pub refused: usize,
-    /// Keys the request concerned (absent from an older holder).
-    #[serde(default)]
-    pub keys: usize,
-    /// The request could not be handled (its template does not exist, …).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
-
-impl Asked {
-    pub fn new(command: &Command, by: &str) -> Self {
-        let (command, template) = match command {
-            Command::Replay(t) => ("replay", Some(t.clone())),
-            Command::Reconcile(t) => ("reconcile", Some(t.clone())),
-            Command::ReconcileAll => ("reconcile-all", None),
-        };
-        Asked {
-            command: command.into(),
-            template,
-            by: by.into(),
-            requested_at: now_rfc3339(),
-        }
-    }
-
-    pub fn command(&self) -> Option<Command> {
-        match (self.command.as_str(), &self.template) {
-            ("replay", Some(t)) => Some(Command::Replay(t.clone())),
-            ("reconcile", Some(t)) => Some(Command::Reconcile(t.clone())),
-            ("reconcile-all", _) => Some(Command::ReconcileAll),
-            _ => None,
-        }
-    }
-}
-
-fn now_rfc3339() -> String {
-    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-}
-
-fn request_id(by: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or_default();
-    let digest = hmac_sha256::Hash::hash(format!("{by}/{nanos}/{}", std::process::id()).as_bytes());
-    digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
-}
-
-const REQUEST: &str = "request.";
-const RESULT: &str = "result.";
-
-/// The requests in `data` that have no answer yet: (id, request).
-pub fn unanswered(data: &BTreeMap<String, String>) -> Vec<(String, Asked)> {
-    data.iter()
-        .filter_map(|(k, v)| {
-            let id = k.strip_prefix(REQUEST)?;
-            if data.contains_key(&format!("{RESULT}{id}")) {
-                return None;
-            }
-            let asked: Asked = serde_json::from_str(v)
-                .map_err(|e| tracing::warn!("ignoring request {id}: {e}"))
-                .ok()?;
-            Some((id.to_string(), asked))
-        })
-        .collect()
-}
-
-/// The entries of answered requests older than `keep`, to drop (their request and result).
-pub fn stale(
-    data: &BTreeMap<String, String>,
-    now: chrono::DateTime<chrono::Utc>,
-    keep: Duration,
-) -> Vec<String> {
-    let old = |at: &str| {
-        chrono::DateTime::parse_from_rfc3339(at)
-            .map(|t| now.signed_duration_since(t).to_std().unwrap_or_default() >= keep)
-            .unwrap_or(true)
-    };
-    let mut out = Vec::new();
-    for (k, v) in data {
-        if let Some(id) = k.strip_prefix(RESULT) {
-            let answered: Option<Answer> = serde_json::from_str(v).ok();
-            if answered.is_none_or(|a| old(&a.handled_at)) {
-                out.push(k.clone());
-                out.push(format!("{REQUEST}{id}"));
-            }
-        } else if let Some(_id) = k.strip_prefix(REQUEST) {
-            // Never answered (no holder at the time): dropped after twice as long.
-            let asked: Option<Asked> = serde_json::from_str(v).ok();
-            if asked.is_none_or(|a| {
-                old(&a.requested_at) && {
-                    chrono::DateTime::parse_from_rfc3339(&a.requested_at)
-                        .map(|t| {
-                            now.signed_duration_since(t).to_std().unwrap_or_default() >= keep * 2
-                        })
-                        .unwrap_or(true)
-                }
-            }) {
-                out.push(k.clone());
-            }
-        }
-    }
-    out.sort();
-    out.dedup();
-    out
-}
-
-fn request_error(doing: &'static str, ns: &str, name: &str, e: kube::Error) -> RequestError {
-    let configmap = format!("{ns}/{name}");
-    match crate::cluster::status_code(&e) {
-        Some(404) => RequestError::NoConfigMap { configmap },
-        Some(401 | 403) => RequestError::ConfigMapForbidden {
-            doing,
-            configmap,
-            source: Box::new(e),
-        },
-        _ => RequestError::ConfigMap {
-            doing,
-            configmap,
-            source: Box::new(e),
-        },
-    }
-}
-
-/// Asks the lease holder to handle `command` through the requests ConfigMap of Lease
-/// `namespace/lease`, and waits (at most `timeout`) for its answer.
-pub async fn ask(
-    client: &kube::Client,
-    namespace: &str,
-    lease: &str,
-    command: &Command,
-    by: &str,
-    timeout: Duration,
-) -> Result<RequestOutcome, Error> {
-    use futures::StreamExt;
-    let name = configmap_name(lease);
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
-    let id = request_id(by);
-    let asked = serde_json::to_string(&Asked::new(command, by)).map_err(Error::Encode)?;
-    let patch = serde_json::json!({ "data": { format!("{REQUEST}{id}"): asked } });
-    api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map_err(|e| request_error("writing the request into", namespace, &name, e))?;
-    let key = format!("{RESULT}{id}");
-    let answer = async {
-        let what = format!("ConfigMap {namespace}/{name}");
-        let mut stream = crate::cluster::watch::object(api.clone(), &name, what);
-        while let Some(item) = stream.next().await {
-            match item {
-                Ok(Some(cm)) => {
-                    if let Some(v) = cm.data.as_ref().and_then(|d| d.get(&key)) {
-                        return serde_json::from_str::<Answer>(v)
-                            .map_err(RequestError::UnreadableAnswer);
-                    }
-                }
-                Ok(None) => {
-                    return Err(RequestError::ConfigMapDeleted {
-                        configmap: format!("{namespace}/{name}"),
-                    });
-                }
-                // Logged by the watch, retried with its backoff until the timeout.
-                Err(_) => {}
-            }
-        }
-        Err(RequestError::WatchEnded)
-    };
-    match tokio::time::timeout(timeout, answer).await {
-        Ok(Ok(a)) => match a.error {
-            Some(error) => Err(RequestError::Failed {
-                holder: a.handled_by,
-                error,
-            }
-            .into()),
-            None => Ok(RequestOutcome {
-                handled_by: a.handled_by,
-                summary: a.summary,
-                writes: a.writes,
-                failures: a.failures,
-                refused: a.refused,
-                keys: a.keys,
-            }),
-        },
-        Ok(Err(e)) => Err(e.into()),
-        Err(_) => Err(RequestError::NoAnswer {
-            secs: timeout.as_secs(),
-        }
-        .into()),
-    }
-}
-
-/// Creates the requests ConfigMap unless it exists (a holder does this on gaining the Lease).
-pub async fn ensure_configmap(client: &kube::Client, namespace: &str, lease: &str) {
-    let name = configmap_name(lease);
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
-    match api.get_opt(&name).await {
-        Ok(Some(_)) => return,
-        Ok(None) => {}
-        Err(e) => {
-            tracing::warn!(
-                "{}; requests from other copies cannot reach this one",
-                request_error("reading", namespace, &name, e)
-            );
-            return;
-        }
-    }
-    let cm = ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(name.clone()),
-            labels: Some(BTreeMap::from([(
-                crate::model::MANAGED_BY_LABEL.to_string(),
-                super::events::REPORTER.to_string(),
-            )])),
-            ..ObjectMeta::default()
-        },
-        ..ConfigMap::default()
-    };
-    match api.create(&PostParams::default(), &cm).await {
-        Ok(_) => {
-            tracing::info!("created ConfigMap {namespace}/{name} for requests from other copies")
-        }
-        Err(e) if crate::cluster::status_code(&e) == Some(409) => {}
-        Err(e) => tracing::warn!(
-            "{}; requests from other copies cannot reach this one",
-            request_error("creating", namespace, &name, e)
-        ),
-    }
-}
-
-/// Writes `answer` for request `id`, and drops what is stale.
-pub async fn answer(
-    api: &Api<ConfigMap>,
-    name: &str,
-    id: &str,
-    answer: &Answer,
-    stale: &[String],
-) -> Result<(), kube::Error> {
-    let mut data = serde_json::Map::new();
-    for k in stale {
-        data.insert(k.clone(), serde_json::Value::Null);
-    }
-    data.insert(
-        format!("{RESULT}{id}"),
-        serde_json::to_string(answer)
-            .map_err(kube::Error::SerdeError)?
-            .into(),
-    );
-    let patch = serde_json::json!({ "data": data });
-    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map(|_| ())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -590,61 +298,6 @@ mod tests {
         assert_eq!(
             rx.try_recv().expect("answered").summary,
             "reconciled everything (1 item): 0 writes, 1 not finished within 60s"
-        );
-    }
-
-    #[test]
-    fn unanswered_requests_and_stale_entries() {
-        let now = chrono::Utc::now();
-        let at = |secs: i64| {
-            (now - chrono::Duration::seconds(secs))
-                .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-        };
-        let asked = |secs| {
-            serde_json::to_string(&Asked {
-                requested_at: at(secs),
-                ..Asked::new(&Command::Replay("t".into()), "laptop")
-            })
-            .unwrap_or_default()
-        };
-        let answered = |secs| {
-            serde_json::to_string(&Answer {
-                handled_by: "pod".into(),
-                handled_at: at(secs),
-                summary: "s".into(),
-                writes: 0,
-                failures: 0,
-                refused: 0,
-                keys: 0,
-                error: None,
-            })
-            .unwrap_or_default()
-        };
-        let data: BTreeMap<String, String> = [
-            ("request.new".to_string(), asked(1)),
-            ("request.done".to_string(), asked(700)),
-            ("result.done".to_string(), answered(650)),
-            ("request.fresh".to_string(), asked(5)),
-            ("result.fresh".to_string(), answered(4)),
-            ("request.orphan".to_string(), asked(1300)),
-            ("request.garbage".to_string(), "{".to_string()),
-        ]
-        .into_iter()
-        .collect();
-        let open: Vec<String> = unanswered(&data).into_iter().map(|(id, _)| id).collect();
-        assert_eq!(open, vec!["new".to_string(), "orphan".to_string()]);
-        assert_eq!(
-            stale(&data, now, KEEP_ANSWERED),
-            vec![
-                "request.done".to_string(),
-                "request.garbage".to_string(),
-                "request.orphan".to_string(),
-                "result.done".to_string()
-            ]
-        );
-        assert_eq!(
-            Asked::new(&Command::ReconcileAll, "x").command(),
-            Some(Command::ReconcileAll)
         );
     }
 }

@@ -3,6 +3,7 @@
 //! tracker. The world the reconcilers run against is `writer::Live` (this, with the writer's
 //! own log). Private to `controller/`: outside, [`super::Controller`] is the only door.
 
+use super::channel::Answers;
 use super::events::Recorder;
 use super::fence::Leadership;
 use super::metrics::Metrics;
@@ -27,6 +28,8 @@ pub struct Shared {
     pub recorder: Recorder,
     /// Requests in progress, and what their keys' reconciles did.
     pub tracker: Tracker,
+    /// Answers to other copies' requests, published in the Lease with the renewals.
+    pub answers: Answers,
 }
 
 impl Shared {
@@ -109,6 +112,7 @@ impl Shared {
             outage: Outage::default(),
             recorder: Recorder::default(),
             tracker: Tracker::default(),
+            answers: Answers::default(),
         }
     }
 }

@@ -12,7 +12,7 @@ use super::events::Recorder;
 use super::fence::Leadership;
 use super::handle::{Controller, Request};
 use super::keys::Scope;
-use super::lease::{Election, HolderView};
+use super::lease::Election;
 use super::metrics::Metrics;
 use super::publish::Sources;
 use super::queue::SharedQueue;
@@ -80,6 +80,10 @@ pub struct Config {
     pub metrics_addr: Option<std::net::SocketAddr>,
     /// The keys this copy works on (a one-shot `reconcile TEMPLATE`: that template's).
     pub scope: Scope,
+    /// This copy leads only to carry out one request (a one-shot `replay`/`reconcile` with
+    /// the Lease free): the request's outcome counts every write the copy made, those of
+    /// taking the Lease included, so its line, its Event and the command's output agree.
+    pub one_shot: bool,
 }
 
 impl Config {
@@ -91,6 +95,7 @@ impl Config {
             identity: None,
             metrics_addr: None,
             scope: Scope::All,
+            one_shot: false,
         }
     }
 }
@@ -285,17 +290,17 @@ fn elect(
     identity: &str,
     tuning: &Tuning,
     health: Health,
-    view_tx: watch::Sender<HolderView>,
     shutdown: watch::Receiver<bool>,
 ) -> Elected {
     let (ns, name) = config.mode.lease();
-    let mut info = LeaseInfo {
+    let competes = matches!(config.mode, Mode::Elect { .. }) && shared.status.writes_enabled();
+    let (view_tx, view) = watch::channel(LeaseInfo {
         identity: identity.to_string(),
         lease: format!("{ns}/{name}"),
+        participating: competes,
         ..LeaseInfo::default()
-    };
-    if matches!(config.mode, Mode::Elect { .. }) && shared.status.writes_enabled() {
-        info.participating = true;
+    });
+    if competes {
         let election = Election {
             namespace: ns.to_string(),
             name: name.to_string(),
@@ -310,7 +315,7 @@ fn elect(
             shutdown,
         ));
         Elected {
-            info,
+            view,
             election: Some(task),
             follower: None,
         }
@@ -322,7 +327,7 @@ fn elect(
             view_tx,
         ));
         Elected {
-            info,
+            view,
             election: None,
             follower: Some(task),
         }
@@ -331,7 +336,8 @@ fn elect(
 
 /// What [`elect`] started.
 struct Elected {
-    info: LeaseInfo,
+    /// The Lease as this copy sees it.
+    view: watch::Receiver<LeaseInfo>,
     /// The election (it releases the Lease when it ends).
     election: Option<JoinHandle<Result<(), Error>>>,
     /// Following the holder of a Lease this copy does not compete for.
@@ -440,15 +446,13 @@ pub async fn launch(
     tasks.extend(watch_gatekeeper(&shared, &config.mode, &tuning));
     tasks.extend(facts.map(|facts| report_events(&shared, &identity, facts)));
 
-    let (view_tx, view_rx) = watch::channel(HolderView::default());
     let health = health_of(shared.clone(), &config.options);
     let elected = elect(
         &shared,
         &config,
         &identity,
         &tuning,
-        health.clone(),
-        view_tx,
+        health,
         shutdown_rx.clone(),
     );
     tasks.extend(elected.follower);
@@ -496,21 +500,23 @@ pub async fn launch(
         identity: identity.clone(),
         lease_namespace: ns.to_string(),
         lease_name: name.to_string(),
+        one_shot: config.one_shot,
     };
-    let (req_tx, request_tasks) =
-        serve_requests(&shared, route, view_rx.clone(), elected.election.is_some());
+    let (req_tx, request_tasks) = serve_requests(
+        &shared,
+        route,
+        elected.view.clone(),
+        elected.election.is_some(),
+    );
     tasks.extend(request_tasks);
     tasks.push(resync_every(&shared, tuning.resync_every));
     let initial = LiveState {
-        synced: shared.status.synced(),
-        lease: elected.info,
         vap_api: Some(found.admission.api_version()),
         server_version: found.server_version,
-        gatekeeper_generator: shared.status.gatekeeper_generator(),
-        writes_enabled: shared.status.writes_enabled(),
         ..LiveState::default()
     };
-    let (state_rx, publish_tasks) = publish_state(&shared, initial, view_rx, ns, &tuning, health);
+    let (state_rx, publish_tasks) =
+        publish_state(&shared, initial, elected.view, ns, &identity, &tuning);
     tasks.extend(publish_tasks);
     tasks.extend(serve_metrics(&shared, config.metrics_addr, &shutdown_rx));
 
@@ -562,6 +568,7 @@ fn assemble(
         outage: Default::default(),
         recorder,
         tracker: Default::default(),
+        answers: Default::default(),
     });
     (shared, writers, facts)
 }
@@ -638,7 +645,7 @@ fn spawn_workers(
 fn serve_requests(
     shared: &Arc<Shared>,
     route: Route,
-    view: watch::Receiver<HolderView>,
+    view: watch::Receiver<LeaseInfo>,
     competes: bool,
 ) -> (mpsc::Sender<Request>, Vec<JoinHandle<()>>) {
     let (tx, rx) = mpsc::channel(32);
@@ -672,41 +679,42 @@ fn resync_every(shared: &Arc<Shared>, every: Duration) -> JoinHandle<()> {
     })
 }
 
-/// Phase 9: the published state (and, for views, the cluster's Events it shows).
+/// Phase 9: the published state (and, for views, the cluster's Events on the feed).
 fn publish_state(
     shared: &Arc<Shared>,
     initial: LiveState,
-    view: watch::Receiver<HolderView>,
+    lease: watch::Receiver<LeaseInfo>,
     lease_namespace: &str,
+    identity: &str,
     tuning: &Tuning,
-    health: Health,
 ) -> (watch::Receiver<Arc<LiveState>>, Vec<JoinHandle<()>>) {
     let mut tasks = Vec::new();
-    let (events_tx, events_rx) = watch::channel(super::log::Log::default());
     if tuning.publish_snapshot {
-        let status = shared.clone();
+        let (told, refused) = (shared.clone(), shared.clone());
         tasks.push(tokio::spawn(super::events::follow(
             shared.client.clone(),
             super::events::watched_namespaces(lease_namespace),
-            events_tx,
-            move |refused| {
-                status
+            identity.to_string(),
+            move |e| told.status.happened(super::state::Happened::Cluster(e)),
+            move |why| {
+                refused
                     .status
-                    .set_access(super::events::EVENTS_RESOURCE, refused)
+                    .set_access(super::events::EVENTS_RESOURCE, why)
             },
         )));
     }
+    let sources = Sources {
+        lease,
+        with_snapshot: tuning.publish_snapshot,
+    };
+    let mut initial = initial;
+    super::publish::fill(shared, &mut initial, &sources);
     let (state_tx, state_rx) = watch::channel(Arc::new(initial.clone()));
     tasks.push(tokio::spawn(super::publish::run(
         shared.clone(),
         initial,
         state_tx,
-        Sources {
-            view,
-            cluster_events: events_rx,
-            health,
-            with_snapshot: tuning.publish_snapshot,
-        },
+        sources,
     )));
     (state_rx, tasks)
 }
@@ -756,7 +764,7 @@ fn supervise(
 async fn requests_from_handle(
     shared: Arc<Shared>,
     route: Route,
-    view: watch::Receiver<HolderView>,
+    view: watch::Receiver<LeaseInfo>,
     mut rx: mpsc::Receiver<Request>,
 ) {
     while let Some(req) = rx.recv().await {

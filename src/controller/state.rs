@@ -1,16 +1,20 @@
 //! What the reconciler shows the outside world (the TUI, `run`, the one-shot commands): a
-//! [`LiveState`] published on a `tokio::sync::watch` channel, and [`Command`]s sent back.
-//! These types are a contract with `src/tui/`: extend them, do not reshape them.
+//! [`LiveState`] published on a `tokio::sync::watch` channel (what is true now), [`Happened`]
+//! on a `tokio::sync::broadcast` feed (what happened, each once), and [`Command`]s sent back.
+//! These types are a contract with `src/tui/`: a view holds them as they are.
 
-pub use super::log::{Entry, Log};
 pub use super::world::WriteError;
+use crate::core::Options;
+use crate::core::settings::{Judged, judge};
 use crate::model::ObjectRef;
 use crate::snapshot::Snapshot;
 use chrono::{DateTime, Utc};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// How many reconcile events the log keeps (oldest dropped first).
-pub const EVENT_LOG_CAPACITY: usize = super::log::DEFAULT_CAPACITY;
+/// How many happenings the feed holds for a reader that is behind (then it is told how many
+/// it missed), and how many reconcile actions a copy keeps for [`super::Controller::events`].
+pub const EVENT_LOG_CAPACITY: usize = 500;
 
 /// Everything a view needs about the live cluster and this copy of the reconciler.
 #[derive(Debug, Clone, Default)]
@@ -35,16 +39,59 @@ pub struct LiveState {
     pub writes_enabled: bool,
     /// Work items queued or being processed.
     pub queue_depth: usize,
-    /// Reconcile actions of this copy, oldest first, at most [`EVENT_LOG_CAPACITY`]. The
-    /// log itself, shared (cloning it copies no entry): a view asks it for the entries newer
-    /// than the last sequence it saw ([`Log::since`]).
-    pub events: Log<ReconcileEvent>,
-    /// Kubernetes Events that any copy of kubectl-vap reported (the leader's outcomes, wherever
-    /// it runs), as this copy read them: an Event again only when it changed (a series counting
-    /// up). At most [`EVENT_LOG_CAPACITY`]; sequences are this copy's (see `events::follow`).
-    pub cluster_events: Log<ClusterEvent>,
     /// Whether the API server answers this copy.
     pub connection: Connection,
+    /// The objects (`Kind/name`) whose last write failed, and how: this copy's own while it
+    /// leads or nobody else does; the leader's refused writes (as it publishes them with its
+    /// health) when another copy leads. Gone once a write of the object passes.
+    pub failed_writes: Arc<BTreeMap<String, FailedWrite>>,
+}
+
+/// Why the last write of an object failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailedWrite {
+    /// The server's answer (or why there was none), in one line.
+    pub why: String,
+    /// The API server refused the body (422): no retry helps; the template or constraint
+    /// must change.
+    pub refused: bool,
+}
+
+/// What happened, as a copy tells it once (the feed of [`super::Controller::feed`]): each
+/// reader gets every happening after it subscribed, and is told how many it missed if it
+/// fell more than [`EVENT_LOG_CAPACITY`] behind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Happened {
+    /// A reconcile action of this copy (a write, a request handled, its own Lease won or lost).
+    Reconcile(ReconcileEvent),
+    /// A Kubernetes Event another copy of kubectl-vap reported (the leader's outcomes,
+    /// wherever it runs): once per change (a series counting up is a change).
+    Cluster(ClusterEvent),
+    /// The Lease changed hands, fell vacant, or its holder stopped renewing, as this copy saw
+    /// it (not its first reading, not this copy taking it: its reconcile action says that).
+    Lease(LeaseChange),
+}
+
+/// A change of who leads (a view words it: `lease ns/name — HOLDER leads now (was OTHER)`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseChange {
+    pub time: DateTime<Utc>,
+    /// `namespace/name` of the Lease.
+    pub lease: String,
+    pub what: LeaseTurn,
+}
+
+/// How the Lease turned. Names are the holders' identities, `this copy` for this one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeaseTurn {
+    /// `holder` leads now; `was` held it before (`None`: the Lease was vacant).
+    Leads { holder: String, was: Option<String> },
+    /// Nobody holds it: `was` let it go.
+    Released { was: String },
+    /// `holder` stopped renewing and nobody took it over.
+    Expired { holder: String },
+    /// `holder` missed its renewals; a standby takes over when it expires, if one runs.
+    Unresponsive { holder: String },
 }
 
 /// Whether the API server answers this copy's requests.
@@ -76,6 +123,9 @@ pub struct ClusterEvent {
     pub warning: bool,
     /// How many times it happened (1 without a series).
     pub count: u32,
+    /// The request it reports the outcome of (its id), if it does: the answer to that
+    /// request carries the same id.
+    pub request: Option<String>,
 }
 
 /// What the lease holder publishes with its renewals, for every copy to read.
@@ -98,6 +148,8 @@ pub struct LeaderHealth {
 /// What a request (replay, reconcile) did, as the copy that handled it reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestOutcome {
+    /// The request's id: the handler's Event and event-log line about it carry it too.
+    pub id: String,
     /// The identity of the copy that handled it (the lease holder).
     pub handled_by: String,
     /// One line: "replayed 25 constraints of K8sRequiredLabels: 2 writes".
@@ -137,6 +189,82 @@ pub struct LeaseInfo {
     pub unreadable: Option<LeaseRefused>,
     /// Its holder missed its renewals: when its Lease expires (a standby takes over then).
     pub unresponsive_until: Option<DateTime<Utc>>,
+}
+
+impl LeaseInfo {
+    /// Who holds the Lease is not known (yet): not read, or refused. Not "nobody".
+    pub fn unknown(&self) -> bool {
+        self.holder.is_none() && !self.vacant
+    }
+
+    /// The one rule for whose generation settings a view judges the cluster by (the TUI and
+    /// `check`/`plan`/`audit` alike): the leader's, as it publishes them with its renewals
+    /// (this copy's own when it leads), otherwise `local`, and why.
+    pub fn judge(&self, local: &Options) -> (Options, Judged) {
+        if self.leading {
+            return judge(local, Some(("this copy", &Default::default())), "");
+        }
+        let holder = self.holder.as_deref().filter(|_| !self.vacant);
+        let settings = self.health.as_ref().and_then(|h| h.settings.as_ref());
+        match (holder, settings) {
+            (Some(holder), Some(s)) => judge(local, Some((holder, s)), ""),
+            (Some(holder), None) => {
+                judge(local, None, &format!("the leader {holder} publishes none"))
+            }
+            (None, _) if self.unreadable.is_some() => {
+                judge(local, None, &format!("Lease {} is unreadable", self.lease))
+            }
+            (None, _) if self.unknown() => judge(local, None, "the Lease is not read yet"),
+            (None, _) => judge(
+                local,
+                None,
+                &format!("no copy leads: Lease {} is vacant", self.lease),
+            ),
+        }
+    }
+
+    /// What changed in who leads from `self` to `next`, as a view tells it once: not the
+    /// first reading (nothing changed yet), not this copy taking the Lease (its reconcile
+    /// action says so), not a vacant Lease again.
+    pub fn turn(&self, next: &LeaseInfo) -> Option<LeaseTurn> {
+        if self.unknown() || next.unknown() || next.leading {
+            return None;
+        }
+        let me = next.identity.as_str();
+        if !me.is_empty() && next.holder.as_deref() == Some(me) {
+            return None;
+        }
+        let name = |h: &str| {
+            if !me.is_empty() && h == me {
+                "this copy".to_string()
+            } else {
+                h.to_string()
+            }
+        };
+        let was = self.holder.as_deref().map(name);
+        Some(match (self.vacant, next.vacant, next.holder.as_deref()) {
+            (true, true, _) => return None,
+            (false, true, None) => LeaseTurn::Released {
+                was: was.unwrap_or_else(|| "nobody".into()),
+            },
+            (_, true, Some(h)) => LeaseTurn::Expired { holder: name(h) },
+            (true, false, Some(h)) => LeaseTurn::Leads {
+                holder: name(h),
+                was: None,
+            },
+            (false, false, Some(h)) if self.holder.as_deref() != Some(h) => LeaseTurn::Leads {
+                holder: name(h),
+                was,
+            },
+            // Held, but not renewed: a standby takes over when it expires; not "nobody".
+            (false, false, Some(h))
+                if next.unresponsive_until.is_some() && self.unresponsive_until.is_none() =>
+            {
+                LeaseTurn::Unresponsive { holder: name(h) }
+            }
+            _ => return None,
+        })
+    }
 }
 
 pub use crate::cluster::access::{AccessError, AccessErrorKind};
@@ -192,6 +320,8 @@ pub struct ReconcileEvent {
     pub result: EventResult,
     /// Why (the reason of the write, or the command's effect).
     pub message: String,
+    /// The request this line reports the outcome of (its id), if it does.
+    pub request: Option<String>,
 }
 
 /// One line for people, as `run --once`, `reconcile` and the TUI's event log print it:
@@ -298,13 +428,6 @@ pub enum Command {
     ReconcileAll,
 }
 
-impl LiveState {
-    /// Appends to the bounded event log.
-    pub fn push_event(&mut self, event: ReconcileEvent) {
-        self.events.push(event);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -319,6 +442,7 @@ mod tests {
             message: message.into(),
             time: DateTime::UNIX_EPOCH,
             verb: EventVerb::Create,
+            request: None,
         };
         let vap = "create ValidatingAdmissionPolicy/gatekeeper-k8sx";
         assert_eq!(
@@ -350,6 +474,79 @@ mod tests {
             event(conflict, "").to_string(),
             format!("{vap} conflict (the object changed on the server); retried")
         );
+    }
+
+    /// What a view is told as the Lease it watches turns: each change once however often the
+    /// same reading arrives; not the first reading; not this copy taking it (its reconcile
+    /// action says so); this copy named as such.
+    #[test]
+    fn each_turn_of_the_lease_is_told_once() {
+        let mut seen = LeaseInfo {
+            lease: "gatekeeper-system/kubectl-vap".into(),
+            identity: "laptop-1".into(),
+            ..LeaseInfo::default()
+        };
+        let mut told = Vec::new();
+        let mut step = |holder: Option<&str>, vacant: bool| {
+            let next = LeaseInfo {
+                holder: holder.map(String::from),
+                vacant,
+                leading: holder == Some("laptop-1"),
+                ..seen.clone()
+            };
+            // Every reading arrives twice.
+            for _ in 0..2 {
+                told.extend(seen.turn(&next));
+                seen = next.clone();
+            }
+        };
+        step(Some("kubectl-vap-7c9d5-x2k4"), false);
+        step(Some("laptop-2"), false);
+        step(Some("laptop-2"), true);
+        step(None, true);
+        step(Some("kubectl-vap-7c9d5-x2k4"), false);
+        step(None, true);
+        step(Some("laptop-1"), false);
+        step(Some("kubectl-vap-7c9d5-x2k4"), false);
+        let leads = |holder: &str, was: Option<&str>| LeaseTurn::Leads {
+            holder: holder.into(),
+            was: was.map(String::from),
+        };
+        let other = "kubectl-vap-7c9d5-x2k4";
+        assert_eq!(
+            told,
+            [
+                leads("laptop-2", Some(other)),
+                LeaseTurn::Expired {
+                    holder: "laptop-2".into()
+                },
+                leads(other, None),
+                LeaseTurn::Released { was: other.into() },
+                leads(other, Some("this copy")),
+            ]
+        );
+        // A holder that stops renewing: unresponsive once, before the Lease falls vacant.
+        let held = LeaseInfo {
+            holder: Some("a".into()),
+            ..seen.clone()
+        };
+        let late = LeaseInfo {
+            unresponsive_until: Some(DateTime::UNIX_EPOCH),
+            ..held.clone()
+        };
+        assert_eq!(
+            held.turn(&late),
+            Some(LeaseTurn::Unresponsive { holder: "a".into() })
+        );
+        assert_eq!(late.turn(&late), None);
+        // Unknown (not read, or refused) is no turn either way.
+        let unknown = LeaseInfo {
+            holder: None,
+            vacant: false,
+            ..held.clone()
+        };
+        assert_eq!(unknown.turn(&held), None);
+        assert_eq!(held.turn(&unknown), None);
     }
 
     #[test]

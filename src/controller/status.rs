@@ -1,21 +1,25 @@
-//! What this copy knows about itself, behind one lock: its event log, what it cannot read,
-//! whether it may write (and why not), whether every watch has listed, the objects whose
-//! writes are forbidden. Every change wakes the publisher ([`Status::changed`]).
+//! What this copy knows about itself, behind one lock: what it cannot read, whether it may
+//! write (and why not), whether every watch has listed, the last failed write of each object;
+//! and what happened, told once on its feed (a `tokio::sync::broadcast`: every reader gets
+//! each happening, and a reader that fell behind is told how many it missed). Every change
+//! wakes the publisher ([`Status::changed`]).
 
-use super::log::Log;
 use super::state::{
-    AccessError, AccessErrorKind, EventResult, EventVerb, ReconcileEvent, WriteError,
+    AccessError, AccessErrorKind, EVENT_LOG_CAPACITY, EventResult, EventVerb, FailedWrite,
+    Happened, ReconcileEvent, WriteError,
 };
 use crate::model::ObjectRef;
 use chrono::Utc;
 use parking_lot::Mutex;
-use std::collections::{BTreeMap, HashSet};
-use tokio::sync::watch;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::time::Instant;
+use tokio::sync::{broadcast, watch};
 
 #[derive(Default)]
 struct Inner {
-    /// This copy's reconcile actions; published as it is (a clone shares the entries).
-    events: Log<ReconcileEvent>,
+    /// This copy's reconcile actions, the newest [`EVENT_LOG_CAPACITY`] (for
+    /// `Controller::events`: what a one-shot command prints).
+    events: VecDeque<ReconcileEvent>,
     /// Resources this copy cannot read, by resource name.
     access: BTreeMap<String, AccessError>,
     /// What looks like Gatekeeper's own generator, as last detected.
@@ -24,20 +28,31 @@ struct Inner {
     writes_enabled: bool,
     /// Every watch, including every constraint kind's, has listed once.
     synced: bool,
-    /// Objects whose last write was refused as forbidden (logged once each, until one passes).
-    forbidden: HashSet<String>,
     /// When the queue last drained with everything listed.
     last_sync: Option<chrono::DateTime<Utc>>,
-    /// Bodies the server refused as invalid (422), by object: (digest, refusal, when). The
-    /// same body is not sent again until it changes or [`REFUSED_FOR`] passes.
-    refused: std::collections::HashMap<String, (u64, WriteError, std::time::Instant)>,
+    /// The last failed write of each object (`Kind/name`), until a write of it passes.
+    failed: HashMap<String, Failed>,
+}
+
+/// A failed write: how, the digest of the body sent, when.
+struct Failed {
+    error: WriteError,
+    body: u64,
+    at: Instant,
+}
+
+impl Failed {
+    /// A body the server refused as invalid (422), recently: not sent again.
+    fn refused(&self) -> bool {
+        matches!(self.error, WriteError::Invalid(_)) && self.at.elapsed() < REFUSED_FOR
+    }
 }
 
 /// How long a refused body is not sent again (then a resync may try it once more).
 pub const REFUSED_FOR: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// `s` cut to at most `max` bytes, on a character boundary, with `…` where it was cut.
-fn clip(s: &str, max: usize) -> String {
+pub fn clip(s: &str, max: usize) -> String {
     if s.len() <= max {
         return s.to_string();
     }
@@ -51,17 +66,32 @@ fn clip(s: &str, max: usize) -> String {
 /// How many refused writes the leader publishes on its Lease (the annotation stays small).
 pub const PUBLISHED_REFUSALS: usize = 20;
 
+/// Resolves at the next change `rx` sees; never once its sender is gone (a closed channel
+/// must not turn a wait into a busy loop: `changed` would return at once, every time).
+pub async fn changed<T>(rx: &mut watch::Receiver<T>) {
+    if rx.changed().await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
 pub struct Status {
     inner: Mutex<Inner>,
     /// Bumped on every change views show.
     version: watch::Sender<u64>,
+    feed: broadcast::Sender<Happened>,
+    /// The feed from the copy's start, for its first reader (nothing said while it started
+    /// is lost); later readers hear from when they ask.
+    first: Mutex<Option<broadcast::Receiver<Happened>>>,
 }
 
 impl Default for Status {
     fn default() -> Self {
+        let (feed, first) = broadcast::channel(EVENT_LOG_CAPACITY);
         Status {
             inner: Mutex::default(),
             version: watch::Sender::new(0),
+            feed,
+            first: Mutex::new(Some(first)),
         }
     }
 }
@@ -69,6 +99,13 @@ impl Default for Status {
 impl Status {
     fn with<T>(&self, f: impl FnOnce(&mut Inner) -> T) -> T {
         f(&mut self.inner.lock())
+    }
+
+    /// Changes what views show, and wakes the publisher.
+    fn change<T>(&self, f: impl FnOnce(&mut Inner) -> T) -> T {
+        let out = self.with(f);
+        self.touch();
+        out
     }
 
     /// Something views show changed (a store, the queue, the status): the publisher looks.
@@ -81,22 +118,43 @@ impl Status {
         self.version.subscribe()
     }
 
-    pub fn log(&self, verb: EventVerb, object: ObjectRef, result: EventResult, message: String) {
-        self.with(|s| {
-            s.events.push(ReconcileEvent {
-                time: Utc::now(),
-                verb,
-                object,
-                result,
-                message,
-            });
-        });
-        self.touch();
+    /// A reader of what happens: the first since the copy started, the others from now on.
+    pub fn feed(&self) -> broadcast::Receiver<Happened> {
+        let first = self.first.lock().take();
+        first.unwrap_or_else(|| self.feed.subscribe())
     }
 
-    /// The event log as it is now: cheap (it copies no entry).
-    pub fn events(&self) -> Log<ReconcileEvent> {
-        self.with(|s| s.events.clone())
+    /// Tells `what` to every reader of the feed (nobody reading is no error).
+    pub fn happened(&self, what: Happened) {
+        let _ = self.feed.send(what);
+    }
+
+    /// A reconcile action of this copy, kept and told.
+    pub fn log(&self, verb: EventVerb, object: ObjectRef, result: EventResult, message: String) {
+        self.record(ReconcileEvent {
+            time: Utc::now(),
+            verb,
+            object,
+            result,
+            message,
+            request: None,
+        });
+    }
+
+    /// Keeps `event` (the newest [`EVENT_LOG_CAPACITY`]) and tells it on the feed.
+    pub fn record(&self, event: ReconcileEvent) {
+        self.change(|s| {
+            if s.events.len() == EVENT_LOG_CAPACITY {
+                s.events.pop_front();
+            }
+            s.events.push_back(event.clone());
+        });
+        self.happened(Happened::Reconcile(event));
+    }
+
+    /// The reconcile actions kept, oldest first.
+    pub fn events(&self) -> Vec<ReconcileEvent> {
+        self.with(|s| s.events.iter().cloned().collect())
     }
 
     /// Records (or clears, with `None`) a read problem of `resource`.
@@ -152,8 +210,7 @@ impl Status {
     }
 
     pub fn set_writes_enabled(&self, on: bool) {
-        self.with(|s| s.writes_enabled = on);
-        self.touch();
+        self.change(|s| s.writes_enabled = on);
     }
 
     pub fn gatekeeper_generator(&self) -> Option<String> {
@@ -161,8 +218,7 @@ impl Status {
     }
 
     pub fn set_gatekeeper_generator(&self, found: Option<String>) {
-        self.with(|s| s.gatekeeper_generator = found);
-        self.touch();
+        self.change(|s| s.gatekeeper_generator = found);
     }
 
     pub fn synced(&self) -> bool {
@@ -170,8 +226,7 @@ impl Status {
     }
 
     pub fn set_synced(&self) {
-        self.with(|s| s.synced = true);
-        self.touch();
+        self.change(|s| s.synced = true);
     }
 
     pub fn last_sync(&self) -> Option<chrono::DateTime<Utc>> {
@@ -183,61 +238,71 @@ impl Status {
         self.with(|s| s.last_sync = Some(at));
     }
 
-    /// A write of `object` was forbidden; true the first time (until it is allowed again).
-    pub fn forbidden(&self, object: &str) -> bool {
-        self.with(|s| s.forbidden.insert(object.to_string()))
+    /// A write of `object` (its body's digest `body`) failed with `error`; true when it is
+    /// the first failure of its class in a row (a forbidden write is logged once, until one
+    /// passes).
+    pub fn write_failed(&self, object: &str, body: u64, error: &WriteError) -> bool {
+        self.change(|s| {
+            let failed = Failed {
+                error: error.clone(),
+                body,
+                at: Instant::now(),
+            };
+            let before = s.failed.insert(object.to_string(), failed);
+            before.is_none_or(|b| std::mem::discriminant(&b.error) != std::mem::discriminant(error))
+        })
     }
 
-    /// A write of `object` passed; true if it was forbidden before.
-    pub fn allowed(&self, object: &str) -> bool {
-        self.with(|s| s.forbidden.remove(object))
-    }
-
-    /// The server refused `body` of `object` as invalid.
-    pub fn refused(&self, object: &str, body: u64, refusal: &WriteError) {
-        self.with(|s| {
-            s.refused.insert(
-                object.to_string(),
-                (body, refusal.clone(), std::time::Instant::now()),
-            )
-        });
+    /// A write of `object` passed: how its last write had failed, if it had.
+    pub fn write_passed(&self, object: &str) -> Option<WriteError> {
+        let before = self.with(|s| s.failed.remove(object));
+        before.map(|b| {
+            self.touch();
+            b.error
+        })
     }
 
     /// How `body` of `object` was refused, if this very body was refused recently.
     pub fn refusal(&self, object: &str, body: u64) -> Option<WriteError> {
         self.with(|s| {
-            s.refused.retain(|_, (_, _, at)| at.elapsed() < REFUSED_FOR);
-            s.refused
+            s.failed
                 .get(object)
-                .filter(|(b, _, _)| *b == body)
-                .map(|(_, m, _)| m.clone())
+                .filter(|f| f.body == body && f.refused())
+                .map(|f| f.error.clone())
         })
     }
 
-    /// The writes refused now (object, the server's message), at most [`PUBLISHED_REFUSALS`],
-    /// each message at most 512 bytes: what the leader publishes with its health, for views
-    /// elsewhere to show on the object.
+    /// The writes whose last attempt the server refused as invalid (object, its message), at
+    /// most [`PUBLISHED_REFUSALS`], each message at most 512 bytes: what the leader publishes
+    /// with its health, for views elsewhere to show on the object.
     pub fn refusals(&self) -> Vec<(String, String)> {
-        self.with(|s| {
-            s.refused.retain(|_, (_, _, at)| at.elapsed() < REFUSED_FOR);
-            let mut out: Vec<(String, String)> = s
-                .refused
-                .iter()
-                .map(|(o, (_, e, _))| (o.clone(), clip(&e.to_string(), 512)))
-                .collect();
-            out.sort();
-            out.truncate(PUBLISHED_REFUSALS);
-            out
-        })
+        let failed = self.failed_writes().into_iter().filter(|(_, f)| f.refused);
+        let clipped = failed.map(|(o, f)| (o, clip(&f.why, 512)));
+        clipped.take(PUBLISHED_REFUSALS).collect()
     }
 
-    /// A write of `object` passed: no refusal stands.
-    pub fn accepted(&self, object: &str) {
-        self.with(|s| s.refused.remove(object));
+    /// The last failed write of each object that has not passed since, as views show it.
+    pub fn failed_writes(&self) -> BTreeMap<String, FailedWrite> {
+        self.with(|s| {
+            s.failed
+                .iter()
+                .map(|(o, f)| {
+                    let write = FailedWrite {
+                        why: f.error.to_string(),
+                        refused: matches!(f.error, WriteError::Invalid(_)),
+                    };
+                    (o.clone(), write)
+                })
+                .collect()
+        })
     }
 
     /// Whether the last write of some object was forbidden.
     pub fn any_forbidden(&self) -> bool {
-        self.with(|s| !s.forbidden.is_empty())
+        self.with(|s| {
+            s.failed
+                .values()
+                .any(|f| matches!(f.error, WriteError::Forbidden(_)))
+        })
     }
 }

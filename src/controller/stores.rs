@@ -315,6 +315,12 @@ impl Stores {
         self.relist.send_modify(|n| *n += 1);
     }
 
+    /// The API server answers again after an outage: every watch still waiting out its
+    /// backoff lists at once (what it holds stays until then).
+    pub fn retry_now(&self) {
+        self.relist.send_modify(|n| *n += 1);
+    }
+
     /// A receiver that changes whenever every watch must list again.
     pub fn relists(&self) -> watch::Receiver<u64> {
         self.relist.subscribe()

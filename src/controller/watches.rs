@@ -14,6 +14,7 @@ use super::shared::Shared;
 use super::state::AccessError;
 use super::stores::KindWatch;
 use super::world::{ConstraintStore, Enqueue};
+use crate::cluster::decode::{Objects, Undecodable};
 use crate::cluster::discovery::constraint_resource;
 use crate::core::desired::CrdState;
 use crate::model::{CONSTRAINTS_GROUP, TEMPLATES_GROUP};
@@ -93,6 +94,10 @@ where
 /// `watch` verb) leaves a store that looks complete and never changes. Any error makes the
 /// store unknown until a fresh list and watch succeed; a watch the server ends normally (its
 /// timeout) is resumed from the last resourceVersion without a relist.
+///
+/// Each object is decoded on its own (`cluster::decode`): one that cannot be (nested too
+/// deep, say) is kept as a stub that names it and says why, and reported once; the rest of
+/// the list and the watch go on as usual.
 pub fn spawn_watch<K, F>(
     api: Api<K>,
     mut writer: Writer<K>,
@@ -105,6 +110,7 @@ where
     K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync,
     F: Fn(&Arc<Shared>, Change<'_, K>) + Send + Sync + 'static,
 {
+    let objects: Objects<K> = Objects::new(api.clone().into_client(), api.resource_url());
     tokio::spawn(async move {
         // Initial lists from the API server's watch cache (resourceVersion=0), as client-go's
         // reflectors do: a quorum read of etcd per resource buys nothing a watch that follows
@@ -113,14 +119,18 @@ where
         let wp = WatchParams::default().timeout(WATCH_TIMEOUT_SECS);
         let mut relist = world.stores.relists();
         let mut health = Health::default();
+        let mut undecodable = Reported::default();
         let mut backoff = RETRY_MIN;
         loop {
             relist.borrow_and_update();
-            let failure = match api.list(&lp).await {
+            let failure = match objects.list(&lp).await {
                 Err(e) => Some(failure_of(&resource, "listing", &e)),
                 Ok(list) => {
-                    let rv = list.metadata.resource_version.clone().unwrap_or_default();
-                    match api.watch(&wp, &rv).await {
+                    let rv = list.resource_version.clone();
+                    list.undecodable
+                        .iter()
+                        .for_each(|u| undecodable.report(&resource, u));
+                    match objects.watch(&wp, &rv).await {
                         Err(e) => Some(failure_of(&resource, "watching", &e)),
                         // A relist was asked for while listing: this list may predate it.
                         Ok(_) if relist.has_changed().unwrap_or(false) => None,
@@ -137,14 +147,14 @@ where
                             backoff = RETRY_MIN;
                             list_done(&world, &resource, &on_change);
                             let watch = Watch {
-                                api: &api,
+                                objects: &objects,
                                 params: &wp,
                                 resource: &resource,
                                 world: &world,
                                 on_change: &on_change,
                             };
                             let ended = watch
-                                .follow(rv, stream.boxed(), &mut writer, &mut relist)
+                                .follow(rv, stream, &mut writer, &mut relist, &mut undecodable)
                                 .await;
                             // Not watched any more: unknown until the next list and watch.
                             world.stores.set_complete(&resource, false);
@@ -160,9 +170,10 @@ where
                 continue;
             };
             health.failed(&world, &resource, &failure);
+            let wait = backoff.max(failure.retry_after);
             world.status.set_access(&resource, Some(failure.error));
             tokio::select! {
-                _ = tokio::time::sleep(backoff) => {}
+                _ = tokio::time::sleep(wait) => {}
                 _ = relist.changed() => {}
             }
             backoff = (backoff * 2).min(RETRY_MAX);
@@ -173,17 +184,51 @@ where
 /// Server-side timeout of one watch request (kube-runtime's default): the watch is then
 /// resumed from the last resourceVersion.
 const WATCH_TIMEOUT_SECS: u32 = 290;
+/// A watch that sends nothing, not even its end, this long after the server should have ended
+/// it is a connection nobody answers on: given up, as a failure without an answer.
+const WATCH_SILENT_MAX: std::time::Duration =
+    std::time::Duration::from_secs(WATCH_TIMEOUT_SECS as u64 + 30);
 const RETRY_MIN: std::time::Duration = std::time::Duration::from_millis(500);
 const RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(30);
 /// While a resource stays unreadable, one summary line this often (not one per retry).
 const SUMMARY_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+/// How many undecodable objects a watch remembers having reported (beyond that, a relist may
+/// report one again).
+const REPORTED_MAX: usize = 1024;
+
+/// Undecodable objects already reported, by object and resourceVersion: each version of one
+/// is logged once, not on every relist.
+#[derive(Default)]
+struct Reported(std::collections::HashSet<(String, String)>);
+
+impl Reported {
+    fn report(&mut self, resource: &str, u: &Undecodable) {
+        if self.0.len() >= REPORTED_MAX {
+            self.0.clear();
+        }
+        if self
+            .0
+            .insert((u.object.clone(), u.resource_version.clone()))
+        {
+            tracing::warn!(
+                "{resource}: {} cannot be decoded: {}; it is reported as an error of its own, everything else of {resource} is read as usual",
+                crate::text::printable(&u.object),
+                crate::text::printable(&u.reason)
+            );
+        }
+    }
+}
 
 /// Why a list or watch failed, and whether the server answered at all.
 struct Failure {
     error: AccessError,
-    /// No HTTP status (connection refused or reset, timeout): logged as an API server outage
-    /// ([`super::outage`]), once for every watch, not per resource.
+    /// No answer at all (connection refused or reset, no answer in time): logged as an API
+    /// server outage ([`super::outage`]), once for every watch, not per resource.
     unreachable: bool,
+    /// Throttled or unavailable (429, 503, 504): expected to pass; said only if it lasts.
+    transient: bool,
+    /// How long the server asked to wait (its `retryAfterSeconds`), zero if it did not.
+    retry_after: std::time::Duration,
 }
 
 /// Rate-limited logging of one watch's failures: the first failure, then a summary at most
@@ -208,6 +253,11 @@ impl Health {
             return;
         }
         match self.last_summary {
+            // Throttled or unavailable for now (a new CRD's storage initializing answers 429):
+            // said only if it lasts.
+            None if failure.transient && now - since < SUMMARY_EVERY => {
+                tracing::debug!("{message}")
+            }
             None => {
                 self.last_summary = Some(now);
                 tracing::warn!(
@@ -241,17 +291,28 @@ impl Health {
     }
 }
 
+/// A failed request: an outage only when nothing answered (an answer that could not be
+/// decoded is this resource's problem, and is logged as such).
 fn failure_of(resource: &str, verb: &str, e: &kube::Error) -> Failure {
     let status = crate::cluster::status_code(e);
     Failure {
         error: AccessError::from_status(resource, status, verb, &crate::cluster::describe(e)),
-        unreachable: status.is_none(),
+        unreachable: crate::cluster::unanswered(e),
+        transient: matches!(status, Some(429 | 503 | 504)),
+        retry_after: match e {
+            kube::Error::Api(s) => s
+                .details
+                .as_ref()
+                .map(|d| std::time::Duration::from_secs(u64::from(d.retry_after_seconds)))
+                .unwrap_or_default(),
+            _ => std::time::Duration::ZERO,
+        },
     }
 }
 
 /// What one watch follows, and for whom: fixed for its whole life.
 struct Watch<'a, K, F> {
-    api: &'a Api<K>,
+    objects: &'a Objects<K>,
     params: &'a WatchParams,
     /// The resource name its listing state and access errors are kept under.
     resource: &'a str,
@@ -271,16 +332,41 @@ where
     async fn follow(
         &self,
         mut rv: String,
-        mut stream: futures::stream::BoxStream<'static, kube::Result<WatchEvent<K>>>,
+        mut stream: crate::cluster::decode::Changes<K>,
         writer: &mut Writer<K>,
         relist: &mut tokio::sync::watch::Receiver<u64>,
+        undecodable: &mut Reported,
     ) -> Option<Failure> {
         let (world, resource) = (self.world, self.resource);
         loop {
             let event = tokio::select! {
-                e = stream.next() => e,
+                e = tokio::time::timeout(WATCH_SILENT_MAX, stream.next()) => match e {
+                    Ok(e) => e,
+                    Err(_) => return Some(Failure {
+                        error: AccessError::from_status(
+                            resource,
+                            None,
+                            "watching",
+                            &format!(
+                                "nothing for {}s, not even the end the server owed after {WATCH_TIMEOUT_SECS}s",
+                                WATCH_SILENT_MAX.as_secs()
+                            ),
+                        ),
+                        unreachable: true,
+                        transient: false,
+                        retry_after: std::time::Duration::ZERO,
+                    }),
+                },
                 _ = relist.changed() => return None,
             };
+            let event = event.map(|e| {
+                e.map(|(event, bad)| {
+                    if let Some(bad) = &bad {
+                        undecodable.report(resource, bad);
+                    }
+                    event
+                })
+            });
             match event {
                 Some(Ok(WatchEvent::Added(mut o) | WatchEvent::Modified(mut o))) => {
                     o.trim();
@@ -312,11 +398,13 @@ where
                             &e.message,
                         ),
                         unreachable: false,
+                        transient: matches!(e.code, 429 | 503 | 504),
+                        retry_after: std::time::Duration::ZERO,
                     });
                 }
                 Some(Err(e)) => return Some(failure_of(resource, "watching", &e)),
-                None => match self.api.watch(self.params, &rv).await {
-                    Ok(s) => stream = s.boxed(),
+                None => match self.objects.watch(self.params, &rv).await {
+                    Ok(s) => stream = s,
                     Err(e) => return Some(failure_of(resource, "watching", &e)),
                 },
             }

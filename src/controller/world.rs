@@ -225,6 +225,11 @@ impl WriteError {
         matches!(self, WriteError::Conflict(_))
     }
 
+    /// How long the server asked to wait before the next attempt (zero: it did not say).
+    pub fn retry_after(&self) -> std::time::Duration {
+        self.cause().retry_after().unwrap_or_default()
+    }
+
     /// What the server answered (or why nothing was): the cause, whatever the class.
     pub fn cause(&self) -> &ApplyError {
         self.cause_arc()

@@ -1,16 +1,14 @@
 //! Writes to the API server ([`Writer`] for [`Live`], the world the workers reconcile
-//! against): only while this copy may write, with the result kept for read-your-writes, counted
-//! in `/metrics`, logged without flooding, told to the Kubernetes Events recorder and to the
-//! request in progress.
+//! against): only while this copy may write; each write's record goes to the one observer
+//! (`written::observe`: read-your-writes, `/metrics`, status, Events, the request in progress).
 
-use super::keys::Obj;
 use super::outage::WriteFailures;
 use super::shared::Shared;
-use super::state::{EventResult, EventVerb};
 use super::stores::Stores;
-use super::world::{NotSent, ReadsThrough, Unwritten, WriteError, WriteOutcome, Writer};
-use crate::cluster::apply::{Applied, ApplyError, apply_write};
-use crate::core::{PlannedWrite, Verb};
+use super::world::{NotSent, ReadsThrough, WriteError, WriteOutcome, Writer};
+use super::written::{Written, observe};
+use crate::cluster::apply::{ApplyError, apply_write};
+use crate::core::PlannedWrite;
 use std::sync::Arc;
 
 /// What a failed apply means: the class decides retrying, logging and the metric label. Read
@@ -22,6 +20,8 @@ pub fn classify(e: ApplyError) -> WriteError {
         ApplyError::Body { .. } | ApplyError::Request { .. } | ApplyError::NoBody(_) => {
             WriteError::Invalid
         }
+        // The fence closed first: nothing answered, as far as this copy knows.
+        ApplyError::Abandoned { .. } => WriteError::Unreachable,
         ApplyError::Failed { source, .. } => match &**source {
             kube::Error::Api(status) => match status.code {
                 401 | 403 => WriteError::Forbidden,
@@ -31,7 +31,10 @@ pub fn classify(e: ApplyError) -> WriteError {
                 422 => WriteError::Invalid,
                 _ => WriteError::Failed,
             },
-            _ => WriteError::Unreachable,
+            e if crate::cluster::unanswered(e) => WriteError::Unreachable,
+            // Answered, but the answer could not be read (or the request not built): not an
+            // outage, and a retry may pass.
+            _ => WriteError::Failed,
         },
     };
     class(Arc::new(e))
@@ -59,14 +62,6 @@ fn digest(w: &PlannedWrite) -> u64 {
     h.finish()
 }
 
-fn event_verb(v: Verb) -> EventVerb {
-    match v {
-        Verb::Create => EventVerb::Create,
-        Verb::Update => EventVerb::Update,
-        Verb::Delete => EventVerb::Delete,
-    }
-}
-
 /// The world the live workers reconcile against: reads from the copy's stores, writes to the
 /// API server. The log of failed writes is the writer's own (shared by the workers only), so it
 /// lives here rather than in [`Shared`].
@@ -82,102 +77,18 @@ impl ReadsThrough for Live<'_> {
     }
 }
 
-impl Live<'_> {
-    fn written(&self, w: &PlannedWrite, applied: &Applied) {
-        self.shared.stores.remember(w, applied);
-        self.failures.succeeded();
-        self.shared.outage.reachable();
-        let object = w.object.to_string();
-        self.shared.status.accepted(&object);
-        if self.shared.status.allowed(&object) {
-            tracing::info!(object, "{object}: allowed now (it was forbidden)");
-        }
-        // A delete that found nothing changed nothing: not a write.
-        if matches!(applied, Applied::AlreadyGone) {
-            self.shared.metrics.error(Unwritten::AlreadyGone);
-        } else {
-            self.shared.metrics.write(w.verb, Obj::of(&w.object.kind));
-            super::tally::count_write(false);
-            self.shared.recorder.written(w, None);
-        }
-        tracing::info!(
-            verb = w.verb.as_str(),
-            object = %w.object,
-            "{} {}: {}",
-            w.verb.as_str(),
-            w.object,
-            w.reason
-        );
-        self.shared.status.log(
-            event_verb(w.verb),
-            w.object.clone(),
-            EventResult::Ok,
-            w.reason.clone(),
-        );
-        self.shared.status.touch();
-    }
-
-    fn failed(&self, w: &PlannedWrite, e: WriteError) -> WriteOutcome {
-        self.shared.metrics.error(Unwritten::from(&e));
-        if !matches!(e, WriteError::Unreachable(_)) {
-            self.shared.outage.reachable();
-        }
-        if !e.retried_away() {
-            super::tally::count_write(true);
-            self.shared.recorder.written(w, Some(&e));
-        }
-        let object = w.object.to_string();
-        let msg = e.to_string();
-        match &e {
-            WriteError::Conflict(cause) => tracing::debug!("{cause}"),
-            // The server refuses this body whatever happens around it: one report, and the
-            // same body is not sent again (a resync or a lease change included) until its
-            // source changes or REFUSED_FOR passes.
-            WriteError::Invalid(_) => {
-                self.shared.status.refused(&object, digest(w), &e);
-                tracing::warn!(object, "{msg} (not retried)")
-            }
-            // RBAC may allow it later, and no event says when: retried slowly (backoff up to
-            // 5 min), logged once per object until it passes.
-            WriteError::Forbidden(_) => {
-                if self.shared.status.forbidden(&object) {
-                    tracing::warn!(
-                        object,
-                        "{msg}; retried with a backoff up to {}s until the RBAC allows it (not logged again; counted in kubectl_vap_write_errors_total{{reason=\"forbidden\"}})",
-                        super::reconcilers::FORBIDDEN_BACKOFF_MAX.as_secs()
-                    );
-                } else {
-                    tracing::debug!(object, "{msg}");
-                }
-            }
-            // No answer: the copy's one outage log, not a line per write.
-            WriteError::Unreachable(_) => self.shared.outage.failed(&object, &msg),
-            // May pass later (the server back): retried with backoff, logged at most once per
-            // interval with a count.
-            WriteError::Failed(_) => self.failures.failed(e.metric_label(), &object, &msg),
-        }
-        let outcome = WriteOutcome::Failed(e.clone());
-        self.shared.status.log(
-            event_verb(w.verb),
-            w.object.clone(),
-            EventResult::WriteFailed(e),
-            w.reason.clone(),
-        );
-        outcome
-    }
-}
-
 impl Writer for Live<'_> {
     async fn write(&self, w: &PlannedWrite) -> WriteOutcome {
         if !self.shared.status.writes_enabled() {
             return WriteOutcome::Skipped(NotSent::WritesDisabled);
         }
-        // Checked right before sending, against a monotonic deadline from the last successful
-        // renewal: a copy that was paused, or cannot renew, sends nothing more, whatever it
-        // still believes about the Lease.
-        if !self.shared.leadership.may_write() {
+        // Checked right before sending each attempt (the client retries nothing by itself),
+        // against a monotonic deadline from the last successful renewal: a copy that was
+        // paused, or cannot renew, sends nothing more, whatever it still believes about the
+        // Lease. Its answer is awaited until that deadline, no longer.
+        let Some(left) = self.shared.leadership.fence.remaining() else {
             return WriteOutcome::Skipped(NotSent::NotConfirmed);
-        }
+        };
         if let Some(refused) = self.shared.status.refusal(&w.object.to_string(), digest(w)) {
             // Not sent again, but still a failure of the request that met it (its reply and
             // exit code). Reported once: the event log's line, the metric and the Kubernetes
@@ -186,13 +97,27 @@ impl Writer for Live<'_> {
             super::tally::count_write(true);
             return WriteOutcome::Failed(refused);
         }
-        match apply_write(&self.shared.client, self.shared.stores.admission(), w).await {
-            Ok(applied) => {
-                self.written(w, &applied);
-                WriteOutcome::Done
-            }
-            Err(e) => self.failed(w, classify(e)),
-        }
+        let sent = apply_write(&self.shared.client, self.shared.stores.admission(), w);
+        let result = tokio::time::timeout(left, sent)
+            .await
+            .unwrap_or_else(|_| {
+                Err(ApplyError::Abandoned {
+                    what: format!("{} {}", w.verb.as_str(), w.object),
+                    after: left,
+                })
+            })
+            .map_err(classify);
+        let outcome = match &result {
+            Ok(_) => WriteOutcome::Done,
+            Err(e) => WriteOutcome::Failed(e.clone()),
+        };
+        let record = Written {
+            write: w,
+            body: digest(w),
+            result,
+        };
+        observe(self.shared, self.failures, record);
+        outcome
     }
 }
 

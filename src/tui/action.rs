@@ -1,8 +1,9 @@
 //! Everything that can happen to the UI is one `Action`; `update` turns an action into the next
 //! one (or none). Keys map to actions through the keymap; data and timers arrive as actions too.
 
-use super::data::Data;
 pub use super::data::Level;
+use super::data::{Data, EventLine};
+use crate::controller::Happened;
 use std::sync::Arc;
 
 /// A command the user asked for: the writes (asked first, off with `--readonly`), the audit
@@ -90,28 +91,18 @@ pub enum Action {
     StartCommand,
     /// A key the current screen does not use: said (the message), not ignored.
     NotHere(String),
-    // `:` command input.
-    CommandPush(char),
-    CommandPop,
+    // The line being typed (filter, path, command): one prompt for all three.
+    PromptPush(char),
+    PromptPop,
     /// Tab: complete the command or the context name typed so far.
-    CommandComplete,
-    CommandDone,
-    CommandCancel,
+    PromptComplete,
+    PromptDone,
+    PromptCancel,
     // The list `:ctx` opens.
     /// Move the selection by this many rows (bounded by the list's ends).
     PickerMove(isize),
     PickerDone,
     PickerCancel,
-    // Filter input.
-    FilterPush(char),
-    FilterPop,
-    FilterDone,
-    FilterCancel,
-    // The path `t` asks for.
-    PathPush(char),
-    PathPop,
-    PathDone,
-    PathCancel,
     // The one confirmation path for writes.
     Ask(WriteCommand),
     ConfirmYes,
@@ -121,10 +112,16 @@ pub enum Action {
     Execute(WriteCommand),
     // From the outside.
     Data(Arc<Data>),
+    /// What the controller's feed told (a reconcile action, a cluster Event, a Lease change):
+    /// a line of the event log.
+    Happened(Arc<Happened>),
+    /// A line of the event log from the source itself (offline: a duplicate in the input).
+    Logged(EventLine),
     Flash(Level, String),
-    /// The answer to a replay or reconcile: flashed and logged like `Flash`, but said once
-    /// with the handler's Event about the same outcome (whichever comes first stays).
-    Answer(Level, String, Option<super::data::OutcomeKey>),
+    /// The answer to a replay or reconcile (with the request's id): flashed and logged like
+    /// `Flash`, but said once with the handler's line about the same request (whichever
+    /// comes first stays).
+    Answer(Level, String, Option<String>),
     /// How far an audit (`a`) is: shown until the next message, not logged (the outcome is).
     Progress {
         what: String,

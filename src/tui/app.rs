@@ -4,12 +4,11 @@
 
 use super::action::{Action, Level, WriteCommand};
 use super::contexts;
-use super::data::{Data, EventLine, Link, Origin, OutcomeKey, clock, is_tree_resource};
+use super::data::{Data, EventLine, Origin, is_tree_resource};
 use super::detail;
 use super::keymap::{self, Key, Keymap, Screen};
 use super::tree_view::{Filter, SortBy, TreeView, find};
 use super::words::{age, count, seconds_until};
-use crate::controller::{Connection, Log};
 use crate::core::tree::{Node, NodeKind};
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use ratatui::text::Line;
@@ -23,6 +22,54 @@ pub const FLASH_TTL: Duration = Duration::from_secs(6);
 pub const LOG_CAP: usize = 500;
 /// Outcomes remembered as said once and waiting for their pair (see `App::said`).
 const UNPAIRED_CAP: usize = 64;
+
+/// What keys do now, besides the screen's keymap: one of these at a time.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Mode {
+    /// The keymap of the screen.
+    #[default]
+    Normal,
+    /// A line is being typed.
+    Prompt(Prompt),
+    /// The context list `:ctx` opened.
+    Picker(Picker),
+    /// A write waiting for y/n.
+    Confirm(WriteCommand),
+}
+
+/// A line being typed, and what it is for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Prompt {
+    pub kind: PromptKind,
+    pub line: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PromptKind {
+    /// `/`: the tree's filter, applied as it is typed.
+    Filter,
+    /// `t`: the path of a file to test.
+    TestPath,
+    /// `:` a command (k9s grammar: `:q`, `:help`, `:ctx NAME`, …).
+    Command,
+}
+
+impl PromptKind {
+    /// What the status line shows before the line, and after it.
+    pub fn words(self) -> (&'static str, &'static str) {
+        match self {
+            PromptKind::Filter => (" /", "  (name or state; enter keeps, esc clears)"),
+            PromptKind::TestPath => (
+                " test file: ",
+                "  (enter dry-runs its objects, esc cancels)",
+            ),
+            PromptKind::Command => (
+                " :",
+                "  (q, help, events, sort name|state, ctx [NAME]; tab completes, esc cancels)",
+            ),
+        }
+    }
+}
 
 /// Which of the two reports of a request's outcome a log line was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,12 +142,7 @@ pub struct App {
     pub data: Option<Arc<Data>>,
     pub tree: TreeView,
     pub filter: Filter,
-    /// The filter is being typed (`/`).
-    pub editing_filter: bool,
-    /// The path `t` tests is being typed.
-    pub test_path: Option<String>,
-    /// A `:` command is being typed (k9s grammar: `:q`, `:help`, `:ctx NAME`, …).
-    pub command: Option<String>,
+    pub mode: Mode,
     pub screen: Screen,
     pub help_scroll: usize,
     pub doc: Option<Doc>,
@@ -111,22 +153,16 @@ pub struct App {
     /// The detail pane's first row (`J`/`K`), for the selection it was scrolled on: another
     /// selection starts at the top.
     detail_scroll: (Vec<super::tree_view::Key>, usize),
-    /// A write waiting for y/n.
-    pub confirm: Option<WriteCommand>,
-    /// The context list (`:ctx`), while it is open.
-    pub picker: Option<Picker>,
     /// The time, from the loop's ticks; before the first, the data's clock (so the view is a
     /// function of the state: ages and countdowns are measured from it).
     pub clock: Option<chrono::DateTime<chrono::Utc>>,
     pub flash: Option<Flash>,
-    /// The event log pane: reconcile actions (live) and command outcomes, the newest
-    /// [`LOG_CAP`].
-    pub log: Log<EventLine>,
-    last_seq: Option<u64>,
-    local_seq: u64,
-    /// Request outcomes logged from one side (the answer, or the Event) whose other side has
-    /// not come yet: when it comes, it is not logged again.
-    unpaired: VecDeque<(OutcomeKey, Said)>,
+    /// The event log pane: what the controller told, command outcomes, errors; the newest
+    /// [`LOG_CAP`], oldest first.
+    pub log: VecDeque<EventLine>,
+    /// Requests (by id) whose outcome one side (the answer, or the handler's line) logged and
+    /// whose other side has not come yet: when it comes, it is not logged again.
+    unpaired: VecDeque<(String, Said)>,
     /// The first non-empty data was summed up in the log.
     announced: bool,
     /// Audit results kept while the TUI runs (`a`), marked stale as the cluster changes.
@@ -137,7 +173,7 @@ pub struct App {
     pub drawn: Drawn,
     /// Text for the terminal's clipboard (`c`): the runtime sends it (OSC 52) and clears it.
     pub copy: Option<String>,
-    /// Something changed without a key (a deadline passed): the runtime redraws.
+    /// Something changed without a key (the clock moved what is on screen): redraw.
     pub redraw: bool,
     pub quit: bool,
 }
@@ -149,9 +185,7 @@ impl App {
             data: None,
             tree: TreeView::default(),
             filter: Filter::default(),
-            editing_filter: false,
-            test_path: None,
-            command: None,
+            mode: Mode::Normal,
             wrap: false,
             log_scroll: None,
             detail_scroll: (Vec::new(), 0),
@@ -161,13 +195,9 @@ impl App {
             screen: Screen::Main,
             help_scroll: 0,
             doc: None,
-            confirm: None,
-            picker: None,
             clock: None,
             flash: None,
-            log: Log::new(LOG_CAP),
-            last_seq: None,
-            local_seq: 0,
+            log: VecDeque::new(),
             unpaired: VecDeque::new(),
             announced: false,
             violations: super::violations::Store::default(),
@@ -185,54 +215,47 @@ impl App {
         if ctrl_c {
             return Some(Action::Quit);
         }
-        if self.test_path.is_some() {
-            return typed(
-                ev,
-                Action::PathPush,
-                Action::PathPop,
-                Action::PathDone,
-                Action::PathCancel,
-            );
-        }
-        if self.editing_filter {
-            return typed(
-                ev,
-                Action::FilterPush,
-                Action::FilterPop,
-                Action::FilterDone,
-                Action::FilterCancel,
-            );
-        }
-        if self.command.is_some() && ev.code == KeyCode::Tab {
-            return Some(Action::CommandComplete);
-        }
-        if self.command.is_some() {
-            return typed(
-                ev,
-                Action::CommandPush,
-                Action::CommandPop,
-                Action::CommandDone,
-                Action::CommandCancel,
-            );
-        }
-        if let Some(p) = &self.picker {
-            let page = isize::try_from(p.names.len()).unwrap_or(isize::MAX);
-            return Some(match ev.code {
-                KeyCode::Up | KeyCode::Char('k') => Action::PickerMove(-1),
-                KeyCode::Down | KeyCode::Char('j') => Action::PickerMove(1),
-                KeyCode::PageUp | KeyCode::Home | KeyCode::Char('g') => Action::PickerMove(-page),
-                KeyCode::PageDown | KeyCode::End | KeyCode::Char('G') => Action::PickerMove(page),
-                KeyCode::Enter => Action::PickerDone,
-                KeyCode::Esc => Action::PickerCancel,
-                _ => Action::NotHere("contexts: ↑/↓ move, enter switches, esc closes".to_string()),
-            });
-        }
-        if self.confirm.is_some() {
-            return match ev.code {
-                KeyCode::Char('y') | KeyCode::Enter => Some(Action::ConfirmYes),
-                KeyCode::Char('n') | KeyCode::Esc => Some(Action::ConfirmNo),
-                _ => None,
-            };
+        match &self.mode {
+            Mode::Prompt(p) if p.kind == PromptKind::Command && ev.code == KeyCode::Tab => {
+                return Some(Action::PromptComplete);
+            }
+            Mode::Prompt(_) => {
+                return match ev.code {
+                    KeyCode::Char(c) if !ev.modifiers.contains(KeyModifiers::CONTROL) => {
+                        Some(Action::PromptPush(c))
+                    }
+                    KeyCode::Backspace => Some(Action::PromptPop),
+                    KeyCode::Enter => Some(Action::PromptDone),
+                    KeyCode::Esc => Some(Action::PromptCancel),
+                    _ => None,
+                };
+            }
+            Mode::Picker(p) => {
+                let page = isize::try_from(p.names.len()).unwrap_or(isize::MAX);
+                return Some(match ev.code {
+                    KeyCode::Up | KeyCode::Char('k') => Action::PickerMove(-1),
+                    KeyCode::Down | KeyCode::Char('j') => Action::PickerMove(1),
+                    KeyCode::PageUp | KeyCode::Home | KeyCode::Char('g') => {
+                        Action::PickerMove(-page)
+                    }
+                    KeyCode::PageDown | KeyCode::End | KeyCode::Char('G') => {
+                        Action::PickerMove(page)
+                    }
+                    KeyCode::Enter => Action::PickerDone,
+                    KeyCode::Esc => Action::PickerCancel,
+                    _ => Action::NotHere(
+                        "contexts: ↑/↓ move, enter switches, esc closes".to_string(),
+                    ),
+                });
+            }
+            Mode::Confirm(_) => {
+                return match ev.code {
+                    KeyCode::Char('y') | KeyCode::Enter => Some(Action::ConfirmYes),
+                    KeyCode::Char('n') | KeyCode::Esc => Some(Action::ConfirmNo),
+                    _ => None,
+                };
+            }
+            Mode::Normal => {}
         }
         let key = Key::from_event(ev)?;
         match self.keymap.lookup(self.screen, key) {
@@ -303,21 +326,21 @@ impl App {
             return Vec::new();
         };
         let mut out = Vec::new();
-        match &d.info.link {
-            Link::Connecting {
-                retry_at: Some(at), ..
-            } => out.push(seconds_until(*at, now).to_string()),
-            Link::Running(Connection::Unreachable { since, .. }) => out.push(age(now - *since)),
-            Link::Connecting { .. } | Link::Running(Connection::Connected) => {}
+        if let Some(at) = d.connecting.as_ref().and_then(|c| c.retry_at) {
+            out.push(seconds_until(at, now).to_string());
         }
-        let l = &d.info.leader;
+        if let Some((since, _)) = d.unreachable() {
+            out.push(age(now - since));
+        }
+        let l = &d.live.lease;
         // The unresponsive leader's countdown (view.rs) ticks by itself: nothing else redraws it.
         if let (Some(until), false) = (l.unresponsive_until, l.vacant) {
             out.push(seconds_until(until, now).to_string());
+            out.push(age(now - until));
         }
-        if matches!(d.origin, Origin::Live { .. }) && l.unreadable.is_none() && !l.vacant {
+        if d.running() && l.unreadable.is_none() && !l.vacant {
             out.extend(
-                [l.since, d.info.leader_last_sync()]
+                [l.since, d.leader_last_sync()]
                     .into_iter()
                     .flatten()
                     .map(|t| age(now - t)),
@@ -346,30 +369,44 @@ impl App {
     }
 
     pub(super) fn log_local(&mut self, level: Level, text: String) {
-        self.local_seq += 1;
-        self.log.push(EventLine::own(
-            self.local_seq,
-            clock(chrono::Utc::now()),
-            level,
-            text,
-        ));
+        self.log_line(EventLine::own(level, text));
+    }
+
+    /// Appends to the event log, dropping its oldest line past [`LOG_CAP`].
+    pub(super) fn log_line(&mut self, line: EventLine) {
+        if self.log.len() == LOG_CAP {
+            self.log.pop_front();
+        }
+        self.log.push_back(line);
+    }
+
+    /// A line the controller told: logged, unless it reports a request's outcome whose
+    /// answer said it already.
+    pub(super) fn told(&mut self, line: EventLine) {
+        let new = match line.request() {
+            Some(id) => self.said(id, Said::Event),
+            None => true,
+        };
+        if new {
+            self.log_line(line);
+        }
     }
 
     /// Whether a request's outcome, reported by `side`, is new to the log. The answer to a
     /// request and the handler's Event about it say the same: the first to arrive is logged
     /// and the other is not. The answer comes even when Events cannot be read, the Event
-    /// even when the answer timed out, so the outcome is always said — once. Each answer
-    /// pairs with one Event, so the same outcome twice (`p` pressed twice) is two lines.
-    pub(super) fn said(&mut self, key: &OutcomeKey, side: Said) -> bool {
+    /// even when the answer timed out, so the outcome is always said — once. They are paired
+    /// by the request's id, so the same outcome twice (`p` pressed twice) is two lines.
+    pub(super) fn said(&mut self, id: &str, side: Said) -> bool {
         if let Some(i) = self
             .unpaired
             .iter()
-            .position(|(k, s)| k == key && *s != side)
+            .position(|(k, s)| k == id && *s != side)
         {
             self.unpaired.remove(i);
             return false;
         }
-        self.unpaired.push_back((key.clone(), side));
+        self.unpaired.push_back((id.to_string(), side));
         while self.unpaired.len() > UNPAIRED_CAP {
             self.unpaired.pop_front();
         }
@@ -406,32 +443,23 @@ impl App {
         if self
             .data
             .as_ref()
-            .is_some_and(|d| d.info.session != data.info.session)
+            .is_some_and(|d| d.session != data.session)
         {
             self.new_session();
         }
         // "loaded" only once every list has finished (a partial tree is no summary), and not
-        // for a cluster that could not be read at all (its errors say more).
-        let first = !self.announced
-            && !data.info.syncing
-            && !matches!(data.info.link, Link::Connecting { .. })
-            && (data.snapshot.object_count() > 0
-                || !data.info.access_errors.iter().any(is_tree_resource));
-        // Reconciler events not shown yet.
-        for e in &data.events {
-            if self.last_seq.is_none_or(|s| e.seq > s) {
-                let new = match &e.outcome {
-                    Some(key) => self.said(key, Said::Event),
-                    None => true,
-                };
-                if new {
-                    self.log.push(e.clone());
-                }
+        // for a cluster that could not be read at all, nor one read only in part: what
+        // could not be read says more than counts that would look healthy.
+        let settled = match data.origin {
+            Origin::Offline { .. } => true,
+            Origin::Live { .. } => {
+                data.running() && data.live.synced && data.unreachable().is_none()
             }
-        }
-        if let Some(last) = data.events.last() {
-            self.last_seq = Some(last.seq);
-        }
+        };
+        let first = !self.announced
+            && settled
+            && (data.snapshot.object_count() > 0
+                || !data.live.access_errors.iter().any(is_tree_resource));
         self.tree.set_tree(&data.analysis, &self.filter);
         self.data = Some(data.clone());
         self.show_violations();
@@ -469,8 +497,16 @@ impl App {
     pub(super) fn new_session(&mut self) {
         self.violations = super::violations::Store::default();
         self.announced = false;
-        self.confirm = None;
-        self.test_path = None;
+        if matches!(
+            self.mode,
+            Mode::Confirm(_)
+                | Mode::Prompt(Prompt {
+                    kind: PromptKind::TestPath,
+                    ..
+                })
+        ) {
+            self.mode = Mode::Normal;
+        }
         if self.screen == Screen::Doc {
             self.screen = Screen::Main;
             self.doc = None;
@@ -502,10 +538,20 @@ impl App {
             Some(Origin::Live { .. }) => {}
             _ => return Err("audit needs a cluster: it dry-runs existing objects".into()),
         }
-        if let Some(kind_name) = self
-            .selected_node()
-            .and_then(|n| n.id.strip_prefix("constraint/"))
-        {
+        // The selected constraint, or the constraint of the selected binding (its parent).
+        let path = self.tree.state.selected();
+        let at = |depth: usize| {
+            let d = self.data.as_deref()?;
+            find(
+                &d.analysis.tree,
+                path.get(..depth).filter(|p| !p.is_empty())?,
+            )
+        };
+        let constraint = [path.len(), path.len().saturating_sub(1)]
+            .into_iter()
+            .filter_map(at)
+            .find_map(|n| n.id.strip_prefix("constraint/"));
+        if let Some(kind_name) = constraint {
             return Ok(kind_name.to_string());
         }
         match self.selected_root() {
@@ -563,19 +609,6 @@ impl App {
                 self.log_scroll = (at < max).then_some(at);
             }
             Screen::Main => {}
-        }
-    }
-
-    /// Re-runs the analysis when a time-based state's deadline has passed (a binding's
-    /// `--binding-wait`): nothing else would, as no object changed. `now` is the clock.
-    pub(super) fn reevaluate(&mut self, now: chrono::DateTime<chrono::Utc>) {
-        let Some(data) = self.data.clone() else {
-            return;
-        };
-        if data.next_deadline.is_some_and(|d| d <= now) {
-            tracing::debug!(%now, "a time-based state changed: analysing again");
-            self.set_data(Arc::new(data.reanalysed(now)));
-            self.redraw = true;
         }
     }
 
@@ -659,7 +692,7 @@ impl App {
             );
             return None;
         }
-        let names = &data.info.contexts;
+        let names = &data.contexts;
         if names.is_empty() {
             self.flash(
                 Level::Warn,
@@ -669,8 +702,8 @@ impl App {
         }
         match name {
             None => {
-                let current = data.info.context.clone();
-                self.picker = Some(Picker {
+                let current = data.context.clone();
+                self.mode = Mode::Picker(Picker {
                     selected: names.iter().position(|n| *n == current).unwrap_or(0),
                     names: names.clone(),
                     current,
@@ -703,7 +736,7 @@ impl App {
         const VERBS: [&str; 5] = ["ctx", "events", "help", "q", "sort"];
         match line.split_once(' ') {
             Some((verb @ ("ctx" | "context"), arg)) => {
-                let names = &self.data.as_ref()?.info.contexts;
+                let names = &self.data.as_ref()?.contexts;
                 let arg = arg.trim_start();
                 contexts::complete(names, arg).map(|c| format!("{verb} {c}"))
             }
@@ -724,11 +757,14 @@ impl App {
 
     /// Contexts that the `:ctx` argument typed so far could be (for the prompt's hint).
     pub fn context_suggestions(&self) -> Vec<&str> {
-        let (Some(line), Some(data)) = (self.command.as_deref(), self.data.as_ref()) else {
+        let (Mode::Prompt(p), Some(data)) = (&self.mode, self.data.as_ref()) else {
             return Vec::new();
         };
-        match line.trim_start_matches(':').split_once(' ') {
-            Some(("ctx" | "context", arg)) => contexts::matches(&data.info.contexts, arg.trim()),
+        if p.kind != PromptKind::Command {
+            return Vec::new();
+        }
+        match p.line.trim_start_matches(':').split_once(' ') {
+            Some(("ctx" | "context", arg)) => contexts::matches(&data.contexts, arg.trim()),
             _ => Vec::new(),
         }
     }
@@ -737,21 +773,4 @@ impl App {
 /// Hands a switch to the source (the header and tree follow once it has switched).
 pub(super) fn switch_context(name: String) -> Action {
     Action::Execute(WriteCommand::SwitchContext(name))
-}
-
-/// Keys while a line is typed (filter, path, command): characters, backspace, enter, esc.
-fn typed(
-    ev: &KeyEvent,
-    push: fn(char) -> Action,
-    pop: Action,
-    done: Action,
-    cancel: Action,
-) -> Option<Action> {
-    match ev.code {
-        KeyCode::Char(c) if !ev.modifiers.contains(KeyModifiers::CONTROL) => Some(push(c)),
-        KeyCode::Backspace => Some(pop),
-        KeyCode::Enter => Some(done),
-        KeyCode::Esc => Some(cancel),
-        _ => None,
-    }
 }

@@ -1,6 +1,6 @@
 //! The kubeconfig's contexts, for the header and `:ctx`: read the way the client reads the
 //! kubeconfig (`--kubeconfig`, else `KUBECONFIG`, else `~/.kube/config`; several files merged
-//! as kubectl merges them). Reading is IO: the live source does it on its own thread.
+//! as kubectl merges them). Reading is IO: the live source does it on its task, never the UI loop.
 
 use crate::cluster::client::ConnectionOptions;
 use kube::config::Kubeconfig;
@@ -48,14 +48,10 @@ pub fn of(kubeconfig: &Kubeconfig, chosen: Option<&str>) -> Contexts {
 }
 
 /// The connection to context `name`: the context decides the cluster and user, so overrides
-/// of those (`--cluster`, `--user`) no longer apply; impersonation and timeouts stay.
+/// of those (`--cluster`, `--user`, `--server`, `--token`, …) no longer apply; impersonation
+/// and timeouts stay.
 pub fn switched(conn: &ConnectionOptions, name: &str) -> ConnectionOptions {
-    ConnectionOptions {
-        context: Some(name.to_string()),
-        cluster: None,
-        user: None,
-        ..conn.clone()
-    }
+    conn.with_context(name)
 }
 
 /// The contexts that `typed` could mean (prefix first, then substring), for completion and

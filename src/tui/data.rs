@@ -1,10 +1,12 @@
 //! What the UI shows, as the data source hands it over: a snapshot, its analysis (computed off
-//! the UI thread, once per change), and what is known about the cluster and the reconciler.
+//! the UI thread, once per change), the controller's published state as it is (live), and
+//! what is the UI's own (which context, the live view starting).
 
-use crate::controller::log::Entry;
 use crate::controller::{
-    AccessError, AccessErrorKind, ClusterEvent, Connection, LeaseInfo, ReconcileEvent,
+    AccessError, AccessErrorKind, Connection, EventResult, EventVerb, Happened, LeaseChange,
+    LeaseInfo, LeaseTurn, LiveState,
 };
+use crate::core::settings::Judged;
 use crate::core::{Analysis, Options, Summary, analyze};
 use crate::snapshot::Snapshot;
 use chrono::{DateTime, Utc};
@@ -56,25 +58,12 @@ pub fn is_tree_resource(e: &AccessError) -> bool {
     .contains(&e.resource.as_str())
 }
 
-/// One line of the event log (reconcile actions, the cluster's Events, command outcomes).
+/// One line of the event log: what the controller told (shared with every reader of its
+/// feed, worded when drawn), or the TUI's own words.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EventLine {
-    /// Increasing: lines already shown are not shown twice.
-    pub seq: u64,
-    pub says: Says,
-    /// The outcome of a replay or reconcile this line reports, when it reports one.
-    pub outcome: Option<OutcomeKey>,
-}
-
-/// What a line of the event log says: the controller's entry as it published it (shared with
-/// its log, worded when drawn), or the TUI's own words.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Says {
-    /// A reconcile action of this copy.
-    Reconcile(Entry<ReconcileEvent>),
-    /// A Kubernetes Event a copy of kubectl-vap reported.
-    Cluster(Entry<ClusterEvent>),
-    /// The TUI's own line (a lease change, an error, "loaded …"), at `time` (`HH:MM:SS`).
+pub enum EventLine {
+    Happened(Arc<Happened>),
+    /// The TUI's own line (an error, a command's outcome, "loaded …"), at `time` (`HH:MM:SS`).
     Own {
         time: String,
         level: Level,
@@ -83,37 +72,47 @@ pub enum Says {
 }
 
 impl EventLine {
-    /// A line of the TUI's own.
-    pub fn own(seq: u64, time: String, level: Level, text: String) -> Self {
-        EventLine {
-            seq,
-            says: Says::Own { time, level, text },
-            outcome: None,
+    /// A line of the TUI's own, now.
+    pub fn own(level: Level, text: String) -> Self {
+        EventLine::Own {
+            time: clock(Utc::now()),
+            level,
+            text,
         }
     }
 
     /// `HH:MM:SS`, local time.
     pub fn time(&self) -> String {
-        match &self.says {
-            Says::Reconcile(e) => clock(e.time),
-            Says::Cluster(e) => clock(e.time),
-            Says::Own { time, .. } => time.clone(),
+        match self {
+            EventLine::Happened(h) => clock(match &**h {
+                Happened::Reconcile(e) => e.time,
+                Happened::Cluster(e) => e.time,
+                Happened::Lease(c) => c.time,
+            }),
+            EventLine::Own { time, .. } => time.clone(),
         }
     }
 
     /// Error lines are red, warnings yellow.
     pub fn level(&self) -> Level {
-        match &self.says {
-            // A conflict is retried at once and passes: not an error to look at.
-            Says::Reconcile(e) if e.result.is_failure() => Level::Error,
-            Says::Reconcile(_) => Level::Info,
-            // A write the leader could not make is a failure here too: red, not a warning.
-            Says::Cluster(e) => match (e.warning, e.reason.as_str()) {
-                (true, "WriteFailed") => Level::Error,
-                (true, _) => Level::Warn,
-                _ => Level::Info,
+        match self {
+            EventLine::Happened(h) => match &**h {
+                // A conflict is retried at once and passes: not an error to look at.
+                Happened::Reconcile(e) if e.result.is_failure() => Level::Error,
+                Happened::Reconcile(_) => Level::Info,
+                // A write the leader could not make is a failure here too: red, not a warning.
+                Happened::Cluster(e) => match (e.warning, e.reason.as_str()) {
+                    (true, "WriteFailed") => Level::Error,
+                    (true, _) => Level::Warn,
+                    _ => Level::Info,
+                },
+                // Somebody leads now: news; nobody (or soon nobody): a warning.
+                Happened::Lease(c) => match c.what {
+                    LeaseTurn::Leads { .. } => Level::Info,
+                    _ => Level::Warn,
+                },
             },
-            Says::Own { level, .. } => *level,
+            EventLine::Own { level, .. } => *level,
         }
     }
 
@@ -121,28 +120,84 @@ impl EventLine {
     /// message`); an Event as `Replayed ConstraintTemplate/x: note — by reporter (×3)`, what a
     /// terminal would obey escaped (anyone allowed to create Events writes these).
     pub fn text(&self) -> String {
-        match &self.says {
-            Says::Reconcile(e) => e.to_string(),
-            Says::Cluster(e) => {
-                let count = if e.count > 1 {
-                    format!(" (×{})", e.count)
-                } else {
-                    String::new()
-                };
-                let note = if e.note.is_empty() {
-                    String::new()
-                } else {
-                    format!(": {}", e.note)
-                };
-                crate::text::printable(&format!(
-                    "{} {}{note} — by {}{count}",
-                    e.reason, e.regarding, e.reporter
-                ))
-                .into_owned()
-            }
-            Says::Own { text, .. } => text.clone(),
+        match self {
+            EventLine::Happened(h) => match &**h {
+                Happened::Reconcile(e) => e.to_string(),
+                Happened::Cluster(e) => {
+                    let count = if e.count > 1 {
+                        format!(" (×{})", e.count)
+                    } else {
+                        String::new()
+                    };
+                    let note = if e.note.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {}", e.note)
+                    };
+                    crate::text::printable(&format!(
+                        "{} {}{note} — by {}{count}",
+                        e.reason, e.regarding, e.reporter
+                    ))
+                    .into_owned()
+                }
+                Happened::Lease(c) => crate::text::printable(&lease_words(c)).into_owned(),
+            },
+            EventLine::Own { text, .. } => text.clone(),
         }
     }
+
+    /// The request whose outcome this line reports, if it does: the answer to that request
+    /// says the same, and the log says it once.
+    pub fn request(&self) -> Option<&str> {
+        let EventLine::Happened(h) = self else {
+            return None;
+        };
+        match &**h {
+            Happened::Reconcile(e)
+                if matches!(
+                    e.verb,
+                    EventVerb::Replay | EventVerb::Reconcile | EventVerb::ReconcileAll
+                ) && e.result == EventResult::Ok =>
+            {
+                e.request.as_deref()
+            }
+            Happened::Cluster(e) => e.request.as_deref(),
+            _ => None,
+        }
+    }
+}
+
+/// A change of who leads, in the log's words: `lease ns/name — HOLDER leads now (was OTHER)`.
+pub fn lease_words(c: &LeaseChange) -> String {
+    let what = match &c.what {
+        LeaseTurn::Leads {
+            holder,
+            was: Some(was),
+        } => format!("{holder} leads now (was {was})"),
+        LeaseTurn::Leads { holder, was: None } => {
+            format!("{holder} leads now (the Lease was vacant)")
+        }
+        LeaseTurn::Released { was } => format!("nobody leads (was {was}): no copy reconciles"),
+        LeaseTurn::Expired { holder } => {
+            format!("nobody leads: {holder} stopped renewing it; no copy reconciles")
+        }
+        LeaseTurn::Unresponsive { holder } => format!(
+            "{holder} unresponsive: it stopped renewing; a standby, if one runs, takes over when the Lease expires"
+        ),
+    };
+    format!("lease {} — {what}", c.lease)
+}
+
+/// The holder of `lease`, as the header names it: this copy, else its pod, else its identity.
+pub fn leader_name(lease: &LeaseInfo) -> Option<String> {
+    if lease.leading {
+        return Some("this copy".to_string());
+    }
+    lease
+        .health
+        .as_ref()
+        .and_then(|h| h.pod.clone())
+        .or_else(|| lease.holder.clone())
 }
 
 /// `HH:MM:SS` of `t` in local time, as the log shows it.
@@ -152,113 +207,39 @@ pub fn clock(t: DateTime<Utc>) -> String {
         .to_string()
 }
 
-/// The outcome of one replay or reconcile as its handler words it: who handled it and the
-/// summary. The answer to a request and the handler's Event about it (this copy's own log
-/// line when it leads) carry the same key, so the event log says the outcome once.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct OutcomeKey {
-    pub by: String,
-    pub summary: String,
-}
-
-/// What the header shows about the cluster.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ClusterInfo {
-    pub context: String,
-    /// The kubeconfig's contexts (live), for `:ctx`; empty offline or when it cannot be read.
-    pub contexts: Vec<String>,
-    /// Which live session of the source this is: a new one (another context, a restart)
-    /// starts from an empty tree and forgets what the old cluster said.
-    pub session: u64,
-    pub server_version: Option<String>,
-    /// The served VAP API version (`v1`, `v1beta1`), `None` when unknown.
-    pub vap_api: Option<String>,
-    /// Who reconciles, as the Lease says: the controller's view as it publishes it (offline:
-    /// empty).
-    pub leader: LeaseInfo,
-    /// This copy's own queue: known without waiting for its next renewal when it leads.
-    pub queue_depth: usize,
-    /// Whether the API server answers.
-    pub link: Link,
-    /// Live, with `--reconcile`: Gatekeeper's own VAP generator looks active (what was seen),
-    /// so this copy does not write.
-    pub gatekeeper_generator: Option<String>,
-    pub access_errors: Vec<AccessError>,
-    /// Live: not every watch has listed yet, so the tree may be partial.
-    pub syncing: bool,
-    /// Live: whose generation settings the tree is judged by (the leader's, or local flags
-    /// and why), and which local flags differ from the leader's.
-    pub settings: Option<crate::core::settings::Judged>,
-}
-
-impl ClusterInfo {
-    /// How the header names the leader: this copy, else its pod, else its identity.
-    pub fn leader_name(&self) -> Option<String> {
-        if self.leader.leading {
-            return Some("this copy".to_string());
-        }
-        self.leader
-            .health
-            .as_ref()
-            .and_then(|h| h.pod.clone())
-            .or_else(|| self.leader.holder.clone())
-    }
-
-    /// Work items the leader has queued: this copy's own when it leads, else as of the
-    /// leader's last renewal.
-    pub fn leader_queue(&self) -> Option<usize> {
-        if self.leader.leading {
-            return Some(self.queue_depth);
-        }
-        self.leader.health.as_ref().map(|h| h.queue)
-    }
-
-    /// When the leader's queue last drained.
-    pub fn leader_last_sync(&self) -> Option<DateTime<Utc>> {
-        self.leader.health.as_ref().and_then(|h| h.last_sync)
-    }
-}
-
-/// Why the last write of an object failed, and whether the API server refused its body (a
-/// 422: no retry helps; the template or constraint must change).
+/// The live view while it starts: which attempt this is; after a failure, why and when the
+/// next attempt starts.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WriteFailure {
-    pub why: String,
-    pub refused: bool,
-}
-
-/// Whether the live source runs, and then whether the API server answers it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Link {
-    /// The live view is starting: attempt `attempt`; after a failure, `message` says why and
-    /// `retry_at` when the next attempt starts.
-    Connecting {
-        attempt: u32,
-        retry_at: Option<DateTime<Utc>>,
-        message: Option<String>,
-    },
-    /// Running, the connection as the controller publishes it (no answer: the watches retry
-    /// by themselves). Offline: connected, nothing to answer.
-    Running(Connection),
-}
-
-impl Default for Link {
-    fn default() -> Self {
-        Link::Running(Connection::Connected)
-    }
+pub struct Connecting {
+    pub attempt: u32,
+    pub retry_at: Option<DateTime<Utc>>,
+    pub message: Option<String>,
 }
 
 /// One consistent state to draw: analysis and snapshot always belong together.
 #[derive(Debug, Clone)]
 pub struct Data {
     pub origin: Origin,
-    pub info: ClusterInfo,
+    /// The kubeconfig context (`files: …` offline).
+    pub context: String,
+    /// The kubeconfig's contexts (live), for `:ctx`; empty offline or when it cannot be read.
+    pub contexts: Vec<String>,
+    /// Which live session of the source this is: a new one (another context, a restart)
+    /// starts from an empty tree and forgets what the old cluster said.
+    pub session: u64,
+    /// The live view is starting (not running yet): which attempt, and why the last failed.
+    pub connecting: Option<Connecting>,
+    /// What the controller published, as it is (offline, or not running yet: a default
+    /// state, with what could not be started in its access errors).
+    pub live: Arc<LiveState>,
+    /// Live: whose generation settings the tree is judged by (the leader's, or local flags
+    /// and why), and which local flags differ from the leader's.
+    pub settings: Option<Judged>,
     pub snapshot: Arc<Snapshot>,
     pub analysis: Arc<Analysis>,
     pub summary: Summary,
     /// Gatekeeper's pod statuses by what they are about (template name, `Kind/name`).
     pub pod_status_index: HashMap<String, Vec<usize>>,
-    pub events: Vec<EventLine>,
     /// Observed objects by `(kind, name)`.
     pub objects: HashMap<(String, String), Observed>,
     /// Planned writes (indices into `analysis.plan`) by `(kind, name)`.
@@ -268,9 +249,37 @@ pub struct Data {
     /// When a time-based state changes without any object changing: the earliest end of a
     /// binding's `--binding-wait` still ahead of the snapshot's clock.
     pub next_deadline: Option<DateTime<Utc>>,
-    /// Live: why the last write of an object failed, by `(kind, name)`, for objects whose
-    /// last write did fail; noted on their findings (kept when the analysis runs again).
-    pub write_failures: HashMap<(String, String), WriteFailure>,
+}
+
+impl Data {
+    /// The API server stopped answering the live view: since when, and why. The tree is
+    /// then the last state seen while it answered, and says so.
+    pub fn unreachable(&self) -> Option<(DateTime<Utc>, &str)> {
+        match &self.live.connection {
+            Connection::Unreachable { since, message } => Some((*since, message.as_str())),
+            Connection::Connected => None,
+        }
+    }
+
+    /// Whether the live view runs (connected or not): the controller's state is real.
+    pub fn running(&self) -> bool {
+        matches!(self.origin, Origin::Live { .. }) && self.connecting.is_none()
+    }
+
+    /// Work items the leader has queued: this copy's own when it leads, else as of the
+    /// leader's last renewal.
+    pub fn leader_queue(&self) -> Option<usize> {
+        let l = &self.live.lease;
+        if l.leading {
+            return Some(self.live.queue_depth);
+        }
+        l.health.as_ref().map(|h| h.queue)
+    }
+
+    /// When the leader's queue last drained.
+    pub fn leader_last_sync(&self) -> Option<DateTime<Utc>> {
+        self.live.lease.health.as_ref().and_then(|h| h.last_sync)
+    }
 }
 
 /// Where an observed object sits in the snapshot.
@@ -322,122 +331,128 @@ impl Data {
             .filter_map(|i| self.analysis.plan.get(*i))
     }
 
-    /// Analyses the snapshot. Call it off the UI thread for big snapshots.
+    /// Analyses `snapshot` by `opts` — off the UI thread: the sources call it — with the
+    /// failed writes `live` reports noted on their objects' findings. The UI's own fields
+    /// (context, session, …) are left empty for the caller.
     pub fn prepare(
         origin: Origin,
-        info: ClusterInfo,
+        live: Arc<LiveState>,
         snapshot: Arc<Snapshot>,
         opts: &Options,
-        events: Vec<EventLine>,
     ) -> Data {
         let analysis = analyze(&snapshot, opts);
-        let summary = Summary::of(&analysis.findings);
         let mut pod_status_index: HashMap<String, Vec<usize>> = HashMap::new();
         for (i, p) in snapshot.pod_statuses.iter().enumerate() {
             pod_status_index.entry(p.about.clone()).or_default().push(i);
         }
         let mut objects = HashMap::new();
+        let key = |kind: &str, name: &str| (kind.to_string(), name.to_string());
         for (i, t) in snapshot.templates.iter().enumerate() {
-            objects.insert(
-                ("ConstraintTemplate".to_string(), t.name().to_string()),
-                Observed::Template(i),
-            );
+            objects.insert(key("ConstraintTemplate", t.name()), Observed::Template(i));
         }
         for (i, c) in snapshot.constraints.iter().enumerate() {
-            objects.insert(
-                (c.kind.clone(), c.name().to_string()),
-                Observed::Constraint(i),
-            );
+            objects.insert(key(&c.kind, c.name()), Observed::Constraint(i));
         }
         for (i, p) in snapshot.policies.iter().enumerate() {
-            objects.insert(
-                (crate::model::VAP_KIND.to_string(), p.name().to_string()),
-                Observed::Policy(i),
-            );
+            objects.insert(key(crate::model::VAP_KIND, p.name()), Observed::Policy(i));
         }
         for (i, b) in snapshot.bindings.iter().enumerate() {
-            objects.insert(
-                (crate::model::VAPB_KIND.to_string(), b.name().to_string()),
-                Observed::Binding(i),
-            );
+            objects.insert(key(crate::model::VAPB_KIND, b.name()), Observed::Binding(i));
         }
         let mut plan_index: HashMap<(String, String), Vec<usize>> = HashMap::new();
         for (i, w) in analysis.plan.iter().enumerate() {
             plan_index
-                .entry((w.object.kind.clone(), w.object.name.clone()))
+                .entry(key(&w.object.kind, &w.object.name))
                 .or_default()
                 .push(i);
         }
-        let next_deadline = next_deadline(&snapshot, opts);
-        Data {
+        let mut data = Data {
             opts: opts.clone(),
-            next_deadline,
+            next_deadline: next_deadline(&snapshot, opts),
             objects,
             plan_index,
             origin,
-            info,
+            context: String::new(),
+            contexts: Vec::new(),
+            session: 0,
+            connecting: None,
+            live,
+            settings: None,
             snapshot,
+            summary: Summary::of(&analysis.findings),
             analysis: Arc::new(analysis),
-            summary,
             pod_status_index,
-            events,
-            write_failures: HashMap::new(),
-        }
+        };
+        data.note_write_failures();
+        data
     }
 
     /// Adds to each finding the failure of the last write of its object, if that write
-    /// failed: a node that stays missing or out of sync says why after the event log has
-    /// moved on. A write the API server refused (`refused`) is also an error finding of its
-    /// own on the object (`write-refused`, with the server's message), wherever the leader
-    /// runs. Kept with the data, so an analysis run again says it too.
-    pub fn note_write_failures(&mut self, failures: HashMap<(String, String), WriteFailure>) {
-        if !failures.is_empty() {
-            let analysis = Arc::make_mut(&mut self.analysis);
-            for f in &mut analysis.findings {
-                let key = (f.object.kind.clone(), f.object.name.clone());
-                if let Some(failure) = failures.get(&key) {
-                    f.message = format!("{} — the last write failed: {}", f.message, failure.why);
-                }
-            }
-            let mut refused: Vec<_> = failures
-                .iter()
-                .filter(|(_, failure)| failure.refused)
-                .filter_map(|(key, failure)| {
-                    // The object as the plan names it (its apiVersion), if a write is planned.
-                    let write = self.plan_index.get(key)?.first()?;
-                    let object = analysis.plan.get(*write)?.object.clone();
-                    Some(crate::core::Finding::new(
-                        crate::core::Code::WriteRefused,
-                        object,
-                        format!(
-                            "the API server refuses the write that would bring it in line: {}",
-                            failure.why
-                        ),
-                    ))
-                })
-                .collect();
-            refused.sort_by(|a, b| a.object.cmp(&b.object));
-            let plan = analysis.plan.clone();
-            crate::core::findings::add_refusals(&mut analysis.findings, &plan, refused);
-            self.summary = Summary::of(&analysis.findings);
+    /// failed (as the controller publishes it): a node that stays missing or out of sync says
+    /// why after the event log has moved on. A write the API server refused is also an error
+    /// finding of its own on the object (`write-refused`, with the server's message),
+    /// wherever the leader runs.
+    fn note_write_failures(&mut self) {
+        let failures = &self.live.failed_writes;
+        if failures.is_empty() {
+            return;
         }
-        self.write_failures = failures;
+        let failure = |kind: &str, name: &str| failures.get(&format!("{kind}/{name}"));
+        let analysis = Arc::make_mut(&mut self.analysis);
+        for f in &mut analysis.findings {
+            if let Some(failure) = failure(&f.object.kind, &f.object.name) {
+                f.message = format!("{} — the last write failed: {}", f.message, failure.why);
+            }
+        }
+        let mut refused: Vec<_> = failures
+            .iter()
+            .filter(|(_, failure)| failure.refused)
+            .filter_map(|(object, failure)| {
+                let (kind, name) = object.split_once('/')?;
+                // The object as the plan names it (its apiVersion), if a write is planned.
+                let write = self.plan_index.get(&(kind.into(), name.into()))?.first()?;
+                let object = analysis.plan.get(*write)?.object.clone();
+                Some(crate::core::Finding::new(
+                    crate::core::Code::WriteRefused,
+                    object,
+                    format!(
+                        "the API server refuses the write that would bring it in line: {}",
+                        failure.why
+                    ),
+                ))
+            })
+            .collect();
+        refused.sort_by(|a, b| a.object.cmp(&b.object));
+        let plan = analysis.plan.clone();
+        crate::core::findings::add_refusals(&mut analysis.findings, &plan, refused);
+        self.summary = Summary::of(&analysis.findings);
     }
 
-    /// The same objects analysed again at `now` (a deadline passed), with the same notes of
-    /// failed writes. Events were already delivered with the data this one replaces.
+    /// The same objects analysed again at `now` (a deadline passed): off the UI thread.
     pub fn reanalysed(&self, now: DateTime<Utc>) -> Data {
         let mut snapshot = (*self.snapshot).clone();
         snapshot.now = Some(now);
-        let mut data = Data::prepare(
+        let fresh = Data::prepare(
             self.origin.clone(),
-            self.info.clone(),
+            self.live.clone(),
             Arc::new(snapshot),
             &self.opts,
-            Vec::new(),
         );
-        data.note_write_failures(self.write_failures.clone());
-        data
+        self.with_analysis_of(fresh)
+    }
+
+    /// This data's context, session and controller state, with `other`'s snapshot and
+    /// analysis.
+    pub fn with_analysis_of(&self, other: Data) -> Data {
+        Data {
+            context: self.context.clone(),
+            contexts: self.contexts.clone(),
+            session: self.session,
+            connecting: self.connecting.clone(),
+            live: self.live.clone(),
+            settings: self.settings.clone(),
+            ..other
+        }
     }
 
     /// Why write actions cannot run on this data, if they cannot.

@@ -146,7 +146,7 @@ pub fn summary(data: &Data, node: &Node) -> Vec<Line<'static>> {
 
     if let Origin::Live { .. } = data.origin {
         out.push(Line::default());
-        let leader = &data.info.leader;
+        let leader = &data.live.lease;
         let text = match (&leader.holder, leader.vacant) {
             _ if leader.unreadable.is_some() => format!(
                 "unreadable ({}): which copy reconciles is unknown",
@@ -155,6 +155,13 @@ pub fn summary(data: &Data, node: &Node) -> Vec<Line<'static>> {
                     .as_ref()
                     .map(ToString::to_string)
                     .unwrap_or_default()
+            ),
+            _ if data.unreachable().is_some() => format!(
+                "{} when the API server last answered",
+                leader
+                    .holder
+                    .as_deref()
+                    .map_or("unknown".to_string(), |h| format!("held by {h}"))
             ),
             (_, true) => "nobody renews it: no copy reconciles".to_string(),
             (Some(holder), false) if leader.leading => format!("held by {holder} (this copy)"),

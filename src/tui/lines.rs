@@ -83,9 +83,10 @@ fn hang_of(line: &Line<'_>) -> usize {
     }
 }
 
-/// One line word-wrapped to `width` columns: broken after a space where it can, inside a
-/// word where it must (a long name or URL), each continuation row indented by `hang`
-/// columns. Styles are kept cell by cell. Prose (logs, help, details) reads better wrapped
+/// One line word-wrapped to `width` columns: broken after a space where it can, else after a
+/// `/` (`Kind/name` moves its name down whole), inside a word only where it must (a name
+/// longer than a row, cut after a `-`, `.` or `_` when it has one), each continuation row
+/// indented by `hang` columns. Styles are kept cell by cell. Prose (logs, help, details) reads better wrapped
 /// than cut or scrolled sideways: nothing is hidden and no key is needed to see it.
 pub fn wrap_line(line: &Line<'static>, width: usize, hang: usize) -> Vec<Line<'static>> {
     if width == 0 || line.width() <= width {
@@ -95,8 +96,11 @@ pub fn wrap_line(line: &Line<'static>, width: usize, hang: usize) -> Vec<Line<'s
     let mut rows: Vec<Vec<(char, Style)>> = Vec::new();
     let mut row: Vec<(char, Style)> = Vec::new();
     let mut used = 0;
-    // Cells in `row` after its last space: where a break moves a word to the next row.
+    // Cells in `row` after its last space (or `/`): where a break moves a word to the next
+    // row; after its last `-`, `.` or `_`: where a word too long for a row is cut.
     let mut word_from: Option<usize> = None;
+    let sep = |c: char| matches!(c, '-' | '.' | '_' | '/');
+    let after_sep = |row: &[(char, Style)]| row.iter().rposition(|(c, _)| sep(*c)).map(|i| i + 1);
     let mut limit = width;
     for span in &line.spans {
         let style = line.style.patch(span.style);
@@ -109,10 +113,17 @@ pub fn wrap_line(line: &Line<'static>, width: usize, hang: usize) -> Vec<Line<'s
                 // At a space the row breaks right here; inside a word, after the row's last
                 // space (the word moves down whole) unless only indentation is before it.
                 let indent_only = |at: usize| row[..at].iter().all(|(c, _)| *c == ' ');
-                let mut carried = match word_from {
+                let breaks = |at: &usize| *at < row.len() && !indent_only(*at);
+                let at = match word_from {
+                    // The word starts right here: the row breaks before it.
+                    Some(at) if at == row.len() => None,
+                    Some(at) if breaks(&at) => Some(at),
+                    _ => after_sep(&row).filter(breaks),
+                };
+                let mut carried = match at {
                     _ if ch == ' ' => Vec::new(),
-                    Some(at) if at < row.len() && !indent_only(at) => row.split_off(at),
-                    _ => Vec::new(),
+                    Some(at) => row.split_off(at),
+                    None => Vec::new(),
                 };
                 while row.last().is_some_and(|(c, _)| *c == ' ') {
                     row.pop();
@@ -135,6 +146,10 @@ pub fn wrap_line(line: &Line<'static>, width: usize, hang: usize) -> Vec<Line<'s
                         used = fit;
                         break;
                     }
+                    // After the name's last separator that fits, if it has one.
+                    if let Some(at) = after_sep(&carried[..cut]).filter(|at| *at > 1) {
+                        cut = at;
+                    }
                     let rest = carried.split_off(cut.max(1));
                     rows.push(std::mem::replace(&mut carried, rest));
                 }
@@ -149,7 +164,7 @@ pub fn wrap_line(line: &Line<'static>, width: usize, hang: usize) -> Vec<Line<'s
             }
             row.push((ch, style));
             used += w;
-            if ch == ' ' {
+            if ch == ' ' || ch == '/' {
                 word_from = Some(row.len());
             }
         }
@@ -280,7 +295,7 @@ mod tests {
         let line = Line::raw("  --default-create-vap-for-templates=true now");
         assert_eq!(
             text(&wrap_line(&line, 20, 2)),
-            ["  --default-create-v", "  ap-for-templates=t", "  rue now"]
+            ["  --default-create-", "  vap-for-", "  templates=true now"]
         );
         let short = Line::raw("fits");
         assert_eq!(wrap_line(&short, 20, 2), vec![short]);
@@ -299,6 +314,28 @@ mod tests {
             ]
         );
         assert!(rows.iter().all(|r| r.width() <= 38), "{:?}", text(&rows));
+        // A name is not split mid-word: `Kind/name` breaks after its `/`, and a name longer
+        // than a row after its last `-` that fits (the detail pane split them anywhere).
+        let field = Line::from(vec![
+            Span::raw("object    "),
+            Span::raw("v1 ValidatingAdmissionPolicy/gatekeeper-k8sallowedrepos"),
+        ]);
+        assert_eq!(
+            text(&wrap_line(&field, 48, 10)),
+            [
+                "object    v1 ValidatingAdmissionPolicy/",
+                "          gatekeeper-k8sallowedrepos"
+            ]
+        );
+        let long = Line::raw("  create binding/gatekeeper-k8sallowedrepos-payments-ns-owner now");
+        assert_eq!(
+            text(&wrap_line(&long, 30, 2)),
+            [
+                "  create binding/",
+                "  gatekeeper-k8sallowedrepos-",
+                "  payments-ns-owner now"
+            ]
+        );
         // A hang wider than half the row is dropped rather than leave no room.
         assert_eq!(
             text(&wrap_line(&Line::raw("aaaa bbbb"), 6, 5)),

@@ -1,33 +1,39 @@
 //! The live source: a thin adapter over the reconciler's handle ([`Controller`]), the TUI's
-//! only door to it. On a thread of its own (one runtime per session) it starts the reconciler (retrying with backoff
-//! while the API server does not answer), turns each published `LiveState` into `Data`
-//! (analysis included, off the UI thread), sends replay/reconcile as requests to whichever
-//! copy leads, runs audits and tests on the snapshot the reconciler holds, switches context
+//! only door to it. One task on the TUI's runtime runs one session per context: it starts
+//! the reconciler (retrying with backoff while the API server does not answer), turns each
+//! published `LiveState` into `Data` (analysis on a blocking thread, never the UI's), forwards
+//! what the controller's feed tells, sends replay/reconcile as requests to whichever copy
+//! leads, runs audits and tests on the snapshot the reconciler holds, switches context
 //! (`:ctx`), and on quit asks the reconciler to stop and waits (bounded) for it to release the
-//! lease.
+//! lease. The UI talks to that task through one channel: nothing is shared behind a lock.
 
 use super::action::{Action, Level, WriteCommand};
 use super::contexts;
-use super::data::{Data, OutcomeKey};
-use super::from_live::{connecting, unavailable};
-use super::source::{Notify, Source};
+use super::data::{Connecting, Data};
+use super::from_live::{connecting, unavailable, while_unreachable};
+use super::source::{Notify, Source, at_deadline};
 use crate::admission::audit::AuditProgress;
 use crate::cluster::client::ConnectionOptions;
-use crate::controller::{self, Command, Config, Controller, RequestOutcome};
+use crate::controller::{
+    self, AccessErrorKind, Command, Config, Controller, Happened, RequestOutcome,
+};
 use crate::core::Options;
 use crate::text::error_text;
-use std::sync::{Arc, Mutex, mpsc};
+use chrono::{DateTime, Utc};
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio::sync::watch;
+use tokio::task::{JoinHandle, JoinSet};
 
-pub use super::from_live::{EventCursor, data_from_live};
+pub use super::from_live::data_from_live;
 
 /// How long quitting (or switching context) lets a start under way finish, to stop it and
 /// release the Lease it may have taken (stopping itself waits `Controller::STOP_WAIT`).
 const START_WAIT: Duration = Duration::from_secs(5);
-/// Bursts of changes are drawn once per this interval at most.
-const COALESCE: Duration = Duration::from_millis(100);
 /// How long a replay or reconcile waits for the leader's answer.
 const REQUEST_WAIT: Duration = Duration::from_secs(120);
 /// Retrying a start that failed: the first wait, doubled each time up to the last.
@@ -51,18 +57,10 @@ struct Settings {
     lease: (String, String),
 }
 
-/// A running live view: what requests, audits and tests go through.
-#[derive(Clone)]
-struct Session {
-    controller: Controller,
-    /// The runtime the reconciler runs on (requests are sent from it).
-    runtime: tokio::runtime::Handle,
-    /// The connection it was started with (audits and tests make their own clients).
-    conn: ConnectionOptions,
-}
-
-/// What the UI asks of the source thread.
+/// What the UI asks of the source's task.
 enum Control {
+    /// A confirmed command: a request, an audit, a test.
+    Run(WriteCommand),
     Switch(String),
     Stop,
 }
@@ -73,24 +71,12 @@ enum Next {
     Switch(String),
 }
 
-impl From<Option<Control>> for Next {
-    fn from(c: Option<Control>) -> Self {
-        match c {
-            Some(Control::Switch(name)) => Next::Switch(name),
-            // Stopped, or the source is gone.
-            Some(Control::Stop) | None => Next::Quit,
-        }
-    }
-}
-
 pub struct Live {
     settings: Settings,
-    session: Arc<Mutex<Option<Session>>>,
-    /// The context shown, for the messages of a switch.
-    context: Arc<Mutex<String>>,
-    notify: Option<Notify>,
     control: Option<UnboundedSender<Control>>,
-    done: Option<mpsc::Receiver<()>>,
+    task: Option<JoinHandle<()>>,
+    /// Why the context shown cannot be served at all (no VAP v1), for the exit.
+    refusal: Arc<parking_lot::Mutex<Option<String>>>,
 }
 
 impl Live {
@@ -107,16 +93,10 @@ impl Live {
                 reconcile,
                 lease,
             },
-            session: Arc::new(Mutex::new(None)),
-            context: Arc::new(Mutex::new(String::new())),
-            notify: None,
             control: None,
-            done: None,
+            task: None,
+            refusal: Arc::default(),
         }
-    }
-
-    fn current(&self) -> Option<Session> {
-        self.session.lock().ok().and_then(|s| s.clone())
     }
 }
 
@@ -174,96 +154,72 @@ fn addressee(controller: &Controller) -> String {
     }
 }
 
-impl Live {
-    /// Replay or reconcile: a request to whichever copy holds the Lease; its answer (or why
-    /// there is none) becomes an event-log line.
-    fn request(&mut self, cmd: &WriteCommand, command: Command) -> Action {
-        let cli = cmd.cli();
-        let (Some(session), Some(notify)) = (self.current(), self.notify.clone()) else {
-            return Action::Flash(
-                Level::Error,
-                format!("not connected: nothing to send `{cli}` to"),
-            );
-        };
-        let to = addressee(&session.controller);
-        let what = cli.clone();
-        session.runtime.spawn(async move {
-            let answer = tokio::time::timeout(REQUEST_WAIT, session.controller.request(command))
+/// What one running session does for a command: a request to whichever copy leads (its
+/// answer, with its id, becomes an event-log line), an audit or a test on the snapshot the
+/// reconciler holds (progress and results as actions). Each runs as a task of `tasks`: the
+/// UI never waits for it, and a context switch ends it with its session.
+fn run_command(
+    tasks: &mut JoinSet<()>,
+    controller: &Controller,
+    s: &Settings,
+    conn: &ConnectionOptions,
+    cmd: WriteCommand,
+    notify: &Notify,
+) {
+    let (controller, notify, conn) = (controller.clone(), notify.clone(), conn.clone());
+    let cli = cmd.cli();
+    if let Some(command) = to_command(&cmd) {
+        notify.send(Action::Flash(
+            Level::Info,
+            format!("asked {}: `{cli}`…", addressee(&controller)),
+        ));
+        tasks.spawn(async move {
+            let answer = tokio::time::timeout(REQUEST_WAIT, controller.request(command))
                 .await
                 .ok();
-            let key = match &answer {
-                Some(Ok(o)) => Some(OutcomeKey {
-                    by: o.handled_by.clone(),
-                    summary: o.summary.clone(),
-                }),
-                _ => None,
-            };
-            let (level, line) = request_outcome(&what, answer);
-            notify.send(Action::Answer(level, line, key));
+            let id = answer
+                .as_ref()
+                .and_then(|a| a.as_ref().ok())
+                .map(|o| o.id.clone());
+            let (level, line) = request_outcome(&cli, answer);
+            notify.send(Action::Answer(level, line, id));
         });
-        Action::Flash(Level::Info, format!("asked {to}: `{cli}`…"))
+        return;
     }
-
-    /// Runs `kubectl vap audit TARGET` as a task on the session's runtime, on the snapshot
-    /// the reconciler holds: progress as [`Action::Progress`], then one event-log line per violation and a
-    /// summary. The UI never waits for it; a context switch ends it with its session.
-    fn audit(&mut self, target: String) -> Action {
-        let (Some(session), Some(notify)) = (self.current(), self.notify.clone()) else {
-            return Action::Flash(Level::Error, "not connected: nothing to audit".into());
-        };
-        let label = target.clone();
-        session.runtime.clone().spawn(async move {
-            let (tx, rx) = tokio::sync::watch::channel(AuditProgress::default());
-            let ticker = tokio::spawn(progress(notify.clone(), format!("auditing {target}"), rx));
-            // Attribution needs the templates, constraints, VAPs and bindings: the
-            // reconciler's stores have them, so only the objects in scope are listed.
-            let snap = session.controller.snapshot();
-            let result =
-                crate::admission::audit_on_snapshot(&session.conn, &snap, &target, tx).await;
-            ticker.abort();
-            let result = result.map(|report| {
-                let lines = crate::admission::audit::event_lines(&report);
-                // The typed result first: the tree and detail pane keep it.
-                notify.send(Action::Audited(Arc::new(report)));
-                lines
+    match cmd {
+        WriteCommand::Audit(target) => {
+            notify.send(Action::Flash(Level::Info, format!("auditing {target}…")));
+            tasks.spawn(async move {
+                let (tx, rx) = watch::channel(AuditProgress::default());
+                let what = format!("auditing {target}");
+                let ticker = tokio::spawn(progress(notify.clone(), what, rx));
+                // Attribution needs the templates, constraints, VAPs and bindings: the
+                // reconciler's stores have them, so only the objects in scope are listed.
+                let snap = controller.snapshot();
+                let result = crate::admission::audit_on_snapshot(&conn, &snap, &target, tx).await;
+                ticker.abort();
+                let result = result.map(|report| {
+                    let lines = crate::admission::audit::event_lines(&report);
+                    // The typed result first: the tree and detail pane keep it.
+                    notify.send(Action::Audited(Arc::new(report)));
+                    lines
+                });
+                flash_outcome(&notify, &format!("audit {target}"), result);
             });
-            flash_outcome(&notify, &format!("audit {target}"), result);
-        });
-        Action::Flash(Level::Info, format!("auditing {label}…"))
-    }
-
-    /// Runs `kubectl vap test -f PATH` as a task on the session's runtime, attributed with
-    /// the reconciler's snapshot; one event-log line per verdict.
-    fn test(&mut self, path: String) -> Action {
-        let (Some(session), Some(notify)) = (self.current(), self.notify.clone()) else {
-            return Action::Flash(
-                Level::Error,
-                "not connected: nothing to test against".into(),
-            );
-        };
-        let opts = self.settings.opts.clone();
-        let label = path.clone();
-        session.runtime.clone().spawn(async move {
-            let snap = session.controller.snapshot();
-            let result = crate::admission::test_on_snapshot(&session.conn, &snap, &path, &opts)
-                .await
-                .map(|report| crate::admission::test::event_lines(&report));
-            flash_outcome(&notify, &format!("test {path}"), result);
-        });
-        Action::Flash(Level::Info, format!("testing {label}…"))
-    }
-
-    /// `:ctx NAME`: the source thread stops this context's reconciler and starts one on `name`.
-    fn switch(&mut self, name: String) -> Action {
-        let Some(control) = &self.control else {
-            return Action::Flash(Level::Error, "not started: nothing to switch".into());
-        };
-        let from = self.context.lock().map(|c| c.clone()).unwrap_or_default();
-        let text = format!("switching to context {name}: stopping the live view of {from}…");
-        if control.send(Control::Switch(name)).is_err() {
-            return Action::Flash(Level::Error, "the live view has stopped".into());
         }
-        Action::Flash(Level::Info, text)
+        WriteCommand::Test(path) => {
+            notify.send(Action::Flash(Level::Info, format!("testing {path}…")));
+            let opts = s.opts.clone();
+            tasks.spawn(async move {
+                let snap = controller.snapshot();
+                let result = crate::admission::test_on_snapshot(&conn, &snap, &path, &opts)
+                    .await
+                    .map(|report| crate::admission::test::event_lines(&report));
+                flash_outcome(&notify, &format!("test {path}"), result);
+            });
+        }
+        // Requests above; a switch is the session's own.
+        _ => {}
     }
 }
 
@@ -313,11 +269,14 @@ where
 /// cluster (worth retrying: the API server may come back, a grant may arrive).
 enum Failure {
     Config(String),
+    /// A cluster without what kubectl-vap needs (ValidatingAdmissionPolicy v1): asking again
+    /// gives the same answer.
+    Unsupported(String),
     Start(String),
 }
 
-/// What one context's sessions have in common: the header's context, the kubeconfig's
-/// contexts (for `:ctx`), and the session's number.
+/// What one context's session says besides the controller's state: the header's context,
+/// the kubeconfig's contexts (for `:ctx`), and the session's number.
 struct Base {
     context: String,
     contexts: Vec<String>,
@@ -325,77 +284,108 @@ struct Base {
 }
 
 impl Base {
-    fn stamp(&self, mut data: Data) -> Action {
-        data.info.contexts = self.contexts.clone();
-        data.info.session = self.session;
-        Action::Data(Arc::new(data))
+    fn stamp(&self, data: Data) -> Action {
+        Action::Data(Arc::new(Data {
+            context: self.context.clone(),
+            contexts: self.contexts.clone(),
+            session: self.session,
+            ..data
+        }))
     }
 }
 
-/// Everything the source thread shares with [`Live`].
-struct Shared {
-    settings: Settings,
+/// The source's task: one session per context, until the UI quits. A start abandoned by
+/// `:ctx` or quit is never cancelled half-way (it may take the Lease any moment): it runs to
+/// its end and is stopped then, so a Lease it took is released rather than left to expire.
+async fn run(
+    s: Settings,
     notify: Notify,
-    session: Arc<Mutex<Option<Session>>>,
-    context: Arc<Mutex<String>>,
-}
-
-impl Shared {
-    fn set_session(&self, s: Option<Session>) {
-        if let Ok(mut slot) = self.session.lock() {
-            *slot = s;
+    mut control: UnboundedReceiver<Control>,
+    refusal: Arc<parking_lot::Mutex<Option<String>>>,
+) {
+    let mut conn = s.conn.clone();
+    let mut shown = HashMap::new();
+    let mut abandoned = JoinSet::new();
+    for session in 1.. {
+        let mut ctx = Session {
+            s: &s,
+            conn: &conn,
+            notify: &notify,
+            control: &mut control,
+            shown: &mut shown,
+            abandoned: &mut abandoned,
+            refusal: &refusal,
+        };
+        match ctx.run(session).await {
+            Next::Quit => break,
+            Next::Switch(name) => {
+                tracing::info!(context = %name, "switching context");
+                conn = contexts::switched(&conn, &name);
+            }
         }
     }
+    let _ = tokio::time::timeout(START_WAIT + Controller::STOP_WAIT, abandoned.join_all()).await;
+}
 
-    /// The source thread: one session per context, each on a runtime of its own, so
-    /// whatever a session leaves running (a start abandoned half-way) ends with it.
-    fn run(&self, mut control: UnboundedReceiver<Control>) {
-        let mut conn = self.settings.conn.clone();
-        let mut cursor = EventCursor::default();
-        for session in 1.. {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build();
-            let rt = match rt {
-                Ok(rt) => rt,
-                Err(e) => {
-                    self.notify.send(Action::Data(Arc::new(unavailable(
-                        "–",
-                        self.settings.reconcile,
-                        "runtime",
-                        format!("cannot start the async runtime: {e}"),
-                    ))));
-                    return;
-                }
-            };
-            let next = rt.block_on(self.session(&conn, session, &mut control, &mut cursor));
-            rt.shutdown_timeout(Duration::from_secs(1));
-            match next {
-                Next::Quit => return,
-                Next::Switch(name) => {
-                    tracing::info!(context = %name, "switching context");
-                    conn = contexts::switched(&conn, &name);
-                }
+/// One context's session, and what the task keeps across sessions.
+struct Session<'a> {
+    s: &'a Settings,
+    conn: &'a ConnectionOptions,
+    notify: &'a Notify,
+    control: &'a mut UnboundedReceiver<Control>,
+    /// By context: the time of the newest cluster Event shown. A reconciler started again
+    /// (or a context visited again) reads every Event anew; of those, only the ones newer
+    /// than this are new to the user (a series counted up is newer too).
+    shown: &'a mut HashMap<String, DateTime<Utc>>,
+    /// Starts left running when the UI moved on, each stopping its reconciler once started.
+    abandoned: &'a mut JoinSet<()>,
+    /// Why the context shown cannot be served at all (`Live::refusal`).
+    refusal: &'a parking_lot::Mutex<Option<String>>,
+}
+
+impl From<Option<Control>> for Next {
+    fn from(c: Option<Control>) -> Self {
+        match c {
+            Some(Control::Switch(name)) => Next::Switch(name),
+            // Stopped, or the source is gone.
+            _ => Next::Quit,
+        }
+    }
+}
+
+impl Session<'_> {
+    /// Waits for `fut` while answering the UI: a command is refused (nothing runs yet), a
+    /// switch or quit ends the wait (`fut` is left to the caller).
+    async fn waiting<F: Future + Unpin>(
+        &mut self,
+        fut: &mut F,
+        why: &str,
+    ) -> Result<F::Output, Next> {
+        loop {
+            tokio::select! {
+                out = &mut *fut => return Ok(out),
+                c = self.control.recv() => match c {
+                    Some(Control::Run(cmd)) => {
+                        self.notify.send(Action::Flash(
+                            Level::Error,
+                            format!("{why}: nothing to send `{}` to", cmd.cli()),
+                        ));
+                    }
+                    c => return Err(c.into()),
+                },
             }
         }
     }
 
     /// One context: start (retrying), follow the published state, stop.
-    async fn session(
-        &self,
-        conn: &ConnectionOptions,
-        session: u64,
-        control: &mut UnboundedReceiver<Control>,
-        cursor: &mut EventCursor,
-    ) -> Next {
-        let s = &self.settings;
-        // Reading the kubeconfig is quick file IO, on this thread, never the UI's.
-        let (context, names) = match contexts::read(conn) {
+    async fn run(&mut self, session: u64) -> Next {
+        let s = self.s;
+        // Reading the kubeconfig is quick file IO, on a runtime thread, never the UI's.
+        let (context, names) = match contexts::read(self.conn) {
             Ok(c) => (c.current, c.names),
             Err(e) => {
                 tracing::warn!(error = %e, "reading the kubeconfig's contexts");
-                (conn.context.clone(), Vec::new())
+                (self.conn.context.clone(), Vec::new())
             }
         };
         let base = Base {
@@ -403,47 +393,34 @@ impl Shared {
             contexts: names,
             session,
         };
-        if let Ok(mut c) = self.context.lock() {
-            c.clone_from(&base.context);
-        }
-        cursor.enter(&base.context);
         let mut failures = 0u32;
         let mut why: Option<String> = None;
         loop {
-            let attempt = failures + 1;
+            let attempt = Connecting {
+                attempt: failures + 1,
+                retry_at: None,
+                message: why.clone(),
+            };
+            let data = connecting(&base.context, s.reconcile, attempt, Utc::now());
             // The UI has gone: nobody to start for.
-            if !self.notify.send(base.stamp(connecting(
-                &base.context,
-                s.reconcile,
-                attempt,
-                None,
-                why.clone(),
-                chrono::Utc::now(),
-            ))) {
+            if !self.notify.send(base.stamp(data)) {
                 return Next::Quit;
             }
-            let starting = start(s, conn);
-            tokio::pin!(starting);
-            let started = tokio::select! {
-                r = &mut starting => r,
-                c = control.recv() => {
-                    // A start under way may take the Lease any moment: let it finish (bounded)
-                    // and stop it, so the Lease is released rather than left to expire.
-                    if let Ok(Ok(controller)) = tokio::time::timeout(START_WAIT, starting).await {
-                        stop(&controller).await;
-                    }
-                    return c.into();
+            let mut starting = tokio::spawn(start(s.clone(), self.conn.clone()));
+            let started = match self.waiting(&mut starting, "not connected yet").await {
+                Ok(started) => started,
+                Err(next) => {
+                    self.abandoned.spawn(async move {
+                        if let Ok(Ok(controller)) = starting.await {
+                            stop(&controller).await;
+                        }
+                    });
+                    return next;
                 }
             };
             let message = match started {
-                Ok(controller) => {
-                    self.set_session(Some(Session {
-                        controller: controller.clone(),
-                        runtime: tokio::runtime::Handle::current(),
-                        conn: conn.clone(),
-                    }));
-                    let ended = self.follow(&base, &controller, control, cursor).await;
-                    self.set_session(None);
+                Ok(Ok(controller)) => {
+                    let ended = self.follow(&base, &controller).await;
                     stop(&controller).await;
                     match ended {
                         Some(next) => return next,
@@ -454,77 +431,176 @@ impl Shared {
                         }
                     }
                 }
-                Err(Failure::Config(message)) => {
+                Ok(Err(Failure::Unsupported(message))) => {
+                    // The server says the same each time: on screen until `:ctx` or quit, and
+                    // the reason the TUI exits 2 if it is still what the screen shows.
+                    *self.refusal.lock() = Some(message.clone());
+                    let data = unavailable(
+                        &base.context,
+                        s.reconcile,
+                        "validatingadmissionpolicies.admissionregistration.k8s.io",
+                        AccessErrorKind::NotServed,
+                        message,
+                    );
+                    self.notify.send(base.stamp(data));
+                    let mut never = std::future::pending::<()>();
+                    return match self.waiting(&mut never, "not connected").await {
+                        Ok(()) | Err(Next::Quit) => Next::Quit,
+                        Err(next) => {
+                            *self.refusal.lock() = None;
+                            next
+                        }
+                    };
+                }
+                Ok(Err(Failure::Config(message))) => {
                     // The same file says the same: wait for `:ctx` or quit.
-                    self.notify.send(base.stamp(unavailable(
+                    let data = unavailable(
                         &base.context,
                         s.reconcile,
                         "kubeconfig",
+                        AccessErrorKind::Other,
                         message,
-                    )));
-                    return control.recv().await.into();
+                    );
+                    self.notify.send(base.stamp(data));
+                    let mut never = std::future::pending::<()>();
+                    return match self.waiting(&mut never, "not connected").await {
+                        Ok(()) | Err(Next::Quit) => Next::Quit,
+                        Err(next) => next,
+                    };
                 }
-                Err(Failure::Start(message)) => message,
+                Ok(Err(Failure::Start(message))) => message,
+                Err(e) => format!("starting the reconciler: {e}"),
             };
             failures += 1;
             let delay = retry_delay(failures);
             tracing::warn!(attempt = failures, ?delay, error = %message, "the live view could not start; retrying");
-            let retry_at = chrono::Utc::now()
-                + chrono::Duration::from_std(delay).unwrap_or(chrono::Duration::zero());
-            if !self.notify.send(base.stamp(connecting(
-                &base.context,
-                s.reconcile,
-                failures,
-                Some(retry_at),
-                Some(message.clone()),
-                chrono::Utc::now(),
-            ))) {
+            let retry_at = Utc::now() + chrono::Duration::from_std(delay).unwrap_or_default();
+            let attempt = Connecting {
+                attempt: failures,
+                retry_at: Some(retry_at),
+                message: Some(message.clone()),
+            };
+            let data = connecting(&base.context, s.reconcile, attempt, Utc::now());
+            if !self.notify.send(base.stamp(data)) {
                 return Next::Quit;
             }
             why = Some(message);
-            tokio::select! {
-                () = tokio::time::sleep(delay) => {}
-                c = control.recv() => return c.into(),
+            let mut wait = Box::pin(tokio::time::sleep(delay));
+            if let Err(next) = self.waiting(&mut wait, "not connected yet").await {
+                return next;
             }
         }
     }
 
-    /// Publishes every state the reconciler publishes (bursts coalesced) until the UI asks
-    /// for something else (`Some`) or the reconciler stops by itself (`None`).
-    async fn follow(
-        &self,
-        base: &Base,
-        controller: &Controller,
-        control: &mut UnboundedReceiver<Control>,
-        cursor: &mut EventCursor,
-    ) -> Option<Next> {
-        let s = &self.settings;
+    /// Sends every state the reconciler publishes (it coalesces bursts) and everything its
+    /// feed tells, until the UI asks for something else (`Some`) or the reconciler stops by
+    /// itself (`None`).
+    async fn follow(&mut self, base: &Base, controller: &Controller) -> Option<Next> {
+        let s = self.s;
         let mut state_rx = controller.subscribe();
+        let mut feed = controller.feed();
+        let mut feed_open = true;
+        // Events of a reconciler started again: only those newer than what was shown.
+        let shown_before = self.shown.get(&base.context).copied();
+        let mut tasks = JoinSet::new();
+        let mut last: Option<Data> = None;
+        let mut fresh = true;
         loop {
-            let state = state_rx.borrow_and_update().clone();
-            let events = cursor.new_events(&state);
-            let data = data_from_live(&state, &base.context, s.reconcile, &s.opts, events);
-            if !self.notify.send(base.stamp(data)) {
-                return Some(Next::Quit);
+            if fresh {
+                let state = state_rx.borrow_and_update().clone();
+                let data = analysed(state, base, s, last.as_ref()).await;
+                if !self.notify.send(base.stamp(data.clone())) {
+                    return Some(Next::Quit);
+                }
+                last = Some(data);
+                fresh = false;
             }
+            let deadline = async {
+                match &last {
+                    Some(d) => at_deadline(d).await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
-                () = tokio::time::sleep(COALESCE) => {}
-                c = control.recv() => return Some(c.into()),
-            }
-            tokio::select! {
-                changed = state_rx.changed() => if changed.is_err() {
-                    self.notify.send(Action::Flash(Level::Error, "the reconciler stopped; starting it again".into()));
-                    return None;
+                changed = state_rx.changed() => {
+                    if changed.is_err() {
+                        self.notify.send(Action::Flash(
+                            Level::Error,
+                            "the reconciler stopped; starting it again".into(),
+                        ));
+                        return None;
+                    }
+                    fresh = true;
+                }
+                told = feed.recv(), if feed_open => match told {
+                    Ok(Happened::Cluster(e)) if shown_before.is_some_and(|t| e.time <= t) => {}
+                    Ok(h) => {
+                        if let Happened::Cluster(e) = &h {
+                            let mark = self.shown.entry(base.context.clone()).or_insert(e.time);
+                            *mark = e.time.max(*mark);
+                        }
+                        self.notify.send(Action::Happened(Arc::new(h)));
+                    }
+                    Err(RecvError::Lagged(n)) => {
+                        self.notify.send(Action::Flash(
+                            Level::Warn,
+                            format!("{n} event(s) not shown: the event log fell behind"),
+                        ));
+                    }
+                    // The reconciler is gone: the state channel says so.
+                    Err(RecvError::Closed) => feed_open = false,
                 },
-                c = control.recv() => return Some(c.into()),
+                c = self.control.recv() => match c {
+                    Some(Control::Run(cmd)) => {
+                        run_command(&mut tasks, controller, s, self.conn, cmd, self.notify);
+                    }
+                    c => return Some(c.into()),
+                },
+                again = deadline => {
+                    self.notify.send(base.stamp(again.clone()));
+                    last = Some(again);
+                }
+                Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
             }
         }
     }
 }
 
+/// The data of `state`, analysed on a blocking thread. While the API server does not answer,
+/// the last state analysed while it did is kept (`last`), with the controller's new state: the
+/// view says since when it is unreachable, and never draws a cluster emptied by the outage.
+async fn analysed(
+    state: Arc<controller::LiveState>,
+    base: &Base,
+    s: &Settings,
+    last: Option<&Data>,
+) -> Data {
+    if let Some(stale) = while_unreachable(&state, last) {
+        return stale;
+    }
+    let (context, reconcile, opts) = (base.context.clone(), s.reconcile, s.opts.clone());
+    let fallback = state.clone();
+    let analysis =
+        tokio::task::spawn_blocking(move || data_from_live(state, &context, reconcile, &opts));
+    match analysis.await {
+        Ok(d) => d,
+        // The analysis panicked (the panic hook said so): the state without a tree.
+        Err(_) => unavailable(
+            &base.context,
+            s.reconcile,
+            "analysis",
+            AccessErrorKind::Other,
+            format!(
+                "the analysis of {} objects failed (the log says why)",
+                fallback.snapshot.object_count()
+            ),
+        ),
+    }
+}
+
 /// A client for `conn` and the reconciler on it (observing, or competing for the lease).
-async fn start(s: &Settings, conn: &ConnectionOptions) -> Result<Controller, Failure> {
-    let client = crate::cluster::client_from(conn, false)
+async fn start(s: Settings, conn: ConnectionOptions) -> Result<Controller, Failure> {
+    let client = crate::cluster::client_from(&conn, false)
         .await
         .map_err(|e| Failure::Config(error_text(&e)))?;
     let (lease_namespace, lease_name) = s.lease.clone();
@@ -544,7 +620,12 @@ async fn start(s: &Settings, conn: &ConnectionOptions) -> Result<Controller, Fai
     config.workers = 2;
     controller::start(client, config)
         .await
-        .map_err(|e| Failure::Start(error_text(&e)))
+        .map_err(|e| match e {
+            controller::Error::Kube(crate::cluster::KubeError::NoVapV1(_)) => {
+                Failure::Unsupported(error_text(&e))
+            }
+            e => Failure::Start(error_text(&e)),
+        })
 }
 
 async fn stop(controller: &Controller) {
@@ -556,46 +637,48 @@ async fn stop(controller: &Controller) {
 
 impl Source for Live {
     fn start(&mut self, notify: Notify) {
-        self.notify = Some(notify.clone());
-        let (control_tx, control_rx) = unbounded_channel();
-        let (done_tx, done_rx) = mpsc::channel();
-        self.control = Some(control_tx);
-        self.done = Some(done_rx);
-        let shared = Shared {
-            settings: self.settings.clone(),
+        let (control, rx) = unbounded_channel();
+        self.control = Some(control);
+        self.task = Some(tokio::spawn(run(
+            self.settings.clone(),
             notify,
-            session: self.session.clone(),
-            context: self.context.clone(),
-        };
-        std::thread::spawn(move || {
-            shared.run(control_rx);
-            let _ = done_tx.send(());
-        });
+            rx,
+            self.refusal.clone(),
+        )));
     }
 
     fn execute(&mut self, cmd: WriteCommand) -> Option<Action> {
-        if let Some(command) = to_command(&cmd) {
-            return Some(self.request(&cmd, command));
-        }
-        Some(match cmd {
-            WriteCommand::Audit(target) => self.audit(target),
-            WriteCommand::Test(path) => self.test(path),
-            WriteCommand::SwitchContext(name) => self.switch(name),
-            // `to_command` took these.
-            WriteCommand::Replay(_) | WriteCommand::Reconcile(_) | WriteCommand::ReconcileAll => {
-                return None;
+        let Some(control) = &self.control else {
+            return Some(Action::Flash(Level::Error, "not started".into()));
+        };
+        let (control_msg, said) = match cmd {
+            WriteCommand::SwitchContext(name) => {
+                let text = format!("switching to context {name}: stopping this live view…");
+                (
+                    Control::Switch(name),
+                    Some(Action::Flash(Level::Info, text)),
+                )
             }
-        })
+            cmd => (Control::Run(cmd), None),
+        };
+        if control.send(control_msg).is_err() {
+            return Some(Action::Flash(
+                Level::Error,
+                "the live view has stopped".into(),
+            ));
+        }
+        said
     }
 
-    fn stop(&mut self) {
+    fn stop(&mut self) -> Option<JoinHandle<()>> {
         if let Some(control) = self.control.take() {
             let _ = control.send(Control::Stop);
         }
-        if let Some(done) = self.done.take() {
-            // A start under way gets START_WAIT to finish, then the reconciler STOP_WAIT to stop.
-            let _ = done.recv_timeout(START_WAIT + Controller::STOP_WAIT + Duration::from_secs(1));
-        }
+        self.task.take()
+    }
+
+    fn refusal(&self) -> Option<String> {
+        self.refusal.lock().clone()
     }
 }
 
@@ -614,6 +697,7 @@ mod tests {
     #[test]
     fn a_request_answer_is_one_line_saying_who_handled_it() {
         let outcome = |failures| RequestOutcome {
+            id: "r1".into(),
             handled_by: "kubectl-vap-7c9d".into(),
             summary: "replayed 2 constraints of K8sX: 1 write".into(),
             writes: 1,
@@ -652,13 +736,11 @@ mod tests {
         );
     }
 
-    /// The source thread against an API server that refuses connections (nothing listens on
+    /// The source's task against an API server that refuses connections (nothing listens on
     /// the port): it says it is connecting, retries with a countdown, switches context on
     /// `:ctx`, and stops at once when asked.
-    #[test]
-    fn a_dead_api_server_is_retried_and_a_switch_starts_the_other_context() {
-        use super::super::data::Link;
-        use super::super::source::Msg;
+    #[tokio::test]
+    async fn a_dead_api_server_is_retried_and_a_switch_starts_the_other_context() {
         // A port nothing listens on: bound, then released.
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
@@ -698,69 +780,72 @@ contexts:
             false,
             ("gatekeeper-system".into(), "kubectl-vap".into()),
         );
-        let (tx, rx) = mpsc::channel();
+        let (tx, mut rx) = unbounded_channel();
         live.start(Notify(tx));
         // The data the source sends, until `done` says enough (or 20 s pass).
-        let next_data = |done: &dyn Fn(&Data) -> bool| -> Arc<Data> {
-            let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let mut next_data = async |done: &dyn Fn(&Data) -> bool| -> Arc<Data> {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
             loop {
-                let left = deadline.saturating_duration_since(std::time::Instant::now());
-                match rx.recv_timeout(left) {
-                    Ok(Msg::Action(Action::Data(d))) if done(&d) => return d,
-                    Ok(_) => {}
-                    Err(e) => panic!("no such data from the source: {e}"),
+                match tokio::time::timeout_at(deadline, rx.recv()).await {
+                    Ok(Some(Action::Data(d))) if done(&d) => return d,
+                    Ok(Some(_)) => {}
+                    other => panic!("no such data from the source: {}", other.is_err()),
                 }
             }
         };
-        let first = next_data(&|_| true);
-        assert_eq!(first.info.context, "dead-a");
-        assert_eq!(first.info.contexts, ["dead-a", "dead-b"]);
-        assert!(matches!(
-            first.info.link,
-            Link::Connecting {
+        let first = next_data(&|_| true).await;
+        assert_eq!(first.context, "dead-a");
+        assert_eq!(first.contexts, ["dead-a", "dead-b"]);
+        assert_eq!(
+            first.connecting,
+            Some(Connecting {
                 attempt: 1,
                 retry_at: None,
                 message: None
-            }
-        ));
+            })
+        );
         // The failure, with why and when the next attempt starts; then the next attempt.
-        let failed = next_data(&|d| {
-            matches!(
-                &d.info.link,
-                Link::Connecting {
-                    retry_at: Some(_),
-                    ..
-                }
-            )
-        });
-        let Link::Connecting {
+        let failed =
+            next_data(&|d| d.connecting.as_ref().is_some_and(|c| c.retry_at.is_some())).await;
+        let Some(Connecting {
             attempt,
             retry_at: Some(at),
             message: Some(why),
-        } = &failed.info.link
+        }) = &failed.connecting
         else {
             unreachable!()
         };
         assert_eq!(*attempt, 1);
-        let wait = *at - chrono::Utc::now();
+        let wait = *at - Utc::now();
         assert!(wait <= chrono::Duration::seconds(1), "{wait}");
         // The cause that says what is wrong, not only "client error (Connect)".
         assert!(why.to_lowercase().contains("refused"), "{why}");
-        next_data(&|d| matches!(d.info.link, Link::Connecting { attempt: 2, .. }));
+        next_data(&|d| d.connecting.as_ref().is_some_and(|c| c.attempt == 2)).await;
         // `:ctx dead-b`: a new session on the other context.
         assert!(matches!(
             live.execute(WriteCommand::SwitchContext("dead-b".into())),
             Some(Action::Flash(Level::Info, _))
         ));
-        let switched = next_data(&|d| d.info.session == 2);
-        assert_eq!(switched.info.context, "dead-b");
+        let switched = next_data(&|d| d.session == 2).await;
+        assert_eq!(switched.context, "dead-b");
         // Nothing is running: a request says so rather than waiting.
-        assert!(matches!(
-            live.execute(WriteCommand::ReconcileAll),
-            Some(Action::Flash(Level::Error, _))
-        ));
+        assert!(live.execute(WriteCommand::ReconcileAll).is_none());
+        let refused = loop {
+            match tokio::time::timeout(Duration::from_secs(5), rx.recv()).await {
+                Ok(Some(Action::Flash(level, text))) => break (level, text),
+                Ok(Some(_)) => {}
+                other => panic!("no refusal: {}", other.is_err()),
+            }
+        };
+        assert_eq!(refused.0, Level::Error);
+        assert!(refused.1.contains("nothing to send"), "{}", refused.1);
         let started = std::time::Instant::now();
-        live.stop();
+        if let Some(task) = live.stop() {
+            tokio::time::timeout(Duration::from_secs(10), task)
+                .await
+                .expect("stops")
+                .expect("its task ends well");
+        }
         assert!(
             started.elapsed() < Duration::from_secs(3),
             "stopping waits for nothing"

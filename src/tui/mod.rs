@@ -1,19 +1,21 @@
 //! The terminal UI (`kubectl vap` with no subcommand), in the Elm style: one `Action` enum,
-//! `app::update` the only place state changes, `view::draw` a function of the state, the
-//! terminal owned by `terminal`, data from a `source` thread so IO never blocks drawing, and
-//! logs in a file (`logging::init_file`, set up once by `cli`).
+//! `update` the only place state changes, `view::draw` a function of the state, and one loop
+//! (`select!` over the terminal's events, the source's actions and a timer) on the process's
+//! one tokio runtime; the data source's tasks run there too and do the analysis on blocking
+//! threads, so IO and analysis never hold up drawing. Logs go to a file
+//! (`logging::init_file`, set up once by `cli`).
 //!
 //! Files, bottom up (each imports only files above it in this list): `words` (counts, ages,
 //! countdowns as the UI says them), `glyphs` (states and severities: glyphs, colours; the
 //! styles every pane shares), `lines` (wrapping, cutting, fitting lines to columns), `data`
-//! (what a source delivers, over the controller's published types), `action` (what can
-//! happen), `keymap` (the one key table: hints, help, handling), `contexts` (the
-//! kubeconfig's, for `:ctx`), `violations` (audit results kept), `tree_view` (cached tree
-//! items, stable ids), `detail` (detail pane, YAML, diff), `app` (the state), `update` (the
-//! one place it changes), `view` (drawing; it notes what it measured for `update`),
-//! `terminal` (setup, teardown, panic hook, clipboard), `source` (the data-source trait,
-//! offline snapshots), `from_live` (a published `LiveState` as `Data`), `live_source` (the
-//! reconciler adapter).
+//! (what a source delivers: the controller's published state as it is, and the analysis),
+//! `action` (what can happen), `keymap` (the one key table: hints, help, handling),
+//! `contexts` (the kubeconfig's, for `:ctx`), `violations` (audit results kept), `tree_view`
+//! (cached tree items, stable ids), `detail` (detail pane, YAML, diff), `app` (the state and
+//! its one `Mode`), `update` (the one place it changes), `view` (drawing; it notes what it
+//! measured for `update`), `terminal` (the clipboard), `source` (the data-source trait,
+//! offline snapshots, deadlines), `from_live` (a published `LiveState` as `Data`),
+//! `live_source` (the reconciler adapter).
 
 pub mod action;
 pub mod app;
@@ -36,16 +38,20 @@ pub mod words;
 pub use action::{Action, Level, WriteCommand};
 pub use app::App;
 pub use data::Data;
-pub use source::{Msg, Notify, Offline, Source};
+pub use source::{Notify, Offline, Source};
 pub use update::{dispatch, update};
 
-use crossterm::event::{self, Event};
+use crossterm::event::{Event, EventStream};
+use futures::StreamExt;
 use std::process::ExitCode;
-use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::Duration;
 
-/// How often the loop wakes without input (flash expiry).
-const TICK: Duration = Duration::from_millis(250);
+/// How often the loop wakes without input: ages and countdowns on screen move with the
+/// clock (a frame is drawn only when their words change), and flashes expire.
+const TICK: Duration = Duration::from_secs(1);
+/// How long quitting waits for the source to stop (the reconciler releases its lease; a
+/// start under way gets 5 s to finish first).
+const STOP_WAIT: Duration = Duration::from_secs(16);
 
 /// What the TUI takes from the command line (`cli` builds it, and chooses the source: files
 /// or the current context).
@@ -58,109 +64,129 @@ pub struct TuiOptions {
 /// Why the UI ended other than by the user quitting.
 #[derive(Debug, thiserror::Error)]
 pub enum TuiError {
-    /// Taking, reading or drawing on the terminal failed.
+    /// Taking, reading or drawing on the terminal failed, or the runtime could not start.
     #[error(transparent)]
     Terminal(#[from] std::io::Error),
+    /// The source could show nothing at all (`Source::refusal`), still so when the user quit.
+    #[error("{0}")]
+    Refused(String),
 }
 
-/// `kubectl vap`: the UI loop on any source.
-pub fn run(mut source: Box<dyn Source>, opts: &TuiOptions) -> Result<ExitCode, TuiError> {
-    let readonly = opts.readonly;
+/// `kubectl vap`: the UI on any source, on the process's one runtime (the source's tasks,
+/// the reconciler's, the UI loop's).
+pub fn run(source: Box<dyn Source>, opts: &TuiOptions) -> Result<ExitCode, TuiError> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    rt.block_on(ui(source, opts))
+}
+
+/// The UI loop: one `select!` over the terminal's events, the source's actions and a timer;
+/// each batch of actions handled, then one frame drawn if anything changed.
+async fn ui(mut source: Box<dyn Source>, opts: &TuiOptions) -> Result<ExitCode, TuiError> {
     // Logs go to a file, set up once for the process (`logging::init_file`, by `cli`).
     tracing::info!("TUI starting");
+    // ratatui's own set-up: raw mode, the alternate screen, and a panic hook that restores
+    // the terminal before the panic message is printed.
+    let mut terminal = ratatui::try_init()?;
+    let result = looped(&mut terminal, source.as_mut(), opts).await;
+    drop(terminal);
+    ratatui::restore();
+    tracing::info!("TUI stopped");
+    result?;
+    match source.refusal() {
+        Some(why) => Err(TuiError::Refused(why)),
+        None => Ok(ExitCode::SUCCESS),
+    }
+}
 
-    let mut guard = terminal::Guard::enter()?;
-    let (tx, rx) = mpsc::channel();
-    let input = tx.clone();
-    std::thread::spawn(move || {
-        // Blocking reads live here, so the UI thread only ever waits on the channel.
-        loop {
-            let msg = match event::read() {
-                Ok(Event::Key(k)) => Msg::Key(k),
-                Ok(Event::Resize(w, h)) => Msg::Action(Action::Resize(w, h)),
-                Ok(_) => continue,
-                Err(e) => {
-                    // The terminal is gone or unreadable: say so once and stop reading.
-                    tracing::error!(error = %e, "reading the terminal");
-                    let _ = input.send(Msg::Action(Action::Flash(
-                        Level::Error,
-                        format!("cannot read keys: {e} (ctrl-c or closing the terminal ends it)"),
-                    )));
-                    break;
-                }
-            };
-            if input.send(msg).is_err() {
-                break;
-            }
-        }
-    });
-
-    let mut app = App::new(readonly);
-    let size = guard.terminal.size()?;
+async fn looped(
+    terminal: &mut ratatui::DefaultTerminal,
+    source: &mut dyn Source,
+    opts: &TuiOptions,
+) -> Result<(), TuiError> {
+    let mut app = App::new(opts.readonly);
+    let size = terminal.size()?;
     update(&mut app, Action::Resize(size.width, size.height));
-    guard.terminal.draw(|f| view::draw(f, &mut app))?;
+    terminal.draw(|f| view::draw(f, &mut app))?;
     // Test hook (tests/tmux_tui.rs): a panic inside the UI must restore the terminal.
     if std::env::var_os("KUBECTL_VAP_TUI_TEST_PANIC").is_some() {
         panic!("KUBECTL_VAP_TUI_TEST_PANIC is set: panicking on purpose after the first frame");
     }
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     source.start(Notify(tx));
-
-    let result = (|| -> Result<(), TuiError> {
+    let mut keys = EventStream::new();
+    let mut keys_open = true;
+    let mut tick = tokio::time::interval(TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let first = tokio::select! {
+            key = keys.next(), if keys_open => match key {
+                Some(Ok(Event::Key(k))) => app.key_action(&k),
+                Some(Ok(Event::Resize(w, h))) => Some(Action::Resize(w, h)),
+                Some(Ok(_)) => None,
+                Some(Err(e)) => Some(keys_gone(&mut keys_open, &e.to_string())),
+                None => Some(keys_gone(&mut keys_open, "input ended")),
+            },
+            a = rx.recv() => a,
+            _ = tick.tick() => Some(Action::Tick(chrono::Utc::now())),
+        };
+        let had_flash = app.flash.is_some();
+        let mut changed = false;
+        // Handle everything pending, then draw once.
+        let mut next = first;
         loop {
-            let first = match rx.recv_timeout(TICK) {
-                Ok(m) => m,
-                Err(RecvTimeoutError::Timeout) => Msg::Action(Action::Tick(chrono::Utc::now())),
-                Err(RecvTimeoutError::Disconnected) => break,
-            };
-            let had_flash = app.flash.is_some();
-            let mut changed = false;
-            // Handle everything pending, then draw once.
-            let mut next = Some(first);
-            while let Some(msg) = next.take() {
-                let action = match msg {
-                    Msg::Key(k) => app.key_action(&k),
-                    Msg::Action(a) => Some(a),
-                };
-                if let Some(action) = action {
-                    changed |= !matches!(action, Action::Tick(_));
-                    dispatch(&mut app, action, &mut |cmd| {
-                        tracing::info!(command = %cmd.cli(), "executing");
-                        source.execute(cmd)
-                    });
-                }
-                // Hooks from `update` (issue 12): `c` copies (OSC 52); a deadline re-analysed.
-                if let Some(text) = app.copy.take() {
-                    let _ = terminal::copy(&text);
-                }
-                changed |= std::mem::take(&mut app.redraw);
-                if app.quit {
-                    return Ok(());
-                }
-                next = rx.try_recv().ok();
+            if let Some(action) = next.take() {
+                changed |= !matches!(action, Action::Tick(_));
+                dispatch(&mut app, action, &mut |cmd| {
+                    tracing::info!(command = %cmd.cli(), "executing");
+                    source.execute(cmd)
+                });
             }
-            if changed || had_flash != app.flash.is_some() {
-                guard.terminal.draw(|f| view::draw(f, &mut app))?;
+            // Hooks from `update`: `c` copies (OSC 52).
+            if let Some(text) = app.copy.take() {
+                let _ = terminal::copy(&text);
+            }
+            changed |= std::mem::take(&mut app.redraw);
+            if app.quit {
+                return stop(terminal, &mut app, source).await;
+            }
+            match rx.try_recv() {
+                Ok(a) => next = Some(a),
+                Err(_) => break,
             }
         }
-        Ok(())
-    })();
-    // Stopping a live source may take a moment (the reconciler releases its lease): say so.
-    if app
-        .data
-        .as_ref()
-        .is_some_and(|d| matches!(d.origin, data::Origin::Live { .. }))
-    {
-        update(
-            &mut app,
-            Action::Flash(
-                Level::Info,
-                "quitting: stopping the reconciler (it releases its lease)…".into(),
-            ),
-        );
-        let _ = guard.terminal.draw(|f| view::draw(f, &mut app));
+        if changed || had_flash != app.flash.is_some() {
+            terminal.draw(|f| view::draw(f, &mut app))?;
+        }
     }
-    source.stop();
-    drop(guard);
-    tracing::info!("TUI stopped");
-    result.map(|()| ExitCode::SUCCESS)
+}
+
+/// Quit: stopping a live source may take a moment (the reconciler releases its lease): say
+/// so, and wait for it (bounded).
+async fn stop(
+    terminal: &mut ratatui::DefaultTerminal,
+    app: &mut App,
+    source: &mut dyn Source,
+) -> Result<(), TuiError> {
+    if app.data.as_ref().is_some_and(|d| d.running()) {
+        let text = "quitting: stopping the reconciler (it releases its lease)…";
+        update(app, Action::Flash(Level::Info, text.into()));
+        let _ = terminal.draw(|f| view::draw(f, app));
+    }
+    if let Some(task) = source.stop() {
+        let _ = tokio::time::timeout(STOP_WAIT, task).await;
+    }
+    Ok(())
+}
+
+/// The terminal is gone or unreadable: said once, and keys are not read any more.
+fn keys_gone(open: &mut bool, why: &str) -> Action {
+    *open = false;
+    tracing::error!("reading the terminal: {why}");
+    Action::Flash(
+        Level::Error,
+        format!("cannot read keys: {why} (ctrl-c or closing the terminal ends it)"),
+    )
 }

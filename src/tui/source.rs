@@ -1,49 +1,70 @@
-//! Where the UI's data comes from. A source delivers `Data` from its own thread (analysis is
-//! done there, never on the UI thread) and carries out confirmed writes. `Offline` reads a
-//! snapshot from files; the live source adapts the reconciler's watch channel.
+//! Where the UI's data comes from. A source runs as tasks on the TUI's one runtime, delivers
+//! `Data` with its analysis done (on a blocking thread, never the UI's), analyses again when a
+//! time-based state's deadline passes, and carries out confirmed commands. `Offline` reads a
+//! snapshot from files; the live source follows the reconciler.
 
 use super::action::{Action, Level, WriteCommand};
-use super::data::{ClusterInfo, Data, EventLine, Origin, clock};
+use super::data::{Data, EventLine, Origin};
+use crate::controller::LiveState;
 use crate::core::Options;
 use crate::snapshot::Snapshot;
-use crossterm::event::KeyEvent;
 use std::sync::Arc;
-use std::sync::mpsc::Sender;
-
-/// What reaches the UI loop: keys (mapped there, as their meaning depends on the state) and
-/// actions from sources and timers.
-#[derive(Debug)]
-pub enum Msg {
-    Key(KeyEvent),
-    Action(Action),
-}
+use tokio::sync::mpsc::UnboundedSender;
+use tokio::task::JoinHandle;
 
 /// A handle sources use to wake the UI.
 #[derive(Clone)]
-pub struct Notify(pub Sender<Msg>);
+pub struct Notify(pub UnboundedSender<Action>);
 
 impl Notify {
     /// False once the UI has gone: the source should stop.
     pub fn send(&self, a: Action) -> bool {
-        self.0.send(Msg::Action(a)).is_ok()
+        self.0.send(a).is_ok()
     }
 }
 
 pub trait Source: Send {
-    /// Starts delivering data through `notify`; returns at once.
+    /// Starts delivering data through `notify`, as tasks on the current tokio runtime;
+    /// returns at once.
     fn start(&mut self, notify: Notify);
-    /// Carries out a confirmed write. The returned action (usually a flash) says what happened
-    /// now; later effects show up in the data's event log.
+    /// Carries out a confirmed command. The returned action (a flash) says what happened now;
+    /// later effects arrive as actions.
     fn execute(&mut self, cmd: WriteCommand) -> Option<Action>;
-    /// Quit: stop background work (the reconciler stops and releases its lease).
-    fn stop(&mut self);
+    /// Quit: background work stops (the reconciler stops and releases its lease); the
+    /// returned task ends when it has.
+    fn stop(&mut self) -> Option<JoinHandle<()>>;
+    /// After `stop`: why the source could show nothing at all when the user quit (a cluster
+    /// without ValidatingAdmissionPolicy v1); the UI then exits 2 with it, as the commands do.
+    fn refusal(&self) -> Option<String> {
+        None
+    }
 }
 
-/// `-f`: one snapshot, analysed once.
+/// Analyses `data`'s snapshot again each time a deadline passes (a binding's
+/// `--binding-wait` ends though no object changed), so the TUI agrees with `check` at that
+/// moment: the data to send then, once the analysis (on a blocking thread) is done.
+pub async fn at_deadline(data: &Data) -> Data {
+    let Some(due) = data.next_deadline else {
+        return std::future::pending().await;
+    };
+    let wait = (due - chrono::Utc::now()).to_std().unwrap_or_default();
+    tokio::time::sleep(wait).await;
+    let data = data.clone();
+    let now = chrono::Utc::now().max(due);
+    tracing::debug!(%now, "a time-based state changed: analysing again");
+    match tokio::task::spawn_blocking(move || data.reanalysed(now)).await {
+        Ok(d) => d,
+        // The analysis panicked: nothing new to show (the panic hook said it).
+        Err(_) => std::future::pending().await,
+    }
+}
+
+/// `-f`: one snapshot, analysed once (and again at its deadlines).
 pub struct Offline {
     snapshot: Option<Snapshot>,
     paths: Vec<String>,
     opts: Options,
+    task: Option<JoinHandle<()>>,
 }
 
 impl Offline {
@@ -52,38 +73,34 @@ impl Offline {
             snapshot: Some(snapshot),
             paths,
             opts,
+            task: None,
         }
     }
 
-    /// The data this source delivers (for tests and benchmarks: same code path, no thread).
+    /// The data this source delivers (for tests and benchmarks: same code path, no task).
     pub fn data(snapshot: Snapshot, paths: Vec<String>, opts: &Options) -> Data {
-        let info = ClusterInfo {
-            context: format!("files: {}", paths.join(", ")),
-            ..ClusterInfo::default()
-        };
-        let events = duplicate_lines(&snapshot);
-        Data::prepare(
-            Origin::Offline { paths },
-            info,
-            Arc::new(snapshot),
-            opts,
-            events,
-        )
+        let context = format!("files: {}", paths.join(", "));
+        let origin = Origin::Offline { paths };
+        Data {
+            context,
+            ..Data::prepare(
+                origin,
+                Arc::new(LiveState::default()),
+                Arc::new(snapshot),
+                opts,
+            )
+        }
     }
 }
 
 /// A warning in the event log for each copy of an object the input held again later (also an
 /// `input-duplicate` finding on the object): no input is dropped without a word.
-fn duplicate_lines(snapshot: &Snapshot) -> Vec<EventLine> {
-    let time = clock(chrono::Utc::now());
+pub fn duplicate_lines(snapshot: &Snapshot) -> Vec<EventLine> {
     snapshot
         .duplicates
         .iter()
-        .zip(1..)
-        .map(|(d, seq)| {
+        .map(|d| {
             EventLine::own(
-                seq,
-                time.clone(),
                 Level::Warn,
                 format!(
                     "input: {} at {} is ignored: it is in the input again at {}, and the last copy is used",
@@ -101,12 +118,19 @@ impl Source for Offline {
         };
         let paths = self.paths.clone();
         let opts = self.opts.clone();
-        std::thread::spawn(move || {
+        self.task = Some(tokio::spawn(async move {
             let started = std::time::Instant::now();
-            let data = Offline::data(snapshot, paths, &opts);
+            for line in duplicate_lines(&snapshot) {
+                notify.send(Action::Logged(line));
+            }
+            let analysed =
+                tokio::task::spawn_blocking(move || Offline::data(snapshot, paths, &opts));
+            let Ok(mut data) = analysed.await else { return };
             tracing::info!(elapsed = ?started.elapsed(), "analysed the snapshot");
-            notify.send(Action::Data(Arc::new(data)));
-        });
+            while notify.send(Action::Data(Arc::new(data.clone()))) {
+                data = at_deadline(&data).await;
+            }
+        }));
     }
 
     fn execute(&mut self, cmd: WriteCommand) -> Option<Action> {
@@ -123,7 +147,12 @@ impl Source for Offline {
         ))
     }
 
-    fn stop(&mut self) {}
+    fn stop(&mut self) -> Option<JoinHandle<()>> {
+        if let Some(t) = &self.task {
+            t.abort();
+        }
+        self.task.take()
+    }
 }
 
 #[cfg(test)]
@@ -141,18 +170,16 @@ mod tests {
             crate::load::files::load_text(&mut snap, file, doc).expect("loads");
         }
         snap.dedupe();
-        let data = Offline::data(
-            snap,
-            vec!["a.yaml".into(), "b.yaml".into()],
-            &crate::load::cel::default_options(),
-        );
-        let [line] = data.events.as_slice() else {
-            panic!("one line: {:?}", data.events)
-        };
+        let [line]: [EventLine; 1] = duplicate_lines(&snap).try_into().expect("one line");
         assert_eq!(line.level(), Level::Warn);
         assert_eq!(
             line.text(),
             "input: K8sX/c at a.yaml:1 is ignored: it is in the input again at b.yaml:1, and the last copy is used"
+        );
+        let data = Offline::data(
+            snap,
+            vec!["a.yaml".into(), "b.yaml".into()],
+            &crate::load::cel::default_options(),
         );
         assert!(
             data.analysis

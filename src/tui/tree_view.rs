@@ -85,6 +85,8 @@ struct Walk<'a> {
     shown: usize,
     /// The widest row built, in columns (selection mark, indentation, fold mark included).
     widest: usize,
+    /// Each row built and its width, in those columns.
+    widths: Vec<(Key, usize)>,
 }
 
 /// `hay` contains `needle` (lowercase), ignoring case; no allocation for ASCII.
@@ -151,6 +153,9 @@ pub struct TreeView {
     pub rebuilt: usize,
     /// Audit results on nodes (`set_badges`).
     badges: HashMap<Key, super::violations::Badge>,
+    /// The width of each row built (reused rows keep theirs): the view marks a row the pane
+    /// cuts with `…`.
+    row_widths: HashMap<Key, usize>,
 }
 
 /// Whether two nodes look the same on screen (finding indices aside: they shift when other
@@ -289,6 +294,7 @@ impl TreeView {
             open_matches,
             shown: 0,
             widest: 0,
+            widths: Vec::new(),
         };
         let mut items = Vec::with_capacity(tree.len());
         let mut shown_top = HashMap::new();
@@ -323,6 +329,7 @@ impl TreeView {
         self.widest = widest;
         self.rebuilt = rebuilt;
         self.shown = walk.shown;
+        self.row_widths.extend(walk.widths);
         self.built_with = Some(filter.clone());
         if filter.is_active() {
             for p in walk.open {
@@ -356,7 +363,7 @@ impl TreeView {
             let mut seen = std::collections::HashSet::with_capacity(children.len());
             children.retain(|item| seen.insert(*item.identifier()));
         }
-        let self_ok = text_ok && (!walk.filter.faults_only || n.state.is_fault());
+        let self_ok = text_ok && (!walk.filter.faults_only || self.is_fault(n));
         let keep = self_ok || !children.is_empty();
         let will_open =
             keep && !children.is_empty() && walk.filter.is_active() && walk.open_matches;
@@ -382,11 +389,44 @@ impl TreeView {
             line.spans.splice(at..at, super::violations::badge_spans(b));
         }
         // As the widget draws it: the selection mark, two columns a level, the fold mark.
-        walk.widest = walk.widest.max(2 + depth * 2 + 2 + line.width());
+        let width = 2 + depth * 2 + 2 + line.width();
+        walk.widest = walk.widest.max(width);
+        walk.widths.push((key, width));
         Some(
             TreeItem::new(key, line, children)
                 .unwrap_or_else(|_| TreeItem::new_leaf(key, n.label.clone())),
         )
+    }
+
+    /// The rows the widget drew in `inner` columns that it had to cut, by their row from the
+    /// top of the pane: the view ends each with `…`.
+    pub fn cut_rows(&self, inner: usize, rows: usize) -> Vec<usize> {
+        let start = self.state.get_offset();
+        self.state
+            .flatten(&self.items)
+            .iter()
+            .skip(start)
+            .take(rows)
+            .enumerate()
+            .filter(|(_, f)| {
+                let key = f.identifier.last();
+                key.and_then(|k| self.row_widths.get(k))
+                    .is_some_and(|w| *w > inner)
+            })
+            .map(|(i, _)| i)
+            .collect()
+    }
+
+    /// What `f` keeps: a node in a faulty state, or one with an error or warning finding (a
+    /// warning in the header with "nothing matches" under `f` said the opposite).
+    fn is_fault(&self, n: &Node) -> bool {
+        let findings = self.analysis.as_deref().map(|a| a.findings.as_slice());
+        n.state.is_fault()
+            || n.findings.iter().any(|&i| {
+                findings
+                    .and_then(|f| f.get(i))
+                    .is_some_and(|f| f.code.severity() != Severity::Info)
+            })
     }
 
     /// The selection's row among the rows shown (expanded), from 1, and how many rows there
@@ -614,9 +654,16 @@ pub fn node_line(n: &Node, counts: Option<Counts>, below: Option<State>) -> Line
             }
         }
     }
-    if !n.reason.is_empty() {
+    // Every template that leaves generateVAP unset would repeat the flag's value on its row:
+    // the row says unset, the detail pane the flag that decides.
+    let unset = crate::core::decide::GENERATE_VAP_UNSET;
+    let reason = match n.kind {
+        NodeKind::Template if n.reason.starts_with(unset) => unset,
+        _ => n.reason.as_str(),
+    };
+    if !reason.is_empty() {
         spans.push(Span::raw("  "));
-        spans.push(Span::styled(n.reason.clone(), glyphs::dim()));
+        spans.push(Span::styled(reason.to_string(), glyphs::dim()));
     }
     Line::from(spans)
 }

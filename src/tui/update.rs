@@ -3,8 +3,8 @@
 //! back as `Action::Execute`, which the runtime hands to the data source.
 
 use super::action::{Action, Level, WriteCommand};
-use super::app::{App, DocKind, FLASH_TTL, Said, switch_context};
-use super::data::Origin;
+use super::app::{App, DocKind, FLASH_TTL, Mode, Prompt, PromptKind, Said, switch_context};
+use super::data::{EventLine, Origin};
 use super::keymap::Screen;
 use super::tree_view::Filter;
 use super::words::count;
@@ -16,6 +16,8 @@ pub fn update(app: &mut App, action: Action) -> Option<Action> {
         action,
         Action::Tick(_)
             | Action::Data(_)
+            | Action::Happened(_)
+            | Action::Logged(_)
             | Action::Audited(_)
             | Action::Progress { .. }
             | Action::Resize(..)
@@ -34,21 +36,17 @@ pub fn update(app: &mut App, action: Action) -> Option<Action> {
             None
         }
         a @ (Action::StartCommand
-        | Action::CommandPush(_)
-        | Action::CommandPop
-        | Action::CommandComplete
-        | Action::CommandCancel
-        | Action::CommandDone) => on_command(app, a),
+        | Action::StartFilter
+        | Action::TestFile
+        | Action::PromptPush(_)
+        | Action::PromptPop
+        | Action::PromptComplete
+        | Action::PromptCancel
+        | Action::PromptDone) => on_prompt(app, a),
         a @ (Action::PickerMove(_) | Action::PickerDone | Action::PickerCancel) => {
             on_picker(app, a)
         }
-        a @ (Action::StartFilter
-        | Action::FilterPush(_)
-        | Action::FilterPop
-        | Action::FilterDone
-        | Action::FilterCancel
-        | Action::FaultsOnly
-        | Action::Sort) => {
+        a @ (Action::FaultsOnly | Action::Sort) => {
             on_filter(app, a);
             None
         }
@@ -76,12 +74,7 @@ pub fn update(app: &mut App, action: Action) -> Option<Action> {
             on_move(app, a);
             None
         }
-        a @ (Action::Audit
-        | Action::TestFile
-        | Action::PathPush(_)
-        | Action::PathPop
-        | Action::PathDone
-        | Action::PathCancel) => on_read(app, a),
+        Action::Audit => on_audit(app),
         a @ (Action::Replay
         | Action::Reconcile
         | Action::ReconcileAll
@@ -90,6 +83,8 @@ pub fn update(app: &mut App, action: Action) -> Option<Action> {
         | Action::ConfirmNo
         | Action::Execute(_)) => on_write(app, a),
         a @ (Action::Data(_)
+        | Action::Happened(_)
+        | Action::Logged(_)
         | Action::Flash(..)
         | Action::Answer(..)
         | Action::Audited(_)
@@ -102,42 +97,100 @@ pub fn update(app: &mut App, action: Action) -> Option<Action> {
     }
 }
 
-/// `:` typed: the line, tab completion, and running it.
-fn on_command(app: &mut App, action: Action) -> Option<Action> {
+/// The line being typed — the filter (`/`, applied as it is typed), the path `t` tests, a
+/// `:` command (tab completes it) — and what enter does with it.
+fn on_prompt(app: &mut App, action: Action) -> Option<Action> {
+    let start = |kind| {
+        Mode::Prompt(Prompt {
+            kind,
+            line: String::new(),
+        })
+    };
     match action {
-        Action::StartCommand => app.command = Some(String::new()),
-        Action::CommandPush(c) => edit(app.command.as_mut(), Some(c)),
-        Action::CommandPop => edit(app.command.as_mut(), None),
-        Action::CommandComplete => {
-            if let Some(done) = app.command.as_deref().and_then(|l| app.completion(l)) {
-                app.command = Some(done);
-            }
+        Action::StartCommand => app.mode = start(PromptKind::Command),
+        Action::StartFilter => {
+            app.mode = Mode::Prompt(Prompt {
+                kind: PromptKind::Filter,
+                line: app.filter.text.clone(),
+            })
         }
-        Action::CommandCancel => app.command = None,
-        Action::CommandDone => {
-            let line = app.command.take().unwrap_or_default();
-            return app.run_command(line.trim().trim_start_matches(':'));
-        }
-        _ => {}
+        Action::TestFile => match app.data.as_ref().map(|d| &d.origin) {
+            Some(Origin::Live { .. }) => app.mode = start(PromptKind::TestPath),
+            _ => app.flash(
+                Level::Error,
+                "test needs a cluster: kubectl vap test --offline -f explains offline",
+            ),
+        },
+        _ => return typed(app, action),
     }
     None
 }
 
-/// A line being typed (command, path): a character added, or (`None`) the last one
-/// taken back.
-fn edit(line: Option<&mut String>, push: Option<char>) {
-    match (line, push) {
-        (Some(l), Some(c)) => l.push(c),
-        (Some(l), None) => {
-            l.pop();
+/// A key while a line is typed.
+fn typed(app: &mut App, action: Action) -> Option<Action> {
+    let Mode::Prompt(Prompt { kind, line }) = &app.mode else {
+        return None;
+    };
+    let (kind, mut line) = (*kind, line.clone());
+    match action {
+        Action::PromptPush(c) => line.push(c),
+        Action::PromptPop => {
+            line.pop();
         }
-        (None, _) => {}
+        Action::PromptComplete => {
+            if let Some(done) = app.completion(&line) {
+                line = done;
+            }
+        }
+        Action::PromptCancel => {
+            app.mode = Mode::Normal;
+            if kind == PromptKind::Filter {
+                app.filter.text.clear();
+                app.rebuild();
+            }
+            return None;
+        }
+        Action::PromptDone => {
+            app.mode = Mode::Normal;
+            return done(app, kind, line.trim().to_string());
+        }
+        _ => return None,
+    }
+    // Typing filters as it goes.
+    if kind == PromptKind::Filter {
+        app.filter.text.clone_from(&line);
+        app.rebuild();
+    }
+    app.mode = Mode::Prompt(Prompt { kind, line });
+    None
+}
+
+/// Enter on a typed line.
+fn done(app: &mut App, kind: PromptKind, line: String) -> Option<Action> {
+    match kind {
+        PromptKind::Filter => {
+            if app.filter.is_active() && app.tree.shown == 0 {
+                app.flash(
+                    Level::Warn,
+                    format!("nothing matches {:?}", app.filter.text),
+                );
+            }
+            None
+        }
+        PromptKind::TestPath if line.is_empty() => {
+            app.flash(Level::Info, "no file given: nothing tested");
+            None
+        }
+        PromptKind::TestPath => Some(Action::Execute(WriteCommand::Test(line))),
+        PromptKind::Command => app.run_command(line.trim_start_matches(':')),
     }
 }
 
 /// The context list `:ctx` opened.
 fn on_picker(app: &mut App, action: Action) -> Option<Action> {
-    let picker = app.picker.as_mut()?;
+    let Mode::Picker(picker) = &mut app.mode else {
+        return None;
+    };
     match action {
         Action::PickerMove(by) => {
             let last = picker.names.len().saturating_sub(1);
@@ -145,41 +198,18 @@ fn on_picker(app: &mut App, action: Action) -> Option<Action> {
         }
         Action::PickerDone => {
             let name = picker.names.get(picker.selected).cloned();
-            app.picker = None;
+            app.mode = Mode::Normal;
             return name.map(switch_context);
         }
-        Action::PickerCancel => app.picker = None,
+        Action::PickerCancel => app.mode = Mode::Normal,
         _ => {}
     }
     None
 }
 
-/// What the tree shows: the filter typed with `/`, faults only, the order.
+/// What the tree shows besides the filter typed with `/`: faults only, the order.
 fn on_filter(app: &mut App, action: Action) {
     match action {
-        Action::StartFilter => app.editing_filter = true,
-        Action::FilterPush(c) => {
-            app.filter.text.push(c);
-            app.rebuild();
-        }
-        Action::FilterPop => {
-            app.filter.text.pop();
-            app.rebuild();
-        }
-        Action::FilterDone => {
-            app.editing_filter = false;
-            if app.filter.is_active() && app.tree.shown == 0 {
-                app.flash(
-                    Level::Warn,
-                    format!("nothing matches {:?}", app.filter.text),
-                );
-            }
-        }
-        Action::FilterCancel => {
-            app.editing_filter = false;
-            app.filter.text.clear();
-            app.rebuild();
-        }
         Action::FaultsOnly => {
             app.filter.faults_only = !app.filter.faults_only;
             app.rebuild();
@@ -330,37 +360,20 @@ fn on_move(app: &mut App, action: Action) {
     }
 }
 
-/// The reads that run against the cluster: audit (`a`) and test (`t`, with its path).
-fn on_read(app: &mut App, action: Action) -> Option<Action> {
-    match action {
-        Action::Audit => match app.audit_target() {
-            Ok(target) => {
-                if let Some(d) = &app.data {
-                    app.violations.begin(&target, &d.snapshot);
-                }
-                return Some(Action::Execute(WriteCommand::Audit(target)));
+/// `a`: the audit of the selection, run against the cluster (dry-runs only).
+fn on_audit(app: &mut App) -> Option<Action> {
+    match app.audit_target() {
+        Ok(target) => {
+            if let Some(d) = &app.data {
+                app.violations.begin(&target, &d.snapshot);
             }
-            Err(why) => app.flash(Level::Error, why),
-        },
-        Action::TestFile => match app.data.as_ref().map(|d| &d.origin) {
-            Some(Origin::Live { .. }) => app.test_path = Some(String::new()),
-            _ => app.flash(
-                Level::Error,
-                "test needs a cluster: kubectl vap test --offline -f explains offline",
-            ),
-        },
-        Action::PathPush(c) => edit(app.test_path.as_mut(), Some(c)),
-        Action::PathPop => edit(app.test_path.as_mut(), None),
-        Action::PathCancel => app.test_path = None,
-        Action::PathDone => match app.test_path.take().filter(|p| !p.trim().is_empty()) {
-            Some(path) => {
-                return Some(Action::Execute(WriteCommand::Test(path.trim().to_string())));
-            }
-            None => app.flash(Level::Info, "no file given: nothing tested"),
-        },
-        _ => {}
+            Some(Action::Execute(WriteCommand::Audit(target)))
+        }
+        Err(why) => {
+            app.flash(Level::Error, why);
+            None
+        }
     }
-    None
 }
 
 /// The writes (replay, reconcile): refused or asked about, confirmed, handed on.
@@ -379,17 +392,14 @@ fn on_write(app: &mut App, action: Action) -> Option<Action> {
         }
         Action::Ask(cmd) => match app.write_refusal() {
             Some(why) => app.flash(Level::Error, why),
-            None => app.confirm = Some(cmd),
+            None => app.mode = Mode::Confirm(cmd),
         },
-        Action::ConfirmYes => {
-            if let Some(cmd) = app.confirm.take() {
-                return Some(Action::Execute(cmd));
-            }
-        }
-        Action::ConfirmNo => {
-            let asked = app.confirm.take().is_some();
-            if asked {
-                app.flash(Level::Info, "cancelled");
+        Action::ConfirmYes | Action::ConfirmNo => {
+            let asked = std::mem::take(&mut app.mode);
+            match (asked, action) {
+                (Mode::Confirm(cmd), Action::ConfirmYes) => return Some(Action::Execute(cmd)),
+                (Mode::Confirm(_), _) => app.flash(Level::Info, "cancelled"),
+                (other, _) => app.mode = other,
             }
         }
         Action::Execute(cmd) => {
@@ -406,6 +416,8 @@ fn on_write(app: &mut App, action: Action) -> Option<Action> {
 fn on_outside(app: &mut App, action: Action) {
     match action {
         Action::Data(d) => app.set_data(d),
+        Action::Happened(h) => app.told(EventLine::Happened(h)),
+        Action::Logged(line) => app.told(line),
         Action::Audited(report) => {
             if let Some(d) = &app.data {
                 app.violations.record(&report, &d.snapshot);
@@ -420,9 +432,9 @@ fn on_outside(app: &mut App, action: Action) {
             app.log_local(level, text.clone());
             app.show(level, text);
         }
-        Action::Answer(level, text, key) => {
-            // Logged unless the handler's Event said it already.
-            if key.as_ref().is_none_or(|k| app.said(k, Said::Answer)) {
+        Action::Answer(level, text, id) => {
+            // Logged unless the handler's line said it already.
+            if id.as_deref().is_none_or(|id| app.said(id, Said::Answer)) {
                 app.log_local(level, text.clone());
             }
             app.show(level, text);
@@ -434,7 +446,6 @@ fn on_outside(app: &mut App, action: Action) {
             let before = app.clock_words();
             app.clock = Some(now);
             app.redraw |= app.clock_words() != before;
-            app.reevaluate(now);
             if app
                 .flash
                 .as_ref()

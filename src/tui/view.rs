@@ -5,15 +5,14 @@
 //! computes analysis or reads IO.
 
 use super::action::{Level, WriteCommand};
-use super::app::{App, Extent};
-use super::data::{Data, Link, Origin, access_label, is_tree_resource};
+use super::app::{App, Extent, Mode};
+use super::data::{Data, Origin, access_label, clock, is_tree_resource, leader_name};
 use super::detail;
 use super::glyphs::{self, SEVERITIES, STATES, alarm, bold, dim, warn};
 use super::keymap::{self, Screen, keys_label};
 use super::lines::{Part, doc_lines, fit, shorten, wrap_line, wrap_lines};
 use super::tree_view::SortBy;
 use super::words::{age, count, seconds_until};
-use crate::controller::Connection;
 use crate::core::{Code, Severity};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Direction, Layout, Rect};
@@ -109,17 +108,16 @@ pub fn draw(frame: &mut Frame, app: &mut App) {
     }
     draw_status(frame, app, a.status, a.events.height == 0);
     draw_hints(frame, app, a.hints);
-    if app.confirm.is_some() {
-        draw_confirm(frame, app, area);
-    }
-    if app.picker.is_some() {
-        draw_picker(frame, app, area);
+    match &app.mode {
+        Mode::Confirm(cmd) => draw_confirm(frame, app, cmd, area),
+        Mode::Picker(p) => draw_picker(frame, p, area),
+        Mode::Normal | Mode::Prompt(_) => {}
     }
 }
 
 pub fn mode_label(app: &App, data: Option<&Data>) -> String {
     let readonly = app.keymap.readonly();
-    let origin = match data.map(|d| (&d.origin, d.info.leader.leading)) {
+    let origin = match data.map(|d| (&d.origin, d.live.lease.leading)) {
         None => "loading",
         Some((Origin::Offline { .. }, _)) => "offline snapshot",
         Some((Origin::Live { reconciling, .. }, leading)) => match (reconciling, leading) {
@@ -138,9 +136,10 @@ pub fn mode_label(app: &App, data: Option<&Data>) -> String {
 }
 
 /// The reconciler's leader (who, since when) and its health (queue, last sync), as header
-/// fields: live only.
+/// fields: live only. While the API server does not answer, the leader last seen, as of
+/// then: who leads now is not known (never "none": the leader may well be alive).
 fn leader_fields(app: &App, data: &Data) -> Vec<Part> {
-    let l = &data.info.leader;
+    let l = &data.live.lease;
     let now = app.now();
     let ago = |t: Option<chrono::DateTime<chrono::Utc>>| t.zip(now).map(|(t, now)| age(now - t));
     let mut out = Vec::new();
@@ -150,19 +149,30 @@ fn leader_fields(app: &App, data: &Data) -> Vec<Part> {
         out.push((2, styled_field("leader", unknown, warn())));
         return out;
     }
+    if let Some((since, _)) = data.unreachable() {
+        let who = leader_name(l).filter(|_| !l.vacant);
+        let last = format!(
+            "{} as of {}",
+            who.as_deref().unwrap_or("unknown"),
+            clock(since)
+        );
+        out.push((2, styled_field("leader", last, dim())));
+        out.extend(settings_field(data));
+        return out;
+    }
     if l.vacant {
         // The alert line below says why; the field keeps its place.
         out.push((2, styled_field("leader", "none", alarm())));
         out.extend(settings_field(data));
         return out;
     }
-    let who = match (data.info.leader_name(), ago(l.since)) {
+    let who = match (leader_name(l), ago(l.since)) {
         (Some(name), Some(age)) => format!("{name} for {age}"),
         (Some(name), None) => name,
         (None, _) => "–".to_string(),
     };
     out.push((2, header_field("leader", who)));
-    let health = match (data.info.leader_queue(), ago(data.info.leader_last_sync())) {
+    let health = match (data.leader_queue(), ago(data.leader_last_sync())) {
         (Some(q), Some(synced)) => Some(format!("queue {q}, synced {synced} ago")),
         (Some(q), None) => Some(format!("queue {q}")),
         (None, Some(synced)) => Some(format!("synced {synced} ago")),
@@ -179,7 +189,7 @@ fn leader_fields(app: &App, data: &Data) -> Vec<Part> {
 /// local flag differs; the alert lines name them), or `settings: local flags`.
 fn settings_field(data: &Data) -> Option<Part> {
     use crate::core::settings::Judged;
-    let (value, style) = match data.info.settings.as_ref()? {
+    let (value, style) = match data.settings.as_ref()? {
         Judged::Leader { differences, .. } if !differences.is_empty() => ("leader's", warn()),
         Judged::Leader { .. } => ("leader's", Style::new()),
         Judged::Local { .. } => ("local flags", Style::new()),
@@ -189,50 +199,67 @@ fn settings_field(data: &Data) -> Option<Part> {
 }
 
 /// The lines under the header, most urgent first: whether the API server answers, whether
-/// any copy reconciles, Gatekeeper's generator, what cannot be read.
+/// any copy reconciles, Gatekeeper's generator, what cannot be read. While the API server
+/// does not answer, nothing is said about the Lease: what this copy last saw of it is not
+/// news about the leader.
 pub fn alerts(app: &App) -> Vec<Line<'static>> {
     let Some(d) = app.data.as_deref() else {
         return Vec::new();
     };
-    let info = &d.info;
+    let lease = &d.live.lease;
     let mut out = Vec::new();
     if let Some(line) = link_line(app) {
         out.push(line);
     }
-    if let (Some(until), false) = (info.leader.unresponsive_until, info.leader.vacant) {
+    let unreachable = d.unreachable().is_some();
+    if let (Some(until), false, false) = (lease.unresponsive_until, lease.vacant, unreachable) {
         // Held but not renewed: a standby takes over at expiry; "no copy reconciles" only
-        // once nobody did.
-        let who = info.leader_name().unwrap_or_else(|| "the leader".into());
-        let left = app.now().map_or(String::new(), |now| {
-            format!(" in {}s", seconds_until(until, now))
-        });
+        // once nobody did. Once expired, how long ago (not "in 0s" until a standby shows).
+        let who = leader_name(lease).unwrap_or_else(|| "the leader".into());
+        let when = match app.now() {
+            Some(now) if until <= now => format!("expired {} ago", age(now - until)),
+            Some(now) => format!("expires in {}s", seconds_until(until, now)),
+            None => "expires".to_string(),
+        };
         out.push(Line::styled(
             format!(
-                " ⚠ leader {who} unresponsive; its Lease {} expires{left}, then a standby takes over if one runs",
-                info.leader.lease
+                " ⚠ leader {who} unresponsive; its Lease {} {when}, then a standby takes over if one runs",
+                lease.lease
             ),
             warn(),
         ));
     }
-    if info.leader.vacant {
-        let who = match &info.leader.holder {
+    if lease.vacant && !unreachable {
+        let who = match &lease.holder {
             Some(h) => format!("{h} stopped renewing"),
             None => "nobody holds".to_string(),
         };
         out.push(Line::from(vec![
             Span::styled(
-                format!(" ✖ no copy reconciles: {who} Lease {}", info.leader.lease),
+                format!(" ✖ no copy reconciles: {who} Lease {}", lease.lease),
                 alarm(),
             ),
             Span::raw(" — deploy one: `kubectl vap install --print | kubectl apply -f -`"),
         ]));
     }
-    if let Some(crate::core::settings::Judged::Leader { differences, .. }) = &info.settings {
+    if let Some(crate::core::settings::Judged::Leader { differences, .. }) = &d.settings {
         for d in differences {
             out.push(Line::styled(format!(" ⚠ {d}"), warn()));
         }
     }
-    if let Some(seen) = &info.gatekeeper_generator {
+    let reconciling = matches!(
+        d.origin,
+        Origin::Live {
+            reconciling: true,
+            ..
+        }
+    );
+    if let Some(seen) = d
+        .live
+        .gatekeeper_generator
+        .as_ref()
+        .filter(|_| reconciling && !d.live.writes_enabled)
+    {
         out.push(Line::styled(
             format!(
                 " ⚠ Gatekeeper's own VAP generator looks active ({seen}): this copy does not write; turn it off, or use `kubectl vap run --take-over`"
@@ -240,7 +267,7 @@ pub fn alerts(app: &App) -> Vec<Line<'static>> {
             warn(),
         ));
     }
-    for e in &info.access_errors {
+    for e in &d.live.access_errors {
         out.push(Line::from(vec![
             Span::styled(format!(" ⊘ {}: {}", access_label(e), e.resource), alarm()),
             Span::raw(format!(" — {}", e.message)),
@@ -252,49 +279,48 @@ pub fn alerts(app: &App) -> Vec<Line<'static>> {
 /// Whether the live view is connecting, or its API server stopped answering.
 fn link_line(app: &App) -> Option<Line<'static>> {
     let d = app.data.as_deref()?;
-    let context = &d.info.context;
+    let context = &d.context;
     let now = app.now();
-    Some(match &d.info.link {
-        Link::Running(Connection::Connected) => return None,
-        Link::Connecting {
-            attempt,
-            retry_at: Some(at),
-            message,
-        } => {
+    if let Some((since, message)) = d.unreachable() {
+        let how_long = now.map_or(String::new(), |now| format!(" ({})", age(now - since)));
+        return Some(Line::from(vec![
+            Span::styled(
+                format!(
+                    " ✖ API server unreachable since {}{how_long}: {message}",
+                    clock(since)
+                ),
+                alarm(),
+            ),
+            // The controller retries its watches; the tree is what was seen last.
+            Span::raw(" — retrying"),
+        ]));
+    }
+    let c = d.connecting.as_ref()?;
+    Some(match (c.retry_at, &c.message) {
+        (Some(at), message) => {
             let next = now.map_or(String::new(), |now| {
-                format!(", next in {}s", seconds_until(*at, now))
+                format!(", next in {}s", seconds_until(at, now))
             });
             Line::styled(
                 format!(
-                    " ⟳ connecting to {context} (attempt {attempt}{next}): {}",
+                    " ⟳ connecting to {context} (attempt {}{next}): {}",
+                    c.attempt,
                     message.as_deref().unwrap_or("no answer")
                 ),
                 alarm(),
             )
         }
-        Link::Connecting {
-            attempt,
-            retry_at: None,
-            message: Some(why),
-        } => Line::styled(
-            format!(" ⟳ connecting to {context} (attempt {attempt}; before: {why})"),
+        (None, Some(why)) => Line::styled(
+            format!(
+                " ⟳ connecting to {context} (attempt {}; before: {why})",
+                c.attempt
+            ),
             warn(),
         ),
-        Link::Connecting { .. } => Line::styled(
+        (None, None) => Line::styled(
             format!(" ⟳ connecting to {context}: listing and watching…"),
             Style::new().fg(Color::Cyan),
         ),
-        Link::Running(Connection::Unreachable { since, message }) => {
-            let how_long = now.map_or(String::new(), |now| format!(" for {}", age(now - *since)));
-            Line::from(vec![
-                Span::styled(
-                    format!(" ✖ API server unreachable{how_long}: {message}"),
-                    alarm(),
-                ),
-                // The controller retries its watches; the tree is what was seen last.
-                Span::raw(" — retrying"),
-            ])
-        }
     })
 }
 
@@ -310,11 +336,85 @@ fn styled_field(name: &str, value: impl Into<String>, style: Style) -> Vec<Span<
     ]
 }
 
+/// The second header line's counts: findings by severity, planned writes, objects — or, where
+/// counts would be untrue, what stands in their place: nothing yet while connecting; the
+/// outage while the API server does not answer (the tree is the state seen before it); what
+/// cannot be read when the tree is made of something unreadable (zero errors and zero
+/// planned writes over a cluster not read is no news of health; what was read is counted as
+/// such).
+fn counts(d: &Data) -> Vec<Part> {
+    if d.connecting.is_some() {
+        return Vec::new();
+    }
+    if let Some((since, _)) = d.unreachable() {
+        let text = format!(
+            " ⊘ stale since {}: the tree and its counts are as the API server last showed them",
+            clock(since)
+        );
+        return vec![(0, vec![Span::styled(text, alarm())])];
+    }
+    let unread: Vec<&str> = d
+        .live
+        .access_errors
+        .iter()
+        .filter(|e| is_tree_resource(e))
+        .map(|e| e.resource.split('.').next().unwrap_or(&e.resource))
+        .collect();
+    if !unread.is_empty() && d.snapshot.object_count() == 0 {
+        let text = format!(
+            " ⊘ nothing could be read ({}: below), so nothing is counted",
+            unread.join(", ")
+        );
+        return vec![(0, vec![Span::styled(text, alarm())])];
+    }
+    let s = &d.summary;
+    let mut counts = vec![Span::raw(" ")];
+    for (n, sev, one, many) in [
+        (s.errors, Severity::Error, "error", "errors"),
+        (s.warnings, Severity::Warning, "warning", "warnings"),
+        (s.infos, Severity::Info, "info", "infos"),
+    ] {
+        let style = if n > 0 {
+            glyphs::severity_style(sev)
+        } else {
+            dim()
+        };
+        if counts.len() > 1 {
+            counts.push(Span::raw(" "));
+        }
+        counts.push(Span::styled(
+            format!("{} {}", glyphs::severity_glyph(sev), count(n, one, many)),
+            style,
+        ));
+    }
+    let planned = count(d.analysis.plan.len(), "planned write", "planned writes");
+    let snap = &d.snapshot;
+    if !unread.is_empty() {
+        counts.push(Span::styled(
+            format!(" in what could be read; ⊘ {} not read", unread.join(", ")),
+            alarm(),
+        ));
+    }
+    vec![
+        (0, counts),
+        (1, vec![Span::raw(planned)]),
+        (
+            3,
+            vec![Span::raw(format!(
+                "{}, {}, {}, {}",
+                count(snap.templates.len(), "template", "templates"),
+                count(snap.constraints.len(), "constraint", "constraints"),
+                count(snap.policies.len(), "VAP", "VAPs"),
+                count(snap.bindings.len(), "binding", "bindings"),
+            ))],
+        ),
+    ]
+}
+
 fn draw_header(frame: &mut Frame, app: &App, area: Rect) {
     let data = app.data.as_deref();
     let sep = Span::styled(" │ ", dim());
     let unknown = || "–".to_string();
-    let info = data.map(|d| &d.info);
     let live = data.is_some_and(|d| matches!(d.origin, Origin::Live { .. }));
     let title = Span::styled(" kubectl-vap", bold().fg(Color::Cyan));
     let mode = header_field("mode", mode_label(app, data));
@@ -330,7 +430,7 @@ fn draw_header(frame: &mut Frame, app: &App, area: Rect) {
     } else {
         room(1 + sep.width() + mode_w).max(4)
     };
-    let context = info.map(|i| i.context.clone()).unwrap_or_else(unknown);
+    let context = data.map(|d| d.context.clone()).unwrap_or_else(unknown);
     let mut context_field = header_field("context", shorten(&context, room));
     if !keep_title {
         context_field.insert(0, Span::raw(" "));
@@ -349,61 +449,27 @@ fn draw_header(frame: &mut Frame, app: &App, area: Rect) {
             4
         }
         None => {
-            let holder = info.and_then(|i| i.leader.holder.clone());
+            let holder = data.and_then(|d| d.live.lease.holder.clone());
             l1.push((2, header_field("lease", holder.unwrap_or_else(unknown))));
             3
         }
     };
-    let vap_api = info.and_then(|i| i.vap_api.as_deref());
+    let vap_api = data.and_then(|d| d.live.vap_api.as_deref());
     let vap_api = vap_api.map(|v| v.trim_start_matches("admissionregistration.k8s.io/"));
     let vap_api = vap_api.map_or_else(unknown, str::to_string);
     l1.push((later, header_field("VAP API", vap_api)));
-    let server = info.and_then(|i| i.server_version.clone());
+    let server = data.and_then(|d| d.live.server_version.clone());
     l1.push((
         later + 1,
         header_field("server", server.unwrap_or_else(unknown)),
     ));
     let mut l2: Vec<Part> = Vec::new();
-    // While connecting there is nothing to count yet (the alert line says what happens).
-    if let Some(d) = data.filter(|d| !matches!(d.info.link, Link::Connecting { .. })) {
-        let s = &d.summary;
-        let mut counts = vec![Span::raw(" ")];
-        for (n, sev, one, many) in [
-            (s.errors, Severity::Error, "error", "errors"),
-            (s.warnings, Severity::Warning, "warning", "warnings"),
-            (s.infos, Severity::Info, "info", "infos"),
-        ] {
-            let style = if n > 0 {
-                glyphs::severity_style(sev)
-            } else {
-                dim()
-            };
-            if counts.len() > 1 {
-                counts.push(Span::raw(" "));
-            }
-            counts.push(Span::styled(
-                format!("{} {}", glyphs::severity_glyph(sev), count(n, one, many)),
-                style,
-            ));
-        }
-        l2.push((0, counts));
-        let planned = count(d.analysis.plan.len(), "planned write", "planned writes");
-        l2.push((1, vec![Span::raw(planned)]));
-        let snap = &d.snapshot;
-        l2.push((
-            3,
-            vec![Span::raw(format!(
-                "{}, {}, {}, {}",
-                count(snap.templates.len(), "template", "templates"),
-                count(snap.constraints.len(), "constraint", "constraints"),
-                count(snap.policies.len(), "VAP", "VAPs"),
-                count(snap.bindings.len(), "binding", "bindings"),
-            ))],
-        ));
+    if let Some(d) = data {
+        l2.extend(counts(d));
     }
     // Whether the tree may be partial, and what narrows or orders it: in yellow.
     let flag = |text: String| vec![Span::styled(text, warn())];
-    if data.is_some_and(|d| d.info.syncing && !matches!(d.info.link, Link::Connecting { .. })) {
+    if data.is_some_and(|d| d.running() && !d.live.synced && d.unreachable().is_none()) {
         l2.push((0, flag("syncing: the tree may be partial".into())));
     }
     if app.filter.faults_only {
@@ -467,20 +533,18 @@ fn draw_tree(frame: &mut Frame, app: &mut App, area: Rect) {
         let mut lines = Vec::new();
         if app.filter.is_active() {
             lines.push(Line::raw("nothing matches the filter (esc clears it)"));
-        } else if let Some(link) =
-            link_line(app).filter(|_| matches!(data.info.link, Link::Connecting { .. }))
-        {
+        } else if let Some(link) = link_line(app).filter(|_| data.connecting.is_some()) {
             lines.push(link);
             lines.push(Line::styled(
                 "the tree appears once the reconciler has listed the cluster (:ctx switches context)",
                 dim(),
             ));
-        } else if data.info.access_errors.iter().any(is_tree_resource) {
+        } else if data.live.access_errors.iter().any(is_tree_resource) {
             lines.push(Line::styled(
                 "nothing can be shown: the cluster refused or lacks what the tree is made of",
                 Style::new().fg(Color::Red),
             ));
-            for e in &data.info.access_errors {
+            for e in &data.live.access_errors {
                 lines.push(Line::raw(format!(
                     "• {} {}: {}",
                     e.resource,
@@ -508,6 +572,17 @@ fn draw_tree(frame: &mut Frame, app: &mut App, area: Rect) {
                 .highlight_style(glyphs::selection_style())
                 .highlight_symbol("› ");
             frame.render_stateful_widget(tree, area, &mut app.tree.state);
+            // A row cut at the pane's edge ends in `…`, so a cut reason is not read as whole.
+            let inner = Block::default().borders(Borders::ALL).inner(area);
+            let cut = app
+                .tree
+                .cut_rows(usize::from(inner.width), usize::from(inner.height));
+            for row in cut {
+                let at = (inner.right().saturating_sub(1), inner.y + row as u16);
+                if let Some(cell) = frame.buffer_mut().cell_mut(at) {
+                    cell.set_symbol("…");
+                }
+            }
         }
         Err(e) => frame.render_widget(Paragraph::new(e.to_string()).block(block), area),
     }
@@ -766,35 +841,20 @@ fn draw_events(frame: &mut Frame, app: &mut App, area: Rect, full: bool) {
 }
 
 fn draw_status(frame: &mut Frame, app: &App, area: Rect, events_hidden: bool) {
-    let prompt = |lead: &str, text: &str, help: &str| {
-        Line::from(vec![
-            Span::styled(lead.to_string(), warn()),
-            Span::raw(text.to_string()),
-            Span::styled("█", warn()),
-            Span::styled(help.to_string(), dim()),
-        ])
-    };
-    let line = if let Some(path) = &app.test_path {
-        prompt(
-            " test file: ",
-            path,
-            "  (enter dry-runs its objects, esc cancels)",
-        )
-    } else if app.editing_filter {
-        prompt(
-            " /",
-            &app.filter.text,
-            "  (name or state; enter keeps, esc clears)",
-        )
-    } else if let Some(cmd) = &app.command {
+    let line = if let Mode::Prompt(p) = &app.mode {
+        let (lead, help) = p.kind.words();
         let names = app.context_suggestions();
         let help = if names.is_empty() {
-            "  (q, help, events, sort name|state, ctx [NAME]; tab completes, esc cancels)"
-                .to_string()
+            help.to_string()
         } else {
             format!("  (contexts: {}; tab completes)", names.join(", "))
         };
-        prompt(" :", cmd, &help)
+        Line::from(vec![
+            Span::styled(lead, warn()),
+            Span::raw(p.line.clone()),
+            Span::styled("█", warn()),
+            Span::styled(help, dim()),
+        ])
     } else if let Some(f) = &app.flash {
         let style = match f.level {
             Level::Info => Style::new().fg(Color::Green),
@@ -824,14 +884,20 @@ fn draw_status(frame: &mut Frame, app: &App, area: Rect, events_hidden: bool) {
 
 /// The hint bar: `? help` first and `q quit` last always; the rest in the keymap's order as
 /// far as they fit, dropped from the end — except that where replay and reconcile can run (a
-/// live view: they go to the lease holder) they are kept before the other hints.
+/// live view: they go to the lease holder) they are kept before the other hints, and where
+/// they never can (an offline snapshot) they are not offered.
 fn draw_hints(frame: &mut Frame, app: &App, area: Rect) {
     let key_style = Style::new().fg(Color::Cyan).add_modifier(Modifier::BOLD);
     let writes_run = app.write_refusal().is_none();
+    let offline = app
+        .data
+        .as_deref()
+        .is_some_and(|d| matches!(d.origin, Origin::Offline { .. }));
     let parts: Vec<Part> = app
         .keymap
         .hint_groups(app.screen)
         .into_iter()
+        .filter(|(_, e)| !(offline && e.write))
         .enumerate()
         .map(|(i, (keys, e))| {
             let word = e.hint.unwrap_or_default();
@@ -858,30 +924,28 @@ fn draw_hints(frame: &mut Frame, app: &App, area: Rect) {
     frame.render_widget(Paragraph::new(line), area);
 }
 
-fn draw_confirm(frame: &mut Frame, app: &App, area: Rect) {
-    let Some(cmd) = &app.confirm else { return };
+fn draw_confirm(frame: &mut Frame, app: &App, cmd: &WriteCommand, area: Rect) {
     let w = area.width.min(70);
     // Who carries out a replay or reconcile: another copy, when this one does not lead.
     let leader = app
         .data
         .as_deref()
         .filter(|d| matches!(d.origin, Origin::Live { .. }))
-        .map(|d| &d.info)
-        .filter(|i| !i.leader.leading);
+        .map(|d| &d.live.lease)
+        .filter(|l| !l.leading);
     let request = matches!(
         cmd,
         WriteCommand::Replay(_) | WriteCommand::Reconcile(_) | WriteCommand::ReconcileAll
     );
     let who = match leader.filter(|_| request) {
-        Some(i) if i.leader.vacant => Line::styled(
+        Some(l) if l.vacant => Line::styled(
             "no copy holds the Lease now: the request may find nobody to carry it out",
             warn(),
         ),
-        Some(i) => Line::styled(
+        Some(l) => Line::styled(
             format!(
                 "goes to the leader ({}), which carries it out",
-                i.leader_name()
-                    .unwrap_or_else(|| "the lease holder".to_string())
+                leader_name(l).unwrap_or_else(|| "the lease holder".to_string())
             ),
             dim(),
         ),
@@ -940,8 +1004,7 @@ fn popup(frame: &mut Frame, rect: Rect, title: String, border: Style, body: Para
 }
 
 /// The context list `:ctx` opens: the current one marked, the selection a bar.
-fn draw_picker(frame: &mut Frame, app: &App, area: Rect) {
-    let Some(p) = &app.picker else { return };
+fn draw_picker(frame: &mut Frame, p: &super::app::Picker, area: Rect) {
     let widest = p.names.iter().map(|n| Span::raw(n.as_str()).width()).max();
     let w = u16::try_from(widest.unwrap_or(0) + 16)
         .unwrap_or(u16::MAX)

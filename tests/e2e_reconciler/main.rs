@@ -11,6 +11,9 @@
 //! - `rbac`: least privilege, and no writes without the knowledge to write.
 //! - `outage`: API server restarts, watch gaps, an outage's log.
 //! - `cli`: the real binary's `run --once` then real admission, `/metrics`, `check` and `plan`.
+//! - `fence`: issue 31 through a fault-injecting proxy (`testenv::proxy`): a throttled write
+//!   after the Lease was lost, a renewal nobody answers, a hostile operator on the requests
+//!   channel, a constraint nested too deep to decode, the User-Agent in the audit log.
 //!
 //! Every reconciler watches the whole cluster, so the tests of this binary run one at a time
 //! (an `env::Env` holds the lock), each with its own kinds and its own Lease, and each removes what it
@@ -26,6 +29,7 @@ mod support;
 
 mod cli;
 mod env;
+mod fence;
 mod gatekeeper;
 mod generation;
 mod lease;

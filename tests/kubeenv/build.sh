@@ -4,6 +4,11 @@
 # cache keyed by the pins (~/.cache/kubectl-vap/kubeenv/<version>-<hash>/bin, or $KUBEENV_BIN),
 # so a fresh clone on the same machine reuses the binaries instead of relinking them.
 #
+# KUBEENV_VERSION picks the Kubernetes minor (`1.30`): the main one is go.mod's here (1.36),
+# the others each have a module of their own in ./<minor>/ (1.30, 1.37), which pins only
+# kube-apiserver. Their folder holds that kube-apiserver plus the main folder's etcd and
+# kubectl (hard links; built first if missing): one etcd (3.6.8) serves every version.
+#
 # - If KUBEBUILDER_ASSETS already holds kube-apiserver, etcd and kubectl (setup-envtest), they
 #   are used and nothing is built. setup-envtest ships no kube-controller-manager: the tests
 #   that need one fail with instructions unless TEST_ASSET_KUBE_CONTROLLER_MANAGER is set.
@@ -26,22 +31,56 @@ envtest_names=(kube-apiserver etcd kubectl)
 
 log() { printf 'kubeenv: %s\n' "$*" >&2; }
 
+main_minor=$(awk '$1=="k8s.io/kubernetes" {print $2; exit}' "$here/go.mod" | cut -d. -f1-2 | tr -d v)
+want=${KUBEENV_VERSION:-$main_minor}
+if [ "$want" = "$main_minor" ]; then
+  module=$here
+elif [[ "$want" =~ ^1\.[0-9]+$ ]] && [ -f "$here/$want/go.mod" ]; then
+  module=$here/$want
+else
+  known=$(cd "$here" && ls -d 1.*/ 2>/dev/null | tr -d / | tr '\n' ' ')
+  log "KUBEENV_VERSION=$want: no module for it (known: $main_minor ${known% })"
+  exit 1
+fi
+
+# Whether $1/kube-apiserver is Kubernetes $want (a folder from elsewhere may hold another).
+is_wanted_version() {
+  [ -z "${KUBEENV_VERSION:-}" ] && return 0
+  "$1/kube-apiserver" --version 2>/dev/null | grep -q "^Kubernetes v$want\."
+}
+
 if [ -n "${KUBEBUILDER_ASSETS:-}" ]; then
   missing=0
   for n in "${envtest_names[@]}"; do [ -x "$KUBEBUILDER_ASSETS/$n" ] || missing=1; done
-  if [ "$missing" = 0 ]; then
+  if [ "$missing" = 0 ] && ! is_wanted_version "$KUBEBUILDER_ASSETS"; then
+    log "KUBEBUILDER_ASSETS=$KUBEBUILDER_ASSETS holds another version than KUBEENV_VERSION=$want; building instead"
+  elif [ "$missing" = 0 ]; then
     log "using KUBEBUILDER_ASSETS=$KUBEBUILDER_ASSETS"
-    if [ ! -x "$KUBEBUILDER_ASSETS/kube-controller-manager" ] && [ -z "${TEST_ASSET_KUBE_CONTROLLER_MANAGER:-}" ]; then
+    # (Only the main version's tests start one: a matrix folder never has it.)
+    if [ "$module" = "$here" ] && [ ! -x "$KUBEBUILDER_ASSETS/kube-controller-manager" ] &&
+      [ -z "${TEST_ASSET_KUBE_CONTROLLER_MANAGER:-}" ]; then
       log "it has no kube-controller-manager: tests that need one will fail (unset KUBEBUILDER_ASSETS to build it, or set TEST_ASSET_KUBE_CONTROLLER_MANAGER)"
     fi
     printf '%s\n' "$KUBEBUILDER_ASSETS"
     exit 0
   fi
-  log "KUBEBUILDER_ASSETS=$KUBEBUILDER_ASSETS lacks one of ${envtest_names[*]}; building instead"
+  [ "$missing" = 0 ] || log "KUBEBUILDER_ASSETS=$KUBEBUILDER_ASSETS lacks one of ${envtest_names[*]}; building instead"
 fi
 
-k8s_version=$(awk '$1=="k8s.io/kubernetes" {print $2; exit}' "$here/go.mod")
-stamp_want=$(cat "$here/go.mod" "$here/go.sum" | sha256sum | cut -c1-16)
+# Another version: the main folder first (its etcd and kubectl are linked, not rebuilt).
+linked=()
+if [ "$module" != "$here" ]; then
+  main_bin=$(KUBEENV_VERSION= KUBEENV_BIN= KUBEBUILDER_ASSETS= bash "$here/build.sh")
+  targets=(kube-apiserver:k8s.io/kubernetes/cmd/kube-apiserver)
+  linked=(etcd kubectl)
+fi
+
+k8s_version=$(awk '$1=="k8s.io/kubernetes" {print $2; exit}' "$module/go.mod")
+stamp_want=$(cat "$module/go.mod" "$module/go.sum" | sha256sum | cut -c1-16)
+if [ ${#linked[@]} -gt 0 ]; then
+  # The linked binaries come from the main pins: they are part of this folder's key.
+  stamp_want=$( (printf '%s\n' "$stamp_want"; cat "$main_bin/.stamp") | sha256sum | cut -c1-16)
+fi
 cache=${KUBEENV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kubectl-vap/kubeenv}
 bin=${KUBEENV_BIN:-$cache/$k8s_version-$stamp_want/bin}
 minor=$(echo "$k8s_version" | cut -d. -f2)
@@ -64,6 +103,7 @@ if [ -f "$stamp_file" ] && [ "$(cat "$stamp_file")" = "$stamp_want" ] &&
   stamp_ok=1
   ok=1
   for t in "${targets[@]}"; do [ -x "$bin/${t%%:*}" ] || ok=0; done
+  for n in "${linked[@]}"; do [ -x "$bin/$n" ] || ok=0; done
   if [ "$ok" = 1 ]; then
     log "up to date in $bin ($k8s_version)"
     printf '%s\n' "$bin"
@@ -74,10 +114,11 @@ fi
 command -v go >/dev/null || { log "go is not on PATH; install Go >= 1.26 or set KUBEBUILDER_ASSETS"; exit 1; }
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=readonly
 mkdir -p "$bin"
-cd "$here"
+cd "$module"
 if [ "$stamp_ok" = 0 ]; then
   # Binaries from other pins or flags (a reused $KUBEENV_BIN) must not pass for these.
   for t in "${targets[@]}"; do rm -f "$bin/${t%%:*}"; done
+  for n in "${linked[@]}"; do rm -f "$bin/$n"; done
   printf '%s\n' "$stamp_want" >"$stamp_file"
   printf '%s\n' "$recipe" >"$bin/.recipe"
 fi
@@ -129,6 +170,12 @@ for t in "${targets[@]}"; do
   mv "$bin/$out.tmp" "$bin/$out"
   log "built $out in $(( $(date +%s) - t0 ))s"
   built+=("$out")
+done
+for n in "${linked[@]}"; do
+  [ -x "$bin/$n" ] && continue
+  ln -f "$main_bin/$n" "$bin/$n.tmp" 2>/dev/null || cp "$main_bin/$n" "$bin/$n.tmp"
+  mv "$bin/$n.tmp" "$bin/$n"
+  log "linked $n from $main_bin"
 done
 log "built in $(( $(date +%s) - start ))s into $bin (${built[*]:-nothing: all reused})"
 printf '%s\n' "$bin"

@@ -221,9 +221,17 @@ pub fn assert_matches_install(facts: &ImageFacts, what: &str) {
     let dep = deployment("x");
     let pod = &dep["spec"]["template"]["spec"];
     let c = &pod["containers"][0];
-    assert!(
-        c.get("command").is_none(),
-        "install --print keeps the image's entrypoint"
+    // The Deployment states the reconciler's command line itself (the image's binary, then
+    // `run --in-cluster`) rather than relying on the image's entrypoint.
+    assert_eq!(
+        strings(&c["command"]),
+        [facts.entrypoint[0].clone()],
+        "{what}: install --print runs the image's binary"
+    );
+    assert_eq!(
+        strings(&c["args"])[..2],
+        ["run", "--in-cluster"],
+        "{what}: install --print says `run --in-cluster`"
     );
     assert_eq!(pod["securityContext"]["runAsUser"], IMAGE_UID);
     assert_eq!(pod["securityContext"]["runAsGroup"], IMAGE_UID);

@@ -103,6 +103,8 @@ pub struct Printed {
     pub events: PrintedRole,
     /// The operator's ClusterRole (`kubectl-vap-operator`): read, and ask the holder.
     pub operator: PrintedRole,
+    /// The guard policy and its binding (`kubectl-vap-guard`), as printed.
+    pub guard: Vec<Value>,
 }
 
 /// What `kubectl-vap install --print --namespace namespace` prints, by role.
@@ -120,10 +122,14 @@ pub fn printed(namespace: &str) -> Printed {
     );
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let mut roles = BTreeMap::new();
+    let mut guard = Vec::new();
     for doc in text.split("\n---\n") {
         let Ok(v) = serde_norway::from_str::<Value>(doc) else {
             continue;
         };
+        if v["metadata"]["name"] == kubectl_vap::cli::install::GUARD_NAME {
+            guard.push(v.clone());
+        }
         if matches!(v["kind"].as_str(), Some("ClusterRole" | "Role")) {
             let meta = &v["metadata"];
             roles.insert(
@@ -145,10 +151,20 @@ pub fn printed(namespace: &str) -> Printed {
         lease: take("kubectl-vap-lease"),
         events: take("kubectl-vap-events"),
         operator: take("kubectl-vap-operator"),
+        guard,
     }
 }
 
 impl Printed {
+    /// The printed guard, confining `user` instead of the ServiceAccount it names (the rest
+    /// byte for byte as printed): for a test user, or one impersonated with `--as`.
+    pub fn guard_for(&self, namespace: &str, user: &str) -> Vec<Value> {
+        let sa = kubectl_vap::cli::install::service_account_user(namespace);
+        let text = serde_json::to_string(&self.guard).expect("JSON");
+        assert!(text.contains(&sa), "the guard names {sa}: {text}");
+        serde_json::from_str(&text.replace(&sa, user)).expect("JSON")
+    }
+
     /// The namespaced roles of the reconciler (the Lease's, the Events').
     fn reconciler_roles(&self) -> [(&str, &Value); 2] {
         [&self.lease, &self.events].map(|r| {

@@ -5,7 +5,7 @@
 
 use kubectl_vap::controller::state::{EventResult, EventVerb, ReconcileEvent};
 use kubectl_vap::controller::{
-    Command, Config, Controller, Mode, NotLeading, RequestOutcome, launch,
+    ClusterEvent, Command, Config, Controller, Happened, Mode, NotLeading, RequestOutcome, launch,
 };
 use kubectl_vap::core::Options;
 use kubectl_vap::core::desired::Opinion;
@@ -62,6 +62,31 @@ impl Start {
 /// A copy of the reconciler in this process, started by [`start`].
 pub struct Reconciler {
     running: Controller,
+    /// Its feed, from its start, and the cluster Events read from it so far.
+    feed: std::sync::Mutex<(
+        tokio::sync::broadcast::Receiver<Happened>,
+        Vec<ClusterEvent>,
+    )>,
+}
+
+impl Reconciler {
+    fn of(running: Controller) -> Reconciler {
+        let feed = std::sync::Mutex::new((running.feed(), Vec::new()));
+        Reconciler { running, feed }
+    }
+
+    /// The cluster's Events this copy told on its feed since it started, oldest first.
+    pub fn cluster_events(&self) -> Vec<ClusterEvent> {
+        let mut feed = self.feed.lock().unwrap_or_else(|p| p.into_inner());
+        let (rx, seen) = &mut *feed;
+        loop {
+            match rx.try_recv() {
+                Ok(Happened::Cluster(e)) => seen.push(e),
+                Ok(_) | Err(tokio::sync::broadcast::error::TryRecvError::Lagged(_)) => {}
+                Err(_) => return seen.clone(),
+            }
+        }
+    }
 }
 
 /// Starts a copy on `client` (as that client's user).
@@ -80,7 +105,7 @@ pub async fn start(client: kube::Client, s: Start) -> Reconciler {
     let running = launch(client, config, s.tuning)
         .await
         .expect("the reconciler starts");
-    Reconciler { running }
+    Reconciler::of(running)
 }
 
 /// A copy that only observes Lease `namespace/name` (the TUI without `--reconcile`): it
@@ -101,7 +126,7 @@ pub async fn observe(
     let running = launch(client, config, Tuning::default())
         .await
         .expect("the observer starts");
-    Reconciler { running }
+    Reconciler::of(running)
 }
 
 impl Reconciler {

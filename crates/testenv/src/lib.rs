@@ -2,7 +2,8 @@
 //!
 //! Binaries are found the envtest way (`KUBEBUILDER_ASSETS`, or `TEST_ASSET_KUBE_APISERVER`,
 //! `TEST_ASSET_ETCD`, `TEST_ASSET_KUBECTL`); `tests/kubeenv/build.sh` builds them and `scripts/test`
-//! wires it all up. See `docs/testing.md`.
+//! wires it all up. `KUBEENV_VERSION=1.30` (the [`version`] knob) makes sure the kube-apiserver
+//! found is that minor. See `docs/testing.md`.
 //!
 //! ```no_run
 //! # async fn demo() {
@@ -17,7 +18,9 @@ mod controller_manager;
 pub mod gatekeeper;
 pub mod poll;
 mod process;
+pub mod proxy;
 pub mod rbac;
+pub mod version;
 
 pub use controller_manager::{ControllerManager, ControllerManagerOptions};
 
@@ -175,6 +178,31 @@ rules:
 - level: None
 "#;
 
+/// How a private env's kube-apiserver differs from the shared one's.
+#[derive(Debug, Clone, Default)]
+pub struct EnvOptions {
+    /// Write an audit log of every create, update, patch and delete ([`TestEnv::audit_events`]).
+    pub audit: bool,
+    /// More kube-apiserver flags, after the env's own (a repeated list flag adds to it).
+    pub apiserver_args: Vec<String>,
+}
+
+impl EnvOptions {
+    /// A server that does not serve ValidatingAdmissionPolicy v1, as one older than 1.30 (or
+    /// one whose operator switched it off) does: both v1 resources off in `--runtime-config`,
+    /// and the admission plugin off too — it lists VAPs at v1, so kube-apiserver exits at
+    /// start without it.
+    pub fn without_vap_v1() -> EnvOptions {
+        EnvOptions {
+            apiserver_args: vec![
+                "--runtime-config=admissionregistration.k8s.io/v1/validatingadmissionpolicies=false,admissionregistration.k8s.io/v1/validatingadmissionpolicybindings=false".into(),
+                "--disable-admission-plugins=ValidatingAdmissionPolicy".into(),
+            ],
+            ..EnvOptions::default()
+        }
+    }
+}
+
 /// One etcd and one kube-apiserver, each on a free loopback port, with RBAC and two token users.
 pub struct TestEnv {
     dir: PathBuf,
@@ -193,6 +221,10 @@ pub struct TestEnv {
     startup: Duration,
     /// The audit log kube-apiserver writes, if started with [`TestEnv::start_audited`].
     audit_log: Option<PathBuf>,
+    /// Flags added to kube-apiserver's ([`EnvOptions::apiserver_args`]).
+    apiserver_args: Vec<String>,
+    /// What kube-apiserver says it is (`v1.36.3`).
+    kubernetes: String,
 }
 
 static SHARED: OnceLock<TestEnv> = OnceLock::new();
@@ -228,7 +260,15 @@ impl TestEnv {
     /// and delete (metadata level: who, verb, object, response code); read it with
     /// [`TestEnv::audit_events`].
     pub fn start_audited() -> TestEnv {
-        TestEnv::try_start_with(true).unwrap_or_else(|e| panic!("testenv: {e:#}"))
+        TestEnv::start_with(EnvOptions {
+            audit: true,
+            ..EnvOptions::default()
+        })
+    }
+
+    /// A private env started with `opts` (stopped and removed on drop, like [`TestEnv::start`]).
+    pub fn start_with(opts: EnvOptions) -> TestEnv {
+        TestEnv::try_start_with(opts).unwrap_or_else(|e| panic!("testenv: {e:#}"))
     }
 
     /// The audit events written so far (JSON objects), oldest first; empty without an audit log.
@@ -245,12 +285,17 @@ impl TestEnv {
 
     /// Like [`TestEnv::start`], but returns the error instead of panicking.
     pub fn try_start() -> anyhow::Result<TestEnv> {
-        TestEnv::try_start_with(false)
+        TestEnv::try_start_with(EnvOptions::default())
     }
 
-    fn try_start_with(audit: bool) -> anyhow::Result<TestEnv> {
+    /// [`TestEnv::start_with`], returning the error instead of panicking.
+    pub fn try_start_with(opts: EnvOptions) -> anyhow::Result<TestEnv> {
         install_panic_hook();
         let bins = Binaries::discover()?;
+        let kubernetes = version::binary_version(&bins.kube_apiserver)?;
+        if let Some(wanted) = version::wanted()? {
+            version::check(&bins.kube_apiserver, &kubernetes, &wanted)?;
+        }
         remove_stale_dirs();
         let tempdir = owned_temp_dir(DIR_PREFIX).context("creating the env's temp dir")?;
         let dir = tempdir.path().to_path_buf();
@@ -270,7 +315,7 @@ impl TestEnv {
         )
         .context("writing tokens.csv")?;
 
-        let audit_log = if audit {
+        let audit_log = if opts.audit {
             std::fs::write(dir.join("audit-policy.yaml"), AUDIT_POLICY)
                 .context("writing the audit policy")?;
             Some(dir.join("audit.log"))
@@ -292,6 +337,8 @@ impl TestEnv {
             user_token: user_token.clone(),
             startup: Duration::ZERO,
             audit_log,
+            apiserver_args: opts.apiserver_args,
+            kubernetes,
         };
         lock(&LIVE_DIRS).push(dir.clone());
 
@@ -404,6 +451,7 @@ impl TestEnv {
             .arg(format!("--audit-log-path={}", log.display()))
             .arg("--audit-log-format=json");
         }
+        cmd.args(&self.apiserver_args);
         let child = self.spawn_logged(cmd, "kube-apiserver.log")?;
         self.apiserver_pid.store(child.id(), Ordering::SeqCst);
         *lock(&self.apiserver) = Some(child);
@@ -602,6 +650,17 @@ exec "$@""#;
     /// The env's folder: logs, kubeconfigs, certs, etcd data.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The Kubernetes version this env runs (`v1.36.3`), as its kube-apiserver says.
+    pub fn kubernetes_version(&self) -> &str {
+        &self.kubernetes
+    }
+
+    /// The minor this env runs (`1.36`).
+    pub fn kubernetes_minor(&self) -> &str {
+        let v = self.kubernetes.trim_start_matches('v');
+        v.rfind('.').map_or(v, |i| &v[..i])
     }
 
     /// Time from spawning etcd to kube-apiserver's first 200 on `/readyz`.

@@ -538,16 +538,6 @@ fn drop_unobservable(a: &mut Analysis, snap: &Snapshot) {
         for c in &mut node.children {
             fix(c, remap, dropped);
         }
-        // A constraint shows its binding's state; an unknown binding makes it unknown too.
-        if node.kind == NodeKind::Constraint
-            && matches!(
-                node.state,
-                State::Missing | State::OutOfSync | State::Dangling
-            )
-            && node.children.iter().any(|c| c.state == State::Unknown)
-        {
-            node.state = State::Unknown;
-        }
     }
     for n in &mut a.tree {
         fix(n, &remap, &dropped_objects);

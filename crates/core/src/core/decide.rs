@@ -106,7 +106,7 @@ pub fn decide_template(t: &ConstraintTemplate, opts: &Options) -> TemplateVerdic
         None => (
             opts.default_create_vap_for_templates,
             format!(
-                "generateVAP unset; --default-create-vap-for-templates={}",
+                "{GENERATE_VAP_UNSET}; --default-create-vap-for-templates={}",
                 opts.default_create_vap_for_templates
             ),
         ),
@@ -121,6 +121,9 @@ pub fn decide_template(t: &ConstraintTemplate, opts: &Options) -> TemplateVerdic
         TemplateVerdict::Skip { reason: why }
     }
 }
+
+/// How a template's reason starts when it leaves `generateVAP` unset (the flag decides).
+pub const GENERATE_VAP_UNSET: &str = "generateVAP unset";
 
 fn validate_source(s: &NativeSource, cel: &CelChecker) -> Result<(), String> {
     if s.validations.is_empty() {

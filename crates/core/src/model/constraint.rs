@@ -69,6 +69,9 @@ impl Constraint {
         let meta = Meta::from_value(&raw);
         let spec = &raw["spec"];
         let mut errors = Vec::new();
+        if let Some(why) = super::undecodable(&raw) {
+            errors.push(format!("cannot be decoded: {why}"));
+        }
         let enforcement_action = match &spec["enforcementAction"] {
             Value::Null => None,
             Value::String(s) => Some(s.clone()),

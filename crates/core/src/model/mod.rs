@@ -33,5 +33,17 @@ pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 pub const MANAGED_BY_VALUE: &str = "kubectl-vap";
 /// The engine name of Gatekeeper's CEL driver.
 pub const CEL_ENGINE: &str = "K8sNativeValidation";
+/// The field a stub of an object that could not be decoded carries at its top level: why (the
+/// cluster layer keeps only its type and metadata). The views read it as an error of that
+/// object (a constraint that cannot be bound, a template whose generation cannot be decided),
+/// so one such object is a finding on itself, never an unreadable kind. The name cannot be a
+/// field of any object a server sends (no API field has a `/`).
+pub const UNDECODABLE: &str = "kubectl-vap.io/undecodable";
+
+/// Why `raw` is a stub of an object that could not be decoded, if it is one.
+pub fn undecodable(raw: &serde_json::Value) -> Option<&str> {
+    raw.get(UNDECODABLE).and_then(serde_json::Value::as_str)
+}
+
 /// The enforcement point of VAP in scopedEnforcementActions.
 pub const VAP_ENFORCEMENT_POINT: &str = "vap.k8s.io";

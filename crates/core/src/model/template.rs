@@ -81,6 +81,10 @@ impl ConstraintTemplate {
             .filter(|k| !k.is_empty())
             .map(str::to_string);
         let (targets, targets_error) = match raw["spec"].get("targets") {
+            _ if super::undecodable(&raw).is_some() => (
+                Vec::new(),
+                super::undecodable(&raw).map(|why| format!("cannot be decoded: {why}")),
+            ),
             None | Some(Value::Null) => (Vec::new(), None),
             Some(t) => match serde_json::from_value::<Vec<Target>>(t.clone()) {
                 Ok(targets) => (targets, None),

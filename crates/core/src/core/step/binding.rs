@@ -316,8 +316,10 @@ impl<'a> BindingStep<'a> {
         }
     }
 
-    /// The constraint's state and reason in the tree: a wanted binding's state is the
-    /// constraint's ("missing" shows on both lines).
+    /// The constraint's state and reason in the tree: a constraint that wants a binding is as
+    /// written (in sync) and says how it binds; its binding's own row says whether that
+    /// binding is there (a missing binding drawn as a missing constraint said the constraint
+    /// was gone).
     pub fn constraint_state(&self) -> (State, String) {
         if let Action::Foreign(_) = self.action {
             return (State::Error, "its binding name is taken".into());
@@ -330,7 +332,7 @@ impl<'a> BindingStep<'a> {
                     .and_then(|s| s.validation_actions.as_ref())
                     .map(|a| a.join(", "))
                     .unwrap_or_default();
-                (self.binding_state().0, format!("binds with {actions}"))
+                (State::InSync, format!("binds with {actions}"))
             }
             BindingDecision::Waiting { reason, .. } => (State::Waiting, reason.clone()),
             BindingDecision::NotWanted { reason } => (State::NotBound, reason.clone()),

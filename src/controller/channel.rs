@@ -1,0 +1,834 @@
+//! The requests channel between a copy and the lease holder: how a request is asked, how the
+//! holder reads, bounds and answers what it finds, and how the asker knows the answer is the
+//! holder's.
+//!
+//! - **Asking**: a `request.<id>` entry merge-patched into the ConfigMap `<lease>-requests` in
+//!   the Lease's namespace (one entry per request, so two people asking at once do not
+//!   overwrite each other; no resourceVersion, no conflicts). Flux's
+//!   `reconcile.fluxcd.io/requestedAt` convention, on an object we own instead of the user's
+//!   templates (annotating a ConstraintTemplate would be GitOps drift).
+//! - **Reading** ([`Desk`]): the holder takes each entry once, and removes every entry it has
+//!   read — taken, refused or ignored — with one merge patch per [`PRUNE_EVERY`] at most, so
+//!   the ConfigMap holds only what arrived since. It ignores an entry larger than
+//!   [`MAX_ENTRY_BYTES`], one it cannot parse, one older than [`MAX_AGE`] or dated ahead by more
+//!   than [`MAX_SKEW`] (by its own clock), and takes at most [`MAX_HELD`] requests waiting;
+//!   the same command asked many times is handled once for all of them, at most
+//!   [`MAX_RUNNING`] commands at once. What it ignores is counted and said in one line.
+//! - **Answering**: in the Lease, annotation [`ANSWERS_ANNOTATION`], written with the holder's
+//!   renewals (no write of its own). Only the holder (and whoever may write the Lease, which
+//!   the operator role may not) can write there, so the asker, who reads the answer from the
+//!   Lease it watches, knows the holder wrote it; an answer in the ConfigMap, which every
+//!   asker may patch, could be anyone's. The last [`PUBLISHED_IDS`] request ids answered
+//!   within [`KEEP_PUBLISHED`] are published, at most [`IDS_PER_ANSWER`] of one run.
+//!
+//! Every text that crossed the cluster (`by`, a template name, a summary, an error) is escaped
+//! ([`crate::text::printable`]) before it reaches a log line, a terminal or an outcome.
+
+use super::state::{Command, RequestOutcome};
+use super::{Error, RequestError};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, Patch, PatchParams};
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+/// A request older than this (its `requestedAt`, by the holder's clock) is ignored and
+/// removed: its asker has given up ([`ASK_TIMEOUT`]), and a holder that starts later must not
+/// carry out what was asked of another long ago.
+pub const MAX_AGE: Duration = Duration::from_secs(120);
+/// A request dated further ahead than this is ignored and removed (clocks differ by less).
+pub const MAX_SKEW: Duration = Duration::from_secs(60);
+/// The largest entry read (a request is ~150 bytes).
+pub const MAX_ENTRY_BYTES: usize = 1024;
+/// Requests waiting to be handled, at most; the rest are removed unread.
+pub const MAX_HELD: usize = 64;
+/// Commands handled at once, at most (each enqueues its keys and waits for them).
+pub const MAX_RUNNING: usize = 4;
+/// The ConfigMap is written at most this often (one merge patch removes what was read).
+pub const PRUNE_EVERY: Duration = Duration::from_secs(1);
+/// Request ids whose answers the Lease carries, at most.
+pub const PUBLISHED_IDS: usize = 32;
+/// Request ids one answer carries, at most: a flood coalesced into one run cannot push every
+/// other answer out of the Lease.
+pub const IDS_PER_ANSWER: usize = 8;
+/// Unknown commands answered (with an error) per reading of the ConfigMap; the rest ignored.
+pub const REFUSED_PER_READ: usize = 4;
+/// How long an answer stays in the Lease.
+pub const KEEP_PUBLISHED: Duration = Duration::from_secs(120);
+/// Longest text of an answer (summary, error) published.
+const MAX_TEXT: usize = 400;
+/// The Lease annotation the holder answers in.
+pub const ANSWERS_ANNOTATION: &str = "kubectl-vap.io/answers";
+/// How long an asker waits for its answer: the holder's own deadline for a request, and
+/// time for the answer to ride on a renewal.
+pub const ASK_TIMEOUT: Duration = Duration::from_secs(75);
+
+const REQUEST: &str = "request.";
+
+/// The requests ConfigMap of Lease `lease`.
+pub fn configmap_name(lease: &str) -> String {
+    format!("{lease}-requests")
+}
+
+/// `s` escaped for a terminal or a log line, and cut to `max` bytes.
+pub fn said(s: &str, max: usize) -> String {
+    let s = crate::text::printable(s);
+    if s.len() <= max {
+        return s.into_owned();
+    }
+    let mut cut = max.saturating_sub(3);
+    while !s.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}…", &s[..cut])
+}
+
+/// A request as it is written into the ConfigMap.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Asked {
+    /// `replay`, `reconcile` or `reconcile-all`.
+    pub command: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<String>,
+    /// The asking copy's identity.
+    pub by: String,
+    pub requested_at: String,
+}
+
+impl Asked {
+    pub fn new(command: &Command, by: &str) -> Self {
+        let (command, template) = wire(command);
+        Asked {
+            command: command.into(),
+            template,
+            by: by.into(),
+            requested_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        }
+    }
+
+    /// The command asked, if it is one this version knows and its template a possible name.
+    pub fn command(&self) -> Option<Command> {
+        let template = || self.template.clone().filter(|t| is_object_name(t));
+        match self.command.as_str() {
+            "replay" => Some(Command::Replay(template()?)),
+            "reconcile" => Some(Command::Reconcile(template()?)),
+            "reconcile-all" => Some(Command::ReconcileAll),
+            _ => None,
+        }
+    }
+}
+
+/// Whether `s` can be the name of a cluster-scoped object (a DNS-1123 subdomain): what a
+/// template name must be. Anything else is not looked up, nor logged as a name.
+fn is_object_name(s: &str) -> bool {
+    let edge = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    !s.is_empty()
+        && s.len() <= 253
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+        && edge(s.chars().next())
+        && edge(s.chars().last())
+}
+
+/// How a command is written: its name and template.
+fn wire(command: &Command) -> (&'static str, Option<String>) {
+    match command {
+        Command::Replay(t) => ("replay", Some(t.clone())),
+        Command::Reconcile(t) => ("reconcile", Some(t.clone())),
+        Command::ReconcileAll => ("reconcile-all", None),
+    }
+}
+
+/// An answer as the Lease carries it: for every request id it answers, what was done.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Published {
+    pub ids: Vec<String>,
+    /// The command handled (`replay`, …) and its template: the asker checks it is its own.
+    pub command: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<String>,
+    pub handled_at: String,
+    #[serde(default)]
+    pub summary: String,
+    #[serde(default)]
+    pub writes: u64,
+    #[serde(default)]
+    pub failures: u64,
+    #[serde(default)]
+    pub refused: usize,
+    #[serde(default)]
+    pub keys: usize,
+    /// The request could not be handled (its template does not exist, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl Published {
+    /// The answer to `ids`, which asked `command`, from what handling it gave.
+    pub fn of(ids: Vec<String>, command: &Command, result: &Result<RequestOutcome, Error>) -> Self {
+        let (name, template) = wire(command);
+        let handled_at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        let base = Published {
+            ids,
+            command: name.into(),
+            template,
+            handled_at,
+            summary: String::new(),
+            writes: 0,
+            failures: 0,
+            refused: 0,
+            keys: 0,
+            error: None,
+        };
+        match result {
+            Ok(o) => Published {
+                summary: said(&o.summary, MAX_TEXT),
+                writes: o.writes,
+                failures: o.failures,
+                refused: o.refused,
+                keys: o.keys,
+                ..base
+            },
+            Err(e) => Published {
+                error: Some(said(&crate::text::error_text(e), MAX_TEXT)),
+                ..base
+            },
+        }
+    }
+
+    /// A request the holder refuses to handle (an unknown command), answered at once.
+    fn refused(id: String, asked: &Asked, why: &str) -> Self {
+        Published {
+            ids: vec![id],
+            command: said(&asked.command, 64),
+            template: asked.template.as_deref().map(|t| said(t, 253)),
+            handled_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            summary: String::new(),
+            writes: 0,
+            failures: 0,
+            refused: 0,
+            keys: 0,
+            error: Some(why.to_string()),
+        }
+    }
+}
+
+/// The answers this copy publishes in the Lease while it holds it.
+#[derive(Default)]
+pub struct Answers(Mutex<VecDeque<(Instant, Published)>>);
+
+impl Answers {
+    /// Publishes `answer` with the next renewal (the oldest make room).
+    pub fn publish(&self, answer: Published) {
+        let mut answer = answer;
+        answer.ids.truncate(IDS_PER_ANSWER);
+        let mut a = self.0.lock();
+        a.push_front((Instant::now(), answer));
+        a.retain(|(at, _)| at.elapsed() < KEEP_PUBLISHED);
+        // Newest first, at most PUBLISHED_IDS ids in all (a flood answers few of its own).
+        let mut room = PUBLISHED_IDS;
+        for (_, p) in a.iter_mut() {
+            p.ids.truncate(room);
+            room -= p.ids.len();
+        }
+        a.retain(|(_, p)| !p.ids.is_empty());
+    }
+
+    /// The annotation's value, or `None` when there is nothing to publish.
+    pub fn annotation(&self) -> Option<String> {
+        let mut a = self.0.lock();
+        a.retain(|(at, _)| at.elapsed() < KEEP_PUBLISHED);
+        if a.is_empty() {
+            return None;
+        }
+        let list: Vec<&Published> = a.iter().map(|(_, p)| p).collect();
+        serde_json::to_string(&list).ok()
+    }
+
+    /// Nothing more is published (this copy lost the Lease).
+    pub fn clear(&self) {
+        self.0.lock().clear();
+    }
+}
+
+/// The answer for request `id` the Lease `l` carries, if any.
+pub fn answer_in(l: &Lease, id: &str) -> Option<Published> {
+    let raw = l.metadata.annotations.as_ref()?.get(ANSWERS_ANNOTATION)?;
+    let list: Vec<Published> = serde_json::from_str(raw).ok()?;
+    list.into_iter().find(|p| p.ids.iter().any(|i| i == id))
+}
+
+// ---- the holder's desk ----
+
+/// Why an entry of the ConfigMap was not taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Ignored {
+    /// Not a `request.<id>` entry (an answer of an older version, anything else).
+    NotARequest,
+    TooLarge,
+    Unparsable,
+    TooOld,
+    DatedAhead,
+    /// More than [`MAX_HELD`] waiting.
+    TooMany,
+    /// An unknown command beyond the [`REFUSED_PER_READ`] answered.
+    Unknown,
+}
+
+impl Ignored {
+    fn label(self) -> &'static str {
+        match self {
+            Ignored::NotARequest => "not a request",
+            Ignored::TooLarge => "larger than 1 KiB",
+            Ignored::Unparsable => "unparsable",
+            Ignored::TooOld => "older than 2 minutes",
+            Ignored::DatedAhead => "dated ahead",
+            Ignored::TooMany => "beyond 64 waiting",
+            Ignored::Unknown => "unknown commands beyond 4 answered",
+        }
+    }
+}
+
+/// What one entry of the ConfigMap holds.
+enum Taken {
+    Request(String, Asked, Command),
+    /// A request that is answered with an error at once.
+    Refused(Published),
+    Ignored,
+}
+
+/// Requests asking one command, handled together.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Batch {
+    pub command: Command,
+    /// Request ids, and who asked each (escaped).
+    pub asked: Vec<(String, String)>,
+}
+
+/// The holder's bookkeeping of the ConfigMap: what it has read, what waits, what to remove.
+/// Pure (the clock is passed in), so the bounds are unit-tested.
+#[derive(Default)]
+pub struct Desk {
+    /// Entries already read (key and value), with when: read once, until removed.
+    read: HashMap<String, (u64, Instant)>,
+    waiting: VecDeque<Batch>,
+    /// Entries to remove with the next patch.
+    prune: BTreeSet<String>,
+    /// Answers to publish at once (refused requests).
+    refused: Vec<Published>,
+    /// What was ignored since it was last said.
+    ignored: BTreeMap<Ignored, usize>,
+}
+
+fn digest(s: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    s.hash(&mut h);
+    h.finish()
+}
+
+impl Desk {
+    /// Reads the ConfigMap's `data` at `now` (wall clock `wall`): new requests wait, everything
+    /// read is to be removed.
+    pub fn read(
+        &mut self,
+        data: &BTreeMap<String, String>,
+        now: Instant,
+        wall: chrono::DateTime<chrono::Utc>,
+    ) {
+        // Forget what is gone from the ConfigMap (removed): a new entry of that key is new.
+        self.read.retain(|k, _| data.contains_key(k));
+        for (key, value) in data {
+            let d = digest(value);
+            if self.read.get(key).is_some_and(|(seen, _)| *seen == d) {
+                continue;
+            }
+            self.read.insert(key.clone(), (d, now));
+            self.prune.insert(key.clone());
+            match self.take(key, value, wall) {
+                Taken::Request(id, asked, command) => self.wait(id, &asked, command),
+                Taken::Refused(answer) if self.refused.len() < REFUSED_PER_READ => {
+                    self.refused.push(answer)
+                }
+                Taken::Refused(_) => *self.ignored.entry(Ignored::Unknown).or_default() += 1,
+                Taken::Ignored => {}
+            }
+        }
+    }
+
+    /// What an entry holds (an ignored one counted).
+    fn take(&mut self, key: &str, value: &str, wall: chrono::DateTime<chrono::Utc>) -> Taken {
+        let held = self.held();
+        let mut ignore = |why: Ignored| {
+            *self.ignored.entry(why).or_default() += 1;
+            Taken::Ignored
+        };
+        let Some(id) = key
+            .strip_prefix(REQUEST)
+            .filter(|id| !id.is_empty() && id.len() <= 64)
+            .filter(|id| id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'))
+        else {
+            return ignore(Ignored::NotARequest);
+        };
+        if value.len() > MAX_ENTRY_BYTES {
+            return ignore(Ignored::TooLarge);
+        }
+        let Ok(asked) = serde_json::from_str::<Asked>(value) else {
+            return ignore(Ignored::Unparsable);
+        };
+        let Ok(at) = chrono::DateTime::parse_from_rfc3339(&asked.requested_at) else {
+            return ignore(Ignored::Unparsable);
+        };
+        let age = wall.signed_duration_since(at);
+        if age.to_std().is_ok_and(|a| a > MAX_AGE) {
+            return ignore(Ignored::TooOld);
+        }
+        if (-age).to_std().is_ok_and(|a| a > MAX_SKEW) {
+            return ignore(Ignored::DatedAhead);
+        }
+        if held >= MAX_HELD {
+            return ignore(Ignored::TooMany);
+        }
+        match asked.command() {
+            Some(c) => Taken::Request(id.to_string(), asked, c),
+            None => Taken::Refused(Published::refused(
+                id.to_string(),
+                &asked,
+                "not a request this version knows (replay TEMPLATE, reconcile TEMPLATE, reconcile-all)",
+            )),
+        }
+    }
+
+    /// Requests waiting.
+    pub fn held(&self) -> usize {
+        self.waiting.iter().map(|b| b.asked.len()).sum()
+    }
+
+    fn wait(&mut self, id: String, asked: &Asked, command: Command) {
+        let by = said(&asked.by, 128);
+        match self.waiting.iter_mut().find(|b| b.command == command) {
+            Some(b) => b.asked.push((id, by)),
+            None => self.waiting.push_back(Batch {
+                command,
+                asked: vec![(id, by)],
+            }),
+        }
+    }
+
+    /// The next batch to handle, if any waits.
+    pub fn next(&mut self) -> Option<Batch> {
+        self.waiting.pop_front()
+    }
+
+    /// Answers to publish now (refused requests).
+    pub fn refused(&mut self) -> Vec<Published> {
+        std::mem::take(&mut self.refused)
+    }
+
+    /// What to remove with the next patch (taken out: put back with [`Desk::unpruned`] if
+    /// the patch fails).
+    pub fn take_prune(&mut self) -> BTreeSet<String> {
+        std::mem::take(&mut self.prune)
+    }
+
+    /// A patch failed: remove these next time.
+    pub fn unpruned(&mut self, keys: BTreeSet<String>) {
+        self.prune.extend(keys);
+    }
+
+    /// What was ignored since last asked, as one clause ("3 unparsable, 1 older than …"),
+    /// or `None`.
+    pub fn ignored(&mut self) -> Option<String> {
+        let ignored = std::mem::take(&mut self.ignored);
+        (!ignored.is_empty()).then(|| {
+            ignored
+                .iter()
+                .map(|(why, n)| format!("{n} {}", why.label()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+    }
+}
+
+/// The merge patch that removes `keys` from the ConfigMap's data.
+pub fn prune_patch(keys: &BTreeSet<String>) -> serde_json::Value {
+    let data: serde_json::Map<String, serde_json::Value> = keys
+        .iter()
+        .map(|k| (k.clone(), serde_json::Value::Null))
+        .collect();
+    serde_json::json!({ "data": data })
+}
+
+// ---- the asker's side ----
+
+/// A request's id: unique per asker and moment; its answer, Event and log line carry it.
+pub fn request_id(by: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    let digest = hmac_sha256::Hash::hash(format!("{by}/{nanos}/{}", std::process::id()).as_bytes());
+    digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
+pub fn request_error(doing: &'static str, ns: &str, name: &str, e: kube::Error) -> RequestError {
+    let configmap = format!("{ns}/{name}");
+    match crate::cluster::status_code(&e) {
+        Some(404) => RequestError::NoConfigMap { configmap },
+        Some(401 | 403) => RequestError::ConfigMapForbidden {
+            doing,
+            configmap,
+            source: Box::new(e),
+        },
+        _ => RequestError::ConfigMap {
+            doing,
+            configmap,
+            source: Box::new(e),
+        },
+    }
+}
+
+/// The outcome an answer says, if it answers `command`: an answer to another command under
+/// our id means our request was overwritten (the ConfigMap is anyone's to patch).
+fn outcome_of(
+    p: Published,
+    id: &str,
+    command: &Command,
+    holder: &str,
+) -> Result<RequestOutcome, RequestError> {
+    let (name, template) = wire(command);
+    if p.command != name || p.template != template {
+        return Err(RequestError::NotOurs {
+            asked: said(&format!("{name} {}", template.unwrap_or_default()), 300)
+                .trim_end()
+                .to_string(),
+            answered: said(
+                &format!("{} {}", p.command, p.template.unwrap_or_default()),
+                300,
+            )
+            .trim_end()
+            .to_string(),
+        });
+    }
+    let holder = said(holder, 253);
+    match p.error {
+        Some(error) => Err(RequestError::Failed {
+            holder,
+            error: said(&error, MAX_TEXT),
+        }),
+        None => Ok(RequestOutcome {
+            id: id.to_string(),
+            handled_by: holder,
+            summary: said(&p.summary, MAX_TEXT),
+            writes: p.writes,
+            failures: p.failures,
+            refused: p.refused,
+            keys: p.keys,
+        }),
+    }
+}
+
+/// Asks the holder of Lease `namespace/lease` to handle `command` through the requests
+/// ConfigMap, and waits (at most `timeout`) for its answer in the Lease.
+pub async fn ask(
+    client: &kube::Client,
+    namespace: &str,
+    lease: &str,
+    command: &Command,
+    by: &str,
+    timeout: Duration,
+) -> Result<RequestOutcome, Error> {
+    use futures::StreamExt;
+    let name = configmap_name(lease);
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
+    let id = request_id(by);
+    let asked = serde_json::to_string(&Asked::new(command, by)).map_err(Error::Encode)?;
+    // Watching before asking: an answer that comes at once is not missed.
+    let what = format!("Lease {namespace}/{lease}");
+    let mut stream = crate::cluster::watch::object(leases, lease, what);
+    let patch = serde_json::json!({ "data": { format!("{REQUEST}{id}"): asked } });
+    api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|e| request_error("writing the request into", namespace, &name, e))?;
+    let answer = async {
+        while let Some(item) = stream.next().await {
+            // Errors are logged by the watch and retried with its backoff until the timeout.
+            let Ok(Some(l)) = item else { continue };
+            let holder = l
+                .spec
+                .as_ref()
+                .and_then(|s| s.holder_identity.clone())
+                .unwrap_or_default();
+            if let Some(p) = answer_in(&l, &id) {
+                return outcome_of(p, &id, command, &holder);
+            }
+        }
+        Err(RequestError::WatchEnded)
+    };
+    match tokio::time::timeout(timeout, answer).await {
+        Ok(r) => r.map_err(Error::from),
+        Err(_) => {
+            // Still there: nobody read it. Gone: the holder took it (and may still carry it
+            // out) or ignored it.
+            let pending = api
+                .get_opt(&name)
+                .await
+                .ok()
+                .flatten()
+                .and_then(|cm| cm.data)
+                .is_some_and(|d| d.contains_key(&format!("{REQUEST}{id}")));
+            Err(RequestError::NoAnswer {
+                secs: timeout.as_secs(),
+                read: !pending,
+            }
+            .into())
+        }
+    }
+}
+
+/// Creates the requests ConfigMap unless it exists (a holder does this on gaining the Lease).
+pub async fn ensure_configmap(client: &kube::Client, namespace: &str, lease: &str) {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use kube::api::PostParams;
+    let name = configmap_name(lease);
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    match api.get_opt(&name).await {
+        Ok(Some(_)) => return,
+        Ok(None) => {}
+        Err(e) => {
+            tracing::warn!(
+                "{}; requests from other copies cannot reach this one",
+                request_error("reading", namespace, &name, e)
+            );
+            return;
+        }
+    }
+    let cm = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            labels: Some(BTreeMap::from([(
+                crate::model::MANAGED_BY_LABEL.to_string(),
+                super::events::REPORTER.to_string(),
+            )])),
+            ..ObjectMeta::default()
+        },
+        ..ConfigMap::default()
+    };
+    match api.create(&PostParams::default(), &cm).await {
+        Ok(_) => {
+            tracing::info!("created ConfigMap {namespace}/{name} for requests from other copies")
+        }
+        Err(e) if crate::cluster::status_code(&e) == Some(409) => {}
+        Err(e) => tracing::warn!(
+            "{}; requests from other copies cannot reach this one",
+            request_error("creating", namespace, &name, e)
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(wall: chrono::DateTime<chrono::Utc>, ago: i64) -> String {
+        (wall - chrono::Duration::seconds(ago)).to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    }
+
+    fn asked(command: &Command, by: &str, requested_at: String) -> String {
+        serde_json::to_string(&Asked {
+            requested_at,
+            ..Asked::new(command, by)
+        })
+        .unwrap_or_default()
+    }
+
+    /// 500 reconcile-all requests in one patch are one batch of 64 (the rest removed unread),
+    /// handled once; junk, old, future and oversized entries are ignored, counted, removed.
+    #[test]
+    fn a_flood_is_bounded_coalesced_and_removed_in_one_patch() {
+        let wall = chrono::Utc::now();
+        let now = Instant::now();
+        let mut data = BTreeMap::new();
+        for i in 0..500 {
+            data.insert(
+                format!("request.flood{i:03}"),
+                asked(&Command::ReconcileAll, "mallory", at(wall, 1)),
+            );
+        }
+        data.insert("request.junk".into(), "{".into());
+        data.insert(
+            "request.old".into(),
+            asked(&Command::ReconcileAll, "x", at(wall, 24 * 60)),
+        );
+        data.insert(
+            "request.ahead".into(),
+            asked(&Command::ReconcileAll, "x", at(wall, -3600)),
+        );
+        data.insert(
+            "request.big".into(),
+            asked(&Command::ReconcileAll, &"x".repeat(2000), at(wall, 1)),
+        );
+        data.insert("result.forged".into(), "{}".into());
+        let mut desk = Desk::default();
+        desk.read(&data, now, wall);
+        let batch = desk.next().expect("one batch");
+        assert_eq!(batch.command, Command::ReconcileAll);
+        assert_eq!(batch.asked.len(), MAX_HELD);
+        assert!(desk.next().is_none(), "coalesced: one command, one batch");
+        assert_eq!(
+            desk.take_prune().len(),
+            data.len(),
+            "every entry read is removed"
+        );
+        let said = desk.ignored().expect("counted");
+        for part in [
+            "436 beyond 64 waiting",
+            "1 unparsable",
+            "1 older than",
+            "1 dated ahead",
+            "1 larger than 1 KiB",
+            "1 not a request",
+        ] {
+            assert!(said.contains(part), "{said}");
+        }
+        // Read again before the patch lands: nothing is taken twice.
+        desk.read(&data, now, wall);
+        assert!(desk.next().is_none() && desk.ignored().is_none());
+        assert!(desk.take_prune().is_empty());
+        // A new value under a read key is a new entry.
+        data.insert(
+            "request.flood000".into(),
+            asked(&Command::Replay("k8sx".into()), "alice", at(wall, 0)),
+        );
+        desk.read(&data, now, wall);
+        assert_eq!(
+            desk.next().map(|b| b.command),
+            Some(Command::Replay("k8sx".into()))
+        );
+    }
+
+    /// Escapes and forged lines in `by` and an unknown command never reach a log raw; an
+    /// unknown command is answered with an error, not handled.
+    #[test]
+    fn what_a_request_says_is_escaped_and_an_unknown_command_refused() {
+        let wall = chrono::Utc::now();
+        let mut data = BTreeMap::new();
+        let evil = "x\n2026-01-01T00:00:00Z  INFO forged\u{1b}]0;owned\u{7}\u{1b}[2J";
+        data.insert(
+            "request.a".into(),
+            asked(&Command::Replay("k8sx".into()), evil, at(wall, 0)),
+        );
+        let mut unknown: Asked =
+            serde_json::from_str(&asked(&Command::ReconcileAll, "m", at(wall, 0))).expect("asked");
+        unknown.command = "rm -rf\u{1b}[2J".into();
+        data.insert(
+            "request.b".into(),
+            serde_json::to_string(&unknown).expect("json"),
+        );
+        let mut template: Asked = unknown.clone();
+        template.command = "replay".into();
+        template.template = Some("Not A Name\u{1b}".into());
+        data.insert(
+            "request.c".into(),
+            serde_json::to_string(&template).expect("json"),
+        );
+        let mut desk = Desk::default();
+        desk.read(&data, Instant::now(), wall);
+        let batch = desk.next().expect("a batch");
+        let (_, by) = &batch.asked[0];
+        assert!(!by.contains('\u{1b}') && !by.contains('\n'), "{by}");
+        let refused = desk.refused();
+        assert_eq!(refused.len(), 2);
+        // A flood of unknown commands: a few answered, the rest ignored and counted.
+        let mut many = BTreeMap::new();
+        for i in 0..10 {
+            many.insert(
+                format!("request.u{i}"),
+                serde_json::to_string(&unknown).expect("json"),
+            );
+        }
+        let mut flood = Desk::default();
+        flood.read(&many, Instant::now(), wall);
+        assert_eq!(flood.refused().len(), REFUSED_PER_READ);
+        assert_eq!(
+            flood.ignored().as_deref(),
+            Some("6 unknown commands beyond 4 answered")
+        );
+        for r in &refused {
+            assert!(r.error.is_some());
+            assert!(!r.command.contains('\u{1b}'), "{r:?}");
+            assert!(!r.template.as_deref().unwrap_or_default().contains('\u{1b}'));
+        }
+    }
+
+    /// The Lease carries at most PUBLISHED_IDS ids, newest first; an answer to another
+    /// command under our id is refused, and what an answer says is escaped.
+    #[test]
+    fn published_answers_are_bounded_and_checked_by_the_asker() {
+        let answers = Answers::default();
+        let outcome = RequestOutcome {
+            id: "early".into(),
+            handled_by: "holder".into(),
+            summary: "reconciled everything (3 items): 0 writes".into(),
+            writes: 0,
+            failures: 0,
+            refused: 0,
+            keys: 3,
+        };
+        let ok = Ok(outcome.clone());
+        answers.publish(Published::of(
+            vec!["early".into()],
+            &Command::Reconcile("k8sy".into()),
+            &ok,
+        ));
+        for round in 0..5 {
+            let flood: Vec<String> = (0..100).map(|i| format!("f{round}-{i}")).collect();
+            answers.publish(Published::of(flood, &Command::ReconcileAll, &ok));
+        }
+        answers.publish(Published::of(
+            vec!["mine".into()],
+            &Command::Replay("k8sx".into()),
+            &Ok(RequestOutcome {
+                summary: "replayed 1 constraint\u{1b}[2J".into(),
+                ..outcome
+            }),
+        ));
+        let raw = answers.annotation().expect("published");
+        let list: Vec<Published> = serde_json::from_str(&raw).expect("json");
+        assert!(list.iter().all(|p| p.ids.len() <= IDS_PER_ANSWER));
+        assert_eq!(
+            list.iter().map(|p| p.ids.len()).sum::<usize>(),
+            PUBLISHED_IDS,
+            "{list:?}"
+        );
+        assert_eq!(list[0].ids, ["mine"]);
+        let mut lease = Lease::default();
+        lease.metadata.annotations = Some(BTreeMap::from([(ANSWERS_ANNOTATION.into(), raw)]));
+        let mine = answer_in(&lease, "mine").expect("answered");
+        let o = outcome_of(
+            mine.clone(),
+            "mine",
+            &Command::Replay("k8sx".into()),
+            "holder\u{1b}",
+        )
+        .expect("ours");
+        assert!(!o.summary.contains('\u{1b}') && !o.handled_by.contains('\u{1b}'));
+        // Our id, another command: someone overwrote our request.
+        assert!(matches!(
+            outcome_of(mine, "mine", &Command::ReconcileAll, "holder"),
+            Err(RequestError::NotOurs { .. })
+        ));
+        assert!(
+            answer_in(&lease, "f4-99").is_none(),
+            "beyond one answer's cap"
+        );
+        assert!(answer_in(&lease, "f4-0").is_some());
+        // Four floods of 8 and ours fill the 32: the earliest answers make room.
+        assert!(answer_in(&lease, "early").is_none() && answer_in(&lease, "f0-0").is_none());
+    }
+}
