@@ -1,22 +1,30 @@
-//! What our generated policies cost every write (issue 19): median and p90 latency of creates
-//! and updates that no constraint selects (Leases in a namespace of their own) and of ones
-//! that every constraint selects (ConfigMaps), with no policies (the lower bound), with
-//! Gatekeeper's shape and with the narrowed shape, on a real kube-apiserver + etcd (a private
-//! `testenv`).
+//! What our generated policies cost every write, and what an API server restart does to the
+//! requests they select (issues 19 and 29): median and p90 latency of creates and updates
+//! that no constraint selects (Leases in a namespace of their own) and of ones that every
+//! constraint selects (ConfigMaps), with no policies (the lower bound) and with each shape
+//! (Gatekeeper's, narrowed, inline), on a real kube-apiserver + etcd (a private `testenv`).
 //!
 //! Per size (templates × constraints, each constraint `match.kinds: [ConfigMap]`, `warn`,
 //! requiring a label every measured ConfigMap carries, so each is evaluated and admitted): the
 //! objects are created, the bound measured, then the real binary converges the cluster with
-//! `run --once --policy-shape gatekeeper`, then with `--policy-shape narrowed` (the takeover:
-//! one update per binding), each measured once every binding warns on a probe without the
-//! label (counted in the API server's metrics). Then, unless `BENCH_VARIANT=0`, the narrowed
-//! VAPs' `namespaceSelector` is removed by hand and unselected requests measured again: what
-//! the API server's namespace check costs them. Requests are sent one at a time.
+//! `run --once --policy-shape S` for each shape in turn (each one a takeover of the previous:
+//! its time is reported), each measured once every binding warns on a probe without the label
+//! (counted in the API server's metrics; the time from the binary's exit to then is the API
+//! server's compile time), with the API server's resident memory then. Then, unless
+//! `BENCH_RESTARTS=0`, the restart probe: the API server stopped (SIGTERM) and started again,
+//! then killed (SIGKILL) and started again, half the restarts each; from its first answer, a
+//! compliant and a violating ConfigMap (dry runs) every ~100 ms for `BENCH_PROBE_SECS`: a
+//! compliant one refused by a policy, or a violating one admitted without a warning, is the
+//! window. After narrowed, unless `BENCH_VARIANT=0`, the narrowed VAPs' `namespaceSelector` is
+//! removed by hand and unselected requests measured again (what the API server's namespace
+//! check costs them), and narrowed converged again. Requests are sent one at a time.
 //!
 //! Run: `KUBEBUILDER_ASSETS=$(bash tests/kubeenv/build.sh) cargo bench --bench policy_shape`
-//! (`BENCH_SIZES`, default `50x25,200x25`; `BENCH_SAMPLES`, unselected requests per operation
-//! and configuration, default 100; `BENCH_SELECTED_SAMPLES`, selected ones, default 30). Under
-//! `cargo test --all-targets` (no `--bench` argument) it returns at once.
+//! (`BENCH_SIZES`, default `10x10,50x25,200x25`; `BENCH_SHAPES`, default
+//! `gatekeeper,narrowed,inline`; `BENCH_SAMPLES`, unselected requests per operation and
+//! configuration, default 100; `BENCH_SELECTED_SAMPLES`, selected ones, default 30;
+//! `BENCH_RESTARTS`, default 10; `BENCH_PROBE_SECS`, default 10). Under `cargo test
+//! --all-targets` (no `--bench` argument) it returns at once.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -61,7 +69,7 @@ struct Series {
 }
 
 async fn run() {
-    let sizes: Vec<(usize, usize)> = env_list("BENCH_SIZES", "50x25,200x25")
+    let sizes: Vec<(usize, usize)> = env_list("BENCH_SIZES", "10x10,50x25,200x25")
         .iter()
         .map(|s| {
             let (t, c) = s.split_once('x').expect("a size is TEMPLATESxCONSTRAINTS");
@@ -71,12 +79,24 @@ async fn run() {
             )
         })
         .collect();
+    let shapes: Vec<&'static str> = env_list("BENCH_SHAPES", "gatekeeper,narrowed,inline")
+        .iter()
+        .map(|s| match s.as_str() {
+            "gatekeeper" => "gatekeeper",
+            "narrowed" => "narrowed",
+            "inline" => "inline",
+            other => panic!("BENCH_SHAPES: unknown shape {other}"),
+        })
+        .collect();
     let n = Samples {
         unselected: env_num("BENCH_SAMPLES", 100),
         selected: env_num("BENCH_SELECTED_SAMPLES", 30),
     };
+    let restarts = env_num("BENCH_RESTARTS", 10);
+    let probe = Duration::from_secs(env_num("BENCH_PROBE_SECS", 10) as u64);
     let variant = env_num("BENCH_VARIANT", 1) == 1;
     let mut rows: Vec<Row> = Vec::new();
+    let mut facts: Vec<String> = Vec::new();
     for (templates, constraints) in sizes {
         let env = tokio::task::spawn_blocking(TestEnv::start)
             .await
@@ -90,44 +110,201 @@ async fn run() {
             "{size}: templates, CRDs and constraints created in {:?}",
             started.elapsed()
         );
-        let first = rows.len();
+        let first = (rows.len(), facts.len());
+        facts.push(format!("{size}: {}", rss(&env).await));
 
         let none = measure(&client, n, "none").await;
         rows.push((size.clone(), "none", none));
 
-        for shape in ["gatekeeper", "narrowed"] {
-            let t0 = Instant::now();
-            converge(&env, shape).await;
-            eprintln!(
-                "{size}: run --once --policy-shape {shape}: {:?}",
-                t0.elapsed()
-            );
-            let t0 = Instant::now();
-            wait_bound(&env, &client, SELECTED_NS, bindings, shape).await;
-            if shape == "narrowed" {
-                wait_bound(&env, &client, LEASE_NS, 0, shape).await;
-            }
-            eprintln!(
-                "{size}: the admission plugin has every binding ({shape}) after {:?}",
-                t0.elapsed()
-            );
+        for &shape in &shapes {
+            let (took, settled) = converge_and_settle(&env, &client, shape, bindings).await;
             let s = measure(&client, n, shape).await;
+            facts.push(format!(
+                "{size} {shape}: run --once {took:.1} s (a takeover of what was there), every binding in force {settled:.1} s later; {}",
+                rss(&env).await
+            ));
             rows.push((size.clone(), shape, s));
-        }
-        if variant {
-            let tag = "narrowed, no VAP namespaceSelector";
-            drop_policy_namespace_selectors(&client, templates).await;
-            // The Lease namespace no longer exempt: every binding warns there once in force.
-            wait_bound(&env, &client, LEASE_NS, bindings, tag).await;
-            let unselected = Samples { selected: 0, ..n };
-            let s = measure(&client, unselected, "variant").await;
-            rows.push((size.clone(), tag, s));
+            if variant && shape == "narrowed" {
+                let tag = "narrowed, no VAP namespaceSelector";
+                drop_policy_namespace_selectors(&client, templates).await;
+                // The Lease namespace no longer exempt: every binding warns there once in force.
+                wait_bound(&env, &client, LEASE_NS, bindings, tag).await;
+                let unselected = Samples { selected: 0, ..n };
+                let s = measure(&client, unselected, "variant").await;
+                rows.push((size.clone(), tag, s));
+                converge_and_settle(&env, &client, shape, bindings).await;
+            }
+            if restarts > 0 {
+                let line = restart_probe(&env, &client, restarts, probe).await;
+                facts.push(format!("{size} {shape}: restarts: {line}"));
+                eprintln!("{}", facts.last().expect("a line"));
+                wait_bound(&env, &client, SELECTED_NS, bindings, shape).await;
+            }
         }
         // Each size's table as soon as it is done: a long run stopped early keeps it.
-        print_rows(n, &rows[first..]);
+        print_rows(n, &rows[first.0..]);
+        facts[first.1..].iter().for_each(|f| println!("{f}"));
     }
     println!("all sizes:");
     print_rows(n, &rows);
+    facts.iter().for_each(|f| println!("{f}"));
+}
+
+/// The API server's resident memory now, its peak, and its Go heap in use (the live part of
+/// it, from its own `/metrics`: RSS keeps what the garbage collector has not returned).
+async fn rss(env: &TestEnv) -> String {
+    let pid = env.apiserver_pid().expect("kube-apiserver runs");
+    let mib = |k: Option<u64>| k.map_or("?".into(), |k| format!("{:.0} MiB", k as f64 / 1024.0));
+    let heap = env
+        .apiserver_metrics()
+        .await
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find_map(|l| l.strip_prefix("go_memstats_heap_inuse_bytes "))
+                .and_then(|v| v.trim().parse::<f64>().ok())
+        })
+        .map_or("?".into(), |b| format!("{:.0} MiB", b / 1024.0 / 1024.0));
+    format!(
+        "kube-apiserver RSS {} (peak {}), Go heap in use {heap}",
+        mib(testenv::rss_kib(pid)),
+        mib(testenv::peak_rss_kib(pid))
+    )
+}
+
+/// `run --once --policy-shape <shape>`, then until the admission plugin has every binding in
+/// force: both times, in seconds.
+async fn converge_and_settle(
+    env: &TestEnv,
+    client: &kube::Client,
+    shape: &'static str,
+    bindings: usize,
+) -> (f64, f64) {
+    let t0 = Instant::now();
+    converge(env, shape).await;
+    let took = t0.elapsed().as_secs_f64();
+    let t0 = Instant::now();
+    wait_bound(env, client, SELECTED_NS, bindings, shape).await;
+    if shape != "gatekeeper" {
+        wait_bound(env, client, LEASE_NS, 0, shape).await;
+    }
+    let settled = t0.elapsed().as_secs_f64();
+    eprintln!("{shape}: run --once {took:.1} s, every binding in force {settled:.1} s later");
+    (took, settled)
+}
+
+/// A dry-run create: `None` no answer; else admitted (with its warnings) or the refusal.
+async fn dry_configmap(
+    client: &kube::Client,
+    name: &str,
+    labelled: bool,
+) -> Option<Result<usize, String>> {
+    let labels = if labelled {
+        json!({ LABEL: "x" })
+    } else {
+        json!({})
+    };
+    let body = json!({ "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": { "name": name, "namespace": SELECTED_NS, "labels": labels } });
+    let req = http::Request::builder()
+        .method("POST")
+        .uri(format!(
+            "/api/v1/namespaces/{SELECTED_NS}/configmaps?dryRun=All"
+        ))
+        .header("Content-Type", "application/json")
+        .body(serde_json::to_vec(&body).expect("json"))
+        .expect("request");
+    let reply = tokio::time::timeout(
+        Duration::from_secs(5),
+        kubectl_vap::admission::dryrun::send(client, req),
+    )
+    .await
+    .ok()?
+    .ok()?;
+    Some(if reply.ok() {
+        Ok(reply.warnings.len())
+    } else {
+        Err(format!(
+            "{} {}",
+            reply.code,
+            reply.status_message().unwrap_or_default()
+        ))
+    })
+}
+
+/// `restarts` restarts of the API server, the first half SIGTERM, the rest SIGKILL; from each
+/// first answer, for `probe`: compliant ConfigMaps refused by a policy and violating ones
+/// admitted without a warning (every constraint warns), and how long after the first answer
+/// the last such answer came. One line per restart kind.
+async fn restart_probe(
+    env: &TestEnv,
+    client: &kube::Client,
+    restarts: usize,
+    probe: Duration,
+) -> String {
+    let mut out = Vec::new();
+    for (how, count) in [
+        ("SIGTERM", restarts / 2),
+        ("SIGKILL", restarts - restarts / 2),
+    ] {
+        let (mut hit, mut refused, mut unjudged, mut answers) = (0, 0, 0, 0);
+        let mut windows = Vec::new();
+        for _ in 0..count {
+            if how == "SIGTERM" {
+                env.stop_apiserver().await;
+            } else {
+                env.kill_apiserver().await;
+            }
+            env.spawn_apiserver_again().expect("spawn kube-apiserver");
+            let spawned = Instant::now();
+            let mut first: Option<Instant> = None;
+            let mut window: Option<Duration> = None;
+            let mut k = 0;
+            while first.is_none_or(|t| t.elapsed() < probe) {
+                assert!(
+                    env.apiserver_exited().is_none() && spawned.elapsed() < SETTLE,
+                    "kube-apiserver did not come back:\n{}",
+                    env.logs_tail()
+                );
+                k += 1;
+                for labelled in [true, false] {
+                    let Some(answer) = dry_configmap(client, &format!("probe-{k}"), labelled).await
+                    else {
+                        continue;
+                    };
+                    let at = *first.get_or_insert_with(Instant::now);
+                    answers += 1;
+                    let wrong = match (labelled, answer) {
+                        (true, Err(m)) if m.contains("ValidatingAdmissionPolicy") => {
+                            refused += 1;
+                            true
+                        }
+                        (false, Ok(0)) => {
+                            unjudged += 1;
+                            true
+                        }
+                        _ => false,
+                    };
+                    if wrong {
+                        window = Some(at.elapsed());
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            if let Some(w) = window {
+                hit += 1;
+                windows.push(w);
+            }
+        }
+        let longest = windows
+            .iter()
+            .max()
+            .map_or("—".to_string(), |w| format!("{:.1} s", w.as_secs_f64()));
+        out.push(format!(
+            "{how}: {hit} of {count} restarts with a window (longest: until {longest} after the first answer); {refused} compliant refused, {unjudged} violating admitted unwarned, of {answers} answers"
+        ));
+    }
+    out.join("; ")
 }
 
 /// Requests per operation and configuration: Leases (unselected) and ConfigMaps (selected;
@@ -177,27 +354,23 @@ fn print_rows(n: Samples, rows: &[Row]) {
     let mut sizes: Vec<&String> = rows.iter().map(|(z, _, _)| z).collect();
     sizes.dedup();
     for size in sizes {
-        let (Some(none), Some(gk), Some(narrow)) = (
-            find(size, "none"),
-            find(size, "gatekeeper"),
-            find(size, "narrowed"),
-        ) else {
+        let Some(none) = find(size, "none") else {
             continue;
         };
-        println!(
-            "{size}: unselected narrowed/none: create {:.2}×, update {:.2}× (gatekeeper/none: {:.1}×, {:.1}×); selected narrowed/gatekeeper: create {:.2}×, update {:.2}×",
-            ratio(&narrow.lease_create, &none.lease_create),
-            ratio(&narrow.lease_update, &none.lease_update),
-            ratio(&gk.lease_create, &none.lease_create),
-            ratio(&gk.lease_update, &none.lease_update),
-            ratio(&narrow.cm_create, &gk.cm_create),
-            ratio(&narrow.cm_update, &gk.cm_update),
-        );
-        if let Some(v) = find(size, "narrowed, no VAP namespaceSelector") {
+        let gk = find(size, "gatekeeper");
+        for (_, shape, s) in rows.iter().filter(|(z, sh, _)| z == size && *sh != "none") {
+            let selected = match (gk, s.cm_create.is_empty()) {
+                (Some(gk), false) => format!(
+                    "; selected /gatekeeper: create {:.2}×, update {:.2}×",
+                    ratio(&s.cm_create, &gk.cm_create),
+                    ratio(&s.cm_update, &gk.cm_update)
+                ),
+                _ => String::new(),
+            };
             println!(
-                "{size}: unselected, VAPs without namespaceSelector/none: create {:.2}×, update {:.2}×",
-                ratio(&v.lease_create, &none.lease_create),
-                ratio(&v.lease_update, &none.lease_update),
+                "{size} {shape}: unselected /none: create {:.2}×, update {:.2}×{selected}",
+                ratio(&s.lease_create, &none.lease_create),
+                ratio(&s.lease_update, &none.lease_update),
             );
         }
     }
@@ -239,27 +412,42 @@ async fn build(client: &kube::Client, templates: usize, constraints: usize) {
         .await;
 }
 
-/// `kubectl-vap run --once --policy-shape <shape>` (the real binary).
+/// `kubectl-vap run --once --policy-shape <shape>` (the real binary), again while it exits
+/// with writes left: on a loaded machine `run --once` may take a takeover of thousands of
+/// objects for converged early ("did not converge; N write(s) still needed", a known issue of
+/// the reconciler's idle detection, docs/benchmarks.md); each run continues where the last one
+/// stopped, and the time reported is all of them.
 async fn converge(env: &TestEnv, shape: &str) {
-    let out = tokio::process::Command::new(cli::BIN)
-        .arg("--kubeconfig")
-        .arg(env.kubeconfig_admin())
-        .args([
-            "run",
-            "--once",
-            "--binding-wait=0s",
-            "--lease-namespace",
-            LEASE_NS,
-        ])
-        .arg(format!("--policy-shape={shape}"))
-        .output()
-        .await
-        .expect("run --once");
-    assert!(
-        out.status.success(),
-        "run --once --policy-shape {shape}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    for attempt in 1..=5 {
+        let out = tokio::process::Command::new(cli::BIN)
+            .arg("--kubeconfig")
+            .arg(env.kubeconfig_admin())
+            .args([
+                "run",
+                "--once",
+                "--binding-wait=0s",
+                "--lease-namespace",
+                LEASE_NS,
+            ])
+            .arg(format!("--policy-shape={shape}"))
+            .output()
+            .await
+            .expect("run --once");
+        if out.status.success() {
+            return;
+        }
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let left = stderr
+            .lines()
+            .find(|l| l.contains("did not converge"))
+            .map(str::to_string);
+        match left {
+            Some(line) if attempt < 5 => {
+                eprintln!("run --once --policy-shape {shape}: {line}; again")
+            }
+            _ => panic!("run --once --policy-shape {shape}: {stderr}"),
+        }
+    }
 }
 
 /// How many bindings a VAP check warned for, by binding name: the API server's

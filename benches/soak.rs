@@ -76,11 +76,17 @@ fn spawn_copy(env: &TestEnv, name: &str) -> Copy {
     let log = env.dir().join(format!("soak-{name}.log"));
     let file = std::fs::File::create(&log).expect("log file");
     let mut cmd = Command::new(cli::BIN);
-    cmd.args(["run", "--binding-wait=0s", "--log=info"])
-        .arg("--kubeconfig")
-        .arg(env.kubeconfig_admin())
-        .stdout(Stdio::null())
-        .stderr(file);
+    // The command line's default shape, named: the minimum below is computed for it.
+    cmd.args([
+        "run",
+        "--binding-wait=0s",
+        "--policy-shape=auto",
+        "--log=info",
+    ])
+    .arg("--kubeconfig")
+    .arg(env.kubeconfig_admin())
+    .stdout(Stdio::null())
+    .stderr(file);
     println!("  copy {name} started (log: {})", log.display());
     Copy {
         name: name.into(),
@@ -581,6 +587,7 @@ async fn run() {
         .expect("namespace");
     let opts = Options {
         binding_wait: Duration::from_secs(0),
+        policy_shape: kubectl_vap::core::PolicyShape::Auto,
         ..default_options()
     };
 

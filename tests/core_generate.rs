@@ -63,7 +63,14 @@ fn gk_binding(
     c: &Constraint,
     actions: &[Action],
 ) -> Result<k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding, String> {
-    generate::binding(c, actions, PolicyShape::Gatekeeper, &Served::builtin()).map(|b| b.0)
+    generate::binding(
+        c,
+        actions,
+        PolicyShape::Gatekeeper,
+        &default_options().exemptions,
+        &Served::builtin(),
+    )
+    .map(|b| b.0)
 }
 
 #[test]
@@ -142,27 +149,77 @@ fn policy_matches_the_spec_field_by_field() {
     assert!(spec.audit_annotations.is_none());
 }
 
+/// Gatekeeper's shape copies its webhook's rules, each one's operations intersected with the
+/// template's (`*` expanded, canonical order); with no webhook, Gatekeeper's default (CREATE,
+/// UPDATE) whatever the template says; no operation in common: no VAP, and why.
 #[test]
-fn template_operations_restrict_the_policy() {
+fn gatekeepers_shape_intersects_its_webhooks_operations_with_the_templates() {
     let mut t = spec_template();
     t.targets[0].operations = vec!["*".into()];
-    let p = policy_for(&t, "K8sRequiredLabels").expect("generates");
-    let ops = p
-        .spec
-        .and_then(|s| s.match_constraints)
-        .and_then(|m| m.resource_rules)
-        .expect("rules")[0]
-        .operations
-        .clone();
+    let ops = |p: &k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy| {
+        p.spec
+            .clone()
+            .and_then(|s| s.match_constraints)
+            .and_then(|m| m.resource_rules)
+            .expect("rules")[0]
+            .operations
+            .clone()
+            .unwrap_or_default()
+    };
+    let no_webhook = policy_for(&t, "K8sRequiredLabels").expect("generates");
+    assert_eq!(ops(&no_webhook), ["CREATE", "UPDATE"]);
+    let webhook = kubectl_vap::model::GatekeeperWebhook {
+        configuration: "gatekeeper-validating-webhook-configuration".into(),
+        rules: vec![
+            k8s_openapi::api::admissionregistration::v1::RuleWithOperations {
+                api_groups: Some(vec!["*".into()]),
+                api_versions: Some(vec!["*".into()]),
+                operations: Some(vec!["UPDATE".into(), "CREATE".into(), "DELETE".into()]),
+                resources: Some(vec!["*".into(), "pods/exec".into()]),
+                scope: Some("*".into()),
+            },
+        ],
+        match_policy: Some("Exact".into()),
+        ..Default::default()
+    };
+    let opts = default_options();
+    let synced = |t: &ConstraintTemplate| {
+        let kubectl_vap::core::decide::TemplateVerdict::Generate {
+            source,
+            failure_policy,
+            ..
+        } = kubectl_vap::core::decide::decide_template(t, &opts)
+        else {
+            panic!("generates")
+        };
+        generate::policy(
+            t,
+            "K8sRequiredLabels",
+            &source,
+            failure_policy,
+            generate::PolicyMatch::Gatekeeper {
+                synced: true,
+                webhook: Some(&webhook),
+                exemptions: &opts.exemptions,
+            },
+            false,
+        )
+    };
+    let all = synced(&t).expect("generates");
+    assert_eq!(ops(&all), ["CREATE", "UPDATE", "DELETE"]);
+    let m = all.spec.and_then(|s| s.match_constraints).expect("match");
+    assert_eq!(m.match_policy.as_deref(), Some("Exact"));
+    t.targets[0].operations = vec!["UPDATE".into(), "CONNECT".into()];
+    assert_eq!(ops(&synced(&t).expect("generates")), ["UPDATE"]);
+    t.targets[0].operations = vec![];
     assert_eq!(
-        ops,
-        Some(vec![
-            "CREATE".into(),
-            "UPDATE".into(),
-            "DELETE".into(),
-            "CONNECT".into()
-        ])
+        ops(&synced(&t).expect("generates")),
+        ["UPDATE", "CREATE", "DELETE"],
+        "no operations in the template: the webhook's as they are"
     );
+    t.targets[0].operations = vec!["CONNECT".into()];
+    let err = synced(&t).expect_err("no operation in common");
+    assert!(err.contains("Gatekeeper generates no VAP"), "{err}");
 }
 
 #[test]
@@ -276,6 +333,7 @@ fn golden_narrowed_policy_and_binding() {
         &c,
         &[Action::Deny],
         PolicyShape::Narrowed,
+        &default_options().exemptions,
         &Served::builtin(),
     )
     .expect("binds");
@@ -304,7 +362,9 @@ fn golden_narrowed_policy_and_binding() {
             coverage: &vap_coverage,
             exemptions: &exemptions,
         },
-    );
+        false,
+    )
+    .expect("builds");
     insta::assert_yaml_snapshot!("narrowed_policy", p);
     insta::assert_yaml_snapshot!("narrowed_binding", b);
     // No constraint: a VAP still needs a rule, and matches no request without a binding.
@@ -317,7 +377,9 @@ fn golden_narrowed_policy_and_binding() {
             coverage: &Coverage::default(),
             exemptions: &exemptions,
         },
-    );
+        false,
+    )
+    .expect("builds");
     let rules = none
         .spec
         .and_then(|s| s.match_constraints)

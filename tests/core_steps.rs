@@ -9,7 +9,7 @@ use kubectl_vap::core::desired::{self, BindingDecision, CrdState, Opinion};
 use kubectl_vap::core::plan::Diff;
 use kubectl_vap::core::scope::Coverage;
 use kubectl_vap::core::step::{self, Action, BindingInput};
-use kubectl_vap::core::{Code, Verb, analyze};
+use kubectl_vap::core::{Code, PolicyShape, Verb, analyze};
 use kubectl_vap::load::cel::default_options;
 use kubectl_vap::snapshot::Snapshot;
 use serde_json::{Value, json};
@@ -100,6 +100,7 @@ fn a_foreign_binding_is_foreign_whatever_the_decision() {
         opinion: None,
         crd: CrdState::Unknown,
         observed: s.bindings.first(),
+        observed_policy: None,
         opts: &default_options(),
         served: &s.served,
         now: chrono::Utc::now(),
@@ -118,13 +119,20 @@ fn a_foreign_binding_is_foreign_whatever_the_decision() {
 #[test]
 fn a_written_binding_is_kept_while_its_crd_settles() {
     let s = snap(converged());
-    let ready = Opinion::of("k8sx", &verdict(&s), true, cov(&s));
+    let ready = Opinion::of(
+        &s.templates[0],
+        &verdict(&s),
+        true,
+        cov(&s),
+        PolicyShape::Narrowed,
+    );
     let now = chrono::Utc::now();
     let input = BindingInput {
         constraint: &s.constraints[0],
         opinion: Some(&ready),
         crd: CrdState::Established(Some(now)),
         observed: s.bindings.first(),
+        observed_policy: None,
         opts: &default_options(),
         served: &s.served,
         now,

@@ -20,7 +20,7 @@ use kubectl_vap::controller::world::{
 };
 use kubectl_vap::core::analysis::analyze;
 use kubectl_vap::core::desired::CrdState;
-use kubectl_vap::core::{Code, Options, PlannedWrite, Severity, Verb};
+use kubectl_vap::core::{Code, Options, PlannedWrite, PolicyShape, Severity, Verb};
 use kubectl_vap::load::cel::default_options;
 use kubectl_vap::model::{Binding, Constraint, ConstraintTemplate, Policy, Source};
 use kubectl_vap::snapshot::Snapshot;
@@ -148,8 +148,13 @@ impl World {
     /// A new copy started on the same cluster: the same objects, a cold cache, every key
     /// queued (the watches' first lists).
     fn restart(&self) -> World {
+        self.restart_with(self.opts.clone())
+    }
+
+    /// [`World::restart`] with other options (another `--policy-shape`).
+    fn restart_with(&self, opts: Options) -> World {
         let st = self.st.lock().unwrap().clone();
-        let w = World::with_state(st, self.opts.clone(), self.clock.clone());
+        let w = World::with_state(st, opts, self.clock.clone());
         w.enqueue_all();
         w
     }
@@ -567,6 +572,14 @@ impl ConstraintStore for World {
             None => CrdState::NotEstablished,
         })
     }
+    fn policy(&self, name: &str) -> Read<Option<Policy>> {
+        let st = self.st.lock().unwrap();
+        st.read("policies", || {
+            st.policies
+                .get(name)
+                .map(|v| Policy::from_value(v.clone(), Source::default()).unwrap())
+        })
+    }
     fn binding(&self, name: &str) -> Read<Option<Binding>> {
         let st = self.st.lock().unwrap();
         st.read("bindings", || {
@@ -620,14 +633,6 @@ impl TemplateStore for World {
     }
     fn templates_listed(&self) -> bool {
         !self.st.lock().unwrap().unknown.contains("templates")
-    }
-    fn policy(&self, name: &str) -> Read<Option<Policy>> {
-        let st = self.st.lock().unwrap();
-        st.read("policies", || {
-            st.policies
-                .get(name)
-                .map(|v| Policy::from_value(v.clone(), Source::default()).unwrap())
-        })
     }
     fn crd(&self, name: &str) -> Read<Option<kubectl_vap::model::CrdInfo>> {
         let st = self.st.lock().unwrap();
@@ -774,28 +779,33 @@ impl World {
                 ));
             }
         }
-        // I2: a VAP is deleted only after the opinion is off and its kind's bindings are gone.
+        // I2: a VAP is deleted only once no binding points at it; a template's VAP, besides,
+        // only after the opinion is off (or its kind's policies are one per constraint).
         if is_policy && w.verb == Verb::Delete {
+            let left: Vec<String> = st
+                .bindings
+                .iter()
+                .filter(|(_, v)| v["spec"]["policyName"].as_str() == Some(name.as_str()))
+                .map(|(n, _)| n.clone())
+                .collect();
+            if !left.is_empty() {
+                st.violations.push(format!(
+                    "I2: {name} deleted while bindings {left:?} point at it"
+                ));
+            }
             let kind = st
                 .policies
                 .get(&name)
                 .and_then(|p| p["spec"]["paramKind"]["kind"].as_str().map(str::to_string));
-            if let Some(kind) = kind {
-                let left: Vec<String> = st
-                    .bindings
-                    .iter()
-                    .filter(|(_, v)| controller_of(v).is_some_and(|c| c.1 == kind))
-                    .map(|(n, _)| n.clone())
-                    .collect();
-                if !left.is_empty() {
-                    st.violations
-                        .push(format!("I2: {name} deleted while bindings {left:?} remain"));
-                }
-                if self.cache.get(&kind).is_some_and(|o| o.generate) {
-                    st.violations.push(format!(
-                        "I2: {name} deleted while the opinion of {kind} is generate"
-                    ));
-                }
+            if let Some(kind) = kind
+                && self
+                    .cache
+                    .get(&kind)
+                    .is_some_and(|o| o.generate && o.shape != PolicyShape::Inline)
+            {
+                st.violations.push(format!(
+                    "I2: {name} deleted while the opinion of {kind} is generate"
+                ));
             }
         }
         let n = self.next(&mut st);
@@ -992,8 +1002,11 @@ fn apply_step(w: &World, s: Step) {
     }
 }
 
-fn race_world(initial: bool) -> World {
-    let w = World::new(opts(0));
+fn race_world(initial: bool, shape: PolicyShape) -> World {
+    let w = World::new(Options {
+        policy_shape: shape,
+        ..opts(0)
+    });
     w.set_template(T, Some(initial));
     w.set_constraint(K, C, "deny");
     w.advance(60);
@@ -1005,6 +1018,10 @@ fn race_world(initial: bool) -> World {
 }
 
 fn run_race(initial: bool, events: [bool; 3]) -> usize {
+    run_race_in(initial, events, PolicyShape::Narrowed)
+}
+
+fn run_race_in(initial: bool, events: [bool; 3], shape: PolicyShape) -> usize {
     let constraint_chain = [
         Step::Touch,
         Step::ReconcileConstraint,
@@ -1014,7 +1031,7 @@ fn run_race(initial: bool, events: [bool; 3]) -> usize {
     let mut runs = 0;
     for chain in template_chains(events) {
         for schedule in interleavings(&chain, &constraint_chain) {
-            let w = race_world(initial);
+            let w = race_world(initial, shape);
             for (i, s) in schedule.iter().enumerate() {
                 apply_step(&w, *s);
                 let ctx = format!("initial={initial} schedule={schedule:?} after step {i}");
@@ -1057,6 +1074,58 @@ fn race_3287_on_off_on_every_interleaving() {
 fn race_turn_off_every_interleaving() {
     run_race(true, [true, true, false]);
     run_race(false, [true, false, false]);
+}
+
+/// gatekeeper#3287 in the inline shape (issue 29): the constraint side writes its own VAP
+/// before its binding and deletes it after, every interleaving of both sequences.
+#[test]
+fn race_3287_every_interleaving_inline() {
+    assert_eq!(
+        run_race_in(false, [false, true, false], PolicyShape::Inline),
+        6 * 126
+    );
+    assert_eq!(
+        run_race_in(true, [true, false, true], PolicyShape::Inline),
+        6 * 126
+    );
+}
+
+/// A copy restarted with `--policy-shape inline` on a narrowed cluster: the constraint's VAP,
+/// then its binding repointed, then the template's VAP deleted (once nothing points at it),
+/// each once; then nothing. And back.
+#[test]
+fn switching_to_the_inline_shape_and_back_writes_each_object_once_in_order() {
+    let w = World::new(opts(0));
+    w.set_template(T, Some(true));
+    w.set_constraint(K, C, "deny");
+    quiesce(&w, "narrowed", &[]);
+    let inline = w.restart_with(Options {
+        policy_shape: PolicyShape::Inline,
+        ..opts(0)
+    });
+    let before = inline.writes().len();
+    quiesce(&inline, "inline", &[]);
+    assert_eq!(
+        inline.writes_since(before),
+        [
+            "create ValidatingAdmissionPolicy/gatekeeper-k8srace.c1",
+            "update ValidatingAdmissionPolicyBinding/gatekeeper-k8srace-c1",
+            "delete ValidatingAdmissionPolicy/gatekeeper-k8srace",
+        ]
+    );
+    check_i4(&inline, "inline steady");
+    let back = inline.restart_with(opts(0));
+    let before = back.writes().len();
+    quiesce(&back, "back", &[]);
+    assert_eq!(
+        back.writes_since(before),
+        [
+            "create ValidatingAdmissionPolicy/gatekeeper-k8srace",
+            "update ValidatingAdmissionPolicyBinding/gatekeeper-k8srace-c1",
+            "delete ValidatingAdmissionPolicy/gatekeeper-k8srace.c1",
+        ]
+    );
+    check_i4(&back, "narrowed steady");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -519,17 +519,41 @@ pub struct GenerationArgs {
     /// Bind deny/warn/dryrun constraints (scoped ones decide by vap.k8s.io).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub default_create_vap_binding_for_constraints: bool,
-    /// failurePolicy when the template's source sets none.
-    #[arg(long, default_value = "Fail", value_parser = ["Fail", "Ignore"])]
+    /// failurePolicy when the template's source sets none (Gatekeeper's name for it:
+    /// --default-k8s-native-validation-failure-policy).
+    #[arg(long, default_value = "Fail", value_parser = ["Fail", "Ignore"],
+          alias = "default-k8s-native-validation-failure-policy")]
     pub default_failure_policy: String,
     /// Wait after a constraint CRD is Established before its first binding (e.g. 30s, 0s).
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
     pub binding_wait: Duration,
-    /// What generated objects match before their CEL runs: `narrowed` (each binding its
+    /// The shape of the generated objects: `auto` (per template: `inline` for a template with
+    /// at most 10 constraints, `narrowed` beyond), `inline` (one VAP per constraint, its
+    /// parameters written into the CEL: nothing to sync after an API server restart),
+    /// `narrowed` (one VAP per template with the constraints as params; each binding its
     /// constraint's kinds and namespaces, each VAP its constraints', exempt namespaces left
-    /// out) or `gatekeeper` (Gatekeeper's objects byte for byte: every create and update).
-    #[arg(long, default_value = "narrowed", value_parser = ["narrowed", "gatekeeper"])]
+    /// out), `gatekeeper` (Gatekeeper v3.23.1's objects byte for byte, as its default
+    /// --sync-vap-enforcement-scope=true writes them: each VAP matches what its validating
+    /// webhook does) or `gatekeeper-unsynced` (the same with =false: every create and update).
+    #[arg(long, default_value = "auto", env = "KUBECTL_VAP_POLICY_SHAPE",
+          value_parser = ["auto", "inline", "narrowed", "gatekeeper", "gatekeeper-unsynced"])]
     pub policy_shape: String,
+    /// Gatekeeper's flag, accepted with --policy-shape gatekeeper: `false` writes Gatekeeper's
+    /// objects as it does with --sync-vap-enforcement-scope=false (`gatekeeper-unsynced`).
+    #[arg(long, value_name = "BOOL", action = clap::ArgAction::Set)]
+    pub sync_vap_enforcement_scope: Option<bool>,
+    /// The ValidatingWebhookConfiguration whose webhook validation.gatekeeper.sh Gatekeeper's
+    /// shape copies (Gatekeeper's flag of the same name).
+    #[arg(long, value_name = "NAME",
+          default_value = crate::model::gatekeeper_webhook::DEFAULT_CONFIGURATION_NAME)]
+    pub validating_webhook_configuration_name: String,
+    /// Gatekeeper's flag (upstream after v3.23.1): every VAP records in the API server's audit
+    /// log which constraints evaluated a request (`<VAP>/constraint`), and every binding adds
+    /// Audit beside Deny or Warn, so each failed validation is in the audit log too
+    /// (`validation.policy.admission.k8s.io/validation_failure`).
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL",
+          num_args = 0..=1, default_missing_value = "true")]
+    pub emit_admission_audit_annotations: bool,
     /// A namespace no generated policy applies to (repeatable; the Lease's namespace and
     /// namespaces labelled admission.gatekeeper.sh/ignore always are).
     #[arg(long = "exempt-namespace", value_name = "NAMESPACE", value_parser = namespace_part)]
@@ -562,6 +586,28 @@ fn namespace_part(s: &str) -> Result<String, String> {
 }
 
 impl GenerationArgs {
+    /// What the flags cannot mean together, said before anything runs.
+    pub fn validate(&self) -> Result<(), String> {
+        match (self.sync_vap_enforcement_scope, self.policy_shape.as_str()) {
+            (None, _) | (Some(_), "gatekeeper") => Ok(()),
+            (Some(_), shape) => Err(format!(
+                "--sync-vap-enforcement-scope is Gatekeeper's and applies to --policy-shape gatekeeper only, not {shape}"
+            )),
+        }
+    }
+
+    /// The shape the flags ask for (`--sync-vap-enforcement-scope=false` with `gatekeeper`:
+    /// `gatekeeper-unsynced`).
+    fn shape(&self) -> PolicyShape {
+        match (
+            PolicyShape::parse(&self.policy_shape).unwrap_or_default(),
+            self.sync_vap_enforcement_scope,
+        ) {
+            (PolicyShape::Gatekeeper, Some(false)) => PolicyShape::GatekeeperUnsynced,
+            (shape, _) => shape,
+        }
+    }
+
     /// The options, with `lease_namespace` exempt (the reconciler's own Lease and requests).
     pub fn options(&self, lease_namespace: &str) -> Options {
         let mut exempt: std::collections::BTreeSet<String> =
@@ -574,14 +620,19 @@ impl GenerationArgs {
             default_failure_policy: FailurePolicy::parse(&self.default_failure_policy)
                 .unwrap_or(FailurePolicy::Fail),
             binding_wait: self.binding_wait,
-            policy_shape: PolicyShape::parse(&self.policy_shape).unwrap_or_default(),
+            policy_shape: self.shape(),
             exemptions: Exemptions {
                 namespaces: exempt,
                 prefixes: self.exempt_namespace_prefix.iter().cloned().collect(),
                 suffixes: self.exempt_namespace_suffix.iter().cloned().collect(),
                 excluded_globs: Default::default(),
+                flagged: self.exempt_namespace.iter().cloned().collect(),
+                config_excluded: Default::default(),
             },
             gatekeeper_namespace: self.gatekeeper_namespace.clone(),
+            webhook_configuration_name: self.validating_webhook_configuration_name.clone(),
+            gatekeeper_webhook: None,
+            emit_admission_audit_annotations: self.emit_admission_audit_annotations,
             cel: crate::load::cel::checker(),
         }
     }

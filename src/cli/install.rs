@@ -56,7 +56,9 @@ pub fn cluster_role_rules() -> serde_json::Value {
           "verbs": ["list", "watch", "create", "update", "delete"] },
         { "apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["list"] },
         // Gatekeeper's Config: the namespaces it excludes from its webhook, left out of the VAPs.
-        { "apiGroups": ["config.gatekeeper.sh"], "resources": ["configs"], "verbs": ["list", "watch"] }
+        { "apiGroups": ["config.gatekeeper.sh"], "resources": ["configs"], "verbs": ["list", "watch"] },
+        // Gatekeeper's webhook: what its own shape's VAPs match (--policy-shape gatekeeper).
+        { "apiGroups": ["admissionregistration.k8s.io"], "resources": ["validatingwebhookconfigurations"], "verbs": ["list", "watch"] }
     ])
 }
 
@@ -102,6 +104,7 @@ pub fn operator_rules(lease_name: &str) -> serde_json::Value {
         { "apiGroups": ["constraints.gatekeeper.sh"], "resources": ["*"], "verbs": read },
         { "apiGroups": ["status.gatekeeper.sh"], "resources": ["*"], "verbs": read },
         { "apiGroups": ["config.gatekeeper.sh"], "resources": ["configs"], "verbs": read },
+        { "apiGroups": ["admissionregistration.k8s.io"], "resources": ["validatingwebhookconfigurations"], "verbs": read },
         { "apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": read },
         { "apiGroups": ["admissionregistration.k8s.io"],
           "resources": ["validatingadmissionpolicies", "validatingadmissionpolicybindings"], "verbs": read },

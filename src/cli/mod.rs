@@ -26,6 +26,7 @@ pub fn dispatch(mut cli: Cli) -> anyhow::Result<Exit> {
             .map_or("tui", Command::name)
             .to_string(),
     );
+    cli.gen_flags().validate().map_err(exit::usage)?;
     match &cli.command {
         // The TUI owns the screen: its logs go to a file.
         None => crate::logging::init_file(cli.log.as_deref()),

@@ -138,6 +138,45 @@ pub fn parse_config(o: &DynamicObject, ar: &ApiResource) -> Option<crate::model:
     }
 }
 
+/// Gatekeeper's validating webhooks: of the configuration `name`, or of every configuration
+/// (`None`; which one counts is the analysis's call: `Options::with_gatekeeper_webhook`).
+pub async fn gatekeeper_webhooks(
+    client: &kube::Client,
+    name: Option<&str>,
+) -> Result<Vec<crate::model::GatekeeperWebhook>, kube::Error> {
+    use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+    let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let lp = match name {
+        Some(n) => ListParams::default().fields(&format!("metadata.name={n}")),
+        None => ListParams::default(),
+    };
+    Ok(api
+        .list(&lp)
+        .await?
+        .items
+        .iter()
+        .filter_map(parse_webhook)
+        .collect())
+}
+
+/// Gatekeeper's webhook of one configuration, or `None` when it has none (warned when it
+/// cannot be read).
+pub fn parse_webhook(
+    o: &k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration,
+) -> Option<crate::model::GatekeeperWebhook> {
+    let raw = serde_json::to_value(o).ok()?;
+    match crate::model::GatekeeperWebhook::from_value(&raw) {
+        Ok(w) => w,
+        Err(e) => {
+            tracing::warn!(
+                "ValidatingWebhookConfiguration {}: {e}",
+                o.metadata.name.as_deref().unwrap_or_default()
+            );
+            None
+        }
+    }
+}
+
 /// Lists a snapshot. `Err` only when nothing useful can be read (no VAP API, connection);
 /// resources that fail individually come back as access errors next to the partial snapshot.
 pub async fn list_snapshot(
@@ -202,6 +241,18 @@ pub async fn list_snapshot(
     };
     let mut snap = snap.finish(&errors, []);
     snap.gatekeeper_configs = configs;
+    // Gatekeeper's webhook matters to its own shape only; a view that may not read webhook
+    // configurations judges that shape as if there were none.
+    snap.gatekeeper_webhooks = match gatekeeper_webhooks(client, None).await {
+        Ok(w) => w,
+        Err(e) => {
+            tracing::debug!(
+                "listing ValidatingWebhookConfigurations: {}",
+                crate::text::kube_error_text(&e)
+            );
+            Vec::new()
+        }
+    };
     // What is served narrows the bindings; without discovery, what any server serves.
     snap.served = match super::discovery::discover_served(client).await {
         Ok(served) => served,

@@ -255,6 +255,9 @@ mod tests {
         fn binding(&self, _: &str) -> Read<Option<crate::model::Binding>> {
             Read::Known(None)
         }
+        fn policy(&self, _: &str) -> Read<Option<crate::model::Policy>> {
+            Read::Known(None)
+        }
         fn opinions_known(&self) -> Read<()> {
             Read::Known(())
         }
@@ -275,6 +278,8 @@ mod tests {
             reason: String::new(),
             coverage: crate::core::scope::Coverage::everything(),
             fail_closed: true,
+            shape: crate::core::PolicyShape::Narrowed,
+            body: None,
         }
     }
 

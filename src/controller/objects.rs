@@ -34,17 +34,23 @@ pub fn controllers_in<'a>(
         .filter(move |r| is_controller_in(&r.api_version, r.controller, group))
 }
 
-/// The keys an event on a VAP concerns: its controller template, and the template its name
-/// belongs to (so a foreign VAP going away lets the template write its own).
+/// The keys an event on a VAP concerns: its controller template, or its controller
+/// constraint (the inline shape's VAP of one constraint), and the template its name belongs
+/// to (so a foreign VAP going away lets the template write its own).
 pub fn policy_keys(p: &DynamicObject) -> Vec<Key> {
     let mut keys: Vec<Key> = controllers_in(&p.metadata, TEMPLATES_GROUP)
         .map(|r| Key::Template(r.name.clone()))
+        .chain(
+            controllers_in(&p.metadata, CONSTRAINTS_GROUP)
+                .map(|r| Key::constraint(&r.kind, &r.name)),
+        )
         .collect();
     if let Some(t) = p
         .metadata
         .name
         .as_deref()
         .and_then(|n| n.strip_prefix("gatekeeper-"))
+        .filter(|t| !t.contains('.'))
         && !keys.contains(&Key::Template(t.to_string()))
     {
         keys.push(Key::Template(t.to_string()));

@@ -19,8 +19,8 @@ use crate::core::desired::{self, Opinion};
 use crate::core::plan::Diff;
 use crate::core::scope::Coverage;
 use crate::core::step::{self, Action, BindingInput, PolicyStep};
-use crate::core::{Options, PlannedWrite, names};
-use crate::model::Policy;
+use crate::core::{Options, PlannedWrite, PolicyShape, names};
+use crate::model::{ConstraintTemplate, Policy};
 use std::time::Duration;
 
 /// How long the template side waits before looking again for bindings to be gone (I2).
@@ -178,8 +178,17 @@ where
     if !matches!(verdict, TemplateVerdict::Skip { .. }) {
         ctx.cache.settled(name);
     }
+    // `--policy-shape auto`: this template's shape, by its number of constraints (read only
+    // when generating: a VAP that goes needs no shape).
+    let constraints = if verdict.generates() {
+        known!(world.constraints_of_kind(&kind))
+    } else {
+        Vec::new()
+    };
     let side = TemplateSide {
         name,
+        template: &t,
+        shape: ctx.opts.policy_shape.for_template(constraints.len()),
         kind: &kind,
         verdict: &verdict,
         world,
@@ -197,11 +206,11 @@ where
         tracing::warn!(crd = %name, "not writing {name}: {why}; it is used as it is");
     }
     let (_, crd_outcome) = send(world, crd.write(Diff::Skip)).await;
+    let opts = &ctx.opts.for_template(constraints.len());
     // What the VAP must match: what the kind's constraints want (read only when generating:
     // a VAP that goes needs no coverage).
     let coverage = if verdict.generates() && crd.served() {
         let served = known!(world.served());
-        let constraints = known!(world.constraints_of_kind(&kind));
         let mut kept = std::collections::BTreeMap::new();
         for c in constraints.iter().filter(|c| c.spec_error.is_some()) {
             let name = names::binding_name(&c.kind, c.name());
@@ -212,7 +221,7 @@ where
         desired::policy_coverage(
             &constraints,
             |c| kept.get(&names::binding_name(&c.kind, c.name())),
-            ctx.opts,
+            opts,
             &served,
         )
     } else {
@@ -224,7 +233,7 @@ where
         crd.served(),
         observed.as_ref(),
         &coverage,
-        ctx.opts,
+        opts,
     );
     let outcome = if verdict.generates() {
         side.turn_on(&policy).await
@@ -237,6 +246,9 @@ where
 /// One template's reconcile, once its verdict is known: what it publishes and writes.
 struct TemplateSide<'a, W, Q: Enqueue> {
     name: &'a str,
+    template: &'a ConstraintTemplate,
+    /// The template's shape (`--policy-shape auto` resolved).
+    shape: PolicyShape,
     kind: &'a str,
     verdict: &'a TemplateVerdict,
     world: &'a W,
@@ -251,14 +263,23 @@ where
     /// The kind's opinion, from the verdict; `ready`: bindings may rest on the VAP (I1), as
     /// far as it matches (`coverage`).
     fn publish(&self, ready: bool, coverage: Coverage) {
-        let opinion = Opinion::of(self.name, self.verdict, ready, coverage);
+        let opinion = Opinion::of(self.template, self.verdict, ready, coverage, self.shape);
         let (cache, queue) = (self.ctx.cache, self.ctx.queue);
         cache.should_generate_vap(self.kind, Some(opinion), self.world, queue);
     }
 
-    /// Turning on (I1): the VAP is written, then the opinion says ready and fans out.
+    /// Turning on (I1): the VAP is written, then the opinion says ready and fans out. In the
+    /// inline shape the constraint side writes a VAP per constraint: the opinion is published
+    /// at once, and the template's own VAP, if one is left, goes once no binding points at it.
     async fn turn_on(&self, policy: &PolicyStep<'_>) -> Outcome {
         let (cache, kind) = (self.ctx.cache, self.kind);
+        if policy.shape() == PolicyShape::Inline {
+            self.publish(policy.ready_once_written(), policy.coverage(false));
+            return match policy.write(Diff::Skip) {
+                Some(w) => delete_policy_after_bindings(self.world, cache, &w, Some(kind)).await,
+                None => Outcome::Done,
+            };
+        }
         match &policy.action {
             // The CRD is not Established: the CRD's watch brings the template back.
             Action::Wait => {
@@ -360,7 +381,9 @@ async fn delete_crd_of_gone_template<W: TemplateStore + Writer + Sync>(
     outcome
 }
 
-/// Sends `w`, the delete of a VAP, once no binding of `kind` is left (I2).
+/// Sends `w`, the delete of a VAP, once no binding of `kind` points at it (I2): turning off,
+/// once the kind's bindings are gone; turning inline, once they point at their constraints'
+/// own VAPs.
 async fn delete_policy_after_bindings<W: TemplateStore + Writer + Sync>(
     world: &W,
     cache: &OpinionCache,
@@ -374,7 +397,8 @@ async fn delete_policy_after_bindings<W: TemplateStore + Writer + Sync>(
         None => None,
     };
     if let Some(kind) = kind {
-        let left = known!(world.bindings_of_kind(kind));
+        let mut left = known!(world.bindings_of_kind(kind));
+        left.retain(|b| b.policy_name() == w.object.name);
         if !left.is_empty() {
             tracing::debug!(
                 policy = w.object.name.as_str(),
@@ -413,6 +437,7 @@ where
         None
     };
     let observed = known!(world.binding(&bname));
+    let observed_policy = known!(world.policy(&names::inline_policy_name(kind, name)));
     let constraint = known!(world.constraint(kind, name));
     known!(world.opinions_known());
     let served = known!(world.served());
@@ -427,6 +452,14 @@ where
         }
     }
     let Some(c) = constraint else {
+        // Its own VAP (the inline shape) after its binding (I2).
+        if outcome == Outcome::Done
+            && let Some(sweep) = observed_policy
+                .as_ref()
+                .and_then(|p| step::sweep_inline_policy(kind, name, p, None))
+        {
+            outcome = send(world, Some(sweep.write(Diff::Skip))).await.1;
+        }
         return outcome;
     };
     let opinion = ctx.cache.get(kind);
@@ -436,6 +469,7 @@ where
         opinion: opinion.as_ref(),
         crd: crd_state,
         observed: observed.as_ref(),
+        observed_policy: observed_policy.as_ref(),
         opts: ctx.opts,
         served: &served,
         now,
@@ -448,6 +482,14 @@ where
         // The template side may not have reached this kind's template yet: not an orphan.
         return outcome;
     }
+    // The constraint's own VAP (inline shape): written before its binding, deleted after it.
+    let policy_write = step.policy_write(Diff::Skip);
+    if step.policy_goes_first() && policy_write.is_some() {
+        let (_, o) = send(world, policy_write.clone()).await;
+        if o != Outcome::Done {
+            return outcome.merge(o);
+        }
+    }
     let result = match (step.write(Diff::Skip), step.wait_until()) {
         (Some(w), _) => send(world, Some(w)).await.1,
         // Never a zero delay: come back just after the deadline.
@@ -457,6 +499,12 @@ where
         }
         // Waiting for the CRD or the policy: their events (CRD watch, fan-out) bring us back.
         (None, None) => Outcome::Done,
+    };
+    let result = match policy_write {
+        Some(w) if !step.policy_goes_first() && result == Outcome::Done => {
+            send(world, Some(w)).await.1
+        }
+        _ => result,
     };
     outcome.merge(result)
 }

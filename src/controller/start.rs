@@ -464,6 +464,15 @@ pub async fn launch(
     shared
         .tasks
         .spawn("watch Gatekeeper's Config", Lifetime::Copy, config_watch);
+    // Gatekeeper's webhook, for its own shape: what each VAP copies.
+    if config.options.policy_shape == crate::core::PolicyShape::Gatekeeper {
+        let name = config.options.webhook_configuration_name.clone();
+        super::gatekeeper_webhook::first_read(&shared, &name).await;
+        let webhook_watch = super::gatekeeper_webhook::run(shared.clone(), name);
+        shared
+            .tasks
+            .spawn("watch Gatekeeper's webhook", Lifetime::Copy, webhook_watch);
+    }
     await_first_lists(&shared, SYNC_TIMEOUT).await;
     if fixed_listed(&shared) {
         tracing::info!(

@@ -139,6 +139,8 @@ pub struct Stores {
     /// Gatekeeper's `Config` objects named `config` (`gatekeeper_config`): the exclusions the
     /// reconcilers add to the exempt namespaces.
     gatekeeper_configs: RwLock<Arc<Vec<GatekeeperConfig>>>,
+    /// Gatekeeper's validating webhook (`gatekeeper_webhook`), read for its own shape only.
+    gatekeeper_webhooks: RwLock<Arc<Vec<crate::model::GatekeeperWebhook>>>,
     /// Bumped when a CRD comes, goes or changes: discovery looks again.
     crds_changed: watch::Sender<u64>,
 }
@@ -188,6 +190,7 @@ impl Stores {
             bindings: readers.bindings,
             served: RwLock::new(None),
             gatekeeper_configs: RwLock::new(Arc::new(Vec::new())),
+            gatekeeper_webhooks: RwLock::new(Arc::new(Vec::new())),
             crds_changed: watch::channel(0).0,
             kinds: RwLock::new(HashMap::new()),
             pod_statuses: Mutex::new(Vec::new()),
@@ -651,6 +654,21 @@ impl Stores {
         changed
     }
 
+    /// Gatekeeper's validating webhook as last read.
+    pub fn gatekeeper_webhooks(&self) -> Arc<Vec<crate::model::GatekeeperWebhook>> {
+        self.gatekeeper_webhooks.read().clone()
+    }
+
+    /// Keeps what was read of Gatekeeper's webhook; whether it differs from before.
+    pub fn set_gatekeeper_webhooks(&self, webhooks: Vec<crate::model::GatekeeperWebhook>) -> bool {
+        let mut current = self.gatekeeper_webhooks.write();
+        let changed = **current != webhooks;
+        if changed {
+            *current = Arc::new(webhooks);
+        }
+        changed
+    }
+
     pub fn snapshot(
         &self,
         errors: &[crate::cluster::access::AccessError],
@@ -685,6 +703,7 @@ impl Stores {
             snap.served = (**served).clone();
         }
         snap.gatekeeper_configs = (**self.gatekeeper_configs.read()).clone();
+        snap.gatekeeper_webhooks = (**self.gatekeeper_webhooks.read()).clone();
         snap
     }
 }
@@ -746,6 +765,15 @@ impl ConstraintStore for Stores {
         )
     }
 
+    fn policy(&self, name: &str) -> Read<Option<Policy>> {
+        self.store_known(&self.res.policies).map(|()| {
+            let v = self.read(Obj::Policy, name)?;
+            Policy::from_value(v, Source::default())
+                .map_err(|e| tracing::warn!(policy = name, "{e}"))
+                .ok()
+        })
+    }
+
     fn binding(&self, name: &str) -> Read<Option<Binding>> {
         self.store_known(&self.res.bindings).map(|()| {
             let v = self.read(Obj::Binding, name)?;
@@ -798,15 +826,6 @@ impl TemplateStore for Stores {
 
     fn templates_listed(&self) -> bool {
         self.is_listed(&self.res.templates)
-    }
-
-    fn policy(&self, name: &str) -> Read<Option<Policy>> {
-        self.store_known(&self.res.policies).map(|()| {
-            let v = self.read(Obj::Policy, name)?;
-            Policy::from_value(v, Source::default())
-                .map_err(|e| tracing::warn!(policy = name, "{e}"))
-                .ok()
-        })
     }
 
     fn crd(&self, name: &str) -> Read<Option<CrdInfo>> {

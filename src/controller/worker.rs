@@ -169,15 +169,25 @@ pub(super) async fn run(
         shared: &shared,
         failures: &failures,
     };
-    // The flags' options with Gatekeeper's Config applied, recomputed when it changes.
+    // The flags' options with Gatekeeper's Config and webhook applied, recomputed when either
+    // changes.
     let mut configs = shared.stores.gatekeeper_configs();
-    let mut merged = opts.with_gatekeeper_config(&configs);
+    let mut webhooks = shared.stores.gatekeeper_webhooks();
+    let mut merged = opts
+        .with_gatekeeper_config(&configs)
+        .with_gatekeeper_webhook(&webhooks);
     loop {
         let key = shared.queue.next().await;
-        let now = shared.stores.gatekeeper_configs();
-        if !Arc::ptr_eq(&now, &configs) {
-            merged = opts.with_gatekeeper_config(&now);
+        let (now, now_webhooks) = (
+            shared.stores.gatekeeper_configs(),
+            shared.stores.gatekeeper_webhooks(),
+        );
+        if !Arc::ptr_eq(&now, &configs) || !Arc::ptr_eq(&now_webhooks, &webhooks) {
+            merged = opts
+                .with_gatekeeper_config(&now)
+                .with_gatekeeper_webhook(&now_webhooks);
             configs = now;
+            webhooks = now_webhooks;
         }
         let opts = &merged;
         let work = Work {

@@ -2,7 +2,7 @@
 //! live cluster implement the same ones, so the same reconcile code runs against both.
 //!
 //! The split is the design's rule made structural: the constraint reconciler is generic over
-//! [`ConstraintStore`], which has no way to read a ConstraintTemplate or a VAP.
+//! [`ConstraintStore`], which has no way to read a ConstraintTemplate.
 
 use super::keys::Key;
 use crate::cluster::apply::ApplyError;
@@ -59,6 +59,9 @@ pub trait ConstraintStore {
     fn constraint_names(&self, kind: &str) -> Vec<String>;
     fn crd_state(&self, kind: &str) -> Read<CrdState>;
     fn binding(&self, name: &str) -> Read<Option<Binding>>;
+    /// The VAP `name`. The constraint side reads only its constraint's own VAP (the inline
+    /// shape's `gatekeeper-<lower kind>.<name>`), never a template's.
+    fn policy(&self, name: &str) -> Read<Option<Policy>>;
     /// Whether the stores the template side concludes its opinions from (templates, VAPs) are
     /// known now: an opinion concluded from a store that has since broken may be outdated. (The
     /// state of those stores, not their objects: the constraint side still never reads a
@@ -79,7 +82,6 @@ pub trait TemplateStore: ConstraintStore {
     fn template_names(&self) -> Vec<String>;
     /// Whether the template store holds a complete list (the opinion cache primes on it).
     fn templates_listed(&self) -> bool;
-    fn policy(&self, name: &str) -> Read<Option<Policy>>;
     /// The constraint CRD `name` (`<plural>.constraints.gatekeeper.sh`), as last observed or
     /// written.
     fn crd(&self, name: &str) -> Read<Option<CrdInfo>>;
@@ -111,6 +113,9 @@ impl<T: ReadsThrough> ConstraintStore for T {
     fn binding(&self, name: &str) -> Read<Option<Binding>> {
         self.store().binding(name)
     }
+    fn policy(&self, name: &str) -> Read<Option<Policy>> {
+        self.store().policy(name)
+    }
     fn opinions_known(&self) -> Read<()> {
         self.store().opinions_known()
     }
@@ -131,9 +136,6 @@ impl<T: ReadsThrough> TemplateStore for T {
     }
     fn templates_listed(&self) -> bool {
         self.store().templates_listed()
-    }
-    fn policy(&self, name: &str) -> Read<Option<Policy>> {
-        self.store().policy(name)
     }
     fn crd(&self, name: &str) -> Read<Option<CrdInfo>> {
         self.store().crd(name)

@@ -15,7 +15,8 @@ pub fn checker() -> CelChecker {
     CelChecker::new(ParserThread::default())
 }
 
-/// The flags' defaults: Gatekeeper v3.20+ ([`Options::with_cel`]), CEL checked by [`checker`].
+/// The flags' defaults: Gatekeeper v3.20+ ([`Options::with_cel`]), CEL checked by [`checker`];
+/// but for the shape, which is `narrowed` here and `auto` on the command line.
 pub fn default_options() -> Options {
     Options::with_cel(checker())
 }

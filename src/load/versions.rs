@@ -35,6 +35,9 @@ fn known(class: ObjectClass) -> Option<(&'static [&'static str], &'static str)> 
             "kubectl-vap reads",
         ),
         ObjectClass::GatekeeperConfig => (&["config.gatekeeper.sh/v1alpha1"], "Gatekeeper serves"),
+        ObjectClass::WebhookConfiguration => {
+            (&["admissionregistration.k8s.io/v1"], "kubectl-vap reads")
+        }
         ObjectClass::List | ObjectClass::Other => return None,
     })
 }

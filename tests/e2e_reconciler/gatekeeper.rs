@@ -148,6 +148,7 @@ async fn takes_over_gatekeeper_objects(shape: PolicyShape, takeover_writes: u64)
         &c,
         &[Action::Deny],
         PolicyShape::Gatekeeper,
+        &opts(0).exemptions,
         &Served::builtin(),
     )
     .expect("binding")

@@ -10,9 +10,24 @@ use testenv::http_get;
 /// The binary cargo built for this test or benchmark.
 pub const BIN: &str = env!("CARGO_BIN_EXE_kubectl-vap");
 
+/// The binary, with the library's shape (`narrowed`) instead of the command line's default
+/// (`auto`) unless a test asks for another: most tests were written for one VAP per template.
+/// [`kubectl_vap_defaults`] is the binary with every default of the command line.
 pub fn kubectl_vap() -> Command {
-    Command::new(BIN)
+    let mut cmd = Command::new(BIN);
+    cmd.env(SHAPE_ENV, "narrowed");
+    cmd
 }
+
+/// The binary with the command line's own defaults (`--policy-shape auto` among them).
+pub fn kubectl_vap_defaults() -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.env_remove(SHAPE_ENV);
+    cmd
+}
+
+/// What `--policy-shape` defaults to when set (`cli::args::GenerationArgs`).
+pub const SHAPE_ENV: &str = "KUBECTL_VAP_POLICY_SHAPE";
 
 /// `cmd`'s output (it must start).
 pub fn output(cmd: &mut Command) -> Output {

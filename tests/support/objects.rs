@@ -113,8 +113,9 @@ pub fn crd_name(kind: &str) -> String {
     format!("{}.{}", kind.to_lowercase(), gatekeeper::CONSTRAINTS_GROUP)
 }
 
-/// The VAP kubectl-vap generates for `t` as kind `kind` under the default options; `None` when
-/// the template does not generate one.
+/// The VAP kubectl-vap generates for `t` as kind `kind` in Gatekeeper's shape (no webhook read:
+/// every create and update, Gatekeeper's own CEL); `None` when the template does not generate
+/// one.
 pub fn policy_for(t: &ConstraintTemplate, kind: &str) -> Option<ValidatingAdmissionPolicy> {
     let TemplateVerdict::Generate {
         source,
@@ -124,13 +125,20 @@ pub fn policy_for(t: &ConstraintTemplate, kind: &str) -> Option<ValidatingAdmiss
     else {
         return None;
     };
-    Some(generate::policy(
+    let opts = default_options();
+    generate::policy(
         t,
         kind,
         &source,
         failure_policy,
-        generate::PolicyMatch::Gatekeeper,
-    ))
+        generate::PolicyMatch::Gatekeeper {
+            synced: false,
+            webhook: None,
+            exemptions: &opts.exemptions,
+        },
+        false,
+    )
+    .ok()
 }
 
 /// The binding kubectl-vap generates for `c` under the default options (panics unless it binds),
@@ -144,7 +152,8 @@ pub fn binding_shaped(c: &Constraint, shape: PolicyShape) -> ValidatingAdmission
     let ConstraintIntent::Bind { actions, .. } = decide_constraint(c, &default_options()) else {
         panic!("the constraint binds")
     };
-    generate::binding(c, &actions, shape, &Served::builtin())
+    let opts = default_options();
+    generate::binding(c, &actions, shape, &opts.exemptions, &Served::builtin())
         .expect("binding")
         .0
 }

@@ -38,7 +38,8 @@ impl Tmux {
             &width.to_string(),
             "-y",
             &height.to_string(),
-            "env PS1='shell$ ' sh",
+            // The library's shape, as every fixture was built with (`support::cli`).
+            "env PS1='shell$ ' KUBECTL_VAP_POLICY_SHAPE=narrowed sh",
         ]);
         assert!(out.status.success(), "tmux new-session: {out:?}");
         t

@@ -36,6 +36,10 @@ pub struct Snapshot {
     /// reconciles adds its webhook exclusions to the exempt namespaces
     /// (`Options::with_gatekeeper_config`).
     pub gatekeeper_configs: Vec<crate::model::GatekeeperConfig>,
+    /// Gatekeeper's validating webhooks read (`model::gatekeeper_webhook`): the one of the
+    /// configuration `--validating-webhook-configuration-name` names is what `--policy-shape
+    /// gatekeeper` copies into its VAPs (`Options::with_gatekeeper_webhook`).
+    pub gatekeeper_webhooks: Vec<crate::model::GatekeeperWebhook>,
 }
 
 /// One copy of an object that the input held again later: ignored, the last copy is used.
@@ -81,6 +85,8 @@ pub enum ObjectClass {
     PodStatus,
     /// Gatekeeper's `Config` (`config.gatekeeper.sh`).
     GatekeeperConfig,
+    /// A ValidatingWebhookConfiguration (Gatekeeper's is read for `--policy-shape gatekeeper`).
+    WebhookConfiguration,
     /// A List (`kubectl get -o yaml`): its items are classified one by one.
     List,
     Other,
@@ -111,6 +117,9 @@ pub fn classify(raw: &serde_json::Value) -> ObjectClass {
         }
         (g, k) if g == gatekeeper_config::CONFIG_GROUP && k == gatekeeper_config::CONFIG_KIND => {
             ObjectClass::GatekeeperConfig
+        }
+        (g, crate::model::gatekeeper_webhook::VWC_KIND) if g == ADMISSION_GROUP => {
+            ObjectClass::WebhookConfiguration
         }
         (_, k) if k.ends_with("List") && raw.get("items").is_some_and(|i| i.is_array()) => {
             ObjectClass::List
@@ -177,6 +186,12 @@ impl Snapshot {
             ObjectClass::GatekeeperConfig => self
                 .gatekeeper_configs
                 .push(crate::model::GatekeeperConfig::from_value(&raw)?),
+            ObjectClass::WebhookConfiguration => {
+                match crate::model::GatekeeperWebhook::from_value(&raw)? {
+                    Some(w) => self.gatekeeper_webhooks.push(w),
+                    None => *self.ignored.entry(kind.to_string()).or_default() += 1,
+                }
+            }
             ObjectClass::Other => *self.ignored.entry(kind.to_string()).or_default() += 1,
         }
         Ok(())
@@ -203,6 +218,7 @@ impl Snapshot {
         self.served.failed_groups.extend(other.served.failed_groups);
         self.duplicates.extend(other.duplicates);
         self.gatekeeper_configs.extend(other.gatekeeper_configs);
+        self.gatekeeper_webhooks.extend(other.gatekeeper_webhooks);
     }
 
     /// Keeps the last of objects that share an identity (the same file given twice, or an

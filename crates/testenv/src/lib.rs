@@ -504,6 +504,21 @@ impl TestEnv {
         }
     }
 
+    /// Kills kube-apiserver (SIGKILL: no graceful shutdown, nothing drained or released) and
+    /// reaps it; etcd keeps running. For tests that compare a crash with a stop.
+    pub async fn kill_apiserver(&self) {
+        let child = lock(&self.apiserver).take();
+        if let Some(mut child) = child {
+            tokio::task::spawn_blocking(move || {
+                let _ = child.kill();
+                let _ = child.wait();
+            })
+            .await
+            .expect("the kill task panicked");
+            self.apiserver_pid.store(0, Ordering::SeqCst);
+        }
+    }
+
     /// Starts kube-apiserver again on the same port, certs and etcd, and waits for `/readyz`.
     /// Clients and kubeconfigs handed out before stay valid.
     pub async fn start_apiserver(&self) -> anyhow::Result<()> {

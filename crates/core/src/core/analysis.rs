@@ -43,8 +43,11 @@ pub fn crd_state(snapshot: &Snapshot, kind: &str) -> CrdState {
 }
 
 pub fn analyze(snap: &Snapshot, opts: &Options) -> Analysis {
-    // Gatekeeper's Config, when read, exempts more namespaces.
-    let merged = opts.with_gatekeeper_config(&snap.gatekeeper_configs);
+    // Gatekeeper's Config, when read, exempts more namespaces; its webhook, when read, is what
+    // its own shape copies.
+    let merged = opts
+        .with_gatekeeper_config(&snap.gatekeeper_configs)
+        .with_gatekeeper_webhook(&snap.gatekeeper_webhooks);
     let opts = &merged;
     let index = Index::of(snap);
     let verdicts: Vec<TemplateVerdict> = snap
@@ -60,6 +63,8 @@ pub fn analyze(snap: &Snapshot, opts: &Options) -> Analysis {
         .zip(&verdicts)
         .map(|(t, v)| {
             let constraints = t.kind.as_deref().and_then(|k| by_kind.get(k));
+            // `--policy-shape auto` decided per template, by its number of constraints.
+            let opts = &opts.for_template(constraints.map_or(0, Vec::len));
             let coverage = desired::policy_coverage(
                 constraints.into_iter().flatten().copied(),
                 |c| index.binding_of(c),
@@ -111,10 +116,15 @@ fn opinions<'a>(steps: &[PolicyStep<'a>]) -> BTreeMap<&'a str, Opinion> {
     let mut out = BTreeMap::new();
     for s in steps {
         if let Some(kind) = &s.template().kind {
-            let t = s.template().name();
             out.insert(
                 kind.as_str(),
-                Opinion::of(t, s.verdict(), s.ready_once_written(), s.coverage(true)),
+                Opinion::of(
+                    s.template(),
+                    s.verdict(),
+                    s.ready_once_written(),
+                    s.coverage(true),
+                    s.shape(),
+                ),
             );
         }
     }
@@ -149,6 +159,12 @@ impl<'a> Index<'a> {
         self.policies
             .get(names::policy_name(template).as_str())
             .copied()
+    }
+
+    /// The VAP under the constraint's inline name.
+    fn inline_policy_of(&self, c: &Constraint) -> Option<&'a Policy> {
+        let name = names::inline_policy_name(&c.kind, c.name());
+        self.policies.get(name.as_str()).copied()
     }
 
     fn binding_of(&self, c: &Constraint) -> Option<&'a Binding> {
@@ -313,15 +329,24 @@ impl<'a> Fold<'a> {
         if let Some(o) = observed {
             self.seen_bindings.insert(o.name());
         }
+        let observed_policy = self.index.inline_policy_of(c);
         let step = step::binding_step(BindingInput {
             constraint: c,
             opinion,
             crd: crd_state(self.snap, &c.kind),
             observed,
+            observed_policy,
             opts: self.opts,
             served: &self.snap.served,
             now: self.now,
         });
+        // A VAP under the inline name that is not ours stays in the orphans, unless we want
+        // its name (foreign).
+        if step.has_policy()
+            && let Some(o) = observed_policy
+        {
+            self.seen_policies.insert(o.name());
+        }
         let (id, label) = (
             format!("constraint/{}/{}", c.kind, c.name()),
             format!("{}/{}", c.kind, c.name()),
@@ -334,6 +359,19 @@ impl<'a> Fold<'a> {
         let state = step.binding_state();
         let mut bnode = leaf(id, NodeKind::Binding, &bname, state, binding_ref(&bname));
         self.find(&mut bnode, step.binding_finding());
+        if step.has_policy() {
+            let pname = step.policy_name();
+            let id = format!("policy/{pname}");
+            let state = step.policy_state();
+            let mut pnode = leaf(id, NodeKind::Policy, &pname, state, policy_ref(&pname));
+            self.find(&mut pnode, step.policy_finding());
+            match step.policy_write(Diff::Render) {
+                Some(w) if step.policy_goes_first() => self.writes.policies.push(w),
+                Some(w) => self.writes.policy_deletes.push(w),
+                None => {}
+            }
+            node.children.push(pnode);
+        }
         self.writes.bindings.extend(step.write(Diff::Render));
         if observed.is_some() || bnode.state != State::NotBound {
             node.children.push(bnode);
@@ -374,15 +412,32 @@ impl<'a> Fold<'a> {
         }
     }
 
-    /// A VAP controlled by a template that is not in the snapshot: the template is gone.
+    /// A VAP controlled by a template that is not in the snapshot (the template is gone), or
+    /// by a constraint that is not (its inline VAP).
     fn gone_policy(&mut self, p: &'a Policy) -> Option<Node> {
         let ctl = gatekeeper_controller(&p.meta)?;
-        let sweep = step::sweep_policy(&ctl.name, p)?;
+        let (reason, finding, write) = if ctl.group() == CONSTRAINTS_GROUP {
+            let key = (ctl.kind.as_str(), ctl.name.as_str());
+            let constraint = self.index.constraints.get(&key).copied();
+            let sweep = step::sweep_inline_policy(&ctl.kind, &ctl.name, p, constraint)?;
+            (
+                sweep.reason.clone(),
+                sweep.finding(),
+                sweep.write(Diff::Render),
+            )
+        } else {
+            let sweep = step::sweep_policy(&ctl.name, p)?;
+            (
+                sweep.reason.clone(),
+                sweep.finding(),
+                sweep.write(Diff::Render),
+            )
+        };
         let id = format!("policy/{}", p.name());
-        let state = (State::Dangling, sweep.reason.clone());
+        let state = (State::Dangling, reason);
         let mut node = leaf(id, NodeKind::Policy, p.name(), state, policy_ref(p.name()));
-        self.find(&mut node, Some(sweep.finding()));
-        self.writes.policy_deletes.push(sweep.write(Diff::Render));
+        self.find(&mut node, Some(finding));
+        self.writes.policy_deletes.push(write);
         Some(node)
     }
 

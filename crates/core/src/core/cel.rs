@@ -4,6 +4,9 @@
 //!
 //! Globs follow Gatekeeper's wildcard type: one `*` at the start or at the end.
 
+use super::cel_literal::{self, string_list};
+use crate::model::{KindMatch, Match};
+
 /// Names of the four matchers, in the order they are generated.
 pub const EXCLUDED_NAMESPACES: &str = "gatekeeper_internal_match_excluded_namespaces";
 pub const NAMESPACES: &str = "gatekeeper_internal_match_namespaces";
@@ -65,13 +68,64 @@ pub fn matchers() -> Vec<(&'static str, String)> {
     ]
 }
 
-/// A CEL list of string literals. The values are namespace-name prefixes or suffixes, checked
-/// at the edge to be DNS-label characters; JSON's string escaping is CEL's for those anyway.
-fn string_list<'a>(values: impl Iterator<Item = &'a String>) -> String {
-    let items: Vec<String> = values
-        .map(|v| serde_json::Value::String(v.clone()).to_string())
-        .collect();
-    format!("[{}]", items.join(", "))
+/// The matchers for one constraint's `spec.match`, its values written into the CEL (the
+/// inline shape: no params). The same tests as [`matchers`], on the same names; a matcher
+/// whose field is absent or empty admits everything there, so it is left out here.
+pub fn inline_matchers(m: &Match) -> Vec<(&'static str, String)> {
+    let mut out = Vec::new();
+    if !m.excluded_namespaces.is_empty() {
+        out.push((
+            EXCLUDED_NAMESPACES,
+            format!(
+                "[{NS}].all(ns, ns == \"\" || !{}.exists(p, {}))",
+                string_list(&m.excluded_namespaces),
+                glob("p", "ns")
+            ),
+        ));
+    }
+    if !m.namespaces.is_empty() {
+        out.push((
+            NAMESPACES,
+            format!(
+                "[{NS}].all(ns, ns == \"\" || {}.exists(p, {}))",
+                string_list(&m.namespaces),
+                glob("p", "ns")
+            ),
+        ));
+    }
+    if let Some(name) = m.name.as_deref().filter(|n| !n.is_empty()) {
+        out.push((
+            NAME,
+            format!(
+                "[{}].all(n, {} || (n.endsWith(\"*\") && request.name == \"\" && object != null && has(object.metadata.generateName) && object.metadata.generateName.startsWith(n.substring(0, size(n) - 1))))",
+                cel_literal::string(name),
+                glob("n", "request.name")
+            ),
+        ));
+    }
+    if let Some(kinds) = inline_kinds(&m.kinds) {
+        out.push((KINDS, kinds));
+    }
+    out
+}
+
+/// The kinds matcher for `kinds` as one disjunction, or `None` when it admits every kind.
+fn inline_kinds(kinds: &[KindMatch]) -> Option<String> {
+    let any = |v: &[String]| v.is_empty() || v.iter().any(|x| x == "*");
+    let mut terms = Vec::new();
+    for k in kinds {
+        let group = (!any(&k.api_groups))
+            .then(|| format!("request.kind.group in {}", string_list(&k.api_groups)));
+        let kind =
+            (!any(&k.kinds)).then(|| format!("request.kind.kind in {}", string_list(&k.kinds)));
+        match (group, kind) {
+            (None, None) => return None,
+            (Some(g), None) => terms.push(g),
+            (None, Some(k)) => terms.push(k),
+            (Some(g), Some(k)) => terms.push(format!("({g} && {k})")),
+        }
+    }
+    (!terms.is_empty()).then(|| terms.join(" || "))
 }
 
 /// The condition that leaves out namespaces exempt by prefix or suffix (cluster-scoped objects
@@ -85,8 +139,8 @@ pub fn global_exempted(
     }
     Some(format!(
         "[{NS}].all(ns, ns == \"\" || !({}.exists(p, ns.startsWith(p)) || {}.exists(s, ns.endsWith(s))))",
-        string_list(prefixes.iter()),
-        string_list(suffixes.iter())
+        string_list(prefixes),
+        string_list(suffixes)
     ))
 }
 
@@ -100,7 +154,7 @@ pub fn global_excluded(globs: &std::collections::BTreeSet<String>) -> Option<Str
     let patterns: Vec<String> = globs.iter().map(|g| glob_pattern(g)).collect();
     Some(format!(
         "[{NS}].all(ns, ns == \"\" || !{}.exists(p, ns.matches(p)))",
-        string_list(patterns.iter())
+        string_list(&patterns)
     ))
 }
 

@@ -28,11 +28,15 @@ impl CelChecker {
 
     /// Every expression of a `K8sNativeValidation` source ([`expressions`]) checked.
     pub fn check_source(&self, s: &crate::model::NativeSource) -> Result<(), String> {
-        let all = expressions(s);
+        self.check(&expressions(s))
+    }
+
+    /// Every `(field, expression)` checked (what we generate, too: an inline VAP's literals).
+    pub fn check(&self, all: &[(String, &str)]) -> Result<(), String> {
         if all.is_empty() {
             return Ok(());
         }
-        self.0.check(&all)
+        self.0.check(all)
     }
 }
 

@@ -263,6 +263,11 @@ pub fn decide_constraint(c: &Constraint, opts: &Options) -> ConstraintIntent {
         actions.push(a);
         format!("{action}; --default-create-vap-binding-for-constraints=true")
     };
+    // Gatekeeper's --emit-admission-audit-annotations: `Audit` beside Deny or Warn, so the API
+    // server's audit log records every failed validation.
+    if opts.emit_admission_audit_annotations {
+        actions.push(Action::Audit);
+    }
     actions.sort();
     actions.dedup();
     if actions.contains(&Action::Deny) && actions.contains(&Action::Warn) {

@@ -2,13 +2,16 @@
 //! constraint should have, given only the opinion of its kind (never the template itself).
 
 use super::decide::{ConstraintIntent, TemplateVerdict, decide_constraint};
-use super::generate;
+use super::generate::{self, PolicyBody};
 use super::options::{Options, PolicyShape};
 use super::scope::Coverage;
 use crate::model::served::Served;
-use crate::model::{Binding, Constraint};
+use crate::model::{Binding, Constraint, ConstraintTemplate};
 use chrono::{DateTime, Utc};
-use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding;
+use k8s_openapi::api::admissionregistration::v1::{
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+};
+use std::sync::Arc;
 
 /// The template side's published opinion for one constraint kind (the shared cache's value).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,18 +30,38 @@ pub struct Opinion {
     pub coverage: Coverage,
     /// The VAP's failurePolicy is Fail: a request it cannot evaluate is refused.
     pub fail_closed: bool,
+    /// The shape of the kind's objects.
+    pub shape: PolicyShape,
+    /// In the inline shape, what the template gives each constraint's VAP (the constraint
+    /// side writes those VAPs); `None` in the shapes whose one VAP the template side writes.
+    pub body: Option<Arc<PolicyBody>>,
 }
 
 impl Opinion {
     /// What `template`'s verdict publishes for its kind. `policy_ready`: its VAP is written
     /// (live), or will be first (plan); never for a template that does not generate.
     /// `coverage`: what its VAP matches once written.
+    /// `shape`: the shape of the kind's objects; in the inline shape the opinion carries the
+    /// template's [`PolicyBody`].
     pub fn of(
-        template: &str,
+        template: &ConstraintTemplate,
         verdict: &TemplateVerdict,
         policy_ready: bool,
         coverage: Coverage,
+        shape: PolicyShape,
     ) -> Opinion {
+        let body = match verdict {
+            TemplateVerdict::Generate {
+                source,
+                failure_policy,
+                ..
+            } if shape == PolicyShape::Inline => Some(Arc::new(PolicyBody {
+                source: source.clone(),
+                failure_policy: *failure_policy,
+                operations: generate::operations(template),
+            })),
+            _ => None,
+        };
         let fail_closed = matches!(
             verdict,
             TemplateVerdict::Generate {
@@ -47,13 +70,15 @@ impl Opinion {
             }
         );
         Opinion {
-            template: template.to_string(),
+            template: template.name().to_string(),
             generate: verdict.generates(),
             policy_ready: policy_ready && verdict.generates(),
             frozen: matches!(verdict, TemplateVerdict::Invalid { .. }),
             reason: verdict.reason().to_string(),
             coverage,
             fail_closed,
+            shape,
+            body,
         }
     }
 }
@@ -71,16 +96,18 @@ pub enum CrdState {
 /// What the constraint side concludes for one constraint.
 #[derive(Debug, Clone, PartialEq)]
 pub enum BindingDecision {
-    Want(Box<ValidatingAdmissionPolicyBinding>),
+    /// This binding; and in the inline shape the constraint's own VAP, written before it.
+    Want {
+        binding: Box<ValidatingAdmissionPolicyBinding>,
+        policy: Option<Box<ValidatingAdmissionPolicy>>,
+    },
     /// Wanted, but the CRD is not ready long enough: write nothing yet (delete nothing either).
     Waiting {
         reason: String,
         until: Option<DateTime<Utc>>,
     },
     /// No binding should exist.
-    NotWanted {
-        reason: String,
-    },
+    NotWanted { reason: String },
     /// The kind has no template: no binding should exist.
     Orphan,
     /// Cannot decide: keep what exists, write nothing (constraint or template invalid).
@@ -102,9 +129,11 @@ pub fn policy_coverage<'a>(
     opts: &Options,
     served: &Served,
 ) -> Coverage {
-    if opts.policy_shape == PolicyShape::Gatekeeper {
+    if opts.policy_shape.is_gatekeepers() {
         return Coverage::everything();
     }
+    // In the inline shape each constraint's VAP matches what its binding does; the template's
+    // coverage is published for the views only.
     let mut out = Coverage::default();
     for c in constraints {
         match decide_constraint(c, opts) {
@@ -182,6 +211,7 @@ pub fn binding_decision(
             until: None,
         };
     }
+    let shape = opinion.shape;
     match crd {
         CrdState::NotEstablished => {
             return BindingDecision::Waiting {
@@ -189,7 +219,9 @@ pub fn binding_decision(
                 until: None,
             };
         }
-        CrdState::Established(Some(since)) => {
+        // The wait is for the API server to discover the kind a `paramKind` names; an inline
+        // VAP names none.
+        CrdState::Established(Some(since)) if shape != PolicyShape::Inline => {
             let wait = chrono::Duration::from_std(opts.binding_wait).unwrap_or_default();
             let until = since + wait;
             if now < until {
@@ -204,15 +236,21 @@ pub fn binding_decision(
                 };
             }
         }
-        CrdState::Established(None) | CrdState::Unknown => {}
+        CrdState::Established(_) | CrdState::Unknown => {}
     }
-    match generate::binding(c, &actions, opts.policy_shape, served) {
+    let frozen = |reason| BindingDecision::Frozen {
+        reason,
+        constraint_error: true,
+    };
+    let (binding, coverage) = match generate::binding(c, &actions, shape, &opts.exemptions, served)
+    {
+        Ok(b) => b,
+        Err(reason) => return frozen(reason),
+    };
+    match (shape, &opinion.body) {
         // The VAP does not match all the binding would yet (the constraint's kinds grew, or a
         // kind became served): its template widens the VAP first, and the fan-out comes back.
-        Ok((_, coverage))
-            if opts.policy_shape == PolicyShape::Narrowed
-                && !opinion.coverage.covers(&coverage) =>
-        {
+        (PolicyShape::Narrowed, _) if !opinion.coverage.covers(&coverage) => {
             BindingDecision::Waiting {
                 reason: format!(
                     "the VAP of template {} does not match all of the constraint's kinds yet",
@@ -221,10 +259,58 @@ pub fn binding_decision(
                 until: None,
             }
         }
-        Ok((b, _)) => BindingDecision::Want(Box::new(b)),
-        Err(reason) => BindingDecision::Frozen {
-            reason,
-            constraint_error: true,
+        (PolicyShape::Inline, Some(body)) => match inline_policy(c, body, &coverage, opts) {
+            Ok(policy) => BindingDecision::Want {
+                binding: Box::new(binding),
+                policy: Some(Box::new(policy)),
+            },
+            Err(reason) => frozen(reason),
+        },
+        _ => BindingDecision::Want {
+            binding: Box::new(binding),
+            policy: None,
         },
     }
+}
+
+/// The inline VAP of `c`, its parameters' literal checked by the edge's CEL parser: a
+/// constraint that cannot be inlined is a constraint error that says why.
+fn inline_policy(
+    c: &Constraint,
+    body: &PolicyBody,
+    coverage: &Coverage,
+    opts: &Options,
+) -> Result<ValidatingAdmissionPolicy, String> {
+    let cannot = |why: String| {
+        format!(
+            "constraint {} {} cannot be inlined into its own VAP: {why}",
+            c.kind,
+            c.name()
+        )
+    };
+    let policy = generate::inline_policy(
+        c,
+        body,
+        coverage,
+        &opts.exemptions,
+        opts.emit_admission_audit_annotations,
+    )
+    .map_err(|e| cannot(e.to_string()))?;
+    let spec = policy.spec.as_ref();
+    let generated: Vec<(String, &str)> = spec
+        .and_then(|s| s.variables.as_ref())
+        .into_iter()
+        .flatten()
+        .filter(|v| v.name == "params")
+        .map(|v| ("variables.params".to_string(), v.expression.as_str()))
+        .chain(
+            spec.and_then(|s| s.match_conditions.as_ref())
+                .into_iter()
+                .flatten()
+                .filter(|m| m.name.starts_with("gatekeeper_internal_"))
+                .map(|m| (format!("matchConditions {}", m.name), m.expression.as_str())),
+        )
+        .collect();
+    opts.cel.check(&generated).map_err(cannot)?;
+    Ok(policy)
 }

@@ -555,11 +555,25 @@ pub fn selections(s: &Subject, snap: &Snapshot, opts: &super::Options) -> Vec<Se
         else {
             continue;
         };
-        let Ok((b, _)) = super::generate::binding(c, &actions, opts.policy_shape, &snap.served)
-        else {
+        // Judged on the narrowed binding: the inline one differs only by the exemptions it
+        // carries (the narrowed shape keeps them on its VAP, which is not judged here either);
+        // the policy named is the one of the template's shape.
+        let Ok((b, _)) = super::generate::binding(
+            c,
+            &actions,
+            super::options::PolicyShape::Narrowed,
+            &opts.exemptions,
+            &snap.served,
+        ) else {
             continue;
         };
-        let policy = super::names::policy_name_for_kind(&c.kind);
+        let of_kind = snap.constraints.iter().filter(|x| x.kind == c.kind).count();
+        let policy = match opts.policy_shape.for_template(of_kind) {
+            super::options::PolicyShape::Inline => {
+                super::names::inline_policy_name(&c.kind, c.name())
+            }
+            _ => super::names::policy_name_for_kind(&c.kind),
+        };
         let selects = binding_selects(&b, s).and(|| constraint_selects(&c.matcher, s));
         out.push(Selection {
             binding: b.metadata.name.clone().unwrap_or_default(),

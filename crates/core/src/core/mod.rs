@@ -3,12 +3,14 @@
 
 pub mod analysis;
 pub mod cel;
+pub mod cel_literal;
 pub mod cel_syntax;
 pub mod compare;
 pub mod crd;
 pub mod decide;
 pub mod desired;
 pub mod findings;
+pub mod gatekeeper_cel;
 pub mod generate;
 pub mod matching;
 pub mod names;

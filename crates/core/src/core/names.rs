@@ -17,7 +17,21 @@ pub fn policy_name_for_kind(kind: &str) -> String {
 
 /// `gatekeeper-<lower(kind)>-<constraint name>`, shortened with a hash above 253 characters.
 pub fn binding_name(kind: &str, constraint_name: &str) -> String {
-    let full = format!("{PREFIX}{}-{constraint_name}", kind.to_lowercase());
+    shortened(format!("{PREFIX}{}-{constraint_name}", kind.to_lowercase()))
+}
+
+/// The VAP of one constraint in the inline shape: `gatekeeper-<lower(kind)>.<constraint name>`,
+/// shortened like a binding's name. The dot keeps it apart from every template's VAP
+/// (`gatekeeper-<template>`, and a template's name is its lowercase kind, which has no dot),
+/// and it is one-to-one: the first dot ends the kind. Ownership is still decided by the
+/// controller reference (the constraint), never by this name.
+pub fn inline_policy_name(kind: &str, constraint_name: &str) -> String {
+    shortened(format!("{PREFIX}{}.{constraint_name}", kind.to_lowercase()))
+}
+
+/// `full`, or above 253 characters its head and `-` and 8 hex characters of its SHA-256
+/// (Gatekeeper's `GetVAPBindingName`).
+fn shortened(full: String) -> String {
     if full.len() <= MAX_NAME {
         return full;
     }
@@ -56,6 +70,10 @@ mod tests {
             "gatekeeper-k8srequiredlabels-ns-must-have-owner"
         );
         assert_eq!(legacy_binding_name("x"), "gatekeeper-x");
+        assert_eq!(
+            inline_policy_name("K8sRequiredLabels", "ns-must-have-owner"),
+            "gatekeeper-k8srequiredlabels.ns-must-have-owner"
+        );
     }
 
     #[test]

@@ -8,29 +8,76 @@ use std::time::Duration;
 /// `--policy-shape`: what the generated objects match before their CEL runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum PolicyShape {
+    /// Per template ([`PolicyShape::for_template`]): `Inline` for a template with at most
+    /// [`INLINE_AT_MOST`] constraints, `Narrowed` beyond (docs/generation.md, "The default").
+    #[default]
+    Auto,
     /// Bindings narrowed to their constraint's kinds and exact namespaces, each VAP to the
     /// union of its constraints, exempt namespaces left out (`core::scope`).
-    #[default]
     Narrowed,
-    /// Gatekeeper v3.23's objects byte for byte (every create and update, filtered in CEL).
+    /// Gatekeeper v3.23.1's objects byte for byte under its default
+    /// `--sync-vap-enforcement-scope=true`: each VAP matches what Gatekeeper's validating
+    /// webhook matches (copied from it, operations intersected with the template's), or every
+    /// create and update when that webhook is not there; filtered in CEL.
     Gatekeeper,
+    /// Gatekeeper v3.23.1's objects under `--sync-vap-enforcement-scope=false`: every create and
+    /// update, filtered in CEL.
+    GatekeeperUnsynced,
+    /// One VAP per constraint, its parameters and `spec.match` written into the CEL: no
+    /// `paramKind`, so nothing the API server must sync before it can judge a request
+    /// (docs/generation.md, "Inline policies"). Bindings narrowed as in `Narrowed`, with the
+    /// exemptions on them.
+    Inline,
 }
 
 impl PolicyShape {
+    /// Every shape, as `--policy-shape` names them.
+    pub const ALL: [PolicyShape; 5] = [
+        PolicyShape::Auto,
+        PolicyShape::Narrowed,
+        PolicyShape::Inline,
+        PolicyShape::Gatekeeper,
+        PolicyShape::GatekeeperUnsynced,
+    ];
+
+    /// Gatekeeper's own objects (either sync setting).
+    pub fn is_gatekeepers(self) -> bool {
+        matches!(
+            self,
+            PolicyShape::Gatekeeper | PolicyShape::GatekeeperUnsynced
+        )
+    }
+
+    /// The shape of the objects of a template with `constraints` constraints: `Auto` resolved,
+    /// any other shape as it is.
+    pub fn for_template(self, constraints: usize) -> PolicyShape {
+        match self {
+            PolicyShape::Auto if constraints <= INLINE_AT_MOST => PolicyShape::Inline,
+            PolicyShape::Auto => PolicyShape::Narrowed,
+            shape => shape,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
+            PolicyShape::Auto => "auto",
             PolicyShape::Narrowed => "narrowed",
             PolicyShape::Gatekeeper => "gatekeeper",
+            PolicyShape::Inline => "inline",
+            PolicyShape::GatekeeperUnsynced => "gatekeeper-unsynced",
         }
     }
     pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "narrowed" => Some(PolicyShape::Narrowed),
-            "gatekeeper" => Some(PolicyShape::Gatekeeper),
-            _ => None,
-        }
+        Self::ALL.into_iter().find(|p| p.as_str() == s)
     }
 }
+
+/// `--policy-shape auto`: the most constraints a template may have and still get a VAP per
+/// constraint. Chosen from docs/benchmarks.md ("The shapes side by side, and the default"):
+/// each inline VAP costs the API server ~0.6 MiB of Go heap and compile time (5,000 of them:
+/// +3.1 GiB; 1,250: 8.5 s before every binding is in force), while one narrowed VAP serves a
+/// template's constraints at once; ten keeps what one template can add under ~6–10 MiB.
+pub const INLINE_AT_MOST: usize = 10;
 
 /// The namespaces no narrowed VAP applies to, as Gatekeeper exempts them from its webhook:
 /// by name (`--exempt-namespace`, and always the Lease's namespace), by prefix and by suffix.
@@ -44,6 +91,28 @@ pub struct Exemptions {
     /// its webhook; its exact names are in `namespaces`. Read from the cluster or the input,
     /// never a flag ([`Options::with_gatekeeper_config`]).
     pub excluded_globs: BTreeSet<String>,
+    /// The `--exempt-namespace` flags alone (`namespaces` adds the Lease's namespace and the
+    /// Config's names): what Gatekeeper, which has the same flags, exempts in its own VAPs.
+    pub flagged: BTreeSet<String>,
+    /// Everything the Config excludes from the webhook, names and globs: what Gatekeeper
+    /// writes into its own VAPs' `gatekeeper_internal_match_global_excluded_namespaces`.
+    pub config_excluded: BTreeSet<String>,
+}
+
+impl Exemptions {
+    /// Gatekeeper's list of exempt namespaces for its VAPs (`GetAllExemptedNamespacesWithWildcard`):
+    /// the flags' names, prefixes as `p*`, suffixes as `*s`, sorted.
+    pub fn gatekeeper_exempted(&self) -> Vec<String> {
+        let mut all: Vec<String> = self
+            .flagged
+            .iter()
+            .cloned()
+            .chain(self.prefixes.iter().map(|p| format!("{p}*")))
+            .chain(self.suffixes.iter().map(|s| format!("*{s}")))
+            .collect();
+        all.sort();
+        all
+    }
 }
 
 /// The Lease's namespace when no flag says otherwise (`--lease-namespace`).
@@ -103,24 +172,60 @@ pub struct Options {
     pub exemptions: Exemptions,
     /// `--gatekeeper-namespace`: whose `config` Config's webhook exclusions are exempt.
     pub gatekeeper_namespace: String,
+    /// `--validating-webhook-configuration-name`: Gatekeeper's webhook configuration, whose
+    /// `validation.gatekeeper.sh` webhook `--policy-shape gatekeeper` copies.
+    pub webhook_configuration_name: String,
+    /// That webhook, when read ([`Options::with_gatekeeper_webhook`]).
+    pub gatekeeper_webhook: Option<crate::model::GatekeeperWebhook>,
+    /// `--emit-admission-audit-annotations` (Gatekeeper's flag, upstream after v3.23.1): every
+    /// VAP publishes the constraints that evaluated a request in the API server's audit log,
+    /// and every binding adds `Audit` beside `Deny` or `Warn`.
+    pub emit_admission_audit_annotations: bool,
     /// What parses a template's CEL (syntax only): the edge's, which has the stack and the
     /// memory for it.
     pub cel: CelChecker,
 }
 
 impl Options {
-    /// Gatekeeper v3.20+ defaults, templates' CEL checked by `cel`.
+    /// Gatekeeper v3.20+ defaults, templates' CEL checked by `cel`; the shape `narrowed` (the
+    /// command line's default is `auto`).
     pub fn with_cel(cel: CelChecker) -> Self {
         Options {
             default_create_vap_for_templates: true,
             default_create_vap_binding_for_constraints: true,
             default_failure_policy: FailurePolicy::Fail,
             binding_wait: Duration::from_secs(30),
+            // The command line's default is `auto` (`cli::args::GenerationArgs`); the
+            // library's stays `narrowed`, which its tests and embedders were written for (one
+            // VAP per template). Each shape is tested by name.
             policy_shape: PolicyShape::Narrowed,
             exemptions: Exemptions::lease_namespace(DEFAULT_LEASE_NAMESPACE),
             gatekeeper_namespace: DEFAULT_GATEKEEPER_NAMESPACE.into(),
+            webhook_configuration_name:
+                crate::model::gatekeeper_webhook::DEFAULT_CONFIGURATION_NAME.into(),
+            gatekeeper_webhook: None,
+            emit_admission_audit_annotations: false,
             cel,
         }
+    }
+
+    /// These options for a template with `constraints` constraints (`--policy-shape auto`
+    /// resolved).
+    pub fn for_template(&self, constraints: usize) -> Options {
+        let mut o = self.clone();
+        o.policy_shape = self.policy_shape.for_template(constraints);
+        o
+    }
+
+    /// These options with Gatekeeper's validating webhook: the one of the configuration
+    /// [`Options::webhook_configuration_name`] names, if read.
+    pub fn with_gatekeeper_webhook(&self, webhooks: &[crate::model::GatekeeperWebhook]) -> Options {
+        let mut o = self.clone();
+        o.gatekeeper_webhook = webhooks
+            .iter()
+            .find(|w| w.configuration == self.webhook_configuration_name)
+            .cloned();
+        o
     }
 
     /// These options with the webhook exclusions of the Config Gatekeeper reconciles (the one
@@ -134,6 +239,7 @@ impl Options {
             .filter(|c| c.is_gatekeepers(&self.gatekeeper_namespace))
         {
             for n in &c.webhook_excluded {
+                o.exemptions.config_excluded.insert(n.clone());
                 if n.contains('*') {
                     o.exemptions.excluded_globs.insert(n.clone());
                 } else {

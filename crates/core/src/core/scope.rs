@@ -298,6 +298,25 @@ pub fn binding_namespace_selector(m: &Match, own: LabelSelector) -> LabelSelecto
     }
 }
 
+/// `selector` with what Gatekeeper exempts added: namespaces labelled
+/// `admission.gatekeeper.sh/ignore`, and the exempt namespaces by name (the inline shape's
+/// bindings; the narrowed shape keeps these on the VAP, [`policy_namespace_selector`]).
+pub fn exempt(selector: LabelSelector, e: &Exemptions) -> LabelSelector {
+    let mut expressions = selector.match_expressions.unwrap_or_default();
+    expressions.push(requirement(IGNORE_LABEL, "DoesNotExist", None));
+    if !e.namespaces.is_empty() {
+        expressions.push(requirement(
+            NAME_LABEL,
+            "NotIn",
+            Some(e.namespaces.iter().cloned().collect()),
+        ));
+    }
+    LabelSelector {
+        match_labels: selector.match_labels,
+        match_expressions: Some(expressions),
+    }
+}
+
 fn dedup_len(v: &[String]) -> usize {
     v.iter().collect::<BTreeSet<_>>().len()
 }

@@ -137,6 +137,10 @@ published! {
     exemptions.prefixes = "exempt-namespace-prefix",
     exemptions.suffixes = "exempt-namespace-suffix",
     gatekeeper_namespace = "gatekeeper-namespace",
+    // The flags' own names, without the Lease's namespace: what Gatekeeper's shapes exempt.
+    exemptions.flagged = "exempt-namespace-flagged",
+    webhook_configuration_name = "validating-webhook-configuration-name",
+    emit_admission_audit_annotations = "emit-admission-audit-annotations",
 }
 
 /// The generation flags a copy acts on: flag name (without `--`) → value.

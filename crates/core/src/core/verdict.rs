@@ -196,8 +196,20 @@ pub fn attribute(pm: &PolicyMessage, snap: &Snapshot) -> Attribution {
         Some(owner) if owner.kind == "ConstraintTemplate" && owner.group() == TEMPLATES_GROUP => {
             Some(owner.name.clone())
         }
+        // A constraint's own VAP (the inline shape): the template is the one of its kind.
+        Some(owner) if owner.group() == CONSTRAINTS_GROUP => Some(
+            snap.templates
+                .iter()
+                .find(|t| t.kind.as_deref() == Some(owner.kind.as_str()))
+                .map(|t| t.name().to_string())
+                .unwrap_or_else(|| owner.kind.to_lowercase()),
+        ),
         Some(_) => None,
-        None if policy.is_none() => pm.policy.strip_prefix("gatekeeper-").map(str::to_string),
+        // `gatekeeper-<template>`, or an inline `gatekeeper-<lower kind>.<constraint>`.
+        None if policy.is_none() => pm
+            .policy
+            .strip_prefix("gatekeeper-")
+            .map(|t| t.split_once('.').map_or(t, |(kind, _)| kind).to_string()),
         None => None,
     };
     let Some(binding_name) = &pm.binding else {
@@ -221,7 +233,8 @@ pub fn attribute(pm: &PolicyMessage, snap: &Snapshot) -> Attribution {
         }
         None => {
             if let Some((kind_lower, name)) = parse_binding_name(binding_name)
-                && pm.policy == format!("gatekeeper-{kind_lower}")
+                && (pm.policy == format!("gatekeeper-{kind_lower}")
+                    || pm.policy == format!("gatekeeper-{kind_lower}.{name}"))
             {
                 // The kind's case is only known from the constraint itself, if it was read.
                 let kind = snap

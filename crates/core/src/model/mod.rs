@@ -3,13 +3,15 @@
 
 pub mod constraint;
 pub mod gatekeeper_config;
+pub mod gatekeeper_webhook;
 pub mod meta;
 pub mod policy;
 pub mod served;
 pub mod template;
 
-pub use constraint::{Constraint, EnforcementPoint, Match, ScopedAction};
+pub use constraint::{Constraint, EnforcementPoint, KindMatch, Match, ScopedAction};
 pub use gatekeeper_config::GatekeeperConfig;
+pub use gatekeeper_webhook::GatekeeperWebhook;
 pub use meta::{ObjectRef, OwnerRef, Source};
 pub use policy::{Binding, CrdInfo, PodStatus, Policy};
 pub use template::{ConstraintTemplate, NamedExpression, NativeSource, Target, Validation};

@@ -38,7 +38,7 @@ pub struct Code {
 }
 
 /// The `source` of the `K8sNativeValidation` engine (Gatekeeper's `pkg/drivers/k8scel/schema`).
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct NativeSource {
     #[serde(default)]
@@ -54,7 +54,7 @@ pub struct NativeSource {
     pub generate_vap: Option<bool>,
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct Validation {
     #[serde(default)]
@@ -65,7 +65,7 @@ pub struct Validation {
     pub message_expression: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, Default)]
 pub struct NamedExpression {
     #[serde(default)]
     pub name: String,

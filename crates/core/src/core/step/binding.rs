@@ -1,8 +1,8 @@
 //! The constraint side's step: a constraint's binding, decided from the opinion of its kind
 //! (never the template), its CRD's readiness and the observed binding.
 
-use super::{Action, binding_ref, constraint_ref, differs, write};
-use crate::core::compare::compare_binding;
+use super::{Action, binding_ref, constraint_ref, differs, policy_ref, write};
+use crate::core::compare::{compare_binding, compare_policy};
 use crate::core::desired::{BindingDecision, CrdState, Opinion, binding_decision};
 use crate::core::findings::{Code, Finding};
 use crate::core::names;
@@ -12,9 +12,11 @@ use crate::core::plan::{Diff, PlannedWrite};
 use crate::core::scope::{Unresolved, coverage_of};
 use crate::core::tree::State;
 use crate::model::served::Served;
-use crate::model::{Binding, Constraint};
+use crate::model::{Binding, Constraint, Policy};
 use chrono::{DateTime, Utc};
-use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding;
+use k8s_openapi::api::admissionregistration::v1::{
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+};
 
 /// What the binding step of one constraint rests on.
 #[derive(Debug, Clone, Copy)]
@@ -25,6 +27,8 @@ pub struct BindingInput<'a> {
     pub crd: CrdState,
     /// The binding under the constraint's name.
     pub observed: Option<&'a Binding>,
+    /// The VAP under the constraint's inline name (`names::inline_policy_name`).
+    pub observed_policy: Option<&'a Policy>,
     pub opts: &'a Options,
     /// What the API server serves: the binding's rules come from it.
     pub served: &'a Served,
@@ -36,8 +40,12 @@ pub struct BindingInput<'a> {
 pub struct BindingStep<'a> {
     constraint: &'a Constraint,
     observed: Option<&'a Binding>,
+    observed_policy: Option<&'a Policy>,
     pub decision: BindingDecision,
     pub action: Action<Box<ValidatingAdmissionPolicyBinding>>,
+    /// The constraint's own VAP (the inline shape): written before the binding, deleted after
+    /// it (I1, I2). `Nothing` in the other shapes when none is left.
+    pub policy: Action<Box<ValidatingAdmissionPolicy>>,
     /// What a narrowed binding matches wider than its kinds say, and why (`scope_finding`).
     scope: Option<ScopeNote>,
 }
@@ -55,6 +63,7 @@ pub fn binding_step(input: BindingInput<'_>) -> BindingStep<'_> {
     let BindingInput {
         constraint: c,
         observed,
+        observed_policy,
         ..
     } = input;
     let decision = binding_decision(
@@ -71,10 +80,18 @@ pub fn binding_step(input: BindingInput<'_>) -> BindingStep<'_> {
         Control::Other(why) => Some(why),
         _ => None,
     });
+    let policy = policy_action(&decision, observed_policy, &owner);
     let action = match (foreign, &decision) {
         (Some(why), _) => Action::Foreign(why),
-        (None, BindingDecision::Want(desired)) => {
-            Action::against(desired.clone(), observed, |d, o| {
+        // I1: no binding before its VAP is written; another controller holds the VAP's name.
+        (None, BindingDecision::Want { .. }) if matches!(policy, Action::Foreign(_)) => {
+            match observed {
+                Some(_) => Action::Keep,
+                None => Action::Wait,
+            }
+        }
+        (None, BindingDecision::Want { binding, .. }) => {
+            Action::against(binding.clone(), observed, |d, o| {
                 compare_binding(d, o, &owner)
             })
         }
@@ -97,8 +114,8 @@ pub fn binding_step(input: BindingInput<'_>) -> BindingStep<'_> {
         },
     };
     let scope = match (&decision, input.opinion) {
-        (BindingDecision::Want(_) | BindingDecision::Waiting { .. }, Some(o))
-            if input.opts.policy_shape == PolicyShape::Narrowed && o.generate =>
+        (BindingDecision::Want { .. } | BindingDecision::Waiting { .. }, Some(o))
+            if matches!(o.shape, PolicyShape::Narrowed | PolicyShape::Inline) && o.generate =>
         {
             let (coverage, unresolved) = coverage_of(&c.matcher, input.served);
             let everything = coverage.everything;
@@ -114,9 +131,51 @@ pub fn binding_step(input: BindingInput<'_>) -> BindingStep<'_> {
     BindingStep {
         constraint: c,
         observed,
+        observed_policy,
         decision,
         action,
+        policy,
         scope,
+    }
+}
+
+/// What to do about the constraint's own VAP: the decision's, against the observed one. One
+/// another controller holds is foreign while we want its name, else none of our business.
+fn policy_action(
+    decision: &BindingDecision,
+    observed: Option<&Policy>,
+    owner: &OwnerId<'_>,
+) -> Action<Box<ValidatingAdmissionPolicy>> {
+    let foreign = observed.and_then(|o| match control(&o.meta, owner) {
+        Control::Other(why) => Some(why),
+        _ => None,
+    });
+    match (decision, observed, foreign) {
+        (
+            BindingDecision::Want {
+                policy: Some(_), ..
+            },
+            _,
+            Some(why),
+        ) => Action::Foreign(why),
+        (
+            BindingDecision::Want {
+                policy: Some(p), ..
+            },
+            _,
+            None,
+        ) => Action::against(p.clone(), observed, |d, o| compare_policy(d, o, owner)),
+        (_, None, _) | (_, _, Some(_)) => Action::Nothing,
+        (BindingDecision::Waiting { .. } | BindingDecision::Frozen { .. }, Some(_), None) => {
+            Action::Keep
+        }
+        (BindingDecision::Want { policy: None, .. }, Some(_), None) => {
+            Action::Delete("the kind's policies are no longer one per constraint".into())
+        }
+        (BindingDecision::NotWanted { reason }, Some(_), None) => Action::Delete(reason.clone()),
+        (BindingDecision::Orphan, Some(_), None) => {
+            Action::Delete("its kind has no template".into())
+        }
     }
 }
 
@@ -142,6 +201,96 @@ impl<'a> BindingStep<'a> {
         write(&self.action, self.observed, because, differs, diff)
     }
 
+    /// Why a wanted binding waits on its constraint's own VAP.
+    fn waits_for_foreign_policy(&self) -> String {
+        format!(
+            "its VAP {} is held by another controller",
+            self.policy_name()
+        )
+    }
+
+    pub fn policy_name(&self) -> String {
+        names::inline_policy_name(&self.constraint.kind, self.constraint.name())
+    }
+
+    pub fn observed_policy(&self) -> Option<&'a Policy> {
+        self.observed_policy
+    }
+
+    /// The write the constraint's own VAP needs, if any: a create or update goes before the
+    /// binding's write, a delete after it ([`Self::policy_goes_first`]).
+    pub fn policy_write(&self, diff: Diff) -> Option<PlannedWrite> {
+        let because = "the template's policies are one per constraint (inline)";
+        write(&self.policy, self.observed_policy, because, differs, diff)
+    }
+
+    /// Whether the VAP's write goes before the binding's (I1) or after it (I2).
+    pub fn policy_goes_first(&self) -> bool {
+        !matches!(self.policy, Action::Delete(_))
+    }
+
+    /// Whether this step involves a VAP of the constraint's own (wanted, or left to delete).
+    pub fn has_policy(&self) -> bool {
+        !matches!(self.policy, Action::Nothing)
+    }
+
+    /// The state and reason of the constraint's own VAP in the tree.
+    pub fn policy_state(&self) -> (State, String) {
+        match &self.policy {
+            Action::Create(_) => (State::Missing, "not written yet".into()),
+            Action::InSync => (State::InSync, String::new()),
+            Action::Update { fields, .. } => (State::OutOfSync, differs(fields)),
+            Action::Foreign(why) => (State::Foreign, why.clone()),
+            Action::Keep => (
+                State::InSync,
+                "kept while the constraint or template is invalid or waits".into(),
+            ),
+            Action::Delete(reason) => (State::Dangling, reason.clone()),
+            Action::Wait | Action::Nothing | Action::Unbuildable(_) => {
+                (State::NotBound, String::new())
+            }
+        }
+    }
+
+    /// The finding about the constraint's own VAP, if there is one.
+    pub fn policy_finding(&self) -> Option<Finding> {
+        let c = self.constraint;
+        let (kind, name, pname) = (&c.kind, c.name(), self.policy_name());
+        let (code, message) = match &self.policy {
+            Action::Create(_) => (
+                Code::PolicyMissing,
+                format!(
+                    "constraint {kind} {name} has its own VAP in the inline shape, but {pname} does not exist{}",
+                    crate::core::findings::REMEDY_CREATE
+                ),
+            ),
+            Action::Update { fields, .. } => (
+                Code::PolicyOutOfSync,
+                format!(
+                    "{pname} differs from constraint {kind} {name} and its template in {}; reconcile rewrites it",
+                    fields.join(", ")
+                ),
+            ),
+            Action::Foreign(why) => (
+                Code::PolicyForeign,
+                format!(
+                    "{pname} has the name constraint {kind} {name} needs for its own VAP, but {why}; it is left alone and the constraint is not bound: rename or delete it"
+                ),
+            ),
+            Action::Delete(reason) => (
+                Code::PolicyDangling,
+                format!("{pname} should not exist: {reason}; reconcile deletes it"),
+            ),
+            _ => return None,
+        };
+        let f = Finding::new(code, policy_ref(&pname), message).related(constraint_ref(c));
+        Some(match (&self.policy, self.observed_policy) {
+            (Action::Create(_), _) => f.at(&c.source),
+            (_, Some(o)) => f.at(&o.source),
+            (_, None) => f,
+        })
+    }
+
     /// The binding's state and reason in the tree.
     pub fn binding_state(&self) -> (State, String) {
         match (&self.action, &self.decision) {
@@ -151,6 +300,9 @@ impl<'a> BindingStep<'a> {
             (Action::Update { fields, .. }, _) => (State::OutOfSync, differs(fields)),
             (Action::Keep, BindingDecision::Waiting { .. }) => {
                 (State::InSync, "kept while the CRD settles".into())
+            }
+            (Action::Wait | Action::Keep, BindingDecision::Want { .. }) => {
+                (State::Waiting, self.waits_for_foreign_policy())
             }
             (Action::Keep, _) => (
                 State::Error,
@@ -173,8 +325,8 @@ impl<'a> BindingStep<'a> {
             return (State::Error, "its binding name is taken".into());
         }
         match &self.decision {
-            BindingDecision::Want(desired) => {
-                let actions = desired
+            BindingDecision::Want { binding, .. } => {
+                let actions = binding
                     .spec
                     .as_ref()
                     .and_then(|s| s.validation_actions.as_ref())
@@ -290,6 +442,13 @@ impl<'a> BindingStep<'a> {
                 Code::BindingWaiting,
                 format!("{bname} is not written yet: {reason}"),
             ),
+            (Action::Wait, BindingDecision::Want { .. }) => (
+                Code::BindingWaiting,
+                format!(
+                    "{bname} is not written yet: {}",
+                    self.waits_for_foreign_policy()
+                ),
+            ),
             (Action::Delete(reason), _) => (
                 Code::BindingDangling,
                 format!("{bname} should not exist: {reason}; reconcile deletes it"),
@@ -341,6 +500,46 @@ pub fn sweep_binding<'a>(
         constraint,
         reason,
     })
+}
+
+/// A VAP left under the inline name of constraint `kind/name`, which is gone: deleted (after
+/// its binding, I2) when that constraint controls it.
+#[derive(Debug, Clone)]
+pub struct PolicyLeftover<'a> {
+    observed: &'a Policy,
+    pub reason: String,
+}
+
+pub fn sweep_inline_policy<'a>(
+    kind: &str,
+    name: &str,
+    observed: &'a Policy,
+    constraint: Option<&Constraint>,
+) -> Option<PolicyLeftover<'a>> {
+    let owner = OwnerId::constraint(kind, name, "");
+    let ours = constraint.is_none()
+        && observed.name() == names::inline_policy_name(kind, name)
+        && !matches!(control(&observed.meta, &owner), Control::Other(_));
+    ours.then(|| PolicyLeftover {
+        observed,
+        reason: format!("constraint {kind} {name} is gone"),
+    })
+}
+
+impl PolicyLeftover<'_> {
+    pub fn write(&self, diff: Diff) -> PlannedWrite {
+        PlannedWrite::delete(self.observed, Code::PolicyDangling, &self.reason, diff)
+    }
+
+    pub fn finding(&self) -> Finding {
+        let name = self.observed.name();
+        Finding::new(
+            Code::PolicyDangling,
+            policy_ref(name),
+            format!("{name}: {}; reconcile deletes it", self.reason),
+        )
+        .at(&self.observed.source)
+    }
 }
 
 impl BindingSweep<'_> {

@@ -22,6 +22,8 @@ pub struct PolicyStep<'a> {
     observed: Option<&'a Policy>,
     /// What the desired VAP matches.
     coverage: Coverage,
+    shape: PolicyShape,
+    kind_served: bool,
     pub action: Action<Box<ValidatingAdmissionPolicy>>,
 }
 
@@ -40,6 +42,17 @@ pub fn policy_step<'a>(
     let owner = OwnerId::template(template.name(), &template.meta.uid);
     let coverage = &effective_coverage(coverage, observed, opts.policy_shape);
     let action = match verdict {
+        // One VAP per constraint, which the constraint side writes: the template's own goes,
+        // once no binding points at it any more.
+        TemplateVerdict::Generate { .. } if opts.policy_shape == PolicyShape::Inline => {
+            match observed.map(|o| control(&o.meta, &owner)) {
+                None => Action::Nothing,
+                Some(Control::Other(why)) => Action::Foreign(why),
+                Some(_) => Action::Delete(
+                    "the template's constraints have a VAP each (--policy-shape inline)".into(),
+                ),
+            }
+        }
         TemplateVerdict::Generate {
             source,
             failure_policy,
@@ -47,20 +60,33 @@ pub fn policy_step<'a>(
         } if kind_served => {
             let kind = template.kind.as_deref().unwrap_or_default();
             let matching = match opts.policy_shape {
-                PolicyShape::Gatekeeper => PolicyMatch::Gatekeeper,
-                PolicyShape::Narrowed => PolicyMatch::Narrowed {
-                    coverage,
-                    exemptions: &opts.exemptions,
-                },
+                shape @ (PolicyShape::Gatekeeper | PolicyShape::GatekeeperUnsynced) => {
+                    PolicyMatch::Gatekeeper {
+                        synced: shape == PolicyShape::Gatekeeper,
+                        webhook: opts.gatekeeper_webhook.as_ref(),
+                        exemptions: &opts.exemptions,
+                    }
+                }
+                PolicyShape::Narrowed | PolicyShape::Inline | PolicyShape::Auto => {
+                    PolicyMatch::Narrowed {
+                        coverage,
+                        exemptions: &opts.exemptions,
+                    }
+                }
             };
-            let desired = Box::new(generate::policy(
+            match generate::policy(
                 template,
                 kind,
                 source,
                 *failure_policy,
                 matching,
-            ));
-            Action::against(desired, observed, |d, o| compare_policy(d, o, &owner))
+                opts.emit_admission_audit_annotations,
+            ) {
+                Ok(desired) => Action::against(Box::new(desired), observed, |d, o| {
+                    compare_policy(d, o, &owner)
+                }),
+                Err(reason) => Action::Unbuildable(reason),
+            }
         }
         TemplateVerdict::Generate { .. } => Action::Wait,
         // Not generating: ours goes (after its bindings, I2), unless the template is invalid:
@@ -78,6 +104,8 @@ pub fn policy_step<'a>(
         verdict,
         observed,
         coverage,
+        shape: opts.policy_shape,
+        kind_served,
         action,
     }
 }
@@ -92,9 +120,11 @@ fn effective_coverage(
     shape: PolicyShape,
 ) -> Coverage {
     match shape {
-        PolicyShape::Gatekeeper => Coverage::everything(),
-        PolicyShape::Narrowed if !wanted.is_empty() => wanted.clone(),
-        PolicyShape::Narrowed => observed
+        PolicyShape::Gatekeeper | PolicyShape::GatekeeperUnsynced => Coverage::everything(),
+        PolicyShape::Narrowed | PolicyShape::Inline | PolicyShape::Auto if !wanted.is_empty() => {
+            wanted.clone()
+        }
+        PolicyShape::Narrowed | PolicyShape::Inline | PolicyShape::Auto => observed
             .map(observed_coverage)
             .filter(|c| !c.is_empty())
             .unwrap_or_else(Coverage::everything),
@@ -127,12 +157,20 @@ impl<'a> PolicyStep<'a> {
         self.observed
     }
 
-    /// I1: whether bindings may rest on the VAP once this step's write (if any) is done.
+    /// I1: whether bindings may rest on the VAP once this step's write (if any) is done. In the
+    /// inline shape each binding rests on its constraint's own VAP: ready whenever the
+    /// template generates and its kind is served.
     pub fn ready_once_written(&self) -> bool {
-        matches!(
-            self.action,
-            Action::Create(_) | Action::InSync | Action::Update { .. }
-        )
+        match &self.action {
+            Action::Create(_) | Action::InSync | Action::Update { .. } => true,
+            _ if self.shape == PolicyShape::Inline => self.kind_served && self.verdict.generates(),
+            _ => false,
+        }
+    }
+
+    /// The shape of the kind's objects.
+    pub fn shape(&self) -> PolicyShape {
+        self.shape
     }
 
     /// What the VAP matches once this step's write is done (`written`), else as observed:
@@ -169,6 +207,10 @@ impl<'a> PolicyStep<'a> {
                 State::NotBound,
                 "none written while the template is invalid".into(),
             ),
+            Action::Nothing if self.shape == PolicyShape::Inline && self.verdict.generates() => (
+                State::NotBound,
+                "one VAP per constraint (--policy-shape inline)".into(),
+            ),
             Action::Nothing => (State::NotBound, "no VAP wanted".into()),
             Action::Unbuildable(reason) => (State::Error, reason.clone()),
         }
@@ -196,6 +238,16 @@ impl<'a> PolicyStep<'a> {
                 Code::PolicyForeign,
                 format!(
                     "{pname} has the name template {t} needs, but {why}; it is left alone: rename or delete it"
+                ),
+            ),
+            Action::Unbuildable(reason) => (
+                Code::TemplateError,
+                format!("{pname} for template {t} cannot be built: {reason}"),
+            ),
+            Action::Delete(reason) if self.verdict.generates() => (
+                Code::PolicyDangling,
+                format!(
+                    "{pname} exists but {reason}; reconcile deletes it once no binding points at it"
                 ),
             ),
             Action::Delete(_) => (
