@@ -535,9 +535,11 @@ pub struct GenerationArgs {
     /// out), `gatekeeper` (Gatekeeper v3.23.1's objects byte for byte, as its default
     /// --sync-vap-enforcement-scope=true writes them: each VAP matches what its validating
     /// webhook does) or `gatekeeper-unsynced` (the same with =false: every create and update).
-    #[arg(long, default_value = "auto", env = "KUBECTL_VAP_POLICY_SHAPE",
+    /// Without it, `$KUBECTL_VAP_POLICY_SHAPE`, then `auto` (read here, not by clap, whose
+    /// usage lines would show a flag the environment filled as if it had been typed).
+    #[arg(long, value_name = "SHAPE",
           value_parser = ["auto", "inline", "narrowed", "gatekeeper", "gatekeeper-unsynced"])]
-    pub policy_shape: String,
+    pub policy_shape: Option<String>,
     /// Gatekeeper's flag, accepted with --policy-shape gatekeeper: `false` writes Gatekeeper's
     /// objects as it does with --sync-vap-enforcement-scope=false (`gatekeeper-unsynced`).
     #[arg(long, value_name = "BOOL", action = clap::ArgAction::Set)]
@@ -585,14 +587,34 @@ fn namespace_part(s: &str) -> Result<String, String> {
     }
 }
 
+/// The environment variable `--policy-shape` falls back on.
+pub const POLICY_SHAPE_ENV: &str = "KUBECTL_VAP_POLICY_SHAPE";
+
 impl GenerationArgs {
     /// What the flags cannot mean together, said before anything runs.
     pub fn validate(&self) -> Result<(), String> {
-        match (self.sync_vap_enforcement_scope, self.policy_shape.as_str()) {
-            (None, _) | (Some(_), "gatekeeper") => Ok(()),
+        let shape = self.shape_named()?;
+        match (self.sync_vap_enforcement_scope, shape) {
+            (None, _) | (Some(_), PolicyShape::Gatekeeper) => Ok(()),
             (Some(_), shape) => Err(format!(
-                "--sync-vap-enforcement-scope is Gatekeeper's and applies to --policy-shape gatekeeper only, not {shape}"
+                "--sync-vap-enforcement-scope is Gatekeeper's and applies to --policy-shape gatekeeper only, not {}",
+                shape.as_str()
             )),
+        }
+    }
+
+    /// The shape named by `--policy-shape`, else by `$KUBECTL_VAP_POLICY_SHAPE`, else `auto`.
+    fn shape_named(&self) -> Result<PolicyShape, String> {
+        let env = std::env::var(POLICY_SHAPE_ENV).ok().filter(|v| !v.is_empty());
+        match self.policy_shape.as_deref().or(env.as_deref()) {
+            None => Ok(PolicyShape::Auto),
+            Some(name) => PolicyShape::parse(name).ok_or_else(|| {
+                let all: Vec<&str> = PolicyShape::ALL.iter().map(|p| p.as_str()).collect();
+                format!(
+                    "{POLICY_SHAPE_ENV}={name} is not a shape (one of: {})",
+                    all.join(", ")
+                )
+            }),
         }
     }
 
@@ -600,7 +622,7 @@ impl GenerationArgs {
     /// `gatekeeper-unsynced`).
     fn shape(&self) -> PolicyShape {
         match (
-            PolicyShape::parse(&self.policy_shape).unwrap_or_default(),
+            self.shape_named().unwrap_or_default(),
             self.sync_vap_enforcement_scope,
         ) {
             (PolicyShape::Gatekeeper, Some(false)) => PolicyShape::GatekeeperUnsynced,
