@@ -428,7 +428,8 @@ pub struct ConnectionArgs {
     /// Group to impersonate (repeatable; needs --as).
     #[arg(long = "as-group", value_name = "GROUP")]
     pub as_group: Vec<String>,
-    /// Timeout of a single API request, e.g. 10s, 1m (0: none).
+    /// Timeout of a single API request but a watch, its whole answer included, e.g. 10s, 1m
+    /// (unset or 0: 60s).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub request_timeout: Option<Duration>,
     /// The command being run, for the User-Agent (set by `dispatch`, not a flag).
