@@ -345,17 +345,7 @@ pub fn inline_policy(
         coverage
     };
     Ok(ar::ValidatingAdmissionPolicy {
-        metadata: ObjectMeta {
-            name: Some(names::inline_policy_name(&c.kind, c.name())),
-            labels: labels(),
-            owner_references: Some(vec![controller_ref(
-                CONSTRAINT_API_VERSION,
-                &c.kind,
-                c.name(),
-                &c.meta.uid,
-            )]),
-            ..Default::default()
-        },
+        metadata: owned_by_constraint(names::inline_policy_name(&c.kind, c.name()), c),
         spec: Some(ar::ValidatingAdmissionPolicySpec {
             param_kind: None,
             match_constraints: Some(ar::MatchResources {
@@ -525,17 +515,7 @@ pub fn binding(
     actions.sort();
     actions.dedup();
     let binding = ar::ValidatingAdmissionPolicyBinding {
-        metadata: ObjectMeta {
-            name: Some(names::binding_name(&c.kind, c.name())),
-            labels: labels(),
-            owner_references: Some(vec![controller_ref(
-                CONSTRAINT_API_VERSION,
-                &c.kind,
-                c.name(),
-                &c.meta.uid,
-            )]),
-            ..Default::default()
-        },
+        metadata: owned_by_constraint(names::binding_name(&c.kind, c.name()), c),
         spec: Some(ar::ValidatingAdmissionPolicyBindingSpec {
             policy_name: Some(policy_name),
             param_ref,
@@ -551,3 +531,20 @@ pub fn binding(
     };
     Ok((binding, coverage))
 }
+
+/// The metadata of an object a constraint owns (its binding; its VAP in the inline shape):
+/// `name`, our labels, the constraint as controller.
+fn owned_by_constraint(name: String, c: &Constraint) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name),
+        labels: labels(),
+        owner_references: Some(vec![controller_ref(
+            CONSTRAINT_API_VERSION,
+            &c.kind,
+            c.name(),
+            &c.meta.uid,
+        )]),
+        ..Default::default()
+    }
+}
+

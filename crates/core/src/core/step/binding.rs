@@ -236,19 +236,15 @@ impl<'a> BindingStep<'a> {
 
     /// The state and reason of the constraint's own VAP in the tree.
     pub fn policy_state(&self) -> (State, String) {
+        if let Some(state) = self.policy.common_state() {
+            return state;
+        }
         match &self.policy {
-            Action::Create(_) => (State::Missing, "not written yet".into()),
-            Action::InSync => (State::InSync, String::new()),
-            Action::Update { fields, .. } => (State::OutOfSync, differs(fields)),
-            Action::Foreign(why) => (State::Foreign, why.clone()),
             Action::Keep => (
                 State::InSync,
                 "kept while the constraint or template is invalid or waits".into(),
             ),
-            Action::Delete(reason) => (State::Dangling, reason.clone()),
-            Action::Wait | Action::Nothing | Action::Unbuildable(_) => {
-                (State::NotBound, String::new())
-            }
+            _ => (State::NotBound, String::new()),
         }
     }
 

@@ -23,6 +23,7 @@ pub use crd::{CrdStep, crd_step};
 pub use policy::{PolicyStep, PolicySweep, policy_step, sweep_policy};
 
 use super::compare::Comparison;
+use super::tree::State;
 use super::plan::{Desired, Diff, PlannedWrite};
 use crate::model::{Constraint, ConstraintTemplate, ObjectRef, VAP_KIND, VAPB_KIND};
 
@@ -54,6 +55,20 @@ pub enum Action<D> {
 }
 
 impl<D> Action<D> {
+    /// The tree's state of a wanted object as its action says it, the same for every kind
+    /// (missing, in sync, out of sync, foreign, going); `None` for the actions each step
+    /// explains in its own words.
+    fn common_state(&self) -> Option<(State, String)> {
+        Some(match self {
+            Action::Create(_) => (State::Missing, "not written yet".into()),
+            Action::InSync => (State::InSync, String::new()),
+            Action::Update { fields, .. } => (State::OutOfSync, differs(fields)),
+            Action::Foreign(why) => (State::Foreign, why.clone()),
+            Action::Delete(reason) => (State::Dangling, reason.clone()),
+            _ => return None,
+        })
+    }
+
     /// The wanted object against the observed one: create, nothing, update or hands off.
     fn against<O>(
         desired: D,

@@ -191,17 +191,15 @@ impl<'a> PolicyStep<'a> {
 
     /// The VAP's state and reason in the tree.
     pub fn state(&self) -> (State, String) {
+        if let Some(state) = self.action.common_state() {
+            return state;
+        }
         match &self.action {
-            Action::Create(_) => (State::Missing, "not written yet".into()),
-            Action::InSync => (State::InSync, String::new()),
-            Action::Update { fields, .. } => (State::OutOfSync, differs(fields)),
-            Action::Foreign(why) => (State::Foreign, why.clone()),
             Action::Wait => (
                 State::Waiting,
                 "its constraint CRD is not Established".into(),
             ),
             Action::Keep => (State::Error, "kept while the template is invalid".into()),
-            Action::Delete(reason) => (State::Dangling, reason.clone()),
             // An invalid template wants one, perhaps: none is written until it is fixed.
             Action::Nothing if matches!(self.verdict, TemplateVerdict::Invalid { .. }) => (
                 State::NotBound,
@@ -211,8 +209,9 @@ impl<'a> PolicyStep<'a> {
                 State::NotBound,
                 "one VAP per constraint (--policy-shape inline)".into(),
             ),
-            Action::Nothing => (State::NotBound, "no VAP wanted".into()),
             Action::Unbuildable(reason) => (State::Error, reason.clone()),
+            // Nothing wanted (the common actions returned above).
+            _ => (State::NotBound, "no VAP wanted".into()),
         }
     }
 
