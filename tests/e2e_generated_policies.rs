@@ -15,7 +15,9 @@ use kubectl_vap::core::decide::decide_template;
 use kubectl_vap::model::{ConstraintTemplate, Source};
 use serde_json::{Value, json};
 use support::cluster;
-use support::objects::{binding_for, constraint_of, policy_for, required_labels_template};
+use support::objects::{
+    binding_for, constraint_of, policy_with_our_matchers as policy_for, required_labels_template,
+};
 use support::poll;
 use testenv::{TestEnv, gatekeeper};
 

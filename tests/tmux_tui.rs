@@ -285,6 +285,67 @@ impl Drop for LiveKind {
     }
 }
 
+/// A `kubectl-vap run` (or other command) in a process of its own on Lease `lease`, killed on
+/// drop: a failed test must not leave a reconciler writing into the next one's cluster.
+struct Reconciler(std::process::Child);
+
+impl Reconciler {
+    fn spawn(
+        kubeconfig: &std::path::Path,
+        (lease_ns, lease): (&str, &str),
+        args: &[&str],
+        log: &std::path::Path,
+    ) -> Reconciler {
+        Reconciler(
+            Command::new(env!("CARGO_BIN_EXE_kubectl-vap"))
+                .args(args)
+                .args(["--lease-namespace", lease_ns, "--lease-name", lease])
+                .arg("--kubeconfig")
+                .arg(kubeconfig)
+                .stderr(std::fs::File::create(log).unwrap())
+                .spawn()
+                .unwrap(),
+        )
+    }
+
+    fn id(&self) -> u32 {
+        self.0.id()
+    }
+
+    fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Reconciler {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+impl LiveKind {
+    /// The holder of Lease `lease_ns/lease`, once there is one.
+    fn holder(&self, lease_ns: &str, lease: &str) -> String {
+        let start = Instant::now();
+        loop {
+            let view = self
+                .rt
+                .block_on(kubectl_vap::controller::read_lease(
+                    &self.client,
+                    lease_ns,
+                    lease,
+                ))
+                .ok();
+            if let Some(h) = view.and_then(|v| v.holder) {
+                return h;
+            }
+            assert!(start.elapsed() < WAIT, "the run process never led");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
 /// The live TUI on a real kube-apiserver (testenv): the embedded reconciler writes the VAP and
 /// binding and the tree shows them in sync; `R` asks, then sends; quitting exits 0 and releases
 /// the lease (a one-shot `reconcile --all` gets it at once); a user without RBAC sees
@@ -442,37 +503,14 @@ fn tmux_tui_acts_through_a_leader_elsewhere() {
     let binding = "gatekeeper-k8stuiremote-c";
     let dir = tempfile::tempdir().unwrap();
 
-    // The leader, in a process of its own (killed on drop: a failed test must not leave a
-    // reconciler writing into the next one's cluster).
-    struct KillOnDrop(std::process::Child);
-    impl Drop for KillOnDrop {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let mut leader = KillOnDrop(
-        Command::new(bin)
-            .args(["run", "--binding-wait=0s", "--lease-duration=6s"])
-            .args(["--lease-namespace", lease_ns, "--lease-name", lease])
-            .arg("--kubeconfig")
-            .arg(env.kubeconfig_admin())
-            .stderr(std::fs::File::create(dir.path().join("leader.log")).unwrap())
-            .spawn()
-            .unwrap(),
+    let mut leader = Reconciler::spawn(
+        &env.kubeconfig_admin(),
+        (lease_ns, lease),
+        &["run", "--binding-wait=0s", "--lease-duration=6s"],
+        &dir.path().join("leader.log"),
     );
-    let start = Instant::now();
-    let holder = loop {
-        let view = rt
-            .block_on(kubectl_vap::controller::read_lease(client, lease_ns, lease))
-            .ok();
-        if let Some(h) = view.and_then(|v| v.holder) {
-            break h;
-        }
-        assert!(start.elapsed() < WAIT, "the run process never led");
-        std::thread::sleep(Duration::from_millis(200));
-    };
-    assert!(holder.contains(&format!("-{}-", leader.0.id())), "{holder}");
+    let holder = objects.holder(lease_ns, lease);
+    assert!(holder.contains(&format!("-{}-", leader.id())), "{holder}");
 
     // The TUI, observing (no --reconcile), on the same Lease.
     let t = Tmux::start("remote", 200, 50);
@@ -582,15 +620,11 @@ fn tmux_tui_acts_through_a_leader_elsewhere() {
     // header says the leader is unresponsive, then the standby leads; never "no copy
     // reconciles" meanwhile (a standby was there all along).
     let standby_log = dir.path().join("standby.log");
-    let mut standby = KillOnDrop(
-        Command::new(bin)
-            .args(["run", "--binding-wait=0s", "--lease-duration=6s"])
-            .args(["--lease-namespace", lease_ns, "--lease-name", lease])
-            .arg("--kubeconfig")
-            .arg(env.kubeconfig_admin())
-            .stderr(std::fs::File::create(&standby_log).unwrap())
-            .spawn()
-            .unwrap(),
+    let mut standby = Reconciler::spawn(
+        &env.kubeconfig_admin(),
+        (lease_ns, lease),
+        &["run", "--binding-wait=0s", "--lease-duration=6s"],
+        &standby_log,
     );
     let start = Instant::now();
     while !std::fs::read_to_string(&standby_log)
@@ -600,8 +634,7 @@ fn tmux_tui_acts_through_a_leader_elsewhere() {
         assert!(start.elapsed() < WAIT, "the standby never started");
         std::thread::sleep(Duration::from_millis(200));
     }
-    leader.0.kill().unwrap();
-    let _ = leader.0.wait();
+    leader.kill();
     let start = Instant::now();
     let mut seen_unresponsive = false;
     let new_holder = loop {
@@ -623,7 +656,7 @@ fn tmux_tui_acts_through_a_leader_elsewhere() {
         std::thread::sleep(Duration::from_millis(100));
     };
     assert!(
-        new_holder.contains(&format!("-{}-", standby.0.id())),
+        new_holder.contains(&format!("-{}-", standby.id())),
         "{new_holder}"
     );
     assert!(
@@ -632,8 +665,7 @@ fn tmux_tui_acts_through_a_leader_elsewhere() {
     );
 
     // The standby killed too: the header says nobody reconciles.
-    standby.0.kill().unwrap();
-    let _ = standby.0.wait();
+    standby.kill();
     t.wait_for("the header saying nobody reconciles", |s| {
         s.contains("no copy reconciles")
     });
@@ -684,39 +716,13 @@ fn tmux_tui_at_rest_uses_no_cpu() {
     let objects = LiveKind::create(env, "k8stuirest", "K8sTuiRest", "c");
     let dir = tempfile::tempdir().unwrap();
 
-    struct KillOnDrop(std::process::Child);
-    impl Drop for KillOnDrop {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let _leader = KillOnDrop(
-        Command::new(bin)
-            .args(["run", "--binding-wait=0s"])
-            .args(["--lease-namespace", lease_ns, "--lease-name", lease])
-            .arg("--kubeconfig")
-            .arg(env.kubeconfig_admin())
-            .stderr(std::fs::File::create(dir.path().join("leader.log")).unwrap())
-            .spawn()
-            .unwrap(),
+    let _leader = Reconciler::spawn(
+        &env.kubeconfig_admin(),
+        (lease_ns, lease),
+        &["run", "--binding-wait=0s"],
+        &dir.path().join("leader.log"),
     );
-    let start = Instant::now();
-    let holder = loop {
-        let view = objects
-            .rt
-            .block_on(kubectl_vap::controller::read_lease(
-                &objects.client,
-                lease_ns,
-                lease,
-            ))
-            .ok();
-        if let Some(h) = view.and_then(|v| v.holder) {
-            break h;
-        }
-        assert!(start.elapsed() < WAIT, "the run process never led");
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    let holder = objects.holder(lease_ns, lease);
 
     // The TUI, observing; `exec` so that the pane's process is the TUI itself.
     let pidfile = dir.path().join("tui.pid");
@@ -781,22 +787,11 @@ fn tmux_tui_an_outage_keeps_the_last_state() {
     let (lease_ns, lease) = ("gatekeeper-system", "tui-outage");
     let objects = LiveKind::create(&env, "k8stuiout", "K8sTuiOut", "c");
     let dir = tempfile::tempdir().unwrap();
-    struct KillOnDrop(std::process::Child);
-    impl Drop for KillOnDrop {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let _leader = KillOnDrop(
-        Command::new(bin)
-            .args(["run", "--binding-wait=0s", "--lease-duration=6s"])
-            .args(["--lease-namespace", lease_ns, "--lease-name", lease])
-            .arg("--kubeconfig")
-            .arg(env.kubeconfig_admin())
-            .stderr(std::fs::File::create(dir.path().join("leader.log")).unwrap())
-            .spawn()
-            .unwrap(),
+    let _leader = Reconciler::spawn(
+        &env.kubeconfig_admin(),
+        (lease_ns, lease),
+        &["run", "--binding-wait=0s", "--lease-duration=6s"],
+        &dir.path().join("leader.log"),
     );
     let t = Tmux::start("outage", 200, 50);
     t.wait_text("shell$");

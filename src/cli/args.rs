@@ -606,7 +606,9 @@ impl GenerationArgs {
 
     /// The shape named by `--policy-shape`, else by `$KUBECTL_VAP_POLICY_SHAPE`, else `auto`.
     fn shape_named(&self) -> Result<PolicyShape, String> {
-        let env = std::env::var(POLICY_SHAPE_ENV).ok().filter(|v| !v.is_empty());
+        let env = std::env::var(POLICY_SHAPE_ENV)
+            .ok()
+            .filter(|v| !v.is_empty());
         match self.policy_shape.as_deref().or(env.as_deref()) {
             None => Ok(PolicyShape::Auto),
             Some(name) => PolicyShape::parse(name).ok_or_else(|| {

@@ -117,6 +117,24 @@ pub fn crd_name(kind: &str) -> String {
 /// every create and update, Gatekeeper's own CEL); `None` when the template does not generate
 /// one.
 pub fn policy_for(t: &ConstraintTemplate, kind: &str) -> Option<ValidatingAdmissionPolicy> {
+    policy_matching(t, kind, false)
+}
+
+/// The VAP of `t` as kind `kind` with our own matcher CEL (the `narrowed` and `inline` shapes'),
+/// matching every request: with [`binding_for`]'s binding (selectors only), our CEL matchers
+/// alone decide.
+pub fn policy_with_our_matchers(
+    t: &ConstraintTemplate,
+    kind: &str,
+) -> Option<ValidatingAdmissionPolicy> {
+    policy_matching(t, kind, true)
+}
+
+fn policy_matching(
+    t: &ConstraintTemplate,
+    kind: &str,
+    ours: bool,
+) -> Option<ValidatingAdmissionPolicy> {
     let TemplateVerdict::Generate {
         source,
         failure_policy,
@@ -126,19 +144,20 @@ pub fn policy_for(t: &ConstraintTemplate, kind: &str) -> Option<ValidatingAdmiss
         return None;
     };
     let opts = default_options();
-    generate::policy(
-        t,
-        kind,
-        &source,
-        failure_policy,
+    let everything = kubectl_vap::core::scope::Coverage::everything();
+    let matching = if ours {
+        generate::PolicyMatch::Narrowed {
+            coverage: &everything,
+            exemptions: &opts.exemptions,
+        }
+    } else {
         generate::PolicyMatch::Gatekeeper {
             synced: false,
             webhook: None,
             exemptions: &opts.exemptions,
-        },
-        false,
-    )
-    .ok()
+        }
+    };
+    generate::policy(t, kind, &source, failure_policy, matching, false).ok()
 }
 
 /// The binding kubectl-vap generates for `c` under the default options (panics unless it binds),

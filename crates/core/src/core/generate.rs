@@ -547,4 +547,3 @@ fn owned_by_constraint(name: String, c: &Constraint) -> ObjectMeta {
         ..Default::default()
     }
 }
-

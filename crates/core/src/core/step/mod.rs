@@ -23,8 +23,8 @@ pub use crd::{CrdStep, crd_step};
 pub use policy::{PolicyStep, PolicySweep, policy_step, sweep_policy};
 
 use super::compare::Comparison;
-use super::tree::State;
 use super::plan::{Desired, Diff, PlannedWrite};
+use super::tree::State;
 use crate::model::{Constraint, ConstraintTemplate, ObjectRef, VAP_KIND, VAPB_KIND};
 
 /// What to do about one object whose desired form is `D`.
