@@ -29,7 +29,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, PostParams};
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use std::time::Duration;
 use tokio::sync::watch;
@@ -592,7 +591,7 @@ impl Campaign {
             self.lose("the renewal came back too late");
         } else if !shared.leadership.set_leading(true) {
             self.standing_by = None;
-            shared.metrics.leader.store(true, Ordering::Relaxed);
+            shared.metrics.set_leader(true);
             super::channel::ensure_configmap(&shared.client, &self.namespace, &self.name).await;
             shared.resync();
         }
@@ -682,7 +681,7 @@ impl Campaign {
         let shared = &self.shared;
         shared.leadership.fence.revoke();
         let held = shared.leadership.set_leading(false);
-        shared.metrics.leader.store(false, Ordering::Relaxed);
+        shared.metrics.set_leader(false);
         let lease = &self.lease.name;
         match elector.release().await {
             Ok(()) if held => tracing::info!("released Lease {lease}"),
@@ -720,7 +719,7 @@ fn send_view(shared: &Shared, tx: &watch::Sender<LeaseInfo>, v: LeaseInfo) {
 fn lose(shared: &Shared, lease: &ObjectRef, identity: &str, why: &str) {
     let had = shared.leadership.fence.revoke();
     let was = shared.leadership.set_leading(false);
-    shared.metrics.leader.store(false, Ordering::Relaxed);
+    shared.metrics.set_leader(false);
     // Answers still unpublished are dropped with the queue: their requests' keys will not be
     // reconciled here.
     shared.answers.clear();

@@ -1,39 +1,122 @@
-//! Counters and gauges for `/metrics` (Prometheus text format), and the small HTTP server
+//! Counters and gauges for `/metrics` (prometheus-client, OpenMetrics text format), and the small HTTP server
 //! that serves them next to `/healthz` and `/readyz`.
 
 use super::keys::Obj;
 use super::world::Unwritten;
 use crate::core::Verb;
 use parking_lot::Mutex;
-use std::collections::BTreeMap;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WriteLabels {
+    verb: &'static str,
+    resource: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ErrorLabels {
+    reason: &'static str,
+}
+
+/// The copy's metrics (prometheus-client's registry, exposed in the OpenMetrics text format),
+/// and what `/healthz` and `/readyz` answer.
+#[derive(Debug)]
 pub struct Metrics {
-    /// By the labels of a [`Verb`] and an [`Obj`] (in the order of the labels).
-    writes: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
-    errors: Mutex<BTreeMap<Unwritten, u64>>,
-    pub reconciles: AtomicU64,
-    pub queue_depth: AtomicU64,
-    pub leader: AtomicBool,
-    pub ready: AtomicBool,
+    registry: Registry,
+    writes: Family<WriteLabels, Counter>,
+    errors: Family<ErrorLabels, Counter>,
+    reconciles: Counter,
+    queue_depth: Gauge,
+    leader: Gauge,
+    /// Every write the API server accepted (the sum of `writes`, which a family cannot give).
+    written: AtomicU64,
+    ready: AtomicBool,
     /// Why `/readyz` fails (what cannot be read).
     not_ready: Mutex<String>,
     /// A task of the copy failed: `/healthz` and `/readyz` fail for good, saying this.
     failed: Mutex<Option<String>>,
 }
 
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::default();
+        let writes = Family::<WriteLabels, Counter>::default();
+        let errors = Family::<ErrorLabels, Counter>::default();
+        let (reconciles, queue_depth, leader) =
+            (Counter::default(), Gauge::default(), Gauge::default());
+        registry.register(
+            "kubectl_vap_writes",
+            "Writes the API server accepted",
+            writes.clone(),
+        );
+        registry.register(
+            "kubectl_vap_write_errors",
+            "Writes that changed nothing, by reason (already_gone: a delete found nothing)",
+            errors.clone(),
+        );
+        registry.register(
+            "kubectl_vap_reconciles",
+            "Reconciles run",
+            reconciles.clone(),
+        );
+        registry.register(
+            "kubectl_vap_queue_depth",
+            "Work items queued, delayed or in progress",
+            queue_depth.clone(),
+        );
+        registry.register(
+            "kubectl_vap_leader",
+            "Whether this copy holds the lease (1) or not (0)",
+            leader.clone(),
+        );
+        Metrics {
+            registry,
+            writes,
+            errors,
+            reconciles,
+            queue_depth,
+            leader,
+            written: AtomicU64::new(0),
+            ready: AtomicBool::new(false),
+            not_ready: Mutex::default(),
+            failed: Mutex::default(),
+        }
+    }
+}
+
 impl Metrics {
     pub fn write(&self, verb: Verb, obj: Obj) {
-        *self
-            .writes
-            .lock()
-            .entry((verb.as_str(), obj.resource()))
-            .or_default() += 1;
+        let labels = WriteLabels {
+            verb: verb.as_str(),
+            resource: obj.resource(),
+        };
+        self.writes.get_or_create(&labels).inc();
+        self.written.fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn error(&self, reason: Unwritten) {
-        *self.errors.lock().entry(reason).or_default() += 1;
+        let labels = ErrorLabels {
+            reason: reason.label(),
+        };
+        self.errors.get_or_create(&labels).inc();
+    }
+
+    pub fn reconciled(&self) {
+        self.reconciles.inc();
+    }
+
+    pub fn set_queue_depth(&self, depth: usize) {
+        self.queue_depth
+            .set(i64::try_from(depth).unwrap_or(i64::MAX));
+    }
+
+    pub fn set_leader(&self, leading: bool) {
+        self.leader.set(i64::from(leading));
     }
 
     /// Ready, or why not.
@@ -76,49 +159,22 @@ impl Metrics {
 
     /// All writes the API server accepted so far.
     pub fn writes_total(&self) -> u64 {
-        self.writes.lock().values().sum()
+        self.written.load(Ordering::Relaxed)
     }
 
+    /// The OpenMetrics text of every metric.
     pub fn render(&self) -> String {
         let mut out = String::new();
-        out.push_str("# HELP kubectl_vap_writes_total Writes the API server accepted.\n");
-        out.push_str("# TYPE kubectl_vap_writes_total counter\n");
-        for ((verb, resource), n) in self.writes.lock().iter() {
-            out.push_str(&format!(
-                "kubectl_vap_writes_total{{verb=\"{verb}\",resource=\"{resource}\"}} {n}\n"
-            ));
+        // Writing into a String cannot fail; an encoder error would leave the text short.
+        if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
+            tracing::warn!("encoding /metrics: {e}");
         }
-        out.push_str("# HELP kubectl_vap_write_errors_total Writes that changed nothing, by reason (already_gone: a delete found nothing).\n");
-        out.push_str("# TYPE kubectl_vap_write_errors_total counter\n");
-        for (reason, n) in self.errors.lock().iter() {
-            out.push_str(&format!(
-                "kubectl_vap_write_errors_total{{reason=\"{}\"}} {n}\n",
-                reason.label()
-            ));
-        }
-        out.push_str("# HELP kubectl_vap_reconciles_total Reconciles run.\n");
-        out.push_str("# TYPE kubectl_vap_reconciles_total counter\n");
-        out.push_str(&format!(
-            "kubectl_vap_reconciles_total {}\n",
-            self.reconciles.load(Ordering::Relaxed)
-        ));
-        out.push_str("# HELP kubectl_vap_queue_depth Work items queued, delayed or in progress.\n");
-        out.push_str("# TYPE kubectl_vap_queue_depth gauge\n");
-        out.push_str(&format!(
-            "kubectl_vap_queue_depth {}\n",
-            self.queue_depth.load(Ordering::Relaxed)
-        ));
-        out.push_str(
-            "# HELP kubectl_vap_leader Whether this copy holds the lease (1) or not (0).\n",
-        );
-        out.push_str("# TYPE kubectl_vap_leader gauge\n");
-        out.push_str(&format!(
-            "kubectl_vap_leader {}\n",
-            u8::from(self.leader.load(Ordering::Relaxed))
-        ));
         out
     }
 }
+
+/// The content type of [`Metrics::render`]'s text.
+const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// Serves `/metrics`, `/healthz` (200 until a task of the copy fails) and `/readyz` (200 once
 /// every watch has synced, and while every store is known) on `addr`, until the task is
@@ -160,8 +216,15 @@ pub async fn serve(
                             "/readyz" => probe(metrics.readiness()),
                             _ => (StatusCode::NOT_FOUND, "not found\n".to_string()),
                         };
+                        let metrics_text = req.uri().path() == "/metrics";
                         let mut resp = Response::new(Full::new(Bytes::from(body)));
                         *resp.status_mut() = status;
+                        if metrics_text {
+                            resp.headers_mut().insert(
+                                hyper::header::CONTENT_TYPE,
+                                hyper::header::HeaderValue::from_static(OPENMETRICS),
+                            );
+                        }
                         Ok::<_, std::convert::Infallible>(resp)
                     }
                 });
@@ -189,7 +252,7 @@ mod tests {
         m.error(Unwritten::from(&WriteError::Conflict(std::sync::Arc::new(
             crate::cluster::apply::ApplyError::Conflict("409".into()),
         ))));
-        m.leader.store(true, Ordering::Relaxed);
+        m.set_leader(true);
         let text = m.render();
         assert!(text.contains(
             "kubectl_vap_writes_total{verb=\"create\",resource=\"validatingadmissionpolicies\"} 2"
@@ -197,9 +260,10 @@ mod tests {
         assert!(text.contains("kubectl_vap_write_errors_total{reason=\"conflict\"} 1"));
         assert!(text.contains("kubectl_vap_leader 1"));
         // Only the sample says 1: tests look for it as text.
-        m.leader.store(false, Ordering::Relaxed);
+        m.set_leader(false);
         assert!(!m.render().contains("kubectl_vap_leader 1"));
         assert!(text.contains("# TYPE kubectl_vap_queue_depth gauge"));
+        assert!(text.ends_with("# EOF\n"), "{text}");
         assert_eq!(m.writes_total(), 2);
     }
 }

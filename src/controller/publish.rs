@@ -118,10 +118,7 @@ pub async fn run(
         status.borrow_and_update();
         src.lease.borrow_and_update();
         fill(&shared, &mut state, &src);
-        shared.metrics.queue_depth.store(
-            state.queue_depth as u64,
-            std::sync::atomic::Ordering::Relaxed,
-        );
+        shared.metrics.set_queue_depth(state.queue_depth);
         let last_connection = state.connection.clone();
         // Back from an outage: the watches waiting out their backoff (up to 30 s) list now,
         // so the views show the cluster as soon as it answers, not a backoff later.

@@ -196,10 +196,7 @@ pub(super) async fn run(
             attempts: &attempts,
         };
         let p = process(&shared.queue, key, &world, &work).await;
-        shared
-            .metrics
-            .reconciles
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        shared.metrics.reconciled();
         shared
             .tracker
             .processed(&p.key, p.started, &p.outcome, p.writes, p.failures);
