@@ -208,19 +208,58 @@ async fn converged(client: &kube::Client, change: &Change) -> bool {
     }
 }
 
-/// Polls until `change` shows, every 100 ms, for at most 5 minutes: how long it took.
+impl Change {
+    /// The objects this change is to: the constraint (and its template, whose deletion takes
+    /// the binding too), or the template.
+    fn keys(&self) -> Vec<String> {
+        match self {
+            Change::CreateConstraint { kind, name }
+            | Change::SetAction { kind, name, .. }
+            | Change::DeleteConstraint { kind, name } => {
+                vec![format!("t/{kind}"), format!("c/{kind}/{name}")]
+            }
+            Change::CreateTemplate { kind }
+            | Change::UpdateTemplate { kind, .. }
+            | Change::DeleteTemplate { kind } => vec![format!("t/{kind}")],
+        }
+    }
+}
+
+/// The latest change (its sequence number) sent to each object ([`Change::keys`]).
+type Latest = Arc<Mutex<std::collections::HashMap<String, u64>>>;
+
+enum Probe {
+    Converged(Duration),
+    /// A later change to the same object came before this one showed: what the cluster
+    /// converges to is that one's.
+    Superseded,
+    NotConverged,
+}
+
+/// Polls until `change` (number `seq`) shows, every 100 ms, for at most 5 minutes: how long
+/// it took.
 async fn time_to_converge(
     client: kube::Client,
     change: Change,
+    seq: u64,
+    latest: Latest,
     since: Instant,
-) -> Option<Duration> {
+) -> Probe {
+    let keys = change.keys();
     while since.elapsed() < Duration::from_secs(300) {
         if converged(&client, &change).await {
-            return Some(since.elapsed());
+            return Probe::Converged(since.elapsed());
+        }
+        let later = {
+            let l = latest.lock().expect("lock");
+            keys.iter().any(|k| l.get(k).is_some_and(|&n| n > seq))
+        };
+        if later {
+            return Probe::Superseded;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    None
+    Probe::NotConverged
 }
 
 /// The converged cluster as the reconciler should leave it, changed as the churn changes the
@@ -559,6 +598,7 @@ struct Phase {
     name: &'static str,
     latencies: Vec<Duration>,
     unconverged: usize,
+    superseded: usize,
     changes: BTreeMap<&'static str, usize>,
     min_writes: usize,
     rest: Vec<(String, f64)>,
@@ -662,6 +702,8 @@ async fn run() {
     let per_phase = Duration::from_secs(minutes as u64 * 60 / 3);
     let every = Duration::from_secs(1) / rate as u32;
     let mut phases = Vec::new();
+    let latest: Latest = Arc::default();
+    let mut seq = 0u64;
     for (i, name) in [
         "churn",
         "churn + API server restart",
@@ -716,31 +758,46 @@ async fn run() {
             let change = world.pick();
             *changes.entry(change.label()).or_default() += 1;
             min_writes += model.change(&change);
+            seq += 1;
+            {
+                let mut l = latest.lock().expect("lock");
+                for k in change.keys() {
+                    l.insert(k, seq);
+                }
+            }
             send(&client, &change).await;
             let at = Instant::now();
-            probes.push(tokio::spawn(time_to_converge(client.clone(), change, at)));
+            probes.push(tokio::spawn(time_to_converge(
+                client.clone(),
+                change,
+                seq,
+                latest.clone(),
+                at,
+            )));
             if let Some(left) = every.checked_sub(tick.elapsed()) {
                 tokio::time::sleep(left).await;
             }
         }
         let mut latencies = Vec::new();
-        let mut unconverged = 0;
+        let (mut unconverged, mut superseded) = (0, 0);
         for p in probes {
             match p.await.expect("probe") {
-                Some(d) => latencies.push(d),
-                None => unconverged += 1,
+                Probe::Converged(d) => latencies.push(d),
+                Probe::Superseded => superseded += 1,
+                Probe::NotConverged => unconverged += 1,
             }
         }
         let settle = wait_converged(&client, &opts, &shared).await;
         let rest = at_rest(&shared).await;
         println!(
             "  {} changes ({changes:?}), converged {settle:.1?} after the last; at rest {rest:?}",
-            latencies.len() + unconverged
+            latencies.len() + unconverged + superseded
         );
         phases.push(Phase {
             name,
             latencies,
             unconverged,
+            superseded,
             changes,
             min_writes,
             rest,
@@ -755,22 +812,23 @@ async fn run() {
     let s = shared.lock().expect("lock");
     println!("\n## Soak: {minutes} min, {rate} change/s, seed {seed}\n");
     println!(
-        "| phase | changes | change → converged: median / p99 / longest | not converged in 5 min | copies' CPU at rest (20 s) |"
+        "| phase | changes | change → converged: median / p99 / longest | superseded before they showed | not converged in 5 min | converged after the last change | copies' CPU at rest (20 s) |"
     );
-    println!("|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|");
     println!(
-        "| start | {} constraints on {templates} templates | first convergence {first:.1?} | – | {} |",
+        "| start | {} constraints on {templates} templates | first convergence {first:.1?} | – | – | – | {} |",
         templates * per,
         rest_words(&rest0)
     );
     for p in &phases {
         println!(
-            "| {} | {} | {:.2?} / {:.2?} / {:.2?} | {} | {:.1?} | {} |",
+            "| {} | {} | {:.2?} / {:.2?} / {:.2?} | {} | {} | {:.1?} | {} |",
             p.name,
             p.changes.values().sum::<usize>(),
             median(&p.latencies),
             quantile(&p.latencies, 0.99),
             p.latencies.iter().max().copied().unwrap_or_default(),
+            p.superseded,
             p.unconverged,
             p.settle,
             rest_words(&p.rest)
@@ -780,6 +838,12 @@ async fn run() {
     println!(
         "\nWrites (API server's count of write requests for CRDs, VAPs, bindings; the restart's gap excluded): {apiserver_writes:.0}, minimum {min} ({:.2}×)",
         apiserver_writes / min.max(1) as f64
+    );
+    println!(
+        "Objects at the end: {} templates, {} constraints (at the start: {templates}, {})",
+        world.templates.len() + world.churn_templates.len(),
+        world.constraints.len(),
+        templates * per
     );
     let mut names: Vec<String> = s.samples.iter().map(|x| x.copy.clone()).collect();
     names.sort();
