@@ -16,7 +16,7 @@ use support::cluster;
 use support::image::{
     ImageFacts, Layout, ROOT, assert_matches_install, dockerfile, script_config, strings,
 };
-use support::objects::{binding_name, policy_name};
+use support::objects::binding_name;
 use support::poll::eventually;
 use testenv::{TestEnv, gatekeeper, http_get, stdout_of as run};
 
@@ -587,8 +587,10 @@ async fn e2e_the_image_runs_the_install_manifests() {
         );
     }
 
-    // One leader converges: the VAP, then (after the binding wait) the binding.
-    let policy = policy_name(&kind);
+    // One leader converges: the VAP, then (after the binding wait) the binding. The manifests
+    // run the command line's default shape, `auto`: a template with one constraint gets the
+    // inline VAP of that constraint.
+    let policy = kubectl_vap::core::names::inline_policy_name(&kind, "c");
     let binding = binding_name(&kind, "c");
     let start = Instant::now();
     eventually("the VAP and binding are written", TIMEOUT, || async {
