@@ -4,7 +4,9 @@ mod support;
 
 use serde_json::Value;
 use std::process::Output;
-use support::cli::{kubeconfig, kubectl_vap, output, output_with_stdin, stderr, stdout_json};
+use support::cli::{
+    kubeconfig, kubectl_vap, kubectl_vap_defaults, output, output_with_stdin, stderr, stdout_json,
+};
 
 fn vap(args: &[&str]) -> Output {
     output(kubectl_vap().args(args).env_remove("KUBECONFIG"))
@@ -16,7 +18,8 @@ fn demo() -> String {
 
 #[test]
 fn check_on_the_demo_lists_every_finding_code_and_exits_1() {
-    let out = vap(&["check", "-f", &demo(), "-o", "json"]);
+    // The README's command as a user runs it: every default of the command line (`auto`).
+    let out = output(kubectl_vap_defaults().args(["check", "-f", &demo(), "-o", "json"]));
     assert_eq!(
         out.status.code(),
         Some(1),
