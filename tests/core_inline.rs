@@ -215,6 +215,43 @@ fn a_gone_constraints_vap_goes_after_its_binding_and_a_foreign_one_blocks_the_bi
 }
 
 #[test]
+fn a_foreign_vap_with_the_narrowed_name_is_no_finding_in_the_inline_shape() {
+    // Inline, the template wants no VAP of its own: another controller's VAP named as the
+    // narrowed shape would name it is not "the name the template needs", and is left alone.
+    let mut cluster = apply_plan(
+        template_and_constraint(json!({"labels": ["owner"]})),
+        &inline(),
+    );
+    let mut theirs = cluster
+        .iter()
+        .find(|o| o["metadata"]["name"] == "gatekeeper-k8sx.a")
+        .expect("the constraint's VAP")
+        .clone();
+    theirs["metadata"]["name"] = json!("gatekeeper-k8sx");
+    theirs["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1",
+        "kind": "Deployment", "name": "someone", "uid": "x", "controller": true}]);
+    cluster.push(theirs);
+    let a = analyze(&snapshot(cluster.clone()), &inline());
+    assert!(a.plan.is_empty(), "{:?}", a.plan);
+    assert!(
+        a.findings
+            .iter()
+            .all(|f| f.object.name != "gatekeeper-k8sx"),
+        "{:?}",
+        a.findings
+    );
+    // Narrowed, the template needs that name: the same object is a foreign VAP.
+    let a = analyze(&snapshot(cluster), &narrowed());
+    assert!(
+        a.findings
+            .iter()
+            .any(|f| f.code == Code::PolicyForeign && f.object.name == "gatekeeper-k8sx"),
+        "{:?}",
+        a.findings
+    );
+}
+
+#[test]
 fn a_constraint_that_cannot_be_inlined_is_a_constraint_error_and_its_binding_is_kept() {
     let long = json!({"labels": ["x".repeat(MAX_CODE_POINTS)]});
     let a = analyze(&snapshot(template_and_constraint(long.clone())), &inline());

@@ -43,11 +43,11 @@ pub fn policy_step<'a>(
     let coverage = &effective_coverage(coverage, observed, opts.policy_shape);
     let action = match verdict {
         // One VAP per constraint, which the constraint side writes: the template's own goes,
-        // once no binding points at it any more.
+        // once no binding points at it any more. Another controller's VAP of that name is not
+        // in the way of anything here: not ours, and no finding.
         TemplateVerdict::Generate { .. } if opts.policy_shape == PolicyShape::Inline => {
             match observed.map(|o| control(&o.meta, &owner)) {
-                None => Action::Nothing,
-                Some(Control::Other(why)) => Action::Foreign(why),
+                None | Some(Control::Other(_)) => Action::Nothing,
                 Some(_) => Action::Delete(
                     "the template's constraints have a VAP each (--policy-shape inline)".into(),
                 ),
