@@ -3,12 +3,10 @@
 //! for the text, strict values, known versions of our kinds), Lists flattened.
 
 use crate::load::files::{LoadError, parse_documents};
-use crate::load::input::{self, ReadOptions, Seen};
+use crate::load::input::{self, ReadOptions};
 use crate::load::{scan, versions};
 use crate::model::Source;
 use serde_json::Value;
-
-const STDIN: &str = "<stdin>";
 
 /// One manifest and where it was read.
 #[derive(Debug, Clone)]
@@ -81,28 +79,9 @@ pub fn read(
     opts: ReadOptions,
 ) -> Result<Vec<Manifest>, LoadError> {
     let mut out = Vec::new();
-    let mut seen = Seen::default();
-    for p in paths {
-        if p == "-" {
-            let bytes = input::read_capped(&mut *stdin, STDIN, opts.max_input_bytes, 0)?;
-            if from_bytes(&mut out, STDIN, bytes)? == 0 {
-                return Err(LoadError::NoObjects(STDIN.into()));
-            }
-            continue;
-        }
-        let files = input::files_of(p, &mut seen)?;
-        if files.is_empty() {
-            continue;
-        }
-        let mut n = 0;
-        for file in files {
-            let bytes = input::read_file(&file, opts.max_input_bytes)?;
-            n += from_bytes(&mut out, &file.display().to_string(), bytes)?;
-        }
-        if n == 0 {
-            return Err(LoadError::NoObjects(p.clone()));
-        }
-    }
+    input::read_each(paths, stdin, opts, |path, bytes| {
+        from_bytes(&mut out, path, bytes)
+    })?;
     Ok(out)
 }
 

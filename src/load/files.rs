@@ -4,15 +4,13 @@
 //! [`super::scan`]'s (see docs/input.md for the guarantees).
 
 pub use super::error::LoadError;
-use super::input::{self, ReadOptions, Seen};
+use super::input::{self, ReadOptions};
 use super::scan;
 use super::strict::{self, Strict, StrictValue};
 use crate::model::Source;
 use crate::snapshot::Snapshot;
 use serde::de::DeserializeSeed;
 use serde_json::Value;
-
-const STDIN: &str = "<stdin>";
 
 /// Reads every path into one snapshot, with the default [`ReadOptions`]. `stdin` is read for `-`.
 pub fn load_paths(paths: &[String], stdin: &mut dyn std::io::Read) -> Result<Snapshot, LoadError> {
@@ -36,28 +34,9 @@ pub fn load_paths_with(
     opts: ReadOptions,
 ) -> Result<Snapshot, LoadError> {
     let mut snapshot = Snapshot::offline();
-    let mut seen = Seen::default();
-    for p in paths {
-        if p == "-" {
-            let bytes = input::read_capped(&mut *stdin, STDIN, opts.max_input_bytes, 0)?;
-            if load_bytes(&mut snapshot, STDIN, bytes)? == 0 {
-                return Err(LoadError::NoObjects(STDIN.into()));
-            }
-            continue;
-        }
-        let files = input::files_of(p, &mut seen)?;
-        if files.is_empty() {
-            continue;
-        }
-        let mut objects = 0;
-        for file in files {
-            let bytes = input::read_file(&file, opts.max_input_bytes)?;
-            objects += load_bytes(&mut snapshot, &file.display().to_string(), bytes)?;
-        }
-        if objects == 0 {
-            return Err(LoadError::NoObjects(p.clone()));
-        }
-    }
+    input::read_each(paths, stdin, opts, |path, bytes| {
+        load_bytes(&mut snapshot, path, bytes)
+    })?;
     // Each dropped copy becomes an `input-duplicate` finding, named by file and line.
     snapshot.dedupe();
     Ok(snapshot)

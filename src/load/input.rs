@@ -74,6 +74,46 @@ fn cannot_read(path: &Path, source: std::io::Error) -> LoadError {
     }
 }
 
+/// How standard input is named in messages.
+pub const STDIN: &str = "<stdin>";
+
+/// Reads every path of `-f` (`-` is `stdin`) and hands each input's bytes to `take`, which
+/// says how many objects it held. A path holding no object is an error: an empty input
+/// checks nothing.
+pub fn read_each(
+    paths: &[String],
+    stdin: &mut dyn Read,
+    opts: ReadOptions,
+    mut take: impl FnMut(&str, Vec<u8>) -> Result<usize, LoadError>,
+) -> Result<(), LoadError> {
+    let mut seen = Seen::default();
+    for p in paths {
+        let objects = if p == "-" {
+            take(
+                STDIN,
+                read_capped(&mut *stdin, STDIN, opts.max_input_bytes, 0)?,
+            )?
+        } else {
+            let files = files_of(p, &mut seen)?;
+            if files.is_empty() {
+                // Every file below it was already taken through another path.
+                continue;
+            }
+            let mut n = 0;
+            for file in files {
+                let bytes = read_file(&file, opts.max_input_bytes)?;
+                n += take(&file.display().to_string(), bytes)?;
+            }
+            n
+        };
+        if objects == 0 {
+            let name = if p == "-" { STDIN } else { p.as_str() };
+            return Err(LoadError::NoObjects(name.into()));
+        }
+    }
+    Ok(())
+}
+
 /// The files `arg` names: itself, or the YAML/JSON files below it (sorted, hidden entries
 /// skipped), less those already taken (so possibly none).
 pub fn files_of(arg: &str, seen: &mut Seen) -> Result<Vec<PathBuf>, LoadError> {
