@@ -49,7 +49,7 @@ pub fn policy_step<'a>(
             match observed.map(|o| control(&o.meta, &owner)) {
                 None | Some(Control::Other(_)) => Action::Nothing,
                 Some(_) => Action::Delete(
-                    "the template's constraints have a VAP each (--policy-shape inline)".into(),
+                    "the template's constraints have a VAP each (the inline shape)".into(),
                 ),
             }
         }
@@ -207,7 +207,7 @@ impl<'a> PolicyStep<'a> {
             ),
             Action::Nothing if self.shape == PolicyShape::Inline && self.verdict.generates() => (
                 State::NotBound,
-                "one VAP per constraint (--policy-shape inline)".into(),
+                "one VAP per constraint (the inline shape)".into(),
             ),
             Action::Unbuildable(reason) => (State::Error, reason.clone()),
             // Nothing wanted (the common actions returned above).
