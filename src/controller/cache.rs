@@ -60,13 +60,17 @@ impl OpinionCache {
         self.map.read().get(kind).cloned()
     }
 
-    /// The lock of `kind` (see the field's documentation).
+    /// The lock of `kind` (see the field's documentation). A new kind's lock first drops
+    /// those nobody holds of kinds no template publishes any more: templates come and go for
+    /// months, and a lock nobody holds guards nothing (the next caller makes a fresh one).
     pub fn kind_lock(&self, kind: &str) -> std::sync::Arc<tokio::sync::RwLock<()>> {
-        self.kind_locks
-            .lock()
-            .entry(kind.to_string())
-            .or_default()
-            .clone()
+        let mut locks = self.kind_locks.lock();
+        if let Some(lock) = locks.get(kind) {
+            return lock.clone();
+        }
+        let opinions = self.map.read();
+        locks.retain(|k, lock| std::sync::Arc::strong_count(lock) > 1 || opinions.contains_key(k));
+        locks.entry(kind.to_string()).or_default().clone()
     }
 
     /// The kinds whose opinion template `template` published.
@@ -314,6 +318,29 @@ mod tests {
         assert!(!cache.defer_if_cold(&k1));
         assert!(cache.prime_if_ready(true, &three, &q));
         assert!(q.take().is_empty());
+    }
+
+    #[test]
+    fn the_locks_of_gone_kinds_are_dropped_unless_held() {
+        let cache = OpinionCache::new();
+        cache.should_generate_vap(
+            "K8sLive",
+            Some(opinion("live")),
+            &Store(vec![]),
+            &Keys::default(),
+        );
+        let held = cache.kind_lock("K8sHeld");
+        for kind in ["K8sLive", "K8sGone1", "K8sGone2"] {
+            drop(cache.kind_lock(kind));
+        }
+        let again = cache.kind_lock("K8sHeld");
+        assert!(
+            std::sync::Arc::ptr_eq(&held, &again),
+            "a held lock is the same lock"
+        );
+        drop(cache.kind_lock("K8sNew"));
+        let kinds: Vec<String> = cache.kind_locks.lock().keys().cloned().collect();
+        assert_eq!(kinds, ["K8sHeld", "K8sLive", "K8sNew"]);
     }
 
     #[test]
