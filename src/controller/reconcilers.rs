@@ -345,6 +345,8 @@ async fn template_gone<W: TemplateStore + Writer + Sync>(
     world: &W,
     cache: &OpinionCache,
 ) -> Outcome {
+    // Gone while its turn-off settled: nothing is turning off any more.
+    cache.settled(name);
     if let Some(sweep) = observed.and_then(|o| step::sweep_policy(name, o)) {
         let w = sweep.write(Diff::Skip);
         let outcome = delete_policy_after_bindings(world, cache, &w, sweep.param_kind()).await;
