@@ -809,7 +809,11 @@ async fn run() {
     .into_iter()
     .enumerate()
     {
-        println!("phase {}: {name} for {per_phase:?}", i + 1);
+        println!(
+            "phase {}: {name} for {per_phase:?} (from {:.1} min)",
+            i + 1,
+            t0.elapsed().as_secs_f64() / 60.0
+        );
         let start = Instant::now();
         let mut probes = Vec::new();
         let mut changes: BTreeMap<&'static str, usize> = BTreeMap::new();
@@ -827,7 +831,11 @@ async fn run() {
                     env.stop_apiserver().await;
                     env.start_apiserver().await.expect("API server back");
                     mark = write_requests(&env.apiserver_metrics().await.expect("metrics"));
-                    println!("  API server restarted in {:.1?}", t.elapsed());
+                    println!(
+                        "  API server restarted in {:.1?} (at {:.1} min)",
+                        t.elapsed(),
+                        t0.elapsed().as_secs_f64() / 60.0
+                    );
                 } else if i == 2 {
                     let mut s = shared.lock().expect("lock");
                     let leader = s
@@ -836,7 +844,11 @@ async fn run() {
                         .position(|c| metric(&c.served.metrics(), "kubectl_vap_leader") == 1.0);
                     if let Some(l) = leader {
                         let c = s.copies.remove(l);
-                        println!("  SIGKILL to the leader, copy {}", c.name);
+                        println!(
+                            "  SIGKILL to the leader, copy {} (at {:.1} min)",
+                            c.name,
+                            t0.elapsed().as_secs_f64() / 60.0
+                        );
                         c.served.signal(libc::SIGKILL);
                         s.killed.push(c.name.clone());
                         drop(c);
@@ -956,10 +968,18 @@ async fn run() {
         let mine: Vec<&Sample> = s.samples.iter().filter(|x| x.copy == name).collect();
         let started = mine.first().map(|x| x.at).unwrap_or_default();
         let peak = mine.iter().map(|x| x.rss_mib).fold(0.0, f64::max);
-        let losses = mine
+        // When each loss came (minutes into the run): an outage longer than the Lease is one
+        // by design, a loss in calm churn is not.
+        let losses: Vec<String> = mine
             .windows(2)
             .filter(|w| w[0].leader && !w[1].leader)
-            .count();
+            .map(|w| format!("{:.1} min", w[1].at.as_secs_f64() / 60.0))
+            .collect();
+        let losses = if losses.is_empty() {
+            "0".to_string()
+        } else {
+            format!("{} (at {})", losses.len(), losses.join(", "))
+        };
         let killed = s.killed.contains(&name);
         println!(
             "| {name}{} | {:.0} / {:.0} / {peak:.0} | {} | {losses} |",
