@@ -2,7 +2,9 @@
 //! `SOAK_MINUTES` (default 30) of steady churn — constraints and templates created, changed and
 //! deleted at `SOAK_OPS_PER_SEC` (default 1) — with one API server restart a third of the way
 //! in and one SIGKILL of the leader two thirds of the way in (a new copy starts 10 s later, as
-//! a kubelet would restart it).
+//! a kubelet would restart it). The churn is level by default: a create only while below the
+//! starting count of constraints (or templates), a delete only while above it, so memory that
+//! climbs is not a world that grew (`SOAK_LEVEL=0`: the roll alone decides, and the world grows).
 //!
 //! Reported, with the command that produced them (docs/benchmarks.md, "Soak"):
 //! - CPU of every copy at rest (20 s, converged, nothing changing) after each phase;
@@ -13,11 +15,16 @@
 //! - the time from each change to its convergence, read by this process from the API server
 //!   (a binding with the constraint's action, or gone; a constraint CRD established, or
 //!   gone), per phase: median, p99 and the longest;
-//! - Lease losses of a copy that was never killed (its `kubectl_vap_leader` going 1 → 0).
+//! - Lease losses of a copy that was never killed (its `kubectl_vap_leader` going 1 → 0);
+//! - the templates and constraints in the cluster at the start and end of every phase.
+//!
+//! The copies die with this process however it ends (Ctrl-C, SIGTERM, SIGKILL, a panic): they
+//! are spawned with a parent-death signal (`Served`), as testenv's API server and etcd are.
 //!
 //! Run: `KUBEBUILDER_ASSETS=$(bash tests/kubeenv/build.sh) cargo bench --bench soak`
 //! (`SOAK_MINUTES`, `SOAK_OPS_PER_SEC`, `SOAK_TEMPLATES` (20), `SOAK_CONSTRAINTS` per
-//! template at start (5), `SOAK_SEED` (1)). Under `cargo test --all-targets` it returns at once.
+//! template at start (5), `SOAK_SEED` (1), `SOAK_LEVEL` (1)). Under `cargo test --all-targets`
+//! it returns at once.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -412,15 +419,51 @@ struct World {
     constraints: Vec<(String, String, bool)>,
     next: u64,
     rng: Rng,
+    /// Level churn: what the counts are steered back to (`None`: the world may grow).
+    level: Option<Level>,
+}
+
+/// The starting counts level churn steers back to.
+struct Level {
+    templates: usize,
+    constraints: usize,
+}
+
+/// Which way level churn goes with `now` objects against `start`: create below, delete above,
+/// the roll at it.
+fn steer(now: usize, start: usize) -> Option<bool> {
+    match now.cmp(&start) {
+        std::cmp::Ordering::Less => Some(true),
+        std::cmp::Ordering::Greater => Some(false),
+        std::cmp::Ordering::Equal => None,
+    }
 }
 
 impl World {
+    /// Create (`Some(true)`) or delete (`Some(false)`) templates, or whichever the roll says.
+    fn steer_templates(&self) -> Option<bool> {
+        let l = self.level.as_ref()?;
+        steer(self.templates.len(), l.templates)
+    }
+
+    fn steer_constraints(&self) -> Option<bool> {
+        let l = self.level.as_ref()?;
+        steer(self.constraints.len(), l.constraints)
+    }
+
+    // The rolls are drawn alike with and without steering, so `SOAK_LEVEL=0` replays the
+    // growing runs of before.
     fn pick(&mut self) -> Change {
         self.next += 1;
         let n = self.next;
         let roll = self.rng.below(100);
         if roll < 10 || self.constraints.is_empty() {
-            let t = self.rng.below(3);
+            let t = match (self.rng.below(3), self.steer_templates()) {
+                (1, _) => 1,
+                (_, Some(true)) => 0,
+                (_, Some(false)) => 2,
+                (t, None) => t,
+            };
             if t == 0 || self.churn_templates.is_empty() {
                 let kind = format!("K8sSoakNew{n:05}");
                 self.templates.push(kind.clone());
@@ -440,14 +483,21 @@ impl World {
             self.constraints.retain(|(k, _, _)| *k != kind);
             return Change::DeleteTemplate { kind };
         }
-        if roll < 50 {
+        // 40% create, 25% switch the action, 25% delete; steered, a create or delete is
+        // whichever brings the count back.
+        let create = match (roll, self.steer_constraints()) {
+            (50..75, _) => false,
+            (_, Some(grow)) => grow,
+            (r, None) => r < 50,
+        };
+        if create {
             let kind = self.templates[self.rng.below(self.templates.len())].clone();
             let name = format!("c{n:05}");
             self.constraints.push((kind.clone(), name.clone(), false));
             return Change::CreateConstraint { kind, name };
         }
         let i = self.rng.below(self.constraints.len());
-        if roll < 75 {
+        if (50..75).contains(&roll) {
             let c = &mut self.constraints[i];
             c.2 = !c.2;
             return Change::SetAction {
@@ -545,8 +595,11 @@ async fn wait_converged(
     t.elapsed()
 }
 
-/// CPU of every copy over 20 s at rest, in % of a core.
-async fn at_rest(shared: &Arc<Mutex<Shared>>) -> Vec<(String, f64)> {
+/// A copy at rest: its CPU over 20 s in % of a core, and its RSS at the end in MiB.
+type Rest = Vec<(String, f64, f64)>;
+
+/// Every copy over 20 s at rest.
+async fn at_rest(shared: &Arc<Mutex<Shared>>) -> Rest {
     // Let Events and the last renewals of the convergence go out first.
     tokio::time::sleep(Duration::from_secs(5)).await;
     let before: Vec<(String, u32, f64)> = {
@@ -570,9 +623,35 @@ async fn at_rest(shared: &Arc<Mutex<Shared>>) -> Vec<(String, f64)> {
             (
                 name,
                 (testenv::cpu_secs(pid) - cpu) / span.as_secs_f64() * 100.0,
+                testenv::rss_kib(pid).unwrap_or_default() as f64 / 1024.0,
             )
         })
         .collect()
+}
+
+/// Templates and constraints in the cluster.
+#[derive(Clone, Copy)]
+struct Count {
+    templates: usize,
+    constraints: usize,
+}
+
+impl std::fmt::Display for Count {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} / {}", self.templates, self.constraints)
+    }
+}
+
+/// What the API server holds, not what the churn thinks it made: the report's proof that the
+/// world stayed level (or how much it grew).
+async fn count(client: &kube::Client) -> Count {
+    let (snap, _) = list_snapshot(client, &AdmissionApi::v1())
+        .await
+        .expect("list the cluster");
+    Count {
+        templates: snap.templates.len(),
+        constraints: snap.constraints.len(),
+    }
 }
 
 /// Least-squares slope of RSS over time, MiB per hour, after the first two minutes of a copy.
@@ -601,8 +680,10 @@ struct Phase {
     superseded: usize,
     changes: BTreeMap<&'static str, usize>,
     min_writes: usize,
-    rest: Vec<(String, f64)>,
+    rest: Rest,
     settle: Duration,
+    /// The cluster's objects at the start and the end of the phase.
+    objects: (Count, Count),
 }
 
 async fn run() {
@@ -611,8 +692,14 @@ async fn run() {
     let templates = env_num("SOAK_TEMPLATES", 20);
     let per = env_num("SOAK_CONSTRAINTS", 5);
     let seed = env_num("SOAK_SEED", 1) as u64;
+    let level = env_num("SOAK_LEVEL", 1) != 0;
+    let churn = if level {
+        "level churn"
+    } else {
+        "growing churn (SOAK_LEVEL=0)"
+    };
     println!(
-        "kubectl-vap soak: {minutes} min, {rate} change(s)/s, {templates} templates × {per} constraints at start, seed {seed}"
+        "kubectl-vap soak: {minutes} min, {rate} change(s)/s, {churn}, {templates} templates × {per} constraints at start, seed {seed}"
     );
     let env: &'static TestEnv = Box::leak(Box::new(TestEnv::start()));
     let client = env.client_admin().await;
@@ -638,6 +725,7 @@ async fn run() {
         constraints: Vec::new(),
         next: 0,
         rng: Rng(seed.max(1) * 0x9e37_79b9_7f4a_7c15),
+        level: None,
     };
     for kind in world.templates.clone() {
         send(&client, &Change::CreateTemplate { kind: kind.clone() }).await;
@@ -678,8 +766,17 @@ async fn run() {
         let (shared, stop) = (shared.clone(), stop.clone());
         std::thread::spawn(move || sampler(shared, t0, stop))
     };
+    if level {
+        world.level = Some(Level {
+            templates: world.templates.len(),
+            constraints: world.constraints.len(),
+        });
+    }
     let first = wait_converged(&client, &opts, &shared).await;
-    println!("start: converged {first:.1?} after the copies started");
+    let mut objects = count(&client).await;
+    println!(
+        "start: converged {first:.1?} after the copies started; templates / constraints {objects}"
+    );
     let (mut snapshot, _) = list_snapshot(&client, &AdmissionApi::v1())
         .await
         .expect("list");
@@ -712,7 +809,11 @@ async fn run() {
     .into_iter()
     .enumerate()
     {
-        println!("phase {}: {name} for {per_phase:?}", i + 1);
+        println!(
+            "phase {}: {name} for {per_phase:?} (from {:.1} min)",
+            i + 1,
+            t0.elapsed().as_secs_f64() / 60.0
+        );
         let start = Instant::now();
         let mut probes = Vec::new();
         let mut changes: BTreeMap<&'static str, usize> = BTreeMap::new();
@@ -730,7 +831,11 @@ async fn run() {
                     env.stop_apiserver().await;
                     env.start_apiserver().await.expect("API server back");
                     mark = write_requests(&env.apiserver_metrics().await.expect("metrics"));
-                    println!("  API server restarted in {:.1?}", t.elapsed());
+                    println!(
+                        "  API server restarted in {:.1?} (at {:.1} min)",
+                        t.elapsed(),
+                        t0.elapsed().as_secs_f64() / 60.0
+                    );
                 } else if i == 2 {
                     let mut s = shared.lock().expect("lock");
                     let leader = s
@@ -739,7 +844,11 @@ async fn run() {
                         .position(|c| metric(&c.served.metrics(), "kubectl_vap_leader") == 1.0);
                     if let Some(l) = leader {
                         let c = s.copies.remove(l);
-                        println!("  SIGKILL to the leader, copy {}", c.name);
+                        println!(
+                            "  SIGKILL to the leader, copy {} (at {:.1} min)",
+                            c.name,
+                            t0.elapsed().as_secs_f64() / 60.0
+                        );
                         c.served.signal(libc::SIGKILL);
                         s.killed.push(c.name.clone());
                         drop(c);
@@ -789,8 +898,9 @@ async fn run() {
         }
         let settle = wait_converged(&client, &opts, &shared).await;
         let rest = at_rest(&shared).await;
+        let end = count(&client).await;
         println!(
-            "  {} changes ({changes:?}), converged {settle:.1?} after the last; at rest {rest:?}",
+            "  {} changes ({changes:?}), converged {settle:.1?} after the last; at rest {rest:?}; templates / constraints {objects} → {end}",
             latencies.len() + unconverged + superseded
         );
         phases.push(Phase {
@@ -802,7 +912,9 @@ async fn run() {
             min_writes,
             rest,
             settle,
+            objects: (objects, end),
         });
+        objects = end;
     }
     apiserver_writes += write_requests(&env.apiserver_metrics().await.expect("metrics")) - mark;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -810,40 +922,40 @@ async fn run() {
 
     // The report.
     let s = shared.lock().expect("lock");
-    println!("\n## Soak: {minutes} min, {rate} change/s, seed {seed}\n");
+    println!("\n## Soak: {minutes} min, {rate} change/s, {churn}, seed {seed}\n");
     println!(
-        "| phase | changes | change → converged: median / p99 / longest | superseded before they showed | not converged in 5 min | converged after the last change | copies' CPU at rest (20 s) |"
+        "| phase | changes | templates / constraints, start → end | change → converged: median / p99 / longest | superseded before they showed | not converged in 5 min | converged after the last change | copies' CPU at rest (20 s) | copies' RSS at rest (MiB) |"
     );
-    println!("|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|");
+    let start = phases.first().map(|p| p.objects.0);
     println!(
-        "| start | {} constraints on {templates} templates | first convergence {first:.1?} | – | – | – | {} |",
+        "| start | {} constraints on {templates} templates | {} | first convergence {first:.1?} | – | – | – | {} | {} |",
         templates * per,
-        rest_words(&rest0)
+        start.map_or("–".into(), |c| c.to_string()),
+        rest_words(&rest0),
+        rss_words(&rest0)
     );
     for p in &phases {
         println!(
-            "| {} | {} | {:.2?} / {:.2?} / {:.2?} | {} | {} | {:.1?} | {} |",
+            "| {} | {} | {} → {} | {:.2?} / {:.2?} / {:.2?} | {} | {} | {:.1?} | {} | {} |",
             p.name,
             p.changes.values().sum::<usize>(),
+            p.objects.0,
+            p.objects.1,
             median(&p.latencies),
             quantile(&p.latencies, 0.99),
             p.latencies.iter().max().copied().unwrap_or_default(),
             p.superseded,
             p.unconverged,
             p.settle,
-            rest_words(&p.rest)
+            rest_words(&p.rest),
+            rss_words(&p.rest)
         );
     }
     let min: usize = phases.iter().map(|p| p.min_writes).sum();
     println!(
         "\nWrites (API server's count of write requests for CRDs, VAPs, bindings; the restart's gap excluded): {apiserver_writes:.0}, minimum {min} ({:.2}×)",
         apiserver_writes / min.max(1) as f64
-    );
-    println!(
-        "Objects at the end: {} templates, {} constraints (at the start: {templates}, {})",
-        world.templates.len() + world.churn_templates.len(),
-        world.constraints.len(),
-        templates * per
     );
     let mut names: Vec<String> = s.samples.iter().map(|x| x.copy.clone()).collect();
     names.sort();
@@ -856,10 +968,18 @@ async fn run() {
         let mine: Vec<&Sample> = s.samples.iter().filter(|x| x.copy == name).collect();
         let started = mine.first().map(|x| x.at).unwrap_or_default();
         let peak = mine.iter().map(|x| x.rss_mib).fold(0.0, f64::max);
-        let losses = mine
+        // When each loss came (minutes into the run): an outage longer than the Lease is one
+        // by design, a loss in calm churn is not.
+        let losses: Vec<String> = mine
             .windows(2)
             .filter(|w| w[0].leader && !w[1].leader)
-            .count();
+            .map(|w| format!("{:.1} min", w[1].at.as_secs_f64() / 60.0))
+            .collect();
+        let losses = if losses.is_empty() {
+            "0".to_string()
+        } else {
+            format!("{} (at {})", losses.len(), losses.join(", "))
+        };
         let killed = s.killed.contains(&name);
         println!(
             "| {name}{} | {:.0} / {:.0} / {peak:.0} | {} | {losses} |",
@@ -875,9 +995,16 @@ async fn run() {
     );
 }
 
-fn rest_words(rest: &[(String, f64)]) -> String {
+fn rest_words(rest: &Rest) -> String {
     rest.iter()
-        .map(|(n, p)| format!("{n} {p:.2}%"))
+        .map(|(n, p, _)| format!("{n} {p:.2}%"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn rss_words(rest: &Rest) -> String {
+    rest.iter()
+        .map(|(n, _, m)| format!("{n} {m:.1}"))
         .collect::<Vec<_>>()
         .join(", ")
 }

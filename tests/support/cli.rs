@@ -78,7 +78,8 @@ pub fn stdout_json(out: &Output) -> Value {
     })
 }
 
-/// A `kubectl-vap run` serving `--metrics-addr` on a free loopback port; killed on drop.
+/// A `kubectl-vap run` serving `--metrics-addr` on a free loopback port; killed on drop, and
+/// with this process however it ends (a drop does not run on Ctrl-C or SIGKILL).
 pub struct Served {
     child: Option<Child>,
     port: u16,
@@ -89,10 +90,10 @@ impl Served {
     /// `--metrics-addr=127.0.0.1:<a free port>` added.
     pub fn spawn(mut cmd: Command) -> Served {
         let port = testenv::free_port();
-        let child = cmd
-            .arg(format!("--metrics-addr=127.0.0.1:{port}"))
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawning {cmd:?}: {e}"));
+        cmd.arg(format!("--metrics-addr=127.0.0.1:{port}"));
+        let what = format!("{cmd:?}");
+        let child =
+            testenv::spawn_tied_to_process(cmd).unwrap_or_else(|e| panic!("spawning {what}: {e}"));
         Served {
             child: Some(child),
             port,

@@ -24,7 +24,9 @@ pub mod version;
 
 pub use controller_manager::{ControllerManager, ControllerManagerOptions};
 
-pub use process::{cpu_secs, own_cpu_secs, peak_rss_kib, rss_kib, signal, stdout_of};
+pub use process::{
+    cpu_secs, own_cpu_secs, peak_rss_kib, rss_kib, signal, spawn_tied_to_process, stdout_of,
+};
 
 /// A free loopback port (for a process's `--metrics-addr` and the like).
 pub fn free_port() -> u16 {

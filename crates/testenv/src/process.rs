@@ -13,8 +13,10 @@ use std::time::{Duration, Instant};
 
 type SpawnRequest = (Command, mpsc::Sender<io::Result<Child>>);
 
-/// Spawns `cmd` from the long-lived spawner thread with `SIGKILL` as its parent-death signal.
-pub(crate) fn spawn_tied_to_process(mut cmd: Command) -> io::Result<Child> {
+/// Spawns `cmd` from the long-lived spawner thread with `SIGKILL` as its parent-death signal:
+/// it dies with this process, whatever ends it (Ctrl-C, SIGTERM, SIGKILL, a panic), and not
+/// before.
+pub fn spawn_tied_to_process(mut cmd: Command) -> io::Result<Child> {
     let parent = std::process::id();
     // SAFETY: the closure runs between fork and exec and only makes async-signal-safe calls
     // (prctl, getppid, _exit).
