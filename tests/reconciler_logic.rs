@@ -56,6 +56,11 @@ struct State {
     /// Stores that cannot be read now ("templates", "crds", "policies", "bindings", or a
     /// constraint kind): every read of them is `Unknown`.
     unknown: std::collections::BTreeSet<String>,
+    /// Fault injection: objects (`Kind/name`) whose every write the server refuses (422).
+    refused: std::collections::BTreeSet<String>,
+    /// The last failed write of each object, kept as the controller's status keeps it: until
+    /// a write of it passes or none is needed (`Writer::not_needed`).
+    failed: std::collections::BTreeSet<String>,
 }
 
 impl State {
@@ -666,6 +671,23 @@ fn conflict(why: String) -> WriteOutcome {
 
 impl Writer for World {
     async fn write(&self, w: &PlannedWrite) -> WriteOutcome {
+        let outcome = self.write_through(w).await;
+        let mut st = self.st.lock().unwrap();
+        match outcome {
+            WriteOutcome::Done => st.failed.remove(&w.object.to_string()),
+            WriteOutcome::Failed(_) => st.failed.insert(w.object.to_string()),
+            WriteOutcome::Skipped(_) => false,
+        };
+        outcome
+    }
+
+    fn not_needed(&self, object: &str) {
+        self.st.lock().unwrap().failed.remove(object);
+    }
+}
+
+impl World {
+    async fn write_through(&self, w: &PlannedWrite) -> WriteOutcome {
         use std::sync::atomic::Ordering;
         if self.concurrent.load(Ordering::SeqCst) {
             // The request is in flight for a while: other reconciles run meanwhile.
@@ -676,6 +698,17 @@ impl Writer for World {
         }
         {
             let mut st = self.st.lock().unwrap();
+            if st.refused.contains(&w.object.to_string()) {
+                let status = kube::core::Status {
+                    message: "injected: 422 Invalid".into(),
+                    code: 422,
+                    ..Default::default()
+                };
+                return WriteOutcome::Failed(WriteError::Invalid(Arc::new(ApplyError::Failed {
+                    what: format!("{} {}", w.verb.as_str(), w.object),
+                    source: Box::new(kube::Error::Api(Box::new(status))),
+                })));
+            }
             st.attempts += 1;
             if st.fail_every > 0 && st.attempts.is_multiple_of(st.fail_every) {
                 let n = st.attempts / st.fail_every;
@@ -1210,6 +1243,50 @@ fn binding_waits_for_the_crd_then_is_written_once() {
     quiesce(&w, "after the wait", &[]);
     assert_eq!(w.snapshot().bindings.len(), 1);
     assert!(w.now_() >= t0() + chrono::Duration::seconds(30));
+}
+
+/// A write that failed and is no longer needed is forgotten: its failure is not given as the
+/// reason of a later finding, and the copy keeps no entry per object that ever failed (once
+/// kept for the life of the copy).
+#[test]
+fn a_failed_write_whose_need_went_is_forgotten() {
+    let failed = |w: &World| w.st.lock().unwrap().failed.clone();
+    let refuse = |w: &World, object: &str| w.st.lock().unwrap().refused.insert(object.into());
+    let binding = "ValidatingAdmissionPolicyBinding/gatekeeper-k8srace-c1";
+    let policy = "ValidatingAdmissionPolicy/gatekeeper-k8srace";
+
+    // An update refused, then the constraint back as the binding is: in sync, nothing to send.
+    let w = converged("on");
+    refuse(&w, binding);
+    w.set_constraint(K, C, "warn");
+    w.drain().unwrap();
+    assert_eq!(failed(&w), [binding.to_string()].into());
+    w.set_constraint(K, C, "deny");
+    w.drain().unwrap();
+    assert!(failed(&w).is_empty(), "in sync again: {:?}", failed(&w));
+
+    // A create refused, then its constraint deleted: no binding is needed.
+    w.st.lock().unwrap().refused.clear();
+    w.delete_constraint(K, C);
+    w.drain().unwrap();
+    assert!(w.snapshot().bindings.is_empty());
+    refuse(&w, binding);
+    w.set_constraint(K, C, "deny");
+    w.drain().unwrap();
+    assert_eq!(failed(&w), [binding.to_string()].into());
+    w.delete_constraint(K, C);
+    w.drain().unwrap();
+    assert!(failed(&w).is_empty(), "constraint gone: {:?}", failed(&w));
+
+    // The template's VAP refused, then the template deleted.
+    let w = World::new(opts(0));
+    refuse(&w, policy);
+    w.set_template(T, Some(true));
+    w.drain().unwrap();
+    assert_eq!(failed(&w), [policy.to_string()].into());
+    w.delete_template(T);
+    w.drain().unwrap();
+    assert!(failed(&w).is_empty(), "template gone: {:?}", failed(&w));
 }
 
 #[test]

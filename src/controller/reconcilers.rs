@@ -20,7 +20,9 @@ use crate::core::plan::Diff;
 use crate::core::scope::Coverage;
 use crate::core::step::{self, Action, BindingInput, PolicyStep};
 use crate::core::{Options, PlannedWrite, PolicyShape, names};
-use crate::model::{ConstraintTemplate, Policy};
+use crate::model::{ConstraintTemplate, Policy, VAP_KIND, VAPB_KIND};
+
+const CRD_KIND: &str = "CustomResourceDefinition";
 use std::time::Duration;
 
 /// How long the template side waits before looking again for bindings to be gone (I2).
@@ -139,6 +141,14 @@ where
     }
 }
 
+/// An object whose action needs no write (in sync, or neither wanted nor there): a failure of
+/// an earlier write of it is history.
+fn settled<W: Writer, D>(world: &W, kind: &str, name: &str, action: &Action<D>) {
+    if matches!(action, Action::InSync | Action::Nothing) {
+        world.not_needed(&format!("{kind}/{name}"));
+    }
+}
+
 /// Sends the write a step needs, if any: whether it was done, and the outcome.
 async fn send<W: Writer + Sync>(world: &W, w: Option<PlannedWrite>) -> (bool, Outcome) {
     match w {
@@ -205,6 +215,7 @@ where
         let name = crd.name();
         tracing::warn!(crd = %name, "not writing {name}: {why}; it is used as it is");
     }
+    settled(world, CRD_KIND, &crd.name(), &crd.action);
     let (_, crd_outcome) = send(world, crd.write(Diff::Skip)).await;
     let opts = &ctx.opts.for_template(constraints.len());
     // What the VAP must match: what the kind's constraints want (read only when generating:
@@ -235,6 +246,7 @@ where
         &coverage,
         opts,
     );
+    settled(world, VAP_KIND, &policy.name(), &policy.action);
     let outcome = if verdict.generates() {
         side.turn_on(&policy).await
     } else {
@@ -354,6 +366,7 @@ async fn template_gone<W: TemplateStore + Writer + Sync>(
             return outcome;
         }
     }
+    world.not_needed(&format!("{VAP_KIND}/{}", names::policy_name(name)));
     delete_crd_of_gone_template(name, world, cache).await
 }
 
@@ -430,6 +443,7 @@ where
     let _shared = lock.read().await;
     let bname = names::binding_name(kind, name);
     let legacy = names::legacy_binding_name(name);
+    let inline_policy = names::inline_policy_name(kind, name);
     let mut outcome = Outcome::Done;
     // Everything a decision below rests on, read first: if any of it is unknown, nothing is
     // written for this constraint.
@@ -439,7 +453,7 @@ where
         None
     };
     let observed = known!(world.binding(&bname));
-    let observed_policy = known!(world.policy(&names::inline_policy_name(kind, name)));
+    let observed_policy = known!(world.policy(&inline_policy));
     let constraint = known!(world.constraint(kind, name));
     known!(world.opinions_known());
     let served = known!(world.served());
@@ -461,6 +475,15 @@ where
                 .and_then(|p| step::sweep_inline_policy(kind, name, p, None))
         {
             outcome = send(world, Some(sweep.write(Diff::Skip))).await.1;
+        }
+        if outcome == Outcome::Done {
+            for (k, n) in [
+                (VAPB_KIND, &bname),
+                (VAPB_KIND, &legacy),
+                (VAP_KIND, &inline_policy),
+            ] {
+                world.not_needed(&format!("{k}/{n}"));
+            }
         }
         return outcome;
     };
@@ -484,6 +507,8 @@ where
         // The template side may not have reached this kind's template yet: not an orphan.
         return outcome;
     }
+    settled(world, VAPB_KIND, &bname, &step.action);
+    settled(world, VAP_KIND, &inline_policy, &step.policy);
     // The constraint's own VAP (inline shape): written before its binding, deleted after it.
     let policy_write = step.policy_write(Diff::Skip);
     if step.policy_goes_first() && policy_write.is_some() {

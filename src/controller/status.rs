@@ -253,8 +253,9 @@ impl Status {
         })
     }
 
-    /// A write of `object` passed: how its last write had failed, if it had.
-    pub fn write_passed(&self, object: &str) -> Option<WriteError> {
+    /// A write of `object` passed, or none is needed any more: how its last write had failed,
+    /// if it had.
+    pub fn clear_failure(&self, object: &str) -> Option<WriteError> {
         let before = self.with(|s| s.failed.remove(object));
         before.map(|b| {
             self.touch();

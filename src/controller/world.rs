@@ -173,6 +173,11 @@ pub enum NotSent {
 /// Sends writes. Implementations record every attempt in their event log.
 pub trait Writer {
     fn write(&self, w: &PlannedWrite) -> impl std::future::Future<Output = WriteOutcome> + Send;
+    /// No write of `object` (`Kind/name`) is needed now: how an earlier one failed is history,
+    /// not a reason views still give (nor an entry kept for the life of the copy).
+    fn not_needed(&self, object: &str) {
+        let _ = object;
+    }
 }
 
 /// Where fan-out and requeues go.

@@ -119,6 +119,10 @@ impl Writer for Live<'_> {
         observe(self.shared, self.failures, record);
         outcome
     }
+
+    fn not_needed(&self, object: &str) {
+        self.shared.status.clear_failure(object);
+    }
 }
 
 #[cfg(test)]

@@ -37,7 +37,7 @@ pub fn observe(shared: &Shared, failures: &WriteFailures, record: Written<'_>) {
             shared.stores.remember(w, &applied);
             failures.succeeded();
             shared.outage.reachable();
-            if let Some(WriteError::Forbidden(_)) = shared.status.write_passed(&object) {
+            if let Some(WriteError::Forbidden(_)) = shared.status.clear_failure(&object) {
                 tracing::info!(object, "{object}: allowed now (it was forbidden)");
             }
             // A delete that found nothing changed nothing: not a write.
