@@ -244,6 +244,12 @@ fn a_gone_templates_vap_is_swept_and_its_crd_deleted_only_with_the_seen_uid() {
     let p = &s.policies[0];
     let sweep = step::sweep_policy("k8sx", p).expect("controlled by k8sx");
     assert_eq!(sweep.reason, "template k8sx is gone");
+    let finding = sweep.finding();
+    assert_eq!(finding.code, Code::PolicyDangling);
+    assert_eq!(
+        finding.message,
+        format!("{}: template k8sx is gone; reconcile deletes it", p.name())
+    );
     assert_eq!(sweep.param_kind(), Some("K8sX"));
     assert!(step::sweep_policy("other", p).is_none(), "not its name");
     let crd = &s.crds[0];

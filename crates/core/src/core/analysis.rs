@@ -416,23 +416,15 @@ impl<'a> Fold<'a> {
     /// by a constraint that is not (its inline VAP).
     fn gone_policy(&mut self, p: &'a Policy) -> Option<Node> {
         let ctl = gatekeeper_controller(&p.meta)?;
-        let (reason, finding, write) = if ctl.group() == CONSTRAINTS_GROUP {
+        let sweep = if ctl.group() == CONSTRAINTS_GROUP {
             let key = (ctl.kind.as_str(), ctl.name.as_str());
             let constraint = self.index.constraints.get(&key).copied();
-            let sweep = step::sweep_inline_policy(&ctl.kind, &ctl.name, p, constraint)?;
-            (
-                sweep.reason.clone(),
-                sweep.finding(),
-                sweep.write(Diff::Render),
-            )
+            step::sweep_inline_policy(&ctl.kind, &ctl.name, p, constraint)?
         } else {
-            let sweep = step::sweep_policy(&ctl.name, p)?;
-            (
-                sweep.reason.clone(),
-                sweep.finding(),
-                sweep.write(Diff::Render),
-            )
+            step::sweep_policy(&ctl.name, p)?
         };
+        let (finding, write) = (sweep.finding(), sweep.write(Diff::Render));
+        let reason = sweep.reason;
         let id = format!("policy/{}", p.name());
         let state = (State::Dangling, reason);
         let mut node = leaf(id, NodeKind::Policy, p.name(), state, policy_ref(p.name()));

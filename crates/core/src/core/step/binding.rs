@@ -1,6 +1,7 @@
 //! The constraint side's step: a constraint's binding, decided from the opinion of its kind
 //! (never the template), its CRD's readiness and the observed binding.
 
+use super::policy::PolicySweep;
 use super::{Action, binding_ref, constraint_ref, differs, policy_ref, write};
 use crate::core::compare::{compare_binding, compare_policy};
 use crate::core::desired::{BindingDecision, CrdState, Opinion, binding_decision};
@@ -498,44 +499,22 @@ pub fn sweep_binding<'a>(
     })
 }
 
-/// A VAP left under the inline name of constraint `kind/name`, which is gone: deleted (after
-/// its binding, I2) when that constraint controls it.
-#[derive(Debug, Clone)]
-pub struct PolicyLeftover<'a> {
-    observed: &'a Policy,
-    pub reason: String,
-}
-
+/// The VAP left under the inline name of constraint `kind/name`, which is gone: deleted
+/// (after its binding, I2) when that constraint controls it.
 pub fn sweep_inline_policy<'a>(
     kind: &str,
     name: &str,
     observed: &'a Policy,
     constraint: Option<&Constraint>,
-) -> Option<PolicyLeftover<'a>> {
+) -> Option<PolicySweep<'a>> {
     let owner = OwnerId::constraint(kind, name, "");
     let ours = constraint.is_none()
         && observed.name() == names::inline_policy_name(kind, name)
         && !matches!(control(&observed.meta, &owner), Control::Other(_));
-    ours.then(|| PolicyLeftover {
+    ours.then(|| PolicySweep {
         observed,
         reason: format!("constraint {kind} {name} is gone"),
     })
-}
-
-impl PolicyLeftover<'_> {
-    pub fn write(&self, diff: Diff) -> PlannedWrite {
-        PlannedWrite::delete(self.observed, Code::PolicyDangling, &self.reason, diff)
-    }
-
-    pub fn finding(&self) -> Finding {
-        let name = self.observed.name();
-        Finding::new(
-            Code::PolicyDangling,
-            policy_ref(name),
-            format!("{name}: {}; reconcile deletes it", self.reason),
-        )
-        .at(&self.observed.source)
-    }
 }
 
 impl BindingSweep<'_> {

@@ -16,8 +16,7 @@ pub mod crd;
 pub mod policy;
 
 pub use binding::{
-    BindingInput, BindingStep, BindingSweep, PolicyLeftover, binding_step, sweep_binding,
-    sweep_inline_policy,
+    BindingInput, BindingStep, BindingSweep, binding_step, sweep_binding, sweep_inline_policy,
 };
 pub use crd::{CrdStep, crd_step};
 pub use policy::{PolicyStep, PolicySweep, policy_step, sweep_policy};

@@ -290,21 +290,21 @@ impl<'a> PolicyStep<'a> {
     }
 }
 
-/// A VAP named for `template`, which is not there (deleted, or not in the snapshot). Ours
-/// (the template is its controller) goes, after the bindings of its kind (I2).
+/// A VAP of ours whose controller is gone: a template's (its kind's bindings go first, I2), or
+/// a constraint's inline VAP (after its binding).
 #[derive(Debug, Clone)]
 pub struct PolicySweep<'a> {
-    template: &'a str,
-    observed: &'a Policy,
+    pub(super) observed: &'a Policy,
     pub reason: String,
 }
 
-pub fn sweep_policy<'a>(template: &'a str, observed: &'a Policy) -> Option<PolicySweep<'a>> {
+/// The VAP named for `template`, which is not there (deleted, or not in the snapshot): ours
+/// (the template is its controller) goes.
+pub fn sweep_policy<'a>(template: &str, observed: &'a Policy) -> Option<PolicySweep<'a>> {
     let owner = OwnerId::template(template, "");
     let ours = observed.name() == names::policy_name(template)
         && !matches!(control(&observed.meta, &owner), Control::Other(_));
     ours.then(|| PolicySweep {
-        template,
         observed,
         reason: format!("template {template} is gone"),
     })
@@ -326,10 +326,7 @@ impl PolicySweep<'_> {
         Finding::new(
             Code::PolicyDangling,
             policy_ref(name),
-            format!(
-                "{name} is controlled by template {}, which does not exist; reconcile deletes it",
-                self.template
-            ),
+            format!("{name}: {}; reconcile deletes it", self.reason),
         )
         .at(&self.observed.source)
     }
