@@ -59,7 +59,7 @@ impl TestEnv {
         options: ControllerManagerOptions,
     ) -> anyhow::Result<ControllerManager> {
         let binary = Binaries::kube_controller_manager()?;
-        let [port, ..] = free_ports()?;
+        let [port] = free_ports()?;
         let certs = self.dir().join("kube-controller-manager-certs");
         std::fs::create_dir_all(&certs).with_context(|| format!("creating {}", certs.display()))?;
         let kubeconfig = self.kubeconfig_admin();

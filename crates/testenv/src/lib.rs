@@ -30,10 +30,8 @@ pub use process::{
 
 /// A free loopback port (for a process's `--metrics-addr` and the like).
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
+    let [port] = free_ports().expect("a free loopback port");
+    port
 }
 
 /// Creates namespace `name` unless it exists.
@@ -70,6 +68,7 @@ pub fn http_get(port: u16, path: &str) -> String {
     out
 }
 
+use std::collections::BTreeSet;
 use std::fs::File;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -324,7 +323,7 @@ impl TestEnv {
         } else {
             None
         };
-        let [etcd_port, etcd_peer_port, apiserver_port] = free_ports()?;
+        let [mut etcd_port, mut etcd_peer_port, apiserver_port] = free_ports()?;
         let mut env = TestEnv {
             dir: dir.clone(),
             tempdir: Mutex::new(Some(tempdir)),
@@ -345,9 +344,22 @@ impl TestEnv {
         lock(&LIVE_DIRS).push(dir.clone());
 
         let started = Instant::now();
-        if let Err(e) = env.boot(etcd_port, etcd_peer_port) {
+        let mut attempt = 1;
+        while let Err(e) = env.boot(etcd_port, etcd_peer_port) {
             // Keep the logs for the reader of `e` (processes first: etcd owns its data dir).
             env.stop_all();
+            if port_taken(&e) && attempt < 3 {
+                attempt += 1;
+                tracing::warn!(
+                    "testenv: a port was taken meanwhile; starting again on others: {e:#}"
+                );
+                let _ = std::fs::remove_dir_all(dir.join("etcd"));
+                let [port, peer_port, apiserver_port] = free_ports()?;
+                (etcd_port, etcd_peer_port) = (port, peer_port);
+                env.etcd_url = format!("http://127.0.0.1:{etcd_port}");
+                env.apiserver_port = apiserver_port;
+                continue;
+            }
             if let Some(tempdir) = lock(&env.tempdir).take() {
                 let kept = keep_dir(tempdir);
                 return Err(e.context(format!("env folder kept at {}", kept.display())));
@@ -556,7 +568,7 @@ impl TestEnv {
         if lock(&self.apiserver).is_some() {
             bail!("kube-apiserver is already running");
         }
-        let [port, ..] = free_ports()?;
+        let [port] = free_ports()?;
         let url = format!("https://127.0.0.1:{port}");
         self.spawn_apiserver(port)?;
         self.wait_apiserver_ready(&url).await?;
@@ -1049,21 +1061,36 @@ impl Probe<'_> {
     }
 }
 
-/// Three distinct free loopback ports (held together while choosing, so they differ).
-pub(crate) fn free_ports() -> anyhow::Result<[u16; 3]> {
-    let listeners = [
-        TcpListener::bind("127.0.0.1:0"),
-        TcpListener::bind("127.0.0.1:0"),
-        TcpListener::bind("127.0.0.1:0"),
-    ];
-    let mut ports = [0u16; 3];
-    for (port, l) in ports.iter_mut().zip(listeners) {
-        *port = l
-            .and_then(|l| l.local_addr())
-            .context("binding a free loopback port")?
-            .port();
+/// `N` distinct free loopback ports, none handed out before by this process. A port is free
+/// only until someone binds it, and the kernel hands a port just released to the next
+/// `bind(0)`: two envs started at once by one test binary got the same etcd port (CI,
+/// 2026-12-05). So no port is handed out twice here, and [`TestEnv::try_start`] starts again
+/// on other ports when another process took one meanwhile.
+pub(crate) fn free_ports<const N: usize>() -> anyhow::Result<[u16; N]> {
+    static HANDED_OUT: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+    let mut handed_out = lock(&HANDED_OUT);
+    // Held until all are chosen, so each bind gets another port.
+    let mut held = Vec::new();
+    let mut ports = [0; N];
+    let mut chosen = 0;
+    while chosen < N {
+        if held.len() > 1000 {
+            bail!("no loopback port left that this process has not used");
+        }
+        let l = TcpListener::bind("127.0.0.1:0").context("binding a free loopback port")?;
+        let port = l.local_addr().context("a bound port's address")?.port();
+        if handed_out.insert(port) {
+            ports[chosen] = port;
+            chosen += 1;
+        }
+        held.push(l);
     }
     Ok(ports)
+}
+
+/// Whether `e` says a port was taken between its choice and its use.
+fn port_taken(e: &anyhow::Error) -> bool {
+    format!("{e:#}").contains("address already in use")
 }
 
 /// The service-account signing key kube-apiserver requires; one PEM key serves both flags.
@@ -1132,6 +1159,27 @@ fn unique_name(prefix: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Envs started at once by one test binary never share a port (two etcds once did: the
+    /// kernel handed a port just released to the next `bind(0)`).
+    #[test]
+    fn no_port_is_handed_out_twice() {
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                std::thread::spawn(|| {
+                    (0..100)
+                        .flat_map(|_| free_ports::<3>().expect("ports"))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        let ports: Vec<u16> = threads
+            .into_iter()
+            .flat_map(|t| t.join().expect("thread"))
+            .collect();
+        let distinct: BTreeSet<u16> = ports.iter().copied().collect();
+        assert_eq!(distinct.len(), ports.len(), "a port was handed out twice");
+    }
 
     #[test]
     fn unique_names_are_dns_labels_and_differ() {
