@@ -1,14 +1,15 @@
 //! Soak (issue 27): two `kubectl-vap run` copies on a real kube-apiserver + etcd for
 //! `SOAK_MINUTES` (default 30) of steady churn — constraints and templates created, changed and
-//! deleted at `SOAK_OPS_PER_SEC` (default 1) — with one API server restart a third of the way
-//! in and one SIGKILL of the leader two thirds of the way in (a new copy starts 10 s later, as
+//! deleted at `SOAK_OPS_PER_SEC` (default 1) — with an API server restart a third of the way
+//! in (`SOAK_RESTARTS` of them, spread over the second phase; default 1) and one SIGKILL of the leader two thirds of the way in (a new copy starts 10 s later, as
 //! a kubelet would restart it). The churn is level by default: a create only while below the
 //! starting count of constraints (or templates), a delete only while above it, so memory that
 //! climbs is not a world that grew (`SOAK_LEVEL=0`: the roll alone decides, and the world grows).
 //!
 //! Reported, with the command that produced them (docs/benchmarks.md, "Soak"):
 //! - CPU of every copy at rest (20 s, converged, nothing changing) after each phase;
-//! - RSS of every copy over time (sampled every second) and its slope;
+//! - RSS of every copy over time (sampled every second) and its slope, and just before each
+//!   API server restart (does each restart add a step that is never given back?);
 //! - writes: the API server's own count of write requests for CRDs, VAPs and bindings against
 //!   the minimum — each change applied alone to a model of the converged cluster and planned
 //!   by the pure analysis (the same code as `plan`) until nothing is left;
@@ -23,7 +24,7 @@
 //!
 //! Run: `KUBEBUILDER_ASSETS=$(bash tests/kubeenv/build.sh) cargo bench --bench soak`
 //! (`SOAK_MINUTES`, `SOAK_OPS_PER_SEC`, `SOAK_TEMPLATES` (20), `SOAK_CONSTRAINTS` per
-//! template at start (5), `SOAK_SEED` (1), `SOAK_LEVEL` (1)). Under `cargo test --all-targets`
+//! template at start (5), `SOAK_SEED` (1), `SOAK_LEVEL` (1), `SOAK_RESTARTS` (1)). Under `cargo test --all-targets`
 //! it returns at once.
 
 #[path = "../tests/support/mod.rs"]
@@ -693,6 +694,7 @@ async fn run() {
     let per = env_num("SOAK_CONSTRAINTS", 5);
     let seed = env_num("SOAK_SEED", 1) as u64;
     let level = env_num("SOAK_LEVEL", 1) != 0;
+    let restarts = env_num("SOAK_RESTARTS", 1).max(1) as u32;
     let churn = if level {
         "level churn"
     } else {
@@ -819,41 +821,60 @@ async fn run() {
         let mut changes: BTreeMap<&'static str, usize> = BTreeMap::new();
         let mut min_writes = 0;
         let mut disrupted = false;
+        // Phase 2's restarts: the first a minute in, the rest spread over what is left but
+        // its last 30 s.
+        let mut restart_at = (0..restarts).map(|k| {
+            let gap = per_phase.saturating_sub(Duration::from_secs(90)) / restarts;
+            Duration::from_secs(60) + gap * k
+        });
+        let mut next_restart = restart_at.next();
         let mut respawn_at = None;
         while start.elapsed() < per_phase {
             let tick = Instant::now();
-            if !disrupted && start.elapsed() > Duration::from_secs(60) {
-                disrupted = true;
-                if i == 1 {
-                    apiserver_writes +=
-                        write_requests(&env.apiserver_metrics().await.expect("metrics")) - mark;
-                    let t = Instant::now();
-                    env.stop_apiserver().await;
-                    env.start_apiserver().await.expect("API server back");
-                    mark = write_requests(&env.apiserver_metrics().await.expect("metrics"));
-                    println!(
-                        "  API server restarted in {:.1?} (at {:.1} min)",
-                        t.elapsed(),
-                        t0.elapsed().as_secs_f64() / 60.0
-                    );
-                } else if i == 2 {
-                    let mut s = shared.lock().expect("lock");
-                    let leader = s
+            if i == 1 && next_restart.is_some_and(|at| start.elapsed() > at) {
+                next_restart = restart_at.next();
+                {
+                    let s = shared.lock().expect("lock");
+                    let rss: Vec<String> = s
                         .copies
                         .iter()
-                        .position(|c| metric(&c.served.metrics(), "kubectl_vap_leader") == 1.0);
-                    if let Some(l) = leader {
-                        let c = s.copies.remove(l);
-                        println!(
-                            "  SIGKILL to the leader, copy {} (at {:.1} min)",
-                            c.name,
-                            t0.elapsed().as_secs_f64() / 60.0
-                        );
-                        c.served.signal(libc::SIGKILL);
-                        s.killed.push(c.name.clone());
-                        drop(c);
-                        respawn_at = Some(Instant::now() + Duration::from_secs(10));
-                    }
+                        .filter_map(|c| {
+                            let kib = testenv::rss_kib(c.served.pid())?;
+                            Some(format!("{} {:.1} MiB", c.name, kib as f64 / 1024.0))
+                        })
+                        .collect();
+                    println!("  RSS before the restart: {}", rss.join(", "));
+                }
+                apiserver_writes +=
+                    write_requests(&env.apiserver_metrics().await.expect("metrics")) - mark;
+                let t = Instant::now();
+                env.stop_apiserver().await;
+                env.start_apiserver().await.expect("API server back");
+                mark = write_requests(&env.apiserver_metrics().await.expect("metrics"));
+                println!(
+                    "  API server restarted in {:.1?} (at {:.1} min)",
+                    t.elapsed(),
+                    t0.elapsed().as_secs_f64() / 60.0
+                );
+            }
+            if i == 2 && !disrupted && start.elapsed() > Duration::from_secs(60) {
+                disrupted = true;
+                let mut s = shared.lock().expect("lock");
+                let leader = s
+                    .copies
+                    .iter()
+                    .position(|c| metric(&c.served.metrics(), "kubectl_vap_leader") == 1.0);
+                if let Some(l) = leader {
+                    let c = s.copies.remove(l);
+                    println!(
+                        "  SIGKILL to the leader, copy {} (at {:.1} min)",
+                        c.name,
+                        t0.elapsed().as_secs_f64() / 60.0
+                    );
+                    c.served.signal(libc::SIGKILL);
+                    s.killed.push(c.name.clone());
+                    drop(c);
+                    respawn_at = Some(Instant::now() + Duration::from_secs(10));
                 }
             }
             if respawn_at.is_some_and(|t| Instant::now() >= t) {
