@@ -1,8 +1,9 @@
 //! Soak (issue 27): two `kubectl-vap run` copies on a real kube-apiserver + etcd for
 //! `SOAK_MINUTES` (default 30) of steady churn — constraints and templates created, changed and
 //! deleted at `SOAK_OPS_PER_SEC` (default 1) — with an API server restart a third of the way
-//! in (`SOAK_RESTARTS` of them, spread over the second phase; default 1) and one SIGKILL of the leader two thirds of the way in (a new copy starts 10 s later, as
-//! a kubelet would restart it). The churn is level by default: a create only while below the
+//! in (`SOAK_RESTARTS` of them, spread over the second phase; default 1) and one SIGKILL of
+//! the leader two thirds of the way in (a new copy starts 10 s later, as a kubelet would
+//! restart it). The churn is level by default: a create only while below the
 //! starting count of constraints (or templates), a delete only while above it, so memory that
 //! climbs is not a world that grew (`SOAK_LEVEL=0`: the roll alone decides, and the world grows).
 //!
@@ -24,8 +25,8 @@
 //!
 //! Run: `KUBEBUILDER_ASSETS=$(bash tests/kubeenv/build.sh) cargo bench --bench soak`
 //! (`SOAK_MINUTES`, `SOAK_OPS_PER_SEC`, `SOAK_TEMPLATES` (20), `SOAK_CONSTRAINTS` per
-//! template at start (5), `SOAK_SEED` (1), `SOAK_LEVEL` (1), `SOAK_RESTARTS` (1)). Under `cargo test --all-targets`
-//! it returns at once.
+//! template at start (5), `SOAK_SEED` (1), `SOAK_LEVEL` (1), `SOAK_RESTARTS` (1)). Under
+//! `cargo test --all-targets` it returns at once.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -102,6 +103,11 @@ fn spawn_copy(env: &TestEnv, name: &str) -> Copy {
     }
 }
 
+/// A process's resident memory in MiB.
+fn rss_mib(pid: u32) -> Option<f64> {
+    Some(testenv::rss_kib(pid)? as f64 / 1024.0)
+}
+
 /// Every second: each copy's leader gauge and RSS.
 fn sampler(shared: Arc<Mutex<Shared>>, t0: Instant, stop: Arc<std::sync::atomic::AtomicBool>) {
     while !stop.load(std::sync::atomic::Ordering::Relaxed) {
@@ -119,7 +125,7 @@ fn sampler(shared: Arc<Mutex<Shared>>, t0: Instant, stop: Arc<std::sync::atomic:
                     at: t0.elapsed(),
                     copy,
                     leader: metric(&m, "kubectl_vap_leader") == 1.0,
-                    rss_mib: testenv::rss_kib(pid)? as f64 / 1024.0,
+                    rss_mib: rss_mib(pid)?,
                 })
             })
             .collect();
@@ -624,7 +630,7 @@ async fn at_rest(shared: &Arc<Mutex<Shared>>) -> Rest {
             (
                 name,
                 (testenv::cpu_secs(pid) - cpu) / span.as_secs_f64() * 100.0,
-                testenv::rss_kib(pid).unwrap_or_default() as f64 / 1024.0,
+                rss_mib(pid).unwrap_or_default(),
             )
         })
         .collect()
@@ -839,8 +845,7 @@ async fn run() {
                         .copies
                         .iter()
                         .filter_map(|c| {
-                            let kib = testenv::rss_kib(c.served.pid())?;
-                            Some(format!("{} {:.1} MiB", c.name, kib as f64 / 1024.0))
+                            Some(format!("{} {:.1} MiB", c.name, rss_mib(c.served.pid())?))
                         })
                         .collect();
                     println!("  RSS before the restart: {}", rss.join(", "));

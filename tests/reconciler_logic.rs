@@ -1287,6 +1287,24 @@ fn a_failed_write_whose_need_went_is_forgotten() {
     w.delete_template(T);
     w.drain().unwrap();
     assert!(failed(&w).is_empty(), "template gone: {:?}", failed(&w));
+
+    // Its constraint CRD's create refused, then the template deleted.
+    let w = World::new(opts(0));
+    let crd = format!(
+        "CustomResourceDefinition/{}",
+        kubectl_vap::core::crd::crd_name(K)
+    );
+    w.set_template(T, Some(true));
+    w.drain().unwrap();
+    refuse(&w, &crd);
+    w.st.lock().unwrap().crds.remove(K);
+    w.crd_event(K);
+    w.queue.enqueue(Key::Template(T.into()));
+    w.drain().unwrap();
+    assert!(failed(&w).contains(&crd), "{:?}", failed(&w));
+    w.delete_template(T);
+    w.drain().unwrap();
+    assert!(failed(&w).is_empty(), "template gone: {:?}", failed(&w));
 }
 
 #[test]

@@ -21,9 +21,9 @@ use crate::core::scope::Coverage;
 use crate::core::step::{self, Action, BindingInput, PolicyStep};
 use crate::core::{Options, PlannedWrite, PolicyShape, names};
 use crate::model::{ConstraintTemplate, Policy, VAP_KIND, VAPB_KIND};
+use std::time::Duration;
 
 const CRD_KIND: &str = "CustomResourceDefinition";
-use std::time::Duration;
 
 /// How long the template side waits before looking again for bindings to be gone (I2).
 pub const BINDINGS_GONE_RECHECK: Duration = Duration::from_secs(1);
@@ -145,8 +145,14 @@ where
 /// an earlier write of it is history.
 fn settled<W: Writer, D>(world: &W, kind: &str, name: &str, action: &Action<D>) {
     if matches!(action, Action::InSync | Action::Nothing) {
-        world.not_needed(&format!("{kind}/{name}"));
+        not_needed(world, kind, name);
     }
+}
+
+/// No write of `kind/name` is needed (its source is gone, or it is as wanted).
+fn not_needed<W: Writer>(world: &W, kind: &str, name: &str) {
+    // The key the status keeps failures under (`ObjectRef`'s display).
+    world.not_needed(&format!("{kind}/{name}"));
 }
 
 /// Sends the write a step needs, if any: whether it was done, and the outcome.
@@ -366,7 +372,7 @@ async fn template_gone<W: TemplateStore + Writer + Sync>(
             return outcome;
         }
     }
-    world.not_needed(&format!("{VAP_KIND}/{}", names::policy_name(name)));
+    not_needed(world, VAP_KIND, &names::policy_name(name));
     delete_crd_of_gone_template(name, world, cache).await
 }
 
@@ -382,6 +388,7 @@ async fn delete_crd_of_gone_template<W: TemplateStore + Writer + Sync>(
         return Outcome::Done;
     };
     let Some(o) = known!(world.crd(&crd::crd_name(&kind))) else {
+        not_needed(world, CRD_KIND, &crd::crd_name(&kind));
         cache.forget_template(name);
         return Outcome::Done;
     };
@@ -482,7 +489,7 @@ where
                 (VAPB_KIND, &legacy),
                 (VAP_KIND, &inline_policy),
             ] {
-                world.not_needed(&format!("{k}/{n}"));
+                not_needed(world, k, n);
             }
         }
         return outcome;

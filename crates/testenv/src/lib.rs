@@ -350,9 +350,7 @@ impl TestEnv {
             env.stop_all();
             if port_taken(&e) && attempt < 3 {
                 attempt += 1;
-                tracing::warn!(
-                    "testenv: a port was taken meanwhile; starting again on others: {e:#}"
-                );
+                eprintln!("testenv: a port was taken meanwhile; starting again on others: {e:#}");
                 let _ = std::fs::remove_dir_all(dir.join("etcd"));
                 let [port, peer_port, apiserver_port] = free_ports()?;
                 (etcd_port, etcd_peer_port) = (port, peer_port);
