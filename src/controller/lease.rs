@@ -1,22 +1,19 @@
-//! Leader election on a `coordination.k8s.io/v1` Lease, with fenced writes: only the holder
-//! writes, and only before a monotonic deadline from its last successful renewal.
+//! Leader election on a `coordination.k8s.io/v1` Lease, client-go's (`tools/leaderelection`):
+//! the holder renews every retry period; a follower takes the Lease once it has seen the same
+//! record (resourceVersion) for a whole lease duration *by its own clock*, so wall-clock skew
+//! between copies does not matter; every write to the Lease carries the resourceVersion read,
+//! so two copies cannot both win.
 //!
-//! The election is client-go's (`tools/leaderelection`): the holder renews every retry period;
-//! a follower takes the Lease once it has seen the same record (resourceVersion) for a whole
-//! lease duration *by its own clock*, so wall-clock skew between copies does not matter; every
-//! write to the Lease carries the resourceVersion read, so two copies cannot both win.
-//!
-//! The fence is client-go's renew deadline: a renewal sent at `t` lets this copy write until
-//! `t + renew_deadline`, shorter than the lease duration, so by the time any other copy can
-//! consider the Lease expired (a full duration after *it* saw that renewal, which is after `t`)
-//! this copy has stopped writing, with `duration - renew_deadline` to spare for a request in
-//! flight. The deadline is checked right before every write ([`Fence::may_write`](super::fence::Fence::may_write)). A copy
-//! that was paused (SIGSTOP, a long GC-like stall, a suspended laptop), or cannot renew, finds
-//! its deadline passed: it writes nothing more, drops its queue, relists every store, and only
-//! writes again after it holds the Lease again, confirmed by the server.
+//! Writes are fenced (fence.rs): the renew deadline is shorter than the lease duration, so by
+//! the time another copy can consider the Lease expired (a full duration after *it* saw the
+//! renewal) this copy has stopped writing, with time to spare for a request in flight. A copy
+//! that was paused or cannot renew finds its deadline passed: it writes nothing more, drops its
+//! queue, relists every store, and writes again only once the server confirms it holds the
+//! Lease again.
 
 use super::channel::ANSWERS_ANNOTATION;
 use super::fence::{LEASE_DURATION, Timing, mono_now};
+use super::objects::chrono_of;
 use super::shared::Shared;
 use super::state::{
     AccessError, AccessErrorKind, EventResult, EventVerb, Happened, Health, LeaderHealth,
@@ -27,7 +24,6 @@ use chrono::{DateTime, Utc};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, PostParams};
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use std::time::Duration;
@@ -88,10 +84,6 @@ fn health_of(l: &Lease) -> Option<LeaderHealth> {
     })
 }
 
-fn micro_to_chrono(t: &MicroTime) -> Option<DateTime<Utc>> {
-    super::objects::chrono_of(t.0)
-}
-
 /// How long the holder's claim lasts: the Lease's own `leaseDurationSeconds`, else `default`.
 fn duration_of(spec: &LeaseSpec, default: Duration) -> Duration {
     spec.lease_duration_seconds
@@ -121,7 +113,7 @@ fn view_of(info: &LeaseInfo, l: &Lease, seen_at: Duration, default: Duration) ->
         since: holder
             .as_ref()
             .and(spec.acquire_time.as_ref())
-            .and_then(micro_to_chrono),
+            .and_then(|t| chrono_of(t.0)),
         health: holder.as_ref().and_then(|_| health_of(l)),
         // Shown in views, logs and the CLI's lines: escaped (an identity we write never
         // changes by it).
@@ -175,23 +167,6 @@ fn holder_of(l: &Lease) -> Option<String> {
         .filter(|h| !h.is_empty())
 }
 
-fn now_micro() -> MicroTime {
-    MicroTime(k8s_openapi::jiff::Timestamp::now())
-}
-
-/// One election step's view of the Lease.
-struct Elector {
-    api: Api<Lease>,
-    name: String,
-    identity: String,
-    timing: Timing,
-    /// The Lease record last seen (resourceVersion) and when, on [`mono_now`].
-    observed: Option<(String, Duration)>,
-    /// Set when an attempt took the Lease over from another holder: the answers annotation
-    /// that holder left ([`super::channel::Answers::took_over`]).
-    took_over: Option<Option<String>>,
-}
-
 /// What one attempt concluded.
 enum Attempt {
     /// This copy holds the Lease (acquired or renewed).
@@ -234,7 +209,7 @@ fn standing_by_text(lease: &str, holder: &str, standby: Option<&Standby>) -> Str
     }
 }
 
-impl Elector {
+impl Campaign {
     /// Acquires or renews the Lease (client-go's `tryAcquireOrRenew`), publishing `health`
     /// with it; `view` is how the Lease looked.
     async fn try_acquire_or_renew(
@@ -244,70 +219,37 @@ impl Elector {
         view: &mut LeaseInfo,
     ) -> Result<Attempt, kube::Error> {
         let now = mono_now();
-        let seconds = i32::try_from(self.timing.duration.as_secs()).unwrap_or(i32::MAX);
         let pp = PostParams {
             field_manager: Some(crate::cluster::apply::FIELD_MANAGER.into()),
             ..PostParams::default()
         };
-        let Some(current) = self.api.get_opt(&self.name).await? else {
-            let stamp = now_micro();
-            let lease = Lease {
-                metadata: ObjectMeta {
-                    name: Some(self.name.clone()),
-                    annotations: Some(
-                        [(HEALTH_ANNOTATION, Some(health_to_annotation(health)))]
-                            .into_iter()
-                            .chain([(ANSWERS_ANNOTATION, answers.map(str::to_string))])
-                            .filter_map(|(k, v)| Some((k.to_string(), v?)))
-                            .collect::<BTreeMap<_, _>>(),
-                    ),
-                    ..ObjectMeta::default()
-                },
-                spec: Some(LeaseSpec {
-                    holder_identity: Some(self.identity.clone()),
-                    lease_duration_seconds: Some(seconds),
-                    acquire_time: Some(stamp.clone()),
-                    renew_time: Some(stamp),
-                    lease_transitions: Some(0),
-                    ..LeaseSpec::default()
-                }),
-            };
-            return match self.api.create(&pp, &lease).await {
-                Ok(l) => {
-                    self.observed = l.metadata.resource_version.clone().map(|rv| (rv, now));
-                    *view = view_of(view, &l, now, self.timing.duration);
-                    Ok(Attempt::Holds)
-                }
-                Err(e) if crate::cluster::status_code(&e) == Some(409) => {
-                    Ok(Attempt::Other(None, None))
-                }
-                Err(e) => Err(e),
-            };
-        };
-        let rv = current
-            .metadata
-            .resource_version
-            .clone()
-            .unwrap_or_default();
-        if self.observed.as_ref().map(|(r, _)| r) != Some(&rv) {
-            self.observed = Some((rv.clone(), now));
+        let current = self.api.get_opt(&self.name).await?;
+        if let Some(c) = &current {
+            let rv = c.metadata.resource_version.clone().unwrap_or_default();
+            if self.observed.as_ref().map(|(r, _)| r) != Some(&rv) {
+                self.observed = Some((rv, now));
+            }
         }
         let seen_at = self.observed.as_ref().map(|(_, t)| *t).unwrap_or(now);
-        *view = view_of(view, &current, seen_at, self.timing.duration);
-        let holder = holder_of(&current);
+        if let Some(c) = &current {
+            *view = view_of(view, c, seen_at, self.timing.duration);
+        }
+        let holder = current.as_ref().and_then(holder_of);
         let ours = holder.as_deref() == Some(self.identity.as_str());
-        let spec = current.spec.clone().unwrap_or_default();
+        let spec = current
+            .as_ref()
+            .and_then(|c| c.spec.clone())
+            .unwrap_or_default();
         if !ours && holder.is_some() {
             // Expired only once this copy has seen the same record for the holder's whole
             // duration, on its own clock.
             let their = duration_of(&spec, self.timing.duration);
-            let seen_at = self.observed.as_ref().map(|(_, t)| *t).unwrap_or(now);
             if now < seen_at + their {
                 let standby = Standby {
                     renewed_ago: spec
                         .renew_time
                         .as_ref()
-                        .and_then(micro_to_chrono)
+                        .and_then(|t| chrono_of(t.0))
                         .map(|t| Utc::now() - t),
                     takeover_in: (seen_at + their).saturating_sub(now),
                     duration: their,
@@ -315,15 +257,25 @@ impl Elector {
                 return Ok(Attempt::Other(holder, Some(standby)));
             }
         }
-        let mut next = current.clone();
+        let mut next = current.clone().unwrap_or_else(|| Lease {
+            metadata: ObjectMeta {
+                name: Some(self.name.clone()),
+                ..ObjectMeta::default()
+            },
+            ..Lease::default()
+        });
         let mut s = spec.clone();
         s.holder_identity = Some(self.identity.clone());
-        s.lease_duration_seconds = Some(seconds);
-        let stamp = now_micro();
+        s.lease_duration_seconds =
+            Some(i32::try_from(self.timing.duration.as_secs()).unwrap_or(i32::MAX));
+        let stamp = MicroTime(k8s_openapi::jiff::Timestamp::now());
         s.renew_time = Some(stamp.clone());
         if !ours {
             s.acquire_time = Some(stamp);
-            s.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+            s.lease_transitions = Some(match current {
+                Some(_) => spec.lease_transitions.unwrap_or(0) + 1,
+                None => 0,
+            });
         }
         next.spec = Some(s);
         next.metadata.managed_fields = None;
@@ -338,16 +290,17 @@ impl Elector {
             None => annotations.remove(ANSWERS_ANNOTATION),
         };
         // The resourceVersion read: if anyone wrote the Lease since, this fails (409).
-        match self.api.replace(&self.name, &pp, &next).await {
+        let written = match &current {
+            None => self.api.create(&pp, &next).await,
+            Some(_) => self.api.replace(&self.name, &pp, &next).await,
+        };
+        match written {
             Ok(l) => {
-                if !ours {
-                    self.took_over = Some(
-                        current
-                            .metadata
-                            .annotations
-                            .as_ref()
-                            .and_then(|a| a.get(ANSWERS_ANNOTATION).cloned()),
-                    );
+                // What the holder taken over from answered is not handled again.
+                if !ours && let Some(c) = &current {
+                    let a = c.metadata.annotations.as_ref();
+                    let left = a.and_then(|a| a.get(ANSWERS_ANNOTATION));
+                    self.shared.answers.took_over(left.map(String::as_str));
                 }
                 self.observed = l.metadata.resource_version.clone().map(|rv| (rv, now));
                 *view = view_of(view, &l, now, self.timing.duration);
@@ -358,30 +311,6 @@ impl Elector {
             }
             Err(e) => Err(e),
         }
-    }
-
-    /// Gives the Lease up if this copy holds it (a waiting copy takes it at once).
-    async fn release(&self) -> Result<(), kube::Error> {
-        let Some(current) = self.api.get_opt(&self.name).await? else {
-            return Ok(());
-        };
-        if holder_of(&current).as_deref() != Some(self.identity.as_str()) {
-            return Ok(());
-        }
-        let mut next = current.clone();
-        let mut s = current.spec.clone().unwrap_or_default();
-        s.holder_identity = None;
-        s.renew_time = None;
-        next.spec = Some(s);
-        next.metadata.managed_fields = None;
-        if let Some(a) = next.metadata.annotations.as_mut() {
-            a.remove(HEALTH_ANNOTATION);
-            a.remove(ANSWERS_ANNOTATION);
-        }
-        self.api
-            .replace(&self.name, &PostParams::default(), &next)
-            .await
-            .map(|_| ())
     }
 }
 
@@ -453,24 +382,19 @@ pub async fn run(
         duration,
         health,
     } = election;
-    let timing = Timing::new(duration);
-    let mut elector = Elector {
-        api: Api::namespaced(shared.client.clone(), &namespace),
-        name: name.clone(),
-        identity: identity.clone(),
-        timing,
-        observed: None,
-        took_over: None,
-    };
     let mut campaign = Campaign {
+        api: Api::namespaced(shared.client.clone(), &namespace),
         shared,
         lease: lease_ref(&namespace, &name),
         namespace,
         name,
         identity,
+        timing: Timing::new(duration),
+        observed: None,
         failing_since: None,
         standing_by: None,
     };
+    let timing = campaign.timing;
     loop {
         // A deadline passed while leading (paused, or renewals failed for too long): nothing
         // decided before counts. Checked before asking the server, so even a renewal that
@@ -480,10 +404,9 @@ pub async fn run(
         }
         let sent = mono_now();
         let mut view = view_tx.borrow().clone();
-        // Each attempt is bounded, as client-go bounds it by the renew deadline: the holder's
-        // by what is left of its fence (an answer after that confirms nothing), any other by
-        // the renew deadline. A renewal nobody answers ends here, and the holder stops leading
-        // when its fence closes, not whenever the request comes back.
+        // Bounded as client-go bounds it: the holder's attempt by what is left of its fence (an
+        // answer after that confirms nothing), any other by the renew deadline. A renewal nobody
+        // answers ends here: the holder stops leading when its fence closes.
         let bound = campaign
             .shared
             .leadership
@@ -492,42 +415,25 @@ pub async fn run(
             .unwrap_or(timing.renew_deadline);
         let published = health();
         let answers = campaign.shared.answers.annotation();
-        let attempt = elector.try_acquire_or_renew(&published, answers.as_deref(), &mut view);
-        let Ok(attempt) = tokio::time::timeout(bound, attempt).await else {
-            campaign.unanswered(bound);
-            view.leading = campaign.shared.leadership.is_leading();
-            send_view(&campaign.shared, &view_tx, view);
-            tokio::select! {
-                () = tokio::time::sleep(timing.retry) => {}
-                () = stopping.cancelled() => break,
-            }
-            continue;
-        };
-        match attempt {
-            Ok(Attempt::Holds) => {
-                if let Some(left) = elector.took_over.take() {
-                    campaign.shared.answers.took_over(left.as_deref());
-                }
-                campaign.holds(sent, &timing).await;
-                view.leading = campaign.shared.leadership.is_leading();
-                send_view(&campaign.shared, &view_tx, view);
-            }
-            Ok(Attempt::Other(holder, standby)) => {
-                campaign.held_by(holder, standby);
-                view.leading = campaign.shared.leadership.is_leading();
-                send_view(&campaign.shared, &view_tx, view);
-            }
+        let attempt = campaign.try_acquire_or_renew(&published, answers.as_deref(), &mut view);
+        let result = tokio::time::timeout(bound, attempt).await;
+        match &result {
+            Err(_) => campaign.unanswered(bound),
+            Ok(Ok(Attempt::Holds)) => campaign.holds(sent).await,
+            Ok(Ok(Attempt::Other(h, standby))) => campaign.held_by(h.as_deref(), standby.as_ref()),
             // The fence keeps its deadline: writes go on until it passes, no longer.
-            Err(e) => {
-                campaign.failed(&e);
-                // Refused (not merely unanswered): who holds it is unknown from here — but
-                // not to a holder still within its deadline.
-                view.leading = campaign.shared.leadership.is_leading();
-                if crate::cluster::status_code(&e).is_some() && !view.leading {
-                    let why = LeaseRefused::Elector(Arc::new(e));
-                    send_view(&campaign.shared, &view_tx, blank(&view, Some(why)));
-                }
+            Ok(Err(e)) => campaign.failed(e),
+        }
+        view.leading = campaign.shared.leadership.is_leading();
+        match result {
+            // Refused (not merely unanswered): who holds it is unknown from here — but not to
+            // a holder still within its deadline.
+            Ok(Err(e)) if crate::cluster::status_code(&e).is_some() && !view.leading => {
+                let why = LeaseRefused::Elector(Arc::new(e));
+                send_view(&campaign.shared, &view_tx, blank(&view, Some(why)));
             }
+            Ok(Err(_)) => {}
+            _ => send_view(&campaign.shared, &view_tx, view),
         }
         tokio::select! {
             () = tokio::time::sleep(timing.retry) => {}
@@ -535,20 +441,24 @@ pub async fn run(
         }
     }
     // The last outcomes are this holder's to report, before another copy may take over.
-    if campaign.shared.leadership.may_write() {
+    if campaign.shared.leadership.fence.may_write() {
         campaign.shared.recorder.flush().await;
     }
-    campaign.release(&elector).await;
+    campaign.release().await;
     view_tx.send_modify(|v| v.leading = false);
 }
 
 /// What the election loop of one copy keeps between attempts, and what it does with each.
 struct Campaign {
     shared: Arc<Shared>,
+    api: Api<Lease>,
     lease: ObjectRef,
     namespace: String,
     name: String,
     identity: String,
+    timing: Timing,
+    /// The Lease record last seen (resourceVersion) and when, on [`mono_now`].
+    observed: Option<(String, Duration)>,
     /// Since when the Lease's own requests fail with an answer (403, 404, …).
     failing_since: Option<Duration>,
     /// The other holder last said (a standby copy says who reconciles, once per holder).
@@ -556,27 +466,57 @@ struct Campaign {
 }
 
 impl Campaign {
+    /// Leadership is not confirmed any more: writes stop at once, and the queue and the stores
+    /// built while leading are dropped (the stores list again) before this copy writes again.
     fn lose(&self, why: &str) {
-        lose(&self.shared, &self.lease, &self.identity, why);
+        let shared = &self.shared;
+        let had = shared.leadership.fence.revoke();
+        let was = shared.leadership.set_leading(false);
+        shared.metrics.set_leader(false);
+        // Answers still unpublished are dropped with the queue: their requests' keys will not
+        // be reconciled here.
+        shared.answers.clear();
+        if !had && !was {
+            return;
+        }
+        tracing::warn!(
+            "lost Lease {}: {why}; not writing; dropping the queue and relisting everything before writing again",
+            self.lease.name
+        );
+        shared.status.log(
+            EventVerb::Lease,
+            self.lease.clone(),
+            EventResult::Ok,
+            format!(
+                "{} lost the lease ({why}); writes stop, queue dropped, relisting",
+                self.identity
+            ),
+        );
+        shared.forget_everything();
     }
 
-    /// This copy holds the Lease: renewed at `sent`.
-    async fn holds(&mut self, sent: Duration, timing: &Timing) {
-        let shared = &self.shared;
-        let lease = &self.lease.name;
-        shared.outage.reachable();
-        shared.status.set_access(LEASES, None);
+    /// The Lease was read and answered: usable again (an earlier failure no longer stands).
+    fn answered(&mut self) {
+        self.shared.outage.reachable();
+        self.shared.status.set_access(LEASES, None);
         if let Some(since) = self.failing_since.take() {
             tracing::info!(
-                "Lease {lease} reachable again after {}s",
+                "Lease {} reachable again after {}s",
+                self.lease.name,
                 (mono_now() - since).as_secs()
             );
         }
+    }
+
+    /// This copy holds the Lease: renewed at `sent`.
+    async fn holds(&mut self, sent: Duration) {
+        self.answered();
+        let shared = &self.shared;
+        let lease = &self.lease.name;
         // Said before the fence opens: a worker with a key in hand writes as soon as it does,
         // and its writes must not come before the line that says this copy leads.
         let identity = &self.identity;
-        let newly = !shared.leadership.is_leading();
-        if newly {
+        if !shared.leadership.is_leading() {
             tracing::info!("acquired Lease {lease} as {identity}: resyncing everything");
             shared.status.log(
                 EventVerb::Lease,
@@ -585,9 +525,9 @@ impl Campaign {
                 format!("{identity} acquired the lease; resync"),
             );
         }
-        shared.leadership.fence.renewed(sent, timing);
+        shared.leadership.fence.renewed(sent, &self.timing);
         // A renewal that took longer than the deadline confirms nothing.
-        if !shared.leadership.may_write() {
+        if !shared.leadership.fence.may_write() {
             self.lose("the renewal came back too late");
         } else if !shared.leadership.set_leading(true) {
             self.standing_by = None;
@@ -599,39 +539,20 @@ impl Campaign {
 
     /// Another copy holds the Lease (`holder`, if it could be named; `standby`: how its
     /// record looked).
-    fn held_by(&mut self, holder: Option<String>, standby: Option<Standby>) {
-        self.shared.outage.reachable();
-        // Read and answered: usable again (an earlier failure no longer stands).
-        self.shared.status.set_access(LEASES, None);
-        if let Some(since) = self.failing_since.take() {
-            tracing::info!(
-                "Lease {} reachable again after {}s",
-                self.lease.name,
-                (mono_now() - since).as_secs()
-            );
-        }
-        if let Some(h) = &holder
-            && self.standing_by.as_ref() != Some(h)
+    fn held_by(&mut self, holder: Option<&str>, standby: Option<&Standby>) {
+        self.answered();
+        if let Some(h) = holder
+            && self.standing_by.as_deref() != Some(h)
         {
-            tracing::info!(
-                "{}",
-                standing_by_text(
-                    &self.lease.name,
-                    &crate::text::printable(h),
-                    standby.as_ref()
-                )
-            );
-            self.standing_by = Some(h.clone());
+            let h = crate::text::printable(h);
+            tracing::info!("{}", standing_by_text(&self.lease.name, &h, standby));
+            self.standing_by = holder.map(str::to_string);
         }
         if self.shared.leadership.is_leading() {
-            let by = holder.map_or_else(
-                || "another copy".into(),
-                |h| crate::text::printable(&h).into_owned(),
-            );
+            let by = holder.map_or("another copy".into(), crate::text::printable);
             self.lose(&format!("{by} holds the Lease now"));
         }
     }
-
     /// The attempt failed.
     fn failed(&mut self, e: &kube::Error) {
         let error = lease_access_error(
@@ -677,13 +598,32 @@ impl Campaign {
 
     /// Writes stop, then the Lease is released — even if this copy believes it lost it:
     /// `release` checks the holder first.
-    async fn release(self, elector: &Elector) {
+    async fn release(self) {
         let shared = &self.shared;
         shared.leadership.fence.revoke();
         let held = shared.leadership.set_leading(false);
         shared.metrics.set_leader(false);
         let lease = &self.lease.name;
-        match elector.release().await {
+        // Given up only if this copy holds it (a waiting copy takes it at once).
+        let release = async {
+            let Some(mut next) = self.api.get_opt(&self.name).await? else {
+                return Ok(());
+            };
+            if holder_of(&next).as_deref() != Some(self.identity.as_str()) {
+                return Ok(());
+            }
+            let s = next.spec.get_or_insert_with(Default::default);
+            s.holder_identity = None;
+            s.renew_time = None;
+            next.metadata.managed_fields = None;
+            if let Some(a) = next.metadata.annotations.as_mut() {
+                a.remove(HEALTH_ANNOTATION);
+                a.remove(ANSWERS_ANNOTATION);
+            }
+            let pp = PostParams::default();
+            self.api.replace(&self.name, &pp, &next).await.map(|_| ())
+        };
+        match release.await {
             Ok(()) if held => tracing::info!("released Lease {lease}"),
             Ok(()) => {}
             Err(e) if held => {
@@ -714,31 +654,6 @@ fn send_view(shared: &Shared, tx: &watch::Sender<LeaseInfo>, v: LeaseInfo) {
     });
 }
 
-/// Leadership is not confirmed any more: writes stop at once, and the queue and the stores
-/// built while leading are dropped (the stores list again) before this copy writes again.
-fn lose(shared: &Shared, lease: &ObjectRef, identity: &str, why: &str) {
-    let had = shared.leadership.fence.revoke();
-    let was = shared.leadership.set_leading(false);
-    shared.metrics.set_leader(false);
-    // Answers still unpublished are dropped with the queue: their requests' keys will not be
-    // reconciled here.
-    shared.answers.clear();
-    if !had && !was {
-        return;
-    }
-    tracing::warn!(
-        "lost Lease {}: {why}; not writing; dropping the queue and relisting everything before writing again",
-        lease.name
-    );
-    shared.status.log(
-        EventVerb::Lease,
-        lease.clone(),
-        EventResult::Ok,
-        format!("{identity} lost the lease ({why}); writes stop, queue dropped, relisting"),
-    );
-    shared.forget_everything();
-}
-
 /// The Lease `namespace/name` as one read shows it: who holds it, since when, their health.
 /// (Vacancy needs two reads a lease duration apart; one read calls only an unheld Lease
 /// vacant, or one whose holder's last renewal is older than its duration by our clock.)
@@ -762,7 +677,7 @@ pub async fn read_lease(
     let mut view = view_of(&info, &l, mono_now(), default);
     let spec = l.spec.clone().unwrap_or_default();
     let duration = chrono::Duration::from_std(duration_of(&spec, default)).unwrap_or_default();
-    if let Some(renewed) = spec.renew_time.as_ref().and_then(micro_to_chrono) {
+    if let Some(renewed) = spec.renew_time.as_ref().and_then(|t| chrono_of(t.0)) {
         view.vacant |= Utc::now() - renewed > duration;
     }
     Ok(view)
