@@ -74,15 +74,7 @@ pub fn configmap_name(lease: &str) -> String {
 
 /// `s` escaped for a terminal or a log line, and cut to `max` bytes.
 pub fn said(s: &str, max: usize) -> String {
-    let s = crate::text::printable(s);
-    if s.len() <= max {
-        return s.into_owned();
-    }
-    let mut cut = max.saturating_sub(3);
-    while !s.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    format!("{}…", &s[..cut])
+    super::status::clip(&crate::text::printable(s), max)
 }
 
 /// A request as it is written into the ConfigMap.
@@ -105,7 +97,7 @@ impl Asked {
             command: command.into(),
             template,
             by: by.into(),
-            requested_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            requested_at: now_text(),
         }
     }
 
@@ -133,6 +125,11 @@ fn is_object_name(s: &str) -> bool {
         && edge(s.chars().last())
 }
 
+/// Now, as requests and answers carry it.
+fn now_text() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
 /// How a command is written: its name and template.
 fn wire(command: &Command) -> (&'static str, Option<String>) {
     match command {
@@ -143,7 +140,7 @@ fn wire(command: &Command) -> (&'static str, Option<String>) {
 }
 
 /// An answer as the Lease carries it: for every request id it answers, what was done.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Published {
     pub ids: Vec<String>,
@@ -171,18 +168,12 @@ impl Published {
     /// The answer to `ids`, which asked `command`, from what handling it gave.
     pub fn of(ids: Vec<String>, command: &Command, result: &Result<RequestOutcome, Error>) -> Self {
         let (name, template) = wire(command);
-        let handled_at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
         let base = Published {
             ids,
             command: name.into(),
             template,
-            handled_at,
-            summary: String::new(),
-            writes: 0,
-            failures: 0,
-            refused: 0,
-            keys: 0,
-            error: None,
+            handled_at: now_text(),
+            ..Default::default()
         };
         match result {
             Ok(o) => Published {
@@ -206,13 +197,9 @@ impl Published {
             ids: vec![id],
             command: said(&asked.command, 64),
             template: asked.template.as_deref().map(|t| said(t, 253)),
-            handled_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-            summary: String::new(),
-            writes: 0,
-            failures: 0,
-            refused: 0,
-            keys: 0,
+            handled_at: now_text(),
             error: Some(why.to_string()),
+            ..Default::default()
         }
     }
 }
@@ -342,8 +329,8 @@ pub struct Batch {
 /// Pure (the clock is passed in), so the bounds are unit-tested.
 #[derive(Default)]
 pub struct Desk {
-    /// Entries already read (key and value), with when: read once, until removed.
-    read: HashMap<String, (u64, Instant)>,
+    /// Entries already read (key and a digest of the value): read once, until removed.
+    read: HashMap<String, u64>,
     waiting: VecDeque<Batch>,
     /// Entries to remove with the next patch.
     prune: BTreeSet<String>,
@@ -372,22 +359,16 @@ impl Desk {
         }
     }
 
-    /// Reads the ConfigMap's `data` at `now` (wall clock `wall`): new requests wait, everything
-    /// read is to be removed.
-    pub fn read(
-        &mut self,
-        data: &BTreeMap<String, String>,
-        now: Instant,
-        wall: chrono::DateTime<chrono::Utc>,
-    ) {
+    /// Reads the ConfigMap's `data` at wall clock `wall`: new requests wait, everything read
+    /// is to be removed.
+    pub fn read(&mut self, data: &BTreeMap<String, String>, wall: chrono::DateTime<chrono::Utc>) {
         // Forget what is gone from the ConfigMap (removed): a new entry of that key is new.
         self.read.retain(|k, _| data.contains_key(k));
         for (key, value) in data {
             let d = digest(value);
-            if self.read.get(key).is_some_and(|(seen, _)| *seen == d) {
+            if self.read.insert(key.clone(), d) == Some(d) {
                 continue;
             }
-            self.read.insert(key.clone(), (d, now));
             self.prune.insert(key.clone());
             match self.take(key, value, wall) {
                 Taken::Request(id, asked, command) => self.wait(id, &asked, command),
@@ -545,16 +526,13 @@ fn outcome_of(
 ) -> Result<RequestOutcome, RequestError> {
     let (name, template) = wire(command);
     if p.command != name || p.template != template {
+        let text = |c: &str, t: Option<String>| {
+            let s = said(&format!("{c} {}", t.unwrap_or_default()), 300);
+            s.trim_end().to_string()
+        };
         return Err(RequestError::NotOurs {
-            asked: said(&format!("{name} {}", template.unwrap_or_default()), 300)
-                .trim_end()
-                .to_string(),
-            answered: said(
-                &format!("{} {}", p.command, p.template.unwrap_or_default()),
-                300,
-            )
-            .trim_end()
-            .to_string(),
+            asked: text(name, template),
+            answered: text(&p.command, p.template),
         });
     }
     let holder = said(holder, 253);
@@ -576,14 +554,13 @@ fn outcome_of(
 }
 
 /// Asks the holder of Lease `namespace/lease` to handle `command` through the requests
-/// ConfigMap, and waits (at most `timeout`) for its answer in the Lease.
+/// ConfigMap, and waits (at most [`ASK_TIMEOUT`]) for its answer in the Lease.
 pub async fn ask(
     client: &kube::Client,
     namespace: &str,
     lease: &str,
     command: &Command,
     by: &str,
-    timeout: Duration,
 ) -> Result<RequestOutcome, Error> {
     use futures::StreamExt;
     let name = configmap_name(lease);
@@ -602,18 +579,14 @@ pub async fn ask(
         while let Some(item) = stream.next().await {
             // Errors are logged by the watch and retried with its backoff until the timeout.
             let Ok(Some(l)) = item else { continue };
-            let holder = l
-                .spec
-                .as_ref()
-                .and_then(|s| s.holder_identity.clone())
-                .unwrap_or_default();
             if let Some(p) = answer_in(&l, &id) {
+                let holder = l.spec.and_then(|s| s.holder_identity).unwrap_or_default();
                 return outcome_of(p, &id, command, &holder);
             }
         }
         Err(RequestError::WatchEnded)
     };
-    match tokio::time::timeout(timeout, answer).await {
+    match tokio::time::timeout(ASK_TIMEOUT, answer).await {
         Ok(r) => r.map_err(Error::from),
         Err(_) => {
             // Still there: nobody read it. Gone: the holder took it (and may still carry it
@@ -626,7 +599,7 @@ pub async fn ask(
                 .and_then(|cm| cm.data)
                 .is_some_and(|d| d.contains_key(&format!("{REQUEST}{id}")));
             Err(RequestError::NoAnswer {
-                secs: timeout.as_secs(),
+                secs: ASK_TIMEOUT.as_secs(),
                 read: !pending,
             }
             .into())
@@ -695,7 +668,6 @@ mod tests {
     #[test]
     fn a_flood_is_bounded_coalesced_and_removed_in_one_patch() {
         let wall = chrono::Utc::now();
-        let now = Instant::now();
         let mut data = BTreeMap::new();
         for i in 0..500 {
             data.insert(
@@ -718,7 +690,7 @@ mod tests {
         );
         data.insert("result.forged".into(), "{}".into());
         let mut desk = Desk::default();
-        desk.read(&data, now, wall);
+        desk.read(&data, wall);
         let batch = desk.next().expect("one batch");
         assert_eq!(batch.command, Command::ReconcileAll);
         assert_eq!(batch.asked.len(), MAX_HELD);
@@ -740,7 +712,7 @@ mod tests {
             assert!(said.contains(part), "{said}");
         }
         // Read again before the patch lands: nothing is taken twice.
-        desk.read(&data, now, wall);
+        desk.read(&data, wall);
         assert!(desk.next().is_none() && desk.ignored().is_none());
         assert!(desk.take_prune().is_empty());
         // A new value under a read key is a new entry.
@@ -748,7 +720,7 @@ mod tests {
             "request.flood000".into(),
             asked(&Command::Replay("k8sx".into()), "alice", at(wall, 0)),
         );
-        desk.read(&data, now, wall);
+        desk.read(&data, wall);
         assert_eq!(
             desk.next().map(|b| b.command),
             Some(Command::Replay("k8sx".into()))
@@ -778,7 +750,7 @@ mod tests {
         let ours = Answers::default();
         ours.took_over(previous.annotation().as_deref());
         let mut desk = Desk::after(ours.answered_before());
-        desk.read(&data, Instant::now(), wall);
+        desk.read(&data, wall);
         let batch = desk.next().expect("the new request");
         assert_eq!(
             batch
@@ -798,7 +770,7 @@ mod tests {
         assert!(ours.answered_before().is_empty());
         // Without an answer in the Lease, both are handled.
         let mut fresh = Desk::after(BTreeSet::new());
-        fresh.read(&data, Instant::now(), wall);
+        fresh.read(&data, wall);
         assert_eq!(fresh.next().map(|b| b.asked.len()), Some(2));
     }
 
@@ -828,7 +800,7 @@ mod tests {
             serde_json::to_string(&template).expect("json"),
         );
         let mut desk = Desk::default();
-        desk.read(&data, Instant::now(), wall);
+        desk.read(&data, wall);
         let batch = desk.next().expect("a batch");
         let (_, by) = &batch.asked[0];
         assert!(!by.contains('\u{1b}') && !by.contains('\n'), "{by}");
@@ -843,7 +815,7 @@ mod tests {
             );
         }
         let mut flood = Desk::default();
-        flood.read(&many, Instant::now(), wall);
+        flood.read(&many, wall);
         assert_eq!(flood.refused().len(), REFUSED_PER_READ);
         assert_eq!(
             flood.ignored().as_deref(),

@@ -26,10 +26,6 @@ pub struct Route {
     pub one_shot: bool,
 }
 
-fn template_ref(name: &str) -> ObjectRef {
-    ObjectRef::new("templates.gatekeeper.sh/v1", "ConstraintTemplate", name)
-}
-
 fn verb_of(c: &Command) -> EventVerb {
     match c {
         Command::Replay(_) => EventVerb::Replay,
@@ -71,16 +67,18 @@ pub async fn handle_here(
     command: Command,
 ) -> Result<RequestOutcome, Error> {
     let verb = verb_of(&command);
-    let regarding = match &command {
-        Command::Replay(t) | Command::Reconcile(t) => Regarding::Template(t.clone()),
-        Command::ReconcileAll => Regarding::Lease {
-            namespace: route.lease_namespace.clone(),
-            name: route.lease_name.clone(),
-        },
-    };
-    let object = match &command {
-        Command::Replay(t) | Command::Reconcile(t) => template_ref(t),
-        Command::ReconcileAll => ObjectRef::new("", "All", "*"),
+    let (regarding, object) = match &command {
+        Command::Replay(t) | Command::Reconcile(t) => (
+            Regarding::Template(t.clone()),
+            ObjectRef::new("templates.gatekeeper.sh/v1", "ConstraintTemplate", t),
+        ),
+        Command::ReconcileAll => (
+            Regarding::Lease {
+                namespace: route.lease_namespace.clone(),
+                name: route.lease_name.clone(),
+            },
+            ObjectRef::new("", "All", "*"),
+        ),
     };
     let keys = match keys_of(shared, &command) {
         Ok(keys) => keys,
@@ -184,23 +182,14 @@ fn whole_lead(
         .map(|e| e.object.to_string())
         .collect::<std::collections::BTreeSet<_>>()
         .len();
-    let writes = shared.metrics.writes_total();
-    let failures = failed.len() as u64;
-    super::requests::Tallied {
-        summary: super::requests::summary(
-            command,
-            t.keys,
-            writes,
-            failures,
-            refused,
-            t.waiting,
-            t.unfinished,
-        ),
-        writes,
-        failures,
+    let mut t = super::requests::Tallied {
+        writes: shared.metrics.writes_total(),
+        failures: failed.len() as u64,
         refused,
         ..t
-    }
+    };
+    t.summary = super::requests::summary(command, &t);
+    t
 }
 
 /// Handles `command` wherever it can be: here when this copy leads, otherwise by the lease
@@ -226,7 +215,6 @@ pub async fn handle(
                 &route.lease_name,
                 &command,
                 &route.identity,
-                channel::ASK_TIMEOUT,
             )
             .await
         }
@@ -282,11 +270,7 @@ pub async fn serve(shared: Arc<Shared>, route: Route) {
             }
             tokio::select! {
                 item = stream.next() => match item {
-                    Some(Ok(Some(cm))) => desk.read(
-                        &cm.data.unwrap_or_default(),
-                        std::time::Instant::now(),
-                        chrono::Utc::now(),
-                    ),
+                    Some(Ok(Some(cm))) => desk.read(&cm.data.unwrap_or_default(), chrono::Utc::now()),
                     // Not there (yet), or failing: logged by the watch, retried with its backoff.
                     Some(Ok(None) | Err(_)) => {}
                     None => break,
@@ -341,7 +325,7 @@ async fn handle_batch(shared: Arc<Shared>, route: Route, batch: Batch) {
     // with the Event; a coalesced asker sees both (the same outcome, said twice).
     let id = asked.first().map(|(id, _)| id.clone()).unwrap_or_default();
     let result = handle_here(&shared, &route, &id, command.clone()).await;
-    if !shared.leadership.may_write() {
+    if !shared.leadership.fence.may_write() {
         tracing::info!(
             "not leading any more: not answering {} request(s)",
             asked.len()

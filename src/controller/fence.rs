@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 /// Whether this copy leads: the fence for writes, the flag for views and waits.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Leadership {
     pub fence: Fence,
     /// A watch, not a `Notify`: a change between a look and the wait that follows it is not
@@ -15,21 +15,7 @@ pub struct Leadership {
     leading: watch::Sender<bool>,
 }
 
-impl Default for Leadership {
-    fn default() -> Self {
-        Leadership {
-            fence: Fence::default(),
-            leading: watch::Sender::new(false),
-        }
-    }
-}
-
 impl Leadership {
-    /// True only while the fence allows writes.
-    pub fn may_write(&self) -> bool {
-        self.fence.may_write()
-    }
-
     /// This copy holds the lease (for views and metrics; writes check the fence).
     pub fn is_leading(&self) -> bool {
         *self.leading.borrow()

@@ -25,18 +25,19 @@ pub(super) struct Request {
 /// clones does not stop it: call [`Controller::stop`] (which releases the lease).
 #[derive(Clone)]
 pub struct Controller {
-    inner: Arc<Inner>,
+    pub(super) inner: Arc<Inner>,
 }
 
-struct Inner {
-    identity: String,
-    state: watch::Receiver<Arc<LiveState>>,
-    requests: mpsc::Sender<Request>,
+/// Built by `start::launch`, its one maker.
+pub(super) struct Inner {
+    pub identity: String,
+    pub state: watch::Receiver<Arc<LiveState>>,
+    pub requests: mpsc::Sender<Request>,
     /// The owner's stop (see [`Controller::stop`]).
-    stop: CancellationToken,
-    join: Mutex<Option<tokio::task::JoinHandle<Result<(), Error>>>>,
-    world: Arc<Shared>,
-    cache: Arc<OpinionCache>,
+    pub stop: CancellationToken,
+    pub join: Mutex<Option<tokio::task::JoinHandle<Result<(), Error>>>>,
+    pub world: Arc<Shared>,
+    pub cache: Arc<OpinionCache>,
 }
 
 /// Why this copy does not lead (see [`Controller::leading`]).
@@ -103,11 +104,7 @@ async fn wait_idle(shared: &Shared, timeout: Duration) -> bool {
         tokio::select! {
             _ = changed(&mut depth) => {}
             _ = changed(&mut status) => {}
-            _ = tokio::time::sleep_until(deadline) => {
-                if tokio::time::Instant::now() >= deadline {
-                    return false;
-                }
-            }
+            _ = tokio::time::sleep_until(deadline) => return false,
         }
     }
 }
@@ -116,28 +113,6 @@ async fn wait_idle(shared: &Shared, timeout: Duration) -> bool {
 const UNREADABLE_GRACE: Duration = Duration::from_secs(3);
 
 impl Controller {
-    pub(super) fn new(
-        identity: String,
-        state: watch::Receiver<Arc<LiveState>>,
-        requests: mpsc::Sender<Request>,
-        stop: CancellationToken,
-        join: tokio::task::JoinHandle<Result<(), Error>>,
-        world: Arc<Shared>,
-        cache: Arc<OpinionCache>,
-    ) -> Self {
-        Controller {
-            inner: Arc::new(Inner {
-                identity,
-                state,
-                requests,
-                stop,
-                join: Mutex::new(Some(join)),
-                world,
-                cache,
-            }),
-        }
-    }
-
     /// This copy's identity in the Lease.
     pub fn identity(&self) -> &str {
         &self.inner.identity
@@ -273,13 +248,11 @@ impl Controller {
         let mut unreadable_since: Option<tokio::time::Instant> = None;
         loop {
             let slice = Duration::from_secs(1).min(deadline - tokio::time::Instant::now());
-            if wait_idle(world, slice).await {
-                let unknown = world.unknown_stores();
-                if unknown.is_empty() {
-                    return Convergence::Idle;
-                }
-            }
+            let idle = wait_idle(world, slice).await;
             let unknown = world.unknown_stores();
+            if idle && unknown.is_empty() {
+                return Convergence::Idle;
+            }
             if !unknown.is_empty() && world.status.definitely_unreadable(&unknown) {
                 let since = *unreadable_since.get_or_insert_with(tokio::time::Instant::now);
                 if since.elapsed() >= UNREADABLE_GRACE {

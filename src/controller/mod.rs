@@ -54,12 +54,13 @@ pub mod world;
 mod writer;
 mod written;
 
+/// Asks the lease holder to handle a command, as a copy that does not lead does.
+pub use channel::ask as ask_holder;
 pub use channel::configmap_name as requests_configmap;
 pub use events::EVENTS_RESOURCE;
 pub use handle::{Controller, Convergence, NotLeading};
 pub use keys::Scope;
 pub use lease::{LEASES, default_identity, read_lease};
-pub use requests::summary as request_summary;
 pub use start::{
     Config, DEFAULT_LEASE_NAME, DEFAULT_LEASE_NAMESPACE, DEFAULT_WORKERS, Mode, Tuning, launch,
     start,
@@ -126,9 +127,6 @@ pub enum RequestError {
         "this copy holds the Lease but may not write (leadership not confirmed, or Gatekeeper's generator is active)"
     )]
     MayNotWrite,
-    /// A request in the ConfigMap this version does not know.
-    #[error("unknown request {0:?}")]
-    Unknown(String),
     #[error(
         "no copy serves requests: ConfigMap {configmap} does not exist (a `kubectl vap run` that leads creates it; `install --print` includes it)"
     )]
@@ -170,16 +168,4 @@ pub enum RequestError {
     /// The holder answered with an error (read from its Lease, escaped).
     #[error("{holder}: {error}")]
     Failed { holder: String, error: String },
-}
-
-/// Asks the holder of Lease `namespace/lease` to handle `command` (through the requests
-/// ConfigMap) and waits for its answer, as a copy that does not lead does.
-pub async fn ask_holder(
-    client: &kube::Client,
-    namespace: &str,
-    lease: &str,
-    command: &Command,
-    by: &str,
-) -> Result<RequestOutcome, Error> {
-    channel::ask(client, namespace, lease, command, by, channel::ASK_TIMEOUT).await
 }

@@ -1,12 +1,7 @@
-//! Requests — replay a template's constraints, reconcile a template, reconcile everything —
-//! from any copy to the lease holder, wherever it runs, and their outcomes.
-//!
-//! - **Here** (this copy leads): the request's keys are enqueued and tracked ([`Tracker`]);
-//!   once each has been reconciled after the request came in, its writes and failures are
-//!   counted into the outcome ("replayed 25 constraints of K8sX: 2 writes"), which also
-//!   becomes a Kubernetes Event regarding the template.
-//! - **Elsewhere**: through the requests channel (`channel.rs`): the asker writes the
-//!   request into a ConfigMap, the holder handles it as above and answers in its Lease.
+//! Requests (replay, reconcile, reconcile everything) handled here, on the copy that leads:
+//! the request's keys are tracked ([`Tracker`]) until each has been reconciled after the
+//! request came in, then its writes and failures are counted into the outcome. Requests from
+//! other copies reach the holder through `channel.rs`.
 
 use super::keys::Key;
 use super::reconcilers::Outcome;
@@ -39,7 +34,7 @@ struct Pending {
 }
 
 /// What a request did when it is answered.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Tallied {
     pub writes: u64,
     pub failures: u64,
@@ -95,14 +90,10 @@ impl Tracker {
         failures: u64,
     ) {
         let mut pending = self.pending.lock();
-        if pending.is_empty() {
-            return;
-        }
-        let mut done = Vec::new();
-        for (i, p) in pending.iter_mut().enumerate() {
+        let done = pending.extract_if(.., |p| {
             // A reconcile that began before the request read older state: it does not count.
             if started < p.begun || !(p.left.contains(key) || p.retrying.contains(key)) {
-                continue;
+                return false;
             }
             p.writes += writes;
             p.failures += failures;
@@ -123,24 +114,16 @@ impl Tracker {
                 }
             }
             p.left.remove(key);
-            if p.left.is_empty() && p.retrying.is_empty() {
-                done.push(i);
-            }
-        }
-        for i in done.into_iter().rev() {
-            pending.remove(i).finish();
-        }
+            p.left.is_empty() && p.retrying.is_empty()
+        });
+        done.for_each(Pending::finish);
     }
 
     /// Answers the requests older than `deadline` with what they have.
     pub fn expire(&self, deadline: Duration) {
         let mut pending = self.pending.lock();
-        let (old, young): (Vec<Pending>, Vec<Pending>) = pending
-            .drain(..)
-            .partition(|p| p.begun.elapsed() >= deadline);
-        *pending = young;
-        drop(pending);
-        old.into_iter().for_each(Pending::finish);
+        let old = pending.extract_if(.., |p| p.begun.elapsed() >= deadline);
+        old.for_each(Pending::finish);
     }
 
     #[cfg(test)]
@@ -151,39 +134,33 @@ impl Tracker {
 
 impl Pending {
     fn finish(self) {
-        let summary = summary(
-            &self.command,
-            self.total,
-            self.writes,
-            self.failures,
-            self.refused.len(),
-            self.waiting.len(),
-            self.left.len() + self.retrying.len(),
-        );
-        let _ = self.reply.send(Tallied {
+        let mut t = Tallied {
             writes: self.writes,
             failures: self.failures,
             refused: self.refused.len(),
             keys: self.total,
             waiting: self.waiting.len(),
             unfinished: self.left.len() + self.retrying.len(),
-            summary,
-        });
+            summary: String::new(),
+        };
+        t.summary = summary(&self.command, &t);
+        let _ = self.reply.send(t);
     }
 }
 
 /// "replayed 25 constraints of k8sx: 2 writes, 1 write refused by the API server, 1 failed,
 /// 3 waiting (binding wait)". A request that wrote nothing because its writes were refused
-/// never reads "0 writes".
-pub fn summary(
-    command: &Command,
-    total: usize,
-    writes: u64,
-    failures: u64,
-    refused: usize,
-    waiting: usize,
-    unfinished: usize,
-) -> String {
+/// never reads "0 writes". (`t.summary` is not read.)
+pub fn summary(command: &Command, t: &Tallied) -> String {
+    let &Tallied {
+        keys: total,
+        writes,
+        failures,
+        refused,
+        waiting,
+        unfinished,
+        ..
+    } = t;
     let plural = |n: usize, one: &str, many: &str| {
         if n == 1 {
             format!("1 {one}")
@@ -273,7 +250,13 @@ mod tests {
         assert_eq!((w, f), (2, 1));
         // A refused write is named as such, and a request whose only write was refused does
         // not say "0 writes".
-        let refused = summary(&Command::Reconcile("k8sx".into()), 2, 0, 1, 1, 0, 0);
+        let refused = Tallied {
+            keys: 2,
+            failures: 1,
+            refused: 1,
+            ..Tallied::default()
+        };
+        let refused = summary(&Command::Reconcile("k8sx".into()), &refused);
         assert_eq!(
             refused,
             "reconciled template k8sx and 1 constraint: 1 write refused by the API server"

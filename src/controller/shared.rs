@@ -38,7 +38,7 @@ pub struct Shared {
 impl Shared {
     /// Whether a write may be sent now: writes enabled and leadership confirmed.
     pub fn may_write(&self) -> bool {
-        self.leadership.may_write() && self.status.writes_enabled()
+        self.leadership.fence.may_write() && self.status.writes_enabled()
     }
 
     /// Enqueues every key a resync visits.

@@ -510,9 +510,17 @@ pub async fn launch(
 
     let stop = CancellationToken::new();
     let join = tokio::spawn(supervise(shared.clone(), stop.clone(), elected.election));
-    Ok(Controller::new(
-        identity, state_rx, req_tx, stop, join, shared, cache,
-    ))
+    Ok(Controller {
+        inner: Arc::new(super::handle::Inner {
+            identity,
+            state: state_rx,
+            requests: req_tx,
+            stop,
+            join: parking_lot::Mutex::new(Some(join)),
+            world: shared,
+            cache,
+        }),
+    })
 }
 
 /// What every task shares, on empty reflector stores (the watches fill them through
@@ -593,7 +601,7 @@ fn report_events(shared: &Arc<Shared>, identity: &str, facts: super::events::Fac
                 .find(|t| t.metadata.name.as_deref() == Some(template))
                 .and_then(|t| t.metadata.uid.clone())
         },
-        move || fence.leadership.may_write(),
+        move || fence.leadership.fence.may_write(),
     );
     // Ends when the recorder's senders are gone, which only the copy's end drops.
     shared.tasks.spawn("report Events", Lifetime::Copy, report);

@@ -122,7 +122,7 @@ fn report_invalid(shared: &Shared, key: &Key, opts: &Options) {
     use crate::core::decide::{
         ConstraintIntent, TemplateVerdict, decide_constraint, decide_template,
     };
-    if !shared.leadership.may_write() {
+    if !shared.leadership.fence.may_write() {
         return;
     }
     match key {
