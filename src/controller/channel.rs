@@ -1,25 +1,17 @@
-//! The requests channel between a copy and the lease holder: how a request is asked, how the
-//! holder reads, bounds and answers what it finds, and how the asker knows the answer is the
-//! holder's.
+//! The requests channel between a copy and the lease holder.
 //!
 //! - **Asking**: a `request.<id>` entry merge-patched into the ConfigMap `<lease>-requests` in
 //!   the Lease's namespace (one entry per request, so two people asking at once do not
 //!   overwrite each other; no resourceVersion, no conflicts). Flux's
 //!   `reconcile.fluxcd.io/requestedAt` convention, on an object we own instead of the user's
 //!   templates (annotating a ConstraintTemplate would be GitOps drift).
-//! - **Reading** ([`Desk`]): the holder takes each entry once, and removes every entry it has
-//!   read — taken, refused or ignored — with one merge patch per [`PRUNE_EVERY`] at most, so
-//!   the ConfigMap holds only what arrived since. It ignores an entry larger than
-//!   [`MAX_ENTRY_BYTES`], one it cannot parse, one older than [`MAX_AGE`] or dated ahead by more
-//!   than [`MAX_SKEW`] (by its own clock), and takes at most [`MAX_HELD`] requests waiting;
-//!   the same command asked many times is handled once for all of them, at most
-//!   [`MAX_RUNNING`] commands at once. What it ignores is counted and said in one line.
+//! - **Reading** ([`Desk`]): the holder takes each entry once, within the bounds below, and
+//!   removes every entry it has read, so the ConfigMap holds only what arrived since; a command
+//!   asked many times is handled once for all of them. What it ignores is said in one line.
 //! - **Answering**: in the Lease, annotation [`ANSWERS_ANNOTATION`], written with the holder's
-//!   renewals (no write of its own). Only the holder (and whoever may write the Lease, which
-//!   the operator role may not) can write there, so the asker, who reads the answer from the
-//!   Lease it watches, knows the holder wrote it; an answer in the ConfigMap, which every
-//!   asker may patch, could be anyone's. The last [`PUBLISHED_IDS`] request ids answered
-//!   within [`KEEP_PUBLISHED`] are published, at most [`IDS_PER_ANSWER`] of one run.
+//!   renewals. Only the holder (and whoever may write the Lease, which the operator role may
+//!   not) can write there, so the asker knows the answer is the holder's; an answer in the
+//!   ConfigMap, which every asker may patch, could be anyone's.
 //!
 //! Every text that crossed the cluster (`by`, a template name, a summary, an error) is escaped
 //! ([`crate::text::printable`]) before it reaches a log line, a terminal or an outcome.
