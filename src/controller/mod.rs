@@ -52,7 +52,6 @@ mod watches;
 pub mod worker;
 pub mod world;
 mod writer;
-mod written;
 
 pub use channel::configmap_name as requests_configmap;
 pub use events::EVENTS_RESOURCE;
