@@ -1,13 +1,6 @@
-//! Outcomes as Kubernetes Events (events.k8s.io/v1), and every copy reading them back.
-//!
-//! The leader reports what it wrote, what failed and why, and what a request did, regarding
-//! the template, or for "reconcile everything" the Lease. Each Event lives where
-//! kube-runtime's `Recorder` (and client-go's) puts it: in the namespace of the object it
-//! regards, `default` for a cluster-scoped one — `kubectl events -n default --for
-//! constrainttemplate/NAME`, `kubectl events -n LEASE_NS --for lease/NAME`.
-//! Writes are aggregated per template and per change: the facts of one burst (up to
-//! [`WINDOW`] after the first) become one Event ("created 25 bindings, updated VAP …"), so the
-//! convergence of 5,000 bindings costs a few dozen Events, not 5,000.
+//! Outcomes as Kubernetes Events (events.k8s.io/v1), and every copy reading them back. The
+//! writes of one burst per template (up to [`WINDOW`]) become one Event, so the convergence of
+//! 5,000 bindings costs a few dozen Events, not 5,000.
 //!
 //! Not kube-runtime's `Recorder`: it keys its series on reason and action but not on the note
 //! and, on a repeat, patches the *first* note's count, so "2 writes" after "25 writes" would
@@ -17,6 +10,7 @@
 
 use super::keys::Key;
 use super::state::{AccessError, ClusterEvent, WriteError};
+use super::status::clip;
 use crate::core::{PlannedWrite, Verb};
 use crate::model::{MANAGED_BY_LABEL, ObjectRef};
 use k8s_openapi::api::events::v1::{Event, EventSeries};
@@ -28,7 +22,8 @@ use tokio::sync::mpsc;
 
 /// The reporting controller, and the value of our managed-by label.
 pub const REPORTER: &str = "kubectl-vap";
-/// Where Events about cluster-scoped objects (the templates) go.
+/// Where Events about cluster-scoped objects (the templates) go, as kube-runtime's and
+/// client-go's recorders put them.
 pub const EVENTS_NAMESPACE: &str = "default";
 /// A burst of writes of one template is reported once this long after its first write.
 pub const WINDOW: Duration = Duration::from_secs(1);
@@ -108,26 +103,6 @@ impl Regarding {
 /// informational: never part of readiness or of what the copy decides).
 pub const EVENTS_RESOURCE: &str = "events.events.k8s.io";
 
-/// What a failed watch of our Events in `namespace` means for the user, if the server
-/// answered (no answer is an outage, reported as such, not an access error).
-pub fn events_access_error(
-    namespace: &str,
-    e: &kube::runtime::watcher::Error,
-) -> Option<crate::cluster::access::AccessError> {
-    let status = crate::cluster::watch::status(e)?;
-    let mut error = crate::cluster::access::AccessError::from_status(
-        EVENTS_RESOURCE,
-        Some(status),
-        "watching",
-        e,
-    );
-    error.message = format!(
-        "{} (in namespace {namespace}: the leader's outcomes are not shown here)",
-        error.message
-    );
-    Some(error)
-}
-
 /// The namespaces every view watches for Events: `default` (the templates') and the Lease's
 /// (what "reconcile everything" regards), once each.
 pub fn watched_namespaces(lease_namespace: &str) -> Vec<String> {
@@ -154,8 +129,11 @@ impl Recorder {
     /// A write of `w` (in the reconcile of the current key) passed or failed.
     pub fn written(&self, w: &PlannedWrite, error: Option<&WriteError>) {
         let Some(tx) = &self.tx else { return };
-        let Some(template) = super::tally::current_key().map(|k| template_of(&k)) else {
-            return;
+        // The key's template (Gatekeeper's rule: a template's name is its kind in lower case).
+        let template = match super::tally::current_key() {
+            Some(Key::Template(t)) => t,
+            Some(Key::Constraint { kind, .. }) => kind.to_lowercase(),
+            None => return,
         };
         let _ = tx.send(Fact::Write {
             template,
@@ -201,24 +179,13 @@ impl Recorder {
 /// The receiving end of a [`Recorder`].
 pub struct Facts(mpsc::UnboundedReceiver<Fact>);
 
-/// The template a key belongs to (Gatekeeper's rule: a template's name is its kind in lower
-/// case).
-pub fn template_of(key: &Key) -> String {
-    match key {
-        Key::Template(t) => t.clone(),
-        Key::Constraint { kind, .. } => kind.to_lowercase(),
-    }
-}
-
 /// The writes of one template in one burst.
 #[derive(Default)]
 struct Burst {
     first: Option<Instant>,
-    /// (verb, kind) → count of writes, for the summary.
-    done: BTreeMap<(&'static str, String), usize>,
-    /// (verb, short kind) → the objects written: one object written three times (a VAP widened
-    /// as its constraints came) is one object, not three.
-    names: BTreeMap<(&'static str, String), BTreeSet<String>>,
+    /// (verb, kind) → the count of writes and the objects written: one object written three
+    /// times (a VAP widened as its constraints came) is one object, not three.
+    done: BTreeMap<(&'static str, String), (usize, BTreeSet<String>)>,
     failed: Vec<String>,
 }
 
@@ -240,22 +207,17 @@ fn past(verb: Verb) -> &'static str {
 }
 
 /// "created VAP gatekeeper-x; created 25 bindings, updated 1 binding".
-fn written_note(
-    done: &BTreeMap<(&'static str, String), usize>,
-    names: &BTreeMap<(&'static str, String), BTreeSet<String>>,
-) -> String {
+fn written_note(done: &BTreeMap<(&'static str, String), (usize, BTreeSet<String>)>) -> String {
     let parts: Vec<String> = done
         .iter()
-        .map(|((verb, kind), &writes)| {
-            let kind = short_kind(kind);
-            let objects = names.get(&(*verb, kind.to_string()));
-            let n = objects.map_or(writes, BTreeSet::len);
+        .map(|((verb, kind), (writes, objects))| {
+            let (kind, writes, n) = (short_kind(kind), *writes, objects.len());
             let times = if writes > n {
                 format!(" ({writes} writes)")
             } else {
                 String::new()
             };
-            match objects.and_then(|o| o.first()) {
+            match objects.first() {
                 Some(name) if n == 1 && writes > 1 => {
                     format!("{verb} {kind} {name} {writes} times")
                 }
@@ -267,22 +229,17 @@ fn written_note(
     parts.join(", ")
 }
 
-/// `s` within the API server's limit on a note.
-fn clip(s: String) -> String {
-    super::status::clip(&s, NOTE_MAX)
-}
-
 impl Burst {
     fn add(&mut self, verb: Verb, object: &ObjectRef, error: Option<String>) {
         self.first.get_or_insert_with(Instant::now);
         match error {
             None => {
-                let key = (past(verb), object.kind.clone());
-                *self.done.entry(key.clone()).or_default() += 1;
-                self.names
-                    .entry((key.0, short_kind(&key.1).to_string()))
-                    .or_default()
-                    .insert(object.name.clone());
+                let (writes, names) = self
+                    .done
+                    .entry((past(verb), object.kind.clone()))
+                    .or_default();
+                *writes += 1;
+                names.insert(object.name.clone());
             }
             Some(e) => self.failed.push(format!(
                 "{} {} {}: {e}",
@@ -300,22 +257,20 @@ impl Burst {
                 regarding: Regarding::Template(template.to_string()),
                 reason: "Written",
                 action: "Write",
-                note: clip(written_note(&self.done, &self.names)),
+                note: clip(&written_note(&self.done), NOTE_MAX),
                 warning: false,
                 request: None,
             });
         }
         if !self.failed.is_empty() {
             let n = self.failed.len();
+            let s = if n == 1 { "" } else { "s" };
+            let note = format!("{n} write{s} failed: {}", self.failed.join("; "));
             out.push(Outgoing {
                 regarding: Regarding::Template(template.to_string()),
                 reason: "WriteFailed",
                 action: "Write",
-                note: clip(format!(
-                    "{n} write{} failed: {}",
-                    if n == 1 { "" } else { "s" },
-                    self.failed.join("; ")
-                )),
+                note: clip(&note, NOTE_MAX),
                 warning: true,
                 request: None,
             });
@@ -340,6 +295,7 @@ pub async fn run(
         instance,
         series: HashMap::new(),
         failing: false,
+        may_write: Box::new(may_write),
     };
     let mut bursts: BTreeMap<String, Burst> = BTreeMap::new();
     // What each invalid template or constraint was last reported for.
@@ -371,8 +327,7 @@ pub async fn run(
                     .or_default()
                     .add(verb, &object, error);
             }
-            Next::Fact(Fact::Event(e)) if may_write() => publisher.publish(&e, &uid_of).await,
-            Next::Fact(Fact::Event(e)) => tracing::debug!("not leading: dropping {e:?}"),
+            Next::Fact(Fact::Event(e)) => publisher.publish(&e, &uid_of).await,
             Next::Fact(Fact::Flush(done)) => flushed = Some(done),
             Next::Fact(Fact::Invalid {
                 regarding,
@@ -385,7 +340,7 @@ pub async fn run(
                     }
                 }
                 Some(why) if said_invalid.get(&regarding) != Some(&why) => {
-                    if may_write() {
+                    if (publisher.may_write)() {
                         if !logged {
                             say_validity(&regarding, Some(&why));
                         }
@@ -393,7 +348,7 @@ pub async fn run(
                             regarding: regarding.clone(),
                             reason: "Invalid",
                             action: "Decide",
-                            note: clip(why.clone()),
+                            note: clip(&why, NOTE_MAX),
                             warning: true,
                             request: None,
                         };
@@ -417,11 +372,7 @@ pub async fn run(
         for t in ripe {
             if let Some(burst) = bursts.remove(&t) {
                 for e in burst.events(&t) {
-                    if may_write() {
-                        publisher.publish(&e, &uid_of).await;
-                    } else {
-                        tracing::debug!("not leading: dropping {e:?}");
-                    }
+                    publisher.publish(&e, &uid_of).await;
                 }
             }
         }
@@ -465,10 +416,16 @@ struct Publisher {
     series: HashMap<(Regarding, &'static str, String), (String, i32, Instant)>,
     /// Publishing fails (RBAC, server): logged once until it passes again.
     failing: bool,
+    /// The write fence: nothing is published without it.
+    may_write: Box<dyn Fn() -> bool + Send + Sync>,
 }
 
 impl Publisher {
     async fn publish(&mut self, e: &Outgoing, uid_of: &impl Fn(&str) -> Option<String>) {
+        if !(self.may_write)() {
+            tracing::debug!("not leading: dropping {e:?}");
+            return;
+        }
         self.series
             .retain(|_, (_, _, at)| at.elapsed() < SERIES_TTL);
         let key = (e.regarding.clone(), e.reason, e.note.clone());
@@ -530,37 +487,42 @@ fn event(
     now: MicroTime,
     uid_of: &impl Fn(&str) -> Option<String>,
 ) -> Event {
-    let regarding = match &e.regarding {
-        Regarding::Template(name) => k8s_openapi::api::core::v1::ObjectReference {
-            api_version: Some("templates.gatekeeper.sh/v1".into()),
-            kind: Some("ConstraintTemplate".into()),
-            name: Some(name.clone()),
-            uid: uid_of(name),
-            ..Default::default()
-        },
-        Regarding::Lease { namespace, name } => k8s_openapi::api::core::v1::ObjectReference {
-            api_version: Some("coordination.k8s.io/v1".into()),
-            kind: Some("Lease".into()),
-            name: Some(name.clone()),
-            namespace: Some(namespace.clone()),
-            ..Default::default()
-        },
-        Regarding::Constraint { kind, name } => k8s_openapi::api::core::v1::ObjectReference {
-            api_version: Some("constraints.gatekeeper.sh/v1beta1".into()),
-            kind: Some(kind.clone()),
-            name: Some(name.clone()),
-            ..Default::default()
-        },
+    let (api_version, kind, name, namespace, uid) = match &e.regarding {
+        Regarding::Template(name) => (
+            "templates.gatekeeper.sh/v1",
+            "ConstraintTemplate",
+            name,
+            None,
+            uid_of(name),
+        ),
+        Regarding::Lease { namespace, name } => (
+            "coordination.k8s.io/v1",
+            "Lease",
+            name,
+            Some(namespace.clone()),
+            None,
+        ),
+        Regarding::Constraint { kind, name } => (
+            "constraints.gatekeeper.sh/v1beta1",
+            kind.as_str(),
+            name,
+            None,
+            None,
+        ),
     };
-    let base = match &e.regarding {
-        Regarding::Template(n) => n.clone(),
-        Regarding::Lease { name, .. } | Regarding::Constraint { name, .. } => name.clone(),
+    let regarding = k8s_openapi::api::core::v1::ObjectReference {
+        api_version: Some(api_version.into()),
+        kind: Some(kind.into()),
+        name: Some(name.clone()),
+        namespace,
+        uid,
+        ..Default::default()
     };
     Event {
         metadata: ObjectMeta {
             // kube-runtime's naming: unique per publication (a generateName may not end
             // in a dot, and a dash would blur the object's own name).
-            name: Some(format!("{base}.{:x}", now.0.as_nanosecond().unsigned_abs())),
+            name: Some(format!("{name}.{:x}", now.0.as_nanosecond().unsigned_abs())),
             namespace: Some(e.regarding.namespace().into()),
             labels: Some(
                 [(MANAGED_BY_LABEL.to_string(), REPORTER.to_string())]
@@ -647,7 +609,17 @@ pub async fn follow(
         let (ns, refusals, refused) = (ns.clone(), refusals.clone(), refused.clone());
         crate::cluster::watch::changes(api, config.clone(), what)
             .inspect(move |r| {
-                let now = r.as_ref().err().and_then(|e| events_access_error(&ns, e));
+                // Only if the server answered (no answer is an outage, reported as such).
+                let now = r.as_ref().err().and_then(|e| {
+                    let status = crate::cluster::watch::status(e)?;
+                    let mut error =
+                        AccessError::from_status(EVENTS_RESOURCE, Some(status), "watching", e);
+                    error.message = format!(
+                        "{} (in namespace {ns}: the leader's outcomes are not shown here)",
+                        error.message
+                    );
+                    Some(error)
+                });
                 let mut all = refusals.lock();
                 if all[i] == now {
                     return;
@@ -694,18 +666,12 @@ mod tests {
         for _ in 0..3 {
             b.add(Verb::Update, &vap("gatekeeper-a"), None);
         }
-        assert_eq!(
-            written_note(&b.done, &b.names),
-            "updated VAP gatekeeper-a 3 times"
-        );
+        assert_eq!(written_note(&b.done), "updated VAP gatekeeper-a 3 times");
         b.add(Verb::Update, &vap("gatekeeper-b"), None);
-        assert_eq!(written_note(&b.done, &b.names), "updated 2 VAPs (4 writes)");
+        assert_eq!(written_note(&b.done), "updated 2 VAPs (4 writes)");
         let mut one = Burst::default();
         one.add(Verb::Create, &vap("gatekeeper-c"), None);
-        assert_eq!(
-            written_note(&one.done, &one.names),
-            "created VAP gatekeeper-c"
-        );
+        assert_eq!(written_note(&one.done), "created VAP gatekeeper-c");
     }
 
     use super::*;
@@ -771,7 +737,7 @@ mod tests {
 
     #[test]
     fn a_long_note_is_clipped_at_the_limit() {
-        let s = clip("é".repeat(2000));
+        let s = clip(&"é".repeat(2000), NOTE_MAX);
         assert!(s.len() <= NOTE_MAX && s.ends_with('…'));
     }
 

@@ -10,7 +10,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct WriteLabels {
@@ -23,8 +23,7 @@ struct ErrorLabels {
     reason: &'static str,
 }
 
-/// The copy's metrics (prometheus-client's registry, exposed in the OpenMetrics text format),
-/// and what `/healthz` and `/readyz` answer.
+/// The copy's metrics, and what `/healthz` and `/readyz` answer.
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
@@ -35,9 +34,8 @@ pub struct Metrics {
     leader: Gauge,
     /// Every write the API server accepted (the sum of `writes`, which a family cannot give).
     written: AtomicU64,
-    ready: AtomicBool,
-    /// Why `/readyz` fails (what cannot be read).
-    not_ready: Mutex<String>,
+    /// Ready, or why `/readyz` fails (what cannot be read).
+    ready: Mutex<Result<(), String>>,
     /// A task of the copy failed: `/healthz` and `/readyz` fail for good, saying this.
     failed: Mutex<Option<String>>,
 }
@@ -82,8 +80,7 @@ impl Default for Metrics {
             queue_depth,
             leader,
             written: AtomicU64::new(0),
-            ready: AtomicBool::new(false),
-            not_ready: Mutex::default(),
+            ready: Mutex::new(Err(String::new())),
             failed: Mutex::default(),
         }
     }
@@ -121,17 +118,7 @@ impl Metrics {
 
     /// Ready, or why not.
     pub fn set_ready(&self, ready: Result<(), String>) {
-        let mut why = self.not_ready.lock();
-        match ready {
-            Ok(()) => {
-                self.ready.store(true, Ordering::Relaxed);
-                why.clear();
-            }
-            Err(w) => {
-                self.ready.store(false, Ordering::Relaxed);
-                *why = w;
-            }
-        }
+        *self.ready.lock() = ready;
     }
 
     /// A task of the copy failed (`why`): neither healthy nor ready any more.
@@ -141,20 +128,13 @@ impl Metrics {
 
     /// `/healthz`: ok, or why not.
     fn health(&self) -> Result<(), String> {
-        match &*self.failed.lock() {
-            Some(why) => Err(why.clone()),
-            None => Ok(()),
-        }
+        self.failed.lock().clone().map_or(Ok(()), Err)
     }
 
     /// `/readyz`: ok, or why not.
     fn readiness(&self) -> Result<(), String> {
         self.health()?;
-        if self.ready.load(Ordering::Relaxed) {
-            Ok(())
-        } else {
-            Err(self.not_ready.lock().clone())
-        }
+        self.ready.lock().clone()
     }
 
     /// All writes the API server accepted so far.
@@ -210,20 +190,17 @@ pub async fn serve(
                             Ok(()) => (StatusCode::OK, "ok\n".to_string()),
                             Err(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")),
                         };
-                        let (status, body) = match req.uri().path() {
-                            "/metrics" => (StatusCode::OK, metrics.render()),
-                            "/healthz" => probe(metrics.health()),
-                            "/readyz" => probe(metrics.readiness()),
-                            _ => (StatusCode::NOT_FOUND, "not found\n".to_string()),
+                        let ((status, body), content_type) = match req.uri().path() {
+                            "/metrics" => ((StatusCode::OK, metrics.render()), Some(OPENMETRICS)),
+                            "/healthz" => (probe(metrics.health()), None),
+                            "/readyz" => (probe(metrics.readiness()), None),
+                            _ => ((StatusCode::NOT_FOUND, "not found\n".to_string()), None),
                         };
-                        let metrics_text = req.uri().path() == "/metrics";
                         let mut resp = Response::new(Full::new(Bytes::from(body)));
                         *resp.status_mut() = status;
-                        if metrics_text {
-                            resp.headers_mut().insert(
-                                hyper::header::CONTENT_TYPE,
-                                hyper::header::HeaderValue::from_static(OPENMETRICS),
-                            );
+                        if let Some(t) = content_type {
+                            let t = hyper::header::HeaderValue::from_static(t);
+                            resp.headers_mut().insert(hyper::header::CONTENT_TYPE, t);
                         }
                         Ok::<_, std::convert::Infallible>(resp)
                     }

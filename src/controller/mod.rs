@@ -52,7 +52,6 @@ mod watches;
 pub mod worker;
 pub mod world;
 mod writer;
-mod written;
 
 /// Asks the lease holder to handle a command, as a copy that does not lead does.
 pub use channel::ask as ask_holder;

@@ -2,11 +2,9 @@
 //! and every write fail on each retry; logged per source and per retry, a 10 s outage printed
 //! 2,300 lines. An [`Episode`] decides what to say instead: the first failure at once, then at
 //! most one summary every [`SUMMARY_EVERY`] with the time and the count, then one line when a
-//! request passes again. Its two users word it: [`Outage`], the copy's one account of "the API
-//! server does not answer" (requests that got no HTTP status at all: connection refused or
-//! reset, timeout), and [`WriteFailures`], the writer's log of failed writes that will be
-//! retried. Failures with a status (403, 5xx) are the server's answer about
-//! one resource and are logged by their source.
+//! request passes again. Its two users, [`Outage`] and [`WriteFailures`], word it. Failures
+//! with a status (403, 5xx) are the server's answer about one resource and are logged by
+//! their source.
 
 use parking_lot::Mutex;
 use std::time::{Duration, Instant};
@@ -103,7 +101,8 @@ impl Episode {
     }
 }
 
-/// The copy's one account of an API server that does not answer.
+/// The copy's one account of an API server that does not answer (requests that got no HTTP
+/// status at all: connection refused or reset, timeout).
 #[derive(Default)]
 pub struct Outage(Episode);
 
@@ -135,10 +134,7 @@ impl Outage {
     }
 }
 
-/// Failed writes that will be retried, logged without flooding (an [`Episode`]): the first
-/// failure at once, then at most one summary per [`SUMMARY_EVERY`]
-/// with how many failed meanwhile, and one line when writes pass again. (A 10 s outage printed
-/// 2,300 lines before.)
+/// The writer's failed writes that will be retried, logged as an [`Episode`].
 #[derive(Default)]
 pub struct WriteFailures(Episode);
 

@@ -1,13 +1,14 @@
 //! [`Shared`]: what several tasks of a running copy share — the client, the stores, the queue,
-//! the status, leadership, metrics, the outage log, the event recorder and the request
-//! tracker. The world the reconcilers run against is `writer::Live` (this, with the writer's
-//! own log). Private to `controller/`: outside, [`super::Controller`] is the only door.
+//! the status, leadership, metrics, the outage log, the event recorder, the request
+//! tracker and the writer's log of failures. The world the reconcilers run against is
+//! `writer::Live` (this). Private to `controller/`: outside, [`super::Controller`] is the only
+//! door.
 
 use super::channel::Answers;
 use super::events::Recorder;
 use super::fence::Leadership;
 use super::metrics::Metrics;
-use super::outage::Outage;
+use super::outage::{Outage, WriteFailures};
 use super::queue::SharedQueue;
 use super::requests::Tracker;
 use super::status::Status;
@@ -25,6 +26,8 @@ pub struct Shared {
     pub metrics: Arc<Metrics>,
     /// The one log of an API server that does not answer (watches, Lease, writes).
     pub outage: Outage,
+    /// The writer's log of failed writes that will be retried.
+    pub failures: WriteFailures,
     /// Outcomes as Kubernetes Events.
     pub recorder: Recorder,
     /// Requests in progress, and what their keys' reconciles did.
@@ -113,6 +116,7 @@ impl Shared {
             leadership: Leadership::default(),
             metrics: Arc::default(),
             outage: Outage::default(),
+            failures: WriteFailures::default(),
             recorder: Recorder::default(),
             tracker: Tracker::default(),
             tasks: Tasks::default(),

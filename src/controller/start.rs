@@ -558,6 +558,7 @@ fn assemble(
         leadership: Leadership::default(),
         metrics: Arc::new(Metrics::default()),
         outage: Default::default(),
+        failures: Default::default(),
         recorder,
         tracker: Default::default(),
         answers: Default::default(),
@@ -607,18 +608,15 @@ fn report_events(shared: &Arc<Shared>, identity: &str, facts: super::events::Fac
     shared.tasks.spawn("report Events", Lifetime::Copy, report);
 }
 
-/// Phase 6: the workers, sharing one count of attempts per key (the backoff's exponent) and
-/// one log of failed writes (theirs only: the writer's).
+/// Phase 6: the workers, sharing one count of attempts per key (the backoff's exponent).
 fn spawn_workers(shared: &Arc<Shared>, cache: &Arc<OpinionCache>, config: &Config) {
     let attempts = Arc::new(Attempts::default());
-    let failures = Arc::new(super::outage::WriteFailures::default());
     for n in 1..=config.workers.max(1) {
         let worker = super::worker::run(
             shared.clone(),
             cache.clone(),
             config.options.clone(),
             attempts.clone(),
-            failures.clone(),
         );
         shared
             .tasks

@@ -57,9 +57,7 @@ pub struct FailedWrite {
     pub refused: bool,
 }
 
-/// What happened, as a copy tells it once (the feed of [`super::Controller::feed`]): each
-/// reader gets every happening after it subscribed, and is told how many it missed if it
-/// fell more than [`EVENT_LOG_CAPACITY`] behind.
+/// What happened, as a copy tells it once on its feed ([`super::Controller::feed`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Happened {
     /// A reconcile action of this copy (a write, a request handled, its own Lease won or lost).
@@ -386,14 +384,6 @@ pub enum EventResult {
 }
 
 impl EventResult {
-    pub fn as_str(&self) -> &str {
-        match self {
-            EventResult::Ok => "ok",
-            EventResult::Skipped(_) => "skipped",
-            EventResult::Failed(_) | EventResult::WriteFailed(_) => "failed",
-        }
-    }
-
     /// Why it failed, if it did.
     pub fn failure(&self) -> Option<String> {
         match self {

@@ -15,18 +15,17 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::Instant;
 use tokio::sync::{broadcast, watch};
 
+/// Fields named as `LiveState`'s mean what they mean there.
 #[derive(Default)]
 struct Inner {
     /// This copy's reconcile actions, the newest [`EVENT_LOG_CAPACITY`] (for
     /// `Controller::events`: what a one-shot command prints).
     events: VecDeque<ReconcileEvent>,
-    /// Resources this copy cannot read, by resource name.
+    /// By resource name.
     access: BTreeMap<String, AccessError>,
-    /// What looks like Gatekeeper's own generator, as last detected.
     gatekeeper_generator: Option<String>,
-    /// Writes are allowed at all (false: read-only, or refused because of Gatekeeper).
     writes_enabled: bool,
-    /// Every watch, including every constraint kind's, has listed once.
+    /// Including every constraint kind's watch.
     synced: bool,
     /// When the queue last drained with everything listed.
     last_sync: Option<chrono::DateTime<Utc>>,
@@ -39,13 +38,6 @@ struct Failed {
     error: WriteError,
     body: u64,
     at: Instant,
-}
-
-impl Failed {
-    /// A body the server refused as invalid (422), recently: not sent again.
-    fn refused(&self) -> bool {
-        matches!(self.error, WriteError::Invalid(_)) && self.at.elapsed() < REFUSED_FOR
-    }
 }
 
 /// How long a refused body is not sent again (then a resync may try it once more).
@@ -263,13 +255,13 @@ impl Status {
         })
     }
 
-    /// How `body` of `object` was refused, if this very body was refused recently.
+    /// How `body` of `object` was refused, if this very body was refused as invalid (422)
+    /// recently: not sent again.
     pub fn refusal(&self, object: &str, body: u64) -> Option<WriteError> {
         self.with(|s| {
-            s.failed
-                .get(object)
-                .filter(|f| f.body == body && f.refused())
-                .map(|f| f.error.clone())
+            let f = s.failed.get(object)?;
+            let refused = matches!(f.error, WriteError::Invalid(_)) && f.at.elapsed() < REFUSED_FOR;
+            (f.body == body && refused).then(|| f.error.clone())
         })
     }
 

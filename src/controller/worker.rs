@@ -4,7 +4,6 @@
 
 use super::cache::OpinionCache;
 use super::keys::Key;
-use super::outage::WriteFailures;
 use super::queue::SharedQueue;
 use super::reconcilers::{Ctx, Outcome, reconcile, schedule};
 use super::shared::Shared;
@@ -163,12 +162,8 @@ pub(super) async fn run(
     cache: Arc<OpinionCache>,
     opts: Options,
     attempts: Arc<Attempts>,
-    failures: Arc<WriteFailures>,
 ) {
-    let world = Live {
-        shared: &shared,
-        failures: &failures,
-    };
+    let world = Live { shared: &shared };
     // The flags' options with Gatekeeper's Config and webhook applied, recomputed when either
     // changes.
     let mut configs = shared.stores.gatekeeper_configs();

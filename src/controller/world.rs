@@ -224,11 +224,6 @@ impl PartialEq for WriteError {
 impl Eq for WriteError {}
 
 impl WriteError {
-    /// The label of `kubectl_vap_write_errors_total{reason=…}`.
-    pub fn metric_label(&self) -> &'static str {
-        Unwritten::from(self).label()
-    }
-
     /// A conflict is retried at once and passes: not a failure anyone must look at.
     pub fn retried_away(&self) -> bool {
         matches!(self, WriteError::Conflict(_))

@@ -1,14 +1,16 @@
 //! Writes to the API server ([`Writer`] for [`Live`], the world the workers reconcile
-//! against): only while this copy may write; each write's record goes to the one observer
-//! (`written::observe`: read-your-writes, `/metrics`, status, Events, the request in progress).
+//! against): only while this copy may write; what came of each write goes to the one observer
+//! ([`observe`]): the stores (read-your-writes), `/metrics`, the status (the object's last
+//! failure, the event log), the Kubernetes Events recorder, the request in progress (the task's
+//! tally) and the log lines of failures, without flooding.
 
-use super::outage::WriteFailures;
+use super::keys::Obj;
 use super::shared::Shared;
+use super::state::{EventResult, EventVerb};
 use super::stores::Stores;
-use super::world::{NotSent, ReadsThrough, WriteError, WriteOutcome, Writer};
-use super::written::{Written, observe};
-use crate::cluster::apply::{ApplyError, apply_write};
-use crate::core::PlannedWrite;
+use super::world::{NotSent, ReadsThrough, Unwritten, WriteError, WriteOutcome, Writer};
+use crate::cluster::apply::{Applied, ApplyError, apply_write};
+use crate::core::{PlannedWrite, Verb};
 use std::sync::Arc;
 
 /// What a failed apply means: the class decides retrying, logging and the metric label. Read
@@ -63,11 +65,9 @@ fn digest(w: &PlannedWrite) -> u64 {
 }
 
 /// The world the live workers reconcile against: reads from the copy's stores, writes to the
-/// API server. The log of failed writes is the writer's own (shared by the workers only), so it
-/// lives here rather than in [`Shared`].
+/// API server.
 pub struct Live<'a> {
     pub shared: &'a Shared,
-    pub failures: &'a WriteFailures,
 }
 
 impl ReadsThrough for Live<'_> {
@@ -89,7 +89,8 @@ impl Writer for Live<'_> {
         let Some(left) = self.shared.leadership.fence.remaining() else {
             return WriteOutcome::Skipped(NotSent::NotConfirmed);
         };
-        if let Some(refused) = self.shared.status.refusal(&w.object.to_string(), digest(w)) {
+        let body = digest(w);
+        if let Some(refused) = self.shared.status.refusal(&w.object.to_string(), body) {
             // Not sent again, but still a failure of the request that met it (its reply and
             // exit code). Reported once: the event log's line, the metric and the Kubernetes
             // Event came when the server refused it.
@@ -111,17 +112,92 @@ impl Writer for Live<'_> {
             Ok(_) => WriteOutcome::Done,
             Err(e) => WriteOutcome::Failed(e.clone()),
         };
-        let record = Written {
-            write: w,
-            body: digest(w),
-            result,
-        };
-        observe(self.shared, self.failures, record);
+        observe(self.shared, w, body, result);
         outcome
     }
 
     fn not_needed(&self, object: &str) {
         self.shared.status.clear_failure(object);
+    }
+}
+
+fn event_verb(v: Verb) -> EventVerb {
+    match v {
+        Verb::Create => EventVerb::Create,
+        Verb::Update => EventVerb::Update,
+        Verb::Delete => EventVerb::Delete,
+    }
+}
+
+/// Applies what came of `w` (whose body's digest is `body`) everywhere it is reported.
+fn observe(shared: &Shared, w: &PlannedWrite, body: u64, result: Result<Applied, WriteError>) {
+    let object = w.object.to_string();
+    let result = match result {
+        Ok(applied) => {
+            shared.stores.remember(w, &applied);
+            shared.failures.succeeded();
+            shared.outage.reachable();
+            if let Some(WriteError::Forbidden(_)) = shared.status.clear_failure(&object) {
+                tracing::info!(object, "{object}: allowed now (it was forbidden)");
+            }
+            // A delete that found nothing changed nothing: not a write.
+            if matches!(applied, Applied::AlreadyGone) {
+                shared.metrics.error(Unwritten::AlreadyGone);
+            } else {
+                shared.metrics.write(w.verb, Obj::of(&w.object.kind));
+                super::tally::count_write(false);
+                shared.recorder.written(w, None);
+            }
+            tracing::info!(verb = w.verb.as_str(), object = %w.object, "{} {}: {}", w.verb.as_str(), w.object, w.reason);
+            EventResult::Ok
+        }
+        Err(e) => {
+            failed(shared, &w.object, body, &e);
+            if !e.retried_away() {
+                super::tally::count_write(true);
+                shared.recorder.written(w, Some(&e));
+            }
+            EventResult::WriteFailed(e)
+        }
+    };
+    shared.status.log(
+        event_verb(w.verb),
+        w.object.clone(),
+        result,
+        w.reason.clone(),
+    );
+}
+
+/// A failed write: counted, kept as the object's last failure, logged as its class asks.
+fn failed(shared: &Shared, object: &crate::model::ObjectRef, body: u64, e: &WriteError) {
+    shared.metrics.error(Unwritten::from(e));
+    if !matches!(e, WriteError::Unreachable(_)) {
+        shared.outage.reachable();
+    }
+    let object = object.to_string();
+    let first = !e.retried_away() && shared.status.write_failed(&object, body, e);
+    let msg = e.to_string();
+    match e {
+        WriteError::Conflict(cause) => tracing::debug!("{cause}"),
+        // The server refuses this body whatever happens around it: one report, and the
+        // same body is not sent again (a resync or a lease change included) until its
+        // source changes or REFUSED_FOR passes.
+        WriteError::Invalid(_) => tracing::warn!(object, "{msg} (not retried)"),
+        // RBAC may allow it later, and no event says when: retried slowly (backoff up to
+        // 5 min), logged once per object until it passes.
+        WriteError::Forbidden(_) if first => tracing::warn!(
+            object,
+            "{msg}; retried with a backoff up to {}s until the RBAC allows it (not logged again; counted in kubectl_vap_write_errors_total{{reason=\"forbidden\"}})",
+            super::reconcilers::FORBIDDEN_BACKOFF_MAX.as_secs()
+        ),
+        WriteError::Forbidden(_) => tracing::debug!(object, "{msg}"),
+        // No answer: the copy's one outage log, not a line per write.
+        WriteError::Unreachable(_) => shared.outage.failed(&object, &msg),
+        // May pass later (the server back): retried with backoff, logged at most once per
+        // interval with a count.
+        WriteError::Failed(_) => shared
+            .failures
+            .failed(Unwritten::from(e).label(), &object, &msg),
     }
 }
 
