@@ -30,7 +30,6 @@ mod events;
 mod fence;
 pub mod gatekeeper;
 mod gatekeeper_config;
-mod gatekeeper_webhook;
 pub mod handle;
 pub mod keys;
 mod lease;

@@ -467,8 +467,8 @@ pub async fn launch(
     // Gatekeeper's webhook, for its own shape: what each VAP copies.
     if config.options.policy_shape == crate::core::PolicyShape::Gatekeeper {
         let name = config.options.webhook_configuration_name.clone();
-        super::gatekeeper_webhook::first_read(&shared, &name).await;
-        let webhook_watch = super::gatekeeper_webhook::run(shared.clone(), name);
+        super::gatekeeper_config::first_read_webhook(&shared, &name).await;
+        let webhook_watch = super::gatekeeper_config::run_webhook(shared.clone(), name);
         shared
             .tasks
             .spawn("watch Gatekeeper's webhook", Lifetime::Copy, webhook_watch);
