@@ -285,7 +285,6 @@ fn elect(
 }
 
 struct Elected {
-    /// The Lease as this copy sees it.
     view: watch::Receiver<LeaseInfo>,
     /// The election's task (it releases the Lease when it ends), if this copy competes.
     election: Option<tokio::task::Id>,
