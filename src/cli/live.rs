@@ -150,10 +150,10 @@ async fn start_electing(cli: &Cli, how: Electing) -> anyhow::Result<Controller> 
     let mut config = Config::new(
         cli.generation_options(),
         Mode::Elect {
-            lease_namespace: cli.lease().lease_namespace.clone(),
-            lease_name: cli.lease().lease_name.clone(),
             take_over: how.take_over,
         },
+        cli.lease().lease_namespace.clone(),
+        cli.lease().lease_name.clone(),
     );
     config.metrics_addr = how.metrics_addr;
     config.scope = how.scope;

@@ -1,7 +1,7 @@
 //! Keeps the stores' view of what the API server serves (`model::served`) current: the
 //! narrowed bindings' rules are computed from it. Discovered at start, again when a
 //! CustomResourceDefinition comes, goes or changes (a constraint may name its kind), and every
-//! `every` (aggregated APIs come and go without a CRD). A change re-enqueues everything: the
+//! [`EVERY`] (aggregated APIs come and go without a CRD). A change re-enqueues everything: the
 //! template side widens or narrows its VAP, the constraint side its binding.
 
 use super::shared::Shared;
@@ -12,6 +12,7 @@ use tokio::sync::watch;
 
 /// CRD events come in bursts (a chart installs dozens): one discovery after the burst.
 const SETTLE: Duration = Duration::from_millis(500);
+const EVERY: Duration = Duration::from_secs(60);
 /// After a failed discovery.
 const RETRY: Duration = Duration::from_secs(5);
 
@@ -41,13 +42,8 @@ pub async fn refresh(shared: &Shared) -> Result<bool, ()> {
 }
 
 /// Keeps discovery current after the first one (`first_ok`: it succeeded; else retried soon).
-pub async fn run(
-    shared: Arc<Shared>,
-    mut crds: watch::Receiver<u64>,
-    every: Duration,
-    first_ok: bool,
-) {
-    let mut wait = if first_ok { every } else { RETRY };
+pub async fn run(shared: Arc<Shared>, mut crds: watch::Receiver<u64>, first_ok: bool) {
+    let mut wait = if first_ok { EVERY } else { RETRY };
     loop {
         tokio::select! {
             changed = crds.changed() => {
@@ -63,9 +59,9 @@ pub async fn run(
             Ok(true) => {
                 tracing::info!("what the API server serves changed: reconciling everything");
                 shared.resync();
-                every
+                EVERY
             }
-            Ok(false) => every,
+            Ok(false) => EVERY,
             Err(()) => RETRY,
         };
     }

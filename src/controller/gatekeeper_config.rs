@@ -1,24 +1,28 @@
-//! Keeps the stores' copy of Gatekeeper's `Config` current (`model::gatekeeper_config`): the
-//! namespaces it excludes from Gatekeeper's webhook are left out of every narrowed VAP, as
-//! Gatekeeper leaves them out of its own. Read once before the first reconcile (so a start does
-//! not write VAPs without them and again with them), then watched; a change reconciles every
-//! template. Without Gatekeeper (its Config kind not served) there is none, and the watch keeps
-//! trying, so a Config that comes later counts.
+//! Keeps the stores' copies of Gatekeeper's `Config` (`model::gatekeeper_config`: the namespaces
+//! it excludes are left out of every narrowed VAP, as Gatekeeper leaves them out of its own)
+//! and, for `--policy-shape gatekeeper` only, of its validating webhook
+//! (`model::gatekeeper_webhook`: Gatekeeper v3.22+ copies what it matches into its VAPs, and so
+//! do we; the other shapes need no right to read webhook configurations). Each is read once
+//! before the first reconcile (so a start does not write VAPs without them and again with
+//! them), then watched; a change reconciles every template. Without Gatekeeper (its Config kind
+//! not served) there is no Config, and the watch keeps trying, so a Config that comes later
+//! counts.
 
 use super::shared::Shared;
 use crate::cluster::access::AccessError;
 use crate::cluster::discovery::{gatekeeper_config_resource, resource_name};
-use crate::cluster::list::{gatekeeper_configs, parse_config};
-use crate::model::GatekeeperConfig;
+use crate::cluster::list::{access_error, gatekeeper_configs, gatekeeper_webhooks};
+use crate::cluster::list::{parse_config, parse_webhook};
 use futures::StreamExt;
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use kube::api::{Api, DynamicObject};
+use kube::runtime::reflector::{self, store::Writer};
 use kube::runtime::watcher::{self, Event};
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// The first read; whether it failed. A failure is logged and leaves none: the VAPs then apply
-/// in the namespaces the Config would exclude (stricter, never looser), until the watch reads
-/// it.
+/// The first read of the Configs; whether it failed. A failure is logged and leaves none: the
+/// VAPs then apply in the namespaces the Config would exclude (stricter, never looser), until
+/// the watch reads it.
 pub async fn first_read(shared: &Shared) -> bool {
     match gatekeeper_configs(&shared.client).await {
         Ok(configs) => {
@@ -26,23 +30,23 @@ pub async fn first_read(shared: &Shared) -> bool {
             false
         }
         Err(e) => {
-            let why = crate::text::kube_error_text(&e);
-            cannot_read(shared, crate::cluster::status_code(&e), &why);
+            let resource = resource_name(&gatekeeper_config_resource());
+            cannot_read(shared, access_error(&resource, &e));
             true
         }
     }
 }
 
-/// A Config that cannot be read (`status`: the server's answer, `why`: its words): said once,
-/// in the words `check` uses, and one of the copy's access errors until it is read.
-fn cannot_read(shared: &Shared, status: Option<u16>, why: &str) {
-    let resource = resource_name(&gatekeeper_config_resource());
-    let error = AccessError::from_status(&resource, status, "reading", &why);
+/// A Config that cannot be read: said once, in the words `check` uses, and one of the copy's
+/// access errors until it is read.
+fn cannot_read(shared: &Shared, error: AccessError) {
     tracing::warn!(
         "{}; Gatekeeper's excluded namespaces stay subject to the VAPs until it is read",
         error.message
     );
-    shared.status.set_access(&resource, Some(error));
+    shared
+        .status
+        .set_access(&error.resource.clone(), Some(error));
 }
 
 /// Watches the Configs named `config` in every namespace; each change of what they exclude
@@ -56,61 +60,75 @@ pub async fn run(shared: Arc<Shared>, mut failing: bool) {
         "metadata.name={}",
         crate::model::gatekeeper_config::CONFIG_NAME
     ));
-    let mut seen: BTreeMap<String, GatekeeperConfig> = BTreeMap::new();
-    let mut relisting: Option<BTreeMap<String, GatekeeperConfig>> = None;
-    let mut stream = crate::cluster::watch::changes(api, config, "Gatekeeper's Config");
+    // The reflector keeps what was read through a relist, and swaps at its end.
+    let writer = Writer::new(ar.clone());
+    let store = writer.as_reader();
+    let changes = crate::cluster::watch::changes(api, config, "Gatekeeper's Config");
+    let mut stream = reflector::reflector(writer, changes).boxed();
     while let Some(event) = stream.next().await {
-        let publish = match event {
-            Ok(Event::Init) => {
-                relisting = Some(BTreeMap::new());
-                false
+        match event {
+            Ok(Event::Init | Event::InitApply(_)) => continue,
+            Ok(Event::InitDone) if std::mem::take(&mut failing) => {
+                tracing::info!("Gatekeeper's Config read again");
+                shared.status.set_access(&resource_name(&ar), None);
             }
-            Ok(Event::InitApply(o)) => {
-                if let (Some(r), Some(c)) = (relisting.as_mut(), parse_config(&o, &ar)) {
-                    r.insert(key(&o), c);
-                }
-                false
-            }
-            Ok(Event::InitDone) => {
-                seen = relisting.take().unwrap_or_default();
-                if std::mem::take(&mut failing) {
-                    tracing::info!("Gatekeeper's Config read again");
-                    shared.status.set_access(&resource_name(&ar), None);
-                }
-                true
-            }
-            Ok(Event::Apply(o)) => {
-                match parse_config(&o, &ar) {
-                    Some(c) => seen.insert(key(&o), c),
-                    None => seen.remove(&key(&o)),
-                };
-                true
-            }
-            Ok(Event::Delete(o)) => {
-                seen.remove(&key(&o));
-                true
-            }
+            Ok(_) => {}
             // Retried by the watch; what was read stays.
             Err(e) => {
                 let status = crate::cluster::watch::status(&e);
                 if !failing && status.is_some_and(|s| s != 404) {
                     failing = true;
-                    cannot_read(&shared, status, &crate::cluster::watch::describe(&e));
+                    let resource = resource_name(&ar);
+                    let why = crate::cluster::watch::describe(&e);
+                    cannot_read(
+                        &shared,
+                        AccessError::from_status(&resource, status, "reading", &why),
+                    );
                 }
-                false
+                continue;
             }
-        };
-        if publish
-            && shared
-                .stores
-                .set_gatekeeper_configs(seen.values().cloned().collect())
-        {
+        }
+        let mut objects = store.state();
+        // One per namespace (the name is fixed): in a stable order, so equal lists compare equal.
+        objects.sort_by(|a, b| a.metadata.namespace.cmp(&b.metadata.namespace));
+        let configs = objects
+            .iter()
+            .filter_map(|o| parse_config(o, &ar))
+            .collect();
+        if shared.stores.set_gatekeeper_configs(configs) {
             tracing::info!("Gatekeeper's Config changed: reconciling every template");
             shared.resync();
         }
     }
 }
 
-fn key(o: &DynamicObject) -> String {
-    o.metadata.namespace.clone().unwrap_or_default()
+/// The first read of the webhook configuration `name`. A failure is logged and leaves none:
+/// the VAPs then match what Gatekeeper's do without its webhook (every create and update),
+/// until the watch reads it.
+pub async fn first_read_webhook(shared: &Shared, name: &str) {
+    match gatekeeper_webhooks(&shared.client, Some(name)).await {
+        Ok(webhooks) => {
+            shared.stores.set_gatekeeper_webhooks(webhooks);
+        }
+        Err(e) => tracing::warn!(
+            "reading Gatekeeper's ValidatingWebhookConfiguration {name} (the VAPs match every create and update until it can be read): {}",
+            crate::text::kube_error_text(&e)
+        ),
+    }
+}
+
+/// Watches the webhook configuration `name`; each change of what its webhook matches
+/// re-enqueues everything.
+pub async fn run_webhook(shared: Arc<Shared>, name: String) {
+    let api: Api<ValidatingWebhookConfiguration> = Api::all(shared.client.clone());
+    let mut stream = crate::cluster::watch::object(api, &name, "Gatekeeper's webhook");
+    while let Some(read) = stream.next().await {
+        // Forbidden or failed: logged and retried by the watch; what was read stays.
+        let Ok(o) = read else { continue };
+        let webhooks = o.as_ref().and_then(parse_webhook).into_iter().collect();
+        if shared.stores.set_gatekeeper_webhooks(webhooks) {
+            tracing::info!("Gatekeeper's validating webhook changed: reconciling every template");
+            shared.resync();
+        }
+    }
 }

@@ -1,26 +1,8 @@
-//! The shared-cache reconciler of gatekeeper#3287 (docs/reconciler.md; its place among the
-//! modules: docs/architecture.md), behind one door: [`Controller`], which [`launch`] returns.
-//! Nothing outside this module reaches its stores, queue or locks.
-//!
-//! Public for the tier-2 tests, which run the same logic on an in-memory world:
-//! - [`world`]: what the reconcilers read and write, as traits; [`reconcilers`]: the two reconcilers;
-//!   [`cache`]: the opinion cache `kind → Opinion`, written only by the template side;
-//!   [`queue`]: the de-duplicating work queue; [`worker`]: one worker step, shared with the
-//!   live workers.
-//! - [`state`]: what a running copy publishes ([`LiveState`], and [`Happened`] on its feed)
-//!   and the types it answers with;
-//!   [`keys`]: the words everything above speaks in (`Key`, `Scope`, `Obj`).
-//!
-//! Private: `start` (start-up in phases), `shared` (what the tasks share; the world on the
-//! cluster: `stores` for reads, `writer` for writes), `status`, `watches`, `objects` (the keys
-//! an object concerns), `lease` (the election) and `fence` (whether this copy may write),
-//! `requests` and `commands` (requests reach the leader wherever it runs), `tally` (what the
-//! reconcile in progress wrote), `events` (outcomes as Kubernetes Events), `publish`, `outage`,
-//! `metrics`, `tasks` (the supervisor every task starts through).
-//!
-//! The files are layers: each imports only files below it (docs/architecture.md, "Inside a
-//! folder: files in layers", lists them bottom to top; `tests/layering.rs` fails on a circle). [`gatekeeper`] (detecting Gatekeeper's own generator)
-//! is public for the message that says how to switch it off.
+//! The shared-cache reconciler of gatekeeper#3287 (docs/reconciler.md) behind one door:
+//! [`Controller`], which [`launch`] returns; nothing outside reaches its stores, queue or locks.
+//! The public modules are for the tier-2 tests, which run the same logic on an in-memory world;
+//! [`gatekeeper`] for the message that says how to switch Gatekeeper's generator off. Every
+//! module, and the layers they form (`tests/layering.rs`): docs/architecture.md.
 
 pub mod cache;
 mod channel;
@@ -30,7 +12,6 @@ mod events;
 mod fence;
 pub mod gatekeeper;
 mod gatekeeper_config;
-mod gatekeeper_webhook;
 pub mod handle;
 pub mod keys;
 mod lease;
@@ -62,7 +43,6 @@ pub use keys::Scope;
 pub use lease::{LEASES, default_identity, read_lease};
 pub use start::{
     Config, DEFAULT_LEASE_NAME, DEFAULT_LEASE_NAMESPACE, DEFAULT_WORKERS, Mode, Tuning, launch,
-    start,
 };
 pub use state::{
     AccessError, AccessErrorKind, ClusterEvent, Command, Connection, EventResult, EventVerb,

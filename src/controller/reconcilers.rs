@@ -50,7 +50,7 @@ pub enum Outcome {
     /// not retried; the next change of the object (or a resync) tries again.
     Refused(WriteError),
     /// A write the RBAC does not allow now. A grant can come at any time and no watched event
-    /// says so, so it is retried, but slowly: [`forbidden_backoff`], up to 5 minutes.
+    /// says so, so it is retried, but slowly: [`doubling`], up to 5 minutes.
     Forbidden(WriteError),
 }
 
@@ -414,10 +414,7 @@ async fn delete_policy_after_bindings<W: TemplateStore + Writer + Sync>(
 ) -> Outcome {
     // Wait for constraint reconciles of the kind that are deciding or writing right now.
     let lock = kind.map(|k| cache.kind_lock(k));
-    let _exclusive = match &lock {
-        Some(l) => Some(l.write().await),
-        None => None,
-    };
+    let _exclusive = futures::future::OptionFuture::from(lock.as_ref().map(|l| l.write())).await;
     if let Some(kind) = kind {
         let mut left = known!(world.bindings_of_kind(kind));
         left.retain(|b| b.policy_name() == w.object.name);
@@ -550,28 +547,27 @@ pub fn schedule<Q: Enqueue>(queue: &Q, key: &Key, outcome: &Outcome, attempt: u3
         Outcome::Done | Outcome::Unknown(_) | Outcome::Refused(_) => {}
         Outcome::RequeueAfter(d) => queue.enqueue_after(key.clone(), *d),
         // Never sooner than the server asked (a 429's or 503's Retry-After).
-        Outcome::Retry(e) => {
-            queue.enqueue_after(key.clone(), backoff(attempt).max(e.retry_after()))
+        Outcome::Retry(e) => queue.enqueue_after(
+            key.clone(),
+            doubling(Duration::from_millis(100), attempt, Duration::from_secs(30))
+                .max(e.retry_after()),
+        ),
+        Outcome::Forbidden(_) => {
+            let wait = doubling(Duration::from_secs(1), attempt, FORBIDDEN_BACKOFF_MAX);
+            queue.enqueue_after(key.clone(), wait)
         }
-        Outcome::Forbidden(_) => queue.enqueue_after(key.clone(), forbidden_backoff(attempt)),
     }
 }
 
 /// The longest wait between two attempts of a forbidden write.
 pub const FORBIDDEN_BACKOFF_MAX: Duration = Duration::from_secs(300);
 
-/// Backoff for forbidden writes: 1 s, 2 s, 4 s, … capped at [`FORBIDDEN_BACKOFF_MAX`]. A grant
-/// made right after the refusal is picked up within seconds; one that never comes costs one
-/// request per object every 5 minutes.
-pub fn forbidden_backoff(attempt: u32) -> Duration {
-    let secs = 1u64.saturating_mul(1u64 << attempt.min(9));
-    Duration::from_secs(secs).min(FORBIDDEN_BACKOFF_MAX)
-}
-
-/// Exponential backoff for retries: 100ms, 200ms, … capped at 30s.
-pub fn backoff(attempt: u32) -> Duration {
-    let ms = 100u64.saturating_mul(1u64 << attempt.min(9));
-    Duration::from_millis(ms.min(30_000))
+/// Backoff after an attempt: `first`, doubled per attempt, capped at `max`. Forbidden writes
+/// wait 1 s, 2 s, 4 s, … up to [`FORBIDDEN_BACKOFF_MAX`]: a grant made right after the refusal
+/// is picked up within seconds; one that never comes costs one request per object every 5
+/// minutes. Other failures: 100 ms, 200 ms, … up to 30 s.
+fn doubling(first: Duration, attempt: u32, max: Duration) -> Duration {
+    first.saturating_mul(1 << attempt.min(9)).min(max)
 }
 
 #[cfg(test)]

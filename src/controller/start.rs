@@ -30,7 +30,7 @@ use crate::cluster::discovery::{
 };
 use crate::core::Options;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DynamicObject};
+use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::reflector::store::Writer;
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,44 +42,20 @@ use tokio_util::sync::CancellationToken;
 pub enum Mode {
     /// Watch only: the TUI without `--reconcile` (the Lease is read to show its holder, and
     /// requests go to the holder).
-    ReadOnly {
-        lease_namespace: String,
-        lease_name: String,
-    },
-    /// Compete for the lease; write while holding it.
-    Elect {
-        lease_namespace: String,
-        lease_name: String,
-        /// Write even though Gatekeeper's generator looks active.
-        take_over: bool,
-    },
-}
-
-impl Mode {
-    fn lease(&self) -> (&str, &str) {
-        match self {
-            Mode::ReadOnly {
-                lease_namespace,
-                lease_name,
-            }
-            | Mode::Elect {
-                lease_namespace,
-                lease_name,
-                ..
-            } => (lease_namespace, lease_name),
-        }
-    }
+    ReadOnly,
+    /// Compete for the lease; write while holding it (`take_over`: even though Gatekeeper's
+    /// generator looks active).
+    Elect { take_over: bool },
 }
 
 #[derive(Debug, Clone)]
 pub struct Config {
     pub options: Options,
     pub mode: Mode,
+    pub lease_namespace: String,
+    pub lease_name: String,
     /// Concurrent reconciles (a key is never processed twice at once).
     pub workers: usize,
-    /// The identity in the Lease; default `<hostname>-<pid>-<random>`.
-    pub identity: Option<String>,
-    /// Serve `/metrics`, `/healthz`, `/readyz` here.
     pub metrics_addr: Option<std::net::SocketAddr>,
     /// The keys this copy works on (a one-shot `reconcile TEMPLATE`: that template's).
     pub scope: Scope,
@@ -90,12 +66,13 @@ pub struct Config {
 }
 
 impl Config {
-    pub fn new(options: Options, mode: Mode) -> Self {
+    pub fn new(options: Options, mode: Mode, lease_namespace: String, lease_name: String) -> Self {
         Config {
             options,
             mode,
+            lease_namespace,
+            lease_name,
             workers: DEFAULT_WORKERS,
-            identity: None,
             metrics_addr: None,
             scope: Scope::All,
             one_shot: false,
@@ -141,15 +118,7 @@ pub const DEFAULT_LEASE_NAME: &str = "kubectl-vap";
 
 /// How long start-up waits for the first list of every watch.
 const SYNC_TIMEOUT: Duration = Duration::from_secs(60);
-/// Discovery again this often without a CRD event (aggregated APIs).
-const DISCOVERY_EVERY: Duration = Duration::from_secs(60);
 
-/// Starts the reconciler on `client` with the default tuning.
-pub async fn start(client: kube::Client, config: Config) -> Result<Controller, Error> {
-    launch(client, config, Tuning::default()).await
-}
-
-/// What discovery found.
 struct Discovered {
     admission: AdmissionApi,
     server_version: Option<String>,
@@ -163,7 +132,7 @@ async fn discover(client: &kube::Client, mode: &Mode) -> Result<Discovered, Erro
     let detect = async {
         match mode {
             Mode::Elect { .. } => Some(super::gatekeeper::detect(client).await),
-            Mode::ReadOnly { .. } => None,
+            Mode::ReadOnly => None,
         }
     };
     let (admission, version, gatekeeper) = tokio::join!(
@@ -183,34 +152,24 @@ async fn discover(client: &kube::Client, mode: &Mode) -> Result<Discovered, Erro
 fn watch_everything(shared: &Arc<Shared>, writers: Writers, views: bool) {
     let client = &shared.client;
     let admission = shared.stores.admission().clone();
-    let tar = templates_resource();
-    watches::spawn_watch(
-        Api::all_with(client.clone(), &tar),
+    type OnChange = fn(&Arc<Shared>, watches::Change<'_, DynamicObject>);
+    let dynamic = |ar: ApiResource, writer: Writer<DynamicObject>, handler: OnChange| {
+        let api = Api::all_with(client.clone(), &ar);
+        watches::spawn_watch(api, writer, resource_name(&ar), shared.clone(), handler);
+    };
+    dynamic(
+        templates_resource(),
         writers.templates,
-        resource_name(&tar),
-        shared.clone(),
         watches::on_template,
     );
+    dynamic(admission.policy(), writers.policies, watches::on_policy);
+    dynamic(admission.binding(), writers.bindings, watches::on_binding);
     watches::spawn_watch(
         Api::<CustomResourceDefinition>::all(client.clone()),
         writers.crds,
         super::stores::CRDS_RESOURCE.into(),
         shared.clone(),
         watches::on_crd,
-    );
-    watches::spawn_watch(
-        Api::all_with(client.clone(), &admission.policy()),
-        writers.policies,
-        resource_name(&admission.policy()),
-        shared.clone(),
-        watches::on_policy,
-    );
-    watches::spawn_watch(
-        Api::all_with(client.clone(), &admission.binding()),
-        writers.bindings,
-        resource_name(&admission.binding()),
-        shared.clone(),
-        watches::on_binding,
     );
     if views {
         // Shown, never decided on: kube-runtime's reflector over the one watch, errors only
@@ -255,7 +214,7 @@ fn decide_writes(
     mode: &Mode,
     detected: Option<Result<Option<String>, crate::cluster::KubeError>>,
 ) {
-    let (Mode::Elect { take_over, .. }, Some(detected)) = (mode, detected) else {
+    let (Mode::Elect { take_over }, Some(detected)) = (mode, detected) else {
         shared.status.set_writes_enabled(false);
         return;
     };
@@ -295,7 +254,7 @@ fn elect(
     tuning: &Tuning,
     health: Health,
 ) -> Elected {
-    let (ns, name) = config.mode.lease();
+    let (ns, name) = (&config.lease_namespace, &config.lease_name);
     let competes = matches!(config.mode, Mode::Elect { .. }) && shared.status.writes_enabled();
     let (view_tx, view) = watch::channel(LeaseInfo {
         identity: identity.to_string(),
@@ -303,7 +262,7 @@ fn elect(
         participating: competes,
         ..LeaseInfo::default()
     });
-    if competes {
+    let election = if competes {
         let election = Election {
             namespace: ns.to_string(),
             name: name.to_string(),
@@ -313,27 +272,19 @@ fn elect(
         };
         let stopping = shared.tasks.stopping();
         let run = super::lease::run(shared.clone(), election, view_tx, stopping);
-        let task = shared.tasks.spawn("election", Lifetime::Copy, run);
-        Elected {
-            view,
-            election: Some(task.id()),
-        }
+        Some(shared.tasks.spawn("election", Lifetime::Copy, run).id())
     } else {
         let follow =
             super::lease::watch_holder(shared.clone(), ns.to_string(), name.to_string(), view_tx);
         shared
             .tasks
             .spawn("follow the Lease holder", Lifetime::Copy, follow);
-        Elected {
-            view,
-            election: None,
-        }
-    }
+        None
+    };
+    Elected { view, election }
 }
 
-/// What [`elect`] started.
 struct Elected {
-    /// The Lease as this copy sees it.
     view: watch::Receiver<LeaseInfo>,
     /// The election's task (it releases the Lease when it ends), if this copy competes.
     election: Option<tokio::task::Id>,
@@ -354,17 +305,17 @@ fn health_of(shared: Arc<Shared>, options: &Options) -> Health {
 }
 
 /// Phase 5: waits until templates, CRDs, VAPs and bindings have listed (or failed with a
-/// definite read error), or `timeout` passes. Constraint kinds keep listing meanwhile: the
+/// definite read error), or [`SYNC_TIMEOUT`] passes. Constraint kinds keep listing meanwhile: the
 /// workers start now and a kind's constraints are reconciled once that kind has listed.
-async fn await_first_lists(shared: &Shared, timeout: Duration) {
+async fn await_first_lists(shared: &Shared) {
     let fixed = shared.stores.fixed_resources();
     let done = || {
         fixed
             .iter()
             .all(|r| shared.stores.is_listed(r) || shared.status.access_error(r).is_some())
     };
-    if !until_listed(shared, timeout, done).await {
-        tracing::warn!("not every watch listed within {timeout:?}; continuing");
+    if !until_listed(shared, SYNC_TIMEOUT, done).await {
+        tracing::warn!("not every watch listed within {SYNC_TIMEOUT:?}; continuing");
     }
 }
 
@@ -421,24 +372,18 @@ async fn mark_synced(shared: Arc<Shared>, started: std::time::Instant) {
     shared.status.set_synced();
 }
 
-/// Starts the reconciler and returns its handle.
 pub async fn launch(
     client: kube::Client,
-    config: Config,
+    mut config: Config,
     tuning: Tuning,
 ) -> Result<Controller, Error> {
     let started = std::time::Instant::now();
     let found = discover(&client, &config.mode).await?;
     // The Lease, the requests ConfigMap and our Events live in the Lease's namespace: no
     // generated policy may ever judge them, whatever options this copy was given.
-    let mut config = config;
-    let (lease_ns, _) = config.mode.lease();
-    let lease_ns = lease_ns.to_string();
+    let lease_ns = config.lease_namespace.clone();
     config.options.exemptions.namespaces.insert(lease_ns);
-    let identity = config
-        .identity
-        .clone()
-        .unwrap_or_else(super::lease::default_identity);
+    let identity = super::lease::default_identity();
     let (shared, writers, facts) = assemble(&client, &found.admission, &config, &tuning);
     let cache = Arc::new(OpinionCache::new());
 
@@ -456,7 +401,7 @@ pub async fn launch(
     // Subscribed first: a CRD that changes during this discovery brings another.
     let crd_changes = shared.stores.crd_changes();
     let first_ok = super::discovery::refresh(&shared).await.is_ok();
-    let discovery = super::discovery::run(shared.clone(), crd_changes, DISCOVERY_EVERY, first_ok);
+    let discovery = super::discovery::run(shared.clone(), crd_changes, first_ok);
     shared.tasks.spawn("discovery", Lifetime::Copy, discovery);
     // Gatekeeper's Config, before the first VAP is written (its exclusions shape them).
     let failing = super::gatekeeper_config::first_read(&shared).await;
@@ -467,13 +412,13 @@ pub async fn launch(
     // Gatekeeper's webhook, for its own shape: what each VAP copies.
     if config.options.policy_shape == crate::core::PolicyShape::Gatekeeper {
         let name = config.options.webhook_configuration_name.clone();
-        super::gatekeeper_webhook::first_read(&shared, &name).await;
-        let webhook_watch = super::gatekeeper_webhook::run(shared.clone(), name);
+        super::gatekeeper_config::first_read_webhook(&shared, &name).await;
+        let webhook_watch = super::gatekeeper_config::run_webhook(shared.clone(), name);
         shared
             .tasks
             .spawn("watch Gatekeeper's webhook", Lifetime::Copy, webhook_watch);
     }
-    await_first_lists(&shared, SYNC_TIMEOUT).await;
+    await_first_lists(&shared).await;
     if fixed_listed(&shared) {
         tracing::info!(
             "templates, CRDs, VAPs and bindings listed in {:?}",
@@ -486,11 +431,10 @@ pub async fn launch(
     shared.tasks.spawn("mark synced", Lifetime::Job, synced);
 
     spawn_workers(&shared, &cache, &config);
-    let (ns, name) = config.mode.lease();
     let route = Route {
         identity: identity.clone(),
-        lease_namespace: ns.to_string(),
-        lease_name: name.to_string(),
+        lease_namespace: config.lease_namespace.clone(),
+        lease_name: config.lease_name.clone(),
         one_shot: config.one_shot,
     };
     let req_tx = serve_requests(
@@ -505,7 +449,14 @@ pub async fn launch(
         server_version: found.server_version,
         ..LiveState::default()
     };
-    let state_rx = publish_state(&shared, initial, elected.view, ns, &identity, &tuning);
+    let state_rx = publish_state(
+        &shared,
+        initial,
+        elected.view,
+        &config.lease_namespace,
+        &identity,
+        &tuning,
+    );
     serve_metrics(&shared, config.metrics_addr);
 
     let stop = CancellationToken::new();
@@ -570,13 +521,7 @@ fn assemble(
 /// A copy allowed to write at start looks for Gatekeeper's generator again now and then
 /// (`--take-over` never looks again).
 fn watch_gatekeeper(shared: &Arc<Shared>, mode: &Mode, tuning: &Tuning) {
-    let looks = matches!(
-        mode,
-        Mode::Elect {
-            take_over: false,
-            ..
-        }
-    ) && shared.status.writes_enabled();
+    let looks = matches!(mode, Mode::Elect { take_over: false }) && shared.status.writes_enabled();
     if looks {
         let recheck = super::gatekeeper::recheck(shared.clone(), tuning.gatekeeper_recheck);
         shared
@@ -670,7 +615,7 @@ fn resync_every(shared: &Arc<Shared>, every: Duration) {
 /// Phase 9: the published state (and, for views, the cluster's Events on the feed).
 fn publish_state(
     shared: &Arc<Shared>,
-    initial: LiveState,
+    mut initial: LiveState,
     lease: watch::Receiver<LeaseInfo>,
     lease_namespace: &str,
     identity: &str,
@@ -697,7 +642,6 @@ fn publish_state(
         lease,
         with_snapshot: tuning.publish_snapshot,
     };
-    let mut initial = initial;
     super::publish::fill(shared, &mut initial, &sources);
     let (state_tx, state_rx) = watch::channel(Arc::new(initial.clone()));
     let publish = super::publish::run(shared.clone(), initial, state_tx, sources);

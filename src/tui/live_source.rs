@@ -613,20 +613,13 @@ async fn start(s: Settings, conn: ConnectionOptions) -> Result<Controller, Failu
         .map_err(|e| Failure::Config(error_text(&e)))?;
     let (lease_namespace, lease_name) = s.lease.clone();
     let mode = if s.reconcile {
-        controller::Mode::Elect {
-            lease_namespace,
-            lease_name,
-            take_over: false,
-        }
+        controller::Mode::Elect { take_over: false }
     } else {
-        controller::Mode::ReadOnly {
-            lease_namespace,
-            lease_name,
-        }
+        controller::Mode::ReadOnly
     };
-    let mut config = Config::new(s.opts.clone(), mode);
+    let mut config = Config::new(s.opts.clone(), mode, lease_namespace, lease_name);
     config.workers = 2;
-    controller::start(client, config)
+    controller::launch(client, config, controller::Tuning::default())
         .await
         .map_err(|e| match e {
             controller::Error::Kube(crate::cluster::KubeError::NoVapV1(_)) => {

@@ -104,11 +104,9 @@ impl Reconciler {
 pub async fn start(client: kube::Client, s: Start) -> Reconciler {
     let mut config = Config::new(
         s.options,
-        Mode::Elect {
-            lease_namespace: s.lease_namespace,
-            lease_name: s.lease_name,
-            take_over: false,
-        },
+        Mode::Elect { take_over: false },
+        s.lease_namespace,
+        s.lease_name,
     );
     if let Some(w) = s.workers {
         config.workers = w;
@@ -128,13 +126,7 @@ pub async fn observe(
     name: &str,
     options: Options,
 ) -> Reconciler {
-    let config = Config::new(
-        options,
-        Mode::ReadOnly {
-            lease_namespace: namespace.into(),
-            lease_name: name.into(),
-        },
-    );
+    let config = Config::new(options, Mode::ReadOnly, namespace.into(), name.into());
     let running = launch(client, config, Tuning::default())
         .await
         .expect("the observer starts");
