@@ -76,7 +76,11 @@ impl TypedStore {
     }
 
     pub fn names(&self) -> Vec<String> {
-        names(&self.store.state())
+        let objects = self.store.state();
+        objects
+            .iter()
+            .filter_map(|o| o.metadata.name.clone())
+            .collect()
     }
 }
 
@@ -189,13 +193,6 @@ fn parse_rv(rv: Option<&str>) -> Option<u64> {
 
 fn meta_rv(meta: &ObjectMeta) -> u64 {
     parse_rv(meta.resource_version.as_deref()).unwrap_or(0)
-}
-
-fn names(objects: &[std::sync::Arc<DynamicObject>]) -> Vec<String> {
-    objects
-        .iter()
-        .filter_map(|o| o.metadata.name.clone())
-        .collect()
 }
 
 /// Replaces what `slot` holds; whether it differs from before.
@@ -534,17 +531,14 @@ impl Stores {
     /// Remembers what a write did, until the store has seen it.
     pub fn remember(&self, w: &PlannedWrite, applied: &Applied) {
         let obj = Obj::of(&w.object.kind);
-        let recent = match applied {
-            Applied::Written(v) => Recent {
-                object: Some(v.clone()),
-                rv: parse_rv(v["metadata"]["resourceVersion"].as_str()).unwrap_or(0),
-                at: Instant::now(),
-            },
-            Applied::Deleted | Applied::AlreadyGone => Recent {
-                object: None,
-                rv: parse_rv(w.resource_version.as_deref()).unwrap_or(0),
-                at: Instant::now(),
-            },
+        let (object, rv) = match applied {
+            Applied::Written(v) => (Some(v.clone()), v["metadata"]["resourceVersion"].as_str()),
+            Applied::Deleted | Applied::AlreadyGone => (None, w.resource_version.as_deref()),
+        };
+        let recent = Recent {
+            object,
+            rv: parse_rv(rv).unwrap_or(0),
+            at: Instant::now(),
         };
         self.overlay
             .lock()
