@@ -14,7 +14,7 @@ use kubectl_vap::cluster::apply::ApplyError;
 use kubectl_vap::controller::cache::OpinionCache;
 use kubectl_vap::controller::queue::{Key, SharedQueue};
 use kubectl_vap::controller::reconcilers::Outcome;
-use kubectl_vap::controller::worker::{self, Attempts, Work, process, process_one};
+use kubectl_vap::controller::worker::{Attempts, Work, process};
 use kubectl_vap::controller::world::{
     ConstraintStore, Enqueue, Read, TemplateStore, Unreadable, WriteError, WriteOutcome, Writer,
 };
@@ -1638,9 +1638,11 @@ mod concurrent {
 
     async fn worker(w: Arc<World>, stop: Arc<AtomicBool>) {
         loop {
-            match process_one(&w.queue, &*w, &w.work()).await {
-                worker::Step::Processed(_) => {}
-                worker::Step::Idle(_) => {
+            match w.queue.pop() {
+                (Some(key), _) => {
+                    process(&w.queue, key, &*w, &w.work()).await;
+                }
+                (None, _) => {
                     if stop.load(Ordering::SeqCst) {
                         return;
                     }

@@ -65,6 +65,15 @@ pub fn binding_keys(b: &DynamicObject) -> Vec<Key> {
         .collect()
 }
 
+/// Whether `crd` is the constraint CRD of `kind`.
+pub fn is_constraint_crd(crd: &CustomResourceDefinition, kind: &str) -> bool {
+    crd.spec.group == CONSTRAINTS_GROUP && crd.spec.names.kind == kind
+}
+
+pub fn established(crd: &CustomResourceDefinition) -> bool {
+    crd_state(crd) != CrdState::NotEstablished
+}
+
 /// Whether a CRD serves its kind, and since when (the `Established` condition's transition).
 pub fn crd_state(crd: &CustomResourceDefinition) -> CrdState {
     let condition = crd

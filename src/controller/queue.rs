@@ -2,13 +2,9 @@
 //! a key is queued at most once; a key being processed is not handed out again, and if it is
 //! pushed meanwhile it is queued once more when its processing is done. Due times are on
 //! tokio's monotonic clock ([`Instant`]); [`WorkQueue`] is given the time, so its unit tests
-//! choose it.
-//!
-//! [`SharedQueue`] is the one the workers share (live and in the tests): the queue behind a
-//! lock, read at tokio's clock (tests pause and advance it); [`SharedQueue::next`], which a
-//! worker awaits: it wakes when a key is pushed or the next delayed one comes due, never on
-//! a poll; its depth on a watch channel (waits for "idle" need no polling), the keys parked
-//! until a store lists again, and an optional [`Scope`].
+//! choose it. [`SharedQueue`] is the one the workers share (live and in the tests), read at
+//! tokio's clock (tests pause and advance it); [`SharedQueue::next`] wakes a worker when a key
+//! is pushed or the next delayed one comes due, never on a poll.
 
 pub use super::keys::{Key, Scope};
 use super::world::Enqueue;
@@ -118,6 +114,7 @@ impl WorkQueue {
     }
 
     /// Nothing ready and nothing being processed (delayed keys may remain).
+    #[cfg(test)]
     pub fn is_idle(&self) -> bool {
         self.ready.is_empty() && self.processing.is_empty()
     }
@@ -250,10 +247,6 @@ impl SharedQueue {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
-    }
-
-    pub fn next_due(&self) -> Option<Instant> {
-        self.with(|q| q.next_due())
     }
 
     pub fn ready_keys(&self) -> Vec<Key> {

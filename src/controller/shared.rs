@@ -39,6 +39,30 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// A copy on `stores`, with fresh status, leadership, metrics and logs.
+    pub fn new(
+        client: kube::Client,
+        stores: Stores,
+        queue: SharedQueue,
+        recorder: Recorder,
+        tasks: Tasks,
+    ) -> Self {
+        Shared {
+            client,
+            stores,
+            queue: Arc::new(queue),
+            status: Status::default(),
+            leadership: Leadership::default(),
+            metrics: Arc::default(),
+            outage: Outage::default(),
+            failures: WriteFailures::default(),
+            recorder,
+            tracker: Tracker::default(),
+            tasks,
+            answers: Answers::default(),
+        }
+    }
+
     /// Whether a write may be sent now: writes enabled and leadership confirmed.
     pub fn may_write(&self) -> bool {
         self.leadership.fence.may_write() && self.status.writes_enabled()
@@ -98,29 +122,9 @@ impl Shared {
 impl Shared {
     /// A copy with empty stores on `client` (which need never answer), for unit tests.
     pub fn offline(client: kube::Client, admission: crate::cluster::AdmissionApi) -> Self {
-        use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-        use kube::api::DynamicObject;
-        use kube::runtime::reflector::store::Writer;
-        let dynamic = |ar: kube::core::ApiResource| Writer::<DynamicObject>::new(ar).as_reader();
-        let readers = super::stores::Readers {
-            templates: dynamic(crate::cluster::discovery::templates_resource()),
-            crds: Writer::<CustomResourceDefinition>::default().as_reader(),
-            policies: dynamic(admission.policy()),
-            bindings: dynamic(admission.binding()),
-        };
-        Shared {
-            client,
-            stores: Stores::new(admission, readers, super::keys::Scope::All),
-            queue: Arc::default(),
-            status: Status::default(),
-            leadership: Leadership::default(),
-            metrics: Arc::default(),
-            outage: Outage::default(),
-            failures: WriteFailures::default(),
-            recorder: Recorder::default(),
-            tracker: Tracker::default(),
-            tasks: Tasks::default(),
-            answers: Answers::default(),
-        }
+        let writers = super::stores::Writers::new(&admission);
+        let stores = Stores::new(admission, &writers, super::keys::Scope::All);
+        let queue = SharedQueue::default();
+        Shared::new(client, stores, queue, Recorder::default(), Tasks::default())
     }
 }

@@ -10,17 +10,15 @@ use super::Error;
 use super::cache::OpinionCache;
 use super::commands::Route;
 use super::events::Recorder;
-use super::fence::Leadership;
 use super::handle::{Controller, Request};
 use super::keys::Scope;
 use super::lease::Election;
-use super::metrics::Metrics;
 use super::publish::Sources;
 use super::queue::SharedQueue;
 use super::shared::Shared;
 use super::state::{Health, LeaderHealth, LeaseInfo, LiveState};
 use super::status::changed;
-use super::stores::{PodStatuses, Readers, Stores};
+use super::stores::{Stores, TypedStore, Writers};
 use super::tasks::{Lifetime, Tasks};
 use super::watches;
 use super::worker::Attempts;
@@ -176,8 +174,8 @@ fn watch_everything(shared: &Arc<Shared>, writers: Writers, views: bool) {
         // logged (Gatekeeper may not run here at all).
         for ar in pod_status_resources() {
             let writer: Writer<DynamicObject> = Writer::new(ar.clone());
-            shared.stores.add_pod_statuses(PodStatuses {
-                resource: ar.clone(),
+            shared.stores.add_pod_statuses(TypedStore {
+                ar: ar.clone(),
                 store: writer.as_reader(),
             });
             let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
@@ -198,13 +196,6 @@ fn watch_everything(shared: &Arc<Shared>, writers: Writers, views: bool) {
             });
         }
     }
-}
-
-struct Writers {
-    templates: Writer<DynamicObject>,
-    crds: Writer<CustomResourceDefinition>,
-    policies: Writer<DynamicObject>,
-    bindings: Writer<DynamicObject>,
 }
 
 /// Phase 3: whether this copy may write at all (an `Elect` copy, unless Gatekeeper's own
@@ -483,38 +474,20 @@ fn assemble(
     config: &Config,
     tuning: &Tuning,
 ) -> (Arc<Shared>, Writers, Option<super::events::Facts>) {
-    let writers = Writers {
-        templates: Writer::new(templates_resource()),
-        crds: Writer::default(),
-        policies: Writer::new(admission.policy()),
-        bindings: Writer::new(admission.binding()),
-    };
-    let readers = Readers {
-        templates: writers.templates.as_reader(),
-        crds: writers.crds.as_reader(),
-        policies: writers.policies.as_reader(),
-        bindings: writers.bindings.as_reader(),
-    };
+    let writers = Writers::new(admission);
     let (recorder, facts) = if matches!(config.mode, Mode::Elect { .. }) {
         let (r, f) = Recorder::new();
         (r, Some(f))
     } else {
         (Recorder::default(), None)
     };
-    let shared = Arc::new(Shared {
-        client: client.clone(),
-        stores: Stores::new(admission.clone(), readers, config.scope.clone()),
-        queue: Arc::new(SharedQueue::new(config.scope.clone())),
-        status: Default::default(),
-        leadership: Leadership::default(),
-        metrics: Arc::new(Metrics::default()),
-        outage: Default::default(),
-        failures: Default::default(),
+    let shared = Arc::new(Shared::new(
+        client.clone(),
+        Stores::new(admission.clone(), &writers, config.scope.clone()),
+        SharedQueue::new(config.scope.clone()),
         recorder,
-        tracker: Default::default(),
-        answers: Default::default(),
-        tasks: Tasks::new(tuning.fail_task.clone()),
-    });
+        Tasks::new(tuning.fail_task.clone()),
+    ));
     (shared, writers, facts)
 }
 

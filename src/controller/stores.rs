@@ -14,16 +14,15 @@
 //! of stores that do not show them yet.
 
 use super::keys::{Key, Obj, Scope};
-use super::objects::{binding_keys, controllers_in, crd_state, policy_keys};
+use super::objects::{
+    binding_keys, controllers_in, crd_state, established, is_constraint_crd, policy_keys,
+};
 use super::world::{ConstraintStore, Read, TemplateStore, Unreadable};
 use crate::cluster::apply::Applied;
 use crate::cluster::assemble::{Assembly, crd_to_value, dyn_to_value};
-use crate::cluster::discovery::{
-    AdmissionApi, constraint_resource, resource_name, templates_resource,
-};
+use crate::cluster::discovery::{AdmissionApi, resource_name, templates_resource};
 use crate::core::PlannedWrite;
 use crate::core::desired::CrdState;
-use crate::core::ownership::is_controller_in;
 use crate::model::GatekeeperConfig;
 use crate::model::served::Served;
 use crate::model::{
@@ -34,8 +33,10 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::DynamicObject;
 use kube::core::ApiResource;
+use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::{ObjectRef as StoreRef, Store};
 use parking_lot::{Mutex, RwLock};
+use serde::Deserialize;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -50,11 +51,56 @@ const OVERLAY_TTL: Duration = Duration::from_secs(10);
 
 /// The constraint watch of one kind.
 pub struct KindWatch {
-    pub plural: String,
-    /// The resource name (`<plural>.constraints.gatekeeper.sh`) its listing state is kept under.
+    /// The resource name (`<plural>.constraints.gatekeeper.sh`, also its CRD's name) its
+    /// listing state is kept under.
     pub resource: String,
-    pub store: Store<DynamicObject>,
+    pub store: TypedStore,
     pub task: tokio::task::AbortHandle,
+}
+
+/// A store of objects of one resource, with the resource (its objects are looked up and
+/// turned back into JSON by it).
+#[derive(Clone)]
+pub struct TypedStore {
+    pub ar: ApiResource,
+    pub store: Store<DynamicObject>,
+}
+
+impl TypedStore {
+    pub fn get(&self, name: &str) -> Option<Arc<DynamicObject>> {
+        self.store.get(&StoreRef::new_with(name, self.ar.clone()))
+    }
+
+    fn value(&self, name: &str) -> Option<serde_json::Value> {
+        self.get(name).map(|o| dyn_to_value(&o, &self.ar))
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        let objects = self.store.state();
+        objects
+            .iter()
+            .filter_map(|o| o.metadata.name.clone())
+            .collect()
+    }
+}
+
+/// The writer side of the four fixed stores: the watches fill them.
+pub struct Writers {
+    pub templates: Writer<DynamicObject>,
+    pub crds: Writer<CustomResourceDefinition>,
+    pub policies: Writer<DynamicObject>,
+    pub bindings: Writer<DynamicObject>,
+}
+
+impl Writers {
+    pub fn new(admission: &AdmissionApi) -> Self {
+        Writers {
+            templates: Writer::new(templates_resource()),
+            crds: Writer::default(),
+            policies: Writer::new(admission.policy()),
+            bindings: Writer::new(admission.binding()),
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -109,21 +155,16 @@ struct Resources {
     bindings: String,
 }
 
-/// Gatekeeper's pod statuses (shown by views, never decided on).
-pub struct PodStatuses {
-    pub resource: ApiResource,
-    pub store: Store<DynamicObject>,
-}
-
 pub struct Stores {
     admission: AdmissionApi,
     res: Resources,
-    templates: Store<DynamicObject>,
+    templates: TypedStore,
     crds: Store<CustomResourceDefinition>,
-    policies: Store<DynamicObject>,
-    bindings: Store<DynamicObject>,
+    policies: TypedStore,
+    bindings: TypedStore,
     kinds: RwLock<HashMap<String, KindWatch>>,
-    pod_statuses: Mutex<Vec<PodStatuses>>,
+    /// Gatekeeper's pod statuses (shown by views, never decided on).
+    pod_statuses: Mutex<Vec<TypedStore>>,
     listing: Mutex<Listing>,
     /// Bumped on every change of `listing`, so waits for "listed" need no polling.
     listing_changed: watch::Sender<u64>,
@@ -145,37 +186,31 @@ pub struct Stores {
     crds_changed: watch::Sender<u64>,
 }
 
-fn stored_rv(meta: &ObjectMeta) -> u64 {
-    meta.resource_version
-        .as_deref()
-        .and_then(|r| r.parse::<u64>().ok())
-        .unwrap_or(0)
+/// A resourceVersion as a number (etcd's revision), if it is one.
+fn parse_rv(rv: Option<&str>) -> Option<u64> {
+    rv?.parse().ok()
 }
 
-fn rv_of(v: &serde_json::Value) -> u64 {
-    v["metadata"]["resourceVersion"]
-        .as_str()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0)
+fn meta_rv(meta: &ObjectMeta) -> u64 {
+    parse_rv(meta.resource_version.as_deref()).unwrap_or(0)
 }
 
-fn names(objects: &[std::sync::Arc<DynamicObject>]) -> Vec<String> {
-    objects
-        .iter()
-        .filter_map(|o| o.metadata.name.clone())
-        .collect()
-}
-
-/// The reader side of the four fixed stores.
-pub struct Readers {
-    pub templates: Store<DynamicObject>,
-    pub crds: Store<CustomResourceDefinition>,
-    pub policies: Store<DynamicObject>,
-    pub bindings: Store<DynamicObject>,
+/// Replaces what `slot` holds; whether it differs from before.
+fn replace<T: PartialEq>(slot: &RwLock<Arc<T>>, new: T) -> bool {
+    let mut current = slot.write();
+    let changed = **current != new;
+    if changed {
+        *current = Arc::new(new);
+    }
+    changed
 }
 
 impl Stores {
-    pub fn new(admission: AdmissionApi, readers: Readers, scope: Scope) -> Self {
+    pub fn new(admission: AdmissionApi, writers: &Writers, scope: Scope) -> Self {
+        let typed = |ar: ApiResource, w: &Writer<DynamicObject>| TypedStore {
+            ar,
+            store: w.as_reader(),
+        };
         Stores {
             res: Resources {
                 templates: resource_name(&templates_resource()),
@@ -183,11 +218,11 @@ impl Stores {
                 policies: resource_name(&admission.policy()),
                 bindings: resource_name(&admission.binding()),
             },
+            templates: typed(templates_resource(), &writers.templates),
+            crds: writers.crds.as_reader(),
+            policies: typed(admission.policy(), &writers.policies),
+            bindings: typed(admission.binding(), &writers.bindings),
             admission,
-            templates: readers.templates,
-            crds: readers.crds,
-            policies: readers.policies,
-            bindings: readers.bindings,
             served: RwLock::new(None),
             gatekeeper_configs: RwLock::new(Arc::new(Vec::new())),
             gatekeeper_webhooks: RwLock::new(Arc::new(Vec::new())),
@@ -207,33 +242,26 @@ impl Stores {
         &self.admission
     }
 
-    // ---- listing state ----
-
-    fn mark(&self, f: impl FnOnce(&mut Listing)) {
+    fn mark<R>(&self, f: impl FnOnce(&mut Listing) -> R) {
         f(&mut self.listing.lock());
         self.listing_changed.send_modify(|n| *n += 1);
     }
 
-    /// Records that the watch of `resource` listed and its handler acted on the list
-    /// (`false`: the watch stopped).
-    pub fn set_listed(&self, resource: &str, listed: bool) {
-        self.mark(|l| {
-            if listed {
-                l.listed.insert(resource.to_string());
-            } else {
-                l.listed.remove(resource);
-            }
-        });
+    /// Records that the watch of `resource` listed and its handler acted on the list.
+    pub fn set_listed(&self, resource: &str) {
+        self.mark(|l| l.listed.insert(resource.to_string()));
     }
 
-    /// Records that the store of `resource` holds a complete list (`false`: the watch stopped).
-    pub fn set_complete(&self, resource: &str, complete: bool) {
+    /// Records that the store of `resource` holds a complete list.
+    pub fn set_complete(&self, resource: &str) {
+        self.mark(|l| l.complete.insert(resource.to_string()));
+    }
+
+    /// The watch of `resource` stopped: neither complete nor listed until it lists again.
+    pub fn unlist(&self, resource: &str) {
         self.mark(|l| {
-            if complete {
-                l.complete.insert(resource.to_string());
-            } else {
-                l.complete.remove(resource);
-            }
+            l.complete.remove(resource);
+            l.listed.remove(resource);
         });
     }
 
@@ -260,8 +288,8 @@ impl Stores {
     /// there is no watch, so there are no constraints of the kind to wait for).
     #[cfg(test)]
     pub fn kind_listed(&self, kind: &str) -> bool {
-        self.kind_resource(kind)
-            .is_none_or(|r| matches!(self.store_known(&r), Read::Known(())))
+        let resource = self.kinds.read().get(kind).map(|w| w.resource.clone());
+        resource.is_none_or(|r| matches!(self.store_known(&r), Read::Known(())))
     }
 
     /// Constraint kinds whose watch runs but has not listed yet (their resource names).
@@ -326,8 +354,6 @@ impl Stores {
         self.relist.subscribe()
     }
 
-    // ---- kind watches ----
-
     /// Adds the watch of `kind` unless one runs: `start` is only called then.
     pub fn add_kind(&self, kind: &str, start: impl FnOnce() -> KindWatch) {
         let mut kinds = self.kinds.write();
@@ -344,118 +370,58 @@ impl Stores {
         self.kinds.read().keys().cloned().collect()
     }
 
-    #[cfg(test)]
-    fn kind_resource(&self, kind: &str) -> Option<String> {
-        let kinds = self.kinds.read();
-        kinds.get(kind).map(|w| w.resource.clone())
-    }
-
-    pub fn constraint_resource(&self, kind: &str) -> Option<(ApiResource, Store<DynamicObject>)> {
-        let kinds = self.kinds.read();
-        kinds
-            .get(kind)
-            .map(|w| (constraint_resource(kind, &w.plural), w.store.clone()))
+    /// The store of `kind`'s constraints, while its watch runs.
+    fn kind_store(&self, kind: &str) -> Option<TypedStore> {
+        self.kinds.read().get(kind).map(|w| w.store.clone())
     }
 
     /// Views show Gatekeeper's pod statuses: their stores.
-    pub fn add_pod_statuses(&self, statuses: PodStatuses) {
+    pub fn add_pod_statuses(&self, statuses: TypedStore) {
         self.pod_statuses.lock().push(statuses);
     }
 
-    // ---- the objects, for the watches' handlers ----
-
-    pub fn templates(&self) -> Vec<std::sync::Arc<DynamicObject>> {
-        self.templates.state()
-    }
     pub fn crds(&self) -> Vec<std::sync::Arc<CustomResourceDefinition>> {
         self.crds.state()
     }
+    pub fn templates(&self) -> Vec<std::sync::Arc<DynamicObject>> {
+        self.templates.store.state()
+    }
     pub fn policies(&self) -> Vec<std::sync::Arc<DynamicObject>> {
-        self.policies.state()
+        self.policies.store.state()
     }
     pub fn bindings(&self) -> Vec<std::sync::Arc<DynamicObject>> {
-        self.bindings.state()
-    }
-}
-
-impl Stores {
-    // ---- reads, as the reconcilers see them ----
-
-    fn bindings_of_kind_unchecked(&self, kind: &str) -> Vec<Binding> {
-        let mut names: Vec<String> = self
-            .bindings
-            .state()
-            .iter()
-            .filter(|b| controllers_in(&b.metadata, CONSTRAINTS_GROUP).any(|r| r.kind == kind))
-            .filter_map(|b| b.metadata.name.clone())
-            .collect();
-        // Bindings we just created that the store has not seen yet count too.
-        for ((obj, name), recent) in self.overlay.lock().iter() {
-            let controlled = recent.object.as_ref().is_some_and(|o| {
-                o["metadata"]["ownerReferences"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .any(|r| {
-                        r["kind"] == kind
-                            && is_controller_in(
-                                r["apiVersion"].as_str().unwrap_or_default(),
-                                r["controller"].as_bool(),
-                                CONSTRAINTS_GROUP,
-                            )
-                    })
-            });
-            if *obj == Obj::Binding && controlled && recent.fresh() && !names.contains(name) {
-                names.push(name.clone());
-            }
-        }
-        // Through the overlay: a binding we just deleted is gone.
-        names
-            .iter()
-            .filter_map(|n| self.read(Obj::Binding, n))
-            .filter_map(|v| Binding::from_value(v, Source::default()).ok())
-            .collect()
+        self.bindings.store.state()
     }
 
-    // ---- the overlay of our own writes ----
-
-    /// A store object as JSON, or our newer write of it.
+    /// A store object as JSON, or our newer write of it. The store is looked at twice: when
+    /// the overlay has nothing to say, the second look sees the same store or a newer one.
     fn read(&self, obj: Obj, name: &str) -> Option<serde_json::Value> {
-        let stored = match obj {
-            Obj::Crd => {
-                let stored = self.crds.get(&StoreRef::new(name));
-                return match self.overlay_says(
-                    obj,
-                    name,
-                    stored.as_deref().map(|c| stored_rv(&c.metadata)),
-                ) {
-                    Some(ours) => ours,
-                    None => stored.map(|c| crd_to_value(&c)),
-                };
-            }
-            Obj::Policy | Obj::Binding => {
-                let (store, ar) = self.store_of(obj);
-                store
-                    .get(&StoreRef::new_with(name, ar.clone()))
-                    .map(|o| (o, ar))
-            }
-        };
-        match self.overlay_says(
-            obj,
-            name,
-            stored.as_ref().map(|(o, _)| stored_rv(&o.metadata)),
-        ) {
-            Some(ours) => ours,
-            None => stored.map(|(o, ar)| dyn_to_value(&o, &ar)),
-        }
+        self.overlay_says(obj, name, self.stored_rv(obj, name))
+            .unwrap_or_else(|| match obj {
+                Obj::Crd => self
+                    .crds
+                    .get(&StoreRef::new(name))
+                    .map(|c| crd_to_value(&c)),
+                Obj::Policy => self.policies.value(name),
+                Obj::Binding => self.bindings.value(name),
+            })
     }
 
-    fn store_of(&self, obj: Obj) -> (&Store<DynamicObject>, ApiResource) {
-        if obj == Obj::Policy {
-            (&self.policies, self.admission.policy())
-        } else {
-            (&self.bindings, self.admission.binding())
-        }
+    /// `name` through the overlay, decoded, while the store of `resource` is known (one that
+    /// cannot be decoded is logged and read as absent).
+    fn decoded<T, E: std::fmt::Display>(
+        &self,
+        obj: Obj,
+        resource: &str,
+        name: &str,
+        decode: impl FnOnce(serde_json::Value, Source) -> Result<T, E>,
+    ) -> Read<Option<T>> {
+        self.store_known(resource).map(|()| {
+            let v = self.read(obj, name)?;
+            decode(v, Source::default())
+                .map_err(|e| tracing::warn!(object = ?obj, name, "{e}"))
+                .ok()
+        })
     }
 
     /// `Some(ours)` while our write is newer than the store; `None` once the store has caught
@@ -496,7 +462,7 @@ impl Stores {
         } else {
             return;
         };
-        let Ok(rv) = rv.parse::<u64>() else {
+        let Some(rv) = parse_rv(Some(rv)) else {
             return;
         };
         let mut seen = self.seen_rv.lock();
@@ -510,11 +476,10 @@ impl Stores {
     /// overlay entry is dropped. Anyone else's change has a newer resourceVersion and is
     /// reconciled as usual.
     pub fn take_own_write(&self, kind: Obj, meta: &ObjectMeta) -> bool {
-        let (Some(name), Some(rv)) = (meta.name.as_deref(), meta.resource_version.as_deref())
-        else {
-            return false;
-        };
-        let Ok(rv) = rv.parse::<u64>() else {
+        let (Some(name), Some(rv)) = (
+            meta.name.as_deref(),
+            parse_rv(meta.resource_version.as_deref()),
+        ) else {
             return false;
         };
         let key = (kind, name.to_string());
@@ -549,13 +514,9 @@ impl Stores {
             Obj::Crd => self
                 .crds
                 .get(&StoreRef::new(name))
-                .map(|c| stored_rv(&c.metadata)),
-            Obj::Policy | Obj::Binding => {
-                let (store, ar) = self.store_of(obj);
-                store
-                    .get(&StoreRef::new_with(name, ar))
-                    .map(|o| stored_rv(&o.metadata))
-            }
+                .map(|c| meta_rv(&c.metadata)),
+            Obj::Policy => self.policies.get(name).map(|o| meta_rv(&o.metadata)),
+            Obj::Binding => self.bindings.get(name).map(|o| meta_rv(&o.metadata)),
         }
     }
 
@@ -570,49 +531,40 @@ impl Stores {
     /// Remembers what a write did, until the store has seen it.
     pub fn remember(&self, w: &PlannedWrite, applied: &Applied) {
         let obj = Obj::of(&w.object.kind);
-        let recent = match applied {
-            Applied::Written(v) => Recent {
-                object: Some(v.clone()),
-                rv: rv_of(v),
-                at: Instant::now(),
-            },
-            Applied::Deleted | Applied::AlreadyGone => Recent {
-                object: None,
-                rv: w
-                    .resource_version
-                    .as_deref()
-                    .and_then(|r| r.parse().ok())
-                    .unwrap_or(0),
-                at: Instant::now(),
-            },
+        let (object, rv) = match applied {
+            Applied::Written(v) => (Some(v.clone()), v["metadata"]["resourceVersion"].as_str()),
+            Applied::Deleted | Applied::AlreadyGone => (None, w.resource_version.as_deref()),
+        };
+        let recent = Recent {
+            object,
+            rv: parse_rv(rv).unwrap_or(0),
+            at: Instant::now(),
         };
         self.overlay
             .lock()
             .insert((obj, w.object.name.clone()), recent);
     }
 
-    // ---- everything at once ----
-
     /// Every key a resync visits: templates, constraints, and the owners of VAPs/bindings.
     pub fn all_keys(&self) -> Vec<Key> {
-        let mut keys: Vec<Key> = names(&self.templates.state())
+        let mut keys: Vec<Key> = self
+            .templates
+            .names()
             .into_iter()
             .map(Key::Template)
             .collect();
-        {
-            let kinds = self.kinds.read();
-            for (kind, w) in kinds.iter() {
-                keys.extend(
-                    names(&w.store.state())
-                        .into_iter()
-                        .map(|n| Key::constraint(kind, n)),
-                );
-            }
+        for (kind, w) in self.kinds.read().iter() {
+            keys.extend(
+                w.store
+                    .names()
+                    .into_iter()
+                    .map(|n| Key::constraint(kind, n)),
+            );
         }
-        for p in self.policies.state() {
+        for p in self.policies() {
             keys.extend(policy_keys(&p));
         }
-        for b in self.bindings.state() {
+        for b in self.bindings() {
             keys.extend(binding_keys(&b));
         }
         keys.sort();
@@ -646,12 +598,7 @@ impl Stores {
 
     /// Keeps what was read of Gatekeeper's Configs; whether it differs from before.
     pub fn set_gatekeeper_configs(&self, configs: Vec<GatekeeperConfig>) -> bool {
-        let mut current = self.gatekeeper_configs.write();
-        let changed = **current != configs;
-        if changed {
-            *current = Arc::new(configs);
-        }
-        changed
+        replace(&self.gatekeeper_configs, configs)
     }
 
     /// Gatekeeper's validating webhook as last read.
@@ -661,12 +608,7 @@ impl Stores {
 
     /// Keeps what was read of Gatekeeper's webhook; whether it differs from before.
     pub fn set_gatekeeper_webhooks(&self, webhooks: Vec<crate::model::GatekeeperWebhook>) -> bool {
-        let mut current = self.gatekeeper_webhooks.write();
-        let changed = **current != webhooks;
-        if changed {
-            *current = Arc::new(webhooks);
-        }
-        changed
+        replace(&self.gatekeeper_webhooks, webhooks)
     }
 
     pub fn snapshot(
@@ -674,29 +616,18 @@ impl Stores {
         errors: &[crate::cluster::access::AccessError],
     ) -> crate::snapshot::Snapshot {
         let mut a = Assembly::quiet();
-        let tar = templates_resource();
-        self.templates
-            .state()
-            .iter()
-            .for_each(|o| a.object(o, &tar));
+        let add = |a: &mut Assembly, s: &TypedStore| {
+            s.store.state().iter().for_each(|o| a.object(o, &s.ar))
+        };
+        add(&mut a, &self.templates);
         self.crds.state().iter().for_each(|c| a.crd(c));
-        {
-            let kinds = self.kinds.read();
-            for (kind, w) in kinds.iter() {
-                let ar = constraint_resource(kind, &w.plural);
-                w.store.state().iter().for_each(|o| a.object(o, &ar));
-            }
-        }
-        let par = self.admission.policy();
-        self.policies.state().iter().for_each(|o| a.object(o, &par));
-        let bar = self.admission.binding();
-        self.bindings.state().iter().for_each(|o| a.object(o, &bar));
-        for s in self.pod_statuses.lock().iter() {
-            s.store
-                .state()
-                .iter()
-                .for_each(|o| a.object(o, &s.resource));
-        }
+        self.kinds
+            .read()
+            .values()
+            .for_each(|w| add(&mut a, &w.store));
+        add(&mut a, &self.policies);
+        add(&mut a, &self.bindings);
+        self.pod_statuses.lock().iter().for_each(|s| add(&mut a, s));
         // Every store not known now (still listing, relisting, failing) proves nothing either.
         let mut snap = a.finish(errors, self.unknown());
         if let Some(served) = &*self.served.read() {
@@ -716,47 +647,37 @@ impl ConstraintStore for Stores {
         if let Read::Unknown(u) = self.store_known(&self.res.crds) {
             return Read::Unknown(u);
         }
-        let Some((ar, store)) = self.constraint_resource(kind) else {
+        let Some(store) = self.kind_store(kind) else {
             // No watch: no constraint of the kind exists, unless its CRD serves the kind and
             // the watch is only about to start.
-            let served = self.crds.find(|c| {
-                c.spec.group == CONSTRAINTS_GROUP
-                    && c.spec.names.kind == kind
-                    && crd_state(c) != CrdState::NotEstablished
-            });
+            let served = self
+                .crds
+                .find(|c| is_constraint_crd(c, kind) && established(c));
             return match served {
                 Some(c) => Read::Unknown(Unreadable(c.metadata.name.clone().unwrap_or_default())),
                 None => Read::Known(None),
             };
         };
-        self.store_known(&resource_name(&ar)).map(|()| {
+        self.store_known(&resource_name(&store.ar)).map(|()| {
             store
-                .get(&StoreRef::new_with(name, ar.clone()))
-                .map(|o| Constraint::from_value(dyn_to_value(&o, &ar), Source::default()))
+                .value(name)
+                .map(|v| Constraint::from_value(v, Source::default()))
         })
     }
 
     fn constraint_names(&self, kind: &str) -> Vec<String> {
-        match self.constraint_resource(kind) {
-            Some((_, store)) => names(&store.state()),
-            None => Vec::new(),
-        }
+        self.kind_store(kind).map(|s| s.names()).unwrap_or_default()
     }
 
     fn crd_state(&self, kind: &str) -> Read<CrdState> {
         if let Read::Unknown(u) = self.store_known(&self.res.crds) {
             return Read::Unknown(u);
         }
-        let of_kind = |c: &CustomResourceDefinition| {
-            c.spec.group == CONSTRAINTS_GROUP && c.spec.names.kind == kind
-        };
-        // By name when the kind is watched (its plural is known); a scan otherwise.
-        let plural = self.kinds.read().get(kind).map(|w| w.plural.clone());
-        let crd = plural
-            .and_then(|p| {
-                self.crds
-                    .get(&StoreRef::new(&format!("{p}.{CONSTRAINTS_GROUP}")))
-            })
+        let of_kind = |c: &CustomResourceDefinition| is_constraint_crd(c, kind);
+        // By name when the kind is watched (its CRD's name is its resource's); a scan otherwise.
+        let resource = self.kinds.read().get(kind).map(|w| w.resource.clone());
+        let crd = resource
+            .and_then(|r| self.crds.get(&StoreRef::new(&r)))
             .filter(|c| of_kind(c))
             .or_else(|| self.crds.find(of_kind));
         Read::Known(
@@ -766,21 +687,11 @@ impl ConstraintStore for Stores {
     }
 
     fn policy(&self, name: &str) -> Read<Option<Policy>> {
-        self.store_known(&self.res.policies).map(|()| {
-            let v = self.read(Obj::Policy, name)?;
-            Policy::from_value(v, Source::default())
-                .map_err(|e| tracing::warn!(policy = name, "{e}"))
-                .ok()
-        })
+        self.decoded(Obj::Policy, &self.res.policies, name, Policy::from_value)
     }
 
     fn binding(&self, name: &str) -> Read<Option<Binding>> {
-        self.store_known(&self.res.bindings).map(|()| {
-            let v = self.read(Obj::Binding, name)?;
-            Binding::from_value(v, Source::default())
-                .map_err(|e| tracing::warn!(binding = name, "{e}"))
-                .ok()
-        })
+        self.decoded(Obj::Binding, &self.res.bindings, name, Binding::from_value)
     }
 
     fn opinions_known(&self) -> Read<()> {
@@ -790,8 +701,6 @@ impl ConstraintStore for Stores {
         }
     }
 
-    /// The stores as a snapshot, for views and `--once`'s final check; `errors` are what this
-    /// copy cannot read.
     /// What the API server serves, once discovery has answered.
     fn served(&self) -> Read<Arc<Served>> {
         match &*self.served.read() {
@@ -807,18 +716,18 @@ impl ConstraintStore for Stores {
 
 impl TemplateStore for Stores {
     fn template(&self, name: &str) -> Read<Option<ConstraintTemplate>> {
-        let ar = templates_resource();
         self.store_known(&self.res.templates).map(|()| {
             self.templates
-                .get(&StoreRef::new_with(name, ar.clone()))
-                .map(|o| ConstraintTemplate::from_value(dyn_to_value(&o, &ar), Source::default()))
+                .value(name)
+                .map(|v| ConstraintTemplate::from_value(v, Source::default()))
         })
     }
 
     /// The templates in the store (within the scope: a copy scoped to one template primes
     /// its opinion cache on that template alone).
     fn template_names(&self) -> Vec<String> {
-        names(&self.templates.state())
+        self.templates
+            .names()
             .into_iter()
             .filter(|n| self.scope.contains(&Key::Template(n.clone())))
             .collect()
@@ -836,24 +745,41 @@ impl TemplateStore for Stores {
     }
 
     fn bindings_of_kind(&self, kind: &str) -> Read<Vec<Binding>> {
-        self.store_known(&self.res.bindings)
-            .map(|()| self.bindings_of_kind_unchecked(kind))
+        let of_kind =
+            |meta: &ObjectMeta| controllers_in(meta, CONSTRAINTS_GROUP).any(|r| r.kind == kind);
+        self.store_known(&self.res.bindings).map(|()| {
+            let mut names: Vec<String> = self
+                .bindings()
+                .iter()
+                .filter(|b| of_kind(&b.metadata))
+                .filter_map(|b| b.metadata.name.clone())
+                .collect();
+            // Bindings we just created that the store has not seen yet count too.
+            for ((obj, name), recent) in self.overlay.lock().iter() {
+                let controlled = recent.object.as_ref().is_some_and(|o| {
+                    ObjectMeta::deserialize(&o["metadata"]).is_ok_and(|m| of_kind(&m))
+                });
+                if *obj == Obj::Binding && controlled && recent.fresh() && !names.contains(name) {
+                    names.push(name.clone());
+                }
+            }
+            // Through the overlay: a binding we just deleted is gone.
+            names
+                .iter()
+                .filter_map(|n| self.read(Obj::Binding, n))
+                .filter_map(|v| Binding::from_value(v, Source::default()).ok())
+                .collect()
+        })
     }
 
     /// Every constraint of `kind`, when its store is known (`constraint`'s rules).
     fn constraints_of_kind(&self, kind: &str) -> Read<Vec<Constraint>> {
-        match self.constraint(kind, "") {
-            Read::Unknown(u) => Read::Unknown(u),
-            Read::Known(_) => Read::Known(
-                self.constraint_names(kind)
-                    .iter()
-                    .filter_map(|n| match self.constraint(kind, n) {
-                        Read::Known(c) => c,
-                        Read::Unknown(_) => None,
-                    })
-                    .collect(),
-            ),
-        }
+        self.constraint(kind, "").map(|_| {
+            self.constraint_names(kind)
+                .iter()
+                .filter_map(|n| self.constraint(kind, n).known().ok().flatten())
+                .collect()
+        })
     }
 }
 
@@ -866,7 +792,6 @@ mod tests {
     use crate::core::Verb;
     use crate::core::findings::Code;
     use crate::model::ObjectRef;
-    use kube::runtime::reflector::store::Writer;
     use kube::runtime::watcher::Event;
     use serde_json::json;
 
@@ -878,20 +803,11 @@ mod tests {
 
     fn fixture() -> Fixture {
         let admission = AdmissionApi::v1();
-        let templates = Writer::<DynamicObject>::new(templates_resource());
-        let crds = Writer::<CustomResourceDefinition>::default();
-        let policies = Writer::<DynamicObject>::new(admission.policy());
-        let bindings = Writer::<DynamicObject>::new(admission.binding());
-        let readers = Readers {
-            templates: templates.as_reader(),
-            crds: crds.as_reader(),
-            policies: policies.as_reader(),
-            bindings: bindings.as_reader(),
-        };
+        let writers = Writers::new(&admission);
         Fixture {
-            stores: Stores::new(admission, readers, Scope::All),
-            policies,
-            bindings,
+            stores: Stores::new(admission, &writers, Scope::All),
+            policies: writers.policies,
+            bindings: writers.bindings,
         }
     }
 
@@ -964,8 +880,8 @@ mod tests {
         list(&mut f.policies, vec![object(VAP, "p", 5, "theirs")]);
         list(&mut f.bindings, vec![object(VAPB, "b", 5, "theirs")]);
         let [_, _, policies, bindings] = f.stores.fixed_resources();
-        f.stores.set_complete(&policies, true);
-        f.stores.set_complete(&bindings, true);
+        f.stores.set_complete(&policies);
+        f.stores.set_complete(&bindings);
         f
     }
 
@@ -982,16 +898,16 @@ mod tests {
         assert!(matches!(f.stores.policy("p"), Read::Unknown(_)));
         assert_eq!(f.stores.unknown().len(), 4);
         // Listed and watching.
-        f.stores.set_complete(&policies, true);
+        f.stores.set_complete(&policies);
         assert_eq!(policy_version(&f.stores, "p").as_deref(), Some("theirs"));
         assert_eq!(policy_version(&f.stores, "q"), None, "known absent");
         assert!(!f.stores.unknown().contains(&policies));
         // The watch broke: the store still holds `p`, but nothing in it is known any more.
-        f.stores.set_complete(&policies, false);
+        f.stores.unlist(&policies);
         assert!(matches!(f.stores.policy("p"), Read::Unknown(_)));
         assert!(matches!(f.stores.policy("q"), Read::Unknown(_)));
         // Listed again, then the fence was lost: every store lists again before it is known.
-        f.stores.set_complete(&policies, true);
+        f.stores.set_complete(&policies);
         let relists = f.stores.relists();
         f.stores.forget();
         assert!(matches!(f.stores.policy("p"), Read::Unknown(_)));

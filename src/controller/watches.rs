@@ -9,22 +9,20 @@
 //! covers objects deleted while the watch was down (a relist drops them without an event).
 
 use super::keys::{Key, Obj};
-use super::objects::{binding_keys, controllers_in, crd_state, policy_keys};
+use super::objects::{binding_keys, controllers_in, established, is_constraint_crd, policy_keys};
 use super::shared::Shared;
 use super::state::{AccessError, AccessErrorKind};
 use super::status::changed;
-use super::stores::KindWatch;
+use super::stores::{KindWatch, TypedStore};
 use super::tasks::Lifetime;
-use super::world::{ConstraintStore, Enqueue};
+use super::world::{ConstraintStore, Enqueue, TemplateStore};
 use crate::cluster::decode::{Objects, Undecodable};
 use crate::cluster::discovery::constraint_resource;
-use crate::core::desired::CrdState;
 use crate::model::{CONSTRAINTS_GROUP, TEMPLATES_GROUP};
 use futures::StreamExt;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Resource;
 use kube::api::{Api, DynamicObject, ListParams, WatchEvent, WatchParams};
-use kube::runtime::reflector::Store;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher;
 use serde::de::DeserializeOwned;
@@ -71,36 +69,30 @@ pub enum Change<'a, K> {
     Listed,
 }
 
-/// A (re)list is complete: the reflector has swapped the store in. The store is marked
-/// complete *before* the handler enqueues what the list concerns (a worker may pop such a key
-/// at once, and must not drop it as "still listing"), and the resource listed only *after*
-/// (so "synced" never precedes those keys).
+/// A (re)list is complete: the reflector has swapped the store in. Complete, then the
+/// handler, then listed (`stores::Listing` says why in this order).
 fn list_done<K, F>(world: &Arc<Shared>, resource: &str, on_change: &F)
 where
     F: Fn(&Arc<Shared>, Change<'_, K>),
 {
-    world.stores.set_complete(resource, true);
+    world.stores.set_complete(resource);
     world.status.set_access(resource, None);
     on_change(world, Change::Listed);
     // Keys that found some store unknown come back: this one may have been it.
     world.queue.unpark();
-    world.stores.set_listed(resource, true);
+    world.stores.set_listed(resource);
 }
 
-/// Runs a reflector for `api` into `writer`, calling `on_change` for every change.
+/// Runs a reflector of our own for `api` into `writer` (a task of the copy, named after the
+/// resource), calling `on_change` for every change.
 ///
-/// A reflector of our own (list, then watch from the list's resourceVersion), rather than
-/// kube-runtime's: its store is swapped in only once the watch that follows the list has
-/// *started*, so "known" means listed completely **and** watched. kube-runtime's watcher
-/// reports a list as done before it starts the watch, and a watch that cannot start (no
-/// `watch` verb) leaves a store that looks complete and never changes. Any error makes the
-/// store unknown until a fresh list and watch succeed; a watch the server ends normally (its
-/// timeout) is resumed from the last resourceVersion without a relist.
-///
-/// Each object is decoded on its own (`cluster::decode`): one that cannot be (nested too
-/// deep, say) is kept as a stub that names it and says why, and reported once; the rest of
-/// the list and the watch go on as usual. A task of the copy,
-/// named after the resource.
+/// Not kube-runtime's: its store is swapped in only once the watch that follows the list has
+/// *started*, so "known" means listed completely **and** watched (kube-runtime's watcher
+/// reports a list as done before it starts the watch, and a watch that cannot start leaves a
+/// store that looks complete and never changes). Any error makes the store unknown until a
+/// fresh list and watch succeed; a watch the server ends normally (its timeout) is resumed
+/// from the last resourceVersion without a relist. An object that cannot be decoded is kept
+/// as a stub (`cluster::decode`) and reported once.
 pub fn spawn_watch<K, F>(
     api: Api<K>,
     mut writer: Writer<K>,
@@ -162,8 +154,7 @@ where
                                 .follow(rv, stream, &mut writer, &mut relist, &mut undecodable)
                                 .await;
                             // Not watched any more: unknown until the next list and watch.
-                            world.stores.set_complete(&resource, false);
-                            world.stores.set_listed(&resource, false);
+                            world.stores.unlist(&resource);
                             world.status.touch();
                             ended
                         }
@@ -234,6 +225,23 @@ struct Failure {
     transient: bool,
     /// How long the server asked to wait (its `retryAfterSeconds`), zero if it did not.
     retry_after: std::time::Duration,
+}
+
+impl Failure {
+    fn new(
+        resource: &str,
+        status: Option<u16>,
+        verb: &str,
+        message: &str,
+        unreachable: bool,
+    ) -> Self {
+        Failure {
+            error: AccessError::from_status(resource, status, verb, &message),
+            unreachable,
+            transient: matches!(status, Some(429 | 503 | 504)),
+            retry_after: std::time::Duration::ZERO,
+        }
+    }
 }
 
 /// Rate-limited logging of one watch's failures: a refusal that needs a person (forbidden, not
@@ -317,19 +325,22 @@ impl Health {
 /// decoded is this resource's problem, and is logged as such).
 fn failure_of(resource: &str, verb: &str, e: &kube::Error) -> Failure {
     let status = crate::cluster::status_code(e);
-    Failure {
-        error: AccessError::from_status(resource, status, verb, &crate::cluster::describe(e)),
-        unreachable: crate::cluster::unanswered(e),
-        transient: matches!(status, Some(429 | 503 | 504)),
-        retry_after: match e {
-            kube::Error::Api(s) => s
-                .details
-                .as_ref()
-                .map(|d| std::time::Duration::from_secs(u64::from(d.retry_after_seconds)))
-                .unwrap_or_default(),
-            _ => std::time::Duration::ZERO,
-        },
+    let describe = crate::cluster::describe(e);
+    let mut failure = Failure::new(
+        resource,
+        status,
+        verb,
+        &describe,
+        crate::cluster::unanswered(e),
+    );
+    if let kube::Error::Api(s) = e {
+        failure.retry_after = s
+            .details
+            .as_ref()
+            .map(|d| std::time::Duration::from_secs(u64::from(d.retry_after_seconds)))
+            .unwrap_or_default();
     }
+    failure
 }
 
 /// What one watch follows, and for whom: fixed for its whole life.
@@ -364,20 +375,16 @@ where
             let event = tokio::select! {
                 e = tokio::time::timeout(WATCH_SILENT_MAX, stream.next()) => match e {
                     Ok(e) => e,
-                    Err(_) => return Some(Failure {
-                        error: AccessError::from_status(
-                            resource,
-                            None,
-                            "watching",
-                            &format!(
-                                "nothing for {}s, not even the end the server owed after {WATCH_TIMEOUT_SECS}s",
-                                WATCH_SILENT_MAX.as_secs()
-                            ),
+                    Err(_) => return Some(Failure::new(
+                        resource,
+                        None,
+                        "watching",
+                        &format!(
+                            "nothing for {}s, not even the end the server owed after {WATCH_TIMEOUT_SECS}s",
+                            WATCH_SILENT_MAX.as_secs()
                         ),
-                        unreachable: true,
-                        transient: false,
-                        retry_after: std::time::Duration::ZERO,
-                    }),
+                        true,
+                    )),
                 },
                 () = changed(relist) => return None,
             };
@@ -389,47 +396,44 @@ where
                     event
                 })
             });
-            match event {
-                Some(Ok(WatchEvent::Added(mut o) | WatchEvent::Modified(mut o))) => {
-                    o.trim();
-                    rv = o.meta().resource_version.clone().unwrap_or(rv);
-                    writer.apply_watcher_event(&watcher::Event::Apply(o.clone()));
-                    world.stores.saw(resource, &rv, false);
-                    world.status.touch();
-                    (self.on_change)(world, Change::Applied(&o));
-                }
-                Some(Ok(WatchEvent::Deleted(mut o))) => {
-                    o.trim();
-                    rv = o.meta().resource_version.clone().unwrap_or(rv);
-                    writer.apply_watcher_event(&watcher::Event::Delete(o.clone()));
-                    world.stores.saw(resource, &rv, false);
-                    world.status.touch();
-                    (self.on_change)(world, Change::Deleted(&o));
-                }
+            let (mut o, deleted) = match event {
+                Some(Ok(WatchEvent::Added(o) | WatchEvent::Modified(o))) => (o, false),
+                Some(Ok(WatchEvent::Deleted(o))) => (o, true),
                 Some(Ok(WatchEvent::Bookmark(b))) => {
                     rv = b.metadata.resource_version;
                     world.stores.saw(resource, &rv, false);
+                    continue;
                 }
                 // 410 Gone (our resourceVersion is too old) and the like: relist.
                 Some(Ok(WatchEvent::Error(e))) => {
-                    return Some(Failure {
-                        error: AccessError::from_status(
-                            resource,
-                            Some(e.code),
-                            "watching",
-                            &e.message,
-                        ),
-                        unreachable: false,
-                        transient: matches!(e.code, 429 | 503 | 504),
-                        retry_after: std::time::Duration::ZERO,
-                    });
+                    let code = Some(e.code);
+                    return Some(Failure::new(resource, code, "watching", &e.message, false));
                 }
                 Some(Err(e)) => return Some(failure_of(resource, "watching", &e)),
                 None => match self.objects.watch(self.params, &rv).await {
-                    Ok(s) => stream = s,
+                    Ok(s) => {
+                        stream = s;
+                        continue;
+                    }
                     Err(e) => return Some(failure_of(resource, "watching", &e)),
                 },
-            }
+            };
+            o.trim();
+            rv = o.meta().resource_version.clone().unwrap_or(rv);
+            let event = if deleted {
+                watcher::Event::Delete(o.clone())
+            } else {
+                watcher::Event::Apply(o.clone())
+            };
+            writer.apply_watcher_event(&event);
+            world.stores.saw(resource, &rv, false);
+            world.status.touch();
+            let change = if deleted {
+                Change::Deleted(&o)
+            } else {
+                Change::Applied(&o)
+            };
+            (self.on_change)(world, change);
         }
     }
 }
@@ -442,10 +446,8 @@ pub fn on_template(world: &Arc<Shared>, change: Change<'_, DynamicObject>) {
             }
         }
         Change::Listed => {
-            for t in world.stores.templates() {
-                if let Some(name) = &t.metadata.name {
-                    world.queue.enqueue(Key::Template(name.clone()));
-                }
+            for name in world.stores.template_names() {
+                world.queue.enqueue(Key::Template(name));
             }
             // Templates deleted while the watch was down: their VAPs name them.
             for p in world.stores.policies() {
@@ -489,10 +491,6 @@ pub fn on_binding(world: &Arc<Shared>, change: Change<'_, DynamicObject>) {
     }
 }
 
-fn established(crd: &CustomResourceDefinition) -> bool {
-    crd_state(crd) != CrdState::NotEstablished
-}
-
 /// A constraint CRD changed: start (or stop) the kind's watch; its constraints' readiness changed.
 pub fn on_crd(world: &Arc<Shared>, change: Change<'_, CustomResourceDefinition>) {
     match change {
@@ -506,10 +504,7 @@ pub fn on_crd(world: &Arc<Shared>, change: Change<'_, CustomResourceDefinition>)
             // Kinds whose CRD went away while the watch was down.
             let running = world.stores.watched_kinds();
             for kind in running {
-                if !crds
-                    .iter()
-                    .any(|c| c.spec.group == CONSTRAINTS_GROUP && c.spec.names.kind == kind)
-                {
+                if !crds.iter().any(|c| is_constraint_crd(c, &kind)) {
                     stop_kind(world, &kind);
                 }
             }
@@ -553,7 +548,11 @@ pub fn start_kind(world: &Arc<Shared>, kind: &str, plural: &str) {
     world.stores.add_kind(kind, || {
         let ar = constraint_resource(kind, plural);
         let writer: Writer<DynamicObject> = Writer::new(ar.clone());
-        let store = writer.as_reader();
+        let store = TypedStore {
+            ar: ar.clone(),
+            store: writer.as_reader(),
+        };
+        let kind_store = store.clone();
         let api: Api<DynamicObject> = Api::all_with(world.client.clone(), &ar);
         let resource = crate::cluster::discovery::resource_name(&ar);
         let kind_owned = kind.to_string();
@@ -576,7 +575,7 @@ pub fn start_kind(world: &Arc<Shared>, kind: &str, plural: &str) {
                     // The kind's constraints, and the owners of its bindings (constraints
                     // deleted while the watch was down, or before this copy started).
                     Change::Listed => {
-                        enqueue_kind(w, &kind_owned, None);
+                        enqueue_kind(w, &kind_owned, &kind_store);
                         w.queue.enqueue(template);
                     }
                 }
@@ -584,7 +583,6 @@ pub fn start_kind(world: &Arc<Shared>, kind: &str, plural: &str) {
         );
         tracing::info!(kind, "watching constraints of kind {kind}");
         KindWatch {
-            plural: plural.to_string(),
             resource,
             store,
             task,
@@ -598,29 +596,19 @@ pub fn stop_kind(world: &Arc<Shared>, kind: &str) {
         return;
     };
     w.task.abort();
-    world.stores.set_listed(&w.resource, false);
-    world.stores.set_complete(&w.resource, false);
+    world.stores.unlist(&w.resource);
     // The watch may have failed on the vanishing resource first: moot once it is stopped.
     world.status.set_access(&w.resource, None);
     tracing::info!(
         kind,
         "stopped watching constraints of kind {kind} (CRD deleted)"
     );
-    enqueue_kind(world, kind, Some(&w.store));
+    enqueue_kind(world, kind, &w.store);
 }
 
-/// Enqueues the constraints of `kind` (from `store`, or the kind's watch) and the owners of
-/// the kind's bindings.
-fn enqueue_kind(world: &Shared, kind: &str, store: Option<&Store<DynamicObject>>) {
-    let names = match store {
-        Some(s) => s
-            .state()
-            .iter()
-            .filter_map(|c| c.metadata.name.clone())
-            .collect(),
-        None => world.stores.constraint_names(kind),
-    };
-    for n in names {
+/// Enqueues the constraints of `kind` in `store` and the owners of the kind's bindings.
+fn enqueue_kind(world: &Shared, kind: &str, store: &TypedStore) {
+    for n in store.names() {
         world.queue.enqueue(Key::constraint(kind, n));
     }
     for b in world.stores.bindings() {
@@ -635,6 +623,8 @@ fn enqueue_kind(world: &Shared, kind: &str, store: Option<&Store<DynamicObject>>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controller::objects::crd_state;
+    use crate::core::desired::CrdState;
     use crate::model::{CrdInfo, Source};
 
     #[tokio::test]
@@ -649,9 +639,11 @@ mod tests {
         let resource = crate::cluster::discovery::resource_name(&ar);
         let task = tokio::spawn(std::future::pending::<()>());
         world.stores.add_kind("K8sX", || KindWatch {
-            plural: "k8sx".into(),
             resource: resource.clone(),
-            store: dynamic(ar),
+            store: TypedStore {
+                store: dynamic(ar.clone()),
+                ar,
+            },
             task: task.abort_handle(),
         });
         assert!(!world.stores.kind_listed("K8sX"), "still listing");

@@ -56,25 +56,6 @@ pub struct Processed {
     pub failures: u64,
 }
 
-/// What [`process_one`] did.
-#[derive(Debug)]
-pub enum Step {
-    Processed(Processed),
-    /// Nothing was ready; the next delayed key is due then.
-    Idle(Option<tokio::time::Instant>),
-}
-
-/// Pops the next ready key (at tokio's clock) and processes it.
-pub async fn process_one<W>(queue: &SharedQueue, world: &W, work: &Work<'_>) -> Step
-where
-    W: TemplateStore + Writer + Sync,
-{
-    match queue.pop() {
-        (Some(key), _) => Step::Processed(process(queue, key, world, work).await),
-        (None, due) => Step::Idle(due),
-    }
-}
-
 /// Processes `key`, which the caller has taken from `queue`: reconcile, park it if a store
 /// was unknown (it comes back when one lists), schedule its delay or backoff, mark it done.
 pub async fn process<W>(queue: &SharedQueue, key: Key, world: &W, work: &Work<'_>) -> Processed
@@ -124,34 +105,31 @@ fn report_invalid(shared: &Shared, key: &Key, opts: &Options) {
     if !shared.leadership.fence.may_write() {
         return;
     }
-    match key {
+    let (regarding, reason, raw) = match key {
         Key::Template(t) => {
-            if let Read::Known(Some(tpl)) = shared.stores.template(t) {
-                let reason = match decide_template(&tpl, opts) {
-                    TemplateVerdict::Invalid { reason } => Some(reason),
-                    _ => None,
-                };
-                let logged = crate::model::undecodable(&tpl.raw).is_some();
-                shared
-                    .recorder
-                    .decided(Regarding::Template(t.clone()), reason, logged);
-            }
+            let Read::Known(Some(tpl)) = shared.stores.template(t) else {
+                return;
+            };
+            let reason = match decide_template(&tpl, opts) {
+                TemplateVerdict::Invalid { reason } => Some(reason),
+                _ => None,
+            };
+            (Regarding::Template(t.clone()), reason, tpl.raw)
         }
         Key::Constraint { kind, name } => {
-            if let Read::Known(Some(c)) = shared.stores.constraint(kind, name) {
-                let reason = match decide_constraint(&c, opts) {
-                    ConstraintIntent::Invalid { reason } => Some(reason),
-                    _ => None,
-                };
-                let regarding = Regarding::Constraint {
-                    kind: kind.clone(),
-                    name: name.clone(),
-                };
-                let logged = crate::model::undecodable(&c.raw).is_some();
-                shared.recorder.decided(regarding, reason, logged);
-            }
+            let Read::Known(Some(c)) = shared.stores.constraint(kind, name) else {
+                return;
+            };
+            let reason = match decide_constraint(&c, opts) {
+                ConstraintIntent::Invalid { reason } => Some(reason),
+                _ => None,
+            };
+            let (kind, name) = (kind.clone(), name.clone());
+            (Regarding::Constraint { kind, name }, reason, c.raw)
         }
-    }
+    };
+    let logged = crate::model::undecodable(&raw).is_some();
+    shared.recorder.decided(regarding, reason, logged);
 }
 
 /// A live worker, until the copy stops (its task is aborted): waits for a key (pushed, or a
@@ -173,16 +151,15 @@ pub(super) async fn run(
         .with_gatekeeper_webhook(&webhooks);
     loop {
         let key = shared.queue.next().await;
-        let (now, now_webhooks) = (
+        let now = (
             shared.stores.gatekeeper_configs(),
             shared.stores.gatekeeper_webhooks(),
         );
-        if !Arc::ptr_eq(&now, &configs) || !Arc::ptr_eq(&now_webhooks, &webhooks) {
+        if !Arc::ptr_eq(&now.0, &configs) || !Arc::ptr_eq(&now.1, &webhooks) {
+            (configs, webhooks) = now;
             merged = opts
-                .with_gatekeeper_config(&now)
-                .with_gatekeeper_webhook(&now_webhooks);
-            configs = now;
-            webhooks = now_webhooks;
+                .with_gatekeeper_config(&configs)
+                .with_gatekeeper_webhook(&webhooks);
         }
         let opts = &merged;
         let work = Work {

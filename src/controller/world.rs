@@ -94,7 +94,6 @@ pub trait TemplateStore: ConstraintStore {
 
 /// A world that reads through a store of its own: the live copy (`shared::Shared`) reads its
 /// `Stores`, which implement [`ConstraintStore`] and [`TemplateStore`] themselves.
-/// Such a world is both by its store; nothing is forwarded by hand.
 pub trait ReadsThrough {
     type Store: TemplateStore;
     fn store(&self) -> &Self::Store;
@@ -187,13 +186,10 @@ pub trait Enqueue {
     fn enqueue_after(&self, key: Key, delay: std::time::Duration);
 }
 
-/// How a write failed. Its label goes to `/metrics`, its text to the event log and the
-/// Kubernetes Events, and the reconcilers act on its class (`reconcilers::Outcome::from`).
-/// Each class holds the server's answer (or the missing one) as its source; in an `Arc`, since
-/// the event log, the refusal memo and the reconcile's outcome each keep a copy.
-///
-/// Equal means the same failure (a copy of it: same class, same answer), not two failures that
-/// read alike: the event log finds where it left off by equality.
+/// How a write failed; the reconcilers act on its class (`reconcilers::Outcome::from`). The
+/// server's answer is in an `Arc`: the event log, the refusal memo and the outcome each keep a
+/// copy. Equal means the same failure (a copy of it), not two that read alike: the event log
+/// finds where it left off by equality.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum WriteError {
     /// The object changed meanwhile (409, failed precondition): read again and retry.
