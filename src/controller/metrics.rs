@@ -168,7 +168,9 @@ pub async fn serve(
     use hyper::body::Bytes;
     use hyper::{Response, StatusCode};
     let listener = tokio::net::TcpListener::bind(addr).await?;
-    tracing::info!("serving /metrics, /healthz, /readyz on {addr}");
+    // The bound address: `--metrics-addr 127.0.0.1:0` says which port it got.
+    let bound = listener.local_addr()?;
+    tracing::info!("serving /metrics, /healthz, /readyz on {bound}");
     let mut connections = tokio::task::JoinSet::new();
     loop {
         let (stream, _) = tokio::select! {
