@@ -553,6 +553,7 @@ impl Campaign {
             self.lose(&format!("{by} holds the Lease now"));
         }
     }
+
     /// The attempt failed.
     fn failed(&mut self, e: &kube::Error) {
         let error = lease_access_error(

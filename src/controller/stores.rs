@@ -756,10 +756,13 @@ impl TemplateStore for Stores {
                 .collect();
             // Bindings we just created that the store has not seen yet count too.
             for ((obj, name), recent) in self.overlay.lock().iter() {
+                if *obj != Obj::Binding || !recent.fresh() || names.contains(name) {
+                    continue;
+                }
                 let controlled = recent.object.as_ref().is_some_and(|o| {
                     ObjectMeta::deserialize(&o["metadata"]).is_ok_and(|m| of_kind(&m))
                 });
-                if *obj == Obj::Binding && controlled && recent.fresh() && !names.contains(name) {
+                if controlled {
                     names.push(name.clone());
                 }
             }

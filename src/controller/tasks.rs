@@ -55,6 +55,7 @@ impl Default for Tasks {
 }
 
 impl Tasks {
+    /// `fail`: the name of a task that is to panic once started (tests of the supervisor).
     pub fn new(fail: Option<String>) -> Self {
         Tasks {
             running: Mutex::new(Running {
