@@ -100,11 +100,11 @@ pub fn constraint_kinds(crds: &[CustomResourceDefinition]) -> Vec<(String, Strin
 }
 
 /// Gatekeeper's Configs named `config`, in every namespace (which one counts is the analysis's
-/// call: `Options::with_gatekeeper_config`). No Gatekeeper (the kind not served) is none; a
-/// Config Gatekeeper's CRD would refuse is left out with a warning.
+/// call: `Options::with_gatekeeper_config`), each parsed. No Gatekeeper (the kind not served)
+/// is none.
 pub async fn gatekeeper_configs(
     client: &kube::Client,
-) -> Result<Vec<crate::model::GatekeeperConfig>, kube::Error> {
+) -> Result<Vec<Result<crate::model::GatekeeperConfig, InvalidConfig>>, kube::Error> {
     let ar = super::discovery::gatekeeper_config_resource();
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
     let lp = ListParams::default().fields(&format!(
@@ -112,30 +112,35 @@ pub async fn gatekeeper_configs(
         crate::model::gatekeeper_config::CONFIG_NAME
     ));
     match api.list(&lp).await {
-        Ok(l) => Ok(l
-            .items
-            .iter()
-            .filter_map(|o| parse_config(o, &ar))
-            .collect()),
+        Ok(l) => Ok(l.items.iter().map(|o| parse_config(o, &ar)).collect()),
         Err(e) if status_code(&e) == Some(404) => Ok(Vec::new()),
         Err(e) => Err(e),
     }
 }
 
-/// One Config, or `None` (warned) when Gatekeeper's CRD would not have admitted it.
-pub fn parse_config(o: &DynamicObject, ar: &ApiResource) -> Option<crate::model::GatekeeperConfig> {
+/// A Config Gatekeeper's CRD would not have admitted: its exclusions are not applied.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("Gatekeeper Config {object}: {why}; its exclusions are not applied")]
+pub struct InvalidConfig {
+    /// `namespace/name`.
+    pub object: String,
+    pub why: String,
+}
+
+/// One Config, or why Gatekeeper's CRD would not have admitted it.
+pub fn parse_config(
+    o: &DynamicObject,
+    ar: &ApiResource,
+) -> Result<crate::model::GatekeeperConfig, InvalidConfig> {
     let raw = super::assemble::dyn_to_value(o, ar);
-    match crate::model::GatekeeperConfig::from_value(&raw) {
-        Ok(c) => Some(c),
-        Err(e) => {
-            tracing::warn!(
-                "Gatekeeper Config {}/{}: {e}; its exclusions are not applied",
-                o.metadata.namespace.as_deref().unwrap_or_default(),
-                o.metadata.name.as_deref().unwrap_or_default()
-            );
-            None
-        }
-    }
+    crate::model::GatekeeperConfig::from_value(&raw).map_err(|why| InvalidConfig {
+        object: format!(
+            "{}/{}",
+            o.metadata.namespace.as_deref().unwrap_or_default(),
+            o.metadata.name.as_deref().unwrap_or_default()
+        ),
+        why,
+    })
 }
 
 /// Gatekeeper's validating webhooks: of the configuration `name`, or of every configuration
@@ -232,7 +237,11 @@ pub async fn list_snapshot(
         }
     }
     let configs = match gatekeeper_configs(client).await {
-        Ok(configs) => configs,
+        // One reading: each invalid Config said once.
+        Ok(read) => read
+            .into_iter()
+            .filter_map(|c| c.inspect_err(|e| tracing::warn!("{e}")).ok())
+            .collect(),
         Err(e @ kube::Error::Api(_)) => {
             errors.push(access_error("configs.config.gatekeeper.sh", &e));
             Vec::new()

@@ -11,28 +11,85 @@
 use super::shared::Shared;
 use crate::cluster::access::AccessError;
 use crate::cluster::discovery::{gatekeeper_config_resource, resource_name};
-use crate::cluster::list::{access_error, gatekeeper_configs, gatekeeper_webhooks};
+use crate::cluster::list::{InvalidConfig, access_error, gatekeeper_configs, gatekeeper_webhooks};
 use crate::cluster::list::{parse_config, parse_webhook};
+use crate::model::GatekeeperConfig;
 use futures::StreamExt;
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::reflector::{self, store::Writer};
 use kube::runtime::watcher::{self, Event};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// The first read of the Configs; whether it failed. A failure is logged and leaves none: the
-/// VAPs then apply in the namespaces the Config would exclude (stricter, never looser), until
-/// the watch reads it.
-pub async fn first_read(shared: &Shared) -> bool {
+/// The Configs found invalid (object → why), so each is said once per change: when it turns
+/// invalid or its reason changes, and when it is valid again. The watch re-reads every Config
+/// on any event and on every relist; a Config read again as it was says nothing.
+#[derive(Debug, Default)]
+pub struct Invalid(BTreeMap<String, String>);
+
+impl Invalid {
+    /// The valid Configs of `read`; what changed since the last reading goes to `say`
+    /// (`true`: a warning).
+    fn sort(
+        &mut self,
+        read: Vec<Result<GatekeeperConfig, InvalidConfig>>,
+        mut say: impl FnMut(bool, String),
+    ) -> Vec<GatekeeperConfig> {
+        let was = std::mem::take(&mut self.0);
+        let mut valid = Vec::new();
+        for c in read {
+            match c {
+                Ok(c) => {
+                    let object =
+                        format!("{}/{}", c.namespace.as_deref().unwrap_or_default(), c.name);
+                    if was.contains_key(&object) {
+                        say(
+                            false,
+                            format!(
+                                "Gatekeeper Config {object} is valid again: its exclusions apply"
+                            ),
+                        );
+                    }
+                    valid.push(c);
+                }
+                Err(e) => {
+                    if was.get(&e.object) != Some(&e.why) {
+                        say(true, e.to_string());
+                    }
+                    self.0.insert(e.object, e.why);
+                }
+            }
+        }
+        valid
+    }
+}
+
+/// A line [`Invalid::sort`] says, logged.
+fn log(warn: bool, line: String) {
+    if warn {
+        tracing::warn!("{line}");
+    } else {
+        tracing::info!("{line}");
+    }
+}
+
+/// The first read of the Configs; whether it failed, and those found invalid. A failure is
+/// logged and leaves none: the VAPs then apply in the namespaces the Config would exclude
+/// (stricter, never looser), until the watch reads it.
+pub async fn first_read(shared: &Shared) -> (bool, Invalid) {
+    let mut invalid = Invalid::default();
     match gatekeeper_configs(&shared.client).await {
-        Ok(configs) => {
-            shared.stores.set_gatekeeper_configs(configs);
-            false
+        Ok(read) => {
+            shared
+                .stores
+                .set_gatekeeper_configs(invalid.sort(read, log));
+            (false, invalid)
         }
         Err(e) => {
             let resource = resource_name(&gatekeeper_config_resource());
             cannot_read(shared, access_error(&resource, &e));
-            true
+            (true, invalid)
         }
     }
 }
@@ -53,7 +110,7 @@ fn cannot_read(shared: &Shared, error: AccessError) {
 /// re-enqueues everything. A read that fails with an answer (forbidden) is said once
 /// (`failing`: the first read said it), and its recovery once; no Gatekeeper (not served) is
 /// not a failure.
-pub async fn run(shared: Arc<Shared>, mut failing: bool) {
+pub async fn run(shared: Arc<Shared>, (mut failing, mut invalid): (bool, Invalid)) {
     let ar = gatekeeper_config_resource();
     let api: Api<DynamicObject> = Api::all_with(shared.client.clone(), &ar);
     let config = watcher::Config::default().fields(&format!(
@@ -91,10 +148,8 @@ pub async fn run(shared: Arc<Shared>, mut failing: bool) {
         let mut objects = store.state();
         // One per namespace (the name is fixed): in a stable order, so equal lists compare equal.
         objects.sort_by(|a, b| a.metadata.namespace.cmp(&b.metadata.namespace));
-        let configs = objects
-            .iter()
-            .filter_map(|o| parse_config(o, &ar))
-            .collect();
+        let read = objects.iter().map(|o| parse_config(o, &ar)).collect();
+        let configs = invalid.sort(read, log);
         if shared.stores.set_gatekeeper_configs(configs) {
             tracing::info!("Gatekeeper's Config changed: reconciling every template");
             shared.resync();
@@ -130,5 +185,57 @@ pub async fn run_webhook(shared: Arc<Shared>, name: String) {
             tracing::info!("Gatekeeper's validating webhook changed: reconciling every template");
             shared.resync();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn valid(ns: &str) -> Result<GatekeeperConfig, InvalidConfig> {
+        Ok(GatekeeperConfig {
+            namespace: Some(ns.into()),
+            name: "config".into(),
+            ..GatekeeperConfig::default()
+        })
+    }
+
+    fn invalid(ns: &str, why: &str) -> Result<GatekeeperConfig, InvalidConfig> {
+        Err(InvalidConfig {
+            object: format!("{ns}/config"),
+            why: why.into(),
+        })
+    }
+
+    /// The watch re-reads every Config on any event: an invalid one is warned when it turns
+    /// invalid or its reason changes, and told once when valid again; never again in between.
+    #[test]
+    fn an_invalid_config_is_said_once_per_change() {
+        let mut seen = Invalid::default();
+        let mut sort = |read| {
+            let mut said = Vec::new();
+            let valid = seen.sort(read, |warn, line| said.push((warn, line)));
+            (valid, said)
+        };
+        let (configs, said) = sort(vec![valid("a"), invalid("gk", "spec.match: bad")]);
+        assert_eq!(configs.len(), 1);
+        assert_eq!(said.len(), 1);
+        assert!(
+            said[0].0 && said[0].1.contains("gk/config: spec.match: bad"),
+            "{said:?}"
+        );
+        // Read again as it was (another Config changed, a relist): nothing said.
+        let (_, said) = sort(vec![valid("b"), invalid("gk", "spec.match: bad")]);
+        assert!(said.is_empty(), "{said:?}");
+        let (_, said) = sort(vec![invalid("gk", "spec.match: worse")]);
+        assert!(
+            said.len() == 1 && said[0].0 && said[0].1.contains("worse"),
+            "{said:?}"
+        );
+        let (configs, said) = sort(vec![valid("gk")]);
+        assert_eq!(configs.len(), 1);
+        assert!(said.len() == 1 && !said[0].0 && said[0].1.contains("gk/config is valid again"));
+        let (_, said) = sort(vec![valid("gk")]);
+        assert!(said.is_empty(), "{said:?}");
     }
 }

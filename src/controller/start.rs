@@ -395,8 +395,8 @@ pub async fn launch(
     let discovery = super::discovery::run(shared.clone(), crd_changes, first_ok);
     shared.tasks.spawn("discovery", Lifetime::Copy, discovery);
     // Gatekeeper's Config, before the first VAP is written (its exclusions shape them).
-    let failing = super::gatekeeper_config::first_read(&shared).await;
-    let config_watch = super::gatekeeper_config::run(shared.clone(), failing);
+    let first = super::gatekeeper_config::first_read(&shared).await;
+    let config_watch = super::gatekeeper_config::run(shared.clone(), first);
     shared
         .tasks
         .spawn("watch Gatekeeper's Config", Lifetime::Copy, config_watch);
