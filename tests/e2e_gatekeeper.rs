@@ -691,6 +691,36 @@ async fn gatekeepers_default_shape_is_reproduced_and_taken_over_both_ways_withou
     );
     assert_eq!(before, after);
 
+    // Gatekeeper's webhook changes while kubectl-vap leads: the VAP follows what it matches,
+    // as Gatekeeper's own would (the webhook is read before the first write, then watched),
+    // and follows it back.
+    let exec_matched = |want: bool| {
+        let (client, pname) = (c.client.clone(), pname.clone());
+        async move {
+            let p = read(cluster::policies(&client), &pname).await?;
+            let rules = p.spec?.match_constraints?.resource_rules?;
+            let exec = rules[0]
+                .resources
+                .as_ref()?
+                .iter()
+                .any(|r| r == "pods/exec");
+            (exec == want).then_some(())
+        }
+    };
+    let mut without_exec = helm_webhook_configuration();
+    without_exec["webhooks"][0]["rules"][0]["resources"]
+        .as_array_mut()
+        .expect("the webhook's resources")
+        .retain(|r| r != "pods/exec");
+    cluster::put(&vwc, &without_exec).await;
+    eventually("the VAP no longer matches pods/exec", || {
+        exec_matched(false)
+    })
+    .await;
+    cluster::put(&vwc, &helm_webhook_configuration()).await;
+    eventually("the VAP matches pods/exec again", || exec_matched(true)).await;
+    r.assert_idle(TIMEOUT).await;
+
     // kubectl-vap → Gatekeeper: objects kubectl-vap wrote (deleted and re-created by it), then
     // Gatekeeper with generate and its default flags: their resourceVersions stay.
     cluster::policies(&c.client)
