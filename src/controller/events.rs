@@ -280,22 +280,22 @@ impl Burst {
 }
 
 /// Publishes what the recorder receives, until its senders are gone. `uid_of` names a
-/// template's uid (events regard a specific object); `may_write` is the write fence: a copy
-/// that was paused or lost the Lease reports nothing more (what it would say is the new
-/// holder's to say).
+/// template's uid (events regard a specific object); `left` is what is left of the write fence:
+/// a copy that was paused or lost the Lease reports nothing more (what it would say is the new
+/// holder's to say), and an Event's answer is awaited no longer than the fence allows.
 pub async fn run(
     client: kube::Client,
     instance: String,
     Facts(mut rx): Facts,
     uid_of: impl Fn(&str) -> Option<String> + Send + Sync + 'static,
-    may_write: impl Fn() -> bool + Send + Sync + 'static,
+    left: impl Fn() -> Option<Duration> + Send + Sync + 'static,
 ) {
     let mut publisher = Publisher {
         client,
         instance,
         series: HashMap::new(),
         failing: false,
-        may_write: Box::new(may_write),
+        left: Box::new(left),
     };
     let mut bursts: BTreeMap<String, Burst> = BTreeMap::new();
     // What each invalid template or constraint was last reported for.
@@ -340,7 +340,7 @@ pub async fn run(
                     }
                 }
                 Some(why) if said_invalid.get(&regarding) != Some(&why) => {
-                    if (publisher.may_write)() {
+                    if (publisher.left)().is_some() {
                         if !logged {
                             say_validity(&regarding, Some(&why));
                         }
@@ -416,37 +416,46 @@ struct Publisher {
     series: HashMap<(Regarding, &'static str, String), (String, i32, Instant)>,
     /// Publishing fails (RBAC, server): logged once until it passes again.
     failing: bool,
-    /// The write fence: nothing is published without it.
-    may_write: Box<dyn Fn() -> bool + Send + Sync>,
+    /// What is left of the write fence: nothing is published without it.
+    left: Box<dyn Fn() -> Option<Duration> + Send + Sync>,
 }
 
 impl Publisher {
     async fn publish(&mut self, e: &Outgoing, uid_of: &impl Fn(&str) -> Option<String>) {
-        if !(self.may_write)() {
+        let Some(left) = (self.left)() else {
             tracing::debug!("not leading: dropping {e:?}");
             return;
-        }
+        };
         self.series
             .retain(|_, (_, _, at)| at.elapsed() < SERIES_TTL);
         let key = (e.regarding.clone(), e.reason, e.note.clone());
         let now = MicroTime(k8s_openapi::jiff::Timestamp::now());
         let namespace = e.regarding.namespace();
         let api: Api<Event> = Api::namespaced(self.client.clone(), namespace);
-        let result = match self.series.get(&key).cloned() {
-            Some((name, count, _)) => {
-                let patch = serde_json::json!({
-                    "series": EventSeries { count: count + 1, last_observed_time: now.clone() }
-                });
-                api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await
-                    .map(|_| (name, count + 1))
+        let sent = async {
+            match self.series.get(&key).cloned() {
+                Some((name, count, _)) => {
+                    let patch = serde_json::json!({
+                        "series": EventSeries { count: count + 1, last_observed_time: now.clone() }
+                    });
+                    api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                        .await
+                        .map(|_| (name, count + 1))
+                }
+                None => {
+                    let event = event(&self.instance, e, now, uid_of);
+                    api.create(&PostParams::default(), &event)
+                        .await
+                        .map(|created| (created.metadata.name.unwrap_or_default(), 1))
+                }
             }
-            None => {
-                let event = event(&self.instance, e, now, uid_of);
-                api.create(&PostParams::default(), &event)
-                    .await
-                    .map(|created| (created.metadata.name.unwrap_or_default(), 1))
-            }
+        };
+        let result = match tokio::time::timeout(left, sent).await {
+            Ok(r) => r.map_err(|e| unpublished(namespace, &e)),
+            Err(_) => Err(format!(
+                "cannot publish Events in namespace {namespace}: no answer within {:.1}s, before the write fence closed (outcomes stay in this copy's log)",
+                left.as_secs_f32()
+            )),
         };
         match result {
             Ok((name, count)) => {
@@ -459,7 +468,7 @@ impl Publisher {
                 // A lost series (the Event expired): the next repeat creates a new one.
                 self.series.remove(&key);
                 if !std::mem::replace(&mut self.failing, true) {
-                    tracing::warn!("{}", unpublished(namespace, &e));
+                    tracing::warn!("{e}");
                 }
             }
         }

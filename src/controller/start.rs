@@ -520,7 +520,7 @@ fn report_events(shared: &Arc<Shared>, identity: &str, facts: super::events::Fac
                 .find(|t| t.metadata.name.as_deref() == Some(template))
                 .and_then(|t| t.metadata.uid.clone())
         },
-        move || fence.leadership.fence.may_write(),
+        move || fence.leadership.fence.remaining(),
     );
     // Ends when the recorder's senders are gone, which only the copy's end drops.
     shared.tasks.spawn("report Events", Lifetime::Copy, report);

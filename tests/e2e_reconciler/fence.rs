@@ -1,6 +1,7 @@
-//! Issue 31: the fence holds against retries and a hung renewal; the requests channel survives
-//! a hostile operator; one undecodable constraint costs only itself. The real binary, a real
-//! API server, and `testenv::proxy` between a copy and the server where a fault is injected.
+//! Issue 31: the fence holds against retries, a hung renewal and a hung Event; the requests
+//! channel survives a hostile operator; one undecodable constraint costs only itself. The real
+//! binary, a real API server, and `testenv::proxy` between a copy and the server where a fault
+//! is injected.
 
 use crate::env::{Env, LEASE_NS, TIMEOUT, eventually, opts, requiring, run_as};
 use crate::support::cli::{self, Served};
@@ -238,6 +239,56 @@ async fn e2e_a_renewal_nobody_answers_stops_the_leader_before_another_takes_over
     drop(l1);
     let _ = l2.terminate();
     e.sweep(&[kind.as_str()], "hung-sweep").await;
+}
+
+/// An Event is a write like any other: its answer is awaited no longer than the write fence
+/// allows. With every Event create held unanswered by the proxy, the holder abandons each when
+/// its fence closes and says so once, while it goes on leading; before, each waited out the
+/// client's 60 s deadline, holding up every later Event, and could land after the Lease was
+/// lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_an_event_nobody_answers_is_abandoned_when_the_fence_closes() {
+    let e = Env::new().await;
+    let proxy = Proxy::start(e.env).await.expect("the proxy");
+    proxy.rule(Rule::new(Some("POST"), "/events", Action::Hold));
+    let lease = e.env.unique_name("mute");
+    let via_proxy = proxy
+        .kubeconfig(&e.env.kubeconfig_admin())
+        .expect("kubeconfig");
+    let (log, file) = log_file(&e, "mute.log");
+    let mut cmd = run_as(&via_proxy, &lease);
+    cmd.arg("--lease-duration=6s").stderr(file);
+    let l1 = Served::spawn(cmd);
+    eventually("L1 leads", || async { leading(&l1) }).await;
+    // Writing the VAP is reported as an Event, which the proxy holds.
+    let kind = e.new_kind("Mute").await;
+    e.until_vap("L1 writes the policy", &pname(&kind), true)
+        .await;
+    eventually("the held Event is abandoned at the fence", || async {
+        read(&log).contains("before the write fence closed")
+    })
+    .await;
+    assert!(
+        leading(&l1),
+        "only the Event was abandoned:\n{}",
+        read(&log)
+    );
+    // Answered again: the next Event is published, and that is said once.
+    proxy.clear_rules();
+    e.constrain(&kind, "c").await;
+    eventually("Events are published again", || async {
+        read(&log).contains("publishing Events works again")
+    })
+    .await;
+    let logs = read(&log);
+    assert_eq!(
+        logs.matches("cannot publish Events").count(),
+        1,
+        "said once, not per Event:\n{logs}"
+    );
+    let _ = l1.terminate();
+    e.sweep(&[kind.as_str()], "mute-sweep").await;
 }
 
 /// `depth` objects nested: `{"a":{"a":…1…}}`.
