@@ -141,16 +141,9 @@ pub struct Published {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub template: Option<String>,
     pub handled_at: String,
-    #[serde(default)]
-    pub summary: String,
-    #[serde(default)]
-    pub writes: u64,
-    #[serde(default)]
-    pub failures: u64,
-    #[serde(default)]
-    pub refused: usize,
-    #[serde(default)]
-    pub keys: usize,
+    /// What was done (its id and handler are not on the wire).
+    #[serde(flatten)]
+    pub outcome: RequestOutcome,
     /// The request could not be handled (its template does not exist, …).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -169,11 +162,10 @@ impl Published {
         };
         match result {
             Ok(o) => Published {
-                summary: said(&o.summary, MAX_TEXT),
-                writes: o.writes,
-                failures: o.failures,
-                refused: o.refused,
-                keys: o.keys,
+                outcome: RequestOutcome {
+                    summary: said(&o.summary, MAX_TEXT),
+                    ..o.clone()
+                },
                 ..base
             },
             Err(e) => Published {
@@ -269,45 +261,17 @@ pub fn answer_in(l: &Lease, id: &str) -> Option<Published> {
 
 // ---- the holder's desk ----
 
-/// Why an entry of the ConfigMap was not taken.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Ignored {
-    /// Not a `request.<id>` entry (an answer of an older version, anything else).
-    NotARequest,
-    TooLarge,
-    Unparsable,
-    TooOld,
-    DatedAhead,
-    /// More than [`MAX_HELD`] waiting.
-    TooMany,
-    /// An unknown command beyond the [`REFUSED_PER_READ`] answered.
-    Unknown,
-    /// Answered by the previous holder, which stopped before removing it.
-    Answered,
-}
-
-impl Ignored {
-    fn label(self) -> &'static str {
-        match self {
-            Ignored::NotARequest => "not a request",
-            Ignored::TooLarge => "larger than 1 KiB",
-            Ignored::Unparsable => "unparsable",
-            Ignored::TooOld => "older than 2 minutes",
-            Ignored::DatedAhead => "dated ahead",
-            Ignored::TooMany => "beyond 64 waiting",
-            Ignored::Unknown => "unknown commands beyond 4 answered",
-            Ignored::Answered => "answered by the previous holder",
-        }
-    }
-}
-
-/// What one entry of the ConfigMap holds.
-enum Taken {
-    Request(String, Asked, Command),
-    /// A request that is answered with an error at once.
-    Refused(Published),
-    Ignored,
-}
+/// Why entries are ignored, in the order the warning says them.
+const IGNORED: [&str; 8] = [
+    "not a request",
+    "larger than 1 KiB",
+    "unparsable",
+    "older than 2 minutes",
+    "dated ahead",
+    "beyond 64 waiting",
+    "unknown commands beyond 4 answered",
+    "answered by the previous holder",
+];
 
 /// Requests asking one command, handled together.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -329,7 +293,7 @@ pub struct Desk {
     /// Answers to publish at once (refused requests).
     refused: Vec<Published>,
     /// What was ignored since it was last said.
-    ignored: BTreeMap<Ignored, usize>,
+    ignored: BTreeMap<&'static str, usize>,
     /// Request ids the previous holder answered ([`Answers::took_over`]).
     answered: BTreeSet<String>,
 }
@@ -362,61 +326,57 @@ impl Desk {
                 continue;
             }
             self.prune.insert(key.clone());
-            match self.take(key, value, wall) {
-                Taken::Request(id, asked, command) => self.wait(id, &asked, command),
-                Taken::Refused(answer) if self.refused.len() < REFUSED_PER_READ => {
-                    self.refused.push(answer)
-                }
-                Taken::Refused(_) => *self.ignored.entry(Ignored::Unknown).or_default() += 1,
-                Taken::Ignored => {}
-            }
+            let why = match self.take(key, value, wall) {
+                Ok((id, asked)) => match asked.command() {
+                    Some(c) => {
+                        self.wait(id, &asked, c);
+                        continue;
+                    }
+                    None if self.refused.len() < REFUSED_PER_READ => {
+                        let why = "not a request this version knows (replay TEMPLATE, reconcile TEMPLATE, reconcile-all)";
+                        self.refused.push(Published::refused(id, &asked, why));
+                        continue;
+                    }
+                    None => "unknown commands beyond 4 answered",
+                },
+                Err(why) => why,
+            };
+            *self.ignored.entry(why).or_default() += 1;
         }
     }
 
-    /// What an entry holds (an ignored one counted).
-    fn take(&mut self, key: &str, value: &str, wall: chrono::DateTime<chrono::Utc>) -> Taken {
-        let held = self.held();
-        let mut ignore = |why: Ignored| {
-            *self.ignored.entry(why).or_default() += 1;
-            Taken::Ignored
-        };
-        let Some(id) = key
+    /// The request an entry holds, or why it is ignored (one of [`IGNORED`]).
+    fn take(
+        &self,
+        key: &str,
+        value: &str,
+        wall: chrono::DateTime<chrono::Utc>,
+    ) -> Result<(String, Asked), &'static str> {
+        let id = key
             .strip_prefix(REQUEST)
             .filter(|id| !id.is_empty() && id.len() <= 64)
             .filter(|id| id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'))
-        else {
-            return ignore(Ignored::NotARequest);
-        };
+            .ok_or("not a request")?;
         if value.len() > MAX_ENTRY_BYTES {
-            return ignore(Ignored::TooLarge);
+            return Err("larger than 1 KiB");
         }
-        let Ok(asked) = serde_json::from_str::<Asked>(value) else {
-            return ignore(Ignored::Unparsable);
-        };
-        let Ok(at) = chrono::DateTime::parse_from_rfc3339(&asked.requested_at) else {
-            return ignore(Ignored::Unparsable);
-        };
+        let asked: Asked = serde_json::from_str(value).map_err(|_| "unparsable")?;
+        let at =
+            chrono::DateTime::parse_from_rfc3339(&asked.requested_at).map_err(|_| "unparsable")?;
         let age = wall.signed_duration_since(at);
         if age.to_std().is_ok_and(|a| a > MAX_AGE) {
-            return ignore(Ignored::TooOld);
+            return Err("older than 2 minutes");
         }
         if (-age).to_std().is_ok_and(|a| a > MAX_SKEW) {
-            return ignore(Ignored::DatedAhead);
+            return Err("dated ahead");
         }
         if self.answered.contains(id) {
-            return ignore(Ignored::Answered);
+            return Err("answered by the previous holder");
         }
-        if held >= MAX_HELD {
-            return ignore(Ignored::TooMany);
+        if self.held() >= MAX_HELD {
+            return Err("beyond 64 waiting");
         }
-        match asked.command() {
-            Some(c) => Taken::Request(id.to_string(), asked, c),
-            None => Taken::Refused(Published::refused(
-                id.to_string(),
-                &asked,
-                "not a request this version knows (replay TEMPLATE, reconcile TEMPLATE, reconcile-all)",
-            )),
-        }
+        Ok((id.to_string(), asked))
     }
 
     /// Requests waiting.
@@ -459,11 +419,12 @@ impl Desk {
     /// What was ignored since last asked, as one clause ("3 unparsable, 1 older than …"),
     /// or `None`.
     pub fn ignored(&mut self) -> Option<String> {
-        let ignored = std::mem::take(&mut self.ignored);
+        let mut ignored: Vec<_> = std::mem::take(&mut self.ignored).into_iter().collect();
+        ignored.sort_by_key(|(why, _)| IGNORED.iter().position(|w| w == why));
         (!ignored.is_empty()).then(|| {
             ignored
                 .iter()
-                .map(|(why, n)| format!("{n} {}", why.label()))
+                .map(|(why, n)| format!("{n} {why}"))
                 .collect::<Vec<_>>()
                 .join(", ")
         })
@@ -536,11 +497,8 @@ fn outcome_of(
         None => Ok(RequestOutcome {
             id: id.to_string(),
             handled_by: holder,
-            summary: said(&p.summary, MAX_TEXT),
-            writes: p.writes,
-            failures: p.failures,
-            refused: p.refused,
-            keys: p.keys,
+            summary: said(&p.outcome.summary, MAX_TEXT),
+            ..p.outcome
         }),
     }
 }
@@ -692,17 +650,12 @@ mod tests {
             data.len(),
             "every entry read is removed"
         );
-        let said = desk.ignored().expect("counted");
-        for part in [
-            "436 beyond 64 waiting",
-            "1 unparsable",
-            "1 older than",
-            "1 dated ahead",
-            "1 larger than 1 KiB",
-            "1 not a request",
-        ] {
-            assert!(said.contains(part), "{said}");
-        }
+        assert_eq!(
+            desk.ignored().as_deref(),
+            Some(
+                "1 not a request, 1 larger than 1 KiB, 1 unparsable, 1 older than 2 minutes, 1 dated ahead, 436 beyond 64 waiting"
+            )
+        );
         // Read again before the patch lands: nothing is taken twice.
         desk.read(&data, wall);
         assert!(desk.next().is_none() && desk.ignored().is_none());
@@ -818,6 +771,51 @@ mod tests {
             assert!(!r.command.contains('\u{1b}'), "{r:?}");
             assert!(!r.template.as_deref().unwrap_or_default().contains('\u{1b}'));
         }
+    }
+
+    /// The answer's JSON in the Lease is what it was when the outcome's fields were copied
+    /// into it (an asker of another version reads it): same names, defaults written; and an
+    /// answer written in that shape, or by an older version without the counts, still reads.
+    #[test]
+    fn an_answer_on_the_wire_keeps_its_shape() {
+        let outcome = RequestOutcome {
+            id: "not on the wire".into(),
+            handled_by: "nor this".into(),
+            summary: "replayed 2 constraints of template k8sx: 1 write".into(),
+            writes: 1,
+            failures: 0,
+            refused: 0,
+            keys: 2,
+        };
+        let mut ok = Published::of(
+            vec!["a".into()],
+            &Command::Replay("k8sx".into()),
+            &Ok(outcome.clone()),
+        );
+        ok.handled_at = "2026-01-01T00:00:00Z".into();
+        let mut failed = Published::of(
+            vec!["b".into()],
+            &Command::ReconcileAll,
+            &Err(Error::Stopped),
+        );
+        failed.handled_at = ok.handled_at.clone();
+        let json = serde_json::to_string(&[&ok, &failed]).expect("json");
+        let old = r#"[{"ids":["a"],"command":"replay","template":"k8sx","handledAt":"2026-01-01T00:00:00Z","summary":"replayed 2 constraints of template k8sx: 1 write","writes":1,"failures":0,"refused":0,"keys":2},{"ids":["b"],"command":"reconcile-all","handledAt":"2026-01-01T00:00:00Z","summary":"","writes":0,"failures":0,"refused":0,"keys":0,"error":"the reconciler has stopped"}]"#;
+        assert_eq!(json, old);
+        let read: Vec<Published> = serde_json::from_str(&json).expect("reads");
+        let o =
+            outcome_of(read[0].clone(), "a", &Command::Replay("k8sx".into()), "h").expect("ours");
+        assert_eq!(
+            o,
+            RequestOutcome {
+                id: "a".into(),
+                handled_by: "h".into(),
+                ..outcome
+            }
+        );
+        let older = r#"{"ids":["c"],"command":"reconcile-all","handledAt":"2026-01-01T00:00:00Z","summary":"reconciled everything (0 items): 0 writes","writes":0}"#;
+        let older: Published = serde_json::from_str(older).expect("reads");
+        assert_eq!((older.outcome.keys, older.error), (0, None));
     }
 
     /// The Lease carries at most PUBLISHED_IDS ids, newest first; an answer to another

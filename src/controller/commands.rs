@@ -97,23 +97,17 @@ pub async fn handle_here(
         .into_iter()
         .filter(|k| shared.queue.scope().contains(k))
         .collect();
-    let outcome = shared.tracker.begin(command.clone(), &keys);
+    let outcome = shared.tracker.begin(&keys);
     for k in keys {
         shared.queue.enqueue(k);
     }
-    let tallied = outcome.await.map_err(|_| Error::Stopped)?;
-    let super::requests::Tallied {
-        writes,
-        failures,
-        refused,
-        keys,
-        summary,
-        ..
-    } = if route.one_shot {
-        whole_lead(shared, &command, tallied)
+    let t = outcome.await.map_err(|_| Error::Stopped)?;
+    let t = if route.one_shot {
+        whole_lead(shared, t)
     } else {
-        tallied
+        t
     };
+    let summary = super::requests::summary(&command, &t);
     shared.status.record(ReconcileEvent {
         time: chrono::Utc::now(),
         verb,
@@ -130,17 +124,17 @@ pub async fn handle_here(
         },
         action: "Request",
         note: summary.clone(),
-        warning: failures > 0 || refused > 0,
+        warning: t.failures > 0 || t.refused > 0,
         request: Some(id.to_string()),
     });
     Ok(RequestOutcome {
         id: id.to_string(),
         handled_by: route.identity.clone(),
         summary,
-        writes,
-        failures,
-        refused,
-        keys,
+        writes: t.writes,
+        failures: t.failures,
+        refused: t.refused,
+        keys: t.keys,
     })
 }
 
@@ -148,11 +142,7 @@ pub async fn handle_here(
 /// reconciled the request's scope before the request's own keys came round (so it found them
 /// in sync: "0 writes" while the copy had written). Writes are those the server accepted from
 /// this copy; failures and refusals count objects, once each however often retried.
-fn whole_lead(
-    shared: &Shared,
-    command: &Command,
-    t: super::requests::Tallied,
-) -> super::requests::Tallied {
+fn whole_lead(shared: &Shared, t: super::requests::Tallied) -> super::requests::Tallied {
     // This copy's own actions: another request it handled meanwhile (one left by the last
     // holder) has its own outcome, answered to its own asker.
     let events: Vec<_> = shared
@@ -182,14 +172,12 @@ fn whole_lead(
         .map(|e| e.object.to_string())
         .collect::<std::collections::BTreeSet<_>>()
         .len();
-    let mut t = super::requests::Tallied {
+    super::requests::Tallied {
         writes: shared.metrics.writes_total(),
         failures: failed.len() as u64,
         refused,
         ..t
-    };
-    t.summary = super::requests::summary(command, &t);
-    t
+    }
 }
 
 /// Handles `command` wherever it can be: here when this copy leads, otherwise by the lease

@@ -17,7 +17,6 @@ pub const REQUEST_DEADLINE: Duration = Duration::from_secs(60);
 // ---- requests handled here ----
 
 struct Pending {
-    command: Command,
     begun: Instant,
     /// Keys not reconciled since the request came in.
     left: HashSet<Key>,
@@ -45,7 +44,6 @@ pub struct Tallied {
     /// Keys waiting (the binding wait), and keys not finished by the deadline.
     pub waiting: usize,
     pub unfinished: usize,
-    pub summary: String,
 }
 
 /// Requests in progress on this copy.
@@ -55,12 +53,11 @@ pub struct Tracker {
 }
 
 impl Tracker {
-    /// Tracks `keys` for `command`; the receiver gets (writes, failures, summary) once each
-    /// key has been reconciled (or at [`Tracker::expire`]).
-    pub fn begin(&self, command: Command, keys: &[Key]) -> oneshot::Receiver<Tallied> {
+    /// Tracks `keys`; the receiver gets what they did once each key has been reconciled (or
+    /// at [`Tracker::expire`]).
+    pub fn begin(&self, keys: &[Key]) -> oneshot::Receiver<Tallied> {
         let (reply, rx) = oneshot::channel();
         let p = Pending {
-            command,
             begun: Instant::now(),
             left: keys.iter().cloned().collect(),
             total: keys.len(),
@@ -134,33 +131,22 @@ impl Tracker {
 
 impl Pending {
     fn finish(self) {
-        let mut t = Tallied {
+        let _ = self.reply.send(Tallied {
             writes: self.writes,
             failures: self.failures,
             refused: self.refused.len(),
             keys: self.total,
             waiting: self.waiting.len(),
             unfinished: self.left.len() + self.retrying.len(),
-            summary: String::new(),
-        };
-        t.summary = summary(&self.command, &t);
-        let _ = self.reply.send(t);
+        });
     }
 }
 
 /// "replayed 25 constraints of k8sx: 2 writes, 1 write refused by the API server, 1 failed,
 /// 3 waiting (binding wait)". A request that wrote nothing because its writes were refused
-/// never reads "0 writes". (`t.summary` is not read.)
+/// never reads "0 writes".
 pub fn summary(command: &Command, t: &Tallied) -> String {
-    let &Tallied {
-        keys: total,
-        writes,
-        failures,
-        refused,
-        waiting,
-        unfinished,
-        ..
-    } = t;
+    let (total, writes, failures, refused) = (t.keys, t.writes, t.failures, t.refused);
     let plural = |n: usize, one: &str, many: &str| {
         if n == 1 {
             format!("1 {one}")
@@ -202,12 +188,13 @@ pub fn summary(command: &Command, t: &Tallied) -> String {
         parts.push(format!("{other} failed"));
     }
     let mut out = format!("{what}: {}", parts.join(", "));
-    if waiting > 0 {
-        out.push_str(&format!(", {waiting} waiting (binding wait)"));
+    if t.waiting > 0 {
+        out.push_str(&format!(", {} waiting (binding wait)", t.waiting));
     }
-    if unfinished > 0 {
+    if t.unfinished > 0 {
         out.push_str(&format!(
-            ", {unfinished} not finished within {}s",
+            ", {} not finished within {}s",
+            t.unfinished,
             REQUEST_DEADLINE.as_secs()
         ));
     }
@@ -223,7 +210,7 @@ mod tests {
         let t = Tracker::default();
         let before = Instant::now();
         let keys = [Key::constraint("K8sX", "a"), Key::constraint("K8sX", "b")];
-        let mut rx = t.begin(Command::Replay("k8sx".into()), &keys);
+        let mut rx = t.begin(&keys);
         // A reconcile that started before the request does not count.
         t.processed(&keys[0], before, &Outcome::Done, 5, 0);
         let after = Instant::now();
@@ -241,13 +228,8 @@ mod tests {
             1,
             1,
         );
-        let Tallied {
-            writes: w,
-            failures: f,
-            summary: s,
-            ..
-        } = rx.try_recv().expect("answered");
-        assert_eq!((w, f), (2, 1));
+        let answered = rx.try_recv().expect("answered");
+        assert_eq!((answered.writes, answered.failures), (2, 1));
         // A refused write is named as such, and a request whose only write was refused does
         // not say "0 writes".
         let refused = Tallied {
@@ -262,7 +244,7 @@ mod tests {
             "reconciled template k8sx and 1 constraint: 1 write refused by the API server"
         );
         assert_eq!(
-            s,
+            summary(&Command::Replay("k8sx".into()), &answered),
             "replayed 2 constraints of template k8sx: 2 writes, 1 failed, 1 waiting (binding wait)"
         );
         assert!(t.is_empty());
@@ -271,15 +253,17 @@ mod tests {
     #[test]
     fn a_request_without_keys_is_answered_at_once_and_a_late_one_at_its_deadline() {
         let t = Tracker::default();
-        let mut rx = t.begin(Command::Replay("k8sx".into()), &[]);
+        let mut rx = t.begin(&[]);
+        let said =
+            |c, rx: &mut oneshot::Receiver<Tallied>| summary(&c, &rx.try_recv().expect("answered"));
         assert_eq!(
-            rx.try_recv().expect("answered").summary,
+            said(Command::Replay("k8sx".into()), &mut rx),
             "replayed 0 constraints of template k8sx: 0 writes"
         );
-        let mut rx = t.begin(Command::ReconcileAll, &[Key::Template("t".into())]);
+        let mut rx = t.begin(&[Key::Template("t".into())]);
         t.expire(Duration::ZERO);
         assert_eq!(
-            rx.try_recv().expect("answered").summary,
+            said(Command::ReconcileAll, &mut rx),
             "reconciled everything (1 item): 0 writes, 1 not finished within 60s"
         );
     }

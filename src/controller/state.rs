@@ -143,12 +143,16 @@ pub struct LeaderHealth {
     pub refused: Vec<(String, String)>,
 }
 
-/// What a request (replay, reconcile) did, as the copy that handled it reports it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What a request (replay, reconcile) did, as the copy that handled it reports it; but for
+/// its id and handler, as the holder's answer in the Lease carries it (`channel::Published`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default, rename_all = "camelCase")]
 pub struct RequestOutcome {
     /// The request's id: the handler's Event and event-log line about it carry it too.
+    #[serde(skip)]
     pub id: String,
     /// The identity of the copy that handled it (the lease holder).
+    #[serde(skip)]
     pub handled_by: String,
     /// One line: "replayed 25 constraints of K8sRequiredLabels: 2 writes".
     pub summary: String,
