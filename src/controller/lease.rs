@@ -429,7 +429,9 @@ pub async fn run(
             // Refused (not merely unanswered): who holds it is unknown from here — but not to
             // a holder still within its deadline.
             Ok(Err(e)) if crate::cluster::status_code(&e).is_some() && !view.leading => {
-                let why = LeaseRefused::Elector(Arc::new(e));
+                let why = LeaseRefused::new(crate::cluster::status_code(&e), || {
+                    crate::cluster::describe(&e)
+                });
                 send_view(&campaign.shared, &view_tx, blank(&view, Some(why)));
             }
             Ok(Err(_)) => {}
@@ -822,7 +824,9 @@ pub async fn watch_holder(
                 // at all keeps the last view (the connection's state says the rest).
                 if status.is_some() {
                     seen = None;
-                    let why = Some(LeaseRefused::Watch(Arc::new(e)));
+                    let why = Some(LeaseRefused::new(status, || {
+                        crate::cluster::watch::describe(&e)
+                    }));
                     let view = blank(&view_tx.borrow(), why);
                     send_view(&shared, &view_tx, view);
                 } else {

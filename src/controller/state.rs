@@ -272,44 +272,22 @@ impl LeaseInfo {
 pub use crate::cluster::access::{AccessError, AccessErrorKind};
 
 /// The API server refused to show the Lease (an answer, not a silence): who leads is unknown.
-/// Holds the refusal itself, in an `Arc` since every published view keeps a copy; shown in a
-/// word or two (`forbidden`, `unauthorized`), else in the server's words. The refusal is not
-/// its `source`: the error formatter would append the server's whole sentence to the word.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum LeaseRefused {
-    /// The election's get, create or update was refused.
-    #[error("{}", refusal(crate::cluster::status_code(.0), || crate::cluster::describe(.0)))]
-    Elector(Arc<kube::Error>),
-    /// An observer's watch of the Lease was refused.
-    #[error("{}", refusal(crate::cluster::watch::status(.0), || crate::cluster::watch::describe(.0)))]
-    Watch(Arc<kube::runtime::watcher::Error>),
-}
+/// Shown in a word or two (`forbidden`, `unauthorized`), else in the server's words; equal
+/// when it reads the same (each retry brings a new error, and a view is published again only
+/// when what it shows changed). Not a `source`: the error formatter would append the server's
+/// whole sentence to the word.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct LeaseRefused(String);
 
 impl LeaseRefused {
-    /// The HTTP status of the refusal (`None` only for an error that is no answer at all).
-    pub fn status(&self) -> Option<u16> {
-        match self {
-            LeaseRefused::Elector(e) => crate::cluster::status_code(e),
-            LeaseRefused::Watch(e) => crate::cluster::watch::status(e),
-        }
-    }
-}
-
-/// Equal when it reads the same: each retry brings a new error, and a view is published
-/// again only when what it shows changed.
-impl PartialEq for LeaseRefused {
-    fn eq(&self, other: &LeaseRefused) -> bool {
-        self.status() == other.status() && self.to_string() == other.to_string()
-    }
-}
-
-impl Eq for LeaseRefused {}
-
-fn refusal(status: Option<u16>, words: impl FnOnce() -> String) -> String {
-    match status {
-        Some(401) => "unauthorized".into(),
-        Some(403) => "forbidden".into(),
-        _ => words(),
+    /// A refusal with HTTP `status`, said by `words` unless it is RBAC's.
+    pub fn new(status: Option<u16>, words: impl FnOnce() -> String) -> Self {
+        LeaseRefused(match status {
+            Some(401) => "unauthorized".into(),
+            Some(403) => "forbidden".into(),
+            _ => words(),
+        })
     }
 }
 
@@ -546,13 +524,14 @@ mod tests {
     #[test]
     fn a_refused_lease_reads_as_a_word_and_the_request_error_says_it_once() {
         let refusal = |code: u16| {
-            LeaseRefused::Elector(Arc::new(kube::Error::Api(Box::new(kube::core::Status {
+            let e = kube::Error::Api(Box::new(kube::core::Status {
                 message: "leases.coordination.k8s.io \"l\" is forbidden: User \"u\" cannot get"
                     .into(),
                 reason: "Forbidden".into(),
                 code,
                 ..Default::default()
-            }))))
+            }));
+            LeaseRefused::new(Some(code), || crate::cluster::describe(&e))
         };
         assert_eq!(refusal(403).to_string(), "forbidden");
         assert_eq!(refusal(401).to_string(), "unauthorized");
