@@ -34,27 +34,39 @@ fn verb_of(c: &Command) -> EventVerb {
     }
 }
 
-/// The keys `command` concerns, from the local stores.
+/// The keys `command` concerns, from the local stores: a template's own (reconcile only) and
+/// its kind's constraints.
 fn keys_of(shared: &Shared, command: &Command) -> Result<Vec<Key>, Error> {
-    match command {
-        Command::Replay(t) => match shared.stores.template(t) {
-            Read::Known(Some(tpl)) if tpl.kind.is_some() => Ok(keys_of_template(shared, t, false)),
-            Read::Known(Some(_)) => Err(Error::NoKind(t.clone())),
-            Read::Known(None) => Err(Error::NotFound(t.clone())),
-            Read::Unknown(u) => Err(RequestError::NotListed(u).into()),
-        },
+    let (t, read) = match command {
+        Command::Replay(t) | Command::Reconcile(t) => (t, shared.stores.template(t)),
+        Command::ReconcileAll => return Ok(shared.stores.all_keys()),
+    };
+    let mut keys = Vec::new();
+    let kind = match (command, read) {
+        (Command::Replay(_), Read::Known(Some(tpl))) => {
+            Some(tpl.kind.ok_or_else(|| Error::NoKind(t.clone()))?)
+        }
+        (Command::Replay(_), Read::Known(None)) => return Err(Error::NotFound(t.clone())),
+        (Command::Replay(_), Read::Unknown(u)) => return Err(RequestError::NotListed(u).into()),
         // A template that is gone still has its key: reconciling it sweeps its VAP. With
         // neither (a typo) there is nothing to reconcile: not found, and no Event saying
         // otherwise.
-        Command::Reconcile(t) => {
-            let policy = crate::core::names::policy_name(t);
-            match (shared.stores.template(t), shared.stores.policy(&policy)) {
-                (Read::Known(None), Read::Known(None)) => Err(Error::NotFound(t.clone())),
-                _ => Ok(keys_of_template(shared, t, true)),
-            }
+        (_, Read::Known(None))
+            if shared.stores.policy(&crate::core::names::policy_name(t)) == Read::Known(None) =>
+        {
+            return Err(Error::NotFound(t.clone()));
         }
-        Command::ReconcileAll => Ok(shared.stores.all_keys()),
+        // A reconcile only enqueues: an unknown store just means no constraint keys here.
+        (_, read) => {
+            keys.push(Key::Template(t.clone()));
+            read.known().ok().flatten().and_then(|tpl| tpl.kind)
+        }
+    };
+    if let Some(kind) = kind {
+        let names = shared.stores.constraint_names(&kind).into_iter();
+        keys.extend(names.map(|n| Key::constraint(&kind, n)));
     }
+    Ok(keys)
 }
 
 /// Handles `command` (request `id`) on this copy, which leads: enqueues its keys and waits
@@ -391,25 +403,4 @@ impl Pruning {
             }
         }
     }
-}
-
-/// The keys of a command: the template's (reconcile only) and its kind's constraints.
-pub fn keys_of_template(shared: &Shared, template: &str, with_template: bool) -> Vec<Key> {
-    let mut keys = Vec::new();
-    if with_template {
-        keys.push(Key::Template(template.to_string()));
-    }
-    // A command only enqueues: an unknown store just means no constraint keys here.
-    if let Read::Known(Some(t)) = shared.stores.template(template)
-        && let Some(kind) = t.kind
-    {
-        keys.extend(
-            shared
-                .stores
-                .constraint_names(&kind)
-                .into_iter()
-                .map(|n| Key::constraint(&kind, n)),
-        );
-    }
-    keys
 }
