@@ -456,14 +456,10 @@ pub fn request_error(doing: &'static str, ns: &str, name: &str, e: kube::Error) 
     let configmap = format!("{ns}/{name}");
     match crate::cluster::status_code(&e) {
         Some(404) => RequestError::NoConfigMap { configmap },
-        Some(401 | 403) => RequestError::ConfigMapForbidden {
+        status => RequestError::ConfigMap {
             doing,
             configmap,
-            source: Box::new(e),
-        },
-        _ => RequestError::ConfigMap {
-            doing,
-            configmap,
+            forbidden: matches!(status, Some(401 | 403)),
             source: Box::new(e),
         },
     }
@@ -816,6 +812,25 @@ mod tests {
         let older = r#"{"ids":["c"],"command":"reconcile-all","handledAt":"2026-01-01T00:00:00Z","summary":"reconciled everything (0 items): 0 writes","writes":0}"#;
         let older: Published = serde_json::from_str(older).expect("reads");
         assert_eq!((older.outcome.keys, older.error), (0, None));
+    }
+
+    /// A refused ConfigMap names the role that grants it; another failure only says itself.
+    #[test]
+    fn a_configmap_error_says_the_role_only_when_forbidden() {
+        let said = |code: u16| {
+            let e = kube::Error::Api(Box::new(kube::core::Status {
+                message: "no".into(),
+                reason: "R".into(),
+                code,
+                ..Default::default()
+            }));
+            request_error("reading", "ns", "cm", e).to_string()
+        };
+        assert_eq!(
+            said(403),
+            "reading ConfigMap ns/cm: no (R, 403) (grant the kubectl-vap-operator ClusterRole from `kubectl vap install --print`)"
+        );
+        assert_eq!(said(500), "reading ConfigMap ns/cm: no (R, 500)");
     }
 
     /// The Lease carries at most PUBLISHED_IDS ids, newest first; an answer to another

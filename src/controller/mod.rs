@@ -111,19 +111,15 @@ pub enum RequestError {
     )]
     NoConfigMap { configmap: String },
     #[error(
-        "{doing} ConfigMap {configmap}: {} (grant the kubectl-vap-operator ClusterRole from `kubectl vap install --print`)",
-        crate::cluster::describe(source)
+        "{doing} ConfigMap {configmap}: {}{}",
+        crate::cluster::describe(source),
+        if *forbidden { " (grant the kubectl-vap-operator ClusterRole from `kubectl vap install --print`)" } else { "" }
     )]
-    ConfigMapForbidden {
-        doing: &'static str,
-        configmap: String,
-        #[source]
-        source: Box<kube::Error>,
-    },
-    #[error("{doing} ConfigMap {configmap}: {}", crate::cluster::describe(source))]
     ConfigMap {
         doing: &'static str,
         configmap: String,
+        /// Refused by RBAC (401, 403): the words say which role grants it.
+        forbidden: bool,
         #[source]
         source: Box<kube::Error>,
     },
