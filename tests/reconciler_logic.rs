@@ -401,8 +401,13 @@ impl World {
     /// One worker step on `key`, which the caller took from the queue (on the world's clock).
     fn run_key(&self, key: &Key) {
         let _clock = self.clock.0.enter();
-        let done =
-            futures::executor::block_on(process(&self.queue, key.clone(), self, &self.work()));
+        let done = futures::executor::block_on(process(
+            &self.queue,
+            key.clone(),
+            self,
+            self,
+            &self.work(),
+        ));
         if let Outcome::Retry(r) = done.outcome
             && self.st.lock().unwrap().fail_every == 0
         {
@@ -1640,7 +1645,7 @@ mod concurrent {
         loop {
             match w.queue.pop() {
                 (Some(key), _) => {
-                    process(&w.queue, key, &*w, &w.work()).await;
+                    process(&w.queue, key, &*w, &*w, &w.work()).await;
                 }
                 (None, _) => {
                     if stop.load(Ordering::SeqCst) {

@@ -37,7 +37,7 @@ impl Attempts {
     }
 }
 
-/// What a worker needs besides the world and the queue.
+/// What a worker needs besides the store, the writer and the queue.
 pub struct Work<'a> {
     pub cache: &'a OpinionCache,
     pub opts: &'a Options,
@@ -58,18 +58,26 @@ pub struct Processed {
 
 /// Processes `key`, which the caller has taken from `queue`: reconcile, park it if a store
 /// was unknown (it comes back when one lists), schedule its delay or backoff, mark it done.
-pub async fn process<W>(queue: &SharedQueue, key: Key, world: &W, work: &Work<'_>) -> Processed
+pub async fn process<S, W>(
+    queue: &SharedQueue,
+    key: Key,
+    store: &S,
+    writer: &W,
+    work: &Work<'_>,
+) -> Processed
 where
-    W: TemplateStore + Writer + Sync,
+    S: TemplateStore + Sync,
+    W: Writer + Sync,
 {
     let ctx = Ctx {
         cache: work.cache,
         queue,
         opts: work.opts,
+        writer,
     };
     let started = Instant::now();
     let (outcome, writes, failures) =
-        super::tally::counting(&key, reconcile(&key, world, &ctx)).await;
+        super::tally::counting(&key, reconcile(&key, store, &ctx)).await;
     let attempt = work.attempts.record(&key, &outcome);
     match &outcome {
         Outcome::Retry(why) | Outcome::Forbidden(why) => {
@@ -141,7 +149,7 @@ pub(super) async fn run(
     opts: Options,
     attempts: Arc<Attempts>,
 ) {
-    let world = Live { shared: &shared };
+    let writer = Live { shared: &shared };
     // The flags' options with Gatekeeper's Config and webhook applied, recomputed when either
     // changes.
     let mut configs = shared.stores.gatekeeper_configs();
@@ -167,7 +175,7 @@ pub(super) async fn run(
             opts,
             attempts: &attempts,
         };
-        let p = process(&shared.queue, key, &world, &work).await;
+        let p = process(&shared.queue, key, &shared.stores, &writer, &work).await;
         shared.metrics.reconciled();
         shared
             .tracker

@@ -1,5 +1,4 @@
-//! Writes to the API server ([`Writer`] for [`Live`], the world the workers reconcile
-//! against): only while this copy may write; what came of each write goes to the one observer
+//! Writes to the API server ([`Writer`] for [`Live`], what the workers write through): only while this copy may write; what came of each write goes to the one observer
 //! ([`observe`]): the stores (read-your-writes), `/metrics`, the status (the object's last
 //! failure, the event log), the Kubernetes Events recorder, the request in progress (the task's
 //! tally) and the log lines of failures, without flooding.
@@ -7,8 +6,7 @@
 use super::keys::Obj;
 use super::shared::Shared;
 use super::state::{EventResult, EventVerb};
-use super::stores::Stores;
-use super::world::{NotSent, ReadsThrough, Unwritten, WriteError, WriteOutcome, Writer};
+use super::world::{NotSent, Unwritten, WriteError, WriteOutcome, Writer};
 use crate::cluster::apply::{Applied, ApplyError, apply_write};
 use crate::core::{PlannedWrite, Verb};
 use std::sync::Arc;
@@ -64,17 +62,9 @@ fn digest(w: &PlannedWrite) -> u64 {
     h.finish()
 }
 
-/// The world the live workers reconcile against: reads from the copy's stores, writes to the
-/// API server.
+/// The live workers' writer: writes to the API server (they read the copy's stores).
 pub struct Live<'a> {
     pub shared: &'a Shared,
-}
-
-impl ReadsThrough for Live<'_> {
-    type Store = Stores;
-    fn store(&self) -> &Stores {
-        &self.shared.stores
-    }
 }
 
 impl Writer for Live<'_> {
