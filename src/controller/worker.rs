@@ -51,9 +51,6 @@ pub struct Processed {
     pub outcome: Outcome,
     /// When the reconcile began (a request counts only reconciles that began after it).
     pub started: Instant,
-    /// Writes it sent that were accepted, and that failed.
-    pub writes: u64,
-    pub failures: u64,
 }
 
 /// Processes `key`, which the caller has taken from `queue`: reconcile, park it if a store
@@ -76,8 +73,7 @@ where
         writer,
     };
     let started = Instant::now();
-    let (outcome, writes, failures) =
-        super::tally::counting(&key, reconcile(&key, store, &ctx)).await;
+    let outcome = reconcile(&key, store, &ctx).await;
     let attempt = work.attempts.record(&key, &outcome);
     match &outcome {
         Outcome::Retry(why) | Outcome::Forbidden(why) => {
@@ -96,8 +92,6 @@ where
         key,
         outcome,
         started,
-        writes,
-        failures,
     }
 }
 
@@ -149,7 +143,6 @@ pub(super) async fn run(
     opts: Options,
     attempts: Arc<Attempts>,
 ) {
-    let writer = Live { shared: &shared };
     // The flags' options with Gatekeeper's Config and webhook applied, recomputed when either
     // changes.
     let mut configs = shared.stores.gatekeeper_configs();
@@ -175,11 +168,18 @@ pub(super) async fn run(
             opts,
             attempts: &attempts,
         };
+        let writer = Live {
+            shared: &shared,
+            key: key.clone(),
+            writes: Default::default(),
+            failures: Default::default(),
+        };
         let p = process(&shared.queue, key, &shared.stores, &writer, &work).await;
         shared.metrics.reconciled();
+        let (writes, failures) = (writer.writes.into_inner(), writer.failures.into_inner());
         shared
             .tracker
-            .processed(&p.key, p.started, &p.outcome, p.writes, p.failures);
+            .processed(&p.key, p.started, &p.outcome, writes, failures);
         report_invalid(&shared, &p.key, opts);
         shared.status.touch();
     }
