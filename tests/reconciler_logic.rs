@@ -513,7 +513,9 @@ impl World {
             w.cache.prime_if_ready(true, &[], &sink);
         }
         for (kind, opinion) in self.cache.all() {
-            w.cache.should_generate_vap(&kind, Some(opinion), &w, &sink);
+            let names = || w.constraint_names(&kind);
+            w.cache
+                .should_generate_vap(&kind, Some(opinion), names, &sink);
         }
         w
     }

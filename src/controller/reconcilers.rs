@@ -179,7 +179,8 @@ where
     // Kinds this template published before but no longer holds (deleted, or kind changed).
     for old in ctx.cache.kinds_of_template(name) {
         if Some(&old) != kind.as_ref() {
-            ctx.cache.should_generate_vap(&old, None, store, ctx.queue);
+            ctx.cache
+                .should_generate_vap(&old, None, || store.constraint_names(&old), ctx.queue);
         }
     }
     let Some(t) = template else {
@@ -288,7 +289,8 @@ where
     fn publish(&self, ready: bool, coverage: Coverage) {
         let opinion = Opinion::of(self.template, self.verdict, ready, coverage, self.shape);
         let (cache, queue) = (self.ctx.cache, self.ctx.queue);
-        cache.should_generate_vap(self.kind, Some(opinion), self.store, queue);
+        let names = || self.store.constraint_names(self.kind);
+        cache.should_generate_vap(self.kind, Some(opinion), names, queue);
     }
 
     /// Turning on (I1): the VAP is written, then the opinion says ready and fans out. In the
@@ -314,7 +316,8 @@ where
             Action::Create(_) => {
                 if let Some(mut o) = cache.get(kind).filter(|o| o.policy_ready) {
                     o.policy_ready = false;
-                    cache.should_generate_vap(kind, Some(o), self.store, self.ctx.queue);
+                    let names = || self.store.constraint_names(kind);
+                    cache.should_generate_vap(kind, Some(o), names, self.ctx.queue);
                 }
             }
             Action::Foreign(why) => {
