@@ -473,7 +473,7 @@ fn assemble(
     config: &Config,
     tuning: &Tuning,
 ) -> (Arc<Shared>, Writers, Option<super::events::Facts>) {
-    let writers = Writers::new(admission);
+    let (stores, writers) = Stores::new(admission.clone(), config.scope.clone());
     let (recorder, facts) = if matches!(config.mode, Mode::Elect { .. }) {
         let (r, f) = Recorder::new();
         (r, Some(f))
@@ -482,7 +482,7 @@ fn assemble(
     };
     let shared = Arc::new(Shared::new(
         client.clone(),
-        Stores::new(admission.clone(), &writers, config.scope.clone()),
+        stores,
         SharedQueue::new(config.scope.clone()),
         recorder,
         Tasks::new(tuning.fail_task.clone()),
