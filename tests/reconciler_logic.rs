@@ -13,8 +13,9 @@ use chrono::{DateTime, Utc};
 use kubectl_vap::cluster::apply::ApplyError;
 use kubectl_vap::controller::cache::OpinionCache;
 use kubectl_vap::controller::queue::{Key, SharedQueue};
+use kubectl_vap::controller::reconcilers::Ctx;
 use kubectl_vap::controller::reconcilers::Outcome;
-use kubectl_vap::controller::worker::{Attempts, Work, process};
+use kubectl_vap::controller::worker::process;
 use kubectl_vap::controller::world::{
     ConstraintStore, Enqueue, Read, TemplateStore, Unreadable, WriteError, WriteOutcome, Writer,
 };
@@ -81,7 +82,6 @@ struct World {
     cache: Arc<OpinionCache>,
     queue: Arc<MemQueue>,
     opts: Options,
-    attempts: Attempts,
     /// Reconciles run concurrently: writes yield before they land (a request in flight), and
     /// I1 is checked on what a concurrent world can promise (the policy exists when a
     /// binding lands; the opinion may flip while the request is in flight).
@@ -144,7 +144,6 @@ impl World {
             cache: Arc::new(OpinionCache::new()),
             queue: Arc::new(SharedQueue::default()),
             opts,
-            attempts: Attempts::default(),
             concurrent: Default::default(),
             yields: Default::default(),
         }
@@ -390,19 +389,19 @@ impl World {
 
     // --- the driver ---
 
-    fn work(&self) -> Work<'_> {
-        Work {
+    fn ctx(&self) -> Ctx<'_, SharedQueue, World> {
+        Ctx {
             cache: &self.cache,
+            queue: &self.queue,
             opts: &self.opts,
-            attempts: &self.attempts,
+            writer: self,
         }
     }
 
     /// One worker step on `key`, which the caller took from the queue (on the world's clock).
     fn run_key(&self, key: &Key) {
         let _clock = self.clock.0.enter();
-        let done =
-            futures::executor::block_on(process(&self.queue, key.clone(), self, &self.work()));
+        let done = futures::executor::block_on(process(key.clone(), self, &self.ctx()));
         if let Outcome::Retry(r) = done.outcome
             && self.st.lock().unwrap().fail_every == 0
         {
@@ -505,7 +504,6 @@ impl World {
             cache: Arc::new(OpinionCache::new()),
             queue: Arc::new(self.queue.fork()),
             opts: self.opts.clone(),
-            attempts: Attempts::default(),
             concurrent: Default::default(),
             yields: Default::default(),
             clock: self.clock.clone(),
@@ -515,7 +513,9 @@ impl World {
             w.cache.prime_if_ready(true, &[], &sink);
         }
         for (kind, opinion) in self.cache.all() {
-            w.cache.should_generate_vap(&kind, Some(opinion), &w, &sink);
+            let names = || w.constraint_names(&kind);
+            w.cache
+                .should_generate_vap(&kind, Some(opinion), names, &sink);
         }
         w
     }
@@ -1640,7 +1640,7 @@ mod concurrent {
         loop {
             match w.queue.pop() {
                 (Some(key), _) => {
-                    process(&w.queue, key, &*w, &w.work()).await;
+                    process(key, &*w, &w.ctx()).await;
                 }
                 (None, _) => {
                     if stop.load(Ordering::SeqCst) {

@@ -9,7 +9,7 @@
 //! every template of a complete list reconciled once ([`OpinionCache::prime_if_ready`]).
 
 use super::keys::Key;
-use super::world::{ConstraintStore, Enqueue};
+use super::world::Enqueue;
 use crate::core::desired::Opinion;
 use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeMap, BTreeSet};
@@ -190,14 +190,14 @@ impl OpinionCache {
     }
 
     /// The one writer. Publishes `opinion` for `kind` (`None` removes it); when the value
-    /// changes, re-enqueues every constraint of `kind` from the local store (no list call), so
-    /// every constraint is reconciled against what the template side last concluded.
-    /// Returns whether the value changed.
+    /// changes, re-enqueues every constraint of `kind` from the local store (`constraint_names`,
+    /// called only then; no list call), so every constraint is reconciled against what the
+    /// template side last concluded. Returns whether the value changed.
     pub fn should_generate_vap(
         &self,
         kind: &str,
         opinion: Option<Opinion>,
-        store: &impl ConstraintStore,
+        constraint_names: impl FnOnce() -> Vec<String>,
         queue: &impl Enqueue,
     ) -> bool {
         let changed = {
@@ -214,7 +214,7 @@ impl OpinionCache {
             }
         };
         if changed {
-            for name in store.constraint_names(kind) {
+            for name in constraint_names() {
                 queue.enqueue(Key::constraint(kind, name));
             }
         }
@@ -225,8 +225,6 @@ impl OpinionCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::world::Read;
-    use chrono::{DateTime, Utc};
 
     #[derive(Default)]
     struct Keys(Mutex<Vec<Key>>);
@@ -241,35 +239,6 @@ mod tests {
     impl Keys {
         fn take(&self) -> Vec<Key> {
             std::mem::take(&mut *self.0.lock())
-        }
-    }
-
-    /// Constraint names of every kind.
-    struct Store(Vec<&'static str>);
-    impl ConstraintStore for Store {
-        fn constraint(&self, _: &str, _: &str) -> Read<Option<crate::model::Constraint>> {
-            Read::Known(None)
-        }
-        fn constraint_names(&self, _: &str) -> Vec<String> {
-            self.0.iter().map(|n| n.to_string()).collect()
-        }
-        fn crd_state(&self, _: &str) -> Read<crate::core::desired::CrdState> {
-            Read::Known(crate::core::desired::CrdState::NotEstablished)
-        }
-        fn binding(&self, _: &str) -> Read<Option<crate::model::Binding>> {
-            Read::Known(None)
-        }
-        fn policy(&self, _: &str) -> Read<Option<crate::model::Policy>> {
-            Read::Known(None)
-        }
-        fn opinions_known(&self) -> Read<()> {
-            Read::Known(())
-        }
-        fn served(&self) -> Read<std::sync::Arc<crate::model::served::Served>> {
-            Read::Known(Default::default())
-        }
-        fn now(&self) -> DateTime<Utc> {
-            DateTime::UNIX_EPOCH
         }
     }
 
@@ -307,7 +276,7 @@ mod tests {
         assert!(!cache.prime_if_ready(true, &three, &q));
         assert!(!cache.is_primed() && q.take().is_empty());
         // KA gets an opinion meanwhile: its fan-out re-enqueues k1 (from the store).
-        cache.should_generate_vap("KA", Some(opinion("a")), &Store(vec!["x"]), &q);
+        cache.should_generate_vap("KA", Some(opinion("a")), || vec!["x".into()], &q);
         assert_eq!(q.take(), vec![k1.clone()]);
         // Every listed template reconciled: primed, each deferred key whose kind still has
         // no opinion enqueued once.
@@ -323,12 +292,7 @@ mod tests {
     #[test]
     fn the_locks_of_gone_kinds_are_dropped_unless_held() {
         let cache = OpinionCache::new();
-        cache.should_generate_vap(
-            "K8sLive",
-            Some(opinion("live")),
-            &Store(vec![]),
-            &Keys::default(),
-        );
+        cache.should_generate_vap("K8sLive", Some(opinion("live")), Vec::new, &Keys::default());
         let held = cache.kind_lock("K8sHeld");
         for kind in ["K8sLive", "K8sGone1", "K8sGone2"] {
             drop(cache.kind_lock(kind));

@@ -126,14 +126,13 @@ impl Recorder {
         (Recorder { tx: Some(tx) }, Facts(rx))
     }
 
-    /// A write of `w` (in the reconcile of the current key) passed or failed.
-    pub fn written(&self, w: &PlannedWrite, error: Option<&WriteError>) {
+    /// A write of `w` (in the reconcile of `key`) passed or failed.
+    pub fn written(&self, w: &PlannedWrite, error: Option<&WriteError>, key: &Key) {
         let Some(tx) = &self.tx else { return };
         // The key's template (Gatekeeper's rule: a template's name is its kind in lower case).
-        let template = match super::tally::current_key() {
-            Some(Key::Template(t)) => t,
-            Some(Key::Constraint { kind, .. }) => kind.to_lowercase(),
-            None => return,
+        let template = match key {
+            Key::Template(t) => t.clone(),
+            Key::Constraint { kind, .. } => kind.to_lowercase(),
         };
         let _ = tx.send(Fact::Write {
             template,

@@ -27,7 +27,6 @@ mod start;
 pub mod state;
 mod status;
 mod stores;
-mod tally;
 mod tasks;
 mod watches;
 pub mod worker;

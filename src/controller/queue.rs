@@ -153,6 +153,9 @@ pub struct SharedQueue {
     scope: Scope,
     wake: Notify,
     depth: watch::Sender<usize>,
+    /// Retries in a row per key, the backoff's exponent (client-go's `NumRequeues`); kept
+    /// across `discard`, not copied by `fork`.
+    attempts: Mutex<HashMap<Key, u32>>,
 }
 
 impl SharedQueue {
@@ -217,6 +220,19 @@ impl SharedQueue {
         if requeued {
             self.wake.notify_one();
         }
+    }
+
+    /// Counts a reconcile of `key`: the retries in a row so far if it asks for one (`retry`),
+    /// else 0, forgetting them (client-go's `Forget`).
+    pub fn attempt(&self, key: &Key, retry: bool) -> u32 {
+        let mut attempts = self.attempts.lock();
+        if !retry {
+            attempts.remove(key);
+            return 0;
+        }
+        let n = attempts.entry(key.clone()).or_default();
+        *n += 1;
+        *n
     }
 
     /// Keys parked until a store lists again.

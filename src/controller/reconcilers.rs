@@ -85,11 +85,12 @@ impl Outcome {
     }
 }
 
-/// Everything a reconcile needs besides the world.
-pub struct Ctx<'a, Q: Enqueue> {
+/// Everything a reconcile needs besides the store it reads.
+pub struct Ctx<'a, Q: Enqueue, W: Writer> {
     pub cache: &'a OpinionCache,
     pub queue: &'a Q,
     pub opts: &'a Options,
+    pub writer: &'a W,
 }
 
 fn from_write(o: WriteOutcome) -> (bool, Outcome) {
@@ -114,14 +115,15 @@ impl From<WriteError> for Outcome {
 }
 
 /// Reconciles one key.
-pub async fn reconcile<W, Q>(key: &Key, world: &W, ctx: &Ctx<'_, Q>) -> Outcome
+pub async fn reconcile<S, Q, W>(key: &Key, store: &S, ctx: &Ctx<'_, Q, W>) -> Outcome
 where
-    W: TemplateStore + Writer + Sync,
+    S: TemplateStore + Sync,
     Q: Enqueue + Sync,
+    W: Writer + Sync,
 {
     match key {
         Key::Template(name) => {
-            let outcome = reconcile_template(name, world, ctx).await;
+            let outcome = reconcile_template(name, store, ctx).await;
             // A template whose reconcile could not read what it needs has published nothing:
             // it must not count towards priming (a primed cache takes a missing opinion for
             // "no template", and the constraint side would delete the kind's bindings).
@@ -130,56 +132,59 @@ where
             }
             if !ctx.cache.is_primed() {
                 ctx.cache.prime_if_ready(
-                    world.templates_listed(),
-                    &world.template_names(),
+                    store.templates_listed(),
+                    &store.template_names(),
                     ctx.queue,
                 );
             }
             outcome
         }
-        Key::Constraint { kind, name } => reconcile_constraint(kind, name, world, ctx).await,
+        Key::Constraint { kind, name } => reconcile_constraint(kind, name, store, ctx).await,
     }
 }
 
 /// An object whose action needs no write (in sync, or neither wanted nor there): a failure of
 /// an earlier write of it is history.
-fn settled<W: Writer, D>(world: &W, kind: &str, name: &str, action: &Action<D>) {
+fn settled<W: Writer, D>(writer: &W, kind: &str, name: &str, action: &Action<D>) {
     if matches!(action, Action::InSync | Action::Nothing) {
-        not_needed(world, kind, name);
+        not_needed(writer, kind, name);
     }
 }
 
 /// No write of `kind/name` is needed (its source is gone, or it is as wanted).
-fn not_needed<W: Writer>(world: &W, kind: &str, name: &str) {
+fn not_needed<W: Writer>(writer: &W, kind: &str, name: &str) {
     // The key the status keeps failures under (`ObjectRef`'s display).
-    world.not_needed(&format!("{kind}/{name}"));
+    writer.not_needed(&format!("{kind}/{name}"));
 }
 
 /// Sends the write a step needs, if any: whether it was done, and the outcome.
-async fn send<W: Writer + Sync>(world: &W, w: Option<PlannedWrite>) -> (bool, Outcome) {
+async fn send<W: Writer + Sync>(writer: &W, w: Option<PlannedWrite>) -> (bool, Outcome) {
     match w {
-        Some(w) => from_write(world.write(&w).await),
+        Some(w) => from_write(writer.write(&w).await),
         None => (false, Outcome::Done),
     }
 }
 
 /// The template side: the VAP of template `name` and the opinion of its kind.
-pub async fn reconcile_template<W, Q>(name: &str, world: &W, ctx: &Ctx<'_, Q>) -> Outcome
+pub async fn reconcile_template<S, Q, W>(name: &str, store: &S, ctx: &Ctx<'_, Q, W>) -> Outcome
 where
-    W: TemplateStore + Writer + Sync,
+    S: TemplateStore + Sync,
     Q: Enqueue + Sync,
+    W: Writer + Sync,
 {
-    let template = known!(world.template(name));
+    let writer = ctx.writer;
+    let template = known!(store.template(name));
     let kind = template.as_ref().and_then(|t| t.kind.clone());
-    let observed = known!(world.policy(&names::policy_name(name)));
+    let observed = known!(store.policy(&names::policy_name(name)));
     // Kinds this template published before but no longer holds (deleted, or kind changed).
     for old in ctx.cache.kinds_of_template(name) {
         if Some(&old) != kind.as_ref() {
-            ctx.cache.should_generate_vap(&old, None, world, ctx.queue);
+            ctx.cache
+                .should_generate_vap(&old, None, || store.constraint_names(&old), ctx.queue);
         }
     }
     let Some(t) = template else {
-        return template_gone(name, observed.as_ref(), world, ctx.cache).await;
+        return template_gone(name, observed.as_ref(), store, ctx).await;
     };
     let verdict = decide_template(&t, ctx.opts);
     let Some(kind) = kind else {
@@ -187,7 +192,7 @@ where
         return Outcome::Done;
     };
     // The CRD store decides a CRD create; unknown, nothing about the kind is concluded.
-    let crd_observed = known!(world.crd(&crd::crd_name(&kind)));
+    let crd_observed = known!(store.crd(&crd::crd_name(&kind)));
     if !matches!(verdict, TemplateVerdict::Invalid { .. }) {
         ctx.cache.saw_template(name, &t.meta.uid, &kind);
     }
@@ -197,7 +202,7 @@ where
     // `--policy-shape auto`: this template's shape, by its number of constraints (read only
     // when generating: a VAP that goes needs no shape).
     let constraints = if verdict.generates() {
-        known!(world.constraints_of_kind(&kind))
+        known!(store.constraints_of_kind(&kind))
     } else {
         Vec::new()
     };
@@ -207,7 +212,7 @@ where
         shape: ctx.opts.policy_shape.for_template(constraints.len()),
         kind: &kind,
         verdict: &verdict,
-        world,
+        store,
         ctx,
     };
     if let TemplateVerdict::Invalid { .. } = verdict {
@@ -221,17 +226,17 @@ where
         let name = crd.name();
         tracing::warn!(crd = %name, "not writing {name}: {why}; it is used as it is");
     }
-    settled(world, CRD_KIND, &crd.name(), &crd.action);
-    let (_, crd_outcome) = send(world, crd.write(Diff::Skip)).await;
+    settled(writer, CRD_KIND, &crd.name(), &crd.action);
+    let (_, crd_outcome) = send(writer, crd.write(Diff::Skip)).await;
     let opts = &ctx.opts.for_template(constraints.len());
     // What the VAP must match: what the kind's constraints want (read only when generating:
     // a VAP that goes needs no coverage).
     let coverage = if verdict.generates() && crd.served() {
-        let served = known!(world.served());
+        let served = known!(store.served());
         let mut kept = std::collections::BTreeMap::new();
         for c in constraints.iter().filter(|c| c.spec_error.is_some()) {
             let name = names::binding_name(&c.kind, c.name());
-            if let Some(b) = known!(world.binding(&name)) {
+            if let Some(b) = known!(store.binding(&name)) {
                 kept.insert(name, b);
             }
         }
@@ -252,7 +257,7 @@ where
         &coverage,
         opts,
     );
-    settled(world, VAP_KIND, &policy.name(), &policy.action);
+    settled(writer, VAP_KIND, &policy.name(), &policy.action);
     let outcome = if verdict.generates() {
         side.turn_on(&policy).await
     } else {
@@ -262,28 +267,30 @@ where
 }
 
 /// One template's reconcile, once its verdict is known: what it publishes and writes.
-struct TemplateSide<'a, W, Q: Enqueue> {
+struct TemplateSide<'a, S, Q: Enqueue, W: Writer> {
     name: &'a str,
     template: &'a ConstraintTemplate,
     /// The template's shape (`--policy-shape auto` resolved).
     shape: PolicyShape,
     kind: &'a str,
     verdict: &'a TemplateVerdict,
-    world: &'a W,
-    ctx: &'a Ctx<'a, Q>,
+    store: &'a S,
+    ctx: &'a Ctx<'a, Q, W>,
 }
 
-impl<W, Q> TemplateSide<'_, W, Q>
+impl<S, Q, W> TemplateSide<'_, S, Q, W>
 where
-    W: TemplateStore + Writer + Sync,
+    S: TemplateStore + Sync,
     Q: Enqueue + Sync,
+    W: Writer + Sync,
 {
     /// The kind's opinion, from the verdict; `ready`: bindings may rest on the VAP (I1), as
     /// far as it matches (`coverage`).
     fn publish(&self, ready: bool, coverage: Coverage) {
         let opinion = Opinion::of(self.template, self.verdict, ready, coverage, self.shape);
         let (cache, queue) = (self.ctx.cache, self.ctx.queue);
-        cache.should_generate_vap(self.kind, Some(opinion), self.world, queue);
+        let names = || self.store.constraint_names(self.kind);
+        cache.should_generate_vap(self.kind, Some(opinion), names, queue);
     }
 
     /// Turning on (I1): the VAP is written, then the opinion says ready and fans out. In the
@@ -294,7 +301,7 @@ where
         if policy.shape() == PolicyShape::Inline {
             self.publish(policy.ready_once_written(), policy.coverage(false));
             return match policy.write(Diff::Skip) {
-                Some(w) => delete_policy_after_bindings(self.world, cache, &w, Some(kind)).await,
+                Some(w) => delete_policy_after_bindings(self.store, self.ctx, &w, Some(kind)).await,
                 None => Outcome::Done,
             };
         }
@@ -309,7 +316,8 @@ where
             Action::Create(_) => {
                 if let Some(mut o) = cache.get(kind).filter(|o| o.policy_ready) {
                     o.policy_ready = false;
-                    cache.should_generate_vap(kind, Some(o), self.world, self.ctx.queue);
+                    let names = || self.store.constraint_names(kind);
+                    cache.should_generate_vap(kind, Some(o), names, self.ctx.queue);
                 }
             }
             Action::Foreign(why) => {
@@ -321,7 +329,7 @@ where
             }
             _ => {}
         }
-        let (done, outcome) = send(self.world, policy.write(Diff::Skip)).await;
+        let (done, outcome) = send(self.ctx.writer, policy.write(Diff::Skip)).await;
         // An existing VAP of ours is usable by bindings while it is being fixed; a new one
         // once it is written.
         let created = matches!(policy.action, Action::Create(_));
@@ -349,7 +357,9 @@ where
         cache.settled(name);
         self.publish(false, Coverage::default());
         match policy.write(Diff::Skip) {
-            Some(w) => delete_policy_after_bindings(self.world, cache, &w, Some(self.kind)).await,
+            Some(w) => {
+                delete_policy_after_bindings(self.store, self.ctx, &w, Some(self.kind)).await
+            }
             None => Outcome::Done,
         }
     }
@@ -357,38 +367,39 @@ where
 
 /// Template gone: its VAP (if the template controls it) goes, after its kind's bindings; then
 /// its CRD, if this copy saw the template go.
-async fn template_gone<W: TemplateStore + Writer + Sync>(
+async fn template_gone<S: TemplateStore + Sync, Q: Enqueue, W: Writer + Sync>(
     name: &str,
     observed: Option<&Policy>,
-    world: &W,
-    cache: &OpinionCache,
+    store: &S,
+    ctx: &Ctx<'_, Q, W>,
 ) -> Outcome {
     // Gone while its turn-off settled: nothing is turning off any more.
-    cache.settled(name);
+    ctx.cache.settled(name);
     if let Some(sweep) = observed.and_then(|o| step::sweep_policy(name, o)) {
         let w = sweep.write(Diff::Skip);
-        let outcome = delete_policy_after_bindings(world, cache, &w, sweep.param_kind()).await;
+        let outcome = delete_policy_after_bindings(store, ctx, &w, sweep.param_kind()).await;
         if outcome != Outcome::Done {
             return outcome;
         }
     }
-    not_needed(world, VAP_KIND, &names::policy_name(name));
-    delete_crd_of_gone_template(name, world, cache).await
+    not_needed(ctx.writer, VAP_KIND, &names::policy_name(name));
+    delete_crd_of_gone_template(name, store, ctx).await
 }
 
 /// Deletes the constraint CRD of template `name`, which is gone, once its VAP is gone (I2:
 /// bindings, VAP, then CRD), when this copy saw the template (a CRD found without its template
 /// is reported, never deleted) and the template controls it (`step::crd`).
-async fn delete_crd_of_gone_template<W: TemplateStore + Writer + Sync>(
+async fn delete_crd_of_gone_template<S: TemplateStore, Q: Enqueue, W: Writer + Sync>(
     name: &str,
-    world: &W,
-    cache: &OpinionCache,
+    store: &S,
+    ctx: &Ctx<'_, Q, W>,
 ) -> Outcome {
+    let cache = ctx.cache;
     let Some((uid, kind)) = cache.seen_template(name) else {
         return Outcome::Done;
     };
-    let Some(o) = known!(world.crd(&crd::crd_name(&kind))) else {
-        not_needed(world, CRD_KIND, &crd::crd_name(&kind));
+    let Some(o) = known!(store.crd(&crd::crd_name(&kind))) else {
+        not_needed(ctx.writer, CRD_KIND, &crd::crd_name(&kind));
         cache.forget_template(name);
         return Outcome::Done;
     };
@@ -396,7 +407,7 @@ async fn delete_crd_of_gone_template<W: TemplateStore + Writer + Sync>(
         cache.forget_template(name);
         return Outcome::Done;
     };
-    let (done, outcome) = send(world, Some(w)).await;
+    let (done, outcome) = send(ctx.writer, Some(w)).await;
     if done {
         cache.forget_template(name);
     }
@@ -406,17 +417,17 @@ async fn delete_crd_of_gone_template<W: TemplateStore + Writer + Sync>(
 /// Sends `w`, the delete of a VAP, once no binding of `kind` points at it (I2): turning off,
 /// once the kind's bindings are gone; turning inline, once they point at their constraints'
 /// own VAPs.
-async fn delete_policy_after_bindings<W: TemplateStore + Writer + Sync>(
-    world: &W,
-    cache: &OpinionCache,
+async fn delete_policy_after_bindings<S: TemplateStore, Q: Enqueue, W: Writer + Sync>(
+    store: &S,
+    ctx: &Ctx<'_, Q, W>,
     w: &PlannedWrite,
     kind: Option<&str>,
 ) -> Outcome {
     // Wait for constraint reconciles of the kind that are deciding or writing right now.
-    let lock = kind.map(|k| cache.kind_lock(k));
+    let lock = kind.map(|k| ctx.cache.kind_lock(k));
     let _exclusive = futures::future::OptionFuture::from(lock.as_ref().map(|l| l.write())).await;
     if let Some(kind) = kind {
-        let mut left = known!(world.bindings_of_kind(kind));
+        let mut left = known!(store.bindings_of_kind(kind));
         left.retain(|b| b.policy_name() == w.object.name);
         if !left.is_empty() {
             tracing::debug!(
@@ -427,21 +438,23 @@ async fn delete_policy_after_bindings<W: TemplateStore + Writer + Sync>(
             return Outcome::RequeueAfter(BINDINGS_GONE_RECHECK);
         }
     }
-    from_write(world.write(w).await).1
+    from_write(ctx.writer.write(w).await).1
 }
 
 /// The constraint side: the binding of constraint `kind/name`, decided from the opinion cache,
 /// the constraint, its CRD's readiness and the observed binding. Never the template.
-pub async fn reconcile_constraint<W, Q>(
+pub async fn reconcile_constraint<S, Q, W>(
     kind: &str,
     name: &str,
-    world: &W,
-    ctx: &Ctx<'_, Q>,
+    store: &S,
+    ctx: &Ctx<'_, Q, W>,
 ) -> Outcome
 where
-    W: ConstraintStore + Writer + Sync,
+    S: ConstraintStore + Sync,
     Q: Enqueue + Sync,
+    W: Writer + Sync,
 {
+    let writer = ctx.writer;
     // Shared with other constraints of the kind; excludes the template side's VAP delete.
     let lock = ctx.cache.kind_lock(kind);
     let _shared = lock.read().await;
@@ -452,22 +465,22 @@ where
     // Everything a decision below rests on, read first: if any of it is unknown, nothing is
     // written for this constraint.
     let legacy_observed = if legacy != bname {
-        known!(world.binding(&legacy))
+        known!(store.binding(&legacy))
     } else {
         None
     };
-    let observed = known!(world.binding(&bname));
-    let observed_policy = known!(world.policy(&inline_policy));
-    let constraint = known!(world.constraint(kind, name));
-    known!(world.opinions_known());
-    let served = known!(world.served());
-    let crd_state = known!(world.crd_state(kind));
+    let observed = known!(store.binding(&bname));
+    let observed_policy = known!(store.policy(&inline_policy));
+    let constraint = known!(store.constraint(kind, name));
+    known!(store.opinions_known());
+    let served = known!(store.served());
+    let crd_state = known!(store.crd_state(kind));
 
     // What is left under the constraint's names: the legacy name, or its binding once the
     // constraint is gone (no reliance on GC).
     for left in legacy_observed.iter().chain(&observed) {
         if let Some(sweep) = step::sweep_binding(kind, name, left, constraint.as_ref()) {
-            let (_, o) = send(world, Some(sweep.write(Diff::Skip))).await;
+            let (_, o) = send(writer, Some(sweep.write(Diff::Skip))).await;
             outcome = outcome.merge(o);
         }
     }
@@ -478,7 +491,7 @@ where
                 .as_ref()
                 .and_then(|p| step::sweep_inline_policy(kind, name, p, None))
         {
-            outcome = send(world, Some(sweep.write(Diff::Skip))).await.1;
+            outcome = send(writer, Some(sweep.write(Diff::Skip))).await.1;
         }
         if outcome == Outcome::Done {
             for (k, n) in [
@@ -486,13 +499,13 @@ where
                 (VAPB_KIND, &legacy),
                 (VAP_KIND, &inline_policy),
             ] {
-                not_needed(world, k, n);
+                not_needed(writer, k, n);
             }
         }
         return outcome;
     };
     let opinion = ctx.cache.get(kind);
-    let now = world.now();
+    let now = store.now();
     let step = step::binding_step(BindingInput {
         constraint: &c,
         opinion: opinion.as_ref(),
@@ -511,18 +524,18 @@ where
         // The template side may not have reached this kind's template yet: not an orphan.
         return outcome;
     }
-    settled(world, VAPB_KIND, &bname, &step.action);
-    settled(world, VAP_KIND, &inline_policy, &step.policy);
+    settled(writer, VAPB_KIND, &bname, &step.action);
+    settled(writer, VAP_KIND, &inline_policy, &step.policy);
     // The constraint's own VAP (inline shape): written before its binding, deleted after it.
     let policy_write = step.policy_write(Diff::Skip);
     if step.policy_goes_first() && policy_write.is_some() {
-        let (_, o) = send(world, policy_write.clone()).await;
+        let (_, o) = send(writer, policy_write.clone()).await;
         if o != Outcome::Done {
             return outcome.merge(o);
         }
     }
     let result = match (step.write(Diff::Skip), step.wait_until()) {
-        (Some(w), _) => send(world, Some(w)).await.1,
+        (Some(w), _) => send(writer, Some(w)).await.1,
         // Never a zero delay: come back just after the deadline.
         (None, Some(until)) => {
             let left = (until - now).to_std().unwrap_or_default();
@@ -533,7 +546,7 @@ where
     };
     let result = match policy_write {
         Some(w) if !step.policy_goes_first() && result == Outcome::Done => {
-            send(world, Some(w)).await.1
+            send(writer, Some(w)).await.1
         }
         _ => result,
     };

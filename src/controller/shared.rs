@@ -122,8 +122,7 @@ impl Shared {
 impl Shared {
     /// A copy with empty stores on `client` (which need never answer), for unit tests.
     pub fn offline(client: kube::Client, admission: crate::cluster::AdmissionApi) -> Self {
-        let writers = super::stores::Writers::new(&admission);
-        let stores = Stores::new(admission, &writers, super::keys::Scope::All);
+        let (stores, _) = Stores::new(admission, super::keys::Scope::All);
         let queue = SharedQueue::default();
         Shared::new(client, stores, queue, Recorder::default(), Tasks::default())
     }

@@ -21,7 +21,6 @@ use super::status::changed;
 use super::stores::{Stores, TypedStore, Writers};
 use super::tasks::{Lifetime, Tasks};
 use super::watches;
-use super::worker::Attempts;
 use super::world::TemplateStore;
 use crate::cluster::discovery::{
     AdmissionApi, discover_admission_api, pod_status_resources, resource_name, templates_resource,
@@ -474,7 +473,7 @@ fn assemble(
     config: &Config,
     tuning: &Tuning,
 ) -> (Arc<Shared>, Writers, Option<super::events::Facts>) {
-    let writers = Writers::new(admission);
+    let (stores, writers) = Stores::new(admission.clone(), config.scope.clone());
     let (recorder, facts) = if matches!(config.mode, Mode::Elect { .. }) {
         let (r, f) = Recorder::new();
         (r, Some(f))
@@ -483,7 +482,7 @@ fn assemble(
     };
     let shared = Arc::new(Shared::new(
         client.clone(),
-        Stores::new(admission.clone(), &writers, config.scope.clone()),
+        stores,
         SharedQueue::new(config.scope.clone()),
         recorder,
         Tasks::new(tuning.fail_task.clone()),
@@ -526,16 +525,10 @@ fn report_events(shared: &Arc<Shared>, identity: &str, facts: super::events::Fac
     shared.tasks.spawn("report Events", Lifetime::Copy, report);
 }
 
-/// Phase 6: the workers, sharing one count of attempts per key (the backoff's exponent).
+/// Phase 6: the workers.
 fn spawn_workers(shared: &Arc<Shared>, cache: &Arc<OpinionCache>, config: &Config) {
-    let attempts = Arc::new(Attempts::default());
     for n in 1..=config.workers.max(1) {
-        let worker = super::worker::run(
-            shared.clone(),
-            cache.clone(),
-            config.options.clone(),
-            attempts.clone(),
-        );
+        let worker = super::worker::run(shared.clone(), cache.clone(), config.options.clone());
         shared
             .tasks
             .spawn(format!("worker {n}"), Lifetime::Copy, worker);

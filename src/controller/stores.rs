@@ -92,17 +92,6 @@ pub struct Writers {
     pub bindings: Writer<DynamicObject>,
 }
 
-impl Writers {
-    pub fn new(admission: &AdmissionApi) -> Self {
-        Writers {
-            templates: Writer::new(templates_resource()),
-            crds: Writer::default(),
-            policies: Writer::new(admission.policy()),
-            bindings: Writer::new(admission.binding()),
-        }
-    }
-}
-
 #[derive(Clone)]
 struct Recent {
     /// The object as written, or `None` after a delete.
@@ -138,7 +127,7 @@ impl Recent {
 
 /// What each watch has done with its resource (by resource name).
 #[derive(Default)]
-struct Listing {
+pub struct Listing {
     /// The store holds a complete list: set *before* the list's handler enqueues (a key popped
     /// in between must not be dropped as "still listing").
     complete: HashSet<String>,
@@ -165,9 +154,8 @@ pub struct Stores {
     kinds: RwLock<HashMap<String, KindWatch>>,
     /// Gatekeeper's pod statuses (shown by views, never decided on).
     pod_statuses: Mutex<Vec<TypedStore>>,
-    listing: Mutex<Listing>,
-    /// Bumped on every change of `listing`, so waits for "listed" need no polling.
-    listing_changed: watch::Sender<u64>,
+    /// On a watch channel, so waits for "listed" need no polling.
+    listing: watch::Sender<Listing>,
     overlay: Mutex<HashMap<(Obj, String), Recent>>,
     /// The newest resourceVersion each store of objects we write has applied (list or event).
     seen_rv: Mutex<HashMap<Obj, u64>>,
@@ -206,12 +194,19 @@ fn replace<T: PartialEq>(slot: &RwLock<Arc<T>>, new: T) -> bool {
 }
 
 impl Stores {
-    pub fn new(admission: AdmissionApi, writers: &Writers, scope: Scope) -> Self {
+    /// Empty stores, and their writer side for the watches to fill.
+    pub fn new(admission: AdmissionApi, scope: Scope) -> (Self, Writers) {
+        let writers = Writers {
+            templates: Writer::new(templates_resource()),
+            crds: Writer::default(),
+            policies: Writer::new(admission.policy()),
+            bindings: Writer::new(admission.binding()),
+        };
         let typed = |ar: ApiResource, w: &Writer<DynamicObject>| TypedStore {
             ar,
             store: w.as_reader(),
         };
-        Stores {
+        let stores = Stores {
             res: Resources {
                 templates: resource_name(&templates_resource()),
                 crds: CRDS_RESOURCE.to_string(),
@@ -229,13 +224,13 @@ impl Stores {
             crds_changed: watch::channel(0).0,
             kinds: RwLock::new(HashMap::new()),
             pod_statuses: Mutex::new(Vec::new()),
-            listing: Mutex::new(Listing::default()),
-            listing_changed: watch::Sender::new(0),
+            listing: watch::Sender::default(),
             overlay: Mutex::new(HashMap::new()),
             seen_rv: Mutex::new(HashMap::new()),
             relist: watch::Sender::new(0),
             scope,
-        }
+        };
+        (stores, writers)
     }
 
     pub fn admission(&self) -> &AdmissionApi {
@@ -243,8 +238,9 @@ impl Stores {
     }
 
     fn mark<R>(&self, f: impl FnOnce(&mut Listing) -> R) {
-        f(&mut self.listing.lock());
-        self.listing_changed.send_modify(|n| *n += 1);
+        self.listing.send_modify(|l| {
+            f(l);
+        });
     }
 
     /// Records that the watch of `resource` listed and its handler acted on the list.
@@ -266,17 +262,17 @@ impl Stores {
     }
 
     pub fn is_listed(&self, resource: &str) -> bool {
-        self.listing.lock().listed.contains(resource)
+        self.listing.borrow().listed.contains(resource)
     }
 
     /// Resolves at the next change of what is listed.
-    pub fn listing_changes(&self) -> watch::Receiver<u64> {
-        self.listing_changed.subscribe()
+    pub fn listing_changes(&self) -> watch::Receiver<Listing> {
+        self.listing.subscribe()
     }
 
     /// `Known` while the store of `resource` holds a complete list and its watch runs.
     pub fn store_known(&self, resource: &str) -> Read<()> {
-        let complete = self.listing.lock().complete.contains(resource);
+        let complete = self.listing.borrow().complete.contains(resource);
         if complete {
             Read::Known(())
         } else {
@@ -805,10 +801,9 @@ mod tests {
     }
 
     fn fixture() -> Fixture {
-        let admission = AdmissionApi::v1();
-        let writers = Writers::new(&admission);
+        let (stores, writers) = Stores::new(AdmissionApi::v1(), Scope::All);
         Fixture {
-            stores: Stores::new(admission, &writers, Scope::All),
+            stores,
             policies: writers.policies,
             bindings: writers.bindings,
         }
@@ -848,18 +843,16 @@ mod tests {
         writer.apply_watcher_event(&Event::InitDone);
     }
 
-    /// What `policy(name)` reads: the version label, `None` if absent; panics on `Unknown`.
-    fn policy_version(s: &Stores, name: &str) -> Option<String> {
-        match s.policy(name) {
-            Read::Known(p) => p.map(|p| p.meta.labels["v"].clone()),
-            Read::Unknown(u) => panic!("policies unknown: {u}"),
-        }
-    }
-
-    fn binding_version(s: &Stores, name: &str) -> Option<String> {
-        match s.binding(name) {
-            Read::Known(b) => b.map(|b| b.meta.labels["v"].clone()),
-            Read::Unknown(u) => panic!("bindings unknown: {u}"),
+    /// What `policy(name)` (VAP) or `binding(name)` reads: the version label, `None` if
+    /// absent; panics on `Unknown`.
+    fn version(s: &Stores, kind: &str, name: &str) -> Option<String> {
+        let meta = match kind {
+            VAP => s.policy(name).map(|p| p.map(|p| p.meta)),
+            _ => s.binding(name).map(|b| b.map(|b| b.meta)),
+        };
+        match meta {
+            Read::Known(m) => m.map(|m| m.labels["v"].clone()),
+            Read::Unknown(u) => panic!("{kind} unknown: {u}"),
         }
     }
 
@@ -902,8 +895,8 @@ mod tests {
         assert_eq!(f.stores.unknown().len(), 4);
         // Listed and watching.
         f.stores.set_complete(&policies);
-        assert_eq!(policy_version(&f.stores, "p").as_deref(), Some("theirs"));
-        assert_eq!(policy_version(&f.stores, "q"), None, "known absent");
+        assert_eq!(version(&f.stores, VAP, "p").as_deref(), Some("theirs"));
+        assert_eq!(version(&f.stores, VAP, "q"), None, "known absent");
         assert!(!f.stores.unknown().contains(&policies));
         // The watch broke: the store still holds `p`, but nothing in it is known any more.
         f.stores.unlist(&policies);
@@ -929,13 +922,13 @@ mod tests {
             &write(Verb::Update, VAP, "p", Some(5)),
             &Applied::Written(ours.clone()),
         );
-        assert_eq!(policy_version(&f.stores, "p").as_deref(), Some("ours"));
+        assert_eq!(version(&f.stores, VAP, "p").as_deref(), Some("ours"));
         assert_eq!(f.stores.unseen_writes(), 1);
         // The watch echoes our write: no reconcile needed, and the store holds it now.
         let echo = dynamic(ours);
         assert!(f.stores.take_own_write(Obj::Policy, &echo.metadata));
         f.policies.apply_watcher_event(&Event::Apply(echo));
-        assert_eq!(policy_version(&f.stores, "p").as_deref(), Some("ours"));
+        assert_eq!(version(&f.stores, VAP, "p").as_deref(), Some("ours"));
         assert_eq!(f.stores.unseen_writes(), 0);
 
         // Another write of ours, then someone else's newer change arrives first.
@@ -943,10 +936,7 @@ mod tests {
             &write(Verb::Update, VAP, "p", Some(7)),
             &Applied::Written(object(VAP, "p", 9, "ours again")),
         );
-        assert_eq!(
-            policy_version(&f.stores, "p").as_deref(),
-            Some("ours again")
-        );
+        assert_eq!(version(&f.stores, VAP, "p").as_deref(), Some("ours again"));
         let newer = dynamic(object(VAP, "p", 10, "someone else's"));
         assert!(
             !f.stores.take_own_write(Obj::Policy, &newer.metadata),
@@ -954,7 +944,7 @@ mod tests {
         );
         f.policies.apply_watcher_event(&Event::Apply(newer));
         assert_eq!(
-            policy_version(&f.stores, "p").as_deref(),
+            version(&f.stores, VAP, "p").as_deref(),
             Some("someone else's")
         );
         assert_eq!(f.stores.unseen_writes(), 0);
@@ -976,7 +966,7 @@ mod tests {
         );
         f.stores.age_overlay(OVERLAY_TTL);
         // Reads trust the store again ...
-        assert_eq!(policy_version(&f.stores, "p").as_deref(), Some("theirs"));
+        assert_eq!(version(&f.stores, VAP, "p").as_deref(), Some("theirs"));
         // ... but the writes are not in it yet.
         assert_eq!(f.stores.unseen_writes(), 2);
         // The policy watch catches up with our write.
@@ -994,7 +984,7 @@ mod tests {
             .apply_watcher_event(&Event::Delete(dynamic(object(VAPB, "b", 9, "ours"))));
         f.stores.saw(&bindings, "9", false);
         assert_eq!(f.stores.unseen_writes(), 0);
-        assert_eq!(binding_version(&f.stores, "b"), None);
+        assert_eq!(version(&f.stores, VAPB, "b"), None);
     }
 
     #[test]
@@ -1005,7 +995,7 @@ mod tests {
             &write(Verb::Create, VAPB, "new", None),
             &Applied::Written(object(VAPB, "new", 6, "ours")),
         );
-        assert_eq!(binding_version(&f.stores, "new").as_deref(), Some("ours"));
+        assert_eq!(version(&f.stores, VAPB, "new").as_deref(), Some("ours"));
         let of_kind = |s: &Stores| -> Vec<String> {
             let mut n: Vec<String> = match s.bindings_of_kind("K8sX") {
                 Read::Known(bs) => bs.into_iter().map(|b| b.meta.name).collect(),
@@ -1019,18 +1009,15 @@ mod tests {
         // Deleted: gone for the reconcilers while the store still holds it.
         f.stores
             .remember(&write(Verb::Delete, VAPB, "b", Some(5)), &Applied::Deleted);
-        assert_eq!(binding_version(&f.stores, "b"), None);
+        assert_eq!(version(&f.stores, VAPB, "b"), None);
         assert_eq!(of_kind(&f.stores), ["new"]);
         // The watch's delete: still gone, and the overlay has nothing left to say about it.
         f.bindings
             .apply_watcher_event(&Event::Delete(dynamic(object(VAPB, "b", 5, "theirs"))));
-        assert_eq!(binding_version(&f.stores, "b"), None);
+        assert_eq!(version(&f.stores, VAPB, "b"), None);
         // Recreated by someone else after our delete: seen.
         f.bindings
             .apply_watcher_event(&Event::Apply(dynamic(object(VAPB, "b", 8, "recreated"))));
-        assert_eq!(
-            binding_version(&f.stores, "b").as_deref(),
-            Some("recreated")
-        );
+        assert_eq!(version(&f.stores, VAPB, "b").as_deref(), Some("recreated"));
     }
 }

@@ -420,19 +420,14 @@ where
             };
             o.trim();
             rv = o.meta().resource_version.clone().unwrap_or(rv);
-            let event = if deleted {
-                watcher::Event::Delete(o.clone())
+            let (event, change) = if deleted {
+                (watcher::Event::Delete(o.clone()), Change::Deleted(&o))
             } else {
-                watcher::Event::Apply(o.clone())
+                (watcher::Event::Apply(o.clone()), Change::Applied(&o))
             };
             writer.apply_watcher_event(&event);
             world.stores.saw(resource, &rv, false);
             world.status.touch();
-            let change = if deleted {
-                Change::Deleted(&o)
-            } else {
-                Change::Applied(&o)
-            };
             (self.on_change)(world, change);
         }
     }

@@ -10,39 +10,8 @@ use super::shared::Shared;
 use super::world::{ConstraintStore, TemplateStore, Writer};
 use super::writer::Live;
 use crate::core::Options;
-use parking_lot::Mutex;
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
-
-/// How many times in a row each key's reconcile asked to be retried (the backoff's exponent).
-#[derive(Debug, Default)]
-pub struct Attempts(Mutex<HashMap<Key, u32>>);
-
-impl Attempts {
-    /// Counts `outcome` for `key`: the number of retries in a row so far (0 when none).
-    fn record(&self, key: &Key, outcome: &Outcome) -> u32 {
-        let mut a = self.0.lock();
-        match outcome {
-            Outcome::Retry(_) | Outcome::Forbidden(_) => {
-                let n = a.entry(key.clone()).or_default();
-                *n += 1;
-                *n
-            }
-            _ => {
-                a.remove(key);
-                0
-            }
-        }
-    }
-}
-
-/// What a worker needs besides the world and the queue.
-pub struct Work<'a> {
-    pub cache: &'a OpinionCache,
-    pub opts: &'a Options,
-    pub attempts: &'a Attempts,
-}
 
 /// One reconcile, as it went.
 #[derive(Debug)]
@@ -51,26 +20,20 @@ pub struct Processed {
     pub outcome: Outcome,
     /// When the reconcile began (a request counts only reconciles that began after it).
     pub started: Instant,
-    /// Writes it sent that were accepted, and that failed.
-    pub writes: u64,
-    pub failures: u64,
 }
 
 /// Processes `key`, which the caller has taken from `queue`: reconcile, park it if a store
 /// was unknown (it comes back when one lists), schedule its delay or backoff, mark it done.
-pub async fn process<W>(queue: &SharedQueue, key: Key, world: &W, work: &Work<'_>) -> Processed
+pub async fn process<S, W>(key: Key, store: &S, ctx: &Ctx<'_, SharedQueue, W>) -> Processed
 where
-    W: TemplateStore + Writer + Sync,
+    S: TemplateStore + Sync,
+    W: Writer + Sync,
 {
-    let ctx = Ctx {
-        cache: work.cache,
-        queue,
-        opts: work.opts,
-    };
+    let queue = ctx.queue;
     let started = Instant::now();
-    let (outcome, writes, failures) =
-        super::tally::counting(&key, reconcile(&key, world, &ctx)).await;
-    let attempt = work.attempts.record(&key, &outcome);
+    let outcome = reconcile(&key, store, ctx).await;
+    let retry = matches!(outcome, Outcome::Retry(_) | Outcome::Forbidden(_));
+    let attempt = queue.attempt(&key, retry);
     match &outcome {
         Outcome::Retry(why) | Outcome::Forbidden(why) => {
             tracing::debug!(%key, attempt, "retrying: {}", crate::text::error_text(why))
@@ -88,8 +51,6 @@ where
         key,
         outcome,
         started,
-        writes,
-        failures,
     }
 }
 
@@ -135,13 +96,7 @@ fn report_invalid(shared: &Shared, key: &Key, opts: &Options) {
 /// A live worker, until the copy stops (its task is aborted): waits for a key (pushed, or a
 /// delayed one come due: [`SharedQueue::next`]), reconciles it, and tells the metrics, the
 /// requests in progress and the status what the reconcile did.
-pub(super) async fn run(
-    shared: Arc<Shared>,
-    cache: Arc<OpinionCache>,
-    opts: Options,
-    attempts: Arc<Attempts>,
-) {
-    let world = Live { shared: &shared };
+pub(super) async fn run(shared: Arc<Shared>, cache: Arc<OpinionCache>, opts: Options) {
     // The flags' options with Gatekeeper's Config and webhook applied, recomputed when either
     // changes.
     let mut configs = shared.stores.gatekeeper_configs();
@@ -162,16 +117,24 @@ pub(super) async fn run(
                 .with_gatekeeper_webhook(&webhooks);
         }
         let opts = &merged;
-        let work = Work {
-            cache: &cache,
-            opts,
-            attempts: &attempts,
+        let writer = Live {
+            shared: &shared,
+            key: key.clone(),
+            writes: Default::default(),
+            failures: Default::default(),
         };
-        let p = process(&shared.queue, key, &world, &work).await;
+        let ctx = Ctx {
+            cache: &cache,
+            queue: &*shared.queue,
+            opts,
+            writer: &writer,
+        };
+        let p = process(key, &shared.stores, &ctx).await;
         shared.metrics.reconciled();
+        let (writes, failures) = (writer.writes.into_inner(), writer.failures.into_inner());
         shared
             .tracker
-            .processed(&p.key, p.started, &p.outcome, p.writes, p.failures);
+            .processed(&p.key, p.started, &p.outcome, writes, failures);
         report_invalid(&shared, &p.key, opts);
         shared.status.touch();
     }

@@ -92,61 +92,6 @@ pub trait TemplateStore: ConstraintStore {
     fn constraints_of_kind(&self, kind: &str) -> Read<Vec<Constraint>>;
 }
 
-/// A world that reads through a store of its own: the live copy (`shared::Shared`) reads its
-/// `Stores`, which implement [`ConstraintStore`] and [`TemplateStore`] themselves.
-pub trait ReadsThrough {
-    type Store: TemplateStore;
-    fn store(&self) -> &Self::Store;
-}
-
-impl<T: ReadsThrough> ConstraintStore for T {
-    fn constraint(&self, kind: &str, name: &str) -> Read<Option<Constraint>> {
-        self.store().constraint(kind, name)
-    }
-    fn constraint_names(&self, kind: &str) -> Vec<String> {
-        self.store().constraint_names(kind)
-    }
-    fn crd_state(&self, kind: &str) -> Read<CrdState> {
-        self.store().crd_state(kind)
-    }
-    fn binding(&self, name: &str) -> Read<Option<Binding>> {
-        self.store().binding(name)
-    }
-    fn policy(&self, name: &str) -> Read<Option<Policy>> {
-        self.store().policy(name)
-    }
-    fn opinions_known(&self) -> Read<()> {
-        self.store().opinions_known()
-    }
-    fn served(&self) -> Read<Arc<Served>> {
-        self.store().served()
-    }
-    fn now(&self) -> DateTime<Utc> {
-        self.store().now()
-    }
-}
-
-impl<T: ReadsThrough> TemplateStore for T {
-    fn template(&self, name: &str) -> Read<Option<ConstraintTemplate>> {
-        self.store().template(name)
-    }
-    fn template_names(&self) -> Vec<String> {
-        self.store().template_names()
-    }
-    fn templates_listed(&self) -> bool {
-        self.store().templates_listed()
-    }
-    fn crd(&self, name: &str) -> Read<Option<CrdInfo>> {
-        self.store().crd(name)
-    }
-    fn bindings_of_kind(&self, kind: &str) -> Read<Vec<Binding>> {
-        self.store().bindings_of_kind(kind)
-    }
-    fn constraints_of_kind(&self, kind: &str) -> Read<Vec<Constraint>> {
-        self.store().constraints_of_kind(kind)
-    }
-}
-
 /// How a write went.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WriteOutcome {

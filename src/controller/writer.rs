@@ -1,17 +1,17 @@
-//! Writes to the API server ([`Writer`] for [`Live`], the world the workers reconcile
-//! against): only while this copy may write; what came of each write goes to the one observer
-//! ([`observe`]): the stores (read-your-writes), `/metrics`, the status (the object's last
-//! failure, the event log), the Kubernetes Events recorder, the request in progress (the task's
-//! tally) and the log lines of failures, without flooding.
+//! Writes to the API server ([`Writer`] for [`Live`], what the workers write through): only
+//! while this copy may write; what came of each write goes to the one observer ([`observe`]):
+//! the stores (read-your-writes), `/metrics`, the status (the object's last failure, the event
+//! log), the Kubernetes Events recorder, the request in progress (the counts on [`Live`]) and
+//! the log lines of failures, without flooding.
 
-use super::keys::Obj;
+use super::keys::{Key, Obj};
 use super::shared::Shared;
 use super::state::{EventResult, EventVerb};
-use super::stores::Stores;
-use super::world::{NotSent, ReadsThrough, Unwritten, WriteError, WriteOutcome, Writer};
+use super::world::{NotSent, Unwritten, WriteError, WriteOutcome, Writer};
 use crate::cluster::apply::{Applied, ApplyError, apply_write};
 use crate::core::{PlannedWrite, Verb};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// What a failed apply means: the class decides retrying, logging and the metric label. Read
 /// from the server's Status (code and causes), never from its text.
@@ -64,16 +64,21 @@ fn digest(w: &PlannedWrite) -> u64 {
     h.finish()
 }
 
-/// The world the live workers reconcile against: reads from the copy's stores, writes to the
-/// API server.
+/// The live workers' writer: writes to the API server (they read the copy's stores).
 pub struct Live<'a> {
     pub shared: &'a Shared,
+    /// The key being reconciled (its Events regard the key's template).
+    pub key: Key,
+    /// Its writes that were accepted, and that failed (atomics: a writer is shared across
+    /// awaits, so it must be `Sync`).
+    pub writes: AtomicU64,
+    pub failures: AtomicU64,
 }
 
-impl ReadsThrough for Live<'_> {
-    type Store = Stores;
-    fn store(&self) -> &Stores {
-        &self.shared.stores
+impl Live<'_> {
+    fn count(&self, failed: bool) {
+        let n = if failed { &self.failures } else { &self.writes };
+        n.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -95,7 +100,7 @@ impl Writer for Live<'_> {
             // exit code). Reported once: the event log's line, the metric and the Kubernetes
             // Event came when the server refused it.
             tracing::debug!(object = %w.object, "not sent again: {refused}");
-            super::tally::count_write(true);
+            self.count(true);
             return WriteOutcome::Failed(refused);
         }
         let sent = apply_write(&self.shared.client, self.shared.stores.admission(), w);
@@ -112,7 +117,7 @@ impl Writer for Live<'_> {
             Ok(_) => WriteOutcome::Done,
             Err(e) => WriteOutcome::Failed(e.clone()),
         };
-        observe(self.shared, w, body, result);
+        observe(self, w, body, result);
         outcome
     }
 
@@ -130,7 +135,8 @@ fn event_verb(v: Verb) -> EventVerb {
 }
 
 /// Applies what came of `w` (whose body's digest is `body`) everywhere it is reported.
-fn observe(shared: &Shared, w: &PlannedWrite, body: u64, result: Result<Applied, WriteError>) {
+fn observe(live: &Live, w: &PlannedWrite, body: u64, result: Result<Applied, WriteError>) {
+    let shared = live.shared;
     let object = w.object.to_string();
     let result = match result {
         Ok(applied) => {
@@ -145,8 +151,8 @@ fn observe(shared: &Shared, w: &PlannedWrite, body: u64, result: Result<Applied,
                 shared.metrics.error(Unwritten::AlreadyGone);
             } else {
                 shared.metrics.write(w.verb, Obj::of(&w.object.kind));
-                super::tally::count_write(false);
-                shared.recorder.written(w, None);
+                live.count(false);
+                shared.recorder.written(w, None, &live.key);
             }
             tracing::info!(verb = w.verb.as_str(), object = %w.object, "{} {}: {}", w.verb.as_str(), w.object, w.reason);
             EventResult::Ok
@@ -154,8 +160,8 @@ fn observe(shared: &Shared, w: &PlannedWrite, body: u64, result: Result<Applied,
         Err(e) => {
             failed(shared, &w.object, body, &e);
             if !e.retried_away() {
-                super::tally::count_write(true);
-                shared.recorder.written(w, Some(&e));
+                live.count(true);
+                shared.recorder.written(w, Some(&e), &live.key);
             }
             EventResult::WriteFailed(e)
         }
