@@ -10,14 +10,26 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::{Value, json};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use testenv::proxy::{Action, Outcome, Proxy, Rule};
 
-fn log_file(e: &Env, name: &str) -> (std::path::PathBuf, std::fs::File) {
+fn log_file(e: &Env, name: &str) -> (PathBuf, std::fs::File) {
     let path = e.env.dir().join(name);
     let f = std::fs::File::create(&path).expect("log file");
     (path, f)
+}
+
+/// `kubectl-vap run` on Lease `lease` through `proxy` with `--lease-duration=<duration>`, its
+/// log in `log` (a file of the test's directory).
+fn run_via(e: &Env, proxy: &Proxy, lease: &str, duration: &str, log: &str) -> (PathBuf, Served) {
+    let via_proxy = proxy
+        .kubeconfig(&e.env.kubeconfig_admin())
+        .expect("kubeconfig");
+    let (log, file) = log_file(e, log);
+    let mut cmd = run_as(&via_proxy, lease);
+    cmd.arg(format!("--lease-duration={duration}")).stderr(file);
+    (log, Served::spawn(cmd))
 }
 
 fn read(path: &Path) -> String {
@@ -56,13 +68,7 @@ async fn e2e_a_throttled_write_is_never_sent_after_the_lease_is_lost() {
             retry_after: 1,
         },
     ));
-    let via_proxy = proxy
-        .kubeconfig(&e.env.kubeconfig_admin())
-        .expect("kubeconfig");
-    let (log, file) = log_file(&e, "l1.log");
-    let mut cmd = run_as(&via_proxy, &lease);
-    cmd.arg("--lease-duration=3s").stderr(file);
-    let l1 = Served::spawn(cmd);
+    let (log, l1) = run_via(&e, &proxy, &lease, "3s", "l1.log");
     e.until_vap("L1 writes the policy", &pname(&kind), true)
         .await;
     e.constrain(&kind, "c0").await;
@@ -178,13 +184,7 @@ async fn e2e_a_renewal_nobody_answers_stops_the_leader_before_another_takes_over
     let e = Env::new().await;
     let proxy = Proxy::start(e.env).await.expect("the proxy");
     let lease = e.env.unique_name("hung");
-    let via_proxy = proxy
-        .kubeconfig(&e.env.kubeconfig_admin())
-        .expect("kubeconfig");
-    let (log1, file1) = log_file(&e, "hung-l1.log");
-    let mut cmd = run_as(&via_proxy, &lease);
-    cmd.arg("--lease-duration=6s").stderr(file1);
-    let l1 = Served::spawn(cmd);
+    let (log1, l1) = run_via(&e, &proxy, &lease, "6s", "hung-l1.log");
     eventually("L1 leads and is ready", || async {
         leading(&l1) && l1.answers("/readyz", 200)
     })
@@ -253,13 +253,7 @@ async fn e2e_an_event_nobody_answers_is_abandoned_when_the_fence_closes() {
     let proxy = Proxy::start(e.env).await.expect("the proxy");
     proxy.rule(Rule::new(Some("POST"), "/events", Action::Hold));
     let lease = e.env.unique_name("mute");
-    let via_proxy = proxy
-        .kubeconfig(&e.env.kubeconfig_admin())
-        .expect("kubeconfig");
-    let (log, file) = log_file(&e, "mute.log");
-    let mut cmd = run_as(&via_proxy, &lease);
-    cmd.arg("--lease-duration=6s").stderr(file);
-    let l1 = Served::spawn(cmd);
+    let (log, l1) = run_via(&e, &proxy, &lease, "6s", "mute.log");
     eventually("L1 leads", || async { leading(&l1) }).await;
     // Writing the VAP is reported as an Event, which the proxy holds.
     let kind = e.new_kind("Mute").await;
