@@ -237,8 +237,14 @@ fn decide_writes(
 
 /// Phase 4: compete for the Lease (a copy that may write), or follow its holder (read-only,
 /// or refusing to write next to Gatekeeper's generator: holding the Lease without writing
-/// would only block the copies that do write).
-fn elect(shared: &Arc<Shared>, config: &Config, identity: &str, tuning: &Tuning) -> Elected {
+/// would only block the copies that do write). Gives the Lease as seen, and the election's
+/// task (it releases the Lease when it ends) if this copy competes.
+fn elect(
+    shared: &Arc<Shared>,
+    config: &Config,
+    identity: &str,
+    tuning: &Tuning,
+) -> (watch::Receiver<LeaseInfo>, Option<tokio::task::Id>) {
     let (ns, name) = (&config.lease_namespace, &config.lease_name);
     let competes = matches!(config.mode, Mode::Elect { .. }) && shared.status.writes_enabled();
     let (view_tx, view) = watch::channel(LeaseInfo {
@@ -267,13 +273,7 @@ fn elect(shared: &Arc<Shared>, config: &Config, identity: &str, tuning: &Tuning)
             .spawn("follow the Lease holder", Lifetime::Copy, follow);
         None
     };
-    Elected { view, election }
-}
-
-struct Elected {
-    view: watch::Receiver<LeaseInfo>,
-    /// The election's task (it releases the Lease when it ends), if this copy competes.
-    election: Option<tokio::task::Id>,
+    (view, election)
 }
 
 /// Phase 5: waits until templates, CRDs, VAPs and bindings have listed (or failed with a
@@ -366,7 +366,7 @@ pub async fn launch(
         report_events(&shared, &identity, facts);
     }
 
-    let elected = elect(&shared, &config, &identity, &tuning);
+    let (lease, election) = elect(&shared, &config, &identity, &tuning);
 
     // What is served, before the first constraint decides (until then its reconcile waits).
     // Subscribed first: a CRD that changes during this discovery brings another.
@@ -408,12 +408,7 @@ pub async fn launch(
         lease_name: config.lease_name.clone(),
         one_shot: config.one_shot,
     };
-    let req_tx = serve_requests(
-        &shared,
-        route,
-        elected.view.clone(),
-        elected.election.is_some(),
-    );
+    let req_tx = serve_requests(&shared, route, lease.clone(), election.is_some());
     resync_every(&shared, tuning.resync_every);
     let initial = LiveState {
         vap_api: Some(found.admission.api_version()),
@@ -423,7 +418,7 @@ pub async fn launch(
     let state_rx = publish_state(
         &shared,
         initial,
-        elected.view,
+        lease,
         &config.lease_namespace,
         &identity,
         &tuning,
@@ -431,7 +426,7 @@ pub async fn launch(
     serve_metrics(&shared, config.metrics_addr);
 
     let stop = CancellationToken::new();
-    let join = tokio::spawn(supervise(shared.clone(), stop.clone(), elected.election));
+    let join = tokio::spawn(supervise(shared.clone(), stop.clone(), election));
     Ok(Controller {
         inner: Arc::new(super::handle::Inner {
             identity,
