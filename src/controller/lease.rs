@@ -16,8 +16,8 @@ use super::fence::{LEASE_DURATION, Timing, mono_now};
 use super::objects::chrono_of;
 use super::shared::Shared;
 use super::state::{
-    AccessError, AccessErrorKind, EventResult, EventVerb, Happened, Health, LeaderHealth,
-    LeaseChange, LeaseInfo, LeaseRefused,
+    AccessError, AccessErrorKind, EventResult, EventVerb, Happened, LeaderHealth, LeaseChange,
+    LeaseInfo, LeaseRefused,
 };
 use crate::model::ObjectRef;
 use chrono::{DateTime, Utc};
@@ -314,15 +314,16 @@ impl Campaign {
     }
 }
 
-/// Where the election stands, for the views: the Lease as seen, and this copy's health to
-/// publish with its renewals.
+/// Where the election stands, for the views: the Lease as seen, and what this copy publishes
+/// of itself with its renewals (its [`LeaderHealth`]).
 pub struct Election {
     pub namespace: String,
     pub name: String,
     pub identity: String,
     pub duration: Duration,
-    /// What this copy publishes while it holds the Lease.
-    pub health: Health,
+    /// This copy's pod (`POD_NAME`), when it runs in a cluster.
+    pub pod: Option<String>,
+    pub settings: crate::core::settings::Settings,
 }
 
 /// What a copy does with the Lease, for the message of its failure.
@@ -380,7 +381,8 @@ pub async fn run(
         name,
         identity,
         duration,
-        health,
+        pod,
+        settings,
     } = election;
     let mut campaign = Campaign {
         api: Api::namespaced(shared.client.clone(), &namespace),
@@ -413,7 +415,13 @@ pub async fn run(
             .fence
             .remaining()
             .unwrap_or(timing.renew_deadline);
-        let published = health();
+        let published = LeaderHealth {
+            pod: pod.clone(),
+            queue: campaign.shared.queue.len(),
+            last_sync: campaign.shared.status.last_sync(),
+            settings: Some(settings.clone()),
+            refused: campaign.shared.status.refusals(),
+        };
         let answers = campaign.shared.answers.annotation();
         let attempt = campaign.try_acquire_or_renew(&published, answers.as_deref(), &mut view);
         let result = tokio::time::timeout(bound, attempt).await;

@@ -9,7 +9,7 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::registry::Registry;
+use prometheus_client::registry::{Metric, Registry};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -42,48 +42,38 @@ pub struct Metrics {
 
 impl Default for Metrics {
     fn default() -> Self {
-        let mut registry = Registry::default();
-        let writes = Family::<WriteLabels, Counter>::default();
-        let errors = Family::<ErrorLabels, Counter>::default();
-        let (reconciles, queue_depth, leader) =
-            (Counter::default(), Gauge::default(), Gauge::default());
-        registry.register(
-            "kubectl_vap_writes",
-            "Writes the API server accepted",
-            writes.clone(),
-        );
-        registry.register(
-            "kubectl_vap_write_errors",
-            "Writes that changed nothing, by reason (already_gone: a delete found nothing)",
-            errors.clone(),
-        );
-        registry.register(
-            "kubectl_vap_reconciles",
-            "Reconciles run",
-            reconciles.clone(),
-        );
-        registry.register(
-            "kubectl_vap_queue_depth",
-            "Work items queued, delayed or in progress",
-            queue_depth.clone(),
-        );
-        registry.register(
-            "kubectl_vap_leader",
-            "Whether this copy holds the lease (1) or not (0)",
-            leader.clone(),
-        );
+        let mut r = Registry::with_prefix("kubectl_vap");
         Metrics {
-            registry,
-            writes,
-            errors,
-            reconciles,
-            queue_depth,
-            leader,
+            writes: registered(&mut r, "writes", "Writes the API server accepted"),
+            errors: registered(
+                &mut r,
+                "write_errors",
+                "Writes that changed nothing, by reason (already_gone: a delete found nothing)",
+            ),
+            reconciles: registered(&mut r, "reconciles", "Reconciles run"),
+            queue_depth: registered(
+                &mut r,
+                "queue_depth",
+                "Work items queued, delayed or in progress",
+            ),
+            leader: registered(
+                &mut r,
+                "leader",
+                "Whether this copy holds the lease (1) or not (0)",
+            ),
+            registry: r,
             written: AtomicU64::new(0),
             ready: Mutex::new(Err(String::new())),
             failed: Mutex::default(),
         }
     }
+}
+
+/// A new metric, registered as `kubectl_vap_<name>`.
+fn registered<M: Metric + Clone + Default>(registry: &mut Registry, name: &str, help: &str) -> M {
+    let metric = M::default();
+    registry.register(name, help, metric.clone());
+    metric
 }
 
 impl Metrics {

@@ -16,7 +16,7 @@ use super::lease::Election;
 use super::publish::Sources;
 use super::queue::SharedQueue;
 use super::shared::Shared;
-use super::state::{Health, LeaderHealth, LeaseInfo, LiveState};
+use super::state::{LeaseInfo, LiveState};
 use super::status::changed;
 use super::stores::{Stores, TypedStore, Writers};
 use super::tasks::{Lifetime, Tasks};
@@ -236,14 +236,14 @@ fn decide_writes(
 
 /// Phase 4: compete for the Lease (a copy that may write), or follow its holder (read-only,
 /// or refusing to write next to Gatekeeper's generator: holding the Lease without writing
-/// would only block the copies that do write).
+/// would only block the copies that do write). Gives the Lease as seen, and the election's
+/// task (it releases the Lease when it ends) if this copy competes.
 fn elect(
     shared: &Arc<Shared>,
     config: &Config,
     identity: &str,
     tuning: &Tuning,
-    health: Health,
-) -> Elected {
+) -> (watch::Receiver<LeaseInfo>, Option<tokio::task::Id>) {
     let (ns, name) = (&config.lease_namespace, &config.lease_name);
     let competes = matches!(config.mode, Mode::Elect { .. }) && shared.status.writes_enabled();
     let (view_tx, view) = watch::channel(LeaseInfo {
@@ -258,7 +258,8 @@ fn elect(
             name: name.to_string(),
             identity: identity.to_string(),
             duration: tuning.lease_duration,
-            health,
+            pod: std::env::var("POD_NAME").ok().filter(|p| !p.is_empty()),
+            settings: crate::core::settings::Settings::of(&config.options),
         };
         let stopping = shared.tasks.stopping();
         let run = super::lease::run(shared.clone(), election, view_tx, stopping);
@@ -271,27 +272,7 @@ fn elect(
             .spawn("follow the Lease holder", Lifetime::Copy, follow);
         None
     };
-    Elected { view, election }
-}
-
-struct Elected {
-    view: watch::Receiver<LeaseInfo>,
-    /// The election's task (it releases the Lease when it ends), if this copy competes.
-    election: Option<tokio::task::Id>,
-}
-
-/// What this copy publishes about itself while it holds the Lease: built once, read by the
-/// election (into the Lease) and by the published state.
-fn health_of(shared: Arc<Shared>, options: &Options) -> Health {
-    let pod = std::env::var("POD_NAME").ok().filter(|p| !p.is_empty());
-    let settings = crate::core::settings::Settings::of(options);
-    Arc::new(move || LeaderHealth {
-        pod: pod.clone(),
-        queue: shared.queue.len(),
-        last_sync: shared.status.last_sync(),
-        settings: Some(settings.clone()),
-        refused: shared.status.refusals(),
-    })
+    (view, election)
 }
 
 /// Phase 5: waits until templates, CRDs, VAPs and bindings have listed (or failed with a
@@ -384,8 +365,7 @@ pub async fn launch(
         report_events(&shared, &identity, facts);
     }
 
-    let health = health_of(shared.clone(), &config.options);
-    let elected = elect(&shared, &config, &identity, &tuning, health);
+    let (lease, election) = elect(&shared, &config, &identity, &tuning);
 
     // What is served, before the first constraint decides (until then its reconcile waits).
     // Subscribed first: a CRD that changes during this discovery brings another.
@@ -427,12 +407,7 @@ pub async fn launch(
         lease_name: config.lease_name.clone(),
         one_shot: config.one_shot,
     };
-    let req_tx = serve_requests(
-        &shared,
-        route,
-        elected.view.clone(),
-        elected.election.is_some(),
-    );
+    let req_tx = serve_requests(&shared, route, lease.clone(), election.is_some());
     resync_every(&shared, tuning.resync_every);
     let initial = LiveState {
         vap_api: Some(found.admission.api_version()),
@@ -442,7 +417,7 @@ pub async fn launch(
     let state_rx = publish_state(
         &shared,
         initial,
-        elected.view,
+        lease,
         &config.lease_namespace,
         &identity,
         &tuning,
@@ -450,7 +425,7 @@ pub async fn launch(
     serve_metrics(&shared, config.metrics_addr);
 
     let stop = CancellationToken::new();
-    let join = tokio::spawn(supervise(shared.clone(), stop.clone(), elected.election));
+    let join = tokio::spawn(supervise(shared.clone(), stop.clone(), election));
     Ok(Controller {
         inner: Arc::new(super::handle::Inner {
             identity,

@@ -385,10 +385,6 @@ impl EventResult {
     }
 }
 
-/// How a copy that leads tells its health, when asked (each renewal of the Lease, each
-/// publish): one function, shared by both.
-pub type Health = Arc<dyn Fn() -> LeaderHealth + Send + Sync>;
-
 /// What a view (or a one-shot command) asks the reconciler to do. Results land in the event log.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {

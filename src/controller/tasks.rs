@@ -3,11 +3,12 @@
 //! that ends while the copy runs, says which and why, and stops the copy in order (writes
 //! stop, the Lease is released, the rest stops when its owner says so).
 
+use futures::FutureExt;
 use parking_lot::Mutex;
-use std::collections::HashMap;
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use tokio::sync::{Notify, watch};
-use tokio::task::{AbortHandle, Id, JoinError, JoinSet};
+use tokio::task::{AbortHandle, Id, JoinSet};
 use tokio_util::sync::CancellationToken;
 
 /// How long a task is meant to run.
@@ -28,23 +29,19 @@ pub struct Failure {
     pub cause: String,
 }
 
-struct Running {
-    set: JoinSet<()>,
-    /// Each task's name and lifetime, by its id (inserted under the same lock as the spawn,
-    /// so an end is never seen before its name).
-    meta: HashMap<Id, (String, Lifetime)>,
-}
+/// How a task ended, as it reports it: its name, its lifetime, its panic's message if any.
+type End = (String, Lifetime, Result<(), String>);
 
 /// The supervisor of one copy's tasks.
 pub struct Tasks {
-    running: Mutex<Running>,
+    set: Mutex<JoinSet<End>>,
     /// A task was added (a supervisor that found none running waits for one).
     added: Notify,
     /// Cancelled when the copy stops (asked to, or after a failure): the election releases the
     /// Lease when it sees this.
     stopping: CancellationToken,
     failure: watch::Sender<Option<Failure>>,
-    /// Tests of the supervisor: the task of this name panics once started.
+    /// Tests of the supervisor: the task of this name ends as a panic once started.
     fail: Option<String>,
 }
 
@@ -55,13 +52,10 @@ impl Default for Tasks {
 }
 
 impl Tasks {
-    /// `fail`: the name of a task that is to panic once started (tests of the supervisor).
+    /// `fail`: the name of a task that is to end as a panic once started (tests of the supervisor).
     pub fn new(fail: Option<String>) -> Self {
         Tasks {
-            running: Mutex::new(Running {
-                set: JoinSet::new(),
-                meta: HashMap::new(),
-            }),
+            set: Mutex::new(JoinSet::new()),
             added: Notify::new(),
             stopping: CancellationToken::new(),
             failure: watch::Sender::new(None),
@@ -76,20 +70,20 @@ impl Tasks {
     {
         let name = name.into();
         let injected = self.fail.as_deref() == Some(name.as_str());
-        let mut running = self.running.lock();
-        let handle = if injected {
-            drop(task);
-            running.set.spawn(async {
+        // The hook has already seen a real panic; this only catches it.
+        let task = AssertUnwindSafe(task).catch_unwind();
+        let handle = self.set.lock().spawn(async move {
+            let ended = if injected {
+                drop(task);
                 tokio::task::yield_now().await;
-                // A panic the panic hook does not see: a test process's hook (testenv keeps
-                // its cluster's folder after any panic) is not told of one it asked for.
-                std::panic::resume_unwind(Box::new("failure injected for a test"));
-            })
-        } else {
-            running.set.spawn(task)
-        };
-        running.meta.insert(handle.id(), (name, lifetime));
-        drop(running);
+                // No real panic, so the panic hook is not told (a test process's hook keeps
+                // its cluster's folder after any panic, not after one it asked for).
+                Err("failure injected for a test".into())
+            } else {
+                task.await.map_err(panic_text)
+            };
+            (name, lifetime, ended)
+        });
         self.added.notify_one();
         handle
     }
@@ -104,26 +98,11 @@ impl Tasks {
         self.failure.subscribe()
     }
 
-    /// The next task to end, with its name and lifetime; `None` when none runs.
-    async fn next_end(&self) -> Option<(Id, (String, Lifetime), Result<(), JoinError>)> {
+    /// The next task to end, with how it ended (`None`: aborted); `None` when none runs.
+    async fn next_end(&self) -> Option<(Id, Option<End>)> {
         // The lock is held within each poll only, never across an await: spawning goes on.
-        std::future::poll_fn(|cx| {
-            let mut running = self.running.lock();
-            running.set.poll_join_next_with_id(cx).map(|end| {
-                end.map(|r| {
-                    let id = match &r {
-                        Ok((id, ())) => *id,
-                        Err(e) => e.id(),
-                    };
-                    let meta = running
-                        .meta
-                        .remove(&id)
-                        .unwrap_or_else(|| ("unnamed".into(), Lifetime::Job));
-                    (id, meta, r.map(|_| ()))
-                })
-            })
-        })
-        .await
+        let end = std::future::poll_fn(|cx| self.set.lock().poll_join_next_with_id(cx)).await?;
+        Some(end.map_or_else(|e| (e.id(), None), |(id, end)| (id, Some(end))))
     }
 
     /// Watches the tasks until `asked` (the owner's stop) or a failure, then stops the copy in
@@ -143,7 +122,7 @@ impl Tasks {
                 () = asked.cancelled() => break,
                 end = self.next_end() => end,
             };
-            let Some((id, meta, end)) = end else {
+            let Some((id, end)) = end else {
                 tokio::select! {
                     () = asked.cancelled() => break,
                     () = self.added.notified() => continue,
@@ -152,7 +131,7 @@ impl Tasks {
             if election == Some(id) {
                 election = None;
             }
-            if let Some(f) = judge(&meta, end, false) {
+            if let Some(f) = judge(end, false) {
                 tracing::error!("{f}: this copy stops writing and releases its Lease");
                 on_failure(&f);
                 self.failure.send_replace(Some(f.clone()));
@@ -162,43 +141,36 @@ impl Tasks {
         }
         self.stopping.cancel();
         while let Some(election_id) = election {
-            let Some((id, meta, end)) = self.next_end().await else {
+            let Some((id, end)) = self.next_end().await else {
                 break;
             };
             if id == election_id {
                 election = None;
             }
-            judge(&meta, end, true);
+            judge(end, true);
         }
         if failure.is_some() {
             asked.cancelled().await;
         }
-        self.running.lock().set.abort_all();
-        while let Some((_, meta, end)) = self.next_end().await {
-            judge(&meta, end, true);
+        self.set.lock().abort_all();
+        while let Some((_, end)) = self.next_end().await {
+            judge(end, true);
         }
         failure.map_or(Ok(()), Err)
     }
 }
 
-/// Whether the end of task `meta` is a failure. A task aborted on purpose (the kind watch of
-/// a CRD that went, every task once the copy stops) is not; a panic always is (logged even
+/// Whether a task's end is a failure. A task aborted on purpose (`None`: the kind watch of a
+/// CRD that went, every task once the copy stops) is not; a panic always is (logged even
 /// while `stopping`, when it changes nothing more).
-fn judge(
-    (name, lifetime): &(String, Lifetime),
-    end: Result<(), JoinError>,
-    stopping: bool,
-) -> Option<Failure> {
-    let cause = match end {
-        Err(e) if e.is_panic() => format!("panicked: {}", panic_text(e.into_panic())),
-        Err(_) => return None,
-        Ok(()) if *lifetime == Lifetime::Copy && !stopping => "ended while the copy runs".into(),
+fn judge(end: Option<End>, stopping: bool) -> Option<Failure> {
+    let (task, lifetime, ended) = end?;
+    let cause = match ended {
+        Err(panic) => format!("panicked: {panic}"),
+        Ok(()) if lifetime == Lifetime::Copy && !stopping => "ended while the copy runs".into(),
         Ok(()) => return None,
     };
-    let failure = Failure {
-        task: name.clone(),
-        cause,
-    };
+    let failure = Failure { task, cause };
     if stopping {
         tracing::error!("{failure} while the copy stopped");
     }
@@ -282,26 +254,20 @@ mod tests {
         tasks.spawn("request 1", Lifetime::Job, async {});
         let aborted = tasks.spawn("kind watch", Lifetime::Copy, std::future::pending());
         aborted.abort();
-        let mut ends = Vec::new();
         for _ in 0..2 {
-            let (_, meta, end) = tasks.next_end().await.expect("an end");
-            ends.push((meta.0.clone(), judge(&meta, end, false)));
+            let (_, end) = tasks.next_end().await.expect("an end");
+            assert_eq!(judge(end, false), None);
         }
-        ends.sort_by(|a, b| a.0.cmp(&b.0));
-        assert_eq!(
-            ends,
-            [("kind watch".into(), None), ("request 1".into(), None)]
-        );
         tasks.spawn("publish", Lifetime::Copy, async {});
-        let (_, meta, end) = tasks.next_end().await.expect("an end");
+        let (_, end) = tasks.next_end().await.expect("an end");
         assert_eq!(
-            judge(&meta, end, false).map(|f| f.cause),
+            judge(end, false).map(|f| f.cause),
             Some("ended while the copy runs".into())
         );
         tasks.spawn("request 2", Lifetime::Job, async { panic!("oops") });
-        let (_, meta, end) = tasks.next_end().await.expect("an end");
+        let (_, end) = tasks.next_end().await.expect("an end");
         assert_eq!(
-            judge(&meta, end, false).map(|f| f.cause),
+            judge(end, false).map(|f| f.cause),
             Some("panicked: oops".into())
         );
         assert!(tasks.next_end().await.is_none());
@@ -313,8 +279,8 @@ mod tests {
     async fn the_named_task_fails_when_a_test_asks() {
         let tasks = Tasks::new(Some("publish".into()));
         tasks.spawn("publish", Lifetime::Copy, std::future::pending());
-        let (_, meta, end) = tasks.next_end().await.expect("an end");
-        let f = judge(&meta, end, false).expect("a failure");
+        let (_, end) = tasks.next_end().await.expect("an end");
+        let f = judge(end, false).expect("a failure");
         assert_eq!(
             f.to_string(),
             "task publish panicked: failure injected for a test"
