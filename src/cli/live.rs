@@ -121,9 +121,9 @@ fn remaining(controller: &Controller, opts: &crate::core::Options) -> Remaining 
     }
 }
 
-/// Tests only: the name of one of the reconciler's tasks that is to panic once started, so a
-/// test sees the supervisor notice (`/healthz` fails, `run` exits 2). Not a flag: no user
-/// has a use for it.
+/// Tests only: the name of one of the reconciler's tasks that is to end as a panic once
+/// started, so a test sees the supervisor notice (`/healthz` fails, `run` exits 2). Not a
+/// flag: no user has a use for it.
 const FAIL_TASK_ENV: &str = "KUBECTL_VAP_TEST_FAIL_TASK";
 
 /// How long `run` waits for its first attempt at the Lease before it judges what it may not do.

@@ -93,7 +93,7 @@ pub struct Tuning {
     pub gatekeeper_recheck: Duration,
     /// The Lease's duration: a crashed holder is replaced after at most this long.
     pub lease_duration: Duration,
-    /// Tests of the supervisor only: the task of this name panics once started.
+    /// Tests of the supervisor only: the task of this name ends as a panic once started.
     pub fail_task: Option<String>,
 }
 

@@ -154,7 +154,7 @@ async fn e2e_run_at_rest_uses_no_cpu() {
 /// `/healthz` and `/readyz` answer 503 saying so, the copy stops writing and releases its
 /// Lease at once (no lease duration to wait out: another copy may lead), and stopping it
 /// reports the failure. The failure is injected by the supervisor itself
-/// (`Tuning::fail_task`): the watch a new constraint CRD starts panics.
+/// (`Tuning::fail_task`): the watch a new constraint CRD starts ends as a panic.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn e2e_a_dead_task_fails_health_and_releases_the_lease() {
