@@ -34,39 +34,42 @@ fn verb_of(c: &Command) -> EventVerb {
     }
 }
 
-/// The keys `command` concerns, from the local stores: a template's own (reconcile only) and
-/// its kind's constraints.
+/// The keys `command` concerns, from the local stores (each template read once): a template's
+/// own (reconcile only) and its kind's constraints.
 fn keys_of(shared: &Shared, command: &Command) -> Result<Vec<Key>, Error> {
-    let (t, read) = match command {
-        Command::Replay(t) | Command::Reconcile(t) => (t, shared.stores.template(t)),
-        Command::ReconcileAll => return Ok(shared.stores.all_keys()),
+    let constraints = |kind: &str| {
+        let names = shared.stores.constraint_names(kind).into_iter();
+        names.map(|n| Key::constraint(kind, n)).collect::<Vec<_>>()
     };
-    let mut keys = Vec::new();
-    let kind = match (command, read) {
-        (Command::Replay(_), Read::Known(Some(tpl))) => {
-            Some(tpl.kind.ok_or_else(|| Error::NoKind(t.clone()))?)
+    match command {
+        Command::ReconcileAll => Ok(shared.stores.all_keys()),
+        Command::Replay(t) => match shared.stores.template(t) {
+            Read::Known(Some(tpl)) => match tpl.kind {
+                Some(kind) => Ok(constraints(&kind)),
+                None => Err(Error::NoKind(t.clone())),
+            },
+            Read::Known(None) => Err(Error::NotFound(t.clone())),
+            Read::Unknown(u) => Err(RequestError::NotListed(u).into()),
+        },
+        Command::Reconcile(t) => {
+            let read = shared.stores.template(t);
+            // A template that is gone still has its key: reconciling it sweeps its VAP. With
+            // neither (a typo) there is nothing to reconcile: not found, and no Event saying
+            // otherwise.
+            let policy = || shared.stores.policy(&crate::core::names::policy_name(t));
+            if read == Read::Known(None) && policy() == Read::Known(None) {
+                return Err(Error::NotFound(t.clone()));
+            }
+            let mut keys = vec![Key::Template(t.clone())];
+            // A reconcile only enqueues: an unknown store just means no constraint keys here.
+            if let Read::Known(Some(tpl)) = read
+                && let Some(kind) = tpl.kind
+            {
+                keys.extend(constraints(&kind));
+            }
+            Ok(keys)
         }
-        (Command::Replay(_), Read::Known(None)) => return Err(Error::NotFound(t.clone())),
-        (Command::Replay(_), Read::Unknown(u)) => return Err(RequestError::NotListed(u).into()),
-        // A template that is gone still has its key: reconciling it sweeps its VAP. With
-        // neither (a typo) there is nothing to reconcile: not found, and no Event saying
-        // otherwise.
-        (_, Read::Known(None))
-            if shared.stores.policy(&crate::core::names::policy_name(t)) == Read::Known(None) =>
-        {
-            return Err(Error::NotFound(t.clone()));
-        }
-        // A reconcile only enqueues: an unknown store just means no constraint keys here.
-        (_, read) => {
-            keys.push(Key::Template(t.clone()));
-            read.known().ok().flatten().and_then(|tpl| tpl.kind)
-        }
-    };
-    if let Some(kind) = kind {
-        let names = shared.stores.constraint_names(&kind).into_iter();
-        keys.extend(names.map(|n| Key::constraint(&kind, n)));
     }
-    Ok(keys)
 }
 
 /// Handles `command` (request `id`) on this copy, which leads: enqueues its keys and waits
