@@ -5,30 +5,21 @@ use super::keys::Obj;
 use super::world::Unwritten;
 use crate::core::Verb;
 use parking_lot::Mutex;
-use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::{Metric, Registry};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct WriteLabels {
-    verb: &'static str,
-    resource: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ErrorLabels {
-    reason: &'static str,
-}
+/// Label name and value pairs, in the order they are rendered.
+type Labels<const N: usize> = [(&'static str, &'static str); N];
 
 /// The copy's metrics, and what `/healthz` and `/readyz` answer.
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
-    writes: Family<WriteLabels, Counter>,
-    errors: Family<ErrorLabels, Counter>,
+    writes: Family<Labels<2>, Counter>,
+    errors: Family<Labels<1>, Counter>,
     reconciles: Counter,
     queue_depth: Gauge,
     leader: Gauge,
@@ -78,19 +69,15 @@ fn registered<M: Metric + Clone + Default>(registry: &mut Registry, name: &str, 
 
 impl Metrics {
     pub fn write(&self, verb: Verb, obj: Obj) {
-        let labels = WriteLabels {
-            verb: verb.as_str(),
-            resource: obj.resource(),
-        };
+        let labels = [("verb", verb.as_str()), ("resource", obj.resource())];
         self.writes.get_or_create(&labels).inc();
         self.written.fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn error(&self, reason: Unwritten) {
-        let labels = ErrorLabels {
-            reason: reason.label(),
-        };
-        self.errors.get_or_create(&labels).inc();
+        self.errors
+            .get_or_create(&[("reason", reason.label())])
+            .inc();
     }
 
     pub fn reconciled(&self) {
@@ -106,7 +93,6 @@ impl Metrics {
         self.leader.set(i64::from(leading));
     }
 
-    /// Ready, or why not.
     pub fn set_ready(&self, ready: Result<(), String>) {
         *self.ready.lock() = ready;
     }
@@ -116,18 +102,15 @@ impl Metrics {
         *self.failed.lock() = Some(why);
     }
 
-    /// `/healthz`: ok, or why not.
     fn health(&self) -> Result<(), String> {
         self.failed.lock().clone().map_or(Ok(()), Err)
     }
 
-    /// `/readyz`: ok, or why not.
     fn readiness(&self) -> Result<(), String> {
         self.health()?;
         self.ready.lock().clone()
     }
 
-    /// All writes the API server accepted so far.
     pub fn writes_total(&self) -> u64 {
         self.written.load(Ordering::Relaxed)
     }
@@ -211,16 +194,13 @@ pub async fn serve(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::world::WriteError;
 
     #[test]
     fn renders_prometheus_text() {
         let m = Metrics::default();
         m.write(Verb::Create, Obj::Policy);
         m.write(Verb::Create, Obj::Policy);
-        m.error(Unwritten::from(&WriteError::Conflict(std::sync::Arc::new(
-            crate::cluster::apply::ApplyError::Conflict("409".into()),
-        ))));
+        m.error(Unwritten::Conflict);
         m.set_leader(true);
         let text = m.render();
         assert!(text.contains(
