@@ -11,7 +11,6 @@ use tokio::sync::{Notify, watch};
 use tokio::task::{AbortHandle, Id, JoinSet};
 use tokio_util::sync::CancellationToken;
 
-/// How long a task is meant to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lifetime {
     /// As long as the copy: ending before the copy stops is a failure.
@@ -32,7 +31,7 @@ pub struct Failure {
 /// How a task ended, as it reports it: its name, its lifetime, its panic's message if any.
 type End = (String, Lifetime, Result<(), String>);
 
-/// The supervisor of one copy's tasks.
+#[derive(Default)]
 pub struct Tasks {
     set: Mutex<JoinSet<End>>,
     /// A task was added (a supervisor that found none running waits for one).
@@ -45,21 +44,11 @@ pub struct Tasks {
     fail: Option<String>,
 }
 
-impl Default for Tasks {
-    fn default() -> Self {
-        Tasks::new(None)
-    }
-}
-
 impl Tasks {
-    /// `fail`: the name of a task that is to end as a panic once started (tests of the supervisor).
     pub fn new(fail: Option<String>) -> Self {
         Tasks {
-            set: Mutex::new(JoinSet::new()),
-            added: Notify::new(),
-            stopping: CancellationToken::new(),
-            failure: watch::Sender::new(None),
             fail,
+            ..Tasks::default()
         }
     }
 
@@ -88,7 +77,6 @@ impl Tasks {
         handle
     }
 
-    /// Cancelled once the copy stops: what must end first (the election) watches it.
     pub fn stopping(&self) -> CancellationToken {
         self.stopping.clone()
     }
@@ -112,25 +100,18 @@ impl Tasks {
     pub async fn supervise(
         &self,
         asked: CancellationToken,
-        election: Option<Id>,
+        mut election: Option<Id>,
         on_failure: impl FnOnce(&Failure),
     ) -> Result<(), Failure> {
         let mut failure = None;
-        let mut election = election;
         loop {
-            let end = tokio::select! {
+            // With no task running, `next_end` gives `None`: wait for one to be added.
+            let (id, end) = tokio::select! {
                 () = asked.cancelled() => break,
-                end = self.next_end() => end,
+                Some(end) = self.next_end() => end,
+                () = self.added.notified() => continue,
             };
-            let Some((id, end)) = end else {
-                tokio::select! {
-                    () = asked.cancelled() => break,
-                    () = self.added.notified() => continue,
-                }
-            };
-            if election == Some(id) {
-                election = None;
-            }
+            election = election.filter(|e| *e != id);
             if let Some(f) = judge(end, false) {
                 tracing::error!("{f}: this copy stops writing and releases its Lease");
                 on_failure(&f);
@@ -140,13 +121,10 @@ impl Tasks {
             }
         }
         self.stopping.cancel();
-        while let Some(election_id) = election {
-            let Some((id, end)) = self.next_end().await else {
-                break;
-            };
-            if id == election_id {
-                election = None;
-            }
+        while election.is_some()
+            && let Some((id, end)) = self.next_end().await
+        {
+            election = election.filter(|e| *e != id);
             judge(end, true);
         }
         if failure.is_some() {
@@ -246,45 +224,37 @@ mod tests {
         }
     }
 
+    /// The next task's end, as what is said of its failure (`None`: none).
+    async fn next_failure(tasks: &Tasks) -> Option<String> {
+        let (_, end) = tasks.next_end().await.expect("an end");
+        judge(end, false).map(|f| f.to_string())
+    }
+
     /// A task of the copy's lifetime that returns is a failure; a job that returns, or a task
-    /// aborted on purpose, is not; a job that panics is.
+    /// aborted on purpose, is not; a job that panics is, and so is the task a test names.
     #[tokio::test]
     async fn what_counts_as_a_failure() {
-        let tasks = Tasks::default();
+        let tasks = Tasks::new(Some("injected".into()));
         tasks.spawn("request 1", Lifetime::Job, async {});
         let aborted = tasks.spawn("kind watch", Lifetime::Copy, std::future::pending());
         aborted.abort();
         for _ in 0..2 {
-            let (_, end) = tasks.next_end().await.expect("an end");
-            assert_eq!(judge(end, false), None);
+            assert_eq!(next_failure(&tasks).await, None);
         }
         tasks.spawn("publish", Lifetime::Copy, async {});
-        let (_, end) = tasks.next_end().await.expect("an end");
+        let said = next_failure(&tasks).await;
         assert_eq!(
-            judge(end, false).map(|f| f.cause),
-            Some("ended while the copy runs".into())
+            said.as_deref(),
+            Some("task publish ended while the copy runs")
         );
         tasks.spawn("request 2", Lifetime::Job, async { panic!("oops") });
-        let (_, end) = tasks.next_end().await.expect("an end");
-        assert_eq!(
-            judge(end, false).map(|f| f.cause),
-            Some("panicked: oops".into())
-        );
+        let said = next_failure(&tasks).await;
+        assert_eq!(said.as_deref(), Some("task request 2 panicked: oops"));
+        tasks.spawn("injected", Lifetime::Copy, std::future::pending());
+        let said = next_failure(&tasks).await;
+        let injected = "task injected panicked: failure injected for a test";
+        assert_eq!(said.as_deref(), Some(injected));
         assert!(tasks.next_end().await.is_none());
-    }
-
-    /// The test hook: the named task panics in its place, and the supervisor sees it as a
-    /// failure of that task.
-    #[tokio::test]
-    async fn the_named_task_fails_when_a_test_asks() {
-        let tasks = Tasks::new(Some("publish".into()));
-        tasks.spawn("publish", Lifetime::Copy, std::future::pending());
-        let (_, end) = tasks.next_end().await.expect("an end");
-        let f = judge(end, false).expect("a failure");
-        assert_eq!(
-            f.to_string(),
-            "task publish panicked: failure injected for a test"
-        );
     }
 
     /// Every task of a copy starts through the supervisor: no `tokio::spawn` in
