@@ -92,10 +92,8 @@ fn duration_of(spec: &LeaseSpec, default: Duration) -> Duration {
         .unwrap_or(default)
 }
 
-/// `info` with the holder as `l` shows it, given when this copy first saw its current record
-/// (`seen_at`, on [`mono_now`]): who holds it, since when, their health, whether they stopped
-/// renewing (judged on this copy's clock) — the rest of `info` (which Lease, this copy's
-/// identity, whether it leads) as it was.
+/// `info` with the holder as `l` shows it; whether the holder stopped renewing is judged on
+/// this copy's clock, from when it first saw the current record (`seen_at`, on [`mono_now`]).
 fn view_of(info: &LeaseInfo, l: &Lease, seen_at: Duration, default: Duration) -> LeaseInfo {
     let holder = holder_of(l);
     let spec = l.spec.clone().unwrap_or_default();
@@ -167,7 +165,6 @@ fn holder_of(l: &Lease) -> Option<String> {
         .filter(|h| !h.is_empty())
 }
 
-/// What one attempt concluded.
 enum Attempt {
     /// This copy holds the Lease (acquired or renewed).
     Holds,
@@ -223,7 +220,7 @@ impl Campaign {
             field_manager: Some(crate::cluster::apply::FIELD_MANAGER.into()),
             ..PostParams::default()
         };
-        let current = self.api.get_opt(&self.name).await?;
+        let current = self.api.get_opt(&self.me.name).await?;
         if let Some(c) = &current {
             let rv = c.metadata.resource_version.clone().unwrap_or_default();
             if self.observed.as_ref().map(|(r, _)| r) != Some(&rv) {
@@ -235,7 +232,7 @@ impl Campaign {
             *view = view_of(view, c, seen_at, self.timing.duration);
         }
         let holder = current.as_ref().and_then(holder_of);
-        let ours = holder.as_deref() == Some(self.identity.as_str());
+        let ours = holder.as_deref() == Some(self.me.identity.as_str());
         let spec = current
             .as_ref()
             .and_then(|c| c.spec.clone())
@@ -259,13 +256,13 @@ impl Campaign {
         }
         let mut next = current.clone().unwrap_or_else(|| Lease {
             metadata: ObjectMeta {
-                name: Some(self.name.clone()),
+                name: Some(self.me.name.clone()),
                 ..ObjectMeta::default()
             },
             ..Lease::default()
         });
         let mut s = spec.clone();
-        s.holder_identity = Some(self.identity.clone());
+        s.holder_identity = Some(self.me.identity.clone());
         s.lease_duration_seconds =
             Some(i32::try_from(self.timing.duration.as_secs()).unwrap_or(i32::MAX));
         let stamp = MicroTime(k8s_openapi::jiff::Timestamp::now());
@@ -292,7 +289,7 @@ impl Campaign {
         // The resourceVersion read: if anyone wrote the Lease since, this fails (409).
         let written = match &current {
             None => self.api.create(&pp, &next).await,
-            Some(_) => self.api.replace(&self.name, &pp, &next).await,
+            Some(_) => self.api.replace(&self.me.name, &pp, &next).await,
         };
         match written {
             Ok(l) => {
@@ -314,8 +311,8 @@ impl Campaign {
     }
 }
 
-/// Where the election stands, for the views: the Lease as seen, and what this copy publishes
-/// of itself with its renewals (its [`LeaderHealth`]).
+/// What this copy competes with: the Lease, its identity, and what it publishes of itself with
+/// its renewals (its [`LeaderHealth`]).
 pub struct Election {
     pub namespace: String,
     pub name: String,
@@ -329,9 +326,7 @@ pub struct Election {
 /// What a copy does with the Lease, for the message of its failure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum LeaseUse {
-    /// Follow the holder (a copy that does not compete).
     Read,
-    /// Compete for it.
     Compete,
 }
 
@@ -376,22 +371,12 @@ pub async fn run(
     view_tx: watch::Sender<LeaseInfo>,
     stopping: tokio_util::sync::CancellationToken,
 ) {
-    let Election {
-        namespace,
-        name,
-        identity,
-        duration,
-        pod,
-        settings,
-    } = election;
     let mut campaign = Campaign {
-        api: Api::namespaced(shared.client.clone(), &namespace),
+        api: Api::namespaced(shared.client.clone(), &election.namespace),
         shared,
-        lease: lease_ref(&namespace, &name),
-        namespace,
-        name,
-        identity,
-        timing: Timing::new(duration),
+        lease: lease_ref(&election.namespace, &election.name),
+        timing: Timing::new(election.duration),
+        me: election,
         observed: None,
         failing_since: None,
         standing_by: None,
@@ -416,10 +401,10 @@ pub async fn run(
             .remaining()
             .unwrap_or(timing.renew_deadline);
         let published = LeaderHealth {
-            pod: pod.clone(),
+            pod: campaign.me.pod.clone(),
             queue: campaign.shared.queue.len(),
             last_sync: campaign.shared.status.last_sync(),
-            settings: Some(settings.clone()),
+            settings: Some(campaign.me.settings.clone()),
             refused: campaign.shared.status.refusals(),
         };
         let answers = campaign.shared.answers.annotation();
@@ -463,9 +448,7 @@ struct Campaign {
     shared: Arc<Shared>,
     api: Api<Lease>,
     lease: ObjectRef,
-    namespace: String,
-    name: String,
-    identity: String,
+    me: Election,
     timing: Timing,
     /// The Lease record last seen (resourceVersion) and when, on [`mono_now`].
     observed: Option<(String, Duration)>,
@@ -499,7 +482,7 @@ impl Campaign {
             EventResult::Ok,
             format!(
                 "{} lost the lease ({why}); writes stop, queue dropped, relisting",
-                self.identity
+                self.me.identity
             ),
         );
         shared.forget_everything();
@@ -525,7 +508,7 @@ impl Campaign {
         let lease = &self.lease.name;
         // Said before the fence opens: a worker with a key in hand writes as soon as it does,
         // and its writes must not come before the line that says this copy leads.
-        let identity = &self.identity;
+        let identity = &self.me.identity;
         if !shared.leadership.is_leading() {
             tracing::info!("acquired Lease {lease} as {identity}: resyncing everything");
             shared.status.log(
@@ -542,7 +525,8 @@ impl Campaign {
         } else if !shared.leadership.set_leading(true) {
             self.standing_by = None;
             shared.metrics.set_leader(true);
-            super::channel::ensure_configmap(&shared.client, &self.namespace, &self.name).await;
+            super::channel::ensure_configmap(&shared.client, &self.me.namespace, &self.me.name)
+                .await;
             shared.resync();
         }
     }
@@ -564,11 +548,10 @@ impl Campaign {
         }
     }
 
-    /// The attempt failed.
     fn failed(&mut self, e: &kube::Error) {
         let error = lease_access_error(
-            &self.namespace,
-            &self.name,
+            &self.me.namespace,
+            &self.me.name,
             crate::cluster::status_code(e),
             &crate::cluster::describe(e),
             LeaseUse::Compete,
@@ -595,7 +578,13 @@ impl Campaign {
             "no answer within {:.1}s (request abandoned)",
             bound.as_secs_f32()
         );
-        let error = lease_access_error(&self.namespace, &self.name, None, &why, LeaseUse::Compete);
+        let error = lease_access_error(
+            &self.me.namespace,
+            &self.me.name,
+            None,
+            &why,
+            LeaseUse::Compete,
+        );
         self.shared
             .outage
             .failed(&format!("Lease {}", self.lease.name), &why);
@@ -617,10 +606,10 @@ impl Campaign {
         let lease = &self.lease.name;
         // Given up only if this copy holds it (a waiting copy takes it at once).
         let release = async {
-            let Some(mut next) = self.api.get_opt(&self.name).await? else {
+            let Some(mut next) = self.api.get_opt(&self.me.name).await? else {
                 return Ok(());
             };
-            if holder_of(&next).as_deref() != Some(self.identity.as_str()) {
+            if holder_of(&next).as_deref() != Some(self.me.identity.as_str()) {
                 return Ok(());
             }
             let s = next.spec.get_or_insert_with(Default::default);
@@ -632,7 +621,10 @@ impl Campaign {
                 a.remove(ANSWERS_ANNOTATION);
             }
             let pp = PostParams::default();
-            self.api.replace(&self.name, &pp, &next).await.map(|_| ())
+            self.api
+                .replace(&self.me.name, &pp, &next)
+                .await
+                .map(|_| ())
         };
         match release.await {
             Ok(()) if held => tracing::info!("released Lease {lease}"),
@@ -758,18 +750,16 @@ pub async fn watch_holder(
             .as_ref()
             .filter(|_| !blind)
             .and_then(|(l, at)| next_judgement(l, *at, default));
+        let wait = next
+            .map(|t| t.saturating_sub(mono_now()))
+            .unwrap_or_default();
         let item = tokio::select! {
             () = super::status::changed(&mut retry) => {
                 stream = crate::cluster::watch::object(api.clone(), &name, what.clone());
                 continue;
             }
             item = stream.next() => item,
-            () = async {
-                match next {
-                    Some(t) => tokio::time::sleep(t.saturating_sub(mono_now())).await,
-                    None => std::future::pending().await,
-                }
-            } => {
+            () = tokio::time::sleep(wait), if next.is_some() => {
                 // Renewals this copy cannot see while its API server does not answer are
                 // no sign that the holder stopped: before the holder is judged by its
                 // silence, the server is asked whether the silence is ours (a watch may
@@ -818,24 +808,13 @@ pub async fn watch_holder(
             Some(Err(e)) => {
                 let status = crate::cluster::watch::status(&e);
                 let why = crate::cluster::watch::describe(&e);
-                shared.status.set_access(
-                    LEASES,
-                    Some(lease_access_error(
-                        &namespace,
-                        &name,
-                        status,
-                        &why,
-                        LeaseUse::Read,
-                    )),
-                );
+                let error = lease_access_error(&namespace, &name, status, &why, LeaseUse::Read);
+                shared.status.set_access(LEASES, Some(error));
                 // An answer that refuses: who holds it is unknown, never "nobody". No answer
                 // at all keeps the last view (the connection's state says the rest).
                 if status.is_some() {
                     seen = None;
-                    let why = Some(LeaseRefused::new(status, || {
-                        crate::cluster::watch::describe(&e)
-                    }));
-                    let view = blank(&view_tx.borrow(), why);
+                    let view = blank(&view_tx.borrow(), Some(LeaseRefused::new(status, || why)));
                     send_view(&shared, &view_tx, view);
                 } else {
                     blind = true;
@@ -848,6 +827,15 @@ pub async fn watch_holder(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A Lease held by `a` for 15 s.
+    fn held_by_a() -> Lease {
+        serde_json::from_value(serde_json::json!({
+            "metadata": { "name": "l" },
+            "spec": { "holderIdentity": "a", "leaseDurationSeconds": 15 }
+        }))
+        .expect("a Lease")
+    }
 
     /// A standby names the holder and, once its record is stale, how stale by the record and
     /// when it takes over (issue 28: a holder killed 50 s earlier was called "that copy
@@ -904,11 +892,7 @@ mod tests {
     /// is said once nobody took over, not while a standby is about to.
     #[test]
     fn a_holder_that_stops_renewing_is_unresponsive_then_vacant_after_the_grace() {
-        let lease: Lease = serde_json::from_value(serde_json::json!({
-            "metadata": { "name": "l" },
-            "spec": { "holderIdentity": "a", "leaseDurationSeconds": 15 }
-        }))
-        .expect("a Lease");
+        let lease = held_by_a();
         let d = Duration::from_secs(15);
         let now = mono_now();
         let me = |id: &str| LeaseInfo {
@@ -932,11 +916,7 @@ mod tests {
     /// and the grace), from when the record was first seen; never for a Lease nobody holds.
     #[test]
     fn a_watching_view_judges_again_when_the_holder_turns_unresponsive_then_vacant() {
-        let held: Lease = serde_json::from_value(serde_json::json!({
-            "metadata": { "name": "l" },
-            "spec": { "holderIdentity": "a", "leaseDurationSeconds": 15 }
-        }))
-        .expect("a Lease");
+        let held = held_by_a();
         let d = Duration::from_secs(LEASE_DURATION);
         let now = mono_now();
         let at = |ago: u64| now - Duration::from_secs(ago);
