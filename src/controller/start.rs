@@ -1,7 +1,7 @@
 //! Starting a copy, in named phases: [`discover`] (served VAP API, server version, Gatekeeper's
 //! generator), [`watch_everything`] (reflector stores), [`decide_writes`] (may this copy write
 //! at all), [`elect`] (compete for the Lease, or follow its holder), [`await_first_lists`],
-//! then [`spawn_workers`], [`serve_requests`], [`resync_every`], [`publish_state`] and
+//! then [`spawn_workers`], [`serve_requests`], a periodic resync, [`publish_state`] and
 //! [`serve_metrics`]. Every task starts through the copy's supervisor (`tasks`), which notices
 //! one that dies and stops it all in order. [`launch`] returns the [`Controller`] handle;
 //! everything else stays inside.
@@ -27,7 +27,7 @@ use crate::cluster::discovery::{
 };
 use crate::core::Options;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ApiResource, DynamicObject};
+use kube::api::{Api, DynamicObject};
 use kube::runtime::reflector::store::Writer;
 use std::sync::Arc;
 use std::time::Duration;
@@ -91,7 +91,6 @@ pub struct Tuning {
     pub resync_every: Duration,
     /// Look for Gatekeeper's own generator again this often (it may be switched on later).
     pub gatekeeper_recheck: Duration,
-    /// The Lease's duration: a crashed holder is replaced after at most this long.
     pub lease_duration: Duration,
     /// Tests of the supervisor only: the task of this name ends as a panic once started.
     pub fail_task: Option<String>,
@@ -150,17 +149,18 @@ fn watch_everything(shared: &Arc<Shared>, writers: Writers, views: bool) {
     let client = &shared.client;
     let admission = shared.stores.admission().clone();
     type OnChange = fn(&Arc<Shared>, watches::Change<'_, DynamicObject>);
-    let dynamic = |ar: ApiResource, writer: Writer<DynamicObject>, handler: OnChange| {
+    for (ar, writer, handler) in [
+        (
+            templates_resource(),
+            writers.templates,
+            watches::on_template as OnChange,
+        ),
+        (admission.policy(), writers.policies, watches::on_policy),
+        (admission.binding(), writers.bindings, watches::on_binding),
+    ] {
         let api = Api::all_with(client.clone(), &ar);
         watches::spawn_watch(api, writer, resource_name(&ar), shared.clone(), handler);
-    };
-    dynamic(
-        templates_resource(),
-        writers.templates,
-        watches::on_template,
-    );
-    dynamic(admission.policy(), writers.policies, watches::on_policy);
-    dynamic(admission.binding(), writers.bindings, watches::on_binding);
+    }
     watches::spawn_watch(
         Api::<CustomResourceDefinition>::all(client.clone()),
         writers.crds,
@@ -285,7 +285,7 @@ async fn await_first_lists(shared: &Shared) {
             .iter()
             .all(|r| shared.stores.is_listed(r) || shared.status.access_error(r).is_some())
     };
-    if !until_listed(shared, SYNC_TIMEOUT, done).await {
+    if !until_listed(shared, done).await {
         tracing::warn!("not every watch listed within {SYNC_TIMEOUT:?}; continuing");
     }
 }
@@ -298,11 +298,11 @@ fn fixed_listed(shared: &Shared) -> bool {
 }
 
 /// Waits until `done` (looked at again whenever a store lists or an access error changes), or
-/// `timeout` passes: whether it is done.
-async fn until_listed(shared: &Shared, timeout: Duration, done: impl Fn() -> bool) -> bool {
+/// [`SYNC_TIMEOUT`] passes: whether it is done.
+async fn until_listed(shared: &Shared, done: impl Fn() -> bool) -> bool {
     let mut changes = shared.stores.listing_changes();
     let mut access = shared.status.subscribe();
-    let waited = tokio::time::timeout(timeout, async {
+    let waited = tokio::time::timeout(SYNC_TIMEOUT, async {
         while !done() {
             tokio::select! {
                 () = changed(&mut changes) => {}
@@ -324,7 +324,7 @@ async fn mark_synced(shared: Arc<Shared>, started: std::time::Instant) {
             .iter()
             .all(|r| shared.status.access_error(r).is_some())
     };
-    until_listed(&shared, SYNC_TIMEOUT, listed).await;
+    until_listed(&shared, listed).await;
     let unlisted = shared.stores.unlisted_kinds();
     if unlisted.is_empty() && fixed_listed(&shared) {
         tracing::info!(
@@ -408,7 +408,7 @@ pub async fn launch(
         one_shot: config.one_shot,
     };
     let req_tx = serve_requests(&shared, route, lease.clone(), election.is_some());
-    resync_every(&shared, tuning.resync_every);
+    repeat(&shared, "resync", tuning.resync_every, Shared::resync);
     let initial = LiveState {
         vap_api: Some(found.admission.api_version()),
         server_version: found.server_version,
@@ -530,30 +530,23 @@ fn serve_requests(
             .tasks
             .spawn("serve the requests ConfigMap", Lifetime::Copy, serve);
     }
-    let expiring = shared.clone();
-    shared
-        .tasks
-        .spawn("expire requests", Lifetime::Copy, async move {
-            loop {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                expiring.tracker.expire(super::requests::REQUEST_DEADLINE);
-            }
-        });
+    let expire = |s: &Shared| s.tracker.expire(super::requests::REQUEST_DEADLINE);
+    repeat(shared, "expire requests", Duration::from_secs(1), expire);
     tx
 }
 
-/// Phase 8: everything enqueued this often, to catch what no event reports.
-fn resync_every(shared: &Arc<Shared>, every: Duration) {
-    let resync = shared.clone();
-    shared.tasks.spawn("resync", Lifetime::Copy, async move {
+/// Runs `tick` every `period`, as the task `name`.
+fn repeat(shared: &Arc<Shared>, name: &str, period: Duration, tick: fn(&Shared)) {
+    let s = shared.clone();
+    shared.tasks.spawn(name, Lifetime::Copy, async move {
         loop {
-            tokio::time::sleep(every).await;
-            resync.resync();
+            tokio::time::sleep(period).await;
+            tick(&s);
         }
     });
 }
 
-/// Phase 9: the published state (and, for views, the cluster's Events on the feed).
+/// Phase 8: the published state (and, for views, the cluster's Events on the feed).
 fn publish_state(
     shared: &Arc<Shared>,
     mut initial: LiveState,
@@ -590,7 +583,7 @@ fn publish_state(
     state_rx
 }
 
-/// Phase 10: `/metrics`, `/healthz` and `/readyz`, if asked for.
+/// Phase 9: `/metrics`, `/healthz` and `/readyz`, if asked for.
 fn serve_metrics(shared: &Shared, addr: Option<std::net::SocketAddr>) {
     let Some(addr) = addr else { return };
     let metrics = shared.metrics.clone();
@@ -617,8 +610,7 @@ async fn supervise(
         shared.metrics.set_failed(f.to_string());
         shared.status.touch();
     };
-    shared.tasks.supervise(stop, election, failed).await?;
-    Ok(())
+    Ok(shared.tasks.supervise(stop, election, failed).await?)
 }
 
 /// Primes the opinion cache once the template store has listed with no template left to
