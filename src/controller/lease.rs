@@ -48,10 +48,8 @@ struct HealthRecord {
     queue: usize,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     last_sync: Option<String>,
-    /// The generation flags it acts on (flag → value), for every view to judge by.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     settings: Option<crate::core::settings::Settings>,
-    /// Writes the server refuses now: object → its message.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     refused: std::collections::BTreeMap<String, String>,
 }
@@ -84,7 +82,6 @@ fn health_of(l: &Lease) -> Option<LeaderHealth> {
     })
 }
 
-/// How long the holder's claim lasts: the Lease's own `leaseDurationSeconds`, else `default`.
 fn duration_of(spec: &LeaseSpec, default: Duration) -> Duration {
     spec.lease_duration_seconds
         .and_then(|s| u64::try_from(s).ok())
@@ -168,8 +165,7 @@ fn holder_of(l: &Lease) -> Option<String> {
 enum Attempt {
     /// This copy holds the Lease (acquired or renewed).
     Holds,
-    /// Another copy holds it (named, if any), and when this copy takes over unless it renews
-    /// (known when the record was read).
+    /// Another copy holds it (named, if any); how its record looked, if it was read.
     Other(Option<String>, Option<Standby>),
 }
 
@@ -221,15 +217,14 @@ impl Campaign {
             ..PostParams::default()
         };
         let current = self.api.get_opt(&self.me.name).await?;
+        let mut seen_at = now;
         if let Some(c) = &current {
             let rv = c.metadata.resource_version.clone().unwrap_or_default();
-            if self.observed.as_ref().map(|(r, _)| r) != Some(&rv) {
-                self.observed = Some((rv, now));
+            match &self.observed {
+                Some((r, at)) if *r == rv => seen_at = *at,
+                _ => self.observed = Some((rv, now)),
             }
-        }
-        let seen_at = self.observed.as_ref().map(|(_, t)| *t).unwrap_or(now);
-        if let Some(c) = &current {
-            *view = view_of(view, c, seen_at, self.timing.duration);
+            *view = view_of(view, c, seen_at, self.me.timing.duration);
         }
         let holder = current.as_ref().and_then(holder_of);
         let ours = holder.as_deref() == Some(self.me.identity.as_str());
@@ -238,9 +233,7 @@ impl Campaign {
             .and_then(|c| c.spec.clone())
             .unwrap_or_default();
         if !ours && holder.is_some() {
-            // Expired only once this copy has seen the same record for the holder's whole
-            // duration, on its own clock.
-            let their = duration_of(&spec, self.timing.duration);
+            let their = duration_of(&spec, self.me.timing.duration);
             if now < seen_at + their {
                 let standby = Standby {
                     renewed_ago: spec
@@ -264,7 +257,7 @@ impl Campaign {
         let mut s = spec.clone();
         s.holder_identity = Some(self.me.identity.clone());
         s.lease_duration_seconds =
-            Some(i32::try_from(self.timing.duration.as_secs()).unwrap_or(i32::MAX));
+            Some(i32::try_from(self.me.timing.duration.as_secs()).unwrap_or(i32::MAX));
         let stamp = MicroTime(k8s_openapi::jiff::Timestamp::now());
         s.renew_time = Some(stamp.clone());
         if !ours {
@@ -286,7 +279,6 @@ impl Campaign {
             Some(a) => annotations.insert(ANSWERS_ANNOTATION.into(), a.to_string()),
             None => annotations.remove(ANSWERS_ANNOTATION),
         };
-        // The resourceVersion read: if anyone wrote the Lease since, this fails (409).
         let written = match &current {
             None => self.api.create(&pp, &next).await,
             Some(_) => self.api.replace(&self.me.name, &pp, &next).await,
@@ -300,7 +292,7 @@ impl Campaign {
                     self.shared.answers.took_over(left.map(String::as_str));
                 }
                 self.observed = l.metadata.resource_version.clone().map(|rv| (rv, now));
-                *view = view_of(view, &l, now, self.timing.duration);
+                *view = view_of(view, &l, now, self.me.timing.duration);
                 Ok(Attempt::Holds)
             }
             Err(e) if crate::cluster::status_code(&e) == Some(409) => {
@@ -317,7 +309,7 @@ pub struct Election {
     pub namespace: String,
     pub name: String,
     pub identity: String,
-    pub duration: Duration,
+    pub timing: Timing,
     /// This copy's pod (`POD_NAME`), when it runs in a cluster.
     pub pod: Option<String>,
     pub settings: crate::core::settings::Settings,
@@ -373,20 +365,19 @@ pub async fn run(
 ) {
     let mut campaign = Campaign {
         api: Api::namespaced(shared.client.clone(), &election.namespace),
-        shared,
+        shared: shared.clone(),
         lease: lease_ref(&election.namespace, &election.name),
-        timing: Timing::new(election.duration),
         me: election,
         observed: None,
         failing_since: None,
         standing_by: None,
     };
-    let timing = campaign.timing;
+    let timing = campaign.me.timing;
     loop {
         // A deadline passed while leading (paused, or renewals failed for too long): nothing
         // decided before counts. Checked before asking the server, so even a renewal that
         // succeeds now starts from fresh lists.
-        if campaign.shared.leadership.fence.expired() {
+        if shared.leadership.fence.expired() {
             campaign.lose("the renew deadline passed (this copy was paused, or could not renew)");
         }
         let sent = mono_now();
@@ -394,20 +385,19 @@ pub async fn run(
         // Bounded as client-go bounds it: the holder's attempt by what is left of its fence (an
         // answer after that confirms nothing), any other by the renew deadline. A renewal nobody
         // answers ends here: the holder stops leading when its fence closes.
-        let bound = campaign
-            .shared
+        let bound = shared
             .leadership
             .fence
             .remaining()
             .unwrap_or(timing.renew_deadline);
         let published = LeaderHealth {
             pod: campaign.me.pod.clone(),
-            queue: campaign.shared.queue.len(),
-            last_sync: campaign.shared.status.last_sync(),
+            queue: shared.queue.len(),
+            last_sync: shared.status.last_sync(),
             settings: Some(campaign.me.settings.clone()),
-            refused: campaign.shared.status.refusals(),
+            refused: shared.status.refusals(),
         };
-        let answers = campaign.shared.answers.annotation();
+        let answers = shared.answers.annotation();
         let attempt = campaign.try_acquire_or_renew(&published, answers.as_deref(), &mut view);
         let result = tokio::time::timeout(bound, attempt).await;
         match &result {
@@ -417,7 +407,7 @@ pub async fn run(
             // The fence keeps its deadline: writes go on until it passes, no longer.
             Ok(Err(e)) => campaign.failed(e),
         }
-        view.leading = campaign.shared.leadership.is_leading();
+        view.leading = shared.leadership.is_leading();
         match result {
             // Refused (not merely unanswered): who holds it is unknown from here — but not to
             // a holder still within its deadline.
@@ -425,10 +415,10 @@ pub async fn run(
                 let why = LeaseRefused::new(crate::cluster::status_code(&e), || {
                     crate::cluster::describe(&e)
                 });
-                send_view(&campaign.shared, &view_tx, blank(&view, Some(why)));
+                send_view(&shared, &view_tx, blank(&view, Some(why)));
             }
             Ok(Err(_)) => {}
-            _ => send_view(&campaign.shared, &view_tx, view),
+            _ => send_view(&shared, &view_tx, view),
         }
         tokio::select! {
             () = tokio::time::sleep(timing.retry) => {}
@@ -436,8 +426,8 @@ pub async fn run(
         }
     }
     // The last outcomes are this holder's to report, before another copy may take over.
-    if campaign.shared.leadership.fence.may_write() {
-        campaign.shared.recorder.flush().await;
+    if shared.leadership.fence.may_write() {
+        shared.recorder.flush().await;
     }
     campaign.release().await;
     view_tx.send_modify(|v| v.leading = false);
@@ -449,7 +439,6 @@ struct Campaign {
     api: Api<Lease>,
     lease: ObjectRef,
     me: Election,
-    timing: Timing,
     /// The Lease record last seen (resourceVersion) and when, on [`mono_now`].
     observed: Option<(String, Duration)>,
     /// Since when the Lease's own requests fail with an answer (403, 404, …).
@@ -459,8 +448,8 @@ struct Campaign {
 }
 
 impl Campaign {
-    /// Leadership is not confirmed any more: writes stop at once, and the queue and the stores
-    /// built while leading are dropped (the stores list again) before this copy writes again.
+    /// Leadership is not confirmed any more: writes stop at once; the queue and the stores are
+    /// dropped (they list again) before this copy writes again.
     fn lose(&self, why: &str) {
         let shared = &self.shared;
         let had = shared.leadership.fence.revoke();
@@ -476,16 +465,19 @@ impl Campaign {
             "lost Lease {}: {why}; not writing; dropping the queue and relisting everything before writing again",
             self.lease.name
         );
-        shared.status.log(
-            EventVerb::Lease,
-            self.lease.clone(),
-            EventResult::Ok,
-            format!(
-                "{} lost the lease ({why}); writes stop, queue dropped, relisting",
-                self.me.identity
-            ),
-        );
+        let identity = &self.me.identity;
+        self.feed(format!(
+            "{identity} lost the lease ({why}); writes stop, queue dropped, relisting"
+        ));
         shared.forget_everything();
+    }
+
+    /// Says on the copy's feed (the event log) what became of its leadership.
+    fn feed(&self, what: String) {
+        let lease = self.lease.clone();
+        self.shared
+            .status
+            .log(EventVerb::Lease, lease, EventResult::Ok, what);
     }
 
     /// The Lease was read and answered: usable again (an earlier failure no longer stands).
@@ -511,14 +503,9 @@ impl Campaign {
         let identity = &self.me.identity;
         if !shared.leadership.is_leading() {
             tracing::info!("acquired Lease {lease} as {identity}: resyncing everything");
-            shared.status.log(
-                EventVerb::Lease,
-                self.lease.clone(),
-                EventResult::Ok,
-                format!("{identity} acquired the lease; resync"),
-            );
+            self.feed(format!("{identity} acquired the lease; resync"));
         }
-        shared.leadership.fence.renewed(sent, &self.timing);
+        shared.leadership.fence.renewed(sent, &self.me.timing);
         // A renewal that took longer than the deadline confirms nothing.
         if !shared.leadership.fence.may_write() {
             self.lose("the renewal came back too late");
@@ -721,8 +708,7 @@ async fn answers(shared: &Shared, what: &str) -> bool {
 }
 
 /// Follows a Lease this copy does not compete for (read-only views) by watching it, so a
-/// renewal or a takeover is seen as it happens: who holds it, since when, their health, and
-/// whether it is vacant.
+/// renewal or a takeover is seen as it happens.
 pub async fn watch_holder(
     shared: Arc<Shared>,
     namespace: String,
@@ -760,10 +746,8 @@ pub async fn watch_holder(
             }
             item = stream.next() => item,
             () = tokio::time::sleep(wait), if next.is_some() => {
-                // Renewals this copy cannot see while its API server does not answer are
-                // no sign that the holder stopped: before the holder is judged by its
-                // silence, the server is asked whether the silence is ours (a watch may
-                // hang on a server that shuts down, and say nothing for seconds).
+                // Before the holder is judged by its silence, ask whether the silence is ours
+                // (a watch may hang on a server that shuts down, saying nothing for seconds).
                 blind = !answers(&shared, &what).await;
                 if let (Some((l, at)), false) = (&seen, blind) {
                     let view = view_of(&view_tx.borrow(), l, *at, default);
@@ -780,28 +764,17 @@ pub async fn watch_holder(
                 let after_outage = std::mem::replace(&mut blind, false);
                 shared.status.set_access(LEASES, None);
                 let base = view_tx.borrow().clone();
-                let view = match lease {
-                    None => {
-                        seen = None;
-                        LeaseInfo {
-                            vacant: true,
-                            ..blank(&base, None)
-                        }
-                    }
-                    Some(l) => {
-                        let at = match &seen {
-                            Some((old, at))
-                                if old.metadata.resource_version == l.metadata.resource_version
-                                    && !after_outage =>
-                            {
-                                *at
-                            }
-                            _ => mono_now(),
-                        };
-                        let view = view_of(&base, &l, at, default);
-                        seen = Some((l, at));
-                        view
-                    }
+                let rv = |l: &Lease| l.metadata.resource_version.clone();
+                seen = lease.map(|l| match seen.take() {
+                    Some((old, at)) if !after_outage && rv(&old) == rv(&l) => (l, at),
+                    _ => (l, mono_now()),
+                });
+                let view = match &seen {
+                    None => LeaseInfo {
+                        vacant: true,
+                        ..blank(&base, None)
+                    },
+                    Some((l, at)) => view_of(&base, l, *at, default),
                 };
                 send_view(&shared, &view_tx, view);
             }
@@ -837,9 +810,7 @@ mod tests {
         .expect("a Lease")
     }
 
-    /// A standby names the holder and, once its record is stale, how stale by the record and
-    /// when it takes over (issue 28: a holder killed 50 s earlier was called "that copy
-    /// writes"); a renewing holder is said to write, with the takeover it would take.
+    /// Issue 28: a holder killed 50 s earlier was called "that copy writes".
     #[test]
     fn a_standby_says_how_old_the_holders_record_is_and_when_it_takes_over() {
         let standby = |ago: Option<i64>, takeover: u64| Standby {

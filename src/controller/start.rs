@@ -1,4 +1,4 @@
-//! Starting a copy, in named phases: [`discover`] (served VAP API, server version, Gatekeeper's
+//! Starting a copy, in named phases: discovery (served VAP API, server version, Gatekeeper's
 //! generator), [`watch_everything`] (reflector stores), [`decide_writes`] (may this copy write
 //! at all), [`elect`] (compete for the Lease, or follow its holder), [`await_first_lists`],
 //! then [`spawn_workers`], [`serve_requests`], a periodic resync, [`publish_state`] and
@@ -115,34 +115,6 @@ pub const DEFAULT_LEASE_NAME: &str = "kubectl-vap";
 /// How long start-up waits for the first list of every watch.
 const SYNC_TIMEOUT: Duration = Duration::from_secs(60);
 
-struct Discovered {
-    admission: AdmissionApi,
-    server_version: Option<String>,
-    /// Gatekeeper's generator, when this copy would write (`Elect`).
-    gatekeeper: Option<Result<Option<String>, crate::cluster::KubeError>>,
-}
-
-/// Phase 1: independent round trips, in parallel (start-up latency is time nothing is
-/// written).
-async fn discover(client: &kube::Client, mode: &Mode) -> Result<Discovered, Error> {
-    let detect = async {
-        match mode {
-            Mode::Elect { .. } => Some(super::gatekeeper::detect(client).await),
-            Mode::ReadOnly => None,
-        }
-    };
-    let (admission, version, gatekeeper) = tokio::join!(
-        discover_admission_api(client),
-        client.apiserver_version(),
-        detect
-    );
-    Ok(Discovered {
-        admission: admission?,
-        server_version: version.map(|v| v.git_version).ok(),
-        gatekeeper,
-    })
-}
-
 /// Phase 2: a reflector store for templates, CRDs, VAPs and bindings (constraint kinds start
 /// their own as their CRDs appear), and for views Gatekeeper's pod statuses.
 fn watch_everything(shared: &Arc<Shared>, writers: Writers, views: bool) {
@@ -257,7 +229,7 @@ fn elect(
             namespace: ns.to_string(),
             name: name.to_string(),
             identity: identity.to_string(),
-            duration: tuning.lease_duration,
+            timing: super::fence::Timing::new(tuning.lease_duration),
             pod: std::env::var("POD_NAME").ok().filter(|p| !p.is_empty()),
             settings: crate::core::settings::Settings::of(&config.options),
         };
@@ -349,17 +321,30 @@ pub async fn launch(
     tuning: Tuning,
 ) -> Result<Controller, Error> {
     let started = std::time::Instant::now();
-    let found = discover(&client, &config.mode).await?;
+    // Phase 1: independent round trips, in parallel (start-up latency is time nothing is
+    // written); Gatekeeper's generator only matters to a copy that would write.
+    let detect = async {
+        match config.mode {
+            Mode::Elect { .. } => Some(super::gatekeeper::detect(&client).await),
+            Mode::ReadOnly => None,
+        }
+    };
+    let (admission, version, gatekeeper) = tokio::join!(
+        discover_admission_api(&client),
+        client.apiserver_version(),
+        detect
+    );
+    let admission = admission?;
     // The Lease, the requests ConfigMap and our Events live in the Lease's namespace: no
     // generated policy may ever judge them, whatever options this copy was given.
     let lease_ns = config.lease_namespace.clone();
     config.options.exemptions.namespaces.insert(lease_ns);
     let identity = super::lease::default_identity();
-    let (shared, writers, facts) = assemble(&client, &found.admission, &config, &tuning);
+    let (shared, writers, facts) = assemble(&client, &admission, &config, &tuning);
     let cache = Arc::new(OpinionCache::new());
 
     watch_everything(&shared, writers, tuning.publish_snapshot);
-    decide_writes(&shared, &config.mode, found.gatekeeper);
+    decide_writes(&shared, &config.mode, gatekeeper);
     watch_gatekeeper(&shared, &config.mode, &tuning);
     if let Some(facts) = facts {
         report_events(&shared, &identity, facts);
@@ -410,8 +395,8 @@ pub async fn launch(
     let req_tx = serve_requests(&shared, route, lease.clone(), election.is_some());
     repeat(&shared, "resync", tuning.resync_every, Shared::resync);
     let initial = LiveState {
-        vap_api: Some(found.admission.api_version()),
-        server_version: found.server_version,
+        vap_api: Some(admission.api_version()),
+        server_version: version.map(|v| v.git_version).ok(),
         ..LiveState::default()
     };
     let state_rx = publish_state(
