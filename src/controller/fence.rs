@@ -31,7 +31,6 @@ impl Leadership {
         was
     }
 
-    /// A receiver of every change of leadership.
     pub fn subscribe(&self) -> watch::Receiver<bool> {
         self.leading.subscribe()
     }
@@ -62,9 +61,8 @@ impl Timing {
     }
 }
 
-/// A monotonic clock that keeps counting while the machine is suspended (Linux
-/// `CLOCK_BOOTTIME`): a laptop that slept must not wake up believing its deadline is ahead.
-/// Elsewhere, `std::time::Instant`.
+/// A monotonic clock that counts while the machine is suspended (Linux `CLOCK_BOOTTIME`): a
+/// laptop that slept must not wake up believing its deadline is ahead.
 pub fn mono_now() -> Duration {
     #[cfg(target_os = "linux")]
     {
@@ -81,15 +79,13 @@ pub fn mono_now() -> Duration {
     START.get_or_init(std::time::Instant::now).elapsed()
 }
 
-/// Whether this copy may write now: a deadline on [`mono_now`], set from each successful
-/// renewal and cleared when leadership is lost.
+/// Whether this copy may write now: a deadline on [`mono_now`], cleared when leadership is lost.
 #[derive(Debug, Default)]
 pub struct Fence {
     deadline: Mutex<Option<Duration>>,
 }
 
 impl Fence {
-    /// True only before the deadline of the last successful renewal.
     pub fn may_write(&self) -> bool {
         self.deadline.lock().is_some_and(|d| mono_now() < d)
     }

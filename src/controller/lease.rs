@@ -147,14 +147,6 @@ pub fn default_identity() -> String {
     format!("{host}-{}-{:06x}", std::process::id(), nanos & 0xff_ffff)
 }
 
-pub fn lease_ref(namespace: &str, name: &str) -> ObjectRef {
-    ObjectRef::new(
-        "coordination.k8s.io/v1",
-        "Lease",
-        format!("{namespace}/{name}"),
-    )
-}
-
 fn holder_of(l: &Lease) -> Option<String> {
     l.spec
         .as_ref()
@@ -163,7 +155,6 @@ fn holder_of(l: &Lease) -> Option<String> {
 }
 
 enum Attempt {
-    /// This copy holds the Lease (acquired or renewed).
     Holds,
     /// Another copy holds it (named, if any); how its record looked, if it was read.
     Other(Option<String>, Option<Standby>),
@@ -203,8 +194,7 @@ fn standing_by_text(lease: &str, holder: &str, standby: Option<&Standby>) -> Str
 }
 
 impl Campaign {
-    /// Acquires or renews the Lease (client-go's `tryAcquireOrRenew`), publishing `health`
-    /// with it; `view` is how the Lease looked.
+    /// client-go's `tryAcquireOrRenew`, publishing `health` with it; `view`: the Lease as read.
     async fn try_acquire_or_renew(
         &mut self,
         health: &LeaderHealth,
@@ -228,15 +218,19 @@ impl Campaign {
         }
         let holder = current.as_ref().and_then(holder_of);
         let ours = holder.as_deref() == Some(self.me.identity.as_str());
-        let spec = current
-            .as_ref()
-            .and_then(|c| c.spec.clone())
-            .unwrap_or_default();
+        let mut next = current.clone().unwrap_or_else(|| Lease {
+            metadata: ObjectMeta {
+                name: Some(self.me.name.clone()),
+                ..ObjectMeta::default()
+            },
+            ..Lease::default()
+        });
+        let mut s = next.spec.take().unwrap_or_default();
         if !ours && holder.is_some() {
-            let their = duration_of(&spec, self.me.timing.duration);
+            let their = duration_of(&s, self.me.timing.duration);
             if now < seen_at + their {
                 let standby = Standby {
-                    renewed_ago: spec
+                    renewed_ago: s
                         .renew_time
                         .as_ref()
                         .and_then(|t| chrono_of(t.0))
@@ -247,14 +241,6 @@ impl Campaign {
                 return Ok(Attempt::Other(holder, Some(standby)));
             }
         }
-        let mut next = current.clone().unwrap_or_else(|| Lease {
-            metadata: ObjectMeta {
-                name: Some(self.me.name.clone()),
-                ..ObjectMeta::default()
-            },
-            ..Lease::default()
-        });
-        let mut s = spec.clone();
         s.holder_identity = Some(self.me.identity.clone());
         s.lease_duration_seconds =
             Some(i32::try_from(self.me.timing.duration.as_secs()).unwrap_or(i32::MAX));
@@ -263,7 +249,7 @@ impl Campaign {
         if !ours {
             s.acquire_time = Some(stamp);
             s.lease_transitions = Some(match current {
-                Some(_) => spec.lease_transitions.unwrap_or(0) + 1,
+                Some(_) => s.lease_transitions.unwrap_or(0) + 1,
                 None => 0,
             });
         }
@@ -303,8 +289,7 @@ impl Campaign {
     }
 }
 
-/// What this copy competes with: the Lease, its identity, and what it publishes of itself with
-/// its renewals (its [`LeaderHealth`]).
+/// What this copy competes with, and what it publishes of itself with its renewals.
 pub struct Election {
     pub namespace: String,
     pub name: String,
@@ -366,7 +351,11 @@ pub async fn run(
     let mut campaign = Campaign {
         api: Api::namespaced(shared.client.clone(), &election.namespace),
         shared: shared.clone(),
-        lease: lease_ref(&election.namespace, &election.name),
+        lease: ObjectRef::new(
+            "coordination.k8s.io/v1",
+            "Lease",
+            format!("{}/{}", election.namespace, election.name),
+        ),
         me: election,
         observed: None,
         failing_since: None,
@@ -518,8 +507,6 @@ impl Campaign {
         }
     }
 
-    /// Another copy holds the Lease (`holder`, if it could be named; `standby`: how its
-    /// record looked).
     fn held_by(&mut self, holder: Option<&str>, standby: Option<&Standby>) {
         self.answered();
         if let Some(h) = holder
@@ -536,18 +523,14 @@ impl Campaign {
     }
 
     fn failed(&mut self, e: &kube::Error) {
-        let error = lease_access_error(
-            &self.me.namespace,
-            &self.me.name,
-            crate::cluster::status_code(e),
-            &crate::cluster::describe(e),
-            LeaseUse::Compete,
-        );
+        let (ns, name, lease) = (&self.me.namespace, &self.me.name, &self.lease.name);
+        let (status, why) = (crate::cluster::status_code(e), crate::cluster::describe(e));
+        let error = lease_access_error(ns, name, status, &why, LeaseUse::Compete);
         if crate::cluster::unanswered(e) {
             // No answer at all: part of the copy's one outage log.
             self.shared
                 .outage
-                .failed(&format!("Lease {}", self.lease.name), &e.to_string());
+                .failed(&format!("Lease {lease}"), &e.to_string());
         } else if self.failing_since.is_none() {
             self.failing_since = Some(mono_now());
             tracing::warn!("{}", error.message);
@@ -557,24 +540,16 @@ impl Campaign {
         self.shared.status.set_access(LEASES, Some(error));
     }
 
-    /// The attempt got no complete answer within `bound`: abandoned. A holder stops leading
-    /// (its fence has closed: gauge 0, writes stopped, said once); every copy reports the Lease
-    /// as not usable until an attempt passes, which `/readyz` reflects.
+    /// No complete answer within `bound`: a holder stops leading (its fence has closed), and
+    /// every copy reports the Lease unusable (so does `/readyz`) until an attempt passes.
     fn unanswered(&mut self, bound: Duration) {
         let why = format!(
             "no answer within {:.1}s (request abandoned)",
             bound.as_secs_f32()
         );
-        let error = lease_access_error(
-            &self.me.namespace,
-            &self.me.name,
-            None,
-            &why,
-            LeaseUse::Compete,
-        );
-        self.shared
-            .outage
-            .failed(&format!("Lease {}", self.lease.name), &why);
+        let (ns, name, lease) = (&self.me.namespace, &self.me.name, &self.lease.name);
+        let error = lease_access_error(ns, name, None, &why, LeaseUse::Compete);
+        self.shared.outage.failed(&format!("Lease {lease}"), &why);
         self.shared.status.set_access(LEASES, Some(error));
         if self.shared.leadership.is_leading() || self.shared.leadership.fence.expired() {
             self.lose(&format!(
@@ -583,15 +558,14 @@ impl Campaign {
         }
     }
 
-    /// Writes stop, then the Lease is released — even if this copy believes it lost it:
-    /// `release` checks the holder first.
+    /// Writes stop, then the Lease is released if this copy still holds it (whatever it
+    /// believes): a waiting copy takes it at once.
     async fn release(self) {
         let shared = &self.shared;
         shared.leadership.fence.revoke();
         let held = shared.leadership.set_leading(false);
         shared.metrics.set_leader(false);
         let lease = &self.lease.name;
-        // Given up only if this copy holds it (a waiting copy takes it at once).
         let release = async {
             let Some(mut next) = self.api.get_opt(&self.me.name).await? else {
                 return Ok(());
@@ -801,15 +775,6 @@ pub async fn watch_holder(
 mod tests {
     use super::*;
 
-    /// A Lease held by `a` for 15 s.
-    fn held_by_a() -> Lease {
-        serde_json::from_value(serde_json::json!({
-            "metadata": { "name": "l" },
-            "spec": { "holderIdentity": "a", "leaseDurationSeconds": 15 }
-        }))
-        .expect("a Lease")
-    }
-
     /// Issue 28: a holder killed 50 s earlier was called "that copy writes".
     #[test]
     fn a_standby_says_how_old_the_holders_record_is_and_when_it_takes_over() {
@@ -859,47 +824,42 @@ mod tests {
     }
 
     /// A holder that stops renewing (`kill -9`) is unresponsive until its Lease expires and
-    /// through the grace a standby needs to take it; only then vacant: "no copy reconciles"
-    /// is said once nobody took over, not while a standby is about to.
+    /// through the grace a standby needs to take it; only then vacant. A watching view gets no
+    /// event meanwhile: it looks again at each turn, counted from when the record was first seen.
     #[test]
     fn a_holder_that_stops_renewing_is_unresponsive_then_vacant_after_the_grace() {
-        let lease = held_by_a();
-        let d = Duration::from_secs(15);
-        let now = mono_now();
+        let lease: Lease = serde_json::from_value(serde_json::json!({
+            "metadata": { "name": "l" },
+            "spec": { "holderIdentity": "a", "leaseDurationSeconds": 15 }
+        }))
+        .expect("a Lease");
+        let d = Duration::from_secs(LEASE_DURATION);
         let me = |id: &str| LeaseInfo {
             identity: id.into(),
             ..LeaseInfo::default()
         };
-        let seen = |ago: u64| view_of(&me("b"), &lease, now - Duration::from_secs(ago), d);
-        assert!(!seen(0).vacant && seen(0).unresponsive_until.is_none());
-        for ago in [6, 14, 16, 19] {
-            let v = seen(ago);
-            assert!(!v.vacant && v.unresponsive_until.is_some(), "{ago}s: {v:?}");
+        let now = mono_now();
+        let vacant_after = 15 + TAKEOVER_GRACE.as_secs();
+        // Seconds since the record was first seen: vacant, unresponsive, the next look then.
+        for (ago, vacant, unresponsive, next) in [
+            (0, false, false, Some(5)),
+            (6, false, true, Some(vacant_after)),
+            (14, false, true, Some(vacant_after)),
+            (16, false, true, Some(vacant_after)),
+            (19, false, true, Some(vacant_after)),
+            (21, true, false, None),
+        ] {
+            let at = now - Duration::from_secs(ago);
+            let v = view_of(&me("b"), &lease, at, d);
+            let judged = (v.vacant, v.unresponsive_until.is_some());
+            assert_eq!(judged, (vacant, unresponsive), "{ago}s: {v:?}");
+            let next = next.map(|s| at + Duration::from_secs(s));
+            assert_eq!(next_judgement(&lease, at, d), next, "{ago}s");
         }
-        assert!(seen(21).vacant && seen(21).unresponsive_until.is_none());
-        // Its own Lease is never vacant nor unresponsive to the holder.
+        // Its own Lease is never vacant nor unresponsive to the holder; an unheld one is never
+        // judged again.
         let own = view_of(&me("a"), &lease, now - Duration::from_secs(30), d);
         assert!(!own.vacant && own.unresponsive_until.is_none());
-    }
-
-    /// A watching view gets no event while nobody renews: it looks again when the holder turns
-    /// unresponsive (a third of the duration) and when the Lease turns vacant (the duration
-    /// and the grace), from when the record was first seen; never for a Lease nobody holds.
-    #[test]
-    fn a_watching_view_judges_again_when_the_holder_turns_unresponsive_then_vacant() {
-        let held = held_by_a();
-        let d = Duration::from_secs(LEASE_DURATION);
-        let now = mono_now();
-        let at = |ago: u64| now - Duration::from_secs(ago);
-        assert_eq!(
-            next_judgement(&held, at(0), d),
-            Some(at(0) + Duration::from_secs(5))
-        );
-        assert_eq!(
-            next_judgement(&held, at(6), d),
-            Some(at(6) + Duration::from_secs(15) + TAKEOVER_GRACE)
-        );
-        assert_eq!(next_judgement(&held, at(21), d), None);
-        assert_eq!(next_judgement(&Lease::default(), at(0), d), None);
+        assert_eq!(next_judgement(&Lease::default(), now, d), None);
     }
 }

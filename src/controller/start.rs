@@ -208,8 +208,7 @@ fn decide_writes(
 
 /// Phase 4: compete for the Lease (a copy that may write), or follow its holder (read-only,
 /// or refusing to write next to Gatekeeper's generator: holding the Lease without writing
-/// would only block the copies that do write). Gives the Lease as seen, and the election's
-/// task (it releases the Lease when it ends) if this copy competes.
+/// would only block the copies that do write); the election's task, if it competes.
 fn elect(
     shared: &Arc<Shared>,
     config: &Config,
@@ -305,8 +304,6 @@ async fn mark_synced(shared: Arc<Shared>, started: std::time::Instant) {
             started.elapsed()
         );
     } else if !unlisted.is_empty() {
-        // Unreadable (reported with its reason by the watch) or still failing after
-        // SYNC_TIMEOUT: their constraints wait until they list.
         tracing::warn!(
             "constraint kinds not listed yet: {}; their constraints are reconciled once they are",
             unlisted.join(", ")
@@ -520,7 +517,6 @@ fn serve_requests(
     tx
 }
 
-/// Runs `tick` every `period`, as the task `name`.
 fn repeat(shared: &Arc<Shared>, name: &str, period: Duration, tick: fn(&Shared)) {
     let s = shared.clone();
     shared.tasks.spawn(name, Lifetime::Copy, async move {
@@ -582,9 +578,8 @@ fn serve_metrics(shared: &Shared, addr: Option<std::net::SocketAddr>) {
         });
 }
 
-/// The task [`Controller::stop`] waits for: the copy's tasks supervised until `stop` or a
-/// failure; then writes stop, the Lease is released (the election ends), and everything else
-/// stops (after a failure, when `stop` comes: `/healthz` says why meanwhile).
+/// The task [`Controller::stop`] waits for ([`Tasks::supervise`]); a failure turns writes off
+/// and `/healthz` says it.
 async fn supervise(
     shared: Arc<Shared>,
     stop: CancellationToken,

@@ -1,7 +1,5 @@
-//! The tasks of a running copy, under one supervisor. Every task starts through [`Tasks`] (one
-//! tokio `JoinSet`), so none runs unseen: [`Tasks::supervise`] notices a task that panics, or
-//! that ends while the copy runs, says which and why, and stops the copy in order (writes
-//! stop, the Lease is released, the rest stops when its owner says so).
+//! The tasks of a running copy, under one supervisor: every task starts through [`Tasks`] (one
+//! tokio `JoinSet`), so none runs unseen, and [`Tasks::supervise`] notices one that dies.
 
 use futures::FutureExt;
 use parking_lot::Mutex;
