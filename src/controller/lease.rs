@@ -19,6 +19,7 @@ use super::state::{
     AccessError, AccessErrorKind, EventResult, EventVerb, Happened, LeaderHealth, LeaseChange,
     LeaseInfo, LeaseRefused,
 };
+use crate::cluster::{describe, status_code};
 use crate::model::ObjectRef;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -281,9 +282,7 @@ impl Campaign {
                 *view = view_of(view, &l, now, self.me.timing.duration);
                 Ok(Attempt::Holds)
             }
-            Err(e) if crate::cluster::status_code(&e) == Some(409) => {
-                Ok(Attempt::Other(holder, None))
-            }
+            Err(e) if status_code(&e) == Some(409) => Ok(Attempt::Other(holder, None)),
             Err(e) => Err(e),
         }
     }
@@ -400,10 +399,8 @@ pub async fn run(
         match result {
             // Refused (not merely unanswered): who holds it is unknown from here — but not to
             // a holder still within its deadline.
-            Ok(Err(e)) if crate::cluster::status_code(&e).is_some() && !view.leading => {
-                let why = LeaseRefused::new(crate::cluster::status_code(&e), || {
-                    crate::cluster::describe(&e)
-                });
+            Ok(Err(e)) if status_code(&e).is_some() && !view.leading => {
+                let why = LeaseRefused::new(status_code(&e), || describe(&e));
                 send_view(&shared, &view_tx, blank(&view, Some(why)));
             }
             Ok(Err(_)) => {}
@@ -524,7 +521,7 @@ impl Campaign {
 
     fn failed(&mut self, e: &kube::Error) {
         let (ns, name, lease) = (&self.me.namespace, &self.me.name, &self.lease.name);
-        let (status, why) = (crate::cluster::status_code(e), crate::cluster::describe(e));
+        let (status, why) = (status_code(e), describe(e));
         let error = lease_access_error(ns, name, status, &why, LeaseUse::Compete);
         if crate::cluster::unanswered(e) {
             // No answer at all: part of the copy's one outage log.
@@ -590,11 +587,9 @@ impl Campaign {
         match release.await {
             Ok(()) if held => tracing::info!("released Lease {lease}"),
             Ok(()) => {}
-            Err(e) if held => {
-                tracing::warn!("releasing Lease {lease}: {}", crate::cluster::describe(&e))
-            }
+            Err(e) if held => tracing::warn!("releasing Lease {lease}: {}", describe(&e)),
             // Never held (its refusal was said when it was met): nothing to release.
-            Err(e) => tracing::debug!("releasing Lease {lease}: {}", crate::cluster::describe(&e)),
+            Err(e) => tracing::debug!("releasing Lease {lease}: {}", describe(&e)),
         }
     }
 }
@@ -669,9 +664,9 @@ async fn answers(shared: &Shared, what: &str) -> bool {
     let asked = tokio::time::timeout(Duration::from_secs(5), shared.client.apiserver_version());
     match asked.await {
         Ok(Ok(_)) => true,
-        Ok(Err(e)) if crate::cluster::status_code(&e).is_some() => true,
+        Ok(Err(e)) if status_code(&e).is_some() => true,
         Ok(Err(e)) => {
-            shared.outage.failed(what, &crate::cluster::describe(&e));
+            shared.outage.failed(what, &describe(&e));
             false
         }
         Err(_) => {

@@ -115,7 +115,6 @@ impl Metrics {
         self.written.load(Ordering::Relaxed)
     }
 
-    /// The OpenMetrics text of every metric.
     pub fn render(&self) -> String {
         let mut out = String::new();
         // Writing into a String cannot fail; an encoder error would leave the text short.
@@ -130,9 +129,8 @@ impl Metrics {
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// Serves `/metrics`, `/healthz` (200 until a task of the copy fails) and `/readyz` (200 once
-/// every watch has synced, and while every store is known) on `addr`, until the task is
-/// aborted. Each connection is a task of this one's (dropped with it); a panic there is
-/// this task's.
+/// every watch has synced, and while every store is known) on `addr`, until aborted; a panic
+/// of a connection's task (dropped with this one) is this task's.
 pub async fn serve(
     addr: std::net::SocketAddr,
     metrics: std::sync::Arc<Metrics>,

@@ -2,21 +2,20 @@
 //! generator), [`watch_everything`] (reflector stores), [`decide_writes`] (may this copy write
 //! at all), [`elect`] (compete for the Lease, or follow its holder), [`await_first_lists`],
 //! then [`spawn_workers`], [`serve_requests`], a periodic resync, [`publish_state`] and
-//! [`serve_metrics`]. Every task starts through the copy's supervisor (`tasks`), which notices
-//! one that dies and stops it all in order. [`launch`] returns the [`Controller`] handle;
-//! everything else stays inside.
+//! [`serve_metrics`], every task through the copy's supervisor (`tasks`). [`launch`] returns the
+//! [`Controller`] handle; everything else stays inside.
 
 use super::Error;
 use super::cache::OpinionCache;
 use super::commands::Route;
-use super::events::Recorder;
+use super::events::{EVENTS_RESOURCE, Recorder};
 use super::handle::{Controller, Request};
 use super::keys::Scope;
-use super::lease::Election;
+use super::lease::{Election, watch_holder};
 use super::publish::Sources;
 use super::queue::SharedQueue;
 use super::shared::Shared;
-use super::state::{LeaseInfo, LiveState};
+use super::state::{Happened, LeaseInfo, LiveState};
 use super::status::changed;
 use super::stores::{Stores, TypedStore, Writers};
 use super::tasks::{Lifetime, Tasks};
@@ -157,8 +156,7 @@ fn watch_everything(shared: &Arc<Shared>, writers: Writers, views: bool) {
                 use kube::runtime::{WatchStreamExt, reflector, watcher};
                 let what = "Gatekeeper's pod statuses";
                 let changes = crate::cluster::watch::changes(api, watcher::Config::default(), what);
-                let stream = reflector(writer, changes).touched_objects();
-                futures::pin_mut!(stream);
+                let mut stream = std::pin::pin!(reflector(writer, changes).touched_objects());
                 while let Some(item) = stream.next().await {
                     if item.is_ok() {
                         status.status.touch();
@@ -236,8 +234,7 @@ fn elect(
         let run = super::lease::run(shared.clone(), election, view_tx, stopping);
         Some(shared.tasks.spawn("election", Lifetime::Copy, run).id())
     } else {
-        let follow =
-            super::lease::watch_holder(shared.clone(), ns.to_string(), name.to_string(), view_tx);
+        let follow = watch_holder(shared.clone(), ns.to_string(), name.to_string(), view_tx);
         shared
             .tasks
             .spawn("follow the Lease holder", Lifetime::Copy, follow);
@@ -249,7 +246,7 @@ fn elect(
 /// Phase 5: waits until templates, CRDs, VAPs and bindings have listed (or failed with a
 /// definite read error), or [`SYNC_TIMEOUT`] passes. Constraint kinds keep listing meanwhile: the
 /// workers start now and a kind's constraints are reconciled once that kind has listed.
-async fn await_first_lists(shared: &Shared) {
+async fn await_first_lists(shared: &Shared, started: std::time::Instant) {
     let fixed = shared.stores.fixed_resources();
     let done = || {
         fixed
@@ -258,6 +255,9 @@ async fn await_first_lists(shared: &Shared) {
     };
     if !until_listed(shared, done).await {
         tracing::warn!("not every watch listed within {SYNC_TIMEOUT:?}; continuing");
+    } else if fixed_listed(shared) {
+        let took = started.elapsed();
+        tracing::info!("templates, CRDs, VAPs and bindings listed in {took:?}");
     }
 }
 
@@ -370,13 +370,7 @@ pub async fn launch(
             .tasks
             .spawn("watch Gatekeeper's webhook", Lifetime::Copy, webhook_watch);
     }
-    await_first_lists(&shared).await;
-    if fixed_listed(&shared) {
-        tracing::info!(
-            "templates, CRDs, VAPs and bindings listed in {:?}",
-            started.elapsed()
-        );
-    }
+    await_first_lists(&shared, started).await;
     // No enqueue here: each watch's `Listed` handler has queued what its list concerns.
     prime_when_listed(&shared, &cache);
     let synced = mark_synced(shared.clone(), started);
@@ -542,12 +536,8 @@ fn publish_state(
             shared.client.clone(),
             super::events::watched_namespaces(lease_namespace),
             identity.to_string(),
-            move |e| told.status.happened(super::state::Happened::Cluster(e)),
-            move |why| {
-                refused
-                    .status
-                    .set_access(super::events::EVENTS_RESOURCE, why)
-            },
+            move |e| told.status.happened(Happened::Cluster(e)),
+            move |why| refused.status.set_access(EVENTS_RESOURCE, why),
         );
         shared
             .tasks

@@ -50,7 +50,6 @@ impl Tasks {
         }
     }
 
-    /// Starts `task` as one of the copy's tasks, named `name` in what is said of its failure.
     pub fn spawn<F>(&self, name: impl Into<String>, lifetime: Lifetime, task: F) -> AbortHandle
     where
         F: Future<Output = ()> + Send + 'static,
@@ -217,7 +216,6 @@ mod tests {
         }
     }
 
-    /// The next task's end, as what is said of its failure (`None`: none).
     async fn next_failure(tasks: &Tasks) -> Option<String> {
         let (_, end) = tasks.next_end().await.expect("an end");
         judge(end, false).map(|f| f.to_string())
