@@ -662,18 +662,14 @@ async fn answers(shared: &Shared, what: &str) -> bool {
         return false;
     }
     let asked = tokio::time::timeout(Duration::from_secs(5), shared.client.apiserver_version());
-    match asked.await {
-        Ok(Ok(_)) => true,
-        Ok(Err(e)) if status_code(&e).is_some() => true,
-        Ok(Err(e)) => {
-            shared.outage.failed(what, &describe(&e));
-            false
-        }
-        Err(_) => {
-            shared.outage.failed(what, "no answer within 5s");
-            false
-        }
-    }
+    let failure = match asked.await {
+        Ok(Ok(_)) => return true,
+        Ok(Err(e)) if status_code(&e).is_some() => return true,
+        Ok(Err(e)) => describe(&e),
+        Err(_) => "no answer within 5s".into(),
+    };
+    shared.outage.failed(what, &failure);
+    false
 }
 
 /// Follows a Lease this copy does not compete for (read-only views) by watching it, so a
