@@ -360,12 +360,12 @@ pub async fn run(
         failing_since: None,
         standing_by: None,
     };
-    let timing = campaign.me.timing;
+    let (timing, fence) = (campaign.me.timing, &shared.leadership.fence);
     loop {
         // A deadline passed while leading (paused, or renewals failed for too long): nothing
         // decided before counts. Checked before asking the server, so even a renewal that
         // succeeds now starts from fresh lists.
-        if shared.leadership.fence.expired() {
+        if fence.expired() {
             campaign.lose("the renew deadline passed (this copy was paused, or could not renew)");
         }
         let sent = mono_now();
@@ -373,11 +373,7 @@ pub async fn run(
         // Bounded as client-go bounds it: the holder's attempt by what is left of its fence (an
         // answer after that confirms nothing), any other by the renew deadline. A renewal nobody
         // answers ends here: the holder stops leading when its fence closes.
-        let bound = shared
-            .leadership
-            .fence
-            .remaining()
-            .unwrap_or(timing.renew_deadline);
+        let bound = fence.remaining().unwrap_or(timing.renew_deadline);
         let published = LeaderHealth {
             pod: campaign.me.pod.clone(),
             queue: shared.queue.len(),
@@ -412,7 +408,7 @@ pub async fn run(
         }
     }
     // The last outcomes are this holder's to report, before another copy may take over.
-    if shared.leadership.fence.may_write() {
+    if fence.may_write() {
         shared.recorder.flush().await;
     }
     campaign.release().await;
@@ -562,9 +558,9 @@ impl Campaign {
         shared.leadership.fence.revoke();
         let held = shared.leadership.set_leading(false);
         shared.metrics.set_leader(false);
-        let lease = &self.lease.name;
+        let (lease, name) = (&self.lease.name, &self.me.name);
         let release = async {
-            let Some(mut next) = self.api.get_opt(&self.me.name).await? else {
+            let Some(mut next) = self.api.get_opt(name).await? else {
                 return Ok(());
             };
             if holder_of(&next).as_deref() != Some(self.me.identity.as_str()) {
@@ -579,10 +575,7 @@ impl Campaign {
                 a.remove(ANSWERS_ANNOTATION);
             }
             let pp = PostParams::default();
-            self.api
-                .replace(&self.me.name, &pp, &next)
-                .await
-                .map(|_| ())
+            self.api.replace(name, &pp, &next).await.map(|_| ())
         };
         match release.await {
             Ok(()) if held => tracing::info!("released Lease {lease}"),
@@ -701,9 +694,7 @@ pub async fn watch_holder(
             .as_ref()
             .filter(|_| !blind)
             .and_then(|(l, at)| next_judgement(l, *at, default));
-        let wait = next
-            .map(|t| t.saturating_sub(mono_now()))
-            .unwrap_or_default();
+        let wait = next.unwrap_or_default().saturating_sub(mono_now());
         let item = tokio::select! {
             () = super::status::changed(&mut retry) => {
                 stream = crate::cluster::watch::object(api.clone(), &name, what.clone());
