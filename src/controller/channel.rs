@@ -16,14 +16,16 @@
 //! Every text that crossed the cluster (`by`, a template name, a summary, an error) is escaped
 //! ([`crate::text::printable`]) before it reaches a log line, a terminal or an outcome.
 
-use super::state::{Command, RequestOutcome};
+use super::state::{Command, EventVerb, RequestOutcome};
 use super::{Error, RequestError};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
+use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::hash::{BuildHasher, BuildHasherDefault};
 use std::time::{Duration, Instant};
 
 /// A request older than this (its `requestedAt`, by the holder's clock) is ignored and
@@ -32,26 +34,23 @@ use std::time::{Duration, Instant};
 pub const MAX_AGE: Duration = Duration::from_secs(120);
 /// A request dated further ahead than this is ignored and removed (clocks differ by less).
 pub const MAX_SKEW: Duration = Duration::from_secs(60);
-/// The largest entry read (a request is ~150 bytes).
+/// A request is ~150 bytes.
 pub const MAX_ENTRY_BYTES: usize = 1024;
-/// Requests waiting to be handled, at most; the rest are removed unread.
+/// Requests waiting, at most; the rest are removed unread.
 pub const MAX_HELD: usize = 64;
-/// Commands handled at once, at most (each enqueues its keys and waits for them).
+/// Commands handled at once (each enqueues its keys and waits for them).
 pub const MAX_RUNNING: usize = 4;
-/// The ConfigMap is written at most this often (one merge patch removes what was read).
+/// One merge patch removes what was read.
 pub const PRUNE_EVERY: Duration = Duration::from_secs(1);
-/// Request ids whose answers the Lease carries, at most.
+/// Request ids the Lease carries answers for, at most.
 pub const PUBLISHED_IDS: usize = 32;
-/// Request ids one answer carries, at most: a flood coalesced into one run cannot push every
-/// other answer out of the Lease.
+/// A flood coalesced into one run cannot push every other answer out of the Lease.
 pub const IDS_PER_ANSWER: usize = 8;
-/// Unknown commands answered (with an error) per reading of the ConfigMap; the rest ignored.
+/// Unknown commands answered (with an error) per reading; the rest ignored.
 pub const REFUSED_PER_READ: usize = 4;
-/// How long an answer stays in the Lease.
 pub const KEEP_PUBLISHED: Duration = Duration::from_secs(120);
-/// Longest text of an answer (summary, error) published.
+/// Of an answer's summary or error.
 const MAX_TEXT: usize = 400;
-/// The Lease annotation the holder answers in.
 pub const ANSWERS_ANNOTATION: &str = "kubectl-vap.io/answers";
 /// How long an asker waits for its answer: the holder's own deadline for a request, and
 /// time for the answer to ride on a renewal.
@@ -59,7 +58,6 @@ pub const ASK_TIMEOUT: Duration = Duration::from_secs(75);
 
 const REQUEST: &str = "request.";
 
-/// The requests ConfigMap of Lease `lease`.
 pub fn configmap_name(lease: &str) -> String {
     format!("{lease}-requests")
 }
@@ -84,10 +82,10 @@ pub struct Asked {
 
 impl Asked {
     pub fn new(command: &Command, by: &str) -> Self {
-        let (command, template) = wire(command);
+        let (verb, template) = wire(command);
         Asked {
-            command: command.into(),
-            template,
+            command: verb.as_str().into(),
+            template: template.map(Into::into),
             by: by.into(),
             requested_at: now_text(),
         }
@@ -117,18 +115,23 @@ fn is_object_name(s: &str) -> bool {
         && edge(s.chars().last())
 }
 
-/// Now, as requests and answers carry it.
 fn now_text() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
-/// How a command is written: its name and template.
-fn wire(command: &Command) -> (&'static str, Option<String>) {
+/// A command's verb (its name on the wire) and template.
+pub fn wire(command: &Command) -> (EventVerb, Option<&str>) {
     match command {
-        Command::Replay(t) => ("replay", Some(t.clone())),
-        Command::Reconcile(t) => ("reconcile", Some(t.clone())),
-        Command::ReconcileAll => ("reconcile-all", None),
+        Command::Replay(t) => (EventVerb::Replay, Some(t)),
+        Command::Reconcile(t) => (EventVerb::Reconcile, Some(t)),
+        Command::ReconcileAll => (EventVerb::ReconcileAll, None),
     }
+}
+
+/// A command as a log line or an error says it (its template escaped).
+pub fn said_command(name: &str, template: Option<&str>) -> String {
+    let s = said(&format!("{name} {}", template.unwrap_or_default()), 300);
+    s.trim_end().to_string()
 }
 
 /// An answer as the Lease carries it: for every request id it answers, what was done.
@@ -150,13 +153,12 @@ pub struct Published {
 }
 
 impl Published {
-    /// The answer to `ids`, which asked `command`, from what handling it gave.
     pub fn of(ids: Vec<String>, command: &Command, result: &Result<RequestOutcome, Error>) -> Self {
-        let (name, template) = wire(command);
+        let (verb, template) = wire(command);
         let base = Published {
             ids,
-            command: name.into(),
-            template,
+            command: verb.as_str().into(),
+            template: template.map(Into::into),
             handled_at: now_text(),
             ..Default::default()
         };
@@ -198,9 +200,8 @@ pub struct Answers {
 }
 
 impl Answers {
-    /// Publishes `answer` with the next renewal (the oldest make room).
-    pub fn publish(&self, answer: Published) {
-        let mut answer = answer;
+    /// Published with the next renewal (the oldest make room).
+    pub fn publish(&self, mut answer: Published) {
         answer.ids.truncate(IDS_PER_ANSWER);
         let mut a = self.published.lock();
         a.push_front((Instant::now(), answer));
@@ -214,7 +215,6 @@ impl Answers {
         a.retain(|(_, p)| !p.ids.is_empty());
     }
 
-    /// The annotation's value, or `None` when there is nothing to publish.
     pub fn annotation(&self) -> Option<String> {
         let mut a = self.published.lock();
         a.retain(|(at, _)| at.elapsed() < KEEP_PUBLISHED);
@@ -236,11 +236,7 @@ impl Answers {
     /// had not yet removed from the ConfigMap (it stopped within [`PRUNE_EVERY`]) is not
     /// carried out a second time.
     pub fn took_over(&self, raw: Option<&str>) {
-        let ids = raw
-            .and_then(|r| serde_json::from_str::<Vec<Published>>(r).ok())
-            .into_iter()
-            .flatten()
-            .flat_map(|p| p.ids);
+        let ids = raw.into_iter().flat_map(answers).flat_map(|p| p.ids);
         let mut before = self.before.lock();
         before.clear();
         before.extend(ids);
@@ -252,11 +248,16 @@ impl Answers {
     }
 }
 
-/// The answer for request `id` the Lease `l` carries, if any.
+/// The answers annotation `raw` (none if it does not parse).
+fn answers(raw: &str) -> Vec<Published> {
+    serde_json::from_str(raw).unwrap_or_default()
+}
+
 pub fn answer_in(l: &Lease, id: &str) -> Option<Published> {
     let raw = l.metadata.annotations.as_ref()?.get(ANSWERS_ANNOTATION)?;
-    let list: Vec<Published> = serde_json::from_str(raw).ok()?;
-    list.into_iter().find(|p| p.ids.iter().any(|i| i == id))
+    answers(raw)
+        .into_iter()
+        .find(|p| p.ids.iter().any(|i| i == id))
 }
 
 // ---- the holder's desk ----
@@ -288,7 +289,6 @@ pub struct Desk {
     /// Entries already read (key and a digest of the value): read once, until removed.
     read: HashMap<String, u64>,
     waiting: VecDeque<Batch>,
-    /// Entries to remove with the next patch.
     prune: BTreeSet<String>,
     /// Answers to publish at once (refused requests).
     refused: Vec<Published>,
@@ -296,13 +296,6 @@ pub struct Desk {
     ignored: BTreeMap<&'static str, usize>,
     /// Request ids the previous holder answered ([`Answers::took_over`]).
     answered: BTreeSet<String>,
-}
-
-fn digest(s: &str) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    s.hash(&mut h);
-    h.finish()
 }
 
 impl Desk {
@@ -321,7 +314,7 @@ impl Desk {
         // Forget what is gone from the ConfigMap (removed): a new entry of that key is new.
         self.read.retain(|k, _| data.contains_key(k));
         for (key, value) in data {
-            let d = digest(value);
+            let d = BuildHasherDefault::<DefaultHasher>::default().hash_one(value);
             if self.read.insert(key.clone(), d) == Some(d) {
                 continue;
             }
@@ -373,15 +366,10 @@ impl Desk {
         if self.answered.contains(id) {
             return Err("answered by the previous holder");
         }
-        if self.held() >= MAX_HELD {
+        if self.waiting.iter().map(|b| b.asked.len()).sum::<usize>() >= MAX_HELD {
             return Err("beyond 64 waiting");
         }
         Ok((id.to_string(), asked))
-    }
-
-    /// Requests waiting.
-    pub fn held(&self) -> usize {
-        self.waiting.iter().map(|b| b.asked.len()).sum()
     }
 
     fn wait(&mut self, id: String, asked: &Asked, command: Command) {
@@ -395,23 +383,21 @@ impl Desk {
         }
     }
 
-    /// The next batch to handle, if any waits.
     pub fn next(&mut self) -> Option<Batch> {
         self.waiting.pop_front()
     }
 
-    /// Answers to publish now (refused requests).
+    /// Answers to publish now.
     pub fn refused(&mut self) -> Vec<Published> {
         std::mem::take(&mut self.refused)
     }
 
-    /// What to remove with the next patch (taken out: put back with [`Desk::unpruned`] if
-    /// the patch fails).
+    /// Put back with [`Desk::unpruned`] if the patch fails.
     pub fn take_prune(&mut self) -> BTreeSet<String> {
         std::mem::take(&mut self.prune)
     }
 
-    /// A patch failed: remove these next time.
+    /// A patch failed.
     pub fn unpruned(&mut self, keys: BTreeSet<String>) {
         self.prune.extend(keys);
     }
@@ -431,7 +417,6 @@ impl Desk {
     }
 }
 
-/// The merge patch that removes `keys` from the ConfigMap's data.
 pub fn prune_patch(keys: &BTreeSet<String>) -> serde_json::Value {
     let data: serde_json::Map<String, serde_json::Value> = keys
         .iter()
@@ -473,15 +458,11 @@ fn outcome_of(
     command: &Command,
     holder: &str,
 ) -> Result<RequestOutcome, RequestError> {
-    let (name, template) = wire(command);
-    if p.command != name || p.template != template {
-        let text = |c: &str, t: Option<String>| {
-            let s = said(&format!("{c} {}", t.unwrap_or_default()), 300);
-            s.trim_end().to_string()
-        };
+    let (verb, template) = wire(command);
+    if p.command != verb.as_str() || p.template.as_deref() != template {
         return Err(RequestError::NotOurs {
-            asked: text(name, template),
-            answered: text(&p.command, p.template),
+            asked: said_command(verb.as_str(), template),
+            answered: said_command(&p.command, p.template.as_deref()),
         });
     }
     let holder = said(holder, 253);
@@ -559,17 +540,6 @@ pub async fn ensure_configmap(client: &kube::Client, namespace: &str, lease: &st
     use kube::api::PostParams;
     let name = configmap_name(lease);
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
-    match api.get_opt(&name).await {
-        Ok(Some(_)) => return,
-        Ok(None) => {}
-        Err(e) => {
-            tracing::warn!(
-                "{}; requests from other copies cannot reach this one",
-                request_error("reading", namespace, &name, e)
-            );
-            return;
-        }
-    }
     let cm = ConfigMap {
         metadata: ObjectMeta {
             name: Some(name.clone()),
@@ -581,14 +551,22 @@ pub async fn ensure_configmap(client: &kube::Client, namespace: &str, lease: &st
         },
         ..ConfigMap::default()
     };
-    match api.create(&PostParams::default(), &cm).await {
+    let created = match api.get_opt(&name).await {
+        Ok(Some(_)) => return,
+        Ok(None) => api
+            .create(&PostParams::default(), &cm)
+            .await
+            .map_err(|e| ("creating", e)),
+        Err(e) => Err(("reading", e)),
+    };
+    match created {
         Ok(_) => {
             tracing::info!("created ConfigMap {namespace}/{name} for requests from other copies")
         }
-        Err(e) if crate::cluster::status_code(&e) == Some(409) => {}
-        Err(e) => tracing::warn!(
+        Err(("creating", e)) if crate::cluster::status_code(&e) == Some(409) => {}
+        Err((doing, e)) => tracing::warn!(
             "{}; requests from other copies cannot reach this one",
-            request_error("creating", namespace, &name, e)
+            request_error(doing, namespace, &name, e)
         ),
     }
 }
@@ -601,12 +579,15 @@ mod tests {
         (wall - chrono::Duration::seconds(ago)).to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
     }
 
+    fn json(a: &Asked) -> String {
+        serde_json::to_string(a).unwrap_or_default()
+    }
+
     fn asked(command: &Command, by: &str, requested_at: String) -> String {
-        serde_json::to_string(&Asked {
+        json(&Asked {
             requested_at,
             ..Asked::new(command, by)
         })
-        .unwrap_or_default()
     }
 
     /// 500 reconcile-all requests in one patch are one batch of 64 (the rest removed unread),
@@ -614,27 +595,23 @@ mod tests {
     #[test]
     fn a_flood_is_bounded_coalesced_and_removed_in_one_patch() {
         let wall = chrono::Utc::now();
-        let mut data = BTreeMap::new();
-        for i in 0..500 {
-            data.insert(
-                format!("request.flood{i:03}"),
-                asked(&Command::ReconcileAll, "mallory", at(wall, 1)),
-            );
-        }
-        data.insert("request.junk".into(), "{".into());
-        data.insert(
-            "request.old".into(),
-            asked(&Command::ReconcileAll, "x", at(wall, 24 * 60)),
-        );
-        data.insert(
-            "request.ahead".into(),
-            asked(&Command::ReconcileAll, "x", at(wall, -3600)),
-        );
-        data.insert(
-            "request.big".into(),
-            asked(&Command::ReconcileAll, &"x".repeat(2000), at(wall, 1)),
-        );
-        data.insert("result.forged".into(), "{}".into());
+        let all = Command::ReconcileAll;
+        let mut data: BTreeMap<_, _> = (0..500)
+            .map(|i| {
+                (
+                    format!("request.flood{i:03}"),
+                    asked(&all, "mallory", at(wall, 1)),
+                )
+            })
+            .collect();
+        let big = "x".repeat(2000);
+        data.extend([
+            ("request.junk".into(), "{".into()),
+            ("request.old".into(), asked(&all, "x", at(wall, 24 * 60))),
+            ("request.ahead".into(), asked(&all, "x", at(wall, -3600))),
+            ("request.big".into(), asked(&all, &big, at(wall, 1))),
+            ("result.forged".into(), "{}".into()),
+        ]);
         let mut desk = Desk::default();
         desk.read(&data, wall);
         let batch = desk.next().expect("one batch");
@@ -726,20 +703,17 @@ mod tests {
             "request.a".into(),
             asked(&Command::Replay("k8sx".into()), evil, at(wall, 0)),
         );
-        let mut unknown: Asked =
-            serde_json::from_str(&asked(&Command::ReconcileAll, "m", at(wall, 0))).expect("asked");
-        unknown.command = "rm -rf\u{1b}[2J".into();
-        data.insert(
-            "request.b".into(),
-            serde_json::to_string(&unknown).expect("json"),
-        );
-        let mut template: Asked = unknown.clone();
-        template.command = "replay".into();
-        template.template = Some("Not A Name\u{1b}".into());
-        data.insert(
-            "request.c".into(),
-            serde_json::to_string(&template).expect("json"),
-        );
+        let unknown = Asked {
+            command: "rm -rf\u{1b}[2J".into(),
+            ..Asked::new(&Command::ReconcileAll, "m")
+        };
+        data.insert("request.b".into(), json(&unknown));
+        let template = Asked {
+            command: "replay".into(),
+            template: Some("Not A Name\u{1b}".into()),
+            ..unknown.clone()
+        };
+        data.insert("request.c".into(), json(&template));
         let mut desk = Desk::default();
         desk.read(&data, wall);
         let batch = desk.next().expect("a batch");
@@ -748,13 +722,9 @@ mod tests {
         let refused = desk.refused();
         assert_eq!(refused.len(), 2);
         // A flood of unknown commands: a few answered, the rest ignored and counted.
-        let mut many = BTreeMap::new();
-        for i in 0..10 {
-            many.insert(
-                format!("request.u{i}"),
-                serde_json::to_string(&unknown).expect("json"),
-            );
-        }
+        let many: BTreeMap<_, _> = (0..10)
+            .map(|i| (format!("request.u{i}"), json(&unknown)))
+            .collect();
         let mut flood = Desk::default();
         flood.read(&many, wall);
         assert_eq!(flood.refused().len(), REFUSED_PER_READ);
@@ -779,9 +749,8 @@ mod tests {
             handled_by: "nor this".into(),
             summary: "replayed 2 constraints of template k8sx: 1 write".into(),
             writes: 1,
-            failures: 0,
-            refused: 0,
             keys: 2,
+            ..Default::default()
         };
         let mut ok = Published::of(
             vec!["a".into()],
@@ -839,13 +808,9 @@ mod tests {
     fn published_answers_are_bounded_and_checked_by_the_asker() {
         let answers = Answers::default();
         let outcome = RequestOutcome {
-            id: "early".into(),
-            handled_by: "holder".into(),
             summary: "reconciled everything (3 items): 0 writes".into(),
-            writes: 0,
-            failures: 0,
-            refused: 0,
             keys: 3,
+            ..Default::default()
         };
         let ok = Ok(outcome.clone());
         answers.publish(Published::of(

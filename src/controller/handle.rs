@@ -5,6 +5,7 @@
 
 use super::Error;
 use super::cache::OpinionCache;
+use super::lease::LEASES;
 use super::shared::Shared;
 use super::state::{AccessError, Command, Happened, LiveState, ReconcileEvent, RequestOutcome};
 use super::status::changed;
@@ -67,58 +68,19 @@ pub enum Convergence {
     TimedOut,
 }
 
-use super::lease::LEASES;
-
 /// How long the queue must stay empty to count as idle: a watch event of our own last write,
 /// or a key a list handler is about to queue, may still come.
 const QUIET: Duration = Duration::from_millis(500);
 
-/// Waits until every watch has listed, the stores show every write of this copy (so a
-/// snapshot taken now is what the writes made), and the queue has stayed empty for [`QUIET`]
-/// (every key reconciled, delayed ones included); or `timeout` passes.
-async fn wait_idle(shared: &Shared, timeout: Duration) -> bool {
-    let mut depth = shared.queue.depth();
-    let mut status = shared.status.subscribe();
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        let empty = *depth.borrow_and_update() == 0;
-        // Every watch event touches the status: a store that caught up with a write wakes us.
-        status.borrow_and_update();
-        let unseen = shared.stores.unseen_writes();
-        if empty && shared.status.synced() && unseen == 0 {
-            // Quiet for a moment: no change of the queue in between.
-            match tokio::time::timeout_at(
-                deadline.min(tokio::time::Instant::now() + QUIET),
-                depth.changed(),
-            )
-            .await
-            {
-                Err(_) if tokio::time::Instant::now() < deadline || *depth.borrow() == 0 => {
-                    return *depth.borrow() == 0 && shared.status.synced();
-                }
-                Err(_) => return false,
-                Ok(_) => continue,
-            }
-        }
-        // A store catching up with our writes touches the status; nothing else is waited for.
-        tokio::select! {
-            _ = changed(&mut depth) => {}
-            _ = changed(&mut status) => {}
-            _ = tokio::time::sleep_until(deadline) => return false,
-        }
-    }
-}
 /// How long a store may stay forbidden (or not served) before [`Controller::converged`] gives
 /// up on it: the authorizer's caches take a moment to see a new grant.
 const UNREADABLE_GRACE: Duration = Duration::from_secs(3);
 
 impl Controller {
-    /// This copy's identity in the Lease.
     pub fn identity(&self) -> &str {
         &self.inner.identity
     }
 
-    /// The latest published state.
     pub fn state(&self) -> Arc<LiveState> {
         self.inner.state.borrow().clone()
     }
@@ -234,10 +196,39 @@ impl Controller {
             .collect()
     }
 
-    /// Waits until every watch has listed and the queue has stayed empty for a moment (every
-    /// key reconciled, delayed ones such as the binding wait included), for at most `timeout`.
+    /// Waits until every watch has listed, the stores show every write of this copy (so a
+    /// snapshot taken now is what the writes made), and the queue has stayed empty for `QUIET`
+    /// (every key reconciled, delayed ones included); or `timeout` passes.
     pub async fn idle(&self, timeout: Duration) -> bool {
-        wait_idle(&self.inner.world, timeout).await
+        let shared = &self.inner.world;
+        let mut depth = shared.queue.depth();
+        let mut status = shared.status.subscribe();
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let empty = *depth.borrow_and_update() == 0;
+            status.borrow_and_update();
+            if empty && shared.status.synced() && shared.stores.unseen_writes() == 0 {
+                // Quiet for a moment: no change of the queue in between.
+                match tokio::time::timeout_at(
+                    deadline.min(tokio::time::Instant::now() + QUIET),
+                    depth.changed(),
+                )
+                .await
+                {
+                    Err(_) if tokio::time::Instant::now() < deadline || *depth.borrow() == 0 => {
+                        return *depth.borrow() == 0 && shared.status.synced();
+                    }
+                    Err(_) => return false,
+                    Ok(_) => continue,
+                }
+            }
+            // Every watch event touches the status: a store that caught up with a write wakes us.
+            tokio::select! {
+                _ = changed(&mut depth) => {}
+                _ = changed(&mut status) => {}
+                _ = tokio::time::sleep_until(deadline) => return false,
+            }
+        }
     }
 
     /// Waits for convergence: idle with every store known. Gives up early when a write was
@@ -248,7 +239,7 @@ impl Controller {
         let mut unreadable_since: Option<tokio::time::Instant> = None;
         loop {
             let slice = Duration::from_secs(1).min(deadline - tokio::time::Instant::now());
-            let idle = wait_idle(world, slice).await;
+            let idle = self.idle(slice).await;
             let unknown = world.unknown_stores();
             if idle && unknown.is_empty() {
                 return Convergence::Idle;
@@ -289,12 +280,10 @@ impl Controller {
         self.inner.world.metrics.render()
     }
 
-    /// Everything this copy cannot read now.
     pub fn access_errors(&self) -> Vec<AccessError> {
         self.inner.world.status.access_errors()
     }
 
-    /// The constraint kinds this copy watches.
     pub fn watched_kinds(&self) -> Vec<String> {
         self.inner.world.stores.watched_kinds()
     }
@@ -315,7 +304,6 @@ impl Controller {
         self.inner.cache.get(kind)
     }
 
-    /// The stores as a snapshot, now.
     pub fn snapshot(&self) -> Snapshot {
         self.inner.world.snapshot()
     }
@@ -342,17 +330,16 @@ impl Controller {
     /// [`Controller::STOP_WAIT`] for the release; calling it again (or on another clone)
     /// returns at once. After a task failed, its failure ([`Error::TaskFailed`]).
     pub async fn stop(&self) -> Result<(), Error> {
-        let timeout = Self::STOP_WAIT;
         self.inner.stop.cancel();
         let join = self.inner.join.lock().take();
         let Some(join) = join else {
             return Ok(());
         };
-        match tokio::time::timeout(timeout, join).await {
+        match tokio::time::timeout(Self::STOP_WAIT, join).await {
             Ok(Ok(result)) => result,
             Ok(Err(e)) => Err(Error::Task(e)),
             Err(_) => Err(Error::NotReleased {
-                secs: timeout.as_secs(),
+                secs: Self::STOP_WAIT.as_secs(),
             }),
         }
     }

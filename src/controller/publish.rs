@@ -9,7 +9,6 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 
-/// Bursts of changes are published once per this interval at most.
 const COALESCE: Duration = Duration::from_millis(250);
 /// Readiness, the overlay sweep and the connection are looked at this often anyway.
 const TICK: Duration = Duration::from_secs(1);
@@ -32,18 +31,14 @@ fn connection(shared: &Shared) -> Connection {
     }
 }
 
-/// Keeps `/readyz` true: ready only while every store is listed and watched (a copy that
-/// cannot read something decides nothing that rests on it, and says so).
+/// Keeps `/readyz` true, every reason to be unready said: a copy whose Lease requests fail or
+/// go unanswered cannot lead, nor tell who does; on a store it cannot read, nothing is decided.
 fn readiness(shared: &Shared) {
-    // Everything that keeps it unready, each said: a copy whose Lease requests fail or go
-    // unanswered cannot lead, nor tell who does; a store it cannot read, nothing resting on
-    // it is decided.
     let lease = shared.status.access_error(super::lease::LEASES);
-    let unknown = shared.unknown_stores();
     let reasons: Vec<String> = lease
         .map(|l| l.message)
         .into_iter()
-        .chain(unknown.into_iter().map(|(_, why)| why))
+        .chain(shared.unknown_stores().into_iter().map(|(_, why)| why))
         .collect();
     shared.metrics.set_ready(if !reasons.is_empty() {
         Err(reasons.join("\n"))

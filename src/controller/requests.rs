@@ -14,8 +14,6 @@ use tokio::sync::oneshot;
 /// How long a request waits for its keys before it reports what it has.
 pub const REQUEST_DEADLINE: Duration = Duration::from_secs(60);
 
-// ---- requests handled here ----
-
 struct Pending {
     begun: Instant,
     /// Keys not reconciled since the request came in.
@@ -94,23 +92,17 @@ impl Tracker {
             }
             p.writes += writes;
             p.failures += failures;
-            match outcome {
-                Outcome::Retry(_) | Outcome::Forbidden(_) => {
-                    p.retrying.insert(key.clone());
-                }
-                Outcome::RequeueAfter(_) => {
-                    p.retrying.remove(key);
-                    p.waiting.insert(key.clone());
-                }
-                Outcome::Refused(_) => {
-                    p.retrying.remove(key);
-                    p.refused.insert(key.clone());
-                }
-                Outcome::Done | Outcome::Unknown(_) => {
-                    p.retrying.remove(key);
-                }
-            }
             p.left.remove(key);
+            p.retrying.remove(key);
+            let into = match outcome {
+                Outcome::Retry(_) | Outcome::Forbidden(_) => Some(&mut p.retrying),
+                Outcome::RequeueAfter(_) => Some(&mut p.waiting),
+                Outcome::Refused(_) => Some(&mut p.refused),
+                Outcome::Done | Outcome::Unknown(_) => None,
+            };
+            if let Some(into) = into {
+                into.insert(key.clone());
+            }
             p.left.is_empty() && p.retrying.is_empty()
         });
         done.for_each(Pending::finish);
@@ -146,8 +138,8 @@ impl Pending {
 /// 3 waiting (binding wait)". A request that wrote nothing because its writes were refused
 /// never reads "0 writes".
 pub fn summary(command: &Command, t: &Tallied) -> String {
-    let (total, writes, failures, refused) = (t.keys, t.writes, t.failures, t.refused);
-    let plural = |n: usize, one: &str, many: &str| {
+    let (total, refused) = (t.keys as u64, t.refused as u64);
+    let plural = |n: u64, one: &str, many: &str| {
         if n == 1 {
             format!("1 {one}")
         } else {
@@ -168,12 +160,8 @@ pub fn summary(command: &Command, t: &Tallied) -> String {
         }
     };
     let mut parts = Vec::new();
-    if writes > 0 || (failures == 0 && refused == 0) {
-        parts.push(plural(
-            usize::try_from(writes).unwrap_or(usize::MAX),
-            "write",
-            "writes",
-        ));
+    if t.writes > 0 || (t.failures == 0 && refused == 0) {
+        parts.push(plural(t.writes, "write", "writes"));
     }
     // A refused key refused one write (a refusal ends its reconcile); the other failed
     // writes beside them.
@@ -183,7 +171,7 @@ pub fn summary(command: &Command, t: &Tallied) -> String {
             plural(refused, "write", "writes")
         ));
     }
-    let other = failures.saturating_sub(refused as u64);
+    let other = t.failures.saturating_sub(refused);
     if other > 0 {
         parts.push(format!("{other} failed"));
     }
