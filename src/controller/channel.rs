@@ -106,13 +106,11 @@ impl Asked {
 /// Whether `s` can be the name of a cluster-scoped object (a DNS-1123 subdomain): what a
 /// template name must be. Anything else is not looked up, nor logged as a name.
 fn is_object_name(s: &str) -> bool {
-    let edge = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
-    !s.is_empty()
-        && s.len() <= 253
-        && s.chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
-        && edge(s.chars().next())
-        && edge(s.chars().last())
+    let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    s.len() <= 253
+        && s.chars().all(|c| alnum(c) || c == '-' || c == '.')
+        && s.starts_with(alnum)
+        && s.ends_with(alnum)
 }
 
 fn now_text() -> String {
@@ -236,7 +234,11 @@ impl Answers {
     /// had not yet removed from the ConfigMap (it stopped within [`PRUNE_EVERY`]) is not
     /// carried out a second time.
     pub fn took_over(&self, raw: Option<&str>) {
-        let ids = raw.into_iter().flat_map(answers).flat_map(|p| p.ids);
+        let ids = raw
+            .and_then(|r| serde_json::from_str::<Vec<Published>>(r).ok())
+            .into_iter()
+            .flatten()
+            .flat_map(|p| p.ids);
         let mut before = self.before.lock();
         before.clear();
         before.extend(ids);
@@ -248,16 +250,10 @@ impl Answers {
     }
 }
 
-/// The answers annotation `raw` (none if it does not parse).
-fn answers(raw: &str) -> Vec<Published> {
-    serde_json::from_str(raw).unwrap_or_default()
-}
-
 pub fn answer_in(l: &Lease, id: &str) -> Option<Published> {
     let raw = l.metadata.annotations.as_ref()?.get(ANSWERS_ANNOTATION)?;
-    answers(raw)
-        .into_iter()
-        .find(|p| p.ids.iter().any(|i| i == id))
+    let list: Vec<Published> = serde_json::from_str(raw).ok()?;
+    list.into_iter().find(|p| p.ids.iter().any(|i| i == id))
 }
 
 // ---- the holder's desk ----
@@ -407,13 +403,11 @@ impl Desk {
     pub fn ignored(&mut self) -> Option<String> {
         let mut ignored: Vec<_> = std::mem::take(&mut self.ignored).into_iter().collect();
         ignored.sort_by_key(|(why, _)| IGNORED.iter().position(|w| w == why));
-        (!ignored.is_empty()).then(|| {
-            ignored
-                .iter()
-                .map(|(why, n)| format!("{n} {why}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        })
+        let said: Vec<_> = ignored
+            .iter()
+            .map(|(why, n)| format!("{n} {why}"))
+            .collect();
+        (!said.is_empty()).then(|| said.join(", "))
     }
 }
 
@@ -579,6 +573,10 @@ mod tests {
         (wall - chrono::Duration::seconds(ago)).to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
     }
 
+    fn replay() -> Command {
+        Command::Replay("k8sx".into())
+    }
+
     fn json(a: &Asked) -> String {
         serde_json::to_string(a).unwrap_or_default()
     }
@@ -596,13 +594,9 @@ mod tests {
     fn a_flood_is_bounded_coalesced_and_removed_in_one_patch() {
         let wall = chrono::Utc::now();
         let all = Command::ReconcileAll;
+        let flood = asked(&all, "mallory", at(wall, 1));
         let mut data: BTreeMap<_, _> = (0..500)
-            .map(|i| {
-                (
-                    format!("request.flood{i:03}"),
-                    asked(&all, "mallory", at(wall, 1)),
-                )
-            })
+            .map(|i| (format!("request.flood{i:03}"), flood.clone()))
             .collect();
         let big = "x".repeat(2000);
         data.extend([
@@ -636,13 +630,10 @@ mod tests {
         // A new value under a read key is a new entry.
         data.insert(
             "request.flood000".into(),
-            asked(&Command::Replay("k8sx".into()), "alice", at(wall, 0)),
+            asked(&replay(), "alice", at(wall, 0)),
         );
         desk.read(&data, wall);
-        assert_eq!(
-            desk.next().map(|b| b.command),
-            Some(Command::Replay("k8sx".into()))
-        );
+        assert_eq!(desk.next().map(|b| b.command), Some(replay()));
     }
 
     /// A holder that answered a request and stopped before removing it from the ConfigMap:
@@ -652,17 +643,13 @@ mod tests {
     #[test]
     fn a_request_the_previous_holder_answered_is_not_handled_again() {
         let wall = chrono::Utc::now();
-        let mut data = BTreeMap::new();
-        for id in ["done", "new"] {
-            data.insert(
-                format!("request.{id}"),
-                asked(&Command::Replay("k8sx".into()), "alice", at(wall, 1)),
-            );
-        }
+        let request = asked(&replay(), "alice", at(wall, 1));
+        let data =
+            BTreeMap::from(["done", "new"].map(|id| (format!("request.{id}"), request.clone())));
         let previous = Answers::default();
         previous.publish(Published::of(
             vec!["done".into()],
-            &Command::Replay("k8sx".into()),
+            &replay(),
             &Err(Error::Stopped),
         ));
         let ours = Answers::default();
@@ -670,14 +657,7 @@ mod tests {
         let mut desk = Desk::after(ours.answered_before());
         desk.read(&data, wall);
         let batch = desk.next().expect("the new request");
-        assert_eq!(
-            batch
-                .asked
-                .iter()
-                .map(|(id, _)| id.as_str())
-                .collect::<Vec<_>>(),
-            ["new"]
-        );
+        assert_eq!((batch.asked.len(), batch.asked[0].0.as_str()), (1, "new"));
         assert!(desk.next().is_none());
         assert_eq!(desk.take_prune().len(), 2, "both removed");
         assert_eq!(
@@ -697,23 +677,21 @@ mod tests {
     #[test]
     fn what_a_request_says_is_escaped_and_an_unknown_command_refused() {
         let wall = chrono::Utc::now();
-        let mut data = BTreeMap::new();
         let evil = "x\n2026-01-01T00:00:00Z  INFO forged\u{1b}]0;owned\u{7}\u{1b}[2J";
-        data.insert(
-            "request.a".into(),
-            asked(&Command::Replay("k8sx".into()), evil, at(wall, 0)),
-        );
         let unknown = Asked {
             command: "rm -rf\u{1b}[2J".into(),
             ..Asked::new(&Command::ReconcileAll, "m")
         };
-        data.insert("request.b".into(), json(&unknown));
         let template = Asked {
             command: "replay".into(),
             template: Some("Not A Name\u{1b}".into()),
             ..unknown.clone()
         };
-        data.insert("request.c".into(), json(&template));
+        let data = BTreeMap::from([
+            ("request.a".into(), asked(&replay(), evil, at(wall, 0))),
+            ("request.b".into(), json(&unknown)),
+            ("request.c".into(), json(&template)),
+        ]);
         let mut desk = Desk::default();
         desk.read(&data, wall);
         let batch = desk.next().expect("a batch");
@@ -752,11 +730,7 @@ mod tests {
             keys: 2,
             ..Default::default()
         };
-        let mut ok = Published::of(
-            vec!["a".into()],
-            &Command::Replay("k8sx".into()),
-            &Ok(outcome.clone()),
-        );
+        let mut ok = Published::of(vec!["a".into()], &replay(), &Ok(outcome.clone()));
         ok.handled_at = "2026-01-01T00:00:00Z".into();
         let mut failed = Published::of(
             vec!["b".into()],
@@ -768,8 +742,7 @@ mod tests {
         let old = r#"[{"ids":["a"],"command":"replay","template":"k8sx","handledAt":"2026-01-01T00:00:00Z","summary":"replayed 2 constraints of template k8sx: 1 write","writes":1,"failures":0,"refused":0,"keys":2},{"ids":["b"],"command":"reconcile-all","handledAt":"2026-01-01T00:00:00Z","summary":"","writes":0,"failures":0,"refused":0,"keys":0,"error":"the reconciler has stopped"}]"#;
         assert_eq!(json, old);
         let read: Vec<Published> = serde_json::from_str(&json).expect("reads");
-        let o =
-            outcome_of(read[0].clone(), "a", &Command::Replay("k8sx".into()), "h").expect("ours");
+        let o = outcome_of(read[0].clone(), "a", &replay(), "h").expect("ours");
         assert_eq!(
             o,
             RequestOutcome {
@@ -824,7 +797,7 @@ mod tests {
         }
         answers.publish(Published::of(
             vec!["mine".into()],
-            &Command::Replay("k8sx".into()),
+            &replay(),
             &Ok(RequestOutcome {
                 summary: "replayed 1 constraint\u{1b}[2J".into(),
                 ..outcome
@@ -842,13 +815,7 @@ mod tests {
         let mut lease = Lease::default();
         lease.metadata.annotations = Some(BTreeMap::from([(ANSWERS_ANNOTATION.into(), raw)]));
         let mine = answer_in(&lease, "mine").expect("answered");
-        let o = outcome_of(
-            mine.clone(),
-            "mine",
-            &Command::Replay("k8sx".into()),
-            "holder\u{1b}",
-        )
-        .expect("ours");
+        let o = outcome_of(mine.clone(), "mine", &replay(), "holder\u{1b}").expect("ours");
         assert!(!o.summary.contains('\u{1b}') && !o.handled_by.contains('\u{1b}'));
         // Our id, another command: someone overwrote our request.
         assert!(matches!(
