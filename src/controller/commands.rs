@@ -88,7 +88,7 @@ pub async fn handle_here(
             ObjectRef::new("", "All", "*"),
         ),
     };
-    let keys = match keys_of(shared, &command) {
+    let mut keys = match keys_of(shared, &command) {
         Ok(keys) => keys,
         Err(e) => {
             shared.status.log(
@@ -101,10 +101,7 @@ pub async fn handle_here(
         }
     };
     // Scoped copies (a one-shot of one template) leave other keys alone: not waited for.
-    let keys: Vec<Key> = keys
-        .into_iter()
-        .filter(|k| shared.queue.scope().contains(k))
-        .collect();
+    keys.retain(|k| shared.queue.scope().contains(k));
     let outcome = shared.tracker.begin(&keys);
     for k in keys {
         shared.queue.enqueue(k);
@@ -203,10 +200,8 @@ pub async fn handle(
     }
 }
 
-/// The holder's side of the requests channel (`channel.rs`): while this copy leads, the
-/// requests written into the ConfigMap are read once each, bounded and coalesced by the
-/// [`Desk`], handled here at most [`MAX_RUNNING`] commands at once, answered in the Lease, and
-/// removed from the ConfigMap with one fenced merge patch per [`PRUNE_EVERY`] at most.
+/// The holder's side of the requests channel (`channel.rs`): requests handled at most
+/// [`MAX_RUNNING`] commands at once, removed with one fenced patch per [`PRUNE_EVERY`] at most.
 pub async fn serve(shared: Arc<Shared>, route: Route) {
     use futures::StreamExt;
     let name = channel::configmap_name(&route.lease_name);
@@ -278,19 +273,15 @@ fn rethrow(end: Result<(), tokio::task::JoinError>) {
 async fn handle_batch(shared: Arc<Shared>, route: Route, batch: Batch) {
     let Batch { command, asked } = batch;
     let (verb, template) = channel::wire(&command);
-    let first = asked
-        .first()
-        .map(|(id, by)| format!("request {id}, asked by {by}"))
-        .unwrap_or_default();
+    // The Event and the log line carry the first request's id (a batch has one at least):
+    // that asker pairs the answer with the Event; a coalesced asker sees both.
+    let (id, by) = asked.first().cloned().unwrap_or_default();
     tracing::info!(
-        "handling {} for {} request(s) ({first}{})",
+        "handling {} for {} request(s) (request {id}, asked by {by}{})",
         channel::said_command(verb.as_str(), template),
         asked.len(),
         if asked.len() > 1 { ", and others" } else { "" }
     );
-    // The Event and the log line carry the first request's id: that asker pairs the answer
-    // with the Event; a coalesced asker sees both (the same outcome, said twice).
-    let id = asked.first().map(|(id, _)| id.clone()).unwrap_or_default();
     let result = handle_here(&shared, &route, &id, command.clone()).await;
     if !shared.leadership.fence.may_write() {
         tracing::info!(

@@ -125,8 +125,8 @@ impl Controller {
                 return Ok(());
             }
             status.borrow_and_update();
-            let current = state.borrow_and_update().clone();
-            if !current.lease.participating {
+            let lease = state.borrow_and_update().lease.clone();
+            if !lease.participating {
                 return Err(NotLeading::NotParticipating);
             }
             let now = tokio::time::Instant::now();
@@ -136,26 +136,17 @@ impl Controller {
                 return Err(NotLeading::LeaseUnusable(e));
             }
             if now >= deadline {
-                return Err(NotLeading::HeldBy(
-                    current
-                        .lease
-                        .holder
-                        .clone()
-                        .filter(|h| *h != self.inner.identity),
-                ));
+                let other = lease.holder.filter(|h| *h != self.inner.identity);
+                return Err(NotLeading::HeldBy(other));
             }
             // Leadership, the Lease's holder and access errors wake us; the clock only at the
             // end of the grace and at the deadline.
-            let wake = if now < grace_end {
-                grace_end.min(deadline)
-            } else {
-                deadline
-            };
+            let wake = if now < grace_end { grace_end } else { deadline };
             tokio::select! {
                 _ = changed(&mut leading) => {}
                 _ = changed(&mut state) => {}
                 _ = changed(&mut status) => {}
-                _ = tokio::time::sleep_until(wake) => {}
+                _ = tokio::time::sleep_until(wake.min(deadline)) => {}
             }
         }
     }

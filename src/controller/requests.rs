@@ -18,9 +18,8 @@ struct Pending {
     begun: Instant,
     /// Keys not reconciled since the request came in.
     left: HashSet<Key>,
-    total: usize,
-    writes: u64,
-    failures: u64,
+    /// Its writes, failures and keys.
+    tally: Tallied,
     /// Keys whose write the API server refused (422): not retried, a failure to report.
     refused: HashSet<Key>,
     /// Keys that came back for later (the binding wait).
@@ -58,9 +57,10 @@ impl Tracker {
         let p = Pending {
             begun: Instant::now(),
             left: keys.iter().cloned().collect(),
-            total: keys.len(),
-            writes: 0,
-            failures: 0,
+            tally: Tallied {
+                keys: keys.len(),
+                ..Tallied::default()
+            },
             refused: HashSet::new(),
             waiting: HashSet::new(),
             retrying: HashSet::new(),
@@ -90,8 +90,8 @@ impl Tracker {
             if started < p.begun || !(p.left.contains(key) || p.retrying.contains(key)) {
                 return false;
             }
-            p.writes += writes;
-            p.failures += failures;
+            p.tally.writes += writes;
+            p.tally.failures += failures;
             p.left.remove(key);
             p.retrying.remove(key);
             let into = match outcome {
@@ -124,12 +124,10 @@ impl Tracker {
 impl Pending {
     fn finish(self) {
         let _ = self.reply.send(Tallied {
-            writes: self.writes,
-            failures: self.failures,
             refused: self.refused.len(),
-            keys: self.total,
             waiting: self.waiting.len(),
             unfinished: self.left.len() + self.retrying.len(),
+            ..self.tally
         });
     }
 }
@@ -139,13 +137,7 @@ impl Pending {
 /// never reads "0 writes".
 pub fn summary(command: &Command, t: &Tallied) -> String {
     let (total, refused) = (t.keys as u64, t.refused as u64);
-    let plural = |n: u64, one: &str, many: &str| {
-        if n == 1 {
-            format!("1 {one}")
-        } else {
-            format!("{n} {many}")
-        }
-    };
+    let plural = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
     let what = match command {
         Command::Replay(t) => format!(
             "replayed {} of template {t}",
@@ -175,18 +167,14 @@ pub fn summary(command: &Command, t: &Tallied) -> String {
     if other > 0 {
         parts.push(format!("{other} failed"));
     }
-    let mut out = format!("{what}: {}", parts.join(", "));
     if t.waiting > 0 {
-        out.push_str(&format!(", {} waiting (binding wait)", t.waiting));
+        parts.push(format!("{} waiting (binding wait)", t.waiting));
     }
     if t.unfinished > 0 {
-        out.push_str(&format!(
-            ", {} not finished within {}s",
-            t.unfinished,
-            REQUEST_DEADLINE.as_secs()
-        ));
+        let secs = REQUEST_DEADLINE.as_secs();
+        parts.push(format!("{} not finished within {secs}s", t.unfinished));
     }
-    out
+    format!("{what}: {}", parts.join(", "))
 }
 
 #[cfg(test)]
