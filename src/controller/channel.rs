@@ -192,8 +192,6 @@ impl Published {
 #[derive(Default)]
 pub struct Answers {
     published: Mutex<VecDeque<(Instant, Published)>>,
-    /// Request ids the previous holder answered in the Lease this copy took over: handled
-    /// already, so not again (its desk skips them).
     before: Mutex<BTreeSet<String>>,
 }
 
@@ -229,10 +227,8 @@ impl Answers {
         self.before.lock().clear();
     }
 
-    /// This copy took the Lease over; `raw` is the answers annotation the previous holder
-    /// left in it. Their requests were handled: a request the previous holder answered but
-    /// had not yet removed from the ConfigMap (it stopped within [`PRUNE_EVERY`]) is not
-    /// carried out a second time.
+    /// This copy took the Lease over, where the previous holder left `raw`: a request it
+    /// answered but had not yet removed (it stopped within [`PRUNE_EVERY`]) is not done again.
     pub fn took_over(&self, raw: Option<&str>) {
         let ids = raw
             .and_then(|r| serde_json::from_str::<Vec<Published>>(r).ok())
@@ -255,8 +251,6 @@ pub fn answer_in(l: &Lease, id: &str) -> Option<Published> {
     let list: Vec<Published> = serde_json::from_str(raw).ok()?;
     list.into_iter().find(|p| p.ids.iter().any(|i| i == id))
 }
-
-// ---- the holder's desk ----
 
 /// Why entries are ignored, in the order the warning says them.
 const IGNORED: [&str; 8] = [
@@ -286,7 +280,6 @@ pub struct Desk {
     read: HashMap<String, u64>,
     waiting: VecDeque<Batch>,
     prune: BTreeSet<String>,
-    /// Answers to publish at once (refused requests).
     refused: Vec<Published>,
     /// What was ignored since it was last said.
     ignored: BTreeMap<&'static str, usize>,
@@ -295,8 +288,6 @@ pub struct Desk {
 }
 
 impl Desk {
-    /// A desk for a term that began by taking the Lease over from a holder that answered
-    /// `answered`.
     pub fn after(answered: BTreeSet<String>) -> Desk {
         Desk {
             answered,
@@ -304,8 +295,7 @@ impl Desk {
         }
     }
 
-    /// Reads the ConfigMap's `data` at wall clock `wall`: new requests wait, everything read
-    /// is to be removed.
+    /// New requests wait; everything read is to be removed.
     pub fn read(&mut self, data: &BTreeMap<String, String>, wall: chrono::DateTime<chrono::Utc>) {
         // Forget what is gone from the ConfigMap (removed): a new entry of that key is new.
         self.read.retain(|k, _| data.contains_key(k));
@@ -393,7 +383,6 @@ impl Desk {
         std::mem::take(&mut self.prune)
     }
 
-    /// A patch failed.
     pub fn unpruned(&mut self, keys: BTreeSet<String>) {
         self.prune.extend(keys);
     }
@@ -401,25 +390,20 @@ impl Desk {
     /// What was ignored since last asked, as one clause ("3 unparsable, 1 older than …"),
     /// or `None`.
     pub fn ignored(&mut self) -> Option<String> {
-        let mut ignored: Vec<_> = std::mem::take(&mut self.ignored).into_iter().collect();
-        ignored.sort_by_key(|(why, _)| IGNORED.iter().position(|w| w == why));
-        let said: Vec<_> = ignored
+        let counts = std::mem::take(&mut self.ignored);
+        let said: Vec<_> = IGNORED
             .iter()
-            .map(|(why, n)| format!("{n} {why}"))
+            .filter_map(|why| Some(format!("{} {why}", counts.get(why)?)))
             .collect();
         (!said.is_empty()).then(|| said.join(", "))
     }
 }
 
 pub fn prune_patch(keys: &BTreeSet<String>) -> serde_json::Value {
-    let data: serde_json::Map<String, serde_json::Value> = keys
-        .iter()
-        .map(|k| (k.clone(), serde_json::Value::Null))
-        .collect();
+    // `()` is written as null: the key is removed.
+    let data: BTreeMap<_, ()> = keys.iter().map(|k| (k, ())).collect();
     serde_json::json!({ "data": data })
 }
-
-// ---- the asker's side ----
 
 /// A request's id: unique per asker and moment; its answer, Event and log line carry it.
 pub fn request_id(by: &str) -> String {
@@ -568,6 +552,7 @@ pub async fn ensure_configmap(client: &kube::Client, namespace: &str, lease: &st
 #[cfg(test)]
 mod tests {
     use super::*;
+    use Command::ReconcileAll;
 
     fn at(wall: chrono::DateTime<chrono::Utc>, ago: i64) -> String {
         (wall - chrono::Duration::seconds(ago)).to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
@@ -593,7 +578,7 @@ mod tests {
     #[test]
     fn a_flood_is_bounded_coalesced_and_removed_in_one_patch() {
         let wall = chrono::Utc::now();
-        let all = Command::ReconcileAll;
+        let all = ReconcileAll;
         let flood = asked(&all, "mallory", at(wall, 1));
         let mut data: BTreeMap<_, _> = (0..500)
             .map(|i| (format!("request.flood{i:03}"), flood.clone()))
@@ -609,7 +594,7 @@ mod tests {
         let mut desk = Desk::default();
         desk.read(&data, wall);
         let batch = desk.next().expect("one batch");
-        assert_eq!(batch.command, Command::ReconcileAll);
+        assert_eq!(batch.command, ReconcileAll);
         assert_eq!(batch.asked.len(), MAX_HELD);
         assert!(desk.next().is_none(), "coalesced: one command, one batch");
         assert_eq!(
@@ -680,7 +665,7 @@ mod tests {
         let evil = "x\n2026-01-01T00:00:00Z  INFO forged\u{1b}]0;owned\u{7}\u{1b}[2J";
         let unknown = Asked {
             command: "rm -rf\u{1b}[2J".into(),
-            ..Asked::new(&Command::ReconcileAll, "m")
+            ..Asked::new(&ReconcileAll, "m")
         };
         let template = Asked {
             command: "replay".into(),
@@ -732,11 +717,7 @@ mod tests {
         };
         let mut ok = Published::of(vec!["a".into()], &replay(), &Ok(outcome.clone()));
         ok.handled_at = "2026-01-01T00:00:00Z".into();
-        let mut failed = Published::of(
-            vec!["b".into()],
-            &Command::ReconcileAll,
-            &Err(Error::Stopped),
-        );
+        let mut failed = Published::of(vec!["b".into()], &ReconcileAll, &Err(Error::Stopped));
         failed.handled_at = ok.handled_at.clone();
         let json = serde_json::to_string(&[&ok, &failed]).expect("json");
         let old = r#"[{"ids":["a"],"command":"replay","template":"k8sx","handledAt":"2026-01-01T00:00:00Z","summary":"replayed 2 constraints of template k8sx: 1 write","writes":1,"failures":0,"refused":0,"keys":2},{"ids":["b"],"command":"reconcile-all","handledAt":"2026-01-01T00:00:00Z","summary":"","writes":0,"failures":0,"refused":0,"keys":0,"error":"the reconciler has stopped"}]"#;
@@ -793,7 +774,7 @@ mod tests {
         ));
         for round in 0..5 {
             let flood: Vec<String> = (0..100).map(|i| format!("f{round}-{i}")).collect();
-            answers.publish(Published::of(flood, &Command::ReconcileAll, &ok));
+            answers.publish(Published::of(flood, &ReconcileAll, &ok));
         }
         answers.publish(Published::of(
             vec!["mine".into()],
@@ -819,7 +800,7 @@ mod tests {
         assert!(!o.summary.contains('\u{1b}') && !o.handled_by.contains('\u{1b}'));
         // Our id, another command: someone overwrote our request.
         assert!(matches!(
-            outcome_of(mine, "mine", &Command::ReconcileAll, "holder"),
+            outcome_of(mine, "mine", &ReconcileAll, "holder"),
             Err(RequestError::NotOurs { .. })
         ));
         assert!(

@@ -88,18 +88,12 @@ pub async fn handle_here(
             ObjectRef::new("", "All", "*"),
         ),
     };
-    let mut keys = match keys_of(shared, &command) {
-        Ok(keys) => keys,
-        Err(e) => {
-            shared.status.log(
-                verb,
-                object,
-                EventResult::Failed(e.to_string()),
-                String::new(),
-            );
-            return Err(e);
-        }
-    };
+    let mut keys = keys_of(shared, &command).inspect_err(|e| {
+        let failed = EventResult::Failed(e.to_string());
+        shared
+            .status
+            .log(verb, object.clone(), failed, String::new());
+    })?;
     // Scoped copies (a one-shot of one template) leave other keys alone: not waited for.
     keys.retain(|k| shared.queue.scope().contains(k));
     let outcome = shared.tracker.begin(&keys);
@@ -208,8 +202,7 @@ pub async fn serve(shared: Arc<Shared>, route: Route) {
     let configmap = format!("{}/{name}", route.lease_namespace);
     let api: Api<ConfigMap> = Api::namespaced(shared.client.clone(), &route.lease_namespace);
     let mut leading = shared.leadership.subscribe();
-    // The batches in progress: tasks of this one (aborted with it when the copy stops; a
-    // panic of one is this task's, which the copy's supervisor sees), kept across terms.
+    // The batches in progress, kept across terms: aborted with this task when the copy stops.
     let mut running = tokio::task::JoinSet::new();
     loop {
         // Only the holder serves: the others wait for leadership (an earlier term's batches
@@ -268,8 +261,7 @@ fn rethrow(end: Result<(), tokio::task::JoinError>) {
     }
 }
 
-/// Handles one batch of requests asking the same command, and publishes the answer to all of
-/// them in the Lease.
+/// Handles a batch, and publishes its answer to every request of it in the Lease.
 async fn handle_batch(shared: Arc<Shared>, route: Route, batch: Batch) {
     let Batch { command, asked } = batch;
     let (verb, template) = channel::wire(&command);

@@ -14,6 +14,7 @@ use parking_lot::Mutex;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio::time::{Instant, sleep_until, timeout_at};
 use tokio_util::sync::CancellationToken;
 
 /// A request and where its outcome goes.
@@ -112,7 +113,7 @@ impl Controller {
     /// Waits until this copy holds the Lease, for at most `timeout`.
     pub async fn leading(&self, timeout: Duration) -> Result<(), NotLeading> {
         let world = &self.inner.world;
-        let start = tokio::time::Instant::now();
+        let start = Instant::now();
         let deadline = start + timeout;
         // A Lease that cannot be used is given this long: a grant may be on its way through
         // the authorizer's cache.
@@ -129,7 +130,7 @@ impl Controller {
             if !lease.participating {
                 return Err(NotLeading::NotParticipating);
             }
-            let now = tokio::time::Instant::now();
+            let now = Instant::now();
             if let Some(e) = world.status.access_error(LEASES)
                 && now >= grace_end
             {
@@ -146,7 +147,7 @@ impl Controller {
                 _ = changed(&mut leading) => {}
                 _ = changed(&mut state) => {}
                 _ = changed(&mut status) => {}
-                _ = tokio::time::sleep_until(wake.min(deadline)) => {}
+                _ = sleep_until(wake.min(deadline)) => {}
             }
         }
     }
@@ -157,7 +158,7 @@ impl Controller {
     /// served may come (a CRD installed later), and other failures are retried.
     pub async fn forbidden(&self, timeout: Duration) -> Vec<AccessError> {
         let world = &self.inner.world;
-        let deadline = tokio::time::Instant::now() + timeout;
+        let deadline = Instant::now() + timeout;
         let mut state = self.subscribe();
         let mut status = world.status.subscribe();
         let mut leading = world.leadership.subscribe();
@@ -169,14 +170,14 @@ impl Controller {
                 || world.leadership.is_leading()
                 || lease.holder.is_some()
                 || world.status.access_error(LEASES).is_some();
-            if tried || tokio::time::Instant::now() >= deadline {
+            if tried || Instant::now() >= deadline {
                 break;
             }
             tokio::select! {
                 () = changed(&mut state) => {}
                 () = changed(&mut status) => {}
                 () = changed(&mut leading) => {}
-                () = tokio::time::sleep_until(deadline) => {}
+                () = sleep_until(deadline) => {}
             }
         }
         world
@@ -194,19 +195,14 @@ impl Controller {
         let shared = &self.inner.world;
         let mut depth = shared.queue.depth();
         let mut status = shared.status.subscribe();
-        let deadline = tokio::time::Instant::now() + timeout;
+        let deadline = Instant::now() + timeout;
         loop {
             let empty = *depth.borrow_and_update() == 0;
             status.borrow_and_update();
             if empty && shared.status.synced() && shared.stores.unseen_writes() == 0 {
                 // Quiet for a moment: no change of the queue in between.
-                match tokio::time::timeout_at(
-                    deadline.min(tokio::time::Instant::now() + QUIET),
-                    depth.changed(),
-                )
-                .await
-                {
-                    Err(_) if tokio::time::Instant::now() < deadline || *depth.borrow() == 0 => {
+                match timeout_at(deadline.min(Instant::now() + QUIET), depth.changed()).await {
+                    Err(_) if Instant::now() < deadline || *depth.borrow() == 0 => {
                         return *depth.borrow() == 0 && shared.status.synced();
                     }
                     Err(_) => return false,
@@ -217,7 +213,7 @@ impl Controller {
             tokio::select! {
                 _ = changed(&mut depth) => {}
                 _ = changed(&mut status) => {}
-                _ = tokio::time::sleep_until(deadline) => return false,
+                _ = sleep_until(deadline) => return false,
             }
         }
     }
@@ -226,17 +222,17 @@ impl Controller {
     /// forbidden or a store stays forbidden or unserved.
     pub async fn converged(&self, limit: Duration) -> Convergence {
         let world = &self.inner.world;
-        let deadline = tokio::time::Instant::now() + limit;
-        let mut unreadable_since: Option<tokio::time::Instant> = None;
+        let deadline = Instant::now() + limit;
+        let mut unreadable_since: Option<Instant> = None;
         loop {
-            let slice = Duration::from_secs(1).min(deadline - tokio::time::Instant::now());
+            let slice = Duration::from_secs(1).min(deadline - Instant::now());
             let idle = self.idle(slice).await;
             let unknown = world.unknown_stores();
             if idle && unknown.is_empty() {
                 return Convergence::Idle;
             }
             if !unknown.is_empty() && world.status.definitely_unreadable(&unknown) {
-                let since = *unreadable_since.get_or_insert_with(tokio::time::Instant::now);
+                let since = *unreadable_since.get_or_insert_with(Instant::now);
                 if since.elapsed() >= UNREADABLE_GRACE {
                     return Convergence::Unreadable(unknown);
                 }
@@ -246,7 +242,7 @@ impl Controller {
             if world.status.any_forbidden() {
                 return Convergence::Forbidden;
             }
-            if tokio::time::Instant::now() >= deadline {
+            if Instant::now() >= deadline {
                 return if unknown.is_empty() {
                     Convergence::TimedOut
                 } else {

@@ -101,10 +101,9 @@ pub async fn run(
     loop {
         shared.stores.sweep_overlay();
         readiness(&shared);
-        // The queue drained with everything listed: the last sync, published with renewals.
-        // Stamped when it drains, not at every publish while it stays empty: a new stamp
-        // changes the leader's health, each renewal would carry it, and every view would
-        // take the Lease as changed (and analyse again) every retry period.
+        // The last sync (published with renewals) is stamped when the queue drains with
+        // everything listed, not at every publish while it stays empty: each renewal would
+        // carry a new stamp, and every view would analyse again every retry period.
         let empty = *depth.borrow_and_update() == 0 && shared.status.synced();
         if empty && !drained {
             shared.status.set_last_sync(chrono::Utc::now());

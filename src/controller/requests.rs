@@ -18,13 +18,11 @@ struct Pending {
     begun: Instant,
     /// Keys not reconciled since the request came in.
     left: HashSet<Key>,
-    /// Its writes, failures and keys.
     tally: Tallied,
     /// Keys whose write the API server refused (422): not retried, a failure to report.
     refused: HashSet<Key>,
     /// Keys that came back for later (the binding wait).
     waiting: HashSet<Key>,
-    /// Keys whose last reconcile must be retried.
     retrying: HashSet<Key>,
     reply: oneshot::Sender<Tallied>,
 }
@@ -74,8 +72,6 @@ impl Tracker {
         rx
     }
 
-    /// A reconcile of `key`, started at `started`, ended with `outcome` after `writes` writes
-    /// and `failures` failed ones.
     pub fn processed(
         &self,
         key: &Key,
@@ -197,13 +193,8 @@ mod tests {
         ));
         t.processed(&keys[1], after, &Outcome::Retry(conflict), 0, 0);
         assert!(rx.try_recv().is_err(), "b must be retried");
-        t.processed(
-            &keys[1],
-            after,
-            &Outcome::RequeueAfter(Duration::from_secs(1)),
-            1,
-            1,
-        );
+        let later = Outcome::RequeueAfter(Duration::from_secs(1));
+        t.processed(&keys[1], after, &later, 1, 1);
         let answered = rx.try_recv().expect("answered");
         assert_eq!((answered.writes, answered.failures), (2, 1));
         // A refused write is named as such, and a request whose only write was refused does
@@ -214,9 +205,8 @@ mod tests {
             refused: 1,
             ..Tallied::default()
         };
-        let refused = summary(&Command::Reconcile("k8sx".into()), &refused);
         assert_eq!(
-            refused,
+            summary(&Command::Reconcile("k8sx".into()), &refused),
             "reconciled template k8sx and 1 constraint: 1 write refused by the API server"
         );
         assert_eq!(
