@@ -176,13 +176,15 @@ impl Published {
     }
 
     /// A request the holder refuses to handle (an unknown command), answered at once.
-    fn refused(id: String, asked: &Asked, why: &str) -> Self {
+    fn refused(id: String, asked: &Asked) -> Self {
+        let why =
+            "not a request this version knows (replay TEMPLATE, reconcile TEMPLATE, reconcile-all)";
         Published {
             ids: vec![id],
             command: said(&asked.command, 64),
             template: asked.template.as_deref().map(|t| said(t, 253)),
             handled_at: now_text(),
-            error: Some(why.to_string()),
+            error: Some(why.into()),
             ..Default::default()
         }
     }
@@ -312,8 +314,7 @@ impl Desk {
                         continue;
                     }
                     None if self.refused.len() < REFUSED_PER_READ => {
-                        let why = "not a request this version knows (replay TEMPLATE, reconcile TEMPLATE, reconcile-all)";
-                        self.refused.push(Published::refused(id, &asked, why));
+                        self.refused.push(Published::refused(id, &asked));
                         continue;
                     }
                     None => "unknown commands beyond 4 answered",
@@ -632,11 +633,8 @@ mod tests {
         let data =
             BTreeMap::from(["done", "new"].map(|id| (format!("request.{id}"), request.clone())));
         let previous = Answers::default();
-        previous.publish(Published::of(
-            vec!["done".into()],
-            &replay(),
-            &Err(Error::Stopped),
-        ));
+        let stopped = Err(Error::Stopped);
+        previous.publish(Published::of(vec!["done".into()], &replay(), &stopped));
         let ours = Answers::default();
         ours.took_over(previous.annotation().as_deref());
         let mut desk = Desk::after(ours.answered_before());
@@ -766,24 +764,17 @@ mod tests {
             keys: 3,
             ..Default::default()
         };
-        let ok = Ok(outcome.clone());
-        answers.publish(Published::of(
-            vec!["early".into()],
-            &Command::Reconcile("k8sy".into()),
-            &ok,
-        ));
+        let (ok, k8sy) = (Ok(outcome.clone()), Command::Reconcile("k8sy".into()));
+        answers.publish(Published::of(vec!["early".into()], &k8sy, &ok));
         for round in 0..5 {
             let flood: Vec<String> = (0..100).map(|i| format!("f{round}-{i}")).collect();
             answers.publish(Published::of(flood, &ReconcileAll, &ok));
         }
-        answers.publish(Published::of(
-            vec!["mine".into()],
-            &replay(),
-            &Ok(RequestOutcome {
-                summary: "replayed 1 constraint\u{1b}[2J".into(),
-                ..outcome
-            }),
-        ));
+        let escaped = Ok(RequestOutcome {
+            summary: "replayed 1 constraint\u{1b}[2J".into(),
+            ..outcome
+        });
+        answers.publish(Published::of(vec!["mine".into()], &replay(), &escaped));
         let raw = answers.annotation().expect("published");
         let list: Vec<Published> = serde_json::from_str(&raw).expect("json");
         assert!(list.iter().all(|p| p.ids.len() <= IDS_PER_ANSWER));

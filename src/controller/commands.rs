@@ -89,10 +89,8 @@ pub async fn handle_here(
         ),
     };
     let mut keys = keys_of(shared, &command).inspect_err(|e| {
-        let failed = EventResult::Failed(e.to_string());
-        shared
-            .status
-            .log(verb, object.clone(), failed, String::new());
+        let e = EventResult::Failed(e.to_string());
+        shared.status.log(verb, object.clone(), e, String::new());
     })?;
     // Scoped copies (a one-shot of one template) leave other keys alone: not waited for.
     keys.retain(|k| shared.queue.scope().contains(k));
@@ -209,10 +207,7 @@ pub async fn serve(shared: Arc<Shared>, route: Route) {
         // finish meanwhile).
         loop {
             tokio::select! {
-                led = leading.wait_for(|l| *l) => match led {
-                    Ok(_) => break,
-                    Err(_) => return,
-                },
+                led = leading.wait_for(|l| *l) => if led.is_ok() { break } else { return },
                 Some(end) = running.join_next() => rethrow(end),
             }
         }
@@ -239,9 +234,7 @@ pub async fn serve(shared: Arc<Shared>, route: Route) {
                     None => break,
                 },
                 Some(end) = running.join_next(), if !running.is_empty() => rethrow(end),
-                _ = tick.tick() => {
-                    pruning.prune(&shared, &api, &configmap, &mut desk).await;
-                }
+                _ = tick.tick() => pruning.prune(&shared, &api, &configmap, &mut desk).await,
                 r = leading.changed() => {
                     if r.is_ok() && *leading.borrow_and_update() { continue } else { break }
                 }

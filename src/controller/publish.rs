@@ -5,6 +5,7 @@
 use super::shared::Shared;
 use super::state::{Connection, FailedWrite, LeaseInfo, LiveState};
 use super::status::changed;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -51,10 +52,7 @@ fn readiness(shared: &Shared) {
 
 /// The failed writes views show: this copy's own, unless another copy leads — then the
 /// writes that leader says the API server refuses (an observer has no writes of its own).
-fn failed_writes(
-    shared: &Shared,
-    lease: &LeaseInfo,
-) -> Arc<std::collections::BTreeMap<String, FailedWrite>> {
+fn failed_writes(shared: &Shared, lease: &LeaseInfo) -> Arc<BTreeMap<String, FailedWrite>> {
     let remote = lease
         .health
         .as_ref()

@@ -1,7 +1,5 @@
-//! Requests (replay, reconcile, reconcile everything) handled here, on the copy that leads:
-//! the request's keys are tracked ([`Tracker`]) until each has been reconciled after the
-//! request came in, then its writes and failures are counted into the outcome. Requests from
-//! other copies reach the holder through `channel.rs`.
+//! A request handled on the copy that leads: its keys tracked ([`Tracker`]) until each has been
+//! reconciled after it came in, then its writes and failures counted and said ([`summary`]).
 
 use super::keys::Key;
 use super::reconcilers::Outcome;
