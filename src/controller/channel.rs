@@ -408,10 +408,7 @@ pub fn prune_patch(keys: &BTreeSet<String>) -> serde_json::Value {
 
 /// A request's id: unique per asker and moment; its answer, Event and log line carry it.
 pub fn request_id(by: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or_default();
+    let nanos = chrono::Utc::now().timestamp_nanos_opt().unwrap_or_default();
     let digest = hmac_sha256::Hash::hash(format!("{by}/{nanos}/{}", std::process::id()).as_bytes());
     digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
 }
@@ -497,16 +494,11 @@ pub async fn ask(
         Err(_) => {
             // Still there: nobody read it. Gone: the holder took it (and may still carry it
             // out) or ignored it.
-            let pending = api
-                .get_opt(&name)
-                .await
-                .ok()
-                .flatten()
-                .and_then(|cm| cm.data)
-                .is_some_and(|d| d.contains_key(&format!("{REQUEST}{id}")));
+            let cm = api.get_opt(&name).await.ok().flatten();
+            let data = cm.and_then(|cm| cm.data).unwrap_or_default();
             Err(RequestError::NoAnswer {
                 secs: ASK_TIMEOUT.as_secs(),
-                read: !pending,
+                read: !data.contains_key(&format!("{REQUEST}{id}")),
             }
             .into())
         }
@@ -532,18 +524,15 @@ pub async fn ensure_configmap(client: &kube::Client, namespace: &str, lease: &st
     };
     let created = match api.get_opt(&name).await {
         Ok(Some(_)) => return,
-        Ok(None) => api
-            .create(&PostParams::default(), &cm)
-            .await
-            .map_err(|e| ("creating", e)),
-        Err(e) => Err(("reading", e)),
+        Ok(None) => ("creating", api.create(&PostParams::default(), &cm).await),
+        Err(e) => ("reading", Err(e)),
     };
     match created {
-        Ok(_) => {
+        (_, Ok(_)) => {
             tracing::info!("created ConfigMap {namespace}/{name} for requests from other copies")
         }
-        Err(("creating", e)) if crate::cluster::status_code(&e) == Some(409) => {}
-        Err((doing, e)) => tracing::warn!(
+        ("creating", Err(e)) if crate::cluster::status_code(&e) == Some(409) => {}
+        (doing, Err(e)) => tracing::warn!(
             "{}; requests from other copies cannot reach this one",
             request_error(doing, namespace, &name, e)
         ),

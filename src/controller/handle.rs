@@ -180,12 +180,9 @@ impl Controller {
                 () = sleep_until(deadline) => {}
             }
         }
-        world
-            .status
-            .access_errors()
-            .into_iter()
-            .filter(|e| e.kind == super::state::AccessErrorKind::Forbidden)
-            .collect()
+        let mut errors = world.status.access_errors();
+        errors.retain(|e| e.kind == super::state::AccessErrorKind::Forbidden);
+        errors
     }
 
     /// Waits until every watch has listed, the stores show every write of this copy (so a
@@ -202,10 +199,7 @@ impl Controller {
             if empty && shared.status.synced() && shared.stores.unseen_writes() == 0 {
                 // Quiet for a moment: no change of the queue in between.
                 match timeout_at(deadline.min(Instant::now() + QUIET), depth.changed()).await {
-                    Err(_) if Instant::now() < deadline || *depth.borrow() == 0 => {
-                        return *depth.borrow() == 0 && shared.status.synced();
-                    }
-                    Err(_) => return false,
+                    Err(_) => return *depth.borrow() == 0 && shared.status.synced(),
                     Ok(_) => continue,
                 }
             }
@@ -286,7 +280,6 @@ impl Controller {
         self.inner.world.status.writes_enabled()
     }
 
-    /// The template side's current opinion of constraint kind `kind`.
     pub fn opinion(&self, kind: &str) -> Option<crate::core::desired::Opinion> {
         self.inner.cache.get(kind)
     }

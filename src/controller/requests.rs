@@ -132,14 +132,12 @@ impl Pending {
 pub fn summary(command: &Command, t: &Tallied) -> String {
     let (total, refused) = (t.keys as u64, t.refused as u64);
     let plural = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    let constraints = |n| plural(n, "constraint", "constraints");
     let what = match command {
-        Command::Replay(t) => format!(
-            "replayed {} of template {t}",
-            plural(total, "constraint", "constraints")
-        ),
+        Command::Replay(t) => format!("replayed {} of template {t}", constraints(total)),
         Command::Reconcile(t) => format!(
             "reconciled template {t} and {}",
-            plural(total.saturating_sub(1), "constraint", "constraints")
+            constraints(total.saturating_sub(1))
         ),
         Command::ReconcileAll => {
             format!("reconciled everything ({})", plural(total, "item", "items"))
