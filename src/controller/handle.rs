@@ -311,8 +311,7 @@ impl Controller {
     /// returns at once. After a task failed, its failure ([`Error::TaskFailed`]).
     pub async fn stop(&self) -> Result<(), Error> {
         self.inner.stop.cancel();
-        let join = self.inner.join.lock().take();
-        let Some(join) = join else {
+        let Some(join) = self.inner.join.lock().take() else {
             return Ok(());
         };
         match tokio::time::timeout(Self::STOP_WAIT, join).await {
