@@ -16,14 +16,16 @@
 //! Every text that crossed the cluster (`by`, a template name, a summary, an error) is escaped
 //! ([`crate::text::printable`]) before it reaches a log line, a terminal or an outcome.
 
-use super::state::{Command, RequestOutcome};
+use super::state::{Command, EventVerb, RequestOutcome};
 use super::{Error, RequestError};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
+use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::hash::{BuildHasher, BuildHasherDefault};
 use std::time::{Duration, Instant};
 
 /// A request older than this (its `requestedAt`, by the holder's clock) is ignored and
@@ -32,26 +34,23 @@ use std::time::{Duration, Instant};
 pub const MAX_AGE: Duration = Duration::from_secs(120);
 /// A request dated further ahead than this is ignored and removed (clocks differ by less).
 pub const MAX_SKEW: Duration = Duration::from_secs(60);
-/// The largest entry read (a request is ~150 bytes).
+/// A request is ~150 bytes.
 pub const MAX_ENTRY_BYTES: usize = 1024;
-/// Requests waiting to be handled, at most; the rest are removed unread.
+/// Requests waiting, at most; the rest are removed unread.
 pub const MAX_HELD: usize = 64;
-/// Commands handled at once, at most (each enqueues its keys and waits for them).
+/// Commands handled at once (each enqueues its keys and waits for them).
 pub const MAX_RUNNING: usize = 4;
-/// The ConfigMap is written at most this often (one merge patch removes what was read).
+/// One merge patch removes what was read.
 pub const PRUNE_EVERY: Duration = Duration::from_secs(1);
-/// Request ids whose answers the Lease carries, at most.
+/// Request ids the Lease carries answers for, at most.
 pub const PUBLISHED_IDS: usize = 32;
-/// Request ids one answer carries, at most: a flood coalesced into one run cannot push every
-/// other answer out of the Lease.
+/// A flood coalesced into one run cannot push every other answer out of the Lease.
 pub const IDS_PER_ANSWER: usize = 8;
-/// Unknown commands answered (with an error) per reading of the ConfigMap; the rest ignored.
+/// Unknown commands answered (with an error) per reading; the rest ignored.
 pub const REFUSED_PER_READ: usize = 4;
-/// How long an answer stays in the Lease.
 pub const KEEP_PUBLISHED: Duration = Duration::from_secs(120);
-/// Longest text of an answer (summary, error) published.
+/// Of an answer's summary or error.
 const MAX_TEXT: usize = 400;
-/// The Lease annotation the holder answers in.
 pub const ANSWERS_ANNOTATION: &str = "kubectl-vap.io/answers";
 /// How long an asker waits for its answer: the holder's own deadline for a request, and
 /// time for the answer to ride on a renewal.
@@ -59,7 +58,6 @@ pub const ASK_TIMEOUT: Duration = Duration::from_secs(75);
 
 const REQUEST: &str = "request.";
 
-/// The requests ConfigMap of Lease `lease`.
 pub fn configmap_name(lease: &str) -> String {
     format!("{lease}-requests")
 }
@@ -84,10 +82,10 @@ pub struct Asked {
 
 impl Asked {
     pub fn new(command: &Command, by: &str) -> Self {
-        let (command, template) = wire(command);
+        let (verb, template) = wire(command);
         Asked {
-            command: command.into(),
-            template,
+            command: verb.as_str().into(),
+            template: template.map(Into::into),
             by: by.into(),
             requested_at: now_text(),
         }
@@ -108,27 +106,30 @@ impl Asked {
 /// Whether `s` can be the name of a cluster-scoped object (a DNS-1123 subdomain): what a
 /// template name must be. Anything else is not looked up, nor logged as a name.
 fn is_object_name(s: &str) -> bool {
-    let edge = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
-    !s.is_empty()
-        && s.len() <= 253
-        && s.chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
-        && edge(s.chars().next())
-        && edge(s.chars().last())
+    let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    s.len() <= 253
+        && s.chars().all(|c| alnum(c) || c == '-' || c == '.')
+        && s.starts_with(alnum)
+        && s.ends_with(alnum)
 }
 
-/// Now, as requests and answers carry it.
 fn now_text() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
-/// How a command is written: its name and template.
-fn wire(command: &Command) -> (&'static str, Option<String>) {
+/// A command's verb (its name on the wire) and template.
+pub fn wire(command: &Command) -> (EventVerb, Option<&str>) {
     match command {
-        Command::Replay(t) => ("replay", Some(t.clone())),
-        Command::Reconcile(t) => ("reconcile", Some(t.clone())),
-        Command::ReconcileAll => ("reconcile-all", None),
+        Command::Replay(t) => (EventVerb::Replay, Some(t)),
+        Command::Reconcile(t) => (EventVerb::Reconcile, Some(t)),
+        Command::ReconcileAll => (EventVerb::ReconcileAll, None),
     }
+}
+
+/// A command as a log line or an error says it (its template escaped).
+pub fn said_command(name: &str, template: Option<&str>) -> String {
+    let s = said(&format!("{name} {}", template.unwrap_or_default()), 300);
+    s.trim_end().to_string()
 }
 
 /// An answer as the Lease carries it: for every request id it answers, what was done.
@@ -150,13 +151,12 @@ pub struct Published {
 }
 
 impl Published {
-    /// The answer to `ids`, which asked `command`, from what handling it gave.
     pub fn of(ids: Vec<String>, command: &Command, result: &Result<RequestOutcome, Error>) -> Self {
-        let (name, template) = wire(command);
+        let (verb, template) = wire(command);
         let base = Published {
             ids,
-            command: name.into(),
-            template,
+            command: verb.as_str().into(),
+            template: template.map(Into::into),
             handled_at: now_text(),
             ..Default::default()
         };
@@ -176,13 +176,15 @@ impl Published {
     }
 
     /// A request the holder refuses to handle (an unknown command), answered at once.
-    fn refused(id: String, asked: &Asked, why: &str) -> Self {
+    fn refused(id: String, asked: &Asked) -> Self {
+        let why =
+            "not a request this version knows (replay TEMPLATE, reconcile TEMPLATE, reconcile-all)";
         Published {
             ids: vec![id],
             command: said(&asked.command, 64),
             template: asked.template.as_deref().map(|t| said(t, 253)),
             handled_at: now_text(),
-            error: Some(why.to_string()),
+            error: Some(why.into()),
             ..Default::default()
         }
     }
@@ -192,15 +194,12 @@ impl Published {
 #[derive(Default)]
 pub struct Answers {
     published: Mutex<VecDeque<(Instant, Published)>>,
-    /// Request ids the previous holder answered in the Lease this copy took over: handled
-    /// already, so not again (its desk skips them).
     before: Mutex<BTreeSet<String>>,
 }
 
 impl Answers {
-    /// Publishes `answer` with the next renewal (the oldest make room).
-    pub fn publish(&self, answer: Published) {
-        let mut answer = answer;
+    /// Published with the next renewal (the oldest make room).
+    pub fn publish(&self, mut answer: Published) {
         answer.ids.truncate(IDS_PER_ANSWER);
         let mut a = self.published.lock();
         a.push_front((Instant::now(), answer));
@@ -214,7 +213,6 @@ impl Answers {
         a.retain(|(_, p)| !p.ids.is_empty());
     }
 
-    /// The annotation's value, or `None` when there is nothing to publish.
     pub fn annotation(&self) -> Option<String> {
         let mut a = self.published.lock();
         a.retain(|(at, _)| at.elapsed() < KEEP_PUBLISHED);
@@ -231,10 +229,8 @@ impl Answers {
         self.before.lock().clear();
     }
 
-    /// This copy took the Lease over; `raw` is the answers annotation the previous holder
-    /// left in it. Their requests were handled: a request the previous holder answered but
-    /// had not yet removed from the ConfigMap (it stopped within [`PRUNE_EVERY`]) is not
-    /// carried out a second time.
+    /// This copy took the Lease over, where the previous holder left `raw`: a request it
+    /// answered but had not yet removed (it stopped within [`PRUNE_EVERY`]) is not done again.
     pub fn took_over(&self, raw: Option<&str>) {
         let ids = raw
             .and_then(|r| serde_json::from_str::<Vec<Published>>(r).ok())
@@ -252,14 +248,11 @@ impl Answers {
     }
 }
 
-/// The answer for request `id` the Lease `l` carries, if any.
 pub fn answer_in(l: &Lease, id: &str) -> Option<Published> {
     let raw = l.metadata.annotations.as_ref()?.get(ANSWERS_ANNOTATION)?;
     let list: Vec<Published> = serde_json::from_str(raw).ok()?;
     list.into_iter().find(|p| p.ids.iter().any(|i| i == id))
 }
-
-// ---- the holder's desk ----
 
 /// Why entries are ignored, in the order the warning says them.
 const IGNORED: [&str; 8] = [
@@ -288,9 +281,7 @@ pub struct Desk {
     /// Entries already read (key and a digest of the value): read once, until removed.
     read: HashMap<String, u64>,
     waiting: VecDeque<Batch>,
-    /// Entries to remove with the next patch.
     prune: BTreeSet<String>,
-    /// Answers to publish at once (refused requests).
     refused: Vec<Published>,
     /// What was ignored since it was last said.
     ignored: BTreeMap<&'static str, usize>,
@@ -298,16 +289,7 @@ pub struct Desk {
     answered: BTreeSet<String>,
 }
 
-fn digest(s: &str) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    s.hash(&mut h);
-    h.finish()
-}
-
 impl Desk {
-    /// A desk for a term that began by taking the Lease over from a holder that answered
-    /// `answered`.
     pub fn after(answered: BTreeSet<String>) -> Desk {
         Desk {
             answered,
@@ -315,13 +297,12 @@ impl Desk {
         }
     }
 
-    /// Reads the ConfigMap's `data` at wall clock `wall`: new requests wait, everything read
-    /// is to be removed.
+    /// New requests wait; everything read is to be removed.
     pub fn read(&mut self, data: &BTreeMap<String, String>, wall: chrono::DateTime<chrono::Utc>) {
         // Forget what is gone from the ConfigMap (removed): a new entry of that key is new.
         self.read.retain(|k, _| data.contains_key(k));
         for (key, value) in data {
-            let d = digest(value);
+            let d = BuildHasherDefault::<DefaultHasher>::default().hash_one(value);
             if self.read.insert(key.clone(), d) == Some(d) {
                 continue;
             }
@@ -333,8 +314,7 @@ impl Desk {
                         continue;
                     }
                     None if self.refused.len() < REFUSED_PER_READ => {
-                        let why = "not a request this version knows (replay TEMPLATE, reconcile TEMPLATE, reconcile-all)";
-                        self.refused.push(Published::refused(id, &asked, why));
+                        self.refused.push(Published::refused(id, &asked));
                         continue;
                     }
                     None => "unknown commands beyond 4 answered",
@@ -373,15 +353,10 @@ impl Desk {
         if self.answered.contains(id) {
             return Err("answered by the previous holder");
         }
-        if self.held() >= MAX_HELD {
+        if self.waiting.iter().map(|b| b.asked.len()).sum::<usize>() >= MAX_HELD {
             return Err("beyond 64 waiting");
         }
         Ok((id.to_string(), asked))
-    }
-
-    /// Requests waiting.
-    pub fn held(&self) -> usize {
-        self.waiting.iter().map(|b| b.asked.len()).sum()
     }
 
     fn wait(&mut self, id: String, asked: &Asked, command: Command) {
@@ -395,23 +370,20 @@ impl Desk {
         }
     }
 
-    /// The next batch to handle, if any waits.
     pub fn next(&mut self) -> Option<Batch> {
         self.waiting.pop_front()
     }
 
-    /// Answers to publish now (refused requests).
+    /// Answers to publish now.
     pub fn refused(&mut self) -> Vec<Published> {
         std::mem::take(&mut self.refused)
     }
 
-    /// What to remove with the next patch (taken out: put back with [`Desk::unpruned`] if
-    /// the patch fails).
+    /// Put back with [`Desk::unpruned`] if the patch fails.
     pub fn take_prune(&mut self) -> BTreeSet<String> {
         std::mem::take(&mut self.prune)
     }
 
-    /// A patch failed: remove these next time.
     pub fn unpruned(&mut self, keys: BTreeSet<String>) {
         self.prune.extend(keys);
     }
@@ -419,35 +391,24 @@ impl Desk {
     /// What was ignored since last asked, as one clause ("3 unparsable, 1 older than …"),
     /// or `None`.
     pub fn ignored(&mut self) -> Option<String> {
-        let mut ignored: Vec<_> = std::mem::take(&mut self.ignored).into_iter().collect();
-        ignored.sort_by_key(|(why, _)| IGNORED.iter().position(|w| w == why));
-        (!ignored.is_empty()).then(|| {
-            ignored
-                .iter()
-                .map(|(why, n)| format!("{n} {why}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        })
+        let counts = std::mem::take(&mut self.ignored);
+        let said: Vec<_> = IGNORED
+            .iter()
+            .filter_map(|why| Some(format!("{} {why}", counts.get(why)?)))
+            .collect();
+        (!said.is_empty()).then(|| said.join(", "))
     }
 }
 
-/// The merge patch that removes `keys` from the ConfigMap's data.
 pub fn prune_patch(keys: &BTreeSet<String>) -> serde_json::Value {
-    let data: serde_json::Map<String, serde_json::Value> = keys
-        .iter()
-        .map(|k| (k.clone(), serde_json::Value::Null))
-        .collect();
+    // `()` is written as null: the key is removed.
+    let data: BTreeMap<_, ()> = keys.iter().map(|k| (k, ())).collect();
     serde_json::json!({ "data": data })
 }
 
-// ---- the asker's side ----
-
 /// A request's id: unique per asker and moment; its answer, Event and log line carry it.
 pub fn request_id(by: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or_default();
+    let nanos = chrono::Utc::now().timestamp_nanos_opt().unwrap_or_default();
     let digest = hmac_sha256::Hash::hash(format!("{by}/{nanos}/{}", std::process::id()).as_bytes());
     digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
 }
@@ -473,15 +434,11 @@ fn outcome_of(
     command: &Command,
     holder: &str,
 ) -> Result<RequestOutcome, RequestError> {
-    let (name, template) = wire(command);
-    if p.command != name || p.template != template {
-        let text = |c: &str, t: Option<String>| {
-            let s = said(&format!("{c} {}", t.unwrap_or_default()), 300);
-            s.trim_end().to_string()
-        };
+    let (verb, template) = wire(command);
+    if p.command != verb.as_str() || p.template.as_deref() != template {
         return Err(RequestError::NotOurs {
-            asked: text(name, template),
-            answered: text(&p.command, p.template),
+            asked: said_command(verb.as_str(), template),
+            answered: said_command(&p.command, p.template.as_deref()),
         });
     }
     let holder = said(holder, 253);
@@ -537,16 +494,11 @@ pub async fn ask(
         Err(_) => {
             // Still there: nobody read it. Gone: the holder took it (and may still carry it
             // out) or ignored it.
-            let pending = api
-                .get_opt(&name)
-                .await
-                .ok()
-                .flatten()
-                .and_then(|cm| cm.data)
-                .is_some_and(|d| d.contains_key(&format!("{REQUEST}{id}")));
+            let cm = api.get_opt(&name).await.ok().flatten();
+            let data = cm.and_then(|cm| cm.data).unwrap_or_default();
             Err(RequestError::NoAnswer {
                 secs: ASK_TIMEOUT.as_secs(),
-                read: !pending,
+                read: !data.contains_key(&format!("{REQUEST}{id}")),
             }
             .into())
         }
@@ -559,17 +511,6 @@ pub async fn ensure_configmap(client: &kube::Client, namespace: &str, lease: &st
     use kube::api::PostParams;
     let name = configmap_name(lease);
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
-    match api.get_opt(&name).await {
-        Ok(Some(_)) => return,
-        Ok(None) => {}
-        Err(e) => {
-            tracing::warn!(
-                "{}; requests from other copies cannot reach this one",
-                request_error("reading", namespace, &name, e)
-            );
-            return;
-        }
-    }
     let cm = ConfigMap {
         metadata: ObjectMeta {
             name: Some(name.clone()),
@@ -581,14 +522,19 @@ pub async fn ensure_configmap(client: &kube::Client, namespace: &str, lease: &st
         },
         ..ConfigMap::default()
     };
-    match api.create(&PostParams::default(), &cm).await {
-        Ok(_) => {
+    let created = match api.get_opt(&name).await {
+        Ok(Some(_)) => return,
+        Ok(None) => ("creating", api.create(&PostParams::default(), &cm).await),
+        Err(e) => ("reading", Err(e)),
+    };
+    match created {
+        (_, Ok(_)) => {
             tracing::info!("created ConfigMap {namespace}/{name} for requests from other copies")
         }
-        Err(e) if crate::cluster::status_code(&e) == Some(409) => {}
-        Err(e) => tracing::warn!(
+        ("creating", Err(e)) if crate::cluster::status_code(&e) == Some(409) => {}
+        (doing, Err(e)) => tracing::warn!(
             "{}; requests from other copies cannot reach this one",
-            request_error("creating", namespace, &name, e)
+            request_error(doing, namespace, &name, e)
         ),
     }
 }
@@ -596,17 +542,25 @@ pub async fn ensure_configmap(client: &kube::Client, namespace: &str, lease: &st
 #[cfg(test)]
 mod tests {
     use super::*;
+    use Command::ReconcileAll;
 
     fn at(wall: chrono::DateTime<chrono::Utc>, ago: i64) -> String {
         (wall - chrono::Duration::seconds(ago)).to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
     }
 
+    fn replay() -> Command {
+        Command::Replay("k8sx".into())
+    }
+
+    fn json(a: &Asked) -> String {
+        serde_json::to_string(a).unwrap_or_default()
+    }
+
     fn asked(command: &Command, by: &str, requested_at: String) -> String {
-        serde_json::to_string(&Asked {
+        json(&Asked {
             requested_at,
             ..Asked::new(command, by)
         })
-        .unwrap_or_default()
     }
 
     /// 500 reconcile-all requests in one patch are one batch of 64 (the rest removed unread),
@@ -614,31 +568,23 @@ mod tests {
     #[test]
     fn a_flood_is_bounded_coalesced_and_removed_in_one_patch() {
         let wall = chrono::Utc::now();
-        let mut data = BTreeMap::new();
-        for i in 0..500 {
-            data.insert(
-                format!("request.flood{i:03}"),
-                asked(&Command::ReconcileAll, "mallory", at(wall, 1)),
-            );
-        }
-        data.insert("request.junk".into(), "{".into());
-        data.insert(
-            "request.old".into(),
-            asked(&Command::ReconcileAll, "x", at(wall, 24 * 60)),
-        );
-        data.insert(
-            "request.ahead".into(),
-            asked(&Command::ReconcileAll, "x", at(wall, -3600)),
-        );
-        data.insert(
-            "request.big".into(),
-            asked(&Command::ReconcileAll, &"x".repeat(2000), at(wall, 1)),
-        );
-        data.insert("result.forged".into(), "{}".into());
+        let all = ReconcileAll;
+        let flood = asked(&all, "mallory", at(wall, 1));
+        let mut data: BTreeMap<_, _> = (0..500)
+            .map(|i| (format!("request.flood{i:03}"), flood.clone()))
+            .collect();
+        let big = "x".repeat(2000);
+        data.extend([
+            ("request.junk".into(), "{".into()),
+            ("request.old".into(), asked(&all, "x", at(wall, 24 * 60))),
+            ("request.ahead".into(), asked(&all, "x", at(wall, -3600))),
+            ("request.big".into(), asked(&all, &big, at(wall, 1))),
+            ("result.forged".into(), "{}".into()),
+        ]);
         let mut desk = Desk::default();
         desk.read(&data, wall);
         let batch = desk.next().expect("one batch");
-        assert_eq!(batch.command, Command::ReconcileAll);
+        assert_eq!(batch.command, ReconcileAll);
         assert_eq!(batch.asked.len(), MAX_HELD);
         assert!(desk.next().is_none(), "coalesced: one command, one batch");
         assert_eq!(
@@ -659,13 +605,10 @@ mod tests {
         // A new value under a read key is a new entry.
         data.insert(
             "request.flood000".into(),
-            asked(&Command::Replay("k8sx".into()), "alice", at(wall, 0)),
+            asked(&replay(), "alice", at(wall, 0)),
         );
         desk.read(&data, wall);
-        assert_eq!(
-            desk.next().map(|b| b.command),
-            Some(Command::Replay("k8sx".into()))
-        );
+        assert_eq!(desk.next().map(|b| b.command), Some(replay()));
     }
 
     /// A holder that answered a request and stopped before removing it from the ConfigMap:
@@ -675,32 +618,18 @@ mod tests {
     #[test]
     fn a_request_the_previous_holder_answered_is_not_handled_again() {
         let wall = chrono::Utc::now();
-        let mut data = BTreeMap::new();
-        for id in ["done", "new"] {
-            data.insert(
-                format!("request.{id}"),
-                asked(&Command::Replay("k8sx".into()), "alice", at(wall, 1)),
-            );
-        }
+        let request = asked(&replay(), "alice", at(wall, 1));
+        let data =
+            BTreeMap::from(["done", "new"].map(|id| (format!("request.{id}"), request.clone())));
         let previous = Answers::default();
-        previous.publish(Published::of(
-            vec!["done".into()],
-            &Command::Replay("k8sx".into()),
-            &Err(Error::Stopped),
-        ));
+        let stopped = Err(Error::Stopped);
+        previous.publish(Published::of(vec!["done".into()], &replay(), &stopped));
         let ours = Answers::default();
         ours.took_over(previous.annotation().as_deref());
         let mut desk = Desk::after(ours.answered_before());
         desk.read(&data, wall);
         let batch = desk.next().expect("the new request");
-        assert_eq!(
-            batch
-                .asked
-                .iter()
-                .map(|(id, _)| id.as_str())
-                .collect::<Vec<_>>(),
-            ["new"]
-        );
+        assert_eq!((batch.asked.len(), batch.asked[0].0.as_str()), (1, "new"));
         assert!(desk.next().is_none());
         assert_eq!(desk.take_prune().len(), 2, "both removed");
         assert_eq!(
@@ -720,26 +649,21 @@ mod tests {
     #[test]
     fn what_a_request_says_is_escaped_and_an_unknown_command_refused() {
         let wall = chrono::Utc::now();
-        let mut data = BTreeMap::new();
         let evil = "x\n2026-01-01T00:00:00Z  INFO forged\u{1b}]0;owned\u{7}\u{1b}[2J";
-        data.insert(
-            "request.a".into(),
-            asked(&Command::Replay("k8sx".into()), evil, at(wall, 0)),
-        );
-        let mut unknown: Asked =
-            serde_json::from_str(&asked(&Command::ReconcileAll, "m", at(wall, 0))).expect("asked");
-        unknown.command = "rm -rf\u{1b}[2J".into();
-        data.insert(
-            "request.b".into(),
-            serde_json::to_string(&unknown).expect("json"),
-        );
-        let mut template: Asked = unknown.clone();
-        template.command = "replay".into();
-        template.template = Some("Not A Name\u{1b}".into());
-        data.insert(
-            "request.c".into(),
-            serde_json::to_string(&template).expect("json"),
-        );
+        let unknown = Asked {
+            command: "rm -rf\u{1b}[2J".into(),
+            ..Asked::new(&ReconcileAll, "m")
+        };
+        let template = Asked {
+            command: "replay".into(),
+            template: Some("Not A Name\u{1b}".into()),
+            ..unknown.clone()
+        };
+        let data = BTreeMap::from([
+            ("request.a".into(), asked(&replay(), evil, at(wall, 0))),
+            ("request.b".into(), json(&unknown)),
+            ("request.c".into(), json(&template)),
+        ]);
         let mut desk = Desk::default();
         desk.read(&data, wall);
         let batch = desk.next().expect("a batch");
@@ -748,13 +672,9 @@ mod tests {
         let refused = desk.refused();
         assert_eq!(refused.len(), 2);
         // A flood of unknown commands: a few answered, the rest ignored and counted.
-        let mut many = BTreeMap::new();
-        for i in 0..10 {
-            many.insert(
-                format!("request.u{i}"),
-                serde_json::to_string(&unknown).expect("json"),
-            );
-        }
+        let many: BTreeMap<_, _> = (0..10)
+            .map(|i| (format!("request.u{i}"), json(&unknown)))
+            .collect();
         let mut flood = Desk::default();
         flood.read(&many, wall);
         assert_eq!(flood.refused().len(), REFUSED_PER_READ);
@@ -779,28 +699,18 @@ mod tests {
             handled_by: "nor this".into(),
             summary: "replayed 2 constraints of template k8sx: 1 write".into(),
             writes: 1,
-            failures: 0,
-            refused: 0,
             keys: 2,
+            ..Default::default()
         };
-        let mut ok = Published::of(
-            vec!["a".into()],
-            &Command::Replay("k8sx".into()),
-            &Ok(outcome.clone()),
-        );
+        let mut ok = Published::of(vec!["a".into()], &replay(), &Ok(outcome.clone()));
         ok.handled_at = "2026-01-01T00:00:00Z".into();
-        let mut failed = Published::of(
-            vec!["b".into()],
-            &Command::ReconcileAll,
-            &Err(Error::Stopped),
-        );
+        let mut failed = Published::of(vec!["b".into()], &ReconcileAll, &Err(Error::Stopped));
         failed.handled_at = ok.handled_at.clone();
         let json = serde_json::to_string(&[&ok, &failed]).expect("json");
         let old = r#"[{"ids":["a"],"command":"replay","template":"k8sx","handledAt":"2026-01-01T00:00:00Z","summary":"replayed 2 constraints of template k8sx: 1 write","writes":1,"failures":0,"refused":0,"keys":2},{"ids":["b"],"command":"reconcile-all","handledAt":"2026-01-01T00:00:00Z","summary":"","writes":0,"failures":0,"refused":0,"keys":0,"error":"the reconciler has stopped"}]"#;
         assert_eq!(json, old);
         let read: Vec<Published> = serde_json::from_str(&json).expect("reads");
-        let o =
-            outcome_of(read[0].clone(), "a", &Command::Replay("k8sx".into()), "h").expect("ours");
+        let o = outcome_of(read[0].clone(), "a", &replay(), "h").expect("ours");
         assert_eq!(
             o,
             RequestOutcome {
@@ -839,32 +749,21 @@ mod tests {
     fn published_answers_are_bounded_and_checked_by_the_asker() {
         let answers = Answers::default();
         let outcome = RequestOutcome {
-            id: "early".into(),
-            handled_by: "holder".into(),
             summary: "reconciled everything (3 items): 0 writes".into(),
-            writes: 0,
-            failures: 0,
-            refused: 0,
             keys: 3,
+            ..Default::default()
         };
-        let ok = Ok(outcome.clone());
-        answers.publish(Published::of(
-            vec!["early".into()],
-            &Command::Reconcile("k8sy".into()),
-            &ok,
-        ));
+        let (ok, k8sy) = (Ok(outcome.clone()), Command::Reconcile("k8sy".into()));
+        answers.publish(Published::of(vec!["early".into()], &k8sy, &ok));
         for round in 0..5 {
             let flood: Vec<String> = (0..100).map(|i| format!("f{round}-{i}")).collect();
-            answers.publish(Published::of(flood, &Command::ReconcileAll, &ok));
+            answers.publish(Published::of(flood, &ReconcileAll, &ok));
         }
-        answers.publish(Published::of(
-            vec!["mine".into()],
-            &Command::Replay("k8sx".into()),
-            &Ok(RequestOutcome {
-                summary: "replayed 1 constraint\u{1b}[2J".into(),
-                ..outcome
-            }),
-        ));
+        let escaped = Ok(RequestOutcome {
+            summary: "replayed 1 constraint\u{1b}[2J".into(),
+            ..outcome
+        });
+        answers.publish(Published::of(vec!["mine".into()], &replay(), &escaped));
         let raw = answers.annotation().expect("published");
         let list: Vec<Published> = serde_json::from_str(&raw).expect("json");
         assert!(list.iter().all(|p| p.ids.len() <= IDS_PER_ANSWER));
@@ -877,17 +776,11 @@ mod tests {
         let mut lease = Lease::default();
         lease.metadata.annotations = Some(BTreeMap::from([(ANSWERS_ANNOTATION.into(), raw)]));
         let mine = answer_in(&lease, "mine").expect("answered");
-        let o = outcome_of(
-            mine.clone(),
-            "mine",
-            &Command::Replay("k8sx".into()),
-            "holder\u{1b}",
-        )
-        .expect("ours");
+        let o = outcome_of(mine.clone(), "mine", &replay(), "holder\u{1b}").expect("ours");
         assert!(!o.summary.contains('\u{1b}') && !o.handled_by.contains('\u{1b}'));
         // Our id, another command: someone overwrote our request.
         assert!(matches!(
-            outcome_of(mine, "mine", &Command::ReconcileAll, "holder"),
+            outcome_of(mine, "mine", &ReconcileAll, "holder"),
             Err(RequestError::NotOurs { .. })
         ));
         assert!(

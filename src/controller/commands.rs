@@ -1,5 +1,5 @@
 //! Requests (the TUI's `p`/`r`/`R`, the one-shot `replay`/`reconcile`) as this copy handles
-//! them: here when it leads, through the lease holder otherwise (`requests.rs` has the
+//! them: here when it leads, through the lease holder otherwise (`channel.rs` has the
 //! channel); and the holder's side of that channel.
 
 use super::channel::{self, Batch, Desk, MAX_RUNNING, PRUNE_EVERY, Published};
@@ -13,6 +13,7 @@ use super::{Error, RequestError};
 use crate::model::ObjectRef;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use tokio::sync::watch;
 
@@ -24,14 +25,6 @@ pub struct Route {
     pub lease_name: String,
     /// This copy leads for one request only ([`super::Config::one_shot`]).
     pub one_shot: bool,
-}
-
-fn verb_of(c: &Command) -> EventVerb {
-    match c {
-        Command::Replay(_) => EventVerb::Replay,
-        Command::Reconcile(_) => EventVerb::Reconcile,
-        Command::ReconcileAll => EventVerb::ReconcileAll,
-    }
 }
 
 /// The keys `command` concerns, from the local stores (each template read once): a template's
@@ -81,7 +74,7 @@ pub async fn handle_here(
     id: &str,
     command: Command,
 ) -> Result<RequestOutcome, Error> {
-    let verb = verb_of(&command);
+    let (verb, _) = channel::wire(&command);
     let (regarding, object) = match &command {
         Command::Replay(t) | Command::Reconcile(t) => (
             Regarding::Template(t.clone()),
@@ -95,33 +88,20 @@ pub async fn handle_here(
             ObjectRef::new("", "All", "*"),
         ),
     };
-    let keys = match keys_of(shared, &command) {
-        Ok(keys) => keys,
-        Err(e) => {
-            shared.status.log(
-                verb,
-                object,
-                EventResult::Failed(e.to_string()),
-                String::new(),
-            );
-            return Err(e);
-        }
-    };
+    let mut keys = keys_of(shared, &command).inspect_err(|e| {
+        let e = EventResult::Failed(e.to_string());
+        shared.status.log(verb, object.clone(), e, String::new());
+    })?;
     // Scoped copies (a one-shot of one template) leave other keys alone: not waited for.
-    let keys: Vec<Key> = keys
-        .into_iter()
-        .filter(|k| shared.queue.scope().contains(k))
-        .collect();
+    keys.retain(|k| shared.queue.scope().contains(k));
     let outcome = shared.tracker.begin(&keys);
     for k in keys {
         shared.queue.enqueue(k);
     }
-    let t = outcome.await.map_err(|_| Error::Stopped)?;
-    let t = if route.one_shot {
-        whole_lead(shared, t)
-    } else {
-        t
-    };
+    let mut t = outcome.await.map_err(|_| Error::Stopped)?;
+    if route.one_shot {
+        whole_lead(shared, &mut t);
+    }
     let summary = super::requests::summary(&command, &t);
     shared.status.record(ReconcileEvent {
         time: chrono::Utc::now(),
@@ -157,42 +137,27 @@ pub async fn handle_here(
 /// reconciled the request's scope before the request's own keys came round (so it found them
 /// in sync: "0 writes" while the copy had written). Writes are those the server accepted from
 /// this copy; failures and refusals count objects, once each however often retried.
-fn whole_lead(shared: &Shared, t: super::requests::Tallied) -> super::requests::Tallied {
-    // This copy's own actions: another request it handled meanwhile (one left by the last
-    // holder) has its own outcome, answered to its own asker.
-    let events: Vec<_> = shared
-        .status
-        .events()
-        .into_iter()
-        .filter(|e| {
-            !matches!(
-                e.verb,
-                EventVerb::Replay | EventVerb::Reconcile | EventVerb::ReconcileAll
-            )
-        })
-        .collect();
-    let failed: std::collections::BTreeSet<String> = events
-        .iter()
-        .filter(|e| e.result.is_failure())
-        .map(|e| e.object.to_string())
-        .collect();
-    let refused = events
-        .iter()
-        .filter(|e| {
-            matches!(
-                &e.result,
-                EventResult::WriteFailed(super::state::WriteError::Invalid(_))
-            )
-        })
-        .map(|e| e.object.to_string())
-        .collect::<std::collections::BTreeSet<_>>()
-        .len();
-    super::requests::Tallied {
-        writes: shared.metrics.writes_total(),
-        failures: failed.len() as u64,
-        refused,
-        ..t
+fn whole_lead(shared: &Shared, t: &mut super::requests::Tallied) {
+    let (mut failed, mut refused) = (BTreeSet::new(), BTreeSet::new());
+    for e in shared.status.events() {
+        // This copy's own actions: another request it handled meanwhile (one left by the last
+        // holder) has its own outcome, answered to its own asker.
+        if matches!(
+            e.verb,
+            EventVerb::Replay | EventVerb::Reconcile | EventVerb::ReconcileAll
+        ) {
+            continue;
+        }
+        if e.result.is_failure() {
+            failed.insert(e.object.to_string());
+        }
+        if let EventResult::WriteFailed(super::state::WriteError::Invalid(_)) = e.result {
+            refused.insert(e.object.to_string());
+        }
     }
+    t.writes = shared.metrics.writes_total();
+    t.failures = failed.len() as u64;
+    t.refused = refused.len();
 }
 
 /// Handles `command` wherever it can be: here when this copy leads, otherwise by the lease
@@ -208,6 +173,7 @@ pub async fn handle(
         return handle_here(shared, route, &id, command).await;
     }
     let v = view.borrow().clone();
+    let lease = format!("{}/{}", route.lease_namespace, route.lease_name);
     match (v.holder, v.unreadable) {
         (Some(h), _) if h == route.identity => Err(RequestError::MayNotWrite.into()),
         (Some(h), _) if !v.vacant => {
@@ -221,38 +187,27 @@ pub async fn handle(
             )
             .await
         }
-        (None, Some(why)) => Err(Error::LeaseUnreadable {
-            lease: format!("{}/{}", route.lease_namespace, route.lease_name),
-            why,
-        }),
-        _ => Err(Error::NoLeader {
-            lease: format!("{}/{}", route.lease_namespace, route.lease_name),
-        }),
+        (None, Some(why)) => Err(Error::LeaseUnreadable { lease, why }),
+        _ => Err(Error::NoLeader { lease }),
     }
 }
 
-/// The holder's side of the requests channel (`channel.rs`): while this copy leads, the
-/// requests written into the ConfigMap are read once each, bounded and coalesced by the
-/// [`Desk`], handled here at most [`MAX_RUNNING`] commands at once, answered in the Lease, and
-/// removed from the ConfigMap with one fenced merge patch per [`PRUNE_EVERY`] at most.
+/// The holder's side of the requests channel (`channel.rs`): requests handled at most
+/// [`MAX_RUNNING`] commands at once, removed with one fenced patch per [`PRUNE_EVERY`] at most.
 pub async fn serve(shared: Arc<Shared>, route: Route) {
     use futures::StreamExt;
     let name = channel::configmap_name(&route.lease_name);
     let configmap = format!("{}/{name}", route.lease_namespace);
     let api: Api<ConfigMap> = Api::namespaced(shared.client.clone(), &route.lease_namespace);
     let mut leading = shared.leadership.subscribe();
-    // The batches in progress: tasks of this one (aborted with it when the copy stops; a
-    // panic of one is this task's, which the copy's supervisor sees), kept across terms.
+    // The batches in progress, kept across terms: aborted with this task when the copy stops.
     let mut running = tokio::task::JoinSet::new();
     loop {
         // Only the holder serves: the others wait for leadership (an earlier term's batches
         // finish meanwhile).
         loop {
             tokio::select! {
-                led = leading.wait_for(|l| *l) => match led {
-                    Ok(_) => break,
-                    Err(_) => return,
-                },
+                led = leading.wait_for(|l| *l) => if led.is_ok() { break } else { return },
                 Some(end) = running.join_next() => rethrow(end),
             }
         }
@@ -279,9 +234,7 @@ pub async fn serve(shared: Arc<Shared>, route: Route) {
                     None => break,
                 },
                 Some(end) = running.join_next(), if !running.is_empty() => rethrow(end),
-                _ = tick.tick() => {
-                    pruning.prune(&shared, &api, &configmap, &mut desk).await;
-                }
+                _ = tick.tick() => pruning.prune(&shared, &api, &configmap, &mut desk).await,
                 r = leading.changed() => {
                     if r.is_ok() && *leading.borrow_and_update() { continue } else { break }
                 }
@@ -301,32 +254,19 @@ fn rethrow(end: Result<(), tokio::task::JoinError>) {
     }
 }
 
-/// How the command of a batch is said in the log (its template escaped).
-fn said_command(c: &Command) -> String {
-    match c {
-        Command::Replay(t) => format!("replay {}", channel::said(t, 253)),
-        Command::Reconcile(t) => format!("reconcile {}", channel::said(t, 253)),
-        Command::ReconcileAll => "reconcile-all".into(),
-    }
-}
-
-/// Handles one batch of requests asking the same command, and publishes the answer to all of
-/// them in the Lease.
+/// Handles a batch, and publishes its answer to every request of it in the Lease.
 async fn handle_batch(shared: Arc<Shared>, route: Route, batch: Batch) {
     let Batch { command, asked } = batch;
-    let first = asked
-        .first()
-        .map(|(id, by)| format!("request {id}, asked by {by}"))
-        .unwrap_or_default();
+    let (verb, template) = channel::wire(&command);
+    // The Event and the log line carry the first request's id (a batch has one at least):
+    // that asker pairs the answer with the Event; a coalesced asker sees both.
+    let (id, by) = asked.first().cloned().unwrap_or_default();
     tracing::info!(
-        "handling {} for {} request(s) ({first}{})",
-        said_command(&command),
+        "handling {} for {} request(s) (request {id}, asked by {by}{})",
+        channel::said_command(verb.as_str(), template),
         asked.len(),
         if asked.len() > 1 { ", and others" } else { "" }
     );
-    // The Event and the log line carry the first request's id: that asker pairs the answer
-    // with the Event; a coalesced asker sees both (the same outcome, said twice).
-    let id = asked.first().map(|(id, _)| id.clone()).unwrap_or_default();
     let result = handle_here(&shared, &route, &id, command.clone()).await;
     if !shared.leadership.fence.may_write() {
         tracing::info!(
@@ -390,11 +330,10 @@ impl Pruning {
             )),
         };
         match failure {
-            None => {
-                if std::mem::take(&mut self.failing) {
-                    tracing::info!("removing read requests from ConfigMap {configmap} works again");
-                }
+            None if std::mem::take(&mut self.failing) => {
+                tracing::info!("removing read requests from ConfigMap {configmap} works again");
             }
+            None => {}
             Some(why) => {
                 desk.unpruned(keys);
                 if !std::mem::replace(&mut self.failing, true) {

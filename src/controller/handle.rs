@@ -5,6 +5,7 @@
 
 use super::Error;
 use super::cache::OpinionCache;
+use super::lease::LEASES;
 use super::shared::Shared;
 use super::state::{AccessError, Command, Happened, LiveState, ReconcileEvent, RequestOutcome};
 use super::status::changed;
@@ -13,6 +14,7 @@ use parking_lot::Mutex;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio::time::{Instant, sleep_until, timeout_at};
 use tokio_util::sync::CancellationToken;
 
 /// A request and where its outcome goes.
@@ -67,58 +69,19 @@ pub enum Convergence {
     TimedOut,
 }
 
-use super::lease::LEASES;
-
 /// How long the queue must stay empty to count as idle: a watch event of our own last write,
 /// or a key a list handler is about to queue, may still come.
 const QUIET: Duration = Duration::from_millis(500);
 
-/// Waits until every watch has listed, the stores show every write of this copy (so a
-/// snapshot taken now is what the writes made), and the queue has stayed empty for [`QUIET`]
-/// (every key reconciled, delayed ones included); or `timeout` passes.
-async fn wait_idle(shared: &Shared, timeout: Duration) -> bool {
-    let mut depth = shared.queue.depth();
-    let mut status = shared.status.subscribe();
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        let empty = *depth.borrow_and_update() == 0;
-        // Every watch event touches the status: a store that caught up with a write wakes us.
-        status.borrow_and_update();
-        let unseen = shared.stores.unseen_writes();
-        if empty && shared.status.synced() && unseen == 0 {
-            // Quiet for a moment: no change of the queue in between.
-            match tokio::time::timeout_at(
-                deadline.min(tokio::time::Instant::now() + QUIET),
-                depth.changed(),
-            )
-            .await
-            {
-                Err(_) if tokio::time::Instant::now() < deadline || *depth.borrow() == 0 => {
-                    return *depth.borrow() == 0 && shared.status.synced();
-                }
-                Err(_) => return false,
-                Ok(_) => continue,
-            }
-        }
-        // A store catching up with our writes touches the status; nothing else is waited for.
-        tokio::select! {
-            _ = changed(&mut depth) => {}
-            _ = changed(&mut status) => {}
-            _ = tokio::time::sleep_until(deadline) => return false,
-        }
-    }
-}
 /// How long a store may stay forbidden (or not served) before [`Controller::converged`] gives
 /// up on it: the authorizer's caches take a moment to see a new grant.
 const UNREADABLE_GRACE: Duration = Duration::from_secs(3);
 
 impl Controller {
-    /// This copy's identity in the Lease.
     pub fn identity(&self) -> &str {
         &self.inner.identity
     }
 
-    /// The latest published state.
     pub fn state(&self) -> Arc<LiveState> {
         self.inner.state.borrow().clone()
     }
@@ -150,7 +113,7 @@ impl Controller {
     /// Waits until this copy holds the Lease, for at most `timeout`.
     pub async fn leading(&self, timeout: Duration) -> Result<(), NotLeading> {
         let world = &self.inner.world;
-        let start = tokio::time::Instant::now();
+        let start = Instant::now();
         let deadline = start + timeout;
         // A Lease that cannot be used is given this long: a grant may be on its way through
         // the authorizer's cache.
@@ -163,37 +126,28 @@ impl Controller {
                 return Ok(());
             }
             status.borrow_and_update();
-            let current = state.borrow_and_update().clone();
-            if !current.lease.participating {
+            let lease = state.borrow_and_update().lease.clone();
+            if !lease.participating {
                 return Err(NotLeading::NotParticipating);
             }
-            let now = tokio::time::Instant::now();
+            let now = Instant::now();
             if let Some(e) = world.status.access_error(LEASES)
                 && now >= grace_end
             {
                 return Err(NotLeading::LeaseUnusable(e));
             }
             if now >= deadline {
-                return Err(NotLeading::HeldBy(
-                    current
-                        .lease
-                        .holder
-                        .clone()
-                        .filter(|h| *h != self.inner.identity),
-                ));
+                let other = lease.holder.filter(|h| *h != self.inner.identity);
+                return Err(NotLeading::HeldBy(other));
             }
             // Leadership, the Lease's holder and access errors wake us; the clock only at the
             // end of the grace and at the deadline.
-            let wake = if now < grace_end {
-                grace_end.min(deadline)
-            } else {
-                deadline
-            };
+            let wake = if now < grace_end { grace_end } else { deadline };
             tokio::select! {
                 _ = changed(&mut leading) => {}
                 _ = changed(&mut state) => {}
                 _ = changed(&mut status) => {}
-                _ = tokio::time::sleep_until(wake) => {}
+                _ = sleep_until(wake.min(deadline)) => {}
             }
         }
     }
@@ -204,7 +158,7 @@ impl Controller {
     /// served may come (a CRD installed later), and other failures are retried.
     pub async fn forbidden(&self, timeout: Duration) -> Vec<AccessError> {
         let world = &self.inner.world;
-        let deadline = tokio::time::Instant::now() + timeout;
+        let deadline = Instant::now() + timeout;
         let mut state = self.subscribe();
         let mut status = world.status.subscribe();
         let mut leading = world.leadership.subscribe();
@@ -216,45 +170,63 @@ impl Controller {
                 || world.leadership.is_leading()
                 || lease.holder.is_some()
                 || world.status.access_error(LEASES).is_some();
-            if tried || tokio::time::Instant::now() >= deadline {
+            if tried || Instant::now() >= deadline {
                 break;
             }
             tokio::select! {
                 () = changed(&mut state) => {}
                 () = changed(&mut status) => {}
                 () = changed(&mut leading) => {}
-                () = tokio::time::sleep_until(deadline) => {}
+                () = sleep_until(deadline) => {}
             }
         }
-        world
-            .status
-            .access_errors()
-            .into_iter()
-            .filter(|e| e.kind == super::state::AccessErrorKind::Forbidden)
-            .collect()
+        let mut errors = world.status.access_errors();
+        errors.retain(|e| e.kind == super::state::AccessErrorKind::Forbidden);
+        errors
     }
 
-    /// Waits until every watch has listed and the queue has stayed empty for a moment (every
-    /// key reconciled, delayed ones such as the binding wait included), for at most `timeout`.
+    /// Waits until every watch has listed, the stores show every write of this copy (so a
+    /// snapshot taken now is what the writes made), and the queue has stayed empty for `QUIET`
+    /// (every key reconciled, delayed ones included); or `timeout` passes.
     pub async fn idle(&self, timeout: Duration) -> bool {
-        wait_idle(&self.inner.world, timeout).await
+        let shared = &self.inner.world;
+        let mut depth = shared.queue.depth();
+        let mut status = shared.status.subscribe();
+        let deadline = Instant::now() + timeout;
+        loop {
+            let empty = *depth.borrow_and_update() == 0;
+            status.borrow_and_update();
+            if empty && shared.status.synced() && shared.stores.unseen_writes() == 0 {
+                // Quiet for a moment: no change of the queue in between.
+                match timeout_at(deadline.min(Instant::now() + QUIET), depth.changed()).await {
+                    Err(_) => return *depth.borrow() == 0 && shared.status.synced(),
+                    Ok(_) => continue,
+                }
+            }
+            // Every watch event touches the status: a store that caught up with a write wakes us.
+            tokio::select! {
+                _ = changed(&mut depth) => {}
+                _ = changed(&mut status) => {}
+                _ = sleep_until(deadline) => return false,
+            }
+        }
     }
 
     /// Waits for convergence: idle with every store known. Gives up early when a write was
     /// forbidden or a store stays forbidden or unserved.
     pub async fn converged(&self, limit: Duration) -> Convergence {
         let world = &self.inner.world;
-        let deadline = tokio::time::Instant::now() + limit;
-        let mut unreadable_since: Option<tokio::time::Instant> = None;
+        let deadline = Instant::now() + limit;
+        let mut unreadable_since: Option<Instant> = None;
         loop {
-            let slice = Duration::from_secs(1).min(deadline - tokio::time::Instant::now());
-            let idle = wait_idle(world, slice).await;
+            let slice = Duration::from_secs(1).min(deadline - Instant::now());
+            let idle = self.idle(slice).await;
             let unknown = world.unknown_stores();
             if idle && unknown.is_empty() {
                 return Convergence::Idle;
             }
             if !unknown.is_empty() && world.status.definitely_unreadable(&unknown) {
-                let since = *unreadable_since.get_or_insert_with(tokio::time::Instant::now);
+                let since = *unreadable_since.get_or_insert_with(Instant::now);
                 if since.elapsed() >= UNREADABLE_GRACE {
                     return Convergence::Unreadable(unknown);
                 }
@@ -264,7 +236,7 @@ impl Controller {
             if world.status.any_forbidden() {
                 return Convergence::Forbidden;
             }
-            if tokio::time::Instant::now() >= deadline {
+            if Instant::now() >= deadline {
                 return if unknown.is_empty() {
                     Convergence::TimedOut
                 } else {
@@ -289,12 +261,10 @@ impl Controller {
         self.inner.world.metrics.render()
     }
 
-    /// Everything this copy cannot read now.
     pub fn access_errors(&self) -> Vec<AccessError> {
         self.inner.world.status.access_errors()
     }
 
-    /// The constraint kinds this copy watches.
     pub fn watched_kinds(&self) -> Vec<String> {
         self.inner.world.stores.watched_kinds()
     }
@@ -310,12 +280,10 @@ impl Controller {
         self.inner.world.status.writes_enabled()
     }
 
-    /// The template side's current opinion of constraint kind `kind`.
     pub fn opinion(&self, kind: &str) -> Option<crate::core::desired::Opinion> {
         self.inner.cache.get(kind)
     }
 
-    /// The stores as a snapshot, now.
     pub fn snapshot(&self) -> Snapshot {
         self.inner.world.snapshot()
     }
@@ -342,17 +310,15 @@ impl Controller {
     /// [`Controller::STOP_WAIT`] for the release; calling it again (or on another clone)
     /// returns at once. After a task failed, its failure ([`Error::TaskFailed`]).
     pub async fn stop(&self) -> Result<(), Error> {
-        let timeout = Self::STOP_WAIT;
         self.inner.stop.cancel();
-        let join = self.inner.join.lock().take();
-        let Some(join) = join else {
+        let Some(join) = self.inner.join.lock().take() else {
             return Ok(());
         };
-        match tokio::time::timeout(timeout, join).await {
+        match tokio::time::timeout(Self::STOP_WAIT, join).await {
             Ok(Ok(result)) => result,
             Ok(Err(e)) => Err(Error::Task(e)),
             Err(_) => Err(Error::NotReleased {
-                secs: timeout.as_secs(),
+                secs: Self::STOP_WAIT.as_secs(),
             }),
         }
     }

@@ -5,11 +5,11 @@
 use super::shared::Shared;
 use super::state::{Connection, FailedWrite, LeaseInfo, LiveState};
 use super::status::changed;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 
-/// Bursts of changes are published once per this interval at most.
 const COALESCE: Duration = Duration::from_millis(250);
 /// Readiness, the overlay sweep and the connection are looked at this often anyway.
 const TICK: Duration = Duration::from_secs(1);
@@ -32,18 +32,14 @@ fn connection(shared: &Shared) -> Connection {
     }
 }
 
-/// Keeps `/readyz` true: ready only while every store is listed and watched (a copy that
-/// cannot read something decides nothing that rests on it, and says so).
+/// Keeps `/readyz` true, every reason to be unready said: a copy whose Lease requests fail or
+/// go unanswered cannot lead, nor tell who does; on a store it cannot read, nothing is decided.
 fn readiness(shared: &Shared) {
-    // Everything that keeps it unready, each said: a copy whose Lease requests fail or go
-    // unanswered cannot lead, nor tell who does; a store it cannot read, nothing resting on
-    // it is decided.
     let lease = shared.status.access_error(super::lease::LEASES);
-    let unknown = shared.unknown_stores();
     let reasons: Vec<String> = lease
         .map(|l| l.message)
         .into_iter()
-        .chain(unknown.into_iter().map(|(_, why)| why))
+        .chain(shared.unknown_stores().into_iter().map(|(_, why)| why))
         .collect();
     shared.metrics.set_ready(if !reasons.is_empty() {
         Err(reasons.join("\n"))
@@ -56,10 +52,7 @@ fn readiness(shared: &Shared) {
 
 /// The failed writes views show: this copy's own, unless another copy leads — then the
 /// writes that leader says the API server refuses (an observer has no writes of its own).
-fn failed_writes(
-    shared: &Shared,
-    lease: &LeaseInfo,
-) -> Arc<std::collections::BTreeMap<String, FailedWrite>> {
+fn failed_writes(shared: &Shared, lease: &LeaseInfo) -> Arc<BTreeMap<String, FailedWrite>> {
     let remote = lease
         .health
         .as_ref()
@@ -106,10 +99,9 @@ pub async fn run(
     loop {
         shared.stores.sweep_overlay();
         readiness(&shared);
-        // The queue drained with everything listed: the last sync, published with renewals.
-        // Stamped when it drains, not at every publish while it stays empty: a new stamp
-        // changes the leader's health, each renewal would carry it, and every view would
-        // take the Lease as changed (and analyse again) every retry period.
+        // The last sync (published with renewals) is stamped when the queue drains with
+        // everything listed, not at every publish while it stays empty: each renewal would
+        // carry a new stamp, and every view would analyse again every retry period.
         let empty = *depth.borrow_and_update() == 0 && shared.status.synced();
         if empty && !drained {
             shared.status.set_last_sync(chrono::Utc::now());

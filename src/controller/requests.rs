@@ -1,7 +1,5 @@
-//! Requests (replay, reconcile, reconcile everything) handled here, on the copy that leads:
-//! the request's keys are tracked ([`Tracker`]) until each has been reconciled after the
-//! request came in, then its writes and failures are counted into the outcome. Requests from
-//! other copies reach the holder through `channel.rs`.
+//! A request handled on the copy that leads: its keys tracked ([`Tracker`]) until each has been
+//! reconciled after it came in, then its writes and failures counted and said ([`summary`]).
 
 use super::keys::Key;
 use super::reconcilers::Outcome;
@@ -14,20 +12,15 @@ use tokio::sync::oneshot;
 /// How long a request waits for its keys before it reports what it has.
 pub const REQUEST_DEADLINE: Duration = Duration::from_secs(60);
 
-// ---- requests handled here ----
-
 struct Pending {
     begun: Instant,
     /// Keys not reconciled since the request came in.
     left: HashSet<Key>,
-    total: usize,
-    writes: u64,
-    failures: u64,
+    tally: Tallied,
     /// Keys whose write the API server refused (422): not retried, a failure to report.
     refused: HashSet<Key>,
     /// Keys that came back for later (the binding wait).
     waiting: HashSet<Key>,
-    /// Keys whose last reconcile must be retried.
     retrying: HashSet<Key>,
     reply: oneshot::Sender<Tallied>,
 }
@@ -60,9 +53,10 @@ impl Tracker {
         let p = Pending {
             begun: Instant::now(),
             left: keys.iter().cloned().collect(),
-            total: keys.len(),
-            writes: 0,
-            failures: 0,
+            tally: Tallied {
+                keys: keys.len(),
+                ..Tallied::default()
+            },
             refused: HashSet::new(),
             waiting: HashSet::new(),
             retrying: HashSet::new(),
@@ -76,8 +70,6 @@ impl Tracker {
         rx
     }
 
-    /// A reconcile of `key`, started at `started`, ended with `outcome` after `writes` writes
-    /// and `failures` failed ones.
     pub fn processed(
         &self,
         key: &Key,
@@ -92,25 +84,19 @@ impl Tracker {
             if started < p.begun || !(p.left.contains(key) || p.retrying.contains(key)) {
                 return false;
             }
-            p.writes += writes;
-            p.failures += failures;
-            match outcome {
-                Outcome::Retry(_) | Outcome::Forbidden(_) => {
-                    p.retrying.insert(key.clone());
-                }
-                Outcome::RequeueAfter(_) => {
-                    p.retrying.remove(key);
-                    p.waiting.insert(key.clone());
-                }
-                Outcome::Refused(_) => {
-                    p.retrying.remove(key);
-                    p.refused.insert(key.clone());
-                }
-                Outcome::Done | Outcome::Unknown(_) => {
-                    p.retrying.remove(key);
-                }
-            }
+            p.tally.writes += writes;
+            p.tally.failures += failures;
             p.left.remove(key);
+            p.retrying.remove(key);
+            let into = match outcome {
+                Outcome::Retry(_) | Outcome::Forbidden(_) => Some(&mut p.retrying),
+                Outcome::RequeueAfter(_) => Some(&mut p.waiting),
+                Outcome::Refused(_) => Some(&mut p.refused),
+                Outcome::Done | Outcome::Unknown(_) => None,
+            };
+            if let Some(into) = into {
+                into.insert(key.clone());
+            }
             p.left.is_empty() && p.retrying.is_empty()
         });
         done.for_each(Pending::finish);
@@ -132,12 +118,10 @@ impl Tracker {
 impl Pending {
     fn finish(self) {
         let _ = self.reply.send(Tallied {
-            writes: self.writes,
-            failures: self.failures,
             refused: self.refused.len(),
-            keys: self.total,
             waiting: self.waiting.len(),
             unfinished: self.left.len() + self.retrying.len(),
+            ..self.tally
         });
     }
 }
@@ -146,34 +130,22 @@ impl Pending {
 /// 3 waiting (binding wait)". A request that wrote nothing because its writes were refused
 /// never reads "0 writes".
 pub fn summary(command: &Command, t: &Tallied) -> String {
-    let (total, writes, failures, refused) = (t.keys, t.writes, t.failures, t.refused);
-    let plural = |n: usize, one: &str, many: &str| {
-        if n == 1 {
-            format!("1 {one}")
-        } else {
-            format!("{n} {many}")
-        }
-    };
+    let (total, refused) = (t.keys as u64, t.refused as u64);
+    let plural = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    let constraints = |n| plural(n, "constraint", "constraints");
     let what = match command {
-        Command::Replay(t) => format!(
-            "replayed {} of template {t}",
-            plural(total, "constraint", "constraints")
-        ),
+        Command::Replay(t) => format!("replayed {} of template {t}", constraints(total)),
         Command::Reconcile(t) => format!(
             "reconciled template {t} and {}",
-            plural(total.saturating_sub(1), "constraint", "constraints")
+            constraints(total.saturating_sub(1))
         ),
         Command::ReconcileAll => {
             format!("reconciled everything ({})", plural(total, "item", "items"))
         }
     };
     let mut parts = Vec::new();
-    if writes > 0 || (failures == 0 && refused == 0) {
-        parts.push(plural(
-            usize::try_from(writes).unwrap_or(usize::MAX),
-            "write",
-            "writes",
-        ));
+    if t.writes > 0 || (t.failures == 0 && refused == 0) {
+        parts.push(plural(t.writes, "write", "writes"));
     }
     // A refused key refused one write (a refusal ends its reconcile); the other failed
     // writes beside them.
@@ -183,22 +155,18 @@ pub fn summary(command: &Command, t: &Tallied) -> String {
             plural(refused, "write", "writes")
         ));
     }
-    let other = failures.saturating_sub(refused as u64);
+    let other = t.failures.saturating_sub(refused);
     if other > 0 {
         parts.push(format!("{other} failed"));
     }
-    let mut out = format!("{what}: {}", parts.join(", "));
     if t.waiting > 0 {
-        out.push_str(&format!(", {} waiting (binding wait)", t.waiting));
+        parts.push(format!("{} waiting (binding wait)", t.waiting));
     }
     if t.unfinished > 0 {
-        out.push_str(&format!(
-            ", {} not finished within {}s",
-            t.unfinished,
-            REQUEST_DEADLINE.as_secs()
-        ));
+        let secs = REQUEST_DEADLINE.as_secs();
+        parts.push(format!("{} not finished within {secs}s", t.unfinished));
     }
-    out
+    format!("{what}: {}", parts.join(", "))
 }
 
 #[cfg(test)]
@@ -221,13 +189,8 @@ mod tests {
         ));
         t.processed(&keys[1], after, &Outcome::Retry(conflict), 0, 0);
         assert!(rx.try_recv().is_err(), "b must be retried");
-        t.processed(
-            &keys[1],
-            after,
-            &Outcome::RequeueAfter(Duration::from_secs(1)),
-            1,
-            1,
-        );
+        let later = Outcome::RequeueAfter(Duration::from_secs(1));
+        t.processed(&keys[1], after, &later, 1, 1);
         let answered = rx.try_recv().expect("answered");
         assert_eq!((answered.writes, answered.failures), (2, 1));
         // A refused write is named as such, and a request whose only write was refused does
@@ -238,9 +201,8 @@ mod tests {
             refused: 1,
             ..Tallied::default()
         };
-        let refused = summary(&Command::Reconcile("k8sx".into()), &refused);
         assert_eq!(
-            refused,
+            summary(&Command::Reconcile("k8sx".into()), &refused),
             "reconciled template k8sx and 1 constraint: 1 write refused by the API server"
         );
         assert_eq!(
