@@ -10,6 +10,7 @@
 
 use super::keys::{Key, Obj};
 use super::objects::{binding_keys, controllers_in, established, is_constraint_crd, policy_keys};
+use super::outage::SUMMARY_EVERY;
 use super::shared::Shared;
 use super::state::{AccessError, AccessErrorKind};
 use super::status::changed;
@@ -28,6 +29,7 @@ use kube::runtime::watcher;
 use serde::de::DeserializeOwned;
 use std::fmt::Debug;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// What a store keeps of an object: what the reconciler and the views read, nothing more.
 pub trait Trim: Resource {
@@ -182,12 +184,9 @@ where
 const WATCH_TIMEOUT_SECS: u32 = 290;
 /// A watch that sends nothing, not even its end, this long after the server should have ended
 /// it is a connection nobody answers on: given up, as a failure without an answer.
-const WATCH_SILENT_MAX: std::time::Duration =
-    std::time::Duration::from_secs(WATCH_TIMEOUT_SECS as u64 + 30);
-const RETRY_MIN: std::time::Duration = std::time::Duration::from_millis(500);
-const RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(30);
-/// While a resource stays unreadable, one summary line this often (not one per retry).
-const SUMMARY_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+const WATCH_SILENT_MAX: Duration = Duration::from_secs(WATCH_TIMEOUT_SECS as u64 + 30);
+const RETRY_MIN: Duration = Duration::from_millis(500);
+const RETRY_MAX: Duration = Duration::from_secs(30);
 /// How many undecodable objects a watch remembers having reported (beyond that, a relist may
 /// report one again).
 const REPORTED_MAX: usize = 1024;
@@ -224,7 +223,7 @@ struct Failure {
     /// Throttled or unavailable (429, 503, 504): expected to pass; said only if it lasts.
     transient: bool,
     /// How long the server asked to wait (its `retryAfterSeconds`), zero if it did not.
-    retry_after: std::time::Duration,
+    retry_after: Duration,
 }
 
 impl Failure {
@@ -239,7 +238,7 @@ impl Failure {
             error: AccessError::from_status(resource, status, verb, &message),
             unreachable,
             transient: matches!(status, Some(429 | 503 | 504)),
-            retry_after: std::time::Duration::ZERO,
+            retry_after: Duration::ZERO,
         }
     }
 }
@@ -250,9 +249,9 @@ impl Failure {
 /// without an answer go to the copy's one outage log instead.
 #[derive(Default)]
 struct Health {
-    since: Option<std::time::Instant>,
+    since: Option<Instant>,
     /// When this resource last logged a line of its own (`None`: not yet in this failure).
-    last_summary: Option<std::time::Instant>,
+    last_summary: Option<Instant>,
     /// What it last said of a refusal.
     said: Option<String>,
     retries: u64,
@@ -260,7 +259,7 @@ struct Health {
 
 impl Health {
     fn failed(&mut self, world: &Shared, resource: &str, failure: &Failure) {
-        let now = std::time::Instant::now();
+        let now = Instant::now();
         let message = &failure.error.message;
         self.retries += 1;
         let since = *self.since.get_or_insert(now);
@@ -268,40 +267,30 @@ impl Health {
             world.outage.failed(resource, message);
             return;
         }
-        // Forbidden or not served: retrying changes nothing until someone acts, so once.
-        if failure.error.kind != AccessErrorKind::Other {
-            self.last_summary = Some(now);
-            if self.said.as_ref() == Some(message) {
-                tracing::debug!("{message}");
-            } else {
-                self.said = Some(message.clone());
-                tracing::warn!(
-                    "{message}; decisions that rest on {resource} wait until it is read again"
-                );
-            }
-            return;
-        }
-        match self.last_summary {
+        let refused = failure.error.kind != AccessErrorKind::Other;
+        let quiet = match self.last_summary {
+            // Forbidden or not served: retrying changes nothing until someone acts, so once.
+            _ if refused => self.said.replace(message.clone()).as_ref() == Some(message),
             // Throttled or unavailable for now (a new CRD's storage initializing answers 429):
             // said only if it lasts.
-            None if failure.transient && now - since < SUMMARY_EVERY => {
-                tracing::debug!("{message}")
-            }
-            None => {
-                self.last_summary = Some(now);
-                tracing::warn!(
-                    "{message}; decisions that rest on {resource} wait until it is read again"
-                );
-            }
-            Some(t) if now - t >= SUMMARY_EVERY => {
-                self.last_summary = Some(now);
-                tracing::warn!(
-                    "{resource} unreadable for {}s, {} retries: {message}",
-                    (now - since).as_secs(),
-                    self.retries
-                );
-            }
-            Some(_) => tracing::debug!("{message}"),
+            None => failure.transient && now - since < SUMMARY_EVERY,
+            Some(t) => now - t < SUMMARY_EVERY,
+        };
+        if quiet {
+            tracing::debug!("{message}");
+        } else if !refused && self.last_summary.is_some() {
+            tracing::warn!(
+                "{resource} unreadable for {}s, {} retries: {message}",
+                (now - since).as_secs(),
+                self.retries
+            );
+        } else {
+            tracing::warn!(
+                "{message}; decisions that rest on {resource} wait until it is read again"
+            );
+        }
+        if refused || !quiet {
+            self.last_summary = Some(now);
         }
     }
 
@@ -324,21 +313,12 @@ impl Health {
 /// A failed request: an outage only when nothing answered (an answer that could not be
 /// decoded is this resource's problem, and is logged as such).
 fn failure_of(resource: &str, verb: &str, e: &kube::Error) -> Failure {
-    let status = crate::cluster::status_code(e);
-    let describe = crate::cluster::describe(e);
-    let mut failure = Failure::new(
-        resource,
-        status,
-        verb,
-        &describe,
-        crate::cluster::unanswered(e),
-    );
-    if let kube::Error::Api(s) = e {
-        failure.retry_after = s
-            .details
-            .as_ref()
-            .map(|d| std::time::Duration::from_secs(u64::from(d.retry_after_seconds)))
-            .unwrap_or_default();
+    use crate::cluster::{describe, status_code, unanswered};
+    let mut failure = Failure::new(resource, status_code(e), verb, &describe(e), unanswered(e));
+    if let kube::Error::Api(s) = e
+        && let Some(d) = &s.details
+    {
+        failure.retry_after = Duration::from_secs(u64::from(d.retry_after_seconds));
     }
     failure
 }
@@ -497,8 +477,7 @@ pub fn on_crd(world: &Arc<Shared>, change: Change<'_, CustomResourceDefinition>)
                 crd_changed(world, crd, false);
             }
             // Kinds whose CRD went away while the watch was down.
-            let running = world.stores.watched_kinds();
-            for kind in running {
+            for kind in world.stores.watched_kinds() {
                 if !crds.iter().any(|c| is_constraint_crd(c, &kind)) {
                     stop_kind(world, &kind);
                 }
@@ -663,8 +642,9 @@ mod tests {
         task.abort();
     }
 
-    fn crd_of_group(group: &str) -> CustomResourceDefinition {
-        serde_json::from_value(serde_json::json!({
+    /// A CRD of `group`, and it trimmed.
+    fn crd_of_group(group: &str) -> (CustomResourceDefinition, CustomResourceDefinition) {
+        let crd: CustomResourceDefinition = serde_json::from_value(serde_json::json!({
             "metadata": {
                 "name": format!("k8sx.{group}"),
                 "annotations": { "kubectl.kubernetes.io/last-applied-configuration": "{…}" },
@@ -680,14 +660,18 @@ mod tests {
             "status": { "conditions": [{ "type": "Established", "status": "True",
                                          "lastTransitionTime": "2026-11-30T09:00:00Z" }] }
         }))
-        .expect("crd")
-    }
-
-    #[test]
-    fn a_trimmed_crd_of_another_group_keeps_only_what_is_read() {
-        let crd = crd_of_group("example.com");
+        .expect("crd");
         let mut trimmed = crd.clone();
         trimmed.trim();
+        (crd, trimmed)
+    }
+
+    /// Of another group's CRD only what is read is kept. A constraint CRD is compared with its
+    /// template's and updated in place: its spec and annotations must survive (an update
+    /// without them would drop them on the server).
+    #[test]
+    fn a_trimmed_crd_keeps_what_is_read_and_a_constraint_crd_all_but_managed_fields() {
+        let (crd, trimmed) = crd_of_group("example.com");
         assert_eq!(crd_state(&trimmed), crd_state(&crd));
         assert!(matches!(
             crd_state(&trimmed),
@@ -705,17 +689,8 @@ mod tests {
         assert!(trimmed.metadata.annotations.is_none());
         assert!(trimmed.metadata.managed_fields.is_none());
         assert_eq!(trimmed.spec.names.plural, "k8sx");
-    }
-
-    /// A constraint CRD is compared with its template's and updated in place: its spec and
-    /// annotations must survive (an update without them would drop them on the server).
-    #[test]
-    fn a_trimmed_constraint_crd_keeps_spec_and_annotations() {
-        let crd = crd_of_group(CONSTRAINTS_GROUP);
-        let mut trimmed = crd.clone();
-        trimmed.trim();
+        let (mut expected, trimmed) = crd_of_group(CONSTRAINTS_GROUP);
         assert!(trimmed.metadata.managed_fields.is_none());
-        let mut expected = crd.clone();
         expected.metadata.managed_fields = None;
         assert_eq!(trimmed, expected);
     }
