@@ -45,13 +45,10 @@ enum Fact {
     Event(Outgoing),
     /// Publish every burst now (this copy is about to release the Lease), then answer.
     Flush(tokio::sync::oneshot::Sender<()>),
-    /// A template or constraint as decided now: invalid, and why (a Warning once per change
-    /// of the reason), or valid (`None`: a later error is reported again).
+    /// See [`Recorder::decided`].
     Invalid {
         regarding: Regarding,
         reason: Option<String>,
-        /// Its log line was said already, by the watch that read it (a stub of an object
-        /// that could not be decoded): not said twice.
         logged: bool,
     },
 }
@@ -89,8 +86,7 @@ pub enum Regarding {
 }
 
 impl Regarding {
-    /// The namespace its Events live in: the object's own, `default` for a template
-    /// (cluster-scoped).
+    /// Where its Events live: the object's namespace, `default` for cluster-scoped ones.
     pub fn namespace(&self) -> &str {
         match self {
             Regarding::Template(_) | Regarding::Constraint { .. } => EVENTS_NAMESPACE,
@@ -126,15 +122,20 @@ impl Recorder {
         (Recorder { tx: Some(tx) }, Facts(rx))
     }
 
+    fn send(&self, fact: Fact) {
+        if let Some(tx) = &self.tx {
+            let _ = tx.send(fact);
+        }
+    }
+
     /// A write of `w` (in the reconcile of `key`) passed or failed.
     pub fn written(&self, w: &PlannedWrite, error: Option<&WriteError>, key: &Key) {
-        let Some(tx) = &self.tx else { return };
         // The key's template (Gatekeeper's rule: a template's name is its kind in lower case).
         let template = match key {
             Key::Template(t) => t.clone(),
             Key::Constraint { kind, .. } => kind.to_lowercase(),
         };
-        let _ = tx.send(Fact::Write {
+        self.send(Fact::Write {
             template,
             verb: w.verb,
             object: w.object.clone(),
@@ -154,24 +155,19 @@ impl Recorder {
     }
 
     /// The leader decided `regarding` (a template or constraint) invalid for `reason`, or
-    /// valid (`None`). A Warning Event `Invalid` is published once per reason, not per
-    /// reconcile, so `kubectl events --for` shows why the template or constraint is not turned
-    /// into a VAP or binding.
-    /// `logged`: why it is invalid was logged already (see [`Fact::Invalid`]).
+    /// valid (`None`: a later error is reported again). A Warning Event `Invalid` is published
+    /// once per reason, not per reconcile, so `kubectl events --for` shows why it is not turned
+    /// into a VAP or binding. `logged`: the watch that read it (an undecodable stub) logged why.
     pub fn decided(&self, regarding: Regarding, reason: Option<String>, logged: bool) {
-        if let Some(tx) = &self.tx {
-            let _ = tx.send(Fact::Invalid {
-                regarding,
-                reason,
-                logged,
-            });
-        }
+        self.send(Fact::Invalid {
+            regarding,
+            reason,
+            logged,
+        });
     }
 
     pub fn publish(&self, event: Outgoing) {
-        if let Some(tx) = &self.tx {
-            let _ = tx.send(Fact::Event(event));
-        }
+        self.send(Fact::Event(event));
     }
 }
 
@@ -205,27 +201,18 @@ fn past(verb: Verb) -> &'static str {
     }
 }
 
-/// "created VAP gatekeeper-x; created 25 bindings, updated 1 binding".
+/// "created VAP gatekeeper-x, created 25 bindings, updated binding b0".
 fn written_note(done: &BTreeMap<(&'static str, String), (usize, BTreeSet<String>)>) -> String {
-    let parts: Vec<String> = done
-        .iter()
-        .map(|((verb, kind), (writes, objects))| {
-            let (kind, writes, n) = (short_kind(kind), *writes, objects.len());
-            let times = if writes > n {
-                format!(" ({writes} writes)")
-            } else {
-                String::new()
-            };
-            match objects.first() {
-                Some(name) if n == 1 && writes > 1 => {
-                    format!("{verb} {kind} {name} {writes} times")
-                }
-                Some(name) if n == 1 => format!("{verb} {kind} {name}"),
-                _ => format!("{verb} {n} {kind}s{times}"),
-            }
-        })
-        .collect();
-    parts.join(", ")
+    let parts = done.iter().map(|((verb, kind), (writes, objects))| {
+        let (kind, writes, n) = (short_kind(kind), *writes, objects.len());
+        match objects.first() {
+            Some(name) if n == 1 && writes > 1 => format!("{verb} {kind} {name} {writes} times"),
+            Some(name) if n == 1 => format!("{verb} {kind} {name}"),
+            _ if writes > n => format!("{verb} {n} {kind}s ({writes} writes)"),
+            _ => format!("{verb} {n} {kind}s"),
+        }
+    });
+    parts.collect::<Vec<_>>().join(", ")
 }
 
 impl Burst {
@@ -250,29 +237,23 @@ impl Burst {
     }
 
     fn events(self, template: &str) -> Vec<Outgoing> {
+        let event = |reason, note: String, warning| Outgoing {
+            regarding: Regarding::Template(template.to_string()),
+            reason,
+            action: "Write",
+            note: clip(&note, NOTE_MAX),
+            warning,
+            request: None,
+        };
         let mut out = Vec::new();
         if !self.done.is_empty() {
-            out.push(Outgoing {
-                regarding: Regarding::Template(template.to_string()),
-                reason: "Written",
-                action: "Write",
-                note: clip(&written_note(&self.done), NOTE_MAX),
-                warning: false,
-                request: None,
-            });
+            out.push(event("Written", written_note(&self.done), false));
         }
         if !self.failed.is_empty() {
             let n = self.failed.len();
             let s = if n == 1 { "" } else { "s" };
             let note = format!("{n} write{s} failed: {}", self.failed.join("; "));
-            out.push(Outgoing {
-                regarding: Regarding::Template(template.to_string()),
-                reason: "WriteFailed",
-                action: "Write",
-                note: clip(&note, NOTE_MAX),
-                warning: true,
-                request: None,
-            });
+            out.push(event("WriteFailed", note, true));
         }
         out
     }
@@ -305,17 +286,18 @@ pub async fn run(
             .filter_map(|b| b.first)
             .min()
             .map(|t| t + WINDOW);
+        // `None`: a window is over; `Some(None)`: the senders are gone.
         let next = match due {
             Some(due) => tokio::select! {
-                f = rx.recv() => f.map_or(Next::Closed, Next::Fact),
-                _ = tokio::time::sleep_until(due.into()) => Next::Flush,
+                f = rx.recv() => Some(f),
+                _ = tokio::time::sleep_until(due.into()) => None,
             },
-            None => rx.recv().await.map_or(Next::Closed, Next::Fact),
+            None => Some(rx.recv().await),
         };
-        let closed = matches!(next, Next::Closed);
+        let closed = matches!(next, Some(None));
         let mut flushed = None;
-        match next {
-            Next::Fact(Fact::Write {
+        match next.flatten() {
+            Some(Fact::Write {
                 template,
                 verb,
                 object,
@@ -326,9 +308,9 @@ pub async fn run(
                     .or_default()
                     .add(verb, &object, error);
             }
-            Next::Fact(Fact::Event(e)) => publisher.publish(&e, &uid_of).await,
-            Next::Fact(Fact::Flush(done)) => flushed = Some(done),
-            Next::Fact(Fact::Invalid {
+            Some(Fact::Event(e)) => publisher.publish(&e, &uid_of).await,
+            Some(Fact::Flush(done)) => flushed = Some(done),
+            Some(Fact::Invalid {
                 regarding,
                 reason,
                 logged,
@@ -357,9 +339,8 @@ pub async fn run(
                 }
                 Some(_) => {}
             },
-            Next::Closed | Next::Flush => {}
+            None => {}
         }
-        // Flush the bursts whose window is over.
         let now = Instant::now();
         let ripe: Vec<String> = bursts
             .iter()
@@ -400,12 +381,6 @@ fn say_validity(regarding: &Regarding, why: Option<&str>) {
         }
         (Regarding::Lease { .. }, _) => {}
     }
-}
-
-enum Next {
-    Fact(Fact),
-    Flush,
-    Closed,
 }
 
 struct Publisher {
@@ -590,14 +565,11 @@ pub fn cluster_event(e: &Event) -> Option<ClusterEvent> {
     })
 }
 
-/// Follows the Events copies of kubectl-vap report (by our label) in `namespaces` (each
-/// Event lives in the namespace of what it regards), for views: each Event other copies
-/// reported (`me`'s own are its reconcile actions already) is `told` once per change — a
-/// series counting up is a change, the same Event listed again after a watch gap is not
-/// (kube-runtime's `predicate_filter` remembers what each Event said, for an hour). A watch
-/// the server refuses is one of the copy's access errors (so a view says why the leader's
-/// outcomes are missing: `refused` is told the first refusal, or `None`) until every
-/// namespace is watched again.
+/// Follows the Events copies of kubectl-vap report (by our label) in `namespaces`, for views:
+/// each Event of another copy (`me`'s own are its reconcile actions already) is `told` once
+/// per change — a series counting up is one, a relist is not (`predicate_filter`). A refused
+/// watch is an access error of the copy until every namespace is watched again (`refused`:
+/// the first refusal, or `None`), so a view says why the leader's outcomes are missing.
 pub async fn follow(
     client: kube::Client,
     namespaces: Vec<String>,
@@ -661,16 +633,16 @@ fn said(e: &Event) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    fn obj(kind: &str, name: &str) -> ObjectRef {
+        ObjectRef::new("v1", kind, name)
+    }
+
     #[test]
     fn a_written_note_counts_objects_not_writes() {
+        let vap = |name| obj(crate::model::VAP_KIND, name);
         let mut b = Burst::default();
-        let vap = |name: &str| {
-            ObjectRef::new(
-                "admissionregistration.k8s.io/v1",
-                crate::model::VAP_KIND,
-                name,
-            )
-        };
         for _ in 0..3 {
             b.add(Verb::Update, &vap("gatekeeper-a"), None);
         }
@@ -681,8 +653,6 @@ mod tests {
         one.add(Verb::Create, &vap("gatekeeper-c"), None);
         assert_eq!(written_note(&one.done), "created VAP gatekeeper-c");
     }
-
-    use super::*;
 
     #[test]
     fn the_rbac_hint_only_when_rbac_refused() {
@@ -703,12 +673,9 @@ mod tests {
         );
     }
 
-    fn obj(kind: &str, name: &str) -> ObjectRef {
-        ObjectRef::new("v1", kind, name)
-    }
-
     #[test]
     fn a_burst_is_one_event_per_template_with_counts() {
+        let binding = |name: &str| obj(crate::model::VAPB_KIND, name);
         let mut b = Burst::default();
         b.add(
             Verb::Create,
@@ -716,18 +683,11 @@ mod tests {
             None,
         );
         for i in 0..25 {
-            b.add(
-                Verb::Create,
-                &obj(crate::model::VAPB_KIND, &format!("b{i}")),
-                None,
-            );
+            b.add(Verb::Create, &binding(&format!("b{i}")), None);
         }
-        b.add(Verb::Update, &obj(crate::model::VAPB_KIND, "b0"), None);
-        b.add(
-            Verb::Create,
-            &obj(crate::model::VAPB_KIND, "bad"),
-            Some("forbidden: no".into()),
-        );
+        b.add(Verb::Update, &binding("b0"), None);
+        let refused = Some("forbidden: no".into());
+        b.add(Verb::Create, &binding("bad"), refused);
         let events = b.events("k8sx");
         assert_eq!(events.len(), 2);
         assert_eq!(
@@ -749,12 +709,10 @@ mod tests {
         assert!(s.len() <= NOTE_MAX && s.ends_with('…'));
     }
 
-    /// A follower tells an Event once per change: listed again it says the same, counted up
-    /// (a series) it says something new.
-    #[test]
-    fn an_event_listed_again_says_nothing_new_and_counted_up_does() {
+    /// The Event `event` builds for an Outgoing about `regarding`, at the epoch.
+    fn event_of(regarding: Regarding) -> Event {
         let outgoing = Outgoing {
-            regarding: Regarding::Template("k8sx".into()),
+            regarding,
             reason: "WriteFailed",
             action: "Write",
             note: "1 write failed".into(),
@@ -762,37 +720,30 @@ mod tests {
             request: None,
         };
         let now = MicroTime(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
-        let first = event("copy-1", &outgoing, now.clone(), &|_| None);
+        event("copy-1", &outgoing, now, &|_| Some("uid-1".into()))
+    }
+
+    /// A follower tells an Event once per change: listed again it says the same, counted up
+    /// (a series) it says something new.
+    #[test]
+    fn an_event_listed_again_says_nothing_new_and_counted_up_does() {
+        let first = event_of(Regarding::Template("k8sx".into()));
         assert!(said(&first).is_some());
         assert_eq!(said(&first.clone()), said(&first));
         let mut counted = first.clone();
         counted.series = Some(EventSeries {
             count: 2,
-            last_observed_time: now,
+            last_observed_time: first.event_time.clone().expect("a time"),
         });
         assert_ne!(said(&counted), said(&first));
     }
 
     #[test]
     fn an_event_lives_in_the_namespace_of_what_it_regards() {
-        let outgoing = |regarding| Outgoing {
-            regarding,
-            reason: "Reconciled",
-            action: "Reconcile",
-            note: "reconciled everything".into(),
-            warning: false,
-            request: None,
-        };
-        let now = MicroTime(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
-        let lease = event(
-            "copy-1",
-            &outgoing(Regarding::Lease {
-                namespace: "gatekeeper-system".into(),
-                name: "kubectl-vap".into(),
-            }),
-            now.clone(),
-            &|_| None,
-        );
+        let lease = event_of(Regarding::Lease {
+            namespace: "gatekeeper-system".into(),
+            name: "kubectl-vap".into(),
+        });
         assert_eq!(
             lease.metadata.namespace.as_deref(),
             Some("gatekeeper-system")
@@ -801,12 +752,7 @@ mod tests {
             lease.regarding.and_then(|r| r.namespace).as_deref(),
             Some("gatekeeper-system")
         );
-        let template = event(
-            "copy-1",
-            &outgoing(Regarding::Template("k8sx".into())),
-            now,
-            &|_| Some("uid-1".into()),
-        );
+        let template = event_of(Regarding::Template("k8sx".into()));
         assert_eq!(template.metadata.namespace.as_deref(), Some("default"));
         // Views watch both, once each.
         assert_eq!(
