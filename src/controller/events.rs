@@ -45,12 +45,8 @@ enum Fact {
     Event(Outgoing),
     /// Publish every burst now (this copy is about to release the Lease), then answer.
     Flush(tokio::sync::oneshot::Sender<()>),
-    /// See [`Recorder::decided`].
-    Invalid {
-        regarding: Regarding,
-        reason: Option<String>,
-        logged: bool,
-    },
+    /// [`Recorder::decided`]'s `regarding`, `reason` and `logged`.
+    Invalid(Regarding, Option<String>, bool),
 }
 
 /// One Event to publish.
@@ -159,11 +155,7 @@ impl Recorder {
     /// once per reason, not per reconcile, so `kubectl events --for` shows why it is not turned
     /// into a VAP or binding. `logged`: the watch that read it (an undecodable stub) logged why.
     pub fn decided(&self, regarding: Regarding, reason: Option<String>, logged: bool) {
-        self.send(Fact::Invalid {
-            regarding,
-            reason,
-            logged,
-        });
+        self.send(Fact::Invalid(regarding, reason, logged));
     }
 
     pub fn publish(&self, event: Outgoing) {
@@ -310,50 +302,38 @@ pub async fn run(
             }
             Some(Fact::Event(e)) => publisher.publish(&e, &uid_of).await,
             Some(Fact::Flush(done)) => flushed = Some(done),
-            Some(Fact::Invalid {
-                regarding,
-                reason,
-                logged,
-            }) => match reason {
-                None => {
-                    if said_invalid.remove(&regarding).is_some() {
-                        say_validity(&regarding, None);
-                    }
+            Some(Fact::Invalid(regarding, None, _)) => {
+                if said_invalid.remove(&regarding).is_some() {
+                    say_validity(&regarding, None);
                 }
-                Some(why) if said_invalid.get(&regarding) != Some(&why) => {
-                    if (publisher.left)().is_some() {
-                        if !logged {
-                            say_validity(&regarding, Some(&why));
-                        }
-                        let event = Outgoing {
-                            regarding: regarding.clone(),
-                            reason: "Invalid",
-                            action: "Decide",
-                            note: clip(&why, NOTE_MAX),
-                            warning: true,
-                            request: None,
-                        };
-                        publisher.publish(&event, &uid_of).await;
-                        said_invalid.insert(regarding, why);
-                    }
+            }
+            Some(Fact::Invalid(regarding, Some(why), logged))
+                if said_invalid.get(&regarding) != Some(&why) && (publisher.left)().is_some() =>
+            {
+                if !logged {
+                    say_validity(&regarding, Some(&why));
                 }
-                Some(_) => {}
-            },
-            None => {}
+                let event = Outgoing {
+                    regarding: regarding.clone(),
+                    reason: "Invalid",
+                    action: "Decide",
+                    note: clip(&why, NOTE_MAX),
+                    warning: true,
+                    request: None,
+                };
+                publisher.publish(&event, &uid_of).await;
+                said_invalid.insert(regarding, why);
+            }
+            Some(Fact::Invalid(..)) | None => {}
         }
         let now = Instant::now();
-        let ripe: Vec<String> = bursts
-            .iter()
-            .filter(|(_, b)| {
-                closed || flushed.is_some() || b.first.is_some_and(|t| now >= t + WINDOW)
-            })
-            .map(|(t, _)| t.clone())
-            .collect();
-        for t in ripe {
-            if let Some(burst) = bursts.remove(&t) {
-                for e in burst.events(&t) {
-                    publisher.publish(&e, &uid_of).await;
-                }
+        let ripe;
+        (ripe, bursts) = std::mem::take(&mut bursts).into_iter().partition(|(_, b)| {
+            closed || flushed.is_some() || b.first.is_some_and(|t| now >= t + WINDOW)
+        });
+        for (t, burst) in ripe {
+            for e in burst.events(&t) {
+                publisher.publish(&e, &uid_of).await;
             }
         }
         if let Some(done) = flushed {
@@ -507,11 +487,7 @@ fn event(
             // in a dot, and a dash would blur the object's own name).
             name: Some(format!("{name}.{:x}", now.0.as_nanosecond().unsigned_abs())),
             namespace: Some(e.regarding.namespace().into()),
-            labels: Some(
-                [(MANAGED_BY_LABEL.to_string(), REPORTER.to_string())]
-                    .into_iter()
-                    .collect(),
-            ),
+            labels: Some([(MANAGED_BY_LABEL.to_string(), REPORTER.to_string())].into()),
             annotations: e
                 .request
                 .as_ref()
