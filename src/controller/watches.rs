@@ -297,16 +297,14 @@ impl Health {
     fn recovered(&mut self, world: &Shared, resource: &str) {
         world.outage.reachable();
         // Only a resource that logged its failure logs its recovery (an outage has its own).
-        if let (Some(since), Some(_)) = (self.since.take(), self.last_summary) {
+        if let (Some(since), Some(_)) = (self.since, self.last_summary) {
             tracing::info!(
                 "{resource} listed and watched again after {}s, {} retries",
                 since.elapsed().as_secs(),
                 self.retries
             );
         }
-        self.retries = 0;
-        self.last_summary = None;
-        self.said = None;
+        *self = Health::default();
     }
 }
 
@@ -368,24 +366,19 @@ where
                 },
                 () = changed(relist) => return None,
             };
-            let event = event.map(|e| {
-                e.map(|(event, bad)| {
-                    if let Some(bad) = &bad {
-                        undecodable.report(resource, bad);
-                    }
-                    event
-                })
-            });
+            if let Some(Ok((_, Some(bad)))) = &event {
+                undecodable.report(resource, bad);
+            }
             let (mut o, deleted) = match event {
-                Some(Ok(WatchEvent::Added(o) | WatchEvent::Modified(o))) => (o, false),
-                Some(Ok(WatchEvent::Deleted(o))) => (o, true),
-                Some(Ok(WatchEvent::Bookmark(b))) => {
+                Some(Ok((WatchEvent::Added(o) | WatchEvent::Modified(o), _))) => (o, false),
+                Some(Ok((WatchEvent::Deleted(o), _))) => (o, true),
+                Some(Ok((WatchEvent::Bookmark(b), _))) => {
                     rv = b.metadata.resource_version;
                     world.stores.saw(resource, &rv, false);
                     continue;
                 }
                 // 410 Gone (our resourceVersion is too old) and the like: relist.
-                Some(Ok(WatchEvent::Error(e))) => {
+                Some(Ok((WatchEvent::Error(e), _))) => {
                     let code = Some(e.code);
                     return Some(Failure::new(resource, code, "watching", &e.message, false));
                 }
@@ -606,16 +599,14 @@ mod tests {
         // A world that never connects (the client is only built).
         let config = kube::Config::new("http://127.0.0.1:1".parse().expect("url"));
         let client = kube::Client::try_from(config).expect("client");
-        let admission = crate::cluster::AdmissionApi::v1();
-        let dynamic = |ar: kube::core::ApiResource| Writer::<DynamicObject>::new(ar).as_reader();
-        let world = Arc::new(Shared::offline(client, admission));
+        let world = Arc::new(Shared::offline(client, crate::cluster::AdmissionApi::v1()));
         let ar = constraint_resource("K8sX", "k8sx");
         let resource = crate::cluster::discovery::resource_name(&ar);
         let task = tokio::spawn(std::future::pending::<()>());
         world.stores.add_kind("K8sX", || KindWatch {
             resource: resource.clone(),
             store: TypedStore {
-                store: dynamic(ar.clone()),
+                store: Writer::<DynamicObject>::new(ar.clone()).as_reader(),
                 ar,
             },
             task: task.abort_handle(),
