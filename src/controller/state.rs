@@ -45,7 +45,6 @@ pub struct LiveState {
     pub failed_writes: Arc<BTreeMap<String, FailedWrite>>,
 }
 
-/// Why the last write of an object failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FailedWrite {
     /// The server's answer (or why there was none), in one line.
@@ -152,7 +151,6 @@ pub struct RequestOutcome {
     pub handled_by: String,
     /// One line: "replayed 25 constraints of K8sRequiredLabels: 2 writes".
     pub summary: String,
-    /// Writes the request caused.
     pub writes: u64,
     /// Writes that failed (not counting conflicts that were retried away).
     pub failures: u64,
@@ -221,17 +219,11 @@ impl LeaseInfo {
         if self.unknown() || next.unknown() || next.leading {
             return None;
         }
-        let me = next.identity.as_str();
-        if !me.is_empty() && next.holder.as_deref() == Some(me) {
+        let me = |h: &str| !next.identity.is_empty() && h == next.identity;
+        if next.holder.as_deref().is_some_and(me) {
             return None;
         }
-        let name = |h: &str| {
-            if !me.is_empty() && h == me {
-                "this copy".to_string()
-            } else {
-                h.to_string()
-            }
-        };
+        let name = |h: &str| String::from(if me(h) { "this copy" } else { h });
         let was = self.holder.as_deref().map(name);
         Some(match (self.vacant, next.vacant, next.holder.as_deref()) {
             (true, true, _) => return None,
@@ -349,7 +341,6 @@ pub enum EventResult {
     Skipped(String),
     /// A command failed (e.g. its template does not exist).
     Failed(String),
-    /// A write failed, and how.
     WriteFailed(WriteError),
 }
 

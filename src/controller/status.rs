@@ -237,11 +237,9 @@ impl Status {
     /// A write of `object` passed, or none is needed any more: how its last write had failed,
     /// if it had.
     pub fn clear_failure(&self, object: &str) -> Option<WriteError> {
-        let before = self.inner.lock().failed.remove(object);
-        before.map(|b| {
-            self.touch();
-            b.error
-        })
+        let before = self.inner.lock().failed.remove(object)?;
+        self.touch();
+        Some(before.error)
     }
 
     /// How `body` of `object` was refused, if this very body was refused as invalid (422)
@@ -277,10 +275,8 @@ impl Status {
 
     /// Whether the last write of some object was forbidden.
     pub fn any_forbidden(&self) -> bool {
-        let s = self.inner.lock();
-        s.failed
-            .values()
-            .any(|f| matches!(f.error, WriteError::Forbidden(_)))
+        let forbidden = |f: &Failed| matches!(f.error, WriteError::Forbidden(_));
+        self.inner.lock().failed.values().any(forbidden)
     }
 }
 
