@@ -49,7 +49,6 @@ enum Fact {
     Invalid(Regarding, Option<String>, bool),
 }
 
-/// One Event to publish.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outgoing {
     pub regarding: Regarding,
@@ -65,7 +64,6 @@ pub struct Outgoing {
 /// asker pairs the Event with its answer by it.
 pub const REQUEST_ANNOTATION: &str = "kubectl-vap.io/request";
 
-/// The object an Event is about.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Regarding {
     Template(String),
@@ -348,18 +346,14 @@ pub async fn run(
 /// The one log line of a template or constraint that turned invalid (`why`), or valid again:
 /// what someone must act on, said once per change as its Warning Event is.
 fn say_validity(regarding: &Regarding, why: Option<&str>) {
-    match (regarding, why) {
-        (Regarding::Template(t), Some(why)) => {
-            tracing::warn!("template {t} cannot be generated: {why}")
-        }
-        (Regarding::Template(t), None) => tracing::info!("template {t} is valid again"),
-        (Regarding::Constraint { kind, name }, Some(why)) => {
-            tracing::warn!("constraint {kind}/{name} cannot be bound: {why}")
-        }
-        (Regarding::Constraint { kind, name }, None) => {
-            tracing::info!("constraint {kind}/{name} is valid again")
-        }
-        (Regarding::Lease { .. }, _) => {}
+    let (what, cannot) = match regarding {
+        Regarding::Template(t) => (format!("template {t}"), "be generated"),
+        Regarding::Constraint { kind, name } => (format!("constraint {kind}/{name}"), "be bound"),
+        Regarding::Lease { .. } => return,
+    };
+    match why {
+        Some(why) => tracing::warn!("{what} cannot {cannot}: {why}"),
+        None => tracing::info!("{what} is valid again"),
     }
 }
 
@@ -509,9 +503,8 @@ fn event(
 /// An Event as views show it.
 pub fn cluster_event(e: &Event) -> Option<ClusterEvent> {
     let regarding = e.regarding.as_ref()?;
-    let time = e
-        .series
-        .as_ref()
+    let series = e.series.as_ref();
+    let time = series
         .map(|s| s.last_observed_time.0)
         .or(e.event_time.as_ref().map(|t| t.0))
         .or(e.deprecated_last_timestamp.as_ref().map(|t| t.0))
@@ -528,11 +521,7 @@ pub fn cluster_event(e: &Event) -> Option<ClusterEvent> {
         reason: e.reason.clone().unwrap_or_default(),
         note: e.note.clone().unwrap_or_default(),
         warning: e.type_.as_deref() == Some("Warning"),
-        count: e
-            .series
-            .as_ref()
-            .map(|s| u32::try_from(s.count).unwrap_or(u32::MAX))
-            .unwrap_or(1),
+        count: series.map_or(1, |s| u32::try_from(s.count).unwrap_or(u32::MAX)),
         request: e
             .metadata
             .annotations
@@ -699,8 +688,6 @@ mod tests {
         event("copy-1", &outgoing, now, &|_| Some("uid-1".into()))
     }
 
-    /// A follower tells an Event once per change: listed again it says the same, counted up
-    /// (a series) it says something new.
     #[test]
     fn an_event_listed_again_says_nothing_new_and_counted_up_does() {
         let first = event_of(Regarding::Template("k8sx".into()));
