@@ -1,12 +1,10 @@
-//! Watches (kube-runtime reflectors) feeding the stores, and the mapping of every event to
-//! the keys it concerns: a template → its key; a constraint → its key; a VAP/VAPB → its
-//! controller owner (so an edited or deleted object is repaired at once); a constraint CRD →
-//! start/stop that kind's constraint watch and re-enqueue its constraints.
+//! Watches feeding the stores, and the keys each event concerns (a VAP or binding: its
+//! controller owner, so an edited or deleted object is repaired at once).
 //!
-//! A (re)list is acted on once it is complete ([`Change::Listed`]): the reflector swaps the
-//! store only then, so a reconcile started from an item of an unfinished list would read the
-//! old store. After a list, everything the store concerns is enqueued again, which also
-//! covers objects deleted while the watch was down (a relist drops them without an event).
+//! A (re)list is acted on once it is complete ([`Change::Listed`]): the store is swapped only
+//! then, so a reconcile started from an item of an unfinished list would read the old store.
+//! After a list, everything the store concerns is enqueued again, which also covers objects
+//! deleted while the watch was down (a relist drops them without an event).
 
 use super::keys::{Key, Obj};
 use super::objects::{binding_keys, controllers_in, established, is_constraint_crd, policy_keys};
@@ -71,8 +69,8 @@ pub enum Change<'a, K> {
     Listed,
 }
 
-/// A (re)list is complete: the reflector has swapped the store in. Complete, then the
-/// handler, then listed (`stores::Listing` says why in this order).
+/// A (re)list is in the store: complete, then the handler, then listed (`stores::Listing`
+/// says why in this order).
 fn list_done<K, F>(world: &Arc<Shared>, resource: &str, on_change: &F)
 where
     F: Fn(&Arc<Shared>, Change<'_, K>),
@@ -85,16 +83,12 @@ where
     world.stores.set_listed(resource);
 }
 
-/// Runs a reflector of our own for `api` into `writer` (a task of the copy, named after the
-/// resource), calling `on_change` for every change.
-///
-/// Not kube-runtime's: its store is swapped in only once the watch that follows the list has
-/// *started*, so "known" means listed completely **and** watched (kube-runtime's watcher
-/// reports a list as done before it starts the watch, and a watch that cannot start leaves a
-/// store that looks complete and never changes). Any error makes the store unknown until a
-/// fresh list and watch succeed; a watch the server ends normally (its timeout) is resumed
-/// from the last resourceVersion without a relist. An object that cannot be decoded is kept
-/// as a stub (`cluster::decode`) and reported once.
+/// Runs a reflector of our own for `api` into `writer` (a task of the copy), calling
+/// `on_change` for every change. Not kube-runtime's, whose watcher reports a list as done
+/// before it starts the watch (one that cannot start leaves a store that looks complete and
+/// never changes): here the store is swapped in once the watch has *started*, and any error
+/// makes it unknown until a fresh list and watch succeed. A watch the server ends (its
+/// timeout) is resumed without a relist; an undecodable object is a stub, reported once.
 pub fn spawn_watch<K, F>(
     api: Api<K>,
     mut writer: Writer<K>,
@@ -111,9 +105,8 @@ where
     let name = format!("watch {resource}");
     let tasks = world.clone();
     tasks.tasks.spawn(name, Lifetime::Copy, async move {
-        // Initial lists from the API server's watch cache (resourceVersion=0), as client-go's
-        // reflectors do: a quorum read of etcd per resource buys nothing a watch that follows
-        // does not correct. Objects are trimmed before the store (see `Trim`).
+        // Lists from the API server's watch cache (resourceVersion=0), as client-go's do: a
+        // quorum read of etcd buys nothing the watch that follows does not correct.
         let lp = ListParams::default().match_any();
         let wp = WatchParams::default().timeout(WATCH_TIMEOUT_SECS);
         let mut relist = world.stores.relists();
@@ -243,10 +236,9 @@ impl Failure {
     }
 }
 
-/// Rate-limited logging of one watch's failures: a refusal that needs a person (forbidden, not
-/// served) once, in words, and again only if it changes; any other failure first, then a
-/// summary at most every [`SUMMARY_EVERY`]; then one line when it is readable again. Failures
-/// without an answer go to the copy's one outage log instead.
+/// Rate-limited logging of one watch's failures, told as an [`super::outage::Episode`] is, but
+/// a refusal that needs a person (forbidden, not served) is said once, again only if it
+/// changes. Failures without an answer go to the copy's one outage log instead.
 #[derive(Default)]
 struct Health {
     since: Option<Instant>,
@@ -489,12 +481,9 @@ fn crd_changed(world: &Arc<Shared>, crd: &CustomResourceDefinition, deleted: boo
     // The template side waits for its CRD (created, Established, deleted by someone): the
     // template that controls it, and the one its kind belongs to, look again.
     if deleted || !world.stores.take_own_write(Obj::Crd, &crd.metadata) {
-        let mut templates: Vec<String> = controllers_in(&crd.metadata, TEMPLATES_GROUP)
-            .map(|r| r.name.clone())
-            .collect();
-        templates.push(kind.to_lowercase());
-        templates.dedup();
-        for t in templates {
+        let controllers = controllers_in(&crd.metadata, TEMPLATES_GROUP).map(|r| r.name.clone());
+        // The same key twice is queued once.
+        for t in controllers.chain([kind.to_lowercase()]) {
             world.queue.enqueue(Key::Template(t));
         }
     }
