@@ -224,21 +224,19 @@ impl LeaseInfo {
             return None;
         }
         let name = |h: &str| String::from(if me(h) { "this copy" } else { h });
-        let was = self.holder.as_deref().map(name);
+        let was = self.holder.as_deref().filter(|_| !self.vacant).map(name);
         Some(match (self.vacant, next.vacant, next.holder.as_deref()) {
             (true, true, _) => return None,
             (false, true, None) => LeaseTurn::Released {
                 was: was.unwrap_or_else(|| "nobody".into()),
             },
             (_, true, Some(h)) => LeaseTurn::Expired { holder: name(h) },
-            (true, false, Some(h)) => LeaseTurn::Leads {
-                holder: name(h),
-                was: None,
-            },
-            (false, false, Some(h)) if self.holder.as_deref() != Some(h) => LeaseTurn::Leads {
-                holder: name(h),
-                was,
-            },
+            (_, false, Some(h)) if self.vacant || self.holder.as_deref() != Some(h) => {
+                LeaseTurn::Leads {
+                    holder: name(h),
+                    was,
+                }
+            }
             // Held, but not renewed: a standby takes over when it expires; not "nobody".
             (false, false, Some(h))
                 if next.unresponsive_until.is_some() && self.unresponsive_until.is_none() =>
@@ -355,11 +353,8 @@ impl EventResult {
 
     /// A failure that counts: not a conflict, which is retried at once and passes.
     pub fn is_failure(&self) -> bool {
-        match self {
-            EventResult::Failed(_) => true,
-            EventResult::WriteFailed(e) => !e.retried_away(),
-            _ => false,
-        }
+        matches!(self, EventResult::Failed(_))
+            || matches!(self, EventResult::WriteFailed(e) if !e.retried_away())
     }
 }
 
