@@ -170,7 +170,7 @@ struct Burst {
     first: Option<Instant>,
     /// (verb, kind) → the count of writes and the objects written: one object written three
     /// times (a VAP widened as its constraints came) is one object, not three.
-    done: BTreeMap<(&'static str, String), (usize, BTreeSet<String>)>,
+    done: BTreeMap<(String, String), (usize, BTreeSet<String>)>,
     failed: Vec<String>,
 }
 
@@ -183,16 +183,8 @@ fn short_kind(kind: &str) -> &str {
     }
 }
 
-fn past(verb: Verb) -> &'static str {
-    match verb {
-        Verb::Create => "created",
-        Verb::Update => "updated",
-        Verb::Delete => "deleted",
-    }
-}
-
 /// "created VAP gatekeeper-x, created 25 bindings, updated binding b0".
-fn written_note(done: &BTreeMap<(&'static str, String), (usize, BTreeSet<String>)>) -> String {
+fn written_note(done: &BTreeMap<(String, String), (usize, BTreeSet<String>)>) -> String {
     let parts = done.iter().map(|((verb, kind), (writes, objects))| {
         let (kind, writes, n) = (short_kind(kind), *writes, objects.len());
         match objects.first() {
@@ -210,10 +202,9 @@ impl Burst {
         self.first.get_or_insert_with(Instant::now);
         match error {
             None => {
-                let (writes, names) = self
-                    .done
-                    .entry((past(verb), object.kind.clone()))
-                    .or_default();
+                // created, updated, deleted
+                let past = format!("{}d", verb.as_str());
+                let (writes, names) = self.done.entry((past, object.kind.clone())).or_default();
                 *writes += 1;
                 names.insert(object.name.clone());
             }
