@@ -115,46 +115,87 @@ where
         let mut backoff = RETRY_MIN;
         loop {
             relist.borrow_and_update();
-            let failure = match objects.list(&lp).await {
-                Err(e) => Some(failure_of(&resource, "listing", &e)),
-                Ok(list) => {
-                    let rv = list.resource_version.clone();
-                    list.undecodable
-                        .iter()
-                        .for_each(|u| undecodable.report(&resource, u));
-                    match objects.watch(&wp, &rv).await {
-                        Err(e) => Some(failure_of(&resource, "watching", &e)),
-                        // A relist was asked for while listing: this list may predate it.
-                        Ok(_) if relist.has_changed().unwrap_or(false) => None,
-                        Ok(stream) => {
-                            writer.apply_watcher_event(&watcher::Event::Init);
-                            for mut o in list.items {
-                                o.trim();
-                                writer.apply_watcher_event(&watcher::Event::InitApply(o));
-                            }
-                            writer.apply_watcher_event(&watcher::Event::InitDone);
-                            world.stores.saw(&resource, &rv, true);
-                            world.status.touch();
-                            health.recovered(&world, &resource);
-                            backoff = RETRY_MIN;
-                            list_done(&world, &resource, &on_change);
-                            let watch = Watch {
-                                objects: &objects,
-                                params: &wp,
-                                resource: &resource,
-                                world: &world,
-                                on_change: &on_change,
-                            };
-                            let ended = watch
-                                .follow(rv, stream, &mut writer, &mut relist, &mut undecodable)
-                                .await;
-                            // Not watched any more: unknown until the next list and watch.
-                            world.stores.unlist(&resource);
-                            world.status.touch();
-                            ended
-                        }
-                    }
+            let failure = 'attempt: {
+                let list = match objects.list(&lp).await {
+                    Ok(list) => list,
+                    Err(e) => break 'attempt Some(failure_of(&resource, "listing", &e)),
+                };
+                let mut rv = list.resource_version.clone();
+                list.undecodable
+                    .iter()
+                    .for_each(|u| undecodable.report(&resource, u));
+                let mut stream = match objects.watch(&wp, &rv).await {
+                    Ok(stream) => stream,
+                    Err(e) => break 'attempt Some(failure_of(&resource, "watching", &e)),
+                };
+                // A relist was asked for while listing: this list may predate it.
+                if relist.has_changed().unwrap_or(false) {
+                    break 'attempt None;
                 }
+                writer.apply_watcher_event(&watcher::Event::Init);
+                for mut o in list.items {
+                    o.trim();
+                    writer.apply_watcher_event(&watcher::Event::InitApply(o));
+                }
+                writer.apply_watcher_event(&watcher::Event::InitDone);
+                world.stores.saw(&resource, &rv, true);
+                world.status.touch();
+                health.recovered(&world, &resource);
+                backoff = RETRY_MIN;
+                list_done(&world, &resource, &on_change);
+                // The watch's events into the store until it breaks (the failure), or a relist is
+                // asked for (`None`); a watch the server ends is resumed from `rv`.
+                let ended = loop {
+                    let event = tokio::select! {
+                        e = tokio::time::timeout(WATCH_SILENT_MAX, stream.next()) => match e {
+                            Ok(e) => e,
+                            Err(_) => break Some(Failure::silent(&resource)),
+                        },
+                        () = changed(&mut relist) => break None,
+                    };
+                    if let Some(Ok((_, Some(bad)))) = &event {
+                        undecodable.report(&resource, bad);
+                    }
+                    let (mut o, deleted) = match event {
+                        Some(Ok((WatchEvent::Added(o) | WatchEvent::Modified(o), _))) => (o, false),
+                        Some(Ok((WatchEvent::Deleted(o), _))) => (o, true),
+                        Some(Ok((WatchEvent::Bookmark(b), _))) => {
+                            rv = b.metadata.resource_version;
+                            world.stores.saw(&resource, &rv, false);
+                            continue;
+                        }
+                        // 410 Gone (our resourceVersion is too old) and the like: relist.
+                        Some(Ok((WatchEvent::Error(e), _))) => {
+                            let code = Some(e.code);
+                            break Some(Failure::new(
+                                &resource, code, "watching", &e.message, false,
+                            ));
+                        }
+                        Some(Err(e)) => break Some(failure_of(&resource, "watching", &e)),
+                        None => match objects.watch(&wp, &rv).await {
+                            Ok(s) => {
+                                stream = s;
+                                continue;
+                            }
+                            Err(e) => break Some(failure_of(&resource, "watching", &e)),
+                        },
+                    };
+                    o.trim();
+                    rv = o.meta().resource_version.clone().unwrap_or(rv);
+                    let (event, change) = if deleted {
+                        (watcher::Event::Delete(o.clone()), Change::Deleted(&o))
+                    } else {
+                        (watcher::Event::Apply(o.clone()), Change::Applied(&o))
+                    };
+                    writer.apply_watcher_event(&event);
+                    world.stores.saw(&resource, &rv, false);
+                    world.status.touch();
+                    on_change(&world, change);
+                };
+                // Not watched any more: unknown until the next list and watch.
+                world.stores.unlist(&resource);
+                world.status.touch();
+                ended
             };
             let Some(failure) = failure else {
                 // A relist (fence lost): at once, no backoff.
@@ -234,6 +275,15 @@ impl Failure {
             retry_after: Duration::ZERO,
         }
     }
+
+    /// Nothing for [`WATCH_SILENT_MAX`]: nobody answers on the connection.
+    fn silent(resource: &str) -> Self {
+        let secs = WATCH_SILENT_MAX.as_secs();
+        let message = format!(
+            "nothing for {secs}s, not even the end the server owed after {WATCH_TIMEOUT_SECS}s"
+        );
+        Failure::new(resource, None, "watching", &message, true)
+    }
 }
 
 /// Rate-limited logging of one watch's failures, told as an [`super::outage::Episode`] is, but
@@ -311,91 +361,6 @@ fn failure_of(resource: &str, verb: &str, e: &kube::Error) -> Failure {
         failure.retry_after = Duration::from_secs(u64::from(d.retry_after_seconds));
     }
     failure
-}
-
-/// What one watch follows, and for whom: fixed for its whole life.
-struct Watch<'a, K, F> {
-    objects: &'a Objects<K>,
-    params: &'a WatchParams,
-    /// The resource name its listing state and access errors are kept under.
-    resource: &'a str,
-    world: &'a Arc<Shared>,
-    on_change: &'a F,
-}
-
-impl<K, F> Watch<'_, K, F>
-where
-    K: Trim + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-    K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync,
-    F: Fn(&Arc<Shared>, Change<'_, K>),
-{
-    /// Applies the watch's events (from `rv` on) to the store until it breaks; resumes it when
-    /// the server ends it. Returns the failure that broke it, or `None` when a relist was
-    /// asked for.
-    async fn follow(
-        &self,
-        mut rv: String,
-        mut stream: crate::cluster::decode::Changes<K>,
-        writer: &mut Writer<K>,
-        relist: &mut tokio::sync::watch::Receiver<u64>,
-        undecodable: &mut Reported,
-    ) -> Option<Failure> {
-        let (world, resource) = (self.world, self.resource);
-        loop {
-            let event = tokio::select! {
-                e = tokio::time::timeout(WATCH_SILENT_MAX, stream.next()) => match e {
-                    Ok(e) => e,
-                    Err(_) => return Some(Failure::new(
-                        resource,
-                        None,
-                        "watching",
-                        &format!(
-                            "nothing for {}s, not even the end the server owed after {WATCH_TIMEOUT_SECS}s",
-                            WATCH_SILENT_MAX.as_secs()
-                        ),
-                        true,
-                    )),
-                },
-                () = changed(relist) => return None,
-            };
-            if let Some(Ok((_, Some(bad)))) = &event {
-                undecodable.report(resource, bad);
-            }
-            let (mut o, deleted) = match event {
-                Some(Ok((WatchEvent::Added(o) | WatchEvent::Modified(o), _))) => (o, false),
-                Some(Ok((WatchEvent::Deleted(o), _))) => (o, true),
-                Some(Ok((WatchEvent::Bookmark(b), _))) => {
-                    rv = b.metadata.resource_version;
-                    world.stores.saw(resource, &rv, false);
-                    continue;
-                }
-                // 410 Gone (our resourceVersion is too old) and the like: relist.
-                Some(Ok((WatchEvent::Error(e), _))) => {
-                    let code = Some(e.code);
-                    return Some(Failure::new(resource, code, "watching", &e.message, false));
-                }
-                Some(Err(e)) => return Some(failure_of(resource, "watching", &e)),
-                None => match self.objects.watch(self.params, &rv).await {
-                    Ok(s) => {
-                        stream = s;
-                        continue;
-                    }
-                    Err(e) => return Some(failure_of(resource, "watching", &e)),
-                },
-            };
-            o.trim();
-            rv = o.meta().resource_version.clone().unwrap_or(rv);
-            let (event, change) = if deleted {
-                (watcher::Event::Delete(o.clone()), Change::Deleted(&o))
-            } else {
-                (watcher::Event::Apply(o.clone()), Change::Applied(&o))
-            };
-            writer.apply_watcher_event(&event);
-            world.stores.saw(resource, &rv, false);
-            world.status.touch();
-            (self.on_change)(world, change);
-        }
-    }
 }
 
 pub fn on_template(world: &Arc<Shared>, change: Change<'_, DynamicObject>) {
