@@ -96,10 +96,8 @@ pub const EVENTS_RESOURCE: &str = "events.events.k8s.io";
 /// The namespaces every view watches for Events: `default` (the templates') and the Lease's
 /// (what "reconcile everything" regards), once each.
 pub fn watched_namespaces(lease_namespace: &str) -> Vec<String> {
-    let mut out = vec![EVENTS_NAMESPACE.to_string()];
-    if lease_namespace != EVENTS_NAMESPACE {
-        out.push(lease_namespace.to_string());
-    }
+    let mut out = vec![EVENTS_NAMESPACE.to_string(), lease_namespace.to_string()];
+    out.dedup();
     out
 }
 
@@ -208,12 +206,11 @@ impl Burst {
                 *writes += 1;
                 names.insert(object.name.clone());
             }
-            Some(e) => self.failed.push(format!(
-                "{} {} {}: {e}",
-                verb.as_str(),
-                short_kind(&object.kind),
-                object.name
-            )),
+            Some(e) => {
+                let (verb, kind) = (verb.as_str(), short_kind(&object.kind));
+                self.failed
+                    .push(format!("{verb} {kind} {}: {e}", object.name));
+            }
         }
     }
 
@@ -355,7 +352,6 @@ struct Publisher {
     series: HashMap<(Regarding, &'static str, String), (String, i32, Instant)>,
     /// Publishing fails (RBAC, server): logged once until it passes again.
     failing: bool,
-    /// What is left of the write fence: nothing is published without it.
     left: Box<dyn Fn() -> Option<Duration> + Send + Sync>,
 }
 
@@ -580,16 +576,16 @@ pub async fn follow(
 
 /// What an Event says, as a hash: the same Event listed again is no news, a change is.
 fn said(e: &Event) -> Option<u64> {
-    use std::hash::{Hash, Hasher};
+    use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
     let e = cluster_event(e)?;
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    (e.time, e.count, e.note, e.reason, e.warning).hash(&mut h);
-    Some(h.finish())
+    let said = (e.time, e.count, e.note, e.reason, e.warning);
+    Some(BuildHasherDefault::<DefaultHasher>::default().hash_one(said))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::{VAP_KIND, VAPB_KIND};
 
     fn obj(kind: &str, name: &str) -> ObjectRef {
         ObjectRef::new("v1", kind, name)
@@ -597,7 +593,7 @@ mod tests {
 
     #[test]
     fn a_written_note_counts_objects_not_writes() {
-        let vap = |name| obj(crate::model::VAP_KIND, name);
+        let vap = |name| obj(VAP_KIND, name);
         let mut b = Burst::default();
         for _ in 0..3 {
             b.add(Verb::Update, &vap("gatekeeper-a"), None);
@@ -631,13 +627,9 @@ mod tests {
 
     #[test]
     fn a_burst_is_one_event_per_template_with_counts() {
-        let binding = |name: &str| obj(crate::model::VAPB_KIND, name);
+        let binding = |name: &str| obj(VAPB_KIND, name);
         let mut b = Burst::default();
-        b.add(
-            Verb::Create,
-            &obj(crate::model::VAP_KIND, "gatekeeper-x"),
-            None,
-        );
+        b.add(Verb::Create, &obj(VAP_KIND, "gatekeeper-x"), None);
         for i in 0..25 {
             b.add(Verb::Create, &binding(&format!("b{i}")), None);
         }

@@ -108,7 +108,7 @@ pub struct ClusterEvent {
     pub time: DateTime<Utc>,
     /// The reporting copy (its identity: pod name in a cluster).
     pub reporter: String,
-    /// The template or constraint it regards.
+    /// The template, constraint or Lease it regards.
     pub regarding: ObjectRef,
     /// `Written`, `WriteFailed`, `Replayed`, `Reconciled`, … (PascalCase, Kubernetes' style).
     pub reason: String,

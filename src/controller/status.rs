@@ -24,7 +24,6 @@ struct Inner {
     access: BTreeMap<String, AccessError>,
     gatekeeper_generator: Option<String>,
     writes_enabled: bool,
-    /// Including every constraint kind's watch.
     synced: bool,
     /// When the queue last drained with everything listed.
     last_sync: Option<chrono::DateTime<Utc>>,

@@ -235,10 +235,8 @@ impl Reported {
         if self.0.len() >= REPORTED_MAX {
             self.0.clear();
         }
-        if self
-            .0
-            .insert((u.object.clone(), u.resource_version.clone()))
-        {
+        let version = (u.object.clone(), u.resource_version.clone());
+        if self.0.insert(version) {
             tracing::warn!(
                 "{resource}: {} cannot be decoded: {}; it is reported as an error of its own, everything else of {resource} is read as usual",
                 crate::text::printable(&u.object),
