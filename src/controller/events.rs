@@ -45,18 +45,10 @@ enum Fact {
     Event(Outgoing),
     /// Publish every burst now (this copy is about to release the Lease), then answer.
     Flush(tokio::sync::oneshot::Sender<()>),
-    /// A template or constraint as decided now: invalid, and why (a Warning once per change
-    /// of the reason), or valid (`None`: a later error is reported again).
-    Invalid {
-        regarding: Regarding,
-        reason: Option<String>,
-        /// Its log line was said already, by the watch that read it (a stub of an object
-        /// that could not be decoded): not said twice.
-        logged: bool,
-    },
+    /// [`Recorder::decided`]'s `regarding`, `reason` and `logged`.
+    Invalid(Regarding, Option<String>, bool),
 }
 
-/// One Event to publish.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outgoing {
     pub regarding: Regarding,
@@ -72,7 +64,6 @@ pub struct Outgoing {
 /// asker pairs the Event with its answer by it.
 pub const REQUEST_ANNOTATION: &str = "kubectl-vap.io/request";
 
-/// The object an Event is about.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Regarding {
     Template(String),
@@ -89,8 +80,7 @@ pub enum Regarding {
 }
 
 impl Regarding {
-    /// The namespace its Events live in: the object's own, `default` for a template
-    /// (cluster-scoped).
+    /// Where its Events live: the object's namespace, `default` for cluster-scoped ones.
     pub fn namespace(&self) -> &str {
         match self {
             Regarding::Template(_) | Regarding::Constraint { .. } => EVENTS_NAMESPACE,
@@ -106,10 +96,8 @@ pub const EVENTS_RESOURCE: &str = "events.events.k8s.io";
 /// The namespaces every view watches for Events: `default` (the templates') and the Lease's
 /// (what "reconcile everything" regards), once each.
 pub fn watched_namespaces(lease_namespace: &str) -> Vec<String> {
-    let mut out = vec![EVENTS_NAMESPACE.to_string()];
-    if lease_namespace != EVENTS_NAMESPACE {
-        out.push(lease_namespace.to_string());
-    }
+    let mut out = vec![EVENTS_NAMESPACE.to_string(), lease_namespace.to_string()];
+    out.dedup();
     out
 }
 
@@ -126,15 +114,20 @@ impl Recorder {
         (Recorder { tx: Some(tx) }, Facts(rx))
     }
 
+    fn send(&self, fact: Fact) {
+        if let Some(tx) = &self.tx {
+            let _ = tx.send(fact);
+        }
+    }
+
     /// A write of `w` (in the reconcile of `key`) passed or failed.
     pub fn written(&self, w: &PlannedWrite, error: Option<&WriteError>, key: &Key) {
-        let Some(tx) = &self.tx else { return };
         // The key's template (Gatekeeper's rule: a template's name is its kind in lower case).
         let template = match key {
             Key::Template(t) => t.clone(),
             Key::Constraint { kind, .. } => kind.to_lowercase(),
         };
-        let _ = tx.send(Fact::Write {
+        self.send(Fact::Write {
             template,
             verb: w.verb,
             object: w.object.clone(),
@@ -154,24 +147,15 @@ impl Recorder {
     }
 
     /// The leader decided `regarding` (a template or constraint) invalid for `reason`, or
-    /// valid (`None`). A Warning Event `Invalid` is published once per reason, not per
-    /// reconcile, so `kubectl events --for` shows why the template or constraint is not turned
-    /// into a VAP or binding.
-    /// `logged`: why it is invalid was logged already (see [`Fact::Invalid`]).
+    /// valid (`None`: a later error is reported again). A Warning Event `Invalid` is published
+    /// once per reason, not per reconcile, so `kubectl events --for` shows why it is not turned
+    /// into a VAP or binding. `logged`: the watch that read it (an undecodable stub) logged why.
     pub fn decided(&self, regarding: Regarding, reason: Option<String>, logged: bool) {
-        if let Some(tx) = &self.tx {
-            let _ = tx.send(Fact::Invalid {
-                regarding,
-                reason,
-                logged,
-            });
-        }
+        self.send(Fact::Invalid(regarding, reason, logged));
     }
 
     pub fn publish(&self, event: Outgoing) {
-        if let Some(tx) = &self.tx {
-            let _ = tx.send(Fact::Event(event));
-        }
+        self.send(Fact::Event(event));
     }
 }
 
@@ -184,7 +168,7 @@ struct Burst {
     first: Option<Instant>,
     /// (verb, kind) → the count of writes and the objects written: one object written three
     /// times (a VAP widened as its constraints came) is one object, not three.
-    done: BTreeMap<(&'static str, String), (usize, BTreeSet<String>)>,
+    done: BTreeMap<(String, String), (usize, BTreeSet<String>)>,
     failed: Vec<String>,
 }
 
@@ -197,35 +181,18 @@ fn short_kind(kind: &str) -> &str {
     }
 }
 
-fn past(verb: Verb) -> &'static str {
-    match verb {
-        Verb::Create => "created",
-        Verb::Update => "updated",
-        Verb::Delete => "deleted",
-    }
-}
-
-/// "created VAP gatekeeper-x; created 25 bindings, updated 1 binding".
-fn written_note(done: &BTreeMap<(&'static str, String), (usize, BTreeSet<String>)>) -> String {
-    let parts: Vec<String> = done
-        .iter()
-        .map(|((verb, kind), (writes, objects))| {
-            let (kind, writes, n) = (short_kind(kind), *writes, objects.len());
-            let times = if writes > n {
-                format!(" ({writes} writes)")
-            } else {
-                String::new()
-            };
-            match objects.first() {
-                Some(name) if n == 1 && writes > 1 => {
-                    format!("{verb} {kind} {name} {writes} times")
-                }
-                Some(name) if n == 1 => format!("{verb} {kind} {name}"),
-                _ => format!("{verb} {n} {kind}s{times}"),
-            }
-        })
-        .collect();
-    parts.join(", ")
+/// "created VAP gatekeeper-x, created 25 bindings, updated binding b0".
+fn written_note(done: &BTreeMap<(String, String), (usize, BTreeSet<String>)>) -> String {
+    let parts = done.iter().map(|((verb, kind), (writes, objects))| {
+        let (kind, writes, n) = (short_kind(kind), *writes, objects.len());
+        match objects.first() {
+            Some(name) if n == 1 && writes > 1 => format!("{verb} {kind} {name} {writes} times"),
+            Some(name) if n == 1 => format!("{verb} {kind} {name}"),
+            _ if writes > n => format!("{verb} {n} {kind}s ({writes} writes)"),
+            _ => format!("{verb} {n} {kind}s"),
+        }
+    });
+    parts.collect::<Vec<_>>().join(", ")
 }
 
 impl Burst {
@@ -233,46 +200,38 @@ impl Burst {
         self.first.get_or_insert_with(Instant::now);
         match error {
             None => {
-                let (writes, names) = self
-                    .done
-                    .entry((past(verb), object.kind.clone()))
-                    .or_default();
+                // created, updated, deleted
+                let past = format!("{}d", verb.as_str());
+                let (writes, names) = self.done.entry((past, object.kind.clone())).or_default();
                 *writes += 1;
                 names.insert(object.name.clone());
             }
-            Some(e) => self.failed.push(format!(
-                "{} {} {}: {e}",
-                verb.as_str(),
-                short_kind(&object.kind),
-                object.name
-            )),
+            Some(e) => {
+                let (verb, kind) = (verb.as_str(), short_kind(&object.kind));
+                self.failed
+                    .push(format!("{verb} {kind} {}: {e}", object.name));
+            }
         }
     }
 
     fn events(self, template: &str) -> Vec<Outgoing> {
+        let event = |reason, note: String, warning| Outgoing {
+            regarding: Regarding::Template(template.to_string()),
+            reason,
+            action: "Write",
+            note: clip(&note, NOTE_MAX),
+            warning,
+            request: None,
+        };
         let mut out = Vec::new();
         if !self.done.is_empty() {
-            out.push(Outgoing {
-                regarding: Regarding::Template(template.to_string()),
-                reason: "Written",
-                action: "Write",
-                note: clip(&written_note(&self.done), NOTE_MAX),
-                warning: false,
-                request: None,
-            });
+            out.push(event("Written", written_note(&self.done), false));
         }
         if !self.failed.is_empty() {
             let n = self.failed.len();
             let s = if n == 1 { "" } else { "s" };
             let note = format!("{n} write{s} failed: {}", self.failed.join("; "));
-            out.push(Outgoing {
-                regarding: Regarding::Template(template.to_string()),
-                reason: "WriteFailed",
-                action: "Write",
-                note: clip(&note, NOTE_MAX),
-                warning: true,
-                request: None,
-            });
+            out.push(event("WriteFailed", note, true));
         }
         out
     }
@@ -305,17 +264,18 @@ pub async fn run(
             .filter_map(|b| b.first)
             .min()
             .map(|t| t + WINDOW);
+        // `None`: a window is over; `Some(None)`: the senders are gone.
         let next = match due {
             Some(due) => tokio::select! {
-                f = rx.recv() => f.map_or(Next::Closed, Next::Fact),
-                _ = tokio::time::sleep_until(due.into()) => Next::Flush,
+                f = rx.recv() => Some(f),
+                _ = tokio::time::sleep_until(due.into()) => None,
             },
-            None => rx.recv().await.map_or(Next::Closed, Next::Fact),
+            None => Some(rx.recv().await),
         };
-        let closed = matches!(next, Next::Closed);
+        let closed = matches!(next, Some(None));
         let mut flushed = None;
-        match next {
-            Next::Fact(Fact::Write {
+        match next.flatten() {
+            Some(Fact::Write {
                 template,
                 verb,
                 object,
@@ -326,53 +286,40 @@ pub async fn run(
                     .or_default()
                     .add(verb, &object, error);
             }
-            Next::Fact(Fact::Event(e)) => publisher.publish(&e, &uid_of).await,
-            Next::Fact(Fact::Flush(done)) => flushed = Some(done),
-            Next::Fact(Fact::Invalid {
-                regarding,
-                reason,
-                logged,
-            }) => match reason {
-                None => {
-                    if said_invalid.remove(&regarding).is_some() {
-                        say_validity(&regarding, None);
-                    }
+            Some(Fact::Event(e)) => publisher.publish(&e, &uid_of).await,
+            Some(Fact::Flush(done)) => flushed = Some(done),
+            Some(Fact::Invalid(regarding, None, _)) => {
+                if said_invalid.remove(&regarding).is_some() {
+                    say_validity(&regarding, None);
                 }
-                Some(why) if said_invalid.get(&regarding) != Some(&why) => {
-                    if (publisher.left)().is_some() {
-                        if !logged {
-                            say_validity(&regarding, Some(&why));
-                        }
-                        let event = Outgoing {
-                            regarding: regarding.clone(),
-                            reason: "Invalid",
-                            action: "Decide",
-                            note: clip(&why, NOTE_MAX),
-                            warning: true,
-                            request: None,
-                        };
-                        publisher.publish(&event, &uid_of).await;
-                        said_invalid.insert(regarding, why);
-                    }
+            }
+            Some(Fact::Invalid(regarding, Some(why), logged))
+                if said_invalid.get(&regarding) != Some(&why) && (publisher.left)().is_some() =>
+            {
+                if !logged {
+                    say_validity(&regarding, Some(&why));
                 }
-                Some(_) => {}
-            },
-            Next::Closed | Next::Flush => {}
+                let event = Outgoing {
+                    regarding: regarding.clone(),
+                    reason: "Invalid",
+                    action: "Decide",
+                    note: clip(&why, NOTE_MAX),
+                    warning: true,
+                    request: None,
+                };
+                publisher.publish(&event, &uid_of).await;
+                said_invalid.insert(regarding, why);
+            }
+            Some(Fact::Invalid(..)) | None => {}
         }
-        // Flush the bursts whose window is over.
         let now = Instant::now();
-        let ripe: Vec<String> = bursts
-            .iter()
-            .filter(|(_, b)| {
-                closed || flushed.is_some() || b.first.is_some_and(|t| now >= t + WINDOW)
-            })
-            .map(|(t, _)| t.clone())
-            .collect();
-        for t in ripe {
-            if let Some(burst) = bursts.remove(&t) {
-                for e in burst.events(&t) {
-                    publisher.publish(&e, &uid_of).await;
-                }
+        let ripe;
+        (ripe, bursts) = std::mem::take(&mut bursts).into_iter().partition(|(_, b)| {
+            closed || flushed.is_some() || b.first.is_some_and(|t| now >= t + WINDOW)
+        });
+        for (t, burst) in ripe {
+            for e in burst.events(&t) {
+                publisher.publish(&e, &uid_of).await;
             }
         }
         if let Some(done) = flushed {
@@ -387,25 +334,15 @@ pub async fn run(
 /// The one log line of a template or constraint that turned invalid (`why`), or valid again:
 /// what someone must act on, said once per change as its Warning Event is.
 fn say_validity(regarding: &Regarding, why: Option<&str>) {
-    match (regarding, why) {
-        (Regarding::Template(t), Some(why)) => {
-            tracing::warn!("template {t} cannot be generated: {why}")
-        }
-        (Regarding::Template(t), None) => tracing::info!("template {t} is valid again"),
-        (Regarding::Constraint { kind, name }, Some(why)) => {
-            tracing::warn!("constraint {kind}/{name} cannot be bound: {why}")
-        }
-        (Regarding::Constraint { kind, name }, None) => {
-            tracing::info!("constraint {kind}/{name} is valid again")
-        }
-        (Regarding::Lease { .. }, _) => {}
+    let (what, cannot) = match regarding {
+        Regarding::Template(t) => (format!("template {t}"), "be generated"),
+        Regarding::Constraint { kind, name } => (format!("constraint {kind}/{name}"), "be bound"),
+        Regarding::Lease { .. } => return,
+    };
+    match why {
+        Some(why) => tracing::warn!("{what} cannot {cannot}: {why}"),
+        None => tracing::info!("{what} is valid again"),
     }
-}
-
-enum Next {
-    Fact(Fact),
-    Flush,
-    Closed,
 }
 
 struct Publisher {
@@ -415,7 +352,6 @@ struct Publisher {
     series: HashMap<(Regarding, &'static str, String), (String, i32, Instant)>,
     /// Publishing fails (RBAC, server): logged once until it passes again.
     failing: bool,
-    /// What is left of the write fence: nothing is published without it.
     left: Box<dyn Fn() -> Option<Duration> + Send + Sync>,
 }
 
@@ -532,11 +468,7 @@ fn event(
             // in a dot, and a dash would blur the object's own name).
             name: Some(format!("{name}.{:x}", now.0.as_nanosecond().unsigned_abs())),
             namespace: Some(e.regarding.namespace().into()),
-            labels: Some(
-                [(MANAGED_BY_LABEL.to_string(), REPORTER.to_string())]
-                    .into_iter()
-                    .collect(),
-            ),
+            labels: Some([(MANAGED_BY_LABEL.to_string(), REPORTER.to_string())].into()),
             annotations: e
                 .request
                 .as_ref()
@@ -558,9 +490,8 @@ fn event(
 /// An Event as views show it.
 pub fn cluster_event(e: &Event) -> Option<ClusterEvent> {
     let regarding = e.regarding.as_ref()?;
-    let time = e
-        .series
-        .as_ref()
+    let series = e.series.as_ref();
+    let time = series
         .map(|s| s.last_observed_time.0)
         .or(e.event_time.as_ref().map(|t| t.0))
         .or(e.deprecated_last_timestamp.as_ref().map(|t| t.0))
@@ -577,11 +508,7 @@ pub fn cluster_event(e: &Event) -> Option<ClusterEvent> {
         reason: e.reason.clone().unwrap_or_default(),
         note: e.note.clone().unwrap_or_default(),
         warning: e.type_.as_deref() == Some("Warning"),
-        count: e
-            .series
-            .as_ref()
-            .map(|s| u32::try_from(s.count).unwrap_or(u32::MAX))
-            .unwrap_or(1),
+        count: series.map_or(1, |s| u32::try_from(s.count).unwrap_or(u32::MAX)),
         request: e
             .metadata
             .annotations
@@ -590,14 +517,11 @@ pub fn cluster_event(e: &Event) -> Option<ClusterEvent> {
     })
 }
 
-/// Follows the Events copies of kubectl-vap report (by our label) in `namespaces` (each
-/// Event lives in the namespace of what it regards), for views: each Event other copies
-/// reported (`me`'s own are its reconcile actions already) is `told` once per change — a
-/// series counting up is a change, the same Event listed again after a watch gap is not
-/// (kube-runtime's `predicate_filter` remembers what each Event said, for an hour). A watch
-/// the server refuses is one of the copy's access errors (so a view says why the leader's
-/// outcomes are missing: `refused` is told the first refusal, or `None`) until every
-/// namespace is watched again.
+/// Follows the Events copies of kubectl-vap report (by our label) in `namespaces`, for views:
+/// each Event of another copy (`me`'s own are its reconcile actions already) is `told` once
+/// per change — a series counting up is one, a relist is not (`predicate_filter`). A refused
+/// watch is an access error of the copy until every namespace is watched again (`refused`:
+/// the first refusal, or `None`), so a view says why the leader's outcomes are missing.
 pub async fn follow(
     client: kube::Client,
     namespaces: Vec<String>,
@@ -652,25 +576,25 @@ pub async fn follow(
 
 /// What an Event says, as a hash: the same Event listed again is no news, a change is.
 fn said(e: &Event) -> Option<u64> {
-    use std::hash::{Hash, Hasher};
+    use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
     let e = cluster_event(e)?;
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    (e.time, e.count, e.note, e.reason, e.warning).hash(&mut h);
-    Some(h.finish())
+    let said = (e.time, e.count, e.note, e.reason, e.warning);
+    Some(BuildHasherDefault::<DefaultHasher>::default().hash_one(said))
 }
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use crate::model::{VAP_KIND, VAPB_KIND};
+
+    fn obj(kind: &str, name: &str) -> ObjectRef {
+        ObjectRef::new("v1", kind, name)
+    }
+
     #[test]
     fn a_written_note_counts_objects_not_writes() {
+        let vap = |name| obj(VAP_KIND, name);
         let mut b = Burst::default();
-        let vap = |name: &str| {
-            ObjectRef::new(
-                "admissionregistration.k8s.io/v1",
-                crate::model::VAP_KIND,
-                name,
-            )
-        };
         for _ in 0..3 {
             b.add(Verb::Update, &vap("gatekeeper-a"), None);
         }
@@ -681,8 +605,6 @@ mod tests {
         one.add(Verb::Create, &vap("gatekeeper-c"), None);
         assert_eq!(written_note(&one.done), "created VAP gatekeeper-c");
     }
-
-    use super::*;
 
     #[test]
     fn the_rbac_hint_only_when_rbac_refused() {
@@ -703,31 +625,17 @@ mod tests {
         );
     }
 
-    fn obj(kind: &str, name: &str) -> ObjectRef {
-        ObjectRef::new("v1", kind, name)
-    }
-
     #[test]
     fn a_burst_is_one_event_per_template_with_counts() {
+        let binding = |name: &str| obj(VAPB_KIND, name);
         let mut b = Burst::default();
-        b.add(
-            Verb::Create,
-            &obj(crate::model::VAP_KIND, "gatekeeper-x"),
-            None,
-        );
+        b.add(Verb::Create, &obj(VAP_KIND, "gatekeeper-x"), None);
         for i in 0..25 {
-            b.add(
-                Verb::Create,
-                &obj(crate::model::VAPB_KIND, &format!("b{i}")),
-                None,
-            );
+            b.add(Verb::Create, &binding(&format!("b{i}")), None);
         }
-        b.add(Verb::Update, &obj(crate::model::VAPB_KIND, "b0"), None);
-        b.add(
-            Verb::Create,
-            &obj(crate::model::VAPB_KIND, "bad"),
-            Some("forbidden: no".into()),
-        );
+        b.add(Verb::Update, &binding("b0"), None);
+        let refused = Some("forbidden: no".into());
+        b.add(Verb::Create, &binding("bad"), refused);
         let events = b.events("k8sx");
         assert_eq!(events.len(), 2);
         assert_eq!(
@@ -749,12 +657,10 @@ mod tests {
         assert!(s.len() <= NOTE_MAX && s.ends_with('…'));
     }
 
-    /// A follower tells an Event once per change: listed again it says the same, counted up
-    /// (a series) it says something new.
-    #[test]
-    fn an_event_listed_again_says_nothing_new_and_counted_up_does() {
+    /// The Event `event` builds for an Outgoing about `regarding`, at the epoch.
+    fn event_of(regarding: Regarding) -> Event {
         let outgoing = Outgoing {
-            regarding: Regarding::Template("k8sx".into()),
+            regarding,
             reason: "WriteFailed",
             action: "Write",
             note: "1 write failed".into(),
@@ -762,37 +668,28 @@ mod tests {
             request: None,
         };
         let now = MicroTime(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
-        let first = event("copy-1", &outgoing, now.clone(), &|_| None);
+        event("copy-1", &outgoing, now, &|_| Some("uid-1".into()))
+    }
+
+    #[test]
+    fn an_event_listed_again_says_nothing_new_and_counted_up_does() {
+        let first = event_of(Regarding::Template("k8sx".into()));
         assert!(said(&first).is_some());
         assert_eq!(said(&first.clone()), said(&first));
         let mut counted = first.clone();
         counted.series = Some(EventSeries {
             count: 2,
-            last_observed_time: now,
+            last_observed_time: first.event_time.clone().expect("a time"),
         });
         assert_ne!(said(&counted), said(&first));
     }
 
     #[test]
     fn an_event_lives_in_the_namespace_of_what_it_regards() {
-        let outgoing = |regarding| Outgoing {
-            regarding,
-            reason: "Reconciled",
-            action: "Reconcile",
-            note: "reconciled everything".into(),
-            warning: false,
-            request: None,
-        };
-        let now = MicroTime(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
-        let lease = event(
-            "copy-1",
-            &outgoing(Regarding::Lease {
-                namespace: "gatekeeper-system".into(),
-                name: "kubectl-vap".into(),
-            }),
-            now.clone(),
-            &|_| None,
-        );
+        let lease = event_of(Regarding::Lease {
+            namespace: "gatekeeper-system".into(),
+            name: "kubectl-vap".into(),
+        });
         assert_eq!(
             lease.metadata.namespace.as_deref(),
             Some("gatekeeper-system")
@@ -801,12 +698,7 @@ mod tests {
             lease.regarding.and_then(|r| r.namespace).as_deref(),
             Some("gatekeeper-system")
         );
-        let template = event(
-            "copy-1",
-            &outgoing(Regarding::Template("k8sx".into())),
-            now,
-            &|_| Some("uid-1".into()),
-        );
+        let template = event_of(Regarding::Template("k8sx".into()));
         assert_eq!(template.metadata.namespace.as_deref(), Some("default"));
         // Views watch both, once each.
         assert_eq!(

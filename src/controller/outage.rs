@@ -47,23 +47,8 @@ pub enum Line {
 }
 
 impl Episode {
-    /// A failure (`latest`: what it was); what to say about it.
-    pub fn failed(&self, latest: String) -> Line {
-        self.failed_at(Instant::now(), latest)
-    }
-
-    /// A success; what to say about it.
-    pub fn passed(&self) -> Line {
-        self.passed_at(Instant::now())
-    }
-
-    /// How long the current run has lasted, and its latest failure.
-    pub fn ongoing(&self) -> Option<(Duration, String)> {
-        let st = self.0.lock();
-        st.since.map(|s| (s.elapsed(), st.latest.clone()))
-    }
-
-    fn failed_at(&self, now: Instant, latest: String) -> Line {
+    /// A failure (`latest`: what it was) at `now`; what to say about it.
+    pub fn failed(&self, now: Instant, latest: String) -> Line {
         let mut st = self.0.lock();
         st.failures += 1;
         st.latest = latest;
@@ -85,7 +70,7 @@ impl Episode {
         }
     }
 
-    fn passed_at(&self, now: Instant) -> Line {
+    pub fn passed(&self, now: Instant) -> Line {
         let mut st = self.0.lock();
         match st.since.take() {
             Some(since) => {
@@ -109,7 +94,10 @@ pub struct Outage(Episode);
 impl Outage {
     /// A request of `source` got no answer (`message`: why).
     pub fn failed(&self, source: &str, message: &str) {
-        match self.0.failed(format!("{source}: {message}")) {
+        match self
+            .0
+            .failed(Instant::now(), format!("{source}: {message}"))
+        {
             Line::First => tracing::warn!(
                 "API server unreachable ({source}: {message}); retrying, with one summary every {}s until it answers",
                 SUMMARY_EVERY.as_secs()
@@ -123,14 +111,15 @@ impl Outage {
 
     /// A request was answered (whatever the answer): the server is reachable.
     pub fn reachable(&self) {
-        if let Line::Recovered { secs, failures } = self.0.passed() {
+        if let Line::Recovered { secs, failures } = self.0.passed(Instant::now()) {
             tracing::info!("API server reachable again after {secs}s, {failures} retries");
         }
     }
 
     /// Since when the API server has not answered (how long ago), and the latest failure.
     pub fn unreachable(&self) -> Option<(Duration, String)> {
-        self.0.ongoing()
+        let st = self.0.0.lock();
+        st.since.map(|s| (s.elapsed(), st.latest.clone()))
     }
 }
 
@@ -140,7 +129,7 @@ pub struct WriteFailures(Episode);
 
 impl WriteFailures {
     pub fn failed(&self, label: &str, object: &str, msg: &str) {
-        match self.0.failed(format!("{object}: {msg}")) {
+        match self.0.failed(Instant::now(), format!("{object}: {msg}")) {
             Line::First | Line::Summary { unlogged: 0, .. } => {
                 tracing::warn!(object, reason = label, "{msg}; retried with backoff")
             }
@@ -158,7 +147,7 @@ impl WriteFailures {
     }
 
     pub fn succeeded(&self) {
-        if let Line::Recovered { secs, failures } = self.0.passed() {
+        if let Line::Recovered { secs, failures } = self.0.passed(Instant::now()) {
             tracing::info!("writes pass again after {secs}s and {failures} failure(s)");
         }
     }
@@ -170,11 +159,12 @@ mod tests {
 
     #[test]
     fn a_run_of_failures_is_one_line_a_summary_per_interval_and_one_line_after() {
-        let o = Episode::default();
+        let outage = Outage::default();
+        let o = &outage.0;
         let t0 = Instant::now();
         let at = |ms: u64| t0 + Duration::from_millis(ms);
-        let fail = |ms| o.failed_at(at(ms), format!("failure at {ms} ms"));
-        assert_eq!(o.passed_at(at(0)), Line::Quiet, "no outage, nothing to say");
+        let fail = |ms| o.failed(at(ms), format!("failure at {ms} ms"));
+        assert_eq!(o.passed(at(0)), Line::Quiet, "no outage, nothing to say");
         assert_eq!(fail(0), Line::First);
         // 2,000 retries within the interval: silent.
         for i in 1..2000 {
@@ -190,18 +180,18 @@ mod tests {
         );
         assert_eq!(fail(12_000), Line::Quiet);
         assert_eq!(
-            o.ongoing().map(|(_, latest)| latest).as_deref(),
+            outage.unreachable().map(|(_, latest)| latest).as_deref(),
             Some("failure at 12000 ms")
         );
         assert_eq!(
-            o.passed_at(at(13_000)),
+            o.passed(at(13_000)),
             Line::Recovered {
                 secs: 13,
                 failures: 2002
             }
         );
-        assert_eq!(o.passed_at(at(13_001)), Line::Quiet);
-        assert!(o.ongoing().is_none());
+        assert_eq!(o.passed(at(13_001)), Line::Quiet);
+        assert!(outage.unreachable().is_none());
         // The next outage starts afresh.
         assert_eq!(fail(20_000), Line::First);
     }

@@ -19,9 +19,8 @@ pub const EVENT_LOG_CAPACITY: usize = 500;
 /// Everything a view needs about the live cluster and this copy of the reconciler.
 #[derive(Debug, Clone, Default)]
 pub struct LiveState {
-    /// The objects in the local stores (templates, constraints, CRDs, VAPs, bindings), with
-    /// `now` set to when the snapshot was taken. Analyse it with `core::analyze`. Shared: each
-    /// published state is a new `Arc`, built once; a view keeps it without copying it.
+    /// The objects in the local stores, `now` when taken (analyse it with `core::analyze`).
+    /// Each published state is a new `Arc`, built once: a view keeps it without copying it.
     pub snapshot: Arc<Snapshot>,
     /// True once every watch has listed its resource once (before that the snapshot is partial).
     pub synced: bool,
@@ -39,7 +38,6 @@ pub struct LiveState {
     pub writes_enabled: bool,
     /// Work items queued or being processed.
     pub queue_depth: usize,
-    /// Whether the API server answers this copy.
     pub connection: Connection,
     /// The objects (`Kind/name`) whose last write failed, and how: this copy's own while it
     /// leads or nobody else does; the leader's refused writes (as it publishes them with its
@@ -47,7 +45,6 @@ pub struct LiveState {
     pub failed_writes: Arc<BTreeMap<String, FailedWrite>>,
 }
 
-/// Why the last write of an object failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FailedWrite {
     /// The server's answer (or why there was none), in one line.
@@ -65,8 +62,7 @@ pub enum Happened {
     /// A Kubernetes Event another copy of kubectl-vap reported (the leader's outcomes,
     /// wherever it runs): once per change (a series counting up is a change).
     Cluster(ClusterEvent),
-    /// The Lease changed hands, fell vacant, or its holder stopped renewing, as this copy saw
-    /// it (not its first reading, not this copy taking it: its reconcile action says that).
+    /// The Lease changed hands, fell vacant, or its holder stopped renewing ([`LeaseInfo::turn`]).
     Lease(LeaseChange),
 }
 
@@ -112,7 +108,7 @@ pub struct ClusterEvent {
     pub time: DateTime<Utc>,
     /// The reporting copy (its identity: pod name in a cluster).
     pub reporter: String,
-    /// The template or constraint it regards.
+    /// The template, constraint or Lease it regards.
     pub regarding: ObjectRef,
     /// `Written`, `WriteFailed`, `Replayed`, `Reconciled`, … (PascalCase, Kubernetes' style).
     pub reason: String,
@@ -121,8 +117,7 @@ pub struct ClusterEvent {
     pub warning: bool,
     /// How many times it happened (1 without a series).
     pub count: u32,
-    /// The request it reports the outcome of (its id), if it does: the answer to that
-    /// request carries the same id.
+    /// The request it reports the outcome of (its id), if any: its answer carries the same id.
     pub request: Option<String>,
 }
 
@@ -156,7 +151,6 @@ pub struct RequestOutcome {
     pub handled_by: String,
     /// One line: "replayed 25 constraints of K8sRequiredLabels: 2 writes".
     pub summary: String,
-    /// Writes the request caused.
     pub writes: u64,
     /// Writes that failed (not counting conflicts that were retried away).
     pub failures: u64,
@@ -208,21 +202,14 @@ impl LeaseInfo {
         }
         let holder = self.holder.as_deref().filter(|_| !self.vacant);
         let settings = self.health.as_ref().and_then(|h| h.settings.as_ref());
-        match (holder, settings) {
-            (Some(holder), Some(s)) => judge(local, Some((holder, s)), ""),
-            (Some(holder), None) => {
-                judge(local, None, &format!("the leader {holder} publishes none"))
-            }
-            (None, _) if self.unreadable.is_some() => {
-                judge(local, None, &format!("Lease {} is unreadable", self.lease))
-            }
-            (None, _) if self.unknown() => judge(local, None, "the Lease is not read yet"),
-            (None, _) => judge(
-                local,
-                None,
-                &format!("no copy leads: Lease {} is vacant", self.lease),
-            ),
-        }
+        let why = match (holder, settings) {
+            (Some(holder), Some(s)) => return judge(local, Some((holder, s)), ""),
+            (Some(holder), None) => format!("the leader {holder} publishes none"),
+            (None, _) if self.unreadable.is_some() => format!("Lease {} is unreadable", self.lease),
+            (None, _) if self.unknown() => "the Lease is not read yet".into(),
+            (None, _) => format!("no copy leads: Lease {} is vacant", self.lease),
+        };
+        judge(local, None, &why)
     }
 
     /// What changed in who leads from `self` to `next`, as a view tells it once: not the
@@ -232,32 +219,24 @@ impl LeaseInfo {
         if self.unknown() || next.unknown() || next.leading {
             return None;
         }
-        let me = next.identity.as_str();
-        if !me.is_empty() && next.holder.as_deref() == Some(me) {
+        let me = |h: &str| !next.identity.is_empty() && h == next.identity;
+        if next.holder.as_deref().is_some_and(me) {
             return None;
         }
-        let name = |h: &str| {
-            if !me.is_empty() && h == me {
-                "this copy".to_string()
-            } else {
-                h.to_string()
-            }
-        };
-        let was = self.holder.as_deref().map(name);
+        let name = |h: &str| String::from(if me(h) { "this copy" } else { h });
+        let was = self.holder.as_deref().filter(|_| !self.vacant).map(name);
         Some(match (self.vacant, next.vacant, next.holder.as_deref()) {
             (true, true, _) => return None,
             (false, true, None) => LeaseTurn::Released {
                 was: was.unwrap_or_else(|| "nobody".into()),
             },
             (_, true, Some(h)) => LeaseTurn::Expired { holder: name(h) },
-            (true, false, Some(h)) => LeaseTurn::Leads {
-                holder: name(h),
-                was: None,
-            },
-            (false, false, Some(h)) if self.holder.as_deref() != Some(h) => LeaseTurn::Leads {
-                holder: name(h),
-                was,
-            },
+            (_, false, Some(h)) if self.vacant || self.holder.as_deref() != Some(h) => {
+                LeaseTurn::Leads {
+                    holder: name(h),
+                    was,
+                }
+            }
             // Held, but not renewed: a standby takes over when it expires; not "nobody".
             (false, false, Some(h))
                 if next.unresponsive_until.is_some() && self.unresponsive_until.is_none() =>
@@ -272,10 +251,9 @@ impl LeaseInfo {
 pub use crate::cluster::access::{AccessError, AccessErrorKind};
 
 /// The API server refused to show the Lease (an answer, not a silence): who leads is unknown.
-/// Shown in a word or two (`forbidden`, `unauthorized`), else in the server's words; equal
-/// when it reads the same (each retry brings a new error, and a view is published again only
-/// when what it shows changed). Not a `source`: the error formatter would append the server's
-/// whole sentence to the word.
+/// In a word or two (`forbidden`, `unauthorized`), else the server's words; equal when it
+/// reads the same, so a retry's new error does not publish the view again. Not a `source`:
+/// the error formatter would append the server's whole sentence to the word.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct LeaseRefused(String);
@@ -361,12 +339,10 @@ pub enum EventResult {
     Skipped(String),
     /// A command failed (e.g. its template does not exist).
     Failed(String),
-    /// A write failed, and how.
     WriteFailed(WriteError),
 }
 
 impl EventResult {
-    /// Why it failed, if it did.
     pub fn failure(&self) -> Option<String> {
         match self {
             EventResult::Failed(why) => Some(why.clone()),
@@ -377,11 +353,8 @@ impl EventResult {
 
     /// A failure that counts: not a conflict, which is retried at once and passes.
     pub fn is_failure(&self) -> bool {
-        match self {
-            EventResult::Failed(_) => true,
-            EventResult::WriteFailed(e) => !e.retried_away(),
-            _ => false,
-        }
+        matches!(self, EventResult::Failed(_))
+            || matches!(self, EventResult::WriteFailed(e) if !e.retried_away())
     }
 }
 
@@ -444,9 +417,7 @@ mod tests {
         );
     }
 
-    /// What a view is told as the Lease it watches turns: each change once however often the
-    /// same reading arrives; not the first reading; not this copy taking it (its reconcile
-    /// action says so); this copy named as such.
+    /// Each change once, however often the same reading arrives; this copy named as such.
     #[test]
     fn each_turn_of_the_lease_is_told_once() {
         let mut seen = LeaseInfo {

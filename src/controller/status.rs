@@ -1,8 +1,7 @@
 //! What this copy knows about itself, behind one lock: what it cannot read, whether it may
 //! write (and why not), whether every watch has listed, the last failed write of each object;
-//! and what happened, told once on its feed (a `tokio::sync::broadcast`: every reader gets
-//! each happening, and a reader that fell behind is told how many it missed). Every change
-//! wakes the publisher ([`Status::changed`]).
+//! and what happened, told once to every reader of its feed (a `tokio::sync::broadcast`).
+//! Every change wakes the publisher ([`Status::touch`]).
 
 use super::state::{
     AccessError, AccessErrorKind, EVENT_LOG_CAPACITY, EventResult, EventVerb, FailedWrite,
@@ -25,7 +24,6 @@ struct Inner {
     access: BTreeMap<String, AccessError>,
     gatekeeper_generator: Option<String>,
     writes_enabled: bool,
-    /// Including every constraint kind's watch.
     synced: bool,
     /// When the queue last drained with everything listed.
     last_sync: Option<chrono::DateTime<Utc>>,
@@ -89,13 +87,9 @@ impl Default for Status {
 }
 
 impl Status {
-    fn with<T>(&self, f: impl FnOnce(&mut Inner) -> T) -> T {
-        f(&mut self.inner.lock())
-    }
-
     /// Changes what views show, and wakes the publisher.
     fn change<T>(&self, f: impl FnOnce(&mut Inner) -> T) -> T {
-        let out = self.with(f);
+        let out = f(&mut self.inner.lock());
         self.touch();
         out
     }
@@ -146,59 +140,53 @@ impl Status {
 
     /// The reconcile actions kept, oldest first.
     pub fn events(&self) -> Vec<ReconcileEvent> {
-        self.with(|s| s.events.iter().cloned().collect())
+        self.inner.lock().events.iter().cloned().collect()
     }
 
     /// Records (or clears, with `None`) a read problem of `resource`.
     pub fn set_access(&self, resource: &str, error: Option<AccessError>) {
-        let changed = self.with(|s| match error {
+        let mut s = self.inner.lock();
+        let changed = match error {
             Some(e) => s.access.insert(resource.to_string(), e.clone()).as_ref() != Some(&e),
             None => s.access.remove(resource).is_some(),
-        });
+        };
+        drop(s);
         if changed {
             self.touch();
         }
     }
 
     pub fn access_error(&self, resource: &str) -> Option<AccessError> {
-        self.with(|s| s.access.get(resource).cloned())
+        self.inner.lock().access.get(resource).cloned()
     }
 
     pub fn access_errors(&self) -> Vec<AccessError> {
-        self.with(|s| s.access.values().cloned().collect())
+        self.inner.lock().access.values().cloned().collect()
     }
 
     /// Whether every resource of `unknown` is unreadable for a reason retrying does not fix
     /// (forbidden, not served).
     pub fn definitely_unreadable(&self, unknown: &[(String, String)]) -> bool {
-        self.with(|s| {
-            unknown.iter().all(|(r, _)| {
-                s.access
-                    .get(r)
-                    .is_some_and(|e| e.kind != AccessErrorKind::Other)
-            })
-        })
+        let s = self.inner.lock();
+        let lasting = |e: &AccessError| e.kind != AccessErrorKind::Other;
+        unknown
+            .iter()
+            .all(|(r, _)| s.access.get(r).is_some_and(lasting))
     }
 
     /// What is known of `resources` that are not known now: (resource, why).
     pub fn why_unknown(&self, resources: Vec<String>) -> Vec<(String, String)> {
-        self.with(|s| {
-            resources
-                .into_iter()
-                .map(|r| {
-                    let why = s
-                        .access
-                        .get(&r)
-                        .map(|e| e.message.clone())
-                        .unwrap_or_else(|| format!("{r}: not listed and watched yet"));
-                    (r, why)
-                })
-                .collect()
-        })
+        let s = self.inner.lock();
+        let why = |r: &String| match s.access.get(r) {
+            Some(e) => e.message.clone(),
+            None => format!("{r}: not listed and watched yet"),
+        };
+        let whys: Vec<String> = resources.iter().map(why).collect();
+        resources.into_iter().zip(whys).collect()
     }
 
     pub fn writes_enabled(&self) -> bool {
-        self.with(|s| s.writes_enabled)
+        self.inner.lock().writes_enabled
     }
 
     pub fn set_writes_enabled(&self, on: bool) {
@@ -206,7 +194,7 @@ impl Status {
     }
 
     pub fn gatekeeper_generator(&self) -> Option<String> {
-        self.with(|s| s.gatekeeper_generator.clone())
+        self.inner.lock().gatekeeper_generator.clone()
     }
 
     pub fn set_gatekeeper_generator(&self, found: Option<String>) {
@@ -214,7 +202,7 @@ impl Status {
     }
 
     pub fn synced(&self) -> bool {
-        self.with(|s| s.synced)
+        self.inner.lock().synced
     }
 
     pub fn set_synced(&self) {
@@ -222,12 +210,12 @@ impl Status {
     }
 
     pub fn last_sync(&self) -> Option<chrono::DateTime<Utc>> {
-        self.with(|s| s.last_sync)
+        self.inner.lock().last_sync
     }
 
     /// Not a change views wait for (it is read with the next one).
     pub fn set_last_sync(&self, at: chrono::DateTime<Utc>) {
-        self.with(|s| s.last_sync = Some(at));
+        self.inner.lock().last_sync = Some(at);
     }
 
     /// A write of `object` (its body's digest `body`) failed with `error`; true when it is
@@ -248,21 +236,18 @@ impl Status {
     /// A write of `object` passed, or none is needed any more: how its last write had failed,
     /// if it had.
     pub fn clear_failure(&self, object: &str) -> Option<WriteError> {
-        let before = self.with(|s| s.failed.remove(object));
-        before.map(|b| {
-            self.touch();
-            b.error
-        })
+        let before = self.inner.lock().failed.remove(object)?;
+        self.touch();
+        Some(before.error)
     }
 
     /// How `body` of `object` was refused, if this very body was refused as invalid (422)
     /// recently: not sent again.
     pub fn refusal(&self, object: &str, body: u64) -> Option<WriteError> {
-        self.with(|s| {
-            let f = s.failed.get(object)?;
-            let refused = matches!(f.error, WriteError::Invalid(_)) && f.at.elapsed() < REFUSED_FOR;
-            (f.body == body && refused).then(|| f.error.clone())
-        })
+        let s = self.inner.lock();
+        let f = s.failed.get(object)?;
+        let refused = matches!(f.error, WriteError::Invalid(_)) && f.at.elapsed() < REFUSED_FOR;
+        (f.body == body && refused).then(|| f.error.clone())
     }
 
     /// The writes whose last attempt the server refused as invalid (object, its message), at
@@ -276,27 +261,21 @@ impl Status {
 
     /// The last failed write of each object that has not passed since, as views show it.
     pub fn failed_writes(&self) -> BTreeMap<String, FailedWrite> {
-        self.with(|s| {
-            s.failed
-                .iter()
-                .map(|(o, f)| {
-                    let write = FailedWrite {
-                        why: f.error.to_string(),
-                        refused: matches!(f.error, WriteError::Invalid(_)),
-                    };
-                    (o.clone(), write)
-                })
-                .collect()
-        })
+        let s = self.inner.lock();
+        let write = |f: &Failed| FailedWrite {
+            why: f.error.to_string(),
+            refused: matches!(f.error, WriteError::Invalid(_)),
+        };
+        s.failed
+            .iter()
+            .map(|(o, f)| (o.clone(), write(f)))
+            .collect()
     }
 
     /// Whether the last write of some object was forbidden.
     pub fn any_forbidden(&self) -> bool {
-        self.with(|s| {
-            s.failed
-                .values()
-                .any(|f| matches!(f.error, WriteError::Forbidden(_)))
-        })
+        let forbidden = |f: &Failed| matches!(f.error, WriteError::Forbidden(_));
+        self.inner.lock().failed.values().any(forbidden)
     }
 }
 

@@ -1,15 +1,14 @@
-//! Watches (kube-runtime reflectors) feeding the stores, and the mapping of every event to
-//! the keys it concerns: a template → its key; a constraint → its key; a VAP/VAPB → its
-//! controller owner (so an edited or deleted object is repaired at once); a constraint CRD →
-//! start/stop that kind's constraint watch and re-enqueue its constraints.
+//! Watches feeding the stores, and the keys each event concerns (a VAP or binding: its
+//! controller owner, so an edited or deleted object is repaired at once).
 //!
-//! A (re)list is acted on once it is complete ([`Change::Listed`]): the reflector swaps the
-//! store only then, so a reconcile started from an item of an unfinished list would read the
-//! old store. After a list, everything the store concerns is enqueued again, which also
-//! covers objects deleted while the watch was down (a relist drops them without an event).
+//! A (re)list is acted on once it is complete ([`Change::Listed`]): the store is swapped only
+//! then, so a reconcile started from an item of an unfinished list would read the old store.
+//! After a list, everything the store concerns is enqueued again, which also covers objects
+//! deleted while the watch was down (a relist drops them without an event).
 
 use super::keys::{Key, Obj};
 use super::objects::{binding_keys, controllers_in, established, is_constraint_crd, policy_keys};
+use super::outage::SUMMARY_EVERY;
 use super::shared::Shared;
 use super::state::{AccessError, AccessErrorKind};
 use super::status::changed;
@@ -28,6 +27,7 @@ use kube::runtime::watcher;
 use serde::de::DeserializeOwned;
 use std::fmt::Debug;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// What a store keeps of an object: what the reconciler and the views read, nothing more.
 pub trait Trim: Resource {
@@ -69,8 +69,8 @@ pub enum Change<'a, K> {
     Listed,
 }
 
-/// A (re)list is complete: the reflector has swapped the store in. Complete, then the
-/// handler, then listed (`stores::Listing` says why in this order).
+/// A (re)list is in the store: complete, then the handler, then listed (`stores::Listing`
+/// says why in this order).
 fn list_done<K, F>(world: &Arc<Shared>, resource: &str, on_change: &F)
 where
     F: Fn(&Arc<Shared>, Change<'_, K>),
@@ -83,16 +83,12 @@ where
     world.stores.set_listed(resource);
 }
 
-/// Runs a reflector of our own for `api` into `writer` (a task of the copy, named after the
-/// resource), calling `on_change` for every change.
-///
-/// Not kube-runtime's: its store is swapped in only once the watch that follows the list has
-/// *started*, so "known" means listed completely **and** watched (kube-runtime's watcher
-/// reports a list as done before it starts the watch, and a watch that cannot start leaves a
-/// store that looks complete and never changes). Any error makes the store unknown until a
-/// fresh list and watch succeed; a watch the server ends normally (its timeout) is resumed
-/// from the last resourceVersion without a relist. An object that cannot be decoded is kept
-/// as a stub (`cluster::decode`) and reported once.
+/// Runs a reflector of our own for `api` into `writer` (a task of the copy), calling
+/// `on_change` for every change. Not kube-runtime's, whose watcher reports a list as done
+/// before it starts the watch (one that cannot start leaves a store that looks complete and
+/// never changes): here the store is swapped in once the watch has *started*, and any error
+/// makes it unknown until a fresh list and watch succeed. A watch the server ends (its
+/// timeout) is resumed without a relist; an undecodable object is a stub, reported once.
 pub fn spawn_watch<K, F>(
     api: Api<K>,
     mut writer: Writer<K>,
@@ -109,9 +105,8 @@ where
     let name = format!("watch {resource}");
     let tasks = world.clone();
     tasks.tasks.spawn(name, Lifetime::Copy, async move {
-        // Initial lists from the API server's watch cache (resourceVersion=0), as client-go's
-        // reflectors do: a quorum read of etcd per resource buys nothing a watch that follows
-        // does not correct. Objects are trimmed before the store (see `Trim`).
+        // Lists from the API server's watch cache (resourceVersion=0), as client-go's do: a
+        // quorum read of etcd buys nothing the watch that follows does not correct.
         let lp = ListParams::default().match_any();
         let wp = WatchParams::default().timeout(WATCH_TIMEOUT_SECS);
         let mut relist = world.stores.relists();
@@ -120,46 +115,87 @@ where
         let mut backoff = RETRY_MIN;
         loop {
             relist.borrow_and_update();
-            let failure = match objects.list(&lp).await {
-                Err(e) => Some(failure_of(&resource, "listing", &e)),
-                Ok(list) => {
-                    let rv = list.resource_version.clone();
-                    list.undecodable
-                        .iter()
-                        .for_each(|u| undecodable.report(&resource, u));
-                    match objects.watch(&wp, &rv).await {
-                        Err(e) => Some(failure_of(&resource, "watching", &e)),
-                        // A relist was asked for while listing: this list may predate it.
-                        Ok(_) if relist.has_changed().unwrap_or(false) => None,
-                        Ok(stream) => {
-                            writer.apply_watcher_event(&watcher::Event::Init);
-                            for mut o in list.items {
-                                o.trim();
-                                writer.apply_watcher_event(&watcher::Event::InitApply(o));
-                            }
-                            writer.apply_watcher_event(&watcher::Event::InitDone);
-                            world.stores.saw(&resource, &rv, true);
-                            world.status.touch();
-                            health.recovered(&world, &resource);
-                            backoff = RETRY_MIN;
-                            list_done(&world, &resource, &on_change);
-                            let watch = Watch {
-                                objects: &objects,
-                                params: &wp,
-                                resource: &resource,
-                                world: &world,
-                                on_change: &on_change,
-                            };
-                            let ended = watch
-                                .follow(rv, stream, &mut writer, &mut relist, &mut undecodable)
-                                .await;
-                            // Not watched any more: unknown until the next list and watch.
-                            world.stores.unlist(&resource);
-                            world.status.touch();
-                            ended
-                        }
-                    }
+            let failure = 'attempt: {
+                let list = match objects.list(&lp).await {
+                    Ok(list) => list,
+                    Err(e) => break 'attempt Some(failure_of(&resource, "listing", &e)),
+                };
+                let mut rv = list.resource_version.clone();
+                list.undecodable
+                    .iter()
+                    .for_each(|u| undecodable.report(&resource, u));
+                let mut stream = match objects.watch(&wp, &rv).await {
+                    Ok(stream) => stream,
+                    Err(e) => break 'attempt Some(failure_of(&resource, "watching", &e)),
+                };
+                // A relist was asked for while listing: this list may predate it.
+                if relist.has_changed().unwrap_or(false) {
+                    break 'attempt None;
                 }
+                writer.apply_watcher_event(&watcher::Event::Init);
+                for mut o in list.items {
+                    o.trim();
+                    writer.apply_watcher_event(&watcher::Event::InitApply(o));
+                }
+                writer.apply_watcher_event(&watcher::Event::InitDone);
+                world.stores.saw(&resource, &rv, true);
+                world.status.touch();
+                health.recovered(&world, &resource);
+                backoff = RETRY_MIN;
+                list_done(&world, &resource, &on_change);
+                // The watch's events into the store until it breaks (the failure), or a relist is
+                // asked for (`None`); a watch the server ends is resumed from `rv`.
+                let ended = loop {
+                    let event = tokio::select! {
+                        e = tokio::time::timeout(WATCH_SILENT_MAX, stream.next()) => match e {
+                            Ok(e) => e,
+                            Err(_) => break Some(Failure::silent(&resource)),
+                        },
+                        () = changed(&mut relist) => break None,
+                    };
+                    if let Some(Ok((_, Some(bad)))) = &event {
+                        undecodable.report(&resource, bad);
+                    }
+                    let (mut o, deleted) = match event {
+                        Some(Ok((WatchEvent::Added(o) | WatchEvent::Modified(o), _))) => (o, false),
+                        Some(Ok((WatchEvent::Deleted(o), _))) => (o, true),
+                        Some(Ok((WatchEvent::Bookmark(b), _))) => {
+                            rv = b.metadata.resource_version;
+                            world.stores.saw(&resource, &rv, false);
+                            continue;
+                        }
+                        // 410 Gone (our resourceVersion is too old) and the like: relist.
+                        Some(Ok((WatchEvent::Error(e), _))) => {
+                            let code = Some(e.code);
+                            break Some(Failure::new(
+                                &resource, code, "watching", &e.message, false,
+                            ));
+                        }
+                        Some(Err(e)) => break Some(failure_of(&resource, "watching", &e)),
+                        None => match objects.watch(&wp, &rv).await {
+                            Ok(s) => {
+                                stream = s;
+                                continue;
+                            }
+                            Err(e) => break Some(failure_of(&resource, "watching", &e)),
+                        },
+                    };
+                    o.trim();
+                    rv = o.meta().resource_version.clone().unwrap_or(rv);
+                    let (event, change) = if deleted {
+                        (watcher::Event::Delete(o.clone()), Change::Deleted(&o))
+                    } else {
+                        (watcher::Event::Apply(o.clone()), Change::Applied(&o))
+                    };
+                    writer.apply_watcher_event(&event);
+                    world.stores.saw(&resource, &rv, false);
+                    world.status.touch();
+                    on_change(&world, change);
+                };
+                // Not watched any more: unknown until the next list and watch.
+                world.stores.unlist(&resource);
+                world.status.touch();
+                ended
             };
             let Some(failure) = failure else {
                 // A relist (fence lost): at once, no backoff.
@@ -182,12 +218,9 @@ where
 const WATCH_TIMEOUT_SECS: u32 = 290;
 /// A watch that sends nothing, not even its end, this long after the server should have ended
 /// it is a connection nobody answers on: given up, as a failure without an answer.
-const WATCH_SILENT_MAX: std::time::Duration =
-    std::time::Duration::from_secs(WATCH_TIMEOUT_SECS as u64 + 30);
-const RETRY_MIN: std::time::Duration = std::time::Duration::from_millis(500);
-const RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(30);
-/// While a resource stays unreadable, one summary line this often (not one per retry).
-const SUMMARY_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+const WATCH_SILENT_MAX: Duration = Duration::from_secs(WATCH_TIMEOUT_SECS as u64 + 30);
+const RETRY_MIN: Duration = Duration::from_millis(500);
+const RETRY_MAX: Duration = Duration::from_secs(30);
 /// How many undecodable objects a watch remembers having reported (beyond that, a relist may
 /// report one again).
 const REPORTED_MAX: usize = 1024;
@@ -202,10 +235,8 @@ impl Reported {
         if self.0.len() >= REPORTED_MAX {
             self.0.clear();
         }
-        if self
-            .0
-            .insert((u.object.clone(), u.resource_version.clone()))
-        {
+        let version = (u.object.clone(), u.resource_version.clone());
+        if self.0.insert(version) {
             tracing::warn!(
                 "{resource}: {} cannot be decoded: {}; it is reported as an error of its own, everything else of {resource} is read as usual",
                 crate::text::printable(&u.object),
@@ -224,7 +255,7 @@ struct Failure {
     /// Throttled or unavailable (429, 503, 504): expected to pass; said only if it lasts.
     transient: bool,
     /// How long the server asked to wait (its `retryAfterSeconds`), zero if it did not.
-    retry_after: std::time::Duration,
+    retry_after: Duration,
 }
 
 impl Failure {
@@ -239,20 +270,28 @@ impl Failure {
             error: AccessError::from_status(resource, status, verb, &message),
             unreachable,
             transient: matches!(status, Some(429 | 503 | 504)),
-            retry_after: std::time::Duration::ZERO,
+            retry_after: Duration::ZERO,
         }
+    }
+
+    /// Nothing for [`WATCH_SILENT_MAX`]: nobody answers on the connection.
+    fn silent(resource: &str) -> Self {
+        let secs = WATCH_SILENT_MAX.as_secs();
+        let message = format!(
+            "nothing for {secs}s, not even the end the server owed after {WATCH_TIMEOUT_SECS}s"
+        );
+        Failure::new(resource, None, "watching", &message, true)
     }
 }
 
-/// Rate-limited logging of one watch's failures: a refusal that needs a person (forbidden, not
-/// served) once, in words, and again only if it changes; any other failure first, then a
-/// summary at most every [`SUMMARY_EVERY`]; then one line when it is readable again. Failures
-/// without an answer go to the copy's one outage log instead.
+/// Rate-limited logging of one watch's failures, told as an [`super::outage::Episode`] is, but
+/// a refusal that needs a person (forbidden, not served) is said once, again only if it
+/// changes. Failures without an answer go to the copy's one outage log instead.
 #[derive(Default)]
 struct Health {
-    since: Option<std::time::Instant>,
+    since: Option<Instant>,
     /// When this resource last logged a line of its own (`None`: not yet in this failure).
-    last_summary: Option<std::time::Instant>,
+    last_summary: Option<Instant>,
     /// What it last said of a refusal.
     said: Option<String>,
     retries: u64,
@@ -260,7 +299,7 @@ struct Health {
 
 impl Health {
     fn failed(&mut self, world: &Shared, resource: &str, failure: &Failure) {
-        let now = std::time::Instant::now();
+        let now = Instant::now();
         let message = &failure.error.message;
         self.retries += 1;
         let since = *self.since.get_or_insert(now);
@@ -268,169 +307,58 @@ impl Health {
             world.outage.failed(resource, message);
             return;
         }
-        // Forbidden or not served: retrying changes nothing until someone acts, so once.
-        if failure.error.kind != AccessErrorKind::Other {
-            self.last_summary = Some(now);
-            if self.said.as_ref() == Some(message) {
-                tracing::debug!("{message}");
-            } else {
-                self.said = Some(message.clone());
-                tracing::warn!(
-                    "{message}; decisions that rest on {resource} wait until it is read again"
-                );
-            }
-            return;
-        }
-        match self.last_summary {
+        let refused = failure.error.kind != AccessErrorKind::Other;
+        let quiet = match self.last_summary {
+            // Forbidden or not served: retrying changes nothing until someone acts, so once.
+            _ if refused => self.said.replace(message.clone()).as_ref() == Some(message),
             // Throttled or unavailable for now (a new CRD's storage initializing answers 429):
             // said only if it lasts.
-            None if failure.transient && now - since < SUMMARY_EVERY => {
-                tracing::debug!("{message}")
-            }
-            None => {
-                self.last_summary = Some(now);
-                tracing::warn!(
-                    "{message}; decisions that rest on {resource} wait until it is read again"
-                );
-            }
-            Some(t) if now - t >= SUMMARY_EVERY => {
-                self.last_summary = Some(now);
-                tracing::warn!(
-                    "{resource} unreadable for {}s, {} retries: {message}",
-                    (now - since).as_secs(),
-                    self.retries
-                );
-            }
-            Some(_) => tracing::debug!("{message}"),
+            None => failure.transient && now - since < SUMMARY_EVERY,
+            Some(t) => now - t < SUMMARY_EVERY,
+        };
+        if quiet {
+            tracing::debug!("{message}");
+        } else if !refused && self.last_summary.is_some() {
+            tracing::warn!(
+                "{resource} unreadable for {}s, {} retries: {message}",
+                (now - since).as_secs(),
+                self.retries
+            );
+        } else {
+            tracing::warn!(
+                "{message}; decisions that rest on {resource} wait until it is read again"
+            );
+        }
+        if refused || !quiet {
+            self.last_summary = Some(now);
         }
     }
 
     fn recovered(&mut self, world: &Shared, resource: &str) {
         world.outage.reachable();
         // Only a resource that logged its failure logs its recovery (an outage has its own).
-        if let (Some(since), Some(_)) = (self.since.take(), self.last_summary) {
+        if let (Some(since), Some(_)) = (self.since, self.last_summary) {
             tracing::info!(
                 "{resource} listed and watched again after {}s, {} retries",
                 since.elapsed().as_secs(),
                 self.retries
             );
         }
-        self.retries = 0;
-        self.last_summary = None;
-        self.said = None;
+        *self = Health::default();
     }
 }
 
 /// A failed request: an outage only when nothing answered (an answer that could not be
 /// decoded is this resource's problem, and is logged as such).
 fn failure_of(resource: &str, verb: &str, e: &kube::Error) -> Failure {
-    let status = crate::cluster::status_code(e);
-    let describe = crate::cluster::describe(e);
-    let mut failure = Failure::new(
-        resource,
-        status,
-        verb,
-        &describe,
-        crate::cluster::unanswered(e),
-    );
-    if let kube::Error::Api(s) = e {
-        failure.retry_after = s
-            .details
-            .as_ref()
-            .map(|d| std::time::Duration::from_secs(u64::from(d.retry_after_seconds)))
-            .unwrap_or_default();
+    use crate::cluster::{describe, status_code, unanswered};
+    let mut failure = Failure::new(resource, status_code(e), verb, &describe(e), unanswered(e));
+    if let kube::Error::Api(s) = e
+        && let Some(d) = &s.details
+    {
+        failure.retry_after = Duration::from_secs(u64::from(d.retry_after_seconds));
     }
     failure
-}
-
-/// What one watch follows, and for whom: fixed for its whole life.
-struct Watch<'a, K, F> {
-    objects: &'a Objects<K>,
-    params: &'a WatchParams,
-    /// The resource name its listing state and access errors are kept under.
-    resource: &'a str,
-    world: &'a Arc<Shared>,
-    on_change: &'a F,
-}
-
-impl<K, F> Watch<'_, K, F>
-where
-    K: Trim + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-    K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync,
-    F: Fn(&Arc<Shared>, Change<'_, K>),
-{
-    /// Applies the watch's events (from `rv` on) to the store until it breaks; resumes it when
-    /// the server ends it. Returns the failure that broke it, or `None` when a relist was
-    /// asked for.
-    async fn follow(
-        &self,
-        mut rv: String,
-        mut stream: crate::cluster::decode::Changes<K>,
-        writer: &mut Writer<K>,
-        relist: &mut tokio::sync::watch::Receiver<u64>,
-        undecodable: &mut Reported,
-    ) -> Option<Failure> {
-        let (world, resource) = (self.world, self.resource);
-        loop {
-            let event = tokio::select! {
-                e = tokio::time::timeout(WATCH_SILENT_MAX, stream.next()) => match e {
-                    Ok(e) => e,
-                    Err(_) => return Some(Failure::new(
-                        resource,
-                        None,
-                        "watching",
-                        &format!(
-                            "nothing for {}s, not even the end the server owed after {WATCH_TIMEOUT_SECS}s",
-                            WATCH_SILENT_MAX.as_secs()
-                        ),
-                        true,
-                    )),
-                },
-                () = changed(relist) => return None,
-            };
-            let event = event.map(|e| {
-                e.map(|(event, bad)| {
-                    if let Some(bad) = &bad {
-                        undecodable.report(resource, bad);
-                    }
-                    event
-                })
-            });
-            let (mut o, deleted) = match event {
-                Some(Ok(WatchEvent::Added(o) | WatchEvent::Modified(o))) => (o, false),
-                Some(Ok(WatchEvent::Deleted(o))) => (o, true),
-                Some(Ok(WatchEvent::Bookmark(b))) => {
-                    rv = b.metadata.resource_version;
-                    world.stores.saw(resource, &rv, false);
-                    continue;
-                }
-                // 410 Gone (our resourceVersion is too old) and the like: relist.
-                Some(Ok(WatchEvent::Error(e))) => {
-                    let code = Some(e.code);
-                    return Some(Failure::new(resource, code, "watching", &e.message, false));
-                }
-                Some(Err(e)) => return Some(failure_of(resource, "watching", &e)),
-                None => match self.objects.watch(self.params, &rv).await {
-                    Ok(s) => {
-                        stream = s;
-                        continue;
-                    }
-                    Err(e) => return Some(failure_of(resource, "watching", &e)),
-                },
-            };
-            o.trim();
-            rv = o.meta().resource_version.clone().unwrap_or(rv);
-            let (event, change) = if deleted {
-                (watcher::Event::Delete(o.clone()), Change::Deleted(&o))
-            } else {
-                (watcher::Event::Apply(o.clone()), Change::Applied(&o))
-            };
-            writer.apply_watcher_event(&event);
-            world.stores.saw(resource, &rv, false);
-            world.status.touch();
-            (self.on_change)(world, change);
-        }
-    }
 }
 
 pub fn on_template(world: &Arc<Shared>, change: Change<'_, DynamicObject>) {
@@ -497,8 +425,7 @@ pub fn on_crd(world: &Arc<Shared>, change: Change<'_, CustomResourceDefinition>)
                 crd_changed(world, crd, false);
             }
             // Kinds whose CRD went away while the watch was down.
-            let running = world.stores.watched_kinds();
-            for kind in running {
+            for kind in world.stores.watched_kinds() {
                 if !crds.iter().any(|c| is_constraint_crd(c, &kind)) {
                     stop_kind(world, &kind);
                 }
@@ -517,12 +444,9 @@ fn crd_changed(world: &Arc<Shared>, crd: &CustomResourceDefinition, deleted: boo
     // The template side waits for its CRD (created, Established, deleted by someone): the
     // template that controls it, and the one its kind belongs to, look again.
     if deleted || !world.stores.take_own_write(Obj::Crd, &crd.metadata) {
-        let mut templates: Vec<String> = controllers_in(&crd.metadata, TEMPLATES_GROUP)
-            .map(|r| r.name.clone())
-            .collect();
-        templates.push(kind.to_lowercase());
-        templates.dedup();
-        for t in templates {
+        let controllers = controllers_in(&crd.metadata, TEMPLATES_GROUP).map(|r| r.name.clone());
+        // The same key twice is queued once.
+        for t in controllers.chain([kind.to_lowercase()]) {
             world.queue.enqueue(Key::Template(t));
         }
     }
@@ -627,16 +551,14 @@ mod tests {
         // A world that never connects (the client is only built).
         let config = kube::Config::new("http://127.0.0.1:1".parse().expect("url"));
         let client = kube::Client::try_from(config).expect("client");
-        let admission = crate::cluster::AdmissionApi::v1();
-        let dynamic = |ar: kube::core::ApiResource| Writer::<DynamicObject>::new(ar).as_reader();
-        let world = Arc::new(Shared::offline(client, admission));
+        let world = Arc::new(Shared::offline(client, crate::cluster::AdmissionApi::v1()));
         let ar = constraint_resource("K8sX", "k8sx");
         let resource = crate::cluster::discovery::resource_name(&ar);
         let task = tokio::spawn(std::future::pending::<()>());
         world.stores.add_kind("K8sX", || KindWatch {
             resource: resource.clone(),
             store: TypedStore {
-                store: dynamic(ar.clone()),
+                store: Writer::<DynamicObject>::new(ar.clone()).as_reader(),
                 ar,
             },
             task: task.abort_handle(),
@@ -663,8 +585,9 @@ mod tests {
         task.abort();
     }
 
-    fn crd_of_group(group: &str) -> CustomResourceDefinition {
-        serde_json::from_value(serde_json::json!({
+    /// A CRD of `group`, and it trimmed.
+    fn crd_of_group(group: &str) -> (CustomResourceDefinition, CustomResourceDefinition) {
+        let crd: CustomResourceDefinition = serde_json::from_value(serde_json::json!({
             "metadata": {
                 "name": format!("k8sx.{group}"),
                 "annotations": { "kubectl.kubernetes.io/last-applied-configuration": "{…}" },
@@ -680,14 +603,18 @@ mod tests {
             "status": { "conditions": [{ "type": "Established", "status": "True",
                                          "lastTransitionTime": "2026-11-30T09:00:00Z" }] }
         }))
-        .expect("crd")
-    }
-
-    #[test]
-    fn a_trimmed_crd_of_another_group_keeps_only_what_is_read() {
-        let crd = crd_of_group("example.com");
+        .expect("crd");
         let mut trimmed = crd.clone();
         trimmed.trim();
+        (crd, trimmed)
+    }
+
+    /// Of another group's CRD only what is read is kept. A constraint CRD is compared with its
+    /// template's and updated in place: its spec and annotations must survive (an update
+    /// without them would drop them on the server).
+    #[test]
+    fn a_trimmed_crd_keeps_what_is_read_and_a_constraint_crd_all_but_managed_fields() {
+        let (crd, trimmed) = crd_of_group("example.com");
         assert_eq!(crd_state(&trimmed), crd_state(&crd));
         assert!(matches!(
             crd_state(&trimmed),
@@ -705,17 +632,8 @@ mod tests {
         assert!(trimmed.metadata.annotations.is_none());
         assert!(trimmed.metadata.managed_fields.is_none());
         assert_eq!(trimmed.spec.names.plural, "k8sx");
-    }
-
-    /// A constraint CRD is compared with its template's and updated in place: its spec and
-    /// annotations must survive (an update without them would drop them on the server).
-    #[test]
-    fn a_trimmed_constraint_crd_keeps_spec_and_annotations() {
-        let crd = crd_of_group(CONSTRAINTS_GROUP);
-        let mut trimmed = crd.clone();
-        trimmed.trim();
+        let (mut expected, trimmed) = crd_of_group(CONSTRAINTS_GROUP);
         assert!(trimmed.metadata.managed_fields.is_none());
-        let mut expected = crd.clone();
         expected.metadata.managed_fields = None;
         assert_eq!(trimmed, expected);
     }
