@@ -106,33 +106,29 @@ pub(super) async fn recheck(shared: Arc<Shared>, every: Duration) {
         if found == shared.status.gatekeeper_generator() {
             continue;
         }
-        let deployments = ObjectRef::new("apps/v1", "Deployment", "*");
-        match &found {
+        shared.status.set_writes_enabled(found.is_none());
+        let (result, detail) = match &found {
             Some(what) => {
-                shared.status.set_writes_enabled(false);
                 let msg = format!(
-                    "Gatekeeper's generator looks active: {what}. Not writing until it is off: {}",
-                    HOW_TO_DISABLE
+                    "Gatekeeper's generator looks active: {what}. Not writing until it is off: {HOW_TO_DISABLE}"
                 );
                 tracing::error!("{msg}");
-                shared.status.log(
-                    EventVerb::Gatekeeper,
-                    deployments,
-                    EventResult::Skipped(msg),
-                    String::new(),
-                );
+                (EventResult::Skipped(msg), String::new())
             }
             None => {
-                shared.status.set_writes_enabled(true);
                 tracing::info!("Gatekeeper's generator is off again: writing (resync)");
-                shared.status.log(
-                    EventVerb::Gatekeeper,
-                    deployments,
+                (
                     EventResult::Ok,
                     "Gatekeeper's generator is off again; resync".into(),
-                );
-                shared.resync();
+                )
             }
+        };
+        let deployments = ObjectRef::new("apps/v1", "Deployment", "*");
+        shared
+            .status
+            .log(EventVerb::Gatekeeper, deployments, result, detail);
+        if found.is_none() {
+            shared.resync();
         }
         shared.status.set_gatekeeper_generator(found);
     }

@@ -34,20 +34,15 @@ pub fn controllers_in<'a>(
 pub fn policy_keys(p: &DynamicObject) -> Vec<Key> {
     let mut keys: Vec<Key> = controllers_in(&p.metadata, TEMPLATES_GROUP)
         .map(|r| Key::Template(r.name.clone()))
-        .chain(
-            controllers_in(&p.metadata, CONSTRAINTS_GROUP)
-                .map(|r| Key::constraint(&r.kind, &r.name)),
-        )
+        .chain(binding_keys(p))
         .collect();
-    if let Some(t) = p
-        .metadata
-        .name
-        .as_deref()
-        .and_then(|n| n.strip_prefix("gatekeeper-"))
+    let name = p.metadata.name.as_deref().unwrap_or_default();
+    if let Some(t) = name
+        .strip_prefix("gatekeeper-")
         .filter(|t| !t.contains('.'))
-        && !keys.contains(&Key::Template(t.to_string()))
+        && !keys.contains(&Key::Template(t.into()))
     {
-        keys.push(Key::Template(t.to_string()));
+        keys.push(Key::Template(t.into()));
     }
     keys
 }

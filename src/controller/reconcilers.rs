@@ -1,18 +1,13 @@
 //! The two reconcilers: each takes the pure core's step per object (`core::step`, the steps
 //! `analyze` folds, compared normalized: steady state sends nothing) and sends the one write
-//! it needs, if any, in the order the invariants require.
-//!
-//! Ordering (docs/reconciler.md, I1/I2):
-//! - turning on: write the VAP, then publish the opinion with `policy_ready`, then fan out;
-//! - turning off: publish first (fan-out deletes the bindings), then delete the VAP once no
-//!   binding of the kind is left (requeued until then).
+//! it needs, if any, in the order the invariants require (docs/reconciler.md, I1/I2).
 
 use super::cache::OpinionCache;
 use super::keys::Key;
 use super::world::{
     ConstraintStore, Enqueue, Read, TemplateStore, Unreadable, WriteError, WriteOutcome, Writer,
 };
-use crate::core::crd;
+use crate::core::crd::{self, CRD_KIND};
 use crate::core::decide::{TemplateVerdict, decide_template};
 use crate::core::desired::{self, Opinion};
 use crate::core::plan::Diff;
@@ -21,8 +16,6 @@ use crate::core::step::{self, Action, BindingInput, PolicyStep};
 use crate::core::{Options, PlannedWrite, PolicyShape, names};
 use crate::model::{ConstraintTemplate, Policy, VAP_KIND, VAPB_KIND};
 use std::time::Duration;
-
-const CRD_KIND: &str = "CustomResourceDefinition";
 
 /// How long the template side waits before looking again for bindings to be gone (I2).
 pub const BINDINGS_GONE_RECHECK: Duration = Duration::from_secs(1);
@@ -199,10 +192,11 @@ where
     } else {
         Vec::new()
     };
+    let opts = &ctx.opts.for_template(constraints.len());
     let side = TemplateSide {
         name,
         template: &t,
-        shape: ctx.opts.policy_shape.for_template(constraints.len()),
+        shape: opts.policy_shape,
         kind: &kind,
         verdict: &verdict,
         store,
@@ -221,9 +215,7 @@ where
     }
     settled(writer, CRD_KIND, &crd.name(), &crd.action);
     let (_, crd_outcome) = send(writer, crd.write(Diff::Skip).as_ref()).await;
-    let opts = &ctx.opts.for_template(constraints.len());
-    // What the VAP must match: what the kind's constraints want (read only when generating:
-    // a VAP that goes needs no coverage).
+    // What the kind's constraints want the VAP to match (a VAP that goes needs none).
     let coverage = if verdict.generates() && crd.served() {
         let served = known!(store.served());
         let mut kept = std::collections::BTreeMap::new();
@@ -263,7 +255,7 @@ where
 struct TemplateSide<'a, S, Q: Enqueue, W: Writer> {
     name: &'a str,
     template: &'a ConstraintTemplate,
-    /// The template's shape (`--policy-shape auto` resolved).
+    /// `--policy-shape auto` resolved.
     shape: PolicyShape,
     kind: &'a str,
     verdict: &'a TemplateVerdict,
@@ -401,9 +393,8 @@ async fn delete_crd_of_gone_template<S: TemplateStore, Q: Enqueue, W: Writer + S
     outcome
 }
 
-/// Sends `w`, if any, the delete of a VAP, once no binding of `kind` points at it (I2): turning off,
-/// once the kind's bindings are gone; turning inline, once they point at their constraints'
-/// own VAPs.
+/// Sends `w`, if any: the delete of a VAP, once no binding of `kind` points at it (I2): turning
+/// off, once the kind's bindings are gone; turning inline, once they point at their own VAPs.
 async fn delete_policy_after_bindings<S: TemplateStore, Q: Enqueue, W: Writer + Sync>(
     store: &S,
     ctx: &Ctx<'_, Q, W>,
@@ -523,7 +514,7 @@ where
             return outcome.merge(o);
         }
     }
-    let result = match (step.write(Diff::Skip), step.wait_until()) {
+    let mut result = match (step.write(Diff::Skip), step.wait_until()) {
         (Some(w), _) => send(writer, Some(&w)).await.1,
         // Never a zero delay: come back just after the deadline.
         (None, Some(until)) => {
@@ -533,32 +524,24 @@ where
         // Waiting for the CRD or the policy: their events (CRD watch, fan-out) bring us back.
         (None, None) => Outcome::Done,
     };
-    let result = match policy_write {
-        Some(w) if !step.policy_goes_first() && result == Outcome::Done => {
-            send(writer, Some(&w)).await.1
-        }
-        _ => result,
-    };
+    if !step.policy_goes_first() && result == Outcome::Done {
+        result = send(writer, policy_write.as_ref()).await.1;
+    }
     outcome.merge(result)
 }
 
 /// Turns an outcome into queue operations: requeue after a delay, or retry with backoff.
 pub fn schedule<Q: Enqueue>(queue: &Q, key: &Key, outcome: &Outcome, attempt: u32) {
-    match outcome {
+    let wait = match outcome {
         // Unknown: parked until the store lists again; refused: the next change tries again.
-        Outcome::Done | Outcome::Unknown(_) | Outcome::Refused(_) => {}
-        Outcome::RequeueAfter(d) => queue.enqueue_after(key.clone(), *d),
+        Outcome::Done | Outcome::Unknown(_) | Outcome::Refused(_) => return,
+        Outcome::RequeueAfter(d) => *d,
         // Never sooner than the server asked (a 429's or 503's Retry-After).
-        Outcome::Retry(e) => queue.enqueue_after(
-            key.clone(),
-            doubling(Duration::from_millis(100), attempt, Duration::from_secs(30))
-                .max(e.retry_after()),
-        ),
-        Outcome::Forbidden(_) => {
-            let wait = doubling(Duration::from_secs(1), attempt, FORBIDDEN_BACKOFF_MAX);
-            queue.enqueue_after(key.clone(), wait)
-        }
-    }
+        Outcome::Retry(e) => doubling(Duration::from_millis(100), attempt, Duration::from_secs(30))
+            .max(e.retry_after()),
+        Outcome::Forbidden(_) => doubling(Duration::from_secs(1), attempt, FORBIDDEN_BACKOFF_MAX),
+    };
+    queue.enqueue_after(key.clone(), wait);
 }
 
 pub const FORBIDDEN_BACKOFF_MAX: Duration = Duration::from_secs(300);
