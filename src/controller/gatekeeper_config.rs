@@ -102,10 +102,8 @@ fn cannot_read(shared: &Shared, error: AccessError) {
     shared.status.set_access(&resource, Some(error));
 }
 
-/// Watches the Configs named `config` in every namespace; each change of what they exclude
-/// re-enqueues everything. A read that fails with an answer (forbidden) is said once
-/// (`failing`: the first read said it), and its recovery once; no Gatekeeper (not served) is
-/// not a failure.
+/// Watches the Configs in every namespace. A read that fails with an answer (forbidden) is said
+/// once (`failing`: the first read said it), and its recovery once; not served is no failure.
 pub async fn run(shared: Arc<Shared>, (mut failing, mut invalid): (bool, Invalid)) {
     let ar = gatekeeper_config_resource();
     let resource = resource_name(&ar);

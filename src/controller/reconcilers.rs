@@ -58,21 +58,20 @@ macro_rules! known {
 }
 
 impl Outcome {
+    /// The graver of two (the first of equals), or the sooner of two requeues.
     fn merge(self, other: Outcome) -> Outcome {
+        let grave = |o: &Outcome| match o {
+            Outcome::Done => 0,
+            Outcome::RequeueAfter(_) => 1,
+            Outcome::Refused(_) => 2,
+            Outcome::Forbidden(_) => 3,
+            Outcome::Unknown(_) => 4,
+            Outcome::Retry(_) => 5,
+        };
         match (self, other) {
-            (Outcome::Retry(a), _) => Outcome::Retry(a),
-            (_, Outcome::Retry(b)) => Outcome::Retry(b),
-            (Outcome::Unknown(a), _) => Outcome::Unknown(a),
-            (_, Outcome::Unknown(b)) => Outcome::Unknown(b),
-            (Outcome::Forbidden(a), _) => Outcome::Forbidden(a),
-            (_, Outcome::Forbidden(b)) => Outcome::Forbidden(b),
-            (Outcome::Refused(a), _) => Outcome::Refused(a),
-            (_, Outcome::Refused(b)) => Outcome::Refused(b),
             (Outcome::RequeueAfter(a), Outcome::RequeueAfter(b)) => Outcome::RequeueAfter(a.min(b)),
-            (Outcome::RequeueAfter(a), _) | (_, Outcome::RequeueAfter(a)) => {
-                Outcome::RequeueAfter(a)
-            }
-            _ => Outcome::Done,
+            (a, b) if grave(&b) > grave(&a) => b,
+            (a, _) => a,
         }
     }
 }
