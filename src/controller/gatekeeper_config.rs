@@ -37,27 +37,23 @@ impl Invalid {
         let was = std::mem::take(&mut self.0);
         let mut valid = Vec::new();
         for c in read {
-            match c {
-                Ok(c) => {
-                    let object =
-                        format!("{}/{}", c.namespace.as_deref().unwrap_or_default(), c.name);
-                    if was.contains_key(&object) {
-                        say(
-                            false,
-                            format!(
-                                "Gatekeeper Config {object} is valid again: its exclusions apply"
-                            ),
-                        );
-                    }
-                    valid.push(c);
-                }
+            let c = match c {
+                Ok(c) => c,
                 Err(e) => {
                     if was.get(&e.object) != Some(&e.why) {
                         say(true, e.to_string());
                     }
                     self.0.insert(e.object, e.why);
+                    continue;
                 }
+            };
+            let object = format!("{}/{}", c.namespace.as_deref().unwrap_or_default(), c.name);
+            if was.contains_key(&object) {
+                let line =
+                    format!("Gatekeeper Config {object} is valid again: its exclusions apply");
+                say(false, line);
             }
+            valid.push(c);
         }
         valid
     }

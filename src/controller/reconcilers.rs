@@ -132,7 +132,6 @@ fn settled<W: Writer, D>(writer: &W, kind: &str, name: &str, action: &Action<D>)
     }
 }
 
-/// No write of `kind/name` is needed (its source is gone, or it is as wanted).
 fn not_needed<W: Writer>(writer: &W, kind: &str, name: &str) {
     // The key the status keeps failures under (`ObjectRef`'s display).
     writer.not_needed(&format!("{kind}/{name}"));
