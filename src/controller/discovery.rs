@@ -19,26 +19,19 @@ const RETRY: Duration = Duration::from_secs(5);
 /// One discovery; whether what is served changed. A failure is logged and changes nothing:
 /// what was known stays known (a binding narrowed on it still matches what it did).
 pub async fn refresh(shared: &Shared) -> Result<bool, ()> {
-    match discover_served(&shared.client).await {
-        Ok(served) => {
-            let failed = served.failed_groups.clone();
-            let changed = shared.stores.set_served(served);
-            if changed && !failed.is_empty() {
-                tracing::warn!(
-                    "API groups not discoverable, constraints naming their kinds match the whole group: {}",
-                    failed.into_iter().collect::<Vec<_>>().join(", ")
-                );
-            }
-            Ok(changed)
-        }
-        Err(e) => {
-            tracing::warn!(
-                "discovering what the API server serves: {}",
-                crate::text::error_text(&e)
-            );
-            Err(())
-        }
+    let served = discover_served(&shared.client).await.map_err(|e| {
+        let error = crate::text::error_text(&e);
+        tracing::warn!("discovering what the API server serves: {error}");
+    })?;
+    let failed = served.failed_groups.clone();
+    let changed = shared.stores.set_served(served);
+    if changed && !failed.is_empty() {
+        tracing::warn!(
+            "API groups not discoverable, constraints naming their kinds match the whole group: {}",
+            failed.into_iter().collect::<Vec<_>>().join(", ")
+        );
     }
+    Ok(changed)
 }
 
 /// Keeps discovery current after the first one (`first_ok`: it succeeded; else retried soon).

@@ -15,11 +15,9 @@ use std::time::Duration;
 pub const HOW_TO_DISABLE: &str = "switch Gatekeeper's generator off (Helm: --set audit.disableGenerateOperation=true, and keep controllerManager.disableGenerateOperation=true; plain manifests: remove --operation=generate from the gatekeeper-audit container, and give every Gatekeeper container explicit --operation flags), or pass --take-over to write anyway (`kubectl vap help gatekeeper`)";
 
 /// The `--operation` values of a container's command line, or `None` when it sets none.
-fn operations(tokens: &[String]) -> Option<Vec<String>> {
-    let mut ops = Vec::new();
-    let mut seen = false;
-    let mut iter = tokens.iter().peekable();
-    while let Some(t) = iter.next() {
+fn operations<'a>(mut tokens: impl Iterator<Item = &'a String>) -> Option<Vec<String>> {
+    let mut ops: Option<Vec<String>> = None;
+    while let Some(t) = tokens.next() {
         let t = t.trim();
         let value = if let Some(v) = t
             .strip_prefix("--operation=")
@@ -27,29 +25,26 @@ fn operations(tokens: &[String]) -> Option<Vec<String>> {
         {
             Some(v.to_string())
         } else if t == "--operation" || t == "-operation" {
-            iter.next().map(|v| v.to_string())
+            tokens.next().map(|v| v.to_string())
         } else {
             None
         };
         if let Some(v) = value {
-            seen = true;
-            ops.extend(v.split(',').map(|s| s.trim().to_string()));
+            let values = v.split(',').map(|s| s.trim().to_string());
+            ops.get_or_insert_default().extend(values);
         }
     }
-    seen.then_some(ops)
+    ops
 }
 
-/// What in these Deployments looks like an active Gatekeeper generator, if anything.
-pub fn generator_active(deployments: &[Deployment]) -> Option<String> {
+/// What in these Deployments looks like an active Gatekeeper generator.
+fn generator_active(deployments: &[Deployment]) -> Vec<String> {
     let mut found = Vec::new();
     for d in deployments {
         let name = d.metadata.name.clone().unwrap_or_default();
         let ns = d.metadata.namespace.clone().unwrap_or_default();
-        let Some(spec) = &d.spec else { continue };
-        if spec.replicas == Some(0) {
-            continue;
-        }
-        let Some(pod) = &spec.template.spec else {
+        let spec = d.spec.as_ref().filter(|s| s.replicas != Some(0));
+        let Some(pod) = spec.and_then(|s| s.template.spec.as_ref()) else {
             continue;
         };
         for c in &pod.containers {
@@ -60,27 +55,18 @@ pub fn generator_active(deployments: &[Deployment]) -> Option<String> {
             if !is_gatekeeper {
                 continue;
             }
-            let tokens: Vec<String> = c
-                .command
-                .iter()
-                .flatten()
-                .chain(c.args.iter().flatten())
-                .cloned()
-                .collect();
-            match operations(&tokens) {
-                None => found.push(format!(
-                    "Deployment {ns}/{name} container {} sets no --operation (all operations, including generate, are on)",
-                    c.name
-                )),
-                Some(ops) if ops.iter().any(|o| o == "generate") => found.push(format!(
-                    "Deployment {ns}/{name} container {} runs --operation=generate",
-                    c.name
-                )),
-                Some(_) => {}
-            }
+            let what = match operations(c.command.iter().flatten().chain(c.args.iter().flatten())) {
+                None => "sets no --operation (all operations, including generate, are on)",
+                Some(ops) if ops.iter().any(|o| o == "generate") => "runs --operation=generate",
+                Some(_) => continue,
+            };
+            let container = &c.name;
+            found.push(format!(
+                "Deployment {ns}/{name} container {container} {what}"
+            ));
         }
     }
-    (!found.is_empty()).then(|| found.join("; "))
+    found
 }
 
 /// Lists Deployments in every namespace, a page at a time (a large cluster's Deployments are
@@ -120,33 +106,29 @@ pub(super) async fn recheck(shared: Arc<Shared>, every: Duration) {
         if found == shared.status.gatekeeper_generator() {
             continue;
         }
-        let deployments = ObjectRef::new("apps/v1", "Deployment", "*");
-        match &found {
+        shared.status.set_writes_enabled(found.is_none());
+        let (result, detail) = match &found {
             Some(what) => {
-                shared.status.set_writes_enabled(false);
                 let msg = format!(
-                    "Gatekeeper's generator looks active: {what}. Not writing until it is off: {}",
-                    HOW_TO_DISABLE
+                    "Gatekeeper's generator looks active: {what}. Not writing until it is off: {HOW_TO_DISABLE}"
                 );
                 tracing::error!("{msg}");
-                shared.status.log(
-                    EventVerb::Gatekeeper,
-                    deployments,
-                    EventResult::Skipped(msg),
-                    String::new(),
-                );
+                (EventResult::Skipped(msg), String::new())
             }
             None => {
-                shared.status.set_writes_enabled(true);
                 tracing::info!("Gatekeeper's generator is off again: writing (resync)");
-                shared.status.log(
-                    EventVerb::Gatekeeper,
-                    deployments,
+                (
                     EventResult::Ok,
                     "Gatekeeper's generator is off again; resync".into(),
-                );
-                shared.resync();
+                )
             }
+        };
+        let deployments = ObjectRef::new("apps/v1", "Deployment", "*");
+        shared
+            .status
+            .log(EventVerb::Gatekeeper, deployments, result, detail);
+        if found.is_none() {
+            shared.resync();
         }
         shared.status.set_gatekeeper_generator(found);
     }
@@ -157,51 +139,49 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn deployment(args: serde_json::Value, replicas: i32) -> Deployment {
-        serde_json::from_value(json!({
-            "metadata": { "name": "gatekeeper-audit", "namespace": "gatekeeper-system" },
-            "spec": {
-                "replicas": replicas,
-                "selector": {},
-                "template": { "spec": { "containers": [{
-                    "name": "manager",
-                    "image": "openpolicyagent/gatekeeper:v3.23.0",
-                    "args": args
-                }] } }
-            }
-        }))
-        .expect("deployment literal")
-    }
-
     #[test]
-    fn generate_operation_is_detected_in_every_spelling() {
-        for args in [
-            json!(["--operation=audit", "--operation=generate"]),
-            json!(["--operation", "generate"]),
-            json!(["--operation=audit,generate,status"]),
+    fn the_generate_operation_is_found_in_every_spelling_and_by_default() {
+        let active = |args: serde_json::Value, replicas: i32| {
+            let d = serde_json::from_value(json!({
+                "metadata": { "name": "gatekeeper-audit", "namespace": "gatekeeper-system" },
+                "spec": {
+                    "replicas": replicas,
+                    "selector": {},
+                    "template": { "spec": { "containers": [{
+                        "name": "manager",
+                        "image": "openpolicyagent/gatekeeper:v3.23.0",
+                        "args": args
+                    }] } }
+                }
+            }));
+            generator_active(&[d.expect("deployment literal")]).join("; ")
+        };
+        for (args, replicas, found) in [
+            (
+                json!(["--operation=audit", "--operation=generate"]),
+                1,
+                "runs --operation=generate",
+            ),
+            (
+                json!(["--operation", "generate"]),
+                1,
+                "runs --operation=generate",
+            ),
+            (
+                json!(["--operation=audit,generate,status"]),
+                1,
+                "runs --operation=generate",
+            ),
+            // No --operation at all enables every operation.
+            (json!(["--port=8443"]), 1, "no --operation"),
+            (json!(["--operation=webhook", "--operation=audit"]), 1, ""),
+            (json!([]), 0, ""),
         ] {
+            let said = active(args.clone(), replicas);
             assert!(
-                generator_active(&[deployment(args.clone(), 1)]).is_some(),
-                "{args}"
+                said.contains(found) && found.is_empty() == said.is_empty(),
+                "{args}: {said}"
             );
         }
-    }
-
-    #[test]
-    fn no_operation_flag_means_every_operation() {
-        let found = generator_active(&[deployment(json!(["--port=8443"]), 1)]);
-        assert!(found.is_some_and(|m| m.contains("no --operation")));
-    }
-
-    #[test]
-    fn other_operations_or_scaled_down_are_fine() {
-        assert_eq!(
-            generator_active(&[deployment(
-                json!(["--operation=webhook", "--operation=audit"]),
-                1
-            )]),
-            None
-        );
-        assert_eq!(generator_active(&[deployment(json!([]), 0)]), None);
     }
 }

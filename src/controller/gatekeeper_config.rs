@@ -1,12 +1,10 @@
-//! Keeps the stores' copies of Gatekeeper's `Config` (`model::gatekeeper_config`: the namespaces
-//! it excludes are left out of every narrowed VAP, as Gatekeeper leaves them out of its own)
-//! and, for `--policy-shape gatekeeper` only, of its validating webhook
-//! (`model::gatekeeper_webhook`: Gatekeeper v3.22+ copies what it matches into its VAPs, and so
-//! do we; the other shapes need no right to read webhook configurations). Each is read once
-//! before the first reconcile (so a start does not write VAPs without them and again with
-//! them), then watched; a change reconciles every template. Without Gatekeeper (its Config kind
-//! not served) there is no Config, and the watch keeps trying, so a Config that comes later
-//! counts.
+//! Keeps the stores' copies of Gatekeeper's `Config` (the namespaces it excludes are left out
+//! of every narrowed VAP, as Gatekeeper does) and, for `--policy-shape gatekeeper` only, of its
+//! validating webhook (Gatekeeper v3.22+ copies what it matches into its VAPs, and so do we;
+//! the other shapes need no right to read webhook configurations). Each is read before the
+//! first reconcile (a start does not write VAPs without them, then again with them), then
+//! watched: a change reconciles every template. Without Gatekeeper the watch keeps trying, so
+//! a Config that comes later counts.
 
 use super::shared::Shared;
 use crate::cluster::access::AccessError;
@@ -39,27 +37,23 @@ impl Invalid {
         let was = std::mem::take(&mut self.0);
         let mut valid = Vec::new();
         for c in read {
-            match c {
-                Ok(c) => {
-                    let object =
-                        format!("{}/{}", c.namespace.as_deref().unwrap_or_default(), c.name);
-                    if was.contains_key(&object) {
-                        say(
-                            false,
-                            format!(
-                                "Gatekeeper Config {object} is valid again: its exclusions apply"
-                            ),
-                        );
-                    }
-                    valid.push(c);
-                }
+            let c = match c {
+                Ok(c) => c,
                 Err(e) => {
                     if was.get(&e.object) != Some(&e.why) {
                         say(true, e.to_string());
                     }
                     self.0.insert(e.object, e.why);
+                    continue;
                 }
+            };
+            let object = format!("{}/{}", c.namespace.as_deref().unwrap_or_default(), c.name);
+            if was.contains_key(&object) {
+                let line =
+                    format!("Gatekeeper Config {object} is valid again: its exclusions apply");
+                say(false, line);
             }
+            valid.push(c);
         }
         valid
     }
@@ -81,9 +75,8 @@ pub async fn first_read(shared: &Shared) -> (bool, Invalid) {
     let mut invalid = Invalid::default();
     match gatekeeper_configs(&shared.client).await {
         Ok(read) => {
-            shared
-                .stores
-                .set_gatekeeper_configs(invalid.sort(read, log));
+            let configs = invalid.sort(read, log);
+            shared.stores.set_gatekeeper_configs(configs);
             (false, invalid)
         }
         Err(e) => {
@@ -101,17 +94,15 @@ fn cannot_read(shared: &Shared, error: AccessError) {
         "{}; Gatekeeper's excluded namespaces stay subject to the VAPs until it is read",
         error.message
     );
-    shared
-        .status
-        .set_access(&error.resource.clone(), Some(error));
+    let resource = error.resource.clone();
+    shared.status.set_access(&resource, Some(error));
 }
 
-/// Watches the Configs named `config` in every namespace; each change of what they exclude
-/// re-enqueues everything. A read that fails with an answer (forbidden) is said once
-/// (`failing`: the first read said it), and its recovery once; no Gatekeeper (not served) is
-/// not a failure.
+/// Watches the Configs in every namespace. A read that fails with an answer (forbidden) is said
+/// once (`failing`: the first read said it), and its recovery once; not served is no failure.
 pub async fn run(shared: Arc<Shared>, (mut failing, mut invalid): (bool, Invalid)) {
     let ar = gatekeeper_config_resource();
+    let resource = resource_name(&ar);
     let api: Api<DynamicObject> = Api::all_with(shared.client.clone(), &ar);
     let config = watcher::Config::default().fields(&format!(
         "metadata.name={}",
@@ -127,7 +118,7 @@ pub async fn run(shared: Arc<Shared>, (mut failing, mut invalid): (bool, Invalid
             Ok(Event::Init | Event::InitApply(_)) => continue,
             Ok(Event::InitDone) if std::mem::take(&mut failing) => {
                 tracing::info!("Gatekeeper's Config read again");
-                shared.status.set_access(&resource_name(&ar), None);
+                shared.status.set_access(&resource, None);
             }
             Ok(_) => {}
             // Retried by the watch; what was read stays.
@@ -135,7 +126,6 @@ pub async fn run(shared: Arc<Shared>, (mut failing, mut invalid): (bool, Invalid
                 let status = crate::cluster::watch::status(&e);
                 if !failing && status.is_some_and(|s| s != 404) {
                     failing = true;
-                    let resource = resource_name(&ar);
                     let why = crate::cluster::watch::describe(&e);
                     cannot_read(
                         &shared,

@@ -1,6 +1,4 @@
-//! The names of units of work and of what is written, at the bottom of the controller: a
-//! [`Key`] (one template or one constraint), the [`Scope`] of keys a copy works on, and
-//! [`Obj`], the kinds of object this copy writes. Everything above speaks in these.
+//! The names of units of work and of what is written, at the bottom of the controller.
 
 use crate::cluster::discovery::VAP_KIND;
 

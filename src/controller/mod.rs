@@ -57,18 +57,15 @@ pub enum Error {
     /// Starting failed at the API server's edge (discovery, connection).
     #[error("{0}")]
     Kube(#[from] crate::cluster::KubeError),
-    /// A request names a template that does not exist (reconcile: nor a VAP of it to sweep).
     #[error("ConstraintTemplate {0} not found")]
     NotFound(String),
-    /// Replay of a template that defines no constraint kind: it has no constraints.
     #[error("ConstraintTemplate {0} defines no constraint kind: nothing to replay")]
     NoKind(String),
-    /// Nobody holds the Lease: no copy would handle a request.
     #[error(
         "no copy reconciles: nobody holds Lease {lease} (start `kubectl vap run`, or the TUI with --reconcile)"
     )]
     NoLeader { lease: String },
-    /// The Lease may not be read: who would handle a request is unknown (not "nobody").
+    /// Not [`Error::NoLeader`]: who would handle a request is unknown.
     #[error(
         "cannot tell which copy reconciles: Lease {lease} is unreadable ({why}); the request was not sent"
     )]
@@ -77,19 +74,17 @@ pub enum Error {
         #[source]
         why: state::LeaseRefused,
     },
-    /// A request could not be handled here or by the lease holder.
     #[error(transparent)]
     Request(#[from] RequestError),
-    /// The reconciler's own task ended badly (it panicked or was cancelled).
     #[error("the reconciler task failed: {0}")]
     Task(#[source] tokio::task::JoinError),
-    /// One of the copy's tasks panicked or ended while the copy ran: the copy stopped.
+    /// One of the copy's tasks panicked or ended: the copy stopped.
     #[error("{0}")]
     TaskFailed(#[from] tasks::Failure),
-    /// Stopping did not release the Lease in time (it expires on its own).
+    /// (The Lease expires on its own.)
     #[error("the Lease was not released within {secs}s")]
     NotReleased { secs: u64 },
-    /// A request could not be written down for the lease holder (a bug, not the cluster).
+    /// A bug, not the cluster.
     #[error("encoding the request: {0}")]
     Encode(#[source] serde_json::Error),
 }
@@ -98,7 +93,6 @@ pub enum Error {
 /// ConfigMap of the Lease (`configmap`: `namespace/name`).
 #[derive(Debug, thiserror::Error)]
 pub enum RequestError {
-    /// The keys of the request come from a store that is not known now.
     #[error("{0} is not listed yet: try again in a moment")]
     NotListed(world::Unreadable),
     #[error(
@@ -139,7 +133,7 @@ pub enum RequestError {
         "the lease holder answered `{answered}` for this request, not `{asked}`: the request was rewritten in the ConfigMap by someone else; ask again"
     )]
     NotOurs { asked: String, answered: String },
-    /// The holder answered with an error (read from its Lease, escaped).
+    /// Read from the holder's Lease, escaped.
     #[error("{holder}: {error}")]
     Failed { holder: String, error: String },
 }

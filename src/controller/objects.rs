@@ -12,15 +12,9 @@ use kube::api::DynamicObject;
 /// A Kubernetes time (k8s-openapi's jiff) as the controller's (chrono); `None` beyond chrono's
 /// range.
 pub fn chrono_of(t: k8s_openapi::jiff::Timestamp) -> Option<chrono::DateTime<chrono::Utc>> {
-    let (secs, nanos) = (t.as_second(), t.subsec_nanosecond());
-    // jiff signs the fraction like the seconds (before 1970 both are negative); chrono's
-    // fraction is never negative.
-    let (secs, nanos) = if nanos < 0 {
-        (secs - 1, nanos + 1_000_000_000)
-    } else {
-        (secs, nanos)
-    };
-    chrono::DateTime::from_timestamp(secs, u32::try_from(nanos).ok()?)
+    // jiff's fraction is signed like its seconds (negative before 1970), chrono's never.
+    let nanos = chrono::TimeDelta::nanoseconds(t.subsec_nanosecond().into());
+    chrono::DateTime::from_timestamp(t.as_second(), 0)?.checked_add_signed(nanos)
 }
 
 /// The controller ownerReferences of `meta` in API group `group` (`core::ownership`'s rule).
@@ -40,20 +34,15 @@ pub fn controllers_in<'a>(
 pub fn policy_keys(p: &DynamicObject) -> Vec<Key> {
     let mut keys: Vec<Key> = controllers_in(&p.metadata, TEMPLATES_GROUP)
         .map(|r| Key::Template(r.name.clone()))
-        .chain(
-            controllers_in(&p.metadata, CONSTRAINTS_GROUP)
-                .map(|r| Key::constraint(&r.kind, &r.name)),
-        )
+        .chain(binding_keys(p))
         .collect();
-    if let Some(t) = p
-        .metadata
-        .name
-        .as_deref()
-        .and_then(|n| n.strip_prefix("gatekeeper-"))
+    let name = p.metadata.name.as_deref().unwrap_or_default();
+    if let Some(t) = name
+        .strip_prefix("gatekeeper-")
         .filter(|t| !t.contains('.'))
-        && !keys.contains(&Key::Template(t.to_string()))
+        && !keys.contains(&Key::Template(t.into()))
     {
-        keys.push(Key::Template(t.to_string()));
+        keys.push(Key::Template(t.into()));
     }
     keys
 }

@@ -1,19 +1,13 @@
-//! The two reconcilers. Each reads the local stores, takes the pure core's step for each
-//! object (`core::step`, the same steps `analyze` folds: what to create, update, delete or
-//! leave, compared normalized, so steady state sends nothing), and sends at most the one write
-//! each object needs, in the order the invariants require.
-//!
-//! Ordering (docs/reconciler.md, I1/I2):
-//! - turning on: write the VAP, then publish the opinion with `policy_ready`, then fan out;
-//! - turning off: publish first (fan-out deletes the bindings), then delete the VAP once no
-//!   binding of the kind is left (requeued until then).
+//! The two reconcilers: each takes the pure core's step per object (`core::step`, the steps
+//! `analyze` folds, compared normalized: steady state sends nothing) and sends the one write
+//! it needs, if any, in the order the invariants require (docs/reconciler.md, I1/I2).
 
 use super::cache::OpinionCache;
 use super::keys::Key;
 use super::world::{
     ConstraintStore, Enqueue, Read, TemplateStore, Unreadable, WriteError, WriteOutcome, Writer,
 };
-use crate::core::crd;
+use crate::core::crd::{self, CRD_KIND};
 use crate::core::decide::{TemplateVerdict, decide_template};
 use crate::core::desired::{self, Opinion};
 use crate::core::plan::Diff;
@@ -22,8 +16,6 @@ use crate::core::step::{self, Action, BindingInput, PolicyStep};
 use crate::core::{Options, PlannedWrite, PolicyShape, names};
 use crate::model::{ConstraintTemplate, Policy, VAP_KIND, VAPB_KIND};
 use std::time::Duration;
-
-const CRD_KIND: &str = "CustomResourceDefinition";
 
 /// How long the template side waits before looking again for bindings to be gone (I2).
 pub const BINDINGS_GONE_RECHECK: Duration = Duration::from_secs(1);
@@ -66,21 +58,20 @@ macro_rules! known {
 }
 
 impl Outcome {
+    /// The graver of two (the first of equals), or the sooner of two requeues.
     fn merge(self, other: Outcome) -> Outcome {
+        let grave = |o: &Outcome| match o {
+            Outcome::Done => 0,
+            Outcome::RequeueAfter(_) => 1,
+            Outcome::Refused(_) => 2,
+            Outcome::Forbidden(_) => 3,
+            Outcome::Unknown(_) => 4,
+            Outcome::Retry(_) => 5,
+        };
         match (self, other) {
-            (Outcome::Retry(a), _) => Outcome::Retry(a),
-            (_, Outcome::Retry(b)) => Outcome::Retry(b),
-            (Outcome::Unknown(a), _) => Outcome::Unknown(a),
-            (_, Outcome::Unknown(b)) => Outcome::Unknown(b),
-            (Outcome::Forbidden(a), _) => Outcome::Forbidden(a),
-            (_, Outcome::Forbidden(b)) => Outcome::Forbidden(b),
-            (Outcome::Refused(a), _) => Outcome::Refused(a),
-            (_, Outcome::Refused(b)) => Outcome::Refused(b),
             (Outcome::RequeueAfter(a), Outcome::RequeueAfter(b)) => Outcome::RequeueAfter(a.min(b)),
-            (Outcome::RequeueAfter(a), _) | (_, Outcome::RequeueAfter(a)) => {
-                Outcome::RequeueAfter(a)
-            }
-            _ => Outcome::Done,
+            (a, b) if grave(&b) > grave(&a) => b,
+            (a, _) => a,
         }
     }
 }
@@ -93,15 +84,6 @@ pub struct Ctx<'a, Q: Enqueue, W: Writer> {
     pub writer: &'a W,
 }
 
-fn from_write(o: WriteOutcome) -> (bool, Outcome) {
-    match o {
-        WriteOutcome::Done => (true, Outcome::Done),
-        WriteOutcome::Skipped(_) => (false, Outcome::Done),
-        WriteOutcome::Failed(e) => (false, Outcome::from(e)),
-    }
-}
-
-/// What the reconcilers do about a failed write.
 impl From<WriteError> for Outcome {
     fn from(e: WriteError) -> Outcome {
         match e {
@@ -114,7 +96,6 @@ impl From<WriteError> for Outcome {
     }
 }
 
-/// Reconciles one key.
 pub async fn reconcile<S, Q, W>(key: &Key, store: &S, ctx: &Ctx<'_, Q, W>) -> Outcome
 where
     S: TemplateStore + Sync,
@@ -151,17 +132,20 @@ fn settled<W: Writer, D>(writer: &W, kind: &str, name: &str, action: &Action<D>)
     }
 }
 
-/// No write of `kind/name` is needed (its source is gone, or it is as wanted).
 fn not_needed<W: Writer>(writer: &W, kind: &str, name: &str) {
     // The key the status keeps failures under (`ObjectRef`'s display).
     writer.not_needed(&format!("{kind}/{name}"));
 }
 
 /// Sends the write a step needs, if any: whether it was done, and the outcome.
-async fn send<W: Writer + Sync>(writer: &W, w: Option<PlannedWrite>) -> (bool, Outcome) {
-    match w {
-        Some(w) => from_write(writer.write(&w).await),
-        None => (false, Outcome::Done),
+async fn send<W: Writer + Sync>(writer: &W, w: Option<&PlannedWrite>) -> (bool, Outcome) {
+    let Some(w) = w else {
+        return (false, Outcome::Done);
+    };
+    match writer.write(w).await {
+        WriteOutcome::Done => (true, Outcome::Done),
+        WriteOutcome::Skipped(_) => (false, Outcome::Done),
+        WriteOutcome::Failed(e) => (false, Outcome::from(e)),
     }
 }
 
@@ -206,10 +190,11 @@ where
     } else {
         Vec::new()
     };
+    let opts = &ctx.opts.for_template(constraints.len());
     let side = TemplateSide {
         name,
         template: &t,
-        shape: ctx.opts.policy_shape.for_template(constraints.len()),
+        shape: opts.policy_shape,
         kind: &kind,
         verdict: &verdict,
         store,
@@ -227,10 +212,8 @@ where
         tracing::warn!(crd = %name, "not writing {name}: {why}; it is used as it is");
     }
     settled(writer, CRD_KIND, &crd.name(), &crd.action);
-    let (_, crd_outcome) = send(writer, crd.write(Diff::Skip)).await;
-    let opts = &ctx.opts.for_template(constraints.len());
-    // What the VAP must match: what the kind's constraints want (read only when generating:
-    // a VAP that goes needs no coverage).
+    let (_, crd_outcome) = send(writer, crd.write(Diff::Skip).as_ref()).await;
+    // What the kind's constraints want the VAP to match (a VAP that goes needs none).
     let coverage = if verdict.generates() && crd.served() {
         let served = known!(store.served());
         let mut kept = std::collections::BTreeMap::new();
@@ -270,7 +253,7 @@ where
 struct TemplateSide<'a, S, Q: Enqueue, W: Writer> {
     name: &'a str,
     template: &'a ConstraintTemplate,
-    /// The template's shape (`--policy-shape auto` resolved).
+    /// `--policy-shape auto` resolved.
     shape: PolicyShape,
     kind: &'a str,
     verdict: &'a TemplateVerdict,
@@ -300,10 +283,8 @@ where
         let (cache, kind) = (self.ctx.cache, self.kind);
         if policy.shape() == PolicyShape::Inline {
             self.publish(policy.ready_once_written(), policy.coverage(false));
-            return match policy.write(Diff::Skip) {
-                Some(w) => delete_policy_after_bindings(self.store, self.ctx, &w, Some(kind)).await,
-                None => Outcome::Done,
-            };
+            let w = policy.write(Diff::Skip);
+            return delete_policy_after_bindings(self.store, self.ctx, w, Some(kind)).await;
         }
         match &policy.action {
             // The CRD is not Established: the CRD's watch brings the template back.
@@ -329,7 +310,7 @@ where
             }
             _ => {}
         }
-        let (done, outcome) = send(self.ctx.writer, policy.write(Diff::Skip)).await;
+        let (done, outcome) = send(self.ctx.writer, policy.write(Diff::Skip).as_ref()).await;
         // An existing VAP of ours is usable by bindings while it is being fixed; a new one
         // once it is written.
         let created = matches!(policy.action, Action::Create(_));
@@ -356,12 +337,8 @@ where
         }
         cache.settled(name);
         self.publish(false, Coverage::default());
-        match policy.write(Diff::Skip) {
-            Some(w) => {
-                delete_policy_after_bindings(self.store, self.ctx, &w, Some(self.kind)).await
-            }
-            None => Outcome::Done,
-        }
+        let w = policy.write(Diff::Skip);
+        delete_policy_after_bindings(self.store, self.ctx, w, Some(self.kind)).await
     }
 }
 
@@ -376,8 +353,8 @@ async fn template_gone<S: TemplateStore + Sync, Q: Enqueue, W: Writer + Sync>(
     // Gone while its turn-off settled: nothing is turning off any more.
     ctx.cache.settled(name);
     if let Some(sweep) = observed.and_then(|o| step::sweep_policy(name, o)) {
-        let w = sweep.write(Diff::Skip);
-        let outcome = delete_policy_after_bindings(store, ctx, &w, sweep.param_kind()).await;
+        let w = Some(sweep.write(Diff::Skip));
+        let outcome = delete_policy_after_bindings(store, ctx, w, sweep.param_kind()).await;
         if outcome != Outcome::Done {
             return outcome;
         }
@@ -407,22 +384,24 @@ async fn delete_crd_of_gone_template<S: TemplateStore, Q: Enqueue, W: Writer + S
         cache.forget_template(name);
         return Outcome::Done;
     };
-    let (done, outcome) = send(ctx.writer, Some(w)).await;
+    let (done, outcome) = send(ctx.writer, Some(&w)).await;
     if done {
         cache.forget_template(name);
     }
     outcome
 }
 
-/// Sends `w`, the delete of a VAP, once no binding of `kind` points at it (I2): turning off,
-/// once the kind's bindings are gone; turning inline, once they point at their constraints'
-/// own VAPs.
+/// Sends `w`, if any: the delete of a VAP, once no binding of `kind` points at it (I2): turning
+/// off, once the kind's bindings are gone; turning inline, once they point at their own VAPs.
 async fn delete_policy_after_bindings<S: TemplateStore, Q: Enqueue, W: Writer + Sync>(
     store: &S,
     ctx: &Ctx<'_, Q, W>,
-    w: &PlannedWrite,
+    w: Option<PlannedWrite>,
     kind: Option<&str>,
 ) -> Outcome {
+    let Some(w) = w else {
+        return Outcome::Done;
+    };
     // Wait for constraint reconciles of the kind that are deciding or writing right now.
     let lock = kind.map(|k| ctx.cache.kind_lock(k));
     let _exclusive = futures::future::OptionFuture::from(lock.as_ref().map(|l| l.write())).await;
@@ -438,7 +417,7 @@ async fn delete_policy_after_bindings<S: TemplateStore, Q: Enqueue, W: Writer + 
             return Outcome::RequeueAfter(BINDINGS_GONE_RECHECK);
         }
     }
-    from_write(ctx.writer.write(w).await).1
+    send(ctx.writer, Some(&w)).await.1
 }
 
 /// The constraint side: the binding of constraint `kind/name`, decided from the opinion cache,
@@ -480,8 +459,7 @@ where
     // constraint is gone (no reliance on GC).
     for left in legacy_observed.iter().chain(&observed) {
         if let Some(sweep) = step::sweep_binding(kind, name, left, constraint.as_ref()) {
-            let (_, o) = send(writer, Some(sweep.write(Diff::Skip))).await;
-            outcome = outcome.merge(o);
+            outcome = outcome.merge(send(writer, Some(&sweep.write(Diff::Skip))).await.1);
         }
     }
     let Some(c) = constraint else {
@@ -491,7 +469,7 @@ where
                 .as_ref()
                 .and_then(|p| step::sweep_inline_policy(kind, name, p, None))
         {
-            outcome = send(writer, Some(sweep.write(Diff::Skip))).await.1;
+            outcome = send(writer, Some(&sweep.write(Diff::Skip))).await.1;
         }
         if outcome == Outcome::Done {
             for (k, n) in [
@@ -528,14 +506,14 @@ where
     settled(writer, VAP_KIND, &inline_policy, &step.policy);
     // The constraint's own VAP (inline shape): written before its binding, deleted after it.
     let policy_write = step.policy_write(Diff::Skip);
-    if step.policy_goes_first() && policy_write.is_some() {
-        let (_, o) = send(writer, policy_write.clone()).await;
+    if step.policy_goes_first() {
+        let (_, o) = send(writer, policy_write.as_ref()).await;
         if o != Outcome::Done {
             return outcome.merge(o);
         }
     }
-    let result = match (step.write(Diff::Skip), step.wait_until()) {
-        (Some(w), _) => send(writer, Some(w)).await.1,
+    let mut result = match (step.write(Diff::Skip), step.wait_until()) {
+        (Some(w), _) => send(writer, Some(&w)).await.1,
         // Never a zero delay: come back just after the deadline.
         (None, Some(until)) => {
             let left = (until - now).to_std().unwrap_or_default();
@@ -544,41 +522,31 @@ where
         // Waiting for the CRD or the policy: their events (CRD watch, fan-out) bring us back.
         (None, None) => Outcome::Done,
     };
-    let result = match policy_write {
-        Some(w) if !step.policy_goes_first() && result == Outcome::Done => {
-            send(writer, Some(w)).await.1
-        }
-        _ => result,
-    };
+    if !step.policy_goes_first() && result == Outcome::Done {
+        result = send(writer, policy_write.as_ref()).await.1;
+    }
     outcome.merge(result)
 }
 
 /// Turns an outcome into queue operations: requeue after a delay, or retry with backoff.
 pub fn schedule<Q: Enqueue>(queue: &Q, key: &Key, outcome: &Outcome, attempt: u32) {
-    match outcome {
+    let wait = match outcome {
         // Unknown: parked until the store lists again; refused: the next change tries again.
-        Outcome::Done | Outcome::Unknown(_) | Outcome::Refused(_) => {}
-        Outcome::RequeueAfter(d) => queue.enqueue_after(key.clone(), *d),
+        Outcome::Done | Outcome::Unknown(_) | Outcome::Refused(_) => return,
+        Outcome::RequeueAfter(d) => *d,
         // Never sooner than the server asked (a 429's or 503's Retry-After).
-        Outcome::Retry(e) => queue.enqueue_after(
-            key.clone(),
-            doubling(Duration::from_millis(100), attempt, Duration::from_secs(30))
-                .max(e.retry_after()),
-        ),
-        Outcome::Forbidden(_) => {
-            let wait = doubling(Duration::from_secs(1), attempt, FORBIDDEN_BACKOFF_MAX);
-            queue.enqueue_after(key.clone(), wait)
-        }
-    }
+        Outcome::Retry(e) => doubling(Duration::from_millis(100), attempt, Duration::from_secs(30))
+            .max(e.retry_after()),
+        Outcome::Forbidden(_) => doubling(Duration::from_secs(1), attempt, FORBIDDEN_BACKOFF_MAX),
+    };
+    queue.enqueue_after(key.clone(), wait);
 }
 
-/// The longest wait between two attempts of a forbidden write.
 pub const FORBIDDEN_BACKOFF_MAX: Duration = Duration::from_secs(300);
 
-/// Backoff after an attempt: `first`, doubled per attempt, capped at `max`. Forbidden writes
-/// wait 1 s, 2 s, 4 s, … up to [`FORBIDDEN_BACKOFF_MAX`]: a grant made right after the refusal
-/// is picked up within seconds; one that never comes costs one request per object every 5
-/// minutes. Other failures: 100 ms, 200 ms, … up to 30 s.
+/// `first`, doubled per attempt, capped at `max`. Forbidden writes from 1 s: a grant made right
+/// after the refusal is picked up within seconds; one that never comes costs one request per
+/// object every 5 minutes.
 fn doubling(first: Duration, attempt: u32, max: Duration) -> Duration {
     first.saturating_mul(1 << attempt.min(9)).min(max)
 }
@@ -605,75 +573,54 @@ mod tests {
         Some(tokio::time::Instant::now() - t0)
     }
 
-    /// A failure of class `class`: the server answered `code`.
-    fn failure(class: fn(Arc<ApplyError>) -> WriteError, code: u16) -> WriteError {
+    /// A failure of class `class`: the server answered `status`.
+    fn failure(class: fn(Arc<ApplyError>) -> WriteError, status: serde_json::Value) -> WriteError {
         class(Arc::new(ApplyError::Failed {
             what: "create ValidatingAdmissionPolicy/gatekeeper-k8sx".into(),
-            source: Box::new(kube::Error::Api(Box::new(kube::core::Status {
-                message: "m".into(),
-                code,
-                ..Default::default()
-            }))),
+            source: Box::new(kube::Error::Api(Box::new(
+                serde_json::from_value(status).expect("a Status"),
+            ))),
         }))
     }
 
     #[tokio::test(start_paused = true)]
     async fn an_invalid_write_is_not_retried_and_a_forbidden_one_slowly() {
-        // 422: the server refuses this body whatever happens: only a change brings it back.
-        let invalid = failure(WriteError::Invalid, 422);
-        assert!(matches!(
-            Outcome::from(invalid.clone()),
-            Outcome::Refused(_)
-        ));
-        assert_eq!(next(Outcome::Refused(invalid), 0).await, None);
-        // 403: a grant may come, unannounced: retried from 1 s, doubling, at most every 5 min.
-        let forbidden = |n| next(Outcome::Forbidden(failure(WriteError::Forbidden, 403)), n);
-        assert_eq!(forbidden(0).await, Some(Duration::from_secs(1)));
-        assert_eq!(forbidden(3).await, Some(Duration::from_secs(8)));
-        assert_eq!(forbidden(30).await, Some(FORBIDDEN_BACKOFF_MAX));
-        assert_eq!(FORBIDDEN_BACKOFF_MAX, Duration::from_secs(300));
-        // What may pass soon (conflict, server away) keeps the fast backoff, capped at 30 s.
-        let unavailable = failure(WriteError::Failed, 503);
-        assert!(matches!(
-            Outcome::from(unavailable.clone()),
-            Outcome::Retry(_)
-        ));
-        assert_eq!(
-            next(Outcome::Retry(unavailable.clone()), 30).await,
-            Some(Duration::from_secs(30))
+        let code = |code: u16| serde_json::json!({ "code": code, "message": "m" });
+        let invalid = failure(WriteError::Invalid, code(422));
+        let forbidden = failure(WriteError::Forbidden, code(403));
+        let unavailable = failure(WriteError::Failed, code(503));
+        let throttled = failure(
+            WriteError::Failed,
+            serde_json::json!({
+                "status": "Failure", "code": 429, "reason": "TooManyRequests",
+                "message": "too many requests", "details": { "retryAfterSeconds": 7 }
+            }),
         );
-        assert_eq!(
-            next(Outcome::Retry(unavailable), 0).await,
-            Some(Duration::from_millis(100))
-        );
-        assert_eq!(
-            next(Outcome::RequeueAfter(Duration::from_secs(7)), 0).await,
-            Some(Duration::from_secs(7))
-        );
-        // A throttled write (429) comes back no sooner than the server asked, however young
-        // its backoff; a later attempt's longer backoff wins over a short Retry-After.
-        let throttled = WriteError::Failed(Arc::new(ApplyError::Failed {
-            what: "create ValidatingAdmissionPolicyBinding/gatekeeper-k8sx-a".into(),
-            source: Box::new(kube::Error::Api(Box::new(
-                serde_json::from_value(serde_json::json!({
-                    "status": "Failure", "code": 429, "reason": "TooManyRequests",
-                    "message": "too many requests", "details": { "retryAfterSeconds": 7 }
-                }))
-                .expect("a Status"),
-            ))),
-        }));
         assert_eq!(throttled.retry_after(), Duration::from_secs(7));
-        assert_eq!(
-            next(Outcome::Retry(throttled.clone()), 0).await,
-            Some(Duration::from_secs(7))
-        );
-        assert_eq!(
-            next(Outcome::Retry(throttled), 30).await,
-            Some(Duration::from_secs(30))
-        );
+        let (secs, ms) = (|s| Some(Duration::from_secs(s)), Duration::from_millis);
+        // Each class as `Outcome::from` sorts it: its schedule tells which it got.
+        for (outcome, attempt, back) in [
+            // 422: the server refuses this body whatever happens: only a change brings it back.
+            (invalid.into(), 0, None),
+            // 403: a grant may come, unannounced: retried from 1 s, doubling, at most every 5 min.
+            (forbidden.clone().into(), 0, secs(1)),
+            (forbidden.clone().into(), 3, secs(8)),
+            (forbidden.clone().into(), 30, secs(300)),
+            // What may pass soon (conflict, server away) keeps the fast backoff, capped at 30 s.
+            (unavailable.clone().into(), 30, secs(30)),
+            (unavailable.into(), 0, Some(ms(100))),
+            (Outcome::RequeueAfter(Duration::from_secs(7)), 0, secs(7)),
+            // A throttled write (429) comes back no sooner than the server asked, however young
+            // its backoff; a later attempt's longer backoff wins over a short Retry-After.
+            (throttled.clone().into(), 0, secs(7)),
+            (throttled.into(), 30, secs(30)),
+        ] {
+            let said = format!("{outcome:?} at attempt {attempt}");
+            assert_eq!(next(outcome, attempt).await, back, "{said}");
+        }
         // A forbidden step of a reconcile is not lost behind one that is done, and keeps its
         // cause.
-        let merged = Outcome::Done.merge(Outcome::Forbidden(failure(WriteError::Forbidden, 403)));
+        let merged = Outcome::Done.merge(Outcome::Forbidden(forbidden));
         assert!(
             matches!(&merged, Outcome::Forbidden(e) if e.cause().to_string().ends_with("(403)")),
             "{merged:?}"

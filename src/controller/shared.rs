@@ -1,8 +1,5 @@
-//! [`Shared`]: what several tasks of a running copy share — the client, the stores, the queue,
-//! the status, leadership, metrics, the outage log, the event recorder, the request
-//! tracker and the writer's log of failures. The world the reconcilers run against is
-//! `writer::Live` (this). Private to `controller/`: outside, [`super::Controller`] is the only
-//! door.
+//! [`Shared`]: what several tasks of a running copy share. The reconcilers' world is
+//! `writer::Live` over it. Private to `controller/`: outside, [`super::Controller`] is the door.
 
 use super::channel::Answers;
 use super::events::Recorder;
@@ -26,20 +23,17 @@ pub struct Shared {
     pub metrics: Arc<Metrics>,
     /// The one log of an API server that does not answer (watches, Lease, writes).
     pub outage: Outage,
-    /// The writer's log of failed writes that will be retried.
+    /// Failed writes that will be retried.
     pub failures: WriteFailures,
-    /// Outcomes as Kubernetes Events.
     pub recorder: Recorder,
     /// Requests in progress, and what their keys' reconciles did.
     pub tracker: Tracker,
-    /// Every task of the copy, under one supervisor.
     pub tasks: Tasks,
     /// Answers to other copies' requests, published in the Lease with the renewals.
     pub answers: Answers,
 }
 
 impl Shared {
-    /// A copy on `stores`, with fresh status, leadership, metrics and logs.
     pub fn new(
         client: kube::Client,
         stores: Stores,
@@ -63,19 +57,16 @@ impl Shared {
         }
     }
 
-    /// Whether a write may be sent now: writes enabled and leadership confirmed.
     pub fn may_write(&self) -> bool {
         self.leadership.fence.may_write() && self.status.writes_enabled()
     }
 
-    /// Enqueues every key a resync visits.
     pub fn resync(&self) {
         for k in self.stores.all_keys() {
             self.queue.enqueue(k);
         }
     }
 
-    /// Every store that is not known now, with why.
     pub fn unknown_stores(&self) -> Vec<(String, String)> {
         self.status.why_unknown(self.stores.unknown())
     }
@@ -88,7 +79,6 @@ impl Shared {
         self.status.touch();
     }
 
-    /// The stores as a snapshot, now.
     pub fn snapshot(&self) -> crate::snapshot::Snapshot {
         self.stores.snapshot(&self.status.access_errors())
     }
