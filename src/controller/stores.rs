@@ -42,7 +42,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
-/// The resource name of the CRD store.
 pub const CRDS_RESOURCE: &str = "customresourcedefinitions.apiextensions.k8s.io";
 
 /// How long a write's result is preferred over a store that has not seen it yet (reads only:
@@ -58,8 +57,6 @@ pub struct KindWatch {
     pub task: tokio::task::AbortHandle,
 }
 
-/// A store of objects of one resource, with the resource (its objects are looked up and
-/// turned back into JSON by it).
 #[derive(Clone)]
 pub struct TypedStore {
     pub ar: ApiResource,
@@ -94,15 +91,13 @@ pub struct Writers {
 
 #[derive(Clone)]
 struct Recent {
-    /// The object as written, or `None` after a delete.
+    /// `None` after a delete (`rv` is then the deleted object's).
     object: Option<serde_json::Value>,
-    /// Its resourceVersion (or that of the deleted object).
     rv: u64,
     at: Instant,
 }
 
 impl Recent {
-    /// Whether reads still prefer it over the store.
     fn fresh(&self) -> bool {
         self.at.elapsed() < OVERLAY_TTL
     }
@@ -302,7 +297,7 @@ impl Stores {
             .collect()
     }
 
-    /// The resource names of templates, CRDs, VAPs and bindings (start-up waits for these).
+    /// Templates, CRDs, VAPs and bindings (start-up waits for these).
     pub fn fixed_resources(&self) -> [String; 4] {
         [
             self.res.templates.clone(),
@@ -312,19 +307,12 @@ impl Stores {
         ]
     }
 
-    /// Every store's resource name: the fixed four and every watched kind.
-    pub fn resources(&self) -> Vec<String> {
-        let mut out = self.fixed_resources().to_vec();
-        out.extend(self.kinds.read().values().map(|w| w.resource.clone()));
-        out
-    }
-
-    /// The stores that are not known now.
+    /// The stores (fixed and of every watched kind) that are not known now.
     pub fn unknown(&self) -> Vec<String> {
-        self.resources()
-            .into_iter()
-            .filter(|r| matches!(self.store_known(r), Read::Unknown(_)))
-            .collect()
+        let mut all = self.fixed_resources().to_vec();
+        all.extend(self.kinds.read().values().map(|w| w.resource.clone()));
+        all.retain(|r| matches!(self.store_known(r), Read::Unknown(_)));
+        all
     }
 
     /// Drops what every store is known to hold and our recent writes, and makes every watch
@@ -345,7 +333,6 @@ impl Stores {
         self.relist.send_modify(|n| *n += 1);
     }
 
-    /// A receiver that changes whenever every watch must list again.
     pub fn relists(&self) -> watch::Receiver<u64> {
         self.relist.subscribe()
     }
@@ -366,12 +353,10 @@ impl Stores {
         self.kinds.read().keys().cloned().collect()
     }
 
-    /// The store of `kind`'s constraints, while its watch runs.
     fn kind_store(&self, kind: &str) -> Option<TypedStore> {
         self.kinds.read().get(kind).map(|w| w.store.clone())
     }
 
-    /// Views show Gatekeeper's pod statuses: their stores.
     pub fn add_pod_statuses(&self, statuses: TypedStore) {
         self.pod_statuses.lock().push(statuses);
     }
@@ -429,7 +414,7 @@ impl Stores {
         stored_rv: Option<u64>,
     ) -> Option<Option<serde_json::Value>> {
         let key = (obj, name.to_string());
-        let seen_rv = self.seen_rv(obj);
+        let seen_rv = self.seen_rv.lock().get(&obj).copied().unwrap_or(0);
         let mut overlay = self.overlay.lock();
         let recent = overlay.get(&key)?;
         if recent.shown(stored_rv, seen_rv) {
@@ -440,10 +425,6 @@ impl Stores {
         } else {
             None
         }
-    }
-
-    fn seen_rv(&self, obj: Obj) -> u64 {
-        self.seen_rv.lock().get(&obj).copied().unwrap_or(0)
     }
 
     /// Records that the store of `resource` has applied everything up to `rv` (a list's
@@ -504,7 +485,6 @@ impl Stores {
         self.overlay.lock().len()
     }
 
-    /// The resourceVersion of `name` in its store, if it is there.
     fn stored_rv(&self, obj: Obj, name: &str) -> Option<u64> {
         match obj {
             Obj::Crd => self
@@ -524,7 +504,6 @@ impl Stores {
         }
     }
 
-    /// Remembers what a write did, until the store has seen it.
     pub fn remember(&self, w: &PlannedWrite, applied: &Applied) {
         let obj = Obj::of(&w.object.kind);
         let (object, rv) = match applied {
@@ -568,7 +547,7 @@ impl Stores {
         keys
     }
 
-    /// A CRD came, went or changed: what is served may have.
+    /// What is served may have changed.
     pub fn crds_changed(&self) {
         self.crds_changed.send_modify(|n| *n += 1);
     }
@@ -577,7 +556,7 @@ impl Stores {
         self.crds_changed.subscribe()
     }
 
-    /// Keeps a new discovery; whether it differs from the one before.
+    /// Whether it differs from the discovery before.
     pub fn set_served(&self, served: Served) -> bool {
         let mut current = self.served.write();
         let changed = current.as_deref() != Some(&served);
@@ -592,17 +571,14 @@ impl Stores {
         self.gatekeeper_configs.read().clone()
     }
 
-    /// Keeps what was read of Gatekeeper's Configs; whether it differs from before.
     pub fn set_gatekeeper_configs(&self, configs: Vec<GatekeeperConfig>) -> bool {
         replace(&self.gatekeeper_configs, configs)
     }
 
-    /// Gatekeeper's validating webhook as last read.
     pub fn gatekeeper_webhooks(&self) -> Arc<Vec<crate::model::GatekeeperWebhook>> {
         self.gatekeeper_webhooks.read().clone()
     }
 
-    /// Keeps what was read of Gatekeeper's webhook; whether it differs from before.
     pub fn set_gatekeeper_webhooks(&self, webhooks: Vec<crate::model::GatekeeperWebhook>) -> bool {
         replace(&self.gatekeeper_webhooks, webhooks)
     }
@@ -666,20 +642,17 @@ impl ConstraintStore for Stores {
     }
 
     fn crd_state(&self, kind: &str) -> Read<CrdState> {
-        if let Read::Unknown(u) = self.store_known(&self.res.crds) {
-            return Read::Unknown(u);
-        }
         let of_kind = |c: &CustomResourceDefinition| is_constraint_crd(c, kind);
-        // By name when the kind is watched (its CRD's name is its resource's); a scan otherwise.
-        let resource = self.kinds.read().get(kind).map(|w| w.resource.clone());
-        let crd = resource
-            .and_then(|r| self.crds.get(&StoreRef::new(&r)))
-            .filter(|c| of_kind(c))
-            .or_else(|| self.crds.find(of_kind));
-        Read::Known(
+        self.store_known(&self.res.crds).map(|()| {
+            // By name when the kind is watched (its CRD's name is its resource's); else a scan.
+            let resource = self.kinds.read().get(kind).map(|w| w.resource.clone());
+            let crd = resource
+                .and_then(|r| self.crds.get(&StoreRef::new(&r)))
+                .filter(|c| of_kind(c))
+                .or_else(|| self.crds.find(of_kind));
             crd.map(|c| crd_state(&c))
-                .unwrap_or(CrdState::NotEstablished),
-        )
+                .unwrap_or(CrdState::NotEstablished)
+        })
     }
 
     fn policy(&self, name: &str) -> Read<Option<Policy>> {
@@ -697,7 +670,6 @@ impl ConstraintStore for Stores {
         }
     }
 
-    /// What the API server serves, once discovery has answered.
     fn served(&self) -> Read<Arc<Served>> {
         match &*self.served.read() {
             Some(s) => Read::Known(s.clone()),
@@ -719,8 +691,7 @@ impl TemplateStore for Stores {
         })
     }
 
-    /// The templates in the store (within the scope: a copy scoped to one template primes
-    /// its opinion cache on that template alone).
+    /// Within the scope: a copy scoped to one template primes its cache on that one alone.
     fn template_names(&self) -> Vec<String> {
         self.templates
             .names()
@@ -771,7 +742,6 @@ impl TemplateStore for Stores {
         })
     }
 
-    /// Every constraint of `kind`, when its store is known (`constraint`'s rules).
     fn constraints_of_kind(&self, kind: &str) -> Read<Vec<Constraint>> {
         self.constraint(kind, "").map(|_| {
             self.constraint_names(kind)
@@ -793,21 +763,6 @@ mod tests {
     use crate::model::ObjectRef;
     use kube::runtime::watcher::Event;
     use serde_json::json;
-
-    struct Fixture {
-        stores: Stores,
-        policies: Writer<DynamicObject>,
-        bindings: Writer<DynamicObject>,
-    }
-
-    fn fixture() -> Fixture {
-        let (stores, writers) = Stores::new(AdmissionApi::v1(), Scope::All);
-        Fixture {
-            stores,
-            policies: writers.policies,
-            bindings: writers.bindings,
-        }
-    }
 
     const VAP: &str = "ValidatingAdmissionPolicy";
     const VAPB: &str = "ValidatingAdmissionPolicyBinding";
@@ -869,44 +824,56 @@ mod tests {
         }
     }
 
-    /// A fixture whose policy and binding stores are listed and watched, holding `p` and `b`
-    /// at resourceVersion 5.
-    fn listed() -> Fixture {
-        let mut f = fixture();
-        list(&mut f.policies, vec![object(VAP, "p", 5, "theirs")]);
-        list(&mut f.bindings, vec![object(VAPB, "b", 5, "theirs")]);
-        let [_, _, policies, bindings] = f.stores.fixed_resources();
-        f.stores.set_complete(&policies);
-        f.stores.set_complete(&bindings);
-        f
+    /// Remembers our write of `name` (an update from resourceVersion `from`, or a create) that
+    /// the server answered with `value` at resourceVersion `rv`.
+    fn wrote(s: &Stores, kind: &str, name: &str, from: Option<u64>, rv: u64, value: &str) {
+        let verb = if from.is_some() {
+            Verb::Update
+        } else {
+            Verb::Create
+        };
+        let applied = Applied::Written(object(kind, name, rv, value));
+        s.remember(&write(verb, kind, name, from), &applied);
+    }
+
+    /// Stores whose policy and binding stores are listed and watched, holding `p` and `b` at
+    /// resourceVersion 5.
+    fn listed() -> (Stores, Writers) {
+        let (s, mut w) = Stores::new(AdmissionApi::v1(), Scope::All);
+        list(&mut w.policies, vec![object(VAP, "p", 5, "theirs")]);
+        list(&mut w.bindings, vec![object(VAPB, "b", 5, "theirs")]);
+        let [_, _, policies, bindings] = s.fixed_resources();
+        s.set_complete(&policies);
+        s.set_complete(&bindings);
+        (s, w)
     }
 
     #[test]
     fn a_store_is_known_only_while_listed_and_watched() {
-        let mut f = fixture();
-        let [_, _, policies, _] = f.stores.fixed_resources();
+        let (s, mut w) = Stores::new(AdmissionApi::v1(), Scope::All);
+        let [_, _, policies, _] = s.fixed_resources();
         assert!(
-            matches!(f.stores.policy("p"), Read::Unknown(_)),
+            matches!(s.policy("p"), Read::Unknown(_)),
             "never listed: absent cannot be told from unread"
         );
         // The list is in the store, but the watch that follows has not started yet.
-        list(&mut f.policies, vec![object(VAP, "p", 5, "theirs")]);
-        assert!(matches!(f.stores.policy("p"), Read::Unknown(_)));
-        assert_eq!(f.stores.unknown().len(), 4);
+        list(&mut w.policies, vec![object(VAP, "p", 5, "theirs")]);
+        assert!(matches!(s.policy("p"), Read::Unknown(_)));
+        assert_eq!(s.unknown().len(), 4);
         // Listed and watching.
-        f.stores.set_complete(&policies);
-        assert_eq!(version(&f.stores, VAP, "p").as_deref(), Some("theirs"));
-        assert_eq!(version(&f.stores, VAP, "q"), None, "known absent");
-        assert!(!f.stores.unknown().contains(&policies));
+        s.set_complete(&policies);
+        assert_eq!(version(&s, VAP, "p").as_deref(), Some("theirs"));
+        assert_eq!(version(&s, VAP, "q"), None, "known absent");
+        assert!(!s.unknown().contains(&policies));
         // The watch broke: the store still holds `p`, but nothing in it is known any more.
-        f.stores.unlist(&policies);
-        assert!(matches!(f.stores.policy("p"), Read::Unknown(_)));
-        assert!(matches!(f.stores.policy("q"), Read::Unknown(_)));
+        s.unlist(&policies);
+        assert!(matches!(s.policy("p"), Read::Unknown(_)));
+        assert!(matches!(s.policy("q"), Read::Unknown(_)));
         // Listed again, then the fence was lost: every store lists again before it is known.
-        f.stores.set_complete(&policies);
-        let relists = f.stores.relists();
-        f.stores.forget();
-        assert!(matches!(f.stores.policy("p"), Read::Unknown(_)));
+        s.set_complete(&policies);
+        let relists = s.relists();
+        s.forget();
+        assert!(matches!(s.policy("p"), Read::Unknown(_)));
         assert!(
             relists.has_changed().expect("open"),
             "the watches are told to relist"
@@ -915,39 +882,29 @@ mod tests {
 
     #[test]
     fn our_write_is_read_until_the_store_catches_up_and_a_newer_event_supersedes_it() {
-        let mut f = listed();
+        let (s, mut w) = listed();
         // We updated `p`: the server answered with resourceVersion 7; the watch lags.
-        let ours = object(VAP, "p", 7, "ours");
-        f.stores.remember(
-            &write(Verb::Update, VAP, "p", Some(5)),
-            &Applied::Written(ours.clone()),
-        );
-        assert_eq!(version(&f.stores, VAP, "p").as_deref(), Some("ours"));
-        assert_eq!(f.stores.unseen_writes(), 1);
+        wrote(&s, VAP, "p", Some(5), 7, "ours");
+        assert_eq!(version(&s, VAP, "p").as_deref(), Some("ours"));
+        assert_eq!(s.unseen_writes(), 1);
         // The watch echoes our write: no reconcile needed, and the store holds it now.
-        let echo = dynamic(ours);
-        assert!(f.stores.take_own_write(Obj::Policy, &echo.metadata));
-        f.policies.apply_watcher_event(&Event::Apply(echo));
-        assert_eq!(version(&f.stores, VAP, "p").as_deref(), Some("ours"));
-        assert_eq!(f.stores.unseen_writes(), 0);
+        let echo = dynamic(object(VAP, "p", 7, "ours"));
+        assert!(s.take_own_write(Obj::Policy, &echo.metadata));
+        w.policies.apply_watcher_event(&Event::Apply(echo));
+        assert_eq!(version(&s, VAP, "p").as_deref(), Some("ours"));
+        assert_eq!(s.unseen_writes(), 0);
 
         // Another write of ours, then someone else's newer change arrives first.
-        f.stores.remember(
-            &write(Verb::Update, VAP, "p", Some(7)),
-            &Applied::Written(object(VAP, "p", 9, "ours again")),
-        );
-        assert_eq!(version(&f.stores, VAP, "p").as_deref(), Some("ours again"));
+        wrote(&s, VAP, "p", Some(7), 9, "ours again");
+        assert_eq!(version(&s, VAP, "p").as_deref(), Some("ours again"));
         let newer = dynamic(object(VAP, "p", 10, "someone else's"));
         assert!(
-            !f.stores.take_own_write(Obj::Policy, &newer.metadata),
+            !s.take_own_write(Obj::Policy, &newer.metadata),
             "not our echo: it is reconciled"
         );
-        f.policies.apply_watcher_event(&Event::Apply(newer));
-        assert_eq!(
-            version(&f.stores, VAP, "p").as_deref(),
-            Some("someone else's")
-        );
-        assert_eq!(f.stores.unseen_writes(), 0);
+        w.policies.apply_watcher_event(&Event::Apply(newer));
+        assert_eq!(version(&s, VAP, "p").as_deref(), Some("someone else's"));
+        assert_eq!(s.unseen_writes(), 0);
     }
 
     /// `run --once` on a 5,000-binding takeover said "did not converge; ~4,000 writes still
@@ -955,47 +912,38 @@ mod tests {
     /// the expired entries counted as seen, and convergence was claimed on stale stores.
     #[test]
     fn a_write_the_store_lags_behind_is_unseen_however_old() {
-        let mut f = listed();
-        f.stores.remember(
-            &write(Verb::Update, VAP, "p", Some(5)),
-            &Applied::Written(object(VAP, "p", 7, "ours")),
-        );
-        f.stores.remember(
-            &write(Verb::Update, VAPB, "b", Some(5)),
-            &Applied::Written(object(VAPB, "b", 8, "ours")),
-        );
-        f.stores.age_overlay(OVERLAY_TTL);
+        let (s, mut w) = listed();
+        let [_, _, policies, bindings] = s.fixed_resources();
+        wrote(&s, VAP, "p", Some(5), 7, "ours");
+        wrote(&s, VAPB, "b", Some(5), 8, "ours");
+        s.age_overlay(OVERLAY_TTL);
         // Reads trust the store again ...
-        assert_eq!(version(&f.stores, VAP, "p").as_deref(), Some("theirs"));
+        assert_eq!(version(&s, VAP, "p").as_deref(), Some("theirs"));
         // ... but the writes are not in it yet.
-        assert_eq!(f.stores.unseen_writes(), 2);
+        assert_eq!(s.unseen_writes(), 2);
         // The policy watch catches up with our write.
-        f.policies
+        w.policies
             .apply_watcher_event(&Event::Apply(dynamic(object(VAP, "p", 7, "ours"))));
-        f.stores.saw(&f.stores.fixed_resources()[2], "7", false);
-        assert_eq!(f.stores.unseen_writes(), 1);
+        s.saw(&policies, "7", false);
+        assert_eq!(s.unseen_writes(), 1);
         // Events of other objects past our write's resourceVersion: the binding store has
         // applied everything up to it, so whatever it holds of `b` (here: its delete by
         // someone else) came after our write.
-        let [_, _, _, bindings] = f.stores.fixed_resources();
-        f.stores.saw(&bindings, "7", false);
-        assert_eq!(f.stores.unseen_writes(), 1, "7 is before our write (8)");
-        f.bindings
+        s.saw(&bindings, "7", false);
+        assert_eq!(s.unseen_writes(), 1, "7 is before our write (8)");
+        w.bindings
             .apply_watcher_event(&Event::Delete(dynamic(object(VAPB, "b", 9, "ours"))));
-        f.stores.saw(&bindings, "9", false);
-        assert_eq!(f.stores.unseen_writes(), 0);
-        assert_eq!(version(&f.stores, VAPB, "b"), None);
+        s.saw(&bindings, "9", false);
+        assert_eq!(s.unseen_writes(), 0);
+        assert_eq!(version(&s, VAPB, "b"), None);
     }
 
     #[test]
     fn a_created_binding_counts_before_its_event_and_a_deleted_one_is_gone_at_once() {
-        let mut f = listed();
+        let (s, mut w) = listed();
         // Created: read by name and among its kind's bindings before the watch shows it.
-        f.stores.remember(
-            &write(Verb::Create, VAPB, "new", None),
-            &Applied::Written(object(VAPB, "new", 6, "ours")),
-        );
-        assert_eq!(version(&f.stores, VAPB, "new").as_deref(), Some("ours"));
+        wrote(&s, VAPB, "new", None, 6, "ours");
+        assert_eq!(version(&s, VAPB, "new").as_deref(), Some("ours"));
         let of_kind = |s: &Stores| -> Vec<String> {
             let mut n: Vec<String> = match s.bindings_of_kind("K8sX") {
                 Read::Known(bs) => bs.into_iter().map(|b| b.meta.name).collect(),
@@ -1004,20 +952,19 @@ mod tests {
             n.sort();
             n
         };
-        assert_eq!(of_kind(&f.stores), ["b", "new"]);
+        assert_eq!(of_kind(&s), ["b", "new"]);
 
         // Deleted: gone for the reconcilers while the store still holds it.
-        f.stores
-            .remember(&write(Verb::Delete, VAPB, "b", Some(5)), &Applied::Deleted);
-        assert_eq!(version(&f.stores, VAPB, "b"), None);
-        assert_eq!(of_kind(&f.stores), ["new"]);
+        s.remember(&write(Verb::Delete, VAPB, "b", Some(5)), &Applied::Deleted);
+        assert_eq!(version(&s, VAPB, "b"), None);
+        assert_eq!(of_kind(&s), ["new"]);
         // The watch's delete: still gone, and the overlay has nothing left to say about it.
-        f.bindings
+        w.bindings
             .apply_watcher_event(&Event::Delete(dynamic(object(VAPB, "b", 5, "theirs"))));
-        assert_eq!(version(&f.stores, VAPB, "b"), None);
+        assert_eq!(version(&s, VAPB, "b"), None);
         // Recreated by someone else after our delete: seen.
-        f.bindings
+        w.bindings
             .apply_watcher_event(&Event::Apply(dynamic(object(VAPB, "b", 8, "recreated"))));
-        assert_eq!(version(&f.stores, VAPB, "b").as_deref(), Some("recreated"));
+        assert_eq!(version(&s, VAPB, "b").as_deref(), Some("recreated"));
     }
 }
