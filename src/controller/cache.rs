@@ -13,7 +13,9 @@ use super::world::Enqueue;
 use crate::core::desired::Opinion;
 use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use tokio::time::Instant;
 
 #[derive(Debug, Default)]
 pub struct OpinionCache {
@@ -21,10 +23,10 @@ pub struct OpinionCache {
     /// Per kind: constraint reconciles hold it shared while they decide and write; the template
     /// side holds it exclusively while it checks that no binding is left and deletes the VAP,
     /// so a binding write that read an old opinion cannot land after the VAP is gone (I2).
-    kind_locks: Mutex<BTreeMap<String, std::sync::Arc<tokio::sync::RwLock<()>>>>,
+    kind_locks: Mutex<BTreeMap<String, Arc<tokio::sync::RwLock<()>>>>,
     /// Set once, under `tracked`'s lock; read without it on every constraint reconcile.
     primed: AtomicBool,
-    /// What the template side remembers beside the opinions: one lock, short sections.
+    /// One lock, short sections.
     tracked: Mutex<Tracked>,
 }
 
@@ -38,13 +40,12 @@ struct Tracked {
     seen: BTreeMap<String, (String, String)>,
     /// Templates that stopped generating, and since when: the turn-off waits a moment for a
     /// flip back (see `reconcilers::TURN_OFF_SETTLE`).
-    turning_off: BTreeMap<String, tokio::time::Instant>,
+    turning_off: BTreeMap<String, Instant>,
 }
 
 /// What the cache tracks until it is primed.
 #[derive(Debug, Default)]
 struct Priming {
-    /// Templates the template side has reconciled at least once.
     reconciled: BTreeSet<String>,
     /// Constraint keys that found no opinion while the cache was cold.
     deferred: BTreeSet<Key>,
@@ -63,17 +64,16 @@ impl OpinionCache {
     /// The lock of `kind` (see the field's documentation). A new kind's lock first drops
     /// those nobody holds of kinds no template publishes any more: templates come and go for
     /// months, and a lock nobody holds guards nothing (the next caller makes a fresh one).
-    pub fn kind_lock(&self, kind: &str) -> std::sync::Arc<tokio::sync::RwLock<()>> {
+    pub fn kind_lock(&self, kind: &str) -> Arc<tokio::sync::RwLock<()>> {
         let mut locks = self.kind_locks.lock();
         if let Some(lock) = locks.get(kind) {
             return lock.clone();
         }
         let opinions = self.map.read();
-        locks.retain(|k, lock| std::sync::Arc::strong_count(lock) > 1 || opinions.contains_key(k));
+        locks.retain(|k, lock| Arc::strong_count(lock) > 1 || opinions.contains_key(k));
         locks.entry(kind.to_string()).or_default().clone()
     }
 
-    /// The kinds whose opinion template `template` published.
     pub fn kinds_of_template(&self, template: &str) -> Vec<String> {
         self.map
             .read()
@@ -104,7 +104,7 @@ impl OpinionCache {
         true
     }
 
-    /// The template side has reconciled `template` (whatever it concluded).
+    /// Whatever it concluded.
     pub fn template_reconciled(&self, template: &str) {
         if !self.is_primed() {
             self.tracked
@@ -146,7 +146,6 @@ impl OpinionCache {
         true
     }
 
-    /// The template side saw `template` (uid, kind) in its store.
     pub fn saw_template(&self, template: &str, uid: &str, kind: &str) {
         self.tracked
             .lock()
@@ -154,7 +153,7 @@ impl OpinionCache {
             .insert(template.to_string(), (uid.to_string(), kind.to_string()));
     }
 
-    /// The uid and kind of `template` if this copy saw it before it went away.
+    /// The uid and kind of `template`, if this copy saw it (before it went away).
     pub fn seen_template(&self, template: &str) -> Option<(String, String)> {
         self.tracked.lock().seen.get(template).cloned()
     }
@@ -164,13 +163,8 @@ impl OpinionCache {
         self.tracked.lock().seen.remove(template);
     }
 
-    /// When template `template` was first seen not generating since it last did (`now` on
-    /// the first call).
-    pub fn turning_off_since(
-        &self,
-        template: &str,
-        now: tokio::time::Instant,
-    ) -> tokio::time::Instant {
+    /// When `template` was first seen not generating since it last did (`now` on the first call).
+    pub fn turning_off_since(&self, template: &str, now: Instant) -> Instant {
         *self
             .tracked
             .lock()
@@ -202,16 +196,12 @@ impl OpinionCache {
     ) -> bool {
         let changed = {
             let mut map = self.map.write();
-            let old = map.get(kind);
-            if old == opinion.as_ref() {
-                false
-            } else {
-                match opinion {
-                    Some(o) => map.insert(kind.to_string(), o),
-                    None => map.remove(kind),
-                };
-                true
-            }
+            let changed = map.get(kind) != opinion.as_ref();
+            match opinion {
+                Some(o) => map.insert(kind.to_string(), o),
+                None => map.remove(kind),
+            };
+            changed
         };
         if changed {
             for name in constraint_names() {
@@ -226,20 +216,18 @@ impl OpinionCache {
 mod tests {
     use super::*;
 
-    #[derive(Default)]
-    struct Keys(Mutex<Vec<Key>>);
+    /// Every key enqueued, duplicates included.
+    type Keys = Mutex<Vec<Key>>;
     impl Enqueue for Keys {
         fn enqueue(&self, key: Key) {
-            self.0.lock().push(key);
+            self.lock().push(key);
         }
         fn enqueue_after(&self, key: Key, _: std::time::Duration) {
             self.enqueue(key);
         }
     }
-    impl Keys {
-        fn take(&self) -> Vec<Key> {
-            std::mem::take(&mut *self.0.lock())
-        }
+    fn take(q: &Keys) -> Vec<Key> {
+        std::mem::take(&mut *q.lock())
     }
 
     fn opinion(template: &str) -> Opinion {
@@ -270,23 +258,23 @@ mod tests {
         cache.template_reconciled("a");
         cache.template_reconciled("b");
         assert!(!cache.prime_if_ready(false, &templates, &q));
-        assert!(q.take().is_empty());
+        assert!(take(&q).is_empty());
         // Listed, one template short.
         let three = ["a".to_string(), "b".to_string(), "c".to_string()];
         assert!(!cache.prime_if_ready(true, &three, &q));
-        assert!(!cache.is_primed() && q.take().is_empty());
+        assert!(!cache.is_primed() && take(&q).is_empty());
         // KA gets an opinion meanwhile: its fan-out re-enqueues k1 (from the store).
         cache.should_generate_vap("KA", Some(opinion("a")), || vec!["x".into()], &q);
-        assert_eq!(q.take(), vec![k1.clone()]);
+        assert_eq!(take(&q), vec![k1.clone()]);
         // Every listed template reconciled: primed, each deferred key whose kind still has
         // no opinion enqueued once.
         assert!(cache.prime_if_ready(true, &templates, &q));
         assert!(cache.is_primed());
-        assert_eq!(q.take(), vec![k2]);
+        assert_eq!(take(&q), vec![k2]);
         // Primed: nothing is deferred any more, and priming again enqueues nothing.
         assert!(!cache.defer_if_cold(&k1));
         assert!(cache.prime_if_ready(true, &three, &q));
-        assert!(q.take().is_empty());
+        assert!(take(&q).is_empty());
     }
 
     #[test]
@@ -298,10 +286,7 @@ mod tests {
             drop(cache.kind_lock(kind));
         }
         let again = cache.kind_lock("K8sHeld");
-        assert!(
-            std::sync::Arc::ptr_eq(&held, &again),
-            "a held lock is the same lock"
-        );
+        assert!(Arc::ptr_eq(&held, &again), "a held lock is the same lock");
         drop(cache.kind_lock("K8sNew"));
         let kinds: Vec<String> = cache.kind_locks.lock().keys().cloned().collect();
         assert_eq!(kinds, ["K8sHeld", "K8sLive", "K8sNew"]);
