@@ -116,7 +116,6 @@ pub(super) async fn run(shared: Arc<Shared>, cache: Arc<OpinionCache>, opts: Opt
                 .with_gatekeeper_config(&configs)
                 .with_gatekeeper_webhook(&webhooks);
         }
-        let opts = &merged;
         let writer = Live {
             shared: &shared,
             key: key.clone(),
@@ -126,7 +125,7 @@ pub(super) async fn run(shared: Arc<Shared>, cache: Arc<OpinionCache>, opts: Opt
         let ctx = Ctx {
             cache: &cache,
             queue: &*shared.queue,
-            opts,
+            opts: &merged,
             writer: &writer,
         };
         let p = process(key, &shared.stores, &ctx).await;
@@ -135,7 +134,7 @@ pub(super) async fn run(shared: Arc<Shared>, cache: Arc<OpinionCache>, opts: Opt
         shared
             .tracker
             .processed(&p.key, p.started, &p.outcome, writes, failures);
-        report_invalid(&shared, &p.key, opts);
+        report_invalid(&shared, &p.key, &merged);
         shared.status.touch();
     }
 }

@@ -26,14 +26,9 @@ pub enum Read<T> {
 
 /// The resource whose store could not be trusted (e.g.
 /// `customresourcedefinitions.apiextensions.k8s.io`).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, thiserror::Error)]
+#[error("{0}")]
 pub struct Unreadable(pub String);
-
-impl std::fmt::Display for Unreadable {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
 
 impl<T> Read<T> {
     pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Read<U> {
@@ -54,8 +49,7 @@ impl<T> Read<T> {
 /// What the constraint side may read: constraints, their CRD's readiness, observed bindings.
 pub trait ConstraintStore {
     fn constraint(&self, kind: &str, name: &str) -> Read<Option<Constraint>>;
-    /// Names of the constraints of `kind` in the local store (the fan-out's source: no list call).
-    /// Only ever used to enqueue keys, never to decide a write.
+    /// The fan-out's source (the local store, no list call): enqueues keys, never decides a write.
     fn constraint_names(&self, kind: &str) -> Vec<String>;
     fn crd_state(&self, kind: &str) -> Read<CrdState>;
     fn binding(&self, name: &str) -> Read<Option<Binding>>;
@@ -78,9 +72,8 @@ pub trait ConstraintStore {
 /// What the template side reads in addition.
 pub trait TemplateStore: ConstraintStore {
     fn template(&self, name: &str) -> Read<Option<ConstraintTemplate>>;
-    /// Names of the templates in the local store.
     fn template_names(&self) -> Vec<String>;
-    /// Whether the template store holds a complete list (the opinion cache primes on it).
+    /// The opinion cache primes on it.
     fn templates_listed(&self) -> bool;
     /// The constraint CRD `name` (`<plural>.constraints.gatekeeper.sh`), as last observed or
     /// written.
@@ -119,15 +112,13 @@ pub trait Writer {
     fn write(&self, w: &PlannedWrite) -> impl std::future::Future<Output = WriteOutcome> + Send;
     /// No write of `object` (`Kind/name`) is needed now: how an earlier one failed is history,
     /// not a reason views still give (nor an entry kept for the life of the copy).
-    fn not_needed(&self, object: &str) {
-        let _ = object;
-    }
+    fn not_needed(&self, _object: &str) {}
 }
 
 /// Where fan-out and requeues go.
 pub trait Enqueue {
     fn enqueue(&self, key: Key);
-    /// Queues `key` once `delay` has passed (on tokio's clock).
+    /// On tokio's clock.
     fn enqueue_after(&self, key: Key, delay: std::time::Duration);
 }
 
@@ -157,8 +148,7 @@ pub enum WriteError {
 
 impl PartialEq for WriteError {
     fn eq(&self, other: &WriteError) -> bool {
-        Unwritten::from(self) == Unwritten::from(other)
-            && Arc::ptr_eq(self.cause_arc(), other.cause_arc())
+        Unwritten::from(self) == Unwritten::from(other) && Arc::ptr_eq(self.cause(), other.cause())
     }
 }
 
@@ -175,12 +165,8 @@ impl WriteError {
         self.cause().retry_after().unwrap_or_default()
     }
 
-    /// What the server answered (or why nothing was): the cause, whatever the class.
-    pub fn cause(&self) -> &ApplyError {
-        self.cause_arc()
-    }
-
-    fn cause_arc(&self) -> &Arc<ApplyError> {
+    /// What the server answered (or why nothing was), whatever the class.
+    pub fn cause(&self) -> &Arc<ApplyError> {
         match self {
             WriteError::Conflict(e)
             | WriteError::Forbidden(e)

@@ -56,11 +56,7 @@ fn digest(w: &PlannedWrite) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     w.verb.as_str().hash(&mut h);
-    w.body
-        .as_ref()
-        .map(|b| b.to_string())
-        .unwrap_or_default()
-        .hash(&mut h);
+    w.body.as_ref().map(ToString::to_string).hash(&mut h);
     h.finish()
 }
 
@@ -87,10 +83,9 @@ impl Writer for Live<'_> {
         if !self.shared.status.writes_enabled() {
             return WriteOutcome::Skipped(NotSent::WritesDisabled);
         }
-        // Checked right before sending each attempt (the client retries nothing by itself),
-        // against a monotonic deadline from the last successful renewal: a copy that was
-        // paused, or cannot renew, sends nothing more, whatever it still believes about the
-        // Lease. Its answer is awaited until that deadline, no longer.
+        // Checked before each send (the client retries nothing itself), against a monotonic
+        // deadline from the last renewal: a copy that was paused or cannot renew sends nothing,
+        // whatever it believes about the Lease, and awaits an answer until that deadline only.
         let Some(left) = self.shared.leadership.fence.remaining() else {
             return WriteOutcome::Skipped(NotSent::NotConfirmed);
         };
@@ -126,14 +121,6 @@ impl Writer for Live<'_> {
     }
 }
 
-fn event_verb(v: Verb) -> EventVerb {
-    match v {
-        Verb::Create => EventVerb::Create,
-        Verb::Update => EventVerb::Update,
-        Verb::Delete => EventVerb::Delete,
-    }
-}
-
 /// Applies what came of `w` (whose body's digest is `body`) everywhere it is reported.
 fn observe(live: &Live, w: &PlannedWrite, body: u64, result: Result<Applied, WriteError>) {
     let shared = live.shared;
@@ -166,12 +153,14 @@ fn observe(live: &Live, w: &PlannedWrite, body: u64, result: Result<Applied, Wri
             EventResult::WriteFailed(e)
         }
     };
-    shared.status.log(
-        event_verb(w.verb),
-        w.object.clone(),
-        result,
-        w.reason.clone(),
-    );
+    let verb = match w.verb {
+        Verb::Create => EventVerb::Create,
+        Verb::Update => EventVerb::Update,
+        Verb::Delete => EventVerb::Delete,
+    };
+    shared
+        .status
+        .log(verb, w.object.clone(), result, w.reason.clone());
 }
 
 /// A failed write: counted, kept as the object's last failure, logged as its class asks.
@@ -251,7 +240,7 @@ mod tests {
         // The cause is kept, not its text: the server's Status is there to read.
         let e = code(503);
         assert!(matches!(
-            e.cause(),
+            &**e.cause(),
             ApplyError::Failed { source, .. } if matches!(&**source, kube::Error::Api(s) if s.code == 503)
         ));
         assert_eq!(e.to_string(), e.cause().to_string());
