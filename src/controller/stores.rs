@@ -5,13 +5,11 @@
 //! watch runs ([`Stores::store_known`]); anything else makes a read `Unknown`, so "absent"
 //! cannot be confused with "unreadable".
 //!
-//! Read-your-writes: a store lags our own writes by one watch event. A write's result is kept
-//! in a short-lived overlay and preferred until the store has caught up (by resourceVersion),
-//! so a reconcile that runs in between neither creates twice nor updates from a stale version
-//! (I4: one needed change = one write). After [`OVERLAY_TTL`] reads trust the store again, but
-//! the write still counts as unseen ([`Stores::unseen_writes`]) until its store has caught up:
-//! a watch that lags more than that under a burst of writes must not let "converged" be said
-//! of stores that do not show them yet.
+//! Read-your-writes: a store lags our own writes by one watch event, so a write's result is
+//! preferred (the overlay) until the store has caught up by resourceVersion: a reconcile in
+//! between neither creates twice nor updates from a stale version (I4). After [`OVERLAY_TTL`]
+//! reads trust the store again, but the write counts as unseen ([`Stores::unseen_writes`])
+//! until the store shows it: "converged" is never said of stores lagging behind a burst.
 
 use super::keys::{Key, Obj, Scope};
 use super::objects::{
@@ -48,10 +46,8 @@ pub const CRDS_RESOURCE: &str = "customresourcedefinitions.apiextensions.k8s.io"
 /// "unseen" lasts until the store shows it).
 const OVERLAY_TTL: Duration = Duration::from_secs(10);
 
-/// The constraint watch of one kind.
 pub struct KindWatch {
-    /// The resource name (`<plural>.constraints.gatekeeper.sh`, also its CRD's name) its
-    /// listing state is kept under.
+    /// `<plural>.constraints.gatekeeper.sh`, also its CRD's name.
     pub resource: String,
     pub store: TypedStore,
     pub task: tokio::task::AbortHandle,
@@ -68,6 +64,11 @@ impl TypedStore {
         self.store.get(&StoreRef::new_with(name, self.ar.clone()))
     }
 
+    /// The name its listing state is kept under.
+    fn resource(&self) -> String {
+        resource_name(&self.ar)
+    }
+
     fn value(&self, name: &str) -> Option<serde_json::Value> {
         self.get(name).map(|o| dyn_to_value(&o, &self.ar))
     }
@@ -81,7 +82,6 @@ impl TypedStore {
     }
 }
 
-/// The writer side of the four fixed stores: the watches fill them.
 pub struct Writers {
     pub templates: Writer<DynamicObject>,
     pub crds: Writer<CustomResourceDefinition>,
@@ -106,13 +106,11 @@ impl Recent {
     /// up to `seen_rv`, shows this write (or something newer).
     fn shown(&self, stored_rv: Option<u64>, seen_rv: u64) -> bool {
         match (&self.object, stored_rv) {
-            // Our write is in the store (or something newer is).
             (Some(_), Some(rv)) if rv >= self.rv => true,
             // The store has applied events past our write: whatever it holds now (someone
             // else's delete or change) came after it. resourceVersions are etcd revisions,
             // applied in order by one watch.
             (Some(_), _) => seen_rv >= self.rv,
-            // Our delete is in the store.
             (None, None) => true,
             // Recreated after our delete.
             (None, Some(rv)) => rv > self.rv,
@@ -131,17 +129,8 @@ pub struct Listing {
     listed: HashSet<String>,
 }
 
-/// The resource names of the four fixed stores.
-struct Resources {
-    templates: String,
-    crds: String,
-    policies: String,
-    bindings: String,
-}
-
 pub struct Stores {
     admission: AdmissionApi,
-    res: Resources,
     templates: TypedStore,
     crds: Store<CustomResourceDefinition>,
     policies: TypedStore,
@@ -169,7 +158,6 @@ pub struct Stores {
     crds_changed: watch::Sender<u64>,
 }
 
-/// A resourceVersion as a number (etcd's revision), if it is one.
 fn parse_rv(rv: Option<&str>) -> Option<u64> {
     rv?.parse().ok()
 }
@@ -189,7 +177,6 @@ fn replace<T: PartialEq>(slot: &RwLock<Arc<T>>, new: T) -> bool {
 }
 
 impl Stores {
-    /// Empty stores, and their writer side for the watches to fill.
     pub fn new(admission: AdmissionApi, scope: Scope) -> (Self, Writers) {
         let writers = Writers {
             templates: Writer::new(templates_resource()),
@@ -202,12 +189,6 @@ impl Stores {
             store: w.as_reader(),
         };
         let stores = Stores {
-            res: Resources {
-                templates: resource_name(&templates_resource()),
-                crds: CRDS_RESOURCE.to_string(),
-                policies: resource_name(&admission.policy()),
-                bindings: resource_name(&admission.binding()),
-            },
             templates: typed(templates_resource(), &writers.templates),
             crds: writers.crds.as_reader(),
             policies: typed(admission.policy(), &writers.policies),
@@ -238,12 +219,10 @@ impl Stores {
         });
     }
 
-    /// Records that the watch of `resource` listed and its handler acted on the list.
     pub fn set_listed(&self, resource: &str) {
         self.mark(|l| l.listed.insert(resource.to_string()));
     }
 
-    /// Records that the store of `resource` holds a complete list.
     pub fn set_complete(&self, resource: &str) {
         self.mark(|l| l.complete.insert(resource.to_string()));
     }
@@ -260,12 +239,10 @@ impl Stores {
         self.listing.borrow().listed.contains(resource)
     }
 
-    /// Resolves at the next change of what is listed.
     pub fn listing_changes(&self) -> watch::Receiver<Listing> {
         self.listing.subscribe()
     }
 
-    /// `Known` while the store of `resource` holds a complete list and its watch runs.
     pub fn store_known(&self, resource: &str) -> Read<()> {
         let complete = self.listing.borrow().complete.contains(resource);
         if complete {
@@ -285,25 +262,23 @@ impl Stores {
 
     /// Constraint kinds whose watch runs but has not listed yet (their resource names).
     pub fn unlisted_kinds(&self) -> Vec<String> {
-        let resources: Vec<String> = self
+        let mut kinds: Vec<String> = self
             .kinds
             .read()
             .values()
             .map(|w| w.resource.clone())
             .collect();
-        resources
-            .into_iter()
-            .filter(|r| !self.is_listed(r))
-            .collect()
+        kinds.retain(|r| !self.is_listed(r));
+        kinds
     }
 
     /// Templates, CRDs, VAPs and bindings (start-up waits for these).
     pub fn fixed_resources(&self) -> [String; 4] {
         [
-            self.res.templates.clone(),
-            self.res.crds.clone(),
-            self.res.policies.clone(),
-            self.res.bindings.clone(),
+            self.templates.resource(),
+            CRDS_RESOURCE.to_string(),
+            self.policies.resource(),
+            self.bindings.resource(),
         ]
     }
 
@@ -340,9 +315,7 @@ impl Stores {
     /// Adds the watch of `kind` unless one runs: `start` is only called then.
     pub fn add_kind(&self, kind: &str, start: impl FnOnce() -> KindWatch) {
         let mut kinds = self.kinds.write();
-        if !kinds.contains_key(kind) {
-            kinds.insert(kind.to_string(), start());
-        }
+        kinds.entry(kind.to_string()).or_insert_with(start);
     }
 
     pub fn remove_kind(&self, kind: &str) -> Option<KindWatch> {
@@ -388,16 +361,16 @@ impl Stores {
             })
     }
 
-    /// `name` through the overlay, decoded, while the store of `resource` is known (one that
-    /// cannot be decoded is logged and read as absent).
+    /// `name` through the overlay, decoded, while `store` is known (an undecodable one is
+    /// logged and read as absent).
     fn decoded<T, E: std::fmt::Display>(
         &self,
         obj: Obj,
-        resource: &str,
+        store: &TypedStore,
         name: &str,
         decode: impl FnOnce(serde_json::Value, Source) -> Result<T, E>,
     ) -> Read<Option<T>> {
-        self.store_known(resource).map(|()| {
+        self.store_known(&store.resource()).map(|()| {
             let v = self.read(obj, name)?;
             decode(v, Source::default())
                 .map_err(|e| tracing::warn!(object = ?obj, name, "{e}"))
@@ -419,22 +392,19 @@ impl Stores {
         let recent = overlay.get(&key)?;
         if recent.shown(stored_rv, seen_rv) {
             overlay.remove(&key);
-            None
-        } else if recent.fresh() {
-            Some(recent.object.clone())
-        } else {
-            None
+            return None;
         }
+        recent.fresh().then(|| recent.object.clone())
     }
 
     /// Records that the store of `resource` has applied everything up to `rv` (a list's
     /// resourceVersion, or an event's): writes of ours at or below it are in the store.
     pub fn saw(&self, resource: &str, rv: &str, listed: bool) {
-        let obj = if resource == self.res.crds {
+        let obj = if resource == CRDS_RESOURCE {
             Obj::Crd
-        } else if resource == self.res.policies {
+        } else if resource == self.policies.resource() {
             Obj::Policy
-        } else if resource == self.res.bindings {
+        } else if resource == self.bindings.resource() {
             Obj::Binding
         } else {
             return;
@@ -448,10 +418,8 @@ impl Stores {
         *at = if listed { rv } else { (*at).max(rv) };
     }
 
-    /// Whether `obj` is exactly what this copy just wrote (same resourceVersion): the watch
-    /// echoing our own write, which needs no reconcile. The store now holds the write, so the
-    /// overlay entry is dropped. Anyone else's change has a newer resourceVersion and is
-    /// reconciled as usual.
+    /// Whether `meta` is the watch echoing our own write (same resourceVersion: no reconcile
+    /// needed, and its overlay entry goes); anyone else's change has a newer one.
     pub fn take_own_write(&self, kind: Obj, meta: &ObjectMeta) -> bool {
         let (Some(name), Some(rv)) = (
             meta.name.as_deref(),
@@ -470,7 +438,6 @@ impl Stores {
         echo
     }
 
-    /// Drops overlay entries the stores have caught up with.
     pub fn sweep_overlay(&self) {
         let keys: Vec<(Obj, String)> = self.overlay.lock().keys().cloned().collect();
         for (obj, name) in keys {
@@ -611,12 +578,10 @@ impl Stores {
     }
 }
 
-/// The stores are the world the reconcilers read, as they are (`Read::Unknown` while a store
-/// is not known).
 impl ConstraintStore for Stores {
     fn constraint(&self, kind: &str, name: &str) -> Read<Option<Constraint>> {
         // Which kinds exist comes from the CRD store.
-        if let Read::Unknown(u) = self.store_known(&self.res.crds) {
+        if let Read::Unknown(u) = self.store_known(CRDS_RESOURCE) {
             return Read::Unknown(u);
         }
         let Some(store) = self.kind_store(kind) else {
@@ -630,7 +595,7 @@ impl ConstraintStore for Stores {
                 None => Read::Known(None),
             };
         };
-        self.store_known(&resource_name(&store.ar)).map(|()| {
+        self.store_known(&store.resource()).map(|()| {
             store
                 .value(name)
                 .map(|v| Constraint::from_value(v, Source::default()))
@@ -643,7 +608,7 @@ impl ConstraintStore for Stores {
 
     fn crd_state(&self, kind: &str) -> Read<CrdState> {
         let of_kind = |c: &CustomResourceDefinition| is_constraint_crd(c, kind);
-        self.store_known(&self.res.crds).map(|()| {
+        self.store_known(CRDS_RESOURCE).map(|()| {
             // By name when the kind is watched (its CRD's name is its resource's); else a scan.
             let resource = self.kinds.read().get(kind).map(|w| w.resource.clone());
             let crd = resource
@@ -656,16 +621,16 @@ impl ConstraintStore for Stores {
     }
 
     fn policy(&self, name: &str) -> Read<Option<Policy>> {
-        self.decoded(Obj::Policy, &self.res.policies, name, Policy::from_value)
+        self.decoded(Obj::Policy, &self.policies, name, Policy::from_value)
     }
 
     fn binding(&self, name: &str) -> Read<Option<Binding>> {
-        self.decoded(Obj::Binding, &self.res.bindings, name, Binding::from_value)
+        self.decoded(Obj::Binding, &self.bindings, name, Binding::from_value)
     }
 
     fn opinions_known(&self) -> Read<()> {
-        match self.store_known(&self.res.templates) {
-            Read::Known(()) => self.store_known(&self.res.policies),
+        match self.store_known(&self.templates.resource()) {
+            Read::Known(()) => self.store_known(&self.policies.resource()),
             unknown => unknown,
         }
     }
@@ -684,7 +649,7 @@ impl ConstraintStore for Stores {
 
 impl TemplateStore for Stores {
     fn template(&self, name: &str) -> Read<Option<ConstraintTemplate>> {
-        self.store_known(&self.res.templates).map(|()| {
+        self.store_known(&self.templates.resource()).map(|()| {
             self.templates
                 .value(name)
                 .map(|v| ConstraintTemplate::from_value(v, Source::default()))
@@ -701,11 +666,11 @@ impl TemplateStore for Stores {
     }
 
     fn templates_listed(&self) -> bool {
-        self.is_listed(&self.res.templates)
+        self.is_listed(&self.templates.resource())
     }
 
     fn crd(&self, name: &str) -> Read<Option<CrdInfo>> {
-        self.store_known(&self.res.crds).map(|()| {
+        self.store_known(CRDS_RESOURCE).map(|()| {
             let v = self.read(Obj::Crd, name)?;
             Some(CrdInfo::from_value(&v, Source::default()))
         })
@@ -714,7 +679,7 @@ impl TemplateStore for Stores {
     fn bindings_of_kind(&self, kind: &str) -> Read<Vec<Binding>> {
         let of_kind =
             |meta: &ObjectMeta| controllers_in(meta, CONSTRAINTS_GROUP).any(|r| r.kind == kind);
-        self.store_known(&self.res.bindings).map(|()| {
+        self.store_known(&self.bindings.resource()).map(|()| {
             let mut names: Vec<String> = self
                 .bindings()
                 .iter()
