@@ -178,15 +178,13 @@ impl OpinionCache {
         self.tracked.lock().turning_off.remove(template);
     }
 
-    /// A copy of the whole cache (for views and tests).
     pub fn all(&self) -> BTreeMap<String, Opinion> {
         self.map.read().clone()
     }
 
-    /// The one writer. Publishes `opinion` for `kind` (`None` removes it); when the value
-    /// changes, re-enqueues every constraint of `kind` from the local store (`constraint_names`,
-    /// called only then; no list call), so every constraint is reconciled against what the
-    /// template side last concluded. Returns whether the value changed.
+    /// The one writer: publishes `opinion` for `kind` (`None` removes it) and, if that changes
+    /// it, re-enqueues the kind's constraints (`constraint_names`: the local store, no list
+    /// call) to be reconciled against it. Returns whether it changed.
     pub fn should_generate_vap(
         &self,
         kind: &str,

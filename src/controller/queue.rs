@@ -82,7 +82,6 @@ impl WorkQueue {
         }
     }
 
-    /// When the earliest delayed key is due.
     pub fn next_due(&self) -> Option<Instant> {
         self.delayed.keys().next().map(|(at, _)| *at)
     }
@@ -107,7 +106,6 @@ impl WorkQueue {
     }
 }
 
-/// The queue the workers share.
 #[derive(Debug, Default)]
 pub struct SharedQueue {
     inner: Mutex<WorkQueue>,
@@ -207,7 +205,6 @@ impl SharedQueue {
         self.parked.lock().insert(key);
     }
 
-    /// Enqueues every parked key.
     pub fn unpark(&self) {
         let keys = std::mem::take(&mut *self.parked.lock());
         for k in keys {
@@ -223,7 +220,6 @@ impl SharedQueue {
         self.parked.lock().clear();
     }
 
-    /// Ready + processing + delayed.
     pub fn len(&self) -> usize {
         *self.depth.borrow()
     }
@@ -236,7 +232,6 @@ impl SharedQueue {
         self.with(|q| q.ready.iter().cloned().collect())
     }
 
-    /// The depth, on a watch channel.
     pub fn depth(&self) -> watch::Receiver<usize> {
         self.depth.subscribe()
     }

@@ -97,8 +97,7 @@ fn report_invalid(shared: &Shared, key: &Key, opts: &Options) {
 /// delayed one come due: [`SharedQueue::next`]), reconciles it, and tells the metrics, the
 /// requests in progress and the status what the reconcile did.
 pub(super) async fn run(shared: Arc<Shared>, cache: Arc<OpinionCache>, opts: Options) {
-    // The flags' options with Gatekeeper's Config and webhook applied, recomputed when either
-    // changes.
+    // The flags' options with Gatekeeper's Config and webhook applied, recomputed on a change.
     let mut configs = shared.stores.gatekeeper_configs();
     let mut webhooks = shared.stores.gatekeeper_webhooks();
     let mut merged = opts

@@ -24,8 +24,7 @@ pub enum Read<T> {
     Unknown(Unreadable),
 }
 
-/// The resource whose store could not be trusted (e.g.
-/// `customresourcedefinitions.apiextensions.k8s.io`).
+/// The resource whose store could not be trusted.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, thiserror::Error)]
 #[error("{0}")]
 pub struct Unreadable(pub String);
@@ -56,10 +55,8 @@ pub trait ConstraintStore {
     /// The VAP `name`. The constraint side reads only its constraint's own VAP (the inline
     /// shape's `gatekeeper-<lower kind>.<name>`), never a template's.
     fn policy(&self, name: &str) -> Read<Option<Policy>>;
-    /// Whether the stores the template side concludes its opinions from (templates, VAPs) are
-    /// known now: an opinion concluded from a store that has since broken may be outdated. (The
-    /// state of those stores, not their objects: the constraint side still never reads a
-    /// template.)
+    /// Whether the stores opinions are concluded from (templates, VAPs) are known now: one
+    /// broken since may have outdated them. (Their state only: no template is read.)
     fn opinions_known(&self) -> Read<()>;
     /// What the API server serves: both sides compute a binding's rules from it.
     fn served(&self) -> Read<Arc<Served>>;
@@ -85,7 +82,6 @@ pub trait TemplateStore: ConstraintStore {
     fn constraints_of_kind(&self, kind: &str) -> Read<Vec<Constraint>>;
 }
 
-/// How a write went.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WriteOutcome {
     /// Sent and accepted (a delete of an object already gone counts as done).
@@ -98,7 +94,6 @@ pub enum WriteOutcome {
     Failed(WriteError),
 }
 
-/// Why a write was not sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NotSent {
     /// Read-only, or refusing to write beside Gatekeeper's own generator.

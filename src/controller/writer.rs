@@ -1,8 +1,6 @@
-//! Writes to the API server ([`Writer`] for [`Live`], what the workers write through): only
-//! while this copy may write; what came of each write goes to the one observer ([`observe`]):
-//! the stores (read-your-writes), `/metrics`, the status (the object's last failure, the event
-//! log), the Kubernetes Events recorder, the request in progress (the counts on [`Live`]) and
-//! the log lines of failures, without flooding.
+//! The workers' writes to the API server ([`Live`]), only while this copy may write. What came
+//! of each goes to one observer ([`observe`]): the stores (read-your-writes), `/metrics`, the
+//! status, the Events recorder, the request in progress and the log, without flooding.
 
 use super::keys::{Key, Obj};
 use super::shared::Shared;
