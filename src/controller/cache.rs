@@ -107,11 +107,8 @@ impl OpinionCache {
     /// Whatever it concluded.
     pub fn template_reconciled(&self, template: &str) {
         if !self.is_primed() {
-            self.tracked
-                .lock()
-                .priming
-                .reconciled
-                .insert(template.to_string());
+            let mut t = self.tracked.lock();
+            t.priming.reconciled.insert(template.to_string());
         }
     }
 
@@ -147,9 +144,8 @@ impl OpinionCache {
     }
 
     pub fn saw_template(&self, template: &str, uid: &str, kind: &str) {
-        self.tracked
-            .lock()
-            .seen
+        let mut t = self.tracked.lock();
+        t.seen
             .insert(template.to_string(), (uid.to_string(), kind.to_string()));
     }
 
@@ -165,12 +161,8 @@ impl OpinionCache {
 
     /// When `template` was first seen not generating since it last did (`now` on the first call).
     pub fn turning_off_since(&self, template: &str, now: Instant) -> Instant {
-        *self
-            .tracked
-            .lock()
-            .turning_off
-            .entry(template.to_string())
-            .or_insert(now)
+        let mut t = self.tracked.lock();
+        *t.turning_off.entry(template.to_string()).or_insert(now)
     }
 
     /// The template generates again, or its turn-off went through.

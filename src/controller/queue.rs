@@ -212,9 +212,8 @@ impl SharedQueue {
         }
     }
 
-    /// Drops every queued, delayed and parked key (keys being processed finish, then are not
-    /// requeued unless pushed again): what was queued rests on knowledge this copy no longer
-    /// trusts.
+    /// Drops every queued, delayed and parked key (keys in progress finish, not requeued unless
+    /// pushed again): they rest on knowledge this copy no longer trusts.
     pub fn discard(&self) {
         self.with(WorkQueue::discard);
         self.parked.lock().clear();

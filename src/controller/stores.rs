@@ -262,12 +262,7 @@ impl Stores {
 
     /// Constraint kinds whose watch runs but has not listed yet (their resource names).
     pub fn unlisted_kinds(&self) -> Vec<String> {
-        let mut kinds: Vec<String> = self
-            .kinds
-            .read()
-            .values()
-            .map(|w| w.resource.clone())
-            .collect();
+        let mut kinds = Vec::from_iter(self.kinds.read().values().map(|w| w.resource.clone()));
         kinds.retain(|r| !self.is_listed(r));
         kinds
     }
@@ -489,19 +484,9 @@ impl Stores {
 
     /// Every key a resync visits: templates, constraints, and the owners of VAPs/bindings.
     pub fn all_keys(&self) -> Vec<Key> {
-        let mut keys: Vec<Key> = self
-            .templates
-            .names()
-            .into_iter()
-            .map(Key::Template)
-            .collect();
+        let mut keys = Vec::from_iter(self.templates.names().into_iter().map(Key::Template));
         for (kind, w) in self.kinds.read().iter() {
-            keys.extend(
-                w.store
-                    .names()
-                    .into_iter()
-                    .map(|n| Key::constraint(kind, n)),
-            );
+            keys.extend(w.store.names().iter().map(|n| Key::constraint(kind, n)));
         }
         for p in self.policies() {
             keys.extend(policy_keys(&p));
@@ -560,10 +545,9 @@ impl Stores {
         };
         add(&mut a, &self.templates);
         self.crds.state().iter().for_each(|c| a.crd(c));
-        self.kinds
-            .read()
-            .values()
-            .for_each(|w| add(&mut a, &w.store));
+        for w in self.kinds.read().values() {
+            add(&mut a, &w.store);
+        }
         add(&mut a, &self.policies);
         add(&mut a, &self.bindings);
         self.pod_statuses.lock().iter().for_each(|s| add(&mut a, s));
