@@ -112,10 +112,9 @@ impl OpinionCache {
         }
     }
 
-    /// Primes the cache once the template store has `listed` and every template in it has
-    /// been reconciled; then enqueues the deferred constraint keys whose kind still has no
-    /// opinion (a kind that got one after a key was deferred has fanned out to it already).
-    /// Returns whether the cache is primed.
+    /// Primes the cache once the template store has `listed` and every template in it was
+    /// reconciled, then enqueues the deferred keys whose kind still has no opinion (one that got
+    /// an opinion since has fanned out to them already). Whether the cache is primed.
     pub fn prime_if_ready(&self, listed: bool, templates: &[String], queue: &impl Enqueue) -> bool {
         if self.is_primed() {
             return true;

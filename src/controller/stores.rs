@@ -16,16 +16,18 @@ use super::objects::{
     binding_keys, controllers_in, crd_state, established, is_constraint_crd, policy_keys,
 };
 use super::world::{ConstraintStore, Read, TemplateStore, Unreadable};
+use crate::cluster::access::AccessError;
 use crate::cluster::apply::Applied;
 use crate::cluster::assemble::{Assembly, crd_to_value, dyn_to_value};
 use crate::cluster::discovery::{AdmissionApi, resource_name, templates_resource};
 use crate::core::PlannedWrite;
 use crate::core::desired::CrdState;
-use crate::model::GatekeeperConfig;
 use crate::model::served::Served;
 use crate::model::{
-    Binding, CONSTRAINTS_GROUP, Constraint, ConstraintTemplate, CrdInfo, Policy, Source,
+    Binding, CONSTRAINTS_GROUP, Constraint, ConstraintTemplate, CrdInfo, GatekeeperConfig,
+    GatekeeperWebhook, Policy, Source,
 };
+use crate::snapshot::Snapshot;
 use chrono::{DateTime, Utc};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -153,7 +155,7 @@ pub struct Stores {
     /// reconcilers add to the exempt namespaces.
     gatekeeper_configs: RwLock<Arc<Vec<GatekeeperConfig>>>,
     /// Gatekeeper's validating webhook (`gatekeeper_webhook`), read for its own shape only.
-    gatekeeper_webhooks: RwLock<Arc<Vec<crate::model::GatekeeperWebhook>>>,
+    gatekeeper_webhooks: RwLock<Arc<Vec<GatekeeperWebhook>>>,
     /// Bumped when a CRD comes, goes or changes: discovery looks again.
     crds_changed: watch::Sender<u64>,
 }
@@ -347,10 +349,7 @@ impl Stores {
     fn read(&self, obj: Obj, name: &str) -> Option<serde_json::Value> {
         self.overlay_says(obj, name, self.stored_rv(obj, name))
             .unwrap_or_else(|| match obj {
-                Obj::Crd => self
-                    .crds
-                    .get(&StoreRef::new(name))
-                    .map(|c| crd_to_value(&c)),
+                Obj::Crd => self.crd_named(name).map(|c| crd_to_value(&c)),
                 Obj::Policy => self.policies.value(name),
                 Obj::Binding => self.bindings.value(name),
             })
@@ -447,12 +446,13 @@ impl Stores {
         self.overlay.lock().len()
     }
 
+    fn crd_named(&self, name: &str) -> Option<Arc<CustomResourceDefinition>> {
+        self.crds.get(&StoreRef::new(name))
+    }
+
     fn stored_rv(&self, obj: Obj, name: &str) -> Option<u64> {
         match obj {
-            Obj::Crd => self
-                .crds
-                .get(&StoreRef::new(name))
-                .map(|c| meta_rv(&c.metadata)),
+            Obj::Crd => self.crd_named(name).map(|c| meta_rv(&c.metadata)),
             Obj::Policy => self.policies.get(name).map(|o| meta_rv(&o.metadata)),
             Obj::Binding => self.bindings.get(name).map(|o| meta_rv(&o.metadata)),
         }
@@ -527,18 +527,15 @@ impl Stores {
         replace(&self.gatekeeper_configs, configs)
     }
 
-    pub fn gatekeeper_webhooks(&self) -> Arc<Vec<crate::model::GatekeeperWebhook>> {
+    pub fn gatekeeper_webhooks(&self) -> Arc<Vec<GatekeeperWebhook>> {
         self.gatekeeper_webhooks.read().clone()
     }
 
-    pub fn set_gatekeeper_webhooks(&self, webhooks: Vec<crate::model::GatekeeperWebhook>) -> bool {
+    pub fn set_gatekeeper_webhooks(&self, webhooks: Vec<GatekeeperWebhook>) -> bool {
         replace(&self.gatekeeper_webhooks, webhooks)
     }
 
-    pub fn snapshot(
-        &self,
-        errors: &[crate::cluster::access::AccessError],
-    ) -> crate::snapshot::Snapshot {
+    pub fn snapshot(&self, errors: &[AccessError]) -> Snapshot {
         let mut a = Assembly::quiet();
         let add = |a: &mut Assembly, s: &TypedStore| {
             s.store.state().iter().for_each(|o| a.object(o, &s.ar))
@@ -596,7 +593,7 @@ impl ConstraintStore for Stores {
             // By name when the kind is watched (its CRD's name is its resource's); else a scan.
             let resource = self.kinds.read().get(kind).map(|w| w.resource.clone());
             let crd = resource
-                .and_then(|r| self.crds.get(&StoreRef::new(&r)))
+                .and_then(|r| self.crd_named(&r))
                 .filter(|c| of_kind(c))
                 .or_else(|| self.crds.find(of_kind));
             crd.map(|c| crd_state(&c))
@@ -754,10 +751,7 @@ mod tests {
             VAP => s.policy(name).map(|p| p.map(|p| p.meta)),
             _ => s.binding(name).map(|b| b.map(|b| b.meta)),
         };
-        match meta {
-            Read::Known(m) => m.map(|m| m.labels["v"].clone()),
-            Read::Unknown(u) => panic!("{kind} unknown: {u}"),
-        }
+        meta.known().expect("known").map(|m| m.labels["v"].clone())
     }
 
     fn write(verb: Verb, kind: &str, name: &str, rv: Option<u64>) -> PlannedWrite {
@@ -894,10 +888,8 @@ mod tests {
         wrote(&s, VAPB, "new", None, 6, "ours");
         assert_eq!(version(&s, VAPB, "new").as_deref(), Some("ours"));
         let of_kind = |s: &Stores| -> Vec<String> {
-            let mut n: Vec<String> = match s.bindings_of_kind("K8sX") {
-                Read::Known(bs) => bs.into_iter().map(|b| b.meta.name).collect(),
-                Read::Unknown(u) => panic!("unknown: {u}"),
-            };
+            let bs = s.bindings_of_kind("K8sX").known().expect("known");
+            let mut n: Vec<String> = bs.into_iter().map(|b| b.meta.name).collect();
             n.sort();
             n
         };

@@ -3,13 +3,15 @@
 //! and the tier-2 tests, so the tests run exactly what runs live.
 
 use super::cache::OpinionCache;
+use super::events::Regarding;
 use super::keys::Key;
 use super::queue::SharedQueue;
 use super::reconcilers::{Ctx, Outcome, reconcile, schedule};
 use super::shared::Shared;
-use super::world::{ConstraintStore, TemplateStore, Writer};
+use super::world::{ConstraintStore, Read, TemplateStore, Writer};
 use super::writer::Live;
 use crate::core::Options;
+use crate::core::decide::{ConstraintIntent, TemplateVerdict, decide_constraint, decide_template};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -58,11 +60,6 @@ where
 /// reconciled cannot be turned into a VAP or binding (template-error, constraint-error) —
 /// once per reason (`events::Recorder::decided`), where `kubectl events --for` looks.
 fn report_invalid(shared: &Shared, key: &Key, opts: &Options) {
-    use super::events::Regarding;
-    use super::world::Read;
-    use crate::core::decide::{
-        ConstraintIntent, TemplateVerdict, decide_constraint, decide_template,
-    };
     if !shared.leadership.fence.may_write() {
         return;
     }

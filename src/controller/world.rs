@@ -77,8 +77,7 @@ pub trait TemplateStore: ConstraintStore {
     fn crd(&self, name: &str) -> Read<Option<CrdInfo>>;
     /// Bindings controlled by a constraint of `kind` (I2: the VAP is deleted only after these).
     fn bindings_of_kind(&self, kind: &str) -> Read<Vec<Binding>>;
-    /// Every constraint of `kind` (what its VAP must match): known only when the kind's
-    /// store holds a complete list.
+    /// Every constraint of `kind` (what its VAP must match).
     fn constraints_of_kind(&self, kind: &str) -> Read<Vec<Constraint>>;
 }
 
