@@ -52,10 +52,6 @@ struct Priming {
 }
 
 impl OpinionCache {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
     /// The published opinion of `kind` (`None`: no template holds the kind).
     pub fn get(&self, kind: &str) -> Option<Opinion> {
         self.map.read().get(kind).cloned()
@@ -183,15 +179,13 @@ impl OpinionCache {
         constraint_names: impl FnOnce() -> Vec<String>,
         queue: &impl Enqueue,
     ) -> bool {
-        let changed = {
-            let mut map = self.map.write();
-            let changed = map.get(kind) != opinion.as_ref();
-            match opinion {
-                Some(o) => map.insert(kind.to_string(), o),
-                None => map.remove(kind),
-            };
-            changed
+        let mut map = self.map.write();
+        let changed = map.get(kind) != opinion.as_ref();
+        match opinion {
+            Some(o) => map.insert(kind.to_string(), o),
+            None => map.remove(kind),
         };
+        drop(map);
         if changed {
             for name in constraint_names() {
                 queue.enqueue(Key::constraint(kind, name));
@@ -235,7 +229,7 @@ mod tests {
 
     #[test]
     fn cold_until_every_listed_template_is_reconciled_then_deferred_keys_come_back_once() {
-        let cache = OpinionCache::new();
+        let cache = OpinionCache::default();
         let q = Keys::default();
         let templates = ["a".to_string(), "b".to_string()];
         let k1 = Key::constraint("KA", "x");
@@ -268,7 +262,7 @@ mod tests {
 
     #[test]
     fn the_locks_of_gone_kinds_are_dropped_unless_held() {
-        let cache = OpinionCache::new();
+        let cache = OpinionCache::default();
         cache.should_generate_vap("K8sLive", Some(opinion("live")), Vec::new, &Keys::default());
         let held = cache.kind_lock("K8sHeld");
         for kind in ["K8sLive", "K8sGone1", "K8sGone2"] {
@@ -283,7 +277,7 @@ mod tests {
 
     #[test]
     fn an_empty_complete_list_primes_at_once() {
-        let cache = OpinionCache::new();
+        let cache = OpinionCache::default();
         let q = Keys::default();
         assert!(cache.prime_if_ready(true, &[], &q));
         assert!(!cache.defer_if_cold(&Key::constraint("K", "c")));

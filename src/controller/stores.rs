@@ -467,7 +467,7 @@ impl Stores {
     }
 
     pub fn remember(&self, w: &PlannedWrite, applied: &Applied) {
-        let obj = Obj::of(&w.object.kind);
+        let key = (Obj::of(&w.object.kind), w.object.name.clone());
         let (object, rv) = match applied {
             Applied::Written(v) => (Some(v.clone()), v["metadata"]["resourceVersion"].as_str()),
             Applied::Deleted | Applied::AlreadyGone => (None, w.resource_version.as_deref()),
@@ -477,9 +477,7 @@ impl Stores {
             rv: parse_rv(rv).unwrap_or(0),
             at: Instant::now(),
         };
-        self.overlay
-            .lock()
-            .insert((obj, w.object.name.clone()), recent);
+        self.overlay.lock().insert(key, recent);
     }
 
     /// Every key a resync visits: templates, constraints, and the owners of VAPs/bindings.
