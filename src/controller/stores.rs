@@ -109,9 +109,8 @@ impl Recent {
     fn shown(&self, stored_rv: Option<u64>, seen_rv: u64) -> bool {
         match (&self.object, stored_rv) {
             (Some(_), Some(rv)) if rv >= self.rv => true,
-            // The store has applied events past our write: whatever it holds now (someone
-            // else's delete or change) came after it. resourceVersions are etcd revisions,
-            // applied in order by one watch.
+            // The store applied events past our write, so what it holds came after it
+            // (resourceVersions are etcd revisions, applied in order by one watch).
             (Some(_), _) => seen_rv >= self.rv,
             (None, None) => true,
             // Recreated after our delete.

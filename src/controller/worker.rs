@@ -90,9 +90,8 @@ fn report_invalid(shared: &Shared, key: &Key, opts: &Options) {
     shared.recorder.decided(regarding, reason, logged);
 }
 
-/// A live worker, until the copy stops (its task is aborted): waits for a key (pushed, or a
-/// delayed one come due: [`SharedQueue::next`]), reconciles it, and tells the metrics, the
-/// requests in progress and the status what the reconcile did.
+/// A live worker, until the copy stops (its task is aborted): reconciles each key
+/// [`SharedQueue::next`] hands out and tells the metrics, requests and status what it did.
 pub(super) async fn run(shared: Arc<Shared>, cache: Arc<OpinionCache>, opts: Options) {
     // The flags' options with Gatekeeper's Config and webhook applied, recomputed on a change.
     let mut configs = shared.stores.gatekeeper_configs();

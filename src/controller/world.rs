@@ -1,8 +1,7 @@
-//! What the reconcilers read and write, as traits: the in-memory world of the tests and the
-//! live cluster implement the same ones, so the same reconcile code runs against both.
-//!
-//! The split is the design's rule made structural: the constraint reconciler is generic over
-//! [`ConstraintStore`], which has no way to read a ConstraintTemplate.
+//! What the reconcilers read and write, as traits the tests' in-memory world and the live
+//! cluster both implement, so the same reconcile code runs against both. The design's rule made
+//! structural: the constraint reconciler is generic over [`ConstraintStore`], which has no way
+//! to read a ConstraintTemplate.
 
 use super::keys::Key;
 use crate::cluster::apply::ApplyError;
@@ -117,9 +116,8 @@ pub trait Enqueue {
 }
 
 /// How a write failed; the reconcilers act on its class (`reconcilers::Outcome::from`). The
-/// server's answer is in an `Arc`: the event log, the refusal memo and the outcome each keep a
-/// copy. Equal means the same failure (a copy of it), not two that read alike: the event log
-/// finds where it left off by equality.
+/// answer is in an `Arc` (the event log, refusal memo and outcome each keep one); equal means a
+/// copy of the same failure, not one that reads alike: the event log finds its place by it.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum WriteError {
     /// The object changed meanwhile (409, failed precondition): read again and retry.

@@ -89,9 +89,8 @@ impl Writer for Live<'_> {
         };
         let body = digest(w);
         if let Some(refused) = self.shared.status.refusal(&w.object.to_string(), body) {
-            // Not sent again, but still a failure of the request that met it (its reply and
-            // exit code). Reported once: the event log's line, the metric and the Kubernetes
-            // Event came when the server refused it.
+            // Not sent again, but a failure of the request that met it (reply, exit code); its
+            // log line, metric and Event came once, when the server refused it.
             tracing::debug!(object = %w.object, "not sent again: {refused}");
             self.count(true);
             return WriteOutcome::Failed(refused);
@@ -172,9 +171,8 @@ fn failed(shared: &Shared, object: &crate::model::ObjectRef, body: u64, e: &Writ
     let msg = e.to_string();
     match e {
         WriteError::Conflict(cause) => tracing::debug!("{cause}"),
-        // The server refuses this body whatever happens around it: one report, and the
-        // same body is not sent again (a resync or a lease change included) until its
-        // source changes or REFUSED_FOR passes.
+        // Refused whatever happens around it: one report, and the same body is not sent again
+        // (a resync or a lease change included) until its source changes or REFUSED_FOR passes.
         WriteError::Invalid(_) => tracing::warn!(object, "{msg} (not retried)"),
         // RBAC may allow it later, and no event says when: retried slowly (backoff up to
         // 5 min), logged once per object until it passes.
