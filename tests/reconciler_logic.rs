@@ -141,7 +141,7 @@ impl World {
         World {
             clock,
             st: Mutex::new(st),
-            cache: Arc::new(OpinionCache::new()),
+            cache: Arc::new(OpinionCache::default()),
             queue: Arc::new(SharedQueue::default()),
             opts,
             concurrent: Default::default(),
@@ -501,7 +501,7 @@ impl World {
         let st = self.st.lock().unwrap().clone();
         let w = World {
             st: Mutex::new(st),
-            cache: Arc::new(OpinionCache::new()),
+            cache: Arc::new(OpinionCache::default()),
             queue: Arc::new(self.queue.fork()),
             opts: self.opts.clone(),
             concurrent: Default::default(),
@@ -1772,7 +1772,7 @@ fn a_deleted_template_takes_its_crd_last_and_only_if_this_copy_saw_it() {
     // A copy that starts now never saw the template: it must not delete the CRD.
     let fresh = w.fork();
     let fresh = World {
-        cache: Arc::new(OpinionCache::new()),
+        cache: Arc::new(OpinionCache::default()),
         ..fresh
     };
     for world in [&w, &fresh] {

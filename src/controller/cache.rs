@@ -13,7 +13,9 @@ use super::world::Enqueue;
 use crate::core::desired::Opinion;
 use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use tokio::time::Instant;
 
 #[derive(Debug, Default)]
 pub struct OpinionCache {
@@ -21,10 +23,10 @@ pub struct OpinionCache {
     /// Per kind: constraint reconciles hold it shared while they decide and write; the template
     /// side holds it exclusively while it checks that no binding is left and deletes the VAP,
     /// so a binding write that read an old opinion cannot land after the VAP is gone (I2).
-    kind_locks: Mutex<BTreeMap<String, std::sync::Arc<tokio::sync::RwLock<()>>>>,
+    kind_locks: Mutex<BTreeMap<String, Arc<tokio::sync::RwLock<()>>>>,
     /// Set once, under `tracked`'s lock; read without it on every constraint reconcile.
     primed: AtomicBool,
-    /// What the template side remembers beside the opinions: one lock, short sections.
+    /// One lock, short sections.
     tracked: Mutex<Tracked>,
 }
 
@@ -38,23 +40,18 @@ struct Tracked {
     seen: BTreeMap<String, (String, String)>,
     /// Templates that stopped generating, and since when: the turn-off waits a moment for a
     /// flip back (see `reconcilers::TURN_OFF_SETTLE`).
-    turning_off: BTreeMap<String, tokio::time::Instant>,
+    turning_off: BTreeMap<String, Instant>,
 }
 
 /// What the cache tracks until it is primed.
 #[derive(Debug, Default)]
 struct Priming {
-    /// Templates the template side has reconciled at least once.
     reconciled: BTreeSet<String>,
     /// Constraint keys that found no opinion while the cache was cold.
     deferred: BTreeSet<Key>,
 }
 
 impl OpinionCache {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
     /// The published opinion of `kind` (`None`: no template holds the kind).
     pub fn get(&self, kind: &str) -> Option<Opinion> {
         self.map.read().get(kind).cloned()
@@ -63,17 +60,16 @@ impl OpinionCache {
     /// The lock of `kind` (see the field's documentation). A new kind's lock first drops
     /// those nobody holds of kinds no template publishes any more: templates come and go for
     /// months, and a lock nobody holds guards nothing (the next caller makes a fresh one).
-    pub fn kind_lock(&self, kind: &str) -> std::sync::Arc<tokio::sync::RwLock<()>> {
+    pub fn kind_lock(&self, kind: &str) -> Arc<tokio::sync::RwLock<()>> {
         let mut locks = self.kind_locks.lock();
         if let Some(lock) = locks.get(kind) {
             return lock.clone();
         }
         let opinions = self.map.read();
-        locks.retain(|k, lock| std::sync::Arc::strong_count(lock) > 1 || opinions.contains_key(k));
+        locks.retain(|k, lock| Arc::strong_count(lock) > 1 || opinions.contains_key(k));
         locks.entry(kind.to_string()).or_default().clone()
     }
 
-    /// The kinds whose opinion template `template` published.
     pub fn kinds_of_template(&self, template: &str) -> Vec<String> {
         self.map
             .read()
@@ -104,21 +100,17 @@ impl OpinionCache {
         true
     }
 
-    /// The template side has reconciled `template` (whatever it concluded).
+    /// Whatever it concluded.
     pub fn template_reconciled(&self, template: &str) {
         if !self.is_primed() {
-            self.tracked
-                .lock()
-                .priming
-                .reconciled
-                .insert(template.to_string());
+            let mut t = self.tracked.lock();
+            t.priming.reconciled.insert(template.to_string());
         }
     }
 
-    /// Primes the cache once the template store has `listed` and every template in it has
-    /// been reconciled; then enqueues the deferred constraint keys whose kind still has no
-    /// opinion (a kind that got one after a key was deferred has fanned out to it already).
-    /// Returns whether the cache is primed.
+    /// Primes the cache once the template store has `listed` and every template in it was
+    /// reconciled, then enqueues the deferred keys whose kind still has no opinion (one that got
+    /// an opinion since has fanned out to them already). Whether the cache is primed.
     pub fn prime_if_ready(&self, listed: bool, templates: &[String], queue: &impl Enqueue) -> bool {
         if self.is_primed() {
             return true;
@@ -146,15 +138,13 @@ impl OpinionCache {
         true
     }
 
-    /// The template side saw `template` (uid, kind) in its store.
     pub fn saw_template(&self, template: &str, uid: &str, kind: &str) {
-        self.tracked
-            .lock()
-            .seen
+        let mut t = self.tracked.lock();
+        t.seen
             .insert(template.to_string(), (uid.to_string(), kind.to_string()));
     }
 
-    /// The uid and kind of `template` if this copy saw it before it went away.
+    /// The uid and kind of `template`, if this copy saw it (before it went away).
     pub fn seen_template(&self, template: &str) -> Option<(String, String)> {
         self.tracked.lock().seen.get(template).cloned()
     }
@@ -164,19 +154,10 @@ impl OpinionCache {
         self.tracked.lock().seen.remove(template);
     }
 
-    /// When template `template` was first seen not generating since it last did (`now` on
-    /// the first call).
-    pub fn turning_off_since(
-        &self,
-        template: &str,
-        now: tokio::time::Instant,
-    ) -> tokio::time::Instant {
-        *self
-            .tracked
-            .lock()
-            .turning_off
-            .entry(template.to_string())
-            .or_insert(now)
+    /// When `template` was first seen not generating since it last did (`now` on the first call).
+    pub fn turning_off_since(&self, template: &str, now: Instant) -> Instant {
+        let mut t = self.tracked.lock();
+        *t.turning_off.entry(template.to_string()).or_insert(now)
     }
 
     /// The template generates again, or its turn-off went through.
@@ -184,15 +165,13 @@ impl OpinionCache {
         self.tracked.lock().turning_off.remove(template);
     }
 
-    /// A copy of the whole cache (for views and tests).
     pub fn all(&self) -> BTreeMap<String, Opinion> {
         self.map.read().clone()
     }
 
-    /// The one writer. Publishes `opinion` for `kind` (`None` removes it); when the value
-    /// changes, re-enqueues every constraint of `kind` from the local store (`constraint_names`,
-    /// called only then; no list call), so every constraint is reconciled against what the
-    /// template side last concluded. Returns whether the value changed.
+    /// The one writer: publishes `opinion` for `kind` (`None` removes it) and, if that changes
+    /// it, re-enqueues the kind's constraints (`constraint_names`: the local store, no list
+    /// call) to be reconciled against it. Returns whether it changed.
     pub fn should_generate_vap(
         &self,
         kind: &str,
@@ -200,19 +179,13 @@ impl OpinionCache {
         constraint_names: impl FnOnce() -> Vec<String>,
         queue: &impl Enqueue,
     ) -> bool {
-        let changed = {
-            let mut map = self.map.write();
-            let old = map.get(kind);
-            if old == opinion.as_ref() {
-                false
-            } else {
-                match opinion {
-                    Some(o) => map.insert(kind.to_string(), o),
-                    None => map.remove(kind),
-                };
-                true
-            }
+        let mut map = self.map.write();
+        let changed = map.get(kind) != opinion.as_ref();
+        match opinion {
+            Some(o) => map.insert(kind.to_string(), o),
+            None => map.remove(kind),
         };
+        drop(map);
         if changed {
             for name in constraint_names() {
                 queue.enqueue(Key::constraint(kind, name));
@@ -226,20 +199,18 @@ impl OpinionCache {
 mod tests {
     use super::*;
 
-    #[derive(Default)]
-    struct Keys(Mutex<Vec<Key>>);
+    /// Every key enqueued, duplicates included.
+    type Keys = Mutex<Vec<Key>>;
     impl Enqueue for Keys {
         fn enqueue(&self, key: Key) {
-            self.0.lock().push(key);
+            self.lock().push(key);
         }
         fn enqueue_after(&self, key: Key, _: std::time::Duration) {
             self.enqueue(key);
         }
     }
-    impl Keys {
-        fn take(&self) -> Vec<Key> {
-            std::mem::take(&mut *self.0.lock())
-        }
+    fn take(q: &Keys) -> Vec<Key> {
+        std::mem::take(&mut *q.lock())
     }
 
     fn opinion(template: &str) -> Opinion {
@@ -258,7 +229,7 @@ mod tests {
 
     #[test]
     fn cold_until_every_listed_template_is_reconciled_then_deferred_keys_come_back_once() {
-        let cache = OpinionCache::new();
+        let cache = OpinionCache::default();
         let q = Keys::default();
         let templates = ["a".to_string(), "b".to_string()];
         let k1 = Key::constraint("KA", "x");
@@ -270,38 +241,35 @@ mod tests {
         cache.template_reconciled("a");
         cache.template_reconciled("b");
         assert!(!cache.prime_if_ready(false, &templates, &q));
-        assert!(q.take().is_empty());
+        assert!(take(&q).is_empty());
         // Listed, one template short.
         let three = ["a".to_string(), "b".to_string(), "c".to_string()];
         assert!(!cache.prime_if_ready(true, &three, &q));
-        assert!(!cache.is_primed() && q.take().is_empty());
+        assert!(!cache.is_primed() && take(&q).is_empty());
         // KA gets an opinion meanwhile: its fan-out re-enqueues k1 (from the store).
         cache.should_generate_vap("KA", Some(opinion("a")), || vec!["x".into()], &q);
-        assert_eq!(q.take(), vec![k1.clone()]);
+        assert_eq!(take(&q), vec![k1.clone()]);
         // Every listed template reconciled: primed, each deferred key whose kind still has
         // no opinion enqueued once.
         assert!(cache.prime_if_ready(true, &templates, &q));
         assert!(cache.is_primed());
-        assert_eq!(q.take(), vec![k2]);
+        assert_eq!(take(&q), vec![k2]);
         // Primed: nothing is deferred any more, and priming again enqueues nothing.
         assert!(!cache.defer_if_cold(&k1));
         assert!(cache.prime_if_ready(true, &three, &q));
-        assert!(q.take().is_empty());
+        assert!(take(&q).is_empty());
     }
 
     #[test]
     fn the_locks_of_gone_kinds_are_dropped_unless_held() {
-        let cache = OpinionCache::new();
+        let cache = OpinionCache::default();
         cache.should_generate_vap("K8sLive", Some(opinion("live")), Vec::new, &Keys::default());
         let held = cache.kind_lock("K8sHeld");
         for kind in ["K8sLive", "K8sGone1", "K8sGone2"] {
             drop(cache.kind_lock(kind));
         }
         let again = cache.kind_lock("K8sHeld");
-        assert!(
-            std::sync::Arc::ptr_eq(&held, &again),
-            "a held lock is the same lock"
-        );
+        assert!(Arc::ptr_eq(&held, &again), "a held lock is the same lock");
         drop(cache.kind_lock("K8sNew"));
         let kinds: Vec<String> = cache.kind_locks.lock().keys().cloned().collect();
         assert_eq!(kinds, ["K8sHeld", "K8sLive", "K8sNew"]);
@@ -309,7 +277,7 @@ mod tests {
 
     #[test]
     fn an_empty_complete_list_primes_at_once() {
-        let cache = OpinionCache::new();
+        let cache = OpinionCache::default();
         let q = Keys::default();
         assert!(cache.prime_if_ready(true, &[], &q));
         assert!(!cache.defer_if_cold(&Key::constraint("K", "c")));

@@ -1,10 +1,8 @@
-//! A de-duplicating work queue with delayed items, in the manner of client-go's workqueue:
-//! a key is queued at most once; a key being processed is not handed out again, and if it is
-//! pushed meanwhile it is queued once more when its processing is done. Due times are on
-//! tokio's monotonic clock ([`Instant`]); [`WorkQueue`] is given the time, so its unit tests
-//! choose it. [`SharedQueue`] is the one the workers share (live and in the tests), read at
-//! tokio's clock (tests pause and advance it); [`SharedQueue::next`] wakes a worker when a key
-//! is pushed or the next delayed one comes due, never on a poll.
+//! A de-duplicating work queue with delayed items, in the manner of client-go's workqueue: a
+//! key is queued at most once, and one pushed while being processed is queued again when done.
+//! Due times are on tokio's clock: [`WorkQueue`] is given the time (its tests choose it);
+//! [`SharedQueue`], the workers', reads it (tests pause it) and wakes a worker on a push or a
+//! due time, never on a poll.
 
 pub use super::keys::{Key, Scope};
 use super::world::Enqueue;
@@ -26,10 +24,6 @@ pub struct WorkQueue {
 }
 
 impl WorkQueue {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
     /// Queues `key` now (a no-op if it is already queued).
     pub fn push(&mut self, key: Key) {
         if self.processing.contains(&key) {
@@ -47,12 +41,8 @@ impl WorkQueue {
     /// Queues `key` at `at` (kept at the earlier time if it is already delayed; a no-op if it
     /// is already ready).
     pub fn push_at(&mut self, key: Key, at: Instant) {
-        if self.queued.contains(&key) {
-            return;
-        }
-        if let Some(&(existing, _)) = self.delayed_at.get(&key)
-            && existing <= at
-        {
+        let sooner = self.delayed_at.get(&key).is_some_and(|&(t, _)| t <= at);
+        if sooner || self.queued.contains(&key) {
             return;
         }
         if let Some(old) = self.delayed_at.remove(&key) {
@@ -64,20 +54,14 @@ impl WorkQueue {
         self.delayed_at.insert(key, slot);
     }
 
-    /// Moves delayed keys that are due to the ready list.
+    /// Pushes the delayed keys that are due.
     fn promote(&mut self, now: Instant) {
-        while let Some((&slot, _)) = self.delayed.iter().next() {
-            if slot.0 > now {
-                break;
-            }
-            if let Some(key) = self.delayed.remove(&slot) {
-                self.delayed_at.remove(&key);
-                if self.processing.contains(&key) {
-                    self.dirty.insert(key);
-                } else if self.queued.insert(key.clone()) {
-                    self.ready.push_back(key);
-                }
-            }
+        while let Some(due) = self.delayed.first_entry()
+            && due.key().0 <= now
+        {
+            let key = due.remove();
+            self.delayed_at.remove(&key);
+            self.push(key);
         }
     }
 
@@ -90,16 +74,6 @@ impl WorkQueue {
         Some(key)
     }
 
-    /// Removes a specific ready key (tests use it to choose the schedule).
-    pub fn take(&mut self, key: &Key) -> bool {
-        if !self.queued.remove(key) {
-            return false;
-        }
-        self.ready.retain(|k| k != key);
-        self.processing.insert(key.clone());
-        true
-    }
-
     /// Ends the processing of `key`; re-queues it if it was pushed meanwhile.
     pub fn done(&mut self, key: &Key) {
         self.processing.remove(key);
@@ -108,15 +82,8 @@ impl WorkQueue {
         }
     }
 
-    /// When the earliest delayed key is due.
     pub fn next_due(&self) -> Option<Instant> {
         self.delayed.keys().next().map(|(at, _)| *at)
-    }
-
-    /// Nothing ready and nothing being processed (delayed keys may remain).
-    #[cfg(test)]
-    pub fn is_idle(&self) -> bool {
-        self.ready.is_empty() && self.processing.is_empty()
     }
 
     /// Ready + processing + delayed.
@@ -137,14 +104,8 @@ impl WorkQueue {
         self.delayed.clear();
         self.delayed_at.clear();
     }
-
-    /// The ready keys, in order.
-    pub fn ready_keys(&self) -> Vec<Key> {
-        self.ready.iter().cloned().collect()
-    }
 }
 
-/// The queue the workers share.
 #[derive(Debug, Default)]
 pub struct SharedQueue {
     inner: Mutex<WorkQueue>,
@@ -171,11 +132,8 @@ impl SharedQueue {
         let out = f(&mut q);
         let len = q.len();
         drop(q);
-        self.depth.send_if_modified(|d| {
-            let changed = *d != len;
-            *d = len;
-            changed
-        });
+        self.depth
+            .send_if_modified(|d| std::mem::replace(d, len) != len);
         out
     }
 
@@ -206,9 +164,16 @@ impl SharedQueue {
         }
     }
 
-    /// Removes a specific ready key (tests use it to choose the schedule).
+    /// Removes a specific ready key, marked as processing (tests use it to choose the schedule).
     pub fn take(&self, key: &Key) -> bool {
-        self.with(|q| q.take(key))
+        self.with(|q| {
+            let ready = q.queued.remove(key);
+            if ready {
+                q.ready.retain(|k| k != key);
+                q.processing.insert(key.clone());
+            }
+            ready
+        })
     }
 
     /// A worker finished `key` (it may now be taken again).
@@ -240,7 +205,6 @@ impl SharedQueue {
         self.parked.lock().insert(key);
     }
 
-    /// Enqueues every parked key.
     pub fn unpark(&self) {
         let keys = std::mem::take(&mut *self.parked.lock());
         for k in keys {
@@ -248,15 +212,13 @@ impl SharedQueue {
         }
     }
 
-    /// Drops every queued, delayed and parked key (keys being processed finish, then are not
-    /// requeued unless pushed again): what was queued rests on knowledge this copy no longer
-    /// trusts.
+    /// Drops every queued, delayed and parked key (keys in progress finish, not requeued unless
+    /// pushed again): they rest on knowledge this copy no longer trusts.
     pub fn discard(&self) {
         self.with(WorkQueue::discard);
         self.parked.lock().clear();
     }
 
-    /// Ready + processing + delayed.
     pub fn len(&self) -> usize {
         *self.depth.borrow()
     }
@@ -266,10 +228,9 @@ impl SharedQueue {
     }
 
     pub fn ready_keys(&self) -> Vec<Key> {
-        self.with(|q| q.ready_keys())
+        self.with(|q| q.ready.iter().cloned().collect())
     }
 
-    /// The depth, on a watch channel.
     pub fn depth(&self) -> watch::Receiver<usize> {
         self.depth.subscribe()
     }
@@ -314,6 +275,11 @@ impl Enqueue for SharedQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
+
+    fn secs(n: u64) -> Duration {
+        Duration::from_secs(n)
+    }
 
     #[test]
     fn a_template_scope_keeps_the_template_and_its_kind_only() {
@@ -322,7 +288,7 @@ mod tests {
         q.enqueue(Key::Template("k8sy".into()));
         q.enqueue(Key::constraint("K8sX", "a"));
         q.enqueue(Key::constraint("K8sY", "b"));
-        q.enqueue_after(Key::constraint("K8sY", "c"), Duration::from_secs(1));
+        q.enqueue_after(Key::constraint("K8sY", "c"), secs(1));
         assert_eq!(
             q.ready_keys(),
             vec![Key::Template("k8sx".into()), Key::constraint("K8sX", "a")]
@@ -350,7 +316,7 @@ mod tests {
     #[test]
     fn dedups_and_requeues_dirty_keys() {
         let t0 = Instant::now();
-        let mut q = WorkQueue::new();
+        let mut q = WorkQueue::default();
         let k = Key::Template("a".into());
         q.push(k.clone());
         q.push(k.clone());
@@ -368,13 +334,12 @@ mod tests {
     #[test]
     fn delayed_keys_come_due() {
         let t0 = Instant::now();
-        let secs = Duration::from_secs;
-        let mut q = WorkQueue::new();
+        let mut q = WorkQueue::default();
         let k = Key::constraint("K", "c");
         q.push_at(k.clone(), t0 + secs(10));
         q.push_at(k.clone(), t0 + secs(5));
         assert_eq!(q.pop(t0), None);
-        assert!(q.is_idle());
+        assert_eq!(q.len(), 1, "delayed only");
         assert_eq!(q.next_due(), Some(t0 + secs(5)));
         assert_eq!(q.pop(t0 + secs(5)), Some(k.clone()));
         q.done(&k);
@@ -386,64 +351,43 @@ mod tests {
         assert_eq!(q.pop(t0), Some(k));
     }
 
+    /// A worker waiting on [`SharedQueue::next`]: the key it got, and when (since `t0`).
+    fn worker(q: &Arc<SharedQueue>, t0: Instant) -> tokio::task::JoinHandle<(Key, Duration)> {
+        let q = q.clone();
+        tokio::spawn(async move { (q.next().await, Instant::now() - t0) })
+    }
+
     /// On tokio's clock, paused (it jumps to the next timer when every task waits): a worker
-    /// waiting on [`SharedQueue::next`] gets each delayed key exactly when it is due.
+    /// gets each delayed key exactly when it is due.
     #[tokio::test(start_paused = true)]
     async fn a_waiting_worker_wakes_when_a_delayed_key_is_due() {
-        let q = std::sync::Arc::new(SharedQueue::new(Scope::All));
+        let q = Arc::new(SharedQueue::new(Scope::All));
         let t0 = Instant::now();
-        q.enqueue_after(Key::Template("late".into()), Duration::from_secs(30));
-        q.enqueue_after(Key::Template("soon".into()), Duration::from_secs(5));
-        let worker = {
-            let q = q.clone();
-            tokio::spawn(async move {
-                let mut got = Vec::new();
-                for _ in 0..2 {
-                    let k = q.next().await;
-                    got.push((k.clone(), Instant::now() - t0));
-                    q.done(&k);
-                }
-                got
-            })
-        };
-        let got = worker.await.expect("the worker");
-        assert_eq!(
-            got,
-            [
-                (Key::Template("soon".into()), Duration::from_secs(5)),
-                (Key::Template("late".into()), Duration::from_secs(30)),
-            ]
-        );
+        q.enqueue_after(Key::Template("late".into()), secs(30));
+        q.enqueue_after(Key::Template("soon".into()), secs(5));
+        let (soon, at) = worker(&q, t0).await.expect("the worker");
+        assert_eq!((&soon, at), (&Key::Template("soon".into()), secs(5)));
+        q.done(&soon);
+        let late = worker(&q, t0).await.expect("the worker");
+        assert_eq!(late, (Key::Template("late".into()), secs(30)));
     }
 
     /// A key pushed while a worker waits for a later due time is handed out at once; one
     /// delayed earlier than that due time wakes the worker at its own.
     #[tokio::test(start_paused = true)]
     async fn a_push_wakes_a_waiting_worker_at_once() {
-        let q = std::sync::Arc::new(SharedQueue::new(Scope::All));
+        let q = Arc::new(SharedQueue::new(Scope::All));
         let t0 = Instant::now();
-        q.enqueue_after(Key::Template("late".into()), Duration::from_secs(60));
-        let waiting = {
-            let q = q.clone();
-            tokio::spawn(async move { (q.next().await, Instant::now() - t0) })
-        };
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        q.enqueue_after(Key::Template("late".into()), secs(60));
+        let waiting = worker(&q, t0);
+        tokio::time::sleep(secs(1)).await;
         q.enqueue(Key::Template("now".into()));
-        let (k, at) = waiting.await.expect("the worker");
-        assert_eq!(
-            (k, at),
-            (Key::Template("now".into()), Duration::from_secs(1))
-        );
-        let waiting = {
-            let q = q.clone();
-            tokio::spawn(async move { (q.next().await, Instant::now() - t0) })
-        };
+        let now = waiting.await.expect("the worker");
+        assert_eq!(now, (Key::Template("now".into()), secs(1)));
+        let waiting = worker(&q, t0);
         tokio::task::yield_now().await;
-        q.enqueue_after(Key::Template("sooner".into()), Duration::from_secs(9));
-        let (k, at) = waiting.await.expect("the worker");
-        assert_eq!(
-            (k, at),
-            (Key::Template("sooner".into()), Duration::from_secs(10))
-        );
+        q.enqueue_after(Key::Template("sooner".into()), secs(9));
+        let sooner = waiting.await.expect("the worker");
+        assert_eq!(sooner, (Key::Template("sooner".into()), secs(10)));
     }
 }

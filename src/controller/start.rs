@@ -338,7 +338,7 @@ pub async fn launch(
     config.options.exemptions.namespaces.insert(lease_ns);
     let identity = super::lease::default_identity();
     let (shared, writers, facts) = assemble(&client, &admission, &config, &tuning);
-    let cache = Arc::new(OpinionCache::new());
+    let cache = Arc::new(OpinionCache::default());
 
     watch_everything(&shared, writers, tuning.publish_snapshot);
     decide_writes(&shared, &config.mode, gatekeeper);

@@ -5,29 +5,29 @@
 //! watch runs ([`Stores::store_known`]); anything else makes a read `Unknown`, so "absent"
 //! cannot be confused with "unreadable".
 //!
-//! Read-your-writes: a store lags our own writes by one watch event. A write's result is kept
-//! in a short-lived overlay and preferred until the store has caught up (by resourceVersion),
-//! so a reconcile that runs in between neither creates twice nor updates from a stale version
-//! (I4: one needed change = one write). After [`OVERLAY_TTL`] reads trust the store again, but
-//! the write still counts as unseen ([`Stores::unseen_writes`]) until its store has caught up:
-//! a watch that lags more than that under a burst of writes must not let "converged" be said
-//! of stores that do not show them yet.
+//! Read-your-writes: a store lags our own writes by one watch event, so a write's result is
+//! preferred (the overlay) until the store has caught up by resourceVersion: a reconcile in
+//! between neither creates twice nor updates from a stale version (I4). After [`OVERLAY_TTL`]
+//! reads trust the store again, but the write counts as unseen ([`Stores::unseen_writes`])
+//! until the store shows it: "converged" is never said of stores lagging behind a burst.
 
 use super::keys::{Key, Obj, Scope};
 use super::objects::{
     binding_keys, controllers_in, crd_state, established, is_constraint_crd, policy_keys,
 };
 use super::world::{ConstraintStore, Read, TemplateStore, Unreadable};
+use crate::cluster::access::AccessError;
 use crate::cluster::apply::Applied;
 use crate::cluster::assemble::{Assembly, crd_to_value, dyn_to_value};
 use crate::cluster::discovery::{AdmissionApi, resource_name, templates_resource};
 use crate::core::PlannedWrite;
 use crate::core::desired::CrdState;
-use crate::model::GatekeeperConfig;
 use crate::model::served::Served;
 use crate::model::{
-    Binding, CONSTRAINTS_GROUP, Constraint, ConstraintTemplate, CrdInfo, Policy, Source,
+    Binding, CONSTRAINTS_GROUP, Constraint, ConstraintTemplate, CrdInfo, GatekeeperConfig,
+    GatekeeperWebhook, Policy, Source,
 };
+use crate::snapshot::Snapshot;
 use chrono::{DateTime, Utc};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -42,24 +42,19 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
-/// The resource name of the CRD store.
 pub const CRDS_RESOURCE: &str = "customresourcedefinitions.apiextensions.k8s.io";
 
 /// How long a write's result is preferred over a store that has not seen it yet (reads only:
 /// "unseen" lasts until the store shows it).
 const OVERLAY_TTL: Duration = Duration::from_secs(10);
 
-/// The constraint watch of one kind.
 pub struct KindWatch {
-    /// The resource name (`<plural>.constraints.gatekeeper.sh`, also its CRD's name) its
-    /// listing state is kept under.
+    /// `<plural>.constraints.gatekeeper.sh`, also its CRD's name.
     pub resource: String,
     pub store: TypedStore,
     pub task: tokio::task::AbortHandle,
 }
 
-/// A store of objects of one resource, with the resource (its objects are looked up and
-/// turned back into JSON by it).
 #[derive(Clone)]
 pub struct TypedStore {
     pub ar: ApiResource,
@@ -69,6 +64,11 @@ pub struct TypedStore {
 impl TypedStore {
     pub fn get(&self, name: &str) -> Option<Arc<DynamicObject>> {
         self.store.get(&StoreRef::new_with(name, self.ar.clone()))
+    }
+
+    /// The name its listing state is kept under.
+    fn resource(&self) -> String {
+        resource_name(&self.ar)
     }
 
     fn value(&self, name: &str) -> Option<serde_json::Value> {
@@ -84,7 +84,6 @@ impl TypedStore {
     }
 }
 
-/// The writer side of the four fixed stores: the watches fill them.
 pub struct Writers {
     pub templates: Writer<DynamicObject>,
     pub crds: Writer<CustomResourceDefinition>,
@@ -94,15 +93,13 @@ pub struct Writers {
 
 #[derive(Clone)]
 struct Recent {
-    /// The object as written, or `None` after a delete.
+    /// `None` after a delete (`rv` is then the deleted object's).
     object: Option<serde_json::Value>,
-    /// Its resourceVersion (or that of the deleted object).
     rv: u64,
     at: Instant,
 }
 
 impl Recent {
-    /// Whether reads still prefer it over the store.
     fn fresh(&self) -> bool {
         self.at.elapsed() < OVERLAY_TTL
     }
@@ -111,13 +108,10 @@ impl Recent {
     /// up to `seen_rv`, shows this write (or something newer).
     fn shown(&self, stored_rv: Option<u64>, seen_rv: u64) -> bool {
         match (&self.object, stored_rv) {
-            // Our write is in the store (or something newer is).
             (Some(_), Some(rv)) if rv >= self.rv => true,
-            // The store has applied events past our write: whatever it holds now (someone
-            // else's delete or change) came after it. resourceVersions are etcd revisions,
-            // applied in order by one watch.
+            // The store applied events past our write, so what it holds came after it
+            // (resourceVersions are etcd revisions, applied in order by one watch).
             (Some(_), _) => seen_rv >= self.rv,
-            // Our delete is in the store.
             (None, None) => true,
             // Recreated after our delete.
             (None, Some(rv)) => rv > self.rv,
@@ -136,17 +130,8 @@ pub struct Listing {
     listed: HashSet<String>,
 }
 
-/// The resource names of the four fixed stores.
-struct Resources {
-    templates: String,
-    crds: String,
-    policies: String,
-    bindings: String,
-}
-
 pub struct Stores {
     admission: AdmissionApi,
-    res: Resources,
     templates: TypedStore,
     crds: Store<CustomResourceDefinition>,
     policies: TypedStore,
@@ -169,12 +154,11 @@ pub struct Stores {
     /// reconcilers add to the exempt namespaces.
     gatekeeper_configs: RwLock<Arc<Vec<GatekeeperConfig>>>,
     /// Gatekeeper's validating webhook (`gatekeeper_webhook`), read for its own shape only.
-    gatekeeper_webhooks: RwLock<Arc<Vec<crate::model::GatekeeperWebhook>>>,
+    gatekeeper_webhooks: RwLock<Arc<Vec<GatekeeperWebhook>>>,
     /// Bumped when a CRD comes, goes or changes: discovery looks again.
     crds_changed: watch::Sender<u64>,
 }
 
-/// A resourceVersion as a number (etcd's revision), if it is one.
 fn parse_rv(rv: Option<&str>) -> Option<u64> {
     rv?.parse().ok()
 }
@@ -194,7 +178,6 @@ fn replace<T: PartialEq>(slot: &RwLock<Arc<T>>, new: T) -> bool {
 }
 
 impl Stores {
-    /// Empty stores, and their writer side for the watches to fill.
     pub fn new(admission: AdmissionApi, scope: Scope) -> (Self, Writers) {
         let writers = Writers {
             templates: Writer::new(templates_resource()),
@@ -207,12 +190,6 @@ impl Stores {
             store: w.as_reader(),
         };
         let stores = Stores {
-            res: Resources {
-                templates: resource_name(&templates_resource()),
-                crds: CRDS_RESOURCE.to_string(),
-                policies: resource_name(&admission.policy()),
-                bindings: resource_name(&admission.binding()),
-            },
             templates: typed(templates_resource(), &writers.templates),
             crds: writers.crds.as_reader(),
             policies: typed(admission.policy(), &writers.policies),
@@ -243,12 +220,10 @@ impl Stores {
         });
     }
 
-    /// Records that the watch of `resource` listed and its handler acted on the list.
     pub fn set_listed(&self, resource: &str) {
         self.mark(|l| l.listed.insert(resource.to_string()));
     }
 
-    /// Records that the store of `resource` holds a complete list.
     pub fn set_complete(&self, resource: &str) {
         self.mark(|l| l.complete.insert(resource.to_string()));
     }
@@ -265,12 +240,10 @@ impl Stores {
         self.listing.borrow().listed.contains(resource)
     }
 
-    /// Resolves at the next change of what is listed.
     pub fn listing_changes(&self) -> watch::Receiver<Listing> {
         self.listing.subscribe()
     }
 
-    /// `Known` while the store of `resource` holds a complete list and its watch runs.
     pub fn store_known(&self, resource: &str) -> Read<()> {
         let complete = self.listing.borrow().complete.contains(resource);
         if complete {
@@ -290,41 +263,27 @@ impl Stores {
 
     /// Constraint kinds whose watch runs but has not listed yet (their resource names).
     pub fn unlisted_kinds(&self) -> Vec<String> {
-        let resources: Vec<String> = self
-            .kinds
-            .read()
-            .values()
-            .map(|w| w.resource.clone())
-            .collect();
-        resources
-            .into_iter()
-            .filter(|r| !self.is_listed(r))
-            .collect()
+        let mut kinds = Vec::from_iter(self.kinds.read().values().map(|w| w.resource.clone()));
+        kinds.retain(|r| !self.is_listed(r));
+        kinds
     }
 
-    /// The resource names of templates, CRDs, VAPs and bindings (start-up waits for these).
+    /// Templates, CRDs, VAPs and bindings (start-up waits for these).
     pub fn fixed_resources(&self) -> [String; 4] {
         [
-            self.res.templates.clone(),
-            self.res.crds.clone(),
-            self.res.policies.clone(),
-            self.res.bindings.clone(),
+            self.templates.resource(),
+            CRDS_RESOURCE.to_string(),
+            self.policies.resource(),
+            self.bindings.resource(),
         ]
     }
 
-    /// Every store's resource name: the fixed four and every watched kind.
-    pub fn resources(&self) -> Vec<String> {
-        let mut out = self.fixed_resources().to_vec();
-        out.extend(self.kinds.read().values().map(|w| w.resource.clone()));
-        out
-    }
-
-    /// The stores that are not known now.
+    /// The stores (fixed and of every watched kind) that are not known now.
     pub fn unknown(&self) -> Vec<String> {
-        self.resources()
-            .into_iter()
-            .filter(|r| matches!(self.store_known(r), Read::Unknown(_)))
-            .collect()
+        let mut all = self.fixed_resources().to_vec();
+        all.extend(self.kinds.read().values().map(|w| w.resource.clone()));
+        all.retain(|r| matches!(self.store_known(r), Read::Unknown(_)));
+        all
     }
 
     /// Drops what every store is known to hold and our recent writes, and makes every watch
@@ -345,7 +304,6 @@ impl Stores {
         self.relist.send_modify(|n| *n += 1);
     }
 
-    /// A receiver that changes whenever every watch must list again.
     pub fn relists(&self) -> watch::Receiver<u64> {
         self.relist.subscribe()
     }
@@ -353,9 +311,7 @@ impl Stores {
     /// Adds the watch of `kind` unless one runs: `start` is only called then.
     pub fn add_kind(&self, kind: &str, start: impl FnOnce() -> KindWatch) {
         let mut kinds = self.kinds.write();
-        if !kinds.contains_key(kind) {
-            kinds.insert(kind.to_string(), start());
-        }
+        kinds.entry(kind.to_string()).or_insert_with(start);
     }
 
     pub fn remove_kind(&self, kind: &str) -> Option<KindWatch> {
@@ -366,12 +322,10 @@ impl Stores {
         self.kinds.read().keys().cloned().collect()
     }
 
-    /// The store of `kind`'s constraints, while its watch runs.
     fn kind_store(&self, kind: &str) -> Option<TypedStore> {
         self.kinds.read().get(kind).map(|w| w.store.clone())
     }
 
-    /// Views show Gatekeeper's pod statuses: their stores.
     pub fn add_pod_statuses(&self, statuses: TypedStore) {
         self.pod_statuses.lock().push(statuses);
     }
@@ -394,25 +348,22 @@ impl Stores {
     fn read(&self, obj: Obj, name: &str) -> Option<serde_json::Value> {
         self.overlay_says(obj, name, self.stored_rv(obj, name))
             .unwrap_or_else(|| match obj {
-                Obj::Crd => self
-                    .crds
-                    .get(&StoreRef::new(name))
-                    .map(|c| crd_to_value(&c)),
+                Obj::Crd => self.crd_named(name).map(|c| crd_to_value(&c)),
                 Obj::Policy => self.policies.value(name),
                 Obj::Binding => self.bindings.value(name),
             })
     }
 
-    /// `name` through the overlay, decoded, while the store of `resource` is known (one that
-    /// cannot be decoded is logged and read as absent).
+    /// `name` through the overlay, decoded, while `store` is known (an undecodable one is
+    /// logged and read as absent).
     fn decoded<T, E: std::fmt::Display>(
         &self,
         obj: Obj,
-        resource: &str,
+        store: &TypedStore,
         name: &str,
         decode: impl FnOnce(serde_json::Value, Source) -> Result<T, E>,
     ) -> Read<Option<T>> {
-        self.store_known(resource).map(|()| {
+        self.store_known(&store.resource()).map(|()| {
             let v = self.read(obj, name)?;
             decode(v, Source::default())
                 .map_err(|e| tracing::warn!(object = ?obj, name, "{e}"))
@@ -429,31 +380,24 @@ impl Stores {
         stored_rv: Option<u64>,
     ) -> Option<Option<serde_json::Value>> {
         let key = (obj, name.to_string());
-        let seen_rv = self.seen_rv(obj);
+        let seen_rv = self.seen_rv.lock().get(&obj).copied().unwrap_or(0);
         let mut overlay = self.overlay.lock();
         let recent = overlay.get(&key)?;
         if recent.shown(stored_rv, seen_rv) {
             overlay.remove(&key);
-            None
-        } else if recent.fresh() {
-            Some(recent.object.clone())
-        } else {
-            None
+            return None;
         }
-    }
-
-    fn seen_rv(&self, obj: Obj) -> u64 {
-        self.seen_rv.lock().get(&obj).copied().unwrap_or(0)
+        recent.fresh().then(|| recent.object.clone())
     }
 
     /// Records that the store of `resource` has applied everything up to `rv` (a list's
     /// resourceVersion, or an event's): writes of ours at or below it are in the store.
     pub fn saw(&self, resource: &str, rv: &str, listed: bool) {
-        let obj = if resource == self.res.crds {
+        let obj = if resource == CRDS_RESOURCE {
             Obj::Crd
-        } else if resource == self.res.policies {
+        } else if resource == self.policies.resource() {
             Obj::Policy
-        } else if resource == self.res.bindings {
+        } else if resource == self.bindings.resource() {
             Obj::Binding
         } else {
             return;
@@ -467,10 +411,8 @@ impl Stores {
         *at = if listed { rv } else { (*at).max(rv) };
     }
 
-    /// Whether `obj` is exactly what this copy just wrote (same resourceVersion): the watch
-    /// echoing our own write, which needs no reconcile. The store now holds the write, so the
-    /// overlay entry is dropped. Anyone else's change has a newer resourceVersion and is
-    /// reconciled as usual.
+    /// Whether `meta` is the watch echoing our own write (same resourceVersion: no reconcile
+    /// needed, and its overlay entry goes); anyone else's change has a newer one.
     pub fn take_own_write(&self, kind: Obj, meta: &ObjectMeta) -> bool {
         let (Some(name), Some(rv)) = (
             meta.name.as_deref(),
@@ -489,7 +431,6 @@ impl Stores {
         echo
     }
 
-    /// Drops overlay entries the stores have caught up with.
     pub fn sweep_overlay(&self) {
         let keys: Vec<(Obj, String)> = self.overlay.lock().keys().cloned().collect();
         for (obj, name) in keys {
@@ -504,13 +445,13 @@ impl Stores {
         self.overlay.lock().len()
     }
 
-    /// The resourceVersion of `name` in its store, if it is there.
+    fn crd_named(&self, name: &str) -> Option<Arc<CustomResourceDefinition>> {
+        self.crds.get(&StoreRef::new(name))
+    }
+
     fn stored_rv(&self, obj: Obj, name: &str) -> Option<u64> {
         match obj {
-            Obj::Crd => self
-                .crds
-                .get(&StoreRef::new(name))
-                .map(|c| meta_rv(&c.metadata)),
+            Obj::Crd => self.crd_named(name).map(|c| meta_rv(&c.metadata)),
             Obj::Policy => self.policies.get(name).map(|o| meta_rv(&o.metadata)),
             Obj::Binding => self.bindings.get(name).map(|o| meta_rv(&o.metadata)),
         }
@@ -524,9 +465,8 @@ impl Stores {
         }
     }
 
-    /// Remembers what a write did, until the store has seen it.
     pub fn remember(&self, w: &PlannedWrite, applied: &Applied) {
-        let obj = Obj::of(&w.object.kind);
+        let key = (Obj::of(&w.object.kind), w.object.name.clone());
         let (object, rv) = match applied {
             Applied::Written(v) => (Some(v.clone()), v["metadata"]["resourceVersion"].as_str()),
             Applied::Deleted | Applied::AlreadyGone => (None, w.resource_version.as_deref()),
@@ -536,26 +476,14 @@ impl Stores {
             rv: parse_rv(rv).unwrap_or(0),
             at: Instant::now(),
         };
-        self.overlay
-            .lock()
-            .insert((obj, w.object.name.clone()), recent);
+        self.overlay.lock().insert(key, recent);
     }
 
     /// Every key a resync visits: templates, constraints, and the owners of VAPs/bindings.
     pub fn all_keys(&self) -> Vec<Key> {
-        let mut keys: Vec<Key> = self
-            .templates
-            .names()
-            .into_iter()
-            .map(Key::Template)
-            .collect();
+        let mut keys = Vec::from_iter(self.templates.names().into_iter().map(Key::Template));
         for (kind, w) in self.kinds.read().iter() {
-            keys.extend(
-                w.store
-                    .names()
-                    .into_iter()
-                    .map(|n| Key::constraint(kind, n)),
-            );
+            keys.extend(w.store.names().iter().map(|n| Key::constraint(kind, n)));
         }
         for p in self.policies() {
             keys.extend(policy_keys(&p));
@@ -568,7 +496,7 @@ impl Stores {
         keys
     }
 
-    /// A CRD came, went or changed: what is served may have.
+    /// What is served may have changed.
     pub fn crds_changed(&self) {
         self.crds_changed.send_modify(|n| *n += 1);
     }
@@ -577,7 +505,7 @@ impl Stores {
         self.crds_changed.subscribe()
     }
 
-    /// Keeps a new discovery; whether it differs from the one before.
+    /// Whether it differs from the discovery before.
     pub fn set_served(&self, served: Served) -> bool {
         let mut current = self.served.write();
         let changed = current.as_deref() != Some(&served);
@@ -592,35 +520,28 @@ impl Stores {
         self.gatekeeper_configs.read().clone()
     }
 
-    /// Keeps what was read of Gatekeeper's Configs; whether it differs from before.
     pub fn set_gatekeeper_configs(&self, configs: Vec<GatekeeperConfig>) -> bool {
         replace(&self.gatekeeper_configs, configs)
     }
 
-    /// Gatekeeper's validating webhook as last read.
-    pub fn gatekeeper_webhooks(&self) -> Arc<Vec<crate::model::GatekeeperWebhook>> {
+    pub fn gatekeeper_webhooks(&self) -> Arc<Vec<GatekeeperWebhook>> {
         self.gatekeeper_webhooks.read().clone()
     }
 
-    /// Keeps what was read of Gatekeeper's webhook; whether it differs from before.
-    pub fn set_gatekeeper_webhooks(&self, webhooks: Vec<crate::model::GatekeeperWebhook>) -> bool {
+    pub fn set_gatekeeper_webhooks(&self, webhooks: Vec<GatekeeperWebhook>) -> bool {
         replace(&self.gatekeeper_webhooks, webhooks)
     }
 
-    pub fn snapshot(
-        &self,
-        errors: &[crate::cluster::access::AccessError],
-    ) -> crate::snapshot::Snapshot {
+    pub fn snapshot(&self, errors: &[AccessError]) -> Snapshot {
         let mut a = Assembly::quiet();
         let add = |a: &mut Assembly, s: &TypedStore| {
             s.store.state().iter().for_each(|o| a.object(o, &s.ar))
         };
         add(&mut a, &self.templates);
         self.crds.state().iter().for_each(|c| a.crd(c));
-        self.kinds
-            .read()
-            .values()
-            .for_each(|w| add(&mut a, &w.store));
+        for w in self.kinds.read().values() {
+            add(&mut a, &w.store);
+        }
         add(&mut a, &self.policies);
         add(&mut a, &self.bindings);
         self.pod_statuses.lock().iter().for_each(|s| add(&mut a, s));
@@ -635,12 +556,10 @@ impl Stores {
     }
 }
 
-/// The stores are the world the reconcilers read, as they are (`Read::Unknown` while a store
-/// is not known).
 impl ConstraintStore for Stores {
     fn constraint(&self, kind: &str, name: &str) -> Read<Option<Constraint>> {
         // Which kinds exist comes from the CRD store.
-        if let Read::Unknown(u) = self.store_known(&self.res.crds) {
+        if let Read::Unknown(u) = self.store_known(CRDS_RESOURCE) {
             return Read::Unknown(u);
         }
         let Some(store) = self.kind_store(kind) else {
@@ -654,7 +573,7 @@ impl ConstraintStore for Stores {
                 None => Read::Known(None),
             };
         };
-        self.store_known(&resource_name(&store.ar)).map(|()| {
+        self.store_known(&store.resource()).map(|()| {
             store
                 .value(name)
                 .map(|v| Constraint::from_value(v, Source::default()))
@@ -666,38 +585,34 @@ impl ConstraintStore for Stores {
     }
 
     fn crd_state(&self, kind: &str) -> Read<CrdState> {
-        if let Read::Unknown(u) = self.store_known(&self.res.crds) {
-            return Read::Unknown(u);
-        }
         let of_kind = |c: &CustomResourceDefinition| is_constraint_crd(c, kind);
-        // By name when the kind is watched (its CRD's name is its resource's); a scan otherwise.
-        let resource = self.kinds.read().get(kind).map(|w| w.resource.clone());
-        let crd = resource
-            .and_then(|r| self.crds.get(&StoreRef::new(&r)))
-            .filter(|c| of_kind(c))
-            .or_else(|| self.crds.find(of_kind));
-        Read::Known(
+        self.store_known(CRDS_RESOURCE).map(|()| {
+            // By name when the kind is watched (its CRD's name is its resource's); else a scan.
+            let resource = self.kinds.read().get(kind).map(|w| w.resource.clone());
+            let crd = resource
+                .and_then(|r| self.crd_named(&r))
+                .filter(|c| of_kind(c))
+                .or_else(|| self.crds.find(of_kind));
             crd.map(|c| crd_state(&c))
-                .unwrap_or(CrdState::NotEstablished),
-        )
+                .unwrap_or(CrdState::NotEstablished)
+        })
     }
 
     fn policy(&self, name: &str) -> Read<Option<Policy>> {
-        self.decoded(Obj::Policy, &self.res.policies, name, Policy::from_value)
+        self.decoded(Obj::Policy, &self.policies, name, Policy::from_value)
     }
 
     fn binding(&self, name: &str) -> Read<Option<Binding>> {
-        self.decoded(Obj::Binding, &self.res.bindings, name, Binding::from_value)
+        self.decoded(Obj::Binding, &self.bindings, name, Binding::from_value)
     }
 
     fn opinions_known(&self) -> Read<()> {
-        match self.store_known(&self.res.templates) {
-            Read::Known(()) => self.store_known(&self.res.policies),
+        match self.store_known(&self.templates.resource()) {
+            Read::Known(()) => self.store_known(&self.policies.resource()),
             unknown => unknown,
         }
     }
 
-    /// What the API server serves, once discovery has answered.
     fn served(&self) -> Read<Arc<Served>> {
         match &*self.served.read() {
             Some(s) => Read::Known(s.clone()),
@@ -712,15 +627,14 @@ impl ConstraintStore for Stores {
 
 impl TemplateStore for Stores {
     fn template(&self, name: &str) -> Read<Option<ConstraintTemplate>> {
-        self.store_known(&self.res.templates).map(|()| {
+        self.store_known(&self.templates.resource()).map(|()| {
             self.templates
                 .value(name)
                 .map(|v| ConstraintTemplate::from_value(v, Source::default()))
         })
     }
 
-    /// The templates in the store (within the scope: a copy scoped to one template primes
-    /// its opinion cache on that template alone).
+    /// Within the scope: a copy scoped to one template primes its cache on that one alone.
     fn template_names(&self) -> Vec<String> {
         self.templates
             .names()
@@ -730,11 +644,11 @@ impl TemplateStore for Stores {
     }
 
     fn templates_listed(&self) -> bool {
-        self.is_listed(&self.res.templates)
+        self.is_listed(&self.templates.resource())
     }
 
     fn crd(&self, name: &str) -> Read<Option<CrdInfo>> {
-        self.store_known(&self.res.crds).map(|()| {
+        self.store_known(CRDS_RESOURCE).map(|()| {
             let v = self.read(Obj::Crd, name)?;
             Some(CrdInfo::from_value(&v, Source::default()))
         })
@@ -743,7 +657,7 @@ impl TemplateStore for Stores {
     fn bindings_of_kind(&self, kind: &str) -> Read<Vec<Binding>> {
         let of_kind =
             |meta: &ObjectMeta| controllers_in(meta, CONSTRAINTS_GROUP).any(|r| r.kind == kind);
-        self.store_known(&self.res.bindings).map(|()| {
+        self.store_known(&self.bindings.resource()).map(|()| {
             let mut names: Vec<String> = self
                 .bindings()
                 .iter()
@@ -771,7 +685,6 @@ impl TemplateStore for Stores {
         })
     }
 
-    /// Every constraint of `kind`, when its store is known (`constraint`'s rules).
     fn constraints_of_kind(&self, kind: &str) -> Read<Vec<Constraint>> {
         self.constraint(kind, "").map(|_| {
             self.constraint_names(kind)
@@ -793,21 +706,6 @@ mod tests {
     use crate::model::ObjectRef;
     use kube::runtime::watcher::Event;
     use serde_json::json;
-
-    struct Fixture {
-        stores: Stores,
-        policies: Writer<DynamicObject>,
-        bindings: Writer<DynamicObject>,
-    }
-
-    fn fixture() -> Fixture {
-        let (stores, writers) = Stores::new(AdmissionApi::v1(), Scope::All);
-        Fixture {
-            stores,
-            policies: writers.policies,
-            bindings: writers.bindings,
-        }
-    }
 
     const VAP: &str = "ValidatingAdmissionPolicy";
     const VAPB: &str = "ValidatingAdmissionPolicyBinding";
@@ -850,10 +748,7 @@ mod tests {
             VAP => s.policy(name).map(|p| p.map(|p| p.meta)),
             _ => s.binding(name).map(|b| b.map(|b| b.meta)),
         };
-        match meta {
-            Read::Known(m) => m.map(|m| m.labels["v"].clone()),
-            Read::Unknown(u) => panic!("{kind} unknown: {u}"),
-        }
+        meta.known().expect("known").map(|m| m.labels["v"].clone())
     }
 
     fn write(verb: Verb, kind: &str, name: &str, rv: Option<u64>) -> PlannedWrite {
@@ -869,44 +764,56 @@ mod tests {
         }
     }
 
-    /// A fixture whose policy and binding stores are listed and watched, holding `p` and `b`
-    /// at resourceVersion 5.
-    fn listed() -> Fixture {
-        let mut f = fixture();
-        list(&mut f.policies, vec![object(VAP, "p", 5, "theirs")]);
-        list(&mut f.bindings, vec![object(VAPB, "b", 5, "theirs")]);
-        let [_, _, policies, bindings] = f.stores.fixed_resources();
-        f.stores.set_complete(&policies);
-        f.stores.set_complete(&bindings);
-        f
+    /// Remembers our write of `name` (an update from resourceVersion `from`, or a create) that
+    /// the server answered with `value` at resourceVersion `rv`.
+    fn wrote(s: &Stores, kind: &str, name: &str, from: Option<u64>, rv: u64, value: &str) {
+        let verb = if from.is_some() {
+            Verb::Update
+        } else {
+            Verb::Create
+        };
+        let applied = Applied::Written(object(kind, name, rv, value));
+        s.remember(&write(verb, kind, name, from), &applied);
+    }
+
+    /// Stores whose policy and binding stores are listed and watched, holding `p` and `b` at
+    /// resourceVersion 5.
+    fn listed() -> (Stores, Writers) {
+        let (s, mut w) = Stores::new(AdmissionApi::v1(), Scope::All);
+        list(&mut w.policies, vec![object(VAP, "p", 5, "theirs")]);
+        list(&mut w.bindings, vec![object(VAPB, "b", 5, "theirs")]);
+        let [_, _, policies, bindings] = s.fixed_resources();
+        s.set_complete(&policies);
+        s.set_complete(&bindings);
+        (s, w)
     }
 
     #[test]
     fn a_store_is_known_only_while_listed_and_watched() {
-        let mut f = fixture();
-        let [_, _, policies, _] = f.stores.fixed_resources();
+        let (s, mut w) = Stores::new(AdmissionApi::v1(), Scope::All);
+        let [_, _, policies, _] = s.fixed_resources();
         assert!(
-            matches!(f.stores.policy("p"), Read::Unknown(_)),
+            matches!(s.policy("p"), Read::Unknown(_)),
             "never listed: absent cannot be told from unread"
         );
         // The list is in the store, but the watch that follows has not started yet.
-        list(&mut f.policies, vec![object(VAP, "p", 5, "theirs")]);
-        assert!(matches!(f.stores.policy("p"), Read::Unknown(_)));
-        assert_eq!(f.stores.unknown().len(), 4);
+        list(&mut w.policies, vec![object(VAP, "p", 5, "theirs")]);
+        assert!(matches!(s.policy("p"), Read::Unknown(_)));
+        assert_eq!(s.unknown().len(), 4);
         // Listed and watching.
-        f.stores.set_complete(&policies);
-        assert_eq!(version(&f.stores, VAP, "p").as_deref(), Some("theirs"));
-        assert_eq!(version(&f.stores, VAP, "q"), None, "known absent");
-        assert!(!f.stores.unknown().contains(&policies));
+        s.set_complete(&policies);
+        assert_eq!(version(&s, VAP, "p").as_deref(), Some("theirs"));
+        assert_eq!(version(&s, VAP, "q"), None, "known absent");
+        assert!(!s.unknown().contains(&policies));
         // The watch broke: the store still holds `p`, but nothing in it is known any more.
-        f.stores.unlist(&policies);
-        assert!(matches!(f.stores.policy("p"), Read::Unknown(_)));
-        assert!(matches!(f.stores.policy("q"), Read::Unknown(_)));
+        s.unlist(&policies);
+        assert!(matches!(s.policy("p"), Read::Unknown(_)));
+        assert!(matches!(s.policy("q"), Read::Unknown(_)));
         // Listed again, then the fence was lost: every store lists again before it is known.
-        f.stores.set_complete(&policies);
-        let relists = f.stores.relists();
-        f.stores.forget();
-        assert!(matches!(f.stores.policy("p"), Read::Unknown(_)));
+        s.set_complete(&policies);
+        let relists = s.relists();
+        s.forget();
+        assert!(matches!(s.policy("p"), Read::Unknown(_)));
         assert!(
             relists.has_changed().expect("open"),
             "the watches are told to relist"
@@ -915,39 +822,29 @@ mod tests {
 
     #[test]
     fn our_write_is_read_until_the_store_catches_up_and_a_newer_event_supersedes_it() {
-        let mut f = listed();
+        let (s, mut w) = listed();
         // We updated `p`: the server answered with resourceVersion 7; the watch lags.
-        let ours = object(VAP, "p", 7, "ours");
-        f.stores.remember(
-            &write(Verb::Update, VAP, "p", Some(5)),
-            &Applied::Written(ours.clone()),
-        );
-        assert_eq!(version(&f.stores, VAP, "p").as_deref(), Some("ours"));
-        assert_eq!(f.stores.unseen_writes(), 1);
+        wrote(&s, VAP, "p", Some(5), 7, "ours");
+        assert_eq!(version(&s, VAP, "p").as_deref(), Some("ours"));
+        assert_eq!(s.unseen_writes(), 1);
         // The watch echoes our write: no reconcile needed, and the store holds it now.
-        let echo = dynamic(ours);
-        assert!(f.stores.take_own_write(Obj::Policy, &echo.metadata));
-        f.policies.apply_watcher_event(&Event::Apply(echo));
-        assert_eq!(version(&f.stores, VAP, "p").as_deref(), Some("ours"));
-        assert_eq!(f.stores.unseen_writes(), 0);
+        let echo = dynamic(object(VAP, "p", 7, "ours"));
+        assert!(s.take_own_write(Obj::Policy, &echo.metadata));
+        w.policies.apply_watcher_event(&Event::Apply(echo));
+        assert_eq!(version(&s, VAP, "p").as_deref(), Some("ours"));
+        assert_eq!(s.unseen_writes(), 0);
 
         // Another write of ours, then someone else's newer change arrives first.
-        f.stores.remember(
-            &write(Verb::Update, VAP, "p", Some(7)),
-            &Applied::Written(object(VAP, "p", 9, "ours again")),
-        );
-        assert_eq!(version(&f.stores, VAP, "p").as_deref(), Some("ours again"));
+        wrote(&s, VAP, "p", Some(7), 9, "ours again");
+        assert_eq!(version(&s, VAP, "p").as_deref(), Some("ours again"));
         let newer = dynamic(object(VAP, "p", 10, "someone else's"));
         assert!(
-            !f.stores.take_own_write(Obj::Policy, &newer.metadata),
+            !s.take_own_write(Obj::Policy, &newer.metadata),
             "not our echo: it is reconciled"
         );
-        f.policies.apply_watcher_event(&Event::Apply(newer));
-        assert_eq!(
-            version(&f.stores, VAP, "p").as_deref(),
-            Some("someone else's")
-        );
-        assert_eq!(f.stores.unseen_writes(), 0);
+        w.policies.apply_watcher_event(&Event::Apply(newer));
+        assert_eq!(version(&s, VAP, "p").as_deref(), Some("someone else's"));
+        assert_eq!(s.unseen_writes(), 0);
     }
 
     /// `run --once` on a 5,000-binding takeover said "did not converge; ~4,000 writes still
@@ -955,69 +852,57 @@ mod tests {
     /// the expired entries counted as seen, and convergence was claimed on stale stores.
     #[test]
     fn a_write_the_store_lags_behind_is_unseen_however_old() {
-        let mut f = listed();
-        f.stores.remember(
-            &write(Verb::Update, VAP, "p", Some(5)),
-            &Applied::Written(object(VAP, "p", 7, "ours")),
-        );
-        f.stores.remember(
-            &write(Verb::Update, VAPB, "b", Some(5)),
-            &Applied::Written(object(VAPB, "b", 8, "ours")),
-        );
-        f.stores.age_overlay(OVERLAY_TTL);
+        let (s, mut w) = listed();
+        let [_, _, policies, bindings] = s.fixed_resources();
+        wrote(&s, VAP, "p", Some(5), 7, "ours");
+        wrote(&s, VAPB, "b", Some(5), 8, "ours");
+        s.age_overlay(OVERLAY_TTL);
         // Reads trust the store again ...
-        assert_eq!(version(&f.stores, VAP, "p").as_deref(), Some("theirs"));
+        assert_eq!(version(&s, VAP, "p").as_deref(), Some("theirs"));
         // ... but the writes are not in it yet.
-        assert_eq!(f.stores.unseen_writes(), 2);
+        assert_eq!(s.unseen_writes(), 2);
         // The policy watch catches up with our write.
-        f.policies
+        w.policies
             .apply_watcher_event(&Event::Apply(dynamic(object(VAP, "p", 7, "ours"))));
-        f.stores.saw(&f.stores.fixed_resources()[2], "7", false);
-        assert_eq!(f.stores.unseen_writes(), 1);
+        s.saw(&policies, "7", false);
+        assert_eq!(s.unseen_writes(), 1);
         // Events of other objects past our write's resourceVersion: the binding store has
         // applied everything up to it, so whatever it holds of `b` (here: its delete by
         // someone else) came after our write.
-        let [_, _, _, bindings] = f.stores.fixed_resources();
-        f.stores.saw(&bindings, "7", false);
-        assert_eq!(f.stores.unseen_writes(), 1, "7 is before our write (8)");
-        f.bindings
+        s.saw(&bindings, "7", false);
+        assert_eq!(s.unseen_writes(), 1, "7 is before our write (8)");
+        w.bindings
             .apply_watcher_event(&Event::Delete(dynamic(object(VAPB, "b", 9, "ours"))));
-        f.stores.saw(&bindings, "9", false);
-        assert_eq!(f.stores.unseen_writes(), 0);
-        assert_eq!(version(&f.stores, VAPB, "b"), None);
+        s.saw(&bindings, "9", false);
+        assert_eq!(s.unseen_writes(), 0);
+        assert_eq!(version(&s, VAPB, "b"), None);
     }
 
     #[test]
     fn a_created_binding_counts_before_its_event_and_a_deleted_one_is_gone_at_once() {
-        let mut f = listed();
+        let (s, mut w) = listed();
         // Created: read by name and among its kind's bindings before the watch shows it.
-        f.stores.remember(
-            &write(Verb::Create, VAPB, "new", None),
-            &Applied::Written(object(VAPB, "new", 6, "ours")),
-        );
-        assert_eq!(version(&f.stores, VAPB, "new").as_deref(), Some("ours"));
+        wrote(&s, VAPB, "new", None, 6, "ours");
+        assert_eq!(version(&s, VAPB, "new").as_deref(), Some("ours"));
         let of_kind = |s: &Stores| -> Vec<String> {
-            let mut n: Vec<String> = match s.bindings_of_kind("K8sX") {
-                Read::Known(bs) => bs.into_iter().map(|b| b.meta.name).collect(),
-                Read::Unknown(u) => panic!("unknown: {u}"),
-            };
+            let bs = s.bindings_of_kind("K8sX").known().expect("known");
+            let mut n: Vec<String> = bs.into_iter().map(|b| b.meta.name).collect();
             n.sort();
             n
         };
-        assert_eq!(of_kind(&f.stores), ["b", "new"]);
+        assert_eq!(of_kind(&s), ["b", "new"]);
 
         // Deleted: gone for the reconcilers while the store still holds it.
-        f.stores
-            .remember(&write(Verb::Delete, VAPB, "b", Some(5)), &Applied::Deleted);
-        assert_eq!(version(&f.stores, VAPB, "b"), None);
-        assert_eq!(of_kind(&f.stores), ["new"]);
+        s.remember(&write(Verb::Delete, VAPB, "b", Some(5)), &Applied::Deleted);
+        assert_eq!(version(&s, VAPB, "b"), None);
+        assert_eq!(of_kind(&s), ["new"]);
         // The watch's delete: still gone, and the overlay has nothing left to say about it.
-        f.bindings
+        w.bindings
             .apply_watcher_event(&Event::Delete(dynamic(object(VAPB, "b", 5, "theirs"))));
-        assert_eq!(version(&f.stores, VAPB, "b"), None);
+        assert_eq!(version(&s, VAPB, "b"), None);
         // Recreated by someone else after our delete: seen.
-        f.bindings
+        w.bindings
             .apply_watcher_event(&Event::Apply(dynamic(object(VAPB, "b", 8, "recreated"))));
-        assert_eq!(version(&f.stores, VAPB, "b").as_deref(), Some("recreated"));
+        assert_eq!(version(&s, VAPB, "b").as_deref(), Some("recreated"));
     }
 }

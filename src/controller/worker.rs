@@ -3,13 +3,15 @@
 //! and the tier-2 tests, so the tests run exactly what runs live.
 
 use super::cache::OpinionCache;
+use super::events::Regarding;
 use super::keys::Key;
 use super::queue::SharedQueue;
 use super::reconcilers::{Ctx, Outcome, reconcile, schedule};
 use super::shared::Shared;
-use super::world::{ConstraintStore, TemplateStore, Writer};
+use super::world::{ConstraintStore, Read, TemplateStore, Writer};
 use super::writer::Live;
 use crate::core::Options;
+use crate::core::decide::{ConstraintIntent, TemplateVerdict, decide_constraint, decide_template};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -58,11 +60,6 @@ where
 /// reconciled cannot be turned into a VAP or binding (template-error, constraint-error) —
 /// once per reason (`events::Recorder::decided`), where `kubectl events --for` looks.
 fn report_invalid(shared: &Shared, key: &Key, opts: &Options) {
-    use super::events::Regarding;
-    use super::world::Read;
-    use crate::core::decide::{
-        ConstraintIntent, TemplateVerdict, decide_constraint, decide_template,
-    };
     if !shared.leadership.fence.may_write() {
         return;
     }
@@ -93,12 +90,10 @@ fn report_invalid(shared: &Shared, key: &Key, opts: &Options) {
     shared.recorder.decided(regarding, reason, logged);
 }
 
-/// A live worker, until the copy stops (its task is aborted): waits for a key (pushed, or a
-/// delayed one come due: [`SharedQueue::next`]), reconciles it, and tells the metrics, the
-/// requests in progress and the status what the reconcile did.
+/// A live worker, until the copy stops (its task is aborted): reconciles each key
+/// [`SharedQueue::next`] hands out and tells the metrics, requests and status what it did.
 pub(super) async fn run(shared: Arc<Shared>, cache: Arc<OpinionCache>, opts: Options) {
-    // The flags' options with Gatekeeper's Config and webhook applied, recomputed when either
-    // changes.
+    // The flags' options with Gatekeeper's Config and webhook applied, recomputed on a change.
     let mut configs = shared.stores.gatekeeper_configs();
     let mut webhooks = shared.stores.gatekeeper_webhooks();
     let mut merged = opts
@@ -116,7 +111,6 @@ pub(super) async fn run(shared: Arc<Shared>, cache: Arc<OpinionCache>, opts: Opt
                 .with_gatekeeper_config(&configs)
                 .with_gatekeeper_webhook(&webhooks);
         }
-        let opts = &merged;
         let writer = Live {
             shared: &shared,
             key: key.clone(),
@@ -126,7 +120,7 @@ pub(super) async fn run(shared: Arc<Shared>, cache: Arc<OpinionCache>, opts: Opt
         let ctx = Ctx {
             cache: &cache,
             queue: &*shared.queue,
-            opts,
+            opts: &merged,
             writer: &writer,
         };
         let p = process(key, &shared.stores, &ctx).await;
@@ -135,7 +129,7 @@ pub(super) async fn run(shared: Arc<Shared>, cache: Arc<OpinionCache>, opts: Opt
         shared
             .tracker
             .processed(&p.key, p.started, &p.outcome, writes, failures);
-        report_invalid(&shared, &p.key, opts);
+        report_invalid(&shared, &p.key, &merged);
         shared.status.touch();
     }
 }

@@ -1,8 +1,7 @@
-//! What the reconcilers read and write, as traits: the in-memory world of the tests and the
-//! live cluster implement the same ones, so the same reconcile code runs against both.
-//!
-//! The split is the design's rule made structural: the constraint reconciler is generic over
-//! [`ConstraintStore`], which has no way to read a ConstraintTemplate.
+//! What the reconcilers read and write, as traits the tests' in-memory world and the live
+//! cluster both implement, so the same reconcile code runs against both. The design's rule made
+//! structural: the constraint reconciler is generic over [`ConstraintStore`], which has no way
+//! to read a ConstraintTemplate.
 
 use super::keys::Key;
 use crate::cluster::apply::ApplyError;
@@ -24,16 +23,10 @@ pub enum Read<T> {
     Unknown(Unreadable),
 }
 
-/// The resource whose store could not be trusted (e.g.
-/// `customresourcedefinitions.apiextensions.k8s.io`).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+/// The resource whose store could not be trusted.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, thiserror::Error)]
+#[error("{0}")]
 pub struct Unreadable(pub String);
-
-impl std::fmt::Display for Unreadable {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
 
 impl<T> Read<T> {
     pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Read<U> {
@@ -54,18 +47,15 @@ impl<T> Read<T> {
 /// What the constraint side may read: constraints, their CRD's readiness, observed bindings.
 pub trait ConstraintStore {
     fn constraint(&self, kind: &str, name: &str) -> Read<Option<Constraint>>;
-    /// Names of the constraints of `kind` in the local store (the fan-out's source: no list call).
-    /// Only ever used to enqueue keys, never to decide a write.
+    /// The fan-out's source (the local store, no list call): enqueues keys, never decides a write.
     fn constraint_names(&self, kind: &str) -> Vec<String>;
     fn crd_state(&self, kind: &str) -> Read<CrdState>;
     fn binding(&self, name: &str) -> Read<Option<Binding>>;
     /// The VAP `name`. The constraint side reads only its constraint's own VAP (the inline
     /// shape's `gatekeeper-<lower kind>.<name>`), never a template's.
     fn policy(&self, name: &str) -> Read<Option<Policy>>;
-    /// Whether the stores the template side concludes its opinions from (templates, VAPs) are
-    /// known now: an opinion concluded from a store that has since broken may be outdated. (The
-    /// state of those stores, not their objects: the constraint side still never reads a
-    /// template.)
+    /// Whether the stores opinions are concluded from (templates, VAPs) are known now: one
+    /// broken since may have outdated them. (Their state only: no template is read.)
     fn opinions_known(&self) -> Read<()>;
     /// What the API server serves: both sides compute a binding's rules from it.
     fn served(&self) -> Read<Arc<Served>>;
@@ -78,21 +68,18 @@ pub trait ConstraintStore {
 /// What the template side reads in addition.
 pub trait TemplateStore: ConstraintStore {
     fn template(&self, name: &str) -> Read<Option<ConstraintTemplate>>;
-    /// Names of the templates in the local store.
     fn template_names(&self) -> Vec<String>;
-    /// Whether the template store holds a complete list (the opinion cache primes on it).
+    /// The opinion cache primes on it.
     fn templates_listed(&self) -> bool;
     /// The constraint CRD `name` (`<plural>.constraints.gatekeeper.sh`), as last observed or
     /// written.
     fn crd(&self, name: &str) -> Read<Option<CrdInfo>>;
     /// Bindings controlled by a constraint of `kind` (I2: the VAP is deleted only after these).
     fn bindings_of_kind(&self, kind: &str) -> Read<Vec<Binding>>;
-    /// Every constraint of `kind` (what its VAP must match): known only when the kind's
-    /// store holds a complete list.
+    /// Every constraint of `kind` (what its VAP must match).
     fn constraints_of_kind(&self, kind: &str) -> Read<Vec<Constraint>>;
 }
 
-/// How a write went.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WriteOutcome {
     /// Sent and accepted (a delete of an object already gone counts as done).
@@ -105,7 +92,6 @@ pub enum WriteOutcome {
     Failed(WriteError),
 }
 
-/// Why a write was not sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NotSent {
     /// Read-only, or refusing to write beside Gatekeeper's own generator.
@@ -119,22 +105,19 @@ pub trait Writer {
     fn write(&self, w: &PlannedWrite) -> impl std::future::Future<Output = WriteOutcome> + Send;
     /// No write of `object` (`Kind/name`) is needed now: how an earlier one failed is history,
     /// not a reason views still give (nor an entry kept for the life of the copy).
-    fn not_needed(&self, object: &str) {
-        let _ = object;
-    }
+    fn not_needed(&self, _object: &str) {}
 }
 
 /// Where fan-out and requeues go.
 pub trait Enqueue {
     fn enqueue(&self, key: Key);
-    /// Queues `key` once `delay` has passed (on tokio's clock).
+    /// On tokio's clock.
     fn enqueue_after(&self, key: Key, delay: std::time::Duration);
 }
 
 /// How a write failed; the reconcilers act on its class (`reconcilers::Outcome::from`). The
-/// server's answer is in an `Arc`: the event log, the refusal memo and the outcome each keep a
-/// copy. Equal means the same failure (a copy of it), not two that read alike: the event log
-/// finds where it left off by equality.
+/// answer is in an `Arc` (the event log, refusal memo and outcome each keep one); equal means a
+/// copy of the same failure, not one that reads alike: the event log finds its place by it.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum WriteError {
     /// The object changed meanwhile (409, failed precondition): read again and retry.
@@ -157,8 +140,7 @@ pub enum WriteError {
 
 impl PartialEq for WriteError {
     fn eq(&self, other: &WriteError) -> bool {
-        Unwritten::from(self) == Unwritten::from(other)
-            && Arc::ptr_eq(self.cause_arc(), other.cause_arc())
+        Unwritten::from(self) == Unwritten::from(other) && Arc::ptr_eq(self.cause(), other.cause())
     }
 }
 
@@ -175,12 +157,8 @@ impl WriteError {
         self.cause().retry_after().unwrap_or_default()
     }
 
-    /// What the server answered (or why nothing was): the cause, whatever the class.
-    pub fn cause(&self) -> &ApplyError {
-        self.cause_arc()
-    }
-
-    fn cause_arc(&self) -> &Arc<ApplyError> {
+    /// What the server answered (or why nothing was), whatever the class.
+    pub fn cause(&self) -> &Arc<ApplyError> {
         match self {
             WriteError::Conflict(e)
             | WriteError::Forbidden(e)

@@ -1,8 +1,6 @@
-//! Writes to the API server ([`Writer`] for [`Live`], what the workers write through): only
-//! while this copy may write; what came of each write goes to the one observer ([`observe`]):
-//! the stores (read-your-writes), `/metrics`, the status (the object's last failure, the event
-//! log), the Kubernetes Events recorder, the request in progress (the counts on [`Live`]) and
-//! the log lines of failures, without flooding.
+//! The workers' writes to the API server ([`Live`]), only while this copy may write. What came
+//! of each goes to one observer ([`observe`]): the stores (read-your-writes), `/metrics`, the
+//! status, the Events recorder, the request in progress and the log, without flooding.
 
 use super::keys::{Key, Obj};
 use super::shared::Shared;
@@ -56,11 +54,7 @@ fn digest(w: &PlannedWrite) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     w.verb.as_str().hash(&mut h);
-    w.body
-        .as_ref()
-        .map(|b| b.to_string())
-        .unwrap_or_default()
-        .hash(&mut h);
+    w.body.as_ref().map(ToString::to_string).hash(&mut h);
     h.finish()
 }
 
@@ -87,18 +81,16 @@ impl Writer for Live<'_> {
         if !self.shared.status.writes_enabled() {
             return WriteOutcome::Skipped(NotSent::WritesDisabled);
         }
-        // Checked right before sending each attempt (the client retries nothing by itself),
-        // against a monotonic deadline from the last successful renewal: a copy that was
-        // paused, or cannot renew, sends nothing more, whatever it still believes about the
-        // Lease. Its answer is awaited until that deadline, no longer.
+        // Checked before each send (the client retries nothing itself), against a monotonic
+        // deadline from the last renewal: a copy that was paused or cannot renew sends nothing,
+        // whatever it believes about the Lease, and awaits an answer until that deadline only.
         let Some(left) = self.shared.leadership.fence.remaining() else {
             return WriteOutcome::Skipped(NotSent::NotConfirmed);
         };
         let body = digest(w);
         if let Some(refused) = self.shared.status.refusal(&w.object.to_string(), body) {
-            // Not sent again, but still a failure of the request that met it (its reply and
-            // exit code). Reported once: the event log's line, the metric and the Kubernetes
-            // Event came when the server refused it.
+            // Not sent again, but a failure of the request that met it (reply, exit code); its
+            // log line, metric and Event came once, when the server refused it.
             tracing::debug!(object = %w.object, "not sent again: {refused}");
             self.count(true);
             return WriteOutcome::Failed(refused);
@@ -123,14 +115,6 @@ impl Writer for Live<'_> {
 
     fn not_needed(&self, object: &str) {
         self.shared.status.clear_failure(object);
-    }
-}
-
-fn event_verb(v: Verb) -> EventVerb {
-    match v {
-        Verb::Create => EventVerb::Create,
-        Verb::Update => EventVerb::Update,
-        Verb::Delete => EventVerb::Delete,
     }
 }
 
@@ -166,12 +150,14 @@ fn observe(live: &Live, w: &PlannedWrite, body: u64, result: Result<Applied, Wri
             EventResult::WriteFailed(e)
         }
     };
-    shared.status.log(
-        event_verb(w.verb),
-        w.object.clone(),
-        result,
-        w.reason.clone(),
-    );
+    let verb = match w.verb {
+        Verb::Create => EventVerb::Create,
+        Verb::Update => EventVerb::Update,
+        Verb::Delete => EventVerb::Delete,
+    };
+    shared
+        .status
+        .log(verb, w.object.clone(), result, w.reason.clone());
 }
 
 /// A failed write: counted, kept as the object's last failure, logged as its class asks.
@@ -185,9 +171,8 @@ fn failed(shared: &Shared, object: &crate::model::ObjectRef, body: u64, e: &Writ
     let msg = e.to_string();
     match e {
         WriteError::Conflict(cause) => tracing::debug!("{cause}"),
-        // The server refuses this body whatever happens around it: one report, and the
-        // same body is not sent again (a resync or a lease change included) until its
-        // source changes or REFUSED_FOR passes.
+        // Refused whatever happens around it: one report, and the same body is not sent again
+        // (a resync or a lease change included) until its source changes or REFUSED_FOR passes.
         WriteError::Invalid(_) => tracing::warn!(object, "{msg} (not retried)"),
         // RBAC may allow it later, and no event says when: retried slowly (backoff up to
         // 5 min), logged once per object until it passes.
@@ -251,7 +236,7 @@ mod tests {
         // The cause is kept, not its text: the server's Status is there to read.
         let e = code(503);
         assert!(matches!(
-            e.cause(),
+            &**e.cause(),
             ApplyError::Failed { source, .. } if matches!(&**source, kube::Error::Api(s) if s.code == 503)
         ));
         assert_eq!(e.to_string(), e.cause().to_string());
