@@ -114,13 +114,15 @@ async fn e2e_rbac_least_privilege() {
     )
     .await;
     leads(&r).await;
+    // Any forbidden write counts first (another binding's update may come before c2's
+    // create), so wait for c2's own failed create.
     eventually("the forbidden write is reported", || async {
         r.metrics_text()
             .lines()
             .any(|l| l.starts_with("kubectl_vap_write_errors_total{reason=\"forbidden\"}"))
     })
     .await;
-    assert!(
+    eventually("the failed create of c2 is in the event log", || async {
         r.write_events().iter().any(|w| {
             w.object.name == bname(&kind, "c2")
                 && matches!(
@@ -129,10 +131,9 @@ async fn e2e_rbac_least_privilege() {
                         kubectl_vap::controller::WriteError::Forbidden(_)
                     )
                 )
-        }),
-        "the failed create is in the event log: {:#?}",
-        r.writes()
-    );
+        })
+    })
+    .await;
     assert!(e.vapb(&bname(&kind, "c2")).await.is_none());
     let mut full = full;
     full.metadata.resource_version = None;
