@@ -101,7 +101,6 @@ impl Fence {
             .map(|d| d.saturating_sub(now))
     }
 
-    /// A renewal sent at `sent` succeeded.
     pub fn renewed(&self, sent: Duration, timing: &Timing) {
         *self.deadline.lock() = Some(sent + timing.renew_deadline);
     }

@@ -19,15 +19,11 @@ fn operations<'a>(mut tokens: impl Iterator<Item = &'a String>) -> Option<Vec<St
     let mut ops: Option<Vec<String>> = None;
     while let Some(t) = tokens.next() {
         let t = t.trim();
-        let value = if let Some(v) = t
-            .strip_prefix("--operation=")
-            .or_else(|| t.strip_prefix("-operation="))
-        {
-            Some(v.to_string())
-        } else if t == "--operation" || t == "-operation" {
-            tokens.next().map(|v| v.to_string())
-        } else {
-            None
+        let flag = t.strip_prefix("--").or_else(|| t.strip_prefix('-'));
+        let value = match flag.and_then(|f| f.strip_prefix("operation")) {
+            Some("") => tokens.next().map(String::as_str),
+            Some(v) => v.strip_prefix('='),
+            None => None,
         };
         if let Some(v) = value {
             let values = v.split(',').map(|s| s.trim().to_string());
@@ -156,22 +152,15 @@ mod tests {
             }));
             generator_active(&[d.expect("deployment literal")]).join("; ")
         };
+        const GENERATE: &str = "runs --operation=generate";
         for (args, replicas, found) in [
             (
                 json!(["--operation=audit", "--operation=generate"]),
                 1,
-                "runs --operation=generate",
+                GENERATE,
             ),
-            (
-                json!(["--operation", "generate"]),
-                1,
-                "runs --operation=generate",
-            ),
-            (
-                json!(["--operation=audit,generate,status"]),
-                1,
-                "runs --operation=generate",
-            ),
+            (json!(["--operation", "generate"]), 1, GENERATE),
+            (json!(["-operation=audit,generate,status"]), 1, GENERATE),
             // No --operation at all enables every operation.
             (json!(["--port=8443"]), 1, "no --operation"),
             (json!(["--operation=webhook", "--operation=audit"]), 1, ""),

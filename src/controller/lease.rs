@@ -1,15 +1,11 @@
 //! Leader election on a `coordination.k8s.io/v1` Lease, client-go's (`tools/leaderelection`):
 //! the holder renews every retry period; a follower takes the Lease once it has seen the same
-//! record (resourceVersion) for a whole lease duration *by its own clock*, so wall-clock skew
-//! between copies does not matter; every write to the Lease carries the resourceVersion read,
-//! so two copies cannot both win.
+//! record (resourceVersion) for a whole lease duration *by its own clock* (so clock skew does
+//! not matter); every write carries the resourceVersion read, so two copies cannot both win.
 //!
-//! Writes are fenced (fence.rs): the renew deadline is shorter than the lease duration, so by
-//! the time another copy can consider the Lease expired (a full duration after *it* saw the
-//! renewal) this copy has stopped writing, with time to spare for a request in flight. A copy
-//! that was paused or cannot renew finds its deadline passed: it writes nothing more, drops its
-//! queue, relists every store, and writes again only once the server confirms it holds the
-//! Lease again.
+//! Writes are fenced (fence.rs) by a renew deadline shorter than the lease duration: a copy that
+//! was paused or cannot renew stops writing before another can take over, drops its queue,
+//! relists every store, and writes again only once the server confirms it holds the Lease again.
 
 use super::channel::ANSWERS_ANNOTATION;
 use super::fence::{LEASE_DURATION, Timing, mono_now};
@@ -111,8 +107,7 @@ fn view_of(info: &LeaseInfo, l: &Lease, seen_at: Duration, default: Duration) ->
             .and(spec.acquire_time.as_ref())
             .and_then(|t| chrono_of(t.0)),
         health: holder.as_ref().and_then(|_| health_of(l)),
-        // Shown in views, logs and the CLI's lines: escaped (an identity we write never
-        // changes by it).
+        // Escaped for views, logs and the CLI (an identity we write is unchanged by it).
         holder: holder.map(|h| crate::text::printable(&h).into_owned()),
         vacant,
         unreadable: None,
@@ -249,10 +244,8 @@ impl Campaign {
         s.renew_time = Some(stamp.clone());
         if !ours {
             s.acquire_time = Some(stamp);
-            s.lease_transitions = Some(match current {
-                Some(_) => s.lease_transitions.unwrap_or(0) + 1,
-                None => 0,
-            });
+            let transitions = s.lease_transitions.unwrap_or(0) + 1;
+            s.lease_transitions = Some(current.as_ref().map_or(0, |_| transitions));
         }
         next.spec = Some(s);
         next.metadata.managed_fields = None;
@@ -294,7 +287,6 @@ pub struct Election {
     pub name: String,
     pub identity: String,
     pub timing: Timing,
-    /// This copy's pod (`POD_NAME`), when it runs in a cluster.
     pub pod: Option<String>,
     pub settings: crate::core::settings::Settings,
 }
@@ -629,9 +621,8 @@ pub async fn read_lease(
     let mut view = view_of(&info, &l, mono_now(), default);
     let spec = l.spec.clone().unwrap_or_default();
     let duration = chrono::Duration::from_std(duration_of(&spec, default)).unwrap_or_default();
-    if let Some(renewed) = spec.renew_time.as_ref().and_then(|t| chrono_of(t.0)) {
-        view.vacant |= Utc::now() - renewed > duration;
-    }
+    let renewed = spec.renew_time.as_ref().and_then(|t| chrono_of(t.0));
+    view.vacant |= renewed.is_some_and(|r| Utc::now() - r > duration);
     Ok(view)
 }
 

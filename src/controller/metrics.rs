@@ -1,5 +1,5 @@
-//! Counters and gauges for `/metrics` (prometheus-client, OpenMetrics text format), and the small HTTP server
-//! that serves them next to `/healthz` and `/readyz`.
+//! Counters and gauges for `/metrics` (prometheus-client, OpenMetrics text), and the small HTTP
+//! server that serves them next to `/healthz` and `/readyz`.
 
 use super::keys::Obj;
 use super::world::Unwritten;
@@ -97,7 +97,6 @@ impl Metrics {
         *self.ready.lock() = ready;
     }
 
-    /// A task of the copy failed (`why`): neither healthy nor ready any more.
     pub fn set_failed(&self, why: String) {
         *self.failed.lock() = Some(why);
     }

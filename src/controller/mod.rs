@@ -78,7 +78,6 @@ pub enum Error {
     Request(#[from] RequestError),
     #[error("the reconciler task failed: {0}")]
     Task(#[source] tokio::task::JoinError),
-    /// One of the copy's tasks panicked or ended: the copy stopped.
     #[error("{0}")]
     TaskFailed(#[from] tasks::Failure),
     /// (The Lease expires on its own.)

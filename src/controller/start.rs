@@ -22,7 +22,7 @@ use super::tasks::{Lifetime, Tasks};
 use super::watches;
 use super::world::TemplateStore;
 use crate::cluster::discovery::{
-    AdmissionApi, discover_admission_api, pod_status_resources, resource_name, templates_resource,
+    discover_admission_api, pod_status_resources, resource_name, templates_resource,
 };
 use crate::core::Options;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -168,11 +168,13 @@ fn watch_everything(shared: &Arc<Shared>, writers: Writers, views: bool) {
 }
 
 /// Phase 3: whether this copy may write at all (an `Elect` copy, unless Gatekeeper's own
-/// generator is active and `--take-over` was not given).
+/// generator is active and `--take-over` was not given); one that may looks for the generator
+/// again now and then (`--take-over` never looks again).
 fn decide_writes(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     mode: &Mode,
     detected: Option<Result<Option<String>, crate::cluster::KubeError>>,
+    recheck: Duration,
 ) {
     let (Mode::Elect { take_over }, Some(detected)) = (mode, detected) else {
         shared.status.set_writes_enabled(false);
@@ -202,6 +204,11 @@ fn decide_writes(
         }
     };
     shared.status.set_writes_enabled(enabled);
+    if enabled && !take_over {
+        let recheck = super::gatekeeper::recheck(shared.clone(), recheck);
+        let name = "look for Gatekeeper's generator";
+        shared.tasks.spawn(name, Lifetime::Copy, recheck);
+    }
 }
 
 /// Phase 4: compete for the Lease (a copy that may write), or follow its holder (read-only,
@@ -337,12 +344,19 @@ pub async fn launch(
     let lease_ns = config.lease_namespace.clone();
     config.options.exemptions.namespaces.insert(lease_ns);
     let identity = super::lease::default_identity();
-    let (shared, writers, facts) = assemble(&client, &admission, &config, &tuning);
+    // What every task shares, on empty reflector stores (the watches fill them through
+    // `Writers`); the facts of its writes for the Events recorder in a copy that may write.
+    let (stores, writers) = Stores::new(admission.clone(), config.scope.clone());
+    let elects = matches!(config.mode, Mode::Elect { .. });
+    let (recorder, facts) = elects.then(Recorder::new).unzip();
+    let queue = SharedQueue::new(config.scope.clone());
+    let tasks = Tasks::new(tuning.fail_task.clone());
+    let recorder = recorder.unwrap_or_default();
+    let shared = Arc::new(Shared::new(client, stores, queue, recorder, tasks));
     let cache = Arc::new(OpinionCache::default());
 
     watch_everything(&shared, writers, tuning.publish_snapshot);
-    decide_writes(&shared, &config.mode, gatekeeper);
-    watch_gatekeeper(&shared, &config.mode, &tuning);
+    decide_writes(&shared, &config.mode, gatekeeper, tuning.gatekeeper_recheck);
     if let Some(facts) = facts {
         report_events(&shared, &identity, facts);
     }
@@ -415,49 +429,10 @@ pub async fn launch(
     })
 }
 
-/// What every task shares, on empty reflector stores (the watches fill them through
-/// `Writers`), and the facts of this copy's writes for the Events recorder (a copy that may
-/// write only).
-fn assemble(
-    client: &kube::Client,
-    admission: &AdmissionApi,
-    config: &Config,
-    tuning: &Tuning,
-) -> (Arc<Shared>, Writers, Option<super::events::Facts>) {
-    let (stores, writers) = Stores::new(admission.clone(), config.scope.clone());
-    let (recorder, facts) = if matches!(config.mode, Mode::Elect { .. }) {
-        let (r, f) = Recorder::new();
-        (r, Some(f))
-    } else {
-        (Recorder::default(), None)
-    };
-    let shared = Arc::new(Shared::new(
-        client.clone(),
-        stores,
-        SharedQueue::new(config.scope.clone()),
-        recorder,
-        Tasks::new(tuning.fail_task.clone()),
-    ));
-    (shared, writers, facts)
-}
-
-/// A copy allowed to write at start looks for Gatekeeper's generator again now and then
-/// (`--take-over` never looks again).
-fn watch_gatekeeper(shared: &Arc<Shared>, mode: &Mode, tuning: &Tuning) {
-    let looks = matches!(mode, Mode::Elect { take_over: false }) && shared.status.writes_enabled();
-    if looks {
-        let recheck = super::gatekeeper::recheck(shared.clone(), tuning.gatekeeper_recheck);
-        shared
-            .tasks
-            .spawn("look for Gatekeeper's generator", Lifetime::Copy, recheck);
-    }
-}
-
 /// This copy's outcomes as Kubernetes Events (regarding the template, by its uid), sent
 /// only while it may write.
 fn report_events(shared: &Arc<Shared>, identity: &str, facts: super::events::Facts) {
-    let stores = shared.clone();
-    let fence = shared.clone();
+    let (stores, fence) = (shared.clone(), shared.clone());
     let report = super::events::run(
         shared.client.clone(),
         identity.to_string(),

@@ -153,12 +153,10 @@ fn judge(end: Option<End>, stopping: bool) -> Option<Failure> {
 }
 
 fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
-    match payload.downcast::<String>() {
-        Ok(s) => *s,
-        Err(p) => p
-            .downcast_ref::<&str>()
-            .map_or_else(|| "(no message)".into(), |s| (*s).to_string()),
-    }
+    let text = payload.downcast_ref::<&str>().copied();
+    payload
+        .downcast::<String>()
+        .map_or_else(|_| text.unwrap_or("(no message)").into(), |s| *s)
 }
 
 #[cfg(test)]
