@@ -15,7 +15,6 @@ use crate::core::decide::{ConstraintIntent, TemplateVerdict, decide_constraint, 
 use std::sync::Arc;
 use std::time::Instant;
 
-/// One reconcile, as it went.
 #[derive(Debug)]
 pub struct Processed {
     pub key: Key,
