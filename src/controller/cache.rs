@@ -33,7 +33,9 @@ pub struct OpinionCache {
 /// What the template side remembers beside the opinions.
 #[derive(Debug, Default)]
 struct Tracked {
-    priming: Priming,
+    /// Until primed: the templates reconciled, and the constraint keys that found no opinion.
+    reconciled: BTreeSet<String>,
+    deferred: BTreeSet<Key>,
     /// Templates the template side has seen in its store: name → (uid, kind). Only a template
     /// this copy saw go away may take its constraint CRD with it (deleting a CRD deletes every
     /// constraint of its kind); a CRD found without its template is reported, never deleted.
@@ -41,14 +43,6 @@ struct Tracked {
     /// Templates that stopped generating, and since when: the turn-off waits a moment for a
     /// flip back (see `reconcilers::TURN_OFF_SETTLE`).
     turning_off: BTreeMap<String, Instant>,
-}
-
-/// What the cache tracks until it is primed.
-#[derive(Debug, Default)]
-struct Priming {
-    reconciled: BTreeSet<String>,
-    /// Constraint keys that found no opinion while the cache was cold.
-    deferred: BTreeSet<Key>,
 }
 
 impl OpinionCache {
@@ -96,15 +90,14 @@ impl OpinionCache {
         if self.is_primed() {
             return false;
         }
-        t.priming.deferred.insert(key.clone());
+        t.deferred.insert(key.clone());
         true
     }
 
     /// Whatever it concluded.
     pub fn template_reconciled(&self, template: &str) {
         if !self.is_primed() {
-            let mut t = self.tracked.lock();
-            t.priming.reconciled.insert(template.to_string());
+            self.tracked.lock().reconciled.insert(template.to_string());
         }
     }
 
@@ -120,11 +113,12 @@ impl OpinionCache {
         }
         let deferred = {
             let mut t = self.tracked.lock();
-            if !templates.iter().all(|n| t.priming.reconciled.contains(n)) {
+            if !templates.iter().all(|n| t.reconciled.contains(n)) {
                 return false;
             }
             self.primed.store(true, Ordering::SeqCst);
-            std::mem::take(&mut t.priming).deferred
+            t.reconciled.clear();
+            std::mem::take(&mut t.deferred)
         };
         let map = self.map.read();
         for key in deferred {
@@ -139,9 +133,8 @@ impl OpinionCache {
     }
 
     pub fn saw_template(&self, template: &str, uid: &str, kind: &str) {
-        let mut t = self.tracked.lock();
-        t.seen
-            .insert(template.to_string(), (uid.to_string(), kind.to_string()));
+        let seen = (uid.to_string(), kind.to_string());
+        self.tracked.lock().seen.insert(template.to_string(), seen);
     }
 
     /// The uid and kind of `template`, if this copy saw it (before it went away).

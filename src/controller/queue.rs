@@ -54,7 +54,6 @@ impl WorkQueue {
         self.delayed_at.insert(key, slot);
     }
 
-    /// Pushes the delayed keys that are due.
     fn promote(&mut self, now: Instant) {
         while let Some(due) = self.delayed.first_entry()
             && due.key().0 <= now
@@ -200,7 +199,6 @@ impl SharedQueue {
         *n
     }
 
-    /// Keys parked until a store lists again.
     pub fn park(&self, key: Key) {
         self.parked.lock().insert(key);
     }

@@ -41,8 +41,7 @@ pub enum Outcome {
     /// A write the server will refuse however often it is sent (422 invalid): reported once,
     /// not retried; the next change of the object (or a resync) tries again.
     Refused(WriteError),
-    /// A write the RBAC does not allow now. A grant can come at any time and no watched event
-    /// says so, so it is retried, but slowly: [`doubling`], up to 5 minutes.
+    /// A write the RBAC does not allow now: a grant comes unannounced, so retried slowly.
     Forbidden(WriteError),
 }
 
@@ -343,7 +342,7 @@ where
 }
 
 /// Template gone: its VAP (if the template controls it) goes, after its kind's bindings; then
-/// its CRD, if this copy saw the template go.
+/// its CRD.
 async fn template_gone<S: TemplateStore + Sync, Q: Enqueue, W: Writer + Sync>(
     name: &str,
     observed: Option<&Policy>,
@@ -360,17 +359,8 @@ async fn template_gone<S: TemplateStore + Sync, Q: Enqueue, W: Writer + Sync>(
         }
     }
     not_needed(ctx.writer, VAP_KIND, &names::policy_name(name));
-    delete_crd_of_gone_template(name, store, ctx).await
-}
-
-/// Deletes the constraint CRD of template `name`, which is gone, once its VAP is gone (I2:
-/// bindings, VAP, then CRD), when this copy saw the template (a CRD found without its template
-/// is reported, never deleted) and the template controls it (`step::crd`).
-async fn delete_crd_of_gone_template<S: TemplateStore, Q: Enqueue, W: Writer + Sync>(
-    name: &str,
-    store: &S,
-    ctx: &Ctx<'_, Q, W>,
-) -> Outcome {
+    // The CRD after the VAP (I2), only if this copy saw the template (a CRD found without its
+    // template is reported, never deleted) and the template controls it (`step::crd`).
     let cache = ctx.cache;
     let Some((uid, kind)) = cache.seen_template(name) else {
         return Outcome::Done;

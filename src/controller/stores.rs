@@ -44,8 +44,7 @@ use tokio::sync::watch;
 
 pub const CRDS_RESOURCE: &str = "customresourcedefinitions.apiextensions.k8s.io";
 
-/// How long a write's result is preferred over a store that has not seen it yet (reads only:
-/// "unseen" lasts until the store shows it).
+/// How long a write's result is preferred over a store that has not seen it yet.
 const OVERLAY_TTL: Duration = Duration::from_secs(10);
 
 pub struct KindWatch {
@@ -167,12 +166,13 @@ fn meta_rv(meta: &ObjectMeta) -> u64 {
     parse_rv(meta.resource_version.as_deref()).unwrap_or(0)
 }
 
-/// Replaces what `slot` holds; whether it differs from before.
-fn replace<T: PartialEq>(slot: &RwLock<Arc<T>>, new: T) -> bool {
+/// Replaces what `slot` holds; whether it differs from before (equal, the old `Arc` stays: the
+/// workers tell a change by pointer).
+fn replace<T: PartialEq>(slot: &RwLock<T>, new: T) -> bool {
     let mut current = slot.write();
-    let changed = **current != new;
+    let changed = *current != new;
     if changed {
-        *current = Arc::new(new);
+        *current = new;
     }
     changed
 }
@@ -214,23 +214,19 @@ impl Stores {
         &self.admission
     }
 
-    fn mark<R>(&self, f: impl FnOnce(&mut Listing) -> R) {
-        self.listing.send_modify(|l| {
-            f(l);
-        });
-    }
-
     pub fn set_listed(&self, resource: &str) {
-        self.mark(|l| l.listed.insert(resource.to_string()));
+        self.listing
+            .send_modify(|l| _ = l.listed.insert(resource.to_string()));
     }
 
     pub fn set_complete(&self, resource: &str) {
-        self.mark(|l| l.complete.insert(resource.to_string()));
+        self.listing
+            .send_modify(|l| _ = l.complete.insert(resource.to_string()));
     }
 
     /// The watch of `resource` stopped: neither complete nor listed until it lists again.
     pub fn unlist(&self, resource: &str) {
-        self.mark(|l| {
+        self.listing.send_modify(|l| {
             l.complete.remove(resource);
             l.listed.remove(resource);
         });
@@ -289,7 +285,7 @@ impl Stores {
     /// Drops what every store is known to hold and our recent writes, and makes every watch
     /// list again: nothing decided before is acted on after.
     pub fn forget(&self) {
-        self.mark(|l| {
+        self.listing.send_modify(|l| {
             l.complete.clear();
             l.listed.clear();
         });
@@ -346,12 +342,11 @@ impl Stores {
     /// A store object as JSON, or our newer write of it. The store is looked at twice: when
     /// the overlay has nothing to say, the second look sees the same store or a newer one.
     fn read(&self, obj: Obj, name: &str) -> Option<serde_json::Value> {
-        self.overlay_says(obj, name, self.stored_rv(obj, name))
-            .unwrap_or_else(|| match obj {
-                Obj::Crd => self.crd_named(name).map(|c| crd_to_value(&c)),
-                Obj::Policy => self.policies.value(name),
-                Obj::Binding => self.bindings.value(name),
-            })
+        self.overlay_says(obj, name).unwrap_or_else(|| match obj {
+            Obj::Crd => self.crd_named(name).map(|c| crd_to_value(&c)),
+            Obj::Policy => self.policies.value(name),
+            Obj::Binding => self.bindings.value(name),
+        })
     }
 
     /// `name` through the overlay, decoded, while `store` is known (an undecodable one is
@@ -373,12 +368,8 @@ impl Stores {
 
     /// `Some(ours)` while our write is newer than the store; `None` once the store has caught
     /// up (removing the entry) or the entry is no longer fresh.
-    fn overlay_says(
-        &self,
-        obj: Obj,
-        name: &str,
-        stored_rv: Option<u64>,
-    ) -> Option<Option<serde_json::Value>> {
+    fn overlay_says(&self, obj: Obj, name: &str) -> Option<Option<serde_json::Value>> {
+        let stored_rv = self.stored_rv(obj, name);
         let key = (obj, name.to_string());
         let seen_rv = self.seen_rv.lock().get(&obj).copied().unwrap_or(0);
         let mut overlay = self.overlay.lock();
@@ -393,14 +384,11 @@ impl Stores {
     /// Records that the store of `resource` has applied everything up to `rv` (a list's
     /// resourceVersion, or an event's): writes of ours at or below it are in the store.
     pub fn saw(&self, resource: &str, rv: &str, listed: bool) {
-        let obj = if resource == CRDS_RESOURCE {
-            Obj::Crd
-        } else if resource == self.policies.resource() {
-            Obj::Policy
-        } else if resource == self.bindings.resource() {
-            Obj::Binding
-        } else {
-            return;
+        let obj = match resource {
+            CRDS_RESOURCE => Obj::Crd,
+            r if r == self.policies.resource() => Obj::Policy,
+            r if r == self.bindings.resource() => Obj::Binding,
+            _ => return,
         };
         let Some(rv) = parse_rv(Some(rv)) else {
             return;
@@ -434,12 +422,11 @@ impl Stores {
     pub fn sweep_overlay(&self) {
         let keys: Vec<(Obj, String)> = self.overlay.lock().keys().cloned().collect();
         for (obj, name) in keys {
-            let _ = self.overlay_says(obj, &name, self.stored_rv(obj, &name));
+            let _ = self.overlay_says(obj, &name);
         }
     }
 
-    /// How many writes of this copy the stores do not show yet (however old: a store that
-    /// lags is waited for, never assumed to have caught up).
+    /// How many writes of this copy the stores do not show yet, however old.
     pub fn unseen_writes(&self) -> usize {
         self.sweep_overlay();
         self.overlay.lock().len()
@@ -496,7 +483,6 @@ impl Stores {
         keys
     }
 
-    /// What is served may have changed.
     pub fn crds_changed(&self) {
         self.crds_changed.send_modify(|n| *n += 1);
     }
@@ -505,14 +491,8 @@ impl Stores {
         self.crds_changed.subscribe()
     }
 
-    /// Whether it differs from the discovery before.
     pub fn set_served(&self, served: Served) -> bool {
-        let mut current = self.served.write();
-        let changed = current.as_deref() != Some(&served);
-        if changed {
-            *current = Some(Arc::new(served));
-        }
-        changed
+        replace(&self.served, Some(Arc::new(served)))
     }
 
     /// Gatekeeper's Configs as last read (none before the first read, or without Gatekeeper).
@@ -521,7 +501,7 @@ impl Stores {
     }
 
     pub fn set_gatekeeper_configs(&self, configs: Vec<GatekeeperConfig>) -> bool {
-        replace(&self.gatekeeper_configs, configs)
+        replace(&self.gatekeeper_configs, Arc::new(configs))
     }
 
     pub fn gatekeeper_webhooks(&self) -> Arc<Vec<GatekeeperWebhook>> {
@@ -529,7 +509,7 @@ impl Stores {
     }
 
     pub fn set_gatekeeper_webhooks(&self, webhooks: Vec<GatekeeperWebhook>) -> bool {
-        replace(&self.gatekeeper_webhooks, webhooks)
+        replace(&self.gatekeeper_webhooks, Arc::new(webhooks))
     }
 
     pub fn snapshot(&self, errors: &[AccessError]) -> Snapshot {

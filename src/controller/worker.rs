@@ -15,7 +15,6 @@ use crate::core::decide::{ConstraintIntent, TemplateVerdict, decide_constraint, 
 use std::sync::Arc;
 use std::time::Instant;
 
-/// One reconcile, as it went.
 #[derive(Debug)]
 pub struct Processed {
     pub key: Key,
@@ -94,22 +93,19 @@ fn report_invalid(shared: &Shared, key: &Key, opts: &Options) {
 /// [`SharedQueue::next`] hands out and tells the metrics, requests and status what it did.
 pub(super) async fn run(shared: Arc<Shared>, cache: Arc<OpinionCache>, opts: Options) {
     // The flags' options with Gatekeeper's Config and webhook applied, recomputed on a change.
-    let mut configs = shared.stores.gatekeeper_configs();
-    let mut webhooks = shared.stores.gatekeeper_webhooks();
-    let mut merged = opts
-        .with_gatekeeper_config(&configs)
-        .with_gatekeeper_webhook(&webhooks);
+    let (mut seen, mut merged) = (None, opts.clone());
     loop {
         let key = shared.queue.next().await;
-        let now = (
+        let (c, w) = (
             shared.stores.gatekeeper_configs(),
             shared.stores.gatekeeper_webhooks(),
         );
-        if !Arc::ptr_eq(&now.0, &configs) || !Arc::ptr_eq(&now.1, &webhooks) {
-            (configs, webhooks) = now;
-            merged = opts
-                .with_gatekeeper_config(&configs)
-                .with_gatekeeper_webhook(&webhooks);
+        if !seen
+            .as_ref()
+            .is_some_and(|(sc, sw)| Arc::ptr_eq(sc, &c) && Arc::ptr_eq(sw, &w))
+        {
+            merged = opts.with_gatekeeper_config(&c).with_gatekeeper_webhook(&w);
+            seen = Some((c, w));
         }
         let writer = Live {
             shared: &shared,

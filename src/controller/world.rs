@@ -65,7 +65,6 @@ pub trait ConstraintStore {
     fn now(&self) -> DateTime<Utc>;
 }
 
-/// What the template side reads in addition.
 pub trait TemplateStore: ConstraintStore {
     fn template(&self, name: &str) -> Read<Option<ConstraintTemplate>>;
     fn template_names(&self) -> Vec<String>;

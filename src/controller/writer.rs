@@ -174,8 +174,7 @@ fn failed(shared: &Shared, object: &crate::model::ObjectRef, body: u64, e: &Writ
         // Refused whatever happens around it: one report, and the same body is not sent again
         // (a resync or a lease change included) until its source changes or REFUSED_FOR passes.
         WriteError::Invalid(_) => tracing::warn!(object, "{msg} (not retried)"),
-        // RBAC may allow it later, and no event says when: retried slowly (backoff up to
-        // 5 min), logged once per object until it passes.
+        // Retried slowly (`Outcome::Forbidden`): logged once per object until it passes.
         WriteError::Forbidden(_) if first => tracing::warn!(
             object,
             "{msg}; retried with a backoff up to {}s until the RBAC allows it (not logged again; counted in kubectl_vap_write_errors_total{{reason=\"forbidden\"}})",
