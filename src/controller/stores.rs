@@ -638,28 +638,31 @@ impl TemplateStore for Stores {
         let of_kind =
             |meta: &ObjectMeta| controllers_in(meta, CONSTRAINTS_GROUP).any(|r| r.kind == kind);
         self.store_known(&self.bindings.resource()).map(|()| {
-            let mut names: Vec<String> = self
+            let stored: Vec<String> = self
                 .bindings()
                 .iter()
                 .filter(|b| of_kind(&b.metadata))
                 .filter_map(|b| b.metadata.name.clone())
                 .collect();
-            // Bindings we just created that the store has not seen yet count too.
-            for ((obj, name), recent) in self.overlay.lock().iter() {
-                if *obj != Obj::Binding || !recent.fresh() || names.contains(name) {
-                    continue;
-                }
-                let controlled = recent.object.as_ref().is_some_and(|o| {
-                    ObjectMeta::deserialize(&o["metadata"]).is_ok_and(|m| of_kind(&m))
-                });
-                if controlled {
-                    names.push(name.clone());
-                }
-            }
             // Through the overlay: a binding we just deleted is gone.
-            names
+            let mut values: Vec<_> = stored
                 .iter()
                 .filter_map(|n| self.read(Obj::Binding, n))
+                .collect();
+            // A binding we created counts until the store shows it, however far the watch lags
+            // (not only while reads trust the overlay): its VAP must outlive it (I2).
+            self.sweep_overlay();
+            for ((obj, name), recent) in self.overlay.lock().iter() {
+                if *obj == Obj::Binding
+                    && !stored.contains(name)
+                    && let Some(o) = &recent.object
+                    && ObjectMeta::deserialize(&o["metadata"]).is_ok_and(|m| of_kind(&m))
+                {
+                    values.push(o.clone());
+                }
+            }
+            values
+                .into_iter()
                 .filter_map(|v| Binding::from_value(v, Source::default()).ok())
                 .collect()
         })
@@ -858,18 +861,20 @@ mod tests {
         assert_eq!(version(&s, VAPB, "b"), None);
     }
 
+    /// The names `bindings_of_kind("K8sX")` reads, sorted.
+    fn of_kind(s: &Stores) -> Vec<String> {
+        let bs = s.bindings_of_kind("K8sX").known().expect("known");
+        let mut n: Vec<String> = bs.into_iter().map(|b| b.meta.name).collect();
+        n.sort();
+        n
+    }
+
     #[test]
     fn a_created_binding_counts_before_its_event_and_a_deleted_one_is_gone_at_once() {
         let (s, mut w) = listed();
         // Created: read by name and among its kind's bindings before the watch shows it.
         wrote(&s, VAPB, "new", None, 6, "ours");
         assert_eq!(version(&s, VAPB, "new").as_deref(), Some("ours"));
-        let of_kind = |s: &Stores| -> Vec<String> {
-            let bs = s.bindings_of_kind("K8sX").known().expect("known");
-            let mut n: Vec<String> = bs.into_iter().map(|b| b.meta.name).collect();
-            n.sort();
-            n
-        };
         assert_eq!(of_kind(&s), ["b", "new"]);
 
         // Deleted: gone for the reconcilers while the store still holds it.
@@ -884,5 +889,19 @@ mod tests {
         w.bindings
             .apply_watcher_event(&Event::Apply(dynamic(object(VAPB, "b", 8, "recreated"))));
         assert_eq!(version(&s, VAPB, "b").as_deref(), Some("recreated"));
+    }
+
+    /// The 5,000-binding takeover's watch lagged longer than the overlay is trusted for reads:
+    /// a binding created then must still hold its VAP back (I2) until the store shows it.
+    #[test]
+    fn a_created_binding_counts_for_its_kind_until_the_store_shows_it_however_old() {
+        let (s, _w) = listed();
+        let [.., bindings] = s.fixed_resources();
+        wrote(&s, VAPB, "new", None, 6, "ours");
+        s.age_overlay(OVERLAY_TTL);
+        assert_eq!(of_kind(&s), ["b", "new"]);
+        // The store applied events past our create and holds no `new`: deleted since.
+        s.saw(&bindings, "7", false);
+        assert_eq!(of_kind(&s), ["b"]);
     }
 }
