@@ -276,9 +276,8 @@ async fn handle_batch(shared: Arc<Shared>, route: Route, batch: Batch) {
         return;
     }
     let ids = asked.into_iter().map(|(id, _)| id).collect();
-    shared
-        .answers
-        .publish(Published::of(ids, &command, &result));
+    let answer = Published::of(ids, &command, &result);
+    shared.answers.publish(answer);
 }
 
 /// The holder's writes to the ConfigMap: what the desk read, removed; what it ignored, said at

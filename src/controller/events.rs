@@ -12,7 +12,7 @@ use super::keys::Key;
 use super::state::{AccessError, ClusterEvent, WriteError};
 use super::status::clip;
 use crate::core::{PlannedWrite, Verb};
-use crate::model::{MANAGED_BY_LABEL, ObjectRef};
+use crate::model::{CONSTRAINT_API_VERSION, MANAGED_BY_LABEL, ObjectRef};
 use k8s_openapi::api::events::v1::{Event, EventSeries};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -35,12 +35,8 @@ const NOTE_MAX: usize = 1024;
 /// What happened, as the writer and the request handler tell it.
 #[derive(Debug)]
 enum Fact {
-    Write {
-        template: String,
-        verb: Verb,
-        object: ObjectRef,
-        error: Option<String>,
-    },
+    /// [`Recorder::written`]'s template, verb, object and error.
+    Write(String, Verb, ObjectRef, Option<String>),
     /// Reported at once, unaggregated.
     Event(Outgoing),
     /// Publish every burst now (this copy is about to release the Lease), then answer.
@@ -127,12 +123,8 @@ impl Recorder {
             Key::Template(t) => t.clone(),
             Key::Constraint { kind, .. } => kind.to_lowercase(),
         };
-        self.send(Fact::Write {
-            template,
-            verb: w.verb,
-            object: w.object.clone(),
-            error: error.map(|e| e.to_string()),
-        });
+        let error = error.map(|e| e.to_string());
+        self.send(Fact::Write(template, w.verb, w.object.clone(), error));
     }
 
     /// Publishes what is gathered now, waiting (at most 2 s) until it is sent: called before
@@ -159,7 +151,6 @@ impl Recorder {
     }
 }
 
-/// The receiving end of a [`Recorder`].
 pub struct Facts(mpsc::UnboundedReceiver<Fact>);
 
 /// The writes of one template in one burst.
@@ -275,12 +266,7 @@ pub async fn run(
         let closed = matches!(next, Some(None));
         let mut flushed = None;
         match next.flatten() {
-            Some(Fact::Write {
-                template,
-                verb,
-                object,
-                error,
-            }) => {
+            Some(Fact::Write(template, verb, object, error)) => {
                 bursts
                     .entry(template)
                     .or_default()
@@ -431,35 +417,20 @@ fn event(
     now: MicroTime,
     uid_of: &impl Fn(&str) -> Option<String>,
 ) -> Event {
-    let (api_version, kind, name, namespace, uid) = match &e.regarding {
-        Regarding::Template(name) => (
-            "templates.gatekeeper.sh/v1",
-            "ConstraintTemplate",
-            name,
-            None,
-            uid_of(name),
-        ),
-        Regarding::Lease { namespace, name } => (
-            "coordination.k8s.io/v1",
-            "Lease",
-            name,
-            Some(namespace.clone()),
-            None,
-        ),
-        Regarding::Constraint { kind, name } => (
-            "constraints.gatekeeper.sh/v1beta1",
-            kind.as_str(),
-            name,
-            None,
-            None,
-        ),
+    let (api_version, kind, name) = match &e.regarding {
+        Regarding::Template(name) => ("templates.gatekeeper.sh/v1", "ConstraintTemplate", name),
+        Regarding::Lease { name, .. } => ("coordination.k8s.io/v1", "Lease", name),
+        Regarding::Constraint { kind, name } => (CONSTRAINT_API_VERSION, kind.as_str(), name),
     };
     let regarding = k8s_openapi::api::core::v1::ObjectReference {
         api_version: Some(api_version.into()),
         kind: Some(kind.into()),
         name: Some(name.clone()),
-        namespace,
-        uid,
+        namespace: matches!(e.regarding, Regarding::Lease { .. })
+            .then(|| e.regarding.namespace().into()),
+        uid: matches!(e.regarding, Regarding::Template(_))
+            .then(|| uid_of(name))
+            .flatten(),
         ..Default::default()
     };
     Event {
@@ -592,21 +563,6 @@ mod tests {
     }
 
     #[test]
-    fn a_written_note_counts_objects_not_writes() {
-        let vap = |name| obj(VAP_KIND, name);
-        let mut b = Burst::default();
-        for _ in 0..3 {
-            b.add(Verb::Update, &vap("gatekeeper-a"), None);
-        }
-        assert_eq!(written_note(&b.done), "updated VAP gatekeeper-a 3 times");
-        b.add(Verb::Update, &vap("gatekeeper-b"), None);
-        assert_eq!(written_note(&b.done), "updated 2 VAPs (4 writes)");
-        let mut one = Burst::default();
-        one.add(Verb::Create, &vap("gatekeeper-c"), None);
-        assert_eq!(written_note(&one.done), "created VAP gatekeeper-c");
-    }
-
-    #[test]
     fn the_rbac_hint_only_when_rbac_refused() {
         let status = |code: u16| {
             kube::Error::Api(Box::new(
@@ -626,16 +582,23 @@ mod tests {
     }
 
     #[test]
-    fn a_burst_is_one_event_per_template_with_counts() {
+    fn a_burst_is_one_event_per_template_counting_objects_not_writes() {
+        let vap = |name| obj(VAP_KIND, name);
         let binding = |name: &str| obj(VAPB_KIND, name);
         let mut b = Burst::default();
-        b.add(Verb::Create, &obj(VAP_KIND, "gatekeeper-x"), None);
+        for _ in 0..3 {
+            b.add(Verb::Update, &vap("gatekeeper-a"), None);
+        }
+        assert_eq!(written_note(&b.done), "updated VAP gatekeeper-a 3 times");
+        b.add(Verb::Update, &vap("gatekeeper-b"), None);
+        assert_eq!(written_note(&b.done), "updated 2 VAPs (4 writes)");
+        let mut b = Burst::default();
+        b.add(Verb::Create, &vap("gatekeeper-x"), None);
         for i in 0..25 {
             b.add(Verb::Create, &binding(&format!("b{i}")), None);
         }
         b.add(Verb::Update, &binding("b0"), None);
-        let refused = Some("forbidden: no".into());
-        b.add(Verb::Create, &binding("bad"), refused);
+        b.add(Verb::Create, &binding("bad"), Some("forbidden: no".into()));
         let events = b.events("k8sx");
         assert_eq!(events.len(), 2);
         assert_eq!(

@@ -94,10 +94,8 @@ pub struct Outage(Episode);
 impl Outage {
     /// A request of `source` got no answer (`message`: why).
     pub fn failed(&self, source: &str, message: &str) {
-        match self
-            .0
-            .failed(Instant::now(), format!("{source}: {message}"))
-        {
+        let latest = format!("{source}: {message}");
+        match self.0.failed(Instant::now(), latest) {
             Line::First => tracing::warn!(
                 "API server unreachable ({source}: {message}); retrying, with one summary every {}s until it answers",
                 SUMMARY_EVERY.as_secs()

@@ -88,15 +88,12 @@ impl Tracker {
             p.tally.failures += failures;
             p.left.remove(key);
             p.retrying.remove(key);
-            let into = match outcome {
-                Outcome::Retry(_) | Outcome::Forbidden(_) => Some(&mut p.retrying),
-                Outcome::RequeueAfter(_) => Some(&mut p.waiting),
-                Outcome::Refused(_) => Some(&mut p.refused),
-                Outcome::Done | Outcome::Unknown(_) => None,
+            match outcome {
+                Outcome::Retry(_) | Outcome::Forbidden(_) => p.retrying.insert(key.clone()),
+                Outcome::RequeueAfter(_) => p.waiting.insert(key.clone()),
+                Outcome::Refused(_) => p.refused.insert(key.clone()),
+                Outcome::Done | Outcome::Unknown(_) => false,
             };
-            if let Some(into) = into {
-                into.insert(key.clone());
-            }
             p.left.is_empty() && p.retrying.is_empty()
         });
         done.for_each(Pending::finish);

@@ -369,15 +369,11 @@ pub fn on_template(world: &Arc<Shared>, change: Change<'_, DynamicObject>) {
             }
         }
         Change::Listed => {
-            for name in world.stores.template_names() {
-                world.queue.enqueue(Key::Template(name));
-            }
+            let names = world.stores.template_names().into_iter();
+            enqueue_all(world, names.map(Key::Template));
             // Templates deleted while the watch was down: their VAPs name them.
-            for p in world.stores.policies() {
-                policy_keys(&p)
-                    .into_iter()
-                    .for_each(|k| world.queue.enqueue(k));
-            }
+            let policies = world.stores.policies();
+            enqueue_all(world, policies.iter().flat_map(|p| policy_keys(p)));
         }
     }
 }
@@ -385,11 +381,7 @@ pub fn on_template(world: &Arc<Shared>, change: Change<'_, DynamicObject>) {
 pub fn on_policy(world: &Arc<Shared>, change: Change<'_, DynamicObject>) {
     match change {
         Change::Applied(p) if world.stores.take_own_write(Obj::Policy, &p.metadata) => {}
-        Change::Applied(p) | Change::Deleted(p) => {
-            policy_keys(p)
-                .into_iter()
-                .for_each(|k| world.queue.enqueue(k));
-        }
+        Change::Applied(p) | Change::Deleted(p) => enqueue_all(world, policy_keys(p)),
         // VAPs deleted while the watch was down: every template looks again.
         Change::Listed => on_template(world, Change::Listed),
     }
@@ -398,18 +390,11 @@ pub fn on_policy(world: &Arc<Shared>, change: Change<'_, DynamicObject>) {
 pub fn on_binding(world: &Arc<Shared>, change: Change<'_, DynamicObject>) {
     match change {
         Change::Applied(b) if world.stores.take_own_write(Obj::Binding, &b.metadata) => {}
-        Change::Applied(b) | Change::Deleted(b) => {
-            binding_keys(b)
-                .into_iter()
-                .for_each(|k| world.queue.enqueue(k));
-        }
+        Change::Applied(b) | Change::Deleted(b) => enqueue_all(world, binding_keys(b)),
         // Bindings deleted while the watch was down: every constraint looks again.
         Change::Listed => {
-            for k in world.stores.all_keys() {
-                if matches!(k, Key::Constraint { .. }) {
-                    world.queue.enqueue(k);
-                }
-            }
+            let keys = world.stores.all_keys().into_iter();
+            enqueue_all(world, keys.filter(|k| matches!(k, Key::Constraint { .. })));
         }
     }
 }
@@ -446,9 +431,8 @@ fn crd_changed(world: &Arc<Shared>, crd: &CustomResourceDefinition, deleted: boo
     if deleted || !world.stores.take_own_write(Obj::Crd, &crd.metadata) {
         let controllers = controllers_in(&crd.metadata, TEMPLATES_GROUP).map(|r| r.name.clone());
         // The same key twice is queued once.
-        for t in controllers.chain([kind.to_lowercase()]) {
-            world.queue.enqueue(Key::Template(t));
-        }
+        let templates = controllers.chain([kind.to_lowercase()]);
+        enqueue_all(world, templates.map(Key::Template));
     }
     if deleted {
         stop_kind(world, &kind);
@@ -457,9 +441,8 @@ fn crd_changed(world: &Arc<Shared>, crd: &CustomResourceDefinition, deleted: boo
     if established(crd) {
         start_kind(world, &kind, &crd.spec.names.plural);
     }
-    for name in world.stores.constraint_names(&kind) {
-        world.queue.enqueue(Key::constraint(&kind, name));
-    }
+    let names = world.stores.constraint_names(&kind).into_iter();
+    enqueue_all(world, names.map(|n| Key::constraint(&kind, n)));
 }
 
 /// Starts the constraint watch of `kind` if it is not running.
@@ -475,31 +458,26 @@ pub fn start_kind(world: &Arc<Shared>, kind: &str, plural: &str) {
         let api: Api<DynamicObject> = Api::all_with(world.client.clone(), &ar);
         let resource = crate::cluster::discovery::resource_name(&ar);
         let kind_owned = kind.to_string();
-        let task = spawn_watch(
-            api,
-            writer,
-            resource.clone(),
-            world.clone(),
-            move |w, change| {
-                // The kind's template too: its VAP matches what the kind's constraints match
-                // (Gatekeeper names a template after its kind, lowercased).
-                let template = Key::Template(kind_owned.to_lowercase());
-                match change {
-                    Change::Applied(c) | Change::Deleted(c) => {
-                        if let Some(name) = &c.metadata.name {
-                            w.queue.enqueue(Key::constraint(&kind_owned, name));
-                            w.queue.enqueue(template);
-                        }
-                    }
-                    // The kind's constraints, and the owners of its bindings (constraints
-                    // deleted while the watch was down, or before this copy started).
-                    Change::Listed => {
-                        enqueue_kind(w, &kind_owned, &kind_store);
+        let on_change = move |w: &Arc<Shared>, change: Change<'_, DynamicObject>| {
+            // The kind's template too: its VAP matches what the kind's constraints match
+            // (Gatekeeper names a template after its kind, lowercased).
+            let template = Key::Template(kind_owned.to_lowercase());
+            match change {
+                Change::Applied(c) | Change::Deleted(c) => {
+                    if let Some(name) = &c.metadata.name {
+                        w.queue.enqueue(Key::constraint(&kind_owned, name));
                         w.queue.enqueue(template);
                     }
                 }
-            },
-        );
+                // The kind's constraints, and the owners of its bindings (constraints
+                // deleted while the watch was down, or before this copy started).
+                Change::Listed => {
+                    enqueue_kind(w, &kind_owned, &kind_store);
+                    w.queue.enqueue(template);
+                }
+            }
+        };
+        let task = spawn_watch(api, writer, resource.clone(), world.clone(), on_change);
         tracing::info!(kind, "watching constraints of kind {kind}");
         KindWatch {
             resource,
@@ -527,16 +505,16 @@ pub fn stop_kind(world: &Arc<Shared>, kind: &str) {
 
 /// Enqueues the constraints of `kind` in `store` and the owners of the kind's bindings.
 fn enqueue_kind(world: &Shared, kind: &str, store: &TypedStore) {
-    for n in store.names() {
-        world.queue.enqueue(Key::constraint(kind, n));
-    }
+    let names = store.names().into_iter();
+    enqueue_all(world, names.map(|n| Key::constraint(kind, n)));
+    let of_kind = |k: &Key| matches!(k, Key::Constraint { kind: bk, .. } if bk == kind);
     for b in world.stores.bindings() {
-        for k in binding_keys(&b) {
-            if matches!(&k, Key::Constraint { kind: bk, .. } if bk == kind) {
-                world.queue.enqueue(k);
-            }
-        }
+        enqueue_all(world, binding_keys(&b).into_iter().filter(of_kind));
     }
+}
+
+fn enqueue_all(world: &Shared, keys: impl IntoIterator<Item = Key>) {
+    keys.into_iter().for_each(|k| world.queue.enqueue(k));
 }
 
 #[cfg(test)]
