@@ -34,13 +34,13 @@ use std::time::{Duration, Instant};
 pub const MAX_AGE: Duration = Duration::from_secs(120);
 /// A request dated further ahead than this is ignored and removed (clocks differ by less).
 pub const MAX_SKEW: Duration = Duration::from_secs(60);
-/// A request is ~150 bytes.
+/// The largest entry read (a request is ~150 bytes).
 pub const MAX_ENTRY_BYTES: usize = 1024;
 /// Requests waiting, at most; the rest are removed unread.
 pub const MAX_HELD: usize = 64;
 /// Commands handled at once (each enqueues its keys and waits for them).
 pub const MAX_RUNNING: usize = 4;
-/// One merge patch removes what was read.
+/// How often the ConfigMap is written: one merge patch removes what was read.
 pub const PRUNE_EVERY: Duration = Duration::from_secs(1);
 /// Request ids the Lease carries answers for, at most.
 pub const PUBLISHED_IDS: usize = 32;
@@ -49,7 +49,7 @@ pub const IDS_PER_ANSWER: usize = 8;
 /// Unknown commands answered (with an error) per reading; the rest ignored.
 pub const REFUSED_PER_READ: usize = 4;
 pub const KEEP_PUBLISHED: Duration = Duration::from_secs(120);
-/// Of an answer's summary or error.
+/// The longest summary or error of an answer published.
 const MAX_TEXT: usize = 400;
 pub const ANSWERS_ANNOTATION: &str = "kubectl-vap.io/answers";
 /// How long an asker waits for its answer: the holder's own deadline for a request, and

@@ -35,7 +35,7 @@ const NOTE_MAX: usize = 1024;
 /// What happened, as the writer and the request handler tell it.
 #[derive(Debug)]
 enum Fact {
-    /// [`Recorder::written`]'s template, verb, object and error.
+    /// [`Recorder::written`]'s template (from its key), verb, object and error.
     Write(String, Verb, ObjectRef, Option<String>),
     /// Reported at once, unaggregated.
     Event(Outgoing),

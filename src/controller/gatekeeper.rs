@@ -66,7 +66,7 @@ fn generator_active(deployments: &[Deployment]) -> Vec<String> {
 }
 
 /// Lists Deployments in every namespace, a page at a time (a large cluster's Deployments are
-/// never all in memory), and applies [`generator_active`].
+/// never all in memory), and applies `generator_active`.
 pub async fn detect(client: &kube::Client) -> Result<Option<String>, crate::cluster::KubeError> {
     let api: Api<Deployment> = Api::all(client.clone());
     let mut found: Vec<String> = Vec::new();

@@ -152,7 +152,7 @@ fn holder_of(l: &Lease) -> Option<String> {
 
 enum Attempt {
     Holds,
-    /// Another copy holds it (named, if any); how its record looked, if it was read.
+    /// Another copy holds it (named, if any); how its record looked, if it showed it holding.
     Other(Option<String>, Option<Standby>),
 }
 

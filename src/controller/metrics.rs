@@ -191,13 +191,17 @@ pub async fn serve(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cluster::apply::ApplyError;
+    use crate::controller::world::WriteError;
+    use std::sync::Arc;
 
     #[test]
     fn renders_prometheus_text() {
         let m = Metrics::default();
         m.write(Verb::Create, Obj::Policy);
         m.write(Verb::Create, Obj::Policy);
-        m.error(Unwritten::Conflict);
+        let conflict = ApplyError::Conflict("409".into());
+        m.error(Unwritten::from(&WriteError::Conflict(Arc::new(conflict))));
         m.set_leader(true);
         let text = m.render();
         assert!(text.contains(

@@ -588,6 +588,11 @@ mod tests {
         );
         assert_eq!(throttled.retry_after(), Duration::from_secs(7));
         let (secs, ms) = (|s| Some(Duration::from_secs(s)), Duration::from_millis);
+        let refused = Outcome::from(invalid.clone());
+        assert!(
+            matches!(refused, Outcome::Refused(_)),
+            "a 422 is refused: {refused:?}"
+        );
         // Each class as `Outcome::from` sorts it: its schedule tells which it got.
         for (outcome, attempt, back) in [
             // 422: the server refuses this body whatever happens: only a change brings it back.

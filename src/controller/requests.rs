@@ -123,7 +123,7 @@ impl Pending {
     }
 }
 
-/// "replayed 25 constraints of k8sx: 2 writes, 1 write refused by the API server, 1 failed,
+/// "replayed 25 constraints of template k8sx: 2 writes, 1 write refused by the API server, 1 failed,
 /// 3 waiting (binding wait)". A request that wrote nothing because its writes were refused
 /// never reads "0 writes".
 pub fn summary(command: &Command, t: &Tallied) -> String {

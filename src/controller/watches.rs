@@ -284,9 +284,10 @@ impl Failure {
     }
 }
 
-/// Rate-limited logging of one watch's failures, told as an [`super::outage::Episode`] is, but
-/// a refusal that needs a person (forbidden, not served) is said once, again only if it
-/// changes. Failures without an answer go to the copy's one outage log instead.
+/// Rate-limited logging of one watch's failures: a transient one (429, 503, 504) is said once
+/// it has lasted [`SUMMARY_EVERY`], a refusal that needs a person (forbidden, not served) once,
+/// again only if it changes; a recovery only if the failure was said. Failures without an
+/// answer go to the copy's one outage log instead.
 #[derive(Default)]
 struct Health {
     since: Option<Instant>,

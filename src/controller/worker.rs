@@ -23,7 +23,7 @@ pub struct Processed {
     pub started: Instant,
 }
 
-/// Processes `key`, which the caller has taken from `queue`: reconcile, park it if a store
+/// Processes `key`, which the caller has taken from `ctx.queue`: reconcile, park it if a store
 /// was unknown (it comes back when one lists), schedule its delay or backoff, mark it done.
 pub async fn process<S, W>(key: Key, store: &S, ctx: &Ctx<'_, SharedQueue, W>) -> Processed
 where
