@@ -108,6 +108,21 @@ fn converged_cluster_has_no_findings_and_no_writes() {
     assert!(a.plan.is_empty(), "{:#?}", a.plan);
 }
 
+/// Issue 39: a constraint kind whose name ends in `List` is a constraint kind like any other
+/// (it was taken for a list type: its objects called dangling, their deletion planned).
+#[test]
+fn a_constraint_kind_named_like_a_list_is_a_constraint_kind() {
+    let objects = vec![
+        template("k8sallowlist", "K8sAllowList", cel_source(Some(true))),
+        constraint("K8sAllowList", "a", configmaps()),
+    ];
+    let s = snapshot(objects.clone());
+    assert_eq!(s.constraints.len(), 1, "read as a constraint");
+    let a = analyze(&snapshot(converged(objects)), &default_options());
+    assert!(a.findings.is_empty(), "{:#?}", a.findings);
+    assert!(a.plan.is_empty(), "{:#?}", a.plan);
+}
+
 #[test]
 fn missing_policy_and_binding_are_created_policy_first() {
     let a = analyze(&snapshot(base()), &default_options());

@@ -477,3 +477,201 @@ fn auto_inlines_a_template_of_few_constraints_and_narrows_one_of_many() {
         "then nothing"
     );
 }
+
+fn auto() -> Options {
+    Options {
+        policy_shape: PolicyShape::Auto,
+        ..default_options()
+    }
+}
+
+/// The names of the VAPs a plan creates.
+fn created_policies(objects: &[Value], opts: &Options) -> Vec<String> {
+    analyze(&snapshot(objects.to_vec()), opts)
+        .plan
+        .iter()
+        .filter(|w| w.verb == Verb::Create && w.object.kind == "ValidatingAdmissionPolicy")
+        .map(|w| w.object.name.clone())
+        .collect()
+}
+
+/// The expression of an inline VAP's `variables.params` in the plan.
+fn planned_params(objects: &[Value], opts: &Options) -> String {
+    let plan = analyze(&snapshot(objects.to_vec()), opts).plan;
+    let vap = plan
+        .iter()
+        .find(|w| w.object.kind == "ValidatingAdmissionPolicy")
+        .and_then(|w| w.body.clone())
+        .expect("a VAP planned");
+    vap["spec"]["variables"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|v| v["name"] == "params")
+        .and_then(|v| v["expression"].as_str())
+        .expect("variables.params")
+        .to_string()
+}
+
+/// Issue 39: the API server type-checks an inline VAP, and a literal's type is known to it
+/// (`null`, `map(string, bool)`) where the template was written for the unknown type of
+/// `params.spec.parameters`: `has(variables.params.x)` on `null` and a list macro on a
+/// `bool` were refused (422). Every parameters' literal is `dyn`, as that field is.
+#[test]
+fn inline_parameters_are_dyn_as_a_params_object_is() {
+    let one = |spec: Value| {
+        vec![
+            template("k8sx", "K8sX", cel_source(Some(true))),
+            constraint("K8sX", "a", spec),
+        ]
+    };
+    assert_eq!(planned_params(&one(json!({})), &inline()), "dyn(null)");
+    assert_eq!(
+        planned_params(
+            &one(json!({"parameters": {"hostNetwork": false}})),
+            &inline()
+        ),
+        r#"dyn({"hostNetwork": false})"#
+    );
+    assert_eq!(
+        planned_params(&one(json!({"parameters": {}})), &inline()),
+        "dyn({})"
+    );
+    assert_eq!(
+        planned_params(&one(json!({"parameters": {"labels": ["a"]}})), &auto()),
+        r#"dyn({"labels": dyn(["a"])})"#
+    );
+}
+
+/// A template whose CEL reads `params` itself (`params.spec.parameters.x`, valid for
+/// Gatekeeper, whose VAP has a paramKind): `auto` keeps it in the narrowed shape, which has
+/// `params`; `inline` cannot serve it, and says so on the template with the fix.
+#[test]
+fn a_template_reading_params_itself_is_narrowed_by_auto_and_an_error_for_inline() {
+    let source = json!({"generateVAP": true, "validations": [{
+        "expression": "!has(object.metadata.labels) || !(params.spec.parameters.label in object.metadata.labels)",
+        "message": "forbidden label"}]});
+    let objects = vec![
+        template("k8sx", "K8sX", source),
+        constraint("K8sX", "a", json!({"parameters": {"label": "bad"}})),
+    ];
+    assert_eq!(created_policies(&objects, &auto()), ["gatekeeper-k8sx"]);
+    let a = analyze(&snapshot(objects.clone()), &auto());
+    assert!(
+        !a.findings
+            .iter()
+            .any(|f| matches!(f.code, Code::TemplateError | Code::ConstraintError)),
+        "{:?}",
+        a.findings
+    );
+    let a = analyze(&snapshot(objects.clone()), &inline());
+    let f = a
+        .findings
+        .iter()
+        .find(|f| f.code == Code::TemplateError)
+        .expect("a template error under --policy-shape inline");
+    assert!(
+        f.message
+            .contains("validations[0].expression reads `params`")
+            && f.message.contains("variables.params.<name>"),
+        "{}",
+        f.message
+    );
+    assert_eq!(created_policies(&objects, &inline()), Vec::<String>::new());
+    // A macro's own variable named `params`, or `variables.params`, reads no `params`.
+    let bound = json!({"generateVAP": true, "validations": [
+        {"expression": "variables.params.labels.all(params, params in object.metadata.labels)"}]});
+    let objects = vec![
+        template("k8sx", "K8sX", bound),
+        constraint("K8sX", "a", json!({"parameters": {"labels": ["a"]}})),
+    ];
+    assert_eq!(created_policies(&objects, &auto()), ["gatekeeper-k8sx.a"]);
+}
+
+/// A constraint `auto` cannot write into a VAP of its own (parameters past CEL's limits, or a
+/// VAP too large for one object) does not leave its template unenforced: the template keeps
+/// one VAP with params, which serves every constraint; no constraint error.
+#[test]
+fn auto_narrows_a_template_whose_constraint_cannot_be_inlined() {
+    use kubectl_vap::core::generate::MAX_OBJECT_BYTES;
+    let with = |source: Value, params: Value| {
+        vec![
+            template("k8sx", "K8sX", source),
+            constraint(
+                "K8sX",
+                "small",
+                json!({"parameters": {"labels": ["owner"]}}),
+            ),
+            constraint("K8sX", "big", json!({"parameters": params})),
+        ]
+    };
+    let mut deep = json!("x");
+    for _ in 0..40 {
+        deep = json!([deep]);
+    }
+    // A message that leaves the template's VAP within one object's size, but not with the
+    // constraint's parameters written in beside it.
+    let mut near_limit = cel_source(Some(true));
+    near_limit["validations"][0]["message"] = json!("m".repeat(MAX_OBJECT_BYTES - 50_000));
+    for (source, params, what) in [
+        (
+            cel_source(Some(true)),
+            json!({"labels": ["x".repeat(MAX_CODE_POINTS)]}),
+            "too long",
+        ),
+        (cel_source(Some(true)), json!({"labels": deep}), "too deep"),
+        (
+            near_limit,
+            json!({"labels": ["y".repeat(60_000)]}),
+            "too large",
+        ),
+    ] {
+        let objects = with(source, params);
+        assert_eq!(
+            created_policies(&objects, &auto()),
+            ["gatekeeper-k8sx"],
+            "{what}"
+        );
+        let a = analyze(&snapshot(objects), &auto());
+        assert!(
+            !a.findings
+                .iter()
+                .any(|f| matches!(f.code, Code::TemplateError | Code::ConstraintError)),
+            "{what}: {:?}",
+            a.findings
+        );
+        assert_eq!(
+            a.plan
+                .iter()
+                .filter(|w| w.object.kind == "ValidatingAdmissionPolicyBinding")
+                .count(),
+            2,
+            "{what}: both constraints bound"
+        );
+    }
+}
+
+/// A VAP too large for one object is never planned (etcd would refuse the write on every
+/// retry): the template's own VAP too, in any shape, is a template error that says so.
+#[test]
+fn a_vap_too_large_to_store_is_a_template_error_not_a_write() {
+    use kubectl_vap::core::generate::MAX_OBJECT_BYTES;
+    let mut huge = cel_source(Some(true));
+    huge["validations"][0]["message"] = json!("m".repeat(MAX_OBJECT_BYTES + 1));
+    let objects = vec![
+        template("k8sx", "K8sX", huge),
+        constraint("K8sX", "a", json!({"parameters": {"labels": ["owner"]}})),
+    ];
+    for opts in [narrowed(), auto()] {
+        let a = analyze(&snapshot(objects.clone()), &opts);
+        assert_eq!(created_policies(&objects, &opts), Vec::<String>::new());
+        assert!(
+            a.findings.iter().any(|f| matches!(
+                f.code,
+                Code::TemplateError | Code::ConstraintError
+            ) && f.message.contains("bytes of JSON")),
+            "{:?}",
+            a.findings
+        );
+    }
+}

@@ -13,8 +13,8 @@ use crate::core::desired::{self, Opinion};
 use crate::core::plan::Diff;
 use crate::core::scope::Coverage;
 use crate::core::step::{self, Action, BindingInput, PolicyStep};
-use crate::core::{Options, PlannedWrite, PolicyShape, names};
-use crate::model::{ConstraintTemplate, Policy, VAP_KIND, VAPB_KIND};
+use crate::core::{Options, PlannedWrite, PolicyShape, names, shape};
+use crate::model::{Constraint, ConstraintTemplate, Policy, VAP_KIND, VAPB_KIND};
 use std::time::Duration;
 
 /// How long the template side waits before looking again for bindings to be gone (I2).
@@ -189,7 +189,9 @@ where
     } else {
         Vec::new()
     };
-    let opts = &ctx.opts.for_template(constraints.len());
+    let of_kind: Vec<&Constraint> = constraints.iter().collect();
+    let resolved = shape::resolve(ctx.opts, &t, &verdict, &of_kind);
+    let opts = &ctx.opts.with_shape(resolved.shape);
     let side = TemplateSide {
         name,
         template: &t,

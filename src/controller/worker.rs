@@ -12,6 +12,9 @@ use super::world::{ConstraintStore, Read, TemplateStore, Writer};
 use super::writer::Live;
 use crate::core::Options;
 use crate::core::decide::{ConstraintIntent, TemplateVerdict, decide_constraint, decide_template};
+use crate::core::desired;
+use crate::core::scope::Coverage;
+use crate::model::Constraint;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -58,7 +61,7 @@ where
 /// The leader says, as a Warning Event on the object, why a template or constraint it just
 /// reconciled cannot be turned into a VAP or binding (template-error, constraint-error) —
 /// once per reason (`events::Recorder::decided`), where `kubectl events --for` looks.
-fn report_invalid(shared: &Shared, key: &Key, opts: &Options) {
+fn report_invalid(shared: &Shared, cache: &OpinionCache, key: &Key, opts: &Options) {
     if !shared.leadership.fence.may_write() {
         return;
     }
@@ -79,7 +82,8 @@ fn report_invalid(shared: &Shared, key: &Key, opts: &Options) {
             };
             let reason = match decide_constraint(&c, opts) {
                 ConstraintIntent::Invalid { reason } => Some(reason),
-                _ => None,
+                ConstraintIntent::Bind { .. } => cannot_inline(&c, cache, opts),
+                ConstraintIntent::NoBinding { .. } => None,
             };
             let (kind, name) = (kind.clone(), name.clone());
             (Regarding::Constraint { kind, name }, reason, c.raw)
@@ -87,6 +91,16 @@ fn report_invalid(shared: &Shared, key: &Key, opts: &Options) {
     };
     let logged = crate::model::undecodable(&raw).is_some();
     shared.recorder.decided(regarding, reason, logged);
+}
+
+/// Why constraint `c` cannot get the VAP of its own its kind's opinion asks for (the inline
+/// shape: parameters past CEL's limits, a VAP too large to store); `None` in the other shapes.
+/// Under `auto` its template is narrowed instead (`core::shape`), so this is
+/// `--policy-shape inline`'s case.
+fn cannot_inline(c: &Constraint, cache: &OpinionCache, opts: &Options) -> Option<String> {
+    let opinion = cache.get(&c.kind)?;
+    let body = opinion.body.as_ref()?;
+    desired::inline_policy(c, body, &Coverage::default(), opts).err()
 }
 
 /// A live worker, until the copy stops (its task is aborted): reconciles each key
@@ -125,7 +139,7 @@ pub(super) async fn run(shared: Arc<Shared>, cache: Arc<OpinionCache>, opts: Opt
         shared
             .tracker
             .processed(&p.key, p.started, &p.outcome, writes, failures);
-        report_invalid(&shared, &p.key, &merged);
+        report_invalid(&shared, &cache, &p.key, &merged);
         shared.status.touch();
     }
 }

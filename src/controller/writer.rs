@@ -29,6 +29,9 @@ pub fn classify(e: ApplyError) -> WriteError {
                 // the server answers 422 Invalid with a FieldValueForbidden cause.
                 422 if forbidden_field(status) => WriteError::Forbidden,
                 422 => WriteError::Invalid,
+                // A body over the API server's limit stays over it. (etcd's own limit answers
+                // 500; `generate::fits_in_one_object` keeps our objects under it before a write.)
+                413 => WriteError::Invalid,
                 _ => WriteError::Failed,
             },
             e if crate::cluster::unanswered(e) => WriteError::Unreachable,
@@ -228,6 +231,10 @@ mod tests {
         assert!(matches!(code(403), WriteError::Forbidden(_)));
         assert!(matches!(code(401), WriteError::Forbidden(_)));
         assert!(matches!(code(503), WriteError::Failed(_)));
+        assert!(
+            matches!(code(413), WriteError::Invalid(_)),
+            "too large stays too large"
+        );
         assert!(matches!(
             classify(ApplyError::Conflict("409".into())),
             WriteError::Conflict(_)

@@ -4,7 +4,7 @@
 //! checks templates with [`checker`] (through `Options`); [`default_options`] is here because
 //! that checker is (the core crate cannot give `Options` a `Default`: its checker is the edge's).
 
-use super::cel_syntax::{PARSER_STACK, check_all};
+use super::cel_syntax::{PARSER_STACK, check_all, reads_free};
 use crate::core::Options;
 use crate::core::cel_syntax::{CelChecker, CelSyntax};
 use std::collections::HashMap;
@@ -26,6 +26,8 @@ pub fn default_options() -> Options {
 #[derive(Default)]
 pub struct ParserThread {
     answers: Mutex<HashMap<[u8; 32], Result<(), String>>>,
+    /// [`CelSyntax::first_free_read`]'s answers, by the hash of the expressions and the name.
+    free_reads: Mutex<HashMap<[u8; 32], Option<String>>>,
 }
 
 /// Answers remembered before the memory is cleared: the working set is one entry per
@@ -34,43 +36,71 @@ const ANSWERS: usize = 4096;
 
 impl CelSyntax for ParserThread {
     fn check(&self, expressions: &[(String, &str)]) -> Result<(), String> {
-        let key = {
-            let mut h = hmac_sha256::Hash::new();
-            for (field, e) in expressions {
-                h.update(field.as_bytes());
-                h.update([0]);
-                h.update(e.as_bytes());
-                h.update([0]);
-            }
-            h.finalize()
-        };
-        // A poisoned lock only loses the memory: the answer is computed again.
-        if let Some(known) = self.answers.lock().ok().and_then(|a| a.get(&key).cloned()) {
-            return known;
-        }
-        let result = on_big_stack(expressions);
-        if let Ok(mut a) = self.answers.lock() {
-            if a.len() >= ANSWERS {
-                a.clear();
-            }
-            a.insert(key, result.clone());
-        }
-        result
+        remembered(&self.answers, key_of(expressions, ""), || {
+            // Fail closed: an unchecked template is not declared valid.
+            on_big_stack(|| check_all(expressions)).unwrap_or_else(Err)
+        })
+    }
+
+    fn first_free_read(&self, expressions: &[(String, &str)], name: &str) -> Option<String> {
+        remembered(&self.free_reads, key_of(expressions, name), || {
+            let first = || {
+                expressions
+                    .iter()
+                    .find(|(_, e)| reads_free(e, name))
+                    .map(|(field, _)| field.clone())
+            };
+            // Unparsed, nothing is known to read it: the syntax check reports the template.
+            on_big_stack(first).unwrap_or_default()
+        })
     }
 }
 
-/// [`check_all`] on a thread of its own with [`PARSER_STACK`].
-fn on_big_stack(expressions: &[(String, &str)]) -> Result<(), String> {
+/// The hash of what was asked: every `(field, expression)` and `extra`.
+fn key_of(expressions: &[(String, &str)], extra: &str) -> [u8; 32] {
+    let mut h = hmac_sha256::Hash::new();
+    for (field, e) in expressions {
+        h.update(field.as_bytes());
+        h.update([0]);
+        h.update(e.as_bytes());
+        h.update([0]);
+    }
+    h.update(extra.as_bytes());
+    h.finalize()
+}
+
+/// The answer remembered under `key` in `memory`, or `compute`'s, then remembered. A poisoned
+/// lock only loses the memory: the answer is computed again.
+fn remembered<T: Clone>(
+    memory: &Mutex<HashMap<[u8; 32], T>>,
+    key: [u8; 32],
+    compute: impl FnOnce() -> T,
+) -> T {
+    if let Some(known) = memory.lock().ok().and_then(|a| a.get(&key).cloned()) {
+        return known;
+    }
+    let answer = compute();
+    if let Ok(mut a) = memory.lock() {
+        if a.len() >= ANSWERS {
+            a.clear();
+        }
+        a.insert(key, answer.clone());
+    }
+    answer
+}
+
+/// `parse` on a thread of its own with [`PARSER_STACK`]; `Err` says why there is no answer (no
+/// such thread could be started, or the parser panicked).
+fn on_big_stack<T: Send>(parse: impl FnOnce() -> T + Send) -> Result<T, String> {
     std::thread::scope(|s| {
         match std::thread::Builder::new()
             .name("cel-syntax".into())
             .stack_size(PARSER_STACK)
-            .spawn_scoped(s, || check_all(expressions))
+            .spawn_scoped(s, parse)
         {
             Ok(handle) => handle
                 .join()
-                .unwrap_or_else(|_| Err("the CEL parser failed on this template".into())),
-            // Fail closed: an unchecked template is not declared valid.
+                .map_err(|_| "the CEL parser failed on this template".to_string()),
             Err(e) => Err(format!("cannot check the CEL syntax: {e}")),
         }
     })

@@ -29,19 +29,22 @@ impl std::fmt::Display for SyntaxError {
     }
 }
 
+/// cel-rust's parser set up as Kubernetes sets up cel-go's (the module's doc).
+fn parser() -> cel::parser::Parser {
+    cel::parser::Parser::new()
+        .enable_optional_syntax(true)
+        // `` a.`b.c` ``: newer cel-go parses it; accepting more is never a false error.
+        .enable_ident_escape_syntax(true)
+        .max_recursion_depth(MAX_RECURSION)
+}
+
 /// Parses `expression`; the first error (by position) if it is not CEL. Runs on the calling
 /// thread: see [`PARSER_STACK`] for the stack it needs.
 pub fn parse(expression: &str) -> Result<(), SyntaxError> {
     if let Some(e) = too_deep(expression) {
         return Err(e);
     }
-    let parsed = cel::parser::Parser::new()
-        .enable_optional_syntax(true)
-        // `` a.`b.c` ``: newer cel-go parses it; accepting more is never a false error.
-        .enable_ident_escape_syntax(true)
-        .max_recursion_depth(MAX_RECURSION)
-        .parse(expression);
-    let Err(errors) = parsed else {
+    let Err(errors) = parser().parse(expression) else {
         return Ok(());
     };
     let Some(e) = errors.errors.into_iter().next() else {
@@ -82,6 +85,55 @@ pub fn check_all(expressions: &[(String, &str)]) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Whether `expression` reads the variable `name` where nothing binds it: an identifier `name`
+/// outside every macro whose own variable has that name (`l.exists(params, …)` reads no
+/// `params`). `variables.params` is a field of `variables`, not a read of `params`. An
+/// expression that does not parse reads nothing here (its syntax error is [`check_all`]'s).
+/// Needs [`PARSER_STACK`], like [`parse`].
+pub fn reads_free(expression: &str, name: &str) -> bool {
+    if too_deep(expression).is_some() {
+        return false;
+    }
+    parser()
+        .parse(expression)
+        .is_ok_and(|e| reads_unbound(&e, name))
+}
+
+/// The walk behind [`reads_free`]: a comprehension binds its iteration variables and its
+/// accumulator in its condition, step and result, not in its range or initial value.
+fn reads_unbound(e: &cel::common::ast::IdedExpr, name: &str) -> bool {
+    use cel::common::ast::{EntryExpr, Expr};
+    match &e.expr {
+        Expr::Ident(ident) => ident == name,
+        Expr::Unspecified | Expr::Literal(_) => false,
+        Expr::Select(select) => reads_unbound(&select.operand, name),
+        Expr::Call(call) => {
+            call.target
+                .as_deref()
+                .is_some_and(|t| reads_unbound(t, name))
+                || call.args.iter().any(|a| reads_unbound(a, name))
+        }
+        Expr::List(list) => list.elements.iter().any(|x| reads_unbound(x, name)),
+        Expr::Map(map) => map.entries.iter().any(|entry| match &entry.expr {
+            EntryExpr::MapEntry(m) => reads_unbound(&m.key, name) || reads_unbound(&m.value, name),
+            EntryExpr::StructField(f) => reads_unbound(&f.value, name),
+        }),
+        Expr::Struct(s) => s.entries.iter().any(|entry| match &entry.expr {
+            EntryExpr::MapEntry(m) => reads_unbound(&m.key, name) || reads_unbound(&m.value, name),
+            EntryExpr::StructField(f) => reads_unbound(&f.value, name),
+        }),
+        Expr::Comprehension(c) => {
+            let outside = reads_unbound(&c.iter_range, name) || reads_unbound(&c.accu_init, name);
+            let bound =
+                c.iter_var == name || c.iter_var2.as_deref() == Some(name) || c.accu_var == name;
+            let inside = [&c.loop_cond, &c.loop_step, &c.result]
+                .into_iter()
+                .any(|x| reads_unbound(x, name));
+            outside || (!bound && inside)
+        }
+    }
 }
 
 /// Nesting cel-go refuses, found before cel-rust's parser sees it: that parser counts only

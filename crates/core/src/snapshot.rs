@@ -104,7 +104,11 @@ pub fn classify(raw: &serde_json::Value) -> ObjectClass {
             ObjectClass::List
         }
         (g, "ConstraintTemplate") if g == TEMPLATES_GROUP => ObjectClass::Template,
-        (g, k) if g == CONSTRAINTS_GROUP && !k.ends_with("List") => ObjectClass::Constraint,
+        // A kind may end in `List` and still be a constraint kind (`K8sAllowList`): only an
+        // `items` array makes an object of this group a list.
+        (g, _) if g == CONSTRAINTS_GROUP && !raw.get("items").is_some_and(|i| i.is_array()) => {
+            ObjectClass::Constraint
+        }
         ("apiextensions.k8s.io", "CustomResourceDefinition")
             if raw["spec"]["group"].as_str() == Some(CONSTRAINTS_GROUP) =>
         {

@@ -63,8 +63,9 @@ pub fn analyze(snap: &Snapshot, opts: &Options) -> Analysis {
         .zip(&verdicts)
         .map(|(t, v)| {
             let constraints = t.kind.as_deref().and_then(|k| by_kind.get(k));
-            // `--policy-shape auto` decided per template, by its number of constraints.
-            let opts = &opts.for_template(constraints.map_or(0, Vec::len));
+            // `--policy-shape auto` decided per template (`core::shape`).
+            let of_kind = constraints.map_or(&[][..], Vec::as_slice);
+            let opts = &opts.with_shape(super::shape::resolve(opts, t, v, of_kind).shape);
             let coverage = desired::policy_coverage(
                 constraints.into_iter().flatten().copied(),
                 |c| index.binding_of(c),

@@ -14,6 +14,12 @@ pub trait CelSyntax: Send + Sync {
     /// `field: CEL syntax error at line:column: what` (the edge's `check_all`), or the same answer
     /// remembered.
     fn check(&self, expressions: &[(String, &str)]) -> Result<(), String>;
+
+    /// The field of the first expression that reads the variable `name` where nothing binds
+    /// it (`name` itself, not `variables.name`, and not a macro's own variable of that name);
+    /// `None` when none does. An expression that does not parse reads nothing here: its error
+    /// is [`CelSyntax::check`]'s.
+    fn first_free_read(&self, expressions: &[(String, &str)], name: &str) -> Option<String>;
 }
 
 /// The [`CelSyntax`] a decision uses, carried in [`Options`](super::Options); clones share it
@@ -29,6 +35,13 @@ impl CelChecker {
     /// Every expression of a `K8sNativeValidation` source ([`expressions`]) checked.
     pub fn check_source(&self, s: &crate::model::NativeSource) -> Result<(), String> {
         self.check(&expressions(s))
+    }
+
+    /// The field of the first expression of `s` that reads `params` itself, the constraint
+    /// a `paramKind` VAP is given (`params.spec.parameters.x`), rather than
+    /// `variables.params`: such a template works only in a shape with a `paramKind`.
+    pub fn reads_params(&self, s: &crate::model::NativeSource) -> Option<String> {
+        self.0.first_free_read(&expressions(s), "params")
     }
 
     /// Every `(field, expression)` checked (what we generate, too: an inline VAP's literals).

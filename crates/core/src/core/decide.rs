@@ -2,7 +2,7 @@
 //! with which actions. Gatekeeper's rules (spec §1–§2), plus the checks Gatekeeper lacks.
 
 use super::cel_syntax::CelChecker;
-use super::options::{FailurePolicy, Options};
+use super::options::{FailurePolicy, Options, PolicyShape};
 use crate::model::{
     CEL_ENGINE, Constraint, ConstraintTemplate, NativeSource, VAP_ENFORCEMENT_POINT,
 };
@@ -92,6 +92,15 @@ pub fn decide_template(t: &ConstraintTemplate, opts: &Options) -> TemplateVerdic
     };
     if let Err(reason) = validate_source(&source, &opts.cel) {
         return invalid(reason);
+    }
+    // `--policy-shape inline` gives no VAP a `paramKind`, so there is no `params` to read
+    // (`auto` keeps such a template narrowed instead: `core::shape`).
+    if opts.policy_shape == PolicyShape::Inline
+        && let Some(field) = opts.cel.reads_params(&source)
+    {
+        return invalid(format!(
+            "{field} reads `params`, which --policy-shape inline does not have (no VAP gets a paramKind): write `variables.params.<name>` for `params.spec.parameters.<name>`, or use --policy-shape auto or narrowed"
+        ));
     }
     let failure_policy = match &source.failure_policy {
         None => opts.default_failure_policy,

@@ -273,9 +273,10 @@ pub fn binding_decision(
     }
 }
 
-/// The inline VAP of `c`, its parameters' literal checked by the edge's CEL parser: a
-/// constraint that cannot be inlined is a constraint error that says why.
-fn inline_policy(
+/// The inline VAP of `c`, its parameters' literal checked by the edge's CEL parser and its
+/// size against what one object may hold: a constraint that cannot be inlined is a constraint
+/// error that says why (`core::shape` keeps such a template narrowed under `auto`).
+pub fn inline_policy(
     c: &Constraint,
     body: &PolicyBody,
     coverage: &Coverage,
@@ -312,5 +313,6 @@ fn inline_policy(
         )
         .collect();
     opts.cel.check(&generated).map_err(cannot)?;
+    generate::fits_in_one_object(&policy).map_err(cannot)?;
     Ok(policy)
 }

@@ -325,10 +325,16 @@ pub fn inline_policy(
     exemptions: &Exemptions,
     emit_audit_annotations: bool,
 ) -> Result<ar::ValidatingAdmissionPolicy, InlineError> {
-    let params = match c.raw.get("spec").and_then(|s| s.get("parameters")) {
+    // `dyn`: the template's CEL was written for `params.spec.parameters`, whose type the API
+    // server's checker does not know; a literal's type it knows (`null`, `map(string, bool)`),
+    // and it refuses `variables.params.x` on the one and a list macro on the other's `bool`.
+    // At run time the value is what the narrowed shape's `variables.params` holds.
+    let literal = match c.raw.get("spec").and_then(|s| s.get("parameters")) {
         None => "null".to_string(),
         Some(v) => cel_literal::literal(v).map_err(InlineError::Parameters)?,
     };
+    let params =
+        cel_literal::within_limit(format!("dyn({literal})")).map_err(InlineError::Parameters)?;
     let mut parts = TemplateParts::of(&body.source, params);
     let matchers = cel::inline_matchers(&c.matcher);
     for (_, e) in &matchers {
@@ -366,6 +372,24 @@ pub fn inline_policy(
         }),
         status: None,
     })
+}
+
+/// The most bytes of JSON a generated VAP may have. etcd refuses a request over its
+/// `--max-request-bytes` (1.5 MiB by default) with `etcdserver: request is too large`, which
+/// no retry can change; the stored object also carries managedFields and its status, so the
+/// limit leaves a third of that for them.
+pub const MAX_OBJECT_BYTES: usize = 1024 * 1024;
+
+/// `Ok` if `policy` is within [`MAX_OBJECT_BYTES`]; else why not, to be said before a write
+/// that could never succeed.
+pub fn fits_in_one_object(policy: &ar::ValidatingAdmissionPolicy) -> Result<(), String> {
+    let bytes = serde_json::to_vec(policy).map_or(usize::MAX, |json| json.len());
+    if bytes > MAX_OBJECT_BYTES {
+        return Err(format!(
+            "the VAP would be {bytes} bytes of JSON, over the {MAX_OBJECT_BYTES} one object may hold (etcd refuses larger requests)"
+        ));
+    }
+    Ok(())
 }
 
 /// The audit annotation `--emit-admission-audit-annotations` adds: which constraints evaluated
@@ -481,7 +505,7 @@ pub fn binding(
             });
             (rules, Coverage::everything())
         }
-        // Auto is resolved per template before a binding is built (`PolicyShape::for_template`);
+        // Auto is resolved per template before a binding is built (`core::shape::resolve`);
         // unresolved, it is narrowed.
         PolicyShape::Narrowed | PolicyShape::Auto => {
             let (coverage, _) = scope::coverage_of(&c.matcher, served);

@@ -567,8 +567,7 @@ pub fn selections(s: &Subject, snap: &Snapshot, opts: &super::Options) -> Vec<Se
         ) else {
             continue;
         };
-        let of_kind = snap.constraints.iter().filter(|x| x.kind == c.kind).count();
-        let policy = match opts.policy_shape.for_template(of_kind) {
+        let policy = match super::shape::of_kind(snap, opts, &c.kind) {
             super::options::PolicyShape::Inline => {
                 super::names::inline_policy_name(&c.kind, c.name())
             }

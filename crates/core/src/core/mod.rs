@@ -20,6 +20,7 @@ pub mod ownership;
 pub mod plan;
 pub mod scope;
 pub mod settings;
+pub mod shape;
 pub mod step;
 pub mod tree;
 pub mod verdict;

@@ -8,8 +8,9 @@ use std::time::Duration;
 /// `--policy-shape`: what the generated objects match before their CEL runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum PolicyShape {
-    /// Per template ([`PolicyShape::for_template`]): `Inline` for a template with at most
-    /// [`INLINE_AT_MOST`] constraints, `Narrowed` beyond (docs/generation.md, "The default").
+    /// Per template (`core::shape::resolve`): `Inline` wherever that serves every constraint of
+    /// a template of at most [`INLINE_AT_MOST`] constraints, `Narrowed` otherwise
+    /// (docs/generation.md, "The default").
     #[default]
     Auto,
     /// Bindings narrowed to their constraint's kinds and exact namespaces, each VAP to the
@@ -48,8 +49,9 @@ impl PolicyShape {
         )
     }
 
-    /// The shape of the objects of a template with `constraints` constraints: `Auto` resolved,
-    /// any other shape as it is.
+    /// The shape of the objects of a template with `constraints` constraints, by their count
+    /// alone: `Auto` resolved, any other shape as it is (`core::shape::resolve` also asks
+    /// whether inline serves the template).
     pub fn for_template(self, constraints: usize) -> PolicyShape {
         match self {
             PolicyShape::Auto if constraints <= INLINE_AT_MOST => PolicyShape::Inline,
@@ -209,11 +211,11 @@ impl Options {
         }
     }
 
-    /// These options for a template with `constraints` constraints (`--policy-shape auto`
-    /// resolved).
-    pub fn for_template(&self, constraints: usize) -> Options {
+    /// These options with `shape` (`--policy-shape auto` resolved for one template:
+    /// `core::shape::resolve`).
+    pub fn with_shape(&self, shape: PolicyShape) -> Options {
         let mut o = self.clone();
-        o.policy_shape = self.policy_shape.for_template(constraints);
+        o.policy_shape = shape;
         o
     }
 
@@ -261,6 +263,9 @@ mod gatekeeper_config_tests {
         impl super::super::cel_syntax::CelSyntax for NoCel {
             fn check(&self, _: &[(String, &str)]) -> Result<(), String> {
                 Ok(())
+            }
+            fn first_free_read(&self, _: &[(String, &str)], _: &str) -> Option<String> {
+                None
             }
         }
         Options::with_cel(CelChecker::new(NoCel))
@@ -323,6 +328,9 @@ pub(crate) mod testing {
     impl CelSyntax for AcceptsAll {
         fn check(&self, _: &[(String, &str)]) -> Result<(), String> {
             Ok(())
+        }
+        fn first_free_read(&self, _: &[(String, &str)], _: &str) -> Option<String> {
+            None
         }
     }
 

@@ -81,7 +81,9 @@ pub fn policy_step<'a>(
                 *failure_policy,
                 matching,
                 opts.emit_admission_audit_annotations,
-            ) {
+            )
+            .and_then(|desired| generate::fits_in_one_object(&desired).map(|()| desired))
+            {
                 Ok(desired) => Action::against(Box::new(desired), observed, |d, o| {
                     compare_policy(d, o, &owner)
                 }),
