@@ -11,6 +11,11 @@
 //! checked here on its sources, so the core cannot quietly become stateful; so is the order of
 //! its modules (`RULES`, the same rows as the main crate's).
 //!
+//! Inside a top-level module the files form layers too: no folder's files import each other in
+//! a circle (`no_folder_has_an_import_circle`), and the folders of `src/controller/` and
+//! `src/tui/` form a stack (`FOLDERS`): an import from one into a folder above it fails, naming
+//! file:line (`no_import_climbs_the_folder_stack`).
+//!
 //! No server, no compiler: a small tokenizer is enough because the rules are about names.
 
 use std::path::{Path, PathBuf};
@@ -1147,12 +1152,13 @@ fn circles(edges: &[Edge]) -> Vec<(Vec<String>, Vec<Edge>)> {
     out
 }
 
-/// Every folder under `src/` with a circle: (folder relative to `src/`, description).
-fn folder_circles(root: &Path) -> Vec<(String, String)> {
+/// The library's files under `src/` (`main.rs`, the binary, left out): (module path, file name
+/// for messages, source).
+fn library_files(root: &Path) -> Vec<(Vec<String>, String, String)> {
     let src = root.join("src");
     let mut paths = Vec::new();
     rust_files(&src, &mut paths);
-    let files: Vec<(Vec<String>, String, String)> = paths
+    paths
         .iter()
         .filter(|p| {
             p.strip_prefix(&src)
@@ -1163,7 +1169,12 @@ fn folder_circles(root: &Path) -> Vec<(String, String)> {
             let text = std::fs::read_to_string(p).expect("readable source");
             (module_of(rel), format!("src/{}", rel.display()), text)
         })
-        .collect();
+        .collect()
+}
+
+/// Every folder under `src/` with a circle: (folder relative to `src/`, description).
+fn folder_circles(root: &Path) -> Vec<(String, String)> {
+    let files = library_files(root);
     // Every folder: the directory of each file below the root, and its parents.
     let mut folders: Vec<Vec<String>> = Vec::new();
     for (_, file, _) in &files {
@@ -1286,6 +1297,160 @@ fn the_circle_finder_finds_a_circle_through_every_kind_of_path() {
     // Without c's import the layers hold: a on b on c, and d below a.
     let layered: Vec<Edge> = edges.into_iter().filter(|e| e.from != "c").collect();
     assert!(circles(&layered).is_empty());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Between the folders of a folder: a stack. The children of `src/controller/` and `src/tui/`
+// (their folders and the files beside them) are in one order, bottom to top, and a file imports
+// only files of its own child or of a child below it: so the tree can be read from the bottom
+// up, folder by folder, as each folder's files can.
+
+/// The order of the children of a folder (relative to `src/`), bottom to top: each file in a
+/// child (a folder, or a file beside the folders) imports only files of that child or of one
+/// before it here. `mod.rs` is the folder's door and no child: it declares and re-exports, and
+/// a path through one of its re-exports counts as an import of the child re-exported. A child
+/// missing from its row fails the test, and so does a name in a row with no such child: a new
+/// folder or file gets its place when it is added (docs/architecture.md draws these trees).
+const FOLDERS: &[(&str, &[&str])] = &[
+    (
+        "controller",
+        &[
+            "tasks",     // the supervisor; `changed`
+            "reconcile", // a decision: keys, world, cache, queue, reconcilers, the worker's step
+            "store",     // what a copy has read: the reflector stores
+            "view",      // what a copy knows of itself and publishes: state, status, fence
+            "tell",      // Events, metrics, outages
+            "error",     // `Error`, `RequestError`
+            "ask",       // a request to the leader: its tracking, the requests channel
+            "shared",    // `Shared`: the parts above in one struct, for the tasks below
+            "watch",     // the tasks that keep the stores current
+            "lead",      // the election on the Lease; requests the leader serves
+            "run",       // start-up, the door, the writer, the workers, publishing
+        ],
+    ),
+    (
+        "tui",
+        &[
+            "say",     // words and glyphs
+            "model",   // the state, its actions and keys, and the one update
+            "draw",    // the frame drawn from the state
+            "sources", // where the data comes from: files, the live controller
+        ],
+    ),
+];
+
+/// What breaks `folders` (rows of `FOLDERS`) among `files` (module path, file name, source):
+/// an import from a child into a child above it (file:line, the two children and the row), a
+/// child without a place in its row, a name in a row with no such child.
+fn stack_breaks(
+    folders: &[(&str, &[&str])],
+    files: &[(Vec<String>, String, String)],
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for (name, order) in folders {
+        let folder: Vec<String> = name.split('/').map(str::to_string).collect();
+        let n = folder.len();
+        let mut children: Vec<&str> = files
+            .iter()
+            .filter(|(m, _, _)| m.len() > n && m[..n] == *folder)
+            .map(|(m, _, _)| m[n].as_str())
+            .collect();
+        children.sort();
+        children.dedup();
+        for child in &children {
+            if !order.contains(child) {
+                out.push(format!(
+                    "src/{name}/{child}: no place in FOLDERS' row for src/{name}/: give it one"
+                ));
+            }
+        }
+        for child in order.iter() {
+            if !children.contains(child) {
+                out.push(format!(
+                    "FOLDERS' row for src/{name}/ names `{child}`, which is neither a file nor a folder there"
+                ));
+            }
+        }
+        let place = |child: &str| order.iter().position(|c| *c == child);
+        for e in folder_edges(&folder, files) {
+            if let (Some(from), Some(to)) = (place(&e.from), place(&e.to))
+                && from < to
+            {
+                out.push(format!(
+                    "{}: `{}` imports `{}`, which is above it in src/{name}/ (bottom up: {})",
+                    e.at,
+                    e.from,
+                    e.to,
+                    order.join(" < ")
+                ));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn no_import_climbs_the_folder_stack() {
+    let files = library_files(Path::new(env!("CARGO_MANIFEST_DIR")));
+    let found = stack_breaks(FOLDERS, &files);
+    assert!(
+        found.is_empty(),
+        "imports that climb the stack of folders (a file imports only its own folder or folders \
+         below it; FOLDERS, docs/architecture.md): move the item down to the folder it belongs \
+         to:\n  {}",
+        found.join("\n  ")
+    );
+}
+
+#[test]
+fn the_stack_check_finds_an_import_that_climbs() {
+    let file = |m: &[&str], src: &str| {
+        let module: Vec<String> = m.iter().map(|s| s.to_string()).collect();
+        let name = format!("src/{}.rs", module.join("/"));
+        (module, name, src.to_string())
+    };
+    let files = vec![
+        // The door re-exports `Top` from the folder `high`.
+        file(
+            &["f"],
+            "mod low; mod mid; mod high;\npub use high::top::Top;",
+        ),
+        // Down: `high` may import `mid` and `low`; `mid` may import `low`.
+        file(
+            &["f", "high", "top"],
+            "use crate::f::mid::M;\nuse super::super::low::a::A;",
+        ),
+        file(&["f", "mid"], "use super::low::a::A;"),
+        // Up, twice: into `mid` by its path, into `high` through the door's re-export; the
+        // import of its own folder is no edge, and its tests' import does not count.
+        file(
+            &["f", "low", "a"],
+            "use super::b::B;\nfn g() {\n    crate::f::mid::m();\n    let t: super::super::Top;\n}\n#[cfg(test)]\nmod tests {\n    use crate::f::high::top::x;\n}",
+        ),
+        file(&["f", "low", "b"], ""),
+    ];
+    let order: &[&str] = &["low", "mid", "high"];
+    // Without `low`'s climbing imports the stack holds.
+    let mut down = files.clone();
+    down[3].2 = "use super::b::B;".to_string();
+    assert_eq!(stack_breaks(&[("f", order)], &down), Vec::<String>::new());
+    assert_eq!(
+        stack_breaks(&[("f", order)], &files),
+        vec![
+            "src/f/low/a.rs:3: `low` imports `mid`, which is above it in src/f/ (bottom up: low < mid < high)",
+            "src/f/low/a.rs:4: `low` imports `high`, which is above it in src/f/ (bottom up: low < mid < high)",
+        ]
+    );
+    // Every child has a place, and every place a child.
+    let short: &[&str] = &["low", "high", "gone"];
+    assert_eq!(
+        stack_breaks(&[("f", short)], &files),
+        vec![
+            "src/f/mid: no place in FOLDERS' row for src/f/: give it one",
+            "FOLDERS' row for src/f/ names `gone`, which is neither a file nor a folder there",
+            "src/f/low/a.rs:4: `low` imports `high`, which is above it in src/f/ (bottom up: low < high < gone)",
+        ]
+    );
 }
 
 /// The files of `src/` that may name anyhow: the binary's edge. The library returns typed

@@ -4,7 +4,7 @@
 //! server refuses is retried calmly and never in a tight loop. Every failure is logged at
 //! debug level, naming what was watched, and yielded for a caller that says more (an access
 //! error, a view's state); none ends the stream. The reconciler's own stores have a reflector of
-//! their own (controller/watches.rs): they need to know when a list is *watched*, which the
+//! their own (controller/watch/watches.rs): they need to know when a list is *watched*, which the
 //! watcher cannot say.
 
 use futures::stream::BoxStream;

@@ -3,136 +3,54 @@
 //! The public modules are for the tier-2 tests, which run the same logic on an in-memory world;
 //! [`gatekeeper`] for the message that says how to switch Gatekeeper's generator off. Every
 //! module, and the layers they form (`tests/layering.rs`): docs/architecture.md.
+//!
+//! Its folders, bottom up: each file imports only files of its own folder or of one before it
+//! (`tests/layering.rs`, `FOLDERS`):
+//! - `tasks.rs`: the supervisor every task of a copy starts through;
+//! - `reconcile/`: a decision: keys, the world the reconcilers see, the opinion cache, the
+//!   queue, the two reconcilers, one worker's step;
+//! - `store/`: what a copy has read of the cluster (the reflector stores);
+//! - `view/`: what a copy knows of itself and publishes (state, status, the write fence);
+//! - `tell/`: what it tells people (Events, metrics, runs of failures);
+//! - `error.rs`: [`Error`], [`RequestError`];
+//! - `ask/`: a request to the leader (tracked, and the requests channel);
+//! - `shared.rs`: `Shared`, the parts of the folders before it in one struct, which every
+//!   task of the folders after it takes;
+//! - `watch/`: the tasks that keep the stores current;
+//! - `lead/`: the election on the Lease, and the requests the leader serves;
+//! - `run/`: start-up, the door [`Controller`], the writer, the live workers, publishing.
 
-pub mod cache;
-mod channel;
-mod commands;
-mod discovery;
-mod events;
-mod fence;
-pub mod gatekeeper;
-mod gatekeeper_config;
-pub mod handle;
-pub mod keys;
-mod lease;
-mod metrics;
-mod objects;
-mod outage;
-mod publish;
-pub mod queue;
-pub mod reconcilers;
-mod requests;
+mod ask;
+mod error;
+mod lead;
+mod reconcile;
+mod run;
 mod shared;
-mod start;
-pub mod state;
-mod status;
-mod stores;
+mod store;
 mod tasks;
-mod watches;
-pub mod worker;
-pub mod world;
-mod writer;
+mod tell;
+mod view;
+mod watch;
+
+// The modules named from outside (the tier-2 tests, the TUI, the CLI), at their paths.
+pub use reconcile::{cache, keys, queue, reconcilers, worker, world};
+pub use run::handle;
+pub use view::state;
+pub use watch::gatekeeper;
 
 /// Asks the lease holder to handle a command, as a copy that does not lead does.
-pub use channel::ask as ask_holder;
-pub use channel::configmap_name as requests_configmap;
-pub use events::EVENTS_RESOURCE;
-pub use handle::{Controller, Convergence, NotLeading};
-pub use keys::Scope;
-pub use lease::{LEASES, default_identity, read_lease};
-pub use start::{
+pub use ask::channel::ask as ask_holder;
+pub use ask::channel::configmap_name as requests_configmap;
+pub use error::{Error, RequestError};
+pub use lead::lease::{LEASES, default_identity, read_lease};
+pub use reconcile::keys::Scope;
+pub use run::handle::{Controller, Convergence, NotLeading};
+pub use run::start::{
     Config, DEFAULT_LEASE_NAME, DEFAULT_LEASE_NAMESPACE, DEFAULT_WORKERS, Mode, Tuning, launch,
 };
-pub use state::{
+pub use tell::events::EVENTS_RESOURCE;
+pub use view::state::{
     AccessError, AccessErrorKind, ClusterEvent, Command, Connection, EventResult, EventVerb,
     FailedWrite, Happened, LeaderHealth, LeaseChange, LeaseInfo, LeaseRefused, LeaseTurn,
     LiveState, ReconcileEvent, RequestOutcome, WriteError,
 };
-
-/// Errors of the reconciler library. Each variant names what failed; callers add context.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("the reconciler has stopped")]
-    Stopped,
-    /// Starting failed at the API server's edge (discovery, connection).
-    #[error("{0}")]
-    Kube(#[from] crate::cluster::KubeError),
-    #[error("ConstraintTemplate {0} not found")]
-    NotFound(String),
-    #[error("ConstraintTemplate {0} defines no constraint kind: nothing to replay")]
-    NoKind(String),
-    #[error(
-        "no copy reconciles: nobody holds Lease {lease} (start `kubectl vap run`, or the TUI with --reconcile)"
-    )]
-    NoLeader { lease: String },
-    /// Not [`Error::NoLeader`]: who would handle a request is unknown.
-    #[error(
-        "cannot tell which copy reconciles: Lease {lease} is unreadable ({why}); the request was not sent"
-    )]
-    LeaseUnreadable {
-        lease: String,
-        #[source]
-        why: state::LeaseRefused,
-    },
-    #[error(transparent)]
-    Request(#[from] RequestError),
-    #[error("the reconciler task failed: {0}")]
-    Task(#[source] tokio::task::JoinError),
-    #[error("{0}")]
-    TaskFailed(#[from] tasks::Failure),
-    /// (The Lease expires on its own.)
-    #[error("the Lease was not released within {secs}s")]
-    NotReleased { secs: u64 },
-    /// A bug, not the cluster.
-    #[error("encoding the request: {0}")]
-    Encode(#[source] serde_json::Error),
-}
-
-/// Why a request (replay, reconcile) was not handled: here, or through the requests
-/// ConfigMap of the Lease (`configmap`: `namespace/name`).
-#[derive(Debug, thiserror::Error)]
-pub enum RequestError {
-    #[error("{0} is not listed yet: try again in a moment")]
-    NotListed(world::Unreadable),
-    #[error(
-        "this copy holds the Lease but may not write (leadership not confirmed, or Gatekeeper's generator is active)"
-    )]
-    MayNotWrite,
-    #[error(
-        "no copy serves requests: ConfigMap {configmap} does not exist (a `kubectl vap run` that leads creates it; `install --print` includes it)"
-    )]
-    NoConfigMap { configmap: String },
-    #[error(
-        "{doing} ConfigMap {configmap}: {}{}",
-        crate::cluster::describe(source),
-        if *forbidden { " (grant the kubectl-vap-operator ClusterRole from `kubectl vap install --print`)" } else { "" }
-    )]
-    ConfigMap {
-        doing: &'static str,
-        configmap: String,
-        /// Refused by RBAC (401, 403): the words say which role grants it.
-        forbidden: bool,
-        #[source]
-        source: Box<kube::Error>,
-    },
-    #[error("the watch of the Lease ended")]
-    WatchEnded,
-    #[error(
-        "no answer from the lease holder within {secs}s ({}; `kubectl vap` shows who holds the Lease)",
-        if *read { "it read the request and may still carry it out, or ignored it as too many, too old or too large" } else { "nobody read the request: is the holder running?" }
-    )]
-    NoAnswer {
-        secs: u64,
-        /// The request was removed from the ConfigMap: some holder read it.
-        read: bool,
-    },
-    /// The holder's answer under our request's id is for another command: someone rewrote
-    /// the request in the ConfigMap (anyone who may ask may).
-    #[error(
-        "the lease holder answered `{answered}` for this request, not `{asked}`: the request was rewritten in the ConfigMap by someone else; ask again"
-    )]
-    NotOurs { asked: String, answered: String },
-    /// Read from the holder's Lease, escaped.
-    #[error("{holder}: {error}")]
-    Failed { holder: String, error: String },
-}

@@ -1,17 +1,18 @@
 //! [`Shared`]: what several tasks of a running copy share. The reconcilers' world is
-//! `writer::Live` over it. Private to `controller/`: outside, [`super::Controller`] is the door.
+//! `writer::Live` over it. Private to `controller/`: outside, [`crate::controller::Controller`]
+//! is the door.
 
-use super::channel::Answers;
-use super::events::Recorder;
-use super::fence::Leadership;
-use super::metrics::Metrics;
-use super::outage::{Outage, WriteFailures};
-use super::queue::SharedQueue;
-use super::requests::Tracker;
-use super::status::Status;
-use super::stores::Stores;
 use super::tasks::Tasks;
-use super::world::Enqueue;
+use crate::controller::ask::channel::Answers;
+use crate::controller::ask::requests::Tracker;
+use crate::controller::reconcile::queue::SharedQueue;
+use crate::controller::reconcile::world::Enqueue;
+use crate::controller::store::stores::Stores;
+use crate::controller::tell::events::Recorder;
+use crate::controller::tell::metrics::Metrics;
+use crate::controller::tell::outage::{Outage, WriteFailures};
+use crate::controller::view::fence::Leadership;
+use crate::controller::view::status::Status;
 use std::sync::Arc;
 
 pub struct Shared {
@@ -112,7 +113,7 @@ impl Shared {
 impl Shared {
     /// A copy with empty stores on `client` (which need never answer), for unit tests.
     pub fn offline(client: kube::Client, admission: crate::cluster::AdmissionApi) -> Self {
-        let (stores, _) = Stores::new(admission, super::keys::Scope::All);
+        let (stores, _) = Stores::new(admission, crate::controller::reconcile::keys::Scope::All);
         let queue = SharedQueue::default();
         Shared::new(client, stores, queue, Recorder::default(), Tasks::default())
     }

@@ -1,5 +1,6 @@
 //! The tasks of a running copy, under one supervisor: every task starts through [`Tasks`] (one
-//! tokio `JoinSet`), so none runs unseen, and [`Tasks::supervise`] notices one that dies.
+//! tokio `JoinSet`), so none runs unseen, and [`Tasks::supervise`] notices one that dies; and
+//! [`changed`], the one way a task waits on a watch channel.
 
 use futures::FutureExt;
 use parking_lot::Mutex;
@@ -159,6 +160,14 @@ fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
         .map_or_else(|_| text.unwrap_or("(no message)").into(), |s| *s)
 }
 
+/// Resolves at the next change `rx` sees; never once its sender is gone (a closed channel
+/// must not turn a wait into a busy loop: `changed` would return at once, every time).
+pub async fn changed<T>(rx: &mut watch::Receiver<T>) {
+    if rx.changed().await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -247,19 +256,28 @@ mod tests {
     }
 
     /// Every task of a copy starts through the supervisor: no `tokio::spawn` in
-    /// `src/controller/` outside tests, but the one that starts the supervisor itself.
+    /// `src/controller/` (and its folders) outside tests, but the one that starts the
+    /// supervisor itself.
     #[test]
     fn every_task_of_a_copy_starts_through_the_supervisor() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/controller");
         let mut found = Vec::new();
-        for entry in std::fs::read_dir(&dir).expect("src/controller") {
-            let path = entry.expect("an entry").path();
-            let text = std::fs::read_to_string(&path).expect("a source file");
-            let code = text.split("#[cfg(test)]").next().unwrap_or_default();
-            for (i, line) in code.lines().enumerate() {
-                let spawns = line.contains("tokio::spawn(") || line.contains("task::spawn(");
-                if spawns && !line.contains("tokio::spawn(supervise(") {
-                    found.push(format!("{}:{}: {}", path.display(), i + 1, line.trim()));
+        // Its folders too.
+        let mut dirs = vec![dir];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).expect("src/controller") {
+                let path = entry.expect("an entry").path();
+                if path.is_dir() {
+                    dirs.push(path);
+                    continue;
+                }
+                let text = std::fs::read_to_string(&path).expect("a source file");
+                let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+                for (i, line) in code.lines().enumerate() {
+                    let spawns = line.contains("tokio::spawn(") || line.contains("task::spawn(");
+                    if spawns && !line.contains("tokio::spawn(supervise(") {
+                        found.push(format!("{}:{}: {}", path.display(), i + 1, line.trim()));
+                    }
                 }
             }
         }
@@ -268,5 +286,16 @@ mod tests {
             "tasks started around the supervisor (use Tasks::spawn):\n{}",
             found.join("\n")
         );
+    }
+
+    /// A closed channel never wakes a waiter: the busy loop of issue 27 (a `select!` over a
+    /// channel whose sender was dropped) cannot come back through this helper.
+    #[tokio::test(start_paused = true)]
+    async fn a_closed_channel_never_resolves() {
+        let (tx, mut rx) = watch::channel(0);
+        drop(tx);
+        let wait = std::time::Duration::from_secs(3600);
+        let waited = tokio::time::timeout(wait, changed(&mut rx)).await;
+        assert!(waited.is_err(), "changed() resolved on a closed channel");
     }
 }

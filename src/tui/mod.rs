@@ -5,35 +5,30 @@
 //! threads, so IO and analysis never hold up drawing. Logs go to a file
 //! (`logging::init_file`, set up once by `cli`).
 //!
-//! Files, bottom up (each imports only files above it in this list): `words` (counts, ages,
-//! countdowns as the UI says them), `glyphs` (states and severities: glyphs, colours; the
-//! styles every pane shares), `lines` (wrapping, cutting, fitting lines to columns), `data`
-//! (what a source delivers: the controller's published state as it is, and the analysis),
-//! `action` (what can happen), `keymap` (the one key table: hints, help, handling),
-//! `contexts` (the kubeconfig's, for `:ctx`), `violations` (audit results kept), `tree_view`
-//! (cached tree items, stable ids), `detail` (detail pane, YAML, diff), `app` (the state and
-//! its one `Mode`), `update` (the one place it changes), `view` (drawing; it notes what it
-//! measured for `update`), `terminal` (the clipboard), `source` (the data-source trait,
-//! offline snapshots, deadlines), `from_live` (a published `LiveState` as `Data`),
-//! `live_source` (the reconciler adapter).
+//! Its folders, bottom up (each file imports only files of its own folder or of one before
+//! it; `tests/layering.rs`, `FOLDERS`):
+//! - `say/`: `words` (counts, ages, countdowns as the UI says them), `glyphs` (states and
+//!   severities: glyphs, colours; the styles every pane shares);
+//! - `model/`: `data` (what a source delivers: the controller's published state as it is, and
+//!   the analysis), `action` (what can happen), `keymap` (the one key table: hints, help,
+//!   handling), `contexts` (the kubeconfig's, for `:ctx`), `violations` (audit results kept),
+//!   `tree_view` (cached tree items, stable ids), `detail` (detail pane, YAML, diff), `app`
+//!   (the state and its one `Mode`), `update` (the one place it changes);
+//! - `draw/`: `lines` (wrapping, cutting, fitting lines to columns), `view` (drawing; it notes
+//!   what it measured for `update`), `terminal` (the clipboard);
+//! - `sources/`: `source` (the data-source trait, offline snapshots, deadlines), `from_live`
+//!   (a published `LiveState` as `Data`), `live_source` (the reconciler adapter).
 
-pub mod action;
-pub mod app;
-pub mod contexts;
-pub mod data;
-pub mod detail;
-pub mod from_live;
-pub mod glyphs;
-pub mod keymap;
-pub mod lines;
-pub mod live_source;
-pub mod source;
-pub mod terminal;
-pub mod tree_view;
-pub mod update;
-pub mod view;
-pub mod violations;
-pub mod words;
+mod draw;
+mod model;
+mod say;
+mod sources;
+
+// Every file's module, at the path it is named by (the tests, the benches, `cli`).
+pub use draw::{lines, terminal, view};
+pub use model::{action, app, contexts, data, detail, keymap, tree_view, update, violations};
+pub use say::{glyphs, words};
+pub use sources::{from_live, live_source, source};
 
 pub use action::{Action, Level, WriteCommand};
 pub use app::App;

@@ -1,0 +1,154 @@
+//! The published [`LiveState`]: rebuilt when something views show changed (a store, the
+//! queue, the status, the Lease), at most once per [`COALESCE`] (the one coalescing between
+//! the stores and the screen), and `/readyz` kept true to what this copy can read.
+
+use crate::controller::shared::Shared;
+use crate::controller::tasks::changed;
+use crate::controller::view::state::{Connection, FailedWrite, LeaseInfo, LiveState};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+const COALESCE: Duration = Duration::from_millis(250);
+/// Readiness, the overlay sweep and the connection are looked at this often anyway.
+const TICK: Duration = Duration::from_secs(1);
+
+/// What the publisher reads besides [`Shared`].
+pub struct Sources {
+    /// The Lease as this copy sees it (the election's, or the holder followed).
+    pub lease: watch::Receiver<LeaseInfo>,
+    /// Include the stores' snapshot (views need it; a headless `run` does not).
+    pub with_snapshot: bool,
+}
+
+fn connection(shared: &Shared) -> Connection {
+    match shared.outage.unreachable() {
+        Some((ago, message)) => Connection::Unreachable {
+            since: chrono::Utc::now() - chrono::Duration::from_std(ago).unwrap_or_default(),
+            message,
+        },
+        None => Connection::Connected,
+    }
+}
+
+/// Keeps `/readyz` true, every reason to be unready said: a copy whose Lease requests fail or
+/// go unanswered cannot lead, nor tell who does; on a store it cannot read, nothing is decided.
+fn readiness(shared: &Shared) {
+    let lease = shared
+        .status
+        .access_error(crate::controller::lead::lease::LEASES);
+    let reasons: Vec<String> = lease
+        .map(|l| l.message)
+        .into_iter()
+        .chain(shared.unknown_stores().into_iter().map(|(_, why)| why))
+        .collect();
+    shared.metrics.set_ready(if !reasons.is_empty() {
+        Err(reasons.join("\n"))
+    } else if shared.status.synced() {
+        Ok(())
+    } else {
+        Err("watches not synced yet".into())
+    });
+}
+
+/// The failed writes views show: this copy's own, unless another copy leads — then the
+/// writes that leader says the API server refuses (an observer has no writes of its own).
+fn failed_writes(shared: &Shared, lease: &LeaseInfo) -> Arc<BTreeMap<String, FailedWrite>> {
+    let remote = lease
+        .health
+        .as_ref()
+        .filter(|_| !lease.leading && !lease.vacant);
+    Arc::new(match remote {
+        Some(h) => h
+            .refused
+            .iter()
+            .map(|(object, why)| {
+                let why = why.clone();
+                (object.clone(), FailedWrite { why, refused: true })
+            })
+            .collect(),
+        None => shared.status.failed_writes(),
+    })
+}
+
+/// `state` as it is now. (Also the first state views see, so none reads an empty snapshot
+/// from a copy whose stores are listed: it said "loaded 0 objects" once.)
+pub fn fill(shared: &Shared, state: &mut LiveState, src: &Sources) {
+    if src.with_snapshot {
+        state.snapshot = Arc::new(shared.snapshot());
+    }
+    state.queue_depth = shared.queue.len();
+    state.access_errors = shared.status.access_errors();
+    state.synced = shared.status.synced();
+    state.gatekeeper_generator = shared.status.gatekeeper_generator();
+    state.writes_enabled = shared.status.writes_enabled();
+    state.connection = connection(shared);
+    state.lease = src.lease.borrow().clone();
+    state.failed_writes = failed_writes(shared, &state.lease);
+}
+
+pub async fn run(
+    shared: Arc<Shared>,
+    mut state: LiveState,
+    tx: watch::Sender<Arc<LiveState>>,
+    mut src: Sources,
+) {
+    let mut depth = shared.queue.depth();
+    let mut status = shared.status.subscribe();
+    let mut drained = false;
+    let mut was_unreachable = false;
+    loop {
+        shared.stores.sweep_overlay();
+        readiness(&shared);
+        // The last sync (published with renewals) is stamped when the queue drains with
+        // everything listed, not at every publish while it stays empty: each renewal would
+        // carry a new stamp, and every view would analyse again every retry period.
+        let empty = *depth.borrow_and_update() == 0 && shared.status.synced();
+        if empty && !drained {
+            shared.status.set_last_sync(chrono::Utc::now());
+        }
+        drained = empty;
+        status.borrow_and_update();
+        src.lease.borrow_and_update();
+        fill(&shared, &mut state, &src);
+        shared.metrics.set_queue_depth(state.queue_depth);
+        let last_connection = state.connection.clone();
+        // Back from an outage: the watches waiting out their backoff (up to 30 s) list now,
+        // so the views show the cluster as soon as it answers, not a backoff later.
+        if was_unreachable && last_connection == Connection::Connected {
+            shared.stores.retry_now();
+        }
+        was_unreachable = last_connection != Connection::Connected;
+        if tx.send(Arc::new(state.clone())).is_err() {
+            return;
+        }
+        // Wait for a change; the tick republishes only when the connection changed. A source
+        // whose sender is gone never wakes it (`changed`).
+        let mut tick = tokio::time::interval(TICK);
+        tick.reset();
+        loop {
+            tokio::select! {
+                () = changed(&mut status) => break,
+                () = changed(&mut depth) => break,
+                () = changed(&mut src.lease) => break,
+                _ = tick.tick() => {
+                    shared.stores.sweep_overlay();
+                    readiness(&shared);
+                    // While nothing answers, ask the server itself once a tick: every watch
+                    // may be waiting out its backoff, and nothing else would notice it is back.
+                    if was_unreachable {
+                        let asked = tokio::time::timeout(TICK, shared.client.apiserver_version());
+                        if let Ok(Ok(_)) = asked.await {
+                            shared.outage.reachable();
+                        }
+                    }
+                    if connection(&shared) != last_connection {
+                        break;
+                    }
+                }
+            }
+        }
+        tokio::time::sleep(COALESCE).await;
+    }
+}

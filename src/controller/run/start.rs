@@ -1,0 +1,608 @@
+//! Starting a copy, in named phases: discovery (served VAP API, server version, Gatekeeper's
+//! generator), [`watch_everything`] (reflector stores), [`decide_writes`] (may this copy write
+//! at all), [`elect`] (compete for the Lease, or follow its holder), [`await_first_lists`],
+//! then [`spawn_workers`], [`serve_requests`], a periodic resync, [`publish_state`] and
+//! [`serve_metrics`], every task through the copy's supervisor (`tasks`). [`launch`] returns the
+//! [`Controller`] handle; everything else stays inside.
+
+use super::handle::{Controller, Request};
+use super::publish::Sources;
+use crate::cluster::discovery::{
+    discover_admission_api, pod_status_resources, resource_name, templates_resource,
+};
+use crate::controller::error::Error;
+use crate::controller::lead::commands::Route;
+use crate::controller::lead::lease::{Election, watch_holder};
+use crate::controller::reconcile::cache::OpinionCache;
+use crate::controller::reconcile::keys::Scope;
+use crate::controller::reconcile::queue::SharedQueue;
+use crate::controller::reconcile::world::TemplateStore;
+use crate::controller::shared::Shared;
+use crate::controller::store::stores::{Stores, TypedStore, Writers};
+use crate::controller::tasks::changed;
+use crate::controller::tasks::{Lifetime, Tasks};
+use crate::controller::tell::events::{EVENTS_RESOURCE, Recorder};
+use crate::controller::view::state::{Happened, LeaseInfo, LiveState};
+use crate::controller::watch::watches;
+use crate::core::Options;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DynamicObject};
+use kube::runtime::reflector::store::Writer;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+/// Whether this copy takes part in the lease election (and so may write).
+#[derive(Debug, Clone)]
+pub enum Mode {
+    /// Watch only: the TUI without `--reconcile` (the Lease is read to show its holder, and
+    /// requests go to the holder).
+    ReadOnly,
+    /// Compete for the lease; write while holding it (`take_over`: even though Gatekeeper's
+    /// generator looks active).
+    Elect { take_over: bool },
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub options: Options,
+    pub mode: Mode,
+    pub lease_namespace: String,
+    pub lease_name: String,
+    /// Concurrent reconciles (a key is never processed twice at once).
+    pub workers: usize,
+    pub metrics_addr: Option<std::net::SocketAddr>,
+    /// The keys this copy works on (a one-shot `reconcile TEMPLATE`: that template's).
+    pub scope: Scope,
+    /// This copy leads only to carry out one request (a one-shot `replay`/`reconcile` with
+    /// the Lease free): the request's outcome counts every write the copy made, those of
+    /// taking the Lease included, so its line, its Event and the command's output agree.
+    pub one_shot: bool,
+}
+
+impl Config {
+    pub fn new(options: Options, mode: Mode, lease_namespace: String, lease_name: String) -> Self {
+        Config {
+            options,
+            mode,
+            lease_namespace,
+            lease_name,
+            workers: DEFAULT_WORKERS,
+            metrics_addr: None,
+            scope: Scope::All,
+            one_shot: false,
+        }
+    }
+}
+
+/// Concurrent reconciles by default: enough requests in flight to keep a busy API server
+/// working between responses (measured in docs/benchmarks.md).
+pub const DEFAULT_WORKERS: usize = 16;
+
+/// Settings views do not need.
+#[derive(Debug, Clone)]
+pub struct Tuning {
+    /// Publish the store snapshot and the cluster's Events in [`LiveState`] (the TUI needs
+    /// them; a headless `run` does not).
+    pub publish_snapshot: bool,
+    /// Enqueue everything this often, to catch what no event reports.
+    pub resync_every: Duration,
+    /// Look for Gatekeeper's own generator again this often (it may be switched on later).
+    pub gatekeeper_recheck: Duration,
+    pub lease_duration: Duration,
+    /// Tests of the supervisor only: the task of this name ends as a panic once started.
+    pub fail_task: Option<String>,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Tuning {
+            publish_snapshot: true,
+            resync_every: Duration::from_secs(600),
+            gatekeeper_recheck: Duration::from_secs(60),
+            lease_duration: Duration::from_secs(crate::controller::view::fence::LEASE_DURATION),
+            fail_task: None,
+        }
+    }
+}
+
+/// The Lease `run` competes for by default (and the one read-only views report on).
+pub const DEFAULT_LEASE_NAMESPACE: &str = crate::core::options::DEFAULT_LEASE_NAMESPACE;
+pub const DEFAULT_LEASE_NAME: &str = "kubectl-vap";
+
+/// How long start-up waits for the first list of every watch.
+const SYNC_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Phase 2: a reflector store for templates, CRDs, VAPs and bindings (constraint kinds start
+/// their own as their CRDs appear), and for views Gatekeeper's pod statuses.
+fn watch_everything(shared: &Arc<Shared>, writers: Writers, views: bool) {
+    let client = &shared.client;
+    let admission = shared.stores.admission().clone();
+    type OnChange = fn(&Arc<Shared>, watches::Change<'_, DynamicObject>);
+    for (ar, writer, handler) in [
+        (
+            templates_resource(),
+            writers.templates,
+            watches::on_template as OnChange,
+        ),
+        (admission.policy(), writers.policies, watches::on_policy),
+        (admission.binding(), writers.bindings, watches::on_binding),
+    ] {
+        let api = Api::all_with(client.clone(), &ar);
+        watches::spawn_watch(api, writer, resource_name(&ar), shared.clone(), handler);
+    }
+    watches::spawn_watch(
+        Api::<CustomResourceDefinition>::all(client.clone()),
+        writers.crds,
+        crate::controller::store::stores::CRDS_RESOURCE.into(),
+        shared.clone(),
+        watches::on_crd,
+    );
+    if views {
+        // Shown, never decided on: kube-runtime's reflector over the one watch, errors only
+        // logged (Gatekeeper may not run here at all).
+        for ar in pod_status_resources() {
+            let writer: Writer<DynamicObject> = Writer::new(ar.clone());
+            shared.stores.add_pod_statuses(TypedStore {
+                ar: ar.clone(),
+                store: writer.as_reader(),
+            });
+            let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+            let name = format!("watch {}", resource_name(&ar));
+            let status = shared.clone();
+            shared.tasks.spawn(name, Lifetime::Copy, async move {
+                use futures::StreamExt;
+                use kube::runtime::{WatchStreamExt, reflector, watcher};
+                let what = "Gatekeeper's pod statuses";
+                let changes = crate::cluster::watch::changes(api, watcher::Config::default(), what);
+                let mut stream = std::pin::pin!(reflector(writer, changes).touched_objects());
+                while let Some(item) = stream.next().await {
+                    if item.is_ok() {
+                        status.status.touch();
+                    }
+                }
+            });
+        }
+    }
+}
+
+/// Phase 3: whether this copy may write at all (an `Elect` copy, unless Gatekeeper's own
+/// generator is active and `--take-over` was not given); one that may looks for the generator
+/// again now and then (`--take-over` never looks again).
+fn decide_writes(
+    shared: &Arc<Shared>,
+    mode: &Mode,
+    detected: Option<Result<Option<String>, crate::cluster::KubeError>>,
+    recheck: Duration,
+) {
+    let (Mode::Elect { take_over }, Some(detected)) = (mode, detected) else {
+        shared.status.set_writes_enabled(false);
+        return;
+    };
+    let enabled = match detected {
+        Ok(Some(found)) => {
+            if *take_over {
+                tracing::warn!(
+                    "Gatekeeper's generator looks active ({found}); writing anyway (--take-over)"
+                );
+            } else {
+                tracing::error!(
+                    "Gatekeeper's generator looks active: {found}. Not writing: {}",
+                    crate::controller::watch::gatekeeper::HOW_TO_DISABLE
+                );
+            }
+            shared.status.set_gatekeeper_generator(Some(found));
+            *take_over
+        }
+        Ok(None) => true,
+        Err(e) => {
+            tracing::warn!(
+                "{e}; cannot tell whether Gatekeeper's generator is active, assuming it is not"
+            );
+            true
+        }
+    };
+    shared.status.set_writes_enabled(enabled);
+    if enabled && !take_over {
+        let recheck = crate::controller::watch::gatekeeper::recheck(shared.clone(), recheck);
+        let name = "look for Gatekeeper's generator";
+        shared.tasks.spawn(name, Lifetime::Copy, recheck);
+    }
+}
+
+/// Phase 4: compete for the Lease (a copy that may write), or follow its holder (read-only,
+/// or refusing to write next to Gatekeeper's generator: holding the Lease without writing
+/// would only block the copies that do write); the election's task, if it competes.
+fn elect(
+    shared: &Arc<Shared>,
+    config: &Config,
+    identity: &str,
+    tuning: &Tuning,
+) -> (watch::Receiver<LeaseInfo>, Option<tokio::task::Id>) {
+    let (ns, name) = (&config.lease_namespace, &config.lease_name);
+    let competes = matches!(config.mode, Mode::Elect { .. }) && shared.status.writes_enabled();
+    let (view_tx, view) = watch::channel(LeaseInfo {
+        identity: identity.to_string(),
+        lease: format!("{ns}/{name}"),
+        participating: competes,
+        ..LeaseInfo::default()
+    });
+    let election = if competes {
+        let election = Election {
+            namespace: ns.to_string(),
+            name: name.to_string(),
+            identity: identity.to_string(),
+            timing: crate::controller::view::fence::Timing::new(tuning.lease_duration),
+            pod: std::env::var("POD_NAME").ok().filter(|p| !p.is_empty()),
+            settings: crate::core::settings::Settings::of(&config.options),
+        };
+        let stopping = shared.tasks.stopping();
+        let run = crate::controller::lead::lease::run(shared.clone(), election, view_tx, stopping);
+        Some(shared.tasks.spawn("election", Lifetime::Copy, run).id())
+    } else {
+        let follow = watch_holder(shared.clone(), ns.to_string(), name.to_string(), view_tx);
+        shared
+            .tasks
+            .spawn("follow the Lease holder", Lifetime::Copy, follow);
+        None
+    };
+    (view, election)
+}
+
+/// Phase 5: waits until templates, CRDs, VAPs and bindings have listed (or failed with a
+/// definite read error), or [`SYNC_TIMEOUT`] passes. Constraint kinds keep listing meanwhile: the
+/// workers start now and a kind's constraints are reconciled once that kind has listed.
+async fn await_first_lists(shared: &Shared, started: std::time::Instant) {
+    let fixed = shared.stores.fixed_resources();
+    let done = || {
+        fixed
+            .iter()
+            .all(|r| shared.stores.is_listed(r) || shared.status.access_error(r).is_some())
+    };
+    if !until_listed(shared, done).await {
+        tracing::warn!("not every watch listed within {SYNC_TIMEOUT:?}; continuing");
+    } else if fixed_listed(shared) {
+        let took = started.elapsed();
+        tracing::info!("templates, CRDs, VAPs and bindings listed in {took:?}");
+    }
+}
+
+/// Whether templates, CRDs, VAPs and bindings are all listed (not merely tried: a refusal
+/// ends the first wait too, and is said by its watch).
+fn fixed_listed(shared: &Shared) -> bool {
+    let fixed = shared.stores.fixed_resources();
+    fixed.iter().all(|r| shared.stores.is_listed(r))
+}
+
+/// Waits until `done` (looked at again whenever a store lists or an access error changes), or
+/// [`SYNC_TIMEOUT`] passes: whether it is done.
+async fn until_listed(shared: &Shared, done: impl Fn() -> bool) -> bool {
+    let mut changes = shared.stores.listing_changes();
+    let mut access = shared.status.subscribe();
+    let waited = tokio::time::timeout(SYNC_TIMEOUT, async {
+        while !done() {
+            tokio::select! {
+                () = changed(&mut changes) => {}
+                () = changed(&mut access) => {}
+            }
+        }
+    })
+    .await;
+    waited.is_ok()
+}
+
+/// Marks the copy synced once every constraint watch started so far has listed (a kind this
+/// copy may not read is reported, not waited for).
+async fn mark_synced(shared: Arc<Shared>, started: std::time::Instant) {
+    let listed = || {
+        shared
+            .stores
+            .unlisted_kinds()
+            .iter()
+            .all(|r| shared.status.access_error(r).is_some())
+    };
+    until_listed(&shared, listed).await;
+    let unlisted = shared.stores.unlisted_kinds();
+    if unlisted.is_empty() && fixed_listed(&shared) {
+        tracing::info!(
+            constraint_kinds = shared.stores.watched_kinds().len(),
+            "every watch listed in {:?}",
+            started.elapsed()
+        );
+    } else if !unlisted.is_empty() {
+        tracing::warn!(
+            "constraint kinds not listed yet: {}; their constraints are reconciled once they are",
+            unlisted.join(", ")
+        );
+    }
+    shared.status.set_synced();
+}
+
+pub async fn launch(
+    client: kube::Client,
+    mut config: Config,
+    tuning: Tuning,
+) -> Result<Controller, Error> {
+    let started = std::time::Instant::now();
+    // Phase 1: independent round trips, in parallel (start-up latency is time nothing is
+    // written); Gatekeeper's generator only matters to a copy that would write.
+    let detect = async {
+        match config.mode {
+            Mode::Elect { .. } => Some(crate::controller::watch::gatekeeper::detect(&client).await),
+            Mode::ReadOnly => None,
+        }
+    };
+    let (admission, version, gatekeeper) = tokio::join!(
+        discover_admission_api(&client),
+        client.apiserver_version(),
+        detect
+    );
+    let admission = admission?;
+    // The Lease, the requests ConfigMap and our Events live in the Lease's namespace: no
+    // generated policy may ever judge them, whatever options this copy was given.
+    let lease_ns = config.lease_namespace.clone();
+    config.options.exemptions.namespaces.insert(lease_ns);
+    let identity = crate::controller::lead::lease::default_identity();
+    // What every task shares, on empty reflector stores (the watches fill them through
+    // `Writers`); the facts of its writes for the Events recorder in a copy that may write.
+    let (stores, writers) = Stores::new(admission.clone(), config.scope.clone());
+    let elects = matches!(config.mode, Mode::Elect { .. });
+    let (recorder, facts) = elects.then(Recorder::new).unzip();
+    let queue = SharedQueue::new(config.scope.clone());
+    let tasks = Tasks::new(tuning.fail_task.clone());
+    let recorder = recorder.unwrap_or_default();
+    let shared = Arc::new(Shared::new(client, stores, queue, recorder, tasks));
+    let cache = Arc::new(OpinionCache::default());
+
+    watch_everything(&shared, writers, tuning.publish_snapshot);
+    decide_writes(&shared, &config.mode, gatekeeper, tuning.gatekeeper_recheck);
+    if let Some(facts) = facts {
+        report_events(&shared, &identity, facts);
+    }
+
+    let (lease, election) = elect(&shared, &config, &identity, &tuning);
+
+    // What is served, before the first constraint decides (until then its reconcile waits).
+    // Subscribed first: a CRD that changes during this discovery brings another.
+    let crd_changes = shared.stores.crd_changes();
+    let first_ok = crate::controller::watch::discovery::refresh(&shared)
+        .await
+        .is_ok();
+    let discovery = crate::controller::watch::discovery::run(shared.clone(), crd_changes, first_ok);
+    shared.tasks.spawn("discovery", Lifetime::Copy, discovery);
+    // Gatekeeper's Config, before the first VAP is written (its exclusions shape them).
+    let first = crate::controller::watch::gatekeeper_config::first_read(&shared).await;
+    let config_watch = crate::controller::watch::gatekeeper_config::run(shared.clone(), first);
+    shared
+        .tasks
+        .spawn("watch Gatekeeper's Config", Lifetime::Copy, config_watch);
+    // Gatekeeper's webhook, for its own shape: what each VAP copies.
+    if config.options.policy_shape == crate::core::PolicyShape::Gatekeeper {
+        let name = config.options.webhook_configuration_name.clone();
+        crate::controller::watch::gatekeeper_config::first_read_webhook(&shared, &name).await;
+        let webhook_watch =
+            crate::controller::watch::gatekeeper_config::run_webhook(shared.clone(), name);
+        shared
+            .tasks
+            .spawn("watch Gatekeeper's webhook", Lifetime::Copy, webhook_watch);
+    }
+    await_first_lists(&shared, started).await;
+    // No enqueue here: each watch's `Listed` handler has queued what its list concerns.
+    prime_when_listed(&shared, &cache);
+    let synced = mark_synced(shared.clone(), started);
+    shared.tasks.spawn("mark synced", Lifetime::Job, synced);
+
+    spawn_workers(&shared, &cache, &config);
+    let route = Route {
+        identity: identity.clone(),
+        lease_namespace: config.lease_namespace.clone(),
+        lease_name: config.lease_name.clone(),
+        one_shot: config.one_shot,
+    };
+    let req_tx = serve_requests(&shared, route, lease.clone(), election.is_some());
+    repeat(&shared, "resync", tuning.resync_every, Shared::resync);
+    let initial = LiveState {
+        vap_api: Some(admission.api_version()),
+        server_version: version.map(|v| v.git_version).ok(),
+        ..LiveState::default()
+    };
+    let state_rx = publish_state(
+        &shared,
+        initial,
+        lease,
+        &config.lease_namespace,
+        &identity,
+        &tuning,
+    );
+    serve_metrics(&shared, config.metrics_addr);
+
+    let stop = CancellationToken::new();
+    let join = tokio::spawn(supervise(shared.clone(), stop.clone(), election));
+    Ok(Controller {
+        inner: Arc::new(super::handle::Inner {
+            identity,
+            state: state_rx,
+            requests: req_tx,
+            stop,
+            join: parking_lot::Mutex::new(Some(join)),
+            world: shared,
+            cache,
+        }),
+    })
+}
+
+/// This copy's outcomes as Kubernetes Events (regarding the template, by its uid), sent
+/// only while it may write.
+fn report_events(
+    shared: &Arc<Shared>,
+    identity: &str,
+    facts: crate::controller::tell::events::Facts,
+) {
+    let (stores, fence) = (shared.clone(), shared.clone());
+    let report = crate::controller::tell::events::run(
+        shared.client.clone(),
+        identity.to_string(),
+        facts,
+        move |template| {
+            stores
+                .stores
+                .templates()
+                .iter()
+                .find(|t| t.metadata.name.as_deref() == Some(template))
+                .and_then(|t| t.metadata.uid.clone())
+        },
+        move || fence.leadership.fence.remaining(),
+    );
+    // Ends when the recorder's senders are gone, which only the copy's end drops.
+    shared.tasks.spawn("report Events", Lifetime::Copy, report);
+}
+
+/// Phase 6: the workers.
+fn spawn_workers(shared: &Arc<Shared>, cache: &Arc<OpinionCache>, config: &Config) {
+    for n in 1..=config.workers.max(1) {
+        let worker = super::workers::run(shared.clone(), cache.clone(), config.options.clone());
+        shared
+            .tasks
+            .spawn(format!("worker {n}"), Lifetime::Copy, worker);
+    }
+}
+
+/// Phase 7: requests from the handle, and (while this copy leads, if it competes) from other
+/// copies through the requests ConfigMap; requests that outlive their deadline are answered.
+fn serve_requests(
+    shared: &Arc<Shared>,
+    route: Route,
+    view: watch::Receiver<LeaseInfo>,
+    competes: bool,
+) -> mpsc::Sender<Request> {
+    let (tx, rx) = mpsc::channel(32);
+    let from_handle = requests_from_handle(shared.clone(), route.clone(), view, rx);
+    // Ends when every handle is gone: nobody can ask any more.
+    shared
+        .tasks
+        .spawn("requests from the handle", Lifetime::Job, from_handle);
+    if competes {
+        let serve = crate::controller::lead::commands::serve(shared.clone(), route);
+        shared
+            .tasks
+            .spawn("serve the requests ConfigMap", Lifetime::Copy, serve);
+    }
+    let expire = |s: &Shared| {
+        s.tracker
+            .expire(crate::controller::ask::requests::REQUEST_DEADLINE)
+    };
+    repeat(shared, "expire requests", Duration::from_secs(1), expire);
+    tx
+}
+
+fn repeat(shared: &Arc<Shared>, name: &str, period: Duration, tick: fn(&Shared)) {
+    let s = shared.clone();
+    shared.tasks.spawn(name, Lifetime::Copy, async move {
+        loop {
+            tokio::time::sleep(period).await;
+            tick(&s);
+        }
+    });
+}
+
+/// Phase 8: the published state (and, for views, the cluster's Events on the feed).
+fn publish_state(
+    shared: &Arc<Shared>,
+    mut initial: LiveState,
+    lease: watch::Receiver<LeaseInfo>,
+    lease_namespace: &str,
+    identity: &str,
+    tuning: &Tuning,
+) -> watch::Receiver<Arc<LiveState>> {
+    if tuning.publish_snapshot {
+        let (told, refused) = (shared.clone(), shared.clone());
+        let follow = crate::controller::tell::events::follow(
+            shared.client.clone(),
+            crate::controller::tell::events::watched_namespaces(lease_namespace),
+            identity.to_string(),
+            move |e| told.status.happened(Happened::Cluster(e)),
+            move |why| refused.status.set_access(EVENTS_RESOURCE, why),
+        );
+        shared
+            .tasks
+            .spawn("follow the cluster's Events", Lifetime::Copy, follow);
+    }
+    let sources = Sources {
+        lease,
+        with_snapshot: tuning.publish_snapshot,
+    };
+    super::publish::fill(shared, &mut initial, &sources);
+    let (state_tx, state_rx) = watch::channel(Arc::new(initial.clone()));
+    let publish = super::publish::run(shared.clone(), initial, state_tx, sources);
+    shared.tasks.spawn("publish", Lifetime::Copy, publish);
+    state_rx
+}
+
+/// Phase 9: `/metrics`, `/healthz` and `/readyz`, if asked for.
+fn serve_metrics(shared: &Shared, addr: Option<std::net::SocketAddr>) {
+    let Some(addr) = addr else { return };
+    let metrics = shared.metrics.clone();
+    // A port that cannot be bound is said, and is not worth stopping the copy for.
+    shared
+        .tasks
+        .spawn("metrics server", Lifetime::Job, async move {
+            if let Err(e) = crate::controller::tell::metrics::serve(addr, metrics).await {
+                tracing::error!("metrics server on {addr}: {e}");
+            }
+        });
+}
+
+/// The task [`Controller::stop`] waits for ([`Tasks::supervise`]); a failure turns writes off
+/// and `/healthz` says it.
+async fn supervise(
+    shared: Arc<Shared>,
+    stop: CancellationToken,
+    election: Option<tokio::task::Id>,
+) -> Result<(), Error> {
+    let failed = |f: &crate::controller::tasks::Failure| {
+        shared.status.set_writes_enabled(false);
+        shared.metrics.set_failed(f.to_string());
+        shared.status.touch();
+    };
+    Ok(shared.tasks.supervise(stop, election, failed).await?)
+}
+
+/// Primes the opinion cache once the template store has listed with no template left to
+/// reconcile (otherwise the template side primes it, once it has reconciled every listed
+/// template): at once if none listed, or when a list completes later.
+fn prime_when_listed(shared: &Arc<Shared>, cache: &Arc<OpinionCache>) {
+    let (world, cache) = (shared.clone(), cache.clone());
+    let mut listings = shared.stores.listing_changes();
+    shared
+        .tasks
+        .spawn("prime the opinion cache", Lifetime::Job, async move {
+            loop {
+                let names = world.stores.template_names();
+                let listed = world.stores.templates_listed();
+                if cache.prime_if_ready(listed, &names, &*world.queue) {
+                    return;
+                }
+                changed(&mut listings).await;
+            }
+        });
+}
+
+/// Requests from the handle: each handled on its own task (one may wait a minute for its
+/// keys while another comes in).
+async fn requests_from_handle(
+    shared: Arc<Shared>,
+    route: Route,
+    view: watch::Receiver<LeaseInfo>,
+    mut rx: mpsc::Receiver<Request>,
+) {
+    while let Some(req) = rx.recv().await {
+        let (world, route, view) = (shared.clone(), route.clone(), view.clone());
+        let name = format!("request {:?}", req.command);
+        shared.tasks.spawn(name, Lifetime::Job, async move {
+            let outcome =
+                crate::controller::lead::commands::handle(&world, &route, &view, req.command).await;
+            let _ = req.reply.send(outcome);
+        });
+    }
+}

@@ -1,0 +1,261 @@
+//! The workers' writes to the API server ([`Live`]), only while this copy may write. What came
+//! of each goes to one observer ([`observe`]): the stores (read-your-writes), `/metrics`, the
+//! status, the Events recorder, the request in progress and the log, without flooding.
+
+use crate::cluster::apply::{Applied, ApplyError, apply_write};
+use crate::controller::reconcile::keys::{Key, Obj};
+use crate::controller::reconcile::world::{NotSent, Unwritten, WriteError, WriteOutcome, Writer};
+use crate::controller::shared::Shared;
+use crate::controller::view::state::{EventResult, EventVerb};
+use crate::core::{PlannedWrite, Verb};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// What a failed apply means: the class decides retrying, logging and the metric label. Read
+/// from the server's Status (code and causes), never from its text.
+pub fn classify(e: ApplyError) -> WriteError {
+    let class: fn(Arc<ApplyError>) -> WriteError = match &e {
+        ApplyError::Conflict(_) => WriteError::Conflict,
+        // A body we could not build will not build by sending again.
+        ApplyError::Body { .. } | ApplyError::Request { .. } | ApplyError::NoBody(_) => {
+            WriteError::Invalid
+        }
+        // The fence closed first: nothing answered, as far as this copy knows.
+        ApplyError::Abandoned { .. } => WriteError::Unreachable,
+        ApplyError::Failed { source, .. } => match &**source {
+            kube::Error::Api(status) => match status.code {
+                401 | 403 => WriteError::Forbidden,
+                // A VAP with a paramKind (a binding with a paramRef) needs `get` on that kind:
+                // the server answers 422 Invalid with a FieldValueForbidden cause.
+                422 if forbidden_field(status) => WriteError::Forbidden,
+                422 => WriteError::Invalid,
+                // A body over the API server's limit stays over it. (etcd's own limit answers
+                // 500; `generate::fits_in_one_object` keeps our objects under it before a write.)
+                413 => WriteError::Invalid,
+                _ => WriteError::Failed,
+            },
+            e if crate::cluster::unanswered(e) => WriteError::Unreachable,
+            // Answered, but the answer could not be read (or the request not built): not an
+            // outage, and a retry may pass.
+            _ => WriteError::Failed,
+        },
+    };
+    class(Arc::new(e))
+}
+
+/// Whether an Invalid answer names a field the user may not set (`field.Forbidden`).
+fn forbidden_field(status: &kube::core::Status) -> bool {
+    status
+        .details
+        .iter()
+        .flat_map(|d| &d.causes)
+        .any(|c| c.reason == "FieldValueForbidden")
+}
+
+/// A digest of what a write would send (its verb and body), to know a refused body again.
+fn digest(w: &PlannedWrite) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    w.verb.as_str().hash(&mut h);
+    w.body.as_ref().map(ToString::to_string).hash(&mut h);
+    h.finish()
+}
+
+/// The live workers' writer: writes to the API server (they read the copy's stores).
+pub struct Live<'a> {
+    pub shared: &'a Shared,
+    /// The key being reconciled (its Events regard the key's template).
+    pub key: Key,
+    /// Its writes that were accepted, and that failed (atomics: a writer is shared across
+    /// awaits, so it must be `Sync`).
+    pub writes: AtomicU64,
+    pub failures: AtomicU64,
+}
+
+impl Live<'_> {
+    fn count(&self, failed: bool) {
+        let n = if failed { &self.failures } else { &self.writes };
+        n.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl Writer for Live<'_> {
+    async fn write(&self, w: &PlannedWrite) -> WriteOutcome {
+        if !self.shared.status.writes_enabled() {
+            return WriteOutcome::Skipped(NotSent::WritesDisabled);
+        }
+        // Checked before each send (the client retries nothing itself), against a monotonic
+        // deadline from the last renewal: a copy that was paused or cannot renew sends nothing,
+        // whatever it believes about the Lease, and awaits an answer until that deadline only.
+        let Some(left) = self.shared.leadership.fence.remaining() else {
+            return WriteOutcome::Skipped(NotSent::NotConfirmed);
+        };
+        let body = digest(w);
+        if let Some(refused) = self.shared.status.refusal(&w.object.to_string(), body) {
+            // Not sent again, but a failure of the request that met it (reply, exit code); its
+            // log line, metric and Event came once, when the server refused it.
+            tracing::debug!(object = %w.object, "not sent again: {refused}");
+            self.count(true);
+            return WriteOutcome::Failed(refused);
+        }
+        let sent = apply_write(&self.shared.client, self.shared.stores.admission(), w);
+        let result = tokio::time::timeout(left, sent)
+            .await
+            .unwrap_or_else(|_| {
+                Err(ApplyError::Abandoned {
+                    what: format!("{} {}", w.verb.as_str(), w.object),
+                    after: left,
+                })
+            })
+            .map_err(classify);
+        let outcome = match &result {
+            Ok(_) => WriteOutcome::Done,
+            Err(e) => WriteOutcome::Failed(e.clone()),
+        };
+        observe(self, w, body, result);
+        outcome
+    }
+
+    fn not_needed(&self, object: &str) {
+        self.shared.status.clear_failure(object);
+    }
+}
+
+/// Applies what came of `w` (whose body's digest is `body`) everywhere it is reported.
+fn observe(live: &Live, w: &PlannedWrite, body: u64, result: Result<Applied, WriteError>) {
+    let shared = live.shared;
+    let object = w.object.to_string();
+    let result = match result {
+        Ok(applied) => {
+            shared.stores.remember(w, &applied);
+            shared.failures.succeeded();
+            shared.outage.reachable();
+            if let Some(WriteError::Forbidden(_)) = shared.status.clear_failure(&object) {
+                tracing::info!(object, "{object}: allowed now (it was forbidden)");
+            }
+            // A delete that found nothing changed nothing: not a write.
+            if matches!(applied, Applied::AlreadyGone) {
+                shared.metrics.error(Unwritten::AlreadyGone);
+            } else {
+                shared.metrics.write(w.verb, Obj::of(&w.object.kind));
+                live.count(false);
+                shared.recorder.written(w, None, &live.key);
+            }
+            tracing::info!(verb = w.verb.as_str(), object = %w.object, "{} {}: {}", w.verb.as_str(), w.object, w.reason);
+            EventResult::Ok
+        }
+        Err(e) => {
+            failed(shared, &w.object, body, &e);
+            if !e.retried_away() {
+                live.count(true);
+                shared.recorder.written(w, Some(&e), &live.key);
+            }
+            EventResult::WriteFailed(e)
+        }
+    };
+    let verb = match w.verb {
+        Verb::Create => EventVerb::Create,
+        Verb::Update => EventVerb::Update,
+        Verb::Delete => EventVerb::Delete,
+    };
+    shared
+        .status
+        .log(verb, w.object.clone(), result, w.reason.clone());
+}
+
+/// A failed write: counted, kept as the object's last failure, logged as its class asks.
+fn failed(shared: &Shared, object: &crate::model::ObjectRef, body: u64, e: &WriteError) {
+    shared.metrics.error(Unwritten::from(e));
+    if !matches!(e, WriteError::Unreachable(_)) {
+        shared.outage.reachable();
+    }
+    let object = object.to_string();
+    let first = !e.retried_away() && shared.status.write_failed(&object, body, e);
+    let msg = e.to_string();
+    match e {
+        WriteError::Conflict(cause) => tracing::debug!("{cause}"),
+        // Refused whatever happens around it: one report, and the same body is not sent again
+        // (a resync or a lease change included) until its source changes or REFUSED_FOR passes.
+        WriteError::Invalid(_) => tracing::warn!(object, "{msg} (not retried)"),
+        // Retried slowly (`Outcome::Forbidden`): logged once per object until it passes.
+        WriteError::Forbidden(_) if first => tracing::warn!(
+            object,
+            "{msg}; retried with a backoff up to {}s until the RBAC allows it (not logged again; counted in kubectl_vap_write_errors_total{{reason=\"forbidden\"}})",
+            crate::controller::reconcile::reconcilers::FORBIDDEN_BACKOFF_MAX.as_secs()
+        ),
+        WriteError::Forbidden(_) => tracing::debug!(object, "{msg}"),
+        // No answer: the copy's one outage log, not a line per write.
+        WriteError::Unreachable(_) => shared.outage.failed(&object, &msg),
+        // May pass later (the server back): retried with backoff, logged at most once per
+        // interval with a count.
+        WriteError::Failed(_) => shared
+            .failures
+            .failed(Unwritten::from(e).label(), &object, &msg),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn failed(status: serde_json::Value) -> ApplyError {
+        let status: kube::core::Status = serde_json::from_value(status).expect("status");
+        ApplyError::Failed {
+            what: "create ValidatingAdmissionPolicy/gatekeeper-k8sx".into(),
+            source: Box::new(kube::Error::Api(Box::new(status))),
+        }
+    }
+
+    #[test]
+    fn a_422_is_forbidden_by_its_cause_never_by_its_text() {
+        // What kube-apiserver answers for a VAP whose paramKind the writer may not read.
+        let param_kind = failed(json!({
+            "status": "Failure", "code": 422, "reason": "Invalid",
+            "message": "ValidatingAdmissionPolicy.admissionregistration.k8s.io \"gatekeeper-k8sx\" is invalid: spec.paramKind: Forbidden: user cannot get k8sx",
+            "details": { "name": "gatekeeper-k8sx", "kind": "ValidatingAdmissionPolicy",
+                         "causes": [{ "reason": "FieldValueForbidden", "field": "spec.paramKind",
+                                      "message": "Forbidden: user cannot get k8sx" }] }
+        }));
+        assert!(matches!(classify(param_kind), WriteError::Forbidden(_)));
+        // An invalid body whose text says "Forbidden" (a template's own message) stays invalid:
+        // sending it again will not help, and no grant will either.
+        let message = failed(json!({
+            "status": "Failure", "code": 422, "reason": "Invalid",
+            "message": "ValidatingAdmissionPolicy.admissionregistration.k8s.io \"gatekeeper-k8sx\" is invalid: spec.validations[0].expression: Invalid value: \"'Forbidden image'\": compilation failed",
+            "details": { "causes": [{ "reason": "FieldValueInvalid",
+                                      "field": "spec.validations[0].expression" }] }
+        }));
+        assert!(matches!(classify(message), WriteError::Invalid(_)));
+        let code = |code: u16| classify(failed(json!({ "code": code, "message": "m" })));
+        assert!(matches!(code(403), WriteError::Forbidden(_)));
+        assert!(matches!(code(401), WriteError::Forbidden(_)));
+        assert!(matches!(code(503), WriteError::Failed(_)));
+        assert!(
+            matches!(code(413), WriteError::Invalid(_)),
+            "too large stays too large"
+        );
+        assert!(matches!(
+            classify(ApplyError::Conflict("409".into())),
+            WriteError::Conflict(_)
+        ));
+        // The cause is kept, not its text: the server's Status is there to read.
+        let e = code(503);
+        assert!(matches!(
+            &**e.cause(),
+            ApplyError::Failed { source, .. } if matches!(&**source, kube::Error::Api(s) if s.code == 503)
+        ));
+        assert_eq!(e.to_string(), e.cause().to_string());
+        // Equal is the same failure (a copy), not another one that reads alike.
+        assert_eq!(e.clone(), e);
+        assert_ne!(code(503), e);
+        // Said once, each cause once: as the event log says it, even where the class says its
+        // cause inside its own words.
+        let forbidden = code(403);
+        assert_eq!(crate::text::error_text(&forbidden), forbidden.to_string());
+        assert_eq!(
+            crate::text::error_text(&e),
+            "create ValidatingAdmissionPolicy/gatekeeper-k8sx: m (503)"
+        );
+    }
+}

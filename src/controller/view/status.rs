@@ -1,0 +1,272 @@
+//! What this copy knows about itself, behind one lock: what it cannot read, whether it may
+//! write (and why not), whether every watch has listed, the last failed write of each object;
+//! and what happened, told once to every reader of its feed (a `tokio::sync::broadcast`).
+//! Every change wakes the publisher ([`Status::touch`]).
+
+use super::state::{
+    AccessError, AccessErrorKind, EVENT_LOG_CAPACITY, EventResult, EventVerb, FailedWrite,
+    Happened, ReconcileEvent, WriteError,
+};
+use crate::model::ObjectRef;
+use chrono::Utc;
+use parking_lot::Mutex;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::time::Instant;
+use tokio::sync::{broadcast, watch};
+
+/// Fields named as `LiveState`'s mean what they mean there.
+#[derive(Default)]
+struct Inner {
+    /// This copy's reconcile actions, the newest [`EVENT_LOG_CAPACITY`] (for
+    /// `Controller::events`: what a one-shot command prints).
+    events: VecDeque<ReconcileEvent>,
+    /// By resource name.
+    access: BTreeMap<String, AccessError>,
+    gatekeeper_generator: Option<String>,
+    writes_enabled: bool,
+    synced: bool,
+    /// When the queue last drained with everything listed.
+    last_sync: Option<chrono::DateTime<Utc>>,
+    /// The last failed write of each object (`Kind/name`), until a write of it passes.
+    failed: HashMap<String, Failed>,
+}
+
+/// A failed write: how, the digest of the body sent, when.
+struct Failed {
+    error: WriteError,
+    body: u64,
+    at: Instant,
+}
+
+/// How long a refused body is not sent again (then a resync may try it once more).
+pub const REFUSED_FOR: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// `s` cut to at most `max` bytes, on a character boundary, with `…` where it was cut.
+pub fn clip(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut cut = max.saturating_sub(3);
+    while !s.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}…", &s[..cut])
+}
+
+/// How many refused writes the leader publishes on its Lease (the annotation stays small).
+pub const PUBLISHED_REFUSALS: usize = 20;
+
+pub struct Status {
+    inner: Mutex<Inner>,
+    /// Bumped on every change views show.
+    version: watch::Sender<u64>,
+    feed: broadcast::Sender<Happened>,
+    /// The feed from the copy's start, for its first reader (nothing said while it started
+    /// is lost); later readers hear from when they ask.
+    first: Mutex<Option<broadcast::Receiver<Happened>>>,
+}
+
+impl Default for Status {
+    fn default() -> Self {
+        let (feed, first) = broadcast::channel(EVENT_LOG_CAPACITY);
+        Status {
+            inner: Mutex::default(),
+            version: watch::Sender::new(0),
+            feed,
+            first: Mutex::new(Some(first)),
+        }
+    }
+}
+
+impl Status {
+    /// Changes what views show, and wakes the publisher.
+    fn change<T>(&self, f: impl FnOnce(&mut Inner) -> T) -> T {
+        let out = f(&mut self.inner.lock());
+        self.touch();
+        out
+    }
+
+    /// Something views show changed (a store, the queue, the status): the publisher looks.
+    pub fn touch(&self) {
+        self.version.send_modify(|v| *v = v.wrapping_add(1));
+    }
+
+    /// A receiver that sees every [`Status::touch`].
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.version.subscribe()
+    }
+
+    /// A reader of what happens: the first since the copy started, the others from now on.
+    pub fn feed(&self) -> broadcast::Receiver<Happened> {
+        let first = self.first.lock().take();
+        first.unwrap_or_else(|| self.feed.subscribe())
+    }
+
+    /// Tells `what` to every reader of the feed (nobody reading is no error).
+    pub fn happened(&self, what: Happened) {
+        let _ = self.feed.send(what);
+    }
+
+    /// A reconcile action of this copy, kept and told.
+    pub fn log(&self, verb: EventVerb, object: ObjectRef, result: EventResult, message: String) {
+        self.record(ReconcileEvent {
+            time: Utc::now(),
+            verb,
+            object,
+            result,
+            message,
+            request: None,
+        });
+    }
+
+    /// Keeps `event` (the newest [`EVENT_LOG_CAPACITY`]) and tells it on the feed.
+    pub fn record(&self, event: ReconcileEvent) {
+        self.change(|s| {
+            if s.events.len() == EVENT_LOG_CAPACITY {
+                s.events.pop_front();
+            }
+            s.events.push_back(event.clone());
+        });
+        self.happened(Happened::Reconcile(event));
+    }
+
+    /// The reconcile actions kept, oldest first.
+    pub fn events(&self) -> Vec<ReconcileEvent> {
+        self.inner.lock().events.iter().cloned().collect()
+    }
+
+    /// Records (or clears, with `None`) a read problem of `resource`.
+    pub fn set_access(&self, resource: &str, error: Option<AccessError>) {
+        let mut s = self.inner.lock();
+        let changed = match error {
+            Some(e) => s.access.insert(resource.to_string(), e.clone()).as_ref() != Some(&e),
+            None => s.access.remove(resource).is_some(),
+        };
+        drop(s);
+        if changed {
+            self.touch();
+        }
+    }
+
+    pub fn access_error(&self, resource: &str) -> Option<AccessError> {
+        self.inner.lock().access.get(resource).cloned()
+    }
+
+    pub fn access_errors(&self) -> Vec<AccessError> {
+        self.inner.lock().access.values().cloned().collect()
+    }
+
+    /// Whether every resource of `unknown` is unreadable for a reason retrying does not fix
+    /// (forbidden, not served).
+    pub fn definitely_unreadable(&self, unknown: &[(String, String)]) -> bool {
+        let s = self.inner.lock();
+        let lasting = |e: &AccessError| e.kind != AccessErrorKind::Other;
+        unknown
+            .iter()
+            .all(|(r, _)| s.access.get(r).is_some_and(lasting))
+    }
+
+    /// What is known of `resources` that are not known now: (resource, why).
+    pub fn why_unknown(&self, resources: Vec<String>) -> Vec<(String, String)> {
+        let s = self.inner.lock();
+        let why = |r: &String| match s.access.get(r) {
+            Some(e) => e.message.clone(),
+            None => format!("{r}: not listed and watched yet"),
+        };
+        let whys: Vec<String> = resources.iter().map(why).collect();
+        resources.into_iter().zip(whys).collect()
+    }
+
+    pub fn writes_enabled(&self) -> bool {
+        self.inner.lock().writes_enabled
+    }
+
+    pub fn set_writes_enabled(&self, on: bool) {
+        self.change(|s| s.writes_enabled = on);
+    }
+
+    pub fn gatekeeper_generator(&self) -> Option<String> {
+        self.inner.lock().gatekeeper_generator.clone()
+    }
+
+    pub fn set_gatekeeper_generator(&self, found: Option<String>) {
+        self.change(|s| s.gatekeeper_generator = found);
+    }
+
+    pub fn synced(&self) -> bool {
+        self.inner.lock().synced
+    }
+
+    pub fn set_synced(&self) {
+        self.change(|s| s.synced = true);
+    }
+
+    pub fn last_sync(&self) -> Option<chrono::DateTime<Utc>> {
+        self.inner.lock().last_sync
+    }
+
+    /// Not a change views wait for (it is read with the next one).
+    pub fn set_last_sync(&self, at: chrono::DateTime<Utc>) {
+        self.inner.lock().last_sync = Some(at);
+    }
+
+    /// A write of `object` (its body's digest `body`) failed with `error`; true when it is
+    /// the first failure of its class in a row (a forbidden write is logged once, until one
+    /// passes).
+    pub fn write_failed(&self, object: &str, body: u64, error: &WriteError) -> bool {
+        self.change(|s| {
+            let failed = Failed {
+                error: error.clone(),
+                body,
+                at: Instant::now(),
+            };
+            let before = s.failed.insert(object.to_string(), failed);
+            before.is_none_or(|b| std::mem::discriminant(&b.error) != std::mem::discriminant(error))
+        })
+    }
+
+    /// A write of `object` passed, or none is needed any more: how its last write had failed,
+    /// if it had.
+    pub fn clear_failure(&self, object: &str) -> Option<WriteError> {
+        let before = self.inner.lock().failed.remove(object)?;
+        self.touch();
+        Some(before.error)
+    }
+
+    /// How `body` of `object` was refused, if this very body was refused as invalid (422)
+    /// recently: not sent again.
+    pub fn refusal(&self, object: &str, body: u64) -> Option<WriteError> {
+        let s = self.inner.lock();
+        let f = s.failed.get(object)?;
+        let refused = matches!(f.error, WriteError::Invalid(_)) && f.at.elapsed() < REFUSED_FOR;
+        (f.body == body && refused).then(|| f.error.clone())
+    }
+
+    /// The writes whose last attempt the server refused as invalid (object, its message), at
+    /// most [`PUBLISHED_REFUSALS`], each message at most 512 bytes: what the leader publishes
+    /// with its health, for views elsewhere to show on the object.
+    pub fn refusals(&self) -> Vec<(String, String)> {
+        let failed = self.failed_writes().into_iter().filter(|(_, f)| f.refused);
+        let clipped = failed.map(|(o, f)| (o, clip(&f.why, 512)));
+        clipped.take(PUBLISHED_REFUSALS).collect()
+    }
+
+    /// The last failed write of each object that has not passed since, as views show it.
+    pub fn failed_writes(&self) -> BTreeMap<String, FailedWrite> {
+        let s = self.inner.lock();
+        let write = |f: &Failed| FailedWrite {
+            why: f.error.to_string(),
+            refused: matches!(f.error, WriteError::Invalid(_)),
+        };
+        s.failed
+            .iter()
+            .map(|(o, f)| (o.clone(), write(f)))
+            .collect()
+    }
+
+    /// Whether the last write of some object was forbidden.
+    pub fn any_forbidden(&self) -> bool {
+        let forbidden = |f: &Failed| matches!(f.error, WriteError::Forbidden(_));
+        self.inner.lock().failed.values().any(forbidden)
+    }
+}
