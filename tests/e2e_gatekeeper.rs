@@ -826,3 +826,193 @@ async fn gatekeepers_default_shape_is_reproduced_and_taken_over_both_ways_withou
     );
     gk.stop();
 }
+
+/// kubectl-vap's entry (id `kubectl-vap`, the Lease's name) in an object's `status.byPod`, as
+/// Gatekeeper's status controller aggregated it.
+async fn our_entry(api: Api<kube::api::DynamicObject>, name: &str) -> Option<(Value, Value)> {
+    let o = read(api, name).await?;
+    let status = o.data.get("status")?.clone();
+    let entry = status["byPod"]
+        .as_array()?
+        .iter()
+        .find(|e| e["id"] == "kubectl-vap")?
+        .clone();
+    Some((status, entry))
+}
+
+/// The entries of a status's `byPod` with our id.
+fn ours_in(status: &Value) -> usize {
+    status["byPod"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["id"] == "kubectl-vap")
+        .count()
+}
+
+/// Issue 38: beside the real Gatekeeper (generate off; webhook, audit and status on), what
+/// kubectl-vap decided is where Gatekeeper's users and their tools look. Gatekeeper's status
+/// controller aggregates kubectl-vap's pod statuses: a template's `byPod` holds an entry with
+/// `vapGenerationStatus.state: generated` at the template's generation and `created` is true;
+/// a constraint's holds `vap.k8s.io` `generated` and `enforced`; a template the API server
+/// refuses says `error` with why. A leader change adds no second entry, and a converged copy
+/// rewrites none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn what_kubectl_vap_generated_is_in_gatekeepers_status() {
+    let c = Cluster::new().await;
+    let gk = c.gatekeeper(&["webhook", "audit", "status"]).await;
+    grant_install_rbac(&c.client).await;
+    testenv::rbac::grant_in(
+        &c.client,
+        GATEKEEPER_NAMESPACE,
+        "kubectl-vap-test-status",
+        testenv::USER_NAME,
+        &kubectl_vap::cli::install::pod_status_role_rules(),
+    )
+    .await;
+    let r = c.reconciler(c.env.client_user().await).await;
+
+    let good = cel_template("K8sGkStatus");
+    // Parses, so only the API server's type check refuses its VAP (422).
+    let broken = template(
+        "K8sGkStatusBroken",
+        "v1",
+        json!({ "validation": { "openAPIV3Schema": nested_schema() } }),
+        cel_targets(json!({
+            "generateVAP": true,
+            "failurePolicy": "Ignore",
+            "validations": [{ "expression": "variables.nosuchvariable == 'x'" }]
+        })),
+    );
+    c.apply_template(&good).await;
+    c.apply_template(&broken).await;
+    c.crds_established(&[good.clone(), broken.clone()]).await;
+    cluster::create_constraint(
+        &c.client,
+        &gatekeeper::constraint(
+            "K8sGkStatus",
+            "owner",
+            json!({ "parameters": { "labels": [{ "key": "owner" }] } }),
+        ),
+    )
+    .await;
+
+    let templates = c.templates_api();
+    let (status, entry) = eventually("the template's entry says generated", || async {
+        our_entry(templates.clone(), "k8sgkstatus")
+            .await
+            .filter(|(_, e)| e["vapGenerationStatus"]["state"] == "generated")
+    })
+    .await;
+    let generation = read(templates.clone(), "k8sgkstatus")
+        .await
+        .and_then(|t| t.metadata.generation)
+        .expect("a generation");
+    assert_eq!(
+        entry["vapGenerationStatus"]["observedGeneration"],
+        json!(generation)
+    );
+    assert_eq!(entry["operations"], json!(["generate"]));
+    assert_eq!(status["created"], json!(true), "{status}");
+    eprintln!("the template's byPod: {}", status["byPod"]);
+
+    let constraints = cluster::constraints(&c.client, "K8sGkStatus");
+    let (_, entry) = eventually("the constraint's entry says generated", || async {
+        our_entry(constraints.clone(), "owner")
+            .await
+            .filter(|(_, e)| e["enforcementPointsStatus"][0]["state"] == "generated")
+    })
+    .await;
+    assert_eq!(
+        entry["enforcementPointsStatus"][0]["enforcementPoint"],
+        "vap.k8s.io"
+    );
+    assert_eq!(entry["enforced"], json!(true));
+
+    let (_, entry) = eventually("the broken template's entry says error", || async {
+        our_entry(templates.clone(), "k8sgkstatusbroken")
+            .await
+            .filter(|(_, e)| e["vapGenerationStatus"]["state"] == "error")
+    })
+    .await;
+    let warning = entry["vapGenerationStatus"]["warning"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        warning.starts_with("ValidatingAdmissionPolicy is not generated:")
+            && warning.contains("nosuchvariable"),
+        "{warning}"
+    );
+
+    // At rest, and across a full resync, nothing is rewritten.
+    let statuses = |kind: &str| {
+        let plural = format!("{}es", kind.to_lowercase());
+        let ar = kube::api::ApiResource {
+            group: "status.gatekeeper.sh".into(),
+            version: "v1beta1".into(),
+            api_version: "status.gatekeeper.sh/v1beta1".into(),
+            kind: kind.into(),
+            plural,
+        };
+        Api::<kube::api::DynamicObject>::namespaced_with(
+            c.client.clone(),
+            GATEKEEPER_NAMESPACE,
+            &ar,
+        )
+    };
+    let ours = || async {
+        let mut out = BTreeMap::new();
+        for kind in ["ConstraintTemplatePodStatus", "ConstraintPodStatus"] {
+            let mine =
+                kube::api::ListParams::default().labels("internal.gatekeeper.sh/pod=kubectl-vap");
+            for o in statuses(kind)
+                .list(&mine)
+                .await
+                .expect("pod statuses")
+                .items
+            {
+                out.insert(
+                    o.metadata.name.clone().unwrap_or_default(),
+                    o.metadata.resource_version.clone().unwrap_or_default(),
+                );
+            }
+        }
+        out
+    };
+    r.assert_idle(TIMEOUT).await;
+    let before = ours().await;
+    assert_eq!(
+        before.len(),
+        3,
+        "two templates and a constraint: {before:?}"
+    );
+    r.reconcile_all().await;
+    r.assert_idle(TIMEOUT).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(ours().await, before, "no entry rewritten at rest");
+
+    // Another copy takes over: the same entries, no second one.
+    r.stop().await;
+    let r2 = c.reconciler(c.env.client_user().await).await;
+    r2.assert_idle(TIMEOUT).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (status, _) = our_entry(templates.clone(), "k8sgkstatus")
+        .await
+        .expect("our entry");
+    assert_eq!(ours_in(&status), 1, "{status}");
+    assert_eq!(ours().await.len(), 3);
+
+    // The template deleted: its entry goes with it.
+    templates
+        .delete("k8sgkstatusbroken", &DeleteParams::default())
+        .await
+        .expect("delete");
+    eventually("the deleted template's entry is gone", || async {
+        let left = ours().await;
+        (!left.keys().any(|n| n.ends_with("k8sgkstatusbroken"))).then_some(())
+    })
+    .await;
+    r2.stop().await;
+    gk.stop();
+}

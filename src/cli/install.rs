@@ -93,6 +93,18 @@ pub fn events_role_rules() -> serde_json::Value {
     ])
 }
 
+/// The rules for Gatekeeper's pod statuses, where its status controller reads them (its
+/// namespace): kubectl-vap's entries say what it generated (docs/reconciler.md, issue 38). The
+/// names come from templates and constraints, so no rule can name them; the guard confines the
+/// writes to objects labelled with kubectl-vap's id.
+pub fn pod_status_role_rules() -> serde_json::Value {
+    serde_json::json!([
+        { "apiGroups": [crate::model::STATUS_GROUP],
+          "resources": ["constrainttemplatepodstatuses", "constraintpodstatuses"],
+          "verbs": ["list", "create", "patch", "delete"] }
+    ])
+}
+
 /// What a person at a TUI needs, wherever the reconciler runs: read everything the TUI shows,
 /// the Lease (who reconciles), the Events (what it did), and ask the holder to replay or
 /// reconcile through the requests ConfigMap. Read-only but for that one ConfigMap; bind it
@@ -131,7 +143,8 @@ fn cel_string(s: &str) -> String {
 /// create/update/delete on every CustomResourceDefinition (the constraint CRDs' names come
 /// from templates) and create of Leases and ConfigMaps (a create is authorized before the name
 /// is known); the guard lets through only CRDs of the group `constraints.gatekeeper.sh`, and in
-/// `namespace` only the Lease `lease` and its requests ConfigMap. Kubernetes evaluates no
+/// `namespace` only the Lease `lease` and its requests ConfigMap, and of Gatekeeper's pod
+/// statuses only those labelled with kubectl-vap's id (the Lease's name). Kubernetes evaluates no
 /// admission policy (nor webhook) on VAPs and bindings themselves, so that no policy can lock
 /// out the admission chain: those stay confined by RBAC alone.
 pub fn guard_objects(namespace: &str, lease: &str, user: &str) -> [serde_json::Value; 2] {
@@ -160,6 +173,8 @@ pub fn guard_objects(namespace: &str, lease: &str, user: &str) -> [serde_json::V
                     rule("apiextensions.k8s.io", "customresourcedefinitions"),
                     rule("coordination.k8s.io", "leases"),
                     rule("", "configmaps"),
+                    rule(crate::model::STATUS_GROUP, "constrainttemplatepodstatuses"),
+                    rule(crate::model::STATUS_GROUP, "constraintpodstatuses"),
                 ] },
                 // Only the reconciler's own requests: nobody else is confined by this policy.
                 "matchConditions": [{
@@ -192,6 +207,20 @@ pub fn guard_objects(namespace: &str, lease: &str, user: &str) -> [serde_json::V
                         "expression": name_is("configmaps", &requests),
                         "messageExpression": format!(
                             "'kubectl-vap writes only its ConfigMap ' + {ns} + '/' + {requests}"
+                        ),
+                        "reason": "Forbidden"
+                    },
+                    {
+                        // Gatekeeper's pods write theirs beside ours: ours carry our id.
+                        "expression": format!(
+                            "!request.resource.resource.endsWith('podstatuses') || (has(variables.target.metadata.labels) && {pod} in variables.target.metadata.labels && variables.target.metadata.labels[{pod}] == {lease})",
+                            pod = cel_string(crate::core::pod_status::POD_LABEL),
+                            lease = cel_string(lease)
+                        ),
+                        "messageExpression": format!(
+                            "'kubectl-vap writes only the pod statuses labelled ' + {} + '=' + {}",
+                            cel_string(crate::core::pod_status::POD_LABEL),
+                            cel_string(lease)
                         ),
                         "reason": "Forbidden"
                     }
@@ -282,6 +311,13 @@ pub fn install_objects(opts: &InstallOptions) -> Vec<serde_json::Value> {
         EVENTS_NAMESPACE,
         &labels,
         events_role_rules(),
+        ns,
+    ));
+    docs.extend(role_with_binding(
+        "status",
+        crate::core::options::DEFAULT_GATEKEEPER_NAMESPACE,
+        &labels,
+        pod_status_role_rules(),
         ns,
     ));
     docs.extend(guard_objects(ns, lease, &service_account_user(ns)));
@@ -413,6 +449,8 @@ mod tests {
                 "RoleBinding",
                 "Role",
                 "RoleBinding",
+                "Role",
+                "RoleBinding",
                 "ValidatingAdmissionPolicy",
                 "ValidatingAdmissionPolicyBinding",
                 "ClusterRole",
@@ -448,9 +486,12 @@ mod tests {
         // Events about templates go to `default`, create and patch only (the Lease's beside it).
         assert_eq!(docs[5]["metadata"]["namespace"], "default");
         assert_eq!(docs[5]["rules"], events_role_rules());
+        // Gatekeeper's pod statuses, in Gatekeeper's namespace only.
+        assert_eq!(docs[7]["metadata"]["namespace"], "gatekeeper-system");
+        assert_eq!(docs[7]["rules"], pod_status_role_rules());
         // The operator's role reads, and writes only the requests ConfigMap.
-        assert_eq!(docs[9]["metadata"]["name"], "kubectl-vap-operator");
-        for rule in docs[9]["rules"].as_array().into_iter().flatten() {
+        assert_eq!(docs[11]["metadata"]["name"], "kubectl-vap-operator");
+        for rule in docs[11]["rules"].as_array().into_iter().flatten() {
             let writes = rule["verbs"]
                 .as_array()
                 .into_iter()

@@ -90,10 +90,12 @@ const RBAC: &str = "\
 - Role kubectl-vap-lease in its namespace: its Lease and the requests ConfigMap by name
   (get/list/watch/update, patch), create of Leases and ConfigMaps (a create cannot be narrowed
   to a name), and Events. Role kubectl-vap-events in `default`: Events about templates.
+  Role kubectl-vap-status in gatekeeper-system: Gatekeeper's pod statuses (list, create,
+  patch, delete), where kubectl-vap says what it generated for each template and constraint.
 - ValidatingAdmissionPolicy kubectl-vap-guard and its binding: RBAC cannot name the objects
   the reconciler writes in advance, so this policy confines the service account's writes:
   CRDs only of the group constraints.gatekeeper.sh; Leases and ConfigMaps in its namespace only
-  by their names. Kubernetes evaluates no admission policy on VAPs and bindings themselves (so
+  by their names; pod statuses only those labelled internal.gatekeeper.sh/pod=kubectl-vap. Kubernetes evaluates no admission policy on VAPs and bindings themselves (so
   that a policy cannot lock out the admission chain): those stay confined by RBAC alone.
 - ClusterRole kubectl-vap-operator: what a person at the TUI needs wherever the reconciler
   runs: read everything it shows, the Lease and Events, and ask the leader through the

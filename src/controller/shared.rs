@@ -11,6 +11,7 @@ use crate::controller::store::stores::Stores;
 use crate::controller::tell::events::Recorder;
 use crate::controller::tell::metrics::Metrics;
 use crate::controller::tell::outage::{Outage, WriteFailures};
+use crate::controller::tell::pod_status::PodStatuses;
 use crate::controller::view::fence::Leadership;
 use crate::controller::view::status::Status;
 use std::sync::Arc;
@@ -32,6 +33,8 @@ pub struct Shared {
     pub tasks: Tasks,
     /// Answers to other copies' requests, published in the Lease with the renewals.
     pub answers: Answers,
+    /// What was decided, written where Gatekeeper's users look.
+    pub pod_statuses: PodStatuses,
 }
 
 impl Shared {
@@ -41,6 +44,7 @@ impl Shared {
         queue: SharedQueue,
         recorder: Recorder,
         tasks: Tasks,
+        pod_statuses: PodStatuses,
     ) -> Self {
         Shared {
             client,
@@ -55,6 +59,7 @@ impl Shared {
             tracker: Tracker::default(),
             tasks,
             answers: Answers::default(),
+            pod_statuses,
         }
     }
 
@@ -63,6 +68,7 @@ impl Shared {
     }
 
     pub fn resync(&self) {
+        self.pod_statuses.relist();
         for k in self.stores.all_keys() {
             self.queue.enqueue(k);
         }
@@ -115,6 +121,15 @@ impl Shared {
     pub fn offline(client: kube::Client, admission: crate::cluster::AdmissionApi) -> Self {
         let (stores, _) = Stores::new(admission, crate::controller::reconcile::keys::Scope::All);
         let queue = SharedQueue::default();
-        Shared::new(client, stores, queue, Recorder::default(), Tasks::default())
+        let pod_statuses = PodStatuses::new(client.clone(), "kubectl-vap", "gatekeeper-system");
+        let tasks = Tasks::default();
+        Shared::new(
+            client,
+            stores,
+            queue,
+            Recorder::default(),
+            tasks,
+            pod_statuses,
+        )
     }
 }

@@ -5,12 +5,14 @@
 use super::cache::OpinionCache;
 use super::keys::Key;
 use super::world::{
-    ConstraintStore, Enqueue, Read, TemplateStore, Unreadable, WriteError, WriteOutcome, Writer,
+    Concluded, ConstraintStore, Enqueue, Entry, Read, TemplateStore, Unreadable, WriteError,
+    WriteOutcome, Writer,
 };
 use crate::core::crd::{self, CRD_KIND};
 use crate::core::decide::{TemplateVerdict, decide_template};
 use crate::core::desired::{self, Opinion};
 use crate::core::plan::Diff;
+use crate::core::pod_status::{self, Written};
 use crate::core::scope::Coverage;
 use crate::core::step::{self, Action, BindingInput, PolicyStep};
 use crate::core::{Options, PlannedWrite, PolicyShape, names, shape};
@@ -167,11 +169,16 @@ where
         }
     }
     let Some(t) = template else {
+        writer.concluded(Concluded::Template {
+            name: name.to_string(),
+            entry: None,
+        });
         return template_gone(name, observed.as_ref(), store, ctx).await;
     };
     let verdict = decide_template(&t, ctx.opts);
     let Some(kind) = kind else {
         // Invalid (no kind): no opinion to publish, nothing to write.
+        conclude_template(writer, &t, &verdict, None, &Outcome::Done);
         return Outcome::Done;
     };
     // The CRD store decides a CRD create; unknown, nothing about the kind is concluded.
@@ -204,6 +211,7 @@ where
     if let TemplateVerdict::Invalid { .. } = verdict {
         // Frozen: keep what exists, write nothing new for the kind.
         side.publish(false, Coverage::default());
+        conclude_template(writer, &t, &verdict, None, &Outcome::Done);
         return Outcome::Done;
     }
     // Rego-only templates too: nothing else creates their constraint CRD.
@@ -247,7 +255,37 @@ where
     } else {
         side.turn_off(&policy).await
     };
-    crd_outcome.merge(outcome)
+    let outcome = crd_outcome.merge(outcome);
+    conclude_template(writer, &t, &verdict, Some(&policy), &outcome);
+    outcome
+}
+
+/// What became of a reconcile's writes, as the status tells it.
+fn written(outcome: &Outcome) -> Written {
+    match outcome {
+        Outcome::Done | Outcome::RequeueAfter(_) => Written::Done,
+        Outcome::Retry(e) => Written::Retrying(e.to_string()),
+        Outcome::Unknown(u) => Written::Retrying(u.to_string()),
+        Outcome::Refused(e) | Outcome::Forbidden(e) => Written::Refused(e.to_string()),
+    }
+}
+
+/// Tells the writer what the template side concluded about `t` (`Writer::concluded`).
+fn conclude_template<W: Writer>(
+    writer: &W,
+    t: &ConstraintTemplate,
+    verdict: &TemplateVerdict,
+    policy: Option<&PolicyStep<'_>>,
+    outcome: &Outcome,
+) {
+    let generation = pod_status::template_generation(verdict, policy, &written(outcome));
+    writer.concluded(Concluded::Template {
+        name: t.name().to_string(),
+        entry: generation.map(|generation| Entry {
+            object: Box::new(t.clone()),
+            generation,
+        }),
+    });
 }
 
 /// One template's reconcile, once its verdict is known: what it publishes and writes.
@@ -455,6 +493,11 @@ where
         }
     }
     let Some(c) = constraint else {
+        writer.concluded(Concluded::Constraint {
+            kind: kind.to_string(),
+            name: name.to_string(),
+            entry: None,
+        });
         // Its own VAP (the inline shape) after its binding (I2).
         if outcome == Outcome::Done
             && let Some(sweep) = observed_policy
@@ -488,6 +531,7 @@ where
     });
     if let Action::Foreign(why) = &step.action {
         tracing::warn!(binding = %bname, "not touching {bname}: {why}");
+        conclude_constraint(writer, &c, &step, &outcome);
         return outcome;
     }
     if opinion.is_none() && ctx.cache.defer_if_cold(&Key::constraint(kind, name)) {
@@ -517,7 +561,27 @@ where
     if !step.policy_goes_first() && result == Outcome::Done {
         result = send(writer, policy_write.as_ref()).await.1;
     }
-    outcome.merge(result)
+    let outcome = outcome.merge(result);
+    conclude_constraint(writer, &c, &step, &outcome);
+    outcome
+}
+
+/// Tells the writer what the constraint side concluded about `c` (`Writer::concluded`).
+fn conclude_constraint<W: Writer>(
+    writer: &W,
+    c: &Constraint,
+    step: &step::BindingStep<'_>,
+    outcome: &Outcome,
+) {
+    let generation = pod_status::binding_generation(step, &written(outcome));
+    writer.concluded(Concluded::Constraint {
+        kind: c.kind.clone(),
+        name: c.name().to_string(),
+        entry: generation.map(|generation| Entry {
+            object: Box::new(c.clone()),
+            generation,
+        }),
+    });
 }
 
 /// Turns an outcome into queue operations: requeue after a delay, or retry with backoff.

@@ -7,6 +7,7 @@ use super::keys::Key;
 use crate::cluster::apply::ApplyError;
 use crate::core::PlannedWrite;
 use crate::core::desired::CrdState;
+use crate::core::pod_status::{BindingGeneration, TemplateGeneration};
 use crate::model::served::Served;
 use crate::model::{Binding, Constraint, ConstraintTemplate, CrdInfo, Policy};
 use chrono::{DateTime, Utc};
@@ -105,6 +106,32 @@ pub trait Writer {
     /// No write of `object` (`Kind/name`) is needed now: how an earlier one failed is history,
     /// not a reason views still give (nor an entry kept for the life of the copy).
     fn not_needed(&self, _object: &str) {}
+    /// What the reconcile concluded about its template or constraint, for the status
+    /// Gatekeeper's users read (`tell::pod_status`). The in-memory world ignores it.
+    fn concluded(&self, _concluded: Concluded) {}
+}
+
+/// What a reconcile concluded about its template or constraint, in Gatekeeper's words
+/// (`core::pod_status`). `entry: None`: it gets no entry (gone, generates nothing, wants no
+/// binding), so one that exists goes.
+#[derive(Debug, Clone)]
+pub enum Concluded {
+    Template {
+        name: String,
+        entry: Option<Entry<ConstraintTemplate, TemplateGeneration>>,
+    },
+    Constraint {
+        kind: String,
+        name: String,
+        entry: Option<Entry<Constraint, BindingGeneration>>,
+    },
+}
+
+/// An object and what its entry says of it.
+#[derive(Debug, Clone)]
+pub struct Entry<T, G> {
+    pub object: Box<T>,
+    pub generation: G,
 }
 
 /// Where fan-out and requeues go.

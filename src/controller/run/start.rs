@@ -22,6 +22,7 @@ use crate::controller::store::stores::{Stores, TypedStore, Writers};
 use crate::controller::tasks::changed;
 use crate::controller::tasks::{Lifetime, Tasks};
 use crate::controller::tell::events::{EVENTS_RESOURCE, Recorder};
+use crate::controller::tell::pod_status::PodStatuses;
 use crate::controller::view::state::{Happened, LeaseInfo, LiveState};
 use crate::controller::watch::watches;
 use crate::core::Options;
@@ -352,7 +353,20 @@ pub async fn launch(
     let queue = SharedQueue::new(config.scope.clone());
     let tasks = Tasks::new(tuning.fail_task.clone());
     let recorder = recorder.unwrap_or_default();
-    let shared = Arc::new(Shared::new(client, stores, queue, recorder, tasks));
+    // The entries' id is the Lease's name: a hand-over adds no second entry.
+    let pod_statuses = PodStatuses::new(
+        client.clone(),
+        &config.lease_name,
+        &config.options.gatekeeper_namespace,
+    );
+    let shared = Arc::new(Shared::new(
+        client,
+        stores,
+        queue,
+        recorder,
+        tasks,
+        pod_statuses,
+    ));
     let cache = Arc::new(OpinionCache::default());
 
     watch_everything(&shared, writers, tuning.publish_snapshot);

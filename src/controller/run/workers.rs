@@ -86,6 +86,7 @@ pub(super) async fn run(shared: Arc<Shared>, cache: Arc<OpinionCache>, opts: Opt
             key: key.clone(),
             writes: Default::default(),
             failures: Default::default(),
+            concluded: Default::default(),
         };
         let ctx = Ctx {
             cache: &cache,
@@ -100,6 +101,15 @@ pub(super) async fn run(shared: Arc<Shared>, cache: Arc<OpinionCache>, opts: Opt
             .tracker
             .processed(&p.key, p.started, &p.outcome, writes, failures);
         report_invalid(&shared, &cache, &p.key, &merged);
+        let concluded = writer.concluded.into_inner().unwrap_or_default();
+        if shared.status.writes_enabled() {
+            for c in concluded {
+                shared
+                    .pod_statuses
+                    .publish(&shared.leadership.fence, c)
+                    .await;
+            }
+        }
         shared.status.touch();
     }
 }

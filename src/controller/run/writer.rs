@@ -4,7 +4,9 @@
 
 use crate::cluster::apply::{Applied, ApplyError, apply_write};
 use crate::controller::reconcile::keys::{Key, Obj};
-use crate::controller::reconcile::world::{NotSent, Unwritten, WriteError, WriteOutcome, Writer};
+use crate::controller::reconcile::world::{
+    Concluded, NotSent, Unwritten, WriteError, WriteOutcome, Writer,
+};
 use crate::controller::shared::Shared;
 use crate::controller::view::state::{EventResult, EventVerb};
 use crate::core::{PlannedWrite, Verb};
@@ -70,6 +72,8 @@ pub struct Live<'a> {
     /// awaits, so it must be `Sync`).
     pub writes: AtomicU64,
     pub failures: AtomicU64,
+    /// What the reconcile concluded (`Writer::concluded`), for the pod statuses.
+    pub concluded: std::sync::Mutex<Vec<Concluded>>,
 }
 
 impl Live<'_> {
@@ -118,6 +122,13 @@ impl Writer for Live<'_> {
 
     fn not_needed(&self, object: &str) {
         self.shared.status.clear_failure(object);
+    }
+
+    fn concluded(&self, concluded: Concluded) {
+        // A poisoned lock loses one conclusion: the next reconcile of the key says it again.
+        if let Ok(mut all) = self.concluded.lock() {
+            all.push(concluded);
+        }
     }
 }
 

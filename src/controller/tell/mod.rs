@@ -1,7 +1,8 @@
 //! What a copy tells people: Kubernetes Events, sent and read back (`events`), metrics and the
-//! `/metrics`, `/healthz`, `/readyz` server (`metrics`), and runs of failures told without
-//! flooding (`outage`).
+//! `/metrics`, `/healthz`, `/readyz` server (`metrics`), runs of failures told without
+//! flooding (`outage`), and what was decided, where Gatekeeper's users look (`pod_status`).
 
 pub mod events;
 pub mod metrics;
 pub mod outage;
+pub mod pod_status;

@@ -65,16 +65,18 @@ pub enum Written {
 }
 
 /// A template's entry: `None` when it generates nothing (no entry, as a Gatekeeper pod
-/// without `generate` writes none) or its VAP waits for its constraint CRD.
+/// without `generate` writes none) or its VAP waits for its constraint CRD. `policy`: its VAP
+/// step, when one was taken.
 pub fn template_generation(
     verdict: &TemplateVerdict,
-    policy: &PolicyStep<'_>,
+    policy: Option<&PolicyStep<'_>>,
     written: &Written,
 ) -> Option<TemplateGeneration> {
+    let action = policy.map(|p| &p.action);
     match verdict {
         TemplateVerdict::Skip { .. } => None,
         TemplateVerdict::Invalid { reason } => Some(TemplateGeneration::Error(reason.clone())),
-        TemplateVerdict::Generate { .. } => match (&policy.action, written) {
+        TemplateVerdict::Generate { .. } => match (action?, written) {
             (Action::Unbuildable(why), _) => Some(TemplateGeneration::Error(why.clone())),
             (Action::Foreign(why), _) => Some(TemplateGeneration::Error(format!(
                 "its VAP's name is taken: {why}"
@@ -254,7 +256,10 @@ mod tests {
 
     #[test]
     fn names_are_packed_as_gatekeeper_packs_them() {
-        assert_eq!(dash_pack(&["kubectl-vap", "k8sx"]).as_deref(), Some("kubectl--vap-k8sx"));
+        assert_eq!(
+            dash_pack(&["kubectl-vap", "k8sx"]).as_deref(),
+            Some("kubectl--vap-k8sx")
+        );
         assert_eq!(
             constraint_status_name("kubectl-vap", "K8sX", "no-host").as_deref(),
             Some("kubectl--vap-k8sx-no--host")
