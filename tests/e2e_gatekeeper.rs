@@ -840,6 +840,21 @@ async fn our_entry(api: Api<kube::api::DynamicObject>, name: &str) -> Option<(Va
     Some((status, entry))
 }
 
+/// A Flux `healthCheckExprs` expression on `o`: its fields as the expression's variables.
+fn health(expression: &str, o: &kube::api::DynamicObject) -> bool {
+    let object = serde_json::to_value(o).expect("json");
+    let mut ctx = cel::Context::default();
+    for field in ["metadata", "spec", "status"] {
+        ctx.add_variable(field, object.get(field).cloned().unwrap_or(json!({})))
+            .expect("a variable");
+    }
+    let program = cel::Program::compile(expression).expect("the recipe compiles");
+    match program.execute(&ctx) {
+        Ok(cel::Value::Bool(b)) => b,
+        other => panic!("{expression}: {other:?}"),
+    }
+}
+
 /// The entries of a status's `byPod` with our id.
 fn ours_in(status: &Value) -> usize {
     status["byPod"]
@@ -944,6 +959,27 @@ async fn what_kubectl_vap_generated_is_in_gatekeepers_status() {
             && warning.contains("nosuchvariable"),
         "{warning}"
     );
+
+    // The GitOps recipes of docs/reconciler.md, evaluated on these objects.
+    let template_current = "has(status.byPod) && status.byPod.exists(p, p.id == 'kubectl-vap' && p.vapGenerationStatus.state == 'generated' && p.vapGenerationStatus.observedGeneration == metadata.generation)";
+    let template_failed = "has(status.byPod) && status.byPod.exists(p, p.id == 'kubectl-vap' && p.vapGenerationStatus.state == 'error')";
+    let constraint_current = "has(status.byPod) && status.byPod.exists(p, p.id == 'kubectl-vap' && p.enforcementPointsStatus.exists(e, e.enforcementPoint == 'vap.k8s.io' && e.state == 'generated'))";
+    let constraint_failed = "has(status.byPod) && status.byPod.exists(p, p.id == 'kubectl-vap' && p.enforcementPointsStatus.exists(e, e.enforcementPoint == 'vap.k8s.io' && e.state == 'error'))";
+    let good_t = read(templates.clone(), "k8sgkstatus")
+        .await
+        .expect("template");
+    let broken_t = read(templates.clone(), "k8sgkstatusbroken")
+        .await
+        .expect("template");
+    let owner = read(constraints.clone(), "owner")
+        .await
+        .expect("constraint");
+    assert!(health(template_current, &good_t));
+    assert!(!health(template_failed, &good_t));
+    assert!(health(template_failed, &broken_t));
+    assert!(!health(template_current, &broken_t));
+    assert!(health(constraint_current, &owner));
+    assert!(!health(constraint_failed, &owner));
 
     // At rest, and across a full resync, nothing is rewritten.
     let statuses = |kind: &str| {
