@@ -18,6 +18,7 @@ pub mod normalize;
 pub mod options;
 pub mod ownership;
 pub mod plan;
+pub mod render;
 pub mod scope;
 pub mod settings;
 pub mod step;
