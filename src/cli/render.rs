@@ -30,12 +30,7 @@ pub fn render(cli: &Cli, args: &RenderArgs) -> anyhow::Result<Exit> {
         (snap, opts, format!("the cluster at {url}"), Some(note))
     } else {
         let snap = report::load_files(cli)?;
-        let files: Vec<String> = cli
-            .input()
-            .filenames
-            .iter()
-            .cloned()
-            .collect();
+        let files: Vec<String> = cli.input().filenames.iter().cloned().collect();
         (
             snap,
             cli.generation_options(),
@@ -65,10 +60,13 @@ pub fn render(cli: &Cli, args: &RenderArgs) -> anyhow::Result<Exit> {
         statics: args.static_manifests,
     };
     let out = args.output();
-    let static_dir = args.static_manifests_dir.clone().unwrap_or_else(|| match &out {
-        RenderOutput::Dir(d) if d.is_absolute() => d.display().to_string(),
-        _ => DEFAULT_STATIC_DIR.to_string(),
-    });
+    let static_dir = args
+        .static_manifests_dir
+        .clone()
+        .unwrap_or_else(|| match &out {
+            RenderOutput::Dir(d) if d.is_absolute() => d.display().to_string(),
+            _ => DEFAULT_STATIC_DIR.to_string(),
+        });
     match &out {
         RenderOutput::Yaml => {
             let mut text = header.text();
@@ -95,7 +93,9 @@ pub fn render(cli: &Cli, args: &RenderArgs) -> anyhow::Result<Exit> {
             // On stdout it is in the header; with files, it must not go into the folder (the
             // API server would try to load it as a policy and refuse the whole folder).
             None if matches!(out, RenderOutput::Dir(_)) => {
-                errln!("The AdmissionConfiguration that loads them (--admission-config FILE writes it):");
+                errln!(
+                    "The AdmissionConfiguration that loads them (--admission-config FILE writes it):"
+                );
                 for line in config.lines() {
                     errln!("  {line}");
                 }
@@ -197,7 +197,9 @@ fn printable_comment(text: &str) -> String {
 }
 
 fn commented(text: &str) -> String {
-    let mut out = String::from("#\n# Load them with this AdmissionConfiguration (kube-apiserver --admission-control-config-file):\n");
+    let mut out = String::from(
+        "#\n# Load them with this AdmissionConfiguration (kube-apiserver --admission-control-config-file):\n",
+    );
     for line in text.lines() {
         let _ = writeln!(out, "#   {line}");
     }
@@ -264,7 +266,10 @@ fn write_dir(dir: &Path, header: &Header<'_>, objects: &[Value]) -> anyhow::Resu
             .unwrap_or(false);
         if ours {
             std::fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
-            errln!("removed {} (its object is no longer rendered)", path.display());
+            errln!(
+                "removed {} (its object is no longer rendered)",
+                path.display()
+            );
         }
     }
     errln!(

@@ -92,14 +92,15 @@ impl Resolved {
         let mut unknown = Vec::new();
         for s in selection {
             match s {
-                Selected::Template(name) => match snap.templates.iter().find(|t| t.name() == name)
-                {
-                    Some(t) => {
-                        r.templates.insert(name.clone());
-                        r.kinds.extend(t.kind.clone());
+                Selected::Template(name) => {
+                    match snap.templates.iter().find(|t| t.name() == name) {
+                        Some(t) => {
+                            r.templates.insert(name.clone());
+                            r.kinds.extend(t.kind.clone());
+                        }
+                        None => unknown.push(s.clone()),
                     }
-                    None => unknown.push(s.clone()),
-                },
+                }
                 // Kinds are matched without case, as kubectl matches `kind/name`.
                 Selected::Constraint { kind, name } => match snap
                     .constraints
@@ -123,7 +124,9 @@ impl Resolved {
     fn constraint(&self, kind: &str, name: &str) -> bool {
         self.all
             || self.kinds.contains(kind)
-            || self.constraints.contains(&(kind.to_string(), name.to_string()))
+            || self
+                .constraints
+                .contains(&(kind.to_string(), name.to_string()))
     }
 
     /// Whether a finding is about something selected (its object, or one it relates to).
@@ -141,6 +144,35 @@ impl Resolved {
                     .is_some_and(|k| self.kinds.contains(*k));
         }
         o.api_version.starts_with(CONSTRAINTS_GROUP) && self.constraint(&o.kind, &o.name)
+    }
+}
+
+/// Whether a finding is about the input itself (what `check` says of a template or a
+/// constraint), not about observed objects: those were set aside, so "missing" is what every
+/// object is here, and means nothing.
+fn about_input(code: Code) -> bool {
+    matches!(
+        code,
+        Code::TemplateError
+            | Code::ConstraintError
+            | Code::ConstraintMatchesEverything
+            | Code::InputDuplicate
+    )
+}
+
+/// A reference without a uid (the owner came from a file that has none) is written without
+/// the field, rather than with an empty one the API server would refuse.
+fn drop_empty_uids(obj: &mut Value) {
+    for r in obj["metadata"]["ownerReferences"]
+        .as_array_mut()
+        .into_iter()
+        .flatten()
+    {
+        if r["uid"].as_str().is_some_and(str::is_empty)
+            && let Some(r) = r.as_object_mut()
+        {
+            r.remove("uid");
+        }
     }
 }
 
@@ -195,7 +227,10 @@ fn sort(objects: &mut [Value]) {
         let key = |o: &Value| {
             (
                 kind_rank(o["kind"].as_str().unwrap_or_default()),
-                o["metadata"]["name"].as_str().unwrap_or_default().to_string(),
+                o["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
             )
         };
         key(a).cmp(&key(b))
@@ -220,6 +255,10 @@ pub fn render(snap: &Snapshot, opts: &Options, selection: &[Selected]) -> Render
         .into_iter()
         .filter(|w| w.verb == super::plan::Verb::Create)
         .filter_map(|w| w.body)
+        .map(|mut o| {
+            drop_empty_uids(&mut o);
+            o
+        })
         .filter(|o| match controller(o) {
             Some((_, "ConstraintTemplate", name)) => sel.template(name),
             Some((api, kind, name)) if api.starts_with(CONSTRAINTS_GROUP) => {
@@ -232,7 +271,7 @@ pub fn render(snap: &Snapshot, opts: &Options, selection: &[Selected]) -> Render
     let findings: Vec<Finding> = analysis
         .findings
         .into_iter()
-        .filter(|f| f.severity >= Severity::Warning)
+        .filter(|f| f.severity >= Severity::Warning && about_input(f.code))
         .filter(|f| sel.finding(f, &template_kinds))
         .collect();
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
@@ -249,7 +288,12 @@ pub fn render(snap: &Snapshot, opts: &Options, selection: &[Selected]) -> Render
                 })
         })
         .map(|t| {
-            let n = t.kind.as_deref().and_then(|k| counts.get(k)).copied().unwrap_or(0);
+            let n = t
+                .kind
+                .as_deref()
+                .and_then(|k| counts.get(k))
+                .copied()
+                .unwrap_or(0);
             (t.name().to_string(), opts.policy_shape.for_template(n))
         })
         .collect();
@@ -265,7 +309,10 @@ pub fn render(snap: &Snapshot, opts: &Options, selection: &[Selected]) -> Render
 /// hash, as every generated name is).
 pub fn static_name(name: &str) -> String {
     let room = names::MAX_NAME - STATIC_SUFFIX.len();
-    format!("{}{STATIC_SUFFIX}", names::shortened_to(name.to_string(), room))
+    format!(
+        "{}{STATIC_SUFFIX}",
+        names::shortened_to(name.to_string(), room)
+    )
 }
 
 /// Whether a CEL expression reads `params` itself rather than `variables.params`: a static
@@ -346,7 +393,10 @@ fn expressions(vap: &Value) -> Vec<&str> {
 /// the constraint and template it came from in annotations.
 fn to_static(obj: &Value, constraint: &str, template: &str) -> Value {
     let mut o = obj.clone();
-    let name = o["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    let name = o["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     if let Some(meta) = o["metadata"].as_object_mut() {
         meta.insert("name".into(), Value::String(static_name(&name)));
         meta.remove("ownerReferences");
@@ -581,12 +631,19 @@ mod tests {
 
     #[test]
     fn static_names_end_in_the_suffix_and_fit() {
-        assert_eq!(static_name("gatekeeper-k.c"), "gatekeeper-k.c.static.k8s.io");
+        assert_eq!(
+            static_name("gatekeeper-k.c"),
+            "gatekeeper-k.c.static.k8s.io"
+        );
         let long = format!("gatekeeper-k.{}", "a".repeat(250));
         let s = static_name(&long);
         assert!(s.ends_with(STATIC_SUFFIX), "{s}");
         assert!(s.len() <= names::MAX_NAME, "{}", s.len());
-        assert_ne!(static_name(&format!("{long}b")), s, "a hash keeps them apart");
+        assert_ne!(
+            static_name(&format!("{long}b")),
+            s,
+            "a hash keeps them apart"
+        );
     }
 
     #[test]
