@@ -53,7 +53,10 @@ async fn written(client: &kube::Client) -> BTreeMap<(String, String), Value> {
     let mut put = |v: Value| {
         let key = (
             v["kind"].as_str().unwrap_or_default().to_string(),
-            v["metadata"]["name"].as_str().unwrap_or_default().to_string(),
+            v["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
         );
         out.insert(key, comparable(&v));
     };
@@ -132,7 +135,10 @@ async fn round_trip(shape: &str) {
             (
                 (
                     o["kind"].as_str().unwrap_or_default().to_string(),
-                    o["metadata"]["name"].as_str().unwrap_or_default().to_string(),
+                    o["metadata"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
                 ),
                 comparable(o),
             )
@@ -144,7 +150,10 @@ async fn round_trip(shape: &str) {
         "the same objects"
     );
     for (key, live) in &wrote {
-        assert_eq!(&rendered[key], live, "{key:?}: render equals what run wrote");
+        assert_eq!(
+            &rendered[key], live,
+            "{key:?}: render equals what run wrote"
+        );
         let owner_uid = &live["ownerReferences"][0]["uid"];
         assert!(
             owner_uid.as_str().is_some_and(|u| !u.is_empty()),
