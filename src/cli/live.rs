@@ -506,7 +506,7 @@ async fn lead_briefly(cli: &Cli, cmd: Command) -> anyhow::Result<Exit> {
 /// sent as a server-side dry-run. `check` on the current context.
 pub fn check(cli: &Cli, out: &OutputArgs) -> anyhow::Result<Exit> {
     let (snap, opts, live) = read_cluster(cli)?;
-    let statics = super::render::static_findings(cli, &snap, &opts)?;
+    let statics = super::static_check::static_findings(cli, &snap, &opts)?;
     let (text, code) = report::check_report_live(&snap, &opts, out.output, statics, &live)?;
     stdio::stdout(&text)?;
     Ok(code)

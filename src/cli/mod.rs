@@ -8,6 +8,7 @@ pub mod live;
 pub mod output;
 pub mod render;
 pub mod report;
+pub mod static_check;
 pub mod stdio;
 pub mod topics;
 pub mod version;

@@ -1,16 +1,15 @@
 //! `render`: the objects the reconciler would hold (`core::render`), as a YAML stream, a JSON
 //! `List` or one file per object; `--static`, the static admission manifests and the
-//! AdmissionConfiguration that loads them; and `check --static DIR`'s findings.
+//! AdmissionConfiguration that loads them (`check --static DIR`: `static_check`).
 
-use super::args::{Cli, Command, RenderArgs, RenderOutput};
-use super::exit::{self, Exit};
+use super::args::{Cli, RenderArgs, RenderOutput};
+use super::exit::Exit;
 use super::output;
 use super::report::{self, kubectl_name};
 use super::stdio::{self, errln};
 use crate::core::render::{self as core_render, Rendered, Selected};
 use crate::core::settings::Settings;
 use crate::core::{Finding, Options, Summary};
-use crate::snapshot::Snapshot;
 use crate::text::printable;
 use anyhow::Context;
 use serde_json::{Value, json};
@@ -278,34 +277,4 @@ fn write_dir(dir: &Path, header: &Header<'_>, objects: &[Value]) -> anyhow::Resu
         dir.display()
     );
     Ok(())
-}
-
-/// `check --static DIR`'s findings (none without the flag): the static manifests read like
-/// `-f` input (file and line in errors, exit 2), judged by `core::render::check_static`.
-pub fn static_findings(cli: &Cli, snap: &Snapshot, opts: &Options) -> anyhow::Result<Vec<Finding>> {
-    let Some(Command::Check(c)) = &cli.command else {
-        return Ok(Vec::new());
-    };
-    let Some(dir) = &c.static_dir else {
-        return Ok(Vec::new());
-    };
-    if !dir.is_dir() {
-        return Err(exit::usage(format!(
-            "--static {}: not a folder (give the folder `render --static -o dir=…` wrote)",
-            dir.display()
-        )));
-    }
-    let read = crate::load::files::read_input(
-        &[dir.display().to_string()],
-        crate::load::input::ReadOptions {
-            max_input_bytes: cli.input().max_input_bytes,
-        },
-    )
-    .with_context(|| format!("reading the static manifests in {}", dir.display()))?;
-    Ok(core_render::check_static(
-        snap,
-        opts,
-        &read.policies,
-        &read.bindings,
-    ))
 }
