@@ -29,7 +29,7 @@ pub fn render(cli: &Cli, args: &RenderArgs) -> anyhow::Result<Exit> {
         (snap, opts, format!("the cluster at {url}"), Some(note))
     } else {
         let snap = report::load_files(cli)?;
-        let files: Vec<String> = cli.input().filenames.iter().cloned().collect();
+        let files = cli.input().filenames.clone();
         (
             snap,
             cli.generation_options(),
