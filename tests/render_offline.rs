@@ -76,11 +76,16 @@ fn render_is_the_same_bytes_twice_and_whatever_the_input_order() {
     // for the header line that names the input).
     let dir = tempfile::tempdir().expect("tmp");
     let mut docs = library_docs();
+    // A second constraint of one kind, so that the order within a kind is at stake too.
+    docs.push(docs[1].replace("name: repo-is-internal", "name: also-internal"));
+    let forward = write(dir.path(), "forward.yaml", &docs.join("\n---\n"));
     docs.reverse();
     let reversed = write(dir.path(), "all.yaml", &docs.join("\n---\n"));
-    let third = vap(&["render", "-f", &reversed]);
-    assert_eq!(third.status.code(), Some(0), "{}", stderr(&third));
-    assert_eq!(without_from(&stdout(&first)), without_from(&stdout(&third)));
+    let one = vap(&["render", "-f", &forward]);
+    let other = vap(&["render", "-f", &reversed]);
+    assert_eq!(other.status.code(), Some(0), "{}", stderr(&other));
+    assert_eq!(without_from(&stdout(&one)), without_from(&stdout(&other)));
+    assert!(stdout(&one).contains("also-internal"));
 
     let text = stdout(&first);
     assert!(
