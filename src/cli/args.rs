@@ -254,10 +254,14 @@ pub enum Command {
     Check(CheckArgs),
     /// Show the writes the reconciler would make now, each with a diff.
     Plan(PlanArgs),
-    /// Print the objects the reconciler would hold (constraint CRDs, VAPs, bindings) as
-    /// manifests, or with --static the constraints as static admission manifests
-    /// (staticManifestsDir, Kubernetes 1.36+). Exit 1 when something selected cannot be
-    /// rendered (its findings on stderr), 2 on bad input or an unknown name.
+    /// Print the objects the reconciler would hold as manifests (--static: static admission
+    /// manifests). Exit 1 when something selected cannot be rendered, 2 on bad input.
+    ///
+    /// The constraint CRDs, VAPs and bindings, with their labels and owners, from the cluster
+    /// or -f files; same input, same bytes. With --static, the selected constraints as static
+    /// admission manifests for kube-apiserver's staticManifestsDir (Kubernetes 1.36+), and the
+    /// AdmissionConfiguration that loads them. What cannot be rendered is said on stderr as
+    /// `check` says it; a name that selects nothing exits 2.
     Render(RenderArgs),
     /// Run the shared-cache reconciler (leader-elected).
     Run(RunArgs),
