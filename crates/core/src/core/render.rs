@@ -274,6 +274,10 @@ pub fn render(snap: &Snapshot, opts: &Options, selection: &[Selected]) -> Render
         .filter(|f| f.severity >= Severity::Warning && about_input(f.code))
         .filter(|f| sel.finding(f, &template_kinds))
         .collect();
+    // The shape each template got, for the header only: the objects follow `analyze`, which
+    // resolves `auto` itself. NOTE for the merge: this resolves it as `analyze` did on this
+    // branch (`PolicyShape::for_template` by the number of the kind's constraints); where
+    // `core::shape::resolve` exists, call it here so the label cannot drift from the objects.
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     for c in &snap.constraints {
         *counts.entry(c.kind.as_str()).or_default() += 1;
