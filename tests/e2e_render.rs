@@ -177,6 +177,48 @@ async fn round_trip(shape: &str) {
         .collect();
     assert!(!names.is_empty());
     assert!(names.iter().all(|n| n.contains(name)), "{names:?}");
+
+    // Static manifests of this cluster, then `check --static` on it: in line; once a
+    // constraint is deleted, its two manifests dangle.
+    let dir = tempfile::tempdir().expect("tmp");
+    let statics = dir.path().join("static");
+    let statics_arg = statics.display().to_string();
+    let out = vap(&env, &["render", "--static", "--output-dir", &statics_arg]);
+    assert_eq!(out.status.code(), Some(0), "{}", cli::stderr(&out));
+    let static_findings = |env: &TestEnv| -> Vec<(String, String)> {
+        let out = vap(
+            env,
+            &["check", "-o", "json", &shape_flag, "--static", &statics_arg],
+        );
+        cli::stdout_json(&out)["findings"]
+            .as_array()
+            .expect("findings")
+            .iter()
+            .filter(|f| f["code"].as_str().is_some_and(|c| c.starts_with("static-")))
+            .map(|f| {
+                (
+                    f["code"].as_str().unwrap_or_default().to_string(),
+                    f["object"]["name"].as_str().unwrap_or_default().to_string(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(static_findings(&env), vec![], "just rendered");
+    let gone = sample(&library::dir(name), "constraint.yaml");
+    let kind = gone["kind"].as_str().expect("kind");
+    let cname = gone["metadata"]["name"].as_str().expect("name");
+    cluster::constraints(&client, kind)
+        .delete(cname, &Default::default())
+        .await
+        .expect("delete the constraint");
+    let found = static_findings(&env);
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert!(
+        found
+            .iter()
+            .all(|(code, n)| code == "static-dangling" && n.contains(cname)),
+        "{found:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
