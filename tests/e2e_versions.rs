@@ -13,7 +13,10 @@
 //! - a template whose CEL needs a newer server: refused by the API server where its library
 //!   is missing, and `check` says so;
 //! - a server without ValidatingAdmissionPolicy v1: one message from `check`, `plan`, `run`,
-//!   `test`, `audit` and the TUI, and exit code 2.
+//!   `test`, `audit` and the TUI, and exit code 2;
+//! - static admission manifests from `render --static` (1.36+): in force from the first
+//!   request after every start, with nothing of kubectl-vap in the cluster; before 1.36,
+//!   ignored (asserted).
 //!
 //! Run on one version: `export KUBEENV_VERSION=1.30 KUBEBUILDER_ASSETS=$(KUBEENV_VERSION=1.30
 //! bash tests/kubeenv/build.sh); cargo test --test e2e_versions -- --include-ignored`.
