@@ -40,8 +40,19 @@ fn check_on_the_demo_lists_every_finding_code_and_exits_1() {
         .map(|c| c.as_str())
         // Only a cluster shows these (`check --audit`'s violations, the writes its API server
         // refuses), and only input that holds an object twice shows input-duplicate (the demo
-        // is one consistent snapshot; see `duplicates_are_named`).
-        .filter(|c| !["constraint-violations", "write-refused", "input-duplicate"].contains(c))
+        // is one consistent snapshot; see `duplicates_are_named`); the static-* codes only
+        // `render --static` and `check --static DIR` (tests/render_offline.rs).
+        .filter(|c| {
+            ![
+                "constraint-violations",
+                "write-refused",
+                "input-duplicate",
+                "static-refused",
+                "static-out-of-sync",
+                "static-dangling",
+            ]
+            .contains(c)
+        })
         .collect();
     all.sort();
     assert_eq!(codes, all);

@@ -52,6 +52,7 @@ impl Command {
         match self {
             Command::Check(_) => "check",
             Command::Plan(_) => "plan",
+            Command::Render(_) => "render",
             Command::Run(_) => "run",
             Command::Replay { .. } => "replay",
             Command::Reconcile { .. } => "reconcile",
@@ -129,6 +130,7 @@ impl Cli {
         match &self.command {
             Some(Command::Check(a)) => Some(&a.conn),
             Some(Command::Plan(a)) => Some(&a.conn),
+            Some(Command::Render(a)) => Some(&a.conn),
             Some(Command::Run(a)) => Some(&a.conn),
             Some(Command::Test(a)) => Some(&a.conn),
             Some(Command::Audit(a)) => Some(&a.conn),
@@ -149,6 +151,7 @@ impl Cli {
                 Some("`check -f` reads files, not a cluster")
             }
             Some(Command::Plan(_)) if files => Some("`plan -f` reads files, not a cluster"),
+            Some(Command::Render(_)) if files => Some("`render -f` reads files, not a cluster"),
             Some(Command::Test(a)) if a.offline => Some("`test --offline` sends nothing"),
             Some(Command::Install(_)) => Some("`install` only prints manifests"),
             Some(Command::Version { .. }) => Some("`version` asks no cluster"),
@@ -164,6 +167,7 @@ impl Cli {
             None => &self.tui.input,
             Some(Command::Check(a)) => &a.input,
             Some(Command::Plan(a)) => &a.input,
+            Some(Command::Render(a)) => &a.input,
             Some(Command::Test(a)) => &a.input,
             Some(_) => &NO_INPUT,
         }
@@ -176,6 +180,7 @@ impl Cli {
             None => &self.tui.gen_flags,
             Some(Command::Check(a)) => &a.gen_flags,
             Some(Command::Plan(a)) => &a.gen_flags,
+            Some(Command::Render(a)) => &a.gen_flags,
             Some(Command::Test(a)) => &a.gen_flags,
             Some(Command::Run(a)) => &a.gen_flags,
             Some(Command::Replay { gen_flags, .. } | Command::Reconcile { gen_flags, .. }) => {
@@ -204,6 +209,7 @@ impl Cli {
             // check and plan judge a live cluster by the settings its leader publishes there.
             Some(Command::Check(a)) => &a.lease,
             Some(Command::Plan(a)) => &a.lease,
+            Some(Command::Render(a)) => &a.lease,
             Some(Command::Replay { lease, .. } | Command::Reconcile { lease, .. }) => lease,
             Some(_) => &DEFAULT_LEASE,
         }
@@ -248,6 +254,15 @@ pub enum Command {
     Check(CheckArgs),
     /// Show the writes the reconciler would make now, each with a diff.
     Plan(PlanArgs),
+    /// Print the objects the reconciler would hold as manifests (--static: static admission
+    /// manifests). Exit 1 when something selected cannot be rendered, 2 on bad input.
+    ///
+    /// The constraint CRDs, VAPs and bindings, with their labels and owners, from the cluster
+    /// or -f files; same input, same bytes. With --static, the selected constraints as static
+    /// admission manifests for kube-apiserver's staticManifestsDir (Kubernetes 1.36+), and the
+    /// AdmissionConfiguration that loads them. What cannot be rendered is said on stderr as
+    /// `check` says it; a name that selects nothing exits 2.
+    Render(RenderArgs),
     /// Run the shared-cache reconciler (leader-elected).
     Run(RunArgs),
     /// Re-enqueue every constraint of TEMPLATE's kind (the TUI's `p`).
@@ -324,6 +339,11 @@ pub struct CheckArgs {
     /// violations, so CI sees what flipping it to deny would break. Needs a cluster.
     #[arg(long)]
     pub audit: bool,
+    /// Also judge the static manifests in DIR (written by `render --static`): one that no
+    /// longer matches what its constraint renders to is `static-out-of-sync`, one whose
+    /// constraint is gone `static-dangling`.
+    #[arg(long = "static", value_name = "DIR", conflicts_with = "audit")]
+    pub static_dir: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub gen_flags: GenerationArgs,
     #[command(flatten)]
@@ -712,6 +732,74 @@ pub struct PlanArgs {
     pub lease: LeaseArgs,
     #[command(flatten)]
     pub conn: ConnectionArgs,
+}
+
+/// `render`'s arguments.
+#[derive(Debug, Args, Clone)]
+pub struct RenderArgs {
+    /// What to render: a template by name (its CRD, its VAP and every constraint of its kind)
+    /// or a constraint as `Kind/name` (its binding, and its VAP in the inline shape). All
+    /// when none.
+    pub names: Vec<String>,
+    #[command(flatten)]
+    pub input: InputArgs,
+    /// `yaml` (a stream with a header comment), `json` (a `List`), or `dir=PATH` (one file
+    /// per object).
+    #[arg(short = 'o', long = "output", default_value = "yaml", value_parser = RenderOutput::parse)]
+    pub output: RenderOutput,
+    /// One file per object in DIR (the same as `-o dir=DIR`).
+    #[arg(long, value_name = "DIR", conflicts_with = "output")]
+    pub output_dir: Option<std::path::PathBuf>,
+    /// The selected constraints as static manifests for the API server's manifest-based
+    /// admission: inline VAPs and bindings named `….static.k8s.io`, and the
+    /// AdmissionConfiguration that loads them.
+    #[arg(long = "static")]
+    pub static_manifests: bool,
+    /// With --static: the folder the files will be in on the control-plane nodes, as the
+    /// AdmissionConfiguration names it. Default: the output folder if it is absolute, else
+    /// /etc/kubernetes/admission/kubectl-vap.
+    #[arg(long, value_name = "PATH", requires = "static_manifests")]
+    pub static_manifests_dir: Option<String>,
+    /// With --static: also write the AdmissionConfiguration that loads them to FILE.
+    #[arg(long, value_name = "FILE", requires = "static_manifests")]
+    pub admission_config: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub gen_flags: GenerationArgs,
+    #[command(flatten)]
+    pub lease: LeaseArgs,
+    #[command(flatten)]
+    pub conn: ConnectionArgs,
+}
+
+/// Where `render` writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RenderOutput {
+    Yaml,
+    Json,
+    Dir(std::path::PathBuf),
+}
+
+impl RenderOutput {
+    fn parse(s: &str) -> Result<RenderOutput, String> {
+        match s {
+            "yaml" => Ok(RenderOutput::Yaml),
+            "json" => Ok(RenderOutput::Json),
+            _ => match s.strip_prefix("dir=") {
+                Some(d) if !d.is_empty() => Ok(RenderOutput::Dir(d.into())),
+                _ => Err("one of: yaml, json, dir=PATH".into()),
+            },
+        }
+    }
+}
+
+impl RenderArgs {
+    /// `-o`, with `--output-dir` as `dir=`.
+    pub fn output(&self) -> RenderOutput {
+        match &self.output_dir {
+            Some(d) => RenderOutput::Dir(d.clone()),
+            None => self.output.clone(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

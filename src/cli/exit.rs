@@ -63,7 +63,8 @@ Exit codes (every command):
   0  clean: done, nothing to report
   1  findings: check found a warning or error, plan --exit-code plans writes (plan: the
      server refuses one), test saw a denial or warning, audit found violations, run --once
-     did not converge or left an error finding, replay/reconcile had writes fail
+     did not converge or left an error finding, replay/reconcile had writes fail, render
+     could not render something selected (its findings on stderr)
   2  cannot tell: the cluster is unreachable or forbids a read or write, it serves no
      ValidatingAdmissionPolicy v1 (Kubernetes before 1.30), the ConstraintTemplate CRD is not
      served, a named template or constraint does not exist, input cannot be read, another

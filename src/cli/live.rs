@@ -506,7 +506,8 @@ async fn lead_briefly(cli: &Cli, cmd: Command) -> anyhow::Result<Exit> {
 /// sent as a server-side dry-run. `check` on the current context.
 pub fn check(cli: &Cli, out: &OutputArgs) -> anyhow::Result<Exit> {
     let (snap, opts, live) = read_cluster(cli)?;
-    let (text, code) = report::check_report_live(&snap, &opts, out.output, Vec::new(), &live)?;
+    let statics = super::static_check::static_findings(cli, &snap, &opts)?;
+    let (text, code) = report::check_report_live(&snap, &opts, out.output, statics, &live)?;
     stdio::stdout(&text)?;
     Ok(code)
 }
@@ -639,17 +640,7 @@ fn read_cluster(
 )> {
     let rt = runtime()?;
     rt.block_on(async {
-        let (client, url) = crate::cluster::client::connect(&cli.conn, false)
-            .await
-            .context("connecting to the cluster")?;
-        let api = discover_admission_api(&client)
-            .await
-            .with_context(|| format!("discovering the VAP API of {url}"))?;
-        let (snap, errors) = list_snapshot(&client, &api)
-            .await
-            .with_context(|| format!("reading {url}"))?;
-        everything_read(&errors, &url)?;
-        let (opts, settings) = judged_settings(&client, cli).await;
+        let (client, api, snap, opts, settings, _) = read_cluster_with(cli).await?;
         let plan = analyze(&snap, &opts).plan;
         let refused = dry_run_plan(&client, &api, &plan).await;
         Ok((
@@ -661,4 +652,46 @@ fn read_cluster(
             },
         ))
     })
+}
+
+/// What `render` reads of a cluster: the snapshot (complete, or an error naming what could
+/// not be read), the options to render by (the leader's, as `plan` judges), whose they are,
+/// and the API server's URL.
+pub(super) fn read_cluster_for_render(
+    cli: &Cli,
+) -> anyhow::Result<(
+    crate::snapshot::Snapshot,
+    crate::core::Options,
+    crate::core::settings::Judged,
+    String,
+)> {
+    let rt = runtime()?;
+    rt.block_on(async {
+        let (_, _, snap, opts, settings, url) = read_cluster_with(cli).await?;
+        Ok((snap, opts, settings, url))
+    })
+}
+
+type ClusterRead = (
+    kube::Client,
+    crate::cluster::discovery::AdmissionApi,
+    crate::snapshot::Snapshot,
+    crate::core::Options,
+    crate::core::settings::Judged,
+    String,
+);
+
+async fn read_cluster_with(cli: &Cli) -> anyhow::Result<ClusterRead> {
+    let (client, url) = crate::cluster::client::connect(&cli.conn, false)
+        .await
+        .context("connecting to the cluster")?;
+    let api = discover_admission_api(&client)
+        .await
+        .with_context(|| format!("discovering the VAP API of {url}"))?;
+    let (snap, errors) = list_snapshot(&client, &api)
+        .await
+        .with_context(|| format!("reading {url}"))?;
+    everything_read(&errors, &url)?;
+    let (opts, settings) = judged_settings(&client, cli).await;
+    Ok((client, api, snap, opts, settings, url.to_string()))
 }

@@ -6,7 +6,9 @@ pub mod exit;
 pub mod install;
 pub mod live;
 pub mod output;
+pub mod render;
 pub mod report;
+pub mod static_check;
 pub mod stdio;
 pub mod topics;
 pub mod version;
@@ -46,6 +48,7 @@ pub fn dispatch(mut cli: Cli) -> anyhow::Result<Exit> {
             report::check_files(&cli, &c.out)
         }
         Some(Command::Plan(p)) if !p.input.filenames.is_empty() => report::plan_files(&cli, p),
+        Some(Command::Render(r)) => render::render(&cli, r),
         Some(Command::Check(c)) => live::check(&cli, &c.out),
         Some(Command::Plan(p)) => live::plan(&cli, p),
         Some(Command::Run(args)) => live::run(&cli, args),

@@ -82,7 +82,9 @@ pub fn load_files(cli: &Cli) -> anyhow::Result<Snapshot> {
 
 pub fn check_files(cli: &Cli, out: &OutputArgs) -> anyhow::Result<Exit> {
     let snap = load_files(cli)?;
-    let (text, code) = check_report(&snap, &cli.generation_options(), out.output)?;
+    let opts = cli.generation_options();
+    let statics = super::static_check::static_findings(cli, &snap, &opts)?;
+    let (text, code) = check_report_with(&snap, &opts, out.output, statics)?;
     super::stdio::stdout(&text)?;
     Ok(code)
 }

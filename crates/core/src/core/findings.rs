@@ -60,6 +60,9 @@ codes! {
     ConstraintKindsUnserved = "constraint-kinds-unserved", Info, "the constraint names kinds the API server does not serve (yet): its binding matches their whole group until it does";
     ConstraintViolations = "constraint-violations", Info, "existing objects the constraint's binding denies or warns about, or that could not be checked (check --audit)";
     InputDuplicate = "input-duplicate", Warning, "the input holds the object more than once: the last copy is used, the others are ignored";
+    StaticRefused = "static-refused", Error, "the constraint cannot be a static manifest (render --static): its template reads params directly, or it cannot be rendered inline";
+    StaticOutOfSync = "static-out-of-sync", Warning, "a static manifest differs from what its constraint renders to now (check --static)";
+    StaticDangling = "static-dangling", Warning, "a static manifest whose constraint is gone or no longer renders as static (check --static)";
     WriteRefused = "write-refused", Error, "the API server refuses the write that would bring the object in line (its message says why)";
 }
 

@@ -19,6 +19,7 @@ pub mod options;
 pub mod ownership;
 pub mod plan;
 pub mod pod_status;
+pub mod render;
 pub mod scope;
 pub mod settings;
 pub mod shape;

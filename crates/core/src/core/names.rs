@@ -32,13 +32,19 @@ pub fn inline_policy_name(kind: &str, constraint_name: &str) -> String {
 /// `full`, or above 253 characters its head and `-` and 8 hex characters of its SHA-256
 /// (Gatekeeper's `GetVAPBindingName`).
 fn shortened(full: String) -> String {
-    if full.len() <= MAX_NAME {
+    shortened_to(full, MAX_NAME)
+}
+
+/// `full`, or above `max` characters its head and `-` and 8 hex characters of its SHA-256
+/// (a static manifest's name needs room for its suffix: `core::render::static_name`).
+pub fn shortened_to(full: String, max: usize) -> String {
+    if full.len() <= max {
         return full;
     }
     let digest = hmac_sha256::Hash::hash(full.as_bytes());
     let hash: String = digest.iter().take(4).map(|b| format!("{b:02x}")).collect();
     // Names are DNS subdomains (ASCII), so byte truncation cannot split a character; be safe anyway.
-    let mut cut = MAX_NAME - 9;
+    let mut cut = max - 9;
     while !full.is_char_boundary(cut) {
         cut -= 1;
     }

@@ -115,3 +115,11 @@ pub fn of_kind(snap: &Snapshot, opts: &Options, kind: &str) -> PolicyShape {
         None => opts.policy_shape.for_template(constraints.len()),
     }
 }
+
+/// The field of the first expression of `t`'s CEL source that reads `params` itself (which
+/// only a VAP with a `paramKind` has); `None` when none does, or it has no readable source.
+pub fn template_reads_params(t: &ConstraintTemplate, opts: &Options) -> Option<String> {
+    let source: crate::model::NativeSource =
+        serde_json::from_value(t.native_code()?.clone()).ok()?;
+    opts.cel.reads_params(&source)
+}
