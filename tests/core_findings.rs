@@ -431,7 +431,7 @@ fn the_binding_wait_is_measured_against_the_snapshot_clock_only() {
 #[test]
 fn every_code_has_a_title_and_a_stable_name() {
     let names: Vec<&str> = Code::ALL.iter().map(|c| c.as_str()).collect();
-    assert_eq!(names.len(), 24);
+    assert_eq!(names.len(), 25);
     for c in Code::ALL {
         assert!(!c.title().is_empty());
         assert_eq!(
@@ -679,4 +679,156 @@ fn unreadable_crds_prove_nothing() {
             .iter()
             .all(|w| w.object.kind != "CustomResourceDefinition")
     );
+}
+
+/// The type checker's warnings (kube-controller-manager's), as it writes them into a VAP's
+/// status (the same shape in v1 and v1beta1), about the object's current generation.
+fn with_type_warning(vap: &mut Value, api_version: &str) {
+    vap["apiVersion"] = json!(api_version);
+    vap["metadata"]["generation"] = json!(1);
+    vap["status"] = json!({
+        "observedGeneration": 1,
+        "typeChecking": {"expressionWarnings": [{
+            "fieldRef": "spec.validations[0].expression",
+            "warning": "/v1, Kind=ConfigMap: ERROR: <input>:1:7: undefined field 'nosuchfield'\n | object.nosuchfield == 'x'\n | ......^"
+        }]}
+    });
+}
+
+/// Issue 38: a VAP of ours whose expressions the type checker warns about is a
+/// warning naming the VAP, its template (and its constraint, for an inline VAP), the
+/// expression and the checker's words; without them, none. Status never plans a write.
+#[test]
+fn the_type_checkers_warnings_on_our_vap_are_a_finding_and_never_a_write() {
+    for shape in [PolicyShape::Narrowed, PolicyShape::Inline] {
+        let opts = Options {
+            policy_shape: shape,
+            ..default_options()
+        };
+        let s = snapshot(base());
+        let mut objs = base();
+        for (i, w) in analyze(&s, &opts).plan.into_iter().enumerate() {
+            let mut body = w.body.expect("creates carry a body");
+            body["metadata"]["uid"] = json!(format!("uid-{i}"));
+            body["metadata"]["resourceVersion"] = json!("1");
+            objs.push(body);
+        }
+        let clean = analyze(&snapshot(objs.clone()), &opts);
+        assert!(
+            clean.findings.is_empty(),
+            "{shape:?}: {:#?}",
+            clean.findings
+        );
+        let vap = objs
+            .iter()
+            .position(|o| o["kind"] == "ValidatingAdmissionPolicy")
+            .expect("a VAP");
+        let name = objs[vap]["metadata"]["name"]
+            .as_str()
+            .expect("name")
+            .to_string();
+        for version in [
+            "admissionregistration.k8s.io/v1",
+            "admissionregistration.k8s.io/v1beta1",
+        ] {
+            with_type_warning(&mut objs[vap], version);
+            let a = analyze(&snapshot(objs.clone()), &opts);
+            assert!(a.plan.is_empty(), "{shape:?} {version}: {:#?}", a.plan);
+            assert_eq!(
+                a.findings.len(),
+                1,
+                "{shape:?} {version}: {:#?}",
+                a.findings
+            );
+            let f = &a.findings[0];
+            assert_eq!(f.code, Code::PolicyTypeWarning);
+            assert_eq!(f.code.as_str(), "policy-type-warning");
+            assert_eq!(f.severity.as_str(), "warning");
+            assert_eq!(f.object.kind, "ValidatingAdmissionPolicy");
+            assert_eq!(f.object.name, name);
+            assert!(
+                f.related
+                    .iter()
+                    .any(|r| r.kind == "ConstraintTemplate" && r.name == "k8sx"),
+                "{f:#?}"
+            );
+            for words in [
+                "template k8sx",
+                "spec.validations[0].expression",
+                "undefined field 'nosuchfield'",
+            ] {
+                assert!(f.message.contains(words), "{words}: {}", f.message);
+            }
+            // The checker's excerpt and caret are left out: one line.
+            assert!(!f.message.contains('\n'), "{}", f.message);
+            if shape == PolicyShape::Inline {
+                assert!(f.message.contains("constraint K8sX a"), "{}", f.message);
+                assert!(
+                    f.related.iter().any(|r| r.kind == "K8sX" && r.name == "a"),
+                    "{f:#?}"
+                );
+            }
+            // The finding marks the VAP's node in the tree (the TUI's mark).
+            let marked = nodes(&a.tree)
+                .into_iter()
+                .find(|n| n.object.as_ref().is_some_and(|o| o == &f.object))
+                .expect("the VAP's node");
+            assert_eq!(marked.findings, vec![0], "{shape:?}");
+        }
+        // Warnings about an older generation are about a spec that is no longer there.
+        objs[vap]["metadata"]["generation"] = json!(2);
+        let a = analyze(&snapshot(objs.clone()), &opts);
+        assert!(a.findings.is_empty(), "{shape:?}: {:#?}", a.findings);
+        // Status never makes a write, whatever it holds: a VAP out of sync is updated for
+        // its spec, and its update carries no status.
+        objs[vap]["metadata"]["generation"] = json!(1);
+        objs[vap]["spec"]["failurePolicy"] = json!("Ignore");
+        let a = analyze(&snapshot(objs.clone()), &opts);
+        assert_eq!(
+            order(&a.plan),
+            vec![("update", "ValidatingAdmissionPolicy")]
+        );
+        let body = a.plan[0].body.as_ref().expect("an update carries a body");
+        assert!(body.get("status").is_none(), "{body:#}");
+        let mut got: Vec<Code> = a.findings.iter().map(|f| f.code).collect();
+        got.sort();
+        assert_eq!(got, vec![Code::PolicyOutOfSync, Code::PolicyTypeWarning]);
+    }
+}
+
+/// A VAP that is not ours says nothing of its checker's warnings (another controller's
+/// problem); nor does one of ours that goes.
+#[test]
+fn type_checking_warnings_on_a_vap_not_ours_or_going_are_not_findings() {
+    let mut objs = converged(base());
+    let name = objs
+        .iter()
+        .find(|o| o["kind"] == "ValidatingAdmissionPolicy")
+        .and_then(|o| o["metadata"]["name"].as_str())
+        .expect("a VAP")
+        .to_string();
+    replace(&mut objs, &name, |v| {
+        with_type_warning(v, "admissionregistration.k8s.io/v1")
+    });
+    let mut foreign = objs.clone();
+    replace(&mut foreign, &name, |v| {
+        v["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": "Deployment", "name": "someone", "uid": "x", "controller": true}]);
+    });
+    assert!(!codes(&snapshot(foreign)).contains(&Code::PolicyTypeWarning));
+    // The template stops generating: its VAP goes, and the warning with it.
+    replace(&mut objs, "k8sx", |t| {
+        t["spec"]["targets"][0]["code"][0]["source"]["generateVAP"] = json!(false)
+    });
+    let got = codes(&snapshot(objs));
+    assert!(!got.contains(&Code::PolicyTypeWarning), "{got:?}");
+    assert!(got.contains(&Code::PolicyDangling), "{got:?}");
+}
+
+fn nodes(tree: &[kubectl_vap::core::tree::Node]) -> Vec<&kubectl_vap::core::tree::Node> {
+    let mut out = Vec::new();
+    for n in tree {
+        out.push(n);
+        out.extend(nodes(&n.children));
+    }
+    out
 }

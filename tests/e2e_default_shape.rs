@@ -14,6 +14,8 @@
 //! - a constraint whose parameters are too long to be written into CEL (a 10,000-entry
 //!   allow-list);
 //! - a constraint kind whose name ends in `List`.
+//!
+//! And the type checker's warnings on a VAP as `policy-type-warning` findings (issue 38).
 
 mod support;
 
@@ -387,4 +389,213 @@ async fn e2e_the_default_shape_enforces_every_constraint_as_gatekeepers_does() {
     // those VAPs.
     converge(&env, &["--policy-shape", "gatekeeper"]);
     every_sample_judged(&client, &cases, "gatekeeper", template_policy).await;
+}
+
+/// A template whose CEL is `expression`, with one constraint `c` on ConfigMaps in [`NS`].
+fn type_check_case(kind: &str, expression: &str) -> (Value, Value) {
+    let source = json!({ "validations": [{ "expression": expression, "message": "no" }] });
+    (
+        template(kind, json!({}), source),
+        constraint(kind, "c", &["ConfigMap"], None),
+    )
+}
+
+/// The `policy-type-warning` findings of one `check -o json`, as (VAP, message).
+fn type_warnings(env: &TestEnv, extra: &[&str]) -> (Vec<(String, String)>, Value) {
+    let mut args = vec!["check", "-o", "json"];
+    args.extend_from_slice(extra);
+    let report = cli::stdout_json(&vap(env, &args));
+    let found = report["findings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|f| f["code"] == json!("policy-type-warning"))
+        .map(|f| {
+            let name = f["object"]["name"].as_str().unwrap_or_default();
+            let message = f["message"].as_str().unwrap_or_default();
+            (name.to_string(), message.to_string())
+        })
+        .collect();
+    (found, report)
+}
+
+/// Polls `check -o json` (the type checker writes a VAP's status asynchronously) until its
+/// `policy-type-warning` findings satisfy `done`; fails after 60 s with the report and `vap`.
+async fn type_warnings_until(
+    env: &TestEnv,
+    extra: &[&str],
+    vap_name: &str,
+    what: &str,
+    done: impl Fn(&[(String, String)]) -> bool,
+) -> Vec<(String, String)> {
+    let got = poll::within(Duration::from_secs(60), Duration::from_secs(1), || async {
+        let (found, report) = type_warnings(env, extra);
+        if done(&found) { Ok(found) } else { Err(report) }
+    })
+    .await;
+    match got {
+        Ok(found) => found,
+        Err(report) => {
+            let vap = cluster::policy(&env.client_admin().await, vap_name).await;
+            let vap = serde_json::to_string_pretty(&vap).unwrap_or_default();
+            panic!("{what}: not within 60 s: {report:#}\nthe VAP: {vap}")
+        }
+    }
+}
+
+/// The VAP's status once the type checker has seen its current generation.
+async fn checked_status(client: &kube::Client, name: &str) -> Value {
+    poll::within(Duration::from_secs(60), poll::EVERY, || async {
+        let p = cluster::policy(client, name).await.expect("the VAP exists");
+        let status = serde_json::to_value(&p.status).unwrap_or_default();
+        match (p.metadata.generation, status["observedGeneration"].as_i64()) {
+            (Some(g), Some(o)) if g == o => Ok(status),
+            _ => Err(status),
+        }
+    })
+    .await
+    .unwrap_or_else(|s| panic!("{name}: its generation never type-checked: {s}"))
+}
+
+/// Makes the VAP's resource rules name version `v1` instead of `*` (as an edit by hand would):
+/// the type checker skips every rule whose `apiVersions` holds a wildcard.
+async fn name_versions(client: &kube::Client, name: &str) {
+    let api = cluster::policies(client);
+    let mut p = api.get(name).await.expect("the VAP");
+    let spec = p.spec.as_mut().expect("spec");
+    let rules = spec.match_constraints.as_mut().expect("matchConstraints");
+    for r in rules.resource_rules.iter_mut().flatten() {
+        r.api_versions = Some(vec!["v1".into()]);
+    }
+    api.replace(name, &Default::default(), &p)
+        .await
+        .expect("the VAP's update");
+}
+
+/// Issue 38: the type checker (kube-controller-manager's
+/// `validatingadmissionpolicy-status-controller`) writes its warnings into a VAP's
+/// `status.typeChecking.expressionWarnings`; `check` reports each on a VAP kubectl-vap owns as
+/// `policy-type-warning`, naming the template (and the constraint, inline), the expression and
+/// the checker's words; status makes no write. Measured on the way: the checker skips a rule
+/// whose `apiVersions` holds `*`, which every VAP kubectl-vap writes has (a constraint names
+/// groups and kinds, never versions), so the generated VAPs are not checked at all; the test
+/// makes the rules name `v1`, as a VAP naming versions would, to have warnings to report.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_the_type_checkers_warnings_are_findings() {
+    let env = tokio::task::spawn_blocking(TestEnv::start)
+        .await
+        .expect("env");
+    // The type checker is kube-controller-manager's, not the API server's.
+    let _kcm = env
+        .start_controller_manager_with(testenv::ControllerManagerOptions {
+            controllers: vec!["validatingadmissionpolicy-status-controller".into()],
+            extra_args: Vec::new(),
+        })
+        .await
+        .expect("kube-controller-manager");
+    let client = env.client_admin().await;
+    gatekeeper::install_gatekeeper_crds(&client)
+        .await
+        .expect("template CRD");
+    for ns in [NS, "gatekeeper-system"] {
+        testenv::ensure_namespace(&client, ns).await.expect("ns");
+    }
+    // A ConfigMap has no field `nosuchfield` (nor `spec`).
+    let broken = type_check_case("K8sDefaultNoSuchField", "object.nosuchfield == 'x'");
+    let sound = type_check_case("K8sDefaultSound", "object.metadata.name != 'forbidden'");
+    for (t, _) in [&broken, &sound] {
+        cluster::create_template(&client, t).await;
+    }
+    converge(&env, &[]);
+    for (_, c) in [&broken, &sound] {
+        cluster::create_constraint(&client, c).await;
+    }
+    converge(&env, &[]);
+
+    // The default shape writes each constraint its own VAP, its rules at `apiVersions: ["*"]`:
+    // the checker sees the generation and checks nothing.
+    let (inline, inline_sound) = (
+        "gatekeeper-k8sdefaultnosuchfield.c",
+        "gatekeeper-k8sdefaultsound.c",
+    );
+    let status = checked_status(&client, inline).await;
+    eprintln!("{inline} as generated: {status}");
+    assert!(
+        status["typeChecking"]["expressionWarnings"].is_null(),
+        "the checker skips apiVersions *: {status}"
+    );
+    assert_eq!(type_warnings(&env, &[]).0, vec![], "nothing to report");
+    let report = cli::stdout_json(&vap(&env, &["plan", "-o", "json"]));
+    assert_eq!(
+        report["actions"],
+        json!([]),
+        "status makes no write: {report:#}"
+    );
+
+    // Rules that name a version are checked: the broken template's VAP gets a warning, the
+    // sound one's none.
+    for name in [inline, inline_sound] {
+        name_versions(&client, name).await;
+    }
+    let found = type_warnings_until(&env, &[], inline, "the warning on the inline VAP", |f| {
+        f.iter().any(|(n, _)| n == inline)
+    })
+    .await;
+    let status = checked_status(&client, inline_sound).await;
+    eprintln!("inline: {found:#?}\n{inline_sound}: {status}");
+    let (_, found) = (found, type_warnings(&env, &[]).0);
+    assert_eq!(found.len(), 1, "only the broken template's VAP: {found:#?}");
+    let message = &found[0].1;
+    for words in [
+        inline,
+        "template k8sdefaultnosuchfield",
+        "constraint K8sDefaultNoSuchField c",
+        "spec.validations[0].expression",
+        "undefined field 'nosuchfield'",
+    ] {
+        assert!(message.contains(words), "{words}: {message}");
+    }
+
+    // `run` rewrites the rules (their spec differs) and the warning goes with the generation
+    // it was about.
+    converge(&env, &[]);
+    type_warnings_until(
+        &env,
+        &[],
+        inline,
+        "the warning gone after run",
+        <[_]>::is_empty,
+    )
+    .await;
+
+    // The narrowed shape: one VAP per template, owned by the template.
+    converge(&env, &["--policy-shape", "narrowed"]);
+    assert_eq!(
+        type_warnings(&env, &["--policy-shape", "narrowed"]).0,
+        vec![],
+        "as generated: nothing checked"
+    );
+    let narrowed = "gatekeeper-k8sdefaultnosuchfield";
+    name_versions(&client, narrowed).await;
+    let shape = ["--policy-shape", "narrowed"];
+    let found = type_warnings_until(
+        &env,
+        &shape,
+        narrowed,
+        "the warning on the narrowed VAP",
+        |f| f.iter().any(|(n, _)| n == narrowed),
+    )
+    .await;
+    eprintln!("narrowed: {found:#?}");
+    assert_eq!(found.len(), 1, "{found:#?}");
+    let message = &found[0].1;
+    for words in [
+        "template k8sdefaultnosuchfield",
+        "spec.validations[0].expression",
+        "undefined field 'nosuchfield'",
+    ] {
+        assert!(message.contains(words), "{words}: {message}");
+    }
+    assert!(!message.contains("constraint"), "{message}");
 }

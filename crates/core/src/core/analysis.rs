@@ -315,6 +315,9 @@ impl<'a> Fold<'a> {
         let id = format!("policy/{name}");
         let mut node = leaf(id, NodeKind::Policy, &name, step.state(), policy_ref(&name));
         self.find(&mut node, step.finding());
+        for f in step.type_findings() {
+            self.find(&mut node, Some(f));
+        }
         match step.write(Diff::Render) {
             Some(w) if w.verb == Verb::Delete => self.writes.policy_deletes.push(w),
             Some(w) => self.writes.policies.push(w),
@@ -366,6 +369,10 @@ impl<'a> Fold<'a> {
             let state = step.policy_state();
             let mut pnode = leaf(id, NodeKind::Policy, &pname, state, policy_ref(&pname));
             self.find(&mut pnode, step.policy_finding());
+            let template = opinion.map(|o| o.template.as_str());
+            for f in step.policy_type_findings(template) {
+                self.find(&mut pnode, Some(f));
+            }
             match step.policy_write(Diff::Render) {
                 Some(w) if step.policy_goes_first() => self.writes.policies.push(w),
                 Some(w) => self.writes.policy_deletes.push(w),

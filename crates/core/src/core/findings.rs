@@ -48,6 +48,7 @@ codes! {
     PolicyOutOfSync = "policy-out-of-sync", Warning, "the VAP differs from the desired one";
     PolicyDangling = "policy-dangling", Warning, "a VAP whose template is gone or no longer generates";
     PolicyForeign = "policy-foreign", Warning, "a VAP with our name whose controller is not the template";
+    PolicyTypeWarning = "policy-type-warning", Warning, "the type checker warns about an expression of our VAP in its status (a field its kinds do not have, a type mismatch): it errors at admission, and its failurePolicy decides";
     BindingMissing = "binding-missing", Error, "the constraint should have a binding and has none";
     BindingOutOfSync = "binding-out-of-sync", Warning, "the binding differs from the desired one";
     BindingDangling = "binding-dangling", Error, "a binding that should not exist, or whose policy does not";

@@ -13,7 +13,7 @@ pub use constraint::{Constraint, EnforcementPoint, KindMatch, Match, ScopedActio
 pub use gatekeeper_config::GatekeeperConfig;
 pub use gatekeeper_webhook::GatekeeperWebhook;
 pub use meta::{ObjectRef, OwnerRef, Source};
-pub use policy::{Binding, CrdInfo, PodStatus, Policy};
+pub use policy::{Binding, CrdInfo, PodStatus, Policy, TypeWarning};
 pub use template::{ConstraintTemplate, NamedExpression, NativeSource, Target, Validation};
 
 /// Group of ConstraintTemplates.

@@ -14,8 +14,48 @@ use serde_json::Value;
 pub struct Policy {
     pub meta: Meta,
     pub api_version: String,
+    /// The object without its status: what is compared and rewritten.
     pub object: ValidatingAdmissionPolicy,
     pub source: Source,
+    /// The type checker's warnings (`status.typeChecking.expressionWarnings`, the same in v1
+    /// and v1beta1; kube-controller-manager writes them), when they are about the object's
+    /// current generation. Read to
+    /// be reported (`policy-type-warning`), never compared: no write follows from status.
+    pub type_warnings: Vec<TypeWarning>,
+}
+
+/// One of the type checker's warnings on a VAP: the expression's field path
+/// (`spec.validations[0].expression`) and what the checker says about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TypeWarning {
+    pub field_ref: String,
+    pub warning: String,
+}
+
+/// The type-checking warnings of a VAP as read (either version). The checker writes them
+/// asynchronously with `status.observedGeneration`: warnings about an older generation are
+/// about a spec that is no longer there, and are left out.
+fn type_warnings(raw: &Value) -> Vec<TypeWarning> {
+    let status = &raw["status"];
+    let observed = status["observedGeneration"].as_i64();
+    let current = raw["metadata"]["generation"].as_i64();
+    if let (Some(o), Some(c)) = (observed, current)
+        && o != c
+    {
+        return Vec::new();
+    }
+    status["typeChecking"]["expressionWarnings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|w| {
+            let warning = w["warning"].as_str().filter(|s| !s.is_empty())?;
+            Some(TypeWarning {
+                field_ref: w["fieldRef"].as_str().unwrap_or_default().to_string(),
+                warning: warning.to_string(),
+            })
+        })
+        .collect()
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -45,7 +85,8 @@ fn read_as_v1<T: serde::de::DeserializeOwned>(raw: Value, kind: &str) -> Result<
             "apiVersion".into(),
             Value::String("admissionregistration.k8s.io/v1".into()),
         );
-        // Status is never compared, and v1beta1 status shapes may differ.
+        // Status is never compared, and v1beta1 status shapes may differ (a VAP's type-checking
+        // warnings are read beside the object: `Policy::type_warnings`).
         obj.remove("status");
     }
     serde_json::from_value(v1).map_err(|e| format!("{kind} is not readable: {e}"))
@@ -56,6 +97,7 @@ impl Policy {
         Ok(Policy {
             meta: Meta::from_value(&raw),
             api_version: raw["apiVersion"].as_str().unwrap_or_default().to_string(),
+            type_warnings: type_warnings(&raw),
             object: read_as_v1(raw, super::VAP_KIND)?,
             source,
         })

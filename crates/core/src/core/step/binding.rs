@@ -288,6 +288,28 @@ impl<'a> BindingStep<'a> {
         })
     }
 
+    /// The type checker's warnings on the constraint's own VAP
+    /// (`policy-type-warning`): its constraint is its owner, its template wrote the CEL.
+    pub fn policy_type_findings(&self, template: Option<&str>) -> Vec<Finding> {
+        let c = self.constraint;
+        let whose = match template {
+            Some(t) => format!("constraint {} {} (template {t})", c.kind, c.name()),
+            None => format!("constraint {} {}", c.kind, c.name()),
+        };
+        let mut found = super::type_findings(
+            &self.policy,
+            self.observed_policy,
+            &whose,
+            constraint_ref(c),
+        );
+        if let Some(t) = template {
+            let t =
+                crate::model::ObjectRef::new("templates.gatekeeper.sh/v1", "ConstraintTemplate", t);
+            found.iter_mut().for_each(|f| f.related.push(t.clone()));
+        }
+        found
+    }
+
     /// The binding's state and reason in the tree.
     pub fn binding_state(&self) -> (State, String) {
         match (&self.action, &self.decision) {

@@ -114,6 +114,58 @@ fn write<D: Desired>(
     }
 }
 
+/// The type checker's warnings on an observed VAP that `action` keeps — in sync,
+/// updated or kept as it is, each of which only ours can be (a foreign one is `Foreign`, one
+/// that goes is `Delete`) — one `policy-type-warning` per expression, about the VAP and
+/// related to `owner`, whom `whose` names. From status only: never a write.
+fn type_findings<D>(
+    action: &Action<D>,
+    observed: Option<&crate::model::Policy>,
+    whose: &str,
+    owner: ObjectRef,
+) -> Vec<super::findings::Finding> {
+    use super::findings::{Code, Finding};
+    let Some(o) = observed.filter(|_| {
+        matches!(
+            action,
+            Action::InSync | Action::Update { .. } | Action::Keep
+        )
+    }) else {
+        return Vec::new();
+    };
+    o.type_warnings
+        .iter()
+        .map(|w| {
+            Finding::new(
+                Code::PolicyTypeWarning,
+                policy_ref(o.name()),
+                format!(
+                    "{} of {whose}: the type checker warns about {}: {}; fix the template's CEL (every request the VAP matches makes it error, and its failurePolicy decides)",
+                    o.name(),
+                    w.field_ref,
+                    one_line(&w.warning)
+                ),
+            )
+            .related(owner.clone())
+            .at(&o.source)
+        })
+        .collect()
+}
+
+/// The checker's words on one line: its `ERROR: …` lines (one per kind it checked), without
+/// the excerpt of the expression and the caret under it (`| …` lines).
+fn one_line(warning: &str) -> String {
+    let lines: Vec<&str> = warning
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('|'))
+        .collect();
+    if lines.is_empty() {
+        return warning.split_whitespace().collect::<Vec<_>>().join(" ");
+    }
+    lines.join("; ")
+}
+
 /// The reason of an update: the fields it fixes.
 fn differs(fields: &[&str]) -> String {
     format!("differs in {}", fields.join(", "))

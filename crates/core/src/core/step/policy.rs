@@ -268,6 +268,17 @@ impl<'a> PolicyStep<'a> {
         })
     }
 
+    /// The type checker's warnings on the template's VAP (`policy-type-warning`).
+    pub fn type_findings(&self) -> Vec<Finding> {
+        let whose = format!("template {}", self.template.name());
+        super::type_findings(
+            &self.action,
+            self.observed,
+            &whose,
+            template_ref(self.template),
+        )
+    }
+
     /// The template's own state and reason in the tree.
     pub fn template_state(&self) -> (State, String) {
         let state = match self.verdict {
