@@ -281,6 +281,11 @@ async fn e2e_the_image_runs_the_install_manifests() {
     gatekeeper::install_gatekeeper_crds(&client)
         .await
         .expect("gatekeeper CRDs");
+    // Gatekeeper's namespace, where the manifests grant the pod statuses: it exists wherever
+    // Gatekeeper runs.
+    testenv::ensure_namespace(&client, "gatekeeper-system")
+        .await
+        .expect("Gatekeeper's namespace");
     let kind = env.unique_kind("Image");
     let template = gatekeeper::template(
         &kind,

@@ -239,7 +239,7 @@ pub fn guard_objects(namespace: &str, lease: &str, user: &str) -> [serde_json::V
 /// The manifests as one multi-document YAML stream.
 pub fn install_manifests(opts: &InstallOptions) -> Result<String, serde_norway::Error> {
     let mut out = String::from(
-        "# kubectl-vap in-cluster reconciler. The namespace must exist (it is not created here).\n",
+        "# kubectl-vap in-cluster reconciler. The namespace must exist (it is not created here), and\n# so must Gatekeeper's, gatekeeper-system, where it writes its pod statuses.\n",
     );
     for d in install_objects(opts) {
         out.push_str("---\n");
