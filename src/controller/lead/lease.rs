@@ -639,7 +639,7 @@ fn next_judgement(l: &Lease, seen_at: Duration, default: Duration) -> Option<Dur
     let now = mono_now();
     [duration / 3, duration + TAKEOVER_GRACE]
         .into_iter()
-        .map(|after| seen_at + after)
+        .map(|after| seen_at.saturating_add(after))
         .find(|t| *t > now)
 }
 

@@ -63,20 +63,36 @@ impl Timing {
 
 /// A monotonic clock that counts while the machine is suspended (Linux `CLOCK_BOOTTIME`): a
 /// laptop that slept must not wake up believing its deadline is ahead.
+///
+/// The clock is chosen once per process: a deadline taken on one clock and compared on another
+/// would compare two epochs (`CLOCK_BOOTTIME` counts from boot, the fallback from the first
+/// call). Should the chosen `CLOCK_BOOTTIME` ever fail after answering once, the time reads as
+/// the end of time: every deadline has passed, and the fence fails closed.
 pub fn mono_now() -> Duration {
+    static BOOTTIME: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    if *BOOTTIME.get_or_init(|| boottime().is_some()) {
+        return boottime().unwrap_or(Duration::MAX);
+    }
+    START.get_or_init(std::time::Instant::now).elapsed()
+}
+
+/// `CLOCK_BOOTTIME` (Linux only; std offers no clock that counts a suspend).
+fn boottime() -> Option<Duration> {
     #[cfg(target_os = "linux")]
     {
         let mut ts = libc::timespec {
             tv_sec: 0,
             tv_nsec: 0,
         };
-        // SAFETY: clock_gettime writes into the timespec we own.
+        // SAFETY: clock_gettime writes into the timespec we own, and reads nothing else.
         if unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) } == 0 {
-            return Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32);
+            let secs = u64::try_from(ts.tv_sec).ok()?;
+            let nanos = u32::try_from(ts.tv_nsec).ok()?;
+            return Some(Duration::new(secs, nanos));
         }
     }
-    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
-    START.get_or_init(std::time::Instant::now).elapsed()
+    None
 }
 
 /// Whether this copy may write now: a deadline on [`mono_now`], cleared when leadership is lost.
@@ -102,7 +118,7 @@ impl Fence {
     }
 
     pub fn renewed(&self, sent: Duration, timing: &Timing) {
-        *self.deadline.lock() = Some(sent + timing.renew_deadline);
+        *self.deadline.lock() = Some(sent.saturating_add(timing.renew_deadline));
     }
 
     /// Set, and passed: leadership is no longer confirmed.
@@ -136,6 +152,24 @@ mod tests {
         assert!(*rx.borrow_and_update() && l.is_leading());
         assert!(l.set_leading(true), "already leading");
         assert!(!rx.has_changed().expect("open"), "no change, no wake-up");
+    }
+
+    /// The clock is read on one clock for the life of the process, and a renewal read at "the
+    /// end of time" (a clock that failed) closes the fence rather than overflowing.
+    #[test]
+    fn one_clock_and_no_overflow_at_the_end_of_time() {
+        let (a, b) = (mono_now(), mono_now());
+        assert!(b >= a, "monotonic: {a:?} then {b:?}");
+        let fence = Fence::default();
+        fence.renewed(Duration::MAX, &Timing::new(Duration::from_secs(15)));
+        assert!(
+            fence
+                .remaining()
+                .is_some_and(|r| r > Duration::from_secs(1 << 40)),
+            "a deadline at the end of time, not an overflow"
+        );
+        fence.renewed(mono_now(), &Timing::new(Duration::from_secs(15)));
+        assert!(fence.may_write());
     }
 
     #[test]
