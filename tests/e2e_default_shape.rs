@@ -22,7 +22,6 @@ mod support;
 use std::process::Output;
 use std::time::{Duration, Instant};
 
-use kubectl_vap::admission::dryrun;
 use serde_json::{Value, json};
 use support::{cli, cluster, poll};
 use testenv::{TestEnv, gatekeeper};
@@ -208,21 +207,7 @@ fn cases() -> Vec<Case> {
 
 /// The real binary as the admin of `env`, every default of its command line.
 fn vap(env: &TestEnv, args: &[&str]) -> Output {
-    let out = cli::output(
-        cli::kubectl_vap_defaults()
-            .arg("--kubeconfig")
-            .arg(env.kubeconfig_admin())
-            .args(args),
-    );
-    eprintln!(
-        "kubectl-vap {:?} → {:?}\nstderr: {}",
-        args.iter()
-            .map(|a| a.chars().take(60).collect::<String>())
-            .collect::<Vec<_>>(),
-        out.status.code(),
-        cli::stderr(&out)
-    );
-    out
+    cli::as_admin(cli::kubectl_vap_defaults(), env, args)
 }
 
 fn converge(env: &TestEnv, extra: &[&str]) {
@@ -238,16 +223,7 @@ fn converge(env: &TestEnv, extra: &[&str]) {
 
 /// A dry-run create of `obj`: `None` admitted, `Some(message)` refused.
 async fn refusal(client: &kube::Client, obj: &Value) -> Option<String> {
-    let api_version = obj["apiVersion"].as_str().expect("apiVersion");
-    let kind = obj["kind"].as_str().expect("kind");
-    let r = dryrun::Resolver::default()
-        .resolve(client, api_version, kind)
-        .await
-        .expect("a core kind resolves");
-    let reply = dryrun::create(client, &r, obj["metadata"]["namespace"].as_str(), obj)
-        .await
-        .expect("a dry-run create is answered");
-    (!reply.ok()).then(|| reply.status_message().unwrap_or_default().to_string())
+    cluster::refusal(client, obj, SETTLE).await
 }
 
 fn kind_of(case: &Case) -> &str {
@@ -310,16 +286,7 @@ async fn every_sample_judged(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn e2e_the_default_shape_enforces_every_constraint_as_gatekeepers_does() {
-    let env = tokio::task::spawn_blocking(TestEnv::start)
-        .await
-        .expect("env");
-    let client = env.client_admin().await;
-    gatekeeper::install_gatekeeper_crds(&client)
-        .await
-        .expect("template CRD");
-    for ns in [NS, "gatekeeper-system"] {
-        testenv::ensure_namespace(&client, ns).await.expect("ns");
-    }
+    let (env, client) = cluster::private_env(&[NS, "gatekeeper-system"]).await;
     let cases = cases();
     for case in &cases {
         cluster::create_template(&client, &case.template).await;
@@ -494,13 +461,7 @@ async fn e2e_the_type_checkers_warnings_are_findings() {
         })
         .await
         .expect("kube-controller-manager");
-    let client = env.client_admin().await;
-    gatekeeper::install_gatekeeper_crds(&client)
-        .await
-        .expect("template CRD");
-    for ns in [NS, "gatekeeper-system"] {
-        testenv::ensure_namespace(&client, ns).await.expect("ns");
-    }
+    let client = cluster::prepared(&env, &[NS, "gatekeeper-system"]).await;
     // A ConfigMap has no field `nosuchfield` (nor `spec`).
     let broken = type_check_case("K8sDefaultNoSuchField", "object.nosuchfield == 'x'");
     let sound = type_check_case("K8sDefaultSound", "object.metadata.name != 'forbidden'");

@@ -13,7 +13,7 @@ use kubectl_vap::core::{crd, normalize};
 use serde_json::Value;
 use support::library::{self, sample};
 use support::{cli, cluster};
-use testenv::{TestEnv, gatekeeper};
+use testenv::TestEnv;
 
 /// The part of an object `render` promises and the API server keeps as sent: name, labels,
 /// controller ownerReferences (uids included), and the spec after the server's defaults
@@ -76,18 +76,7 @@ async fn written(client: &kube::Client) -> BTreeMap<(String, String), Value> {
 }
 
 fn vap(env: &TestEnv, args: &[&str]) -> std::process::Output {
-    let out = cli::output(
-        cli::kubectl_vap_defaults()
-            .arg("--kubeconfig")
-            .arg(env.kubeconfig_admin())
-            .args(args),
-    );
-    eprintln!(
-        "kubectl-vap {args:?} → {:?}\nstderr: {}",
-        out.status.code(),
-        cli::stderr(&out)
-    );
-    out
+    cli::as_admin(cli::kubectl_vap_defaults(), env, args)
 }
 
 /// The library samples converged by `run --once` in a shape; then `render -o json` of that
@@ -95,16 +84,7 @@ fn vap(env: &TestEnv, args: &[&str]) -> std::process::Output {
 /// real uids in the ownerReferences); and a template selected by name renders its own
 /// objects only.
 async fn round_trip(shape: &str) {
-    let env = tokio::task::spawn_blocking(TestEnv::start)
-        .await
-        .expect("env");
-    let client = env.client_admin().await;
-    gatekeeper::install_gatekeeper_crds(&client)
-        .await
-        .expect("template CRD");
-    for ns in [library::NS, "gatekeeper-system"] {
-        testenv::ensure_namespace(&client, ns).await.expect("ns");
-    }
+    let (env, client) = cluster::private_env(&[library::NS, "gatekeeper-system"]).await;
     let shape_flag = format!("--policy-shape={shape}");
     let converge = |env: &TestEnv| {
         let out = vap(env, &["run", "--once", "--binding-wait=0s", &shape_flag]);

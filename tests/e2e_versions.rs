@@ -94,18 +94,8 @@ fn vap_defaults(env: &TestEnv, args: &[&str]) -> Output {
     vap_as(cli::kubectl_vap_defaults(), env, args)
 }
 
-fn vap_as(mut cmd: std::process::Command, env: &TestEnv, args: &[&str]) -> Output {
-    let out = cli::output(
-        cmd.arg("--kubeconfig")
-            .arg(env.kubeconfig_admin())
-            .args(args),
-    );
-    eprintln!(
-        "kubectl-vap {args:?} → {:?}\nstderr: {}",
-        out.status.code(),
-        cli::stderr(&out)
-    );
-    out
+fn vap_as(cmd: std::process::Command, env: &TestEnv, args: &[&str]) -> Output {
+    cli::as_admin(cmd, env, args)
 }
 
 /// `run --once` converges (exit 0); `extra` flags added.
@@ -156,11 +146,7 @@ async fn resolve(client: &kube::Client, obj: &Value) -> dryrun::Resolved {
 
 /// A dry-run create of `obj`: `None` admitted, `Some(message)` refused.
 async fn refusal(client: &kube::Client, obj: &Value) -> Option<String> {
-    let r = resolve(client, obj).await;
-    let reply = dryrun::create(client, &r, obj["metadata"]["namespace"].as_str(), obj)
-        .await
-        .expect("a dry-run create is answered");
-    (!reply.ok()).then(|| reply.status_message().unwrap_or_default().to_string())
+    cluster::refusal(client, obj, SETTLE).await
 }
 
 fn configmap(name: &str, ns: &str, labels: Value) -> Value {

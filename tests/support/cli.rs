@@ -163,3 +163,20 @@ impl Drop for Served {
         }
     }
 }
+
+/// `cmd` (the binary) run as the admin of `env` with `args`; what it said on stderr is printed
+/// for the test's log.
+pub fn as_admin(mut cmd: Command, env: &testenv::TestEnv, args: &[&str]) -> Output {
+    let out = output(
+        cmd.arg("--kubeconfig")
+            .arg(env.kubeconfig_admin())
+            .args(args),
+    );
+    let shown: Vec<String> = args.iter().map(|a| a.chars().take(60).collect()).collect();
+    eprintln!(
+        "kubectl-vap {shown:?} → {:?}\nstderr: {}",
+        out.status.code(),
+        stderr(&out)
+    );
+    out
+}

@@ -103,3 +103,48 @@ pub async fn create_binding(client: &kube::Client, b: &ValidatingAdmissionPolicy
         .await
         .unwrap_or_else(|e| panic!("the API server accepts the binding: {e}"));
 }
+
+/// A private API server with Gatekeeper's template CRD and `namespaces`, and its admin client:
+/// for a test whose reconciler or commands read cluster-wide.
+pub async fn private_env(namespaces: &[&str]) -> (testenv::TestEnv, kube::Client) {
+    let env = tokio::task::spawn_blocking(testenv::TestEnv::start)
+        .await
+        .expect("env");
+    let client = prepared(&env, namespaces).await;
+    (env, client)
+}
+
+/// `env`'s admin client, once Gatekeeper's template CRD and `namespaces` exist.
+pub async fn prepared(env: &testenv::TestEnv, namespaces: &[&str]) -> kube::Client {
+    let client = env.client_admin().await;
+    gatekeeper::install_gatekeeper_crds(&client)
+        .await
+        .expect("template CRD");
+    for ns in namespaces {
+        testenv::ensure_namespace(&client, ns).await.expect("ns");
+    }
+    client
+}
+
+/// A server-side dry-run create of `obj` (its resource from discovery, which may lag behind a
+/// CRD just Established: retried for `settle`): `None` admitted, `Some(message)` refused.
+pub async fn refusal(
+    client: &kube::Client,
+    obj: &Value,
+    settle: std::time::Duration,
+) -> Option<String> {
+    use kubectl_vap::admission::dryrun;
+    let api_version = obj["apiVersion"].as_str().expect("apiVersion");
+    let kind = obj["kind"].as_str().expect("kind");
+    let r = super::poll::eventually_some(&format!("{kind} is served"), settle, || async {
+        dryrun::Resolver::default()
+            .resolve(client, api_version, kind)
+            .await
+            .ok()
+    })
+    .await;
+    let reply = dryrun::create(client, &r, obj["metadata"]["namespace"].as_str(), obj)
+        .await
+        .expect("a dry-run create is answered");
+    (!reply.ok()).then(|| reply.status_message().unwrap_or_default().to_string())
+}
