@@ -560,3 +560,147 @@ async fn e2e_the_type_checkers_warnings_are_findings() {
     }
     assert!(!message.contains("constraint"), "{message}");
 }
+
+/// The namespace of the move probe.
+const MOVES_NS: &str = "shape-moves";
+
+/// A constraint of the move probe's template: ConfigMaps in [`MOVES_NS`] carry label `l<i>`.
+fn label_constraint(i: usize) -> Value {
+    let mut c = constraint(
+        "K8sDefaultMoveLabel",
+        &format!("c{i}"),
+        &["ConfigMap"],
+        Some(json!({ "key": format!("l{i}") })),
+    );
+    c["spec"]["match"]["namespaces"] = json!([MOVES_NS]);
+    c
+}
+
+/// What the probe saw go wrong: a compliant request refused or a violating one admitted.
+#[derive(Debug, Default)]
+struct Probe {
+    sent: usize,
+    wrong: Vec<String>,
+}
+
+/// Probes until `stop`: every ~100 ms a compliant ConfigMap (every label of the 11
+/// constraints) must be admitted and a violating one (no label) denied.
+async fn probe_until(client: kube::Client, stop: tokio::sync::watch::Receiver<bool>) -> Probe {
+    let labels: serde_json::Map<String, Value> =
+        (0..=10).map(|i| (format!("l{i}"), json!("x"))).collect();
+    let mut compliant = configmap("compliant", Value::Object(labels));
+    compliant["metadata"]["namespace"] = json!(MOVES_NS);
+    let mut violating = configmap("violating", json!({}));
+    violating["metadata"]["namespace"] = json!(MOVES_NS);
+    let mut probe = Probe::default();
+    let start = Instant::now();
+    while !*stop.borrow() {
+        let at = start.elapsed();
+        if let Some(why) = cluster::refusal(&client, &compliant, SETTLE).await {
+            probe
+                .wrong
+                .push(format!("{at:?}: compliant refused: {why}"));
+        }
+        if cluster::refusal(&client, &violating, SETTLE)
+            .await
+            .is_none()
+        {
+            probe.wrong.push(format!("{at:?}: violating admitted"));
+        }
+        probe.sent += 2;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    probe
+}
+
+/// Issue 39: `auto` moves a template between shapes when it passes 10 constraints (its
+/// constraints' own VAPs → one VAP with params) and back. A probe of compliant and violating
+/// selected requests every ~100 ms, from before the first move to after the second, under
+/// `failurePolicy: Fail`, sees no compliant request refused and no violating one admitted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_moving_between_shapes_refuses_nothing_and_admits_nothing() {
+    let (env, client) = cluster::private_env(&[MOVES_NS, "gatekeeper-system"]).await;
+    let mut source = json!({
+        "failurePolicy": "Fail",
+        "validations": [{ "expression":
+            "has(object.metadata.labels) && variables.params.key in object.metadata.labels",
+            "message": "a required label is missing" }] });
+    source["generateVAP"] = json!(true);
+    let t = template(
+        "K8sDefaultMoveLabel",
+        json!({ "key": { "type": "string" } }),
+        source,
+    );
+    cluster::create_template(&client, &t).await;
+    let mut run = cli::Served::spawn({
+        let mut cmd = cli::kubectl_vap_defaults();
+        cmd.arg("--kubeconfig")
+            .arg(env.kubeconfig_admin())
+            .args(["run", "--binding-wait=0s"]);
+        cmd
+    });
+    run.wait_ready(SETTLE, poll::EVERY).await;
+    poll::eventually("the constraint CRD", SETTLE, || async {
+        let crds: kube::Api<
+            k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+        > = kube::Api::all(client.clone());
+        crds.get_opt("k8sdefaultmovelabel.constraints.gatekeeper.sh")
+            .await
+            .ok()
+            .flatten()
+            .is_some()
+    })
+    .await;
+    for i in 0..10 {
+        cluster::create_constraint(&client, &label_constraint(i)).await;
+    }
+    let policies = cluster::policies(&client);
+    let vap_names = || async {
+        let list = policies.list(&Default::default()).await.expect("VAPs");
+        list.items
+            .into_iter()
+            .filter_map(|p| p.metadata.name)
+            .filter(|n| n.starts_with("gatekeeper-k8sdefaultmovelabel"))
+            .collect::<Vec<_>>()
+    };
+    poll::eventually("ten inline VAPs, in force", SETTLE, || async {
+        let mut violating = configmap("violating", json!({}));
+        violating["metadata"]["namespace"] = json!(MOVES_NS);
+        vap_names().await.len() == 10
+            && cluster::refusal(&client, &violating, SETTLE)
+                .await
+                .is_some()
+    })
+    .await;
+
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let prober = tokio::spawn(probe_until(client.clone(), stopped));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // 10 → 11: one VAP with params.
+    cluster::create_constraint(&client, &label_constraint(10)).await;
+    poll::eventually("one VAP with params", SETTLE, || async {
+        vap_names().await == ["gatekeeper-k8sdefaultmovelabel"]
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    // 11 → 10: a VAP per constraint again.
+    cluster::constraints(&client, "K8sDefaultMoveLabel")
+        .delete("c10", &Default::default())
+        .await
+        .expect("delete c10");
+    poll::eventually("ten inline VAPs again", SETTLE, || async {
+        vap_names().await.len() == 10
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    stop.send(true).expect("the prober listens");
+    let probe = prober.await.expect("the prober");
+    eprintln!("{} probes", probe.sent);
+    assert!(probe.sent > 20, "the probe ran: {probe:?}");
+    assert!(probe.wrong.is_empty(), "{:#?}", probe.wrong);
+    assert!(
+        run.exited_within(Duration::ZERO).await.is_none(),
+        "run still runs"
+    );
+}
