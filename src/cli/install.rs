@@ -275,58 +275,16 @@ fn role_with_binding(
     ]
 }
 
-/// The manifests as objects, in apply order.
+/// The manifests as objects, in apply order: who the reconciler is and what it may do
+/// ([`identity_and_rights`]), then what runs.
 pub fn install_objects(opts: &InstallOptions) -> Vec<serde_json::Value> {
     use serde_json::json;
     let ns = opts.namespace.as_str();
     let labels = json!({ "app.kubernetes.io/name": NAME, "app.kubernetes.io/managed-by": NAME });
     let selector = json!({ "app.kubernetes.io/name": NAME });
-    let mut docs = vec![
-        json!({
-            "apiVersion": "v1", "kind": "ServiceAccount",
-            "metadata": { "name": NAME, "namespace": ns, "labels": labels }
-        }),
-        json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-            "metadata": { "name": NAME, "labels": labels },
-            "rules": cluster_role_rules()
-        }),
-        json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-            "metadata": { "name": NAME, "labels": labels },
-            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NAME },
-            "subjects": [{ "kind": "ServiceAccount", "name": NAME, "namespace": ns }]
-        }),
-    ];
     let lease = crate::controller::DEFAULT_LEASE_NAME;
-    docs.extend(role_with_binding(
-        "lease",
-        ns,
-        &labels,
-        lease_role_rules(lease),
-        ns,
-    ));
-    docs.extend(role_with_binding(
-        "events",
-        EVENTS_NAMESPACE,
-        &labels,
-        events_role_rules(),
-        ns,
-    ));
-    docs.extend(role_with_binding(
-        "status",
-        crate::core::options::DEFAULT_GATEKEEPER_NAMESPACE,
-        &labels,
-        pod_status_role_rules(),
-        ns,
-    ));
-    docs.extend(guard_objects(ns, lease, &service_account_user(ns)));
+    let mut docs = identity_and_rights(ns, lease, &labels);
     docs.extend([
-        json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-            "metadata": { "name": format!("{NAME}-operator"), "labels": labels },
-            "rules": operator_rules(lease)
-        }),
         json!({
             "apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {
@@ -412,6 +370,61 @@ pub fn install_objects(opts: &InstallOptions) -> Vec<serde_json::Value> {
             }
         }));
     }
+    docs
+}
+
+/// The reconciler's ServiceAccount in `ns`, its roles and their bindings, the guard, and the
+/// operator's ClusterRole: everything `install --print` grants, in apply order.
+fn identity_and_rights(
+    ns: &str,
+    lease: &str,
+    labels: &serde_json::Value,
+) -> Vec<serde_json::Value> {
+    use serde_json::json;
+    let mut docs = vec![
+        json!({
+            "apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": { "name": NAME, "namespace": ns, "labels": labels }
+        }),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": { "name": NAME, "labels": labels },
+            "rules": cluster_role_rules()
+        }),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": { "name": NAME, "labels": labels },
+            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NAME },
+            "subjects": [{ "kind": "ServiceAccount", "name": NAME, "namespace": ns }]
+        }),
+    ];
+    docs.extend(role_with_binding(
+        "lease",
+        ns,
+        labels,
+        lease_role_rules(lease),
+        ns,
+    ));
+    docs.extend(role_with_binding(
+        "events",
+        EVENTS_NAMESPACE,
+        labels,
+        events_role_rules(),
+        ns,
+    ));
+    docs.extend(role_with_binding(
+        "status",
+        crate::core::options::DEFAULT_GATEKEEPER_NAMESPACE,
+        labels,
+        pod_status_role_rules(),
+        ns,
+    ));
+    docs.extend(guard_objects(ns, lease, &service_account_user(ns)));
+    docs.push(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": { "name": format!("{NAME}-operator"), "labels": labels },
+        "rules": operator_rules(lease)
+    }));
     docs
 }
 

@@ -140,6 +140,10 @@ fn reads_unbound(e: &cel::common::ast::IdedExpr, name: &str) -> bool {
 /// bracket nesting, and recurses (on the stack) once per operator of a `+`, `==` or `.field`
 /// chain, where cel-go counts each chain against the same limit. The counts here are lower
 /// bounds of cel-go's, so what is refused here cel-go refuses too.
+#[expect(
+    clippy::too_many_lines,
+    reason = "one scanner loop over the expression's characters, its cases side by side"
+)]
 fn too_deep(expression: &str) -> Option<SyntaxError> {
     /// Open chains of one bracket level: relation (`==`, `<`, `in`, …), arithmetic (`+`, `*`,
     /// …, since the last relation) and member (`.f`, `[i]`, since the last arithmetic).

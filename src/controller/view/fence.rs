@@ -77,7 +77,9 @@ pub fn mono_now() -> Duration {
     START.get_or_init(std::time::Instant::now).elapsed()
 }
 
-/// `CLOCK_BOOTTIME` (Linux only; std offers no clock that counts a suspend).
+/// `CLOCK_BOOTTIME` (Linux only; std offers no clock that counts a suspend). The crate's one
+/// `unsafe` (`src/lib.rs` denies it everywhere else).
+#[allow(unsafe_code)]
 fn boottime() -> Option<Duration> {
     #[cfg(target_os = "linux")]
     {
