@@ -60,6 +60,10 @@ pub struct Outgoing {
 /// asker pairs the Event with its answer by it.
 pub const REQUEST_ANNOTATION: &str = "kubectl-vap.io/request";
 
+/// The reason of the Warning Event that says a burst's writes failed: the views read it back
+/// from the cluster's Events and show it as an error (`tui::model::data`), by this one name.
+pub const WRITE_FAILED: &str = "WriteFailed";
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Regarding {
     Template(String),
@@ -222,7 +226,7 @@ impl Burst {
             let n = self.failed.len();
             let s = if n == 1 { "" } else { "s" };
             let note = format!("{n} write{s} failed: {}", self.failed.join("; "));
-            out.push(event("WriteFailed", note, true));
+            out.push(event(WRITE_FAILED, note, true));
         }
         out
     }

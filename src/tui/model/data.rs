@@ -101,11 +101,13 @@ impl EventLine {
                 Happened::Reconcile(e) if e.result.is_failure() => Level::Error,
                 Happened::Reconcile(_) => Level::Info,
                 // A write the leader could not make is a failure here too: red, not a warning.
-                Happened::Cluster(e) => match (e.warning, e.reason.as_str()) {
-                    (true, "WriteFailed") => Level::Error,
-                    (true, _) => Level::Warn,
-                    _ => Level::Info,
-                },
+                Happened::Cluster(e)
+                    if e.warning && e.reason == crate::controller::WRITE_FAILED =>
+                {
+                    Level::Error
+                }
+                Happened::Cluster(e) if e.warning => Level::Warn,
+                Happened::Cluster(_) => Level::Info,
                 // Somebody leads now: news; nobody (or soon nobody): a warning.
                 Happened::Lease(c) => match c.what {
                     LeaseTurn::Leads { .. } => Level::Info,
