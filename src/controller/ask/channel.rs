@@ -254,17 +254,34 @@ pub fn answer_in(l: &Lease, id: &str) -> Option<Published> {
     list.into_iter().find(|p| p.ids.iter().any(|i| i == id))
 }
 
-/// Why entries are ignored, in the order the warning says them.
-const IGNORED: [&str; 8] = [
-    "not a request",
-    "larger than 1 KiB",
-    "unparsable",
-    "older than 2 minutes",
-    "dated ahead",
-    "beyond 64 waiting",
-    "unknown commands beyond 4 answered",
-    "answered by the previous holder",
-];
+/// Why an entry is ignored; declared in the order the warning says them (a map of them
+/// iterates in that order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Ignored {
+    NotARequest,
+    TooLarge,
+    Unparsable,
+    TooOld,
+    DatedAhead,
+    TooManyWaiting,
+    UnknownBeyondAnswered,
+    AnsweredBefore,
+}
+
+impl Ignored {
+    fn says(self) -> &'static str {
+        match self {
+            Ignored::NotARequest => "not a request",
+            Ignored::TooLarge => "larger than 1 KiB",
+            Ignored::Unparsable => "unparsable",
+            Ignored::TooOld => "older than 2 minutes",
+            Ignored::DatedAhead => "dated ahead",
+            Ignored::TooManyWaiting => "beyond 64 waiting",
+            Ignored::UnknownBeyondAnswered => "unknown commands beyond 4 answered",
+            Ignored::AnsweredBefore => "answered by the previous holder",
+        }
+    }
+}
 
 /// Requests asking one command, handled together.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -284,7 +301,7 @@ pub struct Desk {
     prune: BTreeSet<String>,
     refused: Vec<Published>,
     /// What was ignored since it was last said.
-    ignored: BTreeMap<&'static str, usize>,
+    ignored: BTreeMap<Ignored, usize>,
     /// Request ids the previous holder answered ([`Answers::took_over`]).
     answered: BTreeSet<String>,
 }
@@ -317,7 +334,7 @@ impl Desk {
                         self.refused.push(Published::refused(id, &asked));
                         continue;
                     }
-                    None => "unknown commands beyond 4 answered",
+                    None => Ignored::UnknownBeyondAnswered,
                 },
                 Err(why) => why,
             };
@@ -325,36 +342,36 @@ impl Desk {
         }
     }
 
-    /// The request an entry holds, or why it is ignored (one of [`IGNORED`]).
+    /// The request an entry holds, or why it is ignored.
     fn take(
         &self,
         key: &str,
         value: &str,
         wall: chrono::DateTime<chrono::Utc>,
-    ) -> Result<(String, Asked), &'static str> {
+    ) -> Result<(String, Asked), Ignored> {
         let id = key
             .strip_prefix(REQUEST)
             .filter(|id| !id.is_empty() && id.len() <= 64)
             .filter(|id| id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'))
-            .ok_or("not a request")?;
+            .ok_or(Ignored::NotARequest)?;
         if value.len() > MAX_ENTRY_BYTES {
-            return Err("larger than 1 KiB");
+            return Err(Ignored::TooLarge);
         }
-        let asked: Asked = serde_json::from_str(value).map_err(|_| "unparsable")?;
-        let at =
-            chrono::DateTime::parse_from_rfc3339(&asked.requested_at).map_err(|_| "unparsable")?;
+        let asked: Asked = serde_json::from_str(value).map_err(|_| Ignored::Unparsable)?;
+        let at = chrono::DateTime::parse_from_rfc3339(&asked.requested_at)
+            .map_err(|_| Ignored::Unparsable)?;
         let age = wall.signed_duration_since(at);
         if age.to_std().is_ok_and(|a| a > MAX_AGE) {
-            return Err("older than 2 minutes");
+            return Err(Ignored::TooOld);
         }
         if (-age).to_std().is_ok_and(|a| a > MAX_SKEW) {
-            return Err("dated ahead");
+            return Err(Ignored::DatedAhead);
         }
         if self.answered.contains(id) {
-            return Err("answered by the previous holder");
+            return Err(Ignored::AnsweredBefore);
         }
         if self.waiting.iter().map(|b| b.asked.len()).sum::<usize>() >= MAX_HELD {
-            return Err("beyond 64 waiting");
+            return Err(Ignored::TooManyWaiting);
         }
         Ok((id.to_string(), asked))
     }
@@ -392,9 +409,9 @@ impl Desk {
     /// or `None`.
     pub fn ignored(&mut self) -> Option<String> {
         let counts = std::mem::take(&mut self.ignored);
-        let said: Vec<_> = IGNORED
+        let said: Vec<String> = counts
             .iter()
-            .filter_map(|why| Some(format!("{} {why}", counts.get(why)?)))
+            .map(|(why, n)| format!("{n} {}", why.says()))
             .collect();
         (!said.is_empty()).then(|| said.join(", "))
     }
