@@ -1190,3 +1190,51 @@ async fn e2e_a_one_shot_says_one_count_everywhere() {
     assert!(lease_events.contains(&last), "{last} in\n{lease_events}");
     e.sweep(&[&kind], "onecount-clean").await;
 }
+
+/// The requests ConfigMap deleted while a copy leads comes back (issue 42, item 8): the
+/// holder re-creates it when its watch sees it gone, and the one-shot `replay` then reaches
+/// the holder. Before: it was created only on gaining the Lease, so `replay` and `reconcile`
+/// failed with "no copy serves requests" for as long as the copy led, `/readyz` 200.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_the_requests_configmap_comes_back_while_a_copy_leads() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let e = Env::new().await;
+    let kind = e.generating_kind("ReqCm", "c").await;
+    let lease = e.env.unique_name("requests-cm");
+    let holder = e.leader(&lease, opts(0)).await;
+    holder.assert_idle(TIMEOUT).await;
+    let configmaps: kube::Api<ConfigMap> = kube::Api::namespaced(e.client.clone(), LEASE_NS);
+    let name = kubectl_vap::controller::requests_configmap(&lease);
+    eventually("the holder created the requests ConfigMap", || async {
+        matches!(configmaps.get_opt(&name).await, Ok(Some(_)))
+    })
+    .await;
+    configmaps
+        .delete(&name, &DeleteParams::default())
+        .await
+        .expect("delete the requests ConfigMap");
+    crate::support::poll::eventually(
+        "the holder re-creates the requests ConfigMap",
+        Duration::from_secs(10),
+        || async { matches!(configmaps.get_opt(&name).await, Ok(Some(_))) },
+    )
+    .await;
+    let template = kind.to_lowercase();
+    let out = e.cli(&[
+        "replay",
+        &template,
+        "--lease-namespace",
+        LEASE_NS,
+        "--lease-name",
+        &lease,
+        "--binding-wait=0s",
+    ]);
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), cli::stderr(&out));
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stdout.ends_with(&format!(" (by {})\n", holder.identity())),
+        "the holder answered: {stdout}\n{stderr}"
+    );
+    e.clean_up_with(holder, &[&kind]).await;
+}

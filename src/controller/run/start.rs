@@ -429,7 +429,7 @@ pub async fn launch(
         &identity,
         &tuning,
     );
-    serve_metrics(&shared, config.metrics_addr);
+    serve_metrics(&shared, config.metrics_addr).await;
 
     let stop = CancellationToken::new();
     let join = tokio::spawn(supervise(shared.clone(), stop.clone(), election));
@@ -554,17 +554,22 @@ fn publish_state(
 }
 
 /// Phase 9: `/metrics`, `/healthz` and `/readyz`, if asked for.
-fn serve_metrics(shared: &Shared, addr: Option<std::net::SocketAddr>) {
+async fn serve_metrics(shared: &Shared, addr: Option<std::net::SocketAddr>) {
     let Some(addr) = addr else { return };
-    let metrics = shared.metrics.clone();
-    // A port that cannot be bound is said, and is not worth stopping the copy for.
-    shared
-        .tasks
-        .spawn("metrics server", Lifetime::Job, async move {
-            if let Err(e) = crate::controller::tell::metrics::serve(addr, metrics).await {
-                tracing::error!("metrics server on {addr}: {e}");
-            }
-        });
+    // A port that cannot be bound is said, and is not worth stopping the copy for; once
+    // bound, the server lives as long as the copy (its probes judge the copy), so its end
+    // would be a failure the supervisor reports.
+    match crate::controller::tell::metrics::bind(addr).await {
+        Ok(listener) => {
+            let metrics = shared.metrics.clone();
+            shared.tasks.spawn(
+                "metrics server",
+                Lifetime::Copy,
+                crate::controller::tell::metrics::serve(listener, metrics),
+            );
+        }
+        Err(e) => tracing::error!("metrics server on {addr}: {e}"),
+    }
 }
 
 /// The task [`Controller::stop`] waits for ([`Tasks::supervise`]); a failure turns writes off
