@@ -92,6 +92,9 @@ pub struct Tuning {
     /// Look for Gatekeeper's own generator again this often (it may be switched on later).
     pub gatekeeper_recheck: Duration,
     pub lease_duration: Duration,
+    /// The longest duration another holder's Lease is honoured for: a record beyond it
+    /// (`leaseDurationSeconds: 2147483647`) is expired once it is this old (tests: a short one).
+    pub longest_lease_duration: Duration,
     /// Tests of the supervisor only: the task of this name ends as a panic once started.
     pub fail_task: Option<String>,
 }
@@ -103,6 +106,7 @@ impl Default for Tuning {
             resync_every: Duration::from_secs(600),
             gatekeeper_recheck: Duration::from_secs(60),
             lease_duration: Duration::from_secs(crate::controller::view::fence::LEASE_DURATION),
+            longest_lease_duration: crate::controller::view::fence::LONGEST_LEASE_DURATION,
             fail_task: None,
         }
     }
@@ -234,7 +238,8 @@ fn elect(
             namespace: ns.to_string(),
             name: name.to_string(),
             identity: identity.to_string(),
-            timing: crate::controller::view::fence::Timing::new(tuning.lease_duration),
+            timing: crate::controller::view::fence::Timing::new(tuning.lease_duration)
+                .with_longest(tuning.longest_lease_duration),
             pod: std::env::var("POD_NAME").ok().filter(|p| !p.is_empty()),
             settings: crate::core::settings::Settings::of(&config.options),
         };
