@@ -110,6 +110,8 @@ pub fn audit(cli: &Cli, args: &AuditArgs) -> anyhow::Result<Exit> {
     };
     let report = runtime()?.block_on(async {
         let (reader, actor, url) = clients(&cli.conn).await?;
+        // No templates served is no constraints to audit, not "No violations." (exit 2).
+        super::live::require_templates(&reader, &url).await?;
         let snap = live_snapshot(&reader, &url).await?;
         // Ctrl-C or SIGTERM (a CI job's timeout): the report of what was found so far.
         let interrupt = super::live::terminated();

@@ -394,6 +394,9 @@ pub fn one_shot(cli: &Cli, cmd: Command) -> anyhow::Result<Exit> {
         let (client, url) = crate::cluster::client::connect(&cli.conn, false)
             .await
             .context("connecting to the cluster")?;
+        // Before the holder is asked or this command leads: either would answer "0
+        // constraints" (and leave a `Reconciled` Event) on a cluster with no templates at all.
+        require_templates(&client, &url).await?;
         let (ns, lease) = (
             cli.lease().lease_namespace.as_str(),
             cli.lease().lease_name.as_str(),
@@ -596,6 +599,30 @@ async fn dry_run_plan(
     refused
 }
 
+/// The one line every command that needs templates ends on (exit 2) when the cluster at `url`
+/// does not serve Gatekeeper's ConstraintTemplate CRD: no templates is not the same as none
+/// served, and a command pointed at the wrong cluster must not report success.
+fn no_templates_served(url: &str) -> String {
+    let templates =
+        crate::cluster::discovery::resource_name(&crate::cluster::discovery::templates_resource());
+    format!(
+        "{templates} is not served: Gatekeeper's ConstraintTemplate CRD is not installed on {url}, so nothing can be judged or reconciled there (the right cluster? install Gatekeeper, or its chart's CRDs, first: `kubectl vap help prerequisites`)"
+    )
+}
+
+/// Ends the command (exit 2, [`no_templates_served`]) unless the cluster at `url` serves
+/// Gatekeeper's ConstraintTemplate CRD. For the commands that do not list everything first
+/// (`replay`, `reconcile`, `audit`), asked before anything is written, an Event included.
+pub(super) async fn require_templates(client: &kube::Client, url: &str) -> anyhow::Result<()> {
+    let served = crate::cluster::discovery::serves_templates(client)
+        .await
+        .with_context(|| format!("asking {url} whether it serves ConstraintTemplates"))?;
+    if !served {
+        bail!(no_templates_served(url));
+    }
+    Ok(())
+}
+
 /// Whether a report on the cluster at `url` can be true, given what could not be read: not if
 /// anything was forbidden or failed (a partial report would hide problems), nor without
 /// Gatekeeper's ConstraintTemplate CRD (no templates is not the same as none served: a report
@@ -610,11 +637,8 @@ pub(super) fn everything_read(
     let (not_served, failed): (Vec<_>, Vec<_>) = errors
         .iter()
         .partition(|e| e.kind == AccessErrorKind::NotServed);
-    if let Some(e) = not_served.iter().find(|e| e.resource == templates) {
-        bail!(
-            "{}: Gatekeeper's ConstraintTemplate CRD is not installed on {url}, so nothing can be judged there (the right cluster? `kubectl vap help prerequisites`)",
-            e.message
-        );
+    if not_served.iter().any(|e| e.resource == templates) {
+        bail!(no_templates_served(url));
     }
     for e in not_served {
         errln!("warning: {}", e.message);

@@ -63,15 +63,29 @@ pub async fn discover_admission_api(client: &kube::Client) -> Result<AdmissionAp
     }))
 }
 
-/// Whether `admissionregistration.k8s.io/<version>` lists `validatingadmissionpolicies` (a
-/// group version that is not served at all answers 404).
+/// Whether `admissionregistration.k8s.io/<version>` lists `validatingadmissionpolicies`.
 async fn serves_policies(client: &kube::Client, version: &str) -> Result<bool, KubeError> {
-    let gv = format!("{GROUP}/{version}");
-    match client.list_api_group_resources(&gv).await {
-        Ok(list) => Ok(list
-            .resources
-            .iter()
-            .any(|r| r.name == "validatingadmissionpolicies")),
+    serves(
+        client,
+        &format!("{GROUP}/{version}"),
+        "validatingadmissionpolicies",
+    )
+    .await
+}
+
+/// Whether Gatekeeper's ConstraintTemplate CRD is served ([`templates_resource`]): the commands
+/// that act on templates ask before they act, as `check` learns it from its listing, so none
+/// of them reports success on a cluster that has no templates to act on.
+pub async fn serves_templates(client: &kube::Client) -> Result<bool, KubeError> {
+    let ar = templates_resource();
+    serves(client, &ar.api_version, &ar.plural).await
+}
+
+/// Whether group version `gv` lists resource `plural` (a group version that is not served at
+/// all answers 404).
+async fn serves(client: &kube::Client, gv: &str, plural: &str) -> Result<bool, KubeError> {
+    match client.list_api_group_resources(gv).await {
+        Ok(list) => Ok(list.resources.iter().any(|r| r.name == plural)),
         Err(e) if super::status_code(&e) == Some(404) => Ok(false),
         Err(e) => Err(KubeError::request(format!("discovering {gv}"), e)),
     }

@@ -426,6 +426,43 @@ async fn e2e_without_the_template_crd_nothing_passes() {
         err.contains("constrainttemplates") && !err.contains("converged: "),
         "{err}"
     );
+    // Issue 42, item 5: the commands that act on templates without listing everything first.
+    // Before: `reconcile NAME` printed "reconciled template NAME and 0 constraints: 0 writes",
+    // exited 1 and left a Normal `Reconciled` Event; `audit` printed "No violations.", exit 0.
+    for args in [
+        &["reconcile", "nosuch", "--lease-namespace", "default"][..],
+        &["replay", "nosuch", "--lease-namespace", "default"],
+        &["reconcile", "--all", "--lease-namespace", "default"],
+        &["audit"],
+        &["audit", "-o", "json"],
+    ] {
+        let out = vap(args);
+        let err = cli::stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}: no success line: {err}");
+        let said: Vec<&str> = err
+            .lines()
+            .filter(|l| l.contains("ConstraintTemplate CRD"))
+            .collect();
+        assert!(
+            said.len() == 1
+                && said[0].starts_with("error: ")
+                && said[0].contains("constrainttemplates.templates.gatekeeper.sh is not served")
+                && said[0].contains("install Gatekeeper, or its chart's CRDs"),
+            "{args:?}: one line saying the CRD is not served and how to fix it: {err}"
+        );
+    }
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::all(env.client_admin().await);
+    let ours: Vec<String> = events
+        .list(&Default::default())
+        .await
+        .expect("events")
+        .items
+        .into_iter()
+        .filter(|e| e.reporting_controller.as_deref() == Some("kubectl-vap"))
+        .map(|e| format!("{:?} {:?}", e.reason, e.note))
+        .collect();
+    assert!(ours.is_empty(), "no Event without templates: {ours:#?}");
 }
 
 /// Errors of several lines print as lines (issue 28, item 5): a user without rights gets

@@ -1190,3 +1190,116 @@ async fn e2e_a_one_shot_says_one_count_everywhere() {
     assert!(lease_events.contains(&last), "{last} in\n{lease_events}");
     e.sweep(&[&kind], "onecount-clean").await;
 }
+
+/// The requests ConfigMap deleted while a copy leads comes back (issue 42, item 8): the
+/// holder re-creates it when its watch sees it gone, and the one-shot `replay` then reaches
+/// the holder. Before: it was created only on gaining the Lease, so `replay` and `reconcile`
+/// failed with "no copy serves requests" for as long as the copy led, `/readyz` 200.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_the_requests_configmap_comes_back_while_a_copy_leads() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let e = Env::new().await;
+    let kind = e.generating_kind("ReqCm", "c").await;
+    let lease = e.env.unique_name("requests-cm");
+    let holder = e.leader(&lease, opts(0)).await;
+    holder.assert_idle(TIMEOUT).await;
+    let configmaps: kube::Api<ConfigMap> = kube::Api::namespaced(e.client.clone(), LEASE_NS);
+    let name = kubectl_vap::controller::requests_configmap(&lease);
+    eventually("the holder created the requests ConfigMap", || async {
+        matches!(configmaps.get_opt(&name).await, Ok(Some(_)))
+    })
+    .await;
+    configmaps
+        .delete(&name, &DeleteParams::default())
+        .await
+        .expect("delete the requests ConfigMap");
+    crate::support::poll::eventually(
+        "the holder re-creates the requests ConfigMap",
+        Duration::from_secs(10),
+        || async { matches!(configmaps.get_opt(&name).await, Ok(Some(_))) },
+    )
+    .await;
+    let template = kind.to_lowercase();
+    let out = e.cli(&[
+        "replay",
+        &template,
+        "--lease-namespace",
+        LEASE_NS,
+        "--lease-name",
+        &lease,
+        "--binding-wait=0s",
+    ]);
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), cli::stderr(&out));
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stdout.ends_with(&format!(" (by {})\n", holder.identity())),
+        "the holder answered: {stdout}\n{stderr}"
+    );
+    e.clean_up_with(holder, &[&kind]).await;
+}
+
+/// A Lease left by a stranger with `leaseDurationSeconds: 2147483647` (issue 42, item 11).
+fn stranger_lease(name: &str, renewed_secs_ago: i64) -> k8s_openapi::api::coordination::v1::Lease {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+    let now = k8s_openapi::jiff::Timestamp::now().as_second();
+    let renewed =
+        k8s_openapi::jiff::Timestamp::from_second(now - renewed_secs_ago).expect("a timestamp");
+    serde_json::from_value(serde_json::json!({
+        "metadata": { "name": name },
+        "spec": {
+            "holderIdentity": "stranger-e2e",
+            "leaseDurationSeconds": i32::MAX,
+            "acquireTime": MicroTime(renewed),
+            "renewTime": MicroTime(renewed),
+        }
+    }))
+    .expect("a Lease")
+}
+
+/// A Lease duration beyond sense (issue 42, item 11): a record held by a stranger that says
+/// `leaseDurationSeconds: 2147483647` is honoured for an hour at most
+/// (`LONGEST_LEASE_DURATION`, tuned to 6 s here): renewed two hours ago, a copy takes it at
+/// once; renewed just now, a copy takes it once it has seen it unchanged for the bound, not
+/// before. Before: neither copy ever led (the record blocked every copy for 68 years).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_a_lease_duration_beyond_sense_is_taken_over() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let e = Env::new().await;
+    let leases: kube::Api<Lease> = kube::Api::namespaced(e.client.clone(), LEASE_NS);
+    let pp = kube::api::PostParams::default();
+    // Renewed two hours ago: expired now, whatever it says.
+    let old = e.env.unique_name("beyond-old");
+    leases
+        .create(&pp, &stranger_lease(&old, 7200))
+        .await
+        .expect("the stranger's Lease");
+    let r = e.reconciler(&old, opts(0)).await;
+    r.wait_leading(Duration::from_secs(20))
+        .await
+        .expect("a record renewed longer ago than the bound is taken over at once");
+    r.stop().await;
+    // Renewed now: taken over once seen unchanged for the (tuned) bound.
+    let fresh = e.env.unique_name("beyond-fresh");
+    leases
+        .create(&pp, &stranger_lease(&fresh, 0))
+        .await
+        .expect("the stranger's Lease");
+    let tuning = crate::support::reconciler::Tuning {
+        lease_duration: Duration::from_secs(3),
+        longest_lease_duration: Duration::from_secs(6),
+        ..Default::default()
+    };
+    let started = Instant::now();
+    let r = e.reconciler_with(&fresh, opts(0), tuning).await;
+    r.wait_leading(Duration::from_secs(30))
+        .await
+        .expect("a fresh record beyond sense is taken over after the bound");
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_secs(5),
+        "not before the bound: led after {took:?}"
+    );
+    r.stop().await;
+}

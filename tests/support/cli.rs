@@ -104,6 +104,11 @@ impl Served {
         self.child.as_ref().expect("running").id()
     }
 
+    /// The loopback port of its `--metrics-addr`.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
     /// `GET <path>` on its metrics port: status line, headers and body (empty when nothing
     /// answers).
     pub fn get(&self, path: &str) -> String {

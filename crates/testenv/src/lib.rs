@@ -25,7 +25,8 @@ pub mod version;
 pub use controller_manager::{ControllerManager, ControllerManagerOptions};
 
 pub use process::{
-    cpu_secs, own_cpu_secs, peak_rss_kib, rss_kib, signal, spawn_tied_to_process, stdout_of,
+    Stopped, cpu_secs, own_cpu_secs, peak_rss_kib, rss_kib, signal, spawn_tied_to_process,
+    stdout_of,
 };
 
 /// A free loopback port (for a process's `--metrics-addr` and the like).
@@ -88,6 +89,10 @@ const READY_TIMEOUT: Duration = Duration::from_secs(90);
 const ETCD_READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Grace period between SIGTERM and SIGKILL when stopping a process.
 pub(crate) const STOP_GRACE: Duration = Duration::from_secs(15);
+/// How long [`TestEnv::stop_apiserver`] waits for kube-apiserver to exit after SIGTERM: it
+/// stops listening at once but was measured living past 30 s (its graceful shutdown drains
+/// requests and watches), and a restart test that claims SIGTERM must not end on a SIGKILL.
+pub const SIGTERM_EXIT_WAIT: Duration = Duration::from_secs(90);
 /// Name of the non-admin user in the token file: only `system:authenticated`, no RBAC grants.
 pub const USER_NAME: &str = "vap-user";
 /// Name of the admin user in the token file: member of `system:masters`.
@@ -504,15 +509,31 @@ impl TestEnv {
             .await
     }
 
-    /// Stops kube-apiserver (SIGTERM, then SIGKILL after a grace period); etcd keeps running.
+    /// Stops kube-apiserver with SIGTERM and waits for it to exit by itself, at most
+    /// [`SIGTERM_EXIT_WAIT`]; etcd keeps running. Which signal ended it is said on stderr and
+    /// in `kube-apiserver.log`. Panics, naming the signal it took, when it had to be SIGKILLed:
+    /// the test asked for a graceful stop and did not get one.
     pub async fn stop_apiserver(&self) {
         let child = lock(&self.apiserver).take();
         if let Some(mut child) = child {
-            // `terminate` sleeps; keep it off the caller's runtime threads.
-            tokio::task::spawn_blocking(move || process::terminate(&mut child, STOP_GRACE))
-                .await
-                .expect("the stop task panicked");
+            let pid = child.id();
+            // The wait sleeps; keep it off the caller's runtime threads.
+            let stopped = tokio::task::spawn_blocking(move || {
+                process::terminate_waiting(&mut child, SIGTERM_EXIT_WAIT)
+            })
+            .await
+            .expect("the stop task panicked");
             self.apiserver_pid.store(0, Ordering::SeqCst);
+            match stopped {
+                Ok(s) => self.said_stopped(pid, &s),
+                Err(s) => {
+                    self.said_stopped(pid, &s);
+                    panic!(
+                        "testenv: kube-apiserver (pid {pid}) did not exit within {}s of SIGTERM and took SIGKILL ({s}); the stop was not a graceful one",
+                        SIGTERM_EXIT_WAIT.as_secs()
+                    );
+                }
+            }
         }
     }
 
@@ -521,13 +542,27 @@ impl TestEnv {
     pub async fn kill_apiserver(&self) {
         let child = lock(&self.apiserver).take();
         if let Some(mut child) = child {
-            tokio::task::spawn_blocking(move || {
-                let _ = child.kill();
-                let _ = child.wait();
-            })
-            .await
-            .expect("the kill task panicked");
+            let pid = child.id();
+            let stopped = tokio::task::spawn_blocking(move || process::kill(&mut child))
+                .await
+                .expect("the kill task panicked");
             self.apiserver_pid.store(0, Ordering::SeqCst);
+            self.said_stopped(pid, &stopped);
+        }
+    }
+
+    /// How kube-apiserver's stop ended, on stderr and at the end of its log (where the restart
+    /// that follows appends its own lines), so a reader of either knows which signal ended it.
+    fn said_stopped(&self, pid: u32, stopped: &process::Stopped) {
+        let line = format!("testenv: kube-apiserver (pid {pid}) stopped: {stopped}");
+        eprintln!("{line}");
+        let log_path = self.dir.join("kube-apiserver.log");
+        let appended = File::options()
+            .append(true)
+            .open(&log_path)
+            .and_then(|mut log| writeln!(log, "{line}"));
+        if let Err(e) = appended {
+            eprintln!("testenv: cannot append to {}: {e}", log_path.display());
         }
     }
 

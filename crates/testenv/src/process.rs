@@ -80,6 +80,89 @@ pub(crate) fn terminate(child: &mut Child, grace: Duration) {
     let _ = child.wait();
 }
 
+/// How a stopped child ended: the signal it was sent, how it exited, and how long after.
+#[derive(Debug, Clone)]
+pub struct Stopped {
+    /// The signal the harness sent: `SIGTERM` or `SIGKILL`.
+    pub sent: &'static str,
+    /// Whether the harness had to send SIGKILL after `sent` (SIGTERM not obeyed in time).
+    pub killed_after_wait: bool,
+    pub status: Option<std::process::ExitStatus>,
+    pub took: Duration,
+}
+
+impl std::fmt::Display for Stopped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use std::os::unix::process::ExitStatusExt;
+        let ended = match self.status {
+            Some(s) => match (s.code(), s.signal()) {
+                (Some(code), _) => format!("exited with code {code}"),
+                (None, Some(sig)) => format!("was ended by {}", signal_name(sig)),
+                _ => format!("ended ({s})"),
+            },
+            None => "could not be reaped".to_string(),
+        };
+        let how = if self.killed_after_wait {
+            format!("sent {}, not gone in time, then SIGKILL", self.sent)
+        } else {
+            format!("sent {}", self.sent)
+        };
+        write!(f, "{how}; it {ended} after {:.1}s", self.took.as_secs_f64())
+    }
+}
+
+fn signal_name(sig: i32) -> String {
+    match sig {
+        libc::SIGTERM => "SIGTERM".into(),
+        libc::SIGKILL => "SIGKILL".into(),
+        libc::SIGINT => "SIGINT".into(),
+        libc::SIGABRT => "SIGABRT".into(),
+        other => format!("signal {other}"),
+    }
+}
+
+/// Sends SIGTERM and waits up to `bound` for the child to exit by itself; if it has not,
+/// SIGKILLs it and says so (`Err`): a stop that claims to be a SIGTERM must not quietly be a
+/// SIGKILL. Always reaps the child.
+pub(crate) fn terminate_waiting(child: &mut Child, bound: Duration) -> Result<Stopped, Stopped> {
+    let start = Instant::now();
+    let stopped = |status, killed_after_wait| Stopped {
+        sent: "SIGTERM",
+        killed_after_wait,
+        status,
+        took: start.elapsed(),
+    };
+    if let Ok(Some(status)) = child.try_wait() {
+        return Ok(stopped(Some(status), false));
+    }
+    let pid = child.id() as libc::pid_t;
+    // SAFETY: plain kill(2) on our own un-reaped child, so the pid cannot have been reused.
+    unsafe {
+        libc::kill(pid, libc::SIGTERM);
+    }
+    let deadline = start + bound;
+    while Instant::now() < deadline {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Ok(stopped(Some(status), false));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    Err(stopped(child.wait().ok(), true))
+}
+
+/// SIGKILLs the child and reaps it.
+pub(crate) fn kill(child: &mut Child) -> Stopped {
+    let start = Instant::now();
+    let _ = child.kill();
+    Stopped {
+        sent: "SIGKILL",
+        killed_after_wait: false,
+        status: child.wait().ok(),
+        took: start.elapsed(),
+    }
+}
+
 /// Resident memory of a process in KiB, from `/proc/<pid>/status`.
 pub fn rss_kib(pid: u32) -> Option<u64> {
     status_kib(pid, "VmRSS:")

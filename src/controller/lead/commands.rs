@@ -233,8 +233,23 @@ pub async fn serve(shared: Arc<Shared>, route: Route) {
             tokio::select! {
                 item = stream.next() => match item {
                     Some(Ok(Some(cm))) => desk.read(&cm.data.unwrap_or_default(), chrono::Utc::now()),
-                    // Not there (yet), or failing: logged by the watch, retried with its backoff.
-                    Some(Ok(None) | Err(_)) => {}
+                    // Gone (deleted by hand, or never created): without it no request can
+                    // reach this copy while `/readyz` says it serves, so the holder puts it
+                    // back (the election created it on gaining the Lease; this is every time
+                    // after). Only while the fence is open: a copy that lost the Lease leaves
+                    // it to the next holder.
+                    Some(Ok(None)) => {
+                        if shared.leadership.fence.may_write() {
+                            channel::ensure_configmap(
+                                &shared.client,
+                                &route.lease_namespace,
+                                &route.lease_name,
+                            )
+                            .await;
+                        }
+                    }
+                    // Failing: logged by the watch, retried with its backoff.
+                    Some(Err(_)) => {}
                     None => break,
                 },
                 Some(end) = running.join_next(), if !running.is_empty() => rethrow(end),

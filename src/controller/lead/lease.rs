@@ -11,7 +11,7 @@ use crate::cluster::{describe, status_code};
 use crate::controller::ask::channel::ANSWERS_ANNOTATION;
 use crate::controller::shared::Shared;
 use crate::controller::store::objects::chrono_of;
-use crate::controller::view::fence::{LEASE_DURATION, Timing, mono_now};
+use crate::controller::view::fence::{LEASE_DURATION, LONGEST_LEASE_DURATION, Timing, mono_now};
 use crate::controller::view::state::{
     AccessError, AccessErrorKind, EventResult, EventVerb, Happened, LeaderHealth, LeaseChange,
     LeaseInfo, LeaseRefused,
@@ -79,7 +79,14 @@ fn health_of(l: &Lease) -> Option<LeaderHealth> {
     })
 }
 
+/// The duration a Lease's holder is honoured for: its own, at most [`LONGEST_LEASE_DURATION`]
+/// (what views judge by; the election by its tuned bound, [`Timing::longest`]).
 fn duration_of(spec: &LeaseSpec, default: Duration) -> Duration {
+    declared_duration(spec, default).min(LONGEST_LEASE_DURATION)
+}
+
+/// The duration a Lease says, `default` when it says none.
+fn declared_duration(spec: &LeaseSpec, default: Duration) -> Duration {
     spec.lease_duration_seconds
         .and_then(|s| u64::try_from(s).ok())
         .map(Duration::from_secs)
@@ -223,14 +230,28 @@ impl Campaign {
         });
         let mut s = next.spec.take().unwrap_or_default();
         if !ours && holder.is_some() {
-            let their = duration_of(&s, self.me.timing.duration);
-            if now < seen_at + their {
+            let declared = declared_duration(&s, self.me.timing.duration);
+            let their = declared.min(self.me.timing.longest);
+            let renewed_ago = s
+                .renew_time
+                .as_ref()
+                .and_then(|t| chrono_of(t.0))
+                .map(|t| Utc::now() - t);
+            // A duration beyond sense is honoured only up to the bound, on this copy's clock
+            // as any other; and a record whose own renewal is already older than the bound
+            // (by the wall clock: skew is nothing beside an hour) has expired now, so a copy
+            // started long after its holder left does not wait the bound again.
+            let beyond = declared > their;
+            if beyond {
+                self.beyond_sense(holder.as_deref(), declared, their);
+            }
+            let abandoned = beyond
+                && renewed_ago
+                    .and_then(|ago| ago.to_std().ok())
+                    .is_some_and(|ago| ago >= their);
+            if now < seen_at + their && !abandoned {
                 let standby = Standby {
-                    renewed_ago: s
-                        .renew_time
-                        .as_ref()
-                        .and_then(|t| chrono_of(t.0))
-                        .map(|t| Utc::now() - t),
+                    renewed_ago,
                     takeover_in: (seen_at + their).saturating_sub(now),
                     duration: their,
                 };
@@ -349,6 +370,7 @@ pub async fn run(
         ),
         me: election,
         observed: None,
+        beyond_sense: None,
         failing_since: None,
         standing_by: None,
     };
@@ -415,6 +437,8 @@ struct Campaign {
     me: Election,
     /// The Lease record last seen (resourceVersion) and when, on [`mono_now`].
     observed: Option<(String, Duration)>,
+    /// The holder and duration last warned about as beyond sense (said once for each).
+    beyond_sense: Option<(Option<String>, Duration)>,
     /// Since when the Lease's own requests fail with an answer (403, 404, …).
     failing_since: Option<Duration>,
     /// The other holder last said (a standby copy says who reconciles, once per holder).
@@ -465,6 +489,23 @@ impl Campaign {
                 (mono_now() - since).as_secs()
             );
         }
+    }
+
+    /// Says once per holder and duration that the Lease's duration is beyond sense and how
+    /// long it is honoured instead.
+    fn beyond_sense(&mut self, holder: Option<&str>, declared: Duration, honoured: Duration) {
+        let key = (holder.map(str::to_string), declared);
+        if self.beyond_sense.as_ref() == Some(&key) {
+            return;
+        }
+        tracing::warn!(
+            "Lease {} held by {} says leaseDurationSeconds {}, beyond any copy's: it is honoured for {}s only, then taken over (docs/reconciler.md, \"Singleton writes: the Lease\")",
+            self.lease.name,
+            crate::text::printable(holder.unwrap_or("nobody")),
+            declared.as_secs(),
+            honoured.as_secs()
+        );
+        self.beyond_sense = Some(key);
     }
 
     /// This copy holds the Lease: renewed at `sent`.

@@ -92,6 +92,9 @@ pub struct Tuning {
     /// Look for Gatekeeper's own generator again this often (it may be switched on later).
     pub gatekeeper_recheck: Duration,
     pub lease_duration: Duration,
+    /// The longest duration another holder's Lease is honoured for: a record beyond it
+    /// (`leaseDurationSeconds: 2147483647`) is expired once it is this old (tests: a short one).
+    pub longest_lease_duration: Duration,
     /// Tests of the supervisor only: the task of this name ends as a panic once started.
     pub fail_task: Option<String>,
 }
@@ -103,6 +106,7 @@ impl Default for Tuning {
             resync_every: Duration::from_secs(600),
             gatekeeper_recheck: Duration::from_secs(60),
             lease_duration: Duration::from_secs(crate::controller::view::fence::LEASE_DURATION),
+            longest_lease_duration: crate::controller::view::fence::LONGEST_LEASE_DURATION,
             fail_task: None,
         }
     }
@@ -234,7 +238,8 @@ fn elect(
             namespace: ns.to_string(),
             name: name.to_string(),
             identity: identity.to_string(),
-            timing: crate::controller::view::fence::Timing::new(tuning.lease_duration),
+            timing: crate::controller::view::fence::Timing::new(tuning.lease_duration)
+                .with_longest(tuning.longest_lease_duration),
             pod: std::env::var("POD_NAME").ok().filter(|p| !p.is_empty()),
             settings: crate::core::settings::Settings::of(&config.options),
         };
@@ -429,7 +434,7 @@ pub async fn launch(
         &identity,
         &tuning,
     );
-    serve_metrics(&shared, config.metrics_addr);
+    serve_metrics(&shared, config.metrics_addr).await;
 
     let stop = CancellationToken::new();
     let join = tokio::spawn(supervise(shared.clone(), stop.clone(), election));
@@ -554,17 +559,22 @@ fn publish_state(
 }
 
 /// Phase 9: `/metrics`, `/healthz` and `/readyz`, if asked for.
-fn serve_metrics(shared: &Shared, addr: Option<std::net::SocketAddr>) {
+async fn serve_metrics(shared: &Shared, addr: Option<std::net::SocketAddr>) {
     let Some(addr) = addr else { return };
-    let metrics = shared.metrics.clone();
-    // A port that cannot be bound is said, and is not worth stopping the copy for.
-    shared
-        .tasks
-        .spawn("metrics server", Lifetime::Job, async move {
-            if let Err(e) = crate::controller::tell::metrics::serve(addr, metrics).await {
-                tracing::error!("metrics server on {addr}: {e}");
-            }
-        });
+    // A port that cannot be bound is said, and is not worth stopping the copy for; once
+    // bound, the server lives as long as the copy (its probes judge the copy), so its end
+    // would be a failure the supervisor reports.
+    match crate::controller::tell::metrics::bind(addr).await {
+        Ok(listener) => {
+            let metrics = shared.metrics.clone();
+            shared.tasks.spawn(
+                "metrics server",
+                Lifetime::Copy,
+                crate::controller::tell::metrics::serve(listener, metrics),
+            );
+        }
+        Err(e) => tracing::error!("metrics server on {addr}: {e}"),
+    }
 }
 
 /// The task [`Controller::stop`] waits for ([`Tasks::supervise`]); a failure turns writes off

@@ -10,6 +10,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::{Metric, Registry};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 /// Label name and value pairs, in the order they are rendered.
 type Labels<const N: usize> = [(&'static str, &'static str); N];
@@ -127,24 +128,82 @@ impl Metrics {
 /// The content type of [`Metrics::render`]'s text.
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// Serves `/metrics`, `/healthz` (200 until a task of the copy fails) and `/readyz` (200 once
-/// every watch has synced, and while every store is known) on `addr`, until aborted; a panic
-/// of a connection's task (dropped with this one) is this task's.
-pub async fn serve(
-    addr: std::net::SocketAddr,
-    metrics: std::sync::Arc<Metrics>,
-) -> std::io::Result<()> {
-    use http_body_util::Full;
-    use hyper::body::Bytes;
-    use hyper::{Response, StatusCode};
+/// How long a connection may take to send a request's headers, and may stay open between
+/// requests: a probe or a scrape sends its request at once, so a connection that sends
+/// nothing for this long (left open by a client, or opened to hold a file descriptor) is
+/// closed rather than kept for the life of the process.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The first wait after a failed `accept`, doubled while it keeps failing up to
+/// [`ACCEPT_BACKOFF_MAX`]: a failure such as "too many open files" leaves the listener
+/// readable, so accepting again at once would spin a core until a descriptor is free.
+const ACCEPT_BACKOFF_FIRST: Duration = Duration::from_millis(10);
+const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+/// Binds the listener of [`serve`] (`--metrics-addr 127.0.0.1:0` says which port it got).
+pub async fn bind(addr: std::net::SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
-    // The bound address: `--metrics-addr 127.0.0.1:0` says which port it got.
     let bound = listener.local_addr()?;
     tracing::info!("serving /metrics, /healthz, /readyz on {bound}");
+    Ok(listener)
+}
+
+/// A run of failed accepts, told once when it starts and once when it ends.
+#[derive(Debug, Default)]
+struct AcceptFailures {
+    /// Failures in a row, and when the first of them happened.
+    run: Option<(u64, std::time::Instant)>,
+}
+
+impl AcceptFailures {
+    /// One more failure; how long to wait before accepting again.
+    fn failed(&mut self, error: &std::io::Error) -> Duration {
+        let (count, _) = self.run.get_or_insert_with(|| {
+            tracing::warn!(
+                "the /metrics, /healthz, /readyz server cannot accept a connection: {error}; it retries (said again when it accepts)"
+            );
+            (0, std::time::Instant::now())
+        });
+        *count += 1;
+        let doublings = u32::try_from(*count - 1).unwrap_or(u32::MAX).min(16);
+        ACCEPT_BACKOFF_FIRST
+            .saturating_mul(2u32.saturating_pow(doublings))
+            .min(ACCEPT_BACKOFF_MAX)
+    }
+
+    /// A connection was accepted: the run, if any, is over.
+    fn accepted(&mut self) {
+        if let Some((count, since)) = self.run.take() {
+            tracing::info!(
+                "the /metrics, /healthz, /readyz server accepts connections again, after {count} failed accept(s) in {:.1}s",
+                since.elapsed().as_secs_f64()
+            );
+        }
+    }
+}
+
+/// Serves `/metrics`, `/healthz` (200 until a task of the copy fails) and `/readyz` (200 once
+/// every watch has synced, and while every store is known) on `listener` for as long as the
+/// copy runs: a failed `accept` (too many open files) is logged once per run of failures and
+/// retried after a short backoff, never the end of the server; a connection that sends no
+/// request within [`HEADER_READ_TIMEOUT`] is closed. It is a task of the copy's lifetime, so
+/// if it ever ends the supervisor says so; a panic of a connection's task (dropped with this
+/// one) is this task's.
+pub async fn serve(listener: tokio::net::TcpListener, metrics: std::sync::Arc<Metrics>) {
     let mut connections = tokio::task::JoinSet::new();
+    let mut failures = AcceptFailures::default();
     loop {
-        let (stream, _) = tokio::select! {
-            r = listener.accept() => r?,
+        let stream = tokio::select! {
+            r = listener.accept() => match r {
+                Ok((stream, _)) => {
+                    failures.accepted();
+                    stream
+                }
+                Err(e) => {
+                    tokio::time::sleep(failures.failed(&e)).await;
+                    continue;
+                }
+            },
             Some(Err(e)) = connections.join_next() => {
                 if e.is_panic() {
                     std::panic::resume_unwind(e.into_panic());
@@ -152,45 +211,66 @@ pub async fn serve(
                 continue;
             }
         };
+        connections.spawn(serve_connection(stream, metrics.clone()));
+    }
+}
+
+/// One connection: its requests answered until the client closes it or sends nothing for
+/// [`HEADER_READ_TIMEOUT`].
+async fn serve_connection(stream: tokio::net::TcpStream, metrics: std::sync::Arc<Metrics>) {
+    use http_body_util::Full;
+    use hyper::body::Bytes;
+    use hyper::{Response, StatusCode};
+    let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
         let metrics = metrics.clone();
-        connections.spawn(async move {
-            let service =
-                hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                    let metrics = metrics.clone();
-                    async move {
-                        let probe = |r: Result<(), String>| match r {
-                            Ok(()) => (StatusCode::OK, "ok\n".to_string()),
-                            Err(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")),
-                        };
-                        let ((status, body), content_type) = match req.uri().path() {
-                            "/metrics" => ((StatusCode::OK, metrics.render()), Some(OPENMETRICS)),
-                            "/healthz" => (probe(metrics.health()), None),
-                            "/readyz" => (probe(metrics.readiness()), None),
-                            _ => ((StatusCode::NOT_FOUND, "not found\n".to_string()), None),
-                        };
-                        let mut resp = Response::new(Full::new(Bytes::from(body)));
-                        *resp.status_mut() = status;
-                        if let Some(t) = content_type {
-                            let t = hyper::header::HeaderValue::from_static(t);
-                            resp.headers_mut().insert(hyper::header::CONTENT_TYPE, t);
-                        }
-                        Ok::<_, std::convert::Infallible>(resp)
-                    }
-                });
-            let io = hyper_util::rt::TokioIo::new(stream);
-            if let Err(e) = hyper::server::conn::http1::Builder::new()
-                .serve_connection(io, service)
-                .await
-            {
-                tracing::debug!("metrics connection: {e}");
+        async move {
+            let probe = |r: Result<(), String>| match r {
+                Ok(()) => (StatusCode::OK, "ok\n".to_string()),
+                Err(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")),
+            };
+            let ((status, body), content_type) = match req.uri().path() {
+                "/metrics" => ((StatusCode::OK, metrics.render()), Some(OPENMETRICS)),
+                "/healthz" => (probe(metrics.health()), None),
+                "/readyz" => (probe(metrics.readiness()), None),
+                _ => ((StatusCode::NOT_FOUND, "not found\n".to_string()), None),
+            };
+            let mut resp = Response::new(Full::new(Bytes::from(body)));
+            *resp.status_mut() = status;
+            if let Some(t) = content_type {
+                let t = hyper::header::HeaderValue::from_static(t);
+                resp.headers_mut().insert(hyper::header::CONTENT_TYPE, t);
             }
-        });
+            Ok::<_, std::convert::Infallible>(resp)
+        }
+    });
+    let io = hyper_util::rt::TokioIo::new(stream);
+    // The header timeout also runs while a kept-alive connection waits for its next request
+    // (hyper starts it whenever it reads a request head), which is what closes idle ones.
+    if let Err(e) = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .serve_connection(io, service)
+        .await
+    {
+        tracing::debug!("metrics connection: {e}");
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A run of failed accepts backs off from 10 ms doubling to 1 s, and starts again from
+    /// 10 ms after an accept.
+    #[test]
+    fn failed_accepts_back_off_and_an_accept_resets() {
+        let mut f = AcceptFailures::default();
+        let e = std::io::Error::from_raw_os_error(24);
+        let waits: Vec<u128> = (0..10).map(|_| f.failed(&e).as_millis()).collect();
+        assert_eq!(waits, [10, 20, 40, 80, 160, 320, 640, 1000, 1000, 1000]);
+        f.accepted();
+        assert_eq!(f.failed(&e), ACCEPT_BACKOFF_FIRST);
+    }
     use crate::cluster::apply::ApplyError;
     use crate::controller::reconcile::world::WriteError;
     use std::sync::Arc;

@@ -39,10 +39,22 @@ impl Leadership {
 /// Default lease duration (seconds): a crashed holder is replaced after at most this long.
 pub const LEASE_DURATION: u64 = 15;
 
+/// The longest duration a holder's Lease is honoured for, whatever its
+/// `leaseDurationSeconds` says: a record left with `2147483647` (68 years) would otherwise
+/// keep every copy standing by for good while `/readyz` says 200. No copy of ours writes more
+/// than its own duration (15 s by default); client-go's electors use seconds to minutes; an
+/// hour is far above any of them, so a live holder is never taken over early by it, yet a
+/// forgotten record ends within the hour. (A copy of ours started with a longer duration
+/// honours its own: [`Timing::new`].)
+pub const LONGEST_LEASE_DURATION: Duration = Duration::from_secs(3600);
+
 /// The timings derived from the lease duration (client-go's 15 s / 10 s / 2 s, scaled).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Timing {
     pub duration: Duration,
+    /// The longest duration another holder's Lease is honoured for
+    /// ([`LONGEST_LEASE_DURATION`] unless tuned; never less than `duration`).
+    pub longest: Duration,
     /// Writes stop this long after a renewal was sent, unless another renewal succeeded.
     pub renew_deadline: Duration,
     /// How often the holder renews and a follower looks.
@@ -55,8 +67,18 @@ impl Timing {
         let duration = duration.max(Duration::from_secs(1));
         Timing {
             duration,
+            longest: LONGEST_LEASE_DURATION.max(duration),
             renew_deadline: duration * 2 / 3,
             retry: (duration / 7).max(Duration::from_millis(100)),
+        }
+    }
+
+    /// These timings honouring another holder's duration up to `longest` (tests: a short
+    /// bound), never less than this copy's own duration.
+    pub fn with_longest(self, longest: Duration) -> Timing {
+        Timing {
+            longest: longest.max(self.duration),
+            ..self
         }
     }
 }
@@ -137,6 +159,22 @@ impl Fence {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Another holder's duration is honoured up to an hour, or up to a tuned bound, never
+    /// below this copy's own duration.
+    #[test]
+    fn the_longest_honoured_duration_is_bounded_and_never_below_our_own() {
+        let t = Timing::new(Duration::from_secs(15));
+        assert_eq!(t.longest, LONGEST_LEASE_DURATION);
+        assert_eq!(
+            t.with_longest(Duration::from_secs(6)).longest,
+            Duration::from_secs(15)
+        );
+        let short = Timing::new(Duration::from_secs(3)).with_longest(Duration::from_secs(6));
+        assert_eq!(short.longest, Duration::from_secs(6));
+        let long = Timing::new(Duration::from_secs(7200));
+        assert_eq!(long.longest, Duration::from_secs(7200));
+    }
 
     /// `commands::serve` and `Controller::leading` look, then wait: leadership gained in
     /// between must still wake them (a `Notify` that had no waiter yet dropped it, and the
