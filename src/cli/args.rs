@@ -60,6 +60,7 @@ impl Command {
             Command::Test(_) => "test",
             Command::Audit(_) => "audit",
             Command::Version { .. } => "version",
+            Command::Completion { .. } => "completion",
             Command::Help { .. } => "help",
         }
     }
@@ -135,9 +136,13 @@ impl Cli {
             Some(Command::Test(a)) => Some(&a.conn),
             Some(Command::Audit(a)) => Some(&a.conn),
             Some(Command::Replay { conn, .. } | Command::Reconcile { conn, .. }) => Some(conn),
-            None | Some(Command::Install(_) | Command::Version { .. } | Command::Help { .. }) => {
-                None
-            }
+            None
+            | Some(
+                Command::Install(_)
+                | Command::Version { .. }
+                | Command::Help { .. }
+                | Command::Completion { .. },
+            ) => None,
         }
     }
 
@@ -156,6 +161,7 @@ impl Cli {
             Some(Command::Install(_)) => Some("`install` only prints manifests"),
             Some(Command::Version { .. }) => Some("`version` asks no cluster"),
             Some(Command::Help { .. }) => Some("`help` prints text"),
+            Some(Command::Completion { .. }) => Some("`completion` prints a script"),
             _ => None,
         }
     }
@@ -190,7 +196,8 @@ impl Cli {
                 Command::Audit(_)
                 | Command::Install(_)
                 | Command::Version { .. }
-                | Command::Help { .. },
+                | Command::Help { .. }
+                | Command::Completion { .. },
             ) => &DEFAULT_GEN,
         }
     }
@@ -305,6 +312,18 @@ pub enum Command {
     Version {
         #[command(flatten)]
         out: OutputArgs,
+    },
+    /// Print a shell completion script for `kubectl-vap` (bash, zsh, fish, powershell,
+    /// elvish).
+    ///
+    /// Load it as each shell does, e.g. `source <(kubectl-vap completion bash)`, or write it
+    /// where the shell looks (`kubectl-vap completion zsh > "${fpath[1]}/_kubectl-vap"`). For
+    /// `kubectl vap <TAB>`, kubectl (1.26+) asks `kubectl_complete-vap` on PATH instead
+    /// (shipped in the krew archive beside the plugin): it completes template, constraint and
+    /// context names too.
+    Completion {
+        /// The shell.
+        shell: clap_complete::Shell,
     },
     /// Help on a command, or on a topic: prerequisites, gatekeeper, rbac, exit-codes.
     Help {

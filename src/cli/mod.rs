@@ -2,6 +2,7 @@
 
 pub mod admission;
 pub mod args;
+pub mod completion;
 pub mod exit;
 pub mod install;
 pub mod live;
@@ -43,6 +44,7 @@ pub fn dispatch(mut cli: Cli) -> anyhow::Result<Exit> {
         Some(Command::Audit(args)) => admission::audit(&cli, args),
         Some(Command::Version { out }) => version::print(out.output),
         Some(Command::Help { topic }) => topics::help(topic.as_deref()),
+        Some(Command::Completion { shell }) => completion::print_script(*shell),
         Some(Command::Check(c)) if c.audit => admission::check_audit(&cli, &c.out),
         Some(Command::Check(c)) if !c.input.filenames.is_empty() => {
             report::check_files(&cli, &c.out)
