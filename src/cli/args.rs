@@ -20,6 +20,10 @@ pub struct Cli {
     /// Log filter (tracing syntax), e.g. `info`, `kubectl_vap=debug`. Default: warn (info for `run`).
     #[arg(long, global = true, env = "KUBECTL_VAP_LOG")]
     pub log: Option<String>,
+    /// Colour in logs, errors and the TUI: `auto` (on a terminal, unless $NO_COLOR is set and
+    /// not empty), `always` or `never`.
+    #[arg(long, global = true, value_name = "WHEN", value_enum, default_value_t = ColorWhen::Auto)]
+    pub color: ColorWhen,
     /// The TUI's flags (no subcommand).
     #[command(flatten)]
     pub tui: TuiArgs,
@@ -27,6 +31,52 @@ pub struct Cli {
     /// [`Cli::parse_args`], the ones in effect (those given after the command win).
     #[command(flatten)]
     pub conn: ConnectionArgs,
+}
+
+/// `--color`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ColorWhen {
+    Auto,
+    Always,
+    Never,
+}
+
+impl ColorWhen {
+    /// Whether to write colour on a stream that is (or is not) a terminal: `--color` wins,
+    /// then NO_COLOR (<https://no-color.org>: set and not empty), then the terminal.
+    pub fn colour(self, terminal: bool) -> bool {
+        match self {
+            ColorWhen::Always => true,
+            ColorWhen::Never => false,
+            ColorWhen::Auto => terminal && !no_color_env(),
+        }
+    }
+
+    /// `--color` as typed, read before clap parses (so clap's own usage errors and help
+    /// follow it too); the last one given wins, as clap takes it.
+    pub fn from_args(args: &[std::ffi::OsString]) -> ColorWhen {
+        let mut when = ColorWhen::Auto;
+        let mut iter = args.iter().map(|a| a.to_string_lossy());
+        while let Some(arg) = iter.next() {
+            if arg == "--" {
+                break;
+            }
+            let value = match arg.strip_prefix("--color") {
+                Some(rest) if rest.starts_with('=') => Some(rest[1..].to_string()),
+                Some("") => iter.next().map(|v| v.into_owned()),
+                _ => None,
+            };
+            if let Some(v) = value.and_then(|v| ColorWhen::from_str(&v, false).ok()) {
+                when = v;
+            }
+        }
+        when
+    }
+}
+
+/// NO_COLOR set to anything but the empty string.
+pub fn no_color_env() -> bool {
+    std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty())
 }
 
 /// `kubectl vap` without a command: the TUI.
@@ -73,9 +123,16 @@ impl Cli {
     /// connects to nothing refuses connection flags.
     pub fn parse_args() -> Self {
         use clap::{FromArgMatches, parser::ValueSource};
-        let mut cmd = Cli::clap_command();
+        let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+        let colour = match ColorWhen::from_args(&args) {
+            ColorWhen::Always => clap::ColorChoice::Always,
+            ColorWhen::Never => clap::ColorChoice::Never,
+            ColorWhen::Auto if no_color_env() => clap::ColorChoice::Never,
+            ColorWhen::Auto => clap::ColorChoice::Auto,
+        };
+        let mut cmd = Cli::clap_command().color(colour);
         let matches = cmd
-            .try_get_matches_from_mut(std::env::args_os())
+            .try_get_matches_from_mut(args)
             .unwrap_or_else(|e| super::exit::exit_on_clap_error(e));
         if let Some(sub) = matches.subcommand_name() {
             let tui = TuiArgs::augment_args(clap::Command::new("tui"));

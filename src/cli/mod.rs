@@ -37,6 +37,9 @@ pub fn dispatch(mut cli: Cli) -> anyhow::Result<Exit> {
         _ => crate::logging::init_cli(
             cli.log.as_deref(),
             matches!(cli.command, Some(Command::Run(_))),
+            // A CI log shows escape codes as noise: colour on a terminal only, unless asked.
+            cli.color
+                .colour(std::io::IsTerminal::is_terminal(&std::io::stderr())),
         ),
     }
     match &cli.command {
@@ -100,6 +103,8 @@ fn tui(cli: &Cli) -> anyhow::Result<Exit> {
     };
     let tui = crate::tui::TuiOptions {
         readonly: t.readonly,
+        // The screen is a terminal: only --color=never and NO_COLOR take the colour away.
+        colour: cli.color.colour(true),
     };
     // The TUI ends with an error (2) or because its user quit: clean.
     crate::tui::run(source, &tui)?;
