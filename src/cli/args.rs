@@ -410,7 +410,7 @@ pub struct CheckArgs {
     #[command(flatten)]
     pub input: InputArgs,
     #[command(flatten)]
-    pub out: OutputArgs,
+    pub out: ReportOutputArgs,
     /// Also audit existing objects (as `audit` does): an info finding per constraint with
     /// violations, so CI sees what flipping it to deny would break. Needs a cluster.
     #[arg(long)]
@@ -453,7 +453,7 @@ pub struct AuditArgs {
     /// `Kind/NAME`, the kind in any case); all when absent.
     pub target: Option<String>,
     #[command(flatten)]
-    pub out: OutputArgs,
+    pub out: ReportOutputArgs,
     /// Audit only the objects in this namespace (cluster-scoped objects are then left out).
     /// Default: every namespace and cluster-scoped objects, as Gatekeeper's audit does.
     #[arg(short = 'n', long, value_name = "NAMESPACE")]
@@ -767,6 +767,64 @@ pub struct OutputArgs {
     pub output: Format,
 }
 
+/// `-o` and `--no-headers` of the reports (`check`, `audit`), with kubectl's meaning.
+#[derive(Debug, Args, Clone)]
+pub struct ReportOutputArgs {
+    /// Output format: table, wide (more columns), json, yaml, name (`kind/name` of each
+    /// object the report is about, once a line, as kubectl's -o name), or jsonpath=TEMPLATE
+    /// (kubectl's template on the JSON report, e.g. -o 'jsonpath={.findings[*].code}' or
+    /// '{range .findings[*]}{.code}{"\n"}{end}').
+    #[arg(short = 'o', long = "output", value_name = "FORMAT", default_value = "table",
+          value_parser = OutputParser)]
+    pub output: super::output::Output,
+    /// Table and wide: only the rows, no header line and no summary (as kubectl's).
+    #[arg(long)]
+    pub no_headers: bool,
+}
+
+impl ReportOutputArgs {
+    pub fn shown(&self) -> super::output::Shown {
+        super::output::Shown {
+            output: self.output.clone(),
+            no_headers: self.no_headers,
+        }
+    }
+}
+
+/// Parses `-o` of the reports; the fixed names are offered to completion and help.
+#[derive(Debug, Clone, Copy)]
+struct OutputParser;
+
+impl clap::builder::TypedValueParser for OutputParser {
+    type Value = super::output::Output;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        _arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<Self::Value, clap::Error> {
+        let text = value.to_string_lossy();
+        super::output::Output::parse(&text).map_err(|why| {
+            clap::Error::raw(
+                clap::error::ErrorKind::InvalidValue,
+                format!("invalid value '{text}' for '--output <FORMAT>': {why}\n"),
+            )
+            .with_cmd(cmd)
+        })
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        Some(Box::new(
+            ["table", "wide", "json", "yaml", "name"]
+                .into_iter()
+                .map(clap::builder::PossibleValue::new),
+        ))
+    }
+}
+
 /// `-o` of the commands whose text is not a table (plan's diffs, test's verdicts): no wide.
 #[derive(Debug, Args, Clone)]
 pub struct TextOutputArgs {
@@ -878,14 +936,8 @@ impl RenderArgs {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Format {
-    Table,
-    /// The table with more columns (as kubectl's `-o wide`).
-    Wide,
-    Json,
-    Yaml,
-}
+/// Defined beside the printers (`output`), which args' report flags use.
+pub use super::output::Format;
 
 #[derive(Debug, Args, Clone)]
 pub struct RunArgs {

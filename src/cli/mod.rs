@@ -5,6 +5,7 @@ pub mod args;
 pub mod completion;
 pub mod exit;
 pub mod install;
+pub mod jsonpath;
 pub mod live;
 pub mod output;
 pub mod render;
