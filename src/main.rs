@@ -2,7 +2,7 @@
 //! one table (`cli::exit::TABLE`: 0 clean, 1 findings, 2 cannot tell, 3 usage).
 
 use kubectl_vap::cli::{self, args::Cli, exit};
-use kubectl_vap::text::{error_text, printable_lines};
+use kubectl_vap::text::printable_lines;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -21,7 +21,7 @@ fn main() -> ExitCode {
     match cli::dispatch(cli) {
         Ok(exit) => exit.into(),
         Err(e) => {
-            let text = error_text(&*e);
+            let text = cli::error_said(&e);
             if json {
                 tracing::error!("{text}");
             } else {

@@ -320,6 +320,42 @@ fn a_dead_api_server_is_named_once_with_the_cause_and_exits_2() {
     }
 }
 
+/// `--context NAME` the kubeconfig lacks is said in kubectl's words (`context "x" does not
+/// exist`), with a close name when there is one, else the contexts there are; a kubeconfig that
+/// cannot be read names its path once.
+#[test]
+fn a_missing_context_or_kubeconfig_is_said_as_kubectl_says_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // The kubeconfig's one context is called "u" (its user).
+    let kubeconfig = dead_kubeconfig(dir.path());
+    for (context, hint) in [
+        ("U", "did you mean \"u\"?"),
+        ("nosuch", "the kubeconfig's contexts: u"),
+    ] {
+        let out = output(
+            kubectl_vap()
+                .args(["check", "--context", context, "--kubeconfig"])
+                .arg(&kubeconfig),
+        );
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains(&format!("context \"{context}\" does not exist")) && err.contains(hint),
+            "{context}: {err}"
+        );
+        assert!(!err.contains("failed to load current context"), "{err}");
+    }
+    let missing = dir.path().join("nowhere.yaml");
+    let out = output(kubectl_vap().arg("check").arg("--kubeconfig").arg(&missing));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(
+        err.matches(&*missing.to_string_lossy()).count(),
+        1,
+        "the path once: {err}"
+    );
+}
+
 /// `plan --exit-code`: 1 when writes are planned (as `git diff --exit-code`), 0 when none;
 /// without the flag `plan` exits 0 either way.
 #[test]

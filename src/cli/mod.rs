@@ -20,6 +20,17 @@ pub use crate::text::error_text;
 use args::{Cli, Command};
 use exit::Exit;
 
+/// What a failed command says on its last line. A `--context` the kubeconfig does not have
+/// is said in kubectl's words alone (`context "x" does not exist`, with the fix): what was
+/// being done around it (connecting, loading the kubeconfig) adds nothing a user needs.
+pub fn error_said(e: &anyhow::Error) -> String {
+    let speaks_alone = e.chain().find_map(|c| match c.downcast_ref() {
+        Some(k @ crate::cluster::KubeError::NoContext { .. }) => Some(k.to_string()),
+        _ => None,
+    });
+    speaks_alone.unwrap_or_else(|| error_text(&**e))
+}
+
 /// Runs the parsed command line. `Ok` carries the row of the exit-code table it ended on;
 /// `Err` ends on 2 (cannot tell) or, for an [`exit::UsageError`], 3.
 pub fn dispatch(mut cli: Cli) -> anyhow::Result<Exit> {
