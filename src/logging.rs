@@ -28,8 +28,9 @@ pub(crate) fn filter(user: Option<&str>, default: &str) -> (EnvFilter, Option<St
     }
 }
 
-/// Human logs on stderr. `verbose` raises the default level to info (for `run`).
-pub fn init_cli(user: Option<&str>, verbose: bool) {
+/// Human logs on stderr. `verbose` raises the default level to info (for `run`); `colour`
+/// (decided by `--color`, NO_COLOR and whether stderr is a terminal) writes ANSI colour.
+pub fn init_cli(user: Option<&str>, verbose: bool, colour: bool) {
     let (filter, problem) = filter(user, if verbose { "info" } else { "warn" });
     let _ = fmt()
         .with_env_filter(filter)
@@ -38,8 +39,7 @@ pub fn init_cli(user: Option<&str>, verbose: bool) {
         // report it with `eprintln!`, which panics there.
         .log_internal_errors(false)
         .with_target(false)
-        // Colours only for a terminal: a CI log shows escape codes as noise.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_ansi(colour)
         .try_init();
     if let Some(p) = problem {
         tracing::warn!("{p}");

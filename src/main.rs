@@ -4,17 +4,26 @@
 #![warn(clippy::cognitive_complexity, clippy::too_many_lines)]
 
 use kubectl_vap::cli::{self, args::Cli, exit};
-use kubectl_vap::text::{error_text, printable_lines};
+use kubectl_vap::text::printable_lines;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // kubectl's plugin completion (`kubectl_complete-vap __complete WORDS…`): the words are
+    // the half-typed command line, not ours to parse as flags.
+    let args: Vec<String> = std::env::args_os()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    if args.first().map(String::as_str) == Some(cli::completion::COMPLETE) {
+        return cli::completion::kubectl_complete(&args[1..]);
+    }
     let cli = Cli::parse_args();
     // In-cluster, logs are JSON lines and so is the last word.
     let json = matches!(&cli.command, Some(cli::args::Command::Run(r)) if r.in_cluster);
     match cli::dispatch(cli) {
         Ok(exit) => exit.into(),
         Err(e) => {
-            let text = error_text(&*e);
+            let text = cli::error_said(&e);
             if json {
                 tracing::error!("{text}");
             } else {

@@ -6,6 +6,48 @@ use std::error::Error;
 
 pub use kubectl_vap_core::text::*;
 
+/// The names `typed` may have meant, best first (at most three): the same name in another
+/// case, names that start with it or contain it, then names a few typos away (Jaro-Winkler
+/// similarity, as clap's own "a similar subcommand exists").
+pub fn did_you_mean<'a>(typed: &str, names: &[&'a str]) -> Vec<&'a str> {
+    let lower = typed.to_lowercase();
+    let mut scored: Vec<(u8, f64, &'a str)> = names
+        .iter()
+        .filter(|n| **n != typed)
+        .filter_map(|n| {
+            let l = n.to_lowercase();
+            let similarity = strsim::jaro_winkler(&lower, &l);
+            let rank = if l == lower {
+                0
+            } else if l.starts_with(&lower) || lower.starts_with(&l) {
+                1
+            } else if !lower.is_empty() && l.contains(&lower) {
+                2
+            } else if similarity >= 0.85 {
+                3
+            } else {
+                return None;
+            };
+            Some((rank, similarity, *n))
+        })
+        .collect();
+    scored.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.total_cmp(&a.1)));
+    scored.into_iter().take(3).map(|(_, _, n)| n).collect()
+}
+
+/// ` (did you mean "a"?)`, ` (did you mean "a" or "b"?)`, or nothing.
+pub fn did_you_mean_text(typed: &str, names: &[&str]) -> String {
+    let close: Vec<String> = did_you_mean(typed, names)
+        .iter()
+        .map(|n| format!("{n:?}"))
+        .collect();
+    match close.as_slice() {
+        [] => String::new(),
+        [one] => format!(" (did you mean {one}?)"),
+        [rest @ .., last] => format!(" (did you mean {} or {last}?)", rest.join(", ")),
+    }
+}
+
 /// An error as one line, each cause once: it and its sources. Some errors print their source
 /// inside their own message (kube's do), so `{:#}` would repeat it at every level of the chain.
 /// Any error: a typed one, or what reaches `main` (`&*anyhow_error`).
@@ -224,6 +266,20 @@ mod tests {
             error_text(&e),
             "reconciling: forbidden: create ValidatingAdmissionPolicy/x: refused (grant the ClusterRole)"
         );
+    }
+
+    #[test]
+    fn close_names_are_suggested() {
+        let names = ["k8srequiredlabels", "k8sallowedrepos", "prod-eu"];
+        assert_eq!(did_you_mean("k8srequiredlabel", &names), ["k8srequiredlabels"]);
+        assert_eq!(did_you_mean("K8sRequiredLabels", &names), ["k8srequiredlabels"]);
+        assert_eq!(did_you_mean("prd-eu", &names), ["prod-eu"]);
+        assert!(did_you_mean("zzz", &names).is_empty());
+        assert_eq!(
+            did_you_mean_text("prod", &names),
+            " (did you mean \"prod-eu\"?)"
+        );
+        assert_eq!(did_you_mean_text("zzz", &names), "");
     }
 
     /// A chain of levels that each say only their own words: every one, in order.

@@ -322,6 +322,42 @@ fn a_dead_api_server_is_named_once_with_the_cause_and_exits_2() {
     }
 }
 
+/// `--context NAME` the kubeconfig lacks is said in kubectl's words (`context "x" does not
+/// exist`), with a close name when there is one, else the contexts there are; a kubeconfig that
+/// cannot be read names its path once.
+#[test]
+fn a_missing_context_or_kubeconfig_is_said_as_kubectl_says_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // The kubeconfig's one context is called "u" (its user).
+    let kubeconfig = dead_kubeconfig(dir.path());
+    for (context, hint) in [
+        ("U", "did you mean \"u\"?"),
+        ("nosuch", "the kubeconfig's contexts: u"),
+    ] {
+        let out = output(
+            kubectl_vap()
+                .args(["check", "--context", context, "--kubeconfig"])
+                .arg(&kubeconfig),
+        );
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains(&format!("context \"{context}\" does not exist")) && err.contains(hint),
+            "{context}: {err}"
+        );
+        assert!(!err.contains("failed to load current context"), "{err}");
+    }
+    let missing = dir.path().join("nowhere.yaml");
+    let out = output(kubectl_vap().arg("check").arg("--kubeconfig").arg(&missing));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(
+        err.matches(&*missing.to_string_lossy()).count(),
+        1,
+        "the path once: {err}"
+    );
+}
+
 /// `plan --exit-code`: 1 when writes are planned (as `git diff --exit-code`), 0 when none;
 /// without the flag `plan` exits 0 either way.
 #[test]
@@ -986,4 +1022,80 @@ fn a_usage_line_shows_no_flag_the_environment_filled() {
         .find(|l| l.starts_with("Usage:"))
         .unwrap_or_else(|| panic!("a usage line: {err}"));
     assert_eq!(usage, "Usage: kubectl vap reconcile <TEMPLATE|--all>");
+}
+
+/// kubectl's output conventions on `check`: `-o name` (each object once, `kind/name`),
+/// `-o jsonpath=…` on the JSON report, `--no-headers` (rows only, with wide too).
+#[test]
+fn check_speaks_kubectls_output_formats() {
+    let json = stdout_json(&vap(&["check", "-f", &demo(), "-o", "json"]));
+    let findings = json["findings"].as_array().expect("findings");
+
+    let names = vap(&["check", "-f", &demo(), "-o", "name"]);
+    assert_eq!(names.status.code(), Some(1), "{}", stderr(&names));
+    let names = String::from_utf8_lossy(&names.stdout).into_owned();
+    let lines: Vec<&str> = names.lines().collect();
+    let mut unique = lines.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), lines.len(), "each object once:\n{names}");
+    for f in findings {
+        let kind = f["object"]["kind"].as_str().expect("kind").to_lowercase();
+        let name = f["object"]["name"].as_str().expect("name");
+        let want = format!("{kind}/{name}");
+        assert!(lines.contains(&want.as_str()), "{want} in\n{names}");
+    }
+
+    let codes = vap(&["check", "-f", &demo(), "-o", "jsonpath={.findings[*].code}"]);
+    assert_eq!(codes.status.code(), Some(1), "{}", stderr(&codes));
+    let want: Vec<&str> = findings
+        .iter()
+        .map(|f| f["code"].as_str().expect("code"))
+        .collect();
+    assert_eq!(String::from_utf8_lossy(&codes.stdout), want.join(" "));
+
+    let range = vap(&[
+        "check",
+        "-f",
+        &demo(),
+        "-o",
+        r#"jsonpath={range .findings[*]}{.severity}{"\t"}{.code}{"\n"}{end}"#,
+    ]);
+    let text = String::from_utf8_lossy(&range.stdout).into_owned();
+    assert_eq!(text.lines().count(), findings.len(), "{text}");
+    assert!(text.lines().all(|l| l.split('\t').count() == 2), "{text}");
+
+    for (format, columns) in [("table", 4), ("wide", 6)] {
+        let with = vap(&["check", "-f", &demo(), "-o", format]);
+        let with = String::from_utf8_lossy(&with.stdout).into_owned();
+        assert!(with.starts_with("SEVERITY"), "{with}");
+        let without = vap(&["check", "-f", &demo(), "-o", format, "--no-headers"]);
+        assert_eq!(without.status.code(), Some(1));
+        let without = String::from_utf8_lossy(&without.stdout).into_owned();
+        assert!(!without.contains("SEVERITY"), "{without}");
+        assert_eq!(
+            without.lines().count(),
+            findings.len(),
+            "rows only:\n{without}"
+        );
+        // The rows are the table's rows.
+        let rows: Vec<&str> = with.lines().skip(1).take(findings.len()).collect();
+        assert_eq!(without.lines().collect::<Vec<_>>(), rows, "{format}");
+        if format == "wide" {
+            let header = with.lines().next().unwrap_or_default();
+            assert_eq!(header.split_whitespace().count(), columns, "{header}");
+        }
+    }
+
+    // A template kubectl would refuse is a usage error, said before anything is read.
+    let bad = vap(&["check", "-f", &demo(), "-o", "jsonpath={.findings["]);
+    assert_eq!(bad.status.code(), Some(3), "{}", stderr(&bad));
+    assert!(stderr(&bad).contains("jsonpath"), "{}", stderr(&bad));
+    let bad = vap(&["check", "-f", &demo(), "-o", "names"]);
+    assert_eq!(bad.status.code(), Some(3));
+    assert!(
+        stderr(&bad).contains("jsonpath=TEMPLATE"),
+        "{}",
+        stderr(&bad)
+    );
 }

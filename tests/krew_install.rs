@@ -384,7 +384,7 @@ fn krew_installs_upgrades_and_uninstalls_the_release_archive() {
     let listing = ok(Command::new("tar").arg("-tzf").arg(&archive));
     assert_eq!(
         listing.lines().collect::<Vec<_>>(),
-        ["LICENSE", "kubectl-vap"]
+        ["LICENSE", "kubectl-vap", "kubectl_complete-vap"]
     );
 
     // krew-index's validator: plugin.yaml as the repository names it is refused (krew-index

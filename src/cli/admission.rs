@@ -1,6 +1,6 @@
 //! `test` and `audit`: argument handling and printing; the work is in `crate::admission`.
 
-use super::args::{AuditArgs, Cli, Format, TestArgs};
+use super::args::{AuditArgs, Cli, TestArgs};
 use super::exit::Exit;
 use super::output;
 use super::stdio::{self, errln};
@@ -129,19 +129,33 @@ pub fn audit(cli: &Cli, args: &AuditArgs) -> anyhow::Result<Exit> {
         .await
         .with_context(|| format!("auditing on {url}"))
     })?;
-    stdio::stdout(&audit_text(&report, args.out.output)?)?;
+    stdio::stdout(&audit_text(&report, &args.out.shown())?)?;
     if !report.complete {
         errln!("interrupted: the report holds what was found so far");
     }
     Ok(Exit::of_report(report.exit_code()))
 }
 
-pub fn audit_text(report: &AuditReport, format: Format) -> anyhow::Result<String> {
-    if let Some(t) = output::structured(report, format)? {
+pub fn audit_text(report: &AuditReport, shown: &output::Shown) -> anyhow::Result<String> {
+    let p = |s: &str| printable(s).into_owned();
+    // -o name: the objects that violate a constraint, as kubectl's -o name names them (no
+    // namespace, as `kubectl get -A -o name`).
+    let names = || {
+        let violations = report.constraints.iter().flat_map(|c| &c.violations);
+        violations
+            .map(|v| {
+                p(&format!(
+                    "{}/{}",
+                    v.object.kind.to_lowercase(),
+                    v.object.name
+                ))
+            })
+            .collect()
+    };
+    if let Some(t) = shown.not_a_table(report, names)? {
         return Ok(t);
     }
-    let p = |s: &str| printable(s).into_owned();
-    let wide = format == Format::Wide;
+    let wide = shown.wide();
     let mut rows = Vec::new();
     let mut notes = String::new();
     for c in &report.constraints {
@@ -191,22 +205,27 @@ pub fn audit_text(report: &AuditReport, format: Format) -> anyhow::Result<String
             ));
         }
     }
+    let header: &[&str] = if wide {
+        &[
+            "CONSTRAINT",
+            "ACTION",
+            "OBJECT",
+            "TEMPLATE",
+            "BINDING",
+            "MESSAGE",
+        ]
+    } else {
+        &["CONSTRAINT", "ACTION", "OBJECT", "MESSAGE"]
+    };
+    let table = shown.table(header, &rows);
+    // --no-headers is for scripts: the rows and nothing else (none when there are none).
+    if shown.no_headers {
+        return Ok(printable_lines(&table).into_owned());
+    }
     let mut text = if rows.is_empty() {
         "No violations.\n".to_string()
     } else {
-        let header: &[&str] = if wide {
-            &[
-                "CONSTRAINT",
-                "ACTION",
-                "OBJECT",
-                "TEMPLATE",
-                "BINDING",
-                "MESSAGE",
-            ]
-        } else {
-            &["CONSTRAINT", "ACTION", "OBJECT", "MESSAGE"]
-        };
-        output::table(header, &rows)
+        table
     };
     if !notes.is_empty() {
         text.push('\n');
@@ -235,7 +254,7 @@ pub fn audit_text(report: &AuditReport, format: Format) -> anyhow::Result<String
 
 /// `check --audit`: the live `check` report plus an info finding per constraint with
 /// violations. Info findings do not change the exit code: the report is for reading.
-pub fn check_audit(cli: &Cli, out: &super::args::OutputArgs) -> anyhow::Result<Exit> {
+pub fn check_audit(cli: &Cli, out: &super::args::ReportOutputArgs) -> anyhow::Result<Exit> {
     if !cli.input().filenames.is_empty() {
         return Err(super::exit::usage(
             "check --audit needs a cluster: existing objects are audited there, not in files",
@@ -266,7 +285,7 @@ pub fn check_audit(cli: &Cli, out: &super::args::OutputArgs) -> anyhow::Result<E
         anyhow::Ok((snap, report, judged))
     })?;
     let extra = audit_mod::findings(&report);
-    let (text, code) = super::report::check_report_with(&snap, &judged, out.output, extra)?;
+    let (text, code) = super::report::check_report_with(&snap, &judged, &out.shown(), extra)?;
     stdio::stdout(&text)?;
     Ok(code)
 }
@@ -313,12 +332,12 @@ mod tests {
     /// One of each is said in the singular; wide adds the template and the binding.
     #[test]
     fn the_audit_table_counts_in_words_and_wide_names_template_and_binding() {
-        let text = audit_text(&report(), Format::Table).expect("text");
+        let text = audit_text(&report(), &super::super::args::Format::Table.into()).expect("text");
         assert!(
             text.ends_with("\n1 violation in 1 audited constraint; 1 dry-run request\n"),
             "{text}"
         );
-        let wide = audit_text(&report(), Format::Wide).expect("text");
+        let wide = audit_text(&report(), &super::super::args::Format::Wide.into()).expect("text");
         let header = wide.lines().next().unwrap_or_default();
         assert!(
             header.split_whitespace().eq([
@@ -335,5 +354,25 @@ mod tests {
             wide.contains("gatekeeper-k8srequiredlabels-owner"),
             "{wide}"
         );
+    }
+
+    /// kubectl's conventions on `audit`: `-o name` names the violating objects,
+    /// `--no-headers` prints only the rows, `-o jsonpath` reads the JSON report.
+    #[test]
+    fn the_audit_speaks_kubectls_output_formats() {
+        use super::output::{Output, Shown};
+        let shown = |output: Output, no_headers: bool| Shown { output, no_headers };
+        let name = audit_text(&report(), &shown(Output::Name, false)).expect("name");
+        assert_eq!(name, "configmap/bad\n");
+        let rows = audit_text(&report(), &shown(Output::Table, true)).expect("rows");
+        assert_eq!(rows.lines().count(), 1, "{rows}");
+        assert!(
+            rows.contains("missing owner") && !rows.contains("CONSTRAINT"),
+            "{rows}"
+        );
+        let path =
+            Output::parse("jsonpath={.constraints[*].violations[*].message}").expect("a template");
+        let text = audit_text(&report(), &shown(path, false)).expect("jsonpath");
+        assert_eq!(text, "missing owner");
     }
 }

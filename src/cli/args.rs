@@ -20,6 +20,10 @@ pub struct Cli {
     /// Log filter (tracing syntax), e.g. `info`, `kubectl_vap=debug`. Default: warn (info for `run`).
     #[arg(long, global = true, env = "KUBECTL_VAP_LOG")]
     pub log: Option<String>,
+    /// Colour in logs, errors and the TUI: `auto` (on a terminal, unless $NO_COLOR is set and
+    /// not empty), `always` or `never`.
+    #[arg(long, global = true, value_name = "WHEN", value_enum, default_value_t = ColorWhen::Auto)]
+    pub color: ColorWhen,
     /// The TUI's flags (no subcommand).
     #[command(flatten)]
     pub tui: TuiArgs,
@@ -27,6 +31,52 @@ pub struct Cli {
     /// [`Cli::parse_args`], the ones in effect (those given after the command win).
     #[command(flatten)]
     pub conn: ConnectionArgs,
+}
+
+/// `--color`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ColorWhen {
+    Auto,
+    Always,
+    Never,
+}
+
+impl ColorWhen {
+    /// Whether to write colour on a stream that is (or is not) a terminal: `--color` wins,
+    /// then NO_COLOR (<https://no-color.org>: set and not empty), then the terminal.
+    pub fn colour(self, terminal: bool) -> bool {
+        match self {
+            ColorWhen::Always => true,
+            ColorWhen::Never => false,
+            ColorWhen::Auto => terminal && !no_color_env(),
+        }
+    }
+
+    /// `--color` as typed, read before clap parses (so clap's own usage errors and help
+    /// follow it too); the last one given wins, as clap takes it.
+    pub fn from_args(args: &[std::ffi::OsString]) -> ColorWhen {
+        let mut when = ColorWhen::Auto;
+        let mut iter = args.iter().map(|a| a.to_string_lossy());
+        while let Some(arg) = iter.next() {
+            if arg == "--" {
+                break;
+            }
+            let value = match arg.strip_prefix("--color") {
+                Some(rest) if rest.starts_with('=') => Some(rest[1..].to_string()),
+                Some("") => iter.next().map(|v| v.into_owned()),
+                _ => None,
+            };
+            if let Some(v) = value.and_then(|v| ColorWhen::from_str(&v, false).ok()) {
+                when = v;
+            }
+        }
+        when
+    }
+}
+
+/// NO_COLOR set to anything but the empty string.
+pub fn no_color_env() -> bool {
+    std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty())
 }
 
 /// `kubectl vap` without a command: the TUI.
@@ -60,6 +110,7 @@ impl Command {
             Command::Test(_) => "test",
             Command::Audit(_) => "audit",
             Command::Version { .. } => "version",
+            Command::Completion { .. } => "completion",
             Command::Help { .. } => "help",
         }
     }
@@ -72,9 +123,16 @@ impl Cli {
     /// connects to nothing refuses connection flags.
     pub fn parse_args() -> Self {
         use clap::{FromArgMatches, parser::ValueSource};
-        let mut cmd = Cli::clap_command();
+        let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+        let colour = match ColorWhen::from_args(&args) {
+            ColorWhen::Always => clap::ColorChoice::Always,
+            ColorWhen::Never => clap::ColorChoice::Never,
+            ColorWhen::Auto if no_color_env() => clap::ColorChoice::Never,
+            ColorWhen::Auto => clap::ColorChoice::Auto,
+        };
+        let mut cmd = Cli::clap_command().color(colour);
         let matches = cmd
-            .try_get_matches_from_mut(std::env::args_os())
+            .try_get_matches_from_mut(args)
             .unwrap_or_else(|e| super::exit::exit_on_clap_error(e));
         if let Some(sub) = matches.subcommand_name() {
             let tui = TuiArgs::augment_args(clap::Command::new("tui"));
@@ -135,9 +193,13 @@ impl Cli {
             Some(Command::Test(a)) => Some(&a.conn),
             Some(Command::Audit(a)) => Some(&a.conn),
             Some(Command::Replay { conn, .. } | Command::Reconcile { conn, .. }) => Some(conn),
-            None | Some(Command::Install(_) | Command::Version { .. } | Command::Help { .. }) => {
-                None
-            }
+            None
+            | Some(
+                Command::Install(_)
+                | Command::Version { .. }
+                | Command::Help { .. }
+                | Command::Completion { .. },
+            ) => None,
         }
     }
 
@@ -156,6 +218,7 @@ impl Cli {
             Some(Command::Install(_)) => Some("`install` only prints manifests"),
             Some(Command::Version { .. }) => Some("`version` asks no cluster"),
             Some(Command::Help { .. }) => Some("`help` prints text"),
+            Some(Command::Completion { .. }) => Some("`completion` prints a script"),
             _ => None,
         }
     }
@@ -190,7 +253,8 @@ impl Cli {
                 Command::Audit(_)
                 | Command::Install(_)
                 | Command::Version { .. }
-                | Command::Help { .. },
+                | Command::Help { .. }
+                | Command::Completion { .. },
             ) => &DEFAULT_GEN,
         }
     }
@@ -306,6 +370,18 @@ pub enum Command {
         #[command(flatten)]
         out: OutputArgs,
     },
+    /// Print a shell completion script for `kubectl-vap` (bash, zsh, fish, powershell,
+    /// elvish).
+    ///
+    /// Load it as each shell does, e.g. `source <(kubectl-vap completion bash)`, or write it
+    /// where the shell looks (`kubectl-vap completion zsh > "${fpath[1]}/_kubectl-vap"`). For
+    /// `kubectl vap <TAB>`, kubectl (1.26+) asks `kubectl_complete-vap` on PATH instead
+    /// (shipped in the krew archive beside the plugin): it completes template, constraint and
+    /// context names too.
+    Completion {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
     /// Help on a command, or on a topic: prerequisites, gatekeeper, rbac, exit-codes.
     Help {
         /// A topic or a command; without one, the topics and commands.
@@ -334,7 +410,7 @@ pub struct CheckArgs {
     #[command(flatten)]
     pub input: InputArgs,
     #[command(flatten)]
-    pub out: OutputArgs,
+    pub out: ReportOutputArgs,
     /// Also audit existing objects (as `audit` does): an info finding per constraint with
     /// violations, so CI sees what flipping it to deny would break. Needs a cluster.
     #[arg(long)]
@@ -377,7 +453,7 @@ pub struct AuditArgs {
     /// `Kind/NAME`, the kind in any case); all when absent.
     pub target: Option<String>,
     #[command(flatten)]
-    pub out: OutputArgs,
+    pub out: ReportOutputArgs,
     /// Audit only the objects in this namespace (cluster-scoped objects are then left out).
     /// Default: every namespace and cluster-scoped objects, as Gatekeeper's audit does.
     #[arg(short = 'n', long, value_name = "NAMESPACE")]
@@ -691,6 +767,64 @@ pub struct OutputArgs {
     pub output: Format,
 }
 
+/// `-o` and `--no-headers` of the reports (`check`, `audit`), with kubectl's meaning.
+#[derive(Debug, Args, Clone)]
+pub struct ReportOutputArgs {
+    /// Output format: table, wide (more columns), json, yaml, name (`kind/name` of each
+    /// object the report is about, once a line, as kubectl's -o name), or jsonpath=TEMPLATE
+    /// (kubectl's template on the JSON report, e.g. -o 'jsonpath={.findings[*].code}' or
+    /// '{range .findings[*]}{.code}{"\n"}{end}').
+    #[arg(short = 'o', long = "output", value_name = "FORMAT", default_value = "table",
+          value_parser = OutputParser)]
+    pub output: super::output::Output,
+    /// Table and wide: only the rows, no header line and no summary (as kubectl's).
+    #[arg(long)]
+    pub no_headers: bool,
+}
+
+impl ReportOutputArgs {
+    pub fn shown(&self) -> super::output::Shown {
+        super::output::Shown {
+            output: self.output.clone(),
+            no_headers: self.no_headers,
+        }
+    }
+}
+
+/// Parses `-o` of the reports; the fixed names are offered to completion and help.
+#[derive(Debug, Clone, Copy)]
+struct OutputParser;
+
+impl clap::builder::TypedValueParser for OutputParser {
+    type Value = super::output::Output;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        _arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<Self::Value, clap::Error> {
+        let text = value.to_string_lossy();
+        super::output::Output::parse(&text).map_err(|why| {
+            clap::Error::raw(
+                clap::error::ErrorKind::InvalidValue,
+                format!("invalid value '{text}' for '--output <FORMAT>': {why}\n"),
+            )
+            .with_cmd(cmd)
+        })
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        Some(Box::new(
+            ["table", "wide", "json", "yaml", "name"]
+                .into_iter()
+                .map(clap::builder::PossibleValue::new),
+        ))
+    }
+}
+
 /// `-o` of the commands whose text is not a table (plan's diffs, test's verdicts): no wide.
 #[derive(Debug, Args, Clone)]
 pub struct TextOutputArgs {
@@ -802,14 +936,8 @@ impl RenderArgs {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Format {
-    Table,
-    /// The table with more columns (as kubectl's `-o wide`).
-    Wide,
-    Json,
-    Yaml,
-}
+/// Defined beside the printers (`output`), which args' report flags use.
+pub use super::output::Format;
 
 #[derive(Debug, Args, Clone)]
 pub struct RunArgs {

@@ -2,7 +2,7 @@
 //! without `-f`. Each builds a client from kubectl's connection flags; the
 //! one-shot commands go through the same reconciler and lease as `run` and the TUI.
 
-use super::args::{Cli, OutputArgs, PlanArgs, RunArgs};
+use super::args::{Cli, PlanArgs, ReportOutputArgs, RunArgs};
 use super::exit::Exit;
 use super::report;
 use super::stdio::{self, errln};
@@ -507,10 +507,10 @@ async fn lead_briefly(cli: &Cli, cmd: Command) -> anyhow::Result<Exit> {
 /// `check`/`plan` against the live cluster: one listing, then the same report as for files,
 /// judged by the leader's settings when a leader publishes them, with each planned write
 /// sent as a server-side dry-run. `check` on the current context.
-pub fn check(cli: &Cli, out: &OutputArgs) -> anyhow::Result<Exit> {
+pub fn check(cli: &Cli, out: &ReportOutputArgs) -> anyhow::Result<Exit> {
     let (snap, opts, live) = read_cluster(cli)?;
     let statics = super::static_check::static_findings(cli, &snap, &opts)?;
-    let (text, code) = report::check_report_live(&snap, &opts, out.output, statics, &live)?;
+    let (text, code) = report::check_report_live(&snap, &opts, &out.shown(), statics, &live)?;
     stdio::stdout(&text)?;
     Ok(code)
 }

@@ -2,8 +2,10 @@
 
 pub mod admission;
 pub mod args;
+pub mod completion;
 pub mod exit;
 pub mod install;
+pub mod jsonpath;
 pub mod live;
 pub mod output;
 pub mod render;
@@ -17,6 +19,17 @@ pub mod version;
 pub use crate::text::error_text;
 use args::{Cli, Command};
 use exit::Exit;
+
+/// What a failed command says on its last line. A `--context` the kubeconfig does not have
+/// is said in kubectl's words alone (`context "x" does not exist`, with the fix): what was
+/// being done around it (connecting, loading the kubeconfig) adds nothing a user needs.
+pub fn error_said(e: &anyhow::Error) -> String {
+    let speaks_alone = e.chain().find_map(|c| match c.downcast_ref() {
+        Some(k @ crate::cluster::KubeError::NoContext { .. }) => Some(k.to_string()),
+        _ => None,
+    });
+    speaks_alone.unwrap_or_else(|| error_text(&**e))
+}
 
 /// Runs the parsed command line. `Ok` carries the row of the exit-code table it ended on;
 /// `Err` ends on 2 (cannot tell) or, for an [`exit::UsageError`], 3.
@@ -36,6 +49,9 @@ pub fn dispatch(mut cli: Cli) -> anyhow::Result<Exit> {
         _ => crate::logging::init_cli(
             cli.log.as_deref(),
             matches!(cli.command, Some(Command::Run(_))),
+            // A CI log shows escape codes as noise: colour on a terminal only, unless asked.
+            cli.color
+                .colour(std::io::IsTerminal::is_terminal(&std::io::stderr())),
         ),
     }
     match &cli.command {
@@ -43,6 +59,7 @@ pub fn dispatch(mut cli: Cli) -> anyhow::Result<Exit> {
         Some(Command::Audit(args)) => admission::audit(&cli, args),
         Some(Command::Version { out }) => version::print(out.output),
         Some(Command::Help { topic }) => topics::help(topic.as_deref()),
+        Some(Command::Completion { shell }) => completion::print_script(*shell),
         Some(Command::Check(c)) if c.audit => admission::check_audit(&cli, &c.out),
         Some(Command::Check(c)) if !c.input.filenames.is_empty() => {
             report::check_files(&cli, &c.out)
@@ -98,6 +115,8 @@ fn tui(cli: &Cli) -> anyhow::Result<Exit> {
     };
     let tui = crate::tui::TuiOptions {
         readonly: t.readonly,
+        // The screen is a terminal: only --color=never and NO_COLOR take the colour away.
+        colour: cli.color.colour(true),
     };
     // The TUI ends with an error (2) or because its user quit: clean.
     crate::tui::run(source, &tui)?;

@@ -1,8 +1,116 @@
 //! Printing reports: table for people, JSON and YAML as contracts for scripts (written out by
 //! `cli::stdio`).
 
-use super::args::Format;
+use super::jsonpath::Template;
 use serde::Serialize;
+
+/// `-o` of `version`, and what the reports' [`Output`] comes from in tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Table,
+    /// The table with more columns (as kubectl's `-o wide`).
+    Wide,
+    Json,
+    Yaml,
+}
+
+/// `-o` of the reports (`check`, `audit`): kubectl's formats.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Output {
+    Table,
+    Wide,
+    Json,
+    Yaml,
+    /// `kind/name` of each object the report is about, once.
+    Name,
+    JsonPath(Template),
+}
+
+impl Output {
+    pub fn parse(s: &str) -> Result<Output, String> {
+        Ok(match s {
+            "table" => Output::Table,
+            "wide" => Output::Wide,
+            "json" => Output::Json,
+            "yaml" => Output::Yaml,
+            "name" => Output::Name,
+            _ => match s.strip_prefix("jsonpath=") {
+                Some(t) => Output::JsonPath(Template::parse(t)?),
+                None => {
+                    return Err(
+                        "one of: table, wide, json, yaml, name, jsonpath=TEMPLATE".to_string()
+                    );
+                }
+            },
+        })
+    }
+}
+
+/// How a report is shown: `-o` and `--no-headers`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shown {
+    pub output: Output,
+    pub no_headers: bool,
+}
+
+impl From<Format> for Shown {
+    fn from(f: Format) -> Shown {
+        Shown {
+            output: match f {
+                Format::Table => Output::Table,
+                Format::Wide => Output::Wide,
+                Format::Json => Output::Json,
+                Format::Yaml => Output::Yaml,
+            },
+            no_headers: false,
+        }
+    }
+}
+
+impl Shown {
+    /// The table's flavour (table or wide); json, yaml, name and jsonpath are not tables.
+    pub fn wide(&self) -> bool {
+        self.output == Output::Wide
+    }
+
+    /// JSON, YAML or jsonpath of `value`; `names` for -o name (each once, in order);
+    /// `None` for table and wide, which each report prints its own way.
+    pub fn not_a_table<T: Serialize>(
+        &self,
+        value: &T,
+        names: impl FnOnce() -> Vec<String>,
+    ) -> anyhow::Result<Option<String>> {
+        Ok(match &self.output {
+            Output::Json => structured(value, Format::Json)?,
+            Output::Yaml => structured(value, Format::Yaml)?,
+            Output::JsonPath(t) => Some(t.render(&serde_json::to_value(value)?)),
+            Output::Name => {
+                let mut seen = std::collections::HashSet::new();
+                let mut text = String::new();
+                for n in names() {
+                    if seen.insert(n.clone()) {
+                        text.push_str(&n);
+                        text.push('\n');
+                    }
+                }
+                Some(text)
+            }
+            Output::Table | Output::Wide => None,
+        })
+    }
+
+    /// [`table`], without its header line with `--no-headers`.
+    pub fn table(&self, header: &[&str], rows: &[Vec<String>]) -> String {
+        let text = table(header, rows);
+        if self.no_headers {
+            text.split_once('\n')
+                .map(|(_, rows)| rows.to_string())
+                .unwrap_or_default()
+        } else {
+            text
+        }
+    }
+}
 
 /// JSON (pretty) or YAML; `None` for table and wide, which each command prints its own way.
 pub fn structured<T: Serialize>(value: &T, format: Format) -> anyhow::Result<Option<String>> {

@@ -1,9 +1,10 @@
 //! `check` and `plan`: the analysis of a snapshot, printed. The snapshot comes from files here
 //! or from the cluster (live), and everything after loading is one code path.
 
-use super::args::{Cli, Format, OutputArgs, PlanArgs};
+use super::args::{Cli, Format, PlanArgs, ReportOutputArgs};
 use super::exit::Exit;
 use super::output;
+use super::output::Shown;
 use crate::core::settings::Judged;
 use crate::core::{Analysis, Code, Finding, Options, PlannedWrite, Summary, Verb, analyze};
 use crate::load::input::ReadOptions;
@@ -80,11 +81,11 @@ pub fn load_files(cli: &Cli) -> anyhow::Result<Snapshot> {
     crate::load::files::read_input(&cli.input().filenames, opts).context("reading input")
 }
 
-pub fn check_files(cli: &Cli, out: &OutputArgs) -> anyhow::Result<Exit> {
+pub fn check_files(cli: &Cli, out: &ReportOutputArgs) -> anyhow::Result<Exit> {
     let snap = load_files(cli)?;
     let opts = cli.generation_options();
     let statics = super::static_check::static_findings(cli, &snap, &opts)?;
-    let (text, code) = check_report_with(&snap, &opts, out.output, statics)?;
+    let (text, code) = check_report_with(&snap, &opts, &out.shown(), statics)?;
     super::stdio::stdout(&text)?;
     Ok(code)
 }
@@ -107,17 +108,17 @@ pub fn check_report(
     opts: &Options,
     format: Format,
 ) -> anyhow::Result<(String, Exit)> {
-    check_report_with(snap, opts, format, Vec::new())
+    check_report_with(snap, opts, &format.into(), Vec::new())
 }
 
 /// [`check_report`] with findings from elsewhere added (`check --audit`'s).
 pub fn check_report_with(
     snap: &Snapshot,
     opts: &Options,
-    format: Format,
+    shown: &Shown,
     extra: Vec<crate::core::Finding>,
 ) -> anyhow::Result<(String, Exit)> {
-    check_report_live(snap, opts, format, extra, &Live::default())
+    check_report_live(snap, opts, shown, extra, &Live::default())
 }
 
 /// [`check_report_with`] on a live cluster: a planned write the server refuses is an error
@@ -125,7 +126,7 @@ pub fn check_report_with(
 pub fn check_report_live(
     snap: &Snapshot,
     opts: &Options,
-    format: Format,
+    shown: &Shown,
     extra: Vec<crate::core::Finding>,
     live: &Live,
 ) -> anyhow::Result<(String, Exit)> {
@@ -164,9 +165,6 @@ pub fn check_report_live(
         summary,
         settings: live.settings.as_ref(),
     };
-    if let Some(text) = output::structured(&report, format)? {
-        return Ok((text, code));
-    }
     let mut sorted: Vec<_> = findings.iter().collect();
     sorted.sort_by(|a, b| {
         b.severity
@@ -174,7 +172,17 @@ pub fn check_report_live(
             .then(a.code.cmp(&b.code))
             .then(a.object.cmp(&b.object))
     });
-    let wide = format == Format::Wide;
+    // -o name: the objects the findings are about, in the table's order.
+    let names = || {
+        sorted
+            .iter()
+            .map(|f| printable(&kubectl_name(&f.object)).into_owned())
+            .collect()
+    };
+    if let Some(text) = shown.not_a_table(&report, names)? {
+        return Ok((text, code));
+    }
+    let wide = shown.wide();
     let rows: Vec<Vec<String>> = sorted
         .iter()
         .map(|f| {
@@ -197,15 +205,22 @@ pub fn check_report_live(
             row
         })
         .collect();
-    let mut text = if rows.is_empty() {
-        String::from("No findings.\n")
-    } else if wide {
-        output::table(
+    let table = if wide {
+        shown.table(
             &["SEVERITY", "CODE", "OBJECT", "SOURCE", "RELATED", "MESSAGE"],
             &rows,
         )
     } else {
-        output::table(&["SEVERITY", "CODE", "OBJECT", "MESSAGE"], &rows)
+        shown.table(&["SEVERITY", "CODE", "OBJECT", "MESSAGE"], &rows)
+    };
+    // --no-headers is for scripts: the rows and nothing else (none when there are none).
+    if shown.no_headers {
+        return Ok((printable_lines(&table).into_owned(), code));
+    }
+    let mut text = if rows.is_empty() {
+        String::from("No findings.\n")
+    } else {
+        table
     };
     text.push_str(&format!(
         "\n{}, {}, {} in {}, {}, {}, {}\n",
@@ -395,7 +410,7 @@ spec: {enforcementAction: deny}
         let (text, code) = check_report_live(
             &Snapshot::offline(),
             &crate::load::cel::default_options(),
-            Format::Table,
+            &Format::Table.into(),
             Vec::new(),
             &live,
         )
@@ -411,7 +426,7 @@ spec: {enforcementAction: deny}
         let (json, _) = check_report_live(
             &Snapshot::offline(),
             &crate::load::cel::default_options(),
-            Format::Json,
+            &Format::Json.into(),
             Vec::new(),
             &live,
         )

@@ -121,10 +121,10 @@ pub async fn config_from(
                     if path.as_os_str().is_empty() {
                         continue;
                     }
-                    let next = Kubeconfig::read_from(&path).map_err(|source| {
+                    let next = Kubeconfig::read_from(&path).map_err(|cause| {
                         KubeError::Config(ConfigError::Read {
                             path: path.clone(),
-                            source,
+                            cause,
                         })
                     })?;
                     merged = Some(match merged {
@@ -144,6 +144,11 @@ pub async fn config_from(
             },
         };
         let kubeconfig = with_overrides(kubeconfig, &conn).map_err(KubeError::Config)?;
+        if let Some(name) = conn.context.as_deref()
+            && !kubeconfig.contexts.iter().any(|c| c.name == name)
+        {
+            return Err(no_context(name, &kubeconfig));
+        }
         let options = KubeConfigOptions {
             context: conn.context.clone(),
             cluster: conn.cluster.clone(),
@@ -182,6 +187,31 @@ pub async fn config_from(
         http::HeaderValue::from_str(&ua).map_err(|_| KubeError::UserAgent(ua.clone()))?,
     ));
     Ok(config)
+}
+
+/// `--context NAME` not in the kubeconfig: kubectl's words, a close name, or where to look.
+fn no_context(name: &str, kubeconfig: &Kubeconfig) -> KubeError {
+    let known: Vec<&str> = kubeconfig
+        .contexts
+        .iter()
+        .map(|c| c.name.as_str())
+        .filter(|n| *n != FROM_FLAGS)
+        .collect();
+    let close = crate::text::did_you_mean_text(name, &known);
+    let hint = if !close.is_empty() {
+        close
+    } else if known.is_empty() {
+        " (the kubeconfig has no contexts: give --kubeconfig, or --server)".to_string()
+    } else {
+        format!(
+            " (the kubeconfig's contexts: {}; kubectl config get-contexts lists them)",
+            known.join(", ")
+        )
+    };
+    KubeError::NoContext {
+        name: name.to_string(),
+        hint,
+    }
 }
 
 /// What the context, cluster and user of the flags are called when the kubeconfig has none

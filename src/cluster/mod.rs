@@ -22,6 +22,9 @@ pub use list::list_snapshot;
 pub enum KubeError {
     #[error("loading the kubeconfig: {0}")]
     Config(#[source] ConfigError),
+    /// `--context NAME` that the kubeconfig does not have: kubectl's words, and the fix.
+    #[error("context {name:?} does not exist{hint}")]
+    NoContext { name: String, hint: String },
     #[error(
         "the in-cluster configuration is not available: {0} (--in-cluster is for a pod with a service account; elsewhere use --kubeconfig/--context)"
     )]
@@ -55,11 +58,12 @@ pub enum KubeError {
 /// What was wrong with the kubeconfig (kube's error, and the file it came from).
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("{}: {source}", path.display())]
+    /// The path once: kube's own message names it again (`failed to read kubeconfig from
+    /// '"PATH"'`), so a file that cannot be read says only the OS's reason.
+    #[error("{}: {}", path.display(), read_reason(cause))]
     Read {
         path: std::path::PathBuf,
-        #[source]
-        source: kube::config::KubeconfigError,
+        cause: kube::config::KubeconfigError,
     },
     /// No --kubeconfig or KUBECONFIG, and the default one could not be read.
     #[error("{0} (set --kubeconfig or KUBECONFIG, or create ~/.kube/config)")]
@@ -74,6 +78,14 @@ pub enum ConfigError {
         "--certificate-authority and --insecure-skip-tls-verify together: verify with the CA, or do not verify"
     )]
     InsecureWithCa,
+}
+
+/// Why a kubeconfig file could not be used, without its path (said by [`ConfigError::Read`]).
+fn read_reason(e: &kube::config::KubeconfigError) -> String {
+    match e {
+        kube::config::KubeconfigError::ReadConfig(io, _) => io.to_string(),
+        other => other.to_string(),
+    }
 }
 
 impl KubeError {

@@ -54,6 +54,31 @@ const STOP_WAIT: Duration = Duration::from_secs(16);
 pub struct TuiOptions {
     /// `--readonly`: no write actions.
     pub readonly: bool,
+    /// Colours on screen; without, `--color=never` or NO_COLOR, see [`paint`].
+    pub colour: bool,
+}
+
+/// One frame: the view, and without colour the same cells in the terminal's own colours. A
+/// background colour marks something (the selection, a bar), so it becomes reverse video
+/// rather than nothing; bold, dim and the rest stay (NO_COLOR is about colour).
+fn paint(f: &mut ratatui::Frame, app: &mut App, colour: bool) {
+    view::draw(f, app);
+    if !colour {
+        monochrome(f.buffer_mut());
+    }
+}
+
+/// Every cell's colours reset; a coloured background as reverse video.
+pub fn monochrome(buf: &mut ratatui::buffer::Buffer) {
+    use ratatui::style::{Color, Modifier};
+    for cell in buf.content.iter_mut() {
+        if cell.bg != Color::Reset {
+            cell.modifier.insert(Modifier::REVERSED);
+        }
+        cell.fg = Color::Reset;
+        cell.bg = Color::Reset;
+        cell.underline_color = Color::Reset;
+    }
 }
 
 /// Why the UI ended other than by the user quitting.
@@ -104,7 +129,7 @@ async fn looped(
     let mut app = App::new(opts.readonly);
     let size = terminal.size()?;
     update(&mut app, Action::Resize(size.width, size.height));
-    terminal.draw(|f| view::draw(f, &mut app))?;
+    terminal.draw(|f| paint(f, &mut app, opts.colour))?;
     // Test hook (tests/tmux_tui.rs): a panic inside the UI must restore the terminal.
     if std::env::var_os("KUBECTL_VAP_TUI_TEST_PANIC").is_some() {
         panic!("KUBECTL_VAP_TUI_TEST_PANIC is set: panicking on purpose after the first frame");
@@ -145,7 +170,7 @@ async fn looped(
             }
             changed |= std::mem::take(&mut app.redraw);
             if app.quit {
-                return stop(terminal, &mut app, source).await;
+                return stop(terminal, &mut app, source, opts.colour).await;
             }
             match rx.try_recv() {
                 Ok(a) => next = Some(a),
@@ -153,7 +178,7 @@ async fn looped(
             }
         }
         if changed || had_flash != app.flash.is_some() {
-            terminal.draw(|f| view::draw(f, &mut app))?;
+            terminal.draw(|f| paint(f, &mut app, opts.colour))?;
         }
     }
 }
@@ -164,11 +189,12 @@ async fn stop(
     terminal: &mut ratatui::DefaultTerminal,
     app: &mut App,
     source: &mut dyn Source,
+    colour: bool,
 ) -> Result<(), TuiError> {
     if app.data.as_ref().is_some_and(|d| d.running()) {
         let text = "quitting: stopping the reconciler (it releases its lease)…";
         update(app, Action::Flash(Level::Info, text.into()));
-        let _ = terminal.draw(|f| view::draw(f, app));
+        let _ = terminal.draw(|f| paint(f, app, colour));
     }
     if let Some(task) = source.stop() {
         let _ = tokio::time::timeout(STOP_WAIT, task).await;
