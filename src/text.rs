@@ -271,8 +271,14 @@ mod tests {
     #[test]
     fn close_names_are_suggested() {
         let names = ["k8srequiredlabels", "k8sallowedrepos", "prod-eu"];
-        assert_eq!(did_you_mean("k8srequiredlabel", &names), ["k8srequiredlabels"]);
-        assert_eq!(did_you_mean("K8sRequiredLabels", &names), ["k8srequiredlabels"]);
+        assert_eq!(
+            did_you_mean("k8srequiredlabel", &names),
+            ["k8srequiredlabels"]
+        );
+        assert_eq!(
+            did_you_mean("K8sRequiredLabels", &names),
+            ["k8srequiredlabels"]
+        );
         assert_eq!(did_you_mean("prd-eu", &names), ["prod-eu"]);
         assert!(did_you_mean("zzz", &names).is_empty());
         assert_eq!(
