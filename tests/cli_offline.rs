@@ -39,7 +39,8 @@ fn check_on_the_demo_lists_every_finding_code_and_exits_1() {
         .iter()
         .map(|c| c.as_str())
         // Only a cluster shows these (`check --audit`'s violations, the writes its API server
-        // refuses, its type checker's warnings), and only input that holds an object twice
+        // refuses, its type checker's warnings, the leader's writer conflicts), and only input
+        // that holds an object twice
         // shows input-duplicate (the demo is one consistent snapshot; see
         // `duplicates_are_named`); the static-* codes only `render --static` and
         // `check --static DIR` (tests/render_offline.rs).
@@ -47,6 +48,7 @@ fn check_on_the_demo_lists_every_finding_code_and_exits_1() {
             ![
                 "constraint-violations",
                 "write-refused",
+                "writer-conflict",
                 "policy-type-warning",
                 "input-duplicate",
                 "static-refused",

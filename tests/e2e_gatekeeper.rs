@@ -1052,3 +1052,135 @@ async fn what_kubectl_vap_generated_is_in_gatekeepers_status() {
     r2.stop().await;
     gk.stop();
 }
+
+/// The contested objects the copy's published state names, by `Kind/name`.
+fn contested(r: &Reconciler) -> Vec<String> {
+    let state = r.state();
+    let contested = state.failed_writes.iter().filter(|(_, f)| f.contested);
+    contested.map(|(object, _)| object.clone()).collect()
+}
+
+/// Issue 42, item 1: Gatekeeper's generator where the start-up check cannot see it (a process,
+/// not a Deployment) writes the same objects as kubectl-vap's default shape, each undoing the
+/// other's. kubectl-vap notices from who last changed the objects (their managedFields), stops
+/// writing them, and says so once: an error finding `writer-conflict` naming Gatekeeper's field
+/// manager in `check`, a Warning Event `WriterConflict`, `kubectl_vap_contested_objects`, the
+/// objects marked in every view. In the minute after it notices, it writes at most 20 times
+/// (before the change: hundreds). When Gatekeeper stops, it writes again and converges.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn a_second_generator_is_not_fought_but_named() {
+    let c = Cluster::new().await;
+    let gk = Gatekeeper::start(
+        &c.env,
+        GatekeeperOptions {
+            extra_args: vec!["--default-wait-for-vapb-generation=0".to_string()],
+            ..GatekeeperOptions::with_operations(&["generate"])
+        },
+    )
+    .await
+    .expect("Gatekeeper starts");
+    let t = cel_template("K8sFight");
+    c.apply_template(&t).await;
+    c.crds_established(std::slice::from_ref(&t)).await;
+    cluster::create_constraint(
+        &c.client,
+        &gatekeeper::constraint(
+            "K8sFight",
+            "c",
+            json!({ "parameters": { "labels": [{ "key": "owner" }] } }),
+        ),
+    )
+    .await;
+    let pname = policy_name("K8sFight");
+    eventually("Gatekeeper's VAP", || async {
+        read(cluster::policies(&c.client), &pname).await
+    })
+    .await;
+
+    // kubectl-vap's default shape, with holds short enough for a test (the rule is the same).
+    let tuning = kubectl_vap::controller::Tuning {
+        contest: kubectl_vap::core::contest::Tuning {
+            undos: 5,
+            window: Duration::from_secs(15),
+            first_hold: Duration::from_secs(15),
+            longest_hold: Duration::from_secs(60),
+        },
+        ..kubectl_vap::controller::Tuning::default()
+    };
+    let options = Options {
+        binding_wait: Duration::ZERO,
+        ..default_options()
+    };
+    let start = Start::on(GATEKEEPER_NAMESPACE, "kubectl-vap", options)
+        .workers(4)
+        .tuning(tuning);
+    let r = reconciler::start(c.client.clone(), start).await;
+    r.wait_leading(Duration::from_secs(20))
+        .await
+        .expect("it leads");
+    let found = eventually("a contested object", || async {
+        let found = contested(&r);
+        (!found.is_empty()).then_some(found)
+    })
+    .await;
+    let at_detection = r.writes_total();
+    eprintln!("contested: {found:?} after {at_detection} writes");
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let in_the_minute = r.writes_total() - at_detection;
+    assert!(
+        in_the_minute <= 20,
+        "{in_the_minute} writes in the minute after the contest was noticed (at most 20)"
+    );
+
+    // Said where users look: the Event, the metric, and `check` through the leader's Lease.
+    let events = r.cluster_events();
+    let conflict = events
+        .iter()
+        .find(|e| e.reason == "WriterConflict")
+        .unwrap_or_else(|| panic!("a WriterConflict Event: {events:?}"));
+    assert!(
+        conflict.warning && conflict.note.contains("field manager"),
+        "{conflict:?}"
+    );
+    assert!(
+        r.metrics_text()
+            .lines()
+            .any(|l| l.starts_with("kubectl_vap_contested_objects ") && !l.ends_with(" 0")),
+        "{}",
+        r.metrics_text()
+    );
+    let out = support::cli::as_admin(
+        support::cli::kubectl_vap_defaults(),
+        &c.env,
+        &["check", "-o", "json"],
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).expect("a JSON report");
+    let conflicts: Vec<&Value> = report["findings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|f| f["code"] == "writer-conflict")
+        .collect();
+    assert!(!conflicts.is_empty(), "check names the conflict: {report}");
+    assert_eq!(out.status.code(), Some(1));
+
+    // The other writer gone: written again, and no longer contested.
+    gk.stop();
+    eventually_some("no contested object", Duration::from_secs(150), || async {
+        contested(&r).is_empty().then_some(())
+    })
+    .await;
+    r.assert_idle(TIMEOUT).await;
+    let out = support::cli::as_admin(
+        support::cli::kubectl_vap_defaults(),
+        &c.env,
+        &["check", "-o", "json"],
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).expect("a JSON report");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "converged once Gatekeeper stopped: {report}"
+    );
+}

@@ -1484,6 +1484,7 @@ fn tui_failed_write_notes_survive_a_deadline() {
     let failed = kubectl_vap::controller::FailedWrite {
         why: "forbidden: no create".into(),
         refused: false,
+        contested: false,
     };
     state.failed_writes = Arc::new(
         [(
@@ -1535,6 +1536,7 @@ fn remote_state() -> LiveState {
             last_sync: Some(fixture_now() - chrono::Duration::seconds(4)),
             settings: Some(kubectl_vap::core::settings::Settings::of(&default_options())),
             refused: Vec::new(),
+            contested: Vec::new(),
         }),
         vacant: false,
         unreadable: None,

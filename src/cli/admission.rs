@@ -267,7 +267,7 @@ pub fn check_audit(cli: &Cli, out: &super::args::ReportOutputArgs) -> anyhow::Re
     let (snap, report, judged) = runtime()?.block_on(async {
         let (reader, actor, url) = clients(&cli.conn).await?;
         // As `check` does: judged by the leader's settings when a copy leads.
-        let (judged, _) = super::live::judged_settings(&reader, cli).await;
+        let judged = super::live::judged_settings(&reader, cli).await.options;
         // As `check` does: what is not served is said, what may not be read ends it.
         let (snap, errors) = read_cluster(&reader, &url).await?;
         super::live::everything_read(&errors, &url)?;

@@ -527,32 +527,47 @@ pub fn plan(cli: &Cli, args: &PlanArgs) -> anyhow::Result<Exit> {
     Ok(report::plan_exit_code(args, writes))
 }
 
+/// What the leader's Lease tells a one-shot command: whose settings to judge by, and the
+/// objects the leader does not write for now because another writer contests them.
+pub(super) struct Judgement {
+    pub options: crate::core::Options,
+    pub judged: crate::core::settings::Judged,
+    /// (`Kind/name`, what the leader says of it): `writer-conflict` findings.
+    pub contested: Vec<(String, String)>,
+}
+
 /// Whose settings to judge by: the leader's as it publishes them with its renewals, or this
 /// copy's flags, and why. Said on stderr (every format), and in the report's JSON.
-pub(super) async fn judged_settings(
-    client: &kube::Client,
-    cli: &Cli,
-) -> (crate::core::Options, crate::core::settings::Judged) {
+pub(super) async fn judged_settings(client: &kube::Client, cli: &Cli) -> Judgement {
     use crate::core::settings::judge;
     let local = cli.generation_options();
     let lease = cli.lease();
     let (ns, name) = (lease.lease_namespace.as_str(), lease.lease_name.as_str());
     // The controller's one rule, as the TUI judges by it too.
-    let (opts, judged) = match crate::controller::read_lease(client, ns, name).await {
-        Ok(view) => view.judge(&local),
-        Err(e) => judge(
-            &local,
-            None,
-            &format!(
+    let (options, judged, contested) = match crate::controller::read_lease(client, ns, name).await {
+        Ok(view) => {
+            let (options, judged) = view.judge(&local);
+            let live_leader = !view.vacant;
+            let contested = view.health.filter(|_| live_leader).map(|h| h.contested);
+            (options, judged, contested.unwrap_or_default())
+        }
+        Err(e) => {
+            let why = format!(
                 "cannot read Lease {ns}/{name}: {}",
                 crate::cluster::describe(&e)
-            ),
-        ),
+            );
+            let (options, judged) = judge(&local, None, &why);
+            (options, judged, Vec::new())
+        }
     };
     for line in judged.lines() {
         errln!("{line}");
     }
-    (opts, judged)
+    Judgement {
+        options,
+        judged,
+        contested,
+    }
 }
 
 /// Each write of `plan` sent as a server-side dry-run: those the server refuses, with its
@@ -664,17 +679,16 @@ fn read_cluster(
 )> {
     let rt = runtime()?;
     rt.block_on(async {
-        let (client, api, snap, opts, settings, _) = read_cluster_with(cli).await?;
-        let plan = analyze(&snap, &opts).plan;
-        let refused = dry_run_plan(&client, &api, &plan).await;
-        Ok((
-            snap,
-            opts,
-            report::Live {
-                settings: Some(settings),
-                refused,
-            },
-        ))
+        let read = read_cluster_with(cli).await?;
+        let opts = read.judgement.options;
+        let plan = analyze(&read.snap, &opts).plan;
+        let refused = dry_run_plan(&read.client, &read.api, &plan).await;
+        let live = report::Live {
+            settings: Some(read.judgement.judged),
+            refused,
+            contested: read.judgement.contested,
+        };
+        Ok((read.snap, opts, live))
     })
 }
 
@@ -691,19 +705,22 @@ pub(super) fn read_cluster_for_render(
 )> {
     let rt = runtime()?;
     rt.block_on(async {
-        let (_, _, snap, opts, settings, url) = read_cluster_with(cli).await?;
-        Ok((snap, opts, settings, url))
+        let read = read_cluster_with(cli).await?;
+        let Judgement {
+            options, judged, ..
+        } = read.judgement;
+        Ok((read.snap, options, judged, read.url))
     })
 }
 
-type ClusterRead = (
-    kube::Client,
-    crate::cluster::discovery::AdmissionApi,
-    crate::snapshot::Snapshot,
-    crate::core::Options,
-    crate::core::settings::Judged,
-    String,
-);
+/// A cluster as `check`, `plan` and `render` read it.
+struct ClusterRead {
+    client: kube::Client,
+    api: crate::cluster::discovery::AdmissionApi,
+    snap: crate::snapshot::Snapshot,
+    judgement: Judgement,
+    url: String,
+}
 
 async fn read_cluster_with(cli: &Cli) -> anyhow::Result<ClusterRead> {
     let (client, url) = crate::cluster::client::connect(&cli.conn, false)
@@ -716,6 +733,12 @@ async fn read_cluster_with(cli: &Cli) -> anyhow::Result<ClusterRead> {
         .await
         .with_context(|| format!("reading {url}"))?;
     everything_read(&errors, &url)?;
-    let (opts, settings) = judged_settings(&client, cli).await;
-    Ok((client, api, snap, opts, settings, url.to_string()))
+    let judgement = judged_settings(&client, cli).await;
+    Ok(ClusterRead {
+        client,
+        api,
+        snap,
+        judgement,
+        url: url.to_string(),
+    })
 }

@@ -30,6 +30,28 @@ pub struct Live {
     /// Planned writes the API server refuses (a server-side dry-run of each): the object and
     /// the server's message.
     pub refused: Vec<Refused>,
+    /// Objects the leader does not write for now because another writer keeps undoing its
+    /// writes (`Kind/name`, the leader's words), from its Lease.
+    pub contested: Vec<(String, String)>,
+}
+
+/// `writer-conflict` errors for the objects the leader says another writer contests.
+fn contested_findings(contested: &[(String, String)]) -> Vec<Finding> {
+    let named = |object: &str| {
+        let (kind, name) = object.split_once('/')?;
+        let api_version = match kind {
+            crate::core::crd::CRD_KIND => crate::core::crd::CRD_API_VERSION,
+            _ => "admissionregistration.k8s.io/v1",
+        };
+        Some(crate::model::ObjectRef::new(api_version, kind, name))
+    };
+    contested
+        .iter()
+        .filter_map(|(object, said)| {
+            let object = named(object)?;
+            Some(Finding::new(Code::WriterConflict, object, said.clone()))
+        })
+        .collect()
 }
 
 /// A planned write the API server refuses, and why.
@@ -150,6 +172,7 @@ pub fn check_report_live(
         })
         .collect();
     crate::core::findings::add_refusals(&mut findings, &plan, refused);
+    findings.extend(contested_findings(&live.contested));
     let counts = Summary::of(&findings);
     let code = Exit::findings_if(counts.has_problems());
     let summary = CheckSummary {
@@ -406,6 +429,7 @@ spec: {enforcementAction: deny}
                 "gatekeeper-k8sdemo",
                 "spec.validations[0]: Invalid\u{1b}[2J",
             )],
+            contested: Vec::new(),
         };
         let (text, code) = check_report_live(
             &Snapshot::offline(),
@@ -436,6 +460,40 @@ spec: {enforcementAction: deny}
         assert_eq!(json["settings"]["why"], "no copy leads", "{json}");
         assert_eq!(json["summary"]["errors"], 1, "{json}");
         assert_eq!(json["findings"][0]["code"], "write-refused", "{json}");
+        // What the leader's Lease says another writer contests is an error of its own.
+        let contested = Live {
+            contested: vec![(
+                "ValidatingAdmissionPolicyBinding/gatekeeper-k8sdemo".into(),
+                "another writer (field manager \"manager\") undid this copy's writes".into(),
+            )],
+            ..live
+        };
+        let (json, code) = check_report_live(
+            &Snapshot::offline(),
+            &crate::load::cel::default_options(),
+            &Format::Json.into(),
+            Vec::new(),
+            &contested,
+        )
+        .expect("a report");
+        assert_eq!(code, Exit::Findings);
+        let json: serde_json::Value = serde_json::from_str(&json).expect("JSON");
+        let conflict = json["findings"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|f| f["code"] == "writer-conflict")
+            .unwrap_or_else(|| panic!("a writer-conflict finding: {json}"));
+        assert_eq!(conflict["severity"], "error");
+        assert_eq!(
+            conflict["object"]["kind"],
+            "ValidatingAdmissionPolicyBinding"
+        );
+        assert!(
+            conflict["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("manager"))
+        );
     }
 
     #[test]
@@ -475,6 +533,7 @@ spec: {enforcementAction: deny}
                 "gatekeeper-k8sdemo",
                 "no\nsecond line",
             )],
+            contested: Vec::new(),
         };
         let (text, n) = plan_report_live(&snap, &opts, Format::Table, Some(&live)).expect("a plan");
         assert_eq!(n, writes);

@@ -49,6 +49,8 @@ struct HealthRecord {
     settings: Option<crate::core::settings::Settings>,
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     refused: std::collections::BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    contested: std::collections::BTreeMap<String, String>,
 }
 
 fn health_to_annotation(h: &LeaderHealth) -> String {
@@ -60,6 +62,7 @@ fn health_to_annotation(h: &LeaderHealth) -> String {
             .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
         settings: h.settings.clone(),
         refused: h.refused.iter().cloned().collect(),
+        contested: h.contested.iter().cloned().collect(),
     })
     .unwrap_or_default()
 }
@@ -76,6 +79,7 @@ fn health_of(l: &Lease) -> Option<LeaderHealth> {
             .map(|t| t.with_timezone(&Utc)),
         settings: r.settings,
         refused: r.refused.into_iter().collect(),
+        contested: r.contested.into_iter().collect(),
     })
 }
 
@@ -394,6 +398,7 @@ pub async fn run(
             last_sync: shared.status.last_sync(),
             settings: Some(campaign.me.settings.clone()),
             refused: shared.status.refusals(),
+            contested: shared.status.published_contests(),
         };
         let answers = shared.answers.annotation();
         let attempt = campaign.try_acquire_or_renew(&published, answers.as_deref(), &mut view);

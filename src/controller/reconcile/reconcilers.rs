@@ -5,8 +5,8 @@
 use super::cache::OpinionCache;
 use super::keys::Key;
 use super::world::{
-    Concluded, ConstraintStore, Enqueue, Entry, Read, TemplateStore, Unreadable, WriteError,
-    WriteOutcome, Writer,
+    Concluded, ConstraintStore, Enqueue, Entry, NotSent, Read, TemplateStore, Unreadable,
+    WriteError, WriteOutcome, Writer,
 };
 use crate::core::crd::{self, CRD_KIND};
 use crate::core::decide::{TemplateVerdict, decide_template};
@@ -145,6 +145,9 @@ async fn send<W: Writer + Sync>(writer: &W, w: Option<&PlannedWrite>) -> (bool, 
     };
     match writer.write(w).await {
         WriteOutcome::Done => (true, Outcome::Done),
+        // Tried again when the hold ends (then one write goes, and tells whether the other
+        // writer is still there).
+        WriteOutcome::Skipped(NotSent::Contested(hold)) => (false, Outcome::RequeueAfter(hold)),
         WriteOutcome::Skipped(_) => (false, Outcome::Done),
         WriteOutcome::Failed(e) => (false, Outcome::from(e)),
     }

@@ -98,6 +98,9 @@ pub enum NotSent {
     WritesDisabled,
     /// The Lease renewal that allows writes is not confirmed (the fence).
     NotConfirmed,
+    /// Another writer keeps undoing this copy's writes of the object (`core::contest`): not
+    /// written for this long.
+    Contested(std::time::Duration),
 }
 
 /// Sends writes. Implementations record every attempt in their event log.

@@ -33,15 +33,22 @@ fn connection(shared: &Shared) -> Connection {
 }
 
 /// Keeps `/readyz` true, every reason to be unready said: a copy whose Lease requests fail or
-/// go unanswered cannot lead, nor tell who does; on a store it cannot read, nothing is decided.
+/// go unanswered cannot lead, nor tell who does; on a store it cannot read, nothing is decided;
+/// while another writer contests objects, this copy does not keep them as it should.
 fn readiness(shared: &Shared) {
+    settle_contests(shared);
     let lease = shared
         .status
         .access_error(crate::controller::lead::lease::LEASES);
+    let contests = shared.status.contests();
+    let contested = contests
+        .iter()
+        .map(crate::controller::view::status::contest_text);
     let reasons: Vec<String> = lease
         .map(|l| l.message)
         .into_iter()
         .chain(shared.unknown_stores().into_iter().map(|(_, why)| why))
+        .chain(contested)
         .collect();
     shared.metrics.set_ready(if !reasons.is_empty() {
         Err(reasons.join("\n"))
@@ -52,6 +59,20 @@ fn readiness(shared: &Shared) {
     });
 }
 
+/// Ends the contests that are over (the write tried after the hold stood): said once each.
+fn settle_contests(shared: &Shared) {
+    for c in shared.status.settle_contests() {
+        tracing::info!(
+            object = c.object,
+            other = c.other,
+            "{}: written again (field manager {:?} no longer undoes it)",
+            c.object,
+            c.other
+        );
+    }
+    shared.metrics.set_contested(shared.status.contests().len());
+}
+
 /// The failed writes views show: this copy's own, unless another copy leads — then the
 /// writes that leader says the API server refuses (an observer has no writes of its own).
 fn failed_writes(shared: &Shared, lease: &LeaseInfo) -> Arc<BTreeMap<String, FailedWrite>> {
@@ -60,14 +81,20 @@ fn failed_writes(shared: &Shared, lease: &LeaseInfo) -> Arc<BTreeMap<String, Fai
         .as_ref()
         .filter(|_| !lease.leading && !lease.vacant);
     Arc::new(match remote {
-        Some(h) => h
-            .refused
-            .iter()
-            .map(|(object, why)| {
-                let why = why.clone();
-                (object.clone(), FailedWrite { why, refused: true })
-            })
-            .collect(),
+        Some(h) => {
+            let said = |refused: bool| {
+                move |(object, why): &(String, String)| {
+                    let write = FailedWrite {
+                        why: why.clone(),
+                        refused,
+                        contested: !refused,
+                    };
+                    (object.clone(), write)
+                }
+            };
+            let refused = h.refused.iter().map(said(true));
+            refused.chain(h.contested.iter().map(said(false))).collect()
+        }
         None => shared.status.failed_writes(),
     })
 }

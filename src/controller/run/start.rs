@@ -95,6 +95,9 @@ pub struct Tuning {
     /// The longest duration another holder's Lease is honoured for: a record beyond it
     /// (`leaseDurationSeconds: 2147483647`) is expired once it is this old (tests: a short one).
     pub longest_lease_duration: Duration,
+    /// When another writer's undoing makes an object contested, and how long it is left alone
+    /// (`core::contest`; tests: shorter holds).
+    pub contest: crate::core::contest::Tuning,
     /// Tests of the supervisor only: the task of this name ends as a panic once started.
     pub fail_task: Option<String>,
 }
@@ -107,6 +110,7 @@ impl Default for Tuning {
             gatekeeper_recheck: Duration::from_secs(60),
             lease_duration: Duration::from_secs(crate::controller::view::fence::LEASE_DURATION),
             longest_lease_duration: crate::controller::view::fence::LONGEST_LEASE_DURATION,
+            contest: crate::core::contest::Tuning::default(),
             fail_task: None,
         }
     }
@@ -372,6 +376,7 @@ pub async fn launch(
         tasks,
         pod_statuses,
     ));
+    shared.status.set_contest_tuning(tuning.contest);
     let cache = Arc::new(OpinionCache::default());
 
     watch_everything(&shared, writers, tuning.publish_snapshot);

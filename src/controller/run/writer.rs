@@ -9,6 +9,8 @@ use crate::controller::reconcile::world::{
 };
 use crate::controller::shared::Shared;
 use crate::controller::view::state::{EventResult, EventVerb};
+use crate::controller::view::status::contest_text;
+use crate::core::contest::Undo;
 use crate::core::{PlannedWrite, Verb};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -94,8 +96,22 @@ impl Writer for Live<'_> {
         let Some(left) = self.shared.leadership.fence.remaining() else {
             return WriteOutcome::Skipped(NotSent::NotConfirmed);
         };
+        let object = w.object.to_string();
+        if let Some(hold) = self.shared.status.contest_held(&object) {
+            tracing::debug!(%object, "not written for {}s more: another writer contests it", hold.as_secs());
+            return WriteOutcome::Skipped(NotSent::Contested(hold));
+        }
+        // Whose change this write undoes, if another writer's: read before the write, from
+        // the state the write replaces. (A create replaces nothing anyone can be named for.)
+        let undoes = match w.verb {
+            Verb::Create => None,
+            Verb::Update | Verb::Delete => self
+                .shared
+                .stores
+                .changed_by_another(Obj::of(&w.object.kind), &w.object.name),
+        };
         let body = digest(w);
-        if let Some(refused) = self.shared.status.refusal(&w.object.to_string(), body) {
+        if let Some(refused) = self.shared.status.refusal(&object, body) {
             // Not sent again, but a failure of the request that met it (reply, exit code); its
             // log line, metric and Event came once, when the server refused it.
             tracing::debug!(object = %w.object, "not sent again: {refused}");
@@ -116,7 +132,11 @@ impl Writer for Live<'_> {
             Ok(_) => WriteOutcome::Done,
             Err(e) => WriteOutcome::Failed(e.clone()),
         };
+        let written = result.is_ok();
         observe(self, w, body, result);
+        if let (true, Some(other)) = (written, undoes) {
+            undid(self, &object, &other);
+        }
         outcome
     }
 
@@ -129,6 +149,37 @@ impl Writer for Live<'_> {
         if let Ok(mut all) = self.concluded.lock() {
             all.push(concluded);
         }
+    }
+}
+
+/// A write of `object` undid `other`'s change: counted, and once the other writer is seen to
+/// undo ours again and again (`core::contest`), said loudly once — error log, Warning Event on
+/// the key's template, `/metrics`, `/readyz`, the published health that `check` and every
+/// view read — while the object is left alone for a while.
+fn undid(live: &Live, object: &str, other: &str) {
+    let shared = live.shared;
+    match shared.status.undid(object, other) {
+        Undo::Counted => {
+            tracing::debug!(
+                object,
+                "this write undid a change by field manager {other:?}"
+            )
+        }
+        Undo::Started(contest) => {
+            let said = contest_text(&contest);
+            tracing::error!(object, other, "{said}");
+            shared.recorder.contested(&live.key, said);
+            shared.metrics.set_contested(shared.status.contests().len());
+        }
+        Undo::HeldAgain(contest) => tracing::debug!(
+            object,
+            other,
+            "the other writer is still there: not written for {}s",
+            contest
+                .held_until
+                .saturating_duration_since(std::time::Instant::now())
+                .as_secs()
+        ),
     }
 }
 

@@ -78,6 +78,39 @@ pub fn crd_state(crd: &CustomResourceDefinition) -> CrdState {
     }
 }
 
+/// Keeps of `meta.managedFields` only the newest entry that changed the object itself (a status
+/// subresource's writer — the API server's type checker on a VAP — changed nothing this copy
+/// writes), without its fields: the writer [`last_writer`] reads, to tell another writer
+/// undoing ours (`core::contest`). Ties in time (one-second granularity) keep the entry
+/// listed last.
+pub fn keep_last_writer(meta: &mut ObjectMeta) {
+    let newest = meta
+        .managed_fields
+        .take()
+        .into_iter()
+        .flatten()
+        .filter(|e| e.subresource.as_deref().unwrap_or("").is_empty())
+        .max_by(|a, b| {
+            a.time
+                .as_ref()
+                .map(|t| t.0)
+                .cmp(&b.time.as_ref().map(|t| t.0))
+        });
+    meta.managed_fields = newest.map(|e| {
+        vec![
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry {
+                fields_v1: None,
+                ..e
+            },
+        ]
+    });
+}
+
+/// The field manager that last changed an object kept by a store ([`keep_last_writer`]).
+pub fn last_writer(meta: &ObjectMeta) -> Option<&str> {
+    meta.managed_fields.as_ref()?.first()?.manager.as_deref()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

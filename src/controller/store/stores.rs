@@ -12,7 +12,8 @@
 //! until the store shows it: "converged" is never said of stores lagging behind a burst.
 
 use super::objects::{
-    binding_keys, controllers_in, crd_state, established, is_constraint_crd, policy_keys,
+    binding_keys, controllers_in, crd_state, established, is_constraint_crd, last_writer,
+    policy_keys,
 };
 use crate::cluster::access::AccessError;
 use crate::cluster::apply::Applied;
@@ -430,6 +431,29 @@ impl Stores {
     pub fn unseen_writes(&self) -> usize {
         self.sweep_overlay();
         self.overlay.lock().len()
+    }
+
+    /// The field manager other than this copy that last changed `name`, as the store shows it:
+    /// a write of it now undoes that manager's change (`core::contest`). `None` while a write of
+    /// ours is newer than the store (the store shows an older state, not the other's answer).
+    pub fn changed_by_another(&self, obj: Obj, name: &str) -> Option<String> {
+        if self.overlay.lock().contains_key(&(obj, name.to_string())) {
+            return None;
+        }
+        let writer = match obj {
+            Obj::Crd => self
+                .crd_named(name)
+                .and_then(|c| last_writer(&c.metadata).map(str::to_string)),
+            Obj::Policy => self
+                .policies
+                .get(name)
+                .and_then(|o| last_writer(&o.metadata).map(str::to_string)),
+            Obj::Binding => self
+                .bindings
+                .get(name)
+                .and_then(|o| last_writer(&o.metadata).map(str::to_string)),
+        };
+        writer.filter(|w| w != crate::cluster::apply::FIELD_MANAGER)
     }
 
     fn crd_named(&self, name: &str) -> Option<Arc<CustomResourceDefinition>> {

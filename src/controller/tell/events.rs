@@ -101,6 +101,17 @@ pub fn watched_namespaces(lease_namespace: &str) -> Vec<String> {
     out
 }
 
+/// The key's template (Gatekeeper's rule: a template's name is its kind in lower case).
+fn template_of(key: &Key) -> String {
+    match key {
+        Key::Template(t) => t.clone(),
+        Key::Constraint { kind, .. } => kind.to_lowercase(),
+    }
+}
+
+/// The reason of the Event that says another writer keeps undoing the leader's writes.
+pub const WRITER_CONFLICT: &str = "WriterConflict";
+
 /// Where the writer and the request handler report; a no-op for copies that do not write.
 #[derive(Clone, Default)]
 pub struct Recorder {
@@ -122,13 +133,26 @@ impl Recorder {
 
     /// A write of `w` (in the reconcile of `key`) passed or failed.
     pub fn written(&self, w: &PlannedWrite, error: Option<&WriteError>, key: &Key) {
-        // The key's template (Gatekeeper's rule: a template's name is its kind in lower case).
-        let template = match key {
-            Key::Template(t) => t.clone(),
-            Key::Constraint { kind, .. } => kind.to_lowercase(),
-        };
         let error = error.map(|e| e.to_string());
-        self.send(Fact::Write(template, w.verb, w.object.clone(), error));
+        self.send(Fact::Write(
+            template_of(key),
+            w.verb,
+            w.object.clone(),
+            error,
+        ));
+    }
+
+    /// Another writer keeps undoing this copy's writes of an object in the reconcile of `key`:
+    /// a Warning `WriterConflict` on the key's template, once per contest (`note` says it).
+    pub fn contested(&self, key: &Key, note: String) {
+        self.publish(Outgoing {
+            regarding: Regarding::Template(template_of(key)),
+            reason: WRITER_CONFLICT,
+            action: "Write",
+            note: clip(&note, NOTE_MAX),
+            warning: true,
+            request: None,
+        });
     }
 
     /// Publishes what is gathered now, waiting (at most 2 s) until it is sent: called before

@@ -24,6 +24,7 @@ pub struct Metrics {
     reconciles: Counter,
     queue_depth: Gauge,
     leader: Gauge,
+    contested: Gauge,
     /// Every write the API server accepted (the sum of `writes`, which a family cannot give).
     written: AtomicU64,
     /// Ready, or why `/readyz` fails (what cannot be read).
@@ -52,6 +53,11 @@ impl Default for Metrics {
                 &mut r,
                 "leader",
                 "Whether this copy holds the lease (1) or not (0)",
+            ),
+            contested: registered(
+                &mut r,
+                "contested_objects",
+                "Objects not written for now because another writer keeps undoing this copy's writes",
             ),
             registry: r,
             written: AtomicU64::new(0),
@@ -92,6 +98,11 @@ impl Metrics {
 
     pub fn set_leader(&self, leading: bool) {
         self.leader.set(i64::from(leading));
+    }
+
+    pub fn set_contested(&self, objects: usize) {
+        self.contested
+            .set(i64::try_from(objects).unwrap_or(i64::MAX));
     }
 
     pub fn set_ready(&self, ready: Result<(), String>) {

@@ -53,6 +53,9 @@ pub struct FailedWrite {
     /// The API server refused the body (422): no retry helps; the template or constraint
     /// must change.
     pub refused: bool,
+    /// Not written for a while: another writer keeps undoing this copy's writes of it
+    /// (`core::contest`); `why` names it.
+    pub contested: bool,
 }
 
 /// What happened, as a copy tells it once on its feed ([`crate::controller::Controller::feed`]).
@@ -137,6 +140,9 @@ pub struct LeaderHealth {
     /// Writes the API server refuses now: (`Kind/name`, its message). A view elsewhere shows
     /// them on the object ("the last write failed").
     pub refused: Vec<(String, String)>,
+    /// Objects it does not write for now because another writer keeps undoing its writes:
+    /// (`Kind/name`, what it says about it).
+    pub contested: Vec<(String, String)>,
 }
 
 /// What a request (replay, reconcile) did, as the copy that handled it reports it; but for

@@ -7,6 +7,7 @@ use super::state::{
     AccessError, AccessErrorKind, EVENT_LOG_CAPACITY, EventResult, EventVerb, FailedWrite,
     Happened, ReconcileEvent, WriteError,
 };
+use crate::core::contest::{Contest, Contests, Undo};
 use crate::model::ObjectRef;
 use chrono::Utc;
 use parking_lot::Mutex;
@@ -29,6 +30,8 @@ struct Inner {
     last_sync: Option<chrono::DateTime<Utc>>,
     /// The last failed write of each object (`Kind/name`), until a write of it passes.
     failed: HashMap<String, Failed>,
+    /// Objects another writer keeps changing back (`core::contest`).
+    contests: Contests,
 }
 
 /// A failed write: how, the digest of the body sent, when.
@@ -257,10 +260,68 @@ impl Status {
         let write = |f: &Failed| FailedWrite {
             why: f.error.to_string(),
             refused: matches!(f.error, WriteError::Invalid(_)),
+            contested: false,
         };
-        s.failed
+        let mut writes: BTreeMap<String, FailedWrite> = s
+            .failed
             .iter()
             .map(|(o, f)| (o.clone(), write(f)))
+            .collect();
+        // Not written at all now, whatever the last write met.
+        for c in s.contests.current() {
+            let why = contest_text(&c);
+            let contested = FailedWrite {
+                why,
+                refused: false,
+                contested: true,
+            };
+            writes.insert(c.object, contested);
+        }
+        writes
+    }
+
+    /// The thresholds of [`Contests`] (before any write: what was counted is forgotten).
+    pub fn set_contest_tuning(&self, tuning: crate::core::contest::Tuning) {
+        self.inner.lock().contests = Contests::new(tuning);
+    }
+
+    /// How long `object` is not written from now, if another writer contests it.
+    pub fn contest_held(&self, object: &str) -> Option<std::time::Duration> {
+        self.inner.lock().contests.held(object, Instant::now())
+    }
+
+    /// A write of `object` by this copy undid a change field manager `other` made.
+    pub fn undid(&self, object: &str, other: &str) -> Undo {
+        let undo = self
+            .inner
+            .lock()
+            .contests
+            .undid(object, other, Instant::now());
+        if !matches!(undo, Undo::Counted) {
+            self.touch();
+        }
+        undo
+    }
+
+    /// The contests that are over now (each said once, then forgotten).
+    pub fn settle_contests(&self) -> Vec<Contest> {
+        let ended = self.inner.lock().contests.settle(Instant::now());
+        if !ended.is_empty() {
+            self.touch();
+        }
+        ended
+    }
+
+    /// The objects another writer contests now, by name.
+    pub fn contests(&self) -> Vec<Contest> {
+        self.inner.lock().contests.current()
+    }
+
+    /// What the leader publishes of its contests: (`Kind/name`, [`contest_text`]).
+    pub fn published_contests(&self) -> Vec<(String, String)> {
+        let contests = self.contests().into_iter().take(PUBLISHED_REFUSALS);
+        contests
+            .map(|c| (c.object.clone(), contest_text(&c)))
             .collect()
     }
 
@@ -269,4 +330,18 @@ impl Status {
         let forbidden = |f: &Failed| matches!(f.error, WriteError::Forbidden(_));
         self.inner.lock().failed.values().any(forbidden)
     }
+}
+
+/// What a contest says, wherever it is shown (log, Event, `check`, the TUI): who, how often,
+/// until when, and what ends it.
+pub fn contest_text(c: &Contest) -> String {
+    let held_for = c
+        .held_until
+        .saturating_duration_since(Instant::now())
+        .as_secs();
+    let since = c.since.elapsed().as_secs();
+    format!(
+        "another writer (field manager {:?}) undid this copy's writes of {} {} times within a minute: not written since {since}s ago, tried once more in {held_for}s (the wait doubles while the other writer stays; stop one of the two writers — Gatekeeper's generator: kubectl vap help gatekeeper)",
+        c.other, c.object, c.undos
+    )
 }

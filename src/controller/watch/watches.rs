@@ -12,7 +12,7 @@ use crate::controller::reconcile::keys::{Key, Obj};
 use crate::controller::reconcile::world::{ConstraintStore, Enqueue, TemplateStore};
 use crate::controller::shared::Shared;
 use crate::controller::store::objects::{
-    binding_keys, controllers_in, established, is_constraint_crd, policy_keys,
+    binding_keys, controllers_in, established, is_constraint_crd, keep_last_writer, policy_keys,
 };
 use crate::controller::store::stores::{KindWatch, TypedStore};
 use crate::controller::tasks::Lifetime;
@@ -33,10 +33,11 @@ use std::time::{Duration, Instant};
 
 /// What a store keeps of an object: what the reconciler and the views read, nothing more.
 pub trait Trim: Resource {
-    /// managedFields are never read and are most of a small object's bytes: dropped, they cost
-    /// neither memory nor the serialization of every read.
+    /// managedFields are most of a small object's bytes: all but who last changed the object
+    /// (its newest entry's manager, without the fields) is dropped, so they cost neither memory
+    /// nor the serialization of every read.
     fn trim(&mut self) {
-        self.meta_mut().managed_fields = None;
+        keep_last_writer(self.meta_mut());
     }
 }
 
@@ -49,7 +50,7 @@ impl Trim for CustomResourceDefinition {
     /// annotations (a `kubectl apply`-ed CRD keeps a second copy of itself there) are dropped.
     /// Constraint CRDs are ours to compare and update: they are kept whole.
     fn trim(&mut self) {
-        self.metadata.managed_fields = None;
+        keep_last_writer(&mut self.metadata);
         if self.spec.group == CONSTRAINTS_GROUP {
             return;
         }
@@ -523,7 +524,7 @@ fn enqueue_all(world: &Shared, keys: impl IntoIterator<Item = Key>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::store::objects::crd_state;
+    use crate::controller::store::objects::{crd_state, last_writer};
     use crate::core::desired::CrdState;
     use crate::model::{CrdInfo, Source};
 
@@ -611,11 +612,42 @@ mod tests {
         assert_eq!(info(&trimmed), info(&crd));
         assert!(trimmed.spec.versions[0].schema.is_none());
         assert!(trimmed.metadata.annotations.is_none());
-        assert!(trimmed.metadata.managed_fields.is_none());
+        assert_eq!(last_writer(&trimmed.metadata), Some("gatekeeper"));
         assert_eq!(trimmed.spec.names.plural, "k8sx");
         let (mut expected, trimmed) = crd_of_group(CONSTRAINTS_GROUP);
-        assert!(trimmed.metadata.managed_fields.is_none());
-        expected.metadata.managed_fields = None;
+        assert_eq!(last_writer(&trimmed.metadata), Some("gatekeeper"));
+        expected.metadata.managed_fields = trimmed.metadata.managed_fields.clone();
         assert_eq!(trimmed, expected);
+    }
+
+    /// Of managedFields only who last changed the object itself stays: the newest entry that
+    /// is not a status subresource's, without its fields.
+    #[test]
+    fn a_trimmed_object_keeps_its_last_writer_only() {
+        let mut o: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": { "name": "b", "managedFields": [
+                { "manager": "kubectl-vap", "operation": "Update", "time": "2026-12-07T10:00:00Z",
+                  "fieldsType": "FieldsV1", "fieldsV1": { "f:spec": {} } },
+                { "manager": "gatekeeper", "operation": "Update", "time": "2026-12-07T10:00:05Z",
+                  "fieldsType": "FieldsV1", "fieldsV1": { "f:spec": {} } },
+                { "manager": "kube-controller-manager", "operation": "Update",
+                  "subresource": "status", "time": "2026-12-07T10:00:09Z" }
+            ] }
+        }))
+        .expect("binding");
+        o.trim();
+        assert_eq!(last_writer(&o.metadata), Some("gatekeeper"));
+        let kept = o.metadata.managed_fields.as_deref().unwrap_or_default();
+        assert_eq!(kept.len(), 1);
+        assert!(kept[0].fields_v1.is_none(), "the fields are not kept");
+        // None at all: nobody is named.
+        let mut bare = DynamicObject::new(
+            "b",
+            &kube::api::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()),
+        );
+        bare.trim();
+        assert_eq!(last_writer(&bare.metadata), None);
     }
 }

@@ -402,10 +402,28 @@ impl Data {
         let failure = |kind: &str, name: &str| failures.get(&format!("{kind}/{name}"));
         let analysis = Arc::make_mut(&mut self.analysis);
         for f in &mut analysis.findings {
-            if let Some(failure) = failure(&f.object.kind, &f.object.name) {
-                f.message = format!("{} — the last write failed: {}", f.message, failure.why);
+            match failure(&f.object.kind, &f.object.name) {
+                Some(failure) if failure.contested => {
+                    f.message = format!("{} — not written now: {}", f.message, failure.why);
+                }
+                Some(failure) => {
+                    f.message = format!("{} — the last write failed: {}", f.message, failure.why);
+                }
+                None => {}
             }
         }
+        // Another writer contests the object: an error of its own, whatever else is said.
+        let contested = failures.iter().filter(|(_, f)| f.contested);
+        let contested: Vec<_> = contested
+            .filter_map(|(object, failure)| {
+                let (kind, name) = object.split_once('/')?;
+                let write = self.plan_index.get(&(kind.into(), name.into()))?.first()?;
+                let object = analysis.plan.get(*write)?.object.clone();
+                let code = crate::core::Code::WriterConflict;
+                Some(crate::core::Finding::new(code, object, failure.why.clone()))
+            })
+            .collect();
+        analysis.findings.extend(contested);
         let mut refused: Vec<_> = failures
             .iter()
             .filter(|(_, failure)| failure.refused)

@@ -215,6 +215,7 @@ mod tests {
         let forbidden = with(Some(FailedWrite {
             why: "forbidden: no create".into(),
             refused: false,
+            contested: false,
         }));
         assert!(
             message(&forbidden).ends_with("the last write failed: forbidden: no create"),
@@ -233,6 +234,7 @@ mod tests {
         let refused = with(Some(FailedWrite {
             why: why.into(),
             refused: true,
+            contested: false,
         }));
         assert!(message(&refused).ends_with(&format!("the last write failed: {why}")));
         let found: Vec<_> = refused
@@ -245,6 +247,24 @@ mod tests {
         assert_eq!(found[0].object.name, "gatekeeper-k8sx");
         assert!(found[0].message.contains("undefined field 'typo'"));
         assert!(refused.summary.errors >= 2, "{:?}", refused.summary);
+        // Contested by another writer: not a failed write but a write not sent, and an error
+        // of its own (the alert), naming the other writer.
+        let why = "another writer (field manager \"manager\") undid this copy's writes";
+        let contested = with(Some(FailedWrite {
+            why: why.into(),
+            refused: false,
+            contested: true,
+        }));
+        assert!(message(&contested).ends_with(&format!("not written now: {why}")));
+        let found: Vec<_> = contested
+            .analysis
+            .findings
+            .iter()
+            .filter(|f| f.code == Code::WriterConflict)
+            .collect();
+        assert_eq!(found.len(), 1, "{:?}", contested.analysis.findings);
+        assert!(found[0].message.contains("\"manager\""));
+        assert!(contested.summary.errors >= 2, "{:?}", contested.summary);
     }
 
     #[test]

@@ -65,6 +65,7 @@ codes! {
     StaticOutOfSync = "static-out-of-sync", Warning, "a static manifest differs from what its constraint renders to now (check --static)";
     StaticDangling = "static-dangling", Warning, "a static manifest whose constraint is gone or no longer renders as static (check --static)";
     WriteRefused = "write-refused", Error, "the API server refuses the write that would bring the object in line (its message says why)";
+    WriterConflict = "writer-conflict", Error, "another writer keeps undoing the leader's writes of the object: the leader has stopped writing it for a while (its message names the other field manager)";
 }
 
 impl fmt::Display for Code {

@@ -6,6 +6,7 @@ pub mod cel;
 pub mod cel_literal;
 pub mod cel_syntax;
 pub mod compare;
+pub mod contest;
 pub mod crd;
 pub mod decide;
 pub mod desired;
