@@ -1160,7 +1160,7 @@ async fn the_tuis_audit_reports_violations_as_event_lines() {
                 w.ns
             )
             .as_str(),
-            "audit done: 1 violation(s) in 1 audited constraint(s), 2 dry-run(s)",
+            "audit done: 1 violation in 1 audited constraint; 2 dry-run requests",
         ]
     );
 }

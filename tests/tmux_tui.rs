@@ -411,7 +411,7 @@ fn tmux_tui_live_cluster() {
     // `a` audits the selected template's constraint (its label selector matches nothing
     // here), `t` dry-runs a file typed in: both report in the event log.
     t.text("a");
-    t.wait_text("audit done: 0 violation(s) in 1 audited constraint(s), 0 dry-run(s)");
+    t.wait_text("audit done: 0 violations in 1 audited constraint; 0 dry-run requests");
     let manifest = dir.path().join("cm.yaml");
     std::fs::write(
         &manifest,

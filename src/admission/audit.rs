@@ -844,10 +844,17 @@ pub fn event_lines(report: &AuditReport) -> Vec<(bool, String)> {
             ));
         }
     }
-    out.push((false, format!(
-        "audit done: {violations} violation(s) in {audited} audited constraint(s), {} dry-run(s)",
-        report.requests
-    )));
+    // Said as `check --audit` and `audit` say it.
+    use crate::text::count;
+    out.push((
+        false,
+        format!(
+            "audit done: {} in {}; {}",
+            count(violations, "violation", "violations"),
+            count(audited, "audited constraint", "audited constraints"),
+            count(report.requests, "dry-run request", "dry-run requests"),
+        ),
+    ));
     out
 }
 
@@ -1015,7 +1022,7 @@ mod tests {
                 (true, "audit K8sRequiredLabels/owner: Pod web/c not checked (forbidden): pods is forbidden".into()),
                 (false, "audit K8sRequiredLabels/audit-only: bound with Audit only: its verdicts go to the audit log".into()),
                 (true, "audit K8sRequiredLabels/unlisted: its namespaces could not be listed".into()),
-                (false, "audit done: 1 violation(s) in 2 audited constraint(s), 8 dry-run(s)".into()),
+                (false, "audit done: 1 violation in 2 audited constraints; 8 dry-run requests".into()),
             ]
         );
         let found: Vec<(String, String, Vec<String>)> = findings(&report)

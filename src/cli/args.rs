@@ -314,12 +314,15 @@ pub struct LeaseArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Report findings: exit 0 when clean, 1 on any warning or error, 2 on bad input.
+    /// Report findings: exit 0 when clean, 1 on any warning or error, 2 when it cannot tell
+    /// (bad input, an API server that does not answer or forbids, no ConstraintTemplate CRD),
+    /// 3 on a usage error.
     Check(CheckArgs),
     /// Show the writes the reconciler would make now, each with a diff.
     Plan(PlanArgs),
     /// Print the objects the reconciler would hold as manifests (--static: static admission
-    /// manifests). Exit 1 when something selected cannot be rendered, 2 on bad input.
+    /// manifests). Exit 1 when something selected cannot be rendered, 2 when it cannot tell
+    /// (bad input, an unreadable cluster), 3 on a usage error.
     ///
     /// The constraint CRDs, VAPs and bindings, with their labels and owners, from the cluster
     /// or -f files; same input, same bytes. With --static, the selected constraints as static
@@ -632,8 +635,9 @@ pub struct GenerationArgs {
     /// out), `gatekeeper` (Gatekeeper v3.23.1's objects byte for byte, as its default
     /// --sync-vap-enforcement-scope=true writes them: each VAP matches what its validating
     /// webhook does) or `gatekeeper-unsynced` (the same with =false: every create and update).
-    /// Without it, `$KUBECTL_VAP_POLICY_SHAPE`, then `auto` (read here, not by clap, whose
-    /// usage lines would show a flag the environment filled as if it had been typed).
+    /// Without it, `$KUBECTL_VAP_POLICY_SHAPE`, then `auto`.
+    // The variable is read by us, not by clap: clap's usage lines would show a flag the
+    // environment filled as if it had been typed.
     #[arg(long, value_name = "SHAPE",
           value_parser = ["auto", "inline", "narrowed", "gatekeeper", "gatekeeper-unsynced"])]
     pub policy_shape: Option<String>,

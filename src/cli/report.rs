@@ -343,10 +343,7 @@ pub fn plan_report_live(
     Ok((printable_lines(&text).into_owned(), writes))
 }
 
-/// `n` and the noun in its number: "1 error", "2 errors".
-pub fn count(n: usize, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
-}
+pub use crate::text::count;
 
 /// An object as `kubectl get` takes it: the lowercase kind (kubectl's singular resource name)
 /// and the name, e.g. `validatingadmissionpolicy/NAME`, `k8srequiredlabels/NAME`. kubectl

@@ -48,7 +48,7 @@ pub use run::handle::{Controller, Convergence, NotLeading};
 pub use run::start::{
     Config, DEFAULT_LEASE_NAME, DEFAULT_LEASE_NAMESPACE, DEFAULT_WORKERS, Mode, Tuning, launch,
 };
-pub use tell::events::{EVENTS_RESOURCE, WRITE_FAILED};
+pub use tell::events::{EVENTS_RESOURCE, WRITE_FAILED, WRITER_CONFLICT};
 pub use view::state::{
     AccessError, AccessErrorKind, ClusterEvent, Command, Connection, EventResult, EventVerb,
     FailedWrite, Happened, LeaderHealth, LeaseChange, LeaseInfo, LeaseRefused, LeaseTurn,

@@ -56,6 +56,11 @@ pub fn printable_lines(s: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// `n` and the noun in its number: "1 error", "2 errors".
+pub fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

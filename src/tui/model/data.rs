@@ -100,9 +100,15 @@ impl EventLine {
                 // A conflict is retried at once and passes: not an error to look at.
                 Happened::Reconcile(e) if e.result.is_failure() => Level::Error,
                 Happened::Reconcile(_) => Level::Info,
-                // A write the leader could not make is a failure here too: red, not a warning.
+                // A write the leader could not make, or stopped making because another writer
+                // undoes it, is a failure here too: red, not a warning.
                 Happened::Cluster(e)
-                    if e.warning && e.reason == crate::controller::WRITE_FAILED =>
+                    if e.warning
+                        && [
+                            crate::controller::WRITE_FAILED,
+                            crate::controller::WRITER_CONFLICT,
+                        ]
+                        .contains(&e.reason.as_str()) =>
                 {
                     Level::Error
                 }

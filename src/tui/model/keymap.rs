@@ -165,7 +165,7 @@ pub static TABLE: &[Entry] = &[
         keys: &[Key::Char('f')],
         action: Action::FaultsOnly,
         hint: Some("faults"),
-        help: "show faults only (error, missing, out-of-sync, dangling, foreign) and their parents",
+        help: "show faults only (error, missing, out-of-sync, dangling, foreign, or an error or warning finding) and their parents",
         write: false,
         screens: MAIN,
     },
