@@ -116,6 +116,9 @@ pub struct SharedQueue {
     /// Retries in a row per key, the backoff's exponent (client-go's `NumRequeues`); kept
     /// across `discard`, not copied by `fork`.
     attempts: Mutex<HashMap<Key, u32>>,
+    /// Keys waiting out a backoff because the server did not answer: released at once when
+    /// it answers again ([`SharedQueue::server_answers`]), not a backoff later.
+    unanswered: Mutex<BTreeSet<Key>>,
 }
 
 impl SharedQueue {
@@ -199,6 +202,29 @@ impl SharedQueue {
         *n
     }
 
+    /// Whether `key`'s retry waits because the server did not answer (`true`), or for any
+    /// other reason or none (`false`).
+    pub fn unanswered(&self, key: &Key, unanswered: bool) {
+        let mut keys = self.unanswered.lock();
+        if unanswered {
+            keys.insert(key.clone());
+        } else {
+            keys.remove(key);
+        }
+    }
+
+    /// The server answers again: every key whose retry waited on it is due now (their
+    /// backoff counted an outage, not a problem of theirs).
+    pub fn server_answers(&self) -> usize {
+        let keys = std::mem::take(&mut *self.unanswered.lock());
+        let released = keys.len();
+        for k in keys {
+            self.attempts.lock().remove(&k);
+            self.enqueue(k);
+        }
+        released
+    }
+
     pub fn park(&self, key: Key) {
         self.parked.lock().insert(key);
     }
@@ -215,6 +241,7 @@ impl SharedQueue {
     pub fn discard(&self) {
         self.with(WorkQueue::discard);
         self.parked.lock().clear();
+        self.unanswered.lock().clear();
     }
 
     pub fn len(&self) -> usize {
@@ -387,5 +414,34 @@ mod tests {
         q.enqueue_after(Key::Template("sooner".into()), secs(9));
         let sooner = waiting.await.expect("the worker");
         assert_eq!(sooner, (Key::Template("sooner".into()), secs(10)));
+    }
+
+    /// Issue 42, item 10: keys backing off because the server did not answer are due the
+    /// moment it answers (their attempts forgotten); a key waiting for another reason (a
+    /// binding wait, a conflict) keeps its time.
+    #[tokio::test(start_paused = true)]
+    async fn keys_that_met_an_outage_are_due_when_the_server_answers() {
+        let q = Arc::new(SharedQueue::new(Scope::All));
+        let t0 = Instant::now();
+        let (outage, waiting) = (Key::constraint("K", "a"), Key::constraint("K", "b"));
+        for k in [&outage, &waiting] {
+            q.attempt(k, true);
+            q.enqueue_after(k.clone(), secs(30));
+        }
+        q.unanswered(&outage, true);
+        q.unanswered(&waiting, false);
+        tokio::time::sleep(secs(2)).await;
+        assert_eq!(q.server_answers(), 1);
+        assert_eq!(
+            worker(&q, t0).await.expect("the worker"),
+            (outage.clone(), secs(2))
+        );
+        assert_eq!(q.attempt(&outage, true), 1, "its backoff starts again");
+        assert_eq!(q.server_answers(), 0, "released once");
+        q.done(&outage);
+        assert_eq!(
+            worker(&q, t0).await.expect("the worker"),
+            (waiting, secs(30))
+        );
     }
 }

@@ -5,7 +5,7 @@
 use super::keys::Key;
 use super::queue::SharedQueue;
 use super::reconcilers::{Ctx, Outcome, reconcile, schedule};
-use super::world::{TemplateStore, Writer};
+use super::world::{TemplateStore, WriteError, Writer};
 use std::time::Instant;
 
 #[derive(Debug)]
@@ -39,6 +39,8 @@ where
         }
         _ => {}
     }
+    let unanswered = matches!(&outcome, Outcome::Retry(WriteError::Unreachable(_)));
+    queue.unanswered(&key, unanswered);
     schedule(queue, &key, &outcome, attempt.saturating_sub(1));
     queue.done(&key);
     Processed {

@@ -145,6 +145,12 @@ pub async fn run(
         // so the views show the cluster as soon as it answers, not a backoff later.
         if was_unreachable && last_connection == Connection::Connected {
             shared.stores.retry_now();
+            // And the writes that met the outage: now, not when their backoff (up to 30 s)
+            // ends.
+            let released = shared.queue.server_answers();
+            if released > 0 {
+                tracing::debug!("the API server answers: {released} keys retried now");
+            }
         }
         was_unreachable = last_connection != Connection::Connected;
         if tx.send(Arc::new(state.clone())).is_err() {
