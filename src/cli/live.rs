@@ -342,8 +342,21 @@ pub fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<Exit> {
 /// What `run` may not read or use (each refusal said when it was met, with what to grant),
 /// as the last line before it exits 2.
 fn lacking(cli: &Cli, forbidden: &[crate::controller::AccessError]) -> String {
-    let (lease, stores): (Vec<_>, Vec<_>) = forbidden
+    // The rights to lead are said on their own line above, and only when nothing else is.
+    let (rights, forbidden): (Vec<_>, Vec<_>) = forbidden
         .iter()
+        .partition(|e| e.resource == crate::controller::RIGHTS);
+    if forbidden.is_empty()
+        && let Some(rights) = rights.first()
+    {
+        return format!(
+            "{} (pass --wait-for-access to stay up, unready, and ask again every {}s)",
+            rights.message,
+            crate::controller::RIGHTS_ASKED_AGAIN.as_secs()
+        );
+    }
+    let (lease, stores): (Vec<_>, Vec<_>) = forbidden
+        .into_iter()
         .partition(|e| e.resource == crate::controller::LEASES);
     let stores: Vec<&str> = stores.iter().map(|e| e.resource.as_str()).collect();
     let lease = (!lease.is_empty()).then(|| {

@@ -43,6 +43,7 @@ pub use ask::channel::ask as ask_holder;
 pub use ask::channel::configmap_name as requests_configmap;
 pub use error::{Error, RequestError};
 pub use lead::lease::{LEASES, default_identity, read_lease};
+pub use lead::rights::{ASK_AGAIN as RIGHTS_ASKED_AGAIN, RIGHTS};
 pub use reconcile::keys::Scope;
 pub use run::handle::{Controller, Convergence, NotLeading};
 pub use run::start::{

@@ -700,3 +700,88 @@ async fn e2e_the_guard_confines_the_service_account() {
     printed.revoke_reconciler(&e.client, &grant).await;
     e.sweep(&[&kind], "guard-clean").await;
 }
+
+/// Issue 42, item 3: a copy whose user may read everything but not lead (the operator's
+/// ClusterRole of `install --print`, and `get` on the Lease) beside a leader. Before: `run`
+/// stood by, `/readyz` 200, for as long as the holder led, and learned it could not lead only
+/// when the holder left (one 403). Now it asks the API server first (SelfSubjectAccessReview):
+/// in the foreground it exits 2 saying it can never lead and what to grant; told to wait, it
+/// stays up with `/readyz` 503 saying the same, and becomes ready once the grant comes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_a_copy_that_can_never_lead_says_so() {
+    let e = Env::new().await;
+    let lease = e.env.unique_name("rights");
+    let holder = reconciler::start(
+        e.client.clone(),
+        Start::on(LEASE_NS, &lease, opts(0)).workers(2),
+    )
+    .await;
+    leads(&holder).await;
+    let printed = rbac::printed(LEASE_NS);
+    let user = e.env.unique_name("vap-readonly");
+    let name = e.env.unique_name("vap-grant");
+    let read_lease = json!([{ "apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                             "verbs": ["get", "list", "watch"] }]);
+    rbac::grant(
+        &e.client,
+        &Grant {
+            name: &name,
+            user: &user,
+            cluster_rules: printed.operator.rules.clone(),
+            namespace: LEASE_NS,
+            namespace_rules: read_lease,
+        },
+    )
+    .await;
+    let get_lease = json!({ "verb": "get", "group": "coordination.k8s.io", "resource": "leases",
+                            "namespace": LEASE_NS, "name": lease });
+    rbac::until_authorized(&e.client, &user, get_lease, true).await;
+
+    let log = e.env.dir().join(format!("{lease}.log"));
+    let mut cmd = crate::env::run_as(&e.env.kubeconfig_admin(), &lease);
+    cmd.args(["--as", &user])
+        .stderr(std::fs::File::create(&log).expect("log file"));
+    let mut foreground = Served::spawn(cmd);
+    let status = foreground
+        .exited_within(Duration::from_secs(60))
+        .await
+        .expect("a copy that can never lead does not stand by for ever");
+    let stderr = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("can never lead")
+            && stderr.contains("update leases.coordination.k8s.io")
+            && stderr.contains("install --print"),
+        "{stderr}"
+    );
+
+    // Told to wait: up, unready with the reason, ready once granted.
+    let mut cmd = crate::env::run_as(&e.env.kubeconfig_admin(), &lease);
+    cmd.args(["--as", &user, "--wait-for-access"])
+        .stderr(std::process::Stdio::null());
+    let waiting = Served::spawn(cmd);
+    eventually("/readyz says it can never lead", || async {
+        let readyz = waiting.get("/readyz");
+        readyz.starts_with("HTTP/1.1 503") && readyz.contains("can never lead")
+    })
+    .await;
+    let granted = e.env.unique_name("vap-grant");
+    rbac::grant(
+        &e.client,
+        &Grant {
+            cluster_rules: printed.cluster.rules.clone(),
+            ..Grant::install(&granted, &user, LEASE_NS, &lease)
+        },
+    )
+    .await;
+    eventually("/readyz 200 once granted", || async {
+        waiting.answers("/readyz", 200)
+    })
+    .await;
+    drop(waiting);
+    holder.stop().await;
+    for grant in [&name, &granted] {
+        testenv::rbac::revoke(&e.client, grant, LEASE_NS).await;
+    }
+}

@@ -184,6 +184,14 @@ impl Controller {
         }
         let mut errors = world.status.access_errors();
         errors.retain(|e| e.kind == crate::controller::view::state::AccessErrorKind::Forbidden);
+        // Readable, but not allowed to lead: as forbidden as a store it may not read.
+        if let Some(message) = world.status.lacking_rights() {
+            errors.push(AccessError {
+                resource: crate::controller::lead::rights::RIGHTS.to_string(),
+                kind: crate::controller::view::state::AccessErrorKind::Forbidden,
+                message,
+            });
+        }
         errors
     }
 

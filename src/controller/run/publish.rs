@@ -48,6 +48,7 @@ fn readiness(shared: &Shared) {
         .map(|l| l.message)
         .into_iter()
         .chain(shared.unknown_stores().into_iter().map(|(_, why)| why))
+        .chain(shared.status.lacking_rights())
         .chain(contested)
         .collect();
     shared.metrics.set_ready(if !reasons.is_empty() {

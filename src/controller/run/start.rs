@@ -220,6 +220,50 @@ fn decide_writes(
     }
 }
 
+/// Before competing: whether this copy may lead at all (`lead::rights`). One lacking says so
+/// once (ERROR, `/readyz`, `run`'s exit 2 in the foreground) and asks again every
+/// [`rights::ASK_AGAIN`] until it may; unanswered, nothing is claimed either way.
+async fn ask_rights(shared: &Arc<Shared>, lease_namespace: &str, lease_name: &str) {
+    use crate::controller::lead::rights;
+    let wanted = rights::to_lead(lease_namespace, lease_name);
+    let asked = tokio::time::timeout(
+        Duration::from_secs(5),
+        rights::missing(&shared.client, &wanted),
+    )
+    .await;
+    let lacking = match asked {
+        Ok(Ok(lacking)) if !lacking.is_empty() => lacking,
+        Ok(Ok(_)) => return,
+        Ok(Err(e)) => {
+            tracing::debug!("cannot ask which rights this copy has: {e}");
+            return;
+        }
+        Err(_) => {
+            tracing::debug!("no answer to which rights this copy has");
+            return;
+        }
+    };
+    let said = rights::lacking_text(&lacking);
+    tracing::error!("{said}");
+    shared.status.set_lacking_rights(Some(said));
+    let s = shared.clone();
+    let ask_again = async move {
+        loop {
+            tokio::time::sleep(rights::ASK_AGAIN).await;
+            if let Ok(lacking) = rights::missing(&s.client, &wanted).await
+                && lacking.is_empty()
+            {
+                tracing::info!("this copy may lead now: the rights it lacked are granted");
+                s.status.set_lacking_rights(None);
+                return;
+            }
+        }
+    };
+    shared
+        .tasks
+        .spawn("ask for the rights to lead", Lifetime::Job, ask_again);
+}
+
 /// Phase 4: compete for the Lease (a copy that may write), or follow its holder (read-only,
 /// or refusing to write next to Gatekeeper's generator: holding the Lease without writing
 /// would only block the copies that do write); the election's task, if it competes.
@@ -385,6 +429,12 @@ pub async fn launch(
         report_events(&shared, &identity, facts);
     }
 
+    // A one-shot request (replay, reconcile) asks the holder when there is one: whether it
+    // could lead itself is said if it has to, by the write or the Lease that refuses it.
+    let competes = matches!(config.mode, Mode::Elect { .. }) && shared.status.writes_enabled();
+    if competes && !config.one_shot {
+        ask_rights(&shared, &config.lease_namespace, &config.lease_name).await;
+    }
     let (lease, election) = elect(&shared, &config, &identity, &tuning);
 
     // What is served, before the first constraint decides (until then its reconcile waits).

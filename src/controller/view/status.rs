@@ -32,6 +32,8 @@ struct Inner {
     failed: HashMap<String, Failed>,
     /// Objects another writer keeps changing back (`core::contest`).
     contests: Contests,
+    /// What this copy may not do that leading needs (`lead::rights`), said as it is said.
+    lacking_rights: Option<String>,
 }
 
 /// A failed write: how, the digest of the body sent, when.
@@ -278,6 +280,15 @@ impl Status {
             writes.insert(c.object, contested);
         }
         writes
+    }
+
+    /// Why this copy can never lead as its rights stand, if it cannot.
+    pub fn lacking_rights(&self) -> Option<String> {
+        self.inner.lock().lacking_rights.clone()
+    }
+
+    pub fn set_lacking_rights(&self, why: Option<String>) {
+        self.change(|s| s.lacking_rights = why);
     }
 
     /// The thresholds of [`Contests`] (before any write: what was counted is forgotten).
