@@ -320,7 +320,7 @@ async fn build_world(env: &TestEnv) {
 
 /// `kubectl-vap run --once --policy-shape <shape>` on `env`.
 fn converge(env: &TestEnv, shape: &str) {
-    let mut cmd = cli::kubectl_vap();
+    let mut cmd = cli::kubectl_vap_narrowed();
     cmd.arg("--kubeconfig").arg(env.kubeconfig_admin()).args([
         "run",
         "--once",
@@ -1195,7 +1195,7 @@ async fn e2e_restarting_apiserver_refuses_nothing_the_constraints_do_not_select(
     // The reconciler, leading, in the background; its log kept.
     let log_path = env.dir().join("kubectl-vap-run.log");
     let log = std::fs::File::create(&log_path).expect("log file");
-    let mut cmd = cli::kubectl_vap();
+    let mut cmd = cli::kubectl_vap_narrowed();
     cmd.arg("--kubeconfig")
         .arg(env.kubeconfig_admin())
         .args(["--log", "info", "run", "--binding-wait=0s"])
@@ -1669,7 +1669,7 @@ async fn e2e_admission_audit_annotations_name_the_constraint_and_the_failure() {
         ("narrowed", format!("gatekeeper-{lower}")),
         ("inline", format!("gatekeeper-{lower}.owned")),
     ] {
-        let mut cmd = cli::kubectl_vap();
+        let mut cmd = cli::kubectl_vap_narrowed();
         cmd.arg("--kubeconfig").arg(env.kubeconfig_admin()).args([
             "run",
             "--once",

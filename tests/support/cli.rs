@@ -10,19 +10,26 @@ use testenv::http_get;
 /// The binary cargo built for this test or benchmark.
 pub const BIN: &str = env!("CARGO_BIN_EXE_kubectl-vap");
 
-/// The binary, with the library's shape (`narrowed`) instead of the command line's default
-/// (`auto`) unless a test asks for another: most tests were written for one VAP per template.
-/// [`kubectl_vap_defaults`] is the binary with every default of the command line.
+/// The binary with every default of its command line (`--policy-shape auto` among them): what a
+/// user runs, so the default's own output is what most tests see. A test about another shape
+/// says so ([`kubectl_vap_narrowed`], `--policy-shape`).
 pub fn kubectl_vap() -> Command {
     let mut cmd = Command::new(BIN);
-    cmd.env(SHAPE_ENV, "narrowed");
+    cmd.env_remove(SHAPE_ENV);
     cmd
 }
 
-/// The binary with the command line's own defaults (`--policy-shape auto` among them).
+/// The binary with the command line's defaults (the same as [`kubectl_vap`]; the name says it
+/// where a test is about the defaults).
 pub fn kubectl_vap_defaults() -> Command {
+    kubectl_vap()
+}
+
+/// The binary with `--policy-shape narrowed` as its default (one VAP per template, the
+/// constraints as params), for the tests about that shape.
+pub fn kubectl_vap_narrowed() -> Command {
     let mut cmd = Command::new(BIN);
-    cmd.env_remove(SHAPE_ENV);
+    cmd.env(SHAPE_ENV, "narrowed");
     cmd
 }
 

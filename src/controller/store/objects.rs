@@ -1,12 +1,15 @@
 //! What the controller reads off a watched object, the same for the stores and the watches:
 //! the keys an event on it concerns (through its controller owners) and a CRD's state.
 
+use crate::cluster::apply::FIELD_MANAGER;
 use crate::controller::reconcile::keys::Key;
 use crate::core::desired::CrdState;
 use crate::core::ownership::is_controller_in;
 use crate::model::{CONSTRAINTS_GROUP, TEMPLATES_GROUP};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    ManagedFieldsEntry, ObjectMeta, OwnerReference,
+};
 use kube::api::DynamicObject;
 
 /// A Kubernetes time (k8s-openapi's jiff) as the controller's (chrono); `None` beyond chrono's
@@ -81,28 +84,23 @@ pub fn crd_state(crd: &CustomResourceDefinition) -> CrdState {
 /// Keeps of `meta.managedFields` only the newest entry that changed the object itself (a status
 /// subresource's writer — the API server's type checker on a VAP — changed nothing this copy
 /// writes), without its fields: the writer [`last_writer`] reads, to tell another writer
-/// undoing ours (`core::contest`). Ties in time (one-second granularity) keep the entry
-/// listed last.
+/// undoing ours (`core::contest`). Times have one-second granularity and the server orders
+/// equal times by manager name, so of two writers in the same second another is taken over
+/// this copy: in a write war both write every second, and the name must not decide.
 pub fn keep_last_writer(meta: &mut ObjectMeta) {
+    let ours = |e: &ManagedFieldsEntry| e.manager.as_deref() == Some(FIELD_MANAGER);
     let newest = meta
         .managed_fields
         .take()
         .into_iter()
         .flatten()
         .filter(|e| e.subresource.as_deref().unwrap_or("").is_empty())
-        .max_by(|a, b| {
-            a.time
-                .as_ref()
-                .map(|t| t.0)
-                .cmp(&b.time.as_ref().map(|t| t.0))
-        });
+        .max_by_key(|e| (e.time.as_ref().map(|t| t.0), !ours(e)));
     meta.managed_fields = newest.map(|e| {
-        vec![
-            k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry {
-                fields_v1: None,
-                ..e
-            },
-        ]
+        vec![ManagedFieldsEntry {
+            fields_v1: None,
+            ..e
+        }]
     });
 }
 

@@ -351,8 +351,13 @@ pub fn contest_text(c: &Contest) -> String {
         .saturating_duration_since(Instant::now())
         .as_secs();
     let since = c.since.elapsed().as_secs();
+    let next = if held_for == 0 {
+        "one write tried again, to see whether the other writer undoes it".to_string()
+    } else {
+        format!("one write tried again in {held_for}s")
+    };
     format!(
-        "another writer (field manager {:?}) undid this copy's writes of {} {} times within a minute: not written since {since}s ago, tried once more in {held_for}s (the wait doubles while the other writer stays; stop one of the two writers — Gatekeeper's generator: kubectl vap help gatekeeper)",
+        "another writer (field manager {:?}) undid this copy's writes of {} {} times within a minute: not written since {since}s ago, {next} (the wait doubles while the other writer stays; stop one of the two writers — Gatekeeper's generator: kubectl vap help gatekeeper)",
         c.other, c.object, c.undos
     )
 }

@@ -639,6 +639,18 @@ mod tests {
         .expect("binding");
         o.trim();
         assert_eq!(last_writer(&o.metadata), Some("gatekeeper"));
+        // Within the same second (the server orders them by name then): the other writer.
+        let mut tie: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": { "name": "b", "managedFields": [
+                { "manager": "gatekeeper", "operation": "Update", "time": "2026-12-07T10:00:05Z" },
+                { "manager": "kubectl-vap", "operation": "Update", "time": "2026-12-07T10:00:05Z" }
+            ] }
+        }))
+        .expect("binding");
+        tie.trim();
+        assert_eq!(last_writer(&tie.metadata), Some("gatekeeper"));
         let kept = o.metadata.managed_fields.as_deref().unwrap_or_default();
         assert_eq!(kept.len(), 1);
         assert!(kept[0].fields_v1.is_none(), "the fields are not kept");

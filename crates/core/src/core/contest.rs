@@ -76,6 +76,8 @@ struct Held {
     until: Instant,
     length: Duration,
     undos: usize,
+    /// When the one write after the hold went (it undid the other writer's last change).
+    probed_at: Option<Instant>,
 }
 
 /// Every object some other writer changes under this copy, keyed by `Kind/name`.
@@ -111,10 +113,18 @@ impl Contests {
                 held: None,
             });
         record.other = other.to_string();
-        // A write after a hold that had to undo the other writer again: it is still there.
         if let Some(mut held) = record.held {
+            // The one write after a hold undoes the other writer's last change by definition:
+            // it is the probe. Whether the other writer is still there shows in the next undo.
+            if held.probed_at.is_none() && now >= held.until {
+                held.probed_at = Some(now);
+                record.held = Some(held);
+                return Undo::Counted;
+            }
+            // The probe was undone (this write repairs it again): held again, for longer.
             held.length = held.length.saturating_mul(2).min(tuning.longest_hold);
             held.until = now + held.length;
+            held.probed_at = None;
             record.held = Some(held);
             return Undo::HeldAgain(contest(object, record, &held));
         }
@@ -135,21 +145,23 @@ impl Contests {
             until: now + tuning.first_hold,
             length: tuning.first_hold,
             undos,
+            probed_at: None,
         };
         record.held = Some(held);
         record.undone_at.clear();
         Undo::Started(contest(object, record, &held))
     }
 
-    /// Forgets what is over at `now`: counts older than the window, and contests whose hold
-    /// ended a window ago with no undo since (the write tried after the hold stood, or none
-    /// was needed). Returns the contests that ended.
+    /// Forgets what is over at `now`: counts older than the window, and contests whose probe
+    /// (the write after the hold) stood for a window, or whose hold ended a window ago with no
+    /// write needed. Returns the contests that ended.
     pub fn settle(&mut self, now: Instant) -> Vec<Contest> {
         let window = self.tuning.window;
         let mut ended = Vec::new();
         self.records.retain(|object, record| {
             if let Some(held) = record.held {
-                if now.saturating_duration_since(held.until) < window {
+                let calm_since = held.probed_at.unwrap_or(held.until);
+                if now < held.until || now.saturating_duration_since(calm_since) < window {
                     return true;
                 }
                 ended.push(contest(object, record, &held));
@@ -231,8 +243,13 @@ mod tests {
         for i in 0..5 {
             c.undid(VAP, "gatekeeper", t0 + secs(i));
         }
-        // The write tried after the hold undid the other writer again: held for twice as long.
-        let after = t0 + secs(4 + 120);
+        // The write tried after the hold (the probe) undoes the other writer's last change:
+        // counted as the probe, not as the other writer still being there.
+        let probe = t0 + secs(4 + 120);
+        assert_eq!(c.undid(VAP, "gatekeeper", probe), Undo::Counted);
+        // The other writer undid the probe, so the next write undoes it again: held for twice
+        // as long.
+        let after = probe + secs(1);
         let Undo::HeldAgain(again) = c.undid(VAP, "gatekeeper", after) else {
             panic!("held again");
         };
@@ -242,13 +259,18 @@ mod tests {
         let mut at = after;
         for _ in 0..10 {
             at += secs(3600);
+            assert_eq!(c.undid(VAP, "gatekeeper", at), Undo::Counted, "the probe");
+            at += secs(1);
             c.undid(VAP, "gatekeeper", at);
         }
         assert_eq!(c.held(VAP, at), Some(secs(1800)));
-        // Still within a window of the hold's end: not over.
-        assert!(c.settle(at + secs(1800 + 30)).is_empty());
-        // The write after the hold stood for a window: over, said once, forgotten.
-        let ended = c.settle(at + secs(1800 + 61));
+        // The other writer gone: the probe after the hold stands. Within a window of it: not
+        // over yet.
+        let probe = at + secs(1800);
+        assert_eq!(c.undid(VAP, "gatekeeper", probe), Undo::Counted);
+        assert!(c.settle(probe + secs(30)).is_empty());
+        // The probe stood for a window: over, said once, forgotten.
+        let ended = c.settle(probe + secs(61));
         assert_eq!(ended.len(), 1);
         assert_eq!(ended[0].object, VAP);
         assert!(c.current().is_empty());
