@@ -1239,13 +1239,15 @@ fn no_folder_has_an_import_circle() {
     );
 }
 
+/// A source file of the tests below: its module path, its file name and its text.
+fn file(m: &[&str], src: &str) -> (Vec<String>, String, String) {
+    let module: Vec<String> = m.iter().map(|s| s.to_string()).collect();
+    let name = format!("src/{}.rs", module.join("/"));
+    (module, name, src.to_string())
+}
+
 #[test]
 fn the_circle_finder_finds_a_circle_through_every_kind_of_path() {
-    let file = |m: &[&str], src: &str| {
-        let module: Vec<String> = m.iter().map(|s| s.to_string()).collect();
-        let name = format!("src/{}.rs", module.join("/"));
-        (module, name, src.to_string())
-    };
     let files = vec![
         // The door: re-exports `Key` from `d`.
         file(
@@ -1404,11 +1406,6 @@ fn no_import_climbs_the_folder_stack() {
 
 #[test]
 fn the_stack_check_finds_an_import_that_climbs() {
-    let file = |m: &[&str], src: &str| {
-        let module: Vec<String> = m.iter().map(|s| s.to_string()).collect();
-        let name = format!("src/{}.rs", module.join("/"));
-        (module, name, src.to_string())
-    };
     let files = vec![
         // The door re-exports `Top` from the folder `high`.
         file(

@@ -177,7 +177,7 @@ fn undid(live: &Live, object: &str, other: &str) {
             "the other writer is still there: not written for {}s",
             contest
                 .held_until
-                .saturating_duration_since(std::time::Instant::now())
+                .saturating_sub(crate::controller::view::status::contest_now())
                 .as_secs()
         ),
     }

@@ -298,7 +298,7 @@ impl Status {
 
     /// How long `object` is not written from now, if another writer contests it.
     pub fn contest_held(&self, object: &str) -> Option<std::time::Duration> {
-        self.inner.lock().contests.held(object, Instant::now())
+        self.inner.lock().contests.held(object, contest_now())
     }
 
     /// A write of `object` by this copy undid a change field manager `other` made.
@@ -307,7 +307,7 @@ impl Status {
             .inner
             .lock()
             .contests
-            .undid(object, other, Instant::now());
+            .undid(object, other, contest_now());
         if !matches!(undo, Undo::Counted) {
             self.touch();
         }
@@ -316,7 +316,7 @@ impl Status {
 
     /// The contests that are over now (each said once, then forgotten).
     pub fn settle_contests(&self) -> Vec<Contest> {
-        let ended = self.inner.lock().contests.settle(Instant::now());
+        let ended = self.inner.lock().contests.settle(contest_now());
         if !ended.is_empty() {
             self.touch();
         }
@@ -346,11 +346,9 @@ impl Status {
 /// What a contest says, wherever it is shown (log, Event, `check`, the TUI): who, how often,
 /// until when, and what ends it.
 pub fn contest_text(c: &Contest) -> String {
-    let held_for = c
-        .held_until
-        .saturating_duration_since(Instant::now())
-        .as_secs();
-    let since = c.since.elapsed().as_secs();
+    let now = contest_now();
+    let held_for = c.held_until.saturating_sub(now).as_secs();
+    let since = now.saturating_sub(c.since).as_secs();
     let next = if held_for == 0 {
         "one write tried again, to see whether the other writer undoes it".to_string()
     } else {
@@ -360,4 +358,11 @@ pub fn contest_text(c: &Contest) -> String {
         "another writer (field manager {:?}) undid this copy's writes of {} {} times within a minute: not written since {since}s ago, {next} (the wait doubles while the other writer stays; stop one of the two writers — Gatekeeper's generator: kubectl vap help gatekeeper)",
         c.other, c.object, c.undos
     )
+}
+
+/// The contests' clock (`core::contest` is told the time): monotonic, from the first time a
+/// copy of this process asked.
+pub fn contest_now() -> std::time::Duration {
+    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    EPOCH.get_or_init(Instant::now).elapsed()
 }

@@ -8,10 +8,14 @@
 //! object is contested: not written for a hold, which doubles each time the other writer
 //! undoes the one write tried after it, and ends when that write stands for a window.
 //!
-//! Pure: the caller says what time it is, so the rules are tested without a clock.
+//! Pure: the caller says what time it is (a monotonic time since an epoch of its choosing),
+//! so the rules are tested without a clock.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+/// A point in time: how long after the caller's epoch (a monotonic clock's).
+pub type Instant = Duration;
 
 /// The thresholds. A person editing an object by hand undoes at most a few writes a minute;
 /// a controller in a loop, hundreds.
@@ -132,7 +136,7 @@ impl Contests {
         while record
             .undone_at
             .front()
-            .is_some_and(|t| now.saturating_duration_since(*t) > tuning.window)
+            .is_some_and(|t| now.saturating_sub(*t) > tuning.window)
         {
             record.undone_at.pop_front();
         }
@@ -161,13 +165,13 @@ impl Contests {
         self.records.retain(|object, record| {
             if let Some(held) = record.held {
                 let calm_since = held.probed_at.unwrap_or(held.until);
-                if now < held.until || now.saturating_duration_since(calm_since) < window {
+                if now < held.until || now.saturating_sub(calm_since) < window {
                     return true;
                 }
                 ended.push(contest(object, record, &held));
                 return false;
             }
-            let recent = |t: &Instant| now.saturating_duration_since(*t) <= window;
+            let recent = |t: &Instant| now.saturating_sub(*t) <= window;
             record.undone_at.retain(recent);
             !record.undone_at.is_empty()
         });
@@ -206,7 +210,7 @@ mod tests {
 
     #[test]
     fn a_few_undos_are_a_person_editing_and_many_are_a_contest() {
-        let t0 = Instant::now();
+        let t0 = secs(1_000_000);
         let mut c = Contests::new(Tuning::default());
         // Four undos a minute apart: never five within a window.
         for i in 0..4 {
@@ -238,7 +242,7 @@ mod tests {
 
     #[test]
     fn a_hold_doubles_while_the_other_writer_stays_and_ends_when_it_goes() {
-        let t0 = Instant::now();
+        let t0 = secs(1_000_000);
         let mut c = Contests::new(Tuning::default());
         for i in 0..5 {
             c.undid(VAP, "gatekeeper", t0 + secs(i));
