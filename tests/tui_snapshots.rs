@@ -1742,10 +1742,14 @@ fn tui_unresponsive_leader_is_not_said_to_be_absent() {
     ui.act(Action::Tick(fixture_now() + chrono::Duration::seconds(12)));
     let s = ui.screen();
     assert!(
-        s.contains("its Lease gatekeeper-system/kubectl-vap expired 3s ago"),
+        s.contains(
+            "its Lease gatekeeper-system/kubectl-vap expired 3s ago; a standby takes over if one runs"
+        ),
         "{s}"
     );
     assert!(!s.contains("in 0s") && !s.contains("in -"), "{s}");
+    // Not "expired 3s ago, then a standby takes over": the takeover is still to come.
+    assert!(!s.contains("ago, then"), "{s}");
 }
 
 fn reconnecting() -> Arc<Data> {

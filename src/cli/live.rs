@@ -255,7 +255,12 @@ pub fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<Exit> {
                     return Ok(Exit::CannotTell);
                 }
             }
-            tracing::info!("stopping: releasing the lease");
+            // Only a copy that holds the Lease has one to release.
+            if running.state().lease.leading {
+                tracing::info!("stopping: releasing the lease");
+            } else {
+                tracing::info!("stopping");
+            }
             stop(running).await;
             return Ok(Exit::Clean);
         }

@@ -203,7 +203,8 @@ fn observe(live: &Live, w: &PlannedWrite, body: u64, result: Result<Applied, Wri
                 live.count(false);
                 shared.recorder.written(w, None, &live.key);
             }
-            tracing::info!(verb = w.verb.as_str(), object = %w.object, "{} {}: {}", w.verb.as_str(), w.object, w.reason);
+            // Each fact once: the line says the verb and object, no fields repeat them.
+            tracing::info!("{} {}: {}", w.verb.as_str(), w.object, w.reason);
             EventResult::Ok
         }
         Err(e) => {

@@ -216,14 +216,22 @@ pub fn alerts(app: &App) -> Vec<Line<'static>> {
         // Held but not renewed: a standby takes over at expiry; "no copy reconciles" only
         // once nobody did. Once expired, how long ago (not "in 0s" until a standby shows).
         let who = leader_name(lease).unwrap_or_else(|| "the leader".into());
-        let when = match app.now() {
-            Some(now) if until <= now => format!("expired {} ago", age(now - until)),
-            Some(now) => format!("expires in {}s", seconds_until(until, now)),
-            None => "expires".to_string(),
+        // Once expired, what comes next is a standby's takeover, not the expiry: "expired 0s
+        // ago, then a standby takes over" read as if the takeover were past too.
+        let next = match app.now() {
+            Some(now) if until <= now => format!(
+                "expired {} ago; a standby takes over if one runs",
+                age(now - until)
+            ),
+            Some(now) => format!(
+                "expires in {}s, then a standby takes over if one runs",
+                seconds_until(until, now)
+            ),
+            None => "expires, then a standby takes over if one runs".to_string(),
         };
         out.push(Line::styled(
             format!(
-                " ⚠ leader {who} unresponsive; its Lease {} {when}, then a standby takes over if one runs",
+                " ⚠ leader {who} unresponsive; its Lease {} {next}",
                 lease.lease
             ),
             warn(),
