@@ -79,6 +79,15 @@ To switch it off:
 
 To write anyway (you switch Gatekeeper's generator off yourself, or take over from it):
   kubectl vap run --take-over
+
+What kubectl-vap writes, and its names (--policy-shape, default auto): a template of at most 10
+constraints gets one VAP per constraint, gatekeeper-<template>.<constraint>, its parameters in
+its CEL, and a template without constraints none; beyond 10 constraints one VAP per template,
+gatekeeper-<template>, with the constraints as params. Bindings are
+gatekeeper-<template>-<constraint>. Gatekeeper wrote gatekeeper-<template> only: dashboards,
+alerts on the API server's apiserver_validating_admission_policy_* metrics and scripts keyed on
+that name want --policy-shape narrowed (one VAP per template) or gatekeeper (Gatekeeper's
+objects byte for byte).
 ";
 
 const RBAC: &str = "\
