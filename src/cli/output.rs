@@ -121,7 +121,9 @@ pub fn structured<T: Serialize>(value: &T, format: Format) -> anyhow::Result<Opt
     })
 }
 
-/// Pads columns to the widest cell; the last column is not padded.
+/// Pads columns to the widest cell; the last column is not padded, and its cell may hold lines
+/// (the API server's caret diagram under a CEL error): each further line starts under the
+/// column.
 pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     let cols = header.len();
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
@@ -133,12 +135,20 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     let mut out = String::new();
     let mut line = |cells: Vec<&str>| {
         let mut l = String::new();
+        let mut indent = 0;
         for (i, c) in cells.iter().enumerate() {
             if i + 1 == cells.len() {
-                l.push_str(c);
+                let mut lines = c.split('\n');
+                l.push_str(lines.next().unwrap_or_default());
+                for more in lines {
+                    l.push('\n');
+                    l.push_str(&" ".repeat(indent));
+                    l.push_str(more);
+                }
             } else {
                 l.push_str(c);
                 l.push_str(&" ".repeat(widths[i] - c.chars().count() + 2));
+                indent += widths[i] + 2;
             }
         }
         out.push_str(l.trim_end());
@@ -169,6 +179,16 @@ mod tests {
             "NAME         C   MESSAGE\nü-long-name  x   last\nb            yy\n"
         );
         assert_eq!(table(&["ONLY"], &[]), "ONLY\n");
+        // The last cell's further lines start under its column (a caret diagram keeps its
+        // shape), never as a literal `\n`.
+        let diagram = vec![vec![
+            "ERROR".to_string(),
+            "compilation failed: undeclared reference\n | variables.nosuch == 'x'\n | ^".into(),
+        ]];
+        assert_eq!(
+            table(&["SEVERITY", "MESSAGE"], &diagram),
+            "SEVERITY  MESSAGE\nERROR     compilation failed: undeclared reference\n           | variables.nosuch == 'x'\n           | ^\n"
+        );
     }
 
     #[test]

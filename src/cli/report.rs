@@ -224,7 +224,8 @@ pub fn check_report_live(
                     printable(&related.join(",")).into_owned()
                 });
             }
-            row.push(printable(&f.message).into_owned());
+            // A message of several lines (the server's caret diagram) prints as lines.
+            row.push(printable_lines(&f.message).into_owned());
             row
         })
         .collect();
@@ -319,10 +320,15 @@ pub fn plan_report_live(
             printable(&w.reason)
         ));
         if let Some(r) = refused(w) {
+            // The server's message line by line, each under the first (a caret diagram).
+            let mut lines = r.message.split('\n');
             text.push_str(&format!(
                 "    REFUSED by the API server (dry-run): {}\n",
-                printable(&r.message)
+                printable(lines.next().unwrap_or_default())
             ));
+            for line in lines {
+                text.push_str(&format!("      {}\n", printable(line)));
+            }
         }
         for line in w.diff.lines() {
             text.push_str("    ");
@@ -539,9 +545,13 @@ spec: {enforcementAction: deny}
             .iter()
             .position(|l| l.starts_with(&format!("create {policy}  # ")))
             .expect("the policy's create");
+        // The server's lines as lines (issue 42: a caret diagram printed with literal `\n`s).
         assert_eq!(
-            lines[at + 1],
-            "    REFUSED by the API server (dry-run): no\\nsecond line"
+            lines[at + 1..at + 3],
+            [
+                "    REFUSED by the API server (dry-run): no",
+                "      second line"
+            ]
         );
         assert_eq!(
             lines.last(),
