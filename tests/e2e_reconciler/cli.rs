@@ -231,7 +231,7 @@ async fn e2e_an_unreadable_lease_is_not_a_free_one() {
     // A Lease namespace no grant of the other tests covers.
     let lease = e.env.unique_name("unreadable");
     let out = cli::output(
-        cli::kubectl_vap()
+        cli::kubectl_vap_narrowed()
             .args(["replay", "k8sany", "--lease-namespace", "default"])
             .args(["--lease-name", &lease, "--kubeconfig"])
             .arg(e.env.kubeconfig_user()),
@@ -395,7 +395,7 @@ async fn e2e_without_the_template_crd_nothing_passes() {
     let env = testenv::TestEnv::start();
     let vap = |args: &[&str]| {
         cli::output(
-            cli::kubectl_vap()
+            cli::kubectl_vap_narrowed()
                 .args(args)
                 .arg("--kubeconfig")
                 .arg(env.kubeconfig_admin()),
@@ -520,7 +520,7 @@ async fn e2e_kubectls_connection_flags_and_test_n() {
     let home = tempfile::tempdir().expect("tempdir");
     let flags_only = |tls: &[&str]| {
         cli::output(
-            cli::kubectl_vap()
+            cli::kubectl_vap_narrowed()
                 .args(["check", "-o", "json", "--server", &e.env.server_url()])
                 .args(["--token", &token, "--lease-namespace", LEASE_NS])
                 .args(tls)
@@ -543,7 +543,7 @@ async fn e2e_kubectls_connection_flags_and_test_n() {
     }
     // Without the CA the server's self-signed certificate is not trusted.
     let out = cli::output(
-        cli::kubectl_vap()
+        cli::kubectl_vap_narrowed()
             .args(["check", "--server", &e.env.server_url(), "--token", &token])
             .env_remove("KUBECONFIG")
             .env("HOME", home.path()),
@@ -617,7 +617,7 @@ async fn e2e_live_commands_survive_a_closed_pipe() {
         for close_stderr in [false, true] {
             let (reader, writer) = std::io::pipe().expect("a pipe");
             drop(reader);
-            let mut cmd = cli::kubectl_vap();
+            let mut cmd = cli::kubectl_vap_narrowed();
             cmd.args(&args)
                 .arg("--kubeconfig")
                 .arg(e.env.kubeconfig_admin())

@@ -32,7 +32,11 @@ fn serial() -> MutexGuard<'static, ()> {
 }
 
 /// The options of a copy on Lease namespace [`LEASE_NS`] (which it exempts, as `run
-/// --lease-namespace` does), so the oracle judges by what every copy writes.
+/// --lease-namespace` does), so the oracle judges by what every copy writes. The library's
+/// shape (`narrowed`), not the command line's default (`auto`): this suite's tests name one
+/// VAP per template, and the binary it runs is told the same (`kubectl_vap_narrowed`). Moving
+/// the suite to the default is open (issue 39); the default's own e2e tests are
+/// `e2e_default_shape`, `e2e_gatekeeper`'s writer conflict and the binary suites.
 pub fn opts(wait_secs: u64) -> Options {
     let mut o = Options {
         binding_wait: Duration::from_secs(wait_secs),
@@ -293,7 +297,7 @@ impl Env {
     /// The real binary with `args`, as the admin.
     pub fn cli(&self, args: &[&str]) -> Output {
         cli::output(
-            cli::kubectl_vap()
+            cli::kubectl_vap_narrowed()
                 .args(args)
                 .arg("--kubeconfig")
                 .arg(self.env.kubeconfig_admin()),
@@ -334,7 +338,7 @@ impl Env {
 /// `kubectl-vap run --binding-wait=0s` on Lease `lease` (in the test namespace) as the user of
 /// `kubeconfig` (another server address too: a proxy's), not started.
 pub fn run_as(kubeconfig: &Path, lease: &str) -> Command {
-    let mut cmd = cli::kubectl_vap();
+    let mut cmd = cli::kubectl_vap_narrowed();
     cmd.args(["run", "--binding-wait=0s"])
         .args(["--lease-namespace", LEASE_NS, "--lease-name", lease])
         .arg("--kubeconfig")

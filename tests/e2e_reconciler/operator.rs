@@ -22,7 +22,7 @@ const STORES: [&str; 4] = [
 
 /// `kubectl-vap run` on Lease `lease` with the user of `kubeconfig`, its log in `log`.
 fn run_with(kubeconfig: &Path, lease: &str, log: &Path) -> Command {
-    let mut cmd = cli::kubectl_vap();
+    let mut cmd = cli::kubectl_vap_narrowed();
     cmd.args(["run", "--binding-wait=0s"])
         .args(["--lease-namespace", LEASE_NS, "--lease-name", lease])
         .arg("--kubeconfig")
@@ -87,7 +87,7 @@ async fn e2e_run_without_rights_says_what_it_lacks_and_exits_2() {
 
     // In `check`'s words: every line `check` says about a store, `run` says too.
     let check = cli::output(
-        cli::kubectl_vap()
+        cli::kubectl_vap_narrowed()
             .args(["check", "--kubeconfig"])
             .arg(e.env.kubeconfig_user()),
     );
