@@ -259,3 +259,40 @@ fn test_n_puts_objects_without_a_namespace_there() {
         "{err}"
     );
 }
+
+/// Issue 42, item 7: a samples folder holds fixtures beside its objects (gatekeeper-library's
+/// AdmissionReview of a webhook request). `test -f` skips each with one line naming file and
+/// line, and judges the rest (before: the fixture was an object, and live a Rust Debug dump
+/// with exit 2 for the whole run). Only fixtures: nothing to test, exit 2.
+#[test]
+fn a_fixture_beside_the_objects_is_skipped_with_one_line() {
+    let review = r#"
+apiVersion: admission.k8s.io/v1
+kind: AdmissionReview
+request:
+  uid: "1"
+  kind: {group: "", version: v1, kind: Pod}
+  operation: CREATE
+"#;
+    let input = format!("{OBJECTS}---{review}");
+    let out = vap(&["test", "--offline", "-f", "-", "-o", "json"], &input);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let skipped: Vec<&str> = stderr.lines().filter(|l| l.contains("skipped")).collect();
+    assert_eq!(skipped.len(), 1, "{stderr}");
+    assert!(
+        skipped[0].contains("AdmissionReview") && skipped[0].contains("<stdin>:10"),
+        "{stderr}"
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let kinds: Vec<&str> = v["objects"]
+        .as_array()
+        .expect("objects")
+        .iter()
+        .filter_map(|o| o["object"]["kind"].as_str())
+        .collect();
+    assert_eq!(kinds, ["ConfigMap", "ConfigMap"]);
+    let out = vap(&["test", "--offline", "-f", "-"], review);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no object to test"));
+}

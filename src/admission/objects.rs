@@ -71,6 +71,21 @@ fn from_bytes(out: &mut Vec<Manifest>, path: &str, bytes: Vec<u8>) -> Result<usi
     Ok(out.len() - before)
 }
 
+/// Why `m` is no object to send through the admission chain, if it is not one: what a samples
+/// folder holds beside its objects (gatekeeper-library's AdmissionReview fixtures, a
+/// kustomization). `test` skips it with this line and judges the rest.
+pub fn not_an_object(m: &Manifest) -> Option<&'static str> {
+    let (api_version, kind) = crate::model::meta::type_of(&m.raw);
+    let group = api_version.split_once('/').map_or("", |(g, _)| g);
+    match (group, kind) {
+        ("admission.k8s.io", "AdmissionReview") => {
+            Some("an AdmissionReview (a webhook request's fixture), not an object to dry-run")
+        }
+        ("kustomize.config.k8s.io", _) => Some("a kustomize file, not an object to dry-run"),
+        _ => None,
+    }
+}
+
 /// Reads every path (`-` is `stdin`). A path holding no object is an error, as for `-f`
 /// elsewhere: an empty input tests nothing.
 pub fn read(

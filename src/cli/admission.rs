@@ -53,8 +53,22 @@ pub fn test(cli: &Cli, args: &TestArgs) -> anyhow::Result<Exit> {
     let opts = ReadOptions {
         max_input_bytes: cli.input().max_input_bytes,
     };
-    let manifests = objects::read(&cli.input().filenames, &mut std::io::stdin().lock(), opts)
+    let read = objects::read(&cli.input().filenames, &mut std::io::stdin().lock(), opts)
         .context("reading input")?;
+    // A samples folder holds fixtures beside its objects: each skipped with one line.
+    let (manifests, skipped): (Vec<_>, Vec<_>) = read
+        .into_iter()
+        .partition(|m| objects::not_an_object(m).is_none());
+    for m in &skipped {
+        let why = objects::not_an_object(m).unwrap_or_default();
+        errln!(
+            "note: {}",
+            printable(&format!("{}: skipped: {why}", m.source))
+        );
+    }
+    if manifests.is_empty() {
+        anyhow::bail!("the input holds no object to test (only what is skipped above)");
+    }
     let gen_opts = cli.generation_options();
     // Offline, policy objects given twice: the last copy is used; each ignored one is named.
     // (Live, every manifest is sent as it is.)
