@@ -1725,6 +1725,14 @@ fn tui_unresponsive_leader_is_not_said_to_be_absent() {
         "{}",
         ui.row(0)
     );
+    // Its age stops: "for 12m" would keep counting for a leader that is gone (issue 42).
+    assert!(
+        ui.row(0)
+            .contains("leader: kubectl-vap-7c9d5 (unresponsive)")
+            && !ui.row(0).contains(" for "),
+        "{}",
+        ui.row(0)
+    );
     // The countdown moves with the clock alone: a tick a second later asks for a redraw
     // (with the leader's last sync minutes old, no other word on screen changes).
     if let Some(h) = state.lease.health.as_mut() {

@@ -166,13 +166,19 @@ fn leader_fields(app: &App, data: &Data) -> Vec<Part> {
         out.extend(settings_field(data));
         return out;
     }
+    // A leader that stopped renewing does not lead "for" longer and longer: its age stops
+    // (the alert line below says when its Lease expires).
+    let unresponsive = l.unresponsive_until.is_some();
     let who = match (leader_name(l), ago(l.since)) {
+        (Some(name), _) if unresponsive => format!("{name} (unresponsive)"),
         (Some(name), Some(age)) => format!("{name} for {age}"),
         (Some(name), None) => name,
         (None, _) => "–".to_string(),
     };
     out.push((2, header_field("leader", who)));
+    // An empty queue is a leader in sync now, not one whose last sync grows stale.
     let health = match (data.leader_queue(), ago(data.leader_last_sync())) {
+        (Some(0), _) if !unresponsive => Some("queue 0 (idle)".to_string()),
         (Some(q), Some(synced)) => Some(format!("queue {q}, synced {synced} ago")),
         (Some(q), None) => Some(format!("queue {q}")),
         (None, Some(synced)) => Some(format!("synced {synced} ago")),
