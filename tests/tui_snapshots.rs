@@ -1851,6 +1851,30 @@ fn tui_unreachable_api_server_is_said_with_how_long() {
     );
     // The tree keeps the last state seen.
     assert!(s.contains("k8srequiredlabels"));
+    // Each watch's failure to connect is the same outage: said once, not a line per resource
+    // (issue 42, item 7); a resource that is forbidden is no outage and stays.
+    let resources = [
+        "constrainttemplates.templates.gatekeeper.sh",
+        "validatingadmissionpolicies.admissionregistration.k8s.io",
+        "validatingadmissionpolicybindings.admissionregistration.k8s.io",
+    ];
+    state.access_errors = resources
+        .iter()
+        .map(|r| kubectl_vap::controller::AccessError {
+            resource: r.to_string(),
+            kind: kubectl_vap::controller::AccessErrorKind::Other,
+            message: format!("watching {r}: connection refused"),
+        })
+        .chain([kubectl_vap::controller::AccessError {
+            resource: "configs.config.gatekeeper.sh".into(),
+            kind: kubectl_vap::controller::AccessErrorKind::Forbidden,
+            message: "forbidden: cannot list/watch configs.config.gatekeeper.sh".into(),
+        }])
+        .collect();
+    let s = Ui::new(false, observing(&state), 150, 36).screen();
+    assert_eq!(s.matches("connection refused").count(), 0, "{s}");
+    let forbidden = s.lines().filter(|l| l.contains("restricted (403)")).count();
+    assert_eq!(forbidden, 1, "{s}");
 }
 
 /// An outage is its own state (issue 28, item 6): the tree is what was seen while the API

@@ -5,6 +5,7 @@
 //! computes analysis or reads IO.
 
 use super::lines::{Part, doc_lines, fit, shorten, wrap_line, wrap_lines};
+use crate::controller::AccessErrorKind;
 use crate::core::{Code, Severity};
 use crate::tui::model::action::{Level, WriteCommand};
 use crate::tui::model::app::{App, Extent, Mode};
@@ -281,7 +282,12 @@ pub fn alerts(app: &App) -> Vec<Line<'static>> {
             warn(),
         ));
     }
-    for e in &d.live.access_errors {
+    // While the API server does not answer, the outage line above says it once: each watch's
+    // failure to connect would repeat it per resource (7 of 24 rows at 80×24). What is
+    // forbidden or not served stays: it is no outage.
+    let outage = d.unreachable().is_some();
+    let errors = d.live.access_errors.iter();
+    for e in errors.filter(|e| !(outage && e.kind == AccessErrorKind::Other)) {
         out.push(Line::from(vec![
             Span::styled(format!(" ⊘ {}: {}", access_label(e), e.resource), alarm()),
             Span::raw(format!(" — {}", e.message)),
