@@ -2110,6 +2110,7 @@ fn cluster_events() -> Vec<Action> {
             warning: false,
             count: 1,
             request: None,
+            from_a_holder: true,
         },
         ClusterEvent {
             time: fixture_now() - chrono::Duration::seconds(10),
@@ -2124,6 +2125,7 @@ fn cluster_events() -> Vec<Action> {
             warning: true,
             count: 3,
             request: None,
+            from_a_holder: true,
         },
     ]
     .into_iter()
@@ -2436,6 +2438,7 @@ fn tui_a_request_outcome_is_logged_once() {
             warning: false,
             count: 1,
             request: Some(id.into()),
+            from_a_holder: true,
         }))
     };
     let lines = |ui: &Ui| {

@@ -248,8 +248,35 @@ async fn e2e_the_operator_role_observes_and_asks_the_holder() {
     );
     eventually("the view shows the holder's Event", || async {
         view.cluster_events().iter().any(|ev| {
-            ev.reason == "Replayed" && ev.regarding.name == template && ev.note == outcome.summary
+            ev.reason == "Replayed"
+                && ev.regarding.name == template
+                && ev.note == outcome.summary
+                && ev.from_a_holder
         })
+    })
+    .await;
+    // Only the leader's words (issue 42, item 9): an Event with our label and reporter
+    // fields written by anyone else (here as admin; creating Events in `default` is enough)
+    // reaches the view marked as from no holder of the Lease.
+    let forged: k8s_openapi::api::events::v1::Event = serde_json::from_value(json!({
+        "metadata": { "generateName": "forged-",
+                      "labels": { "app.kubernetes.io/managed-by": "kubectl-vap" } },
+        "eventTime": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+        "reportingController": "kubectl-vap", "reportingInstance": "vm-9999-forged",
+        "action": "Write", "reason": "WriteFailed", "type": "Warning",
+        "note": "deleted binding everything — by the leader",
+        "regarding": { "apiVersion": "templates.gatekeeper.sh/v1", "kind": "ConstraintTemplate",
+                       "name": template }
+    }))
+    .expect("an Event");
+    Api::<k8s_openapi::api::events::v1::Event>::namespaced(e.client.clone(), "default")
+        .create(&PostParams::default(), &forged)
+        .await
+        .expect("the forged Event");
+    eventually("the view marks the forged Event", || async {
+        view.cluster_events()
+            .iter()
+            .any(|ev| ev.reporter == "vm-9999-forged" && !ev.from_a_holder)
     })
     .await;
 

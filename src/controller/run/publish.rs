@@ -113,6 +113,9 @@ pub fn fill(shared: &Shared, state: &mut LiveState, src: &Sources) {
     state.writes_enabled = shared.status.writes_enabled();
     state.connection = connection(shared);
     state.lease = src.lease.borrow().clone();
+    if let Some(holder) = &state.lease.holder {
+        shared.status.saw_holder(holder);
+    }
     state.failed_writes = failed_writes(shared, &state.lease);
 }
 

@@ -591,11 +591,21 @@ fn publish_state(
 ) -> watch::Receiver<Arc<LiveState>> {
     if tuning.publish_snapshot {
         let (told, refused) = (shared.clone(), shared.clone());
+        let holder_now = lease.clone();
+        // The leader's words only: an Event is the leader's if its reporter holds or held the
+        // Lease (anyone allowed to create Events can set a label and a reporter).
+        let told = move |mut e: crate::controller::view::state::ClusterEvent| {
+            if let Some(holder) = holder_now.borrow().holder.as_deref() {
+                told.status.saw_holder(holder);
+            }
+            e.from_a_holder = told.status.was_holder(&e.reporter);
+            told.status.happened(Happened::Cluster(e));
+        };
         let follow = crate::controller::tell::events::follow(
             shared.client.clone(),
             crate::controller::tell::events::watched_namespaces(lease_namespace),
             identity.to_string(),
-            move |e| told.status.happened(Happened::Cluster(e)),
+            told,
             move |why| refused.status.set_access(EVENTS_RESOURCE, why),
         );
         shared

@@ -513,6 +513,8 @@ pub fn cluster_event(e: &Event) -> Option<ClusterEvent> {
             .annotations
             .as_ref()
             .and_then(|a| a.get(REQUEST_ANNOTATION).cloned()),
+        // Decided by whoever knows the Lease's holders (`follow`'s caller).
+        from_a_holder: false,
     })
 }
 

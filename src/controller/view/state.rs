@@ -123,6 +123,10 @@ pub struct ClusterEvent {
     pub count: u32,
     /// The request it reports the outcome of (its id), if any: its answer carries the same id.
     pub request: Option<String>,
+    /// Its reporter holds or held the Lease as this copy has seen it. Otherwise anyone allowed
+    /// to create Events could have written it: views mark it and never take it for a
+    /// request's outcome or a failure of the leader's.
+    pub from_a_holder: bool,
 }
 
 /// What the lease holder publishes with its renewals, for every copy to read.

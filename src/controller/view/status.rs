@@ -34,7 +34,13 @@ struct Inner {
     contests: Contests,
     /// What this copy may not do that leading needs (`lead::rights`), said as it is said.
     lacking_rights: Option<String>,
+    /// The identities seen holding the Lease, newest last (at most [`HOLDERS_KEPT`]): whose
+    /// Events are the leader's words.
+    holders: VecDeque<String>,
 }
+
+/// How many holders of the Lease a copy remembers (hand-overs, restarts).
+const HOLDERS_KEPT: usize = 32;
 
 /// A failed write: how, the digest of the body sent, when.
 struct Failed {
@@ -280,6 +286,23 @@ impl Status {
             writes.insert(c.object, contested);
         }
         writes
+    }
+
+    /// `identity` holds the Lease now, as this copy sees it.
+    pub fn saw_holder(&self, identity: &str) {
+        let mut s = self.inner.lock();
+        if s.holders.iter().any(|h| h == identity) {
+            return;
+        }
+        if s.holders.len() == HOLDERS_KEPT {
+            s.holders.pop_front();
+        }
+        s.holders.push_back(identity.to_string());
+    }
+
+    /// Whether `identity` holds or held the Lease, as this copy has seen it.
+    pub fn was_holder(&self, identity: &str) -> bool {
+        self.inner.lock().holders.iter().any(|h| h == identity)
     }
 
     /// Why this copy can never lead as its rights stand, if it cannot.

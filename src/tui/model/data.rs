@@ -104,6 +104,7 @@ impl EventLine {
                 // undoes it, is a failure here too: red, not a warning.
                 Happened::Cluster(e)
                     if e.warning
+                        && e.from_a_holder
                         && [
                             crate::controller::WRITE_FAILED,
                             crate::controller::WRITER_CONFLICT,
@@ -142,8 +143,14 @@ impl EventLine {
                     } else {
                         format!(": {}", e.note)
                     };
+                    // Not the leader's word unless its reporter holds or held the Lease.
+                    let unverified = if e.from_a_holder {
+                        ""
+                    } else {
+                        " (unverified: not a holder of the Lease)"
+                    };
                     crate::text::printable(&format!(
-                        "{} {}{note} — by {}{count}",
+                        "{} {}{note} — by {}{count}{unverified}",
                         e.reason, e.regarding, e.reporter
                     ))
                     .into_owned()
@@ -169,7 +176,8 @@ impl EventLine {
             {
                 e.request.as_deref()
             }
-            Happened::Cluster(e) => e.request.as_deref(),
+            // Anyone could have written an Event with a request's id: only a holder's counts.
+            Happened::Cluster(e) if e.from_a_holder => e.request.as_deref(),
             _ => None,
         }
     }
@@ -511,4 +519,47 @@ pub fn next_deadline(snapshot: &Snapshot, opts: &Options) -> Option<DateTime<Utc
         .map(|since| since + wait)
         .filter(|until| *until > now)
         .min()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::ClusterEvent;
+
+    /// Issue 42, item 9: an Event with kubectl-vap's label whose reporter never held the Lease
+    /// (anyone allowed to create Events in `default` can write one) is marked, is never red as
+    /// the leader's failure, and never answers a request.
+    #[test]
+    fn an_event_from_no_holder_of_the_lease_is_marked_and_answers_nothing() {
+        let event = |from_a_holder| {
+            EventLine::Happened(Arc::new(Happened::Cluster(ClusterEvent {
+                time: chrono::Utc::now(),
+                reporter: "vm-9999-forged".into(),
+                regarding: crate::model::ObjectRef::new(
+                    "templates.gatekeeper.sh/v1",
+                    "ConstraintTemplate",
+                    "t",
+                ),
+                reason: crate::controller::WRITE_FAILED.into(),
+                note: "deleted binding b".into(),
+                warning: true,
+                count: 1,
+                request: Some("r-1".into()),
+                from_a_holder,
+            })))
+        };
+        let (holder, forged) = (event(true), event(false));
+        assert_eq!(holder.level(), Level::Error);
+        assert_eq!(holder.request(), Some("r-1"));
+        assert!(!holder.text().contains("unverified"));
+        assert_eq!(forged.level(), Level::Warn);
+        assert_eq!(forged.request(), None);
+        assert!(
+            forged
+                .text()
+                .ends_with("— by vm-9999-forged (unverified: not a holder of the Lease)"),
+            "{}",
+            forged.text()
+        );
+    }
 }
