@@ -420,6 +420,19 @@ spec: {enforcementAction: deny}
 
     /// A write the server refuses is an error finding on its object, in the server's words
     /// (escaped for the terminal); JSON says whose settings judged.
+    /// `check`'s report (text, exit code) on an empty snapshot with `live`'s additions.
+    fn checked(live: &Live, format: Format) -> (String, Exit) {
+        let opts = crate::load::cel::default_options();
+        check_report_live(
+            &Snapshot::offline(),
+            &opts,
+            &format.into(),
+            Vec::new(),
+            live,
+        )
+        .expect("a report")
+    }
+
     #[test]
     fn check_names_a_refused_write_and_the_settings() {
         let live = Live {
@@ -434,14 +447,7 @@ spec: {enforcementAction: deny}
             )],
             contested: Vec::new(),
         };
-        let (text, code) = check_report_live(
-            &Snapshot::offline(),
-            &crate::load::cel::default_options(),
-            &Format::Table.into(),
-            Vec::new(),
-            &live,
-        )
-        .expect("a report");
+        let (text, code) = checked(&live, Format::Table);
         assert_eq!(code, Exit::Findings);
         assert_eq!(
             text,
@@ -450,14 +456,7 @@ spec: {enforcementAction: deny}
              \n\
              1 error, 0 warnings, 0 infos in 0 templates, 0 constraints, 0 policies, 0 bindings\n"
         );
-        let (json, _) = check_report_live(
-            &Snapshot::offline(),
-            &crate::load::cel::default_options(),
-            &Format::Json.into(),
-            Vec::new(),
-            &live,
-        )
-        .expect("a report");
+        let (json, _) = checked(&live, Format::Json);
         let json: serde_json::Value = serde_json::from_str(&json).expect("JSON");
         assert_eq!(json["settings"]["source"], "local", "{json}");
         assert_eq!(json["settings"]["why"], "no copy leads", "{json}");
@@ -471,14 +470,7 @@ spec: {enforcementAction: deny}
             )],
             ..live
         };
-        let (json, code) = check_report_live(
-            &Snapshot::offline(),
-            &crate::load::cel::default_options(),
-            &Format::Json.into(),
-            Vec::new(),
-            &contested,
-        )
-        .expect("a report");
+        let (json, code) = checked(&contested, Format::Json);
         assert_eq!(code, Exit::Findings);
         let json: serde_json::Value = serde_json::from_str(&json).expect("JSON");
         let conflict = json["findings"]

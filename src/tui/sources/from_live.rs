@@ -173,6 +173,12 @@ mod tests {
         ));
     }
 
+    /// The findings of `code` in `data`'s analysis.
+    fn of_code(data: &Data, code: crate::core::findings::Code) -> Vec<&crate::core::Finding> {
+        let findings = data.analysis.findings.iter();
+        findings.filter(|f| f.code == code).collect()
+    }
+
     #[test]
     fn a_failed_write_shows_on_its_objects_finding_and_a_refused_one_is_a_finding() {
         use crate::core::findings::Code;
@@ -222,13 +228,7 @@ mod tests {
             "{}",
             message(&forbidden)
         );
-        assert!(
-            !forbidden
-                .analysis
-                .findings
-                .iter()
-                .any(|f| f.code == Code::WriteRefused)
-        );
+        assert!(of_code(&forbidden, Code::WriteRefused).is_empty());
         // Refused (422): the finding says so, and a write-refused error carries the message.
         let why = "compilation failed: undefined field 'typo' (Invalid, 422)";
         let refused = with(Some(FailedWrite {
@@ -237,12 +237,7 @@ mod tests {
             contested: false,
         }));
         assert!(message(&refused).ends_with(&format!("the last write failed: {why}")));
-        let found: Vec<_> = refused
-            .analysis
-            .findings
-            .iter()
-            .filter(|f| f.code == Code::WriteRefused)
-            .collect();
+        let found = of_code(&refused, Code::WriteRefused);
         assert_eq!(found.len(), 1, "{:?}", refused.analysis.findings);
         assert_eq!(found[0].object.name, "gatekeeper-k8sx");
         assert!(found[0].message.contains("undefined field 'typo'"));
@@ -256,12 +251,7 @@ mod tests {
             contested: true,
         }));
         assert!(message(&contested).ends_with(&format!("not written now: {why}")));
-        let found: Vec<_> = contested
-            .analysis
-            .findings
-            .iter()
-            .filter(|f| f.code == Code::WriterConflict)
-            .collect();
+        let found = of_code(&contested, Code::WriterConflict);
         assert_eq!(found.len(), 1, "{:?}", contested.analysis.findings);
         assert!(found[0].message.contains("\"manager\""));
         assert!(contested.summary.errors >= 2, "{:?}", contested.summary);
