@@ -2496,3 +2496,30 @@ fn tui_a_request_outcome_is_logged_once() {
     ));
     assert_eq!(lines(&ui), 1, "{}", ui.screen());
 }
+
+/// Issue 42, item 4: the API server's caret diagram under a CEL error is logged as lines, each
+/// under the text's column, never with a literal `\n`; the status bar shows the first line.
+#[test]
+fn a_message_of_several_lines_is_logged_as_lines() {
+    let mut ui = Ui::new(false, observing(&remote_state()), 150, 36);
+    let refused = "create ValidatingAdmissionPolicy/gatekeeper-k8sx FAILED: compilation failed: ERROR: <input>:1:11: undeclared reference to 'nosuch'\n | variables.nosuch == 'x'\n | ..........^";
+    ui.act(Action::Flash(
+        kubectl_vap::tui::Level::Error,
+        refused.into(),
+    ));
+    let s = ui.screen();
+    assert!(!s.contains("\\n"), "{s}");
+    let first = s
+        .lines()
+        .find(|l| l.contains("undeclared reference to 'nosuch'"))
+        .unwrap_or_else(|| panic!("{s}"));
+    let column = first.find("create").expect("the text");
+    let under: Vec<&str> = s
+        .lines()
+        .filter(|l| l.contains(" | variables.nosuch") || l.contains(" | ..........^"))
+        .collect();
+    assert_eq!(under.len(), 2, "{s}");
+    for l in under {
+        assert_eq!(l.find('|'), Some(column + 1), "under the text: {l}\n{s}");
+    }
+}

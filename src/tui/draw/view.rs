@@ -792,14 +792,24 @@ fn event_line(time: &str, level: Level, text: String) -> Line<'static> {
     ])
 }
 
-/// A log line wrapped at `width` columns, its continuations under its text.
+/// A log line wrapped at `width` columns, its continuations under its text. A text of several
+/// lines (the API server's caret diagram under a CEL error) keeps them: each further line
+/// starts under the text, never as a literal `\n`.
 fn wrapped_event(e: &crate::tui::model::data::EventLine, width: usize) -> Vec<Line<'static>> {
     let time = e.time();
-    wrap_line(
-        &event_line(&time, e.level(), e.text()),
-        width,
-        time.len() + 1,
-    )
+    let hang = time.len() + 1;
+    let text = e.text();
+    let mut lines = text.split('\n');
+    let first = crate::text::printable(lines.next().unwrap_or_default()).into_owned();
+    let mut rows = wrap_line(&event_line(&time, e.level(), first), width, hang);
+    for more in lines {
+        // `event_line` adds the space after the time.
+        let under = " ".repeat(time.len());
+        let more = crate::text::printable(more).into_owned();
+        let row = event_line(&under, e.level(), more);
+        rows.extend(wrap_line(&row, width, hang));
+    }
+    rows
 }
 
 /// The event log's rows at `width` columns: every line wrapped, its continuations under its
@@ -893,7 +903,11 @@ fn draw_status(frame: &mut Frame, app: &App, area: Rect, events_hidden: bool) {
         // shows it whole).
         let time = e.time();
         let room = usize::from(area.width).saturating_sub(1 + time.len() + 1);
-        let mut l = event_line(&time, e.level(), shorten(&e.text(), room));
+        // One row: the first line of a text of several (`e` shows them all).
+        let text = e.text();
+        let first = text.lines().next().unwrap_or_default();
+        let first = crate::text::printable(first);
+        let mut l = event_line(&time, e.level(), shorten(&first, room));
         l.spans.insert(0, Span::raw(" "));
         l
     } else {

@@ -149,7 +149,8 @@ impl EventLine {
                     } else {
                         " (unverified: not a holder of the Lease)"
                     };
-                    crate::text::printable(&format!(
+                    // Line by line: the log draws each line of a note under the first.
+                    crate::text::printable_lines(&format!(
                         "{} {}{note} — by {}{count}{unverified}",
                         e.reason, e.regarding, e.reporter
                     ))
