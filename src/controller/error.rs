@@ -13,8 +13,9 @@ pub enum Error {
     /// Starting failed at the API server's edge (discovery, connection).
     #[error("{0}")]
     Kube(#[from] crate::cluster::KubeError),
-    #[error("ConstraintTemplate {0} not found")]
-    NotFound(String),
+    /// `hint`: a close name (` (did you mean "x"?)`), or nothing.
+    #[error("ConstraintTemplate {name} not found{hint}")]
+    NotFound { name: String, hint: String },
     #[error("ConstraintTemplate {0} defines no constraint kind: nothing to replay")]
     NoKind(String),
     #[error(

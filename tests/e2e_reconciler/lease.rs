@@ -1123,7 +1123,21 @@ async fn e2e_a_name_that_does_not_exist_is_not_found() {
     holder.assert_idle(TIMEOUT).await;
     let out = e.cli(&["reconcile", &typo]);
     not_found(&out, "reconcile asking the holder");
+    // A name one letter short of a template's: the holder says which one was meant (issue 43).
+    let kind = e.generating_kind("Meant", "c").await;
+    let meant = kind.to_lowercase();
+    let short = &meant[..meant.len() - 1];
+    let out = e.cli(&["reconcile", short]);
+    let err = cli::stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "ConstraintTemplate {short} not found (did you mean {meant:?}?)"
+        )),
+        "{err}"
+    );
     holder.stop().await;
+    e.sweep(&[&kind], "meant-clean").await;
     let events = e.kubectl_events_for(&typo);
     assert!(
         !events.contains("Reconciled") && !events.contains("Replayed"),

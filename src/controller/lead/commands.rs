@@ -43,7 +43,7 @@ fn keys_of(shared: &Shared, command: &Command) -> Result<Vec<Key>, Error> {
                 Some(kind) => Ok(constraints(&kind)),
                 None => Err(Error::NoKind(t.clone())),
             },
-            Read::Known(None) => Err(Error::NotFound(t.clone())),
+            Read::Known(None) => Err(not_found(shared, t)),
             Read::Unknown(u) => Err(RequestError::NotListed(u).into()),
         },
         Command::Reconcile(t) => {
@@ -53,7 +53,7 @@ fn keys_of(shared: &Shared, command: &Command) -> Result<Vec<Key>, Error> {
             // otherwise.
             let policy = || shared.stores.policy(&crate::core::names::policy_name(t));
             if read == Read::Known(None) && policy() == Read::Known(None) {
-                return Err(Error::NotFound(t.clone()));
+                return Err(not_found(shared, t));
             }
             let mut keys = vec![Key::Template(t.clone())];
             // A reconcile only enqueues: an unknown store just means no constraint keys here.
@@ -362,5 +362,15 @@ impl Pruning {
                 }
             }
         }
+    }
+}
+
+/// Template `name` is not there: said with a close name the cluster has, if one is.
+fn not_found(shared: &Shared, name: &str) -> Error {
+    let names = shared.stores.template_names();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    Error::NotFound {
+        name: name.to_string(),
+        hint: crate::text::did_you_mean_text(name, &names),
     }
 }
