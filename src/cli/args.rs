@@ -31,6 +31,26 @@ pub struct Cli {
     /// [`Cli::parse_args`], the ones in effect (those given after the command win).
     #[command(flatten)]
     pub conn: ConnectionArgs,
+    /// The generation flags typed after the command (names without `--`), as
+    /// [`Cli::parse_args`] read them: `plan` previews them over the leader's settings.
+    #[arg(skip)]
+    pub typed_generation_flags: Vec<String>,
+}
+
+/// The generation flags given on the command line in `matches` (a subcommand's), by their long
+/// names: what a user typed, not what a default or the environment filled.
+fn typed_generation_flags(matches: &clap::ArgMatches) -> Vec<String> {
+    use clap::parser::ValueSource;
+    let generation = GenerationArgs::augment_args(clap::Command::new("generation"));
+    let typed = generation.get_arguments().filter(|arg| {
+        let id = arg.get_id().as_str();
+        // A subcommand without the group has no such id: `try_contains_id` says so.
+        matches.try_contains_id(id).is_ok()
+            && matches.value_source(id) == Some(ValueSource::CommandLine)
+    });
+    typed
+        .filter_map(|arg| arg.get_long().map(str::to_string))
+        .collect()
 }
 
 /// `--color`.
@@ -153,6 +173,9 @@ impl Cli {
         }
         let mut cli =
             Cli::from_arg_matches(&matches).unwrap_or_else(|e| super::exit::exit_on_clap_error(e));
+        if let Some((_, sub)) = matches.subcommand() {
+            cli.typed_generation_flags = typed_generation_flags(sub);
+        }
         let before = std::mem::take(&mut cli.conn);
         let after = cli.command_conn().cloned().unwrap_or_default();
         cli.conn = after.over(&before);

@@ -564,7 +564,7 @@ pub(super) async fn judged_settings(client: &kube::Client, cli: &Cli) -> Judgeme
     // The controller's one rule, as the TUI judges by it too.
     let (options, judged, contested) = match crate::controller::read_lease(client, ns, name).await {
         Ok(view) => {
-            let (options, judged) = view.judge(&local);
+            let (options, judged) = judged_by(&view, &local, cli);
             let live_leader = !view.vacant;
             let contested = view.health.filter(|_| live_leader).map(|h| h.contested);
             (options, judged, contested.unwrap_or_default())
@@ -585,6 +585,29 @@ pub(super) async fn judged_settings(client: &kube::Client, cli: &Cli) -> Judgeme
         options,
         judged,
         contested,
+    }
+}
+
+/// The controller's one rule ([`crate::controller::LeaseInfo::judge`]), but for `plan` with
+/// generation flags typed on its command line beside a leader: a preview of those flags over the
+/// leader's settings (`core::settings::preview`), said as one.
+fn judged_by(
+    view: &crate::controller::LeaseInfo,
+    local: &crate::core::Options,
+    cli: &Cli,
+) -> (crate::core::Options, crate::core::settings::Judged) {
+    let plan = matches!(cli.command, Some(super::args::Command::Plan(_)));
+    let leader = view
+        .holder
+        .as_deref()
+        .filter(|_| !view.vacant && !view.leading);
+    let settings = view.health.as_ref().and_then(|h| h.settings.as_ref());
+    match (leader, settings) {
+        (Some(holder), Some(settings)) if plan && !cli.typed_generation_flags.is_empty() => {
+            let typed = &cli.typed_generation_flags;
+            crate::core::settings::preview(local, holder, settings, typed)
+        }
+        _ => view.judge(local),
     }
 }
 

@@ -350,6 +350,27 @@ async fn e2e_check_and_plan_judge_by_the_leaders_settings() {
     assert!(planned.is_empty(), "{planned:?}");
     assert_eq!(plan["settings"]["source"], "leader");
 
+    // A flag typed on plan's command line previews that change over the leader's settings
+    // (issue 43): the leader runs narrowed; `--policy-shape inline` plans the inline VAP of
+    // the constraint, and says it is a preview. (Before: the leader's plan, nothing to do.)
+    let out = e.cli(&["plan", "-o", "json", "--policy-shape", "inline"]);
+    let stderr = cli::stderr(&out);
+    assert!(
+        stderr.contains("a PREVIEW of that change")
+            && stderr.contains("--policy-shape inline (leader: narrowed) — previewed"),
+        "{stderr}"
+    );
+    let inline_vap = format!("{}.c", pname(&kind));
+    let previewed = naming(&out, "actions", &kind);
+    assert!(
+        previewed
+            .iter()
+            .any(|a| a["verb"] == "create" && a["object"]["name"] == inline_vap.as_str()),
+        "{previewed:?}"
+    );
+    let settings = &cli::stdout_json(&out)["settings"];
+    assert_eq!(settings["preview"][0]["flag"], "policy-shape", "{settings}");
+
     // Nobody leads: local flags, labelled; the leader's VAP is now out of sync with them.
     leader.stop().await;
     let out = e.cli(&["check", "-o", "json"]);

@@ -151,6 +151,7 @@ mod tests {
         let Some(Judged::Leader {
             holder,
             differences,
+            ..
         }) = &data.settings
         else {
             panic!("the leader's: {:?}", data.settings)

@@ -195,6 +195,10 @@ pub enum Judged {
         /// Local flags that differ from the leader's (not used).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         differences: Vec<Difference>,
+        /// Flags typed on this command line that replace the leader's (`plan --policy-shape
+        /// inline`): what is shown is a preview of that change, not what the leader writes.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        preview: Vec<Difference>,
     },
     /// This copy's own flags: no copy leads (or the leader publishes none, or the Lease
     /// cannot be read), and why.
@@ -208,9 +212,32 @@ impl Judged {
             Judged::Leader {
                 holder,
                 differences,
-            } => std::iter::once(format!("settings: the leader's ({holder})"))
-                .chain(differences.iter().map(|d| format!("  {d}")))
-                .collect(),
+                preview,
+            } if preview.is_empty() => {
+                std::iter::once(format!("settings: the leader's ({holder})"))
+                    .chain(differences.iter().map(|d| format!("  {d}")))
+                    .collect()
+            }
+            Judged::Leader {
+                holder,
+                differences,
+                preview,
+            } => {
+                let first = format!(
+                    "settings: the leader's ({holder}) with this command line's flags below: a PREVIEW of that change, not what the leader writes"
+                );
+                let previewed = preview.iter().map(|d| {
+                    format!(
+                        "  --{} {} (leader: {}) — previewed",
+                        d.flag, d.local, d.leader
+                    )
+                });
+                let rest = differences.iter().map(|d| format!("  {d}"));
+                std::iter::once(first)
+                    .chain(previewed)
+                    .chain(rest)
+                    .collect()
+            }
             Judged::Local { why } => vec![format!("settings: local flags ({why})")],
         }
     }
@@ -231,6 +258,7 @@ pub fn judge(
                 Judged::Leader {
                     holder: holder.to_string(),
                     differences,
+                    preview: Vec::new(),
                 },
             )
         }
@@ -243,12 +271,71 @@ pub fn judge(
     }
 }
 
+/// The leader's settings with `typed` (flags given on this command line, without `--`) taken
+/// from `local` instead: what the cluster would look like if the leader ran with them (`plan
+/// --policy-shape inline` beside a leader that runs `auto`).
+pub fn preview(
+    local: &Options,
+    holder: &str,
+    settings: &Settings,
+    typed: &[String],
+) -> (Options, Judged) {
+    let mut theirs = settings.clone();
+    theirs.0.retain(|flag, _| !typed.contains(flag));
+    let (options, differences) = theirs.overlay(local);
+    let (_, all) = settings.overlay(local);
+    let preview = all
+        .into_iter()
+        .filter(|d| typed.contains(&d.flag))
+        .collect();
+    let judged = Judged::Leader {
+        holder: holder.to_string(),
+        differences,
+        preview,
+    };
+    (options, judged)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn options() -> Options {
         crate::core::options::testing::options()
+    }
+
+    /// `plan --policy-shape inline` beside a leader that runs `narrowed` with `--binding-wait
+    /// 0s`: the typed flag is this command line's (a preview, said so), the rest the leader's.
+    #[test]
+    fn a_typed_flag_previews_a_change_over_the_leaders_settings() {
+        use crate::core::PolicyShape;
+        let leader = Options {
+            policy_shape: PolicyShape::Narrowed,
+            binding_wait: Duration::ZERO,
+            ..options()
+        };
+        let local = Options {
+            policy_shape: PolicyShape::Inline,
+            ..options()
+        };
+        let typed = ["policy-shape".to_string()];
+        let (opts, how) = preview(&local, "leader-1", &Settings::of(&leader), &typed);
+        assert_eq!(opts.policy_shape, PolicyShape::Inline, "the typed flag");
+        assert_eq!(opts.binding_wait, Duration::ZERO, "the leader's");
+        let lines = how.lines();
+        assert!(lines[0].contains("PREVIEW"), "{lines:?}");
+        assert_eq!(
+            lines[1],
+            "  --policy-shape inline (leader: narrowed) — previewed"
+        );
+        assert_eq!(
+            lines[2],
+            "  --binding-wait 30s (leader: 0s) — judged by the leader's"
+        );
+        // Nothing typed: the leader's settings as before.
+        let (opts, how) = preview(&local, "leader-1", &Settings::of(&leader), &[]);
+        assert_eq!(opts.policy_shape, PolicyShape::Narrowed);
+        assert!(!how.lines()[0].contains("PREVIEW"));
     }
 
     #[test]
