@@ -255,12 +255,9 @@ pub fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<Exit> {
                     return Ok(Exit::CannotTell);
                 }
             }
-            // Only a copy that holds the Lease has one to release.
-            if running.state().lease.leading {
-                tracing::info!("stopping: releasing the lease");
-            } else {
-                tracing::info!("stopping");
-            }
+            // The Lease module says "released Lease …" if this copy held it (the published
+            // state can be a moment behind a takeover, so it cannot say it here).
+            tracing::info!("stopping");
             stop(running).await;
             return Ok(Exit::Clean);
         }
