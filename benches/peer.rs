@@ -419,7 +419,8 @@ impl Running {
 async fn start_controller(env: &TestEnv, which: &str, own: &Own, chart_crds: usize) -> Running {
     match which {
         "kubectl-vap" => {
-            let mut cmd = cli::kubectl_vap();
+            // One VAP per template, as Gatekeeper writes: the peers compared shape for shape.
+            let mut cmd = cli::kubectl_vap_narrowed();
             cmd.args(["run", "--binding-wait=0s", "--log=warn"])
                 .arg("--kubeconfig")
                 .arg(env.kubeconfig_admin());
