@@ -85,7 +85,7 @@ fn minor(env: &TestEnv) -> u32 {
 
 /// The real binary as the admin of `env`, with `args`.
 fn vap(env: &TestEnv, args: &[&str]) -> Output {
-    vap_as(cli::kubectl_vap(), env, args)
+    vap_as(cli::kubectl_vap_narrowed(), env, args)
 }
 
 /// The binary with every default of its command line (`--policy-shape auto`), as a user runs
@@ -509,7 +509,7 @@ async fn e2e_versions_denials_hold_across_apiserver_restarts() {
     let kind = "VersionsRestart";
     cluster::create_template(&client, &required_labels_as(kind)).await;
     let log = std::fs::File::create(env.dir().join("kubectl-vap-run.log")).expect("log file");
-    let mut cmd = cli::kubectl_vap();
+    let mut cmd = cli::kubectl_vap_narrowed();
     cmd.arg("--kubeconfig")
         .arg(env.kubeconfig_admin())
         .args(["--log", "info", "run", "--binding-wait=0s"])
