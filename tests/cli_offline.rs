@@ -38,7 +38,7 @@ fn check_on_the_demo_lists_every_finding_code_and_exits_1() {
     let mut all: Vec<&str> = kubectl_vap::core::Code::ALL
         .iter()
         .map(|c| c.as_str())
-        // Only a cluster shows these (`check --audit`'s violations, the writes its API server
+        // Only a cluster shows these (`check --audit`'s violations and cost overruns, the writes its API server
         // refuses, its type checker's warnings, the leader's writer conflicts), and only input
         // that holds an object twice
         // shows input-duplicate (the demo is one consistent snapshot; see
@@ -47,6 +47,7 @@ fn check_on_the_demo_lists_every_finding_code_and_exits_1() {
         .filter(|c| {
             ![
                 "constraint-violations",
+                "policy-cost-exceeded",
                 "write-refused",
                 "writer-conflict",
                 "policy-type-warning",

@@ -233,6 +233,7 @@ fn tui_unseen_objects_and_an_interrupted_audit_are_not_a_clean_zero() {
         object: pod("api-0"),
         outcome: "forbidden",
         message: "User \"ci\" cannot patch resource \"pods\"".into(),
+        over_cost_budget: false,
     });
     let cut = Action::Audited(Arc::new(AuditReport {
         complete: false,

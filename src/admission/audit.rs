@@ -86,6 +86,10 @@ pub struct ObjectError {
     pub object: ObjectId,
     pub outcome: &'static str,
     pub message: String,
+    /// The constraint's own policy ran over the API server's CEL cost budget on the object
+    /// (outcome `policy-error`): the finding `policy-cost-exceeded`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub over_cost_budget: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -438,6 +442,7 @@ pub async fn audit(
                         object: w.id.clone(),
                         outcome: Outcome::Error.as_str(),
                         message: message.clone(),
+                        over_cost_budget: false,
                     });
                 }
                 continue;
@@ -451,7 +456,8 @@ pub async fn audit(
             a.checked += 1;
             let mine = |b: &Option<String>| b.as_deref() == Some(binding.as_str());
             let mut violated = false;
-            if let Some(d) = reading.denial.as_ref().filter(|d| mine(&d.binding)) {
+            let own_denial = reading.denial.as_ref().filter(|d| mine(&d.binding));
+            if let Some(d) = own_denial.filter(|d| d.evaluation_error.is_none()) {
                 a.violations.push(Violation {
                     object: w.id.clone(),
                     action: "Deny",
@@ -471,18 +477,34 @@ pub async fn audit(
             match reading.outcome {
                 Outcome::Admitted | Outcome::Warned => {}
                 Outcome::Denied if violated => {}
-                Outcome::Denied => a.hidden.push(Hidden {
-                    object: w.id.clone(),
-                    denied_by: reading
-                        .denial
-                        .as_ref()
-                        .map(|d| d.chain())
-                        .unwrap_or_default(),
-                }),
+                // Another binding's denial or failing CEL came first: ours was not reported.
+                Outcome::Denied | Outcome::PolicyError if own_denial.is_none() => {
+                    a.hidden.push(Hidden {
+                        object: w.id.clone(),
+                        denied_by: reading
+                            .denial
+                            .as_ref()
+                            .map(|d| d.chain())
+                            .unwrap_or_default(),
+                    })
+                }
+                // Our own CEL failed on the object: no verdict, and the policy's fault.
+                Outcome::PolicyError => {
+                    let (message, error) = own_denial
+                        .map(|d| (d.message.clone(), d.evaluation_error.as_ref()))
+                        .unwrap_or_default();
+                    a.errors.push(ObjectError {
+                        object: w.id.clone(),
+                        outcome: Outcome::PolicyError.as_str(),
+                        message,
+                        over_cost_budget: error.is_some_and(|e| e.over_cost_budget),
+                    })
+                }
                 other => a.errors.push(ObjectError {
                     object: w.id.clone(),
                     outcome: other.as_str(),
                     message: reading.message.clone().unwrap_or_default(),
+                    over_cost_budget: false,
                 }),
             }
         }
@@ -778,15 +800,36 @@ pub fn findings(report: &AuditReport) -> Vec<crate::core::Finding> {
                 e.message
             ));
         }
-        let mut f = Finding::new(Code::ConstraintViolations, object, message);
-        if let Some(b) = &c.binding {
-            f = f.related(ObjectRef::new(
-                "admissionregistration.k8s.io/v1",
-                crate::model::VAPB_KIND,
-                b.clone(),
+        let over_budget: Vec<&ObjectError> =
+            c.errors.iter().filter(|e| e.over_cost_budget).collect();
+        let mut found = vec![Finding::new(
+            Code::ConstraintViolations,
+            object.clone(),
+            message,
+        )];
+        if let Some(e) = over_budget.first() {
+            found.push(Finding::new(
+                Code::PolicyCostExceeded,
+                object,
+                format!(
+                    "its policy's CEL ran over the API server's cost budget on {} of {} existing object(s) in its scope (e.g. {}: {}): under failurePolicy Fail every request for such an object is refused, under Ignore admitted unjudged; the template's CEL must be made cheaper",
+                    over_budget.len(),
+                    c.in_scope,
+                    e.object,
+                    e.message
+                ),
             ));
         }
-        out.push(f);
+        for mut f in found {
+            if let Some(b) = &c.binding {
+                f = f.related(ObjectRef::new(
+                    "admissionregistration.k8s.io/v1",
+                    crate::model::VAPB_KIND,
+                    b.clone(),
+                ));
+            }
+            out.push(f);
+        }
     }
     out
 }
@@ -929,6 +972,7 @@ mod tests {
             object: object(name),
             outcome,
             message: format!("{outcome} here"),
+            over_cost_budget: false,
         };
         let snap = snapshot_of(None, &[("K8sA", "clean"), ("K8sA", "unchecked")]);
         let (mut audits, _) = entries(&snap, select(&snap, None).expect("all"));
@@ -996,6 +1040,7 @@ mod tests {
                 object: object("c"),
                 outcome: "forbidden",
                 message: "pods is forbidden".into(),
+                over_cost_budget: false,
             }],
             ..constraint("owner", Status::Audited)
         };

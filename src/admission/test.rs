@@ -334,6 +334,24 @@ pub async fn live(
     TestReport::new("live", objects)
 }
 
+/// What the table says of the server's first denial: a verdict, or the policy's CEL that
+/// failed on the object (no verdict: the request was refused by `failurePolicy: Fail`).
+fn denial_lines(d: &crate::core::verdict::Attribution) -> String {
+    use crate::text::printable;
+    let chain = printable(&d.chain()).into_owned();
+    let Some(e) = &d.evaluation_error else {
+        return format!("  denied by {chain}: {}\n", printable(&d.message));
+    };
+    let mut out = format!(
+        "  refused by {chain}: its CEL failed on the object, so failurePolicy Fail refused it without a verdict: {}\n",
+        printable(&d.message)
+    );
+    if e.over_cost_budget {
+        out.push_str("  the expression ran over the API server's CEL cost budget: it fails on every object like this one (under failurePolicy Ignore such objects are admitted unjudged); make it cheaper (fewer nested macros, shorter lists)\n");
+    }
+    out
+}
+
 /// The table form.
 pub fn table(report: &TestReport) -> String {
     use crate::text::printable;
@@ -350,11 +368,7 @@ pub fn table(report: &TestReport) -> String {
                     o.operation.unwrap_or("not sent")
                 ));
                 if let Some(d) = &r.denial {
-                    out.push_str(&format!(
-                        "  denied by {}: {}\n",
-                        p(&d.chain()),
-                        p(&d.message)
-                    ));
+                    out.push_str(&denial_lines(d));
                 }
                 if !o.may_also_deny.is_empty() {
                     out.push_str(&format!(
@@ -373,7 +387,7 @@ pub fn table(report: &TestReport) -> String {
                     out.push_str(&format!("  warning: {}\n", p(w)));
                 }
                 match (r.outcome, &r.message) {
-                    (Outcome::Denied, _) | (_, None) => {}
+                    (Outcome::Denied | Outcome::PolicyError, _) | (_, None) => {}
                     (Outcome::RejectedByWebhook, Some(m)) => out.push_str(&format!(
                         "  rejected by webhook {}: {}\n",
                         p(r.webhook.as_deref().unwrap_or("?")),
@@ -443,7 +457,11 @@ pub fn event_lines(report: &TestReport) -> Vec<(bool, String)> {
             o.operation.unwrap_or("not sent")
         );
         match (&r.denial, r.outcome, &r.message) {
-            (Some(d), _, _) => out.push((false, format!("{head} by {}: {}", d.chain(), d.message))),
+            // A policy error is the policy's failure, not the object's: an error line.
+            (Some(d), outcome, _) => out.push((
+                outcome == Outcome::PolicyError,
+                format!("{head} by {}: {}", d.chain(), d.message),
+            )),
             (None, Outcome::Admitted | Outcome::Warned, _) | (None, _, None) => {
                 out.push((false, head))
             }
@@ -530,7 +548,38 @@ mod tests {
             template: Some("k8srequiredlabels".into()),
             attributed_by: Some("binding"),
             message: message.into(),
+            evaluation_error: crate::core::verdict::parse_evaluation_error(message),
         }
+    }
+
+    /// A verdict reads "denied by"; CEL that failed reads as the policy's failure, and the
+    /// cost budget says what would fix it.
+    #[test]
+    fn a_policy_error_is_not_told_as_a_denial() {
+        let verdict = denial_lines(&attribution("missing label owner"));
+        assert!(
+            verdict.starts_with("  denied by binding gatekeeper-must-have-owner"),
+            "{verdict}"
+        );
+        let cost = denial_lines(&attribution(
+            "expression 'x' resulted in error: operation cancelled: actual cost limit exceeded",
+        ));
+        assert!(
+            cost.starts_with("  refused by binding gatekeeper-must-have-owner"),
+            "{cost}"
+        );
+        assert!(cost.contains("without a verdict"), "{cost}");
+        assert!(
+            cost.contains("ran over the API server's CEL cost budget"),
+            "{cost}"
+        );
+        let other = denial_lines(&attribution(
+            "expression 'x' resulted in error: no such key: x",
+        ));
+        assert!(
+            other.contains("without a verdict") && !other.contains("cost budget"),
+            "{other}"
+        );
     }
 
     fn reading(outcome: Outcome) -> Reading {

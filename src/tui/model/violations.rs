@@ -526,6 +526,7 @@ mod tests {
             object: object(),
             outcome: "forbidden",
             message: "cannot patch".into(),
+            over_cost_budget: false,
         });
         unseen.hidden.push(Hidden {
             object: object(),

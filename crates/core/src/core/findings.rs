@@ -60,6 +60,7 @@ codes! {
     ConstraintMatchesEverything = "constraint-matches-everything", Warning, "the constraint matches every kind under a fail-closed policy: every write in the cluster waits on it, and is refused while its params are not synced (gatekeeper#4530)";
     ConstraintKindsUnserved = "constraint-kinds-unserved", Info, "the constraint names kinds the API server does not serve (yet): its binding matches their whole group until it does";
     ConstraintViolations = "constraint-violations", Info, "existing objects the constraint's binding denies or warns about, or that could not be checked (check --audit)";
+    PolicyCostExceeded = "policy-cost-exceeded", Error, "the constraint's policy ran over the API server's CEL cost budget on existing objects (check --audit): under failurePolicy Fail their requests are refused, under Ignore admitted unjudged";
     InputDuplicate = "input-duplicate", Warning, "the input holds the object more than once: the last copy is used, the others are ignored";
     StaticRefused = "static-refused", Error, "the constraint cannot be a static manifest (render --static): its template reads params directly, or it cannot be rendered inline";
     StaticOutOfSync = "static-out-of-sync", Warning, "a static manifest differs from what its constraint renders to now (check --static)";

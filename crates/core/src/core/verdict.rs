@@ -114,6 +114,50 @@ pub fn parse_webhook_denial(status_message: &str) -> Option<(String, String)> {
     None
 }
 
+/// A policy's CEL that failed on a request instead of judging it, in the server's words
+/// (kube-apiserver's CEL validator): `expression 'E' resulted in error: W` for one
+/// expression, or `validation failed due to running out of cost budget, …` when the policy's
+/// evaluations together spent the request's budget. Under `failurePolicy: Fail` the server
+/// refuses the request with these words where a verdict's message would be; under `Ignore` it
+/// admits the request and says nothing (measured: tests/e2e_cost_budget.rs).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EvaluationError {
+    /// The expression that failed, when the server names one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expression: Option<String>,
+    pub error: String,
+    /// The error is the API server's CEL cost limit (per expression or per request): the
+    /// expression fails on every object like this one, and only cheaper CEL changes that.
+    pub over_cost_budget: bool,
+}
+
+/// The server's words for CEL that ran over its cost limits: cel-go's per-call limit
+/// (`operation cancelled: actual cost limit exceeded`) and the validator's budget for a whole
+/// request (`validation failed due to running out of cost budget`).
+const COST_WORDS: [&str; 2] = ["cost limit exceeded", "running out of cost budget"];
+
+/// An [`EvaluationError`] in a policy message (the part after `denied request: `).
+pub fn parse_evaluation_error(message: &str) -> Option<EvaluationError> {
+    let over_cost_budget = COST_WORDS.iter().any(|w| message.contains(w));
+    // The error is the server's text, the expression the template's: split at the last
+    // marker, so an expression that quotes the marker's words stays whole.
+    if let Some(rest) = message.strip_prefix("expression '")
+        && let Some((expression, error)) = rest.rsplit_once("' resulted in error: ")
+    {
+        return Some(EvaluationError {
+            expression: Some(expression.to_string()),
+            error: error.to_string(),
+            over_cost_budget,
+        });
+    }
+    over_cost_budget.then(|| EvaluationError {
+        expression: None,
+        error: message.to_string(),
+        over_cost_budget,
+    })
+}
+
 /// RBAC's words for a request the user may not make (`User "u" cannot create resource …`).
 pub fn is_authorization_error(code: u16, status_message: &str) -> bool {
     code == 403
@@ -152,6 +196,9 @@ pub struct Attribution {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub attributed_by: Option<&'static str>,
     pub message: String,
+    /// Set when the message is no verdict but the policy's CEL failing on the request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub evaluation_error: Option<EvaluationError>,
 }
 
 impl Attribution {
@@ -189,6 +236,7 @@ pub fn attribute(pm: &PolicyMessage, snap: &Snapshot) -> Attribution {
         template: None,
         attributed_by: None,
         message: pm.message.clone(),
+        evaluation_error: parse_evaluation_error(&pm.message),
     };
     let policy = snap.policies.iter().find(|p| p.name() == pm.policy);
     // The template is the policy's controller; without the policy, our naming scheme.
@@ -261,6 +309,9 @@ pub enum Outcome {
     Warned,
     /// Denied by a ValidatingAdmissionPolicy.
     Denied,
+    /// Refused because a policy's CEL failed on the request (an evaluation error under
+    /// `failurePolicy: Fail`, such as its cost budget): no verdict was reached.
+    PolicyError,
     /// Rejected by a validating webhook.
     RejectedByWebhook,
     /// The user may not make the request (RBAC): no policy was asked.
@@ -277,6 +328,7 @@ impl Outcome {
             Outcome::Admitted => "admitted",
             Outcome::Warned => "warned",
             Outcome::Denied => "denied",
+            Outcome::PolicyError => "policy-error",
             Outcome::RejectedByWebhook => "rejected-by-webhook",
             Outcome::Forbidden => "forbidden",
             Outcome::Rejected => "rejected",
@@ -336,8 +388,12 @@ pub fn read_reply(
     let msg = status_message.unwrap_or_default();
     r.message = Some(msg.to_string());
     if let Some(pm) = parse_denial(msg) {
-        r.outcome = Outcome::Denied;
-        r.denial = Some(attribute(&pm, snap));
+        let denial = attribute(&pm, snap);
+        r.outcome = match denial.evaluation_error {
+            Some(_) => Outcome::PolicyError,
+            None => Outcome::Denied,
+        };
+        r.denial = Some(denial);
     } else if let Some((hook, _)) = parse_webhook_denial(msg) {
         r.outcome = Outcome::RejectedByWebhook;
         r.webhook = Some(hook);
@@ -501,5 +557,58 @@ mod tests {
             &s,
         );
         assert_eq!(q.outcome, Outcome::Rejected);
+    }
+
+    /// The server's words for CEL that failed rather than judged (recorded from a real
+    /// kube-apiserver 1.36 in tests/e2e_cost_budget.rs): a policy error, not a denial, and the
+    /// cost budget told from other errors.
+    #[test]
+    fn evaluation_errors_are_no_verdicts() {
+        let s = Snapshot::default();
+        let refused = |message: &str| {
+            read_reply(
+                403,
+                Some(&format!(
+                    "configmaps \"x\" is forbidden: ValidatingAdmissionPolicy 'p' with binding 'b' denied request: {message}"
+                )),
+                &[],
+                &s,
+            )
+        };
+        let cost = refused(
+            "expression 'xs.all(a, xs.all(b, a != b))' resulted in error: operation cancelled: actual cost limit exceeded",
+        );
+        assert_eq!(cost.outcome, Outcome::PolicyError);
+        let e = cost
+            .denial
+            .and_then(|d| d.evaluation_error)
+            .expect("an evaluation error");
+        assert_eq!(
+            e.expression.as_deref(),
+            Some("xs.all(a, xs.all(b, a != b))")
+        );
+        assert_eq!(e.error, "operation cancelled: actual cost limit exceeded");
+        assert!(e.over_cost_budget);
+        let budget = refused(
+            "validation failed due to running out of cost budget, no further validation rules will be run",
+        );
+        assert_eq!(budget.outcome, Outcome::PolicyError);
+        let e = budget
+            .denial
+            .and_then(|d| d.evaluation_error)
+            .expect("an evaluation error");
+        assert!(e.over_cost_budget && e.expression.is_none());
+        // Another error: still no verdict, but not the budget.
+        let missing = refused("expression 'object.spec.x' resulted in error: no such key: x");
+        assert_eq!(missing.outcome, Outcome::PolicyError);
+        let e = missing
+            .denial
+            .and_then(|d| d.evaluation_error)
+            .expect("an evaluation error");
+        assert!(!e.over_cost_budget);
+        // A message that only quotes the words is a verdict like any other.
+        let verdict = refused("the label 'expression' is required");
+        assert_eq!(verdict.outcome, Outcome::Denied);
+        assert_eq!(verdict.denial.and_then(|d| d.evaluation_error), None);
     }
 }
