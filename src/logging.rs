@@ -7,8 +7,10 @@ use tracing_subscriber::{EnvFilter, fmt};
 /// kube-client logs every failed request at error level ("failed with error …"), and
 /// kube-runtime's watcher every refused watch at warn level, with a debug dump of the Status,
 /// on every retry; each of those failures also reaches the user through our own error or
-/// warning, in words, with what was being done, once.
-const QUIET: &str = "kube_client::client=off,kube_runtime::watcher=error";
+/// warning, in words, with what was being done, once. The TLS verifier logs each certificate
+/// it refuses at error level, on every attempt; our error says it once, with the fix.
+const QUIET: &str =
+    "kube_client::client=off,kube_runtime::watcher=error,rustls_platform_verifier=off";
 
 /// The filter for `--log` (or `default` plus [`QUIET`]); a bad `--log` falls back to the
 /// default and says why once logging is up.

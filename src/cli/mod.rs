@@ -28,7 +28,20 @@ pub fn error_said(e: &anyhow::Error) -> String {
         Some(k @ crate::cluster::KubeError::NoContext { .. }) => Some(k.to_string()),
         _ => None,
     });
-    speaks_alone.unwrap_or_else(|| error_text(&**e))
+    let text = speaks_alone.unwrap_or_else(|| error_text(&**e));
+    match hint_for(&text) {
+        Some(hint) => format!("{text}\n{hint}"),
+        None => text,
+    }
+}
+
+/// What fixes an error a kubectl user meets first, said under it as kubectl would point to it.
+/// Matched on the text: the TLS stack's error types are not ours to name (rustls says
+/// `invalid peer certificate: …` for a server certificate it cannot verify).
+fn hint_for(text: &str) -> Option<&'static str> {
+    text.contains("invalid peer certificate").then_some(
+        "hint: the server's certificate is not signed by a CA this client trusts: give the cluster's CA with --certificate-authority FILE (or certificate-authority-data in the kubeconfig), or skip the check with --insecure-skip-tls-verify (insecure)",
+    )
 }
 
 /// Runs the parsed command line. `Ok` carries the row of the exit-code table it ended on;

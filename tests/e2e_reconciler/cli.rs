@@ -569,7 +569,16 @@ async fn e2e_kubectls_connection_flags_and_test_n() {
             .env_remove("KUBECONFIG")
             .env("HOME", home.path()),
     );
-    assert_eq!(out.status.code(), Some(2), "{}", cli::stderr(&out));
+    let err = cli::stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    // Said once (the TLS verifier's own log line is silenced), with kubectl's way out.
+    assert_eq!(err.matches("invalid peer certificate").count(), 1, "{err}");
+    assert!(
+        err.contains("hint: ")
+            && err.contains("--certificate-authority FILE")
+            && err.contains("--insecure-skip-tls-verify"),
+        "{err}"
+    );
 
     // test -n: a constraint denies ConfigMaps without the label `x` in one namespace only.
     let kind = e.new_kind("TestN").await;
