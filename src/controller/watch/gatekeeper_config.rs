@@ -98,6 +98,31 @@ fn cannot_read(shared: &Shared, error: AccessError) {
     shared.status.set_access(&resource, Some(error));
 }
 
+/// How long the Config may answer 429, 503 or 504 before that is said (a restarting API
+/// server answers 503 for its first second or so).
+const TRANSIENT_QUIET: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Failures a starting server (503: its paths not yet installed) or a busy one (429, 504)
+/// answers for a moment: kept quiet until they have lasted [`TRANSIENT_QUIET`].
+#[derive(Default)]
+struct Transient(Option<tokio::time::Instant>);
+
+impl Transient {
+    /// Whether a failure with this status is one to keep quiet about for now.
+    fn quiet(&mut self, status: Option<u16>) -> bool {
+        if !status.is_some_and(|s| matches!(s, 429 | 503 | 504)) {
+            return false;
+        }
+        let since = *self.0.get_or_insert_with(tokio::time::Instant::now);
+        since.elapsed() < TRANSIENT_QUIET
+    }
+
+    /// The server answered: the next failure starts a new count.
+    fn answered(&mut self) {
+        self.0 = None;
+    }
+}
+
 /// Watches the Configs in every namespace. A read that fails with an answer (forbidden) is said
 /// once (`failing`: the first read said it), and its recovery once; not served is no failure.
 pub async fn run(shared: Arc<Shared>, (mut failing, mut invalid): (bool, Invalid)) {
@@ -113,7 +138,11 @@ pub async fn run(shared: Arc<Shared>, (mut failing, mut invalid): (bool, Invalid
     let store = writer.as_reader();
     let changes = crate::cluster::watch::changes(api, config, "Gatekeeper's Config");
     let mut stream = reflector::reflector(writer, changes).boxed();
+    let mut transient = Transient::default();
     while let Some(event) = stream.next().await {
+        if event.is_ok() {
+            transient.answered();
+        }
         match event {
             Ok(Event::Init | Event::InitApply(_)) => continue,
             Ok(Event::InitDone) if std::mem::take(&mut failing) => {
@@ -124,6 +153,13 @@ pub async fn run(shared: Arc<Shared>, (mut failing, mut invalid): (bool, Invalid
             // Retried by the watch; what was read stays.
             Err(e) => {
                 let status = crate::cluster::watch::status(&e);
+                if transient.quiet(status) {
+                    tracing::debug!(
+                        "reading Gatekeeper's Config: {}; retrying",
+                        crate::cluster::watch::describe(&e)
+                    );
+                    continue;
+                }
                 if !failing && status.is_some_and(|s| s != 404) {
                     failing = true;
                     let why = crate::cluster::watch::describe(&e);
@@ -181,6 +217,21 @@ pub async fn run_webhook(shared: Arc<Shared>, name: String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A starting or busy server's answers are quiet for a while, then said; an answer starts
+    /// the count again; any other failure is said at once.
+    #[tokio::test(start_paused = true)]
+    async fn transient_answers_are_said_only_if_they_last() {
+        let mut t = Transient::default();
+        assert!(!t.quiet(Some(403)) && !t.quiet(None));
+        assert!(t.quiet(Some(503)));
+        tokio::time::advance(TRANSIENT_QUIET / 2).await;
+        assert!(t.quiet(Some(429)));
+        tokio::time::advance(TRANSIENT_QUIET).await;
+        assert!(!t.quiet(Some(503)), "lasted: said");
+        t.answered();
+        assert!(t.quiet(Some(504)), "a new count");
+    }
 
     fn valid(ns: &str) -> Result<GatekeeperConfig, InvalidConfig> {
         Ok(GatekeeperConfig {

@@ -116,6 +116,7 @@ where
         let mut health = Health::default();
         let mut undecodable = Reported::default();
         let mut backoff = RETRY_MIN;
+        let mut last_expiry: Option<tokio::time::Instant> = None;
         loop {
             relist.borrow_and_update();
             let failure = 'attempt: {
@@ -204,6 +205,15 @@ where
                 // A relist (fence lost): at once, no backoff.
                 continue;
             };
+            // An expired resourceVersion is relisted at once and said at info; only one in a
+            // row: a server that answers 410 again at once waits like any other failure.
+            if failure.expired && last_expiry.is_none_or(|t| t.elapsed() > RETRY_MAX) {
+                last_expiry = Some(tokio::time::Instant::now());
+                tracing::info!(
+                    "{resource}: the resourceVersion we watched from has expired (410 Gone, routine after an API server restart); listing again"
+                );
+                continue;
+            }
             health.failed(&world, &resource, &failure);
             let wait = backoff.max(failure.retry_after);
             world.status.set_access(&resource, Some(failure.error));
@@ -257,6 +267,9 @@ struct Failure {
     unreachable: bool,
     /// Throttled or unavailable (429, 503, 504): expected to pass; said only if it lasts.
     transient: bool,
+    /// 410 Gone: the resourceVersion we watch from is older than the server keeps (after
+    /// the API server restarts, or a long gap). Routine: a fresh list and watch, at once.
+    expired: bool,
     /// How long the server asked to wait (its `retryAfterSeconds`), zero if it did not.
     retry_after: Duration,
 }
@@ -272,7 +285,9 @@ impl Failure {
         Failure {
             error: AccessError::from_status(resource, status, verb, &message),
             unreachable,
-            transient: matches!(status, Some(429 | 503 | 504)),
+            // 410 too: one that keeps coming back is said only if it lasts.
+            transient: matches!(status, Some(410 | 429 | 503 | 504)),
+            expired: status == Some(410),
             retry_after: Duration::ZERO,
         }
     }
@@ -527,6 +542,23 @@ mod tests {
     use crate::controller::store::objects::{crd_state, last_writer};
     use crate::core::desired::CrdState;
     use crate::model::{CrdInfo, Source};
+
+    /// 410 Gone is routine (relisted at once, said at info); repeated, it waits and is said
+    /// only if it lasts, as 429, 503 and 504 are; anything else is a failure said at once.
+    #[test]
+    fn an_expired_watch_is_routine() {
+        let failure = |code| Failure::new("r", Some(code), "watching", "m", false);
+        let gone = failure(410);
+        assert!(gone.expired && gone.transient);
+        for code in [429, 503, 504] {
+            let busy = failure(code);
+            assert!(busy.transient && !busy.expired, "{code}");
+        }
+        for code in [403, 404, 500] {
+            let other = failure(code);
+            assert!(!other.transient && !other.expired, "{code}");
+        }
+    }
 
     #[tokio::test]
     async fn a_listed_kind_is_trusted_before_its_handler_enqueues_and_synced_only_after() {
