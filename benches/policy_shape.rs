@@ -19,12 +19,20 @@
 //! removed by hand and unselected requests measured again (what the API server's namespace
 //! check costs them), and narrowed converged again. Requests are sent one at a time.
 //!
+//! With `BENCH_PPROF=<dir>` (off by default; nothing else changes): kube-apiserver's heap
+//! profile (after a garbage collection) once the objects are created (`<size>-none-heap`) and
+//! once each shape has every binding in force (`<size>-<shape>-heap`); and after each shape's
+//! measurement, a selected phase of its own: ConfigMap creates and updates, one at a time, for
+//! `BENCH_PPROF_SECS` (default 30) while a CPU profile of that length is taken
+//! (`<size>-<shape>-cpu`), how many reported. Files `<dir>/<name>.pb.gz`, for `go tool pprof`.
+//!
 //! Run: `KUBEBUILDER_ASSETS=$(bash tests/kubeenv/build.sh) cargo bench --bench policy_shape`
 //! (`BENCH_SIZES`, default `10x10,50x25,200x25`; `BENCH_SHAPES`, default
 //! `gatekeeper,narrowed,inline`; `BENCH_SAMPLES`, unselected requests per operation and
 //! configuration, default 100; `BENCH_SELECTED_SAMPLES`, selected ones, default 30;
-//! `BENCH_RESTARTS`, default 10; `BENCH_PROBE_SECS`, default 10). Under `cargo test
-//! --all-targets` (no `--bench` argument) it returns at once.
+//! `BENCH_RESTARTS`, default 10; `BENCH_PROBE_SECS`, default 10; `BENCH_PPROF`,
+//! `BENCH_PPROF_SECS`). Under `cargo test --all-targets` (no `--bench` argument) it returns
+//! at once.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -37,7 +45,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
-use support::bench::{block_on, env_list, env_num, quantile};
+use support::bench::{apiserver_heap, apiserver_profile, block_on, env_list, env_num, quantile};
 use support::metrics::growth;
 use support::{cli, cluster};
 use testenv::{TestEnv, gatekeeper};
@@ -95,6 +103,7 @@ async fn run() {
     let restarts = env_num("BENCH_RESTARTS", 10);
     let probe = Duration::from_secs(env_num("BENCH_PROBE_SECS", 10) as u64);
     let variant = env_num("BENCH_VARIANT", 1) == 1;
+    let pprof_secs = env_num("BENCH_PPROF_SECS", 30) as u64;
     let mut rows: Vec<Row> = Vec::new();
     let mut facts: Vec<String> = Vec::new();
     for (templates, constraints) in sizes {
@@ -112,18 +121,26 @@ async fn run() {
         );
         let first = (rows.len(), facts.len());
         facts.push(format!("{size}: {}", rss(&env).await));
+        heap(&client, &format!("{size}-none-heap")).await;
 
         let none = measure(&client, n, "none").await;
         rows.push((size.clone(), "none", none));
 
         for &shape in &shapes {
             let (took, settled) = converge_and_settle(&env, &client, shape, bindings).await;
+            heap(&client, &format!("{size}-{shape}-heap")).await;
             let s = measure(&client, n, shape).await;
             facts.push(format!(
                 "{size} {shape}: run --once {took:.1} s (a takeover of what was there), every binding in force {settled:.1} s later; {}",
                 rss(&env).await
             ));
             rows.push((size.clone(), shape, s));
+            if let Some(p) = apiserver_profile(&client, &format!("{size}-{shape}-cpu"), pprof_secs)
+            {
+                let line = selected_while(&client, shape, p).await;
+                facts.push(format!("{size} {shape}: CPU profile: {line}"));
+                eprintln!("{}", facts.last().expect("a line"));
+            }
             if variant && shape == "narrowed" {
                 let tag = "narrowed, no VAP namespaceSelector";
                 drop_policy_namespace_selectors(&client, templates).await;
@@ -517,6 +534,49 @@ async fn drop_policy_namespace_selectors(client: &kube::Client, templates: usize
             }
         })
         .await;
+}
+
+/// With `BENCH_PPROF`, kube-apiserver's heap profile `name`, once written.
+async fn heap(client: &kube::Client, name: &str) {
+    if let Some(h) = apiserver_heap(client, name) {
+        let _ = h.await;
+    }
+}
+
+/// Selected requests only (a ConfigMap create, then its update, one at a time, as
+/// [`measure`] sends them) until `profile` (a CPU profile being taken) is written: what the
+/// profile saw, as a line.
+async fn selected_while(
+    client: &kube::Client,
+    tag: &str,
+    profile: tokio::task::JoinHandle<()>,
+) -> String {
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), SELECTED_NS);
+    let pp = PostParams::default();
+    let started = Instant::now();
+    let mut took = Vec::new();
+    while !profile.is_finished() {
+        let name = format!("{tag}-prof-{}", took.len());
+        let cm: ConfigMap = serde_json::from_value(json!({
+            "metadata": { "name": name, "labels": { LABEL: "x" } }, "data": { "n": "0" } }))
+        .expect("configmap");
+        let t = Instant::now();
+        let mut cm = cms.create(&pp, &cm).await.expect("configmap create");
+        cm.data
+            .get_or_insert_default()
+            .insert("n".into(), "1".into());
+        cms.replace(&name, &pp, &cm)
+            .await
+            .expect("configmap update");
+        took.push(t.elapsed());
+    }
+    let _ = profile.await;
+    format!(
+        "{} selected ConfigMap creates and as many updates in {:.1} s (create + update median {:?})",
+        took.len(),
+        started.elapsed().as_secs_f64(),
+        quantile(&took, 0.5)
+    )
 }
 
 /// `n` of each operation, one request at a time, interleaved while both kinds remain; after

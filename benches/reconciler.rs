@@ -29,7 +29,7 @@ use kubectl_vap::load::cel::default_options;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
-use support::bench::{block_on, env_num, median};
+use support::bench::{apiserver_profile, block_on, env_num, median};
 use support::cli::{self, Served};
 use support::cluster;
 use support::metrics::{growth, label, requests_by, sum as metric};
@@ -200,33 +200,6 @@ async fn lower_bound(env: &TestEnv, client: &kube::Client, plan: &[PlannedWrite]
 /// SIGTERM (the lease is released), then wait.
 fn stop(rec: Served) {
     let _ = rec.terminate();
-}
-
-/// With `BENCH_PPROF=<dir>`, a CPU profile of kube-apiserver over the next `secs` seconds,
-/// written to `<dir>/<name>.pb.gz` (read with `go tool pprof -top`).
-fn apiserver_profile(
-    client: &kube::Client,
-    name: &str,
-    secs: u64,
-) -> Option<tokio::task::JoinHandle<()>> {
-    let dir = std::env::var("BENCH_PPROF").ok()?;
-    let client = client.clone();
-    let path = std::path::Path::new(&dir).join(format!("{name}.pb.gz"));
-    Some(tokio::spawn(async move {
-        let req = hyper::Request::get(format!("/debug/pprof/profile?seconds={secs}"))
-            .body(kube::client::Body::empty())
-            .expect("request");
-        match client.send(req).await {
-            Ok(resp) => match resp.into_body().collect_bytes().await {
-                Ok(bytes) => {
-                    let _ = std::fs::create_dir_all(&dir);
-                    let _ = std::fs::write(&path, &bytes);
-                }
-                Err(e) => println!("pprof {}: {e}", path.display()),
-            },
-            Err(e) => println!("pprof {}: {e}", path.display()),
-        }
-    }))
 }
 
 /// Cold convergence of the real binary: spawn → every write done and the queue empty.

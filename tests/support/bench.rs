@@ -1,6 +1,7 @@
 //! What the benchmarks share besides objects and metrics: their knobs from the environment,
-//! their runtime and their statistics ([`quantile`], [`median`], [`peak_rss_mib`]): one
-//! definition each, for every bench.
+//! their runtime, their statistics ([`quantile`], [`median`], [`peak_rss_mib`]) and
+//! kube-apiserver's profiles under `BENCH_PPROF` ([`apiserver_profile`], [`apiserver_heap`]):
+//! one definition each, for every bench.
 
 use std::future::Future;
 
@@ -60,4 +61,53 @@ pub fn median<T: Copy + Default + PartialOrd>(samples: &[T]) -> T {
 /// does not say (not Linux, the process gone). This process: `std::process::id()`.
 pub fn peak_rss_mib(pid: u32) -> Option<f64> {
     testenv::peak_rss_kib(pid).map(|k| k as f64 / 1024.0)
+}
+
+/// With `BENCH_PPROF=<dir>`, a CPU profile of kube-apiserver over the next `secs` seconds,
+/// written to `<dir>/<name>.pb.gz` (read with `go tool pprof -top`); `None` without the knob.
+/// Await the handle to know the file is written.
+pub fn apiserver_profile(
+    client: &kube::Client,
+    name: &str,
+    secs: u64,
+) -> Option<tokio::task::JoinHandle<()>> {
+    apiserver_pprof(client, &format!("profile?seconds={secs}"), name)
+}
+
+/// With `BENCH_PPROF=<dir>`, kube-apiserver's heap profile now (after a garbage collection:
+/// `gc=1`, so `inuse_space` is what is live), written to `<dir>/<name>.pb.gz` (read with
+/// `go tool pprof -sample_index=inuse_space -top`); `None` without the knob.
+pub fn apiserver_heap(client: &kube::Client, name: &str) -> Option<tokio::task::JoinHandle<()>> {
+    apiserver_pprof(client, "heap?gc=1", name)
+}
+
+/// `/debug/pprof/<what>` of kube-apiserver (profiling is on by default) into
+/// `$BENCH_PPROF/<name>.pb.gz`, in a task; a failure is printed, not fatal.
+fn apiserver_pprof(
+    client: &kube::Client,
+    what: &str,
+    name: &str,
+) -> Option<tokio::task::JoinHandle<()>> {
+    let dir = std::env::var("BENCH_PPROF").ok()?;
+    let client = client.clone();
+    let path = std::path::Path::new(&dir).join(format!("{name}.pb.gz"));
+    let uri = format!("/debug/pprof/{what}");
+    Some(tokio::spawn(async move {
+        let req = hyper::Request::get(uri)
+            .body(kube::client::Body::empty())
+            .expect("request");
+        match client.send(req).await {
+            Ok(resp) if !resp.status().is_success() => {
+                println!("pprof {}: {}", path.display(), resp.status())
+            }
+            Ok(resp) => match resp.into_body().collect_bytes().await {
+                Ok(bytes) => {
+                    let _ = std::fs::create_dir_all(&dir);
+                    let _ = std::fs::write(&path, &bytes);
+                }
+                Err(e) => println!("pprof {}: {e}", path.display()),
+            },
+            Err(e) => println!("pprof {}: {e}", path.display()),
+        }
+    }))
 }
