@@ -446,6 +446,11 @@ pub struct CheckArgs {
     /// constraint is gone `static-dangling`.
     #[arg(long = "static", value_name = "DIR", conflicts_with = "audit")]
     pub static_dir: Option<std::path::PathBuf>,
+    /// After the report, watch the cluster and print a line for each finding as it appears
+    /// (`+`) or goes (`-`), until interrupted (as kubectl's -w); exits with the code of what
+    /// it showed last. Table output only.
+    #[arg(short = 'w', long, conflicts_with_all = ["audit", "static_dir"])]
+    pub watch: bool,
     #[command(flatten)]
     pub gen_flags: GenerationArgs,
     #[command(flatten)]

@@ -18,7 +18,7 @@ use std::time::Duration;
 /// How long a one-shot command waits to acquire a free (or expired) lease.
 const LEASE_WAIT: Duration = Duration::from_secs(20);
 
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+pub(super) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -51,7 +51,7 @@ pub(super) async fn terminated() {
     ctrl_c.await;
 }
 
-async fn stop(controller: Controller) {
+pub(super) async fn stop(controller: Controller) {
     if let Err(e) = controller.stop().await {
         tracing::warn!("stopping: {e}");
     }
@@ -528,6 +528,37 @@ pub fn check(cli: &Cli, out: &ReportOutputArgs) -> anyhow::Result<Exit> {
     let (text, code) = report::check_report_live(&snap, &opts, &out.shown(), statics, &live)?;
     stdio::stdout(&text)?;
     Ok(code)
+}
+
+/// `check`'s first report of `check -w`, with what the watch goes on with: the findings, the
+/// options they were judged by, the client and the server's URL.
+pub(super) struct FirstReport {
+    pub text: String,
+    pub findings: Vec<crate::core::Finding>,
+    pub options: crate::core::Options,
+    pub client: kube::Client,
+    pub url: String,
+}
+
+pub(super) async fn first_report(cli: &Cli, out: &ReportOutputArgs) -> anyhow::Result<FirstReport> {
+    let read = read_cluster_with(cli).await?;
+    let options = read.judgement.options;
+    let plan = analyze(&read.snap, &options).plan;
+    let live = report::Live {
+        settings: Some(read.judgement.judged),
+        refused: dry_run_plan(&read.client, &read.api, &plan).await,
+        contested: read.judgement.contested,
+    };
+    let findings = report::live_findings(&read.snap, &options, Vec::new(), &live);
+    let (text, _) =
+        report::check_report_live(&read.snap, &options, &out.shown(), Vec::new(), &live)?;
+    Ok(FirstReport {
+        text,
+        findings,
+        options,
+        client: read.client,
+        url: read.url,
+    })
 }
 
 /// `plan` on the current context. Exit 1 when the server refuses a planned write, whatever

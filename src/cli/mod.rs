@@ -14,6 +14,7 @@ pub mod static_check;
 pub mod stdio;
 pub mod topics;
 pub mod version;
+pub mod watch;
 
 /// Kept for the TUI's live source until the controller redesign updates it to `crate::text`.
 pub use crate::text::error_text;
@@ -73,12 +74,16 @@ pub fn dispatch(mut cli: Cli) -> anyhow::Result<Exit> {
         Some(Command::Version { out }) => version::print(out.output),
         Some(Command::Help { topic }) => topics::help(topic.as_deref()),
         Some(Command::Completion { shell }) => completion::print_script(*shell),
+        Some(Command::Check(c)) if c.watch && !c.input.filenames.is_empty() => Err(exit::usage(
+            "check -w watches a cluster for changes; files (-f) are read once: leave out -w",
+        )),
         Some(Command::Check(c)) if c.audit => admission::check_audit(&cli, &c.out),
         Some(Command::Check(c)) if !c.input.filenames.is_empty() => {
             report::check_files(&cli, &c.out)
         }
         Some(Command::Plan(p)) if !p.input.filenames.is_empty() => report::plan_files(&cli, p),
         Some(Command::Render(r)) => render::render(&cli, r),
+        Some(Command::Check(c)) if c.watch => watch::check_watch(&cli, &c.out),
         Some(Command::Check(c)) => live::check(&cli, &c.out),
         Some(Command::Plan(p)) => live::plan(&cli, p),
         Some(Command::Run(args)) => live::run(&cli, args),

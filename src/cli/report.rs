@@ -143,15 +143,14 @@ pub fn check_report_with(
     check_report_live(snap, opts, shown, extra, &Live::default())
 }
 
-/// [`check_report_with`] on a live cluster: a planned write the server refuses is an error
-/// finding on its object, with the server's message; JSON says whose settings judged.
-pub fn check_report_live(
+/// What `check` finds on a live cluster: the analysis, `extra` (`check --audit`'s, the static
+/// manifests'), the planned writes the server refuses, the objects another writer contests.
+pub fn live_findings(
     snap: &Snapshot,
     opts: &Options,
-    shown: &Shown,
     extra: Vec<crate::core::Finding>,
     live: &Live,
-) -> anyhow::Result<(String, Exit)> {
+) -> Vec<Finding> {
     let Analysis {
         mut findings, plan, ..
     } = analyze(snap, opts);
@@ -173,6 +172,19 @@ pub fn check_report_live(
         .collect();
     crate::core::findings::add_refusals(&mut findings, &plan, refused);
     findings.extend(contested_findings(&live.contested));
+    findings
+}
+
+/// [`check_report_with`] on a live cluster: a planned write the server refuses is an error
+/// finding on its object, with the server's message; JSON says whose settings judged.
+pub fn check_report_live(
+    snap: &Snapshot,
+    opts: &Options,
+    shown: &Shown,
+    extra: Vec<crate::core::Finding>,
+    live: &Live,
+) -> anyhow::Result<(String, Exit)> {
+    let findings = live_findings(snap, opts, extra, live);
     let counts = Summary::of(&findings);
     let code = Exit::findings_if(counts.has_problems());
     let summary = CheckSummary {
