@@ -27,7 +27,10 @@ fn read_until(lines: &mpsc::Receiver<String>, what: &str, wanted: impl Fn(&str) 
             Err(_) => break,
         }
     }
-    panic!("check -w never printed {what}; it printed:\n{}", read.join("\n"));
+    panic!(
+        "check -w never printed {what}; it printed:\n{}",
+        read.join("\n")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -50,7 +53,9 @@ async fn e2e_check_w_prints_findings_as_they_come_and_go() {
             }
         }
     });
-    read_until(&lines, "the first report", |l| l.starts_with("No findings."));
+    read_until(&lines, "the first report", |l| {
+        l.starts_with("No findings.")
+    });
 
     // A generating template and nothing else: its CRD is missing, and says so.
     let template = gatekeeper::template(

@@ -12,6 +12,7 @@ use crate::controller::tell::events::Recorder;
 use crate::controller::tell::metrics::Metrics;
 use crate::controller::tell::outage::{Outage, WriteFailures};
 use crate::controller::tell::pod_status::PodStatuses;
+use crate::controller::tell::write_log::WriteLog;
 use crate::controller::view::fence::Leadership;
 use crate::controller::view::status::Status;
 use std::sync::Arc;
@@ -35,6 +36,8 @@ pub struct Shared {
     pub answers: Answers,
     /// What was decided, written where Gatekeeper's users look.
     pub pod_statuses: PodStatuses,
+    /// Each write's log line; counted when one object is written again and again.
+    pub write_log: WriteLog,
 }
 
 impl Shared {
@@ -60,6 +63,7 @@ impl Shared {
             tasks,
             answers: Answers::default(),
             pod_statuses,
+            write_log: WriteLog::default(),
         }
     }
 

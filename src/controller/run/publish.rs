@@ -171,6 +171,7 @@ pub async fn run(
                 () = changed(&mut src.lease) => break,
                 _ = tick.tick() => {
                     shared.stores.sweep_overlay();
+                    shared.write_log.sweep();
                     readiness(&shared);
                     // While nothing answers, ask the server itself once a tick: every watch
                     // may be waiting out its backoff, and nothing else would notice it is back.

@@ -204,7 +204,8 @@ fn observe(live: &Live, w: &PlannedWrite, body: u64, result: Result<Applied, Wri
                 shared.recorder.written(w, None, &live.key);
             }
             // Each fact once: the line says the verb and object, no fields repeat them.
-            tracing::info!("{} {}: {}", w.verb.as_str(), w.object, w.reason);
+            let line = format!("{} {}: {}", w.verb.as_str(), w.object, w.reason);
+            shared.write_log.written(&object, line);
             EventResult::Ok
         }
         Err(e) => {
