@@ -90,8 +90,23 @@ fn remembered<T: Clone>(
 }
 
 /// `parse` on a thread of its own with [`PARSER_STACK`]; `Err` says why there is no answer (no
-/// such thread could be started, or the parser panicked).
+/// such thread could be started, or the parser panicked). Called from a worker thread of a
+/// multi-threaded tokio runtime (the reconciler decides templates there), the wait is
+/// announced to tokio first (`block_in_place`), which hands the worker's other tasks — the
+/// Lease renewal among them — to another thread while the parse runs.
 fn on_big_stack<T: Send>(parse: impl FnOnce() -> T + Send) -> Result<T, String> {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    let in_workers =
+        Handle::try_current().is_ok_and(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread);
+    if in_workers {
+        tokio::task::block_in_place(|| parse_on_big_stack(parse))
+    } else {
+        // No runtime, or one thread only (where block_in_place cannot be used): just wait.
+        parse_on_big_stack(parse)
+    }
+}
+
+fn parse_on_big_stack<T: Send>(parse: impl FnOnce() -> T + Send) -> Result<T, String> {
     std::thread::scope(|s| {
         match std::thread::Builder::new()
             .name("cel-syntax".into())
@@ -109,6 +124,24 @@ fn on_big_stack<T: Send>(parse: impl FnOnce() -> T + Send) -> Result<T, String> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The parse answers the same from a runtime's worker (announced with block_in_place),
+    /// from a single-threaded runtime (where block_in_place would panic) and from no runtime.
+    #[test]
+    fn the_parse_answers_in_and_out_of_a_runtime() {
+        let parse = || on_big_stack(|| super::super::cel_syntax::parse("1 + ").is_err());
+        assert_eq!(parse(), Ok(true));
+        let multi = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .build()
+            .expect("a runtime");
+        let in_worker = multi.block_on(async { tokio::spawn(async move { parse() }).await });
+        assert_eq!(in_worker.expect("the task ends"), Ok(true));
+        let single = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a runtime");
+        assert_eq!(single.block_on(async { parse() }), Ok(true));
+    }
 
     #[test]
     fn deep_or_long_input_fails_without_exhausting_the_stack() {
