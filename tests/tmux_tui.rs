@@ -28,8 +28,11 @@ fn tmux_tui_real_terminal() {
     let generated = support::tui::write_file(&deep);
     let t = Tmux::start("tui", 160, 45);
     t.wait_text("shell$");
+    // The fixture's objects are those the narrowed shape writes (one VAP per template): the
+    // TUI is judged on them as written, so this test names that shape; the default's own
+    // objects are tmux_tui_live_cluster's.
     t.text(&format!(
-        "KUBECTL_VAP_LOG_FILE={} {bin} -f {} -f {}; echo EXIT=$?",
+        "KUBECTL_VAP_LOG_FILE={} {bin} --policy-shape narrowed -f {} -f {}; echo EXIT=$?",
         dir.path().join("tui.log").display(),
         support::tui::FIXTURE,
         generated.display()
@@ -377,9 +380,10 @@ fn tmux_tui_live_cluster() {
     t.wait_text("Tree (");
     t.text("/k8stuilive");
     t.keys(&["Enter"]);
+    // The default shape: the constraint's own VAP (inline), and none for the template.
     let s = t.wait_for("the binding written and in sync", |s| {
         s.contains("mode: reconciling")
-            && s.contains("✔ VAP gatekeeper-k8stuilive  in-sync")
+            && s.contains("✔ VAP gatekeeper-k8stuilive.tui-inert  in-sync")
             && s.contains("✔ VAPB gatekeeper-k8stuilive-tui-inert  in-sync")
     });
     assert!(s.contains("server: v1."), "{s}");
@@ -387,7 +391,7 @@ fn tmux_tui_live_cluster() {
     // The whole event log (the pane shows the newest lines; another test's Events may be
     // newer) has this copy's writes.
     t.text("e");
-    t.wait_text("create ValidatingAdmissionPolicy/gatekeeper-k8stuilive");
+    t.wait_text("create ValidatingAdmissionPolicy/gatekeeper-k8stuilive.tui-inert");
     t.keys(&["Escape"]);
     t.wait_text("Tree (");
 

@@ -38,8 +38,8 @@ impl Tmux {
             &width.to_string(),
             "-y",
             &height.to_string(),
-            // The library's shape, as every fixture was built with (`support::cli`).
-            "env PS1='shell$ ' KUBECTL_VAP_POLICY_SHAPE=narrowed sh",
+            // The command line's defaults (`--policy-shape auto`), as a user has them.
+            "env -u KUBECTL_VAP_POLICY_SHAPE PS1='shell$ ' sh",
         ]);
         assert!(out.status.success(), "tmux new-session: {out:?}");
         t
