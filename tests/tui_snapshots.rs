@@ -318,6 +318,37 @@ fn tui_yaml() {
     assert_eq!(ui.app.screen, Screen::Main);
 }
 
+/// A constraint CRD that exists shows its YAML (metadata and spec, as read), never "does not
+/// exist" (issue 42: the live TUI said `does not exist (in-sync)` of an in-sync CRD).
+#[test]
+fn tui_yaml_of_an_existing_crd() {
+    let mut snap = snapshot();
+    let crd = serde_json::json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": { "name": "k8sallowedrepos.constraints.gatekeeper.sh", "uid": "crd-uid-1" },
+        "spec": { "group": "constraints.gatekeeper.sh", "scope": "Cluster",
+                  "names": { "kind": "K8sAllowedRepos", "plural": "k8sallowedrepos" },
+                  "versions": [] } });
+    snap.insert(crd, Default::default()).expect("a CRD");
+    let data = Arc::new(Offline::data(
+        snap,
+        vec![FIXTURE.to_string()],
+        &default_options(),
+    ));
+    let mut ui = Ui::new(false, data, 120, 40);
+    ui.select(&[
+        "template/k8sallowedrepos",
+        "crd/k8sallowedrepos.constraints.gatekeeper.sh",
+    ]);
+    ui.key(KeyCode::Char('y'));
+    let s = ui.screen();
+    assert!(!s.contains("does not exist"), "{s}");
+    assert!(
+        s.contains("uid: crd-uid-1") && s.contains("kind: K8sAllowedRepos"),
+        "{s}"
+    );
+}
+
 #[test]
 fn tui_diff() {
     let mut ui = Ui::new(false, offline_data(), 120, 36);

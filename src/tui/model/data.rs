@@ -312,6 +312,18 @@ impl Data {
     /// The raw object (as read) for a `(kind, name)`.
     pub fn raw(&self, kind: &str, name: &str) -> Option<serde_json::Value> {
         let s = &self.snapshot;
+        // A constraint CRD is kept as what the analysis reads of it (metadata, spec; a live
+        // view drops the versions' schemas), not as an object of the tree's own.
+        if kind == crate::core::crd::CRD_KIND {
+            return s.crds.iter().find(|c| c.name == name).map(|c| {
+                serde_json::json!({
+                    "apiVersion": "apiextensions.k8s.io/v1",
+                    "kind": kind,
+                    "metadata": c.metadata,
+                    "spec": c.spec,
+                })
+            });
+        }
         Some(
             match self.objects.get(&(kind.to_string(), name.to_string()))? {
                 Observed::Template(i) => s.templates.get(*i)?.raw.clone(),
