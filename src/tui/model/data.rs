@@ -428,6 +428,7 @@ impl Data {
         }
         let failure = |kind: &str, name: &str| failures.get(&format!("{kind}/{name}"));
         let analysis = Arc::make_mut(&mut self.analysis);
+        let built_with = analysis.findings.len();
         for f in &mut analysis.findings {
             match failure(&f.object.kind, &f.object.name) {
                 Some(failure) if failure.contested => {
@@ -472,6 +473,9 @@ impl Data {
         refused.sort_by(|a, b| a.object.cmp(&b.object));
         let plan = analysis.plan.clone();
         crate::core::findings::add_refusals(&mut analysis.findings, &plan, refused);
+        // On their objects' nodes too: the badges add up to the header's counts.
+        let crate::core::Analysis { tree, findings, .. } = analysis;
+        crate::core::tree::attach_findings(tree, findings, built_with);
         self.summary = Summary::of(&analysis.findings);
     }
 

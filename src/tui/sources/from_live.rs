@@ -243,6 +243,13 @@ mod tests {
         assert_eq!(found[0].object.name, "gatekeeper-k8sx");
         assert!(found[0].message.contains("undefined field 'typo'"));
         assert!(refused.summary.errors >= 2, "{:?}", refused.summary);
+        // On the VAP's node, as every other finding is on its object's: the badges add up to
+        // the header's counts (issue 42: 5 errors in the header, 4 in the badges).
+        let on_nodes = |data: &Data| -> usize {
+            let nodes = data.analysis.tree.iter().flat_map(|n| n.walk());
+            nodes.map(|n| n.findings.len()).sum()
+        };
+        assert_eq!(on_nodes(&refused), refused.analysis.findings.len());
         // Contested by another writer: not a failed write but a write not sent, and an error
         // of its own (the alert), naming the other writer.
         let why = "another writer (field manager \"manager\") undid this copy's writes";
@@ -256,6 +263,7 @@ mod tests {
         assert_eq!(found.len(), 1, "{:?}", contested.analysis.findings);
         assert!(found[0].message.contains("\"manager\""));
         assert!(contested.summary.errors >= 2, "{:?}", contested.summary);
+        assert_eq!(on_nodes(&contested), contested.analysis.findings.len());
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! orphans branch. Ids are stable across refreshes, so
 //! selection and expansion survive live updates.
 
+use super::Finding;
 use crate::model::ObjectRef;
 use serde::Serialize;
 
@@ -99,6 +100,34 @@ pub struct Node {
     /// Indices into `Analysis::findings` about this node's object.
     pub findings: Vec<usize>,
     pub children: Vec<Node>,
+}
+
+/// Findings added after the tree was built (from `first` on: the live views' `write-refused`
+/// and `writer-conflict`), each attached to the node of its object, so the nodes' counts add
+/// up to the findings' (the TUI's header said 5 errors where its badges added up to 4).
+pub fn attach_findings(tree: &mut [Node], findings: &[Finding], first: usize) {
+    for (i, f) in findings.iter().enumerate().skip(first) {
+        if let Some(node) = node_of(tree, &f.object) {
+            node.findings.push(i);
+        }
+    }
+}
+
+/// The first node, depth first, that stands for `object` (by kind and name).
+fn node_of<'a>(nodes: &'a mut [Node], object: &ObjectRef) -> Option<&'a mut Node> {
+    for n in nodes {
+        let mine = n
+            .object
+            .as_ref()
+            .is_some_and(|o| o.kind == object.kind && o.name == object.name);
+        if mine {
+            return Some(n);
+        }
+        if let Some(found) = node_of(&mut n.children, object) {
+            return Some(found);
+        }
+    }
+    None
 }
 
 impl Node {
