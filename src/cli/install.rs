@@ -54,7 +54,6 @@ pub fn cluster_role_rules() -> serde_json::Value {
         { "apiGroups": ["admissionregistration.k8s.io"],
           "resources": ["validatingadmissionpolicies", "validatingadmissionpolicybindings"],
           "verbs": ["list", "watch", "create", "update", "delete"] },
-        { "apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["list"] },
         // Gatekeeper's Config: the namespaces it excludes from its webhook, left out of the VAPs.
         { "apiGroups": ["config.gatekeeper.sh"], "resources": ["configs"], "verbs": ["list", "watch"] },
         // Gatekeeper's webhook: what its own shape's VAPs match (--policy-shape gatekeeper).
@@ -93,15 +92,18 @@ pub fn events_role_rules() -> serde_json::Value {
     ])
 }
 
-/// The rules for Gatekeeper's pod statuses, where its status controller reads them (its
-/// namespace): kubectl-vap's entries say what it generated (docs/reconciler.md, issue 38). The
-/// names come from templates and constraints, so no rule can name them; the guard confines the
-/// writes to objects labelled with kubectl-vap's id.
+/// The rules in Gatekeeper's namespace: its pod statuses, where its status controller reads
+/// them (kubectl-vap's entries say what it generated: docs/reconciler.md, issue 38; the names
+/// come from templates and constraints, so no rule can name them, and the guard confines the
+/// writes to objects labelled with kubectl-vap's id); and its Deployments, listed there only to
+/// see whether Gatekeeper's own generator runs (cluster-wide, the list would read every
+/// Deployment's spec, their env values among them).
 pub fn pod_status_role_rules() -> serde_json::Value {
     serde_json::json!([
         { "apiGroups": [crate::model::STATUS_GROUP],
           "resources": ["constrainttemplatepodstatuses", "constraintpodstatuses"],
-          "verbs": ["list", "create", "patch", "delete"] }
+          "verbs": ["list", "create", "patch", "delete"] },
+        { "apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["list"] }
     ])
 }
 

@@ -95,12 +95,13 @@ const RBAC: &str = "\
 
 - ClusterRole kubectl-vap: list/watch templates, constraints (get too: the API server asks it
   of whoever writes a VAP with a paramKind) and Gatekeeper's Config; create/update/delete of
-  CRDs, VAPs and bindings; list Deployments (to see whether Gatekeeper's generator runs).
+  CRDs, VAPs and bindings.
 - Role kubectl-vap-lease in its namespace: its Lease and the requests ConfigMap by name
   (get/list/watch/update, patch), create of Leases and ConfigMaps (a create cannot be narrowed
   to a name), and Events. Role kubectl-vap-events in `default`: Events about templates.
   Role kubectl-vap-status in gatekeeper-system: Gatekeeper's pod statuses (list, create,
-  patch, delete), where kubectl-vap says what it generated for each template and constraint.
+  patch, delete), where kubectl-vap says what it generated for each template and constraint,
+  and list Deployments there only (to see whether Gatekeeper's generator runs).
 - ValidatingAdmissionPolicy kubectl-vap-guard and its binding: RBAC cannot name the objects
   the reconciler writes in advance, so this policy confines the service account's writes:
   CRDs only of the group constraints.gatekeeper.sh; Leases and ConfigMaps in its namespace only

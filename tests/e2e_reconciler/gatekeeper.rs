@@ -49,7 +49,12 @@ async fn e2e_refuses_next_to_gatekeepers_generator() {
     )
     .await;
     let lease = e.env.unique_name("gk");
-    let run = |extra: &[&str]| e.run_once(&e.env.kubeconfig_admin(), &lease, extra);
+    // Gatekeeper's namespace is where its generator is looked for (and only there).
+    let run = |extra: &[&str]| {
+        let mut args = vec!["--gatekeeper-namespace", ns.as_str()];
+        args.extend_from_slice(extra);
+        e.run_once(&e.env.kubeconfig_admin(), &lease, &args)
+    };
     let out = run(&[]);
     let stderr = cli::stderr(&out);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
@@ -74,11 +79,16 @@ async fn e2e_stops_writing_while_gatekeepers_generator_is_on() {
         gatekeeper_recheck: Duration::from_millis(300),
         ..Tuning::default()
     };
+    // Gatekeeper's namespace is where its generator is looked for (and only there).
+    let ns = e.env.create_namespace("gk-later").await;
+    let o = Options {
+        gatekeeper_namespace: ns.clone(),
+        ..opts(0)
+    };
     let r = e
-        .reconciler_with(&e.env.unique_name("gk-later"), opts(0), tuning)
+        .reconciler_with(&e.env.unique_name("gk-later"), o, tuning)
         .await;
     leads(&r).await;
-    let ns = e.env.create_namespace("gk-later").await;
     let dapi =
         gatekeeper_deployment(&e, &ns, "gatekeeper-controller-manager", &["--port=8443"]).await;
     eventually("writes stop", || async {

@@ -35,10 +35,17 @@ impl Grant<'_> {
     }
 }
 
-/// Creates the four objects of `g`.
+/// Creates the four objects of `g`, and `install --print`'s Role in Gatekeeper's namespace
+/// (its pod statuses, its Deployments: created if missing) for `g.user`.
 pub async fn grant(client: &kube::Client, g: &Grant<'_>) {
     testenv::rbac::grant_cluster(client, g.name, g.user, &g.cluster_rules).await;
     testenv::rbac::grant_in(client, g.namespace, g.name, g.user, &g.namespace_rules).await;
+    let gatekeeper = kubectl_vap::core::options::DEFAULT_GATEKEEPER_NAMESPACE;
+    testenv::ensure_namespace(client, gatekeeper)
+        .await
+        .expect("Gatekeeper's namespace");
+    let rules = kubectl_vap::cli::install::pod_status_role_rules();
+    testenv::rbac::grant_in(client, gatekeeper, g.name, g.user, &rules).await;
 }
 
 /// The ClusterRole rules of `install --print` with `verbs` removed on `resource` ([`rules_without`]).

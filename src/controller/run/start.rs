@@ -183,6 +183,7 @@ fn decide_writes(
     shared: &Arc<Shared>,
     mode: &Mode,
     detected: Option<Result<Option<String>, crate::cluster::KubeError>>,
+    namespace: &str,
     recheck: Duration,
 ) {
     let (Mode::Elect { take_over }, Some(detected)) = (mode, detected) else {
@@ -214,7 +215,11 @@ fn decide_writes(
     };
     shared.status.set_writes_enabled(enabled);
     if enabled && !take_over {
-        let recheck = crate::controller::watch::gatekeeper::recheck(shared.clone(), recheck);
+        let recheck = crate::controller::watch::gatekeeper::recheck(
+            shared.clone(),
+            namespace.into(),
+            recheck,
+        );
         let name = "look for Gatekeeper's generator";
         shared.tasks.spawn(name, Lifetime::Copy, recheck);
     }
@@ -383,7 +388,13 @@ pub async fn launch(
     // written); Gatekeeper's generator only matters to a copy that would write.
     let detect = async {
         match config.mode {
-            Mode::Elect { .. } => Some(crate::controller::watch::gatekeeper::detect(&client).await),
+            Mode::Elect { .. } => Some(
+                crate::controller::watch::gatekeeper::detect(
+                    &client,
+                    &config.options.gatekeeper_namespace,
+                )
+                .await,
+            ),
             Mode::ReadOnly => None,
         }
     };
@@ -424,7 +435,13 @@ pub async fn launch(
     let cache = Arc::new(OpinionCache::default());
 
     watch_everything(&shared, writers, tuning.publish_snapshot);
-    decide_writes(&shared, &config.mode, gatekeeper, tuning.gatekeeper_recheck);
+    decide_writes(
+        &shared,
+        &config.mode,
+        gatekeeper,
+        &config.options.gatekeeper_namespace,
+        tuning.gatekeeper_recheck,
+    );
     if let Some(facts) = facts {
         report_events(&shared, &identity, facts);
     }

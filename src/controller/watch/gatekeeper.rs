@@ -65,16 +65,20 @@ fn generator_active(deployments: &[Deployment]) -> Vec<String> {
     found
 }
 
-/// Lists Deployments in every namespace, a page at a time (a large cluster's Deployments are
-/// never all in memory), and applies `generator_active`.
-pub async fn detect(client: &kube::Client) -> Result<Option<String>, crate::cluster::KubeError> {
-    let api: Api<Deployment> = Api::all(client.clone());
+/// Lists the Deployments of Gatekeeper's namespace (`--gatekeeper-namespace`), a page at a
+/// time, and applies `generator_active`. Only there: the rights to list Deployments
+/// cluster-wide would read every Deployment's spec, env values among them (issue 42).
+pub async fn detect(
+    client: &kube::Client,
+    namespace: &str,
+) -> Result<Option<String>, crate::cluster::KubeError> {
+    let api: Api<Deployment> = Api::namespaced(client.clone(), namespace);
     let mut found: Vec<String> = Vec::new();
     let mut params = ListParams::default().limit(500);
     loop {
         let page = api.list(&params).await.map_err(|e| {
             crate::cluster::KubeError::request(
-                "listing Deployments to detect Gatekeeper's generator",
+                &format!("listing Deployments in {namespace} to detect Gatekeeper's generator"),
                 e,
             )
         })?;
@@ -89,10 +93,14 @@ pub async fn detect(client: &kube::Client) -> Result<Option<String>, crate::clus
 
 /// Stops writing while Gatekeeper's own generator is active, and resumes (with a resync) once
 /// it is off again. Only for a copy that was allowed to write at start.
-pub(in crate::controller) async fn recheck(shared: Arc<Shared>, every: Duration) {
+pub(in crate::controller) async fn recheck(
+    shared: Arc<Shared>,
+    namespace: String,
+    every: Duration,
+) {
     loop {
         tokio::time::sleep(every).await;
-        let found = match detect(&shared.client).await {
+        let found = match detect(&shared.client, &namespace).await {
             Ok(found) => found,
             Err(e) => {
                 tracing::debug!("{e}; keeping the last answer");
