@@ -378,6 +378,20 @@ async fn mark_synced(shared: Arc<Shared>, started: std::time::Instant) {
     shared.status.set_synced();
 }
 
+/// Whether Gatekeeper's generator runs, for a copy that would write; `None` for a view.
+async fn look_for_gatekeeper(
+    client: &kube::Client,
+    config: &Config,
+) -> Option<Result<Option<String>, crate::cluster::KubeError>> {
+    let namespace = &config.options.gatekeeper_namespace;
+    match config.mode {
+        Mode::Elect { .. } => {
+            Some(crate::controller::watch::gatekeeper::detect(client, namespace).await)
+        }
+        Mode::ReadOnly => None,
+    }
+}
+
 pub async fn launch(
     client: kube::Client,
     mut config: Config,
@@ -386,18 +400,7 @@ pub async fn launch(
     let started = std::time::Instant::now();
     // Phase 1: independent round trips, in parallel (start-up latency is time nothing is
     // written); Gatekeeper's generator only matters to a copy that would write.
-    let detect = async {
-        match config.mode {
-            Mode::Elect { .. } => Some(
-                crate::controller::watch::gatekeeper::detect(
-                    &client,
-                    &config.options.gatekeeper_namespace,
-                )
-                .await,
-            ),
-            Mode::ReadOnly => None,
-        }
-    };
+    let detect = look_for_gatekeeper(&client, &config);
     let (admission, version, gatekeeper) = tokio::join!(
         discover_admission_api(&client),
         client.apiserver_version(),

@@ -78,7 +78,7 @@ pub async fn detect(
     loop {
         let page = api.list(&params).await.map_err(|e| {
             crate::cluster::KubeError::request(
-                &format!("listing Deployments in {namespace} to detect Gatekeeper's generator"),
+                format!("listing Deployments in {namespace} to detect Gatekeeper's generator"),
                 e,
             )
         })?;
