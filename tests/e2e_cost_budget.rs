@@ -59,17 +59,6 @@ fn vap(env: &TestEnv, args: &[&str]) -> Output {
     cli::as_admin(cli::kubectl_vap_defaults(), env, args)
 }
 
-fn converge(env: &TestEnv, extra: &[&str]) {
-    let mut args = vec!["run", "--once"];
-    args.extend_from_slice(extra);
-    let out = vap(env, &args);
-    assert!(
-        out.status.success(),
-        "run --once {extra:?}: {}",
-        cli::stderr(&out)
-    );
-}
-
 /// `test -f` of the ConfigMap until its first line says `outcome` (the admission plugin sees
 /// a new policy late); its whole output then.
 async fn tested_until(env: &TestEnv, file: &Path, outcome: &str) -> Output {
@@ -98,10 +87,10 @@ async fn e2e_a_policy_over_the_cost_budget_is_a_policy_error_not_a_verdict() {
     );
     cluster::create(&configmaps, &configmap()).await;
     cluster::create_template(&client, &template()).await;
-    converge(&env, &[]);
+    cli::converge(&env, &[]);
     cluster::create_constraint(&client, &constraint()).await;
     // The API server takes the policy: no write refused, nothing for `run` to report.
-    converge(&env, &[]);
+    cli::converge(&env, &[]);
 
     let dir = tempfile::tempdir().expect("a temporary directory");
     let file = dir.path().join("configmap.json");
@@ -159,7 +148,7 @@ async fn e2e_a_policy_over_the_cost_budget_is_a_policy_error_not_a_verdict() {
     );
 
     // Under Ignore the server admits what it gave up on and says nothing: no warning.
-    converge(&env, &["--default-failure-policy", "Ignore"]);
+    cli::converge(&env, &["--default-failure-policy", "Ignore"]);
     let out = tested_until(&env, &file, "ADMITTED").await;
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(

@@ -210,17 +210,6 @@ fn vap(env: &TestEnv, args: &[&str]) -> Output {
     cli::as_admin(cli::kubectl_vap_defaults(), env, args)
 }
 
-fn converge(env: &TestEnv, extra: &[&str]) {
-    let mut args = vec!["run", "--once"];
-    args.extend_from_slice(extra);
-    let out = vap(env, &args);
-    assert!(
-        out.status.success(),
-        "run --once {extra:?} did not converge: {}",
-        cli::stderr(&out)
-    );
-}
-
 /// A dry-run create of `obj`: `None` admitted, `Some(message)` refused.
 async fn refusal(client: &kube::Client, obj: &Value) -> Option<String> {
     cluster::refusal(client, obj, SETTLE).await
@@ -291,13 +280,13 @@ async fn e2e_the_default_shape_enforces_every_constraint_as_gatekeepers_does() {
     for case in &cases {
         cluster::create_template(&client, &case.template).await;
     }
-    converge(&env, &[]);
+    cli::converge(&env, &[]);
     for case in &cases {
         for c in &case.constraints {
             cluster::create_constraint(&client, c).await;
         }
     }
-    converge(&env, &[]);
+    cli::converge(&env, &[]);
     let out = vap(&env, &["check", "-o", "json"]);
     let report = cli::stdout_json(&out);
     let problems: Vec<String> = report["findings"]
@@ -354,7 +343,7 @@ async fn e2e_the_default_shape_enforces_every_constraint_as_gatekeepers_does() {
 
     // Gatekeeper's own shape: one VAP per template with params; the same verdicts, given by
     // those VAPs.
-    converge(&env, &["--policy-shape", "gatekeeper"]);
+    cli::converge(&env, &["--policy-shape", "gatekeeper"]);
     every_sample_judged(&client, &cases, "gatekeeper", template_policy).await;
 }
 
@@ -468,11 +457,11 @@ async fn e2e_the_type_checkers_warnings_are_findings() {
     for (t, _) in [&broken, &sound] {
         cluster::create_template(&client, t).await;
     }
-    converge(&env, &[]);
+    cli::converge(&env, &[]);
     for (_, c) in [&broken, &sound] {
         cluster::create_constraint(&client, c).await;
     }
-    converge(&env, &[]);
+    cli::converge(&env, &[]);
 
     // The default shape writes each constraint its own VAP, its rules at `apiVersions: ["*"]`:
     // the checker sees the generation and checks nothing.
@@ -520,7 +509,7 @@ async fn e2e_the_type_checkers_warnings_are_findings() {
 
     // `run` rewrites the rules (their spec differs) and the warning goes with the generation
     // it was about.
-    converge(&env, &[]);
+    cli::converge(&env, &[]);
     type_warnings_until(
         &env,
         &[],
@@ -531,7 +520,7 @@ async fn e2e_the_type_checkers_warnings_are_findings() {
     .await;
 
     // The narrowed shape: one VAP per template, owned by the template.
-    converge(&env, &["--policy-shape", "narrowed"]);
+    cli::converge(&env, &["--policy-shape", "narrowed"]);
     assert_eq!(
         type_warnings(&env, &["--policy-shape", "narrowed"]).0,
         vec![],

@@ -176,6 +176,19 @@ impl Drop for Served {
     }
 }
 
+/// `run --once` with `extra`, as the admin of `env` and every default of the command line:
+/// it must converge (exit 0).
+pub fn converge(env: &testenv::TestEnv, extra: &[&str]) {
+    let mut args = vec!["run", "--once"];
+    args.extend_from_slice(extra);
+    let out = as_admin(kubectl_vap_defaults(), env, &args);
+    assert!(
+        out.status.success(),
+        "run --once {extra:?} did not converge: {}",
+        stderr(&out)
+    );
+}
+
 /// `cmd` (the binary) run as the admin of `env` with `args`; what it said on stderr is printed
 /// for the test's log.
 pub fn as_admin(mut cmd: Command, env: &testenv::TestEnv, args: &[&str]) -> Output {

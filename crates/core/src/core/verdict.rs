@@ -575,36 +575,29 @@ mod tests {
                 &s,
             )
         };
-        let cost = refused(
+        // A policy error, and what the server said of it.
+        let error_of = |message: &str| {
+            let r = refused(message);
+            assert_eq!(r.outcome, Outcome::PolicyError, "{message}");
+            r.denial
+                .and_then(|d| d.evaluation_error)
+                .expect("an evaluation error")
+        };
+        let e = error_of(
             "expression 'xs.all(a, xs.all(b, a != b))' resulted in error: operation cancelled: actual cost limit exceeded",
         );
-        assert_eq!(cost.outcome, Outcome::PolicyError);
-        let e = cost
-            .denial
-            .and_then(|d| d.evaluation_error)
-            .expect("an evaluation error");
         assert_eq!(
             e.expression.as_deref(),
             Some("xs.all(a, xs.all(b, a != b))")
         );
         assert_eq!(e.error, "operation cancelled: actual cost limit exceeded");
         assert!(e.over_cost_budget);
-        let budget = refused(
+        let e = error_of(
             "validation failed due to running out of cost budget, no further validation rules will be run",
         );
-        assert_eq!(budget.outcome, Outcome::PolicyError);
-        let e = budget
-            .denial
-            .and_then(|d| d.evaluation_error)
-            .expect("an evaluation error");
         assert!(e.over_cost_budget && e.expression.is_none());
         // Another error: still no verdict, but not the budget.
-        let missing = refused("expression 'object.spec.x' resulted in error: no such key: x");
-        assert_eq!(missing.outcome, Outcome::PolicyError);
-        let e = missing
-            .denial
-            .and_then(|d| d.evaluation_error)
-            .expect("an evaluation error");
+        let e = error_of("expression 'object.spec.x' resulted in error: no such key: x");
         assert!(!e.over_cost_budget);
         // A message that only quotes the words is a verdict like any other.
         let verdict = refused("the label 'expression' is required");
