@@ -3,7 +3,9 @@
 
 use crate::env::{Env, LEASE_NS, TIMEOUT, eventually, opts, template};
 use crate::support::cli::{self, Served};
-use crate::support::objects::{binding_name as bname, policy_name as pname};
+use crate::support::objects::{
+    binding_name as bname, inline_policy_name as ipname, policy_name as pname,
+};
 use crate::support::poll;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use kube::api::{Api, DeleteParams, PostParams};
@@ -40,6 +42,11 @@ async fn e2e_run_once_then_real_admission() {
     assert!(out.status.success(), "run --once failed: {stderr}");
     assert!(stderr.contains("converged"), "{stderr}");
     e.assert_converged(&opts(0), "after run --once").await;
+    assert_eq!(
+        e.vaps_of(&kind).await,
+        ["cluster", "excluded", "params"].map(|c| ipname(&kind, c)),
+        "the default: a VAP per constraint"
+    );
 
     // Labelled with this test's id, so only its constraints select them.
     let labelled = |name: &str, labels: Value| -> Value {
@@ -139,7 +146,7 @@ async fn e2e_run_once_then_real_admission() {
     e.cleanup(&[&kind]).await;
     let out = e.run_once(&e.env.kubeconfig_admin(), &lease, &[]);
     assert!(out.status.success(), "{}", cli::stderr(&out));
-    assert!(e.vap(&pname(&kind)).await.is_none());
+    assert!(e.vaps_of(&kind).await.is_empty());
 }
 
 /// `run --metrics-addr`: `/healthz`, `/readyz` and `/metrics` (writes, errors, queue depth,
@@ -231,7 +238,7 @@ async fn e2e_an_unreadable_lease_is_not_a_free_one() {
     // A Lease namespace no grant of the other tests covers.
     let lease = e.env.unique_name("unreadable");
     let out = cli::output(
-        cli::kubectl_vap_narrowed()
+        cli::kubectl_vap()
             .args(["replay", "k8sany", "--lease-namespace", "default"])
             .args(["--lease-name", &lease, "--kubeconfig"])
             .arg(e.env.kubeconfig_user()),
@@ -297,7 +304,7 @@ async fn e2e_check_and_plan_judge_by_the_leaders_settings() {
     crate::env::leads(&leader).await;
     leader.assert_idle(TIMEOUT).await;
     let policy = e
-        .vap(&pname(&kind))
+        .vap(&ipname(&kind, "c"))
         .await
         .expect("the leader wrote the VAP");
     assert_eq!(
@@ -351,21 +358,22 @@ async fn e2e_check_and_plan_judge_by_the_leaders_settings() {
     assert_eq!(plan["settings"]["source"], "leader");
 
     // A flag typed on plan's command line previews that change over the leader's settings
-    // (issue 43): the leader runs narrowed; `--policy-shape inline` plans the inline VAP of
-    // the constraint, and says it is a preview. (Before: the leader's plan, nothing to do.)
-    let out = e.cli(&["plan", "-o", "json", "--policy-shape", "inline"]);
+    // (issue 43): the leader runs the default (auto, here inline); `--policy-shape narrowed`
+    // plans the template's VAP, and says it is a preview. (Before: the leader's plan, nothing
+    // to do.)
+    let out = e.cli(&["plan", "-o", "json", "--policy-shape", "narrowed"]);
     let stderr = cli::stderr(&out);
     assert!(
         stderr.contains("a PREVIEW of that change")
-            && stderr.contains("--policy-shape inline (leader: narrowed) — previewed"),
+            && stderr.contains("--policy-shape narrowed (leader: auto) — previewed"),
         "{stderr}"
     );
-    let inline_vap = format!("{}.c", pname(&kind));
+    let template_vap = pname(&kind);
     let previewed = naming(&out, "actions", &kind);
     assert!(
         previewed
             .iter()
-            .any(|a| a["verb"] == "create" && a["object"]["name"] == inline_vap.as_str()),
+            .any(|a| a["verb"] == "create" && a["object"]["name"] == template_vap.as_str()),
         "{previewed:?}"
     );
     let settings = &cli::stdout_json(&out)["settings"];
@@ -416,7 +424,7 @@ async fn e2e_without_the_template_crd_nothing_passes() {
     let env = testenv::TestEnv::start();
     let vap = |args: &[&str]| {
         cli::output(
-            cli::kubectl_vap_narrowed()
+            cli::kubectl_vap()
                 .args(args)
                 .arg("--kubeconfig")
                 .arg(env.kubeconfig_admin()),
@@ -541,7 +549,7 @@ async fn e2e_kubectls_connection_flags_and_test_n() {
     let home = tempfile::tempdir().expect("tempdir");
     let flags_only = |tls: &[&str]| {
         cli::output(
-            cli::kubectl_vap_narrowed()
+            cli::kubectl_vap()
                 .args(["check", "-o", "json", "--server", &e.env.server_url()])
                 .args(["--token", &token, "--lease-namespace", LEASE_NS])
                 .args(tls)
@@ -564,7 +572,7 @@ async fn e2e_kubectls_connection_flags_and_test_n() {
     }
     // Without the CA the server's self-signed certificate is not trusted.
     let out = cli::output(
-        cli::kubectl_vap_narrowed()
+        cli::kubectl_vap()
             .args(["check", "--server", &e.env.server_url(), "--token", &token])
             .env_remove("KUBECONFIG")
             .env("HOME", home.path()),
@@ -647,7 +655,7 @@ async fn e2e_live_commands_survive_a_closed_pipe() {
         for close_stderr in [false, true] {
             let (reader, writer) = std::io::pipe().expect("a pipe");
             drop(reader);
-            let mut cmd = cli::kubectl_vap_narrowed();
+            let mut cmd = cli::kubectl_vap();
             cmd.args(&args)
                 .arg("--kubeconfig")
                 .arg(e.env.kubeconfig_admin())

@@ -11,7 +11,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 };
 use kube::api::{Api, DeleteParams, DynamicObject};
 use kubectl_vap::cluster::{AdmissionApi, list_snapshot};
-use kubectl_vap::core::{Options, analyze};
+use kubectl_vap::core::{Options, PolicyShape, analyze};
 use kubectl_vap::load::cel::default_options;
 use serde_json::{Value, json};
 use std::path::Path;
@@ -32,14 +32,21 @@ fn serial() -> MutexGuard<'static, ()> {
 }
 
 /// The options of a copy on Lease namespace [`LEASE_NS`] (which it exempts, as `run
-/// --lease-namespace` does), so the oracle judges by what every copy writes. The library's
-/// shape (`narrowed`), not the command line's default (`auto`): this suite's tests name one
-/// VAP per template, and the binary it runs is told the same (`kubectl_vap_narrowed`). Moving
-/// the suite to the default is open (issue 39); the default's own e2e tests are
-/// `e2e_default_shape`, `e2e_gatekeeper`'s writer conflict and the binary suites.
+/// --lease-namespace` does), so the oracle judges by what every copy writes. The command
+/// line's default shape (`auto`: a template of at most 10 constraints gets a VAP per
+/// constraint, [`crate::support::objects::inline_policy_name`], and no VAP of its own), not
+/// the library's (`narrowed`), and the binary this suite runs is started with its defaults
+/// too (`cli::kubectl_vap`), issue 39. A test about another shape says so ([`opts_shaped`],
+/// `--policy-shape`).
 pub fn opts(wait_secs: u64) -> Options {
+    opts_shaped(wait_secs, PolicyShape::Auto)
+}
+
+/// [`opts`] in `shape`, for the tests about that shape.
+pub fn opts_shaped(wait_secs: u64, shape: PolicyShape) -> Options {
     let mut o = Options {
         binding_wait: Duration::from_secs(wait_secs),
+        policy_shape: shape,
         ..default_options()
     };
     o.exemptions = kubectl_vap::core::Exemptions::lease_namespace(LEASE_NS);
@@ -294,14 +301,33 @@ impl Env {
         }
     }
 
-    /// The real binary with `args`, as the admin.
+    /// The real binary with `args` and every default of its command line, as the admin.
     pub fn cli(&self, args: &[&str]) -> Output {
         cli::output(
-            cli::kubectl_vap_narrowed()
+            cli::kubectl_vap()
                 .args(args)
                 .arg("--kubeconfig")
                 .arg(self.env.kubeconfig_admin()),
         )
+    }
+
+    /// The names of every VAP of constraint kind `kind` there is: its template's
+    /// (`gatekeeper-<lower(kind)>`) and its constraints' inline ones
+    /// (`gatekeeper-<lower(kind)>.<constraint>`), sorted.
+    pub async fn vaps_of(&self, kind: &str) -> Vec<String> {
+        let template = crate::support::objects::policy_name(kind);
+        let inline = format!("{template}.");
+        let mut names: Vec<String> = cluster::policies(&self.client)
+            .list(&Default::default())
+            .await
+            .expect("list VAPs")
+            .items
+            .into_iter()
+            .filter_map(|p| p.metadata.name)
+            .filter(|n| *n == template || n.starts_with(&inline))
+            .collect();
+        names.sort();
+        names
     }
 
     /// What `kubectl events -n default --for constrainttemplate/<template>` prints (stdout,
@@ -338,7 +364,7 @@ impl Env {
 /// `kubectl-vap run --binding-wait=0s` on Lease `lease` (in the test namespace) as the user of
 /// `kubeconfig` (another server address too: a proxy's), not started.
 pub fn run_as(kubeconfig: &Path, lease: &str) -> Command {
-    let mut cmd = cli::kubectl_vap_narrowed();
+    let mut cmd = cli::kubectl_vap();
     cmd.args(["run", "--binding-wait=0s"])
         .args(["--lease-namespace", LEASE_NS, "--lease-name", lease])
         .arg("--kubeconfig")

@@ -5,7 +5,7 @@
 
 use crate::env::{Env, LEASE_NS, TIMEOUT, eventually, opts, requiring, run_as};
 use crate::support::cli::{self, Served};
-use crate::support::objects::{binding_name as bname, policy_name as pname};
+use crate::support::objects::{binding_name as bname, inline_policy_name as ipname};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
@@ -69,9 +69,10 @@ async fn e2e_a_throttled_write_is_never_sent_after_the_lease_is_lost() {
         },
     ));
     let (log, l1) = run_via(&e, &proxy, &lease, "3s", "l1.log");
-    e.until_vap("L1 writes the policy", &pname(&kind), true)
-        .await;
+    // The default shape writes the constraint's own VAP, then its binding.
     e.constrain(&kind, "c0").await;
+    e.until_vap("L1 writes the policy", &ipname(&kind, "c0"), true)
+        .await;
     let throttled = || {
         proxy
             .seen()
@@ -163,7 +164,7 @@ async fn e2e_a_throttled_write_is_never_sent_after_the_lease_is_lost() {
                 })
                 .and_then(|ev| ev["userAgent"].as_str().map(str::to_string))
         };
-        let policy = agent("validatingadmissionpolicies", &pname(&kind));
+        let policy = agent("validatingadmissionpolicies", &ipname(&kind, "c0"));
         let probe = agent("configmaps", "ua-probe");
         policy.as_deref() == Some(ours.as_str())
             && probe.is_some_and(|ua| ua.starts_with("kubectl/"))
@@ -256,8 +257,8 @@ async fn e2e_an_event_nobody_answers_is_abandoned_when_the_fence_closes() {
     let (log, l1) = run_via(&e, &proxy, &lease, "6s", "mute.log");
     eventually("L1 leads", || async { leading(&l1) }).await;
     // Writing the VAP is reported as an Event, which the proxy holds.
-    let kind = e.new_kind("Mute").await;
-    e.until_vap("L1 writes the policy", &pname(&kind), true)
+    let kind = e.generating_kind("Mute", "c0").await;
+    e.until_vap("L1 writes the policy", &ipname(&kind, "c0"), true)
         .await;
     eventually("the held Event is abandoned at the fence", || async {
         read(&log).contains("before the write fence closed")

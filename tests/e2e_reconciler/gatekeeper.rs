@@ -5,7 +5,8 @@ use crate::env::{Env, TIMEOUT, eventually, leads, opts};
 use crate::support::cli;
 use crate::support::cluster;
 use crate::support::objects::{
-    binding_name as bname, constraint_of, policy_for, policy_name as pname, template_of,
+    binding_name as bname, constraint_of, inline_policy_name as ipname, policy_for,
+    policy_name as pname, template_of,
 };
 use crate::support::reconciler::Tuning;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -98,7 +99,7 @@ async fn e2e_stops_writing_while_gatekeepers_generator_is_on() {
     let writes = r.writes_total();
     let kind = e.generating_kind("GkLater", "c").await;
     r.assert_idle(TIMEOUT).await;
-    assert!(e.vap(&pname(&kind)).await.is_none(), "nothing written");
+    assert!(e.vaps_of(&kind).await.is_empty(), "nothing written");
     assert_eq!(r.writes_total(), writes);
 
     dapi.delete("gatekeeper-controller-manager", &DeleteParams::default())
@@ -106,7 +107,7 @@ async fn e2e_stops_writing_while_gatekeepers_generator_is_on() {
         .expect("delete deployment");
     let bn = bname(&kind, "c");
     eventually("written once the generator is off", || async {
-        e.vap(&pname(&kind)).await.is_some() && e.vapb(&bn).await.is_some()
+        e.vap(&ipname(&kind, "c")).await.is_some() && e.vapb(&bn).await.is_some()
     })
     .await;
     assert!(r.writes_enabled());

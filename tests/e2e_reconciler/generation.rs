@@ -1,10 +1,12 @@
 //! What is written for templates and constraints: generateVAP and the default flags, each
 //! enforcement action, the binding wait, and a policy the server refuses; one write per change.
 
-use crate::env::{Env, TIMEOUT, eventually, opts, template};
-use crate::support::objects::{binding_name as bname, policy_name as pname};
+use crate::env::{Env, TIMEOUT, eventually, opts, opts_shaped, template};
+use crate::support::objects::{
+    binding_name as bname, inline_policy_name as ipname, policy_name as pname,
+};
 use kube::api::DeleteParams;
-use kubectl_vap::core::Options;
+use kubectl_vap::core::{Options, PolicyShape};
 use serde_json::json;
 use std::time::{Duration, Instant};
 
@@ -37,12 +39,18 @@ async fn e2e_generation_flows_default_flags() {
     let r = e.leader(&e.env.unique_name("flows"), o.clone()).await;
     r.assert_idle(TIMEOUT).await;
     e.assert_converged(&o, "initial").await;
-    assert!(e.vap(&pname(&on)).await.is_some());
-    assert!(
-        e.vap(&pname(&unset)).await.is_some(),
+    // The default shape: a VAP per bound constraint, none of the template's own.
+    assert_eq!(
+        e.vaps_of(&on).await,
+        ["deny", "dryrun", "scoped", "warn"].map(|c| ipname(&on, c)),
+        "one VAP per bound constraint (not notvap's)"
+    );
+    assert_eq!(
+        e.vaps_of(&unset).await,
+        [ipname(&unset, "deny")],
         "unset + default flag true"
     );
-    assert!(e.vap(&pname(&off)).await.is_none());
+    assert!(e.vaps_of(&off).await.is_empty());
     for (c, want) in [
         ("deny", "Deny"),
         ("warn", "Warn"),
@@ -58,11 +66,12 @@ async fn e2e_generation_flows_default_flags() {
     assert!(e.vapb(&bname(&on, "notvap")).await.is_none());
     assert!(e.vapb(&bname(&off, "deny")).await.is_none());
     assert!(e.vapb(&bname(&unset, "deny")).await.is_some());
-    let vap = e.vap(&pname(&on)).await.expect("vap");
+    let vap = e.vap(&ipname(&on, "deny")).await.expect("vap");
     let owner = &vap.metadata.owner_references.expect("owner")[0];
     assert_eq!(
-        (owner.kind.as_str(), owner.controller),
-        ("ConstraintTemplate", Some(true))
+        (owner.kind.as_str(), owner.name.as_str(), owner.controller),
+        (on.as_str(), "deny", Some(true)),
+        "an inline VAP is controlled by its constraint"
     );
 
     // I4: a full resync sends nothing.
@@ -91,11 +100,24 @@ async fn e2e_generation_flows_default_flags() {
         false,
     )
     .await;
+    e.until_vap(
+        "VAP of a deleted constraint removed",
+        &ipname(&on, "dryrun"),
+        false,
+    )
+    .await;
 
     // Template off → bindings first, then the VAP.
     e.put_template(&template(&on, Some(false))).await;
-    e.until_vap("VAP removed after generateVAP: false", &pname(&on), false)
+    for c in ["deny", "warn", "scoped"] {
+        e.until_vap(
+            "VAPs removed after generateVAP: false",
+            &ipname(&on, c),
+            false,
+        )
         .await;
+    }
+    assert!(e.vaps_of(&on).await.is_empty());
     assert!(e.vapb(&bname(&on, "warn")).await.is_none());
     r.assert_idle(TIMEOUT).await;
     e.assert_converged(&o, "after off").await;
@@ -105,8 +127,13 @@ async fn e2e_generation_flows_default_flags() {
         .delete(&unset.to_lowercase(), &DeleteParams::default())
         .await
         .expect("delete template");
-    e.until_vap("VAP of a deleted template removed", &pname(&unset), false)
-        .await;
+    e.until_vap(
+        "VAP of a deleted template removed",
+        &ipname(&unset, "deny"),
+        false,
+    )
+    .await;
+    assert!(e.vaps_of(&unset).await.is_empty());
     assert!(e.vapb(&bname(&unset, "deny")).await.is_none());
     e.clean_up_with(r, &[&on, &off, &unset]).await;
 }
@@ -140,8 +167,12 @@ async fn e2e_generation_flows_flags_off() {
     let r = e.leader(&e.env.unique_name("flags"), o.clone()).await;
     r.assert_idle(TIMEOUT).await;
     e.assert_converged(&o, "flags off").await;
-    assert!(e.vap(&pname(&on)).await.is_some());
-    assert!(e.vap(&pname(&unset)).await.is_none(), "unset + flag false");
+    assert_eq!(
+        e.vaps_of(&on).await,
+        [ipname(&on, "scoped")],
+        "the bound constraint's VAP only"
+    );
+    assert!(e.vaps_of(&unset).await.is_empty(), "unset + flag false");
     assert!(
         e.vapb(&bname(&on, "deny")).await.is_none(),
         "deny + binding flag false"
@@ -162,7 +193,9 @@ async fn e2e_generation_flows_flags_off() {
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn e2e_binding_waits_for_the_crd() {
     let e = Env::new().await;
-    let o = opts(6);
+    // Narrowed: the wait is for the API server to discover the kind a paramKind names; an
+    // inline VAP names none, so the default binds at once (core::desired).
+    let o = opts_shaped(6, PolicyShape::Narrowed);
     let r = e.leader(&e.env.unique_name("wait"), o.clone()).await;
     let kind = e.env.unique_kind("Wait");
     let start = Instant::now();
@@ -209,7 +242,7 @@ async fn e2e_an_invalid_policy_is_sent_once_until_its_template_changes() {
     e.put_template(&with_expression(bad)).await;
     e.constrain(&kind, "c").await;
     let r = e.leader(&e.env.unique_name("invalid"), opts(0)).await;
-    let policy = pname(&kind);
+    let policy = ipname(&kind, "c");
     eventually("the refused create is reported", || async {
         r.write_errors("invalid") >= 1
     })

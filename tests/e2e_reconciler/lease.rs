@@ -4,7 +4,7 @@
 
 use crate::env::{Env, LEASE_NS, TIMEOUT, eventually, leads, opts};
 use crate::support::cli::{self, Served};
-use crate::support::objects::{binding_name as bname, policy_name as pname};
+use crate::support::objects::{binding_name as bname, inline_policy_name as ipname};
 use crate::support::rbac::{self, Grant};
 use crate::support::reconciler::{self, Reconciler, Start, lease_holder, observe};
 use kube::api::DeleteParams;
@@ -331,8 +331,9 @@ async fn e2e_requests_reach_the_leader_and_outcomes_are_events() {
         .find(|ev| ev.reason == "Written" && ev.regarding.name == template)
         .map(|ev| ev.note.clone())
         .unwrap_or_default();
+    // The default shape: each constraint's own VAP, then its binding.
     assert!(
-        written.contains("created VAP") && written.contains("created 3 bindings"),
+        written.contains("created 3 VAPs") && written.contains("created 3 bindings"),
         "one Event for the first convergence of the template: {written}"
     );
     let text = e.kubectl_events_for(&template);
@@ -703,8 +704,8 @@ async fn e2e_one_shot_counts_are_the_writes_the_server_saw() {
     assert!(out.status.success(), "{stdout}\n{}", cli::stderr(&out));
     let written = writes_the_server_saw(&e).await - before;
     assert!(
-        written >= 3.0,
-        "the VAP and 2 bindings at least: {written}\n{stdout}"
+        written >= 4.0,
+        "the 2 constraints' VAPs and their 2 bindings at least: {written}\n{stdout}"
     );
     // Leadership is said before the writes it made (issue 21, item 9).
     assert!(
@@ -744,7 +745,9 @@ async fn e2e_a_refused_write_is_a_failure_everywhere() {
     .await;
     e.constrain(&kind, "c").await;
     let template = kind.to_lowercase();
-    let vap = pname(&kind);
+    // The default shape: the VAP refused is the constraint's own.
+    let vap = ipname(&kind, "c");
+    let binding = bname(&kind, "c");
 
     let out = e.cli(&["plan", "-o", "json", "--binding-wait=0s"]);
     assert_eq!(out.status.code(), Some(1), "{}", cli::stderr(&out));
@@ -783,11 +786,7 @@ async fn e2e_a_refused_write_is_a_failure_everywhere() {
         .into_iter()
         .flatten()
         .filter(binding_says)
-        .filter(|f| {
-            f["object"]["name"]
-                .as_str()
-                .is_some_and(|n| n.starts_with(vap.as_str()))
-        })
+        .filter(|f| f["object"]["name"] == binding.as_str())
         .collect();
     assert!(
         !missing.is_empty()

@@ -5,7 +5,7 @@
 
 use crate::env::{Env, LEASE_NS, TIMEOUT, eventually, template};
 use crate::support::cli::{self, Served};
-use crate::support::objects::policy_name;
+use crate::support::objects::inline_policy_name;
 use crate::support::rbac::{self, Grant};
 use serde_json::json;
 use std::path::Path;
@@ -22,7 +22,7 @@ const STORES: [&str; 4] = [
 
 /// `kubectl-vap run` on Lease `lease` with the user of `kubeconfig`, its log in `log`.
 fn run_with(kubeconfig: &Path, lease: &str, log: &Path) -> Command {
-    let mut cmd = cli::kubectl_vap_narrowed();
+    let mut cmd = cli::kubectl_vap();
     cmd.args(["run", "--binding-wait=0s"])
         .args(["--lease-namespace", LEASE_NS, "--lease-name", lease])
         .arg("--kubeconfig")
@@ -87,7 +87,7 @@ async fn e2e_run_without_rights_says_what_it_lacks_and_exits_2() {
 
     // In `check`'s words: every line `check` says about a store, `run` says too.
     let check = cli::output(
-        cli::kubectl_vap_narrowed()
+        cli::kubectl_vap()
             .args(["check", "--kubeconfig"])
             .arg(e.env.kubeconfig_user()),
     );
@@ -180,7 +180,7 @@ async fn e2e_run_says_once_that_a_template_turned_invalid_and_valid() {
     let log = dir.path().join("run.log");
     let run = Served::spawn(run_with(&e.env.kubeconfig_admin(), &lease, &log));
     run.wait_ready(TIMEOUT, Duration::from_millis(200)).await;
-    e.until_vap("the VAP is written", &policy_name(&kind), true)
+    e.until_vap("the VAP is written", &inline_policy_name(&kind, "c"), true)
         .await;
 
     let valid = template(&kind, Some(true));

@@ -2,7 +2,7 @@
 //! relist closes, and what an outage writes to the log. Each test has an API server of its own.
 
 use crate::env::{Env, LEASE_NS, TIMEOUT, eventually, leads, opts, template};
-use crate::support::objects::{binding_name as bname, policy_name as pname};
+use crate::support::objects::{binding_name as bname, inline_policy_name as ipname};
 use crate::support::poll;
 use crate::support::reconciler::{Tuning, observe};
 use kube::api::DeleteParams;
@@ -136,8 +136,19 @@ async fn e2e_changes_during_a_watch_gap_are_reconciled_after_the_relist() {
             )
         });
     }
-    e.until_vap("the VAP of template B deleted", &pname(&k2), false)
+    // The default shape: template B's VAPs are its constraints' own.
+    e.until_vap("the VAP of template B deleted", &ipname(&k2, "c"), false)
         .await;
+    assert!(
+        e.vaps_of(&k2).await.is_empty(),
+        "template B has no VAP left"
+    );
+    e.until_vap("the VAP of constraint a deleted", &ipname(&k1, "a"), false)
+        .await;
+    for (k, c) in [(&k1, "b"), (&k1, "new"), (&k3, "d")] {
+        e.until_vap("the VAP of a constraint written", &ipname(k, c), true)
+            .await;
+    }
     r.assert_idle(TIMEOUT).await;
     e.assert_converged(&o, "after the watch gap").await;
     assert_eq!(

@@ -4,7 +4,7 @@
 
 use crate::env::{Env, LEASE_NS, TIMEOUT, eventually, leads, opts};
 use crate::support::cli::{self, Served};
-use crate::support::objects::{binding_name as bname, crd_name, policy_name as pname};
+use crate::support::objects::{binding_name as bname, crd_name, inline_policy_name as ipname};
 use crate::support::rbac::{self, Grant, install_rules_without};
 use crate::support::reconciler::{self, Start, observe};
 use k8s_openapi::api::rbac::v1::ClusterRole;
@@ -363,7 +363,7 @@ async fn e2e_the_operator_role_observes_and_asks_the_holder() {
     e.sweep(&[&kind], "operator-clean").await;
 }
 
-/// name → resourceVersion of the kind's VAP, bindings and CRD: any write changes one.
+/// name → resourceVersion of the kind's VAPs, bindings and CRD: any write changes one.
 async fn versions_of(e: &Env, kind: &str) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     let prefix = bname(kind, "");
@@ -378,8 +378,10 @@ async fn versions_of(e: &Env, kind: &str) -> BTreeMap<String, String> {
             out.insert(n, b.metadata.resource_version.unwrap_or_default());
         }
     }
-    if let Some(p) = e.vap(&pname(kind)).await {
-        out.insert(pname(kind), p.metadata.resource_version.unwrap_or_default());
+    for name in e.vaps_of(kind).await {
+        if let Some(p) = e.vap(&name).await {
+            out.insert(name, p.metadata.resource_version.unwrap_or_default());
+        }
     }
     let crd = crd_name(kind);
     if let Some(c) = Api::<CustomResourceDefinition>::all(e.client.clone())
@@ -430,7 +432,11 @@ async fn e2e_unreadable_stores_mean_no_writes() {
     r.assert_idle(TIMEOUT).await;
     r.stop().await;
     let converged = versions_of(&e, &kind).await;
-    assert_eq!(converged.len(), 5, "VAP, 3 bindings, CRD: {converged:?}");
+    assert_eq!(
+        converged.len(),
+        7,
+        "a VAP and a binding per constraint (the default shape), CRD: {converged:?}"
+    );
 
     let crds = "customresourcedefinitions";
     let bindings = "validatingadmissionpolicybindings";
@@ -704,7 +710,7 @@ async fn e2e_the_guard_confines_the_service_account() {
     let out = run();
     assert!(out.status.success(), "{}", cli::stderr(&out));
     assert!(
-        e.vap(&pname(&kind)).await.is_some(),
+        e.vap(&ipname(&kind, "c")).await.is_some(),
         "{}",
         cli::stderr(&out)
     );

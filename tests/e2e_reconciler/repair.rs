@@ -4,7 +4,9 @@
 
 use crate::env::{Env, TIMEOUT, eventually, opts, template};
 use crate::support::cluster;
-use crate::support::objects::{binding_name as bname, crd_name, policy_name as pname};
+use crate::support::objects::{
+    binding_name as bname, crd_name, inline_policy_name as ipname, policy_name as pname,
+};
 use k8s_openapi::api::admissionregistration::v1::{
     ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
 };
@@ -77,7 +79,8 @@ async fn e2e_drift_repair_and_foreign_objects() {
     let r = e.leader(&e.env.unique_name("drift"), o.clone()).await;
     r.assert_idle(TIMEOUT).await;
     let b = bname(&kind, "c");
-    let p = pname(&kind);
+    // The default shape: the VAP of constraint c is its own (inline).
+    let p = ipname(&kind, "c");
     assert!(e.vapb(&b).await.is_some());
     e.until_vapb(
         "legacy-named binding swept",
@@ -170,6 +173,13 @@ async fn e2e_a_crd_deleted_by_hand_comes_back_without_its_constraints() {
         .expect("delete the constraint CRD");
     e.until_vapb("the binding of the deleted constraint deleted", &bn, false)
         .await;
+    // The default shape: the constraint's own VAP goes with it (no template VAP to keep).
+    e.until_vap(
+        "the VAP of the deleted constraint deleted",
+        &ipname(&kind, "c"),
+        false,
+    )
+    .await;
     // Its template is still there: the template side creates the CRD again.
     eventually("the CRD created again by kubectl-vap", || async {
         crds.get_opt(&crd)
@@ -186,13 +196,14 @@ async fn e2e_a_crd_deleted_by_hand_comes_back_without_its_constraints() {
         "a restarted watch leaves no access error"
     );
     assert!(
-        e.vap(&pname(&kind)).await.is_some(),
-        "the template's VAP stays"
+        e.vaps_of(&kind).await.is_empty(),
+        "no VAP without a constraint, and none written for the template"
     );
 
-    // The user creates the constraint again: bound again.
+    // The user creates the constraint again: bound again, its VAP written again.
     e.constrain(&kind, "c").await;
     e.until_vapb("bound again", &bn, true).await;
+    assert!(e.vap(&ipname(&kind, "c")).await.is_some());
     assert!(r.watches_kind(&kind));
     r.assert_idle(TIMEOUT).await;
     e.clean_up_with(r, &[&kind]).await;
@@ -230,7 +241,7 @@ async fn e2e_race_3287_and_a_storm_of_flips_and_churn() {
     e.put_template(&template(k, Some(false))).await;
     r.assert_idle(TIMEOUT).await;
     e.assert_converged(&o, "after off/on/off").await;
-    assert!(e.vap(&pname(k)).await.is_none(), "the last word was off");
+    assert!(e.vaps_of(k).await.is_empty(), "the last word was off");
     for c in 0..4 {
         assert!(
             e.vapb(&bname(k, &format!("c{c}"))).await.is_none(),
@@ -369,13 +380,19 @@ async fn e2e_restart_on_a_converged_cluster_writes_nothing() {
                 kept.push(bname(kind, n));
             }
         }
+        kept.extend(e.vaps_of(kind).await);
     }
     assert!(
         kept.is_empty(),
-        "bindings of deleted constraints left behind: {kept:?}; writes: {:#?}",
+        "bindings and VAPs of deleted constraints left behind: {kept:?}; writes: {:#?}",
         c.writes()
     );
-    assert_eq!(c.writes_total(), 48, "one delete per binding");
+    // The default shape: each constraint had a VAP of its own too.
+    assert_eq!(
+        c.writes_total(),
+        96,
+        "one delete per binding and one per constraint's VAP"
+    );
     let refs: Vec<&str> = kinds.iter().map(String::as_str).collect();
     e.clean_up_with(c, &refs).await;
 }

@@ -103,6 +103,12 @@ pub fn policy_name(kind: &str) -> String {
     format!("gatekeeper-{}", kind.to_lowercase())
 }
 
+/// The VAP of constraint `constraint` of `kind` in the inline shape (the default's for a
+/// template of at most 10 constraints): `gatekeeper-<lower(kind)>.<constraint>`.
+pub fn inline_policy_name(kind: &str, constraint: &str) -> String {
+    format!("gatekeeper-{}.{constraint}", kind.to_lowercase())
+}
+
 /// The binding of constraint `constraint` of `kind`: `gatekeeper-<lower(kind)>-<constraint>`.
 pub fn binding_name(kind: &str, constraint: &str) -> String {
     format!("gatekeeper-{}-{constraint}", kind.to_lowercase())
