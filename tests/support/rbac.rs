@@ -45,7 +45,9 @@ pub async fn grant(client: &kube::Client, g: &Grant<'_>) {
         .await
         .expect("Gatekeeper's namespace");
     let rules = kubectl_vap::cli::install::pod_status_role_rules();
-    testenv::rbac::grant_in(client, gatekeeper, g.name, g.user, &rules).await;
+    // A name of its own: the Lease's Role may be in Gatekeeper's namespace too.
+    let name = format!("{}-gatekeeper", g.name);
+    testenv::rbac::grant_in(client, gatekeeper, &name, g.user, &rules).await;
 }
 
 /// The ClusterRole rules of `install --print` with `verbs` removed on `resource` ([`rules_without`]).
