@@ -81,8 +81,20 @@ async fn e2e_check_w_prints_findings_as_they_come_and_go() {
         l.starts_with("- ERROR") && l.contains("crd-missing") && l.contains("k8swatched")
     });
 
+    // It ends on SIGINT, within moments (it once lost a signal sent between two waits and
+    // never ended: a bounded wait makes that a failure, not a hang).
     testenv::signal(child.id(), libc::SIGINT);
-    let status = child.wait().expect("check -w ends");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("check -w's status") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("check -w did not end within 30 s of SIGINT");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
     assert_eq!(status.code(), Some(0), "clean at the end: 0");
 
     // -o json is one report's format: refused with a usage error.

@@ -80,12 +80,19 @@ pub fn check_watch(cli: &super::args::Cli, out: &ReportOutputArgs) -> anyhow::Re
                 .await
                 .map_err(|e| anyhow::anyhow!("watching {}: {e}", first.url))?;
         let mut states = view.subscribe();
+        // Listening for SIGINT and SIGTERM from here on, through every wait below: a signal
+        // that came while no listener was waiting (during the settle, or the analysis) was
+        // lost, and the process, whose handler was installed, never ended.
+        let mut stopped = std::pin::pin!(super::live::terminated());
         loop {
             tokio::select! {
                 changed = states.changed() => if changed.is_err() { break },
-                () = super::live::terminated() => break,
+                () = &mut stopped => break,
             }
-            tokio::time::sleep(SETTLE).await;
+            tokio::select! {
+                () = tokio::time::sleep(SETTLE) => {}
+                () = &mut stopped => break,
+            }
             let state = states.borrow_and_update().clone();
             // Half-listed (a watch relisting), nothing can be judged: the next change will.
             if !state.synced {
