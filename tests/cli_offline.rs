@@ -50,6 +50,7 @@ fn check_on_the_demo_lists_every_finding_code_and_exits_1() {
                 "policy-cost-exceeded",
                 "write-refused",
                 "writer-conflict",
+                "guard-missing",
                 "policy-type-warning",
                 "input-duplicate",
                 "static-refused",

@@ -431,7 +431,7 @@ fn the_binding_wait_is_measured_against_the_snapshot_clock_only() {
 #[test]
 fn every_code_has_a_title_and_a_stable_name() {
     let names: Vec<&str> = Code::ALL.iter().map(|c| c.as_str()).collect();
-    assert_eq!(names.len(), 27);
+    assert_eq!(names.len(), 28);
     for c in Code::ALL {
         assert!(!c.title().is_empty());
         assert_eq!(

@@ -630,17 +630,7 @@ async fn e2e_moving_between_shapes_refuses_nothing_and_admits_nothing() {
         cmd
     });
     run.wait_ready(SETTLE, poll::EVERY).await;
-    poll::eventually("the constraint CRD", SETTLE, || async {
-        let crds: kube::Api<
-            k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
-        > = kube::Api::all(client.clone());
-        crds.get_opt("k8sdefaultmovelabel.constraints.gatekeeper.sh")
-            .await
-            .ok()
-            .flatten()
-            .is_some()
-    })
-    .await;
+    cluster::until_kind_served(&client, "K8sDefaultMoveLabel", SETTLE).await;
     for i in 0..10 {
         cluster::create_constraint(&client, &label_constraint(i)).await;
     }
@@ -692,4 +682,79 @@ async fn e2e_moving_between_shapes_refuses_nothing_and_admits_nothing() {
         run.exited_within(Duration::ZERO).await.is_none(),
         "run still runs"
     );
+}
+
+/// Issue 42 (item 4): a template whose CEL the API server's compiler refuses is the
+/// template's error before any constraint exists, though the default writes no VAP for a
+/// template without constraints: `check` reports a `template-error` on the template with the
+/// server's words (a dry-run of the VAP it would write), `run` says so (its status entry in
+/// Gatekeeper's `ConstraintTemplatePodStatus`: e2e_gatekeeper), and a sound template beside it
+/// gets neither.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_a_broken_templates_cel_is_its_error_before_any_constraint() {
+    let env = tokio::task::spawn_blocking(TestEnv::start)
+        .await
+        .expect("env");
+    let client = cluster::prepared(&env, &[NS, "gatekeeper-system"]).await;
+    let validations = |expression: &str| json!({ "validations": [{ "expression": expression, "message": "never" }] });
+    let broken = template(
+        "K8sDefaultBrokenCel",
+        json!({}),
+        validations("variables.nosuchvariable == 'x'"),
+    );
+    let sound = template(
+        "K8sDefaultSoundCel",
+        json!({}),
+        validations("object.metadata.name != ''"),
+    );
+    for t in [&broken, &sound] {
+        cluster::create_template(&client, t).await;
+    }
+    // `run` writes the constraint CRDs and no VAP (no constraint), and says what the server
+    // thinks of the broken template's CEL.
+    let out = vap(&env, &["run", "--once"]);
+    let said = cli::stderr(&out);
+    assert!(
+        said.contains("refuses the VAP template k8sdefaultbrokencel generates"),
+        "{said}"
+    );
+    assert!(!said.contains("k8sdefaultsoundcel generates"), "{said}");
+    let vaps = cluster::policies(&client)
+        .list(&Default::default())
+        .await
+        .expect("VAPs");
+    assert!(
+        vaps.items.iter().all(|p| !p
+            .metadata
+            .name
+            .as_deref()
+            .unwrap_or_default()
+            .starts_with("gatekeeper-k8sdefault")),
+        "a dry-run writes nothing"
+    );
+    // `check`: an error on the template, with the server's words, none on the sound one.
+    let out = vap(&env, &["check", "-o", "json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", cli::stderr(&out));
+    let report = cli::stdout_json(&out);
+    let on = |name: &str| {
+        report["findings"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|f| f["code"] == "template-error" && f["object"]["name"] == name)
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let found = on("k8sdefaultbrokencel");
+    assert_eq!(found.len(), 1, "{report:#}");
+    assert_eq!(found[0]["object"]["kind"], "ConstraintTemplate");
+    let message = found[0]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("nosuchvariable"), "{message}");
+    assert_eq!(on("k8sdefaultsoundcel"), Vec::<Value>::new(), "{report:#}");
+    // The table prints the server's diagram as lines, never as `\n` escapes.
+    let table = vap(&env, &["check"]);
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(text.contains("template-error"), "{text}");
+    assert!(!text.contains("\\n"), "{text}");
 }

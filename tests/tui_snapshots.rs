@@ -1568,6 +1568,7 @@ fn remote_state() -> LiveState {
             settings: Some(kubectl_vap::core::settings::Settings::of(&default_options())),
             refused: Vec::new(),
             contested: Vec::new(),
+            guard: None,
         }),
         vacant: false,
         unreadable: None,

@@ -979,6 +979,11 @@ pub struct RunArgs {
     /// Write even though Gatekeeper's own generator looks active.
     #[arg(long)]
     pub take_over: bool,
+    /// This copy's account is confined by the guard `install --print` ships
+    /// (kubectl-vap-guard): say when that guard is gone, unbound or changed (an error, /readyz
+    /// not ready, `check`'s guard-missing). The printed Deployment passes it.
+    #[arg(long)]
+    pub expect_guard: bool,
     /// Converge once, then exit 0 (or non-zero if it could not).
     #[arg(long)]
     pub once: bool,

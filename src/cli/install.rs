@@ -21,9 +21,7 @@ pub const IMAGE_ENTRYPOINT: [&str; 3] = ["/kubectl-vap", "run", "--in-cluster"];
 pub const METRICS_PORT: u16 = 8080;
 
 const NAME: &str = "kubectl-vap";
-/// The guard policy and its binding. Not `gatekeeper-…` (the reconciler's names) and not
-/// labelled managed-by kubectl-vap: nothing the reconciler owns, so it never touches it.
-pub const GUARD_NAME: &str = "kubectl-vap-guard";
+pub use crate::core::guard::GUARD_NAME;
 /// Where the Events about templates go (cluster-scoped objects' events live in `default`).
 const EVENTS_NAMESPACE: &str = "default";
 
@@ -135,107 +133,11 @@ pub fn service_account_user(namespace: &str) -> String {
     format!("system:serviceaccount:{namespace}:{NAME}")
 }
 
-/// A CEL string literal (names and namespaces are DNS labels; quoted all the same).
-fn cel_string(s: &str) -> String {
-    serde_json::Value::from(s).to_string()
-}
-
-/// The guard: a ValidatingAdmissionPolicy and its binding that confine what `user` (the
-/// ServiceAccount) may write where RBAC cannot name the objects in advance. RBAC grants
-/// create/update/delete on every CustomResourceDefinition (the constraint CRDs' names come
-/// from templates) and create of Leases and ConfigMaps (a create is authorized before the name
-/// is known); the guard lets through only CRDs of the group `constraints.gatekeeper.sh`, and in
-/// `namespace` only the Lease `lease` and its requests ConfigMap, and of Gatekeeper's pod
-/// statuses only those labelled with kubectl-vap's id (the Lease's name). Kubernetes evaluates no
-/// admission policy (nor webhook) on VAPs and bindings themselves, so that no policy can lock
-/// out the admission chain: those stay confined by RBAC alone.
+/// The guard (`core::guard`) of the reconciler whose Lease is `namespace`/`lease`, confining
+/// `user`.
 pub fn guard_objects(namespace: &str, lease: &str, user: &str) -> [serde_json::Value; 2] {
-    use serde_json::json;
-    let labels = json!({ "app.kubernetes.io/name": NAME, "app.kubernetes.io/part-of": NAME });
-    let ns = cel_string(namespace);
-    let requests = cel_string(&crate::controller::requests_configmap(lease));
-    let group = cel_string(crate::model::CONSTRAINTS_GROUP);
-    let name_is = |resource: &str, name: &str| {
-        format!(
-            "request.resource.resource != '{resource}' || (request.namespace == {ns} && variables.target.metadata.name == {name})"
-        )
-    };
-    let rule = |group: &str, resource: &str| {
-        json!({ "apiGroups": [group], "apiVersions": ["*"], "resources": [resource],
-                "operations": ["CREATE", "UPDATE", "DELETE"] })
-    };
-    [
-        json!({
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingAdmissionPolicy",
-            "metadata": { "name": GUARD_NAME, "labels": labels },
-            "spec": {
-                "failurePolicy": "Fail",
-                "matchConstraints": { "resourceRules": [
-                    rule("apiextensions.k8s.io", "customresourcedefinitions"),
-                    rule("coordination.k8s.io", "leases"),
-                    rule("", "configmaps"),
-                    rule(crate::model::STATUS_GROUP, "constrainttemplatepodstatuses"),
-                    rule(crate::model::STATUS_GROUP, "constraintpodstatuses"),
-                ] },
-                // Only the reconciler's own requests: nobody else is confined by this policy.
-                "matchConditions": [{
-                    "name": "the-reconciler",
-                    "expression": format!("request.userInfo.username == {}", cel_string(user))
-                }],
-                // A delete has no new object: what it removes is the old one.
-                "variables": [{
-                    "name": "target",
-                    "expression": "request.operation == 'DELETE' ? oldObject : object"
-                }],
-                "validations": [
-                    {
-                        "expression": format!(
-                            "request.resource.resource != 'customresourcedefinitions' || variables.target.spec.group == {group}"
-                        ),
-                        "messageExpression": format!(
-                            "'kubectl-vap writes only constraint CRDs (group ' + {group} + '), not ' + variables.target.metadata.name"
-                        ),
-                        "reason": "Forbidden"
-                    },
-                    {
-                        "expression": name_is("leases", &cel_string(lease)),
-                        "messageExpression": format!(
-                            "'kubectl-vap writes only its Lease ' + {ns} + '/' + {}", cel_string(lease)
-                        ),
-                        "reason": "Forbidden"
-                    },
-                    {
-                        "expression": name_is("configmaps", &requests),
-                        "messageExpression": format!(
-                            "'kubectl-vap writes only its ConfigMap ' + {ns} + '/' + {requests}"
-                        ),
-                        "reason": "Forbidden"
-                    },
-                    {
-                        // Gatekeeper's pods write theirs beside ours: ours carry our id.
-                        "expression": format!(
-                            "!request.resource.resource.endsWith('podstatuses') || (has(variables.target.metadata.labels) && {pod} in variables.target.metadata.labels && variables.target.metadata.labels[{pod}] == {lease})",
-                            pod = cel_string(crate::core::pod_status::POD_LABEL),
-                            lease = cel_string(lease)
-                        ),
-                        "messageExpression": format!(
-                            "'kubectl-vap writes only the pod statuses labelled ' + {} + '=' + {}",
-                            cel_string(crate::core::pod_status::POD_LABEL),
-                            cel_string(lease)
-                        ),
-                        "reason": "Forbidden"
-                    }
-                ]
-            }
-        }),
-        json!({
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingAdmissionPolicyBinding",
-            "metadata": { "name": GUARD_NAME, "labels": labels },
-            "spec": { "policyName": GUARD_NAME, "validationActions": ["Deny"] }
-        }),
-    ]
+    let requests = crate::controller::requests_configmap(lease);
+    crate::core::guard::guard_objects(namespace, lease, &requests, user)
 }
 
 /// The manifests as one multi-document YAML stream.
@@ -330,6 +232,7 @@ pub fn install_objects(opts: &InstallOptions) -> Vec<serde_json::Value> {
                             "command": [IMAGE_ENTRYPOINT[0]],
                             "args": ["run", "--in-cluster",
                                      format!("--lease-namespace={ns}"),
+                                     "--expect-guard",
                                      format!("--metrics-addr=0.0.0.0:{METRICS_PORT}")],
                             // Published with the Lease renewals: views name the pod that leads.
                             "env": [{ "name": "POD_NAME",
@@ -611,6 +514,7 @@ mod tests {
                 "run",
                 "--in-cluster",
                 "--lease-namespace=vap-system",
+                "--expect-guard",
                 "--metrics-addr=0.0.0.0:8080"
             ])
         );

@@ -139,6 +139,7 @@ struct Electing {
     lease_duration: Option<Duration>,
     scope: crate::controller::Scope,
     one_shot: bool,
+    expect_guard: bool,
 }
 
 /// Connects and starts a headless reconciler that competes for the Lease; refuses (and stops
@@ -158,6 +159,7 @@ async fn start_electing(cli: &Cli, how: Electing) -> anyhow::Result<Controller> 
     config.metrics_addr = how.metrics_addr;
     config.scope = how.scope;
     config.one_shot = how.one_shot;
+    config.expect_guard = how.expect_guard;
     if let Some(w) = how.workers {
         config.workers = usize::from(w);
     }
@@ -224,6 +226,7 @@ pub fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<Exit> {
                 lease_duration: args.lease_duration,
                 scope: crate::controller::Scope::All,
                 one_shot: false,
+                expect_guard: args.expect_guard,
             },
         )
         .await?;
@@ -548,6 +551,9 @@ pub(super) async fn first_report(cli: &Cli, out: &ReportOutputArgs) -> anyhow::R
         settings: Some(read.judgement.judged),
         refused: dry_run_plan(&read.client, &read.api, &plan).await,
         contested: read.judgement.contested,
+        guard: read.judgement.guard,
+        templates_refused: probe_templates(&read.client, &read.api, &read.snap, &options, &plan)
+            .await,
     };
     let findings = report::live_findings(&read.snap, &options, Vec::new(), &live);
     let (text, _) =
@@ -580,6 +586,8 @@ pub(super) struct Judgement {
     pub judged: crate::core::settings::Judged,
     /// (`Kind/name`, what the leader says of it): `writer-conflict` findings.
     pub contested: Vec<(String, String)>,
+    /// What the leader says is wrong with the guard that confines it: `guard-missing`.
+    pub guard: Option<String>,
 }
 
 /// Whose settings to judge by: the leader's as it publishes them with its renewals, or this
@@ -590,12 +598,12 @@ pub(super) async fn judged_settings(client: &kube::Client, cli: &Cli) -> Judgeme
     let lease = cli.lease();
     let (ns, name) = (lease.lease_namespace.as_str(), lease.lease_name.as_str());
     // The controller's one rule, as the TUI judges by it too.
-    let (options, judged, contested) = match crate::controller::read_lease(client, ns, name).await {
+    let (options, judged, health) = match crate::controller::read_lease(client, ns, name).await {
         Ok(view) => {
             let (options, judged) = judged_by(&view, &local, cli);
             let live_leader = !view.vacant;
-            let contested = view.health.filter(|_| live_leader).map(|h| h.contested);
-            (options, judged, contested.unwrap_or_default())
+            let health = view.health.filter(|_| live_leader);
+            (options, judged, health.unwrap_or_default())
         }
         Err(e) => {
             let why = format!(
@@ -603,7 +611,7 @@ pub(super) async fn judged_settings(client: &kube::Client, cli: &Cli) -> Judgeme
                 crate::cluster::describe(&e)
             );
             let (options, judged) = judge(&local, None, &why);
-            (options, judged, Vec::new())
+            (options, judged, crate::controller::LeaderHealth::default())
         }
     };
     for line in judged.lines() {
@@ -612,7 +620,8 @@ pub(super) async fn judged_settings(client: &kube::Client, cli: &Cli) -> Judgeme
     Judgement {
         options,
         judged,
-        contested,
+        contested: health.contested,
+        guard: health.guard,
     }
 }
 
@@ -647,8 +656,51 @@ async fn dry_run_plan(
     api: &crate::cluster::discovery::AdmissionApi,
     plan: &[crate::core::PlannedWrite],
 ) -> Vec<report::Refused> {
+    let writes: Vec<_> = plan.iter().collect();
+    dry_run_refusals(client, api, &writes, "a planned write")
+        .await
+        .into_iter()
+        .map(|(w, message)| report::Refused {
+            verb: w.verb,
+            object: w.object.clone(),
+            message,
+        })
+        .collect()
+}
+
+/// The VAP of each template that has nothing written yet (`core::probe`), sent as a
+/// server-side dry-run: a `template-error` for each the server's compiler refuses, so a
+/// template's broken CEL is said on the template before its first constraint.
+async fn probe_templates(
+    client: &kube::Client,
+    api: &crate::cluster::discovery::AdmissionApi,
+    snap: &crate::snapshot::Snapshot,
+    opts: &crate::core::Options,
+    plan: &[crate::core::PlannedWrite],
+) -> Vec<crate::core::Finding> {
+    use crate::core::probe;
+    let probes = probe::template_probes(snap, opts, plan);
+    let writes: Vec<_> = probes.iter().map(|p| &p.write).collect();
+    let refusals = dry_run_refusals(client, api, &writes, "a template's VAP").await;
+    probes
+        .iter()
+        .filter_map(|p| {
+            let (_, message) = refusals.iter().find(|(w, _)| std::ptr::eq(*w, &p.write))?;
+            Some(probe::refused(p, message))
+        })
+        .collect()
+}
+
+/// `writes` sent as server-side dry-runs (8 at a time): those the server refuses, with its
+/// message. The first dry-run that fails otherwise is said on stderr, naming `what` was sent.
+async fn dry_run_refusals<'w>(
+    client: &kube::Client,
+    api: &crate::cluster::discovery::AdmissionApi,
+    writes: &[&'w crate::core::PlannedWrite],
+    what: &str,
+) -> Vec<(&'w crate::core::PlannedWrite, String)> {
     use futures::StreamExt;
-    let results: Vec<_> = futures::stream::iter(plan)
+    let results: Vec<_> = futures::stream::iter(writes.iter().copied())
         .map(|w| async move {
             (
                 w,
@@ -663,18 +715,13 @@ async fn dry_run_plan(
     for (w, result) in results {
         let Err(e) = result else { continue };
         match crate::cluster::apply::refusal(&e) {
-            Some(message) => refused.push(report::Refused {
-                verb: w.verb,
-                object: w.object.clone(),
-                message,
-            }),
+            Some(message) => refused.push((w, message)),
             None => {
                 unchecked += 1;
                 tracing::debug!("dry-run of {} {}: {e}", w.verb.as_str(), w.object);
                 if unchecked == 1 {
                     errln!(
-                        "warning: the server-side dry-run of a planned write failed ({}); what the server would refuse is not known",
-                        e
+                        "warning: the server-side dry-run of {what} failed ({e}); what the server would refuse is not known"
                     );
                 }
             }
@@ -752,10 +799,14 @@ fn read_cluster(
         let opts = read.judgement.options;
         let plan = analyze(&read.snap, &opts).plan;
         let refused = dry_run_plan(&read.client, &read.api, &plan).await;
+        let templates_refused =
+            probe_templates(&read.client, &read.api, &read.snap, &opts, &plan).await;
         let live = report::Live {
             settings: Some(read.judgement.judged),
             refused,
             contested: read.judgement.contested,
+            guard: read.judgement.guard,
+            templates_refused,
         };
         Ok((read.snap, opts, live))
     })

@@ -33,6 +33,12 @@ pub struct Live {
     /// Objects the leader does not write for now because another writer keeps undoing its
     /// writes (`Kind/name`, the leader's words), from its Lease.
     pub contested: Vec<(String, String)>,
+    /// What the leader says is wrong with the guard that confines it (`run --expect-guard`):
+    /// a `guard-missing` error.
+    pub guard: Option<String>,
+    /// `template-error`s of templates whose VAP the API server's compiler refuses in a dry-run
+    /// before anything of them is written (`core::probe`).
+    pub templates_refused: Vec<Finding>,
 }
 
 /// `writer-conflict` errors for the objects the leader says another writer contests.
@@ -172,6 +178,19 @@ pub fn live_findings(
         .collect();
     crate::core::findings::add_refusals(&mut findings, &plan, refused);
     findings.extend(contested_findings(&live.contested));
+    findings.extend(live.templates_refused.iter().cloned());
+    findings.extend(live.guard.iter().map(|problem| {
+        let guard = crate::model::ObjectRef::new(
+            "admissionregistration.k8s.io/v1",
+            crate::model::VAP_KIND,
+            crate::core::guard::GUARD_NAME,
+        );
+        Finding::new(
+            Code::GuardMissing,
+            guard,
+            format!("the leader says: {problem}"),
+        )
+    }));
     findings
 }
 
@@ -457,7 +476,7 @@ spec: {enforcementAction: deny}
                 "gatekeeper-k8sdemo",
                 "spec.validations[0]: Invalid\u{1b}[2J",
             )],
-            contested: Vec::new(),
+            ..Live::default()
         };
         let (text, code) = checked(&live, Format::Table);
         assert_eq!(code, Exit::Findings);
@@ -540,7 +559,7 @@ spec: {enforcementAction: deny}
                 "gatekeeper-k8sdemo",
                 "no\nsecond line",
             )],
-            contested: Vec::new(),
+            ..Live::default()
         };
         let (text, n) = plan_report_live(&snap, &opts, Format::Table, Some(&live)).expect("a plan");
         assert_eq!(n, writes);

@@ -616,6 +616,39 @@ async fn e2e_the_guard_confines_the_service_account() {
             .map(|_| ()),
     );
     assert!(denied_by_guard(r.clone()), "the guard denies it: {r:?}");
+    // A constraint CRD with a conversion webhook (issue 42, item 11): every read of the kind's
+    // constraints would go to a URL of the writer's choosing.
+    let webhooked: CustomResourceDefinition = serde_json::from_value(json!({
+        "metadata": { "name": format!("webhooked.{}", kubectl_vap::model::CONSTRAINTS_GROUP) },
+        "spec": {
+            "group": kubectl_vap::model::CONSTRAINTS_GROUP,
+            "scope": "Cluster",
+            "names": { "kind": "Webhooked", "plural": "webhooked", "listKind": "WebhookedList" },
+            "versions": [{ "name": "v1beta1", "served": true, "storage": true,
+                "schema": { "openAPIV3Schema": { "type": "object",
+                    "x-kubernetes-preserve-unknown-fields": true } } }],
+            "conversion": { "strategy": "Webhook", "webhook": {
+                "conversionReviewVersions": ["v1"],
+                "clientConfig": { "url": "https://convert.example.invalid/convert" } } }
+        }
+    }))
+    .expect("a CRD");
+    let r = guarded(
+        "create a constraint CRD with a conversion webhook",
+        crds.create(&dry_create, &webhooked).await.map(|_| ()),
+    );
+    assert!(
+        r.as_ref()
+            .is_err_and(|m| m.contains("kubectl-vap-guard") && m.contains("conversion webhook")),
+        "the guard denies it: {r:?}"
+    );
+    let mut plain = webhooked.clone();
+    plain.spec.conversion = None;
+    guarded(
+        "create a constraint CRD without one",
+        crds.create(&dry_create, &plain).await.map(|_| ()),
+    )
+    .expect("a constraint CRD without a conversion webhook passes the guard");
     let leases = Api::<Lease>::namespaced(as_user.clone(), LEASE_NS);
     let lease: Lease =
         serde_json::from_value(json!({ "metadata": { "name": "not-the-reconcilers" } }))
@@ -732,6 +765,94 @@ async fn e2e_the_guard_confines_the_service_account() {
         .await;
     printed.revoke_reconciler(&e.client, &grant).await;
     e.sweep(&[&kind], "guard-clean").await;
+}
+
+/// Issue 42, item 2: the account the guard confines can delete the guard's binding (no
+/// admission policy judges VAPs and bindings), and then the guard judges nothing. A copy told
+/// that the guard confines it (`run --expect-guard`, as the printed Deployment runs) says so:
+/// ready while the guard holds; its binding deleted, `/readyz` 503 and `check`'s guard-missing
+/// error from the Lease; restored, both clear. On an API server of its own: the copy leads and
+/// writes, and must not meet the shared server's other copies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run scripts/test"]
+async fn e2e_a_guard_removed_is_said() {
+    use k8s_openapi::api::admissionregistration::v1::{
+        ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+    };
+    use kube::api::DeleteParams;
+    let (env, client) = crate::support::cluster::private_env(&[LEASE_NS]).await;
+    let lease = kubectl_vap::controller::DEFAULT_LEASE_NAME;
+    let guard = rbac::printed(LEASE_NS).guard_for(LEASE_NS, "system:serviceaccount:x:nobody");
+    let policy: ValidatingAdmissionPolicy =
+        serde_json::from_value(guard[0].clone()).expect("the guard policy");
+    let binding: ValidatingAdmissionPolicyBinding =
+        serde_json::from_value(guard[1].clone()).expect("its binding");
+    let pp = PostParams::default();
+    Api::<ValidatingAdmissionPolicy>::all(client.clone())
+        .create(&pp, &policy)
+        .await
+        .expect("the guard");
+    let bindings = Api::<ValidatingAdmissionPolicyBinding>::all(client.clone());
+    bindings.create(&pp, &binding).await.expect("its binding");
+    let mut cmd = crate::env::run_as(&env.kubeconfig_admin(), lease);
+    cmd.arg("--expect-guard");
+    let run = Served::spawn(cmd);
+    run.wait_ready(TIMEOUT, Duration::from_millis(200)).await;
+    let check = || {
+        let out = cli::output(
+            cli::kubectl_vap()
+                .args(["check", "-o", "json", "--lease-namespace", LEASE_NS])
+                .arg("--kubeconfig")
+                .arg(env.kubeconfig_admin()),
+        );
+        let report = cli::stdout_json(&out);
+        report["findings"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|f| f["code"] == "guard-missing")
+            .cloned()
+            .collect::<Vec<Value>>()
+    };
+    assert_eq!(check(), Vec::<Value>::new(), "the guard holds");
+
+    let name = kubectl_vap::cli::install::GUARD_NAME;
+    bindings
+        .delete(name, &DeleteParams::default())
+        .await
+        .expect("the guard's binding deleted");
+    let said = "the guard binding kubectl-vap-guard does not exist";
+    eventually("/readyz says the guard is unbound", || async {
+        let readyz = run.get("/readyz");
+        readyz.starts_with("HTTP/1.1 503") && readyz.contains(said)
+    })
+    .await;
+    // The Lease carries it from the next renewal on.
+    eventually("check says the guard is missing", || async {
+        !check().is_empty()
+    })
+    .await;
+    let found = check();
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert_eq!(found[0]["severity"], "error");
+    assert_eq!(found[0]["object"]["name"], name);
+    assert!(
+        found[0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains(said)),
+        "{found:#?}"
+    );
+
+    bindings
+        .create(&pp, &binding)
+        .await
+        .expect("the guard's binding restored");
+    run.wait_ready(TIMEOUT, Duration::from_millis(200)).await;
+    eventually("check says nothing of the guard", || async {
+        check().is_empty()
+    })
+    .await;
+    drop(run);
 }
 
 /// Issue 42, item 3: a copy whose user may read everything but not lead (the operator's

@@ -55,6 +55,21 @@ pub async fn create_template(client: &kube::Client, t: &Value) -> DynamicObject 
     create(&templates(client), t).await
 }
 
+/// Waits until constraints of `kind` are served: a CRD that exists, even Established, can answer
+/// 404 for a moment while the server installs its handler.
+pub async fn until_kind_served(client: &kube::Client, kind: &str, timeout: std::time::Duration) {
+    let api = constraints(client, kind);
+    super::poll::eventually(
+        &format!("constraints of kind {kind} served"),
+        timeout,
+        || {
+            let api = api.clone();
+            async move { api.list(&Default::default()).await.is_ok() }
+        },
+    )
+    .await;
+}
+
 /// Creates constraint `c` (JSON) of its kind.
 pub async fn create_constraint(client: &kube::Client, c: &Value) -> DynamicObject {
     create(&constraints(client, c["kind"].as_str().expect("kind")), c).await

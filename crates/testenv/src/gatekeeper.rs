@@ -385,7 +385,7 @@ async fn wait_established(
             .get(name)
             .await
             .with_context(|| format!("reading CRD {name}"))?;
-        if established(&crd) {
+        if established(&crd) && served(api, &crd).await {
             return Ok(crd);
         }
         if Instant::now() > deadline {
@@ -396,6 +396,28 @@ async fn wait_established(
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Objects of the CRD's storage version can be listed: an Established CRD can answer 404 for a
+/// moment while the server installs its handler (seen in CI: a constraint created at once met
+/// `404 page not found`).
+async fn served(api: &Api<CustomResourceDefinition>, crd: &CustomResourceDefinition) -> bool {
+    let Some(version) = crd.spec.versions.iter().find(|v| v.storage) else {
+        return true;
+    };
+    let resource = ApiResource {
+        group: crd.spec.group.clone(),
+        version: version.name.clone(),
+        api_version: format!("{}/{}", crd.spec.group, version.name),
+        kind: crd.spec.names.kind.clone(),
+        plural: crd.spec.names.plural.clone(),
+    };
+    let objects: Api<kube::api::DynamicObject> =
+        Api::all_with(api.clone().into_client(), &resource);
+    objects
+        .list(&kube::api::ListParams::default().limit(1))
+        .await
+        .is_ok()
 }
 
 #[cfg(test)]

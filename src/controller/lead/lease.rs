@@ -51,6 +51,8 @@ struct HealthRecord {
     refused: std::collections::BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     contested: std::collections::BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    guard: Option<String>,
 }
 
 fn health_to_annotation(h: &LeaderHealth) -> String {
@@ -63,6 +65,7 @@ fn health_to_annotation(h: &LeaderHealth) -> String {
         settings: h.settings.clone(),
         refused: h.refused.iter().cloned().collect(),
         contested: h.contested.iter().cloned().collect(),
+        guard: h.guard.clone(),
     })
     .unwrap_or_default()
 }
@@ -80,6 +83,7 @@ fn health_of(l: &Lease) -> Option<LeaderHealth> {
         settings: r.settings,
         refused: r.refused.into_iter().collect(),
         contested: r.contested.into_iter().collect(),
+        guard: r.guard,
     })
 }
 
@@ -399,6 +403,7 @@ pub async fn run(
             settings: Some(campaign.me.settings.clone()),
             refused: shared.status.refusals(),
             contested: shared.status.published_contests(),
+            guard: shared.status.guard_problem(),
         };
         let answers = shared.answers.annotation();
         let attempt = campaign.try_acquire_or_renew(&published, answers.as_deref(), &mut view);

@@ -15,7 +15,7 @@ use crate::core::plan::Diff;
 use crate::core::pod_status::{self, Written};
 use crate::core::scope::Coverage;
 use crate::core::step::{self, Action, BindingInput, PolicyStep};
-use crate::core::{Options, PlannedWrite, PolicyShape, names, shape};
+use crate::core::{Options, PlannedWrite, PolicyShape, names, probe, shape};
 use crate::model::{Constraint, ConstraintTemplate, Policy, VAP_KIND, VAPB_KIND};
 use std::time::Duration;
 
@@ -259,8 +259,26 @@ where
         side.turn_off(&policy).await
     };
     let outcome = crd_outcome.merge(outcome);
-    conclude_template(writer, &t, &verdict, Some(&policy), &outcome);
+    let nothing_written = policy.shape() == PolicyShape::Inline && constraints.is_empty();
+    let written = match (written(&outcome), compiled(&t, nothing_written, ctx).await) {
+        (Written::Done, Some(refused)) => Written::Refused(refused),
+        (written, _) => written,
+    };
+    conclude_template_as(writer, &t, &verdict, Some(&policy), &written);
     outcome
+}
+
+/// When nothing of template `t` is on the server for its compiler to judge
+/// (`nothing_written`: one VAP per constraint, and no constraint yet), its VAP as the narrowed
+/// shape would write it is sent as a dry-run, so a broken expression is the template's error
+/// now (`core::probe`), not its first constraint's later: the server's refusal, if any.
+async fn compiled<Q: Enqueue, W: Writer>(
+    t: &ConstraintTemplate,
+    nothing_written: bool,
+    ctx: &Ctx<'_, Q, W>,
+) -> Option<String> {
+    let probe = probe::probe_of(t, ctx.opts).filter(|_| nothing_written)?;
+    ctx.writer.compile(t.name(), &probe).await
 }
 
 /// What became of a reconcile's writes, as the status tells it.
@@ -281,7 +299,18 @@ fn conclude_template<W: Writer>(
     policy: Option<&PolicyStep<'_>>,
     outcome: &Outcome,
 ) {
-    let generation = pod_status::template_generation(verdict, policy, &written(outcome));
+    conclude_template_as(writer, t, verdict, policy, &written(outcome));
+}
+
+/// [`conclude_template`] with what became of the writes said as `written`.
+fn conclude_template_as<W: Writer>(
+    writer: &W,
+    t: &ConstraintTemplate,
+    verdict: &TemplateVerdict,
+    policy: Option<&PolicyStep<'_>>,
+    written: &Written,
+) {
+    let generation = pod_status::template_generation(verdict, policy, written);
     writer.concluded(Concluded::Template {
         name: t.name().to_string(),
         entry: generation.map(|generation| Entry {

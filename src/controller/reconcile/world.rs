@@ -112,6 +112,16 @@ pub trait Writer {
     /// What the reconcile concluded about its template or constraint, for the status
     /// Gatekeeper's users read (`tell::pod_status`). The in-memory world ignores it.
     fn concluded(&self, _concluded: Concluded) {}
+    /// `w` (template `template`'s VAP, `core::probe`) sent as a server-side dry-run: the
+    /// server's refusal, if it refuses it. Nothing is written. The in-memory world compiles
+    /// nothing.
+    fn compile(
+        &self,
+        _template: &str,
+        _w: &PlannedWrite,
+    ) -> impl std::future::Future<Output = Option<String>> + Send {
+        std::future::ready(None)
+    }
 }
 
 /// What a reconcile concluded about its template or constraint, in Gatekeeper's words

@@ -49,6 +49,7 @@ fn readiness(shared: &Shared) {
         .into_iter()
         .chain(shared.unknown_stores().into_iter().map(|(_, why)| why))
         .chain(shared.status.lacking_rights())
+        .chain(judge_guard(shared))
         .chain(contested)
         .collect();
     shared.metrics.set_ready(if !reasons.is_empty() {
@@ -58,6 +59,41 @@ fn readiness(shared: &Shared) {
     } else {
         Err("watches not synced yet".into())
     });
+}
+
+/// What is wrong with the guard this copy expects (`run --expect-guard`), judged on the
+/// stores (`core::guard`): said once when it changes — an error log, a line in the views' event
+/// log — and kept in the status for `/readyz` and the Lease's health. Nothing before both
+/// stores are listed.
+fn judge_guard(shared: &Shared) -> Option<String> {
+    use crate::controller::view::state::{EventResult, EventVerb};
+    use crate::core::guard::{GUARD_NAME, guard_problem};
+    let expected = shared.status.guard_expected()?;
+    let Some((policy, binding)) = shared.stores.policy_and_binding(GUARD_NAME) else {
+        return shared.status.guard_problem();
+    };
+    let problem = guard_problem(&expected, policy.as_ref(), binding.as_ref());
+    if shared.status.set_guard_problem(problem.clone()) {
+        let guard = crate::model::ObjectRef::new(
+            "admissionregistration.k8s.io/v1",
+            crate::model::VAP_KIND,
+            GUARD_NAME,
+        );
+        let result = match &problem {
+            Some(p) => {
+                tracing::error!("{p}");
+                EventResult::Failed(p.clone())
+            }
+            None => {
+                tracing::info!("the guard {GUARD_NAME} is whole again");
+                EventResult::Ok
+            }
+        };
+        shared
+            .status
+            .log(EventVerb::Guard, guard, result, String::new());
+    }
+    problem
 }
 
 /// Ends the contests that are over (the write tried after the hold stood): said once each.

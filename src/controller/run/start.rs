@@ -60,6 +60,10 @@ pub struct Config {
     /// the Lease free): the request's outcome counts every write the copy made, those of
     /// taking the Lease included, so its line, its Event and the command's output agree.
     pub one_shot: bool,
+    /// This copy's account is confined by the guard `install --print` ships (`run
+    /// --expect-guard`): a copy that may write says when that guard is gone, unbound or changed
+    /// (`core::guard`).
+    pub expect_guard: bool,
 }
 
 impl Config {
@@ -73,6 +77,7 @@ impl Config {
             metrics_addr: None,
             scope: Scope::All,
             one_shot: false,
+            expect_guard: false,
         }
     }
 }
@@ -435,6 +440,13 @@ pub async fn launch(
         pod_statuses,
     ));
     shared.status.set_contest_tuning(tuning.contest);
+    if config.expect_guard && matches!(config.mode, Mode::Elect { .. }) {
+        let (ns, lease) = (&config.lease_namespace, &config.lease_name);
+        let requests = crate::controller::requests_configmap(lease);
+        // The user it confines is not compared (`guard_problem`): any name will do.
+        let [policy, _] = crate::core::guard::guard_objects(ns, lease, &requests, "");
+        shared.status.expect_guard(policy);
+    }
     let cache = Arc::new(OpinionCache::default());
 
     watch_everything(&shared, writers, tuning.publish_snapshot);

@@ -144,7 +144,45 @@ impl Writer for Live<'_> {
         self.shared.status.clear_failure(object);
     }
 
+    async fn compile(&self, template: &str, w: &PlannedWrite) -> Option<String> {
+        let body = digest(w);
+        if let Some(said) = self.shared.status.probed(template, body) {
+            return said;
+        }
+        // A dry-run writes nothing, so no fence: any copy that reconciles may ask.
+        let sent = crate::cluster::apply::dry_run_write(
+            &self.shared.client,
+            self.shared.stores.admission(),
+            w,
+        );
+        match sent.await {
+            Ok(_) => {
+                self.shared.status.probe_said(template, Some((body, None)));
+                None
+            }
+            Err(e) => match crate::cluster::apply::refusal(&e) {
+                Some(why) => {
+                    tracing::warn!(
+                        template,
+                        "the API server refuses the VAP template {template} generates (a server-side dry-run; no constraint needs it yet): {why}"
+                    );
+                    let said = Some((body, Some(why.clone())));
+                    self.shared.status.probe_said(template, said);
+                    Some(why)
+                }
+                // Unanswered or forbidden: nothing learned, asked again next time.
+                None => {
+                    tracing::debug!(template, "the dry-run of template {template}'s VAP: {e}");
+                    None
+                }
+            },
+        }
+    }
+
     fn concluded(&self, concluded: Concluded) {
+        if let Concluded::Template { name, entry: None } = &concluded {
+            self.shared.status.probe_said(name, None);
+        }
         // A poisoned lock loses one conclusion: the next reconcile of the key says it again.
         if let Ok(mut all) = self.concluded.lock() {
             all.push(concluded);

@@ -327,6 +327,17 @@ impl Stores {
         self.pod_statuses.lock().push(statuses);
     }
 
+    /// The VAP and the binding named `name` as the stores hold them (JSON, `None` when
+    /// absent); `None` until both kinds are listed (an empty store is not an absent object).
+    pub fn policy_and_binding(
+        &self,
+        name: &str,
+    ) -> Option<(Option<serde_json::Value>, Option<serde_json::Value>)> {
+        let listed =
+            self.is_listed(&self.policies.resource()) && self.is_listed(&self.bindings.resource());
+        listed.then(|| (self.policies.value(name), self.bindings.value(name)))
+    }
+
     pub fn crds(&self) -> Vec<std::sync::Arc<CustomResourceDefinition>> {
         self.crds.state()
     }

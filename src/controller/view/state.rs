@@ -147,6 +147,8 @@ pub struct LeaderHealth {
     /// Objects it does not write for now because another writer keeps undoing its writes:
     /// (`Kind/name`, what it says about it).
     pub contested: Vec<(String, String)>,
+    /// What is wrong with the guard that confines it (`run --expect-guard`), if anything.
+    pub guard: Option<String>,
 }
 
 /// What a request (replay, reconcile) did, as the copy that handled it reports it; but for
@@ -326,6 +328,8 @@ pub enum EventVerb {
     Lease,
     /// Gatekeeper's own generator was found switched on (writes stop) or off (writes resume).
     Gatekeeper,
+    /// The guard that confines this copy's account was found gone or changed, or whole again.
+    Guard,
 }
 
 impl EventVerb {
@@ -339,6 +343,7 @@ impl EventVerb {
             EventVerb::ReconcileAll => "reconcile-all",
             EventVerb::Lease => "lease",
             EventVerb::Gatekeeper => "gatekeeper",
+            EventVerb::Guard => "guard",
         }
     }
 }

@@ -12,6 +12,7 @@ use crate::model::ObjectRef;
 use chrono::Utc;
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::{broadcast, watch};
 
@@ -37,6 +38,13 @@ struct Inner {
     /// The identities seen holding the Lease, newest last (at most [`HOLDERS_KEPT`]): whose
     /// Events are the leader's words.
     holders: VecDeque<String>,
+    /// Per template: the digest of the VAP its probe sent and the server's refusal, if any
+    /// (`core::probe`): one dry-run per body, not one per reconcile.
+    probes: HashMap<String, (u64, Option<String>)>,
+    /// The guard this copy expects (`run --expect-guard`: the policy `core::guard` builds), and
+    /// what is wrong with the one the API server holds.
+    guard_expected: Option<Arc<serde_json::Value>>,
+    guard_problem: Option<String>,
 }
 
 /// How many holders of the Lease a copy remembers (hand-overs, restarts).
@@ -242,6 +250,51 @@ impl Status {
         let before = self.inner.lock().failed.remove(object)?;
         self.touch();
         Some(before.error)
+    }
+
+    /// This copy is confined by the guard whose policy is `expected` (`core::guard`).
+    pub fn expect_guard(&self, expected: serde_json::Value) {
+        self.inner.lock().guard_expected = Some(Arc::new(expected));
+    }
+
+    /// The guard policy this copy expects, if it expects one.
+    pub fn guard_expected(&self) -> Option<Arc<serde_json::Value>> {
+        self.inner.lock().guard_expected.clone()
+    }
+
+    /// What is wrong with the guard the API server holds (`None`: it holds); whether that
+    /// changed.
+    pub fn set_guard_problem(&self, problem: Option<String>) -> bool {
+        let mut s = self.inner.lock();
+        let changed = s.guard_problem != problem;
+        s.guard_problem = problem;
+        drop(s);
+        if changed {
+            self.touch();
+        }
+        changed
+    }
+
+    pub fn guard_problem(&self) -> Option<String> {
+        self.inner.lock().guard_problem.clone()
+    }
+
+    /// What the server said of `template`'s probe with this `body`, if it was sent: `Some(None)`
+    /// compiled, `Some(Some(why))` refused.
+    pub fn probed(&self, template: &str, body: u64) -> Option<Option<String>> {
+        let s = self.inner.lock();
+        let (sent, said) = s.probes.get(template)?;
+        (*sent == body).then(|| said.clone())
+    }
+
+    /// Remembers what the server said of `template`'s probe with `body`; `None` forgets the
+    /// template (gone, or it has a VAP of its own now).
+    pub fn probe_said(&self, template: &str, said: Option<(u64, Option<String>)>) {
+        let mut s = self.inner.lock();
+        match said {
+            Some(said) => s.probes.insert(template.to_string(), said),
+            None => s.probes.remove(template),
+        };
     }
 
     /// How `body` of `object` was refused, if this very body was refused as invalid (422)

@@ -66,6 +66,7 @@ codes! {
     StaticOutOfSync = "static-out-of-sync", Warning, "a static manifest differs from what its constraint renders to now (check --static)";
     StaticDangling = "static-dangling", Warning, "a static manifest whose constraint is gone or no longer renders as static (check --static)";
     WriteRefused = "write-refused", Error, "the API server refuses the write that would bring the object in line (its message says why)";
+    GuardMissing = "guard-missing", Error, "the guard that confines the reconciler's service account (install --print) is gone, unbound or changed: its CRD, Lease and ConfigMap writes are confined by RBAC alone";
     WriterConflict = "writer-conflict", Error, "another writer keeps undoing the leader's writes of the object: the leader has stopped writing it for a while (its message names the other field manager)";
 }
 
