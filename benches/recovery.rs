@@ -130,6 +130,9 @@ async fn run() {
         tokio::time::sleep(outage).await;
         env.spawn_apiserver_again().expect("kube-apiserver again");
         let first = first_answer(env, &kinds[0]).await;
+        // What the copy has to write: the deletes stood, and its rewrites before the kill failed.
+        let present = count_bindings(&client).await;
+        println!("round {round}: {present} of {expected} bindings at the first answer");
         let (lower_bound, copy) = tokio::join!(all_listed(env, &kinds, first), async {
             until_bindings(&client, expected, Duration::from_secs(300)).await;
             first.elapsed()
@@ -205,27 +208,30 @@ async fn all_listed(env: &TestEnv, kinds: &[String], first: Instant) -> Duration
 
 /// Waits until `n` bindings of this benchmark's kinds exist (polled every 20 ms).
 async fn until_bindings(client: &kube::Client, n: usize, timeout: Duration) {
-    let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(client.clone());
-    let prefix = format!("gatekeeper-{}", PREFIX.to_lowercase());
     let deadline = Instant::now() + timeout;
     let mut seen = 0;
     while Instant::now() < deadline {
-        if let Ok(list) = bindings.list(&ListParams::default()).await {
-            seen = list
-                .items
-                .iter()
-                .filter(|b| {
-                    b.metadata
-                        .name
-                        .as_deref()
-                        .is_some_and(|n| n.starts_with(&prefix))
-                })
-                .count();
-            if seen >= n {
-                return;
-            }
+        seen = count_bindings(client).await;
+        if seen >= n {
+            return;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     panic!("{seen} of {n} bindings after {timeout:?}");
+}
+
+/// The bindings of this benchmark's kinds (0 when the list fails).
+async fn count_bindings(client: &kube::Client) -> usize {
+    let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(client.clone());
+    let prefix = format!("gatekeeper-{}", PREFIX.to_lowercase());
+    let Ok(list) = bindings.list(&ListParams::default()).await else {
+        return 0;
+    };
+    let ours = |b: &&ValidatingAdmissionPolicyBinding| {
+        b.metadata
+            .name
+            .as_deref()
+            .is_some_and(|n| n.starts_with(&prefix))
+    };
+    list.items.iter().filter(ours).count()
 }
