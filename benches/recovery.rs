@@ -53,6 +53,29 @@ struct Phase {
     copy: Duration,
 }
 
+impl Phase {
+    fn say(&self, round: usize, phase: &str, copy: &str) {
+        println!(
+            "round {round}, {phase}: every kind listed after {:.2?}; {copy} after {:.2?}",
+            self.lower_bound, self.copy
+        );
+    }
+}
+
+/// `work` (the copy's, watched from here) and the lower bound, both timed from `first`.
+async fn timed(
+    env: &TestEnv,
+    kinds: &[String],
+    first: Instant,
+    work: impl std::future::Future<Output = ()>,
+) -> Phase {
+    let (lower_bound, copy) = tokio::join!(all_listed(env, kinds, first), async {
+        work.await;
+        first.elapsed()
+    });
+    Phase { lower_bound, copy }
+}
+
 async fn run() {
     let kinds_n = env_num("BENCH_KINDS", 30);
     let per = env_num("BENCH_CONSTRAINTS", 10);
@@ -107,16 +130,12 @@ async fn run() {
             }
         });
         expected += kinds.len();
-        let (lower_bound, copy) = tokio::join!(all_listed(env, &kinds, first), async {
+        let phase = timed(env, &kinds, first, async {
             futures::future::join_all(made).await;
             until_bindings(&client, expected, Duration::from_secs(300)).await;
-            first.elapsed()
-        });
-        let phase = Phase { lower_bound, copy };
-        println!(
-            "round {round}, SIGKILL restart: every kind listed after {:.2?}; every new constraint bound after {:.2?}",
-            phase.lower_bound, phase.copy
-        );
+        })
+        .await;
+        phase.say(round, "SIGKILL restart", "every new constraint bound");
         restarts.push(phase);
 
         // Every binding deleted, and the server killed the moment the delete returns.
@@ -133,14 +152,14 @@ async fn run() {
         // What the copy has to write: the deletes stood, and its rewrites before the kill failed.
         let present = count_bindings(&client).await;
         println!("round {round}: {present} of {expected} bindings at the first answer");
-        let (lower_bound, copy) = tokio::join!(all_listed(env, &kinds, first), async {
+        let phase = timed(env, &kinds, first, async {
             until_bindings(&client, expected, Duration::from_secs(300)).await;
-            first.elapsed()
-        });
-        let phase = Phase { lower_bound, copy };
-        println!(
-            "round {round}, {outage:?} outage mid-write: every kind listed after {:.2?}; every binding back after {:.2?}",
-            phase.lower_bound, phase.copy
+        })
+        .await;
+        phase.say(
+            round,
+            &format!("{outage:?} outage mid-write"),
+            "every binding back",
         );
         outages.push(phase);
     }

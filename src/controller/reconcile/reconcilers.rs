@@ -181,7 +181,7 @@ where
     let verdict = decide_template(&t, ctx.opts);
     let Some(kind) = kind else {
         // Invalid (no kind): no opinion to publish, nothing to write.
-        conclude_template(writer, &t, &verdict, None, &Outcome::Done);
+        conclude_template(writer, &t, &verdict, None, &Written::Done);
         return Outcome::Done;
     };
     // The CRD store decides a CRD create; unknown, nothing about the kind is concluded.
@@ -214,7 +214,7 @@ where
     if let TemplateVerdict::Invalid { .. } = verdict {
         // Frozen: keep what exists, write nothing new for the kind.
         side.publish(false, Coverage::default());
-        conclude_template(writer, &t, &verdict, None, &Outcome::Done);
+        conclude_template(writer, &t, &verdict, None, &Written::Done);
         return Outcome::Done;
     }
     // Rego-only templates too: nothing else creates their constraint CRD.
@@ -264,7 +264,7 @@ where
         (Written::Done, Some(refused)) => Written::Refused(refused),
         (written, _) => written,
     };
-    conclude_template_as(writer, &t, &verdict, Some(&policy), &written);
+    conclude_template(writer, &t, &verdict, Some(&policy), &written);
     outcome
 }
 
@@ -291,19 +291,9 @@ fn written(outcome: &Outcome) -> Written {
     }
 }
 
-/// Tells the writer what the template side concluded about `t` (`Writer::concluded`).
+/// Tells the writer what the template side concluded about `t` (`Writer::concluded`), its
+/// writes having come to `written`.
 fn conclude_template<W: Writer>(
-    writer: &W,
-    t: &ConstraintTemplate,
-    verdict: &TemplateVerdict,
-    policy: Option<&PolicyStep<'_>>,
-    outcome: &Outcome,
-) {
-    conclude_template_as(writer, t, verdict, policy, &written(outcome));
-}
-
-/// [`conclude_template`] with what became of the writes said as `written`.
-fn conclude_template_as<W: Writer>(
     writer: &W,
     t: &ConstraintTemplate,
     verdict: &TemplateVerdict,
