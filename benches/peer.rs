@@ -827,8 +827,10 @@ impl Bench {
             .await
             .expect("list");
         assert!(errors.is_empty(), "list errors: {errors:?}");
+        // The shape the peer binary runs (`kubectl_vap_narrowed`): one VAP per template.
         let opts = Options {
             binding_wait: Duration::ZERO,
+            policy_shape: kubectl_vap::core::PolicyShape::Narrowed,
             ..default_options()
         };
         let analysis = analyze(&snap, &opts);

@@ -68,17 +68,27 @@ fn a_constraint_of_every_kind_under_a_fail_closed_policy_is_a_warning() {
 /// The objects the plan would create, as the API server would return them (defaults filled,
 /// uid and resourceVersion set): what a converged cluster holds.
 fn converged(objects: Vec<Value>) -> Vec<Value> {
+    converged_in(objects, &default_options())
+}
+
+/// [`converged`] under `opts`.
+fn converged_in(objects: Vec<Value>, opts: &Options) -> Vec<Value> {
     let s = snapshot(objects.clone());
     let mut out = objects;
-    for (i, w) in analyze(&s, &default_options()).plan.into_iter().enumerate() {
+    for (i, w) in analyze(&s, opts).plan.into_iter().enumerate() {
         assert_eq!(w.verb, Verb::Create);
         let mut body = w.body.expect("creates carry a body");
         body["metadata"]["uid"] = json!(format!("uid-{i}"));
         body["metadata"]["resourceVersion"] = json!("1");
-        // Server defaults written back explicitly, as a GET returns them.
+        // Server defaults written back explicitly, as a GET returns them: an absent selector
+        // comes back empty (the inline shape's binding has a namespaceSelector of its own).
         if body["kind"] == "ValidatingAdmissionPolicyBinding" {
-            body["spec"]["matchResources"]["objectSelector"] = json!({});
-            body["spec"]["matchResources"]["namespaceSelector"] = json!({});
+            let resources = &mut body["spec"]["matchResources"];
+            for selector in ["objectSelector", "namespaceSelector"] {
+                if resources[selector].is_null() {
+                    resources[selector] = json!({});
+                }
+            }
         }
         out.push(body);
     }
@@ -142,7 +152,7 @@ fn missing_policy_and_binding_are_created_policy_first() {
 #[test]
 fn out_of_sync_objects_are_updated_once_with_their_resource_version() {
     let mut objs = converged(base());
-    replace(&mut objs, "gatekeeper-k8sx", |p| {
+    replace(&mut objs, &inline_policy_name("K8sX", "a"), |p| {
         p["spec"]["failurePolicy"] = json!("Ignore")
     });
     replace(&mut objs, "gatekeeper-k8sx-a", |b| {
@@ -220,8 +230,8 @@ fn gone_owners_and_legacy_names_dangle() {
 #[test]
 fn foreign_objects_are_reported_and_never_written() {
     let mut objs = converged(base());
-    for name in ["gatekeeper-k8sx", "gatekeeper-k8sx-a"] {
-        replace(&mut objs, name, |o| {
+    for name in [inline_policy_name("K8sX", "a"), binding_name("K8sX", "a")] {
+        replace(&mut objs, &name, |o| {
             o["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": "Deployment", "name": "someone", "uid": "x", "controller": true}]);
             o["spec"]["failurePolicy"] = json!("Ignore");
         });
@@ -248,21 +258,29 @@ fn a_recreated_owner_is_adopted_with_one_update() {
     });
     let s = snapshot(objs);
     let a = analyze(&s, &default_options());
+    // The constraint controls its own VAP (the default shape's, inline) and its binding: each
+    // is adopted with one update.
     assert_eq!(
-        a.findings.iter().map(|f| f.code).collect::<Vec<_>>(),
-        vec![Code::BindingOutOfSync]
+        codes(&s),
+        vec![Code::PolicyOutOfSync, Code::BindingOutOfSync]
     );
-    assert_eq!(a.plan.len(), 1);
-    let body = a.plan[0].body.as_ref().expect("body");
-    assert_eq!(
-        body["metadata"]["ownerReferences"][0]["uid"],
-        "uid-c-a-recreated"
-    );
+    assert_eq!(a.plan.len(), 2, "{:#?}", a.plan);
+    for w in &a.plan {
+        assert_eq!(w.verb, Verb::Update);
+        let body = w.body.as_ref().expect("body");
+        assert_eq!(
+            body["metadata"]["ownerReferences"][0]["uid"],
+            "uid-c-a-recreated"
+        );
+    }
 }
 
 #[test]
 fn gatekeeper_written_objects_are_judged_on_intent() {
-    let mut objs = converged(base());
+    // About the template's VAP Gatekeeper writes and the narrowed shape's judgement of it: one
+    // VAP per template, so the narrowed shape by name (the default's would be the constraint's).
+    let narrowed = narrowed_options();
+    let mut objs = converged_in(base(), &narrowed);
     // As Gatekeeper writes them: no label, its own CEL text, no explicit defaults.
     replace(&mut objs, "gatekeeper-k8sx", |p| {
         unset(&mut p["metadata"], "labels");
@@ -287,10 +305,10 @@ fn gatekeeper_written_objects_are_judged_on_intent() {
     assert_eq!(codes_with(&s, &gatekeeper), Vec::<Code>::new());
     // The narrowed shape rewrites both once: what they match is what it changes.
     assert_eq!(
-        codes(&s),
+        codes_with(&s, &narrowed),
         vec![Code::PolicyOutOfSync, Code::BindingOutOfSync]
     );
-    let objs_narrowed: Vec<_> = analyze(&s, &default_options())
+    let objs_narrowed: Vec<_> = analyze(&s, &narrowed)
         .plan
         .iter()
         .map(|w| w.object.name.clone())
@@ -374,7 +392,9 @@ fn orphan_constraints_and_waiting_bindings_are_info() {
         "status": {"conditions": [{"type": "Established", "status": "True", "lastTransitionTime": chrono::Utc::now().to_rfc3339()}]}
     }));
     let s = snapshot(objs);
-    let a = analyze(&s, &default_options());
+    // The binding wait is the narrowed shape's (a paramKind to be discovered; an inline
+    // binding is written right after its VAP): that shape by name.
+    let a = analyze(&s, &narrowed_options());
     let got: Vec<(Code, &str)> = a
         .findings
         .iter()
@@ -390,7 +410,7 @@ fn orphan_constraints_and_waiting_bindings_are_info() {
     );
     let no_wait = Options {
         binding_wait: std::time::Duration::ZERO,
-        ..default_options()
+        ..narrowed_options()
     };
     assert!(
         analyze(&s, &no_wait)
@@ -411,8 +431,9 @@ fn the_binding_wait_is_measured_against_the_snapshot_clock_only() {
         "spec": {"group": "constraints.gatekeeper.sh", "names": {"kind": "K8sX"}},
         "status": {"conditions": [{"type": "Established", "status": "True", "lastTransitionTime": chrono::Utc::now().to_rfc3339()}]}
     }));
+    // The binding wait is the narrowed shape's (an inline binding does not wait): that shape.
     let binding_writes = |s: &Snapshot| {
-        analyze(s, &default_options())
+        analyze(s, &narrowed_options())
             .plan
             .iter()
             .filter(|w| w.object.kind == "ValidatingAdmissionPolicyBinding")
@@ -443,31 +464,44 @@ fn every_code_has_a_title_and_a_stable_name() {
 
 #[test]
 fn a_foreign_policy_keeps_the_kinds_bindings_waiting() {
-    let mut objs = converged(base());
+    // The kind's one VAP is the narrowed shape's (an inline constraint's own foreign VAP:
+    // tests/core_inline.rs): that shape by name.
+    let narrowed = narrowed_options();
+    let mut objs = converged_in(base(), &narrowed);
     objs.retain(|o| o["metadata"]["name"] != "gatekeeper-k8sx-a");
     replace(&mut objs, "gatekeeper-k8sx", |o| {
         o["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": "Deployment", "name": "someone", "uid": "x", "controller": true}]);
     });
     let s = snapshot(objs);
-    assert_eq!(codes(&s), vec![Code::PolicyForeign, Code::BindingWaiting]);
+    assert_eq!(
+        codes_with(&s, &narrowed),
+        vec![Code::PolicyForeign, Code::BindingWaiting]
+    );
     assert!(
-        analyze(&s, &default_options()).plan.is_empty(),
+        analyze(&s, &narrowed).plan.is_empty(),
         "I1: no binding without our policy"
     );
 }
 
 #[test]
 fn what_cannot_be_read_proves_nothing() {
-    // Bindings unreadable (403): no binding-missing, no creates.
+    // Bindings unreadable (403): no binding-missing, no creates. In the default shape the
+    // constraint's own VAP is written only with its binding known (as the reconciler does):
+    // nothing at all.
     let mut s = snapshot(base());
     s.unreadable
         .insert("validatingadmissionpolicybindings.admissionregistration.k8s.io".into());
-    assert_eq!(codes(&s), vec![Code::PolicyMissing]);
-    let a = analyze(&s, &default_options());
+    assert_eq!(codes(&s), Vec::<Code>::new());
+    assert!(analyze(&s, &default_options()).plan.is_empty());
+    // The narrowed shape's VAP is the template's, which rests on no binding: it is created.
+    let narrowed = narrowed_options();
+    assert_eq!(codes_with(&s, &narrowed), vec![Code::PolicyMissing]);
+    let a = analyze(&s, &narrowed);
     assert!(
-        a.plan
-            .iter()
-            .all(|w| w.object.kind == "ValidatingAdmissionPolicy")
+        !a.plan.is_empty()
+            && a.plan
+                .iter()
+                .all(|w| w.object.kind == "ValidatingAdmissionPolicy")
     );
     let attached: usize = a
         .tree
@@ -477,14 +511,15 @@ fn what_cannot_be_read_proves_nothing() {
         .sum();
     assert_eq!(attached, a.findings.len(), "tree indices stay valid");
 
-    // A constraint kind unreadable: its bindings are not dangling, and never deleted.
+    // A constraint kind unreadable: its bindings and inline VAPs are not dangling, and never
+    // deleted.
     let mut objs = converged(base());
     objs.retain(|o| o["kind"] != "K8sX");
     let mut s = snapshot(objs);
     assert_eq!(
         codes(&s),
-        vec![Code::BindingDangling],
-        "readable: the constraint is gone"
+        vec![Code::PolicyDangling, Code::BindingDangling],
+        "readable: the constraint is gone, and with it its own VAP and binding"
     );
     s.unreadable.insert("k8sx.constraints.gatekeeper.sh".into());
     assert_eq!(codes(&s), Vec::<Code>::new());

@@ -24,7 +24,7 @@ fn inline() -> Options {
 }
 
 fn narrowed() -> Options {
-    default_options()
+    narrowed_options()
 }
 
 /// The parameters a careless generator would turn into CEL of their own.

@@ -18,11 +18,16 @@ use support::objects::*;
 /// A template and a constraint of its kind, with the VAP, binding and CRD the plan creates,
 /// as the API server returns them (uid and resourceVersion set; the CRD Established).
 fn converged() -> Vec<Value> {
+    converged_in(&default_options())
+}
+
+/// [`converged`] under `opts`.
+fn converged_in(opts: &kubectl_vap::core::Options) -> Vec<Value> {
     let mut objects = vec![
         template("k8sx", "K8sX", cel_source(Some(true))),
         constraint("K8sX", "a", json!({"parameters": {"labels": ["owner"]}})),
     ];
-    let plan = analyze(&snapshot(objects.clone()), &default_options()).plan;
+    let plan = analyze(&snapshot(objects.clone()), opts).plan;
     for (i, w) in plan.into_iter().enumerate() {
         let mut body = w.body.expect("creates carry a body");
         body["metadata"]["uid"] = json!(format!("uid-{i}"));
@@ -154,33 +159,22 @@ fn a_written_binding_is_kept_while_its_crd_settles() {
 
 #[test]
 fn the_vap_waits_for_its_kind_to_be_served_and_says_when_bindings_may_rest_on_it() {
-    let s = snap(converged());
+    // The template's VAP (`policy_step`) is the narrowed shape's: the default's, inline, is
+    // the constraint's (tests/core_inline.rs). That shape by name.
+    let narrowed = narrowed_options();
+    let s = snap(converged_in(&narrowed));
     let v = verdict(&s);
     let t = &s.templates[0];
-    let waiting = step::policy_step(t, &v, false, None, &cov(&s), &default_options());
+    let waiting = step::policy_step(t, &v, false, None, &cov(&s), &narrowed);
     assert_eq!(waiting.action, Action::Wait);
     assert!(waiting.write(Diff::Skip).is_none() && !waiting.ready_once_written());
-    let create = step::policy_step(t, &v, true, None, &cov(&s), &default_options());
+    let create = step::policy_step(t, &v, true, None, &cov(&s), &narrowed);
     assert!(matches!(create.action, Action::Create(_)) && create.ready_once_written());
-    let in_sync = step::policy_step(
-        t,
-        &v,
-        true,
-        s.policies.first(),
-        &cov(&s),
-        &default_options(),
-    );
+    let in_sync = step::policy_step(t, &v, true, s.policies.first(), &cov(&s), &narrowed);
     assert_eq!(in_sync.action, Action::InSync);
     // A foreign VAP: never written, bindings never rest on it.
-    let theirs = snap(edited(converged(), "gatekeeper-k8sx", foreign));
-    let f = step::policy_step(
-        t,
-        &v,
-        true,
-        theirs.policies.first(),
-        &cov(&s),
-        &default_options(),
-    );
+    let theirs = snap(edited(converged_in(&narrowed), "gatekeeper-k8sx", foreign));
+    let f = step::policy_step(t, &v, true, theirs.policies.first(), &cov(&s), &narrowed);
     assert!(matches!(f.action, Action::Foreign(_)) && !f.ready_once_written());
     assert_eq!(f.finding().map(|f| f.code), Some(Code::PolicyForeign));
     // The CRD step says whether the kind is served: an Established CRD is.
@@ -191,19 +185,14 @@ fn the_vap_waits_for_its_kind_to_be_served_and_says_when_bindings_may_rest_on_it
 
 #[test]
 fn not_generating_deletes_our_vap_and_an_invalid_template_keeps_it() {
-    let s = snap(converged());
+    // The template's VAP (`policy_step`) is the narrowed shape's: that shape by name.
+    let narrowed = narrowed_options();
+    let s = snap(converged_in(&narrowed));
     let t = &s.templates[0];
     let skip = TemplateVerdict::Skip {
         reason: "generateVAP: false".into(),
     };
-    let gone = step::policy_step(
-        t,
-        &skip,
-        true,
-        s.policies.first(),
-        &cov(&s),
-        &default_options(),
-    );
+    let gone = step::policy_step(t, &skip, true, s.policies.first(), &cov(&s), &narrowed);
     assert_eq!(
         gone.action,
         Action::Delete("template does not generate (generateVAP: false)".into())
@@ -211,14 +200,7 @@ fn not_generating_deletes_our_vap_and_an_invalid_template_keeps_it() {
     let invalid = TemplateVerdict::Invalid {
         reason: "bad".into(),
     };
-    let kept = step::policy_step(
-        t,
-        &invalid,
-        true,
-        s.policies.first(),
-        &cov(&s),
-        &default_options(),
-    );
+    let kept = step::policy_step(t, &invalid, true, s.policies.first(), &cov(&s), &narrowed);
     assert_eq!(kept.action, Action::Keep);
     assert!(kept.write(Diff::Skip).is_none());
     assert_eq!(
@@ -226,21 +208,16 @@ fn not_generating_deletes_our_vap_and_an_invalid_template_keeps_it() {
         Action::Keep
     );
     // A foreign VAP of a template that does not generate is not a finding.
-    let theirs = snap(edited(converged(), "gatekeeper-k8sx", foreign));
-    let f = step::policy_step(
-        t,
-        &skip,
-        true,
-        theirs.policies.first(),
-        &cov(&s),
-        &default_options(),
-    );
+    let theirs = snap(edited(converged_in(&narrowed), "gatekeeper-k8sx", foreign));
+    let f = step::policy_step(t, &skip, true, theirs.policies.first(), &cov(&s), &narrowed);
     assert!(matches!(f.action, Action::Foreign(_)) && f.finding().is_none());
 }
 
 #[test]
 fn a_gone_templates_vap_is_swept_and_its_crd_deleted_only_with_the_seen_uid() {
-    let s = snap(converged());
+    // A template's VAP is the narrowed shape's (the default's, inline, are its constraints'):
+    // that shape by name.
+    let s = snap(converged_in(&narrowed_options()));
     let p = &s.policies[0];
     let sweep = step::sweep_policy("k8sx", p).expect("controlled by k8sx");
     assert_eq!(sweep.reason, "template k8sx is gone");

@@ -145,10 +145,13 @@ impl Cluster {
             .expect("Gatekeeper starts")
     }
 
-    /// A leading kubectl-vap reconciler (in this process) as `client`'s user.
+    /// A leading kubectl-vap reconciler (in this process) as `client`'s user, in the narrowed
+    /// shape: beside Gatekeeper, whose generator writes one VAP per template, these tests name
+    /// that VAP (the default shape beside Gatekeeper: the tests that set `PolicyShape::Auto`).
     async fn reconciler(&self, client: kube::Client) -> Reconciler {
         let options = Options {
             binding_wait: Duration::ZERO,
+            policy_shape: kubectl_vap::core::PolicyShape::Narrowed,
             ..default_options()
         };
         let start = Start::on(GATEKEEPER_NAMESPACE, "kubectl-vap", options).workers(4);

@@ -1843,8 +1843,10 @@ async fn e2e_gatekeepers_config_exclusions_are_exempt_and_followed() {
     };
     apply_config(config(json!(["cfg-exact", "cfg-glob-*"]))).await;
 
+    // The narrowed shape by name: the test reads the template's one VAP.
     let mut opts = kubectl_vap::core::Options {
         binding_wait: Duration::ZERO,
+        policy_shape: kubectl_vap::core::PolicyShape::Narrowed,
         ..kubectl_vap::load::cel::default_options()
     };
     opts.exemptions = kubectl_vap::core::Exemptions::lease_namespace(LEASE_NS);

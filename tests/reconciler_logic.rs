@@ -952,6 +952,12 @@ fn opts(wait_secs: u64) -> Options {
     }
 }
 
+/// [`opts`] in the narrowed shape, for the tests about it (one VAP per template, a paramKind,
+/// the binding wait): the default is `auto`.
+fn narrowed_opts(wait_secs: u64) -> Options {
+    opts(wait_secs).with_shape(PolicyShape::Narrowed)
+}
+
 // ---------------------------------------------------------------------------------------------
 // gatekeeper#3287, every interleaving
 // ---------------------------------------------------------------------------------------------
@@ -1128,7 +1134,8 @@ fn race_3287_every_interleaving_inline() {
 /// each once; then nothing. And back.
 #[test]
 fn switching_to_the_inline_shape_and_back_writes_each_object_once_in_order() {
-    let w = World::new(opts(0));
+    // From the narrowed shape by name (the default's, auto, is inline for one constraint).
+    let w = World::new(narrowed_opts(0));
     w.set_template(T, Some(true));
     w.set_constraint(K, C, "deny");
     quiesce(&w, "narrowed", &[]);
@@ -1147,7 +1154,7 @@ fn switching_to_the_inline_shape_and_back_writes_each_object_once_in_order() {
         ]
     );
     check_i4(&inline, "inline steady");
-    let back = inline.restart_with(opts(0));
+    let back = inline.restart_with(narrowed_opts(0));
     let before = back.writes().len();
     quiesce(&back, "back", &[]);
     assert_eq!(
@@ -1172,10 +1179,11 @@ fn turning_on_writes_the_policy_then_the_binding_then_nothing() {
     w.set_template(T, Some(true));
     w.advance(1);
     quiesce(&w, "on", &[]);
+    // The default shape: the constraint's own VAP (inline), then its binding.
     assert_eq!(
         w.writes(),
         vec![
-            "create ValidatingAdmissionPolicy/gatekeeper-k8srace".to_string(),
+            "create ValidatingAdmissionPolicy/gatekeeper-k8srace.c1".to_string(),
             "create ValidatingAdmissionPolicyBinding/gatekeeper-k8srace-c1".to_string(),
         ]
     );
@@ -1192,11 +1200,15 @@ fn turning_off_deletes_bindings_then_the_policy() {
     let before = w.writes().len();
     w.set_template(T, Some(false));
     quiesce(&w, "off", &[]);
-    let writes = w.writes_since(before);
-    assert_eq!(writes.len(), 3, "{writes:?}");
+    // The default shape: each constraint's binding, then its own VAP (I2).
     assert_eq!(
-        writes.last().map(String::as_str),
-        Some("delete ValidatingAdmissionPolicy/gatekeeper-k8srace")
+        w.writes_since(before),
+        [
+            "delete ValidatingAdmissionPolicyBinding/gatekeeper-k8srace-c1",
+            "delete ValidatingAdmissionPolicy/gatekeeper-k8srace.c1",
+            "delete ValidatingAdmissionPolicyBinding/gatekeeper-k8srace-c2",
+            "delete ValidatingAdmissionPolicy/gatekeeper-k8srace.c2",
+        ]
     );
 }
 
@@ -1213,15 +1225,21 @@ fn one_change_is_one_write() {
     let before = w.writes().len();
     w.set_constraint(K, C, "scoped-audit");
     quiesce(&w, "not vap", &[]);
+    // Its binding, then the constraint's own VAP (the default shape's, inline), once each.
     assert_eq!(
         w.writes_since(before),
-        vec!["delete ValidatingAdmissionPolicyBinding/gatekeeper-k8srace-c1".to_string()]
+        vec![
+            "delete ValidatingAdmissionPolicyBinding/gatekeeper-k8srace-c1".to_string(),
+            "delete ValidatingAdmissionPolicy/gatekeeper-k8srace.c1".to_string(),
+        ]
     );
 }
 
 #[test]
 fn binding_waits_for_the_crd_then_is_written_once() {
-    let w = World::new(opts(30));
+    // The binding wait is the narrowed shape's (a paramKind to discover; an inline binding
+    // follows its VAP at once): that shape by name.
+    let w = World::new(narrowed_opts(30));
     w.set_template(T, Some(true)); // CRD established now
     w.set_constraint(K, C, "deny");
     // Run what is ready without advancing time: the policy, but no binding yet.
@@ -1278,8 +1296,9 @@ fn a_failed_write_whose_need_went_is_forgotten() {
     w.drain().unwrap();
     assert!(failed(&w).is_empty(), "constraint gone: {:?}", failed(&w));
 
-    // The template's VAP refused, then the template deleted.
-    let w = World::new(opts(0));
+    // The template's VAP refused, then the template deleted (a VAP of the template's own: the
+    // narrowed shape, by name; the default's are its constraints').
+    let w = World::new(narrowed_opts(0));
     refuse(&w, policy);
     w.set_template(T, Some(true));
     w.drain().unwrap();
@@ -1335,25 +1354,27 @@ fn drift_is_repaired_at_once() {
     let n = w.writes().len();
     w.external_edit_binding("gatekeeper-k8srace-c1");
     quiesce(&w, "binding edited", &[]);
-    w.external_edit_policy("gatekeeper-k8srace");
+    // The constraint's own VAP: the default shape's (inline).
+    w.external_edit_policy("gatekeeper-k8srace.c1");
     quiesce(&w, "policy edited", &[]);
     w.external_delete_binding("gatekeeper-k8srace-c1");
     quiesce(&w, "binding deleted", &[]);
-    w.external_delete_policy("gatekeeper-k8srace");
+    w.external_delete_policy("gatekeeper-k8srace.c1");
     quiesce(&w, "policy deleted", &[]);
     assert_eq!(
         w.writes_since(n),
         vec![
             "update ValidatingAdmissionPolicyBinding/gatekeeper-k8srace-c1",
-            "update ValidatingAdmissionPolicy/gatekeeper-k8srace",
+            "update ValidatingAdmissionPolicy/gatekeeper-k8srace.c1",
             "create ValidatingAdmissionPolicyBinding/gatekeeper-k8srace-c1",
-            "create ValidatingAdmissionPolicy/gatekeeper-k8srace",
+            "create ValidatingAdmissionPolicy/gatekeeper-k8srace.c1",
         ]
     );
 }
 
 #[test]
 fn foreign_objects_are_never_touched_and_orphans_and_legacy_names_are_swept() {
+    // In the default shape c2's own VAP is not written either: its binding is not ours.
     let w = converged("on");
     // A foreign binding with the name another constraint needs.
     w.put_binding(json!({
@@ -1721,7 +1742,8 @@ fn a_new_template_gets_its_crd_then_its_vap_then_its_bindings() {
         w.writes(),
         [
             "create CustomResourceDefinition/k8srace.constraints.gatekeeper.sh".to_string(),
-            "create ValidatingAdmissionPolicy/gatekeeper-k8srace".to_string(),
+            // The default shape: the constraint's own VAP (inline).
+            "create ValidatingAdmissionPolicy/gatekeeper-k8srace.c1".to_string(),
             "create ValidatingAdmissionPolicyBinding/gatekeeper-k8srace-c1".to_string(),
         ]
     );
@@ -1730,7 +1752,8 @@ fn a_new_template_gets_its_crd_then_its_vap_then_its_bindings() {
 
 #[test]
 fn the_vap_waits_until_the_crd_is_established() {
-    let w = World::new(opts(0));
+    // The template's VAP (its paramKind is the CRD's kind) is the narrowed shape's: by name.
+    let w = World::new(narrowed_opts(0));
     w.set_template(T, Some(true));
     w.st.lock().unwrap().crds.get_mut(K).unwrap()["status"]["conditions"][0]["status"] =
         json!("False");
@@ -1768,7 +1791,13 @@ fn a_rego_only_template_gets_its_crd_too() {
 /// saw justifies it, and only after the bindings and the VAP (no GC modelled here).
 #[test]
 fn a_deleted_template_takes_its_crd_last_and_only_if_this_copy_saw_it() {
-    let w = converged("on");
+    // The narrowed shape by name: "last" is after the template's VAP, whose paramKind the CRD
+    // serves. (Under the default, auto, the CRD goes first and the constraint's binding and
+    // own VAP after it: see docs/reconciler.md, "Constraint CRDs", condition 2.)
+    let w = World::new(narrowed_opts(0));
+    w.set_template(T, Some(true));
+    w.set_constraint(K, C, "deny");
+    quiesce(&w, "on", &[]);
     // A copy that starts now never saw the template: it must not delete the CRD.
     let fresh = w.fork();
     let fresh = World {
@@ -1833,12 +1862,18 @@ fn a_quick_flip_back_on_costs_no_write() {
         w.now_() >= t0() + chrono::Duration::seconds(3),
         "the off waited for the settle time"
     );
+    // The default shape: each constraint's binding, then its own VAP (I2).
     let after: Vec<String> = w.writes_since(before);
-    assert_eq!(after.len(), 5, "4 binding deletes and the VAP: {after:?}");
-    assert!(
-        after[4].starts_with("delete ValidatingAdmissionPolicy/"),
-        "{after:?}"
-    );
+    let expected: Vec<String> = ["c1", "c2", "c3", "c4"]
+        .iter()
+        .flat_map(|c| {
+            [
+                format!("delete ValidatingAdmissionPolicyBinding/gatekeeper-k8srace-{c}"),
+                format!("delete ValidatingAdmissionPolicy/gatekeeper-k8srace.{c}"),
+            ]
+        })
+        .collect();
+    assert_eq!(after, expected, "4 bindings and their VAPs");
 }
 
 /// Knowledge before action: a store that cannot be read (never listed, forbidden, failed,
@@ -1858,8 +1893,9 @@ fn nothing_is_written_on_what_could_not_be_read() {
         }),
         ("policies", |w| {
             let mut st = w.st.lock().unwrap();
-            st.policies.remove(&format!("gatekeeper-{T}"));
-            st.externally_deleted.insert(format!("gatekeeper-{T}"));
+            // The constraint's own VAP: the default shape's (inline).
+            st.policies.remove(&format!("gatekeeper-{T}.{C}"));
+            st.externally_deleted.insert(format!("gatekeeper-{T}.{C}"));
         }),
         ("crds", |w| {
             let mut st = w.st.lock().unwrap();

@@ -28,11 +28,10 @@ fn tmux_tui_real_terminal() {
     let generated = support::tui::write_file(&deep);
     let t = Tmux::start("tui", 160, 45);
     t.wait_text("shell$");
-    // The fixture's objects are those the narrowed shape writes (one VAP per template): the
-    // TUI is judged on them as written, so this test names that shape; the default's own
-    // objects are tmux_tui_live_cluster's.
+    // The fixture's generated objects are the default shape's (auto: each bound constraint's
+    // own VAP), and the binary runs with its defaults.
     t.text(&format!(
-        "KUBECTL_VAP_LOG_FILE={} {bin} --policy-shape narrowed -f {} -f {}; echo EXIT=$?",
+        "KUBECTL_VAP_LOG_FILE={} {bin} -f {} -f {}; echo EXIT=$?",
         dir.path().join("tui.log").display(),
         support::tui::FIXTURE,
         generated.display()
@@ -41,7 +40,7 @@ fn tmux_tui_real_terminal() {
 
     // The tree: templates collapsed, each wearing the worst state below it; its title
     // gives the selection's row.
-    let s = t.wait_text("Tree (1/6 · 30 nodes)");
+    let s = t.wait_text("Tree (1/6 · 33 nodes)");
     assert!(t.alternate_on(), "the UI runs on the alternate screen");
     for want in [
         "mode: offline snapshot",
@@ -73,7 +72,7 @@ fn tmux_tui_real_terminal() {
     // Filter by state: matches inside collapsed templates are shown.
     t.text("/missing");
     t.keys(&["Enter"]);
-    let s = t.wait_text("7 of 30 nodes)");
+    let s = t.wait_text("5 of 33 nodes)");
     assert!(s.contains("filter: missing"), "{s}");
     assert!(!s.contains("k8sdisallowedtags"), "{s}");
     assert!(
@@ -94,7 +93,7 @@ fn tmux_tui_real_terminal() {
     // The YAML of a constraint: filter to it, move onto it, y.
     t.text("/ns-must-have-owner");
     t.keys(&["Enter"]);
-    t.wait_text("3 of 30 nodes)");
+    t.wait_text("4 of 33 nodes)");
     t.text("j");
     t.wait_text("Constraint K8sRequiredLabels/ns-must-have-owner");
     t.text("y");
@@ -102,9 +101,9 @@ fn tmux_tui_real_terminal() {
     assert!(s.contains("enforcementAction: deny"), "{s}");
     // One Escape at a time: two sent at once can reach the terminal as one sequence.
     t.keys(&["Escape"]);
-    t.wait_text("3 of 30 nodes)");
+    t.wait_text("4 of 33 nodes)");
     t.keys(&["Escape"]);
-    t.wait_text("· 30 nodes)");
+    t.wait_text("· 33 nodes)");
 
     // A write is refused offline, with the reason; so is a context switch. The refusal is
     // longer than the screen is wide: the event pane wraps it, its end is on screen.
@@ -133,7 +132,7 @@ fn tmux_tui_real_terminal() {
     let s = t.wait_for("the narrow layout", |s| {
         s.lines().any(|l| l.starts_with("┌ Detail"))
     });
-    assert!(s.contains("· 30 nodes)"), "{s}");
+    assert!(s.contains("· 33 nodes)"), "{s}");
 
     // 80×24: the detail pane has six rows; J and K scroll it, its title says where.
     assert!(
@@ -159,7 +158,7 @@ fn tmux_tui_real_terminal() {
     let s = t.wait_text("EXIT=0");
     assert!(!t.alternate_on(), "the alternate screen is left");
     assert!(
-        !s.contains("30 nodes"),
+        !s.contains("33 nodes"),
         "the UI is gone from the screen:\n{s}"
     );
     assert!(s.contains("shell$"), "{s}");

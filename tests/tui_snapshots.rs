@@ -9,6 +9,7 @@ use kubectl_vap::controller::{
     LeaderHealth, LeaseInfo, LiveState, ReconcileEvent,
 };
 use kubectl_vap::core::tree::Node;
+use kubectl_vap::core::{Options, PolicyShape};
 use kubectl_vap::load::cel::default_options;
 use kubectl_vap::model::ObjectRef;
 use kubectl_vap::tui::app::{Mode, PromptKind};
@@ -54,12 +55,31 @@ fn live_state() -> LiveState {
 }
 
 fn live_data(state: &LiveState, reconcile: bool) -> Arc<Data> {
+    live_data_in(state, reconcile, &default_options())
+}
+
+/// [`live_data`] under `opts`.
+fn live_data_in(state: &LiveState, reconcile: bool, opts: &Options) -> Arc<Data> {
     Arc::new(data_from_live(
         Arc::new(state.clone()),
         "kind-payments",
         reconcile,
-        &default_options(),
+        opts,
     ))
+}
+
+/// The narrowed shape, for the tests about it (the binding wait, one VAP per template): the
+/// default is `auto`.
+fn narrowed() -> Options {
+    default_options().with_shape(PolicyShape::Narrowed)
+}
+
+/// [`live_state`] with the objects the narrowed shape generates.
+fn live_state_narrowed() -> LiveState {
+    LiveState {
+        snapshot: Arc::new(support::tui::snapshot_in(&narrowed())),
+        ..live_state()
+    }
 }
 
 /// What the controller's feed tells, as the live source forwards it.
@@ -218,6 +238,19 @@ fn tui_tree() {
     insta::assert_snapshot!("tree", ui.screen());
 }
 
+/// The tree of the narrowed shape, by name (the default's, auto, is `tui_tree`'s): one VAP per
+/// template, which its constraints' bindings share.
+#[test]
+fn tui_tree_narrowed() {
+    let data = Arc::new(Offline::data(
+        support::tui::snapshot_in(&narrowed()),
+        vec![FIXTURE.to_string()],
+        &narrowed(),
+    ));
+    let ui = Ui::expanded(false, data, 150, 48);
+    insta::assert_snapshot!("tree_narrowed", ui.screen());
+}
+
 #[test]
 fn tui_tree_colours_follow_state() {
     // Tall enough for every row of the fixture's tree.
@@ -301,10 +334,11 @@ fn tui_yaml() {
     insta::assert_snapshot!("yaml", ui.screen());
     ui.key(KeyCode::Esc);
     assert_eq!(ui.app.screen, Screen::Main);
-    // Observed objects hide managedFields.
+    // Observed objects hide managedFields (a constraint's own VAP, the default shape's).
     ui.select(&[
         "template/k8srequiredlabels",
-        "policy/gatekeeper-k8srequiredlabels",
+        "constraint/K8sRequiredLabels/ns-must-have-owner",
+        "policy/gatekeeper-k8srequiredlabels.ns-must-have-owner",
     ]);
     ui.key(KeyCode::Char('y'));
     let s = ui.screen();
@@ -384,9 +418,11 @@ fn tui_detail_shows_findings_and_pod_status() {
         "{s}"
     );
     assert!(s.contains("state=generated"), "{s}");
+    // A missing VAP: the default shape's, the constraint's own.
     ui.select(&[
         "template/k8sallowedrepos",
-        "policy/gatekeeper-k8sallowedrepos",
+        "constraint/K8sAllowedRepos/prod-repos",
+        "policy/gatekeeper-k8sallowedrepos.prod-repos",
     ]);
     insta::assert_snapshot!("detail_missing_policy", ui.screen());
 }
@@ -1118,7 +1154,7 @@ fn tui_filter_and_faults_open_collapsed_templates() {
     ui.key(KeyCode::Char('f'));
     let s = ui.screen();
     for row in [
-        "∅ VAP gatekeeper-k8sallowedrepos  missing",
+        "∅ VAP gatekeeper-k8sallowedrepos.prod-repos  missing",
         "≠ VAPB gatekeeper-k8srequiredlabels-pods-must-have-app  out-of-sync",
         "† VAPB gatekeeper-k8sdisallowedtags-no-latest  dangling",
     ] {
@@ -1315,10 +1351,11 @@ fn tui_event_log_scrolls_full_screen() {
     );
     ui.key(KeyCode::Char('g'));
     let s = ui.screen();
-    assert!(s.contains("HH:MM:SS loaded 24 objects"), "{s}");
+    // 25: the fixture's objects and what the default shape generated for it.
+    assert!(s.contains("HH:MM:SS loaded 25 objects"), "{s}");
     assert!(!s.contains("HH:MM:SS event number 40"), "{s}");
     ui.key(KeyCode::Down);
-    assert!(!ui.screen().contains("HH:MM:SS loaded 24 objects"));
+    assert!(!ui.screen().contains("HH:MM:SS loaded 25 objects"));
     // New lines do not move a scrolled-up log; G follows again.
     ui.act(Action::Flash(
         kubectl_vap::tui::Level::Info,
@@ -1403,16 +1440,16 @@ fn tui_commands_and_unknown_keys_answer() {
 #[test]
 fn tui_copies_a_name_or_the_yaml() {
     let mut ui = Ui::new(false, offline_data(), 100, 30);
+    // A constraint's own VAP (the default shape's), observed.
+    let vap = "gatekeeper-k8srequiredlabels.ns-must-have-owner";
     ui.select(&[
         "template/k8srequiredlabels",
-        "policy/gatekeeper-k8srequiredlabels",
+        "constraint/K8sRequiredLabels/ns-must-have-owner",
+        &format!("policy/{vap}"),
     ]);
     ui.key(KeyCode::Char('c'));
-    assert_eq!(
-        ui.app.copy.take().as_deref(),
-        Some("gatekeeper-k8srequiredlabels")
-    );
-    assert!(ui.screen().contains("copied gatekeeper-k8srequiredlabels"));
+    assert_eq!(ui.app.copy.take().as_deref(), Some(vap));
+    assert!(ui.screen().contains(&format!("copied {vap}")));
     ui.key(KeyCode::Char('y'));
     ui.key(KeyCode::Char('c'));
     let yaml = ui.app.copy.take().expect("the YAML is copied");
@@ -1476,15 +1513,16 @@ fn at_deadline(data: &Data) -> Arc<Data> {
 #[test]
 fn tui_time_based_states_change_without_an_event() {
     // k8srequiredlabels's CRD became Established just under 30 s ago; one binding is not
-    // there yet: it waits for --binding-wait (30 s), then is missing.
-    let mut state = live_state();
+    // there yet: it waits for --binding-wait (30 s), then is missing. The binding wait is the
+    // narrowed shape's (an inline binding follows its VAP at once): that shape by name.
+    let mut state = live_state_narrowed();
     let deadline = waits_end_soon(&mut state, |n| {
         n == "k8srequiredlabels.constraints.gatekeeper.sh"
     });
     Arc::make_mut(&mut state.snapshot)
         .bindings
         .retain(|b| b.name() != "gatekeeper-k8srequiredlabels-pods-must-have-app");
-    let mut ui = Ui::expanded(false, live_data(&state, true), 150, 42);
+    let mut ui = Ui::expanded(false, live_data_in(&state, true, &narrowed()), 150, 42);
     let row = "VAPB gatekeeper-k8srequiredlabels-pods-must-have-app";
     assert!(
         ui.screen().contains(&format!("… {row}  waiting")),
@@ -1510,7 +1548,8 @@ fn tui_time_based_states_change_without_an_event() {
 /// analysis runs again (the controller's state is kept with the data).
 #[test]
 fn tui_failed_write_notes_survive_a_deadline() {
-    let mut state = live_state();
+    // The deadline is the binding wait's, the narrowed shape's: that shape by name.
+    let mut state = live_state_narrowed();
     waits_end_soon(&mut state, |_| true);
     let failed = kubectl_vap::controller::FailedWrite {
         why: "forbidden: no create".into(),
@@ -1524,7 +1563,7 @@ fn tui_failed_write_notes_survive_a_deadline() {
         )]
         .into(),
     );
-    let ui = Ui::new(false, live_data(&state, true), 150, 42);
+    let ui = Ui::new(false, live_data_in(&state, true, &narrowed()), 150, 42);
     let noted = |data: &Data| {
         data.analysis
             .findings
@@ -2344,9 +2383,11 @@ fn tui_help_wraps_at_80_columns() {
 #[test]
 fn tui_detail_pane_scrolls_at_80x24() {
     let mut ui = Ui::expanded(false, offline_data(), 80, 24);
+    // A missing VAP: the default shape's, the constraint's own.
     ui.select(&[
         "template/k8sallowedrepos",
-        "policy/gatekeeper-k8sallowedrepos",
+        "constraint/K8sAllowedRepos/prod-repos",
+        "policy/gatekeeper-k8sallowedrepos.prod-repos",
     ]);
     let s = ui.screen();
     assert!(!s.contains("Planned"), "below the pane at first:\n{s}");
@@ -2382,26 +2423,27 @@ fn tui_detail_pane_scrolls_at_80x24() {
 /// by state selects the worst row, at the top.
 #[test]
 fn tui_tree_title_shows_the_position_and_sort_shows_the_worst() {
+    // 33 nodes in the default shape: a VAP per bound constraint beside each template's row.
     let mut ui = Ui::new(false, offline_data(), 80, 24);
     assert!(
-        ui.screen().contains("Tree (1/6 · 30 nodes)"),
+        ui.screen().contains("Tree (1/6 · 33 nodes)"),
         "{}",
         ui.screen()
     );
     ui.key(KeyCode::Char('G'));
     assert!(
-        ui.screen().contains("Tree (6/6 · 30 nodes)"),
+        ui.screen().contains("Tree (6/6 · 33 nodes)"),
         "{}",
         ui.screen()
     );
     ui.key(KeyCode::Enter);
     ui.key(KeyCode::Char('G'));
     let s = ui.screen();
-    assert!(s.contains("Tree (8/8 · 30 nodes)"), "{s}");
+    assert!(s.contains("Tree (8/8 · 33 nodes)"), "{s}");
     ui.key(KeyCode::Char('/'));
     ui.chars("leftover");
     ui.key(KeyCode::Enter);
-    assert!(ui.screen().contains("· 2 of 30 nodes)"), "{}", ui.screen());
+    assert!(ui.screen().contains("· 2 of 33 nodes)"), "{}", ui.screen());
     ui.key(KeyCode::Esc);
 
     // Everything open, the selection at the bottom: `s` brings the worst row into view,

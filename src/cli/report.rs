@@ -545,7 +545,10 @@ spec: {enforcementAction: deny}
         let opts = crate::load::cel::default_options();
         let (offline, writes) = plan_report(&snap, &opts, Format::Table).expect("a plan");
         assert!(writes >= 2, "{offline}");
-        let policy = "validatingadmissionpolicy/gatekeeper-k8sdemo";
+        // The default shape gives constraint c a VAP of its own (inline).
+        let policy_name = crate::core::names::inline_policy_name("K8sDemo", "c");
+        assert_eq!(policy_name, "gatekeeper-k8sdemo.c");
+        let policy = format!("validatingadmissionpolicy/{policy_name}");
         assert!(
             offline.contains(&format!("create {policy}  # ")),
             "{offline}"
@@ -556,7 +559,7 @@ spec: {enforcementAction: deny}
             refused: vec![refused(
                 Verb::Create,
                 "ValidatingAdmissionPolicy",
-                "gatekeeper-k8sdemo",
+                &policy_name,
                 "no\nsecond line",
             )],
             ..Live::default()

@@ -103,6 +103,12 @@ pub fn policy_name(kind: &str) -> String {
     format!("gatekeeper-{}", kind.to_lowercase())
 }
 
+/// The default options in the narrowed shape (one VAP per template, its constraints bound as
+/// its params), for the tests about that shape: the default is `auto`.
+pub fn narrowed_options() -> kubectl_vap::core::Options {
+    default_options().with_shape(PolicyShape::Narrowed)
+}
+
 /// The VAP of constraint `constraint` of `kind` in the inline shape (the default's for a
 /// template of at most 10 constraints): `gatekeeper-<lower(kind)>.<constraint>`.
 pub fn inline_policy_name(kind: &str, constraint: &str) -> String {

@@ -183,8 +183,19 @@ mod tests {
     #[test]
     fn a_failed_write_shows_on_its_objects_finding_and_a_refused_one_is_a_finding() {
         use crate::core::findings::Code;
-        // A template that generates, no VAP yet: the analysis finds the VAP missing.
+        // A template that generates and a constraint of its kind, no VAP yet: the analysis
+        // finds the constraint's VAP missing (the default shape's, inline).
         let mut snapshot = crate::snapshot::Snapshot::default();
+        snapshot
+            .insert(
+                serde_json::json!({
+                    "apiVersion": "constraints.gatekeeper.sh/v1beta1", "kind": "K8sX",
+                    "metadata": { "name": "c", "uid": "u2" },
+                    "spec": { "match": { "kinds": [{ "apiGroups": [""], "kinds": ["ConfigMap"] }] } }
+                }),
+                crate::model::Source::default(),
+            )
+            .unwrap();
         snapshot
             .insert(
                 serde_json::json!({
@@ -201,7 +212,7 @@ mod tests {
             .unwrap();
         let with = |failed: Option<FailedWrite>| {
             let failed = failed
-                .map(|f| ("ValidatingAdmissionPolicy/gatekeeper-k8sx".to_string(), f))
+                .map(|f| ("ValidatingAdmissionPolicy/gatekeeper-k8sx.c".to_string(), f))
                 .into_iter()
                 .collect();
             data_of(LiveState {
@@ -240,7 +251,7 @@ mod tests {
         assert!(message(&refused).ends_with(&format!("the last write failed: {why}")));
         let found = of_code(&refused, Code::WriteRefused);
         assert_eq!(found.len(), 1, "{:?}", refused.analysis.findings);
-        assert_eq!(found[0].object.name, "gatekeeper-k8sx");
+        assert_eq!(found[0].object.name, "gatekeeper-k8sx.c");
         assert!(found[0].message.contains("undefined field 'typo'"));
         assert!(refused.summary.errors >= 2, "{:?}", refused.summary);
         // On the VAP's node, as every other finding is on its object's: the badges add up to

@@ -486,7 +486,8 @@ impl<'a> Fold<'a> {
 
 /// Without the right to read a resource, its absence proves nothing: drop the findings and
 /// writes that rest on observing it (a 403 on bindings must not plan 5,000 creates, and a 403
-/// on a constraint kind must not make its bindings look dangling).
+/// on a constraint kind must not make its bindings, or its constraints' inline VAPs, look
+/// dangling).
 fn drop_unobservable(a: &mut Analysis, snap: &Snapshot) {
     const POLICIES: &str = "validatingadmissionpolicies.admissionregistration.k8s.io";
     const BINDINGS: &str = "validatingadmissionpolicybindings.admissionregistration.k8s.io";
@@ -497,6 +498,9 @@ fn drop_unobservable(a: &mut Analysis, snap: &Snapshot) {
         |kind: &str| unreadable(&format!("{}.{CONSTRAINTS_GROUP}", kind.to_lowercase()));
     let bindings_by_name: BTreeMap<&str, &Binding> =
         snap.bindings.iter().map(|x| (x.name(), x)).collect();
+    // An inline VAP's controller is its constraint, as its binding's is.
+    let policies_by_name: BTreeMap<&str, &Policy> =
+        snap.policies.iter().map(|x| (x.name(), x)).collect();
     let blind = |f: &Finding| -> bool {
         let is_policy = f.object.kind == VAP_KIND;
         let is_binding = f.object.kind == VAPB_KIND;
@@ -511,6 +515,22 @@ fn drop_unobservable(a: &mut Analysis, snap: &Snapshot) {
                 && unreadable(TEMPLATES))
             || (f.code == Code::BindingDangling
                 && bindings_by_name
+                    .get(f.object.name.as_str())
+                    .and_then(|x| gatekeeper_controller(&x.meta))
+                    .is_some_and(|c| kind_unreadable(&c.kind)))
+            // A constraint's own VAP (the inline shape) is written only with its binding
+            // known: `reconcile_constraint` reads both before it writes either.
+            || (is_policy
+                && unreadable(BINDINGS)
+                && matches!(
+                    f.code,
+                    Code::PolicyMissing | Code::PolicyOutOfSync | Code::PolicyDangling
+                )
+                && f.related.iter().any(|r| {
+                    r.api_version.split('/').next() == Some(CONSTRAINTS_GROUP)
+                }))
+            || (f.code == Code::PolicyDangling
+                && policies_by_name
                     .get(f.object.name.as_str())
                     .and_then(|x| gatekeeper_controller(&x.meta))
                     .is_some_and(|c| kind_unreadable(&c.kind)))

@@ -189,18 +189,17 @@ pub struct Options {
 }
 
 impl Options {
-    /// Gatekeeper v3.20+ defaults, templates' CEL checked by `cel`; the shape `narrowed` (the
-    /// command line's default is `auto`).
+    /// Gatekeeper v3.20+ defaults, templates' CEL checked by `cel`; the shape `auto`, the
+    /// command line's default too.
     pub fn with_cel(cel: CelChecker) -> Self {
         Options {
             default_create_vap_for_templates: true,
             default_create_vap_binding_for_constraints: true,
             default_failure_policy: FailurePolicy::Fail,
             binding_wait: Duration::from_secs(30),
-            // The command line's default is `auto` (`cli::args::GenerationArgs`); the
-            // library's stays `narrowed`, which its tests and embedders were written for (one
-            // VAP per template). Each shape is tested by name.
-            policy_shape: PolicyShape::Narrowed,
+            // The command line's default (`cli::args::GenerationArgs`), so that the tests built
+            // on these options test what a user runs; a test about another shape names it.
+            policy_shape: PolicyShape::Auto,
             exemptions: Exemptions::lease_namespace(DEFAULT_LEASE_NAMESPACE),
             gatekeeper_namespace: DEFAULT_GATEKEEPER_NAMESPACE.into(),
             webhook_configuration_name:

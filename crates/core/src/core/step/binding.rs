@@ -114,6 +114,16 @@ pub fn binding_step(input: BindingInput<'_>) -> BindingStep<'_> {
             None => Action::Nothing,
         },
     };
+    // A binding another controller holds leaves the constraint unbound: the live reconciler
+    // then writes nothing of the constraint's (`reconcile_constraint`), so neither does the
+    // plan; a VAP of its own would never be bound (I3: the plan at quiescence is empty). A
+    // foreign VAP under its name is still said.
+    let policy = match (&action, policy) {
+        (Action::Foreign(_), p @ Action::Foreign(_)) => p,
+        (Action::Foreign(_), _) if observed_policy.is_some() => Action::Keep,
+        (Action::Foreign(_), _) => Action::Nothing,
+        (_, p) => p,
+    };
     let scope = match (&decision, input.opinion) {
         (BindingDecision::Want { .. } | BindingDecision::Waiting { .. }, Some(o))
             if matches!(o.shape, PolicyShape::Narrowed | PolicyShape::Inline) && o.generate =>
