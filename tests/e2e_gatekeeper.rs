@@ -149,9 +149,19 @@ impl Cluster {
     /// shape: beside Gatekeeper, whose generator writes one VAP per template, these tests name
     /// that VAP (the default shape beside Gatekeeper: the tests that set `PolicyShape::Auto`).
     async fn reconciler(&self, client: kube::Client) -> Reconciler {
+        self.reconciler_shaped(client, kubectl_vap::core::PolicyShape::Narrowed)
+            .await
+    }
+
+    /// [`Cluster::reconciler`] in `shape`.
+    async fn reconciler_shaped(
+        &self,
+        client: kube::Client,
+        shape: kubectl_vap::core::PolicyShape,
+    ) -> Reconciler {
         let options = Options {
             binding_wait: Duration::ZERO,
-            policy_shape: kubectl_vap::core::PolicyShape::Narrowed,
+            policy_shape: shape,
             ..default_options()
         };
         let start = Start::on(GATEKEEPER_NAMESPACE, "kubectl-vap", options).workers(4);
@@ -873,7 +883,8 @@ fn ours_in(status: &Value) -> usize {
 /// controller aggregates kubectl-vap's pod statuses: a template's `byPod` holds an entry with
 /// `vapGenerationStatus.state: generated` at the template's generation and `created` is true;
 /// a constraint's holds `vap.k8s.io` `generated` and `enforced`; a template the API server
-/// refuses says `error` with why. A leader change adds no second entry, and a converged copy
+/// refuses says `error` with why, though it has no constraint and so no VAP of its own (the
+/// default shape: the server's dry-run of the VAP it would get). A leader change adds no second entry, and a converged copy
 /// rewrites none.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
@@ -889,7 +900,10 @@ async fn what_kubectl_vap_generated_is_in_gatekeepers_status() {
         &kubectl_vap::cli::install::pod_status_role_rules(),
     )
     .await;
-    let r = c.reconciler(c.env.client_user().await).await;
+    // The default shape: the broken template has no constraint, so no VAP of its own is
+    // written, and its error comes from the server's dry-run of the VAP it would get.
+    let auto = kubectl_vap::core::PolicyShape::Auto;
+    let r = c.reconciler_shaped(c.env.client_user().await, auto).await;
 
     let good = cel_template("K8sGkStatus");
     // Parses, so only the API server's type check refuses its VAP (422).
@@ -1033,7 +1047,7 @@ async fn what_kubectl_vap_generated_is_in_gatekeepers_status() {
 
     // Another copy takes over: the same entries, no second one.
     r.stop().await;
-    let r2 = c.reconciler(c.env.client_user().await).await;
+    let r2 = c.reconciler_shaped(c.env.client_user().await, auto).await;
     r2.assert_idle(TIMEOUT).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let (status, _) = our_entry(templates.clone(), "k8sgkstatus")
