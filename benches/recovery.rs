@@ -13,8 +13,9 @@
 //!   by this process (the lower bound: the server serves each kind's list), and until every new
 //!   constraint's binding exists (the copy's constraint watches listed again, the constraint
 //!   reconciled, its binding written).
-//! - **Outage mid-write** (item 10): every binding deleted, and kube-apiserver killed the moment
-//!   the delete returns, so the copy's rewrites fail and wait on their retry; started again after
+//! - **Outage mid-write** (item 10): every binding deleted while the copy is paused (SIGSTOP),
+//!   kube-apiserver killed, the copy resumed: it reads the deletes its watches had received, and
+//!   its rewrites fail and wait on their retries; the server started again after
 //!   `BENCH_OUTAGE_SECS` (8). Measured: until every kind is listed (the lower bound), and until
 //!   every binding exists again (the keys that waited on a retry released when the server
 //!   answers, not after their own backoff).
@@ -138,14 +139,19 @@ async fn run() {
         phase.say(round, "SIGKILL restart", "every new constraint bound");
         restarts.push(phase);
 
-        // Every binding deleted, and the server killed the moment the delete returns.
+        // Every binding deleted while the copy is paused (SIGSTOP), and the server killed before
+        // it goes on: the deletes wait in its watch connections, so its rewrites meet no server
+        // and wait on their retries (deleted with the copy running, it rewrote every one
+        // before the kill).
         let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(client.clone());
         let ours = ListParams::default().labels("app.kubernetes.io/managed-by=kubectl-vap");
+        testenv::signal(copy.pid(), libc::SIGSTOP);
         bindings
             .delete_collection(&DeleteParams::default(), &ours)
             .await
             .expect("bindings deleted");
         env.kill_apiserver().await;
+        testenv::signal(copy.pid(), libc::SIGCONT);
         tokio::time::sleep(outage).await;
         env.spawn_apiserver_again().expect("kube-apiserver again");
         let first = first_answer(env, &kinds[0]).await;
