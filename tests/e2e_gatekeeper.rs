@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::time::Duration;
 use support::cluster;
-use support::objects::{binding_name, crd_name, policy_name};
+use support::objects::{binding_name, crd_name, inline_policy_name, policy_name};
 use support::poll::eventually_some;
 use support::rbac::{self, Grant};
 use support::reconciler::{self, Reconciler, Start};
@@ -145,11 +145,11 @@ impl Cluster {
             .expect("Gatekeeper starts")
     }
 
-    /// A leading kubectl-vap reconciler (in this process) as `client`'s user, in the narrowed
-    /// shape: beside Gatekeeper, whose generator writes one VAP per template, these tests name
-    /// that VAP (the default shape beside Gatekeeper: the tests that set `PolicyShape::Auto`).
+    /// A leading kubectl-vap reconciler (in this process) as `client`'s user, in the default
+    /// shape (`auto`): what a user runs beside Gatekeeper. A test about Gatekeeper's one VAP per
+    /// template names its shape ([`Cluster::reconciler_shaped`]).
     async fn reconciler(&self, client: kube::Client) -> Reconciler {
-        self.reconciler_shaped(client, kubectl_vap::core::PolicyShape::Narrowed)
+        self.reconciler_shaped(client, kubectl_vap::core::PolicyShape::Auto)
             .await
     }
 
@@ -271,8 +271,13 @@ async fn beside_gatekeeper_without_generate_a_new_template_gets_crd_vap_and_bind
         ),
     )
     .await;
+    // The default shape: the constraint's own VAP.
     eventually("the VAP", || async {
-        read(cluster::policies(&c.client), &policy_name("K8sGkNew")).await
+        read(
+            cluster::policies(&c.client),
+            &inline_policy_name("K8sGkNew", "owner"),
+        )
+        .await
     })
     .await;
     eventually("the binding", || async {
@@ -373,8 +378,8 @@ async fn gatekeeper_writes_nothing_to_crds_kubectl_vap_made() {
     gk.stop();
 }
 
-/// With a garbage collector racing it: a deleted template takes its bindings, its VAP and its
-/// CRD with it, each deleted once at the most by kubectl-vap.
+/// With a garbage collector racing it: a deleted template takes its bindings, its constraints'
+/// VAPs (the default shape) and its CRD with it, each deleted once at the most by kubectl-vap.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real kube-apiserver: run scripts/test"]
 async fn a_deleted_template_takes_its_crd_vap_and_bindings_with_gc_running() {
@@ -413,11 +418,13 @@ async fn a_deleted_template_takes_its_crd_vap_and_bindings_with_gc_running() {
         }
     })
     .await;
-    let vap = policy_name("K8sGkGone");
-    eventually("the VAP gone", || async {
-        matches!(cluster::policies(&c.client).get_opt(&vap).await, Ok(None)).then_some(())
-    })
-    .await;
+    // The default shape: a VAP per constraint.
+    for vap in ["a", "b"].map(|name| inline_policy_name("K8sGkGone", name)) {
+        eventually(&format!("{vap} gone"), || async {
+            matches!(cluster::policies(&c.client).get_opt(&vap).await, Ok(None)).then_some(())
+        })
+        .await;
+    }
     for b in &bindings {
         eventually(&format!("{b} gone"), || async {
             matches!(cluster::bindings(&c.client).get_opt(b).await, Ok(None)).then_some(())
@@ -902,8 +909,7 @@ async fn what_kubectl_vap_generated_is_in_gatekeepers_status() {
     .await;
     // The default shape: the broken template has no constraint, so no VAP of its own is
     // written, and its error comes from the server's dry-run of the VAP it would get.
-    let auto = kubectl_vap::core::PolicyShape::Auto;
-    let r = c.reconciler_shaped(c.env.client_user().await, auto).await;
+    let r = c.reconciler(c.env.client_user().await).await;
 
     let good = cel_template("K8sGkStatus");
     // Parses, so only the API server's type check refuses its VAP (422).
@@ -1047,7 +1053,7 @@ async fn what_kubectl_vap_generated_is_in_gatekeepers_status() {
 
     // Another copy takes over: the same entries, no second one.
     r.stop().await;
-    let r2 = c.reconciler_shaped(c.env.client_user().await, auto).await;
+    let r2 = c.reconciler(c.env.client_user().await).await;
     r2.assert_idle(TIMEOUT).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let (status, _) = our_entry(templates.clone(), "k8sgkstatus")
