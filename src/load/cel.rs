@@ -4,10 +4,11 @@
 //! checks templates with [`checker`] (through `Options`); [`default_options`] is here because
 //! that checker is (the core crate cannot give `Options` a `Default`: its checker is the edge's).
 
+use super::cel_rename::rename_variables;
 use super::cel_syntax::{PARSER_STACK, check_all, reads_free};
 use crate::core::Options;
 use crate::core::cel_syntax::{CelChecker, CelSyntax};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
 /// The checker of the commands, the TUI and the reconciler: [`ParserThread`].
@@ -53,6 +54,16 @@ impl CelSyntax for ParserThread {
             // Unparsed, nothing is known to read it: the syntax check reports the template.
             on_big_stack(first).unwrap_or_default()
         })
+    }
+
+    /// Not remembered: each answer is one expression for one constraint, asked only by the
+    /// folded shape's generator (`core::fold`), which nothing calls on every event yet.
+    fn rename_variables(
+        &self,
+        expression: &str,
+        renames: &BTreeMap<String, String>,
+    ) -> Result<String, String> {
+        on_big_stack(|| rename_variables(expression, renames)).and_then(|r| r)
     }
 }
 

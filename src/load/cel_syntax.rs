@@ -30,7 +30,7 @@ impl std::fmt::Display for SyntaxError {
 }
 
 /// cel-rust's parser set up as Kubernetes sets up cel-go's (the module's doc).
-fn parser() -> cel::parser::Parser {
+pub(super) fn parser() -> cel::parser::Parser {
     cel::parser::Parser::new()
         .enable_optional_syntax(true)
         // `` a.`b.c` ``: newer cel-go parses it; accepting more is never a false error.

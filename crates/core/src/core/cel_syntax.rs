@@ -20,6 +20,18 @@ pub trait CelSyntax: Send + Sync {
     /// `None` when none does. An expression that does not parse reads nothing here: its error
     /// is [`CelSyntax::check`]'s.
     fn first_free_read(&self, expressions: &[(String, &str)], name: &str) -> Option<String>;
+
+    /// `expression` with every read of `variables.<from>` made a read of `variables.<to>`,
+    /// for each `from → to` of `renames` (`params` → `c3_params`), rewritten on its parsed
+    /// form: selects on the identifier `variables` only, not strings, not a macro's own
+    /// variable of that name. `Err` says why not (it does not parse; it reads `variables`
+    /// other than through a field). What one VAP holding several constraints needs
+    /// ([`fold`](super::fold)).
+    fn rename_variables(
+        &self,
+        expression: &str,
+        renames: &std::collections::BTreeMap<String, String>,
+    ) -> Result<String, String>;
 }
 
 /// The [`CelSyntax`] a decision uses, carried in [`Options`](super::Options); clones share it
@@ -42,6 +54,16 @@ impl CelChecker {
     /// `variables.params`: such a template works only in a shape with a `paramKind`.
     pub fn reads_params(&self, s: &crate::model::NativeSource) -> Option<String> {
         self.0.first_free_read(&expressions(s), "params")
+    }
+
+    /// `expression` with its `variables.<from>` read as `variables.<to>`
+    /// ([`CelSyntax::rename_variables`]).
+    pub fn rename_variables(
+        &self,
+        expression: &str,
+        renames: &std::collections::BTreeMap<String, String>,
+    ) -> Result<String, String> {
+        self.0.rename_variables(expression, renames)
     }
 
     /// Every `(field, expression)` checked (what we generate, too: an inline VAP's literals).

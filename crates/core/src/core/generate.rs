@@ -21,14 +21,19 @@ use std::collections::BTreeMap;
 const DEFAULT_OPERATIONS: [&str; 2] = ["CREATE", "UPDATE"];
 const ALL_OPERATIONS: [&str; 4] = ["CREATE", "UPDATE", "DELETE", "CONNECT"];
 
-fn labels() -> Option<BTreeMap<String, String>> {
+pub(crate) fn labels() -> Option<BTreeMap<String, String>> {
     Some(BTreeMap::from([(
         MANAGED_BY_LABEL.to_string(),
         MANAGED_BY_VALUE.to_string(),
     )]))
 }
 
-fn controller_ref(api_version: &str, kind: &str, name: &str, uid: &str) -> OwnerReference {
+pub(crate) fn controller_ref(
+    api_version: &str,
+    kind: &str,
+    name: &str,
+    uid: &str,
+) -> OwnerReference {
     OwnerReference {
         api_version: api_version.to_string(),
         kind: kind.to_string(),
@@ -222,7 +227,7 @@ fn policy_match(
 
 /// The conditions that exempt namespaces no selector can name: Gatekeeper's Config's globs,
 /// then the flags' prefixes and suffixes (Gatekeeper's order).
-fn exemption_conditions(exemptions: &Exemptions) -> Vec<ar::MatchCondition> {
+pub(crate) fn exemption_conditions(exemptions: &Exemptions) -> Vec<ar::MatchCondition> {
     let excluded = cel::global_excluded(&exemptions.excluded_globs)
         .map(|e| (cel::GLOBAL_EXCLUDED_NAMESPACES, e));
     let exempted = cel::global_exempted(&exemptions.prefixes, &exemptions.suffixes)
@@ -249,14 +254,14 @@ fn conditions<'a>(named: impl IntoIterator<Item = (&'a str, String)>) -> Vec<ar:
 
 /// The template's own parts of a VAP: its match conditions, validations and variables, after
 /// `anyObject` and `params` (`params_expression`).
-struct TemplateParts {
-    match_conditions: Vec<ar::MatchCondition>,
-    validations: Vec<ar::Validation>,
-    variables: Vec<ar::Variable>,
+pub(crate) struct TemplateParts {
+    pub(crate) match_conditions: Vec<ar::MatchCondition>,
+    pub(crate) validations: Vec<ar::Validation>,
+    pub(crate) variables: Vec<ar::Variable>,
 }
 
 impl TemplateParts {
-    fn of(source: &NativeSource, params_expression: String) -> Self {
+    pub(crate) fn of(source: &NativeSource, params_expression: String) -> Self {
         let mut variables = vec![
             ar::Variable {
                 name: "anyObject".into(),
@@ -462,7 +467,7 @@ pub fn policy(
     })
 }
 
-fn selector(v: &Option<serde_json::Value>) -> Result<LabelSelector, String> {
+pub(crate) fn selector(v: &Option<serde_json::Value>) -> Result<LabelSelector, String> {
     match v {
         None | Some(serde_json::Value::Null) => Ok(LabelSelector::default()),
         Some(v) => {

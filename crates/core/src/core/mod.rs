@@ -11,6 +11,7 @@ pub mod crd;
 pub mod decide;
 pub mod desired;
 pub mod findings;
+pub mod fold;
 pub mod gatekeeper_cel;
 pub mod generate;
 pub mod guard;

@@ -29,6 +29,16 @@ pub fn inline_policy_name(kind: &str, constraint_name: &str) -> String {
     shortened(format!("{PREFIX}{}.{constraint_name}", kind.to_lowercase()))
 }
 
+/// The one VAP (and its binding) of a template's constraints of one set of enforcement
+/// actions in the folded shape (`core::fold`): `gatekeeper-<template>.folded-<actions>`,
+/// shortened like a binding's name. The dot keeps it apart from every template's VAP; from an
+/// inline VAP (`gatekeeper-<kind>.<constraint>`) only the name of its constraint keeps it apart,
+/// as no spelling could (a constraint may be named `folded-deny`): there, as everywhere, the
+/// controller reference decides whose it is (the template's here, the constraint's there).
+pub fn folded_policy_name(template_name: &str, actions: &str) -> String {
+    shortened(format!("{PREFIX}{template_name}.folded-{actions}"))
+}
+
 /// `full`, or above 253 characters its head and `-` and 8 hex characters of its SHA-256
 /// (Gatekeeper's `GetVAPBindingName`).
 fn shortened(full: String) -> String {

@@ -266,6 +266,13 @@ mod gatekeeper_config_tests {
             fn first_free_read(&self, _: &[(String, &str)], _: &str) -> Option<String> {
                 None
             }
+            fn rename_variables(
+                &self,
+                _: &str,
+                _: &std::collections::BTreeMap<String, String>,
+            ) -> Result<String, String> {
+                Err("not parsed here".into())
+            }
         }
         Options::with_cel(CelChecker::new(NoCel))
     }
@@ -330,6 +337,13 @@ pub(crate) mod testing {
         }
         fn first_free_read(&self, _: &[(String, &str)], _: &str) -> Option<String> {
             None
+        }
+        fn rename_variables(
+            &self,
+            _: &str,
+            _: &std::collections::BTreeMap<String, String>,
+        ) -> Result<String, String> {
+            Err("not parsed here".into())
         }
     }
 
