@@ -4,11 +4,10 @@
 //! checks templates with [`checker`] (through `Options`); [`default_options`] is here because
 //! that checker is (the core crate cannot give `Options` a `Default`: its checker is the edge's).
 
-use super::cel_rename::rename_variables;
 use super::cel_syntax::{PARSER_STACK, check_all, reads_free};
 use crate::core::Options;
 use crate::core::cel_syntax::{CelChecker, CelSyntax};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Mutex;
 
 /// The checker of the commands, the TUI and the reconciler: [`ParserThread`].
@@ -61,9 +60,9 @@ impl CelSyntax for ParserThread {
     fn rename_variables(
         &self,
         expression: &str,
-        renames: &BTreeMap<String, String>,
+        renames: &std::collections::BTreeMap<String, String>,
     ) -> Result<String, String> {
-        on_big_stack(|| rename_variables(expression, renames)).and_then(|r| r)
+        on_big_stack(|| super::cel_rename::rename_variables(expression, renames)).and_then(|r| r)
     }
 }
 
