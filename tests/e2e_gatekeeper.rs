@@ -1080,7 +1080,7 @@ async fn what_kubectl_vap_generated_is_in_gatekeepers_status() {
 fn contested(r: &Reconciler) -> Vec<String> {
     let state = r.state();
     let contested = state.failed_writes.iter().filter(|(_, f)| f.contested);
-    contested.map(|(object, _)| object.clone()).collect()
+    contested.map(|(object, _)| object.to_string()).collect()
 }
 
 /// Issue 42, item 1: Gatekeeper's generator where the start-up check cannot see it (a process,

@@ -23,7 +23,7 @@ use kubectl_vap::core::analysis::analyze;
 use kubectl_vap::core::desired::CrdState;
 use kubectl_vap::core::{Code, Options, PlannedWrite, PolicyShape, Severity, Verb};
 use kubectl_vap::load::cel::default_options;
-use kubectl_vap::model::{Binding, Constraint, ConstraintTemplate, Policy, Source};
+use kubectl_vap::model::{Binding, Constraint, ConstraintTemplate, ObjectId, Policy, Source};
 use kubectl_vap::snapshot::Snapshot;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -57,11 +57,11 @@ struct State {
     /// Stores that cannot be read now ("templates", "crds", "policies", "bindings", or a
     /// constraint kind): every read of them is `Unknown`.
     unknown: std::collections::BTreeSet<String>,
-    /// Fault injection: objects (`Kind/name`) whose every write the server refuses (422).
-    refused: std::collections::BTreeSet<String>,
+    /// Fault injection: objects whose every write the server refuses (422).
+    refused: std::collections::BTreeSet<ObjectId>,
     /// The last failed write of each object, kept as the controller's status keeps it: until
     /// a write of it passes or none is needed (`Writer::not_needed`).
-    failed: std::collections::BTreeSet<String>,
+    failed: std::collections::BTreeSet<ObjectId>,
 }
 
 impl State {
@@ -674,14 +674,14 @@ impl Writer for World {
         let outcome = self.write_through(w).await;
         let mut st = self.st.lock().unwrap();
         match outcome {
-            WriteOutcome::Done => st.failed.remove(&w.object.to_string()),
-            WriteOutcome::Failed(_) => st.failed.insert(w.object.to_string()),
+            WriteOutcome::Done => st.failed.remove(&w.object.id()),
+            WriteOutcome::Failed(_) => st.failed.insert(w.object.id()),
             WriteOutcome::Skipped(_) => false,
         };
         outcome
     }
 
-    fn not_needed(&self, object: &str) {
+    fn not_needed(&self, object: &ObjectId) {
         self.st.lock().unwrap().failed.remove(object);
     }
 }
@@ -698,7 +698,7 @@ impl World {
         }
         {
             let mut st = self.st.lock().unwrap();
-            if st.refused.contains(&w.object.to_string()) {
+            if st.refused.contains(&w.object.id()) {
                 let status = kube::core::Status {
                     message: "injected: 422 Invalid".into(),
                     code: 422,
@@ -1269,16 +1269,16 @@ fn binding_waits_for_the_crd_then_is_written_once() {
 #[test]
 fn a_failed_write_whose_need_went_is_forgotten() {
     let failed = |w: &World| w.st.lock().unwrap().failed.clone();
-    let refuse = |w: &World, object: &str| w.st.lock().unwrap().refused.insert(object.into());
-    let binding = "ValidatingAdmissionPolicyBinding/gatekeeper-k8srace-c1";
-    let policy = "ValidatingAdmissionPolicy/gatekeeper-k8srace";
+    let refuse = |w: &World, object: &ObjectId| w.st.lock().unwrap().refused.insert(object.clone());
+    let binding = &ObjectId::new("ValidatingAdmissionPolicyBinding", "gatekeeper-k8srace-c1");
+    let policy = &ObjectId::new("ValidatingAdmissionPolicy", "gatekeeper-k8srace");
 
     // An update refused, then the constraint back as the binding is: in sync, nothing to send.
     let w = converged("on");
     refuse(&w, binding);
     w.set_constraint(K, C, "warn");
     w.drain().unwrap();
-    assert_eq!(failed(&w), [binding.to_string()].into());
+    assert_eq!(failed(&w), [binding.clone()].into());
     w.set_constraint(K, C, "deny");
     w.drain().unwrap();
     assert!(failed(&w).is_empty(), "in sync again: {:?}", failed(&w));
@@ -1291,7 +1291,7 @@ fn a_failed_write_whose_need_went_is_forgotten() {
     refuse(&w, binding);
     w.set_constraint(K, C, "deny");
     w.drain().unwrap();
-    assert_eq!(failed(&w), [binding.to_string()].into());
+    assert_eq!(failed(&w), [binding.clone()].into());
     w.delete_constraint(K, C);
     w.drain().unwrap();
     assert!(failed(&w).is_empty(), "constraint gone: {:?}", failed(&w));
@@ -1302,16 +1302,16 @@ fn a_failed_write_whose_need_went_is_forgotten() {
     refuse(&w, policy);
     w.set_template(T, Some(true));
     w.drain().unwrap();
-    assert_eq!(failed(&w), [policy.to_string()].into());
+    assert_eq!(failed(&w), [policy.clone()].into());
     w.delete_template(T);
     w.drain().unwrap();
     assert!(failed(&w).is_empty(), "template gone: {:?}", failed(&w));
 
     // Its constraint CRD's create refused, then the template deleted.
     let w = World::new(opts(0));
-    let crd = format!(
-        "CustomResourceDefinition/{}",
-        kubectl_vap::core::crd::crd_name(K)
+    let crd = ObjectId::new(
+        kubectl_vap::core::crd::CRD_KIND,
+        kubectl_vap::core::crd::crd_name(K),
     );
     w.set_template(T, Some(true));
     w.drain().unwrap();

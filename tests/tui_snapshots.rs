@@ -1558,7 +1558,10 @@ fn tui_failed_write_notes_survive_a_deadline() {
     };
     state.failed_writes = Arc::new(
         [(
-            "ValidatingAdmissionPolicy/gatekeeper-k8sallowedrepos".to_string(),
+            kubectl_vap::model::ObjectId::new(
+                "ValidatingAdmissionPolicy",
+                "gatekeeper-k8sallowedrepos",
+            ),
             failed,
         )]
         .into(),

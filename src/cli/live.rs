@@ -584,8 +584,8 @@ pub fn plan(cli: &Cli, args: &PlanArgs) -> anyhow::Result<Exit> {
 pub(super) struct Judgement {
     pub options: crate::core::Options,
     pub judged: crate::core::settings::Judged,
-    /// (`Kind/name`, what the leader says of it): `writer-conflict` findings.
-    pub contested: Vec<(String, String)>,
+    /// (the object, what the leader says of it): `writer-conflict` findings.
+    pub contested: Vec<(crate::model::ObjectId, String)>,
     /// What the leader says is wrong with the guard that confines it: `guard-missing`.
     pub guard: Option<String>,
 }

@@ -31,8 +31,8 @@ pub struct Live {
     /// the server's message.
     pub refused: Vec<Refused>,
     /// Objects the leader does not write for now because another writer keeps undoing its
-    /// writes (`Kind/name`, the leader's words), from its Lease.
-    pub contested: Vec<(String, String)>,
+    /// writes (the object, the leader's words), from its Lease.
+    pub contested: Vec<(crate::model::ObjectId, String)>,
     /// What the leader says is wrong with the guard that confines it (`run --expect-guard`):
     /// a `guard-missing` error.
     pub guard: Option<String>,
@@ -42,21 +42,17 @@ pub struct Live {
 }
 
 /// `writer-conflict` errors for the objects the leader says another writer contests.
-fn contested_findings(contested: &[(String, String)]) -> Vec<Finding> {
-    let named = |object: &str| {
-        let (kind, name) = object.split_once('/')?;
-        let api_version = match kind {
+fn contested_findings(contested: &[(crate::model::ObjectId, String)]) -> Vec<Finding> {
+    let named = |object: &crate::model::ObjectId| {
+        let api_version = match object.kind.as_str() {
             crate::core::crd::CRD_KIND => crate::core::crd::CRD_API_VERSION,
             _ => "admissionregistration.k8s.io/v1",
         };
-        Some(crate::model::ObjectRef::new(api_version, kind, name))
+        crate::model::ObjectRef::new(api_version, &object.kind, &object.name)
     };
     contested
         .iter()
-        .filter_map(|(object, said)| {
-            let object = named(object)?;
-            Some(Finding::new(Code::WriterConflict, object, said.clone()))
-        })
+        .map(|(object, said)| Finding::new(Code::WriterConflict, named(object), said.clone()))
         .collect()
 }
 
@@ -496,7 +492,10 @@ spec: {enforcementAction: deny}
         // What the leader's Lease says another writer contests is an error of its own.
         let contested = Live {
             contested: vec![(
-                "ValidatingAdmissionPolicyBinding/gatekeeper-k8sdemo".into(),
+                crate::model::ObjectId::new(
+                    "ValidatingAdmissionPolicyBinding",
+                    "gatekeeper-k8sdemo",
+                ),
                 "another writer (field manager \"manager\") undid this copy's writes".into(),
             )],
             ..live

@@ -49,9 +49,9 @@ pub use run::handle::{Controller, Convergence, NotLeading};
 pub use run::start::{
     Config, DEFAULT_LEASE_NAME, DEFAULT_LEASE_NAMESPACE, DEFAULT_WORKERS, Mode, Tuning, launch,
 };
-pub use tell::events::{EVENTS_RESOURCE, WRITE_FAILED, WRITER_CONFLICT};
+pub use tell::events::EVENTS_RESOURCE;
 pub use view::state::{
-    AccessError, AccessErrorKind, ClusterEvent, Command, Connection, EventResult, EventVerb,
-    FailedWrite, Happened, LeaderHealth, LeaseChange, LeaseInfo, LeaseRefused, LeaseTurn,
-    LiveState, ReconcileEvent, RequestOutcome, WriteError,
+    AccessError, AccessErrorKind, ClusterEvent, Command, Connection, EventReason, EventResult,
+    EventVerb, FailedWrite, Happened, LeaderHealth, LeaseChange, LeaseInfo, LeaseRefused,
+    LeaseTurn, LiveState, ReconcileEvent, RequestOutcome, WriteError,
 };

@@ -844,7 +844,7 @@ async fn e2e_a_refused_write_is_a_failure_everywhere() {
         opts(0),
     )
     .await;
-    let object = format!("ValidatingAdmissionPolicy/{vap}");
+    let object = kubectl_vap::model::ObjectId::new("ValidatingAdmissionPolicy", &vap);
     eventually("the observer sees the holder's refused write", || async {
         observer.state().lease.health.as_ref().is_some_and(|h| {
             h.refused

@@ -268,17 +268,24 @@ enum Ignored {
     AnsweredBefore,
 }
 
-impl Ignored {
-    fn says(self) -> &'static str {
+// The bounds as the warning says them: whole KiB and whole minutes.
+const _: () = assert!(MAX_ENTRY_BYTES.is_multiple_of(1024) && MAX_AGE.as_secs().is_multiple_of(60));
+
+/// Why, with the bound it passed said from the bound itself ("larger than 1 KiB"), so the
+/// warning cannot name a bound the desk no longer keeps.
+impl std::fmt::Display for Ignored {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Ignored::NotARequest => "not a request",
-            Ignored::TooLarge => "larger than 1 KiB",
-            Ignored::Unparsable => "unparsable",
-            Ignored::TooOld => "older than 2 minutes",
-            Ignored::DatedAhead => "dated ahead",
-            Ignored::TooManyWaiting => "beyond 64 waiting",
-            Ignored::UnknownBeyondAnswered => "unknown commands beyond 4 answered",
-            Ignored::AnsweredBefore => "answered by the previous holder",
+            Ignored::NotARequest => write!(f, "not a request"),
+            Ignored::TooLarge => write!(f, "larger than {} KiB", MAX_ENTRY_BYTES / 1024),
+            Ignored::Unparsable => write!(f, "unparsable"),
+            Ignored::TooOld => write!(f, "older than {} minutes", MAX_AGE.as_secs() / 60),
+            Ignored::DatedAhead => write!(f, "dated ahead"),
+            Ignored::TooManyWaiting => write!(f, "beyond {MAX_HELD} waiting"),
+            Ignored::UnknownBeyondAnswered => {
+                write!(f, "unknown commands beyond {REFUSED_PER_READ} answered")
+            }
+            Ignored::AnsweredBefore => write!(f, "answered by the previous holder"),
         }
     }
 }
@@ -409,10 +416,7 @@ impl Desk {
     /// or `None`.
     pub fn ignored(&mut self) -> Option<String> {
         let counts = std::mem::take(&mut self.ignored);
-        let said: Vec<String> = counts
-            .iter()
-            .map(|(why, n)| format!("{n} {}", why.says()))
-            .collect();
+        let said: Vec<String> = counts.iter().map(|(why, n)| format!("{n} {why}")).collect();
         (!said.is_empty()).then(|| said.join(", "))
     }
 }

@@ -10,7 +10,7 @@ use crate::controller::shared::Shared;
 use crate::controller::tell::events::{Outgoing, Regarding};
 use crate::controller::tell::outage::SUMMARY_EVERY;
 use crate::controller::view::state::{
-    Command, EventResult, EventVerb, LeaseInfo, ReconcileEvent, RequestOutcome,
+    Command, EventReason, EventResult, EventVerb, LeaseInfo, ReconcileEvent, RequestOutcome,
 };
 use crate::model::ObjectRef;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -116,8 +116,8 @@ pub async fn handle_here(
     shared.recorder.publish(Outgoing {
         regarding,
         reason: match verb {
-            EventVerb::Replay => "Replayed",
-            _ => "Reconciled",
+            EventVerb::Replay => EventReason::Replayed,
+            _ => EventReason::Reconciled,
         },
         action: "Request",
         note: summary.clone(),
@@ -151,12 +151,12 @@ fn whole_lead(shared: &Shared, t: &mut crate::controller::ask::requests::Tallied
             continue;
         }
         if e.result.is_failure() {
-            failed.insert(e.object.to_string());
+            failed.insert(e.object.id());
         }
         if let EventResult::WriteFailed(crate::controller::view::state::WriteError::Invalid(_)) =
             e.result
         {
-            refused.insert(e.object.to_string());
+            refused.insert(e.object.id());
         }
     }
     t.writes = shared.metrics.writes_total();

@@ -16,7 +16,7 @@ use crate::controller::view::state::{
     AccessError, AccessErrorKind, EventResult, EventVerb, Happened, LeaderHealth, LeaseChange,
     LeaseInfo, LeaseRefused,
 };
-use crate::model::ObjectRef;
+use crate::model::{ObjectId, ObjectRef};
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
@@ -47,8 +47,10 @@ struct HealthRecord {
     last_sync: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     settings: Option<crate::core::settings::Settings>,
+    /// Keyed by the object's [`ObjectId`] as text (`Kind/name`).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     refused: std::collections::BTreeMap<String, String>,
+    /// Keyed as `refused`.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     contested: std::collections::BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -63,8 +65,8 @@ fn health_to_annotation(h: &LeaderHealth) -> String {
             .last_sync
             .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
         settings: h.settings.clone(),
-        refused: h.refused.iter().cloned().collect(),
-        contested: h.contested.iter().cloned().collect(),
+        refused: as_text(&h.refused),
+        contested: as_text(&h.contested),
         guard: h.guard.clone(),
     })
     .unwrap_or_default()
@@ -81,10 +83,24 @@ fn health_of(l: &Lease) -> Option<LeaderHealth> {
             .and_then(|t| DateTime::parse_from_rfc3339(&t).ok())
             .map(|t| t.with_timezone(&Utc)),
         settings: r.settings,
-        refused: r.refused.into_iter().collect(),
-        contested: r.contested.into_iter().collect(),
+        refused: as_ids(r.refused),
+        contested: as_ids(r.contested),
         guard: r.guard,
     })
+}
+
+/// What the holder says of objects, as the annotation keys it: by the objects' ids as text.
+fn as_text(said: &[(ObjectId, String)]) -> std::collections::BTreeMap<String, String> {
+    let said = said.iter().map(|(o, why)| (o.to_string(), why.clone()));
+    said.collect()
+}
+
+/// [`as_text`] read back; a key that is no object's id (no holder writes one) is dropped.
+fn as_ids(said: std::collections::BTreeMap<String, String>) -> Vec<(ObjectId, String)> {
+    let said = said
+        .into_iter()
+        .filter_map(|(o, why)| Some((o.parse().ok()?, why)));
+    said.collect()
 }
 
 /// The duration a Lease's holder is honoured for: its own, at most [`LONGEST_LEASE_DURATION`]
@@ -802,6 +818,35 @@ pub async fn watch_holder(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The health annotation keys refusals and contests by the objects' ids as text, in the
+    /// format every copy reads (`Kind/name`), byte for byte; read back, they are the same ids.
+    /// A key that is no id (no `/`) is dropped, not taken for an object.
+    #[test]
+    fn the_health_annotation_keys_objects_by_their_ids_as_text() {
+        let vap = ObjectId::new("ValidatingAdmissionPolicy", "gatekeeper-k8sx");
+        let binding = ObjectId::new("ValidatingAdmissionPolicyBinding", "odd.name-ü/x");
+        let health = LeaderHealth {
+            refused: vec![(vap.clone(), "spec.validations: Invalid".into())],
+            contested: vec![(binding.clone(), "another writer".into())],
+            ..LeaderHealth::default()
+        };
+        let text = health_to_annotation(&health);
+        assert_eq!(
+            text,
+            r#"{"queue":0,"refused":{"ValidatingAdmissionPolicy/gatekeeper-k8sx":"spec.validations: Invalid"},"contested":{"ValidatingAdmissionPolicyBinding/odd.name-ü/x":"another writer"}}"#
+        );
+        let lease_with = |annotation: &str| -> Lease {
+            serde_json::from_value(serde_json::json!({
+                "metadata": { "name": "l", "annotations": { HEALTH_ANNOTATION: annotation } },
+            }))
+            .expect("a Lease")
+        };
+        assert_eq!(health_of(&lease_with(&text)), Some(health));
+        let junk = r#"{"queue":0,"refused":{"no-slash":"x","K8sX/c":"y"}}"#;
+        let read = health_of(&lease_with(junk)).expect("health");
+        assert_eq!(read.refused, vec![(ObjectId::new("K8sX", "c"), "y".into())]);
+    }
 
     /// Issue 28: a holder killed 50 s earlier was called "that copy writes".
     #[test]

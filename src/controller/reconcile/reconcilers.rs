@@ -134,8 +134,7 @@ fn settled<W: Writer, D>(writer: &W, kind: &str, name: &str, action: &Action<D>)
 }
 
 fn not_needed<W: Writer>(writer: &W, kind: &str, name: &str) {
-    // The key the status keeps failures under (`ObjectRef`'s display).
-    writer.not_needed(&format!("{kind}/{name}"));
+    writer.not_needed(&crate::model::ObjectId::new(kind, name));
 }
 
 /// Sends the write a step needs, if any: whether it was done, and the outcome.

@@ -9,7 +9,7 @@ use crate::core::PlannedWrite;
 use crate::core::desired::CrdState;
 use crate::core::pod_status::{BindingGeneration, TemplateGeneration};
 use crate::model::served::Served;
-use crate::model::{Binding, Constraint, ConstraintTemplate, CrdInfo, Policy};
+use crate::model::{Binding, Constraint, ConstraintTemplate, CrdInfo, ObjectId, Policy};
 use chrono::{DateTime, Utc};
 use std::sync::Arc;
 
@@ -106,9 +106,9 @@ pub enum NotSent {
 /// Sends writes. Implementations record every attempt in their event log.
 pub trait Writer {
     fn write(&self, w: &PlannedWrite) -> impl std::future::Future<Output = WriteOutcome> + Send;
-    /// No write of `object` (`Kind/name`) is needed now: how an earlier one failed is history,
-    /// not a reason views still give (nor an entry kept for the life of the copy).
-    fn not_needed(&self, _object: &str) {}
+    /// No write of `object` is needed now: how an earlier one failed is history, not a reason
+    /// views still give (nor an entry kept for the life of the copy).
+    fn not_needed(&self, _object: &ObjectId) {}
     /// What the reconcile concluded about its template or constraint, for the status
     /// Gatekeeper's users read (`tell::pod_status`). The in-memory world ignores it.
     fn concluded(&self, _concluded: Concluded) {}

@@ -5,6 +5,7 @@
 use crate::controller::shared::Shared;
 use crate::controller::tasks::changed;
 use crate::controller::view::state::{Connection, FailedWrite, LeaseInfo, LiveState};
+use crate::model::ObjectId;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -100,7 +101,8 @@ fn judge_guard(shared: &Shared) -> Option<String> {
 fn settle_contests(shared: &Shared) {
     for c in shared.status.settle_contests() {
         tracing::info!(
-            object = c.object,
+            // A string field, as the log has always had it.
+            object = c.object.to_string().as_str(),
             other = c.other,
             "{}: written again (field manager {:?} no longer undoes it)",
             c.object,
@@ -112,7 +114,7 @@ fn settle_contests(shared: &Shared) {
 
 /// The failed writes views show: this copy's own, unless another copy leads — then the
 /// writes that leader says the API server refuses (an observer has no writes of its own).
-fn failed_writes(shared: &Shared, lease: &LeaseInfo) -> Arc<BTreeMap<String, FailedWrite>> {
+fn failed_writes(shared: &Shared, lease: &LeaseInfo) -> Arc<BTreeMap<ObjectId, FailedWrite>> {
     let remote = lease
         .health
         .as_ref()
@@ -120,7 +122,7 @@ fn failed_writes(shared: &Shared, lease: &LeaseInfo) -> Arc<BTreeMap<String, Fai
     Arc::new(match remote {
         Some(h) => {
             let said = |refused: bool| {
-                move |(object, why): &(String, String)| {
+                move |(object, why): &(ObjectId, String)| {
                     let write = FailedWrite {
                         why: why.clone(),
                         refused,

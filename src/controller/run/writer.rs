@@ -12,6 +12,7 @@ use crate::controller::view::state::{EventResult, EventVerb};
 use crate::controller::view::status::contest_text;
 use crate::core::contest::Undo;
 use crate::core::{PlannedWrite, Verb};
+use crate::model::ObjectId;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -96,7 +97,7 @@ impl Writer for Live<'_> {
         let Some(left) = self.shared.leadership.fence.remaining() else {
             return WriteOutcome::Skipped(NotSent::NotConfirmed);
         };
-        let object = w.object.to_string();
+        let object = w.object.id();
         if let Some(hold) = self.shared.status.contest_held(&object) {
             tracing::debug!(%object, "not written for {}s more: another writer contests it", hold.as_secs());
             return WriteOutcome::Skipped(NotSent::Contested(hold));
@@ -140,7 +141,7 @@ impl Writer for Live<'_> {
         outcome
     }
 
-    fn not_needed(&self, object: &str) {
+    fn not_needed(&self, object: &ObjectId) {
         self.shared.status.clear_failure(object);
     }
 
@@ -194,9 +195,12 @@ impl Writer for Live<'_> {
 /// undo ours again and again (`core::contest`), said loudly once — error log, Warning Event on
 /// the key's template, `/metrics`, `/readyz`, the published health that `check` and every
 /// view read — while the object is left alone for a while.
-fn undid(live: &Live, object: &str, other: &str) {
+fn undid(live: &Live, id: &ObjectId, other: &str) {
     let shared = live.shared;
-    match shared.status.undid(object, other) {
+    // The log's `object` field as it always was: a string.
+    let object = id.to_string();
+    let object = object.as_str();
+    match shared.status.undid(id, other) {
         Undo::Counted => {
             tracing::debug!(
                 object,
@@ -230,7 +234,7 @@ fn observe(live: &Live, w: &PlannedWrite, body: u64, result: Result<Applied, Wri
             shared.stores.remember(w, &applied);
             shared.failures.succeeded();
             shared.outage.reachable();
-            if let Some(WriteError::Forbidden(_)) = shared.status.clear_failure(&object) {
+            if let Some(WriteError::Forbidden(_)) = shared.status.clear_failure(&w.object.id()) {
                 tracing::info!(object, "{object}: allowed now (it was forbidden)");
             }
             // A delete that found nothing changed nothing: not a write.
@@ -275,8 +279,8 @@ fn failed(shared: &Shared, object: &crate::model::ObjectRef, body: u64, e: &Writ
     if !matches!(e, WriteError::Unreachable(_)) {
         shared.outage.reachable();
     }
+    let first = !e.retried_away() && shared.status.write_failed(&object.id(), body, e);
     let object = object.to_string();
-    let first = !e.retried_away() && shared.status.write_failed(&object, body, e);
     let msg = e.to_string();
     match e {
         WriteError::Conflict(cause) => tracing::debug!("{cause}"),

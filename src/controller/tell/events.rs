@@ -9,7 +9,7 @@
 //! watches them with a label selector.
 
 use crate::controller::reconcile::keys::Key;
-use crate::controller::view::state::{AccessError, ClusterEvent, WriteError};
+use crate::controller::view::state::{AccessError, ClusterEvent, EventReason, WriteError};
 use crate::controller::view::status::clip;
 use crate::core::{PlannedWrite, Verb};
 use crate::model::{CONSTRAINT_API_VERSION, MANAGED_BY_LABEL, ObjectRef};
@@ -35,20 +35,31 @@ const NOTE_MAX: usize = 1024;
 /// What happened, as the writer and the request handler tell it.
 #[derive(Debug)]
 enum Fact {
-    /// [`Recorder::written`]'s template (from its key), verb, object and error.
-    Write(String, Verb, ObjectRef, Option<String>),
+    /// [`Recorder::written`]: a write of `object` in the reconcile of a key of `template`,
+    /// and its error if it failed.
+    Write {
+        template: String,
+        verb: Verb,
+        object: ObjectRef,
+        error: Option<String>,
+    },
     /// Reported at once, unaggregated.
     Event(Outgoing),
     /// Publish every burst now (this copy is about to release the Lease), then answer.
     Flush(tokio::sync::oneshot::Sender<()>),
-    /// [`Recorder::decided`]'s `regarding`, `reason` and `logged`.
-    Invalid(Regarding, Option<String>, bool),
+    /// [`Recorder::decided`]: `regarding` is invalid for `why`, or valid (`None`); `logged`:
+    /// the watch that read it logged why already.
+    Invalid {
+        regarding: Regarding,
+        why: Option<String>,
+        logged: bool,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outgoing {
     pub regarding: Regarding,
-    pub reason: &'static str,
+    pub reason: EventReason,
     pub action: &'static str,
     pub note: String,
     pub warning: bool,
@@ -59,10 +70,6 @@ pub struct Outgoing {
 /// The annotation an Event about a request's outcome carries the request's id in: the
 /// asker pairs the Event with its answer by it.
 pub const REQUEST_ANNOTATION: &str = "kubectl-vap.io/request";
-
-/// The reason of the Warning Event that says a burst's writes failed: the views read it back
-/// from the cluster's Events and show it as an error (`tui::model::data`), by this one name.
-pub const WRITE_FAILED: &str = "WriteFailed";
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Regarding {
@@ -109,9 +116,6 @@ fn template_of(key: &Key) -> String {
     }
 }
 
-/// The reason of the Event that says another writer keeps undoing the leader's writes.
-pub const WRITER_CONFLICT: &str = "WriterConflict";
-
 /// Where the writer and the request handler report; a no-op for copies that do not write.
 #[derive(Clone, Default)]
 pub struct Recorder {
@@ -133,13 +137,12 @@ impl Recorder {
 
     /// A write of `w` (in the reconcile of `key`) passed or failed.
     pub fn written(&self, w: &PlannedWrite, error: Option<&WriteError>, key: &Key) {
-        let error = error.map(|e| e.to_string());
-        self.send(Fact::Write(
-            template_of(key),
-            w.verb,
-            w.object.clone(),
-            error,
-        ));
+        self.send(Fact::Write {
+            template: template_of(key),
+            verb: w.verb,
+            object: w.object.clone(),
+            error: error.map(|e| e.to_string()),
+        });
     }
 
     /// Another writer keeps undoing this copy's writes of an object in the reconcile of `key`:
@@ -147,7 +150,7 @@ impl Recorder {
     pub fn contested(&self, key: &Key, note: String) {
         self.publish(Outgoing {
             regarding: Regarding::Template(template_of(key)),
-            reason: WRITER_CONFLICT,
+            reason: EventReason::WriterConflict,
             action: "Write",
             note: clip(&note, NOTE_MAX),
             warning: true,
@@ -166,12 +169,16 @@ impl Recorder {
         }
     }
 
-    /// The leader decided `regarding` (a template or constraint) invalid for `reason`, or
+    /// The leader decided `regarding` (a template or constraint) invalid for `why`, or
     /// valid (`None`: a later error is reported again). A Warning Event `Invalid` is published
     /// once per reason, not per reconcile, so `kubectl events --for` shows why it is not turned
     /// into a VAP or binding. `logged`: the watch that read it (an undecodable stub) logged why.
-    pub fn decided(&self, regarding: Regarding, reason: Option<String>, logged: bool) {
-        self.send(Fact::Invalid(regarding, reason, logged));
+    pub fn decided(&self, regarding: Regarding, why: Option<String>, logged: bool) {
+        self.send(Fact::Invalid {
+            regarding,
+            why,
+            logged,
+        });
     }
 
     pub fn publish(&self, event: Outgoing) {
@@ -244,13 +251,13 @@ impl Burst {
         };
         let mut out = Vec::new();
         if !self.done.is_empty() {
-            out.push(event("Written", written_note(&self.done), false));
+            out.push(event(EventReason::Written, written_note(&self.done), false));
         }
         if !self.failed.is_empty() {
             let n = self.failed.len();
             let s = if n == 1 { "" } else { "s" };
             let note = format!("{n} write{s} failed: {}", self.failed.join("; "));
-            out.push(event(WRITE_FAILED, note, true));
+            out.push(event(EventReason::WriteFailed, note, true));
         }
         out
     }
@@ -294,7 +301,12 @@ pub async fn run(
         let closed = matches!(next, Some(None));
         let mut flushed = None;
         match next.flatten() {
-            Some(Fact::Write(template, verb, object, error)) => {
+            Some(Fact::Write {
+                template,
+                verb,
+                object,
+                error,
+            }) => {
                 bursts
                     .entry(template)
                     .or_default()
@@ -302,20 +314,26 @@ pub async fn run(
             }
             Some(Fact::Event(e)) => publisher.publish(&e, &uid_of).await,
             Some(Fact::Flush(done)) => flushed = Some(done),
-            Some(Fact::Invalid(regarding, None, _)) => {
+            Some(Fact::Invalid {
+                regarding,
+                why: None,
+                ..
+            }) => {
                 if said_invalid.remove(&regarding).is_some() {
                     say_validity(&regarding, None);
                 }
             }
-            Some(Fact::Invalid(regarding, Some(why), logged))
-                if said_invalid.get(&regarding) != Some(&why) && (publisher.left)().is_some() =>
-            {
+            Some(Fact::Invalid {
+                regarding,
+                why: Some(why),
+                logged,
+            }) if said_invalid.get(&regarding) != Some(&why) && (publisher.left)().is_some() => {
                 if !logged {
                     say_validity(&regarding, Some(&why));
                 }
                 let event = Outgoing {
                     regarding: regarding.clone(),
-                    reason: "Invalid",
+                    reason: EventReason::Invalid,
                     action: "Decide",
                     note: clip(&why, NOTE_MAX),
                     warning: true,
@@ -324,7 +342,7 @@ pub async fn run(
                 publisher.publish(&event, &uid_of).await;
                 said_invalid.insert(regarding, why);
             }
-            Some(Fact::Invalid(..)) | None => {}
+            Some(Fact::Invalid { .. }) | None => {}
         }
         let now = Instant::now();
         let ripe;
@@ -363,7 +381,7 @@ struct Publisher {
     client: kube::Client,
     instance: String,
     /// (regarding, reason, note) → the Event last published, for a series on an exact repeat.
-    series: HashMap<(Regarding, &'static str, String), (String, i32, Instant)>,
+    series: HashMap<(Regarding, EventReason, String), (String, i32, Instant)>,
     /// Publishing fails (RBAC, server): logged once until it passes again.
     failing: bool,
     left: Box<dyn Fn() -> Option<Duration> + Send + Sync>,
@@ -476,7 +494,7 @@ fn event(
         },
         event_time: Some(now),
         action: Some(e.action.into()),
-        reason: Some(e.reason.into()),
+        reason: Some(e.reason.as_str().into()),
         note: Some(e.note.clone()),
         regarding: Some(regarding),
         reporting_controller: Some(REPORTER.into()),
@@ -636,7 +654,7 @@ mod tests {
             "created VAP gatekeeper-x, created 25 bindings, updated binding b0"
         );
         assert!(!events[0].warning);
-        assert_eq!(events[1].reason, "WriteFailed");
+        assert_eq!(events[1].reason, EventReason::WriteFailed);
         assert_eq!(
             events[1].note,
             "1 write failed: create binding bad: forbidden: no"
@@ -654,7 +672,7 @@ mod tests {
     fn event_of(regarding: Regarding) -> Event {
         let outgoing = Outgoing {
             regarding,
-            reason: "WriteFailed",
+            reason: EventReason::WriteFailed,
             action: "Write",
             note: "1 write failed".into(),
             warning: true,

@@ -6,7 +6,7 @@
 pub use crate::controller::reconcile::world::WriteError;
 use crate::core::Options;
 use crate::core::settings::{Judged, judge};
-use crate::model::ObjectRef;
+use crate::model::{ObjectId, ObjectRef};
 use crate::snapshot::Snapshot;
 use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
@@ -40,10 +40,10 @@ pub struct LiveState {
     /// Work items queued or being processed.
     pub queue_depth: usize,
     pub connection: Connection,
-    /// The objects (`Kind/name`) whose last write failed, and how: this copy's own while it
-    /// leads or nobody else does; the leader's refused writes (as it publishes them with its
-    /// health) when another copy leads. Gone once a write of the object passes.
-    pub failed_writes: Arc<BTreeMap<String, FailedWrite>>,
+    /// The objects whose last write failed, and how: this copy's own while it leads or nobody
+    /// else does; the leader's refused writes (as it publishes them with its health) when
+    /// another copy leads. Gone once a write of the object passes.
+    pub failed_writes: Arc<BTreeMap<ObjectId, FailedWrite>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -105,6 +105,66 @@ pub enum Connection {
     },
 }
 
+/// The reason of an Event a copy publishes (`tell::events`), spelled once: the copy writes
+/// [`EventReason::as_str`] into the Event, and the views read it back from the cluster's
+/// Events with [`EventReason::of`] ([`ClusterEvent::known_reason`]), so what one side writes
+/// is what the other recognises.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum EventReason {
+    /// The writes of a burst that passed.
+    Written,
+    /// The writes of a burst that failed (a Warning): an error in the views.
+    WriteFailed,
+    /// Another writer keeps undoing the leader's writes (a Warning): an error in the views.
+    WriterConflict,
+    /// A template or constraint that cannot be generated or bound as written (a Warning).
+    Invalid,
+    /// A request to replay a kind's constraints, handled.
+    Replayed,
+    /// A request to reconcile, handled.
+    Reconciled,
+}
+
+impl EventReason {
+    pub const ALL: [EventReason; 6] = [
+        EventReason::Written,
+        EventReason::WriteFailed,
+        EventReason::WriterConflict,
+        EventReason::Invalid,
+        EventReason::Replayed,
+        EventReason::Reconciled,
+    ];
+
+    /// The Event's `reason`, as written into the cluster (PascalCase, Kubernetes' style).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventReason::Written => "Written",
+            EventReason::WriteFailed => "WriteFailed",
+            EventReason::WriterConflict => "WriterConflict",
+            EventReason::Invalid => "Invalid",
+            EventReason::Replayed => "Replayed",
+            EventReason::Reconciled => "Reconciled",
+        }
+    }
+
+    /// The reason an Event's `reason` says, if it is one of ours.
+    pub fn of(reason: &str) -> Option<EventReason> {
+        EventReason::ALL.into_iter().find(|r| r.as_str() == reason)
+    }
+
+    /// Whether the views show it, from a holder of the Lease, as an error: a write the leader
+    /// could not make, or stopped making because another writer undoes it.
+    pub fn is_failed_write(self) -> bool {
+        matches!(self, EventReason::WriteFailed | EventReason::WriterConflict)
+    }
+}
+
+impl std::fmt::Display for EventReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A Kubernetes Event (events.k8s.io) reported by a copy of kubectl-vap.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClusterEvent {
@@ -114,7 +174,8 @@ pub struct ClusterEvent {
     pub reporter: String,
     /// The template, constraint or Lease it regards.
     pub regarding: ObjectRef,
-    /// `Written`, `WriteFailed`, `Replayed`, `Reconciled`, … (PascalCase, Kubernetes' style).
+    /// As the Event says it: one of ours ([`EventReason`], [`ClusterEvent::known_reason`]),
+    /// or anything else an Event with our label was created with.
     pub reason: String,
     pub note: String,
     /// `Warning` rather than `Normal`.
@@ -129,6 +190,13 @@ pub struct ClusterEvent {
     pub from_a_holder: bool,
 }
 
+impl ClusterEvent {
+    /// Its reason, if it is one a copy publishes.
+    pub fn known_reason(&self) -> Option<EventReason> {
+        EventReason::of(&self.reason)
+    }
+}
+
 /// What the lease holder publishes with its renewals, for every copy to read.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LeaderHealth {
@@ -141,12 +209,12 @@ pub struct LeaderHealth {
     /// The generation options it acts on (`None` from a leader that publishes none): every
     /// view judges the cluster by them.
     pub settings: Option<crate::core::settings::Settings>,
-    /// Writes the API server refuses now: (`Kind/name`, its message). A view elsewhere shows
+    /// Writes the API server refuses now: (the object, its message). A view elsewhere shows
     /// them on the object ("the last write failed").
-    pub refused: Vec<(String, String)>,
+    pub refused: Vec<(ObjectId, String)>,
     /// Objects it does not write for now because another writer keeps undoing its writes:
-    /// (`Kind/name`, what it says about it).
-    pub contested: Vec<(String, String)>,
+    /// (the object, what it says about it).
+    pub contested: Vec<(ObjectId, String)>,
     /// What is wrong with the guard that confines it (`run --expect-guard`), if anything.
     pub guard: Option<String>,
 }
@@ -389,6 +457,39 @@ pub enum Command {
 mod tests {
     use super::*;
     use crate::cluster::apply::ApplyError;
+
+    /// What a copy writes as an Event's reason is what the views recognise, and the words in
+    /// the cluster stay what they were (dashboards and `kubectl events` filters read them).
+    #[test]
+    fn an_event_reason_reads_back_as_itself() {
+        for r in EventReason::ALL {
+            assert_eq!(EventReason::of(r.as_str()), Some(r));
+            assert_eq!(r.to_string(), r.as_str());
+        }
+        let words: Vec<&str> = EventReason::ALL.iter().map(|r| r.as_str()).collect();
+        assert_eq!(
+            words,
+            [
+                "Written",
+                "WriteFailed",
+                "WriterConflict",
+                "Invalid",
+                "Replayed",
+                "Reconciled"
+            ]
+        );
+        for other in ["", "writefailed", "WriteFailed ", "Forbidden"] {
+            assert_eq!(EventReason::of(other), None, "{other:?}");
+        }
+        let failed: Vec<_> = EventReason::ALL
+            .into_iter()
+            .filter(|r| r.is_failed_write())
+            .collect();
+        assert_eq!(
+            failed,
+            [EventReason::WriteFailed, EventReason::WriterConflict]
+        );
+    }
 
     #[test]
     fn an_event_is_one_line_that_says_what_was_not_done() {

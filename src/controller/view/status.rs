@@ -8,7 +8,7 @@ use super::state::{
     Happened, ReconcileEvent, WriteError,
 };
 use crate::core::contest::{Contest, Contests, Undo};
-use crate::model::ObjectRef;
+use crate::model::{ObjectId, ObjectRef};
 use chrono::Utc;
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -29,8 +29,8 @@ struct Inner {
     synced: bool,
     /// When the queue last drained with everything listed.
     last_sync: Option<chrono::DateTime<Utc>>,
-    /// The last failed write of each object (`Kind/name`), until a write of it passes.
-    failed: HashMap<String, Failed>,
+    /// The last failed write of each object, until a write of it passes.
+    failed: HashMap<ObjectId, Failed>,
     /// Objects another writer keeps changing back (`core::contest`).
     contests: Contests,
     /// What this copy may not do that leading needs (`lead::rights`), said as it is said.
@@ -232,21 +232,21 @@ impl Status {
     /// A write of `object` (its body's digest `body`) failed with `error`; true when it is
     /// the first failure of its class in a row (a forbidden write is logged once, until one
     /// passes).
-    pub fn write_failed(&self, object: &str, body: u64, error: &WriteError) -> bool {
+    pub fn write_failed(&self, object: &ObjectId, body: u64, error: &WriteError) -> bool {
         self.change(|s| {
             let failed = Failed {
                 error: error.clone(),
                 body,
                 at: Instant::now(),
             };
-            let before = s.failed.insert(object.to_string(), failed);
+            let before = s.failed.insert(object.clone(), failed);
             before.is_none_or(|b| std::mem::discriminant(&b.error) != std::mem::discriminant(error))
         })
     }
 
     /// A write of `object` passed, or none is needed any more: how its last write had failed,
     /// if it had.
-    pub fn clear_failure(&self, object: &str) -> Option<WriteError> {
+    pub fn clear_failure(&self, object: &ObjectId) -> Option<WriteError> {
         let before = self.inner.lock().failed.remove(object)?;
         self.touch();
         Some(before.error)
@@ -299,7 +299,7 @@ impl Status {
 
     /// How `body` of `object` was refused, if this very body was refused as invalid (422)
     /// recently: not sent again.
-    pub fn refusal(&self, object: &str, body: u64) -> Option<WriteError> {
+    pub fn refusal(&self, object: &ObjectId, body: u64) -> Option<WriteError> {
         let s = self.inner.lock();
         let f = s.failed.get(object)?;
         let refused = matches!(f.error, WriteError::Invalid(_)) && f.at.elapsed() < REFUSED_FOR;
@@ -309,21 +309,21 @@ impl Status {
     /// The writes whose last attempt the server refused as invalid (object, its message), at
     /// most [`PUBLISHED_REFUSALS`], each message at most 512 bytes: what the leader publishes
     /// with its health, for views elsewhere to show on the object.
-    pub fn refusals(&self) -> Vec<(String, String)> {
+    pub fn refusals(&self) -> Vec<(ObjectId, String)> {
         let failed = self.failed_writes().into_iter().filter(|(_, f)| f.refused);
         let clipped = failed.map(|(o, f)| (o, clip(&f.why, 512)));
         clipped.take(PUBLISHED_REFUSALS).collect()
     }
 
     /// The last failed write of each object that has not passed since, as views show it.
-    pub fn failed_writes(&self) -> BTreeMap<String, FailedWrite> {
+    pub fn failed_writes(&self) -> BTreeMap<ObjectId, FailedWrite> {
         let s = self.inner.lock();
         let write = |f: &Failed| FailedWrite {
             why: f.error.to_string(),
             refused: matches!(f.error, WriteError::Invalid(_)),
             contested: false,
         };
-        let mut writes: BTreeMap<String, FailedWrite> = s
+        let mut writes: BTreeMap<ObjectId, FailedWrite> = s
             .failed
             .iter()
             .map(|(o, f)| (o.clone(), write(f)))
@@ -373,12 +373,12 @@ impl Status {
     }
 
     /// How long `object` is not written from now, if another writer contests it.
-    pub fn contest_held(&self, object: &str) -> Option<std::time::Duration> {
+    pub fn contest_held(&self, object: &ObjectId) -> Option<std::time::Duration> {
         self.inner.lock().contests.held(object, contest_now())
     }
 
     /// A write of `object` by this copy undid a change field manager `other` made.
-    pub fn undid(&self, object: &str, other: &str) -> Undo {
+    pub fn undid(&self, object: &ObjectId, other: &str) -> Undo {
         let undo = self
             .inner
             .lock()
@@ -404,8 +404,8 @@ impl Status {
         self.inner.lock().contests.current()
     }
 
-    /// What the leader publishes of its contests: (`Kind/name`, [`contest_text`]).
-    pub fn published_contests(&self) -> Vec<(String, String)> {
+    /// What the leader publishes of its contests: (the object, [`contest_text`]).
+    pub fn published_contests(&self) -> Vec<(ObjectId, String)> {
         let contests = self.contests().into_iter().take(PUBLISHED_REFUSALS);
         contests
             .map(|c| (c.object.clone(), contest_text(&c)))

@@ -550,9 +550,10 @@ impl App {
         let constraint = [path.len(), path.len().saturating_sub(1)]
             .into_iter()
             .filter_map(at)
-            .find_map(|n| n.id.strip_prefix("constraint/"));
-        if let Some(kind_name) = constraint {
-            return Ok(kind_name.to_string());
+            .find_map(|n| crate::core::tree::constraint_of_node(&n.id));
+        if let Some(constraint) = constraint {
+            // As `kubectl vap audit Kind/name` takes it.
+            return Ok(constraint.to_string());
         }
         match self.selected_root() {
             Some(root) if root.kind == NodeKind::Template => Ok(root.label.clone()),

@@ -3,11 +3,12 @@
 //! what is the UI's own (which context, the live view starting).
 
 use crate::controller::{
-    AccessError, AccessErrorKind, Connection, EventResult, EventVerb, Happened, LeaseChange,
-    LeaseInfo, LeaseTurn, LiveState,
+    AccessError, AccessErrorKind, Connection, EventReason, EventResult, EventVerb, Happened,
+    LeaseChange, LeaseInfo, LeaseTurn, LiveState,
 };
 use crate::core::settings::Judged;
 use crate::core::{Analysis, Options, Summary, analyze};
+use crate::model::ObjectId;
 use crate::snapshot::Snapshot;
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
@@ -105,11 +106,7 @@ impl EventLine {
                 Happened::Cluster(e)
                     if e.warning
                         && e.from_a_holder
-                        && [
-                            crate::controller::WRITE_FAILED,
-                            crate::controller::WRITER_CONFLICT,
-                        ]
-                        .contains(&e.reason.as_str()) =>
+                        && e.known_reason().is_some_and(EventReason::is_failed_write) =>
                 {
                     Level::Error
                 }
@@ -257,10 +254,10 @@ pub struct Data {
     pub summary: Summary,
     /// Gatekeeper's pod statuses by what they are about (template name, `Kind/name`).
     pub pod_status_index: HashMap<String, Vec<usize>>,
-    /// Observed objects by `(kind, name)`.
-    pub objects: HashMap<(String, String), Observed>,
-    /// Planned writes (indices into `analysis.plan`) by `(kind, name)`.
-    pub plan_index: HashMap<(String, String), Vec<usize>>,
+    /// Observed objects by their ids.
+    pub objects: HashMap<ObjectId, Observed>,
+    /// Planned writes (indices into `analysis.plan`) by their objects' ids.
+    pub plan_index: HashMap<ObjectId, Vec<usize>>,
     /// The options the analysis ran with (to run it again when a deadline passes).
     pub opts: Options,
     /// When a time-based state changes without any object changing: the earliest end of a
@@ -324,27 +321,23 @@ impl Data {
                 })
             });
         }
-        Some(
-            match self.objects.get(&(kind.to_string(), name.to_string()))? {
-                Observed::Template(i) => s.templates.get(*i)?.raw.clone(),
-                Observed::Constraint(i) => s.constraints.get(*i)?.raw.clone(),
-                Observed::Policy(i) => s.policies.get(*i)?.raw(),
-                Observed::Binding(i) => s.bindings.get(*i)?.raw(),
-            },
-        )
+        Some(match self.objects.get(&ObjectId::new(kind, name))? {
+            Observed::Template(i) => s.templates.get(*i)?.raw.clone(),
+            Observed::Constraint(i) => s.constraints.get(*i)?.raw.clone(),
+            Observed::Policy(i) => s.policies.get(*i)?.raw(),
+            Observed::Binding(i) => s.bindings.get(*i)?.raw(),
+        })
     }
 
     /// Where the object was read from (`file:line` or `cluster`).
     pub fn source_of(&self, kind: &str, name: &str) -> Option<String> {
         let s = &self.snapshot;
-        Some(
-            match self.objects.get(&(kind.to_string(), name.to_string()))? {
-                Observed::Template(i) => s.templates.get(*i)?.source.to_string(),
-                Observed::Constraint(i) => s.constraints.get(*i)?.source.to_string(),
-                Observed::Policy(i) => s.policies.get(*i)?.source.to_string(),
-                Observed::Binding(i) => s.bindings.get(*i)?.source.to_string(),
-            },
-        )
+        Some(match self.objects.get(&ObjectId::new(kind, name))? {
+            Observed::Template(i) => s.templates.get(*i)?.source.to_string(),
+            Observed::Constraint(i) => s.constraints.get(*i)?.source.to_string(),
+            Observed::Policy(i) => s.policies.get(*i)?.source.to_string(),
+            Observed::Binding(i) => s.bindings.get(*i)?.source.to_string(),
+        })
     }
 
     /// The planned writes about an object.
@@ -354,7 +347,7 @@ impl Data {
         name: &str,
     ) -> impl Iterator<Item = &crate::core::PlannedWrite> {
         self.plan_index
-            .get(&(kind.to_string(), name.to_string()))
+            .get(&ObjectId::new(kind, name))
             .into_iter()
             .flatten()
             .filter_map(|i| self.analysis.plan.get(*i))
@@ -375,7 +368,7 @@ impl Data {
             pod_status_index.entry(p.about.clone()).or_default().push(i);
         }
         let mut objects = HashMap::new();
-        let key = |kind: &str, name: &str| (kind.to_string(), name.to_string());
+        let key = |kind: &str, name: &str| ObjectId::new(kind, name);
         for (i, t) in snapshot.templates.iter().enumerate() {
             objects.insert(key("ConstraintTemplate", t.name()), Observed::Template(i));
         }
@@ -388,12 +381,9 @@ impl Data {
         for (i, b) in snapshot.bindings.iter().enumerate() {
             objects.insert(key(crate::model::VAPB_KIND, b.name()), Observed::Binding(i));
         }
-        let mut plan_index: HashMap<(String, String), Vec<usize>> = HashMap::new();
+        let mut plan_index: HashMap<ObjectId, Vec<usize>> = HashMap::new();
         for (i, w) in analysis.plan.iter().enumerate() {
-            plan_index
-                .entry(key(&w.object.kind, &w.object.name))
-                .or_default()
-                .push(i);
+            plan_index.entry(w.object.id()).or_default().push(i);
         }
         let mut data = Data {
             opts: opts.clone(),
@@ -426,11 +416,10 @@ impl Data {
         if failures.is_empty() {
             return;
         }
-        let failure = |kind: &str, name: &str| failures.get(&format!("{kind}/{name}"));
         let analysis = Arc::make_mut(&mut self.analysis);
         let built_with = analysis.findings.len();
         for f in &mut analysis.findings {
-            match failure(&f.object.kind, &f.object.name) {
+            match failures.get(&f.object.id()) {
                 Some(failure) if failure.contested => {
                     f.message = format!("{} — not written now: {}", f.message, failure.why);
                 }
@@ -444,8 +433,7 @@ impl Data {
         let contested = failures.iter().filter(|(_, f)| f.contested);
         let contested: Vec<_> = contested
             .filter_map(|(object, failure)| {
-                let (kind, name) = object.split_once('/')?;
-                let write = self.plan_index.get(&(kind.into(), name.into()))?.first()?;
+                let write = self.plan_index.get(object)?.first()?;
                 let object = analysis.plan.get(*write)?.object.clone();
                 let code = crate::core::Code::WriterConflict;
                 Some(crate::core::Finding::new(code, object, failure.why.clone()))
@@ -456,9 +444,8 @@ impl Data {
             .iter()
             .filter(|(_, failure)| failure.refused)
             .filter_map(|(object, failure)| {
-                let (kind, name) = object.split_once('/')?;
                 // The object as the plan names it (its apiVersion), if a write is planned.
-                let write = self.plan_index.get(&(kind.into(), name.into()))?.first()?;
+                let write = self.plan_index.get(object)?.first()?;
                 let object = analysis.plan.get(*write)?.object.clone();
                 Some(crate::core::Finding::new(
                     crate::core::Code::WriteRefused,
@@ -557,7 +544,7 @@ mod tests {
                     "ConstraintTemplate",
                     "t",
                 ),
-                reason: crate::controller::WRITE_FAILED.into(),
+                reason: EventReason::WriteFailed.as_str().into(),
                 note: "deleted binding b".into(),
                 warning: true,
                 count: 1,

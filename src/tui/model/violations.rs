@@ -5,8 +5,11 @@
 //! read against whatever snapshot is current.
 
 use crate::admission::audit::{AuditReport, ConstraintAudit, Status, template_name};
-use crate::model::Constraint;
+use crate::core::tree::{
+    constraint_node_id, constraint_of_node, template_node_id, template_of_node,
+};
 use crate::model::meta::Meta;
+use crate::model::{Constraint, ObjectId};
 use crate::snapshot::Snapshot;
 use crate::tui::say::glyphs;
 use ratatui::style::{Color, Modifier, Style};
@@ -182,10 +185,10 @@ impl Store {
                 stale,
                 unseen,
             };
-            out.insert(format!("constraint/{kind}/{name}"), b);
+            out.insert(constraint_node_id(&ObjectId::new(kind, name)), b);
             // A template whose audited constraints were all unseen does not claim 0 violations.
             let t = out
-                .entry(format!("template/{}", template_name(snap, kind)))
+                .entry(template_node_id(&template_name(snap, kind)))
                 .or_insert(Badge {
                     unseen,
                     ..Badge::default()
@@ -242,7 +245,7 @@ pub fn badge_spans(b: &Badge) -> Vec<Span<'static>> {
 /// The detail pane's section for a constraint, or for a template (its constraints' totals).
 pub fn section(store: &Store, snap: &Snapshot, node_id: &str) -> Vec<Line<'static>> {
     let bold = glyphs::bold();
-    if let Some(tname) = node_id.strip_prefix("template/") {
+    if let Some(tname) = template_of_node(node_id) {
         let Some(b) = store.badges(snap).get(node_id).copied() else {
             return Vec::new();
         };
@@ -276,12 +279,10 @@ pub fn section(store: &Store, snap: &Snapshot, node_id: &str) -> Vec<Line<'stati
         out.push(Line::from(l));
         return out;
     }
-    let Some((kind, name)) = node_id
-        .strip_prefix("constraint/")
-        .and_then(|kn| kn.split_once('/'))
-    else {
+    let Some(constraint) = constraint_of_node(node_id) else {
         return Vec::new();
     };
+    let (kind, name) = (constraint.kind.as_str(), constraint.name.as_str());
     // Never audited: nothing to say (the key bar and help name `a`).
     let Some(e) = store.get(kind, name) else {
         return Vec::new();

@@ -212,7 +212,10 @@ mod tests {
             .unwrap();
         let with = |failed: Option<FailedWrite>| {
             let failed = failed
-                .map(|f| ("ValidatingAdmissionPolicy/gatekeeper-k8sx.c".to_string(), f))
+                .map(|f| {
+                    let vap = "ValidatingAdmissionPolicy";
+                    (crate::model::ObjectId::new(vap, "gatekeeper-k8sx.c"), f)
+                })
                 .into_iter()
                 .collect();
             data_of(LiveState {

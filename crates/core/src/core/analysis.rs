@@ -16,8 +16,8 @@ use super::step::{self, BindingInput, PolicyStep, binding_ref, constraint_ref, c
 use super::step::{policy_ref, template_ref};
 use super::tree::{Node, NodeKind, State};
 use crate::model::{
-    Binding, CONSTRAINTS_GROUP, Constraint, ConstraintTemplate, CrdInfo, ObjectRef, Policy,
-    VAP_KIND, VAPB_KIND,
+    Binding, CONSTRAINTS_GROUP, Constraint, ConstraintTemplate, CrdInfo, ObjectId, ObjectRef,
+    Policy, VAP_KIND, VAPB_KIND,
 };
 use crate::snapshot::Snapshot;
 use chrono::{DateTime, Utc};
@@ -273,7 +273,7 @@ impl<'a> Fold<'a> {
         constraints: Vec<&'a Constraint>,
     ) -> Node {
         let t = policy.template();
-        let id = format!("template/{}", t.name());
+        let id = super::tree::template_node_id(t.name());
         let mut node = leaf(
             id,
             NodeKind::Template,
@@ -351,10 +351,8 @@ impl<'a> Fold<'a> {
         {
             self.seen_policies.insert(o.name());
         }
-        let (id, label) = (
-            format!("constraint/{}/{}", c.kind, c.name()),
-            format!("{}/{}", c.kind, c.name()),
-        );
+        let object = ObjectId::new(&c.kind, c.name());
+        let (id, label) = (super::tree::constraint_node_id(&object), object.to_string());
         let state = step.constraint_state();
         let mut node = leaf(id, NodeKind::Constraint, label, state, constraint_ref(c));
         self.find(&mut node, step.constraint_finding());

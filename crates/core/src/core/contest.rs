@@ -11,6 +11,7 @@
 //! Pure: the caller says what time it is (a monotonic time since an epoch of its choosing),
 //! so the rules are tested without a clock.
 
+use crate::model::ObjectId;
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
@@ -43,8 +44,7 @@ impl Default for Tuning {
 /// A contested object, as views and `check` show it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Contest {
-    /// `Kind/name`.
-    pub object: String,
+    pub object: ObjectId,
     /// The field manager whose changes this copy's writes undid (the last one seen).
     pub other: String,
     /// How many of this copy's writes undid the other's in the window that started it.
@@ -84,11 +84,11 @@ struct Held {
     probed_at: Option<Instant>,
 }
 
-/// Every object some other writer changes under this copy, keyed by `Kind/name`.
+/// Every object some other writer changes under this copy.
 #[derive(Debug, Default)]
 pub struct Contests {
     tuning: Tuning,
-    records: BTreeMap<String, Record>,
+    records: BTreeMap<ObjectId, Record>,
 }
 
 impl Contests {
@@ -100,17 +100,17 @@ impl Contests {
     }
 
     /// How long `object` is not to be written from `now`, if it is held.
-    pub fn held(&self, object: &str, now: Instant) -> Option<Duration> {
+    pub fn held(&self, object: &ObjectId, now: Instant) -> Option<Duration> {
         let held = self.records.get(object)?.held?;
         (now < held.until).then(|| held.until - now)
     }
 
     /// A write of `object` by this copy undid a change by field manager `other`, at `now`.
-    pub fn undid(&mut self, object: &str, other: &str, now: Instant) -> Undo {
+    pub fn undid(&mut self, object: &ObjectId, other: &str, now: Instant) -> Undo {
         let tuning = self.tuning;
         let record = self
             .records
-            .entry(object.to_string())
+            .entry(object.clone())
             .or_insert_with(|| Record {
                 undone_at: VecDeque::new(),
                 other: other.to_string(),
@@ -188,9 +188,9 @@ impl Contests {
     }
 }
 
-fn contest(object: &str, record: &Record, held: &Held) -> Contest {
+fn contest(object: &ObjectId, record: &Record, held: &Held) -> Contest {
     Contest {
-        object: object.to_string(),
+        object: object.clone(),
         other: record.other.clone(),
         undos: held.undos,
         since: held.since,
@@ -202,7 +202,9 @@ fn contest(object: &str, record: &Record, held: &Held) -> Contest {
 mod tests {
     use super::*;
 
-    const VAP: &str = "ValidatingAdmissionPolicy/gatekeeper-k8srequiredlabels";
+    fn id(kind: &str, name: &str) -> ObjectId {
+        ObjectId::new(kind, name)
+    }
 
     fn secs(n: u64) -> Duration {
         Duration::from_secs(n)
@@ -210,51 +212,56 @@ mod tests {
 
     #[test]
     fn a_few_undos_are_a_person_editing_and_many_are_a_contest() {
+        let vap = &id("ValidatingAdmissionPolicy", "gatekeeper-k8srequiredlabels");
         let t0 = secs(1_000_000);
         let mut c = Contests::new(Tuning::default());
         // Four undos a minute apart: never five within a window.
         for i in 0..4 {
             assert_eq!(
-                c.undid(VAP, "kubectl-edit", t0 + secs(61 * i)),
+                c.undid(vap, "kubectl-edit", t0 + secs(61 * i)),
                 Undo::Counted
             );
         }
         assert_eq!(
-            c.undid(VAP, "kubectl-edit", t0 + secs(61 * 4)),
+            c.undid(vap, "kubectl-edit", t0 + secs(61 * 4)),
             Undo::Counted
         );
         assert!(c.current().is_empty());
         // Five within the window: contested, held for the first hold.
         let t1 = t0 + secs(1000);
         for i in 0..4 {
-            assert_eq!(c.undid(VAP, "gatekeeper", t1 + secs(i)), Undo::Counted);
+            assert_eq!(c.undid(vap, "gatekeeper", t1 + secs(i)), Undo::Counted);
         }
-        let Undo::Started(contest) = c.undid(VAP, "gatekeeper", t1 + secs(4)) else {
+        let Undo::Started(contest) = c.undid(vap, "gatekeeper", t1 + secs(4)) else {
             panic!("the fifth undo within a minute starts a contest");
         };
         assert_eq!((contest.other.as_str(), contest.undos), ("gatekeeper", 5));
-        assert_eq!(c.held(VAP, t1 + secs(4)), Some(secs(120)));
-        assert_eq!(c.held(VAP, t1 + secs(64)), Some(secs(60)));
-        assert_eq!(c.held(VAP, t1 + secs(124)), None, "one write is tried");
-        assert_eq!(c.held("ValidatingAdmissionPolicyBinding/other", t1), None);
+        assert_eq!(c.held(vap, t1 + secs(4)), Some(secs(120)));
+        assert_eq!(c.held(vap, t1 + secs(64)), Some(secs(60)));
+        assert_eq!(c.held(vap, t1 + secs(124)), None, "one write is tried");
+        assert_eq!(
+            c.held(&id("ValidatingAdmissionPolicyBinding", "other"), t1),
+            None
+        );
         assert_eq!(c.current(), vec![contest]);
     }
 
     #[test]
     fn a_hold_doubles_while_the_other_writer_stays_and_ends_when_it_goes() {
+        let vap = &id("ValidatingAdmissionPolicy", "gatekeeper-k8srequiredlabels");
         let t0 = secs(1_000_000);
         let mut c = Contests::new(Tuning::default());
         for i in 0..5 {
-            c.undid(VAP, "gatekeeper", t0 + secs(i));
+            c.undid(vap, "gatekeeper", t0 + secs(i));
         }
         // The write tried after the hold (the probe) undoes the other writer's last change:
         // counted as the probe, not as the other writer still being there.
         let probe = t0 + secs(4 + 120);
-        assert_eq!(c.undid(VAP, "gatekeeper", probe), Undo::Counted);
+        assert_eq!(c.undid(vap, "gatekeeper", probe), Undo::Counted);
         // The other writer undid the probe, so the next write undoes it again: held for twice
         // as long.
         let after = probe + secs(1);
-        let Undo::HeldAgain(again) = c.undid(VAP, "gatekeeper", after) else {
+        let Undo::HeldAgain(again) = c.undid(vap, "gatekeeper", after) else {
             panic!("held again");
         };
         assert_eq!(again.held_until, after + secs(240));
@@ -263,28 +270,28 @@ mod tests {
         let mut at = after;
         for _ in 0..10 {
             at += secs(3600);
-            assert_eq!(c.undid(VAP, "gatekeeper", at), Undo::Counted, "the probe");
+            assert_eq!(c.undid(vap, "gatekeeper", at), Undo::Counted, "the probe");
             at += secs(1);
-            c.undid(VAP, "gatekeeper", at);
+            c.undid(vap, "gatekeeper", at);
         }
-        assert_eq!(c.held(VAP, at), Some(secs(1800)));
+        assert_eq!(c.held(vap, at), Some(secs(1800)));
         // The other writer gone: the probe after the hold stands. Within a window of it: not
         // over yet.
         let probe = at + secs(1800);
-        assert_eq!(c.undid(VAP, "gatekeeper", probe), Undo::Counted);
+        assert_eq!(c.undid(vap, "gatekeeper", probe), Undo::Counted);
         assert!(c.settle(probe + secs(30)).is_empty());
         // The probe stood for a window: over, said once, forgotten.
         let ended = c.settle(probe + secs(61));
         assert_eq!(ended.len(), 1);
-        assert_eq!(ended[0].object, VAP);
+        assert_eq!(&ended[0].object, vap);
         assert!(c.current().is_empty());
         assert!(c.settle(at + secs(4000)).is_empty());
         // Counts older than the window are forgotten too: four old and one new start nothing.
         let t2 = at + secs(5000);
         for i in 0..4 {
-            c.undid(VAP, "gatekeeper", t2 + secs(i));
+            c.undid(vap, "gatekeeper", t2 + secs(i));
         }
         c.settle(t2 + secs(200));
-        assert_eq!(c.undid(VAP, "gatekeeper", t2 + secs(201)), Undo::Counted);
+        assert_eq!(c.undid(vap, "gatekeeper", t2 + secs(201)), Undo::Counted);
     }
 }

@@ -3,7 +3,7 @@
 //! selection and expansion survive live updates.
 
 use super::Finding;
-use crate::model::ObjectRef;
+use crate::model::{ObjectId, ObjectRef};
 use serde::Serialize;
 
 /// A node's state: one table gives its label and glyph everywhere it is shown.
@@ -102,6 +102,27 @@ pub struct Node {
     pub children: Vec<Node>,
 }
 
+/// The id of a template's node: `template/NAME`.
+pub fn template_node_id(name: &str) -> String {
+    format!("template/{name}")
+}
+
+/// The id of a constraint's node: `constraint/` and the constraint's [`ObjectId`]
+/// (`constraint/Kind/name`); [`constraint_of_node`] reads it back.
+pub fn constraint_node_id(constraint: &ObjectId) -> String {
+    format!("constraint/{constraint}")
+}
+
+/// The template whose node `id` is, if it is a template's.
+pub fn template_of_node(id: &str) -> Option<&str> {
+    id.strip_prefix("template/")
+}
+
+/// The constraint whose node `id` is, if it is a constraint's.
+pub fn constraint_of_node(id: &str) -> Option<ObjectId> {
+    id.strip_prefix("constraint/")?.parse().ok()
+}
+
 /// Findings added after the tree was built (from `first` on: the live views' `write-refused`
 /// and `writer-conflict`), each attached to the node of its object, so the nodes' counts add
 /// up to the findings' (the TUI's header said 5 errors where its badges added up to 4).
@@ -162,5 +183,28 @@ impl Node {
     /// Whether this node or any descendant is a fault.
     pub fn has_fault(&self) -> bool {
         self.state.is_fault() || self.children.iter().any(Node::has_fault)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_node_id_reads_back_as_the_object_it_was_built_of() {
+        for (kind, name) in [("K8sReq", "one"), ("K8sX", "a.b-c"), ("K8sX", "odd/ü name")] {
+            let c = ObjectId::new(kind, name);
+            let id = constraint_node_id(&c);
+            assert_eq!(id, format!("constraint/{kind}/{name}"));
+            assert_eq!(constraint_of_node(&id), Some(c));
+            assert_eq!(template_of_node(&id), None);
+        }
+        let t = template_node_id("k8sreq");
+        assert_eq!(t, "template/k8sreq");
+        assert_eq!(template_of_node(&t), Some("k8sreq"));
+        assert_eq!(constraint_of_node(&t), None);
+        // Not a constraint's: no prefix, or no `Kind/name` after it.
+        assert_eq!(constraint_of_node("constraint/K8sX"), None);
+        assert_eq!(constraint_of_node("binding/K8sX/c"), None);
     }
 }

@@ -44,9 +44,72 @@ impl ObjectRef {
     }
 }
 
+impl ObjectRef {
+    /// The object's identity, as the reconciler keeps failures, refusals and contests under it
+    /// and the views read them.
+    pub fn id(&self) -> ObjectId {
+        ObjectId::new(&self.kind, &self.name)
+    }
+}
+
 impl fmt::Display for ObjectRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.kind, self.name)
+        write_id(f, &self.kind, &self.name)
+    }
+}
+
+/// An object's identity where its apiVersion is not said: `Kind/name`. The reconciler keeps
+/// the last failed write, the refusals and the contests of an object under it, publishes them
+/// to views in this process as it is, and to views elsewhere as its text in the Lease (the
+/// health annotation's keys): [`ObjectId`]'s `Display` writes that text and its `FromStr`
+/// reads it back, so both sides change together or not at all.
+///
+/// A kind never holds a `/` (it is an identifier); a name may (the text splits at the first).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ObjectId {
+    pub kind: String,
+    pub name: String,
+}
+
+impl ObjectId {
+    pub fn new(kind: impl Into<String>, name: impl Into<String>) -> Self {
+        Self {
+            kind: kind.into(),
+            name: name.into(),
+        }
+    }
+}
+
+/// The one spelling of an identity (`ObjectRef`'s display is its id's).
+fn write_id(f: &mut fmt::Formatter<'_>, kind: &str, name: &str) -> fmt::Result {
+    write!(f, "{kind}/{name}")
+}
+
+impl fmt::Display for ObjectId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write_id(f, &self.kind, &self.name)
+    }
+}
+
+/// A text that is not `Kind/name`: it has no `/`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("not Kind/name (no '/'): {0:?}")]
+pub struct NotAnObjectId(pub String);
+
+impl std::str::FromStr for ObjectId {
+    type Err = NotAnObjectId;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.split_once('/') {
+            Some((kind, name)) => Ok(ObjectId::new(kind, name)),
+            None => Err(NotAnObjectId(s.to_string())),
+        }
+    }
+}
+
+impl From<&ObjectRef> for ObjectId {
+    fn from(o: &ObjectRef) -> Self {
+        o.id()
     }
 }
 
@@ -140,4 +203,58 @@ pub fn type_of(obj: &Value) -> (&str, &str) {
 /// The group part of an apiVersion (`""` for the core group).
 pub fn group_of(api_version: &str) -> &str {
     api_version.split_once('/').map(|(g, _)| g).unwrap_or("")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_object_id_reads_back_what_it_writes() {
+        let names = [
+            "gatekeeper-k8srequiredlabels",
+            "a.b-c.d",
+            "with spaces and \"quotes\"",
+            "ünïcödé-名前",
+            "a/b/c",
+            "",
+            "trailing/",
+        ];
+        for kind in ["ValidatingAdmissionPolicy", "K8sRequiredLabels", "X", ""] {
+            for name in names {
+                let id = ObjectId::new(kind, name);
+                let text = id.to_string();
+                assert_eq!(text, format!("{kind}/{name}"), "the text format is fixed");
+                assert_eq!(text.parse::<ObjectId>(), Ok(id), "{text:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_text_without_a_slash_is_no_object_id() {
+        for text in ["", "ValidatingAdmissionPolicy", "gatekeeper-x"] {
+            assert_eq!(
+                text.parse::<ObjectId>(),
+                Err(NotAnObjectId(text.to_string()))
+            );
+        }
+        // The first slash splits: a kind has none.
+        let id: ObjectId = "K8sX/a/b".parse().expect("an id");
+        assert_eq!((id.kind.as_str(), id.name.as_str()), ("K8sX", "a/b"));
+    }
+
+    #[test]
+    fn an_object_ref_displays_as_its_id() {
+        let o = ObjectRef::new(
+            "admissionregistration.k8s.io/v1",
+            "ValidatingAdmissionPolicy",
+            "p",
+        );
+        assert_eq!(o.to_string(), o.id().to_string());
+        assert_eq!(o.to_string(), "ValidatingAdmissionPolicy/p");
+        assert_eq!(
+            ObjectId::from(&o),
+            ObjectId::new("ValidatingAdmissionPolicy", "p")
+        );
+    }
 }

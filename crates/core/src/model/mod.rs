@@ -12,7 +12,7 @@ pub mod template;
 pub use constraint::{Constraint, EnforcementPoint, KindMatch, Match, ScopedAction};
 pub use gatekeeper_config::GatekeeperConfig;
 pub use gatekeeper_webhook::GatekeeperWebhook;
-pub use meta::{ObjectRef, OwnerRef, Source};
+pub use meta::{NotAnObjectId, ObjectId, ObjectRef, OwnerRef, Source};
 pub use policy::{Binding, CrdInfo, PodStatus, Policy, TypeWarning};
 pub use template::{ConstraintTemplate, NamedExpression, NativeSource, Target, Validation};
 

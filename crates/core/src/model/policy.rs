@@ -217,11 +217,11 @@ impl PodStatus {
         let about = if kind == "ConstraintTemplatePodStatus" {
             label("internal.gatekeeper.sh/constrainttemplate-name")
         } else {
-            format!(
-                "{}/{}",
+            super::ObjectId::new(
                 label("internal.gatekeeper.sh/constraint-kind"),
-                label("internal.gatekeeper.sh/constraint-name")
+                label("internal.gatekeeper.sh/constraint-name"),
             )
+            .to_string()
         };
         PodStatus {
             name: raw["metadata"]["name"]
