@@ -10,6 +10,9 @@
 //! (`BENCH_PODS`, `BENCH_CONSTRAINTS`, `BENCH_ROUNDS`, `BENCH_CONCURRENCY`). Under
 //! `cargo test --all-targets` (no `--bench` argument) it returns at once.
 
+// A scenario, not held to the limits on one function (Cargo.toml, `[workspace.lints]`).
+#![allow(clippy::cognitive_complexity, clippy::too_many_lines)]
+
 #[path = "../tests/support/mod.rs"]
 mod support;
 

@@ -31,6 +31,9 @@
 //! `--include-ignored` is passed too; then it runs a 2 × 2 smoke version of every phase for both
 //! controllers (it needs the real binaries, like the ignored tests).
 
+// A scenario, not held to the limits on one function (Cargo.toml, `[workspace.lints]`).
+#![allow(clippy::cognitive_complexity, clippy::too_many_lines)]
+
 #[path = "../tests/support/mod.rs"]
 mod support;
 

@@ -42,6 +42,9 @@
 //! `BENCH_PPROF_SECS`). Under `cargo test --all-targets` (no `--bench` argument) it returns
 //! at once.
 
+// A scenario, not held to the limits on one function (Cargo.toml, `[workspace.lints]`).
+#![allow(clippy::cognitive_complexity, clippy::too_many_lines)]
+
 #[path = "../tests/support/mod.rs"]
 mod support;
 

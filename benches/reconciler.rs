@@ -18,6 +18,9 @@
 //! `BENCH_WORKERS`, `BENCH_LOG`, `BENCH_PPROF`, `BENCH_WRAP`: see docs/benchmarks.md). Under
 //! `cargo test --all-targets` (no `--bench` argument) it returns at once.
 
+// A scenario, not held to the limits on one function (Cargo.toml, `[workspace.lints]`).
+#![allow(clippy::cognitive_complexity, clippy::too_many_lines)]
+
 #[path = "../tests/support/mod.rs"]
 mod support;
 

@@ -17,6 +17,9 @@
 //! `BENCH_BINARIES`: paths of `kubectl-vap` binaries to compare, default the one cargo built;
 //! an older one measures "before"). Under `cargo test --all-targets` it returns at once.
 
+// A scenario, not held to the limits on one function (Cargo.toml, `[workspace.lints]`).
+#![allow(clippy::cognitive_complexity, clippy::too_many_lines)]
+
 #[path = "../tests/support/mod.rs"]
 mod support;
 

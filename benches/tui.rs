@@ -7,6 +7,9 @@
 //! Frames are drawn through the real crossterm backend into `io::sink()`, so the cost includes
 //! diffing and escape-sequence generation, not the terminal's own painting.
 
+// A scenario, not held to the limits on one function (Cargo.toml, `[workspace.lints]`).
+#![allow(clippy::cognitive_complexity, clippy::too_many_lines)]
+
 use kubectl_vap::load::cel::default_options;
 use kubectl_vap::model::Source;
 use kubectl_vap::snapshot::Snapshot;

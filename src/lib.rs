@@ -17,8 +17,7 @@
 //! - [`controller`]: the live reconciler: watches, stores, the two reconcilers, lease, metrics.
 //! - [`tui`]: the terminal UI over a data source (files or the live controller).
 //! - [`cli`]: clap arguments and command handlers; only `main.rs` imports it.
-#![deny(unsafe_code)]
-#![warn(clippy::cognitive_complexity, clippy::too_many_lines)]
+#![forbid(unsafe_code)]
 
 pub mod admission;
 pub mod cli;

@@ -1,7 +1,6 @@
 //! `kubectl-vap`: parses the command line, runs the command, ends with the exit code of the
 //! one table (`cli::exit::TABLE`: 0 clean, 1 findings, 2 cannot tell, 3 usage).
 #![forbid(unsafe_code)]
-#![warn(clippy::cognitive_complexity, clippy::too_many_lines)]
 
 use kubectl_vap::cli::{self, args::Cli, exit};
 use kubectl_vap::text::printable_lines;

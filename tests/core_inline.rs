@@ -3,6 +3,9 @@
 //! out of it (each object written once, in the invariants' order, then nothing), and the
 //! parameters' literal read back by a CEL interpreter equal to the JSON it was built from.
 
+// A scenario, not held to the limits on one function (Cargo.toml, `[workspace.lints]`).
+#![allow(clippy::cognitive_complexity, clippy::too_many_lines)]
+
 mod support;
 
 use kubectl_vap::core::cel_literal::{self, LiteralError, MAX_CODE_POINTS};

@@ -6,6 +6,9 @@
 //! Run: `scripts/test`, or
 //! `KUBEBUILDER_ASSETS=$(tests/kubeenv/build.sh) cargo test --test e2e_admission_debug -- --include-ignored`.
 
+// A scenario, not held to the limits on one function (Cargo.toml, `[workspace.lints]`).
+#![allow(clippy::cognitive_complexity, clippy::too_many_lines)]
+
 mod support;
 
 use kubectl_vap::load::cel::default_options;
@@ -1041,10 +1044,7 @@ async fn an_interrupted_audit_prints_what_it_found() {
         assert_eq!(first, format!("dry-running {N} object(s) in scope"));
         // Let a few dry-runs go, then the signal.
         tokio::time::sleep(Duration::from_millis(3500)).await;
-        // SAFETY: sending a signal to our own child, by its pid.
-        unsafe {
-            libc::kill(child.id() as i32, signal);
-        }
+        testenv::signal(child.id(), signal);
         let rest: Vec<String> = lines.map_while(Result::ok).collect();
         let out = child.wait_with_output().expect("wait");
         assert_eq!(out.status.code(), Some(130), "{name}: {rest:?}");

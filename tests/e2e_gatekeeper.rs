@@ -5,6 +5,9 @@
 //! Each test has an API server of its own (Gatekeeper installs its chart's CRDs, and a running
 //! Gatekeeper must not see the other tests' templates).
 
+// A scenario, not held to the limits on one function (Cargo.toml, `[workspace.lints]`).
+#![allow(clippy::cognitive_complexity, clippy::too_many_lines)]
+
 mod support;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;

@@ -7,6 +7,9 @@
 //! Static inputs live in `tests/fixtures/hostile/`; inputs that cannot be stored in git (FIFOs,
 //! sockets, symlink loops, device links, big files) are made here at run time.
 
+// A scenario, not held to the limits on one function (Cargo.toml, `[workspace.lints]`).
+#![allow(clippy::cognitive_complexity, clippy::too_many_lines)]
+
 use std::ffi::OsString;
 use std::io::Read;
 use std::os::unix::process::CommandExt;
@@ -65,6 +68,7 @@ fn write(dir: &Path, name: &str, data: &[u8]) -> PathBuf {
     p
 }
 
+#[allow(unsafe_code, reason = "libc's mkfifo: test support")]
 fn mkfifo(p: &Path) {
     let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).expect("no NUL in path");
     // SAFETY: a valid NUL-terminated path; mkfifo has no other preconditions.
@@ -567,6 +571,7 @@ struct Outcome {
     stderr: Vec<u8>,
 }
 
+#[allow(unsafe_code, reason = "pre_exec: setrlimit and setuid in the child")]
 fn run(args: &[OsString], stdin: Option<Stdin>, unprivileged: bool) -> Outcome {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kubectl-vap"));
     cmd.args(args)

@@ -2,6 +2,9 @@
 //! `Dockerfile` for Docker users, and what `install --print` assumes — and they must agree.
 //! No build needed; tests/e2e_image.rs checks the built image itself.
 
+// A scenario, not held to the limits on one function (Cargo.toml, `[workspace.lints]`).
+#![allow(clippy::cognitive_complexity, clippy::too_many_lines)]
+
 mod support;
 
 use support::image::{

@@ -2,6 +2,9 @@
 //! cluster (the round trip on a real API server: `e2e_render.rs`; static manifests loaded by a
 //! real kube-apiserver: `e2e_versions.rs`).
 
+// A scenario, not held to the limits on one function (Cargo.toml, `[workspace.lints]`).
+#![allow(clippy::cognitive_complexity, clippy::too_many_lines)]
+
 mod support;
 
 use serde_json::{Value, json};

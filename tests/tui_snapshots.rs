@@ -2,6 +2,9 @@
 //! the same key handling and `update` as the real terminal. The fixture is
 //! tests/fixtures/tui/snapshot.yaml (every node state in a few objects).
 
+// A scenario, not held to the limits on one function (Cargo.toml, `[workspace.lints]`).
+#![allow(clippy::cognitive_complexity, clippy::too_many_lines)]
+
 use chrono::TimeZone;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use kubectl_vap::controller::{

@@ -5,6 +5,7 @@
 //! input grows memory past the limit however long it is.
 
 use super::error::LoadError;
+use rustix::fs::OFlags;
 use std::collections::HashSet;
 use std::fs::{FileType, Metadata};
 use std::io::Read;
@@ -195,7 +196,7 @@ fn walk(
 pub fn read_file(path: &Path, max: u64) -> Result<Vec<u8>, LoadError> {
     let file = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .custom_flags((OFlags::NONBLOCK | OFlags::NOCTTY).bits().cast_signed())
         .open(path)
         .map_err(|e| cannot_read(path, e))?;
     let meta = file.metadata().map_err(|e| cannot_read(path, e))?;

@@ -23,6 +23,8 @@
 //! created. The pure analysis is the oracle: at quiescence `analyze(list_snapshot())` plans
 //! nothing. `env.rs` holds the fixture; reconcilers are reached through `support::reconciler`.
 
+// A scenario, not held to the limits on one function (Cargo.toml, `[workspace.lints]`).
+#![allow(clippy::cognitive_complexity, clippy::too_many_lines)]
 // The serializing guard is held for a whole test on purpose; each test has its own runtime,
 // so the lock is never contended within one runtime.
 #![allow(clippy::await_holding_lock)]

@@ -13,6 +13,9 @@
 //! # let _ = (client, ns);
 //! # }
 //! ```
+// Test support calls libc (a parent-death signal, kill, waitpid): the workspace denies
+// `unsafe` (Cargo.toml, `[workspace.lints]`), this crate allows it.
+#![allow(unsafe_code)]
 
 mod controller_manager;
 pub mod gatekeeper;

@@ -86,37 +86,28 @@ impl Timing {
 /// A monotonic clock that counts while the machine is suspended (Linux `CLOCK_BOOTTIME`): a
 /// laptop that slept must not wake up believing its deadline is ahead.
 ///
-/// The clock is chosen once per process: a deadline taken on one clock and compared on another
-/// would compare two epochs (`CLOCK_BOOTTIME` counts from boot, the fallback from the first
-/// call). Should the chosen `CLOCK_BOOTTIME` ever fail after answering once, the time reads as
-/// the end of time: every deadline has passed, and the fence fails closed.
+/// One clock for the life of the process, chosen when it is built, not at run time: a deadline
+/// taken on one clock and compared on another would compare two epochs (`CLOCK_BOOTTIME`
+/// counts from boot, [`std::time::Instant`] from an origin of its own). On Linux it is
+/// `CLOCK_BOOTTIME` through rustix, whose `clock_gettime` cannot fail for a clock the kernel
+/// always has (since 2.6.39) and needs no `unsafe` here; elsewhere std has no clock that counts
+/// a suspend, and it is the time since the first call on `Instant`.
+#[cfg(target_os = "linux")]
 pub fn mono_now() -> Duration {
-    static BOOTTIME: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
-    if *BOOTTIME.get_or_init(|| boottime().is_some()) {
-        return boottime().unwrap_or(Duration::MAX);
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
+    match (u64::try_from(ts.tv_sec), u32::try_from(ts.tv_nsec)) {
+        (Ok(secs), Ok(nanos)) => Duration::new(secs, nanos),
+        // Never negative since boot; should it be, the time reads as the end of time: every
+        // deadline has passed, and the fence fails closed.
+        _ => Duration::MAX,
     }
-    START.get_or_init(std::time::Instant::now).elapsed()
 }
 
-/// `CLOCK_BOOTTIME` (Linux only; std offers no clock that counts a suspend). The crate's one
-/// `unsafe` (`src/lib.rs` denies it everywhere else).
-#[allow(unsafe_code)]
-fn boottime() -> Option<Duration> {
-    #[cfg(target_os = "linux")]
-    {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: clock_gettime writes into the timespec we own, and reads nothing else.
-        if unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) } == 0 {
-            let secs = u64::try_from(ts.tv_sec).ok()?;
-            let nanos = u32::try_from(ts.tv_nsec).ok()?;
-            return Some(Duration::new(secs, nanos));
-        }
-    }
-    None
+/// See the Linux [`mono_now`]: here, the time since the first call, on std's monotonic clock.
+#[cfg(not(target_os = "linux"))]
+pub fn mono_now() -> Duration {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    START.get_or_init(std::time::Instant::now).elapsed()
 }
 
 /// Whether this copy may write now: a deadline on [`mono_now`], cleared when leadership is lost.
@@ -194,7 +185,7 @@ mod tests {
         assert!(!rx.has_changed().expect("open"), "no change, no wake-up");
     }
 
-    /// The clock is read on one clock for the life of the process, and a renewal read at "the
+    /// The time is read on one clock for the life of the process, and a renewal read at "the
     /// end of time" (a clock that failed) closes the fence rather than overflowing.
     #[test]
     fn one_clock_and_no_overflow_at_the_end_of_time() {
@@ -210,6 +201,24 @@ mod tests {
         );
         fence.renewed(mono_now(), &Timing::new(Duration::from_secs(15)));
         assert!(fence.may_write());
+    }
+
+    /// The fence's clock moves with time: a deadline a moment ahead has passed once that
+    /// moment has (a clock that stood still would keep the fence open for good). Only lower
+    /// bounds are asserted: a sleep lasts at least what it is asked for.
+    #[test]
+    fn the_deadline_passes_as_time_goes_by() {
+        let timing = Timing::new(Duration::from_secs(15));
+        let fence = Fence::default();
+        let sent = mono_now();
+        let moment = Duration::from_millis(50);
+        fence.renewed(sent.saturating_sub(timing.renew_deadline) + moment, &timing);
+        std::thread::sleep(2 * moment);
+        assert!(mono_now() >= sent + 2 * moment, "the clock moved on");
+        assert!(
+            !fence.may_write() && fence.expired(),
+            "the deadline has passed"
+        );
     }
 
     #[test]
