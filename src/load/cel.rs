@@ -1,14 +1,24 @@
 //! The CEL syntax check's edge: [`check_all`] (the pure parse of [`super::cel_syntax`]) run on
-//! a thread with the [`PARSER_STACK`] cel-rust's parser needs, its answers remembered per
-//! checker. Every command
-//! checks templates with [`checker`] (through `Options`); [`default_options`] is here because
-//! that checker is (the core crate cannot give `Options` a `Default`: its checker is the edge's).
+//! the process's one parser thread, which has the [`PARSER_STACK`] cel-rust's parser needs; its
+//! answers remembered per checker. Every command checks templates with [`checker`] (through
+//! `Options`); [`default_options`] is here because that checker is (the core crate cannot give
+//! `Options` a `Default`: its checker is the edge's).
+//!
+//! Why one long-lived thread: the parse needs a stack no tokio worker has, and a thread started
+//! per answer not remembered cost a 64 MiB mapping each time, and ran as many parses at once as
+//! there were callers, on a machine whose cores also carry the runtime (the Lease renewal). The
+//! thread is started on the first question and serves the questions in turn, over a channel;
+//! each caller waits for its answer on a reply channel of its own. Async callers do not wait
+//! on the runtime's workers: the reconciler takes its decisions on tokio's blocking pool
+//! (`controller::reconcile::reconcilers`), and any other caller on a worker announces the wait
+//! with `block_in_place`, which hands the worker's other tasks to another thread.
 
 use super::cel_syntax::{PARSER_STACK, check_all, reads_free};
 use crate::core::Options;
 use crate::core::cel_syntax::{CelChecker, CelSyntax};
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::mpsc;
+use std::sync::{Mutex, OnceLock};
 
 /// The checker of the commands, the TUI and the reconciler: [`ParserThread`].
 pub fn checker() -> CelChecker {
@@ -21,8 +31,9 @@ pub fn default_options() -> Options {
     Options::with_cel(checker())
 }
 
-/// Parses on a thread of its own with [`PARSER_STACK`], and remembers each answer by the hash
-/// of what was checked: the reconciler decides a template again on every event of its kind.
+/// Parses on the process's parser thread ([`on_parser_thread`]), and remembers each answer by
+/// the hash of what was checked: the reconciler decides a template again on every event of its
+/// kind.
 #[derive(Default)]
 pub struct ParserThread {
     answers: Mutex<HashMap<[u8; 32], Result<(), String>>>,
@@ -37,21 +48,23 @@ const ANSWERS: usize = 4096;
 impl CelSyntax for ParserThread {
     fn check(&self, expressions: &[(String, &str)]) -> Result<(), String> {
         remembered(&self.answers, key_of(expressions, ""), || {
+            let owned = owned(expressions);
             // Fail closed: an unchecked template is not declared valid.
-            on_big_stack(|| check_all(expressions)).unwrap_or_else(Err)
+            on_parser_thread(move || check_all(&borrowed(&owned))).unwrap_or_else(Err)
         })
     }
 
     fn first_free_read(&self, expressions: &[(String, &str)], name: &str) -> Option<String> {
         remembered(&self.free_reads, key_of(expressions, name), || {
-            let first = || {
-                expressions
+            let (owned, name) = (owned(expressions), name.to_string());
+            let first = move || {
+                owned
                     .iter()
-                    .find(|(_, e)| reads_free(e, name))
+                    .find(|(_, e)| reads_free(e, &name))
                     .map(|(field, _)| field.clone())
             };
             // Unparsed, nothing is known to read it: the syntax check reports the template.
-            on_big_stack(first).unwrap_or_default()
+            on_parser_thread(first).unwrap_or_default()
         })
     }
 
@@ -62,8 +75,26 @@ impl CelSyntax for ParserThread {
         expression: &str,
         renames: &std::collections::BTreeMap<String, String>,
     ) -> Result<String, String> {
-        on_big_stack(|| super::cel_rename::rename_variables(expression, renames)).and_then(|r| r)
+        let (expression, renames) = (expression.to_string(), renames.clone());
+        on_parser_thread(move || super::cel_rename::rename_variables(&expression, &renames))
+            .and_then(|r| r)
     }
+}
+
+/// The question's expressions, owned: they travel to the parser thread.
+fn owned(expressions: &[(String, &str)]) -> Vec<(String, String)> {
+    expressions
+        .iter()
+        .map(|(field, e)| (field.clone(), (*e).to_string()))
+        .collect()
+}
+
+/// The expressions as [`check_all`] takes them.
+fn borrowed(expressions: &[(String, String)]) -> Vec<(String, &str)> {
+    expressions
+        .iter()
+        .map(|(field, e)| (field.clone(), e.as_str()))
+        .collect()
 }
 
 /// The hash of what was asked: every `(field, expression)` and `extra`.
@@ -99,36 +130,58 @@ fn remembered<T: Clone>(
     answer
 }
 
-/// `parse` on a thread of its own with [`PARSER_STACK`]; `Err` says why there is no answer (no
-/// such thread could be started, or the parser panicked). Called from a worker thread of a
-/// multi-threaded tokio runtime (the reconciler decides templates there), the wait is
-/// announced to tokio first (`block_in_place`), which hands the worker's other tasks — the
-/// Lease renewal among them — to another thread while the parse runs.
-fn on_big_stack<T: Send>(parse: impl FnOnce() -> T + Send) -> Result<T, String> {
-    use tokio::runtime::{Handle, RuntimeFlavor};
-    let in_workers =
-        Handle::try_current().is_ok_and(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread);
-    if in_workers {
-        tokio::task::block_in_place(|| parse_on_big_stack(parse))
-    } else {
-        // No runtime, or one thread only (where block_in_place cannot be used): just wait.
-        parse_on_big_stack(parse)
+/// One question for the parser thread: it computes the answer and sends it back itself.
+type Job = Box<dyn FnOnce() + Send>;
+
+/// The parser thread's queue, once it is started; why it could not be, otherwise.
+fn parser_thread() -> &'static Result<mpsc::Sender<Job>, String> {
+    static PARSER: OnceLock<Result<mpsc::Sender<Job>, String>> = OnceLock::new();
+    PARSER.get_or_init(|| {
+        let (jobs, queue) = mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name("cel-syntax".into())
+            .stack_size(PARSER_STACK)
+            .spawn(move || serve(&queue))
+            .map(|_| jobs)
+            .map_err(|e| format!("cannot check the CEL syntax: {e}"))
+    })
+}
+
+/// The parser thread's loop, for the life of the process: one question at a time. A parse that
+/// panics loses its own answer (its caller hears why), not the thread.
+fn serve(queue: &mpsc::Receiver<Job>) {
+    for job in queue {
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
     }
 }
 
-fn parse_on_big_stack<T: Send>(parse: impl FnOnce() -> T + Send) -> Result<T, String> {
-    std::thread::scope(|s| {
-        match std::thread::Builder::new()
-            .name("cel-syntax".into())
-            .stack_size(PARSER_STACK)
-            .spawn_scoped(s, parse)
-        {
-            Ok(handle) => handle
-                .join()
-                .map_err(|_| "the CEL parser failed on this template".to_string()),
-            Err(e) => Err(format!("cannot check the CEL syntax: {e}")),
-        }
-    })
+/// `parse` on the parser thread, with its [`PARSER_STACK`]; `Err` says why there is no answer
+/// (no such thread could be started, or the parser panicked). Waited for on a worker thread of
+/// a multi-threaded tokio runtime, the wait is announced to tokio first (`block_in_place`),
+/// which hands the worker's other tasks — the Lease renewal among them — to another thread
+/// meanwhile.
+fn on_parser_thread<T: Send + 'static>(
+    parse: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, String> {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    let jobs = parser_thread().as_ref().map_err(Clone::clone)?;
+    let (reply, answer) = mpsc::sync_channel(1);
+    let job: Job = Box::new(move || {
+        // The caller may have gone (its task aborted): the answer is simply dropped.
+        let _ = reply.send(parse());
+    });
+    let failed = || "the CEL parser failed on this template".to_string();
+    jobs.send(job).map_err(|_| failed())?;
+    let wait = move || answer.recv().map_err(|_| failed());
+    let in_workers =
+        Handle::try_current().is_ok_and(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread);
+    if in_workers {
+        tokio::task::block_in_place(wait)
+    } else {
+        // No runtime, one thread only (where block_in_place cannot be used), or tokio's blocking
+        // pool: just wait.
+        wait()
+    }
 }
 
 #[cfg(test)]
@@ -136,10 +189,11 @@ mod tests {
     use super::*;
 
     /// The parse answers the same from a runtime's worker (announced with block_in_place),
-    /// from a single-threaded runtime (where block_in_place would panic) and from no runtime.
+    /// from its blocking pool, from a single-threaded runtime (where block_in_place would
+    /// panic) and from no runtime.
     #[test]
     fn the_parse_answers_in_and_out_of_a_runtime() {
-        let parse = || on_big_stack(|| super::super::cel_syntax::parse("1 + ").is_err());
+        let parse = || on_parser_thread(|| super::super::cel_syntax::parse("1 + ").is_err());
         assert_eq!(parse(), Ok(true));
         let multi = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -147,10 +201,29 @@ mod tests {
             .expect("a runtime");
         let in_worker = multi.block_on(async { tokio::spawn(async move { parse() }).await });
         assert_eq!(in_worker.expect("the task ends"), Ok(true));
+        let in_pool = multi.block_on(async { tokio::task::spawn_blocking(parse).await });
+        assert_eq!(in_pool.expect("the task ends"), Ok(true));
         let single = tokio::runtime::Builder::new_current_thread()
             .build()
             .expect("a runtime");
         assert_eq!(single.block_on(async { parse() }), Ok(true));
+    }
+
+    /// Every parse runs on the one parser thread (no thread started per question), and a parse
+    /// that panics costs its own answer, not the thread.
+    #[test]
+    fn one_parser_thread_serves_every_question_and_outlives_a_panic() {
+        let first = on_parser_thread(|| std::thread::current().id()).expect("an answer");
+        let panicked: Result<(), String> = on_parser_thread(|| panic!("a parser bug"));
+        assert_eq!(
+            panicked,
+            Err("the CEL parser failed on this template".to_string())
+        );
+        let again = std::thread::spawn(|| on_parser_thread(|| std::thread::current().id()))
+            .join()
+            .expect("the asking thread ends");
+        assert_eq!(again, Ok(first), "the same thread, after the panic too");
+        assert_ne!(first, std::thread::current().id());
     }
 
     #[test]

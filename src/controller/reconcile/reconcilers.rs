@@ -17,6 +17,7 @@ use crate::core::scope::Coverage;
 use crate::core::step::{self, Action, BindingInput, PolicyStep};
 use crate::core::{Options, PlannedWrite, PolicyShape, names, probe, shape};
 use crate::model::{Constraint, ConstraintTemplate, Policy, VAP_KIND, VAPB_KIND};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How long the template side waits before looking again for bindings to be gone (I2).
@@ -26,6 +27,54 @@ pub const BINDINGS_GONE_RECHECK: Duration = Duration::from_secs(1);
 /// VAP are deleted: on → off → on within this costs no write (it cost a delete and a create
 /// of every binding and of the VAP). Enforcement stays meanwhile: the safe direction.
 pub const TURN_OFF_SETTLE: Duration = Duration::from_secs(2);
+
+/// `decide` (a pure decision of the core, with `opts`) on tokio's blocking pool, not on the
+/// runtime's workers: a decision that parses CEL (a template's first, its constraints' own VAPs
+/// under `auto`) is CPU work of milliseconds, and the workers also carry the Lease renewal,
+/// whose deadline is the fence's (docs/architecture.md, "The pure core"). The parse itself runs
+/// on the process's parser thread (`load::cel`); the blocking thread only waits for it, and an
+/// answer remembered costs a thread hop. Outside a runtime (a test driving a reconcile by
+/// hand), right here.
+async fn off_workers<T: Send + 'static>(
+    opts: &Options,
+    decide: impl FnOnce(&Options) -> T + Send + 'static,
+) -> T {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return decide(opts);
+    };
+    let opts = opts.clone();
+    match runtime.spawn_blocking(move || decide(&opts)).await {
+        Ok(decided) => decided,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        // Cancelled: the runtime is shutting down, and this reconcile with it.
+        Err(_) => std::future::pending().await,
+    }
+}
+
+/// Template `t`'s verdict, decided off the workers ([`off_workers`]): its first decision
+/// parses its CEL.
+async fn verdict_of(t: &Arc<ConstraintTemplate>, opts: &Options) -> TemplateVerdict {
+    let t = t.clone();
+    off_workers(opts, move |opts| decide_template(&t, opts)).await
+}
+
+/// Template `t`'s shape ([`shape::resolve`]) off the workers: under `auto` it parses what
+/// each of its `constraints`' own VAP would hold. The verdict and the constraints go to the
+/// blocking thread and come back with the shape.
+async fn shape_of(
+    t: &Arc<ConstraintTemplate>,
+    verdict: TemplateVerdict,
+    constraints: Vec<Constraint>,
+    opts: &Options,
+) -> (TemplateVerdict, Vec<Constraint>, shape::Resolved) {
+    let t = t.clone();
+    off_workers(opts, move |opts| {
+        let of_kind: Vec<&Constraint> = constraints.iter().collect();
+        let resolved = shape::resolve(opts, &t, &verdict, &of_kind);
+        (verdict, constraints, resolved)
+    })
+    .await
+}
 
 /// What a reconcile concluded. A failed write's outcome holds the failure itself (its class
 /// and the server's answer), not its text.
@@ -177,7 +226,8 @@ where
         });
         return template_gone(name, observed.as_ref(), store, ctx).await;
     };
-    let verdict = decide_template(&t, ctx.opts);
+    let t = Arc::new(t);
+    let verdict = verdict_of(&t, ctx.opts).await;
     let Some(kind) = kind else {
         // Invalid (no kind): no opinion to publish, nothing to write.
         conclude_template(writer, &t, &verdict, None, &Written::Done);
@@ -198,8 +248,7 @@ where
     } else {
         Vec::new()
     };
-    let of_kind: Vec<&Constraint> = constraints.iter().collect();
-    let resolved = shape::resolve(ctx.opts, &t, &verdict, &of_kind);
+    let (verdict, constraints, resolved) = shape_of(&t, verdict, constraints, ctx.opts).await;
     let opts = &ctx.opts.with_shape(resolved.shape);
     let side = TemplateSide {
         name,
@@ -226,20 +275,10 @@ where
     let (_, crd_outcome) = send(writer, crd.write(Diff::Skip).as_ref()).await;
     // What the kind's constraints want the VAP to match (a VAP that goes needs none).
     let coverage = if verdict.generates() && crd.served() {
-        let served = known!(store.served());
-        let mut kept = std::collections::BTreeMap::new();
-        for c in constraints.iter().filter(|c| c.spec_error.is_some()) {
-            let name = names::binding_name(&c.kind, c.name());
-            if let Some(b) = known!(store.binding(&name)) {
-                kept.insert(name, b);
-            }
+        match coverage_wanted(store, &constraints, opts) {
+            Ok(coverage) => coverage,
+            Err(u) => return Outcome::Unknown(u),
         }
-        desired::policy_coverage(
-            &constraints,
-            |c| kept.get(&names::binding_name(&c.kind, c.name())),
-            opts,
-            &served,
-        )
     } else {
         Coverage::default()
     };
@@ -265,6 +304,29 @@ where
     };
     conclude_template(writer, &t, &verdict, Some(&policy), &written);
     outcome
+}
+
+/// What a kind's `constraints` want its VAP to match; a constraint whose spec cannot be read
+/// keeps what its binding has.
+fn coverage_wanted<S: TemplateStore>(
+    store: &S,
+    constraints: &[Constraint],
+    opts: &Options,
+) -> Result<Coverage, Unreadable> {
+    let served = store.served().known()?;
+    let mut kept = std::collections::BTreeMap::new();
+    for c in constraints.iter().filter(|c| c.spec_error.is_some()) {
+        let name = names::binding_name(&c.kind, c.name());
+        if let Some(b) = store.binding(&name).known()? {
+            kept.insert(name, b);
+        }
+    }
+    Ok(desired::policy_coverage(
+        constraints,
+        |c| kept.get(&names::binding_name(&c.kind, c.name())),
+        opts,
+        &served,
+    ))
 }
 
 /// When nothing of template `t` is on the server for its compiler to judge
