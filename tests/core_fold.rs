@@ -5,6 +5,9 @@
 //! the label selectors' CEL held to `matching::selector_matches` by a CEL interpreter. The
 //! real API server's verdicts are `tests/e2e_fold.rs`'s.
 
+// A scenario, not held to the limits on one function (Cargo.toml, `[workspace.lints]`).
+#![allow(clippy::cognitive_complexity, clippy::too_many_lines)]
+
 mod support;
 
 use k8s_openapi::api::admissionregistration::v1 as ar;
