@@ -1327,7 +1327,6 @@ const FOLDERS: &[(&str, &[&str])] = &[
             "tell",      // Events, metrics, outages
             "error",     // `Error`, `RequestError`
             "ask",       // a request to the leader: its tracking, the requests channel
-            "shared",    // `Shared`: the parts above in one struct, for the tasks below
             "watch",     // the tasks that keep the stores current
             "lead",      // the election on the Lease; requests the leader serves
             "run",       // start-up, the door, the writer, the workers, publishing

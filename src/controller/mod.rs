@@ -14,18 +14,18 @@
 //! - `tell/`: what it tells people (Events, metrics, runs of failures);
 //! - `error.rs`: [`Error`], [`RequestError`];
 //! - `ask/`: a request to the leader (tracked, and the requests channel);
-//! - `shared.rs`: `Shared`, the parts of the folders before it in one struct, which every
-//!   task of the folders after it takes;
 //! - `watch/`: the tasks that keep the stores current;
 //! - `lead/`: the election on the Lease, and the requests the leader serves;
 //! - `run/`: start-up, the door [`Controller`], the writer, the live workers, publishing.
+//!
+//! Each task takes a context of the parts it touches (`WatchContext`, `LeaseContext`, …),
+//! defined beside the task; start-up (`run/start.rs`) alone holds every part, and builds them.
 
 mod ask;
 mod error;
 mod lead;
 mod reconcile;
 mod run;
-mod shared;
 mod store;
 mod tasks;
 mod tell;

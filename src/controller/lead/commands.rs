@@ -2,16 +2,23 @@
 //! them: here when it leads, through the lease holder otherwise (`channel.rs` has the
 //! channel); and the holder's side of that channel.
 
-use crate::controller::ask::channel::{self, Batch, Desk, MAX_RUNNING, PRUNE_EVERY, Published};
+use crate::controller::ask::channel::{
+    self, Answers, Batch, Desk, MAX_RUNNING, PRUNE_EVERY, Published,
+};
+use crate::controller::ask::requests::Tracker;
 use crate::controller::error::{Error, RequestError};
 use crate::controller::reconcile::keys::Key;
+use crate::controller::reconcile::queue::SharedQueue;
 use crate::controller::reconcile::world::{ConstraintStore, Enqueue, Read, TemplateStore};
-use crate::controller::shared::Shared;
-use crate::controller::tell::events::{Outgoing, Regarding};
+use crate::controller::store::stores::Stores;
+use crate::controller::tell::events::{Outgoing, Recorder, Regarding};
+use crate::controller::tell::metrics::Metrics;
 use crate::controller::tell::outage::SUMMARY_EVERY;
+use crate::controller::view::fence::{Fence, Leadership};
 use crate::controller::view::state::{
     Command, EventReason, EventResult, EventVerb, LeaseInfo, ReconcileEvent, RequestOutcome,
 };
+use crate::controller::view::status::Status;
 use crate::model::ObjectRef;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams};
@@ -29,31 +36,56 @@ pub struct Route {
     pub one_shot: bool,
 }
 
+/// May touch what handling a request uses: the client (asking the holder, the requests
+/// ConfigMap), the stores (the keys a command concerns), the queue (they are enqueued), the
+/// tracker (until each is reconciled), the status (the event log; whether this copy writes),
+/// the Events recorder, the metrics (a one-shot's writes), the leadership (whether this copy
+/// leads and serves) and the answers it publishes.
+#[derive(Clone)]
+pub struct RequestContext {
+    pub client: kube::Client,
+    pub stores: Arc<Stores>,
+    pub queue: Arc<SharedQueue>,
+    pub tracker: Arc<Tracker>,
+    pub status: Arc<Status>,
+    pub recorder: Recorder,
+    pub metrics: Arc<Metrics>,
+    pub leadership: Arc<Leadership>,
+    pub answers: Arc<Answers>,
+}
+
+impl RequestContext {
+    /// Whether this copy may write now: it leads within its fence, and writes are enabled.
+    fn may_write(&self) -> bool {
+        self.leadership.fence.may_write() && self.status.writes_enabled()
+    }
+}
+
 /// The keys `command` concerns, from the local stores (each template read once): a template's
 /// own (reconcile only) and its kind's constraints.
-fn keys_of(shared: &Shared, command: &Command) -> Result<Vec<Key>, Error> {
+fn keys_of(stores: &Stores, command: &Command) -> Result<Vec<Key>, Error> {
     let constraints = |kind: &str| {
-        let names = shared.stores.constraint_names(kind).into_iter();
+        let names = stores.constraint_names(kind).into_iter();
         names.map(|n| Key::constraint(kind, n)).collect::<Vec<_>>()
     };
     match command {
-        Command::ReconcileAll => Ok(shared.stores.all_keys()),
-        Command::Replay(t) => match shared.stores.template(t) {
+        Command::ReconcileAll => Ok(stores.all_keys()),
+        Command::Replay(t) => match stores.template(t) {
             Read::Known(Some(tpl)) => match tpl.kind {
                 Some(kind) => Ok(constraints(&kind)),
                 None => Err(Error::NoKind(t.clone())),
             },
-            Read::Known(None) => Err(not_found(shared, t)),
+            Read::Known(None) => Err(not_found(stores, t)),
             Read::Unknown(u) => Err(RequestError::NotListed(u).into()),
         },
         Command::Reconcile(t) => {
-            let read = shared.stores.template(t);
+            let read = stores.template(t);
             // A template that is gone still has its key: reconciling it sweeps its VAP. With
             // neither (a typo) there is nothing to reconcile: not found, and no Event saying
             // otherwise.
-            let policy = || shared.stores.policy(&crate::core::names::policy_name(t));
+            let policy = || stores.policy(&crate::core::names::policy_name(t));
             if read == Read::Known(None) && policy() == Read::Known(None) {
-                return Err(not_found(shared, t));
+                return Err(not_found(stores, t));
             }
             let mut keys = vec![Key::Template(t.clone())];
             // A reconcile only enqueues: an unknown store just means no constraint keys here.
@@ -71,7 +103,7 @@ fn keys_of(shared: &Shared, command: &Command) -> Result<Vec<Key>, Error> {
 /// until each has been reconciled; logs the outcome and reports it as a Kubernetes Event,
 /// both carrying `id`.
 pub async fn handle_here(
-    shared: &Shared,
+    ctx: &RequestContext,
     route: &Route,
     id: &str,
     command: Command,
@@ -90,22 +122,22 @@ pub async fn handle_here(
             ObjectRef::new("", "All", "*"),
         ),
     };
-    let mut keys = keys_of(shared, &command).inspect_err(|e| {
+    let mut keys = keys_of(&ctx.stores, &command).inspect_err(|e| {
         let e = EventResult::Failed(e.to_string());
-        shared.status.log(verb, object.clone(), e, String::new());
+        ctx.status.log(verb, object.clone(), e, String::new());
     })?;
     // Scoped copies (a one-shot of one template) leave other keys alone: not waited for.
-    keys.retain(|k| shared.queue.scope().contains(k));
-    let outcome = shared.tracker.begin(&keys);
+    keys.retain(|k| ctx.queue.scope().contains(k));
+    let outcome = ctx.tracker.begin(&keys);
     for k in keys {
-        shared.queue.enqueue(k);
+        ctx.queue.enqueue(k);
     }
     let mut t = outcome.await.map_err(|_| Error::Stopped)?;
     if route.one_shot {
-        whole_lead(shared, &mut t);
+        whole_lead(ctx, &mut t);
     }
     let summary = crate::controller::ask::requests::summary(&command, &t);
-    shared.status.record(ReconcileEvent {
+    ctx.status.record(ReconcileEvent {
         time: chrono::Utc::now(),
         verb,
         object,
@@ -113,7 +145,7 @@ pub async fn handle_here(
         message: summary.clone(),
         request: Some(id.to_string()),
     });
-    shared.recorder.publish(Outgoing {
+    ctx.recorder.publish(Outgoing {
         regarding,
         reason: match verb {
             EventVerb::Replay => EventReason::Replayed,
@@ -139,9 +171,9 @@ pub async fn handle_here(
 /// reconciled the request's scope before the request's own keys came round (so it found them
 /// in sync: "0 writes" while the copy had written). Writes are those the server accepted from
 /// this copy; failures and refusals count objects, once each however often retried.
-fn whole_lead(shared: &Shared, t: &mut crate::controller::ask::requests::Tallied) {
+fn whole_lead(ctx: &RequestContext, t: &mut crate::controller::ask::requests::Tallied) {
     let (mut failed, mut refused) = (BTreeSet::new(), BTreeSet::new());
-    for e in shared.status.events() {
+    for e in ctx.status.events() {
         // This copy's own actions: another request it handled meanwhile (one left by the last
         // holder) has its own outcome, answered to its own asker.
         if matches!(
@@ -159,7 +191,7 @@ fn whole_lead(shared: &Shared, t: &mut crate::controller::ask::requests::Tallied
             refused.insert(e.object.id());
         }
     }
-    t.writes = shared.metrics.writes_total();
+    t.writes = ctx.metrics.writes_total();
     t.failures = failed.len() as u64;
     t.refused = refused.len();
 }
@@ -167,14 +199,14 @@ fn whole_lead(shared: &Shared, t: &mut crate::controller::ask::requests::Tallied
 /// Handles `command` wherever it can be: here when this copy leads, otherwise by the lease
 /// holder through the requests ConfigMap; an error when nobody holds the Lease.
 pub async fn handle(
-    shared: &Shared,
+    ctx: &RequestContext,
     route: &Route,
     view: &watch::Receiver<LeaseInfo>,
     command: Command,
 ) -> Result<RequestOutcome, Error> {
-    if shared.may_write() {
+    if ctx.may_write() {
         let id = channel::request_id(&route.identity);
-        return handle_here(shared, route, &id, command).await;
+        return handle_here(ctx, route, &id, command).await;
     }
     let v = view.borrow().clone();
     let lease = format!("{}/{}", route.lease_namespace, route.lease_name);
@@ -183,7 +215,7 @@ pub async fn handle(
         (Some(h), _) if !v.vacant => {
             tracing::info!("asking the lease holder {}", channel::said(&h, 253));
             channel::ask(
-                &shared.client,
+                &ctx.client,
                 &route.lease_namespace,
                 &route.lease_name,
                 &command,
@@ -198,12 +230,12 @@ pub async fn handle(
 
 /// The holder's side of the requests channel (`channel.rs`): requests handled at most
 /// [`MAX_RUNNING`] commands at once, removed with one fenced patch per [`PRUNE_EVERY`] at most.
-pub async fn serve(shared: Arc<Shared>, route: Route) {
+pub async fn serve(ctx: RequestContext, route: Route) {
     use futures::StreamExt;
     let name = channel::configmap_name(&route.lease_name);
     let configmap = format!("{}/{name}", route.lease_namespace);
-    let api: Api<ConfigMap> = Api::namespaced(shared.client.clone(), &route.lease_namespace);
-    let mut leading = shared.leadership.subscribe();
+    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &route.lease_namespace);
+    let mut leading = ctx.leadership.subscribe();
     // The batches in progress, kept across terms: aborted with this task when the copy stops.
     let mut running = tokio::task::JoinSet::new();
     loop {
@@ -217,7 +249,7 @@ pub async fn serve(shared: Arc<Shared>, route: Route) {
         }
         let what = format!("ConfigMap {configmap}");
         let mut stream = crate::cluster::watch::object(api.clone(), &name, what);
-        let mut desk = Desk::after(shared.answers.answered_before());
+        let mut desk = Desk::after(ctx.answers.answered_before());
         let mut pruning = Pruning::default();
         let mut tick = tokio::time::interval(PRUNE_EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -225,10 +257,10 @@ pub async fn serve(shared: Arc<Shared>, route: Route) {
             while running.len() < MAX_RUNNING
                 && let Some(batch) = desk.next()
             {
-                running.spawn(handle_batch(shared.clone(), route.clone(), batch));
+                running.spawn(handle_batch(ctx.clone(), route.clone(), batch));
             }
             for refused in desk.refused() {
-                shared.answers.publish(refused);
+                ctx.answers.publish(refused);
             }
             tokio::select! {
                 item = stream.next() => match item {
@@ -239,9 +271,9 @@ pub async fn serve(shared: Arc<Shared>, route: Route) {
                     // after). Only while the fence is open: a copy that lost the Lease leaves
                     // it to the next holder.
                     Some(Ok(None)) => {
-                        if shared.leadership.fence.may_write() {
+                        if ctx.leadership.fence.may_write() {
                             channel::ensure_configmap(
-                                &shared.client,
+                                &ctx.client,
                                 &route.lease_namespace,
                                 &route.lease_name,
                             )
@@ -253,7 +285,7 @@ pub async fn serve(shared: Arc<Shared>, route: Route) {
                     None => break,
                 },
                 Some(end) = running.join_next(), if !running.is_empty() => rethrow(end),
-                _ = tick.tick() => pruning.prune(&shared, &api, &configmap, &mut desk).await,
+                _ = tick.tick() => pruning.prune(&ctx.leadership.fence, &api, &configmap, &mut desk).await,
                 r = leading.changed() => {
                     if r.is_ok() && *leading.borrow_and_update() { continue } else { break }
                 }
@@ -274,7 +306,7 @@ fn rethrow(end: Result<(), tokio::task::JoinError>) {
 }
 
 /// Handles a batch, and publishes its answer to every request of it in the Lease.
-async fn handle_batch(shared: Arc<Shared>, route: Route, batch: Batch) {
+async fn handle_batch(ctx: RequestContext, route: Route, batch: Batch) {
     let Batch { command, asked } = batch;
     let (verb, template) = channel::wire(&command);
     // The Event and the log line carry the first request's id (a batch has one at least):
@@ -286,8 +318,8 @@ async fn handle_batch(shared: Arc<Shared>, route: Route, batch: Batch) {
         asked.len(),
         if asked.len() > 1 { ", and others" } else { "" }
     );
-    let result = handle_here(&shared, &route, &id, command.clone()).await;
-    if !shared.leadership.fence.may_write() {
+    let result = handle_here(&ctx, &route, &id, command.clone()).await;
+    if !ctx.leadership.fence.may_write() {
         tracing::info!(
             "not leading any more: not answering {} request(s)",
             asked.len()
@@ -296,7 +328,7 @@ async fn handle_batch(shared: Arc<Shared>, route: Route, batch: Batch) {
     }
     let ids = asked.into_iter().map(|(id, _)| id).collect();
     let answer = Published::of(ids, &command, &result);
-    shared.answers.publish(answer);
+    ctx.answers.publish(answer);
 }
 
 /// The holder's writes to the ConfigMap: what the desk read, removed; what it ignored, said at
@@ -310,7 +342,7 @@ struct Pruning {
 impl Pruning {
     async fn prune(
         &mut self,
-        shared: &Shared,
+        fence: &Fence,
         api: &Api<ConfigMap>,
         configmap: &str,
         desk: &mut Desk,
@@ -329,7 +361,7 @@ impl Pruning {
             return;
         }
         // Fenced like every write, and its answer awaited no longer than the fence allows.
-        let Some(left) = shared.leadership.fence.remaining() else {
+        let Some(left) = fence.remaining() else {
             desk.unpruned(keys);
             return;
         };
@@ -366,8 +398,8 @@ impl Pruning {
 }
 
 /// Template `name` is not there: said with a close name the cluster has, if one is.
-fn not_found(shared: &Shared, name: &str) -> Error {
-    let names = shared.stores.template_names();
+fn not_found(stores: &Stores, name: &str) -> Error {
+    let names = stores.template_names();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
     Error::NotFound {
         name: name.to_string(),

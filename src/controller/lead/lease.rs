@@ -8,21 +8,28 @@
 //! relists every store, and writes again only once the server confirms it holds the Lease again.
 
 use crate::cluster::{describe, status_code};
-use crate::controller::ask::channel::ANSWERS_ANNOTATION;
-use crate::controller::shared::Shared;
+use crate::controller::ask::channel::{ANSWERS_ANNOTATION, Answers};
+use crate::controller::reconcile::queue::SharedQueue;
 use crate::controller::store::objects::chrono_of;
-use crate::controller::view::fence::{LEASE_DURATION, LONGEST_LEASE_DURATION, Timing, mono_now};
+use crate::controller::store::stores::Stores;
+use crate::controller::tell::events::Recorder;
+use crate::controller::tell::metrics::Metrics;
+use crate::controller::tell::outage::Outage;
+use crate::controller::view::fence::{
+    LEASE_DURATION, LONGEST_LEASE_DURATION, Leadership, Timing, mono_now,
+};
 use crate::controller::view::state::{
     AccessError, AccessErrorKind, EventResult, EventVerb, Happened, LeaderHealth, LeaseChange,
     LeaseInfo, LeaseRefused,
 };
+use crate::controller::view::status::Status;
+use crate::controller::watch::resync::Resync;
 use crate::model::{ObjectId, ObjectRef};
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, PostParams};
 use std::sync::Arc;
-
 use std::time::Duration;
 use tokio::sync::watch;
 
@@ -314,7 +321,7 @@ impl Campaign {
                 if !ours && let Some(c) = &current {
                     let a = c.metadata.annotations.as_ref();
                     let left = a.and_then(|a| a.get(ANSWERS_ANNOTATION));
-                    self.shared.answers.took_over(left.map(String::as_str));
+                    self.ctx.answers.took_over(left.map(String::as_str));
                 }
                 self.observed = l.metadata.resource_version.clone().map(|rv| (rv, now));
                 *view = view_of(view, &l, now, self.me.timing.duration);
@@ -376,17 +383,54 @@ fn lease_access_error(
     }
 }
 
+/// May touch what the election uses: the client (the Lease), the leadership it sets, the
+/// status (access errors, the event log, what the health publishes), the queue (its length
+/// published; dropped when the Lease is lost, with the stores), the metrics, the answers it
+/// publishes, the outage log, the Events recorder (flushed at the end) and a [`Resync`] on
+/// gaining the Lease.
+pub struct LeaseContext {
+    pub client: kube::Client,
+    pub leadership: Arc<Leadership>,
+    pub status: Arc<Status>,
+    pub queue: Arc<SharedQueue>,
+    pub stores: Arc<Stores>,
+    pub metrics: Arc<Metrics>,
+    pub answers: Arc<Answers>,
+    pub outage: Arc<Outage>,
+    pub recorder: Recorder,
+    pub resync: Resync,
+}
+
+impl LeaseContext {
+    /// The fence is gone (lease lost, renewal deadline passed): what was queued is dropped and
+    /// every store lists again, so nothing decided before is acted on after.
+    fn forget_everything(&self) {
+        self.queue.discard();
+        self.stores.forget();
+        self.status.touch();
+    }
+}
+
+/// May touch what following the Lease holder uses: the client (the Lease, and whether the
+/// server answers), the stores (only to hear when their watches start over), the status
+/// (access errors, the feed) and the outage log.
+pub struct FollowContext {
+    pub client: kube::Client,
+    pub stores: Arc<Stores>,
+    pub status: Arc<Status>,
+    pub outage: Arc<Outage>,
+}
+
 /// Runs the election until `stopping`: keeps the fence (and the leading flag, for views) up
 /// to date; releases the lease at the end. `view_tx` receives the Lease as seen.
 pub async fn run(
-    shared: Arc<Shared>,
+    ctx: LeaseContext,
     election: Election,
     view_tx: watch::Sender<LeaseInfo>,
     stopping: tokio_util::sync::CancellationToken,
 ) {
     let mut campaign = Campaign {
-        api: Api::namespaced(shared.client.clone(), &election.namespace),
-        shared: shared.clone(),
+        api: Api::namespaced(ctx.client.clone(), &election.namespace),
         lease: ObjectRef::new(
             "coordination.k8s.io/v1",
             "Lease",
@@ -397,8 +441,11 @@ pub async fn run(
         beyond_sense: None,
         failing_since: None,
         standing_by: None,
+        ctx,
     };
-    let (timing, fence) = (campaign.me.timing, &shared.leadership.fence);
+    // The election's own handle on the fence: `campaign` changes between its looks.
+    let (timing, leadership) = (campaign.me.timing, campaign.ctx.leadership.clone());
+    let fence = &leadership.fence;
     loop {
         // A deadline passed while leading (paused, or renewals failed for too long): nothing
         // decided before counts. Checked before asking the server, so even a renewal that
@@ -412,16 +459,8 @@ pub async fn run(
         // answer after that confirms nothing), any other by the renew deadline. A renewal nobody
         // answers ends here: the holder stops leading when its fence closes.
         let bound = fence.remaining().unwrap_or(timing.renew_deadline);
-        let published = LeaderHealth {
-            pod: campaign.me.pod.clone(),
-            queue: shared.queue.len(),
-            last_sync: shared.status.last_sync(),
-            settings: Some(campaign.me.settings.clone()),
-            refused: shared.status.refusals(),
-            contested: shared.status.published_contests(),
-            guard: shared.status.guard_problem(),
-        };
-        let answers = shared.answers.annotation();
+        let published = campaign.health();
+        let answers = campaign.ctx.answers.annotation();
         let attempt = campaign.try_acquire_or_renew(&published, answers.as_deref(), &mut view);
         let result = tokio::time::timeout(bound, attempt).await;
         match &result {
@@ -431,16 +470,17 @@ pub async fn run(
             // The fence keeps its deadline: writes go on until it passes, no longer.
             Ok(Err(e)) => campaign.failed(e),
         }
-        view.leading = shared.leadership.is_leading();
+        view.leading = leadership.is_leading();
+        let status = &campaign.ctx.status;
         match result {
             // Refused (not merely unanswered): who holds it is unknown from here — but not to
             // a holder still within its deadline.
             Ok(Err(e)) if status_code(&e).is_some() && !view.leading => {
                 let why = LeaseRefused::new(status_code(&e), || describe(&e));
-                send_view(&shared, &view_tx, blank(&view, Some(why)));
+                send_view(status, &view_tx, blank(&view, Some(why)));
             }
             Ok(Err(_)) => {}
-            _ => send_view(&shared, &view_tx, view),
+            _ => send_view(status, &view_tx, view),
         }
         tokio::select! {
             () = tokio::time::sleep(timing.retry) => {}
@@ -449,7 +489,7 @@ pub async fn run(
     }
     // The last outcomes are this holder's to report, before another copy may take over.
     if fence.may_write() {
-        shared.recorder.flush().await;
+        campaign.ctx.recorder.flush().await;
     }
     campaign.release().await;
     view_tx.send_modify(|v| v.leading = false);
@@ -457,7 +497,7 @@ pub async fn run(
 
 /// What the election loop of one copy keeps between attempts, and what it does with each.
 struct Campaign {
-    shared: Arc<Shared>,
+    ctx: LeaseContext,
     api: Api<Lease>,
     lease: ObjectRef,
     me: Election,
@@ -472,16 +512,30 @@ struct Campaign {
 }
 
 impl Campaign {
+    /// What the holder publishes of itself with each renewal.
+    fn health(&self) -> LeaderHealth {
+        let status = &self.ctx.status;
+        LeaderHealth {
+            pod: self.me.pod.clone(),
+            queue: self.ctx.queue.len(),
+            last_sync: status.last_sync(),
+            settings: Some(self.me.settings.clone()),
+            refused: status.refusals(),
+            contested: status.published_contests(),
+            guard: status.guard_problem(),
+        }
+    }
+
     /// Leadership is not confirmed any more: writes stop at once; the queue and the stores are
     /// dropped (they list again) before this copy writes again.
     fn lose(&self, why: &str) {
-        let shared = &self.shared;
-        let had = shared.leadership.fence.revoke();
-        let was = shared.leadership.set_leading(false);
-        shared.metrics.set_leader(false);
+        let ctx = &self.ctx;
+        let had = ctx.leadership.fence.revoke();
+        let was = ctx.leadership.set_leading(false);
+        ctx.metrics.set_leader(false);
         // Answers still unpublished are dropped with the queue: their requests' keys will not
         // be reconciled here.
-        shared.answers.clear();
+        ctx.answers.clear();
         if !had && !was {
             return;
         }
@@ -493,21 +547,21 @@ impl Campaign {
         self.feed(format!(
             "{identity} lost the lease ({why}); writes stop, queue dropped, relisting"
         ));
-        shared.forget_everything();
+        ctx.forget_everything();
     }
 
     /// Says on the copy's feed (the event log) what became of its leadership.
     fn feed(&self, what: String) {
         let lease = self.lease.clone();
-        self.shared
+        self.ctx
             .status
             .log(EventVerb::Lease, lease, EventResult::Ok, what);
     }
 
     /// The Lease was read and answered: usable again (an earlier failure no longer stands).
     fn answered(&mut self) {
-        self.shared.outage.reachable();
-        self.shared.status.set_access(LEASES, None);
+        self.ctx.outage.reachable();
+        self.ctx.status.set_access(LEASES, None);
         if let Some(since) = self.failing_since.take() {
             tracing::info!(
                 "Lease {} reachable again after {}s",
@@ -537,29 +591,29 @@ impl Campaign {
     /// This copy holds the Lease: renewed at `sent`.
     async fn holds(&mut self, sent: Duration) {
         self.answered();
-        let shared = &self.shared;
+        let ctx = &self.ctx;
         let lease = &self.lease.name;
         // Said before the fence opens: a worker with a key in hand writes as soon as it does,
         // and its writes must not come before the line that says this copy leads.
         let identity = &self.me.identity;
-        if !shared.leadership.is_leading() {
+        if !ctx.leadership.is_leading() {
             tracing::info!("acquired Lease {lease} as {identity}: resyncing everything");
             self.feed(format!("{identity} acquired the lease; resync"));
         }
-        shared.leadership.fence.renewed(sent, &self.me.timing);
+        ctx.leadership.fence.renewed(sent, &self.me.timing);
         // A renewal that took longer than the deadline confirms nothing.
-        if !shared.leadership.fence.may_write() {
+        if !ctx.leadership.fence.may_write() {
             self.lose("the renewal came back too late");
-        } else if !shared.leadership.set_leading(true) {
+        } else if !ctx.leadership.set_leading(true) {
             self.standing_by = None;
-            shared.metrics.set_leader(true);
+            ctx.metrics.set_leader(true);
             crate::controller::ask::channel::ensure_configmap(
-                &shared.client,
+                &ctx.client,
                 &self.me.namespace,
                 &self.me.name,
             )
             .await;
-            shared.resync();
+            ctx.resync.resync();
         }
     }
 
@@ -572,7 +626,7 @@ impl Campaign {
             tracing::info!("{}", standing_by_text(&self.lease.name, &h, standby));
             self.standing_by = holder.map(str::to_string);
         }
-        if self.shared.leadership.is_leading() {
+        if self.ctx.leadership.is_leading() {
             let by = holder.map_or("another copy".into(), crate::text::printable);
             self.lose(&format!("{by} holds the Lease now"));
         }
@@ -584,7 +638,7 @@ impl Campaign {
         let error = lease_access_error(ns, name, status, &why, LeaseUse::Compete);
         if crate::cluster::unanswered(e) {
             // No answer at all: part of the copy's one outage log.
-            self.shared
+            self.ctx
                 .outage
                 .failed(&format!("Lease {lease}"), &e.to_string());
         } else if self.failing_since.is_none() {
@@ -593,7 +647,7 @@ impl Campaign {
         } else {
             tracing::debug!("{}", error.message);
         }
-        self.shared.status.set_access(LEASES, Some(error));
+        self.ctx.status.set_access(LEASES, Some(error));
     }
 
     /// No complete answer within `bound`: a holder stops leading (its fence has closed), and
@@ -605,9 +659,9 @@ impl Campaign {
         );
         let (ns, name, lease) = (&self.me.namespace, &self.me.name, &self.lease.name);
         let error = lease_access_error(ns, name, None, &why, LeaseUse::Compete);
-        self.shared.outage.failed(&format!("Lease {lease}"), &why);
-        self.shared.status.set_access(LEASES, Some(error));
-        if self.shared.leadership.is_leading() || self.shared.leadership.fence.expired() {
+        self.ctx.outage.failed(&format!("Lease {lease}"), &why);
+        self.ctx.status.set_access(LEASES, Some(error));
+        if self.ctx.leadership.is_leading() || self.ctx.leadership.fence.expired() {
             self.lose(&format!(
                 "the renewal got no answer within the renew deadline ({why})"
             ));
@@ -617,10 +671,10 @@ impl Campaign {
     /// Writes stop, then the Lease is released if this copy still holds it (whatever it
     /// believes): a waiting copy takes it at once.
     async fn release(self) {
-        let shared = &self.shared;
-        shared.leadership.fence.revoke();
-        let held = shared.leadership.set_leading(false);
-        shared.metrics.set_leader(false);
+        let ctx = &self.ctx;
+        ctx.leadership.fence.revoke();
+        let held = ctx.leadership.set_leading(false);
+        ctx.metrics.set_leader(false);
         let (lease, name) = (&self.lease.name, &self.me.name);
         let release = async {
             let Some(mut next) = self.api.get_opt(name).await? else {
@@ -652,13 +706,13 @@ impl Campaign {
 
 /// Publishes `v` if it differs from what views have, and tells a change of who leads once
 /// on the copy's feed.
-fn send_view(shared: &Shared, tx: &watch::Sender<LeaseInfo>, v: LeaseInfo) {
+fn send_view(status: &Status, tx: &watch::Sender<LeaseInfo>, v: LeaseInfo) {
     tx.send_if_modified(|cur| {
         if *cur == v {
             return false;
         }
         if let Some(what) = cur.turn(&v) {
-            shared.status.happened(Happened::Lease(LeaseChange {
+            status.happened(Happened::Lease(LeaseChange {
                 time: Utc::now(),
                 lease: v.lease.clone(),
                 what,
@@ -712,36 +766,36 @@ fn next_judgement(l: &Lease, seen_at: Duration, default: Duration) -> Option<Dur
 
 /// Whether the API server answers this copy now (whatever the answer); when it does not,
 /// that is the copy's outage, told where every failure to reach it is (`what` asked).
-async fn answers(shared: &Shared, what: &str) -> bool {
-    if shared.outage.unreachable().is_some() {
+async fn answers(ctx: &FollowContext, what: &str) -> bool {
+    if ctx.outage.unreachable().is_some() {
         return false;
     }
-    let asked = tokio::time::timeout(Duration::from_secs(5), shared.client.apiserver_version());
+    let asked = tokio::time::timeout(Duration::from_secs(5), ctx.client.apiserver_version());
     let failure = match asked.await {
         Ok(Ok(_)) => return true,
         Ok(Err(e)) if status_code(&e).is_some() => return true,
         Ok(Err(e)) => describe(&e),
         Err(_) => "no answer within 5s".into(),
     };
-    shared.outage.failed(what, &failure);
+    ctx.outage.failed(what, &failure);
     false
 }
 
 /// Follows a Lease this copy does not compete for (read-only views) by watching it, so a
 /// renewal or a takeover is seen as it happens.
 pub async fn watch_holder(
-    shared: Arc<Shared>,
+    ctx: FollowContext,
     namespace: String,
     name: String,
     view_tx: watch::Sender<LeaseInfo>,
 ) {
     use futures::StreamExt;
-    let api: Api<Lease> = Api::namespaced(shared.client.clone(), &namespace);
+    let api: Api<Lease> = Api::namespaced(ctx.client.clone(), &namespace);
     let what = format!("Lease {namespace}/{name}");
     let mut stream = crate::cluster::watch::object(api.clone(), &name, what.clone());
     // Told when the API server answers again after an outage: the watch starts over at once
     // rather than after its backoff, so the views see the holder as soon as they can.
-    let mut retry = shared.stores.relists();
+    let mut retry = ctx.stores.relists();
     let default = Duration::from_secs(LEASE_DURATION);
     // The Lease last seen, and when its record (resourceVersion) was first seen: vacancy is
     // judged on this copy's own clock, as the election judges it.
@@ -766,10 +820,10 @@ pub async fn watch_holder(
             () = tokio::time::sleep(wait), if next.is_some() => {
                 // Before the holder is judged by its silence, ask whether the silence is ours
                 // (a watch may hang on a server that shuts down, saying nothing for seconds).
-                blind = !answers(&shared, &what).await;
+                blind = !answers(&ctx, &what).await;
                 if let (Some((l, at)), false) = (&seen, blind) {
                     let view = view_of(&view_tx.borrow(), l, *at, default);
-                    send_view(&shared, &view_tx, view);
+                    send_view(&ctx.status, &view_tx, view);
                 }
                 continue;
             }
@@ -780,7 +834,7 @@ pub async fn watch_holder(
                 // After an outage, the record is first seen now: its holder could not renew
                 // while nobody could write, and that time is not its silence.
                 let after_outage = std::mem::replace(&mut blind, false);
-                shared.status.set_access(LEASES, None);
+                ctx.status.set_access(LEASES, None);
                 let base = view_tx.borrow().clone();
                 let rv = |l: &Lease| l.metadata.resource_version.clone();
                 seen = lease.map(|l| match seen.take() {
@@ -794,19 +848,19 @@ pub async fn watch_holder(
                     },
                     Some((l, at)) => view_of(&base, l, *at, default),
                 };
-                send_view(&shared, &view_tx, view);
+                send_view(&ctx.status, &view_tx, view);
             }
             Some(Err(e)) => {
                 let status = crate::cluster::watch::status(&e);
                 let why = crate::cluster::watch::describe(&e);
                 let error = lease_access_error(&namespace, &name, status, &why, LeaseUse::Read);
-                shared.status.set_access(LEASES, Some(error));
+                ctx.status.set_access(LEASES, Some(error));
                 // An answer that refuses: who holds it is unknown, never "nobody". No answer
                 // at all keeps the last view (the connection's state says the rest).
                 if status.is_some() {
                     seen = None;
                     let view = blank(&view_tx.borrow(), Some(LeaseRefused::new(status, || why)));
-                    send_view(&shared, &view_tx, view);
+                    send_view(&ctx.status, &view_tx, view);
                 } else {
                     blind = true;
                 }

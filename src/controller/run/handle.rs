@@ -6,11 +6,15 @@
 use crate::controller::error::Error;
 use crate::controller::lead::lease::LEASES;
 use crate::controller::reconcile::cache::OpinionCache;
-use crate::controller::shared::Shared;
-use crate::controller::tasks::changed;
+use crate::controller::reconcile::queue::SharedQueue;
+use crate::controller::store::stores::Stores;
+use crate::controller::tasks::{Tasks, changed};
+use crate::controller::tell::metrics::Metrics;
+use crate::controller::view::fence::Leadership;
 use crate::controller::view::state::{
     AccessError, Command, Happened, LiveState, ReconcileEvent, RequestOutcome,
 };
+use crate::controller::view::status::Status;
 use crate::snapshot::Snapshot;
 use parking_lot::Mutex;
 use std::sync::Arc;
@@ -40,8 +44,55 @@ pub(super) struct Inner {
     /// The owner's stop (see [`Controller::stop`]).
     pub stop: CancellationToken,
     pub join: Mutex<Option<tokio::task::JoinHandle<Result<(), Error>>>>,
-    pub world: Arc<Shared>,
+    pub world: HandleContext,
     pub cache: Arc<OpinionCache>,
+}
+
+/// May touch what the door reads and waits on: the stores, the queue, the status, the
+/// leadership, the metrics, and the supervisor (for a task's failure). It writes nothing: a
+/// request goes to the copy's tasks through `Inner::requests`.
+pub(super) struct HandleContext {
+    pub stores: Arc<Stores>,
+    pub queue: Arc<SharedQueue>,
+    pub status: Arc<Status>,
+    pub leadership: Arc<Leadership>,
+    pub metrics: Arc<Metrics>,
+    pub tasks: Arc<Tasks>,
+}
+
+impl HandleContext {
+    /// The stores not known now (resource, why).
+    fn unknown_stores(&self) -> Vec<(String, String)> {
+        self.status.why_unknown(self.stores.unknown())
+    }
+
+    fn snapshot(&self) -> Snapshot {
+        self.stores.snapshot(&self.status.access_errors())
+    }
+
+    /// What this copy is doing, for a person debugging a wait that did not end.
+    fn progress_report(&self) -> String {
+        let events: Vec<String> = self
+            .status
+            .events()
+            .iter()
+            .rev()
+            .take(10)
+            .map(|e| format!("{e:?}"))
+            .collect();
+        let access: Vec<String> = self
+            .status
+            .access_errors()
+            .into_iter()
+            .map(|e| e.message)
+            .collect();
+        format!(
+            "synced={}, unlisted kinds={:?}, access errors={access:?}, queue={}, last events (newest first)={events:#?}",
+            self.status.synced(),
+            self.stores.unlisted_kinds(),
+            self.queue.describe(),
+        )
+    }
 }
 
 /// Why this copy does not lead (see [`Controller::leading`]).
@@ -199,17 +250,17 @@ impl Controller {
     /// snapshot taken now is what the writes made), and the queue has stayed empty for `QUIET`
     /// (every key reconciled, delayed ones included); or `timeout` passes.
     pub async fn idle(&self, timeout: Duration) -> bool {
-        let shared = &self.inner.world;
-        let mut depth = shared.queue.depth();
-        let mut status = shared.status.subscribe();
+        let world = &self.inner.world;
+        let mut depth = world.queue.depth();
+        let mut status = world.status.subscribe();
         let deadline = Instant::now() + timeout;
         loop {
             let empty = *depth.borrow_and_update() == 0;
             status.borrow_and_update();
-            if empty && shared.status.synced() && shared.stores.unseen_writes() == 0 {
+            if empty && world.status.synced() && world.stores.unseen_writes() == 0 {
                 // Quiet for a moment: no change of the queue in between.
                 match timeout_at(deadline.min(Instant::now() + QUIET), depth.changed()).await {
-                    Err(_) => return *depth.borrow() == 0 && shared.status.synced(),
+                    Err(_) => return *depth.borrow() == 0 && world.status.synced(),
                     Ok(_) => continue,
                 }
             }

@@ -2,9 +2,14 @@
 //! queue, the status, the Lease), at most once per [`COALESCE`] (the one coalescing between
 //! the stores and the screen), and `/readyz` kept true to what this copy can read.
 
-use crate::controller::shared::Shared;
+use crate::controller::reconcile::queue::SharedQueue;
+use crate::controller::store::stores::Stores;
 use crate::controller::tasks::changed;
+use crate::controller::tell::metrics::Metrics;
+use crate::controller::tell::outage::Outage;
+use crate::controller::tell::write_log::WriteLog;
 use crate::controller::view::state::{Connection, FailedWrite, LeaseInfo, LiveState};
+use crate::controller::view::status::Status;
 use crate::model::ObjectId;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,7 +20,21 @@ const COALESCE: Duration = Duration::from_millis(250);
 /// Readiness, the overlay sweep and the connection are looked at this often anyway.
 const TICK: Duration = Duration::from_secs(1);
 
-/// What the publisher reads besides [`Shared`].
+/// May touch what the publisher reads and keeps: the client (is the server back?), the stores
+/// (the snapshot; their overlay swept, their watches retried), the queue (its depth; keys
+/// retried once the server answers), the status, the metrics (`/readyz`, the queue depth), the
+/// outage log and the write log (swept).
+pub struct PublishContext {
+    pub client: kube::Client,
+    pub stores: Arc<Stores>,
+    pub queue: Arc<SharedQueue>,
+    pub status: Arc<Status>,
+    pub metrics: Arc<Metrics>,
+    pub outage: Arc<Outage>,
+    pub write_log: Arc<WriteLog>,
+}
+
+/// What the publisher reads besides its [`PublishContext`].
 pub struct Sources {
     /// The Lease as this copy sees it (the election's, or the holder followed).
     pub lease: watch::Receiver<LeaseInfo>,
@@ -23,8 +42,8 @@ pub struct Sources {
     pub with_snapshot: bool,
 }
 
-fn connection(shared: &Shared) -> Connection {
-    match shared.outage.unreachable() {
+fn connection(outage: &Outage) -> Connection {
+    match outage.unreachable() {
         Some((ago, message)) => Connection::Unreachable {
             since: chrono::Utc::now() - chrono::Duration::from_std(ago).unwrap_or_default(),
             message,
@@ -36,26 +55,27 @@ fn connection(shared: &Shared) -> Connection {
 /// Keeps `/readyz` true, every reason to be unready said: a copy whose Lease requests fail or
 /// go unanswered cannot lead, nor tell who does; on a store it cannot read, nothing is decided;
 /// while another writer contests objects, this copy does not keep them as it should.
-fn readiness(shared: &Shared) {
-    settle_contests(shared);
-    let lease = shared
+fn readiness(ctx: &PublishContext) {
+    settle_contests(ctx);
+    let lease = ctx
         .status
         .access_error(crate::controller::lead::lease::LEASES);
-    let contests = shared.status.contests();
+    let contests = ctx.status.contests();
+    let unknown = ctx.status.why_unknown(ctx.stores.unknown());
     let contested = contests
         .iter()
         .map(crate::controller::view::status::contest_text);
     let reasons: Vec<String> = lease
         .map(|l| l.message)
         .into_iter()
-        .chain(shared.unknown_stores().into_iter().map(|(_, why)| why))
-        .chain(shared.status.lacking_rights())
-        .chain(judge_guard(shared))
+        .chain(unknown.into_iter().map(|(_, why)| why))
+        .chain(ctx.status.lacking_rights())
+        .chain(judge_guard(ctx))
         .chain(contested)
         .collect();
-    shared.metrics.set_ready(if !reasons.is_empty() {
+    ctx.metrics.set_ready(if !reasons.is_empty() {
         Err(reasons.join("\n"))
-    } else if shared.status.synced() {
+    } else if ctx.status.synced() {
         Ok(())
     } else {
         Err("watches not synced yet".into())
@@ -66,15 +86,15 @@ fn readiness(shared: &Shared) {
 /// stores (`core::guard`): said once when it changes — an error log, a line in the views' event
 /// log — and kept in the status for `/readyz` and the Lease's health. Nothing before both
 /// stores are listed.
-fn judge_guard(shared: &Shared) -> Option<String> {
+fn judge_guard(ctx: &PublishContext) -> Option<String> {
     use crate::controller::view::state::{EventResult, EventVerb};
     use crate::core::guard::{GUARD_NAME, guard_problem};
-    let expected = shared.status.guard_expected()?;
-    let Some((policy, binding)) = shared.stores.policy_and_binding(GUARD_NAME) else {
-        return shared.status.guard_problem();
+    let expected = ctx.status.guard_expected()?;
+    let Some((policy, binding)) = ctx.stores.policy_and_binding(GUARD_NAME) else {
+        return ctx.status.guard_problem();
     };
     let problem = guard_problem(&expected, policy.as_ref(), binding.as_ref());
-    if shared.status.set_guard_problem(problem.clone()) {
+    if ctx.status.set_guard_problem(problem.clone()) {
         let guard = crate::model::ObjectRef::new(
             "admissionregistration.k8s.io/v1",
             crate::model::VAP_KIND,
@@ -90,16 +110,15 @@ fn judge_guard(shared: &Shared) -> Option<String> {
                 EventResult::Ok
             }
         };
-        shared
-            .status
+        ctx.status
             .log(EventVerb::Guard, guard, result, String::new());
     }
     problem
 }
 
 /// Ends the contests that are over (the write tried after the hold stood): said once each.
-fn settle_contests(shared: &Shared) {
-    for c in shared.status.settle_contests() {
+fn settle_contests(ctx: &PublishContext) {
+    for c in ctx.status.settle_contests() {
         tracing::info!(
             // A string field, as the log has always had it.
             object = c.object.to_string().as_str(),
@@ -109,12 +128,12 @@ fn settle_contests(shared: &Shared) {
             c.other
         );
     }
-    shared.metrics.set_contested(shared.status.contests().len());
+    ctx.metrics.set_contested(ctx.status.contests().len());
 }
 
 /// The failed writes views show: this copy's own, unless another copy leads — then the
 /// writes that leader says the API server refuses (an observer has no writes of its own).
-fn failed_writes(shared: &Shared, lease: &LeaseInfo) -> Arc<BTreeMap<ObjectId, FailedWrite>> {
+fn failed_writes(status: &Status, lease: &LeaseInfo) -> Arc<BTreeMap<ObjectId, FailedWrite>> {
     let remote = lease
         .health
         .as_ref()
@@ -134,62 +153,63 @@ fn failed_writes(shared: &Shared, lease: &LeaseInfo) -> Arc<BTreeMap<ObjectId, F
             let refused = h.refused.iter().map(said(true));
             refused.chain(h.contested.iter().map(said(false))).collect()
         }
-        None => shared.status.failed_writes(),
+        None => status.failed_writes(),
     })
 }
 
 /// `state` as it is now. (Also the first state views see, so none reads an empty snapshot
 /// from a copy whose stores are listed: it said "loaded 0 objects" once.)
-pub fn fill(shared: &Shared, state: &mut LiveState, src: &Sources) {
+pub fn fill(ctx: &PublishContext, state: &mut LiveState, src: &Sources) {
     if src.with_snapshot {
-        state.snapshot = Arc::new(shared.snapshot());
+        let snapshot = ctx.stores.snapshot(&ctx.status.access_errors());
+        state.snapshot = Arc::new(snapshot);
     }
-    state.queue_depth = shared.queue.len();
-    state.access_errors = shared.status.access_errors();
-    state.synced = shared.status.synced();
-    state.gatekeeper_generator = shared.status.gatekeeper_generator();
-    state.writes_enabled = shared.status.writes_enabled();
-    state.connection = connection(shared);
+    state.queue_depth = ctx.queue.len();
+    state.access_errors = ctx.status.access_errors();
+    state.synced = ctx.status.synced();
+    state.gatekeeper_generator = ctx.status.gatekeeper_generator();
+    state.writes_enabled = ctx.status.writes_enabled();
+    state.connection = connection(&ctx.outage);
     state.lease = src.lease.borrow().clone();
     if let Some(holder) = &state.lease.holder {
-        shared.status.saw_holder(holder);
+        ctx.status.saw_holder(holder);
     }
-    state.failed_writes = failed_writes(shared, &state.lease);
+    state.failed_writes = failed_writes(&ctx.status, &state.lease);
 }
 
 pub async fn run(
-    shared: Arc<Shared>,
+    ctx: PublishContext,
     mut state: LiveState,
     tx: watch::Sender<Arc<LiveState>>,
     mut src: Sources,
 ) {
-    let mut depth = shared.queue.depth();
-    let mut status = shared.status.subscribe();
+    let mut depth = ctx.queue.depth();
+    let mut status = ctx.status.subscribe();
     let mut drained = false;
     let mut was_unreachable = false;
     loop {
-        shared.stores.sweep_overlay();
-        readiness(&shared);
+        ctx.stores.sweep_overlay();
+        readiness(&ctx);
         // The last sync (published with renewals) is stamped when the queue drains with
         // everything listed, not at every publish while it stays empty: each renewal would
         // carry a new stamp, and every view would analyse again every retry period.
-        let empty = *depth.borrow_and_update() == 0 && shared.status.synced();
+        let empty = *depth.borrow_and_update() == 0 && ctx.status.synced();
         if empty && !drained {
-            shared.status.set_last_sync(chrono::Utc::now());
+            ctx.status.set_last_sync(chrono::Utc::now());
         }
         drained = empty;
         status.borrow_and_update();
         src.lease.borrow_and_update();
-        fill(&shared, &mut state, &src);
-        shared.metrics.set_queue_depth(state.queue_depth);
+        fill(&ctx, &mut state, &src);
+        ctx.metrics.set_queue_depth(state.queue_depth);
         let last_connection = state.connection.clone();
         // Back from an outage: the watches waiting out their backoff (up to 30 s) list now,
         // so the views show the cluster as soon as it answers, not a backoff later.
         if was_unreachable && last_connection == Connection::Connected {
-            shared.stores.retry_now();
+            ctx.stores.retry_now();
             // And the writes that met the outage: now, not when their backoff (up to 30 s)
             // ends.
-            let released = shared.queue.server_answers();
+            let released = ctx.queue.server_answers();
             if released > 0 {
                 tracing::debug!("the API server answers: {released} keys retried now");
             }
@@ -208,18 +228,18 @@ pub async fn run(
                 () = changed(&mut depth) => break,
                 () = changed(&mut src.lease) => break,
                 _ = tick.tick() => {
-                    shared.stores.sweep_overlay();
-                    shared.write_log.sweep();
-                    readiness(&shared);
+                    ctx.stores.sweep_overlay();
+                    ctx.write_log.sweep();
+                    readiness(&ctx);
                     // While nothing answers, ask the server itself once a tick: every watch
                     // may be waiting out its backoff, and nothing else would notice it is back.
                     if was_unreachable {
-                        let asked = tokio::time::timeout(TICK, shared.client.apiserver_version());
+                        let asked = tokio::time::timeout(TICK, ctx.client.apiserver_version());
                         if let Ok(Ok(_)) = asked.await {
-                            shared.outage.reachable();
+                            ctx.outage.reachable();
                         }
                     }
-                    if connection(&shared) != last_connection {
+                    if connection(&ctx.outage) != last_connection {
                         break;
                     }
                 }

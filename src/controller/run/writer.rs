@@ -7,9 +7,14 @@ use crate::controller::reconcile::keys::{Key, Obj};
 use crate::controller::reconcile::world::{
     Concluded, NotSent, Unwritten, WriteError, WriteOutcome, Writer,
 };
-use crate::controller::shared::Shared;
+use crate::controller::store::stores::Stores;
+use crate::controller::tell::events::Recorder;
+use crate::controller::tell::metrics::Metrics;
+use crate::controller::tell::outage::{Outage, WriteFailures};
+use crate::controller::tell::write_log::WriteLog;
+use crate::controller::view::fence::Leadership;
 use crate::controller::view::state::{EventResult, EventVerb};
-use crate::controller::view::status::contest_text;
+use crate::controller::view::status::{Status, contest_text};
 use crate::core::contest::Undo;
 use crate::core::{PlannedWrite, Verb};
 use crate::model::ObjectId;
@@ -66,9 +71,28 @@ fn digest(w: &PlannedWrite) -> u64 {
     h.finish()
 }
 
+/// May touch what a write and its one observer use: the client, the stores (read-your-writes,
+/// whose change a write undoes), the status (writes enabled, refusals, contests, failures, the
+/// event log), the leadership (the fence every write is checked against), the metrics, the
+/// outage log and the writer's `WriteFailures`, the Events recorder and the write log.
+///
+/// Wider than any task's: every fact of a write is applied in one place ([`observe`]), so the
+/// parts it reports to meet here rather than in a fan-out across the workers.
+pub struct WriterContext {
+    pub client: kube::Client,
+    pub stores: Arc<Stores>,
+    pub status: Arc<Status>,
+    pub leadership: Arc<Leadership>,
+    pub metrics: Arc<Metrics>,
+    pub outage: Arc<Outage>,
+    pub failures: Arc<WriteFailures>,
+    pub recorder: Recorder,
+    pub write_log: Arc<WriteLog>,
+}
+
 /// The live workers' writer: writes to the API server (they read the copy's stores).
 pub struct Live<'a> {
-    pub shared: &'a Shared,
+    pub ctx: &'a WriterContext,
     /// The key being reconciled (its Events regard the key's template).
     pub key: Key,
     /// Its writes that were accepted, and that failed (atomics: a writer is shared across
@@ -88,17 +112,17 @@ impl Live<'_> {
 
 impl Writer for Live<'_> {
     async fn write(&self, w: &PlannedWrite) -> WriteOutcome {
-        if !self.shared.status.writes_enabled() {
+        if !self.ctx.status.writes_enabled() {
             return WriteOutcome::Skipped(NotSent::WritesDisabled);
         }
         // Checked before each send (the client retries nothing itself), against a monotonic
         // deadline from the last renewal: a copy that was paused or cannot renew sends nothing,
         // whatever it believes about the Lease, and awaits an answer until that deadline only.
-        let Some(left) = self.shared.leadership.fence.remaining() else {
+        let Some(left) = self.ctx.leadership.fence.remaining() else {
             return WriteOutcome::Skipped(NotSent::NotConfirmed);
         };
         let object = w.object.id();
-        if let Some(hold) = self.shared.status.contest_held(&object) {
+        if let Some(hold) = self.ctx.status.contest_held(&object) {
             tracing::debug!(%object, "not written for {}s more: another writer contests it", hold.as_secs());
             return WriteOutcome::Skipped(NotSent::Contested(hold));
         }
@@ -107,19 +131,19 @@ impl Writer for Live<'_> {
         let undoes = match w.verb {
             Verb::Create => None,
             Verb::Update | Verb::Delete => self
-                .shared
+                .ctx
                 .stores
                 .changed_by_another(Obj::of(&w.object.kind), &w.object.name),
         };
         let body = digest(w);
-        if let Some(refused) = self.shared.status.refusal(&object, body) {
+        if let Some(refused) = self.ctx.status.refusal(&object, body) {
             // Not sent again, but a failure of the request that met it (reply, exit code); its
             // log line, metric and Event came once, when the server refused it.
             tracing::debug!(object = %w.object, "not sent again: {refused}");
             self.count(true);
             return WriteOutcome::Failed(refused);
         }
-        let sent = apply_write(&self.shared.client, self.shared.stores.admission(), w);
+        let sent = apply_write(&self.ctx.client, self.ctx.stores.admission(), w);
         let result = tokio::time::timeout(left, sent)
             .await
             .unwrap_or_else(|_| {
@@ -142,23 +166,20 @@ impl Writer for Live<'_> {
     }
 
     fn not_needed(&self, object: &ObjectId) {
-        self.shared.status.clear_failure(object);
+        self.ctx.status.clear_failure(object);
     }
 
     async fn compile(&self, template: &str, w: &PlannedWrite) -> Option<String> {
         let body = digest(w);
-        if let Some(said) = self.shared.status.probed(template, body) {
+        if let Some(said) = self.ctx.status.probed(template, body) {
             return said;
         }
         // A dry-run writes nothing, so no fence: any copy that reconciles may ask.
-        let sent = crate::cluster::apply::dry_run_write(
-            &self.shared.client,
-            self.shared.stores.admission(),
-            w,
-        );
+        let sent =
+            crate::cluster::apply::dry_run_write(&self.ctx.client, self.ctx.stores.admission(), w);
         match sent.await {
             Ok(_) => {
-                self.shared.status.probe_said(template, Some((body, None)));
+                self.ctx.status.probe_said(template, Some((body, None)));
                 None
             }
             Err(e) => match crate::cluster::apply::refusal(&e) {
@@ -168,7 +189,7 @@ impl Writer for Live<'_> {
                         "the API server refuses the VAP template {template} generates (a server-side dry-run; no constraint needs it yet): {why}"
                     );
                     let said = Some((body, Some(why.clone())));
-                    self.shared.status.probe_said(template, said);
+                    self.ctx.status.probe_said(template, said);
                     Some(why)
                 }
                 // Unanswered or forbidden: nothing learned, asked again next time.
@@ -182,7 +203,7 @@ impl Writer for Live<'_> {
 
     fn concluded(&self, concluded: Concluded) {
         if let Concluded::Template { name, entry: None } = &concluded {
-            self.shared.status.probe_said(name, None);
+            self.ctx.status.probe_said(name, None);
         }
         // A poisoned lock loses one conclusion: the next reconcile of the key says it again.
         if let Ok(mut all) = self.concluded.lock() {
@@ -196,11 +217,11 @@ impl Writer for Live<'_> {
 /// the key's template, `/metrics`, `/readyz`, the published health that `check` and every
 /// view read — while the object is left alone for a while.
 fn undid(live: &Live, id: &ObjectId, other: &str) {
-    let shared = live.shared;
+    let ctx = live.ctx;
     // The log's `object` field as it always was: a string.
     let object = id.to_string();
     let object = object.as_str();
-    match shared.status.undid(id, other) {
+    match ctx.status.undid(id, other) {
         Undo::Counted => {
             tracing::debug!(
                 object,
@@ -210,8 +231,8 @@ fn undid(live: &Live, id: &ObjectId, other: &str) {
         Undo::Started(contest) => {
             let said = contest_text(&contest);
             tracing::error!(object, other, "{said}");
-            shared.recorder.contested(&live.key, said);
-            shared.metrics.set_contested(shared.status.contests().len());
+            ctx.recorder.contested(&live.key, said);
+            ctx.metrics.set_contested(ctx.status.contests().len());
         }
         Undo::HeldAgain(contest) => tracing::debug!(
             object,
@@ -227,34 +248,34 @@ fn undid(live: &Live, id: &ObjectId, other: &str) {
 
 /// Applies what came of `w` (whose body's digest is `body`) everywhere it is reported.
 fn observe(live: &Live, w: &PlannedWrite, body: u64, result: Result<Applied, WriteError>) {
-    let shared = live.shared;
+    let ctx = live.ctx;
     let object = w.object.to_string();
     let result = match result {
         Ok(applied) => {
-            shared.stores.remember(w, &applied);
-            shared.failures.succeeded();
-            shared.outage.reachable();
-            if let Some(WriteError::Forbidden(_)) = shared.status.clear_failure(&w.object.id()) {
+            ctx.stores.remember(w, &applied);
+            ctx.failures.succeeded();
+            ctx.outage.reachable();
+            if let Some(WriteError::Forbidden(_)) = ctx.status.clear_failure(&w.object.id()) {
                 tracing::info!(object, "{object}: allowed now (it was forbidden)");
             }
             // A delete that found nothing changed nothing: not a write.
             if matches!(applied, Applied::AlreadyGone) {
-                shared.metrics.error(Unwritten::AlreadyGone);
+                ctx.metrics.error(Unwritten::AlreadyGone);
             } else {
-                shared.metrics.write(w.verb, Obj::of(&w.object.kind));
+                ctx.metrics.write(w.verb, Obj::of(&w.object.kind));
                 live.count(false);
-                shared.recorder.written(w, None, &live.key);
+                ctx.recorder.written(w, None, &live.key);
             }
             // Each fact once: the line says the verb and object, no fields repeat them.
             let line = format!("{} {}: {}", w.verb.as_str(), w.object, w.reason);
-            shared.write_log.written(&object, line);
+            ctx.write_log.written(&object, line);
             EventResult::Ok
         }
         Err(e) => {
-            failed(shared, &w.object, body, &e);
+            failed(ctx, &w.object, body, &e);
             if !e.retried_away() {
                 live.count(true);
-                shared.recorder.written(w, Some(&e), &live.key);
+                ctx.recorder.written(w, Some(&e), &live.key);
             }
             EventResult::WriteFailed(e)
         }
@@ -264,8 +285,7 @@ fn observe(live: &Live, w: &PlannedWrite, body: u64, result: Result<Applied, Wri
         Verb::Update => EventVerb::Update,
         Verb::Delete => EventVerb::Delete,
     };
-    shared
-        .status
+    ctx.status
         .log(verb, w.object.clone(), result, w.reason.clone());
 }
 
@@ -274,12 +294,12 @@ fn observe(live: &Live, w: &PlannedWrite, body: u64, result: Result<Applied, Wri
     clippy::cognitive_complexity,
     reason = "one match over the failure classes and their log lines; to be a table"
 )]
-fn failed(shared: &Shared, object: &crate::model::ObjectRef, body: u64, e: &WriteError) {
-    shared.metrics.error(Unwritten::from(e));
+fn failed(ctx: &WriterContext, object: &crate::model::ObjectRef, body: u64, e: &WriteError) {
+    ctx.metrics.error(Unwritten::from(e));
     if !matches!(e, WriteError::Unreachable(_)) {
-        shared.outage.reachable();
+        ctx.outage.reachable();
     }
-    let first = !e.retried_away() && shared.status.write_failed(&object.id(), body, e);
+    let first = !e.retried_away() && ctx.status.write_failed(&object.id(), body, e);
     let object = object.to_string();
     let msg = e.to_string();
     match e {
@@ -295,10 +315,10 @@ fn failed(shared: &Shared, object: &crate::model::ObjectRef, body: u64, e: &Writ
         ),
         WriteError::Forbidden(_) => tracing::debug!(object, "{msg}"),
         // No answer: the copy's one outage log, not a line per write.
-        WriteError::Unreachable(_) => shared.outage.failed(&object, &msg),
+        WriteError::Unreachable(_) => ctx.outage.failed(&object, &msg),
         // May pass later (the server back): retried with backoff, logged at most once per
         // interval with a count.
-        WriteError::Failed(_) => shared
+        WriteError::Failed(_) => ctx
             .failures
             .failed(Unwritten::from(e).label(), &object, &msg),
     }

@@ -4,8 +4,9 @@
 //! [`EVERY`] (aggregated APIs come and go without a CRD). A change re-enqueues everything: the
 //! template side widens or narrows its VAP, the constraint side its binding.
 
+use super::resync::Resync;
 use crate::cluster::discovery::discover_served;
-use crate::controller::shared::Shared;
+use crate::controller::store::stores::Stores;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -16,15 +17,23 @@ const EVERY: Duration = Duration::from_secs(60);
 /// After a failed discovery.
 const RETRY: Duration = Duration::from_secs(5);
 
+/// May touch: the client (discovery), the stores (what is served) and a [`Resync`] when that
+/// changes.
+pub struct DiscoveryContext {
+    pub client: kube::Client,
+    pub stores: Arc<Stores>,
+    pub resync: Resync,
+}
+
 /// One discovery; whether what is served changed. A failure is logged and changes nothing:
 /// what was known stays known (a binding narrowed on it still matches what it did).
-pub async fn refresh(shared: &Shared) -> Result<bool, ()> {
-    let served = discover_served(&shared.client).await.map_err(|e| {
+pub async fn refresh(ctx: &DiscoveryContext) -> Result<bool, ()> {
+    let served = discover_served(&ctx.client).await.map_err(|e| {
         let error = crate::text::error_text(&e);
         tracing::warn!("discovering what the API server serves: {error}");
     })?;
     let failed = served.failed_groups.clone();
-    let changed = shared.stores.set_served(served);
+    let changed = ctx.stores.set_served(served);
     if changed && !failed.is_empty() {
         tracing::warn!(
             "API groups not discoverable, constraints naming their kinds match the whole group: {}",
@@ -35,7 +44,7 @@ pub async fn refresh(shared: &Shared) -> Result<bool, ()> {
 }
 
 /// Keeps discovery current after the first one (`first_ok`: it succeeded; else retried soon).
-pub async fn run(shared: Arc<Shared>, mut crds: watch::Receiver<u64>, first_ok: bool) {
+pub async fn run(ctx: DiscoveryContext, mut crds: watch::Receiver<u64>, first_ok: bool) {
     let mut wait = if first_ok { EVERY } else { RETRY };
     loop {
         tokio::select! {
@@ -48,10 +57,10 @@ pub async fn run(shared: Arc<Shared>, mut crds: watch::Receiver<u64>, first_ok: 
             }
             _ = tokio::time::sleep(wait) => {}
         }
-        wait = match refresh(&shared).await {
+        wait = match refresh(&ctx).await {
             Ok(true) => {
                 tracing::info!("what the API server serves changed: reconciling everything");
-                shared.resync();
+                ctx.resync.resync();
                 EVERY
             }
             Ok(false) => EVERY,

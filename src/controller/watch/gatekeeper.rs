@@ -3,8 +3,9 @@
 //! write the same objects and thrash. `run` then refuses to write unless `--take-over` — at
 //! start, and whenever a periodic re-check finds the generator switched on later.
 
-use crate::controller::shared::Shared;
+use super::resync::Resync;
 use crate::controller::view::state::{EventResult, EventVerb};
+use crate::controller::view::status::Status;
 use crate::model::ObjectRef;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, ListParams};
@@ -91,26 +92,35 @@ pub async fn detect(
     Ok((!found.is_empty()).then(|| found.join("; ")))
 }
 
+/// May touch what looking for Gatekeeper's generator again uses: the client (its
+/// Deployments), the status (whether this copy writes, the event log) and a [`Resync`] when
+/// the generator is off again.
+pub struct RecheckContext {
+    pub client: kube::Client,
+    pub status: Arc<Status>,
+    pub resync: Resync,
+}
+
 /// Stops writing while Gatekeeper's own generator is active, and resumes (with a resync) once
 /// it is off again. Only for a copy that was allowed to write at start.
 pub(in crate::controller) async fn recheck(
-    shared: Arc<Shared>,
+    ctx: RecheckContext,
     namespace: String,
     every: Duration,
 ) {
     loop {
         tokio::time::sleep(every).await;
-        let found = match detect(&shared.client, &namespace).await {
+        let found = match detect(&ctx.client, &namespace).await {
             Ok(found) => found,
             Err(e) => {
                 tracing::debug!("{e}; keeping the last answer");
                 continue;
             }
         };
-        if found == shared.status.gatekeeper_generator() {
+        if found == ctx.status.gatekeeper_generator() {
             continue;
         }
-        shared.status.set_writes_enabled(found.is_none());
+        ctx.status.set_writes_enabled(found.is_none());
         let (result, detail) = match &found {
             Some(what) => {
                 let msg = format!(
@@ -128,13 +138,12 @@ pub(in crate::controller) async fn recheck(
             }
         };
         let deployments = ObjectRef::new("apps/v1", "Deployment", "*");
-        shared
-            .status
+        ctx.status
             .log(EventVerb::Gatekeeper, deployments, result, detail);
         if found.is_none() {
-            shared.resync();
+            ctx.resync.resync();
         }
-        shared.status.set_gatekeeper_generator(found);
+        ctx.status.set_gatekeeper_generator(found);
     }
 }
 

@@ -6,11 +6,13 @@
 //! watched: a change reconciles every template. Without Gatekeeper the watch keeps trying, so
 //! a Config that comes later counts.
 
+use super::resync::Resync;
 use crate::cluster::access::AccessError;
 use crate::cluster::discovery::{gatekeeper_config_resource, resource_name};
 use crate::cluster::list::{InvalidConfig, access_error, gatekeeper_configs, gatekeeper_webhooks};
 use crate::cluster::list::{parse_config, parse_webhook};
-use crate::controller::shared::Shared;
+use crate::controller::store::stores::Stores;
+use crate::controller::view::status::Status;
 use crate::model::GatekeeperConfig;
 use futures::StreamExt;
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
@@ -19,6 +21,16 @@ use kube::runtime::reflector::{self, store::Writer};
 use kube::runtime::watcher::{self, Event};
 use std::collections::BTreeMap;
 use std::sync::Arc;
+
+/// May touch what reading and watching Gatekeeper's Config and webhook use: the client, the
+/// stores (what was read), the status (a Config that cannot be read) and a [`Resync`] when
+/// what was read changes.
+pub struct GatekeeperConfigContext {
+    pub client: kube::Client,
+    pub stores: Arc<Stores>,
+    pub status: Arc<Status>,
+    pub resync: Resync,
+}
 
 /// The Configs found invalid (object → why), so each is said once per change: when it turns
 /// invalid or its reason changes, and when it is valid again. The watch re-reads every Config
@@ -71,17 +83,17 @@ fn log(warn: bool, line: String) {
 /// The first read of the Configs; whether it failed, and those found invalid. A failure is
 /// logged and leaves none: the VAPs then apply in the namespaces the Config would exclude
 /// (stricter, never looser), until the watch reads it.
-pub async fn first_read(shared: &Shared) -> (bool, Invalid) {
+pub async fn first_read(ctx: &GatekeeperConfigContext) -> (bool, Invalid) {
     let mut invalid = Invalid::default();
-    match gatekeeper_configs(&shared.client).await {
+    match gatekeeper_configs(&ctx.client).await {
         Ok(read) => {
             let configs = invalid.sort(read, log);
-            shared.stores.set_gatekeeper_configs(configs);
+            ctx.stores.set_gatekeeper_configs(configs);
             (false, invalid)
         }
         Err(e) => {
             let resource = resource_name(&gatekeeper_config_resource());
-            cannot_read(shared, access_error(&resource, &e));
+            cannot_read(ctx, access_error(&resource, &e));
             (true, invalid)
         }
     }
@@ -89,13 +101,13 @@ pub async fn first_read(shared: &Shared) -> (bool, Invalid) {
 
 /// A Config that cannot be read: said once, in the words `check` uses, and one of the copy's
 /// access errors until it is read.
-fn cannot_read(shared: &Shared, error: AccessError) {
+fn cannot_read(ctx: &GatekeeperConfigContext, error: AccessError) {
     tracing::warn!(
         "{}; Gatekeeper's excluded namespaces stay subject to the VAPs until it is read",
         error.message
     );
     let resource = error.resource.clone();
-    shared.status.set_access(&resource, Some(error));
+    ctx.status.set_access(&resource, Some(error));
 }
 
 /// How long the Config may answer 429, 503 or 504 before that is said (a restarting API
@@ -125,10 +137,10 @@ impl Transient {
 
 /// Watches the Configs in every namespace. A read that fails with an answer (forbidden) is said
 /// once (`failing`: the first read said it), and its recovery once; not served is no failure.
-pub async fn run(shared: Arc<Shared>, (mut failing, mut invalid): (bool, Invalid)) {
+pub async fn run(ctx: GatekeeperConfigContext, (mut failing, mut invalid): (bool, Invalid)) {
     let ar = gatekeeper_config_resource();
     let resource = resource_name(&ar);
-    let api: Api<DynamicObject> = Api::all_with(shared.client.clone(), &ar);
+    let api: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &ar);
     let config = watcher::Config::default().fields(&format!(
         "metadata.name={}",
         crate::model::gatekeeper_config::CONFIG_NAME
@@ -147,7 +159,7 @@ pub async fn run(shared: Arc<Shared>, (mut failing, mut invalid): (bool, Invalid
             Ok(Event::Init | Event::InitApply(_)) => continue,
             Ok(Event::InitDone) if std::mem::take(&mut failing) => {
                 tracing::info!("Gatekeeper's Config read again");
-                shared.status.set_access(&resource, None);
+                ctx.status.set_access(&resource, None);
             }
             Ok(_) => {}
             // Retried by the watch; what was read stays.
@@ -164,7 +176,7 @@ pub async fn run(shared: Arc<Shared>, (mut failing, mut invalid): (bool, Invalid
                     failing = true;
                     let why = crate::cluster::watch::describe(&e);
                     cannot_read(
-                        &shared,
+                        &ctx,
                         AccessError::from_status(&resource, status, "reading", &why),
                     );
                 }
@@ -176,9 +188,9 @@ pub async fn run(shared: Arc<Shared>, (mut failing, mut invalid): (bool, Invalid
         objects.sort_by(|a, b| a.metadata.namespace.cmp(&b.metadata.namespace));
         let read = objects.iter().map(|o| parse_config(o, &ar)).collect();
         let configs = invalid.sort(read, log);
-        if shared.stores.set_gatekeeper_configs(configs) {
+        if ctx.stores.set_gatekeeper_configs(configs) {
             tracing::info!("Gatekeeper's Config changed: reconciling every template");
-            shared.resync();
+            ctx.resync.resync();
         }
     }
 }
@@ -186,10 +198,10 @@ pub async fn run(shared: Arc<Shared>, (mut failing, mut invalid): (bool, Invalid
 /// The first read of the webhook configuration `name`. A failure is logged and leaves none:
 /// the VAPs then match what Gatekeeper's do without its webhook (every create and update),
 /// until the watch reads it.
-pub async fn first_read_webhook(shared: &Shared, name: &str) {
-    match gatekeeper_webhooks(&shared.client, Some(name)).await {
+pub async fn first_read_webhook(ctx: &GatekeeperConfigContext, name: &str) {
+    match gatekeeper_webhooks(&ctx.client, Some(name)).await {
         Ok(webhooks) => {
-            shared.stores.set_gatekeeper_webhooks(webhooks);
+            ctx.stores.set_gatekeeper_webhooks(webhooks);
         }
         Err(e) => tracing::warn!(
             "reading Gatekeeper's ValidatingWebhookConfiguration {name} (the VAPs match every create and update until it can be read): {}",
@@ -200,16 +212,16 @@ pub async fn first_read_webhook(shared: &Shared, name: &str) {
 
 /// Watches the webhook configuration `name`; each change of what its webhook matches
 /// re-enqueues everything.
-pub async fn run_webhook(shared: Arc<Shared>, name: String) {
-    let api: Api<ValidatingWebhookConfiguration> = Api::all(shared.client.clone());
+pub async fn run_webhook(ctx: GatekeeperConfigContext, name: String) {
+    let api: Api<ValidatingWebhookConfiguration> = Api::all(ctx.client.clone());
     let mut stream = crate::cluster::watch::object(api, &name, "Gatekeeper's webhook");
     while let Some(read) = stream.next().await {
         // Forbidden or failed: logged and retried by the watch; what was read stays.
         let Ok(o) = read else { continue };
         let webhooks = o.as_ref().and_then(parse_webhook).into_iter().collect();
-        if shared.stores.set_gatekeeper_webhooks(webhooks) {
+        if ctx.stores.set_gatekeeper_webhooks(webhooks) {
             tracing::info!("Gatekeeper's validating webhook changed: reconciling every template");
-            shared.resync();
+            ctx.resync.resync();
         }
     }
 }

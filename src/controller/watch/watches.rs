@@ -9,16 +9,17 @@
 use crate::cluster::decode::{Objects, Undecodable};
 use crate::cluster::discovery::constraint_resource;
 use crate::controller::reconcile::keys::{Key, Obj};
+use crate::controller::reconcile::queue::SharedQueue;
 use crate::controller::reconcile::world::{ConstraintStore, Enqueue, TemplateStore};
-use crate::controller::shared::Shared;
 use crate::controller::store::objects::{
     binding_keys, controllers_in, established, is_constraint_crd, keep_last_writer, policy_keys,
 };
-use crate::controller::store::stores::{KindWatch, TypedStore};
+use crate::controller::store::stores::{KindWatch, Stores, TypedStore};
 use crate::controller::tasks::Lifetime;
-use crate::controller::tasks::changed;
-use crate::controller::tell::outage::SUMMARY_EVERY;
+use crate::controller::tasks::{Tasks, changed};
+use crate::controller::tell::outage::{Outage, SUMMARY_EVERY};
 use crate::controller::view::state::{AccessError, AccessErrorKind};
+use crate::controller::view::status::Status;
 use crate::model::{CONSTRAINTS_GROUP, TEMPLATES_GROUP};
 use futures::StreamExt;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -64,6 +65,19 @@ impl Trim for CustomResourceDefinition {
     }
 }
 
+/// May touch what the watches and their handlers use: the client, the stores they fill, the
+/// queue their events feed, the status and the outage log they report to, and the supervisor a
+/// watch (a constraint kind's too, as its CRD comes) starts through.
+#[derive(Clone)]
+pub struct WatchContext {
+    pub client: kube::Client,
+    pub stores: Arc<Stores>,
+    pub queue: Arc<SharedQueue>,
+    pub status: Arc<Status>,
+    pub outage: Arc<Outage>,
+    pub tasks: Arc<Tasks>,
+}
+
 /// What a watch reports to its handler.
 pub enum Change<'a, K> {
     Applied(&'a K),
@@ -74,9 +88,9 @@ pub enum Change<'a, K> {
 
 /// A (re)list is in the store: complete, then the handler, then listed (`stores::Listing`
 /// says why in this order).
-fn list_done<K, F>(world: &Arc<Shared>, resource: &str, on_change: &F)
+fn list_done<K, F>(world: &WatchContext, resource: &str, on_change: &F)
 where
-    F: Fn(&Arc<Shared>, Change<'_, K>),
+    F: Fn(&WatchContext, Change<'_, K>),
 {
     world.stores.set_complete(resource);
     world.status.set_access(resource, None);
@@ -96,18 +110,18 @@ pub fn spawn_watch<K, F>(
     api: Api<K>,
     mut writer: Writer<K>,
     resource: String,
-    world: Arc<Shared>,
+    world: WatchContext,
     on_change: F,
 ) -> tokio::task::AbortHandle
 where
     K: Trim + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync,
-    F: Fn(&Arc<Shared>, Change<'_, K>) + Send + Sync + 'static,
+    F: Fn(&WatchContext, Change<'_, K>) + Send + Sync + 'static,
 {
     let objects: Objects<K> = Objects::new(api.clone().into_client(), api.resource_url());
     let name = format!("watch {resource}");
-    let tasks = world.clone();
-    tasks.tasks.spawn(name, Lifetime::Copy, async move {
+    let tasks = world.tasks.clone();
+    tasks.spawn(name, Lifetime::Copy, async move {
         // Lists from the API server's watch cache (resourceVersion=0), as client-go's do: a
         // quorum read of etcd buys nothing the watch that follows does not correct.
         let lp = ListParams::default().match_any();
@@ -330,7 +344,7 @@ struct Health {
 }
 
 impl Health {
-    fn failed(&mut self, world: &Shared, resource: &str, failure: &Failure) {
+    fn failed(&mut self, world: &WatchContext, resource: &str, failure: &Failure) {
         let now = Instant::now();
         let message = &failure.error.message;
         self.retries += 1;
@@ -366,7 +380,7 @@ impl Health {
         }
     }
 
-    fn recovered(&mut self, world: &Shared, resource: &str) {
+    fn recovered(&mut self, world: &WatchContext, resource: &str) {
         world.outage.reachable();
         // Only a resource that logged its failure logs its recovery (an outage has its own).
         if let (Some(since), Some(_)) = (self.since, self.last_summary) {
@@ -393,7 +407,7 @@ fn failure_of(resource: &str, verb: &str, e: &kube::Error) -> Failure {
     failure
 }
 
-pub fn on_template(world: &Arc<Shared>, change: Change<'_, DynamicObject>) {
+pub fn on_template(world: &WatchContext, change: Change<'_, DynamicObject>) {
     match change {
         Change::Applied(t) | Change::Deleted(t) => {
             if let Some(name) = &t.metadata.name {
@@ -410,7 +424,7 @@ pub fn on_template(world: &Arc<Shared>, change: Change<'_, DynamicObject>) {
     }
 }
 
-pub fn on_policy(world: &Arc<Shared>, change: Change<'_, DynamicObject>) {
+pub fn on_policy(world: &WatchContext, change: Change<'_, DynamicObject>) {
     match change {
         Change::Applied(p) if world.stores.take_own_write(Obj::Policy, &p.metadata) => {}
         Change::Applied(p) | Change::Deleted(p) => enqueue_all(world, policy_keys(p)),
@@ -419,7 +433,7 @@ pub fn on_policy(world: &Arc<Shared>, change: Change<'_, DynamicObject>) {
     }
 }
 
-pub fn on_binding(world: &Arc<Shared>, change: Change<'_, DynamicObject>) {
+pub fn on_binding(world: &WatchContext, change: Change<'_, DynamicObject>) {
     match change {
         Change::Applied(b) if world.stores.take_own_write(Obj::Binding, &b.metadata) => {}
         Change::Applied(b) | Change::Deleted(b) => enqueue_all(world, binding_keys(b)),
@@ -432,7 +446,7 @@ pub fn on_binding(world: &Arc<Shared>, change: Change<'_, DynamicObject>) {
 }
 
 /// A constraint CRD changed: start (or stop) the kind's watch; its constraints' readiness changed.
-pub fn on_crd(world: &Arc<Shared>, change: Change<'_, CustomResourceDefinition>) {
+pub fn on_crd(world: &WatchContext, change: Change<'_, CustomResourceDefinition>) {
     match change {
         Change::Applied(crd) => crd_changed(world, crd, false),
         Change::Deleted(crd) => crd_changed(world, crd, true),
@@ -451,7 +465,7 @@ pub fn on_crd(world: &Arc<Shared>, change: Change<'_, CustomResourceDefinition>)
     }
 }
 
-fn crd_changed(world: &Arc<Shared>, crd: &CustomResourceDefinition, deleted: bool) {
+fn crd_changed(world: &WatchContext, crd: &CustomResourceDefinition, deleted: bool) {
     // Any group: a constraint's kinds may be served by any CRD.
     world.stores.crds_changed();
     if crd.spec.group != CONSTRAINTS_GROUP {
@@ -478,7 +492,7 @@ fn crd_changed(world: &Arc<Shared>, crd: &CustomResourceDefinition, deleted: boo
 }
 
 /// Starts the constraint watch of `kind` if it is not running.
-pub fn start_kind(world: &Arc<Shared>, kind: &str, plural: &str) {
+pub fn start_kind(world: &WatchContext, kind: &str, plural: &str) {
     world.stores.add_kind(kind, || {
         let ar = constraint_resource(kind, plural);
         let writer: Writer<DynamicObject> = Writer::new(ar.clone());
@@ -490,7 +504,7 @@ pub fn start_kind(world: &Arc<Shared>, kind: &str, plural: &str) {
         let api: Api<DynamicObject> = Api::all_with(world.client.clone(), &ar);
         let resource = crate::cluster::discovery::resource_name(&ar);
         let kind_owned = kind.to_string();
-        let on_change = move |w: &Arc<Shared>, change: Change<'_, DynamicObject>| {
+        let on_change = move |w: &WatchContext, change: Change<'_, DynamicObject>| {
             // The kind's template too: its VAP matches what the kind's constraints match
             // (Gatekeeper names a template after its kind, lowercased).
             let template = Key::Template(kind_owned.to_lowercase());
@@ -520,7 +534,7 @@ pub fn start_kind(world: &Arc<Shared>, kind: &str, plural: &str) {
 }
 
 /// Stops the constraint watch of `kind` (its CRD is gone) and re-enqueues what depended on it.
-pub fn stop_kind(world: &Arc<Shared>, kind: &str) {
+pub fn stop_kind(world: &WatchContext, kind: &str) {
     let Some(w) = world.stores.remove_kind(kind) else {
         return;
     };
@@ -536,7 +550,7 @@ pub fn stop_kind(world: &Arc<Shared>, kind: &str) {
 }
 
 /// Enqueues the constraints of `kind` in `store` and the owners of the kind's bindings.
-fn enqueue_kind(world: &Shared, kind: &str, store: &TypedStore) {
+fn enqueue_kind(world: &WatchContext, kind: &str, store: &TypedStore) {
     let names = store.names().into_iter();
     enqueue_all(world, names.map(|n| Key::constraint(kind, n)));
     let of_kind = |k: &Key| matches!(k, Key::Constraint { kind: bk, .. } if bk == kind);
@@ -545,8 +559,25 @@ fn enqueue_kind(world: &Shared, kind: &str, store: &TypedStore) {
     }
 }
 
-fn enqueue_all(world: &Shared, keys: impl IntoIterator<Item = Key>) {
+fn enqueue_all(world: &WatchContext, keys: impl IntoIterator<Item = Key>) {
     keys.into_iter().for_each(|k| world.queue.enqueue(k));
+}
+
+#[cfg(test)]
+impl WatchContext {
+    /// Watches' parts with empty stores on `client` (which need never answer), for unit tests.
+    fn offline(client: kube::Client, admission: crate::cluster::AdmissionApi) -> Self {
+        let scope = crate::controller::reconcile::keys::Scope::All;
+        let (stores, _) = Stores::new(admission, scope);
+        WatchContext {
+            client,
+            stores: Arc::new(stores),
+            queue: Arc::default(),
+            status: Arc::default(),
+            outage: Arc::default(),
+            tasks: Arc::default(),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -605,7 +636,7 @@ mod tests {
         // A world that never connects (the client is only built).
         let config = kube::Config::new("http://127.0.0.1:1".parse().expect("url"));
         let client = kube::Client::try_from(config).expect("client");
-        let world = Arc::new(Shared::offline(client, crate::cluster::AdmissionApi::v1()));
+        let world = WatchContext::offline(client, crate::cluster::AdmissionApi::v1());
         let ar = constraint_resource("K8sX", "k8sx");
         let resource = crate::cluster::discovery::resource_name(&ar);
         let task = tokio::spawn(std::future::pending::<()>());
@@ -622,7 +653,7 @@ mod tests {
         list_done(
             &world,
             &resource,
-            &|w: &Arc<Shared>, c: Change<'_, DynamicObject>| {
+            &|w: &WatchContext, c: Change<'_, DynamicObject>| {
                 assert!(matches!(c, Change::Listed));
                 // A key this handler queues may be popped at once: the kind must be trusted.
                 assert!(w.stores.kind_listed("K8sX"), "the gate would drop the key");
