@@ -258,23 +258,7 @@ mod gatekeeper_config_tests {
 
     /// The flags' defaults; no template is checked here.
     fn defaults() -> Options {
-        struct NoCel;
-        impl super::super::cel_syntax::CelSyntax for NoCel {
-            fn check(&self, _: &[(String, &str)]) -> Result<(), String> {
-                Ok(())
-            }
-            fn first_free_read(&self, _: &[(String, &str)], _: &str) -> Option<String> {
-                None
-            }
-            fn rename_variables(
-                &self,
-                _: &str,
-                _: &std::collections::BTreeMap<String, String>,
-            ) -> Result<String, String> {
-                Err("not parsed here".into())
-            }
-        }
-        Options::with_cel(CelChecker::new(NoCel))
+        super::testing::options()
     }
 
     fn config(ns: Option<&str>, name: &str, excluded: &[&str]) -> GatekeeperConfig {
