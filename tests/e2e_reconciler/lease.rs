@@ -560,7 +560,10 @@ async fn e2e_a_paused_leader_writes_nothing_after_it_resumes() {
         e.until_vapb("A converges", &bname(&kind, &format!("c{i}")), true)
             .await;
     }
-    let writes_by_old = || {
+    // A's writes the server received at or after `since`. By the time the server received
+    // them, not by when their audit entry appeared: an entry of a write A sent before it was
+    // paused can be logged a moment after the pause, and is not a write after it resumed.
+    let writes_by_old = |since: chrono::DateTime<chrono::Utc>| {
         e.env
             .audit_events()
             .into_iter()
@@ -568,6 +571,10 @@ async fn e2e_a_paused_leader_writes_nothing_after_it_resumes() {
                 ev["impersonatedUser"]["username"] == old
                     && ev["stage"] == "ResponseComplete"
                     && ev["objectRef"]["resource"] != "leases"
+                    && ev["requestReceivedTimestamp"]
+                        .as_str()
+                        .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+                        .is_some_and(|t| t >= since)
             })
             .map(|ev| {
                 format!(
@@ -581,8 +588,10 @@ async fn e2e_a_paused_leader_writes_nothing_after_it_resumes() {
             .collect::<Vec<_>>()
     };
     a.signal(libc::SIGSTOP);
-    let before = writes_by_old();
-    assert!(!before.is_empty(), "A wrote while it led");
+    assert!(
+        !writes_by_old(chrono::DateTime::<chrono::Utc>::MIN_UTC).is_empty(),
+        "A wrote while it led"
+    );
 
     // B takes over once A's lease has expired (it has seen no renewal for a whole duration).
     let tuning = crate::support::reconciler::Tuning {
@@ -615,6 +624,7 @@ async fn e2e_a_paused_leader_writes_nothing_after_it_resumes() {
     b.assert_idle(TIMEOUT).await;
 
     // SIGCONT: A wakes up with a stale queue and stale stores.
+    let resumed_at = chrono::Utc::now();
     a.signal(libc::SIGCONT);
     // A is running again (it serves), has found the Lease taken, and has relisted.
     eventually("A answers again and knows it does not lead", || async {
@@ -624,10 +634,10 @@ async fn e2e_a_paused_leader_writes_nothing_after_it_resumes() {
     eventually("A has relisted", || async { a.answers("/readyz", 200) }).await;
     // Let anything A might still send arrive.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let after = writes_by_old();
+    let after = writes_by_old(resumed_at);
     let logs = std::fs::read_to_string(&log).unwrap_or_default();
     assert_eq!(
-        after[before.len()..],
+        after,
         [] as [String; 0],
         "writes by the old leader after it resumed; its log:\n{logs}"
     );
